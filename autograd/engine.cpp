@@ -1,0 +1,230 @@
+// The backward engine: walks the recorded graph from the outputs to the leaves, iteratively (no
+// recursion, so a 10,000-op chain is fine), in decreasing creation order, which is a reverse
+// topological order; gradients reaching a node from several paths are summed before it runs.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <queue>
+#include <unordered_map>
+
+#include "autograd/autograd.h"
+#include "core/impl.h"
+
+namespace nabla::autograd {
+
+namespace {
+
+std::atomic<uint64_t> g_task_counter{0};
+
+struct Capture {
+  Node* node;
+  uint32_t input_nr;
+  size_t slot;
+};
+
+bool has_nonfinite(const Tensor& t) {
+  if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return false;
+  NoGradGuard ng;
+  return !all(isfinite(t)).item<bool>();
+}
+
+Tensor ones_for(const Tensor& t, size_t i) {
+  check<AutogradError>(t.numel() == 1, "backward: a gradient can be created implicitly only for one-element outputs; "
+                                       "output ", i, " has shape ", t.sizes(), ", so pass its gradient explicitly");
+  return ones_like(t);
+}
+
+// Runs one backward pass. captures: (node, input) pairs whose incoming gradient is wanted instead of
+// being accumulated (autograd::grad); when non-empty, AccumulateGrad nodes do not run.
+void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs, bool retain_graph,
+                  bool create_graph, std::vector<Capture>* captures, std::vector<Tensor>* captured) {
+  check<AutogradError>(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: got ",
+                       grad_outputs.size(), " gradients for ", outputs.size(), " outputs");
+  const uint64_t task = ++g_task_counter;
+  std::vector<std::pair<Edge, Tensor>> roots;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    check<AutogradError>(out.defined(), "backward: output ", i, " is an undefined tensor");
+    check<AutogradError>(out.requires_grad(), "backward: element ", i,
+                         " of the outputs does not require grad and has no grad_fn (nothing it depends on "
+                         "requires grad, or it was computed under NoGradGuard)");
+    Tensor g = grad_outputs.empty() || !grad_outputs[i].defined() ? ones_for(out, i) : grad_outputs[i];
+    check<ShapeError>(g.sizes() == out.sizes(), "backward: gradient ", i, " has shape ", g.sizes(),
+                      " but its output has shape ", out.sizes());
+    roots.emplace_back(gradient_edge(out), g);
+  }
+
+  // Discover the graph and count, for every node, the edges that lead into it.
+  std::vector<Node*> nodes;
+  std::vector<Node*> stack;
+  auto visit = [&](Node* n) {
+    if (n->engine_task == task) return;
+    n->engine_task = task;
+    n->engine_deps = 0;
+    n->engine_needed = captures == nullptr;
+    n->engine_buffer.clear();
+    n->engine_buffer.resize(n->num_inputs());
+    nodes.push_back(n);
+    stack.push_back(n);
+  };
+  for (auto& [edge, g] : roots) visit(edge.fn.get());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges) {
+      if (!e.valid()) continue;
+      Node* c = e.fn.get();
+      visit(c);
+      ++c->engine_deps;
+    }
+  }
+
+  // autograd::grad: run only the nodes on a path to a captured input.
+  if (captures) {
+    for (const Capture& c : *captures)
+      if (c.node->engine_task == task) c.node->engine_needed = true;
+    // Nodes were discovered parents-first; a child's flag is final when its parents are checked
+    // in reverse discovery order only for trees, so iterate to a fixed point (graphs are small).
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+        Node* n = *it;
+        if (n->engine_needed) continue;
+        for (const Edge& e : n->next_edges) {
+          if (e.valid() && e.fn->engine_needed) {
+            n->engine_needed = true;
+            changed = true;
+            break;
+          }
+        }
+      }
+    }
+  }
+
+  for (auto& [edge, g] : roots) {
+    Tensor& slot = edge.fn->engine_buffer[edge.input_nr];
+    slot = slot.defined() ? slot + g : g;
+  }
+
+  auto later_first = [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); };
+  std::priority_queue<Node*, std::vector<Node*>, decltype(later_first)> ready(later_first);
+  for (Node* n : nodes)
+    if (n->engine_deps == 0) ready.push(n);
+
+  AutoGradMode mode(create_graph);
+  const bool anomaly = AnomalyMode::is_enabled();
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    intrusive_ptr<Node> hold(n);
+    GradList inputs = std::move(n->engine_buffer);
+    n->engine_buffer.clear();
+
+    if (captures) {
+      for (const Capture& c : *captures)
+        if (c.node == n && inputs[c.input_nr].defined()) {
+          Tensor& dst = (*captured)[c.slot];
+          dst = dst.defined() ? dst + inputs[c.input_nr] : inputs[c.input_nr];
+        }
+    }
+    if (!n->engine_needed) continue;
+    bool is_accumulate = n->num_outputs() == 0 && std::string_view(n->name()) == "AccumulateGrad";
+    if (captures && is_accumulate) continue;
+
+    for (auto& [nr, id, hook] : n->pre_hooks) {
+      if (nr < inputs.size() && inputs[nr].defined()) {
+        Tensor r = hook(inputs[nr]);
+        if (r.defined()) inputs[nr] = r;
+      }
+    }
+    bool any = false;
+    for (const Tensor& t : inputs) any = any || t.defined();
+    GradList outs;
+    if (any) {
+      if (inputs.size() > 1) {
+        for (size_t i = 0; i < inputs.size(); ++i)
+          if (!inputs[i].defined()) {
+            const OutputMeta& m = n->out_meta[i];
+            inputs[i] = zeros(m.shape, dtype(m.dtype).device(m.device));
+          }
+      }
+      outs = n->apply(std::move(inputs));
+      if (!retain_graph) n->release_saved();
+    } else {
+      outs.resize(n->num_outputs());
+    }
+    if (is_accumulate) continue;
+    check<AutogradError>(outs.size() == n->num_outputs(), "backward: ", n->name(), " returned ", outs.size(),
+                         " gradients but its forward op had ", n->num_outputs(), " inputs");
+
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const Edge& e = n->next_edges[i];
+      if (!e.valid()) continue;
+      Node* c = e.fn.get();
+      Tensor g = std::move(outs[i]);
+      if (g.defined()) {
+        if (anomaly && has_nonfinite(g)) {
+          throw AutogradError(detail::str(
+              "anomaly detected: ", n->name(), " returned NaN or Inf values in its gradient for input ", i,
+              (n->forward_op.empty() ? std::string() : " of the forward op '" + n->forward_op + "'"),
+              (n->forward_trace.empty() ? std::string(". ")
+                                        : ". The forward op was called from:\n" + n->forward_trace)));
+        }
+        const OutputMeta& m = c->out_meta[e.input_nr];
+        if (g.sizes() != m.shape)
+          throw AutogradError(detail::str("backward: ", n->name(), " returned a gradient of shape ", g.sizes(),
+                                          " for input ", i, ", which has shape ", m.shape));
+        if (g.dtype() != m.dtype) g = g.to(m.dtype);
+        if (g.device() != m.device) g = g.to(m.device);
+        Tensor& slot = c->engine_buffer[e.input_nr];
+        slot = slot.defined() ? slot + g : g;
+      }
+      if (--c->engine_deps == 0 && c->engine_needed) ready.push(c);
+    }
+  }
+  // Drop gradients left in nodes that did not run (autograd::grad prunes).
+  for (Node* n : nodes) n->engine_buffer.clear();
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+              std::optional<bool> retain_graph, bool create_graph) {
+  run_backward(outputs, grad_outputs, retain_graph.value_or(create_graph), create_graph, nullptr, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph, bool create_graph,
+                         bool allow_unused) {
+  std::vector<Capture> captures;
+  std::vector<intrusive_ptr<Node>> keep;  // accumulators created here stay alive for the pass
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    check<AutogradError>(t.defined() && t.requires_grad(), "grad: input ", i,
+                         " does not require grad (call requires_grad_() on it before the forward pass)");
+    Edge e = gradient_edge(t);
+    keep.push_back(e.fn);
+    captures.push_back({e.fn.get(), e.input_nr, i});
+  }
+  std::vector<Tensor> result(inputs.size());
+  run_backward(outputs, grad_outputs, retain_graph.value_or(create_graph), create_graph, &captures, &result);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (result[i].defined()) {
+      // Leaf hooks apply to captured gradients too.
+      TensorImpl* impl = inputs[i].impl();
+      if (!impl->grad_fn && impl->meta)
+        for (auto& [id, hook] : impl->meta->hooks) {
+          Tensor r = hook(result[i]);
+          if (r.defined()) result[i] = r;
+        }
+      continue;
+    }
+    check<AutogradError>(allow_unused, "grad: input ", i,
+                         " was not used to compute the outputs (pass allow_unused=true to get an undefined "
+                         "gradient for it)");
+  }
+  return result;
+}
+
+}  // namespace nabla::autograd

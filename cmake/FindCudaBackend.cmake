@@ -1,0 +1,32 @@
+# Looks for what the CUDA backend needs: the CUDA toolkit (nvcc, cudart, cuBLAS) and cuDNN.
+# Sets NABLA_CUDA_FOUND, and NABLA_CUDA_MISSING with the reason when not found.
+# Hints: CUDAToolkit_ROOT (default /usr/local/cuda) and CUDNN_ROOT (a folder with include/cudnn.h
+# and lib/libcudnn.so, e.g. the nvidia.cudnn Python package).
+set(NABLA_CUDA_FOUND OFF)
+set(NABLA_CUDA_MISSING "")
+if(NOT CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
+  set(CUDAToolkit_ROOT /usr/local/cuda)
+endif()
+if(NOT CMAKE_CUDA_COMPILER AND EXISTS "${CUDAToolkit_ROOT}/bin/nvcc")
+  set(CMAKE_CUDA_COMPILER "${CUDAToolkit_ROOT}/bin/nvcc")
+endif()
+include(CheckLanguage)
+check_language(CUDA)
+if(NOT CMAKE_CUDA_COMPILER)
+  set(NABLA_CUDA_MISSING "no nvcc found")
+  return()
+endif()
+find_package(CUDAToolkit QUIET)
+if(NOT CUDAToolkit_FOUND OR NOT TARGET CUDA::cublas)
+  set(NABLA_CUDA_MISSING "the CUDA toolkit or cuBLAS was not found")
+  return()
+endif()
+set(_cudnn_hints ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_ROOT} ${CUDAToolkit_LIBRARY_ROOT})
+find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${_cudnn_hints} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${_cudnn_hints} ${CUDAToolkit_LIBRARY_DIR}
+  PATH_SUFFIXES lib lib64)
+if(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY)
+  set(NABLA_CUDA_MISSING "cuDNN was not found (set CUDNN_ROOT)")
+  return()
+endif()
+set(NABLA_CUDA_FOUND ON)

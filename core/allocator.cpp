@@ -1,0 +1,210 @@
+// The CPU caching allocator and the small-object pool.
+//
+// Tensor memory: sizes are rounded up to buckets (multiples of 64 bytes up to 256, then four
+// buckets per power of two) and freed blocks wait in per-bucket free lists for the next request of
+// that bucket, so a training loop that allocates the same shapes every step stops calling the
+// system allocator after its first step. Under AddressSanitizer, caching is off so ASan sees every
+// allocation exactly.
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/error.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define NABLA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NABLA_ASAN 1
+#endif
+#endif
+
+namespace nabla {
+namespace {
+
+constexpr size_t kAlign = 64;
+constexpr int kNumBuckets = 4 * 48;
+constexpr size_t kMaxCachedBytes = size_t(4) << 30;  // beyond this, frees go back to the system
+
+bool caching_enabled() {
+#ifdef NABLA_ASAN
+  return false;
+#else
+  static const bool enabled = [] {
+    const char* e = std::getenv("NABLA_CPU_CACHE");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return enabled;
+#endif
+}
+
+// Bucket index and rounded size for a request.
+inline int bucket_of(size_t n, size_t* rounded) {
+  if (n <= 256) {
+    size_t r = n <= 64 ? 64 : (n + 63) & ~size_t(63);
+    *rounded = r;
+    return static_cast<int>(r / 64) - 1;  // 0..3
+  }
+  int k = 63 - std::countl_zero(n - 1);  // 2^k < n <= 2^(k+1)
+  size_t step = size_t(1) << (k - 2);    // four buckets per power of two
+  size_t r = (n + step - 1) & ~(step - 1);
+  *rounded = r;
+  int sub = static_cast<int>((r >> (k - 2)) - 5);  // 0..3 within (2^k, 2^(k+1)]
+  return 4 + (k - 8) * 4 + sub;
+}
+
+class CpuCachingAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    size_t rounded;
+    int b = bucket_of(nbytes, &rounded);
+    if (caching_enabled() && b < kNumBuckets) {
+      std::lock_guard lock(mu_);
+      auto& list = free_[b];
+      if (!list.empty()) {
+        void* p = list.back();
+        list.pop_back();
+        cached_ -= rounded;
+        allocated_ += rounded;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(kAlign, rounded);
+    if (!p) {
+      cpu_empty_cache();
+      p = std::aligned_alloc(kAlign, rounded);
+    }
+    if (!p) throw Error(detail::str("CPU allocator: out of memory allocating ", nbytes, " bytes"));
+    system_allocs_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lock(mu_);
+    allocated_ += rounded;
+    return p;
+  }
+
+  void deallocate(void* p, size_t nbytes) override {
+    if (!p) return;
+    size_t rounded;
+    int b = bucket_of(nbytes, &rounded);
+    {
+      std::lock_guard lock(mu_);
+      allocated_ -= rounded;
+      if (caching_enabled() && b < kNumBuckets && cached_ + rounded <= kMaxCachedBytes) {
+        free_[b].push_back(p);
+        cached_ += rounded;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+  void empty_cache() {
+    std::vector<void*> all;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& list : free_) {
+        all.insert(all.end(), list.begin(), list.end());
+        list.clear();
+        list.shrink_to_fit();
+      }
+      cached_ = 0;
+    }
+    for (void* p : all) std::free(p);
+  }
+
+  CpuMemoryStats stats() {
+    std::lock_guard lock(mu_);
+    return {allocated_, allocated_ + cached_, system_allocs_.load()};
+  }
+
+ private:
+  std::mutex mu_;
+  std::array<std::vector<void*>, kNumBuckets> free_;
+  size_t allocated_ = 0, cached_ = 0;
+  std::atomic<uint64_t> system_allocs_{0};
+};
+
+CpuCachingAllocator& the_cpu_allocator() {
+  static auto* a = new CpuCachingAllocator();  // never destroyed: tensors may outlive main()
+  return *a;
+}
+
+// ---- small-object pool --------------------------------------------------------------------------
+constexpr size_t kPoolGranule = 16;
+constexpr size_t kPoolMax = 512;
+constexpr size_t kPoolClasses = kPoolMax / kPoolGranule;
+constexpr int kPoolMaxPerClass = 4096;
+
+struct FreeBlock {
+  FreeBlock* next;
+};
+
+struct PoolCache {
+  std::array<FreeBlock*, kPoolClasses> head{};
+  std::array<int, kPoolClasses> count{};
+  ~PoolCache();
+};
+
+thread_local bool tl_pool_dead = false;  // trivially destructible: valid after PoolCache is gone
+thread_local PoolCache tl_pool;
+
+PoolCache::~PoolCache() {
+  tl_pool_dead = true;
+  for (auto* h : head) {
+    while (h) {
+      FreeBlock* n = h->next;
+      ::operator delete(h);
+      h = n;
+    }
+  }
+}
+
+bool pool_enabled() {
+#ifdef NABLA_ASAN
+  return false;
+#else
+  return caching_enabled();
+#endif
+}
+
+}  // namespace
+
+Allocator& cpu_allocator() { return the_cpu_allocator(); }
+CpuMemoryStats cpu_memory_stats() { return the_cpu_allocator().stats(); }
+void cpu_empty_cache() { the_cpu_allocator().empty_cache(); }
+
+void* pool_allocate(size_t n) {
+  if (n > kPoolMax || tl_pool_dead || !pool_enabled()) return ::operator new(n);
+  size_t c = (n - 1) / kPoolGranule;
+  FreeBlock* b = tl_pool.head[c];
+  if (b) {
+    tl_pool.head[c] = b->next;
+    --tl_pool.count[c];
+    return b;
+  }
+  return ::operator new((c + 1) * kPoolGranule);
+}
+
+void pool_deallocate(void* p, size_t n) {
+  if (!p) return;
+  if (n > kPoolMax || tl_pool_dead || !pool_enabled()) {
+    ::operator delete(p);
+    return;
+  }
+  size_t c = (n - 1) / kPoolGranule;
+  if (tl_pool.count[c] >= kPoolMaxPerClass) {
+    ::operator delete(p);
+    return;
+  }
+  auto* b = static_cast<FreeBlock*>(p);
+  b->next = tl_pool.head[c];
+  tl_pool.head[c] = b;
+  ++tl_pool.count[c];
+}
+
+}  // namespace nabla

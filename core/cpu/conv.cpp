@@ -1,0 +1,393 @@
+// CPU convolution (im2col + GEMM) and pooling kernels, NCHW.
+//
+// conv2d forward and input-grad run per image (images in parallel), each a GEMM between the
+// weights and the image's unfolded patches (im2col). The weight gradient unfolds a chunk of
+// images at once and runs one larger GEMM per chunk, accumulating into the gradient.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/cpu/kernels.h"
+#include "core/impl.h"
+#include "core/parallel.h"
+
+namespace nabla::cpu::NABLA_CPU_ISA {
+
+namespace {
+
+Tensor contig(const Tensor& x) {
+  if (x.is_contiguous()) return x;
+  Tensor c = detail::make_empty(x.sizes(), x.dtype(), x.device());
+  copy(x, c);
+  return c;
+}
+
+struct ConvGeom {
+  int64_t N, C, H, W, O, kh, kw, Ho, Wo, G, Cg, Og;
+  int64_t sh, sw, ph, pw, dh, dw;
+  int64_t ckk() const { return Cg * kh * kw; }
+  int64_t hw_out() const { return Ho * Wo; }
+  bool is_pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
+};
+
+ConvGeom geom(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
+  ConvGeom g{};
+  g.N = x.sizes()[0];
+  g.C = x.sizes()[1];
+  g.H = x.sizes()[2];
+  g.W = x.sizes()[3];
+  g.O = w.sizes()[0];
+  g.kh = w.sizes()[2];
+  g.kw = w.sizes()[3];
+  g.Ho = y.sizes()[2];
+  g.Wo = y.sizes()[3];
+  g.G = p.groups;
+  g.Cg = g.C / g.G;
+  g.Og = g.O / g.G;
+  g.sh = p.stride[0];
+  g.sw = p.stride[1];
+  g.ph = p.padding[0];
+  g.pw = p.padding[1];
+  g.dh = p.dilation[0];
+  g.dw = p.dilation[1];
+  return g;
+}
+
+// col (Cg*kh*kw, Ho*Wo) <- patches of one image's group (Cg, H, W); column stride ldcol.
+template <class T>
+void im2col(const T* x, const ConvGeom& g, T* col, int64_t ldcol) {
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        T* row = col + ((c * g.kh + ki) * g.kw + kj) * ldcol;
+        const T* xc = x + c * g.H * g.W;
+        for (int64_t oh = 0; oh < g.Ho; ++oh) {
+          int64_t ih = oh * g.sh - g.ph + ki * g.dh;
+          T* r = row + oh * g.Wo;
+          if (ih < 0 || ih >= g.H) {
+            std::fill(r, r + g.Wo, T(0));
+            continue;
+          }
+          const T* xr = xc + ih * g.W;
+          int64_t off = kj * g.dw - g.pw;
+          if (g.sw == 1) {
+            // iw = ow + off must lie in [0, W)
+            int64_t lo = std::clamp<int64_t>(-off, 0, g.Wo), hi = std::clamp<int64_t>(g.W - off, lo, g.Wo);
+            std::fill(r, r + lo, T(0));
+            std::memcpy(r + lo, xr + lo + off, (hi - lo) * sizeof(T));
+            std::fill(r + hi, r + g.Wo, T(0));
+          } else {
+            for (int64_t ow = 0; ow < g.Wo; ++ow) {
+              int64_t iw = ow * g.sw + off;
+              r[ow] = (iw >= 0 && iw < g.W) ? xr[iw] : T(0);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// x (Cg, H, W) += patches in col (the adjoint of im2col).
+template <class T>
+void col2im(const T* col, const ConvGeom& g, T* x, int64_t ldcol) {
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        const T* row = col + ((c * g.kh + ki) * g.kw + kj) * ldcol;
+        T* xc = x + c * g.H * g.W;
+        for (int64_t oh = 0; oh < g.Ho; ++oh) {
+          int64_t ih = oh * g.sh - g.ph + ki * g.dh;
+          if (ih < 0 || ih >= g.H) continue;
+          const T* r = row + oh * g.Wo;
+          T* xr = xc + ih * g.W;
+          int64_t off = kj * g.dw - g.pw;
+          if (g.sw == 1) {
+            int64_t lo = std::clamp<int64_t>(-off, 0, g.Wo), hi = std::clamp<int64_t>(g.W - off, lo, g.Wo);
+            for (int64_t ow = lo; ow < hi; ++ow) xr[ow + off] += r[ow];
+          } else {
+            for (int64_t ow = 0; ow < g.Wo; ++ow) {
+              int64_t iw = ow * g.sw + off;
+              if (iw >= 0 && iw < g.W) xr[iw] += r[ow];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void gemm_t(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb,
+            int64_t csb, T beta, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) sgemm(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
+  else dgemm(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
+}
+
+template <class F>
+void visit_float(DType dt, const char* op, F&& f) {
+  if (dt == DType::f32) return f(type_tag<float>{});
+  if (dt == DType::f64) return f(type_tag<double>{});
+  throw DTypeError(detail::str(op, ": expected float32 or float64 on the CPU, got ", dt));
+}
+
+}  // namespace
+
+void conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv2dParams& p, const Tensor& out) {
+  Tensor x = contig(x_in), w = contig(w_in);
+  ConvGeom g = geom(x, w, out, p);
+  Tensor y = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
+  Tensor b = bias.defined() ? contig(bias) : bias;
+  visit_float(x.dtype(), "conv2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    const T* wp = static_cast<const T*>(w.data_ptr());
+    const T* bp = b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr;
+    T* yp = static_cast<T*>(y.data_ptr());
+    int64_t hw = g.hw_out(), ckk = g.ckk();
+    parallel_for(0, g.N, 1, [&](int64_t n0, int64_t n1) {
+      thread_local std::vector<T> col;
+      if (!g.is_pointwise() && col.size() < static_cast<size_t>(ckk * hw)) col.resize(ckk * hw);
+      for (int64_t n = n0; n < n1; ++n) {
+        for (int64_t gr = 0; gr < g.G; ++gr) {
+          const T* xg = xp + (n * g.C + gr * g.Cg) * g.H * g.W;
+          const T* src = xg;
+          if (!g.is_pointwise()) {
+            im2col(xg, g, col.data(), hw);
+            src = col.data();
+          }
+          T* yg = yp + (n * g.O + gr * g.Og) * hw;
+          T beta = T(0);
+          if (bp) {
+            for (int64_t o = 0; o < g.Og; ++o) std::fill(yg + o * hw, yg + (o + 1) * hw, bp[gr * g.Og + o]);
+            beta = T(1);
+          }
+          // y_g (Og, hw) = W_g (Og, ckk) @ col (ckk, hw)
+          gemm_t<T>(g.Og, hw, ckk, T(1), wp + gr * g.Og * ckk, ckk, 1, src, hw, 1, beta, yg, hw);
+        }
+      }
+    });
+  });
+  if (!y.is_same(out)) copy(y, out);
+}
+
+void conv2d_input_grad(const Tensor& gy_in, const Tensor& w_in, const Conv2dParams& p, const Tensor& gx) {
+  Tensor gy = contig(gy_in), w = contig(w_in);
+  ConvGeom g = geom(gx, w, gy, p);
+  Tensor out = gx.is_contiguous() ? gx : detail::make_empty(gx.sizes(), gx.dtype(), gx.device());
+  visit_float(gy.dtype(), "conv2d_input_grad", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* gyp = static_cast<const T*>(gy.data_ptr());
+    const T* wp = static_cast<const T*>(w.data_ptr());
+    T* gxp = static_cast<T*>(out.data_ptr());
+    int64_t hw = g.hw_out(), ckk = g.ckk();
+    parallel_for(0, g.N, 1, [&](int64_t n0, int64_t n1) {
+      thread_local std::vector<T> col;
+      if (col.size() < static_cast<size_t>(ckk * hw)) col.resize(ckk * hw);
+      for (int64_t n = n0; n < n1; ++n) {
+        for (int64_t gr = 0; gr < g.G; ++gr) {
+          T* xg = gxp + (n * g.C + gr * g.Cg) * g.H * g.W;
+          const T* gyg = gyp + (n * g.O + gr * g.Og) * hw;
+          const T* wg = wp + gr * g.Og * ckk;
+          if (g.is_pointwise()) {
+            // gx_g (Cg, hw) = W_g^T (Cg, Og) @ gy_g (Og, hw)
+            gemm_t<T>(ckk, hw, g.Og, T(1), wg, 1, ckk, gyg, hw, 1, T(0), xg, hw);
+            continue;
+          }
+          gemm_t<T>(ckk, hw, g.Og, T(1), wg, 1, ckk, gyg, hw, 1, T(0), col.data(), hw);
+          std::fill(xg, xg + g.Cg * g.H * g.W, T(0));
+          col2im(col.data(), g, xg, hw);
+        }
+      }
+    });
+  });
+  if (!out.is_same(gx)) copy(out, gx);
+}
+
+void conv2d_weight_grad(const Tensor& x_in, const Tensor& gy_in, const Conv2dParams& p, const Tensor& gw) {
+  Tensor x = contig(x_in), gy = contig(gy_in);
+  ConvGeom g = geom(x, gw, gy, p);
+  Tensor out = gw.is_contiguous() ? gw : detail::make_empty(gw.sizes(), gw.dtype(), gw.device());
+  visit_float(x.dtype(), "conv2d_weight_grad", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    const T* gyp = static_cast<const T*>(gy.data_ptr());
+    T* gwp = static_cast<T*>(out.data_ptr());
+    int64_t hw = g.hw_out(), ckk = g.ckk();
+    // Images per chunk: keep the unfolded patches of a chunk around 16 MB.
+    int64_t chunk = std::clamp<int64_t>((int64_t(4) << 20) / std::max<int64_t>(ckk * hw, 1), 1, g.N);
+    std::vector<T> col(static_cast<size_t>(ckk * hw * chunk));
+    std::vector<T> gyt(static_cast<size_t>(g.Og * hw * chunk));
+    for (int64_t gr = 0; gr < g.G; ++gr) {
+      T* gwg = gwp + gr * g.Og * ckk;
+      for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
+        int64_t nc = std::min(chunk, g.N - n0), cols = nc * hw;
+        // Unfold the chunk: col (ckk, nc*hw); gather gy (Og, nc*hw).
+        parallel_for(0, nc, 1, [&](int64_t a, int64_t b) {
+          for (int64_t i = a; i < b; ++i) {
+            const T* xg = xp + ((n0 + i) * g.C + gr * g.Cg) * g.H * g.W;
+            if (g.is_pointwise()) {
+              for (int64_t c = 0; c < ckk; ++c) std::memcpy(col.data() + c * cols + i * hw, xg + c * hw, hw * sizeof(T));
+            } else {
+              im2col(xg, g, col.data() + i * hw, cols);
+            }
+            const T* gyg = gyp + ((n0 + i) * g.O + gr * g.Og) * hw;
+            for (int64_t o = 0; o < g.Og; ++o) std::memcpy(gyt.data() + o * cols + i * hw, gyg + o * hw, hw * sizeof(T));
+          }
+        });
+        // gw_g (Og, ckk) (+)= gy (Og, cols) @ col^T (cols, ckk)
+        gemm_t<T>(g.Og, ckk, cols, T(1), gyt.data(), cols, 1, col.data(), 1, cols, n0 == 0 ? T(0) : T(1), gwg, ckk);
+      }
+      if (g.N == 0) std::fill(gwg, gwg + g.Og * ckk, T(0));
+    }
+  });
+  if (!out.is_same(gw)) copy(out, gw);
+}
+
+// ---- pooling ------------------------------------------------------------------------------------
+namespace {
+struct PoolGeom {
+  int64_t planes, H, W, Ho, Wo;
+};
+PoolGeom pool_geom(const Tensor& x, const Tensor& y) {
+  int64_t nd = x.dim();
+  PoolGeom g{};
+  g.H = x.sizes()[nd - 2];
+  g.W = x.sizes()[nd - 1];
+  g.Ho = y.sizes()[nd - 2];
+  g.Wo = y.sizes()[nd - 1];
+  g.planes = x.numel() / std::max<int64_t>(g.H * g.W, 1);
+  if (g.H * g.W == 0) g.planes = y.numel() / std::max<int64_t>(g.Ho * g.Wo, 1);
+  return g;
+}
+}  // namespace
+
+void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, const Tensor& indices) {
+  Tensor x = contig(x_in);
+  PoolGeom g = pool_geom(x, out);
+  check<ValueError>(out.is_contiguous() && indices.is_contiguous(), "max_pool2d: outputs must be contiguous");
+  visit_float(x.dtype(), "max_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    T* yp = static_cast<T*>(out.data_ptr());
+    int64_t* ip = indices.data_ptr<int64_t>();
+    parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.Ho * g.Wo, 1)), [&](int64_t a, int64_t b) {
+      for (int64_t pl = a; pl < b; ++pl) {
+        const T* xpl = xp + pl * g.H * g.W;
+        for (int64_t oh = 0; oh < g.Ho; ++oh) {
+          for (int64_t ow = 0; ow < g.Wo; ++ow) {
+            int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
+            T best = -std::numeric_limits<T>::infinity();
+            int64_t bi = -1;
+            for (int64_t ki = 0; ki < p.kernel[0]; ++ki) {
+              int64_t ih = h0 + ki * p.dilation[0];
+              if (ih < 0 || ih >= g.H) continue;
+              for (int64_t kj = 0; kj < p.kernel[1]; ++kj) {
+                int64_t iw = w0 + kj * p.dilation[1];
+                if (iw < 0 || iw >= g.W) continue;
+                T v = xpl[ih * g.W + iw];
+                if (bi < 0 || v > best || v != v) {
+                  best = v;
+                  bi = ih * g.W + iw;
+                  if (v != v) goto done;  // NaN propagates
+                }
+              }
+            }
+          done:
+            int64_t o = (pl * g.Ho + oh) * g.Wo + ow;
+            yp[o] = best;
+            ip[o] = bi < 0 ? 0 : bi;
+          }
+        }
+      }
+    });
+  });
+}
+
+void max_pool2d_backward(const Tensor& gy_in, const Tensor& indices_in, const Tensor& gx) {
+  Tensor gy = contig(gy_in), indices = contig(indices_in);
+  check<ValueError>(gx.is_contiguous(), "max_pool2d_backward: grad_input must be contiguous");
+  PoolGeom g = pool_geom(gx, gy);
+  fill(gx, 0);
+  visit_float(gy.dtype(), "max_pool2d_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* gyp = static_cast<const T*>(gy.data_ptr());
+    const int64_t* ip = indices.data_ptr<int64_t>();
+    T* gxp = static_cast<T*>(gx.data_ptr());
+    int64_t plane_out = g.Ho * g.Wo, plane_in = g.H * g.W;
+    parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(plane_out, 1)), [&](int64_t a, int64_t b) {
+      for (int64_t pl = a; pl < b; ++pl)
+        for (int64_t o = 0; o < plane_out; ++o) gxp[pl * plane_in + ip[pl * plane_out + o]] += gyp[pl * plane_out + o];
+    });
+  });
+}
+
+namespace {
+// Window bounds and divisor of avg_pool2d at (oh, ow), following PyTorch.
+struct AvgWindow {
+  int64_t h0, h1, w0, w1, divisor;
+};
+inline AvgWindow avg_window(const Pool2dParams& p, int64_t H, int64_t W, int64_t oh, int64_t ow) {
+  int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
+  int64_t h1 = std::min(h0 + p.kernel[0], H + p.padding[0]), w1 = std::min(w0 + p.kernel[1], W + p.padding[1]);
+  int64_t pool = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, H);
+  w1 = std::min(w1, W);
+  int64_t div = p.count_include_pad ? pool : (h1 - h0) * (w1 - w0);
+  return {h0, h1, w0, w1, std::max<int64_t>(div, 1)};
+}
+}  // namespace
+
+void avg_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out) {
+  Tensor x = contig(x_in);
+  PoolGeom g = pool_geom(x, out);
+  check<ValueError>(out.is_contiguous(), "avg_pool2d: output must be contiguous");
+  visit_float(x.dtype(), "avg_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    T* yp = static_cast<T*>(out.data_ptr());
+    parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.Ho * g.Wo, 1)), [&](int64_t a, int64_t b) {
+      for (int64_t pl = a; pl < b; ++pl) {
+        const T* xpl = xp + pl * g.H * g.W;
+        for (int64_t oh = 0; oh < g.Ho; ++oh)
+          for (int64_t ow = 0; ow < g.Wo; ++ow) {
+            AvgWindow w = avg_window(p, g.H, g.W, oh, ow);
+            double s = 0;
+            for (int64_t ih = w.h0; ih < w.h1; ++ih)
+              for (int64_t iw = w.w0; iw < w.w1; ++iw) s += xpl[ih * g.W + iw];
+            yp[(pl * g.Ho + oh) * g.Wo + ow] = static_cast<T>(s / static_cast<double>(w.divisor));
+          }
+      }
+    });
+  });
+}
+
+void avg_pool2d_backward(const Tensor& gy_in, const Pool2dParams& p, const Tensor& gx) {
+  Tensor gy = contig(gy_in);
+  check<ValueError>(gx.is_contiguous(), "avg_pool2d_backward: grad_input must be contiguous");
+  PoolGeom g = pool_geom(gx, gy);
+  fill(gx, 0);
+  visit_float(gy.dtype(), "avg_pool2d_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* gyp = static_cast<const T*>(gy.data_ptr());
+    T* gxp = static_cast<T*>(gx.data_ptr());
+    parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.Ho * g.Wo, 1)), [&](int64_t a, int64_t b) {
+      for (int64_t pl = a; pl < b; ++pl) {
+        T* gpl = gxp + pl * g.H * g.W;
+        for (int64_t oh = 0; oh < g.Ho; ++oh)
+          for (int64_t ow = 0; ow < g.Wo; ++ow) {
+            AvgWindow w = avg_window(p, g.H, g.W, oh, ow);
+            T v = gyp[(pl * g.Ho + oh) * g.Wo + ow] / static_cast<T>(w.divisor);
+            for (int64_t ih = w.h0; ih < w.h1; ++ih)
+              for (int64_t iw = w.w0; iw < w.w1; ++iw) gpl[ih * g.W + iw] += v;
+          }
+      }
+    });
+  });
+}
+
+}  // namespace nabla::cpu::NABLA_CPU_ISA

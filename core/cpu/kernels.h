@@ -1,0 +1,56 @@
+// CPU kernels. Every file in core/cpu/ except register.cpp is compiled twice: once for CPUs with
+// AVX2/FMA (namespace nabla::cpu::avx2, built with -mavx2 -mfma) and once for any x86-64 or other
+// CPU (namespace nabla::cpu::base). register.cpp picks one at start-up from what the CPU reports.
+#pragma once
+
+#include "core/backend.h"
+#include "core/ops.h"
+
+#ifndef NABLA_CPU_ISA
+#define NABLA_CPU_ISA base
+#endif
+
+namespace nabla::cpu::NABLA_CPU_ISA {
+
+Backend* make_backend();
+
+void copy(const Tensor& src, const Tensor& dst);
+void fill(const Tensor& dst, Scalar value);
+void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1);
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Scalar alpha);
+void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
+
+void reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, const Tensor& out);
+void arg_reduce(ReduceOp op, const Tensor& x, int64_t dim, const Tensor& values, const Tensor& indices);
+void scan(ScanOp op, const Tensor& x, int64_t dim, const Tensor& out);
+void sort(const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices);
+void topk(const Tensor& x, int64_t k, int64_t dim, bool largest, const Tensor& values, const Tensor& indices);
+void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out);
+void softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim, bool log, const Tensor& out);
+
+void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
+void scatter(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, bool accumulate);
+Tensor nonzero(const Tensor& x);
+
+void random(RandomOp op, const Tensor& out, double p0, double p1, Generator& gen);
+void random_int(const Tensor& out, int64_t low, int64_t high, Generator& gen);
+
+void matmul(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta);
+// C (m x n, row stride ldc) = alpha * A @ B + beta * C, where A(i, p) = a[i*rsa + p*csa] and
+// B(p, j) = b[p*rsb + j*csb]: any strides, so transposed operands need no copy.
+void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t rsa, int64_t csa,
+           const float* b, int64_t rsb, int64_t csb, float beta, float* c, int64_t ldc);
+void dgemm(int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t rsa, int64_t csa,
+           const double* b, int64_t rsb, int64_t csb, double beta, double* c, int64_t ldc);
+
+void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p, const Tensor& out);
+void conv2d_input_grad(const Tensor& gy, const Tensor& w, const Conv2dParams& p, const Tensor& gx);
+void conv2d_weight_grad(const Tensor& x, const Tensor& gy, const Conv2dParams& p, const Tensor& gw);
+void max_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out, const Tensor& indices);
+void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& gx);
+void avg_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out);
+void avg_pool2d_backward(const Tensor& gy, const Pool2dParams& p, const Tensor& gx);
+
+}  // namespace nabla::cpu::NABLA_CPU_ISA

@@ -1,0 +1,580 @@
+// Elementwise op front-ends: type promotion, broadcasting, output allocation, kernel dispatch, and
+// the backward formula of each op (generated from core/elementwise_ops.h for unary ops).
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/impl.h"
+
+namespace nabla {
+
+using autograd::GradList;
+using autograd::Node;
+using autograd::save;
+using autograd::save_output;
+using autograd::sum_to;
+
+const char* op_name(UnaryOp op) {
+  switch (op) {
+#define NABLA_NAME3(name, f, b) case UnaryOp::name: return #name;
+#define NABLA_NAME2(name, f) case UnaryOp::name: return #name;
+    NABLA_UNARY_FLOAT_OPS(NABLA_NAME3)
+    NABLA_UNARY_SAME_OPS(NABLA_NAME3)
+    NABLA_UNARY_PARAM_OPS(NABLA_NAME3)
+    NABLA_UNARY_BOOL_OPS(NABLA_NAME2)
+#undef NABLA_NAME2
+#undef NABLA_NAME3
+    case UnaryOp::clamp: return "clamp";
+  }
+  return "unary";
+}
+
+const char* op_name(BinaryOp op) {
+  switch (op) {
+#define NABLA_NAME2(name, f) case BinaryOp::name: return #name;
+    NABLA_BINARY_ARITH_OPS(NABLA_NAME2)
+    NABLA_BINARY_BOOL_OPS(NABLA_NAME2)
+#undef NABLA_NAME2
+  }
+  return "binary";
+}
+
+namespace detail {
+
+// "leaky_relu" -> "LeakyReluBackward"; computed once per op.
+const char* backward_name(const char* op) {
+  static std::mutex mu;
+  static std::vector<std::unique_ptr<std::string>> names;
+  std::lock_guard lock(mu);
+  std::string s;
+  bool up = true;
+  for (const char* c = op; *c; ++c) {
+    if (*c == '_') {
+      up = true;
+      continue;
+    }
+    s += up ? static_cast<char>(std::toupper(static_cast<unsigned char>(*c))) : *c;
+    up = false;
+  }
+  s += "Backward";
+  for (auto& n : names)
+    if (*n == s) return n->c_str();
+  names.push_back(std::make_unique<std::string>(s));
+  return names.back()->c_str();
+}
+
+// A stride-0 view of t broadcast to `shape` (no autograd; kernels read it).
+Tensor broadcast_view(const Tensor& t, IntList shape) {
+  if (IntList(t.sizes()).size() == shape.size() && std::equal(shape.begin(), shape.end(), t.sizes().begin()))
+    return t;
+  size_t nd = shape.size(), td = t.sizes().size();
+  Shape strides(nd, 0);
+  for (size_t i = 0; i < td; ++i) {
+    size_t j = nd - td + i;
+    strides[j] = t.sizes()[i] == 1 ? 0 : t.strides()[i];
+  }
+  Tensor v = make_view(t, Shape(shape.begin(), shape.end()), std::move(strides), t.storage_offset());
+  v.impl()->is_wrapped_number = t.impl()->is_wrapped_number;
+  return v;
+}
+
+// Converts an operand to the compute dtype and, when the output lives on a GPU, moves a 0-dim
+// CPU operand there (wrapped numbers stay: the CUDA backend reads them on the host).
+static Tensor prepare_operand(const Tensor& t, DType dt, Device dev) {
+  if (t.impl()->is_wrapped_number) {
+    if (t.dtype() == dt) return t;
+    Tensor w = wrap_scalar(t.item(), dt);
+    return w;
+  }
+  autograd::NoGradGuard ng;
+  Tensor r = t.dtype() == dt ? t : t.to(dt);
+  if (r.device() != dev) r = r.to(dev);
+  return r;
+}
+
+static Device output_device(const char* op, const Tensor& a, const Tensor& b) {
+  const Tensor* pick = a.impl()->is_wrapped_number ? &b : &a;
+  const Tensor* other = pick == &a ? &b : &a;
+  if (!other->impl()->is_wrapped_number && other->device() != pick->device()) {
+    // A 0-dim CPU tensor may join a tensor on another device, as in PyTorch.
+    if (other->dim() == 0 && other->is_cpu()) return pick->device();
+    if (pick->dim() == 0 && pick->is_cpu()) return other->device();
+    check_same_device(op, {&a, &b});
+  }
+  return pick->device();
+}
+
+Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha, DType compute) {
+  const char* name = op_name(op);
+  Device dev = output_device(name, a, b);
+  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
+  DType out_dt = is_bool_result(op) ? DType::boolean : compute;
+  Tensor out = make_empty(shape, out_dt, dev);
+  Tensor ac = prepare_operand(a, compute, dev), bc = prepare_operand(b, compute, dev);
+  backend_for(dev).binary(op, broadcast_view(ac, shape), broadcast_view(bc, shape), out, alpha);
+  return out;
+}
+
+static DType compute_dtype(BinaryOp op, const Tensor& a, const Tensor& b) {
+  DType dt = result_type(a, b);
+  if ((op == BinaryOp::div || op == BinaryOp::atan2) && !is_floating(dt)) dt = DType::f32;
+  return dt;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::binary_kernel;
+using detail::make_empty;
+
+// ---- unary front-ends ---------------------------------------------------------------------------
+enum class UnaryKind { floating, same, predicate };
+
+Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryKind kind, double p0 = 0, double p1 = 0) {
+  const char* name = op_name(op);
+  check<ValueError>(x.defined(), name, ": input tensor is undefined");
+  DType dt = x.dtype();
+  if (kind == UnaryKind::floating && !is_floating(dt)) dt = DType::f32;
+  if (kind == UnaryKind::same && dt == DType::boolean)
+    throw DTypeError(detail::str(name, ": not supported for bool tensors (convert with .to(kInt64) first)"));
+  Tensor xin = x;
+  if (dt != x.dtype() && kind != UnaryKind::predicate) {
+    autograd::NoGradGuard ng;
+    xin = x.to(dt);
+  }
+  Tensor out = make_empty(x.sizes(), kind == UnaryKind::predicate ? DType::boolean : dt, x.device());
+  backend_for(x.device()).unary(op, xin, out, p0, p1);
+  return out;
+}
+
+Tensor gelu_tanh_grad(const Tensor& x, const Tensor& g) {
+  // d/dx 0.5 x (1 + tanh(u)), u = k (x + c x^3)
+  const double k = 0.7978845608028654, c = 0.044715;
+  Tensor u = (x + x * x * x * c) * k;
+  Tensor t = tanh(u);
+  return g * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * (x * x * (3 * c) + 1) * k);
+}
+
+Tensor mish_grad(const Tensor& x, const Tensor& g) {
+  // d/dx x tanh(softplus(x)) = tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2)
+  Tensor t = tanh(softplus(x));
+  return g * (t + x * sigmoid(x) * (1 - t * t));
+}
+
+}  // namespace
+
+#define NABLA_DEFINE_UNARY(name, fwd, bwd, kind)                                                          \
+  Tensor name(const Tensor& x) {                                                                          \
+    Tensor y = unary_kernel(UnaryOp::name, x, kind);                                                      \
+    if (autograd::needs_grad(x)) {                                                                        \
+      static const char* bname = detail::backward_name(#name);                                            \
+      autograd::record(bname, {&x}, {&y}, [sx = save(x), sy = save_output(y)](Node& n, GradList& grads) { \
+        Tensor x = sx.unpack(n), y = sy.unpack(n);                                                        \
+        const Tensor& g = grads[0];                                                                       \
+        (void)x;                                                                                          \
+        (void)y;                                                                                          \
+        return GradList{bwd};                                                                             \
+      });                                                                                                 \
+    }                                                                                                     \
+    return y;                                                                                             \
+  }
+#define NABLA_DEFINE_FLOAT(name, fwd, bwd) NABLA_DEFINE_UNARY(name, fwd, bwd, UnaryKind::floating)
+#define NABLA_DEFINE_SAME(name, fwd, bwd) NABLA_DEFINE_UNARY(name, fwd, bwd, UnaryKind::same)
+NABLA_UNARY_FLOAT_OPS(NABLA_DEFINE_FLOAT)
+NABLA_UNARY_SAME_OPS(NABLA_DEFINE_SAME)
+#undef NABLA_DEFINE_FLOAT
+#undef NABLA_DEFINE_SAME
+#undef NABLA_DEFINE_UNARY
+
+namespace detail {
+#define NABLA_DEFINE_PARAM(name, fwd, bwd)                                                                 \
+  Tensor name(const Tensor& x, double p0, double p1) {                                                     \
+    Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::floating, p0, p1);                               \
+    if (autograd::needs_grad(x)) {                                                                         \
+      static const char* bname = detail::backward_name(#name);                                             \
+      autograd::record(bname, {&x}, {&y},                                                                  \
+                       [sx = save(x), sy = save_output(y), p0, p1](Node& n, GradList& grads) {             \
+                         Tensor x = sx.unpack(n), y = sy.unpack(n);                                        \
+                         const Tensor& g = grads[0];                                                       \
+                         (void)y;                                                                          \
+                         (void)p1;                                                                         \
+                         return GradList{bwd};                                                             \
+                       });                                                                                 \
+    }                                                                                                      \
+    return y;                                                                                              \
+  }
+NABLA_UNARY_PARAM_OPS(NABLA_DEFINE_PARAM)
+#undef NABLA_DEFINE_PARAM
+}  // namespace detail
+
+#define NABLA_DEFINE_PREDICATE(name, fwd) \
+  Tensor name(const Tensor& x) { return unary_kernel(UnaryOp::name, x, UnaryKind::predicate); }
+NABLA_UNARY_BOOL_OPS(NABLA_DEFINE_PREDICATE)
+#undef NABLA_DEFINE_PREDICATE
+
+Tensor leaky_relu(const Tensor& x, double slope) { return detail::leaky_relu(x, slope, 0); }
+Tensor elu(const Tensor& x, double alpha) { return detail::elu(x, alpha, 0); }
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  check<ValueError>(beta != 0, "softplus: beta must be nonzero");
+  return detail::softplus(x, beta, threshold);
+}
+Tensor hardtanh(const Tensor& x, double lo, double hi) {
+  check<ValueError>(lo <= hi, "hardtanh: min_val (", lo, ") must not exceed max_val (", hi, ")");
+  return detail::hardtanh(x, lo, hi);
+}
+Tensor relu6(const Tensor& x) { return hardtanh(x, 0, 6); }
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  if (approximate == "none") return gelu(x);
+  if (approximate == "tanh") return gelu_tanh(x);
+  throw ValueError(detail::str("gelu: approximate must be 'none' or 'tanh', got '", approximate, "'"));
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  check<ValueError>(lo || hi, "clamp: at least one of min and max must be given");
+  DType dt = x.dtype();
+  if (lo) dt = detail::promote_with_scalar(dt, *lo);
+  if (hi) dt = detail::promote_with_scalar(dt, *hi);
+  const double inf = std::numeric_limits<double>::infinity();
+  double p0 = lo ? lo->to_double() : -inf, p1 = hi ? hi->to_double() : inf;
+  Tensor xin = x;
+  if (dt != x.dtype()) xin = x.to(dt);
+  Tensor y = unary_kernel(UnaryOp::clamp, xin, UnaryKind::same, p0, p1);
+  if (autograd::needs_grad(xin)) {
+    autograd::record("ClampBackward", {&xin}, {&y}, [sx = save(xin), p0, p1](Node& n, GradList& g) {
+      Tensor x = sx.unpack(n);
+      return GradList{where(logical_and(x >= p0, x <= p1), g[0], zeros_like(g[0]))};
+    });
+  }
+  return y;
+}
+Tensor clamp_min(const Tensor& x, Scalar lo) { return clamp(x, lo, std::nullopt); }
+Tensor clamp_max(const Tensor& x, Scalar hi) { return clamp(x, std::nullopt, hi); }
+
+// ---- binary front-ends --------------------------------------------------------------------------
+namespace {
+
+// Gradient for an operand: summed over broadcast dims and cast back to its dtype.
+Tensor grad_for(const Tensor& g, const Shape& shape, DType dtype) {
+  Tensor r = sum_to(g, shape);
+  return r.dtype() == dtype ? r : r.to(dtype);
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha = 1) {
+  check<ValueError>(a.defined() && b.defined(), op_name(op), ": input tensor is undefined");
+  DType dt = detail::compute_dtype(op, a, b);
+  Tensor out = binary_kernel(op, a, b, alpha, dt);
+  if (is_bool_result(op) || !autograd::needs_grad(a, b)) return out;
+  check<AutogradError>(is_floating(dt), op_name(op), ": gradients need a floating dtype, got ", dt);
+  const Shape sa = a.sizes(), sb = b.sizes();
+  const DType da = a.dtype(), db = b.dtype();
+  switch (op) {
+    case BinaryOp::add:
+    case BinaryOp::sub: {
+      double k = op == BinaryOp::add ? alpha.to_double() : -alpha.to_double();
+      autograd::record(op == BinaryOp::add ? "AddBackward" : "SubBackward", {&a, &b}, {&out},
+                       [sa, da, sb, db, k](Node& n, GradList& g) {
+                         GradList r(2);
+                         if (n.needs_input_grad(0)) r[0] = grad_for(g[0], sa, da);
+                         if (n.needs_input_grad(1)) r[1] = grad_for(k == 1 ? g[0] : g[0] * k, sb, db);
+                         return r;
+                       });
+      break;
+    }
+    case BinaryOp::mul:
+      autograd::record("MulBackward", {&a, &b}, {&out},
+                       [sa, da, sb, db, xa = save(a), xb = save(b)](Node& n, GradList& g) {
+                         GradList r(2);
+                         if (n.needs_input_grad(0)) r[0] = grad_for(g[0] * xb.unpack(n), sa, da);
+                         if (n.needs_input_grad(1)) r[1] = grad_for(g[0] * xa.unpack(n), sb, db);
+                         return r;
+                       });
+      break;
+    case BinaryOp::div:
+      autograd::record("DivBackward", {&a, &b}, {&out},
+                       [sa, da, sb, db, xa = save(a), xb = save(b)](Node& n, GradList& g) {
+                         GradList r(2);
+                         Tensor bv = xb.unpack(n);
+                         if (n.needs_input_grad(0)) r[0] = grad_for(g[0] / bv, sa, da);
+                         if (n.needs_input_grad(1)) r[1] = grad_for(-g[0] * xa.unpack(n) / (bv * bv), sb, db);
+                         return r;
+                       });
+      break;
+    case BinaryOp::pow:
+      autograd::record("PowBackward", {&a, &b}, {&out},
+                       [sa, da, sb, db, xa = save(a), xb = save(b), y = save_output(out)](Node& n, GradList& g) {
+                         GradList r(2);
+                         Tensor av = xa.unpack(n), bv = xb.unpack(n);
+                         if (n.needs_input_grad(0)) r[0] = grad_for(g[0] * bv * pow(av, bv - 1), sa, da);
+                         if (n.needs_input_grad(1)) {
+                           Tensor d = y.unpack(n) * log(av);
+                           d = where(logical_and(av == 0, bv >= 0), zeros_like(d), d);
+                           r[1] = grad_for(g[0] * d, sb, db);
+                         }
+                         return r;
+                       });
+      break;
+    case BinaryOp::maximum:
+    case BinaryOp::minimum: {
+      bool is_max = op == BinaryOp::maximum;
+      autograd::record(is_max ? "MaximumBackward" : "MinimumBackward", {&a, &b}, {&out},
+                       [sa, da, sb, db, is_max, xa = save(a), xb = save(b)](Node& n, GradList& g) {
+                         // The larger (smaller) input gets the gradient; ties split it evenly.
+                         Tensor av = xa.unpack(n), bv = xb.unpack(n);
+                         Tensor a_wins = is_max ? gt(av, bv) : lt(av, bv);
+                         Tensor tie = eq(av, bv), half = g[0] * 0.5, zero = zeros_like(g[0]);
+                         GradList r(2);
+                         if (n.needs_input_grad(0)) r[0] = grad_for(where(tie, half, where(a_wins, g[0], zero)), sa, da);
+                         if (n.needs_input_grad(1))
+                           r[1] = grad_for(where(tie, half, where(logical_or(a_wins, tie), zero, g[0])), sb, db);
+                         return r;
+                       });
+      break;
+    }
+    case BinaryOp::atan2:
+      autograd::record("Atan2Backward", {&a, &b}, {&out},
+                       [sa, da, sb, db, xa = save(a), xb = save(b)](Node& n, GradList& g) {
+                         Tensor av = xa.unpack(n), bv = xb.unpack(n);
+                         Tensor denom = av * av + bv * bv;
+                         GradList r(2);
+                         if (n.needs_input_grad(0)) r[0] = grad_for(g[0] * bv / denom, sa, da);
+                         if (n.needs_input_grad(1)) r[1] = grad_for(-g[0] * av / denom, sb, db);
+                         return r;
+                       });
+      break;
+    case BinaryOp::remainder:
+      autograd::record("RemainderBackward", {&a, &b}, {&out},
+                       [sa, da, sb, db, xa = save(a), xb = save(b)](Node& n, GradList& g) {
+                         GradList r(2);
+                         if (n.needs_input_grad(0)) r[0] = grad_for(g[0], sa, da);
+                         if (n.needs_input_grad(1))
+                           r[1] = grad_for(-g[0] * floor_divide(xa.unpack(n), xb.unpack(n)), sb, db);
+                         return r;
+                       });
+      break;
+    case BinaryOp::floor_divide:
+      autograd::record("FloorDivideBackward", {&a, &b}, {&out}, [sa, da, sb, db](Node&, GradList& g) {
+        return GradList{grad_for(zeros_like(g[0]), sa, da), grad_for(zeros_like(g[0]), sb, db)};
+      });
+      break;
+    default:
+      break;
+  }
+  return out;
+}
+
+Tensor scalar_operand(const Tensor& t, Scalar s) {
+  return detail::wrap_scalar(s, detail::promote_with_scalar(t.dtype(), s));
+}
+
+// In place: self = op(self, other). The result is computed in the promoted dtype and must be
+// representable in self's dtype (no float into an int tensor), as in PyTorch.
+Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, Scalar alpha = 1) {
+  const char* name = op_name(op);
+  check<ValueError>(self.defined() && other.defined(), name, "_: input tensor is undefined");
+  detail::check_inplace(self, name);
+  DType dt = detail::compute_dtype(op, self, other);
+  check<DTypeError>(!(is_floating(dt) && !is_floating(self.dtype())) && !(is_integral(dt) && self.dtype() == DType::boolean),
+                    name, "_: result type ", dt, " cannot be stored in a tensor of dtype ", self.dtype());
+  Shape shape = broadcast_shapes(self.sizes(), other.sizes(), name);
+  check<ShapeError>(shape == self.sizes(), name, "_: the result of shape ", shape,
+                    " does not fit the in-place destination of shape ", self.sizes());
+  bool grad = autograd::needs_grad(self, other);
+  if (!grad && dt == self.dtype() && !self.impl()->is_wrapped_number) {
+    Device dev = detail::output_device(name, self, other);
+    check<DeviceError>(dev == self.device(), name, "_: cannot write a result on ", dev, " into a tensor on ", self.device());
+    Tensor oc = detail::prepare_operand(other, dt, dev);
+    backend_for(dev).binary(op, self, detail::broadcast_view(oc, shape), self, alpha);
+    detail::bump_version(self);
+    return self;
+  }
+  // Compute out of place, then copy back; copy_ records the in-place history for autograd. The
+  // backward formula may need self's old value, so it reads a clone, not the overwritten memory.
+  Tensor original = (op == BinaryOp::add || op == BinaryOp::sub) ? self : self.clone();
+  Tensor result = binary(op, original, other, alpha);
+  self.copy_(result);
+  return self;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return binary(BinaryOp::add, a, b, alpha); }
+Tensor add(const Tensor& a, Scalar b, Scalar alpha) { return binary(BinaryOp::add, a, scalar_operand(a, b), alpha); }
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
+  check<DTypeError>(a.dtype() != DType::boolean || b.dtype() != DType::boolean,
+                    "sub: subtracting two bool tensors is not supported; use logical_xor");
+  return binary(BinaryOp::sub, a, b, alpha);
+}
+Tensor sub(const Tensor& a, Scalar b, Scalar alpha) { return binary(BinaryOp::sub, a, scalar_operand(a, b), alpha); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::mul, a, b); }
+Tensor mul(const Tensor& a, Scalar b) { return binary(BinaryOp::mul, a, scalar_operand(a, b)); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::div, a, b); }
+Tensor div(const Tensor& a, Scalar b) { return binary(BinaryOp::div, a, scalar_operand(a, b)); }
+Tensor div(Scalar a, const Tensor& b) { return binary(BinaryOp::div, scalar_operand(b, a), b); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::pow, a, b); }
+Tensor pow(const Tensor& a, Scalar e) {
+  if (e.is_floating() || e.is_integral()) {
+    double v = e.to_double();
+    if (v == 1) return a * 1;
+    if (v == 2 && !autograd::needs_grad(a)) return square(a);
+  }
+  DType dt = detail::promote_with_scalar(a.dtype(), e);
+  Tensor ac = a.dtype() == dt ? a : a.to(dt);
+  Tensor y = binary_kernel(BinaryOp::pow, ac, detail::wrap_scalar(e, dt), 1, dt);
+  if (autograd::needs_grad(ac)) {
+    double ev = e.to_double();
+    autograd::record("PowBackward", {&ac}, {&y}, [sx = save(ac), ev](Node& n, GradList& g) {
+      if (ev == 0) return GradList{zeros_like(g[0])};
+      return GradList{g[0] * ev * pow(sx.unpack(n), ev - 1)};
+    });
+  }
+  return y;
+}
+Tensor pow(Scalar base, const Tensor& e) { return binary(BinaryOp::pow, scalar_operand(e, base), e); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::minimum, a, b); }
+Tensor atan2(const Tensor& a, const Tensor& b) { return binary(BinaryOp::atan2, a, b); }
+Tensor remainder(const Tensor& a, const Tensor& b) { return binary(BinaryOp::remainder, a, b); }
+Tensor remainder(const Tensor& a, Scalar b) { return binary(BinaryOp::remainder, a, scalar_operand(a, b)); }
+Tensor floor_divide(const Tensor& a, const Tensor& b) { return binary(BinaryOp::floor_divide, a, b); }
+
+#define NABLA_DEFINE_COMPARE(name, f)                                                      \
+  Tensor name(const Tensor& a, const Tensor& b) { return binary(BinaryOp::name, a, b); } \
+  Tensor name(const Tensor& a, Scalar b) { return binary(BinaryOp::name, a, scalar_operand(a, b)); }
+NABLA_DEFINE_COMPARE(eq, _)
+NABLA_DEFINE_COMPARE(ne, _)
+NABLA_DEFINE_COMPARE(lt, _)
+NABLA_DEFINE_COMPARE(le, _)
+NABLA_DEFINE_COMPARE(gt, _)
+NABLA_DEFINE_COMPARE(ge, _)
+#undef NABLA_DEFINE_COMPARE
+Tensor logical_and(const Tensor& a, const Tensor& b) { return binary(BinaryOp::logical_and, a, b); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return binary(BinaryOp::logical_or, a, b); }
+Tensor logical_xor(const Tensor& a, const Tensor& b) { return binary(BinaryOp::logical_xor, a, b); }
+
+static void check_bool_operands(const char* op, const Tensor& a, const Tensor& b) {
+  check<DTypeError>(a.dtype() == DType::boolean && b.dtype() == DType::boolean, "operator", op,
+                    ": defined for bool tensors (masks) only, got ", a.dtype(), " and ", b.dtype(),
+                    "; use logical_and/logical_or/logical_xor for other dtypes");
+}
+Tensor operator&(const Tensor& a, const Tensor& b) { check_bool_operands("&", a, b); return logical_and(a, b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { check_bool_operands("|", a, b); return logical_or(a, b); }
+Tensor operator^(const Tensor& a, const Tensor& b) { check_bool_operands("^", a, b); return logical_xor(a, b); }
+Tensor operator~(const Tensor& a) {
+  check<DTypeError>(a.dtype() == DType::boolean, "operator~: defined for bool tensors (masks) only, got ", a.dtype());
+  return logical_not(a);
+}
+
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  autograd::NoGradGuard ng;
+  DType dt = promote_types(a.dtype(), b.dtype());
+  if (!is_floating(dt)) return eq(a, b);
+  Tensor af = a.to(dt), bf = b.to(dt);
+  Tensor close = le(abs(af - bf), abs(bf) * rtol + atol);
+  close = logical_or(close, eq(af, bf));  // equal infinities
+  if (equal_nan) close = logical_or(close, logical_and(isnan(af), isnan(bf)));
+  return close;
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  return all(isclose(a, b, rtol, atol, equal_nan)).item<bool>();
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  if (a.numel() == 0) return true;
+  autograd::NoGradGuard ng;
+  return all(eq(a, b)).item<bool>();
+}
+
+// ---- where and composites -----------------------------------------------------------------------
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check<DTypeError>(cond.dtype() == DType::boolean, "where: condition must be a bool tensor, got ", cond.dtype());
+  DType dt = detail::result_type(a, b);
+  Device dev = detail::output_device("where", a, b);
+  Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
+  Tensor out = make_empty(shape, dt, dev);
+  Tensor cc = cond.device() == dev ? cond : cond.to(dev);
+  Tensor ac = detail::prepare_operand(a, dt, dev), bc = detail::prepare_operand(b, dt, dev);
+  if (ac.impl()->is_wrapped_number && dev.is_cuda()) ac = ac.to(dev);
+  if (bc.impl()->is_wrapped_number && dev.is_cuda()) bc = bc.to(dev);
+  backend_for(dev).where(detail::broadcast_view(cc, shape), detail::broadcast_view(ac, shape),
+                         detail::broadcast_view(bc, shape), out);
+  if (autograd::needs_grad(a, b)) {
+    autograd::record("WhereBackward", {&a, &b}, {&out},
+                     [c = save(cond), sa = a.sizes(), da = a.dtype(), sb = b.sizes(), db = b.dtype()](Node& n,
+                                                                                                     GradList& g) {
+                       Tensor cv = c.unpack(n), zero = zeros_like(g[0]);
+                       GradList r(2);
+                       if (n.needs_input_grad(0)) r[0] = grad_for(where(cv, g[0], zero), sa, da);
+                       if (n.needs_input_grad(1)) r[1] = grad_for(where(cv, zero, g[0]), sb, db);
+                       return r;
+                     });
+  }
+  return out;
+}
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b) { return where(cond, a, scalar_operand(a, b)); }
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b) { return where(cond, scalar_operand(b, a), b); }
+Tensor where(const Tensor& cond, Scalar a, Scalar b) {
+  DType dt = promote_types(a.dtype(), b.dtype());
+  return where(cond, full({}, a, dtype(dt).device(cond.device())), full({}, b, dtype(dt).device(cond.device())));
+}
+
+Tensor lerp(const Tensor& x, const Tensor& y, Scalar w) { return x + (y - x) * w; }
+Tensor addcmul(const Tensor& x, const Tensor& a, const Tensor& b, Scalar v) { return x + a * b * v; }
+Tensor addcdiv(const Tensor& x, const Tensor& a, const Tensor& b, Scalar v) { return x + a / b * v; }
+
+// ---- in-place Tensor methods --------------------------------------------------------------------
+Tensor& Tensor::add_(const Tensor& o, Scalar alpha) { return binary_(BinaryOp::add, *this, o, alpha); }
+Tensor& Tensor::add_(Scalar o, Scalar alpha) { return binary_(BinaryOp::add, *this, scalar_operand(*this, o), alpha); }
+Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) { return binary_(BinaryOp::sub, *this, o, alpha); }
+Tensor& Tensor::sub_(Scalar o, Scalar alpha) { return binary_(BinaryOp::sub, *this, scalar_operand(*this, o), alpha); }
+Tensor& Tensor::mul_(const Tensor& o) { return binary_(BinaryOp::mul, *this, o); }
+Tensor& Tensor::mul_(Scalar o) { return binary_(BinaryOp::mul, *this, scalar_operand(*this, o)); }
+Tensor& Tensor::div_(const Tensor& o) { return binary_(BinaryOp::div, *this, o); }
+Tensor& Tensor::div_(Scalar o) { return binary_(BinaryOp::div, *this, scalar_operand(*this, o)); }
+Tensor& Tensor::pow_(Scalar e) { return binary_(BinaryOp::pow, *this, scalar_operand(*this, e)); }
+
+Tensor& Tensor::fill_(Scalar v) {
+  detail::check_inplace(*this, "fill_");
+  if (autograd::needs_grad(*this)) return copy_(full_like(*this, v).detach());
+  backend_for(device()).fill(*this, v);
+  detail::bump_version(*this);
+  return *this;
+}
+Tensor& Tensor::fill_(const Tensor& v) {
+  check<ShapeError>(v.dim() == 0, "fill_: the value must be a 0-dim tensor, got shape ", v.sizes());
+  return copy_(v.expand(sizes()));
+}
+Tensor& Tensor::zero_() { return fill_(0); }
+
+namespace {
+// Applies an out-of-place unary op and writes the result back in place.
+Tensor& unary_inplace(Tensor& self, const char* name, Tensor result) {
+  detail::check_inplace(self, name);
+  check<DTypeError>(result.dtype() == self.dtype(), name, ": result dtype ", result.dtype(),
+                    " cannot be stored in a tensor of dtype ", self.dtype());
+  return self.copy_(result);
+}
+}  // namespace
+// With autograd on, the op reads a clone: its backward may need the value being overwritten.
+static Tensor original(const Tensor& self) { return autograd::needs_grad(self) ? self.clone() : self; }
+Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  return unary_inplace(*this, "clamp_", nabla::clamp(original(*this), lo, hi));
+}
+Tensor& Tensor::relu_() {
+  if (!autograd::needs_grad(*this)) {
+    detail::check_inplace(*this, "relu_");
+    backend_for(device()).unary(UnaryOp::relu, *this, *this, 0, 0);
+    detail::bump_version(*this);
+    return *this;
+  }
+  return unary_inplace(*this, "relu_", nabla::relu(original(*this)));
+}
+Tensor& Tensor::neg_() { return unary_inplace(*this, "neg_", nabla::neg(original(*this))); }
+Tensor& Tensor::exp_() { return unary_inplace(*this, "exp_", nabla::exp(original(*this))); }
+Tensor& Tensor::sqrt_() { return unary_inplace(*this, "sqrt_", nabla::sqrt(original(*this))); }
+
+}  // namespace nabla

@@ -1,0 +1,50 @@
+// Helpers for op implementations (not part of the public API).
+#pragma once
+
+#include "core/backend.h"
+#include "core/error.h"
+#include "core/graph.h"
+#include "core/ops.h"
+#include "core/tensor.h"
+
+namespace nabla::detail {
+
+// A new contiguous tensor with uninitialized contents.
+Tensor make_empty(IntArrayRef shape, DType dtype, Device device, bool pinned = false);
+// A view of `base`'s storage with the given layout (no autograd; see views.cpp for that).
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);
+// A stride-0 view of t broadcast to `shape` (no autograd; for kernels to read).
+Tensor broadcast_view(const Tensor& t, IntList shape);
+// The kernel behind every binary op: broadcasts, converts operands to `compute`, allocates.
+Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha, DType compute);
+// "leaky_relu" -> "LeakyReluBackward" (a stable string).
+const char* backward_name(const char* op);
+// A C++ number as a 0-dim CPU tensor of `dtype`, flagged as a wrapped number for type promotion.
+Tensor wrap_scalar(Scalar value, DType dtype);
+// The dtype a scalar takes when combined with a tensor of dtype `t` (PyTorch's rules for Python
+// numbers: same category keeps the tensor's dtype, a higher category picks the default for it).
+DType promote_with_scalar(DType t, const Scalar& s);
+// Result dtype of a binary op between two tensors, where 0-dim tensors and wrapped numbers take
+// part only when they are of a higher category.
+DType result_type(const Tensor& a, const Tensor& b);
+
+// Marks an in-place write: bumps the shared version counter (not in inference mode).
+void bump_version(const Tensor& t);
+// In-place ops may not write into leaves that require grad (with grad mode on), nor into
+// tensors whose memory overlaps itself (expanded views).
+void check_inplace(const Tensor& self, const char* op);
+
+// Throws DeviceError unless all defined tensors are on one device (wrapped numbers excepted).
+void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
+
+// Shape with dims listed as reduced set to 1 (keepdim) or removed.
+Shape reduced_shape(IntList shape, const std::vector<bool>& reduce, bool keepdim);
+// Wraps and validates a list of dims (empty list = all dims); returns the mask of reduced dims.
+std::vector<bool> dims_mask(IntArrayRef dims, int64_t ndim, const char* op);
+
+inline const char* device_kind(const Tensor& t) { return t.is_cuda() ? "cuda" : "cpu"; }
+
+// Describes a tensor for error messages: "float32[2, 3] on cpu"
+std::string describe(const Tensor& t);
+
+}  // namespace nabla::detail

@@ -1,0 +1,438 @@
+// Copying shape ops (cat, stack, repeat, flip, roll, tril/triu, pad) and indexing ops
+// (index_select, gather, scatter, masked_fill, masked_select, one_hot, embedding), with gradients.
+#include <algorithm>
+#include <numeric>
+
+#include "core/impl.h"
+
+namespace nabla {
+
+using autograd::GradList;
+using autograd::Node;
+using autograd::save;
+
+namespace {
+
+Tensor as_index(const Tensor& index, const char* op) {
+  check<DTypeError>(is_integral(index.dtype()), op, ": index tensor must be int64 (or int32), got ", index.dtype());
+  return index.dtype() == DType::i64 ? index : index.to(DType::i64);
+}
+
+}  // namespace
+
+// ---- cat / stack --------------------------------------------------------------------------------
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  check<ValueError>(!tensors.empty(), "cat: expected a non-empty list of tensors");
+  const Tensor* ref = nullptr;
+  DType dt = tensors[0].dtype();
+  for (const Tensor& t : tensors) {
+    check<ValueError>(t.defined(), "cat: a tensor in the list is undefined");
+    dt = promote_types(dt, t.dtype());
+    // Legacy PyTorch behaviour: 1-D empty tensors are skipped.
+    if (!ref && !(t.dim() == 1 && t.numel() == 0)) ref = &t;
+  }
+  if (!ref) ref = &tensors[0];
+  check<ShapeError>(ref->dim() > 0, "cat: zero-dimensional tensors cannot be concatenated (use stack)");
+  int64_t d = wrap_dim(dim, ref->dim(), "cat");
+  Shape shape = ref->sizes();
+  int64_t total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (t.dim() == 1 && t.numel() == 0 && ref->dim() != 1) continue;
+    check<DeviceError>(t.device() == ref->device(), "cat: tensor ", i, " is on ", t.device(), " but tensor 0 is on ",
+                       ref->device());
+    bool ok = t.dim() == ref->dim();
+    for (int64_t k = 0; ok && k < t.dim(); ++k) ok = k == d || t.sizes()[k] == shape[k];
+    check<ShapeError>(ok, "cat: tensor ", i, " has shape ", t.sizes(), " but tensor 0 has shape ", ref->sizes(),
+                      "; all dims except dim ", d, " must match");
+    total += t.sizes()[d];
+  }
+  shape[d] = total;
+  Tensor out = detail::make_empty(shape, dt, ref->device());
+  std::vector<int64_t> offsets;
+  int64_t off = 0;
+  Backend& be = backend_for(out.device());
+  for (const Tensor& t : tensors) {
+    offsets.push_back(off);
+    if (t.dim() == 1 && t.numel() == 0 && ref->dim() != 1) continue;
+    int64_t n = t.sizes()[d];
+    if (n > 0) {
+      Shape strides = out.strides();
+      Shape sizes = out.sizes();
+      sizes[d] = n;
+      be.copy(t, detail::make_view(out, sizes, strides, off * out.strides()[d]));
+    }
+    off += n;
+  }
+  bool grad = false;
+  for (const Tensor& t : tensors) grad = grad || autograd::needs_grad(t);
+  if (grad) {
+    std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
+    for (const Tensor& t : tensors) {
+      shapes.push_back(t.sizes());
+      dtypes.push_back(t.dtype());
+    }
+    std::vector<Tensor> outs{out};
+    autograd::record("CatBackward", tensors, outs, [shapes, dtypes, offsets, d](Node& n, GradList& g) {
+      GradList r(shapes.size());
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        if (!n.needs_input_grad(i)) continue;
+        if (shapes[i].size() == 1 && shapes[i][0] == 0 && g[0].dim() != 1) {
+          r[i] = zeros(shapes[i], dtype(dtypes[i]).device(g[0].device()));
+          continue;
+        }
+        Tensor gi = g[0].narrow(d, offsets[i], shapes[i][d]);
+        r[i] = gi.dtype() == dtypes[i] ? gi : gi.to(dtypes[i]);
+      }
+      return r;
+    });
+    out = outs[0];
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  check<ValueError>(!tensors.empty(), "stack: expected a non-empty list of tensors");
+  int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> parts;
+  parts.reserve(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    check<ShapeError>(tensors[i].sizes() == tensors[0].sizes(), "stack: tensor ", i, " has shape ", tensors[i].sizes(),
+                      " but tensor 0 has shape ", tensors[0].sizes(), "; all must match");
+    parts.push_back(tensors[i].unsqueeze(d));
+  }
+  return cat(parts, d);
+}
+
+// ---- repeat, flip, roll, tril/triu, pad ---------------------------------------------------------
+Tensor repeat(const Tensor& x, IntArrayRef reps) {
+  check<ShapeError>(static_cast<int64_t>(reps.size()) >= x.dim(), "repeat: got ", reps.size(),
+                    " repeat counts for a tensor with ", x.dim(), " dims; need at least as many");
+  int64_t lead = static_cast<int64_t>(reps.size()) - x.dim();
+  Shape xs(lead, 1);
+  for (int64_t s : x.sizes()) xs.push_back(s);
+  // (s0, s1, ...) -> view (1, s0, 1, s1, ...) -> expand (r0, s0, r1, s1, ...) -> (r0*s0, r1*s1, ...)
+  Shape inter, expanded, final_shape;
+  for (size_t i = 0; i < reps.size(); ++i) {
+    check<ValueError>(reps[i] >= 0, "repeat: repeat counts must be non-negative, got ", reps);
+    inter.push_back(1);
+    inter.push_back(xs[i]);
+    expanded.push_back(reps[i]);
+    expanded.push_back(xs[i]);
+    final_shape.push_back(reps[i] * xs[i]);
+  }
+  return x.reshape(inter).expand(expanded).contiguous().view(final_shape);
+}
+
+Tensor flip(const Tensor& x, IntArrayRef dims) {
+  Tensor r = x;
+  std::vector<bool> mask = detail::dims_mask(dims, x.dim(), "flip");
+  if (dims.empty()) return x.clone();
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (!mask[d]) continue;
+    int64_t n = x.sizes()[d];
+    Tensor idx = arange(n - 1, -1, -1, dtype(DType::i64).device(x.device()));
+    r = r.index_select(d, idx);
+  }
+  return x.dim() == 0 ? x.clone() : r;
+}
+
+Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims) {
+  if (dims.empty()) {
+    check<ValueError>(shifts.size() == 1, "roll: without dims, give exactly one shift");
+    return roll(x.reshape({-1}), shifts, {0}).view(x.sizes());
+  }
+  check<ValueError>(shifts.size() == dims.size(), "roll: shifts ", shifts, " and dims ", dims,
+                    " must have the same length");
+  Tensor r = x;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], x.dim(), "roll");
+    int64_t n = x.sizes()[d];
+    if (n == 0) continue;
+    int64_t s = ((shifts[i] % n) + n) % n;
+    if (s == 0) continue;
+    r = cat({r.narrow(d, n - s, s), r.narrow(d, 0, n - s)}, d);
+  }
+  return r.is_same(x) ? x.clone() : r;
+}
+
+namespace {
+Tensor tri_mask(const Tensor& x, int64_t k, bool lower) {
+  int64_t r = x.sizes()[x.dim() - 2], c = x.sizes()[x.dim() - 1];
+  Tensor rows = arange(r, dtype(DType::i64).device(x.device())).unsqueeze(1);
+  Tensor cols = arange(c, dtype(DType::i64).device(x.device())).unsqueeze(0);
+  Tensor diff = cols - rows;
+  return lower ? le(diff, k) : ge(diff, k);
+}
+}  // namespace
+
+Tensor tril(const Tensor& x, int64_t k) {
+  check<ShapeError>(x.dim() >= 2, "tril: needs a tensor with at least 2 dims, got shape ", x.sizes());
+  return where(tri_mask(x, k, true), x, zeros({}, dtype(x.dtype()).device(x.device())));
+}
+Tensor triu(const Tensor& x, int64_t k) {
+  check<ShapeError>(x.dim() >= 2, "triu: needs a tensor with at least 2 dims, got shape ", x.sizes());
+  return where(tri_mask(x, k, false), x, zeros({}, dtype(x.dtype()).device(x.device())));
+}
+
+Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value) {
+  check<ValueError>(padding.size() % 2 == 0 && static_cast<int64_t>(padding.size()) <= 2 * x.dim(),
+                    "pad: padding ", padding, " must have an even length of at most 2 * ", x.dim());
+  // Negative padding crops first.
+  Tensor src = x;
+  Shape out_shape = x.sizes();
+  std::vector<std::pair<int64_t, int64_t>> pads;  // (dim, left) for positive pads
+  for (size_t i = 0; i < padding.size() / 2; ++i) {
+    int64_t d = x.dim() - 1 - static_cast<int64_t>(i);
+    int64_t lo = padding[2 * i], hi = padding[2 * i + 1];
+    int64_t n = src.sizes()[d];
+    int64_t crop_lo = lo < 0 ? -lo : 0, crop_hi = hi < 0 ? -hi : 0;
+    check<ShapeError>(crop_lo + crop_hi <= n, "pad: negative padding ", padding, " removes more than dim ", d,
+                      " holds (", n, ")");
+    if (crop_lo || crop_hi) src = src.narrow(d, crop_lo, n - crop_lo - crop_hi);
+    out_shape[d] = src.sizes()[d] + std::max<int64_t>(lo, 0) + std::max<int64_t>(hi, 0);
+    pads.emplace_back(d, std::max<int64_t>(lo, 0));
+  }
+  Tensor out = full(out_shape, value, dtype(x.dtype()).device(x.device()));
+  Shape sizes = src.sizes();
+  int64_t offset = 0;
+  for (auto [d, left] : pads) offset += left * out.strides()[d];
+  backend_for(out.device()).copy(src, detail::make_view(out, sizes, out.strides(), offset));
+  if (autograd::needs_grad(src))
+    autograd::record("PadBackward", {&src}, {&out}, [pads, sizes](Node&, GradList& g) {
+      Tensor r = g[0];
+      for (auto [d, left] : pads) r = r.narrow(d, left, sizes[d]);
+      return GradList{r};
+    });
+  return out;
+}
+
+// ---- index_select / index_add -------------------------------------------------------------------
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index_in) {
+  Tensor index = as_index(index_in, "index_select");
+  check<ShapeError>(index.dim() <= 1, "index_select: index must be 0-D or 1-D, got shape ", index.sizes());
+  detail::check_same_device("index_select", {&x, &index});
+  int64_t d = wrap_dim(dim, x.dim(), "index_select");
+  Tensor idx = index.dim() == 0 ? index.reshape({1}) : index;
+  Shape s = x.sizes();
+  if (x.dim() > 0) s[d] = idx.numel();
+  else check<ShapeError>(idx.numel() <= 1, "index_select: a 0-dim tensor takes at most one index");
+  Tensor out = detail::make_empty(s, x.dtype(), x.device());
+  backend_for(x.device()).index_select(x, d, idx, out);
+  if (autograd::needs_grad(x))
+    autograd::record("IndexSelectBackward", {&x}, {&out}, [idx, d, xs = x.sizes()](Node&, GradList& g) {
+      Tensor z = zeros(xs, dtype(g[0].dtype()).device(g[0].device()));
+      return GradList{index_add(z, d, idx, g[0])};
+    });
+  return out;
+}
+
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index_in, const Tensor& src) {
+  Tensor index = as_index(index_in, "index_add");
+  int64_t d = wrap_dim(dim, x.dim(), "index_add");
+  check<ShapeError>(index.dim() <= 1, "index_add: index must be 1-D, got shape ", index.sizes());
+  Shape expect = x.sizes();
+  if (x.dim() > 0) expect[d] = index.numel();
+  check<ShapeError>(src.sizes() == expect || (x.dim() == 0 && src.numel() == index.numel()), "index_add: source of shape ",
+                    src.sizes(), " does not match ", expect, " (x ", x.sizes(), " with dim ", d, " of length ",
+                    index.numel(), ")");
+  check<DTypeError>(src.dtype() == x.dtype(), "index_add: source dtype ", src.dtype(), " differs from ", x.dtype());
+  Tensor out = detail::make_empty(x.sizes(), x.dtype(), x.device());
+  Backend& be = backend_for(x.device());
+  be.copy(x, out);
+  be.index_add(out, d, index.reshape({-1}), src);
+  if (autograd::needs_grad(x, src))
+    autograd::record("IndexAddBackward", {&x, &src}, {&out}, [index, d](Node& n, GradList& g) {
+      GradList r(2);
+      if (n.needs_input_grad(0)) r[0] = g[0];
+      if (n.needs_input_grad(1)) r[1] = g[0].dim() == 0 ? g[0].expand({index.numel()}) : g[0].index_select(d, index.reshape({-1}));
+      return r;
+    });
+  return out;
+}
+
+Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& src) {
+  detail::check_inplace(*this, "index_add_");
+  if (!autograd::needs_grad(*this, src) && is_contiguous() && src.dtype() == dtype()) {
+    int64_t d = wrap_dim(dim, this->dim(), "index_add_");
+    Tensor idx = as_index(index, "index_add_");
+    Shape expect = sizes();
+    if (this->dim() > 0) expect[d] = idx.numel();
+    check<ShapeError>(src.sizes() == expect, "index_add_: source of shape ", src.sizes(), " does not match ", expect);
+    backend_for(device()).index_add(*this, d, idx.reshape({-1}), src);
+    detail::bump_version(*this);
+    return *this;
+  }
+  return copy_(index_add(*this, dim, index, src));
+}
+
+// ---- gather / scatter ---------------------------------------------------------------------------
+namespace {
+void check_gather_shapes(const char* op, const Tensor& x, int64_t d, const Tensor& index, const Tensor* src) {
+  check<ShapeError>(index.dim() == x.dim(), op, ": index must have as many dims as the tensor (", x.dim(),
+                    "), got shape ", index.sizes());
+  for (int64_t k = 0; k < x.dim(); ++k) {
+    check<ShapeError>(k == d || index.sizes()[k] <= x.sizes()[k], op, ": index of shape ", index.sizes(),
+                      " is larger than the tensor's shape ", x.sizes(), " at dim ", k);
+    if (src) check<ShapeError>(index.sizes()[k] <= src->sizes()[k], op, ": index of shape ", index.sizes(),
+                               " is larger than the source's shape ", src->sizes(), " at dim ", k);
+  }
+}
+}  // namespace
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index_in) {
+  Tensor index = as_index(index_in, "gather");
+  int64_t d = wrap_dim(dim, x.dim(), "gather");
+  check_gather_shapes("gather", x, d, index, nullptr);
+  detail::check_same_device("gather", {&x, &index});
+  Tensor out = detail::make_empty(index.sizes(), x.dtype(), x.device());
+  backend_for(x.device()).gather(x, d, index, out);
+  if (autograd::needs_grad(x))
+    autograd::record("GatherBackward", {&x}, {&out}, [index, d, xs = x.sizes()](Node&, GradList& g) {
+      return GradList{zeros(xs, dtype(g[0].dtype()).device(g[0].device())).scatter_add(d, index, g[0])};
+    });
+  return out;
+}
+
+namespace {
+// src restricted to index's shape (scatter reads only that corner of src).
+Tensor src_window(const Tensor& src, const Tensor& index) {
+  if (src.sizes() == index.sizes()) return src;
+  Tensor r = src;
+  for (int64_t k = 0; k < index.dim(); ++k) r = r.narrow(k, 0, index.sizes()[k]);
+  return r;
+}
+
+Tensor scatter_impl(const Tensor& x, int64_t dim, const Tensor& index_in, const Tensor& src_in, bool accumulate) {
+  const char* name = accumulate ? "scatter_add" : "scatter";
+  Tensor index = as_index(index_in, name);
+  int64_t d = wrap_dim(dim, x.dim(), name);
+  check_gather_shapes(name, x, d, index, &src_in);
+  Tensor src = src_window(src_in, index);
+  check<DTypeError>(src.dtype() == x.dtype(), name, ": source dtype ", src.dtype(), " differs from the tensor's ",
+                    x.dtype());
+  detail::check_same_device(name, {&x, &index, &src});
+  Tensor out = detail::make_empty(x.sizes(), x.dtype(), x.device());
+  Backend& be = backend_for(x.device());
+  be.copy(x, out);
+  be.scatter(out, d, index, src, accumulate);
+  if (autograd::needs_grad(x, src))
+    autograd::record(accumulate ? "ScatterAddBackward" : "ScatterBackward", {&x, &src}, {&out},
+                     [index, d, accumulate](Node& n, GradList& g) {
+                       GradList r(2);
+                       if (n.needs_input_grad(0))
+                         r[0] = accumulate ? g[0] : g[0].scatter(d, index, 0);  // overwritten places get none
+                       if (n.needs_input_grad(1)) r[1] = g[0].gather(d, index);
+                       return r;
+                     });
+  return out;
+}
+}  // namespace
+
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_impl(x, dim, index, src, false);
+}
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value) {
+  Tensor src = full({}, value, dtype(x.dtype()).device(x.device())).expand(index.sizes());
+  return scatter_impl(x, dim, index, src, false);
+}
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_impl(x, dim, index, src, true);
+}
+
+Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src) {
+  detail::check_inplace(*this, "scatter_");
+  return copy_(scatter_impl(*this, dim, index, src, false));
+}
+Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) {
+  detail::check_inplace(*this, "scatter_add_");
+  if (!autograd::needs_grad(*this, src) && is_contiguous()) {
+    Tensor idx = as_index(index, "scatter_add_");
+    int64_t d = wrap_dim(dim, this->dim(), "scatter_add_");
+    check_gather_shapes("scatter_add_", *this, d, idx, &src);
+    check<DTypeError>(src.dtype() == dtype(), "scatter_add_: source dtype ", src.dtype(), " differs from ", dtype());
+    backend_for(device()).scatter(*this, d, idx, src_window(src, idx), true);
+    detail::bump_version(*this);
+    return *this;
+  }
+  return copy_(scatter_impl(*this, dim, index, src, true));
+}
+
+// ---- masks --------------------------------------------------------------------------------------
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
+  check<DTypeError>(mask.dtype() == DType::boolean, "masked_fill: mask must be a bool tensor, got ", mask.dtype());
+  Tensor out = where(mask, full({}, value, dtype(x.dtype()).device(x.device())), x);
+  check<ShapeError>(out.sizes() == x.sizes(), "masked_fill: mask of shape ", mask.sizes(),
+                    " does not broadcast to the tensor's shape ", x.sizes());
+  return out;
+}
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
+  check<ShapeError>(value.dim() == 0, "masked_fill: value must be a 0-dim tensor, got shape ", value.sizes());
+  check<DTypeError>(mask.dtype() == DType::boolean, "masked_fill: mask must be a bool tensor, got ", mask.dtype());
+  Tensor out = where(mask, value.to(x.dtype()), x);
+  check<ShapeError>(out.sizes() == x.sizes(), "masked_fill: mask of shape ", mask.sizes(),
+                    " does not broadcast to the tensor's shape ", x.sizes());
+  return out;
+}
+Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar value) {
+  detail::check_inplace(*this, "masked_fill_");
+  return copy_(nabla::masked_fill(autograd::needs_grad(*this) ? clone() : *this, mask, value));
+}
+
+Tensor nonzero(const Tensor& x) {
+  if (x.is_cpu()) return backend_for(kCPU).nonzero(x);
+  return backend_for(x.device()).nonzero(x);
+}
+
+Tensor masked_select(const Tensor& x, const Tensor& mask) {
+  check<DTypeError>(mask.dtype() == DType::boolean, "masked_select: mask must be a bool tensor, got ", mask.dtype());
+  Shape s = broadcast_shapes(x.sizes(), mask.sizes(), "masked_select");
+  Tensor xb = x.expand(s).reshape({-1});
+  Tensor mb = mask.expand(s).reshape({-1});
+  Tensor idx = nonzero(mb).view({-1});
+  return xb.index_select(0, idx);
+}
+
+Tensor one_hot(const Tensor& labels, int64_t num_classes) {
+  check<DTypeError>(labels.dtype() == DType::i64, "one_hot: labels must be int64 class indices, got ", labels.dtype());
+  autograd::NoGradGuard ng;
+  if (num_classes < 0) {
+    check<ValueError>(labels.numel() > 0, "one_hot: cannot infer num_classes from an empty tensor; pass it");
+    num_classes = labels.max().item<int64_t>() + 1;
+  }
+  if (labels.numel() > 0) {
+    int64_t lo = labels.min().item<int64_t>(), hi = labels.max().item<int64_t>();
+    check<IndexError>(lo >= 0 && hi < num_classes, "one_hot: class values must be in [0, ", num_classes, "), got [",
+                      lo, ", ", hi, "]");
+  }
+  Shape s = labels.sizes();
+  s.push_back(num_classes);
+  return zeros(s, dtype(DType::i64).device(labels.device())).scatter(-1, labels.unsqueeze(-1), 1);
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices_in, std::optional<int64_t> padding_idx) {
+  check<ShapeError>(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, dim), got shape ", weight.sizes());
+  Tensor indices = as_index(indices_in, "embedding");
+  int64_t n = weight.sizes()[0];
+  Tensor flat = indices.reshape({-1});
+  Tensor rows;
+  {
+    autograd::NoGradGuard ng;
+    rows = weight.index_select(0, flat);
+  }
+  Shape s = indices.sizes();
+  s.push_back(weight.sizes()[1]);
+  Tensor out = rows.view(s);
+  if (autograd::needs_grad(weight)) {
+    int64_t pad = padding_idx ? (*padding_idx < 0 ? *padding_idx + n : *padding_idx) : -1;
+    autograd::record("EmbeddingBackward", {&weight}, {&out}, [flat, pad, ws = weight.sizes()](Node&, GradList& g) {
+      Tensor g2 = g[0].reshape({flat.numel(), ws[1]});
+      if (pad >= 0) g2 = g2 * ne(flat, pad).unsqueeze(1).to(g2.dtype());  // the padding row learns nothing
+      return GradList{index_add(zeros(ws, dtype(g2.dtype()).device(g2.device())), 0, flat, g2)};
+    });
+  }
+  return out;
+}
+
+}  // namespace nabla

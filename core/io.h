@@ -1,0 +1,24 @@
+// File helpers shared by every writer in nabla (npy, safetensors, checkpoints): writes go to a
+// temporary file in the same directory, are flushed and fsynced, and then renamed over the target,
+// so a crash mid-save never leaves a truncated file in place of the previous one.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace nabla::io {
+
+// Calls write(fd-backed stream) on a temporary file next to `path`, then atomically replaces `path`.
+// Throws IOError naming the path on any failure (and removes the temporary file).
+void atomic_write(const std::string& path, const std::function<void(std::FILE*)>& write);
+
+// Reads a whole file; throws IOError naming the path if it cannot. Refuses files over max_bytes.
+std::vector<char> read_file(const std::string& path, uint64_t max_bytes = uint64_t(1) << 40);
+
+// Writes all bytes or throws IOError.
+void write_all(std::FILE* f, const void* data, size_t n, const std::string& path);
+
+}  // namespace nabla::io

@@ -1,0 +1,301 @@
+// Convolution and pooling front-ends (NCHW; unbatched CHW inputs are accepted too), and their
+// gradients. conv2d, conv2d_input_grad and conv2d_weight_grad are each other's derivatives, so
+// convolutions are differentiable to any order.
+#include <algorithm>
+#include <cmath>
+
+#include "core/impl.h"
+
+namespace nabla {
+
+using autograd::GradList;
+using autograd::Node;
+using autograd::save;
+
+namespace {
+
+std::array<int64_t, 2> pair_of(IntArrayRef v, const char* op, const char* what) {
+  check<ValueError>(v.size() == 1 || v.size() == 2, op, ": ", what, " must have 1 or 2 values, got ", v);
+  return {v[0], v.size() == 2 ? v[1] : v[0]};
+}
+
+Conv2dParams conv_params(IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, int64_t groups,
+                         const char* op) {
+  Conv2dParams p;
+  p.stride = pair_of(stride, op, "stride");
+  p.padding = pair_of(padding, op, "padding");
+  p.dilation = pair_of(dilation, op, "dilation");
+  p.groups = groups;
+  check<ValueError>(p.stride[0] > 0 && p.stride[1] > 0, op, ": stride must be positive, got ", stride);
+  check<ValueError>(p.padding[0] >= 0 && p.padding[1] >= 0, op, ": padding must be non-negative, got ", padding);
+  check<ValueError>(p.dilation[0] > 0 && p.dilation[1] > 0, op, ": dilation must be positive, got ", dilation);
+  check<ValueError>(groups > 0, op, ": groups must be positive, got ", groups);
+  return p;
+}
+
+int64_t conv_out(int64_t in, int64_t k, const Conv2dParams& p, int i) {
+  return (in + 2 * p.padding[i] - p.dilation[i] * (k - 1) - 1) / p.stride[i] + 1;
+}
+
+void check_conv(const Tensor& x, const Tensor& w, const Conv2dParams& p, const char* op) {
+  check<ShapeError>(x.dim() == 4, op, ": expected input (N, C, H, W), got shape ", x.sizes());
+  check<ShapeError>(w.dim() == 4, op, ": expected weight (C_out, C_in/groups, kH, kW), got shape ", w.sizes());
+  check<DTypeError>(x.dtype() == w.dtype(), op, ": input dtype ", x.dtype(), " differs from weight dtype ", w.dtype());
+  check<ShapeError>(x.sizes()[1] == w.sizes()[1] * p.groups, op, ": input has ", x.sizes()[1],
+                    " channels but weight of shape ", w.sizes(), " with groups=", p.groups, " expects ",
+                    w.sizes()[1] * p.groups);
+  check<ShapeError>(w.sizes()[0] % p.groups == 0, op, ": out channels (", w.sizes()[0],
+                    ") must be divisible by groups (", p.groups, ")");
+  detail::check_same_device(op, {&x, &w});
+}
+
+Tensor conv2d_core(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p);
+
+Tensor input_grad_core(const Tensor& gy, const Tensor& w, const Shape& x_shape, const Conv2dParams& p) {
+  Tensor gx = detail::make_empty(x_shape, gy.dtype(), gy.device());
+  backend_for(gy.device()).conv2d_input_grad(gy, w, p, gx);
+  if (autograd::needs_grad(gy, w))
+    autograd::record("Conv2dInputGradBackward", {&gy, &w}, {&gx}, [sg = save(gy), sw = save(w), p](Node& n, GradList& g) {
+      // gx = T(gy, w) is linear in both: d/dgy = conv2d(g, w), d/dw = weight_grad(g, gy).
+      GradList r(2);
+      Tensor wv = sw.unpack(n);
+      if (n.needs_input_grad(0)) r[0] = conv2d_core(g[0], wv, Tensor(), p);
+      if (n.needs_input_grad(1)) r[1] = conv2d_weight_grad(g[0], sg.unpack(n), {wv.sizes()[2], wv.sizes()[3]}, p);
+      return r;
+    });
+  return gx;
+}
+
+Tensor weight_grad_core(const Tensor& x, const Tensor& gy, const Shape& w_shape, const Conv2dParams& p) {
+  Tensor gw = detail::make_empty(w_shape, gy.dtype(), gy.device());
+  backend_for(gy.device()).conv2d_weight_grad(x, gy, p, gw);
+  if (autograd::needs_grad(x, gy))
+    autograd::record("Conv2dWeightGradBackward", {&x, &gy}, {&gw},
+                     [sx = save(x), sg = save(gy), p](Node& n, GradList& g) {
+                       // gw = W(x, gy): d/dx = input_grad(gy, g), d/dgy = conv2d(x, g).
+                       GradList r(2);
+                       Tensor xv = sx.unpack(n);
+                       if (n.needs_input_grad(0))
+                         r[0] = input_grad_core(sg.unpack(n), g[0], xv.sizes(), p);
+                       if (n.needs_input_grad(1)) r[1] = conv2d_core(xv, g[0], Tensor(), p);
+                       return r;
+                     });
+  return gw;
+}
+
+Tensor conv2d_core(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
+  check_conv(x, w, p, "conv2d");
+  int64_t kh = w.sizes()[2], kw = w.sizes()[3];
+  int64_t ho = conv_out(x.sizes()[2], kh, p, 0), wo = conv_out(x.sizes()[3], kw, p, 1);
+  check<ShapeError>(ho > 0 && wo > 0, "conv2d: input of shape ", x.sizes(), " is too small for a ", kh, "x", kw,
+                    " kernel with padding [", p.padding[0], ", ", p.padding[1], "] and dilation [", p.dilation[0],
+                    ", ", p.dilation[1], "]");
+  if (b.defined())
+    check<ShapeError>(b.dim() == 1 && b.sizes()[0] == w.sizes()[0], "conv2d: bias must have shape [", w.sizes()[0],
+                      "], got ", b.sizes());
+  Tensor out = detail::make_empty({x.sizes()[0], w.sizes()[0], ho, wo}, x.dtype(), x.device());
+  backend_for(x.device()).conv2d(x, w, b, p, out);
+  if (autograd::needs_grad(x, w, b))
+    autograd::record("Conv2dBackward", {&x, &w, &b}, {&out}, [sx = save(x), sw = save(w), p](Node& n, GradList& g) {
+      GradList r(3);
+      Tensor xv = sx.unpack(n), wv = sw.unpack(n);
+      if (n.needs_input_grad(0)) r[0] = input_grad_core(g[0], wv, xv.sizes(), p);
+      if (n.needs_input_grad(1)) r[1] = weight_grad_core(xv, g[0], wv.sizes(), p);
+      if (n.needs_input_grad(2)) r[2] = g[0].sum({0, 2, 3});
+      return r;
+    });
+  return out;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride, IntArrayRef padding,
+              IntArrayRef dilation, int64_t groups) {
+  Conv2dParams p = conv_params(stride, padding, dilation, groups, "conv2d");
+  if (x.dim() == 3) return conv2d_core(x.unsqueeze(0), weight, bias, p).squeeze(0);
+  return conv2d_core(x, weight, bias, p);
+}
+
+Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, IntArrayRef input_hw, const Conv2dParams& p) {
+  check<ShapeError>(grad_out.dim() == 4 && weight.dim() == 4 && input_hw.size() == 2,
+                    "conv2d_input_grad: expected 4-D grad_out and weight and a 2-value input size");
+  Shape xs{grad_out.sizes()[0], weight.sizes()[1] * p.groups, input_hw[0], input_hw[1]};
+  return input_grad_core(grad_out, weight, xs, p);
+}
+
+Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef kernel_hw, const Conv2dParams& p) {
+  check<ShapeError>(x.dim() == 4 && grad_out.dim() == 4 && kernel_hw.size() == 2,
+                    "conv2d_weight_grad: expected 4-D input and grad_out and a 2-value kernel size");
+  Shape ws{grad_out.sizes()[1], x.sizes()[1] / p.groups, kernel_hw[0], kernel_hw[1]};
+  return weight_grad_core(x, grad_out, ws, p);
+}
+
+Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
+                        IntArrayRef padding, IntArrayRef output_padding, int64_t groups, IntArrayRef dilation) {
+  Tensor x = x_in.dim() == 3 ? x_in.unsqueeze(0) : x_in;
+  Conv2dParams p = conv_params(stride, padding, dilation, groups, "conv_transpose2d");
+  auto op = pair_of(output_padding, "conv_transpose2d", "output_padding");
+  check<ShapeError>(x.dim() == 4 && weight.dim() == 4, "conv_transpose2d: expected input (N, C_in, H, W) and weight "
+                    "(C_in, C_out/groups, kH, kW), got shapes ", x.sizes(), " and ", weight.sizes());
+  check<ShapeError>(x.sizes()[1] == weight.sizes()[0], "conv_transpose2d: input has ", x.sizes()[1],
+                    " channels but weight of shape ", weight.sizes(), " expects ", weight.sizes()[0]);
+  for (int i = 0; i < 2; ++i)
+    check<ValueError>(op[i] < std::max(p.stride[i], p.dilation[i]), "conv_transpose2d: output_padding ",
+                      output_padding, " must be smaller than stride or dilation");
+  int64_t h = (x.sizes()[2] - 1) * p.stride[0] - 2 * p.padding[0] + p.dilation[0] * (weight.sizes()[2] - 1) + op[0] + 1;
+  int64_t w = (x.sizes()[3] - 1) * p.stride[1] - 2 * p.padding[1] + p.dilation[1] * (weight.sizes()[3] - 1) + op[1] + 1;
+  check<ShapeError>(h > 0 && w > 0, "conv_transpose2d: the output size would be ", h, "x", w);
+  // A transposed convolution is the input-gradient of the convolution whose weight it shares.
+  Tensor y = conv2d_input_grad(x, weight, {h, w}, p);
+  if (bias.defined()) y = y + bias.view({1, -1, 1, 1});
+  return x_in.dim() == 3 ? y.squeeze(0) : y;
+}
+
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,
+              int64_t dilation, int64_t groups) {
+  check<ShapeError>(x.dim() == 3 || x.dim() == 2, "conv1d: expected input (N, C, L) or (C, L), got shape ", x.sizes());
+  check<ShapeError>(weight.dim() == 3, "conv1d: expected weight (C_out, C_in/groups, k), got shape ", weight.sizes());
+  Tensor x3 = x.dim() == 2 ? x.unsqueeze(0) : x;
+  Tensor y = conv2d(x3.unsqueeze(2), weight.unsqueeze(2), bias, {1, stride}, {0, padding}, {1, dilation}, groups).squeeze(2);
+  return x.dim() == 2 ? y.squeeze(0) : y;
+}
+
+// ---- pooling ------------------------------------------------------------------------------------
+namespace {
+
+Pool2dParams pool_params(IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
+                         bool ceil_mode, const char* op) {
+  Pool2dParams p;
+  p.kernel = pair_of(kernel, op, "kernel_size");
+  p.stride = stride.empty() ? p.kernel : pair_of(stride, op, "stride");
+  p.padding = pair_of(padding, op, "padding");
+  p.dilation = pair_of(dilation, op, "dilation");
+  p.ceil_mode = ceil_mode;
+  for (int i = 0; i < 2; ++i) {
+    check<ValueError>(p.kernel[i] > 0 && p.stride[i] > 0 && p.dilation[i] > 0, op,
+                      ": kernel_size, stride and dilation must be positive");
+    check<ValueError>(p.padding[i] >= 0 && p.padding[i] * 2 <= p.kernel[i], op, ": padding ", padding,
+                      " must be at most half the kernel size ", kernel);
+  }
+  return p;
+}
+
+int64_t pool_out(int64_t in, const Pool2dParams& p, int i) {
+  int64_t eff = p.dilation[i] * (p.kernel[i] - 1) + 1;
+  int64_t num = in + 2 * p.padding[i] - eff;
+  int64_t out = (p.ceil_mode ? (num + p.stride[i] - 1) / p.stride[i] : num / p.stride[i]) + 1;
+  // The last window must start inside the input or its left padding.
+  if (p.ceil_mode && (out - 1) * p.stride[i] >= in + p.padding[i]) --out;
+  return out;
+}
+
+Shape pool_shape(const Tensor& x, const Pool2dParams& p, const char* op) {
+  check<ShapeError>(x.dim() == 3 || x.dim() == 4, op, ": expected input (N, C, H, W) or (C, H, W), got shape ",
+                    x.sizes());
+  int64_t nd = x.dim();
+  int64_t ho = pool_out(x.sizes()[nd - 2], p, 0), wo = pool_out(x.sizes()[nd - 1], p, 1);
+  check<ShapeError>(ho > 0 && wo > 0, op, ": input of shape ", x.sizes(), " is too small for kernel [", p.kernel[0],
+                    ", ", p.kernel[1], "]");
+  Shape s = x.sizes();
+  s[nd - 2] = ho;
+  s[nd - 1] = wo;
+  return s;
+}
+
+Tensor max_pool_backward(const Tensor& g, const Tensor& indices, const Shape& x_shape) {
+  Tensor gx = detail::make_empty(x_shape, g.dtype(), g.device());
+  backend_for(g.device()).max_pool2d_backward(g, indices, gx);
+  if (autograd::needs_grad(g))
+    autograd::record("MaxPool2dBackwardBackward", {&g}, {&gx}, [indices](Node&, GradList& gg) {
+      // gx scatters g to the argmax positions; its adjoint gathers them back.
+      int64_t nd = gg[0].dim();
+      Tensor flat = gg[0].flatten(nd - 2);
+      Tensor idx = indices.flatten(nd - 2);
+      return GradList{flat.gather(nd - 2, idx).view(indices.sizes())};
+    });
+  return gx;
+}
+
+Tensor avg_pool_backward(const Tensor& g, const Pool2dParams& p, const Shape& x_shape) {
+  Tensor gx = detail::make_empty(x_shape, g.dtype(), g.device());
+  backend_for(g.device()).avg_pool2d_backward(g, p, gx);
+  if (autograd::needs_grad(g))
+    autograd::record("AvgPool2dBackwardBackward", {&g}, {&gx}, [p](Node&, GradList& gg) {
+      // avg_pool2d is linear, and this backward is its adjoint: the adjoint of that is avg_pool2d.
+      Pool2dParams q = p;
+      return GradList{avg_pool2d(gg[0], {q.kernel[0], q.kernel[1]}, {q.stride[0], q.stride[1]},
+                                 {q.padding[0], q.padding[1]}, q.ceil_mode, q.count_include_pad)};
+    });
+  return gx;
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride,
+                                                   IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  Pool2dParams p = pool_params(kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d");
+  Shape s = pool_shape(x, p, "max_pool2d");
+  Tensor out = detail::make_empty(s, x.dtype(), x.device());
+  Tensor idx = detail::make_empty(s, DType::i64, x.device());
+  backend_for(x.device()).max_pool2d(x, p, out, idx);
+  if (autograd::needs_grad(x))
+    autograd::record("MaxPool2dBackward", {&x}, {&out}, [idx, xs = x.sizes()](Node&, GradList& g) {
+      return GradList{max_pool_backward(g[0], idx, xs)};
+    });
+  return {out, idx};
+}
+
+Tensor max_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                  IntArrayRef dilation, bool ceil_mode) {
+  return std::get<0>(max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode));
+}
+
+Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding, bool ceil_mode,
+                  bool count_include_pad) {
+  Pool2dParams p = pool_params(kernel_size, stride, padding, 1, ceil_mode, "avg_pool2d");
+  p.count_include_pad = count_include_pad;
+  Shape s = pool_shape(x, p, "avg_pool2d");
+  Tensor out = detail::make_empty(s, x.dtype(), x.device());
+  backend_for(x.device()).avg_pool2d(x, p, out);
+  if (autograd::needs_grad(x))
+    autograd::record("AvgPool2dBackward", {&x}, {&out}, [p, xs = x.sizes()](Node&, GradList& g) {
+      return GradList{avg_pool_backward(g[0], p, xs)};
+    });
+  return out;
+}
+
+namespace {
+// Adaptive pooling: output cell i covers input [floor(i*in/out), ceil((i+1)*in/out)).
+Tensor adaptive_pool(const Tensor& x, IntArrayRef output_size, bool is_max, const char* op) {
+  check<ShapeError>(x.dim() == 3 || x.dim() == 4, op, ": expected input (N, C, H, W) or (C, H, W), got shape ",
+                    x.sizes());
+  auto os = pair_of(output_size, op, "output_size");
+  int64_t nd = x.dim(), H = x.sizes()[nd - 2], W = x.sizes()[nd - 1];
+  check<ShapeError>(os[0] > 0 && os[1] > 0, op, ": output_size must be positive, got ", output_size);
+  if (H % os[0] == 0 && W % os[1] == 0) {
+    int64_t kh = H / os[0], kw = W / os[1];
+    return is_max ? max_pool2d(x, {kh, kw}) : avg_pool2d(x, {kh, kw});
+  }
+  std::vector<Tensor> rows;
+  for (int64_t i = 0; i < os[0]; ++i) {
+    int64_t h0 = i * H / os[0], h1 = ((i + 1) * H + os[0] - 1) / os[0];
+    std::vector<Tensor> cols;
+    for (int64_t j = 0; j < os[1]; ++j) {
+      int64_t w0 = j * W / os[1], w1 = ((j + 1) * W + os[1] - 1) / os[1];
+      Tensor cell = x.narrow(nd - 2, h0, h1 - h0).narrow(nd - 1, w0, w1 - w0);
+      cols.push_back(is_max ? amax(cell, {nd - 2, nd - 1}) : mean(cell, {nd - 2, nd - 1}));
+    }
+    rows.push_back(stack(cols, -1));
+  }
+  return stack(rows, -2);
+}
+}  // namespace
+
+Tensor adaptive_avg_pool2d(const Tensor& x, IntArrayRef output_size) {
+  return adaptive_pool(x, output_size, false, "adaptive_avg_pool2d");
+}
+Tensor adaptive_max_pool2d(const Tensor& x, IntArrayRef output_size) {
+  return adaptive_pool(x, output_size, true, "adaptive_max_pool2d");
+}
+
+}  // namespace nabla

@@ -1,0 +1,178 @@
+// A persistent thread pool for parallel_for. Workers spin briefly after each job (training loops
+// issue parallel ops back to back) and then sleep. One job runs at a time; a parallel_for issued
+// while another is running (e.g. from a DataLoader worker) runs on its own thread.
+#include "core/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#define NABLA_PAUSE() _mm_pause()
+#else
+#define NABLA_PAUSE() std::this_thread::yield()
+#endif
+
+namespace nabla {
+namespace {
+
+thread_local bool tl_in_parallel = false;
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int nthreads) { start(nthreads); }
+  ~ThreadPool() { stop(); }
+
+  int num_threads() const { return static_cast<int>(threads_.size()) + 1; }
+
+  void resize(int nthreads) {
+    std::lock_guard run(run_mu_);
+    stop();
+    start(nthreads);
+  }
+
+  // Returns false (and does nothing) when another job is running.
+  bool run(int64_t begin, int64_t end, int64_t grain, detail::RangeFn fn) {
+    std::unique_lock run(run_mu_, std::try_to_lock);
+    if (!run.owns_lock()) return false;
+    while (active_.load(std::memory_order_seq_cst) != 0) NABLA_PAUSE();
+
+    int64_t n = end - begin;
+    int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));
+    int64_t nchunks = std::min<int64_t>(num_threads(), max_chunks);
+    fn_ = &fn;
+    begin_ = begin;
+    end_ = end;
+    nchunks_ = nchunks;
+    chunk_ = (n + nchunks - 1) / nchunks;
+    next_.store(0, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    error_ = nullptr;
+    gen_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      { std::lock_guard lk(mu_); }
+      cv_.notify_all();
+    }
+
+    tl_in_parallel = true;
+    run_chunks();
+    tl_in_parallel = false;
+    while (done_.load(std::memory_order_acquire) < nchunks_) NABLA_PAUSE();
+    if (error_) std::rethrow_exception(error_);
+    return true;
+  }
+
+ private:
+  void start(int nthreads) {
+    stop_.store(false);
+    for (int i = 1; i < nthreads; ++i) threads_.emplace_back([this] { worker(); });
+  }
+  void stop() {
+    {
+      std::lock_guard lk(mu_);
+      stop_.store(true);
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+  void run_chunks() {
+    for (;;) {
+      int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
+      if (c >= nchunks_) return;
+      int64_t b = begin_ + c * chunk_, e = std::min(end_, b + chunk_);
+      if (b < e) {
+        try {
+          (*fn_)(b, e);
+        } catch (...) {
+          std::lock_guard lk(err_mu_);
+          if (!error_) error_ = std::current_exception();
+        }
+      }
+      done_.fetch_add(1, std::memory_order_release);
+    }
+  }
+
+  void worker() {
+    tl_in_parallel = true;
+    uint64_t seen = gen_.load();
+    for (;;) {
+      for (int spin = 0; spin < (1 << 15) && gen_.load(std::memory_order_acquire) == seen && !stop_.load(); ++spin)
+        NABLA_PAUSE();
+      if (gen_.load(std::memory_order_acquire) == seen && !stop_.load()) {
+        std::unique_lock lk(mu_);
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        cv_.wait(lk, [&] { return gen_.load(std::memory_order_seq_cst) != seen || stop_.load(); });
+        sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+      }
+      if (stop_.load()) return;
+      active_.fetch_add(1, std::memory_order_seq_cst);
+      uint64_t g = gen_.load(std::memory_order_seq_cst);
+      if (g != seen) {
+        seen = g;
+        run_chunks();
+      }
+      active_.fetch_sub(1, std::memory_order_seq_cst);
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::mutex run_mu_, mu_, err_mu_;
+  std::condition_variable cv_;
+  std::atomic<uint64_t> gen_{0};
+  std::atomic<int> active_{0}, sleepers_{0};
+  std::atomic<bool> stop_{false};
+  const detail::RangeFn* fn_ = nullptr;
+  int64_t begin_ = 0, end_ = 0, nchunks_ = 0, chunk_ = 0;
+  std::atomic<int64_t> next_{0}, done_{0};
+  std::exception_ptr error_;
+};
+
+int default_num_threads() {
+  if (const char* e = std::getenv("NABLA_NUM_THREADS")) {
+    int n = std::atoi(e);
+    if (n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::atomic<int> g_num_threads{0};
+
+ThreadPool& pool() {
+  static auto* p = new ThreadPool(g_num_threads.load() > 0 ? g_num_threads.load() : default_num_threads());
+  return *p;
+}
+
+}  // namespace
+
+int get_num_threads() {
+  int n = g_num_threads.load(std::memory_order_relaxed);
+  if (n == 0) {
+    n = default_num_threads();
+    g_num_threads.store(n);
+  }
+  return n;
+}
+
+void set_num_threads(int n) {
+  n = std::max(1, n);
+  g_num_threads.store(n);
+  pool().resize(n);
+}
+
+bool in_parallel_region() { return tl_in_parallel; }
+
+namespace detail {
+void parallel_run(int64_t begin, int64_t end, int64_t grain, RangeFn fn) {
+  if (!pool().run(begin, end, grain, fn)) fn(begin, end);
+}
+}  // namespace detail
+
+}  // namespace nabla

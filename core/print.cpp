@@ -1,0 +1,184 @@
+// Printing tensors the way PyTorch does:
+//   tensor([[1., 2.],
+//           [3., 4.]], dtype=float64, requires_grad=True)
+// Floats print as integers with a dot when they all are whole numbers, with 4 decimals otherwise,
+// and in scientific notation when their magnitudes span too wide a range. Large tensors are
+// summarized with "..." (threshold 1000 elements, 3 items at each end).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <sstream>
+
+#include "core/graph.h"
+#include "core/impl.h"
+
+namespace nabla {
+
+namespace {
+
+std::mutex g_print_mu;
+PrintOptions g_opts;
+
+PrintOptions options() {
+  std::lock_guard lock(g_print_mu);
+  return g_opts;
+}
+
+enum class Mode { integer, fixed, sci, int_like_float, boolean };
+
+struct Formatter {
+  Mode mode = Mode::fixed;
+  int precision = 4;
+  size_t width = 1;
+
+  std::string raw(double v) const {
+    char buf[64];
+    if (mode == Mode::boolean) return v != 0 ? "True" : "False";
+    if (mode == Mode::integer) {
+      std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(v));
+      return buf;
+    }
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    if (mode == Mode::int_like_float) {
+      std::snprintf(buf, sizeof(buf), "%.0f.", v);
+      return buf;
+    }
+    if (mode == Mode::sci) {
+      std::snprintf(buf, sizeof(buf), "%.*e", precision, v);
+      return buf;
+    }
+    std::snprintf(buf, sizeof(buf), "%.*f", precision, v);
+    return buf;
+  }
+  std::string operator()(double v) const {
+    std::string s = raw(v);
+    return s.size() < width ? std::string(width - s.size(), ' ') + s : s;
+  }
+};
+
+// The values that will be shown (respecting summarization), as doubles, in row-major order.
+void collect(const Tensor& t, bool summarize, int64_t edge, std::vector<double>& out) {
+  if (t.dim() == 0) {
+    out.push_back(t.item().to_double());
+    return;
+  }
+  int64_t n = t.sizes()[0];
+  auto visit = [&](int64_t i) { collect(t.select(0, i), summarize, edge, out); };
+  if (summarize && n > 2 * edge) {
+    for (int64_t i = 0; i < edge; ++i) visit(i);
+    for (int64_t i = n - edge; i < n; ++i) visit(i);
+  } else {
+    for (int64_t i = 0; i < n; ++i) visit(i);
+  }
+}
+
+Formatter make_formatter(const Tensor& t, const std::vector<double>& vals, int precision) {
+  Formatter f;
+  f.precision = precision;
+  if (t.dtype() == DType::boolean) {
+    f.mode = Mode::boolean;
+  } else if (!is_floating(t.dtype())) {
+    f.mode = Mode::integer;
+  } else {
+    std::vector<double> finite;
+    for (double v : vals)
+      if (std::isfinite(v)) finite.push_back(v);
+    bool int_mode = std::all_of(finite.begin(), finite.end(), [](double v) { return std::ceil(v) == v; });
+    std::vector<double> nz;
+    for (double v : finite)
+      if (v != 0) nz.push_back(std::fabs(v));
+    double mx = nz.empty() ? 0 : *std::max_element(nz.begin(), nz.end());
+    double mn = nz.empty() ? 0 : *std::min_element(nz.begin(), nz.end());
+    if (int_mode) {
+      f.mode = mx > 1e8 ? Mode::sci : Mode::int_like_float;
+    } else {
+      f.mode = (!nz.empty() && (mx / mn > 1000.0 || mx > 1e8 || mn < 1e-4)) ? Mode::sci : Mode::fixed;
+    }
+  }
+  for (double v : vals) f.width = std::max(f.width, f.raw(v).size());
+  return f;
+}
+
+void format_rec(std::ostream& os, const Tensor& t, const Formatter& f, size_t indent, bool summarize,
+                const PrintOptions& o) {
+  if (t.dim() == 0) {
+    os << f(t.item().to_double());
+    return;
+  }
+  int64_t n = t.sizes()[0];
+  bool cut = summarize && n > 2 * o.edgeitems;
+  os << '[';
+  if (t.dim() == 1) {
+    // Wrap long rows at linewidth.
+    size_t per_line = std::max<size_t>(1, (o.linewidth - indent) / (f.width + 2));
+    size_t col = 0;
+    auto emit = [&](const std::string& s, bool last) {
+      os << s;
+      if (!last) {
+        os << ',';
+        if (++col % per_line == 0) os << '\n' << std::string(indent + 1, ' ');
+        else os << ' ';
+      }
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      if (cut && i == o.edgeitems) {
+        emit("...", false);
+        i = n - o.edgeitems;
+      }
+      emit(f(t.select(0, i).item().to_double()), i == n - 1);
+    }
+  } else {
+    std::string sep = "," + std::string(static_cast<size_t>(t.dim() - 1), '\n') + std::string(indent + 1, ' ');
+    for (int64_t i = 0; i < n; ++i) {
+      if (cut && i == o.edgeitems) {
+        os << "..." << sep;
+        i = n - o.edgeitems;
+      }
+      format_rec(os, t.select(0, i), f, indent + 1, summarize, o);
+      if (i != n - 1) os << sep;
+    }
+  }
+  os << ']';
+}
+
+}  // namespace
+
+void set_print_options(const PrintOptions& opts) {
+  std::lock_guard lock(g_print_mu);
+  g_opts = opts;
+}
+
+std::string Tensor::str() const {
+  if (!defined()) return "tensor(undefined)";
+  PrintOptions o = options();
+  autograd::NoGradGuard ng;
+  Tensor t = is_cpu() ? detach() : detach().to(kCPU);
+  if (!is_floating(t.dtype()) && t.dtype() != DType::boolean && t.dtype() != DType::i64 && t.dtype() != DType::i32 &&
+      t.dtype() != DType::u8)
+    t = t.to(DType::f32);
+  if (t.dtype() == DType::f16 || t.dtype() == DType::bf16) t = t.to(DType::f32);
+  std::ostringstream os;
+  os << "tensor(";
+  bool empty = t.numel() == 0;
+  if (empty) {
+    os << "[]";
+  } else {
+    bool summarize = t.numel() > o.threshold;
+    std::vector<double> vals;
+    collect(t, summarize, o.edgeitems, vals);
+    Formatter f = make_formatter(t, vals, o.precision);
+    format_rec(os, t, f, 7, summarize, o);
+  }
+  if (empty && !(dim() == 1)) os << ", size=" << sizes();
+  bool default_dtype = dtype() == DType::f32 || dtype() == DType::i64 || dtype() == DType::boolean;
+  if (!default_dtype || (empty && dtype() != DType::f32)) os << ", dtype=" << dtype();
+  if (is_cuda()) os << ", device='" << device() << "'";
+  if (grad_fn()) os << ", grad_fn=<" << grad_fn()->name() << ">";
+  else if (requires_grad()) os << ", requires_grad=True";
+  os << ')';
+  return os.str();
+}
+
+}  // namespace nabla

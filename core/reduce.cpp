@@ -1,0 +1,357 @@
+// Reduction front-ends (sum, mean, max, var, norm, softmax, sort, ...) and their gradients.
+#include <cmath>
+#include <limits>
+
+#include "core/impl.h"
+
+namespace nabla {
+
+using autograd::GradList;
+using autograd::Node;
+using autograd::save;
+using autograd::save_output;
+
+namespace {
+
+struct Reduction {
+  std::vector<bool> mask;
+  Shape keep_shape;  // keepdim shape
+  Shape out_shape;   // requested shape
+  int64_t count = 1; // elements reduced into each output
+};
+
+Reduction plan(const Tensor& x, IntArrayRef dims, bool keepdim, const char* op) {
+  Reduction r;
+  r.mask = detail::dims_mask(dims, x.dim(), op);
+  r.keep_shape = detail::reduced_shape(x.sizes(), r.mask, true);
+  r.out_shape = detail::reduced_shape(x.sizes(), r.mask, keepdim);
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (r.mask[d]) r.count *= x.sizes()[d];
+  return r;
+}
+
+Shape mask_dims(const std::vector<bool>& mask) {
+  Shape d;
+  for (size_t i = 0; i < mask.size(); ++i)
+    if (mask[i]) d.push_back(static_cast<int64_t>(i));
+  return d;
+}
+
+// Runs a reduce kernel into a keepdim-shaped output, then views it as requested (no autograd).
+Tensor run_reduce(ReduceOp op, const Tensor& x, const Reduction& r, DType out_dtype) {
+  Tensor out = detail::make_empty(r.keep_shape, out_dtype, x.device());
+  Shape dims = mask_dims(r.mask);
+  if (x.dim() == 0) dims.clear();
+  backend_for(x.device()).reduce(op, x, dims, out);
+  if (r.out_shape == r.keep_shape) return out;
+  return detail::make_view(out, r.out_shape, contiguous_strides(r.out_shape), 0);
+}
+
+// Broadcasts a reduced gradient back over x's shape.
+Tensor expand_grad(const Tensor& g, const Shape& keep_shape, const Shape& x_shape) {
+  return g.reshape(keep_shape).expand(x_shape);
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType> dtype_opt) {
+  DType dt = dtype_opt.value_or(is_floating(x.dtype()) ? x.dtype() : DType::i64);
+  Tensor xin = x.dtype() == dt ? x : x.to(dt);
+  Reduction r = plan(xin, dims, keepdim, "sum");
+  Tensor out = run_reduce(ReduceOp::sum, xin, r, dt);
+  if (autograd::needs_grad(xin))
+    autograd::record("SumBackward", {&xin}, {&out}, [keep = r.keep_shape, xs = xin.sizes()](Node&, GradList& g) {
+      return GradList{expand_grad(g[0], keep, xs)};
+    });
+  return out;
+}
+Tensor sum(const Tensor& x, std::optional<DType> dtype) { return sum(x, IntArrayRef{}, false, dtype); }
+
+Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim) {
+  check<DTypeError>(is_floating(x.dtype()), "mean: input dtype must be floating, got ", x.dtype(),
+                    " (convert with .to(kFloat32) first)");
+  Reduction r = plan(x, dims, keepdim, "mean");
+  Tensor s = sum(x, dims, keepdim);
+  return r.count == 0 ? s / 0.0 : s / static_cast<double>(r.count);
+}
+Tensor mean(const Tensor& x) { return mean(x, IntArrayRef{}, false); }
+
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim) {
+  DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
+  Tensor xin = x.dtype() == dt ? x : x.to(dt);
+  int64_t d = wrap_dim(dim, xin.dim(), "prod");
+  Reduction r = plan(xin, xin.dim() == 0 ? IntArrayRef{} : IntArrayRef(d), keepdim, "prod");
+  Tensor out = run_reduce(ReduceOp::prod, xin, r, dt);
+  if (autograd::needs_grad(xin)) {
+    autograd::record("ProdBackward", {&xin}, {&out}, [sx = save(xin), keep = r.keep_shape, d](Node& n, GradList& g) {
+      Tensor xv = sx.unpack(n);
+      if (xv.dim() == 0) return GradList{g[0]};
+      // d prod / d x_i = product of the other elements, from exclusive cumulative products on both
+      // sides (exact with zeros, no division).
+      int64_t len = xv.sizes()[d];
+      Tensor one = ones_like(xv.narrow(d, 0, 1));
+      Tensor left = cat({one, cumprod(xv, d).narrow(d, 0, len - 1)}, d);
+      Tensor rx = xv.flip(d);
+      Tensor right = cat({one, cumprod(rx, d).narrow(d, 0, len - 1)}, d).flip(d);
+      return GradList{g[0].reshape(keep) * left * right};
+    });
+  }
+  return out;
+}
+Tensor prod(const Tensor& x) { return prod(x.reshape({-1}), 0, false); }
+
+// ---- max / min ----------------------------------------------------------------------------------
+namespace {
+// Gradient of a full or multi-dim max/min: shared evenly among the tied maxima, as PyTorch.
+Tensor extreme_all(ReduceOp op, const Tensor& x, IntArrayRef dims, bool keepdim, const char* name) {
+  check<ValueError>(x.numel() > 0, name, ": cannot reduce an empty tensor of shape ", x.sizes(),
+                    " (the result has no identity)");
+  Reduction r = plan(x, dims, keepdim, name);
+  for (int64_t d = 0; d < x.dim(); ++d)
+    check<IndexError>(!r.mask[d] || x.sizes()[d] > 0, name, ": cannot reduce over the empty dim ", d, " of shape ",
+                      x.sizes());
+  Tensor out = run_reduce(op, x, r, x.dtype());
+  if (autograd::needs_grad(x)) {
+    autograd::record(op == ReduceOp::max ? "MaxBackward" : "MinBackward", {&x}, {&out},
+                     [sx = save(x), sy = save_output(out), keep = r.keep_shape, mask = r.mask](Node& n, GradList& g) {
+                       Tensor xv = sx.unpack(n);
+                       Tensor y = sy.unpack(n).reshape(keep);
+                       Tensor hit = eq(xv, y).to(g[0].dtype());
+                       Shape dims = mask_dims(mask);
+                       Tensor count = xv.dim() == 0 ? hit : hit.sum(dims, true);
+                       return GradList{g[0].reshape(keep) * hit / count};
+                     });
+  }
+  return out;
+}
+
+// Gradient of values picked at `indices` along dim: scattered back into zeros.
+Tensor select_backward(const Tensor& g, int64_t dim, const Tensor& indices, const Shape& x_shape, bool keepdim) {
+  Tensor gk = keepdim ? g : g.unsqueeze(dim);
+  Tensor ik = keepdim ? indices : indices.unsqueeze(dim);
+  return zeros(x_shape, dtype(g.dtype()).device(g.device())).scatter(dim, ik, gk);
+}
+
+std::tuple<Tensor, Tensor> extreme_dim(ReduceOp op, const Tensor& x, int64_t dim, bool keepdim, const char* name) {
+  int64_t d = wrap_dim(dim, x.dim(), name);
+  Reduction r = plan(x, x.dim() == 0 ? IntArrayRef{} : IntArrayRef(d), true, name);
+  check<IndexError>(x.dim() == 0 || x.sizes()[d] > 0, name, ": cannot reduce over the empty dim ", d, " of shape ",
+                    x.sizes());
+  Tensor values = detail::make_empty(r.keep_shape, x.dtype(), x.device());
+  Tensor indices = detail::make_empty(r.keep_shape, DType::i64, x.device());
+  backend_for(x.device()).arg_reduce(op, x, x.dim() == 0 ? 0 : d, values, indices);
+  if (!keepdim && x.dim() > 0) {
+    Shape s = detail::reduced_shape(x.sizes(), r.mask, false);
+    values = detail::make_view(values, s, contiguous_strides(s), 0);
+    indices = detail::make_view(indices, s, contiguous_strides(s), 0);
+  }
+  if (autograd::needs_grad(x)) {
+    autograd::record(op == ReduceOp::max ? "MaxBackward" : "MinBackward", {&x}, {&values},
+                     [idx = indices, d, xs = x.sizes(), keepdim](Node&, GradList& g) {
+                       if (xs.empty()) return GradList{g[0]};
+                       return GradList{select_backward(g[0], d, idx, xs, keepdim)};
+                     });
+  }
+  return {values, indices};
+}
+}  // namespace
+
+Tensor max(const Tensor& x) { return extreme_all(ReduceOp::max, x, {}, false, "max"); }
+Tensor min(const Tensor& x) { return extreme_all(ReduceOp::min, x, {}, false, "min"); }
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_dim(ReduceOp::max, x, dim, keepdim, "max");
+}
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_dim(ReduceOp::min, x, dim, keepdim, "min");
+}
+Tensor amax(const Tensor& x, IntArrayRef dims, bool keepdim) { return extreme_all(ReduceOp::max, x, dims, keepdim, "amax"); }
+Tensor amin(const Tensor& x, IntArrayRef dims, bool keepdim) { return extreme_all(ReduceOp::min, x, dims, keepdim, "amin"); }
+
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  autograd::NoGradGuard ng;
+  if (!dim) {
+    Tensor r = std::get<1>(max(x.reshape({-1}), 0, false));
+    return keepdim ? r.reshape(Shape(x.dim(), 1)) : r;
+  }
+  return std::get<1>(max(x, *dim, keepdim));
+}
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  autograd::NoGradGuard ng;
+  if (!dim) {
+    Tensor r = std::get<1>(min(x.reshape({-1}), 0, false));
+    return keepdim ? r.reshape(Shape(x.dim(), 1)) : r;
+  }
+  return std::get<1>(min(x, *dim, keepdim));
+}
+
+// ---- statistics ---------------------------------------------------------------------------------
+Tensor var(const Tensor& x, IntArrayRef dims, int64_t correction, bool keepdim) {
+  check<DTypeError>(is_floating(x.dtype()), "var: input dtype must be floating, got ", x.dtype());
+  Reduction r = plan(x, dims, keepdim, "var");
+  Tensor m = mean(x, dims, true);
+  Tensor d = x - m;
+  Tensor s = sum(d * d, dims, keepdim);
+  double denom = static_cast<double>(r.count - correction);
+  return s / (denom > 0 ? denom : 0.0);
+}
+Tensor std(const Tensor& x, IntArrayRef dims, int64_t correction, bool keepdim) {
+  return sqrt(var(x, dims, correction, keepdim));
+}
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, IntArrayRef dims, int64_t correction, bool keepdim) {
+  return {var(x, dims, correction, keepdim), mean(x, dims, keepdim)};
+}
+
+Tensor norm(const Tensor& x, double p, IntArrayRef dims, bool keepdim) {
+  check<DTypeError>(is_floating(x.dtype()), "norm: input dtype must be floating, got ", x.dtype());
+  if (std::isinf(p)) return p > 0 ? amax(abs(x), dims, keepdim) : amin(abs(x), dims, keepdim);
+  if (p == 1) return sum(abs(x), dims, keepdim);
+  if (p == 0) return sum(ne(x, 0).to(x.dtype()), dims, keepdim);
+  Reduction r = plan(x, dims, keepdim, "norm");
+  Tensor out;
+  {
+    autograd::NoGradGuard ng;
+    out = p == 2 ? sqrt(sum(x * x, dims, keepdim)) : pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
+  }
+  if (autograd::needs_grad(x)) {
+    // d||x||_p / dx = x |x|^(p-2) / ||x||^(p-1); zero where the norm is zero (as PyTorch).
+    autograd::record("NormBackward", {&x}, {&out},
+                     [sx = save(x), sy = save_output(out), keep = r.keep_shape, p](Node& n, GradList& g) {
+                       Tensor xv = sx.unpack(n);
+                       Tensor y = sy.unpack(n).reshape(keep);
+                       Tensor gk = g[0].reshape(keep);
+                       Tensor scaled = p == 2 ? xv / y : xv * pow(abs(xv), p - 2) / pow(y, p - 1);
+                       Tensor gx = gk * scaled;
+                       return GradList{where(eq(y, 0), zeros_like(gx), gx)};
+                     });
+  }
+  return out;
+}
+
+Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim) {
+  check<DTypeError>(is_floating(x.dtype()), "logsumexp: input dtype must be floating, got ", x.dtype());
+  Reduction r = plan(x, dims, keepdim, "logsumexp");
+  if (x.numel() == 0) return log(sum(exp(x), dims, keepdim));
+  Tensor m;
+  {
+    autograd::NoGradGuard ng;
+    m = amax(x, dims, true);
+    m = where(isinf(m), zeros_like(m), m);  // all -inf (or +inf) slices: keep exp finite
+  }
+  Tensor s = log(sum(exp(x - m), dims, true)) + m;
+  return keepdim ? s : s.reshape(r.out_shape);
+}
+
+Tensor any(const Tensor& x) { return run_reduce(ReduceOp::any, x, plan(x, {}, false, "any"), DType::boolean); }
+Tensor all(const Tensor& x) { return run_reduce(ReduceOp::all, x, plan(x, {}, false, "all"), DType::boolean); }
+Tensor any(const Tensor& x, int64_t dim, bool keepdim) {
+  return run_reduce(ReduceOp::any, x, plan(x, dim, keepdim, "any"), DType::boolean);
+}
+Tensor all(const Tensor& x, int64_t dim, bool keepdim) {
+  return run_reduce(ReduceOp::all, x, plan(x, dim, keepdim, "all"), DType::boolean);
+}
+Tensor count_nonzero(const Tensor& x, IntArrayRef dims) {
+  autograd::NoGradGuard ng;
+  return sum(ne(x, 0), dims, false, DType::i64);
+}
+
+// ---- scans --------------------------------------------------------------------------------------
+Tensor cumsum(const Tensor& x, int64_t dim) {
+  int64_t d = wrap_dim(dim, x.dim(), "cumsum");
+  DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
+  Tensor xin = x.dtype() == dt ? x : x.to(dt);
+  Tensor out = detail::make_empty(xin.sizes(), dt, xin.device());
+  backend_for(xin.device()).scan(ScanOp::cumsum, xin, d, out);
+  if (autograd::needs_grad(xin))
+    autograd::record("CumsumBackward", {&xin}, {&out}, [d](Node&, GradList& g) {
+      if (g[0].dim() == 0) return GradList{g[0]};
+      return GradList{g[0].flip(d).cumsum(d).flip(d)};
+    });
+  return out;
+}
+
+Tensor cumprod(const Tensor& x, int64_t dim) {
+  int64_t d = wrap_dim(dim, x.dim(), "cumprod");
+  DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
+  Tensor xin = x.dtype() == dt ? x : x.to(dt);
+  Tensor out = detail::make_empty(xin.sizes(), dt, xin.device());
+  backend_for(xin.device()).scan(ScanOp::cumprod, xin, d, out);
+  if (autograd::needs_grad(xin))
+    autograd::record("CumprodBackward", {&xin}, {&out}, [sx = save(xin), sy = save_output(out), d](Node& n, GradList& g) {
+      // dx_j = sum_{i >= j} g_i y_i / x_j (inputs with zeros give inf/nan here, as documented)
+      Tensor xv = sx.unpack(n), y = sy.unpack(n);
+      if (g[0].dim() == 0) return GradList{g[0]};
+      Tensor gy = g[0] * y;
+      return GradList{gy.flip(d).cumsum(d).flip(d) / xv};
+    });
+  return out;
+}
+
+// ---- sort / topk --------------------------------------------------------------------------------
+std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
+  int64_t d = wrap_dim(dim, x.dim(), "sort");
+  Tensor values = detail::make_empty(x.sizes(), x.dtype(), x.device());
+  Tensor indices = detail::make_empty(x.sizes(), DType::i64, x.device());
+  backend_for(x.device()).sort(x, d, descending, values, indices);
+  if (autograd::needs_grad(x))
+    autograd::record("SortBackward", {&x}, {&values}, [idx = indices, d, xs = x.sizes()](Node&, GradList& g) {
+      if (xs.empty()) return GradList{g[0]};
+      return GradList{select_backward(g[0], d, idx, xs, true)};
+    });
+  return {values, indices};
+}
+
+Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
+  autograd::NoGradGuard ng;
+  return std::get<1>(sort(x, dim, descending));
+}
+
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
+  (void)sorted;  // results are always sorted
+  int64_t d = wrap_dim(dim, x.dim(), "topk");
+  int64_t n = x.dim() == 0 ? 1 : x.sizes()[d];
+  check<IndexError>(k >= 0 && k <= n, "topk: k (", k, ") is out of range for dim ", d, " of size ", n);
+  Shape s = x.sizes();
+  if (x.dim() > 0) s[d] = k;
+  Tensor values = detail::make_empty(s, x.dtype(), x.device());
+  Tensor indices = detail::make_empty(s, DType::i64, x.device());
+  backend_for(x.device()).topk(x, k, d, largest, values, indices);
+  if (autograd::needs_grad(x))
+    autograd::record("TopkBackward", {&x}, {&values}, [idx = indices, d, xs = x.sizes()](Node&, GradList& g) {
+      if (xs.empty()) return GradList{g[0]};
+      return GradList{select_backward(g[0], d, idx, xs, true)};
+    });
+  return {values, indices};
+}
+
+// ---- softmax ------------------------------------------------------------------------------------
+namespace {
+Tensor softmax_impl(const Tensor& x_in, int64_t dim, bool log) {
+  const char* name = log ? "log_softmax" : "softmax";
+  Tensor x = is_floating(x_in.dtype()) ? x_in : x_in.to(DType::f32);
+  int64_t d = wrap_dim(dim, x.dim(), name);
+  Tensor out = detail::make_empty(x.sizes(), x.dtype(), x.device());
+  backend_for(x.device()).softmax(x, d, log, out);
+  if (autograd::needs_grad(x)) {
+    autograd::record(log ? "LogSoftmaxBackward" : "SoftmaxBackward", {&x}, {&out},
+                     [sy = save_output(out), d, log](Node& n, GradList& g) {
+                       Tensor y = sy.unpack(n);
+                       const Tensor& gy = g[0];
+                       if (autograd::GradMode::is_enabled()) {
+                         // Building a graph (create_graph): differentiable formulas.
+                         if (y.dim() == 0) return GradList{zeros_like(gy)};
+                         if (log) return GradList{gy - exp(y) * gy.sum(d, true)};
+                         return GradList{y * (gy - (gy * y).sum(d, true))};
+                       }
+                       Tensor gx = detail::make_empty(y.sizes(), y.dtype(), y.device());
+                       backend_for(y.device()).softmax_backward(gy, y, y.dim() == 0 ? 0 : d, log, gx);
+                       return GradList{gx};
+                     });
+  }
+  return out;
+}
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+
+}  // namespace nabla

@@ -1,0 +1,163 @@
+// Per-element math shared by the CPU and CUDA kernels. Kernels open `namespace nabla::scalar`
+// so the formulas in core/elementwise_ops.h resolve exp(x), floor(x), ... to these overloads.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "core/dtype.h"
+
+namespace nabla::scalar {
+
+using std::acos;
+using std::asin;
+using std::atan;
+using std::atan2;
+using std::cos;
+using std::cosh;
+using std::erf;
+using std::exp;
+using std::exp2;
+using std::expm1;
+using std::log;
+using std::log10;
+using std::log1p;
+using std::log2;
+using std::sin;
+using std::sinh;
+using std::sqrt;
+using std::tan;
+using std::tanh;
+
+template <class T>
+NABLA_HOST_DEVICE inline T abs_(T x) {
+  if constexpr (std::is_unsigned_v<T> || std::is_same_v<T, bool>) return x;
+  else return x < T(0) ? -x : x;
+}
+template <class T>
+NABLA_HOST_DEVICE inline T sign_(T x) {
+  if constexpr (std::is_same_v<T, bool>) return x;
+  else if constexpr (std::is_floating_point_v<T>) return x != x ? x : T((T(0) < x) - (x < T(0)));
+  else return T((T(0) < x) - (x < T(0)));
+}
+template <class T>
+NABLA_HOST_DEVICE inline T floor_(T x) {
+  if constexpr (std::is_integral_v<T>) return x;
+  else return std::floor(x);
+}
+template <class T>
+NABLA_HOST_DEVICE inline T ceil_(T x) {
+  if constexpr (std::is_integral_v<T>) return x;
+  else return std::ceil(x);
+}
+template <class T>
+NABLA_HOST_DEVICE inline T round_(T x) {  // half to even, as PyTorch
+  if constexpr (std::is_integral_v<T>) return x;
+  else return std::nearbyint(x);
+}
+template <class T>
+NABLA_HOST_DEVICE inline T trunc_(T x) {
+  if constexpr (std::is_integral_v<T>) return x;
+  else return std::trunc(x);
+}
+template <class T>
+NABLA_HOST_DEVICE inline T max_(T a, T b) {  // NaN-propagating, as torch.maximum
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return a > b ? a : b;
+}
+template <class T>
+NABLA_HOST_DEVICE inline T min_(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return a < b ? a : b;
+}
+template <class T>
+NABLA_HOST_DEVICE inline T relu_(T x) {
+  if constexpr (std::is_floating_point_v<T>) return x != x ? x : (x > T(0) ? x : T(0));
+  else return x > T(0) ? x : T(0);
+}
+template <class T>
+NABLA_HOST_DEVICE inline T sigmoid_(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+// log(1 + exp(x)) without overflow
+template <class T>
+NABLA_HOST_DEVICE inline T softplus_(T x) {
+  return (x > T(0) ? x : T(0)) + std::log1p(std::exp(-(x < T(0) ? -x : x)));
+}
+template <class T>
+NABLA_HOST_DEVICE inline T pow_(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_same_v<T, bool>) {
+      return a || !b;
+    } else {
+      if (b < T(0)) return a == T(1) ? T(1) : (a == T(-1) ? (b % 2 ? T(-1) : T(1)) : T(0));
+      T r = 1;
+      while (b) {
+        if (b & 1) r = static_cast<T>(r * a);
+        a = static_cast<T>(a * a);
+        b = static_cast<T>(b >> 1);
+      }
+      return r;
+    }
+  } else {
+    return std::pow(a, b);
+  }
+}
+// Python-style modulo: the result has the sign of the divisor.
+template <class T>
+NABLA_HOST_DEVICE inline T remainder_(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    T r = std::fmod(a, b);
+    return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return a;
+  } else {
+    if (b == 0) return T(0);
+    T r = static_cast<T>(a % b);
+    return (r != 0 && ((r < 0) != (b < 0))) ? static_cast<T>(r + b) : r;
+  }
+}
+template <class T>
+NABLA_HOST_DEVICE inline T floor_divide_(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::floor(a / b);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return a;
+  } else {
+    if (b == 0) return T(0);
+    T q = static_cast<T>(a / b);
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? static_cast<T>(q - 1) : q;
+  }
+}
+template <class T>
+NABLA_HOST_DEVICE inline bool isnan_(T x) {
+  if constexpr (std::is_floating_point_v<T>) return x != x;
+  else return false;
+}
+template <class T>
+NABLA_HOST_DEVICE inline bool isinf_(T x) {
+  if constexpr (std::is_floating_point_v<T>) return x == std::numeric_limits<T>::infinity() || x == -std::numeric_limits<T>::infinity();
+  else return false;
+}
+template <class T>
+NABLA_HOST_DEVICE inline bool isfinite_(T x) {
+  if constexpr (std::is_floating_point_v<T>) return x - x == x - x;
+  else return true;
+}
+template <class T>
+NABLA_HOST_DEVICE inline T clamp_(T x, T lo, T hi) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (x != x) return x;
+  }
+  return x < lo ? lo : (x > hi ? hi : x);
+}
+
+}  // namespace nabla::scalar

@@ -1,0 +1,286 @@
+// Tensor basics: allocation, layout queries, conversion, copies, detach, and autograd accessors.
+#include "core/tensor.h"
+
+#include <cmath>
+
+#include "core/impl.h"
+
+namespace nabla {
+
+// ---- TensorImpl ---------------------------------------------------------------------------------
+
+TensorImpl::~TensorImpl() = default;
+
+void TensorImpl::refresh() {
+  numel = shape_numel(sizes, "tensor");
+  bool contig = true;
+  int64_t expected = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] == 1) continue;
+    if (strides[i] != expected) {
+      contig = false;
+      break;
+    }
+    expected *= sizes[i];
+  }
+  is_contiguous = contig || numel == 0;
+}
+
+namespace detail {
+
+Tensor make_empty(IntArrayRef shape, DType dtype, Device device, bool pinned) {
+  auto impl = make_intrusive<TensorImpl>();
+  impl->sizes.assign(shape.begin(), shape.end());
+  impl->strides = contiguous_strides(shape);
+  impl->numel = shape_numel(shape, "empty");
+  impl->dtype = dtype;
+  impl->is_contiguous = true;
+  size_t nbytes = static_cast<size_t>(impl->numel) * element_size(dtype);
+  if (pinned && device.is_cpu() && has_backend(DeviceType::cuda)) {
+    // Page-locked host memory comes from the CUDA backend's host allocator.
+    impl->storage = make_intrusive<StorageImpl>(nbytes, device, &backend_for(Device::cuda()).allocator(kCPU));
+    impl->storage->pinned = true;
+  } else {
+    impl->storage = make_intrusive<StorageImpl>(nbytes, device, &backend_for(device).allocator(device));
+  }
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
+  auto impl = make_intrusive<TensorImpl>();
+  impl->storage = base.impl()->storage;
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  impl->refresh();
+  return Tensor(std::move(impl));
+}
+
+Tensor wrap_scalar(Scalar value, DType dtype) {
+  Tensor t = make_empty({}, dtype, kCPU);
+  visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+      *static_cast<T*>(t.data_ptr()) = T(static_cast<float>(value.to_double()));
+    } else {
+      *static_cast<T*>(t.data_ptr()) = value.to<T>();
+    }
+  });
+  t.impl()->is_wrapped_number = true;
+  return t;
+}
+
+namespace {
+int category(DType d) { return d == DType::boolean ? 0 : is_integral(d) ? 1 : 2; }
+}  // namespace
+
+DType promote_with_scalar(DType t, const Scalar& s) {
+  int cs = s.is_bool() ? 0 : s.is_integral() ? 1 : 2;
+  if (cs <= category(t)) return t;
+  return cs == 1 ? DType::i64 : DType::f32;
+}
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  // Three tiers as in PyTorch: dimensioned tensors, then 0-dim tensors, then wrapped numbers.
+  auto tier = [](const Tensor& t) { return t.impl()->is_wrapped_number ? 2 : t.dim() == 0 ? 1 : 0; };
+  int ta = tier(a), tb = tier(b);
+  DType da = a.dtype(), db = b.dtype();
+  if (ta == tb) return promote_types(da, db);
+  const DType& hi = ta < tb ? da : db;  // the dominant operand's dtype
+  const DType& lo = ta < tb ? db : da;
+  if (category(lo) <= category(hi)) return hi;
+  // The lower tier has a higher category: a wrapped number picks the default dtype of its
+  // category; a 0-dim tensor keeps its own dtype.
+  if ((ta < tb ? tb : ta) == 2) return category(lo) == 2 ? DType::f32 : DType::i64;
+  return lo;
+}
+
+void bump_version(const Tensor& t) {
+  if (!autograd::InferenceMode::is_enabled()) ++t.impl()->storage->version;
+}
+
+void check_inplace(const Tensor& self, const char* op) {
+  TensorImpl* s = self.impl();
+  if (autograd::GradMode::is_enabled() && s->requires_grad && !s->grad_fn)
+    throw AutogradError(detail::str(
+        op, ": a leaf tensor that requires grad is being used in an in-place operation; "
+            "modify it under NoGradGuard (as optimizers do) or use the out-of-place op"));
+  for (size_t i = 0; i < s->sizes.size(); ++i) {
+    if (s->strides[i] == 0 && s->sizes[i] > 1)
+      throw ValueError(detail::str(op, ": cannot write in place into a tensor whose elements share "
+                                       "memory (an expanded view of shape ",
+                                   s->sizes, " with strides ", s->strides, "); call .clone() first"));
+  }
+}
+
+void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : tensors) {
+    if (!t->defined() || t->impl()->is_wrapped_number) continue;
+    if (!first) {
+      first = t;
+    } else if (t->device() != first->device()) {
+      throw DeviceError(detail::str(op, ": expected all tensors on the same device, got ",
+                                    first->device(), " and ", t->device(),
+                                    " (move one with .to(device))"));
+    }
+  }
+}
+
+Shape reduced_shape(IntList shape, const std::vector<bool>& reduce, bool keepdim) {
+  Shape out;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (!reduce[i]) out.push_back(shape[i]);
+    else if (keepdim) out.push_back(1);
+  }
+  return out;
+}
+
+std::vector<bool> dims_mask(IntArrayRef dims, int64_t ndim, const char* op) {
+  std::vector<bool> mask(static_cast<size_t>(ndim), dims.empty());
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, ndim, op);
+    if (ndim == 0) continue;
+    check<ValueError>(!mask[w], op, ": dim ", d, " appears more than once in ", dims);
+    mask[w] = true;
+  }
+  return mask;
+}
+
+std::string describe(const Tensor& t) {
+  if (!t.defined()) return "undefined tensor";
+  return detail::str(dtype_name(t.dtype()), t.sizes(), " on ", t.device());
+}
+
+}  // namespace detail
+
+// ---- Tensor -------------------------------------------------------------------------------------
+
+void Tensor::throw_undefined() {
+  throw Error("operation on an undefined tensor (a default-constructed Tensor holds no data)");
+}
+
+int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+
+Scalar Tensor::item() const {
+  check<ValueError>(numel() == 1, "item: a tensor with ", numel(), " elements (shape ", sizes(),
+                    ") cannot be converted to a scalar; it needs exactly one element");
+  Tensor c = is_cpu() ? *this : to(kCPU);
+  return visit_dtype(dtype(), [&](auto tag) -> Scalar {
+    using T = typename decltype(tag)::type;
+    return Scalar(*static_cast<const T*>(c.data_ptr()));
+  });
+}
+
+namespace {
+// The copy behind .to(): a new tensor on `device` with `dtype` and the same values.
+Tensor to_copy(const Tensor& self, DType dtype, Device device, bool non_blocking) {
+  Tensor out = detail::make_empty(self.sizes(), dtype, device);
+  Backend& be = (self.is_cuda() || device.is_cuda()) ? backend_for(self.is_cuda() ? self.device() : device)
+                                                     : backend_for(device);
+  be.copy(self, out, non_blocking);
+  if (autograd::needs_grad(self)) {
+    check<AutogradError>(is_floating(dtype), "to: cannot convert a tensor that requires grad to ", dtype,
+                         " (gradients need a floating dtype); detach() it first");
+    autograd::record("ToCopyBackward", {&self}, {&out},
+                     [dt = self.dtype(), dev = self.device()](autograd::Node&, autograd::GradList& g) {
+                       return autograd::GradList{g[0].to(dev, dt)};
+                     });
+  }
+  return out;
+}
+}  // namespace
+
+Tensor Tensor::to(DType d, bool copy) const {
+  if (d == dtype() && !copy) return *this;
+  return to_copy(*this, d, device(), false);
+}
+Tensor Tensor::to(Device dev, bool non_blocking, bool copy) const {
+  if (dev == device() && !copy) return *this;
+  return to_copy(*this, dtype(), dev, non_blocking);
+}
+Tensor Tensor::to(Device dev, DType d) const {
+  if (dev == device() && d == dtype()) return *this;
+  return to_copy(*this, d, dev, false);
+}
+Tensor Tensor::to(const TensorOptions& o) const {
+  Tensor r = to(o.device(), o.dtype_or(dtype()));
+  if (o.requires_grad()) r.requires_grad_(true);
+  return r;
+}
+
+Tensor Tensor::pin_memory() const {
+  check<DeviceError>(is_cpu(), "pin_memory: only CPU tensors can be pinned, got a tensor on ", device());
+  if (is_pinned()) return *this;
+  if (!has_backend(DeviceType::cuda)) return clone();  // without CUDA, pinning has no meaning
+  Tensor out = detail::make_empty(sizes(), dtype(), kCPU, /*pinned=*/true);
+  backend_for(kCPU).copy(*this, out);
+  return out;
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = detail::make_empty(sizes(), dtype(), device());
+  backend_for(device()).copy(*this, out);
+  if (autograd::needs_grad(*this))
+    autograd::record("CloneBackward", {this}, {&out},
+                     [](autograd::Node&, autograd::GradList& g) { return autograd::GradList{g[0]}; });
+  return out;
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  check<ShapeError>(src.defined(), "copy_: source tensor is undefined");
+  detail::check_inplace(*this, "copy_");
+  Shape bshape = broadcast_shapes(src.sizes(), sizes(), "copy_");
+  check<ShapeError>(bshape == sizes(), "copy_: source of shape ", src.sizes(),
+                    " cannot be broadcast to the destination shape ", sizes());
+  if (impl()->view_base && autograd::needs_grad(*this, src))
+    throw NotImplemented(
+        "copy_: in-place writes into a view of a tensor that takes part in autograd are not supported "
+        "yet; build the new tensor out of place (e.g. with cat, where or index ops) or clone() the base");
+  Tensor s = detail::broadcast_view(src, sizes());
+  Backend& be = (is_cuda() || src.is_cuda()) ? backend_for(is_cuda() ? device() : src.device()) : backend_for(device());
+  {
+    autograd::NoGradGuard ng;
+    be.copy(s, *this);
+  }
+  detail::bump_version(*this);
+  if (autograd::needs_grad(*this, src)) {
+    Tensor self = *this;
+    autograd::record("CopyBackwards", {this, &src}, {&self},
+                     [src_shape = src.sizes(), dt = src.dtype(), dev = src.device()](autograd::Node&,
+                                                                                    autograd::GradList& g) {
+                       // The old value of self was overwritten: it gets no gradient.
+                       return autograd::GradList{Tensor(), autograd::sum_to(g[0], src_shape).to(dev, dt)};
+                     });
+  }
+  return *this;
+}
+
+Tensor Tensor::detach() const {
+  auto impl = make_intrusive<TensorImpl>();
+  TensorImpl* s = checked();
+  impl->storage = s->storage;
+  impl->sizes = s->sizes;
+  impl->strides = s->strides;
+  impl->offset = s->offset;
+  impl->numel = s->numel;
+  impl->dtype = s->dtype;
+  impl->is_contiguous = s->is_contiguous;
+  return Tensor(std::move(impl));
+}
+
+Tensor& Tensor::detach_() {
+  TensorImpl* s = checked();
+  s->grad_fn.reset();
+  s->requires_grad = false;
+  s->view_base.reset();
+  return *this;
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
+
+}  // namespace nabla

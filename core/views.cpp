@@ -1,0 +1,504 @@
+// View ops: new layouts over the same storage, and their gradients.
+//
+// Shape-only views (view, permute, expand, ...) send the gradient back through the inverse
+// reshaping. Views that select part of a tensor (narrow, slice, select, diagonal, as_strided) send
+// it back with view_scatter: zeros of the input's shape with the gradient written into the same
+// view of them. view_scatter is itself differentiable (its backward applies the view again), so
+// second derivatives flow through views too.
+#include <algorithm>
+#include <functional>
+#include <numeric>
+
+#include "core/impl.h"
+
+namespace nabla {
+
+using autograd::GradList;
+using autograd::Node;
+
+namespace {
+
+using ViewFn = std::function<Tensor(const Tensor&)>;
+
+// Creates a view of x with a new layout, remembering the base for autograd's in-place checks.
+Tensor make_view_of(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
+  Tensor v = detail::make_view(x, std::move(sizes), std::move(strides), offset);
+  TensorImpl* xi = x.impl();
+  if (xi->requires_grad || xi->grad_fn || xi->view_base)
+    v.impl()->view_base = xi->view_base ? xi->view_base : x.impl_ptr();
+  return v;
+}
+
+// zeros(shape) with `g` written into view_fn(zeros): the gradient of a view that selects elements.
+Tensor view_scatter(const Tensor& g, const Shape& shape, const ViewFn& view_fn) {
+  Tensor out = zeros(shape, dtype(g.dtype()).device(g.device()));
+  {
+    autograd::NoGradGuard ng;
+    Tensor dst = view_fn(out);
+    backend_for(g.device()).copy(g, dst);
+  }
+  if (autograd::needs_grad(g))
+    autograd::record("ViewScatterBackward", {&g}, {&out},
+                     [view_fn](Node&, GradList& gg) { return GradList{view_fn(gg[0])}; });
+  return out;
+}
+
+// Records the backward of a view that selects elements of x.
+void record_select_view(const char* name, const Tensor& x, Tensor& out, ViewFn view_fn) {
+  if (!autograd::needs_grad(x)) return;
+  autograd::record(name, {&x}, {&out}, [shape = x.sizes(), view_fn = std::move(view_fn)](Node&, GradList& g) {
+    return GradList{view_scatter(g[0], shape, view_fn)};
+  });
+}
+
+// Strides for viewing a tensor of `sizes`/`strides` as `shape` without copying, if possible
+// (PyTorch's computeStride): each run of merged input dims must be contiguous in memory.
+std::optional<Shape> view_strides(IntList sizes, IntList strides, IntList shape) {
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  if (numel == 0 || sizes.empty()) return contiguous_strides(shape);
+  Shape out(shape.size());
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk_base_stride = strides.back();  // stride of the innermost dim of the current chunk
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    tensor_numel *= sizes[d];
+    // At the end of a chunk of input dims that are contiguous with each other, lay the view's
+    // dims over it; they must cover it exactly.
+    if (d == 0 || (sizes[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_base_stride = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+// Resolves a single -1 in `shape` against numel; checks the element count.
+Shape infer_shape(IntArrayRef shape, int64_t numel, const char* op, IntList from) {
+  Shape out(shape.begin(), shape.end());
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      check<ShapeError>(infer < 0, op, ": only one dimension can be -1, got ", shape);
+      infer = static_cast<int64_t>(i);
+    } else {
+      check<ShapeError>(out[i] >= 0, op, ": invalid size ", out[i], " in shape ", shape);
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    check<ShapeError>(known != 0 && numel % known == 0, op, ": shape ", shape, " is invalid for input of shape ",
+                      from, " (", numel, " elements)");
+    out[infer] = numel / known;
+  } else {
+    check<ShapeError>(known == numel, op, ": shape ", shape, " is invalid for input of shape ", from, " (",
+                      numel, " elements)");
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor view(const Tensor& x, IntArrayRef shape_in) {
+  Shape shape = infer_shape(shape_in, x.numel(), "view", x.sizes());
+  auto strides = view_strides(x.sizes(), x.strides(), shape);
+  check<ShapeError>(strides.has_value(), "view: cannot view a tensor of shape ", x.sizes(), " and strides ",
+                    x.strides(), " as ", shape,
+                    " without copying (its memory is not laid out for it); use reshape() instead");
+  Tensor out = make_view_of(x, shape, std::move(*strides), x.storage_offset());
+  if (autograd::needs_grad(x))
+    autograd::record("ViewBackward", {&x}, {&out},
+                     [s = x.sizes()](Node&, GradList& g) { return GradList{g[0].reshape(s)}; });
+  return out;
+}
+
+Tensor reshape(const Tensor& x, IntArrayRef shape_in) {
+  Shape shape = infer_shape(shape_in, x.numel(), "reshape", x.sizes());
+  if (view_strides(x.sizes(), x.strides(), shape)) return view(x, shape);
+  return view(x.clone(), shape);
+}
+
+Tensor permute(const Tensor& x, IntArrayRef dims) {
+  int64_t nd = x.dim();
+  check<ShapeError>(static_cast<int64_t>(dims.size()) == nd, "permute: expected ", nd, " dims for a tensor of shape ",
+                    x.sizes(), ", got ", dims);
+  Shape sizes(nd), strides(nd), inverse(nd);
+  std::vector<bool> seen(nd, false);
+  for (int64_t i = 0; i < nd; ++i) {
+    int64_t d = wrap_dim(dims[i], nd, "permute");
+    check<ValueError>(!seen[d], "permute: dim ", dims[i], " repeats in ", dims);
+    seen[d] = true;
+    sizes[i] = x.sizes()[d];
+    strides[i] = x.strides()[d];
+    inverse[d] = i;
+  }
+  Tensor out = make_view_of(x, std::move(sizes), std::move(strides), x.storage_offset());
+  if (autograd::needs_grad(x))
+    autograd::record("PermuteBackward", {&x}, {&out},
+                     [inverse](Node&, GradList& g) { return GradList{g[0].permute(inverse)}; });
+  return out;
+}
+
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
+  int64_t nd = x.dim();
+  if (nd == 0) return x.view({});
+  d0 = wrap_dim(d0, nd, "transpose");
+  d1 = wrap_dim(d1, nd, "transpose");
+  Shape perm(nd);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[d0], perm[d1]);
+  return permute(x, perm);
+}
+
+Tensor squeeze(const Tensor& x) {
+  Shape s;
+  for (int64_t v : x.sizes())
+    if (v != 1) s.push_back(v);
+  return x.dim() == static_cast<int64_t>(s.size()) ? x.view(x.sizes()) : x.view(s);
+}
+
+Tensor squeeze(const Tensor& x, int64_t dim) {
+  if (x.dim() == 0) return x.view({});
+  int64_t d = wrap_dim(dim, x.dim(), "squeeze");
+  if (x.sizes()[d] != 1) return x.view(x.sizes());
+  Shape s = x.sizes();
+  s.erase(s.begin() + d);
+  return x.view(s);
+}
+
+Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  int64_t d = wrap_dim(dim, x.dim() + 1, "unsqueeze");
+  Shape sizes = x.sizes(), strides = x.strides();
+  int64_t st = d < x.dim() ? sizes[d] * strides[d] : 1;
+  sizes.insert(sizes.begin() + d, 1);
+  strides.insert(strides.begin() + d, st);
+  Tensor out = make_view_of(x, std::move(sizes), std::move(strides), x.storage_offset());
+  if (autograd::needs_grad(x))
+    autograd::record("UnsqueezeBackward", {&x}, {&out}, [d](Node&, GradList& g) { return GradList{g[0].squeeze(d)}; });
+  return out;
+}
+
+Tensor flatten(const Tensor& x, int64_t start, int64_t end) {
+  if (x.dim() == 0) return x.reshape({1});
+  start = wrap_dim(start, x.dim(), "flatten");
+  end = wrap_dim(end, x.dim(), "flatten");
+  check<ValueError>(start <= end, "flatten: start_dim (", start, ") must not come after end_dim (", end, ")");
+  Shape s;
+  for (int64_t i = 0; i < start; ++i) s.push_back(x.sizes()[i]);
+  int64_t m = 1;
+  for (int64_t i = start; i <= end; ++i) m *= x.sizes()[i];
+  s.push_back(m);
+  for (int64_t i = end + 1; i < x.dim(); ++i) s.push_back(x.sizes()[i]);
+  return x.reshape(s);
+}
+
+Tensor unflatten(const Tensor& x, int64_t dim, IntArrayRef sizes) {
+  int64_t d = wrap_dim(dim, x.dim(), "unflatten");
+  Shape inner = infer_shape(sizes, x.sizes()[d], "unflatten", x.sizes());
+  Shape s;
+  for (int64_t i = 0; i < d; ++i) s.push_back(x.sizes()[i]);
+  for (int64_t v : inner) s.push_back(v);
+  for (int64_t i = d + 1; i < x.dim(); ++i) s.push_back(x.sizes()[i]);
+  return x.view(s);
+}
+
+Tensor expand(const Tensor& x, IntArrayRef shape) {
+  int64_t nd = static_cast<int64_t>(shape.size()), xd = x.dim();
+  check<ShapeError>(nd >= xd, "expand: the target shape ", shape, " has fewer dims than the tensor's ", x.sizes());
+  Shape sizes(nd), strides(nd);
+  for (int64_t i = nd - 1; i >= 0; --i) {
+    int64_t xi = i - (nd - xd);
+    int64_t want = shape[i];
+    if (xi >= 0) {
+      int64_t have = x.sizes()[xi];
+      if (want == -1) want = have;
+      check<ShapeError>(have == want || have == 1, "expand: cannot expand a tensor of shape ", x.sizes(), " to ",
+                        shape, " (dim ", i, ": ", have, " -> ", want, "; only size-1 dims can grow)");
+      sizes[i] = want;
+      strides[i] = have == want ? x.strides()[xi] : 0;
+    } else {
+      check<ShapeError>(want >= 0, "expand: -1 is not allowed for the new leading dim ", i, " in ", shape);
+      sizes[i] = want;
+      strides[i] = 0;
+    }
+  }
+  Tensor out = make_view_of(x, std::move(sizes), std::move(strides), x.storage_offset());
+  if (autograd::needs_grad(x))
+    autograd::record("ExpandBackward", {&x}, {&out},
+                     [s = x.sizes()](Node&, GradList& g) { return GradList{autograd::sum_to(g[0], s)}; });
+  return out;
+}
+
+Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_o, std::optional<int64_t> end_o, int64_t step) {
+  check<IndexError>(x.dim() > 0, "slice: cannot slice a 0-dim tensor");
+  int64_t d = wrap_dim(dim, x.dim(), "slice");
+  check<ValueError>(step > 0, "slice: step must be positive, got ", step);
+  int64_t n = x.sizes()[d];
+  int64_t start = start_o.value_or(0), end = end_o.value_or(n);
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  Shape sizes = x.sizes(), strides = x.strides();
+  sizes[d] = (end - start + step - 1) / step;
+  strides[d] *= step;
+  Tensor out = make_view_of(x, std::move(sizes), std::move(strides), x.storage_offset() + start * x.strides()[d]);
+  record_select_view("SliceBackward", x, out, [d, start, end, step](const Tensor& t) { return t.slice(d, start, end, step); });
+  return out;
+}
+
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  check<IndexError>(x.dim() > 0, "narrow: cannot narrow a 0-dim tensor");
+  int64_t d = wrap_dim(dim, x.dim(), "narrow");
+  int64_t n = x.sizes()[d];
+  if (start < 0) start += n;
+  check<IndexError>(start >= 0 && length >= 0 && start + length <= n, "narrow: start ", start, " and length ", length,
+                    " are out of range for dim ", d, " of size ", n, " (shape ", x.sizes(), ")");
+  return slice(x, d, start, start + length, 1);
+}
+
+Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  check<IndexError>(x.dim() > 0, "select: cannot index into a 0-dim tensor");
+  int64_t d = wrap_dim(dim, x.dim(), "select");
+  int64_t n = x.sizes()[d];
+  check<IndexError>(index >= -n && index < n, "select: index ", index, " is out of range for dim ", d, " of size ", n,
+                    " (shape ", x.sizes(), ")");
+  if (index < 0) index += n;
+  Shape sizes = x.sizes(), strides = x.strides();
+  int64_t offset = x.storage_offset() + index * strides[d];
+  sizes.erase(sizes.begin() + d);
+  strides.erase(strides.begin() + d);
+  Tensor out = make_view_of(x, std::move(sizes), std::move(strides), offset);
+  record_select_view("SelectBackward", x, out, [d, index](const Tensor& t) { return t.select(d, index); });
+  return out;
+}
+
+Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
+  int64_t nd = x.dim();
+  check<ShapeError>(nd >= 2, "diagonal: needs at least 2 dims, got shape ", x.sizes());
+  int64_t d1 = wrap_dim(dim1, nd, "diagonal"), d2 = wrap_dim(dim2, nd, "diagonal");
+  check<ValueError>(d1 != d2, "diagonal: dim1 and dim2 must differ, both are ", d1);
+  int64_t n1 = x.sizes()[d1], n2 = x.sizes()[d2];
+  int64_t len = offset >= 0 ? std::max<int64_t>(0, std::min(n1, n2 - offset))
+                            : std::max<int64_t>(0, std::min(n1 + offset, n2));
+  int64_t start = x.storage_offset();
+  if (len > 0) start += offset >= 0 ? offset * x.strides()[d2] : -offset * x.strides()[d1];
+  Shape sizes, strides;
+  for (int64_t i = 0; i < nd; ++i) {
+    if (i == d1 || i == d2) continue;
+    sizes.push_back(x.sizes()[i]);
+    strides.push_back(x.strides()[i]);
+  }
+  sizes.push_back(len);
+  strides.push_back(x.strides()[d1] + x.strides()[d2]);
+  Tensor out = make_view_of(x, std::move(sizes), std::move(strides), start);
+  record_select_view("DiagonalBackward", x, out, [offset, d1, d2](const Tensor& t) { return t.diagonal(offset, d1, d2); });
+  return out;
+}
+
+Tensor as_strided(const Tensor& x, IntArrayRef sizes, IntArrayRef strides, std::optional<int64_t> storage_offset) {
+  check<ShapeError>(sizes.size() == strides.size(), "as_strided: sizes ", sizes, " and strides ", strides,
+                    " have different lengths");
+  int64_t offset = storage_offset.value_or(x.storage_offset());
+  // Every element must lie inside the storage.
+  int64_t hi = offset, lo = offset;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    check<ShapeError>(sizes[i] >= 0 && strides[i] >= 0, "as_strided: negative size or stride in ", sizes, " / ",
+                      strides);
+    if (sizes[i] == 0) {
+      hi = lo - 1;
+      break;
+    }
+    hi += (sizes[i] - 1) * strides[i];
+  }
+  int64_t capacity = static_cast<int64_t>(x.impl()->storage->nbytes / x.element_size());
+  check<IndexError>(lo >= 0 && (hi < lo || hi < capacity), "as_strided: sizes ", sizes, " strides ", strides,
+                    " offset ", offset, " reach outside the storage of ", capacity, " elements");
+  Tensor out = make_view_of(x, sizes.vec(), strides.vec(), offset);
+  if (autograd::needs_grad(x)) {
+    check<NotImplemented>(x.is_contiguous(), "as_strided: backward is only supported for contiguous inputs");
+    int64_t rel = offset - x.storage_offset();
+    Shape sz = sizes.vec(), st = strides.vec();
+    record_select_view("AsStridedBackward", x, out, [sz, st, rel](const Tensor& t) {
+      return t.as_strided(sz, st, t.storage_offset() + rel);
+    });
+  }
+  return out;
+}
+
+Tensor movedim(const Tensor& x, int64_t src, int64_t dst) {
+  int64_t nd = x.dim();
+  src = wrap_dim(src, nd, "movedim");
+  dst = wrap_dim(dst, nd, "movedim");
+  Shape order;
+  for (int64_t i = 0; i < nd; ++i)
+    if (i != src) order.push_back(i);
+  order.insert(order.begin() + dst, src);
+  return permute(x, order);
+}
+
+std::vector<Tensor> split_with_sizes(const Tensor& x, IntArrayRef sizes, int64_t dim) {
+  int64_t d = wrap_dim(dim, x.dim(), "split_with_sizes");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    check<ValueError>(s >= 0, "split_with_sizes: negative size in ", sizes);
+    total += s;
+  }
+  check<ShapeError>(total == x.sizes()[d], "split_with_sizes: sizes ", sizes, " sum to ", total, " but dim ", d,
+                    " has size ", x.sizes()[d]);
+  std::vector<Tensor> out;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    out.push_back(x.narrow(d, start, s));
+    start += s;
+  }
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  int64_t d = wrap_dim(dim, x.dim(), "split");
+  check<ValueError>(split_size > 0 || x.sizes()[d] == 0, "split: split_size must be positive, got ", split_size);
+  int64_t n = x.sizes()[d];
+  Shape sizes;
+  for (int64_t s = 0; s < n; s += split_size) sizes.push_back(std::min(split_size, n - s));
+  if (sizes.empty()) sizes.push_back(0);
+  return split_with_sizes(x, sizes, d);
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  check<ValueError>(chunks > 0, "chunk: number of chunks must be positive, got ", chunks);
+  int64_t d = wrap_dim(dim, x.dim(), "chunk");
+  int64_t n = x.sizes()[d];
+  int64_t size = (n + chunks - 1) / chunks;
+  return split(x, std::max<int64_t>(size, 1), d);
+}
+
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
+  int64_t d = wrap_dim(dim, x.dim(), "unbind");
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < x.sizes()[d]; ++i) out.push_back(x.select(d, i));
+  return out;
+}
+
+std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& tensors) {
+  Shape shape;
+  for (const Tensor& t : tensors) shape = broadcast_shapes(shape, t.sizes(), "broadcast_tensors");
+  std::vector<Tensor> out;
+  for (const Tensor& t : tensors) out.push_back(t.expand(shape));
+  return out;
+}
+
+// ---- indexing with x.index({...}) ---------------------------------------------------------------
+namespace {
+Tensor apply_index(const Tensor& x, const std::vector<TensorIndex>& idx) {
+  // Count dims consumed (everything but None and Ellipsis) to expand the ellipsis.
+  int64_t consumed = 0, ellipses = 0;
+  for (const TensorIndex& i : idx) {
+    if (i.is_ellipsis()) ++ellipses;
+    else if (i.is_tensor() && i.tensor().dtype() == DType::boolean) consumed += i.tensor().dim();
+    else if (!i.is_none()) ++consumed;
+  }
+  check<IndexError>(ellipses <= 1, "index: at most one Ellipsis is allowed");
+  check<IndexError>(consumed <= x.dim(), "index: too many indices (", consumed, ") for a tensor of shape ", x.sizes());
+  Tensor r = x;
+  int64_t d = 0;  // current dim of r
+  bool used_tensor = false;
+  for (const TensorIndex& i : idx) {
+    if (i.is_integer()) {
+      r = r.select(d, i.integer());
+    } else if (i.is_slice()) {
+      const auto& s = i.slice();
+      r = r.slice(d, s.start, s.stop, s.step);
+      ++d;
+    } else if (i.is_none()) {
+      r = r.unsqueeze(d);
+      ++d;
+    } else if (i.is_ellipsis()) {
+      d += x.dim() - consumed;
+    } else {
+      const Tensor& t = i.tensor();
+      check<IndexError>(!used_tensor, "index: only one tensor index per call is supported; index in two steps");
+      used_tensor = true;
+      if (t.dtype() == DType::boolean) {
+        // A mask over dims [d, d + mask.dim()): the selected elements along one new dim.
+        check<IndexError>(d == 0 || t.dim() == 1, "index: a boolean mask after other indices must be 1-D");
+        if (d == 0 && t.dim() == r.dim()) {
+          r = r.masked_select(t);
+          d += 1;
+        } else {
+          check<ShapeError>(t.dim() == 1 && t.sizes()[0] == r.sizes()[d], "index: mask of shape ", t.sizes(),
+                            " does not match dim ", d, " of size ", r.sizes()[d]);
+          r = r.index_select(d, nonzero(t).view({-1}));
+          d += 1;
+        }
+      } else {
+        check<IndexError>(is_integral(t.dtype()), "index: tensor indices must be int64 or bool, got ", t.dtype());
+        Tensor flat = t.reshape({-1}).to(DType::i64);
+        Tensor sel = r.index_select(d, flat);
+        if (t.dim() != 1) {
+          Shape s;
+          for (int64_t k = 0; k < d; ++k) s.push_back(sel.sizes()[k]);
+          for (int64_t v : t.sizes()) s.push_back(v);
+          for (int64_t k = d + 1; k < sel.dim(); ++k) s.push_back(sel.sizes()[k]);
+          sel = sel.reshape(s);
+        }
+        d += t.dim();
+        r = sel;
+      }
+    }
+  }
+  return r;
+}
+}  // namespace
+
+Tensor Tensor::index(std::initializer_list<TensorIndex> indices) const {
+  return apply_index(*this, std::vector<TensorIndex>(indices));
+}
+Tensor Tensor::index(const std::vector<TensorIndex>& indices) const { return apply_index(*this, indices); }
+
+Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, const Tensor& value) {
+  std::vector<TensorIndex> idx(indices);
+  bool has_tensor = std::any_of(idx.begin(), idx.end(), [](const TensorIndex& i) { return i.is_tensor(); });
+  if (!has_tensor) {
+    Tensor dst = apply_index(*this, idx);
+    dst.copy_(value);
+    return *this;
+  }
+  check<IndexError>(idx.size() == 1 && idx[0].is_tensor(),
+                    "index_put_: with a tensor index, only x.index_put_({index_tensor}, value) is supported");
+  const Tensor& t = idx[0].tensor();
+  if (t.dtype() == DType::boolean) {
+    check<ShapeError>(value.numel() == 1, "index_put_: with a mask, the value must have one element (use where())");
+    return masked_fill_(t, value.item());
+  }
+  Tensor flat = t.reshape({-1}).to(DType::i64);
+  Shape vshape = sizes();
+  vshape[0] = flat.numel();
+  Tensor src = value.expand(vshape).contiguous();
+  Tensor index = flat.view({-1});
+  for (int64_t k = 1; k < dim(); ++k) index = index.unsqueeze(-1);
+  return scatter_(0, index.expand(vshape).contiguous(), src);
+}
+
+Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, Scalar value) {
+  std::vector<TensorIndex> idx(indices);
+  bool has_tensor = std::any_of(idx.begin(), idx.end(), [](const TensorIndex& i) { return i.is_tensor(); });
+  if (!has_tensor) {
+    Tensor dst = apply_index(*this, idx);
+    dst.fill_(value);
+    return *this;
+  }
+  return index_put_(indices, full({}, value, nabla::dtype(this->dtype()).device(device())));
+}
+
+}  // namespace nabla

@@ -1,0 +1,11 @@
+// nabla: one include for the whole framework.
+//   #include <nabla.h>
+//   using namespace nabla;
+#pragma once
+
+#include "autograd/autograd.h"
+#include "core/generator.h"
+#include "core/graph.h"
+#include "core/ops.h"
+#include "core/parallel.h"
+#include "core/tensor.h"
