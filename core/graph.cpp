@@ -87,7 +87,27 @@ std::string forward_name(const char* node_name) {
 }  // namespace
 
 Node::Node() : sequence_nr_(tl_sequence_nr++) {}
-Node::~Node() = default;
+
+// Deleting a long chain of nodes recursively (each node's last reference lives in its parent's
+// edge) would overflow the stack; children that would die with this node are queued instead and
+// deleted by the outermost destructor, one at a time.
+namespace {
+thread_local std::vector<Node*> tl_delete_queue;
+thread_local bool tl_draining = false;
+}  // namespace
+
+Node::~Node() {
+  for (Edge& e : next_edges)
+    if (e.fn && e.fn->use_count() == 1) tl_delete_queue.push_back(e.fn.release());
+  if (tl_draining) return;
+  tl_draining = true;
+  while (!tl_delete_queue.empty()) {
+    Node* n = tl_delete_queue.back();
+    tl_delete_queue.pop_back();
+    n->decref();  // the last reference: deletes n, which may queue its own children
+  }
+  tl_draining = false;
+}
 
 void throw_graph_freed(const char* node_name) {
   throw AutogradError(detail::str(

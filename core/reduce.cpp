@@ -277,11 +277,26 @@ Tensor cumprod(const Tensor& x, int64_t dim) {
   backend_for(xin.device()).scan(ScanOp::cumprod, xin, d, out);
   if (autograd::needs_grad(xin))
     autograd::record("CumprodBackward", {&xin}, {&out}, [sx = save(xin), sy = save_output(out), d](Node& n, GradList& g) {
-      // dx_j = sum_{i >= j} g_i y_i / x_j (inputs with zeros give inf/nan here, as documented)
       Tensor xv = sx.unpack(n), y = sy.unpack(n);
       if (g[0].dim() == 0) return GradList{g[0]};
-      Tensor gy = g[0] * y;
-      return GradList{gy.flip(d).cumsum(d).flip(d) / xv};
+      bool has_zero;
+      {
+        autograd::NoGradGuard ng;
+        has_zero = any(eq(xv, 0)).item<bool>();
+      }
+      if (!has_zero) {
+        // dx_j = sum_{i >= j} g_i y_i / x_j
+        Tensor gy = g[0] * y;
+        return GradList{gy.flip(d).cumsum(d).flip(d) / xv};
+      }
+      // Exact with zeros: dx_j = L_j * S_j, where L_j = prod_{k<j} x_k and
+      // S_j = g_j + x_{j+1} S_{j+1} (a reverse scan, done slice by slice).
+      int64_t len = xv.sizes()[d];
+      std::vector<Tensor> s(static_cast<size_t>(len));
+      s[len - 1] = g[0].narrow(d, len - 1, 1);
+      for (int64_t j = len - 2; j >= 0; --j) s[j] = g[0].narrow(d, j, 1) + xv.narrow(d, j + 1, 1) * s[j + 1];
+      Tensor left = cat({ones_like(xv.narrow(d, 0, 1)), cumprod(xv, d).narrow(d, 0, len - 1)}, d);
+      return GradList{left * cat(s, d)};
     });
   return out;
 }

@@ -1,0 +1,153 @@
+// Custom differentiable functions, in libtorch's style:
+//
+//   struct Cube : autograd::Function<Cube> {
+//     static Tensor forward(autograd::Context& ctx, const Tensor& x) {
+//       ctx.save_for_backward({x});
+//       return x * x * x;
+//     }
+//     static GradList backward(autograd::Context& ctx, GradList grads) {
+//       Tensor x = ctx.saved()[0];
+//       return {grads[0] * 3 * x * x};     // one gradient per Tensor argument of forward
+//     }
+//   };
+//   Tensor y = Cube::apply(x);
+//
+// forward runs without recording; its Tensor arguments become the node's inputs, and backward
+// returns one gradient per Tensor argument (or one per argument, with undefined Tensors for the
+// non-Tensor ones). backward may use any differentiable ops, so double backward works too.
+#pragma once
+
+#include <any>
+#include <map>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "core/graph.h"
+
+namespace nabla::autograd {
+
+class Context {
+ public:
+  // Tensors needed by backward; in-place changes to them before backward are reported.
+  void save_for_backward(std::vector<Tensor> tensors) { to_save_ = std::move(tensors); }
+  // The saved tensors (throws if one was modified in place since forward).
+  std::vector<Tensor> saved() const;
+  // Marks outputs that have no gradient (e.g. indices); they do not require grad.
+  void mark_non_differentiable(std::vector<Tensor> outputs) { non_diff_ = std::move(outputs); }
+  // Whether forward input (Tensor argument) i needs a gradient.
+  bool needs_input_grad(size_t i) const { return node_ && node_->needs_input_grad(i); }
+  // Anything else backward needs: ctx.data["k"] = 2.0; ... std::any_cast<double>(ctx.data["k"])
+  std::map<std::string, std::any> data;
+
+ private:
+  template <class T>
+  friend class CustomNode;
+  template <class T>
+  friend struct Function;
+  std::vector<Tensor> to_save_;
+  std::vector<SavedTensor> saved_;
+  std::vector<Tensor> non_diff_;
+  const Node* node_ = nullptr;
+};
+
+template <class T>
+class CustomNode final : public Node {
+ public:
+  CustomNode(size_t num_args, std::vector<int> tensor_pos) : num_args_(num_args), tensor_pos_(std::move(tensor_pos)) {
+    ctx_.node_ = this;
+  }
+  const char* name() const override { return name_.c_str(); }
+  GradList apply(GradList&& grads) override {
+    if (released_) throw_graph_freed(name());
+    GradList r = T::backward(ctx_, std::move(grads));
+    size_t nt = tensor_pos_.size();
+    if (r.size() == nt) return r;
+    check<AutogradError>(r.size() == num_args_, name(), ": backward returned ", r.size(), " gradients; expected ", nt,
+                         " (one per Tensor argument of forward) or ", num_args_, " (one per argument)");
+    GradList out;
+    for (int pos : tensor_pos_) out.push_back(r[pos]);
+    return out;
+  }
+  void release_saved() override {
+    ctx_.saved_.clear();
+    released_ = true;
+  }
+  Context ctx_;
+  std::string name_;
+
+ private:
+  size_t num_args_;
+  std::vector<int> tensor_pos_;
+  bool released_ = false;
+};
+
+std::string demangled_type_name(const char* mangled);
+
+template <class T>
+struct Function {
+  template <class... Args>
+  static auto apply(Args&&... args) {
+    // Collect the Tensor arguments (they become the node's inputs).
+    std::vector<Tensor> inputs;
+    std::vector<int> positions;
+    int pos = 0;
+    auto collect = [&](const auto& a) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(a)>, Tensor>) {
+        inputs.push_back(a);
+        positions.push_back(pos);
+      }
+      ++pos;
+    };
+    (collect(args), ...);
+    bool grad = false;
+    for (const Tensor& t : inputs) grad = grad || needs_grad(t);
+
+    auto* node = new CustomNode<T>(sizeof...(Args), positions);
+    intrusive_ptr<Node> hold(node);
+    node->name_ = demangled_type_name(typeid(T).name()) + "Backward";
+    using Out = decltype(T::forward(node->ctx_, std::forward<Args>(args)...));
+    Out result;
+    {
+      NoGradGuard ng;
+      result = T::forward(node->ctx_, std::forward<Args>(args)...);
+    }
+    if (!grad) return result;
+    std::vector<Tensor> outs = as_list(result);
+    connect(node, inputs, outs);
+    Context& ctx = node->ctx_;
+    for (const Tensor& t : ctx.non_diff_)
+      for (Tensor& o : outs)
+        if (o.is_same(t)) {
+          o.impl()->grad_fn.reset();
+          o.impl()->requires_grad = false;
+        }
+    for (const Tensor& t : ctx.to_save_) {
+      bool is_output = false;
+      for (const Tensor& o : outs) is_output = is_output || (t.defined() && o.is_same(t));
+      ctx.saved_.emplace_back(t, is_output);
+    }
+    ctx.to_save_.clear();
+    return result;
+  }
+
+ private:
+  static std::vector<Tensor> as_list(const Tensor& t) { return {t}; }
+  static std::vector<Tensor> as_list(const std::vector<Tensor>& v) { return v; }
+  template <class... Ts>
+  static std::vector<Tensor> as_list(const std::tuple<Ts...>& t) {
+    return std::apply([](const auto&... x) { return std::vector<Tensor>{x...}; }, t);
+  }
+};
+
+inline std::vector<Tensor> Context::saved() const {
+  std::vector<Tensor> out;
+  if (!saved_.empty() || to_save_.empty()) {
+    for (const SavedTensor& s : saved_) out.push_back(s.unpack(*node_));
+    return out;
+  }
+  return to_save_;
+}
+
+}  // namespace nabla::autograd

@@ -1,0 +1,82 @@
+// The op registry (PyTorch's OpInfo, in C++). Every op registers how to call it and sample inputs;
+// the generic suites in test_opinfo.cpp then run, for every op and sample:
+//   gradcheck      float64 finite differences vs autograd        (ctest -R gradcheck)
+//   gradgradcheck  the same for second derivatives (twice-differentiable ops)
+//   noncontiguous  forward on strided copies of the inputs equals forward on contiguous ones
+//   float32        float32 results agree with float64 ones
+// and a coverage test fails when a differentiable op has no samples.
+//
+// Registering an op (in an opinfo_*.cpp file):
+//   static Registrar reg({{
+//     .name = "exp",
+//     .fn = [](const Inputs& x) { return Outputs{exp(x[0])}; },
+//     .samples = unary_samples(-2, 2),
+//   }});
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nabla.h"
+
+namespace nabla::testing {
+
+using Inputs = std::vector<Tensor>;
+using Outputs = std::vector<Tensor>;
+
+// How to build one input: a shape, a value range, and a layout.
+struct ArgSpec {
+  Shape shape;
+  double lo = -1, hi = 1;
+  enum class Kind { uniform, integer_index, bool_mask, fixed, fixed_index } kind = Kind::uniform;
+  int64_t index_bound = 0;      // integer_index: values in [0, index_bound)
+  bool transposed = false;      // build as the transpose of a contiguous tensor (last two dims)
+  bool differentiable = true;   // whether gradcheck differentiates with respect to it
+  std::vector<double> values;   // fixed: exact values (row-major), shape as given
+};
+
+struct Sample {
+  std::vector<ArgSpec> args;
+  std::string desc;
+};
+
+struct OpInfo {
+  std::string name;
+  std::function<Outputs(const Inputs&)> fn;
+  std::vector<Sample> samples;
+  bool differentiable = true;
+  bool twice_differentiable = true;
+  bool supports_float32 = true;
+  double f32_tol = 1e-4;  // atol = rtol for the float32-vs-float64 comparison
+  bool check_noncontiguous = true;
+  // Ops whose numerical derivative is unreliable with the default eps can loosen tolerances.
+  double grad_atol = 1e-5, grad_rtol = 1e-3;
+};
+
+std::vector<OpInfo>& registry();
+const OpInfo* find_op(const std::string& name);
+
+struct Registrar {
+  explicit Registrar(std::vector<OpInfo> ops) {
+    for (auto& op : ops) registry().push_back(std::move(op));
+  }
+};
+
+// Materializes a sample's inputs in `dtype` (floating args) on `device`; the same seed gives
+// the same values in any dtype. Differentiable floating args require grad if `requires_grad`.
+Inputs make_inputs(const Sample& s, DType dtype, Device device, bool requires_grad, uint64_t seed);
+
+// Common sample sets.
+ArgSpec arg(Shape shape, double lo = -1, double hi = 1);
+ArgSpec arg_t(Shape shape, double lo = -1, double hi = 1);  // non-contiguous (transposed) layout
+ArgSpec index_arg(Shape shape, int64_t bound);
+ArgSpec mask_arg(Shape shape);
+ArgSpec fixed_arg(Shape shape, std::vector<double> values, bool differentiable = true);
+ArgSpec fixed_index(Shape shape, std::vector<double> values);  // int64 indices
+// Unary op samples over [lo, hi]: 2-D, scalar, empty, non-contiguous, 3-D.
+std::vector<Sample> unary_samples(double lo, double hi);
+// Binary op samples: same shape, broadcast both ways, scalar operand, non-contiguous, empty.
+std::vector<Sample> binary_samples(double lo, double hi, double lo2, double hi2);
+
+}  // namespace nabla::testing

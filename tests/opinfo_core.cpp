@@ -1,0 +1,326 @@
+// Registry entries for the Tensor core's ops (elementwise, reductions, views, indexing, linear
+// algebra, convolution and pooling). See opinfo.h.
+#include "autograd/function.h"
+#include "opinfo.h"
+
+namespace nabla::testing {
+namespace {
+
+using I = const Inputs&;
+using indexing::None;
+using indexing::Slice;
+
+Outputs one(Tensor t) { return {std::move(t)}; }
+
+std::vector<Sample> small_unary(double lo, double hi) {
+  return {{{arg({2, 3}, lo, hi)}, "2d"}, {{arg({}, lo, hi)}, "scalar"}, {{arg_t({3, 2}, lo, hi)}, "noncontiguous"}};
+}
+
+// ---- elementwise ----------------------------------------------------------------------------------
+std::vector<OpInfo> elementwise_ops() {
+  struct U {
+    const char* name;
+    Tensor (*f)(const Tensor&);
+    double lo, hi;
+  };
+  std::vector<U> unary = {
+      {"exp", exp, -2, 2},          {"exp2", exp2, -2, 2},        {"log", log, 0.5, 3},
+      {"log2", log2, 0.5, 3},       {"log10", log10, 0.5, 3},     {"log1p", log1p, -0.5, 2},
+      {"expm1", expm1, -2, 2},      {"sqrt", sqrt, 0.5, 3},       {"rsqrt", rsqrt, 0.5, 3},
+      {"sin", sin, -3, 3},          {"cos", cos, -3, 3},          {"tan", tan, -1, 1},
+      {"asin", asin, -0.9, 0.9},    {"acos", acos, -0.9, 0.9},    {"atan", atan, -2, 2},
+      {"sinh", sinh, -2, 2},        {"cosh", cosh, -2, 2},        {"tanh", tanh, -2, 2},
+      {"erf", erf, -2, 2},          {"sigmoid", sigmoid, -3, 3},  {"logsigmoid", logsigmoid, -3, 3},
+      {"gelu", gelu, -3, 3},        {"gelu_tanh", gelu_tanh, -3, 3}, {"silu", silu, -3, 3},
+      {"mish", mish, -3, 3},        {"reciprocal", reciprocal, 0.5, 2}, {"selu", selu, -2, 2},
+      {"hardsigmoid", hardsigmoid, -2.9, 2.9}, {"hardswish", hardswish, -2.5, 2.5}, {"frac", frac, 0.1, 0.9},
+      {"neg", neg, -2, 2},          {"abs", abs, -2, 2},          {"sign", sign, -2, 2},
+      {"square", square, -2, 2},    {"relu", relu, -2, 2},        {"floor", floor, -3, 3},
+      {"ceil", ceil, -3, 3},        {"round", round, -3, 3},      {"trunc", trunc, -3, 3},
+  };
+  std::vector<OpInfo> ops;
+  for (const U& u : unary) {
+    auto f = u.f;
+    ops.push_back({.name = u.name, .fn = [f](I x) { return one(f(x[0])); }, .samples = unary_samples(u.lo, u.hi)});
+  }
+  ops.push_back({.name = "leaky_relu", .fn = [](I x) { return one(leaky_relu(x[0], 0.1)); }, .samples = unary_samples(-2, 2)});
+  ops.push_back({.name = "elu", .fn = [](I x) { return one(elu(x[0], 1.5)); }, .samples = unary_samples(-2, 2)});
+  ops.push_back({.name = "softplus", .fn = [](I x) { return one(softplus(x[0], 2, 3)); }, .samples = unary_samples(-2, 1)});
+  ops.push_back({.name = "hardtanh", .fn = [](I x) { return one(hardtanh(x[0], -0.5, 0.7)); }, .samples = unary_samples(-2, 2)});
+  ops.push_back({.name = "clamp", .fn = [](I x) { return one(clamp(x[0], -0.5, 0.5)); }, .samples = unary_samples(-2, 2)});
+
+  ops.push_back({.name = "add", .fn = [](I x) { return one(add(x[0], x[1], 2)); }, .samples = binary_samples(-2, 2, -2, 2)});
+  ops.push_back({.name = "sub", .fn = [](I x) { return one(sub(x[0], x[1], 0.5)); }, .samples = binary_samples(-2, 2, -2, 2)});
+  ops.push_back({.name = "mul", .fn = [](I x) { return one(x[0] * x[1]); }, .samples = binary_samples(-2, 2, -2, 2)});
+  ops.push_back({.name = "div", .fn = [](I x) { return one(x[0] / x[1]); }, .samples = binary_samples(-2, 2, 0.5, 2)});
+  ops.push_back({.name = "pow", .fn = [](I x) { return one(pow(x[0], x[1])); }, .samples = binary_samples(0.5, 2, -1, 2)});
+  ops.push_back({.name = "pow_scalar", .fn = [](I x) { return one(pow(x[0], 2.5)); }, .samples = unary_samples(0.5, 2)});
+  ops.push_back({.name = "maximum", .fn = [](I x) { return one(maximum(x[0], x[1])); }, .samples = binary_samples(-2, 2, -2, 2)});
+  ops.push_back({.name = "minimum", .fn = [](I x) { return one(minimum(x[0], x[1])); }, .samples = binary_samples(-2, 2, -2, 2)});
+  ops.push_back({.name = "atan2", .fn = [](I x) { return one(atan2(x[0], x[1])); }, .samples = binary_samples(-2, 2, 0.5, 2)});
+  ops.push_back({.name = "remainder", .fn = [](I x) { return one(remainder(x[0], x[1])); },
+                 .samples = binary_samples(0.1, 3, 0.7, 0.9)});
+  ops.push_back({.name = "floor_divide", .fn = [](I x) { return one(floor_divide(x[0], x[1])); },
+                 .samples = binary_samples(0.1, 3, 0.7, 0.9)});
+  ops.push_back({.name = "where",
+                 .fn = [](I x) { return one(where(x[0], x[1], x[2])); },
+                 .samples = {{{mask_arg({3, 4}), arg({3, 4}), arg({3, 4})}, "same_shape"},
+                             {{mask_arg({3, 1}), arg({4}), arg({3, 4})}, "broadcast"},
+                             {{mask_arg({}), arg({2, 2}), arg_t({2, 2})}, "scalar_mask"}}});
+  ops.push_back({.name = "lerp", .fn = [](I x) { return one(lerp(x[0], x[1], 0.3)); }, .samples = binary_samples(-2, 2, -2, 2)});
+  ops.push_back({.name = "addcmul",
+                 .fn = [](I x) { return one(addcmul(x[0], x[1], x[2], 0.5)); },
+                 .samples = {{{arg({3, 4}), arg({3, 4}), arg({4})}, "broadcast"}}});
+  ops.push_back({.name = "addcdiv",
+                 .fn = [](I x) { return one(addcdiv(x[0], x[1], x[2], 0.5)); },
+                 .samples = {{{arg({3, 4}), arg({3, 4}), arg({4}, 0.5, 2)}, "broadcast"}}});
+  return ops;
+}
+
+// ---- reductions ------------------------------------------------------------------------------------
+std::vector<OpInfo> reduction_ops() {
+  std::vector<Sample> red = {{{arg({3, 4})}, "2d"}, {{arg({2, 3, 4})}, "3d"}, {{arg_t({4, 3})}, "noncontiguous"},
+                             {{arg({})}, "scalar"}};
+  std::vector<OpInfo> ops;
+  ops.push_back({.name = "sum", .fn = [](I x) { return Outputs{x[0].sum(), x[0].sum({0}), x[0].sum({-1}, true)}; },
+                 .samples = red});
+  ops.push_back({.name = "sum_empty", .fn = [](I x) { return Outputs{x[0].sum(), x[0].sum({1})}; },
+                 .samples = {{{arg({0, 3})}, "empty"}}});
+  ops.push_back({.name = "mean", .fn = [](I x) { return Outputs{x[0].mean(), x[0].mean({0}, true)}; }, .samples = red});
+  ops.push_back({.name = "prod", .fn = [](I x) { return Outputs{x[0].prod(), x[0].prod(0)}; },
+                 .samples = {{{arg({3, 4}, 0.5, 1.5)}, "2d"}, {{fixed_arg({2, 3}, {1, 0, 2, 3, 0, 0})}, "zeros"}}});
+  ops.push_back({.name = "max", .fn = [](I x) { return one(x[0].max()); }, .samples = red});
+  ops.push_back({.name = "max_dim", .fn = [](I x) {
+                   auto [v, i] = x[0].max(-1);
+                   return Outputs{v, i};
+                 }, .samples = red});
+  ops.push_back({.name = "min", .fn = [](I x) { return one(x[0].min()); }, .samples = red});
+  ops.push_back({.name = "min_dim", .fn = [](I x) {
+                   auto [v, i] = x[0].min(0, true);
+                   return Outputs{v, i};
+                 }, .samples = red});
+  // At ties max is not differentiable twice: its gradient jumps.
+  ops.push_back({.name = "max_ties", .fn = [](I x) { return Outputs{x[0].max(), x[0].amax({1})}; },
+                 .samples = {{{fixed_arg({2, 3}, {1, 3, 3, -1, 2, 2})}, "ties"}}, .twice_differentiable = false});
+  ops.push_back({.name = "amax", .fn = [](I x) { return one(x[0].amax({0})); }, .samples = red});
+  ops.push_back({.name = "amin", .fn = [](I x) { return one(x[0].amin({-1}, true)); }, .samples = red});
+  std::vector<Sample> red_nonscalar(red.begin(), red.end() - 1);  // var of one element is NaN
+  ops.push_back({.name = "var", .fn = [](I x) { return Outputs{var(x[0]), var(x[0], {0}, 0, true)}; },
+                 .samples = red_nonscalar});
+  ops.push_back({.name = "std", .fn = [](I x) { return Outputs{std(x[0]), std(x[0], {-1})}; },
+                 .samples = {{{arg({3, 4})}, "2d"}, {{arg_t({4, 3})}, "noncontiguous"}}});
+  ops.push_back({.name = "norm", .fn = [](I x) { return Outputs{norm(x[0]), norm(x[0], 3, {0}), norm(x[0], 1, {-1})}; },
+                 .samples = {{{arg({3, 4})}, "2d"}, {{arg({2, 3, 4})}, "3d"}}});
+  ops.push_back({.name = "logsumexp", .fn = [](I x) { return Outputs{logsumexp(x[0], {0}), logsumexp(x[0], {-1}, true)}; },
+                 .samples = red});
+  ops.push_back({.name = "cumsum", .fn = [](I x) { return Outputs{cumsum(x[0], 0), cumsum(x[0], -1)}; }, .samples = red});
+  ops.push_back({.name = "cumprod", .fn = [](I x) { return Outputs{cumprod(x[0], 0), cumprod(x[0], -1)}; },
+                 .samples = {{{arg({3, 4}, 0.5, 1.5)}, "2d"}, {{arg_t({4, 3}, 0.5, 1.5)}, "noncontiguous"}}});
+  ops.push_back({.name = "sort", .fn = [](I x) {
+                   auto [v, i] = sort(x[0], -1, true);
+                   return Outputs{v, i};
+                 }, .samples = red});
+  ops.push_back({.name = "topk", .fn = [](I x) {
+                   auto [v, i] = topk(x[0], 2, 0);
+                   return Outputs{v, i};
+                 }, .samples = {{{arg({3, 4})}, "2d"}, {{arg_t({4, 3})}, "noncontiguous"}}});
+  ops.push_back({.name = "softmax", .fn = [](I x) { return Outputs{softmax(x[0], -1), softmax(x[0], 0)}; }, .samples = red});
+  ops.push_back({.name = "log_softmax", .fn = [](I x) { return Outputs{log_softmax(x[0], -1)}; }, .samples = red});
+  return ops;
+}
+
+// ---- views and shape ops ---------------------------------------------------------------------------
+std::vector<OpInfo> view_ops() {
+  std::vector<Sample> m = {{{arg({3, 4})}, "2d"}, {{arg_t({4, 3})}, "noncontiguous"}};
+  std::vector<OpInfo> ops;
+  ops.push_back({.name = "view", .fn = [](I x) { return one(x[0].contiguous().view({2, -1}) * 2); }, .samples = m});
+  ops.push_back({.name = "reshape", .fn = [](I x) { return one(x[0].reshape({4, 3}) * 2); }, .samples = m});
+  ops.push_back({.name = "permute", .fn = [](I x) { return one(x[0].permute({2, 0, 1})); },
+                 .samples = {{{arg({2, 3, 4})}, "3d"}}});
+  ops.push_back({.name = "transpose", .fn = [](I x) { return Outputs{x[0].transpose(0, 1), x[0].t(), x[0].mT()}; },
+                 .samples = m});
+  ops.push_back({.name = "squeeze", .fn = [](I x) { return Outputs{x[0].squeeze(), x[0].squeeze(1)}; },
+                 .samples = {{{arg({3, 1, 4})}, "3d"}}});
+  ops.push_back({.name = "unsqueeze", .fn = [](I x) { return Outputs{x[0].unsqueeze(0), x[0].unsqueeze(-1)}; },
+                 .samples = m});
+  ops.push_back({.name = "flatten", .fn = [](I x) { return Outputs{x[0].flatten(), x[0].flatten(1)}; },
+                 .samples = {{{arg({2, 3, 2})}, "3d"}}});
+  ops.push_back({.name = "unflatten", .fn = [](I x) { return one(x[0].unflatten(1, {2, -1})); },
+                 .samples = {{{arg({3, 4})}, "2d"}, {{arg_t({3, 4})}, "noncontiguous"}}});
+  ops.push_back({.name = "expand", .fn = [](I x) { return one(x[0].expand({2, 3, 4})); },
+                 .samples = {{{arg({3, 1})}, "size1"}, {{arg({4})}, "new_dims"}}});
+  ops.push_back({.name = "narrow", .fn = [](I x) { return one(x[0].narrow(1, 1, 2)); }, .samples = m});
+  ops.push_back({.name = "slice", .fn = [](I x) { return one(x[0].slice(1, 0, std::nullopt, 2)); }, .samples = m});
+  ops.push_back({.name = "select", .fn = [](I x) { return Outputs{x[0].select(0, 1), x[0][-1]}; }, .samples = m});
+  ops.push_back({.name = "index", .fn = [](I x) {
+                   return Outputs{x[0].index({Slice(1, None), 0}), x[0].index({None, indexing::Ellipsis, Slice(0, 2)})};
+                 }, .samples = m});
+  ops.push_back({.name = "split", .fn = [](I x) { return x[0].split(2, 1); }, .samples = m});
+  ops.push_back({.name = "chunk", .fn = [](I x) { return x[0].chunk(2, 0); }, .samples = m});
+  ops.push_back({.name = "unbind", .fn = [](I x) { return x[0].unbind(1); }, .samples = m});
+  ops.push_back({.name = "diagonal", .fn = [](I x) { return Outputs{x[0].diagonal(), x[0].diagonal(1), x[0].diagonal(-1)}; },
+                 .samples = m});
+  ops.push_back({.name = "as_strided", .fn = [](I x) { return one(x[0].contiguous().as_strided({2, 2}, {1, 2}, 1) * 1); },
+                 .samples = {{{arg({3, 4})}, "2d"}}});
+  ops.push_back({.name = "movedim", .fn = [](I x) { return one(x[0].movedim(0, 2)); }, .samples = {{{arg({2, 3, 4})}, "3d"}}});
+  ops.push_back({.name = "cat", .fn = [](I x) { return Outputs{cat({x[0], x[1]}, 0), cat({x[0], x[0]}, 1)}; },
+                 .samples = {{{arg({2, 3}), arg({1, 3})}, "2d"}, {{arg_t({3, 3}), arg({2, 3})}, "noncontiguous"}}});
+  ops.push_back({.name = "stack", .fn = [](I x) { return Outputs{stack({x[0], x[1]}, 1)}; },
+                 .samples = {{{arg({2, 3}), arg({2, 3})}, "2d"}}});
+  ops.push_back({.name = "repeat", .fn = [](I x) { return one(x[0].repeat({2, 1, 2})); }, .samples = m});
+  ops.push_back({.name = "flip", .fn = [](I x) { return Outputs{x[0].flip({0}), x[0].flip({0, 1})}; }, .samples = m});
+  ops.push_back({.name = "roll", .fn = [](I x) { return Outputs{x[0].roll({1}, {1}), x[0].roll({-2})}; }, .samples = m});
+  ops.push_back({.name = "tril", .fn = [](I x) { return Outputs{x[0].tril(), x[0].tril(-1)}; }, .samples = m});
+  ops.push_back({.name = "triu", .fn = [](I x) { return Outputs{x[0].triu(), x[0].triu(1)}; }, .samples = m});
+  ops.push_back({.name = "pad", .fn = [](I x) { return Outputs{pad(x[0], {1, 2}), pad(x[0], {1, 0, -1, 1}, 0.5)}; },
+                 .samples = m});
+  ops.push_back({.name = "to_dtype", .fn = [](I x) { return one(x[0].to(x[0].dtype(), true) * 3); }, .samples = m});
+  ops.push_back({.name = "clone", .fn = [](I x) { return one(x[0].clone()); }, .samples = m});
+  ops.push_back({.name = "contiguous", .fn = [](I x) { return one(x[0].contiguous()); }, .samples = m});
+  return ops;
+}
+
+// ---- indexing ---------------------------------------------------------------------------------------
+std::vector<OpInfo> index_ops() {
+  std::vector<OpInfo> ops;
+  ops.push_back({.name = "index_select", .fn = [](I x) { return Outputs{x[0].index_select(0, x[1]), x[0].index_select(1, x[1])}; },
+                 .samples = {{{arg({3, 4}), index_arg({5}, 3)}, "2d"}, {{arg_t({4, 3}), index_arg({2}, 3)}, "noncontiguous"}}});
+  ops.push_back({.name = "index_add", .fn = [](I x) { return one(index_add(x[0], 0, x[2], x[1])); },
+                 .samples = {{{arg({3, 4}), arg({5, 4}), index_arg({5}, 3)}, "2d"}}});
+  ops.push_back({.name = "gather", .fn = [](I x) { return one(x[0].gather(1, x[1])); },
+                 .samples = {{{arg({3, 4}), index_arg({3, 5}, 4)}, "2d"}, {{arg_t({3, 4}), index_arg({2, 2}, 3)}, "noncontiguous"}}});
+  // Unique targets per column, so scatter's result does not depend on write order.
+  ops.push_back({.name = "scatter", .fn = [](I x) { return one(x[0].scatter(0, x[2], x[1])); },
+                 .samples = {{{arg({3, 4}), arg({2, 4}), fixed_index({2, 4}, {0, 1, 2, 0, 2, 0, 1, 1})}, "2d"}}});
+  ops.push_back({.name = "scatter_add", .fn = [](I x) { return one(x[0].scatter_add(1, x[2], x[1])); },
+                 .samples = {{{arg({3, 4}), arg({3, 5}), index_arg({3, 5}, 4)}, "2d"}}});
+  ops.push_back({.name = "masked_fill", .fn = [](I x) { return one(x[0].masked_fill(x[1], 0.5)); },
+                 .samples = {{{arg({3, 4}), mask_arg({3, 4})}, "2d"}, {{arg({3, 4}), mask_arg({4})}, "broadcast"}}});
+  ops.push_back({.name = "masked_select", .fn = [](I x) { return one(x[0].masked_select(x[1])); },
+                 .samples = {{{arg({3, 4}), mask_arg({3, 4})}, "2d"}, {{arg({3, 4}), mask_arg({4})}, "broadcast"}}});
+  ops.push_back({.name = "embedding", .fn = [](I x) { return Outputs{embedding(x[0], x[1])}; },
+                 .samples = {{{arg({5, 3}), fixed_index({2, 2}, {0, 2, 4, 2})}, "2d"}}});
+  ops.push_back({.name = "copy_", .fn = [](I x) {
+                   Tensor d = zeros({3, 4}, dtype(x[0].dtype()));
+                   d.copy_(x[0]);
+                   return one(d * 2);
+                 }, .samples = {{{arg({3, 4})}, "same"}, {{arg({4})}, "broadcast"}}});
+  ops.push_back({.name = "add_", .fn = [](I x) {
+                   Tensor d = x[0] * 1;
+                   d.add_(x[1], 2);
+                   return one(d);
+                 }, .samples = {{{arg({3, 4}), arg({4})}, "broadcast"}}});
+  ops.push_back({.name = "mul_", .fn = [](I x) {
+                   Tensor d = x[0] * 1;
+                   d.mul_(x[1]);
+                   d.mul_(x[1]);
+                   return one(d);
+                 }, .samples = {{{arg({3, 4}), arg({3, 4})}, "same"}}});
+  return ops;
+}
+
+// ---- linear algebra ---------------------------------------------------------------------------------
+std::vector<OpInfo> linalg_ops() {
+  std::vector<OpInfo> ops;
+  ops.push_back({.name = "mm", .fn = [](I x) { return one(mm(x[0], x[1])); },
+                 .samples = {{{arg({3, 4}), arg({4, 2})}, "2d"}, {{arg_t({3, 4}), arg_t({4, 5})}, "transposed"}}});
+  ops.push_back({.name = "bmm", .fn = [](I x) { return one(bmm(x[0], x[1])); },
+                 .samples = {{{arg({2, 3, 4}), arg({2, 4, 2})}, "3d"}, {{arg_t({2, 3, 2}), arg({2, 2, 3})}, "transposed"}}});
+  ops.push_back({.name = "matmul", .fn = [](I x) { return one(matmul(x[0], x[1])); },
+                 .samples = {{{arg({3}), arg({3})}, "1d_1d"},
+                             {{arg({2, 3}), arg({3})}, "2d_1d"},
+                             {{arg({3}), arg({3, 2})}, "1d_2d"},
+                             {{arg({2, 2, 3}), arg({3, 2})}, "batched_2d"},
+                             {{arg({2, 1, 2, 3}), arg({3, 3, 2})}, "broadcast_batch"},
+                             {{arg({3}), arg({2, 3, 2})}, "1d_batched"},
+                             {{arg({0, 3}), arg({3, 2})}, "empty"}}});
+  ops.push_back({.name = "mv", .fn = [](I x) { return one(mv(x[0], x[1])); }, .samples = {{{arg({3, 4}), arg({4})}, "2d"}}});
+  ops.push_back({.name = "dot", .fn = [](I x) { return one(dot(x[0], x[1])); }, .samples = {{{arg({5}), arg({5})}, "1d"}}});
+  ops.push_back({.name = "outer", .fn = [](I x) { return one(outer(x[0], x[1])); }, .samples = {{{arg({3}), arg({4})}, "1d"}}});
+  ops.push_back({.name = "addmm", .fn = [](I x) { return one(addmm(x[0], x[1], x[2], 0.5, 2)); },
+                 .samples = {{{arg({2}), arg({3, 4}), arg({4, 2})}, "broadcast_bias"}}});
+  ops.push_back({.name = "linear", .fn = [](I x) { return Outputs{linear(x[0], x[1], x[2]), linear(x[0], x[1])}; },
+                 .samples = {{{arg({3, 4}), arg({2, 4}), arg({2})}, "2d"},
+                             {{arg({2, 2, 4}), arg({3, 4}), arg({3})}, "3d"},
+                             {{arg_t({3, 4}), arg_t({2, 4}), arg({2})}, "noncontiguous"}}});
+  return ops;
+}
+
+// ---- convolution and pooling ------------------------------------------------------------------------
+std::vector<OpInfo> conv_ops() {
+  std::vector<OpInfo> ops;
+  ops.push_back({.name = "conv2d",
+                 .fn = [](I x) { return one(conv2d(x[0], x[1], x[2])); },
+                 .samples = {{{arg({2, 2, 5, 5}), arg({3, 2, 3, 3}), arg({3})}, "basic"},
+                             {{arg({1, 1, 3, 3}), arg({1, 1, 2, 2}), arg({1})}, "tiny"}}});
+  ops.push_back({.name = "conv2d_options",
+                 .fn = [](I x) { return one(conv2d(x[0], x[1], Tensor(), {2, 1}, {1, 2}, {1, 2}, 2)); },
+                 .samples = {{{arg({1, 4, 5, 6}), arg({2, 2, 2, 3})}, "stride_pad_dilation_groups"}}});
+  ops.push_back({.name = "conv2d_input_grad",
+                 .fn = [](I x) {
+                   Conv2dParams p;
+                   p.stride = {2, 2};
+                   p.padding = {1, 1};
+                   return one(conv2d_input_grad(x[0], x[1], {5, 5}, p));
+                 },
+                 .samples = {{{arg({1, 2, 3, 3}), arg({2, 1, 3, 3})}, "stride2"}}});
+  ops.push_back({.name = "conv2d_weight_grad",
+                 .fn = [](I x) {
+                   Conv2dParams p;
+                   p.padding = {1, 0};
+                   return one(conv2d_weight_grad(x[0], x[1], {3, 2}, p));
+                 },
+                 .samples = {{{arg({2, 1, 4, 4}), arg({2, 2, 4, 3})}, "padding"}}});
+  ops.push_back({.name = "conv_transpose2d",
+                 .fn = [](I x) { return one(conv_transpose2d(x[0], x[1], x[2], 2, 1, 1)); },
+                 .samples = {{{arg({1, 2, 3, 3}), arg({2, 3, 3, 3}), arg({3})}, "stride2_outpad"}}});
+  ops.push_back({.name = "conv1d",
+                 .fn = [](I x) { return one(conv1d(x[0], x[1], x[2], 1, 1)); },
+                 .samples = {{{arg({2, 2, 6}), arg({3, 2, 3}), arg({3})}, "basic"}}});
+  ops.push_back({.name = "max_pool2d",
+                 .fn = [](I x) { return Outputs{max_pool2d(x[0], {2}), max_pool2d(x[0], {3}, {2}, {1}, 1, true)}; },
+                 .samples = {{{arg({1, 2, 5, 5})}, "4d"}, {{arg({2, 4, 4})}, "unbatched"}}});
+  ops.push_back({.name = "avg_pool2d",
+                 .fn = [](I x) {
+                   return Outputs{avg_pool2d(x[0], {2}), avg_pool2d(x[0], {3}, {2}, {1}, true, false),
+                                  avg_pool2d(x[0], {3}, {2}, {1}, false, true)};
+                 },
+                 .samples = {{{arg({1, 2, 5, 5})}, "4d"}}});
+  ops.push_back({.name = "adaptive_avg_pool2d",
+                 .fn = [](I x) { return Outputs{adaptive_avg_pool2d(x[0], {2}), adaptive_avg_pool2d(x[0], {2, 3})}; },
+                 .samples = {{{arg({1, 2, 4, 5})}, "4d"}}});
+  ops.push_back({.name = "adaptive_max_pool2d",
+                 .fn = [](I x) { return Outputs{adaptive_max_pool2d(x[0], {2}), adaptive_max_pool2d(x[0], {3, 2})}; },
+                 .samples = {{{arg({1, 2, 4, 5})}, "4d"}}});
+  return ops;
+}
+
+// A user-defined differentiable function, to check that custom Functions pass gradcheck too.
+struct SinCube : autograd::Function<SinCube> {
+  static Tensor forward(autograd::Context& ctx, const Tensor& x, double k) {
+    ctx.save_for_backward({x});
+    ctx.data["k"] = k;
+    return sin(x) * x * x * k;
+  }
+  static autograd::GradList backward(autograd::Context& ctx, autograd::GradList g) {
+    Tensor x = ctx.saved()[0];
+    double k = std::any_cast<double>(ctx.data["k"]);
+    return {g[0] * k * (cos(x) * x * x + sin(x) * x * 2)};
+  }
+};
+
+std::vector<OpInfo> misc_ops() {
+  return {{.name = "custom_function", .fn = [](I x) { return one(SinCube::apply(x[0], 1.5)); }, .samples = small_unary(-2, 2)}};
+}
+
+std::vector<OpInfo> all_core_ops() {
+  std::vector<OpInfo> all;
+  for (auto f : {elementwise_ops, reduction_ops, view_ops, index_ops, linalg_ops, conv_ops, misc_ops})
+    for (auto& op : f()) all.push_back(std::move(op));
+  return all;
+}
+
+Registrar core_ops(all_core_ops());
+
+}  // namespace
+}  // namespace nabla::testing

@@ -1,0 +1,285 @@
+// The generic suites over the op registry (see opinfo.h).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "autograd/gradcheck.h"
+#include "core/elementwise_ops.h"
+#include "opinfo.h"
+
+namespace nabla::testing {
+
+std::vector<OpInfo>& registry() {
+  static std::vector<OpInfo> ops;
+  return ops;
+}
+
+const OpInfo* find_op(const std::string& name) {
+  for (const OpInfo& op : registry())
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
+ArgSpec arg(Shape shape, double lo, double hi) {
+  ArgSpec a;
+  a.shape = std::move(shape);
+  a.lo = lo;
+  a.hi = hi;
+  return a;
+}
+ArgSpec arg_t(Shape shape, double lo, double hi) {
+  ArgSpec a = arg(std::move(shape), lo, hi);
+  a.transposed = true;
+  return a;
+}
+ArgSpec index_arg(Shape shape, int64_t bound) {
+  ArgSpec a;
+  a.shape = std::move(shape);
+  a.kind = ArgSpec::Kind::integer_index;
+  a.index_bound = bound;
+  a.differentiable = false;
+  return a;
+}
+ArgSpec mask_arg(Shape shape) {
+  ArgSpec a;
+  a.shape = std::move(shape);
+  a.kind = ArgSpec::Kind::bool_mask;
+  a.differentiable = false;
+  return a;
+}
+ArgSpec fixed_arg(Shape shape, std::vector<double> values, bool differentiable) {
+  ArgSpec a;
+  a.shape = std::move(shape);
+  a.kind = ArgSpec::Kind::fixed;
+  a.values = std::move(values);
+  a.differentiable = differentiable;
+  return a;
+}
+
+ArgSpec fixed_index(Shape shape, std::vector<double> values) {
+  ArgSpec a = fixed_arg(std::move(shape), std::move(values), false);
+  a.kind = ArgSpec::Kind::fixed_index;
+  return a;
+}
+
+std::vector<Sample> unary_samples(double lo, double hi) {
+  return {{{arg({3, 4}, lo, hi)}, "2d"},
+          {{arg({}, lo, hi)}, "scalar"},
+          {{arg({0, 3}, lo, hi)}, "empty"},
+          {{arg_t({4, 3}, lo, hi)}, "noncontiguous"},
+          {{arg({2, 1, 3}, lo, hi)}, "3d"}};
+}
+
+std::vector<Sample> binary_samples(double lo, double hi, double lo2, double hi2) {
+  return {{{arg({3, 4}, lo, hi), arg({3, 4}, lo2, hi2)}, "same_shape"},
+          {{arg({3, 4}, lo, hi), arg({4}, lo2, hi2)}, "broadcast_rhs"},
+          {{arg({3, 1}, lo, hi), arg({1, 4}, lo2, hi2)}, "broadcast_both"},
+          {{arg({}, lo, hi), arg({2, 3}, lo2, hi2)}, "scalar_lhs"},
+          {{arg_t({4, 3}, lo, hi), arg({4, 3}, lo2, hi2)}, "noncontiguous"},
+          {{arg({0, 3}, lo, hi), arg({3}, lo2, hi2)}, "empty"}};
+}
+
+Inputs make_inputs(const Sample& s, DType dtype, Device device, bool requires_grad, uint64_t seed) {
+  Inputs out;
+  autograd::NoGradGuard ng;
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    const ArgSpec& a = s.args[i];
+    manual_seed(seed * 1000 + i);
+    Tensor t;
+    Shape shape = a.shape;
+    if (a.transposed && shape.size() >= 2) std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+    switch (a.kind) {
+      case ArgSpec::Kind::uniform:
+        t = (rand(shape, kFloat64) * (a.hi - a.lo) + a.lo).to(dtype);
+        break;
+      case ArgSpec::Kind::integer_index:
+        t = randint(0, std::max<int64_t>(a.index_bound, 1), shape, kInt64);
+        break;
+      case ArgSpec::Kind::bool_mask:
+        t = rand(shape, kFloat64) > 0.5;
+        break;
+      case ArgSpec::Kind::fixed:
+        t = tensor(a.values, shape, kFloat64).to(dtype);
+        break;
+      case ArgSpec::Kind::fixed_index:
+        t = tensor(a.values, shape, kFloat64).to(kInt64);
+        break;
+    }
+    if (a.transposed && t.dim() >= 2) t = t.mT();
+    t = t.to(device);
+    if (requires_grad && a.differentiable && is_floating(t.dtype())) t = t.detach().requires_grad_(true);
+    out.push_back(t);
+  }
+  return out;
+}
+
+namespace {
+
+std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+std::vector<std::string> op_names(bool (*pred)(const OpInfo&)) {
+  std::vector<std::string> names;
+  for (const OpInfo& op : registry())
+    if (pred(op)) names.push_back(op.name);
+  return names;
+}
+
+class OpTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  const OpInfo& op() const { return *find_op(GetParam()); }
+};
+
+// A strided copy with the same values: each tensor becomes every other element of a bigger one.
+Tensor noncontiguous_copy(const Tensor& t) {
+  if (t.dim() == 0 || t.numel() == 0) return t;
+  autograd::NoGradGuard ng;
+  Shape big = t.sizes();
+  big.back() *= 2;
+  Tensor b = zeros(big, dtype(t.dtype()).device(t.device()));
+  Tensor v = b.slice(-1, 0, std::nullopt, 2);
+  v.copy_(t);
+  return v;
+}
+
+void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.sizes(), b.sizes()) << what;
+  if (a.numel() == 0) return;
+  Tensor x = a.detach().to(kCPU, kFloat64), y = b.detach().to(kCPU, kFloat64);
+  if (!is_floating(a.dtype()) || !is_floating(b.dtype())) {
+    EXPECT_TRUE(equal(x, y)) << what << "\n" << a << "\n" << b;
+    return;
+  }
+  EXPECT_TRUE(allclose(x, y, tol, tol, /*equal_nan=*/true)) << what << "\n" << a << "\nvs\n" << b;
+}
+
+}  // namespace
+
+void run_gradchecks(const OpInfo& o, bool second_order) {
+  ASSERT_FALSE(o.samples.empty()) << o.name << " has no samples";
+  for (size_t i = 0; i < o.samples.size(); ++i) {
+    Inputs in = make_inputs(o.samples[i], kFloat64, kCPU, true, i + 1);
+    bool any_grad = std::any_of(in.begin(), in.end(), [](const Tensor& t) { return t.requires_grad(); });
+    if (!any_grad) continue;
+    if (second_order) {  // keep second-derivative checks small
+      int64_t total = 0;
+      for (const Tensor& t : in) total += t.numel();
+      if (total > 40 || total == 0) continue;
+    }
+    autograd::GradcheckOptions opts;
+    opts.atol = o.grad_atol;
+    opts.rtol = o.grad_rtol;
+    try {
+      if (second_order) autograd::gradgradcheck(o.fn, in, opts);
+      else autograd::gradcheck(o.fn, in, opts);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << o.name << " sample '" << o.samples[i].desc << "': " << e.what();
+    }
+  }
+}
+
+class GradTest : public OpTest {};
+class GradGradTest : public OpTest {};
+
+TEST_P(GradTest, gradcheck) { run_gradchecks(op(), false); }
+TEST_P(GradGradTest, gradgradcheck) { run_gradchecks(op(), true); }
+
+TEST_P(OpTest, noncontiguous) {
+  const OpInfo& o = op();
+  for (size_t i = 0; i < o.samples.size(); ++i) {
+    Inputs in = make_inputs(o.samples[i], kFloat64, kCPU, false, i + 1);
+    Inputs strided;
+    for (const Tensor& t : in) strided.push_back(noncontiguous_copy(t));
+    Outputs a = o.fn(in), b = o.fn(strided);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k)
+      expect_close(a[k], b[k], 1e-12, o.name + " sample '" + o.samples[i].desc + "' output " + std::to_string(k));
+  }
+}
+
+TEST_P(OpTest, float32_matches_float64) {
+  const OpInfo& o = op();
+  for (size_t i = 0; i < o.samples.size(); ++i) {
+    Inputs in64 = make_inputs(o.samples[i], kFloat64, kCPU, false, i + 1);
+    Inputs in32 = make_inputs(o.samples[i], kFloat32, kCPU, false, i + 1);
+    Outputs a = o.fn(in64), b = o.fn(in32);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      if (is_floating(b[k].dtype())) EXPECT_EQ(b[k].dtype(), kFloat32) << o.name << " output " << k;
+      expect_close(b[k], a[k], o.f32_tol, o.name + " sample '" + o.samples[i].desc + "' float32 output " +
+                                              std::to_string(k));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::ValuesIn(op_names([](const OpInfo&) { return true; })), param_name);
+INSTANTIATE_TEST_SUITE_P(Ops, GradTest, ::testing::ValuesIn(op_names([](const OpInfo& o) { return o.differentiable; })),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(Ops, GradGradTest,
+                         ::testing::ValuesIn(op_names([](const OpInfo& o) {
+                           return o.differentiable && o.twice_differentiable;
+                         })),
+                         param_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(OpTest);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GradTest);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GradGradTest);
+
+// Names of ops that must be in the registry: every elementwise op from the op list, plus the rest.
+std::vector<std::string> required_ops() {
+  std::vector<std::string> names;
+#define NABLA_REQUIRED3(name, f, b) names.push_back(#name);
+  NABLA_UNARY_FLOAT_OPS(NABLA_REQUIRED3)
+  NABLA_UNARY_SAME_OPS(NABLA_REQUIRED3)
+  NABLA_UNARY_PARAM_OPS(NABLA_REQUIRED3)
+#undef NABLA_REQUIRED3
+#define NABLA_REQUIRED2(name, f) names.push_back(#name);
+  NABLA_BINARY_ARITH_OPS(NABLA_REQUIRED2)
+#undef NABLA_REQUIRED2
+  for (const char* n :
+       {"clamp", "where", "sum", "mean", "prod", "max", "max_dim", "min", "min_dim", "amax", "amin", "var", "std",
+        "norm", "logsumexp", "cumsum", "cumprod", "sort", "topk", "softmax", "log_softmax", "view", "reshape",
+        "permute", "transpose", "squeeze", "unsqueeze", "flatten", "unflatten", "expand", "narrow", "slice", "select",
+        "index", "split", "chunk", "unbind", "diagonal", "as_strided", "movedim", "cat", "stack", "repeat", "flip",
+        "roll", "tril", "triu", "pad", "index_select", "index_add", "gather", "scatter", "scatter_add", "masked_fill",
+        "masked_select", "embedding", "matmul", "mm", "bmm", "mv", "dot", "outer", "addmm", "linear", "conv2d",
+        "conv2d_input_grad", "conv2d_weight_grad", "conv_transpose2d", "conv1d", "max_pool2d", "avg_pool2d",
+        "adaptive_avg_pool2d", "adaptive_max_pool2d", "to_dtype", "clone", "contiguous", "copy_", "add_", "mul_",
+        "lerp", "addcmul", "addcdiv", "custom_function"})
+    names.push_back(n);
+  return names;
+}
+
+TEST(OpRegistry, every_differentiable_op_has_gradcheck_samples) {
+  std::set<std::string> missing;
+  for (const std::string& n : required_ops()) {
+    const OpInfo* op = find_op(n);
+    if (!op || op->samples.empty() || !op->differentiable) missing.insert(n);
+  }
+  std::string list;
+  for (const auto& n : missing) list += " " + n;
+  EXPECT_TRUE(missing.empty()) << "differentiable ops without gradcheck samples in the registry:" << list;
+}
+
+TEST(OpRegistry, names_are_unique) {
+  std::set<std::string> seen;
+  for (const OpInfo& op : registry()) EXPECT_TRUE(seen.insert(op.name).second) << "duplicate op " << op.name;
+}
+
+TEST(OpRegistry, report_counts) {
+  size_t ops = 0, samples = 0, twice = 0;
+  for (const OpInfo& op : registry()) {
+    if (!op.differentiable) continue;
+    ++ops;
+    samples += op.samples.size();
+    twice += op.twice_differentiable;
+  }
+  std::printf("op registry: %zu differentiable ops, %zu samples, %zu twice-differentiable\n", ops, samples, twice);
+  EXPECT_GT(ops, 60u);
+}
+
+}  // namespace nabla::testing
