@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds nabla and runs the whole test suite, twice: a release build
+# (with the CUDA backend when the toolkit is at /usr/local/cuda; GPU tests skip without a GPU)
+# and an AddressSanitizer + UndefinedBehaviorSanitizer build. Exits non-zero on any failure.
+#
+#   scripts/test.sh              everything
+#   scripts/test.sh --no-asan    skip the sanitizer build
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+cd "$NABLA_ROOT"
+
+asan=1
+for a in "$@"; do
+  case "$a" in
+    --no-asan) asan=0 ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "unknown option: $a (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+install_packages "${NABLA_BUILD_PACKAGES[@]}"
+
+log "release build (build/)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j "$(jobs)"
+log "tests (release)"
+ctest --test-dir build --output-on-failure -j "$(jobs)"
+
+if [ "$asan" = 1 ]; then
+  log "sanitizer build (build-asan/: address,undefined)"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DNABLA_SANITIZE=address,undefined \
+        -DNABLA_CUDA=OFF -DNABLA_BUILD_BENCH=OFF -DNABLA_BUILD_EXAMPLES=OFF
+  cmake --build build-asan -j "$(jobs)"
+  log "tests (address,undefined sanitizers)"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$(jobs)"
+fi
+log "all tests passed"
