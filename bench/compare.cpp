@@ -1,0 +1,321 @@
+// The same work in nabla, libtorch (1.13, Debian's libtorch-dev) and OpenBLAS, in one process, with
+// ratios: nabla's time / the reference's time (below 1 means nabla is faster).
+// libtorch runs at 1 and at 2 threads and the better of the two is the reference.
+//
+//   compare [--quick] [--only overhead|gemm|conv|mlp|lenet] [--markdown FILE]
+//
+// scripts/bench.sh builds and runs this and writes bench/RESULTS.md.
+#include <cblas.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nabla.h"
+#include "timing.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace nb = nabla;
+using bench::fmt_time;
+using bench::time_per_call;
+
+namespace {
+
+struct Row {
+  std::string section, name, nabla, ref, ref_name;
+  double ratio;
+};
+std::vector<Row> rows;
+bool quick = false;
+
+void report(const std::string& section, const std::string& name, double t_nabla, double t_ref, const std::string& ref_name,
+            const std::string& extra = "") {
+  Row r{section, name, fmt_time(t_nabla), fmt_time(t_ref) + extra, ref_name, t_nabla / t_ref};
+  std::printf("  %-44s nabla %10s   %-14s %10s   ratio %.2f\n", name.c_str(), r.nabla.c_str(), ref_name.c_str(),
+              r.ref.c_str(), r.ratio);
+  std::fflush(stdout);
+  rows.push_back(r);
+}
+
+// Best of libtorch at 1 and 2 threads.
+double torch_best(const std::function<void()>& f, std::string* which, double batch = 0.05) {
+  double best = 1e30;
+  for (int th : {1, 2}) {
+    torch::set_num_threads(th);
+    double t = time_per_call(f, batch, quick ? 3 : 7);
+    if (t < best) {
+      best = t;
+      *which = "libtorch@" + std::to_string(th) + "t";
+    }
+  }
+  torch::set_num_threads(2);
+  return best;
+}
+
+// ---- per-op overhead ----------------------------------------------------------------------------
+void overhead() {
+  std::printf("\nper-op overhead\n");
+  std::string which;
+  {
+    nb::Tensor a = nb::ones({1}), b = nb::ones({1});
+    double tn = time_per_call([&] { nb::Tensor c = a + b; });
+    torch::Tensor ta = torch::ones({1}), tb = torch::ones({1});
+    double tt = torch_best([&] { torch::Tensor c = ta + tb; }, &which);
+    report("overhead", "add, 1 element", tn, tt, which);
+  }
+  {
+    nb::Tensor a = nb::ones({1}, nb::requires_grad()), b = nb::ones({1}, nb::requires_grad());
+    double tn = time_per_call([&] { nb::Tensor c = a + b; });
+    torch::Tensor ta = torch::ones({1}, torch::requires_grad()), tb = torch::ones({1}, torch::requires_grad());
+    double tt = torch_best([&] { torch::Tensor c = ta + tb; }, &which);
+    report("overhead", "add, 1 element, requires_grad", tn, tt, which);
+  }
+  {
+    // 10-op chain of 1-element tensors, forward and backward, per op.
+    nb::Tensor x = nb::ones({1}, nb::requires_grad());
+    double tn = time_per_call([&] {
+      nb::Tensor y = x;
+      for (int i = 0; i < 10; ++i) y = y * 1.001;
+      y.backward();
+    }) / 10;
+    torch::Tensor tx = torch::ones({1}, torch::requires_grad());
+    double tt = torch_best([&] {
+      torch::Tensor y = tx;
+      for (int i = 0; i < 10; ++i) y = y * 1.001;
+      y.backward();
+    }, &which) / 10;
+    report("overhead", "forward+backward, 10-op chain, per op", tn, tt, which);
+  }
+  {
+    nb::Tensor a = nb::randn({64, 64}), b = nb::randn({64, 64});
+    double tn = time_per_call([&] { nb::Tensor c = nb::mm(a, b); });
+    torch::Tensor ta = torch::randn({64, 64}), tb = torch::randn({64, 64});
+    double tt = torch_best([&] { torch::Tensor c = torch::mm(ta, tb); }, &which);
+    report("overhead", "matmul 64x64", tn, tt, which);
+  }
+}
+
+// ---- SGEMM vs OpenBLAS --------------------------------------------------------------------------
+void gemm() {
+  std::printf("\nSGEMM, both cores (GFLOP/s in parentheses)\n");
+  nb::set_num_threads(2);
+  openblas_set_num_threads(2);
+  for (int64_t n : {64, 128, 256, 512, 1024, 2048}) {
+    if (quick && n > 1024) continue;
+    nb::Tensor a = nb::randn({n, n}), b = nb::randn({n, n});
+    nb::Tensor c = nb::empty({n, n});
+    double flops = 2.0 * n * n * n;
+    double batch = n >= 1024 ? 0.3 : 0.05;
+    double tn = time_per_call([&] { c = nb::mm(a, b); }, batch, quick ? 3 : 5);
+    std::vector<float> A(n * n, 1.0f), B(n * n, 0.5f), C(n * n);
+    double tb = time_per_call([&] {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
+    }, batch, quick ? 3 : 5);
+    char extra[64];
+    std::snprintf(extra, sizeof(extra), " (%.0f vs %.0f)", flops / tn / 1e9, flops / tb / 1e9);
+    report("gemm", "sgemm " + std::to_string(n) + "^3" + extra, tn, tb, "OpenBLAS");
+  }
+}
+
+// ---- conv2d forward + backward ------------------------------------------------------------------
+void conv() {
+  std::printf("\nconv2d forward+backward (input, weight and bias gradients), batch 64\n");
+  struct Shape {
+    const char* name;
+    int64_t c, h, o, k, pad;
+  };
+  std::string which;
+  for (Shape s : {Shape{"lenet conv1 1->10 5x5 28x28", 1, 28, 10, 5, 0}, Shape{"lenet conv2 10->20 5x5 12x12", 10, 12, 20, 5, 0},
+                  Shape{"cnn conv1 1->32 3x3 28x28 pad1", 1, 28, 32, 3, 1}, Shape{"cnn conv2 32->64 3x3 14x14 pad1", 32, 14, 64, 3, 1}}) {
+    nb::Tensor x = nb::randn({64, s.c, s.h, s.h}, nb::requires_grad());
+    nb::Tensor w = nb::randn({s.o, s.c, s.k, s.k}, nb::requires_grad()), b = nb::randn({s.o}, nb::requires_grad());
+    double tn = time_per_call([&] {
+      nb::Tensor y = nb::conv2d(x, w, b, 1, s.pad);
+      y.sum().backward();
+    });
+    torch::Tensor tx = torch::randn({64, s.c, s.h, s.h}, torch::requires_grad());
+    torch::Tensor tw = torch::randn({s.o, s.c, s.k, s.k}, torch::requires_grad()), tb = torch::randn({s.o}, torch::requires_grad());
+    double tt = torch_best([&] {
+      torch::Tensor y = torch::conv2d(tx, tw, tb, 1, s.pad);
+      y.sum().backward();
+    }, &which);
+    report("conv", s.name, tn, tt, which);
+  }
+}
+
+// ---- training epochs with preloaded data --------------------------------------------------------
+constexpr int64_t kTrain = 60000;
+
+// nabla: SGD with momentum, written with core ops (what nn::optim::SGD does).
+struct NbSGD {
+  std::vector<nb::Tensor> params, bufs;
+  double lr, momentum;
+  void step() {
+    nb::autograd::NoGradGuard ng;
+    for (size_t i = 0; i < params.size(); ++i) {
+      nb::Tensor& p = params[i];
+      if (!p.grad().defined()) continue;
+      if (!bufs[i].defined()) bufs[i] = p.grad().clone();
+      else bufs[i].mul_(momentum).add_(p.grad());
+      p.sub_(bufs[i], lr);
+    }
+  }
+  void zero_grad() {
+    for (nb::Tensor& p : params) p.zero_grad();
+  }
+};
+
+nb::Tensor nb_uniform(nb::IntArrayRef shape, double bound) {
+  return (nb::rand(shape) * 2 - 1) * bound;
+}
+nb::Tensor nb_nll(const nb::Tensor& logp, const nb::Tensor& y) {
+  return -logp.gather(1, y.unsqueeze(1)).mean();
+}
+nb::Tensor nb_dropout(const nb::Tensor& x, double p, nb::IntArrayRef mask_shape) {
+  nb::Tensor mask = nb::bernoulli(nb::full(mask_shape, 1 - p)) / (1 - p);
+  return x * mask;
+}
+
+void mlp() {
+  std::printf("\nMLP 784-256-10 epoch, batch 64, SGD lr 0.01 momentum 0.9, data preloaded\n");
+  int64_t n = quick ? 12800 : kTrain, bs = 64;
+  nb::manual_seed(1);
+  nb::Tensor X = nb::rand({n, 784}), Y = nb::randint(0, 10, {n});
+  nb::Tensor w1 = nb_uniform({256, 784}, 1 / 28.0).requires_grad_(), b1 = nb_uniform({256}, 1 / 28.0).requires_grad_();
+  nb::Tensor w2 = nb_uniform({10, 256}, 1 / 16.0).requires_grad_(), b2 = nb_uniform({10}, 1 / 16.0).requires_grad_();
+  NbSGD opt{{w1, b1, w2, b2}, std::vector<nb::Tensor>(4), 0.01, 0.9};
+  auto nb_epoch = [&] {
+    for (int64_t i = 0; i + bs <= n; i += bs) {
+      nb::Tensor x = X.narrow(0, i, bs), y = Y.narrow(0, i, bs);
+      nb::Tensor h = nb::linear(x, w1, b1).relu();
+      nb::Tensor loss = nb_nll(nb::log_softmax(nb::linear(h, w2, b2), 1), y);
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+    }
+  };
+  torch::manual_seed(1);
+  torch::Tensor tX = torch::rand({n, 784}), tY = torch::randint(0, 10, {n});
+  torch::nn::Sequential net(torch::nn::Linear(784, 256), torch::nn::ReLU(), torch::nn::Linear(256, 10));
+  torch::optim::SGD topt(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  auto t_epoch = [&] {
+    for (int64_t i = 0; i + bs <= n; i += bs) {
+      torch::Tensor x = tX.narrow(0, i, bs), y = tY.narrow(0, i, bs);
+      torch::Tensor loss = torch::nll_loss(torch::log_softmax(net->forward(x), 1), y);
+      topt.zero_grad();
+      loss.backward();
+      topt.step();
+    }
+  };
+  std::string which;
+  double tn = time_per_call(nb_epoch, 0, quick ? 1 : 3);
+  double tt = torch_best(t_epoch, &which, 0);
+  report("epoch", quick ? "MLP epoch (12,800 images)" : "MLP epoch (60,000 images)", tn, tt, which);
+}
+
+struct TorchLeNet : torch::nn::Module {
+  // libtorch's own C++ MNIST example model (pytorch/examples cpp/mnist).
+  TorchLeNet()
+      : conv1(torch::nn::Conv2dOptions(1, 10, 5)), conv2(torch::nn::Conv2dOptions(10, 20, 5)), fc1(320, 50), fc2(50, 10) {
+    register_module("conv1", conv1);
+    register_module("conv2", conv2);
+    register_module("conv2_drop", conv2_drop);
+    register_module("fc1", fc1);
+    register_module("fc2", fc2);
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(torch::max_pool2d(conv1->forward(x), 2));
+    x = torch::relu(torch::max_pool2d(conv2_drop->forward(conv2->forward(x)), 2));
+    x = x.view({-1, 320});
+    x = torch::relu(fc1->forward(x));
+    x = torch::dropout(x, 0.5, is_training());
+    x = fc2->forward(x);
+    return torch::log_softmax(x, 1);
+  }
+  torch::nn::Conv2d conv1, conv2;
+  torch::nn::Dropout2d conv2_drop;
+  torch::nn::Linear fc1, fc2;
+};
+
+void lenet() {
+  std::printf("\nlenet epoch (libtorch's MNIST example recipe: batch 64, SGD lr 0.01 momentum 0.5), data preloaded\n");
+  int64_t n = quick ? 6400 : kTrain, bs = 64;
+  nb::manual_seed(1);
+  nb::Tensor X = nb::rand({n, 1, 28, 28}), Y = nb::randint(0, 10, {n});
+  auto param = [](nb::IntArrayRef s, int64_t fan_in) { return nb_uniform(s, 1 / std::sqrt(double(fan_in))).requires_grad_(); };
+  nb::Tensor c1w = param({10, 1, 5, 5}, 25), c1b = param({10}, 25), c2w = param({20, 10, 5, 5}, 250), c2b = param({20}, 250);
+  nb::Tensor f1w = param({50, 320}, 320), f1b = param({50}, 320), f2w = param({10, 50}, 50), f2b = param({10}, 50);
+  NbSGD opt{{c1w, c1b, c2w, c2b, f1w, f1b, f2w, f2b}, std::vector<nb::Tensor>(8), 0.01, 0.5};
+  auto nb_epoch = [&] {
+    for (int64_t i = 0; i + bs <= n; i += bs) {
+      nb::Tensor x = X.narrow(0, i, bs), y = Y.narrow(0, i, bs);
+      x = nb::max_pool2d(nb::conv2d(x, c1w, c1b), {2}).relu();
+      x = nb_dropout(nb::conv2d(x, c2w, c2b), 0.5, {bs, 20, 1, 1});
+      x = nb::max_pool2d(x, {2}).relu().view({-1, 320});
+      x = nb_dropout(nb::linear(x, f1w, f1b).relu(), 0.5, {bs, 50});
+      nb::Tensor loss = nb_nll(nb::log_softmax(nb::linear(x, f2w, f2b), 1), y);
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+    }
+  };
+  torch::manual_seed(1);
+  torch::Tensor tX = torch::rand({n, 1, 28, 28}), tY = torch::randint(0, 10, {n});
+  auto model = std::make_shared<TorchLeNet>();
+  torch::optim::SGD topt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
+  auto t_epoch = [&] {
+    model->train();
+    for (int64_t i = 0; i + bs <= n; i += bs) {
+      torch::Tensor x = tX.narrow(0, i, bs), y = tY.narrow(0, i, bs);
+      topt.zero_grad();
+      torch::Tensor loss = torch::nll_loss(model->forward(x), y);
+      loss.backward();
+      topt.step();
+    }
+  };
+  std::string which;
+  double tn = time_per_call(nb_epoch, 0, quick ? 1 : 3);
+  double tt = torch_best(t_epoch, &which, 0);
+  report("epoch", quick ? "lenet epoch (6,400 images)" : "lenet epoch (60,000 images)", tn, tt, which);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string only, markdown;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!std::strcmp(argv[i], "--markdown") && i + 1 < argc) markdown = argv[++i];
+    else {
+      std::printf(
+          "usage: compare [--quick] [--only overhead|gemm|conv|mlp|lenet] [--markdown FILE]\n\n"
+          "Runs the same work in nabla, libtorch and OpenBLAS in one process and prints\n"
+          "nabla's time / the reference's time (below 1: nabla is faster).\n");
+      return std::strcmp(argv[i], "--help") && std::strcmp(argv[i], "-h") ? 2 : 0;
+    }
+  }
+  nb::set_num_threads(2);
+  std::map<std::string, void (*)()> parts{{"overhead", overhead}, {"gemm", gemm}, {"conv", conv}, {"mlp", mlp}, {"lenet", lenet}};
+  for (const char* p : {"overhead", "gemm", "conv", "mlp", "lenet"})
+    if (only.empty() || only == p) parts[p]();
+  if (!markdown.empty()) {
+    std::ofstream md(markdown);
+    md << "| section | benchmark | nabla | reference | reference time | ratio (nabla / reference) |\n";
+    md << "|---|---|---:|---|---:|---:|\n";
+    for (const Row& r : rows) {
+      char ratio[32];
+      std::snprintf(ratio, sizeof(ratio), "%.2f", r.ratio);
+      md << "| " << r.section << " | " << r.name << " | " << r.nabla << " | " << r.ref_name << " | " << r.ref << " | "
+         << ratio << " |\n";
+    }
+  }
+  return 0;
+}

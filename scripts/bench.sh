@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds nabla's benchmarks and runs them side by side with libtorch (Debian's libtorch-dev) and
+# OpenBLAS, then writes bench/RESULTS.md with the machine, date and commit.
+#   scripts/bench.sh [--quick]
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+cd "$NABLA_ROOT"
+
+install_packages "${NABLA_BUILD_PACKAGES[@]}" libtorch-dev libopenblas-dev
+log "building (build/)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$(jobs)" --target overhead compare
+
+# libtorch's OpenMP threads must not spin while nabla runs (and the reverse).
+export OMP_WAIT_POLICY=passive
+table=$(mktemp)
+log "nabla overhead and throughput"
+build/bench/overhead | tee "$table.overhead"
+log "nabla vs libtorch and OpenBLAS"
+build/bench/compare --markdown "$table" "$@"
+
+{
+  echo "# Benchmark results"
+  echo
+  echo "Written by \`scripts/bench.sh $*\`; every row was measured in one process run."
+  echo
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB"
+  echo "- references: libtorch $(dpkg-query -W -f='${Version}' libtorch-dev), OpenBLAS $(dpkg-query -W -f='${Version}' libopenblas0 2>/dev/null || echo '?')"
+  echo "- ratio = nabla time / reference time (below 1: nabla is faster); libtorch's best of 1 and 2 threads"
+  echo
+  cat "$table"
+  echo
+  echo "## nabla alone (bench/overhead)"
+  echo
+  echo '```'
+  cat "$table.overhead"
+  echo '```'
+} > bench/RESULTS.md
+rm -f "$table" "$table.overhead"
+log "wrote bench/RESULTS.md"
