@@ -273,32 +273,67 @@ void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, co
     const T* xp = static_cast<const T*>(x.data_ptr());
     T* yp = static_cast<T*>(out.data_ptr());
     int64_t* ip = indices.data_ptr<int64_t>();
+    // First valid kernel offset and one past the last for output position o along one axis.
+    auto window = [](int64_t o, int64_t stride, int64_t pad, int64_t dil, int64_t k, int64_t n, int64_t* lo, int64_t* hi) {
+      int64_t start = o * stride - pad;
+      *lo = start >= 0 ? 0 : (-start + dil - 1) / dil;
+      *hi = start >= n ? 0 : std::min<int64_t>(k, (n - start + dil - 1) / dil);
+      return start;
+    };
+    const bool simple = p.padding[0] == 0 && p.padding[1] == 0 && p.dilation[0] == 1 && p.dilation[1] == 1 &&
+                        p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 &&
+                        g.Ho * 2 <= g.H && g.Wo * 2 <= g.W;
     parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.Ho * g.Wo, 1)), [&](int64_t a, int64_t b) {
       for (int64_t pl = a; pl < b; ++pl) {
         const T* xpl = xp + pl * g.H * g.W;
+        T* ypl = yp + pl * g.Ho * g.Wo;
+        int64_t* ipl = ip + pl * g.Ho * g.Wo;
+        if (simple) {
+          // 2x2 windows, stride 2: the common case, without bounds checks.
+          for (int64_t oh = 0; oh < g.Ho; ++oh) {
+            const T* r0 = xpl + (2 * oh) * g.W;
+            const T* r1 = r0 + g.W;
+            for (int64_t ow = 0; ow < g.Wo; ++ow) {
+              int64_t c = 2 * ow;
+              const int64_t base = 2 * oh * g.W + c;
+              T best = r0[c];
+              int64_t bi = base;
+              auto take = [&](T v, int64_t idx) {
+                if (v > best || (v != v && best == best)) {
+                  best = v;
+                  bi = idx;
+                }
+              };
+              take(r0[c + 1], base + 1);
+              take(r1[c], base + g.W);
+              take(r1[c + 1], base + g.W + 1);
+              ypl[oh * g.Wo + ow] = best;
+              ipl[oh * g.Wo + ow] = bi;
+            }
+          }
+          continue;
+        }
         for (int64_t oh = 0; oh < g.Ho; ++oh) {
+          int64_t ki0, ki1;
+          int64_t h0 = window(oh, p.stride[0], p.padding[0], p.dilation[0], p.kernel[0], g.H, &ki0, &ki1);
           for (int64_t ow = 0; ow < g.Wo; ++ow) {
-            int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
+            int64_t kj0, kj1;
+            int64_t w0 = window(ow, p.stride[1], p.padding[1], p.dilation[1], p.kernel[1], g.W, &kj0, &kj1);
             T best = -std::numeric_limits<T>::infinity();
             int64_t bi = -1;
-            for (int64_t ki = 0; ki < p.kernel[0]; ++ki) {
-              int64_t ih = h0 + ki * p.dilation[0];
-              if (ih < 0 || ih >= g.H) continue;
-              for (int64_t kj = 0; kj < p.kernel[1]; ++kj) {
+            for (int64_t ki = ki0; ki < ki1; ++ki) {
+              const T* row = xpl + (h0 + ki * p.dilation[0]) * g.W;
+              for (int64_t kj = kj0; kj < kj1; ++kj) {
                 int64_t iw = w0 + kj * p.dilation[1];
-                if (iw < 0 || iw >= g.W) continue;
-                T v = xpl[ih * g.W + iw];
-                if (bi < 0 || v > best || v != v) {
+                T v = row[iw];
+                if (bi < 0 || v > best || (v != v && best == best)) {  // NaN propagates, first max wins
                   best = v;
-                  bi = ih * g.W + iw;
-                  if (v != v) goto done;  // NaN propagates
+                  bi = (h0 + ki * p.dilation[0]) * g.W + iw;
                 }
               }
             }
-          done:
-            int64_t o = (pl * g.Ho + oh) * g.Wo + ow;
-            yp[o] = best;
-            ip[o] = bi < 0 ? 0 : bi;
+            ypl[oh * g.Wo + ow] = best;
+            ipl[oh * g.Wo + ow] = bi < 0 ? 0 : bi;
           }
         }
       }

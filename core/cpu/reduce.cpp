@@ -166,8 +166,14 @@ void reduce_typed(const Tensor& x, const std::vector<bool>& mask, const Tensor& 
         if (flat) {
           partial[b] = reduce_run<OP, T>(xp + s * st, e - s, st);
         } else {
+          // Runs along the innermost reduced dim, cut at block boundaries.
+          int64_t inner = red.size.back(), ist = red.xstride.back();
           A a = R::identity();
-          for (int64_t r = s; r < e; ++r) a = R::combine(a, xp[red_offset(r)]);
+          for (int64_t r = s; r < e;) {
+            int64_t within = r % inner, len = std::min(inner - within, e - r);
+            a = R::merge(a, reduce_run<OP, T>(xp + red_offset(r), len, ist));
+            r += len;
+          }
           partial[b] = a;
         }
       }
@@ -207,16 +213,17 @@ void reduce_typed(const Tensor& x, const std::vector<bool>& mask, const Tensor& 
     return;
   }
 
+  // General case: the innermost reduced dim is reduced as a run; the other reduced dims are
+  // walked through a precomputed list of their offsets.
+  int64_t inner = red.size.back(), inner_stride = red.xstride.back();
+  std::vector<int64_t> outer_offsets(static_cast<size_t>(nred / inner));
+  for (size_t r = 0; r < outer_offsets.size(); ++r) outer_offsets[r] = red_offset(static_cast<int64_t>(r) * inner);
   parallel_for(0, nout, std::max<int64_t>(1, 16384 / std::max<int64_t>(nred, 1)), [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
       int64_t xo, oo;
       kept_offsets(o, xo, oo);
       A a = R::identity();
-      if (red.size.size() == 1) {
-        a = reduce_run<OP, T>(xp + xo, red.size[0], red.xstride[0]);
-      } else {
-        for (int64_t r = 0; r < nred; ++r) a = R::combine(a, xp[xo + red_offset(r)]);
-      }
+      for (int64_t off : outer_offsets) a = R::merge(a, reduce_run<OP, T>(xp + xo + off, inner, inner_stride));
       op[oo] = static_cast<O>(a);
     }
   });
