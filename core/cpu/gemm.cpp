@@ -8,9 +8,12 @@
 // A and B are read through (row stride, column stride), so transposed operands are packed directly
 // without a copy. The work is split across threads along M or N (whichever has more tiles); each
 // thread packs its own panels, so no synchronisation is needed. On AVX2/FMA CPUs the micro-kernels
-// are hand-written with intrinsics (6x16 float, 6x8 double); the portable build uses plain C++.
+// are hand-written with intrinsics (6x16 float, 6x8 double), and where the CPU also has AVX-512 a
+// 12x32 / 12x16 AVX-512 kernel takes over; the portable build uses plain C++.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/cpu/kernels.h"
@@ -26,23 +29,23 @@ namespace nabla::cpu::NABLA_CPU_ISA {
 
 namespace {
 
+// A micro-kernel computes one MR x NR tile of C = alpha * A_packed @ B_packed + beta * C over k,
+// where only the top-left m x n of the tile is written (partial tiles at the edges).
 template <class T>
-struct GemmConfig;
-template <>
-struct GemmConfig<float> {
-  static constexpr int MR = 6, NR = 16;
-  static constexpr int64_t KC = 256, MC = 144, NC = 3072;
-};
-template <>
-struct GemmConfig<double> {
-  static constexpr int MR = 6, NR = 8;
-  static constexpr int64_t KC = 256, MC = 96, NC = 2048;
+using MicroKernel = void (*)(int64_t k, const T* a, const T* b, T* c, int64_t ldc, T alpha, T beta, int64_t m,
+                             int64_t n);
+
+template <class T>
+struct KernelSpec {
+  const char* name;
+  int mr, nr;
+  int64_t kc, mc, nc;  // cache blocking: A block mc x kc in L2, B sliver kc x nr in L1, B panel kc x nc in L3
+  MicroKernel<T> fn;
 };
 
-// Writes an MR x NR accumulator tile (row-major, ld = NR) into C: C = alpha * acc + beta * C.
-template <class T>
+// Writes an MR x NR accumulator tile (row-major, leading dim NR) into C.
+template <class T, int NR>
 inline void store_tile(const T* acc, int64_t m, int64_t n, T* c, int64_t ldc, T alpha, T beta) {
-  constexpr int NR = GemmConfig<T>::NR;
   for (int64_t i = 0; i < m; ++i) {
     T* ci = c + i * ldc;
     const T* ai = acc + i * NR;
@@ -54,10 +57,9 @@ inline void store_tile(const T* acc, int64_t m, int64_t n, T* c, int64_t ldc, T 
   }
 }
 
-// Portable micro-kernel: acc (MR x NR) = sum_p a[p*MR + i] * b[p*NR + j].
-template <class T>
-void ukernel_generic(int64_t k, const T* a, const T* b, T* acc) {
-  constexpr int MR = GemmConfig<T>::MR, NR = GemmConfig<T>::NR;
+// Portable micro-kernel (the compiler vectorizes the j loop).
+template <class T, int MR, int NR>
+void ukernel_generic(int64_t k, const T* a, const T* b, T* c, int64_t ldc, T alpha, T beta, int64_t m, int64_t n) {
   T r[MR][NR] = {};
   for (int64_t p = 0; p < k; ++p) {
     const T* bp = b + p * NR;
@@ -67,166 +69,224 @@ void ukernel_generic(int64_t k, const T* a, const T* b, T* acc) {
       for (int j = 0; j < NR; ++j) r[i][j] += av * bp[j];
     }
   }
-  std::memcpy(acc, r, sizeof(r));
+  store_tile<T, NR>(&r[0][0], m, n, c, ldc, alpha, beta);
 }
 
 #ifdef NABLA_GEMM_AVX2
-// 6x16 float micro-kernel: 12 ymm accumulators, B rows loaded as two ymm, A broadcast per row.
-// Writes straight into C when the tile is full, else into acc for store_tile.
-inline void ukernel_f32(int64_t k, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta,
-                        bool full, float* acc) {
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
-         c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  for (int64_t p = 0; p < k; ++p) {
-    __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-    __m256 av = _mm256_broadcast_ss(a);
-    c00 = _mm256_fmadd_ps(av, b0, c00);
-    c01 = _mm256_fmadd_ps(av, b1, c01);
-    av = _mm256_broadcast_ss(a + 1);
-    c10 = _mm256_fmadd_ps(av, b0, c10);
-    c11 = _mm256_fmadd_ps(av, b1, c11);
-    av = _mm256_broadcast_ss(a + 2);
-    c20 = _mm256_fmadd_ps(av, b0, c20);
-    c21 = _mm256_fmadd_ps(av, b1, c21);
-    av = _mm256_broadcast_ss(a + 3);
-    c30 = _mm256_fmadd_ps(av, b0, c30);
-    c31 = _mm256_fmadd_ps(av, b1, c31);
-    av = _mm256_broadcast_ss(a + 4);
-    c40 = _mm256_fmadd_ps(av, b0, c40);
-    c41 = _mm256_fmadd_ps(av, b1, c41);
-    av = _mm256_broadcast_ss(a + 5);
-    c50 = _mm256_fmadd_ps(av, b0, c50);
-    c51 = _mm256_fmadd_ps(av, b1, c51);
-    a += 6;
-    b += 16;
-  }
-  __m256 rows[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  if (!full) {
-    for (int i = 0; i < 6; ++i) {
-      _mm256_storeu_ps(acc + i * 16, rows[i][0]);
-      _mm256_storeu_ps(acc + i * 16 + 8, rows[i][1]);
-    }
-    return;
-  }
-  __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
-  for (int i = 0; i < 6; ++i) {
-    float* ci = c + i * ldc;
-    __m256 r0 = _mm256_mul_ps(va, rows[i][0]), r1 = _mm256_mul_ps(va, rows[i][1]);
-    if (beta != 0.0f) {
-      r0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci), r0);
-      r1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8), r1);
-    }
-    _mm256_storeu_ps(ci, r0);
-    _mm256_storeu_ps(ci + 8, r1);
-  }
-}
-
-inline void ukernel_f64(int64_t k, const double* a, const double* b, double* c, int64_t ldc, double alpha,
-                        double beta, bool full, double* acc) {
-  __m256d c00 = _mm256_setzero_pd(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
-          c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  for (int64_t p = 0; p < k; ++p) {
-    __m256d b0 = _mm256_load_pd(b), b1 = _mm256_load_pd(b + 4);
-    __m256d av = _mm256_broadcast_sd(a);
-    c00 = _mm256_fmadd_pd(av, b0, c00);
-    c01 = _mm256_fmadd_pd(av, b1, c01);
-    av = _mm256_broadcast_sd(a + 1);
-    c10 = _mm256_fmadd_pd(av, b0, c10);
-    c11 = _mm256_fmadd_pd(av, b1, c11);
-    av = _mm256_broadcast_sd(a + 2);
-    c20 = _mm256_fmadd_pd(av, b0, c20);
-    c21 = _mm256_fmadd_pd(av, b1, c21);
-    av = _mm256_broadcast_sd(a + 3);
-    c30 = _mm256_fmadd_pd(av, b0, c30);
-    c31 = _mm256_fmadd_pd(av, b1, c31);
-    av = _mm256_broadcast_sd(a + 4);
-    c40 = _mm256_fmadd_pd(av, b0, c40);
-    c41 = _mm256_fmadd_pd(av, b1, c41);
-    av = _mm256_broadcast_sd(a + 5);
-    c50 = _mm256_fmadd_pd(av, b0, c50);
-    c51 = _mm256_fmadd_pd(av, b1, c51);
-    a += 6;
-    b += 8;
-  }
-  __m256d rows[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  if (!full) {
-    for (int i = 0; i < 6; ++i) {
-      _mm256_storeu_pd(acc + i * 8, rows[i][0]);
-      _mm256_storeu_pd(acc + i * 8 + 4, rows[i][1]);
-    }
-    return;
-  }
-  __m256d va = _mm256_set1_pd(alpha), vb = _mm256_set1_pd(beta);
-  for (int i = 0; i < 6; ++i) {
-    double* ci = c + i * ldc;
-    __m256d r0 = _mm256_mul_pd(va, rows[i][0]), r1 = _mm256_mul_pd(va, rows[i][1]);
-    if (beta != 0.0) {
-      r0 = _mm256_fmadd_pd(vb, _mm256_loadu_pd(ci), r0);
-      r1 = _mm256_fmadd_pd(vb, _mm256_loadu_pd(ci + 4), r1);
-    }
-    _mm256_storeu_pd(ci, r0);
-    _mm256_storeu_pd(ci + 4, r1);
-  }
-}
-#endif
+// AVX2/FMA: 6 rows x 2 vectors of accumulators (12 ymm), B rows as two loads, A broadcast per row.
+template <class T>
+struct Avx2;
+template <>
+struct Avx2<float> {
+  using V = __m256;
+  static constexpr int L = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_load_ps(p); }
+  static V loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static V bcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static V set1(float v) { return _mm256_set1_ps(v); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
+};
+template <>
+struct Avx2<double> {
+  using V = __m256d;
+  static constexpr int L = 4;
+  static V zero() { return _mm256_setzero_pd(); }
+  static V load(const double* p) { return _mm256_load_pd(p); }
+  static V loadu(const double* p) { return _mm256_loadu_pd(p); }
+  static V bcast(const double* p) { return _mm256_broadcast_sd(p); }
+  static V set1(double v) { return _mm256_set1_pd(v); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
+  static V mul(V a, V b) { return _mm256_mul_pd(a, b); }
+  static void storeu(double* p, V v) { _mm256_storeu_pd(p, v); }
+};
 
 template <class T>
-inline void micro(int64_t k, const T* a, const T* b, T* c, int64_t ldc, int64_t m, int64_t n, T alpha, T beta) {
-  constexpr int MR = GemmConfig<T>::MR, NR = GemmConfig<T>::NR;
+void ukernel_avx2(int64_t k, const T* a, const T* b, T* c, int64_t ldc, T alpha, T beta, int64_t m, int64_t n) {
+  using S = Avx2<T>;
+  using V = typename S::V;
+  constexpr int MR = 6, L = S::L, NR = 2 * L;
+  V r[MR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) r[i][0] = r[i][1] = S::zero();
+  for (int64_t p = 0; p < k; ++p) {
+    V b0 = S::load(b), b1 = S::load(b + L);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      V av = S::bcast(a + i);
+      r[i][0] = S::fma(av, b0, r[i][0]);
+      r[i][1] = S::fma(av, b1, r[i][1]);
+    }
+    a += MR;
+    b += NR;
+  }
+  if (m == MR && n == NR) {
+    V va = S::set1(alpha), vb = S::set1(beta);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      T* ci = c + i * ldc;
+      V x0 = S::mul(va, r[i][0]), x1 = S::mul(va, r[i][1]);
+      if (beta != T(0)) {
+        x0 = S::fma(vb, S::loadu(ci), x0);
+        x1 = S::fma(vb, S::loadu(ci + L), x1);
+      }
+      S::storeu(ci, x0);
+      S::storeu(ci + L, x1);
+    }
+    return;
+  }
   alignas(64) T acc[MR * NR];
-  bool full = m == MR && n == NR;
-#ifdef NABLA_GEMM_AVX2
-  if constexpr (std::is_same_v<T, float>) {
-    ukernel_f32(k, a, b, c, ldc, alpha, beta, full, acc);
-  } else {
-    ukernel_f64(k, a, b, c, ldc, alpha, beta, full, acc);
+  for (int i = 0; i < MR; ++i) {
+    S::storeu(acc + i * NR, r[i][0]);
+    S::storeu(acc + i * NR + L, r[i][1]);
   }
-  if (full) return;
-#else
-  ukernel_generic(k, a, b, acc);
+  store_tile<T, NR>(acc, m, n, c, ldc, alpha, beta);
+}
+
+// AVX-512 (when the CPU has it): 12 rows x 2 vectors of accumulators (24 zmm); on CPUs with
+// full-width 512-bit FMA units this doubles the AVX2 kernel's throughput.
+#define NABLA_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma")))
+template <class T>
+struct Avx512;
+template <>
+struct Avx512<float> {
+  using V = __m512;
+  static constexpr int L = 16;
+  NABLA_AVX512 static V zero() { return _mm512_setzero_ps(); }
+  NABLA_AVX512 static V load(const float* p) { return _mm512_load_ps(p); }
+  NABLA_AVX512 static V loadu(const float* p) { return _mm512_loadu_ps(p); }
+  NABLA_AVX512 static V set1(float v) { return _mm512_set1_ps(v); }
+  NABLA_AVX512 static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  NABLA_AVX512 static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  NABLA_AVX512 static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
+};
+template <>
+struct Avx512<double> {
+  using V = __m512d;
+  static constexpr int L = 8;
+  NABLA_AVX512 static V zero() { return _mm512_setzero_pd(); }
+  NABLA_AVX512 static V load(const double* p) { return _mm512_load_pd(p); }
+  NABLA_AVX512 static V loadu(const double* p) { return _mm512_loadu_pd(p); }
+  NABLA_AVX512 static V set1(double v) { return _mm512_set1_pd(v); }
+  NABLA_AVX512 static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+  NABLA_AVX512 static V mul(V a, V b) { return _mm512_mul_pd(a, b); }
+  NABLA_AVX512 static void storeu(double* p, V v) { _mm512_storeu_pd(p, v); }
+};
+
+template <class T>
+NABLA_AVX512 void ukernel_avx512(int64_t k, const T* a, const T* b, T* c, int64_t ldc, T alpha, T beta, int64_t m,
+                                 int64_t n) {
+  using S = Avx512<T>;
+  using V = typename S::V;
+  constexpr int MR = 12, L = S::L, NR = 2 * L;
+  V r[MR][2];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) r[i][0] = r[i][1] = S::zero();
+  for (int64_t p = 0; p < k; ++p) {
+    V b0 = S::load(b), b1 = S::load(b + L);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      V av = S::set1(a[i]);
+      r[i][0] = S::fma(av, b0, r[i][0]);
+      r[i][1] = S::fma(av, b1, r[i][1]);
+    }
+    a += MR;
+    b += NR;
+  }
+  if (m == MR && n == NR) {
+    V va = S::set1(alpha), vb = S::set1(beta);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      T* ci = c + i * ldc;
+      V x0 = S::mul(va, r[i][0]), x1 = S::mul(va, r[i][1]);
+      if (beta != T(0)) {
+        x0 = S::fma(vb, S::loadu(ci), x0);
+        x1 = S::fma(vb, S::loadu(ci + L), x1);
+      }
+      S::storeu(ci, x0);
+      S::storeu(ci + L, x1);
+    }
+    return;
+  }
+  alignas(64) T acc[MR * NR];
+  for (int i = 0; i < MR; ++i) {
+    S::storeu(acc + i * NR, r[i][0]);
+    S::storeu(acc + i * NR + L, r[i][1]);
+  }
+  store_tile<T, NR>(acc, m, n, c, ldc, alpha, beta);
+}
 #endif
-  store_tile(acc, m, n, c, ldc, alpha, beta);
+
+// The kernel for this CPU: AVX-512 where available (NABLA_GEMM_KERNEL=avx2 or =generic forces
+// the others, for testing), else AVX2, else portable.
+template <class T>
+const KernelSpec<T>& kernel_spec() {
+  static const KernelSpec<T> spec = [] {
+    const char* force = std::getenv("NABLA_GEMM_KERNEL");
+    std::string want = force ? force : "";
+    constexpr bool F = std::is_same_v<T, float>;
+#ifdef NABLA_GEMM_AVX2
+    __builtin_cpu_init();
+    bool has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+    if (has512 && (want.empty() || want == "avx512"))
+      return KernelSpec<T>{"avx512", 12, F ? 32 : 16, 256, F ? 240 : 120, F ? 4096 : 2048, ukernel_avx512<T>};
+    if (want != "generic")
+      return KernelSpec<T>{"avx2", 6, F ? 16 : 8, 256, F ? 144 : 96, F ? 3072 : 2048, ukernel_avx2<T>};
+#endif
+    return KernelSpec<T>{"generic", 4, F ? 16 : 8, 256, 128, 2048, ukernel_generic<T, 4, F ? 16 : 8>};
+  }();
+  return spec;
 }
 
-// Packs A(i0:i0+mc, p0:p0+kc) into MR-row slivers, zero-padded: out[s][p][i].
+// Packs A(i0:i0+mc, p0:p0+kc) into mr-row slivers, zero-padded: out[s][p][i].
 template <class T>
-void pack_a(const T* a, int64_t rsa, int64_t csa, int64_t mc, int64_t kc, T* out) {
-  constexpr int MR = GemmConfig<T>::MR;
-  for (int64_t s = 0; s < mc; s += MR) {
-    int64_t rows = std::min<int64_t>(MR, mc - s);
+void pack_a(const T* a, int64_t rsa, int64_t csa, int64_t mc, int64_t kc, int mr, T* out) {
+  for (int64_t s = 0; s < mc; s += mr) {
+    int64_t rows = std::min<int64_t>(mr, mc - s);
     const T* as = a + s * rsa;
-    if (rows == MR && csa == 1) {
-      for (int64_t p = 0; p < kc; ++p)
-        for (int i = 0; i < MR; ++i) out[p * MR + i] = as[i * rsa + p];
-    } else {
-      for (int64_t p = 0; p < kc; ++p) {
-        for (int64_t i = 0; i < rows; ++i) out[p * MR + i] = as[i * rsa + p * csa];
-        for (int64_t i = rows; i < MR; ++i) out[p * MR + i] = T(0);
+    if (csa == 1) {
+      for (int64_t i = 0; i < rows; ++i) {
+        const T* src = as + i * rsa;
+        for (int64_t p = 0; p < kc; ++p) out[p * mr + i] = src[p];
       }
+    } else if (rsa == 1 && rows == mr) {
+      for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * mr, as + p * csa, mr * sizeof(T));
+    } else {
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t i = 0; i < rows; ++i) out[p * mr + i] = as[i * rsa + p * csa];
     }
-    out += kc * MR;
+    if (rows < mr)
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t i = rows; i < mr; ++i) out[p * mr + i] = T(0);
+    out += kc * mr;
   }
 }
 
-// Packs B(p0:p0+kc, j0:j0+nc) into NR-column slivers, zero-padded: out[s][p][j].
+// Packs B(p0:p0+kc, j0:j0+nc) into nr-column slivers, zero-padded: out[s][p][j].
 template <class T>
-void pack_b(const T* b, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, T* out) {
-  constexpr int NR = GemmConfig<T>::NR;
-  for (int64_t s = 0; s < nc; s += NR) {
-    int64_t cols = std::min<int64_t>(NR, nc - s);
+void pack_b(const T* b, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, int nr, T* out) {
+  for (int64_t s = 0; s < nc; s += nr) {
+    int64_t cols = std::min<int64_t>(nr, nc - s);
     const T* bs = b + s * csb;
-    if (cols == NR && csb == 1) {
-      for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * NR, bs + p * rsb, NR * sizeof(T));
-    } else if (cols == NR && rsb == 1) {
-      for (int j = 0; j < NR; ++j)
-        for (int64_t p = 0; p < kc; ++p) out[p * NR + j] = bs[j * csb + p];
+    if (cols == nr && csb == 1) {
+      for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * nr, bs + p * rsb, nr * sizeof(T));
+    } else if (rsb == 1) {
+      for (int64_t j = 0; j < cols; ++j) {
+        const T* src = bs + j * csb;
+        for (int64_t p = 0; p < kc; ++p) out[p * nr + j] = src[p];
+      }
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t j = cols; j < nr; ++j) out[p * nr + j] = T(0);
     } else {
       for (int64_t p = 0; p < kc; ++p) {
-        for (int64_t j = 0; j < cols; ++j) out[p * NR + j] = bs[p * rsb + j * csb];
-        for (int64_t j = cols; j < NR; ++j) out[p * NR + j] = T(0);
+        for (int64_t j = 0; j < cols; ++j) out[p * nr + j] = bs[p * rsb + j * csb];
+        for (int64_t j = cols; j < nr; ++j) out[p * nr + j] = T(0);
       }
     }
-    out += kc * NR;
+    out += kc * nr;
   }
 }
 
@@ -237,32 +297,30 @@ struct PackBuffers {
 
 // Runs the blocked algorithm on C rows [m0, m1) and columns [n0, n1), single-threaded.
 template <class T>
-void gemm_block(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t k, T alpha, const T* a, int64_t rsa,
-                int64_t csa, const T* b, int64_t rsb, int64_t csb, T beta, T* c, int64_t ldc) {
-  using C = GemmConfig<T>;
+void gemm_block(const KernelSpec<T>& ks, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t k, T alpha,
+                const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb, int64_t csb, T beta, T* c, int64_t ldc) {
   thread_local PackBuffers<T> buf;
-  size_t need_a = static_cast<size_t>(C::MC + C::MR) * C::KC, need_b = static_cast<size_t>(C::NC + C::NR) * C::KC;
+  size_t need_a = static_cast<size_t>(ks.mc + ks.mr) * ks.kc, need_b = static_cast<size_t>(ks.nc + ks.nr) * ks.kc;
   if (buf.a.size() < need_a + 16) buf.a.resize(need_a + 16);
   if (buf.b.size() < need_b + 16) buf.b.resize(need_b + 16);
   // 64-byte aligned views into the buffers
   T* pa = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(buf.a.data()) + 63) & ~uintptr_t(63));
   T* pb = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(buf.b.data()) + 63) & ~uintptr_t(63));
-  for (int64_t jc = n0; jc < n1; jc += C::NC) {
-    int64_t nc = std::min<int64_t>(C::NC, n1 - jc);
-    for (int64_t pc = 0; pc < k; pc += C::KC) {
-      int64_t kc = std::min<int64_t>(C::KC, k - pc);
+  for (int64_t jc = n0; jc < n1; jc += ks.nc) {
+    int64_t nc = std::min<int64_t>(ks.nc, n1 - jc);
+    for (int64_t pc = 0; pc < k; pc += ks.kc) {
+      int64_t kc = std::min<int64_t>(ks.kc, k - pc);
       T beta_eff = pc == 0 ? beta : T(1);
-      pack_b(b + pc * rsb + jc * csb, rsb, csb, kc, nc, pb);
-      for (int64_t ic = m0; ic < m1; ic += C::MC) {
-        int64_t mc = std::min<int64_t>(C::MC, m1 - ic);
-        pack_a(a + ic * rsa + pc * csa, rsa, csa, mc, kc, pa);
-        for (int64_t jr = 0; jr < nc; jr += C::NR) {
-          int64_t n = std::min<int64_t>(C::NR, nc - jr);
-          const T* bp = pb + (jr / C::NR) * kc * C::NR;
-          for (int64_t ir = 0; ir < mc; ir += C::MR) {
-            int64_t m = std::min<int64_t>(C::MR, mc - ir);
-            micro<T>(kc, pa + (ir / C::MR) * kc * C::MR, bp, c + (ic + ir) * ldc + jc + jr, ldc, m, n, alpha,
-                     beta_eff);
+      pack_b(b + pc * rsb + jc * csb, rsb, csb, kc, nc, ks.nr, pb);
+      for (int64_t ic = m0; ic < m1; ic += ks.mc) {
+        int64_t mc = std::min<int64_t>(ks.mc, m1 - ic);
+        pack_a(a + ic * rsa + pc * csa, rsa, csa, mc, kc, ks.mr, pa);
+        for (int64_t jr = 0; jr < nc; jr += ks.nr) {
+          int64_t n = std::min<int64_t>(ks.nr, nc - jr);
+          const T* bp = pb + (jr / ks.nr) * kc * ks.nr;
+          for (int64_t ir = 0; ir < mc; ir += ks.mr) {
+            int64_t m = std::min<int64_t>(ks.mr, mc - ir);
+            ks.fn(kc, pa + (ir / ks.mr) * kc * ks.mr, bp, c + (ic + ir) * ldc + jc + jr, ldc, alpha, beta_eff, m, n);
           }
         }
       }
@@ -307,28 +365,28 @@ void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t rsa, int
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
     return;
   }
-  using C = GemmConfig<T>;
+  const KernelSpec<T>& ks = kernel_spec<T>();
   if (m * n * k <= 16 * 16 * 16 || m < 4 || (n < 8 && csb == 1)) {
     gemm_small(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
     return;
   }
-  int64_t mt = (m + C::MR - 1) / C::MR, nt = (n + C::NR - 1) / C::NR;
+  int64_t mt = (m + ks.mr - 1) / ks.mr, nt = (n + ks.nr - 1) / ks.nr;
   int nthreads = in_parallel_region() ? 1 : get_num_threads();
   if (m * n * k < 64 * 64 * 64) nthreads = 1;  // threading costs more than it saves
   bool split_m = mt >= nt;
   int64_t tiles = split_m ? mt : nt;
   nthreads = static_cast<int>(std::min<int64_t>(nthreads, tiles));
   if (nthreads <= 1) {
-    gemm_block<T>(0, m, 0, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
+    gemm_block<T>(ks, 0, m, 0, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
     return;
   }
   parallel_for(0, nthreads, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       int64_t lo = tiles * t / nthreads, hi = tiles * (t + 1) / nthreads;
       if (split_m) {
-        gemm_block<T>(lo * C::MR, std::min(m, hi * C::MR), 0, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
+        gemm_block<T>(ks, lo * ks.mr, std::min(m, hi * ks.mr), 0, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
       } else {
-        gemm_block<T>(0, m, lo * C::NR, std::min(n, hi * C::NR), k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
+        gemm_block<T>(ks, 0, m, lo * ks.nr, std::min(n, hi * ks.nr), k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
       }
     }
   });
