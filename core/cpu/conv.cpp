@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/cpu/gemm_kernels.h"
 #include "core/cpu/kernels.h"
 #include "core/impl.h"
 #include "core/parallel.h"
@@ -135,6 +136,54 @@ void visit_float(DType dt, const char* op, F&& f) {
 
 }  // namespace
 
+// Packs B(p0:p0+kc, j0:j0+nc) of one image's patch matrix (rows p = (c, ki, kj), columns
+// j = (oh, ow)) straight from the image into nr-column slivers: im2col fused into GEMM packing.
+template <class T>
+struct Im2colPacker {
+  const T* x;  // (Cg, H, W) of one image and group
+  const ConvGeom& g;
+  int nr;
+  void operator()(int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) const {
+    const int64_t khw = g.kh * g.kw;
+    for (int64_t js = j0; js < j0 + nc; js += nr) {
+      int64_t cols = std::min<int64_t>(nr, j0 + nc - js);
+      T* o = out + ((js - j0) / nr) * kc * nr;
+      for (int64_t p = p0; p < p0 + kc; ++p) {
+        int64_t c = p / khw, r = p % khw, ki = r / g.kw, kj = r % g.kw;
+        const T* xc = x + c * g.H * g.W;
+        T* row = o + (p - p0) * nr;
+        int64_t j = js, jj = 0;
+        while (jj < cols) {
+          int64_t oh = j / g.Wo, ow = j % g.Wo;
+          int64_t seg = std::min<int64_t>(cols - jj, g.Wo - ow);
+          int64_t ih = oh * g.sh - g.ph + ki * g.dh;
+          if (ih < 0 || ih >= g.H) {
+            std::fill(row + jj, row + jj + seg, T(0));
+          } else {
+            const T* xr = xc + ih * g.W;
+            int64_t iw0 = ow * g.sw - g.pw + kj * g.dw;
+            if (g.sw == 1) {
+              // iw = iw0 + t must lie in [0, W)
+              int64_t lo = std::clamp<int64_t>(-iw0, 0, seg), hi = std::clamp<int64_t>(g.W - iw0, lo, seg);
+              std::fill(row + jj, row + jj + lo, T(0));
+              std::memcpy(row + jj + lo, xr + iw0 + lo, (hi - lo) * sizeof(T));
+              std::fill(row + jj + hi, row + jj + seg, T(0));
+            } else {
+              for (int64_t t = 0; t < seg; ++t) {
+                int64_t iw = iw0 + t * g.sw;
+                row[jj + t] = (iw >= 0 && iw < g.W) ? xr[iw] : T(0);
+              }
+            }
+          }
+          jj += seg;
+          j += seg;
+        }
+        std::fill(row + cols, row + nr, T(0));
+      }
+    }
+  }
+};
+
 void conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv2dParams& p, const Tensor& out) {
   Tensor x = contig(x_in), w = contig(w_in);
   ConvGeom g = geom(x, w, out, p);
@@ -142,30 +191,37 @@ void conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Co
   Tensor b = bias.defined() ? contig(bias) : bias;
   visit_float(x.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using namespace gemm_detail;
+    const KernelSpec<T>& ks = kernel_spec<T>();
     const T* xp = static_cast<const T*>(x.data_ptr());
     const T* wp = static_cast<const T*>(w.data_ptr());
     const T* bp = b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr;
     T* yp = static_cast<T*>(y.data_ptr());
     int64_t hw = g.hw_out(), ckk = g.ckk();
-    parallel_for(0, g.N, 1, [&](int64_t n0, int64_t n1) {
-      thread_local std::vector<T> col;
-      if (!g.is_pointwise() && col.size() < static_cast<size_t>(ckk * hw)) col.resize(ckk * hw);
-      for (int64_t n = n0; n < n1; ++n) {
-        for (int64_t gr = 0; gr < g.G; ++gr) {
-          const T* xg = xp + (n * g.C + gr * g.Cg) * g.H * g.W;
-          const T* src = xg;
-          if (!g.is_pointwise()) {
-            im2col(xg, g, col.data(), hw);
-            src = col.data();
-          }
-          T* yg = yp + (n * g.O + gr * g.Og) * hw;
-          T beta = T(0);
-          if (bp) {
-            for (int64_t o = 0; o < g.Og; ++o) std::fill(yg + o * hw, yg + (o + 1) * hw, bp[gr * g.Og + o]);
-            beta = T(1);
-          }
-          // y_g (Og, hw) = W_g (Og, ckk) @ col (ckk, hw)
-          gemm_t<T>(g.Og, hw, ckk, T(1), wp + gr * g.Og * ckk, ckk, 1, src, hw, 1, beta, yg, hw);
+    // The weights of each group, packed once for all images.
+    std::vector<PackedA<T>> wpack;
+    for (int64_t gr = 0; gr < g.G; ++gr) wpack.push_back(pack_a_all(ks, wp + gr * g.Og * ckk, ckk, 1, g.Og, ckk));
+    parallel_for(0, g.N * g.G, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        int64_t n = i / g.G, gr = i % g.G;
+        const T* xg = xp + (n * g.C + gr * g.Cg) * g.H * g.W;
+        T* yg = yp + (n * g.O + gr * g.Og) * hw;
+        T beta = T(0);
+        if (bp) {
+          for (int64_t o = 0; o < g.Og; ++o) std::fill(yg + o * hw, yg + (o + 1) * hw, bp[gr * g.Og + o]);
+          beta = T(1);
+        }
+        if (ckk == 0) {
+          if (!bp) std::fill(yg, yg + g.Og * hw, T(0));
+          continue;
+        }
+        // y_g (Og, hw) = W_g (Og, ckk) @ patches (ckk, hw)
+        if (g.is_pointwise()) {
+          gemm_prepacked<T>(ks, wpack[gr], hw, [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) {
+            pack_b(xg + p0 * hw + j0, hw, int64_t(1), kc, nc, ks.nr, out);
+          }, T(1), beta, yg, hw);
+        } else {
+          gemm_prepacked<T>(ks, wpack[gr], hw, Im2colPacker<T>{xg, g, ks.nr}, T(1), beta, yg, hw);
         }
       }
     });

@@ -1,0 +1,385 @@
+// GEMM building blocks shared by the GEMM driver (gemm.cpp) and the convolution kernels (conv.cpp):
+// the micro-kernels for this ISA build, the runtime choice among them, and the packing routines.
+// Internal to core/cpu; compiled into each ISA build (see kernels.h).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/cpu/kernels.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define NABLA_GEMM_AVX2 1
+#endif
+
+namespace nabla::cpu::NABLA_CPU_ISA::gemm_detail {
+
+
+// A micro-kernel computes one MR x NR tile of C = alpha * A_packed @ B_packed + beta * C over k,
+// where only the top-left m x n of the tile is written (partial tiles at the edges).
+template <class T>
+using MicroKernel = void (*)(int64_t k, const T* a, const T* b, T* c, int64_t ldc, T alpha, T beta, int64_t m,
+                             int64_t n);
+
+template <class T>
+struct KernelSpec {
+  const char* name;
+  int mr, nr;
+  int64_t kc, mc, nc;  // cache blocking: A block mc x kc in L2, B sliver kc x nr in L1, B panel kc x nc in L3
+  MicroKernel<T> fn;
+};
+
+// Writes an MR x NR accumulator tile (row-major, leading dim NR) into C.
+template <class T, int NR>
+inline void store_tile(const T* acc, int64_t m, int64_t n, T* c, int64_t ldc, T alpha, T beta) {
+  for (int64_t i = 0; i < m; ++i) {
+    T* ci = c + i * ldc;
+    const T* ai = acc + i * NR;
+    if (beta == T(0)) {
+      for (int64_t j = 0; j < n; ++j) ci[j] = alpha * ai[j];
+    } else {
+      for (int64_t j = 0; j < n; ++j) ci[j] = alpha * ai[j] + beta * ci[j];
+    }
+  }
+}
+
+// Portable micro-kernel (the compiler vectorizes the j loop).
+template <class T, int MR, int NR>
+void ukernel_generic(int64_t k, const T* a, const T* b, T* c, int64_t ldc, T alpha, T beta, int64_t m, int64_t n) {
+  T r[MR][NR] = {};
+  for (int64_t p = 0; p < k; ++p) {
+    const T* bp = b + p * NR;
+    const T* ap = a + p * MR;
+    for (int i = 0; i < MR; ++i) {
+      T av = ap[i];
+      for (int j = 0; j < NR; ++j) r[i][j] += av * bp[j];
+    }
+  }
+  store_tile<T, NR>(&r[0][0], m, n, c, ldc, alpha, beta);
+}
+
+#ifdef NABLA_GEMM_AVX2
+// AVX2/FMA: 6 rows x 2 vectors of accumulators (12 ymm), B rows as two loads, A broadcast per row.
+template <class T>
+struct Avx2;
+template <>
+struct Avx2<float> {
+  using V = __m256;
+  static constexpr int L = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_load_ps(p); }
+  static V loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static V bcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static V set1(float v) { return _mm256_set1_ps(v); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
+};
+template <>
+struct Avx2<double> {
+  using V = __m256d;
+  static constexpr int L = 4;
+  static V zero() { return _mm256_setzero_pd(); }
+  static V load(const double* p) { return _mm256_load_pd(p); }
+  static V loadu(const double* p) { return _mm256_loadu_pd(p); }
+  static V bcast(const double* p) { return _mm256_broadcast_sd(p); }
+  static V set1(double v) { return _mm256_set1_pd(v); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
+  static V mul(V a, V b) { return _mm256_mul_pd(a, b); }
+  static void storeu(double* p, V v) { _mm256_storeu_pd(p, v); }
+};
+
+template <class T>
+void ukernel_avx2(int64_t k, const T* a, const T* b, T* c, int64_t ldc, T alpha, T beta, int64_t m, int64_t n) {
+  using S = Avx2<T>;
+  using V = typename S::V;
+  constexpr int MR = 6, L = S::L, NR = 2 * L;
+  V r[MR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) r[i][0] = r[i][1] = S::zero();
+  for (int64_t p = 0; p < k; ++p) {
+    V b0 = S::load(b), b1 = S::load(b + L);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      V av = S::bcast(a + i);
+      r[i][0] = S::fma(av, b0, r[i][0]);
+      r[i][1] = S::fma(av, b1, r[i][1]);
+    }
+    a += MR;
+    b += NR;
+  }
+  if (m == MR && n == NR) {
+    V va = S::set1(alpha), vb = S::set1(beta);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      T* ci = c + i * ldc;
+      V x0 = S::mul(va, r[i][0]), x1 = S::mul(va, r[i][1]);
+      if (beta != T(0)) {
+        x0 = S::fma(vb, S::loadu(ci), x0);
+        x1 = S::fma(vb, S::loadu(ci + L), x1);
+      }
+      S::storeu(ci, x0);
+      S::storeu(ci + L, x1);
+    }
+    return;
+  }
+  alignas(64) T acc[MR * NR];
+  for (int i = 0; i < MR; ++i) {
+    S::storeu(acc + i * NR, r[i][0]);
+    S::storeu(acc + i * NR + L, r[i][1]);
+  }
+  store_tile<T, NR>(acc, m, n, c, ldc, alpha, beta);
+}
+
+// AVX-512 (when the CPU has it): 12 rows x 2 vectors of accumulators (24 zmm); on CPUs with
+// full-width 512-bit FMA units this doubles the AVX2 kernel's throughput.
+#define NABLA_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma")))
+template <class T>
+struct Avx512;
+template <>
+struct Avx512<float> {
+  using V = __m512;
+  static constexpr int L = 16;
+  NABLA_AVX512 static V zero() { return _mm512_setzero_ps(); }
+  NABLA_AVX512 static V load(const float* p) { return _mm512_load_ps(p); }
+  NABLA_AVX512 static V loadu(const float* p) { return _mm512_loadu_ps(p); }
+  NABLA_AVX512 static V set1(float v) { return _mm512_set1_ps(v); }
+  NABLA_AVX512 static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  NABLA_AVX512 static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  NABLA_AVX512 static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
+};
+template <>
+struct Avx512<double> {
+  using V = __m512d;
+  static constexpr int L = 8;
+  NABLA_AVX512 static V zero() { return _mm512_setzero_pd(); }
+  NABLA_AVX512 static V load(const double* p) { return _mm512_load_pd(p); }
+  NABLA_AVX512 static V loadu(const double* p) { return _mm512_loadu_pd(p); }
+  NABLA_AVX512 static V set1(double v) { return _mm512_set1_pd(v); }
+  NABLA_AVX512 static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+  NABLA_AVX512 static V mul(V a, V b) { return _mm512_mul_pd(a, b); }
+  NABLA_AVX512 static void storeu(double* p, V v) { _mm512_storeu_pd(p, v); }
+};
+
+template <class T>
+NABLA_AVX512 void ukernel_avx512(int64_t k, const T* a, const T* b, T* c, int64_t ldc, T alpha, T beta, int64_t m,
+                                 int64_t n) {
+  using S = Avx512<T>;
+  using V = typename S::V;
+  constexpr int MR = 12, L = S::L, NR = 2 * L;
+  V r[MR][2];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) r[i][0] = r[i][1] = S::zero();
+  for (int64_t p = 0; p < k; ++p) {
+    V b0 = S::load(b), b1 = S::load(b + L);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      V av = S::set1(a[i]);
+      r[i][0] = S::fma(av, b0, r[i][0]);
+      r[i][1] = S::fma(av, b1, r[i][1]);
+    }
+    a += MR;
+    b += NR;
+  }
+  if (m == MR && n == NR) {
+    V va = S::set1(alpha), vb = S::set1(beta);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      T* ci = c + i * ldc;
+      V x0 = S::mul(va, r[i][0]), x1 = S::mul(va, r[i][1]);
+      if (beta != T(0)) {
+        x0 = S::fma(vb, S::loadu(ci), x0);
+        x1 = S::fma(vb, S::loadu(ci + L), x1);
+      }
+      S::storeu(ci, x0);
+      S::storeu(ci + L, x1);
+    }
+    return;
+  }
+  alignas(64) T acc[MR * NR];
+  for (int i = 0; i < MR; ++i) {
+    S::storeu(acc + i * NR, r[i][0]);
+    S::storeu(acc + i * NR + L, r[i][1]);
+  }
+  store_tile<T, NR>(acc, m, n, c, ldc, alpha, beta);
+}
+#endif
+
+// The kernel for this CPU: AVX-512 where available (NABLA_GEMM_KERNEL=avx2 or =generic forces
+// the others, for testing), else AVX2, else portable.
+template <class T>
+const KernelSpec<T>& kernel_spec() {
+  static const KernelSpec<T> spec = [] {
+    const char* force = std::getenv("NABLA_GEMM_KERNEL");
+    std::string want = force ? force : "";
+    constexpr bool F = std::is_same_v<T, float>;
+#ifdef NABLA_GEMM_AVX2
+    __builtin_cpu_init();
+    bool has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+    if (has512 && (want.empty() || want == "avx512"))
+      return KernelSpec<T>{"avx512", 12, F ? 32 : 16, 256, F ? 240 : 120, F ? 4096 : 2048, ukernel_avx512<T>};
+    if (want != "generic")
+      return KernelSpec<T>{"avx2", 6, F ? 16 : 8, 256, F ? 144 : 96, F ? 3072 : 2048, ukernel_avx2<T>};
+#endif
+    return KernelSpec<T>{"generic", 4, F ? 16 : 8, 256, 128, 2048, ukernel_generic<T, 4, F ? 16 : 8>};
+  }();
+  return spec;
+}
+
+// Packs A(i0:i0+mc, p0:p0+kc) into mr-row slivers, zero-padded: out[s][p][i].
+template <class T>
+void pack_a(const T* a, int64_t rsa, int64_t csa, int64_t mc, int64_t kc, int mr, T* out) {
+  for (int64_t s = 0; s < mc; s += mr) {
+    int64_t rows = std::min<int64_t>(mr, mc - s);
+    const T* as = a + s * rsa;
+    if (csa == 1) {
+      for (int64_t i = 0; i < rows; ++i) {
+        const T* src = as + i * rsa;
+        for (int64_t p = 0; p < kc; ++p) out[p * mr + i] = src[p];
+      }
+    } else if (rsa == 1 && rows == mr) {
+      for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * mr, as + p * csa, mr * sizeof(T));
+    } else {
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t i = 0; i < rows; ++i) out[p * mr + i] = as[i * rsa + p * csa];
+    }
+    if (rows < mr)
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t i = rows; i < mr; ++i) out[p * mr + i] = T(0);
+    out += kc * mr;
+  }
+}
+
+// Packs B(p0:p0+kc, j0:j0+nc) into nr-column slivers, zero-padded: out[s][p][j].
+template <class T>
+void pack_b(const T* b, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, int nr, T* out) {
+  for (int64_t s = 0; s < nc; s += nr) {
+    int64_t cols = std::min<int64_t>(nr, nc - s);
+    const T* bs = b + s * csb;
+    if (cols == nr && csb == 1) {
+      for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * nr, bs + p * rsb, nr * sizeof(T));
+    } else if (rsb == 1) {
+      for (int64_t j = 0; j < cols; ++j) {
+        const T* src = bs + j * csb;
+        for (int64_t p = 0; p < kc; ++p) out[p * nr + j] = src[p];
+      }
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t j = cols; j < nr; ++j) out[p * nr + j] = T(0);
+    } else {
+      for (int64_t p = 0; p < kc; ++p) {
+        for (int64_t j = 0; j < cols; ++j) out[p * nr + j] = bs[p * rsb + j * csb];
+        for (int64_t j = cols; j < nr; ++j) out[p * nr + j] = T(0);
+      }
+    }
+    out += kc * nr;
+  }
+}
+
+template <class T>
+struct PackBuffers {
+  std::vector<T> a, b;
+};
+
+// Runs the blocked algorithm on C rows [m0, m1) and columns [n0, n1), single-threaded.
+template <class T>
+void gemm_block(const KernelSpec<T>& ks, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t k, T alpha,
+                const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb, int64_t csb, T beta, T* c, int64_t ldc) {
+  thread_local PackBuffers<T> buf;
+  size_t need_a = static_cast<size_t>(ks.mc + ks.mr) * ks.kc, need_b = static_cast<size_t>(ks.nc + ks.nr) * ks.kc;
+  if (buf.a.size() < need_a + 16) buf.a.resize(need_a + 16);
+  if (buf.b.size() < need_b + 16) buf.b.resize(need_b + 16);
+  // 64-byte aligned views into the buffers
+  T* pa = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(buf.a.data()) + 63) & ~uintptr_t(63));
+  T* pb = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(buf.b.data()) + 63) & ~uintptr_t(63));
+  for (int64_t jc = n0; jc < n1; jc += ks.nc) {
+    int64_t nc = std::min<int64_t>(ks.nc, n1 - jc);
+    for (int64_t pc = 0; pc < k; pc += ks.kc) {
+      int64_t kc = std::min<int64_t>(ks.kc, k - pc);
+      T beta_eff = pc == 0 ? beta : T(1);
+      pack_b(b + pc * rsb + jc * csb, rsb, csb, kc, nc, ks.nr, pb);
+      for (int64_t ic = m0; ic < m1; ic += ks.mc) {
+        int64_t mc = std::min<int64_t>(ks.mc, m1 - ic);
+        pack_a(a + ic * rsa + pc * csa, rsa, csa, mc, kc, ks.mr, pa);
+        for (int64_t jr = 0; jr < nc; jr += ks.nr) {
+          int64_t n = std::min<int64_t>(ks.nr, nc - jr);
+          const T* bp = pb + (jr / ks.nr) * kc * ks.nr;
+          for (int64_t ir = 0; ir < mc; ir += ks.mr) {
+            int64_t m = std::min<int64_t>(ks.mr, mc - ir);
+            ks.fn(kc, pa + (ir / ks.mr) * kc * ks.mr, bp, c + (ic + ir) * ldc + jc + jr, ldc, alpha, beta_eff, m, n);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- GEMM with a pre-packed A and B panels produced on demand ------------------------------------
+// For convolutions: the weights (A) are packed once per call, and the input patches (B) are packed
+// straight from the image, panel by panel, so im2col never materializes the whole patch matrix.
+
+// All of A (m x k), packed as: for each K panel of ks.kc, for each mr-row sliver, kc x mr values.
+template <class T>
+struct PackedA {
+  std::vector<T> storage;
+  T* data = nullptr;
+  int64_t m = 0, k = 0;
+  // The packed sliver `s` (rows s*mr ...) of the K panel starting at pc.
+  const T* sliver(const KernelSpec<T>& ks, int64_t pc, int64_t s) const {
+    int64_t slivers = (m + ks.mr - 1) / ks.mr;
+    int64_t kc = std::min<int64_t>(ks.kc, k - pc);
+    return data + pc * slivers * ks.mr + s * kc * ks.mr;
+  }
+};
+
+template <class T>
+PackedA<T> pack_a_all(const KernelSpec<T>& ks, const T* a, int64_t rsa, int64_t csa, int64_t m, int64_t k) {
+  PackedA<T> p;
+  p.m = m;
+  p.k = k;
+  int64_t slivers = (m + ks.mr - 1) / ks.mr;
+  p.storage.resize(static_cast<size_t>(slivers * ks.mr * std::max<int64_t>(k, 1) + 16));
+  p.data = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p.storage.data()) + 63) & ~uintptr_t(63));
+  for (int64_t pc = 0; pc < k; pc += ks.kc) {
+    int64_t kc = std::min<int64_t>(ks.kc, k - pc);
+    pack_a(a + pc * csa, rsa, csa, m, kc, ks.mr, p.data + pc * slivers * ks.mr);
+  }
+  return p;
+}
+
+// C (m x n, row stride ldc) = alpha * A @ B + beta * C, single-threaded. pack_b(p0, kc, j0, nc, out)
+// must write B(p0:p0+kc, j0:j0+nc) as nr-column slivers (out[s][p][j], zero-padded to nr).
+template <class T, class PackB>
+void gemm_prepacked(const KernelSpec<T>& ks, const PackedA<T>& A, int64_t n, const PackB& pack_b_panel, T alpha,
+                    T beta, T* c, int64_t ldc) {
+  thread_local std::vector<T> bbuf;
+  int64_t nc_max = std::min<int64_t>(ks.nc, (n + ks.nr - 1) / ks.nr * ks.nr);
+  size_t need = static_cast<size_t>(nc_max * std::min<int64_t>(ks.kc, std::max<int64_t>(A.k, 1)) + 16);
+  if (bbuf.size() < need) bbuf.resize(need);
+  T* pb = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(bbuf.data()) + 63) & ~uintptr_t(63));
+  int64_t slivers = (A.m + ks.mr - 1) / ks.mr;
+  for (int64_t jc = 0; jc < n; jc += ks.nc) {
+    int64_t nc = std::min<int64_t>(ks.nc, n - jc);
+    for (int64_t pc = 0; pc < A.k; pc += ks.kc) {
+      int64_t kc = std::min<int64_t>(ks.kc, A.k - pc);
+      T beta_eff = pc == 0 ? beta : T(1);
+      pack_b_panel(pc, kc, jc, nc, pb);
+      for (int64_t jr = 0; jr < nc; jr += ks.nr) {
+        int64_t nn = std::min<int64_t>(ks.nr, nc - jr);
+        const T* bp = pb + (jr / ks.nr) * kc * ks.nr;
+        for (int64_t s = 0; s < slivers; ++s) {
+          int64_t mm = std::min<int64_t>(ks.mr, A.m - s * ks.mr);
+          ks.fn(kc, A.sliver(ks, pc, s), bp, c + s * ks.mr * ldc + jc + jr, ldc, alpha, beta_eff, mm, nn);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace nabla::cpu::NABLA_CPU_ISA::gemm_detail
