@@ -44,6 +44,11 @@ std::vector<bool> dims_mask(IntArrayRef dims, int64_t ndim, const char* op);
 
 inline const char* device_kind(const Tensor& t) { return t.is_cuda() ? "cuda" : "cpu"; }
 
+// copy_ into a view of a tensor when autograd is involved: writes the data, then rewrites the
+// base's history (its gradient now flows to src inside the view and to the old base elsewhere)
+// and makes the view a view of the new base again. (PyTorch's CopySlices.)
+Tensor& copy_into_view(Tensor& view, const Tensor& src);
+
 // Describes a tensor for error messages: "float32[2, 3] on cpu"
 std::string describe(const Tensor& t);
 

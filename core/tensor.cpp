@@ -237,10 +237,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
   Shape bshape = broadcast_shapes(src.sizes(), sizes(), "copy_");
   check<ShapeError>(bshape == sizes(), "copy_: source of shape ", src.sizes(),
                     " cannot be broadcast to the destination shape ", sizes());
-  if (impl()->view_base && autograd::needs_grad(*this, src))
-    throw NotImplemented(
-        "copy_: in-place writes into a view of a tensor that takes part in autograd are not supported "
-        "yet; build the new tensor out of place (e.g. with cat, where or index ops) or clone() the base");
+  if (impl()->view_base) {
+    Tensor base(impl()->view_base);
+    if (autograd::needs_grad(*this, src, base)) return detail::copy_into_view(*this, src);
+  }
   Tensor s = detail::broadcast_view(src, sizes());
   Backend& be = (is_cuda() || src.is_cuda()) ? backend_for(is_cuda() ? device() : src.device()) : backend_for(device());
   {

@@ -76,6 +76,14 @@ class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(intrusive_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  // Assigning to a named tensor rebinds the handle (a = b shares b's data), as in libtorch...
+  Tensor& operator=(const Tensor&) & = default;
+  Tensor& operator=(Tensor&&) & noexcept = default;
+  // ...while assigning to a temporary view writes into it: x[0] = y, x.index({Slice(), 1}) = 0.
+  Tensor& operator=(const Tensor& src) && { return copy_(src); }
+  Tensor& operator=(Scalar value) && { return fill_(value); }
 
   // ---- identity and layout -------------------------------------------------------------------
   bool defined() const { return impl_.get() != nullptr; }

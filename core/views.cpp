@@ -24,8 +24,7 @@ using ViewFn = std::function<Tensor(const Tensor&)>;
 Tensor make_view_of(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
   Tensor v = detail::make_view(x, std::move(sizes), std::move(strides), offset);
   TensorImpl* xi = x.impl();
-  if (xi->requires_grad || xi->grad_fn || xi->view_base)
-    v.impl()->view_base = xi->view_base ? xi->view_base : x.impl_ptr();
+  v.impl()->view_base = xi->view_base ? xi->view_base : x.impl_ptr();
   return v;
 }
 
@@ -502,3 +501,54 @@ Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, Scalar va
 }
 
 }  // namespace nabla
+
+// ---- in-place writes into views under autograd ----------------------------------------------------
+namespace nabla::detail {
+
+Tensor& copy_into_view(Tensor& view, const Tensor& src) {
+  Tensor base(view.impl()->view_base);
+  check<AutogradError>(!(base.impl()->requires_grad && !base.impl()->grad_fn) || !autograd::GradMode::is_enabled(),
+                       "copy_: a view of a leaf tensor that requires grad is being used in an in-place operation; "
+                       "modify the leaf under NoGradGuard, or clone() it first");
+  check<NotImplemented>(base.is_contiguous(),
+                        "copy_: in-place writes into a view need a contiguous base tensor under autograd; the base "
+                        "has shape ", base.sizes(), " and strides ", base.strides(), " (clone() it first)");
+  Shape bshape = broadcast_shapes(src.sizes(), view.sizes(), "copy_");
+  check<ShapeError>(bshape == view.sizes(), "copy_: source of shape ", src.sizes(),
+                    " cannot be broadcast to the destination shape ", view.sizes());
+  {
+    autograd::NoGradGuard ng;
+    Backend& be = (view.is_cuda() || src.is_cuda()) ? backend_for(view.is_cuda() ? view.device() : src.device())
+                                                    : backend_for(view.device());
+    be.copy(broadcast_view(src, view.sizes()), view);
+  }
+  bump_version(view);
+  // The view's place inside any tensor laid out like the (contiguous) base.
+  Shape vsizes = view.sizes(), vstrides = view.strides();
+  int64_t rel = view.storage_offset() - base.storage_offset();
+  ViewFn view_fn = [vsizes, vstrides, rel](const Tensor& t) {
+    return t.as_strided(vsizes, vstrides, t.storage_offset() + rel);
+  };
+  // CopySlices: the new base's gradient goes to src inside the view, to the old base outside it.
+  autograd::record("CopySlices", {&base, &src}, {&base},
+                   [view_fn, src_shape = src.sizes(), sdt = src.dtype(), sdev = src.device(),
+                    bshape = base.sizes()](autograd::Node& n, autograd::GradList& g) {
+                     Tensor gc = g[0].contiguous();
+                     autograd::GradList r(2);
+                     if (n.needs_input_grad(0)) {
+                       Tensor mask = ones(bshape, dtype(gc.dtype()).device(gc.device()));
+                       {
+                         autograd::NoGradGuard ng;
+                         view_fn(mask).zero_();
+                       }
+                       r[0] = gc * mask;
+                     }
+                     if (n.needs_input_grad(1)) r[1] = autograd::sum_to(view_fn(gc), src_shape).to(sdev, sdt);
+                     return r;
+                   });
+  // The view is a view of the new base from now on.
+  record_select_view("AsStridedBackward", base, view, view_fn);
+  return view;
+}
+
+}  // namespace nabla::detail

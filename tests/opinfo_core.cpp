@@ -210,6 +210,12 @@ std::vector<OpInfo> index_ops() {
                    d.add_(x[1], 2);
                    return one(d);
                  }, .samples = {{{arg({3, 4}), arg({4})}, "broadcast"}}});
+  ops.push_back({.name = "copy_into_view", .fn = [](I x) {
+                   Tensor b = x[0] * 2;
+                   b[1] = x[1] * 3;                       // CopySlices: write a row
+                   b.index({Slice(), 2}).mul_(x[0].index({Slice(), 0}));  // in-place op on a column view
+                   return one(b.sin());
+                 }, .samples = {{{arg({3, 4}), arg({4})}, "rows_and_columns"}, {{arg({3, 4}), arg({})}, "broadcast_src"}}});
   ops.push_back({.name = "mul_", .fn = [](I x) {
                    Tensor d = x[0] * 1;
                    d.mul_(x[1]);
