@@ -15,6 +15,9 @@ namespace nabla::autograd {
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs = {},
               std::optional<bool> retain_graph = std::nullopt, bool create_graph = false);
 
+// The same for one output (what Tensor::backward calls).
+void backward(const Tensor& output, const Tensor& grad_output, bool retain_graph, bool create_graph);
+
 // Returns d(outputs)/d(inputs) weighted by grad_outputs, without touching any .grad().
 // retain_graph defaults to create_graph. With allow_unused, inputs the outputs do not depend on
 // get an undefined Tensor; without it, that is an error.

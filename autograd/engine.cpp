@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <queue>
-#include <unordered_map>
+#include <memory>
+#include <span>
 
 #include "autograd/autograd.h"
 #include "core/impl.h"
@@ -36,12 +36,40 @@ Tensor ones_for(const Tensor& t, size_t i) {
 
 // Runs one backward pass. captures: (node, input) pairs whose incoming gradient is wanted instead of
 // being accumulated (autograd::grad); when non-empty, AccumulateGrad nodes do not run.
-void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs, bool retain_graph,
+// Scratch space of one backward pass, kept per thread (and per nesting level, for a backward
+// called from a hook) so that passes in steady state do not allocate.
+struct Workspace {
+  std::vector<std::pair<Edge, Tensor>> roots;
+  std::vector<Node*> nodes, stack, ready;
+};
+thread_local std::vector<std::unique_ptr<Workspace>> tl_workspaces;
+thread_local size_t tl_depth = 0;
+
+void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_outputs, bool retain_graph,
                   bool create_graph, std::vector<Capture>* captures, std::vector<Tensor>* captured) {
   check<AutogradError>(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: got ",
                        grad_outputs.size(), " gradients for ", outputs.size(), " outputs");
   const uint64_t task = ++g_task_counter;
-  std::vector<std::pair<Edge, Tensor>> roots;
+  if (tl_workspaces.size() <= tl_depth) tl_workspaces.push_back(std::make_unique<Workspace>());
+  Workspace& ws = *tl_workspaces[tl_depth];
+  struct Depth {
+    Depth() { ++tl_depth; }
+    ~Depth() { --tl_depth; }
+  } depth_guard;
+  auto& roots = ws.roots;
+  auto& nodes = ws.nodes;
+  auto& stack = ws.stack;
+  roots.clear();
+  nodes.clear();
+  stack.clear();
+  ws.ready.clear();
+  struct Cleanup {  // drop the references the workspace holds, keep its capacity
+    Workspace& w;
+    ~Cleanup() {
+      w.roots.clear();
+      w.ready.clear();
+    }
+  } cleanup{ws};
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
     check<AutogradError>(out.defined(), "backward: output ", i, " is an undefined tensor");
@@ -55,8 +83,6 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
   }
 
   // Discover the graph and count, for every node, the edges that lead into it.
-  std::vector<Node*> nodes;
-  std::vector<Node*> stack;
   auto visit = [&](Node* n) {
     if (n->engine_task == task) return;
     n->engine_task = task;
@@ -107,16 +133,22 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
     slot = slot.defined() ? slot + g : g;
   }
 
+  // A max-heap on creation order: the most recently created ready node runs first.
   auto later_first = [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); };
-  std::priority_queue<Node*, std::vector<Node*>, decltype(later_first)> ready(later_first);
+  auto& ready = ws.ready;
+  auto push = [&](Node* n) {
+    ready.push_back(n);
+    std::push_heap(ready.begin(), ready.end(), later_first);
+  };
   for (Node* n : nodes)
-    if (n->engine_deps == 0) ready.push(n);
+    if (n->engine_deps == 0) push(n);
 
   AutoGradMode mode(create_graph);
   const bool anomaly = AnomalyMode::is_enabled();
   while (!ready.empty()) {
-    Node* n = ready.top();
-    ready.pop();
+    std::pop_heap(ready.begin(), ready.end(), later_first);
+    Node* n = ready.back();
+    ready.pop_back();
     intrusive_ptr<Node> hold(n);
     GradList inputs = std::move(n->engine_buffer);
     n->engine_buffer.clear();
@@ -167,9 +199,10 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
         if (anomaly && has_nonfinite(g)) {
           throw AutogradError(detail::str(
               "anomaly detected: ", n->name(), " returned NaN or Inf values in its gradient for input ", i,
-              (n->forward_op.empty() ? std::string() : " of the forward op '" + n->forward_op + "'"),
-              (n->forward_trace.empty() ? std::string(". ")
-                                        : ". The forward op was called from:\n" + n->forward_trace)));
+              (n->anomaly ? " of the forward op '" + n->anomaly->forward_op + "'" : std::string()),
+              (n->anomaly && !n->anomaly->forward_trace.empty()
+                   ? ". The forward op was called from:\n" + n->anomaly->forward_trace
+                   : std::string(". "))));
         }
         const OutputMeta& m = c->out_meta[e.input_nr];
         if (g.sizes() != m.shape)
@@ -180,11 +213,12 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
         Tensor& slot = c->engine_buffer[e.input_nr];
         slot = slot.defined() ? slot + g : g;
       }
-      if (--c->engine_deps == 0 && c->engine_needed) ready.push(c);
+      if (--c->engine_deps == 0 && c->engine_needed) push(c);
     }
   }
   // Drop gradients left in nodes that did not run (autograd::grad prunes).
   for (Node* n : nodes) n->engine_buffer.clear();
+  nodes.clear();
 }
 
 }  // namespace
@@ -192,6 +226,12 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
               std::optional<bool> retain_graph, bool create_graph) {
   run_backward(outputs, grad_outputs, retain_graph.value_or(create_graph), create_graph, nullptr, nullptr);
+}
+
+void backward(const Tensor& output, const Tensor& grad_output, bool retain_graph, bool create_graph) {
+  run_backward(std::span<const Tensor>(&output, 1),
+               grad_output.defined() ? std::span<const Tensor>(&grad_output, 1) : std::span<const Tensor>(),
+               retain_graph, create_graph, nullptr, nullptr);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,

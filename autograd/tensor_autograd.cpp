@@ -120,8 +120,7 @@ void Tensor::remove_hook(size_t handle) const {
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph) const {
   // As in PyTorch, building a graph of the gradients also keeps the graph that produced them.
-  autograd::backward({*this}, gradient.defined() ? std::vector<Tensor>{gradient} : std::vector<Tensor>{},
-                     retain_graph || create_graph, create_graph);
+  autograd::backward(*this, gradient, retain_graph || create_graph, create_graph);
 }
 
 }  // namespace nabla

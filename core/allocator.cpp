@@ -136,9 +136,9 @@ CpuCachingAllocator& the_cpu_allocator() {
 
 // ---- small-object pool --------------------------------------------------------------------------
 constexpr size_t kPoolGranule = 16;
-constexpr size_t kPoolMax = 512;
+constexpr size_t kPoolMax = 2048;  // autograd nodes with their saved state fit
 constexpr size_t kPoolClasses = kPoolMax / kPoolGranule;
-constexpr int kPoolMaxPerClass = 4096;
+constexpr int kPoolMaxPerClass = 1024;
 
 struct FreeBlock {
   FreeBlock* next;

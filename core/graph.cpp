@@ -203,8 +203,7 @@ Edge gradient_edge(const Tensor& t) {
 namespace {
 void finish_node(Node* node) {
   if (AnomalyMode::is_enabled()) {
-    node->forward_op = forward_name(node->name());
-    node->forward_trace = capture_trace();
+    node->anomaly = std::make_unique<Node::AnomalyInfo>(Node::AnomalyInfo{forward_name(node->name()), capture_trace()});
   }
 }
 void set_output(Node* node, Tensor& out, uint32_t nr) {

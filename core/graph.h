@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -16,7 +17,7 @@
 
 namespace nabla::autograd {
 
-using GradList = SmallVector<Tensor, 2>;
+using GradList = SmallVector<Tensor, 4>;
 
 // ---- grad mode (thread-local) -------------------------------------------------------------------
 struct GradMode {
@@ -115,12 +116,15 @@ class Node : public RefCounted, public Pooled {
   size_t num_outputs() const { return next_edges.size(); }
   uint64_t sequence_nr() const { return sequence_nr_; }
 
-  SmallVector<Edge, 2> next_edges;     // one per forward input
+  SmallVector<Edge, 4> next_edges;     // one per forward input
   SmallVector<OutputMeta, 1> out_meta; // one per forward output
   // Hooks on the gradient of forward output `first` (tensor.register_hook on non-leaves).
   std::vector<std::tuple<uint32_t, size_t, TensorHook>> pre_hooks;
-  std::string forward_op;    // set in anomaly mode: the forward op's name
-  std::string forward_trace; // set in anomaly mode: where the forward op was called
+  // Set in anomaly mode only: the forward op's name and where it was called.
+  struct AnomalyInfo {
+    std::string forward_op, forward_trace;
+  };
+  std::unique_ptr<AnomalyInfo> anomaly;
 
   // Bookkeeping of the backward pass in progress (autograd/engine.cpp); valid while
   // engine_task matches the running pass.

@@ -38,9 +38,11 @@ void check_inplace(const Tensor& self, const char* op);
 void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
 
 // Shape with dims listed as reduced set to 1 (keepdim) or removed.
-Shape reduced_shape(IntList shape, const std::vector<bool>& reduce, bool keepdim);
+// Which dims an op reduces (inline storage: no allocation for up to 8 dims).
+using DimMask = SmallVector<bool, 8>;
+Shape reduced_shape(IntList shape, const DimMask& reduce, bool keepdim);
 // Wraps and validates a list of dims (empty list = all dims); returns the mask of reduced dims.
-std::vector<bool> dims_mask(IntArrayRef dims, int64_t ndim, const char* op);
+DimMask dims_mask(IntArrayRef dims, int64_t ndim, const char* op);
 
 inline const char* device_kind(const Tensor& t) { return t.is_cuda() ? "cuda" : "cpu"; }
 

@@ -127,7 +127,7 @@ Tensor repeat(const Tensor& x, IntArrayRef reps) {
 
 Tensor flip(const Tensor& x, IntArrayRef dims) {
   Tensor r = x;
-  std::vector<bool> mask = detail::dims_mask(dims, x.dim(), "flip");
+  detail::DimMask mask = detail::dims_mask(dims, x.dim(), "flip");
   if (dims.empty()) return x.clone();
   for (int64_t d = 0; d < x.dim(); ++d) {
     if (!mask[d]) continue;

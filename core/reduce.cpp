@@ -14,7 +14,7 @@ using autograd::save_output;
 namespace {
 
 struct Reduction {
-  std::vector<bool> mask;
+  detail::DimMask mask;
   Shape keep_shape;  // keepdim shape
   Shape out_shape;   // requested shape
   int64_t count = 1; // elements reduced into each output
@@ -30,7 +30,7 @@ Reduction plan(const Tensor& x, IntArrayRef dims, bool keepdim, const char* op) 
   return r;
 }
 
-Shape mask_dims(const std::vector<bool>& mask) {
+Shape mask_dims(const detail::DimMask& mask) {
   Shape d;
   for (size_t i = 0; i < mask.size(); ++i)
     if (mask[i]) d.push_back(static_cast<int64_t>(i));

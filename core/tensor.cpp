@@ -128,7 +128,7 @@ void check_same_device(const char* op, std::initializer_list<const Tensor*> tens
   }
 }
 
-Shape reduced_shape(IntList shape, const std::vector<bool>& reduce, bool keepdim) {
+Shape reduced_shape(IntList shape, const DimMask& reduce, bool keepdim) {
   Shape out;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (!reduce[i]) out.push_back(shape[i]);
@@ -137,8 +137,8 @@ Shape reduced_shape(IntList shape, const std::vector<bool>& reduce, bool keepdim
   return out;
 }
 
-std::vector<bool> dims_mask(IntArrayRef dims, int64_t ndim, const char* op) {
-  std::vector<bool> mask(static_cast<size_t>(ndim), dims.empty());
+DimMask dims_mask(IntArrayRef dims, int64_t ndim, const char* op) {
+  DimMask mask(static_cast<size_t>(ndim), dims.empty());
   for (int64_t d : dims) {
     int64_t w = wrap_dim(d, ndim, op);
     if (ndim == 0) continue;

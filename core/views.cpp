@@ -132,7 +132,7 @@ Tensor permute(const Tensor& x, IntArrayRef dims) {
   check<ShapeError>(static_cast<int64_t>(dims.size()) == nd, "permute: expected ", nd, " dims for a tensor of shape ",
                     x.sizes(), ", got ", dims);
   Shape sizes(nd), strides(nd), inverse(nd);
-  std::vector<bool> seen(nd, false);
+  SmallVector<bool, 8> seen(static_cast<size_t>(nd), false);
   for (int64_t i = 0; i < nd; ++i) {
     int64_t d = wrap_dim(dims[i], nd, "permute");
     check<ValueError>(!seen[d], "permute: dim ", dims[i], " repeats in ", dims);

@@ -199,7 +199,7 @@ void conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Co
     T* yp = static_cast<T*>(y.data_ptr());
     int64_t hw = g.hw_out(), ckk = g.ckk();
     // The weights of each group, packed once for all images.
-    std::vector<PackedA<T>> wpack;
+    SmallVector<PackedA<T>, 2> wpack;
     for (int64_t gr = 0; gr < g.G; ++gr) wpack.push_back(pack_a_all(ks, wp + gr * g.Og * ckk, ckk, 1, g.Og, ckk));
     parallel_for(0, g.N * g.G, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
@@ -274,8 +274,10 @@ void conv2d_weight_grad(const Tensor& x_in, const Tensor& gy_in, const Conv2dPar
     int64_t hw = g.hw_out(), ckk = g.ckk();
     // Images per chunk: keep the unfolded patches of a chunk around 16 MB.
     int64_t chunk = std::clamp<int64_t>((int64_t(4) << 20) / std::max<int64_t>(ckk * hw, 1), 1, g.N);
-    std::vector<T> col(static_cast<size_t>(ckk * hw * chunk));
-    std::vector<T> gyt(static_cast<size_t>(g.Og * hw * chunk));
+    Tensor col_buf = detail::make_empty({ckk * hw * chunk}, x.dtype(), kCPU);
+    Tensor gyt_buf = detail::make_empty({g.Og * hw * chunk}, x.dtype(), kCPU);
+    T* colp = static_cast<T*>(col_buf.data_ptr());
+    T* gytp = static_cast<T*>(gyt_buf.data_ptr());
     for (int64_t gr = 0; gr < g.G; ++gr) {
       T* gwg = gwp + gr * g.Og * ckk;
       for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
@@ -285,16 +287,16 @@ void conv2d_weight_grad(const Tensor& x_in, const Tensor& gy_in, const Conv2dPar
           for (int64_t i = a; i < b; ++i) {
             const T* xg = xp + ((n0 + i) * g.C + gr * g.Cg) * g.H * g.W;
             if (g.is_pointwise()) {
-              for (int64_t c = 0; c < ckk; ++c) std::memcpy(col.data() + c * cols + i * hw, xg + c * hw, hw * sizeof(T));
+              for (int64_t c = 0; c < ckk; ++c) std::memcpy(colp + c * cols + i * hw, xg + c * hw, hw * sizeof(T));
             } else {
-              im2col(xg, g, col.data() + i * hw, cols);
+              im2col(xg, g, colp + i * hw, cols);
             }
             const T* gyg = gyp + ((n0 + i) * g.O + gr * g.Og) * hw;
-            for (int64_t o = 0; o < g.Og; ++o) std::memcpy(gyt.data() + o * cols + i * hw, gyg + o * hw, hw * sizeof(T));
+            for (int64_t o = 0; o < g.Og; ++o) std::memcpy(gytp + o * cols + i * hw, gyg + o * hw, hw * sizeof(T));
           }
         });
         // gw_g (Og, ckk) (+)= gy (Og, cols) @ col^T (cols, ckk)
-        gemm_t<T>(g.Og, ckk, cols, T(1), gyt.data(), cols, 1, col.data(), 1, cols, n0 == 0 ? T(0) : T(1), gwg, ckk);
+        gemm_t<T>(g.Og, ckk, cols, T(1), gytp, cols, 1, colp, 1, cols, n0 == 0 ? T(0) : T(1), gwg, ckk);
       }
       if (g.N == 0) std::fill(gwg, gwg + g.Og * ckk, T(0));
     }

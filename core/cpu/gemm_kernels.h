@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/cpu/kernels.h"
+#include "core/impl.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -327,7 +328,7 @@ void gemm_block(const KernelSpec<T>& ks, int64_t m0, int64_t m1, int64_t n0, int
 // All of A (m x k), packed as: for each K panel of ks.kc, for each mr-row sliver, kc x mr values.
 template <class T>
 struct PackedA {
-  std::vector<T> storage;
+  Tensor storage;  // from the caching allocator: packing in steady state does not call malloc
   T* data = nullptr;
   int64_t m = 0, k = 0;
   // The packed sliver `s` (rows s*mr ...) of the K panel starting at pc.
@@ -344,8 +345,8 @@ PackedA<T> pack_a_all(const KernelSpec<T>& ks, const T* a, int64_t rsa, int64_t 
   p.m = m;
   p.k = k;
   int64_t slivers = (m + ks.mr - 1) / ks.mr;
-  p.storage.resize(static_cast<size_t>(slivers * ks.mr * std::max<int64_t>(k, 1) + 16));
-  p.data = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p.storage.data()) + 63) & ~uintptr_t(63));
+  p.storage = detail::make_empty({slivers * ks.mr * std::max<int64_t>(k, 1)}, dtype_of<T>(), kCPU);
+  p.data = static_cast<T*>(p.storage.data_ptr());  // 64-byte aligned
   for (int64_t pc = 0; pc < k; pc += ks.kc) {
     int64_t kc = std::min<int64_t>(ks.kc, k - pc);
     pack_a(a + pc * csa, rsa, csa, m, kc, ks.mr, p.data + pc * slivers * ks.mr);

@@ -114,7 +114,7 @@ typename R::A reduce_run(const T* p, int64_t n, int64_t stride) {
 }
 
 template <ReduceOp OP, class T, class O>
-void reduce_typed(const Tensor& x, const std::vector<bool>& mask, const Tensor& out) {
+void reduce_typed(const Tensor& x, const detail::DimMask& mask, const Tensor& out) {
   using R = Reducer<OP, T>;
   using A = typename R::A;
   const T* xp = static_cast<const T*>(x.data_ptr());
@@ -158,8 +158,7 @@ void reduce_typed(const Tensor& x, const std::vector<bool>& mask, const Tensor& 
     int64_t nblocks = (nred + kBlock - 1) / kBlock;
     bool flat = red.size.size() <= 1;
     int64_t st = red.size.empty() ? 1 : red.xstride[0];
-    std::unique_ptr<A[]> partial(new A[std::max<int64_t>(nblocks, 1)]);
-    for (int64_t b = 0; b < std::max<int64_t>(nblocks, 1); ++b) partial[b] = R::identity();
+    SmallVector<A, 64> partial(static_cast<size_t>(std::max<int64_t>(nblocks, 1)), R::identity());
     parallel_for(0, nblocks, 4, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         int64_t s = b * kBlock, e = std::min(nred, s + kBlock);
@@ -201,9 +200,8 @@ void reduce_typed(const Tensor& x, const std::vector<bool>& mask, const Tensor& 
     // Columns: out[j] = reduce_i x[i * s + j], vectorized across j with a per-thread accumulator row.
     int64_t n = kept.size[0], m = red.size[0], s = red.xstride[0], os = kept.ostride[0];
     parallel_for(0, n, std::max<int64_t>(64, 32768 / std::max<int64_t>(m, 1)), [&](int64_t b, int64_t e) {
-      std::unique_ptr<A[]> acc(new A[e - b]);
-      A* ap = acc.get();
-      for (int64_t j = 0; j < e - b; ++j) ap[j] = R::identity();
+      SmallVector<A, 512> acc(static_cast<size_t>(e - b), R::identity());
+      A* ap = acc.data();
       for (int64_t i = 0; i < m; ++i) {
         const T* row = xp + i * s + b;
         for (int64_t j = 0; j < e - b; ++j) ap[j] = R::combine(ap[j], row[j]);
@@ -214,23 +212,33 @@ void reduce_typed(const Tensor& x, const std::vector<bool>& mask, const Tensor& 
   }
 
   // General case: the innermost reduced dim is reduced as a run; the other reduced dims are
-  // walked through a precomputed list of their offsets.
-  int64_t inner = red.size.back(), inner_stride = red.xstride.back();
-  std::vector<int64_t> outer_offsets(static_cast<size_t>(nred / inner));
-  for (size_t r = 0; r < outer_offsets.size(); ++r) outer_offsets[r] = red_offset(static_cast<int64_t>(r) * inner);
+  // walked with an odometer over their indices.
+  const int64_t inner = red.size.back(), inner_stride = red.xstride.back();
+  const int nouter = static_cast<int>(red.size.size()) - 1;
   parallel_for(0, nout, std::max<int64_t>(1, 16384 / std::max<int64_t>(nred, 1)), [&](int64_t b, int64_t e) {
+    SmallVector<int64_t, 8> idx(static_cast<size_t>(std::max(nouter, 1)), 0);
     for (int64_t o = b; o < e; ++o) {
       int64_t xo, oo;
       kept_offsets(o, xo, oo);
       A a = R::identity();
-      for (int64_t off : outer_offsets) a = R::merge(a, reduce_run<OP, T>(xp + xo + off, inner, inner_stride));
+      std::fill(idx.begin(), idx.end(), 0);
+      int64_t off = 0;
+      for (int64_t r = 0; r < nred / inner; ++r) {
+        a = R::merge(a, reduce_run<OP, T>(xp + xo + off, inner, inner_stride));
+        for (int d = nouter - 1; d >= 0; --d) {  // advance the odometer
+          off += red.xstride[d];
+          if (++idx[d] < red.size[d]) break;
+          off -= red.xstride[d] * red.size[d];
+          idx[d] = 0;
+        }
+      }
       op[oo] = static_cast<O>(a);
     }
   });
 }
 
 template <ReduceOp OP>
-void reduce_dispatch(const Tensor& x, const std::vector<bool>& mask, const Tensor& out) {
+void reduce_dispatch(const Tensor& x, const detail::DimMask& mask, const Tensor& out) {
   visit_compute_dtype(x.dtype(), "reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (OP == ReduceOp::any || OP == ReduceOp::all) {
@@ -246,7 +254,7 @@ void reduce_dispatch(const Tensor& x, const std::vector<bool>& mask, const Tenso
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, const Tensor& out) {
-  std::vector<bool> mask = detail::dims_mask(dims, x.dim(), "reduce");
+  detail::DimMask mask = detail::dims_mask(dims, x.dim(), "reduce");
   if (out.numel() == 0) return;
   if (x.numel() == 0) {
     // Reducing an empty set gives the identity (sum 0, prod 1, any false, all true).
