@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 #include <limits>
 #include <vector>
 
@@ -184,6 +185,172 @@ struct Im2colPacker {
   }
 };
 
+// ---- direct convolution for few input taps (AVX-512) ---------------------------------------------
+// When each output sees few input values (C_in * kh * kw small, e.g. a first layer on images), the
+// GEMM's packing costs more than its arithmetic. This kernel instead walks output rows, keeping
+// 2 vectors x up to 8 output channels of accumulators in registers, and adds each tap's shifted
+// input row times its weight. Stride 1, dilation 1, one group, float, rows of at most 32.
+#ifdef NABLA_GEMM_AVX2
+#define NABLA_DC_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma")))
+
+template <int OB>
+NABLA_DC_AVX512 void direct_rows(const float* xpad, int64_t Hp, int64_t Wp, int64_t C, int64_t kh, int64_t kw,
+                                 const float* w, const float* bias, int64_t o0, int64_t Ho, int64_t Wo, float* y) {
+  const __mmask16 m0 = Wo >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << Wo) - 1);
+  const __mmask16 m1 = Wo > 16 ? __mmask16((1u << (Wo - 16)) - 1) : __mmask16(0);
+  const int64_t ckk = C * kh * kw;
+  for (int64_t oy = 0; oy < Ho; ++oy) {
+    __m512 acc[OB][2];
+    for (int ob = 0; ob < OB; ++ob) acc[ob][0] = acc[ob][1] = _mm512_set1_ps(bias ? bias[o0 + ob] : 0.0f);
+    for (int64_t c = 0; c < C; ++c) {
+      for (int64_t ki = 0; ki < kh; ++ki) {
+        const float* row = xpad + (c * Hp + oy + ki) * Wp;
+        for (int64_t kj = 0; kj < kw; ++kj) {
+          __m512 x0 = _mm512_loadu_ps(row + kj), x1 = _mm512_loadu_ps(row + kj + 16);
+          const float* wt = w + o0 * ckk + (c * kh + ki) * kw + kj;
+#pragma GCC unroll 8
+          for (int ob = 0; ob < OB; ++ob) {
+            __m512 wv = _mm512_set1_ps(wt[ob * ckk]);
+            acc[ob][0] = _mm512_fmadd_ps(wv, x0, acc[ob][0]);
+            acc[ob][1] = _mm512_fmadd_ps(wv, x1, acc[ob][1]);
+          }
+        }
+      }
+    }
+    for (int ob = 0; ob < OB; ++ob) {
+      float* yr = y + ((o0 + ob) * Ho + oy) * Wo;
+      _mm512_mask_storeu_ps(yr, m0, acc[ob][0]);
+      if (m1) _mm512_mask_storeu_ps(yr + 16, m1, acc[ob][1]);
+    }
+  }
+}
+
+bool direct_conv_applies(const ConvGeom& g) {
+  return g.G == 1 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.ckk() <= 64 && g.Wo <= 32 &&
+         std::string_view(gemm_detail::kernel_spec<float>().name) == "avx512";
+}
+
+void direct_conv(const float* xp, const float* wp, const float* bp, const ConvGeom& g, float* yp) {
+  // Rows are read as two 16-wide vectors from kj on: pad the image so every load stays inside.
+  const int64_t Hp = g.H + 2 * g.ph, Wp = std::max<int64_t>(g.W + 2 * g.pw, g.kw + 32);
+  parallel_for(0, g.N, 1, [&](int64_t n0, int64_t n1) {
+    Tensor buf = detail::make_empty({g.C * Hp * Wp}, DType::f32, kCPU);
+    float* xpad = static_cast<float*>(buf.data_ptr());
+    std::fill(xpad, xpad + g.C * Hp * Wp, 0.0f);
+    for (int64_t n = n0; n < n1; ++n) {
+      const float* xn = xp + n * g.C * g.H * g.W;
+      for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t i = 0; i < g.H; ++i)
+          std::memcpy(xpad + (c * Hp + i + g.ph) * Wp + g.pw, xn + (c * g.H + i) * g.W, g.W * sizeof(float));
+      float* yn = yp + n * g.O * g.Ho * g.Wo;
+      int64_t o = 0;
+      for (; o + 8 <= g.O; o += 8) direct_rows<8>(xpad, Hp, Wp, g.C, g.kh, g.kw, wp, bp, o, g.Ho, g.Wo, yn);
+      for (; o + 4 <= g.O; o += 4) direct_rows<4>(xpad, Hp, Wp, g.C, g.kh, g.kw, wp, bp, o, g.Ho, g.Wo, yn);
+      for (; o + 2 <= g.O; o += 2) direct_rows<2>(xpad, Hp, Wp, g.C, g.kh, g.kw, wp, bp, o, g.Ho, g.Wo, yn);
+      for (; o < g.O; ++o) direct_rows<1>(xpad, Hp, Wp, g.C, g.kh, g.kw, wp, bp, o, g.Ho, g.Wo, yn);
+    }
+  });
+}
+
+// Weight gradient of the same convolutions: gw[o][tap] = sum over images and output pixels of
+// gy[n][o][pixel] * x_padded[n][c][oy + ki][ox + kj]. Each output channel accumulates all its
+// taps in vector registers over every image, so no reduction across threads is needed.
+template <int TAPS>
+NABLA_DC_AVX512 void direct_wgrad_o(const float* xpad, int64_t N, int64_t C, int64_t Hp, int64_t Wp, int64_t kh,
+                                    int64_t kw, const float* gy, int64_t O, int64_t o, int64_t Ho, int64_t Wo,
+                                    float* gw) {
+  const __mmask16 m0 = Wo >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << Wo) - 1);
+  const __mmask16 m1 = Wo > 16 ? __mmask16((1u << (Wo - 16)) - 1) : __mmask16(0);
+  const int taps = TAPS > 0 ? TAPS : static_cast<int>(C * kh * kw);
+  __m512 acc[TAPS > 0 ? TAPS : 64];
+  int64_t off[TAPS > 0 ? TAPS : 64];  // where each tap's window starts in the padded image
+  for (int t = 0; t < taps; ++t) {
+    int64_t c = t / (kh * kw), r = t % (kh * kw);
+    off[t] = (c * Hp + r / kw) * Wp + r % kw;
+    acc[t] = _mm512_setzero_ps();
+  }
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xn = xpad + n * C * Hp * Wp;
+    for (int64_t oy = 0; oy < Ho; ++oy) {
+      const float* gr = gy + ((n * O + o) * Ho + oy) * Wo;
+      __m512 g0 = _mm512_maskz_loadu_ps(m0, gr), g1 = _mm512_maskz_loadu_ps(m1, gr + 16);
+#pragma GCC unroll 32
+      for (int t = 0; t < taps; ++t) {
+        const float* row = xn + oy * Wp + off[t];
+        acc[t] = _mm512_fmadd_ps(g0, _mm512_loadu_ps(row), acc[t]);
+        acc[t] = _mm512_fmadd_ps(g1, _mm512_loadu_ps(row + 16), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < taps; ++t) gw[o * taps + t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+void direct_conv_weight_grad(const float* xp, const float* gyp, const ConvGeom& g, float* gwp) {
+  const int64_t Hp = g.H + 2 * g.ph, Wp = std::max<int64_t>(g.W + 2 * g.pw, g.kw + 32);
+  Tensor buf = detail::make_empty({g.N * g.C * Hp * Wp}, DType::f32, kCPU);
+  float* xpad = static_cast<float*>(buf.data_ptr());
+  parallel_for(0, g.N, 4, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      float* xn = xpad + n * g.C * Hp * Wp;
+      std::fill(xn, xn + g.C * Hp * Wp, 0.0f);
+      for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t i = 0; i < g.H; ++i)
+          std::memcpy(xn + (c * Hp + i + g.ph) * Wp + g.pw, xp + ((n * g.C + c) * g.H + i) * g.W, g.W * sizeof(float));
+    }
+  });
+  int64_t taps = g.ckk();
+  parallel_for(0, g.O, 1, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      if (taps == 9) direct_wgrad_o<9>(xpad, g.N, g.C, Hp, Wp, g.kh, g.kw, gyp, g.O, o, g.Ho, g.Wo, gwp);
+      else if (taps == 25) direct_wgrad_o<25>(xpad, g.N, g.C, Hp, Wp, g.kh, g.kw, gyp, g.O, o, g.Ho, g.Wo, gwp);
+      else direct_wgrad_o<0>(xpad, g.N, g.C, Hp, Wp, g.kh, g.kw, gyp, g.O, o, g.Ho, g.Wo, gwp);
+    }
+  });
+}
+#else
+bool direct_conv_applies(const ConvGeom&) { return false; }
+void direct_conv(const float*, const float*, const float*, const ConvGeom&, float*) {}
+void direct_conv_weight_grad(const float*, const float*, const ConvGeom&, float*) {}
+#endif
+
+// y (N, O, Ho, Wo) = conv(x, w) + bias, all contiguous, with geometry g.
+template <class T>
+void conv_forward(const T* xp, const T* wp, const T* bp, const ConvGeom& g, T* yp) {
+  using namespace gemm_detail;
+  if constexpr (std::is_same_v<T, float>) {
+    if (direct_conv_applies(g)) return direct_conv(xp, wp, bp, g, yp);
+  }
+  const KernelSpec<T>& ks = kernel_spec<T>();
+  int64_t hw = g.hw_out(), ckk = g.ckk();
+  // The weights of each group, packed once for all images.
+  SmallVector<PackedA<T>, 2> wpack;
+  for (int64_t gr = 0; gr < g.G; ++gr) wpack.push_back(pack_a_all(ks, wp + gr * g.Og * ckk, ckk, 1, g.Og, ckk));
+  parallel_for(0, g.N * g.G, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      int64_t n = i / g.G, gr = i % g.G;
+      const T* xg = xp + (n * g.C + gr * g.Cg) * g.H * g.W;
+      T* yg = yp + (n * g.O + gr * g.Og) * hw;
+      T beta = T(0);
+      if (bp) {
+        for (int64_t o = 0; o < g.Og; ++o) std::fill(yg + o * hw, yg + (o + 1) * hw, bp[gr * g.Og + o]);
+        beta = T(1);
+      }
+      if (ckk == 0) {
+        if (!bp) std::fill(yg, yg + g.Og * hw, T(0));
+        continue;
+      }
+      // y_g (Og, hw) = W_g (Og, ckk) @ patches (ckk, hw)
+      if (g.is_pointwise()) {
+        gemm_prepacked<T>(ks, wpack[gr], hw, [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) {
+          pack_b(xg + p0 * hw + j0, hw, int64_t(1), kc, nc, ks.nr, out);
+        }, T(1), beta, yg, hw);
+      } else {
+        gemm_prepacked<T>(ks, wpack[gr], hw, Im2colPacker<T>{xg, g, ks.nr}, T(1), beta, yg, hw);
+      }
+    }
+  });
+}
+
 void conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv2dParams& p, const Tensor& out) {
   Tensor x = contig(x_in), w = contig(w_in);
   ConvGeom g = geom(x, w, out, p);
@@ -191,40 +358,8 @@ void conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Co
   Tensor b = bias.defined() ? contig(bias) : bias;
   visit_float(x.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using namespace gemm_detail;
-    const KernelSpec<T>& ks = kernel_spec<T>();
-    const T* xp = static_cast<const T*>(x.data_ptr());
-    const T* wp = static_cast<const T*>(w.data_ptr());
-    const T* bp = b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr;
-    T* yp = static_cast<T*>(y.data_ptr());
-    int64_t hw = g.hw_out(), ckk = g.ckk();
-    // The weights of each group, packed once for all images.
-    SmallVector<PackedA<T>, 2> wpack;
-    for (int64_t gr = 0; gr < g.G; ++gr) wpack.push_back(pack_a_all(ks, wp + gr * g.Og * ckk, ckk, 1, g.Og, ckk));
-    parallel_for(0, g.N * g.G, 1, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        int64_t n = i / g.G, gr = i % g.G;
-        const T* xg = xp + (n * g.C + gr * g.Cg) * g.H * g.W;
-        T* yg = yp + (n * g.O + gr * g.Og) * hw;
-        T beta = T(0);
-        if (bp) {
-          for (int64_t o = 0; o < g.Og; ++o) std::fill(yg + o * hw, yg + (o + 1) * hw, bp[gr * g.Og + o]);
-          beta = T(1);
-        }
-        if (ckk == 0) {
-          if (!bp) std::fill(yg, yg + g.Og * hw, T(0));
-          continue;
-        }
-        // y_g (Og, hw) = W_g (Og, ckk) @ patches (ckk, hw)
-        if (g.is_pointwise()) {
-          gemm_prepacked<T>(ks, wpack[gr], hw, [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) {
-            pack_b(xg + p0 * hw + j0, hw, int64_t(1), kc, nc, ks.nr, out);
-          }, T(1), beta, yg, hw);
-        } else {
-          gemm_prepacked<T>(ks, wpack[gr], hw, Im2colPacker<T>{xg, g, ks.nr}, T(1), beta, yg, hw);
-        }
-      }
-    });
+    conv_forward<T>(static_cast<const T*>(x.data_ptr()), static_cast<const T*>(w.data_ptr()),
+                    b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr, g, static_cast<T*>(y.data_ptr()));
   });
   if (!y.is_same(out)) copy(y, out);
 }
@@ -239,6 +374,9 @@ void conv2d_input_grad(const Tensor& gy_in, const Tensor& w_in, const Conv2dPara
     const T* wp = static_cast<const T*>(w.data_ptr());
     T* gxp = static_cast<T*>(out.data_ptr());
     int64_t hw = g.hw_out(), ckk = g.ckk();
+    // Per image: the patch gradients (ckk, hw) = W^T @ gy, then scattered back (col2im). (Treating
+    // stride-1 input gradients as a convolution with flipped weights was measured slower here: its
+    // GEMM has only C rows, too few when the input has few channels.)
     parallel_for(0, g.N, 1, [&](int64_t n0, int64_t n1) {
       thread_local std::vector<T> col;
       if (col.size() < static_cast<size_t>(ckk * hw)) col.resize(ckk * hw);
@@ -266,6 +404,12 @@ void conv2d_weight_grad(const Tensor& x_in, const Tensor& gy_in, const Conv2dPar
   Tensor x = contig(x_in), gy = contig(gy_in);
   ConvGeom g = geom(x, gw, gy, p);
   Tensor out = gw.is_contiguous() ? gw : detail::make_empty(gw.sizes(), gw.dtype(), gw.device());
+  if (x.dtype() == DType::f32 && direct_conv_applies(g)) {
+    direct_conv_weight_grad(static_cast<const float*>(x.data_ptr()), static_cast<const float*>(gy.data_ptr()), g,
+                            static_cast<float*>(out.data_ptr()));
+    if (!out.is_same(gw)) copy(out, gw);
+    return;
+  }
   visit_float(x.dtype(), "conv2d_weight_grad", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = static_cast<const T*>(x.data_ptr());
