@@ -189,6 +189,16 @@ TEST(Unary, IntegerInputs) {
   EXPECT_THROW(neg(tensor({true})), DTypeError);
 }
 
+TEST(Unary, ClampWithMinAboveMaxGivesMax) {
+  // PyTorch: "If min is greater than max, clamp sets all elements to max" (min(max(x, lo), hi)).
+  Tensor x = tensor(std::vector<double>{0, 1.5, 3, kNaN});
+  EXPECT_TRUE(tensor_is(clamp(x, 2, 1), {4}, {1, 1, 1, kNaN}));
+  EXPECT_EQ(int_values(clamp(tensor({-5, 0, 5}), 3, -3)), (std::vector<int64_t>{-3, -3, -3}));
+  Tensor y = tensor({0.f, 5.f});
+  y.clamp_(4, 2);
+  EXPECT_TRUE(tensor_is(y, {2}, {2, 2}));
+}
+
 TEST(Unary, SoftplusThresholdReturnsInputExactly) {
   Tensor x = tensor(std::vector<double>{20.5, 25});
   EXPECT_TRUE(values_near(values(softplus(x)), {20.5, 25}, 0, 0));
