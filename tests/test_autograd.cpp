@@ -5,6 +5,7 @@
 
 #include <any>
 #include <cmath>
+#include <thread>
 
 #include "autograd/function.h"
 #include "autograd/gradcheck.h"
@@ -68,7 +69,39 @@ TEST(Autograd, ExplicitGradientsAndMultipleOutputs) {
   EXPECT_TRUE(tensor_is(f.grad(), {2}, {2, 2}));
 }
 
+TEST(Autograd, BackwardFromALeafAndHooksSeeTheSummedGradient) {
+  Tensor x = leaf({1, 2}, {2});
+  x.backward(f64({3, 4}, {2}));  // a leaf's own gradient goes straight to .grad
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {3, 4}));
+  x.zero_grad();
+  int leaf_calls = 0, mid_calls = 0;
+  x.register_hook([&](const Tensor& g) {
+    ++leaf_calls;
+    return Tensor();
+  });
+  Tensor y = x * 2;
+  y.register_hook([&](const Tensor& g) {
+    ++mid_calls;
+    EXPECT_TRUE(tensor_is(g, {2}, {4, 4}));  // both uses of y, summed
+    return Tensor();
+  });
+  (y + y * 3).sum().backward();
+  EXPECT_EQ(leaf_calls, 1);
+  EXPECT_EQ(mid_calls, 1);
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {8, 8}));
+}
+
 // ---- grad modes ------------------------------------------------------------------------------------
+TEST(GradMode, IsThreadLocal) {
+  Tensor x = leaf({1}, {1});
+  autograd::NoGradGuard ng;
+  bool other_thread_records = false;
+  std::thread t([&] { other_thread_records = (x * 2).requires_grad(); });
+  t.join();
+  EXPECT_TRUE(other_thread_records);
+  EXPECT_FALSE((x * 2).requires_grad());
+}
+
 TEST(GradMode, NoGradGuardRecordsNothing) {
   Tensor x = leaf({1, 2}, {2});
   {
