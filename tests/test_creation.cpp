@@ -197,6 +197,8 @@ TEST(Creation, Linspace) {
   EXPECT_TRUE(tensor_is(linspace(0, 1, 5), {5}, {0, 0.25, 0.5, 0.75, 1}));
   EXPECT_TRUE(tensor_is(linspace(-1, 1, 3, kFloat64), {3}, {-1, 0, 1}, 0, 0));
   EXPECT_TRUE(tensor_is(linspace(2, 2, 1), {1}, {2}));
+  EXPECT_TRUE(tensor_is(linspace(0, 1, 1), {1}, {0}));  // one step gives start, as PyTorch
+  EXPECT_TRUE(tensor_is(linspace(-3, 5, 2), {2}, {-3, 5}));
   EXPECT_EQ(linspace(0, 1, 0).numel(), 0);
   // The last value is exactly `end`, the first exactly `start`.
   std::vector<double> v = values(linspace(0.1, 0.7, 7, kFloat64));
