@@ -190,8 +190,8 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o)
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(cpu.data_ptr());
     double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0;
-    // Fill from both ends, as PyTorch, so the last value is exactly `end`.
-    int64_t half = steps / 2;
+    // Fill from both ends, as PyTorch, so the last value is exactly `end` (one step gives `start`).
+    int64_t half = steps == 1 ? 1 : steps / 2;
     for (int64_t i = 0; i < steps; ++i)
       p[i] = static_cast<T>(i < half ? start + step * static_cast<double>(i)
                                      : end - step * static_cast<double>(steps - 1 - i));

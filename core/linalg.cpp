@@ -65,6 +65,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   int64_t da = a.dim(), db = b.dim();
   check<ShapeError>(da >= 1 && db >= 1, "matmul: both operands need at least 1 dim, got shapes ", a.sizes(), " and ",
                     b.sizes());
+  // Checked here so the message names the op the caller used, not the mm/mv/dot it becomes.
+  check<ShapeError>(a.sizes()[da - 1] == b.sizes()[db == 1 ? 0 : db - 2], "matmul: inner dimensions differ: lhs ",
+                    a.sizes(), " rhs ", b.sizes());
+  check<DTypeError>(a.dtype() == b.dtype(), "matmul: both operands must have the same dtype, got ", a.dtype(), " and ",
+                    b.dtype());
   if (da == 1 && db == 1) return dot(a, b);
   if (da == 2 && db == 2) return mm(a, b);
   if (da == 1 && db == 2) return mm(a.unsqueeze(0), b).squeeze(0);

@@ -33,8 +33,12 @@ Conv2dParams conv_params(IntArrayRef stride, IntArrayRef padding, IntArrayRef di
   return p;
 }
 
+// Division rounding toward negative infinity (PyTorch's div_rtn): a negative numerator means the
+// kernel does not fit, and must not round up to an output of size 1.
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
 int64_t conv_out(int64_t in, int64_t k, const Conv2dParams& p, int i) {
-  return (in + 2 * p.padding[i] - p.dilation[i] * (k - 1) - 1) / p.stride[i] + 1;
+  return floor_div(in + 2 * p.padding[i] - p.dilation[i] * (k - 1) - 1, p.stride[i]) + 1;
 }
 
 void check_conv(const Tensor& x, const Tensor& w, const Conv2dParams& p, const char* op) {
@@ -182,8 +186,8 @@ Pool2dParams pool_params(IntArrayRef kernel, IntArrayRef stride, IntArrayRef pad
 
 int64_t pool_out(int64_t in, const Pool2dParams& p, int i) {
   int64_t eff = p.dilation[i] * (p.kernel[i] - 1) + 1;
-  int64_t num = in + 2 * p.padding[i] - eff;
-  int64_t out = (p.ceil_mode ? (num + p.stride[i] - 1) / p.stride[i] : num / p.stride[i]) + 1;
+  int64_t num = in + 2 * p.padding[i] - eff + (p.ceil_mode ? p.stride[i] - 1 : 0);
+  int64_t out = floor_div(num, p.stride[i]) + 1;
   // The last window must start inside the input or its left padding.
   if (p.ceil_mode && (out - 1) * p.stride[i] >= in + p.padding[i]) --out;
   return out;

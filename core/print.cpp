@@ -1,4 +1,6 @@
-// Printing tensors the way PyTorch does:
+// Printing tensors the way PyTorch does (the layout, widths, modes, line breaks and summarization
+// follow torch/_tensor_str.py exactly; the names are nabla's: dtype=float64, size=[0, 3],
+// grad_fn=<MulBackward>):
 //   tensor([[1., 2.],
 //           [3., 4.]], dtype=float64, requires_grad=True)
 // Floats print as integers with a dot when they all are whole numbers, with 4 decimals otherwise,
@@ -7,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <sstream>
 
@@ -77,27 +80,27 @@ void collect(const Tensor& t, bool summarize, int64_t edge, std::vector<double>&
 Formatter make_formatter(const Tensor& t, const std::vector<double>& vals, int precision) {
   Formatter f;
   f.precision = precision;
-  if (t.dtype() == DType::boolean) {
-    f.mode = Mode::boolean;
-  } else if (!is_floating(t.dtype())) {
-    f.mode = Mode::integer;
-  } else {
-    std::vector<double> finite;
-    for (double v : vals)
-      if (std::isfinite(v)) finite.push_back(v);
-    bool int_mode = std::all_of(finite.begin(), finite.end(), [](double v) { return std::ceil(v) == v; });
-    std::vector<double> nz;
-    for (double v : finite)
-      if (v != 0) nz.push_back(std::fabs(v));
-    double mx = nz.empty() ? 0 : *std::max_element(nz.begin(), nz.end());
-    double mn = nz.empty() ? 0 : *std::min_element(nz.begin(), nz.end());
-    if (int_mode) {
-      f.mode = mx > 1e8 ? Mode::sci : Mode::int_like_float;
-    } else {
-      f.mode = (!nz.empty() && (mx / mn > 1000.0 || mx > 1e8 || mn < 1e-4)) ? Mode::sci : Mode::fixed;
-    }
+  if (!is_floating(t.dtype())) {
+    f.mode = t.dtype() == DType::boolean ? Mode::boolean : Mode::integer;
+    for (double v : vals) f.width = std::max(f.width, f.raw(v).size());
+    return f;
   }
-  for (double v : vals) f.width = std::max(f.width, f.raw(v).size());
+  // As PyTorch's _Formatter: the mode and the width come from the nonzero finite values only
+  // (zeros, nan and inf are padded to that width, or overflow it).
+  std::vector<double> nz;
+  for (double v : vals)
+    if (std::isfinite(v) && v != 0) nz.push_back(v);
+  f.mode = Mode::int_like_float;
+  if (nz.empty()) return f;
+  bool int_mode = std::all_of(nz.begin(), nz.end(), [](double v) { return std::ceil(v) == v; });
+  double mx = 0, mn = std::numeric_limits<double>::infinity();
+  for (double v : nz) {
+    mx = std::max(mx, std::fabs(v));
+    mn = std::min(mn, std::fabs(v));
+  }
+  if (int_mode) f.mode = (mx / mn > 1000.0 || mx > 1e8) ? Mode::sci : Mode::int_like_float;
+  else f.mode = (mx / mn > 1000.0 || mx > 1e8 || mn < 1e-4) ? Mode::sci : Mode::fixed;
+  for (double v : nz) f.width = std::max(f.width, f.raw(v).size());
   return f;
 }
 
@@ -124,7 +127,7 @@ void format_rec(std::ostream& os, const Tensor& t, const Formatter& f, size_t in
     };
     for (int64_t i = 0; i < n; ++i) {
       if (cut && i == o.edgeitems) {
-        emit("...", false);
+        emit(" ...", false);  // with a leading space, as PyTorch
         i = n - o.edgeitems;
       }
       emit(f(t.select(0, i).item().to_double()), i == n - 1);
@@ -171,12 +174,29 @@ std::string Tensor::str() const {
     Formatter f = make_formatter(t, vals, o.precision);
     format_rec(os, t, f, 7, summarize, o);
   }
-  if (empty && !(dim() == 1)) os << ", size=" << sizes();
+  // Suffixes as PyTorch's _add_suffixes: on the same line while it fits in linewidth, else on a
+  // new line indented under the opening parenthesis.
+  std::vector<std::string> suffixes;
+  if (empty && !(dim() == 1)) suffixes.push_back(detail::str("size=", sizes()));
   bool default_dtype = dtype() == DType::f32 || dtype() == DType::i64 || dtype() == DType::boolean;
-  if (!default_dtype || (empty && dtype() != DType::f32)) os << ", dtype=" << dtype();
-  if (is_cuda()) os << ", device='" << device() << "'";
-  if (grad_fn()) os << ", grad_fn=<" << grad_fn()->name() << ">";
-  else if (requires_grad()) os << ", requires_grad=True";
+  if (!default_dtype || (empty && dtype() != DType::f32)) suffixes.push_back(detail::str("dtype=", dtype()));
+  if (is_cuda()) suffixes.push_back(detail::str("device='", device(), "'"));
+  if (grad_fn()) suffixes.push_back(detail::str("grad_fn=<", grad_fn()->name(), ">"));
+  else if (requires_grad()) suffixes.push_back("requires_grad=True");
+  std::string body = os.str();
+  size_t nl = body.rfind('\n');
+  int64_t last_line = static_cast<int64_t>(body.size()) - (nl == std::string::npos ? -1 : static_cast<int64_t>(nl)) + 1;
+  const int64_t indent = 7;  // strlen("tensor(")
+  for (const std::string& sfx : suffixes) {
+    int64_t len = static_cast<int64_t>(sfx.size());
+    if (last_line + len + 2 > o.linewidth) {
+      os << ",\n" << std::string(indent, ' ') << sfx;
+      last_line = indent + len;
+    } else {
+      os << ", " << sfx;
+      last_line += len + 2;
+    }
+  }
   os << ')';
   return os.str();
 }

@@ -104,7 +104,9 @@ Tensor prod(const Tensor& x) { return prod(x.reshape({-1}), 0, false); }
 namespace {
 // Gradient of a full or multi-dim max/min: shared evenly among the tied maxima, as PyTorch.
 Tensor extreme_all(ReduceOp op, const Tensor& x, IntArrayRef dims, bool keepdim, const char* name) {
-  check<ValueError>(x.numel() > 0, name, ": cannot reduce an empty tensor of shape ", x.sizes(),
+  // Reducing every dim of an empty tensor has no identity; reducing only non-empty dims of one is
+  // fine (and gives an empty result), as in PyTorch.
+  check<ValueError>(x.numel() > 0 || !dims.empty(), name, ": cannot reduce an empty tensor of shape ", x.sizes(),
                     " (the result has no identity)");
   Reduction r = plan(x, dims, keepdim, name);
   for (int64_t d = 0; d < x.dim(); ++d)

@@ -152,12 +152,14 @@ NABLA_HOST_DEVICE inline bool isfinite_(T x) {
   if constexpr (std::is_floating_point_v<T>) return x - x == x - x;
   else return true;
 }
+// min(max(x, lo), hi) as PyTorch: with lo > hi every element becomes hi. NaN stays NaN.
 template <class T>
 NABLA_HOST_DEVICE inline T clamp_(T x, T lo, T hi) {
   if constexpr (std::is_floating_point_v<T>) {
     if (x != x) return x;
   }
-  return x < lo ? lo : (x > hi ? hi : x);
+  T y = x < lo ? lo : x;
+  return y > hi ? hi : y;
 }
 
 }  // namespace nabla::scalar

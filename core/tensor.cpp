@@ -106,6 +106,11 @@ void check_inplace(const Tensor& self, const char* op) {
     throw AutogradError(detail::str(
         op, ": a leaf tensor that requires grad is being used in an in-place operation; "
             "modify it under NoGradGuard (as optimizers do) or use the out-of-place op"));
+  const TensorImpl* base = s->view_base.get();
+  if (autograd::GradMode::is_enabled() && base && base->requires_grad && !base->grad_fn)
+    throw AutogradError(detail::str(
+        op, ": a view of a leaf tensor that requires grad is being used in an in-place operation; "
+            "modify it under NoGradGuard (as optimizers do) or use the out-of-place op"));
   for (size_t i = 0; i < s->sizes.size(); ++i) {
     if (s->strides[i] == 0 && s->sizes[i] > 1)
       throw ValueError(detail::str(op, ": cannot write in place into a tensor whose elements share "

@@ -434,6 +434,12 @@ Tensor apply_index(const Tensor& x, const std::vector<TensorIndex>& idx) {
         if (d == 0 && t.dim() == r.dim()) {
           r = r.masked_select(t);
           d += 1;
+        } else if (d == 0 && t.dim() > 1 && t.dim() < r.dim()) {
+          // A mask over the leading dims: flatten them and keep the rows where it is true.
+          check<ShapeError>(std::equal(t.sizes().begin(), t.sizes().end(), r.sizes().begin()), "index: mask of shape ",
+                            t.sizes(), " does not match the leading dims of shape ", r.sizes());
+          r = r.flatten(0, t.dim() - 1).index_select(0, nonzero(t.reshape({-1})).view({-1}));
+          d += 1;
         } else {
           check<ShapeError>(t.dim() == 1 && t.sizes()[0] == r.sizes()[d], "index: mask of shape ", t.sizes(),
                             " does not match dim ", d, " of size ", r.sizes()[d]);

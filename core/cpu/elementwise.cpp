@@ -16,7 +16,9 @@ inline To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (std::is_same_v<To, bool>) {
-    return static_cast<float>(v) != 0.0f || (std::is_integral_v<From> && v != From(0));
+    // Compare in the source type: a double like 1e-50 is nonzero even though it rounds to 0.0f.
+    if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) return static_cast<float>(v) != 0.0f;
+    else return v != From(0);
   } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
     return convert<To>(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {

@@ -473,8 +473,10 @@ void softmax(const Tensor& x_in, int64_t dim, bool log, const Tensor& out) {
       double sum = 0;
       if (log) {
         for (int64_t j = 0; j < l.len; ++j) sum += std::exp(static_cast<double>(p[j * st] - m));
-        T lse = static_cast<T>(std::log(sum)) + m;
-        for (int64_t j = 0; j < l.len; ++j) y[j * st] = p[j * st] - lse;
+        // (x - max) - log(sum), not x - (max + log(sum)): for large x the rounding of max + log(sum)
+        // would cost digits (1000 + 2.4076 keeps only 4 decimals in float32).
+        T log_sum = static_cast<T>(std::log(sum));
+        for (int64_t j = 0; j < l.len; ++j) y[j * st] = (p[j * st] - m) - log_sum;
       } else {
         for (int64_t j = 0; j < l.len; ++j) {
           T e = std::exp(p[j * st] - m);

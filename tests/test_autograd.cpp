@@ -1,0 +1,644 @@
+// Autograd behaviour: accumulation, retain_graph, grad modes, leaves and grad_fn names, detach,
+// retain_grad and hooks, in-place checks, autograd::grad, higher-order derivatives, anomaly mode,
+// custom Functions, deep graphs and memory, tie rules, broadcasting and views.
+#include <gtest/gtest.h>
+
+#include <any>
+#include <cmath>
+#include <thread>
+
+#include "autograd/function.h"
+#include "autograd/gradcheck.h"
+#include "core/allocator.h"
+#include "value_helpers.h"
+
+namespace nabla::testing {
+namespace {
+
+using autograd::GradList;
+using indexing::None;
+using indexing::Slice;
+
+Tensor leaf(std::vector<double> v, std::vector<int64_t> shape) { return f64(std::move(v), std::move(shape)).requires_grad_(); }
+
+// ---- accumulation and retain_graph ---------------------------------------------------------------
+TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
+  Tensor x = leaf({1, 2, 3}, {3});
+  (x * x).sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {3}, {2, 4, 6}));
+  (x * x).sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {3}, {4, 8, 12}));
+  (x * 3).sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {3}, {7, 11, 15}));
+  x.zero_grad(false);
+  EXPECT_TRUE(tensor_is(x.grad(), {3}, {0, 0, 0}));
+  x.zero_grad();
+  EXPECT_FALSE(x.grad().defined());
+  (x * 2).sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {3}, {2, 2, 2}));
+  EXPECT_EQ(x.grad().dtype(), kFloat64);
+}
+
+TEST(Autograd, BackwardTwiceNeedsRetainGraph) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = (x * x * x).sum();
+  y.backward();
+  EXPECT_TRUE(throws_with<AutogradError>([&] { y.backward(); }, {"retain_graph", "second time"}));
+  Tensor z = (x * x * x).sum();
+  x.zero_grad();
+  z.backward({}, /*retain_graph=*/true);
+  z.backward();  // the second call may free it
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {6, 24}));  // 2 * 3x^2
+  EXPECT_THROW(z.backward(), AutogradError);
+}
+
+TEST(Autograd, ExplicitGradientsAndMultipleOutputs) {
+  Tensor x = leaf({1, 2, 3}, {3});
+  Tensor y = x * x;
+  y.backward(f64({1, 0.5, -1}, {3}));
+  EXPECT_TRUE(tensor_is(x.grad(), {3}, {2, 2, -6}));
+  Tensor a = leaf({2}, {1}), b = leaf({3}, {1});
+  Tensor u = a * b, v = a + b;
+  autograd::backward({u.sum(), v.sum()});
+  EXPECT_TRUE(tensor_is(a.grad(), {1}, {4}));  // b + 1
+  EXPECT_TRUE(tensor_is(b.grad(), {1}, {3}));  // a + 1
+  // A gradient of the output's dtype is converted back to the leaf's dtype.
+  Tensor f = tensor({1.f, 2.f}, requires_grad());
+  (f.to(kFloat64) * 2).sum().backward();
+  EXPECT_EQ(f.grad().dtype(), kFloat32);
+  EXPECT_TRUE(tensor_is(f.grad(), {2}, {2, 2}));
+}
+
+TEST(Autograd, BackwardFromALeafAndHooksSeeTheSummedGradient) {
+  Tensor x = leaf({1, 2}, {2});
+  x.backward(f64({3, 4}, {2}));  // a leaf's own gradient goes straight to .grad
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {3, 4}));
+  x.zero_grad();
+  int leaf_calls = 0, mid_calls = 0;
+  x.register_hook([&](const Tensor& g) {
+    ++leaf_calls;
+    return Tensor();
+  });
+  Tensor y = x * 2;
+  y.register_hook([&](const Tensor& g) {
+    ++mid_calls;
+    EXPECT_TRUE(tensor_is(g, {2}, {4, 4}));  // both uses of y, summed
+    return Tensor();
+  });
+  (y + y * 3).sum().backward();
+  EXPECT_EQ(leaf_calls, 1);
+  EXPECT_EQ(mid_calls, 1);
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {8, 8}));
+}
+
+// ---- grad modes ------------------------------------------------------------------------------------
+TEST(GradMode, IsThreadLocal) {
+  Tensor x = leaf({1}, {1});
+  autograd::NoGradGuard ng;
+  bool other_thread_records = false;
+  std::thread t([&] { other_thread_records = (x * 2).requires_grad(); });
+  t.join();
+  EXPECT_TRUE(other_thread_records);
+  EXPECT_FALSE((x * 2).requires_grad());
+}
+
+TEST(GradMode, NoGradGuardRecordsNothing) {
+  Tensor x = leaf({1, 2}, {2});
+  {
+    autograd::NoGradGuard ng;
+    EXPECT_FALSE(autograd::is_grad_enabled());
+    Tensor y = x * 2 + 1;
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_EQ(y.grad_fn(), nullptr);
+    EXPECT_TRUE(y.is_leaf());
+    x.mul_(2);  // in-place on a leaf is allowed without recording (what optimizers do)
+    {
+      autograd::AutoGradMode on(true);
+      EXPECT_TRUE((x * 2).requires_grad());
+    }
+    EXPECT_FALSE(autograd::is_grad_enabled());
+  }
+  EXPECT_TRUE(autograd::is_grad_enabled());
+  EXPECT_TRUE(tensor_is(x, {2}, {2, 4}));
+  EXPECT_TRUE((x * 2).requires_grad());
+}
+
+TEST(GradMode, SetGradEnabled) {
+  Tensor x = leaf({1}, {1});
+  autograd::set_grad_enabled(false);
+  Tensor y = x.exp();
+  autograd::set_grad_enabled(true);
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_TRUE(x.exp().requires_grad());
+  {
+    autograd::NoGradGuard a;
+    autograd::NoGradGuard b;  // nested guards restore in order
+  }
+  EXPECT_TRUE(autograd::is_grad_enabled());
+}
+
+TEST(GradMode, InferenceMode) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor buf = zeros({2});
+  uint32_t v = buf.version();
+  {
+    autograd::InferenceMode im;
+    EXPECT_TRUE(autograd::InferenceMode::is_enabled());
+    EXPECT_FALSE(autograd::is_grad_enabled());
+    Tensor y = x * 3;
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_EQ(y.grad_fn(), nullptr);
+    buf.add_(1);
+    {
+      autograd::InferenceMode off(false);  // a disabled guard changes nothing
+      EXPECT_TRUE(autograd::InferenceMode::is_enabled());
+    }
+  }
+  EXPECT_FALSE(autograd::InferenceMode::is_enabled());
+  EXPECT_TRUE(autograd::is_grad_enabled());
+  EXPECT_EQ(buf.version(), v);
+  EXPECT_TRUE(tensor_is(buf, {2}, {1, 1}));
+}
+
+// ---- leaves, requires_grad, grad_fn --------------------------------------------------------------
+TEST(Autograd, RequiresGradRules) {
+  EXPECT_THROW(tensor({1, 2}).requires_grad_(), AutogradError);
+  EXPECT_THROW(tensor({true}).requires_grad_(), AutogradError);
+  EXPECT_NO_THROW(tensor({1, 2}).requires_grad_(false));
+  EXPECT_TRUE(ones({1}, kFloat16).requires_grad_().requires_grad());
+  Tensor x = leaf({1}, {1});
+  Tensor y = x * 2;
+  EXPECT_NO_THROW(y.requires_grad_(true));  // already does
+  EXPECT_THROW(y.requires_grad_(false), AutogradError);
+  x.requires_grad_(false);
+  EXPECT_FALSE((x * 2).requires_grad());
+  // Results of int ops on float leaves do not require grad.
+  Tensor z = leaf({1.5}, {1});
+  EXPECT_FALSE(argmax(z).requires_grad());
+  EXPECT_FALSE((z > 1).requires_grad());
+}
+
+TEST(Autograd, IsLeafAndGradFnNames) {
+  Tensor a = leaf({1, 2}, {2}), b = leaf({3, 4}, {2});
+  EXPECT_TRUE(a.is_leaf());
+  EXPECT_TRUE(ones({2}).is_leaf());  // no grad: a leaf too
+  struct C {
+    Tensor t;
+    const char* name;
+  };
+  for (const C& c : std::vector<C>{{a * b, "MulBackward"},        {a + b, "AddBackward"},
+                                   {a - b, "SubBackward"},        {a / b, "DivBackward"},
+                                   {a.exp(), "ExpBackward"},      {a.sum(), "SumBackward"},
+                                   {a.view({1, 2}), "ViewBackward"}, {a.unsqueeze(0).mm(b.unsqueeze(1)), "MmBackward"},
+                                   {a.leaky_relu(), "LeakyReluBackward"}, {a[0], "SelectBackward"},
+                                   {a.expand({2, 2}), "ExpandBackward"}, {pow(a, 2.0), "PowBackward"},
+                                   {a.clone(), "CloneBackward"}, {cat({a, b}), "CatBackward"}}) {
+    ASSERT_NE(c.t.grad_fn(), nullptr) << c.name;
+    EXPECT_STREQ(c.t.grad_fn()->name(), c.name);
+    EXPECT_FALSE(c.t.is_leaf());
+    EXPECT_TRUE(c.t.requires_grad());
+  }
+}
+
+TEST(Autograd, DetachStopsGradients) {
+  Tensor x = leaf({2, 3}, {2});
+  Tensor y = (x.detach() * x).sum();  // d/dx = x (the detached factor is a constant)
+  y.backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {2, 3}));
+  Tensor d = (x * 2).detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_EQ(d.grad_fn(), nullptr);
+  Tensor e = x * 2;
+  e.detach_();
+  EXPECT_FALSE(e.requires_grad());
+  EXPECT_TRUE(e.is_leaf());
+}
+
+// ---- retain_grad and hooks -----------------------------------------------------------------------
+TEST(Hooks, RetainGradOnNonLeaf) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = x * 3;
+  Tensor w = x * 4;
+  y.retain_grad();
+  EXPECT_TRUE(y.retains_grad());
+  ((y * y).sum() + w.sum()).backward();
+  EXPECT_TRUE(tensor_is(y.grad(), {2}, {6, 12}));  // 2y
+  EXPECT_FALSE(w.grad().defined());                // not retained
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {22, 40}));  // 3 * 2y + 4
+  EXPECT_THROW(ones({2}).retain_grad(), AutogradError);
+}
+
+TEST(Hooks, LeafHookModifiesGradientAndCanBeRemoved) {
+  Tensor x = leaf({1, 2}, {2});
+  int calls = 0;
+  size_t h = x.register_hook([&](const Tensor& g) {
+    ++calls;
+    return g * 10;
+  });
+  (x * x).sum().backward();
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {20, 40}));
+  x.remove_hook(h);
+  x.zero_grad();
+  (x * x).sum().backward();
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {2, 4}));
+  // A hook that returns an undefined tensor only observes.
+  Tensor seen;
+  x.register_hook([&](const Tensor& g) {
+    seen = g.detach().clone();
+    return Tensor();
+  });
+  x.zero_grad();
+  (x * 5).sum().backward();
+  EXPECT_TRUE(tensor_is(seen, {2}, {5, 5}));
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {5, 5}));
+  EXPECT_THROW(ones({1}).register_hook([](const Tensor& g) { return g; }), AutogradError);
+}
+
+TEST(Hooks, NonLeafHookChangesWhatFlowsBack) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = x * x;
+  Tensor got;
+  size_t h = y.register_hook([&](const Tensor& g) {
+    got = g.detach().clone();
+    return g * -1;
+  });
+  y.retain_grad();  // the retained gradient sees the hook's result, as in PyTorch
+  (y * 3).sum().backward({}, true);
+  EXPECT_TRUE(tensor_is(got, {2}, {3, 3}));
+  EXPECT_TRUE(tensor_is(y.grad(), {2}, {-3, -3}));
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {-6, -12}));  // -3 * 2x
+  y.remove_hook(h);
+  x.zero_grad();
+  (y * 3).sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {6, 12}));
+}
+
+// ---- in-place checks -------------------------------------------------------------------------------
+TEST(InPlaceAutograd, ModifyingASavedTensorIsReported) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = x.exp();  // ExpBackward saves its output
+  y.add_(1);
+  EXPECT_TRUE(throws_with<AutogradError>([&] { y.sum().backward(); },
+                                         {"ExpBackward", "version 1", "expected version 0", "in-place"}));
+  Tensor a = x * 1;
+  Tensor b = a * a;  // MulBackward saves a
+  a.mul_(2);
+  EXPECT_TRUE(throws_with<AutogradError>([&] { b.sum().backward(); }, {"MulBackward", "modified by an in-place"}));
+  // Modifying a tensor that nothing saved is fine, and its own history is kept.
+  Tensor c = x * 2;
+  Tensor d = c + 1;  // AddBackward saves nothing
+  c.mul_(3);
+  // retain_graph: nabla frees every node's captured state after backward, even nodes like
+  // x * 2 that saved no tensor (PyTorch would let a second backward through those pass).
+  d.sum().backward({}, true);
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {2, 2}));
+  x.zero_grad();
+  c.sum().backward();  // c = (x * 2) * 3
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {6, 6}));
+}
+
+TEST(InPlaceAutograd, InPlaceOnNonLeafGivesCorrectGradients) {
+  Tensor x = leaf({1, 2, 3}, {3});
+  Tensor y = x * 2;
+  y.mul_(x);     // y = 2x^2
+  y.add_(x, 3);  // y = 2x^2 + 3x
+  y.relu_();
+  y.sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {3}, {7, 11, 15}));  // 4x + 3
+  EXPECT_STREQ(y.grad_fn()->name(), "CopyBackwards");
+}
+
+TEST(InPlaceAutograd, LeafThatRequiresGrad) {
+  Tensor x = leaf({1, 2}, {2});
+  EXPECT_TRUE(throws_with<AutogradError>([&] { x.add_(1); }, {"add", "leaf"}));
+  EXPECT_THROW(x.fill_(0), AutogradError);
+  EXPECT_THROW(x.zero_(), AutogradError);
+  EXPECT_THROW(x.copy_(zeros({2}, kFloat64)), AutogradError);
+  EXPECT_TRUE(throws_with<AutogradError>([&] { x[0].fill_(3); }, {"view of a leaf"}));  // through a view too
+  EXPECT_THROW(x.slice(0, 1).mul_(2), AutogradError);
+  {
+    autograd::NoGradGuard ng;
+    x.sub_(1);
+  }
+  EXPECT_TRUE(tensor_is(x, {2}, {0, 1}));
+}
+
+// ---- autograd::grad ------------------------------------------------------------------------------
+TEST(GradFunction, ReturnsGradientsWithoutTouchingDotGrad) {
+  Tensor x = leaf({1, 2}, {2}), y = leaf({3, 4}, {2});
+  Tensor out = (x * y).sum();
+  std::vector<Tensor> g = autograd::grad({out}, {x, y});
+  EXPECT_TRUE(tensor_is(g[0], {2}, {3, 4}));
+  EXPECT_TRUE(tensor_is(g[1], {2}, {1, 2}));
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(g[0].requires_grad());  // no create_graph: plain values
+}
+
+TEST(GradFunction, AllowUnused) {
+  Tensor x = leaf({1}, {1}), unused = leaf({5}, {1});
+  Tensor out = (x * x).sum();
+  EXPECT_TRUE(throws_with<AutogradError>([&] { autograd::grad({out}, {x, unused}, {}, true); },
+                                         {"not used", "allow_unused"}));
+  std::vector<Tensor> g = autograd::grad({out}, {x, unused}, {}, std::nullopt, false, /*allow_unused=*/true);
+  EXPECT_TRUE(tensor_is(g[0], {1}, {2}));
+  EXPECT_FALSE(g[1].defined());
+  EXPECT_THROW(autograd::grad({out}, {ones({1})}), AutogradError);
+}
+
+TEST(GradFunction, CreateGraphAndNonLeafInputs) {
+  Tensor x = leaf({2}, {1});
+  Tensor h = x * x;  // a non-leaf input
+  Tensor out = (h * h).sum();
+  std::vector<Tensor> g = autograd::grad({out}, {h}, {}, std::nullopt, /*create_graph=*/true);
+  EXPECT_TRUE(tensor_is(g[0], {1}, {8}));  // 2h
+  ASSERT_TRUE(g[0].requires_grad());
+  g[0].sum().backward();  // d(2h)/dx = 4x
+  EXPECT_TRUE(tensor_is(x.grad(), {1}, {8}));
+}
+
+// ---- higher-order derivatives --------------------------------------------------------------------
+TEST(HigherOrder, DerivativesOfCube) {
+  Tensor x = leaf({-1, 0.5, 2}, {3});
+  Tensor y = (x * x * x).sum();
+  Tensor d1 = autograd::grad({y}, {x}, {}, std::nullopt, true)[0];
+  EXPECT_TRUE(tensor_is(d1, {3}, {3, 0.75, 12}));  // 3x^2
+  Tensor d2 = autograd::grad({d1.sum()}, {x}, {}, std::nullopt, true)[0];
+  EXPECT_TRUE(tensor_is(d2, {3}, {-6, 3, 12}));  // 6x
+  Tensor d3 = autograd::grad({d2.sum()}, {x}, {}, std::nullopt, true)[0];
+  EXPECT_TRUE(tensor_is(d3, {3}, {6, 6, 6}));
+  // pow and exp/sin chains too: d2/dx2 sin(x^2) = 2cos(x^2) - 4x^2 sin(x^2)
+  Tensor s = pow(x, 2.0).sin().sum();
+  Tensor s1 = autograd::grad({s}, {x}, {}, std::nullopt, true)[0];
+  Tensor s2 = autograd::grad({s1.sum()}, {x}, {})[0];
+  std::vector<double> want;
+  for (double v : {-1.0, 0.5, 2.0}) want.push_back(2 * std::cos(v * v) - 4 * v * v * std::sin(v * v));
+  EXPECT_TRUE(tensor_is(s2, {3}, want, 1e-12));
+}
+
+TEST(HigherOrder, HessianVectorProductOfAQuadraticForm) {
+  // f(x) = 0.5 x^T A x + b^T x with symmetric A: the Hessian is A, so Hv = A v.
+  Tensor A = f64({4, 1, -2, 1, 3, 0.5, -2, 0.5, 5}, {3, 3}), b = f64({1, -1, 2}, {3});
+  Tensor x = leaf({0.3, -0.7, 1.1}, {3}), v = f64({1, 2, -1}, {3});
+  Tensor f = (x * mv(A, x)).sum() * 0.5 + (b * x).sum();
+  Tensor g = autograd::grad({f}, {x}, {}, std::nullopt, true)[0];
+  EXPECT_TRUE(tensor_near(g, mv(A, x.detach()) + b, 1e-14));
+  Tensor hv = autograd::grad({(g * v).sum()}, {x}, {}, true)[0];
+  EXPECT_TRUE(tensor_is(hv, {3}, {4 + 2 + 2, 1 + 6 - 0.5, -2 + 1 - 5}, 1e-14));
+  // The full Hessian, row by row.
+  for (int64_t i = 0; i < 3; ++i) {
+    Tensor row = autograd::grad({g[i]}, {x}, {}, true)[0];
+    EXPECT_TRUE(tensor_near(row, A[i], 1e-14)) << i;
+  }
+}
+
+TEST(HigherOrder, GradientPenaltyBackpropagatesToWeights) {
+  // out = sum(tanh(W x)); penalty P = ||d out / d x||^2 = ||W^T s||^2 with s = 1 - tanh(W x)^2.
+  // By hand: dP/dW_ij = 2 s_i u_j - 4 (W u)_i t_i s_i x_j, where u = W^T s and t = tanh(W x).
+  std::vector<double> wv = {0.5, -0.3, 0.8, 0.1, 0.9, -0.4}, xv = {0.7, -1.2, 0.4};
+  Tensor W = leaf(wv, {2, 3});
+  Tensor x = leaf(xv, {3});
+  Tensor out = tanh(mv(W, x)).sum();
+  Tensor gx = autograd::grad({out}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+  Tensor P = (gx * gx).sum();
+  P.backward();
+  double t[2], s[2], u[3] = {0, 0, 0}, Wu[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    double z = 0;
+    for (int j = 0; j < 3; ++j) z += wv[i * 3 + j] * xv[j];
+    t[i] = std::tanh(z);
+    s[i] = 1 - t[i] * t[i];
+    for (int j = 0; j < 3; ++j) u[j] += wv[i * 3 + j] * s[i];
+  }
+  double p = 0;
+  for (int j = 0; j < 3; ++j) p += u[j] * u[j];
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) Wu[i] += wv[i * 3 + j] * u[j];
+  std::vector<double> dW;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) dW.push_back(2 * s[i] * u[j] - 4 * Wu[i] * t[i] * s[i] * xv[j]);
+  EXPECT_NEAR(P.item<double>(), p, 1e-14);
+  EXPECT_TRUE(tensor_is(gx, {3}, {u[0], u[1], u[2]}, 1e-14));
+  EXPECT_TRUE(tensor_is(W.grad(), {2, 3}, dW, 1e-13));
+}
+
+// ---- anomaly mode ----------------------------------------------------------------------------------
+TEST(Anomaly, NamesLogBackwardForLogOfZero) {
+  Tensor x = leaf({0, 1}, {2});
+  {
+    autograd::DetectAnomalyGuard guard;
+    Tensor y = x.log().sum();
+    EXPECT_TRUE(throws_with<AutogradError>([&] { y.backward(); }, {"anomaly", "LogBackward", "'log'"}));
+  }
+  // Without anomaly mode the infinite gradient just arrives.
+  x.zero_grad();
+  x.log().sum().backward();
+  EXPECT_TRUE(std::isinf(values(x.grad())[0]));
+}
+
+TEST(Anomaly, NamesDivBackwardForZeroOverZero) {
+  autograd::DetectAnomalyGuard guard;
+  Tensor x = leaf({0, 2}, {2});
+  Tensor y = (x / x).sum();
+  EXPECT_TRUE(throws_with<AutogradError>([&] { y.backward(); }, {"DivBackward", "NaN or Inf"}));
+  Tensor ok = leaf({1, 2}, {2});
+  EXPECT_NO_THROW((ok / ok).sum().backward());
+}
+
+// ---- custom Functions ------------------------------------------------------------------------------
+struct ScaledCube : autograd::Function<ScaledCube> {
+  // k * x^3, with k a plain double carried in ctx.data.
+  static Tensor forward(autograd::Context& ctx, const Tensor& x, double k) {
+    ctx.save_for_backward({x});
+    ctx.data["k"] = k;
+    return x * x * x * k;
+  }
+  static GradList backward(autograd::Context& ctx, GradList grads) {
+    Tensor x = ctx.saved()[0];
+    double k = std::any_cast<double>(ctx.data["k"]);
+    return {grads[0] * x * x * (3 * k), Tensor()};  // one per argument (the double gets none)
+  }
+};
+
+struct MulAdd : autograd::Function<MulAdd> {
+  // (a * b + c, a > 0): the mask has no gradient.
+  static std::tuple<Tensor, Tensor> forward(autograd::Context& ctx, const Tensor& a, const Tensor& b, const Tensor& c) {
+    ctx.save_for_backward({a, b});
+    Tensor mask = (a > 0).to(a.dtype());
+    ctx.mark_non_differentiable({mask});
+    return {a * b + c, mask};
+  }
+  static GradList backward(autograd::Context& ctx, GradList grads) {
+    std::vector<Tensor> s = ctx.saved();
+    GradList r(3);
+    if (ctx.needs_input_grad(0)) r[0] = grads[0] * s[1];
+    if (ctx.needs_input_grad(1)) r[1] = grads[0] * s[0];
+    if (ctx.needs_input_grad(2)) r[2] = grads[0];
+    return r;
+  }
+};
+
+TEST(CustomFunction, ValuesGradcheckAndGradgradcheck) {
+  Tensor x = leaf({0.5, -1.2, 2.0}, {3});
+  Tensor y = ScaledCube::apply(x, 2.0);
+  EXPECT_TRUE(tensor_is(y, {3}, {0.25, -3.456, 16}, 1e-12));
+  EXPECT_STREQ(y.grad_fn()->name(), "ScaledCubeBackward");
+  y.sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {3}, {1.5, 8.64, 24}, 1e-12));
+  auto fn = autograd::single([](const std::vector<Tensor>& in) { return ScaledCube::apply(in[0], 1.5); });
+  EXPECT_TRUE(autograd::gradcheck(fn, {lcg_tensor({4}, 1).requires_grad_()}));
+  EXPECT_TRUE(autograd::gradgradcheck(fn, {lcg_tensor({4}, 2).requires_grad_()}));
+  auto fn2 = [](const std::vector<Tensor>& in) {
+    auto [r, m] = MulAdd::apply(in[0], in[1], in[2]);
+    return std::vector<Tensor>{r};
+  };
+  std::vector<Tensor> in = {lcg_tensor({2, 3}, 3).requires_grad_(), lcg_tensor({2, 3}, 4).requires_grad_(),
+                            lcg_tensor({2, 3}, 5).requires_grad_()};
+  EXPECT_TRUE(autograd::gradcheck(fn2, in));
+  EXPECT_TRUE(autograd::gradgradcheck(fn2, in));
+}
+
+TEST(CustomFunction, MarkNonDifferentiableAndNeedsInputGrad) {
+  Tensor a = leaf({1, -2}, {2}), b = leaf({3, 4}, {2});
+  Tensor c = f64({10, 20}, {2});  // no grad
+  auto [r, mask] = MulAdd::apply(a, b, c);
+  EXPECT_TRUE(r.requires_grad());
+  EXPECT_FALSE(mask.requires_grad());
+  EXPECT_EQ(mask.grad_fn(), nullptr);
+  EXPECT_TRUE(tensor_is(mask, {2}, {1, 0}));
+  EXPECT_TRUE(tensor_is(r, {2}, {13, 12}));
+  r.sum().backward();
+  EXPECT_TRUE(tensor_is(a.grad(), {2}, {3, 4}));
+  EXPECT_TRUE(tensor_is(b.grad(), {2}, {1, -2}));
+  // Without any input requiring grad, nothing is recorded.
+  auto [r2, m2] = MulAdd::apply(f64({1}, {1}), f64({2}, {1}), f64({3}, {1}));
+  EXPECT_FALSE(r2.requires_grad());
+}
+
+TEST(CustomFunction, SavedTensorModifiedInPlaceIsReported) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor h = x * 1;
+  Tensor y = ScaledCube::apply(h, 1.0);
+  h.add_(1);
+  EXPECT_TRUE(throws_with<AutogradError>([&] { y.sum().backward(); }, {"ScaledCubeBackward", "version"}));
+}
+
+// ---- deep graphs and memory -----------------------------------------------------------------------
+TEST(DeepGraph, TenThousandOpsBackpropagate) {
+  Tensor x = leaf({1.0}, {1});
+  Tensor y = x;
+  for (int i = 0; i < 10000; ++i) y = y * 1.0001;
+  y.sum().backward();
+  EXPECT_NEAR(x.grad().item<double>(), std::pow(1.0001, 10000), 1e-9);
+  // Dropping a deep graph that never ran backward does not recurse either.
+  Tensor z = x;
+  for (int i = 0; i < 20000; ++i) z = z + 1;
+  z = Tensor();
+}
+
+size_t live_bytes() { return cpu_memory_stats().allocated_bytes; }
+
+TEST(DeepGraph, MemoryDoesNotGrowAcrossIterations) {
+  Tensor w = lcg_tensor({16, 16}, 1).requires_grad_();
+  Tensor b = lcg_tensor({16}, 2).requires_grad_();
+  auto step = [&] {
+    Tensor x = lcg_tensor({8, 16}, 3);
+    Tensor h = x;
+    for (int i = 0; i < 20; ++i) h = tanh(linear(h, w, b)) + h * 0.5;
+    Tensor loss = h.pow(2).mean() + softmax(h, 1).max();
+    loss.backward();
+    autograd::NoGradGuard ng;
+    w.sub_(w.grad() * 1e-3);
+    b.sub_(b.grad() * 1e-3);
+    w.zero_grad();
+    b.zero_grad();
+  };
+  step();  // warm-up: .grad buffers, caches
+  size_t before = live_bytes();
+  for (int it = 0; it < 100; ++it) step();
+  EXPECT_EQ(live_bytes(), before);
+  // A retained graph is freed when its output dies.
+  {
+    Tensor y = (w * 2).sum();
+    y.backward({}, true);
+  }
+  w.zero_grad();
+  EXPECT_EQ(live_bytes(), before);
+}
+
+// ---- tie rules -------------------------------------------------------------------------------------
+TEST(Ties, FullMaxSplitsEvenlyAndMaxDimPicksTheFirst) {
+  Tensor x = leaf({1, 3, 3, 2, 3}, {5});
+  x.max().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {5}, {0, 1.0 / 3, 1.0 / 3, 0, 1.0 / 3}));
+  x.zero_grad();
+  x.min().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {5}, {1, 0, 0, 0, 0}));
+  x.zero_grad();
+  std::get<0>(x.max(0)).backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {5}, {0, 1, 0, 0, 0}));
+  Tensor m = leaf({5, 5, 1, 2, 7, 7}, {2, 3});
+  std::get<0>(m.max(1)).sum().backward();
+  EXPECT_TRUE(tensor_is(m.grad(), {2, 3}, {1, 0, 0, 0, 1, 0}));
+  m.zero_grad();
+  m.amax({1}).sum().backward();  // amax shares evenly, as PyTorch
+  EXPECT_TRUE(tensor_is(m.grad(), {2, 3}, {0.5, 0.5, 0, 0, 0.5, 0.5}));
+  Tensor a = leaf({1, 2}, {2}), b = leaf({1, 3}, {2});
+  maximum(a, b).sum().backward();
+  EXPECT_TRUE(tensor_is(a.grad(), {2}, {0.5, 0}));
+  EXPECT_TRUE(tensor_is(b.grad(), {2}, {0.5, 1}));
+}
+
+// ---- broadcasting and views ------------------------------------------------------------------------
+TEST(Broadcast, GradientsAreSummedBackToTheInputShape) {
+  Tensor a = leaf({1, 2, 3}, {3, 1}), b = leaf({10, 20, 30, 40}, {1, 4});
+  Tensor s = leaf({2}, {});
+  ((a * b) * s).sum().backward();
+  EXPECT_TRUE(tensor_is(a.grad(), {3, 1}, {200, 200, 200}));  // sum(b) * s
+  EXPECT_TRUE(tensor_is(b.grad(), {1, 4}, {12, 12, 12, 12}));  // sum(a) * s
+  EXPECT_TRUE(tensor_is(s.grad(), {}, {600}));
+  Tensor v = leaf({1, 2}, {2}), m = leaf({1, 1, 1, 1, 1, 1}, {3, 2});
+  (m + v).sum().backward();
+  EXPECT_TRUE(tensor_is(v.grad(), {2}, {3, 3}));
+  Tensor i = leaf({1.5}, {1});
+  (tensor({1, 2, 3}) * i).sum().backward();  // int tensor times a float leaf
+  EXPECT_TRUE(tensor_is(i.grad(), {1}, {6}));
+}
+
+TEST(Views, GradientsFlowThroughViews) {
+  Tensor x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
+  (x.slice(1, 1) * 2).sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {2, 3}, {0, 2, 2, 0, 2, 2}));
+  x.zero_grad();
+  (x.select(0, 1) * f64({1, 2, 3}, {3})).sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {2, 3}, {0, 0, 0, 1, 2, 3}));
+  x.zero_grad();
+  x.unsqueeze(0).expand({4, 2, 3}).sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {2, 3}, {4, 4, 4, 4, 4, 4}));
+  x.zero_grad();
+  (x.permute({1, 0}) * f64({1, 2, 3, 4, 5, 6}, {3, 2})).sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {2, 3}, {1, 3, 5, 2, 4, 6}));
+  x.zero_grad();
+  x.index({tensor({1, 1, 0})}).sum().backward();  // repeated rows accumulate
+  EXPECT_TRUE(tensor_is(x.grad(), {2, 3}, {1, 1, 1, 2, 2, 2}));
+  x.zero_grad();
+  x.index({Slice(), Slice(None, None, 2)}).sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {2, 3}, {1, 0, 1, 1, 0, 1}));
+  x.zero_grad();
+  x.index({x.detach() > 3.5}).sum().backward();  // mask
+  EXPECT_TRUE(tensor_is(x.grad(), {2, 3}, {0, 0, 0, 1, 1, 1}));
+  x.zero_grad();
+  (x.t().reshape({6}) * arange(6, kFloat64)).sum().backward();  // reshape of a transpose copies
+  EXPECT_TRUE(tensor_is(x.grad(), {2, 3}, {0, 2, 4, 1, 3, 5}));
+  x.zero_grad();
+  x.diagonal().sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {2, 3}, {1, 0, 0, 0, 1, 0}));
+  x.zero_grad();
+  std::vector<Tensor> parts = x.split(2, 1);
+  (parts[0].sum() * 2 + parts[1].sum()).backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {2, 3}, {2, 2, 1, 2, 2, 1}));
+}
+
+}  // namespace
+}  // namespace nabla::testing

@@ -1,0 +1,360 @@
+// Printing (PyTorch's layout from torch/_tensor_str.py, with nabla's names: dtype=float64,
+// size=[0, 3], grad_fn=<MulBackward>) and .npy files: round trips for every dtype and shape, a
+// cross-check with NumPy when python3 has it, and hostile files that must give IOError.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "value_helpers.h"
+
+namespace nabla::testing {
+namespace {
+
+std::string str(const Tensor& t) {
+  std::ostringstream os;
+  os << t;
+  return os.str();
+}
+
+// ---- printing --------------------------------------------------------------------------------------
+TEST(Print, FloatMatrix) {
+  EXPECT_EQ(str(tensor({{1.5, 2.25}, {-3.0, 4.0}})),
+            "tensor([[ 1.5000,  2.2500],\n"
+            "        [-3.0000,  4.0000]])");
+  EXPECT_EQ(str(tensor({{1., 2.}, {3., 4.}})),
+            "tensor([[1., 2.],\n"
+            "        [3., 4.]])");
+}
+
+TEST(Print, IntBoolAndDtypes) {
+  EXPECT_EQ(str(tensor({1, -20, 300})), "tensor([  1, -20, 300])");
+  EXPECT_EQ(str(tensor({true, false})), "tensor([ True, False])");
+  EXPECT_EQ(str(tensor({1.0, 2.5}, kFloat64)), "tensor([1.0000, 2.5000], dtype=float64)");
+  EXPECT_EQ(str(tensor({1, 2}, kInt32)), "tensor([1, 2], dtype=int32)");
+  EXPECT_EQ(str(tensor({7, 255}, kUInt8)), "tensor([  7, 255], dtype=uint8)");
+  EXPECT_EQ(str(tensor({0.5, -1.0}, kFloat16)), "tensor([ 0.5000, -1.0000], dtype=float16)");
+}
+
+TEST(Print, ZeroDim) {
+  EXPECT_EQ(str(tensor(3.5)), "tensor(3.5000)");
+  EXPECT_EQ(str(tensor(7)), "tensor(7)");
+  EXPECT_EQ(str(tensor(2.)), "tensor(2.)");
+  EXPECT_EQ(str(tensor(0.)), "tensor(0.)");
+  EXPECT_EQ(str(tensor(true)), "tensor(True)");
+  EXPECT_EQ(str(tensor(1e-5)), "tensor(1.0000e-05)");
+  EXPECT_EQ(str(scalar_tensor(-2.5, kFloat64)), "tensor(-2.5000, dtype=float64)");
+}
+
+TEST(Print, Empty) {
+  EXPECT_EQ(str(zeros({0})), "tensor([])");
+  EXPECT_EQ(str(zeros({0, 3})), "tensor([], size=[0, 3])");
+  EXPECT_EQ(str(zeros({0}, kInt64)), "tensor([], dtype=int64)");  // an empty int64 tensor names its dtype
+  EXPECT_EQ(str(zeros({2, 0}, kFloat64)), "tensor([], size=[2, 0], dtype=float64)");
+}
+
+TEST(Print, AutogradSuffixes) {
+  Tensor x = tensor({1., 2.}, requires_grad());
+  EXPECT_EQ(str(x), "tensor([1., 2.], requires_grad=True)");
+  EXPECT_EQ(str(x * 2), "tensor([2., 4.], grad_fn=<MulBackward>)");
+  EXPECT_EQ(str((x + 1).sum()), "tensor(5., grad_fn=<SumBackward>)");
+  EXPECT_EQ(str(x.detach()), "tensor([1., 2.])");
+  EXPECT_EQ(str(tensor({1., 2.}, dtype(kFloat64).requires_grad(true))),
+            "tensor([1., 2.], dtype=float64, requires_grad=True)");
+}
+
+TEST(Print, NestedDims) {
+  EXPECT_EQ(str(arange(8).view({2, 2, 2})),
+            "tensor([[[0, 1],\n"
+            "         [2, 3]],\n"
+            "\n"
+            "        [[4, 5],\n"
+            "         [6, 7]]])");
+  EXPECT_EQ(str(arange(6).view({2, 3}).t()),
+            "tensor([[0, 3],\n"
+            "        [1, 4],\n"
+            "        [2, 5]])");
+}
+
+TEST(Print, LongRowsWrapAtLinewidth) {
+  EXPECT_EQ(str(arange(30)),
+            "tensor([ 0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14, 15, 16, 17,\n"
+            "        18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29])");
+  // A suffix that does not fit on the last line goes on its own line.
+  EXPECT_EQ(str(tensor({0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8}, kFloat64)),
+            "tensor([0.1000, 0.2000, 0.3000, 0.4000, 0.5000, 0.6000, 0.7000, 0.8000],\n"
+            "       dtype=float64)");
+  EXPECT_EQ(str(tensor({0.1, 0.2, 0.3, 0.4}, kFloat64)), "tensor([0.1000, 0.2000, 0.3000, 0.4000], dtype=float64)");
+}
+
+TEST(Print, SummarizesLargeTensors) {
+  EXPECT_EQ(str(arange(1001)), "tensor([   0,    1,    2,  ...,  998,  999, 1000])");
+  EXPECT_EQ(str(arange(1000)).find("..."), std::string::npos);  // at the threshold: printed in full
+  EXPECT_EQ(str(arange(1200).view({40, 30})),
+            "tensor([[   0,    1,    2,  ...,   27,   28,   29],\n"
+            "        [  30,   31,   32,  ...,   57,   58,   59],\n"
+            "        [  60,   61,   62,  ...,   87,   88,   89],\n"
+            "        ...,\n"
+            "        [1110, 1111, 1112,  ..., 1137, 1138, 1139],\n"
+            "        [1140, 1141, 1142,  ..., 1167, 1168, 1169],\n"
+            "        [1170, 1171, 1172,  ..., 1197, 1198, 1199]])");
+  EXPECT_EQ(str(ones({2000}) / 2), "tensor([0.5000, 0.5000, 0.5000,  ..., 0.5000, 0.5000, 0.5000])");
+}
+
+TEST(Print, ScientificMode) {
+  EXPECT_EQ(str(tensor({1e-5, 1.0})), "tensor([1.0000e-05, 1.0000e+00])");
+  EXPECT_EQ(str(tensor({1., 10000.})), "tensor([1.0000e+00, 1.0000e+04])");  // integers spanning > 1000x
+  EXPECT_EQ(str(tensor({1., 1000.})), "tensor([   1., 1000.])");             // exactly 1000x: not yet
+  EXPECT_EQ(str(tensor(std::vector<double>{1e9, -1})), "tensor([ 1.0000e+09, -1.0000e+00], dtype=float64)");
+  EXPECT_EQ(str(tensor({0.5, 123456789.0})), "tensor([5.0000e-01, 1.2346e+08])");
+  EXPECT_EQ(str(tensor({0.0, 2e-5})), "tensor([0.0000e+00, 2.0000e-05])");
+}
+
+TEST(Print, NonFiniteValuesDoNotSetTheWidth) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  EXPECT_EQ(str(tensor(std::vector<double>{inf, 1}).to(kFloat32)), "tensor([inf, 1.])");
+  EXPECT_EQ(str(tensor(std::vector<double>{nan, 1.5, -2}).to(kFloat32)), "tensor([    nan,  1.5000, -2.0000])");
+  EXPECT_EQ(str(tensor(std::vector<double>{0, -inf}).to(kFloat32)), "tensor([0., -inf])");
+  EXPECT_EQ(str(tensor(std::vector<double>{nan}).to(kFloat32)), "tensor([nan])");
+}
+
+TEST(Print, PrintOptions) {
+  set_print_options(PrintOptions{.precision = 2, .threshold = 5, .edgeitems = 2});
+  std::string a = str(tensor({1.12345, 2.5}));
+  std::string b = str(arange(10));
+  set_print_options(PrintOptions{});
+  EXPECT_EQ(a, "tensor([1.12, 2.50])");
+  EXPECT_EQ(b, "tensor([0, 1,  ..., 8, 9])");
+  EXPECT_EQ(str(tensor({1.12345})), "tensor([1.1235])");
+}
+
+// ---- .npy round trips ------------------------------------------------------------------------------
+class Npy : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("nabla_npy_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  void write_bytes(const std::string& name, const std::string& bytes) const {
+    std::ofstream f(path(name), std::ios::binary);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  std::filesystem::path dir_;
+};
+
+// A version-1 .npy file with the given header dict (padded as NumPy does) and raw data.
+std::string npy_bytes(const std::string& dict, const std::string& data, int hlen_override = -1) {
+  std::string header = dict;
+  size_t total = 10 + header.size() + 1;
+  header += std::string((64 - total % 64) % 64, ' ') + "\n";
+  size_t hlen = hlen_override >= 0 ? static_cast<size_t>(hlen_override) : header.size();
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(hlen & 0xff);
+  out += static_cast<char>((hlen >> 8) & 0xff);
+  return out + header + data;
+}
+
+TEST_F(Npy, RoundTripEveryDtype) {
+  std::vector<Tensor> ts = {
+      tensor({{1.5f, -2.f, 3.25f}, {0.f, 1e-30f, -7.f}}),
+      tensor(std::vector<double>{1.0 / 3, -1e300, 5e-324}, {3}),
+      tensor(std::vector<int64_t>{std::numeric_limits<int64_t>::min(), -1, 0, std::numeric_limits<int64_t>::max()}),
+      tensor(std::vector<int32_t>{-5, 7, 2147483647}),
+      tensor(std::vector<uint8_t>{0, 128, 255}),
+      tensor({{true, false}, {false, true}}),
+      tensor({0.5, -65504.0, 0.000061035156}, kFloat16),
+  };
+  for (size_t i = 0; i < ts.size(); ++i) {
+    std::string p = path("t" + std::to_string(i) + ".npy");
+    save_npy(ts[i], p);
+    Tensor r = load_npy(p);
+    EXPECT_EQ(r.dtype(), ts[i].dtype()) << i;
+    EXPECT_EQ(shape_of(r), shape_of(ts[i])) << i;
+    EXPECT_TRUE(values_near(values(r), values(ts[i]), 0, 0)) << i;
+  }
+  EXPECT_THROW(save_npy(ones({2}, kBFloat16), path("bf.npy")), NotImplemented);
+}
+
+TEST_F(Npy, RoundTripShapes) {
+  for (const std::vector<int64_t>& s : std::vector<std::vector<int64_t>>{{}, {0}, {0, 3}, {4}, {2, 3, 4}, {1, 1, 1, 1}}) {
+    Tensor t = lcg_tensor(s, 7, kFloat32);
+    save_npy(t, path("s.npy"));
+    Tensor r = load_npy(path("s.npy"));
+    EXPECT_EQ(shape_of(r), s);
+    EXPECT_TRUE(values_near(values(r), values(t), 0, 0));
+  }
+  // A non-contiguous tensor is saved in logical (C) order.
+  Tensor nc = arange(6, kFloat64).view({2, 3}).t();
+  save_npy(nc, path("nc.npy"));
+  EXPECT_TRUE(tensor_is(load_npy(path("nc.npy")), {3, 2}, {0, 3, 1, 4, 2, 5}, 0, 0));
+}
+
+TEST_F(Npy, FileLayoutIsNumPyVersion1) {
+  save_npy(tensor({1.f, 2.f}), path("a.npy"));
+  std::ifstream f(path("a.npy"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ASSERT_GE(bytes.size(), 10u);
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
+  size_t hlen = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
+  EXPECT_EQ((10 + hlen) % 64, 0u);  // data aligned to 64 bytes
+  std::string header = bytes.substr(10, hlen);
+  EXPECT_EQ(header.rfind("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 0), 0u) << header;
+  EXPECT_EQ(header.back(), '\n');
+  EXPECT_EQ(bytes.size(), 10 + hlen + 8);
+}
+
+TEST_F(Npy, LoadsFortranOrderBigEndianAndVersion2) {
+  // (2, 3) float64 in Fortran order: columns stored first.
+  double col_major[6] = {1, 4, 2, 5, 3, 6};
+  write_bytes("f.npy", npy_bytes("{'descr': '<f8', 'fortran_order': True, 'shape': (2, 3), }",
+                                 std::string(reinterpret_cast<char*>(col_major), sizeof(col_major))));
+  EXPECT_TRUE(tensor_is(load_npy(path("f.npy")), {2, 3}, {1, 2, 3, 4, 5, 6}, 0, 0));
+  // Big-endian float64 and int32.
+  std::string be;
+  for (double v : {1.5, -2.0}) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, 8);
+    for (int k = 7; k >= 0; --k) be += static_cast<char>((bits >> (8 * k)) & 0xff);
+  }
+  write_bytes("be.npy", npy_bytes("{'descr': '>f8', 'fortran_order': False, 'shape': (2,), }", be));
+  EXPECT_TRUE(tensor_is(load_npy(path("be.npy")), {2}, {1.5, -2}, 0, 0));
+  write_bytes("bei.npy", npy_bytes("{'descr': '>i4', 'fortran_order': False, 'shape': (1,), }",
+                                   std::string("\x00\x00\x01\x02", 4)));
+  EXPECT_EQ(load_npy(path("bei.npy")).item<int64_t>(), 258);
+  // Version 2.0 has a 4-byte header length; keys may come in any order, double quotes are fine.
+  std::string dict = "{\"shape\": (), \"fortran_order\": False, \"descr\": \"<i8\"}\n";
+  std::string v2 = std::string("\x93NUMPY\x02\x00", 8);
+  uint32_t hl = static_cast<uint32_t>(dict.size());
+  for (int k = 0; k < 4; ++k) v2 += static_cast<char>((hl >> (8 * k)) & 0xff);
+  int64_t seven = 7;
+  write_bytes("v2.npy", v2 + dict + std::string(reinterpret_cast<char*>(&seven), 8));
+  Tensor s = load_npy(path("v2.npy"));
+  EXPECT_EQ(s.dim(), 0);
+  EXPECT_EQ(s.item<int64_t>(), 7);
+}
+
+TEST_F(Npy, HostileFilesGiveIOError) {
+  float two[2] = {1, 2};
+  std::string data(reinterpret_cast<char*>(two), 8);
+  std::string good = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
+  write_bytes("ok.npy", npy_bytes(good, data));
+  ASSERT_NO_THROW(load_npy(path("ok.npy")));
+  struct Bad {
+    const char* name;
+    std::string bytes;
+    const char* why;
+  };
+  std::string ok = npy_bytes(good, data);
+  std::vector<Bad> bad = {
+      {"magic", "\x93NUMPX" + ok.substr(6), "magic"},
+      {"tiny", std::string("\x93NUM", 4), "magic"},
+      {"empty", "", "magic"},
+      {"truncated", ok.substr(0, ok.size() - 3), "bytes"},
+      {"extra", ok + "xx", "bytes"},
+      {"hlen_past_end", npy_bytes(good, data, 60000), "header length"},
+      {"hlen_lies_short", npy_bytes(good, data, 20), "header"},
+      {"hlen_lies_long", npy_bytes(good, data, 126), "bytes"},  // the header swallows the data
+      {"version", "\x93NUMPY\x07" + ok.substr(7), "version"},
+      {"dtype_complex", npy_bytes("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", data), "dtype"},
+      {"dtype_object", npy_bytes("{'descr': '|O', 'fortran_order': False, 'shape': (1,), }", data), "dtype"},
+      {"dtype_unicode", npy_bytes("{'descr': '<U10', 'fortran_order': False, 'shape': (1,), }", data), "dtype"},
+      {"byte_order", npy_bytes("{'descr': '!f4', 'fortran_order': False, 'shape': (2,), }", data), "byte order"},
+      {"missing_shape", npy_bytes("{'descr': '<f4', 'fortran_order': False, }", data), "shape"},
+      {"unknown_key", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", data), "key"},
+      {"bad_shape", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", data), "shape"},
+      {"huge_shape", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", data),
+       "overflow"},
+      {"unterminated", npy_bytes("{'descr': '<f4", data), "header"},
+      {"not_a_dict", npy_bytes("[1, 2, 3]", data), "header"},
+      {"bool_bytes", npy_bytes("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", std::string("\x01\x07", 2)),
+       "bool"},
+  };
+  for (const Bad& b : bad) {
+    write_bytes(b.name, b.bytes);
+    EXPECT_TRUE(throws_with<IOError>([&] { load_npy(path(b.name)); }, {"load_npy", b.name, b.why})) << b.name;
+  }
+  EXPECT_TRUE(throws_with<IOError>([&] { load_npy(path("does_not_exist.npy")); }, {"does_not_exist.npy"}));
+  EXPECT_THROW(load_npy(dir_.string()), IOError);  // a directory
+  EXPECT_THROW(save_npy(ones({2}), path("no_such_dir/x.npy")), IOError);
+}
+
+// ---- cross-check with NumPy --------------------------------------------------------------------------
+bool have_numpy() { return std::system("python3 -c 'import numpy' > /dev/null 2>&1") == 0; }
+
+TEST_F(Npy, NumPyReadsWhatNablaWrites) {
+  if (!have_numpy()) GTEST_SKIP() << "python3 with numpy is not available";
+  save_npy(tensor({{1.5f, -2.f, 3.f}, {4.f, 5.f, 6.25f}}), path("f4.npy"));
+  save_npy(tensor(std::vector<int64_t>{-3, 1LL << 40}), path("i8.npy"));
+  save_npy(tensor({true, false, true}), path("b1.npy"));
+  save_npy(arange(6, kFloat64).view({2, 3}).t(), path("t.npy"));
+  save_npy(scalar_tensor(2.5, kFloat64), path("s.npy"));
+  save_npy(zeros({0, 2}, kInt32), path("e.npy"));
+  save_npy(tensor({0.5, -1.0}, kFloat16), path("f2.npy"));
+  std::string script = path("check.py");
+  std::ofstream(script) << "import numpy as np, sys\n"
+                           "d = sys.argv[1]\n"
+                           "a = np.load(d + '/f4.npy'); assert a.dtype == np.float32 and a.shape == (2, 3)\n"
+                           "assert (a == np.array([[1.5, -2, 3], [4, 5, 6.25]], dtype=np.float32)).all()\n"
+                           "b = np.load(d + '/i8.npy'); assert b.dtype == np.int64 and list(b) == [-3, 1 << 40]\n"
+                           "c = np.load(d + '/b1.npy'); assert c.dtype == np.bool_ and list(c) == [True, False, True]\n"
+                           "t = np.load(d + '/t.npy'); assert t.shape == (3, 2) and (t == np.arange(6.0).reshape(2, 3).T).all()\n"
+                           "s = np.load(d + '/s.npy'); assert s.shape == () and s == 2.5 and s.dtype == np.float64\n"
+                           "e = np.load(d + '/e.npy'); assert e.shape == (0, 2) and e.dtype == np.int32\n"
+                           "h = np.load(d + '/f2.npy'); assert h.dtype == np.float16 and list(h) == [0.5, -1.0]\n";
+  EXPECT_EQ(std::system(("python3 " + script + " " + dir_.string()).c_str()), 0);
+}
+
+TEST_F(Npy, NablaReadsWhatNumPyWrites) {
+  if (!have_numpy()) GTEST_SKIP() << "python3 with numpy is not available";
+  std::string script = path("write.py");
+  std::ofstream(script) << "import numpy as np, sys\n"
+                           "d = sys.argv[1]\n"
+                           "x = np.arange(12, dtype='<f4').reshape(3, 4)\n"
+                           "np.save(d + '/c.npy', x)\n"
+                           "np.save(d + '/f.npy', np.asfortranarray(x))\n"
+                           "np.save(d + '/be.npy', np.array([1.5, -2.25, 1e300], dtype='>f8'))\n"
+                           "np.save(d + '/bei.npy', np.array([[1, -2], [3, 1 << 40]], dtype='>i8'))\n"
+                           "np.save(d + '/u1.npy', np.array([0, 200, 255], dtype=np.uint8))\n"
+                           "np.save(d + '/b.npy', np.array([[True, False]]))\n"
+                           "np.save(d + '/s.npy', np.float64(3.5))\n"
+                           "np.save(d + '/e.npy', np.zeros((2, 0, 3), dtype=np.int32))\n"
+                           "np.save(d + '/h.npy', np.array([0.1, 2], dtype=np.float16))\n";
+  ASSERT_EQ(std::system(("python3 " + script + " " + dir_.string()).c_str()), 0);
+  std::vector<double> x(12);
+  for (int i = 0; i < 12; ++i) x[i] = i;
+  Tensor c = load_npy(path("c.npy"));
+  EXPECT_EQ(c.dtype(), kFloat32);
+  EXPECT_TRUE(tensor_is(c, {3, 4}, x, 0, 0));
+  EXPECT_TRUE(tensor_is(load_npy(path("f.npy")), {3, 4}, x, 0, 0));
+  EXPECT_TRUE(tensor_is(load_npy(path("be.npy")), {3}, {1.5, -2.25, 1e300}, 0, 0));
+  Tensor bei = load_npy(path("bei.npy"));
+  EXPECT_EQ(bei.dtype(), kInt64);
+  EXPECT_EQ(int_values(bei), (std::vector<int64_t>{1, -2, 3, 1LL << 40}));
+  EXPECT_EQ(int_values(load_npy(path("u1.npy"))), (std::vector<int64_t>{0, 200, 255}));
+  Tensor b = load_npy(path("b.npy"));
+  EXPECT_EQ(b.dtype(), kBool);
+  EXPECT_TRUE(tensor_is(b, {1, 2}, {1, 0}));
+  Tensor s = load_npy(path("s.npy"));
+  EXPECT_EQ(s.dim(), 0);
+  EXPECT_DOUBLE_EQ(s.item<double>(), 3.5);
+  Tensor e = load_npy(path("e.npy"));
+  EXPECT_EQ(e.dtype(), kInt32);
+  EXPECT_EQ(shape_of(e), (std::vector<int64_t>{2, 0, 3}));
+  Tensor h = load_npy(path("h.npy"));
+  EXPECT_EQ(h.dtype(), kFloat16);
+  EXPECT_TRUE(tensor_is(h, {2}, {0.0999755859375, 2}, 0, 0));
+}
+
+}  // namespace
+}  // namespace nabla::testing
