@@ -290,7 +290,13 @@ TEST_F(Npy, HostileFilesGiveIOError) {
 }
 
 // ---- cross-check with NumPy --------------------------------------------------------------------------
-bool have_numpy() { return std::system("python3 -c 'import numpy' > /dev/null 2>&1") == 0; }
+// Debian's python3 (which python3-numpy serves) may not be the first python3 on PATH.
+std::string python() {
+  for (const char* p : {"/usr/bin/python3", "python3"})
+    if (std::system((std::string(p) + " -c 'import numpy' > /dev/null 2>&1").c_str()) == 0) return p;
+  return "";
+}
+bool have_numpy() { return !python().empty(); }
 
 TEST_F(Npy, NumPyReadsWhatNablaWrites) {
   if (!have_numpy()) GTEST_SKIP() << "python3 with numpy is not available";
@@ -312,7 +318,7 @@ TEST_F(Npy, NumPyReadsWhatNablaWrites) {
                            "s = np.load(d + '/s.npy'); assert s.shape == () and s == 2.5 and s.dtype == np.float64\n"
                            "e = np.load(d + '/e.npy'); assert e.shape == (0, 2) and e.dtype == np.int32\n"
                            "h = np.load(d + '/f2.npy'); assert h.dtype == np.float16 and list(h) == [0.5, -1.0]\n";
-  EXPECT_EQ(std::system(("python3 " + script + " " + dir_.string()).c_str()), 0);
+  EXPECT_EQ(std::system((python() + " " + script + " " + dir_.string()).c_str()), 0);
 }
 
 TEST_F(Npy, NablaReadsWhatNumPyWrites) {
@@ -330,7 +336,7 @@ TEST_F(Npy, NablaReadsWhatNumPyWrites) {
                            "np.save(d + '/s.npy', np.float64(3.5))\n"
                            "np.save(d + '/e.npy', np.zeros((2, 0, 3), dtype=np.int32))\n"
                            "np.save(d + '/h.npy', np.array([0.1, 2], dtype=np.float16))\n";
-  ASSERT_EQ(std::system(("python3 " + script + " " + dir_.string()).c_str()), 0);
+  ASSERT_EQ(std::system((python() + " " + script + " " + dir_.string()).c_str()), 0);
   std::vector<double> x(12);
   for (int i = 0; i < 12; ++i) x[i] = i;
   Tensor c = load_npy(path("c.npy"));

@@ -98,19 +98,14 @@ typename R::A reduce_run(const T* p, int64_t n, int64_t stride) {
   using A = typename R::A;
   if constexpr (OP == ReduceOp::sum && std::is_floating_point_v<T>) {
     if (stride == 1) {
-      // 16 lanes in T over blocks of 1024 (so each lane sums at most 64 values), each block
-      // added into a double: vectorizes, and stays accurate for long sums.
-      double total = 0;
+      // 16 double lanes: vectorizes (float -> double conversions included) and keeps the
+      // accuracy of double accumulation.
+      double lanes[16] = {};
       int64_t i = 0;
-      for (; i + 16 <= n;) {
-        T lanes[16] = {};
-        int64_t end = std::min<int64_t>(n - (n - i) % 16, i + 1024);
-        for (; i < end; i += 16)
-          for (int j = 0; j < 16; ++j) lanes[j] += p[i + j];
-        T s = 0;
-        for (int j = 0; j < 16; ++j) s += lanes[j];
-        total += s;
-      }
+      for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; ++j) lanes[j] += static_cast<double>(p[i + j]);
+      double total = 0;
+      for (int j = 0; j < 16; ++j) total += lanes[j];
       for (; i < n; ++i) total += p[i];
       return total;
     }
