@@ -5,6 +5,8 @@
 
 #include "data/dataloader.h"
 #include "data/dataset.h"
+#include "data/datasets.h"
+#include "data/idx.h"
 #include "data/image.h"
 #include "data/random.h"
 #include "data/sampler.h"

@@ -55,14 +55,26 @@ std::vector<char> read_image_file(const std::string& path, const ImageLimits& li
   return bytes;
 }
 
+// The format a file's first bytes announce, if one nabla reads.
+const char* sniff_format(std::span<const uint8_t> b) {
+  if (b.size() >= 8 && b[0] == 0x89 && b[1] == 'P' && b[2] == 'N' && b[3] == 'G') return "PNG";
+  if (b.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return "JPEG";
+  if (b.size() >= 2 && b[0] == 'B' && b[1] == 'M') return "BMP";
+  return nullptr;
+}
+
 ImageInfo info_from_memory(std::span<const uint8_t> bytes, const ImageLimits& limits, const std::string& name) {
   check<IOError>(!bytes.empty(), "load_image: ", quoted(name), " is empty");
   check<IOError>(bytes.size() <= static_cast<size_t>(INT_MAX), "load_image: ", quoted(name), " is too large (",
                  bytes.size(), " bytes)");
   int w = 0, h = 0, c = 0;
-  if (!stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c))
+  if (!stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c)) {
+    if (const char* format = sniff_format(bytes))
+      throw IOError(detail::str("load_image: ", quoted(name), " looks like a ", format,
+                                " file but its header is corrupt or unsupported (or declares an image too large to decode)"));
     throw IOError(detail::str("load_image: ", quoted(name), " is not a readable PNG, JPEG or BMP image (",
                               stbi_failure_reason(), ")"));
+  }
   check<IOError>(w > 0 && h > 0, "load_image: ", quoted(name), " declares an empty image (", w, "x", h, ")");
   check<IOError>(w <= limits.max_width && h <= limits.max_height &&
                      static_cast<int64_t>(w) * h <= limits.max_pixels,

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -52,6 +53,37 @@ inline std::vector<uint8_t> idx_bytes(uint8_t type, const std::vector<uint32_t>&
     for (int k = 3; k >= 0; --k) b.push_back(static_cast<uint8_t>(d >> (8 * k)));
   b.insert(b.end(), payload.begin(), payload.end());
   return b;
+}
+
+// A gzip file holding `plain` in uncompressed (stored) deflate blocks: lets tests build any .gz
+// content, including lying IDX headers, without linking zlib.
+inline std::vector<uint8_t> gzip_stored(const std::vector<uint8_t>& plain) {
+  uint32_t table[256];
+  for (uint32_t n = 0; n < 256; ++n) {
+    uint32_t c = n;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    table[n] = c;
+  }
+  uint32_t crc = 0xFFFFFFFFu;
+  for (uint8_t b : plain) crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8);
+  crc ^= 0xFFFFFFFFu;
+  std::vector<uint8_t> out = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff};
+  size_t pos = 0;
+  do {
+    size_t n = std::min<size_t>(plain.size() - pos, 65535);
+    bool last = pos + n == plain.size();
+    out.push_back(last ? 1 : 0);
+    out.push_back(static_cast<uint8_t>(n));
+    out.push_back(static_cast<uint8_t>(n >> 8));
+    out.push_back(static_cast<uint8_t>(~n));
+    out.push_back(static_cast<uint8_t>(~n >> 8));
+    out.insert(out.end(), plain.begin() + static_cast<long>(pos), plain.begin() + static_cast<long>(pos + n));
+    pos += n;
+  } while (pos < plain.size());
+  uint32_t size = static_cast<uint32_t>(plain.size());
+  for (uint32_t v : {crc, size})
+    for (int k = 0; k < 4; ++k) out.push_back(static_cast<uint8_t>(v >> (8 * k)));
+  return out;
 }
 
 }  // namespace nabla_test
