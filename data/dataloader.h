@@ -17,9 +17,11 @@
 // iterator when the loop reaches batch k. Leaving the loop early (break, exception) stops and joins
 // the workers when the iterator is destroyed; a worker finishes the batch it is building first.
 //
-// Resuming: state() is where the next batch would come from ({seed, epoch, index}); save it with a
-// checkpoint, and after load_state() the next begin() continues that epoch from that index, with
-// the same order and the same augmentation.
+// Resuming: state() is where the next batch would come from ({seed, epoch, index}); inside the loop
+// body of batch k it points just past batch k. Save it with a checkpoint, and after load_state()
+// the next begin() continues that epoch from that index, with the same order and the same
+// augmentation. (After leaving a loop early, state() still points into the abandoned epoch, so a
+// checkpoint taken then resumes it; a plain begin() moves on to the next epoch.)
 #pragma once
 
 #include <cstdint>

@@ -73,9 +73,9 @@ std::string find_idx(const char* dataset, const std::string& root, const std::st
                             "'); scripts/get-data.sh puts MNIST in data/mnist and Fashion-MNIST in data/fashion-mnist"));
 }
 
-Tensor read_idx_for(const char* dataset, const std::string& path) {
+Tensor read_idx_for(const char* dataset, const std::string& path, uint64_t max_bytes) {
   try {
-    return read_idx(path);
+    return read_idx(path, {.max_bytes = max_bytes});
   } catch (const IOError& e) {
     throw IOError(detail::str(dataset, ": ", e.what()));
   }
@@ -92,8 +92,10 @@ MNIST::MNIST(const char* name, std::vector<std::string> classes, const std::stri
   const std::string prefix = split == Split::train ? "train" : "t10k";
   const std::string image_path = find_idx(name, root, prefix + "-images-idx3-ubyte");
   const std::string label_path = find_idx(name, root, prefix + "-labels-idx1-ubyte");
-  Tensor images = read_idx_for(name, image_path);
-  Tensor labels = read_idx_for(name, label_path);
+  // Generous caps (MNIST's training images are 47 MB) so that a hostile or wrong file, even a
+  // gzip bomb with a plausible header, cannot make us allocate gigabytes.
+  Tensor images = read_idx_for(name, image_path, uint64_t(1) << 30);
+  Tensor labels = read_idx_for(name, label_path, uint64_t(64) << 20);
   auto bad = [&](const std::string& path, const std::string& what) {
     throw IOError(detail::str(name, ": IDX file '", path, "': ", what));
   };
