@@ -118,7 +118,9 @@ std::string dims_str(const std::vector<int64_t>& dims) {
 // Big-endian elements -> the returned dtype.
 void convert(const unsigned char* raw, uint8_t code, int64_t n, void* out) {
   switch (code) {
-    case 0x08: std::memcpy(out, raw, static_cast<size_t>(n)); break;
+    case 0x08:
+      if (n > 0) std::memcpy(out, raw, static_cast<size_t>(n));
+      break;
     case 0x09: {
       auto* o = static_cast<int32_t*>(out);
       for (int64_t i = 0; i < n; ++i) o[i] = static_cast<int8_t>(raw[i]);
