@@ -42,7 +42,7 @@ bool exists_file(const std::string& path) {
 
 // ---- InMemoryImageDataset -----------------------------------------------------------------------
 Example InMemoryImageDataset::get(int64_t index) const {
-  impl::check_index("dataset", index, size());
+  impl::check_index(name_, index, size());
   const int64_t C = images_.size(1), H = images_.size(2), W = images_.size(3), n = C * H * W;
   Tensor image = empty({C, H, W}, kFloat32);
   pixels_to_float(images_.data_ptr<uint8_t>() + index * n, image.data_ptr<float>(), n);
@@ -87,6 +87,7 @@ MNIST::MNIST(const std::string& root, Split split, Transform transform)
     : MNIST("MNIST", {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}, root, split, std::move(transform)) {}
 
 MNIST::MNIST(const char* name, std::vector<std::string> classes, const std::string& root, Split split, Transform transform) {
+  name_ = name;
   classes_ = std::move(classes);
   transform_ = std::move(transform);
   const std::string prefix = split == Split::train ? "train" : "t10k";
@@ -122,6 +123,7 @@ FashionMNIST::FashionMNIST(const std::string& root, Split split, Transform trans
 
 // ---- CIFAR-10 -----------------------------------------------------------------------------------
 CIFAR10::CIFAR10(const std::string& root, Split split, Transform transform) {
+  name_ = "CIFAR10";
   classes_ = {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
   transform_ = std::move(transform);
   std::string dir = root;

@@ -39,6 +39,7 @@ class InMemoryImageDataset : public Dataset {
 
  protected:
   InMemoryImageDataset() = default;
+  const char* name_ = "dataset";  // for error messages
   Tensor images_, targets_;
   std::vector<std::string> classes_;
   Transform transform_;

@@ -175,6 +175,12 @@ TEST(DataMNIST, LoadsGeneratedFilesPlainAndGzip) {
   auto b = train.get_batch(idx);
   EXPECT_TRUE(b.data.equal(stack({train.get(4).data, train.get(0).data, train.get(2).data})));
   EXPECT_TRUE(b.target.equal(tensor(std::vector<int64_t>{5, 3, 4})));
+  try {
+    train.get(5);
+    ADD_FAILURE() << "expected IndexError";
+  } catch (const IndexError& e) {
+    EXPECT_STREQ(e.what(), "MNIST: index 5 is out of range for 5 examples");
+  }
 
   data::FashionMNIST test(dir / "gz", data::Split::test, data::Normalize({0.5}, {0.5}));
   EXPECT_EQ(test.size(), 5);
