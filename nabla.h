@@ -9,3 +9,4 @@
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "data/data.h"
