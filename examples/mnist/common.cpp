@@ -1,0 +1,72 @@
+#include "common.h"
+
+#include <filesystem>
+
+namespace mnist {
+
+using namespace nabla;
+namespace fs = std::filesystem;
+
+Device pick_device(const std::string& spec) {
+  if (spec == "cpu") return kCPU;
+  if (spec == "cuda") {
+    if (!cuda::is_available())
+      throw Failure("--device cuda: no usable CUDA GPU here (this build " +
+                        std::string(has_backend(DeviceType::cuda) ? "has" : "has no") +
+                        " CUDA backend); use --device cpu or --device auto",
+                    kExitUsage);
+    return Device::cuda();
+  }
+  return cuda::is_available() ? Device::cuda() : kCPU;
+}
+
+std::string default_data_dir(const std::string& dataset) {
+  return dataset == "fashion-mnist" ? "data/fashion-mnist" : "data/mnist";
+}
+
+std::string dataset_title(const std::string& dataset) { return dataset == "fashion-mnist" ? "Fashion-MNIST" : "MNIST"; }
+
+std::shared_ptr<data::MNIST> load_split(const std::string& dataset, const std::string& dir, bool train) {
+  const char* prefix = train ? "train" : "t10k";
+  bool found = false;
+  for (const char* suffix : {"", ".gz"})
+    found = found || fs::exists(fs::path(dir) / (std::string(prefix) + "-images-idx3-ubyte" + suffix));
+  if (!found) {
+    std::string fetch = dataset == "fashion-mnist"
+                            ? "apt-get install dataset-fashion-mnist && scripts/get-data.sh"
+                            : "scripts/get-data.sh";
+    throw Failure(dataset_title(dataset) + " files not found in '" + dir + "' (expected " + prefix +
+                      "-images-idx3-ubyte and " + prefix + "-labels-idx1-ubyte, plain or .gz).\n"
+                      "Fetch them with:  " + fetch + "\nor point --data at a folder that has them.",
+                  kExitNoData);
+  }
+  data::Split split = train ? data::Split::train : data::Split::test;
+  if (dataset == "fashion-mnist") return std::make_shared<data::FashionMNIST>(dir, split);
+  return std::make_shared<data::MNIST>(dir, split);
+}
+
+std::map<std::string, std::string> read_checkpoint_info(const std::string& path) {
+  if (!fs::exists(path)) throw Failure("checkpoint '" + path + "' does not exist", kExitError);
+  safetensors::Metadata md;
+  safetensors::read_header(path, &md);
+  std::map<std::string, std::string> info;
+  for (const auto& [k, v] : md)
+    if (k.rfind("user.mnist.", 0) == 0) info[k.substr(5)] = v;
+  if (!info.count("mnist.model"))
+    throw Failure("'" + path + "' is not a checkpoint written by `mnist train` (no mnist.model in its metadata)",
+                  kExitError);
+  return info;
+}
+
+ModelInfo load_trained_model(const std::string& checkpoint, Device device, std::map<std::string, std::string>* info_out) {
+  auto info = read_checkpoint_info(checkpoint);
+  ModelInfo m = make_model(info.at("mnist.model"));
+  optim::Checkpoint ck{.model = m.module.get(), .rng = false};
+  optim::load_checkpoint(checkpoint, ck);
+  m.module->to(device);
+  m.module->eval();
+  if (info_out) *info_out = std::move(info);
+  return m;
+}
+
+}  // namespace mnist

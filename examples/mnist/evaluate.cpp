@@ -1,0 +1,70 @@
+// mnist eval: test accuracy of a checkpoint, per-class precision and recall, and the confusion matrix.
+#include <cstdio>
+
+#include "cli.h"
+#include "common.h"
+#include "progress.h"
+
+namespace mnist {
+
+using namespace nabla;
+
+int cmd_eval(int argc, char** argv) {
+  Cli cli("eval", "Evaluates a trained checkpoint on the test set: accuracy, per-class precision and recall,\n"
+                  "and the confusion matrix (rows: true digit, columns: predicted digit).");
+  cli.option("checkpoint", "PATH", "a checkpoint written by `mnist train`", "checkpoints/mnist-cnn.safetensors")
+      .option("data", "DIR", "folder with the IDX files", "the checkpoint's dataset in data/")
+      .option("device", "NAME", "auto, cpu or cuda", "auto", {"auto", "cpu", "cuda"})
+      .option("batch-size", "N", "evaluation batch size", "1000")
+      .example("mnist eval --checkpoint checkpoints/mnist-cnn.safetensors");
+  if (!cli.parse(argc, argv, 2)) return kExitOk;
+  Device device = pick_device(cli.str("device"));
+  std::map<std::string, std::string> info;
+  ModelInfo m = load_trained_model(cli.str("checkpoint"), device, &info);
+  std::string dataset = info.count("mnist.dataset") ? info["mnist.dataset"] : "mnist";
+  std::string dir = cli.is_set("data") ? cli.str("data") : default_data_dir(dataset);
+  auto test_set = load_split(dataset, dir, false);
+  int64_t bs = cli.integer("batch-size");
+  if (bs < 1) throw UsageError("--batch-size must be at least 1");
+
+  autograd::InferenceMode guard;
+  const int64_t C = 10;
+  metrics::Accuracy acc(C);
+  metrics::Precision prec(C, metrics::Average::none);
+  metrics::Recall rec(C, metrics::Average::none);
+  double loss = 0;
+  data::DataLoader loader(test_set, {.batch_size = bs});
+  for (auto& batch : loader) {
+    Tensor x = normalize(batch.data.to(device)), y = batch.target.to(device);
+    Tensor out = (*m.module)(x);
+    Tensor l = m.outputs_log_probs ? nn::functional::nll_loss(out, y, {.reduction = nn::Reduction::sum})
+                                   : nn::functional::cross_entropy(out, y, {.reduction = nn::Reduction::sum});
+    loss += l.item<double>();
+    Tensor pred = out.argmax(1).cpu(), yc = y.cpu();
+    acc.update(pred, yc);
+    prec.update(pred, yc);
+    rec.update(pred, yc);
+  }
+  int64_t n = test_set->size();
+  std::printf("%s on %s test set (%s images)\n", info["mnist.model"].c_str(), dataset_title(dataset).c_str(),
+              format_count(static_cast<double>(n)).c_str());
+  std::printf("test accuracy %.2f%%  loss %.4f\n\n", acc.compute().item<double>() * 100, loss / n);
+  Tensor p = prec.compute(), r = rec.compute();
+  const auto& names = test_set->classes();
+  std::printf("class          precision  recall\n");
+  for (int64_t c = 0; c < C; ++c)
+    std::printf("%-14s %8.2f%%  %6.2f%%\n", names.size() == static_cast<size_t>(C) ? names[c].c_str() : std::to_string(c).c_str(),
+                p[c].item<double>() * 100, r[c].item<double>() * 100);
+  Tensor cm = acc.confusion();
+  std::printf("\nconfusion matrix (rows: true class, columns: predicted)\n      ");
+  for (int64_t c = 0; c < C; ++c) std::printf("%6lld", static_cast<long long>(c));
+  std::printf("\n");
+  for (int64_t i = 0; i < C; ++i) {
+    std::printf("%6lld", static_cast<long long>(i));
+    for (int64_t j = 0; j < C; ++j) std::printf("%6lld", static_cast<long long>(cm[i][j].item<int64_t>()));
+    std::printf("\n");
+  }
+  return kExitOk;
+}
+
+}  // namespace mnist

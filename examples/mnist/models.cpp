@@ -1,0 +1,64 @@
+#include "models.h"
+
+#include <stdexcept>
+
+namespace mnist {
+
+using namespace nabla;
+
+namespace {
+
+// libtorch's examples/cpp/mnist Net, layer for layer.
+struct LeNet : nn::Module {
+  LeNet() : nn::Module("LeNet") {
+    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(1, 10, 5));
+    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(10, 20, 5));
+    conv2_drop = register_module("conv2_drop", std::make_shared<nn::Dropout2d>(0.5));
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(320, 50));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(50, 10));
+  }
+  Tensor forward(Tensor x) override {
+    x = max_pool2d(conv1->forward(x), {2}).relu();
+    x = max_pool2d(conv2_drop->forward(conv2->forward(x)), {2}).relu();
+    x = x.view({-1, 320});
+    x = fc1->forward(x).relu();
+    x = nn::functional::dropout(x, 0.5, is_training());
+    x = fc2->forward(x);
+    return log_softmax(x, 1);
+  }
+  std::shared_ptr<nn::Conv2d> conv1, conv2;
+  std::shared_ptr<nn::Dropout2d> conv2_drop;
+  std::shared_ptr<nn::Linear> fc1, fc2;
+};
+
+std::shared_ptr<nn::Module> conv_block(int64_t in, int64_t out) {
+  return std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Conv2d>(in, out, 3, nn::Conv2dOptions{.padding = 1, .bias = false}),
+      std::make_shared<nn::BatchNorm2d>(out), std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2));
+}
+
+}  // namespace
+
+ModelInfo make_model(const std::string& name) {
+  if (name == "mlp") {
+    return {std::make_shared<nn::Sequential>(std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(784, 256),
+                                             std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)),
+            false};
+  }
+  if (name == "lenet") return {std::make_shared<LeNet>(), true};
+  if (name == "cnn") {
+    return {std::make_shared<nn::Sequential>(conv_block(1, 32), conv_block(32, 64), std::make_shared<nn::Flatten>(),
+                                             std::make_shared<nn::Linear>(64 * 7 * 7, 128), std::make_shared<nn::ReLU>(),
+                                             std::make_shared<nn::Dropout>(0.25), std::make_shared<nn::Linear>(128, 10)),
+            false};
+  }
+  throw std::invalid_argument("unknown model '" + name + "' (expected mlp, lenet or cnn)");
+}
+
+Recipe default_recipe(const std::string& model) {
+  if (model == "lenet") return {"sgd", 0.01, 0.5, 64, "none", 1.0};
+  if (model == "mlp") return {"adam", 1e-3, 0.9, 128, "step", 0.5};
+  return {"adam", 2e-3, 0.9, 128, "step", 0.5};
+}
+
+}  // namespace mnist

@@ -1,0 +1,37 @@
+// The mnist program's models and what goes with them.
+//   mlp    784-256-10 with ReLU
+//   lenet  libtorch's own C++ MNIST example model (conv 1->10 5x5, maxpool, relu, conv 10->20 5x5,
+//          dropout2d, maxpool, relu, fc 320->50, relu, dropout 0.5, fc 50->10, log_softmax)
+//   cnn    the default: two 3x3 conv blocks with batch norm (32 and 64 channels), max pooling,
+//          fc 3136->128, dropout 0.25, fc 128->10
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "nabla.h"
+
+namespace mnist {
+
+struct ModelInfo {
+  std::shared_ptr<nabla::nn::Module> module;
+  bool outputs_log_probs;  // lenet ends in log_softmax and trains with nll_loss, as its original
+};
+
+ModelInfo make_model(const std::string& name);
+
+// Training defaults per model, used when the command line does not say otherwise.
+struct Recipe {
+  std::string optimizer;
+  double lr, momentum;
+  int64_t batch_size;
+  std::string scheduler;
+  double gamma;  // per-epoch learning-rate decay of the "step" scheduler
+};
+Recipe default_recipe(const std::string& model);
+
+// The normalization applied to every image (MNIST's mean and standard deviation), as in
+// libtorch's example.
+inline constexpr double kMean = 0.1307, kStd = 0.3081;
+
+}  // namespace mnist

@@ -1,0 +1,82 @@
+// mnist predict: classifies image files (PNG, JPEG or BMP) with a trained checkpoint. Photos and
+// drawings are converted the way MNIST was made: grayscale, digit white on black, scaled into
+// 20x20 and centered by mass in 28x28.
+#include <cstdio>
+
+#include "cli.h"
+#include "common.h"
+#include "preprocess.h"
+
+namespace mnist {
+
+using namespace nabla;
+
+namespace {
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+}  // namespace
+
+int cmd_predict(int argc, char** argv) {
+  Cli cli("predict", "Predicts the digit in each image with a trained checkpoint.");
+  cli.option("checkpoint", "PATH", "a checkpoint written by `mnist train`", "checkpoints/mnist-cnn.safetensors")
+      .option("device", "NAME", "auto, cpu or cuda", "auto", {"auto", "cpu", "cuda"})
+      .flag("json", "one JSON object per line: {\"file\": ..., \"digit\": ..., \"probabilities\": [...]}")
+      .option("save-input", "DIR", "also write each image as the model sees it (28x28 PNG) into DIR", "")
+      .positional("IMAGE", "PNG, JPEG or BMP files: a digit, dark on light or light on dark", true)
+      .example("mnist predict --checkpoint checkpoints/mnist-cnn.safetensors my-digit.png");
+  if (!cli.parse(argc, argv, 2)) return kExitOk;
+  Device device = pick_device(cli.str("device"));
+  std::map<std::string, std::string> info;
+  ModelInfo m = load_trained_model(cli.str("checkpoint"), device, &info);
+  bool json = cli.is_set("json");
+  std::string save_dir = cli.str("save-input");
+  int failures = 0;
+  autograd::InferenceMode guard;
+  for (const std::string& path : cli.positionals()) {
+    Prepared in;
+    try {
+      in = prepare_digit(path);
+    } catch (const nabla::Error& e) {
+      ++failures;
+      if (json) {
+        std::printf("{\"file\": \"%s\", \"error\": \"%s\"}\n", json_escape(path).c_str(), json_escape(e.what()).c_str());
+      } else {
+        std::fprintf(stderr, "mnist: %s: %s\n", path.c_str(), e.what());
+      }
+      continue;
+    }
+    if (!save_dir.empty()) {
+      std::string name = path.substr(path.find_last_of('/') + 1);
+      data::save_image(save_dir + "/" + name + ".28x28.png", (in.image[0] * 255).round().to(kUInt8));
+    }
+    Tensor out = (*m.module)(normalize(in.image.unsqueeze(0).to(device)));
+    Tensor probs = (m.outputs_log_probs ? out.exp() : out.softmax(1))[0].cpu().to(kFloat64);
+    int64_t digit = probs.argmax().item<int64_t>();
+    const double* p = probs.data_ptr<double>();
+    if (json) {
+      std::printf("{\"file\": \"%s\", \"digit\": %lld, \"probabilities\": [", json_escape(path).c_str(),
+                  static_cast<long long>(digit));
+      for (int64_t c = 0; c < probs.numel(); ++c) std::printf("%s%.6f", c ? ", " : "", p[c]);
+      std::printf("]}\n");
+    } else {
+      std::printf("%s: %lld (%.1f%%)  ", path.c_str(), static_cast<long long>(digit), p[digit] * 100);
+      for (int64_t c = 0; c < probs.numel(); ++c) std::printf(" %lld:%.2f", static_cast<long long>(c), p[c]);
+      std::printf("\n");
+    }
+  }
+  return failures ? kExitError : kExitOk;
+}
+
+}  // namespace mnist
