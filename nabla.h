@@ -9,3 +9,5 @@
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "nn/nn.h"
+#include "optim/optim.h"
