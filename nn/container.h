@@ -13,6 +13,11 @@
 namespace nabla::nn {
 
 namespace internal {
+// A module by value, or a shared_ptr to one.
+template <class M>
+concept ModuleLike = std::is_base_of_v<Module, std::decay_t<M>> ||
+                     std::is_convertible_v<std::decay_t<M>, std::shared_ptr<Module>>;
+
 // A module given by shared_ptr is used as is; one given by value is moved into a new shared_ptr.
 template <class M>
 std::shared_ptr<Module> to_module_ptr(M&& m) {
@@ -36,7 +41,7 @@ class Sequential : public Module {
  public:
   Sequential() = default;
   template <class... M>
-    requires(sizeof...(M) > 0 && (!std::is_same_v<std::decay_t<M>, Sequential> && ...))
+    requires(sizeof...(M) > 0 && ((internal::ModuleLike<M> && !std::is_same_v<std::decay_t<M>, Sequential>) && ...))
   explicit Sequential(M&&... modules) {
     (push_back(std::forward<M>(modules)), ...);
   }
@@ -70,7 +75,7 @@ class ModuleList : public Module {
  public:
   ModuleList() = default;
   template <class... M>
-    requires(sizeof...(M) > 0 && (!std::is_same_v<std::decay_t<M>, ModuleList> && ...))
+    requires(sizeof...(M) > 0 && ((internal::ModuleLike<M> && !std::is_same_v<std::decay_t<M>, ModuleList>) && ...))
   explicit ModuleList(M&&... modules) {
     (push_back(std::forward<M>(modules)), ...);
   }

@@ -180,8 +180,10 @@ Tensor dropout_with_mask_shape(const Tensor& x, double p, IntArrayRef mask_shape
   check<ValueError>(p >= 0 && p <= 1, op, ": probability must be in [0, 1], got ", p);
   check<DTypeError>(x.is_floating_point(), op, ": input must be floating, got ", x.dtype());
   if (p == 1) return x * zeros(mask_shape, dtype(x.dtype()).device(x.device()));
-  Tensor mask = empty(mask_shape, dtype(x.dtype()).device(x.device()));
+  // The mask is drawn in float32 whatever x's dtype, so a seed gives the same mask in every dtype.
+  Tensor mask = empty(mask_shape, dtype(kFloat32).device(x.device()));
   mask.bernoulli_(1 - p);
+  mask = mask.to(x.dtype());
   mask.div_(1 - p);
   return x * mask;
 }

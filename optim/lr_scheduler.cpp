@@ -311,7 +311,9 @@ std::vector<double> OneCycleLR::get_lr() {
       }
       start = ph.end_step;
     }
-    out.push_back(lr);
+    // Stepping once past the end (step == total_steps, as PyTorch allows) extrapolates the last
+    // phase; a linear anneal can then go below zero, which no optimizer accepts.
+    out.push_back(std::max(lr, 0.0));
     if (o_.cycle_momentum) opt_.set_option(g, momentum_option_, mom);
   }
   return out;
