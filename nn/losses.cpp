@@ -57,10 +57,14 @@ void check_class_target(const Tensor& input, const Tensor& target, const Tensor&
                       "), got shape ", weight.sizes());
   if (target.numel() == 0) return;
   autograd::NoGradGuard ng;
+  // The common case costs two reductions: every target in range.
+  int64_t lo = target.min().item<int64_t>(), hi = target.max().item<int64_t>();
+  if (lo >= 0 && hi < c) return;
   Tensor valid = target.ne(ignore_index);
   if (!valid.any().item<bool>()) return;
   Tensor t = target.masked_select(valid);
-  int64_t lo = t.min().item<int64_t>(), hi = t.max().item<int64_t>();
+  lo = t.min().item<int64_t>();
+  hi = t.max().item<int64_t>();
   check<IndexError>(lo >= 0 && hi < c, op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
                     " classes (expected values in [0, ", c, ") or ignore_index ", ignore_index, ")");
 }

@@ -40,6 +40,29 @@ std::string indent_lines(const std::string& s, int n) {
 
 }  // namespace
 
+// ---- copies ---------------------------------------------------------------------------------------
+
+Module::Module(const Module& o)
+    : std::enable_shared_from_this<Module>(),
+      training_(o.training_),
+      name_(o.name_),
+      params_(o.params_),
+      buffers_(o.buffers_),
+      children_(o.children_),
+      hooks_(o.hooks_ ? std::make_shared<internal::HookStore>(*o.hooks_) : nullptr) {}
+
+Module& Module::operator=(const Module& o) {
+  if (this != &o) {
+    training_ = o.training_;
+    name_ = o.name_;
+    params_ = o.params_;
+    buffers_ = o.buffers_;
+    children_ = o.children_;
+    hooks_ = o.hooks_ ? std::make_shared<internal::HookStore>(*o.hooks_) : nullptr;
+  }
+  return *this;
+}
+
 // ---- hooks ----------------------------------------------------------------------------------------
 
 void RemovableHandle::remove() {

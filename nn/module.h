@@ -75,9 +75,11 @@ class Module : public std::enable_shared_from_this<Module> {
   // A name for printing; by default the C++ class name ("Linear", "Net").
   explicit Module(std::string name) : name_(std::move(name)) {}
   virtual ~Module() = default;
-  Module(const Module&) = default;
+  // A copy shares the original's tensors and children (handles are copied, not data), with its own
+  // copy of the hooks; it is how modules given by value enter containers.
+  Module(const Module& other);
   Module(Module&&) = default;
-  Module& operator=(const Module&) = default;
+  Module& operator=(const Module& other);
   Module& operator=(Module&&) = default;
 
   // ---- forward ----------------------------------------------------------------------------------

@@ -390,3 +390,16 @@ TEST(NnContainers, ReplaceModule) {
   EXPECT_EQ(m.state_dict()["fc2.weight"].sizes(), (Shape{5, 3}));
   EXPECT_THROW(m.replace_module("nope", head), IndexError);
 }
+
+TEST(NnModule, CopiesShareTensorsButNotHooks) {
+  nn::Linear a(2, 2);
+  int calls = 0;
+  a.register_forward_hook([&](nn::Module&, const std::vector<Tensor>&, Tensor&) { ++calls; });
+  nn::Linear b = a;
+  EXPECT_TRUE(b.weight.is_same(a.weight));  // the same parameters (handles are copied)
+  b.register_forward_hook([&](nn::Module&, const std::vector<Tensor>&, Tensor&) { calls += 10; });
+  a(zeros({1, 2}));
+  EXPECT_EQ(calls, 1);  // a's hooks are its own
+  b(zeros({1, 2}));
+  EXPECT_EQ(calls, 12);  // b runs its copy of a's hook (+1) and its own (+10)
+}
