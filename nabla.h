@@ -10,3 +10,5 @@
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "data/data.h"
+#include "nn/nn.h"
+#include "optim/optim.h"

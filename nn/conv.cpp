@@ -1,0 +1,158 @@
+#include "nn/conv.h"
+
+#include <cmath>
+
+#include "nn/functional.h"
+#include "nn/init.h"
+
+namespace nabla::nn {
+
+namespace {
+
+void check_channels(const char* op, int64_t in, int64_t out, int64_t groups, bool kernel_ok) {
+  check<ValueError>(in > 0 && out > 0, op, ": in_channels and out_channels must be positive, got ", in, " and ", out);
+  check<ValueError>(groups > 0 && in % groups == 0 && out % groups == 0, op, ": in_channels (", in,
+                    ") and out_channels (", out, ") must be divisible by groups (", groups, ")");
+  check<ValueError>(kernel_ok, op, ": kernel_size must be positive");
+}
+
+// PyTorch's _ConvNd.reset_parameters: kaiming_uniform_(a = sqrt(5)), i.e. U(-1/sqrt(fan_in), ..),
+// and the bias from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in computed from the weight.
+void conv_reset(Tensor& weight, Tensor& bias) {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    int64_t fan_in = init::calculate_fan_in_and_fan_out(weight).first;
+    double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+template <size_t N>
+bool all_equal(const std::array<int64_t, N>& a, int64_t v) {
+  for (int64_t x : a)
+    if (x != v) return false;
+  return true;
+}
+
+template <size_t N>
+std::string tuple_of(const ExpandingArray<N>& a) { return repr_tuple(a.values); }
+
+}  // namespace
+
+// ---- Conv1d ---------------------------------------------------------------------------------------
+
+Conv1d::Conv1d(Conv1dOptions o) : options(o) {
+  check_channels("Conv1d", o.in_channels, o.out_channels, o.groups, o.kernel_size > 0);
+  weight = register_parameter("weight", empty({o.out_channels, o.in_channels / o.groups, o.kernel_size}));
+  if (o.bias) bias = register_parameter("bias", empty({o.out_channels}));
+  reset_parameters();
+}
+
+Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, Conv1dOptions o)
+    : Conv1d([&] {
+        o.in_channels = in;
+        o.out_channels = out;
+        o.kernel_size = k;
+        return o;
+      }()) {}
+
+void Conv1d::reset_parameters() { conv_reset(weight, bias); }
+
+Tensor Conv1d::forward(Tensor x) {
+  check<ShapeError>((x.dim() == 3 && x.size(1) == options.in_channels) || (x.dim() == 2 && x.size(0) == options.in_channels),
+                    "Conv1d: expected input (N, ", options.in_channels, ", L) or (", options.in_channels, ", L), got ",
+                    x.sizes());
+  return F::conv1d(x, weight, bias, options.stride, options.padding, options.dilation, options.groups);
+}
+
+std::string Conv1d::extra_repr() const {
+  const auto& o = options;
+  std::string s = detail::str(o.in_channels, ", ", o.out_channels, ", kernel_size=(", o.kernel_size, ",), stride=(",
+                              o.stride, ",)");
+  if (o.padding != 0) s += detail::str(", padding=(", o.padding, ",)");
+  if (o.dilation != 1) s += detail::str(", dilation=(", o.dilation, ",)");
+  if (o.groups != 1) s += detail::str(", groups=", o.groups);
+  if (!o.bias) s += ", bias=False";
+  return s;
+}
+
+// ---- Conv2d ---------------------------------------------------------------------------------------
+
+Conv2d::Conv2d(Conv2dOptions o) : options(o) {
+  check_channels("Conv2d", o.in_channels, o.out_channels, o.groups, o.kernel_size[0] > 0 && o.kernel_size[1] > 0);
+  weight = register_parameter("weight",
+                              empty({o.out_channels, o.in_channels / o.groups, o.kernel_size[0], o.kernel_size[1]}));
+  if (o.bias) bias = register_parameter("bias", empty({o.out_channels}));
+  reset_parameters();
+}
+
+Conv2d::Conv2d(int64_t in, int64_t out, ExpandingArray<2> k, Conv2dOptions o)
+    : Conv2d([&] {
+        o.in_channels = in;
+        o.out_channels = out;
+        o.kernel_size = k;
+        return o;
+      }()) {}
+
+void Conv2d::reset_parameters() { conv_reset(weight, bias); }
+
+Tensor Conv2d::forward(Tensor x) {
+  check<ShapeError>((x.dim() == 4 && x.size(1) == options.in_channels) || (x.dim() == 3 && x.size(0) == options.in_channels),
+                    "Conv2d: expected input (N, ", options.in_channels, ", H, W) or (", options.in_channels,
+                    ", H, W), got ", x.sizes());
+  return F::conv2d(x, weight, bias, options.stride, options.padding, options.dilation, options.groups);
+}
+
+std::string Conv2d::extra_repr() const {
+  const auto& o = options;
+  std::string s = detail::str(o.in_channels, ", ", o.out_channels, ", kernel_size=", tuple_of(o.kernel_size),
+                              ", stride=", tuple_of(o.stride));
+  if (!all_equal(o.padding.values, 0)) s += ", padding=" + tuple_of(o.padding);
+  if (!all_equal(o.dilation.values, 1)) s += ", dilation=" + tuple_of(o.dilation);
+  if (o.groups != 1) s += detail::str(", groups=", o.groups);
+  if (!o.bias) s += ", bias=False";
+  return s;
+}
+
+// ---- ConvTranspose2d ------------------------------------------------------------------------------
+
+ConvTranspose2d::ConvTranspose2d(ConvTranspose2dOptions o) : options(o) {
+  check_channels("ConvTranspose2d", o.in_channels, o.out_channels, o.groups,
+                 o.kernel_size[0] > 0 && o.kernel_size[1] > 0);
+  weight = register_parameter("weight",
+                              empty({o.in_channels, o.out_channels / o.groups, o.kernel_size[0], o.kernel_size[1]}));
+  if (o.bias) bias = register_parameter("bias", empty({o.out_channels}));
+  reset_parameters();
+}
+
+ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, ExpandingArray<2> k, ConvTranspose2dOptions o)
+    : ConvTranspose2d([&] {
+        o.in_channels = in;
+        o.out_channels = out;
+        o.kernel_size = k;
+        return o;
+      }()) {}
+
+void ConvTranspose2d::reset_parameters() { conv_reset(weight, bias); }
+
+Tensor ConvTranspose2d::forward(Tensor x) {
+  check<ShapeError>((x.dim() == 4 && x.size(1) == options.in_channels) || (x.dim() == 3 && x.size(0) == options.in_channels),
+                    "ConvTranspose2d: expected input (N, ", options.in_channels, ", H, W) or (", options.in_channels,
+                    ", H, W), got ", x.sizes());
+  return F::conv_transpose2d(x, weight, bias, options.stride, options.padding, options.output_padding, options.groups,
+                             options.dilation);
+}
+
+std::string ConvTranspose2d::extra_repr() const {
+  const auto& o = options;
+  std::string s = detail::str(o.in_channels, ", ", o.out_channels, ", kernel_size=", tuple_of(o.kernel_size),
+                              ", stride=", tuple_of(o.stride));
+  if (!all_equal(o.padding.values, 0)) s += ", padding=" + tuple_of(o.padding);
+  if (!all_equal(o.dilation.values, 1)) s += ", dilation=" + tuple_of(o.dilation);
+  if (!all_equal(o.output_padding.values, 0)) s += ", output_padding=" + tuple_of(o.output_padding);
+  if (o.groups != 1) s += detail::str(", groups=", o.groups);
+  if (!o.bias) s += ", bias=False";
+  return s;
+}
+
+}  // namespace nabla::nn

@@ -1,0 +1,47 @@
+#include "nn/embedding.h"
+
+#include "core/graph.h"
+#include "nn/functional.h"
+#include "nn/init.h"
+
+namespace nabla::nn {
+
+Embedding::Embedding(int64_t n, int64_t dim, EmbeddingOptions o) : num_embeddings(n), embedding_dim(dim) {
+  check<ValueError>(n > 0 && dim > 0, "Embedding: num_embeddings and embedding_dim must be positive, got ", n, " and ",
+                    dim);
+  if (o.padding_idx) {
+    int64_t p = *o.padding_idx;
+    check<IndexError>(p >= -n && p < n, "Embedding: padding_idx ", p, " must be within num_embeddings (", n, ")");
+    padding_idx = p < 0 ? p + n : p;
+  }
+  weight = register_parameter("weight", empty({n, dim}));
+  reset_parameters();
+}
+
+void Embedding::reset_parameters() {
+  init::normal_(weight);
+  if (padding_idx) {
+    autograd::NoGradGuard ng;
+    weight[*padding_idx].fill_(0);
+  }
+}
+
+Tensor Embedding::forward(Tensor indices) {
+  check<DTypeError>(indices.dtype() == kInt64 || indices.dtype() == kInt32,
+                    "Embedding: indices must be int64 (or int32), got ", indices.dtype());
+  if (indices.numel() > 0) {
+    autograd::NoGradGuard ng;
+    int64_t lo = indices.min().item<int64_t>(), hi = indices.max().item<int64_t>();
+    check<IndexError>(lo >= 0 && hi < num_embeddings, "Embedding: index ", lo < 0 ? lo : hi,
+                      " is out of range for a table of ", num_embeddings, " rows");
+  }
+  return F::embedding(weight, indices, padding_idx);
+}
+
+std::string Embedding::extra_repr() const {
+  std::string s = detail::str(num_embeddings, ", ", embedding_dim);
+  if (padding_idx) s += detail::str(", padding_idx=", *padding_idx);
+  return s;
+}
+
+}  // namespace nabla::nn

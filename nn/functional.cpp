@@ -1,0 +1,209 @@
+// nn::functional layers: bilinear, the normalizations and dropout. Losses are in losses.cpp.
+#include "nn/functional.h"
+
+#include "core/graph.h"
+#include "core/error.h"
+
+namespace nabla::nn::functional {
+
+using autograd::GradList;
+using autograd::Node;
+
+namespace {
+std::string shape_str(const Tensor& t) { return t.defined() ? detail::str(t.sizes()) : std::string("(undefined)"); }
+}  // namespace
+
+// ---- bilinear -------------------------------------------------------------------------------------
+
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias) {
+  check<ShapeError>(weight.dim() == 3, "bilinear: weight must be (out_features, in1_features, in2_features), got ",
+                    weight.sizes());
+  int64_t out = weight.size(0), in1 = weight.size(1), in2 = weight.size(2);
+  check<ShapeError>(x1.dim() >= 1 && x1.size(-1) == in1, "bilinear: expected input1 with last dim ", in1, ", got ",
+                    x1.sizes());
+  check<ShapeError>(x2.dim() >= 1 && x2.size(-1) == in2, "bilinear: expected input2 with last dim ", in2, ", got ",
+                    x2.sizes());
+  check<ShapeError>(Shape(x1.sizes().begin(), x1.sizes().end() - 1) == Shape(x2.sizes().begin(), x2.sizes().end() - 1),
+                    "bilinear: input1 ", x1.sizes(), " and input2 ", x2.sizes(), " must agree in all but the last dim");
+  if (bias.defined())
+    check<ShapeError>(bias.dim() == 1 && bias.size(0) == out, "bilinear: bias must have shape [", out, "], got ",
+                      bias.sizes());
+  // x1: (B, in1) @ W': (in1, out * in2) -> (B, out, in2), then contract in2 with x2: (B, 1, in2).
+  Tensor a = x1.reshape({-1, in1}), b = x2.reshape({-1, in2});
+  Tensor w = weight.permute({1, 0, 2}).reshape({in1, out * in2});
+  Tensor y = (a.mm(w).view({-1, out, in2}) * b.unsqueeze(1)).sum({-1});  // (B, out)
+  if (bias.defined()) y = y + bias;
+  Shape s(x1.sizes().begin(), x1.sizes().end() - 1);
+  s.push_back(out);
+  return y.reshape(s);
+}
+
+// ---- normalization --------------------------------------------------------------------------------
+
+namespace {
+
+// xhat = (x - mean) * invstd over `dims` (keepdim statistics, biased variance), recorded as one
+// node. Backward, with g the incoming gradient and means taken over `dims`:
+//   dx = invstd * (g - mean(g) - xhat * mean(g * xhat))
+// It saves x, mean and invstd; under create_graph the statistics are recomputed from x with
+// differentiable ops, so second derivatives are exact.
+Tensor normalize_impl(const Tensor& x, const Shape& dims, double eps, Tensor* mean_out, Tensor* var_out) {
+  check<DTypeError>(x.is_floating_point(), "normalize: input must be floating, got ", x.dtype());
+  Tensor mean, var, invstd, y;
+  {
+    autograd::NoGradGuard ng;
+    std::tie(var, mean) = var_mean(x, dims, /*correction=*/0, /*keepdim=*/true);
+    invstd = rsqrt(var + eps);
+    y = (x - mean) * invstd;
+  }
+  if (mean_out) *mean_out = mean;
+  if (var_out) *var_out = var;
+  if (autograd::needs_grad(x)) {
+    autograd::record("NormalizeBackward", {&x}, {&y},
+                     [sx = autograd::save(x), mean, invstd, dims, eps](Node& n, GradList& g) {
+                       Tensor xv = sx.unpack(n);
+                       Tensor m = mean, is = invstd;
+                       if (autograd::GradMode::is_enabled()) {  // create_graph: keep the dependence on x
+                         auto [v, mu] = var_mean(xv, dims, 0, true);
+                         m = mu;
+                         is = rsqrt(v + eps);
+                       }
+                       Tensor xhat = (xv - m) * is;
+                       const Tensor& gy = g[0];
+                       Tensor gx = (gy - gy.mean(dims, true) - xhat * (gy * xhat).mean(dims, true)) * is;
+                       return GradList{gx};
+                     });
+  }
+  return y;
+}
+
+// Shape (1, C, 1, ...) for per-channel tensors of an (N, C, *) input.
+Shape channel_shape(int64_t ndim, int64_t c) {
+  Shape s(static_cast<size_t>(ndim), 1);
+  s[1] = c;
+  return s;
+}
+
+Tensor affine(Tensor y, const Tensor& weight, const Tensor& bias, IntArrayRef shape) {
+  if (weight.defined()) y = y * weight.view(shape);
+  if (bias.defined()) y = y + bias.view(shape);
+  return y;
+}
+
+}  // namespace
+
+Tensor normalize_over(const Tensor& x, IntArrayRef dims, double eps) {
+  Shape d;
+  for (int64_t v : dims) d.push_back(wrap_dim(v, x.dim(), "normalize_over"));
+  return normalize_impl(x, d, eps, nullptr, nullptr);
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  check<ShapeError>(x.dim() >= 2, "batch_norm: expected input (N, C, *) with at least 2 dims, got ", x.sizes());
+  int64_t c = x.size(1);
+  auto check_c = [&](const Tensor& t, const char* what) {
+    if (t.defined())
+      check<ShapeError>(t.dim() == 1 && t.size(0) == c, "batch_norm: ", what, " must have shape [", c,
+                        "] for input of shape ", x.sizes(), ", got ", t.sizes());
+  };
+  check_c(running_mean, "running_mean");
+  check_c(running_var, "running_var");
+  check_c(weight, "weight");
+  check_c(bias, "bias");
+  Shape cs = channel_shape(x.dim(), c);
+  if (!training) {
+    check<ValueError>(running_mean.defined() && running_var.defined(),
+                      "batch_norm: evaluation mode needs running_mean and running_var");
+    Tensor rm = running_mean.view(cs), rv = running_var.view(cs);
+    return affine((x - rm) * rsqrt(rv + eps), weight, bias, cs);
+  }
+  int64_t count = x.numel() / std::max<int64_t>(c, 1);
+  check<ValueError>(count > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
+                    x.sizes());
+  Shape dims;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d != 1) dims.push_back(d);
+  Tensor mean, var;
+  Tensor y = normalize_impl(x, dims, eps, &mean, &var);
+  if (running_mean.defined() || running_var.defined()) {
+    autograd::NoGradGuard ng;
+    if (running_mean.defined()) {
+      Tensor rm = running_mean;
+      rm.mul_(1 - momentum).add_(mean.view({c}).to(rm.dtype()), momentum);
+    }
+    if (running_var.defined()) {
+      Tensor rv = running_var;
+      double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
+      rv.mul_(1 - momentum).add_(var.view({c}).to(rv.dtype()), momentum * unbias);
+    }
+  }
+  return affine(y, weight, bias, cs);
+}
+
+Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  int64_t k = static_cast<int64_t>(normalized_shape.size());
+  bool ok = k >= 1 && x.dim() >= k &&
+            std::equal(normalized_shape.begin(), normalized_shape.end(), x.sizes().end() - k);
+  check<ShapeError>(ok, "layer_norm: normalized_shape ", normalized_shape,
+                    " must match the trailing dims of the input, got input of shape ", x.sizes());
+  for (const Tensor* t : {&weight, &bias})
+    if (t->defined())
+      check<ShapeError>(t->sizes() == normalized_shape.vec(), "layer_norm: weight and bias must have shape ",
+                        normalized_shape, ", got ", t->sizes());
+  Shape dims;
+  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+  Tensor y = normalize_impl(x, dims, eps, nullptr, nullptr);
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  check<ShapeError>(x.dim() >= 2, "group_norm: expected input (N, C, *), got ", x.sizes());
+  int64_t n = x.size(0), c = x.size(1);
+  check<ValueError>(num_groups > 0 && c % num_groups == 0, "group_norm: the number of channels (", c,
+                    ") must be divisible by num_groups (", num_groups, ")");
+  for (const Tensor* t : {&weight, &bias})
+    if (t->defined())
+      check<ShapeError>(t->dim() == 1 && t->size(0) == c, "group_norm: weight and bias must have shape [", c,
+                        "], got ", shape_str(*t));
+  Tensor y = normalize_impl(x.reshape({n, num_groups, -1}), Shape{2}, eps, nullptr, nullptr).view(x.sizes());
+  return affine(y, weight, bias, channel_shape(x.dim(), c));
+}
+
+// ---- dropout --------------------------------------------------------------------------------------
+
+namespace {
+Tensor dropout_with_mask_shape(const Tensor& x, double p, IntArrayRef mask_shape, const char* op) {
+  check<ValueError>(p >= 0 && p <= 1, op, ": probability must be in [0, 1], got ", p);
+  check<DTypeError>(x.is_floating_point(), op, ": input must be floating, got ", x.dtype());
+  if (p == 1) return x * zeros(mask_shape, dtype(x.dtype()).device(x.device()));
+  // The mask is drawn in float32 whatever x's dtype, so a seed gives the same mask in every dtype.
+  Tensor mask = empty(mask_shape, dtype(kFloat32).device(x.device()));
+  mask.bernoulli_(1 - p);
+  mask = mask.to(x.dtype());
+  mask.div_(1 - p);
+  return x * mask;
+}
+}  // namespace
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  check<ValueError>(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got ", p);
+  if (!training || p == 0) return x;
+  return dropout_with_mask_shape(x, p, x.sizes(), "dropout");
+}
+
+Tensor dropout2d(const Tensor& x, double p, bool training) {
+  check<ShapeError>(x.dim() == 3 || x.dim() == 4, "dropout2d: expected input (N, C, H, W) or (C, H, W), got ",
+                    x.sizes());
+  check<ValueError>(p >= 0 && p <= 1, "dropout2d: probability must be in [0, 1], got ", p);
+  if (!training || p == 0) return x;
+  Shape ms = x.sizes();
+  ms[ms.size() - 1] = 1;
+  ms[ms.size() - 2] = 1;
+  return dropout_with_mask_shape(x, p, ms, "dropout2d");
+}
+
+}  // namespace nabla::nn::functional

@@ -1,0 +1,130 @@
+// nn::functional: the stateless twins of the layers, and the losses.
+//
+//   namespace F = nabla::nn::functional;
+//   Tensor h = F::relu(F::linear(x, w, b));
+//   Tensor loss = F::cross_entropy(logits, target, {.ignore_index = 0, .label_smoothing = 0.1});
+//
+// Everything here is differentiable (float64 gradchecks in tests/opinfo_nn.cpp) and built from
+// core ops, except the normalization kernel behind batch_norm, layer_norm and group_norm, which is
+// one autograd node with its own backward (it saves the normalized input and 1/std only).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/ops.h"
+#include "core/tensor.h"
+
+namespace nabla::nn::functional {
+
+// ---- activations (the core ops, re-exported) ------------------------------------------------------
+using nabla::elu;
+using nabla::gelu;
+using nabla::leaky_relu;
+using nabla::log_softmax;
+using nabla::relu;
+using nabla::sigmoid;
+using nabla::silu;
+using nabla::softmax;
+using nabla::softplus;
+using nabla::tanh;
+
+// ---- linear, convolution, pooling, embedding ------------------------------------------------------
+using nabla::adaptive_avg_pool2d;
+using nabla::avg_pool2d;
+using nabla::conv1d;
+using nabla::conv2d;
+using nabla::conv_transpose2d;
+using nabla::embedding;
+using nabla::flatten;
+using nabla::linear;
+using nabla::max_pool2d;
+using nabla::unflatten;
+
+// y[..., o] = x1[..., i] weight[o, i, j] x2[..., j] + bias[o]
+// x1: (*, in1), x2: (*, in2), weight: (out, in1, in2), bias: (out) or undefined.
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias = {});
+
+// ---- normalization --------------------------------------------------------------------------------
+// x: (N, C, *). In training, normalizes with the batch statistics over every dim but C and, when
+// running_mean/var are given, updates them in place (without autograd):
+//   running = (1 - momentum) * running + momentum * batch_stat   (the variance unbiased).
+// In evaluation, normalizes with running_mean/var. weight/bias: (C) or undefined.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight = {},
+                  const Tensor& bias = {}, bool training = false, double momentum = 0.1, double eps = 1e-5);
+// Normalizes over the trailing dims given by normalized_shape; weight/bias have that shape.
+Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+// x: (N, C, *), C divisible by num_groups; statistics per (sample, group). weight/bias: (C).
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+// (x - mean) / sqrt(var + eps) over `dims` (biased variance): the kernel of the three above.
+Tensor normalize_over(const Tensor& x, IntArrayRef dims, double eps);
+
+// ---- dropout --------------------------------------------------------------------------------------
+// Zeroes each element with probability p and scales the rest by 1/(1-p) (training only). The mask
+// comes from nabla's default generator: manual_seed makes it reproducible.
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+// Zeroes whole channels: x (N, C, H, W) or (C, H, W).
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
+
+// ---- losses ---------------------------------------------------------------------------------------
+enum class Reduction { none, mean, sum, batchmean /* kl_div only */ };
+const char* reduction_name(Reduction r);
+
+struct CrossEntropyOptions {
+  Tensor weight;               // (C) class weights, or undefined
+  int64_t ignore_index = -100; // targets equal to this contribute nothing (class-index targets only)
+  Reduction reduction = Reduction::mean;
+  double label_smoothing = 0.0;
+};
+// input: (N, C) or (N, C, d1, ...) or (C) logits. target: int64 class indices (N) / (N, d1, ...)
+// / () or, with the input's shape and dtype, class probabilities.
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options = {});
+
+struct NLLLossOptions {
+  Tensor weight;
+  int64_t ignore_index = -100;
+  Reduction reduction = Reduction::mean;
+};
+// input: log-probabilities (N, C) or (N, C, d1, ...) or (C); target: int64 class indices.
+// mean divides by the summed weights of the targets that are not ignored.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& options = {});
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+// 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (beta = 0 is l1_loss).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
+                      double beta = 1.0);
+// 0.5 d^2 where |d| <= delta, delta (|d| - 0.5 delta) elsewhere.
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
+                  double delta = 1.0);
+
+struct BCEOptions {
+  Tensor weight;  // broadcast to the input's shape
+  Reduction reduction = Reduction::mean;
+};
+// input: probabilities in [0, 1]. -w (y log x + (1 - y) log(1 - x)), each log clamped at -100.
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCEOptions& options = {});
+
+struct BCEWithLogitsOptions {
+  Tensor weight;      // broadcast to the input's shape
+  Tensor pos_weight;  // weight of the positive term, broadcast along the last dim (one per class)
+  Reduction reduction = Reduction::mean;
+};
+// Numerically stable sigmoid + binary_cross_entropy:
+//   (1 - y) x + (1 + (pos_weight - 1) y) (log(1 + exp(-|x|)) + max(-x, 0)).
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const BCEWithLogitsOptions& options = {});
+
+// input: log-probabilities; target: probabilities (or log-probabilities with log_target).
+// Pointwise target (log target - input), 0 where target is 0. batchmean divides the sum by N.
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
+              bool log_target = false);
+
+}  // namespace nabla::nn::functional
+
+namespace nabla::nn {
+namespace F = functional;
+using functional::Reduction;
+}  // namespace nabla::nn

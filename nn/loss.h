@@ -1,0 +1,79 @@
+// Losses as modules: loss(input, target). Class weights are buffers, so to(device) moves them.
+//
+//   nn::CrossEntropyLoss criterion({.label_smoothing = 0.1});
+//   Tensor loss = criterion(logits, target);
+#pragma once
+
+#include "nn/functional.h"
+#include "nn/module.h"
+
+namespace nabla::nn {
+
+class CrossEntropyLoss : public Module {
+ public:
+  explicit CrossEntropyLoss(F::CrossEntropyOptions options = {});
+  Tensor forward(Tensor input, Tensor target) override;
+  F::CrossEntropyOptions options;
+};
+
+class NLLLoss : public Module {
+ public:
+  explicit NLLLoss(F::NLLLossOptions options = {});
+  Tensor forward(Tensor input, Tensor target) override;
+  F::NLLLossOptions options;
+};
+
+class MSELoss : public Module {
+ public:
+  explicit MSELoss(Reduction reduction = Reduction::mean) : reduction(reduction) {}
+  Tensor forward(Tensor input, Tensor target) override { return F::mse_loss(input, target, reduction); }
+  Reduction reduction;
+};
+
+class L1Loss : public Module {
+ public:
+  explicit L1Loss(Reduction reduction = Reduction::mean) : reduction(reduction) {}
+  Tensor forward(Tensor input, Tensor target) override { return F::l1_loss(input, target, reduction); }
+  Reduction reduction;
+};
+
+class SmoothL1Loss : public Module {
+ public:
+  explicit SmoothL1Loss(Reduction reduction = Reduction::mean, double beta = 1.0) : reduction(reduction), beta(beta) {}
+  Tensor forward(Tensor input, Tensor target) override { return F::smooth_l1_loss(input, target, reduction, beta); }
+  Reduction reduction;
+  double beta;
+};
+
+class HuberLoss : public Module {
+ public:
+  explicit HuberLoss(Reduction reduction = Reduction::mean, double delta = 1.0) : reduction(reduction), delta(delta) {}
+  Tensor forward(Tensor input, Tensor target) override { return F::huber_loss(input, target, reduction, delta); }
+  Reduction reduction;
+  double delta;
+};
+
+class BCELoss : public Module {
+ public:
+  explicit BCELoss(F::BCEOptions options = {});
+  Tensor forward(Tensor input, Tensor target) override;
+  F::BCEOptions options;
+};
+
+class BCEWithLogitsLoss : public Module {
+ public:
+  explicit BCEWithLogitsLoss(F::BCEWithLogitsOptions options = {});
+  Tensor forward(Tensor input, Tensor target) override;
+  F::BCEWithLogitsOptions options;
+};
+
+class KLDivLoss : public Module {
+ public:
+  explicit KLDivLoss(Reduction reduction = Reduction::mean, bool log_target = false)
+      : reduction(reduction), log_target(log_target) {}
+  Tensor forward(Tensor input, Tensor target) override { return F::kl_div(input, target, reduction, log_target); }
+  Reduction reduction;
+  bool log_target;
+};
+
+}  // namespace nabla::nn

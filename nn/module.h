@@ -1,0 +1,206 @@
+// nn::Module: the base of every layer and model, in the style of PyTorch's C++ frontend.
+//
+//   struct Net : nn::Module {
+//     Net() {
+//       fc1 = register_module("fc1", std::make_shared<nn::Linear>(784, 128));
+//       fc2 = register_module("fc2", std::make_shared<nn::Linear>(128, 10));
+//     }
+//     Tensor forward(Tensor x) override { return fc2->forward(relu(fc1->forward(x))); }
+//     std::shared_ptr<nn::Linear> fc1, fc2;
+//   };
+//   auto net = std::make_shared<Net>();
+//   Tensor y = (*net)(x);          // runs forward hooks, then forward
+//   std::cout << *net;             // Net(\n  (fc1): Linear(in_features=784, ...)\n ...)
+//
+// A module owns named parameters (tensors that require grad), buffers (state that is saved but not
+// trained, e.g. BatchNorm's running_mean) and child modules, all kept in registration order. Names
+// of nested tensors are dotted: "features.0.weight".
+//
+// Calling a module, (*m)(x), runs its forward pre-hooks, forward, then its forward hooks; calling
+// m->forward(x) directly skips the hooks (as in PyTorch). Modules taking one tensor override
+// `Tensor forward(Tensor x)`; modules taking two (Bilinear, the losses) override
+// `Tensor forward(Tensor a, Tensor b)`.
+//
+// to(device)/to(dtype) and load_state_dict() change tensors in place (their TensorImpl), so handles
+// held elsewhere (an optimizer's parameter list, a member `Tensor weight`) stay valid.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/ops.h"
+#include "core/tensor.h"
+#include "nn/ordered_dict.h"
+
+namespace nabla::nn {
+
+class Module;
+
+using ForwardPreHook = std::function<void(Module& module, std::vector<Tensor>& inputs)>;  // may modify inputs
+using ForwardHook = std::function<void(Module& module, const std::vector<Tensor>& inputs, Tensor& output)>;
+
+namespace internal {
+struct HookStore {
+  size_t next_id = 0;
+  std::vector<std::pair<size_t, ForwardPreHook>> pre;
+  std::vector<std::pair<size_t, ForwardHook>> post;
+};
+}  // namespace internal
+
+// Returned by register_forward_(pre_)hook; remove() unregisters the hook (safe after the module died).
+class RemovableHandle {
+ public:
+  RemovableHandle() = default;
+  RemovableHandle(std::weak_ptr<internal::HookStore> store, size_t id) : store_(std::move(store)), id_(id) {}
+  void remove();
+  size_t id() const { return id_; }
+
+ private:
+  std::weak_ptr<internal::HookStore> store_;
+  size_t id_ = 0;
+};
+
+// What load_state_dict(strict = false) reports.
+struct LoadStateDictResult {
+  std::vector<std::string> missing_keys, unexpected_keys;
+};
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  Module() = default;
+  // A name for printing; by default the C++ class name ("Linear", "Net").
+  explicit Module(std::string name) : name_(std::move(name)) {}
+  virtual ~Module() = default;
+  // A copy shares the original's tensors and children (handles are copied, not data), with its own
+  // copy of the hooks; it is how modules given by value enter containers.
+  Module(const Module& other);
+  Module(Module&&) = default;
+  Module& operator=(const Module& other);
+  Module& operator=(Module&&) = default;
+
+  // ---- forward ----------------------------------------------------------------------------------
+  virtual Tensor forward(Tensor x);
+  virtual Tensor forward(Tensor a, Tensor b);
+  Tensor operator()(Tensor x);
+  Tensor operator()(Tensor a, Tensor b);
+
+  // ---- registration -----------------------------------------------------------------------------
+  // Stores `t` (detached if it has history) as a parameter; sets requires_grad. An undefined tensor
+  // registers an absent parameter (skipped by parameters() and state_dict(), as PyTorch's None).
+  Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  // Buffers are saved in state_dict() unless persistent is false, and follow to(device/dtype).
+  Tensor& register_buffer(const std::string& name, Tensor t, bool persistent = true);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    static_assert(std::is_base_of_v<Module, M>, "register_module: M must derive from nn::Module");
+    add_child(name, module);
+    return module;
+  }
+  // Replaces an already registered child (for model surgery, e.g. a new classifier head).
+  template <class M>
+  std::shared_ptr<M> replace_module(const std::string& name, std::shared_ptr<M> module) {
+    replace_child(name, module);
+    return module;
+  }
+
+  // ---- traversal (registration order, depth first, shared tensors and modules listed once) ------
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  OrderedDict<Tensor> named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  OrderedDict<Tensor> named_buffers(bool recurse = true) const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  OrderedDict<std::shared_ptr<Module>> named_children() const;
+  // This module (first) and all its descendants. `this` is returned as an owning pointer when the
+  // module is held by a shared_ptr, else as a non-owning one.
+  std::vector<std::shared_ptr<Module>> modules(bool include_self = true);
+  OrderedDict<std::shared_ptr<Module>> named_modules(bool include_self = true);
+  // Calls fn on every module, children first, then this one (as PyTorch's apply).
+  void apply(const std::function<void(Module&)>& fn);
+
+  // ---- modes, devices, gradients ----------------------------------------------------------------
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  // Moves parameters and buffers (and their gradients) in place.
+  void to(Device device);
+  // Converts floating parameters and buffers (integer buffers such as num_batches_tracked stay).
+  void to(DType dtype);
+  void to(Device device, DType dtype);
+  void zero_grad(bool set_to_none = true);
+  void requires_grad_(bool requires_grad = true);
+
+  // ---- state ------------------------------------------------------------------------------------
+  // Parameters and persistent buffers by dotted name (detached handles sharing their storage).
+  StateDict state_dict() const;
+  // Copies values in (converting dtype and device). strict: missing and unexpected keys are
+  // errors; shape mismatches always are. Throws ValueError listing every problem at once.
+  LoadStateDictResult load_state_dict(const StateDict& state, bool strict = true);
+
+  // ---- hooks ------------------------------------------------------------------------------------
+  RemovableHandle register_forward_pre_hook(ForwardPreHook hook);
+  RemovableHandle register_forward_hook(ForwardHook hook);
+
+  // ---- printing ---------------------------------------------------------------------------------
+  std::string name() const;
+  // The text inside the parentheses of this module's line, e.g. "in_features=784, out_features=128, bias=True".
+  virtual std::string extra_repr() const { return ""; }
+  // The whole tree, formatted as PyTorch prints modules.
+  std::string repr() const;
+
+  // Re-initializes the parameters as the constructor did (layers override it).
+  virtual void reset_parameters() {}
+
+ protected:
+  bool training_ = true;
+
+ private:
+  struct Slot {
+    Tensor tensor;
+    bool persistent = true;
+  };
+  void check_new_name(const std::string& name, const char* what) const;
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void replace_child(const std::string& name, std::shared_ptr<Module> module);
+  void convert(const std::function<Tensor(const Tensor&)>& fn);
+  void collect_state(const std::string& prefix, StateDict& out) const;
+  Tensor run_hooks(std::vector<Tensor>& inputs, const std::function<Tensor(std::vector<Tensor>&)>& fwd);
+
+  std::string name_;
+  OrderedDict<Tensor> params_;
+  OrderedDict<Slot> buffers_;
+  OrderedDict<std::shared_ptr<Module>> children_;
+  std::shared_ptr<internal::HookStore> hooks_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& m);
+
+// Python-style formatting used by extra_repr(): True/False, (3, 3).
+std::string repr_bool(bool b);
+template <size_t N>
+std::string repr_tuple(const std::array<int64_t, N>& v) {
+  std::string s = "(";
+  for (size_t i = 0; i < N; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + (N == 1 ? ",)" : ")");
+}
+std::string repr_double(double v);  // 0.1, 1e-05, 1.0 as Python prints floats
+
+// A list of N integers that also accepts a single value for all: kernel_size = 3 or {3, 5}.
+template <size_t N>
+struct ExpandingArray {
+  ExpandingArray(int64_t v) { values.fill(v); }
+  ExpandingArray(std::initializer_list<int64_t> list) {
+    check<ValueError>(list.size() == N || list.size() == 1, "expected ", N, " values or 1, got ", list.size());
+    if (list.size() == 1) values.fill(*list.begin());
+    else std::copy(list.begin(), list.end(), values.begin());
+  }
+  ExpandingArray(const std::array<int64_t, N>& v) : values(v) {}
+  int64_t operator[](size_t i) const { return values[i]; }
+  operator IntArrayRef() const { return IntArrayRef(values.data(), N); }
+  std::array<int64_t, N> values{};
+};
+
+}  // namespace nabla::nn

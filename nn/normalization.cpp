@@ -1,0 +1,132 @@
+#include "nn/normalization.h"
+
+#include "core/graph.h"
+#include "nn/functional.h"
+#include "nn/init.h"
+
+namespace nabla::nn {
+
+// ---- BatchNorm ------------------------------------------------------------------------------------
+
+BatchNorm::BatchNorm(int64_t n, BatchNormOptions o, const char* kind) : Module(kind), num_features(n), options(o) {
+  check<ValueError>(n > 0, kind, ": num_features must be positive, got ", n);
+  if (o.momentum) check<ValueError>(*o.momentum >= 0 && *o.momentum <= 1, kind, ": momentum must be in [0, 1]");
+  if (o.affine) {
+    weight = register_parameter("weight", empty({n}));
+    bias = register_parameter("bias", empty({n}));
+  }
+  if (o.track_running_stats) {
+    running_mean = register_buffer("running_mean", zeros({n}));
+    running_var = register_buffer("running_var", ones({n}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, dtype(kInt64)));
+  }
+  reset_parameters();
+}
+
+void BatchNorm::reset_running_stats() {
+  if (!options.track_running_stats) return;
+  init::zeros_(running_mean);
+  init::ones_(running_var);
+  autograd::NoGradGuard ng;
+  num_batches_tracked.zero_();
+}
+
+void BatchNorm::reset_parameters() {
+  reset_running_stats();
+  if (options.affine) {
+    init::ones_(weight);
+    init::zeros_(bias);
+  }
+}
+
+Tensor BatchNorm::forward(Tensor x) {
+  check_input(x);
+  check<ShapeError>(x.size(1) == num_features, name(), ": expected ", num_features, " channels (dim 1), got input of shape ",
+                    x.sizes());
+  double factor = 0.0;
+  if (training_ && options.track_running_stats) {
+    {
+      autograd::NoGradGuard ng;
+      num_batches_tracked.add_(1);
+    }
+    factor = options.momentum ? *options.momentum : 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
+  }
+  // Batch statistics in training, and in evaluation too when no running statistics are kept.
+  bool use_batch_stats = training_ || !options.track_running_stats;
+  bool pass_running = !training_ || options.track_running_stats;
+  return F::batch_norm(x, pass_running ? running_mean : Tensor(), pass_running ? running_var : Tensor(), weight, bias,
+                       use_batch_stats, factor, options.eps);
+}
+
+std::string BatchNorm::extra_repr() const {
+  return detail::str(num_features, ", eps=", repr_double(options.eps),
+                     ", momentum=", options.momentum ? repr_double(*options.momentum) : std::string("None"),
+                     ", affine=", repr_bool(options.affine),
+                     ", track_running_stats=", repr_bool(options.track_running_stats));
+}
+
+BatchNorm1d::BatchNorm1d(int64_t n, BatchNormOptions o) : BatchNorm(n, o, "BatchNorm1d") {}
+void BatchNorm1d::check_input(const Tensor& x) const {
+  check<ShapeError>(x.dim() == 2 || x.dim() == 3, "BatchNorm1d: expected input (N, C) or (N, C, L), got ", x.sizes());
+}
+
+BatchNorm2d::BatchNorm2d(int64_t n, BatchNormOptions o) : BatchNorm(n, o, "BatchNorm2d") {}
+void BatchNorm2d::check_input(const Tensor& x) const {
+  check<ShapeError>(x.dim() == 4, "BatchNorm2d: expected input (N, C, H, W), got ", x.sizes());
+}
+
+// ---- LayerNorm ------------------------------------------------------------------------------------
+
+LayerNorm::LayerNorm(std::vector<int64_t> shape, LayerNormOptions o) : normalized_shape(std::move(shape)), options(o) {
+  check<ValueError>(!normalized_shape.empty(), "LayerNorm: normalized_shape must not be empty");
+  if (o.elementwise_affine) {
+    weight = register_parameter("weight", nabla::empty(normalized_shape));
+    if (o.bias) bias = register_parameter("bias", nabla::empty(normalized_shape));
+  }
+  reset_parameters();
+}
+
+void LayerNorm::reset_parameters() {
+  if (weight.defined()) init::ones_(weight);
+  if (bias.defined()) init::zeros_(bias);
+}
+
+Tensor LayerNorm::forward(Tensor x) { return F::layer_norm(x, normalized_shape, weight, bias, options.eps); }
+
+std::string LayerNorm::extra_repr() const {
+  std::string s = "(";
+  for (size_t i = 0; i < normalized_shape.size(); ++i) s += (i ? ", " : "") + std::to_string(normalized_shape[i]);
+  s += normalized_shape.size() == 1 ? ",)" : ")";
+  return s + ", eps=" + repr_double(options.eps) + ", elementwise_affine=" + repr_bool(options.elementwise_affine);
+}
+
+// ---- GroupNorm ------------------------------------------------------------------------------------
+
+GroupNorm::GroupNorm(int64_t groups, int64_t channels, GroupNormOptions o)
+    : num_groups(groups), num_channels(channels), options(o) {
+  check<ValueError>(groups > 0 && channels % groups == 0, "GroupNorm: num_channels (", channels,
+                    ") must be divisible by num_groups (", groups, ")");
+  if (o.affine) {
+    weight = register_parameter("weight", empty({channels}));
+    bias = register_parameter("bias", empty({channels}));
+  }
+  reset_parameters();
+}
+
+void GroupNorm::reset_parameters() {
+  if (weight.defined()) init::ones_(weight);
+  if (bias.defined()) init::zeros_(bias);
+}
+
+Tensor GroupNorm::forward(Tensor x) {
+  check<ShapeError>(x.dim() >= 2 && x.size(1) == num_channels, "GroupNorm: expected input (N, ", num_channels,
+                    ", *), got ", x.sizes());
+  return F::group_norm(x, num_groups, weight, bias, options.eps);
+}
+
+std::string GroupNorm::extra_repr() const {
+  return detail::str(num_groups, ", ", num_channels, ", eps=", repr_double(options.eps),
+                     ", affine=", repr_bool(options.affine));
+}
+
+}  // namespace nabla::nn

@@ -1,0 +1,91 @@
+// BatchNorm1d, BatchNorm2d, LayerNorm and GroupNorm.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace nabla::nn {
+
+struct BatchNormOptions {
+  double eps = 1e-5;
+  // Weight of the new batch statistic in the running averages; nullopt: a cumulative average
+  // (1 / num_batches_tracked), as PyTorch's momentum=None.
+  std::optional<double> momentum = 0.1;
+  bool affine = true;               // learnable weight (ones) and bias (zeros)
+  bool track_running_stats = true;  // buffers running_mean (zeros), running_var (ones), num_batches_tracked
+};
+
+// Training: normalizes with the batch statistics over (N, *) per channel and updates the running
+// statistics (under no-grad). Evaluation: normalizes with the running statistics.
+class BatchNorm : public Module {
+ public:
+  BatchNorm(int64_t num_features, BatchNormOptions options, const char* kind);
+  Tensor forward(Tensor x) override;
+  void reset_parameters() override;
+  void reset_running_stats();
+  std::string extra_repr() const override;
+
+  int64_t num_features;
+  BatchNormOptions options;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ protected:
+  virtual void check_input(const Tensor& x) const = 0;
+};
+
+// x: (N, C) or (N, C, L).
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(int64_t num_features, BatchNormOptions options = {});
+
+ protected:
+  void check_input(const Tensor& x) const override;
+};
+
+// x: (N, C, H, W).
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {});
+
+ protected:
+  void check_input(const Tensor& x) const override;
+};
+
+struct LayerNormOptions {
+  double eps = 1e-5;
+  bool elementwise_affine = true;  // weight (ones) and bias (zeros) of normalized_shape
+  bool bias = true;
+};
+
+// Normalizes over the trailing dims normalized_shape, per sample.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(std::vector<int64_t> normalized_shape, LayerNormOptions options = {});
+  Tensor forward(Tensor x) override;
+  void reset_parameters() override;
+  std::string extra_repr() const override;
+  std::vector<int64_t> normalized_shape;
+  LayerNormOptions options;
+  Tensor weight, bias;
+};
+
+struct GroupNormOptions {
+  double eps = 1e-5;
+  bool affine = true;  // per-channel weight (ones) and bias (zeros)
+};
+
+// x: (N, C, *); statistics per sample and group of C / num_groups channels.
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, GroupNormOptions options = {});
+  Tensor forward(Tensor x) override;
+  void reset_parameters() override;
+  std::string extra_repr() const override;
+  int64_t num_groups, num_channels;
+  GroupNormOptions options;
+  Tensor weight, bias;
+};
+
+}  // namespace nabla::nn

@@ -1,0 +1,37 @@
+#include "optim/adagrad.h"
+
+#include "core/graph.h"
+#include "core/ops.h"
+
+namespace nabla::optim {
+
+void AdagradOptions::check() const {
+  nabla::check<ValueError>(lr >= 0, "Adagrad: invalid learning rate ", lr, " (must be >= 0)");
+  nabla::check<ValueError>(lr_decay >= 0, "Adagrad: invalid lr_decay ", lr_decay, " (must be >= 0)");
+  nabla::check<ValueError>(weight_decay >= 0, "Adagrad: invalid weight_decay ", weight_decay, " (must be >= 0)");
+  nabla::check<ValueError>(initial_accumulator_value >= 0, "Adagrad: invalid initial_accumulator_value ",
+                    initial_accumulator_value, " (must be >= 0)");
+  nabla::check<ValueError>(eps >= 0, "Adagrad: invalid eps ", eps, " (must be >= 0)");
+}
+
+void Adagrad::step() {
+  autograd::NoGradGuard ng;
+  for (size_t gi = 0; gi < num_param_groups(); ++gi) {
+    const AdagradOptions& o = options(gi);
+    for (Tensor& p : mutable_params(gi)) {
+      if (!p.grad().defined()) continue;
+      Tensor g = o.maximize ? -p.grad() : p.grad();
+      AdagradParamState& s = state(p);
+      if (!s.sum.defined()) s.sum = full_like(p, o.initial_accumulator_value);
+      s.step += 1;
+      if (o.weight_decay != 0) g = g.add(p, o.weight_decay);
+      double clr = o.lr / (1 + static_cast<double>(s.step - 1) * o.lr_decay);
+      s.sum.add_(g * g);
+      Tensor std = s.sum.sqrt();
+      std.add_(o.eps);
+      p.add_(g / std, -clr);
+    }
+  }
+}
+
+}  // namespace nabla::optim

@@ -1,0 +1,74 @@
+#include "optim/adam.h"
+
+#include <cmath>
+
+#include "core/graph.h"
+#include "core/ops.h"
+
+namespace nabla::optim {
+
+namespace {
+
+template <class O>
+void check_adam(const O& o, const char* name) {
+  check<ValueError>(o.lr >= 0, name, ": invalid learning rate ", o.lr, " (must be >= 0)");
+  check<ValueError>(o.eps >= 0, name, ": invalid eps ", o.eps, " (must be >= 0)");
+  check<ValueError>(o.betas.first >= 0 && o.betas.first < 1, name, ": invalid beta1 ", o.betas.first,
+                    " (must be in [0, 1))");
+  check<ValueError>(o.betas.second >= 0 && o.betas.second < 1, name, ": invalid beta2 ", o.betas.second,
+                    " (must be in [0, 1))");
+  check<ValueError>(o.weight_decay >= 0, name, ": invalid weight_decay ", o.weight_decay, " (must be >= 0)");
+}
+
+// One Adam update of p (see adam.h); decoupled: AdamW's weight decay.
+template <class O>
+void adam_update(Tensor& p, AdamParamState& s, const O& o, bool decoupled) {
+  auto [beta1, beta2] = o.betas;
+  Tensor g = o.maximize ? -p.grad() : p.grad();
+  if (!s.exp_avg.defined()) {
+    s.exp_avg = zeros_like(p);
+    s.exp_avg_sq = zeros_like(p);
+  }
+  if (o.amsgrad && !s.max_exp_avg_sq.defined()) s.max_exp_avg_sq = zeros_like(p);
+  s.step += 1;
+  if (o.weight_decay != 0) {
+    if (decoupled) p.mul_(1 - o.lr * o.weight_decay);
+    else g = g.add(p, o.weight_decay);
+  }
+  s.exp_avg.mul_(beta1).add_(g, 1 - beta1);
+  s.exp_avg_sq.mul_(beta2).add_(g * g, 1 - beta2);
+  double t = static_cast<double>(s.step);
+  double bias_correction1 = 1 - std::pow(beta1, t);
+  double bias_correction2_sqrt = std::sqrt(1 - std::pow(beta2, t));
+  double step_size = o.lr / bias_correction1;
+  Tensor denom;
+  if (o.amsgrad) {
+    s.max_exp_avg_sq.copy_(maximum(s.max_exp_avg_sq, s.exp_avg_sq));
+    denom = s.max_exp_avg_sq.sqrt();
+  } else {
+    denom = s.exp_avg_sq.sqrt();
+  }
+  denom.div_(bias_correction2_sqrt).add_(o.eps);
+  p.add_(s.exp_avg / denom, -step_size);
+}
+
+}  // namespace
+
+void AdamOptions::check() const { check_adam(*this, "Adam"); }
+void AdamWOptions::check() const { check_adam(*this, "AdamW"); }
+
+void Adam::step() {
+  autograd::NoGradGuard ng;
+  for (size_t gi = 0; gi < num_param_groups(); ++gi)
+    for (Tensor& p : mutable_params(gi))
+      if (p.grad().defined()) adam_update(p, state(p), options(gi), false);
+}
+
+void AdamW::step() {
+  autograd::NoGradGuard ng;
+  for (size_t gi = 0; gi < num_param_groups(); ++gi)
+    for (Tensor& p : mutable_params(gi))
+      if (p.grad().defined()) adam_update(p, state(p), options(gi), true);
+}
+
+}  // namespace nabla::optim

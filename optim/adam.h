@@ -1,0 +1,87 @@
+// Adam and AdamW (torch.optim.Adam / AdamW), with amsgrad. For each parameter p with gradient g,
+// at step t = 1, 2, ...:
+//   g = -g if maximize
+//   Adam:  g = g + weight_decay * p          (L2 penalty in the gradient)
+//   AdamW: p = p * (1 - lr * weight_decay)   (decoupled weight decay)
+//   m = beta1 * m + (1 - beta1) * g
+//   v = beta2 * v + (1 - beta2) * g^2
+//   amsgrad: v_max = max(v_max, v), and v_max replaces v below
+//   p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// m, v (and v_max) start at zero.
+#pragma once
+
+#include <utility>
+
+#include "optim/optimizer.h"
+
+namespace nabla::optim {
+
+struct AdamOptions {
+  double lr = 1e-3;
+  std::pair<double, double> betas = {0.9, 0.999};
+  double eps = 1e-8, weight_decay = 0;
+  bool amsgrad = false, maximize = false;
+
+  void check() const;
+  template <class F>
+  void visit(F&& f) {
+    f("lr", lr);
+    f("beta1", betas.first);
+    f("beta2", betas.second);
+    f("eps", eps);
+    f("weight_decay", weight_decay);
+    f("amsgrad", amsgrad);
+    f("maximize", maximize);
+  }
+};
+
+// The same fields as AdamOptions, with AdamW's default weight decay.
+struct AdamWOptions {
+  double lr = 1e-3;
+  std::pair<double, double> betas = {0.9, 0.999};
+  double eps = 1e-8, weight_decay = 1e-2;
+  bool amsgrad = false, maximize = false;
+
+  void check() const;
+  template <class F>
+  void visit(F&& f) {
+    f("lr", lr);
+    f("beta1", betas.first);
+    f("beta2", betas.second);
+    f("eps", eps);
+    f("weight_decay", weight_decay);
+    f("amsgrad", amsgrad);
+    f("maximize", maximize);
+  }
+};
+
+struct AdamParamState {
+  int64_t step = 0;
+  Tensor exp_avg, exp_avg_sq, max_exp_avg_sq;
+  template <class F>
+  void visit(F&& f) {
+    f("step", step);
+    f("exp_avg", exp_avg);
+    f("exp_avg_sq", exp_avg_sq);
+    f("max_exp_avg_sq", max_exp_avg_sq);
+  }
+};
+
+class Adam : public OptimizerImpl<AdamOptions, AdamParamState> {
+ public:
+  Adam(std::vector<Tensor> params, AdamOptions defaults = {}) : OptimizerImpl("Adam", std::move(params), defaults) {}
+  Adam(std::vector<ParamGroup> groups, AdamOptions defaults = {}) : OptimizerImpl("Adam", std::move(groups), defaults) {}
+  using Optimizer::step;
+  void step() override;
+};
+
+class AdamW : public OptimizerImpl<AdamWOptions, AdamParamState> {
+ public:
+  AdamW(std::vector<Tensor> params, AdamWOptions defaults = {}) : OptimizerImpl("AdamW", std::move(params), defaults) {}
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults = {})
+      : OptimizerImpl("AdamW", std::move(groups), defaults) {}
+  using Optimizer::step;
+  void step() override;
+};
+
+}  // namespace nabla::optim

@@ -1,0 +1,477 @@
+#include "optim/lr_scheduler.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "core/ops.h"
+
+namespace nabla::optim {
+
+namespace {
+
+Tensor f64_vector(const std::vector<double>& v) { return tensor(v, dtype(kFloat64)); }
+
+std::vector<double> read_vector(const StateDict& sd, const std::string& key, size_t n, const std::string& who) {
+  const Tensor* t = sd.find(key);
+  check<ValueError>(t != nullptr, who, ".load_state_dict: missing key '", key, "'");
+  check<ValueError>(t->dim() == 1 && t->size(0) == static_cast<int64_t>(n), who, ".load_state_dict: '", key,
+                    "' must have ", n, " values (one per parameter group), got shape ", t->sizes());
+  Tensor c = t->to(kCPU, kFloat64).contiguous();
+  return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + n);
+}
+
+double read_number(const StateDict& sd, const std::string& key, const std::string& who) {
+  const Tensor* t = sd.find(key);
+  check<ValueError>(t != nullptr && t->numel() == 1, who, ".load_state_dict: missing or non-scalar key '", key, "'");
+  return t->item<double>();
+}
+
+int64_t read_int(const StateDict& sd, const std::string& key, const std::string& who) {
+  const Tensor* t = sd.find(key);
+  check<ValueError>(t != nullptr && t->numel() == 1, who, ".load_state_dict: missing or non-scalar key '", key, "'");
+  return t->item<int64_t>();
+}
+
+// Python's a % m for m > 0 (never negative).
+int64_t py_mod(int64_t a, int64_t m) { return ((a % m) + m) % m; }
+
+StateDict prefixed(const StateDict& sd, const std::string& prefix) {
+  StateDict out;
+  for (const auto& [k, v] : sd)
+    if (k.compare(0, prefix.size(), prefix) == 0) out.insert(k.substr(prefix.size()), v);
+  return out;
+}
+
+}  // namespace
+
+// ---- LRScheduler ----------------------------------------------------------------------------------
+
+LRScheduler::LRScheduler(Optimizer& optimizer, std::string name) : opt_(optimizer), name_(std::move(name)) {
+  for (size_t g = 0; g < num_groups(); ++g) {
+    if (!opt_.initial_lr(g)) opt_.set_initial_lr(g, opt_.lr(g));
+    base_lrs_.push_back(*opt_.initial_lr(g));
+  }
+}
+
+void LRScheduler::apply(const std::vector<double>& lrs) {
+  check<ValueError>(lrs.size() == num_groups(), name_, ": computed ", lrs.size(), " learning rates for ", num_groups(),
+                    " parameter groups");
+  for (size_t g = 0; g < lrs.size(); ++g) opt_.set_lr(g, lrs[g]);
+  last_lrs_.clear();
+  for (size_t g = 0; g < num_groups(); ++g) last_lrs_.push_back(group_lr(g));
+}
+
+void LRScheduler::initial_step() {
+  step_count_ = 0;
+  step();
+}
+
+void LRScheduler::step() {
+  ++step_count_;
+  ++last_epoch_;
+  apply(get_lr());
+}
+
+void LRScheduler::step_to(int64_t epoch) {
+  ++step_count_;
+  last_epoch_ = epoch;
+  auto cf = closed_form_lr();
+  apply(cf ? *cf : get_lr());
+}
+
+StateDict LRScheduler::state_dict() const {
+  StateDict sd;
+  sd.insert("last_epoch", scalar_tensor(last_epoch_, dtype(kInt64)));
+  sd.insert("step_count", scalar_tensor(step_count_, dtype(kInt64)));
+  sd.insert("base_lrs", f64_vector(base_lrs_));
+  sd.insert("last_lr", f64_vector(last_lrs_));
+  save_extra(sd);
+  return sd;
+}
+
+void LRScheduler::load_state_dict(const StateDict& sd) {
+  int64_t last_epoch = read_int(sd, "last_epoch", name_);
+  int64_t step_count = read_int(sd, "step_count", name_);
+  auto base = read_vector(sd, "base_lrs", num_groups(), name_);
+  auto last = read_vector(sd, "last_lr", num_groups(), name_);
+  load_extra(sd);
+  last_epoch_ = last_epoch;
+  step_count_ = step_count;
+  base_lrs_ = std::move(base);
+  last_lrs_ = std::move(last);
+}
+
+// ---- StepLR, MultiStepLR, ExponentialLR -----------------------------------------------------------
+
+StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma)
+    : LRScheduler(opt, "StepLR"), step_size_(step_size), gamma_(gamma) {
+  check<ValueError>(step_size > 0, "StepLR: step_size must be positive, got ", step_size);
+  initial_step();
+}
+
+std::vector<double> StepLR::get_lr() {
+  std::vector<double> out;
+  bool decay = last_epoch_ != 0 && last_epoch_ % step_size_ == 0;
+  for (size_t g = 0; g < num_groups(); ++g) out.push_back(decay ? group_lr(g) * gamma_ : group_lr(g));
+  return out;
+}
+
+std::optional<std::vector<double>> StepLR::closed_form_lr() const {
+  std::vector<double> out;
+  for (double b : base_lrs_) out.push_back(b * std::pow(gamma_, static_cast<double>(last_epoch_ / step_size_)));
+  return out;
+}
+
+MultiStepLR::MultiStepLR(Optimizer& opt, std::vector<int64_t> milestones, double gamma)
+    : LRScheduler(opt, "MultiStepLR"), milestones_(std::move(milestones)), gamma_(gamma) {
+  std::sort(milestones_.begin(), milestones_.end());
+  initial_step();
+}
+
+std::vector<double> MultiStepLR::get_lr() {
+  auto count = std::count(milestones_.begin(), milestones_.end(), last_epoch_);
+  double f = std::pow(gamma_, static_cast<double>(count));
+  std::vector<double> out;
+  for (size_t g = 0; g < num_groups(); ++g) out.push_back(count ? group_lr(g) * f : group_lr(g));
+  return out;
+}
+
+std::optional<std::vector<double>> MultiStepLR::closed_form_lr() const {
+  auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) - milestones_.begin();
+  std::vector<double> out;
+  for (double b : base_lrs_) out.push_back(b * std::pow(gamma_, static_cast<double>(passed)));
+  return out;
+}
+
+ExponentialLR::ExponentialLR(Optimizer& opt, double gamma) : LRScheduler(opt, "ExponentialLR"), gamma_(gamma) {
+  initial_step();
+}
+
+std::vector<double> ExponentialLR::get_lr() {
+  std::vector<double> out;
+  for (size_t g = 0; g < num_groups(); ++g) out.push_back(last_epoch_ == 0 ? group_lr(g) : group_lr(g) * gamma_);
+  return out;
+}
+
+std::optional<std::vector<double>> ExponentialLR::closed_form_lr() const {
+  std::vector<double> out;
+  for (double b : base_lrs_) out.push_back(b * std::pow(gamma_, static_cast<double>(last_epoch_)));
+  return out;
+}
+
+// ---- CosineAnnealingLR ----------------------------------------------------------------------------
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_min)
+    : LRScheduler(opt, "CosineAnnealingLR"), T_max_(T_max), eta_min_(eta_min) {
+  check<ValueError>(T_max > 0, "CosineAnnealingLR: T_max must be positive, got ", T_max);
+  initial_step();
+}
+
+std::vector<double> CosineAnnealingLR::get_lr() {
+  std::vector<double> out;
+  double e = static_cast<double>(last_epoch_), T = static_cast<double>(T_max_);
+  for (size_t g = 0; g < num_groups(); ++g) {
+    double lr = group_lr(g), base = base_lrs_[g];
+    if (last_epoch_ == 0) {
+      out.push_back(lr);
+    } else if (py_mod(last_epoch_ - 1 - T_max_, 2 * T_max_) == 0) {
+      out.push_back(lr + (base - eta_min_) * (1 - std::cos(M_PI / T)) / 2);
+    } else {
+      out.push_back((1 + std::cos(M_PI * e / T)) / (1 + std::cos(M_PI * (e - 1) / T)) * (lr - eta_min_) + eta_min_);
+    }
+  }
+  return out;
+}
+
+std::optional<std::vector<double>> CosineAnnealingLR::closed_form_lr() const {
+  std::vector<double> out;
+  double e = static_cast<double>(last_epoch_), T = static_cast<double>(T_max_);
+  for (double b : base_lrs_) out.push_back(eta_min_ + (b - eta_min_) * (1 + std::cos(M_PI * e / T)) / 2);
+  return out;
+}
+
+// ---- LinearLR -------------------------------------------------------------------------------------
+
+LinearLR::LinearLR(Optimizer& opt, double start_factor, double end_factor, int64_t total_iters)
+    : LRScheduler(opt, "LinearLR"), start_factor_(start_factor), end_factor_(end_factor), total_iters_(total_iters) {
+  check<ValueError>(start_factor > 0 && start_factor <= 1, "LinearLR: start_factor must be in (0, 1], got ", start_factor);
+  check<ValueError>(end_factor >= 0 && end_factor <= 1, "LinearLR: end_factor must be in [0, 1], got ", end_factor);
+  check<ValueError>(total_iters > 0, "LinearLR: total_iters must be positive, got ", total_iters);
+  initial_step();
+}
+
+std::vector<double> LinearLR::get_lr() {
+  std::vector<double> out;
+  for (size_t g = 0; g < num_groups(); ++g) {
+    double lr = group_lr(g);
+    if (last_epoch_ == 0) {
+      out.push_back(lr * start_factor_);
+    } else if (last_epoch_ > total_iters_) {
+      out.push_back(lr);
+    } else {
+      double d = end_factor_ - start_factor_;
+      out.push_back(lr * (1.0 + d / (static_cast<double>(total_iters_) * start_factor_ +
+                                     static_cast<double>(last_epoch_ - 1) * d)));
+    }
+  }
+  return out;
+}
+
+std::optional<std::vector<double>> LinearLR::closed_form_lr() const {
+  std::vector<double> out;
+  double t = static_cast<double>(std::min(total_iters_, last_epoch_));
+  for (double b : base_lrs_)
+    out.push_back(b * (start_factor_ + (end_factor_ - start_factor_) * t / static_cast<double>(total_iters_)));
+  return out;
+}
+
+// ---- LambdaLR -------------------------------------------------------------------------------------
+
+LambdaLR::LambdaLR(Optimizer& opt, Lambda f) : LambdaLR(opt, std::vector<Lambda>(opt.num_param_groups(), f)) {}
+
+LambdaLR::LambdaLR(Optimizer& opt, std::vector<Lambda> fs) : LRScheduler(opt, "LambdaLR"), lambdas_(std::move(fs)) {
+  check<ValueError>(lambdas_.size() == num_groups(), "LambdaLR: expected ", num_groups(), " lr_lambdas (one per group), got ",
+                    lambdas_.size());
+  for (const auto& f : lambdas_) check<ValueError>(static_cast<bool>(f), "LambdaLR: an lr_lambda is empty");
+  initial_step();
+}
+
+std::vector<double> LambdaLR::get_lr() { return *closed_form_lr(); }
+
+std::optional<std::vector<double>> LambdaLR::closed_form_lr() const {
+  std::vector<double> out;
+  for (size_t g = 0; g < base_lrs_.size(); ++g) out.push_back(base_lrs_[g] * lambdas_[g](last_epoch_));
+  return out;
+}
+
+// ---- OneCycleLR -----------------------------------------------------------------------------------
+
+OneCycleLR::OneCycleLR(Optimizer& opt, double max_lr, OneCycleOptions o)
+    : OneCycleLR(opt, std::vector<double>(opt.num_param_groups(), max_lr), o) {}
+
+OneCycleLR::OneCycleLR(Optimizer& opt, std::vector<double> max_lrs, OneCycleOptions o)
+    : LRScheduler(opt, "OneCycleLR"), o_(o) {
+  if (o.total_steps > 0) {
+    total_steps_ = o.total_steps;
+  } else {
+    check<ValueError>(o.epochs > 0 && o.steps_per_epoch > 0,
+                      "OneCycleLR: give total_steps, or epochs and steps_per_epoch (all positive)");
+    total_steps_ = o.epochs * o.steps_per_epoch;
+  }
+  check<ValueError>(o.pct_start >= 0 && o.pct_start <= 1, "OneCycleLR: pct_start must be in [0, 1], got ", o.pct_start);
+  check<ValueError>(o.div_factor > 0 && o.final_div_factor > 0, "OneCycleLR: div_factor and final_div_factor must be positive");
+  check<ValueError>(max_lrs.size() == num_groups(), "OneCycleLR: expected ", num_groups(),
+                    " max_lr values (one per group), got ", max_lrs.size());
+  double t = static_cast<double>(total_steps_), p = o.pct_start;
+  if (o.three_phase) {
+    phases_ = {{p * t - 1, 0, 1, true, false}, {2 * p * t - 2, 1, 0, false, true}, {t - 1, 0, 2, true, true}};
+  } else {
+    phases_ = {{p * t - 1, 0, 1, true, false}, {t - 1, 1, 2, false, true}};
+  }
+  base_lrs_.clear();
+  for (size_t g = 0; g < num_groups(); ++g) {
+    double initial = max_lrs[g] / o.div_factor;
+    lrs_.push_back({initial, max_lrs[g], initial / o.final_div_factor});
+    opt_.set_initial_lr(g, initial);
+    base_lrs_.push_back(initial);
+  }
+  if (o.cycle_momentum) {
+    if (opt_.has_option("beta1")) momentum_option_ = "beta1";
+    else if (opt_.has_option("momentum")) momentum_option_ = "momentum";
+    else throw ValueError("OneCycleLR: cycle_momentum needs an optimizer with a 'momentum' or 'beta1' option (" +
+                          opt_.name() + " has neither); pass cycle_momentum = false");
+    for (size_t g = 0; g < num_groups(); ++g) opt_.set_option(g, momentum_option_, o.max_momentum);
+  }
+  initial_step();
+}
+
+double OneCycleLR::anneal(double start, double end, double pct) const {
+  if (o_.anneal_strategy == OneCycleOptions::Anneal::linear) return (end - start) * pct + start;
+  return end + (start - end) / 2.0 * (std::cos(M_PI * pct) + 1);
+}
+
+std::vector<double> OneCycleLR::get_lr() {
+  check<ValueError>(last_epoch_ <= total_steps_, "OneCycleLR: tried to step ", last_epoch_,
+                    " times; the schedule has total_steps = ", total_steps_);
+  double step = static_cast<double>(last_epoch_);
+  std::vector<double> out;
+  for (size_t g = 0; g < num_groups(); ++g) {
+    double start = 0, lr = 0, mom = 0;
+    for (size_t i = 0; i < phases_.size(); ++i) {
+      const Phase& ph = phases_[i];
+      if (step <= ph.end_step || i + 1 == phases_.size()) {
+        double span = ph.end_step - start;
+        double pct = span != 0 ? (step - start) / span : 1.0;
+        lr = anneal(lrs_[g][ph.start_lr], lrs_[g][ph.end_lr], pct);
+        mom = anneal(ph.start_momentum_max ? o_.max_momentum : o_.base_momentum,
+                     ph.end_momentum_max ? o_.max_momentum : o_.base_momentum, pct);
+        break;
+      }
+      start = ph.end_step;
+    }
+    // Stepping once past the end (step == total_steps, as PyTorch allows) extrapolates the last
+    // phase; a linear anneal can then go below zero, which no optimizer accepts.
+    out.push_back(std::max(lr, 0.0));
+    if (o_.cycle_momentum) opt_.set_option(g, momentum_option_, mom);
+  }
+  return out;
+}
+
+// ---- ReduceLROnPlateau ----------------------------------------------------------------------------
+
+ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, ReduceLROnPlateauOptions o)
+    : LRScheduler(opt, "ReduceLROnPlateau"), o_(std::move(o)) {
+  check<ValueError>(o_.factor < 1 && o_.factor >= 0, "ReduceLROnPlateau: factor must be in [0, 1), got ", o_.factor);
+  check<ValueError>(o_.patience >= 0 && o_.cooldown >= 0, "ReduceLROnPlateau: patience and cooldown must be >= 0");
+  if (o_.min_lrs.size() == 1) min_lrs_.assign(num_groups(), o_.min_lrs[0]);
+  else min_lrs_ = o_.min_lrs;
+  check<ValueError>(min_lrs_.size() == num_groups(), "ReduceLROnPlateau: expected 1 or ", num_groups(),
+                    " min_lrs, got ", o_.min_lrs.size());
+  best_ = o_.mode == ReduceLROnPlateauOptions::Mode::min ? std::numeric_limits<double>::infinity()
+                                                         : -std::numeric_limits<double>::infinity();
+  last_epoch_ = 0;
+  for (size_t g = 0; g < num_groups(); ++g) last_lrs_.push_back(group_lr(g));
+}
+
+bool ReduceLROnPlateau::is_better(double a) const {
+  using M = ReduceLROnPlateauOptions::Mode;
+  using T = ReduceLROnPlateauOptions::ThresholdMode;
+  double thr = o_.threshold;
+  if (o_.mode == M::min) return o_.threshold_mode == T::rel ? a < best_ * (1 - thr) : a < best_ - thr;
+  return o_.threshold_mode == T::rel ? a > best_ * (thr + 1) : a > best_ + thr;
+}
+
+void ReduceLROnPlateau::step() {
+  throw ValueError("ReduceLROnPlateau: step() needs the monitored metric: call step(metric)");
+}
+
+void ReduceLROnPlateau::step(double metric) {
+  ++step_count_;
+  ++last_epoch_;
+  if (is_better(metric)) {
+    best_ = metric;
+    num_bad_epochs_ = 0;
+  } else {
+    ++num_bad_epochs_;
+  }
+  if (cooldown_counter_ > 0) {
+    --cooldown_counter_;
+    num_bad_epochs_ = 0;
+  }
+  if (num_bad_epochs_ > o_.patience) {
+    for (size_t g = 0; g < num_groups(); ++g) {
+      double old_lr = group_lr(g);
+      double new_lr = std::max(old_lr * o_.factor, min_lrs_[g]);
+      if (old_lr - new_lr > o_.eps) opt_.set_lr(g, new_lr);
+    }
+    cooldown_counter_ = o_.cooldown;
+    num_bad_epochs_ = 0;
+  }
+  last_lrs_.clear();
+  for (size_t g = 0; g < num_groups(); ++g) last_lrs_.push_back(group_lr(g));
+}
+
+void ReduceLROnPlateau::save_extra(StateDict& sd) const {
+  sd.insert("best", scalar_tensor(best_, dtype(kFloat64)));
+  sd.insert("num_bad_epochs", scalar_tensor(num_bad_epochs_, dtype(kInt64)));
+  sd.insert("cooldown_counter", scalar_tensor(cooldown_counter_, dtype(kInt64)));
+}
+
+void ReduceLROnPlateau::load_extra(const StateDict& sd) {
+  double best = read_number(sd, "best", name_);
+  int64_t bad = read_int(sd, "num_bad_epochs", name_);
+  int64_t cool = read_int(sd, "cooldown_counter", name_);
+  best_ = best;
+  num_bad_epochs_ = bad;
+  cooldown_counter_ = cool;
+}
+
+// ---- SequentialLR and ChainedScheduler ------------------------------------------------------------
+
+SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRScheduler>> schedulers,
+                           std::vector<int64_t> milestones)
+    : LRScheduler(opt, "SequentialLR"), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
+  check<ValueError>(!schedulers_.empty(), "SequentialLR: expected at least one scheduler");
+  check<ValueError>(milestones_.size() + 1 == schedulers_.size(), "SequentialLR: expected ", schedulers_.size() - 1,
+                    " milestones for ", schedulers_.size(), " schedulers, got ", milestones_.size());
+  check<ValueError>(std::is_sorted(milestones_.begin(), milestones_.end()), "SequentialLR: milestones must be sorted");
+  for (size_t i = 0; i < schedulers_.size(); ++i) {
+    check<ValueError>(schedulers_[i] != nullptr, "SequentialLR: scheduler ", i, " is null");
+    check<ValueError>(&schedulers_[i]->optimizer() == &opt, "SequentialLR: scheduler ", i, " (",
+                      schedulers_[i]->name(), ") belongs to another optimizer");
+    check<ValueError>(dynamic_cast<ReduceLROnPlateau*>(schedulers_[i].get()) == nullptr,
+                      "SequentialLR: ReduceLROnPlateau cannot be sequenced (it needs a metric)");
+  }
+  // Undo the construction-time steps of the schedulers and start the first one.
+  for (size_t g = 0; g < num_groups(); ++g) opt_.set_lr(g, *opt_.initial_lr(g));
+  for (auto& s : schedulers_) s->last_epoch_ -= 1;
+  schedulers_[0]->initial_step();
+  last_epoch_ = 0;
+  step_count_ = 1;
+  last_lrs_ = schedulers_[0]->get_last_lr();
+}
+
+void SequentialLR::step() {
+  ++step_count_;
+  ++last_epoch_;
+  size_t idx = static_cast<size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) -
+                                   milestones_.begin());
+  LRScheduler& s = *schedulers_[idx];
+  if (idx > 0 && milestones_[idx - 1] == last_epoch_) s.step_to(0);
+  else s.step();
+  last_lrs_ = s.get_last_lr();
+}
+
+StateDict SequentialLR::state_dict() const {
+  StateDict sd = LRScheduler::state_dict();
+  for (size_t i = 0; i < schedulers_.size(); ++i)
+    for (const auto& [k, v] : schedulers_[i]->state_dict()) sd.insert("schedulers." + std::to_string(i) + "." + k, v);
+  return sd;
+}
+
+void SequentialLR::load_state_dict(const StateDict& sd) {
+  LRScheduler::load_state_dict(sd);
+  for (size_t i = 0; i < schedulers_.size(); ++i)
+    schedulers_[i]->load_state_dict(prefixed(sd, "schedulers." + std::to_string(i) + "."));
+}
+
+ChainedScheduler::ChainedScheduler(std::vector<std::shared_ptr<LRScheduler>> schedulers)
+    : LRScheduler([&]() -> Optimizer& {
+        check<ValueError>(!schedulers.empty() && schedulers[0] != nullptr, "ChainedScheduler: expected schedulers");
+        return schedulers[0]->optimizer();
+      }(),
+                  "ChainedScheduler"),
+      schedulers_(std::move(schedulers)) {
+  for (size_t i = 0; i < schedulers_.size(); ++i) {
+    check<ValueError>(schedulers_[i] != nullptr && &schedulers_[i]->optimizer() == &opt_, "ChainedScheduler: scheduler ",
+                      i, " is null or belongs to another optimizer");
+    check<ValueError>(dynamic_cast<ReduceLROnPlateau*>(schedulers_[i].get()) == nullptr,
+                      "ChainedScheduler: ReduceLROnPlateau cannot be chained (it needs a metric)");
+  }
+  for (size_t g = 0; g < num_groups(); ++g) last_lrs_.push_back(group_lr(g));
+}
+
+void ChainedScheduler::step() {
+  ++step_count_;
+  ++last_epoch_;
+  for (auto& s : schedulers_) s->step();
+  last_lrs_.clear();
+  for (size_t g = 0; g < num_groups(); ++g) last_lrs_.push_back(group_lr(g));
+}
+
+StateDict ChainedScheduler::state_dict() const {
+  StateDict sd = LRScheduler::state_dict();
+  for (size_t i = 0; i < schedulers_.size(); ++i)
+    for (const auto& [k, v] : schedulers_[i]->state_dict()) sd.insert("schedulers." + std::to_string(i) + "." + k, v);
+  return sd;
+}
+
+void ChainedScheduler::load_state_dict(const StateDict& sd) {
+  LRScheduler::load_state_dict(sd);
+  for (size_t i = 0; i < schedulers_.size(); ++i)
+    schedulers_[i]->load_state_dict(prefixed(sd, "schedulers." + std::to_string(i) + "."));
+}
+
+}  // namespace nabla::optim

@@ -1,0 +1,266 @@
+#include "optim/optimizer.h"
+
+#include <map>
+#include <set>
+#include <unordered_set>
+
+#include "core/graph.h"
+#include "core/ops.h"
+
+namespace nabla::optim {
+
+namespace {
+
+template <class... F>
+struct overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+overloaded(F...) -> overloaded<F...>;
+
+bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
+
+double scalar_of(const Tensor& t, const std::string& key, const std::string& who) {
+  check<ValueError>(t.defined() && t.numel() == 1, who, ".load_state_dict: '", key, "' must hold one number, got ",
+                    t.defined() ? detail::str(t.sizes()) : std::string("an undefined tensor"));
+  return t.item<double>();
+}
+
+}  // namespace
+
+Tensor Optimizer::step(const std::function<Tensor()>& closure) {
+  Tensor loss;
+  {
+    autograd::AutoGradMode enable(true);
+    loss = closure();
+  }
+  step();
+  return loss;
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (Group& g : groups_)
+    for (Tensor& p : g.params) p.zero_grad(set_to_none);
+}
+
+const std::vector<Tensor>& Optimizer::params(size_t group) const {
+  check<IndexError>(group < groups_.size(), name_, ": no parameter group ", group, " (it has ", groups_.size(), ")");
+  return groups_[group].params;
+}
+
+std::vector<Tensor> Optimizer::all_params() const {
+  std::vector<Tensor> out;
+  for (const Group& g : groups_) out.insert(out.end(), g.params.begin(), g.params.end());
+  return out;
+}
+
+void Optimizer::add_group_params(std::vector<Tensor> params) {
+  check<ValueError>(!params.empty(), name_, ": got an empty parameter list");
+  std::unordered_set<const TensorImpl*> seen;
+  for (const Group& g : groups_)
+    for (const Tensor& p : g.params) seen.insert(p.impl());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    check<ValueError>(p.defined(), name_, ": parameter ", i, " of the new group is undefined");
+    check<ValueError>(p.is_leaf(), name_, ": can't optimize a non-leaf tensor (parameter ", i,
+                      " was computed by an op; pass the leaf, or detach() it and set requires_grad)");
+    check<DTypeError>(p.is_floating_point(), name_, ": parameter ", i, " must be floating, got ", p.dtype());
+    check<ValueError>(seen.insert(p.impl()).second, name_, ": parameter ", i,
+                      " appears more than once (in this group or in another one)");
+  }
+  groups_.push_back(Group{std::move(params), std::nullopt});
+}
+
+bool Optimizer::has_option(const std::string& option) const {
+  bool found = false;
+  if (groups_.empty()) return false;
+  visit_options(0, [&](const char* n, FieldRef) { found = found || option == n; });
+  return found;
+}
+
+double Optimizer::get_option(size_t group, const std::string& option) const {
+  check<IndexError>(group < groups_.size(), name_, ": no parameter group ", group);
+  std::optional<double> v;
+  std::string names;
+  visit_options(group, [&](const char* n, FieldRef ref) {
+    names += (names.empty() ? "" : ", ") + std::string(n);
+    if (option != n) return;
+    std::visit(overloaded{[&](double* d) { v = *d; }, [&](bool* b) { v = *b ? 1.0 : 0.0; },
+                          [&](int64_t* i) { v = static_cast<double>(*i); }, [](Tensor*) {}},
+               ref);
+  });
+  check<ValueError>(v.has_value(), name_, ": unknown option '", option, "' (it has: ", names, ")");
+  return *v;
+}
+
+void Optimizer::set_option(size_t group, const std::string& option, double value) {
+  double old = get_option(group, option);  // checks the group and the name
+  auto assign = [&](double x) {
+    visit_options(group, [&](const char* n, FieldRef ref) {
+      if (option != n) return;
+      std::visit(overloaded{[&](double* d) { *d = x; }, [&](bool* b) { *b = x != 0; },
+                            [&](int64_t* i) { *i = static_cast<int64_t>(x); }, [](Tensor*) {}},
+                 ref);
+    });
+  };
+  assign(value);
+  try {
+    validate_group(group);
+  } catch (...) {
+    assign(old);
+    throw;
+  }
+}
+
+void Optimizer::set_lr(double lr) {
+  for (size_t g = 0; g < groups_.size(); ++g) set_lr(g, lr);
+}
+
+std::optional<double> Optimizer::initial_lr(size_t group) const {
+  check<IndexError>(group < groups_.size(), name_, ": no parameter group ", group);
+  return groups_[group].initial_lr;
+}
+
+void Optimizer::set_initial_lr(size_t group, double lr) {
+  check<IndexError>(group < groups_.size(), name_, ": no parameter group ", group);
+  groups_[group].initial_lr = lr;
+}
+
+// ---- state dict -----------------------------------------------------------------------------------
+
+StateDict Optimizer::state_dict() const {
+  StateDict sd;
+  auto f64 = [](double v) { return scalar_tensor(v, dtype(kFloat64)); };
+  int64_t index = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    std::string prefix = "param_groups." + std::to_string(g) + ".";
+    std::vector<int64_t> ids;
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) ids.push_back(index++);
+    sd.insert(prefix + "params", tensor(ids, dtype(kInt64)));
+    visit_options(g, [&](const char* n, FieldRef ref) {
+      std::visit(overloaded{[&](double* d) { sd.insert(prefix + n, f64(*d)); },
+                            [&](bool* b) { sd.insert(prefix + n, f64(*b ? 1.0 : 0.0)); },
+                            [&](int64_t* i) { sd.insert(prefix + n, scalar_tensor(*i, dtype(kInt64))); },
+                            [](Tensor*) {}},
+                 ref);
+    });
+    if (groups_[g].initial_lr) sd.insert(prefix + "initial_lr", f64(*groups_[g].initial_lr));
+  }
+  index = 0;
+  for (const Group& grp : groups_)
+    for (const Tensor& p : grp.params) {
+      std::string prefix = "state." + std::to_string(index++) + ".";
+      visit_state(p, false, [&](const char* n, FieldRef ref) {
+        std::visit(overloaded{[&](double* d) { sd.insert(prefix + n, f64(*d)); },
+                              [&](bool* b) { sd.insert(prefix + n, f64(*b ? 1.0 : 0.0)); },
+                              [&](int64_t* i) { sd.insert(prefix + n, scalar_tensor(*i, dtype(kInt64))); },
+                              [&](Tensor* t) {
+                                if (t->defined()) sd.insert(prefix + n, t->detach());
+                              }},
+                   ref);
+      });
+    }
+  return sd;
+}
+
+void Optimizer::load_state_dict(const StateDict& sd) {
+  const std::string who = name_;
+  std::set<std::string> consumed;
+  auto get = [&](const std::string& key) -> const Tensor& {
+    const Tensor* t = sd.find(key);
+    check<ValueError>(t != nullptr, who, ".load_state_dict: missing key '", key, "'");
+    consumed.insert(key);
+    return *t;
+  };
+
+  // ---- validate everything first, so a bad state dict leaves the optimizer as it was ----
+  size_t n_groups = 0;
+  while (sd.contains("param_groups." + std::to_string(n_groups) + ".params")) ++n_groups;
+  check<ValueError>(n_groups == groups_.size(), who, ".load_state_dict: the state dict has ", n_groups,
+                    " parameter groups but the optimizer has ", groups_.size());
+  std::vector<const Tensor*> params;  // by global index
+  for (size_t g = 0; g < n_groups; ++g) {
+    std::string prefix = "param_groups." + std::to_string(g) + ".";
+    const Tensor& ids = get(prefix + "params");
+    check<ValueError>(ids.dim() == 1 && ids.size(0) == static_cast<int64_t>(groups_[g].params.size()), who,
+                      ".load_state_dict: parameter group ", g, " has ", ids.numel(),
+                      " parameters in the state dict but ", groups_[g].params.size(), " in the optimizer");
+    visit_options(g, [&](const char* n, FieldRef) { scalar_of(get(prefix + n), prefix + n, who); });
+    if (sd.contains(prefix + "initial_lr")) scalar_of(get(prefix + "initial_lr"), prefix + "initial_lr", who);
+    for (const Tensor& p : groups_[g].params) params.push_back(&p);
+  }
+  // state.<i>.<field>
+  std::map<int64_t, std::map<std::string, const Tensor*>> state;
+  for (const auto& [key, t] : sd) {
+    if (!starts_with(key, "state.")) continue;
+    size_t dot = key.find('.', 6);
+    if (dot == std::string::npos) continue;  // reported as unexpected below
+    std::string idx = key.substr(6, dot - 6);
+    bool numeric = !idx.empty() && idx.find_first_not_of("0123456789") == std::string::npos && idx.size() < 12;
+    if (!numeric) continue;
+    int64_t i = std::stoll(idx);
+    if (i >= static_cast<int64_t>(params.size())) continue;
+    state[i][key.substr(dot + 1)] = &t;
+  }
+  std::map<std::string, char> kinds;  // field name -> 't' tensor, 'n' number
+  visit_default_state([&](const char* n, FieldRef ref) { kinds[n] = std::holds_alternative<Tensor*>(ref) ? 't' : 'n'; });
+  for (const auto& [i, fields] : state)
+    for (const auto& [field, t] : fields) {
+      std::string key = "state." + std::to_string(i) + "." + field;
+      auto k = kinds.find(field);
+      if (k == kinds.end()) continue;  // unexpected
+      consumed.insert(key);
+      if (k->second == 'n') {
+        scalar_of(*t, key, who);
+      } else {
+        const Tensor& p = *params[static_cast<size_t>(i)];
+        check<ShapeError>(t->defined() && (t->sizes() == p.sizes()), who, ".load_state_dict: '", key, "' has shape ",
+                          t->defined() ? detail::str(t->sizes()) : std::string("(undefined)"), " but parameter ", i,
+                          " has shape ", p.sizes());
+      }
+    }
+  std::vector<std::string> unexpected;
+  for (const auto& [key, t] : sd)
+    if (!consumed.count(key)) unexpected.push_back(key);
+  if (!unexpected.empty()) {
+    std::string list;
+    for (size_t i = 0; i < unexpected.size() && i < 10; ++i) list += (i ? ", '" : "'") + unexpected[i] + "'";
+    if (unexpected.size() > 10) list += ", ...";
+    throw ValueError(detail::str(who, ".load_state_dict: unexpected key(s): ", list));
+  }
+
+  // ---- apply ----
+  for (size_t g = 0; g < n_groups; ++g) {
+    std::string prefix = "param_groups." + std::to_string(g) + ".";
+    visit_options(g, [&](const char* n, FieldRef ref) {
+      double v = sd[prefix + n].item<double>();
+      std::visit(overloaded{[&](double* d) { *d = v; }, [&](bool* b) { *b = v != 0; },
+                            [&](int64_t* x) { *x = static_cast<int64_t>(v); }, [](Tensor*) {}},
+                 ref);
+    });
+    groups_[g].initial_lr.reset();
+    if (const Tensor* t = sd.find(prefix + "initial_lr")) groups_[g].initial_lr = t->item<double>();
+    validate_group(g);
+  }
+  clear_state();
+  autograd::NoGradGuard ng;
+  for (const auto& [i, fields] : state) {
+    const Tensor& p = *params[static_cast<size_t>(i)];
+    visit_state(p, true, [&](const char* n, FieldRef ref) {
+      auto it = fields.find(n);
+      if (it == fields.end()) return;
+      const Tensor& src = *it->second;
+      std::visit(overloaded{[&](double* d) { *d = src.item<double>(); },
+                            [&](bool* b) { *b = src.item<double>() != 0; },
+                            [&](int64_t* x) { *x = src.item<int64_t>(); },
+                            [&](Tensor* t) {
+                              // A private copy on the parameter's device, floating state in its dtype.
+                              DType dt = src.is_floating_point() ? p.dtype() : src.dtype();
+                              *t = src.detach().to(p.device(), dt).clone();
+                            }},
+                 ref);
+    });
+  }
+}
+
+}  // namespace nabla::optim

@@ -1,0 +1,173 @@
+// Optimizers: the base class, parameter groups and state dicts.
+//
+//   optim::SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+//   // Parameter groups with their own options (a group without options uses the defaults):
+//   optim::Adam opt2({{.params = model->backbone->parameters()},
+//                     {.params = model->head->parameters(), .options = optim::AdamOptions{.lr = 1e-2}}},
+//                    {.lr = 1e-3});
+//   for (...) { opt.zero_grad(); loss.backward(); opt.step(); }
+//
+// Updates run under NoGradGuard with in-place ops; per-parameter state tensors (momentum buffers,
+// moment estimates) are created once, on a parameter's first step.
+//
+// state_dict() is flat and holds only tensors, so it saves to safetensors as it is:
+//   param_groups.<g>.params      int64 (n): the global indices of the group's parameters
+//   param_groups.<g>.<option>    float64 (): lr, momentum, beta1, ... (bools as 0/1), initial_lr
+//   state.<i>.<name>             the state of parameter i (global index: group by group, in order),
+//                                e.g. state.0.exp_avg; step counters are int64 ().
+// load_state_dict() checks that the groups and their sizes match and that state tensors have their
+// parameter's shape, and moves state to the parameter's device and dtype.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "nn/ordered_dict.h"
+
+namespace nabla::optim {
+
+using nn::StateDict;
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter that has a gradient.
+  virtual void step() = 0;
+  // Evaluates closure() with grad enabled (it should zero the gradients, compute the loss and call
+  // backward), then steps; returns the loss.
+  Tensor step(const std::function<Tensor()>& closure);
+  // Clears the gradients of all parameters (set_to_none: undefined, else zeros).
+  void zero_grad(bool set_to_none = true);
+
+  const std::string& name() const { return name_; }
+  size_t num_param_groups() const { return groups_.size(); }
+  const std::vector<Tensor>& params(size_t group) const;
+  std::vector<Tensor> all_params() const;
+
+  // Hyper-parameters of a group by name ("lr", "momentum", "beta1", "weight_decay", ...), for
+  // schedulers and for changing them during training.
+  bool has_option(const std::string& option) const;
+  double get_option(size_t group, const std::string& option) const;
+  void set_option(size_t group, const std::string& option, double value);
+  double lr(size_t group = 0) const { return get_option(group, "lr"); }
+  void set_lr(size_t group, double lr) { set_option(group, "lr", lr); }
+  void set_lr(double lr);  // every group
+  // The learning rate a scheduler started from (PyTorch's group["initial_lr"]).
+  std::optional<double> initial_lr(size_t group) const;
+  void set_initial_lr(size_t group, double lr);
+
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
+
+ protected:
+  // A reference to one named field of an options or state struct.
+  using FieldRef = std::variant<double*, bool*, int64_t*, Tensor*>;
+  using FieldFn = std::function<void(const char* name, FieldRef ref)>;
+
+  Optimizer(std::string name) : name_(std::move(name)) {}
+  // Registers a group (after the derived class checked its options).
+  void add_group_params(std::vector<Tensor> params);
+  std::vector<Tensor>& mutable_params(size_t group) { return groups_[group].params; }
+
+  // Implemented by OptimizerImpl from the Options and State structs' visit().
+  virtual void visit_options(size_t group, const FieldFn& fn) const = 0;
+  virtual void validate_group(size_t group) const = 0;
+  // create: make the parameter's state if it has none; else fn is not called for stateless params.
+  virtual void visit_state(const Tensor& param, bool create, const FieldFn& fn) const = 0;
+  // The fields of a fresh State (names and kinds), e.g. to validate a state dict before loading.
+  virtual void visit_default_state(const FieldFn& fn) const = 0;
+  virtual void clear_state() = 0;
+
+ private:
+  struct Group {
+    std::vector<Tensor> params;
+    std::optional<double> initial_lr;
+  };
+  std::string name_;
+  std::vector<Group> groups_;
+};
+
+// What a parameter group is given as: parameters, and options (the optimizer's defaults if unset).
+template <class Options>
+struct ParamGroup {
+  std::vector<Tensor> params;
+  std::optional<Options> options;
+};
+
+// The common implementation: groups of typed Options and per-parameter State. Options and State
+// list their fields in `template <class F> void visit(F&& f)` as f("name", field); Options also
+// has `void check() const`, which throws ValueError on invalid hyper-parameters.
+template <class Options, class State>
+class OptimizerImpl : public Optimizer {
+ public:
+  using ParamGroup = optim::ParamGroup<Options>;
+
+  void add_param_group(ParamGroup group) {
+    Options o = group.options.value_or(defaults_);
+    o.check();
+    options_.push_back(o);
+    try {
+      add_group_params(std::move(group.params));
+    } catch (...) {
+      options_.pop_back();
+      throw;
+    }
+  }
+  Options& options(size_t group = 0) {
+    check<IndexError>(group < options_.size(), name(), ": no parameter group ", group);
+    return options_[group];
+  }
+  const Options& options(size_t group = 0) const { return const_cast<OptimizerImpl*>(this)->options(group); }
+  const Options& defaults() const { return defaults_; }
+
+ protected:
+  OptimizerImpl(const char* name, std::vector<ParamGroup> groups, Options defaults)
+      : Optimizer(name), defaults_(defaults) {
+    defaults_.check();
+    check<ValueError>(!groups.empty(), name, ": got an empty list of parameter groups");
+    for (auto& g : groups) add_param_group(std::move(g));
+  }
+  OptimizerImpl(const char* name, std::vector<Tensor> params, Options defaults)
+      : OptimizerImpl(name, std::vector<ParamGroup>{ParamGroup{std::move(params), std::nullopt}}, defaults) {}
+
+  // The state of a parameter, created on first use.
+  State& state(const Tensor& p) { return state_[p.impl()]; }
+
+  void visit_options(size_t group, const FieldFn& fn) const override {
+    Options& o = const_cast<Options&>(options_[group]);
+    o.visit([&](const char* n, auto& field) { fn(n, FieldRef(&field)); });
+  }
+  void validate_group(size_t group) const override { options_[group].check(); }
+  void visit_state(const Tensor& p, bool create, const FieldFn& fn) const override {
+    auto& map = const_cast<std::unordered_map<const TensorImpl*, State>&>(state_);
+    auto it = map.find(p.impl());
+    if (it == map.end()) {
+      if (!create) return;
+      it = map.emplace(p.impl(), State{}).first;
+    }
+    it->second.visit([&](const char* n, auto& field) { fn(n, FieldRef(&field)); });
+  }
+  void visit_default_state(const FieldFn& fn) const override {
+    State s;
+    s.visit([&](const char* n, auto& field) { fn(n, FieldRef(&field)); });
+  }
+  void clear_state() override { state_.clear(); }
+
+ private:
+  Options defaults_;
+  std::vector<Options> options_;
+  std::unordered_map<const TensorImpl*, State> state_;
+};
+
+}  // namespace nabla::optim

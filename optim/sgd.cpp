@@ -1,0 +1,35 @@
+#include "optim/sgd.h"
+
+#include "core/graph.h"
+#include "core/ops.h"
+
+namespace nabla::optim {
+
+void SGDOptions::check() const {
+  nabla::check<ValueError>(lr >= 0, "SGD: invalid learning rate ", lr, " (must be >= 0)");
+  nabla::check<ValueError>(momentum >= 0, "SGD: invalid momentum ", momentum, " (must be >= 0)");
+  nabla::check<ValueError>(weight_decay >= 0, "SGD: invalid weight_decay ", weight_decay, " (must be >= 0)");
+  nabla::check<ValueError>(!nesterov || (momentum > 0 && dampening == 0),
+                    "SGD: Nesterov momentum requires a momentum > 0 and zero dampening");
+}
+
+void SGD::step() {
+  autograd::NoGradGuard ng;
+  for (size_t gi = 0; gi < num_param_groups(); ++gi) {
+    const SGDOptions& o = options(gi);
+    for (Tensor& p : mutable_params(gi)) {
+      if (!p.grad().defined()) continue;
+      Tensor g = o.maximize ? -p.grad() : p.grad();
+      if (o.weight_decay != 0) g = g.add(p, o.weight_decay);
+      if (o.momentum != 0) {
+        Tensor& buf = state(p).momentum_buffer;
+        if (!buf.defined()) buf = g.clone();
+        else buf.mul_(o.momentum).add_(g, 1 - o.dampening);
+        g = o.nesterov ? g.add(buf, o.momentum) : buf;
+      }
+      p.add_(g, -o.lr);
+    }
+  }
+}
+
+}  // namespace nabla::optim

@@ -1,0 +1,315 @@
+// Registry entries for nn's layers and losses (see opinfo.h): every layer with parameters is
+// called as a module whose parameter members are replaced by the sample's inputs, so gradcheck
+// differentiates through Module::forward with respect to input, weight and bias.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "opinfo.h"
+
+namespace nabla::testing {
+namespace {
+
+using I = const Inputs&;
+namespace F = nn::functional;
+using nn::Reduction;
+
+Outputs one(Tensor t) { return {std::move(t)}; }
+Outputs reductions(const std::function<Tensor(Reduction)>& f) {
+  return {f(Reduction::mean), f(Reduction::sum), f(Reduction::none)};
+}
+
+// ---- layers with parameters -------------------------------------------------------------------------
+std::vector<OpInfo> layer_ops() {
+  std::vector<OpInfo> ops;
+  ops.push_back({.name = "nn.Linear",
+                 .fn = [](I x) {
+                   nn::Linear m(x[1].size(1), x[1].size(0));
+                   m.weight = x[1];
+                   m.bias = x[2];
+                   return one(m(x[0]));
+                 },
+                 .samples = {{{arg({3, 4}), arg({2, 4}), arg({2})}, "2d"},
+                             {{arg({2, 3, 4}), arg({2, 4}), arg({2})}, "3d"},
+                             {{arg_t({4, 3}), arg_t({2, 3}), arg({2})}, "noncontiguous"}}});
+  ops.push_back({.name = "nn.Bilinear",
+                 .fn = [](I x) {
+                   nn::Bilinear m(x[2].size(1), x[2].size(2), x[2].size(0));
+                   m.weight = x[2];
+                   m.bias = x[3];
+                   return one(m(x[0], x[1]));
+                 },
+                 .samples = {{{arg({3, 2}), arg({3, 4}), arg({2, 2, 4}), arg({2})}, "2d"},
+                             {{arg({2, 2, 3}), arg({2, 2, 2}), arg({3, 3, 2}), arg({3})}, "3d"}}});
+  ops.push_back({.name = "nn.Conv1d",
+                 .fn = [](I x) {
+                   nn::Conv1d m(4, 2, 3, {.stride = 2, .padding = 1, .groups = 2});
+                   m.weight = x[1];
+                   m.bias = x[2];
+                   return one(m(x[0]));
+                 },
+                 .samples = {{{arg({2, 4, 7}), arg({2, 2, 3}), arg({2})}, "stride_pad_groups"}}});
+  ops.push_back({.name = "nn.Conv2d",
+                 .fn = [](I x) {
+                   nn::Conv2d m(2, 3, {3, 2}, {.stride = {2, 1}, .padding = 1, .dilation = {1, 2}});
+                   m.weight = x[1];
+                   m.bias = x[2];
+                   return one(m(x[0]));
+                 },
+                 .samples = {{{arg({2, 2, 5, 5}), arg({3, 2, 3, 2}), arg({3})}, "stride_pad_dilation"},
+                             {{arg({2, 5, 4}), arg({3, 2, 3, 2}), arg({3})}, "unbatched"}}});
+  ops.push_back({.name = "nn.ConvTranspose2d",
+                 .fn = [](I x) {
+                   nn::ConvTranspose2d m(2, 4, 3, {.stride = 2, .padding = 1, .output_padding = 1, .groups = 2});
+                   m.weight = x[1];
+                   m.bias = x[2];
+                   return one(m(x[0]));
+                 },
+                 .samples = {{{arg({1, 2, 3, 3}), arg({2, 2, 3, 3}), arg({4})}, "stride_outpad_groups"}}});
+  ops.push_back({.name = "nn.BatchNorm1d",
+                 .fn = [](I x) {
+                   nn::BatchNorm1d m(x[0].size(1));
+                   m.to(x[0].dtype());
+                   m.weight = x[1];
+                   m.bias = x[2];
+                   return one(m(x[0]));
+                 },
+                 .samples = {{{arg({4, 3}), arg({3}), arg({3})}, "2d"},
+                             {{arg({2, 2, 3}), arg({2}), arg({2})}, "3d"},
+                             {{arg_t({3, 4}), arg({4}), arg({4})}, "noncontiguous"}}});
+  ops.push_back({.name = "nn.BatchNorm2d",
+                 .fn = [](I x) {
+                   nn::BatchNorm2d m(x[0].size(1), {.momentum = std::nullopt});
+                   m.weight = x[1];
+                   m.bias = x[2];
+                   return one(m(x[0]));
+                 },
+                 .samples = {{{arg({2, 3, 3, 2}), arg({3}), arg({3})}, "4d"},
+                             {{arg({2, 2, 2, 2}), arg({2}), arg({2})}, "small"}}});
+  ops.push_back({.name = "nn.BatchNorm2d_eval",
+                 .fn = [](I x) {
+                   nn::BatchNorm2d m(x[0].size(1));
+                   m.eval();
+                   m.weight = x[1];
+                   m.bias = x[2];
+                   m.running_mean = x[3];
+                   m.running_var = x[4];
+                   return one(m(x[0]));
+                 },
+                 .samples = {{{arg({2, 3, 2, 2}), arg({3}), arg({3}), arg({3}), arg({3}, 0.5, 2)}, "eval"}}});
+  ops.push_back({.name = "nn.BatchNorm_no_running_stats",
+                 .fn = [](I x) {
+                   return one(F::batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], /*training=*/true, 0.1, 1e-3));
+                 },
+                 .samples = {{{arg({5, 2}), arg({2}), arg({2})}, "2d"}}});
+  ops.push_back({.name = "nn.LayerNorm",
+                 .fn = [](I x) {
+                   std::vector<int64_t> shape(x[1].sizes().begin(), x[1].sizes().end());
+                   nn::LayerNorm m(shape);
+                   m.weight = x[1];
+                   m.bias = x[2];
+                   return one(m(x[0]));
+                 },
+                 .samples = {{{arg({3, 4}), arg({4}), arg({4})}, "last_dim"},
+                             {{arg({2, 3, 2}), arg({3, 2}), arg({3, 2})}, "two_dims"},
+                             {{arg_t({4, 3}), arg({3}), arg({3})}, "noncontiguous"}}});
+  ops.push_back({.name = "nn.LayerNorm_no_affine",
+                 .fn = [](I x) { return one(F::layer_norm(x[0], {4}, Tensor(), Tensor(), 1e-2)); },
+                 .samples = {{{arg({3, 4})}, "2d"}}});
+  ops.push_back({.name = "nn.GroupNorm",
+                 .fn = [](I x) {
+                   nn::GroupNorm m(2, x[0].size(1));
+                   m.weight = x[1];
+                   m.bias = x[2];
+                   return one(m(x[0]));
+                 },
+                 .samples = {{{arg({2, 4, 3}), arg({4}), arg({4})}, "3d"},
+                             {{arg({1, 4, 2, 2}), arg({4}), arg({4})}, "4d"}}});
+  ops.push_back({.name = "nn.Embedding",
+                 .fn = [](I x) {
+                   nn::Embedding m(x[0].size(0), x[0].size(1));
+                   m.weight = x[0];
+                   return one(m(x[1]));
+                 },
+                 .samples = {{{arg({5, 3}), fixed_index({2, 3}, {0, 4, 1, 1, 2, 4})}, "2d_indices"}}});
+  return ops;
+}
+
+// ---- layers without parameters ----------------------------------------------------------------------
+template <class M, class... A>
+std::function<Outputs(I)> module_fn(A... args) {
+  return [=](I x) {
+    M m(args...);
+    return one(m(x[0]));
+  };
+}
+
+std::vector<OpInfo> stateless_ops() {
+  std::vector<Sample> act = {{{arg({3, 4}, -2, 2)}, "2d"}, {{arg_t({4, 3}, -2, 2)}, "noncontiguous"},
+                             {{arg({2, 1, 3}, -2, 2)}, "3d"}};
+  std::vector<Sample> img = {{{arg({1, 2, 5, 5})}, "4d"}, {{arg({2, 4, 4})}, "unbatched"}};
+  std::vector<OpInfo> ops;
+  ops.push_back({.name = "nn.ReLU", .fn = module_fn<nn::ReLU>(), .samples = act});
+  ops.push_back({.name = "nn.LeakyReLU", .fn = module_fn<nn::LeakyReLU>(0.2), .samples = act});
+  ops.push_back({.name = "nn.GELU", .fn = module_fn<nn::GELU>("none"), .samples = act});
+  ops.push_back({.name = "nn.GELU_tanh", .fn = module_fn<nn::GELU>("tanh"), .samples = act});
+  ops.push_back({.name = "nn.SiLU", .fn = module_fn<nn::SiLU>(), .samples = act});
+  ops.push_back({.name = "nn.Sigmoid", .fn = module_fn<nn::Sigmoid>(), .samples = act});
+  ops.push_back({.name = "nn.Tanh", .fn = module_fn<nn::Tanh>(), .samples = act});
+  ops.push_back({.name = "nn.Softmax", .fn = module_fn<nn::Softmax>(1), .samples = act});
+  ops.push_back({.name = "nn.LogSoftmax", .fn = module_fn<nn::LogSoftmax>(-1), .samples = act});
+  ops.push_back({.name = "nn.ELU", .fn = module_fn<nn::ELU>(0.7), .samples = act});
+  ops.push_back({.name = "nn.Identity", .fn = module_fn<nn::Identity>(), .samples = act});
+  ops.push_back({.name = "nn.Flatten", .fn = module_fn<nn::Flatten>(), .samples = {{{arg({2, 3, 2})}, "3d"}}});
+  ops.push_back({.name = "nn.Unflatten",
+                 .fn = [](I x) { return one(nn::Unflatten(1, {2, -1})(x[0])); },
+                 .samples = {{{arg({3, 4})}, "2d"}}});
+  ops.push_back({.name = "nn.MaxPool2d",
+                 .fn = [](I x) { return one(nn::MaxPool2d(3, {.stride = 2, .padding = 1, .ceil_mode = true})(x[0])); },
+                 .samples = img});
+  ops.push_back({.name = "nn.AvgPool2d",
+                 .fn = [](I x) { return one(nn::AvgPool2d(2, {.stride = 1, .padding = 1, .count_include_pad = false})(x[0])); },
+                 .samples = img});
+  ops.push_back({.name = "nn.AdaptiveAvgPool2d",
+                 .fn = [](I x) { return Outputs{nn::AdaptiveAvgPool2d(1)(x[0]), nn::AdaptiveAvgPool2d({2, 3})(x[0])}; },
+                 .samples = img});
+  // Dropout: a fixed seed per call, so every evaluation draws the same mask.
+  ops.push_back({.name = "nn.Dropout",
+                 .fn = [](I x) {
+                   manual_seed(1234);
+                   return one(nn::Dropout(0.4)(x[0]));
+                 },
+                 .samples = act});
+  ops.push_back({.name = "nn.Dropout2d",
+                 .fn = [](I x) {
+                   manual_seed(4321);
+                   return one(nn::Dropout2d(0.5)(x[0]));
+                 },
+                 .samples = {{{arg({3, 4, 2, 2})}, "4d"}, {{arg({4, 2, 3})}, "unbatched"}}});
+  ops.push_back({.name = "nn.Sequential",
+                 .fn = [](I x) {
+                   nn::Sequential s(nn::Flatten(), nn::Tanh(), nn::Softmax(1));
+                   return one(s(x[0]));
+                 },
+                 .samples = {{{arg({2, 2, 3})}, "3d"}}});
+  return ops;
+}
+
+// ---- losses -----------------------------------------------------------------------------------------
+std::vector<OpInfo> loss_ops() {
+  std::vector<OpInfo> ops;
+  auto cls = [](std::vector<double> t) {
+    int64_t n = static_cast<int64_t>(t.size());
+    return fixed_index({n}, std::move(t));
+  };
+  ops.push_back({.name = "nn.cross_entropy",
+                 .fn = [](I x) { return reductions([&](Reduction r) { return F::cross_entropy(x[0], x[1], {.reduction = r}); }); },
+                 .samples = {{{arg({4, 5}), cls({1, 0, 4, 1})}, "2d"},
+                             {{arg({2, 3, 4}), fixed_index({2, 4}, {0, 2, 1, 1, 2, 2, 0, 1})}, "k_dim"},
+                             {{arg({5}), fixed_index({}, {3})}, "unbatched"},
+                             {{arg_t({4, 3}), cls({2, 0, 1, 2})}, "noncontiguous"}}});
+  ops.push_back({.name = "nn.cross_entropy_weight_ignore",
+                 .fn = [](I x) {
+                   return reductions([&](Reduction r) {
+                     return F::cross_entropy(x[0], x[1], {.weight = x[2], .ignore_index = 2, .reduction = r});
+                   });
+                 },
+                 .samples = {{{arg({5, 4}), cls({1, 2, 3, 0, 1}), fixed_arg({4}, {0.5, 2.0, 1.0, 0.25}, false)}, "2d"}}});
+  ops.push_back({.name = "nn.cross_entropy_label_smoothing",
+                 .fn = [](I x) {
+                   return reductions([&](Reduction r) {
+                     return F::cross_entropy(x[0], x[1], {.weight = x[2], .ignore_index = 0, .reduction = r,
+                                                          .label_smoothing = 0.2});
+                   });
+                 },
+                 .samples = {{{arg({4, 3}), cls({1, 0, 2, 2}), fixed_arg({3}, {0.5, 2.0, 1.0}, false)}, "2d"}}});
+  ops.push_back({.name = "nn.cross_entropy_probabilities",
+                 .fn = [](I x) {
+                   return reductions([&](Reduction r) {
+                     return F::cross_entropy(x[0], x[1], {.weight = x[2], .reduction = r, .label_smoothing = 0.1});
+                   });
+                 },
+                 .samples = {{{arg({3, 4}), arg({3, 4}, 0, 1), arg({4}, 0.5, 1.5)}, "2d"},
+                             {{arg({2, 3, 2}), arg({2, 3, 2}, 0, 1), arg({3}, 0.5, 1.5)}, "k_dim"}}});
+  ops.push_back({.name = "nn.nll_loss",
+                 .fn = [](I x) {
+                   return reductions([&](Reduction r) {
+                     return F::nll_loss(x[0], x[1], {.weight = x[2], .ignore_index = 1, .reduction = r});
+                   });
+                 },
+                 .samples = {{{arg({4, 3}), cls({1, 0, 2, 2}), arg({3}, 0.5, 1.5)}, "2d"},
+                             {{arg({2, 3, 2}), fixed_index({2, 2}, {0, 2, 1, 2}), arg({3}, 0.5, 1.5)}, "k_dim"}}});
+  auto pair = std::vector<Sample>{{{arg({3, 4}, -2, 2), arg({3, 4}, -2, 2)}, "2d"},
+                                  {{arg_t({4, 3}, -2, 2), arg({4, 3}, -2, 2)}, "noncontiguous"},
+                                  {{arg({}, -2, 2), arg({}, -2, 2)}, "scalar"}};
+  ops.push_back({.name = "nn.mse_loss",
+                 .fn = [](I x) { return reductions([&](Reduction r) { return F::mse_loss(x[0], x[1], r); }); },
+                 .samples = pair});
+  ops.push_back({.name = "nn.l1_loss",
+                 .fn = [](I x) { return reductions([&](Reduction r) { return F::l1_loss(x[0], x[1], r); }); },
+                 .samples = pair});
+  ops.push_back({.name = "nn.smooth_l1_loss",
+                 .fn = [](I x) { return reductions([&](Reduction r) { return F::smooth_l1_loss(x[0], x[1], r, 0.5); }); },
+                 .samples = pair,
+                 .twice_differentiable = false});  // the second derivative jumps at |d| = beta
+  ops.push_back({.name = "nn.huber_loss",
+                 .fn = [](I x) { return reductions([&](Reduction r) { return F::huber_loss(x[0], x[1], r, 0.7); }); },
+                 .samples = pair,
+                 .twice_differentiable = false});
+  ops.push_back({.name = "nn.binary_cross_entropy",
+                 .fn = [](I x) {
+                   return reductions([&](Reduction r) {
+                     return F::binary_cross_entropy(x[0], x[1], {.weight = x[2], .reduction = r});
+                   });
+                 },
+                 .samples = {{{arg({3, 4}, 0.1, 0.9), arg({3, 4}, 0, 1), arg({4}, 0.5, 2)}, "broadcast_weight"},
+                             {{arg_t({4, 3}, 0.1, 0.9), arg({4, 3}, 0, 1), arg({4, 3}, 0.5, 2)}, "noncontiguous"}}});
+  ops.push_back({.name = "nn.binary_cross_entropy_with_logits",
+                 .fn = [](I x) {
+                   return reductions([&](Reduction r) {
+                     return F::binary_cross_entropy_with_logits(
+                         x[0], x[1], {.weight = x[2], .pos_weight = x[3], .reduction = r});
+                   });
+                 },
+                 .samples = {{{arg({3, 4}, -3, 3), arg({3, 4}, 0, 1), arg({3, 1}, 0.5, 2), arg({4}, 0.5, 3)}, "2d"}}});
+  ops.push_back({.name = "nn.kl_div",
+                 .fn = [](I x) {
+                   return Outputs{F::kl_div(x[0], x[1], Reduction::mean), F::kl_div(x[0], x[1], Reduction::sum),
+                                  F::kl_div(x[0], x[1], Reduction::none), F::kl_div(x[0], x[1], Reduction::batchmean)};
+                 },
+                 .samples = {{{arg({3, 4}, -3, 0), arg({3, 4}, 0.1, 1)}, "probabilities"}}});
+  ops.push_back({.name = "nn.kl_div_log_target",
+                 .fn = [](I x) { return one(F::kl_div(x[0], x[1], Reduction::batchmean, true)); },
+                 .samples = {{{arg({3, 4}, -3, 0), arg({3, 4}, -3, 0)}, "log_probabilities"}}});
+  return ops;
+}
+
+std::vector<OpInfo> all_nn_ops() {
+  std::vector<OpInfo> all;
+  for (auto f : {layer_ops, stateless_ops, loss_ops})
+    for (auto& op : f()) all.push_back(std::move(op));
+  return all;
+}
+
+Registrar nn_ops(all_nn_ops());
+
+// Every layer and loss of nn must have float64 gradcheck samples.
+TEST(OpRegistry, every_nn_layer_and_loss_is_registered) {
+  std::vector<std::string> required = {
+      "nn.Linear", "nn.Bilinear", "nn.Conv1d", "nn.Conv2d", "nn.ConvTranspose2d", "nn.MaxPool2d", "nn.AvgPool2d",
+      "nn.AdaptiveAvgPool2d", "nn.BatchNorm1d", "nn.BatchNorm2d", "nn.BatchNorm2d_eval", "nn.LayerNorm",
+      "nn.GroupNorm", "nn.Dropout", "nn.Dropout2d", "nn.Embedding", "nn.Flatten", "nn.Unflatten", "nn.Identity",
+      "nn.ReLU", "nn.LeakyReLU", "nn.GELU", "nn.SiLU", "nn.Sigmoid", "nn.Tanh", "nn.Softmax", "nn.LogSoftmax",
+      "nn.ELU", "nn.Sequential", "nn.cross_entropy", "nn.nll_loss", "nn.mse_loss", "nn.l1_loss",
+      "nn.smooth_l1_loss", "nn.huber_loss", "nn.binary_cross_entropy", "nn.binary_cross_entropy_with_logits",
+      "nn.kl_div"};
+  std::string missing;
+  for (const auto& n : required) {
+    const OpInfo* op = find_op(n);
+    if (!op || op->samples.empty() || !op->differentiable) missing += " " + n;
+  }
+  EXPECT_TRUE(missing.empty()) << "nn layers/losses without gradcheck samples:" << missing;
+}
+
+}  // namespace
+}  // namespace nabla::testing

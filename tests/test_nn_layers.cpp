@@ -1,0 +1,351 @@
+// Layers: forward values against direct computations, PyTorch's initialization, BatchNorm's running
+// statistics, dropout, embedding, and the error messages.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "nabla.h"
+
+using namespace nabla;
+namespace F = nn::functional;
+
+namespace {
+
+double max_abs(const Tensor& t) { return t.abs().max().item<double>(); }
+
+// The std of U(-b, b) is b / sqrt(3).
+void expect_uniform(const Tensor& t, double bound, const std::string& what) {
+  Tensor d = t.detach().to(kFloat64);
+  EXPECT_LE(max_abs(d), bound) << what;
+  EXPECT_GT(max_abs(d), 0.9 * bound) << what;  // the range is used
+  if (t.numel() >= 1000) {
+    EXPECT_NEAR(d.mean().item<double>(), 0.0, 0.05 * bound) << what;
+    EXPECT_NEAR(d.std().item<double>(), bound / std::sqrt(3.0), 0.05 * bound) << what;
+  }
+}
+
+}  // namespace
+
+TEST(NnLayers, LinearForwardAndErrors) {
+  manual_seed(0);
+  nn::Linear fc(784, 128);
+  Tensor x = randn({64, 784});
+  Tensor y = fc(x);
+  EXPECT_EQ(y.sizes(), (Shape{64, 128}));
+  EXPECT_TRUE(allclose(y, x.matmul(fc.weight.t()) + fc.bias, 1e-4, 1e-5));
+  EXPECT_EQ(fc(randn({2, 3, 784})).sizes(), (Shape{2, 3, 128}));
+  try {
+    fc(randn({64, 320}));
+    FAIL();
+  } catch (const ShapeError& e) {
+    EXPECT_STREQ(e.what(), "Linear: expected input with last dim 784, got [64, 320]");
+  }
+  nn::Linear nobias(3, 2, {.bias = false});
+  EXPECT_FALSE(nobias.bias.defined());
+  EXPECT_EQ(nobias.parameters().size(), 1u);
+  Tensor z = randn({4, 3});
+  EXPECT_TRUE(allclose(nobias(z), z.matmul(nobias.weight.t())));
+}
+
+TEST(NnLayers, InitializationMatchesPyTorchBounds) {
+  manual_seed(42);
+  // Linear and the convolutions: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias.
+  nn::Linear fc(784, 128);
+  expect_uniform(fc.weight, 1 / std::sqrt(784.0), "Linear.weight");
+  expect_uniform(fc.bias, 1 / std::sqrt(784.0), "Linear.bias");
+  nn::Conv2d conv(3, 64, 3);
+  expect_uniform(conv.weight, 1 / std::sqrt(27.0), "Conv2d.weight");  // fan_in = 3 * 3 * 3
+  expect_uniform(conv.bias, 1 / std::sqrt(27.0), "Conv2d.bias");
+  nn::Conv2d grouped(8, 16, 3, {.groups = 4});
+  expect_uniform(grouped.weight, 1 / std::sqrt(18.0), "grouped Conv2d.weight");  // fan_in = 8/4 * 9
+  nn::Conv1d c1(4, 32, 5);
+  expect_uniform(c1.weight, 1 / std::sqrt(20.0), "Conv1d.weight");
+  nn::ConvTranspose2d ct(4, 60, 3);  // weight (4, 60, 3, 3): fan_in = 60 * 9
+  expect_uniform(ct.weight, 1 / std::sqrt(540.0), "ConvTranspose2d.weight");
+  expect_uniform(ct.bias, 1 / std::sqrt(540.0), "ConvTranspose2d.bias");
+  nn::Bilinear bl(25, 30, 20);
+  expect_uniform(bl.weight, 1 / 5.0, "Bilinear.weight");  // 1/sqrt(in1_features)
+  expect_uniform(bl.bias, 1 / 5.0, "Bilinear.bias");
+  // Embedding: N(0, 1), padding row zero.
+  nn::Embedding emb(1000, 16, {.padding_idx = -1});
+  EXPECT_EQ(*emb.padding_idx, 999);
+  EXPECT_NEAR(emb.weight.mean().item<double>(), 0.0, 0.02);
+  EXPECT_NEAR(emb.weight.std().item<double>(), 1.0, 0.02);
+  EXPECT_EQ(max_abs(emb.weight[999]), 0.0);
+  // Normalization layers: ones and zeros.
+  nn::BatchNorm2d bn(5);
+  EXPECT_TRUE(bn.weight.equal(ones({5})));
+  EXPECT_TRUE(bn.bias.equal(zeros({5})));
+  EXPECT_TRUE(bn.running_var.equal(ones({5})));
+  EXPECT_EQ(bn.num_batches_tracked.item<int64_t>(), 0);
+  nn::LayerNorm ln({3, 4});
+  EXPECT_TRUE(ln.weight.equal(ones({3, 4})));
+  nn::GroupNorm gn(2, 4);
+  EXPECT_TRUE(gn.bias.equal(zeros({4})));
+  // reset_parameters draws again.
+  Tensor before = fc.weight.clone();
+  fc.reset_parameters();
+  EXPECT_FALSE(fc.weight.equal(before));
+  expect_uniform(fc.weight, 1 / std::sqrt(784.0), "Linear.weight after reset");
+}
+
+TEST(NnLayers, BilinearMatchesTheDefinition) {
+  manual_seed(3);
+  nn::Bilinear bl(3, 2, 4);
+  Tensor a = randn({5, 3}, kFloat64), b = randn({5, 2}, kFloat64);
+  bl.to(kFloat64);
+  Tensor y = bl(a, b);
+  ASSERT_EQ(y.sizes(), (Shape{5, 4}));
+  Tensor W = bl.weight, bias = bl.bias;
+  for (int64_t n = 0; n < 5; ++n)
+    for (int64_t o = 0; o < 4; ++o) {
+      double s = bias[o].item<double>();
+      for (int64_t i = 0; i < 3; ++i)
+        for (int64_t j = 0; j < 2; ++j)
+          s += a[n][i].item<double>() * W[o][i][j].item<double>() * b[n][j].item<double>();
+      EXPECT_NEAR(y[n][o].item<double>(), s, 1e-12);
+    }
+  EXPECT_THROW(bl(randn({5, 3}, kFloat64), randn({4, 2}, kFloat64)), ShapeError);
+}
+
+TEST(NnLayers, ConvolutionsAndPooling) {
+  manual_seed(5);
+  nn::Conv2d conv(3, 4, 3, {.stride = 2, .padding = 1});
+  Tensor x = randn({2, 3, 9, 9});
+  Tensor y = conv(x);
+  EXPECT_EQ(y.sizes(), (Shape{2, 4, 5, 5}));
+  EXPECT_TRUE(allclose(y, conv2d(x, conv.weight, conv.bias, 2, 1)));
+  EXPECT_THROW(conv(randn({2, 2, 9, 9})), ShapeError);
+  nn::Conv1d c1(2, 3, 3, {.padding = 1});
+  EXPECT_EQ(c1(randn({4, 2, 10})).sizes(), (Shape{4, 3, 10}));
+  nn::ConvTranspose2d up(4, 2, 2, {.stride = 2});
+  EXPECT_EQ(up(y).sizes(), (Shape{2, 2, 10, 10}));
+  EXPECT_EQ(nn::MaxPool2d(2)(x).sizes(), (Shape{2, 3, 4, 4}));
+  EXPECT_EQ(nn::AvgPool2d(3, {.stride = 2, .padding = 1})(x).sizes(), (Shape{2, 3, 5, 5}));
+  Tensor g = nn::AdaptiveAvgPool2d(1)(x);
+  EXPECT_TRUE(allclose(g.flatten(1), x.mean({2, 3}), 1e-5, 1e-6));
+  Tensor m = tensor({{{{1., 2.}, {3., 4.}}}});
+  EXPECT_EQ(nn::MaxPool2d(2)(m).item<double>(), 4.0);
+  EXPECT_EQ(nn::AvgPool2d(2)(m).item<double>(), 2.5);
+}
+
+TEST(NnLayers, BatchNorm1dRunningStatisticsByHand) {
+  // Channel 0: 1, 3, -1, 2 -> mean 1.25, biased var 2.1875, unbiased 2.9166...
+  // Channel 1: -2, 0.5, 4, 1.5 -> mean 1.0, biased var 4.625, unbiased 6.1666...
+  Tensor x = tensor({{1.0, -2.0}, {3.0, 0.5}, {-1.0, 4.0}, {2.0, 1.5}}, kFloat64);
+  nn::BatchNorm1d bn(2);
+  bn.to(kFloat64);
+  Tensor y = bn(x);
+  Tensor mean = tensor({1.25, 1.0}, kFloat64), var = tensor({2.1875, 4.625}, kFloat64);
+  EXPECT_TRUE(allclose(y, (x - mean) / (var + 1e-5).sqrt(), 1e-12, 1e-12));
+  // running = 0.9 * running + 0.1 * batch (variance unbiased): mean 0.1 * [1.25, 1.0];
+  // var 0.9 + 0.1 * [8.75 / 3, 18.5 / 3].
+  EXPECT_TRUE(allclose(bn.running_mean, tensor({0.125, 0.1}, kFloat64), 1e-12, 1e-15));
+  EXPECT_TRUE(allclose(bn.running_var, tensor({0.9 + 0.875 / 3, 0.9 + 1.85 / 3}, kFloat64), 1e-12, 1e-15));
+  // A second batch 2x: mean [2.5, 2.0], unbiased var 4x.
+  bn(x * 2);
+  EXPECT_TRUE(allclose(bn.running_mean, tensor({0.9 * 0.125 + 0.25, 0.9 * 0.1 + 0.2}, kFloat64), 1e-12, 1e-15));
+  EXPECT_TRUE(allclose(bn.running_var,
+                       tensor({0.9 * (0.9 + 0.875 / 3) + 0.4 * 8.75 / 3, 0.9 * (0.9 + 1.85 / 3) + 0.4 * 18.5 / 3},
+                              kFloat64),
+                       1e-12, 1e-15));
+  EXPECT_EQ(bn.num_batches_tracked.item<int64_t>(), 2);
+  // Evaluation uses the running statistics (and does not change them).
+  bn.eval();
+  Tensor rm = bn.running_mean.clone(), rv = bn.running_var.clone();
+  EXPECT_TRUE(allclose(bn(x), (x - rm) / (rv + 1e-5).sqrt(), 1e-12, 1e-12));
+  EXPECT_TRUE(bn.running_mean.equal(rm));
+  EXPECT_EQ(bn.num_batches_tracked.item<int64_t>(), 2);
+
+  // momentum = None: the cumulative average of the batch statistics.
+  nn::BatchNorm1d cma(2, {.momentum = std::nullopt});
+  cma.to(kFloat64);
+  cma(x);
+  cma(x * 2);
+  EXPECT_TRUE(allclose(cma.running_mean, tensor({(1.25 + 2.5) / 2, (1.0 + 2.0) / 2}, kFloat64), 1e-12, 1e-15));
+  EXPECT_TRUE(allclose(cma.running_var, tensor({(8.75 / 3 * 5) / 2, (18.5 / 3 * 5) / 2}, kFloat64), 1e-12, 1e-15));
+
+  // Without running statistics, evaluation uses the batch statistics.
+  nn::BatchNorm1d nostats(2, {.track_running_stats = false});
+  nostats.to(kFloat64);
+  nostats.eval();
+  EXPECT_TRUE(allclose(nostats(x), (x - mean) / (var + 1e-5).sqrt(), 1e-12, 1e-12));
+  EXPECT_EQ(nostats.buffers().size(), 0u);
+  // One value per channel cannot be normalized in training.
+  try {
+    bn.train();
+    bn(tensor({{1.0, 2.0}}, kFloat64));
+    FAIL();
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected more than 1 value per channel"), std::string::npos) << e.what();
+  }
+}
+
+TEST(NnLayers, BatchNorm2dAffineAndGradients) {
+  manual_seed(7);
+  nn::BatchNorm2d bn(3);
+  bn.to(kFloat64);
+  {
+    autograd::NoGradGuard ng;
+    bn.weight.copy_(tensor({0.5, 2.0, -1.0}, kFloat64));
+    bn.bias.copy_(tensor({0.1, 0.2, 0.3}, kFloat64));
+  }
+  Tensor x = randn({4, 3, 5, 5}, kFloat64).requires_grad_();
+  Tensor y = bn(x);
+  Tensor mean = x.mean({0, 2, 3}, true);
+  Tensor v = std::get<0>(var_mean(x, {0, 2, 3}, 0, true));
+  Tensor expect = (x - mean) / (v + 1e-5).sqrt() * bn.weight.view({1, 3, 1, 1}) + bn.bias.view({1, 3, 1, 1});
+  EXPECT_TRUE(allclose(y, expect, 1e-10, 1e-12));
+  // Per channel, the output has mean bias and std |weight|.
+  EXPECT_TRUE(allclose(y.mean({0, 2, 3}), bn.bias, 1e-10, 1e-12));
+  // The fused backward agrees with autograd through the composite formula.
+  Tensor gy = randn({4, 3, 5, 5}, kFloat64);
+  auto g1 = autograd::grad({y}, {x, bn.weight, bn.bias}, {gy});
+  auto g2 = autograd::grad({expect}, {x, bn.weight, bn.bias}, {gy});
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(allclose(g1[i], g2[i], 1e-9, 1e-11)) << i;
+  EXPECT_THROW(bn(randn({4, 3, 5}, kFloat64)), ShapeError);
+  EXPECT_THROW(bn(randn({4, 2, 5, 5}, kFloat64)), ShapeError);
+}
+
+TEST(NnLayers, LayerNormAndGroupNorm) {
+  manual_seed(8);
+  Tensor x = randn({2, 3, 4}, kFloat64);
+  nn::LayerNorm ln({3, 4});
+  ln.to(kFloat64);
+  {
+    autograd::NoGradGuard ng;
+    ln.weight.normal_();
+    ln.bias.normal_();
+  }
+  auto [v, m] = var_mean(x, {1, 2}, 0, true);
+  EXPECT_TRUE(allclose(ln(x), (x - m) / (v + 1e-5).sqrt() * ln.weight + ln.bias, 1e-10, 1e-12));
+  EXPECT_THROW(nn::LayerNorm({5})(x), ShapeError);
+  // GroupNorm(2 groups of 2 channels) on (N, C=4, L=3): statistics over (2 channels x 3).
+  Tensor g = randn({2, 4, 3}, kFloat64);
+  nn::GroupNorm gn(2, 4);
+  gn.to(kFloat64);
+  Tensor grouped = g.view({2, 2, 6});
+  auto [gv, gm] = var_mean(grouped, {2}, 0, true);
+  Tensor expect = ((grouped - gm) / (gv + 1e-5).sqrt()).view({2, 4, 3});
+  EXPECT_TRUE(allclose(gn(g), expect, 1e-10, 1e-12));
+  EXPECT_THROW(nn::GroupNorm(3, 4), ValueError);
+  EXPECT_THROW(gn(randn({2, 6, 3})), ShapeError);
+}
+
+TEST(NnLayers, DropoutIsSeededScaledAndOffInEval) {
+  nn::Dropout drop(0.3);
+  Tensor x = ones({100000});
+  manual_seed(11);
+  Tensor a = drop(x);
+  manual_seed(11);
+  Tensor b = drop(x);
+  EXPECT_TRUE(a.equal(b));  // reproducible with manual_seed
+  // Each element is 0 or 1 / (1 - p); about p of them are dropped.
+  Tensor kept = a.ne(0);
+  EXPECT_TRUE(allclose(a.masked_select(kept), full({kept.sum().item<int64_t>()}, 1 / 0.7)));
+  double dropped = 1 - kept.to(kFloat64).mean().item<double>();
+  EXPECT_NEAR(dropped, 0.3, 0.01);
+  // The same seed gives the same mask in float32 and float64.
+  manual_seed(11);
+  Tensor c = drop(x.to(kFloat64));
+  EXPECT_TRUE(c.ne(0).equal(kept));
+  drop.eval();
+  EXPECT_TRUE(drop(x).is_same(x));
+  EXPECT_TRUE(F::dropout(x, 1.0).equal(zeros({100000})));
+  EXPECT_THROW(nn::Dropout(1.5), ValueError);
+  // Gradients flow through the kept elements only, scaled.
+  Tensor w = ones({6}, requires_grad());
+  manual_seed(2);
+  Tensor y = F::dropout(w, 0.5);
+  y.sum().backward();
+  EXPECT_TRUE(w.grad().equal(y.detach()));
+}
+
+TEST(NnLayers, Dropout2dZeroesWholeChannels) {
+  manual_seed(12);
+  Tensor x = ones({8, 16, 3, 3});
+  Tensor y = nn::Dropout2d(0.5)(x);
+  Tensor per_channel = y.amax({2, 3});  // 0 or 2 for a channel
+  EXPECT_TRUE(y.amin({2, 3}).equal(per_channel));  // constant within each channel
+  Tensor vals = per_channel.flatten();
+  EXPECT_TRUE((vals.eq(0) | vals.eq(2)).all().item<bool>());
+  double frac = vals.eq(0).to(kFloat64).mean().item<double>();
+  EXPECT_GT(frac, 0.3);
+  EXPECT_LT(frac, 0.7);
+  EXPECT_EQ(nn::Dropout2d(0.5)(ones({4, 2, 2})).sizes(), (Shape{4, 2, 2}));
+  EXPECT_THROW(F::dropout2d(ones({4, 2})), ShapeError);
+}
+
+TEST(NnLayers, EmbeddingLookupAndPaddingGradient) {
+  nn::Embedding emb(5, 3, {.padding_idx = 0});
+  Tensor idx = tensor({{0, 2}, {4, 2}});
+  Tensor out = emb(idx);
+  EXPECT_EQ(out.sizes(), (Shape{2, 2, 3}));
+  EXPECT_TRUE(out[1][0].equal(emb.weight[4]));
+  EXPECT_TRUE(out[0][0].equal(zeros({3})));
+  out.sum().backward();
+  // Row 2 is used twice; row 0 is the padding row and learns nothing.
+  Tensor g = emb.weight.grad();
+  EXPECT_TRUE(g[2].equal(full({3}, 2.0)));
+  EXPECT_TRUE(g[4].equal(ones({3})));
+  EXPECT_TRUE(g[0].equal(zeros({3})));
+  EXPECT_TRUE(g[1].equal(zeros({3})));
+  try {
+    emb(tensor({1, 5}));
+    FAIL();
+  } catch (const IndexError& e) {
+    EXPECT_STREQ(e.what(), "Embedding: index 5 is out of range for a table of 5 rows");
+  }
+  EXPECT_THROW(emb(tensor({1.0, 2.0})), DTypeError);
+}
+
+TEST(NnLayers, ActivationModulesMatchTheOps) {
+  Tensor x = linspace(-3, 3, 13, kFloat64);
+  EXPECT_TRUE(nn::ReLU()(x).equal(relu(x)));
+  EXPECT_TRUE(nn::LeakyReLU(0.2)(x).equal(leaky_relu(x, 0.2)));
+  EXPECT_TRUE(nn::GELU()(x).equal(gelu(x)));
+  EXPECT_TRUE(nn::GELU("tanh")(x).equal(gelu_tanh(x)));
+  EXPECT_TRUE(nn::SiLU()(x).equal(silu(x)));
+  EXPECT_TRUE(nn::Sigmoid()(x).equal(sigmoid(x)));
+  EXPECT_TRUE(nn::Tanh()(x).equal(tanh(x)));
+  EXPECT_TRUE(nn::ELU(0.5)(x).equal(elu(x, 0.5)));
+  Tensor m = x.view({13, 1}).expand({13, 3}).contiguous();
+  EXPECT_TRUE(nn::Softmax(1)(m).equal(softmax(m, 1)));
+  EXPECT_TRUE(nn::LogSoftmax(0)(m).equal(log_softmax(m, 0)));
+  EXPECT_THROW(nn::GELU("fast"), ValueError);
+  EXPECT_EQ(nn::Flatten()(zeros({2, 3, 4})).sizes(), (Shape{2, 12}));
+  EXPECT_EQ(nn::Unflatten(1, {3, 4})(zeros({2, 12})).sizes(), (Shape{2, 3, 4}));
+  Tensor i = randn({2, 2});
+  EXPECT_TRUE(nn::Identity()(i).is_same(i));
+}
+
+TEST(NnLayers, ClipGradNormAndValue) {
+  Tensor a = zeros({2}, requires_grad()), b = zeros({2}, requires_grad()), c = zeros({1}, requires_grad());
+  a.set_grad(tensor({3.0f, 0.0f}));
+  b.set_grad(tensor({0.0f, 4.0f}));  // total 2-norm 5; c has no gradient and is skipped
+  double norm = nn::utils::clip_grad_norm_({a, b, c}, 1.0);
+  EXPECT_NEAR(norm, 5.0, 1e-6);
+  // Scaled by max_norm / (norm + 1e-6).
+  EXPECT_NEAR(a.grad()[0].item<double>(), 3.0 / (5.0 + 1e-6), 1e-6);
+  EXPECT_NEAR(b.grad()[1].item<double>(), 4.0 / (5.0 + 1e-6), 1e-6);
+  // Under the limit nothing changes.
+  double n2 = nn::utils::clip_grad_norm_({a, b}, 10.0);
+  EXPECT_NEAR(n2, 1.0, 1e-5);
+  EXPECT_NEAR(a.grad()[0].item<double>(), 0.6, 1e-5);
+  // Infinity norm: the largest magnitude.
+  a.set_grad(tensor({-7.0f, 1.0f}));
+  EXPECT_NEAR(nn::utils::clip_grad_norm_({a, b}, 100.0, INFINITY), 7.0, 1e-6);
+  // 1-norm.
+  // 1-norm: |-7| + |1| + |b| (b is [0, 4 / (5 + 1e-6)] from the first clip).
+  EXPECT_NEAR(nn::utils::clip_grad_norm_({a, b}, 100.0, 1.0), 8.0 + 4.0 / (5.0 + 1e-6), 1e-5);
+  // Non-finite norms: an error if asked (gradients untouched), else they propagate.
+  a.set_grad(tensor({NAN, 1.0f}));
+  Tensor before = b.grad().clone();
+  EXPECT_THROW(nn::utils::clip_grad_norm_({a, b}, 1.0, 2.0, /*error_if_nonfinite=*/true), ValueError);
+  EXPECT_TRUE(b.grad().equal(before));
+  EXPECT_TRUE(std::isnan(nn::utils::clip_grad_norm_({a, b}, 1.0)));
+  // clip_grad_value_ clamps elementwise.
+  a.set_grad(tensor({-3.0f, 0.5f}));
+  nn::utils::clip_grad_value_({a}, 1.0);
+  EXPECT_TRUE(a.grad().equal(tensor({-1.0f, 0.5f})));
+}
