@@ -17,6 +17,9 @@ class CudaBackend final : public Backend {
   const char* name() const override { return "cuda"; }
   Allocator& allocator(Device device) override {
     if (device.is_cpu()) return pinned_allocator();
+    int n = device_count();
+    check<DeviceError>(device.index >= 0 && device.index < n, "device ", device, " does not exist (", n,
+                       " CUDA device", n == 1 ? "" : "s", " available)");
     return device_allocator(device.index);
   }
 

@@ -57,11 +57,14 @@ struct BinaryFn {
   }
 };
 
-// The value of a one-element host tensor as the compute type.
+// The value of a host operand (a wrapped C++ number, broadcast to the output's shape with stride 0)
+// as the compute type.
 template <class T>
 opmath_t<T> host_value(const Tensor& t) {
-  check<DeviceError>(t.numel() == 1, "binary op: a host operand of a CUDA op must be a single number, got shape ",
-                     t.sizes());
+  bool single = true;
+  for (int64_t d = 0; d < t.dim(); ++d) single = single && (t.sizes()[d] <= 1 || t.strides()[d] == 0);
+  check<DeviceError>(single, "binary op: a host operand of a CUDA op must be a single number, got a tensor of shape ",
+                     t.sizes(), " on the CPU (move it with .to(device))");
   return static_cast<opmath_t<T>>(*static_cast<const T*>(t.data_ptr()));
 }
 
