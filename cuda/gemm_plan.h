@@ -22,19 +22,24 @@ struct GemmOperand {
 // X^T as a cuBLAS operand, for X of r rows and c cols with strides rs, cs (in elements).
 inline GemmOperand transposed_operand(int64_t r, int64_t c, int64_t rs, int64_t cs) {
   GemmOperand g;
-  if (c <= 1) cs = 1;             // one column: its stride is irrelevant
-  if (r <= 1) rs = std::max<int64_t>(c, 1);  // one row: any ld >= c will do
-  if (cs == 1 && rs >= std::max<int64_t>(c, 1)) {
-    g.ok = true;
-    g.trans = false;
-    g.ld = rs;
-    return g;
+  const int64_t r1 = std::max<int64_t>(r, 1), c1 = std::max<int64_t>(c, 1);
+  // Row-major X (unit column stride; with one column any stride is unit): X^T is column-major.
+  if (cs == 1 || c <= 1) {
+    int64_t ld = r <= 1 ? c1 : rs;  // a single row: any ld >= c will do
+    if (ld >= c1) {
+      g.ok = true;
+      g.ld = ld;
+      return g;
+    }
   }
-  // Column-major: rs == 1 (a single row was made row-major above).
-  if (rs == 1 && cs >= std::max<int64_t>(r, 1)) {
-    g.ok = true;
-    g.trans = true;
-    g.ld = cs;
+  // Column-major X (unit row stride, or a single row): pass X with op T.
+  if (rs == 1 || r <= 1) {
+    int64_t ld = c <= 1 ? r1 : cs;
+    if (ld >= r1) {
+      g.ok = true;
+      g.trans = true;
+      g.ld = ld;
+    }
   }
   return g;
 }
@@ -42,11 +47,13 @@ inline GemmOperand transposed_operand(int64_t r, int64_t c, int64_t rs, int64_t 
 // The output C (m x n, strides rs, cs) as cuBLAS's column-major C^T: only a row-major C works.
 inline GemmOperand output_operand(int64_t m, int64_t n, int64_t rs, int64_t cs) {
   GemmOperand g;
-  if (n <= 1) cs = 1;
-  if (m <= 1) rs = std::max<int64_t>(n, 1);
-  if (cs == 1 && rs >= std::max<int64_t>(n, 1)) {
-    g.ok = true;
-    g.ld = rs;
+  const int64_t n1 = std::max<int64_t>(n, 1);
+  if (cs == 1 || n <= 1) {
+    int64_t ld = m <= 1 ? n1 : rs;
+    if (ld >= n1) {
+      g.ok = true;
+      g.ld = ld;
+    }
   }
   return g;
 }

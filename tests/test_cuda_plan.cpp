@@ -172,6 +172,11 @@ TEST(CudaPlan, gemm_operands_without_copies) {
   // Vectors: strides of size-1 dims do not matter.
   EXPECT_TRUE(transposed_operand(1, 5, 123, 1).ok);
   EXPECT_TRUE(transposed_operand(5, 1, 7, 99).ok);
+  GemmOperand strided_row = transposed_operand(1, 5, 0, 5);  // one row, every 5th element
+  EXPECT_TRUE(strided_row.ok);
+  EXPECT_TRUE(strided_row.trans);
+  EXPECT_EQ(strided_row.ld, 5);
+  EXPECT_FALSE(transposed_operand(5, 1, 0, 1).ok);  // a broadcast column
   // Output: row-major only.
   EXPECT_TRUE(output_operand(3, 4, 4, 1).ok);
   EXPECT_FALSE(output_operand(3, 4, 1, 3).ok);
