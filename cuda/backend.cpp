@@ -1,6 +1,6 @@
 // The CUDA Backend: registers itself with core when libnabla is loaded (without touching the driver;
 // the first device query does that) and forwards each kernel entry to cuda/kernels.h. Every entry
-// of core/backend.h has a CUDA implementation.
+// of core/backend.h has a CUDA implementation (batch norm: float32 and float64, through cuDNN).
 #include "core/backend.h"
 #include "cuda/allocator.h"
 #include "cuda/common.h"
@@ -95,6 +95,17 @@ class CudaBackend final : public Backend {
   }
   void avg_pool2d_backward(const Tensor& gy, const Pool2dParams& p, const Tensor& gx) override {
     cuda::avg_pool2d_backward(gy, p, gx);
+  }
+  bool has_fused_batch_norm(const Tensor& x, double eps) const override { return cuda::batch_norm_supported(x, eps); }
+  void batch_norm(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rm, const Tensor& rv, bool training,
+                  double momentum, double eps, const Tensor& out, const Tensor& save_mean,
+                  const Tensor& save_invstd) override {
+    cuda::batch_norm(x, w, b, rm, rv, training, momentum, eps, out, save_mean, save_invstd);
+  }
+  void batch_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& save_mean,
+                           const Tensor& save_invstd, double eps, const Tensor& gx, const Tensor& gw,
+                           const Tensor& gb) override {
+    cuda::batch_norm_backward(gy, x, w, save_mean, save_invstd, eps, gx, gw, gb);
   }
 };
 

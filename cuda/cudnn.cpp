@@ -1,5 +1,6 @@
 // cuDNN for convolution (forward, backward-data, backward-filter; any stride, padding, dilation and
-// groups) and for softmax along a strided dim.
+// groups), batch normalization (training and evaluation, float32/float64) and softmax along a
+// strided dim.
 //
 // Algorithm choice, cached per (shape, dtype, parameters, math mode, flags) for the process:
 //   cudnn::benchmark() on  -> cudnnFind*AlgorithmEx times every algorithm once (as cudnn.benchmark);
@@ -405,6 +406,90 @@ void conv2d_weight_grad(const Tensor& x_in, const Tensor& gy_in, const Conv2dPar
                                                      s.zero(), c.w.d, dw.data_ptr()));
   }
   if (!dw.is_same(gw)) device_copy(dw, gw);
+}
+
+// ---- batch normalization ----------------------------------------------------------------------------
+// x (N, C, ...) is viewed as (N, C, S, 1) in cuDNN's spatial mode: statistics per channel over N and S.
+bool batch_norm_supported(const Tensor& x, double eps) {
+  if (!x.is_cuda() || (x.dtype() != DType::f32 && x.dtype() != DType::f64)) return false;
+  if (eps < CUDNN_BN_MIN_EPSILON || x.dim() < 2 || x.numel() == 0 || x.numel() > INT_MAX) return false;
+  return true;
+}
+
+namespace {
+struct BnDescs {
+  TensorDesc x, p;  // data (N, C, S, 1) and per-channel (1, C, 1, 1)
+  BnDescs(const Tensor& t) {
+    int64_t N = t.sizes()[0], C = t.sizes()[1], S = t.numel() / (N * C);
+    NABLA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x.d, CUDNN_TENSOR_NCHW, data_type(t.dtype(), "batch_norm"),
+                                                 as_int(N, "batch_norm"), as_int(C, "batch_norm"),
+                                                 as_int(S, "batch_norm"), 1));
+    NABLA_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(p.d, x.d, CUDNN_BATCHNORM_SPATIAL));
+  }
+};
+
+// A contiguous per-channel tensor, or `fill` when undefined.
+Tensor channel_param(const Tensor& p, const Tensor& like, double fill_value) {
+  if (p.defined()) return contiguous(p);
+  Tensor t = detail::make_empty({like.sizes()[1]}, like.dtype(), like.device());
+  fill(t, fill_value);
+  return t;
+}
+}  // namespace
+
+void batch_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                const Tensor& running_var, bool training, double momentum, double eps, const Tensor& out,
+                const Tensor& save_mean, const Tensor& save_invstd) {
+  DeviceScope ds(out);
+  Tensor x = contiguous(x_in);
+  Tensor y = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
+  BnDescs d(x);
+  Tensor w = channel_param(weight, x, 1), b = channel_param(bias, x, 0);
+  // cuDNN updates the running statistics in place: they must be contiguous.
+  Tensor rm = running_mean.defined() ? contiguous(running_mean) : Tensor();
+  Tensor rv = running_var.defined() ? contiguous(running_var) : Tensor();
+  const int device = device_of(out);
+  Lease<cudnnHandle_t> h(pool(), device, stream_for(device));
+  Scaling s(x.dtype());
+  if (training) {
+    NABLA_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+        h.get(), CUDNN_BATCHNORM_SPATIAL, s.one(), s.zero(), d.x.d, x.data_ptr(), d.x.d, y.data_ptr(), d.p.d,
+        w.data_ptr(), b.data_ptr(), momentum, rm.defined() ? rm.data_ptr() : nullptr,
+        rv.defined() ? rv.data_ptr() : nullptr, eps, save_mean.data_ptr(), save_invstd.data_ptr()));
+    if (rm.defined() && !rm.is_same(running_mean)) device_copy(rm, running_mean);
+    if (rv.defined() && !rv.is_same(running_var)) device_copy(rv, running_var);
+  } else {
+    NABLA_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(h.get(), CUDNN_BATCHNORM_SPATIAL, s.one(), s.zero(),
+                                                              d.x.d, x.data_ptr(), d.x.d, y.data_ptr(), d.p.d,
+                                                              w.data_ptr(), b.data_ptr(), rm.data_ptr(), rv.data_ptr(),
+                                                              eps));
+  }
+  if (!y.is_same(out)) device_copy(y, out);
+}
+
+void batch_norm_backward(const Tensor& grad_out, const Tensor& x_in, const Tensor& weight, const Tensor& save_mean,
+                         const Tensor& save_invstd, double eps, const Tensor& grad_x, const Tensor& grad_weight,
+                         const Tensor& grad_bias) {
+  DeviceScope ds(grad_x);
+  Tensor x = contiguous(x_in), g = contiguous(grad_out);
+  Tensor dx = grad_x.is_contiguous() ? grad_x : detail::make_empty(grad_x.sizes(), grad_x.dtype(), grad_x.device());
+  int64_t C = x.sizes()[1];
+  Tensor dw = grad_weight.defined() && grad_weight.is_contiguous() ? grad_weight
+                                                                   : detail::make_empty({C}, x.dtype(), x.device());
+  Tensor db = grad_bias.defined() && grad_bias.is_contiguous() ? grad_bias
+                                                               : detail::make_empty({C}, x.dtype(), x.device());
+  BnDescs d(x);
+  Tensor w = channel_param(weight, x, 1);
+  const int device = device_of(grad_x);
+  Lease<cudnnHandle_t> h(pool(), device, stream_for(device));
+  Scaling s(x.dtype());
+  NABLA_CUDNN_CHECK(cudnnBatchNormalizationBackward(h.get(), CUDNN_BATCHNORM_SPATIAL, s.one(), s.zero(), s.one(),
+                                                    s.zero(), d.x.d, x.data_ptr(), d.x.d, g.data_ptr(), d.x.d,
+                                                    dx.data_ptr(), d.p.d, w.data_ptr(), dw.data_ptr(), db.data_ptr(),
+                                                    eps, save_mean.data_ptr(), save_invstd.data_ptr()));
+  if (!dx.is_same(grad_x)) device_copy(dx, grad_x);
+  if (grad_weight.defined() && !dw.is_same(grad_weight)) device_copy(dw, grad_weight);
+  if (grad_bias.defined() && !db.is_same(grad_bias)) device_copy(db, grad_bias);
 }
 
 // ---- softmax ------------------------------------------------------------------------------------------

@@ -57,6 +57,15 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dPa
 void conv2d_input_grad(const Tensor& gy, const Tensor& w, const Conv2dParams& p, const Tensor& gx);
 void conv2d_weight_grad(const Tensor& x, const Tensor& gy, const Conv2dParams& p, const Tensor& gw);
 
+// cudnn.cpp: batch normalization (see Backend::batch_norm)
+bool batch_norm_supported(const Tensor& x, double eps);
+void batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                const Tensor& running_var, bool training, double momentum, double eps, const Tensor& out,
+                const Tensor& save_mean, const Tensor& save_invstd);
+void batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& save_mean,
+                         const Tensor& save_invstd, double eps, const Tensor& grad_x, const Tensor& grad_weight,
+                         const Tensor& grad_bias);
+
 // pool.cu
 void max_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out, const Tensor& indices);
 void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& gx);

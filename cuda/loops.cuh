@@ -107,16 +107,4 @@ decltype(auto) visit_cuda_float(DType d, const char* op, F&& f) {
   throw DTypeError(detail::str(op, ": expected a floating dtype on CUDA, got ", dtype_name(d)));
 }
 
-// ---- block and warp reductions ------------------------------------------------------------------
-template <class T>
-__device__ __forceinline__ T shfl_down(T v, int delta) {
-  if constexpr (sizeof(T) <= 4 && !std::is_same_v<T, bool>) {
-    return __shfl_down_sync(0xffffffffu, v, delta);
-  } else if constexpr (std::is_same_v<T, bool>) {
-    return static_cast<bool>(__shfl_down_sync(0xffffffffu, static_cast<int>(v), delta));
-  } else {
-    return __shfl_down_sync(0xffffffffu, v, delta);  // 64-bit overloads exist for long long and double
-  }
-}
-
 }  // namespace nabla::cuda

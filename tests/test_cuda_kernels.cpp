@@ -4,6 +4,7 @@
 // the CPU's, cuBLAS layouts and TF32, cuDNN modes, half precision, and autograd end to end.
 #include <cmath>
 
+#include "autograd/gradcheck.h"
 #include "cuda_test_util.h"
 
 namespace nabla {
@@ -400,6 +401,47 @@ TEST(CudaKernels, pooling_forward_and_backward) {
   }
   Tensor ad = rnd({2, 3, 10, 7});
   EXPECT_TRUE(close_on_host(adaptive_avg_pool2d(ad.cuda(), {3, 4}), adaptive_avg_pool2d(ad, {3, 4}), 1e-12));
+}
+
+// ---- batch norm (cuDNN) ---------------------------------------------------------------------------------
+TEST(CudaKernels, batch_norm_fused_matches_the_composite_and_differentiates_twice) {
+  NABLA_REQUIRE_CUDA();
+  Tensor x = rnd({8, 5, 6, 7}) * 2 + 0.5, w = rnd({5}, kFloat64, 2), b = rnd({5}, kFloat64, 3);
+  for (DType dt : {kFloat32, kFloat64}) {
+    double tol = dt == kFloat32 ? 1e-4 : 1e-9;
+    Tensor rmc = zeros({5}, dt), rvc = ones({5}, dt);
+    Tensor rmg = rmc.cuda(), rvg = rvc.cuda();
+    Tensor xc = x.to(dt).requires_grad_(), wc = w.to(dt).requires_grad_(), bc = b.to(dt).requires_grad_();
+    Tensor xg = x.to(kCUDA, dt).requires_grad_(), wg = w.to(kCUDA, dt).requires_grad_();
+    Tensor bg = b.to(kCUDA, dt).requires_grad_();
+    for (int step = 0; step < 3; ++step) {  // running statistics accumulate
+      Tensor yc = batch_norm(xc, wc, bc, rmc, rvc, true, 0.1, 1e-5);
+      Tensor yg = batch_norm(xg, wg, bg, rmg, rvg, true, 0.1, 1e-5);
+      EXPECT_TRUE(close_on_host(yg, yc, tol)) << dtype_name(dt);
+      if (step == 0) {
+        Tensor gy = rnd(yc.sizes(), dt, 4);
+        yc.backward(gy);
+        yg.backward(gy.cuda());
+        EXPECT_TRUE(close_on_host(xg.grad(), xc.grad(), tol * 10)) << dtype_name(dt);
+        EXPECT_TRUE(close_on_host(wg.grad(), wc.grad(), tol * 10)) << dtype_name(dt);
+        EXPECT_TRUE(close_on_host(bg.grad(), bc.grad(), tol * 10)) << dtype_name(dt);
+      }
+    }
+    EXPECT_TRUE(close_on_host(rmg, rmc, tol)) << "running mean " << dtype_name(dt);
+    EXPECT_TRUE(close_on_host(rvg, rvc, tol)) << "running variance (unbiased) " << dtype_name(dt);
+    Tensor ec = batch_norm(xc, wc, bc, rmc, rvc, false), eg = batch_norm(xg, wg, bg, rmg, rvg, false);
+    EXPECT_TRUE(close_on_host(eg, ec, tol)) << "evaluation " << dtype_name(dt);
+  }
+  // Second derivatives on CUDA (the create_graph path).
+  auto f = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{batch_norm(in[0], in[1], in[2], Tensor(), Tensor(), true)};
+  };
+  manual_seed(5);
+  std::vector<Tensor> in = {randn({4, 2, 3}, dtype(kFloat64).device(kCUDA)).requires_grad_(),
+                            (rand({2}, dtype(kFloat64).device(kCUDA)) + 0.5).requires_grad_(),
+                            randn({2}, dtype(kFloat64).device(kCUDA)).requires_grad_()};
+  EXPECT_NO_THROW(autograd::gradcheck(f, in));
+  EXPECT_NO_THROW(autograd::gradgradcheck(f, in));
 }
 
 // ---- autograd end to end ------------------------------------------------------------------------------
