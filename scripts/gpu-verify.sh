@@ -96,7 +96,9 @@ EOF
 )"
 export LD_LIBRARY_PATH="${CUDNN_ROOT:+$CUDNN_ROOT/lib:}${CUDA_ROOT}/lib64:${NV_LIBS:+$NV_LIBS:}${LD_LIBRARY_PATH:-}"
 SANITIZER="$(command -v compute-sanitizer || true)"
-[[ -z "$SANITIZER" && -x "$CUDA_ROOT/bin/compute-sanitizer" ]] && SANITIZER="$CUDA_ROOT/bin/compute-sanitizer"
+for c in "$CUDA_ROOT/bin/compute-sanitizer" "$CUDA_ROOT/compute-sanitizer/compute-sanitizer"; do
+  [[ -z "$SANITIZER" && -x "$c" ]] && SANITIZER="$c"
+done
 TESTS="$ROOT/$BUILD_DIR/tests/nabla_tests"
 
 # ---- env ------------------------------------------------------------------------------------------------
@@ -134,7 +136,7 @@ if want build; then
   start=$(date +%s)
   if cmake -S "$ROOT" -B "$ROOT/$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNABLA_CUDA=ON \
        -DCUDAToolkit_ROOT="$CUDA_ROOT" -DCMAKE_CUDA_COMPILER="$NVCC" -DCUDNN_ROOT="$CUDNN_ROOT" \
-       -DNABLA_BUILD_BENCH=OFF "${EXTRA[@]}" > "$LOG_DIR/build.log" 2>&1 &&
+       -DNABLA_BUILD_BENCH=OFF ${EXTRA[@]+"${EXTRA[@]}"} > "$LOG_DIR/build.log" 2>&1 &&
      ninja -C "$ROOT/$BUILD_DIR" -j "$JOBS" >> "$LOG_DIR/build.log" 2>&1; then
     say "build ok in $(( $(date +%s) - start )) s"
   else
