@@ -177,7 +177,10 @@ Scalar Tensor::item() const {
 namespace {
 // The copy behind .to(): a new tensor on `device` with `dtype` and the same values.
 Tensor to_copy(const Tensor& self, DType dtype, Device device, bool non_blocking) {
-  Tensor out = detail::make_empty(self.sizes(), dtype, device);
+  // A non_blocking copy from a GPU lands in pinned memory, as in PyTorch, so that it really is
+  // asynchronous (the caller synchronizes before reading it).
+  bool pinned = non_blocking && self.is_cuda() && device.is_cpu();
+  Tensor out = detail::make_empty(self.sizes(), dtype, device, pinned);
   Backend& be = (self.is_cuda() || device.is_cuda()) ? backend_for(self.is_cuda() ? self.device() : device)
                                                      : backend_for(device);
   be.copy(self, out, non_blocking);

@@ -83,8 +83,9 @@ TEST(CudaCopy, pinned_non_blocking_copies_are_right_after_synchronization) {
   Tensor back = empty({1 << 20}, TensorOptions().pinned_memory(true));
   back.copy_(y);  // copy_ is blocking: values are there on return
   EXPECT_TRUE(close_on_host(back, h * 2, 0));
-  // non_blocking device -> pinned host: wait on the stream, then read.
+  // non_blocking device -> host lands in pinned memory: wait on the stream, then read.
   Tensor out = y.to(kCPU, /*non_blocking=*/true);
+  EXPECT_TRUE(out.is_pinned());
   cuda::current_stream().synchronize();
   EXPECT_TRUE(close_on_host(out, h * 2, 0));
   // The pinned source may be freed right after a non_blocking upload: the allocator waits for the
