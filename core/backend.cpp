@@ -78,6 +78,10 @@ void Backend::max_pool2d(const Tensor&, const Pool2dParams&, const Tensor&, cons
 void Backend::max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&) { not_implemented("max_pool2d_backward"); }
 void Backend::avg_pool2d(const Tensor&, const Pool2dParams&, const Tensor&) { not_implemented("avg_pool2d"); }
 void Backend::avg_pool2d_backward(const Tensor&, const Pool2dParams&, const Tensor&) { not_implemented("avg_pool2d_backward"); }
+void Backend::batch_norm(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, double, double,
+                         const Tensor&, const Tensor&, const Tensor&) { not_implemented("batch_norm"); }
+void Backend::batch_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double,
+                                  const Tensor&, const Tensor&, const Tensor&) { not_implemented("batch_norm_backward"); }
 
 // ---- cuda queries when no CUDA backend is registered --------------------------------------------
 namespace cuda {

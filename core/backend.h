@@ -86,6 +86,22 @@ class Backend {
   virtual void avg_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out);
   virtual void avg_pool2d_backward(const Tensor& grad_out, const Pool2dParams& p, const Tensor& grad_in);
 
+  // Fused batch normalization of x (N, C, ...) over every dim but 1, with per-channel weight and
+  // bias (either may be undefined: 1 and 0). training: normalizes with the batch mean and biased
+  // variance, writes them as save_mean and save_invstd = 1 / sqrt(var + eps) (C), and updates
+  // running_mean/running_var in place when defined (running = (1 - momentum) * running +
+  // momentum * batch statistic, with the unbiased variance); otherwise normalizes with the running
+  // statistics. Only where has_fused_batch_norm() says so: elsewhere (the CPU) the front-end
+  // composes batch norm from Tensor ops.
+  virtual bool has_fused_batch_norm(const Tensor& x, double eps) const { return false; }
+  virtual void batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                          const Tensor& running_var, bool training, double momentum, double eps, const Tensor& out,
+                          const Tensor& save_mean, const Tensor& save_invstd);
+  // Training-mode gradients from the saved statistics; grad_weight and grad_bias may be undefined.
+  virtual void batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
+                                   const Tensor& save_mean, const Tensor& save_invstd, double eps,
+                                   const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias);
+
  protected:
   [[noreturn]] void not_implemented(const char* op) const;
 };

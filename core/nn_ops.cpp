@@ -295,6 +295,142 @@ Tensor adaptive_pool(const Tensor& x, IntArrayRef output_size, bool is_max, cons
 }
 }  // namespace
 
+// ---- batch normalization ------------------------------------------------------------------------
+namespace {
+
+// The dims batch norm reduces over: all but the channels (1).
+Shape bn_dims(const Tensor& x) {
+  Shape d{0};
+  for (int64_t i = 2; i < x.dim(); ++i) d.push_back(i);
+  return d;
+}
+
+// A per-channel (C) tensor viewed to broadcast against x: (1, C, 1, ...).
+Tensor per_channel(const Tensor& p, int64_t ndim) {
+  Shape s(static_cast<size_t>(ndim), 1);
+  s[1] = p.numel();
+  return p.reshape(s);
+}
+
+// Batch norm from Tensor ops: differentiable to any order, used wherever the backend has no fused
+// kernel (the CPU) and for gradients of gradients.
+Tensor batch_norm_composite(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rm, const Tensor& rv,
+                            bool training, double momentum, double eps, int64_t count) {
+  const int64_t nd = x.dim();
+  Shape dims = bn_dims(x);
+  Tensor mean, var;
+  if (training) {
+    mean = x.mean(dims, true);
+    var = nabla::var(x, dims, 0, true);
+    autograd::NoGradGuard ng;
+    double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
+    Tensor r = rm, v = rv;  // handles to the caller's buffers, updated in place
+    if (r.defined()) r.mul_(1 - momentum).add_(mean.detach().reshape({-1}).to(r.dtype()), momentum);
+    if (v.defined()) v.mul_(1 - momentum).add_((var.detach() * unbias).reshape({-1}).to(v.dtype()), momentum);
+  } else {
+    mean = per_channel(rm, nd);
+    var = per_channel(rv, nd);
+  }
+  Tensor y = (x - mean) * rsqrt(var + eps);
+  if (w.defined()) y = y * per_channel(w, nd);
+  if (b.defined()) y = y + per_channel(b, nd);
+  return y;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, double momentum, double eps) {
+  check<ShapeError>(x.defined() && x.dim() >= 2, "batch_norm: expected input (N, C, ...) with at least 2 dims, got ",
+                    x.defined() ? detail::describe(x) : std::string("an undefined tensor"));
+  check<DTypeError>(is_floating(x.dtype()), "batch_norm: expected a floating input, got ", x.dtype());
+  const int64_t C = x.sizes()[1];
+  for (const Tensor* p : {&weight, &bias, &running_mean, &running_var}) {
+    if (!p->defined()) continue;
+    check<ShapeError>(p->dim() == 1 && p->sizes()[0] == C, "batch_norm: per-channel tensors must have shape [", C,
+                      "] for an input of shape ", x.sizes(), ", got ", p->sizes());
+  }
+  detail::check_same_device("batch_norm", {&x, &weight, &bias, &running_mean, &running_var});
+  check<ValueError>(training || (running_mean.defined() && running_var.defined()),
+                    "batch_norm: evaluation mode (training=false) needs running_mean and running_var");
+  check<ValueError>(eps >= 0, "batch_norm: eps must be non-negative, got ", eps);
+  const int64_t count = C == 0 ? 0 : x.numel() / C;
+  if (training)
+    check<ValueError>(count > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
+                      x.sizes());
+
+  Backend& be = backend_for(x.device());
+  bool same_dtype = true;
+  for (const Tensor* p : {&weight, &bias, &running_mean, &running_var})
+    same_dtype = same_dtype && (!p->defined() || p->dtype() == x.dtype());
+  if (!same_dtype || x.numel() == 0 || !be.has_fused_batch_norm(x, eps))
+    return batch_norm_composite(x, weight, bias, running_mean, running_var, training, momentum, eps, count);
+
+  Tensor out = detail::make_empty(x.sizes(), x.dtype(), x.device());
+  Tensor save_mean, save_invstd;
+  if (training) {
+    save_mean = detail::make_empty({C}, x.dtype(), x.device());
+    save_invstd = detail::make_empty({C}, x.dtype(), x.device());
+  }
+  {
+    autograd::NoGradGuard ng;
+    be.batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps, out, save_mean, save_invstd);
+  }
+  if ((training && (running_mean.defined() || running_var.defined()))) {
+    if (running_mean.defined()) detail::bump_version(running_mean);
+    if (running_var.defined()) detail::bump_version(running_var);
+  }
+  if (!autograd::needs_grad(x, weight, bias)) return out;
+  if (!training) {
+    // Evaluation: an affine map per channel. Its gradient is elementwise (and differentiable).
+    Tensor invstd = rsqrt(running_var.detach() + eps), rm = running_mean.detach().clone();
+    autograd::record("BatchNormBackward", {&x, &weight, &bias}, {&out},
+                     [sx = save(x), sw = save(weight), invstd, rm](Node& n, GradList& g) {
+                       Tensor xv = sx.unpack(n), wv = sw.unpack(n);
+                       int64_t nd = xv.dim();
+                       Shape dims = bn_dims(xv);
+                       Tensor scale = per_channel(invstd, nd);
+                       GradList r(3);
+                       if (n.needs_input_grad(0)) r[0] = g[0] * (wv.defined() ? scale * per_channel(wv, nd) : scale);
+                       if (n.needs_input_grad(1)) r[1] = (g[0] * (xv - per_channel(rm, nd)) * scale).sum(dims);
+                       if (n.needs_input_grad(2)) r[2] = g[0].sum(dims);
+                       return r;
+                     });
+    return out;
+  }
+  autograd::record("BatchNormBackward", {&x, &weight, &bias}, {&out},
+                   [sx = save(x), sw = save(weight), save_mean, save_invstd, eps](Node& n, GradList& g) {
+                     Tensor xv = sx.unpack(n), wv = sw.unpack(n);
+                     GradList r(3);
+                     if (autograd::GradMode::is_enabled()) {
+                       // Building a graph (create_graph): the gradient as Tensor ops of x, so that it
+                       // is itself differentiable (the batch statistics depend on x).
+                       int64_t nd = xv.dim();
+                       Shape dims = bn_dims(xv);
+                       double m = static_cast<double>(xv.numel() / xv.sizes()[1]);
+                       Tensor mean = xv.mean(dims, true);
+                       Tensor invstd = rsqrt(nabla::var(xv, dims, 0, true) + eps);
+                       Tensor xhat = (xv - mean) * invstd;
+                       Tensor sum_g = g[0].sum(dims, true), sum_gx = (g[0] * xhat).sum(dims, true);
+                       Tensor scale = wv.defined() ? invstd * per_channel(wv, nd) : invstd;
+                       if (n.needs_input_grad(0)) r[0] = scale / m * (g[0] * m - sum_g - xhat * sum_gx);
+                       if (n.needs_input_grad(1)) r[1] = sum_gx.reshape({-1});
+                       if (n.needs_input_grad(2)) r[2] = sum_g.reshape({-1});
+                       return r;
+                     }
+                     Tensor gx = detail::make_empty(xv.sizes(), xv.dtype(), xv.device());
+                     int64_t C = xv.sizes()[1];
+                     Tensor gw = n.needs_input_grad(1) ? detail::make_empty({C}, xv.dtype(), xv.device()) : Tensor();
+                     Tensor gb = n.needs_input_grad(2) ? detail::make_empty({C}, xv.dtype(), xv.device()) : Tensor();
+                     backend_for(xv.device()).batch_norm_backward(g[0], xv, wv, save_mean, save_invstd, eps, gx, gw, gb);
+                     if (n.needs_input_grad(0)) r[0] = gx;
+                     r[1] = gw;
+                     r[2] = gb;
+                     return r;
+                   });
+  return out;
+}
+
 Tensor adaptive_avg_pool2d(const Tensor& x, IntArrayRef output_size) {
   return adaptive_pool(x, output_size, false, "adaptive_avg_pool2d");
 }

@@ -314,6 +314,13 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntArrayRef 
 Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride = {}, IntArrayRef padding = 0,
                   bool ceil_mode = false, bool count_include_pad = true);
 Tensor adaptive_avg_pool2d(const Tensor& x, IntArrayRef output_size);
+// Batch normalization of x (N, C), (N, C, L) or (N, C, H, W) over every dim but the channels (1).
+// training: normalizes with the batch statistics and, when running_mean/running_var (C) are
+// given, updates them in place (running = (1 - momentum) * running + momentum * batch, with the
+// unbiased variance); otherwise normalizes with the running statistics. weight and bias (C) may be
+// undefined. On CUDA this is one cuDNN kernel each way; elsewhere a composite of Tensor ops.
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
 Tensor adaptive_max_pool2d(const Tensor& x, IntArrayRef output_size);
 
 // ---- random state -------------------------------------------------------------------------------

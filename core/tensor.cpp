@@ -36,7 +36,7 @@ Tensor make_empty(IntArrayRef shape, DType dtype, Device device, bool pinned) {
   impl->dtype = dtype;
   impl->is_contiguous = true;
   size_t nbytes = static_cast<size_t>(impl->numel) * element_size(dtype);
-  if (pinned && device.is_cpu() && has_backend(DeviceType::cuda)) {
+  if (pinned && device.is_cpu() && cuda::is_available()) {
     // Page-locked host memory comes from the CUDA backend's host allocator.
     impl->storage = make_intrusive<StorageImpl>(nbytes, device, &backend_for(Device::cuda()).allocator(kCPU));
     impl->storage->pinned = true;
@@ -182,7 +182,10 @@ Scalar Tensor::item() const {
 namespace {
 // The copy behind .to(): a new tensor on `device` with `dtype` and the same values.
 Tensor to_copy(const Tensor& self, DType dtype, Device device, bool non_blocking) {
-  Tensor out = detail::make_empty(self.sizes(), dtype, device);
+  // A non_blocking copy from a GPU lands in pinned memory, as in PyTorch, so that it really is
+  // asynchronous (the caller synchronizes before reading it).
+  bool pinned = non_blocking && self.is_cuda() && device.is_cpu();
+  Tensor out = detail::make_empty(self.sizes(), dtype, device, pinned);
   Backend& be = (self.is_cuda() || device.is_cuda()) ? backend_for(self.is_cuda() ? self.device() : device)
                                                      : backend_for(device);
   be.copy(self, out, non_blocking);
@@ -219,7 +222,7 @@ Tensor Tensor::to(const TensorOptions& o) const {
 Tensor Tensor::pin_memory() const {
   check<DeviceError>(is_cpu(), "pin_memory: only CPU tensors can be pinned, got a tensor on ", device());
   if (is_pinned()) return *this;
-  if (!has_backend(DeviceType::cuda)) return clone();  // without CUDA, pinning has no meaning
+  if (!cuda::is_available()) return clone();  // without a GPU, pinning has no meaning
   Tensor out = detail::make_empty(sizes(), dtype(), kCPU, /*pinned=*/true);
   backend_for(kCPU).copy(*this, out);
   return out;

@@ -1,0 +1,162 @@
+// Warp- and block-level building blocks for the CUDA kernels (reductions and scans), and atomics
+// for every dtype. Internal to cuda/.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "core/dtype.h"
+
+namespace nabla::cuda {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+template <class T>
+__device__ __forceinline__ T warp_shfl_down(T v, int delta) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return __shfl_down_sync(kFullMask, static_cast<int>(v), delta) != 0;
+  } else if constexpr (sizeof(T) < 4) {
+    return static_cast<T>(__shfl_down_sync(kFullMask, static_cast<int>(v), delta));
+  } else {
+    return __shfl_down_sync(kFullMask, v, delta);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ T warp_shfl_up(T v, int delta) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return __shfl_up_sync(kFullMask, static_cast<int>(v), delta) != 0;
+  } else if constexpr (sizeof(T) < 4) {
+    return static_cast<T>(__shfl_up_sync(kFullMask, static_cast<int>(v), delta));
+  } else {
+    return __shfl_up_sync(kFullMask, v, delta);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ T warp_shfl(T v, int lane) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return __shfl_sync(kFullMask, static_cast<int>(v), lane) != 0;
+  } else if constexpr (sizeof(T) < 4) {
+    return static_cast<T>(__shfl_sync(kFullMask, static_cast<int>(v), lane));
+  } else {
+    return __shfl_sync(kFullMask, v, lane);
+  }
+}
+
+// Reduces v over the 32 lanes of a warp (every lane must call it); lane 0 gets the result.
+// The combination order is fixed, so results are reproducible.
+template <class T, class Op>
+__device__ __forceinline__ T warp_reduce(T v, Op op) {
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) v = op(v, warp_shfl_down(v, d));
+  return v;
+}
+
+// Reduces v over a block of blockDim.x * blockDim.y threads along x (each row y separately) when
+// `rows` is true, or over the whole block otherwise. `shared` holds 32 values per row; thread
+// (0, y) gets the result. blockDim.x must be a multiple of 32 (or 1..32 when it is one warp).
+template <class T, class Op>
+__device__ T block_reduce_x(T v, Op op, T identity, T* shared) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int nwarps = (blockDim.x + 31) / 32;
+  v = warp_reduce(v, op);
+  if (nwarps == 1) return v;
+  T* row = shared + threadIdx.y * 32;
+  __syncthreads();  // `shared` may still be read by an earlier call
+  if (lane == 0) row[warp] = v;
+  __syncthreads();
+  v = threadIdx.x < nwarps ? row[threadIdx.x] : identity;
+  if (warp == 0) v = warp_reduce(v, op);
+  return v;
+}
+
+// Inclusive prefix sum over a warp.
+template <class T>
+__device__ __forceinline__ T warp_inclusive_scan(T v) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    T u = warp_shfl_up(v, d);
+    if (lane >= d) v += u;
+  }
+  return v;
+}
+
+// Inclusive prefix sum over a 1-D block (blockDim.x a multiple of 32, at most 1024); also returns
+// the block total. `shared` holds 33 values.
+template <class T>
+__device__ T block_inclusive_scan(T v, T* shared, T* total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  v = warp_inclusive_scan(v);
+  __syncthreads();
+  if (lane == 31) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    T w = lane < nwarps ? shared[lane] : T(0);
+    w = warp_inclusive_scan(w);
+    if (lane < nwarps) shared[lane] = w;
+    if (lane == nwarps - 1) shared[32] = w;
+  }
+  __syncthreads();
+  if (warp > 0) v += shared[warp - 1];
+  *total = shared[32];
+  return v;
+}
+
+// ---- atomics ------------------------------------------------------------------------------------
+// *addr = op(*addr) atomically for a 1- or 2-byte type, with compare-and-swap on the aligned
+// 32-bit word that holds it.
+template <class T, class Op>
+__device__ void atomic_update_small(T* addr, Op op) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2);
+  auto a = reinterpret_cast<uintptr_t>(addr);
+  auto* word = reinterpret_cast<unsigned int*>(a & ~uintptr_t(3));
+  const unsigned shift = static_cast<unsigned>(a & 3) * 8;
+  const unsigned mask = sizeof(T) == 1 ? 0xffu : 0xffffu;
+  unsigned old = *word, assumed;
+  do {
+    assumed = old;
+    unsigned bits = (assumed >> shift) & mask;
+    T cur;
+    if constexpr (sizeof(T) == 1) {
+      uint8_t b = static_cast<uint8_t>(bits);
+      memcpy(&cur, &b, 1);
+    } else {
+      uint16_t b = static_cast<uint16_t>(bits);
+      memcpy(&cur, &b, 2);
+    }
+    T nv = op(cur);
+    unsigned nbits;
+    if constexpr (sizeof(T) == 1) {
+      uint8_t b;
+      memcpy(&b, &nv, 1);
+      nbits = b;
+    } else {
+      uint16_t b;
+      memcpy(&b, &nv, 2);
+      nbits = b;
+    }
+    unsigned replacement = (assumed & ~(mask << shift)) | (nbits << shift);
+    old = atomicCAS(word, assumed, replacement);
+  } while (assumed != old);
+}
+
+// *addr += v atomically (logical or for bool), for every dtype.
+template <class T>
+__device__ __forceinline__ void atomic_add(T* addr, T v) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int>) {
+    atomicAdd(addr, v);
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    atomicAdd(reinterpret_cast<unsigned long long*>(addr), static_cast<unsigned long long>(v));
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (v) atomic_update_small(addr, [](bool) { return true; });
+  } else if constexpr (std::is_same_v<T, uint8_t>) {
+    atomic_update_small(addr, [v](uint8_t c) { return static_cast<uint8_t>(c + v); });
+  } else {  // Half, BFloat16: add in float, round once
+    atomic_update_small(addr, [v](T c) { return T(static_cast<float>(c) + static_cast<float>(v)); });
+  }
+}
+
+}  // namespace nabla::cuda

@@ -1,0 +1,539 @@
+// cuDNN for convolution (forward, backward-data, backward-filter; any stride, padding, dilation and
+// groups), batch normalization (training and evaluation, float32/float64) and softmax along a
+// strided dim.
+//
+// Algorithm choice, cached per (shape, dtype, parameters, math mode, flags) for the process:
+//   cudnn::benchmark() on  -> cudnnFind*AlgorithmEx times every algorithm once (as cudnn.benchmark);
+//   otherwise              -> cuDNN's heuristics (cudnnGet*Algorithm_v7);
+// in either case skipping algorithms that are not deterministic when cudnn::deterministic() is on,
+// and tensor-core (TF32) variants for float32 unless cudnn::allow_tf32(). Workspaces come from the
+// caching allocator. Every cudnnStatus_t is checked and thrown with cuDNN's own message.
+#include <cudnn.h>
+
+#include <climits>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "core/impl.h"
+#include "cuda/allocator.h"
+#include "cuda/common.h"
+#include "cuda/handles.h"
+#include "cuda/kernels.h"
+
+namespace nabla::cuda {
+
+namespace {
+
+[[noreturn]] void throw_cudnn(cudnnStatus_t s, const char* what, const char* file, int line) {
+  throw CudaError(detail::str("cuDNN error: ", cudnnGetErrorString(s), " (status ", static_cast<int>(s), ") in ", what,
+                              " at ", file, ":", line));
+}
+
+#define NABLA_CUDNN_CHECK(expr)                                                  \
+  do {                                                                           \
+    cudnnStatus_t nabla_st_ = (expr);                                            \
+    if (nabla_st_ != CUDNN_STATUS_SUCCESS) [[unlikely]]                          \
+      throw_cudnn(nabla_st_, #expr, __FILE__, __LINE__);                         \
+  } while (0)
+
+cudnnHandle_t create_handle(int device, cudaStream_t stream) {
+  DeviceScope ds(device);
+  cudnnHandle_t h;
+  NABLA_CUDNN_CHECK(cudnnCreate(&h));
+  NABLA_CUDNN_CHECK(cudnnSetStream(h, stream));
+  return h;
+}
+
+HandlePool<cudnnHandle_t>& pool() {
+  static auto* p = new HandlePool<cudnnHandle_t>(&create_handle);
+  return *p;
+}
+
+// ---- descriptors (RAII) -----------------------------------------------------------------------------
+struct TensorDesc {
+  cudnnTensorDescriptor_t d{};
+  TensorDesc() { NABLA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d)); }
+  ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+};
+struct FilterDesc {
+  cudnnFilterDescriptor_t d{};
+  FilterDesc() { NABLA_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d)); }
+  ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
+  FilterDesc(const FilterDesc&) = delete;
+  FilterDesc& operator=(const FilterDesc&) = delete;
+};
+struct ConvDesc {
+  cudnnConvolutionDescriptor_t d{};
+  ConvDesc() { NABLA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d)); }
+  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d); }
+  ConvDesc(const ConvDesc&) = delete;
+  ConvDesc& operator=(const ConvDesc&) = delete;
+};
+
+bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+cudnnDataType_t data_type(DType dt, const char* op) {
+  switch (dt) {
+    case DType::f32: return CUDNN_DATA_FLOAT;
+    case DType::f64: return CUDNN_DATA_DOUBLE;
+    case DType::f16: return CUDNN_DATA_HALF;
+    case DType::bf16: return CUDNN_DATA_BFLOAT16;
+    default: break;
+  }
+  throw DTypeError(detail::str(op, ": expected a floating dtype on CUDA, got ", dt));
+}
+
+int as_int(int64_t v, const char* op) {
+  check<NotImplemented>(fits_int(v), op, ": a size of ", v, " exceeds what cuDNN takes (2^31 - 1)");
+  return static_cast<int>(v);
+}
+
+void set_4d(TensorDesc& t, cudnnDataType_t type, const Tensor& x, const char* op) {
+  check<NotImplemented>(x.numel() <= INT_MAX, op, ": tensors of more than 2^31 - 1 elements are not supported by cuDNN");
+  NABLA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(t.d, CUDNN_TENSOR_NCHW, type, as_int(x.sizes()[0], op),
+                                               as_int(x.sizes()[1], op), as_int(x.sizes()[2], op),
+                                               as_int(x.sizes()[3], op)));
+}
+
+// Scaling factors: double for double data, float otherwise.
+struct Scaling {
+  double d0 = 0, d1 = 1;
+  float f0 = 0, f1 = 1;
+  bool dbl;
+  explicit Scaling(DType dt) : dbl(dt == DType::f64) {}
+  const void* zero() const { return dbl ? static_cast<const void*>(&d0) : static_cast<const void*>(&f0); }
+  const void* one() const { return dbl ? static_cast<const void*>(&d1) : static_cast<const void*>(&f1); }
+};
+
+// ---- convolution setup and algorithm choice ---------------------------------------------------------
+enum class Kind { fwd = 0, bwd_data = 1, bwd_filter = 2 };
+
+struct Conv {
+  TensorDesc x, y;  // input, output (gradients share them)
+  FilterDesc w;
+  ConvDesc conv;
+  cudnnDataType_t type;
+  cudnnMathType_t math;
+  bool strict_fma;  // float32 without TF32: only FMA algorithms
+  std::vector<int64_t> key;
+};
+
+// x: (N, C, H, W), w: (O, C/g, kh, kw), y: (N, O, Ho, Wo), all contiguous.
+void setup(Conv& c, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p, const char* op) {
+  DType dt = x.dtype();
+  c.type = data_type(dt, op);
+  set_4d(c.x, c.type, x, op);
+  set_4d(c.y, c.type, y, op);
+  NABLA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(c.w.d, c.type, CUDNN_TENSOR_NCHW, as_int(w.sizes()[0], op),
+                                               as_int(w.sizes()[1], op), as_int(w.sizes()[2], op),
+                                               as_int(w.sizes()[3], op)));
+  cudnnDataType_t compute = dt == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  NABLA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(c.conv.d, as_int(p.padding[0], op), as_int(p.padding[1], op),
+                                                    as_int(p.stride[0], op), as_int(p.stride[1], op),
+                                                    as_int(p.dilation[0], op), as_int(p.dilation[1], op),
+                                                    CUDNN_CROSS_CORRELATION, compute));
+  NABLA_CUDNN_CHECK(cudnnSetConvolutionGroupCount(c.conv.d, as_int(p.groups, op)));
+  if (dt == DType::f32) {
+    c.strict_fma = !cudnn::allow_tf32();
+    c.math = c.strict_fma ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+  } else if (dt == DType::f64) {
+    c.strict_fma = false;
+    c.math = CUDNN_DEFAULT_MATH;
+  } else {
+    c.strict_fma = false;
+    c.math = CUDNN_TENSOR_OP_MATH;
+  }
+  NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, c.math));
+  c.key = {static_cast<int64_t>(dt), p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0],
+           p.dilation[1], p.groups, static_cast<int64_t>(c.math), cudnn::deterministic(), cudnn::benchmark()};
+  for (const Tensor* t : {&x, &w, &y})
+    for (int64_t s : t->sizes()) c.key.push_back(s);
+}
+
+struct Choice {
+  int algo = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  size_t workspace = 0;
+};
+
+std::mutex g_cache_mu;
+std::map<std::vector<int64_t>, Choice>& cache() {
+  static auto* m = new std::map<std::vector<int64_t>, Choice>();
+  return *m;
+}
+
+// Workspace size of one algorithm (SIZE_MAX when it does not apply).
+size_t workspace_size(cudnnHandle_t h, const Conv& c, Kind kind, int algo) {
+  size_t s = 0;
+  cudnnStatus_t st;
+  switch (kind) {
+    case Kind::fwd:
+      st = cudnnGetConvolutionForwardWorkspaceSize(h, c.x.d, c.w.d, c.conv.d, c.y.d,
+                                                   static_cast<cudnnConvolutionFwdAlgo_t>(algo), &s);
+      break;
+    case Kind::bwd_data:
+      st = cudnnGetConvolutionBackwardDataWorkspaceSize(h, c.w.d, c.y.d, c.conv.d, c.x.d,
+                                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), &s);
+      break;
+    default:
+      st = cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c.x.d, c.y.d, c.conv.d, c.w.d,
+                                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), &s);
+      break;
+  }
+  return st == CUDNN_STATUS_SUCCESS ? s : SIZE_MAX;
+}
+
+int algo_count(Kind kind) {
+  switch (kind) {
+    case Kind::fwd: return CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+    case Kind::bwd_data: return CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+    default: return CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+  }
+}
+
+// The common fields of cuDNN's three perf-result structs.
+struct Perf {
+  int algo;
+  cudnnStatus_t status;
+  size_t memory;
+  cudnnDeterminism_t determinism;
+  cudnnMathType_t math;
+};
+template <class P>
+std::vector<Perf> to_perf(const P* r, int n) {
+  std::vector<Perf> v;
+  for (int i = 0; i < n; ++i)
+    v.push_back({static_cast<int>(r[i].algo), r[i].status, r[i].memory, r[i].determinism, r[i].mathType});
+  return v;
+}
+
+// Runs cuDNN's search (benchmark) or heuristics; `a`, `b`, `out` are the operation's operands in
+// the order of its call (fwd: x, w, y; bwd_data: w, dy, dx; bwd_filter: x, dy, dw).
+std::vector<Perf> candidates(cudnnHandle_t h, const Conv& c, Kind kind, const void* a, const void* b, void* out,
+                             int device) {
+  const int n = algo_count(kind);
+  int got = 0;
+  if (cudnn::benchmark()) {
+    // Enough workspace for the hungriest algorithm, as far as memory allows.
+    size_t want = 0;
+    for (int algo = 0; algo < n; ++algo) {
+      size_t s = workspace_size(h, c, kind, algo);
+      if (s != SIZE_MAX) want = std::max(want, s);
+    }
+    Tensor ws;
+    while (true) {
+      try {
+        if (want > 0) ws = scratch(want, device);
+        break;
+      } catch (const CudaOutOfMemory&) {
+        want /= 2;
+        if (want < (size_t(1) << 20)) want = 0;
+      }
+    }
+    void* wp = want > 0 ? ws.data_ptr() : nullptr;
+    switch (kind) {
+      case Kind::fwd: {
+        std::vector<cudnnConvolutionFwdAlgoPerf_t> r(n);
+        NABLA_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, c.x.d, a, c.w.d, b, c.conv.d, c.y.d, out, n, &got,
+                                                                 r.data(), wp, want));
+        return to_perf(r.data(), got);
+      }
+      case Kind::bwd_data: {
+        std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(n);
+        NABLA_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, c.w.d, a, c.y.d, b, c.conv.d, c.x.d, out, n,
+                                                                      &got, r.data(), wp, want));
+        return to_perf(r.data(), got);
+      }
+      default: {
+        std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(n);
+        NABLA_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, c.x.d, a, c.y.d, b, c.conv.d, c.w.d, out,
+                                                                        n, &got, r.data(), wp, want));
+        return to_perf(r.data(), got);
+      }
+    }
+  }
+  switch (kind) {
+    case Kind::fwd: {
+      std::vector<cudnnConvolutionFwdAlgoPerf_t> r(n);
+      NABLA_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, c.x.d, c.w.d, c.conv.d, c.y.d, n, &got, r.data()));
+      return to_perf(r.data(), got);
+    }
+    case Kind::bwd_data: {
+      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(n);
+      NABLA_CUDNN_CHECK(
+          cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c.w.d, c.y.d, c.conv.d, c.x.d, n, &got, r.data()));
+      return to_perf(r.data(), got);
+    }
+    default: {
+      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(n);
+      NABLA_CUDNN_CHECK(
+          cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, c.x.d, c.y.d, c.conv.d, c.w.d, n, &got, r.data()));
+      return to_perf(r.data(), got);
+    }
+  }
+}
+
+Choice choose(cudnnHandle_t h, Conv& c, Kind kind, const void* a, const void* b, void* out, int device) {
+  std::vector<int64_t> key = c.key;
+  key.push_back(static_cast<int64_t>(kind));
+  key.push_back(device);
+  {
+    std::lock_guard lock(g_cache_mu);
+    auto it = cache().find(key);
+    if (it != cache().end()) return it->second;
+  }
+  std::vector<Perf> perf = candidates(h, c, kind, a, b, out, device);
+  const bool det = cudnn::deterministic();
+  auto acceptable = [&](const Perf& p, bool check_math) {
+    if (p.status != CUDNN_STATUS_SUCCESS) return false;
+    if (det && p.determinism != CUDNN_DETERMINISTIC) return false;
+    if (check_math && c.strict_fma && p.math != CUDNN_FMA_MATH) return false;
+    return true;
+  };
+  const Perf* pick = nullptr;
+  for (const Perf& p : perf)
+    if (acceptable(p, true)) {
+      pick = &p;
+      break;
+    }
+  Choice choice;
+  if (pick) {
+    choice.algo = pick->algo;
+    choice.math = c.strict_fma ? CUDNN_FMA_MATH : pick->math;
+  } else {
+    // No result in the wanted math mode: take the first usable algorithm and force the math mode.
+    for (const Perf& p : perf)
+      if (acceptable(p, false)) {
+        pick = &p;
+        break;
+      }
+    check<CudaError>(pick != nullptr, "cuDNN: no ", det ? "deterministic " : "", "convolution algorithm supports this ",
+                     "configuration");
+    choice.algo = pick->algo;
+    choice.math = c.math;
+  }
+  NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, choice.math));
+  size_t ws = workspace_size(h, c, kind, choice.algo);
+  check<CudaError>(ws != SIZE_MAX, "cuDNN: could not size the workspace of the chosen convolution algorithm");
+  choice.workspace = ws;
+  std::lock_guard lock(g_cache_mu);
+  cache()[key] = choice;
+  return choice;
+}
+
+}  // namespace
+
+void conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv2dParams& p, const Tensor& out) {
+  DeviceScope ds(out);
+  if (out.numel() == 0) return;
+  Tensor x = contiguous(x_in), w = contiguous(w_in);
+  Tensor y = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
+  const int device = device_of(out);
+  cudaStream_t stream = stream_for(device);
+  Lease<cudnnHandle_t> h(pool(), device, stream);
+  Conv c;
+  setup(c, x, w, y, p, "conv2d");
+  if (x.numel() == 0 || w.numel() == 0) {
+    fill(y, 0);
+  } else {
+    Choice ch = choose(h.get(), c, Kind::fwd, x.data_ptr(), w.data_ptr(), y.data_ptr(), device);
+    NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, ch.math));
+    Tensor ws = ch.workspace > 0 ? scratch(ch.workspace, device) : Tensor();
+    Scaling s(x.dtype());
+    NABLA_CUDNN_CHECK(cudnnConvolutionForward(h.get(), s.one(), c.x.d, x.data_ptr(), c.w.d, w.data_ptr(), c.conv.d,
+                                              static_cast<cudnnConvolutionFwdAlgo_t>(ch.algo),
+                                              ch.workspace > 0 ? ws.data_ptr() : nullptr, ch.workspace, s.zero(),
+                                              c.y.d, y.data_ptr()));
+  }
+  if (bias.defined()) {
+    Tensor b = contiguous(bias);
+    TensorDesc bd;
+    NABLA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bd.d, CUDNN_TENSOR_NCHW, c.type, 1, as_int(b.numel(), "conv2d"), 1, 1));
+    Scaling s(x.dtype());
+    NABLA_CUDNN_CHECK(cudnnAddTensor(h.get(), s.one(), bd.d, b.data_ptr(), s.one(), c.y.d, y.data_ptr()));
+  }
+  if (!y.is_same(out)) device_copy(y, out);
+}
+
+void conv2d_input_grad(const Tensor& gy_in, const Tensor& w_in, const Conv2dParams& p, const Tensor& gx) {
+  DeviceScope ds(gx);
+  if (gx.numel() == 0) return;
+  Tensor gy = contiguous(gy_in), w = contiguous(w_in);
+  Tensor dx = gx.is_contiguous() ? gx : detail::make_empty(gx.sizes(), gx.dtype(), gx.device());
+  if (gy.numel() == 0 || w.numel() == 0) {
+    fill(dx, 0);
+  } else {
+    const int device = device_of(gx);
+    cudaStream_t stream = stream_for(device);
+    Lease<cudnnHandle_t> h(pool(), device, stream);
+    Conv c;
+    setup(c, dx, w, gy, p, "conv2d_input_grad");
+    Choice ch = choose(h.get(), c, Kind::bwd_data, w.data_ptr(), gy.data_ptr(), dx.data_ptr(), device);
+    NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, ch.math));
+    Tensor ws = ch.workspace > 0 ? scratch(ch.workspace, device) : Tensor();
+    Scaling s(gy.dtype());
+    NABLA_CUDNN_CHECK(cudnnConvolutionBackwardData(h.get(), s.one(), c.w.d, w.data_ptr(), c.y.d, gy.data_ptr(),
+                                                   c.conv.d, static_cast<cudnnConvolutionBwdDataAlgo_t>(ch.algo),
+                                                   ch.workspace > 0 ? ws.data_ptr() : nullptr, ch.workspace, s.zero(),
+                                                   c.x.d, dx.data_ptr()));
+  }
+  if (!dx.is_same(gx)) device_copy(dx, gx);
+}
+
+void conv2d_weight_grad(const Tensor& x_in, const Tensor& gy_in, const Conv2dParams& p, const Tensor& gw) {
+  DeviceScope ds(gw);
+  if (gw.numel() == 0) return;
+  Tensor x = contiguous(x_in), gy = contiguous(gy_in);
+  Tensor dw = gw.is_contiguous() ? gw : detail::make_empty(gw.sizes(), gw.dtype(), gw.device());
+  if (x.numel() == 0 || gy.numel() == 0) {
+    fill(dw, 0);  // no images: no gradient
+  } else {
+    const int device = device_of(gw);
+    cudaStream_t stream = stream_for(device);
+    Lease<cudnnHandle_t> h(pool(), device, stream);
+    Conv c;
+    setup(c, x, dw, gy, p, "conv2d_weight_grad");
+    Choice ch = choose(h.get(), c, Kind::bwd_filter, x.data_ptr(), gy.data_ptr(), dw.data_ptr(), device);
+    NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, ch.math));
+    Tensor ws = ch.workspace > 0 ? scratch(ch.workspace, device) : Tensor();
+    Scaling s(x.dtype());
+    NABLA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h.get(), s.one(), c.x.d, x.data_ptr(), c.y.d, gy.data_ptr(),
+                                                     c.conv.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(ch.algo),
+                                                     ch.workspace > 0 ? ws.data_ptr() : nullptr, ch.workspace,
+                                                     s.zero(), c.w.d, dw.data_ptr()));
+  }
+  if (!dw.is_same(gw)) device_copy(dw, gw);
+}
+
+// ---- batch normalization ----------------------------------------------------------------------------
+// x (N, C, ...) is viewed as (N, C, S, 1) in cuDNN's spatial mode: statistics per channel over N and S.
+bool batch_norm_supported(const Tensor& x, double eps) {
+  if (!x.is_cuda() || (x.dtype() != DType::f32 && x.dtype() != DType::f64)) return false;
+  if (eps < CUDNN_BN_MIN_EPSILON || x.dim() < 2 || x.numel() == 0 || x.numel() > INT_MAX) return false;
+  return true;
+}
+
+namespace {
+struct BnDescs {
+  TensorDesc x, p;  // data (N, C, S, 1) and per-channel (1, C, 1, 1)
+  BnDescs(const Tensor& t) {
+    int64_t N = t.sizes()[0], C = t.sizes()[1], S = t.numel() / (N * C);
+    NABLA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x.d, CUDNN_TENSOR_NCHW, data_type(t.dtype(), "batch_norm"),
+                                                 as_int(N, "batch_norm"), as_int(C, "batch_norm"),
+                                                 as_int(S, "batch_norm"), 1));
+    NABLA_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(p.d, x.d, CUDNN_BATCHNORM_SPATIAL));
+  }
+};
+
+// A contiguous per-channel tensor, or `fill` when undefined.
+Tensor channel_param(const Tensor& p, const Tensor& like, double fill_value) {
+  if (p.defined()) return contiguous(p);
+  Tensor t = detail::make_empty({like.sizes()[1]}, like.dtype(), like.device());
+  fill(t, fill_value);
+  return t;
+}
+}  // namespace
+
+void batch_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                const Tensor& running_var, bool training, double momentum, double eps, const Tensor& out,
+                const Tensor& save_mean, const Tensor& save_invstd) {
+  DeviceScope ds(out);
+  Tensor x = contiguous(x_in);
+  Tensor y = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
+  BnDescs d(x);
+  Tensor w = channel_param(weight, x, 1), b = channel_param(bias, x, 0);
+  // cuDNN updates the running statistics in place: they must be contiguous.
+  Tensor rm = running_mean.defined() ? contiguous(running_mean) : Tensor();
+  Tensor rv = running_var.defined() ? contiguous(running_var) : Tensor();
+  const int device = device_of(out);
+  Lease<cudnnHandle_t> h(pool(), device, stream_for(device));
+  Scaling s(x.dtype());
+  if (training) {
+    NABLA_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+        h.get(), CUDNN_BATCHNORM_SPATIAL, s.one(), s.zero(), d.x.d, x.data_ptr(), d.x.d, y.data_ptr(), d.p.d,
+        w.data_ptr(), b.data_ptr(), momentum, rm.defined() ? rm.data_ptr() : nullptr,
+        rv.defined() ? rv.data_ptr() : nullptr, eps, save_mean.data_ptr(), save_invstd.data_ptr()));
+    if (rm.defined() && !rm.is_same(running_mean)) device_copy(rm, running_mean);
+    if (rv.defined() && !rv.is_same(running_var)) device_copy(rv, running_var);
+  } else {
+    NABLA_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(h.get(), CUDNN_BATCHNORM_SPATIAL, s.one(), s.zero(),
+                                                              d.x.d, x.data_ptr(), d.x.d, y.data_ptr(), d.p.d,
+                                                              w.data_ptr(), b.data_ptr(), rm.data_ptr(), rv.data_ptr(),
+                                                              eps));
+  }
+  if (!y.is_same(out)) device_copy(y, out);
+}
+
+void batch_norm_backward(const Tensor& grad_out, const Tensor& x_in, const Tensor& weight, const Tensor& save_mean,
+                         const Tensor& save_invstd, double eps, const Tensor& grad_x, const Tensor& grad_weight,
+                         const Tensor& grad_bias) {
+  DeviceScope ds(grad_x);
+  Tensor x = contiguous(x_in), g = contiguous(grad_out);
+  Tensor dx = grad_x.is_contiguous() ? grad_x : detail::make_empty(grad_x.sizes(), grad_x.dtype(), grad_x.device());
+  int64_t C = x.sizes()[1];
+  Tensor dw = grad_weight.defined() && grad_weight.is_contiguous() ? grad_weight
+                                                                   : detail::make_empty({C}, x.dtype(), x.device());
+  Tensor db = grad_bias.defined() && grad_bias.is_contiguous() ? grad_bias
+                                                               : detail::make_empty({C}, x.dtype(), x.device());
+  BnDescs d(x);
+  Tensor w = channel_param(weight, x, 1);
+  const int device = device_of(grad_x);
+  Lease<cudnnHandle_t> h(pool(), device, stream_for(device));
+  Scaling s(x.dtype());
+  NABLA_CUDNN_CHECK(cudnnBatchNormalizationBackward(h.get(), CUDNN_BATCHNORM_SPATIAL, s.one(), s.zero(), s.one(),
+                                                    s.zero(), d.x.d, x.data_ptr(), d.x.d, g.data_ptr(), d.x.d,
+                                                    dx.data_ptr(), d.p.d, w.data_ptr(), dw.data_ptr(), db.data_ptr(),
+                                                    eps, save_mean.data_ptr(), save_invstd.data_ptr()));
+  if (!dx.is_same(grad_x)) device_copy(dx, grad_x);
+  if (grad_weight.defined() && !dw.is_same(grad_weight)) device_copy(dw, grad_weight);
+  if (grad_bias.defined() && !db.is_same(grad_bias)) device_copy(db, grad_bias);
+}
+
+// ---- softmax ------------------------------------------------------------------------------------------
+namespace {
+bool softmax_desc(TensorDesc& t, DType dt, int64_t outer, int64_t len, int64_t inner) {
+  cudnnDataType_t type;
+  switch (dt) {
+    case DType::f32: type = CUDNN_DATA_FLOAT; break;
+    case DType::f64: type = CUDNN_DATA_DOUBLE; break;
+    case DType::f16: type = CUDNN_DATA_HALF; break;
+    default: return false;
+  }
+  if (!fits_int(outer) || !fits_int(len) || !fits_int(inner) || outer * len * inner > INT_MAX) return false;
+  NABLA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(t.d, CUDNN_TENSOR_NCHW, type, static_cast<int>(outer),
+                                               static_cast<int>(len), static_cast<int>(inner), 1));
+  return true;
+}
+}  // namespace
+
+// x, out: contiguous (outer, len, inner); softmax over len (cuDNN's channel mode).
+bool cudnn_softmax(const Tensor& x, int64_t outer, int64_t len, int64_t inner, bool log, const Tensor& out) {
+  TensorDesc d;
+  if (!softmax_desc(d, x.dtype(), outer, len, inner)) return false;
+  const int device = device_of(out);
+  Lease<cudnnHandle_t> h(pool(), device, stream_for(device));
+  Scaling s(x.dtype());
+  NABLA_CUDNN_CHECK(cudnnSoftmaxForward(h.get(), log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE,
+                                        CUDNN_SOFTMAX_MODE_CHANNEL, s.one(), d.d, x.data_ptr(), s.zero(), d.d,
+                                        out.data_ptr()));
+  return true;
+}
+
+// g, y, out: contiguous (outer, len, inner); y is the forward output (log-softmax when log).
+bool cudnn_softmax_backward(const Tensor& g, const Tensor& y, int64_t outer, int64_t len, int64_t inner, bool log,
+                            const Tensor& out) {
+  TensorDesc d;
+  if (!softmax_desc(d, g.dtype(), outer, len, inner)) return false;
+  const int device = device_of(out);
+  Lease<cudnnHandle_t> h(pool(), device, stream_for(device));
+  Scaling s(g.dtype());
+  NABLA_CUDNN_CHECK(cudnnSoftmaxBackward(h.get(), log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE,
+                                         CUDNN_SOFTMAX_MODE_CHANNEL, s.one(), d.d, y.data_ptr(), d.d, g.data_ptr(),
+                                         s.zero(), d.d, out.data_ptr()));
+  return true;
+}
+
+}  // namespace nabla::cuda

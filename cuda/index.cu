@@ -1,0 +1,355 @@
+// CUDA indexing kernels: index_select, index_add, gather, scatter (deterministic last-write-wins, or
+// atomic accumulation), nonzero; and the index checker they share.
+//
+// Out-of-range indices never touch memory: kernels skip them and record the first one in a small
+// device buffer; after the kernel IndexChecker::check() reads it back (one synchronization) and
+// throws IndexError as the CPU does, unless cuda::set_index_checks(false).
+#include "core/impl.h"
+#include "cuda/block.cuh"
+#include "cuda/kernels.h"
+#include "cuda/loops.cuh"
+
+namespace nabla::cuda {
+
+// ---- index checks -------------------------------------------------------------------------------
+IndexChecker::IndexChecker(int device, const char* op) : op_(op), device_(device) {
+  if (!index_checks()) return;
+  buf_ = detail::make_empty({3}, DType::i64, Device::cuda(static_cast<int16_t>(device)));
+  flag_ = static_cast<int64_t*>(buf_.data_ptr());
+  NABLA_CUDA_CHECK(cudaMemsetAsync(flag_, 0, 3 * sizeof(int64_t), stream_for(device)));
+}
+
+void IndexChecker::check(int64_t dim) {
+  if (!flag_) return;
+  int64_t h[3] = {0, 0, 0};
+  cudaStream_t s = stream_for(device_);
+  NABLA_CUDA_CHECK(cudaMemcpyAsync(h, flag_, sizeof h, cudaMemcpyDeviceToHost, s));
+  NABLA_CUDA_CHECK(cudaStreamSynchronize(s));
+  if (h[0])
+    throw IndexError(detail::str(op_, ": index ", h[1], " is out of range for dim ", dim, " of size ", h[2]));
+}
+
+namespace {
+
+// Wraps a negative index; false (and the first bad index recorded) when out of range.
+__device__ __forceinline__ bool wrap_index(int64_t& v, int64_t n, int64_t* flag) {
+  if (v < -n || v >= n) {
+    if (flag && atomicCAS(reinterpret_cast<unsigned long long*>(flag), 0ull, 1ull) == 0ull) {
+      flag[1] = v;
+      flag[2] = n;
+    }
+    return false;
+  }
+  if (v < 0) v += n;
+  return true;
+}
+
+constexpr int kIndexThreads = 256;
+
+unsigned grid_for(int64_t n) {
+  int64_t b = (n + kIndexThreads - 1) / kIndexThreads;
+  return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(b, 1), 1 << 20));
+}
+
+// out[o, j, i] = x[o, index[j], i] for contiguous x (outer, n, inner) and out (outer, m, inner);
+// W moves one element.
+template <class W>
+__global__ void index_select_kernel(const W* x, const int64_t* index, W* out, int64_t outer, int64_t n, int64_t m,
+                                    int64_t inner, int64_t* flag) {
+  int64_t total = outer * m * inner;
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total; k += int64_t(gridDim.x) * blockDim.x) {
+    int64_t i = k % inner, t = k / inner, j = t % m, o = t / m;
+    int64_t v = index[j];
+    if (!wrap_index(v, n, flag)) continue;
+    out[k] = x[(o * n + v) * inner + i];
+  }
+}
+
+// out[o, index[j], i] += src[o, j, i] (contiguous out and src).
+template <class T>
+__global__ void index_add_kernel(T* out, const int64_t* index, const T* src, int64_t outer, int64_t n, int64_t m,
+                                 int64_t inner, int64_t* flag) {
+  int64_t total = outer * m * inner;
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total; k += int64_t(gridDim.x) * blockDim.x) {
+    int64_t i = k % inner, t = k / inner, j = t % m, o = t / m;
+    int64_t v = index[j];
+    if (!wrap_index(v, n, flag)) continue;
+    atomic_add(out + (o * n + v) * inner + i, src[k]);
+  }
+}
+
+// gather over (out, index, x line view): out = *(x_line + index * xs).
+template <class W>
+struct GatherFn {
+  int64_t n, xs;
+  int64_t* flag;
+  __device__ void operator()(char** p) const {
+    int64_t v = load<int64_t>(p[1]);
+    if (!wrap_index(v, n, flag)) return;
+    store<W>(p[0], load<W>(p[2] + v * xs));
+  }
+};
+
+// scatter-add over (index, src, out line view).
+template <class T>
+struct ScatterAddFn {
+  int64_t n, os;
+  int64_t* flag;
+  __device__ void operator()(char** p) const {
+    int64_t v = load<int64_t>(p[0]);
+    if (!wrap_index(v, n, flag)) return;
+    atomic_add(reinterpret_cast<T*>(p[2] + v * os), load<T>(p[1]));
+  }
+};
+
+// Deterministic scatter: the write whose index element comes last in memory wins, as on the CPU
+// (which writes in that order). Pass 1 claims each destination with the largest key; pass 2 writes.
+struct ScatterClaimFn {
+  int64_t n, os, esize;
+  const char* index_base;
+  const char* out_base;
+  long long* winner;
+  int64_t* flag;
+  __device__ void operator()(char** p) const {
+    int64_t v = load<int64_t>(p[0]);
+    if (!wrap_index(v, n, flag)) return;
+    long long key = static_cast<long long>((p[0] - index_base) / 8);
+    int64_t dst = (p[2] + v * os - out_base) / esize;
+    atomicMax(winner + dst, key);
+  }
+};
+
+template <class W>
+struct ScatterWriteFn {
+  int64_t n, os, esize;
+  const char* index_base;
+  const char* out_base;
+  const long long* winner;
+  __device__ void operator()(char** p) const {
+    int64_t v = load<int64_t>(p[0]);
+    if (v < -n || v >= n) return;
+    if (v < 0) v += n;
+    long long key = static_cast<long long>((p[0] - index_base) / 8);
+    char* d = p[2] + v * os;
+    if (winner[(d - out_base) / esize] == key) store<W>(d, load<W>(p[1]));
+  }
+};
+
+// A view of `t` over `index`'s shape with stride 0 along `dim` (the start of each selected line).
+Tensor line_view(const Tensor& t, const Tensor& index, int64_t dim) {
+  Shape strides = t.strides();
+  strides[dim] = 0;
+  return detail::make_view(t, index.sizes(), strides, t.storage_offset());
+}
+
+template <class F>
+void by_element_size(size_t es, F&& f) {
+  switch (es) {
+    case 1: return f(type_tag<uint8_t>{});
+    case 2: return f(type_tag<uint16_t>{});
+    case 4: return f(type_tag<uint32_t>{});
+    case 8: return f(type_tag<uint64_t>{});
+  }
+  throw NotImplemented("CUDA indexing: unsupported element size");
+}
+
+// ---- nonzero ------------------------------------------------------------------------------------
+constexpr int kScanThreads = 256;
+constexpr int kScanItems = 16;  // elements per thread
+constexpr int64_t kScanChunk = int64_t(kScanThreads) * kScanItems;
+
+template <class T>
+__device__ __forceinline__ bool is_nonzero(T v) {
+  if constexpr (is_half_v<T>) return static_cast<float>(v) != 0.0f;
+  else return v != T(0);
+}
+
+// counts[b] = number of nonzero elements in chunk b.
+template <class T>
+__global__ void count_nonzero_kernel(const T* x, int64_t n, int64_t* counts) {
+  __shared__ int64_t shared[33];
+  int64_t base = blockIdx.x * kScanChunk;
+  int64_t c = 0;
+  for (int k = 0; k < kScanItems; ++k) {
+    int64_t i = base + int64_t(k) * kScanThreads + threadIdx.x;
+    if (i < n && is_nonzero(x[i])) ++c;
+  }
+  c = block_reduce_x(c, [](int64_t a, int64_t b) { return a + b; }, int64_t(0), shared);
+  if (threadIdx.x == 0) counts[blockIdx.x] = c;
+}
+
+// In place: counts -> exclusive prefix sums; total in counts[nb]. One block of 1024 threads.
+__global__ void exclusive_scan_kernel(int64_t* counts, int64_t nb) {
+  __shared__ int64_t shared[33];
+  int64_t carry = 0;
+  for (int64_t base = 0; base < nb; base += blockDim.x) {
+    int64_t i = base + threadIdx.x;
+    int64_t v = i < nb ? counts[i] : 0;
+    int64_t total;
+    int64_t inc = block_inclusive_scan(v, shared, &total);
+    if (i < nb) counts[i] = carry + inc - v;
+    carry += total;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) counts[nb] = carry;
+}
+
+// Writes the coordinates of chunk b's nonzero elements at rows offsets[b] + rank.
+template <class T>
+__global__ void write_nonzero_kernel(const T* x, int64_t n, const int64_t* offsets, int64_t* out, int ndim,
+                                     const int64_t* sizes_dev) {
+  __shared__ int64_t shared[33];
+  int64_t row = offsets[blockIdx.x];
+  int64_t base = blockIdx.x * kScanChunk;
+  for (int k = 0; k < kScanItems; ++k) {
+    int64_t i = base + int64_t(k) * kScanThreads + threadIdx.x;
+    int64_t f = (i < n && is_nonzero(x[i])) ? 1 : 0;
+    int64_t total;
+    int64_t inc = block_inclusive_scan(f, shared, &total);
+    if (f) {
+      int64_t r = row + inc - 1, rem = i;
+      for (int d = ndim - 1; d >= 0; --d) {
+        int64_t s = sizes_dev[d];
+        out[r * ndim + d] = rem % s;
+        rem /= s;
+      }
+    }
+    row += total;
+  }
+}
+
+}  // namespace
+
+void index_select(const Tensor& x_in, int64_t dim, const Tensor& index_in, const Tensor& out) {
+  DeviceScope ds(out);
+  Tensor x = contiguous(x_in), index = contiguous(index_in);
+  int64_t outer = 1, inner = 1, n = 1, m = index.numel();
+  if (x.dim() > 0) {
+    n = x.sizes()[dim];
+    for (int64_t i = 0; i < dim; ++i) outer *= x.sizes()[i];
+    for (int64_t i = dim + 1; i < x.dim(); ++i) inner *= x.sizes()[i];
+  }
+  if (outer * m * inner == 0) return;
+  Tensor oc = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
+  IndexChecker chk(device_of(out), "index_select");
+  by_element_size(x.element_size(), [&](auto tag) {
+    using W = typename decltype(tag)::type;
+    index_select_kernel<W><<<grid_for(outer * m * inner), kIndexThreads, 0, stream_of(out)>>>(
+        static_cast<const W*>(x.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
+        static_cast<W*>(oc.data_ptr()), outer, n, m, inner, chk.flag());
+    NABLA_KERNEL_CHECK("index_select_kernel");
+  });
+  chk.check(dim);
+  if (!oc.is_same(out)) device_copy(oc, out);
+}
+
+void index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Tensor& src_in) {
+  DeviceScope ds(out);
+  check<ValueError>(out.is_contiguous(), "index_add: destination must be contiguous");
+  Tensor index = contiguous(index_in), src = contiguous(src_in);
+  int64_t outer = 1, inner = 1, n = 1, m = index.numel();
+  if (out.dim() > 0) {
+    n = out.sizes()[dim];
+    for (int64_t i = 0; i < dim; ++i) outer *= out.sizes()[i];
+    for (int64_t i = dim + 1; i < out.dim(); ++i) inner *= out.sizes()[i];
+  }
+  if (outer * m * inner == 0) return;
+  IndexChecker chk(device_of(out), "index_add");
+  visit_cuda_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    index_add_kernel<T><<<grid_for(outer * m * inner), kIndexThreads, 0, stream_of(out)>>>(
+        static_cast<T*>(out.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
+        static_cast<const T*>(src.data_ptr()), outer, n, m, inner, chk.flag());
+    NABLA_KERNEL_CHECK("index_add_kernel");
+  });
+  chk.check(dim);
+}
+
+void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out) {
+  if (out.numel() == 0) return;
+  DeviceScope ds(out);
+  Tensor xv = x.dim() == 0 ? x : line_view(x, index, dim);
+  int64_t n = x.dim() == 0 ? 1 : x.sizes()[dim];
+  int64_t xs = x.dim() == 0 ? 0 : x.strides()[dim] * static_cast<int64_t>(x.element_size());
+  IterPlan plan = plan_iter({&out, &index, &xv});
+  IndexChecker chk(device_of(out), "gather");
+  by_element_size(x.element_size(), [&](auto tag) {
+    using W = typename decltype(tag)::type;
+    launch_elementwise<3>(plan, stream_of(out), GatherFn<W>{n, xs, chk.flag()});
+  });
+  chk.check(dim);
+}
+
+void scatter(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, bool accumulate) {
+  if (index.numel() == 0) return;
+  DeviceScope ds(out);
+  Tensor ov = out.dim() == 0 ? out : line_view(out, index, dim);
+  int64_t n = out.dim() == 0 ? 1 : out.sizes()[dim];
+  int64_t es = static_cast<int64_t>(out.element_size());
+  int64_t os = out.dim() == 0 ? 0 : out.strides()[dim] * es;
+  IterPlan plan = plan_iter({&index, &src, &ov});
+  cudaStream_t stream = stream_of(out);
+  IndexChecker chk(device_of(out), accumulate ? "scatter_add" : "scatter");
+  if (accumulate) {
+    visit_cuda_dtype(out.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      launch_elementwise<3>(plan, stream, ScatterAddFn<T>{n, os, chk.flag()});
+    });
+    chk.check(dim);
+    return;
+  }
+  // The destination's span in elements (strides are non-negative in nabla).
+  int64_t span = 1;
+  for (int64_t d = 0; d < out.dim(); ++d) span += (out.sizes()[d] - 1) * out.strides()[d];
+  Tensor winner = detail::make_empty({span}, DType::i64, out.device());
+  NABLA_CUDA_CHECK(cudaMemsetAsync(winner.data_ptr(), 0xff, static_cast<size_t>(span) * 8, stream));  // -1
+  const char* index_base = static_cast<const char*>(index.data_ptr());
+  const char* out_base = static_cast<const char*>(out.data_ptr());
+  auto* w = static_cast<long long*>(winner.data_ptr());
+  launch_elementwise<3>(plan, stream, ScatterClaimFn{n, os, es, index_base, out_base, w, chk.flag()});
+  chk.check(dim);
+  by_element_size(out.element_size(), [&](auto tag) {
+    using W = typename decltype(tag)::type;
+    launch_elementwise<3>(plan, stream, ScatterWriteFn<W>{n, os, es, index_base, out_base, w});
+  });
+}
+
+Tensor nonzero(const Tensor& x_in) {
+  DeviceScope ds(x_in);
+  Tensor x = contiguous(x_in);
+  int64_t n = x.numel(), nd = x.dim();
+  cudaStream_t stream = stream_of(x);
+  if (n == 0) return detail::make_empty({0, nd}, DType::i64, x.device());
+  int64_t nb = (n + kScanChunk - 1) / kScanChunk;
+  check<NotImplemented>(nb <= 0x7fffffff, "nonzero: tensor too large");
+  Tensor counts = detail::make_empty({nb + 1}, DType::i64, x.device());
+  auto* cp = static_cast<int64_t*>(counts.data_ptr());
+  Tensor sizes_dev = detail::make_empty({std::max<int64_t>(nd, 1)}, DType::i64, x.device());
+  if (nd > 0) {
+    std::vector<int64_t> sz(x.sizes().begin(), x.sizes().end());
+    NABLA_CUDA_CHECK(cudaMemcpyAsync(sizes_dev.data_ptr(), sz.data(), nd * sizeof(int64_t), cudaMemcpyHostToDevice,
+                                     stream));
+  }
+  int64_t total = 0;
+  Tensor out;
+  visit_cuda_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    count_nonzero_kernel<T><<<static_cast<unsigned>(nb), kScanThreads, 0, stream>>>(xp, n, cp);
+    NABLA_KERNEL_CHECK("count_nonzero_kernel");
+    exclusive_scan_kernel<<<1, 1024, 0, stream>>>(cp, nb);
+    NABLA_KERNEL_CHECK("exclusive_scan_kernel");
+    NABLA_CUDA_CHECK(cudaMemcpyAsync(&total, cp + nb, sizeof total, cudaMemcpyDeviceToHost, stream));
+    NABLA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    out = detail::make_empty({total, nd}, DType::i64, x.device());
+    if (total > 0 && nd > 0) {
+      write_nonzero_kernel<T><<<static_cast<unsigned>(nb), kScanThreads, 0, stream>>>(
+          xp, n, cp, static_cast<int64_t*>(out.data_ptr()), static_cast<int>(nd),
+          static_cast<const int64_t*>(sizes_dev.data_ptr()));
+      NABLA_KERNEL_CHECK("write_nonzero_kernel");
+    }
+  });
+  return out;
+}
+
+}  // namespace nabla::cuda

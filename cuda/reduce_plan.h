@@ -1,0 +1,113 @@
+// How a CUDA reduction is laid out on the GPU, in plain C++ (no CUDA headers) so that
+// tests/test_cuda_plan.cpp checks it on any machine.
+//
+// The kept dims and the reduced dims of x are each merged where memory allows (as the CPU does),
+// giving an output index space (kept) and a reduction index space (red), innermost first. Then:
+//   row mode    (the innermost reduced dim is contiguous): a row of threads (threadIdx.x) walks the
+//               reduction of one output, threadIdx.y picks the output: coalesced reads;
+//   column mode (otherwise): threadIdx.x picks the output, threadIdx.y strides over the reduction,
+//               e.g. a bias gradient sum over the batch, where neighbouring outputs are neighbours.
+// When there are too few outputs to fill the GPU, blockIdx.y splits the reduction into `splits`
+// chunks that write partial results, and a second pass (row mode over the partials) combines
+// them. Every choice depends only on the shapes and the SM count, and every combination happens
+// in a fixed order, so results are reproducible run to run.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "core/error.h"
+#include "core/shape.h"
+#include "cuda/iter.h"
+
+namespace nabla::cuda {
+
+struct ReduceDims {
+  SmallVector<int64_t, 6> size, xstride, ostride;  // outer to inner
+};
+
+// Merges adjacent dims (outer, inner order) contiguous with each other in both strides.
+inline ReduceDims coalesce_dims(const ReduceDims& d) {
+  ReduceDims r;
+  for (size_t i = 0; i < d.size.size(); ++i) {
+    if (d.size[i] == 1) continue;
+    if (!r.size.empty() && r.xstride.back() == d.xstride[i] * d.size[i] &&
+        r.ostride.back() == d.ostride[i] * d.size[i]) {
+      r.size.back() *= d.size[i];
+      r.xstride.back() = d.xstride[i];
+      r.ostride.back() = d.ostride[i];
+      continue;
+    }
+    r.size.push_back(d.size[i]);
+    r.xstride.push_back(d.xstride[i]);
+    r.ostride.push_back(d.ostride[i]);
+  }
+  return r;
+}
+
+struct ReducePlan {
+  ReduceDims kept, red;  // coalesced, outer to inner; strides in elements
+  int64_t nout = 1, nred = 1;
+  bool row_mode = true;
+  int bx = 32, by = 1;       // block shape
+  int64_t grid_x = 1;        // blocks over outputs
+  int64_t splits = 1;        // blocks over the reduction (gridDim.y)
+  int64_t chunk = 1;         // reduction elements per split
+};
+
+// x: sizes/strides (elements); out: keepdim strides; mask: reduced dims; sms: the GPU's SM count.
+inline ReducePlan plan_reduce(IntArrayRef sizes, IntArrayRef xstrides, IntArrayRef ostrides,
+                              const std::vector<bool>& mask, int sms) {
+  ReducePlan p;
+  ReduceDims kept, red;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    ReduceDims& t = mask[d] ? red : kept;
+    t.size.push_back(sizes[d]);
+    t.xstride.push_back(xstrides[d]);
+    t.ostride.push_back(mask[d] ? 0 : ostrides[d]);
+  }
+  p.kept = coalesce_dims(kept);
+  p.red = coalesce_dims(red);
+  for (int64_t s : p.kept.size) p.nout *= s;
+  for (int64_t s : p.red.size) p.nred *= s;
+  check<NotImplemented>(p.nout <= kMax32 && p.nred <= kMax32, "CUDA reductions: more than 2^31 outputs or ",
+                        "elements per output are not supported yet (shape ", sizes, ")");
+  check<NotImplemented>(p.kept.size.size() <= static_cast<size_t>(kMaxIterDims) &&
+                            p.red.size.size() <= static_cast<size_t>(kMaxIterDims),
+                        "CUDA reductions: too many non-mergeable dims (shape ", sizes, "); make x contiguous first");
+  const int64_t nred = p.nred, nout = p.nout;
+  p.row_mode = !p.red.size.empty() && p.red.xstride.back() == 1 && nred >= 32;
+  if (p.row_mode) {
+    int64_t bx = 32;
+    while (bx < nred && bx < 512) bx *= 2;
+    p.bx = static_cast<int>(bx);
+    p.by = static_cast<int>(std::min<int64_t>(std::max<int64_t>(512 / bx, 1), std::max<int64_t>(nout, 1)));
+    // by must keep bx * by <= 512; a power of two no larger than the number of outputs.
+    int by = 1;
+    while (by * 2 <= p.by) by *= 2;
+    p.by = by;
+    p.grid_x = (nout + p.by - 1) / p.by;
+  } else {
+    int64_t bx = 32;
+    while (bx < nout && bx < 256) bx *= 2;
+    p.bx = static_cast<int>(bx);
+    int64_t by = 1;
+    while (by * 2 <= 512 / bx && by * 16 < nred) by *= 2;
+    p.by = static_cast<int>(by);
+    p.grid_x = (nout + p.bx - 1) / p.bx;
+  }
+  // Split the reduction over more blocks when the outputs alone leave the GPU mostly idle and each
+  // thread would otherwise loop over many elements.
+  int64_t lanes = p.row_mode ? p.bx : p.by;  // threads sharing one output's reduction
+  int64_t target_blocks = 4 * static_cast<int64_t>(std::max(sms, 1));
+  if (p.grid_x < target_blocks && nred >= lanes * 64) {
+    int64_t want = (target_blocks + p.grid_x - 1) / p.grid_x;
+    int64_t most = nred / (lanes * 16);  // at least 16 elements per thread
+    p.splits = std::clamp<int64_t>(std::min(want, most), 1, 65535);
+  }
+  p.chunk = (nred + p.splits - 1) / p.splits;
+  return p;
+}
+
+}  // namespace nabla::cuda

@@ -1,0 +1,187 @@
+// The host-side planning of the CUDA kernels (cuda/iter.h, cuda/reduce_plan.h, cuda/gemm_plan.h):
+// plain C++, so these tests run on every machine, with or without a GPU or a CUDA build. They pin
+// down the index arithmetic the kernels rely on.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "cuda/gemm_plan.h"
+#include "cuda/iter.h"
+#include "cuda/reduce_plan.h"
+#include "core/impl.h"
+#include "nabla.h"
+
+namespace nabla::cuda {
+namespace {
+
+TEST(CudaPlan, int_divider_matches_division) {
+  std::mt19937 rng(7);
+  std::vector<uint32_t> divisors = {1, 2, 3, 5, 7, 10, 31, 32, 33, 255, 256, 1000, 65535, 65536, 1u << 20,
+                                    (1u << 31) - 1, 1u << 31};
+  for (int i = 0; i < 200; ++i) divisors.push_back(1 + rng() % 100000);
+  for (uint32_t d : divisors) {
+    IntDivider div(d);
+    std::vector<uint32_t> ns = {0, 1, d - 1, d, d + 1, 2 * d - 1, (1u << 31) - 1, (1u << 31) - 2};
+    for (int i = 0; i < 200; ++i) ns.push_back(rng() % (1u << 31));
+    for (uint32_t n : ns) {
+      if (n >= (1u << 31)) continue;
+      ASSERT_EQ(div.div(n), n / d) << n << " / " << d;
+    }
+  }
+}
+
+// Visits every element of a plan the way the kernel does (Iter::pointers) and returns the byte
+// offsets of operand k, in kernel order.
+std::vector<int64_t> offsets(const IterPlan& plan, int k) {
+  std::vector<int64_t> out;
+  split_32bit(plan, [&](const IterPlan& piece) {
+    Iter<2> it = make_iter<2>(piece);
+    for (int64_t i = 0; i < piece.numel; ++i) {
+      char* p[2];
+      it.pointers(static_cast<uint32_t>(i), p);
+      out.push_back(reinterpret_cast<intptr_t>(p[k]));
+    }
+  });
+  return out;
+}
+
+TEST(CudaPlan, contiguous_tensors_become_one_dim) {
+  Tensor a = zeros({4, 5, 6}), b = zeros({4, 5, 6});
+  IterPlan p = plan_iter({&a, &b});
+  ASSERT_EQ(p.sizes.size(), 1u);
+  EXPECT_EQ(p.sizes[0], 120);
+  EXPECT_EQ(p.strides[0][0], 4);
+  EXPECT_EQ(p.strides[0][1], 4);
+}
+
+TEST(CudaPlan, strided_iteration_visits_every_element_once) {
+  // out contiguous (3, 4, 5); in = a permuted view: every out element must pair with the in element
+  // of the same logical index.
+  Tensor base = arange(60, kFloat32).view({5, 3, 4});
+  Tensor in = base.permute({1, 2, 0});  // (3, 4, 5), strides (4, 1, 12)
+  Tensor out = zeros({3, 4, 5});
+  IterPlan p = plan_iter({&out, &in});
+  std::vector<int64_t> o = offsets(p, 0);
+  std::vector<int64_t> s = offsets(p, 1);
+  ASSERT_EQ(o.size(), 60u);
+  intptr_t ob = reinterpret_cast<intptr_t>(out.data_ptr());
+  intptr_t ib = reinterpret_cast<intptr_t>(in.data_ptr());
+  std::vector<int> seen(60, 0);
+  for (size_t e = 0; e < o.size(); ++e) {
+    int64_t oe = (o[e] - ob) / 4;
+    ASSERT_GE(oe, 0);
+    ASSERT_LT(oe, 60);
+    ++seen[oe];
+    int64_t i = oe / 20, j = (oe / 5) % 4, k = oe % 5;
+    int64_t want = (i * 4 + j * 1 + k * 12) * 4;
+    EXPECT_EQ(s[e] - ib, want);
+  }
+  for (int v : seen) EXPECT_EQ(v, 1);
+}
+
+TEST(CudaPlan, broadcast_operand_has_stride_zero_and_by_value_operands_no_pointer) {
+  Tensor out = zeros({3, 4});
+  Tensor row = zeros({4}).expand({3, 4});
+  IterPlan p = plan_iter({&out, &row});
+  ASSERT_EQ(p.sizes.size(), 2u);
+  EXPECT_EQ(p.strides[1][1], 0);  // the outer (row) dim of the broadcast operand
+  EXPECT_EQ(p.strides[0][1], 4);
+  EXPECT_EQ(p.numel, 12);
+  // A wrapped number (passed to the kernel by value): no pointer, stride 0 everywhere, and the
+  // output alone decides the layout (one merged dim).
+  Tensor number = detail::broadcast_view(scalar_tensor(2.0), out.sizes());
+  IterPlan q = plan_iter({&out, &number}, 0b10);
+  ASSERT_EQ(q.sizes.size(), 1u);
+  EXPECT_EQ(q.base[1], nullptr);
+  EXPECT_EQ(q.strides[0][1], 0);
+}
+
+TEST(CudaPlan, split_32bit_covers_everything_in_order) {
+  IterPlan p;
+  p.nops = 1;
+  p.sizes = {int64_t(1) << 20, 5000};  // 5.2e9 elements, innermost first
+  p.strides.push_back({1, 0, 0, 0});
+  p.strides.push_back({int64_t(1) << 20, 0, 0, 0});
+  p.numel = (int64_t(1) << 20) * 5000;
+  p.base[0] = reinterpret_cast<char*>(4096);
+  int64_t total = 0, expect_base = 4096;
+  split_32bit(p, [&](const IterPlan& piece) {
+    EXPECT_LE(piece.numel, kMax32);
+    EXPECT_EQ(reinterpret_cast<int64_t>(piece.base[0]), expect_base);
+    expect_base += piece.numel;  // stride 1 byte per element, contiguous
+    total += piece.numel;
+  });
+  EXPECT_EQ(total, p.numel);
+}
+
+TEST(CudaPlan, reduce_rows_and_columns) {
+  // Sum over the last (contiguous) dim: row mode.
+  ReducePlan r = plan_reduce(IntArrayRef({64, 1000}), IntArrayRef({1000, 1}), IntArrayRef({1, 1}), {false, true}, 132);
+  EXPECT_TRUE(r.row_mode);
+  EXPECT_EQ(r.nout, 64);
+  EXPECT_EQ(r.nred, 1000);
+  EXPECT_EQ(r.bx % 32, 0);
+  EXPECT_LE(r.bx * r.by, 512);
+  EXPECT_EQ(r.grid_x * r.by >= r.nout, true);
+  // Sum over the batch dim (a bias gradient): column mode.
+  ReducePlan c = plan_reduce(IntArrayRef({1000, 64}), IntArrayRef({64, 1}), IntArrayRef({64, 1}), {true, false}, 132);
+  EXPECT_FALSE(c.row_mode);
+  EXPECT_EQ(c.nout, 64);
+  EXPECT_GE(c.grid_x * c.bx, c.nout);
+  EXPECT_LE(c.bx * c.by, 512);
+}
+
+TEST(CudaPlan, full_reduction_splits_and_chunks_cover_the_input) {
+  ReducePlan p = plan_reduce(IntArrayRef({1 << 24}), IntArrayRef({1}), IntArrayRef({1}), {true}, 132);
+  EXPECT_TRUE(p.row_mode);
+  EXPECT_EQ(p.nout, 1);
+  EXPECT_GT(p.splits, 1);
+  EXPECT_LE(p.splits, 65535);
+  EXPECT_GE(p.chunk * p.splits, p.nred);
+  EXPECT_LT(p.chunk * (p.splits - 1), p.nred);  // no empty split
+}
+
+TEST(CudaPlan, reduce_merges_contiguous_dims) {
+  // (2, 3, 4, 5) contiguous, reduce dims {1, 2}: the reduced dims merge into one of 12.
+  ReducePlan p = plan_reduce(IntArrayRef({2, 3, 4, 5}), IntArrayRef({60, 20, 5, 1}), IntArrayRef({5, 5, 5, 1}),
+                             {false, true, true, false}, 132);
+  ASSERT_EQ(p.red.size.size(), 1u);
+  EXPECT_EQ(p.red.size[0], 12);
+  EXPECT_EQ(p.red.xstride[0], 5);
+  EXPECT_EQ(p.nout, 10);
+  EXPECT_FALSE(p.row_mode);  // the reduced dim is strided
+}
+
+TEST(CudaPlan, gemm_operands_without_copies) {
+  // Row-major A (3 x 4): its transpose is column-major, op N with ld 4.
+  GemmOperand a = transposed_operand(3, 4, 4, 1);
+  EXPECT_TRUE(a.ok);
+  EXPECT_FALSE(a.trans);
+  EXPECT_EQ(a.ld, 4);
+  // A transposed view of a row-major (4 x 3) matrix: strides (1, 3) -> op T with ld 3.
+  GemmOperand t = transposed_operand(3, 4, 1, 3);
+  EXPECT_TRUE(t.ok);
+  EXPECT_TRUE(t.trans);
+  EXPECT_EQ(t.ld, 3);
+  // A slice with row stride 10 of a wider matrix is fine (ld 10 >= 4).
+  EXPECT_TRUE(transposed_operand(3, 4, 10, 1).ok);
+  // Every other column: needs a copy.
+  EXPECT_FALSE(transposed_operand(3, 4, 8, 2).ok);
+  // Broadcast rows (stride 0): needs a copy.
+  EXPECT_FALSE(transposed_operand(3, 4, 0, 1).ok);
+  // Vectors: strides of size-1 dims do not matter.
+  EXPECT_TRUE(transposed_operand(1, 5, 123, 1).ok);
+  EXPECT_TRUE(transposed_operand(5, 1, 7, 99).ok);
+  GemmOperand strided_row = transposed_operand(1, 5, 0, 5);  // one row, every 5th element
+  EXPECT_TRUE(strided_row.ok);
+  EXPECT_TRUE(strided_row.trans);
+  EXPECT_EQ(strided_row.ld, 5);
+  EXPECT_FALSE(transposed_operand(5, 1, 0, 1).ok);  // a broadcast column
+  // Output: row-major only.
+  EXPECT_TRUE(output_operand(3, 4, 4, 1).ok);
+  EXPECT_FALSE(output_operand(3, 4, 1, 3).ok);
+  EXPECT_TRUE(output_operand(1, 4, 0, 1).ok);
+}
+
+}  // namespace
+}  // namespace nabla::cuda
