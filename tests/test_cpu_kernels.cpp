@@ -103,3 +103,12 @@ TEST(CpuKernels, GemmTileEdgesMatchFloat64) {
       }
   }
 }
+
+TEST(CpuKernels, ReducingOnlySizeOneDimsCopiesTheInput) {
+  // Regression: a reduction whose reduced dims all have size 1 read past its dim list.
+  Tensor x = arange(6, kFloat32).view({2, 1, 3});
+  EXPECT_TRUE(equal(x.sum({1}), x.view({2, 3})));
+  EXPECT_TRUE(equal(x.sum({1}, true), x));
+  EXPECT_TRUE(equal(x.amax({1}), x.view({2, 3})));
+  EXPECT_TRUE(equal(x.sum({0, 1}), tensor({3.f, 5.f, 7.f})));
+}

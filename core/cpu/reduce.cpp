@@ -142,6 +142,11 @@ void reduce_typed(const Tensor& x, const detail::DimMask& mask, const Tensor& ou
   }
   coalesce(kept);
   coalesce(red);
+  if (red.size.empty()) {  // only size-1 dims reduced: each output is one element
+    red.size.push_back(1);
+    red.xstride.push_back(0);
+    red.ostride.push_back(0);
+  }
   int64_t nout = 1, nred = 1;
   for (int64_t s : kept.size) nout *= s;
   for (int64_t s : red.size) nred *= s;
