@@ -466,6 +466,54 @@ PoolGeom pool_geom(const Tensor& x, const Tensor& y) {
 }
 }  // namespace
 
+namespace {
+// One output row of a 2x2/stride-2 max pool: values and flat indices (within the plane) of the
+// first maximum of each window, NaN winning. Returns how many outputs it wrote: the whole row, or
+// 0 when the CPU has no AVX-512 (the caller then does it).
+#ifdef NABLA_GEMM_AVX2
+NABLA_DC_AVX512 int64_t maxpool2x2_row_avx512(const float* r0, const float* r1, int64_t W, int64_t Wo, int64_t rbase,
+                                             float* yr, int64_t* ir) {
+  if (std::string_view(gemm_detail::kernel_spec<float>().name) != "avx512") return 0;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const __m512i lane2 = _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1);
+  int64_t ow = 0;
+  for (; ow < Wo; ow += 16) {
+    const int64_t n = std::min<int64_t>(16, Wo - ow), c = 2 * ow;  // n outputs read 2n inputs per row
+    const __mmask16 in_lo = n >= 8 ? __mmask16(0xFFFF) : __mmask16((1u << (2 * n)) - 1);
+    const __mmask16 in_hi = n > 8 ? __mmask16((1u << (2 * n - 16)) - 1) : __mmask16(0);
+    __m512 lo0 = _mm512_maskz_loadu_ps(in_lo, r0 + c), hi0 = _mm512_maskz_loadu_ps(in_hi, r0 + c + 16);
+    __m512 lo1 = _mm512_maskz_loadu_ps(in_lo, r1 + c), hi1 = _mm512_maskz_loadu_ps(in_hi, r1 + c + 16);
+    __m512 cand[4] = {_mm512_permutex2var_ps(lo0, even, hi0), _mm512_permutex2var_ps(lo0, odd, hi0),
+                      _mm512_permutex2var_ps(lo1, even, hi1), _mm512_permutex2var_ps(lo1, odd, hi1)};
+    const int32_t offs[4] = {0, 1, static_cast<int32_t>(W), static_cast<int32_t>(W + 1)};
+    __m512 best = cand[0];
+    __m512i bi = _mm512_setzero_si512();
+    for (int k = 1; k < 4; ++k) {
+      __mmask16 gt = _mm512_cmp_ps_mask(cand[k], best, _CMP_GT_OQ);
+      __mmask16 nan_new = _mm512_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q);
+      __mmask16 best_ok = _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q);
+      __mmask16 take = gt | (nan_new & best_ok);
+      best = _mm512_mask_blend_ps(take, best, cand[k]);
+      bi = _mm512_mask_blend_epi32(take, bi, _mm512_set1_epi32(offs[k]));
+    }
+    const __mmask16 out = n == 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+    _mm512_mask_storeu_ps(yr + ow, out, best);
+    // flat index = rbase + 2 * (ow + lane) + offset
+    __m512i idx32 = _mm512_add_epi32(_mm512_add_epi32(bi, lane2), _mm512_set1_epi32(static_cast<int32_t>(c)));
+    __m512i base = _mm512_set1_epi64(rbase);
+    _mm512_mask_storeu_epi64(ir + ow, static_cast<__mmask8>(out & 0xFF),
+                             _mm512_add_epi64(base, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(idx32))));
+    _mm512_mask_storeu_epi64(ir + ow + 8, static_cast<__mmask8>(out >> 8),
+                             _mm512_add_epi64(base, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(idx32, 1))));
+  }
+  return Wo;
+}
+#else
+int64_t maxpool2x2_row_avx512(const float*, const float*, int64_t, int64_t, int64_t, float*, int64_t*) { return 0; }
+#endif
+}  // namespace
+
 void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, const Tensor& indices) {
   Tensor x = contig(x_in);
   PoolGeom g = pool_geom(x, out);
@@ -495,22 +543,31 @@ void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, co
           for (int64_t oh = 0; oh < g.Ho; ++oh) {
             const T* r0 = xpl + (2 * oh) * g.W;
             const T* r1 = r0 + g.W;
-            for (int64_t ow = 0; ow < g.Wo; ++ow) {
-              int64_t c = 2 * ow;
-              const int64_t base = 2 * oh * g.W + c;
+            T* yr = ypl + oh * g.Wo;
+            int64_t* ir = ipl + oh * g.Wo;
+            const int64_t rbase = 2 * oh * g.W;
+            int64_t ow0 = 0;
+            if constexpr (std::is_same_v<T, float>)
+              if (g.W < (int64_t(1) << 30)) ow0 = maxpool2x2_row_avx512(r0, r1, g.W, g.Wo, rbase, yr, ir);
+            // A later value wins if it is larger, or NaN while the best is not.
+            for (int64_t ow = ow0; ow < g.Wo; ++ow) {
+              const int64_t c = 2 * ow;
               T best = r0[c];
-              int64_t bi = base;
-              auto take = [&](T v, int64_t idx) {
-                if (v > best || (v != v && best == best)) {
-                  best = v;
-                  bi = idx;
-                }
-              };
-              take(r0[c + 1], base + 1);
-              take(r1[c], base + g.W);
-              take(r1[c + 1], base + g.W + 1);
-              ypl[oh * g.Wo + ow] = best;
-              ipl[oh * g.Wo + ow] = bi;
+              int64_t bi = c;
+              T v = r0[c + 1];
+              bool t = (v > best) | ((v != v) & (best == best));
+              best = t ? v : best;
+              bi = t ? c + 1 : bi;
+              v = r1[c];
+              t = (v > best) | ((v != v) & (best == best));
+              best = t ? v : best;
+              bi = t ? c + g.W : bi;
+              v = r1[c + 1];
+              t = (v > best) | ((v != v) & (best == best));
+              best = t ? v : best;
+              bi = t ? c + g.W + 1 : bi;
+              yr[ow] = best;
+              ir[ow] = rbase + bi;
             }
           }
           continue;

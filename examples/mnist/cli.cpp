@@ -143,7 +143,7 @@ std::string Cli::help() const {
     if (!s.is_flag && !s.default_value.empty()) os << " (default: " << s.default_value << ")";
     os << "\n";
   }
-  os << "  -h, --help                show this help\n";
+  os << "  -h, --help" << std::string(14, ' ') << "show this help\n";
   if (!pos_metavar_.empty()) os << "\n" << pos_metavar_ << ": " << pos_help_ << "\n";
   if (!examples_.empty()) {
     os << "\nexamples:\n";

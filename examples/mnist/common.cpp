@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "core/backend.h"
+
 namespace mnist {
 
 using namespace nabla;

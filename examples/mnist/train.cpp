@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli.h"
+#include "core/io.h"
 #include "common.h"
 #include "progress.h"
 
@@ -91,7 +92,7 @@ Schedule make_scheduler(const Settings& s, optim::Optimizer& opt, int64_t epochs
   if (s.scheduler == "cosine")
     return {std::make_unique<optim::CosineAnnealingLR>(opt, epochs * steps_per_epoch), true};
   if (s.scheduler == "onecycle")
-    return {std::make_unique<optim::OneCycleLR>(opt, optim::OneCycleOptions{.max_lr = s.lr, .total_steps = epochs * steps_per_epoch}),
+    return {std::make_unique<optim::OneCycleLR>(opt, s.lr, optim::OneCycleOptions{.total_steps = epochs * steps_per_epoch}),
             true};
   throw UsageError("unknown scheduler '" + s.scheduler + "'");
 }
@@ -100,7 +101,7 @@ struct EvalResult {
   double loss = 0, accuracy = 0;
 };
 
-EvalResult evaluate(nn::Module& model, bool log_probs, const data::Dataset& test_set, Device device) {
+EvalResult evaluate(nn::Module& model, bool log_probs, const data::DatasetPtr& test_set, Device device) {
   autograd::InferenceMode guard;
   model.eval();
   double loss = 0;
@@ -240,7 +241,7 @@ int cmd_train(int argc, char** argv) {
   }
 
   // ---- the header ---------------------------------------------------------------------------------
-  if (!quiet || true) {
+  {
     std::string sched_desc = s.scheduler == "none"   ? "constant lr"
                              : s.scheduler == "step" || s.scheduler == "exponential"
                                  ? "lr x" + json_number(s.gamma) + " per epoch"
@@ -328,7 +329,7 @@ int cmd_train(int argc, char** argv) {
     partial_loss = 0;
     partial_correct = partial_seen = 0;
     partial_seconds = 0;
-    last = evaluate(model, m.outputs_log_probs, *test_set, device);
+    last = evaluate(model, m.outputs_log_probs, test_set, device);
     std::printf("epoch %lld/%lld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %s  %s img/s\n",
                 static_cast<long long>(epoch + 1), static_cast<long long>(epochs), train_loss, train_acc * 100,
                 last.loss, last.accuracy * 100, format_duration(epoch_seconds).c_str(),
