@@ -91,8 +91,8 @@ class Backend {
   // variance, writes them as save_mean and save_invstd = 1 / sqrt(var + eps) (C), and updates
   // running_mean/running_var in place when defined (running = (1 - momentum) * running +
   // momentum * batch statistic, with the unbiased variance); otherwise normalizes with the running
-  // statistics. Only where has_fused_batch_norm() says so: elsewhere (the CPU) the front-end
-  // composes batch norm from Tensor ops.
+  // statistics. Only where has_fused_batch_norm() says so: elsewhere the front-end composes batch
+  // norm from Tensor ops.
   virtual bool has_fused_batch_norm(const Tensor& x, double eps) const { return false; }
   virtual void batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                           const Tensor& running_var, bool training, double momentum, double eps, const Tensor& out,

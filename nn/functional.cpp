@@ -100,45 +100,8 @@ Tensor normalize_over(const Tensor& x, IntArrayRef dims, double eps) {
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
-  check<ShapeError>(x.dim() >= 2, "batch_norm: expected input (N, C, *) with at least 2 dims, got ", x.sizes());
-  int64_t c = x.size(1);
-  auto check_c = [&](const Tensor& t, const char* what) {
-    if (t.defined())
-      check<ShapeError>(t.dim() == 1 && t.size(0) == c, "batch_norm: ", what, " must have shape [", c,
-                        "] for input of shape ", x.sizes(), ", got ", t.sizes());
-  };
-  check_c(running_mean, "running_mean");
-  check_c(running_var, "running_var");
-  check_c(weight, "weight");
-  check_c(bias, "bias");
-  Shape cs = channel_shape(x.dim(), c);
-  if (!training) {
-    check<ValueError>(running_mean.defined() && running_var.defined(),
-                      "batch_norm: evaluation mode needs running_mean and running_var");
-    Tensor rm = running_mean.view(cs), rv = running_var.view(cs);
-    return affine((x - rm) * rsqrt(rv + eps), weight, bias, cs);
-  }
-  int64_t count = x.numel() / std::max<int64_t>(c, 1);
-  check<ValueError>(count > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
-                    x.sizes());
-  Shape dims;
-  for (int64_t d = 0; d < x.dim(); ++d)
-    if (d != 1) dims.push_back(d);
-  Tensor mean, var;
-  Tensor y = normalize_impl(x, dims, eps, &mean, &var);
-  if (running_mean.defined() || running_var.defined()) {
-    autograd::NoGradGuard ng;
-    if (running_mean.defined()) {
-      Tensor rm = running_mean;
-      rm.mul_(1 - momentum).add_(mean.view({c}).to(rm.dtype()), momentum);
-    }
-    if (running_var.defined()) {
-      Tensor rv = running_var;
-      double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
-      rv.mul_(1 - momentum).add_(var.view({c}).to(rv.dtype()), momentum * unbias);
-    }
-  }
-  return affine(y, weight, bias, cs);
+  // The core op: fused kernels on the CPU and through cuDNN, Tensor ops for higher derivatives.
+  return nabla::batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
 }
 
 Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& weight, const Tensor& bias,

@@ -76,6 +76,15 @@ class CpuBackend final : public Backend {
   void conv2d_weight_grad(const Tensor& x, const Tensor& gy, const Conv2dParams& p, const Tensor& gw) override {
     cpu::NABLA_CPU_ISA::conv2d_weight_grad(x, gy, p, gw);
   }
+  bool has_fused_batch_norm(const Tensor& x, double) const override { return cpu::NABLA_CPU_ISA::has_fused_batch_norm(x); }
+  void batch_norm(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rm, const Tensor& rv, bool training,
+                  double momentum, double eps, const Tensor& out, const Tensor& sm, const Tensor& si) override {
+    cpu::NABLA_CPU_ISA::batch_norm(x, w, b, rm, rv, training, momentum, eps, out, sm, si);
+  }
+  void batch_norm_backward(const Tensor& g, const Tensor& x, const Tensor& w, const Tensor& sm, const Tensor& si,
+                           double eps, const Tensor& gx, const Tensor& gw, const Tensor& gb) override {
+    cpu::NABLA_CPU_ISA::batch_norm_backward(g, x, w, sm, si, eps, gx, gw, gb);
+  }
   void max_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out, const Tensor& idx) override {
     cpu::NABLA_CPU_ISA::max_pool2d(x, p, out, idx);
   }

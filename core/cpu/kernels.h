@@ -48,6 +48,12 @@ void dgemm(int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64
 void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p, const Tensor& out);
 void conv2d_input_grad(const Tensor& gy, const Tensor& w, const Conv2dParams& p, const Tensor& gx);
 void conv2d_weight_grad(const Tensor& x, const Tensor& gy, const Conv2dParams& p, const Tensor& gw);
+bool has_fused_batch_norm(const Tensor& x);
+void batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                const Tensor& running_var, bool training, double momentum, double eps, const Tensor& out,
+                const Tensor& save_mean, const Tensor& save_invstd);
+void batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& save_mean,
+                         const Tensor& save_invstd, double eps, const Tensor& gx, const Tensor& gw, const Tensor& gb);
 void max_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out, const Tensor& indices);
 void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& gx);
 void avg_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out);
