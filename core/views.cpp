@@ -20,12 +20,15 @@ namespace {
 
 using ViewFn = std::function<Tensor(const Tensor&)>;
 
-// Creates a view of x with a new layout, remembering the base for autograd's in-place checks.
+// Creates a view of x with a new layout, remembering the base (and the base's history at this
+// point) for autograd's in-place checks: writes into views, and views whose base was later
+// modified in place with autograd recording it.
 Tensor make_view_of(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
   Tensor v = detail::make_view(x, std::move(sizes), std::move(strides), offset);
   TensorImpl* xi = x.impl();
-  if (xi->requires_grad || xi->grad_fn || xi->view_base)
-    v.impl()->view_base = xi->view_base ? xi->view_base : x.impl_ptr();
+  TensorImpl* vi = v.impl();
+  vi->view_base = xi->view_base ? xi->view_base : x.impl_ptr();
+  vi->view_base_grad_fn = vi->view_base->grad_fn.get();
   return v;
 }
 
