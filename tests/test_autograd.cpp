@@ -325,6 +325,37 @@ TEST(InPlaceAutograd, LeafThatRequiresGrad) {
   EXPECT_TRUE(tensor_is(x, {2}, {0, 1}));
 }
 
+TEST(InPlaceAutograd, UnsupportedViewWritesAreReportedNotSilentlyWrong) {
+  // Writing a tensor that requires grad into a view of one that does not: PyTorch would make the
+  // base part of the graph (CopySlices); nabla does not support that yet and must not drop the
+  // gradient silently.
+  Tensor x = leaf({1, 2}, {2});
+  Tensor z = zeros({3}, kFloat64);
+  EXPECT_TRUE(throws_with<NotImplemented>([&] { z.index_put_({Slice(0, 2)}, x); }, {"copy_", "view"}));
+  EXPECT_THROW(z.slice(0, 1).copy_(x), NotImplemented);
+  EXPECT_THROW(z.slice(0, 1).add_(x), NotImplemented);
+  EXPECT_NO_THROW(z.slice(0, 1).copy_(x.detach()));  // no gradient involved: fine
+  // A view made before its base was modified in place holds stale history.
+  Tensor y = x * 2;
+  Tensor v = y[0];
+  Tensor w = y.view({2, 1});
+  y.mul_(3);
+  EXPECT_TRUE(throws_with<NotImplemented>([&] { v.sum().backward(); }, {"view", "in-place", "CopyBackwards"}));
+  EXPECT_THROW(w * 2, NotImplemented);
+  // Re-created from the modified base, views are fine.
+  y[0].sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {6, 0}));
+  // Modifying the base without recording (as an optimizer does) keeps views usable.
+  Tensor p = leaf({1, 2}, {2});
+  Tensor pt = p.view({1, 2});
+  {
+    autograd::NoGradGuard ng;
+    p.mul_(2);
+  }
+  (pt * 3).sum().backward();
+  EXPECT_TRUE(tensor_is(p.grad(), {2}, {3, 3}));
+}
+
 // ---- autograd::grad ------------------------------------------------------------------------------
 TEST(GradFunction, ReturnsGradientsWithoutTouchingDotGrad) {
   Tensor x = leaf({1, 2}, {2}), y = leaf({3, 4}, {2});
