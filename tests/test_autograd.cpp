@@ -547,6 +547,37 @@ TEST(CustomFunction, MarkNonDifferentiableAndNeedsInputGrad) {
   EXPECT_FALSE(r2.requires_grad());
 }
 
+struct ScaleGrad : autograd::Function<ScaleGrad> {
+  // Returns its input unchanged; backward scales the gradient by 10.
+  static Tensor forward(autograd::Context&, const Tensor& x) { return x; }
+  static GradList backward(autograd::Context&, GradList g) { return {g[0] * 10}; }
+};
+
+struct DoubleFirst : autograd::Function<DoubleFirst> {
+  // (2a, b): the second output is the second input itself.
+  static std::tuple<Tensor, Tensor> forward(autograd::Context&, const Tensor& a, const Tensor& b) { return {a * 2, b}; }
+  static GradList backward(autograd::Context&, GradList g) { return {g[0] * 2, g[1]}; }
+};
+
+TEST(CustomFunction, ReturningAnInputLeavesTheInputsHistoryAlone) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = ScaleGrad::apply(x);
+  EXPECT_TRUE(x.is_leaf());  // still a leaf: the output is an alias
+  EXPECT_FALSE(y.is_same(x));
+  EXPECT_EQ(y.data_ptr(), x.data_ptr());
+  EXPECT_STREQ(y.grad_fn()->name(), "ScaleGradBackward");
+  y.sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {10, 10}));
+  (x * 1).sum().backward();  // x's own uses do not go through ScaleGradBackward
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {11, 11}));
+  Tensor n = f64({3}, {1});  // an input that needs no grad keeps having no history
+  auto [r, m] = DoubleFirst::apply(x, n);
+  EXPECT_FALSE(n.requires_grad());
+  EXPECT_EQ(n.grad_fn(), nullptr);
+  EXPECT_TRUE(m.requires_grad());
+  EXPECT_TRUE(tensor_is(m, {1}, {3}));
+}
+
 TEST(CustomFunction, SavedTensorModifiedInPlaceIsReported) {
   Tensor x = leaf({1, 2}, {2});
   Tensor h = x * 1;
