@@ -385,8 +385,12 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, Scalar alpha = 1
   if (!grad && dt == self.dtype() && !self.impl()->is_wrapped_number) {
     Device dev = detail::output_device(name, self, other);
     check<DeviceError>(dev == self.device(), name, "_: cannot write a result on ", dev, " into a tensor on ", self.device());
-    Tensor oc = detail::prepare_operand(other, dt, dev);
-    backend_for(dev).binary(op, self, detail::broadcast_view(oc, shape), self, alpha);
+    Tensor oc = detail::broadcast_view(detail::prepare_operand(other, dt, dev), shape);
+    if (detail::partial_overlap(self, oc)) {  // e.g. x[1:] += x[:-1]: read a copy of the old values
+      autograd::NoGradGuard ng;
+      oc = oc.clone();
+    }
+    backend_for(dev).binary(op, self, oc, self, alpha);
     detail::bump_version(self);
     return self;
   }
