@@ -2,6 +2,7 @@
 #include "core/tensor.h"
 
 #include <cmath>
+#include <limits>
 
 #include "core/impl.h"
 
@@ -35,6 +36,8 @@ Tensor make_empty(IntArrayRef shape, DType dtype, Device device, bool pinned) {
   impl->numel = shape_numel(shape, "empty");
   impl->dtype = dtype;
   impl->is_contiguous = true;
+  check<ShapeError>(impl->numel <= std::numeric_limits<int64_t>::max() / static_cast<int64_t>(element_size(dtype)),
+                    "empty: shape ", shape, " of ", dtype, " has too many bytes");
   size_t nbytes = static_cast<size_t>(impl->numel) * element_size(dtype);
   if (pinned && device.is_cpu() && has_backend(DeviceType::cuda)) {
     // Page-locked host memory comes from the CUDA backend's host allocator.
