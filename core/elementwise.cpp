@@ -265,6 +265,10 @@ Tensor grad_for(const Tensor& g, const Shape& shape, DType dtype) {
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha = 1) {
   check<ValueError>(a.defined() && b.defined(), op_name(op), ": input tensor is undefined");
   DType dt = detail::compute_dtype(op, a, b);
+  if ((op == BinaryOp::remainder || op == BinaryOp::floor_divide) && is_integral(dt) && b.numel() > 0) {
+    autograd::NoGradGuard ng;
+    check<ValueError>(!any(eq(b, 0)).item<bool>(), op_name(op), ": integer division by zero");
+  }
   Tensor out = binary_kernel(op, a, b, alpha, dt);
   if (is_bool_result(op) || !autograd::needs_grad(a, b)) return out;
   check<AutogradError>(is_floating(dt), op_name(op), ": gradients need a floating dtype, got ", dt);
