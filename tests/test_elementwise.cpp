@@ -373,6 +373,16 @@ TEST(IntegerDivision, RemainderHasTheDivisorsSign) {
   EXPECT_TRUE(tensor_is(remainder(tensor({-1.f}), 0.75), {1}, {0.5}));
 }
 
+TEST(IntegerDivision, IntegerDivisionByZeroIsAnError) {
+  // Python and PyTorch raise ZeroDivisionError; floats give inf/nan instead.
+  EXPECT_TRUE(throws_with<ValueError>([] { floor_divide(tensor({7, 1}), tensor({2, 0})); },
+                                      {"floor_divide", "division by zero"}));
+  EXPECT_TRUE(throws_with<ValueError>([] { remainder(tensor({7}), 0); }, {"remainder", "division by zero"}));
+  EXPECT_TRUE(values_near(values(remainder(tensor({7.}), 0)), {kNaN}, 0, 0));
+  EXPECT_TRUE(values_near(values(floor_divide(tensor({7., -7.}), tensor({0., 0.}))), {kInf, -kInf}, 0, 0));
+  EXPECT_TRUE(tensor_is(tensor({7}) / 0, {1}, {kInf}));  // true division gives a float
+}
+
 TEST(IntegerDivision, FloorDivideRoundsDown) {
   // Python: -7 // 3 == -3, 7 // -3 == -3, -7 // -3 == 2, 7 // 3 == 2, -6 // 3 == -2
   Tensor a = tensor({-7, 7, -7, 7, -6});
