@@ -378,6 +378,17 @@ TEST(GradFunction, AllowUnused) {
   EXPECT_THROW(autograd::grad({out}, {ones({1})}), AutogradError);
 }
 
+TEST(GradFunction, TensorHooksApplyToCapturedGradients) {
+  // As PyTorch: the gradient autograd::grad returns for an input is the one its hooks return,
+  // for leaves and non-leaves alike.
+  Tensor x = leaf({1, 2}, {2});
+  x.register_hook([](const Tensor& g) { return g * 100; });
+  EXPECT_TRUE(tensor_is(autograd::grad({(x * 3).sum()}, {x})[0], {2}, {300, 300}));
+  Tensor z = leaf({1, 2}, {2}) * 2;
+  z.register_hook([](const Tensor& g) { return g * 100; });
+  EXPECT_TRUE(tensor_is(autograd::grad({(z * 3).sum()}, {z})[0], {2}, {300, 300}));
+}
+
 TEST(GradFunction, CreateGraphAndNonLeafInputs) {
   Tensor x = leaf({2}, {1});
   Tensor h = x * x;  // a non-leaf input
