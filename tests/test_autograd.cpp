@@ -598,19 +598,25 @@ TEST(CustomFunction, SavedTensorModifiedInPlaceIsReported) {
 }
 
 // ---- deep graphs and memory -----------------------------------------------------------------------
+size_t live_bytes() { return cpu_memory_stats().allocated_bytes; }
+
 TEST(DeepGraph, TenThousandOpsBackpropagate) {
   Tensor x = leaf({1.0}, {1});
-  Tensor y = x;
-  for (int i = 0; i < 10000; ++i) y = y * 1.0001;
-  y.sum().backward();
+  size_t before = live_bytes();
+  {
+    Tensor y = x;
+    for (int i = 0; i < 10000; ++i) y = y * 1.0001;
+    y.sum().backward();
+  }
   EXPECT_NEAR(x.grad().item<double>(), std::pow(1.0001, 10000), 1e-9);
+  x.zero_grad();
+  EXPECT_EQ(live_bytes(), before);  // the whole chain is gone with its output
   // Dropping a deep graph that never ran backward does not recurse either.
   Tensor z = x;
   for (int i = 0; i < 20000; ++i) z = z + 1;
   z = Tensor();
+  EXPECT_EQ(live_bytes(), before);
 }
-
-size_t live_bytes() { return cpu_memory_stats().allocated_bytes; }
 
 TEST(DeepGraph, MemoryDoesNotGrowAcrossIterations) {
   Tensor w = lcg_tensor({16, 16}, 1).requires_grad_();
