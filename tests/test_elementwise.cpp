@@ -94,6 +94,8 @@ std::vector<UnaryCase> unary_cases() {
   };
 }
 
+void PrintTo(const UnaryCase& c, std::ostream* os) { *os << c.name; }
+
 class UnaryOps : public ::testing::TestWithParam<UnaryCase> {};
 
 TEST_P(UnaryOps, Float64MatchesStdMath) {
@@ -245,6 +247,8 @@ std::vector<BinaryCase> binary_cases() {
   };
 }
 
+void PrintTo(const BinaryCase& c, std::ostream* os) { *os << c.name; }
+
 class BinaryOps : public ::testing::TestWithParam<BinaryCase> {
  protected:
   // a: (3, 4) in [-3, 3], b of `shape` away from zero by lo_b.
@@ -289,10 +293,13 @@ TEST_P(BinaryOps, EmptyOperands) {
   Tensor z = GetParam().op(zeros({2, 0}, kFloat64), ones({2, 1}, kFloat64));
   EXPECT_EQ(shape_of(z), (std::vector<int64_t>{2, 0}));
 }
-TEST_P(BinaryOps, LargeContiguousUsesAllThreads) {
+TEST_P(BinaryOps, LargeInputsUseAllThreads) {
   // Big enough to be split across threads (and over the vectorized paths).
   check(lcg_tensor({300, 257}, 17, kFloat64, -3, 3), b_of({300, 257}, 18));
   check(lcg_tensor({300, 257}, 19, kFloat64, -3, 3), b_of({257}, 20));
+  // Large and strided: threads split the range in the middle of rows.
+  check(lcg_tensor({257, 300}, 21, kFloat64, -3, 3).t(), b_of({300, 1}, 22));
+  check(lcg_tensor({40, 50, 60}, 23, kFloat64, -3, 3).permute({2, 0, 1}), b_of({60, 40, 100}, 24).slice(2, 0, std::nullopt, 2));
 }
 
 INSTANTIATE_TEST_SUITE_P(Elementwise, BinaryOps, ::testing::ValuesIn(binary_cases()),
