@@ -423,12 +423,13 @@ Tensor div(const Tensor& a, Scalar b) { return binary(BinaryOp::div, a, scalar_o
 Tensor div(Scalar a, const Tensor& b) { return binary(BinaryOp::div, scalar_operand(b, a), b); }
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::pow, a, b); }
 Tensor pow(const Tensor& a, Scalar e) {
-  if (e.is_floating() || e.is_integral()) {
+  DType dt = detail::promote_with_scalar(a.dtype(), e);
+  // Shortcuts only where they keep the result dtype (int ** 2.0 is float32, bool ** 2 int64).
+  if ((e.is_floating() || e.is_integral()) && dt == a.dtype() && dt != DType::boolean) {
     double v = e.to_double();
     if (v == 1) return a * 1;
     if (v == 2 && !autograd::needs_grad(a)) return square(a);
   }
-  DType dt = detail::promote_with_scalar(a.dtype(), e);
   Tensor ac = a.dtype() == dt ? a : a.to(dt);
   Tensor y = binary_kernel(BinaryOp::pow, ac, detail::wrap_scalar(e, dt), 1, dt);
   if (autograd::needs_grad(ac)) {
