@@ -334,6 +334,14 @@ TEST(Binary, PowSpecialCases) {
   EXPECT_EQ(int_values(pow(tensor({2, -3, 5}), 3)), (std::vector<int64_t>{8, -27, 125}));
   EXPECT_EQ(pow(tensor({2, 3}), 2).dtype(), kInt64);
   EXPECT_EQ(pow(tensor({2, 3}), 0.5).dtype(), kFloat32);
+  // A float exponent makes an int tensor float, whatever its value.
+  for (double e : {1.0, 2.0, 3.0}) {
+    Tensor r = pow(tensor({2, 3}), e);
+    EXPECT_EQ(r.dtype(), kFloat32) << e;
+    EXPECT_TRUE(tensor_is(r, {2}, {std::pow(2.0, e), std::pow(3.0, e)})) << e;
+  }
+  EXPECT_EQ(int_values(pow(tensor({true, false}), 2)), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(pow(tensor({true, false}), 2).dtype(), kInt64);
 }
 
 TEST(Binary, IntegerArithmeticIsExact) {
