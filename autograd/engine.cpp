@@ -153,6 +153,13 @@ void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_
     GradList inputs = std::move(n->engine_buffer);
     n->engine_buffer.clear();
 
+    // Tensor hooks first: autograd::grad captures the gradient they return, as PyTorch does.
+    for (auto& [nr, id, hook] : n->pre_hooks) {
+      if (nr < inputs.size() && inputs[nr].defined()) {
+        Tensor r = hook(inputs[nr]);
+        if (r.defined()) inputs[nr] = r;
+      }
+    }
     if (captures) {
       for (const Capture& c : *captures)
         if (c.node == n && inputs[c.input_nr].defined()) {
@@ -163,13 +170,6 @@ void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_
     if (!n->engine_needed) continue;
     bool is_accumulate = n->num_outputs() == 0 && std::string_view(n->name()) == "AccumulateGrad";
     if (captures && is_accumulate) continue;
-
-    for (auto& [nr, id, hook] : n->pre_hooks) {
-      if (nr < inputs.size() && inputs[nr].defined()) {
-        Tensor r = hook(inputs[nr]);
-        if (r.defined()) inputs[nr] = r;
-      }
-    }
     bool any = false;
     for (const Tensor& t : inputs) any = any || t.defined();
     GradList outs;

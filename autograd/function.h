@@ -114,15 +114,28 @@ struct Function {
       result = T::forward(node->ctx_, std::forward<Args>(args)...);
     }
     if (!grad) return result;
-    std::vector<Tensor> outs = as_list(result);
+    std::vector<Tensor> outs = as_list(result), returned = outs;
+    // An output that is an input (or has history of its own) is returned as an alias: connecting
+    // the node to the tensor itself would rewrite the input's history (PyTorch returns a view).
+    bool aliased = false;
+    for (Tensor& o : outs) {
+      if (!o.defined()) continue;
+      bool is_input = false;
+      for (const Tensor& t : inputs) is_input = is_input || o.is_same(t);
+      if (is_input || o.requires_grad()) {
+        o = o.detach();
+        aliased = true;
+      }
+    }
     connect(node, inputs, outs);
     Context& ctx = node->ctx_;
     for (const Tensor& t : ctx.non_diff_)
-      for (Tensor& o : outs)
-        if (o.is_same(t)) {
-          o.impl()->grad_fn.reset();
-          o.impl()->requires_grad = false;
+      for (size_t k = 0; k < outs.size(); ++k)
+        if (returned[k].is_same(t)) {
+          outs[k].impl()->grad_fn.reset();
+          outs[k].impl()->requires_grad = false;
         }
+    if (aliased) from_list(result, outs);
     for (const Tensor& t : ctx.to_save_) {
       bool is_output = false;
       for (const Tensor& o : outs) is_output = is_output || (t.defined() && o.is_same(t));
@@ -138,6 +151,13 @@ struct Function {
   template <class... Ts>
   static std::vector<Tensor> as_list(const std::tuple<Ts...>& t) {
     return std::apply([](const auto&... x) { return std::vector<Tensor>{x...}; }, t);
+  }
+  static void from_list(Tensor& r, const std::vector<Tensor>& v) { r = v[0]; }
+  static void from_list(std::vector<Tensor>& r, const std::vector<Tensor>& v) { r = v; }
+  template <class... Ts>
+  static void from_list(std::tuple<Ts...>& r, const std::vector<Tensor>& v) {
+    size_t i = 0;
+    std::apply([&](auto&... x) { ((x = v[i++]), ...); }, r);
   }
 };
 

@@ -84,10 +84,12 @@ int64_t shape_numel(IntList shape, const char* op) {
 
 Shape contiguous_strides(IntList shape) {
   Shape strides(shape.size());
-  int64_t s = 1;
+  // Unsigned: for shapes too large to allocate (rejected by the caller) or empty ones (never
+  // dereferenced) the product may exceed int64; it must not be undefined behaviour meanwhile.
+  uint64_t s = 1;
   for (size_t i = shape.size(); i-- > 0;) {
-    strides[i] = s;
-    s *= shape[i] > 0 ? shape[i] : 1;
+    strides[i] = static_cast<int64_t>(s);
+    s *= static_cast<uint64_t>(shape[i] > 0 ? shape[i] : 1);
   }
   return strides;
 }

@@ -265,6 +265,10 @@ Tensor grad_for(const Tensor& g, const Shape& shape, DType dtype) {
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha = 1) {
   check<ValueError>(a.defined() && b.defined(), op_name(op), ": input tensor is undefined");
   DType dt = detail::compute_dtype(op, a, b);
+  if ((op == BinaryOp::remainder || op == BinaryOp::floor_divide) && is_integral(dt) && b.numel() > 0) {
+    autograd::NoGradGuard ng;
+    check<ValueError>(!any(eq(b, 0)).item<bool>(), op_name(op), ": integer division by zero");
+  }
   Tensor out = binary_kernel(op, a, b, alpha, dt);
   if (is_bool_result(op) || !autograd::needs_grad(a, b)) return out;
   check<AutogradError>(is_floating(dt), op_name(op), ": gradients need a floating dtype, got ", dt);
@@ -385,8 +389,12 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, Scalar alpha = 1
   if (!grad && dt == self.dtype() && !self.impl()->is_wrapped_number) {
     Device dev = detail::output_device(name, self, other);
     check<DeviceError>(dev == self.device(), name, "_: cannot write a result on ", dev, " into a tensor on ", self.device());
-    Tensor oc = detail::prepare_operand(other, dt, dev);
-    backend_for(dev).binary(op, self, detail::broadcast_view(oc, shape), self, alpha);
+    Tensor oc = detail::broadcast_view(detail::prepare_operand(other, dt, dev), shape);
+    if (detail::partial_overlap(self, oc)) {  // e.g. x[1:] += x[:-1]: read a copy of the old values
+      autograd::NoGradGuard ng;
+      oc = oc.clone();
+    }
+    backend_for(dev).binary(op, self, oc, self, alpha);
     detail::bump_version(self);
     return self;
   }
@@ -415,12 +423,13 @@ Tensor div(const Tensor& a, Scalar b) { return binary(BinaryOp::div, a, scalar_o
 Tensor div(Scalar a, const Tensor& b) { return binary(BinaryOp::div, scalar_operand(b, a), b); }
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::pow, a, b); }
 Tensor pow(const Tensor& a, Scalar e) {
-  if (e.is_floating() || e.is_integral()) {
+  DType dt = detail::promote_with_scalar(a.dtype(), e);
+  // Shortcuts only where they keep the result dtype (int ** 2.0 is float32, bool ** 2 int64).
+  if ((e.is_floating() || e.is_integral()) && dt == a.dtype() && dt != DType::boolean) {
     double v = e.to_double();
     if (v == 1) return a * 1;
     if (v == 2 && !autograd::needs_grad(a)) return square(a);
   }
-  DType dt = detail::promote_with_scalar(a.dtype(), e);
   Tensor ac = a.dtype() == dt ? a : a.to(dt);
   Tensor y = binary_kernel(BinaryOp::pow, ac, detail::wrap_scalar(e, dt), 1, dt);
   if (autograd::needs_grad(ac)) {

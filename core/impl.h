@@ -34,6 +34,10 @@ void bump_version(const Tensor& t);
 // tensors whose memory overlaps itself (expanded views).
 void check_inplace(const Tensor& self, const char* op);
 
+// True when a and b view overlapping memory of one storage in different ways, so an op writing
+// a while reading b would read elements it already overwrote (callers then read a copy of b).
+bool partial_overlap(const Tensor& a, const Tensor& b);
+
 // Throws DeviceError unless all defined tensors are on one device (wrapped numbers excepted).
 void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
 

@@ -260,7 +260,9 @@ Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& src) 
     Shape expect = sizes();
     if (this->dim() > 0) expect[d] = idx.numel();
     check<ShapeError>(src.sizes() == expect, "index_add_: source of shape ", src.sizes(), " does not match ", expect);
-    backend_for(device()).index_add(*this, d, idx.reshape({-1}), src);
+    // Rows are read and written at different positions: a source sharing our memory is read from a copy.
+    bool shared = src.impl()->storage.get() == impl()->storage.get();
+    backend_for(device()).index_add(*this, d, idx.reshape({-1}), shared ? src.clone() : src);
     detail::bump_version(*this);
     return *this;
   }
@@ -352,7 +354,9 @@ Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src
     int64_t d = wrap_dim(dim, this->dim(), "scatter_add_");
     check_gather_shapes("scatter_add_", *this, d, idx, &src);
     check<DTypeError>(src.dtype() == dtype(), "scatter_add_: source dtype ", src.dtype(), " differs from ", dtype());
-    backend_for(device()).scatter(*this, d, idx, src_window(src, idx), true);
+    Tensor s = src_window(src, idx);
+    bool shared = s.impl()->storage.get() == impl()->storage.get();  // read from a copy, as in index_add_
+    backend_for(device()).scatter(*this, d, idx, shared ? s.clone() : s, true);
     detail::bump_version(*this);
     return *this;
   }

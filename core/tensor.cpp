@@ -2,6 +2,7 @@
 #include "core/tensor.h"
 
 #include <cmath>
+#include <limits>
 
 #include "core/impl.h"
 
@@ -35,6 +36,8 @@ Tensor make_empty(IntArrayRef shape, DType dtype, Device device, bool pinned) {
   impl->numel = shape_numel(shape, "empty");
   impl->dtype = dtype;
   impl->is_contiguous = true;
+  check<ShapeError>(impl->numel <= std::numeric_limits<int64_t>::max() / static_cast<int64_t>(element_size(dtype)),
+                    "empty: shape ", shape, " of ", dtype, " has too many bytes");
   size_t nbytes = static_cast<size_t>(impl->numel) * element_size(dtype);
   if (pinned && device.is_cpu() && cuda::is_available()) {
     // Page-locked host memory comes from the CUDA backend's host allocator.
@@ -117,6 +120,19 @@ void check_inplace(const Tensor& self, const char* op) {
                                        "memory (an expanded view of shape ",
                                    s->sizes, " with strides ", s->strides, "); call .clone() first"));
   }
+}
+
+bool partial_overlap(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.numel() == 0 || b.numel() == 0) return false;
+  if (a.impl()->storage.get() != b.impl()->storage.get()) return false;
+  if (a.storage_offset() == b.storage_offset() && a.sizes() == b.sizes() && a.strides() == b.strides())
+    return false;  // every element read is the one written at the same position
+  auto last = [](const Tensor& t) {
+    int64_t hi = t.storage_offset();
+    for (int64_t d = 0; d < t.dim(); ++d) hi += (t.sizes()[d] - 1) * t.strides()[d];
+    return hi;
+  };
+  return a.storage_offset() <= last(b) && b.storage_offset() <= last(a);
 }
 
 void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors) {
@@ -253,6 +269,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   Backend& be = (is_cuda() || src.is_cuda()) ? backend_for(is_cuda() ? device() : src.device()) : backend_for(device());
   {
     autograd::NoGradGuard ng;
+    if (detail::partial_overlap(*this, s)) s = s.clone();  // e.g. x[1:].copy_(x[:-1]), x.copy_(x.t())
     be.copy(s, *this);
   }
   detail::bump_version(*this);

@@ -32,6 +32,7 @@ struct TensorImpl final : RefCounted, Pooled {
   intrusive_ptr<autograd::Node> grad_accumulator;  // leaves: the node that accumulates .grad
   intrusive_ptr<autograd::AutogradMeta> meta;      // .grad, hooks, retain_grad; created on demand
   intrusive_ptr<TensorImpl> view_base;             // views: the tensor whose storage they view
+  const autograd::Node* view_base_grad_fn = nullptr;  // views: the base's grad_fn when the view was made
 
   TensorImpl() = default;
   ~TensorImpl() override;

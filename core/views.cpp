@@ -20,11 +20,15 @@ namespace {
 
 using ViewFn = std::function<Tensor(const Tensor&)>;
 
-// Creates a view of x with a new layout, remembering the base for autograd's in-place checks.
+// Creates a view of x with a new layout, remembering the base (and the base's history at this
+// point) for autograd's in-place checks: writes into views, and views whose base was later
+// modified in place with autograd recording it.
 Tensor make_view_of(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
   Tensor v = detail::make_view(x, std::move(sizes), std::move(strides), offset);
   TensorImpl* xi = x.impl();
-  v.impl()->view_base = xi->view_base ? xi->view_base : x.impl_ptr();
+  TensorImpl* vi = v.impl();
+  vi->view_base = xi->view_base ? xi->view_base : x.impl_ptr();
+  vi->view_base_grad_fn = vi->view_base->grad_fn.get();
   return v;
 }
 
@@ -526,7 +530,9 @@ Tensor& copy_into_view(Tensor& view, const Tensor& src) {
     autograd::NoGradGuard ng;
     Backend& be = (view.is_cuda() || src.is_cuda()) ? backend_for(view.is_cuda() ? view.device() : src.device())
                                                     : backend_for(view.device());
-    be.copy(broadcast_view(src, view.sizes()), view);
+    Tensor s = broadcast_view(src, view.sizes());
+    if (partial_overlap(view, s)) s = s.clone();
+    be.copy(s, view);
   }
   bump_version(view);
   // The view's place inside any tensor laid out like the (contiguous) base.
@@ -554,6 +560,7 @@ Tensor& copy_into_view(Tensor& view, const Tensor& src) {
                    });
   // The view is a view of the new base from now on.
   record_select_view("AsStridedBackward", base, view, view_fn);
+  view.impl()->view_base_grad_fn = base.impl()->grad_fn.get();
   return view;
 }
 

@@ -325,6 +325,43 @@ TEST(InPlaceAutograd, LeafThatRequiresGrad) {
   EXPECT_TRUE(tensor_is(x, {2}, {0, 1}));
 }
 
+TEST(InPlaceAutograd, ViewWritesJoinTheGraphAndStaleViewsAreReported) {
+  // Writing a tensor that requires grad into a view of one that does not makes the base part of
+  // the graph (CopySlices, as PyTorch): the gradient reaches the source through the base.
+  Tensor x = leaf({1, 2}, {2});
+  Tensor z = zeros({3}, kFloat64);
+  z.index_put_({Slice(0, 2)}, x);
+  EXPECT_STREQ(z.grad_fn()->name(), "CopySlices");
+  (z * tensor({1., 2., 3.}, kFloat64)).sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {1, 2}));
+  x.zero_grad();
+  Tensor z2 = zeros({3}, kFloat64);
+  z2.slice(0, 1).add_(x * 2);  // an in-place op on a view: the base gets 2x in [1, 3)
+  (z2 * z2).sum().backward();  // d/dx sum(4 x^2) = 8x
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {8, 16}));
+  x.zero_grad();
+  EXPECT_NO_THROW(z.slice(0, 1).copy_(x.detach()));  // no gradient involved: fine
+  // A view made before its base was modified in place holds stale history.
+  Tensor y = x * 2;
+  Tensor v = y[0];
+  Tensor w = y.view({2, 1});
+  y.mul_(3);
+  EXPECT_TRUE(throws_with<NotImplemented>([&] { v.sum().backward(); }, {"view", "in-place", "CopyBackwards"}));
+  EXPECT_THROW(w * 2, NotImplemented);
+  // Re-created from the modified base, views are fine.
+  y[0].sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {6, 0}));
+  // Modifying the base without recording (as an optimizer does) keeps views usable.
+  Tensor p = leaf({1, 2}, {2});
+  Tensor pt = p.view({1, 2});
+  {
+    autograd::NoGradGuard ng;
+    p.mul_(2);
+  }
+  (pt * 3).sum().backward();
+  EXPECT_TRUE(tensor_is(p.grad(), {2}, {3, 3}));
+}
+
 // ---- autograd::grad ------------------------------------------------------------------------------
 TEST(GradFunction, ReturnsGradientsWithoutTouchingDotGrad) {
   Tensor x = leaf({1, 2}, {2}), y = leaf({3, 4}, {2});
@@ -345,6 +382,17 @@ TEST(GradFunction, AllowUnused) {
   EXPECT_TRUE(tensor_is(g[0], {1}, {2}));
   EXPECT_FALSE(g[1].defined());
   EXPECT_THROW(autograd::grad({out}, {ones({1})}), AutogradError);
+}
+
+TEST(GradFunction, TensorHooksApplyToCapturedGradients) {
+  // As PyTorch: the gradient autograd::grad returns for an input is the one its hooks return,
+  // for leaves and non-leaves alike.
+  Tensor x = leaf({1, 2}, {2});
+  x.register_hook([](const Tensor& g) { return g * 100; });
+  EXPECT_TRUE(tensor_is(autograd::grad({(x * 3).sum()}, {x})[0], {2}, {300, 300}));
+  Tensor z = leaf({1, 2}, {2}) * 2;
+  z.register_hook([](const Tensor& g) { return g * 100; });
+  EXPECT_TRUE(tensor_is(autograd::grad({(z * 3).sum()}, {z})[0], {2}, {300, 300}));
 }
 
 TEST(GradFunction, CreateGraphAndNonLeafInputs) {
@@ -516,6 +564,37 @@ TEST(CustomFunction, MarkNonDifferentiableAndNeedsInputGrad) {
   EXPECT_FALSE(r2.requires_grad());
 }
 
+struct ScaleGrad : autograd::Function<ScaleGrad> {
+  // Returns its input unchanged; backward scales the gradient by 10.
+  static Tensor forward(autograd::Context&, const Tensor& x) { return x; }
+  static GradList backward(autograd::Context&, GradList g) { return {g[0] * 10}; }
+};
+
+struct DoubleFirst : autograd::Function<DoubleFirst> {
+  // (2a, b): the second output is the second input itself.
+  static std::tuple<Tensor, Tensor> forward(autograd::Context&, const Tensor& a, const Tensor& b) { return {a * 2, b}; }
+  static GradList backward(autograd::Context&, GradList g) { return {g[0] * 2, g[1]}; }
+};
+
+TEST(CustomFunction, ReturningAnInputLeavesTheInputsHistoryAlone) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = ScaleGrad::apply(x);
+  EXPECT_TRUE(x.is_leaf());  // still a leaf: the output is an alias
+  EXPECT_FALSE(y.is_same(x));
+  EXPECT_EQ(y.data_ptr(), x.data_ptr());
+  EXPECT_STREQ(y.grad_fn()->name(), "ScaleGradBackward");
+  y.sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {10, 10}));
+  (x * 1).sum().backward();  // x's own uses do not go through ScaleGradBackward
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {11, 11}));
+  Tensor n = f64({3}, {1});  // an input that needs no grad keeps having no history
+  auto [r, m] = DoubleFirst::apply(x, n);
+  EXPECT_FALSE(n.requires_grad());
+  EXPECT_EQ(n.grad_fn(), nullptr);
+  EXPECT_TRUE(m.requires_grad());
+  EXPECT_TRUE(tensor_is(m, {1}, {3}));
+}
+
 TEST(CustomFunction, SavedTensorModifiedInPlaceIsReported) {
   Tensor x = leaf({1, 2}, {2});
   Tensor h = x * 1;
@@ -525,19 +604,25 @@ TEST(CustomFunction, SavedTensorModifiedInPlaceIsReported) {
 }
 
 // ---- deep graphs and memory -----------------------------------------------------------------------
+size_t live_bytes() { return cpu_memory_stats().allocated_bytes; }
+
 TEST(DeepGraph, TenThousandOpsBackpropagate) {
   Tensor x = leaf({1.0}, {1});
-  Tensor y = x;
-  for (int i = 0; i < 10000; ++i) y = y * 1.0001;
-  y.sum().backward();
+  size_t before = live_bytes();
+  {
+    Tensor y = x;
+    for (int i = 0; i < 10000; ++i) y = y * 1.0001;
+    y.sum().backward();
+  }
   EXPECT_NEAR(x.grad().item<double>(), std::pow(1.0001, 10000), 1e-9);
+  x.zero_grad();
+  EXPECT_EQ(live_bytes(), before);  // the whole chain is gone with its output
   // Dropping a deep graph that never ran backward does not recurse either.
   Tensor z = x;
   for (int i = 0; i < 20000; ++i) z = z + 1;
   z = Tensor();
+  EXPECT_EQ(live_bytes(), before);
 }
-
-size_t live_bytes() { return cpu_memory_stats().allocated_bytes; }
 
 TEST(DeepGraph, MemoryDoesNotGrowAcrossIterations) {
   Tensor w = lcg_tensor({16, 16}, 1).requires_grad_();

@@ -273,6 +273,20 @@ TEST(Random, ManualSeedReproduces) {
   EXPECT_FALSE(equal(randn({50}), a));
 }
 
+TEST(Random, ResultsDoNotDependOnTheThreadCount) {
+  int threads = get_num_threads();
+  set_num_threads(4);  // several workers even on a small machine
+  manual_seed(99);
+  Tensor a = randn({100001}), b = rand({70001}, kFloat64), c = randint(0, 1000, {50001});
+  set_num_threads(1);
+  manual_seed(99);
+  Tensor a1 = randn({100001}), b1 = rand({70001}, kFloat64), c1 = randint(0, 1000, {50001});
+  set_num_threads(threads);
+  EXPECT_TRUE(equal(a, a1));
+  EXPECT_TRUE(equal(b, b1));
+  EXPECT_TRUE(equal(c, c1));
+}
+
 TEST(Random, NormalAndUniformInPlace) {
   manual_seed(3);
   Tensor t = empty({20000}, kFloat64);

@@ -94,6 +94,8 @@ std::vector<UnaryCase> unary_cases() {
   };
 }
 
+void PrintTo(const UnaryCase& c, std::ostream* os) { *os << c.name; }
+
 class UnaryOps : public ::testing::TestWithParam<UnaryCase> {};
 
 TEST_P(UnaryOps, Float64MatchesStdMath) {
@@ -245,6 +247,8 @@ std::vector<BinaryCase> binary_cases() {
   };
 }
 
+void PrintTo(const BinaryCase& c, std::ostream* os) { *os << c.name; }
+
 class BinaryOps : public ::testing::TestWithParam<BinaryCase> {
  protected:
   // a: (3, 4) in [-3, 3], b of `shape` away from zero by lo_b.
@@ -289,10 +293,13 @@ TEST_P(BinaryOps, EmptyOperands) {
   Tensor z = GetParam().op(zeros({2, 0}, kFloat64), ones({2, 1}, kFloat64));
   EXPECT_EQ(shape_of(z), (std::vector<int64_t>{2, 0}));
 }
-TEST_P(BinaryOps, LargeContiguousUsesAllThreads) {
+TEST_P(BinaryOps, LargeInputsUseAllThreads) {
   // Big enough to be split across threads (and over the vectorized paths).
   check(lcg_tensor({300, 257}, 17, kFloat64, -3, 3), b_of({300, 257}, 18));
   check(lcg_tensor({300, 257}, 19, kFloat64, -3, 3), b_of({257}, 20));
+  // Large and strided: threads split the range in the middle of rows.
+  check(lcg_tensor({257, 300}, 21, kFloat64, -3, 3).t(), b_of({300, 1}, 22));
+  check(lcg_tensor({40, 50, 60}, 23, kFloat64, -3, 3).permute({2, 0, 1}), b_of({60, 40, 100}, 24).slice(2, 0, std::nullopt, 2));
 }
 
 INSTANTIATE_TEST_SUITE_P(Elementwise, BinaryOps, ::testing::ValuesIn(binary_cases()),
@@ -327,6 +334,14 @@ TEST(Binary, PowSpecialCases) {
   EXPECT_EQ(int_values(pow(tensor({2, -3, 5}), 3)), (std::vector<int64_t>{8, -27, 125}));
   EXPECT_EQ(pow(tensor({2, 3}), 2).dtype(), kInt64);
   EXPECT_EQ(pow(tensor({2, 3}), 0.5).dtype(), kFloat32);
+  // A float exponent makes an int tensor float, whatever its value.
+  for (double e : {1.0, 2.0, 3.0}) {
+    Tensor r = pow(tensor({2, 3}), e);
+    EXPECT_EQ(r.dtype(), kFloat32) << e;
+    EXPECT_TRUE(tensor_is(r, {2}, {std::pow(2.0, e), std::pow(3.0, e)})) << e;
+  }
+  EXPECT_EQ(int_values(pow(tensor({true, false}), 2)), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(pow(tensor({true, false}), 2).dtype(), kInt64);
 }
 
 TEST(Binary, IntegerArithmeticIsExact) {
@@ -371,6 +386,16 @@ TEST(IntegerDivision, RemainderHasTheDivisorsSign) {
   Tensor fb = tensor(std::vector<double>{2, -2, -2, 2});
   EXPECT_TRUE(tensor_is(remainder(fa, fb), {4}, {0.5, -0.5, -1.5, 1.5}, 0, 0));
   EXPECT_TRUE(tensor_is(remainder(tensor({-1.f}), 0.75), {1}, {0.5}));
+}
+
+TEST(IntegerDivision, IntegerDivisionByZeroIsAnError) {
+  // Python and PyTorch raise ZeroDivisionError; floats give inf/nan instead.
+  EXPECT_TRUE(throws_with<ValueError>([] { floor_divide(tensor({7, 1}), tensor({2, 0})); },
+                                      {"floor_divide", "division by zero"}));
+  EXPECT_TRUE(throws_with<ValueError>([] { remainder(tensor({7}), 0); }, {"remainder", "division by zero"}));
+  EXPECT_TRUE(values_near(values(remainder(tensor({7.}), 0)), {kNaN}, 0, 0));
+  EXPECT_TRUE(values_near(values(floor_divide(tensor({7., -7.}), tensor({0., 0.}))), {kInf, -kInf}, 0, 0));
+  EXPECT_TRUE(tensor_is(tensor({7}) / 0, {1}, {kInf}));  // true division gives a float
 }
 
 TEST(IntegerDivision, FloorDivideRoundsDown) {

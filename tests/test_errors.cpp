@@ -73,6 +73,10 @@ TEST(Errors, ShapeErrorsOfViewsAndShapeOps) {
   EXPECT_TRUE(throws_with<ShapeError>([] { zeros({2, 2}).diagonal().unsqueeze(0).diagonal(0, 0, 1).diagonal(); },
                                       {"diagonal", "2 dims"}));
   EXPECT_THROW(zeros({-1}), ShapeError);
+  // Sizes whose element count or byte count overflows are errors, not tiny allocations.
+  EXPECT_TRUE(throws_with<ShapeError>([] { zeros({int64_t(1) << 40, int64_t(1) << 40}); }, {"too many elements"}));
+  EXPECT_TRUE(throws_with<ShapeError>([] { arange(0, int64_t(1) << 62); }, {"too many bytes"}));
+  EXPECT_THROW(empty({int64_t(1) << 61}, kFloat64), ShapeError);
 }
 
 // ---- dtypes ----------------------------------------------------------------------------------------

@@ -196,6 +196,11 @@ Tensor ref_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvA
   return f64(y, {N, O, Ho, Wo});
 }
 
+void PrintTo(const ConvArgs& a, std::ostream* os) {
+  *os << "x " << IntArrayRef(a.x) << " w " << IntArrayRef(a.w) << " stride [" << a.sh << ", " << a.sw << "] padding ["
+      << a.ph << ", " << a.pw << "] dilation [" << a.dh << ", " << a.dw << "] groups " << a.groups;
+}
+
 class Conv2dCases : public ::testing::TestWithParam<ConvArgs> {};
 
 TEST_P(Conv2dCases, MatchesDirectConvolution) {

@@ -147,6 +147,22 @@ TEST(Reduce, Float32SumsAccumulateInDouble) {
   EXPECT_NEAR(small.sum().item<double>(), 100000 * 1.0000000149011612, 1e-2);
 }
 
+TEST(Reduce, ResultsDoNotDependOnTheThreadCount) {
+  Tensor x = lcg_tensor({300001}, 77, kFloat32, -1, 1);
+  Tensor m = lcg_tensor({600, 700}, 78, kFloat32, -1, 1);
+  int threads = get_num_threads();
+  set_num_threads(4);  // several workers even on a small machine
+  double s = x.sum().item<double>();
+  Tensor cols = m.sum(0), rows = m.sum(1);
+  set_num_threads(1);
+  double s1 = x.sum().item<double>();
+  Tensor cols1 = m.sum(0), rows1 = m.sum(1);
+  set_num_threads(threads);
+  EXPECT_EQ(s, s1);  // bit-identical: fixed blocks combined in order
+  EXPECT_TRUE(equal(cols, cols1));
+  EXPECT_TRUE(equal(rows, rows1));
+}
+
 TEST(Reduce, Prod) {
   Tensor x = tensor({{1., 2., 3.}, {4., 0.5, -1.}});
   EXPECT_DOUBLE_EQ(x.prod().item<double>(), -12);

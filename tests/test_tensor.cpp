@@ -230,6 +230,36 @@ TEST(Copies, CopyIntoExpandedViewIsRejected) {
   EXPECT_THROW(e.add_(1), ValueError);
 }
 
+TEST(Copies, OverlappingSourceAndDestination) {
+  // Source and destination share memory in different layouts: the result is as if the source
+  // were read completely before any write (NumPy's rule; PyTorch refuses such calls).
+  Tensor x = arange(8, kFloat64);
+  x.slice(0, 1).copy_(x.slice(0, 0, 7));
+  EXPECT_TRUE(tensor_is(x, {8}, {0, 0, 1, 2, 3, 4, 5, 6}));
+  Tensor y = arange(8, kFloat64);
+  y.slice(0, 0, 7).copy_(y.slice(0, 1));
+  EXPECT_TRUE(tensor_is(y, {8}, {1, 2, 3, 4, 5, 6, 7, 7}));
+  Tensor m = arange(4, kFloat64).view({2, 2});
+  m.copy_(m.t());
+  EXPECT_TRUE(tensor_is(m, {2, 2}, {0, 2, 1, 3}));
+  Tensor a = arange(8, kFloat64);
+  a.slice(0, 1).add_(a.slice(0, 0, 7));
+  EXPECT_TRUE(tensor_is(a, {8}, {0, 1, 3, 5, 7, 9, 11, 13}));
+  Tensor b = tensor({1., 2., 3.});
+  b.mul_(b[0].add(1));  // a fresh tensor: fine anyway
+  b.add_(b[2]);         // broadcast of an element that is itself written
+  EXPECT_TRUE(tensor_is(b, {3}, {8, 10, 12}));
+  Tensor c = tensor({1., 2., 3.});
+  c.add_(c);  // the same layout: elementwise in place is fine
+  EXPECT_TRUE(tensor_is(c, {3}, {2, 4, 6}));
+  Tensor r = arange(6, kFloat64).view({3, 2});
+  r.index_add_(0, tensor({1, 2, 0}), r);  // reads rows it also writes
+  EXPECT_TRUE(tensor_is(r, {3, 2}, {4, 6, 2, 4, 6, 8}));
+  Tensor s = tensor({1., 2., 3.});
+  s.scatter_add_(0, tensor({1, 2, 0}), s);
+  EXPECT_TRUE(tensor_is(s, {3}, {4, 3, 5}));
+}
+
 TEST(Copies, DetachSharesStorage) {
   Tensor x = tensor({1., 2.}, requires_grad());
   Tensor d = x.detach();
