@@ -49,7 +49,7 @@ ModelInfo make_model(const std::string& name) {
   if (name == "cnn") {
     return {std::make_shared<nn::Sequential>(conv_block(1, 32), conv_block(32, 64), std::make_shared<nn::Flatten>(),
                                              std::make_shared<nn::Linear>(64 * 7 * 7, 128), std::make_shared<nn::ReLU>(),
-                                             std::make_shared<nn::Dropout>(0.25), std::make_shared<nn::Linear>(128, 10)),
+                                             std::make_shared<nn::Linear>(128, 10)),
             false};
   }
   throw std::invalid_argument("unknown model '" + name + "' (expected mlp, lenet or cnn)");
@@ -58,7 +58,7 @@ ModelInfo make_model(const std::string& name) {
 Recipe default_recipe(const std::string& model) {
   if (model == "lenet") return {"sgd", 0.01, 0.5, 64, "none", 1.0};
   if (model == "mlp") return {"adam", 1e-3, 0.9, 128, "step", 0.5};
-  return {"adam", 2e-3, 0.9, 128, "step", 0.5};
+  return {"adam", 2e-3, 0.9, 64, "step", 0.2};
 }
 
 }  // namespace mnist

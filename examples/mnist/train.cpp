@@ -28,7 +28,7 @@ struct Settings {
   std::string model, dataset, optimizer, scheduler;
   double lr, momentum, weight_decay, gamma;
   int64_t batch_size, seed;
-  bool shuffle;
+  bool shuffle, augment;
 };
 
 // The settings that define a run are stored in its checkpoint and restored by --resume.
@@ -44,7 +44,7 @@ std::map<std::string, std::string> to_metadata(const Settings& s) {
           {"mnist.lr", d(s.lr)},              {"mnist.momentum", d(s.momentum)},
           {"mnist.weight_decay", d(s.weight_decay)}, {"mnist.gamma", d(s.gamma)},
           {"mnist.batch_size", std::to_string(s.batch_size)}, {"mnist.seed", std::to_string(s.seed)},
-          {"mnist.shuffle", s.shuffle ? "1" : "0"}};
+          {"mnist.shuffle", s.shuffle ? "1" : "0"}, {"mnist.augment", s.augment ? "1" : "0"}};
 }
 
 Settings from_metadata(const std::map<std::string, std::string>& m) {
@@ -60,6 +60,7 @@ Settings from_metadata(const std::map<std::string, std::string>& m) {
   s.batch_size = std::stoll(m.at("mnist.batch_size"));
   s.seed = std::stoll(m.at("mnist.seed"));
   s.shuffle = m.at("mnist.shuffle") == "1";
+  s.augment = m.count("mnist.augment") && m.at("mnist.augment") == "1";
   return s;
 }
 
@@ -131,7 +132,8 @@ std::string json_number(double v) {
 
 int cmd_train(int argc, char** argv) {
   Cli cli("train", "Trains a model on MNIST (or Fashion-MNIST), evaluating on the test set after each epoch.\n"
-                   "Without options it runs the default recipe: a small CNN with batch norm, Adam, 3 epochs.");
+                   "Without options it runs the default recipe: a small CNN with batch norm, Adam (lr 0.002, x0.2 per\n"
+                   "epoch), batch 64, 3 epochs: 99%+ test accuracy.");
   cli.option("model", "NAME", "mlp, lenet (libtorch's example model) or cnn", "cnn", {"mlp", "lenet", "cnn"})
       .option("epochs", "N", "total number of epochs (with --resume: the total, not additional ones)", "3")
       .option("batch-size", "N", "training batch size", "model default")
@@ -145,6 +147,7 @@ int cmd_train(int argc, char** argv) {
       .option("gamma", "X", "learning-rate factor per epoch of the step and exponential schedulers", "model default")
       .option("seed", "N", "random seed (initial weights, data order, dropout)", "1")
       .flag("no-shuffle", "visit the training images in file order (as libtorch's example)")
+      .flag("augment", "random small rotations and shifts of the training images")
       .option("device", "NAME", "auto, cpu or cuda", "auto", {"auto", "cpu", "cuda"})
       .option("threads", "N", "CPU threads for the math", "all cores")
       .option("workers", "N", "data loader threads preparing batches ahead", "0")
@@ -167,7 +170,7 @@ int cmd_train(int argc, char** argv) {
     resume_info = read_checkpoint_info(resume);
     s = from_metadata(resume_info);
     for (const char* opt : {"model", "dataset", "optimizer", "scheduler", "lr", "momentum", "weight-decay", "gamma",
-                            "batch-size", "seed", "no-shuffle"})
+                            "batch-size", "seed", "no-shuffle", "augment"})
       if (cli.is_set(opt))
         throw UsageError(std::string("--") + opt + " cannot change when resuming: the run in '" + resume +
                          "' was started with its own settings (drop --" + opt + ")");
@@ -185,6 +188,7 @@ int cmd_train(int argc, char** argv) {
     s.batch_size = cli.is_set("batch-size") ? cli.integer("batch-size") : r.batch_size;
     s.seed = cli.integer("seed");
     s.shuffle = !cli.is_set("no-shuffle");
+    s.augment = cli.is_set("augment");
   }
   int64_t epochs = cli.integer("epochs");
   if (epochs < 1) throw UsageError("--epochs must be at least 1");
@@ -212,7 +216,10 @@ int cmd_train(int argc, char** argv) {
   ModelInfo m = make_model(s.model);
   nn::Module& model = *m.module;
   model.to(device);
-  data::DataLoader loader(train_set, {.batch_size = s.batch_size, .shuffle = s.shuffle,
+  data::DatasetPtr train_data = train_set;
+  if (s.augment)  // small random rotations and shifts, seeded per batch (so resumes reproduce them)
+    train_data = std::make_shared<data::TransformDataset>(train_set, data::RandomAffine(8, {0.08, 0.08}));
+  data::DataLoader loader(train_data, {.batch_size = s.batch_size, .shuffle = s.shuffle,
                                       .seed = static_cast<uint64_t>(s.seed), .num_workers = static_cast<int>(workers)});
   int64_t steps_per_epoch = loader.size();
   auto opt = make_optimizer(s, model.parameters());
