@@ -358,6 +358,15 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha = 1) {
                          return r;
                        });
       break;
+    case BinaryOp::threshold_backward:
+      // Linear in the gradient a; the mask b gets none (it is piecewise constant).
+      autograd::record("ThresholdBackwardBackward", {&a, &b}, {&out}, [sa, da, sb, db, xb = save(b)](Node& n, GradList& g) {
+        GradList r(2);
+        if (n.needs_input_grad(0)) r[0] = grad_for(threshold_backward(g[0], xb.unpack(n)), sa, da);
+        if (n.needs_input_grad(1)) r[1] = grad_for(zeros_like(g[0]), sb, db);
+        return r;
+      });
+      break;
     case BinaryOp::floor_divide:
       autograd::record("FloorDivideBackward", {&a, &b}, {&out}, [sa, da, sb, db](Node&, GradList& g) {
         return GradList{grad_for(zeros_like(g[0]), sa, da), grad_for(zeros_like(g[0]), sb, db)};
@@ -447,6 +456,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::minim
 Tensor atan2(const Tensor& a, const Tensor& b) { return binary(BinaryOp::atan2, a, b); }
 Tensor remainder(const Tensor& a, const Tensor& b) { return binary(BinaryOp::remainder, a, b); }
 Tensor remainder(const Tensor& a, Scalar b) { return binary(BinaryOp::remainder, a, scalar_operand(a, b)); }
+Tensor threshold_backward(const Tensor& grad, const Tensor& y) { return binary(BinaryOp::threshold_backward, grad, y); }
 Tensor floor_divide(const Tensor& a, const Tensor& b) { return binary(BinaryOp::floor_divide, a, b); }
 
 #define NABLA_DEFINE_COMPARE(name, f)                                                      \

@@ -54,7 +54,7 @@
   X(abs, (abs_(x)), (g * sign(x)))                                                                 \
   X(sign, (sign_(x)), (zeros_like(g)))                                                             \
   X(square, (x * x), (g * x * 2))                                                                  \
-  X(relu, (relu_(x)), (where(y > 0, g, zeros_like(g))))                                            \
+  X(relu, (relu_(x)), (threshold_backward(g, y)))                                                  \
   X(floor, (floor_(x)), (zeros_like(g)))                                                           \
   X(ceil, (ceil_(x)), (zeros_like(g)))                                                             \
   X(round, (round_(x)), (zeros_like(g)))                                                           \
@@ -87,7 +87,8 @@
   X(minimum, (min_(a, b)))                           \
   X(atan2, (atan2(a, b)))                            \
   X(remainder, (remainder_(a, b)))                   \
-  X(floor_divide, (floor_divide_(a, b)))
+  X(floor_divide, (floor_divide_(a, b)))                                            \
+  X(threshold_backward, (b > T(0) ? a : T(0)))
 
 // Binary ops with a bool result.
 #define NABLA_BINARY_BOOL_OPS(X)                                    \

@@ -97,6 +97,8 @@ Tensor atan2(const Tensor& a, const Tensor& b);
 Tensor remainder(const Tensor& a, const Tensor& b);
 Tensor remainder(const Tensor& a, Scalar b);
 Tensor floor_divide(const Tensor& a, const Tensor& b);
+// grad where y > 0, else 0: the gradient of relu (y its output or input), in one pass.
+Tensor threshold_backward(const Tensor& grad, const Tensor& y);
 
 Tensor neg(const Tensor& x);
 Tensor abs(const Tensor& x);

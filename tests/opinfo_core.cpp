@@ -60,6 +60,8 @@ std::vector<OpInfo> elementwise_ops() {
   ops.push_back({.name = "atan2", .fn = [](I x) { return one(atan2(x[0], x[1])); }, .samples = binary_samples(-2, 2, 0.5, 2)});
   ops.push_back({.name = "remainder", .fn = [](I x) { return one(remainder(x[0], x[1])); },
                  .samples = binary_samples(0.1, 3, 0.7, 0.9)});
+  ops.push_back({.name = "threshold_backward", .fn = [](I x) { return one(threshold_backward(x[0], x[1])); },
+                 .samples = binary_samples(-2, 2, -2, 2)});
   ops.push_back({.name = "floor_divide", .fn = [](I x) { return one(floor_divide(x[0], x[1])); },
                  .samples = binary_samples(0.1, 3, 0.7, 0.9)});
   ops.push_back({.name = "where",
