@@ -1,0 +1,199 @@
+// The mnist example program, end to end on a small generated dataset (written as IDX files):
+// training, resume equals uninterrupted (bitwise), Ctrl-C saves and resumes mid-epoch, eval,
+// predict (text and JSON), and the messages and exit codes for mistakes.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "nabla.h"
+
+#ifndef NABLA_MNIST_BIN
+#error "NABLA_MNIST_BIN must name the mnist program"
+#endif
+
+using namespace nabla;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out;
+};
+
+Result run(const std::string& args) {
+  std::string cmd = std::string(NABLA_MNIST_BIN) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+// A learnable toy dataset in MNIST's format: each digit class is a bright bar at its own place.
+void write_dataset(const fs::path& dir, int64_t n_train, int64_t n_test) {
+  fs::create_directories(dir);
+  auto make = [&](int64_t n, const char* prefix, uint64_t seed) {
+    manual_seed(seed);
+    Tensor labels = randint(0, 10, {n});
+    Tensor images = (rand({n, 28, 28}) * 60).to(kUInt8);
+    Tensor lc = labels.contiguous();
+    uint8_t* px = images.data_ptr<uint8_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t l = lc.data_ptr<int64_t>()[i];
+      for (int64_t r = 4 + 2 * l; r < 6 + 2 * l; ++r)
+        for (int64_t c = 4; c < 24; ++c) px[(i * 28 + r) * 28 + c] = 250;
+    }
+    data::write_idx((dir / (std::string(prefix) + "-images-idx3-ubyte")).string(), images);
+    data::write_idx((dir / (std::string(prefix) + "-labels-idx1-ubyte")).string(), labels.to(kUInt8));
+  };
+  make(n_train, "train", 1);
+  make(n_test, "t10k", 2);
+}
+
+bool same_weights(const std::string& a, const std::string& b) {
+  auto fa = safetensors::load_file(a), fb = safetensors::load_file(b);
+  int compared = 0;
+  for (const auto& [name, t] : fa.tensors) {
+    if (name.rfind("model.", 0) != 0) continue;
+    const Tensor* u = fb.tensors.find(name);
+    if (!u || !equal(t, *u)) return false;
+    ++compared;
+  }
+  return compared > 0;
+}
+
+class MnistProgram : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("nabla_mnist_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    write_dataset(dir_ / "data", 1024, 256);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string data() const { return "--data " + (dir_ / "data").string(); }
+  std::string ck(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+}  // namespace
+
+TEST_F(MnistProgram, TrainsEvaluatesAndWritesSummaryAndCsv) {
+  Result r = run("train --model mlp --epochs 2 --quiet " + data() + " --checkpoint " + ck("mlp.safetensors") +
+              " --summary-json " + ck("summary.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("epoch 2/2"), std::string::npos) << r.out;
+  std::ifstream js(ck("summary.json"));
+  std::string json((std::istreambuf_iterator<char>(js)), {});
+  for (const char* key : {"\"test_acc\"", "\"train_seconds\"", "\"epochs\": 2", "\"images_per_second\""})
+    EXPECT_NE(json.find(key), std::string::npos) << json;
+  std::ifstream csv(ck("mlp.csv"));
+  std::string header, line;
+  std::getline(csv, header);
+  EXPECT_EQ(header, "epoch,train_loss,train_acc,test_loss,test_acc,seconds,lr");
+  int rows = 0;
+  while (std::getline(csv, line)) ++rows;
+  EXPECT_EQ(rows, 2);
+  // The toy classes are easy: the model must have learned them.
+  double acc = std::stod(json.substr(json.find("\"test_acc\": ") + 12));
+  EXPECT_GT(acc, 0.9) << json;
+
+  Result e = run("eval --checkpoint " + ck("mlp.safetensors") + " " + data());
+  ASSERT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("confusion matrix"), std::string::npos);
+  EXPECT_NE(e.out.find("precision"), std::string::npos);
+}
+
+TEST_F(MnistProgram, ResumeEqualsUninterrupted) {
+  std::string common = " --model cnn --quiet " + data();
+  ASSERT_EQ(run("train --epochs 2" + common + " --checkpoint " + ck("full.safetensors")).code, 0);
+  ASSERT_EQ(run("train --epochs 1" + common + " --checkpoint " + ck("part.safetensors")).code, 0);
+  Result r = run("train --epochs 2 --quiet --resume " + ck("part.safetensors") + " " + data());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("from epoch 2"), std::string::npos) << r.out;
+  EXPECT_TRUE(same_weights(ck("full.safetensors"), ck("part.safetensors")));
+}
+
+TEST_F(MnistProgram, InterruptSavesAndResumesMidEpoch) {
+  // Enough data that the interrupt lands inside training.
+  write_dataset(dir_ / "data", 8192, 256);
+  std::string common = " --model lenet --epochs 2 --quiet " + data();
+  ASSERT_EQ(run("train" + common + " --checkpoint " + ck("full.safetensors")).code, 0);
+
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string cmd = std::string(NABLA_MNIST_BIN) + " train" + common + " --checkpoint " + ck("int.safetensors") +
+                      " > /dev/null 2>&1";
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 0) GTEST_SKIP() << "training finished before the interrupt arrived";
+  ASSERT_EQ(WEXITSTATUS(status), 130);
+  ASSERT_TRUE(fs::exists(ck("int.safetensors")));
+  Result r = run("train --epochs 2 --quiet --resume " + ck("int.safetensors") + " " + data());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(same_weights(ck("full.safetensors"), ck("int.safetensors")));
+}
+
+TEST_F(MnistProgram, PredictsImagesAsTextAndJson) {
+  ASSERT_EQ(run("train --model mlp --epochs 2 --quiet " + data() + " --checkpoint " + ck("m.safetensors")).code, 0);
+  // A dark stroke on white paper, far off-center, as a user might draw it: predict must invert
+  // it, fit it into 20x20 and center it by mass in 28x28, as MNIST's digits are.
+  Tensor img = full({140, 200}, 230, kUInt8);
+  img.narrow(0, 10, 60).narrow(1, 130, 12).fill_(20);
+  data::save_image(ck("three.png"), img);
+  fs::create_directories(ck("seen"));
+  Result t = run("predict --save-input " + ck("seen") + " --checkpoint " + ck("m.safetensors") + " " + ck("three.png"));
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("three.png: "), std::string::npos) << t.out;
+  Tensor seen = data::load_image_gray(ck("seen") + "/three.png.28x28.png").to(kFloat64);
+  EXPECT_GT(seen.max().item<double>(), 200);            // bright stroke
+  EXPECT_LT(seen[0].max().item<double>(), 10);          // dark background
+  Tensor rows = arange(28, kFloat64).unsqueeze(1), cols = arange(28, kFloat64).unsqueeze(0);
+  double mass = seen.sum().item<double>();
+  EXPECT_NEAR((seen * rows).sum().item<double>() / mass, 13.5, 0.75);  // centered by mass
+  EXPECT_NEAR((seen * cols).sum().item<double>() / mass, 13.5, 0.75);
+  // The 60x12 stroke becomes about 20x4: some 80 bright pixels.
+  double bright = (seen > 100).sum().item<double>();
+  EXPECT_GT(bright, 50);
+  EXPECT_LT(bright, 110);
+  Result j = run("predict --json --checkpoint " + ck("m.safetensors") + " " + ck("three.png") + " " + ck("missing.png"));
+  EXPECT_EQ(j.code, 1) << j.out;  // one file failed
+  EXPECT_NE(j.out.find("\"digit\": "), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("\"probabilities\": ["), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("\"error\""), std::string::npos) << j.out;
+}
+
+TEST_F(MnistProgram, MistakesGetClearMessagesAndExitCodes) {
+  Result r = run("train --epoch 2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("did you mean --epochs"), std::string::npos) << r.out;
+  r = run("train --model resnet");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("must be one of"), std::string::npos) << r.out;
+  r = run("train --data " + ck("nowhere"));
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.out.find("scripts/get-data.sh"), std::string::npos) << r.out;
+  r = run("predict --checkpoint " + ck("none.safetensors") + " x.png");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("does not exist"), std::string::npos) << r.out;
+  r = run("frobnicate");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(run("train --help").code, 0);
+  EXPECT_EQ(run("--help").code, 0);
+}
