@@ -89,8 +89,7 @@ template Tensor tensor(const std::vector<bool>&, IntArrayRef, const TensorOption
 Tensor scalar_tensor(Scalar v, const TensorOptions& o) { return full({}, v, o); }
 
 Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, const TensorOptions& o) {
-  check<DeviceError>(o.device().is_cpu() || has_backend(DeviceType::cuda), "from_blob: device ", o.device(),
-                     " is not available");
+  backend_for(o.device());  // throws DeviceError when the device is not usable here
   check<ShapeError>(sizes.size() == strides.size(), "from_blob: sizes ", sizes, " and strides ", strides,
                     " have different lengths");
   DType dt = o.dtype_or(DType::f32);

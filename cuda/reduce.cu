@@ -206,7 +206,7 @@ void launch(const ReducePlan& p, const typename R::In* x, typename R::Out* out, 
 }
 
 template <ReduceOp OP, class T>
-void reduce_typed(const Tensor& x, const std::vector<bool>& mask, const Tensor& out, int device) {
+void reduce_typed(const Tensor& x, const detail::DimMask& mask, const Tensor& out, int device) {
   using R = Reducer<OP, T>;
   using A = typename R::A;
   using Out = typename R::Out;
@@ -242,7 +242,7 @@ void reduce_typed(const Tensor& x, const std::vector<bool>& mask, const Tensor& 
 }
 
 template <ReduceOp OP>
-void reduce_dispatch(const Tensor& x, const std::vector<bool>& mask, const Tensor& out, int device) {
+void reduce_dispatch(const Tensor& x, const detail::DimMask& mask, const Tensor& out, int device) {
   visit_cuda_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (OP == ReduceOp::any || OP == ReduceOp::all) {
@@ -322,7 +322,7 @@ __global__ void arg_reduce_kernel(const T* x, int64_t outer, int64_t len, int64_
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, const Tensor& out) {
-  std::vector<bool> mask = detail::dims_mask(dims, x.dim(), "reduce");
+  detail::DimMask mask = detail::dims_mask(dims, x.dim(), "reduce");
   if (out.numel() == 0) return;
   DeviceScope ds(out);
   if (x.numel() == 0) {

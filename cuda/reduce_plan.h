@@ -58,7 +58,7 @@ struct ReducePlan {
 
 // x: sizes/strides (elements); out: keepdim strides; mask: reduced dims; sms: the GPU's SM count.
 inline ReducePlan plan_reduce(IntArrayRef sizes, IntArrayRef xstrides, IntArrayRef ostrides,
-                              const std::vector<bool>& mask, int sms) {
+                              const SmallVector<bool, 8>& mask, int sms) {  // mask: detail::DimMask
   ReducePlan p;
   ReduceDims kept, red;
   for (size_t d = 0; d < sizes.size(); ++d) {
