@@ -212,6 +212,16 @@ TEST_P(Conv2dCases, MatchesDirectConvolution) {
   Tensor y32 = conv2d(x.to(kFloat32), w.to(kFloat32), a.bias ? b.to(kFloat32) : Tensor(), {a.sh, a.sw}, {a.ph, a.pw},
                       {a.dh, a.dw}, a.groups);
   EXPECT_TRUE(tensor_near(y32, ref, 2e-5));
+  // The float32 gradients (their own packing and kernels) agree with the float64 ones.
+  Tensor gy = lcg_tensor(shape_of(ref), 104);
+  auto grads = [&](DType dt) {
+    Tensor xg = x.to(dt).detach().requires_grad_(), wg = w.to(dt).detach().requires_grad_();
+    Tensor bg = a.bias ? b.to(dt).detach().requires_grad_() : Tensor();
+    conv2d(xg, wg, bg, {a.sh, a.sw}, {a.ph, a.pw}, {a.dh, a.dw}, a.groups).backward(gy.to(dt));
+    return std::vector<Tensor>{xg.grad(), wg.grad(), a.bias ? bg.grad() : zeros({1})};
+  };
+  std::vector<Tensor> g64 = grads(kFloat64), g32 = grads(kFloat32);
+  for (size_t i = 0; i < g64.size(); ++i) EXPECT_TRUE(tensor_near(g32[i], g64[i], 1e-4, 1e-4)) << "gradient " << i;
   // Non-contiguous input and weight (channels-last storage) give the same result.
   Tensor xn = x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
   Tensor wn = w.permute({2, 3, 0, 1}).contiguous().permute({2, 3, 0, 1});
@@ -230,7 +240,13 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvArgs{.x = {1, 3, 6, 5}, .w = {3, 1, 3, 3}, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .groups = 3},
                       ConvArgs{.x = {2, 5, 4, 4}, .w = {3, 5, 1, 1}},
                       ConvArgs{.x = {1, 2, 10, 3}, .w = {2, 2, 5, 1}, .sh = 3, .ph = 2, .dh = 2},
-                      ConvArgs{.x = {3, 1, 4, 4}, .w = {1, 1, 4, 4}}),
+                      ConvArgs{.x = {3, 1, 4, 4}, .w = {1, 1, 4, 4}},
+                      // Larger than one packed panel (many 32-column slivers, several k blocks), so the
+                      // float32 GEMM path with its im2col packing is exercised, not the few-tap kernels.
+                      ConvArgs{.x = {2, 10, 12, 12}, .w = {20, 10, 5, 5}},
+                      ConvArgs{.x = {2, 16, 14, 13}, .w = {8, 16, 3, 3}, .ph = 1, .pw = 1},
+                      ConvArgs{.x = {1, 9, 21, 17}, .w = {7, 9, 3, 3}, .sh = 2, .sw = 2, .ph = 2, .pw = 1, .dh = 2, .dw = 2},
+                      ConvArgs{.x = {1, 12, 9, 40}, .w = {6, 4, 3, 3}, .sw = 3, .ph = 1, .pw = 1, .groups = 3}),
     [](const auto& i) { return "case" + std::to_string(i.index); });
 
 TEST(Conv, UnbatchedInputAndShapes) {
