@@ -171,12 +171,15 @@ struct ConvArgs {
 };
 
 // Direct convolution in double.
-Tensor ref_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvArgs& a) {
+// With `gy` and `grads`, also the gradients of sum(y * gy) w.r.t. x and w, by the same loops.
+Tensor ref_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvArgs& a, const Tensor& gy = Tensor(),
+                  std::vector<Tensor>* grads = nullptr) {
   int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   int64_t O = w.size(0), kh = w.size(2), kw = w.size(3), G = a.groups, Cg = C / G, Og = O / G;
   int64_t Ho = (H + 2 * a.ph - a.dh * (kh - 1) - 1) / a.sh + 1, Wo = (W + 2 * a.pw - a.dw * (kw - 1) - 1) / a.sw + 1;
   std::vector<double> xv = values(x), wv = values(w), bv = b.defined() ? values(b) : std::vector<double>(O, 0.0);
-  std::vector<double> y(N * O * Ho * Wo);
+  std::vector<double> y(N * O * Ho * Wo), gyv = gy.defined() ? values(gy) : std::vector<double>(y.size(), 0.0);
+  std::vector<double> gx(xv.size()), gw(wv.size());
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o) {
       int64_t g = o / Og;
@@ -188,11 +191,16 @@ Tensor ref_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvA
               for (int64_t j = 0; j < kw; ++j) {
                 int64_t ih = oh * a.sh - a.ph + i * a.dh, iw = ow * a.sw - a.pw + j * a.dw;
                 if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                s += xv[((n * C + g * Cg + c) * H + ih) * W + iw] * wv[((o * Cg + c) * kh + i) * kw + j];
+                int64_t xi = ((n * C + g * Cg + c) * H + ih) * W + iw, wi = ((o * Cg + c) * kh + i) * kw + j;
+                double gyo = gyv[((n * O + o) * Ho + oh) * Wo + ow];
+                s += xv[xi] * wv[wi];
+                gx[xi] += gyo * wv[wi];
+                gw[wi] += gyo * xv[xi];
               }
           y[((n * O + o) * Ho + oh) * Wo + ow] = s;
         }
     }
+  if (grads) *grads = {f64(gx, shape_of(x)), f64(gw, shape_of(w))};
   return f64(y, {N, O, Ho, Wo});
 }
 
@@ -212,8 +220,10 @@ TEST_P(Conv2dCases, MatchesDirectConvolution) {
   Tensor y32 = conv2d(x.to(kFloat32), w.to(kFloat32), a.bias ? b.to(kFloat32) : Tensor(), {a.sh, a.sw}, {a.ph, a.pw},
                       {a.dh, a.dw}, a.groups);
   EXPECT_TRUE(tensor_near(y32, ref, 2e-5));
-  // The float32 gradients (their own packing and kernels) agree with the float64 ones.
+  // The gradients in float64 and float32 (their own packing and kernels) agree with the reference's.
   Tensor gy = lcg_tensor(shape_of(ref), 104);
+  std::vector<Tensor> gref;
+  ref_conv2d(x, w, b, a, gy, &gref);
   auto grads = [&](DType dt) {
     Tensor xg = x.to(dt).detach().requires_grad_(), wg = w.to(dt).detach().requires_grad_();
     Tensor bg = a.bias ? b.to(dt).detach().requires_grad_() : Tensor();
@@ -221,7 +231,11 @@ TEST_P(Conv2dCases, MatchesDirectConvolution) {
     return std::vector<Tensor>{xg.grad(), wg.grad(), a.bias ? bg.grad() : zeros({1})};
   };
   std::vector<Tensor> g64 = grads(kFloat64), g32 = grads(kFloat32);
-  for (size_t i = 0; i < g64.size(); ++i) EXPECT_TRUE(tensor_near(g32[i], g64[i], 1e-4, 1e-4)) << "gradient " << i;
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(tensor_near(g64[i], gref[i], 1e-12)) << (i == 0 ? "input" : "weight") << " gradient, float64";
+    EXPECT_TRUE(tensor_near(g32[i], gref[i], 1e-4, 1e-4)) << (i == 0 ? "input" : "weight") << " gradient, float32";
+  }
+  if (a.bias) EXPECT_TRUE(tensor_near(g32[2], g64[2], 1e-4, 1e-4)) << "bias gradient";
   // Non-contiguous input and weight (channels-last storage) give the same result.
   Tensor xn = x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
   Tensor wn = w.permute({2, 3, 0, 1}).contiguous().permute({2, 3, 0, 1});
@@ -244,9 +258,12 @@ INSTANTIATE_TEST_SUITE_P(
                       // Larger than one packed panel (many 32-column slivers, several k blocks), so the
                       // float32 GEMM path with its im2col packing is exercised, not the few-tap kernels.
                       ConvArgs{.x = {2, 10, 12, 12}, .w = {20, 10, 5, 5}},
-                      ConvArgs{.x = {2, 16, 14, 13}, .w = {8, 16, 3, 3}, .ph = 1, .pw = 1},
+                      ConvArgs{.x = {4, 16, 14, 13}, .w = {8, 16, 3, 3}, .ph = 1, .pw = 1},
                       ConvArgs{.x = {1, 9, 21, 17}, .w = {7, 9, 3, 3}, .sh = 2, .sw = 2, .ph = 2, .pw = 1, .dh = 2, .dw = 2},
-                      ConvArgs{.x = {1, 12, 9, 40}, .w = {6, 4, 3, 3}, .sw = 3, .ph = 1, .pw = 1, .groups = 3}),
+                      ConvArgs{.x = {1, 12, 9, 40}, .w = {6, 4, 3, 3}, .sw = 3, .ph = 1, .pw = 1, .groups = 3},
+                      // stride 1 with padding that keeps the size: the padded-rows path, also for the
+                      // input gradient (run as a convolution with flipped weights), grouped and dilated.
+                      ConvArgs{.x = {2, 16, 12, 20}, .w = {8, 8, 3, 3}, .ph = 2, .pw = 2, .dh = 2, .dw = 2, .groups = 2}),
     [](const auto& i) { return "case" + std::to_string(i.index); });
 
 TEST(Conv, UnbatchedInputAndShapes) {

@@ -368,11 +368,174 @@ void direct_conv_weight_grad(const float* xp, const float* gyp, const ConvGeom& 
     }
   });
 }
+
+// ---- weight gradient through the GEMM with transposed patches gathered on the fly (AVX-512) -------
+// gw_g (Og, ckk) = sum over images of gy_g[n] (Og, hw) @ patches[n]^T (hw, ckk). The GEMM's K runs
+// over the pixels of all images of a thread's share, in panels that may span images, so every micro-
+// kernel call sees a full K panel. B panels (pixels x taps) are gathered straight from the image:
+// each pixel's taps are fixed offsets from its window origin. A panels are transposed slices of gy.
+// Each thread accumulates its own gradient; the partial gradients are summed at the end.
+
+struct TapTable {
+  // Per tap (padded to whole 32-tap slivers): offset in the group's (Cg, H, W) block, and the
+  // row/column displacement inside the window; padding taps get dy far out of range (never loaded).
+  int32_t* off;
+  int32_t* dy;
+  int32_t* dx;
+};
+
+NABLA_DC_AVX512 void gather_pixel_taps(const float* x, const TapTable& tt, int64_t slivers, int32_t ih0, int32_t iw0,
+                                       int32_t H, int32_t W, int64_t kc, float* out) {
+  const __m512i vih = _mm512_set1_epi32(ih0), viw = _mm512_set1_epi32(iw0);
+  const __m512i vbase = _mm512_set1_epi32(ih0 * W + iw0);
+  const __m512i vH = _mm512_set1_epi32(H), vW = _mm512_set1_epi32(W), zero = _mm512_setzero_si512();
+  for (int64_t h = 0; h < slivers * 2; ++h) {
+    __m512i ih = _mm512_add_epi32(vih, _mm512_load_si512(tt.dy + h * 16));
+    __m512i iw = _mm512_add_epi32(viw, _mm512_load_si512(tt.dx + h * 16));
+    __mmask16 m = _mm512_cmpge_epi32_mask(ih, zero) & _mm512_cmplt_epi32_mask(ih, vH) &
+                  _mm512_cmpge_epi32_mask(iw, zero) & _mm512_cmplt_epi32_mask(iw, vW);
+    __m512i idx = _mm512_add_epi32(vbase, _mm512_load_si512(tt.off + h * 16));
+    // sliver h/2 of the panel, this pixel's row, half h%2
+    _mm512_store_ps(out + (h / 2) * kc * 32 + (h % 2) * 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, x, 4));
+  }
+}
+
+bool wgrad_gather_applies(const ConvGeom& g) {
+  return std::string_view(gemm_detail::kernel_spec<float>().name) == "avx512" &&
+         g.Cg * g.H * g.W < (int64_t(1) << 30) && g.H < (1 << 20) && g.W < (1 << 20);
+}
+
+void wgrad_gather(const float* xp, const float* gyp, const ConvGeom& g, float* gwp) {
+  using namespace gemm_detail;
+  const KernelSpec<float>& ks = kernel_spec<float>();
+  const int64_t hw = g.hw_out(), ckk = g.ckk(), mr = ks.mr, kcmax = ks.kc;
+  const int64_t nsl = (ckk + 31) / 32, msl = (g.Og + mr - 1) / mr, gsize = g.Og * ckk;
+  Tensor taps = detail::make_empty({3 * nsl * 32}, DType::i32, kCPU);
+  TapTable tt{static_cast<int32_t*>(taps.data_ptr()), nullptr, nullptr};
+  tt.dy = tt.off + nsl * 32;
+  tt.dx = tt.dy + nsl * 32;
+  for (int64_t t = 0; t < nsl * 32; ++t) {
+    int64_t c = t / (g.kh * g.kw), r = t % (g.kh * g.kw), ki = r / g.kw, kj = r % g.kw;
+    bool live = t < ckk;
+    tt.off[t] = live ? static_cast<int32_t>(c * g.H * g.W + ki * g.dh * g.W + kj * g.dw) : 0;
+    tt.dy[t] = live ? static_cast<int32_t>(ki * g.dh) : -(1 << 30);
+    tt.dx[t] = live ? static_cast<int32_t>(kj * g.dw) : 0;
+  }
+  const int64_t parts = std::clamp<int64_t>(get_num_threads(), 1, g.N);
+  Tensor acc = detail::make_empty({parts * g.G * gsize}, DType::f32, kCPU);
+  float* accp = static_cast<float*>(acc.data_ptr());
+  parallel_for(0, parts, 1, [&](int64_t t0, int64_t t1) {
+    Tensor apanel = detail::make_empty({msl * mr * kcmax}, DType::f32, kCPU);
+    Tensor bpanel = detail::make_empty({nsl * 32 * kcmax}, DType::f32, kCPU);
+    float* ap = static_cast<float*>(apanel.data_ptr());
+    float* bp = static_cast<float*>(bpanel.data_ptr());
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n_begin = g.N * t / parts, n_end = g.N * (t + 1) / parts;
+      const int64_t kpix = (n_end - n_begin) * hw;  // this share's K
+      for (int64_t gr = 0; gr < g.G; ++gr) {
+        float* c = accp + (t * g.G + gr) * gsize;
+        for (int64_t pc = 0; pc < kpix; pc += kcmax) {
+          const int64_t kc = std::min(kcmax, kpix - pc);
+          // Pack this K panel of A (gy rows, transposed) and B (gathered taps), image segment by segment.
+          for (int64_t q = pc; q < pc + kc;) {
+            const int64_t n = n_begin + q / hw, j0 = q % hw, seg = std::min(hw - j0, pc + kc - q), poff = q - pc;
+            const float* gyn = gyp + (n * g.O + gr * g.Og) * hw + j0;
+            for (int64_t s = 0; s < msl; ++s) {
+              int64_t rows = std::min<int64_t>(mr, g.Og - s * mr);
+              float* dst = ap + s * kc * mr + poff * mr;
+              transpose_copy(gyn + s * mr * hw, hw, rows, seg, dst, mr);
+              if (rows < mr)
+                for (int64_t p = 0; p < seg; ++p) std::fill(dst + p * mr + rows, dst + (p + 1) * mr, 0.0f);
+            }
+            const float* xg = xp + (n * g.C + gr * g.Cg) * g.H * g.W;
+            for (int64_t j = j0; j < j0 + seg; ++j) {
+              int32_t ih0 = static_cast<int32_t>((j / g.Wo) * g.sh - g.ph), iw0 = static_cast<int32_t>((j % g.Wo) * g.sw - g.pw);
+              gather_pixel_taps(xg, tt, nsl, ih0, iw0, static_cast<int32_t>(g.H), static_cast<int32_t>(g.W), kc,
+                                bp + (poff + j - j0) * 32);
+            }
+            q += seg;
+          }
+          const float beta = pc == 0 ? 0.0f : 1.0f;
+          for (int64_t sn = 0; sn < nsl; ++sn)
+            for (int64_t sm = 0; sm < msl; ++sm)
+              ks.fn(kc, ap + sm * kc * mr, bp + sn * kc * 32, c + sm * mr * ckk + sn * 32, ckk, 1.0f, beta,
+                    std::min<int64_t>(mr, g.Og - sm * mr), std::min<int64_t>(32, ckk - sn * 32));
+        }
+        if (kpix == 0) std::fill(c, c + gsize, 0.0f);
+      }
+    }
+  });
+  // gw (G groups of Og x ckk, i.e. O x ckk in order) = the sum of the shares' partial gradients
+  const int64_t total = g.G * gsize;
+  parallel_for(0, total, 1 << 14, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float v = accp[i];
+      for (int64_t t = 1; t < parts; ++t) v += accp[t * total + i];
+      gwp[i] = v;
+    }
+  });
+}
 #else
 bool direct_conv_applies(const ConvGeom&) { return false; }
 void direct_conv(const float*, const float*, const float*, const ConvGeom&, float*) {}
 void direct_conv_weight_grad(const float*, const float*, const ConvGeom&, float*) {}
+bool wgrad_gather_applies(const ConvGeom&) { return false; }
+void wgrad_gather(const float*, const float*, const ConvGeom&, float*) {}
 #endif
+
+// ---- stride-1 convolution over padded rows --------------------------------------------------------
+// With stride 1, copy the image into a zero-padded buffer of width Wp and compute the outputs over
+// whole padded rows: output "pixel" j = oh * Wp + ow (ow < Wp; columns past Wo are computed and
+// dropped). Tap (c, ki, kj) then reads x_pad[c*Hp*Wp + ki*dh*Wp + kj*dw + j]: every row of the
+// patch matrix is a contiguous run of the buffer, so GEMM packing is plain copies, no gathers. It
+// pays when the padded width adds little (Wp close to Wo), e.g. 3x3 convolutions with padding 1.
+bool padded_rows_applies(const ConvGeom& g) {
+  return g.sh == 1 && g.sw == 1 && !g.is_pointwise() && g.ckk() > 0 && (g.W + 2 * g.pw) * 4 <= g.Wo * 5;
+}
+
+template <class T>
+void conv_forward_padded_rows(const T* xp, const gemm_detail::KernelSpec<T>& ks,
+                              const SmallVector<gemm_detail::PackedA<T>, 2>& wpack, const T* bp, const ConvGeom& g,
+                              T* yp) {
+  using namespace gemm_detail;
+  const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw, plane = Hp * Wp, ckk = g.ckk(), hw = g.hw_out();
+  const int64_t ncols = (g.Ho - 1) * Wp + g.Wo;  // the last row's dropped columns are not computed
+  const int64_t xbuf = g.Cg * plane + ks.nr;    // slack: packing copies whole nr-wide slivers
+  Tensor offs_buf = detail::make_empty({ckk}, DType::i64, kCPU);
+  int64_t* offs = static_cast<int64_t*>(offs_buf.data_ptr());
+  for (int64_t p = 0; p < ckk; ++p) {
+    int64_t c = p / (g.kh * g.kw), r = p % (g.kh * g.kw);
+    offs[p] = c * plane + (r / g.kw) * g.dh * Wp + (r % g.kw) * g.dw;
+  }
+  parallel_for(0, g.N * g.G, 1, [&](int64_t i0, int64_t i1) {
+    Tensor buf = detail::make_empty({xbuf + g.Og * g.Ho * Wp}, dtype_of<T>(), kCPU);
+    T* xpad = static_cast<T*>(buf.data_ptr());
+    T* ybuf = xpad + xbuf;
+    std::fill(xpad, xpad + xbuf, T(0));
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t n = i / g.G, gr = i % g.G;
+      const T* xg = xp + (n * g.C + gr * g.Cg) * g.H * g.W;
+      for (int64_t c = 0; c < g.Cg; ++c)
+        for (int64_t h = 0; h < g.H; ++h)
+          std::memcpy(xpad + c * plane + (h + g.ph) * Wp + g.pw, xg + (c * g.H + h) * g.W, g.W * sizeof(T));
+      gemm_prepacked<T>(ks, wpack[gr], ncols, [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) {
+        for (int64_t js = j0; js < j0 + nc; js += ks.nr) {
+          T* o = out + ((js - j0) / ks.nr) * kc * ks.nr;
+          for (int64_t p = 0; p < kc; ++p) std::memcpy(o + p * ks.nr, xpad + offs[p0 + p] + js, ks.nr * sizeof(T));
+        }
+      }, T(1), T(0), ybuf, g.Ho * Wp);
+      T* yg = yp + (n * g.O + gr * g.Og) * hw;
+      for (int64_t o = 0; o < g.Og; ++o) {
+        const T b = bp ? bp[gr * g.Og + o] : T(0);
+        for (int64_t oh = 0; oh < g.Ho; ++oh) {
+          const T* src = ybuf + (o * g.Ho + oh) * Wp;
+          T* dst = yg + (o * g.Ho + oh) * g.Wo;
+          for (int64_t ow = 0; ow < g.Wo; ++ow) dst[ow] = src[ow] + b;
+        }
+      }
+    }
+  });
+}
 
 // y (N, O, Ho, Wo) = conv(x, w) + bias, all contiguous, with geometry g.
 template <class T>
@@ -386,6 +549,7 @@ void conv_forward(const T* xp, const T* wp, const T* bp, const ConvGeom& g, T* y
   // The weights of each group, packed once for all images.
   SmallVector<PackedA<T>, 2> wpack;
   for (int64_t gr = 0; gr < g.G; ++gr) wpack.push_back(pack_a_all(ks, wp + gr * g.Og * ckk, ckk, 1, g.Og, ckk));
+  if (padded_rows_applies(g)) return conv_forward_padded_rows<T>(xp, ks, wpack, bp, g, yp);
   parallel_for(0, g.N * g.G, 1, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       int64_t n = i / g.G, gr = i % g.G;
@@ -425,6 +589,31 @@ void conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Co
   if (!y.is_same(out)) copy(y, out);
 }
 
+// A stride-1 input gradient is itself a convolution: of gy, padded by (k-1)*d - p, with the weights
+// flipped in space and their in/out channels swapped (per group). This is its geometry.
+ConvGeom flipped_geom(const ConvGeom& g) {
+  ConvGeom f = g;
+  f.C = g.O;
+  f.H = g.Ho;
+  f.W = g.Wo;
+  f.O = g.C;
+  f.Ho = g.H;
+  f.Wo = g.W;
+  f.Cg = g.Og;
+  f.Og = g.Cg;
+  f.ph = (g.kh - 1) * g.dh - g.ph;
+  f.pw = (g.kw - 1) * g.dw - g.pw;
+  return f;
+}
+
+// Whether conv2d_input_grad runs as that convolution rather than GEMM + col2im: when it can take
+// the padded-rows path (its own padding adds little) and has rows enough (input channels) for the
+// GEMM. (Through im2col gathers it was measured slower than col2im.)
+bool input_grad_as_conv(const ConvGeom& g) {
+  return g.sh == 1 && g.sw == 1 && g.ph <= (g.kh - 1) * g.dh && g.pw <= (g.kw - 1) * g.dw && g.Cg >= 8 &&
+         padded_rows_applies(flipped_geom(g));
+}
+
 void conv2d_input_grad(const Tensor& gy_in, const Tensor& w_in, const Conv2dParams& p, const Tensor& gx) {
   Tensor gy = contig(gy_in), w = contig(w_in);
   ConvGeom g = geom(gx, w, gy, p);
@@ -435,9 +624,19 @@ void conv2d_input_grad(const Tensor& gy_in, const Tensor& w_in, const Conv2dPara
     const T* wp = static_cast<const T*>(w.data_ptr());
     T* gxp = static_cast<T*>(out.data_ptr());
     int64_t hw = g.hw_out(), ckk = g.ckk();
-    // Per image: the patch gradients (ckk, hw) = W^T @ gy, then scattered back (col2im). (Treating
-    // stride-1 input gradients as a convolution with flipped weights was measured slower here: its
-    // GEMM has only C rows, too few when the input has few channels.)
+    if (input_grad_as_conv(g)) {
+      Tensor wt_buf = detail::make_empty({g.C * g.Og * g.kh * g.kw}, gy.dtype(), kCPU);
+      T* wt = static_cast<T*>(wt_buf.data_ptr());
+      const int64_t khw = g.kh * g.kw;
+      for (int64_t gr = 0; gr < g.G; ++gr)
+        for (int64_t o = 0; o < g.Og; ++o)
+          for (int64_t c = 0; c < g.Cg; ++c)
+            for (int64_t t = 0; t < khw; ++t)
+              wt[((gr * g.Cg + c) * g.Og + o) * khw + t] = wp[((gr * g.Og + o) * g.Cg + c) * khw + (khw - 1 - t)];
+      conv_forward<T>(gyp, wt, nullptr, flipped_geom(g), gxp);
+      return;
+    }
+    // Per image: the patch gradients (ckk, hw) = W^T @ gy, then scattered back (col2im).
     parallel_for(0, g.N, 1, [&](int64_t n0, int64_t n1) {
       thread_local std::vector<T> col;
       if (col.size() < static_cast<size_t>(ckk * hw)) col.resize(ckk * hw);
@@ -468,6 +667,12 @@ void conv2d_weight_grad(const Tensor& x_in, const Tensor& gy_in, const Conv2dPar
   if (x.dtype() == DType::f32 && direct_conv_applies(g)) {
     direct_conv_weight_grad(static_cast<const float*>(x.data_ptr()), static_cast<const float*>(gy.data_ptr()), g,
                             static_cast<float*>(out.data_ptr()));
+    if (!out.is_same(gw)) copy(out, gw);
+    return;
+  }
+  if (x.dtype() == DType::f32 && g.N > 0 && wgrad_gather_applies(g)) {
+    wgrad_gather(static_cast<const float*>(x.data_ptr()), static_cast<const float*>(gy.data_ptr()), g,
+                 static_cast<float*>(out.data_ptr()));
     if (!out.is_same(gw)) copy(out, gw);
     return;
   }
