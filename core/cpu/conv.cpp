@@ -1,8 +1,15 @@
-// CPU convolution (im2col + GEMM) and pooling kernels, NCHW.
+// CPU convolution and pooling kernels, NCHW.
 //
-// conv2d forward and input-grad run per image (images in parallel), each a GEMM between the
-// weights and the image's unfolded patches (im2col). The weight gradient unfolds a chunk of
-// images at once and runs one larger GEMM per chunk, accumulating into the gradient.
+// Convolutions are GEMMs between the weights and the images' patch matrices, which are never
+// materialized whole: the patches are packed straight from the image into the GEMM's panels.
+// Which packing, per shape (each measured faster than the others where it is used):
+// - few taps per output (a first layer on images), AVX-512: direct kernels, no GEMM;
+// - stride 1 where the padding adds little width: "padded rows" (the image copied into a padded
+//   buffer, outputs computed over whole padded rows), so packing is contiguous copies; the input
+//   gradient then runs as a convolution with flipped weights through the same path;
+// - otherwise, forward packing gathers each tap (AVX-512 gathers, or row segments), the input
+//   gradient is W^T @ gy followed by col2im, and the weight gradient is one GEMM per thread over
+//   all its images, with the transposed patches gathered on the fly (AVX-512) or unfolded.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -133,6 +140,18 @@ void visit_float(DType dt, const char* op, F&& f) {
   if (dt == DType::f32) return f(type_tag<float>{});
   if (dt == DType::f64) return f(type_tag<double>{});
   throw DTypeError(detail::str(op, ": expected float32 or float64 on the CPU, got ", dt));
+}
+
+// out[i] = sum over t < parts of partial[t * total + i]: the weight gradient from per-thread shares.
+template <class T>
+void sum_shares(const T* partial, int64_t parts, int64_t total, T* out) {
+  parallel_for(0, total, 1 << 14, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      T v = partial[i];
+      for (int64_t t = 1; t < parts; ++t) v += partial[t * total + i];
+      out[i] = v;
+    }
+  });
 }
 
 }  // namespace
@@ -465,15 +484,7 @@ void wgrad_gather(const float* xp, const float* gyp, const ConvGeom& g, float* g
       }
     }
   });
-  // gw (G groups of Og x ckk, i.e. O x ckk in order) = the sum of the shares' partial gradients
-  const int64_t total = g.G * gsize;
-  parallel_for(0, total, 1 << 14, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      float v = accp[i];
-      for (int64_t t = 1; t < parts; ++t) v += accp[t * total + i];
-      gwp[i] = v;
-    }
-  });
+  sum_shares(accp, parts, g.G * gsize, gwp);
 }
 #else
 bool direct_conv_applies(const ConvGeom&) { return false; }
@@ -535,6 +546,127 @@ void conv_forward_padded_rows(const T* xp, const gemm_detail::KernelSpec<T>& ks,
       }
     }
   });
+}
+
+// dst[p * ldd + i] = rows[i][p] for i < nrows, p < cols: a transposing copy whose source rows start
+// anywhere (the taps of a padded image), in 8x8 register tiles for float on AVX2 machines.
+template <class T>
+void transpose_rows(const T* const* rows, int64_t nrows, int64_t cols, T* dst, int64_t ldd) {
+  int64_t i0 = 0;
+#ifdef NABLA_GEMM_AVX2
+  if constexpr (std::is_same_v<T, float>) {
+    for (; i0 + 8 <= nrows; i0 += 8) {
+      const float* const* r = rows + i0;
+      int64_t p = 0;
+      for (; p + 8 <= cols; p += 8) {
+        __m256 r0 = _mm256_loadu_ps(r[0] + p), r1 = _mm256_loadu_ps(r[1] + p), r2 = _mm256_loadu_ps(r[2] + p),
+               r3 = _mm256_loadu_ps(r[3] + p), r4 = _mm256_loadu_ps(r[4] + p), r5 = _mm256_loadu_ps(r[5] + p),
+               r6 = _mm256_loadu_ps(r[6] + p), r7 = _mm256_loadu_ps(r[7] + p);
+        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+               t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+               t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+               u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+               u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+               u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+        float* d = dst + p * ldd + i0;
+        _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+        _mm256_storeu_ps(d + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+        _mm256_storeu_ps(d + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+        _mm256_storeu_ps(d + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+        _mm256_storeu_ps(d + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+        _mm256_storeu_ps(d + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+        _mm256_storeu_ps(d + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+        _mm256_storeu_ps(d + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+      }
+      for (; p < cols; ++p)
+        for (int64_t i = i0; i < i0 + 8; ++i) dst[p * ldd + i] = rows[i][p];
+    }
+  }
+#endif
+  for (int64_t i = i0; i < nrows; ++i)
+    for (int64_t p = 0; p < cols; ++p) dst[p * ldd + i] = rows[i][p];
+}
+
+// The weight gradient over padded rows (see conv_forward_padded_rows): gw_g (Og, ckk) = sum over
+// images of gy_g[n] (Og, K) @ patches[n]^T (K, ckk), K running over padded-row pixels, where gy is
+// laid out on the same padded rows with zeros in the dropped columns. Patch rows are contiguous runs
+// of the padded image, so packing B is a transposing copy from tap start pointers. Images are split
+// into per-thread shares; each share accumulates its own gradient, summed at the end.
+template <class T>
+void conv_weight_grad_padded_rows(const T* xp, const T* gyp, const ConvGeom& g, T* gwp) {
+  using namespace gemm_detail;
+  const KernelSpec<T>& ks = kernel_spec<T>();
+  const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw, plane = Hp * Wp, ckk = g.ckk(), hw = g.hw_out();
+  const int64_t kimg = (g.Ho - 1) * Wp + g.Wo, mr = ks.mr, nr = ks.nr, kcmax = ks.kc;
+  const int64_t msl = (g.Og + mr - 1) / mr, nsl = (ckk + nr - 1) / nr, gsize = g.Og * ckk;
+  Tensor offs_buf = detail::make_empty({ckk}, DType::i64, kCPU);
+  int64_t* offs = static_cast<int64_t*>(offs_buf.data_ptr());
+  for (int64_t p = 0; p < ckk; ++p) {
+    int64_t c = p / (g.kh * g.kw), r = p % (g.kh * g.kw);
+    offs[p] = c * plane + (r / g.kw) * g.dh * Wp + (r % g.kw) * g.dw;
+  }
+  const int64_t parts = std::clamp<int64_t>(get_num_threads(), 1, g.N);
+  Tensor acc = detail::make_empty({parts * g.G * gsize}, dtype_of<T>(), kCPU);
+  T* accp = static_cast<T*>(acc.data_ptr());
+  parallel_for(0, parts, 1, [&](int64_t t0, int64_t t1) {
+    // Packed panels must be 64-byte aligned for the micro-kernels (the buffer itself is).
+    constexpr int64_t align = 64 / sizeof(T);
+    const int64_t xsize = g.Cg * plane, gysize = (g.Og * kimg + align - 1) / align * align;
+    Tensor buf = detail::make_empty({xsize + gysize + kcmax * (msl * mr + nsl * nr)}, dtype_of<T>(), kCPU);
+    T* gypad = static_cast<T*>(buf.data_ptr());
+    T* ap = gypad + gysize;
+    T* xpad = ap + kcmax * (msl * mr + nsl * nr);
+    T* bp = ap + kcmax * msl * mr;
+    Tensor rows_buf = detail::make_empty({nr}, DType::i64, kCPU);  // pointer-sized slots
+    const T** rows = reinterpret_cast<const T**>(rows_buf.data_ptr());
+    // Borders and dropped columns stay zero: only the interior is written per image.
+    std::fill(gypad, gypad + gysize, T(0));
+    std::fill(xpad, xpad + xsize, T(0));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n_begin = g.N * t / parts, n_end = g.N * (t + 1) / parts;
+      for (int64_t gr = 0; gr < g.G; ++gr) {
+        T* c = accp + (t * g.G + gr) * gsize;
+        bool first = true;
+        for (int64_t n = n_begin; n < n_end; ++n) {
+          const T* xg = xp + (n * g.C + gr * g.Cg) * g.H * g.W;
+          for (int64_t ch = 0; ch < g.Cg; ++ch)
+            for (int64_t h = 0; h < g.H; ++h)
+              std::memcpy(xpad + ch * plane + (h + g.ph) * Wp + g.pw, xg + (ch * g.H + h) * g.W, g.W * sizeof(T));
+          const T* gyg = gyp + (n * g.O + gr * g.Og) * hw;
+          for (int64_t o = 0; o < g.Og; ++o)
+            for (int64_t oh = 0; oh < g.Ho; ++oh)
+              std::memcpy(gypad + o * kimg + oh * Wp, gyg + (o * g.Ho + oh) * g.Wo, g.Wo * sizeof(T));
+          for (int64_t pc = 0; pc < kimg; pc += kcmax) {
+            const int64_t kc = std::min(kcmax, kimg - pc);
+            for (int64_t sm = 0; sm < msl; ++sm) {
+              const int64_t nrow = std::min(mr, g.Og - sm * mr);
+              T* dst = ap + sm * kc * mr;
+              transpose_copy(gypad + sm * mr * kimg + pc, kimg, nrow, kc, dst, mr);
+              if (nrow < mr)
+                for (int64_t p = 0; p < kc; ++p) std::fill(dst + p * mr + nrow, dst + (p + 1) * mr, T(0));
+            }
+            for (int64_t sn = 0; sn < nsl; ++sn) {
+              const int64_t ncol = std::min(nr, ckk - sn * nr);
+              for (int64_t j = 0; j < ncol; ++j) rows[j] = xpad + offs[sn * nr + j] + pc;
+              T* dst = bp + sn * kc * nr;
+              transpose_rows(rows, ncol, kc, dst, nr);
+              if (ncol < nr)
+                for (int64_t p = 0; p < kc; ++p) std::fill(dst + p * nr + ncol, dst + (p + 1) * nr, T(0));
+            }
+            const T beta = first ? T(0) : T(1);
+            first = false;
+            for (int64_t sn = 0; sn < nsl; ++sn)
+              for (int64_t sm = 0; sm < msl; ++sm)
+                ks.fn(kc, ap + sm * kc * mr, bp + sn * kc * nr, c + sm * mr * ckk + sn * nr, ckk, T(1), beta,
+                      std::min(mr, g.Og - sm * mr), std::min(nr, ckk - sn * nr));
+          }
+        }
+        if (first) std::fill(c, c + gsize, T(0));
+      }
+    }
+  });
+  sum_shares(accp, parts, g.G * gsize, gwp);
 }
 
 // y (N, O, Ho, Wo) = conv(x, w) + bias, all contiguous, with geometry g.
@@ -667,6 +799,15 @@ void conv2d_weight_grad(const Tensor& x_in, const Tensor& gy_in, const Conv2dPar
   if (x.dtype() == DType::f32 && direct_conv_applies(g)) {
     direct_conv_weight_grad(static_cast<const float*>(x.data_ptr()), static_cast<const float*>(gy.data_ptr()), g,
                             static_cast<float*>(out.data_ptr()));
+    if (!out.is_same(gw)) copy(out, gw);
+    return;
+  }
+  if (g.N > 0 && padded_rows_applies(g)) {
+    visit_float(x.dtype(), "conv2d_weight_grad", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      conv_weight_grad_padded_rows<T>(static_cast<const T*>(x.data_ptr()), static_cast<const T*>(gy.data_ptr()), g,
+                                      static_cast<T*>(out.data_ptr()));
+    });
     if (!out.is_same(gw)) copy(out, gw);
     return;
   }
