@@ -499,9 +499,9 @@ void wgrad_gather(const float*, const float*, const ConvGeom&, float*) {}
 // whole padded rows: output "pixel" j = oh * Wp + ow (ow < Wp; columns past Wo are computed and
 // dropped). Tap (c, ki, kj) then reads x_pad[c*Hp*Wp + ki*dh*Wp + kj*dw + j]: every row of the
 // patch matrix is a contiguous run of the buffer, so GEMM packing is plain copies, no gathers. It
-// pays when the padded width adds little (Wp close to Wo), e.g. 3x3 convolutions with padding 1.
-bool padded_rows_applies(const ConvGeom& g) {
-  return g.sh == 1 && g.sw == 1 && !g.is_pointwise() && g.ckk() > 0 && (g.W + 2 * g.pw) * 4 <= g.Wo * 5;
+// pays while the dropped columns cost less than the gathers they save: Wp up to num/den times Wo.
+bool padded_rows_applies(const ConvGeom& g, int64_t num = 3, int64_t den = 2) {
+  return g.sh == 1 && g.sw == 1 && !g.is_pointwise() && g.ckk() > 0 && (g.W + 2 * g.pw) * den <= g.Wo * num;
 }
 
 template <class T>
@@ -743,7 +743,7 @@ ConvGeom flipped_geom(const ConvGeom& g) {
 // GEMM. (Through im2col gathers it was measured slower than col2im.)
 bool input_grad_as_conv(const ConvGeom& g) {
   return g.sh == 1 && g.sw == 1 && g.ph <= (g.kh - 1) * g.dh && g.pw <= (g.kw - 1) * g.dw && g.Cg >= 8 &&
-         padded_rows_applies(flipped_geom(g));
+         padded_rows_applies(flipped_geom(g), 5, 4);
 }
 
 void conv2d_input_grad(const Tensor& gy_in, const Tensor& w_in, const Conv2dParams& p, const Tensor& gx) {
