@@ -504,6 +504,16 @@ bool padded_rows_applies(const ConvGeom& g, int64_t num = 3, int64_t den = 2) {
   return g.sh == 1 && g.sw == 1 && !g.is_pointwise() && g.ckk() > 0 && (g.W + 2 * g.pw) * den <= g.Wo * num;
 }
 
+// Packs columns [j0, j0+nc) of the padded-rows patch matrix (row p starts at xpad + offs[p]) into
+// NR-column slivers.
+template <int NR, class T>
+void pack_rows(const T* xpad, const int64_t* offs, int64_t kc, int64_t j0, int64_t nc, T* out) {
+  for (int64_t js = j0; js < j0 + nc; js += NR) {
+    T* o = out + ((js - j0) / NR) * kc * NR;
+    for (int64_t p = 0; p < kc; ++p) std::memcpy(o + p * NR, xpad + offs[p] + js, NR * sizeof(T));
+  }
+}
+
 template <class T>
 void conv_forward_padded_rows(const T* xp, const gemm_detail::KernelSpec<T>& ks,
                               const SmallVector<gemm_detail::PackedA<T>, 2>& wpack, const T* bp, const ConvGeom& g,
@@ -530,6 +540,11 @@ void conv_forward_padded_rows(const T* xp, const gemm_detail::KernelSpec<T>& ks,
         for (int64_t h = 0; h < g.H; ++h)
           std::memcpy(xpad + c * plane + (h + g.ph) * Wp + g.pw, xg + (c * g.H + h) * g.W, g.W * sizeof(T));
       gemm_prepacked<T>(ks, wpack[gr], ncols, [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) {
+        switch (ks.nr) {  // copies of a compile-time size compile to a few vector moves, not calls
+          case 8: return pack_rows<8>(xpad, offs + p0, kc, j0, nc, out);
+          case 16: return pack_rows<16>(xpad, offs + p0, kc, j0, nc, out);
+          case 32: return pack_rows<32>(xpad, offs + p0, kc, j0, nc, out);
+        }
         for (int64_t js = j0; js < j0 + nc; js += ks.nr) {
           T* o = out + ((js - j0) / ks.nr) * kc * ks.nr;
           for (int64_t p = 0; p < kc; ++p) std::memcpy(o + p * ks.nr, xpad + offs[p0 + p] + js, ks.nr * sizeof(T));
