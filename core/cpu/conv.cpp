@@ -486,12 +486,45 @@ void wgrad_gather(const float* xp, const float* gyp, const ConvGeom& g, float* g
   });
   sum_shares(accp, parts, g.G * gsize, gwp);
 }
+
+// col2im for narrow images (W <= 16), stride 1, dilation 1: for each (c, ki, oh), the kw taps'
+// patch rows are added into one register holding the image row, each loaded at its shift under a
+// mask (masked-off lanes are never read), instead of kw short scalar loops. Writes x (no += needed).
+bool narrow_col2im_applies(const ConvGeom& g) {
+  return g.W <= 16 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
+         std::string_view(gemm_detail::kernel_spec<float>().name) == "avx512";
+}
+
+NABLA_DC_AVX512 void col2im_narrow(const float* col, const ConvGeom& g, float* x, int64_t ldcol) {
+  const __mmask16 row_mask = static_cast<__mmask16>((1u << g.W) - 1);
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    for (int64_t ih = 0; ih < g.H; ++ih) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t ki = 0; ki < g.kh; ++ki) {
+        const int64_t oh = ih + g.ph - ki;  // the output row whose tap ki lands on image row ih
+        if (oh < 0 || oh >= g.Ho) continue;
+        for (int64_t kj = 0; kj < g.kw; ++kj) {
+          // image column iw receives patch column ow = iw - off, for ow in [0, Wo) and iw in [0, W)
+          const int64_t off = kj - g.pw, lo = std::max<int64_t>(0, off), hi = std::min<int64_t>(g.W, g.Wo + off);
+          if (hi <= lo) continue;
+          const __mmask16 m = static_cast<__mmask16>(((1u << (hi - lo)) - 1) << lo);
+          const float* r = col + ((c * g.kh + ki) * g.kw + kj) * ldcol + oh * g.Wo;
+          acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(
+                                                                reinterpret_cast<uintptr_t>(r) - off * sizeof(float))));
+        }
+      }
+      _mm512_mask_storeu_ps(x + (c * g.H + ih) * g.W, row_mask, acc);
+    }
+  }
+}
 #else
 bool direct_conv_applies(const ConvGeom&) { return false; }
 void direct_conv(const float*, const float*, const float*, const ConvGeom&, float*) {}
 void direct_conv_weight_grad(const float*, const float*, const ConvGeom&, float*) {}
 bool wgrad_gather_applies(const ConvGeom&) { return false; }
 void wgrad_gather(const float*, const float*, const ConvGeom&, float*) {}
+bool narrow_col2im_applies(const ConvGeom&) { return false; }
+void col2im_narrow(const float*, const ConvGeom&, float*, int64_t) {}
 #endif
 
 // ---- stride-1 convolution over padded rows --------------------------------------------------------
@@ -798,6 +831,12 @@ void conv2d_input_grad(const Tensor& gy_in, const Tensor& w_in, const Conv2dPara
             continue;
           }
           gemm_t<T>(ckk, hw, g.Og, T(1), wg, 1, ckk, gyg, hw, 1, T(0), col.data(), hw);
+          if constexpr (std::is_same_v<T, float>) {
+            if (narrow_col2im_applies(g)) {
+              col2im_narrow(col.data(), g, xg, hw);
+              continue;
+            }
+          }
           std::fill(xg, xg + g.Cg * g.H * g.W, T(0));
           col2im(col.data(), g, xg, hw);
         }
