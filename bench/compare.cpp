@@ -1,6 +1,7 @@
 // The same work in nabla, libtorch (1.13, Debian's libtorch-dev) and OpenBLAS, in one process, with
 // ratios: nabla's time / the reference's time (below 1 means nabla is faster).
-// libtorch runs at 1 and at 2 threads and the better of the two is the reference.
+// libtorch runs at 1 and at 2 threads and the better of the two is the reference. Contenders are
+// timed interleaved, batch by batch, so a noisy moment on a shared machine hits them alike.
 //
 //   compare [--quick] [--only overhead|gemm|conv|mlp|lenet] [--markdown FILE]
 //
@@ -44,19 +45,21 @@ void report(const std::string& section, const std::string& name, double t_nabla,
   rows.push_back(r);
 }
 
-// Best of libtorch at 1 and 2 threads.
-double torch_best(const std::function<void()>& f, std::string* which, double batch = 0.05) {
-  double best = 1e30;
-  for (int th : {1, 2}) {
-    torch::set_num_threads(th);
-    double t = time_per_call(f, batch, quick ? 3 : 7);
-    if (t < best) {
-      best = t;
-      *which = "libtorch@" + std::to_string(th) + "t";
-    }
-  }
+// nabla's time and the best of libtorch's at 1 and 2 threads, measured interleaved (see
+// bench::interleaved): nabla, libtorch@1t, libtorch@2t, one batch each per round.
+struct SideBySide {
+  double nabla, torch;
+  std::string which;
+};
+SideBySide side_by_side(const std::function<void()>& nb_fn, const std::function<void()>& t_fn, double batch = 0.05,
+                        int rounds = 0) {
+  if (rounds == 0) rounds = quick ? 3 : 7;
+  std::vector<double> t = bench::interleaved(
+      3, [](int c) { if (c > 0) torch::set_num_threads(c); }, [&](int c) { c == 0 ? nb_fn() : t_fn(); }, batch,
+      rounds);
   torch::set_num_threads(2);
-  return best;
+  int best = t[1] <= t[2] ? 1 : 2;
+  return {t[0], t[best], "libtorch@" + std::to_string(best) + "t"};
 }
 
 // ---- per-op overhead ----------------------------------------------------------------------------
@@ -65,40 +68,38 @@ void overhead() {
   std::string which;
   {
     nb::Tensor a = nb::ones({1}), b = nb::ones({1});
-    double tn = time_per_call([&] { nb::Tensor c = a + b; });
     torch::Tensor ta = torch::ones({1}), tb = torch::ones({1});
-    double tt = torch_best([&] { torch::Tensor c = ta + tb; }, &which);
-    report("overhead", "add, 1 element", tn, tt, which);
+    SideBySide t = side_by_side([&] { nb::Tensor c = a + b; }, [&] { torch::Tensor c = ta + tb; });
+    report("overhead", "add, 1 element", t.nabla, t.torch, t.which);
   }
   {
     nb::Tensor a = nb::ones({1}, nb::requires_grad()), b = nb::ones({1}, nb::requires_grad());
-    double tn = time_per_call([&] { nb::Tensor c = a + b; });
     torch::Tensor ta = torch::ones({1}, torch::requires_grad()), tb = torch::ones({1}, torch::requires_grad());
-    double tt = torch_best([&] { torch::Tensor c = ta + tb; }, &which);
-    report("overhead", "add, 1 element, requires_grad", tn, tt, which);
+    SideBySide t = side_by_side([&] { nb::Tensor c = a + b; }, [&] { torch::Tensor c = ta + tb; });
+    report("overhead", "add, 1 element, requires_grad", t.nabla, t.torch, t.which);
   }
   {
     // 10-op chain of 1-element tensors, forward and backward, per op.
     nb::Tensor x = nb::ones({1}, nb::requires_grad());
-    double tn = time_per_call([&] {
-      nb::Tensor y = x;
-      for (int i = 0; i < 10; ++i) y = y * 1.001;
-      y.backward();
-    }) / 10;
     torch::Tensor tx = torch::ones({1}, torch::requires_grad());
-    double tt = torch_best([&] {
-      torch::Tensor y = tx;
-      for (int i = 0; i < 10; ++i) y = y * 1.001;
-      y.backward();
-    }, &which) / 10;
-    report("overhead", "forward+backward, 10-op chain, per op", tn, tt, which);
+    SideBySide t = side_by_side(
+        [&] {
+          nb::Tensor y = x;
+          for (int i = 0; i < 10; ++i) y = y * 1.001;
+          y.backward();
+        },
+        [&] {
+          torch::Tensor y = tx;
+          for (int i = 0; i < 10; ++i) y = y * 1.001;
+          y.backward();
+        });
+    report("overhead", "forward+backward, 10-op chain, per op", t.nabla / 10, t.torch / 10, t.which);
   }
   {
     nb::Tensor a = nb::randn({64, 64}), b = nb::randn({64, 64});
-    double tn = time_per_call([&] { nb::Tensor c = nb::mm(a, b); });
     torch::Tensor ta = torch::randn({64, 64}), tb = torch::randn({64, 64});
-    double tt = torch_best([&] { torch::Tensor c = torch::mm(ta, tb); }, &which);
-    report("overhead", "matmul 64x64", tn, tt, which);
+    SideBySide t = side_by_side([&] { nb::Tensor c = nb::mm(a, b); }, [&] { torch::Tensor c = torch::mm(ta, tb); });
+    report("overhead", "matmul 64x64", t.nabla, t.torch, t.which);
   }
 }
 
@@ -113,11 +114,16 @@ void gemm() {
     nb::Tensor c = nb::empty({n, n});
     double flops = 2.0 * n * n * n;
     double batch = n >= 1024 ? 0.3 : 0.05;
-    double tn = time_per_call([&] { c = nb::mm(a, b); }, batch, quick ? 3 : 5);
     std::vector<float> A(n * n, 1.0f), B(n * n, 0.5f), C(n * n);
-    double tb = time_per_call([&] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
-    }, batch, quick ? 3 : 5);
+    std::vector<double> t = bench::interleaved(
+        2, [](int) {},
+        [&](int which) {
+          if (which == 0) c = nb::mm(a, b);
+          else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f,
+                           C.data(), n);
+        },
+        batch, quick ? 3 : 5);
+    double tn = t[0], tb = t[1];
     char extra[64];
     std::snprintf(extra, sizeof(extra), " (%.0f vs %.0f)", flops / tn / 1e9, flops / tb / 1e9);
     report("gemm", "sgemm " + std::to_string(n) + "^3" + extra, tn, tb, "OpenBLAS");
@@ -136,17 +142,18 @@ void conv() {
                   Shape{"cnn conv1 1->32 3x3 28x28 pad1", 1, 28, 32, 3, 1}, Shape{"cnn conv2 32->64 3x3 14x14 pad1", 32, 14, 64, 3, 1}}) {
     nb::Tensor x = nb::randn({64, s.c, s.h, s.h}, nb::requires_grad());
     nb::Tensor w = nb::randn({s.o, s.c, s.k, s.k}, nb::requires_grad()), b = nb::randn({s.o}, nb::requires_grad());
-    double tn = time_per_call([&] {
-      nb::Tensor y = nb::conv2d(x, w, b, 1, s.pad);
-      y.sum().backward();
-    });
     torch::Tensor tx = torch::randn({64, s.c, s.h, s.h}, torch::requires_grad());
     torch::Tensor tw = torch::randn({s.o, s.c, s.k, s.k}, torch::requires_grad()), tb = torch::randn({s.o}, torch::requires_grad());
-    double tt = torch_best([&] {
-      torch::Tensor y = torch::conv2d(tx, tw, tb, 1, s.pad);
-      y.sum().backward();
-    }, &which);
-    report("conv", s.name, tn, tt, which);
+    SideBySide t = side_by_side(
+        [&] {
+          nb::Tensor y = nb::conv2d(x, w, b, 1, s.pad);
+          y.sum().backward();
+        },
+        [&] {
+          torch::Tensor y = torch::conv2d(tx, tw, tb, 1, s.pad);
+          y.sum().backward();
+        });
+    report("conv", s.name, t.nabla, t.torch, t.which);
   }
 }
 
@@ -214,10 +221,8 @@ void mlp() {
       topt.step();
     }
   };
-  std::string which;
-  double tn = time_per_call(nb_epoch, 0, quick ? 1 : 3);
-  double tt = torch_best(t_epoch, &which, 0);
-  report("epoch", quick ? "MLP epoch (12,800 images)" : "MLP epoch (60,000 images)", tn, tt, which);
+  SideBySide t = side_by_side(nb_epoch, t_epoch, 0, quick ? 1 : 3);
+  report("epoch", quick ? "MLP epoch (12,800 images)" : "MLP epoch (60,000 images)", t.nabla, t.torch, t.which);
 }
 
 struct TorchLeNet : torch::nn::Module {
@@ -280,10 +285,8 @@ void lenet() {
       topt.step();
     }
   };
-  std::string which;
-  double tn = time_per_call(nb_epoch, 0, quick ? 1 : 3);
-  double tt = torch_best(t_epoch, &which, 0);
-  report("epoch", quick ? "lenet epoch (6,400 images)" : "lenet epoch (60,000 images)", tn, tt, which);
+  SideBySide t = side_by_side(nb_epoch, t_epoch, 0, quick ? 1 : 3);
+  report("epoch", quick ? "lenet epoch (6,400 images)" : "lenet epoch (60,000 images)", t.nabla, t.torch, t.which);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace bench {
@@ -14,26 +15,70 @@ inline double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Median seconds per call of f over `batches` batches, each of at least `min_batch_seconds`.
+// Warms f up (caches, allocator, lazy initialisation) and returns how many calls make a batch of at
+// least `min_batch_seconds`.
 template <class F>
-double time_per_call(F&& f, double min_batch_seconds = 0.05, int batches = 7) {
-  f();  // warm up (caches, allocator, lazy initialisation)
+int64_t calibrate(F&& f, double min_batch_seconds) {
+  f();
   int64_t n = 1;
-  for (;;) {  // calibrate the batch size
+  for (;;) {
     double t0 = now();
     for (int64_t i = 0; i < n; ++i) f();
     double dt = now() - t0;
-    if (dt >= min_batch_seconds) break;
+    if (dt >= min_batch_seconds) return n;
     n = dt <= 0 ? n * 10 : std::max<int64_t>(n + 1, static_cast<int64_t>(n * min_batch_seconds * 1.2 / dt));
   }
+}
+
+// Seconds per call of one batch of n calls.
+template <class F>
+double time_batch(F&& f, int64_t n) {
+  double t0 = now();
+  for (int64_t i = 0; i < n; ++i) f();
+  return (now() - t0) / static_cast<double>(n);
+}
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median seconds per call of f over `batches` batches, each of at least `min_batch_seconds`.
+template <class F>
+double time_per_call(F&& f, double min_batch_seconds = 0.05, int batches = 7) {
+  int64_t n = calibrate(f, min_batch_seconds);
   std::vector<double> per;
-  for (int b = 0; b < batches; ++b) {
-    double t0 = now();
-    for (int64_t i = 0; i < n; ++i) f();
-    per.push_back((now() - t0) / static_cast<double>(n));
+  for (int b = 0; b < batches; ++b) per.push_back(time_batch(f, n));
+  return median(per);
+}
+
+// Lets the previous contender's idle worker threads stop spinning (OpenMP's spin for a few ms after
+// each parallel region, nabla's pool for under one) so they do not take a core from the next one.
+inline void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }
+
+// Seconds per call of each of several contenders, timed side by side: `rounds` rounds, each running
+// one batch of every contender in turn (setup(i) first, e.g. to set a thread count), and each
+// contender's best batch. Noise that comes and goes on a shared machine (other tenants) only ever
+// adds time, and interleaving gives every contender the same chances at a quiet moment, so the
+// best batches compare the code, not the moment it happened to run in.
+template <class Setup, class F>
+std::vector<double> interleaved(int contenders, Setup&& setup, F&& run, double min_batch_seconds, int rounds) {
+  std::vector<int64_t> n(contenders);
+  for (int c = 0; c < contenders; ++c) {
+    setup(c);
+    settle();
+    n[c] = calibrate([&] { run(c); }, min_batch_seconds);
   }
-  std::sort(per.begin(), per.end());
-  return per[per.size() / 2];
+  std::vector<std::vector<double>> per(contenders);
+  for (int r = 0; r < rounds; ++r)
+    for (int c = 0; c < contenders; ++c) {
+      setup(c);
+      settle();
+      per[c].push_back(time_batch([&] { run(c); }, n[c]));
+    }
+  std::vector<double> best;
+  for (auto& p : per) best.push_back(*std::min_element(p.begin(), p.end()));
+  return best;
 }
 
 inline std::string fmt_time(double s) {

@@ -103,8 +103,10 @@ Tensor conv2d_core(const Tensor& x, const Tensor& w, const Tensor& b, const Conv
     autograd::record("Conv2dBackward", {&x, &w, &b}, {&out}, [sx = save(x), sw = save(w), p](Node& n, GradList& g) {
       GradList r(3);
       Tensor xv = sx.unpack(n), wv = sw.unpack(n);
-      if (n.needs_input_grad(0)) r[0] = input_grad_core(g[0], wv, xv.sizes(), p);
-      if (n.needs_input_grad(1)) r[1] = weight_grad_core(xv, g[0], wv.sizes(), p);
+      // Both gradient kernels want gy contiguous (e.g. the expanded gradient of a sum): copy it once.
+      Tensor gy = n.needs_input_grad(0) && n.needs_input_grad(1) ? g[0].contiguous() : g[0];
+      if (n.needs_input_grad(0)) r[0] = input_grad_core(gy, wv, xv.sizes(), p);
+      if (n.needs_input_grad(1)) r[1] = weight_grad_core(xv, gy, wv.sizes(), p);
       if (n.needs_input_grad(2)) r[2] = g[0].sum({0, 2, 3});
       return r;
     });

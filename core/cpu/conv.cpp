@@ -335,15 +335,14 @@ void direct_conv(const float* xp, const float* wp, const float* bp, const ConvGe
 // Weight gradient of the same convolutions: gw[o][tap] = sum over images and output pixels of
 // gy[n][o][pixel] * x_padded[n][c][oy + ki][ox + kj]. Each output channel accumulates all its
 // taps in vector registers over every image, so no reduction across threads is needed.
-template <int TAPS>
 NABLA_DC_AVX512 void direct_wgrad_o(const float* xpad, int64_t N, int64_t C, int64_t Hp, int64_t Wp, int64_t kh,
                                     int64_t kw, const float* gy, int64_t O, int64_t o, int64_t Ho, int64_t Wo,
                                     float* gw) {
   const __mmask16 m0 = Wo >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << Wo) - 1);
   const __mmask16 m1 = Wo > 16 ? __mmask16((1u << (Wo - 16)) - 1) : __mmask16(0);
-  const int taps = TAPS > 0 ? TAPS : static_cast<int>(C * kh * kw);
-  __m512 acc[TAPS > 0 ? TAPS : 64];
-  int64_t off[TAPS > 0 ? TAPS : 64];  // where each tap's window starts in the padded image
+  const int taps = static_cast<int>(C * kh * kw);  // at most 64 (direct_conv_applies)
+  __m512 acc[64];
+  int64_t off[64];  // where each tap's window starts in the padded image
   for (int t = 0; t < taps; ++t) {
     int64_t c = t / (kh * kw), r = t % (kh * kw);
     off[t] = (c * Hp + r / kw) * Wp + r % kw;
@@ -365,6 +364,44 @@ NABLA_DC_AVX512 void direct_wgrad_o(const float* xpad, int64_t N, int64_t C, int
   for (int t = 0; t < taps; ++t) gw[o * taps + t] = _mm512_reduce_add_ps(acc[t]);
 }
 
+// The same weight gradient for one kernel row: OB output channels x KW taps (input channel c, row
+// ki) accumulate in registers over every image and output row. Each loaded input vector serves OB
+// channels and each loaded gy vector KW taps, so the loop is bound by FMAs, not loads.
+template <int OB, int KW>
+NABLA_DC_AVX512 void direct_wgrad_row(const float* xpad, const ConvGeom& g, int64_t Hp, int64_t Wp, const float* gy,
+                                      int64_t o0, int64_t c, int64_t ki, float* gw) {
+  const __mmask16 m0 = g.Wo >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << g.Wo) - 1);
+  const __mmask16 m1 = g.Wo > 16 ? __mmask16((1u << (g.Wo - 16)) - 1) : __mmask16(0);
+  __m512 acc[OB][KW];
+  for (int b = 0; b < OB; ++b)
+    for (int j = 0; j < KW; ++j) acc[b][j] = _mm512_setzero_ps();
+  for (int64_t n = 0; n < g.N; ++n) {
+    const float* xc = xpad + (n * g.C + c) * Hp * Wp + ki * Wp;
+    const float* gn = gy + (n * g.O + o0) * g.Ho * g.Wo;
+    for (int64_t oy = 0; oy < g.Ho; ++oy) {
+      __m512 g0[OB], g1[OB];
+      for (int b = 0; b < OB; ++b) {
+        const float* gr = gn + (b * g.Ho + oy) * g.Wo;
+        g0[b] = _mm512_maskz_loadu_ps(m0, gr);
+        g1[b] = _mm512_maskz_loadu_ps(m1, gr + 16);
+      }
+      const float* row = xc + oy * Wp;
+#pragma GCC unroll 5
+      for (int j = 0; j < KW; ++j) {
+        const __m512 x0 = _mm512_loadu_ps(row + j), x1 = _mm512_loadu_ps(row + j + 16);
+#pragma GCC unroll 4
+        for (int b = 0; b < OB; ++b) {
+          acc[b][j] = _mm512_fmadd_ps(g0[b], x0, acc[b][j]);
+          acc[b][j] = _mm512_fmadd_ps(g1[b], x1, acc[b][j]);
+        }
+      }
+    }
+  }
+  const int64_t ckk = g.ckk();
+  for (int b = 0; b < OB; ++b)
+    for (int j = 0; j < KW; ++j) gw[(o0 + b) * ckk + (c * g.kh + ki) * KW + j] = _mm512_reduce_add_ps(acc[b][j]);
+}
+
 void direct_conv_weight_grad(const float* xp, const float* gyp, const ConvGeom& g, float* gwp) {
   const int64_t Hp = g.H + 2 * g.ph, Wp = std::max<int64_t>(g.W + 2 * g.pw, g.kw + 32);
   Tensor buf = detail::make_empty({g.N * g.C * Hp * Wp}, DType::f32, kCPU);
@@ -378,13 +415,32 @@ void direct_conv_weight_grad(const float* xp, const float* gyp, const ConvGeom& 
           std::memcpy(xn + (c * Hp + i + g.ph) * Wp + g.pw, xp + ((n * g.C + c) * g.H + i) * g.W, g.W * sizeof(float));
     }
   });
-  int64_t taps = g.ckk();
+  if (g.kw == 3 || g.kw == 5) {
+    // Work units: (block of 4 output channels, input channel, kernel row).
+    const int64_t oblocks = (g.O + 3) / 4, units = oblocks * g.C * g.kh;
+    parallel_for(0, units, 1, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t ob = u / (g.C * g.kh), c = (u / g.kh) % g.C, ki = u % g.kh, o0 = ob * 4;
+        const int64_t nb = std::min<int64_t>(4, g.O - o0);
+        auto run = [&](auto ob_tag, auto kw_tag) {
+          direct_wgrad_row<decltype(ob_tag)::value, decltype(kw_tag)::value>(xpad, g, Hp, Wp, gyp, o0, c, ki, gwp);
+        };
+        using K3 = std::integral_constant<int, 3>;
+        using K5 = std::integral_constant<int, 5>;
+        auto with_kw = [&](auto ob_tag) { g.kw == 3 ? run(ob_tag, K3{}) : run(ob_tag, K5{}); };
+        switch (nb) {
+          case 4: with_kw(std::integral_constant<int, 4>{}); break;
+          case 3: with_kw(std::integral_constant<int, 3>{}); break;
+          case 2: with_kw(std::integral_constant<int, 2>{}); break;
+          default: with_kw(std::integral_constant<int, 1>{}); break;
+        }
+      }
+    });
+    return;
+  }
+  // Other kernel widths: one output channel at a time, all its taps in registers.
   parallel_for(0, g.O, 1, [&](int64_t o0, int64_t o1) {
-    for (int64_t o = o0; o < o1; ++o) {
-      if (taps == 9) direct_wgrad_o<9>(xpad, g.N, g.C, Hp, Wp, g.kh, g.kw, gyp, g.O, o, g.Ho, g.Wo, gwp);
-      else if (taps == 25) direct_wgrad_o<25>(xpad, g.N, g.C, Hp, Wp, g.kh, g.kw, gyp, g.O, o, g.Ho, g.Wo, gwp);
-      else direct_wgrad_o<0>(xpad, g.N, g.C, Hp, Wp, g.kh, g.kw, gyp, g.O, o, g.Ho, g.Wo, gwp);
-    }
+    for (int64_t o = o0; o < o1; ++o) direct_wgrad_o(xpad, g.N, g.C, Hp, Wp, g.kh, g.kw, gyp, g.O, o, g.Ho, g.Wo, gwp);
   });
 }
 
