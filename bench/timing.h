@@ -52,9 +52,10 @@ double time_per_call(F&& f, double min_batch_seconds = 0.05, int batches = 7) {
   return median(per);
 }
 
-// Lets the previous contender's idle worker threads stop spinning (OpenMP's spin for a few ms after
-// each parallel region, nabla's pool for under one) so they do not take a core from the next one.
-inline void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }
+// Lets the previous contender's idle worker threads stop spinning so they do not take a core from
+// the next one: OpenBLAS's spin for about 2^28 cycles (~0.1 s) after a call, OpenMP's for a few ms
+// after each parallel region, nabla's pool for under one.
+inline void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(150)); }
 
 // Seconds per call of each of several contenders, timed side by side: `rounds` rounds, each running
 // one batch of every contender in turn (setup(i) first, e.g. to set a thread count), and each

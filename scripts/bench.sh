@@ -29,6 +29,9 @@ build/bench/compare --markdown "$table" "$@"
   echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB"
   echo "- references: libtorch $(dpkg-query -W -f='${Version}' libtorch-dev), OpenBLAS $(dpkg-query -W -f='${Version}' libopenblas0 2>/dev/null || echo '?')"
   echo "- ratio = nabla time / reference time (below 1: nabla is faster); libtorch's best of 1 and 2 threads"
+  echo "- method: the contenders run interleaved, one batch each per round (a 150 ms pause between them lets idle"
+  echo "  worker threads stop spinning); each one's best batch is reported, so a noisy moment on this shared"
+  echo "  machine does not decide a ratio. libtorch runs with OMP_WAIT_POLICY=passive, its faster setting here."
   echo
   cat "$table"
   echo
