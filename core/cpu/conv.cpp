@@ -662,27 +662,8 @@ void transpose_rows(const T* const* rows, int64_t nrows, int64_t cols, T* dst, i
     for (; i0 + 8 <= nrows; i0 += 8) {
       const float* const* r = rows + i0;
       int64_t p = 0;
-      for (; p + 8 <= cols; p += 8) {
-        __m256 r0 = _mm256_loadu_ps(r[0] + p), r1 = _mm256_loadu_ps(r[1] + p), r2 = _mm256_loadu_ps(r[2] + p),
-               r3 = _mm256_loadu_ps(r[3] + p), r4 = _mm256_loadu_ps(r[4] + p), r5 = _mm256_loadu_ps(r[5] + p),
-               r6 = _mm256_loadu_ps(r[6] + p), r7 = _mm256_loadu_ps(r[7] + p);
-        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
-               t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
-               t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
-               u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
-               u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
-               u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-        float* d = dst + p * ldd + i0;
-        _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
-        _mm256_storeu_ps(d + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
-        _mm256_storeu_ps(d + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
-        _mm256_storeu_ps(d + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
-        _mm256_storeu_ps(d + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
-        _mm256_storeu_ps(d + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
-        _mm256_storeu_ps(d + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
-        _mm256_storeu_ps(d + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
-      }
+      for (; p + 8 <= cols; p += 8)
+        gemm_detail::transpose_tile_rows([&](int i) { return r[i] + p; }, dst + p * ldd + i0, ldd);
       for (; p < cols; ++p)
         for (int64_t i = i0; i < i0 + 8; ++i) dst[p * ldd + i] = rows[i][p];
     }

@@ -237,10 +237,12 @@ const KernelSpec<T>& kernel_spec() {
 // dst[p * ldd + i] = src[i * lds + p] for i < rows, p < cols: a transposing copy, in 8x8 (float) or
 // 4x4 (double) register tiles on AVX2 machines. Packing row-major A and column-major B needs it.
 #ifdef NABLA_GEMM_AVX2
-inline void transpose_tile(const float* s, int64_t ls, float* d, int64_t ld) {
-  __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ls), r2 = _mm256_loadu_ps(s + 2 * ls),
-         r3 = _mm256_loadu_ps(s + 3 * ls), r4 = _mm256_loadu_ps(s + 4 * ls), r5 = _mm256_loadu_ps(s + 5 * ls),
-         r6 = _mm256_loadu_ps(s + 6 * ls), r7 = _mm256_loadu_ps(s + 7 * ls);
+// d[p * ld + i] = row(i)[p] for an 8x8 tile; row(i) gives the start of source row i.
+template <class Row>
+inline void transpose_tile_rows(const Row& row, float* d, int64_t ld) {
+  __m256 r0 = _mm256_loadu_ps(row(0)), r1 = _mm256_loadu_ps(row(1)), r2 = _mm256_loadu_ps(row(2)),
+         r3 = _mm256_loadu_ps(row(3)), r4 = _mm256_loadu_ps(row(4)), r5 = _mm256_loadu_ps(row(5)),
+         r6 = _mm256_loadu_ps(row(6)), r7 = _mm256_loadu_ps(row(7));
   __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
          t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
          t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
@@ -256,6 +258,9 @@ inline void transpose_tile(const float* s, int64_t ls, float* d, int64_t ld) {
   _mm256_storeu_ps(d + 5 * ld, _mm256_permute2f128_ps(u1, u5, 0x31));
   _mm256_storeu_ps(d + 6 * ld, _mm256_permute2f128_ps(u2, u6, 0x31));
   _mm256_storeu_ps(d + 7 * ld, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+inline void transpose_tile(const float* s, int64_t ls, float* d, int64_t ld) {
+  transpose_tile_rows([&](int i) { return s + i * ls; }, d, ld);
 }
 inline void transpose_tile(const double* s, int64_t ls, double* d, int64_t ld) {
   __m256d r0 = _mm256_loadu_pd(s), r1 = _mm256_loadu_pd(s + ls), r2 = _mm256_loadu_pd(s + 2 * ls),
