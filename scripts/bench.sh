@@ -9,7 +9,7 @@ cd "$NABLA_ROOT"
 install_packages "${NABLA_BUILD_PACKAGES[@]}" libtorch-dev libopenblas-dev
 log "building (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "$(jobs)" --target overhead compare
+cmake --build build -j "$(jobs)" --target overhead compare mnist_compare
 
 # libtorch's OpenMP threads must not spin while nabla runs (and the reverse).
 export OMP_WAIT_POLICY=passive
@@ -18,6 +18,13 @@ log "nabla overhead and throughput"
 build/bench/overhead | tee "$table.overhead"
 log "nabla vs libtorch and OpenBLAS"
 build/bench/compare --markdown "$table" "$@"
+# The lenet recipe on real MNIST: libtorch's own C++ example next to nabla, same files, same run.
+if [[ -f data/mnist/t10k-labels-idx1-ubyte || -f data/mnist/t10k-labels-idx1-ubyte.gz ]]; then
+  log "libtorch's MNIST example vs nabla's lenet recipe (real MNIST)"
+  build/bench/mnist_compare --epochs 4 | tee "$table.mnist"
+else
+  echo "no data/mnist (scripts/get-data.sh fetches it): skipping the real-MNIST comparison" > "$table.mnist"
+fi
 
 {
   echo "# Benchmark results"
@@ -35,11 +42,17 @@ build/bench/compare --markdown "$table" "$@"
   echo
   cat "$table"
   echo
+  echo "## libtorch's MNIST example vs nabla's lenet recipe (bench/mnist_compare, real MNIST)"
+  echo
+  echo '```'
+  cat "$table.mnist"
+  echo '```'
+  echo
   echo "## nabla alone (bench/overhead)"
   echo
   echo '```'
   cat "$table.overhead"
   echo '```'
 } > bench/RESULTS.md
-rm -f "$table" "$table.overhead"
+rm -f "$table" "$table.overhead" "$table.mnist"
 log "wrote bench/RESULTS.md"
