@@ -102,6 +102,22 @@ class Backend {
                                    const Tensor& save_mean, const Tensor& save_invstd, double eps,
                                    const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias);
 
+  // One fused Adam/AdamW update in place (the algorithm of optim::Adam, without amsgrad):
+  //   g = (maximize ? -grad : grad) (+ weight_decay * param unless decoupled)
+  //   param *= 1 - lr * weight_decay (decoupled only); exp_avg = beta1 * exp_avg + (1 - beta1) * g
+  //   exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g
+  //   param -= step_size * exp_avg / (sqrt(exp_avg_sq) / bias_correction2_sqrt + eps)
+  // for contiguous tensors of one floating dtype. Returns false where the backend has no fused
+  // kernel for them: the optimizer then composes the update from Tensor ops.
+  struct AdamStep {
+    double lr, beta1, beta2, eps, weight_decay, step_size, bias_correction2_sqrt;
+    bool decoupled, maximize;
+  };
+  virtual bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                         const AdamStep& a) {
+    return false;
+  }
+
  protected:
   [[noreturn]] void not_implemented(const char* op) const;
 };

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/backend.h"
 #include "core/graph.h"
 #include "core/ops.h"
 
@@ -24,23 +25,29 @@ void check_adam(const O& o, const char* name) {
 template <class O>
 void adam_update(Tensor& p, AdamParamState& s, const O& o, bool decoupled) {
   auto [beta1, beta2] = o.betas;
-  Tensor g = o.maximize ? -p.grad() : p.grad();
   if (!s.exp_avg.defined()) {
     s.exp_avg = zeros_like(p);
     s.exp_avg_sq = zeros_like(p);
   }
   if (o.amsgrad && !s.max_exp_avg_sq.defined()) s.max_exp_avg_sq = zeros_like(p);
   s.step += 1;
+  const double t = static_cast<double>(s.step);
+  const double bias_correction1 = 1 - std::pow(beta1, t);
+  const double bias_correction2_sqrt = std::sqrt(1 - std::pow(beta2, t));
+  const double step_size = o.lr / bias_correction1;
+  // One fused pass where the backend has it (contiguous tensors), else the same update in Tensor ops.
+  if (!o.amsgrad &&
+      backend_for(p.device())
+          .adam_step(p, p.grad(), s.exp_avg, s.exp_avg_sq,
+                     {o.lr, beta1, beta2, o.eps, o.weight_decay, step_size, bias_correction2_sqrt, decoupled, o.maximize}))
+    return;
+  Tensor g = o.maximize ? -p.grad() : p.grad();
   if (o.weight_decay != 0) {
     if (decoupled) p.mul_(1 - o.lr * o.weight_decay);
     else g = g.add(p, o.weight_decay);
   }
   s.exp_avg.mul_(beta1).add_(g, 1 - beta1);
   s.exp_avg_sq.mul_(beta2).add_(g * g, 1 - beta2);
-  double t = static_cast<double>(s.step);
-  double bias_correction1 = 1 - std::pow(beta1, t);
-  double bias_correction2_sqrt = std::sqrt(1 - std::pow(beta2, t));
-  double step_size = o.lr / bias_correction1;
   Tensor denom;
   if (o.amsgrad) {
     s.max_exp_avg_sq.copy_(maximum(s.max_exp_avg_sq, s.exp_avg_sq));

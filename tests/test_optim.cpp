@@ -53,6 +53,12 @@ void check(const Options& o, const std::vector<double>& expect, const std::strin
   Tensor p32 = start(kFloat32);
   Opt opt32(std::vector<Tensor>{p32}, o);
   expect_trajectory(trajectory(opt32, p32), expect, what + " (float32)", 2e-5);
+  // A strided (non-contiguous) parameter: optimizers with a fused kernel (Adam) fall back to the
+  // update composed of Tensor ops there; both must follow the same trajectory.
+  Tensor ps = tensor({1.0, 0.0, -2.0, 0.0, 3.0, 0.0}, dtype(kFloat64)).slice(0, 0, 6, 2).requires_grad_();
+  ASSERT_FALSE(ps.is_contiguous());
+  Opt opts(std::vector<Tensor>{ps}, o);
+  expect_trajectory(trajectory(opts, ps), expect, what + " (strided parameter)");
 }
 
 }  // namespace

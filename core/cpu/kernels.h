@@ -54,6 +54,8 @@ void batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const
                 const Tensor& save_mean, const Tensor& save_invstd);
 void batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& save_mean,
                          const Tensor& save_invstd, double eps, const Tensor& gx, const Tensor& gw, const Tensor& gb);
+bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+               const Backend::AdamStep& a);
 void max_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out, const Tensor& indices);
 void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& gx);
 void avg_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out);

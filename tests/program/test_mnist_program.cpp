@@ -124,9 +124,10 @@ TEST_F(MnistProgram, ResumeEqualsUninterrupted) {
 }
 
 TEST_F(MnistProgram, InterruptSavesAndResumesMidEpoch) {
-  // Enough data that the interrupt lands inside training.
-  write_dataset(dir_ / "data", 8192, 256);
-  std::string common = " --model lenet --epochs 2 --quiet " + data();
+  // Enough data that the interrupt (0.7 s in) lands inside training: lenet trains ~50,000 images/s
+  // here, so 4 epochs of 16,384 take over a second.
+  write_dataset(dir_ / "data", 16384, 256);
+  std::string common = " --model lenet --epochs 4 --quiet " + data();
   ASSERT_EQ(run("train" + common + " --checkpoint " + ck("full.safetensors")).code, 0);
 
   pid_t pid = fork();
@@ -145,7 +146,7 @@ TEST_F(MnistProgram, InterruptSavesAndResumesMidEpoch) {
   if (WEXITSTATUS(status) == 0) GTEST_SKIP() << "training finished before the interrupt arrived";
   ASSERT_EQ(WEXITSTATUS(status), 130);
   ASSERT_TRUE(fs::exists(ck("int.safetensors")));
-  Result r = run("train --epochs 2 --quiet --resume " + ck("int.safetensors") + " " + data());
+  Result r = run("train --epochs 4 --quiet --resume " + ck("int.safetensors") + " " + data());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(same_weights(ck("full.safetensors"), ck("int.safetensors")));
 }
