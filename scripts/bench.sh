@@ -32,7 +32,7 @@ fi
   echo "Written by \`scripts/bench.sh $*\`; every row was measured in one process run."
   echo
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet -- . ':!bench/RESULTS.md' 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB"
   echo "- references: libtorch $(dpkg-query -W -f='${Version}' libtorch-dev), OpenBLAS $(dpkg-query -W -f='${Version}' libopenblas0 2>/dev/null || echo '?')"
   echo "- ratio = nabla time / reference time (below 1: nabla is faster); libtorch's best of 1 and 2 threads"
