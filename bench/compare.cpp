@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "nabla.h"
+#include "torch_lenet.h"
 #include "timing.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -224,30 +225,6 @@ void mlp() {
   SideBySide t = side_by_side(nb_epoch, t_epoch, 0, quick ? 1 : 3);
   report("epoch", quick ? "MLP epoch (12,800 images)" : "MLP epoch (60,000 images)", t.nabla, t.torch, t.which);
 }
-
-struct TorchLeNet : torch::nn::Module {
-  // libtorch's own C++ MNIST example model (pytorch/examples cpp/mnist).
-  TorchLeNet()
-      : conv1(torch::nn::Conv2dOptions(1, 10, 5)), conv2(torch::nn::Conv2dOptions(10, 20, 5)), fc1(320, 50), fc2(50, 10) {
-    register_module("conv1", conv1);
-    register_module("conv2", conv2);
-    register_module("conv2_drop", conv2_drop);
-    register_module("fc1", fc1);
-    register_module("fc2", fc2);
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    x = torch::relu(torch::max_pool2d(conv1->forward(x), 2));
-    x = torch::relu(torch::max_pool2d(conv2_drop->forward(conv2->forward(x)), 2));
-    x = x.view({-1, 320});
-    x = torch::relu(fc1->forward(x));
-    x = torch::dropout(x, 0.5, is_training());
-    x = fc2->forward(x);
-    return torch::log_softmax(x, 1);
-  }
-  torch::nn::Conv2d conv1, conv2;
-  torch::nn::Dropout2d conv2_drop;
-  torch::nn::Linear fc1, fc2;
-};
 
 void lenet() {
   std::printf("\nlenet epoch (libtorch's MNIST example recipe: batch 64, SGD lr 0.01 momentum 0.5), data preloaded\n");

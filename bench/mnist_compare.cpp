@@ -9,48 +9,25 @@
 // pytorch/examples cpp/mnist does (its DataLoader included). libtorch runs at 1 and 2 threads.
 #include <torch/torch.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "../examples/mnist/models.h"
 #include "nabla.h"
+#include "timing.h"
+#include "torch_lenet.h"
 
 namespace nb = nabla;
+using bench::now;
 
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-struct TorchNet : torch::nn::Module {
-  TorchNet()
-      : conv1(torch::nn::Conv2dOptions(1, 10, 5)), conv2(torch::nn::Conv2dOptions(10, 20, 5)), fc1(320, 50), fc2(50, 10) {
-    register_module("conv1", conv1);
-    register_module("conv2", conv2);
-    register_module("conv2_drop", conv2_drop);
-    register_module("fc1", fc1);
-    register_module("fc2", fc2);
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    x = torch::relu(torch::max_pool2d(conv1->forward(x), 2));
-    x = torch::relu(torch::max_pool2d(conv2_drop->forward(conv2->forward(x)), 2));
-    x = x.view({-1, 320});
-    x = torch::relu(fc1->forward(x));
-    x = torch::dropout(x, 0.5, is_training());
-    x = fc2->forward(x);
-    return torch::log_softmax(x, 1);
-  }
-  torch::nn::Conv2d conv1, conv2;
-  torch::nn::Dropout2d conv2_drop;
-  torch::nn::Linear fc1, fc2;
-};
 
 // libtorch's example, verbatim in substance: its dataset class, transforms and data loader.
 void run_libtorch(const std::string& dir, int epochs, int threads) {
   torch::set_num_threads(threads);
   torch::manual_seed(1);
-  auto model = std::make_shared<TorchNet>();
+  auto model = std::make_shared<TorchLeNet>();
   auto train = torch::data::datasets::MNIST(dir)
                    .map(torch::data::transforms::Normalize<>(0.1307, 0.3081))
                    .map(torch::data::transforms::Stack<>());
