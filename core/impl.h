@@ -1,6 +1,8 @@
 // Helpers for op implementations (not part of the public API).
 #pragma once
 
+#include <algorithm>
+
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/graph.h"
@@ -27,6 +29,22 @@ DType promote_with_scalar(DType t, const Scalar& s);
 // Result dtype of a binary op between two tensors, where 0-dim tensors and wrapped numbers take
 // part only when they are of a higher category.
 DType result_type(const Tensor& a, const Tensor& b);
+
+// The planes of a 2-D pooling between x (..., H, W) and y (..., Ho, Wo), for pooling kernels on any
+// device: how many (H, W) planes there are and their sizes.
+struct PoolGeom {
+  int64_t planes, H, W, Ho, Wo;
+};
+inline PoolGeom pool_geom(const Tensor& x, const Tensor& y) {
+  const int64_t nd = x.dim();
+  PoolGeom g{};
+  g.H = x.sizes()[nd - 2];
+  g.W = x.sizes()[nd - 1];
+  g.Ho = y.sizes()[nd - 2];
+  g.Wo = y.sizes()[nd - 1];
+  g.planes = g.H * g.W > 0 ? x.numel() / (g.H * g.W) : y.numel() / std::max<int64_t>(g.Ho * g.Wo, 1);
+  return g;
+}
 
 // Marks an in-place write: bumps the shared version counter (not in inference mode).
 void bump_version(const Tensor& t);

@@ -15,21 +15,8 @@
 namespace nabla::cuda {
 namespace {
 
-struct PoolGeom {
-  int64_t planes, H, W, Ho, Wo;
-};
-
-PoolGeom pool_geom(const Tensor& x, const Tensor& y) {
-  int64_t nd = x.dim();
-  PoolGeom g{};
-  g.H = x.sizes()[nd - 2];
-  g.W = x.sizes()[nd - 1];
-  g.Ho = y.sizes()[nd - 2];
-  g.Wo = y.sizes()[nd - 1];
-  g.planes = x.numel() / std::max<int64_t>(g.H * g.W, 1);
-  if (g.H * g.W == 0) g.planes = y.numel() / std::max<int64_t>(g.Ho * g.Wo, 1);
-  return g;
-}
+using detail::PoolGeom;
+using detail::pool_geom;
 
 struct PoolArgs {
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;

@@ -26,13 +26,6 @@ namespace nabla::cpu::NABLA_CPU_ISA {
 
 namespace {
 
-Tensor contig(const Tensor& x) {
-  if (x.is_contiguous()) return x;
-  Tensor c = detail::make_empty(x.sizes(), x.dtype(), x.device());
-  copy(x, c);
-  return c;
-}
-
 struct ConvGeom {
   int64_t N, C, H, W, O, kh, kw, Ho, Wo, G, Cg, Og;
   int64_t sh, sw, ph, pw, dh, dw;
@@ -947,22 +940,8 @@ void conv2d_weight_grad(const Tensor& x_in, const Tensor& gy_in, const Conv2dPar
 }
 
 // ---- pooling ------------------------------------------------------------------------------------
-namespace {
-struct PoolGeom {
-  int64_t planes, H, W, Ho, Wo;
-};
-PoolGeom pool_geom(const Tensor& x, const Tensor& y) {
-  int64_t nd = x.dim();
-  PoolGeom g{};
-  g.H = x.sizes()[nd - 2];
-  g.W = x.sizes()[nd - 1];
-  g.Ho = y.sizes()[nd - 2];
-  g.Wo = y.sizes()[nd - 1];
-  g.planes = x.numel() / std::max<int64_t>(g.H * g.W, 1);
-  if (g.H * g.W == 0) g.planes = y.numel() / std::max<int64_t>(g.Ho * g.Wo, 1);
-  return g;
-}
-}  // namespace
+using detail::PoolGeom;
+using detail::pool_geom;
 
 namespace {
 // One output row of a 2x2/stride-2 max pool: values and flat indices (within the plane) of the

@@ -10,13 +10,6 @@ namespace nabla::cpu::NABLA_CPU_ISA {
 
 namespace {
 
-Tensor contig(const Tensor& x) {
-  if (x.is_contiguous()) return x;
-  Tensor c = detail::make_empty(x.sizes(), x.dtype(), x.device());
-  copy(x, c);
-  return c;
-}
-
 void check_index(const char* op, int64_t v, int64_t n, int64_t dim) {
   if (v < -n || v >= n) [[unlikely]]
     throw IndexError(detail::str(op, ": index ", v, " is out of range for dim ", dim, " of size ", n));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/backend.h"
+#include "core/impl.h"
 #include "core/ops.h"
 
 #ifndef NABLA_CPU_ISA
@@ -15,6 +16,15 @@ namespace nabla::cpu::NABLA_CPU_ISA {
 Backend* make_backend();
 
 void copy(const Tensor& src, const Tensor& dst);
+
+// x itself when contiguous, else a contiguous copy (no autograd): what kernels that want dense
+// inputs call first.
+inline Tensor contig(const Tensor& x) {
+  if (x.is_contiguous()) return x;
+  Tensor c = detail::make_empty(x.sizes(), x.dtype(), x.device());
+  copy(x, c);
+  return c;
+}
 void fill(const Tensor& dst, Scalar value);
 void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1);
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Scalar alpha);

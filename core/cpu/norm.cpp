@@ -11,13 +11,6 @@ namespace nabla::cpu::NABLA_CPU_ISA {
 
 namespace {
 
-Tensor contig(const Tensor& x) {
-  if (x.is_contiguous()) return x;
-  Tensor c = detail::make_empty(x.sizes(), x.dtype(), x.device());
-  copy(x, c);
-  return c;
-}
-
 struct Dims {
   int64_t N, C, S;  // batch, channels, elements per (n, c) plane
 };

@@ -20,14 +20,6 @@ namespace nabla::cpu::NABLA_CPU_ISA {
 
 namespace {
 
-// A contiguous version of x (itself when already contiguous), without autograd.
-Tensor contig(const Tensor& x) {
-  if (x.is_contiguous()) return x;
-  Tensor c = detail::make_empty(x.sizes(), x.dtype(), x.device());
-  copy(x, c);
-  return c;
-}
-
 struct Dims {
   SmallVector<int64_t, 6> size, xstride, ostride;
 };
