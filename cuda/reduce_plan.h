@@ -18,33 +18,14 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/reduce_dims.h"
 #include "core/shape.h"
 #include "cuda/iter.h"
 
 namespace nabla::cuda {
 
-struct ReduceDims {
-  SmallVector<int64_t, 6> size, xstride, ostride;  // outer to inner
-};
-
-// Merges adjacent dims (outer, inner order) contiguous with each other in both strides.
-inline ReduceDims coalesce_dims(const ReduceDims& d) {
-  ReduceDims r;
-  for (size_t i = 0; i < d.size.size(); ++i) {
-    if (d.size[i] == 1) continue;
-    if (!r.size.empty() && r.xstride.back() == d.xstride[i] * d.size[i] &&
-        r.ostride.back() == d.ostride[i] * d.size[i]) {
-      r.size.back() *= d.size[i];
-      r.xstride.back() = d.xstride[i];
-      r.ostride.back() = d.ostride[i];
-      continue;
-    }
-    r.size.push_back(d.size[i]);
-    r.xstride.push_back(d.xstride[i]);
-    r.ostride.push_back(d.ostride[i]);
-  }
-  return r;
-}
+using detail::ReduceDims;
+using detail::coalesce_dims;
 
 struct ReducePlan {
   ReduceDims kept, red;  // coalesced, outer to inner; strides in elements

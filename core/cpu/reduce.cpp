@@ -13,6 +13,7 @@
 
 #include "core/cpu/kernels.h"
 #include "core/impl.h"
+#include "core/reduce_dims.h"
 #include "core/parallel.h"
 #include "core/scalar_math.h"
 
@@ -20,28 +21,7 @@ namespace nabla::cpu::NABLA_CPU_ISA {
 
 namespace {
 
-struct Dims {
-  SmallVector<int64_t, 6> size, xstride, ostride;
-};
-
-// Merges adjacent dims (outer, inner order) that are contiguous with each other in every stride.
-void coalesce(Dims& d) {
-  Dims r;
-  for (size_t i = 0; i < d.size.size(); ++i) {
-    if (d.size[i] == 1) continue;
-    if (!r.size.empty() && r.xstride.back() == d.xstride[i] * d.size[i] &&
-        r.ostride.back() == d.ostride[i] * d.size[i]) {
-      r.size.back() *= d.size[i];
-      r.xstride.back() = d.xstride[i];
-      r.ostride.back() = d.ostride[i];
-      continue;
-    }
-    r.size.push_back(d.size[i]);
-    r.xstride.push_back(d.xstride[i]);
-    r.ostride.push_back(d.ostride[i]);
-  }
-  d = std::move(r);
-}
+using Dims = detail::ReduceDims;
 
 template <class T>
 struct Acc {
@@ -132,8 +112,8 @@ void reduce_typed(const Tensor& x, const detail::DimMask& mask, const Tensor& ou
     t.xstride.push_back(x.strides()[d]);
     t.ostride.push_back(mask[d] ? 0 : out.strides()[d]);
   }
-  coalesce(kept);
-  coalesce(red);
+  kept = detail::coalesce_dims(kept);
+  red = detail::coalesce_dims(red);
   if (red.size.empty()) {  // only size-1 dims reduced: each output is one element
     red.size.push_back(1);
     red.xstride.push_back(0);
