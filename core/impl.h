@@ -30,6 +30,21 @@ DType promote_with_scalar(DType t, const Scalar& s);
 // part only when they are of a higher category.
 DType result_type(const Tensor& a, const Tensor& b);
 
+// A contiguous tensor seen along one dim: `outer` lines of `len` elements, `inner` apart (a 0-dim
+// tensor is one line of one element). Element j of line (o, i) is at (o * len + j) * inner + i.
+struct Lines {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+inline Lines lines_of(IntArrayRef sizes, int64_t dim) {
+  Lines l;
+  if (sizes.empty()) return l;
+  l.len = sizes[dim];
+  for (int64_t i = 0; i < dim; ++i) l.outer *= sizes[i];
+  for (int64_t i = dim + 1; i < static_cast<int64_t>(sizes.size()); ++i) l.inner *= sizes[i];
+  return l;
+}
+inline Lines lines_of(const Tensor& x, int64_t dim) { return lines_of(x.sizes(), dim); }
+
 // The planes of a 2-D pooling between x (..., H, W) and y (..., Ho, Wo), for pooling kernels on any
 // device: how many (H, W) planes there are and their sizes.
 struct PoolGeom {

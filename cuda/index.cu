@@ -223,12 +223,8 @@ __global__ void write_nonzero_kernel(const T* x, int64_t n, const int64_t* offse
 void index_select(const Tensor& x_in, int64_t dim, const Tensor& index_in, const Tensor& out) {
   DeviceScope ds(out);
   Tensor x = contiguous(x_in), index = contiguous(index_in);
-  int64_t outer = 1, inner = 1, n = 1, m = index.numel();
-  if (x.dim() > 0) {
-    n = x.sizes()[dim];
-    for (int64_t i = 0; i < dim; ++i) outer *= x.sizes()[i];
-    for (int64_t i = dim + 1; i < x.dim(); ++i) inner *= x.sizes()[i];
-  }
+  const auto [outer, n, inner] = detail::lines_of(x, dim);
+  const int64_t m = index.numel();
   if (outer * m * inner == 0) return;
   Tensor oc = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
   IndexChecker chk(device_of(out), "index_select");
@@ -247,12 +243,8 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Ten
   DeviceScope ds(out);
   check<ValueError>(out.is_contiguous(), "index_add: destination must be contiguous");
   Tensor index = contiguous(index_in), src = contiguous(src_in);
-  int64_t outer = 1, inner = 1, n = 1, m = index.numel();
-  if (out.dim() > 0) {
-    n = out.sizes()[dim];
-    for (int64_t i = 0; i < dim; ++i) outer *= out.sizes()[i];
-    for (int64_t i = dim + 1; i < out.dim(); ++i) inner *= out.sizes()[i];
-  }
+  const auto [outer, n, inner] = detail::lines_of(out, dim);
+  const int64_t m = index.numel();
   if (outer * m * inner == 0) return;
   IndexChecker chk(device_of(out), "index_add");
   visit_cuda_dtype(out.dtype(), [&](auto tag) {

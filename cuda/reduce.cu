@@ -347,9 +347,7 @@ void arg_reduce(ReduceOp op, const Tensor& x_in, int64_t dim, const Tensor& valu
   DeviceScope ds(values);
   Tensor x = contiguous(x_in);
   if (x.dim() == 0) dim = 0;
-  int64_t outer = 1, inner = 1, len = x.dim() == 0 ? 1 : x.sizes()[dim];
-  for (int64_t i = 0; i < dim; ++i) outer *= x.sizes()[i];
-  for (int64_t i = dim + 1; i < x.dim(); ++i) inner *= x.sizes()[i];
+  const auto [outer, len, inner] = detail::lines_of(x, dim);
   check<IndexError>(len > 0, op == ReduceOp::max ? "max" : "min", ": cannot reduce over an empty dim ", dim,
                     " of shape ", x.sizes());
   if (outer * inner == 0) return;

@@ -285,9 +285,7 @@ void scan(ScanOp op, const Tensor& x_in, int64_t dim, const Tensor& out) {
   DeviceScope ds(out);
   Tensor x = contiguous(x_in);
   if (x.dim() == 0) dim = 0;
-  int64_t outer = 1, inner = 1, len = x.dim() == 0 ? 1 : x.sizes()[dim];
-  for (int64_t i = 0; i < dim; ++i) outer *= x.sizes()[i];
-  for (int64_t i = dim + 1; i < x.dim(); ++i) inner *= x.sizes()[i];
+  const auto [outer, len, inner] = detail::lines_of(x, dim);
   Tensor oc = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
   cudaStream_t stream = stream_of(out);
   visit_cuda_dtype(x.dtype(), [&](auto tag) {

@@ -135,17 +135,8 @@ __global__ void softmax_backward_cols_kernel(const T* g, const T* y, T* out, int
   }
 }
 
-struct Lines {
-  int64_t outer = 1, len = 1, inner = 1;
-};
-Lines lines_of(const Tensor& x, int64_t dim) {
-  Lines l;
-  if (x.dim() == 0) return l;
-  l.len = x.sizes()[dim];
-  for (int64_t i = 0; i < dim; ++i) l.outer *= x.sizes()[i];
-  for (int64_t i = dim + 1; i < x.dim(); ++i) l.inner *= x.sizes()[i];
-  return l;
-}
+using detail::Lines;
+using detail::lines_of;
 
 // Block shape for row kernels: a warp per line up to 1024 elements, else 512 threads per line.
 void row_launch_shape(int64_t lines, int64_t len, dim3& grid, dim3& block) {

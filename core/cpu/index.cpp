@@ -34,9 +34,8 @@ void index_select(const Tensor& x_in, int64_t dim, const Tensor& index_in, const
     copy(detail::make_view(x, out.sizes(), Shape(out.dim(), 0), x.storage_offset()), out);
     return;
   }
-  int64_t outer = 1, inner = 1, n = x.sizes()[dim], m = index.numel();
-  for (int64_t i = 0; i < dim; ++i) outer *= x.sizes()[i];
-  for (int64_t i = dim + 1; i < x.dim(); ++i) inner *= x.sizes()[i];
+  const auto [outer, n, inner] = detail::lines_of(x, dim);
+  const int64_t m = index.numel();
   const int64_t* ip = index.data_ptr<int64_t>();
   for (int64_t j = 0; j < m; ++j) check_index("index_select", ip[j], n, dim);
   Tensor oc = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
@@ -61,9 +60,8 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Ten
               detail::make_view(src, {src.numel()}, {1}, src.storage_offset()));
     return;
   }
-  int64_t outer = 1, inner = 1, n = out.sizes()[dim], m = index.numel();
-  for (int64_t i = 0; i < dim; ++i) outer *= out.sizes()[i];
-  for (int64_t i = dim + 1; i < out.dim(); ++i) inner *= out.sizes()[i];
+  const auto [outer, n, inner] = detail::lines_of(out, dim);
+  const int64_t m = index.numel();
   const int64_t* ip = index.data_ptr<int64_t>();
   for (int64_t j = 0; j < m; ++j) check_index("index_add", ip[j], n, dim);
   visit_compute_dtype(out.dtype(), "index_add", [&](auto tag) {

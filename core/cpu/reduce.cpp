@@ -267,15 +267,8 @@ void reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, const Tensor& out) {
 
 // ---- along one dim: lines of a contiguous tensor ------------------------------------------------
 namespace {
-struct Lines {
-  int64_t outer, len, inner;
-};
-Lines lines_of(const Tensor& x, int64_t dim) {
-  Lines l{1, x.dim() == 0 ? 1 : x.sizes()[dim], 1};
-  for (int64_t i = 0; i < dim; ++i) l.outer *= x.sizes()[i];
-  for (int64_t i = dim + 1; i < x.dim(); ++i) l.inner *= x.sizes()[i];
-  return l;
-}
+using detail::Lines;
+using detail::lines_of;
 // Calls f(line_start_offset, stride) for every line along dim, in parallel.
 template <class F>
 void for_lines(const Lines& l, const F& f) {
