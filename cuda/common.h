@@ -76,4 +76,17 @@ inline unsigned blocks_for(int64_t n, int threads) {
   return static_cast<unsigned>(b);
 }
 
+// Launch shape for kernels that walk `outer` x `inner` lines (see detail::lines_of): with inner == 1
+// each line is contiguous and a warp takes one (8 lines per 32x8 block); otherwise one thread per
+// line, neighbouring threads on neighbouring (strided) lines so their reads coalesce.
+inline void line_launch_shape(int64_t outer, int64_t inner, dim3& grid, dim3& block) {
+  if (inner == 1) {
+    block = dim3(32, 8);
+    grid = dim3(blocks_for(outer, 8));
+  } else {
+    block = dim3(256);
+    grid = dim3(blocks_for(outer * inner, 256));
+  }
+}
+
 }  // namespace nabla::cuda

@@ -357,13 +357,7 @@ void arg_reduce(ReduceOp op, const Tensor& x_in, int64_t dim, const Tensor& valu
   visit_cuda_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     dim3 block, grid;
-    if (inner == 1) {
-      block = dim3(32, 8);
-      grid = dim3(blocks_for(outer, 8));
-    } else {
-      block = dim3(256);
-      grid = dim3(blocks_for(outer * inner, 256));
-    }
+    line_launch_shape(outer, inner, grid, block);
     arg_reduce_kernel<T><<<grid, block, 0, stream>>>(static_cast<const T*>(x.data_ptr()), outer, len, inner,
                                                      static_cast<T*>(vc.data_ptr()),
                                                      static_cast<int64_t*>(ic.data_ptr()), op == ReduceOp::max);

@@ -291,13 +291,7 @@ void scan(ScanOp op, const Tensor& x_in, int64_t dim, const Tensor& out) {
   visit_cuda_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     dim3 block, grid;
-    if (inner == 1) {
-      block = dim3(32, 8);
-      grid = dim3(blocks_for(outer, 8));
-    } else {
-      block = dim3(256);
-      grid = dim3(blocks_for(outer * inner, 256));
-    }
+    line_launch_shape(outer, inner, grid, block);
     scan_kernel<T><<<grid, block, 0, stream>>>(static_cast<const T*>(x.data_ptr()), static_cast<T*>(oc.data_ptr()),
                                                outer, len, inner, op == ScanOp::cumprod);
     NABLA_KERNEL_CHECK("scan_kernel");
