@@ -26,7 +26,6 @@ extern "C" void openblas_set_num_threads(int);
 
 namespace nb = nabla;
 using bench::fmt_time;
-using bench::time_per_call;
 
 namespace {
 
