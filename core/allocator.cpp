@@ -84,6 +84,9 @@ class CpuCachingAllocator final : public Allocator {
     system_allocs_.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard lock(mu_);
     allocated_ += rounded;
+    // Room in the bucket's free list for every block it owns, so that freeing never grows the list
+    // (a steady state makes no system calls however the frees interleave).
+    if (caching_enabled() && b < kNumBuckets) free_[b].reserve(++owned_[b]);
     return p;
   }
 
@@ -94,11 +97,13 @@ class CpuCachingAllocator final : public Allocator {
     {
       std::lock_guard lock(mu_);
       allocated_ -= rounded;
-      if (caching_enabled() && b < kNumBuckets && cached_ + rounded <= kMaxCachedBytes) {
+      if (caching_enabled() && b < kNumBuckets && cached_ + rounded <= kMaxCachedBytes &&
+          free_[b].size() < free_[b].capacity()) {
         free_[b].push_back(p);
         cached_ += rounded;
         return;
       }
+      if (caching_enabled() && b < kNumBuckets && owned_[b] > 0) --owned_[b];
     }
     std::free(p);
   }
@@ -107,10 +112,10 @@ class CpuCachingAllocator final : public Allocator {
     std::vector<void*> all;
     {
       std::lock_guard lock(mu_);
-      for (auto& list : free_) {
-        all.insert(all.end(), list.begin(), list.end());
-        list.clear();
-        list.shrink_to_fit();
+      for (int b = 0; b < kNumBuckets; ++b) {
+        all.insert(all.end(), free_[b].begin(), free_[b].end());
+        owned_[b] -= static_cast<int64_t>(free_[b].size());
+        free_[b].clear();  // keeps its capacity: blocks still live are cached again when freed
       }
       cached_ = 0;
     }
@@ -125,6 +130,7 @@ class CpuCachingAllocator final : public Allocator {
  private:
   std::mutex mu_;
   std::array<std::vector<void*>, kNumBuckets> free_;
+  std::array<int64_t, kNumBuckets> owned_{};  // blocks of each bucket from the system, live or cached
   size_t allocated_ = 0, cached_ = 0;
   std::atomic<uint64_t> system_allocs_{0};
 };

@@ -307,8 +307,7 @@ void direct_conv(const float* xp, const float* wp, const float* bp, const ConvGe
   // Rows are read as two 16-wide vectors from kj on: pad the image so every load stays inside.
   const int64_t Hp = g.H + 2 * g.ph, Wp = std::max<int64_t>(g.W + 2 * g.pw, g.kw + 32);
   parallel_for(0, g.N, 1, [&](int64_t n0, int64_t n1) {
-    Tensor buf = detail::make_empty({g.C * Hp * Wp}, DType::f32, kCPU);
-    float* xpad = static_cast<float*>(buf.data_ptr());
+    float* xpad = thread_scratch<float>(Scratch::conv_image, g.C * Hp * Wp);
     std::fill(xpad, xpad + g.C * Hp * Wp, 0.0f);
     for (int64_t n = n0; n < n1; ++n) {
       const float* xn = xp + n * g.C * g.H * g.W;
@@ -493,10 +492,8 @@ void wgrad_gather(const float* xp, const float* gyp, const ConvGeom& g, float* g
   Tensor acc = detail::make_empty({parts * g.G * gsize}, DType::f32, kCPU);
   float* accp = static_cast<float*>(acc.data_ptr());
   parallel_for(0, parts, 1, [&](int64_t t0, int64_t t1) {
-    Tensor apanel = detail::make_empty({msl * mr * kcmax}, DType::f32, kCPU);
-    Tensor bpanel = detail::make_empty({nsl * 32 * kcmax}, DType::f32, kCPU);
-    float* ap = static_cast<float*>(apanel.data_ptr());
-    float* bp = static_cast<float*>(bpanel.data_ptr());
+    float* ap = thread_scratch<float>(Scratch::conv_panel_a, msl * mr * kcmax);
+    float* bp = thread_scratch<float>(Scratch::conv_panel_b, nsl * 32 * kcmax);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n_begin = g.N * t / parts, n_end = g.N * (t + 1) / parts;
       const int64_t kpix = (n_end - n_begin) * hw;  // this share's K
@@ -611,8 +608,7 @@ void conv_forward_padded_rows(const T* xp, const gemm_detail::KernelSpec<T>& ks,
     offs[p] = c * plane + (r / g.kw) * g.dh * Wp + (r % g.kw) * g.dw;
   }
   parallel_for(0, g.N * g.G, 1, [&](int64_t i0, int64_t i1) {
-    Tensor buf = detail::make_empty({xbuf + g.Og * g.Ho * Wp}, dtype_of<T>(), kCPU);
-    T* xpad = static_cast<T*>(buf.data_ptr());
+    T* xpad = thread_scratch<T>(Scratch::conv_image, xbuf + g.Og * g.Ho * Wp);
     T* ybuf = xpad + xbuf;
     std::fill(xpad, xpad + xbuf, T(0));
     for (int64_t i = i0; i < i1; ++i) {
@@ -691,13 +687,11 @@ void conv_weight_grad_padded_rows(const T* xp, const T* gyp, const ConvGeom& g, 
     // Packed panels must be 64-byte aligned for the micro-kernels (the buffer itself is).
     constexpr int64_t align = 64 / sizeof(T);
     const int64_t xsize = g.Cg * plane, gysize = (g.Og * kimg + align - 1) / align * align;
-    Tensor buf = detail::make_empty({xsize + gysize + kcmax * (msl * mr + nsl * nr)}, dtype_of<T>(), kCPU);
-    T* gypad = static_cast<T*>(buf.data_ptr());
+    T* gypad = thread_scratch<T>(Scratch::conv_image, xsize + gysize + kcmax * (msl * mr + nsl * nr));
     T* ap = gypad + gysize;
     T* xpad = ap + kcmax * (msl * mr + nsl * nr);
     T* bp = ap + kcmax * msl * mr;
-    Tensor rows_buf = detail::make_empty({nr}, DType::i64, kCPU);  // pointer-sized slots
-    const T** rows = reinterpret_cast<const T**>(rows_buf.data_ptr());
+    const T** rows = thread_scratch<const T*>(Scratch::conv_rows, nr);
     // Borders and dropped columns stay zero: only the interior is written per image.
     std::fill(gypad, gypad + gysize, T(0));
     std::fill(xpad, xpad + xsize, T(0));
@@ -848,8 +842,7 @@ void conv2d_input_grad(const Tensor& gy_in, const Tensor& w_in, const Conv2dPara
     }
     // Per image: the patch gradients (ckk, hw) = W^T @ gy, then scattered back (col2im).
     parallel_for(0, g.N, 1, [&](int64_t n0, int64_t n1) {
-      thread_local std::vector<T> col;
-      if (col.size() < static_cast<size_t>(ckk * hw)) col.resize(ckk * hw);
+      T* col = thread_scratch<T>(Scratch::conv_col, ckk * hw);
       for (int64_t n = n0; n < n1; ++n) {
         for (int64_t gr = 0; gr < g.G; ++gr) {
           T* xg = gxp + (n * g.C + gr * g.Cg) * g.H * g.W;
@@ -860,15 +853,15 @@ void conv2d_input_grad(const Tensor& gy_in, const Tensor& w_in, const Conv2dPara
             gemm_t<T>(ckk, hw, g.Og, T(1), wg, 1, ckk, gyg, hw, 1, T(0), xg, hw);
             continue;
           }
-          gemm_t<T>(ckk, hw, g.Og, T(1), wg, 1, ckk, gyg, hw, 1, T(0), col.data(), hw);
+          gemm_t<T>(ckk, hw, g.Og, T(1), wg, 1, ckk, gyg, hw, 1, T(0), col, hw);
           if constexpr (std::is_same_v<T, float>) {
             if (narrow_col2im_applies(g)) {
-              col2im_narrow(col.data(), g, xg, hw);
+              col2im_narrow(col, g, xg, hw);
               continue;
             }
           }
           std::fill(xg, xg + g.Cg * g.H * g.W, T(0));
-          col2im(col.data(), g, xg, hw);
+          col2im(col, g, xg, hw);
         }
       }
     });

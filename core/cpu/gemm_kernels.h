@@ -335,22 +335,16 @@ void pack_b(const T* b, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, int nr
   }
 }
 
-template <class T>
-struct PackBuffers {
-  std::vector<T> a, b;
-};
-
 // Runs the blocked algorithm on C rows [m0, m1) and columns [n0, n1), single-threaded.
 template <class T>
 void gemm_block(const KernelSpec<T>& ks, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t k, T alpha,
                 const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb, int64_t csb, T beta, T* c, int64_t ldc) {
-  thread_local PackBuffers<T> buf;
-  size_t need_a = static_cast<size_t>(ks.mc + ks.mr) * ks.kc, need_b = static_cast<size_t>(ks.nc + ks.nr) * ks.kc;
-  if (buf.a.size() < need_a + 16) buf.a.resize(need_a + 16);
-  if (buf.b.size() < need_b + 16) buf.b.resize(need_b + 16);
-  // 64-byte aligned views into the buffers
-  T* pa = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(buf.a.data()) + 63) & ~uintptr_t(63));
-  T* pb = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(buf.b.data()) + 63) & ~uintptr_t(63));
+  // Packing buffers (per thread, 64-byte aligned): A panels of mc x kc, B panels of nc x kc at most.
+  const int64_t kc_max = std::min<int64_t>(ks.kc, std::max<int64_t>(k, 1));
+  const int64_t mc_max = std::min<int64_t>(ks.mc, (m1 - m0 + ks.mr - 1) / ks.mr * ks.mr);
+  const int64_t nc_max = std::min<int64_t>(ks.nc, (n1 - n0 + ks.nr - 1) / ks.nr * ks.nr);
+  T* pa = thread_scratch<T>(Scratch::gemm_a, (mc_max + ks.mr) * kc_max);
+  T* pb = thread_scratch<T>(Scratch::gemm_b, (nc_max + ks.nr) * kc_max);
   for (int64_t jc = n0; jc < n1; jc += ks.nc) {
     int64_t nc = std::min<int64_t>(ks.nc, n1 - jc);
     for (int64_t pc = 0; pc < k; pc += ks.kc) {
@@ -411,11 +405,9 @@ PackedA<T> pack_a_all(const KernelSpec<T>& ks, const T* a, int64_t rsa, int64_t 
 template <class T, class PackB>
 void gemm_prepacked(const KernelSpec<T>& ks, const PackedA<T>& A, int64_t n, const PackB& pack_b_panel, T alpha,
                     T beta, T* c, int64_t ldc) {
-  thread_local std::vector<T> bbuf;
-  int64_t nc_max = std::min<int64_t>(ks.nc, (n + ks.nr - 1) / ks.nr * ks.nr);
-  size_t need = static_cast<size_t>(nc_max * std::min<int64_t>(ks.kc, std::max<int64_t>(A.k, 1)) + 16);
-  if (bbuf.size() < need) bbuf.resize(need);
-  T* pb = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(bbuf.data()) + 63) & ~uintptr_t(63));
+  // B panels (per thread, 64-byte aligned).
+  const int64_t nc_max = std::min<int64_t>(ks.nc, (n + ks.nr - 1) / ks.nr * ks.nr);
+  T* pb = thread_scratch<T>(Scratch::gemm_panel_b, nc_max * std::min<int64_t>(ks.kc, std::max<int64_t>(A.k, 1)));
   int64_t slivers = (A.m + ks.mr - 1) / ks.mr;
   for (int64_t jc = 0; jc < n; jc += ks.nc) {
     int64_t nc = std::min<int64_t>(ks.nc, n - jc);

@@ -17,6 +17,19 @@ Backend* make_backend();
 
 void copy(const Tensor& src, const Tensor& dst);
 
+// Scratch memory for kernels running inside parallel_for chunks: every thread keeps one buffer per
+// slot and grows it when a call needs more. Which thread runs which chunk varies from call to call,
+// so pooled per-call allocations could find the pool one block short when both threads happen to
+// need one at once; per-thread buffers reach their size in the first calls and then never
+// allocate again, on any thread. 64-byte aligned; valid until the same thread asks for the slot
+// again. A kernel that calls another (gemm inside conv) uses a different slot.
+enum class Scratch { gemm_a, gemm_b, gemm_panel_b, conv_image, conv_col, conv_panel_a, conv_panel_b, conv_rows, count };
+void* thread_scratch_bytes(Scratch slot, size_t bytes);
+template <class T>
+T* thread_scratch(Scratch slot, int64_t n) {
+  return static_cast<T*>(thread_scratch_bytes(slot, static_cast<size_t>(n) * sizeof(T)));
+}
+
 // x itself when contiguous, else a contiguous copy (no autograd): what kernels that want dense
 // inputs call first.
 inline Tensor contig(const Tensor& x) {
