@@ -4,6 +4,8 @@
 // (which always takes the general code) to float32 accuracy.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "nabla.h"
 
 using namespace nabla;
@@ -61,29 +63,44 @@ TEST(CpuKernels, ConvGemmShapesMatchFloat64) {
 
 TEST(CpuKernels, MaxPool2x2FastPathMatchesGeneralPath) {
   manual_seed(3);
-  // Odd sizes leave a border the 2x2/stride-2 path must skip; ties pick the first index.
-  for (Shape s : {Shape{2, 3, 8, 8}, Shape{1, 2, 7, 9}}) {
+  // Odd sizes leave a border the 2x2/stride-2 path must skip; ties pick the first index; rows of
+  // more than 16 outputs span several vector chunks; a NaN wins its window (the first NaN), and a
+  // window of zeros keeps its first zero's sign.
+  for (Shape s : {Shape{2, 3, 8, 8}, Shape{1, 2, 7, 9}, Shape{2, 2, 24, 40}, Shape{1, 3, 6, 35}, Shape{1, 1, 4, 70}}) {
     Tensor x = randn(s).round();  // many ties
+    {
+      float* xm = x.data_ptr<float>();
+      int64_t n = x.numel();
+      for (int64_t i = 0; i < n; i += 13) xm[i] = std::nanf("");
+      for (int64_t i = 5; i < n; i += 17) xm[i] = -0.0f;
+    }
     auto [y, idx] = max_pool2d_with_indices(x, {2});
     auto [yr, ir] = max_pool2d_with_indices(x, {2}, {2}, {0}, {1}, false);
     Tensor y64 = max_pool2d(x.to(kFloat64), {2, 2}, {2, 2}, {0, 0}, {1, 1});  // float64 takes the general path
-    EXPECT_TRUE(allclose(y.to(kFloat64), y64));
-    // The index of the first maximum in each window, computed here directly.
-    Tensor xc = x.contiguous();
+    EXPECT_TRUE(allclose(y.to(kFloat64), y64, 1e-5, 1e-8, /*equal_nan=*/true));
+    // The index of the first maximum in each window (NaN winning), computed here directly.
+    Tensor xc = x.contiguous(), yc = y.contiguous();
     const float* xp = xc.data_ptr<float>();
+    const float* yp = yc.data_ptr<float>();
     Tensor ic = idx.contiguous();
     const int64_t* ip = ic.data_ptr<int64_t>();
     int64_t H = s[2], W = s[3], Ho = H / 2, Wo = W / 2, planes = s[0] * s[1];
     for (int64_t p = 0; p < planes; ++p)
       for (int64_t i = 0; i < Ho; ++i)
         for (int64_t j = 0; j < Wo; ++j) {
+          const float* xpl = xp + p * H * W;
           int64_t best = (2 * i) * W + 2 * j;
           for (int64_t di = 0; di < 2; ++di)
             for (int64_t dj = 0; dj < 2; ++dj) {
               int64_t k = (2 * i + di) * W + 2 * j + dj;
-              if (xp[p * H * W + k] > xp[p * H * W + best]) best = k;
+              float v = xpl[k], b = xpl[best];
+              if (v > b || (std::isnan(v) && !std::isnan(b))) best = k;
             }
-          ASSERT_EQ(ip[(p * Ho + i) * Wo + j], best);
+          const int64_t o = (p * Ho + i) * Wo + j;
+          ASSERT_EQ(ip[o], best) << "plane " << p << " (" << i << ", " << j << ")";
+          float want = xpl[best];
+          if (std::isnan(want)) ASSERT_TRUE(std::isnan(yp[o]));
+          else ASSERT_EQ(std::signbit(yp[o]), std::signbit(want)) << o;
         }
   }
 }

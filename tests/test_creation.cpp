@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <numeric>
 #include <set>
 
@@ -285,6 +287,61 @@ TEST(Random, ResultsDoNotDependOnTheThreadCount) {
   EXPECT_TRUE(equal(a, a1));
   EXPECT_TRUE(equal(b, b1));
   EXPECT_TRUE(equal(c, c1));
+}
+
+// The element <-> Philox word mapping is part of the contract (the CUDA kernels use the same one, so a
+// seed gives the same numbers on both devices): pin it against Philox computed here, with lengths
+// that end mid-block.
+TEST(Random, ElementsFollowThePhiloxStream) {
+  manual_seed(77);
+  Generator::State st = default_generator().get_state();
+  auto words = [&](uint64_t blk) {
+    std::array<uint32_t, 4> w{};
+    Philox::block(st.seed, st.offset + blk, w.data());
+    return w;
+  };
+  auto box_muller = [](double u1, double u2, int which) {
+    double r = std::sqrt(-2.0 * std::log1p(-u1)), t = 6.283185307179586 * u2;
+    return which ? r * std::sin(t) : r * std::cos(t);
+  };
+  // float uniforms: one word each, four per block (7 elements: 2 blocks).
+  std::vector<double> u = values(rand({7}));
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(u[i], Philox::to_float(words(i / 4)[i % 4])) << i;
+  st.offset += 2;
+  // double uniforms: two words each (3 elements: 2 blocks).
+  u = values(rand({3}, kFloat64));
+  for (int i = 0; i < 3; ++i) {
+    auto w = words(i / 2);
+    EXPECT_EQ(u[i], i % 2 ? Philox::to_double(w[2], w[3]) : Philox::to_double(w[0], w[1])) << i;
+  }
+  st.offset += 2;
+  // float normals: words (0,1) give elements 4b, 4b+1 (cosine, sine), words (2,3) give 4b+2, 4b+3.
+  u = values(randn({6}));
+  for (int i = 0; i < 6; ++i) {
+    auto w = words(i / 4);
+    int pair = (i % 4) / 2;
+    float want = static_cast<float>(box_muller(Philox::to_float(w[2 * pair]), Philox::to_float(w[2 * pair + 1]), i % 2));
+    EXPECT_EQ(static_cast<float>(u[i]), want) << i;
+  }
+  st.offset += 2;
+  // double normals: one pair per block.
+  u = values(randn({3}, kFloat64));
+  for (int i = 0; i < 3; ++i) {
+    auto w = words(i / 2);
+    EXPECT_EQ(u[i], box_muller(Philox::to_double(w[0], w[1]), Philox::to_double(w[2], w[3]), i % 2)) << i;
+  }
+  st.offset += 2;
+  // randint: 64 bits per element, two per block.
+  std::vector<int64_t> r = int_values(randint(-5, 1000, {3}));
+  for (int i = 0; i < 3; ++i) {
+    auto w = words(i / 2);
+    uint64_t bits = i % 2 ? (uint64_t(w[2]) << 32 | w[3]) : (uint64_t(w[0]) << 32 | w[1]);
+    EXPECT_EQ(r[i], -5 + static_cast<int64_t>(bits % 1005)) << i;
+  }
+  st.offset += 2;
+  // bernoulli: float uniform below p.
+  u = values(empty({5}).bernoulli_(0.3));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(u[i], Philox::to_float(words(i / 4)[i % 4]) < 0.3 ? 1.0 : 0.0) << i;
 }
 
 TEST(Random, NormalAndUniformInPlace) {

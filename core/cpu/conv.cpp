@@ -941,46 +941,86 @@ namespace {
 // first maximum of each window, NaN winning. Returns how many outputs it wrote: the whole row, or
 // 0 when the CPU has no AVX-512 (the caller then does it).
 #ifdef NABLA_GEMM_AVX2
-NABLA_DC_AVX512 int64_t maxpool2x2_row_avx512(const float* r0, const float* r1, int64_t W, int64_t Wo, int64_t rbase,
-                                             float* yr, int64_t* ir) {
-  if (std::string_view(gemm_detail::kernel_spec<float>().name) != "avx512") return 0;
+// The first maximum of each window's four candidates (a, b: top row; c, d: bottom row), NaN winning:
+// the window's value and its offset among {0, 1, W, W + 1}.
+NABLA_DC_AVX512 inline void max4_first(__m512 a, __m512 b, __m512 c, __m512 d, int32_t W, __m512* best_out,
+                                       __m512i* off_out) {
+  __m512i off;
+  __m512 best;
+  if (_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(c, d, _CMP_UNORD_Q)) {
+    // Some NaN: a later candidate wins if it is larger, or NaN while the best is not.
+    const __m512 cand[4] = {a, b, c, d};
+    const int32_t offs[4] = {0, 1, W, W + 1};
+    best = a;
+    off = _mm512_setzero_si512();
+    for (int k = 1; k < 4; ++k) {
+      __mmask16 take = _mm512_cmp_ps_mask(cand[k], best, _CMP_GT_OQ) |
+                       (_mm512_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q));
+      best = _mm512_mask_blend_ps(take, best, cand[k]);
+      off = _mm512_mask_blend_epi32(take, off, _mm512_set1_epi32(offs[k]));
+    }
+  } else {
+    // No NaN: the maximum, then the first candidate equal to it (its own value, so -0 and +0 keep
+    // the first one's sign, as the scalar loop does).
+    const __m512 m = _mm512_max_ps(_mm512_max_ps(a, b), _mm512_max_ps(c, d));
+    const __mmask16 ea = _mm512_cmp_ps_mask(a, m, _CMP_EQ_OQ), eb = _mm512_cmp_ps_mask(b, m, _CMP_EQ_OQ),
+                    ec = _mm512_cmp_ps_mask(c, m, _CMP_EQ_OQ);
+    best = _mm512_mask_blend_ps(ea, _mm512_mask_blend_ps(eb, _mm512_mask_blend_ps(ec, d, c), b), a);
+    off = _mm512_mask_blend_epi32(
+        ea, _mm512_mask_blend_epi32(eb, _mm512_mask_blend_epi32(ec, _mm512_set1_epi32(W + 1), _mm512_set1_epi32(W)),
+                                    _mm512_set1_epi32(1)),
+        _mm512_setzero_si512());
+  }
+  *best_out = best;
+  *off_out = off;
+}
+
+NABLA_DC_AVX512 inline void store_idx16(int64_t* ir, __mmask16 out, __m512i idx32) {
+  _mm512_mask_storeu_epi64(ir, static_cast<__mmask8>(out & 0xFF), _mm512_cvtepi32_epi64(_mm512_castsi512_si256(idx32)));
+  _mm512_mask_storeu_epi64(ir + 8, static_cast<__mmask8>(out >> 8),
+                           _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(idx32, 1)));
+}
+
+// 2x2 windows, stride 2, over planes [p0, p1), AVX-512: 16 outputs of a row at a time, their two
+// input rows deinterleaved by permutes. (Gathering the corners of 16 outputs across rows, to fill
+// the lanes on narrow planes, measured slower: gathers are slow on the CPUs at hand.)
+NABLA_DC_AVX512 void maxpool2x2_avx512(const float* xp, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int64_t p0,
+                                       int64_t p1, float* yp, int64_t* ip) {
+  const int64_t plane_out = Ho * Wo;
+  const int32_t W32 = static_cast<int32_t>(W);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const __m512i lane2 = _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1);
-  int64_t ow = 0;
-  for (; ow < Wo; ow += 16) {
-    const int64_t n = std::min<int64_t>(16, Wo - ow), c = 2 * ow;  // n outputs read 2n inputs per row
-    const __mmask16 in_lo = n >= 8 ? __mmask16(0xFFFF) : __mmask16((1u << (2 * n)) - 1);
-    const __mmask16 in_hi = n > 8 ? __mmask16((1u << (2 * n - 16)) - 1) : __mmask16(0);
-    __m512 lo0 = _mm512_maskz_loadu_ps(in_lo, r0 + c), hi0 = _mm512_maskz_loadu_ps(in_hi, r0 + c + 16);
-    __m512 lo1 = _mm512_maskz_loadu_ps(in_lo, r1 + c), hi1 = _mm512_maskz_loadu_ps(in_hi, r1 + c + 16);
-    __m512 cand[4] = {_mm512_permutex2var_ps(lo0, even, hi0), _mm512_permutex2var_ps(lo0, odd, hi0),
-                      _mm512_permutex2var_ps(lo1, even, hi1), _mm512_permutex2var_ps(lo1, odd, hi1)};
-    const int32_t offs[4] = {0, 1, static_cast<int32_t>(W), static_cast<int32_t>(W + 1)};
-    __m512 best = cand[0];
-    __m512i bi = _mm512_setzero_si512();
-    for (int k = 1; k < 4; ++k) {
-      __mmask16 gt = _mm512_cmp_ps_mask(cand[k], best, _CMP_GT_OQ);
-      __mmask16 nan_new = _mm512_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q);
-      __mmask16 best_ok = _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q);
-      __mmask16 take = gt | (nan_new & best_ok);
-      best = _mm512_mask_blend_ps(take, best, cand[k]);
-      bi = _mm512_mask_blend_epi32(take, bi, _mm512_set1_epi32(offs[k]));
+  for (int64_t pl = p0; pl < p1; ++pl) {
+    for (int64_t oh = 0; oh < Ho; ++oh) {
+      const float* r0 = xp + pl * H * W + 2 * oh * W;
+      const float* r1 = r0 + W;
+      float* yr = yp + pl * plane_out + oh * Wo;
+      int64_t* ir = ip + pl * plane_out + oh * Wo;
+      for (int64_t ow = 0; ow < Wo; ow += 16) {
+        const int64_t n = std::min<int64_t>(16, Wo - ow), c = 2 * ow;  // n outputs read 2n inputs per row
+        const __mmask16 in_lo = n >= 8 ? __mmask16(0xFFFF) : __mmask16((1u << (2 * n)) - 1);
+        const __mmask16 in_hi = n > 8 ? __mmask16((1u << (2 * n - 16)) - 1) : __mmask16(0);
+        __m512 lo0 = _mm512_maskz_loadu_ps(in_lo, r0 + c), hi0 = _mm512_maskz_loadu_ps(in_hi, r0 + c + 16);
+        __m512 lo1 = _mm512_maskz_loadu_ps(in_lo, r1 + c), hi1 = _mm512_maskz_loadu_ps(in_hi, r1 + c + 16);
+        __m512 best;
+        __m512i off;
+        max4_first(_mm512_permutex2var_ps(lo0, even, hi0), _mm512_permutex2var_ps(lo0, odd, hi0),
+                   _mm512_permutex2var_ps(lo1, even, hi1), _mm512_permutex2var_ps(lo1, odd, hi1), W32, &best, &off);
+        const __mmask16 out = n == 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+        _mm512_mask_storeu_ps(yr + ow, out, best);
+        // flat index = 2 * oh * W + 2 * (ow + lane) + offset
+        store_idx16(ir + ow, out,
+                    _mm512_add_epi32(_mm512_add_epi32(off, lane2), _mm512_set1_epi32(static_cast<int32_t>(2 * oh * W + c))));
+      }
     }
-    const __mmask16 out = n == 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-    _mm512_mask_storeu_ps(yr + ow, out, best);
-    // flat index = rbase + 2 * (ow + lane) + offset
-    __m512i idx32 = _mm512_add_epi32(_mm512_add_epi32(bi, lane2), _mm512_set1_epi32(static_cast<int32_t>(c)));
-    __m512i base = _mm512_set1_epi64(rbase);
-    _mm512_mask_storeu_epi64(ir + ow, static_cast<__mmask8>(out & 0xFF),
-                             _mm512_add_epi64(base, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(idx32))));
-    _mm512_mask_storeu_epi64(ir + ow + 8, static_cast<__mmask8>(out >> 8),
-                             _mm512_add_epi64(base, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(idx32, 1))));
   }
-  return Wo;
 }
+
+constexpr bool kHaveMaxpoolAvx512 = true;
 #else
-int64_t maxpool2x2_row_avx512(const float*, const float*, int64_t, int64_t, int64_t, float*, int64_t*) { return 0; }
+void maxpool2x2_avx512(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*, int64_t*) {}
+constexpr bool kHaveMaxpoolAvx512 = false;
 #endif
 }  // namespace
 
@@ -1003,7 +1043,16 @@ void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, co
     const bool simple = p.padding[0] == 0 && p.padding[1] == 0 && p.dilation[0] == 1 && p.dilation[1] == 1 &&
                         p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 &&
                         g.Ho * 2 <= g.H && g.Wo * 2 <= g.W;
+    // Indices are stored as int32 lanes: planes below 2^30 elements.
+    const bool avx512 = simple && std::is_same_v<T, float> && kHaveMaxpoolAvx512 && g.H * g.W < (int64_t(1) << 30) &&
+                        std::string_view(gemm_detail::kernel_spec<float>().name) == "avx512";
     parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.Ho * g.Wo, 1)), [&](int64_t a, int64_t b) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (avx512) {
+          maxpool2x2_avx512(xp, g.H, g.W, g.Ho, g.Wo, a, b, yp, ip);
+          return;
+        }
+      }
       for (int64_t pl = a; pl < b; ++pl) {
         const T* xpl = xp + pl * g.H * g.W;
         T* ypl = yp + pl * g.Ho * g.Wo;
@@ -1016,11 +1065,8 @@ void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, co
             T* yr = ypl + oh * g.Wo;
             int64_t* ir = ipl + oh * g.Wo;
             const int64_t rbase = 2 * oh * g.W;
-            int64_t ow0 = 0;
-            if constexpr (std::is_same_v<T, float>)
-              if (g.W < (int64_t(1) << 30)) ow0 = maxpool2x2_row_avx512(r0, r1, g.W, g.Wo, rbase, yr, ir);
             // A later value wins if it is larger, or NaN while the best is not.
-            for (int64_t ow = ow0; ow < g.Wo; ++ow) {
+            for (int64_t ow = 0; ow < g.Wo; ++ow) {
               const int64_t c = 2 * ow;
               T best = r0[c];
               int64_t bi = c;
@@ -1074,7 +1120,6 @@ void max_pool2d_backward(const Tensor& gy_in, const Tensor& indices_in, const Te
   Tensor gy = contig(gy_in), indices = contig(indices_in);
   check<ValueError>(gx.is_contiguous(), "max_pool2d_backward: grad_input must be contiguous");
   PoolGeom g = pool_geom(gx, gy);
-  fill(gx, 0);
   visit_float(gy.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* gyp = static_cast<const T*>(gy.data_ptr());
@@ -1082,8 +1127,14 @@ void max_pool2d_backward(const Tensor& gy_in, const Tensor& indices_in, const Te
     T* gxp = static_cast<T*>(gx.data_ptr());
     int64_t plane_out = g.Ho * g.Wo, plane_in = g.H * g.W;
     parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(plane_out, 1)), [&](int64_t a, int64_t b) {
-      for (int64_t pl = a; pl < b; ++pl)
-        for (int64_t o = 0; o < plane_out; ++o) gxp[pl * plane_in + ip[pl * plane_out + o]] += gyp[pl * plane_out + o];
+      for (int64_t pl = a; pl < b; ++pl) {
+        // Each plane is zeroed right before its scatter, while it is in cache.
+        T* gxpl = gxp + pl * plane_in;
+        std::fill(gxpl, gxpl + plane_in, T(0));
+        const int64_t* ipl = ip + pl * plane_out;
+        const T* gypl = gyp + pl * plane_out;
+        for (int64_t o = 0; o < plane_out; ++o) gxpl[ipl[o]] += gypl[o];
+      }
     });
   });
 }

@@ -1,5 +1,6 @@
 // CPU random kernels. Element i of the output depends only on (seed, offset, i), so results are the
 // same for any thread count (and match the CUDA kernels, which use the same mapping).
+#include <algorithm>
 #include <cmath>
 
 #include "core/cpu/kernels.h"
@@ -16,11 +17,18 @@ inline double box_muller(double u1, double u2, int which) {
   return which ? r * std::sin(t) : r * std::cos(t);
 }
 
-// Calls f(i, uniform_float_or_double) etc. over a contiguous buffer in parallel.
-template <class T, class F>
-void fill_contiguous(T* p, int64_t n, const F& f) {
-  parallel_for(0, n, 16384, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) p[i] = f(i);
+// Fills a contiguous buffer in parallel, K elements per Philox block: g(blk, vals) writes the K
+// values of block blk (elements K*blk ..), so each block's four words are computed once.
+template <int K, class T, class G>
+void fill_blocks(T* p, int64_t n, const G& g) {
+  int64_t blocks = (n + K - 1) / K;
+  parallel_for(0, blocks, 16384 / K, [&](int64_t b, int64_t e) {
+    T vals[K];
+    for (int64_t blk = b; blk < e; ++blk) {
+      g(blk, vals);
+      int64_t base = blk * K, m = std::min<int64_t>(K, n - base);
+      for (int64_t j = 0; j < m; ++j) p[base + j] = vals[j];
+    }
   });
 }
 }  // namespace
@@ -38,49 +46,63 @@ void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& 
 
   if (op == RandomOp::normal) {
     if (dbl) {
-      fill_contiguous(out.data_ptr<double>(), n, [&](int64_t i) {
+      // One Box-Muller pair per block: elements 2b and 2b+1 take its cosine and sine branches.
+      fill_blocks<2>(out.data_ptr<double>(), n, [&](int64_t blk, double v[2]) {
         uint32_t w[4];
-        word(i / 2, w);
+        word(blk, w);
         double u1 = Philox::to_double(w[0], w[1]), u2 = Philox::to_double(w[2], w[3]);
-        return p0 + p1 * box_muller(u1, u2, static_cast<int>(i % 2));
+        v[0] = p0 + p1 * box_muller(u1, u2, 0);
+        v[1] = p0 + p1 * box_muller(u1, u2, 1);
       });
     } else {
       check<DTypeError>(dt == DType::f32, "normal_: CPU kernel supports float32/float64, got ", dt);
-      fill_contiguous(out.data_ptr<float>(), n, [&](int64_t i) {
+      // Two pairs per block: elements 4b..4b+1 from words 0-1, 4b+2..4b+3 from words 2-3.
+      fill_blocks<4>(out.data_ptr<float>(), n, [&](int64_t blk, float v[4]) {
         uint32_t w[4];
-        word(i / 4, w);
-        int pair = static_cast<int>((i % 4) / 2);
-        double u1 = Philox::to_float(w[2 * pair]), u2 = Philox::to_float(w[2 * pair + 1]);
-        return static_cast<float>(p0 + p1 * box_muller(u1, u2, static_cast<int>(i % 2)));
+        word(blk, w);
+        for (int pair = 0; pair < 2; ++pair) {
+          double u1 = Philox::to_float(w[2 * pair]), u2 = Philox::to_float(w[2 * pair + 1]);
+          v[2 * pair] = static_cast<float>(p0 + p1 * box_muller(u1, u2, 0));
+          v[2 * pair + 1] = static_cast<float>(p0 + p1 * box_muller(u1, u2, 1));
+        }
       });
     }
-  } else {
-    auto uniform = [&](int64_t i) -> double {
-      uint32_t w[4];
-      if (dbl) {
-        word(i / 2, w);
-        return i % 2 ? Philox::to_double(w[2], w[3]) : Philox::to_double(w[0], w[1]);
-      }
-      word(i / 4, w);
-      return Philox::to_float(w[i % 4]);
-    };
-    if (op == RandomOp::uniform) {
-      if (dbl) {
-        fill_contiguous(out.data_ptr<double>(), n, [&](int64_t i) { return p0 + (p1 - p0) * uniform(i); });
-      } else {
-        check<DTypeError>(dt == DType::f32, "uniform_: CPU kernel supports float32/float64, got ", dt);
-        fill_contiguous(out.data_ptr<float>(), n, [&](int64_t i) {
-          float v = static_cast<float>(p0 + (p1 - p0) * uniform(i));
-          // Rounding can land on the excluded upper bound; keep [from, to).
-          return v >= static_cast<float>(p1) && p1 > p0 ? std::nextafter(static_cast<float>(p1), -INFINITY) : v;
-        });
-      }
-    } else {  // bernoulli(p0)
-      visit_compute_dtype(dt, "bernoulli_", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        fill_contiguous(static_cast<T*>(out.data_ptr()), n, [&](int64_t i) { return static_cast<T>(uniform(i) < p0); });
+    if (!out.is_same(out_in)) copy(out, out_in);
+    return;
+  }
+  // Uniforms in [0, 1): a float per word, a double per two words. map(u) gives the element.
+  auto uniform_fill = [&](auto* ptr, const auto& map) {
+    if (dbl) {
+      fill_blocks<2>(ptr, n, [&](int64_t blk, auto* v) {
+        uint32_t w[4];
+        word(blk, w);
+        v[0] = map(Philox::to_double(w[0], w[1]));
+        v[1] = map(Philox::to_double(w[2], w[3]));
+      });
+    } else {
+      fill_blocks<4>(ptr, n, [&](int64_t blk, auto* v) {
+        uint32_t w[4];
+        word(blk, w);
+        for (int j = 0; j < 4; ++j) v[j] = map(static_cast<double>(Philox::to_float(w[j])));
       });
     }
+  };
+  if (op == RandomOp::uniform) {
+    if (dbl) {
+      uniform_fill(out.data_ptr<double>(), [&](double u) { return p0 + (p1 - p0) * u; });
+    } else {
+      check<DTypeError>(dt == DType::f32, "uniform_: CPU kernel supports float32/float64, got ", dt);
+      uniform_fill(out.data_ptr<float>(), [&](double u) {
+        float v = static_cast<float>(p0 + (p1 - p0) * u);
+        // Rounding can land on the excluded upper bound; keep [from, to).
+        return v >= static_cast<float>(p1) && p1 > p0 ? std::nextafter(static_cast<float>(p1), -INFINITY) : v;
+      });
+    }
+  } else {  // bernoulli(p0)
+    visit_compute_dtype(dt, "bernoulli_", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      uniform_fill(static_cast<T*>(out.data_ptr()), [&](double u) { return static_cast<T>(u < p0); });
+    });
   }
   if (!out.is_same(out_in)) copy(out, out_in);
 }
@@ -93,11 +115,11 @@ void random_int(const Tensor& out_in, int64_t low, int64_t high, Generator& gen)
   uint64_t range = static_cast<uint64_t>(high - low);
   visit_compute_dtype(out.dtype(), "randint", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    fill_contiguous(static_cast<T*>(out.data_ptr()), n, [&](int64_t i) {
+    fill_blocks<2>(static_cast<T*>(out.data_ptr()), n, [&](int64_t blk, T v[2]) {
       uint32_t w[4];
-      Philox::block(key, first + static_cast<uint64_t>(i / 2), w);
-      uint64_t r = i % 2 ? (static_cast<uint64_t>(w[2]) << 32 | w[3]) : (static_cast<uint64_t>(w[0]) << 32 | w[1]);
-      return static_cast<T>(low + static_cast<int64_t>(r % range));
+      Philox::block(key, first + static_cast<uint64_t>(blk), w);
+      v[0] = static_cast<T>(low + static_cast<int64_t>(((static_cast<uint64_t>(w[0]) << 32) | w[1]) % range));
+      v[1] = static_cast<T>(low + static_cast<int64_t>(((static_cast<uint64_t>(w[2]) << 32) | w[3]) % range));
     });
   });
   if (!out.is_same(out_in)) copy(out, out_in);
