@@ -118,6 +118,22 @@ class Backend {
     return false;
   }
 
+  // One fused SGD update in place (the algorithm of optim::SGD):
+  //   g = (maximize ? -grad : grad) + weight_decay * param
+  //   momentum != 0: buf = g if first_step else momentum * buf + (1 - dampening) * g;
+  //                  g = nesterov ? g + momentum * buf : buf
+  //   param -= lr * g
+  // for contiguous tensors of one floating dtype (momentum_buffer is undefined when momentum is 0,
+  // and uninitialised on the first step). Returns false where the backend has no fused kernel for
+  // them, having written nothing: the optimizer then composes the update from Tensor ops.
+  struct SgdStep {
+    double lr, momentum, dampening, weight_decay;
+    bool nesterov, maximize, first_step;
+  };
+  virtual bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
+    return false;
+  }
+
  protected:
   [[noreturn]] void not_implemented(const char* op) const;
 };

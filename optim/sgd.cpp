@@ -1,5 +1,6 @@
 #include "optim/sgd.h"
 
+#include "core/backend.h"
 #include "core/graph.h"
 #include "core/ops.h"
 
@@ -19,13 +20,20 @@ void SGD::step() {
     const SGDOptions& o = options(gi);
     for (Tensor& p : mutable_params(gi)) {
       if (!p.grad().defined()) continue;
+      Tensor* buf = o.momentum != 0 ? &state(p).momentum_buffer : nullptr;
+      const bool first = buf && !buf->defined();
+      if (first) *buf = empty_like(p);  // takes g on this step
+      // One fused pass where the backend has it (contiguous tensors), else the same update in Tensor ops.
+      if (backend_for(p.device())
+              .sgd_step(p, p.grad(), buf ? *buf : Tensor(),
+                        {o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.maximize, first}))
+        continue;
       Tensor g = o.maximize ? -p.grad() : p.grad();
       if (o.weight_decay != 0) g = g.add(p, o.weight_decay);
-      if (o.momentum != 0) {
-        Tensor& buf = state(p).momentum_buffer;
-        if (!buf.defined()) buf = g.clone();
-        else buf.mul_(o.momentum).add_(g, 1 - o.dampening);
-        g = o.nesterov ? g.add(buf, o.momentum) : buf;
+      if (buf) {
+        if (first) buf->copy_(g);
+        else buf->mul_(o.momentum).add_(g, 1 - o.dampening);
+        g = o.nesterov ? g.add(*buf, o.momentum) : *buf;
       }
       p.add_(g, -o.lr);
     }

@@ -85,6 +85,9 @@ class CpuBackend final : public Backend {
                            double eps, const Tensor& gx, const Tensor& gw, const Tensor& gb) override {
     cpu::NABLA_CPU_ISA::batch_norm_backward(g, x, w, sm, si, eps, gx, gw, gb);
   }
+  bool sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStep& s) override {
+    return cpu::NABLA_CPU_ISA::sgd_step(p, g, buf, s);
+  }
   bool adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamStep& a) override {
     return cpu::NABLA_CPU_ISA::adam_step(p, g, m, v, a);
   }

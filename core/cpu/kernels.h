@@ -77,6 +77,7 @@ void batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const
                 const Tensor& save_mean, const Tensor& save_invstd);
 void batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& save_mean,
                          const Tensor& save_invstd, double eps, const Tensor& gx, const Tensor& gw, const Tensor& gb);
+bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Backend::SgdStep& s);
 bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Backend::AdamStep& a);
 void max_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out, const Tensor& indices);

@@ -1,4 +1,4 @@
-// Fused optimizer updates: one pass over a parameter and its state instead of a chain of Tensor
+// Fused optimizer updates (SGD, Adam/AdamW): one pass over a parameter and its state instead of a chain of Tensor
 // ops (each a pass over memory and a temporary). Compiled with -fno-math-errno (CMakeLists.txt) so
 // the loops, which take sqrt of non-negative values only, vectorize.
 #include <cmath>
@@ -42,7 +42,60 @@ void adam_loop(T* p, const T* grad, T* m, T* v, int64_t n, const Backend::AdamSt
   });
 }
 
+// SGD over [i0, i1): MOM 0 without momentum, 1 on the first step (buf = g), 2 after it.
+template <class T, bool WD, int MOM, bool NESTEROV>
+void sgd_range(T* __restrict p, const T* __restrict grad, T* __restrict buf, int64_t i0, int64_t i1,
+               const Backend::SgdStep& s) {
+  const T lr = static_cast<T>(s.lr), mom = static_cast<T>(s.momentum), damp = static_cast<T>(1 - s.dampening),
+          wd = static_cast<T>(s.weight_decay), sign = s.maximize ? T(-1) : T(1);
+  for (int64_t i = i0; i < i1; ++i) {
+    T g = sign * grad[i];
+    if constexpr (WD) g += wd * p[i];
+    if constexpr (MOM != 0) {
+      const T b = MOM == 1 ? g : mom * buf[i] + damp * g;
+      buf[i] = b;
+      g = NESTEROV ? g + mom * b : b;
+    }
+    p[i] -= lr * g;
+  }
+}
+
+template <class T>
+void sgd_loop(T* p, const T* grad, T* buf, int64_t n, const Backend::SgdStep& s) {
+  using Range = void (*)(T*, const T*, T*, int64_t, int64_t, const Backend::SgdStep&);
+  // [weight decay][momentum: none, first, later][nesterov]
+  static constexpr Range table[2][3][2] = {
+      {{sgd_range<T, false, 0, false>, sgd_range<T, false, 0, true>},
+       {sgd_range<T, false, 1, false>, sgd_range<T, false, 1, true>},
+       {sgd_range<T, false, 2, false>, sgd_range<T, false, 2, true>}},
+      {{sgd_range<T, true, 0, false>, sgd_range<T, true, 0, true>},
+       {sgd_range<T, true, 1, false>, sgd_range<T, true, 1, true>},
+       {sgd_range<T, true, 2, false>, sgd_range<T, true, 2, true>}}};
+  const int mom = s.momentum == 0 ? 0 : s.first_step ? 1 : 2;
+  const Range f = table[s.weight_decay != 0][mom][s.nesterov && mom != 0];
+  parallel_for(0, n, 1 << 15, [&](int64_t i0, int64_t i1) { f(p, grad, buf, i0, i1, s); });
+}
+
 }  // namespace
+
+bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Backend::SgdStep& s) {
+  const DType dt = param.dtype();
+  if (dt != DType::f32 && dt != DType::f64) return false;
+  const bool mom = s.momentum != 0;
+  for (const Tensor* t : {&param, &grad, &momentum_buffer}) {
+    if (t == &momentum_buffer && !mom) continue;
+    if (t->dtype() != dt || !t->is_contiguous() || t->numel() != param.numel()) return false;
+  }
+  const int64_t n = param.numel();
+  if (dt == DType::f32) {
+    sgd_loop(static_cast<float*>(param.data_ptr()), static_cast<const float*>(grad.data_ptr()),
+             mom ? static_cast<float*>(momentum_buffer.data_ptr()) : nullptr, n, s);
+  } else {
+    sgd_loop(static_cast<double*>(param.data_ptr()), static_cast<const double*>(grad.data_ptr()),
+             mom ? static_cast<double*>(momentum_buffer.data_ptr()) : nullptr, n, s);
+  }
+  return true;
+}
 
 bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Backend::AdamStep& a) {
