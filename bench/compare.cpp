@@ -25,6 +25,7 @@
 extern "C" void openblas_set_num_threads(int);
 
 namespace nb = nabla;
+namespace F = nabla::nn::functional;
 using bench::fmt_time;
 
 namespace {
@@ -160,36 +161,17 @@ void conv() {
 // ---- training epochs with preloaded data --------------------------------------------------------
 constexpr int64_t kTrain = 60000;
 
-// nabla: SGD with momentum, written with core ops (what nn::optim::SGD does).
-struct NbSGD {
-  std::vector<nb::Tensor> params, bufs;
-  double lr, momentum;
-  void step() {
-    nb::autograd::NoGradGuard ng;
-    for (size_t i = 0; i < params.size(); ++i) {
-      nb::Tensor& p = params[i];
-      if (!p.grad().defined()) continue;
-      if (!bufs[i].defined()) bufs[i] = p.grad().clone();
-      else bufs[i].mul_(momentum).add_(p.grad());
-      p.sub_(bufs[i], lr);
-    }
-  }
-  void zero_grad() {
-    for (nb::Tensor& p : params) p.zero_grad();
-  }
-};
+// Both sides use their framework's own optimizer, functional dropout and loss, as a user would.
+nb::optim::SGD nb_sgd(std::vector<nb::Tensor> params, double lr, double momentum) {
+  nb::optim::SGDOptions o;
+  o.lr = lr;
+  o.momentum = momentum;
+  return nb::optim::SGD(std::move(params), o);
+}
 
 nb::Tensor nb_uniform(nb::IntArrayRef shape, double bound) {
   return (nb::rand(shape) * 2 - 1) * bound;
 }
-nb::Tensor nb_nll(const nb::Tensor& logp, const nb::Tensor& y) {
-  return -logp.gather(1, y.unsqueeze(1)).mean();
-}
-nb::Tensor nb_dropout(const nb::Tensor& x, double p, nb::IntArrayRef mask_shape) {
-  nb::Tensor mask = nb::bernoulli(nb::full(mask_shape, 1 - p)) / (1 - p);
-  return x * mask;
-}
-
 void mlp() {
   std::printf("\nMLP 784-256-10 epoch, batch 64, SGD lr 0.01 momentum 0.9, data preloaded\n");
   int64_t n = quick ? 12800 : kTrain, bs = 64;
@@ -197,12 +179,12 @@ void mlp() {
   nb::Tensor X = nb::rand({n, 784}), Y = nb::randint(0, 10, {n});
   nb::Tensor w1 = nb_uniform({256, 784}, 1 / 28.0).requires_grad_(), b1 = nb_uniform({256}, 1 / 28.0).requires_grad_();
   nb::Tensor w2 = nb_uniform({10, 256}, 1 / 16.0).requires_grad_(), b2 = nb_uniform({10}, 1 / 16.0).requires_grad_();
-  NbSGD opt{{w1, b1, w2, b2}, std::vector<nb::Tensor>(4), 0.01, 0.9};
+  nb::optim::SGD opt = nb_sgd({w1, b1, w2, b2}, 0.01, 0.9);
   auto nb_epoch = [&] {
     for (int64_t i = 0; i + bs <= n; i += bs) {
       nb::Tensor x = X.narrow(0, i, bs), y = Y.narrow(0, i, bs);
       nb::Tensor h = nb::linear(x, w1, b1).relu();
-      nb::Tensor loss = nb_nll(nb::log_softmax(nb::linear(h, w2, b2), 1), y);
+      nb::Tensor loss = F::nll_loss(nb::log_softmax(nb::linear(h, w2, b2), 1), y);
       opt.zero_grad();
       loss.backward();
       opt.step();
@@ -233,15 +215,15 @@ void lenet() {
   auto param = [](nb::IntArrayRef s, int64_t fan_in) { return nb_uniform(s, 1 / std::sqrt(double(fan_in))).requires_grad_(); };
   nb::Tensor c1w = param({10, 1, 5, 5}, 25), c1b = param({10}, 25), c2w = param({20, 10, 5, 5}, 250), c2b = param({20}, 250);
   nb::Tensor f1w = param({50, 320}, 320), f1b = param({50}, 320), f2w = param({10, 50}, 50), f2b = param({10}, 50);
-  NbSGD opt{{c1w, c1b, c2w, c2b, f1w, f1b, f2w, f2b}, std::vector<nb::Tensor>(8), 0.01, 0.5};
+  nb::optim::SGD opt = nb_sgd({c1w, c1b, c2w, c2b, f1w, f1b, f2w, f2b}, 0.01, 0.5);
   auto nb_epoch = [&] {
     for (int64_t i = 0; i + bs <= n; i += bs) {
       nb::Tensor x = X.narrow(0, i, bs), y = Y.narrow(0, i, bs);
       x = nb::max_pool2d(nb::conv2d(x, c1w, c1b), {2}).relu();
-      x = nb_dropout(nb::conv2d(x, c2w, c2b), 0.5, {bs, 20, 1, 1});
+      x = F::dropout2d(nb::conv2d(x, c2w, c2b), 0.5);
       x = nb::max_pool2d(x, {2}).relu().view({-1, 320});
-      x = nb_dropout(nb::linear(x, f1w, f1b).relu(), 0.5, {bs, 50});
-      nb::Tensor loss = nb_nll(nb::log_softmax(nb::linear(x, f2w, f2b), 1), y);
+      x = F::dropout(nb::linear(x, f1w, f1b).relu(), 0.5);
+      nb::Tensor loss = F::nll_loss(nb::log_softmax(nb::linear(x, f2w, f2b), 1), y);
       opt.zero_grad();
       loss.backward();
       opt.step();
