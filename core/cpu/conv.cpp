@@ -57,6 +57,10 @@ ConvGeom geom(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dPar
   return g;
 }
 
+// Whether this CPU runs the AVX-512 kernels (the GEMM's choice, made once at start-up); the
+// AVX-512-only paths below apply only then.
+bool avx512_kernels() { return std::string_view(gemm_detail::kernel_spec<float>().name) == "avx512"; }
+
 // col (Cg*kh*kw, Ho*Wo) <- patches of one image's group (Cg, H, W); column stride ldcol.
 template <class T>
 void im2col(const T* x, const ConvGeom& g, T* col, int64_t ldcol) {
@@ -300,7 +304,7 @@ NABLA_DC_AVX512 void direct_rows(const float* xpad, int64_t Hp, int64_t Wp, int6
 
 bool direct_conv_applies(const ConvGeom& g) {
   return g.G == 1 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.ckk() <= 64 && g.Wo <= 32 &&
-         std::string_view(gemm_detail::kernel_spec<float>().name) == "avx512";
+         avx512_kernels();
 }
 
 void direct_conv(const float* xp, const float* wp, const float* bp, const ConvGeom& g, float* yp) {
@@ -468,7 +472,7 @@ NABLA_DC_AVX512 void gather_pixel_taps(const float* x, const TapTable& tt, int64
 }
 
 bool wgrad_gather_applies(const ConvGeom& g) {
-  return std::string_view(gemm_detail::kernel_spec<float>().name) == "avx512" &&
+  return avx512_kernels() &&
          g.Cg * g.H * g.W < (int64_t(1) << 30) && g.H < (1 << 20) && g.W < (1 << 20);
 }
 
@@ -538,7 +542,7 @@ void wgrad_gather(const float* xp, const float* gyp, const ConvGeom& g, float* g
 // mask (masked-off lanes are never read), instead of kw short scalar loops. Writes x (no += needed).
 bool narrow_col2im_applies(const ConvGeom& g) {
   return g.W <= 16 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
-         std::string_view(gemm_detail::kernel_spec<float>().name) == "avx512";
+         avx512_kernels();
 }
 
 NABLA_DC_AVX512 void col2im_narrow(const float* col, const ConvGeom& g, float* x, int64_t ldcol) {
@@ -937,9 +941,6 @@ using detail::PoolGeom;
 using detail::pool_geom;
 
 namespace {
-// One output row of a 2x2/stride-2 max pool: values and flat indices (within the plane) of the
-// first maximum of each window, NaN winning. Returns how many outputs it wrote: the whole row, or
-// 0 when the CPU has no AVX-512 (the caller then does it).
 #ifdef NABLA_GEMM_AVX2
 // The first maximum of each window's four candidates (a, b: top row; c, d: bottom row), NaN winning:
 // the window's value and its offset among {0, 1, W, W + 1}.
@@ -1007,7 +1008,7 @@ NABLA_DC_AVX512 void maxpool2x2_avx512(const float* xp, int64_t H, int64_t W, in
         __m512i off;
         max4_first(_mm512_permutex2var_ps(lo0, even, hi0), _mm512_permutex2var_ps(lo0, odd, hi0),
                    _mm512_permutex2var_ps(lo1, even, hi1), _mm512_permutex2var_ps(lo1, odd, hi1), W32, &best, &off);
-        const __mmask16 out = n == 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+        const __mmask16 out = static_cast<__mmask16>((1u << n) - 1);  // n <= 16
         _mm512_mask_storeu_ps(yr + ow, out, best);
         // flat index = 2 * oh * W + 2 * (ow + lane) + offset
         store_idx16(ir + ow, out,
@@ -1016,11 +1017,8 @@ NABLA_DC_AVX512 void maxpool2x2_avx512(const float* xp, int64_t H, int64_t W, in
     }
   }
 }
-
-constexpr bool kHaveMaxpoolAvx512 = true;
 #else
 void maxpool2x2_avx512(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*, int64_t*) {}
-constexpr bool kHaveMaxpoolAvx512 = false;
 #endif
 }  // namespace
 
@@ -1044,8 +1042,7 @@ void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, co
                         p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 &&
                         g.Ho * 2 <= g.H && g.Wo * 2 <= g.W;
     // Indices are stored as int32 lanes: planes below 2^30 elements.
-    const bool avx512 = simple && std::is_same_v<T, float> && kHaveMaxpoolAvx512 && g.H * g.W < (int64_t(1) << 30) &&
-                        std::string_view(gemm_detail::kernel_spec<float>().name) == "avx512";
+    const bool avx512 = simple && std::is_same_v<T, float> && g.H * g.W < (int64_t(1) << 30) && avx512_kernels();
     parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.Ho * g.Wo, 1)), [&](int64_t a, int64_t b) {
       if constexpr (std::is_same_v<T, float>) {
         if (avx512) {

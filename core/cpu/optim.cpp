@@ -1,6 +1,6 @@
-// Fused optimizer updates (SGD, Adam/AdamW): one pass over a parameter and its state instead of a chain of Tensor
-// ops (each a pass over memory and a temporary). Compiled with -fno-math-errno (CMakeLists.txt) so
-// the loops, which take sqrt of non-negative values only, vectorize.
+// Fused optimizer updates (SGD, Adam/AdamW): one pass over a parameter and its state instead of a
+// chain of Tensor ops (each a pass over memory and a temporary). Compiled with -fno-math-errno
+// (CMakeLists.txt) so the loops, which take sqrt of non-negative values only, vectorize.
 #include <cmath>
 
 #include "core/cpu/kernels.h"
@@ -82,10 +82,8 @@ bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
   const DType dt = param.dtype();
   if (dt != DType::f32 && dt != DType::f64) return false;
   const bool mom = s.momentum != 0;
-  for (const Tensor* t : {&param, &grad, &momentum_buffer}) {
-    if (t == &momentum_buffer && !mom) continue;
-    if (t->dtype() != dt || !t->is_contiguous() || t->numel() != param.numel()) return false;
-  }
+  auto fits = [&](const Tensor& t) { return t.dtype() == dt && t.is_contiguous() && t.numel() == param.numel(); };
+  if (!fits(param) || !fits(grad) || (mom && !fits(momentum_buffer))) return false;
   const int64_t n = param.numel();
   if (dt == DType::f32) {
     sgd_loop(static_cast<float*>(param.data_ptr()), static_cast<const float*>(grad.data_ptr()),

@@ -10,11 +10,12 @@
 namespace nabla::cpu::NABLA_CPU_ISA {
 
 namespace {
-// Box-Muller on two uniforms in [0, 1): returns the cosine (which=0) or sine (which=1) branch.
-inline double box_muller(double u1, double u2, int which) {
+// Box-Muller on two uniforms in [0, 1): two independent normals, the cosine and the sine branch.
+inline void box_muller(double u1, double u2, double* cos_branch, double* sin_branch) {
   double r = std::sqrt(-2.0 * std::log1p(-u1));
   double t = 6.283185307179586 * u2;
-  return which ? r * std::sin(t) : r * std::cos(t);
+  *cos_branch = r * std::cos(t);
+  *sin_branch = r * std::sin(t);
 }
 
 // Fills a contiguous buffer in parallel, K elements per Philox block: g(blk, vals) writes the K
@@ -50,9 +51,10 @@ void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& 
       fill_blocks<2>(out.data_ptr<double>(), n, [&](int64_t blk, double v[2]) {
         uint32_t w[4];
         word(blk, w);
-        double u1 = Philox::to_double(w[0], w[1]), u2 = Philox::to_double(w[2], w[3]);
-        v[0] = p0 + p1 * box_muller(u1, u2, 0);
-        v[1] = p0 + p1 * box_muller(u1, u2, 1);
+        double c, s;
+        box_muller(Philox::to_double(w[0], w[1]), Philox::to_double(w[2], w[3]), &c, &s);
+        v[0] = p0 + p1 * c;
+        v[1] = p0 + p1 * s;
       });
     } else {
       check<DTypeError>(dt == DType::f32, "normal_: CPU kernel supports float32/float64, got ", dt);
@@ -61,9 +63,10 @@ void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& 
         uint32_t w[4];
         word(blk, w);
         for (int pair = 0; pair < 2; ++pair) {
-          double u1 = Philox::to_float(w[2 * pair]), u2 = Philox::to_float(w[2 * pair + 1]);
-          v[2 * pair] = static_cast<float>(p0 + p1 * box_muller(u1, u2, 0));
-          v[2 * pair + 1] = static_cast<float>(p0 + p1 * box_muller(u1, u2, 1));
+          double c, s;
+          box_muller(Philox::to_float(w[2 * pair]), Philox::to_float(w[2 * pair + 1]), &c, &s);
+          v[2 * pair] = static_cast<float>(p0 + p1 * c);
+          v[2 * pair + 1] = static_cast<float>(p0 + p1 * s);
         }
       });
     }
