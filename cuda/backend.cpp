@@ -107,6 +107,12 @@ class CudaBackend final : public Backend {
                            const Tensor& gb) override {
     cuda::batch_norm_backward(gy, x, w, save_mean, save_invstd, eps, gx, gw, gb);
   }
+  bool sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStep& s) override {
+    return cuda::sgd_step(p, g, buf, s);
+  }
+  bool adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamStep& a) override {
+    return cuda::adam_step(p, g, m, v, a);
+  }
 };
 
 // Registration at load time. No CUDA call happens here: a machine without a driver loads the

@@ -72,6 +72,11 @@ void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& 
 void avg_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out);
 void avg_pool2d_backward(const Tensor& gy, const Pool2dParams& p, const Tensor& gx);
 
+// optim.cu: fused optimizer updates (see Backend::sgd_step, Backend::adam_step)
+bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Backend::SgdStep& s);
+bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+               const Backend::AdamStep& a);
+
 // index_check.cu: the device-side record of out-of-range indices (see index_checks() in
 // core/cuda_api.h). Kernels get flag(); after them, check() throws IndexError naming `op`.
 class IndexChecker {

@@ -1,10 +1,12 @@
 // Targeted checks of the CUDA kernels beyond the registry's small samples: large and odd sizes
 // that take the other code paths (split reductions, long rows, global-memory sorts, 32-bit
 // splitting), NaN and tie semantics, index errors, deterministic scatter, random streams equal to
-// the CPU's, cuBLAS layouts and TF32, cuDNN modes, half precision, and autograd end to end.
+// the CPU's, cuBLAS layouts and TF32, cuDNN modes, half precision, fused optimizer updates, and
+// autograd end to end.
 #include <cmath>
 
 #include "autograd/gradcheck.h"
+#include "core/backend.h"
 #include "cuda_test_util.h"
 
 namespace nabla {
@@ -442,6 +444,57 @@ TEST(CudaKernels, batch_norm_fused_matches_the_composite_and_differentiates_twic
                             randn({2}, dtype(kFloat64).device(kCUDA)).requires_grad_()};
   EXPECT_NO_THROW(autograd::gradcheck(f, in));
   EXPECT_NO_THROW(autograd::gradgradcheck(f, in));
+}
+
+// ---- fused optimizer updates ------------------------------------------------------------------------
+// Runs `steps` updates of a parameter of n elements with fixed gradients (seeded, the same on both
+// devices) and returns the parameter.
+template <class Opt, class Options>
+Tensor optimize(const Options& o, Device dev, DType dt, int64_t n, int steps = 4) {
+  Tensor p = rnd({n}, dt, 3).to(dev).requires_grad_();
+  Opt opt(std::vector<Tensor>{p}, o);
+  for (int s = 0; s < steps; ++s) {
+    p.mutable_grad() = rnd({n}, dt, 100 + s).to(dev);
+    opt.step();
+  }
+  return p.detach();
+}
+
+TEST(CudaKernels, fused_optimizer_steps_follow_the_cpu) {
+  NABLA_REQUIRE_CUDA();
+  // The backend takes the fused kernel for contiguous tensors of one floating dtype, and declines
+  // (writing nothing) otherwise.
+  Tensor p = ones({5}, dtype(kFloat32).device(kCUDA)), g = ones({5}, dtype(kFloat32).device(kCUDA));
+  Backend& cuda_backend = backend_for(Device::cuda());
+  EXPECT_TRUE(cuda_backend.sgd_step(p, g, Tensor(), {0.5, 0, 0, 0, false, false, false}));
+  EXPECT_TRUE(close_on_host(p, full({5}, 0.5), 0));
+  EXPECT_FALSE(cuda_backend.sgd_step(p, g.to(kFloat64), Tensor(), {0.5, 0, 0, 0, false, false, false}));
+  EXPECT_FALSE(cuda_backend.sgd_step(p, g.cpu(), Tensor(), {0.5, 0, 0, 0, false, false, false}));
+  EXPECT_TRUE(close_on_host(p, full({5}, 0.5), 0));
+
+  // Sizes around the block and grid boundaries; every variant of each update.
+  for (DType dt : {kFloat64, kFloat32}) {
+    const double tol = dt == kFloat64 ? 1e-12 : 1e-5;
+    for (int64_t n : {1, 255, 257, 100003}) {
+      auto both_sgd = [&](optim::SGDOptions o, const char* what) {
+        auto c = optimize<optim::SGD>(o, kCPU, dt, n), d = optimize<optim::SGD>(o, kCUDA, dt, n);
+        EXPECT_TRUE(close_on_host(d, c, tol)) << what << " n=" << n << " " << dtype_name(dt);
+      };
+      both_sgd({.lr = 0.1}, "sgd");
+      both_sgd({.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}, "sgd momentum");
+      both_sgd({.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true}, "sgd nesterov");
+      both_sgd({.lr = 0.1, .momentum = 0.5, .maximize = true}, "sgd maximize");
+      auto both_adam = [&](auto o, auto tag, const char* what) {
+        using Opt = typename decltype(tag)::type;
+        auto c = optimize<Opt>(o, kCPU, dt, n), d = optimize<Opt>(o, kCUDA, dt, n);
+        EXPECT_TRUE(close_on_host(d, c, tol)) << what << " n=" << n << " " << dtype_name(dt);
+      };
+      both_adam(optim::AdamOptions{.lr = 0.01}, std::type_identity<optim::Adam>{}, "adam");
+      both_adam(optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .maximize = true},
+                std::type_identity<optim::Adam>{}, "adam L2 maximize");
+      both_adam(optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1}, std::type_identity<optim::AdamW>{}, "adamw");
+    }
+  }
 }
 
 // ---- autograd end to end ------------------------------------------------------------------------------

@@ -1,0 +1,95 @@
+// Per-element fused optimizer updates shared by the CPU loops (core/cpu/optim.cpp) and the CUDA
+// kernels (cuda/optim.cu), so both devices compute the same formulas in the same order: the
+// algorithms of Backend::adam_step and Backend::sgd_step (core/backend.h). Each takes the
+// coefficients once per step (converted to the parameter's dtype T) and updates one element in place.
+#pragma once
+
+#include <cmath>
+
+#include "core/backend.h"
+#include "core/dtype.h"
+
+// Compiled into each CPU kernel build (base, AVX2) and into CUDA: an inline namespace per build keeps
+// the copies apart, so the linker never hands one build's instructions to another.
+#ifdef NABLA_CPU_ISA
+#define NABLA_OPTIM_MATH_BUILD NABLA_CPU_ISA
+#else
+#define NABLA_OPTIM_MATH_BUILD generic
+#endif
+
+namespace nabla::optim_math {
+inline namespace NABLA_OPTIM_MATH_BUILD {
+
+template <class T>
+struct AdamCoeffs {
+  T b1, b2, c1, c2, eps, bc2, step, wd, decay, sign;
+  explicit AdamCoeffs(const Backend::AdamStep& a)
+      : b1(static_cast<T>(a.beta1)), b2(static_cast<T>(a.beta2)), c1(static_cast<T>(1 - a.beta1)),
+        c2(static_cast<T>(1 - a.beta2)), eps(static_cast<T>(a.eps)), bc2(static_cast<T>(a.bias_correction2_sqrt)),
+        step(static_cast<T>(a.step_size)), wd(static_cast<T>(a.weight_decay)),
+        decay(static_cast<T>(1 - a.lr * a.weight_decay)), sign(a.maximize ? T(-1) : T(1)) {}
+};
+
+// WD: 0 no weight decay, 1 L2 added to the gradient (Adam), 2 decoupled (AdamW).
+enum : int { kNoDecay = 0, kL2Decay = 1, kDecoupledDecay = 2 };
+
+template <int WD, class T>
+NABLA_HOST_DEVICE inline void adam_update(T& p, T grad, T& m, T& v, const AdamCoeffs<T>& c) {
+  using std::sqrt;
+  T g = c.sign * grad;
+  T w = p;
+  if constexpr (WD == kDecoupledDecay) w *= c.decay;
+  if constexpr (WD == kL2Decay) g += c.wd * w;
+  const T mi = c.b1 * m + c.c1 * g, vi = c.b2 * v + c.c2 * (g * g);
+  m = mi;
+  v = vi;
+  p = w - c.step * (mi / (sqrt(vi) / c.bc2 + c.eps));
+}
+
+template <class T>
+struct SgdCoeffs {
+  T lr, mom, damp, wd, sign;
+  explicit SgdCoeffs(const Backend::SgdStep& s)
+      : lr(static_cast<T>(s.lr)), mom(static_cast<T>(s.momentum)), damp(static_cast<T>(1 - s.dampening)),
+        wd(static_cast<T>(s.weight_decay)), sign(s.maximize ? T(-1) : T(1)) {}
+};
+
+// MOM: 0 without momentum (buf unused), 1 on the first step (buf = g), 2 after it.
+template <bool WD, int MOM, bool NESTEROV, class T>
+NABLA_HOST_DEVICE inline void sgd_update(T& p, T grad, T* buf, const SgdCoeffs<T>& c) {
+  T g = c.sign * grad;
+  if constexpr (WD) g += c.wd * p;
+  if constexpr (MOM != 0) {
+    const T b = MOM == 1 ? g : c.mom * *buf + c.damp * g;
+    *buf = b;
+    g = NESTEROV ? g + c.mom * b : b;
+  }
+  p -= c.lr * g;
+}
+
+// The mode of a step as the template arguments above take it.
+inline int adam_decay_mode(const Backend::AdamStep& a) {
+  return a.weight_decay == 0 ? kNoDecay : a.decoupled ? kDecoupledDecay : kL2Decay;
+}
+inline int sgd_momentum_mode(const Backend::SgdStep& s) { return s.momentum == 0 ? 0 : s.first_step ? 1 : 2; }
+
+// True when the tensors of a fused step qualify: one floating dtype (f32 or f64), contiguous, the
+// same number of elements. `state` lists the optimizer-state tensors the step reads and writes.
+inline bool fused_step_fits(const Tensor& param, const Tensor& grad, std::initializer_list<const Tensor*> state) {
+  const DType dt = param.dtype();
+  if (dt != DType::f32 && dt != DType::f64) return false;
+  auto fits = [&](const Tensor& t) {
+    return t.dtype() == dt && t.device() == param.device() && t.is_contiguous() && t.numel() == param.numel();
+  };
+  if (!fits(param) || !fits(grad)) return false;
+  for (const Tensor* t : state)
+    if (!fits(*t)) return false;
+  return true;
+}
+inline bool sgd_step_fits(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                          const Backend::SgdStep& s) {
+  return s.momentum != 0 ? fused_step_fits(param, grad, {&momentum_buffer}) : fused_step_fits(param, grad, {});
+}
+
+}  // namespace NABLA_OPTIM_MATH_BUILD
+}  // namespace nabla::optim_math
