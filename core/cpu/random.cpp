@@ -18,17 +18,58 @@ inline void box_muller(double u1, double u2, double* cos_branch, double* sin_bra
   *sin_branch = r * std::sin(t);
 }
 
-// Fills a contiguous buffer in parallel, K elements per Philox block: g(blk, vals) writes the K
-// values of block blk (elements K*blk ..), so each block's four words are computed once.
+// Philox4x32-10 (core/generator.h) for kLanes consecutive counters at once. Each word lives in
+// its own array across the lanes, held in 64-bit lanes so that the 32x32->64-bit products
+// vectorize (pmuludq takes the low halves: the masks say so), and every round is a few vector
+// instructions over all lanes instead of kLanes scalar passes.
+constexpr int kLanes = 16;
+inline void philox_lanes(uint64_t key, uint64_t counter0, uint32_t (&w)[4][kLanes]) {
+  constexpr uint64_t kLow = 0xffffffffu;
+  uint64_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    const uint64_t c = counter0 + static_cast<uint64_t>(l);
+    c0[l] = c & kLow;
+    c1[l] = c >> 32;
+    c2[l] = c3[l] = 0;
+  }
+  uint64_t k0 = key & kLow, k1 = key >> 32;
+  for (int r = 0; r < 10; ++r) {
+    for (int l = 0; l < kLanes; ++l) {
+      const uint64_t p0 = 0xD2511F53u * (c0[l] & kLow), p1 = 0xCD9E8D57u * (c2[l] & kLow);
+      const uint64_t n0 = (p1 >> 32) ^ c1[l] ^ k0, n2 = (p0 >> 32) ^ c3[l] ^ k1;
+      c1[l] = p1 & kLow;
+      c3[l] = p0 & kLow;
+      c0[l] = n0;
+      c2[l] = n2;
+    }
+    k0 = (k0 + 0x9E3779B9u) & kLow;
+    k1 = (k1 + 0xBB67AE85u) & kLow;
+  }
+  for (int l = 0; l < kLanes; ++l) {
+    w[0][l] = static_cast<uint32_t>(c0[l]);
+    w[1][l] = static_cast<uint32_t>(c1[l]);
+    w[2][l] = static_cast<uint32_t>(c2[l]);
+    w[3][l] = static_cast<uint32_t>(c3[l]);
+  }
+}
+
+// Fills a contiguous buffer in parallel, K elements per Philox block: block blk (counter
+// first + blk) gives elements K*blk .. K*blk + K - 1. g(w, v) maps a batch of kLanes blocks at
+// once, w[word][lane] to v[element][lane], so simple maps vectorize across the lanes (and have
+// no branch per element).
 template <int K, class T, class G>
-void fill_blocks(T* p, int64_t n, const G& g) {
+void fill_blocks(T* p, int64_t n, uint64_t key, uint64_t first, const G& g) {
   int64_t blocks = (n + K - 1) / K;
   parallel_for(0, blocks, 16384 / K, [&](int64_t b, int64_t e) {
-    T vals[K];
-    for (int64_t blk = b; blk < e; ++blk) {
-      g(blk, vals);
-      int64_t base = blk * K, m = std::min<int64_t>(K, n - base);
-      for (int64_t j = 0; j < m; ++j) p[base + j] = vals[j];
+    uint32_t words[4][kLanes];
+    T vals[K][kLanes];
+    for (int64_t blk0 = b; blk0 < e; blk0 += kLanes) {
+      philox_lanes(key, first + static_cast<uint64_t>(blk0), words);
+      g(words, vals);
+      const int64_t lanes = std::min<int64_t>(kLanes, e - blk0);
+      T* out = p + blk0 * K;
+      const int64_t m = std::min<int64_t>(lanes * K, n - blk0 * K);  // the last block may be partial
+      for (int64_t i = 0; i < m; ++i) out[i] = vals[i % K][i / K];
     }
   });
 }
@@ -43,30 +84,29 @@ void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& 
   // Blocks of 4 words: floats use one word per element, doubles two.
   int64_t per_block = dbl ? 2 : 4;
   auto [key, first] = gen.reserve(static_cast<uint64_t>((n + per_block - 1) / per_block));
-  auto word = [key = key, first = first](int64_t blk, uint32_t w[4]) { Philox::block(key, first + blk, w); };
 
   if (op == RandomOp::normal) {
     if (dbl) {
       // One Box-Muller pair per block: elements 2b and 2b+1 take its cosine and sine branches.
-      fill_blocks<2>(out.data_ptr<double>(), n, [&](int64_t blk, double v[2]) {
-        uint32_t w[4];
-        word(blk, w);
-        double c, s;
-        box_muller(Philox::to_double(w[0], w[1]), Philox::to_double(w[2], w[3]), &c, &s);
-        v[0] = p0 + p1 * c;
-        v[1] = p0 + p1 * s;
+      fill_blocks<2>(out.data_ptr<double>(), n, key, first, [&](const auto& w, auto& v) {
+        for (int l = 0; l < kLanes; ++l) {
+          double c, s;
+          box_muller(Philox::to_double(w[0][l], w[1][l]), Philox::to_double(w[2][l], w[3][l]), &c, &s);
+          v[0][l] = p0 + p1 * c;
+          v[1][l] = p0 + p1 * s;
+        }
       });
     } else {
       check<DTypeError>(dt == DType::f32, "normal_: CPU kernel supports float32/float64, got ", dt);
       // Two pairs per block: elements 4b..4b+1 from words 0-1, 4b+2..4b+3 from words 2-3.
-      fill_blocks<4>(out.data_ptr<float>(), n, [&](int64_t blk, float v[4]) {
-        uint32_t w[4];
-        word(blk, w);
-        for (int pair = 0; pair < 2; ++pair) {
-          double c, s;
-          box_muller(Philox::to_float(w[2 * pair]), Philox::to_float(w[2 * pair + 1]), &c, &s);
-          v[2 * pair] = static_cast<float>(p0 + p1 * c);
-          v[2 * pair + 1] = static_cast<float>(p0 + p1 * s);
+      fill_blocks<4>(out.data_ptr<float>(), n, key, first, [&](const auto& w, auto& v) {
+        for (int l = 0; l < kLanes; ++l) {
+          for (int pair = 0; pair < 2; ++pair) {
+            double c, s;
+            box_muller(Philox::to_float(w[2 * pair][l]), Philox::to_float(w[2 * pair + 1][l]), &c, &s);
+            v[2 * pair][l] = static_cast<float>(p0 + p1 * c);
+            v[2 * pair + 1][l] = static_cast<float>(p0 + p1 * s);
+          }
         }
       });
     }
@@ -76,17 +116,16 @@ void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& 
   // Uniforms in [0, 1): a float per word, a double per two words. map(u) gives the element.
   auto uniform_fill = [&](auto* ptr, const auto& map) {
     if (dbl) {
-      fill_blocks<2>(ptr, n, [&](int64_t blk, auto* v) {
-        uint32_t w[4];
-        word(blk, w);
-        v[0] = map(Philox::to_double(w[0], w[1]));
-        v[1] = map(Philox::to_double(w[2], w[3]));
+      fill_blocks<2>(ptr, n, key, first, [&](const auto& w, auto& v) {
+        for (int l = 0; l < kLanes; ++l) {
+          v[0][l] = map(Philox::to_double(w[0][l], w[1][l]));
+          v[1][l] = map(Philox::to_double(w[2][l], w[3][l]));
+        }
       });
     } else {
-      fill_blocks<4>(ptr, n, [&](int64_t blk, auto* v) {
-        uint32_t w[4];
-        word(blk, w);
-        for (int j = 0; j < 4; ++j) v[j] = map(static_cast<double>(Philox::to_float(w[j])));
+      fill_blocks<4>(ptr, n, key, first, [&](const auto& w, auto& v) {
+        for (int j = 0; j < 4; ++j)
+          for (int l = 0; l < kLanes; ++l) v[j][l] = map(static_cast<double>(Philox::to_float(w[j][l])));
       });
     }
   };
@@ -95,10 +134,11 @@ void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& 
       uniform_fill(out.data_ptr<double>(), [&](double u) { return p0 + (p1 - p0) * u; });
     } else {
       check<DTypeError>(dt == DType::f32, "uniform_: CPU kernel supports float32/float64, got ", dt);
+      // Rounding can land on the excluded upper bound; keep [from, to) by clamping to the float
+      // below it (a min, not a branch, so the map vectorizes).
+      const float below_to = p1 > p0 ? std::nextafter(static_cast<float>(p1), -INFINITY) : INFINITY;
       uniform_fill(out.data_ptr<float>(), [&](double u) {
-        float v = static_cast<float>(p0 + (p1 - p0) * u);
-        // Rounding can land on the excluded upper bound; keep [from, to).
-        return v >= static_cast<float>(p1) && p1 > p0 ? std::nextafter(static_cast<float>(p1), -INFINITY) : v;
+        return std::min(static_cast<float>(p0 + (p1 - p0) * u), below_to);
       });
     }
   } else {  // bernoulli(p0)
@@ -118,11 +158,11 @@ void random_int(const Tensor& out_in, int64_t low, int64_t high, Generator& gen)
   uint64_t range = static_cast<uint64_t>(high - low);
   visit_compute_dtype(out.dtype(), "randint", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    fill_blocks<2>(static_cast<T*>(out.data_ptr()), n, [&](int64_t blk, T v[2]) {
-      uint32_t w[4];
-      Philox::block(key, first + static_cast<uint64_t>(blk), w);
-      v[0] = static_cast<T>(low + static_cast<int64_t>(((static_cast<uint64_t>(w[0]) << 32) | w[1]) % range));
-      v[1] = static_cast<T>(low + static_cast<int64_t>(((static_cast<uint64_t>(w[2]) << 32) | w[3]) % range));
+    fill_blocks<2>(static_cast<T*>(out.data_ptr()), n, key, first, [&](const auto& w, auto& v) {
+      for (int l = 0; l < kLanes; ++l) {
+        v[0][l] = static_cast<T>(low + static_cast<int64_t>(((static_cast<uint64_t>(w[0][l]) << 32) | w[1][l]) % range));
+        v[1][l] = static_cast<T>(low + static_cast<int64_t>(((static_cast<uint64_t>(w[2][l]) << 32) | w[3][l]) % range));
+      }
     });
   });
   if (!out.is_same(out_in)) copy(out, out_in);
