@@ -2,6 +2,7 @@
 // (a child process killed in the middle of saves, many times, never leaves a damaged checkpoint),
 // and damaged or foreign files give clear errors.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -196,31 +197,53 @@ TEST(Checkpoint, KillingASaveNeverDamagesTheCheckpoint) {
     }
   };
   set_version(0);
+  // How long one save takes here (much longer under sanitizers or on a loaded machine): the kills
+  // are timed within it.
+  auto t0 = std::chrono::steady_clock::now();
   optim::save_checkpoint(path, {.model = &model, .optimizer = &opt, .step = 0, .rng = false});
+  const auto save_us = std::max<int64_t>(
+      100, std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
 
   nn::Linear check_model(1024, 1024);
   optim::SGD check_opt(check_model.parameters(), {.lr = 0.1, .momentum = 0.9});
   std::mt19937 rng(2024);
   int64_t last = 0;
-  int kills = 50, mid_write = 0, complete_saves = 0;
-  for (int trial = 0; trial < kills; ++trial) {
+  // 50 kills; on a machine so loaded that few of them land inside a save, more (up to 300) until
+  // 5 have.
+  int kills = 0, mid_write = 0, complete_saves = 0;
+  for (int trial = 0; trial < 50 || (mid_write < 5 && trial < 300); ++trial, ++kills) {
     int64_t base = 1000 * (trial + 1);
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
     pid_t pid = ::fork();
     ASSERT_GE(pid, 0) << "fork failed";
     if (pid == 0) {
+      ::close(ready[0]);
       try {
         for (int64_t k = base;; ++k) {
           set_version(k);
+          if (k == base) {  // tell the parent the first save starts now
+            char c = 1;
+            if (::write(ready[1], &c, 1) != 1) ::_exit(4);
+            ::close(ready[1]);
+          }
           optim::save_checkpoint(path, {.model = &model, .optimizer = &opt, .step = k, .rng = false});
         }
       } catch (...) {
         ::_exit(3);
       }
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 60000));
+    ::close(ready[1]);
+    // Wait until the child starts saving (however slow its start), then kill it at a random
+    // moment within about one and a half saves: most kills land inside a save, some after one.
+    pollfd pf{ready[0], POLLIN, 0};
+    const bool started = ::poll(&pf, 1, 60000) == 1;
+    ::close(ready[0]);
+    if (started) std::this_thread::sleep_for(std::chrono::microseconds(rng() % (save_us * 3 / 2)));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(started) << "the saving child did not start within a minute";
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the saving child failed on its own";
     // A temporary file left behind means the kill landed inside a save.
     for (const auto& e : fs::directory_iterator(dir))
