@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -177,6 +178,15 @@ TEST(Checkpoint, PartsAndForeignOrDamagedFiles) {
   fs::remove_all(dir);
 }
 
+namespace {
+// A save's temporary file (ckpt.safetensors.tmp.<pid>.<n>) in dir, if there is one.
+std::optional<fs::path> temporary_in(const fs::path& dir) {
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind("ckpt.safetensors.tmp.", 0) == 0) return e.path();
+  return std::nullopt;
+}
+}  // namespace
+
 TEST(Checkpoint, KillingASaveNeverDamagesTheCheckpoint) {
   // A model of 1024 x 1024 weights and SGD momentum: each checkpoint is about 8 MB, so a save
   // takes long enough to be interrupted. Version k has every weight, bias and momentum value
@@ -234,23 +244,31 @@ TEST(Checkpoint, KillingASaveNeverDamagesTheCheckpoint) {
       }
     }
     ::close(ready[1]);
-    // Wait until the child starts saving (however slow its start), then kill it at a random
-    // moment within about one and a half saves: most kills land inside a save, some after one.
+    // Wait until the child starts saving (however slow its start). Even trials then kill it at a
+    // random moment within about one and a half saves (before, inside or after a save); odd ones
+    // wait for its temporary file to appear and kill within 200 us, inside the write, however
+    // slow the machine.
     pollfd pf{ready[0], POLLIN, 0};
     const bool started = ::poll(&pf, 1, 60000) == 1;
     ::close(ready[0]);
-    if (started) std::this_thread::sleep_for(std::chrono::microseconds(rng() % (save_us * 3 / 2)));
+    if (started && trial % 2 == 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % (save_us * 3 / 2)));
+    } else if (started) {
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!temporary_in(dir) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+    }
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
     ASSERT_TRUE(started) << "the saving child did not start within a minute";
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the saving child failed on its own";
     // A temporary file left behind means the kill landed inside a save.
-    for (const auto& e : fs::directory_iterator(dir))
-      if (e.path().filename().string().rfind("ckpt.safetensors.tmp.", 0) == 0) {
-        ++mid_write;
-        fs::remove(e.path());
-      }
+    while (auto tmp = temporary_in(dir)) {
+      ++mid_write;
+      fs::remove(*tmp);
+    }
     optim::Checkpoint ck{.model = &check_model, .optimizer = &check_opt, .rng = false};
     ASSERT_NO_THROW(optim::load_checkpoint(path, ck)) << "trial " << trial;
     // The file is one complete version: the last one seen or one the child finished.
