@@ -12,20 +12,24 @@
 namespace nabla {
 
 struct Philox {
+  // The round multipliers and the key schedule's Weyl increments (Salmon et al., Random123).
+  static constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  static constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  static constexpr int kRounds = 10;
   // Four 32-bit random words for (key, counter).
   static NABLA_HOST_DEVICE inline void block(uint64_t key, uint64_t counter, uint32_t out[4]) {
     uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32), c2 = 0, c3 = 0;
     uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
-    for (int r = 0; r < 10; ++r) {
-      uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0, p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
+    for (int r = 0; r < kRounds; ++r) {
+      uint64_t p0 = static_cast<uint64_t>(kMul0) * c0, p1 = static_cast<uint64_t>(kMul1) * c2;
       uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
       uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
       c0 = hi1 ^ c1 ^ k0;
       c1 = lo1;
       c2 = hi0 ^ c3 ^ k1;
       c3 = lo0;
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
+      k0 += kWeyl0;
+      k1 += kWeyl1;
     }
     out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/backend.h"
 #include "core/dtype.h"
@@ -67,11 +68,33 @@ NABLA_HOST_DEVICE inline void sgd_update(T& p, T grad, T* buf, const SgdCoeffs<T
   p -= c.lr * g;
 }
 
-// The mode of a step as the template arguments above take it.
-inline int adam_decay_mode(const Backend::AdamStep& a) {
-  return a.weight_decay == 0 ? kNoDecay : a.decoupled ? kDecoupledDecay : kL2Decay;
+// Calls f with the step's variant as compile-time constants, so the kernels have no branch per
+// element: f(std::integral_constant<int, WD>) for Adam, f(bool_constant<WD>, integral_constant<int,
+// MOM>, bool_constant<NESTEROV>) for SGD (Nesterov only where there is momentum).
+template <class F>
+void visit_adam_variant(const Backend::AdamStep& a, F&& f) {
+  if (a.weight_decay == 0) f(std::integral_constant<int, kNoDecay>{});
+  else if (a.decoupled) f(std::integral_constant<int, kDecoupledDecay>{});
+  else f(std::integral_constant<int, kL2Decay>{});
 }
-inline int sgd_momentum_mode(const Backend::SgdStep& s) { return s.momentum == 0 ? 0 : s.first_step ? 1 : 2; }
+template <class F>
+void visit_sgd_variant(const Backend::SgdStep& s, F&& f) {
+  auto with_momentum = [&](auto wd) {
+    using I = std::integral_constant<int, 0>;
+    if (s.momentum == 0) {
+      f(wd, I{}, std::false_type{});
+      return;
+    }
+    auto with_nesterov = [&](auto mom) {
+      if (s.nesterov) f(wd, mom, std::true_type{});
+      else f(wd, mom, std::false_type{});
+    };
+    if (s.first_step) with_nesterov(std::integral_constant<int, 1>{});
+    else with_nesterov(std::integral_constant<int, 2>{});
+  };
+  if (s.weight_decay != 0) with_momentum(std::true_type{});
+  else with_momentum(std::false_type{});
+}
 
 // True when the tensors of a fused step qualify: one floating dtype (f32 or f64), contiguous, the
 // same number of elements. `state` lists the optimizer-state tensors the step reads and writes.

@@ -35,46 +35,26 @@ template <class T>
 void launch_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                  const Backend::AdamStep& a) {
   const int64_t n = param.numel();
-  T* p = static_cast<T*>(param.data_ptr());
-  const T* g = static_cast<const T*>(grad.data_ptr());
-  T* m = static_cast<T*>(exp_avg.data_ptr());
-  T* v = static_cast<T*>(exp_avg_sq.data_ptr());
+  T *p = param.data_ptr<T>(), *m = exp_avg.data_ptr<T>(), *v = exp_avg_sq.data_ptr<T>();
+  const T* g = grad.data_ptr<T>();
   const AdamCoeffs<T> c(a);
-  const cudaStream_t stream = stream_of(param);
-  switch (adam_decay_mode(a)) {
-    case kNoDecay: adam_kernel<kNoDecay><<<grid_for(n), kThreads, 0, stream>>>(p, g, m, v, n, c); break;
-    case kL2Decay: adam_kernel<kL2Decay><<<grid_for(n), kThreads, 0, stream>>>(p, g, m, v, n, c); break;
-    default: adam_kernel<kDecoupledDecay><<<grid_for(n), kThreads, 0, stream>>>(p, g, m, v, n, c); break;
-  }
+  visit_adam_variant(a, [&](auto wd) {
+    adam_kernel<decltype(wd)::value><<<grid_for(n), kThreads, 0, stream_of(param)>>>(p, g, m, v, n, c);
+  });
   NABLA_KERNEL_CHECK("adam_kernel");
-}
-
-template <bool WD, int MOM, class T>
-void launch_sgd_nesterov(bool nesterov, T* p, const T* g, T* buf, int64_t n, const SgdCoeffs<T>& c,
-                         cudaStream_t stream) {
-  if (nesterov) sgd_kernel<WD, MOM, true><<<grid_for(n), kThreads, 0, stream>>>(p, g, buf, n, c);
-  else sgd_kernel<WD, MOM, false><<<grid_for(n), kThreads, 0, stream>>>(p, g, buf, n, c);
-}
-
-template <bool WD, class T>
-void launch_sgd_momentum(int mom, bool nesterov, T* p, const T* g, T* buf, int64_t n, const SgdCoeffs<T>& c,
-                         cudaStream_t stream) {
-  if (mom == 0) launch_sgd_nesterov<WD, 0>(false, p, g, buf, n, c, stream);
-  else if (mom == 1) launch_sgd_nesterov<WD, 1>(nesterov, p, g, buf, n, c, stream);
-  else launch_sgd_nesterov<WD, 2>(nesterov, p, g, buf, n, c, stream);
 }
 
 template <class T>
 void launch_sgd(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Backend::SgdStep& s) {
   const int64_t n = param.numel();
-  const int mom = sgd_momentum_mode(s);
-  T* p = static_cast<T*>(param.data_ptr());
-  const T* g = static_cast<const T*>(grad.data_ptr());
-  T* buf = mom ? static_cast<T*>(momentum_buffer.data_ptr()) : nullptr;
+  T* p = param.data_ptr<T>();
+  const T* g = grad.data_ptr<T>();
+  T* buf = s.momentum != 0 ? momentum_buffer.data_ptr<T>() : nullptr;
   const SgdCoeffs<T> c(s);
-  const cudaStream_t stream = stream_of(param);
-  if (s.weight_decay != 0) launch_sgd_momentum<true>(mom, s.nesterov, p, g, buf, n, c, stream);
-  else launch_sgd_momentum<false>(mom, s.nesterov, p, g, buf, n, c, stream);
+  visit_sgd_variant(s, [&](auto wd, auto mom, auto nesterov) {
+    sgd_kernel<decltype(wd)::value, decltype(mom)::value, decltype(nesterov)::value>
+        <<<grid_for(n), kThreads, 0, stream_of(param)>>>(p, g, buf, n, c);
+  });
   NABLA_KERNEL_CHECK("sgd_kernel");
 }
 

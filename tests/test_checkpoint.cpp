@@ -220,8 +220,8 @@ TEST(Checkpoint, KillingASaveNeverDamagesTheCheckpoint) {
   int64_t last = 0;
   // 50 kills; on a machine so loaded that few of them land inside a save, more (up to 300) until
   // 5 have.
-  int kills = 0, mid_write = 0, complete_saves = 0;
-  for (int trial = 0; trial < 50 || (mid_write < 5 && trial < 300); ++trial, ++kills) {
+  int trial = 0, mid_write = 0, complete_saves = 0;
+  for (; trial < 50 || (mid_write < 5 && trial < 300); ++trial) {
     int64_t base = 1000 * (trial + 1);
     int ready[2];
     ASSERT_EQ(::pipe(ready), 0);
@@ -282,7 +282,7 @@ TEST(Checkpoint, KillingASaveNeverDamagesTheCheckpoint) {
       ASSERT_EQ(t.max().item<double>(), static_cast<double>(ck.step)) << "trial " << trial;
     }
   }
-  std::printf("kill test: %d kills, %d inside a save, %d new complete versions loaded\n", kills, mid_write,
+  std::printf("kill test: %d kills, %d inside a save, %d new complete versions loaded\n", trial, mid_write,
               complete_saves);
   EXPECT_GT(mid_write, 0) << "no kill landed inside a save; the test did not exercise the window";
   fs::remove_all(dir);

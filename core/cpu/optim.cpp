@@ -25,16 +25,12 @@ void adam_range(T* __restrict p, const T* __restrict grad, T* __restrict m, T* _
 template <class T>
 void adam_loop(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Backend::AdamStep& a) {
-  T* p = static_cast<T*>(param.data_ptr());
-  const T* g = static_cast<const T*>(grad.data_ptr());
-  T* m = static_cast<T*>(exp_avg.data_ptr());
-  T* v = static_cast<T*>(exp_avg_sq.data_ptr());
+  T *p = param.data_ptr<T>(), *m = exp_avg.data_ptr<T>(), *v = exp_avg_sq.data_ptr<T>();
+  const T* g = grad.data_ptr<T>();
   const AdamCoeffs<T> c(a);
-  const int wd = adam_decay_mode(a);
-  parallel_for(0, param.numel(), 1 << 15, [&](int64_t i0, int64_t i1) {
-    if (wd == kNoDecay) adam_range<kNoDecay>(p, g, m, v, i0, i1, c);
-    else if (wd == kL2Decay) adam_range<kL2Decay>(p, g, m, v, i0, i1, c);
-    else adam_range<kDecoupledDecay>(p, g, m, v, i0, i1, c);
+  visit_adam_variant(a, [&](auto wd) {
+    parallel_for(0, param.numel(), 1 << 15,
+                 [&](int64_t i0, int64_t i1) { adam_range<decltype(wd)::value>(p, g, m, v, i0, i1, c); });
   });
 }
 
@@ -46,22 +42,15 @@ void sgd_range(T* __restrict p, const T* __restrict grad, T* __restrict buf, int
 
 template <class T>
 void sgd_loop(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Backend::SgdStep& s) {
-  using Range = void (*)(T*, const T*, T*, int64_t, int64_t, const SgdCoeffs<T>&);
-  // [weight decay][momentum: none, first, later][nesterov]
-  static constexpr Range table[2][3][2] = {
-      {{sgd_range<false, 0, false>, sgd_range<false, 0, true>},
-       {sgd_range<false, 1, false>, sgd_range<false, 1, true>},
-       {sgd_range<false, 2, false>, sgd_range<false, 2, true>}},
-      {{sgd_range<true, 0, false>, sgd_range<true, 0, true>},
-       {sgd_range<true, 1, false>, sgd_range<true, 1, true>},
-       {sgd_range<true, 2, false>, sgd_range<true, 2, true>}}};
-  const int mom = sgd_momentum_mode(s);
-  const Range f = table[s.weight_decay != 0][mom][s.nesterov && mom != 0];
-  T* p = static_cast<T*>(param.data_ptr());
-  const T* g = static_cast<const T*>(grad.data_ptr());
-  T* buf = mom ? static_cast<T*>(momentum_buffer.data_ptr()) : nullptr;
+  T* p = param.data_ptr<T>();
+  const T* g = grad.data_ptr<T>();
+  T* buf = s.momentum != 0 ? momentum_buffer.data_ptr<T>() : nullptr;
   const SgdCoeffs<T> c(s);
-  parallel_for(0, param.numel(), 1 << 15, [&](int64_t i0, int64_t i1) { f(p, g, buf, i0, i1, c); });
+  visit_sgd_variant(s, [&](auto wd, auto mom, auto nesterov) {
+    parallel_for(0, param.numel(), 1 << 15, [&](int64_t i0, int64_t i1) {
+      sgd_range<decltype(wd)::value, decltype(mom)::value, decltype(nesterov)::value>(p, g, buf, i0, i1, c);
+    });
+  });
 }
 
 }  // namespace
