@@ -331,9 +331,9 @@ void direct_conv(const float* xp, const float* wp, const float* bp, const ConvGe
 // Weight gradient of the same convolutions: gw[o][tap] = sum over images and output pixels of
 // gy[n][o][pixel] * x_padded[n][c][oy + ki][ox + kj]. Each output channel accumulates all its
 // taps in vector registers over every image, so no reduction across threads is needed.
-NABLA_DC_AVX512 void direct_wgrad_o(const float* xpad, int64_t N, int64_t C, int64_t Hp, int64_t Wp, int64_t kh,
-                                    int64_t kw, const float* gy, int64_t O, int64_t o, int64_t Ho, int64_t Wo,
-                                    float* gw) {
+NABLA_DC_AVX512 void direct_wgrad_o(const float* xpad, int64_t n0, int64_t n1, int64_t C, int64_t Hp, int64_t Wp,
+                                    int64_t kh, int64_t kw, const float* gy, int64_t O, int64_t o, int64_t Ho,
+                                    int64_t Wo, float* gw) {
   const __mmask16 m0 = Wo >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << Wo) - 1);
   const __mmask16 m1 = Wo > 16 ? __mmask16((1u << (Wo - 16)) - 1) : __mmask16(0);
   const int taps = static_cast<int>(C * kh * kw);  // at most 64 (direct_conv_applies)
@@ -344,7 +344,7 @@ NABLA_DC_AVX512 void direct_wgrad_o(const float* xpad, int64_t N, int64_t C, int
     off[t] = (c * Hp + r / kw) * Wp + r % kw;
     acc[t] = _mm512_setzero_ps();
   }
-  for (int64_t n = 0; n < N; ++n) {
+  for (int64_t n = n0; n < n1; ++n) {
     const float* xn = xpad + n * C * Hp * Wp;
     for (int64_t oy = 0; oy < Ho; ++oy) {
       const float* gr = gy + ((n * O + o) * Ho + oy) * Wo;
@@ -365,13 +365,13 @@ NABLA_DC_AVX512 void direct_wgrad_o(const float* xpad, int64_t N, int64_t C, int
 // channels and each loaded gy vector KW taps, so the loop is bound by FMAs, not loads.
 template <int OB, int KW>
 NABLA_DC_AVX512 void direct_wgrad_row(const float* xpad, const ConvGeom& g, int64_t Hp, int64_t Wp, const float* gy,
-                                      int64_t o0, int64_t c, int64_t ki, float* gw) {
+                                      int64_t n0, int64_t n1, int64_t o0, int64_t c, int64_t ki, float* gw) {
   const __mmask16 m0 = g.Wo >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << g.Wo) - 1);
   const __mmask16 m1 = g.Wo > 16 ? __mmask16((1u << (g.Wo - 16)) - 1) : __mmask16(0);
   __m512 acc[OB][KW];
   for (int b = 0; b < OB; ++b)
     for (int j = 0; j < KW; ++j) acc[b][j] = _mm512_setzero_ps();
-  for (int64_t n = 0; n < g.N; ++n) {
+  for (int64_t n = n0; n < n1; ++n) {
     const float* xc = xpad + (n * g.C + c) * Hp * Wp + ki * Wp;
     const float* gn = gy + (n * g.O + o0) * g.Ho * g.Wo;
     for (int64_t oy = 0; oy < g.Ho; ++oy) {
@@ -399,45 +399,51 @@ NABLA_DC_AVX512 void direct_wgrad_row(const float* xpad, const ConvGeom& g, int6
 }
 
 void direct_conv_weight_grad(const float* xp, const float* gyp, const ConvGeom& g, float* gwp) {
-  const int64_t Hp = g.H + 2 * g.ph, Wp = std::max<int64_t>(g.W + 2 * g.pw, g.kw + 32);
-  Tensor buf = detail::make_empty({g.N * g.C * Hp * Wp}, DType::f32, kCPU);
+  const int64_t Hp = g.H + 2 * g.ph, Wp = std::max<int64_t>(g.W + 2 * g.pw, g.kw + 32), ckk = g.ckk();
+  // The images are split into one share per thread; each share pads its images and accumulates a
+  // whole weight gradient of its own, and the shares are summed at the end. (Splitting the output
+  // channels instead left the threads unequal work: 10 channels in blocks of 4 are 4+4+2.)
+  const int64_t parts = std::clamp<int64_t>(get_num_threads(), 1, std::max<int64_t>(g.N, 1));
+  Tensor buf = detail::make_empty({g.N * g.C * Hp * Wp + parts * g.O * ckk}, DType::f32, kCPU);
   float* xpad = static_cast<float*>(buf.data_ptr());
-  parallel_for(0, g.N, 4, [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) {
-      float* xn = xpad + n * g.C * Hp * Wp;
-      std::fill(xn, xn + g.C * Hp * Wp, 0.0f);
-      for (int64_t c = 0; c < g.C; ++c)
-        for (int64_t i = 0; i < g.H; ++i)
-          std::memcpy(xn + (c * Hp + i + g.ph) * Wp + g.pw, xp + ((n * g.C + c) * g.H + i) * g.W, g.W * sizeof(float));
+  float* accp = xpad + g.N * g.C * Hp * Wp;
+  parallel_for(0, parts, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n0 = g.N * t / parts, n1 = g.N * (t + 1) / parts;
+      float* gw = accp + t * g.O * ckk;
+      for (int64_t n = n0; n < n1; ++n) {
+        float* xn = xpad + n * g.C * Hp * Wp;
+        std::fill(xn, xn + g.C * Hp * Wp, 0.0f);
+        for (int64_t c = 0; c < g.C; ++c)
+          for (int64_t i = 0; i < g.H; ++i)
+            std::memcpy(xn + (c * Hp + i + g.ph) * Wp + g.pw, xp + ((n * g.C + c) * g.H + i) * g.W, g.W * sizeof(float));
+      }
+      if (g.kw != 3 && g.kw != 5) {
+        // Other kernel widths: one output channel at a time, all its taps in registers.
+        for (int64_t o = 0; o < g.O; ++o) direct_wgrad_o(xpad, n0, n1, g.C, Hp, Wp, g.kh, g.kw, gyp, g.O, o, g.Ho, g.Wo, gw);
+        continue;
+      }
+      // Blocks of up to 4 output channels, for each input channel and kernel row.
+      for (int64_t o0 = 0; o0 < g.O; o0 += 4)
+        for (int64_t c = 0; c < g.C; ++c)
+          for (int64_t ki = 0; ki < g.kh; ++ki) {
+            auto run = [&](auto ob_tag, auto kw_tag) {
+              direct_wgrad_row<decltype(ob_tag)::value, decltype(kw_tag)::value>(xpad, g, Hp, Wp, gyp, n0, n1, o0, c,
+                                                                                 ki, gw);
+            };
+            using K3 = std::integral_constant<int, 3>;
+            using K5 = std::integral_constant<int, 5>;
+            auto with_kw = [&](auto ob_tag) { g.kw == 3 ? run(ob_tag, K3{}) : run(ob_tag, K5{}); };
+            switch (std::min<int64_t>(4, g.O - o0)) {
+              case 4: with_kw(std::integral_constant<int, 4>{}); break;
+              case 3: with_kw(std::integral_constant<int, 3>{}); break;
+              case 2: with_kw(std::integral_constant<int, 2>{}); break;
+              default: with_kw(std::integral_constant<int, 1>{}); break;
+            }
+          }
     }
   });
-  if (g.kw == 3 || g.kw == 5) {
-    // Work units: (block of 4 output channels, input channel, kernel row).
-    const int64_t oblocks = (g.O + 3) / 4, units = oblocks * g.C * g.kh;
-    parallel_for(0, units, 1, [&](int64_t u0, int64_t u1) {
-      for (int64_t u = u0; u < u1; ++u) {
-        const int64_t ob = u / (g.C * g.kh), c = (u / g.kh) % g.C, ki = u % g.kh, o0 = ob * 4;
-        const int64_t nb = std::min<int64_t>(4, g.O - o0);
-        auto run = [&](auto ob_tag, auto kw_tag) {
-          direct_wgrad_row<decltype(ob_tag)::value, decltype(kw_tag)::value>(xpad, g, Hp, Wp, gyp, o0, c, ki, gwp);
-        };
-        using K3 = std::integral_constant<int, 3>;
-        using K5 = std::integral_constant<int, 5>;
-        auto with_kw = [&](auto ob_tag) { g.kw == 3 ? run(ob_tag, K3{}) : run(ob_tag, K5{}); };
-        switch (nb) {
-          case 4: with_kw(std::integral_constant<int, 4>{}); break;
-          case 3: with_kw(std::integral_constant<int, 3>{}); break;
-          case 2: with_kw(std::integral_constant<int, 2>{}); break;
-          default: with_kw(std::integral_constant<int, 1>{}); break;
-        }
-      }
-    });
-    return;
-  }
-  // Other kernel widths: one output channel at a time, all its taps in registers.
-  parallel_for(0, g.O, 1, [&](int64_t o0, int64_t o1) {
-    for (int64_t o = o0; o < o1; ++o) direct_wgrad_o(xpad, g.N, g.C, Hp, Wp, g.kh, g.kw, gyp, g.O, o, g.Ho, g.Wo, gwp);
-  });
+  sum_shares(accp, parts, g.O * ckk, gwp);
 }
 
 // ---- weight gradient through the GEMM with transposed patches gathered on the fly (AVX-512) -------
