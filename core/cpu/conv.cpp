@@ -551,25 +551,41 @@ bool narrow_col2im_applies(const ConvGeom& g) {
          avx512_kernels();
 }
 
+// Lanes of mask m from r shifted back by `shift` bytes; masked-off lanes are never read, so the
+// shifted start may lie before the row.
+NABLA_DC_AVX512 inline __m512 shifted_load(const float* r, __mmask16 m, int64_t shift) {
+  return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(r) - shift));
+}
+
 NABLA_DC_AVX512 void col2im_narrow(const float* col, const ConvGeom& g, float* x, int64_t ldcol) {
   const __mmask16 row_mask = static_cast<__mmask16>((1u << g.W) - 1);
+  // Per kernel column kj: image column iw receives patch column ow = iw - off for ow in [0, Wo) and
+  // iw in [0, W): a lane mask, and the shift from the patch row to the image row.
+  SmallVector<__mmask16, 16> mask(static_cast<size_t>(g.kw));
+  SmallVector<int64_t, 16> shift(static_cast<size_t>(g.kw));
+  for (int64_t kj = 0; kj < g.kw; ++kj) {
+    const int64_t off = kj - g.pw, lo = std::max<int64_t>(0, off), hi = std::min<int64_t>(g.W, g.Wo + off);
+    mask[kj] = hi > lo ? static_cast<__mmask16>(((1u << (hi - lo)) - 1) << lo) : __mmask16(0);
+    shift[kj] = off * static_cast<int64_t>(sizeof(float));
+  }
   for (int64_t c = 0; c < g.Cg; ++c) {
     for (int64_t ih = 0; ih < g.H; ++ih) {
-      __m512 acc = _mm512_setzero_ps();
-      for (int64_t ki = 0; ki < g.kh; ++ki) {
-        const int64_t oh = ih + g.ph - ki;  // the output row whose tap ki lands on image row ih
-        if (oh < 0 || oh >= g.Ho) continue;
-        for (int64_t kj = 0; kj < g.kw; ++kj) {
-          // image column iw receives patch column ow = iw - off, for ow in [0, Wo) and iw in [0, W)
-          const int64_t off = kj - g.pw, lo = std::max<int64_t>(0, off), hi = std::min<int64_t>(g.W, g.Wo + off);
-          if (hi <= lo) continue;
-          const __mmask16 m = static_cast<__mmask16>(((1u << (hi - lo)) - 1) << lo);
-          const float* r = col + ((c * g.kh + ki) * g.kw + kj) * ldcol + oh * g.Wo;
-          acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(
-                                                                reinterpret_cast<uintptr_t>(r) - off * sizeof(float))));
+      // Four accumulators (kernel column and row parity) keep the adds from waiting on each other.
+      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      // The output rows oh = ih + ph - ki that exist, for the kernel rows ki that land on ih.
+      const int64_t ki0 = std::max<int64_t>(0, ih + g.ph - g.Ho + 1), ki1 = std::min<int64_t>(g.kh, ih + g.ph + 1);
+      for (int64_t ki = ki0; ki < ki1; ++ki) {
+        const float* r = col + (c * g.kh + ki) * g.kw * ldcol + (ih + g.ph - ki) * g.Wo;
+        int64_t kj = 0;
+        for (; kj + 1 < g.kw; kj += 2) {
+          a0 = _mm512_add_ps(a0, shifted_load(r + kj * ldcol, mask[kj], shift[kj]));
+          a1 = _mm512_add_ps(a1, shifted_load(r + (kj + 1) * ldcol, mask[kj + 1], shift[kj + 1]));
         }
+        if (kj < g.kw) a0 = _mm512_add_ps(a0, shifted_load(r + kj * ldcol, mask[kj], shift[kj]));
+        std::swap(a0, a2);
+        std::swap(a1, a3);
       }
-      _mm512_mask_storeu_ps(x + (c * g.H + ih) * g.W, row_mask, acc);
+      _mm512_mask_storeu_ps(x + (c * g.H + ih) * g.W, row_mask, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
     }
   }
 }
