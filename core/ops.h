@@ -219,6 +219,9 @@ Tensor triu(const Tensor& x, int64_t diagonal = 0);
 Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value = 0);  // constant padding, last dims first
 
 // ---- indexing -----------------------------------------------------------------------------------
+// Indices are int64. An index in [-n, 0) counts from the end of its dimension, as in Python and in
+// PyTorch's x[idx] (PyTorch's index_select/gather/scatter reject negative indices; code valid
+// there behaves the same here). Anything outside [-n, n) is an IndexError naming the index.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);

@@ -133,7 +133,9 @@ void format_rec(std::ostream& os, const Tensor& t, const Formatter& f, size_t in
       emit(f(t.select(0, i).item().to_double()), i == n - 1);
     }
   } else {
-    std::string sep = "," + std::string(static_cast<size_t>(t.dim() - 1), '\n') + std::string(indent + 1, ' ');
+    // Built by appends: GCC 12 warns (-Wrestrict, a false positive) on "," + std::string(...).
+    std::string sep(1, ',');
+    sep.append(static_cast<size_t>(t.dim() - 1), '\n').append(static_cast<size_t>(indent + 1), ' ');
     for (int64_t i = 0; i < n; ++i) {
       if (cut && i == o.edgeitems) {
         os << "..." << sep;
