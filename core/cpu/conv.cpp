@@ -330,7 +330,7 @@ void direct_conv(const float* xp, const float* wp, const float* bp, const ConvGe
 
 // Weight gradient of the same convolutions: gw[o][tap] = sum over images and output pixels of
 // gy[n][o][pixel] * x_padded[n][c][oy + ki][ox + kj]. Each output channel accumulates all its
-// taps in vector registers over every image, so no reduction across threads is needed.
+// taps in vector registers over the images [n0, n1) of one thread's share.
 NABLA_DC_AVX512 void direct_wgrad_o(const float* xpad, int64_t n0, int64_t n1, int64_t C, int64_t Hp, int64_t Wp,
                                     int64_t kh, int64_t kw, const float* gy, int64_t O, int64_t o, int64_t Ho,
                                     int64_t Wo, float* gw) {
