@@ -361,8 +361,8 @@ NABLA_DC_AVX512 void direct_wgrad_o(const float* xpad, int64_t n0, int64_t n1, i
 }
 
 // The same weight gradient for one kernel row: OB output channels x KW taps (input channel c, row
-// ki) accumulate in registers over every image and output row. Each loaded input vector serves OB
-// channels and each loaded gy vector KW taps, so the loop is bound by FMAs, not loads.
+// ki) accumulate in registers over the images [n0, n1) and their output rows. Each loaded input
+// vector serves OB channels and each loaded gy vector KW taps, so the loop is bound by FMAs.
 template <int OB, int KW>
 NABLA_DC_AVX512 void direct_wgrad_row(const float* xpad, const ConvGeom& g, int64_t Hp, int64_t Wp, const float* gy,
                                       int64_t n0, int64_t n1, int64_t o0, int64_t c, int64_t ki, float* gw) {
