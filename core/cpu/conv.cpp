@@ -151,6 +151,28 @@ void sum_shares(const T* partial, int64_t parts, int64_t total, T* out) {
   });
 }
 
+// A weight gradient summed over the images in shares, one per thread: f(n_begin, n_end, partial)
+// writes the whole gradient (`total` values) of images [n_begin, n_end) to `partial`, and the
+// partial gradients are summed into out.
+template <class T, class F>
+void over_image_shares(int64_t N, int64_t total, T* out, const F& f) {
+  const int64_t parts = std::clamp<int64_t>(get_num_threads(), 1, std::max<int64_t>(N, 1));
+  Tensor acc = detail::make_empty({parts * total}, dtype_of<T>(), kCPU);
+  T* accp = acc.data_ptr<T>();
+  parallel_for(0, parts, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) f(N * t / parts, N * (t + 1) / parts, accp + t * total);
+  });
+  sum_shares(accp, parts, total, out);
+}
+
+// Copies C planes of H rows of W values from src into dst, plane c row h going to
+// dst + c * dst_plane + h * dst_row: an image into the interior of a padded buffer.
+template <class T>
+void copy_planes(const T* src, int64_t C, int64_t H, int64_t W, T* dst, int64_t dst_plane, int64_t dst_row) {
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t h = 0; h < H; ++h) std::memcpy(dst + c * dst_plane + h * dst_row, src + (c * H + h) * W, W * sizeof(T));
+}
+
 }  // namespace
 
 // Packs B(p0:p0+kc, j0:j0+nc) of one image's patch matrix (rows p = (c, ki, kj), columns
@@ -314,10 +336,7 @@ void direct_conv(const float* xp, const float* wp, const float* bp, const ConvGe
     float* xpad = thread_scratch<float>(Scratch::conv_image, g.C * Hp * Wp);
     std::fill(xpad, xpad + g.C * Hp * Wp, 0.0f);
     for (int64_t n = n0; n < n1; ++n) {
-      const float* xn = xp + n * g.C * g.H * g.W;
-      for (int64_t c = 0; c < g.C; ++c)
-        for (int64_t i = 0; i < g.H; ++i)
-          std::memcpy(xpad + (c * Hp + i + g.ph) * Wp + g.pw, xn + (c * g.H + i) * g.W, g.W * sizeof(float));
+      copy_planes(xp + n * g.C * g.H * g.W, g.C, g.H, g.W, xpad + g.ph * Wp + g.pw, Hp * Wp, Wp);
       float* yn = yp + n * g.O * g.Ho * g.Wo;
       int64_t o = 0;
       for (; o + 8 <= g.O; o += 8) direct_rows<8>(xpad, Hp, Wp, g.C, g.kh, g.kw, wp, bp, o, g.Ho, g.Wo, yn);
@@ -403,47 +422,36 @@ void direct_conv_weight_grad(const float* xp, const float* gyp, const ConvGeom& 
   // The images are split into one share per thread; each share pads its images and accumulates a
   // whole weight gradient of its own, and the shares are summed at the end. (Splitting the output
   // channels instead left the threads unequal work: 10 channels in blocks of 4 are 4+4+2.)
-  const int64_t parts = std::clamp<int64_t>(get_num_threads(), 1, std::max<int64_t>(g.N, 1));
-  Tensor buf = detail::make_empty({g.N * g.C * Hp * Wp + parts * g.O * ckk}, DType::f32, kCPU);
-  float* xpad = static_cast<float*>(buf.data_ptr());
-  float* accp = xpad + g.N * g.C * Hp * Wp;
-  parallel_for(0, parts, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t n0 = g.N * t / parts, n1 = g.N * (t + 1) / parts;
-      float* gw = accp + t * g.O * ckk;
-      for (int64_t n = n0; n < n1; ++n) {
-        float* xn = xpad + n * g.C * Hp * Wp;
-        std::fill(xn, xn + g.C * Hp * Wp, 0.0f);
-        for (int64_t c = 0; c < g.C; ++c)
-          for (int64_t i = 0; i < g.H; ++i)
-            std::memcpy(xn + (c * Hp + i + g.ph) * Wp + g.pw, xp + ((n * g.C + c) * g.H + i) * g.W, g.W * sizeof(float));
-      }
-      if (g.kw != 3 && g.kw != 5) {
-        // Other kernel widths: one output channel at a time, all its taps in registers.
-        for (int64_t o = 0; o < g.O; ++o) direct_wgrad_o(xpad, n0, n1, g.C, Hp, Wp, g.kh, g.kw, gyp, g.O, o, g.Ho, g.Wo, gw);
-        continue;
-      }
-      // Blocks of up to 4 output channels, for each input channel and kernel row.
-      for (int64_t o0 = 0; o0 < g.O; o0 += 4)
-        for (int64_t c = 0; c < g.C; ++c)
-          for (int64_t ki = 0; ki < g.kh; ++ki) {
-            auto run = [&](auto ob_tag, auto kw_tag) {
-              direct_wgrad_row<decltype(ob_tag)::value, decltype(kw_tag)::value>(xpad, g, Hp, Wp, gyp, n0, n1, o0, c,
-                                                                                 ki, gw);
-            };
-            using K3 = std::integral_constant<int, 3>;
-            using K5 = std::integral_constant<int, 5>;
-            auto with_kw = [&](auto ob_tag) { g.kw == 3 ? run(ob_tag, K3{}) : run(ob_tag, K5{}); };
-            switch (std::min<int64_t>(4, g.O - o0)) {
-              case 4: with_kw(std::integral_constant<int, 4>{}); break;
-              case 3: with_kw(std::integral_constant<int, 3>{}); break;
-              case 2: with_kw(std::integral_constant<int, 2>{}); break;
-              default: with_kw(std::integral_constant<int, 1>{}); break;
-            }
-          }
+  Tensor buf = detail::make_empty({g.N * g.C * Hp * Wp}, DType::f32, kCPU);
+  float* xpad = buf.data_ptr<float>();
+  over_image_shares(g.N, g.O * ckk, gwp, [&](int64_t n0, int64_t n1, float* gw) {
+    std::fill(xpad + n0 * g.C * Hp * Wp, xpad + n1 * g.C * Hp * Wp, 0.0f);
+    for (int64_t n = n0; n < n1; ++n)
+      copy_planes(xp + n * g.C * g.H * g.W, g.C, g.H, g.W, xpad + (n * g.C * Hp + g.ph) * Wp + g.pw, Hp * Wp, Wp);
+    if (g.kw != 3 && g.kw != 5) {
+      // Other kernel widths: one output channel at a time, all its taps in registers.
+      for (int64_t o = 0; o < g.O; ++o) direct_wgrad_o(xpad, n0, n1, g.C, Hp, Wp, g.kh, g.kw, gyp, g.O, o, g.Ho, g.Wo, gw);
+      return;
     }
+    // Blocks of up to 4 output channels, for each input channel and kernel row.
+    for (int64_t o0 = 0; o0 < g.O; o0 += 4)
+      for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t ki = 0; ki < g.kh; ++ki) {
+          auto run = [&](auto ob_tag, auto kw_tag) {
+            direct_wgrad_row<decltype(ob_tag)::value, decltype(kw_tag)::value>(xpad, g, Hp, Wp, gyp, n0, n1, o0, c, ki,
+                                                                               gw);
+          };
+          using K3 = std::integral_constant<int, 3>;
+          using K5 = std::integral_constant<int, 5>;
+          auto with_kw = [&](auto ob_tag) { g.kw == 3 ? run(ob_tag, K3{}) : run(ob_tag, K5{}); };
+          switch (std::min<int64_t>(4, g.O - o0)) {
+            case 4: with_kw(std::integral_constant<int, 4>{}); break;
+            case 3: with_kw(std::integral_constant<int, 3>{}); break;
+            case 2: with_kw(std::integral_constant<int, 2>{}); break;
+            default: with_kw(std::integral_constant<int, 1>{}); break;
+          }
+        }
   });
-  sum_shares(accp, parts, g.O * ckk, gwp);
 }
 
 // ---- weight gradient through the GEMM with transposed patches gathered on the fly (AVX-512) -------
@@ -498,49 +506,42 @@ void wgrad_gather(const float* xp, const float* gyp, const ConvGeom& g, float* g
     tt.dy[t] = live ? static_cast<int32_t>(ki * g.dh) : -(1 << 30);
     tt.dx[t] = live ? static_cast<int32_t>(kj * g.dw) : 0;
   }
-  const int64_t parts = std::clamp<int64_t>(get_num_threads(), 1, g.N);
-  Tensor acc = detail::make_empty({parts * g.G * gsize}, DType::f32, kCPU);
-  float* accp = static_cast<float*>(acc.data_ptr());
-  parallel_for(0, parts, 1, [&](int64_t t0, int64_t t1) {
+  over_image_shares(g.N, g.G * gsize, gwp, [&](int64_t n_begin, int64_t n_end, float* partial) {
     float* ap = thread_scratch<float>(Scratch::conv_panel_a, msl * mr * kcmax);
     float* bp = thread_scratch<float>(Scratch::conv_panel_b, nsl * 32 * kcmax);
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t n_begin = g.N * t / parts, n_end = g.N * (t + 1) / parts;
-      const int64_t kpix = (n_end - n_begin) * hw;  // this share's K
-      for (int64_t gr = 0; gr < g.G; ++gr) {
-        float* c = accp + (t * g.G + gr) * gsize;
-        for (int64_t pc = 0; pc < kpix; pc += kcmax) {
-          const int64_t kc = std::min(kcmax, kpix - pc);
-          // Pack this K panel of A (gy rows, transposed) and B (gathered taps), image segment by segment.
-          for (int64_t q = pc; q < pc + kc;) {
-            const int64_t n = n_begin + q / hw, j0 = q % hw, seg = std::min(hw - j0, pc + kc - q), poff = q - pc;
-            const float* gyn = gyp + (n * g.O + gr * g.Og) * hw + j0;
-            for (int64_t s = 0; s < msl; ++s) {
-              int64_t rows = std::min<int64_t>(mr, g.Og - s * mr);
-              float* dst = ap + s * kc * mr + poff * mr;
-              transpose_copy(gyn + s * mr * hw, hw, rows, seg, dst, mr);
-              if (rows < mr)
-                for (int64_t p = 0; p < seg; ++p) std::fill(dst + p * mr + rows, dst + (p + 1) * mr, 0.0f);
-            }
-            const float* xg = xp + (n * g.C + gr * g.Cg) * g.H * g.W;
-            for (int64_t j = j0; j < j0 + seg; ++j) {
-              int32_t ih0 = static_cast<int32_t>((j / g.Wo) * g.sh - g.ph), iw0 = static_cast<int32_t>((j % g.Wo) * g.sw - g.pw);
-              gather_pixel_taps(xg, tt, nsl, ih0, iw0, static_cast<int32_t>(g.H), static_cast<int32_t>(g.W), kc,
-                                bp + (poff + j - j0) * 32);
-            }
-            q += seg;
+    const int64_t kpix = (n_end - n_begin) * hw;  // this share's K
+    for (int64_t gr = 0; gr < g.G; ++gr) {
+      float* c = partial + gr * gsize;
+      for (int64_t pc = 0; pc < kpix; pc += kcmax) {
+        const int64_t kc = std::min(kcmax, kpix - pc);
+        // Pack this K panel of A (gy rows, transposed) and B (gathered taps), image segment by segment.
+        for (int64_t q = pc; q < pc + kc;) {
+          const int64_t n = n_begin + q / hw, j0 = q % hw, seg = std::min(hw - j0, pc + kc - q), poff = q - pc;
+          const float* gyn = gyp + (n * g.O + gr * g.Og) * hw + j0;
+          for (int64_t s = 0; s < msl; ++s) {
+            int64_t rows = std::min<int64_t>(mr, g.Og - s * mr);
+            float* dst = ap + s * kc * mr + poff * mr;
+            transpose_copy(gyn + s * mr * hw, hw, rows, seg, dst, mr);
+            if (rows < mr)
+              for (int64_t p = 0; p < seg; ++p) std::fill(dst + p * mr + rows, dst + (p + 1) * mr, 0.0f);
           }
-          const float beta = pc == 0 ? 0.0f : 1.0f;
-          for (int64_t sn = 0; sn < nsl; ++sn)
-            for (int64_t sm = 0; sm < msl; ++sm)
-              ks.fn(kc, ap + sm * kc * mr, bp + sn * kc * 32, c + sm * mr * ckk + sn * 32, ckk, 1.0f, beta,
-                    std::min<int64_t>(mr, g.Og - sm * mr), std::min<int64_t>(32, ckk - sn * 32));
+          const float* xg = xp + (n * g.C + gr * g.Cg) * g.H * g.W;
+          for (int64_t j = j0; j < j0 + seg; ++j) {
+            int32_t ih0 = static_cast<int32_t>((j / g.Wo) * g.sh - g.ph), iw0 = static_cast<int32_t>((j % g.Wo) * g.sw - g.pw);
+            gather_pixel_taps(xg, tt, nsl, ih0, iw0, static_cast<int32_t>(g.H), static_cast<int32_t>(g.W), kc,
+                              bp + (poff + j - j0) * 32);
+          }
+          q += seg;
         }
-        if (kpix == 0) std::fill(c, c + gsize, 0.0f);
+        const float beta = pc == 0 ? 0.0f : 1.0f;
+        for (int64_t sn = 0; sn < nsl; ++sn)
+          for (int64_t sm = 0; sm < msl; ++sm)
+            ks.fn(kc, ap + sm * kc * mr, bp + sn * kc * 32, c + sm * mr * ckk + sn * 32, ckk, 1.0f, beta,
+                  std::min<int64_t>(mr, g.Og - sm * mr), std::min<int64_t>(32, ckk - sn * 32));
       }
+      if (kpix == 0) std::fill(c, c + gsize, 0.0f);
     }
   });
-  sum_shares(accp, parts, g.G * gsize, gwp);
 }
 
 // col2im for narrow images (W <= 16), stride 1, dilation 1: for each (c, ki, oh), the kw taps'
@@ -639,10 +640,7 @@ void conv_forward_padded_rows(const T* xp, const gemm_detail::KernelSpec<T>& ks,
     std::fill(xpad, xpad + xbuf, T(0));
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t n = i / g.G, gr = i % g.G;
-      const T* xg = xp + (n * g.C + gr * g.Cg) * g.H * g.W;
-      for (int64_t c = 0; c < g.Cg; ++c)
-        for (int64_t h = 0; h < g.H; ++h)
-          std::memcpy(xpad + c * plane + (h + g.ph) * Wp + g.pw, xg + (c * g.H + h) * g.W, g.W * sizeof(T));
+      copy_planes(xp + (n * g.C + gr * g.Cg) * g.H * g.W, g.Cg, g.H, g.W, xpad + g.ph * Wp + g.pw, plane, Wp);
       gemm_prepacked<T>(ks, wpack[gr], ncols, [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) {
         switch (ks.nr) {  // copies of a compile-time size compile to a few vector moves, not calls
           case 8: return pack_rows<8>(xpad, offs + p0, kc, j0, nc, out);
@@ -706,10 +704,7 @@ void conv_weight_grad_padded_rows(const T* xp, const T* gyp, const ConvGeom& g, 
     int64_t c = p / (g.kh * g.kw), r = p % (g.kh * g.kw);
     offs[p] = c * plane + (r / g.kw) * g.dh * Wp + (r % g.kw) * g.dw;
   }
-  const int64_t parts = std::clamp<int64_t>(get_num_threads(), 1, g.N);
-  Tensor acc = detail::make_empty({parts * g.G * gsize}, dtype_of<T>(), kCPU);
-  T* accp = static_cast<T*>(acc.data_ptr());
-  parallel_for(0, parts, 1, [&](int64_t t0, int64_t t1) {
+  over_image_shares(g.N, g.G * gsize, gwp, [&](int64_t n_begin, int64_t n_end, T* partial) {
     // Packed panels must be 64-byte aligned for the micro-kernels (the buffer itself is).
     constexpr int64_t align = 64 / sizeof(T);
     const int64_t xsize = g.Cg * plane, gysize = (g.Og * kimg + align - 1) / align * align;
@@ -721,50 +716,40 @@ void conv_weight_grad_padded_rows(const T* xp, const T* gyp, const ConvGeom& g, 
     // Borders and dropped columns stay zero: only the interior is written per image.
     std::fill(gypad, gypad + gysize, T(0));
     std::fill(xpad, xpad + xsize, T(0));
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t n_begin = g.N * t / parts, n_end = g.N * (t + 1) / parts;
-      for (int64_t gr = 0; gr < g.G; ++gr) {
-        T* c = accp + (t * g.G + gr) * gsize;
-        bool first = true;
-        for (int64_t n = n_begin; n < n_end; ++n) {
-          const T* xg = xp + (n * g.C + gr * g.Cg) * g.H * g.W;
-          for (int64_t ch = 0; ch < g.Cg; ++ch)
-            for (int64_t h = 0; h < g.H; ++h)
-              std::memcpy(xpad + ch * plane + (h + g.ph) * Wp + g.pw, xg + (ch * g.H + h) * g.W, g.W * sizeof(T));
-          const T* gyg = gyp + (n * g.O + gr * g.Og) * hw;
-          for (int64_t o = 0; o < g.Og; ++o)
-            for (int64_t oh = 0; oh < g.Ho; ++oh)
-              std::memcpy(gypad + o * kimg + oh * Wp, gyg + (o * g.Ho + oh) * g.Wo, g.Wo * sizeof(T));
-          for (int64_t pc = 0; pc < kimg; pc += kcmax) {
-            const int64_t kc = std::min(kcmax, kimg - pc);
-            for (int64_t sm = 0; sm < msl; ++sm) {
-              const int64_t nrow = std::min(mr, g.Og - sm * mr);
-              T* dst = ap + sm * kc * mr;
-              transpose_copy(gypad + sm * mr * kimg + pc, kimg, nrow, kc, dst, mr);
-              if (nrow < mr)
-                for (int64_t p = 0; p < kc; ++p) std::fill(dst + p * mr + nrow, dst + (p + 1) * mr, T(0));
-            }
-            for (int64_t sn = 0; sn < nsl; ++sn) {
-              const int64_t ncol = std::min(nr, ckk - sn * nr);
-              for (int64_t j = 0; j < ncol; ++j) rows[j] = xpad + offs[sn * nr + j] + pc;
-              T* dst = bp + sn * kc * nr;
-              transpose_rows(rows, ncol, kc, dst, nr);
-              if (ncol < nr)
-                for (int64_t p = 0; p < kc; ++p) std::fill(dst + p * nr + ncol, dst + (p + 1) * nr, T(0));
-            }
-            const T beta = first ? T(0) : T(1);
-            first = false;
-            for (int64_t sn = 0; sn < nsl; ++sn)
-              for (int64_t sm = 0; sm < msl; ++sm)
-                ks.fn(kc, ap + sm * kc * mr, bp + sn * kc * nr, c + sm * mr * ckk + sn * nr, ckk, T(1), beta,
-                      std::min(mr, g.Og - sm * mr), std::min(nr, ckk - sn * nr));
+    for (int64_t gr = 0; gr < g.G; ++gr) {
+      T* c = partial + gr * gsize;
+      bool first = true;
+      for (int64_t n = n_begin; n < n_end; ++n) {
+        copy_planes(xp + (n * g.C + gr * g.Cg) * g.H * g.W, g.Cg, g.H, g.W, xpad + g.ph * Wp + g.pw, plane, Wp);
+        copy_planes(gyp + (n * g.O + gr * g.Og) * hw, g.Og, g.Ho, g.Wo, gypad, kimg, Wp);
+        for (int64_t pc = 0; pc < kimg; pc += kcmax) {
+          const int64_t kc = std::min(kcmax, kimg - pc);
+          for (int64_t sm = 0; sm < msl; ++sm) {
+            const int64_t nrow = std::min(mr, g.Og - sm * mr);
+            T* dst = ap + sm * kc * mr;
+            transpose_copy(gypad + sm * mr * kimg + pc, kimg, nrow, kc, dst, mr);
+            if (nrow < mr)
+              for (int64_t p = 0; p < kc; ++p) std::fill(dst + p * mr + nrow, dst + (p + 1) * mr, T(0));
           }
+          for (int64_t sn = 0; sn < nsl; ++sn) {
+            const int64_t ncol = std::min(nr, ckk - sn * nr);
+            for (int64_t j = 0; j < ncol; ++j) rows[j] = xpad + offs[sn * nr + j] + pc;
+            T* dst = bp + sn * kc * nr;
+            transpose_rows(rows, ncol, kc, dst, nr);
+            if (ncol < nr)
+              for (int64_t p = 0; p < kc; ++p) std::fill(dst + p * nr + ncol, dst + (p + 1) * nr, T(0));
+          }
+          const T beta = first ? T(0) : T(1);
+          first = false;
+          for (int64_t sn = 0; sn < nsl; ++sn)
+            for (int64_t sm = 0; sm < msl; ++sm)
+              ks.fn(kc, ap + sm * kc * mr, bp + sn * kc * nr, c + sm * mr * ckk + sn * nr, ckk, T(1), beta,
+                    std::min(mr, g.Og - sm * mr), std::min(nr, ckk - sn * nr));
         }
-        if (first) std::fill(c, c + gsize, T(0));
       }
+      if (first) std::fill(c, c + gsize, T(0));
     }
   });
-  sum_shares(accp, parts, g.G * gsize, gwp);
 }
 
 // y (N, O, Ho, Wo) = conv(x, w) + bias, all contiguous, with geometry g.
