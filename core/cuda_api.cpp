@@ -141,17 +141,29 @@ StreamGuard::StreamGuard(const Stream& s) : prev_device_(current_device()) {
   if (s.device().index != prev_device_) set_device(s.device().index);
   set_current_stream(s);
 }
+// The guards' destructors never throw: after a sticky CUDA error (an illegal address in a kernel
+// run inside the guard), even selecting a device can fail, and a throw while that error unwinds
+// would terminate the program.
+namespace {
+void restore_device(int prev) noexcept {
+  Hooks* h = g_hooks.load();
+  if (!h) return;
+  try {
+    if (h->current_device() != prev) h->set_device(prev);
+  } catch (...) {
+  }
+}
+}  // namespace
+
 StreamGuard::~StreamGuard() {
   tl_current_stream[prev_stream_.device().index] = prev_stream_.handle();
-  if (Hooks* h = g_hooks.load()) h->set_device(prev_device_);
+  restore_device(prev_device_);
 }
 
 DeviceGuard::DeviceGuard(int device) : prev_(current_device()) {
   if (device != prev_) set_device(device);
 }
-DeviceGuard::~DeviceGuard() {
-  if (Hooks* h = g_hooks.load()) h->set_device(prev_);
-}
+DeviceGuard::~DeviceGuard() { restore_device(prev_); }
 
 // ---- events -------------------------------------------------------------------------------------
 struct Event::Impl {

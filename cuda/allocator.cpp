@@ -182,7 +182,8 @@ class CachingAllocator {
           cudaEvent_t e = event_pool().get(b->device);
           if (cudaEventRecord(e, s) != cudaSuccess) {
             (void)cudaGetLastError();
-            (void)cudaDeviceSynchronize();  // cannot track the use: wait for everything instead
+            // Cannot track the use: wait for everything instead.
+            if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
             event_pool().put(b->device, e);
             continue;
           }
@@ -239,6 +240,8 @@ class CachingAllocator {
     {
       std::lock_guard lock(mu_);
       DeviceState& st = dev_[device];
+      // Nothing cached: return before selecting the device, which would create a context there.
+      if (st.free.empty() && st.pending.empty()) return;
       for (auto& [stream, list] : st.free)
         for (auto& [size, blocks] : list) to_free.insert(to_free.end(), blocks.begin(), blocks.end());
       st.free.clear();
@@ -249,7 +252,7 @@ class CachingAllocator {
     DeviceScope ds(device);
     for (Pending& pd : pending) {
       for (cudaEvent_t e : pd.events) {
-        (void)cudaEventSynchronize(e);
+        if (cudaEventSynchronize(e) != cudaSuccess) (void)cudaGetLastError();
         event_pool().put(device, e);
       }
       to_free.push_back(pd.block);
@@ -420,7 +423,7 @@ class PinnedAllocator final : public Allocator {
     }
     for (HostPending& pd : pending) {
       for (HostUse u : pd.uses) {
-        (void)cudaEventSynchronize(u.event);
+        if (cudaEventSynchronize(u.event) != cudaSuccess) (void)cudaGetLastError();
         event_pool().put(u.device, u.event);
       }
       to_free.push_back(pd.block);

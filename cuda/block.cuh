@@ -12,37 +12,35 @@ namespace nabla::cuda {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
+// Applies a warp shuffle to v. Values narrower than 4 bytes (bool, u8, Half, BFloat16) travel as
+// their bits in an unsigned int: a value conversion would truncate a Half (1.75 -> 1).
+template <class T, class Shfl>
+__device__ __forceinline__ T shuffle_value(T v, Shfl shfl) {
+  if constexpr (sizeof(T) < 4) {
+    unsigned bits = 0;
+    memcpy(&bits, &v, sizeof(T));
+    bits = shfl(bits);
+    T r;
+    memcpy(&r, &bits, sizeof(T));
+    return r;
+  } else {
+    return shfl(v);
+  }
+}
+
 template <class T>
 __device__ __forceinline__ T warp_shfl_down(T v, int delta) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return __shfl_down_sync(kFullMask, static_cast<int>(v), delta) != 0;
-  } else if constexpr (sizeof(T) < 4) {
-    return static_cast<T>(__shfl_down_sync(kFullMask, static_cast<int>(v), delta));
-  } else {
-    return __shfl_down_sync(kFullMask, v, delta);
-  }
+  return shuffle_value(v, [delta](auto x) { return __shfl_down_sync(kFullMask, x, delta); });
 }
 
 template <class T>
 __device__ __forceinline__ T warp_shfl_up(T v, int delta) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return __shfl_up_sync(kFullMask, static_cast<int>(v), delta) != 0;
-  } else if constexpr (sizeof(T) < 4) {
-    return static_cast<T>(__shfl_up_sync(kFullMask, static_cast<int>(v), delta));
-  } else {
-    return __shfl_up_sync(kFullMask, v, delta);
-  }
+  return shuffle_value(v, [delta](auto x) { return __shfl_up_sync(kFullMask, x, delta); });
 }
 
 template <class T>
 __device__ __forceinline__ T warp_shfl(T v, int lane) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return __shfl_sync(kFullMask, static_cast<int>(v), lane) != 0;
-  } else if constexpr (sizeof(T) < 4) {
-    return static_cast<T>(__shfl_sync(kFullMask, static_cast<int>(v), lane));
-  } else {
-    return __shfl_sync(kFullMask, v, lane);
-  }
+  return shuffle_value(v, [lane](auto x) { return __shfl_sync(kFullMask, x, lane); });
 }
 
 // Reduces v over the 32 lanes of a warp (every lane must call it); lane 0 gets the result.
@@ -56,7 +54,8 @@ __device__ __forceinline__ T warp_reduce(T v, Op op) {
 
 // Reduces v over a block of blockDim.x * blockDim.y threads along x (each row y separately) when
 // `rows` is true, or over the whole block otherwise. `shared` holds 32 values per row; thread
-// (0, y) gets the result. blockDim.x must be a multiple of 32 (or 1..32 when it is one warp).
+// (0, y) gets the result. blockDim.x must be a multiple of 32: a narrower row would share a warp
+// with the next row, and the full shuffle mask would name lanes that do not exist.
 template <class T, class Op>
 __device__ T block_reduce_x(T v, Op op, T identity, T* shared) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;

@@ -48,8 +48,12 @@ class DeviceScope {
     if (device != prev_) set_device_fast(device);
   }
   explicit DeviceScope(const Tensor& t) : DeviceScope(device_of(t)) {}
+  // Never throws (see StreamGuard in core/cuda_api.cpp): a failure to switch back is ignored.
   ~DeviceScope() {
-    if (get_device() != prev_) set_device_fast(prev_);
+    try {
+      if (get_device() != prev_) set_device_fast(prev_);
+    } catch (...) {
+    }
   }
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;

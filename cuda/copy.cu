@@ -78,10 +78,10 @@ void host_to_device(const Tensor& src, const Tensor& dst, bool non_blocking) {
   bool direct = dst.is_contiguous() && h.sizes() == dst.sizes() && h.dtype() == dst.dtype();
   Tensor d = direct ? dst : empty_on(h.sizes(), h.dtype(), dst.device());
   NABLA_CUDA_CHECK(cudaMemcpyAsync(d.data_ptr(), h.data_ptr(), h.nbytes(), cudaMemcpyHostToDevice, stream));
-  if (h.is_pinned()) {
-    pinned_record_use(h, stream);
-    if (!non_blocking) NABLA_CUDA_CHECK(cudaStreamSynchronize(stream));
-  }
+  // Only a pinned source can be left to the copy engine: a pageable one (maybe a temporary that
+  // goes back to the CPU cache on return) is waited for, as PyTorch does.
+  if (h.is_pinned()) pinned_record_use(h, stream);
+  if (!non_blocking || !h.is_pinned()) NABLA_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (!direct) device_copy(expand_like(d, src), dst);
 }
 

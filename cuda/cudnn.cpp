@@ -445,9 +445,14 @@ void batch_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, co
   Tensor y = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
   BnDescs d(x);
   Tensor w = channel_param(weight, x, 1), b = channel_param(bias, x, 0);
-  // cuDNN updates the running statistics in place: they must be contiguous.
+  // cuDNN updates the running statistics in place: they must be contiguous. It takes both or
+  // neither: a missing one gets a throwaway buffer.
   Tensor rm = running_mean.defined() ? contiguous(running_mean) : Tensor();
   Tensor rv = running_var.defined() ? contiguous(running_var) : Tensor();
+  if (training && rm.defined() != rv.defined()) {
+    if (!rm.defined()) rm = channel_param(Tensor(), x, 0);
+    else rv = channel_param(Tensor(), x, 1);
+  }
   const int device = device_of(out);
   Lease<cudnnHandle_t> h(pool(), device, stream_for(device));
   Scaling s(x.dtype());
@@ -456,8 +461,8 @@ void batch_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, co
         h.get(), CUDNN_BATCHNORM_SPATIAL, s.one(), s.zero(), d.x.d, x.data_ptr(), d.x.d, y.data_ptr(), d.p.d,
         w.data_ptr(), b.data_ptr(), momentum, rm.defined() ? rm.data_ptr() : nullptr,
         rv.defined() ? rv.data_ptr() : nullptr, eps, save_mean.data_ptr(), save_invstd.data_ptr()));
-    if (rm.defined() && !rm.is_same(running_mean)) device_copy(rm, running_mean);
-    if (rv.defined() && !rv.is_same(running_var)) device_copy(rv, running_var);
+    if (running_mean.defined() && !rm.is_same(running_mean)) device_copy(rm, running_mean);
+    if (running_var.defined() && !rv.is_same(running_var)) device_copy(rv, running_var);
   } else {
     NABLA_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(h.get(), CUDNN_BATCHNORM_SPATIAL, s.one(), s.zero(),
                                                               d.x.d, x.data_ptr(), d.x.d, y.data_ptr(), d.p.d,

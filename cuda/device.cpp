@@ -154,11 +154,12 @@ class CudaHooks final : public Hooks {
   }
   void event_destroy(int device, void* e) override {
     // Runs from destructors: errors (e.g. during process exit) are ignored.
+    // A failed call's error is cleared, so that no later launch check reports it as its own.
     int prev = 0;
     if (cudaGetDevice(&prev) != cudaSuccess) prev = device;
-    if (prev != device) (void)cudaSetDevice(device);
+    if (prev != device && cudaSetDevice(device) != cudaSuccess) (void)cudaGetLastError();
     if (cudaEventDestroy(static_cast<cudaEvent_t>(e)) != cudaSuccess) (void)cudaGetLastError();
-    if (prev != device) (void)cudaSetDevice(prev);
+    if (prev != device && cudaSetDevice(prev) != cudaSuccess) (void)cudaGetLastError();
   }
   void event_record(int device, void* e, void* s) override {
     DeviceScope ds(device);

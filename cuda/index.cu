@@ -51,6 +51,25 @@ unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(b, 1), 1 << 20));
 }
 
+// Records the first out-of-range value of a contiguous index of m elements (for the ops that check
+// every index before they write, or that have nothing to write).
+__global__ void check_index_kernel(const int64_t* index, int64_t m, int64_t n, int64_t* flag) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < m; k += int64_t(gridDim.x) * blockDim.x) {
+    int64_t v = index[k];
+    wrap_index(v, n, flag);
+  }
+}
+
+// Checks every element of a contiguous index against a dim of size n, throwing IndexError as the
+// CPU does (nothing when index checks are off).
+void check_indices(const Tensor& index, int64_t n, int64_t dim, IndexChecker& chk, cudaStream_t stream) {
+  if (!chk.flag() || index.numel() == 0) return;
+  check_index_kernel<<<grid_for(index.numel()), kIndexThreads, 0, stream>>>(
+      static_cast<const int64_t*>(index.data_ptr()), index.numel(), n, chk.flag());
+  NABLA_KERNEL_CHECK("check_index_kernel");
+  chk.check(dim);
+}
+
 // out[o, j, i] = x[o, index[j], i] for contiguous x (outer, n, inner) and out (outer, m, inner);
 // W moves one element.
 template <class W>
@@ -225,9 +244,13 @@ void index_select(const Tensor& x_in, int64_t dim, const Tensor& index_in, const
   Tensor x = contiguous(x_in), index = contiguous(index_in);
   const auto [outer, n, inner] = detail::lines_of(x, dim);
   const int64_t m = index.numel();
-  if (outer * m * inner == 0) return;
-  Tensor oc = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
+  if (m == 0) return;
   IndexChecker chk(device_of(out), "index_select");
+  if (outer * inner == 0) {  // nothing to copy, but the indices are still checked, as on the CPU
+    check_indices(index, n, dim, chk, stream_of(out));
+    return;
+  }
+  Tensor oc = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
   by_element_size(x.element_size(), [&](auto tag) {
     using W = typename decltype(tag)::type;
     index_select_kernel<W><<<grid_for(outer * m * inner), kIndexThreads, 0, stream_of(out)>>>(
@@ -245,16 +268,18 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Ten
   Tensor index = contiguous(index_in), src = contiguous(src_in);
   const auto [outer, n, inner] = detail::lines_of(out, dim);
   const int64_t m = index.numel();
-  if (outer * m * inner == 0) return;
+  if (m == 0) return;
+  // Every index is checked before anything is added, so an error leaves `out` unchanged (as the CPU).
   IndexChecker chk(device_of(out), "index_add");
+  check_indices(index, n, dim, chk, stream_of(out));
+  if (outer * inner == 0) return;
   visit_cuda_dtype(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     index_add_kernel<T><<<grid_for(outer * m * inner), kIndexThreads, 0, stream_of(out)>>>(
         static_cast<T*>(out.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
-        static_cast<const T*>(src.data_ptr()), outer, n, m, inner, chk.flag());
+        static_cast<const T*>(src.data_ptr()), outer, n, m, inner, nullptr);
     NABLA_KERNEL_CHECK("index_add_kernel");
   });
-  chk.check(dim);
 }
 
 void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out) {
@@ -272,9 +297,17 @@ void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out
   chk.check(dim);
 }
 
-void scatter(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, bool accumulate) {
-  if (index.numel() == 0) return;
+void scatter(const Tensor& out, int64_t dim, const Tensor& index_in, const Tensor& src, bool accumulate) {
+  if (index_in.numel() == 0) return;
   DeviceScope ds(out);
+  // The deterministic scatter tells writes apart by the index element's address: an expanded
+  // (stride-0) index would give several writes one address, so it is made contiguous first.
+  Tensor index = index_in;
+  for (int64_t d = 0; d < index.dim() && !accumulate; ++d)
+    if (index.sizes()[d] > 1 && index.strides()[d] == 0) {
+      index = contiguous(index);
+      break;
+    }
   Tensor ov = out.dim() == 0 ? out : line_view(out, index, dim);
   int64_t n = out.dim() == 0 ? 1 : out.sizes()[dim];
   int64_t es = static_cast<int64_t>(out.element_size());

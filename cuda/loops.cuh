@@ -35,8 +35,9 @@ NABLA_HOST_DEVICE inline To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (std::is_same_v<To, bool>) {
-    if constexpr (std::is_integral_v<From>) return v != From(0);
-    else return static_cast<float>(v) != 0.0f;  // as the CPU: a double too small for float is false
+    // Compared in the source type, as the CPU: a double like 1e-50 is nonzero, hence true.
+    if constexpr (is_half_v<From>) return static_cast<float>(v) != 0.0f;
+    else return v != From(0);
   } else if constexpr (is_half_v<From>) {
     return convert<To>(static_cast<float>(v));
   } else if constexpr (is_half_v<To>) {

@@ -27,6 +27,18 @@ __device__ __forceinline__ void put(T* out, int64_t i, double v) {
   else out[i] = static_cast<T>(v);
 }
 
+// The next 16-bit float below v (Half and BFloat16 are sign-magnitude: step the bits).
+template <class T>
+__device__ __forceinline__ T next_below(T v) {
+  uint16_t b = v.bits;
+  if ((b & 0x7fff) == 0) b = 0x8001;  // +-0 -> the smallest negative value
+  else if (b & 0x8000) ++b;
+  else --b;
+  T r;
+  r.bits = b;
+  return r;
+}
+
 // T: the output type. Float64 outputs use two words per element; everything else one (float32 math,
 // as the CPU's float32 kernel; float16/bfloat16 round its result).
 template <class T>
@@ -59,7 +71,13 @@ __global__ void random_kernel(T* out, int64_t n, uint64_t key, uint64_t first, i
             float v = static_cast<float>(p0 + (p1 - p0) * u);
             // Rounding can land on the excluded upper bound; keep [from, to).
             if (v >= static_cast<float>(p1) && p1 > p0) v = ::nextafterf(static_cast<float>(p1), -INFINITY);
-            put(out, i, static_cast<double>(v));
+            if constexpr (is_half_v<T>) {
+              T t(v);  // rounding to 16 bits can land on it again
+              if (static_cast<float>(t) >= static_cast<float>(p1) && p1 > p0) t = next_below(t);
+              out[i] = t;
+            } else {
+              put(out, i, static_cast<double>(v));
+            }
           }
         } else {  // bernoulli(p0)
           out[i] = static_cast<T>(static_cast<float>(u < p0));

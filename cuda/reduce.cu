@@ -119,7 +119,7 @@ struct ReduceArgs {
 };
 
 template <class R>
-__global__ void reduce_kernel(ReduceArgs args, const typename R::In* x, typename R::Out* out,
+__global__ void __launch_bounds__(512) reduce_kernel(ReduceArgs args, const typename R::In* x, typename R::Out* out,
                               typename R::A* partial) {
   using A = typename R::A;
   extern __shared__ __align__(16) unsigned char smem[];

@@ -87,7 +87,7 @@ __host__ __device__ inline size_t shared_key_offset(int64_t P) { return (static_
 // One block sorts one line of `len` elements of contiguous x (lines of `len`), padded to P.
 // Writes the sorted indices (int64) of each line.
 template <class T>
-__global__ void sort_shared_kernel(const T* x, int64_t len, int P, int64_t* out_idx, bool descending) {
+__global__ void __launch_bounds__(1024) sort_shared_kernel(const T* x, int64_t len, int P, int64_t* out_idx, bool descending) {
   using K = sort_key_t<T>;
   extern __shared__ __align__(16) unsigned char smem[];
   int* idx = reinterpret_cast<int*>(smem);

@@ -28,7 +28,7 @@ struct SumOp {
 
 // Row kernels: line = blockIdx.x * blockDim.y + threadIdx.y; blockDim.x threads share a line.
 template <class T>
-__global__ void softmax_rows_kernel(const T* x, T* y, int64_t lines, int64_t len, bool log) {
+__global__ void __launch_bounds__(512) softmax_rows_kernel(const T* x, T* y, int64_t lines, int64_t len, bool log) {
   using C = opmath_t<T>;
   __shared__ double shared[32 * 32];
   int64_t line = blockIdx.x * int64_t(blockDim.y) + threadIdx.y;
@@ -58,8 +58,9 @@ __global__ void softmax_rows_kernel(const T* x, T* y, int64_t lines, int64_t len
   s = sh[32 * 32 - 1 - threadIdx.y];
   if (!active) return;
   if (log) {
-    C lse = static_cast<C>(::log(s)) + mc;
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) q[j] = static_cast<T>(static_cast<C>(p[j]) - lse);
+    // (x - max) - log(sum), as the CPU: x - (max + log(sum)) loses digits to the rounding of the sum.
+    const C ls = static_cast<C>(::log(s));
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) q[j] = static_cast<T>((static_cast<C>(p[j]) - mc) - ls);
   } else {
     C inv = static_cast<C>(1.0 / s);
     for (int64_t j = threadIdx.x; j < len; j += blockDim.x) q[j] = static_cast<T>(::exp(static_cast<C>(p[j]) - mc) * inv);
@@ -67,7 +68,7 @@ __global__ void softmax_rows_kernel(const T* x, T* y, int64_t lines, int64_t len
 }
 
 template <class T>
-__global__ void softmax_backward_rows_kernel(const T* g, const T* y, T* out, int64_t lines, int64_t len, bool log) {
+__global__ void __launch_bounds__(512) softmax_backward_rows_kernel(const T* g, const T* y, T* out, int64_t lines, int64_t len, bool log) {
   using C = opmath_t<T>;
   __shared__ double shared[32 * 32];
   int64_t line = blockIdx.x * int64_t(blockDim.y) + threadIdx.y;
@@ -108,8 +109,8 @@ __global__ void softmax_cols_kernel(const T* x, T* y, int64_t outer, int64_t len
     s += log ? ::exp(static_cast<double>(static_cast<C>(p[j * inner]) - m))
              : static_cast<double>(static_cast<C>(::exp(static_cast<C>(p[j * inner]) - m)));
   if (log) {
-    C lse = static_cast<C>(::log(s)) + m;
-    for (int64_t j = 0; j < len; ++j) q[j * inner] = static_cast<T>(static_cast<C>(p[j * inner]) - lse);
+    const C ls = static_cast<C>(::log(s));
+    for (int64_t j = 0; j < len; ++j) q[j * inner] = static_cast<T>((static_cast<C>(p[j * inner]) - m) - ls);
   } else {
     C inv = static_cast<C>(1.0 / s);
     for (int64_t j = 0; j < len; ++j) q[j * inner] = static_cast<T>(::exp(static_cast<C>(p[j * inner]) - m) * inv);

@@ -65,9 +65,12 @@ TEST(CudaAllocator, record_stream_delays_reuse_until_the_other_stream_is_done) {
   NABLA_REQUIRE_CUDA();
   cuda::Stream side = cuda::new_stream();
   Tensor x = ones({1 << 16}, kCUDA);
+  cuda::Event filled;
+  filled.record();  // x's fill, on the current stream: the side stream does not wait for it by itself
   Tensor y;
   {
     cuda::StreamGuard g(side);
+    side.wait(filled);
     y = x * 3;  // reads x on the side stream
   }
   cuda::record_stream(x, side);

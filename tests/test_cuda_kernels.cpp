@@ -300,6 +300,49 @@ TEST(CudaKernels, random_streams_equal_the_cpu_after_the_same_seed) {
   EXPECT_TRUE(close_on_host(t, tc, 0));
 }
 
+// ---- edge cases found by reading the kernels (each differed from the CPU) --------------------------
+TEST(CudaKernels, edge_cases_agree_with_the_cpu) {
+  NABLA_REQUIRE_CUDA();
+  // log_softmax of large logits: (x - max) - log(sum), not x - (max + log(sum)), keeps float32 digits.
+  Tensor big = tensor({1000.0f, 999.0f, 998.0f}).reshape({1, 3});
+  Tensor want = log_softmax(big.to(kFloat64), 1);
+  EXPECT_TRUE(close_on_host(log_softmax(big.cuda(), 1), want, 1e-6));
+  EXPECT_TRUE(close_on_host(log_softmax(big.t().contiguous().cuda(), 0).t(), want, 1e-6));  // column kernel
+  // A double too small for float32 is still nonzero, hence true.
+  EXPECT_TRUE(tensor({1e-50}, kFloat64).cuda().to(kBool).cpu().item<bool>());
+  EXPECT_TRUE(tensor({0.0, 1e-50}, kFloat64).cuda().any().item<bool>());
+  // Indices are checked even when nothing is copied, and index_add checks before it adds.
+  EXPECT_THROW(zeros({0, 4}, kCUDA).index_select(1, tensor({7}, kInt64).cuda()), IndexError);
+  Tensor acc = zeros({3, 2}, kCUDA);
+  EXPECT_THROW(acc.index_add_(0, tensor({0, 5}, kInt64).cuda(), ones({2, 2}, kCUDA)), IndexError);
+  EXPECT_EQ(acc.abs().sum().item<double>(), 0.0);
+  // scatter with an expanded index: the CPU's last write (the last row of src) wins, every time.
+  Tensor idx = tensor({{2, 0, 1, 2}}, kInt64).expand({3, 4});
+  Tensor src = rnd({3, 4});
+  Tensor sc = zeros({3, 4}, kFloat64).scatter(0, idx, src);
+  for (int rep = 0; rep < 3; ++rep)
+    EXPECT_TRUE(close_on_host(zeros({3, 4}, dtype(kFloat64).device(kCUDA)).scatter(0, idx.cuda(), src.cuda()), sc, 0));
+  // Training batch norm with only a running mean (cuDNN takes both or neither).
+  Tensor x = rnd({4, 3, 5, 5});
+  Tensor rmc = zeros({3}, kFloat64), rmg = rmc.cuda();
+  Tensor yc = batch_norm(x, Tensor(), Tensor(), rmc, Tensor(), true, 0.1, 1e-5);
+  Tensor yg = batch_norm(x.cuda(), Tensor(), Tensor(), rmg, Tensor(), true, 0.1, 1e-5);
+  EXPECT_TRUE(close_on_host(yg, yc, 1e-9));
+  EXPECT_TRUE(close_on_host(rmg, rmc, 1e-12));
+  // float64 uniform with bounds takes the CPU's exact steps (no fused multiply-add on the GPU).
+  manual_seed(11);
+  Tensor uc = empty({1001}, kFloat64).uniform_(-0.1, 0.1);
+  manual_seed(11);
+  Tensor ug = empty({1001}, dtype(kFloat64).device(kCUDA)).uniform_(-0.1, 0.1);
+  EXPECT_TRUE(close_on_host(ug, uc, 0));
+  // 16-bit uniform stays below its upper bound after rounding.
+  for (DType dt : {kFloat16, kBFloat16}) {
+    Tensor h = empty({1 << 20}, dtype(dt).device(kCUDA)).uniform_();
+    EXPECT_LT(h.to(kFloat32).max().item<float>(), 1.0f) << dtype_name(dt);
+    EXPECT_GE(h.to(kFloat32).min().item<float>(), 0.0f) << dtype_name(dt);
+  }
+}
+
 // ---- matmul (cuBLAS) ---------------------------------------------------------------------------------
 TEST(CudaKernels, matmul_layouts_without_copies_and_with) {
   NABLA_REQUIRE_CUDA();
