@@ -8,6 +8,9 @@
 #   memcheck   compute-sanitizer --tool memcheck over the CUDA tests: zero errors expected
 #   racecheck  compute-sanitizer --tool racecheck over the custom-kernel tests: zero hazards expected
 #   speed      examples/device_speed (CPU vs GPU crossover sizes)
+#   mnist      `mnist train --device cuda` (default recipe, 3 epochs; libtorch's example recipe, 4
+#              epochs) next to PyTorch running the same models and loop (bench/torch_mnist.py) on
+#              the same GPU: per-epoch seconds and test accuracy
 #   all        all of the above, in that order (default)
 # Logs go to $OUT when it is set (the device tool brings back what is written there; at most 8
 # files), else to build-gpu/verify/. The exit status is non-zero when any step failed.
@@ -19,6 +22,8 @@
 #      This copies GoogleTest's sources to .gtest/ and the header-only dependencies (nlohmann_json,
 #      stb, zlib's headers) to .deps/, both ignored by git, for GPU machines that have none of them
 #      and no network (the tests' CMake builds GoogleTest from .gtest/ when it is not installed).
+#      MNIST (fetched into data/mnist by scripts/get-data.sh when missing) goes to .deps/mnist/,
+#      gzipped (11 MB), for the mnist step.
 #   2. On the GPU machine (nvcc 13, CMake, ninja, python3 with PyTorch and nvidia.cudnn), from the
 #      repository root:
 #        scripts/gpu-verify.sh            # everything (about 10 minutes on 16 cores)
@@ -27,7 +32,7 @@
 #      of at most 10 minutes each (the build folder stays on the machine while it is warm):
 #        run(command="scripts/gpu-verify.sh env build test", carry=[".gtest", ".deps"], timeout_s=600)
 #        run(command="scripts/gpu-verify.sh memcheck",       carry=[".gtest", ".deps"], timeout_s=600)
-#        run(command="scripts/gpu-verify.sh racecheck speed", carry=[".gtest", ".deps"], timeout_s=600)
+#        run(command="scripts/gpu-verify.sh racecheck speed mnist", carry=[".gtest", ".deps"], timeout_s=600)
 #
 # Environment: OUT (log folder), BUILD_DIR (default build-gpu), JOBS (default: all cores),
 #   MEMCHECK_FILTER / RACECHECK_FILTER (GoogleTest filters for the sanitizer runs),
@@ -61,6 +66,9 @@ if [[ "${1:-}" == "--prepare" ]]; then
   cp -r /usr/share/cmake/nlohmann_json .deps/share/cmake/
   cp -r /usr/include/stb .deps/include/
   cp /usr/include/zlib.h /usr/include/zconf.h .deps/include/ 2>/dev/null || cp /usr/include/*/zconf.h .deps/include/
+  [[ -f data/mnist/train-images-idx3-ubyte ]] || scripts/get-data.sh mnist
+  mkdir -p .deps/mnist
+  for f in data/mnist/*-ubyte; do gzip -9 -c "$f" > ".deps/mnist/$(basename "$f").gz"; done
   for d in .gtest .deps; do
     grep -qx "/$d/" .gitignore 2>/dev/null || grep -qx "/$d/" .git/info/exclude 2>/dev/null ||
       echo "/$d/" >> "$(git rev-parse --git-common-dir 2>/dev/null || echo .git)/info/exclude"
@@ -201,6 +209,45 @@ if want speed; then
   else
     fail "device_speed failed"
     tail -5 "$LOG_DIR/device_speed.log" | tee -a "$SUMMARY"
+  fi
+fi
+
+# ---- mnist: nabla on the GPU next to PyTorch on the same GPU -------------------------------------------
+# Both programs move each batch from host memory, normalize it on the GPU and read back the loss and
+# the number of correct predictions every step; the math modes are nabla's defaults (no TF32, cuDNN
+# heuristics). Seconds are training time per epoch, evaluation excluded.
+if want mnist; then
+  MNIST_DIR="${MNIST_DIR:-}"
+  for d in "$ROOT/data/mnist" "$ROOT/.deps/mnist"; do
+    [[ -z "$MNIST_DIR" && ( -f "$d/train-images-idx3-ubyte" || -f "$d/train-images-idx3-ubyte.gz" ) ]] && MNIST_DIR="$d"
+  done
+  MNIST_LOG="$LOG_DIR/mnist.log"
+  : > "$MNIST_LOG"
+  if [[ -z "$MNIST_DIR" ]]; then
+    fail "mnist: no MNIST files in data/mnist or .deps/mnist (run scripts/gpu-verify.sh --prepare where they can be fetched)"
+  elif ! python3 -c "import torch; assert torch.cuda.is_available()" >> "$MNIST_LOG" 2>&1; then
+    fail "mnist: PyTorch with CUDA is not usable here (see mnist.log)"
+  else
+    WORK="$ROOT/$BUILD_DIR/verify/mnist"
+    mkdir -p "$WORK"
+    # model, epochs, extra flags of `mnist train` (lenet: libtorch's example, images in file order)
+    for run in "cnn 3" "lenet 4 --no-shuffle"; do
+      read -r model epochs extra <<< "$run"
+      say "mnist $model, $epochs epochs: nabla and PyTorch on the GPU"
+      if ! "$ROOT/$BUILD_DIR/examples/mnist" train --model "$model" --epochs "$epochs" --device cuda --quiet \
+             --data "$MNIST_DIR" --checkpoint "$WORK/$model.safetensors" ${extra:+$extra} \
+             --summary-json "$WORK/$model-nabla.json" >> "$MNIST_LOG" 2>&1; then
+        fail "mnist train --model $model --device cuda failed (see mnist.log)"; continue
+      fi
+      if python3 "$ROOT/bench/torch_mnist.py" --model "$model" --epochs "$epochs" --device cuda \
+           --data "$MNIST_DIR" --nabla-csv "$WORK/$model.csv" > "$WORK/torch.log" 2>&1; then
+        cat "$WORK/torch.log" >> "$MNIST_LOG"
+        sed -n '/^epoch   nabla/,$p' "$WORK/torch.log" | tee -a "$SUMMARY"
+      else
+        cat "$WORK/torch.log" >> "$MNIST_LOG"
+        fail "bench/torch_mnist.py --model $model failed (see mnist.log)"
+      fi
+    done
   fi
 fi
 
