@@ -290,7 +290,6 @@ int cmd_train(int argc, char** argv) {
   std::signal(SIGINT, on_sigint);
   bool interactive = !quiet && stdout_is_terminal();
   EvalResult last{};
-  int64_t images_trained = 0;
   for (int64_t epoch = start_epoch; epoch < epochs; ++epoch) {
     model.train();
     double lr_now = opt->lr();
@@ -312,7 +311,6 @@ int cmd_train(int argc, char** argv) {
         partial_correct += (out.argmax(1) == y).sum().item<int64_t>();
       }
       partial_seen += y.numel();
-      images_trained += y.numel();
       progress.update(batch_no, partial_loss / partial_seen, static_cast<double>(partial_correct) / partial_seen,
                       partial_seen);
       if (g_interrupted.load()) {
@@ -366,7 +364,6 @@ int cmd_train(int argc, char** argv) {
       io::write_all(f, json.data(), json.size(), summary);
     });
   }
-  (void)images_trained;
   return kExitOk;
 }
 
