@@ -66,6 +66,18 @@ void ukernel_generic(int64_t k, const T* a, const T* b, T* c, int64_t ldc, T alp
 }
 
 #ifdef NABLA_GEMM_AVX2
+// Asks for the m rows of a C tile (`bytes` wide) ahead of the k loop, which hides their latency
+// behind the loop: for large matrices C comes from memory, and waiting for it at the end of every
+// tile cost ~8% of the GEMM's time.
+template <class T>
+inline void prefetch_tile(const T* c, int64_t ldc, int64_t m, size_t bytes) {
+  for (int64_t i = 0; i < m; ++i) {
+    const char* ci = reinterpret_cast<const char*>(c + i * ldc);
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(ci + off, _MM_HINT_T0);
+    _mm_prefetch(ci + bytes - 1, _MM_HINT_T0);  // the last line when the row is not 64-byte aligned
+  }
+}
+
 // AVX2/FMA: 6 rows x 2 vectors of accumulators (12 ymm), B rows as two loads, A broadcast per row.
 template <class T>
 struct Avx2;
@@ -104,6 +116,7 @@ void ukernel_avx2(int64_t k, const T* a, const T* b, T* c, int64_t ldc, T alpha,
   V r[MR][2];
 #pragma GCC unroll 6
   for (int i = 0; i < MR; ++i) r[i][0] = r[i][1] = S::zero();
+  prefetch_tile(c, ldc, m, NR * sizeof(T));
   for (int64_t p = 0; p < k; ++p) {
     V b0 = S::load(b), b1 = S::load(b + L);
 #pragma GCC unroll 6
@@ -130,7 +143,10 @@ void ukernel_avx2(int64_t k, const T* a, const T* b, T* c, int64_t ldc, T alpha,
     }
     return;
   }
+  // Unrolled like the loops above: a loop indexing r with a variable made GCC keep the
+  // accumulators in memory and store all of them on every k step (half the AVX2 kernel's speed).
   alignas(64) T acc[MR * NR];
+#pragma GCC unroll 6
   for (int i = 0; i < MR; ++i) {
     S::storeu(acc + i * NR, r[i][0]);
     S::storeu(acc + i * NR + L, r[i][1]);
@@ -177,6 +193,7 @@ NABLA_AVX512 void ukernel_avx512(int64_t k, const T* a, const T* b, T* c, int64_
   V r[MR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < MR; ++i) r[i][0] = r[i][1] = S::zero();
+  prefetch_tile(c, ldc, m, NR * sizeof(T));
   for (int64_t p = 0; p < k; ++p) {
     V b0 = S::load(b), b1 = S::load(b + L);
 #pragma GCC unroll 12
@@ -204,6 +221,7 @@ NABLA_AVX512 void ukernel_avx512(int64_t k, const T* a, const T* b, T* c, int64_
     return;
   }
   alignas(64) T acc[MR * NR];
+#pragma GCC unroll 12
   for (int i = 0; i < MR; ++i) {
     S::storeu(acc + i * NR, r[i][0]);
     S::storeu(acc + i * NR + L, r[i][1]);
