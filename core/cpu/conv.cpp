@@ -299,7 +299,10 @@ NABLA_DC_AVX512 void direct_rows(const float* xpad, int64_t Hp, int64_t Wp, int6
   const __mmask16 m1 = Wo > 16 ? __mmask16((1u << (Wo - 16)) - 1) : __mmask16(0);
   const int64_t ckk = C * kh * kw;
   for (int64_t oy = 0; oy < Ho; ++oy) {
+    // Every loop over the accumulators is unrolled: one that indexes them with a variable makes
+    // GCC keep them in memory (see ukernel_avx2 in gemm_kernels.h).
     __m512 acc[OB][2];
+#pragma GCC unroll 8
     for (int ob = 0; ob < OB; ++ob) acc[ob][0] = acc[ob][1] = _mm512_set1_ps(bias ? bias[o0 + ob] : 0.0f);
     for (int64_t c = 0; c < C; ++c) {
       for (int64_t ki = 0; ki < kh; ++ki) {
@@ -316,6 +319,7 @@ NABLA_DC_AVX512 void direct_rows(const float* xpad, int64_t Hp, int64_t Wp, int6
         }
       }
     }
+#pragma GCC unroll 8
     for (int ob = 0; ob < OB; ++ob) {
       float* yr = y + ((o0 + ob) * Ho + oy) * Wo;
       _mm512_mask_storeu_ps(yr, m0, acc[ob][0]);
@@ -387,14 +391,17 @@ NABLA_DC_AVX512 void direct_wgrad_row(const float* xpad, const ConvGeom& g, int6
                                       int64_t n0, int64_t n1, int64_t o0, int64_t c, int64_t ki, float* gw) {
   const __mmask16 m0 = g.Wo >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << g.Wo) - 1);
   const __mmask16 m1 = g.Wo > 16 ? __mmask16((1u << (g.Wo - 16)) - 1) : __mmask16(0);
-  __m512 acc[OB][KW];
+  __m512 acc[OB][KW];  // in registers: every loop over it is unrolled (see direct_rows)
+#pragma GCC unroll 4
   for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 5
     for (int j = 0; j < KW; ++j) acc[b][j] = _mm512_setzero_ps();
   for (int64_t n = n0; n < n1; ++n) {
     const float* xc = xpad + (n * g.C + c) * Hp * Wp + ki * Wp;
     const float* gn = gy + (n * g.O + o0) * g.Ho * g.Wo;
     for (int64_t oy = 0; oy < g.Ho; ++oy) {
       __m512 g0[OB], g1[OB];
+#pragma GCC unroll 4
       for (int b = 0; b < OB; ++b) {
         const float* gr = gn + (b * g.Ho + oy) * g.Wo;
         g0[b] = _mm512_maskz_loadu_ps(m0, gr);
@@ -413,7 +420,9 @@ NABLA_DC_AVX512 void direct_wgrad_row(const float* xpad, const ConvGeom& g, int6
     }
   }
   const int64_t ckk = g.ckk();
+#pragma GCC unroll 4
   for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 5
     for (int j = 0; j < KW; ++j) gw[(o0 + b) * ckk + (c * g.kh + ki) * KW + j] = _mm512_reduce_add_ps(acc[b][j]);
 }
 
