@@ -54,12 +54,14 @@ TEST(CpuKernels, ConvFirstLayerShapesMatchFloat64) {
 }
 
 TEST(CpuKernels, ConvGemmShapesMatchFloat64) {
-  // LeNet's and the CNN's second layers, stride 2, groups, 1x1; even kernel widths and a 16-wide
-  // image (the input gradient's narrow col2im pairs kernel columns and masks 16-lane rows).
+  // LeNet's and the CNN's second layers, stride 2, groups, 1x1; even kernel widths, a 16-wide image
+  // and images up to 8 wide (the input gradient's narrow col2im pairs kernel columns and masks
+  // 16-lane rows, or two 8-lane halves with AVX2).
   for (ConvCase s : {ConvCase{4, 10, 12, 12, 20, 5, 1, 0, 1}, ConvCase{2, 32, 14, 14, 64, 3, 1, 1, 1},
                      ConvCase{2, 8, 11, 9, 12, 3, 2, 1, 1}, ConvCase{2, 8, 10, 10, 8, 3, 1, 1, 4},
                      ConvCase{2, 16, 7, 7, 24, 1, 1, 0, 1}, ConvCase{2, 3, 9, 13, 4, 4, 1, 1, 1},
-                     ConvCase{2, 6, 16, 16, 4, 2, 1, 0, 1}}) {
+                     ConvCase{2, 6, 16, 16, 4, 2, 1, 0, 1}, ConvCase{3, 4, 6, 7, 5, 3, 1, 1, 1},
+                     ConvCase{2, 3, 8, 8, 4, 5, 1, 2, 1}, ConvCase{2, 5, 9, 4, 3, 4, 1, 1, 1}}) {
     SCOPED_TRACE(::testing::Message() << "c=" << s.c << " h=" << s.h << " o=" << s.o << " k=" << s.k << " stride="
                                       << s.stride << " groups=" << s.groups);
     check_conv(s);

@@ -557,8 +557,7 @@ void wgrad_gather(const float* xp, const float* gyp, const ConvGeom& g, float* g
 // patch rows are added into one register holding the image row, each loaded at its shift under a
 // mask (masked-off lanes are never read), instead of kw short scalar loops. Writes x (no += needed).
 bool narrow_col2im_applies(const ConvGeom& g) {
-  return g.W <= 16 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
-         avx512_kernels();
+  return g.W <= 16 && g.kw <= 16 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
 }
 
 // Lanes of mask m from r shifted back by `shift` bytes; masked-off lanes are never read, so the
@@ -567,7 +566,7 @@ NABLA_DC_AVX512 inline __m512 shifted_load(const float* r, __mmask16 m, int64_t 
   return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(r) - shift));
 }
 
-NABLA_DC_AVX512 void col2im_narrow(const float* col, const ConvGeom& g, float* x, int64_t ldcol) {
+NABLA_DC_AVX512 void col2im_narrow_avx512(const float* col, const ConvGeom& g, float* x, int64_t ldcol) {
   const __mmask16 row_mask = static_cast<__mmask16>((1u << g.W) - 1);
   // Per kernel column kj: image column iw receives patch column ow = iw - off for ow in [0, Wo) and
   // iw in [0, W): a lane mask, and the shift from the patch row to the image row.
@@ -598,6 +597,55 @@ NABLA_DC_AVX512 void col2im_narrow(const float* col, const ConvGeom& g, float* x
       _mm512_mask_storeu_ps(x + (c * g.H + ih) * g.W, row_mask, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
     }
   }
+}
+
+// The same with AVX2: the image row (up to 16 wide) as two 8-lane halves, masked loads
+// (_mm256_maskload_ps never reads masked-off lanes either).
+void col2im_narrow_avx2(const float* col, const ConvGeom& g, float* x, int64_t ldcol) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), eight = _mm256_set1_epi32(8);
+  auto lanes_in = [&](int64_t lo, int64_t hi, __m256i first) {  // lanes first + l with lo <= first + l < hi
+    return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(hi)), first),
+                            _mm256_cmpgt_epi32(first, _mm256_set1_epi32(static_cast<int32_t>(lo - 1))));
+  };
+  __m256i mlo[16], mhi[16];  // per kernel column kj: the image columns it reaches (see col2im_narrow_avx512)
+  int64_t off[16];
+  for (int64_t kj = 0; kj < g.kw; ++kj) {
+    off[kj] = kj - g.pw;
+    const int64_t lo = std::max<int64_t>(0, off[kj]), hi = std::min<int64_t>(g.W, g.Wo + off[kj]);
+    mlo[kj] = lanes_in(lo, hi, lane);
+    mhi[kj] = lanes_in(lo, hi, _mm256_add_epi32(lane, eight));
+  }
+  const __m256i row_lo = lanes_in(0, g.W, lane), row_hi = lanes_in(0, g.W, _mm256_add_epi32(lane, eight));
+  const bool wide = g.W > 8;
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    for (int64_t ih = 0; ih < g.H; ++ih) {
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;  // low and high half, kernel column parity
+      const int64_t ki0 = std::max<int64_t>(0, ih + g.ph - g.Ho + 1), ki1 = std::min<int64_t>(g.kh, ih + g.ph + 1);
+      for (int64_t ki = ki0; ki < ki1; ++ki) {
+        const float* r = col + (c * g.kh + ki) * g.kw * ldcol + (ih + g.ph - ki) * g.Wo;
+        for (int64_t kj = 0; kj < g.kw; ++kj) {
+          // Image column iw takes patch column iw - off: the row read from r - off (lanes outside
+          // [lo, hi) are masked off, so the shifted start may lie before the row).
+          const float* p = r + kj * ldcol - off[kj];
+          if (kj & 1) {
+            a1 = _mm256_add_ps(a1, _mm256_maskload_ps(p, mlo[kj]));
+            if (wide) b1 = _mm256_add_ps(b1, _mm256_maskload_ps(p + 8, mhi[kj]));
+          } else {
+            a0 = _mm256_add_ps(a0, _mm256_maskload_ps(p, mlo[kj]));
+            if (wide) b0 = _mm256_add_ps(b0, _mm256_maskload_ps(p + 8, mhi[kj]));
+          }
+        }
+      }
+      float* xr = x + (c * g.H + ih) * g.W;
+      _mm256_maskstore_ps(xr, row_lo, _mm256_add_ps(a0, a1));
+      if (wide) _mm256_maskstore_ps(xr + 8, row_hi, _mm256_add_ps(b0, b1));
+    }
+  }
+}
+
+void col2im_narrow(const float* col, const ConvGeom& g, float* x, int64_t ldcol) {
+  if (avx512_kernels()) col2im_narrow_avx512(col, g, x, ldcol);
+  else col2im_narrow_avx2(col, g, x, ldcol);
 }
 #else
 bool direct_conv_applies(const ConvGeom&) { return false; }
@@ -1033,8 +1081,94 @@ NABLA_DC_AVX512 void maxpool2x2_avx512(const float* xp, int64_t H, int64_t W, in
     }
   }
 }
+
+// The same with AVX2 (CPUs without AVX-512): 8 outputs of a row at a time, masked loads and stores
+// at the end of a row. The scalar loop's data-dependent branches cost ~20x this on random data.
+inline __m256 blend_where(__m256 mask, __m256 if_false, __m256 if_true) { return _mm256_blendv_ps(if_false, if_true, mask); }
+inline __m256i blend_where(__m256 mask, __m256i if_false, __m256i if_true) {
+  return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(if_false), _mm256_castsi256_ps(if_true), mask));
+}
+
+// max4_first for 8 lanes.
+inline void max4_first(__m256 a, __m256 b, __m256 c, __m256 d, int32_t W, __m256* best_out, __m256i* off_out) {
+  const __m256i o1 = _mm256_set1_epi32(1), oW = _mm256_set1_epi32(W), oW1 = _mm256_set1_epi32(W + 1);
+  if (_mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q), _mm256_cmp_ps(c, d, _CMP_UNORD_Q)))) {
+    const __m256 cand[4] = {a, b, c, d};
+    const __m256i offs[4] = {_mm256_setzero_si256(), o1, oW, oW1};
+    __m256 best = a;
+    __m256i off = offs[0];
+    for (int k = 1; k < 4; ++k) {
+      __m256 take = _mm256_or_ps(_mm256_cmp_ps(cand[k], best, _CMP_GT_OQ),
+                                 _mm256_and_ps(_mm256_cmp_ps(cand[k], cand[k], _CMP_UNORD_Q), _mm256_cmp_ps(best, best, _CMP_ORD_Q)));
+      best = blend_where(take, best, cand[k]);
+      off = blend_where(take, off, offs[k]);
+    }
+    *best_out = best;
+    *off_out = off;
+    return;
+  }
+  const __m256 m = _mm256_max_ps(_mm256_max_ps(a, b), _mm256_max_ps(c, d));
+  const __m256 ea = _mm256_cmp_ps(a, m, _CMP_EQ_OQ), eb = _mm256_cmp_ps(b, m, _CMP_EQ_OQ), ec = _mm256_cmp_ps(c, m, _CMP_EQ_OQ);
+  *best_out = blend_where(ea, blend_where(eb, blend_where(ec, d, c), b), a);
+  *off_out = blend_where(ea, blend_where(eb, blend_where(ec, oW1, oW), o1), _mm256_setzero_si256());
+}
+
+// Lanes [0, n) all ones, the rest zero (n <= 8).
+inline __m256i first_lanes(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// The even and the odd elements of the 16 floats lo:hi, in order.
+inline void deinterleave(__m256 lo, __m256 hi, __m256* even, __m256* odd) {
+  *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+  *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
+}
+
+void maxpool2x2_avx2(const float* xp, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int64_t p0, int64_t p1, float* yp,
+                     int64_t* ip) {
+  const int64_t plane_out = Ho * Wo;
+  const int32_t W32 = static_cast<int32_t>(W);
+  const __m256i lane2 = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  for (int64_t pl = p0; pl < p1; ++pl) {
+    for (int64_t oh = 0; oh < Ho; ++oh) {
+      const float* r0 = xp + pl * H * W + 2 * oh * W;
+      const float* r1 = r0 + W;
+      float* yr = yp + pl * plane_out + oh * Wo;
+      int64_t* ir = ip + pl * plane_out + oh * Wo;
+      for (int64_t ow = 0; ow < Wo; ow += 8) {
+        const int64_t n = std::min<int64_t>(8, Wo - ow), c = 2 * ow;  // n outputs read 2n inputs per row
+        __m256 a, b, cc, d;
+        if (n == 8) {
+          deinterleave(_mm256_loadu_ps(r0 + c), _mm256_loadu_ps(r0 + c + 8), &a, &b);
+          deinterleave(_mm256_loadu_ps(r1 + c), _mm256_loadu_ps(r1 + c + 8), &cc, &d);
+        } else {
+          const __m256i in_lo = first_lanes(std::min<int64_t>(8, 2 * n)), in_hi = first_lanes(std::max<int64_t>(0, 2 * n - 8));
+          deinterleave(_mm256_maskload_ps(r0 + c, in_lo), _mm256_maskload_ps(r0 + c + 8, in_hi), &a, &b);
+          deinterleave(_mm256_maskload_ps(r1 + c, in_lo), _mm256_maskload_ps(r1 + c + 8, in_hi), &cc, &d);
+        }
+        __m256 best;
+        __m256i off;
+        max4_first(a, b, cc, d, W32, &best, &off);
+        // flat index = 2 * oh * W + 2 * (ow + lane) + offset
+        const __m256i idx = _mm256_add_epi32(_mm256_add_epi32(off, lane2), _mm256_set1_epi32(static_cast<int32_t>(2 * oh * W + c)));
+        const __m256i i0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(idx)), i1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(idx, 1));
+        if (n == 8) {
+          _mm256_storeu_ps(yr + ow, best);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(ir + ow), i0);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(ir + ow + 4), i1);
+        } else {
+          const __m256i out = first_lanes(n);
+          _mm256_maskstore_ps(yr + ow, out, best);
+          _mm256_maskstore_epi64(reinterpret_cast<long long*>(ir + ow), _mm256_cvtepi32_epi64(_mm256_castsi256_si128(out)), i0);
+          _mm256_maskstore_epi64(reinterpret_cast<long long*>(ir + ow + 4), _mm256_cvtepi32_epi64(_mm256_extracti128_si256(out, 1)), i1);
+        }
+      }
+    }
+  }
+}
 #else
 void maxpool2x2_avx512(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*, int64_t*) {}
+void maxpool2x2_avx2(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*, int64_t*) {}
 #endif
 }  // namespace
 
@@ -1057,12 +1191,22 @@ void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, co
     const bool simple = p.padding[0] == 0 && p.padding[1] == 0 && p.dilation[0] == 1 && p.dilation[1] == 1 &&
                         p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 &&
                         g.Ho * 2 <= g.H && g.Wo * 2 <= g.W;
-    // Indices are stored as int32 lanes: planes below 2^30 elements.
-    const bool avx512 = simple && std::is_same_v<T, float> && g.H * g.W < (int64_t(1) << 30) && avx512_kernels();
+    // Indices are computed in int32 lanes: planes below 2^30 elements.
+    const bool vectorized = simple && std::is_same_v<T, float> && g.H * g.W < (int64_t(1) << 30);
+    const bool avx512 = vectorized && avx512_kernels();
+#ifdef NABLA_GEMM_AVX2
+    const bool avx2 = vectorized && !avx512;
+#else
+    const bool avx2 = false;
+#endif
     parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.Ho * g.Wo, 1)), [&](int64_t a, int64_t b) {
       if constexpr (std::is_same_v<T, float>) {
         if (avx512) {
           maxpool2x2_avx512(xp, g.H, g.W, g.Ho, g.Wo, a, b, yp, ip);
+          return;
+        }
+        if (avx2) {
+          maxpool2x2_avx2(xp, g.H, g.W, g.Ho, g.Wo, a, b, yp, ip);
           return;
         }
       }
