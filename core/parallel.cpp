@@ -1,6 +1,13 @@
 // A persistent thread pool for parallel_for. Workers spin briefly after each job (training loops
 // issue parallel ops back to back) and then sleep. One job runs at a time; a parallel_for issued
 // while another is running (e.g. from a DataLoader worker) runs on its own thread.
+//
+// The job is published through gen_: odd while the caller rewrites the job's fields, even once
+// they are set. A worker takes chunks only of an even generation it has not run yet, and only
+// after counting itself in active_, which the caller waits to drain before rewriting. (Without the
+// odd phase, a worker that woke late for a job the caller had already finished alone could slip
+// in between that wait and the next job's publication, take a chunk of the half-written job and
+// have its completion count reset under it: the caller then waited forever.)
 #include "core/parallel.h"
 
 #include <algorithm>
@@ -41,6 +48,8 @@ class ThreadPool {
   bool run(int64_t begin, int64_t end, int64_t grain, detail::RangeFn fn) {
     std::unique_lock run(run_mu_, std::try_to_lock);
     if (!run.owns_lock()) return false;
+    const uint64_t g = gen_.load(std::memory_order_relaxed);  // even: no job is being written
+    gen_.store(g + 1, std::memory_order_seq_cst);             // keeps late workers out
     while (active_.load(std::memory_order_seq_cst) != 0) NABLA_PAUSE();
 
     int64_t n = end - begin;
@@ -54,7 +63,7 @@ class ThreadPool {
     next_.store(0, std::memory_order_relaxed);
     done_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
-    gen_.fetch_add(1, std::memory_order_seq_cst);
+    gen_.store(g + 2, std::memory_order_seq_cst);  // published
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
       { std::lock_guard lk(mu_); }
       cv_.notify_all();
@@ -102,20 +111,22 @@ class ThreadPool {
 
   void worker() {
     tl_in_parallel = true;
-    uint64_t seen = gen_.load();
+    uint64_t seen = gen_.load();  // even: threads start while no job runs (ctor, resize under run_mu_)
+    auto is_new = [&](uint64_t g) { return g != seen && (g & 1) == 0; };
     for (;;) {
-      for (int spin = 0; spin < (1 << 15) && gen_.load(std::memory_order_acquire) == seen && !stop_.load(); ++spin)
+      for (int spin = 0; spin < (1 << 15) && !is_new(gen_.load(std::memory_order_acquire)) && !stop_.load(); ++spin)
         NABLA_PAUSE();
-      if (gen_.load(std::memory_order_acquire) == seen && !stop_.load()) {
+      if (!is_new(gen_.load(std::memory_order_acquire)) && !stop_.load()) {
         std::unique_lock lk(mu_);
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
-        cv_.wait(lk, [&] { return gen_.load(std::memory_order_seq_cst) != seen || stop_.load(); });
+        cv_.wait(lk, [&] { return is_new(gen_.load(std::memory_order_seq_cst)) || stop_.load(); });
         sleepers_.fetch_sub(1, std::memory_order_seq_cst);
       }
       if (stop_.load()) return;
       active_.fetch_add(1, std::memory_order_seq_cst);
+      // Read after counting in: if the caller has begun rewriting the job since, this is odd.
       uint64_t g = gen_.load(std::memory_order_seq_cst);
-      if (g != seen) {
+      if (is_new(g)) {
         seen = g;
         run_chunks();
       }

@@ -33,7 +33,11 @@ fi
   echo
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet -- . ':!bench/RESULTS.md' 2>/dev/null || echo ' (with uncommitted changes)')"
-  echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB"
+  # Virtual machines often name only the vendor ("AMD EPYC"): the family/model and the widest vector
+  # instructions tell the CPU generations apart (Zen 4 runs AVX-512 at half the width of Zen 5).
+  cpu_field() { grep -m1 "^$1[[:space:]]*:" /proc/cpuinfo | cut -d: -f2 | xargs; }
+  isa=$(grep -qw avx512f /proc/cpuinfo && echo AVX-512 || (grep -qw avx2 /proc/cpuinfo && echo AVX2 || echo "no AVX2"))
+  echo "- machine: $(cpu_field 'model name') (family $(cpu_field 'cpu family'), model $(cpu_field 'model'), $isa, L1d $(lscpu | awk -F: '/L1d/{print $2}' | xargs)), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB"
   echo "- references: libtorch $(dpkg-query -W -f='${Version}' libtorch-dev), OpenBLAS $(dpkg-query -W -f='${Version}' libopenblas0 2>/dev/null || echo '?')"
   echo "- ratio = nabla time / reference time (below 1: nabla is faster); libtorch's best of 1 and 2 threads"
   echo "- method: the contenders run interleaved, one batch each per round (a 150 ms pause between them lets idle"
