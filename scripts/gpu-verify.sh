@@ -158,12 +158,17 @@ fi
 # ---- test -----------------------------------------------------------------------------------------------
 if want test; then
   say "whole test suite"
+  # The safetensors cross-check reads nabla's file with safetensors.torch.load_file: use the Python
+  # that has PyTorch.
+  export NABLA_TEST_PYTHON="$(command -v python3 || true)"
   if "$TESTS" --gtest_brief=0 > "$LOG_DIR/tests.log" 2>&1; then
     say "tests passed: $(grep -E '^\[  PASSED  \]' "$LOG_DIR/tests.log")"
   else
     fail "tests failed: $(grep -E '^\[  FAILED  \] [0-9]+' "$LOG_DIR/tests.log")"
     grep -E '^\[  FAILED  \] ' "$LOG_DIR/tests.log" | head -60 | tee -a "$SUMMARY"
   fi
+  grep -m1 "safetensors.torch.load_file" "$LOG_DIR/tests.log" | tee -a "$SUMMARY" ||
+    say "safetensors.torch.load_file: the cross-check did not run (see tests.log)"
   skipped_gpu=$(grep -c "no CUDA GPU available" "$LOG_DIR/tests.log" || true)
   [[ "$skipped_gpu" -gt 0 ]] && fail "$skipped_gpu CUDA tests skipped for want of a GPU: $(grep -m1 'no CUDA GPU available' "$LOG_DIR/tests.log")"
   grep -E "^(CUDA|op registry|NVIDIA|.*SMs)" "$LOG_DIR/tests.log" | head -5 | tee -a "$SUMMARY"

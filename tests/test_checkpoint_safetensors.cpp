@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -94,8 +95,13 @@ std::string expected_json(const nn::StateDict& sd, const safetensors::Metadata& 
   return os.str();
 }
 
-// A Python with numpy: Debian's /usr/bin/python3 first (python3-numpy), then python3 on PATH.
+// A Python with numpy: NABLA_TEST_PYTHON when set (scripts/gpu-verify.sh points it at the Python
+// that has PyTorch and safetensors), else Debian's /usr/bin/python3 (python3-numpy), then python3
+// on PATH.
 std::string python_with_numpy() {
+  if (const char* py = std::getenv("NABLA_TEST_PYTHON"); py && *py) {
+    if (std::system((std::string(py) + " -c 'import numpy' > /dev/null 2>&1").c_str()) == 0) return py;
+  }
   for (const char* py : {"/usr/bin/python3", "python3"})
     if (std::system((std::string(py) + " -c 'import numpy' > /dev/null 2>&1").c_str()) == 0) return py;
   return "";
