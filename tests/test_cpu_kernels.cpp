@@ -114,9 +114,12 @@ TEST(CpuKernels, MaxPool2x2FastPathMatchesGeneralPath) {
 
 TEST(CpuKernels, GemmTileEdgesMatchFloat64) {
   manual_seed(11);
-  // Sizes on both sides of the micro-kernel tiles (6/12 rows, 16/32 columns) and cache blocks.
-  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
-           {11, 31, 7}, {12, 32, 256}, {13, 33, 257}, {25, 65, 300}, {97, 4, 129}, {3, 100, 50}, {241, 17, 5}}) {
+  // Sizes on both sides of the micro-kernel tiles (6/12 rows, 16/32 columns) and cache blocks, and
+  // row counts that pick each kernel height (AVX-512: 12, 10, 8 rows; AVX2: 6, 5, 4).
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{11, 31, 7},   {12, 32, 256}, {13, 33, 257}, {25, 65, 300},
+                                                            {97, 4, 129},  {3, 100, 50},  {241, 17, 5},  {20, 40, 33},
+                                                            {8, 64, 70},   {10, 33, 100}, {16, 17, 300}, {30, 50, 20},
+                                                            {5, 40, 9},    {40, 70, 260}, {250, 64, 20}}) {
     Tensor a = randn({m, k}, kFloat64), b = randn({k, n}, kFloat64);
     Tensor want = (a.unsqueeze(2) * b.unsqueeze(0)).sum({1});
     for (bool ta : {false, true})

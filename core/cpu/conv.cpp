@@ -501,7 +501,7 @@ bool wgrad_gather_applies(const ConvGeom& g) {
 
 void wgrad_gather(const float* xp, const float* gyp, const ConvGeom& g, float* gwp) {
   using namespace gemm_detail;
-  const KernelSpec<float>& ks = kernel_spec<float>();
+  const KernelSpec<float>& ks = kernel_spec_for_rows<float>(g.Og);
   const int64_t hw = g.hw_out(), ckk = g.ckk(), mr = ks.mr, kcmax = ks.kc;
   const int64_t nsl = (ckk + 31) / 32, msl = (g.Og + mr - 1) / mr, gsize = g.Og * ckk;
   Tensor taps = detail::make_empty({3 * nsl * 32}, DType::i32, kCPU);
@@ -751,7 +751,7 @@ void transpose_rows(const T* const* rows, int64_t nrows, int64_t cols, T* dst, i
 template <class T>
 void conv_weight_grad_padded_rows(const T* xp, const T* gyp, const ConvGeom& g, T* gwp) {
   using namespace gemm_detail;
-  const KernelSpec<T>& ks = kernel_spec<T>();
+  const KernelSpec<T>& ks = kernel_spec_for_rows<T>(g.Og);
   const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw, plane = Hp * Wp, ckk = g.ckk(), hw = g.hw_out();
   const int64_t kimg = (g.Ho - 1) * Wp + g.Wo, mr = ks.mr, nr = ks.nr, kcmax = ks.kc;
   const int64_t msl = (g.Og + mr - 1) / mr, nsl = (ckk + nr - 1) / nr, gsize = g.Og * ckk;
@@ -816,7 +816,7 @@ void conv_forward(const T* xp, const T* wp, const T* bp, const ConvGeom& g, T* y
   if constexpr (std::is_same_v<T, float>) {
     if (direct_conv_applies(g)) return direct_conv(xp, wp, bp, g, yp);
   }
-  const KernelSpec<T>& ks = kernel_spec<T>();
+  const KernelSpec<T>& ks = kernel_spec_for_rows<T>(g.Og);
   int64_t hw = g.hw_out(), ckk = g.ckk();
   // The weights of each group, packed once for all images.
   SmallVector<PackedA<T>, 2> wpack;

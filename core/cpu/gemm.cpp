@@ -60,7 +60,7 @@ void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t rsa, int
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
     return;
   }
-  const KernelSpec<T>& ks = kernel_spec<T>();
+  const KernelSpec<T>& ks = kernel_spec_for_rows<T>(m);
   if (m * n * k <= 16 * 16 * 16 || m < 4 || (n < 8 && csb == 1)) {
     gemm_small(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
     return;

@@ -78,7 +78,8 @@ inline void prefetch_tile(const T* c, int64_t ldc, int64_t m, size_t bytes) {
   }
 }
 
-// AVX2/FMA: 6 rows x 2 vectors of accumulators (12 ymm), B rows as two loads, A broadcast per row.
+// AVX2/FMA: MR rows (6, or 5 and 4 for row counts they tile better) x 2 vectors of accumulators
+// (up to 12 ymm), B rows as two loads, A broadcast per row.
 template <class T>
 struct Avx2;
 template <>
@@ -108,11 +109,11 @@ struct Avx2<double> {
   static void storeu(double* p, V v) { _mm256_storeu_pd(p, v); }
 };
 
-template <class T>
+template <class T, int MR>
 void ukernel_avx2(int64_t k, const T* a, const T* b, T* c, int64_t ldc, T alpha, T beta, int64_t m, int64_t n) {
   using S = Avx2<T>;
   using V = typename S::V;
-  constexpr int MR = 6, L = S::L, NR = 2 * L;
+  constexpr int L = S::L, NR = 2 * L;
   V r[MR][2];
 #pragma GCC unroll 6
   for (int i = 0; i < MR; ++i) r[i][0] = r[i][1] = S::zero();
@@ -154,8 +155,8 @@ void ukernel_avx2(int64_t k, const T* a, const T* b, T* c, int64_t ldc, T alpha,
   store_tile<T, NR>(acc, m, n, c, ldc, alpha, beta);
 }
 
-// AVX-512 (when the CPU has it): 12 rows x 2 vectors of accumulators (24 zmm); on CPUs with
-// full-width 512-bit FMA units this doubles the AVX2 kernel's throughput.
+// AVX-512 (when the CPU has it): MR rows (12, or 10 and 8) x 2 vectors of accumulators (up to 24
+// zmm); on CPUs with full-width 512-bit FMA units this doubles the AVX2 kernel's throughput.
 #define NABLA_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma")))
 template <class T>
 struct Avx512;
@@ -184,12 +185,12 @@ struct Avx512<double> {
   NABLA_AVX512 static void storeu(double* p, V v) { _mm512_storeu_pd(p, v); }
 };
 
-template <class T>
+template <class T, int MR>
 NABLA_AVX512 void ukernel_avx512(int64_t k, const T* a, const T* b, T* c, int64_t ldc, T alpha, T beta, int64_t m,
                                  int64_t n) {
   using S = Avx512<T>;
   using V = typename S::V;
-  constexpr int MR = 12, L = S::L, NR = 2 * L;
+  constexpr int L = S::L, NR = 2 * L;
   V r[MR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < MR; ++i) r[i][0] = r[i][1] = S::zero();
@@ -230,26 +231,60 @@ NABLA_AVX512 void ukernel_avx512(int64_t k, const T* a, const T* b, T* c, int64_
 }
 #endif
 
-// The kernel for this CPU: AVX-512 where available (NABLA_GEMM_KERNEL=avx2 or =generic forces
-// the others, for testing), else AVX2, else portable.
+// The kernels for this CPU, tallest first: AVX-512 where available (NABLA_GEMM_KERNEL=avx2 or
+// =generic forces the others, for testing), else AVX2, else portable. Each ISA has kernels of
+// several heights, so that a product of m rows can take the one that pads m least.
 template <class T>
-const KernelSpec<T>& kernel_spec() {
-  static const KernelSpec<T> spec = [] {
+struct KernelFamily {
+  KernelSpec<T> spec[3];
+  int count;
+};
+
+template <class T>
+const KernelFamily<T>& kernel_family() {
+  static const KernelFamily<T> family = [] {
     const char* force = std::getenv("NABLA_GEMM_KERNEL");
     std::string want = force ? force : "";
     constexpr bool F = std::is_same_v<T, float>;
+    constexpr int nr512 = F ? 32 : 16, nr2 = F ? 16 : 8;
 #ifdef NABLA_GEMM_AVX2
     __builtin_cpu_init();
     bool has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+    // Cache blocks: kc rows of B per panel; mc rows of A (a multiple of the kernel's height) in L2.
+    constexpr int64_t mc512 = F ? 240 : 120, nc512 = F ? 4096 : 2048, nc2 = F ? 3072 : 2048;
     if (has512 && (want.empty() || want == "avx512"))
-      return KernelSpec<T>{"avx512", 12, F ? 32 : 16, 256, F ? 240 : 120, F ? 4096 : 2048, ukernel_avx512<T>};
+      return KernelFamily<T>{{{"avx512", 12, nr512, 256, mc512, nc512, ukernel_avx512<T, 12>},
+                              {"avx512", 10, nr512, 256, mc512, nc512, ukernel_avx512<T, 10>},
+                              {"avx512", 8, nr512, 256, mc512, nc512, ukernel_avx512<T, 8>}},
+                             3};
     if (want != "generic")
-      return KernelSpec<T>{"avx2", 6, F ? 16 : 8, 256, F ? 144 : 96, F ? 3072 : 2048, ukernel_avx2<T>};
+      return KernelFamily<T>{{{"avx2", 6, nr2, 256, F ? 144 : 96, nc2, ukernel_avx2<T, 6>},
+                              {"avx2", 5, nr2, 256, F ? 140 : 90, nc2, ukernel_avx2<T, 5>},
+                              {"avx2", 4, nr2, 256, F ? 144 : 96, nc2, ukernel_avx2<T, 4>}},
+                             3};
 #endif
-    return KernelSpec<T>{"generic", 4, F ? 16 : 8, 256, 128, 2048, ukernel_generic<T, 4, F ? 16 : 8>};
+    return KernelFamily<T>{{{"generic", 4, F ? 16 : 8, 256, 128, 2048, ukernel_generic<T, 4, F ? 16 : 8>}}, 1};
   }();
-  return spec;
+  return family;
+}
+
+// The default (tallest) kernel.
+template <class T>
+const KernelSpec<T>& kernel_spec() {
+  return kernel_family<T>().spec[0];
+}
+
+// The kernel whose tiles pad m rows least, the taller on a tie: LeNet's 20 output channels take two
+// 10-row tiles instead of two 12-row ones with 4 rows of zeros (17% of the work wasted).
+template <class T>
+const KernelSpec<T>& kernel_spec_for_rows(int64_t m) {
+  const KernelFamily<T>& f = kernel_family<T>();
+  auto padded = [m](const KernelSpec<T>& s) { return (m + s.mr - 1) / s.mr * s.mr; };
+  const KernelSpec<T>* best = &f.spec[0];
+  for (int i = 1; i < f.count; ++i)
+    if (padded(f.spec[i]) < padded(*best)) best = &f.spec[i];
+  return *best;
 }
 
 // dst[p * ldd + i] = src[i * lds + p] for i < rows, p < cols: a transposing copy, in 8x8 (float) or
