@@ -42,12 +42,15 @@ void check_conv(const ConvCase& s) {
 }  // namespace
 
 TEST(CpuKernels, ConvFirstLayerShapesMatchFloat64) {
-  // LeNet's and the CNN's first layers (direct kernels where available), odd widths, padding; one
-  // image and an odd count (the weight gradient splits the images between threads).
+  // LeNet's and the CNN's first layers (direct kernels), odd widths, padding, rows of 1 to 4 AVX2
+  // vectors and channel counts that leave partial blocks, a 7-wide kernel (the AVX2 weight gradient
+  // takes the GEMM for it); one image and an odd count (the weight gradient splits the images
+  // between threads).
   for (ConvCase s : {ConvCase{4, 1, 28, 28, 10, 5, 1, 0, 1}, ConvCase{4, 1, 28, 28, 32, 3, 1, 1, 1},
                      ConvCase{3, 2, 9, 17, 5, 3, 1, 1, 1}, ConvCase{2, 3, 7, 31, 9, 3, 1, 2, 1},
                      ConvCase{2, 1, 5, 33, 3, 1, 1, 0, 1}, ConvCase{1, 1, 28, 28, 10, 5, 1, 0, 1},
-                     ConvCase{5, 2, 12, 12, 7, 5, 1, 2, 1}}) {
+                     ConvCase{5, 2, 12, 12, 7, 5, 1, 2, 1}, ConvCase{3, 1, 6, 6, 9, 3, 1, 0, 1},
+                     ConvCase{2, 1, 10, 10, 3, 7, 1, 0, 1}}) {
     SCOPED_TRACE(::testing::Message() << "c=" << s.c << " h=" << s.h << " w=" << s.w << " o=" << s.o << " k=" << s.k);
     check_conv(s);
   }

@@ -328,20 +328,161 @@ NABLA_DC_AVX512 void direct_rows(const float* xpad, int64_t Hp, int64_t Wp, int6
   }
 }
 
+// ---- the same direct kernels with AVX2 (CPUs without AVX-512) ------------------------------------
+// A row of up to 32 outputs is NV <= 4 8-lane vectors, the last one stored under a mask. The 16
+// vector registers hold OB x NV accumulators, the NV input vectors and a broadcast weight.
+
+// Lanes [0, n) all ones, the rest zero (n <= 8).
+inline __m256i first_lanes(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+inline float sum_lanes(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+template <int OB, int NV>
+void direct_rows_avx2(const float* xpad, int64_t Hp, int64_t Wp, int64_t C, int64_t kh, int64_t kw, const float* w,
+                      const float* bias, int64_t o0, int64_t Ho, int64_t Wo, float* y) {
+  const __m256i last = first_lanes(Wo - 8 * (NV - 1));
+  const int64_t ckk = C * kh * kw;
+  for (int64_t oy = 0; oy < Ho; ++oy) {
+    __m256 acc[OB][NV];  // in registers: every loop over it is unrolled (see direct_rows)
+#pragma GCC unroll 8
+    for (int ob = 0; ob < OB; ++ob)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[ob][v] = _mm256_set1_ps(bias ? bias[o0 + ob] : 0.0f);
+    for (int64_t c = 0; c < C; ++c) {
+      for (int64_t ki = 0; ki < kh; ++ki) {
+        const float* row = xpad + (c * Hp + oy + ki) * Wp;
+        for (int64_t kj = 0; kj < kw; ++kj) {
+          __m256 xv[NV];
+#pragma GCC unroll 4
+          for (int v = 0; v < NV; ++v) xv[v] = _mm256_loadu_ps(row + kj + 8 * v);
+          const float* wt = w + o0 * ckk + (c * kh + ki) * kw + kj;
+#pragma GCC unroll 8
+          for (int ob = 0; ob < OB; ++ob) {
+            const __m256 wv = _mm256_broadcast_ss(wt + ob * ckk);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; ++v) acc[ob][v] = _mm256_fmadd_ps(wv, xv[v], acc[ob][v]);
+          }
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int ob = 0; ob < OB; ++ob) {
+      float* yr = y + ((o0 + ob) * Ho + oy) * Wo;
+#pragma GCC unroll 4
+      for (int v = 0; v + 1 < NV; ++v) _mm256_storeu_ps(yr + 8 * v, acc[ob][v]);
+      _mm256_maskstore_ps(yr + 8 * (NV - 1), last, acc[ob][NV - 1]);
+    }
+  }
+}
+
+// All output channels of one image: blocks of as many channels as the registers allow.
+template <int NV>
+void direct_image_avx2(const float* xpad, int64_t Hp, int64_t Wp, const ConvGeom& g, const float* w, const float* bias,
+                       float* y) {
+  constexpr int OBmax = NV == 1 ? 8 : NV == 2 ? 6 : NV == 3 ? 4 : 2;  // OB * NV + NV + 1 <= 16
+  int64_t o = 0;
+  for (; o + OBmax <= g.O; o += OBmax) direct_rows_avx2<OBmax, NV>(xpad, Hp, Wp, g.C, g.kh, g.kw, w, bias, o, g.Ho, g.Wo, y);
+  for (; o + 2 <= g.O; o += 2) direct_rows_avx2<2, NV>(xpad, Hp, Wp, g.C, g.kh, g.kw, w, bias, o, g.Ho, g.Wo, y);
+  for (; o < g.O; ++o) direct_rows_avx2<1, NV>(xpad, Hp, Wp, g.C, g.kh, g.kw, w, bias, o, g.Ho, g.Wo, y);
+}
+
+// The weight gradient's kernel-row block (direct_wgrad_row) with AVX2: OB output channels x KW
+// taps; each gy row is NV vectors, the last loaded under a mask.
+template <int OB, int KW, int NV>
+void direct_wgrad_row_avx2(const float* xpad, const ConvGeom& g, int64_t Hp, int64_t Wp, const float* gy, int64_t n0,
+                           int64_t n1, int64_t o0, int64_t c, int64_t ki, float* gw) {
+  const __m256i last = first_lanes(g.Wo - 8 * (NV - 1));
+  __m256 acc[OB][KW];
+#pragma GCC unroll 4
+  for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 5
+    for (int j = 0; j < KW; ++j) acc[b][j] = _mm256_setzero_ps();
+  for (int64_t n = n0; n < n1; ++n) {
+    const float* xc = xpad + (n * g.C + c) * Hp * Wp + ki * Wp;
+    const float* gn = gy + (n * g.O + o0) * g.Ho * g.Wo;
+    for (int64_t oy = 0; oy < g.Ho; ++oy) {
+      const float* row = xc + oy * Wp;
+      const float* gr = gn + oy * g.Wo;
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        __m256 gv[OB];
+#pragma GCC unroll 4
+        for (int b = 0; b < OB; ++b)
+          gv[b] = v + 1 < NV ? _mm256_loadu_ps(gr + b * g.Ho * g.Wo + 8 * v)
+                             : _mm256_maskload_ps(gr + b * g.Ho * g.Wo + 8 * v, last);
+#pragma GCC unroll 5
+        for (int j = 0; j < KW; ++j) {
+          const __m256 xv = _mm256_loadu_ps(row + j + 8 * v);
+#pragma GCC unroll 4
+          for (int b = 0; b < OB; ++b) acc[b][j] = _mm256_fmadd_ps(gv[b], xv, acc[b][j]);
+        }
+      }
+    }
+  }
+  const int64_t ckk = g.ckk();
+#pragma GCC unroll 4
+  for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 5
+    for (int j = 0; j < KW; ++j) gw[(o0 + b) * ckk + (c * g.kh + ki) * KW + j] = sum_lanes(acc[b][j]);
+}
+
+template <int KW, int NV>
+void direct_wgrad_avx2(const float* xpad, const ConvGeom& g, int64_t Hp, int64_t Wp, const float* gy, int64_t n0,
+                       int64_t n1, float* gw) {
+  constexpr int OBmax = KW == 3 ? 4 : 2;  // OB * KW + OB + 1 <= 16 (the input vector may be a memory operand)
+  for (int64_t o0 = 0; o0 < g.O; o0 += OBmax)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t ki = 0; ki < g.kh; ++ki) {
+        switch (std::min<int64_t>(OBmax, g.O - o0)) {
+          case 4: direct_wgrad_row_avx2<4, KW, NV>(xpad, g, Hp, Wp, gy, n0, n1, o0, c, ki, gw); break;
+          case 3: direct_wgrad_row_avx2<3, KW, NV>(xpad, g, Hp, Wp, gy, n0, n1, o0, c, ki, gw); break;
+          case 2: direct_wgrad_row_avx2<2, KW, NV>(xpad, g, Hp, Wp, gy, n0, n1, o0, c, ki, gw); break;
+          default: direct_wgrad_row_avx2<1, KW, NV>(xpad, g, Hp, Wp, gy, n0, n1, o0, c, ki, gw); break;
+        }
+      }
+}
+
+// Calls f(std::integral_constant<int, NV>) with NV = the 8-lane vectors of an output row (Wo <= 32).
+template <class F>
+void with_row_vectors(int64_t Wo, F&& f) {
+  switch ((Wo + 7) / 8) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    default: f(std::integral_constant<int, 4>{}); break;
+  }
+}
+
+// Direct kernels apply to stride 1, dilation 1, one group, few taps (a first layer on images) and
+// rows of at most 32 outputs; the AVX2 weight gradient only to kernels 3 or 5 wide.
 bool direct_conv_applies(const ConvGeom& g) {
-  return g.G == 1 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.ckk() <= 64 && g.Wo <= 32 &&
-         avx512_kernels();
+  return g.G == 1 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.ckk() <= 64 && g.Wo >= 1 && g.Wo <= 32;
+}
+
+bool direct_wgrad_applies(const ConvGeom& g) {
+  return direct_conv_applies(g) && (avx512_kernels() || g.kw == 3 || g.kw == 5);
 }
 
 void direct_conv(const float* xp, const float* wp, const float* bp, const ConvGeom& g, float* yp) {
   // Rows are read as two 16-wide vectors from kj on: pad the image so every load stays inside.
   const int64_t Hp = g.H + 2 * g.ph, Wp = std::max<int64_t>(g.W + 2 * g.pw, g.kw + 32);
+  const bool avx512 = avx512_kernels();
   parallel_for(0, g.N, 1, [&](int64_t n0, int64_t n1) {
     float* xpad = thread_scratch<float>(Scratch::conv_image, g.C * Hp * Wp);
     std::fill(xpad, xpad + g.C * Hp * Wp, 0.0f);
     for (int64_t n = n0; n < n1; ++n) {
       copy_planes(xp + n * g.C * g.H * g.W, g.C, g.H, g.W, xpad + g.ph * Wp + g.pw, Hp * Wp, Wp);
       float* yn = yp + n * g.O * g.Ho * g.Wo;
+      if (!avx512) {
+        with_row_vectors(g.Wo, [&](auto nv) { direct_image_avx2<decltype(nv)::value>(xpad, Hp, Wp, g, wp, bp, yn); });
+        continue;
+      }
       int64_t o = 0;
       for (; o + 8 <= g.O; o += 8) direct_rows<8>(xpad, Hp, Wp, g.C, g.kh, g.kw, wp, bp, o, g.Ho, g.Wo, yn);
       for (; o + 4 <= g.O; o += 4) direct_rows<4>(xpad, Hp, Wp, g.C, g.kh, g.kw, wp, bp, o, g.Ho, g.Wo, yn);
@@ -437,6 +578,14 @@ void direct_conv_weight_grad(const float* xp, const float* gyp, const ConvGeom& 
     std::fill(xpad + n0 * g.C * Hp * Wp, xpad + n1 * g.C * Hp * Wp, 0.0f);
     for (int64_t n = n0; n < n1; ++n)
       copy_planes(xp + n * g.C * g.H * g.W, g.C, g.H, g.W, xpad + (n * g.C * Hp + g.ph) * Wp + g.pw, Hp * Wp, Wp);
+    if (!avx512_kernels()) {
+      with_row_vectors(g.Wo, [&](auto nv) {
+        constexpr int NV = decltype(nv)::value;
+        if (g.kw == 3) direct_wgrad_avx2<3, NV>(xpad, g, Hp, Wp, gyp, n0, n1, gw);
+        else direct_wgrad_avx2<5, NV>(xpad, g, Hp, Wp, gyp, n0, n1, gw);
+      });
+      return;
+    }
     if (g.kw != 3 && g.kw != 5) {
       // Other kernel widths: one output channel at a time, all its taps in registers.
       for (int64_t o = 0; o < g.O; ++o) direct_wgrad_o(xpad, n0, n1, g.C, Hp, Wp, g.kh, g.kw, gyp, g.O, o, g.Ho, g.Wo, gw);
@@ -649,6 +798,7 @@ void col2im_narrow(const float* col, const ConvGeom& g, float* x, int64_t ldcol)
 }
 #else
 bool direct_conv_applies(const ConvGeom&) { return false; }
+bool direct_wgrad_applies(const ConvGeom&) { return false; }
 void direct_conv(const float*, const float*, const float*, const ConvGeom&, float*) {}
 void direct_conv_weight_grad(const float*, const float*, const ConvGeom&, float*) {}
 bool wgrad_gather_applies(const ConvGeom&) { return false; }
@@ -941,7 +1091,7 @@ void conv2d_weight_grad(const Tensor& x_in, const Tensor& gy_in, const Conv2dPar
   Tensor x = contig(x_in), gy = contig(gy_in);
   ConvGeom g = geom(x, gw, gy, p);
   Tensor out = gw.is_contiguous() ? gw : detail::make_empty(gw.sizes(), gw.dtype(), gw.device());
-  if (x.dtype() == DType::f32 && direct_conv_applies(g)) {
+  if (x.dtype() == DType::f32 && direct_wgrad_applies(g)) {
     direct_conv_weight_grad(static_cast<const float*>(x.data_ptr()), static_cast<const float*>(gy.data_ptr()), g,
                             static_cast<float*>(out.data_ptr()));
     if (!out.is_same(gw)) copy(out, gw);
@@ -1111,11 +1261,6 @@ inline void max4_first(__m256 a, __m256 b, __m256 c, __m256 d, int32_t W, __m256
   const __m256 ea = _mm256_cmp_ps(a, m, _CMP_EQ_OQ), eb = _mm256_cmp_ps(b, m, _CMP_EQ_OQ), ec = _mm256_cmp_ps(c, m, _CMP_EQ_OQ);
   *best_out = blend_where(ea, blend_where(eb, blend_where(ec, d, c), b), a);
   *off_out = blend_where(ea, blend_where(eb, blend_where(ec, oW1, oW), o1), _mm256_setzero_si256());
-}
-
-// Lanes [0, n) all ones, the rest zero (n <= 8).
-inline __m256i first_lanes(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // The even and the odd elements of the 16 floats lo:hi, in order.
