@@ -46,8 +46,9 @@ class AutoGradMode {
  private:
   bool prev_;
 };
-// Inference mode: no recording and no version-counter bumps, for the fastest evaluation loops.
-// Tensors made inside must not be used later in autograd-recorded computations that modify them.
+// Inference mode: the fastest evaluation loops; nothing is recorded (as NoGradGuard). In-place ops
+// still bump version counters, so a tensor saved for a backward outside the guard and modified
+// inside it is still caught when that backward runs.
 class InferenceMode {
  public:
   explicit InferenceMode(bool enabled = true);

@@ -99,9 +99,7 @@ DType result_type(const Tensor& a, const Tensor& b) {
   return lo;
 }
 
-void bump_version(const Tensor& t) {
-  if (!autograd::InferenceMode::is_enabled()) ++t.impl()->storage->version;
-}
+void bump_version(const Tensor& t) { ++t.impl()->storage->version; }
 
 void check_inplace(const Tensor& self, const char* op) {
   TensorImpl* s = self.impl();

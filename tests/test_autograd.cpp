@@ -156,8 +156,21 @@ TEST(GradMode, InferenceMode) {
   }
   EXPECT_FALSE(autograd::InferenceMode::is_enabled());
   EXPECT_TRUE(autograd::is_grad_enabled());
-  EXPECT_EQ(buf.version(), v);
+  EXPECT_EQ(buf.version(), v + 1);  // in-place writes still count (see the next test)
   EXPECT_TRUE(tensor_is(buf, {2}, {1, 1}));
+}
+
+TEST(GradMode, InPlaceUnderInferenceModeStillCaughtByBackward) {
+  // A tensor saved for backward and then modified inside an InferenceMode block: the backward
+  // would use the new values and give a wrong gradient, so it must throw, as outside the guard.
+  Tensor x = leaf({1, 2}, {2});
+  Tensor w = tensor({3.f, 4.f});
+  Tensor y = (x * w).sum();  // saves w
+  {
+    autograd::InferenceMode im;
+    w.mul_(10);
+  }
+  EXPECT_TRUE(throws_with<AutogradError>([&] { y.backward(); }, {"MulBackward", "modified by an in-place"}));
 }
 
 // ---- leaves, requires_grad, grad_fn --------------------------------------------------------------

@@ -303,14 +303,14 @@ TEST(Version, SharedWithViewsAndDetach) {
   EXPECT_TRUE(tensor_is(base, {2, 3}, {-1, -1, -1, 0, 0, 0}));
 }
 
-TEST(Version, InferenceModeDoesNotBump) {
+TEST(Version, InferenceModeStillBumps) {
   Tensor t = zeros({2});
   uint32_t v = t.version();
   {
     autograd::InferenceMode im;
     t.add_(1);
   }
-  EXPECT_EQ(t.version(), v);
+  EXPECT_EQ(t.version(), v + 1);
   EXPECT_TRUE(tensor_is(t, {2}, {1, 1}));
 }
 
