@@ -343,8 +343,9 @@ Tensor batch_norm_composite(const Tensor& x, const Tensor& w, const Tensor& b, c
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps) {
-  check<ShapeError>(x.defined() && x.dim() >= 2, "batch_norm: expected input (N, C, ...) with at least 2 dims, got ",
-                    x.defined() ? detail::describe(x) : std::string("an undefined tensor"));
+  if (!x.defined() || x.dim() < 2) [[unlikely]]  // (the message is built only when it is needed)
+    throw ShapeError(detail::str("batch_norm: expected input (N, C, ...) with at least 2 dims, got ",
+                                 x.defined() ? detail::describe(x) : std::string("an undefined tensor")));
   check<DTypeError>(is_floating(x.dtype()), "batch_norm: expected a floating input, got ", x.dtype());
   const int64_t C = x.sizes()[1];
   for (const Tensor* p : {&weight, &bias, &running_mean, &running_var}) {

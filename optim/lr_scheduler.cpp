@@ -55,7 +55,7 @@ LRScheduler::LRScheduler(Optimizer& optimizer, std::string name) : opt_(optimize
   }
 }
 
-void LRScheduler::apply(const std::vector<double>& lrs) {
+void LRScheduler::apply(const LRList& lrs) {
   check<ValueError>(lrs.size() == num_groups(), name_, ": computed ", lrs.size(), " learning rates for ", num_groups(),
                     " parameter groups");
   for (size_t g = 0; g < lrs.size(); ++g) opt_.set_lr(g, lrs[g]);
@@ -111,15 +111,15 @@ StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma)
   initial_step();
 }
 
-std::vector<double> StepLR::get_lr() {
-  std::vector<double> out;
+LRList StepLR::get_lr() {
+  LRList out;
   bool decay = last_epoch_ != 0 && last_epoch_ % step_size_ == 0;
   for (size_t g = 0; g < num_groups(); ++g) out.push_back(decay ? group_lr(g) * gamma_ : group_lr(g));
   return out;
 }
 
-std::optional<std::vector<double>> StepLR::closed_form_lr() const {
-  std::vector<double> out;
+std::optional<LRList> StepLR::closed_form_lr() const {
+  LRList out;
   for (double b : base_lrs_) out.push_back(b * std::pow(gamma_, static_cast<double>(last_epoch_ / step_size_)));
   return out;
 }
@@ -130,17 +130,17 @@ MultiStepLR::MultiStepLR(Optimizer& opt, std::vector<int64_t> milestones, double
   initial_step();
 }
 
-std::vector<double> MultiStepLR::get_lr() {
+LRList MultiStepLR::get_lr() {
   auto count = std::count(milestones_.begin(), milestones_.end(), last_epoch_);
   double f = std::pow(gamma_, static_cast<double>(count));
-  std::vector<double> out;
+  LRList out;
   for (size_t g = 0; g < num_groups(); ++g) out.push_back(count ? group_lr(g) * f : group_lr(g));
   return out;
 }
 
-std::optional<std::vector<double>> MultiStepLR::closed_form_lr() const {
+std::optional<LRList> MultiStepLR::closed_form_lr() const {
   auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) - milestones_.begin();
-  std::vector<double> out;
+  LRList out;
   for (double b : base_lrs_) out.push_back(b * std::pow(gamma_, static_cast<double>(passed)));
   return out;
 }
@@ -149,14 +149,14 @@ ExponentialLR::ExponentialLR(Optimizer& opt, double gamma) : LRScheduler(opt, "E
   initial_step();
 }
 
-std::vector<double> ExponentialLR::get_lr() {
-  std::vector<double> out;
+LRList ExponentialLR::get_lr() {
+  LRList out;
   for (size_t g = 0; g < num_groups(); ++g) out.push_back(last_epoch_ == 0 ? group_lr(g) : group_lr(g) * gamma_);
   return out;
 }
 
-std::optional<std::vector<double>> ExponentialLR::closed_form_lr() const {
-  std::vector<double> out;
+std::optional<LRList> ExponentialLR::closed_form_lr() const {
+  LRList out;
   for (double b : base_lrs_) out.push_back(b * std::pow(gamma_, static_cast<double>(last_epoch_)));
   return out;
 }
@@ -169,8 +169,8 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_m
   initial_step();
 }
 
-std::vector<double> CosineAnnealingLR::get_lr() {
-  std::vector<double> out;
+LRList CosineAnnealingLR::get_lr() {
+  LRList out;
   double e = static_cast<double>(last_epoch_), T = static_cast<double>(T_max_);
   for (size_t g = 0; g < num_groups(); ++g) {
     double lr = group_lr(g), base = base_lrs_[g];
@@ -185,8 +185,8 @@ std::vector<double> CosineAnnealingLR::get_lr() {
   return out;
 }
 
-std::optional<std::vector<double>> CosineAnnealingLR::closed_form_lr() const {
-  std::vector<double> out;
+std::optional<LRList> CosineAnnealingLR::closed_form_lr() const {
+  LRList out;
   double e = static_cast<double>(last_epoch_), T = static_cast<double>(T_max_);
   for (double b : base_lrs_) out.push_back(eta_min_ + (b - eta_min_) * (1 + std::cos(M_PI * e / T)) / 2);
   return out;
@@ -202,8 +202,8 @@ LinearLR::LinearLR(Optimizer& opt, double start_factor, double end_factor, int64
   initial_step();
 }
 
-std::vector<double> LinearLR::get_lr() {
-  std::vector<double> out;
+LRList LinearLR::get_lr() {
+  LRList out;
   for (size_t g = 0; g < num_groups(); ++g) {
     double lr = group_lr(g);
     if (last_epoch_ == 0) {
@@ -219,8 +219,8 @@ std::vector<double> LinearLR::get_lr() {
   return out;
 }
 
-std::optional<std::vector<double>> LinearLR::closed_form_lr() const {
-  std::vector<double> out;
+std::optional<LRList> LinearLR::closed_form_lr() const {
+  LRList out;
   double t = static_cast<double>(std::min(total_iters_, last_epoch_));
   for (double b : base_lrs_)
     out.push_back(b * (start_factor_ + (end_factor_ - start_factor_) * t / static_cast<double>(total_iters_)));
@@ -238,10 +238,10 @@ LambdaLR::LambdaLR(Optimizer& opt, std::vector<Lambda> fs) : LRScheduler(opt, "L
   initial_step();
 }
 
-std::vector<double> LambdaLR::get_lr() { return *closed_form_lr(); }
+LRList LambdaLR::get_lr() { return *closed_form_lr(); }
 
-std::optional<std::vector<double>> LambdaLR::closed_form_lr() const {
-  std::vector<double> out;
+std::optional<LRList> LambdaLR::closed_form_lr() const {
+  LRList out;
   for (size_t g = 0; g < base_lrs_.size(); ++g) out.push_back(base_lrs_[g] * lambdas_[g](last_epoch_));
   return out;
 }
@@ -292,11 +292,11 @@ double OneCycleLR::anneal(double start, double end, double pct) const {
   return end + (start - end) / 2.0 * (std::cos(M_PI * pct) + 1);
 }
 
-std::vector<double> OneCycleLR::get_lr() {
+LRList OneCycleLR::get_lr() {
   check<ValueError>(last_epoch_ <= total_steps_, "OneCycleLR: tried to step ", last_epoch_,
                     " times; the schedule has total_steps = ", total_steps_);
   double step = static_cast<double>(last_epoch_);
-  std::vector<double> out;
+  LRList out;
   for (size_t g = 0; g < num_groups(); ++g) {
     double start = 0, lr = 0, mom = 0;
     for (size_t i = 0; i < phases_.size(); ++i) {

@@ -20,9 +20,14 @@
 #include <string>
 #include <vector>
 
+#include "core/small_vector.h"
 #include "optim/optimizer.h"
 
 namespace nabla::optim {
+
+// Learning rates, one per parameter group (inline for up to 8 groups, so stepping a scheduler
+// allocates nothing).
+using LRList = SmallVector<double, 8>;
 
 class LRScheduler {
  public:
@@ -45,10 +50,10 @@ class LRScheduler {
  protected:
   LRScheduler(Optimizer& optimizer, std::string name);
   // The learning rates at last_epoch_ (already advanced), from the groups' current rates.
-  virtual std::vector<double> get_lr() = 0;
+  virtual LRList get_lr() = 0;
   // The learning rates at last_epoch_ from base_lrs alone, for schedulers that have such a form
   // (used when a SequentialLR restarts a scheduler at epoch 0).
-  virtual std::optional<std::vector<double>> closed_form_lr() const { return std::nullopt; }
+  virtual std::optional<LRList> closed_form_lr() const { return std::nullopt; }
   // The construction-time step to epoch 0; derived constructors call it last.
   void initial_step();
   // What a scheduler keeps beyond the common fields.
@@ -56,7 +61,7 @@ class LRScheduler {
   virtual void load_extra(const StateDict&) {}
   double group_lr(size_t g) const { return opt_.lr(g); }
   size_t num_groups() const { return opt_.num_param_groups(); }
-  void apply(const std::vector<double>& lrs);
+  void apply(const LRList& lrs);
 
   Optimizer& opt_;
   std::string name_;
@@ -76,8 +81,8 @@ class StepLR : public LRScheduler {
   StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
 
  protected:
-  std::vector<double> get_lr() override;
-  std::optional<std::vector<double>> closed_form_lr() const override;
+  LRList get_lr() override;
+  std::optional<LRList> closed_form_lr() const override;
 
  private:
   int64_t step_size_;
@@ -90,8 +95,8 @@ class MultiStepLR : public LRScheduler {
   MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma = 0.1);
 
  protected:
-  std::vector<double> get_lr() override;
-  std::optional<std::vector<double>> closed_form_lr() const override;
+  LRList get_lr() override;
+  std::optional<LRList> closed_form_lr() const override;
 
  private:
   std::vector<int64_t> milestones_;  // sorted
@@ -104,8 +109,8 @@ class ExponentialLR : public LRScheduler {
   ExponentialLR(Optimizer& optimizer, double gamma);
 
  protected:
-  std::vector<double> get_lr() override;
-  std::optional<std::vector<double>> closed_form_lr() const override;
+  LRList get_lr() override;
+  std::optional<LRList> closed_form_lr() const override;
 
  private:
   double gamma_;
@@ -118,8 +123,8 @@ class CosineAnnealingLR : public LRScheduler {
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0);
 
  protected:
-  std::vector<double> get_lr() override;
-  std::optional<std::vector<double>> closed_form_lr() const override;
+  LRList get_lr() override;
+  std::optional<LRList> closed_form_lr() const override;
 
  private:
   int64_t T_max_;
@@ -133,8 +138,8 @@ class LinearLR : public LRScheduler {
   LinearLR(Optimizer& optimizer, double start_factor = 1.0 / 3, double end_factor = 1.0, int64_t total_iters = 5);
 
  protected:
-  std::vector<double> get_lr() override;
-  std::optional<std::vector<double>> closed_form_lr() const override;
+  LRList get_lr() override;
+  std::optional<LRList> closed_form_lr() const override;
 
  private:
   double start_factor_, end_factor_;
@@ -150,8 +155,8 @@ class LambdaLR : public LRScheduler {
   LambdaLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas);
 
  protected:
-  std::vector<double> get_lr() override;
-  std::optional<std::vector<double>> closed_form_lr() const override;
+  LRList get_lr() override;
+  std::optional<LRList> closed_form_lr() const override;
 
  private:
   std::vector<Lambda> lambdas_;
@@ -179,7 +184,7 @@ class OneCycleLR : public LRScheduler {
   int64_t total_steps() const { return total_steps_; }
 
  protected:
-  std::vector<double> get_lr() override;
+  LRList get_lr() override;
 
  private:
   struct Phase {
@@ -217,7 +222,7 @@ class ReduceLROnPlateau : public LRScheduler {
   int64_t num_bad_epochs() const { return num_bad_epochs_; }
 
  protected:
-  std::vector<double> get_lr() override { return last_lrs_; }
+  LRList get_lr() override { return LRList(last_lrs_.begin(), last_lrs_.end()); }
   void save_extra(StateDict& sd) const override;
   void load_extra(const StateDict& sd) override;
 
@@ -240,7 +245,7 @@ class SequentialLR : public LRScheduler {
   void load_state_dict(const StateDict& state) override;
 
  protected:
-  std::vector<double> get_lr() override { return last_lrs_; }
+  LRList get_lr() override { return LRList(last_lrs_.begin(), last_lrs_.end()); }
 
  private:
   std::vector<std::shared_ptr<LRScheduler>> schedulers_;
@@ -256,7 +261,7 @@ class ChainedScheduler : public LRScheduler {
   void load_state_dict(const StateDict& state) override;
 
  protected:
-  std::vector<double> get_lr() override { return last_lrs_; }
+  LRList get_lr() override { return LRList(last_lrs_.begin(), last_lrs_.end()); }
 
  private:
   std::vector<std::shared_ptr<LRScheduler>> schedulers_;

@@ -71,29 +71,31 @@ void Optimizer::add_group_params(std::vector<Tensor> params) {
   groups_.push_back(Group{std::move(params), std::nullopt});
 }
 
-bool Optimizer::has_option(const std::string& option) const {
+bool Optimizer::has_option(std::string_view option) const {
   bool found = false;
   if (groups_.empty()) return false;
   visit_options(0, [&](const char* n, FieldRef) { found = found || option == n; });
   return found;
 }
 
-double Optimizer::get_option(size_t group, const std::string& option) const {
+double Optimizer::get_option(size_t group, std::string_view option) const {
   check<IndexError>(group < groups_.size(), name_, ": no parameter group ", group);
   std::optional<double> v;
-  std::string names;
   visit_options(group, [&](const char* n, FieldRef ref) {
-    names += (names.empty() ? "" : ", ") + std::string(n);
     if (option != n) return;
     std::visit(overloaded{[&](double* d) { v = *d; }, [&](bool* b) { v = *b ? 1.0 : 0.0; },
                           [&](int64_t* i) { v = static_cast<double>(*i); }, [](Tensor*) {}},
                ref);
   });
-  check<ValueError>(v.has_value(), name_, ": unknown option '", option, "' (it has: ", names, ")");
+  if (!v) [[unlikely]] {
+    std::string names;
+    visit_options(group, [&](const char* n, FieldRef) { names += (names.empty() ? "" : ", ") + std::string(n); });
+    throw ValueError(detail::str(name_, ": unknown option '", option, "' (it has: ", names, ")"));
+  }
   return *v;
 }
 
-void Optimizer::set_option(size_t group, const std::string& option, double value) {
+void Optimizer::set_option(size_t group, std::string_view option, double value) {
   double old = get_option(group, option);  // checks the group and the name
   auto assign = [&](double x) {
     visit_options(group, [&](const char* n, FieldRef ref) {

@@ -21,8 +21,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <variant>
@@ -57,9 +60,9 @@ class Optimizer {
 
   // Hyper-parameters of a group by name ("lr", "momentum", "beta1", "weight_decay", ...), for
   // schedulers and for changing them during training.
-  bool has_option(const std::string& option) const;
-  double get_option(size_t group, const std::string& option) const;
-  void set_option(size_t group, const std::string& option, double value);
+  bool has_option(std::string_view option) const;
+  double get_option(size_t group, std::string_view option) const;
+  void set_option(size_t group, std::string_view option, double value);
   double lr(size_t group = 0) const { return get_option(group, "lr"); }
   void set_lr(size_t group, double lr) { set_option(group, "lr", lr); }
   void set_lr(double lr);  // every group
@@ -73,7 +76,20 @@ class Optimizer {
  protected:
   // A reference to one named field of an options or state struct.
   using FieldRef = std::variant<double*, bool*, int64_t*, Tensor*>;
-  using FieldFn = std::function<void(const char* name, FieldRef ref)>;
+  // A non-owning reference to a callable (a std::function would allocate for most lambdas).
+  class FieldFn {
+   public:
+    template <class F>
+      requires(!std::is_same_v<std::remove_cvref_t<F>, FieldFn>)
+    FieldFn(F&& f)  // NOLINT(google-explicit-constructor): lambdas convert implicitly
+        : obj_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+          call_([](void* o, const char* n, FieldRef r) { (*static_cast<std::remove_reference_t<F>*>(o))(n, r); }) {}
+    void operator()(const char* name, FieldRef ref) const { call_(obj_, name, ref); }
+
+   private:
+    void* obj_;
+    void (*call_)(void*, const char*, FieldRef);
+  };
 
   Optimizer(std::string name) : name_(std::move(name)) {}
   // Registers a group (after the derived class checked its options).
