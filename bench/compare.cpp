@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../examples/mnist/models.h"
 #include "nabla.h"
 #include "torch_lenet.h"
 #include "timing.h"
@@ -161,7 +162,8 @@ void conv() {
 // ---- training epochs with preloaded data --------------------------------------------------------
 constexpr int64_t kTrain = 60000;
 
-// Both sides use their framework's own optimizer, functional dropout and loss, as a user would.
+// Both sides use their framework's own modules, optimizer and loss, as a user would: the same
+// models (LeNet is the mnist example's on the nabla side, its libtorch twin in torch_lenet.h).
 nb::optim::SGD nb_sgd(std::vector<nb::Tensor> params, double lr, double momentum) {
   nb::optim::SGDOptions o;
   o.lr = lr;
@@ -169,22 +171,18 @@ nb::optim::SGD nb_sgd(std::vector<nb::Tensor> params, double lr, double momentum
   return nb::optim::SGD(std::move(params), o);
 }
 
-nb::Tensor nb_uniform(nb::IntArrayRef shape, double bound) {
-  return (nb::rand(shape) * 2 - 1) * bound;
-}
 void mlp() {
   std::printf("\nMLP 784-256-10 epoch, batch 64, SGD lr 0.01 momentum 0.9, data preloaded\n");
   int64_t n = quick ? 12800 : kTrain, bs = 64;
   nb::manual_seed(1);
   nb::Tensor X = nb::rand({n, 784}), Y = nb::randint(0, 10, {n});
-  nb::Tensor w1 = nb_uniform({256, 784}, 1 / 28.0).requires_grad_(), b1 = nb_uniform({256}, 1 / 28.0).requires_grad_();
-  nb::Tensor w2 = nb_uniform({10, 256}, 1 / 16.0).requires_grad_(), b2 = nb_uniform({10}, 1 / 16.0).requires_grad_();
-  nb::optim::SGD opt = nb_sgd({w1, b1, w2, b2}, 0.01, 0.9);
+  auto nb_net = std::make_shared<nb::nn::Sequential>(std::make_shared<nb::nn::Linear>(784, 256),
+                                                  std::make_shared<nb::nn::ReLU>(), std::make_shared<nb::nn::Linear>(256, 10));
+  nb::optim::SGD opt = nb_sgd(nb_net->parameters(), 0.01, 0.9);
   auto nb_epoch = [&] {
     for (int64_t i = 0; i + bs <= n; i += bs) {
       nb::Tensor x = X.narrow(0, i, bs), y = Y.narrow(0, i, bs);
-      nb::Tensor h = nb::linear(x, w1, b1).relu();
-      nb::Tensor loss = F::nll_loss(nb::log_softmax(nb::linear(h, w2, b2), 1), y);
+      nb::Tensor loss = F::nll_loss(nb::log_softmax(nb_net->forward(x), 1), y);
       opt.zero_grad();
       loss.backward();
       opt.step();
@@ -212,19 +210,14 @@ void lenet() {
   int64_t n = quick ? 6400 : kTrain, bs = 64;
   nb::manual_seed(1);
   nb::Tensor X = nb::rand({n, 1, 28, 28}), Y = nb::randint(0, 10, {n});
-  auto param = [](nb::IntArrayRef s, int64_t fan_in) { return nb_uniform(s, 1 / std::sqrt(double(fan_in))).requires_grad_(); };
-  nb::Tensor c1w = param({10, 1, 5, 5}, 25), c1b = param({10}, 25), c2w = param({20, 10, 5, 5}, 250), c2b = param({20}, 250);
-  nb::Tensor f1w = param({50, 320}, 320), f1b = param({50}, 320), f2w = param({10, 50}, 50), f2b = param({10}, 50);
-  nb::optim::SGD opt = nb_sgd({c1w, c1b, c2w, c2b, f1w, f1b, f2w, f2b}, 0.01, 0.5);
+  auto nb_model = mnist::make_model("lenet").module;  // the mnist example's LeNet module
+  nb_model->train();
+  nb::optim::SGD opt = nb_sgd(nb_model->parameters(), 0.01, 0.5);
   auto nb_epoch = [&] {
     for (int64_t i = 0; i + bs <= n; i += bs) {
       nb::Tensor x = X.narrow(0, i, bs), y = Y.narrow(0, i, bs);
-      x = nb::max_pool2d(nb::conv2d(x, c1w, c1b), {2}).relu();
-      x = F::dropout2d(nb::conv2d(x, c2w, c2b), 0.5);
-      x = nb::max_pool2d(x, {2}).relu().view({-1, 320});
-      x = F::dropout(nb::linear(x, f1w, f1b).relu(), 0.5);
-      nb::Tensor loss = F::nll_loss(nb::log_softmax(nb::linear(x, f2w, f2b), 1), y);
       opt.zero_grad();
+      nb::Tensor loss = F::nll_loss(nb_model->forward(x), y);
       loss.backward();
       opt.step();
     }
