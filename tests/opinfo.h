@@ -4,7 +4,10 @@
 //   gradgradcheck  the same for second derivatives (twice-differentiable ops)
 //   noncontiguous  forward on strided copies of the inputs equals forward on contiguous ones
 //   float32        float32 results agree with float64 ones
-// and a coverage test fails when a differentiable op has no samples.
+// and a coverage test fails when a differentiable op has no samples. gradgradcheck runs only on
+// samples of at most kMaxGradGradElements input elements (its cost grows with the square of the
+// size), and fails for an op none of whose samples is that small: give every twice-differentiable
+// op at least one small sample that still exercises its options.
 //
 // Registering an op (in an opinfo_*.cpp file):
 //   static Registrar reg({{
@@ -53,6 +56,9 @@ struct OpInfo {
   // Ops whose numerical derivative is unreliable with the default eps can loosen tolerances.
   double grad_atol = 1e-5, grad_rtol = 1e-3;
 };
+
+// gradgradcheck skips samples with more input elements than this (all inputs together).
+inline constexpr int64_t kMaxGradGradElements = 40;
 
 std::vector<OpInfo>& registry();
 const OpInfo* find_op(const std::string& name);

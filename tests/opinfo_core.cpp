@@ -195,7 +195,10 @@ std::vector<OpInfo> index_ops() {
   ops.push_back({.name = "scatter", .fn = [](I x) { return one(x[0].scatter(0, x[2], x[1])); },
                  .samples = {{{arg({3, 4}), arg({2, 4}), fixed_index({2, 4}, {0, 1, 2, 0, 2, 0, 1, 1})}, "2d"}}});
   ops.push_back({.name = "scatter_add", .fn = [](I x) { return one(x[0].scatter_add(1, x[2], x[1])); },
-                 .samples = {{{arg({3, 4}), arg({3, 5}), index_arg({3, 5}, 4)}, "2d"}}});
+                 .samples = {{{arg({3, 4}), arg({3, 5}), index_arg({3, 5}, 4)}, "2d"},
+                             {{arg({2, 4}), arg({2, 5}), index_arg({2, 5}, 4)}, "small"},
+                             // scatter_add reads only the (2, 2) corner of a (2, 4) source
+                             {{arg_t({2, 3}), arg({2, 4}), index_arg({2, 2}, 3)}, "small_src_larger_than_index"}}});
   ops.push_back({.name = "masked_fill", .fn = [](I x) { return one(x[0].masked_fill(x[1], 0.5)); },
                  .samples = {{{arg({3, 4}), mask_arg({3, 4})}, "2d"}, {{arg({3, 4}), mask_arg({4})}, "broadcast"}}});
   ops.push_back({.name = "masked_select", .fn = [](I x) { return one(x[0].masked_select(x[1])); },
@@ -263,7 +266,9 @@ std::vector<OpInfo> conv_ops() {
                              {{arg({1, 1, 3, 3}), arg({1, 1, 2, 2}), arg({1})}, "tiny"}}});
   ops.push_back({.name = "conv2d_options",
                  .fn = [](I x) { return one(conv2d(x[0], x[1], Tensor(), {2, 1}, {1, 2}, {1, 2}, 2)); },
-                 .samples = {{{arg({1, 4, 5, 6}), arg({2, 2, 2, 3})}, "stride_pad_dilation_groups"}}});
+                 .samples = {{{arg({1, 4, 5, 6}), arg({2, 2, 2, 3})}, "stride_pad_dilation_groups"},
+                             // x (1, 2, 3, 4) -> (1, 2, 2, 4): one input channel per group
+                             {{arg({1, 2, 3, 4}), arg({2, 1, 2, 3})}, "small"}}});
   ops.push_back({.name = "conv2d_input_grad",
                  .fn = [](I x) {
                    Conv2dParams p;
@@ -278,13 +283,23 @@ std::vector<OpInfo> conv_ops() {
                    p.padding = {1, 0};
                    return one(conv2d_weight_grad(x[0], x[1], {3, 2}, p));
                  },
-                 .samples = {{{arg({2, 1, 4, 4}), arg({2, 2, 4, 3})}, "padding"}}});
+                 .samples = {{{arg({2, 1, 4, 4}), arg({2, 2, 4, 3})}, "padding"},
+                             {{arg({1, 1, 3, 3}), arg({1, 2, 3, 2})}, "small_two_out_channels"},
+                             {{arg({2, 1, 3, 3}), arg({2, 1, 3, 2})}, "small_batch2"}}});
   ops.push_back({.name = "conv_transpose2d",
                  .fn = [](I x) { return one(conv_transpose2d(x[0], x[1], x[2], 2, 1, 1)); },
-                 .samples = {{{arg({1, 2, 3, 3}), arg({2, 3, 3, 3}), arg({3})}, "stride2_outpad"}}});
+                 .samples = {{{arg({1, 2, 3, 3}), arg({2, 3, 3, 3}), arg({3})}, "stride2_outpad"},
+                             // (2, 2) -> (4, 4) with stride 2, padding 1, output_padding 1
+                             {{arg({1, 2, 2, 2}), arg({2, 1, 3, 3}), arg({1})}, "small"},
+                             {{arg_t({1, 1, 3, 2}), arg({1, 2, 3, 3}), arg({2})}, "small_noncontiguous"}}});
   ops.push_back({.name = "conv1d",
-                 .fn = [](I x) { return one(conv1d(x[0], x[1], x[2], 1, 1)); },
-                 .samples = {{{arg({2, 2, 6}), arg({3, 2, 3}), arg({3})}, "basic"}}});
+                 .fn = [](I x) {
+                   // padding 1; then stride 2, padding 2, dilation 2
+                   return Outputs{conv1d(x[0], x[1], x[2], 1, 1), conv1d(x[0], x[1], x[2], 2, 2, 2)};
+                 },
+                 .samples = {{{arg({2, 2, 6}), arg({3, 2, 3}), arg({3})}, "basic"},
+                             {{arg({1, 2, 5}), arg({2, 2, 3}), arg({2})}, "small"},
+                             {{arg({2, 1, 4}), arg({2, 1, 3}), arg({2})}, "small_batch2"}}});
   ops.push_back({.name = "max_pool2d",
                  .fn = [](I x) { return Outputs{max_pool2d(x[0], {2}), max_pool2d(x[0], {3}, {2}, {1}, 1, true)}; },
                  .samples = {{{arg({1, 2, 5, 5})}, "4d"}, {{arg({2, 4, 4})}, "unbatched"}}});
@@ -293,7 +308,10 @@ std::vector<OpInfo> conv_ops() {
                    return Outputs{avg_pool2d(x[0], {2}), avg_pool2d(x[0], {3}, {2}, {1}, true, false),
                                   avg_pool2d(x[0], {3}, {2}, {1}, false, true)};
                  },
-                 .samples = {{{arg({1, 2, 5, 5})}, "4d"}}});
+                 // 4 x 4 with kernel 3, stride 2, padding 1: ceil_mode adds a third window per dim
+                 .samples = {{{arg({1, 2, 5, 5})}, "4d"},
+                             {{arg({1, 2, 4, 4})}, "small_ceil_mode_window"},
+                             {{arg_t({2, 3, 3})}, "small_unbatched_noncontiguous"}}});
   ops.push_back({.name = "adaptive_avg_pool2d",
                  .fn = [](I x) { return Outputs{adaptive_avg_pool2d(x[0], {2}), adaptive_avg_pool2d(x[0], {2, 3})}; },
                  .samples = {{{arg({1, 2, 4, 5})}, "4d"}}});
