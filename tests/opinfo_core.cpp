@@ -1,5 +1,7 @@
 // Registry entries for the Tensor core's ops (elementwise, reductions, views, indexing, linear
 // algebra, convolution and pooling). See opinfo.h.
+#include <gtest/gtest.h>
+
 #include "autograd/function.h"
 #include "opinfo.h"
 
@@ -228,6 +230,29 @@ std::vector<OpInfo> index_ops() {
                    return one(d);
                  }, .samples = {{{arg({3, 4}), arg({3, 4})}, "same"}}});
   return ops;
+}
+
+// index_put_ with a bool mask, against values: a mask over the leading dims writes whole rows (as
+// x.index({mask}) reads them, and as in PyTorch), and a 0-d value that requires grad gets the
+// gradient of every element it fills.
+TEST(OpRegistry, index_put_bool_mask_writes_rows_and_passes_the_value_gradient) {
+  Tensor rows = tensor({1., 0., 1.}) != 0.0;
+  Tensor v = full({}, 2.0, dtype(kFloat64)).requires_grad_();
+  Tensor y = zeros({3, 3}, dtype(kFloat64));
+  y.index_put_({rows}, v);
+  EXPECT_TRUE(equal(y, tensor({2., 2., 2., 0., 0., 0., 2., 2., 2.}).view({3, 3}))) << y;
+  EXPECT_TRUE(equal(y.index({rows}), full({2, 3}, 2.0, dtype(kFloat64)))) << y.index({rows});
+  (y * arange(9, dtype(kFloat64)).view({3, 3})).sum().backward();
+  ASSERT_TRUE(v.grad().defined());
+  EXPECT_DOUBLE_EQ(v.grad().item<double>(), 0 + 1 + 2 + 6 + 7 + 8);
+
+  Tensor z = zeros({2, 3, 2});
+  z.index_put_({tensor({1., 0., 0., 0., 0., 1.}).view({2, 3}) != 0.0}, 5.0);  // 2-d mask: z[0, 0] and z[1, 2]
+  Tensor expect = zeros({2, 3, 2});
+  expect.index_put_({0, 0}, 5.0);
+  expect.index_put_({1, 2}, 5.0);
+  EXPECT_TRUE(equal(z, expect)) << z;
+  EXPECT_THROW(zeros({3, 2}).index_put_({tensor({1., 0.}) != 0.0}, 1.0), ShapeError);  // mask (2) vs dim 0 (3)
 }
 
 // ---- linear algebra ---------------------------------------------------------------------------------
