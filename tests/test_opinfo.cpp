@@ -65,6 +65,12 @@ ArgSpec fixed_index(Shape shape, std::vector<double> values) {
   return a;
 }
 
+ArgSpec fixed_mask(Shape shape, std::vector<double> values) {
+  ArgSpec a = fixed_arg(std::move(shape), std::move(values), false);
+  a.kind = ArgSpec::Kind::fixed_mask;
+  return a;
+}
+
 std::vector<Sample> unary_samples(double lo, double hi) {
   return {{{arg({3, 4}, lo, hi)}, "2d"},
           {{arg({}, lo, hi)}, "scalar"},
@@ -106,6 +112,9 @@ Inputs make_inputs(const Sample& s, DType dtype, Device device, bool requires_gr
         break;
       case ArgSpec::Kind::fixed_index:
         t = tensor(a.values, shape, kFloat64).to(kInt64);
+        break;
+      case ArgSpec::Kind::fixed_mask:
+        t = tensor(a.values, shape, kFloat64) != 0.0;
         break;
     }
     if (a.transposed && t.dim() >= 2) t = t.mT();
@@ -254,6 +263,24 @@ TEST_P(OpTest, float32_matches_float64) {
   }
 }
 
+class RefTest : public OpTest {};
+
+// Outputs equal the reference's, with autograd off (in-place kernels write in place) and on (in-place
+// ops compute out of place and copy back, through CopySlices for views).
+TEST_P(RefTest, matches_reference) {
+  const OpInfo& o = op();
+  for (bool grad : {false, true}) {
+    for (size_t i = 0; i < o.samples.size(); ++i) {
+      Inputs in = make_inputs(o.samples[i], kFloat64, kCPU, grad, i + 1);
+      Outputs a = o.fn(in), b = o.ref(in);
+      ASSERT_EQ(a.size(), b.size()) << o.name;
+      for (size_t k = 0; k < a.size(); ++k)
+        expect_close(a[k], b[k], 1e-12, o.name + " sample '" + o.samples[i].desc + "' output " + std::to_string(k) +
+                                            (grad ? " (autograd on)" : " (autograd off)") + " vs reference");
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::ValuesIn(op_names([](const OpInfo&) { return true; })), param_name);
 INSTANTIATE_TEST_SUITE_P(Ops, GradTest, ::testing::ValuesIn(op_names([](const OpInfo& o) { return o.differentiable; })),
                          param_name);
@@ -262,7 +289,10 @@ INSTANTIATE_TEST_SUITE_P(Ops, GradGradTest,
                            return o.differentiable && o.twice_differentiable;
                          })),
                          param_name);
+INSTANTIATE_TEST_SUITE_P(Ops, RefTest, ::testing::ValuesIn(op_names([](const OpInfo& o) { return bool(o.ref); })),
+                         param_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(OpTest);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RefTest);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GradTest);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GradGradTest);
 
@@ -286,7 +316,14 @@ std::vector<std::string> required_ops() {
         "masked_select", "embedding", "matmul", "mm", "bmm", "mv", "dot", "outer", "addmm", "linear", "conv2d",
         "conv2d_input_grad", "conv2d_weight_grad", "conv_transpose2d", "conv1d", "max_pool2d", "avg_pool2d",
         "adaptive_avg_pool2d", "adaptive_max_pool2d", "to_dtype", "clone", "contiguous", "copy_", "add_", "mul_",
-        "lerp", "addcmul", "addcdiv", "custom_function", "copy_into_view"})
+        "lerp", "addcmul", "addcdiv", "custom_function", "copy_into_view",
+        // forms and ops added by the registry audit
+        "broadcast_tensors", "split_with_sizes", "clamp_min", "clamp_max", "var_mean", "masked_fill_tensor_value",
+        "scatter_scalar", "index_tensor", "index_bool_mask", "index_put_", "index_put_tensor_index",
+        "index_put_bool_mask",
+        // in-place ops with autograd support (besides copy_, add_, mul_ above)
+        "sub_", "div_", "pow_", "clamp_", "relu_", "neg_", "exp_", "sqrt_", "fill_", "zero_", "masked_fill_",
+        "scatter_", "scatter_add_", "index_add_"})
     names.push_back(n);
   return names;
 }
