@@ -488,7 +488,20 @@ Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, const Ten
   const Tensor& t = idx[0].tensor();
   if (t.dtype() == DType::boolean) {
     check<ShapeError>(value.numel() == 1, "index_put_: with a mask, the value must have one element (use where())");
-    return masked_fill_(t, value.item());
+    // A mask over the leading dims selects whole sub-tensors, as x.index({mask}) does: align it on the
+    // left (broadcasting it on the right would fill columns of a square matrix instead of rows).
+    Tensor m = t;
+    if (t.dim() < dim()) {
+      check<ShapeError>(std::equal(t.sizes().begin(), t.sizes().end(), sizes().begin()), "index_put_: mask of shape ",
+                        t.sizes(), " does not match the leading dims of shape ", sizes());
+      Shape ms = t.sizes();
+      while (static_cast<int64_t>(ms.size()) < dim()) ms.push_back(1);
+      m = t.reshape(ms);
+    }
+    if (!autograd::needs_grad(value)) return masked_fill_(m, value.item());
+    // A value that requires grad receives the gradient of every element it fills.
+    detail::check_inplace(*this, "index_put_");
+    return copy_(nabla::masked_fill(autograd::needs_grad(*this) ? clone() : *this, m, value.reshape({}).to(device())));
   }
   Tensor flat = t.reshape({-1}).to(DType::i64);
   Shape vshape = sizes();

@@ -4,7 +4,11 @@
 //   gradgradcheck  the same for second derivatives (twice-differentiable ops)
 //   noncontiguous  forward on strided copies of the inputs equals forward on contiguous ones
 //   float32        float32 results agree with float64 ones
-// and a coverage test fails when a differentiable op has no samples.
+//   reference      for ops with a `ref`: the outputs equal the reference's
+// and a coverage test fails when a differentiable op has no samples. gradgradcheck runs only on
+// samples of at most kMaxGradGradElements input elements (its cost grows with the square of the
+// size), and fails for an op none of whose samples is that small: give every twice-differentiable
+// op at least one small sample that still exercises its options.
 //
 // Registering an op (in an opinfo_*.cpp file):
 //   static Registrar reg({{
@@ -29,7 +33,7 @@ using Outputs = std::vector<Tensor>;
 struct ArgSpec {
   Shape shape;
   double lo = -1, hi = 1;
-  enum class Kind { uniform, integer_index, bool_mask, fixed, fixed_index } kind = Kind::uniform;
+  enum class Kind { uniform, integer_index, bool_mask, fixed, fixed_index, fixed_mask } kind = Kind::uniform;
   int64_t index_bound = 0;      // integer_index: values in [0, index_bound)
   bool transposed = false;      // build as the transpose of a contiguous tensor (last two dims)
   bool differentiable = true;   // whether gradcheck differentiates with respect to it
@@ -52,7 +56,13 @@ struct OpInfo {
   bool check_noncontiguous = true;
   // Ops whose numerical derivative is unreliable with the default eps can loosen tolerances.
   double grad_atol = 1e-5, grad_rtol = 1e-3;
+  // Optional: the same outputs computed another way (an in-place op's out-of-place form). The
+  // reference suite compares the two on every sample in float64, with and without autograd.
+  std::function<Outputs(const Inputs&)> ref = nullptr;
 };
+
+// gradgradcheck skips samples with more input elements than this (all inputs together).
+inline constexpr int64_t kMaxGradGradElements = 40;
 
 std::vector<OpInfo>& registry();
 const OpInfo* find_op(const std::string& name);
@@ -74,6 +84,7 @@ ArgSpec index_arg(Shape shape, int64_t bound);
 ArgSpec mask_arg(Shape shape);
 ArgSpec fixed_arg(Shape shape, std::vector<double> values, bool differentiable = true);
 ArgSpec fixed_index(Shape shape, std::vector<double> values);  // int64 indices
+ArgSpec fixed_mask(Shape shape, std::vector<double> values);   // bool mask: nonzero values are true
 // Unary op samples over [lo, hi]: 2-D, scalar, empty, non-contiguous, 3-D.
 std::vector<Sample> unary_samples(double lo, double hi);
 // Binary op samples: same shape, broadcast both ways, scalar operand, non-contiguous, empty.

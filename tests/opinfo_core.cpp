@@ -1,5 +1,7 @@
 // Registry entries for the Tensor core's ops (elementwise, reductions, views, indexing, linear
 // algebra, convolution and pooling). See opinfo.h.
+#include <gtest/gtest.h>
+
 #include "autograd/function.h"
 #include "opinfo.h"
 
@@ -48,6 +50,12 @@ std::vector<OpInfo> elementwise_ops() {
   ops.push_back({.name = "softplus", .fn = [](I x) { return one(softplus(x[0], 2, 3)); }, .samples = unary_samples(-2, 1)});
   ops.push_back({.name = "hardtanh", .fn = [](I x) { return one(hardtanh(x[0], -0.5, 0.7)); }, .samples = unary_samples(-2, 2)});
   ops.push_back({.name = "clamp", .fn = [](I x) { return one(clamp(x[0], -0.5, 0.5)); }, .samples = unary_samples(-2, 2)});
+  ops.push_back({.name = "clamp_min", .fn = [](I x) { return Outputs{clamp_min(x[0], -0.5), x[0].clamp_min(0.3)}; },
+                 .samples = unary_samples(-2, 2),
+                 .ref = [](I x) { return Outputs{maximum(x[0], full_like(x[0], -0.5)), maximum(x[0], full_like(x[0], 0.3))}; }});
+  ops.push_back({.name = "clamp_max", .fn = [](I x) { return Outputs{clamp_max(x[0], 0.5), x[0].clamp_max(-0.3)}; },
+                 .samples = unary_samples(-2, 2),
+                 .ref = [](I x) { return Outputs{minimum(x[0], full_like(x[0], 0.5)), minimum(x[0], full_like(x[0], -0.3))}; }});
 
   ops.push_back({.name = "add", .fn = [](I x) { return one(add(x[0], x[1], 2)); }, .samples = binary_samples(-2, 2, -2, 2)});
   ops.push_back({.name = "sub", .fn = [](I x) { return one(sub(x[0], x[1], 0.5)); }, .samples = binary_samples(-2, 2, -2, 2)});
@@ -109,6 +117,12 @@ std::vector<OpInfo> reduction_ops() {
   std::vector<Sample> red_nonscalar(red.begin(), red.end() - 1);  // var of one element is NaN
   ops.push_back({.name = "var", .fn = [](I x) { return Outputs{var(x[0]), var(x[0], {0}, 0, true)}; },
                  .samples = red_nonscalar});
+  ops.push_back({.name = "var_mean", .fn = [](I x) {
+                   auto [v0, m0] = var_mean(x[0]);
+                   auto [v1, m1] = var_mean(x[0], {0}, 0, true);
+                   auto [v2, m2] = var_mean(x[0], {-1});
+                   return Outputs{v0, m0, v1, m1, v2, m2};
+                 }, .samples = red_nonscalar});
   ops.push_back({.name = "std", .fn = [](I x) { return Outputs{std(x[0]), std(x[0], {-1})}; },
                  .samples = {{{arg({3, 4})}, "2d"}, {{arg_t({4, 3})}, "noncontiguous"}}});
   ops.push_back({.name = "norm", .fn = [](I x) { return Outputs{norm(x[0]), norm(x[0], 3, {0}), norm(x[0], 1, {-1})}; },
@@ -158,6 +172,11 @@ std::vector<OpInfo> view_ops() {
                    return Outputs{x[0].index({Slice(1, None), 0}), x[0].index({None, indexing::Ellipsis, Slice(0, 2)})};
                  }, .samples = m});
   ops.push_back({.name = "split", .fn = [](I x) { return x[0].split(2, 1); }, .samples = m});
+  ops.push_back({.name = "split_with_sizes", .fn = [](I x) {
+                   Outputs r = x[0].split_with_sizes({1, 2}, -1);
+                   for (Tensor& t : split_with_sizes(x[0], {0, 2, 1}, 0)) r.push_back(t);  // one piece empty
+                   return r;
+                 }, .samples = {{{arg({3, 3})}, "2d"}, {{arg_t({3, 3})}, "noncontiguous"}}});
   ops.push_back({.name = "chunk", .fn = [](I x) { return x[0].chunk(2, 0); }, .samples = m});
   ops.push_back({.name = "unbind", .fn = [](I x) { return x[0].unbind(1); }, .samples = m});
   ops.push_back({.name = "diagonal", .fn = [](I x) { return Outputs{x[0].diagonal(), x[0].diagonal(1), x[0].diagonal(-1)}; },
@@ -167,6 +186,12 @@ std::vector<OpInfo> view_ops() {
   ops.push_back({.name = "movedim", .fn = [](I x) { return one(x[0].movedim(0, 2)); }, .samples = {{{arg({2, 3, 4})}, "3d"}}});
   ops.push_back({.name = "cat", .fn = [](I x) { return Outputs{cat({x[0], x[1]}, 0), cat({x[0], x[0]}, 1)}; },
                  .samples = {{{arg({2, 3}), arg({1, 3})}, "2d"}, {{arg_t({3, 3}), arg({2, 3})}, "noncontiguous"}}});
+  ops.push_back({.name = "broadcast_tensors", .fn = [](I x) { return broadcast_tensors(x); },
+                 .samples = {{{arg({2, 3}), arg({2, 3})}, "same_shape"},
+                             {{arg({3, 1}), arg({1, 4}), arg({4})}, "three_way"},
+                             {{arg({}), arg({2, 3})}, "scalar"},
+                             {{arg_t({4, 3}), arg({3})}, "noncontiguous"},
+                             {{arg({0, 3}), arg({3}), arg({})}, "empty"}}});
   ops.push_back({.name = "stack", .fn = [](I x) { return Outputs{stack({x[0], x[1]}, 1)}; },
                  .samples = {{{arg({2, 3}), arg({2, 3})}, "2d"}}});
   ops.push_back({.name = "repeat", .fn = [](I x) { return one(x[0].repeat({2, 1, 2})); }, .samples = m});
@@ -195,9 +220,47 @@ std::vector<OpInfo> index_ops() {
   ops.push_back({.name = "scatter", .fn = [](I x) { return one(x[0].scatter(0, x[2], x[1])); },
                  .samples = {{{arg({3, 4}), arg({2, 4}), fixed_index({2, 4}, {0, 1, 2, 0, 2, 0, 1, 1})}, "2d"}}});
   ops.push_back({.name = "scatter_add", .fn = [](I x) { return one(x[0].scatter_add(1, x[2], x[1])); },
-                 .samples = {{{arg({3, 4}), arg({3, 5}), index_arg({3, 5}, 4)}, "2d"}}});
+                 .samples = {{{arg({3, 4}), arg({3, 5}), index_arg({3, 5}, 4)}, "2d"},
+                             {{arg({2, 4}), arg({2, 5}), index_arg({2, 5}, 4)}, "small"},
+                             // scatter_add reads only the (2, 2) corner of a (2, 4) source
+                             {{arg_t({2, 3}), arg({2, 4}), index_arg({2, 2}, 3)}, "small_src_larger_than_index"}}});
   ops.push_back({.name = "masked_fill", .fn = [](I x) { return one(x[0].masked_fill(x[1], 0.5)); },
                  .samples = {{{arg({3, 4}), mask_arg({3, 4})}, "2d"}, {{arg({3, 4}), mask_arg({4})}, "broadcast"}}});
+  ops.push_back({.name = "masked_fill_tensor_value", .fn = [](I x) { return one(x[0].masked_fill(x[1], x[2])); },
+                 .samples = {{{arg({3, 4}), mask_arg({3, 4}), arg({})}, "2d"},
+                             {{arg({3, 4}), mask_arg({4}), arg({})}, "broadcast_mask"},
+                             {{arg_t({4, 3}), mask_arg({4, 1}), arg({})}, "noncontiguous"},
+                             {{arg({}), mask_arg({}), arg({})}, "scalar"},
+                             {{arg({0, 3}), mask_arg({3}), arg({})}, "empty"}}});
+  // A scalar value: repeated targets all receive the same value, so random indices are fine.
+  ops.push_back({.name = "scatter_scalar",
+                 .fn = [](I x) { return Outputs{x[0].scatter(0, x[1], 0.5), scatter(x[0], 1, x[1], -1.5)}; },
+                 .samples = {{{arg({3, 4}), index_arg({2, 3}, 3)}, "2d"},
+                             {{arg_t({3, 3}), index_arg({3, 3}, 3)}, "noncontiguous"},
+                             {{arg({3, 4}), fixed_index({2, 2}, {-1, 0, -3, 2})}, "negative_indices"},
+                             {{arg({3, 4}), fixed_index({0, 3}, {})}, "empty_index"}}});
+  // Advanced indexing with an int64 tensor: rows (x[idx]), columns (x[:, idx]) and the last dim
+  // (x[..., idx]). Indices repeat and count from the end, so gradients accumulate.
+  ops.push_back({.name = "index_tensor",
+                 .fn = [](I x) {
+                   return Outputs{x[0].index({x[1]}), x[0].index({Slice(), x[1]}),
+                                  x[0].index({indexing::Ellipsis, x[1]})};
+                 },
+                 .samples = {{{arg({3, 4}), fixed_index({2, 2}, {0, -1, 2, 0})}, "2d_index"},
+                             {{arg_t({3, 3}), index_arg({4}, 3)}, "noncontiguous"},
+                             {{arg({3, 4}), fixed_index({}, {-2})}, "0d_index"},
+                             {{arg({2, 3, 3}), fixed_index({3}, {1, 0, -1})}, "3d"},
+                             {{arg({3, 4}), fixed_index({0}, {})}, "empty_index"}}});
+  // Advanced indexing with a bool mask: over all dims (x[mask]), over leading dims, and over one
+  // dim after a slice (x[:, mask]).
+  ops.push_back({.name = "index_bool_mask",
+                 .fn = [](I x) { return Outputs{x[0].index({x[1]}), x[0].index({Slice(), x[2]})}; },
+                 .samples = {{{arg({3, 4}), mask_arg({3, 4}), mask_arg({4})}, "full_mask"},
+                             {{arg({3, 4}), mask_arg({3}), mask_arg({4})}, "leading_dim"},
+                             {{arg({2, 3, 2}), mask_arg({2, 3}), mask_arg({3})}, "leading_2d"},
+                             {{arg_t({4, 3}), mask_arg({4, 3}), mask_arg({3})}, "noncontiguous"},
+                             {{arg({2, 3}), fixed_mask({2, 3}, {0, 0, 0, 0, 0, 0}), fixed_mask({3}, {0, 0, 0})},
+                              "all_false"}}});
   ops.push_back({.name = "masked_select", .fn = [](I x) { return one(x[0].masked_select(x[1])); },
                  .samples = {{{arg({3, 4}), mask_arg({3, 4})}, "2d"}, {{arg({3, 4}), mask_arg({4})}, "broadcast"}}});
   ops.push_back({.name = "embedding", .fn = [](I x) { return Outputs{embedding(x[0], x[1])}; },
@@ -225,6 +288,215 @@ std::vector<OpInfo> index_ops() {
                    return one(d);
                  }, .samples = {{{arg({3, 4}), arg({3, 4})}, "same"}}});
   return ops;
+}
+
+// ---- in-place ops -----------------------------------------------------------------------------------
+// An in-place op runs twice: on a clone of the leaf input (a leaf that requires grad cannot be
+// written in place), and on a strided view of a non-leaf: `big` = 2 * [x, x] stacked on a new last
+// dim, written through big[..., 0] (x's shape, stride 2), which autograd records as CopySlices.
+template <class F>
+Outputs inplace_outputs(const Tensor& x, F op) {
+  Tensor d = x.clone();
+  op(d);
+  Tensor big = stack({x, x}, -1) * 2;
+  Tensor v = big.select(-1, 0);
+  op(v);
+  return {d, big};
+}
+
+// The reference for inplace_outputs: the same outputs from the out-of-place form `g` of the op.
+template <class G>
+Outputs reference_outputs(const Tensor& x, G g) {
+  Tensor x2 = x * 2;
+  return {g(x), stack({g(x2), x2}, -1)};
+}
+
+Outputs concat(Outputs a, const Outputs& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// A bool mask over the leading dims of t, with size-1 dims appended so that it broadcasts over the rest.
+Tensor align_left(const Tensor& mask, const Tensor& t) {
+  Shape s = mask.sizes();
+  while (static_cast<int64_t>(s.size()) < t.dim()) s.push_back(1);
+  return mask.reshape(s);
+}
+
+// t with rows idx[j] replaced by v (broadcast to rows), one row at a time.
+Tensor put_rows(const Tensor& t, const Tensor& idx, const Tensor& v) {
+  Shape vs = t.sizes();
+  vs[0] = idx.numel();
+  Tensor ve = v.expand(vs);
+  std::vector<Tensor> rows;
+  for (int64_t i = 0; i < t.size(0); ++i) {
+    Tensor r = t[i];
+    for (int64_t j = 0; j < idx.numel(); ++j) {
+      int64_t k = idx[j].item<int64_t>();
+      if ((k < 0 ? k + t.size(0) : k) == i) r = ve[j];
+    }
+    rows.push_back(r);
+  }
+  return stack(rows, 0);
+}
+
+// A mask of t's shape that is true where dim `d`'s index is in [lo, hi).
+Tensor range_mask(const Tensor& t, int64_t d, int64_t lo, int64_t hi) {
+  Shape s(static_cast<size_t>(t.dim()), 1);
+  s[d] = t.size(d);
+  Tensor i = arange(t.size(d), dtype(kInt64).device(t.device())).view(s);
+  return logical_and(i >= lo, i < hi);
+}
+
+// In-place binary ops: the result must keep self's shape, so only the right operand broadcasts.
+std::vector<Sample> inplace_binary_samples(double lo2, double hi2) {
+  return {{{arg({3, 4}), arg({3, 4}, lo2, hi2)}, "same_shape"},
+          {{arg({3, 4}), arg({4}, lo2, hi2)}, "broadcast_rhs"},
+          {{arg({2, 3}), arg({}, lo2, hi2)}, "scalar_rhs"},
+          {{arg({}), arg({}, lo2, hi2)}, "scalar"},
+          {{arg_t({4, 3}), arg_t({4, 3}, lo2, hi2)}, "noncontiguous"},
+          {{arg({0, 3}), arg({3}, lo2, hi2)}, "empty"}};
+}
+
+// An in-place op whose out-of-place form is a unary function of self.
+OpInfo unary_inplace(const char* name, void (*op)(Tensor&), Tensor (*g)(const Tensor&), double lo, double hi) {
+  return {.name = name,
+          .fn = [op](I x) { return inplace_outputs(x[0], op); },
+          .samples = unary_samples(lo, hi),
+          .ref = [g](I x) { return reference_outputs(x[0], g); }};
+}
+
+std::vector<OpInfo> inplace_ops() {
+  std::vector<OpInfo> ops;
+  ops.push_back({.name = "sub_", .fn = [](I x) {
+                   return inplace_outputs(x[0], [&](Tensor& t) {
+                     t.sub_(x[1], 0.5);
+                     t -= x[1];
+                     t.sub_(1.5, 2);  // scalar operand, alpha 2
+                   });
+                 }, .samples = inplace_binary_samples(-2, 2),
+                 .ref = [](I x) { return reference_outputs(x[0], [&](const Tensor& t) { return sub(t, x[1], 0.5) - x[1] - 3.0; }); }});
+  ops.push_back({.name = "div_", .fn = [](I x) {
+                   return inplace_outputs(x[0], [&](Tensor& t) {
+                     t.div_(x[1]);
+                     t /= x[1];
+                     t.div_(-2.5);
+                   });
+                 }, .samples = inplace_binary_samples(0.5, 2),
+                 .ref = [](I x) { return reference_outputs(x[0], [&](const Tensor& t) { return t / x[1] / x[1] / -2.5; }); }});
+  ops.push_back(unary_inplace("pow_", [](Tensor& t) { t.pow_(2.5); }, [](const Tensor& t) { return pow(t, 2.5); }, 0.5, 2));
+  ops.push_back(unary_inplace("clamp_", [](Tensor& t) {
+                                t.clamp_(-0.7, std::nullopt);
+                                t.clamp_(std::nullopt, 0.5);
+                                t.clamp_(-0.6, 0.4);
+                              }, [](const Tensor& t) { return minimum(maximum(t, full_like(t, -0.6)), full_like(t, 0.4)); },
+                              -2, 2));
+  ops.push_back(unary_inplace("relu_", [](Tensor& t) { t.relu_(); }, [](const Tensor& t) { return relu(t); }, -2, 2));
+  ops.push_back(unary_inplace("neg_", [](Tensor& t) { t.neg_(); }, [](const Tensor& t) { return -t; }, -2, 2));
+  ops.push_back(unary_inplace("exp_", [](Tensor& t) { t.exp_(); }, [](const Tensor& t) { return exp(t); }, -2, 2));
+  ops.push_back(unary_inplace("sqrt_", [](Tensor& t) { t.sqrt_(); }, [](const Tensor& t) { return sqrt(t); }, 0.5, 3));
+  ops.push_back(unary_inplace("zero_", [](Tensor& t) { t.zero_(); }, [](const Tensor& t) { return t * 0; }, -2, 2));
+  // fill_ with a 0-d tensor value (differentiable) and with a scalar.
+  ops.push_back({.name = "fill_", .fn = [](I x) {
+                   return concat(inplace_outputs(x[0], [&](Tensor& t) { t.fill_(x[1]); }),
+                                 inplace_outputs(x[0], [](Tensor& t) { t.fill_(0.25); }));
+                 }, .samples = {{{arg({3, 4}), arg({})}, "2d"},
+                                {{arg({}), arg({})}, "scalar"},
+                                {{arg_t({4, 3}), arg({})}, "noncontiguous"},
+                                {{arg({0, 3}), arg({})}, "empty"}},
+                 .ref = [](I x) {
+                   return concat(reference_outputs(x[0], [&](const Tensor& t) { return x[1].expand(t.sizes()); }),
+                                 reference_outputs(x[0], [](const Tensor& t) { return full_like(t, 0.25); }));
+                 }});
+  ops.push_back({.name = "masked_fill_", .fn = [](I x) {
+                   return inplace_outputs(x[0], [&](Tensor& t) { t.masked_fill_(x[1], 0.5); });
+                 }, .samples = {{{arg({3, 4}), mask_arg({3, 4})}, "2d"},
+                                {{arg({3, 4}), mask_arg({4})}, "broadcast_mask"},
+                                {{arg_t({4, 3}), mask_arg({4, 1})}, "noncontiguous"},
+                                {{arg({}), mask_arg({})}, "scalar"},
+                                {{arg({0, 3}), mask_arg({3})}, "empty"}},
+                 .ref = [](I x) { return reference_outputs(x[0], [&](const Tensor& t) { return where(x[1], 0.5, t); }); }});
+  // Unique targets per column (counting from the end too), so the result does not depend on the
+  // order of writes.
+  ops.push_back({.name = "scatter_", .fn = [](I x) {
+                   return inplace_outputs(x[0], [&](Tensor& t) { t.scatter_(0, x[2], x[1]); });
+                 }, .samples = {{{arg({3, 4}), arg({2, 4}), fixed_index({2, 4}, {0, 1, 2, 0, -1, 0, 1, 1})}, "2d"},
+                                {{arg_t({3, 4}), arg({3, 5}), fixed_index({2, 3}, {2, 0, 1, 0, 1, 2})},
+                                 "noncontiguous_src_larger_than_index"},
+                                {{arg({3, 4}), arg({2, 4}), fixed_index({0, 4}, {})}, "empty_index"}},
+                 .ref = [](I x) { return reference_outputs(x[0], [&](const Tensor& t) { return t.scatter(0, x[2], x[1]); }); }});
+  ops.push_back({.name = "scatter_add_", .fn = [](I x) {
+                   return inplace_outputs(x[0], [&](Tensor& t) { t.scatter_add_(1, x[2], x[1]); });
+                 }, .samples = {{{arg({2, 4}), arg({2, 3}), index_arg({2, 3}, 4)}, "2d"},
+                                {{arg_t({2, 3}), arg({2, 4}), index_arg({2, 2}, 3)}, "noncontiguous_src_larger_than_index"},
+                                {{arg({3, 4}), arg({3, 5}), index_arg({3, 5}, 4)}, "3x5"}},
+                 .ref = [](I x) { return reference_outputs(x[0], [&](const Tensor& t) { return t.scatter_add(1, x[2], x[1]); }); }});
+  ops.push_back({.name = "index_add_", .fn = [](I x) {
+                   return inplace_outputs(x[0], [&](Tensor& t) { t.index_add_(0, x[2], x[1]); });
+                 }, .samples = {{{arg({3, 4}), arg({5, 4}), index_arg({5}, 3)}, "2d"},
+                                {{arg_t({3, 2}), arg({3, 2}), fixed_index({3}, {-1, 0, -1})}, "noncontiguous_negative"},
+                                {{arg({3}), arg({4}), index_arg({4}, 3)}, "1d"}},
+                 .ref = [](I x) { return reference_outputs(x[0], [&](const Tensor& t) { return index_add(t, 0, x[2], x[1]); }); }});
+  // index_put_ with integers, slices and an ellipsis (a view written in place), with an int64
+  // index tensor (unique rows), and with a bool mask and a 0-d value that requires grad.
+  // (Each call writes once into `t`: after a write through one view of `big`, autograd refuses
+  // further use of another view of it made before, here `t` itself; see gradient_edge.)
+  ops.push_back({.name = "index_put_", .fn = [](I x) {
+                   return concat(inplace_outputs(x[0], [&](Tensor& t) { t.index_put_({indexing::Ellipsis, 0}, x[1]); }),
+                                 inplace_outputs(x[0], [](Tensor& t) { t.index_put_({0, Slice(1, None)}, -0.5); }));
+                 }, .samples = {{{arg({3, 4}), arg({3})}, "2d"},
+                                {{arg({3, 4}), arg({})}, "broadcast_value"},
+                                {{arg_t({4, 3}), arg({4})}, "noncontiguous"},
+                                {{arg({2, 3, 2}), arg({2, 3})}, "3d"}},
+                 .ref = [](I x) {
+                   return concat(reference_outputs(x[0], [&](const Tensor& t) {
+                                   return where(range_mask(t, t.dim() - 1, 0, 1), x[1].unsqueeze(-1), t);
+                                 }),
+                                 reference_outputs(x[0], [](const Tensor& t) {
+                                   return where(logical_and(range_mask(t, 0, 0, 1), range_mask(t, 1, 1, t.size(1))), -0.5, t);
+                                 }));
+                 }});
+  ops.push_back({.name = "index_put_tensor_index", .fn = [](I x) {
+                   return inplace_outputs(x[0], [&](Tensor& t) { t.index_put_({x[2]}, x[1]); });
+                 }, .samples = {{{arg({3, 4}), arg({2, 4}), fixed_index({2}, {2, 0})}, "rows"},
+                                {{arg({3, 4}), arg({4}), fixed_index({2}, {-1, 1})}, "broadcast_value_negative"},
+                                {{arg_t({4, 3}), arg({}), fixed_index({3}, {1, 3, 0})}, "noncontiguous_0d_value"},
+                                {{arg({5}), arg({3}), fixed_index({3}, {4, 0, 2})}, "1d"}},
+                 .ref = [](I x) { return reference_outputs(x[0], [&](const Tensor& t) { return put_rows(t, x[2], x[1]); }); }});
+  ops.push_back({.name = "index_put_bool_mask", .fn = [](I x) {
+                   return inplace_outputs(x[0], [&](Tensor& t) { t.index_put_({x[1]}, x[2]); });
+                 }, .samples = {{{arg({3, 4}), mask_arg({3, 4}), arg({})}, "full_mask"},
+                                {{arg({3, 3}), mask_arg({3}), arg({})}, "leading_dim"},
+                                {{arg({2, 3, 2}), mask_arg({2, 3}), arg({})}, "leading_2d"},
+                                {{arg_t({4, 3}), mask_arg({4, 3}), arg({})}, "noncontiguous"},
+                                {{arg({}), mask_arg({}), arg({})}, "scalar"}},
+                 .ref = [](I x) {
+                   return reference_outputs(x[0], [&](const Tensor& t) { return where(align_left(x[1], t), x[2], t); });
+                 }});
+  return ops;
+}
+
+// index_put_ with a bool mask, against values: a mask over the leading dims writes whole rows (as
+// x.index({mask}) reads them, and as in PyTorch), and a 0-d value that requires grad gets the
+// gradient of every element it fills.
+TEST(OpRegistry, index_put_bool_mask_writes_rows_and_passes_the_value_gradient) {
+  Tensor rows = tensor({1., 0., 1.}) != 0.0;
+  Tensor v = full({}, 2.0, dtype(kFloat64)).requires_grad_();
+  Tensor y = zeros({3, 3}, dtype(kFloat64));
+  y.index_put_({rows}, v);
+  EXPECT_TRUE(equal(y, tensor({2., 2., 2., 0., 0., 0., 2., 2., 2.}).view({3, 3}))) << y;
+  EXPECT_TRUE(equal(y.index({rows}), full({2, 3}, 2.0, dtype(kFloat64)))) << y.index({rows});
+  (y * arange(9, dtype(kFloat64)).view({3, 3})).sum().backward();
+  ASSERT_TRUE(v.grad().defined());
+  EXPECT_DOUBLE_EQ(v.grad().item<double>(), 0 + 1 + 2 + 6 + 7 + 8);
+
+  Tensor z = zeros({2, 3, 2});
+  z.index_put_({tensor({1., 0., 0., 0., 0., 1.}).view({2, 3}) != 0.0}, 5.0);  // 2-d mask: z[0, 0] and z[1, 2]
+  Tensor expect = zeros({2, 3, 2});
+  expect.index_put_({0, 0}, 5.0);
+  expect.index_put_({1, 2}, 5.0);
+  EXPECT_TRUE(equal(z, expect)) << z;
+  EXPECT_THROW(zeros({3, 2}).index_put_({tensor({1., 0.}) != 0.0}, 1.0), ShapeError);  // mask (2) vs dim 0 (3)
 }
 
 // ---- linear algebra ---------------------------------------------------------------------------------
@@ -263,7 +535,9 @@ std::vector<OpInfo> conv_ops() {
                              {{arg({1, 1, 3, 3}), arg({1, 1, 2, 2}), arg({1})}, "tiny"}}});
   ops.push_back({.name = "conv2d_options",
                  .fn = [](I x) { return one(conv2d(x[0], x[1], Tensor(), {2, 1}, {1, 2}, {1, 2}, 2)); },
-                 .samples = {{{arg({1, 4, 5, 6}), arg({2, 2, 2, 3})}, "stride_pad_dilation_groups"}}});
+                 .samples = {{{arg({1, 4, 5, 6}), arg({2, 2, 2, 3})}, "stride_pad_dilation_groups"},
+                             // x (1, 2, 3, 4) -> (1, 2, 2, 4): one input channel per group
+                             {{arg({1, 2, 3, 4}), arg({2, 1, 2, 3})}, "small"}}});
   ops.push_back({.name = "conv2d_input_grad",
                  .fn = [](I x) {
                    Conv2dParams p;
@@ -278,13 +552,23 @@ std::vector<OpInfo> conv_ops() {
                    p.padding = {1, 0};
                    return one(conv2d_weight_grad(x[0], x[1], {3, 2}, p));
                  },
-                 .samples = {{{arg({2, 1, 4, 4}), arg({2, 2, 4, 3})}, "padding"}}});
+                 .samples = {{{arg({2, 1, 4, 4}), arg({2, 2, 4, 3})}, "padding"},
+                             {{arg({1, 1, 3, 3}), arg({1, 2, 3, 2})}, "small_two_out_channels"},
+                             {{arg({2, 1, 3, 3}), arg({2, 1, 3, 2})}, "small_batch2"}}});
   ops.push_back({.name = "conv_transpose2d",
                  .fn = [](I x) { return one(conv_transpose2d(x[0], x[1], x[2], 2, 1, 1)); },
-                 .samples = {{{arg({1, 2, 3, 3}), arg({2, 3, 3, 3}), arg({3})}, "stride2_outpad"}}});
+                 .samples = {{{arg({1, 2, 3, 3}), arg({2, 3, 3, 3}), arg({3})}, "stride2_outpad"},
+                             // (2, 2) -> (4, 4) with stride 2, padding 1, output_padding 1
+                             {{arg({1, 2, 2, 2}), arg({2, 1, 3, 3}), arg({1})}, "small"},
+                             {{arg_t({1, 1, 3, 2}), arg({1, 2, 3, 3}), arg({2})}, "small_noncontiguous"}}});
   ops.push_back({.name = "conv1d",
-                 .fn = [](I x) { return one(conv1d(x[0], x[1], x[2], 1, 1)); },
-                 .samples = {{{arg({2, 2, 6}), arg({3, 2, 3}), arg({3})}, "basic"}}});
+                 .fn = [](I x) {
+                   // padding 1; then stride 2, padding 2, dilation 2
+                   return Outputs{conv1d(x[0], x[1], x[2], 1, 1), conv1d(x[0], x[1], x[2], 2, 2, 2)};
+                 },
+                 .samples = {{{arg({2, 2, 6}), arg({3, 2, 3}), arg({3})}, "basic"},
+                             {{arg({1, 2, 5}), arg({2, 2, 3}), arg({2})}, "small"},
+                             {{arg({2, 1, 4}), arg({2, 1, 3}), arg({2})}, "small_batch2"}}});
   ops.push_back({.name = "max_pool2d",
                  .fn = [](I x) { return Outputs{max_pool2d(x[0], {2}), max_pool2d(x[0], {3}, {2}, {1}, 1, true)}; },
                  .samples = {{{arg({1, 2, 5, 5})}, "4d"}, {{arg({2, 4, 4})}, "unbatched"}}});
@@ -293,7 +577,10 @@ std::vector<OpInfo> conv_ops() {
                    return Outputs{avg_pool2d(x[0], {2}), avg_pool2d(x[0], {3}, {2}, {1}, true, false),
                                   avg_pool2d(x[0], {3}, {2}, {1}, false, true)};
                  },
-                 .samples = {{{arg({1, 2, 5, 5})}, "4d"}}});
+                 // 4 x 4 with kernel 3, stride 2, padding 1: ceil_mode adds a third window per dim
+                 .samples = {{{arg({1, 2, 5, 5})}, "4d"},
+                             {{arg({1, 2, 4, 4})}, "small_ceil_mode_window"},
+                             {{arg_t({2, 3, 3})}, "small_unbatched_noncontiguous"}}});
   ops.push_back({.name = "adaptive_avg_pool2d",
                  .fn = [](I x) { return Outputs{adaptive_avg_pool2d(x[0], {2}), adaptive_avg_pool2d(x[0], {2, 3})}; },
                  .samples = {{{arg({1, 2, 4, 5})}, "4d"}}});
@@ -323,7 +610,7 @@ std::vector<OpInfo> misc_ops() {
 
 std::vector<OpInfo> all_core_ops() {
   std::vector<OpInfo> all;
-  for (auto f : {elementwise_ops, reduction_ops, view_ops, index_ops, linalg_ops, conv_ops, misc_ops})
+  for (auto f : {elementwise_ops, reduction_ops, view_ops, index_ops, inplace_ops, linalg_ops, conv_ops, misc_ops})
     for (auto& op : f()) all.push_back(std::move(op));
   return all;
 }

@@ -48,24 +48,36 @@ std::vector<OpInfo> layer_ops() {
                    m.bias = x[2];
                    return one(m(x[0]));
                  },
-                 .samples = {{{arg({2, 4, 7}), arg({2, 2, 3}), arg({2})}, "stride_pad_groups"}}});
+                 .samples = {{{arg({2, 4, 7}), arg({2, 2, 3}), arg({2})}, "stride_pad_groups"},
+                             {{arg({1, 4, 5}), arg({2, 2, 3}), arg({2})}, "small"},
+                             {{arg_t({4, 3}), arg({2, 2, 3}), arg({2})}, "small_unbatched"}}});
   ops.push_back({.name = "nn.Conv2d",
                  .fn = [](I x) {
-                   nn::Conv2d m(2, 3, {3, 2}, {.stride = {2, 1}, .padding = 1, .dilation = {1, 2}});
+                   // Channels, groups and kernel size follow the sample's shapes:
+                   // x (N, C_in, H, W), weight (C_out, C_in / groups, kH, kW).
+                   int64_t c_in = x[0].size(-3), groups = c_in / x[1].size(1);
+                   nn::Conv2d m(c_in, x[1].size(0), {x[1].size(2), x[1].size(3)},
+                                {.stride = {2, 1}, .padding = 1, .dilation = {1, 2}, .groups = groups});
                    m.weight = x[1];
                    m.bias = x[2];
                    return one(m(x[0]));
                  },
                  .samples = {{{arg({2, 2, 5, 5}), arg({3, 2, 3, 2}), arg({3})}, "stride_pad_dilation"},
-                             {{arg({2, 5, 4}), arg({3, 2, 3, 2}), arg({3})}, "unbatched"}}});
+                             {{arg({2, 5, 4}), arg({3, 2, 3, 2}), arg({3})}, "unbatched"},
+                             {{arg({1, 1, 4, 4}), arg({2, 1, 3, 2}), arg({2})}, "small"},
+                             {{arg({1, 2, 3, 3}), arg({2, 1, 3, 2}), arg({2})}, "small_groups2"}}});
   ops.push_back({.name = "nn.ConvTranspose2d",
                  .fn = [](I x) {
-                   nn::ConvTranspose2d m(2, 4, 3, {.stride = 2, .padding = 1, .output_padding = 1, .groups = 2});
+                   // weight (C_in, C_out / groups, kH, kW) with groups 2
+                   nn::ConvTranspose2d m(x[1].size(0), x[1].size(1) * 2, {x[1].size(2), x[1].size(3)},
+                                         {.stride = 2, .padding = 1, .output_padding = 1, .groups = 2});
                    m.weight = x[1];
                    m.bias = x[2];
                    return one(m(x[0]));
                  },
-                 .samples = {{{arg({1, 2, 3, 3}), arg({2, 2, 3, 3}), arg({4})}, "stride_outpad_groups"}}});
+                 .samples = {{{arg({1, 2, 3, 3}), arg({2, 2, 3, 3}), arg({4})}, "stride_outpad_groups"},
+                             {{arg({1, 2, 2, 2}), arg({2, 1, 3, 3}), arg({2})}, "small"},
+                             {{arg({2, 2, 2}), arg({2, 1, 2, 3}), arg({2})}, "small_unbatched_2x3_kernel"}}});
   ops.push_back({.name = "nn.BatchNorm1d",
                  .fn = [](I x) {
                    nn::BatchNorm1d m(x[0].size(1));

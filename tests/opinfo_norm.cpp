@@ -44,7 +44,14 @@ std::vector<OpInfo> norm_ops() {
                  .fn = [](I x) { return Outputs{batch_norm(x[0], x[1], x[2], x[3], x[4], /*training=*/false)}; },
                  .samples = {{{arg({4, 3, 2, 2}), arg({3}, 0.5, 1.5), arg({3}), buffer({3}, -0.5, 0.5),
                                buffer({3}, 0.5, 2)},
-                              "4d"}}});
+                              "4d"},
+                             {{arg({2, 3, 2, 2}), arg({3}, 0.5, 1.5), arg({3}), buffer({3}, -0.5, 0.5),
+                               buffer({3}, 0.5, 2)},
+                              "4d_small"},
+                             {{arg({2, 2, 3}), arg({2}, 0.5, 1.5), arg({2}), buffer({2}, -0.5, 0.5), buffer({2}, 0.5, 2)},
+                              "3d_small"},
+                             {{arg_t({4, 3}), arg({3}, 0.5, 1.5), arg({3}), buffer({3}, -0.5, 0.5), buffer({3}, 0.5, 2)},
+                              "2d_noncontiguous"}}});
   return ops;
 }
 

@@ -1,9 +1,11 @@
 // The generic suites over the op registry (see opinfo.h).
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
 
+#include "autograd/function.h"
 #include "autograd/gradcheck.h"
 #include "core/elementwise_ops.h"
 #include "opinfo.h"
@@ -63,6 +65,12 @@ ArgSpec fixed_index(Shape shape, std::vector<double> values) {
   return a;
 }
 
+ArgSpec fixed_mask(Shape shape, std::vector<double> values) {
+  ArgSpec a = fixed_arg(std::move(shape), std::move(values), false);
+  a.kind = ArgSpec::Kind::fixed_mask;
+  return a;
+}
+
 std::vector<Sample> unary_samples(double lo, double hi) {
   return {{{arg({3, 4}, lo, hi)}, "2d"},
           {{arg({}, lo, hi)}, "scalar"},
@@ -104,6 +112,9 @@ Inputs make_inputs(const Sample& s, DType dtype, Device device, bool requires_gr
         break;
       case ArgSpec::Kind::fixed_index:
         t = tensor(a.values, shape, kFloat64).to(kInt64);
+        break;
+      case ArgSpec::Kind::fixed_mask:
+        t = tensor(a.values, shape, kFloat64) != 0.0;
         break;
     }
     if (a.transposed && t.dim() >= 2) t = t.mT();
@@ -160,17 +171,44 @@ void expect_close(const Tensor& a, const Tensor& b, double tol, const std::strin
 
 }  // namespace
 
+int64_t input_elements(const Inputs& in) {
+  int64_t total = 0;
+  for (const Tensor& t : in) total += t.numel();
+  return total;
+}
+
+// Whether the gradcheck suites run on a sample: some input requires grad and, for gradgradcheck,
+// the inputs hold at most kMaxGradGradElements elements in all.
+bool sample_is_checked(const Inputs& in, bool second_order) {
+  bool any_grad = std::any_of(in.begin(), in.end(), [](const Tensor& t) { return t.requires_grad(); });
+  return any_grad && (!second_order || input_elements(in) <= kMaxGradGradElements);
+}
+
+// Whether a set of samples gives gradcheck (or gradgradcheck) something to check: one sample with
+// elements it runs on, or, for an op whose samples are all empty (sum_empty), one it runs on.
+struct Coverage {
+  size_t ran = 0, ran_nonempty = 0;
+  bool all_empty = true;
+  void add(const Inputs& in, bool second_order) {
+    bool empty = input_elements(in) == 0;
+    all_empty = all_empty && empty;
+    if (!sample_is_checked(in, second_order)) return;
+    ++ran;
+    ran_nonempty += !empty;
+  }
+  bool enough() const { return ran_nonempty > 0 || (all_empty && ran > 0); }
+};
+
+// Runs gradcheck (or gradgradcheck) on every sample it applies to, and fails when that leaves
+// nothing checked: an op whose samples are all too big for gradgradcheck would otherwise pass
+// having checked nothing.
 void run_gradchecks(const OpInfo& o, bool second_order) {
   ASSERT_FALSE(o.samples.empty()) << o.name << " has no samples";
+  Coverage cov;
   for (size_t i = 0; i < o.samples.size(); ++i) {
     Inputs in = make_inputs(o.samples[i], kFloat64, kCPU, true, i + 1);
-    bool any_grad = std::any_of(in.begin(), in.end(), [](const Tensor& t) { return t.requires_grad(); });
-    if (!any_grad) continue;
-    if (second_order) {  // keep second-derivative checks small
-      int64_t total = 0;
-      for (const Tensor& t : in) total += t.numel();
-      if (total > 40 || total == 0) continue;
-    }
+    cov.add(in, second_order);
+    if (!sample_is_checked(in, second_order)) continue;
     autograd::GradcheckOptions opts;
     opts.atol = o.grad_atol;
     opts.rtol = o.grad_rtol;
@@ -180,6 +218,14 @@ void run_gradchecks(const OpInfo& o, bool second_order) {
     } catch (const std::exception& e) {
       ADD_FAILURE() << o.name << " sample '" << o.samples[i].desc << "': " << e.what();
     }
+  }
+  if (!cov.enough()) {
+    if (second_order)
+      ADD_FAILURE() << o.name << ": no sample was checked by gradgradcheck; add a non-empty sample with an input "
+                    << "that requires grad and at most " << kMaxGradGradElements << " input elements in all";
+    else
+      ADD_FAILURE() << o.name << ": no sample was checked by gradcheck; add a non-empty one with an input that "
+                    << "requires grad";
   }
 }
 
@@ -217,6 +263,24 @@ TEST_P(OpTest, float32_matches_float64) {
   }
 }
 
+class RefTest : public OpTest {};
+
+// Outputs equal the reference's, with autograd off (in-place kernels write in place) and on (in-place
+// ops compute out of place and copy back, through CopySlices for views).
+TEST_P(RefTest, matches_reference) {
+  const OpInfo& o = op();
+  for (bool grad : {false, true}) {
+    for (size_t i = 0; i < o.samples.size(); ++i) {
+      Inputs in = make_inputs(o.samples[i], kFloat64, kCPU, grad, i + 1);
+      Outputs a = o.fn(in), b = o.ref(in);
+      ASSERT_EQ(a.size(), b.size()) << o.name;
+      for (size_t k = 0; k < a.size(); ++k)
+        expect_close(a[k], b[k], 1e-12, o.name + " sample '" + o.samples[i].desc + "' output " + std::to_string(k) +
+                                            (grad ? " (autograd on)" : " (autograd off)") + " vs reference");
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::ValuesIn(op_names([](const OpInfo&) { return true; })), param_name);
 INSTANTIATE_TEST_SUITE_P(Ops, GradTest, ::testing::ValuesIn(op_names([](const OpInfo& o) { return o.differentiable; })),
                          param_name);
@@ -225,7 +289,10 @@ INSTANTIATE_TEST_SUITE_P(Ops, GradGradTest,
                            return o.differentiable && o.twice_differentiable;
                          })),
                          param_name);
+INSTANTIATE_TEST_SUITE_P(Ops, RefTest, ::testing::ValuesIn(op_names([](const OpInfo& o) { return bool(o.ref); })),
+                         param_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(OpTest);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RefTest);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GradTest);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GradGradTest);
 
@@ -249,7 +316,14 @@ std::vector<std::string> required_ops() {
         "masked_select", "embedding", "matmul", "mm", "bmm", "mv", "dot", "outer", "addmm", "linear", "conv2d",
         "conv2d_input_grad", "conv2d_weight_grad", "conv_transpose2d", "conv1d", "max_pool2d", "avg_pool2d",
         "adaptive_avg_pool2d", "adaptive_max_pool2d", "to_dtype", "clone", "contiguous", "copy_", "add_", "mul_",
-        "lerp", "addcmul", "addcdiv", "custom_function", "copy_into_view"})
+        "lerp", "addcmul", "addcdiv", "custom_function", "copy_into_view",
+        // forms and ops added by the registry audit
+        "broadcast_tensors", "split_with_sizes", "clamp_min", "clamp_max", "var_mean", "masked_fill_tensor_value",
+        "scatter_scalar", "index_tensor", "index_bool_mask", "index_put_", "index_put_tensor_index",
+        "index_put_bool_mask",
+        // in-place ops with autograd support (besides copy_, add_, mul_ above)
+        "sub_", "div_", "pow_", "clamp_", "relu_", "neg_", "exp_", "sqrt_", "fill_", "zero_", "masked_fill_",
+        "scatter_", "scatter_add_", "index_add_"})
     names.push_back(n);
   return names;
 }
@@ -263,6 +337,79 @@ TEST(OpRegistry, every_differentiable_op_has_gradcheck_samples) {
   std::string list;
   for (const auto& n : missing) list += " " + n;
   EXPECT_TRUE(missing.empty()) << "differentiable ops without gradcheck samples in the registry:" << list;
+}
+
+// The same rule as run_gradchecks, over the whole registry at once: every twice-differentiable op
+// has a sample that gradgradcheck runs on (and every differentiable op one that gradcheck runs on).
+TEST(OpRegistry, every_op_has_a_sample_its_gradchecks_run_on) {
+  std::string no_first, no_second;
+  for (const OpInfo& op : registry()) {
+    if (!op.differentiable) continue;
+    Coverage first, second;
+    for (size_t i = 0; i < op.samples.size(); ++i) {
+      Inputs in = make_inputs(op.samples[i], kFloat64, kCPU, true, i + 1);
+      first.add(in, false);
+      second.add(in, true);
+    }
+    if (!first.enough()) no_first += " " + op.name;
+    if (op.twice_differentiable && !second.enough()) no_second += " " + op.name;
+  }
+  EXPECT_TRUE(no_first.empty()) << "differentiable ops without a sample gradcheck runs on:" << no_first;
+  EXPECT_TRUE(no_second.empty()) << "twice-differentiable ops without a sample of at most " << kMaxGradGradElements
+                                 << " input elements for gradgradcheck:" << no_second;
+}
+
+// run_gradchecks itself: an op whose samples are all too big for gradgradcheck fails it (and
+// still passes gradcheck), and a wrong backward is caught at both orders.
+TEST(OpRegistry, run_gradchecks_fails_when_it_checks_nothing_or_a_wrong_gradient) {
+  OpInfo big{.name = "test.big_only", .fn = [](const Inputs& x) { return Outputs{x[0] * x[0]}; },
+             .samples = {{{arg({7, 6})}, "42_elements"}}};
+  EXPECT_NONFATAL_FAILURE(run_gradchecks(big, true), "test.big_only: no sample was checked by gradgradcheck");
+  run_gradchecks(big, false);  // gradcheck has no size limit: passes
+
+  OpInfo small = big;
+  small.samples.push_back({{arg({2, 3})}, "6_elements"});
+  run_gradchecks(small, true);  // one small sample is enough
+
+  OpInfo big_and_empty = big;  // an empty sample checks nothing, so it is not enough
+  big_and_empty.samples.push_back({{arg({0, 3})}, "empty"});
+  EXPECT_NONFATAL_FAILURE(run_gradchecks(big_and_empty, true), "no sample was checked by gradgradcheck");
+  OpInfo only_empty = big;  // unless the op is about empty tensors (sum_empty)
+  only_empty.samples = {{{arg({0, 3})}, "empty"}};
+  run_gradchecks(only_empty, true);
+
+  OpInfo no_grad = big;
+  no_grad.samples = {{{fixed_arg({2}, {1, 2}, /*differentiable=*/false)}, "constant"}};
+  EXPECT_NONFATAL_FAILURE(run_gradchecks(no_grad, false), "no sample was checked by gradcheck");
+
+  // x * x with a backward of g * x (half the true gradient) fails gradcheck; a second derivative
+  // of zero (x.detach() in the backward) fails only gradgradcheck.
+  struct HalfGrad : autograd::Function<HalfGrad> {
+    static Tensor forward(autograd::Context& ctx, const Tensor& x) {
+      ctx.save_for_backward({x});
+      return x * x;
+    }
+    static autograd::GradList backward(autograd::Context& ctx, autograd::GradList g) {
+      return {g[0] * ctx.saved()[0]};
+    }
+  };
+  struct DetachedGrad : autograd::Function<DetachedGrad> {
+    static Tensor forward(autograd::Context& ctx, const Tensor& x) {
+      ctx.save_for_backward({x});
+      return x * x;
+    }
+    static autograd::GradList backward(autograd::Context& ctx, autograd::GradList g) {
+      return {g[0] * ctx.saved()[0].detach() * 2};
+    }
+  };
+  OpInfo half{.name = "test.half_grad", .fn = [](const Inputs& x) { return Outputs{HalfGrad::apply(x[0])}; },
+              .samples = {{{arg({2, 2})}, "2d"}}};
+  EXPECT_NONFATAL_FAILURE(run_gradchecks(half, false), "test.half_grad sample '2d'");
+  OpInfo detached{.name = "test.detached_grad",
+                  .fn = [](const Inputs& x) { return Outputs{DetachedGrad::apply(x[0])}; },
+                  .samples = {{{arg({2, 2})}, "2d"}}};
+  run_gradchecks(detached, false);
+  EXPECT_NONFATAL_FAILURE(run_gradchecks(detached, true), "test.detached_grad sample '2d'");
 }
 
 TEST(OpRegistry, names_are_unique) {
