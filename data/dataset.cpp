@@ -1,6 +1,7 @@
 #include "data/dataset.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "core/error.h"
@@ -143,6 +144,26 @@ std::vector<Subset> random_split(DatasetPtr dataset, const std::vector<int64_t>&
     start += len;
   }
   return out;
+}
+
+std::vector<Subset> random_split_fractions(DatasetPtr dataset, const std::vector<double>& fractions, uint64_t seed) {
+  check<ValueError>(dataset != nullptr, "random_split_fractions: the dataset is null");
+  check<ValueError>(!fractions.empty(), "random_split_fractions: no fractions given");
+  double sum = 0;
+  for (double f : fractions) {
+    check<ValueError>(f >= 0 && f <= 1, "random_split_fractions: fractions must be in [0, 1], got ", f);
+    sum += f;
+  }
+  check<ValueError>(std::abs(sum - 1) < 1e-6, "random_split_fractions: fractions add up to ", sum, ", not 1");
+  const int64_t n = dataset->size();
+  std::vector<int64_t> lengths;
+  int64_t given = 0;
+  for (double f : fractions) {
+    lengths.push_back(static_cast<int64_t>(std::floor(static_cast<double>(n) * f)));
+    given += lengths.back();
+  }
+  for (int64_t i = 0; given < n; ++i, ++given) ++lengths[static_cast<size_t>(i) % lengths.size()];
+  return random_split(std::move(dataset), lengths, seed);
 }
 
 }  // namespace nabla::data

@@ -151,5 +151,15 @@ template <class D>
 std::vector<Subset> random_split(D&& dataset, const std::vector<int64_t>& lengths, uint64_t seed) {
   return random_split(share(std::forward<D>(dataset)), lengths, seed);
 }
+// The same with fractions of the dataset that add up to 1 (torch.utils.data.random_split's other
+// form): each subset gets floor(fraction * size) examples, and the examples left over go one each
+// to the subsets in order.
+//   auto parts = data::random_split_fractions(dataset, {0.8, 0.1, 0.1}, /*seed=*/42);
+std::vector<Subset> random_split_fractions(DatasetPtr dataset, const std::vector<double>& fractions, uint64_t seed);
+template <class D>
+  requires(!std::convertible_to<D, DatasetPtr>)
+std::vector<Subset> random_split_fractions(D&& dataset, const std::vector<double>& fractions, uint64_t seed) {
+  return random_split_fractions(share(std::forward<D>(dataset)), fractions, seed);
+}
 
 }  // namespace nabla::data

@@ -65,7 +65,9 @@ Tensor normalize_over(const Tensor& x, IntArrayRef dims, double eps);
 // Zeroes each element with probability p and scales the rest by 1/(1-p) (training only). The mask
 // comes from nabla's default generator: manual_seed makes it reproducible.
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
-// Zeroes whole channels: x (N, C, H, W) or (C, H, W).
+// Zeroes whole channels: x (N, C, H, W) or (C, H, W). A 3-D input is one unbatched image, as the
+// docs of torch.nn.Dropout2d describe it (PyTorch itself still reads it as (N, C, L), with a
+// warning that this will change; for that, reshape to (N, C, L, 1)).
 Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
 
 // ---- losses ---------------------------------------------------------------------------------------

@@ -144,6 +144,20 @@ TEST(Creation, LikeFunctionsKeepShapeAndDtype) {
   EXPECT_EQ(zeros_like(base, kFloat64).dtype(), kFloat64);
   Tensor r = rand_like(zeros({4}, kFloat64));
   EXPECT_EQ(r.dtype(), kFloat64);
+  EXPECT_GE(r.min().item<double>(), 0.0);
+  EXPECT_LT(r.max().item<double>(), 1.0);
+  // randn_like: the shape and dtype of its argument, the values randn gives after the same seed.
+  Tensor like = zeros({2, 500}, kFloat64);
+  manual_seed(5);
+  Tensor n = randn_like(like);
+  manual_seed(5);
+  Tensor want = randn({2, 500}, kFloat64);
+  EXPECT_EQ(n.dtype(), kFloat64);
+  EXPECT_EQ(shape_of(n), (std::vector<int64_t>{2, 500}));
+  EXPECT_TRUE(equal(n, want));
+  EXPECT_NEAR(n.mean().item<double>(), 0.0, 0.15);  // 1000 samples: the mean's sd is ~0.03
+  EXPECT_NEAR(n.std().item<double>(), 1.0, 0.1);
+  EXPECT_EQ(randn_like(zeros({3}, kInt64), kFloat32).dtype(), kFloat32);
 }
 
 TEST(Creation, LikeOfNonContiguousIsContiguous) {

@@ -136,6 +136,29 @@ TEST(DataDataset, RandomSplitIsSeededAndDisjoint) {
   EXPECT_THROW(data::random_split(Counting{100}, {70, 20}, 1), ValueError);
 }
 
+TEST(DataDataset, RandomSplitByFractions) {
+  // torch.utils.data.random_split(range(10), [0.5, 0.3, 0.2]) has lengths 5, 3, 2; for 11 examples
+  // floor gives 5, 3, 2 and the one left over goes to the first subset: 6, 3, 2. For 7 with
+  // thirds: 2, 2, 2 and then one to the first.
+  auto parts = data::random_split_fractions(Counting{11}, {0.5, 0.3, 0.2}, 42);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0].size(), 6);
+  EXPECT_EQ(parts[1].size(), 3);
+  EXPECT_EQ(parts[2].size(), 2);
+  std::vector<int64_t> all;
+  for (auto& p : parts) all.insert(all.end(), p.indices().begin(), p.indices().end());
+  EXPECT_TRUE(is_permutation_of_range(all, 11));
+  // The same seed and lengths give the same split as random_split with the lengths.
+  EXPECT_EQ(data::random_split(Counting{11}, {6, 3, 2}, 42)[1].indices(), parts[1].indices());
+  auto thirds = data::random_split_fractions(Counting{7}, {1.0 / 3, 1.0 / 3, 1.0 / 3}, 1);
+  EXPECT_EQ(thirds[0].size(), 3);
+  EXPECT_EQ(thirds[1].size(), 2);
+  EXPECT_EQ(thirds[2].size(), 2);
+  EXPECT_THROW(data::random_split_fractions(Counting{10}, {0.5, 0.4}, 1), ValueError);   // adds up to 0.9
+  EXPECT_THROW(data::random_split_fractions(Counting{10}, {1.5, -0.5}, 1), ValueError);  // out of [0, 1]
+  EXPECT_THROW(data::random_split_fractions(Counting{10}, {}, 1), ValueError);
+}
+
 // ---- samplers -----------------------------------------------------------------------------------
 TEST(DataSampler, SequentialAndRandom) {
   EXPECT_EQ(data::SequentialSampler(4).indices(1, 3), (std::vector<int64_t>{0, 1, 2, 3}));
