@@ -15,4 +15,16 @@ cmake --build build -j "$(jobs)" --target mnist
 scripts/get-data.sh mnist
 [[ " $* " == *" fashion-mnist "* || " $* " == *"--dataset=fashion-mnist"* ]] && scripts/get-data.sh fashion
 log "training: build/examples/mnist train $*"
-build/examples/mnist train --summary-json checkpoints/last-run.json "$@"
+summary=checkpoints/last-run.json
+rm -f "$summary"
+build/examples/mnist train --summary-json "$summary" "$@"
+# After a finished run (not --help): the trained model reads real image files, ten test digits
+# written as PNG (named <index>-<true label>.png).
+if [[ -f $summary ]]; then
+  field() { sed -n "s/.*\"$1\": \"\([^\"]*\)\".*/\1/p" "$summary"; }
+  rm -rf checkpoints/samples
+  log "the trained model on 10 test images saved as PNG files (mnist export, then mnist predict)"
+  build/examples/mnist export --dataset "$(field dataset)" --data "$(field data)" --count 10 --out checkpoints/samples >/dev/null
+  build/examples/mnist predict --checkpoint "$(field checkpoint)" checkpoints/samples/*.png
+  echo "your own digit: build/examples/mnist predict --checkpoint $(field checkpoint) photo.png"
+fi

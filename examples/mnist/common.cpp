@@ -9,6 +9,21 @@ namespace mnist {
 using namespace nabla;
 namespace fs = std::filesystem;
 
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 Device pick_device(const std::string& spec) {
   if (spec == "cpu") return kCPU;
   if (spec == "cuda") {

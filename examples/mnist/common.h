@@ -13,6 +13,7 @@ namespace mnist {
 int cmd_train(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_predict(int argc, char** argv);
+int cmd_export(int argc, char** argv);
 
 // Exit codes.
 inline constexpr int kExitOk = 0, kExitError = 1, kExitUsage = 2, kExitNoData = 3, kExitInterrupted = 130;
@@ -22,6 +23,9 @@ struct Failure : std::runtime_error {
   Failure(const std::string& msg, int code) : std::runtime_error(msg), code(code) {}
   int code;
 };
+
+// A string's contents for a JSON string literal (quotes, backslashes and control characters escaped).
+std::string json_escape(const std::string& s);
 
 // "auto" picks CUDA when a GPU is usable, else the CPU.
 nabla::Device pick_device(const std::string& spec);

@@ -17,6 +17,7 @@ const char* kUsage =
     "  train      train a model (default: a small CNN that reaches 99%+ in 3 epochs)\n"
     "  eval       test accuracy, per-class precision/recall and the confusion matrix of a checkpoint\n"
     "  predict    classify your own images (PNG, JPEG, BMP)\n"
+    "  export     write test-set digits as PNG files, to try predict on\n"
     "\n"
     "Run `mnist <command> --help` for a command's options. The data comes from scripts/get-data.sh.\n";
 
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
     if (cmd == "train") return mnist::cmd_train(argc, argv);
     if (cmd == "eval") return mnist::cmd_eval(argc, argv);
     if (cmd == "predict") return mnist::cmd_predict(argc, argv);
+    if (cmd == "export") return mnist::cmd_export(argc, argv);
     std::fprintf(stderr, "mnist: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
     return mnist::kExitUsage;
   } catch (const mnist::UsageError& e) {

@@ -11,22 +11,6 @@ namespace mnist {
 
 using namespace nabla;
 
-namespace {
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-}  // namespace
 
 int cmd_predict(int argc, char** argv) {
   Cli cli("predict", "Predicts the digit in each image with a trained checkpoint.");

@@ -360,7 +360,8 @@ int cmd_train(int argc, char** argv) {
                          ", \"train_seconds\": " + json_number(train_seconds) +
                          ", \"epochs\": " + std::to_string(epochs) + ", \"images_per_second\": " + json_number(ips) +
                          ", \"model\": \"" + s.model + "\", \"dataset\": \"" + s.dataset + "\", \"device\": \"" +
-                         device.str() + "\", \"checkpoint\": \"" + ckpt_path + "\"}\n";
+                         device.str() + "\", \"checkpoint\": \"" + json_escape(ckpt_path) +
+                         "\", \"data\": \"" + json_escape(data_dir) + "\"}\n";
       io::write_all(f, json.data(), json.size(), summary);
     });
   }
