@@ -4,6 +4,7 @@
 // nn modules, a loss from nn::functional, an optimizer and a learning-rate scheduler.
 #include <gtest/gtest.h>
 
+#include "../../examples/mnist/models.h"  // the mnist example's models
 #include "malloc_hook.h"
 #include "nabla.h"
 
@@ -33,33 +34,6 @@ struct LeNetStep {
   }
 };
 
-// The mnist example's models and recipes, built from nn modules.
-struct LeNet : nn::Module {
-  LeNet() : nn::Module("LeNet") {
-    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(1, 10, 5));
-    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(10, 20, 5));
-    conv2_drop = register_module("conv2_drop", std::make_shared<nn::Dropout2d>(0.5));
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(320, 50));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(50, 10));
-  }
-  Tensor forward(Tensor x) override {
-    x = max_pool2d(conv1->forward(x), {2}).relu();
-    x = max_pool2d(conv2_drop->forward(conv2->forward(x)), {2}).relu();
-    x = fc1->forward(x.view({-1, 320})).relu();
-    x = nn::functional::dropout(x, 0.5, is_training());
-    return log_softmax(fc2->forward(x), 1);
-  }
-  std::shared_ptr<nn::Conv2d> conv1, conv2;
-  std::shared_ptr<nn::Dropout2d> conv2_drop;
-  std::shared_ptr<nn::Linear> fc1, fc2;
-};
-
-std::shared_ptr<nn::Module> conv_block(int64_t in, int64_t out) {
-  return std::make_shared<nn::Sequential>(
-      std::make_shared<nn::Conv2d>(in, out, 3, nn::Conv2dOptions{.padding = 1, .bias = false}),
-      std::make_shared<nn::BatchNorm2d>(out), std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2));
-}
-
 struct ModuleStep {
   virtual ~ModuleStep() = default;
   virtual void run() = 0;
@@ -67,7 +41,7 @@ struct ModuleStep {
 
 // LeNet (dropout masks every step), nll_loss, SGD with momentum: libtorch's example recipe.
 struct LeNetModuleStep : ModuleStep {
-  std::shared_ptr<LeNet> model = std::make_shared<LeNet>();
+  std::shared_ptr<nn::Module> model = mnist::make_model("lenet").module;
   optim::SGD opt{model->parameters(), {.lr = 0.01, .momentum = 0.5}};
   Tensor x = rand({64, 1, 28, 28}), y = randint(0, 10, {64});
   void run() override {
@@ -80,9 +54,7 @@ struct LeNetModuleStep : ModuleStep {
 // The default recipe's CNN (BatchNorm in training mode), cross_entropy with label smoothing,
 // Adam under a one-cycle schedule stepped every batch.
 struct CnnModuleStep : ModuleStep {
-  std::shared_ptr<nn::Sequential> model = std::make_shared<nn::Sequential>(
-      conv_block(1, 32), conv_block(32, 64), std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(64 * 7 * 7, 128),
-      std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(128, 10));
+  std::shared_ptr<nn::Module> model = mnist::make_model("cnn").module;
   optim::Adam opt{model->parameters(), {.lr = 1e-3}};
   optim::OneCycleLR sched{opt, 3e-3, {.total_steps = 1000}};
   Tensor x = rand({32, 1, 28, 28}), y = randint(0, 10, {32});
