@@ -383,6 +383,10 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar value) {
   detail::check_inplace(*this, "masked_fill_");
   return copy_(nabla::masked_fill(autograd::needs_grad(*this) ? clone() : *this, mask, value));
 }
+Tensor& Tensor::masked_fill_(const Tensor& mask, const Tensor& value) {
+  detail::check_inplace(*this, "masked_fill_");
+  return copy_(nabla::masked_fill(autograd::needs_grad(*this) ? clone() : *this, mask, value));
+}
 
 Tensor nonzero(const Tensor& x) {
   if (x.is_cpu()) return backend_for(kCPU).nonzero(x);

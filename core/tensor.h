@@ -208,6 +208,7 @@ class Tensor {
   Tensor tril(int64_t diagonal = 0) const;
   Tensor triu(int64_t diagonal = 0) const;
   Tensor& masked_fill_(const Tensor& mask, Scalar value);
+  Tensor& masked_fill_(const Tensor& mask, const Tensor& value);  // value: 0-dim (may require grad)
   Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src);
   Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src);
   Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& src);

@@ -498,10 +498,8 @@ Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, const Ten
       while (static_cast<int64_t>(ms.size()) < dim()) ms.push_back(1);
       m = t.reshape(ms);
     }
-    if (!autograd::needs_grad(value)) return masked_fill_(m, value.item());
-    // A value that requires grad receives the gradient of every element it fills.
     detail::check_inplace(*this, "index_put_");
-    return copy_(nabla::masked_fill(autograd::needs_grad(*this) ? clone() : *this, m, value.reshape({}).to(device())));
+    return masked_fill_(m, value.reshape({}).to(device()));  // a value that requires grad gets its gradient
   }
   Tensor flat = t.reshape({-1}).to(DType::i64);
   Shape vshape = sizes();

@@ -416,6 +416,14 @@ std::vector<OpInfo> inplace_ops() {
                                 {{arg({}), mask_arg({})}, "scalar"},
                                 {{arg({0, 3}), mask_arg({3})}, "empty"}},
                  .ref = [](I x) { return reference_outputs(x[0], [&](const Tensor& t) { return where(x[1], 0.5, t); }); }});
+  // A 0-dim tensor value receives the gradient of every element it fills.
+  ops.push_back({.name = "masked_fill_tensor_value_", .fn = [](I x) {
+                   return inplace_outputs(x[0], [&](Tensor& t) { t.masked_fill_(x[1], x[2]); });
+                 }, .samples = {{{arg({3, 4}), mask_arg({3, 4}), arg({})}, "2d"},
+                                {{arg({3, 4}), mask_arg({4}), arg({})}, "broadcast_mask"},
+                                {{arg_t({4, 3}), mask_arg({4, 1}), arg({})}, "noncontiguous"},
+                                {{arg({0, 3}), mask_arg({3}), arg({})}, "empty"}},
+                 .ref = [](I x) { return reference_outputs(x[0], [&](const Tensor& t) { return where(x[1], x[2], t); }); }});
   // Unique targets per column (counting from the end too), so the result does not depend on the
   // order of writes.
   ops.push_back({.name = "scatter_", .fn = [](I x) {

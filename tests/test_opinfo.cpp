@@ -323,6 +323,7 @@ std::vector<std::string> required_ops() {
         "index_put_bool_mask",
         // in-place ops with autograd support (besides copy_, add_, mul_ above)
         "sub_", "div_", "pow_", "clamp_", "relu_", "neg_", "exp_", "sqrt_", "fill_", "zero_", "masked_fill_",
+        "masked_fill_tensor_value_",
         "scatter_", "scatter_add_", "index_add_"})
     names.push_back(n);
   return names;

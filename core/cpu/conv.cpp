@@ -292,6 +292,24 @@ struct Im2colPacker {
 // input row times its weight. Stride 1, dilation 1, one group, float, rows of at most 32.
 #ifdef NABLA_GEMM_AVX2
 
+// Splits O output channels into blocks for the direct kernels, whose accumulators live in
+// registers: f(std::integral_constant<int, OB>{}, o0) for blocks of OBmax channels, then one
+// block of the channels left over (fewer than OBmax).
+template <int R, class F>
+void channel_tail(int64_t rest, int64_t o0, const F& f) {
+  if constexpr (R >= 1) {
+    if (rest == R) f(std::integral_constant<int, R>{}, o0);
+    else channel_tail<R - 1>(rest, o0, f);
+  }
+}
+
+template <int OBmax, class F>
+void over_channel_blocks(int64_t O, const F& f) {
+  int64_t o = 0;
+  for (; o + OBmax <= O; o += OBmax) f(std::integral_constant<int, OBmax>{}, o);
+  channel_tail<OBmax - 1>(O - o, o, f);
+}
+
 template <int OB>
 NABLA_DC_AVX512 void direct_rows(const float* xpad, int64_t Hp, int64_t Wp, int64_t C, int64_t kh, int64_t kw,
                                  const float* w, const float* bias, int64_t o0, int64_t Ho, int64_t Wo, float* y) {
@@ -386,10 +404,9 @@ template <int NV>
 void direct_image_avx2(const float* xpad, int64_t Hp, int64_t Wp, const ConvGeom& g, const float* w, const float* bias,
                        float* y) {
   constexpr int OBmax = NV == 1 ? 8 : NV == 2 ? 6 : NV == 3 ? 4 : 2;  // OB * NV + NV + 1 <= 16
-  int64_t o = 0;
-  for (; o + OBmax <= g.O; o += OBmax) direct_rows_avx2<OBmax, NV>(xpad, Hp, Wp, g.C, g.kh, g.kw, w, bias, o, g.Ho, g.Wo, y);
-  for (; o + 2 <= g.O; o += 2) direct_rows_avx2<2, NV>(xpad, Hp, Wp, g.C, g.kh, g.kw, w, bias, o, g.Ho, g.Wo, y);
-  for (; o < g.O; ++o) direct_rows_avx2<1, NV>(xpad, Hp, Wp, g.C, g.kh, g.kw, w, bias, o, g.Ho, g.Wo, y);
+  over_channel_blocks<OBmax>(g.O, [&](auto ob, int64_t o) {
+    direct_rows_avx2<decltype(ob)::value, NV>(xpad, Hp, Wp, g.C, g.kh, g.kw, w, bias, o, g.Ho, g.Wo, y);
+  });
 }
 
 // The weight gradient's kernel-row block (direct_wgrad_row) with AVX2: OB output channels x KW
@@ -436,16 +453,11 @@ template <int KW, int NV>
 void direct_wgrad_avx2(const float* xpad, const ConvGeom& g, int64_t Hp, int64_t Wp, const float* gy, int64_t n0,
                        int64_t n1, float* gw) {
   constexpr int OBmax = KW == 3 ? 4 : 2;  // OB * KW + OB + 1 <= 16 (the input vector may be a memory operand)
-  for (int64_t o0 = 0; o0 < g.O; o0 += OBmax)
+  over_channel_blocks<OBmax>(g.O, [&](auto ob, int64_t o0) {
     for (int64_t c = 0; c < g.C; ++c)
-      for (int64_t ki = 0; ki < g.kh; ++ki) {
-        switch (std::min<int64_t>(OBmax, g.O - o0)) {
-          case 4: direct_wgrad_row_avx2<4, KW, NV>(xpad, g, Hp, Wp, gy, n0, n1, o0, c, ki, gw); break;
-          case 3: direct_wgrad_row_avx2<3, KW, NV>(xpad, g, Hp, Wp, gy, n0, n1, o0, c, ki, gw); break;
-          case 2: direct_wgrad_row_avx2<2, KW, NV>(xpad, g, Hp, Wp, gy, n0, n1, o0, c, ki, gw); break;
-          default: direct_wgrad_row_avx2<1, KW, NV>(xpad, g, Hp, Wp, gy, n0, n1, o0, c, ki, gw); break;
-        }
-      }
+      for (int64_t ki = 0; ki < g.kh; ++ki)
+        direct_wgrad_row_avx2<decltype(ob)::value, KW, NV>(xpad, g, Hp, Wp, gy, n0, n1, o0, c, ki, gw);
+  });
 }
 
 // Calls f(std::integral_constant<int, NV>) with NV = the 8-lane vectors of an output row (Wo <= 32).
@@ -483,11 +495,9 @@ void direct_conv(const float* xp, const float* wp, const float* bp, const ConvGe
         with_row_vectors(g.Wo, [&](auto nv) { direct_image_avx2<decltype(nv)::value>(xpad, Hp, Wp, g, wp, bp, yn); });
         continue;
       }
-      int64_t o = 0;
-      for (; o + 8 <= g.O; o += 8) direct_rows<8>(xpad, Hp, Wp, g.C, g.kh, g.kw, wp, bp, o, g.Ho, g.Wo, yn);
-      for (; o + 4 <= g.O; o += 4) direct_rows<4>(xpad, Hp, Wp, g.C, g.kh, g.kw, wp, bp, o, g.Ho, g.Wo, yn);
-      for (; o + 2 <= g.O; o += 2) direct_rows<2>(xpad, Hp, Wp, g.C, g.kh, g.kw, wp, bp, o, g.Ho, g.Wo, yn);
-      for (; o < g.O; ++o) direct_rows<1>(xpad, Hp, Wp, g.C, g.kh, g.kw, wp, bp, o, g.Ho, g.Wo, yn);
+      over_channel_blocks<8>(g.O, [&](auto ob, int64_t o) {
+        direct_rows<decltype(ob)::value>(xpad, Hp, Wp, g.C, g.kh, g.kw, wp, bp, o, g.Ho, g.Wo, yn);
+      });
     }
   });
 }
@@ -592,23 +602,15 @@ void direct_conv_weight_grad(const float* xp, const float* gyp, const ConvGeom& 
       return;
     }
     // Blocks of up to 4 output channels, for each input channel and kernel row.
-    for (int64_t o0 = 0; o0 < g.O; o0 += 4)
-      for (int64_t c = 0; c < g.C; ++c)
-        for (int64_t ki = 0; ki < g.kh; ++ki) {
-          auto run = [&](auto ob_tag, auto kw_tag) {
-            direct_wgrad_row<decltype(ob_tag)::value, decltype(kw_tag)::value>(xpad, g, Hp, Wp, gyp, n0, n1, o0, c, ki,
-                                                                               gw);
-          };
-          using K3 = std::integral_constant<int, 3>;
-          using K5 = std::integral_constant<int, 5>;
-          auto with_kw = [&](auto ob_tag) { g.kw == 3 ? run(ob_tag, K3{}) : run(ob_tag, K5{}); };
-          switch (std::min<int64_t>(4, g.O - o0)) {
-            case 4: with_kw(std::integral_constant<int, 4>{}); break;
-            case 3: with_kw(std::integral_constant<int, 3>{}); break;
-            case 2: with_kw(std::integral_constant<int, 2>{}); break;
-            default: with_kw(std::integral_constant<int, 1>{}); break;
-          }
-        }
+    auto blocks = [&](auto kw_tag) {
+      over_channel_blocks<4>(g.O, [&](auto ob, int64_t o0) {
+        for (int64_t c = 0; c < g.C; ++c)
+          for (int64_t ki = 0; ki < g.kh; ++ki)
+            direct_wgrad_row<decltype(ob)::value, decltype(kw_tag)::value>(xpad, g, Hp, Wp, gyp, n0, n1, o0, c, ki, gw);
+      });
+    };
+    if (g.kw == 3) blocks(std::integral_constant<int, 3>{});
+    else blocks(std::integral_constant<int, 5>{});
   });
 }
 
