@@ -335,10 +335,14 @@ void conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Co
   cudaStream_t stream = stream_for(device);
   Lease<cudnnHandle_t> h(pool(), device, stream);
   Conv c;
-  setup(c, x, w, y, p, "conv2d");
   if (x.numel() == 0 || w.numel() == 0) {
+    // No input channels (or an empty padded image): cuDNN rejects size-0 descriptors, so only the
+    // output's is set, for the bias.
+    c.type = data_type(x.dtype(), "conv2d");
+    set_4d(c.y, c.type, y, "conv2d");
     fill(y, 0);
   } else {
+    setup(c, x, w, y, p, "conv2d");
     Choice ch = choose(h.get(), c, Kind::fwd, x.data_ptr(), w.data_ptr(), y.data_ptr(), device);
     NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, ch.math));
     Tensor ws = ch.workspace > 0 ? scratch(ch.workspace, device) : Tensor();

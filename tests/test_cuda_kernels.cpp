@@ -425,6 +425,12 @@ TEST(CudaKernels, conv2d_configurations_and_gradients_match_the_cpu) {
   // Empty batch.
   Tensor e = conv2d(zeros({0, 3, 5, 5}, kCUDA), ones({2, 3, 3, 3}, kCUDA));
   EXPECT_EQ(e.sizes(), Shape({0, 2, 3, 3}));
+  // No input channels (an empty x, a non-empty output): the bias alone, as on the CPU.
+  Tensor b0 = rnd({2}, kFloat64, 5);
+  Tensor want0 = conv2d(zeros({2, 0, 4, 4}, kFloat64), zeros({2, 0, 3, 3}, kFloat64), b0, {1}, {1});
+  Tensor got0 = conv2d(zeros({2, 0, 4, 4}, dtype(kFloat64).device(kCUDA)),
+                       zeros({2, 0, 3, 3}, dtype(kFloat64).device(kCUDA)), b0.cuda(), {1}, {1});
+  EXPECT_TRUE(close_on_host(got0, want0, 0));
 }
 
 TEST(CudaKernels, pooling_forward_and_backward) {
