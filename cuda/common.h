@@ -37,7 +37,8 @@ namespace nabla::cuda {
 // The device index of a CUDA tensor.
 inline int device_of(const Tensor& t) { return t.device().index; }
 
-// The current device of this thread, cached (cudaGetDevice is not free).
+// The current device of this thread. Not cached: cudaGetDevice only reads the runtime's per-thread
+// state, and a cache would go stale when user code calls cudaSetDevice itself.
 int get_device();
 void set_device_fast(int device);
 

@@ -77,7 +77,7 @@ bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
 bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Backend::AdamStep& a);
 
-// index_check.cu: the device-side record of out-of-range indices (see index_checks() in
+// index.cu: the device-side record of out-of-range indices (see index_checks() in
 // core/cuda_api.h). Kernels get flag(); after them, check() throws IndexError naming `op`.
 class IndexChecker {
  public:
