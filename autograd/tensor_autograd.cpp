@@ -20,9 +20,12 @@ const Tensor& undefined_tensor() {
 }
 }  // namespace
 
-bool Tensor::requires_grad() const {
+bool Tensor::requires_grad() const { return autograd::takes_part_in_autograd(*checked()); }
+
+autograd::Node* Tensor::grad_fn() const {
   TensorImpl* s = checked();
-  return s->requires_grad || s->grad_fn;
+  if (s->view_history_is_stale()) detail::refresh_view_history(*this);
+  return s->grad_fn.get();
 }
 
 Tensor& Tensor::requires_grad_(bool r) {
@@ -67,7 +70,7 @@ void Tensor::zero_grad(bool set_to_none) {
 void Tensor::retain_grad() const {
   TensorImpl* s = checked();
   check<AutogradError>(requires_grad(), "retain_grad: cannot retain the gradient of a tensor that does not require grad");
-  if (!s->grad_fn) return;  // leaves keep their gradient anyway
+  if (!grad_fn()) return;  // leaves keep their gradient anyway
   AutogradMeta& m = meta_of(s);
   if (m.retains_grad) return;
   m.retains_grad = true;
@@ -95,7 +98,7 @@ size_t Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
   TensorImpl* s = checked();
   check<AutogradError>(requires_grad(), "register_hook: cannot register a hook on a tensor that does not require grad");
   size_t id = ++g_hook_id;
-  if (s->grad_fn) {
+  if (grad_fn()) {
     // Run before retain_grad's hook so a retained gradient sees the hook's result, as PyTorch.
     auto& hooks = s->grad_fn->pre_hooks;
     auto pos = hooks.end();

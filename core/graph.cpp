@@ -189,14 +189,7 @@ static AutogradMeta& meta_of(TensorImpl* impl) {
 
 Edge gradient_edge(const Tensor& t) {
   TensorImpl* impl = t.impl();
-  // A view whose base was modified in place (with autograd recording it) after the view was made
-  // still holds the base's old history, which no longer describes its values.
-  if (impl->grad_fn && impl->view_base && impl->view_base->grad_fn.get() != impl->view_base_grad_fn)
-    throw NotImplemented(detail::str(
-        "autograd: a view was used after its base was modified by an in-place operation (the base is now "
-        "computed by ",
-        impl->view_base->grad_fn ? impl->view_base->grad_fn->name() : "nothing",
-        "); re-create the view from the modified base, or modify a clone() of the base instead"));
+  if (impl->view_history_is_stale()) nabla::detail::refresh_view_history(t);
   if (impl->grad_fn) return Edge{impl->grad_fn, impl->output_nr};
   if (!impl->requires_grad) return Edge{};
   if (!impl->grad_accumulator) {

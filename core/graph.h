@@ -194,11 +194,15 @@ GradList FunctionNode<F>::apply(GradList&& grads) {
 }
 
 // ---- recording helpers used by op front-ends ----------------------------------------------------
+// A leaf that requires grad, a tensor with history, or a view whose base gained history since.
+inline bool takes_part_in_autograd(const TensorImpl& i) {
+  return i.requires_grad || i.grad_fn || (i.view_history_is_stale() && i.view_base->grad_fn);
+}
 // True when grad mode is on and any input takes part in autograd.
 inline bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
   if (!GradMode::is_enabled()) return false;
   for (const Tensor* t : inputs)
-    if (t->defined() && (t->impl()->requires_grad || t->impl()->grad_fn)) return true;
+    if (t->defined() && takes_part_in_autograd(*t->impl())) return true;
   return false;
 }
 template <class... T>

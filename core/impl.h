@@ -88,6 +88,11 @@ inline const char* device_kind(const Tensor& t) { return t.is_cuda() ? "cuda" : 
 // and makes the view a view of the new base again. (PyTorch's CopySlices.)
 Tensor& copy_into_view(Tensor& view, const Tensor& src);
 
+// Rebuilds the history of a view whose base's history changed after the view's was recorded (the
+// base, or another view of it, was modified in place): the view becomes an as_strided view of the
+// base as it is now, as PyTorch regenerates a view's grad_fn.
+void refresh_view_history(const Tensor& view);
+
 // Describes a tensor for error messages: "float32[2, 3] on cpu"
 std::string describe(const Tensor& t);
 

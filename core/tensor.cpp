@@ -301,6 +301,7 @@ Tensor& Tensor::detach_() {
   s->grad_fn.reset();
   s->requires_grad = false;
   s->view_base.reset();
+  s->view_tracks_base = false;
   return *this;
 }
 

@@ -144,8 +144,8 @@ class Tensor {
   const Tensor& grad() const;        // undefined Tensor when no gradient has been accumulated
   Tensor& mutable_grad();            // assignable: x.mutable_grad() = zeros_like(x)
   void set_grad(const Tensor& g);
-  autograd::Node* grad_fn() const { return checked()->grad_fn.get(); }
-  bool is_leaf() const { return checked()->grad_fn.get() == nullptr; }
+  autograd::Node* grad_fn() const;  // a view whose base was modified in place since: rebuilt from the base
+  bool is_leaf() const { return grad_fn() == nullptr; }
   uint32_t output_nr() const { return checked()->output_nr; }
   uint32_t version() const { return checked()->storage->version; }
   void retain_grad() const;

@@ -26,13 +26,21 @@ struct TensorImpl final : RefCounted, Pooled {
   bool is_contiguous = true;
   bool requires_grad = false;       // only ever true on leaves; non-leaves have grad_fn instead
   bool is_wrapped_number = false;   // a C++ scalar wrapped into a 0-dim tensor (type promotion)
+  bool view_tracks_base = false;    // views made with grad mode on: their history follows the base's
   uint32_t output_nr = 0;           // which output of grad_fn this tensor is
 
   intrusive_ptr<autograd::Node> grad_fn;           // the node that produced this tensor
   intrusive_ptr<autograd::Node> grad_accumulator;  // leaves: the node that accumulates .grad
   intrusive_ptr<autograd::AutogradMeta> meta;      // .grad, hooks, retain_grad; created on demand
   intrusive_ptr<TensorImpl> view_base;             // views: the tensor whose storage they view
-  const autograd::Node* view_base_grad_fn = nullptr;  // views: the base's grad_fn when the view was made
+  const autograd::Node* view_base_grad_fn = nullptr;  // views: the base's grad_fn when grad_fn was set
+
+  // A view whose base's history changed since the view's own was recorded (the base, or another
+  // view of it, was modified in place with autograd recording): its grad_fn must be rebuilt from
+  // the base's before use (autograd::detail::refresh_view_history).
+  bool view_history_is_stale() const {
+    return view_tracks_base && view_base->grad_fn.get() != view_base_grad_fn;
+  }
 
   TensorImpl() = default;
   ~TensorImpl() override;

@@ -21,14 +21,15 @@ namespace {
 using ViewFn = std::function<Tensor(const Tensor&)>;
 
 // Creates a view of x with a new layout, remembering the base (and the base's history at this
-// point) for autograd's in-place checks: writes into views, and views whose base was later
-// modified in place with autograd recording it.
+// point) for autograd's in-place handling: writes into views, and views whose base was later
+// modified in place with autograd recording it (their history is rebuilt then).
 Tensor make_view_of(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
   Tensor v = detail::make_view(x, std::move(sizes), std::move(strides), offset);
   TensorImpl* xi = x.impl();
   TensorImpl* vi = v.impl();
   vi->view_base = xi->view_base ? xi->view_base : x.impl_ptr();
   vi->view_base_grad_fn = vi->view_base->grad_fn.get();
+  vi->view_tracks_base = autograd::GradMode::is_enabled();  // views made under no_grad stay out of the graph
   return v;
 }
 
@@ -526,17 +527,27 @@ Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, Scalar va
 // ---- in-place writes into views under autograd ----------------------------------------------------
 namespace nabla::detail {
 
+// The view's place inside any tensor laid out like its base, as a function to apply to the base's
+// gradient (or to a mask of the base's shape). Needs a contiguous base, which nearly every base
+// is: views are never bases, and ops return contiguous tensors.
+ViewFn place_in_base(const Tensor& view, const Tensor& base, const char* op) {
+  check<NotImplemented>(base.is_contiguous(), op, ": in-place writes into a view, or into the base of a view "
+                        "used afterwards, need a contiguous base tensor under autograd; the base has shape ",
+                        base.sizes(), " and strides ", base.strides(), " (clone() it first)");
+  Shape vsizes = view.sizes(), vstrides = view.strides();
+  int64_t rel = view.storage_offset() - base.storage_offset();
+  return [vsizes, vstrides, rel](const Tensor& t) { return t.as_strided(vsizes, vstrides, t.storage_offset() + rel); };
+}
+
 Tensor& copy_into_view(Tensor& view, const Tensor& src) {
   Tensor base(view.impl()->view_base);
   check<AutogradError>(!(base.impl()->requires_grad && !base.impl()->grad_fn) || !autograd::GradMode::is_enabled(),
                        "copy_: a view of a leaf tensor that requires grad is being used in an in-place operation; "
                        "modify the leaf under NoGradGuard, or clone() it first");
-  check<NotImplemented>(base.is_contiguous(),
-                        "copy_: in-place writes into a view need a contiguous base tensor under autograd; the base "
-                        "has shape ", base.sizes(), " and strides ", base.strides(), " (clone() it first)");
   Shape bshape = broadcast_shapes(src.sizes(), view.sizes(), "copy_");
   check<ShapeError>(bshape == view.sizes(), "copy_: source of shape ", src.sizes(),
                     " cannot be broadcast to the destination shape ", view.sizes());
+  ViewFn view_fn = place_in_base(view, base, "copy_");
   {
     autograd::NoGradGuard ng;
     Backend& be = (view.is_cuda() || src.is_cuda()) ? backend_for(view.is_cuda() ? view.device() : src.device())
@@ -546,12 +557,6 @@ Tensor& copy_into_view(Tensor& view, const Tensor& src) {
     be.copy(s, view);
   }
   bump_version(view);
-  // The view's place inside any tensor laid out like the (contiguous) base.
-  Shape vsizes = view.sizes(), vstrides = view.strides();
-  int64_t rel = view.storage_offset() - base.storage_offset();
-  ViewFn view_fn = [vsizes, vstrides, rel](const Tensor& t) {
-    return t.as_strided(vsizes, vstrides, t.storage_offset() + rel);
-  };
   // CopySlices: the new base's gradient goes to src inside the view, to the old base outside it.
   autograd::record("CopySlices", {&base, &src}, {&base},
                    [view_fn, src_shape = src.sizes(), sdt = src.dtype(), sdev = src.device(),
@@ -572,7 +577,21 @@ Tensor& copy_into_view(Tensor& view, const Tensor& src) {
   // The view is a view of the new base from now on.
   record_select_view("AsStridedBackward", base, view, view_fn);
   view.impl()->view_base_grad_fn = base.impl()->grad_fn.get();
+  view.impl()->view_tracks_base = true;
   return view;
+}
+
+void refresh_view_history(const Tensor& view) {
+  TensorImpl* vi = view.impl();
+  Tensor base(vi->view_base);
+  vi->grad_fn.reset();
+  vi->output_nr = 0;
+  vi->view_base_grad_fn = base.impl()->grad_fn.get();
+  if (!base.impl()->grad_fn) return;  // the base left the graph (detach_()), and the view with it
+  // Rebuilt wherever the view is first used, which may be inside a no_grad region or a backward.
+  autograd::AutoGradMode record(true);
+  Tensor v = view;
+  record_select_view("AsStridedBackward", base, v, place_in_base(view, base, "autograd"));
 }
 
 }  // namespace nabla::detail

@@ -338,7 +338,7 @@ TEST(InPlaceAutograd, LeafThatRequiresGrad) {
   EXPECT_TRUE(tensor_is(x, {2}, {0, 1}));
 }
 
-TEST(InPlaceAutograd, ViewWritesJoinTheGraphAndStaleViewsAreReported) {
+TEST(InPlaceAutograd, ViewWritesJoinTheGraphAndOlderViewsFollowTheBase) {
   // Writing a tensor that requires grad into a view of one that does not makes the base part of
   // the graph (CopySlices, as PyTorch): the gradient reaches the source through the base.
   Tensor x = leaf({1, 2}, {2});
@@ -354,16 +354,50 @@ TEST(InPlaceAutograd, ViewWritesJoinTheGraphAndStaleViewsAreReported) {
   EXPECT_TRUE(tensor_is(x.grad(), {2}, {8, 16}));
   x.zero_grad();
   EXPECT_NO_THROW(z.slice(0, 1).copy_(x.detach()));  // no gradient involved: fine
-  // A view made before its base was modified in place holds stale history.
+  // A view made before its base was modified in place gets its history rebuilt from the base as
+  // it is now (PyTorch regenerates the view's grad_fn the same way).
   Tensor y = x * 2;
   Tensor v = y[0];
   Tensor w = y.view({2, 1});
+  Tensor u = y.slice(0, 1);
   y.mul_(3);
-  EXPECT_TRUE(throws_with<NotImplemented>([&] { v.sum().backward(); }, {"view", "in-place", "CopyBackwards"}));
-  EXPECT_THROW(w * 2, NotImplemented);
-  // Re-created from the modified base, views are fine.
+  EXPECT_STREQ(v.grad_fn()->name(), "AsStridedBackward");
+  v.sum().backward({}, /*retain_graph=*/true);  // v = 6 x0; y's history serves the next ones too
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {6, 0}));
+  (w * tensor({{1.}, {10.}}, kFloat64)).sum().backward({}, true);  // w = 6x, weighted
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {12, 60}));
+  x.zero_grad();
+  // After a write through another view, y[1:] += 7/6 y[0], the older view u = y[1:] is 6 x1 + 7 x0.
+  y.slice(0, 1).add_(y.slice(0, 0, 1) * (7. / 6.));  // y = [6 x0, 6 x1 + 7 x0]
+  EXPECT_STREQ(u.grad_fn()->name(), "AsStridedBackward");
+  u.sum().backward({}, true);
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {7, 6}));
+  x.zero_grad();
+  // Re-created from the modified base, views are fine too.
   y[0].sum().backward();
   EXPECT_TRUE(tensor_is(x.grad(), {2}, {6, 0}));
+  x.zero_grad();
+  // A base that did not require grad joins the graph through a write into one view: the views
+  // made before it join too (a = z3[2] now requires grad, through the base).
+  Tensor z3 = zeros({3}, kFloat64);
+  Tensor a = z3[2];
+  Tensor b = z3.slice(0, 0, 1);
+  EXPECT_FALSE(a.requires_grad());
+  z3.slice(0, 1).copy_(x);  // z3 = [0, x0, x1]
+  EXPECT_TRUE(a.requires_grad());
+  (a * 5 + b * 100).sum().backward();  // b holds the untouched 0: no gradient through it
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {0, 5}));
+  x.zero_grad();
+  // Views made under no_grad stay out of the graph, as in PyTorch.
+  Tensor z4 = zeros({2}, kFloat64);
+  Tensor c;
+  {
+    autograd::NoGradGuard ng;
+    c = z4[0];
+  }
+  z4.copy_(x);
+  EXPECT_FALSE(c.requires_grad());
+  EXPECT_FALSE((c * 2).requires_grad());
   // Modifying the base without recording (as an optimizer does) keeps views usable.
   Tensor p = leaf({1, 2}, {2});
   Tensor pt = p.view({1, 2});
@@ -373,6 +407,21 @@ TEST(InPlaceAutograd, ViewWritesJoinTheGraphAndStaleViewsAreReported) {
   }
   (pt * 3).sum().backward();
   EXPECT_TRUE(tensor_is(p.grad(), {2}, {3, 3}));
+}
+
+TEST(InPlaceAutograd, OlderViewsAfterInPlaceWritesPassGradcheckAndGradgradcheck) {
+  // y = x * 1, v = y[:2]; then y[1:] *= x[:2]: y = [x0, x0 x1, x1 x2] and v = [x0, x0 x1].
+  auto fn = autograd::single([](const std::vector<Tensor>& in) {
+    Tensor y = in[0] * 1;
+    Tensor v = y.slice(0, 0, 2);
+    y.slice(0, 1).mul_(in[0].slice(0, 0, 2));
+    return v * v + y.sum();
+  });
+  Tensor x = leaf({1.5, -2, 3}, {3});
+  Tensor out = fn({x})[0];
+  EXPECT_TRUE(tensor_is(out, {2}, {1.5 * 1.5 + 1.5 - 3 - 6, 9 + 1.5 - 3 - 6}, 1e-12));
+  EXPECT_TRUE(autograd::gradcheck(fn, {lcg_tensor({3}, 6).requires_grad_()}));
+  EXPECT_TRUE(autograd::gradgradcheck(fn, {lcg_tensor({3}, 7).requires_grad_()}));
 }
 
 // ---- autograd::grad ------------------------------------------------------------------------------
