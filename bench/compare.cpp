@@ -3,7 +3,7 @@
 // libtorch runs at 1 and at 2 threads and the better of the two is the reference. Contenders are
 // timed interleaved, batch by batch, so a noisy moment on a shared machine hits them alike.
 //
-//   compare [--quick] [--only overhead|gemm|conv|mlp|lenet] [--markdown FILE]
+//   compare [--quick] [--only overhead|gemm|conv|optim|mlp|lenet] [--markdown FILE]
 //
 // scripts/bench.sh builds and runs this and writes bench/RESULTS.md.
 #include <cblas.h>
@@ -240,6 +240,57 @@ void lenet() {
   report("epoch", quick ? "lenet epoch (6,400 images)" : "lenet epoch (60,000 images)", t.nabla, t.torch, t.which);
 }
 
+// ---- optimizer steps --------------------------------------------------------------------------
+// One step of each optimizer over the parameters of the mnist example's CNN (conv 1->32, conv
+// 32->64, fc 3136->128, fc 128->10 and batch norms), with fixed gradients: nabla's fused updates
+// against libtorch's. libtorch's C++ API has no Adadelta.
+void optim() {
+  auto model = mnist::make_model("cnn").module;
+  std::vector<nb::Tensor> nps = model->parameters();
+  std::vector<torch::Tensor> tps;
+  int64_t numel = 0;
+  nb::manual_seed(2);
+  torch::manual_seed(2);
+  for (nb::Tensor& p : nps) {
+    std::vector<int64_t> shape(p.sizes().begin(), p.sizes().end());
+    p.mutable_grad() = nb::randn(p.sizes()) * 0.01;
+    tps.push_back(torch::randn(shape).requires_grad_());
+    tps.back().mutable_grad() = torch::randn(shape) * 0.01;
+    numel += p.numel();
+  }
+  std::printf("\noptimizer step over the MNIST CNN's %zu parameters (%lld values)\n", nps.size(),
+              static_cast<long long>(numel));
+  auto row = [&](const char* name, nb::optim::Optimizer& o, torch::optim::Optimizer& t) {
+    SideBySide r = side_by_side([&] { o.step(); }, [&] { t.step(); });
+    report("optim", name, r.nabla, r.torch, r.which);
+  };
+  {
+    nb::optim::SGD o = nb_sgd(nps, 0.01, 0.9);
+    torch::optim::SGD t(tps, torch::optim::SGDOptions(0.01).momentum(0.9));
+    row("SGD, momentum 0.9", o, t);
+  }
+  {
+    nb::optim::Adam o(nps, nb::optim::AdamOptions{.lr = 1e-3});
+    torch::optim::Adam t(tps, torch::optim::AdamOptions(1e-3));
+    row("Adam", o, t);
+  }
+  {
+    nb::optim::AdamW o(nps, nb::optim::AdamWOptions{.lr = 1e-3, .amsgrad = true});
+    torch::optim::AdamW t(tps, torch::optim::AdamWOptions(1e-3).amsgrad(true));
+    row("AdamW, amsgrad", o, t);
+  }
+  {
+    nb::optim::RMSprop o(nps, nb::optim::RMSpropOptions{.lr = 1e-3, .momentum = 0.9, .centered = true});
+    torch::optim::RMSprop t(tps, torch::optim::RMSpropOptions(1e-3).momentum(0.9).centered(true));
+    row("RMSprop, centered, momentum 0.9", o, t);
+  }
+  {
+    nb::optim::Adagrad o(nps, nb::optim::AdagradOptions{.lr = 1e-2});
+    torch::optim::Adagrad t(tps, torch::optim::AdagradOptions(1e-2));
+    row("Adagrad", o, t);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -250,15 +301,16 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--markdown") && i + 1 < argc) markdown = argv[++i];
     else {
       std::printf(
-          "usage: compare [--quick] [--only overhead|gemm|conv|mlp|lenet] [--markdown FILE]\n\n"
+          "usage: compare [--quick] [--only overhead|gemm|conv|optim|mlp|lenet] [--markdown FILE]\n\n"
           "Runs the same work in nabla, libtorch and OpenBLAS in one process and prints\n"
           "nabla's time / the reference's time (below 1: nabla is faster).\n");
       return std::strcmp(argv[i], "--help") && std::strcmp(argv[i], "-h") ? 2 : 0;
     }
   }
   nb::set_num_threads(2);
-  std::map<std::string, void (*)()> parts{{"overhead", overhead}, {"gemm", gemm}, {"conv", conv}, {"mlp", mlp}, {"lenet", lenet}};
-  for (const char* p : {"overhead", "gemm", "conv", "mlp", "lenet"})
+  std::map<std::string, void (*)()> parts{{"overhead", overhead}, {"gemm", gemm}, {"conv", conv},
+                                          {"optim", optim},       {"mlp", mlp},   {"lenet", lenet}};
+  for (const char* p : {"overhead", "gemm", "conv", "optim", "mlp", "lenet"})
     if (only.empty() || only == p) parts[p]();
   if (!markdown.empty()) {
     std::ofstream md(markdown);

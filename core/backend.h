@@ -102,19 +102,62 @@ class Backend {
                                    const Tensor& save_mean, const Tensor& save_invstd, double eps,
                                    const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias);
 
-  // One fused Adam/AdamW update in place (the algorithm of optim::Adam, without amsgrad):
+  // One fused Adam/AdamW update in place (the algorithm of optim::Adam):
   //   g = (maximize ? -grad : grad) (+ weight_decay * param unless decoupled)
   //   param *= 1 - lr * weight_decay (decoupled only); exp_avg = beta1 * exp_avg + (1 - beta1) * g
   //   exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g
+  //   amsgrad: max_exp_avg_sq = max(max_exp_avg_sq, exp_avg_sq), which takes exp_avg_sq's place below
   //   param -= step_size * exp_avg / (sqrt(exp_avg_sq) / bias_correction2_sqrt + eps)
-  // for contiguous tensors of one floating dtype. Returns false where the backend has no fused
-  // kernel for them: the optimizer then composes the update from Tensor ops.
+  // for contiguous tensors of one floating dtype (max_exp_avg_sq is undefined without amsgrad).
+  // Returns false where the backend has no fused kernel for them, having written nothing: the
+  // optimizer then composes the update from Tensor ops. The fused steps below keep the same contract.
   struct AdamStep {
     double lr, beta1, beta2, eps, weight_decay, step_size, bias_correction2_sqrt;
-    bool decoupled, maximize;
+    bool decoupled, maximize, amsgrad;
   };
   virtual bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                         const AdamStep& a) {
+                         const Tensor& max_exp_avg_sq, const AdamStep& a) {
+    return false;
+  }
+
+  // One fused RMSprop update in place (the algorithm of optim::RMSprop):
+  //   g = (maximize ? -grad : grad) + weight_decay * param
+  //   square_avg = alpha * square_avg + (1 - alpha) * g * g
+  //   centered: grad_avg = alpha * grad_avg + (1 - alpha) * g; avg = sqrt(square_avg - grad_avg^2) + eps
+  //   otherwise avg = sqrt(square_avg) + eps
+  //   momentum > 0: buf = momentum * buf + g / avg; param -= lr * buf; otherwise param -= lr * g / avg
+  // (grad_avg is undefined unless centered, momentum_buffer unless momentum > 0).
+  struct RmspropStep {
+    double lr, alpha, eps, weight_decay, momentum;
+    bool centered, maximize;
+  };
+  virtual bool rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
+                            const Tensor& momentum_buffer, const RmspropStep& r) {
+    return false;
+  }
+
+  // One fused Adagrad update in place (optim::Adagrad; clr is the step's decayed learning rate):
+  //   g = (maximize ? -grad : grad) + weight_decay * param; sum += g * g
+  //   param -= clr * g / (sqrt(sum) + eps)
+  struct AdagradStep {
+    double clr, eps, weight_decay;
+    bool maximize;
+  };
+  virtual bool adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStep& a) {
+    return false;
+  }
+
+  // One fused Adadelta update in place (optim::Adadelta):
+  //   g = (maximize ? -grad : grad) + weight_decay * param
+  //   square_avg = rho * square_avg + (1 - rho) * g * g
+  //   delta = sqrt(acc_delta + eps) / sqrt(square_avg + eps) * g
+  //   acc_delta = rho * acc_delta + (1 - rho) * delta * delta; param -= lr * delta
+  struct AdadeltaStep {
+    double lr, rho, eps, weight_decay;
+    bool maximize;
+  };
+  virtual bool adadelta_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg,
+                             const Tensor& acc_delta, const AdadeltaStep& a) {
     return false;
   }
 

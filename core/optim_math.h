@@ -1,7 +1,8 @@
 // Per-element fused optimizer updates shared by the CPU loops (core/cpu/optim.cpp) and the CUDA
 // kernels (cuda/optim.cu), so both devices compute the same formulas in the same order: the
-// algorithms of Backend::adam_step and Backend::sgd_step (core/backend.h). Each takes the
-// coefficients once per step (converted to the parameter's dtype T) and updates one element in place.
+// algorithms of Backend::sgd_step, adam_step, rmsprop_step, adagrad_step and adadelta_step
+// (core/backend.h). Each takes the coefficients once per step (converted to the parameter's dtype
+// T) and updates one element in place.
 #pragma once
 
 #include <cmath>
@@ -34,8 +35,9 @@ struct AdamCoeffs {
 // WD: 0 no weight decay, 1 L2 added to the gradient (Adam), 2 decoupled (AdamW).
 enum : int { kNoDecay = 0, kL2Decay = 1, kDecoupledDecay = 2 };
 
-template <int WD, class T>
-NABLA_HOST_DEVICE inline void adam_update(T& p, T grad, T& m, T& v, const AdamCoeffs<T>& c) {
+// AMS: amsgrad, with the running maximum of v in *vmax (NaN propagates, as maximum() does).
+template <int WD, bool AMS, class T>
+NABLA_HOST_DEVICE inline void adam_update(T& p, T grad, T& m, T& v, T* vmax, const AdamCoeffs<T>& c) {
   using std::sqrt;
   T g = c.sign * grad;
   T w = p;
@@ -44,7 +46,85 @@ NABLA_HOST_DEVICE inline void adam_update(T& p, T grad, T& m, T& v, const AdamCo
   const T mi = c.b1 * m + c.c1 * g, vi = c.b2 * v + c.c2 * (g * g);
   m = mi;
   v = vi;
-  p = w - c.step * (mi / (sqrt(vi) / c.bc2 + c.eps));
+  T d = vi;
+  if constexpr (AMS) {
+    const T mx = *vmax;
+    d = (mx > vi || mx != mx) ? mx : vi;
+    *vmax = d;
+  }
+  p = w - c.step * (mi / (sqrt(d) / c.bc2 + c.eps));
+}
+
+template <class T>
+struct RmspropCoeffs {
+  T lr, alpha, c, eps, wd, mom, sign;
+  explicit RmspropCoeffs(const Backend::RmspropStep& r)
+      : lr(static_cast<T>(r.lr)), alpha(static_cast<T>(r.alpha)), c(static_cast<T>(1 - r.alpha)),
+        eps(static_cast<T>(r.eps)), wd(static_cast<T>(r.weight_decay)), mom(static_cast<T>(r.momentum)),
+        sign(r.maximize ? T(-1) : T(1)) {}
+};
+
+// gavg is read only when CENTERED, buf only with MOM(entum).
+template <bool WD, bool CENTERED, bool MOM, class T>
+NABLA_HOST_DEVICE inline void rmsprop_update(T& p, T grad, T& sq, T* gavg, T* buf, const RmspropCoeffs<T>& c) {
+  using std::sqrt;
+  T g = c.sign * grad;
+  if constexpr (WD) g += c.wd * p;
+  const T s = c.alpha * sq + c.c * (g * g);
+  sq = s;
+  T avg;
+  if constexpr (CENTERED) {
+    const T a = c.alpha * *gavg + c.c * g;
+    *gavg = a;
+    avg = sqrt(s - a * a) + c.eps;
+  } else {
+    avg = sqrt(s) + c.eps;
+  }
+  if constexpr (MOM) {
+    const T b = c.mom * *buf + g / avg;
+    *buf = b;
+    p -= c.lr * b;
+  } else {
+    p -= c.lr * (g / avg);
+  }
+}
+
+template <class T>
+struct AdagradCoeffs {
+  T clr, eps, wd, sign;
+  explicit AdagradCoeffs(const Backend::AdagradStep& a)
+      : clr(static_cast<T>(a.clr)), eps(static_cast<T>(a.eps)), wd(static_cast<T>(a.weight_decay)),
+        sign(a.maximize ? T(-1) : T(1)) {}
+};
+
+template <bool WD, class T>
+NABLA_HOST_DEVICE inline void adagrad_update(T& p, T grad, T& sum, const AdagradCoeffs<T>& c) {
+  using std::sqrt;
+  T g = c.sign * grad;
+  if constexpr (WD) g += c.wd * p;
+  const T s = sum + g * g;
+  sum = s;
+  p -= c.clr * (g / (sqrt(s) + c.eps));
+}
+
+template <class T>
+struct AdadeltaCoeffs {
+  T lr, rho, c, eps, wd, sign;
+  explicit AdadeltaCoeffs(const Backend::AdadeltaStep& a)
+      : lr(static_cast<T>(a.lr)), rho(static_cast<T>(a.rho)), c(static_cast<T>(1 - a.rho)),
+        eps(static_cast<T>(a.eps)), wd(static_cast<T>(a.weight_decay)), sign(a.maximize ? T(-1) : T(1)) {}
+};
+
+template <bool WD, class T>
+NABLA_HOST_DEVICE inline void adadelta_update(T& p, T grad, T& sq, T& acc, const AdadeltaCoeffs<T>& c) {
+  using std::sqrt;
+  T g = c.sign * grad;
+  if constexpr (WD) g += c.wd * p;
+  const T s = c.rho * sq + c.c * (g * g);
+  sq = s;
+  const T delta = sqrt(acc + c.eps) / sqrt(s + c.eps) * g;
+  acc = c.rho * acc + c.c * (delta * delta);
+  p -= c.lr * delta;
 }
 
 template <class T>
@@ -69,13 +149,25 @@ NABLA_HOST_DEVICE inline void sgd_update(T& p, T grad, T* buf, const SgdCoeffs<T
 }
 
 // Calls f with the step's variant as compile-time constants, so the kernels have no branch per
-// element: f(std::integral_constant<int, WD>) for Adam, f(bool_constant<WD>, integral_constant<int,
-// MOM>, bool_constant<NESTEROV>) for SGD (Nesterov only where there is momentum).
+// element: f(std::integral_constant<int, WD>, bool_constant<AMS>) for Adam,
+// f(bool_constant<WD>, integral_constant<int, MOM>, bool_constant<NESTEROV>) for SGD (Nesterov
+// only where there is momentum), and with_flags(f, b1, b2, ...) calls f(bool_constant<b1>,
+// bool_constant<b2>, ...) for the others.
+template <class F>
+void with_flags(F&& f) {
+  f();
+}
+template <class F, class... B>
+void with_flags(F&& f, bool first, B... rest) {
+  if (first) with_flags([&](auto... flags) { f(std::true_type{}, flags...); }, rest...);
+  else with_flags([&](auto... flags) { f(std::false_type{}, flags...); }, rest...);
+}
 template <class F>
 void visit_adam_variant(const Backend::AdamStep& a, F&& f) {
-  if (a.weight_decay == 0) f(std::integral_constant<int, kNoDecay>{});
-  else if (a.decoupled) f(std::integral_constant<int, kDecoupledDecay>{});
-  else f(std::integral_constant<int, kL2Decay>{});
+  auto with_ams = [&](auto wd) { with_flags([&](auto ams) { f(wd, ams); }, a.amsgrad); };
+  if (a.weight_decay == 0) with_ams(std::integral_constant<int, kNoDecay>{});
+  else if (a.decoupled) with_ams(std::integral_constant<int, kDecoupledDecay>{});
+  else with_ams(std::integral_constant<int, kL2Decay>{});
 }
 template <class F>
 void visit_sgd_variant(const Backend::SgdStep& s, F&& f) {
@@ -97,21 +189,37 @@ void visit_sgd_variant(const Backend::SgdStep& s, F&& f) {
 }
 
 // True when the tensors of a fused step qualify: one floating dtype (f32 or f64), contiguous, the
-// same number of elements. `state` lists the optimizer-state tensors the step reads and writes.
+// same number of elements. `state` lists the optimizer-state tensors the step reads and writes
+// (nullptr for those this variant of the step does not use).
 inline bool fused_step_fits(const Tensor& param, const Tensor& grad, std::initializer_list<const Tensor*> state) {
   const DType dt = param.dtype();
   if (dt != DType::f32 && dt != DType::f64) return false;
   auto fits = [&](const Tensor& t) {
-    return t.dtype() == dt && t.device() == param.device() && t.is_contiguous() && t.numel() == param.numel();
+    return t.defined() && t.dtype() == dt && t.device() == param.device() && t.is_contiguous() && t.numel() == param.numel();
   };
   if (!fits(param) || !fits(grad)) return false;
   for (const Tensor* t : state)
-    if (!fits(*t)) return false;
+    if (t && !fits(*t)) return false;
   return true;
+}
+// Calls f(type_tag<float>{}) or f(type_tag<double>{}) for a parameter that fits a fused step.
+template <class F>
+void for_param_dtype(const Tensor& param, F&& f) {
+  if (param.dtype() == DType::f32) f(type_tag<float>{});
+  else f(type_tag<double>{});
 }
 inline bool sgd_step_fits(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                           const Backend::SgdStep& s) {
-  return s.momentum != 0 ? fused_step_fits(param, grad, {&momentum_buffer}) : fused_step_fits(param, grad, {});
+  return fused_step_fits(param, grad, {s.momentum != 0 ? &momentum_buffer : nullptr});
+}
+inline bool adam_step_fits(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                           const Tensor& max_exp_avg_sq, const Backend::AdamStep& a) {
+  return fused_step_fits(param, grad, {&exp_avg, &exp_avg_sq, a.amsgrad ? &max_exp_avg_sq : nullptr});
+}
+inline bool rmsprop_step_fits(const Tensor& param, const Tensor& grad, const Tensor& square_avg,
+                              const Tensor& grad_avg, const Tensor& momentum_buffer, const Backend::RmspropStep& r) {
+  return fused_step_fits(param, grad, {&square_avg, r.centered ? &grad_avg : nullptr,
+                                       r.momentum > 0 ? &momentum_buffer : nullptr});
 }
 
 }  // namespace NABLA_OPTIM_MATH_BUILD

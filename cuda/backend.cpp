@@ -110,8 +110,20 @@ class CudaBackend final : public Backend {
   bool sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStep& s) override {
     return cuda::sgd_step(p, g, buf, s);
   }
-  bool adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamStep& a) override {
-    return cuda::adam_step(p, g, m, v, a);
+  bool adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const Tensor& vmax,
+                 const AdamStep& a) override {
+    return cuda::adam_step(p, g, m, v, vmax, a);
+  }
+  bool rmsprop_step(const Tensor& p, const Tensor& g, const Tensor& sq, const Tensor& gavg, const Tensor& buf,
+                    const RmspropStep& r) override {
+    return cuda::rmsprop_step(p, g, sq, gavg, buf, r);
+  }
+  bool adagrad_step(const Tensor& p, const Tensor& g, const Tensor& sum, const AdagradStep& a) override {
+    return cuda::adagrad_step(p, g, sum, a);
+  }
+  bool adadelta_step(const Tensor& p, const Tensor& g, const Tensor& sq, const Tensor& acc,
+                     const AdadeltaStep& a) override {
+    return cuda::adadelta_step(p, g, sq, acc, a);
   }
 };
 

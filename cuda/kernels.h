@@ -72,10 +72,15 @@ void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& 
 void avg_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out);
 void avg_pool2d_backward(const Tensor& gy, const Pool2dParams& p, const Tensor& gx);
 
-// optim.cu: fused optimizer updates (see Backend::sgd_step, Backend::adam_step)
+// optim.cu: fused optimizer updates (see Backend::sgd_step and the steps after it)
 bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Backend::SgdStep& s);
 bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Backend::AdamStep& a);
+               const Tensor& max_exp_avg_sq, const Backend::AdamStep& a);
+bool rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
+                  const Tensor& momentum_buffer, const Backend::RmspropStep& r);
+bool adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& sum, const Backend::AdagradStep& a);
+bool adadelta_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& acc_delta,
+                   const Backend::AdadeltaStep& a);
 
 // index.cu: the device-side record of out-of-range indices (see index_checks() in
 // core/cuda_api.h). Kernels get flag(); after them, check() throws IndexError naming `op`.

@@ -1,4 +1,5 @@
-// Fused optimizer updates on the GPU (Backend::sgd_step, Backend::adam_step): one kernel reads a
+// Fused optimizer updates on the GPU (Backend::sgd_step, adam_step, rmsprop_step, adagrad_step,
+// adadelta_step): one kernel reads a
 // parameter, its gradient and its state once and writes them back, instead of the chain of
 // elementwise kernels (and temporaries) the composed update launches. The per-element formulas
 // are the CPU's (core/optim_math.h), so both devices take the same steps.
@@ -17,11 +18,32 @@ unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>((n + kThreads - 1) / kThreads, 1), 1 << 20));
 }
 
-template <int WD, class T>
+template <int WD, bool AMS, class T>
 __global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
-                            int64_t n, AdamCoeffs<T> c) {
+                            T* __restrict__ vmax, int64_t n, AdamCoeffs<T> c) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    adam_update<WD>(p[i], g[i], m[i], v[i], c);
+    adam_update<WD, AMS>(p[i], g[i], m[i], v[i], AMS ? vmax + i : nullptr, c);
+}
+
+template <bool WD, bool CENTERED, bool MOM, class T>
+__global__ void rmsprop_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ sq, T* __restrict__ gavg,
+                               T* __restrict__ buf, int64_t n, RmspropCoeffs<T> c) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    rmsprop_update<WD, CENTERED, MOM>(p[i], g[i], sq[i], CENTERED ? gavg + i : nullptr, MOM ? buf + i : nullptr, c);
+}
+
+template <bool WD, class T>
+__global__ void adagrad_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ sum, int64_t n,
+                               AdagradCoeffs<T> c) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    adagrad_update<WD>(p[i], g[i], sum[i], c);
+}
+
+template <bool WD, class T>
+__global__ void adadelta_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ sq, T* __restrict__ acc,
+                                int64_t n, AdadeltaCoeffs<T> c) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    adadelta_update<WD>(p[i], g[i], sq[i], acc[i], c);
 }
 
 template <bool WD, int MOM, bool NESTEROV, class T>
@@ -33,15 +55,64 @@ __global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __rest
 
 template <class T>
 void launch_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const Backend::AdamStep& a) {
+                 const Tensor& max_exp_avg_sq, const Backend::AdamStep& a) {
   const int64_t n = param.numel();
   T *p = param.data_ptr<T>(), *m = exp_avg.data_ptr<T>(), *v = exp_avg_sq.data_ptr<T>();
+  T* vmax = a.amsgrad ? max_exp_avg_sq.data_ptr<T>() : nullptr;
   const T* g = grad.data_ptr<T>();
   const AdamCoeffs<T> c(a);
-  visit_adam_variant(a, [&](auto wd) {
-    adam_kernel<decltype(wd)::value><<<grid_for(n), kThreads, 0, stream_of(param)>>>(p, g, m, v, n, c);
+  visit_adam_variant(a, [&](auto wd, auto ams) {
+    adam_kernel<decltype(wd)::value, decltype(ams)::value>
+        <<<grid_for(n), kThreads, 0, stream_of(param)>>>(p, g, m, v, vmax, n, c);
   });
   NABLA_KERNEL_CHECK("adam_kernel");
+}
+
+template <class T>
+void launch_rmsprop(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
+                    const Tensor& momentum_buffer, const Backend::RmspropStep& r) {
+  const int64_t n = param.numel();
+  T *p = param.data_ptr<T>(), *sq = square_avg.data_ptr<T>();
+  T* gavg = r.centered ? grad_avg.data_ptr<T>() : nullptr;
+  T* buf = r.momentum > 0 ? momentum_buffer.data_ptr<T>() : nullptr;
+  const T* g = grad.data_ptr<T>();
+  const RmspropCoeffs<T> c(r);
+  with_flags(
+      [&](auto wd, auto centered, auto mom) {
+        rmsprop_kernel<decltype(wd)::value, decltype(centered)::value, decltype(mom)::value>
+            <<<grid_for(n), kThreads, 0, stream_of(param)>>>(p, g, sq, gavg, buf, n, c);
+      },
+      r.weight_decay != 0, r.centered, r.momentum > 0);
+  NABLA_KERNEL_CHECK("rmsprop_kernel");
+}
+
+template <class T>
+void launch_adagrad(const Tensor& param, const Tensor& grad, const Tensor& sum, const Backend::AdagradStep& a) {
+  const int64_t n = param.numel();
+  T *p = param.data_ptr<T>(), *s = sum.data_ptr<T>();
+  const T* g = grad.data_ptr<T>();
+  const AdagradCoeffs<T> c(a);
+  with_flags(
+      [&](auto wd) {
+        adagrad_kernel<decltype(wd)::value><<<grid_for(n), kThreads, 0, stream_of(param)>>>(p, g, s, n, c);
+      },
+      a.weight_decay != 0);
+  NABLA_KERNEL_CHECK("adagrad_kernel");
+}
+
+template <class T>
+void launch_adadelta(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& acc_delta,
+                     const Backend::AdadeltaStep& a) {
+  const int64_t n = param.numel();
+  T *p = param.data_ptr<T>(), *sq = square_avg.data_ptr<T>(), *acc = acc_delta.data_ptr<T>();
+  const T* g = grad.data_ptr<T>();
+  const AdadeltaCoeffs<T> c(a);
+  with_flags(
+      [&](auto wd) {
+        adadelta_kernel<decltype(wd)::value><<<grid_for(n), kThreads, 0, stream_of(param)>>>(p, g, sq, acc, n, c);
+      },
+      a.weight_decay != 0);
+  NABLA_KERNEL_CHECK("adadelta_kernel");
 }
 
 template <class T>
@@ -64,18 +135,48 @@ bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
   if (!sgd_step_fits(param, grad, momentum_buffer, s)) return false;
   if (param.numel() == 0) return true;
   DeviceScope ds(param);
-  if (param.dtype() == DType::f32) launch_sgd<float>(param, grad, momentum_buffer, s);
-  else launch_sgd<double>(param, grad, momentum_buffer, s);
+  for_param_dtype(param, [&](auto tag) { launch_sgd<typename decltype(tag)::type>(param, grad, momentum_buffer, s); });
   return true;
 }
 
 bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Backend::AdamStep& a) {
-  if (!fused_step_fits(param, grad, {&exp_avg, &exp_avg_sq})) return false;
+               const Tensor& max_exp_avg_sq, const Backend::AdamStep& a) {
+  if (!adam_step_fits(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a)) return false;
   if (param.numel() == 0) return true;
   DeviceScope ds(param);
-  if (param.dtype() == DType::f32) launch_adam<float>(param, grad, exp_avg, exp_avg_sq, a);
-  else launch_adam<double>(param, grad, exp_avg, exp_avg_sq, a);
+  for_param_dtype(param, [&](auto tag) {
+    launch_adam<typename decltype(tag)::type>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a);
+  });
+  return true;
+}
+
+bool rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
+                  const Tensor& momentum_buffer, const Backend::RmspropStep& r) {
+  if (!rmsprop_step_fits(param, grad, square_avg, grad_avg, momentum_buffer, r)) return false;
+  if (param.numel() == 0) return true;
+  DeviceScope ds(param);
+  for_param_dtype(param, [&](auto tag) {
+    launch_rmsprop<typename decltype(tag)::type>(param, grad, square_avg, grad_avg, momentum_buffer, r);
+  });
+  return true;
+}
+
+bool adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& sum, const Backend::AdagradStep& a) {
+  if (!fused_step_fits(param, grad, {&sum})) return false;
+  if (param.numel() == 0) return true;
+  DeviceScope ds(param);
+  for_param_dtype(param, [&](auto tag) { launch_adagrad<typename decltype(tag)::type>(param, grad, sum, a); });
+  return true;
+}
+
+bool adadelta_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& acc_delta,
+                   const Backend::AdadeltaStep& a) {
+  if (!fused_step_fits(param, grad, {&square_avg, &acc_delta})) return false;
+  if (param.numel() == 0) return true;
+  DeviceScope ds(param);
+  for_param_dtype(param, [&](auto tag) {
+    launch_adadelta<typename decltype(tag)::type>(param, grad, square_avg, acc_delta, a);
+  });
   return true;
 }
 

@@ -1,6 +1,8 @@
 #include "optim/adadelta.h"
 
+#include "core/backend.h"
 #include "core/graph.h"
+#include "core/impl.h"
 #include "core/ops.h"
 
 namespace nabla::optim {
@@ -18,13 +20,19 @@ void Adadelta::step() {
     const AdadeltaOptions& o = options(gi);
     for (Tensor& p : mutable_params(gi)) {
       if (!p.grad().defined()) continue;
-      Tensor g = o.maximize ? -p.grad() : p.grad();
       AdadeltaParamState& s = state(p);
       if (!s.square_avg.defined()) {
         s.square_avg = zeros_like(p);
         s.acc_delta = zeros_like(p);
       }
       s.step += 1;
+      // One fused pass where the backend has it (contiguous tensors), else the same update in Tensor ops.
+      if (backend_for(p.device())
+              .adadelta_step(p, p.grad(), s.square_avg, s.acc_delta, {o.lr, o.rho, o.eps, o.weight_decay, o.maximize})) {
+        detail::bump_version(p);  // as the in-place ops of the composed update would
+        continue;
+      }
+      Tensor g = o.maximize ? -p.grad() : p.grad();
       if (o.weight_decay != 0) g = g.add(p, o.weight_decay);
       s.square_avg.mul_(o.rho).add_(g * g, 1 - o.rho);
       Tensor std = s.square_avg.add(o.eps);

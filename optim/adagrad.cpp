@@ -1,6 +1,8 @@
 #include "optim/adagrad.h"
 
+#include "core/backend.h"
 #include "core/graph.h"
+#include "core/impl.h"
 #include "core/ops.h"
 
 namespace nabla::optim {
@@ -20,12 +22,17 @@ void Adagrad::step() {
     const AdagradOptions& o = options(gi);
     for (Tensor& p : mutable_params(gi)) {
       if (!p.grad().defined()) continue;
-      Tensor g = o.maximize ? -p.grad() : p.grad();
       AdagradParamState& s = state(p);
       if (!s.sum.defined()) s.sum = full_like(p, o.initial_accumulator_value);
       s.step += 1;
-      if (o.weight_decay != 0) g = g.add(p, o.weight_decay);
       double clr = o.lr / (1 + static_cast<double>(s.step - 1) * o.lr_decay);
+      // One fused pass where the backend has it (contiguous tensors), else the same update in Tensor ops.
+      if (backend_for(p.device()).adagrad_step(p, p.grad(), s.sum, {clr, o.eps, o.weight_decay, o.maximize})) {
+        detail::bump_version(p);  // as the in-place ops of the composed update would
+        continue;
+      }
+      Tensor g = o.maximize ? -p.grad() : p.grad();
+      if (o.weight_decay != 0) g = g.add(p, o.weight_decay);
       s.sum.add_(g * g);
       Tensor std = s.sum.sqrt();
       std.add_(o.eps);

@@ -4,6 +4,7 @@
 
 #include "core/backend.h"
 #include "core/graph.h"
+#include "core/impl.h"
 #include "core/ops.h"
 
 namespace nabla::optim {
@@ -36,11 +37,13 @@ void adam_update(Tensor& p, AdamParamState& s, const O& o, bool decoupled) {
   const double bias_correction2_sqrt = std::sqrt(1 - std::pow(beta2, t));
   const double step_size = o.lr / bias_correction1;
   // One fused pass where the backend has it (contiguous tensors), else the same update in Tensor ops.
-  if (!o.amsgrad &&
-      backend_for(p.device())
-          .adam_step(p, p.grad(), s.exp_avg, s.exp_avg_sq,
-                     {o.lr, beta1, beta2, o.eps, o.weight_decay, step_size, bias_correction2_sqrt, decoupled, o.maximize}))
+  if (backend_for(p.device())
+          .adam_step(p, p.grad(), s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq,
+                     {o.lr, beta1, beta2, o.eps, o.weight_decay, step_size, bias_correction2_sqrt, decoupled,
+                      o.maximize, o.amsgrad})) {
+    detail::bump_version(p);  // as the in-place ops of the composed update would
     return;
+  }
   Tensor g = o.maximize ? -p.grad() : p.grad();
   if (o.weight_decay != 0) {
     if (decoupled) p.mul_(1 - o.lr * o.weight_decay);

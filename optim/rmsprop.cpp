@@ -1,6 +1,8 @@
 #include "optim/rmsprop.h"
 
+#include "core/backend.h"
 #include "core/graph.h"
+#include "core/impl.h"
 #include "core/ops.h"
 
 namespace nabla::optim {
@@ -19,12 +21,19 @@ void RMSprop::step() {
     const RMSpropOptions& o = options(gi);
     for (Tensor& p : mutable_params(gi)) {
       if (!p.grad().defined()) continue;
-      Tensor g = o.maximize ? -p.grad() : p.grad();
       RMSpropParamState& s = state(p);
       if (!s.square_avg.defined()) s.square_avg = zeros_like(p);
       if (o.momentum > 0 && !s.momentum_buffer.defined()) s.momentum_buffer = zeros_like(p);
       if (o.centered && !s.grad_avg.defined()) s.grad_avg = zeros_like(p);
       s.step += 1;
+      // One fused pass where the backend has it (contiguous tensors), else the same update in Tensor ops.
+      if (backend_for(p.device())
+              .rmsprop_step(p, p.grad(), s.square_avg, s.grad_avg, s.momentum_buffer,
+                            {o.lr, o.alpha, o.eps, o.weight_decay, o.momentum, o.centered, o.maximize})) {
+        detail::bump_version(p);  // as the in-place ops of the composed update would
+        continue;
+      }
+      Tensor g = o.maximize ? -p.grad() : p.grad();
       if (o.weight_decay != 0) g = g.add(p, o.weight_decay);
       s.square_avg.mul_(o.alpha).add_(g * g, 1 - o.alpha);
       Tensor avg;

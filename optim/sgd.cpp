@@ -2,6 +2,7 @@
 
 #include "core/backend.h"
 #include "core/graph.h"
+#include "core/impl.h"
 #include "core/ops.h"
 
 namespace nabla::optim {
@@ -26,8 +27,10 @@ void SGD::step() {
       // One fused pass where the backend has it (contiguous tensors), else the same update in Tensor ops.
       if (backend_for(p.device())
               .sgd_step(p, p.grad(), buf ? *buf : Tensor(),
-                        {o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.maximize, first}))
+                        {o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.maximize, first})) {
+        detail::bump_version(p);  // as the in-place ops of the composed update would
         continue;
+      }
       Tensor g = o.maximize ? -p.grad() : p.grad();
       if (o.weight_decay != 0) g = g.add(p, o.weight_decay);
       if (buf) {

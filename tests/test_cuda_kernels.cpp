@@ -533,15 +533,30 @@ TEST(CudaKernels, fused_optimizer_steps_follow_the_cpu) {
       both_sgd({.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}, "sgd momentum");
       both_sgd({.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true}, "sgd nesterov");
       both_sgd({.lr = 0.1, .momentum = 0.5, .maximize = true}, "sgd maximize");
-      auto both_adam = [&](auto o, auto tag, const char* what) {
+      auto both = [&](auto o, auto tag, const char* what) {
         using Opt = typename decltype(tag)::type;
         auto c = optimize<Opt>(o, kCPU, dt, n), d = optimize<Opt>(o, kCUDA, dt, n);
         EXPECT_TRUE(close_on_host(d, c, tol)) << what << " n=" << n << " " << dtype_name(dt);
       };
-      both_adam(optim::AdamOptions{.lr = 0.01}, std::type_identity<optim::Adam>{}, "adam");
-      both_adam(optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .maximize = true},
+      both(optim::AdamOptions{.lr = 0.01}, std::type_identity<optim::Adam>{}, "adam");
+      both(optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .maximize = true},
                 std::type_identity<optim::Adam>{}, "adam L2 maximize");
-      both_adam(optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1}, std::type_identity<optim::AdamW>{}, "adamw");
+      both(optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1}, std::type_identity<optim::AdamW>{}, "adamw");
+      both(optim::AdamOptions{.lr = 0.01, .betas = {0.9, 0.5}, .amsgrad = true}, std::type_identity<optim::Adam>{},
+                "adam amsgrad");
+      both(optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true},
+                std::type_identity<optim::AdamW>{}, "adamw amsgrad");
+      both(optim::RMSpropOptions{.lr = 0.01}, std::type_identity<optim::RMSprop>{}, "rmsprop");
+      both(optim::RMSpropOptions{.lr = 0.01, .weight_decay = 0.1, .momentum = 0.9, .centered = true},
+                std::type_identity<optim::RMSprop>{}, "rmsprop centered momentum");
+      both(optim::RMSpropOptions{.lr = 0.01, .momentum = 0.5, .maximize = true},
+                std::type_identity<optim::RMSprop>{}, "rmsprop momentum maximize");
+      both(optim::AdagradOptions{.lr = 0.1}, std::type_identity<optim::Adagrad>{}, "adagrad");
+      both(optim::AdagradOptions{.lr = 0.1, .lr_decay = 0.1, .weight_decay = 0.1, .initial_accumulator_value = 0.1},
+                std::type_identity<optim::Adagrad>{}, "adagrad decay");
+      both(optim::AdadeltaOptions{.lr = 1.0}, std::type_identity<optim::Adadelta>{}, "adadelta");
+      both(optim::AdadeltaOptions{.lr = 0.5, .rho = 0.5, .weight_decay = 0.1, .maximize = true},
+                std::type_identity<optim::Adadelta>{}, "adadelta rho maximize");
     }
   }
 }

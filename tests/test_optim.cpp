@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "core/backend.h"
 #include "nabla.h"
 
 using namespace nabla;
@@ -29,7 +30,10 @@ std::vector<double> trajectory(optim::Optimizer& opt, Tensor p, int steps = 5) {
   for (int s = 0; s < steps; ++s) {
     opt.zero_grad();
     quadratic(p).backward();
+    const uint32_t version = p.version();
     opt.step();
+    // An update is an in-place write: a graph that saved p before the step must see it changed.
+    EXPECT_GT(p.version(), version) << "step " << s + 1;
     Tensor c = p.detach().to(kFloat64);
     for (int64_t i = 0; i < 3; ++i) out.push_back(c[i].item<double>());
   }
@@ -53,8 +57,8 @@ void check(const Options& o, const std::vector<double>& expect, const std::strin
   Tensor p32 = start(kFloat32);
   Opt opt32(std::vector<Tensor>{p32}, o);
   expect_trajectory(trajectory(opt32, p32), expect, what + " (float32)", 2e-5);
-  // A strided (non-contiguous) parameter: optimizers with a fused kernel (Adam) fall back to the
-  // update composed of Tensor ops there; both must follow the same trajectory.
+  // A strided (non-contiguous) parameter: the optimizers' fused kernels decline it, and the update
+  // composed of Tensor ops must follow the same trajectory.
   Tensor ps = tensor({1.0, 0.0, -2.0, 0.0, 3.0, 0.0}, dtype(kFloat64)).slice(0, 0, 6, 2).requires_grad_();
   ASSERT_FALSE(ps.is_contiguous());
   Opt opts(std::vector<Tensor>{ps}, o);
@@ -351,6 +355,31 @@ TEST(Optim, LoadStateDictErrors) {
   same.load_state_dict(sd);
   EXPECT_DOUBLE_EQ(same.lr(), 0.1);
   EXPECT_TRUE(same.state_dict()["state.1.momentum_buffer"].equal(sd["state.1.momentum_buffer"]));
+}
+
+TEST(Optim, FusedStepsTakeContiguousTensorsAndDeclineOthersWritingNothing) {
+  // The CPU backend updates contiguous float tensors in one pass (the trajectories above check its
+  // values); anything else it declines untouched, and the optimizer composes the update instead.
+  Backend& cpu = backend_for(Device::cpu());
+  auto fresh = [] { return full({4}, 2.0, kFloat32); };
+  Tensor p = fresh(), g = full({4}, 1.0, kFloat32), a = fresh(), b = fresh(), c = fresh();
+  Tensor strided = full({8}, 2.0, kFloat32).slice(0, 0, 8, 2), wrong = fresh().to(kFloat64);
+  const Backend::AdamStep adam{0.1, 0.9, 0.999, 1e-8, 0, 0.1, 1, false, false, true};
+  const Backend::RmspropStep rms{0.1, 0.9, 1e-8, 0, 0.9, true, false};
+  const Backend::AdagradStep ada{0.1, 1e-10, 0, false};
+  const Backend::AdadeltaStep delta{1, 0.9, 1e-6, 0, false};
+  EXPECT_FALSE(cpu.adam_step(p, g, a, b, strided, adam));  // amsgrad reads the third state tensor
+  EXPECT_FALSE(cpu.adam_step(p, g, a, b, Tensor(), adam));
+  EXPECT_FALSE(cpu.rmsprop_step(p, g, a, wrong, c, rms));
+  EXPECT_FALSE(cpu.rmsprop_step(strided, g, a, b, c, rms));
+  EXPECT_FALSE(cpu.adagrad_step(p, wrong, a, ada));
+  EXPECT_FALSE(cpu.adadelta_step(p, g, a, strided, delta));
+  for (const Tensor& t : {p, a, b, c}) EXPECT_TRUE(equal(t, fresh()));
+  // Variants that do not read a state tensor do not look at it.
+  EXPECT_TRUE(cpu.adam_step(p, g, a, b, Tensor(), {0.1, 0.9, 0.999, 1e-8, 0, 0.1, 1, false, false, false}));
+  EXPECT_TRUE(cpu.rmsprop_step(p, g, a, Tensor(), Tensor(), {0.1, 0.9, 1e-8, 0, 0, false, false}));
+  EXPECT_TRUE(cpu.adagrad_step(p, g, a, ada));
+  EXPECT_TRUE(cpu.adadelta_step(p, g, a, b, delta));
 }
 
 TEST(Optim, StateFollowsTheParameterDtype) {

@@ -88,8 +88,20 @@ class CpuBackend final : public Backend {
   bool sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStep& s) override {
     return cpu::NABLA_CPU_ISA::sgd_step(p, g, buf, s);
   }
-  bool adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamStep& a) override {
-    return cpu::NABLA_CPU_ISA::adam_step(p, g, m, v, a);
+  bool adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const Tensor& vmax,
+                 const AdamStep& a) override {
+    return cpu::NABLA_CPU_ISA::adam_step(p, g, m, v, vmax, a);
+  }
+  bool rmsprop_step(const Tensor& p, const Tensor& g, const Tensor& sq, const Tensor& gavg, const Tensor& buf,
+                    const RmspropStep& r) override {
+    return cpu::NABLA_CPU_ISA::rmsprop_step(p, g, sq, gavg, buf, r);
+  }
+  bool adagrad_step(const Tensor& p, const Tensor& g, const Tensor& sum, const AdagradStep& a) override {
+    return cpu::NABLA_CPU_ISA::adagrad_step(p, g, sum, a);
+  }
+  bool adadelta_step(const Tensor& p, const Tensor& g, const Tensor& sq, const Tensor& acc,
+                     const AdadeltaStep& a) override {
+    return cpu::NABLA_CPU_ISA::adadelta_step(p, g, sq, acc, a);
   }
   void max_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out, const Tensor& idx) override {
     cpu::NABLA_CPU_ISA::max_pool2d(x, p, out, idx);

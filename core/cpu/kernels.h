@@ -79,7 +79,12 @@ void batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& 
                          const Tensor& save_invstd, double eps, const Tensor& gx, const Tensor& gw, const Tensor& gb);
 bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Backend::SgdStep& s);
 bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Backend::AdamStep& a);
+               const Tensor& max_exp_avg_sq, const Backend::AdamStep& a);
+bool rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
+                  const Tensor& momentum_buffer, const Backend::RmspropStep& r);
+bool adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& sum, const Backend::AdagradStep& a);
+bool adadelta_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& acc_delta,
+                   const Backend::AdadeltaStep& a);
 void max_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out, const Tensor& indices);
 void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& gx);
 void avg_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out);
