@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -279,6 +280,11 @@ Tensor mv(const Tensor& a, const Tensor& v);
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta = 1, Scalar alpha = 1);
 Tensor dot(const Tensor& a, const Tensor& b);
 Tensor outer(const Tensor& a, const Tensor& b);
+// Einstein summation, as torch.einsum: einsum("ij,jk->ik", {a, b}), einsum("bij,bjk->bik", {x, y}),
+// einsum("ii->i", {m}) (a diagonal), einsum("...ij->...ji", {t}), einsum("i,i", {u, v}) (implicit
+// output: the labels that appear once, in alphabetical order). Labels of size 1 and the ellipsis
+// dims broadcast; labels absent from the output are summed. Differentiable to any order.
+Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands);
 // x @ weight^T + bias, the op behind nn::Linear (bias may be undefined).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 

@@ -525,6 +525,18 @@ std::vector<OpInfo> linalg_ops() {
   ops.push_back({.name = "mv", .fn = [](I x) { return one(mv(x[0], x[1])); }, .samples = {{{arg({3, 4}), arg({4})}, "2d"}}});
   ops.push_back({.name = "dot", .fn = [](I x) { return one(dot(x[0], x[1])); }, .samples = {{{arg({5}), arg({5})}, "1d"}}});
   ops.push_back({.name = "outer", .fn = [](I x) { return one(outer(x[0], x[1])); }, .samples = {{{arg({3}), arg({4})}, "1d"}}});
+  // einsum: one entry per kind of equation (each fn fixes its equation).
+  ops.push_back({.name = "einsum_matmul", .fn = [](I x) { return one(einsum("ij,jk->ik", {x[0], x[1]})); },
+                 .samples = {{{arg({2, 3}), arg({3, 4})}, "2d"}, {{arg_t({2, 3}), arg({3, 2})}, "noncontiguous"},
+                             {{arg({2, 1}), arg({3, 2})}, "broadcast_label"}, {{arg({0, 3}), arg({3, 2})}, "empty"}}});
+  ops.push_back({.name = "einsum_batched_ellipsis", .fn = [](I x) { return one(einsum("...ij,...jk->...ik", {x[0], x[1]})); },
+                 .samples = {{{arg({2, 1, 2, 3}), arg({3, 3, 2})}, "broadcast_batch"}, {{arg({2, 3}), arg({3, 2})}, "no_batch"}}});
+  ops.push_back({.name = "einsum_diagonal_sum", .fn = [](I x) { return Outputs{einsum("iij->j", {x[0]}), einsum("iij", {x[0]})}; },
+                 .samples = {{{arg({3, 3, 2})}, "3d"}}});
+  ops.push_back({.name = "einsum_bilinear", .fn = [](I x) { return one(einsum("bn,anm,bm->ba", {x[0], x[1], x[2]})); },
+                 .samples = {{{arg({2, 3}), arg({2, 3, 2}), arg({2, 2})}, "3_operands"}}});
+  ops.push_back({.name = "einsum_outer_trace", .fn = [](I x) { return Outputs{einsum("i,j", {x[0], x[1]}), einsum("i,i", {x[0], x[0]})}; },
+                 .samples = {{{arg({3}), arg({2})}, "1d"}}});
   ops.push_back({.name = "addmm", .fn = [](I x) { return one(addmm(x[0], x[1], x[2], 0.5, 2)); },
                  .samples = {{{arg({2}), arg({3, 4}), arg({4, 2})}, "broadcast_bias"}}});
   ops.push_back({.name = "linear", .fn = [](I x) { return Outputs{linear(x[0], x[1], x[2]), linear(x[0], x[1])}; },

@@ -146,6 +146,75 @@ TEST(Matmul, MmBmmMvDotOuter) {
   EXPECT_THROW(mm(a, b.to(kFloat64)), DTypeError);
 }
 
+TEST(Einsum, MatchesTheOpsItGeneralizes) {
+  Tensor a = lcg_tensor({3, 4}, 31), b = lcg_tensor({4, 5}, 32), sq = lcg_tensor({4, 4}, 33);
+  Tensor x = lcg_tensor({2, 3, 4}, 34), y = lcg_tensor({2, 4, 5}, 35), u = lcg_tensor({4}, 36), v = lcg_tensor({5}, 37);
+  EXPECT_TRUE(tensor_near(einsum("ij,jk->ik", {a, b}), ref_mm(a, b), 1e-14));
+  EXPECT_TRUE(tensor_near(einsum("ij,jk", {a, b}), ref_mm(a, b), 1e-14));  // implicit output "ik"
+  EXPECT_TRUE(tensor_near(einsum(" ij , jk -> ik ", {a, b}), ref_mm(a, b), 1e-14));
+  EXPECT_TRUE(tensor_near(einsum("ij,kj->ik", {a, b.t()}), ref_mm(a, b), 1e-14));  // a transposed operand
+  EXPECT_TRUE(tensor_near(einsum("bij,bjk->bik", {x, y}), ref_matmul(x, y), 1e-14));
+  EXPECT_TRUE(tensor_near(einsum("ij->ji", {a}), a.t(), 0));
+  EXPECT_TRUE(tensor_near(einsum("ba", {a}), a.t(), 0));  // implicit output in alphabetical order
+  EXPECT_TRUE(tensor_near(einsum("ii->i", {sq}), sq.diagonal(), 0));
+  EXPECT_TRUE(tensor_near(einsum("ii", {sq}), sq.diagonal().sum(), 1e-14));  // trace
+  EXPECT_TRUE(tensor_near(einsum("ij->", {a}), a.sum(), 1e-14));
+  EXPECT_TRUE(tensor_near(einsum("ij->j", {a}), a.sum(0), 1e-14));
+  EXPECT_TRUE(tensor_near(einsum("i,i->", {u, u}), (u * u).sum(), 1e-14));
+  EXPECT_TRUE(tensor_near(einsum("i,j->ij", {u, v}), outer(u, v), 0));
+  EXPECT_TRUE(tensor_near(einsum("i,j", {u, v}), outer(u, v), 0));
+  EXPECT_TRUE(tensor_near(einsum("ij,ij->ij", {a, a}), a * a, 0));  // elementwise: every label kept
+  EXPECT_TRUE(tensor_near(einsum("bij->bj", {x}), x.sum(1), 1e-14));
+}
+
+TEST(Einsum, EllipsisBroadcastRepeatsAndThreeOperands) {
+  // The ellipsis dims broadcast as matmul's batch dims do.
+  Tensor p = lcg_tensor({2, 1, 3, 4}, 41), q = lcg_tensor({5, 4, 2}, 42);
+  EXPECT_TRUE(tensor_near(einsum("...ij,...jk->...ik", {p, q}), ref_matmul(p, q), 1e-14));
+  EXPECT_TRUE(tensor_near(einsum("...ij->...ji", {p}), p.transpose(-1, -2), 0));
+  EXPECT_TRUE(tensor_near(einsum("i...->...", {p}), p.sum(0), 1e-14));
+  // A label of size 1 broadcasts: sum_j a[i, 0] b[j, k] = a[i, 0] sum_j b[j, k].
+  Tensor a1 = lcg_tensor({2, 1}, 43), b = lcg_tensor({3, 4}, 44);
+  EXPECT_TRUE(tensor_near(einsum("ij,jk->ik", {a1, b}), a1 * b.sum(0, true), 1e-14));
+  // A label repeated within an operand and then summed: sum_i t[i, i, j].
+  Tensor t = lcg_tensor({3, 3, 2}, 45);
+  Tensor tr = t.select(0, 0).select(0, 0) + t.select(0, 1).select(0, 1) + t.select(0, 2).select(0, 2);
+  EXPECT_TRUE(tensor_near(einsum("iij->j", {t}), tr, 1e-14));
+  // Bilinear form out[b, a] = sum_n,m x1[b, n] w[a, n, m] x2[b, m], against loops.
+  Tensor x1 = lcg_tensor({2, 3}, 46), w = lcg_tensor({4, 3, 5}, 47), x2 = lcg_tensor({2, 5}, 48);
+  std::vector<double> ref;
+  for (int64_t bi = 0; bi < 2; ++bi)
+    for (int64_t ai = 0; ai < 4; ++ai) {
+      double acc = 0;
+      for (int64_t n = 0; n < 3; ++n)
+        for (int64_t m = 0; m < 5; ++m)
+          acc += x1[bi][n].item<double>() * w[ai][n][m].item<double>() * x2[bi][m].item<double>();
+      ref.push_back(acc);
+    }
+  EXPECT_TRUE(tensor_is(einsum("bn,anm,bm->ba", {x1, w, x2}), {2, 4}, ref, 1e-13));
+  // The output may order the ellipsis anywhere; upper-case labels sort before lower-case ones.
+  EXPECT_EQ(einsum("ij...->...ji", {p.permute({2, 3, 0, 1})}).sizes(), Shape({2, 1, 4, 3}));
+  EXPECT_TRUE(tensor_near(einsum("aB", {a1}), a1.t(), 0));
+}
+
+TEST(Einsum, ClearErrors) {
+  Tensor a = lcg_tensor({3, 4}, 51), b = lcg_tensor({5, 6}, 52);
+  EXPECT_TRUE(throws_with<ShapeError>([&] { einsum("ij,jk->ik", {a, b}); }, {"einsum", "'j'", "size"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { einsum("ij,jk->ik", {a}); }, {"2 operand subscripts", "1 operands"}));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { einsum("ijk->i", {a}); }, {"[3, 4]", "name 3"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { einsum("i1->i", {a}); }, {"invalid subscript '1'"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { einsum("ij->iz", {a}); }, {"'z'", "appears in no operand"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { einsum("ij->ii", {a}); }, {"'i'", "twice"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { einsum("...j->j", {a}); }, {"ellipsis", "add '...'"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { einsum("i..j", {a}); }, {"ellipsis"}));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { einsum("ii->i", {a}); }, {"'i' has size 4", "[3, 4]", "3 elsewhere"}));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { einsum("ii->i", {lcg_tensor({1, 3}, 55)}); }, {"repeated", "[1, 3]"}));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { einsum("...i,...i->...", {lcg_tensor({2, 3}, 53), lcg_tensor({4, 3}, 54)}); },
+                                      {"ellipsis", "broadcast"}));
+  EXPECT_TRUE(throws_with<DTypeError>([&] { einsum("ij,jk", {a, a.t().to(kFloat32)}); }, {"einsum", "float32"}));
+  EXPECT_THROW(einsum("ij", {}), ValueError);
+}
+
 TEST(Matmul, AddmmAndLinear) {
   Tensor bias = tensor({1., 10.}), a = tensor({{1., 2.}, {3., 4.}}), b = tensor({{1., 0.}, {0., 1.}});
   EXPECT_TRUE(tensor_is(addmm(bias, a, b), {2, 2}, {2, 12, 4, 14}));
