@@ -5,7 +5,7 @@
 // canonical layout: the ellipsis dims, then every label in order of first appearance, with size-1
 // dims for the labels it lacks; a label repeated inside one operand takes its diagonal. Labels no
 // later operand and not the output needs are summed as early as possible, and each pair of operands
-// is contracted with one batched matrix product.
+// is contracted with one batched matrix product (or multiplied, when no label is summed between them).
 #include <algorithm>
 #include <array>
 
@@ -230,6 +230,10 @@ Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
       else if (sa != 1) m.push_back(d);
       else if (sb != 1) n.push_back(d);
       else batch.push_back(d);  // size 1 on both sides
+    }
+    if (contract.empty()) {  // nothing to sum over: a broadcast product (outer or elementwise)
+      result = a * b;
+      continue;
     }
     auto prod = [](const Tensor& t, const std::vector<int64_t>& dims) {
       int64_t p = 1;
