@@ -38,6 +38,29 @@ Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const 
   return y.reshape(s);
 }
 
+// ---- distances --------------------------------------------------------------------------------------
+
+Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
+  check<ShapeError>(x.dim() > 0, "normalize: expected a tensor with at least one dim, got a 0-dim tensor");
+  return x / clamp_min(x.norm(p, {dim}, /*keepdim=*/true), eps);
+}
+
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
+  Shape shape = broadcast_shapes(x1.sizes(), x2.sizes(), "cosine_similarity");
+  check<ShapeError>(!shape.empty(), "cosine_similarity: expected tensors with at least one dim, got shapes ",
+                    x1.sizes(), " and ", x2.sizes());
+  Tensor a = x1.expand(shape), b = x2.expand(shape);
+  Tensor na = clamp_min(a.norm(2, {dim}), eps), nb = clamp_min(b.norm(2, {dim}), eps);
+  return (a * b).sum({dim}) / (na * nb);
+}
+
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {
+  Shape shape = broadcast_shapes(x1.sizes(), x2.sizes(), "pairwise_distance");
+  check<ShapeError>(!shape.empty(), "pairwise_distance: expected tensors with at least one dim, got shapes ",
+                    x1.sizes(), " and ", x2.sizes());
+  return (x1 - x2 + eps).norm(p, {-1}, keepdim);
+}
+
 // ---- normalization --------------------------------------------------------------------------------
 
 namespace {

@@ -61,6 +61,15 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}
 // (x - mean) / sqrt(var + eps) over `dims` (biased variance): the kernel of the three above.
 Tensor normalize_over(const Tensor& x, IntArrayRef dims, double eps);
 
+// ---- distances --------------------------------------------------------------------------------------
+// x / max(||x||_p, eps) along dim (torch.nn.functional.normalize).
+Tensor normalize(const Tensor& x, double p = 2, int64_t dim = 1, double eps = 1e-12);
+// sum(x1 * x2, dim) / (max(||x1||, eps) * max(||x2||, eps)), x1 and x2 broadcast
+// (torch.nn.functional.cosine_similarity).
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
+// ||x1 - x2 + eps||_p over the last dim, x1 and x2 broadcast (torch.nn.functional.pairwise_distance).
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2, double eps = 1e-6, bool keepdim = false);
+
 // ---- dropout --------------------------------------------------------------------------------------
 // Zeroes each element with probability p and scales the rest by 1/(1-p) (training only). The mask
 // comes from nabla's default generator: manual_seed makes it reproducible.

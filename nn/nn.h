@@ -6,6 +6,7 @@
 #include "nn/clip_grad.h"
 #include "nn/container.h"
 #include "nn/conv.h"
+#include "nn/distance.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/functional.h"

@@ -214,6 +214,19 @@ std::vector<OpInfo> loss_ops() {
     int64_t n = static_cast<int64_t>(t.size());
     return fixed_index({n}, std::move(t));
   };
+  ops.push_back({.name = "nn.normalize",
+                 .fn = [](I x) { return Outputs{F::normalize(x[0]), F::normalize(x[0], 1, -1), F::normalize(x[0], 3, 0)}; },
+                 .samples = {{{arg({3, 4})}, "2d"}, {{arg_t({4, 3})}, "noncontiguous"}, {{arg({2, 3, 2})}, "3d"}}});
+  ops.push_back({.name = "nn.cosine_similarity",
+                 .fn = [](I x) { return Outputs{F::cosine_similarity(x[0], x[1]), F::cosine_similarity(x[0], x[1], -1)}; },
+                 .samples = {{{arg({3, 4}), arg({3, 4})}, "2d"}, {{arg({2, 3, 4}), arg({3, 4})}, "broadcast"},
+                             {{arg_t({3, 4}), arg({1, 4})}, "noncontiguous"}}});
+  ops.push_back({.name = "nn.pairwise_distance",
+                 .fn = [](I x) {
+                   return Outputs{F::pairwise_distance(x[0], x[1]), F::pairwise_distance(x[0], x[1], 1, 1e-6, true),
+                                  F::pairwise_distance(x[0], x[1], 3)};
+                 },
+                 .samples = {{{arg({3, 4}), arg({3, 4})}, "2d"}, {{arg({2, 3, 4}), arg({4})}, "broadcast"}}});
   ops.push_back({.name = "nn.cross_entropy",
                  .fn = [](I x) { return reductions([&](Reduction r) { return F::cross_entropy(x[0], x[1], {.reduction = r}); }); },
                  .samples = {{{arg({4, 5}), cls({1, 0, 4, 1})}, "2d"},
@@ -314,7 +327,7 @@ TEST(OpRegistry, every_nn_layer_and_loss_is_registered) {
       "nn.ReLU", "nn.LeakyReLU", "nn.GELU", "nn.SiLU", "nn.Sigmoid", "nn.Tanh", "nn.Softmax", "nn.LogSoftmax",
       "nn.ELU", "nn.Sequential", "nn.cross_entropy", "nn.nll_loss", "nn.mse_loss", "nn.l1_loss",
       "nn.smooth_l1_loss", "nn.huber_loss", "nn.binary_cross_entropy", "nn.binary_cross_entropy_with_logits",
-      "nn.kl_div"};
+      "nn.kl_div", "nn.normalize", "nn.cosine_similarity", "nn.pairwise_distance"};
   std::string missing;
   for (const auto& n : required) {
     const OpInfo* op = find_op(n);

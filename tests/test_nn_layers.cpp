@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "nabla.h"
+#include "value_helpers.h"
 
 using namespace nabla;
+using namespace nabla::testing;
 namespace F = nn::functional;
 
 namespace {
@@ -106,6 +109,40 @@ TEST(NnLayers, BilinearMatchesTheDefinition) {
       EXPECT_NEAR(y[n][o].item<double>(), s, 1e-12);
     }
   EXPECT_THROW(bl(randn({5, 3}, kFloat64), randn({4, 2}, kFloat64)), ShapeError);
+}
+
+TEST(NnFunctional, NormalizeCosineSimilarityPairwiseDistance) {
+  Tensor x = tensor({{3., 4.}, {0., 0.}, {1., -1.}}, kFloat64);
+  // Rows divided by their norms; the zero row stays zero (divided by eps).
+  EXPECT_TRUE(tensor_is(F::normalize(x), {3, 2}, {0.6, 0.8, 0, 0, std::sqrt(0.5), -std::sqrt(0.5)}, 1e-15));
+  EXPECT_TRUE(tensor_is(F::normalize(x, 1), {3, 2}, {3. / 7, 4. / 7, 0, 0, 0.5, -0.5}, 1e-15));
+  // Along dim 0: column norms are sqrt(10) and sqrt(17).
+  EXPECT_TRUE(tensor_near(F::normalize(x, 2, 0), x / tensor({std::sqrt(10.), std::sqrt(17.)}, kFloat64), 1e-15));
+  Tensor y = tensor({{4., -3.}, {1., 1.}, {2., -2.}}, kFloat64);
+  // Orthogonal, zero (0 / eps^2 = 0) and parallel rows.
+  EXPECT_TRUE(tensor_is(F::cosine_similarity(x, y), {3}, {0, 0, 1}, 1e-15));
+  EXPECT_TRUE(tensor_is(F::cosine_similarity(x, tensor({1., 0.}, kFloat64).unsqueeze(0)), {3}, {0.6, 0, std::sqrt(0.5)},
+                        1e-15));
+  EXPECT_TRUE(tensor_is(F::cosine_similarity(x, y, 0), {2}, {(12. + 2) / (std::sqrt(10.) * std::sqrt(21.)),
+                                                            (-12. + 2) / (std::sqrt(17.) * std::sqrt(14.))},
+                        1e-15));
+  // ||x - y + eps||: eps shifts every difference.
+  const double e = 1e-6;
+  EXPECT_TRUE(tensor_is(F::pairwise_distance(x, y), {3},
+                        {std::hypot(-1 + e, 7 + e), std::hypot(-1 + e, -1 + e), std::hypot(-1 + e, 1 + e)}, 1e-14));
+  EXPECT_TRUE(tensor_is(F::pairwise_distance(x, y, 1, 0, true), {3, 1}, {8, 2, 2}, 1e-15));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { F::cosine_similarity(x, tensor({1., 2., 3.}, kFloat64)); },
+                                      {"cosine_similarity", "[3, 2]", "[3]"}));
+  EXPECT_THROW(F::normalize(tensor(1.0)), ShapeError);
+  // The modules hold the options and print them as PyTorch does.
+  nn::CosineSimilarity cos(0, 1e-6);
+  EXPECT_TRUE(tensor_near(cos(x, y), F::cosine_similarity(x, y, 0), 0));
+  std::ostringstream os;
+  os << cos << "\n";
+  nn::PairwiseDistance dist(1, 0, true);
+  EXPECT_TRUE(tensor_is(dist(x, y), {3, 1}, {8, 2, 2}, 1e-15));
+  os << dist;
+  EXPECT_EQ(os.str(), "CosineSimilarity(dim=0, eps=1e-06)\nPairwiseDistance(p=1.0, eps=0.0, keepdim=True)");
 }
 
 TEST(NnLayers, ConvolutionsAndPooling) {
