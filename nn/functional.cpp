@@ -1,5 +1,10 @@
-// nn::functional layers: bilinear, the normalizations and dropout. Losses are in losses.cpp.
+// nn::functional layers: bilinear, the normalizations, dropout, interpolate and the distances.
+// Losses are in losses.cpp.
 #include "nn/functional.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "core/graph.h"
 #include "core/error.h"
@@ -36,6 +41,84 @@ Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const 
   Shape s(x1.sizes().begin(), x1.sizes().end() - 1);
   s.push_back(out);
   return y.reshape(s);
+}
+
+// ---- resampling -------------------------------------------------------------------------------------
+
+namespace {
+
+// Resamples dim d of x from n_in to n_out positions (the 1-D step of interpolate, applied per spatial
+// dim). `inv_scale` maps output positions to input ones (in / out, or 1 / scale_factor).
+Tensor resample_dim(const Tensor& x, int64_t d, int64_t n_out, double inv_scale, bool linear, bool align_corners) {
+  const int64_t n_in = x.size(d);
+  std::vector<int64_t> i0(static_cast<size_t>(n_out)), i1(static_cast<size_t>(n_out));
+  std::vector<double> w1(static_cast<size_t>(n_out));
+  for (int64_t j = 0; j < n_out; ++j) {
+    const size_t k = static_cast<size_t>(j);
+    if (!linear) {
+      i0[k] = std::min(static_cast<int64_t>(std::floor(static_cast<double>(j) * inv_scale)), n_in - 1);
+      continue;
+    }
+    double src = align_corners ? (n_out > 1 ? static_cast<double>(j) * static_cast<double>(n_in - 1) /
+                                                  static_cast<double>(n_out - 1)
+                                            : 0.0)
+                               : std::max((static_cast<double>(j) + 0.5) * inv_scale - 0.5, 0.0);
+    i0[k] = std::min(static_cast<int64_t>(std::floor(src)), n_in - 1);
+    i1[k] = std::min(i0[k] + 1, n_in - 1);
+    w1[k] = src - static_cast<double>(i0[k]);
+  }
+  const TensorOptions idx = dtype(kInt64).device(x.device());
+  Tensor lo = x.index_select(d, tensor(i0, idx));
+  if (!linear) return lo;
+  // Weights shaped to broadcast along dim d.
+  Shape wshape(static_cast<size_t>(x.dim()), 1);
+  wshape[static_cast<size_t>(d)] = n_out;
+  Tensor b = tensor(w1, dtype(x.dtype()).device(x.device())).view(wshape);
+  Tensor hi = x.index_select(d, tensor(i1, idx));
+  return lo + (hi - lo) * b;
+}
+
+}  // namespace
+
+Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
+  check<ShapeError>(x.dim() >= 3 && x.dim() <= 5, "interpolate: expected a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D ",
+                    "(N, C, D, H, W) input, got shape ", x.sizes());
+  check<DTypeError>(is_floating(x.dtype()), "interpolate: expected a floating-point input, got ", x.dtype());
+  const int64_t spatial = x.dim() - 2;
+  static const char* linear_mode[] = {"linear", "bilinear", "trilinear"};
+  const bool linear = o.mode != "nearest";
+  check<ValueError>(!linear || o.mode == linear_mode[spatial - 1], "interpolate: mode '", o.mode, "' does not fit a ",
+                    x.dim(), "-D input (use 'nearest' or '", linear_mode[spatial - 1], "')");
+  check<ValueError>(linear || !o.align_corners.has_value(),
+                    "interpolate: align_corners only applies to the linear modes, not to 'nearest'");
+  check<ValueError>(o.size.empty() != o.scale_factor.empty(),
+                    "interpolate: give exactly one of size and scale_factor");
+  auto per_dim = [&](const auto& v, const char* what) {
+    check<ValueError>(v.size() == 1 || static_cast<int64_t>(v.size()) == spatial, "interpolate: ", what, " has ",
+                      v.size(), " values for ", spatial, " spatial dims of input ", x.sizes());
+  };
+  Tensor out = x;
+  for (int64_t k = 0; k < spatial; ++k) {
+    const int64_t d = 2 + k;
+    const int64_t n_in = x.size(d);
+    int64_t n_out;
+    double inv_scale;
+    if (!o.size.empty()) {
+      per_dim(o.size, "size");
+      n_out = o.size.size() == 1 ? o.size[0] : o.size[static_cast<size_t>(k)];
+      inv_scale = n_out > 0 ? static_cast<double>(n_in) / static_cast<double>(n_out) : 0;
+    } else {
+      per_dim(o.scale_factor, "scale_factor");
+      const double s = o.scale_factor.size() == 1 ? o.scale_factor[0] : o.scale_factor[static_cast<size_t>(k)];
+      check<ValueError>(s > 0, "interpolate: scale_factor must be positive, got ", s);
+      n_out = static_cast<int64_t>(std::floor(static_cast<double>(n_in) * s));
+      inv_scale = 1.0 / s;
+    }
+    check<ShapeError>(n_in > 0 && n_out > 0, "interpolate: input ", x.sizes(), " and output size ", n_out,
+                      " along dim ", d, " must both be non-empty");
+    out = resample_dim(out, d, n_out, inv_scale, linear, o.align_corners.value_or(false));
+  }
+  return out;
 }
 
 // ---- distances --------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/ops.h"
 #include "core/tensor.h"
@@ -60,6 +61,21 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}
                   double eps = 1e-5);
 // (x - mean) / sqrt(var + eps) over `dims` (biased variance): the kernel of the three above.
 Tensor normalize_over(const Tensor& x, IntArrayRef dims, double eps);
+
+// ---- resampling -------------------------------------------------------------------------------------
+// torch.nn.functional.interpolate for (N, C, L), (N, C, H, W) and (N, C, D, H, W) inputs. Give the
+// output's spatial size, or a scale factor (one for every spatial dim, or one per dim; the output
+// size is floor(in * scale) and the source positions use 1 / scale, as PyTorch does).
+//   mode "nearest": out[j] = in[floor(j * scale)]
+//   mode "linear" (3-D), "bilinear" (4-D), "trilinear" (5-D): linear interpolation per spatial dim,
+//   with align_corners (default false) as in PyTorch.
+struct InterpolateOptions {
+  std::vector<int64_t> size;
+  std::vector<double> scale_factor;
+  std::string mode = "nearest";
+  std::optional<bool> align_corners;
+};
+Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
 
 // ---- distances --------------------------------------------------------------------------------------
 // x / max(||x||_p, eps) along dim (torch.nn.functional.normalize).

@@ -19,3 +19,4 @@
 #include "nn/ordered_dict.h"
 #include "nn/pooling.h"
 #include "nn/safetensors.h"
+#include "nn/upsample.h"

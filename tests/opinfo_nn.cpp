@@ -214,6 +214,16 @@ std::vector<OpInfo> loss_ops() {
     int64_t n = static_cast<int64_t>(t.size());
     return fixed_index({n}, std::move(t));
   };
+  ops.push_back({.name = "nn.interpolate",
+                 .fn = [](I x) {
+                   const int64_t n = x[0].dim();
+                   const char* linear = n == 3 ? "linear" : n == 4 ? "bilinear" : "trilinear";
+                   return Outputs{F::interpolate(x[0], {.scale_factor = {2}}),
+                                  F::interpolate(x[0], {.size = {3}, .mode = linear}),
+                                  F::interpolate(x[0], {.scale_factor = {1.5}, .mode = linear, .align_corners = true})};
+                 },
+                 .samples = {{{arg({1, 2, 3})}, "3d"}, {{arg({1, 1, 2, 3})}, "4d"}, {{arg_t({1, 1, 3, 2})}, "noncontiguous"},
+                             {{arg({1, 1, 2, 2, 2})}, "5d"}}});
   ops.push_back({.name = "nn.normalize",
                  .fn = [](I x) { return Outputs{F::normalize(x[0]), F::normalize(x[0], 1, -1), F::normalize(x[0], 3, 0)}; },
                  .samples = {{{arg({3, 4})}, "2d"}, {{arg_t({4, 3})}, "noncontiguous"}, {{arg({2, 3, 2})}, "3d"}}});
@@ -327,7 +337,7 @@ TEST(OpRegistry, every_nn_layer_and_loss_is_registered) {
       "nn.ReLU", "nn.LeakyReLU", "nn.GELU", "nn.SiLU", "nn.Sigmoid", "nn.Tanh", "nn.Softmax", "nn.LogSoftmax",
       "nn.ELU", "nn.Sequential", "nn.cross_entropy", "nn.nll_loss", "nn.mse_loss", "nn.l1_loss",
       "nn.smooth_l1_loss", "nn.huber_loss", "nn.binary_cross_entropy", "nn.binary_cross_entropy_with_logits",
-      "nn.kl_div", "nn.normalize", "nn.cosine_similarity", "nn.pairwise_distance"};
+      "nn.kl_div", "nn.interpolate", "nn.normalize", "nn.cosine_similarity", "nn.pairwise_distance"};
   std::string missing;
   for (const auto& n : required) {
     const OpInfo* op = find_op(n);

@@ -145,6 +145,44 @@ TEST(NnFunctional, NormalizeCosineSimilarityPairwiseDistance) {
   EXPECT_EQ(os.str(), "CosineSimilarity(dim=0, eps=1e-06)\nPairwiseDistance(p=1.0, eps=0.0, keepdim=True)");
 }
 
+TEST(NnFunctional, InterpolateNearestAndLinearAsPyTorch) {
+  Tensor x = tensor({1., 2., 3., 4.}, kFloat64).view({1, 1, 2, 2});
+  EXPECT_TRUE(tensor_is(F::interpolate(x, {.scale_factor = {2}}), {1, 1, 4, 4},
+                        {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
+  // PyTorch's documented bilinear results for this input, without and with align_corners.
+  EXPECT_TRUE(tensor_is(F::interpolate(x, {.scale_factor = {2}, .mode = "bilinear"}), {1, 1, 4, 4},
+                        {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4}, 1e-15));
+  const double t = 1. / 3;
+  EXPECT_TRUE(tensor_is(F::interpolate(x, {.size = {4}, .mode = "bilinear", .align_corners = true}), {1, 1, 4, 4},
+                        {1, 1 + t, 1 + 2 * t, 2, 1 + 2 * t, 2, 2 + t, 2 + 2 * t, 2 + t, 2 + 2 * t, 3, 3 + t, 3, 3 + t,
+                         3 + 2 * t, 4},
+                        1e-14));
+  // Downsampling: nearest takes floor(j * in / out); linear with size 3 from [0, 10, 20, 30, 40].
+  Tensor r = tensor({0., 10., 20., 30., 40.}, kFloat64).view({1, 1, 5});
+  EXPECT_TRUE(tensor_is(F::interpolate(r, {.size = {3}}), {1, 1, 3}, {0, 10, 30}));
+  // src = (j + 0.5) * 5/3 - 0.5 = 1/3, 2, 11/3.
+  EXPECT_TRUE(tensor_is(F::interpolate(r, {.size = {3}, .mode = "linear"}), {1, 1, 3}, {10. / 3, 20, 110. / 3}, 1e-13));
+  // Different sizes per dim, and a 5-D input.
+  EXPECT_EQ(F::interpolate(x, {.size = {3, 5}, .mode = "bilinear"}).sizes(), Shape({1, 1, 3, 5}));
+  EXPECT_EQ(F::interpolate(zeros({1, 2, 2, 3, 4}), {.scale_factor = {1.5, 2, 0.5}, .mode = "trilinear"}).sizes(),
+            Shape({1, 2, 3, 6, 2}));
+  // Errors.
+  EXPECT_TRUE(throws_with<ValueError>([&] { F::interpolate(x, {.size = {4}, .mode = "linear"}); },
+                                      {"'linear'", "4-D", "'bilinear'"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { F::interpolate(x, {.size = {4}, .align_corners = false}); },
+                                      {"align_corners", "nearest"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { F::interpolate(x, {}); }, {"one of size and scale_factor"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { F::interpolate(x, {.size = {1, 2, 3}}); }, {"size has 3 values", "2 spatial"}));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { F::interpolate(x.view({4}), {.size = {2}}); }, {"3-D", "[4]"}));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { F::interpolate(x, {.scale_factor = {0.4}}); }, {"non-empty"}));
+  // The module.
+  nn::Upsample up({.scale_factor = {2}, .mode = "bilinear", .align_corners = false});
+  EXPECT_TRUE(tensor_near(up(x), F::interpolate(x, {.scale_factor = {2}, .mode = "bilinear"}), 0));
+  std::ostringstream os;
+  os << up << "\n" << nn::Upsample({.size = {3, 5}});
+  EXPECT_EQ(os.str(), "Upsample(scale_factor=2.0, mode='bilinear', align_corners=False)\nUpsample(size=(3, 5), mode='nearest')");
+}
+
 TEST(NnLayers, ConvolutionsAndPooling) {
   manual_seed(5);
   nn::Conv2d conv(3, 4, 3, {.stride = 2, .padding = 1});
