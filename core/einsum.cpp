@@ -8,6 +8,7 @@
 // is contracted with one batched matrix product (or multiplied, when no label is summed between them).
 #include <algorithm>
 #include <array>
+#include <numeric>
 
 #include "core/impl.h"
 
@@ -178,21 +179,18 @@ Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
       }
     }
     // Permute into canonical order and insert size-1 dims for what x lacks.
-    std::vector<int64_t> perm;
-    Shape shape(rank, 1);
     const int64_t ell_offset = ell_rank - ell_dims[k];
     int64_t e = 0;
-    std::vector<int64_t> where(dl.size());
-    for (size_t i = 0; i < dl.size(); ++i) where[i] = dl[i] == kEllipsis ? ell_offset + e++ : canon[dl[i]];
-    std::vector<int64_t> idx(dl.size());
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
-    std::sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return where[a] < where[b]; });
-    for (int64_t i : idx) {
-      perm.push_back(i);
+    std::vector<int64_t> where(dl.size());  // canonical position of each dim of x
+    Shape shape(rank, 1);
+    for (size_t i = 0; i < dl.size(); ++i) {
+      where[i] = dl[i] == kEllipsis ? ell_offset + e++ : canon[dl[i]];
       shape[where[i]] = x.sizes()[i];
     }
-    x = x.permute(perm).reshape(shape);
-    return x;
+    std::vector<int64_t> perm(dl.size());
+    std::iota(perm.begin(), perm.end(), int64_t{0});
+    std::sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return where[a] < where[b]; });
+    return x.permute(perm).reshape(shape);
   };
 
   auto needed = [&](int64_t d) {  // by the output or an operand not yet folded in

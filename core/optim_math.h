@@ -202,11 +202,15 @@ inline bool fused_step_fits(const Tensor& param, const Tensor& grad, std::initia
     if (t && !fits(*t)) return false;
   return true;
 }
-// Calls f(type_tag<float>{}) or f(type_tag<double>{}) for a parameter that fits a fused step.
+// The common frame of every backend's fused step: declines (false) when the tensors do not fit,
+// else calls f(type_tag<float>{}) or f(type_tag<double>{}) for a non-empty parameter and returns true.
 template <class F>
-void for_param_dtype(const Tensor& param, F&& f) {
+bool run_fused_step(bool fits, const Tensor& param, F&& f) {
+  if (!fits) return false;
+  if (param.numel() == 0) return true;
   if (param.dtype() == DType::f32) f(type_tag<float>{});
   else f(type_tag<double>{});
+  return true;
 }
 inline bool sgd_step_fits(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                           const Backend::SgdStep& s) {

@@ -129,55 +129,47 @@ void launch_sgd(const Tensor& param, const Tensor& grad, const Tensor& momentum_
   NABLA_KERNEL_CHECK("sgd_kernel");
 }
 
+// run_fused_step with the parameter's device current for the launch.
+template <class F>
+bool cuda_step(bool fits, const Tensor& param, F&& launch) {
+  return run_fused_step(fits, param, [&](auto tag) {
+    DeviceScope ds(param);
+    launch(tag);
+  });
+}
+
 }  // namespace
 
 bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Backend::SgdStep& s) {
-  if (!sgd_step_fits(param, grad, momentum_buffer, s)) return false;
-  if (param.numel() == 0) return true;
-  DeviceScope ds(param);
-  for_param_dtype(param, [&](auto tag) { launch_sgd<typename decltype(tag)::type>(param, grad, momentum_buffer, s); });
-  return true;
+  return cuda_step(sgd_step_fits(param, grad, momentum_buffer, s), param, [&](auto tag) {
+    launch_sgd<typename decltype(tag)::type>(param, grad, momentum_buffer, s);
+  });
 }
 
 bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Tensor& max_exp_avg_sq, const Backend::AdamStep& a) {
-  if (!adam_step_fits(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a)) return false;
-  if (param.numel() == 0) return true;
-  DeviceScope ds(param);
-  for_param_dtype(param, [&](auto tag) {
+  return cuda_step(adam_step_fits(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a), param, [&](auto tag) {
     launch_adam<typename decltype(tag)::type>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a);
   });
-  return true;
 }
 
 bool rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
                   const Tensor& momentum_buffer, const Backend::RmspropStep& r) {
-  if (!rmsprop_step_fits(param, grad, square_avg, grad_avg, momentum_buffer, r)) return false;
-  if (param.numel() == 0) return true;
-  DeviceScope ds(param);
-  for_param_dtype(param, [&](auto tag) {
+  return cuda_step(rmsprop_step_fits(param, grad, square_avg, grad_avg, momentum_buffer, r), param, [&](auto tag) {
     launch_rmsprop<typename decltype(tag)::type>(param, grad, square_avg, grad_avg, momentum_buffer, r);
   });
-  return true;
 }
 
 bool adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& sum, const Backend::AdagradStep& a) {
-  if (!fused_step_fits(param, grad, {&sum})) return false;
-  if (param.numel() == 0) return true;
-  DeviceScope ds(param);
-  for_param_dtype(param, [&](auto tag) { launch_adagrad<typename decltype(tag)::type>(param, grad, sum, a); });
-  return true;
+  return cuda_step(fused_step_fits(param, grad, {&sum}), param,
+                   [&](auto tag) { launch_adagrad<typename decltype(tag)::type>(param, grad, sum, a); });
 }
 
 bool adadelta_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& acc_delta,
                    const Backend::AdadeltaStep& a) {
-  if (!fused_step_fits(param, grad, {&square_avg, &acc_delta})) return false;
-  if (param.numel() == 0) return true;
-  DeviceScope ds(param);
-  for_param_dtype(param, [&](auto tag) {
+  return cuda_step(fused_step_fits(param, grad, {&square_avg, &acc_delta}), param, [&](auto tag) {
     launch_adadelta<typename decltype(tag)::type>(param, grad, square_avg, acc_delta, a);
   });
-  return true;
 }
 
 }  // namespace nabla::cuda

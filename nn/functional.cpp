@@ -93,10 +93,10 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
                     "interpolate: align_corners only applies to the linear modes, not to 'nearest'");
   check<ValueError>(o.size.empty() != o.scale_factor.empty(),
                     "interpolate: give exactly one of size and scale_factor");
-  auto per_dim = [&](const auto& v, const char* what) {
-    check<ValueError>(v.size() == 1 || static_cast<int64_t>(v.size()) == spatial, "interpolate: ", what, " has ",
-                      v.size(), " values for ", spatial, " spatial dims of input ", x.sizes());
-  };
+  const size_t given = o.size.empty() ? o.scale_factor.size() : o.size.size();
+  check<ValueError>(given == 1 || static_cast<int64_t>(given) == spatial, "interpolate: ",
+                    o.size.empty() ? "scale_factor" : "size", " has ", given, " values for ", spatial,
+                    " spatial dims of input ", x.sizes());
   Tensor out = x;
   for (int64_t k = 0; k < spatial; ++k) {
     const int64_t d = 2 + k;
@@ -104,11 +104,9 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     int64_t n_out;
     double inv_scale;
     if (!o.size.empty()) {
-      per_dim(o.size, "size");
       n_out = o.size.size() == 1 ? o.size[0] : o.size[static_cast<size_t>(k)];
       inv_scale = n_out > 0 ? static_cast<double>(n_in) / static_cast<double>(n_out) : 0;
     } else {
-      per_dim(o.scale_factor, "scale_factor");
       const double s = o.scale_factor.size() == 1 ? o.scale_factor[0] : o.scale_factor[static_cast<size_t>(k)];
       check<ValueError>(s > 0, "interpolate: scale_factor must be positive, got ", s);
       n_out = static_cast<int64_t>(std::floor(static_cast<double>(n_in) * s));

@@ -125,42 +125,37 @@ void sgd_loop(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
 }  // namespace
 
 bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Backend::SgdStep& s) {
-  if (!optim_math::sgd_step_fits(param, grad, momentum_buffer, s)) return false;
-  for_param_dtype(param, [&](auto tag) { sgd_loop<typename decltype(tag)::type>(param, grad, momentum_buffer, s); });
-  return true;
+  return run_fused_step(sgd_step_fits(param, grad, momentum_buffer, s), param, [&](auto tag) {
+    sgd_loop<typename decltype(tag)::type>(param, grad, momentum_buffer, s);
+  });
 }
 
 bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Tensor& max_exp_avg_sq, const Backend::AdamStep& a) {
-  if (!optim_math::adam_step_fits(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a)) return false;
-  for_param_dtype(param, [&](auto tag) {
+  return run_fused_step(adam_step_fits(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a), param, [&](auto tag) {
     adam_loop<typename decltype(tag)::type>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a);
   });
-  return true;
 }
 
 bool rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
                   const Tensor& momentum_buffer, const Backend::RmspropStep& r) {
-  if (!optim_math::rmsprop_step_fits(param, grad, square_avg, grad_avg, momentum_buffer, r)) return false;
-  for_param_dtype(param, [&](auto tag) {
-    rmsprop_loop<typename decltype(tag)::type>(param, grad, square_avg, grad_avg, momentum_buffer, r);
-  });
-  return true;
+  return run_fused_step(rmsprop_step_fits(param, grad, square_avg, grad_avg, momentum_buffer, r), param,
+                        [&](auto tag) {
+                          rmsprop_loop<typename decltype(tag)::type>(param, grad, square_avg, grad_avg,
+                                                                     momentum_buffer, r);
+                        });
 }
 
 bool adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& sum, const Backend::AdagradStep& a) {
-  if (!optim_math::fused_step_fits(param, grad, {&sum})) return false;
-  for_param_dtype(param, [&](auto tag) { adagrad_loop<typename decltype(tag)::type>(param, grad, sum, a); });
-  return true;
+  return run_fused_step(fused_step_fits(param, grad, {&sum}), param,
+                        [&](auto tag) { adagrad_loop<typename decltype(tag)::type>(param, grad, sum, a); });
 }
 
 bool adadelta_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& acc_delta,
                    const Backend::AdadeltaStep& a) {
-  if (!optim_math::fused_step_fits(param, grad, {&square_avg, &acc_delta})) return false;
-  for_param_dtype(param, [&](auto tag) {
+  return run_fused_step(fused_step_fits(param, grad, {&square_avg, &acc_delta}), param, [&](auto tag) {
     adadelta_loop<typename decltype(tag)::type>(param, grad, square_avg, acc_delta, a);
   });
-  return true;
 }
 
 }  // namespace nabla::cpu::NABLA_CPU_ISA
