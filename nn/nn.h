@@ -20,4 +20,5 @@
 #include "nn/ordered_dict.h"
 #include "nn/pooling.h"
 #include "nn/safetensors.h"
+#include "nn/transformer.h"
 #include "nn/upsample.h"
