@@ -1,8 +1,9 @@
-// nabla's nn: modules, layers, losses, functional twins, init, gradient clipping, metrics and
-// safetensors weights.
+// nabla's nn: modules, layers (attention and Transformers included), losses, functional twins, init,
+// gradient clipping, metrics and safetensors weights.
 #pragma once
 
 #include "nn/activation.h"
+#include "nn/attention.h"
 #include "nn/clip_grad.h"
 #include "nn/container.h"
 #include "nn/conv.h"
@@ -19,4 +20,5 @@
 #include "nn/ordered_dict.h"
 #include "nn/pooling.h"
 #include "nn/safetensors.h"
+#include "nn/transformer.h"
 #include "nn/upsample.h"

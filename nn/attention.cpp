@@ -1,0 +1,278 @@
+#include "nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "nn/functional.h"
+#include "nn/init.h"
+
+namespace nabla::nn {
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// The shape two shapes broadcast to, or nullopt when they do not.
+std::optional<Shape> broadcast_shape(IntArrayRef a, IntArrayRef b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (x != y && x != 1 && y != 1) return std::nullopt;
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+// The dims before the last `n` (the batch dims of a (..., L, E) operand, for n = 2).
+IntArrayRef leading_dims(const Tensor& t, int64_t n) {
+  return IntArrayRef(t.sizes().data(), static_cast<size_t>(t.dim() - n));
+}
+
+// A mask as an additive bias of `dt`: bool masks give -inf where `forbidden_value` and 0 elsewhere,
+// floating masks are converted to `dt`. Anything else is a DTypeError naming `what`.
+Tensor mask_to_bias(const Tensor& mask, bool forbidden_value, DType dt, const char* op, const char* what) {
+  if (mask.dtype() == DType::boolean) {
+    Tensor forbid = forbidden_value ? mask : logical_not(mask);
+    return zeros(mask.sizes(), dtype(dt).device(mask.device())).masked_fill(forbid, kNegInf);
+  }
+  check<DTypeError>(is_floating(mask.dtype()), op, ": ", what, " must be a bool or floating tensor, got ", mask.dtype(),
+                    " of shape ", mask.sizes());
+  return mask.to(dt);
+}
+
+// The causal bias (L, S): -inf where key j comes after query i (j > i), 0 elsewhere.
+Tensor causal_bias(int64_t L, int64_t S, DType dt, Device dev) {
+  return full({L, S}, kNegInf, dtype(dt).device(dev)).triu(1);
+}
+
+// softmax(q_scaled k^T + bias) v and the attention weights (after dropout, as PyTorch returns them).
+// q_scaled: (..., L, E), k: (..., S, E), v: (..., S, Ev); bias undefined or broadcast to (..., L, S).
+std::pair<Tensor, Tensor> attend(const Tensor& q_scaled, const Tensor& k, const Tensor& v, const Tensor& bias,
+                                 double dropout_p) {
+  Tensor scores = matmul(q_scaled, k.transpose(-2, -1));  // (..., L, S)
+  if (bias.defined()) scores = scores + bias;
+  Tensor weights = softmax(scores, -1);
+  if (dropout_p > 0) weights = F::dropout(weights, dropout_p, /*training=*/true);
+  return {matmul(weights, v), weights};  // (..., L, Ev), (..., L, S)
+}
+
+}  // namespace
+
+// ---- scaled_dot_product_attention -------------------------------------------------------------------
+
+Tensor functional::scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                const ScaledDotProductAttentionOptions& o) {
+  const char* op = "scaled_dot_product_attention";
+  check<ValueError>(q.defined() && k.defined() && v.defined(), op, ": query, key and value must be defined");
+  check<DTypeError>(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(), op,
+                    ": query, key and value must have the same floating dtype, got ", q.dtype(), ", ", k.dtype(),
+                    " and ", v.dtype());
+  check<ShapeError>(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, op,
+                    ": expected query (..., L, E), key (..., S, E) and value (..., S, Ev), got query ", q.sizes(),
+                    " key ", k.sizes(), " value ", v.sizes());
+  check<ShapeError>(q.size(-1) == k.size(-1), op, ": query and key must have the same last dim E, got query ",
+                    q.sizes(), " key ", k.sizes());
+  check<ShapeError>(k.size(-2) == v.size(-2), op, ": key and value must have the same length S (dim -2), got key ",
+                    k.sizes(), " value ", v.sizes());
+  auto qk = broadcast_shape(leading_dims(q, 2), leading_dims(k, 2));
+  auto batch = qk ? broadcast_shape(*qk, leading_dims(v, 2)) : std::nullopt;
+  check<ShapeError>(batch.has_value(), op, ": the batch dims of query ", q.sizes(), ", key ", k.sizes(), " and value ",
+                    v.sizes(), " do not broadcast");
+  check<ValueError>(o.dropout_p >= 0 && o.dropout_p <= 1, op, ": dropout_p must be in [0, 1], got ", o.dropout_p);
+  check<ValueError>(!(o.is_causal && o.attn_mask.defined()), op,
+                    ": is_causal and attn_mask cannot both be set (attn_mask ",
+                    o.attn_mask.defined() ? detail::str(o.attn_mask.sizes()) : "", ")");
+
+  const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1);
+  Tensor bias;
+  if (o.is_causal) {
+    bias = causal_bias(L, S, q.dtype(), q.device());
+  } else if (o.attn_mask.defined()) {
+    const Tensor& m = o.attn_mask;
+    Shape scores_shape = *batch;
+    scores_shape.push_back(L);
+    scores_shape.push_back(S);
+    auto b = broadcast_shape(m.sizes(), scores_shape);
+    check<ShapeError>(
+        m.dim() >= 1 && b.has_value() && b->size() >= 2 && (*b)[b->size() - 2] == L && (*b)[b->size() - 1] == S, op,
+        ": attn_mask of shape ", m.sizes(), " does not broadcast to the scores' shape (..., L, S) = ", scores_shape,
+        " (query ", q.sizes(), ", key ", k.sizes(), ")");
+    bias = mask_to_bias(m, /*forbidden_value=*/false, q.dtype(), op, "attn_mask");
+  }
+  double scale = o.scale.value_or(E > 0 ? 1.0 / std::sqrt(static_cast<double>(E)) : 1.0);
+  return attend(q * scale, k, v, bias, o.dropout_p).first;
+}
+
+// ---- MultiheadAttention -----------------------------------------------------------------------------
+
+MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, MultiheadAttentionOptions opts)
+    : embed_dim(embed_dim_), num_heads(num_heads_), options(opts) {
+  check<ValueError>(embed_dim > 0 && num_heads > 0,
+                    "MultiheadAttention: embed_dim and num_heads must be positive, got ", embed_dim, " and ",
+                    num_heads);
+  check<ValueError>(embed_dim % num_heads == 0, "MultiheadAttention: embed_dim (", embed_dim,
+                    ") must be divisible by num_heads (", num_heads, ")");
+  head_dim = embed_dim / num_heads;
+  kdim = options.kdim.value_or(embed_dim);
+  vdim = options.vdim.value_or(embed_dim);
+  check<ValueError>(kdim > 0 && vdim > 0, "MultiheadAttention: kdim and vdim must be positive, got ", kdim, " and ",
+                    vdim);
+  check<ValueError>(options.dropout >= 0 && options.dropout <= 1, "MultiheadAttention: dropout must be in [0, 1], got ",
+                    options.dropout);
+  // PyTorch's registration order (and so state_dict order): in-projection, in_proj_bias, bias_k/v, out_proj.
+  if (qkv_same_embed_dim()) {
+    in_proj_weight = register_parameter("in_proj_weight", empty({3 * embed_dim, embed_dim}));
+  } else {
+    q_proj_weight = register_parameter("q_proj_weight", empty({embed_dim, embed_dim}));
+    k_proj_weight = register_parameter("k_proj_weight", empty({embed_dim, kdim}));
+    v_proj_weight = register_parameter("v_proj_weight", empty({embed_dim, vdim}));
+  }
+  if (options.bias) in_proj_bias = register_parameter("in_proj_bias", empty({3 * embed_dim}));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, LinearOptions{options.bias}));
+  if (options.add_bias_kv) {
+    bias_k = register_parameter("bias_k", empty({1, 1, embed_dim}));
+    bias_v = register_parameter("bias_v", empty({1, 1, embed_dim}));
+  }
+  reset_parameters();
+}
+
+void MultiheadAttention::reset_parameters() {
+  // PyTorch's _reset_parameters (out_proj.weight keeps Linear's initialization).
+  if (in_proj_weight.defined()) {
+    init::xavier_uniform_(in_proj_weight);
+  } else {
+    init::xavier_uniform_(q_proj_weight);
+    init::xavier_uniform_(k_proj_weight);
+    init::xavier_uniform_(v_proj_weight);
+  }
+  if (in_proj_bias.defined()) {
+    init::zeros_(in_proj_bias);
+    init::zeros_(out_proj->bias);
+  }
+  if (bias_k.defined()) init::xavier_normal_(bias_k);
+  if (bias_v.defined()) init::xavier_normal_(bias_v);
+}
+
+Tensor MultiheadAttention::forward(Tensor x) { return forward_attention(x, x, x, {.need_weights = false}).output; }
+
+AttentionOutput MultiheadAttention::forward_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                                      const MultiheadAttentionForwardOptions& o) {
+  const char* op = "MultiheadAttention";
+  const int64_t E = embed_dim, H = num_heads, hd = head_dim;
+  check<ValueError>(query.defined() && key.defined() && value.defined(), op, ": query, key and value must be defined");
+  const char* layout = options.batch_first ? "(N, L, E)" : "(L, N, E)";
+  check<ShapeError>((query.dim() == 2 || query.dim() == 3) && key.dim() == query.dim() && value.dim() == query.dim(),
+                    op, ": expected query, key and value of 3 dims ", layout,
+                    " or 2 dims (L, E) (unbatched), got query ", query.sizes(), " key ", key.sizes(), " value ",
+                    value.sizes());
+  check<DTypeError>(is_floating(query.dtype()) && key.dtype() == query.dtype() && value.dtype() == query.dtype(), op,
+                    ": query, key and value must have the same floating dtype, got ", query.dtype(), ", ", key.dtype(),
+                    " and ", value.dtype());
+  check<ShapeError>(query.size(-1) == E, op, ": expected query with embed_dim ", E, " features (last dim), got query ",
+                    query.sizes());
+  check<ShapeError>(key.size(-1) == kdim && value.size(-1) == vdim, op, ": expected key with kdim ", kdim,
+                    " and value with vdim ", vdim, " features (last dim), got key ", key.sizes(), " value ",
+                    value.sizes());
+  const bool batched = query.dim() == 3;
+  // Inputs keep their layout (unbatched ones get N = 1 in front): seq first (L, N, E) or batch
+  // first (N, L, E). The projections run on that layout; the heads are split into (N, H, L, hd).
+  const bool seq_first = batched && !options.batch_first;
+  const int64_t seq_dim = seq_first ? 0 : 1, batch_dim = seq_first ? 1 : 0;
+  auto in = [&](const Tensor& t) { return batched ? t : t.unsqueeze(0); };
+  const int64_t N = in(query).size(batch_dim), L = in(query).size(seq_dim), S = in(key).size(seq_dim);
+  check<ShapeError>(leading_dims(key, 1) == leading_dims(value, 1) && in(key).size(batch_dim) == N, op,
+                    ": key and value must have the same length S and batch size N as query, got query ", query.sizes(),
+                    " key ", key.sizes(), " value ", value.sizes());
+
+  // Masks as additive biases: attn (1 or N, 1 or H, L, S), padding (N, 1, 1, S).
+  const DType dt = query.dtype();
+  Tensor attn_bias, pad_bias;
+  if (o.attn_mask.defined()) {
+    const Tensor& m = o.attn_mask;
+    bool ok2 = m.dim() == 2 && m.size(0) == L && m.size(1) == S;
+    bool ok3 = m.dim() == 3 && m.size(0) == N * H && m.size(1) == L && m.size(2) == S;
+    check<ShapeError>(ok2 || ok3, op, ": expected attn_mask of shape (L, S) = ", Shape{L, S},
+                      " or (N * num_heads, L, S) = ", Shape{N * H, L, S}, ", got ", m.sizes(), " (query ",
+                      query.sizes(), ", key ", key.sizes(), ")");
+    attn_bias = mask_to_bias(m, /*forbidden_value=*/true, dt, op, "attn_mask");
+    attn_bias = ok2 ? attn_bias.reshape({1, 1, L, S}) : attn_bias.reshape({N, H, L, S});
+  } else if (o.is_causal) {
+    attn_bias = causal_bias(L, S, dt, query.device()).view({1, 1, L, S});
+  }
+  if (o.key_padding_mask.defined()) {
+    const Tensor& m = o.key_padding_mask;
+    bool ok = batched ? (m.dim() == 2 && m.size(0) == N && m.size(1) == S) : (m.dim() == 1 && m.size(0) == S);
+    check<ShapeError>(ok, op, ": expected key_padding_mask of shape ",
+                      batched ? "(N, S) = " : "(S) = ", batched ? Shape{N, S} : Shape{S}, ", got ", m.sizes(),
+                      " (query ", query.sizes(), ", key ", key.sizes(), ")");
+    pad_bias = mask_to_bias(m, /*forbidden_value=*/true, dt, op, "key_padding_mask").reshape({N, 1, 1, S});
+  }
+
+  // In-projection, (..., E_in) -> (..., E) in the input's layout: one packed matmul for
+  // self-attention, one for key and value when they are the same tensor, else one each.
+  auto bias_part = [&](int64_t i, int64_t n) {
+    return in_proj_bias.defined() ? in_proj_bias.narrow(0, i * E, n * E) : Tensor();
+  };
+  Tensor q, k, v;
+  if (qkv_same_embed_dim()) {
+    if (query.is_same(key) && key.is_same(value)) {
+      auto qkv = F::linear(in(query), in_proj_weight, in_proj_bias).chunk(3, -1);
+      q = qkv[0], k = qkv[1], v = qkv[2];
+    } else {
+      q = F::linear(in(query), in_proj_weight.narrow(0, 0, E), bias_part(0, 1));
+      if (key.is_same(value)) {
+        auto kv = F::linear(in(key), in_proj_weight.narrow(0, E, 2 * E), bias_part(1, 2)).chunk(2, -1);
+        k = kv[0], v = kv[1];
+      } else {
+        k = F::linear(in(key), in_proj_weight.narrow(0, E, E), bias_part(1, 1));
+        v = F::linear(in(value), in_proj_weight.narrow(0, 2 * E, E), bias_part(2, 1));
+      }
+    }
+  } else {
+    q = F::linear(in(query), q_proj_weight, bias_part(0, 1));
+    k = F::linear(in(key), k_proj_weight, bias_part(1, 1));
+    v = F::linear(in(value), v_proj_weight, bias_part(2, 1));
+  }
+  // Split heads: (L, N, E) or (N, L, E) -> (N, H, L, hd).
+  auto heads = [&](const Tensor& t) {
+    return seq_first ? t.reshape({t.size(0), N, H, hd}).permute({1, 2, 0, 3})
+                     : t.reshape({N, t.size(1), H, hd}).transpose(1, 2);
+  };
+  q = heads(q), k = heads(k), v = heads(v);
+
+  // Extra key/value positions, allowed for every query: bias_k/bias_v, then a zero one.
+  auto append = [&](const Tensor& kv_extra_k, const Tensor& kv_extra_v) {
+    k = cat({k, kv_extra_k}, 2);
+    v = cat({v, kv_extra_v}, 2);
+    if (attn_bias.defined()) attn_bias = pad(attn_bias, {0, 1});
+    if (pad_bias.defined()) pad_bias = pad(pad_bias, {0, 1});
+  };
+  if (bias_k.defined())
+    append(bias_k.reshape({1, H, 1, hd}).expand({N, H, 1, hd}), bias_v.reshape({1, H, 1, hd}).expand({N, H, 1, hd}));
+  if (options.add_zero_attn) {
+    Tensor z = zeros({N, H, 1, hd}, dtype(q.dtype()).device(q.device()));
+    append(z, z);
+  }
+  Tensor bias = attn_bias.defined() && pad_bias.defined() ? attn_bias + pad_bias
+                : attn_bias.defined()                     ? attn_bias
+                                                          : pad_bias;
+
+  // Attention per head, batched over (N, H): (N, H, L, hd), weights (N, H, L, S + extra positions).
+  double p = training_ ? options.dropout : 0.0;
+  auto [attn, weights] = attend(q * (1.0 / std::sqrt(static_cast<double>(hd))), k, v, bias, p);
+
+  // Merge heads into the input's layout and project: (N, H, L, hd) -> (L, N, E) or (N, L, E).
+  Tensor merged = seq_first ? attn.permute({2, 0, 1, 3}).reshape({L, N, E}) : attn.transpose(1, 2).reshape({N, L, E});
+  Tensor out = out_proj->forward(merged);
+  if (!batched) out = out.squeeze(0);
+  AttentionOutput res{out, Tensor()};
+  if (o.need_weights) {
+    Tensor w = o.average_attn_weights ? weights.mean({1}) : weights;  // (N, L, S) or (N, H, L, S)
+    res.attn_weights = batched ? w : w.squeeze(0);
+  }
+  return res;
+}
+
+}  // namespace nabla::nn

@@ -1,0 +1,110 @@
+// Attention: functional scaled_dot_product_attention and the MultiheadAttention module, with
+// PyTorch 2.x semantics, parameter names, shapes and initialization (a PyTorch state_dict loads 1:1).
+//
+//   namespace F = nabla::nn::functional;
+//   Tensor y = F::scaled_dot_product_attention(q, k, v, {.is_causal = true});
+//
+//   auto mha = std::make_shared<nn::MultiheadAttention>(64, 8, nn::MultiheadAttentionOptions{.batch_first = true});
+//   Tensor out = (*mha)(x);                                          // self-attention, (N, L, 64)
+//   auto [out2, weights] = mha->forward_attention(q, mem, mem, {.key_padding_mask = pad});
+//
+// Two mask conventions, as in PyTorch (they are opposite for bool masks):
+//   scaled_dot_product_attention's attn_mask: bool true = MAY attend (false positions get -inf);
+//   MultiheadAttention's attn_mask and key_padding_mask: bool true = NOT allowed / ignore.
+// Floating masks are added to the scores in both (use -inf to forbid a position).
+// A query row whose every key is masked out has attention weights NaN (softmax over nothing), as
+// in PyTorch's MultiheadAttention.
+#pragma once
+
+#include <optional>
+
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace nabla::nn::functional {
+
+struct ScaledDotProductAttentionOptions {
+  // Broadcast to (..., L, S). bool: true = may attend; floating: added to the scores (converted to
+  // the query's dtype). Undefined: no mask.
+  Tensor attn_mask{};
+  double dropout_p = 0.0;       // dropout on the attention weights, applied whenever > 0 (as PyTorch)
+  bool is_causal = false;       // query i attends to keys j <= i (top-left aligned); not with attn_mask
+  std::optional<double> scale;  // default 1 / sqrt(E)
+};
+
+// softmax(q k^T * scale + mask) v, as torch.nn.functional.scaled_dot_product_attention.
+// q: (..., L, E), k: (..., S, E), v: (..., S, Ev) -> (..., L, Ev); the batch dims broadcast.
+// Built from differentiable ops (matmul, softmax), so it differentiates to any order on any device.
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const ScaledDotProductAttentionOptions& options = {});
+
+}  // namespace nabla::nn::functional
+
+namespace nabla::nn {
+
+struct MultiheadAttentionOptions {
+  double dropout = 0.0;                   // on the attention weights, in training only
+  bool bias = true;                       // in_proj_bias and out_proj.bias
+  bool add_bias_kv = false;               // bias_k, bias_v (1, 1, E): one extra key/value position
+  bool add_zero_attn = false;             // one extra all-zero key/value position per head
+  std::optional<int64_t> kdim{}, vdim{};  // feature sizes of key and value (default embed_dim)
+  bool batch_first = false;               // inputs and output (N, L, E) instead of (L, N, E)
+};
+
+struct MultiheadAttentionForwardOptions {
+  // (N, S) or, unbatched, (S). bool: true = ignore this key; floating: added to the scores.
+  Tensor key_padding_mask{};
+  bool need_weights = true;  // return the attention weights
+  // (L, S) or (N * num_heads, L, S) ((num_heads, L, S) unbatched). bool: true = NOT allowed
+  // (PyTorch's MultiheadAttention convention, the opposite of scaled_dot_product_attention's);
+  // floating: added to the scores.
+  Tensor attn_mask{};
+  bool average_attn_weights = true;  // weights averaged over heads (N, L, S), else (N, H, L, S)
+  // Query i attends to keys j <= i. With attn_mask it is a hint, as in PyTorch (attn_mask should
+  // then be the causal mask, and is what is used); without one, nabla builds the causal mask
+  // (PyTorch requires the mask as well).
+  bool is_causal = false;
+};
+
+// What forward_attention returns: `auto [out, weights] = mha->forward_attention(q, k, v);`
+struct AttentionOutput {
+  Tensor output;        // (L, N, E), (N, L, E) with batch_first, or (L, E) unbatched
+  Tensor attn_weights;  // (N, L, S) averaged or (N, H, L, S); undefined when !need_weights
+};
+
+// Multi-head attention (torch.nn.MultiheadAttention): the query, key and value are projected to
+// embed_dim, split into num_heads heads of embed_dim / num_heads, attended per head with scale
+// 1/sqrt(head_dim) and the heads' outputs concatenated and projected by out_proj.
+//
+// Parameters (PyTorch's names and order): in_proj_weight (3E, E) when kdim == vdim == embed_dim,
+// else q_proj_weight (E, E), k_proj_weight (E, kdim), v_proj_weight (E, vdim); in_proj_bias (3E)
+// when bias; bias_k, bias_v (1, 1, E) when add_bias_kv; child out_proj (Linear(E, E)). Initialized
+// as PyTorch's _reset_parameters: xavier_uniform_ in-projection weights, zero in_proj_bias and
+// out_proj.bias, xavier_normal_ bias_k/bias_v, out_proj.weight as Linear's.
+//
+// Inputs: query (L, N, E), key (S, N, kdim), value (S, N, vdim) (batch first: (N, L, E), ...), or
+// unbatched (L, E), (S, kdim), (S, vdim). Self-attention (query, key and value the same tensor)
+// projects with one packed matmul; heads are batched, never looped over.
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, MultiheadAttentionOptions options = {});
+
+  // Self-attention forward_attention(x, x, x, {.need_weights = false}).output, so that (*m)(x)
+  // and forward hooks work.
+  Tensor forward(Tensor x) override;
+  // The full call, with masks and the attention weights.
+  AttentionOutput forward_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const MultiheadAttentionForwardOptions& options = {});
+  void reset_parameters() override;
+
+  int64_t embed_dim, num_heads, head_dim, kdim, vdim;
+  MultiheadAttentionOptions options;
+  // in_proj_weight when kdim == vdim == embed_dim, else the three separate weights.
+  Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight;
+  Tensor in_proj_bias, bias_k, bias_v;
+  std::shared_ptr<Linear> out_proj;
+
+  bool qkv_same_embed_dim() const { return kdim == embed_dim && vdim == embed_dim; }
+};
+
+}  // namespace nabla::nn
