@@ -150,6 +150,9 @@ class RNNBase : public Module {
   RNNLayerWeights& layer_weights(int64_t layer, int64_t direction) {
     return weights.at(static_cast<size_t>(layer * num_directions() + direction));
   }
+  const RNNLayerWeights& layer_weights(int64_t layer, int64_t direction) const {
+    return weights.at(static_cast<size_t>(layer * num_directions() + direction));
+  }
 
   Mode mode;
   int64_t input_size, hidden_size, num_layers;

@@ -225,6 +225,16 @@ TEST(NnRNN, UnbatchedInputIsOneSequence) {
   EXPECT_TRUE(tensor_is(gh, {1, 2}, wg.h_n, 1e-12, 1e-12));
 }
 
+TEST(NnRNN, EmptyBatchGivesEmptyOutputs) {
+  nn::LSTM lstm(2, 3, {.num_layers = 2, .bidirectional = true});
+  auto [out, h_n, c_n] = lstm.forward_with_state(randn({4, 0, 2}));
+  EXPECT_EQ(shape_of(out), (std::vector<int64_t>{4, 0, 6}));
+  EXPECT_EQ(shape_of(h_n), (std::vector<int64_t>{4, 0, 3}));
+  EXPECT_EQ(shape_of(c_n), (std::vector<int64_t>{4, 0, 3}));
+  nn::GRUCell cell(2, 3);
+  EXPECT_EQ(shape_of(cell(randn({0, 2}))), (std::vector<int64_t>{0, 3}));
+}
+
 TEST(NnRNN, CellsMatchLoopReference) {
   manual_seed(5);
   const int64_t N = 3, In = 4, Hd = 5;
