@@ -19,6 +19,7 @@
 #include "nn/normalization.h"
 #include "nn/ordered_dict.h"
 #include "nn/pooling.h"
+#include "nn/rnn.h"
 #include "nn/safetensors.h"
 #include "nn/transformer.h"
 #include "nn/upsample.h"

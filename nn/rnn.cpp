@@ -1,0 +1,336 @@
+#include "nn/rnn.h"
+
+#include <cmath>
+
+#include "nn/functional.h"
+#include "nn/init.h"
+
+namespace nabla::nn {
+
+namespace {
+
+// ---- one time step, shared by the cells and the sequence modules ----------------------------------
+// xp: the input projection W_ih x + b_ih (N, G * H), to which the sequence modules fold b_hh where the
+// equations allow it (RNN, LSTM); b_hh here is then undefined. h: (N, H_out), c: (N, H).
+
+Tensor rnn_step(const Tensor& xp, const Tensor& h, const Tensor& w_hh, const Tensor& b_hh, bool relu) {
+  Tensor pre = xp + linear(h, w_hh, b_hh);
+  return relu ? nabla::relu(pre) : nabla::tanh(pre);
+}
+
+LSTMState lstm_step(const Tensor& xp, const Tensor& h, const Tensor& c, const Tensor& w_hh, const Tensor& b_hh,
+                    const Tensor& w_hr) {
+  const int64_t H = c.size(-1);
+  Tensor gates = xp + linear(h, w_hh, b_hh);  // (N, 4H): i, f, g, o
+  Tensor s = sigmoid(gates);                  // one op for i, f and o (g's quarter unused)
+  Tensor i = s.narrow(-1, 0, H), f = s.narrow(-1, H, H), o = s.narrow(-1, 3 * H, H);
+  Tensor g = tanh(gates.narrow(-1, 2 * H, H));
+  Tensor c1 = addcmul(f * c, i, g);  // f * c + i * g
+  Tensor h1 = o * tanh(c1);
+  if (w_hr.defined()) h1 = linear(h1, w_hr);  // (N, proj_size)
+  return {h1, c1};
+}
+
+Tensor gru_step(const Tensor& xp, const Tensor& h, const Tensor& w_hh, const Tensor& b_hh) {
+  const int64_t H = h.size(-1);
+  Tensor hp = linear(h, w_hh, b_hh);  // (N, 3H): W_hr h + b_hr, W_hz h + b_hz, W_hn h + b_hn
+  Tensor rz = sigmoid(xp.narrow(-1, 0, 2 * H) + hp.narrow(-1, 0, 2 * H));
+  Tensor r = rz.narrow(-1, 0, H), z = rz.narrow(-1, H, H);
+  Tensor n = tanh(addcmul(xp.narrow(-1, 2 * H, H), r, hp.narrow(-1, 2 * H, H)));
+  return n + z * (h - n);  // (1 - z) * n + z * h
+}
+
+int64_t gate_count(RNNBase::Mode mode) {
+  switch (mode) {
+    case RNNBase::Mode::lstm: return 4;
+    case RNNBase::Mode::gru: return 3;
+    default: return 1;
+  }
+}
+
+bool is_relu(const std::string& module, const std::string& nonlinearity) {
+  check<ValueError>(nonlinearity == "tanh" || nonlinearity == "relu", module, ": unknown nonlinearity '",
+                    nonlinearity, "' (expected 'tanh' or 'relu')");
+  return nonlinearity == "relu";
+}
+
+void check_sizes(const std::string& module, int64_t input_size, int64_t hidden_size) {
+  check<ValueError>(input_size >= 0, module, ": input_size must be non-negative, got ", input_size);
+  check<ValueError>(hidden_size > 0, module, ": hidden_size must be positive, got ", hidden_size);
+}
+
+void init_uniform(Tensor& t, int64_t hidden_size) {
+  if (!t.defined()) return;
+  double bound = 1.0 / std::sqrt(static_cast<double>(hidden_size));
+  init::uniform_(t, -bound, bound);
+}
+
+// An initial state: the given one, checked against `want`, or zeros. `state` belongs to input x
+// (already made batched: `batched` says whether it was), so a batched x needs a batched state.
+Tensor initial_state(const std::string& module, const char* what, const Tensor& state, const Tensor& x,
+                     const Tensor& x_given, bool batched, Shape want) {
+  if (!state.defined()) return zeros(want, dtype(x.dtype()).device(x.device()));
+  const int64_t want_dim = batched ? static_cast<int64_t>(want.size()) : static_cast<int64_t>(want.size()) - 1;
+  check<ShapeError>(state.dim() == want_dim, module, ": ", batched ? "a batched" : "an unbatched", " input ",
+                    x_given.sizes(), " needs a ", want_dim, "-D ", what, ", got shape ", state.sizes());
+  Tensor s = batched ? state : state.unsqueeze(-2);
+  if (s.sizes() != want) {
+    Shape shown = want;
+    if (!batched) shown.erase(shown.end() - 2);
+    check<ShapeError>(false, module, ": expected ", what, " of shape ", shown, ", got ", state.sizes());
+  }
+  check<DTypeError>(s.dtype() == x.dtype(), module, ": ", what, " has dtype ", s.dtype(), " but the input has ",
+                    x.dtype());
+  return s;
+}
+
+}  // namespace
+
+// ---- cells ------------------------------------------------------------------------------------------
+
+RNNCellBase::RNNCellBase(std::string name, int64_t in, int64_t hidden, bool with_bias, int64_t gates)
+    : Module(name), input_size(in), hidden_size(hidden), bias(with_bias) {
+  check_sizes(name, in, hidden);
+  weight_ih = register_parameter("weight_ih", empty({gates * hidden, in}));
+  weight_hh = register_parameter("weight_hh", empty({gates * hidden, hidden}));
+  if (bias) {
+    bias_ih = register_parameter("bias_ih", empty({gates * hidden}));
+    bias_hh = register_parameter("bias_hh", empty({gates * hidden}));
+  }
+  reset_parameters();
+}
+
+void RNNCellBase::reset_parameters() {
+  for (Tensor* t : {&weight_ih, &weight_hh, &bias_ih, &bias_hh}) init_uniform(*t, hidden_size);
+}
+
+std::string RNNCellBase::extra_repr() const {
+  std::string s = detail::str(input_size, ", ", hidden_size);
+  if (!bias) s += ", bias=False";
+  return s;
+}
+
+void RNNCellBase::check_input(const Tensor& x) const {
+  check<ShapeError>(x.dim() == 1 || x.dim() == 2, name(), ": expected input of 2 dims (N, input_size) or 1 dim ",
+                    "(input_size), got ", x.sizes());
+  check<ShapeError>(x.size(-1) == input_size, name(), ": expected input with last dim ", input_size,
+                    " (input_size), got ", x.sizes());
+}
+
+Tensor RNNCellBase::check_state(const Tensor& x, const Tensor& state, const char* what) const {
+  const bool batched = x.dim() == 2;
+  Tensor x2 = batched ? x : x.unsqueeze(0);
+  return initial_state(name(), what, state, x2, x, batched, {x2.size(0), hidden_size});
+}
+
+RNNCell::RNNCell(int64_t in, int64_t hidden, RNNCellOptions o)
+    : RNNCellBase("RNNCell", in, hidden, o.bias, 1), nonlinearity(o.nonlinearity) {
+  is_relu("RNNCell", nonlinearity);
+}
+
+Tensor RNNCell::forward(Tensor x) { return forward(std::move(x), Tensor()); }
+
+Tensor RNNCell::forward(Tensor x, Tensor h) {
+  check_input(x);
+  Tensor h2 = check_state(x, h, "h");
+  Tensor x2 = x.dim() == 2 ? x : x.unsqueeze(0);
+  Tensor h1 = rnn_step(linear(x2, weight_ih, bias_ih), h2, weight_hh, bias_hh, is_relu(name(), nonlinearity));
+  return x.dim() == 2 ? h1 : h1.squeeze(0);
+}
+
+std::string RNNCell::extra_repr() const {
+  std::string s = RNNCellBase::extra_repr();
+  if (nonlinearity != "tanh") s += ", nonlinearity=" + nonlinearity;
+  return s;
+}
+
+LSTMCell::LSTMCell(int64_t in, int64_t hidden, LSTMCellOptions o) : RNNCellBase("LSTMCell", in, hidden, o.bias, 4) {}
+
+LSTMState LSTMCell::forward_with_state(Tensor x, LSTMState state) {
+  check_input(x);
+  Tensor h = check_state(x, state.h, "h"), c = check_state(x, state.c, "c");
+  Tensor x2 = x.dim() == 2 ? x : x.unsqueeze(0);
+  LSTMState out = lstm_step(linear(x2, weight_ih, bias_ih), h, c, weight_hh, bias_hh, Tensor());
+  if (x.dim() == 1) out = {out.h.squeeze(0), out.c.squeeze(0)};
+  return out;
+}
+
+Tensor LSTMCell::forward(Tensor x) { return forward_with_state(std::move(x)).h; }
+
+GRUCell::GRUCell(int64_t in, int64_t hidden, GRUCellOptions o) : RNNCellBase("GRUCell", in, hidden, o.bias, 3) {}
+
+Tensor GRUCell::forward(Tensor x) { return forward(std::move(x), Tensor()); }
+
+Tensor GRUCell::forward(Tensor x, Tensor h) {
+  check_input(x);
+  Tensor h2 = check_state(x, h, "h");
+  Tensor x2 = x.dim() == 2 ? x : x.unsqueeze(0);
+  Tensor h1 = gru_step(linear(x2, weight_ih, bias_ih), h2, weight_hh, bias_hh);
+  return x.dim() == 2 ? h1 : h1.squeeze(0);
+}
+
+// ---- sequence modules -------------------------------------------------------------------------------
+
+RNNBase::RNNBase(std::string name, Mode m, int64_t in, int64_t hidden, const Options& o)
+    : Module(name),
+      mode(m),
+      input_size(in),
+      hidden_size(hidden),
+      num_layers(o.num_layers),
+      bias(o.bias),
+      batch_first(o.batch_first),
+      dropout(o.dropout),
+      bidirectional(o.bidirectional),
+      proj_size(o.proj_size) {
+  check_sizes(name, in, hidden);
+  check<ValueError>(num_layers >= 1, name, ": num_layers must be at least 1, got ", num_layers);
+  check<ValueError>(dropout >= 0 && dropout <= 1, name, ": dropout must be in [0, 1], got ", dropout);
+  check<ValueError>(proj_size >= 0, name, ": proj_size must be non-negative, got ", proj_size);
+  check<ValueError>(proj_size < hidden_size, name, ": proj_size must be smaller than hidden_size, got proj_size=",
+                    proj_size, " and hidden_size=", hidden_size);
+  const int64_t G = gate_count(mode), D = num_directions(), H_out = output_hidden_size();
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    const int64_t layer_in = layer == 0 ? input_size : D * H_out;
+    for (int64_t d = 0; d < D; ++d) {
+      const std::string suffix = detail::str("_l", layer, d == 1 ? "_reverse" : "");
+      RNNLayerWeights w;
+      w.weight_ih = register_parameter("weight_ih" + suffix, empty({G * hidden_size, layer_in}));
+      w.weight_hh = register_parameter("weight_hh" + suffix, empty({G * hidden_size, H_out}));
+      if (bias) {
+        w.bias_ih = register_parameter("bias_ih" + suffix, empty({G * hidden_size}));
+        w.bias_hh = register_parameter("bias_hh" + suffix, empty({G * hidden_size}));
+      }
+      if (proj_size > 0) w.weight_hr = register_parameter("weight_hr" + suffix, empty({proj_size, hidden_size}));
+      weights.push_back(std::move(w));
+    }
+  }
+  reset_parameters();
+}
+
+void RNNBase::reset_parameters() {
+  for (RNNLayerWeights& w : weights)
+    for (Tensor* t : {&w.weight_ih, &w.weight_hh, &w.bias_ih, &w.bias_hh, &w.weight_hr}) init_uniform(*t, hidden_size);
+}
+
+std::string RNNBase::extra_repr() const {
+  // As PyTorch's RNNBase.extra_repr (which leaves out RNN's nonlinearity).
+  std::string s = detail::str(input_size, ", ", hidden_size);
+  if (proj_size != 0) s += detail::str(", proj_size=", proj_size);
+  if (num_layers != 1) s += detail::str(", num_layers=", num_layers);
+  if (!bias) s += ", bias=False";
+  if (batch_first) s += ", batch_first=True";
+  if (dropout != 0) s += ", dropout=" + repr_double(dropout);
+  if (bidirectional) s += ", bidirectional=True";
+  return s;
+}
+
+Tensor RNNBase::forward(Tensor x) { return run(x, Tensor(), Tensor()).output; }
+
+RNNBase::Result RNNBase::run(const Tensor& x_given, const Tensor& h0_given, const Tensor& c0_given) {
+  const std::string who = name();
+  check<ShapeError>(x_given.dim() == 2 || x_given.dim() == 3, who, ": expected input of 3 dims (",
+                    batch_first ? "N, L, input_size" : "L, N, input_size", ") or 2 dims (L, input_size), got ",
+                    x_given.sizes());
+  check<ShapeError>(x_given.size(-1) == input_size, who, ": expected input with last dim ", input_size,
+                    " (input_size), got ", x_given.sizes());
+  const bool batched = x_given.dim() == 3;
+  // x: (L, N, H_in)
+  Tensor x = !batched ? x_given.unsqueeze(1) : batch_first ? x_given.transpose(0, 1) : x_given;
+  const int64_t L = x.size(0), N = x.size(1);
+  check<ShapeError>(L > 0, who, ": expected a sequence of at least one step, got input ", x_given.sizes());
+  const int64_t G = gate_count(mode), D = num_directions(), H = hidden_size, H_out = output_hidden_size();
+  const bool lstm = mode == Mode::lstm;
+  Tensor h0 = initial_state(who, "h0", h0_given, x, x_given, batched, {D * num_layers, N, H_out});
+  Tensor c0 = lstm ? initial_state(who, "c0", c0_given, x, x_given, batched, {D * num_layers, N, H}) : Tensor();
+
+  std::vector<Tensor> h_n, c_n;
+  Tensor layer_in = x;  // (L, N, layer input size)
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    if (layer > 0 && dropout > 0 && training_) layer_in = functional::dropout(layer_in, dropout, true);
+    const int64_t in = layer_in.size(2);
+    Tensor rows = layer_in.reshape({L * N, in});
+    std::vector<Tensor> dir_out;
+    for (int64_t d = 0; d < D; ++d) {
+      const RNNLayerWeights& w = weights.at(static_cast<size_t>(layer * D + d));
+      // All steps' input projections at once; RNN and LSTM fold b_hh in here, GRU keeps b_hn apart.
+      Tensor b_hh_step = w.bias_hh;
+      Tensor b_in = w.bias_ih;
+      if (mode != Mode::gru && w.bias_ih.defined()) {
+        b_in = w.bias_ih + w.bias_hh;
+        b_hh_step = Tensor();
+      }
+      Tensor xp = linear(rows, w.weight_ih, b_in).view({L, N, G * H});
+      Tensor h = h0.select(0, layer * D + d), c = lstm ? c0.select(0, layer * D + d) : Tensor();
+      std::vector<Tensor> outs(static_cast<size_t>(L));
+      for (int64_t s = 0; s < L; ++s) {
+        const int64_t t = d == 0 ? s : L - 1 - s;
+        Tensor xp_t = xp.select(0, t);  // (N, G * H)
+        switch (mode) {
+          case Mode::rnn_tanh:
+          case Mode::rnn_relu: h = rnn_step(xp_t, h, w.weight_hh, b_hh_step, mode == Mode::rnn_relu); break;
+          case Mode::lstm: {
+            LSTMState st = lstm_step(xp_t, h, c, w.weight_hh, b_hh_step, w.weight_hr);
+            h = st.h;
+            c = st.c;
+            break;
+          }
+          case Mode::gru: h = gru_step(xp_t, h, w.weight_hh, b_hh_step); break;
+        }
+        outs[static_cast<size_t>(t)] = h;
+      }
+      dir_out.push_back(stack(outs, 0));  // (L, N, H_out)
+      h_n.push_back(h);
+      if (lstm) c_n.push_back(c);
+    }
+    layer_in = D == 1 ? dir_out[0] : cat(dir_out, 2);  // (L, N, D * H_out)
+  }
+
+  Result r{layer_in, stack(h_n, 0), lstm ? stack(c_n, 0) : Tensor()};
+  if (!batched) {
+    r.output = r.output.squeeze(1);
+    r.h_n = r.h_n.squeeze(1);
+    if (lstm) r.c_n = r.c_n.squeeze(1);
+  } else if (batch_first) {
+    r.output = r.output.transpose(0, 1);
+  }
+  return r;
+}
+
+namespace {
+RNNBase::Mode rnn_mode(const std::string& nonlinearity) {
+  return is_relu("RNN", nonlinearity) ? RNNBase::Mode::rnn_relu : RNNBase::Mode::rnn_tanh;
+}
+}  // namespace
+
+RNN::RNN(int64_t in, int64_t hidden, RNNOptions o)
+    : RNNBase("RNN", rnn_mode(o.nonlinearity), in, hidden,
+              {.num_layers = o.num_layers, .bias = o.bias, .batch_first = o.batch_first, .dropout = o.dropout,
+               .bidirectional = o.bidirectional}),
+      nonlinearity(o.nonlinearity) {}
+
+RNNOutput RNN::forward_with_state(Tensor x, Tensor h0) {
+  Result r = run(x, h0);
+  return {r.output, r.h_n};
+}
+
+LSTM::LSTM(int64_t in, int64_t hidden, LSTMOptions o)
+    : RNNBase("LSTM", Mode::lstm, in, hidden,
+              {.num_layers = o.num_layers, .bias = o.bias, .batch_first = o.batch_first, .dropout = o.dropout,
+               .bidirectional = o.bidirectional, .proj_size = o.proj_size}) {}
+
+LSTMOutput LSTM::forward_with_state(Tensor x, LSTMState state) {
+  Result r = run(x, state.h, state.c);
+  return {r.output, r.h_n, r.c_n};
+}
+
+GRU::GRU(int64_t in, int64_t hidden, GRUOptions o)
+    : RNNBase("GRU", Mode::gru, in, hidden,
+              {.num_layers = o.num_layers, .bias = o.bias, .batch_first = o.batch_first, .dropout = o.dropout,
+               .bidirectional = o.bidirectional}) {}
+
+RNNOutput GRU::forward_with_state(Tensor x, Tensor h0) {
+  Result r = run(x, h0);
+  return {r.output, r.h_n};
+}
+
+}  // namespace nabla::nn
