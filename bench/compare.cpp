@@ -3,7 +3,7 @@
 // libtorch runs at 1 and at 2 threads and the better of the two is the reference. Contenders are
 // timed interleaved, batch by batch, so a noisy moment on a shared machine hits them alike.
 //
-//   compare [--quick] [--only overhead|gemm|conv|optim|mlp|lenet] [--markdown FILE]
+//   compare [--quick] [--only overhead|gemm|conv|optim|sequence|mlp|lenet] [--markdown FILE]
 //
 // scripts/bench.sh builds and runs this and writes bench/RESULTS.md.
 #include <cblas.h>
@@ -291,6 +291,56 @@ void optim() {
   }
 }
 
+// ---- sequence models ---------------------------------------------------------------------------
+// One training step (forward, mean-square loss, backward, SGD) of recurrent and attention layers,
+// nabla's modules against libtorch's with the same sizes: a small language-model body (sequence 35,
+// batch 20, 64 features in, 128 hidden) and a Transformer encoder layer (sequence 32, batch 16,
+// d_model 128, 4 heads, feed-forward 512, dropout 0), inputs (L, N, E) on both sides.
+void sequence() {
+  std::printf("\nrecurrent and attention layers, one training step (forward, backward, SGD)\n");
+  const int64_t L = 35, N = 20, E = 64, H = 128;
+  nb::manual_seed(3);
+  torch::manual_seed(3);
+  nb::Tensor x = nb::randn({L, N, E});
+  torch::Tensor tx = torch::randn({L, N, E});
+  auto step = [](auto& opt, auto&& loss) {
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  };
+  auto row = [&](const char* name, const std::function<void()>& nb_fn, const std::function<void()>& t_fn) {
+    SideBySide t = side_by_side(nb_fn, t_fn);
+    report("sequence", name, t.nabla, t.torch, t.which);
+  };
+  {
+    nb::nn::LSTM m(E, H, {.num_layers = 2});
+    nb::optim::SGD opt = nb_sgd(m.parameters(), 0.01, 0);
+    torch::nn::LSTM tm(torch::nn::LSTMOptions(E, H).num_layers(2));
+    torch::optim::SGD topt(tm->parameters(), torch::optim::SGDOptions(0.01));
+    row("LSTM 2 layers 64->128, seq 35, batch 20", [&] { step(opt, m.forward(x).square().mean()); },
+        [&] { step(topt, std::get<0>(tm->forward(tx)).square().mean()); });
+  }
+  {
+    nb::nn::GRU m(E, H);
+    nb::optim::SGD opt = nb_sgd(m.parameters(), 0.01, 0);
+    torch::nn::GRU tm(torch::nn::GRUOptions(E, H));
+    torch::optim::SGD topt(tm->parameters(), torch::optim::SGDOptions(0.01));
+    row("GRU 64->128, seq 35, batch 20", [&] { step(opt, m.forward(x).square().mean()); },
+        [&] { step(topt, std::get<0>(tm->forward(tx)).square().mean()); });
+  }
+  {
+    const int64_t S = 32, B = 16, D = 128;
+    nb::Tensor src = nb::randn({S, B, D});
+    torch::Tensor tsrc = torch::randn({S, B, D});
+    nb::nn::TransformerEncoderLayer m(D, 4, {.dim_feedforward = 512, .dropout = 0});
+    nb::optim::SGD opt = nb_sgd(m.parameters(), 0.01, 0);
+    torch::nn::TransformerEncoderLayer tm(torch::nn::TransformerEncoderLayerOptions(D, 4).dim_feedforward(512).dropout(0));
+    torch::optim::SGD topt(tm->parameters(), torch::optim::SGDOptions(0.01));
+    row("Transformer encoder layer d128 4 heads, seq 32, batch 16", [&] { step(opt, m.forward(src).square().mean()); },
+        [&] { step(topt, tm->forward(tsrc).square().mean()); });
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -301,7 +351,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--markdown") && i + 1 < argc) markdown = argv[++i];
     else {
       std::printf(
-          "usage: compare [--quick] [--only overhead|gemm|conv|optim|mlp|lenet] [--markdown FILE]\n\n"
+          "usage: compare [--quick] [--only overhead|gemm|conv|optim|sequence|mlp|lenet] [--markdown FILE]\n\n"
           "Runs the same work in nabla, libtorch and OpenBLAS in one process and prints\n"
           "nabla's time / the reference's time (below 1: nabla is faster).\n");
       return std::strcmp(argv[i], "--help") && std::strcmp(argv[i], "-h") ? 2 : 0;
@@ -309,8 +359,8 @@ int main(int argc, char** argv) {
   }
   nb::set_num_threads(2);
   std::map<std::string, void (*)()> parts{{"overhead", overhead}, {"gemm", gemm}, {"conv", conv},
-                                          {"optim", optim},       {"mlp", mlp},   {"lenet", lenet}};
-  for (const char* p : {"overhead", "gemm", "conv", "optim", "mlp", "lenet"})
+                                          {"optim", optim},       {"sequence", sequence}, {"mlp", mlp}, {"lenet", lenet}};
+  for (const char* p : {"overhead", "gemm", "conv", "optim", "sequence", "mlp", "lenet"})
     if (only.empty() || only == p) parts[p]();
   if (!markdown.empty()) {
     std::ofstream md(markdown);

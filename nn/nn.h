@@ -1,4 +1,4 @@
-// nabla's nn: modules, layers (attention and Transformers included), losses, functional twins, init,
+// nabla's nn: modules, layers (recurrent, attention and Transformers included), losses, functional twins, init,
 // gradient clipping, metrics and safetensors weights.
 #pragma once
 
