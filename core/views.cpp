@@ -55,6 +55,17 @@ void record_select_view(const char* name, const Tensor& x, Tensor& out, ViewFn v
   });
 }
 
+// Records the backward of views that cut x into pieces along one dim (split, unbind): one node for
+// all pieces, whose backward joins their gradients with one cat/stack (the engine hands it zeros for
+// pieces without a gradient). A node per piece would scatter each gradient into zeros of x's whole
+// shape and sum those: work of pieces * x.numel(), quadratic for a loop over the time steps of a
+// sequence.
+template <class Join>
+void record_pieces(const char* name, const Tensor& x, std::vector<Tensor>& pieces, Join join) {
+  if (pieces.empty() || !autograd::needs_grad(x)) return;
+  autograd::record(name, std::vector<Tensor>{x}, pieces, [join](Node&, GradList& g) { return GradList{join(g)}; });
+}
+
 // Strides for viewing a tensor of `sizes`/`strides` as `shape` without copying, if possible
 // (PyTorch's computeStride): each run of merged input dims must be contiguous in memory.
 std::optional<Shape> view_strides(IntList sizes, IntList strides, IntList shape) {
@@ -363,9 +374,12 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, IntArrayRef sizes, int64_t
   std::vector<Tensor> out;
   int64_t start = 0;
   for (int64_t s : sizes) {
-    out.push_back(x.narrow(d, start, s));
+    Shape sz = x.sizes();
+    sz[d] = s;
+    out.push_back(make_view_of(x, std::move(sz), x.strides(), x.storage_offset() + start * x.strides()[d]));
     start += s;
   }
+  record_pieces("SplitBackward", x, out, [d](const GradList& g) { return cat(std::vector<Tensor>(g.begin(), g.end()), d); });
   return out;
 }
 
@@ -389,8 +403,13 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 
 std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
   int64_t d = wrap_dim(dim, x.dim(), "unbind");
+  Shape sizes = x.sizes(), strides = x.strides();
+  sizes.erase(sizes.begin() + d);
+  strides.erase(strides.begin() + d);
   std::vector<Tensor> out;
-  for (int64_t i = 0; i < x.sizes()[d]; ++i) out.push_back(x.select(d, i));
+  for (int64_t i = 0; i < x.sizes()[d]; ++i)
+    out.push_back(make_view_of(x, sizes, strides, x.storage_offset() + i * x.strides()[d]));
+  record_pieces("UnbindBackward", x, out, [d](const GradList& g) { return stack(std::vector<Tensor>(g.begin(), g.end()), d); });
   return out;
 }
 

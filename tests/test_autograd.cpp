@@ -787,5 +787,34 @@ TEST(Views, GradientsFlowThroughViews) {
   EXPECT_TRUE(tensor_is(x.grad(), {2, 3}, {2, 2, 1, 2, 2, 1}));
 }
 
+// split/chunk/unbind record one node for all their pieces (PyTorch's SplitBackward/UnbindBackward):
+// its backward joins the pieces' gradients with one cat/stack, unused pieces counting as zeros.
+TEST(AutogradViews, SplitAndUnbindPiecesShareOneNode) {
+  Tensor x = f64({1, 2, 3, 4, 5, 6}, {3, 2}).requires_grad_();
+  std::vector<Tensor> rows = x.unbind(0);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].grad_fn()->name(), std::string("UnbindBackward"));
+  EXPECT_EQ(rows[0].grad_fn(), rows[2].grad_fn());
+  (rows[2] * rows[2]).sum().backward();  // rows 0 and 1 unused: zero gradients
+  EXPECT_TRUE(tensor_is(x.grad(), {3, 2}, {0, 0, 0, 0, 10, 12}));
+  x.zero_grad();
+  std::vector<Tensor> cols = x.chunk(2, 1);
+  EXPECT_EQ(cols[1].grad_fn()->name(), std::string("SplitBackward"));
+  (cols[0] * 3).sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {3, 2}, {3, 0, 3, 0, 3, 0}));
+  // Second derivatives flow through the join: d/dx sum(d/dx sum(row^3)) = 6 x on the used row.
+  Tensor y = f64({1, 2, 3, 4}, {2, 2}).requires_grad_();
+  Tensor g = autograd::grad({y.unbind(0)[1].pow(3).sum()}, {y}, {}, true, true)[0];
+  Tensor gg = autograd::grad({g.sum()}, {y})[0];
+  EXPECT_TRUE(tensor_is(gg, {2, 2}, {0, 0, 18, 24}));
+  // Writing into a piece in place goes through the base, as for any view.
+  Tensor z = f64({1, 2, 3, 4}, {2, 2}).requires_grad_();
+  Tensor w = z * 1;
+  std::vector<Tensor> pieces = w.unbind(0);
+  pieces[0].mul_(5);
+  w.sum().backward();
+  EXPECT_TRUE(tensor_is(z.grad(), {2, 2}, {5, 5, 1, 1}));
+}
+
 }  // namespace
 }  // namespace nabla::testing
