@@ -20,11 +20,8 @@ Tensor rnn_step(const Tensor& xp, const Tensor& h, const Tensor& w_hh, const Ten
 
 LSTMState lstm_step(const Tensor& xp, const Tensor& h, const Tensor& c, const Tensor& w_hh, const Tensor& b_hh,
                     const Tensor& w_hr) {
-  const int64_t H = c.size(-1);
-  Tensor gates = xp + linear(h, w_hh, b_hh);  // (N, 4H): i, f, g, o
-  Tensor s = sigmoid(gates);                  // one op for i, f and o (g's quarter unused)
-  Tensor i = s.narrow(-1, 0, H), f = s.narrow(-1, H, H), o = s.narrow(-1, 3 * H, H);
-  Tensor g = tanh(gates.narrow(-1, 2 * H, H));
+  std::vector<Tensor> gates = (xp + linear(h, w_hh, b_hh)).chunk(4, -1);  // 4 x (N, H): i, f, g, o
+  Tensor i = sigmoid(gates[0]), f = sigmoid(gates[1]), g = tanh(gates[2]), o = sigmoid(gates[3]);
   Tensor c1 = addcmul(f * c, i, g);  // f * c + i * g
   Tensor h1 = o * tanh(c1);
   if (w_hr.defined()) h1 = linear(h1, w_hr);  // (N, proj_size)
@@ -32,11 +29,10 @@ LSTMState lstm_step(const Tensor& xp, const Tensor& h, const Tensor& c, const Te
 }
 
 Tensor gru_step(const Tensor& xp, const Tensor& h, const Tensor& w_hh, const Tensor& b_hh) {
-  const int64_t H = h.size(-1);
-  Tensor hp = linear(h, w_hh, b_hh);  // (N, 3H): W_hr h + b_hr, W_hz h + b_hz, W_hn h + b_hn
-  Tensor rz = sigmoid(xp.narrow(-1, 0, 2 * H) + hp.narrow(-1, 0, 2 * H));
-  Tensor r = rz.narrow(-1, 0, H), z = rz.narrow(-1, H, H);
-  Tensor n = tanh(addcmul(xp.narrow(-1, 2 * H, H), r, hp.narrow(-1, 2 * H, H)));
+  std::vector<Tensor> x3 = xp.chunk(3, -1);                      // W_ir x + b_ir, W_iz x + b_iz, W_in x + b_in
+  std::vector<Tensor> h3 = linear(h, w_hh, b_hh).chunk(3, -1);  // W_hr h + b_hr, W_hz h + b_hz, W_hn h + b_hn
+  Tensor r = sigmoid(x3[0] + h3[0]), z = sigmoid(x3[1] + h3[1]);
+  Tensor n = tanh(addcmul(x3[2], r, h3[2]));
   return n + z * (h - n);  // (1 - z) * n + z * h
 }
 
@@ -259,12 +255,13 @@ RNNBase::Result RNNBase::run(const Tensor& x_given, const Tensor& h0_given, cons
         b_in = w.bias_ih + w.bias_hh;
         b_hh_step = Tensor();
       }
-      Tensor xp = linear(rows, w.weight_ih, b_in).view({L, N, G * H});
+      // L x (N, G * H); unbind's one backward node stacks the steps' gradients once.
+      std::vector<Tensor> xp = linear(rows, w.weight_ih, b_in).view({L, N, G * H}).unbind(0);
       Tensor h = h0.select(0, layer * D + d), c = lstm ? c0.select(0, layer * D + d) : Tensor();
       std::vector<Tensor> outs(static_cast<size_t>(L));
       for (int64_t s = 0; s < L; ++s) {
         const int64_t t = d == 0 ? s : L - 1 - s;
-        Tensor xp_t = xp.select(0, t);  // (N, G * H)
+        const Tensor& xp_t = xp[static_cast<size_t>(t)];
         switch (mode) {
           case Mode::rnn_tanh:
           case Mode::rnn_relu: h = rnn_step(xp_t, h, w.weight_hh, b_hh_step, mode == Mode::rnn_relu); break;
