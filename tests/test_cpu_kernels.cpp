@@ -1,12 +1,18 @@
 // The CPU kernels' special paths against float64 references: the direct convolution and its weight
 // gradient (few input taps), GEMM-based convolution with fused packing, the 2x2 max-pool fast path,
 // and GEMM shapes around the micro-kernel tile sizes. Float32 results must match the float64 path
-// (which always takes the general code) to float32 accuracy.
+// (which always takes the general code) to float32 accuracy. The vectorized float32 exp, tanh,
+// sigmoid and silu against float64 in ulp.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
 
 #include "nabla.h"
+#include "value_helpers.h"
 
 using namespace nabla;
 
@@ -141,4 +147,90 @@ TEST(CpuKernels, ReducingOnlySizeOneDimsCopiesTheInput) {
   EXPECT_TRUE(equal(x.sum({1}, true), x));
   EXPECT_TRUE(equal(x.amax({1}), x.view({2, 3})));
   EXPECT_TRUE(equal(x.sum({0, 1}), tensor({3.f, 5.f, 7.f})));
+}
+
+// ---- float32 exp, tanh, sigmoid, silu (core/cpu/vmath.h) --------------------------------------------
+namespace {
+
+// Position of a float on the number line in units of ulp (adjacent floats differ by 1).
+int64_t ulp_index(float f) {
+  int32_t i;
+  std::memcpy(&i, &f, sizeof(i));
+  return i < 0 ? static_cast<int64_t>(INT32_MIN) - i : i;
+}
+
+// Inputs over the whole range where the functions change (dense near 0), the edges of exp's range,
+// arguments that are subnormal, and the special values.
+std::vector<float> transcendental_inputs() {
+  std::vector<float> v;
+  for (double x = -110; x <= 110; x += 0.00371) v.push_back(static_cast<float>(x));
+  for (double x = -1; x <= 1; x += 1.7e-5) v.push_back(static_cast<float>(x));
+  for (int e = -149; e <= 6; e += 5) {
+    v.push_back(std::ldexp(1.0f, e));
+    v.push_back(-std::ldexp(1.37f, e));
+  }
+  for (float x : {88.72f, 88.7228f, 88.73f, 89.5f, -87.33f, -87.34f, -103.9f, -104.2f, 0.625f, -0.625f, 0.62499f})
+    v.push_back(x);
+  return v;
+}
+
+}  // namespace
+
+// The vectorized float32 forms are within 2 ulp of the correctly rounded float64 result wherever that
+// is a normal float, give libm's answers for 0, -0, inf, -inf and NaN, and take the same path for
+// strided inputs.
+TEST(CpuKernels, Float32ExpTanhSigmoidSiluAreWithinTwoUlp) {
+  std::vector<float> v = transcendental_inputs();
+  Tensor x = from_blob(v.data(), {static_cast<int64_t>(v.size())}, kFloat32);
+  struct Fn {
+    const char* name;
+    Tensor (*op)(const Tensor&);
+    double (*ref)(double);
+  };
+  const Fn fns[] = {
+      {"exp", [](const Tensor& t) { return exp(t); }, [](double d) { return std::exp(d); }},
+      {"tanh", [](const Tensor& t) { return tanh(t); }, [](double d) { return std::tanh(d); }},
+      {"sigmoid", [](const Tensor& t) { return sigmoid(t); }, [](double d) { return 1 / (1 + std::exp(-d)); }},
+      {"silu", [](const Tensor& t) { return silu(t); }, [](double d) { return d / (1 + std::exp(-d)); }},
+  };
+  for (const Fn& f : fns) {
+    Tensor y = f.op(x);
+    const float* yp = y.data_ptr<float>();
+    int64_t worst = 0;
+    float worst_at = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      double r = f.ref(v[i]);
+      // sigmoid and silu of large negative x pass through 1 / (1 + exp(-x)) with exp(-x) beyond
+      // float range (as libm's float formula does): only values whose 1 + exp(-x) is a float count.
+      if (std::string(f.name) != "exp" && std::string(f.name) != "tanh" && v[i] < -80) continue;
+      float rf = static_cast<float>(r);
+      if (std::fabs(rf) < std::numeric_limits<float>::min()) {
+        EXPECT_NEAR(yp[i], rf, 2 * std::numeric_limits<float>::denorm_min()) << f.name << "(" << v[i] << ")";
+        continue;
+      }
+      int64_t u = std::llabs(ulp_index(yp[i]) - ulp_index(rf));
+      if (u > worst) worst = u, worst_at = v[i];
+    }
+    EXPECT_LE(worst, 2) << f.name << " is " << worst << " ulp off at x = " << worst_at;
+    // A strided view takes the same per-element function.
+    Tensor strided = x.narrow(0, 0, 2000).view({1000, 2}).t();
+    EXPECT_TRUE(f.op(strided).equal(f.op(strided.contiguous()))) << f.name << " on a strided input";
+  }
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor s = tensor({0.0f, -0.0f, inf, -inf, nan});
+  std::vector<double> e = nabla::testing::values(exp(s)), t = nabla::testing::values(tanh(s)), g = nabla::testing::values(sigmoid(s));
+  EXPECT_EQ(e[0], 1.0f);
+  EXPECT_EQ(e[1], 1.0f);
+  EXPECT_EQ(e[2], inf);
+  EXPECT_EQ(e[3], 0.0f);
+  EXPECT_TRUE(std::isnan(e[4]));
+  EXPECT_EQ(t[0], 0.0f);
+  EXPECT_TRUE(std::signbit(t[1])) << "tanh(-0) is -0";
+  EXPECT_EQ(t[2], 1.0f);
+  EXPECT_EQ(t[3], -1.0f);
+  EXPECT_TRUE(std::isnan(t[4]));
+  EXPECT_EQ(g[0], 0.5f);
+  EXPECT_EQ(g[2], 1.0f);
+  EXPECT_EQ(g[3], 0.0f);
+  EXPECT_TRUE(std::isnan(g[4]));
 }

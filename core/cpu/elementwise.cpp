@@ -6,6 +6,7 @@
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/vmath.h"
 #include "core/scalar_math.h"
 
 namespace nabla::cpu::NABLA_CPU_ISA {
@@ -120,6 +121,15 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
   if (out.numel() == 0) return;
   Loop L = make_loop({&out, &x});
   const DType dt = x.dtype();
+  if (dt == DType::f32) {  // the transcendental ops with vectorizable float32 forms (vmath.h)
+    switch (op) {
+      case UnaryOp::exp: return unary_loop<float, float>(L, [](float v) { return vmath::exp_f32(v); });
+      case UnaryOp::tanh: return unary_loop<float, float>(L, [](float v) { return vmath::tanh_f32(v); });
+      case UnaryOp::sigmoid: return unary_loop<float, float>(L, [](float v) { return vmath::sigmoid_f32(v); });
+      case UnaryOp::silu: return unary_loop<float, float>(L, [](float v) { return v * vmath::sigmoid_f32(v); });
+      default: break;
+    }
+  }
   switch (op) {
 #define NABLA_FLOAT_CASE(name, fwd, bwd)                   \
   case UnaryOp::name:                                      \
