@@ -31,7 +31,28 @@ MultiheadAttentionOptions attention_options(const TransformerLayerOptions& o) {
   return {.dropout = o.dropout, .bias = o.bias, .batch_first = o.batch_first};
 }
 
-LayerNormOptions norm_options(const TransformerLayerOptions& o) { return {.eps = o.layer_norm_eps, .bias = o.bias}; }
+std::shared_ptr<LayerNorm> new_norm(int64_t d_model, const TransformerLayerOptions& o) {
+  return std::make_shared<LayerNorm>(std::vector<int64_t>{d_model}, LayerNormOptions{.eps = o.layer_norm_eps, .bias = o.bias});
+}
+
+std::shared_ptr<Linear> new_linear(int64_t in, int64_t out, const TransformerLayerOptions& o) {
+  return std::make_shared<Linear>(in, out, LinearOptions{o.bias});
+}
+
+// An attention block of a layer, without the weights: out_dropout(attn(x, memory, memory)).
+// Self-attention passes x as memory (the packed-projection path).
+Tensor attention_block(MultiheadAttention& attn, Dropout& out_dropout, const Tensor& x, const Tensor& memory,
+                       const Tensor& key_padding_mask, const Tensor& mask, bool is_causal) {
+  MultiheadAttentionForwardOptions a{
+      .key_padding_mask = key_padding_mask, .need_weights = false, .attn_mask = mask, .is_causal = is_causal};
+  return out_dropout.forward(attn.forward_attention(x, memory, memory, a).output);
+}
+
+// The feed-forward block: out_dropout(linear2(dropout(activation(linear1(x))))).
+Tensor feed_forward_block(Linear& linear1, Dropout& dropout, Linear& linear2, Dropout& out_dropout,
+                          const TransformerActivation& activation, const Tensor& x) {
+  return out_dropout.forward(linear2.forward(dropout.forward(activation(linear1.forward(x)))));
+}
 
 // A new module from make() with `src`'s dtype, device, parameter values and mode. As PyTorch's
 // deepcopy, it draws no random numbers: the new module's initialization is overwritten anyway, so
@@ -67,13 +88,11 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model_, int64_t nhead
   // PyTorch's registration order: self_attn, linear1, dropout, linear2, norm1, norm2, dropout1, dropout2.
   self_attn =
       register_module("self_attn", std::make_shared<MultiheadAttention>(d_model, nhead, attention_options(options)));
-  linear1 = register_module("linear1",
-                            std::make_shared<Linear>(d_model, options.dim_feedforward, LinearOptions{options.bias}));
+  linear1 = register_module("linear1", new_linear(d_model, options.dim_feedforward, options));
   dropout = register_module("dropout", std::make_shared<Dropout>(options.dropout));
-  linear2 = register_module("linear2",
-                            std::make_shared<Linear>(options.dim_feedforward, d_model, LinearOptions{options.bias}));
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(std::vector<int64_t>{d_model}, norm_options(options)));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(std::vector<int64_t>{d_model}, norm_options(options)));
+  linear2 = register_module("linear2", new_linear(options.dim_feedforward, d_model, options));
+  norm1 = register_module("norm1", new_norm(d_model, options));
+  norm2 = register_module("norm2", new_norm(d_model, options));
   dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout));
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout));
 }
@@ -82,14 +101,10 @@ Tensor TransformerEncoderLayer::forward(Tensor src) { return forward(src, Transf
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const TransformerEncoderForwardOptions& o) {
   auto sa = [&](const Tensor& x) {
-    MultiheadAttentionForwardOptions a{.key_padding_mask = o.src_key_padding_mask,
-                                       .need_weights = false,
-                                       .attn_mask = o.src_mask,
-                                       .is_causal = o.is_causal};
-    return dropout1->forward(self_attn->forward_attention(x, x, x, a).output);
+    return attention_block(*self_attn, *dropout1, x, x, o.src_key_padding_mask, o.src_mask, o.is_causal);
   };
   auto ff = [&](const Tensor& x) {
-    return dropout2->forward(linear2->forward(dropout->forward(options.activation(linear1->forward(x)))));
+    return feed_forward_block(*linear1, *dropout, *linear2, *dropout2, options.activation, x);
   };
   Tensor x = src;
   if (options.norm_first) {
@@ -116,14 +131,12 @@ TransformerDecoderLayer::TransformerDecoderLayer(int64_t d_model_, int64_t nhead
       register_module("self_attn", std::make_shared<MultiheadAttention>(d_model, nhead, attention_options(options)));
   multihead_attn = register_module("multihead_attn",
                                    std::make_shared<MultiheadAttention>(d_model, nhead, attention_options(options)));
-  linear1 = register_module("linear1",
-                            std::make_shared<Linear>(d_model, options.dim_feedforward, LinearOptions{options.bias}));
+  linear1 = register_module("linear1", new_linear(d_model, options.dim_feedforward, options));
   dropout = register_module("dropout", std::make_shared<Dropout>(options.dropout));
-  linear2 = register_module("linear2",
-                            std::make_shared<Linear>(options.dim_feedforward, d_model, LinearOptions{options.bias}));
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(std::vector<int64_t>{d_model}, norm_options(options)));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(std::vector<int64_t>{d_model}, norm_options(options)));
-  norm3 = register_module("norm3", std::make_shared<LayerNorm>(std::vector<int64_t>{d_model}, norm_options(options)));
+  linear2 = register_module("linear2", new_linear(options.dim_feedforward, d_model, options));
+  norm1 = register_module("norm1", new_norm(d_model, options));
+  norm2 = register_module("norm2", new_norm(d_model, options));
+  norm3 = register_module("norm3", new_norm(d_model, options));
   dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout));
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout));
   dropout3 = register_module("dropout3", std::make_shared<Dropout>(options.dropout));
@@ -136,21 +149,14 @@ Tensor TransformerDecoderLayer::forward(Tensor tgt, Tensor memory) {
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
                                         const TransformerDecoderForwardOptions& o) {
   auto sa = [&](const Tensor& x) {
-    MultiheadAttentionForwardOptions a{.key_padding_mask = o.tgt_key_padding_mask,
-                                       .need_weights = false,
-                                       .attn_mask = o.tgt_mask,
-                                       .is_causal = o.tgt_is_causal};
-    return dropout1->forward(self_attn->forward_attention(x, x, x, a).output);
+    return attention_block(*self_attn, *dropout1, x, x, o.tgt_key_padding_mask, o.tgt_mask, o.tgt_is_causal);
   };
   auto mha = [&](const Tensor& x) {
-    MultiheadAttentionForwardOptions a{.key_padding_mask = o.memory_key_padding_mask,
-                                       .need_weights = false,
-                                       .attn_mask = o.memory_mask,
-                                       .is_causal = o.memory_is_causal};
-    return dropout2->forward(multihead_attn->forward_attention(x, memory, memory, a).output);
+    return attention_block(*multihead_attn, *dropout2, x, memory, o.memory_key_padding_mask, o.memory_mask,
+                           o.memory_is_causal);
   };
   auto ff = [&](const Tensor& x) {
-    return dropout3->forward(linear2->forward(dropout->forward(options.activation(linear1->forward(x)))));
+    return feed_forward_block(*linear1, *dropout, *linear2, *dropout3, options.activation, x);
   };
   Tensor x = tgt;
   if (options.norm_first) {

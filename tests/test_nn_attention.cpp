@@ -127,28 +127,6 @@ MhaRef mha_ref(const nn::MultiheadAttention& m, const Mat& q_in, const Mat& k_in
   return res;
 }
 
-// Parameters and inputs from a formula: t.flatten()[n] = 0.5 * sin(0.37 n + c(name)),
-// c(name) = 0.1 * (sum of the name's chars % 97). The libtorch reference program used the same.
-double name_const(const std::string& s) {
-  int sum = 0;
-  for (char ch : s) sum += static_cast<unsigned char>(ch);
-  return 0.1 * (sum % 97);
-}
-Tensor filled(std::vector<int64_t> shape, const std::string& name) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = 0.5 * std::sin(0.37 * double(i) + name_const(name));
-  return tensor(v, IntArrayRef(shape), dtype(kFloat64));
-}
-void fill_params(nn::Module& m) {
-  autograd::NoGradGuard ng;
-  m.to(kFloat64);
-  for (auto& [name, p] : m.named_parameters()) {
-    std::vector<int64_t> shape(p.sizes().begin(), p.sizes().end());
-    p.copy_(filled(shape, name));
-  }
-}
 
 std::vector<std::string> keys_of(const nn::Module& m) { return m.state_dict().keys(); }
 std::vector<std::vector<int64_t>> shapes_of(const nn::Module& m) {

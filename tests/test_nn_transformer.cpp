@@ -17,28 +17,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Parameters and inputs from a formula: t.flatten()[n] = 0.5 * sin(0.37 n + c(name)),
-// c(name) = 0.1 * (sum of the name's chars % 97), as in the libtorch reference program.
-double name_const(const std::string& s) {
-  int sum = 0;
-  for (char ch : s) sum += static_cast<unsigned char>(ch);
-  return 0.1 * (sum % 97);
-}
-Tensor filled(std::vector<int64_t> shape, const std::string& name) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = 0.5 * std::sin(0.37 * double(i) + name_const(name));
-  return tensor(v, IntArrayRef(shape), dtype(kFloat64));
-}
-void fill_params(nn::Module& m) {
-  autograd::NoGradGuard ng;
-  m.to(kFloat64);
-  for (auto& [name, p] : m.named_parameters()) {
-    std::vector<int64_t> shape(p.sizes().begin(), p.sizes().end());
-    p.copy_(filled(shape, name));
-  }
-}
 
 // A (rows, cols) float64 mask with -inf at the given positions.
 Tensor neg_inf_at(int64_t r, int64_t c, std::vector<std::pair<int64_t, int64_t>> at) {

@@ -102,4 +102,29 @@ inline Tensor lcg_tensor(std::vector<int64_t> shape, uint64_t seed, DType dt = k
   return f64(lcg_values(static_cast<size_t>(n), seed, lo, hi), shape).to(dt);
 }
 
+// Parameters and inputs from a formula, as the libtorch reference programs behind the attention and
+// Transformer value tests set them: t.flatten()[n] = 0.5 * sin(0.37 n + c(name)), with
+// c(name) = 0.1 * (sum of the name's chars % 97).
+inline double name_const(const std::string& s) {
+  int sum = 0;
+  for (char ch : s) sum += static_cast<unsigned char>(ch);
+  return 0.1 * (sum % 97);
+}
+inline Tensor filled(std::vector<int64_t> shape, const std::string& name) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = 0.5 * std::sin(0.37 * double(i) + name_const(name));
+  return tensor(v, IntArrayRef(shape), dtype(kFloat64));
+}
+// Converts m to float64 and fills every parameter with filled(its shape, its dotted name).
+inline void fill_params(nn::Module& m) {
+  autograd::NoGradGuard ng;
+  m.to(kFloat64);
+  for (auto& [name, p] : m.named_parameters()) {
+    std::vector<int64_t> shape(p.sizes().begin(), p.sizes().end());
+    p.copy_(filled(shape, name));
+  }
+}
+
 }  // namespace nabla::testing
