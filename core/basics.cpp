@@ -1,6 +1,7 @@
 // dtype names and promotion, device parsing, shape helpers.
 #include <cstdlib>
 #include <limits>
+#include <optional>
 
 #include "core/device.h"
 #include "core/dtype.h"
@@ -102,18 +103,32 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   return dim < 0 ? dim + n : dim;
 }
 
-Shape broadcast_shapes(IntList a, IntList b, const char* op) {
+std::optional<Shape> try_broadcast_shapes(IntList a, IntList b, size_t* mismatch) {
   size_t n = std::max(a.size(), b.size());
   Shape out(n);
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    if (da != db && da != 1 && db != 1)
-      throw ShapeError(detail::str(op, ": shapes ", a, " and ", b, " cannot be broadcast (dim ", i,
-                                   ": ", da, " vs ", db, ")"));
+    if (da != db && da != 1 && db != 1) {
+      if (mismatch) *mismatch = i;
+      return std::nullopt;
+    }
     out[i] = da == 1 ? db : da;
   }
   return out;
+}
+
+Shape broadcast_shapes(IntList a, IntList b, const char* op) {
+  size_t i = 0;
+  std::optional<Shape> out = try_broadcast_shapes(a, b, &i);
+  if (!out) {
+    size_t n = std::max(a.size(), b.size());
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    throw ShapeError(detail::str(op, ": shapes ", a, " and ", b, " cannot be broadcast (dim ", i, ": ", da, " vs ", db,
+                                 ")"));
+  }
+  return std::move(*out);
 }
 
 }  // namespace nabla

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <vector>
@@ -78,5 +79,8 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 
 // Broadcasts two shapes with NumPy rules; throws ShapeError naming `op` when they do not match.
 Shape broadcast_shapes(IntList a, IntList b, const char* op);
+// The same without throwing: nullopt when they do not match (and the first mismatched dim of the
+// broadcast shape in *mismatch, if given), for callers that report the error in their own terms.
+std::optional<Shape> try_broadcast_shapes(IntList a, IntList b, size_t* mismatch = nullptr);
 
 }  // namespace nabla

@@ -12,19 +12,6 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// The shape two shapes broadcast to, or nullopt when they do not.
-std::optional<Shape> broadcast_shape(IntArrayRef a, IntArrayRef b) {
-  size_t n = std::max(a.size(), b.size());
-  Shape out(n);
-  for (size_t i = 0; i < n; ++i) {
-    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    if (x != y && x != 1 && y != 1) return std::nullopt;
-    out[i] = x == 1 ? y : x;
-  }
-  return out;
-}
-
 // The dims before the last `n` (the batch dims of a (..., L, E) operand, for n = 2).
 IntArrayRef leading_dims(const Tensor& t, int64_t n) {
   return IntArrayRef(t.sizes().data(), static_cast<size_t>(t.dim() - n));
@@ -76,8 +63,8 @@ Tensor functional::scaled_dot_product_attention(const Tensor& q, const Tensor& k
                     q.sizes(), " key ", k.sizes());
   check<ShapeError>(k.size(-2) == v.size(-2), op, ": key and value must have the same length S (dim -2), got key ",
                     k.sizes(), " value ", v.sizes());
-  auto qk = broadcast_shape(leading_dims(q, 2), leading_dims(k, 2));
-  auto batch = qk ? broadcast_shape(*qk, leading_dims(v, 2)) : std::nullopt;
+  auto qk = try_broadcast_shapes(leading_dims(q, 2), leading_dims(k, 2));
+  auto batch = qk ? try_broadcast_shapes(*qk, leading_dims(v, 2)) : std::nullopt;
   check<ShapeError>(batch.has_value(), op, ": the batch dims of query ", q.sizes(), ", key ", k.sizes(), " and value ",
                     v.sizes(), " do not broadcast");
   check<ValueError>(o.dropout_p >= 0 && o.dropout_p <= 1, op, ": dropout_p must be in [0, 1], got ", o.dropout_p);
@@ -94,7 +81,7 @@ Tensor functional::scaled_dot_product_attention(const Tensor& q, const Tensor& k
     Shape scores_shape = *batch;
     scores_shape.push_back(L);
     scores_shape.push_back(S);
-    auto b = broadcast_shape(m.sizes(), scores_shape);
+    auto b = try_broadcast_shapes(m.sizes(), scores_shape);
     check<ShapeError>(
         m.dim() >= 1 && b.has_value() && b->size() >= 2 && (*b)[b->size() - 2] == L && (*b)[b->size() - 1] == S, op,
         ": attn_mask of shape ", m.sizes(), " does not broadcast to the scores' shape (..., L, S) = ", scores_shape,

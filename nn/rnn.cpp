@@ -167,7 +167,7 @@ Tensor GRUCell::forward(Tensor x, Tensor h) {
 
 // ---- sequence modules -------------------------------------------------------------------------------
 
-RNNBase::RNNBase(std::string name, Mode m, int64_t in, int64_t hidden, const Options& o)
+RNNBase::RNNBase(std::string name, Mode m, int64_t in, int64_t hidden, const LSTMOptions& o)
     : Module(name),
       mode(m),
       input_size(in),
@@ -311,9 +311,7 @@ RNNOutput RNN::forward_with_state(Tensor x, Tensor h0) {
 }
 
 LSTM::LSTM(int64_t in, int64_t hidden, LSTMOptions o)
-    : RNNBase("LSTM", Mode::lstm, in, hidden,
-              {.num_layers = o.num_layers, .bias = o.bias, .batch_first = o.batch_first, .dropout = o.dropout,
-               .bidirectional = o.bidirectional, .proj_size = o.proj_size}) {}
+    : RNNBase("LSTM", Mode::lstm, in, hidden, o) {}
 
 LSTMOutput LSTM::forward_with_state(Tensor x, LSTMState state) {
   Result r = run(x, state.h, state.c);

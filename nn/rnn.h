@@ -133,6 +133,15 @@ struct RNNLayerWeights {
   Tensor weight_ih, weight_hh, bias_ih, bias_hh, weight_hr;
 };
 
+struct LSTMOptions {
+  int64_t num_layers = 1;
+  bool bias = true;
+  bool batch_first = false;
+  double dropout = 0;
+  bool bidirectional = false;
+  int64_t proj_size = 0;  // > 0: h is projected to this size by weight_hr
+};
+
 // What RNN, LSTM and GRU share: options, parameters, the checks and the layer loop.
 class RNNBase : public Module {
  public:
@@ -164,14 +173,8 @@ class RNNBase : public Module {
   std::vector<RNNLayerWeights> weights;
 
  protected:
-  struct Options {
-    int64_t num_layers = 1;
-    bool bias = true, batch_first = false;
-    double dropout = 0;
-    bool bidirectional = false;
-    int64_t proj_size = 0;
-  };
-  RNNBase(std::string name, Mode mode, int64_t input_size, int64_t hidden_size, const Options& options);
+  // LSTMOptions holds every sequence-module option (RNN and GRU pass proj_size 0).
+  RNNBase(std::string name, Mode mode, int64_t input_size, int64_t hidden_size, const LSTMOptions& options);
 
   struct Result {
     Tensor output, h_n, c_n;  // c_n for LSTM only
@@ -201,15 +204,6 @@ class RNN : public RNNBase {
   RNNOutput forward_with_state(Tensor x, Tensor h0 = {});
 
   std::string nonlinearity;
-};
-
-struct LSTMOptions {
-  int64_t num_layers = 1;
-  bool bias = true;
-  bool batch_first = false;
-  double dropout = 0;
-  bool bidirectional = false;
-  int64_t proj_size = 0;  // > 0: h is projected to this size by weight_hr
 };
 
 struct LSTMOutput {
