@@ -15,6 +15,8 @@ namespace {
 
 const double kInf = std::numeric_limits<double>::infinity();
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
+const float kInff = std::numeric_limits<float>::infinity();
+const float kNaNf = std::numeric_limits<float>::quiet_NaN();
 
 using LineFn = std::function<double(const std::vector<double>&)>;
 
@@ -474,6 +476,29 @@ TEST(Softmax, InfinitiesAndEdgeCases) {
   EXPECT_EQ(i.softmax(0).dtype(), kFloat32);
   EXPECT_TRUE(tensor_is(i.softmax(0), {2}, softmax_line({1, 2}), 1e-7));
   EXPECT_THROW(zeros({2, 2}).softmax(2), IndexError);
+}
+
+// Contiguous float32 lines take a vectorized path (16-lane max, exp_f32, float64 lane sums):
+// lengths around the lane widths, a NaN, infinities, against the float64 loop.
+TEST(Softmax, Float32ContiguousLinesMatchFloat64) {
+  manual_seed(7);
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 33, 100, 1000}) {
+    Tensor x = (rand({3, n}, kFloat64) * 40 - 20);
+    Tensor x32 = x.to(kFloat32);
+    Tensor ref = x32.to(kFloat64).softmax(1), lref = x32.to(kFloat64).log_softmax(1);
+    EXPECT_TRUE(tensor_near(x32.softmax(1).to(kFloat64), ref, 1e-12, 1e-6)) << n;
+    EXPECT_TRUE(tensor_near(x32.log_softmax(1).to(kFloat64), lref, 1e-5, 1e-6)) << n;
+  }
+  Tensor special = tensor({{1.f, kNaNf, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f, 9.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f},
+                           {-kInff, 0.f, -kInff, 0.f, -kInff, -kInff, -kInff, -kInff, -kInff, -kInff, -kInff,
+                            -kInff, -kInff, -kInff, -kInff, -kInff, -kInff}});
+  std::vector<double> sm = values(special.softmax(1)), lsm = values(special.log_softmax(1));
+  for (int j = 0; j < 17; ++j) {
+    EXPECT_TRUE(std::isnan(sm[j]) && std::isnan(lsm[j])) << j;  // a NaN in the line: all NaN
+    double want = (j == 1 || j == 3) ? 0.5 : 0.0;
+    EXPECT_EQ(sm[17 + j], want) << j;
+    EXPECT_EQ(lsm[17 + j], static_cast<double>(std::log(static_cast<float>(want)))) << j;
+  }
 }
 
 }  // namespace

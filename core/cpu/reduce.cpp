@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/cpu/kernels.h"
+#include "core/cpu/vmath.h"
 #include "core/impl.h"
 #include "core/reduce_dims.h"
 #include "core/parallel.h"
@@ -419,6 +420,41 @@ void topk(const Tensor& x_in, int64_t k, int64_t dim, bool largest, const Tensor
   if (!ic.is_same(indices)) copy(ic, indices);
 }
 
+namespace {
+
+// softmax / log_softmax of one contiguous float32 line, in loops the compiler vectorizes: the max
+// over 16 lanes, exp_f32 (a few ulp) stored into y, the sum in float64 lanes. A NaN anywhere makes
+// the sum NaN and so every output, as in the general loop below.
+void softmax_line_f32(const float* p, float* y, int64_t n, bool log) {
+  constexpr int64_t L = 16;
+  float lane_max[L];
+  for (int64_t k = 0; k < L; ++k) lane_max[k] = -std::numeric_limits<float>::infinity();
+  int64_t j = 0;
+  for (; j + L <= n; j += L)
+    for (int64_t k = 0; k < L; ++k) lane_max[k] = p[j + k] > lane_max[k] ? p[j + k] : lane_max[k];
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t k = 0; k < L; ++k) m = std::max(m, lane_max[k]);
+  for (; j < n; ++j) m = std::max(m, p[j]);
+  if (m == -std::numeric_limits<float>::infinity()) m = 0;  // all -inf: avoid inf - inf
+  for (j = 0; j < n; ++j) y[j] = vmath::exp_f32(p[j] - m);
+  double lane_sum[8] = {};
+  for (j = 0; j + 8 <= n; j += 8)
+    for (int64_t k = 0; k < 8; ++k) lane_sum[k] += static_cast<double>(y[j + k]);
+  double sum = 0;
+  for (; j < n; ++j) sum += y[j];
+  for (double s : lane_sum) sum += s;
+  if (log) {
+    // (x - max) - log(sum): see the general loop.
+    const float log_sum = static_cast<float>(std::log(sum));
+    for (j = 0; j < n; ++j) y[j] = (p[j] - m) - log_sum;
+  } else {
+    const float inv = static_cast<float>(1.0 / sum);
+    for (j = 0; j < n; ++j) y[j] *= inv;
+  }
+}
+
+}  // namespace
+
 void softmax(const Tensor& x_in, int64_t dim, bool log, const Tensor& out) {
   Tensor x = contig(x_in);
   if (x.numel() == 0) return;
@@ -432,6 +468,9 @@ void softmax(const Tensor& x_in, int64_t dim, bool log, const Tensor& out) {
     for_lines(l, [&](int64_t start, int64_t st) {
       const T* p = xp + start;
       T* y = yp + start;
+      if constexpr (std::is_same_v<T, float>) {
+        if (st == 1) return softmax_line_f32(p, y, l.len, log);
+      }
       T m = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j < l.len; ++j) m = scalar::max_(m, p[j * st]);
       if (m == -std::numeric_limits<T>::infinity()) m = 0;  // all -inf: avoid inf - inf
