@@ -488,6 +488,12 @@ TEST(Softmax, Float32ContiguousLinesMatchFloat64) {
     Tensor ref = x32.to(kFloat64).softmax(1), lref = x32.to(kFloat64).log_softmax(1);
     EXPECT_TRUE(tensor_near(x32.softmax(1).to(kFloat64), ref, 1e-12, 1e-6)) << n;
     EXPECT_TRUE(tensor_near(x32.log_softmax(1).to(kFloat64), lref, 1e-5, 1e-6)) << n;
+    // The backward's contiguous float32 path too: d/dx sum(w * log_softmax(x)).
+    Tensor w = rand({3, n}, kFloat64);
+    Tensor x64 = x32.to(kFloat64).requires_grad_(), xg = x32.clone().requires_grad_();
+    (x64.log_softmax(1) * w).sum().backward();
+    (xg.log_softmax(1) * w.to(kFloat32)).sum().backward();
+    EXPECT_TRUE(tensor_near(xg.grad().to(kFloat64), x64.grad(), 1e-5, 1e-5)) << n;
   }
   Tensor special = tensor({{1.f, kNaNf, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f, 9.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f},
                            {-kInff, 0.f, -kInff, 0.f, -kInff, -kInff, -kInff, -kInff, -kInff, -kInff, -kInff,

@@ -514,6 +514,16 @@ void softmax_backward(const Tensor& g_in, const Tensor& y_in, int64_t dim, bool 
       if (log) {
         // d log_softmax: g - softmax * sum(g)
         for (int64_t j = 0; j < l.len; ++j) dot += gp[s + j * st];
+        if constexpr (std::is_same_v<T, float>) {
+          if (st == 1) {  // vectorized exp (a few ulp)
+            const float* gl = gp + s;
+            const float* yl = yp + s;
+            float* ol = op + s;
+            const float d = static_cast<float>(dot);
+            for (int64_t j = 0; j < l.len; ++j) ol[j] = gl[j] - vmath::exp_f32(yl[j]) * d;
+            return;
+          }
+        }
         for (int64_t j = 0; j < l.len; ++j)
           op[s + j * st] = gp[s + j * st] - std::exp(yp[s + j * st]) * static_cast<T>(dot);
       } else {
