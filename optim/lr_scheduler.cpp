@@ -37,6 +37,14 @@ int64_t read_int(const StateDict& sd, const std::string& key, const std::string&
 // Python's a % m for m > 0 (never negative).
 int64_t py_mod(int64_t a, int64_t m) { return ((a % m) + m) % m; }
 
+// The option a scheduler cycles as momentum: Adam's beta1 or SGD's (RMSprop's) momentum.
+std::string momentum_option(const Optimizer& opt, const char* who) {
+  if (opt.has_option("beta1")) return "beta1";
+  if (opt.has_option("momentum")) return "momentum";
+  throw ValueError(detail::str(who, ": cycle_momentum needs an optimizer with a 'momentum' or 'beta1' option (",
+                               opt.name(), " has neither); pass cycle_momentum = false"));
+}
+
 StateDict prefixed(const StateDict& sd, const std::string& prefix) {
   StateDict out;
   for (const auto& [k, v] : sd)
@@ -246,6 +254,178 @@ std::optional<LRList> LambdaLR::closed_form_lr() const {
   return out;
 }
 
+// ---- ConstantLR, PolynomialLR, MultiplicativeLR ---------------------------------------------------
+
+ConstantLR::ConstantLR(Optimizer& opt, double factor, int64_t total_iters)
+    : LRScheduler(opt, "ConstantLR"), factor_(factor), total_iters_(total_iters) {
+  check<ValueError>(factor > 0 && factor <= 1, "ConstantLR: factor must be in (0, 1], got ", factor);
+  check<ValueError>(total_iters >= 0, "ConstantLR: total_iters must be >= 0, got ", total_iters);
+  initial_step();
+}
+
+LRList ConstantLR::get_lr() {
+  LRList out;
+  for (size_t g = 0; g < num_groups(); ++g) {
+    double lr = group_lr(g);
+    if (last_epoch_ == 0) lr *= factor_;
+    if (last_epoch_ == total_iters_) lr /= factor_;  // total_iters 0: both, the rate is unchanged
+    out.push_back(lr);
+  }
+  return out;
+}
+
+std::optional<LRList> ConstantLR::closed_form_lr() const {
+  LRList out;
+  for (double b : base_lrs_) out.push_back(last_epoch_ >= total_iters_ ? b : b * factor_);
+  return out;
+}
+
+PolynomialLR::PolynomialLR(Optimizer& opt, int64_t total_iters, double power)
+    : LRScheduler(opt, "PolynomialLR"), total_iters_(total_iters), power_(power) {
+  check<ValueError>(total_iters > 0, "PolynomialLR: total_iters must be positive, got ", total_iters);
+  initial_step();
+}
+
+LRList PolynomialLR::get_lr() {
+  LRList out;
+  double t = static_cast<double>(total_iters_), e = static_cast<double>(last_epoch_);
+  bool decay = last_epoch_ > 0 && last_epoch_ <= total_iters_;
+  // (1 - e/T)^p / (1 - (e-1)/T)^p: the closed form's ratio between consecutive epochs.
+  double f = decay ? std::pow((1.0 - e / t) / (1.0 - (e - 1) / t), power_) : 1.0;
+  for (size_t g = 0; g < num_groups(); ++g) out.push_back(group_lr(g) * f);
+  return out;
+}
+
+std::optional<LRList> PolynomialLR::closed_form_lr() const {
+  LRList out;
+  double done = static_cast<double>(std::min(total_iters_, last_epoch_)) / static_cast<double>(total_iters_);
+  for (double b : base_lrs_) out.push_back(b * std::pow(1.0 - done, power_));
+  return out;
+}
+
+MultiplicativeLR::MultiplicativeLR(Optimizer& opt, Lambda f)
+    : MultiplicativeLR(opt, std::vector<Lambda>(opt.num_param_groups(), f)) {}
+
+MultiplicativeLR::MultiplicativeLR(Optimizer& opt, std::vector<Lambda> fs)
+    : LRScheduler(opt, "MultiplicativeLR"), lambdas_(std::move(fs)) {
+  check<ValueError>(lambdas_.size() == num_groups(), "MultiplicativeLR: expected ", num_groups(),
+                    " lr_lambdas (one per group), got ", lambdas_.size());
+  for (const auto& f : lambdas_) check<ValueError>(static_cast<bool>(f), "MultiplicativeLR: an lr_lambda is empty");
+  initial_step();
+}
+
+LRList MultiplicativeLR::get_lr() {
+  LRList out;
+  for (size_t g = 0; g < num_groups(); ++g)
+    out.push_back(last_epoch_ > 0 ? group_lr(g) * lambdas_[g](last_epoch_) : group_lr(g));
+  return out;
+}
+
+// ---- CosineAnnealingWarmRestarts ------------------------------------------------------------------
+
+CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& opt, int64_t T_0, int64_t T_mult, double eta_min)
+    : LRScheduler(opt, "CosineAnnealingWarmRestarts"), T_0_(T_0), T_mult_(T_mult), eta_min_(eta_min) {
+  check<ValueError>(T_0 > 0, "CosineAnnealingWarmRestarts: T_0 must be positive, got ", T_0);
+  check<ValueError>(T_mult >= 1, "CosineAnnealingWarmRestarts: T_mult must be >= 1, got ", T_mult);
+  initial_step();
+}
+
+void CosineAnnealingWarmRestarts::step(double epoch) {
+  check<ValueError>(epoch >= 0 && std::isfinite(epoch), "CosineAnnealingWarmRestarts.step: expected a non-negative "
+                    "epoch, got ", epoch);
+  ++step_count_;
+  double whole = std::floor(epoch);
+  last_epoch_ = static_cast<int64_t>(whole);
+  fraction_ = epoch - whole;
+  apply(get_lr());
+}
+
+std::pair<double, double> CosineAnnealingWarmRestarts::position() const {
+  double e = static_cast<double>(last_epoch_) + fraction_, T0 = static_cast<double>(T_0_);
+  if (e < T0) return {e, T0};
+  if (T_mult_ == 1) return {std::fmod(e, T0), T0};
+  // Walk the periods (T_0, T_0 T_mult, ...): exact at the restarts, where a logarithm could round
+  // an epoch into the previous period.
+  double start = 0, Ti = T0;
+  while (e >= start + Ti) {
+    start += Ti;
+    Ti *= static_cast<double>(T_mult_);
+  }
+  return {e - start, Ti};
+}
+
+std::optional<LRList> CosineAnnealingWarmRestarts::closed_form_lr() const {
+  auto [T_cur, T_i] = position();
+  LRList out;
+  for (double b : base_lrs_) out.push_back(eta_min_ + (b - eta_min_) * (1 + std::cos(M_PI * T_cur / T_i)) / 2);
+  return out;
+}
+
+void CosineAnnealingWarmRestarts::save_extra(StateDict& sd) const {
+  sd.insert("epoch_fraction", scalar_tensor(fraction_, dtype(kFloat64)));
+}
+
+void CosineAnnealingWarmRestarts::load_extra(const StateDict& sd) {
+  fraction_ = read_number(sd, "epoch_fraction", name_);
+}
+
+// ---- CyclicLR -------------------------------------------------------------------------------------
+
+CyclicLR::CyclicLR(Optimizer& opt, double base_lr, double max_lr, CyclicLROptions o)
+    : CyclicLR(opt, std::vector<double>(opt.num_param_groups(), base_lr),
+               std::vector<double>(opt.num_param_groups(), max_lr), std::move(o)) {}
+
+CyclicLR::CyclicLR(Optimizer& opt, std::vector<double> base_lrs, std::vector<double> max_lrs, CyclicLROptions o)
+    : LRScheduler(opt, "CyclicLR"), o_(std::move(o)), max_lrs_(std::move(max_lrs)) {
+  check<ValueError>(base_lrs.size() == num_groups() && max_lrs_.size() == num_groups(), "CyclicLR: expected ",
+                    num_groups(), " base_lr and max_lr values (one per group), got ", base_lrs.size(), " and ",
+                    max_lrs_.size());
+  int64_t down = o_.step_size_down.value_or(o_.step_size_up);
+  check<ValueError>(o_.step_size_up > 0 && down > 0, "CyclicLR: step_size_up and step_size_down must be positive, got ",
+                    o_.step_size_up, " and ", down);
+  total_size_ = static_cast<double>(o_.step_size_up + down);
+  step_ratio_ = static_cast<double>(o_.step_size_up) / total_size_;
+  if (!o_.scale_fn) {  // the mode decides what the scale is a function of
+    o_.scale_mode = o_.mode == CyclicLROptions::Mode::exp_range ? CyclicLROptions::ScaleMode::iterations
+                                                                 : CyclicLROptions::ScaleMode::cycle;
+  }
+  for (size_t g = 0; g < num_groups(); ++g) {
+    opt_.set_lr(g, base_lrs[g]);
+    opt_.set_initial_lr(g, base_lrs[g]);
+  }
+  base_lrs_ = std::move(base_lrs);
+  if (o_.cycle_momentum) {
+    momentum_option_ = momentum_option(opt_, "CyclicLR");
+    for (size_t g = 0; g < num_groups(); ++g) opt_.set_option(g, momentum_option_, o_.max_momentum);
+  }
+  initial_step();
+}
+
+double CyclicLR::scale(double x) const {
+  if (o_.scale_fn) return o_.scale_fn(x);
+  switch (o_.mode) {
+    case CyclicLROptions::Mode::triangular: return 1.0;
+    case CyclicLROptions::Mode::triangular2: return 1.0 / std::pow(2.0, x - 1);
+    case CyclicLROptions::Mode::exp_range: return std::pow(o_.gamma, x);
+  }
+  return 1.0;
+}
+
+LRList CyclicLR::get_lr() {
+  double e = static_cast<double>(last_epoch_);
+  double cycle = std::floor(1 + e / total_size_);
+  double x = 1.0 + e / total_size_ - cycle;  // the position in the cycle, in [0, 1)
+  double height = x <= step_ratio_ ? x / step_ratio_ : (x - 1) / (step_ratio_ - 1);
+  double s = scale(o_.scale_mode == CyclicLROptions::ScaleMode::cycle ? cycle : e);
+  LRList out;
+  for (size_t g = 0; g < num_groups(); ++g) {
+    out.push_back(base_lrs_[g] + (max_lrs_[g] - base_lrs_[g]) * height * s);
+    if (o_.cycle_momentum)
+      opt_.set_option(g, momentum_option_, o_.max_momentum - (o_.max_momentum - o_.base_momentum) * height * s);
+  }
+  return out;
+}
+
 // ---- OneCycleLR -----------------------------------------------------------------------------------
 
 OneCycleLR::OneCycleLR(Optimizer& opt, double max_lr, OneCycleOptions o)
@@ -278,10 +458,7 @@ OneCycleLR::OneCycleLR(Optimizer& opt, std::vector<double> max_lrs, OneCycleOpti
     base_lrs_.push_back(initial);
   }
   if (o.cycle_momentum) {
-    if (opt_.has_option("beta1")) momentum_option_ = "beta1";
-    else if (opt_.has_option("momentum")) momentum_option_ = "momentum";
-    else throw ValueError("OneCycleLR: cycle_momentum needs an optimizer with a 'momentum' or 'beta1' option (" +
-                          opt_.name() + " has neither); pass cycle_momentum = false");
+    momentum_option_ = momentum_option(opt_, "OneCycleLR");
     for (size_t g = 0; g < num_groups(); ++g) opt_.set_option(g, momentum_option_, o.max_momentum);
   }
   initial_step();

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/small_vector.h"
@@ -160,6 +161,110 @@ class LambdaLR : public LRScheduler {
 
  private:
   std::vector<Lambda> lambdas_;
+};
+
+// base_lr * factor until epoch total_iters, then base_lr (a constant warm-up).
+class ConstantLR : public LRScheduler {
+ public:
+  ConstantLR(Optimizer& optimizer, double factor = 1.0 / 3, int64_t total_iters = 5);
+
+ protected:
+  LRList get_lr() override;
+  std::optional<LRList> closed_form_lr() const override;
+
+ private:
+  double factor_;
+  int64_t total_iters_;
+};
+
+// base_lr * (1 - min(epoch, total_iters) / total_iters)^power: decays to 0 at total_iters.
+class PolynomialLR : public LRScheduler {
+ public:
+  PolynomialLR(Optimizer& optimizer, int64_t total_iters = 5, double power = 1.0);
+
+ protected:
+  LRList get_lr() override;
+  std::optional<LRList> closed_form_lr() const override;
+
+ private:
+  int64_t total_iters_;
+  double power_;
+};
+
+// lr * lr_lambda(epoch) at every step after the first (the factors compound, unlike LambdaLR).
+class MultiplicativeLR : public LRScheduler {
+ public:
+  using Lambda = std::function<double(int64_t epoch)>;
+  MultiplicativeLR(Optimizer& optimizer, Lambda lr_lambda);
+  MultiplicativeLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas);
+
+ protected:
+  LRList get_lr() override;
+
+ private:
+  std::vector<Lambda> lambdas_;
+};
+
+// SGDR (Loshchilov & Hutter): cosine annealing from base_lr to eta_min over T_i epochs, then a
+// restart at base_lr; T_0 for the first period, each next one T_mult times longer. step() advances
+// one epoch; step(epoch) jumps to a (possibly fractional) epoch, to anneal within an epoch:
+//   for (int64_t i = 0; i < iters; ++i) { train_batch(); sched.step(epoch + double(i) / iters); }
+class CosineAnnealingWarmRestarts : public LRScheduler {
+ public:
+  CosineAnnealingWarmRestarts(Optimizer& optimizer, int64_t T_0, int64_t T_mult = 1, double eta_min = 0);
+  using LRScheduler::step;
+  void step(double epoch);
+  // Epochs since the last restart (fractional after step(epoch)) and the current period.
+  double T_cur() const { return position().first; }
+  double T_i() const { return position().second; }
+
+ protected:
+  LRList get_lr() override { return *closed_form_lr(); }
+  std::optional<LRList> closed_form_lr() const override;
+  void save_extra(StateDict& sd) const override;
+  void load_extra(const StateDict& sd) override;
+
+ private:
+  std::pair<double, double> position() const;  // (T_cur, T_i) at last_epoch + fraction
+  int64_t T_0_, T_mult_;
+  double eta_min_;
+  double fraction_ = 0;  // the part of the epoch given to step(epoch) beyond last_epoch
+};
+
+// Cyclical learning rates (Smith): each cycle rises from base_lr to max_lr over step_size_up steps
+// and falls back over step_size_down, the amplitude scaled by mode (or scale_fn); momentum (or
+// Adam's beta1) cycles the other way, between max_momentum and base_momentum. Step it after every
+// batch. Constructing it sets the groups' learning rates to base_lr.
+struct CyclicLROptions {
+  int64_t step_size_up = 2000;
+  std::optional<int64_t> step_size_down;  // default: step_size_up
+  // triangular: no scaling; triangular2: the amplitude halves each cycle; exp_range: it is
+  // multiplied by gamma^iterations.
+  enum class Mode { triangular, triangular2, exp_range } mode = Mode::triangular;
+  double gamma = 1.0;
+  // A custom amplitude scale in [0, 1] (replaces mode), of the cycle number (1, 2, ...) or of the
+  // iteration count, as scale_mode says.
+  std::function<double(double)> scale_fn;
+  enum class ScaleMode { cycle, iterations } scale_mode = ScaleMode::cycle;
+  bool cycle_momentum = true;
+  double base_momentum = 0.8, max_momentum = 0.9;
+};
+
+class CyclicLR : public LRScheduler {
+ public:
+  CyclicLR(Optimizer& optimizer, double base_lr, double max_lr, CyclicLROptions options = {});
+  CyclicLR(Optimizer& optimizer, std::vector<double> base_lrs, std::vector<double> max_lrs,
+           CyclicLROptions options = {});
+
+ protected:
+  LRList get_lr() override;
+
+ private:
+  double scale(double cycle) const;
+  CyclicLROptions o_;
+  std::vector<double> max_lrs_;
+  double total_size_, step_ratio_;
+  std::string momentum_option_;  // "beta1" or "momentum" when cycling momentum
 };
 
 struct OneCycleOptions {

@@ -313,6 +313,43 @@ def schedulers():
     # ChainedScheduler([ExponentialLR(0.9), StepLR(2, 0.5)]): the factors multiply.
     show("sched_chained", [0.9 ** e * 0.5 ** (e // 2) for e in range(7)])
 
+    # ConstantLR(factor 0.25, total_iters 3) and PolynomialLR(total_iters 4, power 2).
+    show("sched_constant", [0.25 if e < 3 else 1.0 for e in range(6)])
+    show("sched_polynomial", [(1 - min(e, 4) / 4) ** 2 for e in range(7)])
+    # MultiplicativeLR(lambda e: 0.9 if e % 2 else 0.5): the factors compound from epoch 1 on.
+    mult, lr = [1.0], 1.0
+    for e in range(1, 7):
+        lr *= 0.9 if e % 2 else 0.5
+        mult.append(lr)
+    show("sched_multiplicative", mult)
+
+    # CosineAnnealingWarmRestarts(T_0 3, T_mult 2, eta_min 0.1): periods of 3, 6, 12 epochs; T_cur
+    # counts the epochs since the last restart (epochs 0-2, 3-8, 9-20).
+    def sgdr(e, T0, Tm, eta):
+        start, Ti = 0.0, T0
+        while e >= start + Ti:
+            start, Ti = start + Ti, Ti * Tm
+        return eta + (1 - eta) * (1 + math.cos(math.pi * (e - start) / Ti)) / 2
+    show("sched_sgdr", [sgdr(e, 3, 2, 0.1) for e in range(12)])
+    show("sched_sgdr_fractional", [sgdr(e, 3, 2, 0.1) for e in (2.5, 3.25, 9.0)])
+
+    # CyclicLR(base 0.1, max 1.0, step_size_up 2, step_size_down 4) with SGD momentum cycling
+    # (0.8..0.9): cycle = floor(1 + t / 6), x = 1 + t / 6 - cycle, height x / r below r = 1/3 and
+    # (x - 1) / (r - 1) above; triangular2 halves the amplitude every cycle; exp_range(gamma 0.9)
+    # scales it by 0.9^t.
+    def cyclic(t, scale):
+        cycle = math.floor(1 + t / 6)
+        x = 1 + t / 6 - cycle
+        r = 2 / 6
+        h = x / r if x <= r else (x - 1) / (r - 1)
+        return 0.1 + 0.9 * h * scale(cycle, t), 0.9 - 0.1 * h * scale(cycle, t)
+    for name, f in (("triangular", lambda c, t: 1.0), ("triangular2", lambda c, t: 1 / 2 ** (c - 1)),
+                    ("exp_range", lambda c, t: 0.9 ** t)):
+        vals = [cyclic(t, f) for t in range(14)]
+        show("sched_cyclic_" + name, [v[0] for v in vals])
+        if name == "triangular":
+            show("sched_cyclic_momentum", [v[1] for v in vals])
+
 
 if __name__ == "__main__":
     losses()

@@ -242,3 +242,130 @@ TEST(Scheduler, InitialLrIsRecordedOnce) {
   EXPECT_DOUBLE_EQ(*opt.initial_lr(0), 0.3);
   EXPECT_TRUE(opt.state_dict().contains("param_groups.0.initial_lr"));
 }
+
+TEST(Scheduler, ConstantPolynomialMultiplicative) {
+  // Expected values: tests/reference_values.py (sched_constant, sched_polynomial, sched_multiplicative).
+  expect_seq(lrs([](auto& o) { return std::make_unique<optim::ConstantLR>(o, 0.25, 3); }, 5),
+             {0.25, 0.25, 0.25, 1.0, 1.0, 1.0}, "ConstantLR");
+  expect_seq(lrs([](auto& o) { return std::make_unique<optim::PolynomialLR>(o, 4, 2.0); }, 6),
+             {1.0, 0.5625, 0.25, 0.0625, 0.0, 0.0, 0.0}, "PolynomialLR");
+  expect_seq(lrs([](auto& o) {
+               return std::make_unique<optim::MultiplicativeLR>(o, [](int64_t e) { return e % 2 ? 0.9 : 0.5; });
+             }, 6),
+             {1.0, 0.9, 0.45, 0.405, 0.2025, 0.18225000000000002, 0.09112500000000001}, "MultiplicativeLR");
+  EXPECT_THROW(lrs([](auto& o) { return std::make_unique<optim::ConstantLR>(o, 1.5, 3); }, 1), ValueError);
+  EXPECT_THROW(lrs([](auto& o) { return std::make_unique<optim::PolynomialLR>(o, 0); }, 1), ValueError);
+  EXPECT_THROW(lrs([](auto& o) { return std::make_unique<optim::MultiplicativeLR>(o, nullptr); }, 1), ValueError);
+  // PyTorch's documented warm-up: ConstantLR(0.1, 2) then ExponentialLR(0.9) from epoch 2.
+  expect_seq(lrs([](auto& o) {
+               return std::make_unique<optim::SequentialLR>(
+                   o, std::vector<std::shared_ptr<optim::LRScheduler>>{std::make_shared<optim::ConstantLR>(o, 0.1, 2),
+                                                                        std::make_shared<optim::ExponentialLR>(o, 0.9)},
+                   std::vector<int64_t>{2});
+             }, 4),
+             {0.1, 0.1, 1.0, 0.9, 0.81}, "SequentialLR(ConstantLR, ExponentialLR)");
+}
+
+TEST(Scheduler, CosineAnnealingWarmRestarts) {
+  // T_0 3, T_mult 2, eta_min 0.1: restarts at epochs 3 and 9 (tests/reference_values.py, sched_sgdr).
+  Tensor p = zeros({1}, requires_grad());
+  optim::SGD opt(std::vector<Tensor>{p}, {.lr = 1.0});
+  optim::CosineAnnealingWarmRestarts s(opt, 3, 2, 0.1);
+  std::vector<double> got{opt.lr()};
+  for (int i = 0; i < 11; ++i) {
+    s.step();
+    got.push_back(opt.lr());
+  }
+  expect_seq(got,
+             {1.0, 0.775, 0.3250000000000001, 1.0, 0.9397114317029974, 0.775, 0.55, 0.3250000000000001,
+              0.16028856829700258, 1.0, 0.9846666218300807, 0.9397114317029974},
+             "CosineAnnealingWarmRestarts");
+  EXPECT_EQ(s.T_i(), 12);
+  EXPECT_EQ(s.T_cur(), 2);
+  // Fractional epochs (annealing within an epoch), then step() goes on one epoch at a time from
+  // there, as PyTorch's does.
+  std::vector<double> frac;
+  for (double e : {2.5, 3.25}) {
+    s.step(e);
+    frac.push_back(opt.lr());
+  }
+  EXPECT_EQ(s.last_epoch(), 3);
+  EXPECT_DOUBLE_EQ(s.T_cur(), 0.25);
+  nn::StateDict sd = s.state_dict();
+  s.step();  // 4.25
+  frac.push_back(opt.lr());
+  s.step(9.0);
+  frac.push_back(opt.lr());
+  expect_seq(frac, {0.16028856829700258, 0.9961501876182147, 0.1 + 0.9 * (1 + std::cos(M_PI * 1.25 / 6)) / 2, 1.0},
+             "fractional epochs");
+  // The fraction is part of the state: a scheduler loaded from epoch 3.25 steps to 4.25.
+  optim::SGD opt2(std::vector<Tensor>{p}, {.lr = 1.0});
+  optim::CosineAnnealingWarmRestarts s2(opt2, 3, 2, 0.1);
+  s2.load_state_dict(sd);
+  s2.step();
+  EXPECT_DOUBLE_EQ(opt2.lr(), frac[2]);
+  EXPECT_THROW(s.step(-1.0), ValueError);
+  EXPECT_THROW(optim::CosineAnnealingWarmRestarts(opt, 0), ValueError);
+  EXPECT_THROW(optim::CosineAnnealingWarmRestarts(opt, 3, 0), ValueError);
+  // T_mult 1: a plain period of T_0.
+  optim::SGD opt3(std::vector<Tensor>{p}, {.lr = 1.0});
+  optim::CosineAnnealingWarmRestarts s3(opt3, 4);
+  for (int i = 0; i < 9; ++i) s3.step();
+  EXPECT_DOUBLE_EQ(opt3.lr(), (1 + std::cos(M_PI / 4)) / 2);  // epoch 9 = 2 periods + 1
+}
+
+TEST(Scheduler, CyclicLRModesAndMomentum) {
+  // base 0.1, max 1.0, 2 steps up, 4 down (tests/reference_values.py, sched_cyclic_*).
+  auto run = [](optim::CyclicLROptions o, const char* mom_option, bool adam) {
+    Tensor p = zeros({1}, requires_grad());
+    std::unique_ptr<optim::Optimizer> opt;
+    if (adam) opt = std::make_unique<optim::Adam>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.5});
+    else opt = std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions{.lr = 0.5, .momentum = 0.5});
+    o.step_size_up = 2;
+    o.step_size_down = 4;
+    optim::CyclicLR s(*opt, 0.1, 1.0, o);
+    std::vector<double> lr{opt->lr()}, mom;
+    if (mom_option) mom.push_back(opt->get_option(0, mom_option));
+    for (int i = 0; i < 13; ++i) {
+      s.step();
+      lr.push_back(opt->lr());
+      if (mom_option) mom.push_back(opt->get_option(0, mom_option));
+    }
+    return std::pair{lr, mom};
+  };
+  using M = optim::CyclicLROptions::Mode;
+  auto [tri, tri_mom] = run({}, "momentum", false);
+  expect_seq(tri,
+             {0.1, 0.5500000000000003, 0.9999999999999998, 0.7749999999999999, 0.5500000000000002, 0.3249999999999998,
+              0.1, 0.5500000000000008, 0.9999999999999992, 0.7749999999999999, 0.5499999999999996, 0.3250000000000004,
+              0.1, 0.5499999999999996},
+             "CyclicLR triangular");
+  std::vector<double> want_mom{0.9, 0.85, 0.8, 0.8250000000000001, 0.85, 0.875, 0.9,
+                               0.85, 0.8, 0.8250000000000001, 0.8500000000000001, 0.875, 0.9, 0.8500000000000001};
+  expect_seq(tri_mom, want_mom, "CyclicLR momentum");
+  auto [tri2, beta1] = run({.mode = M::triangular2}, "beta1", true);  // Adam: beta1 cycles
+  expect_seq(tri2,
+             {0.1, 0.5500000000000003, 0.9999999999999998, 0.7749999999999999, 0.5500000000000002, 0.3249999999999998,
+              0.1, 0.3250000000000004, 0.5499999999999996, 0.4375, 0.3249999999999998, 0.2125000000000002, 0.1,
+              0.2124999999999999},
+             "CyclicLR triangular2");
+  EXPECT_NEAR(beta1[2], 0.8, 1e-12);   // the peak of the first cycle
+  EXPECT_NEAR(beta1[8], 0.85, 1e-12);  // the second cycle's amplitude is halved
+  auto [expr, unused] = run({.mode = M::exp_range, .gamma = 0.9, .cycle_momentum = false}, nullptr, false);
+  expect_seq(expr,
+             {0.1, 0.5050000000000002, 0.8289999999999998, 0.592075, 0.39524500000000007, 0.23286024999999988, 0.1,
+              0.3152336050000004, 0.4874204889999998, 0.361508830075, 0.2569052980449999, 0.17060738412025012, 0.1,
+              0.21438396227480494},
+             "CyclicLR exp_range");
+  // A custom scale of the cycle number equal to triangular2's gives triangular2's rates.
+  auto [custom, unused2] =
+      run({.scale_fn = [](double c) { return 1.0 / std::pow(2.0, c - 1); }, .cycle_momentum = false}, nullptr, false);
+  expect_seq(custom, tri2, "CyclicLR scale_fn");
+
+  Tensor p = zeros({1}, requires_grad());
+  optim::Adagrad no_momentum(std::vector<Tensor>{p});
+  EXPECT_THROW(optim::CyclicLR(no_momentum, 0.1, 1.0), ValueError);
+  EXPECT_NO_THROW(optim::CyclicLR(no_momentum, 0.1, 1.0, {.cycle_momentum = false}));
+  EXPECT_THROW(optim::CyclicLR(no_momentum, 0.1, 1.0, {.step_size_up = 0, .cycle_momentum = false}), ValueError);
+  EXPECT_THROW(optim::CyclicLR(no_momentum, {0.1, 0.2}, {1.0}, {.cycle_momentum = false}), ValueError);
+}
