@@ -48,8 +48,8 @@ class Optimizer {
   // One update of every parameter that has a gradient.
   virtual void step() = 0;
   // Evaluates closure() with grad enabled (it should zero the gradients, compute the loss and call
-  // backward), then steps; returns the loss.
-  Tensor step(const std::function<Tensor()>& closure);
+  // backward), then steps; returns the loss. (LBFGS calls the closure several times per step.)
+  virtual Tensor step(const std::function<Tensor()>& closure);
   // Clears the gradients of all parameters (set_to_none: undefined, else zeros).
   void zero_grad(bool set_to_none = true);
 
@@ -70,8 +70,8 @@ class Optimizer {
   std::optional<double> initial_lr(size_t group) const;
   void set_initial_lr(size_t group, double lr);
 
-  StateDict state_dict() const;
-  void load_state_dict(const StateDict& state);
+  virtual StateDict state_dict() const;
+  virtual void load_state_dict(const StateDict& state);
 
  protected:
   // A reference to one named field of an options or state struct.
