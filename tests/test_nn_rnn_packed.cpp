@@ -86,6 +86,9 @@ TEST(NnRNNPacked, PackPaddedSequenceSortedAndUnsorted) {
   EXPECT_EQ(int_values(bf.batch_sizes), (Ints{3, 2, 1}));
   EXPECT_EQ(int_values(bf.sorted_indices), (Ints{1, 2, 0}));
 
+  // the lengths as a braced list
+  EXPECT_EQ(int_values(pack_padded_sequence(x, {1, 3, 2}, false, false).sorted_indices), (Ints{1, 2, 0}));
+
   // equal lengths keep their order (stable); trailing feature dims travel along
   PackedSequence eq = pack_padded_sequence(f64({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}), Ints{1, 2}, false, false);
   EXPECT_TRUE(tensor_is(eq.data, {3, 2}, {3, 4, 1, 2, 7, 8}, 0, 0));
