@@ -20,6 +20,7 @@
 #include "nn/ordered_dict.h"
 #include "nn/pooling.h"
 #include "nn/rnn.h"
+#include "nn/rnn_utils.h"
 #include "nn/safetensors.h"
 #include "nn/transformer.h"
 #include "nn/upsample.h"

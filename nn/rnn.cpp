@@ -234,55 +234,15 @@ RNNBase::Result RNNBase::run(const Tensor& x_given, const Tensor& h0_given, cons
   Tensor x = !batched ? x_given.unsqueeze(1) : batch_first ? x_given.transpose(0, 1) : x_given;
   const int64_t L = x.size(0), N = x.size(1);
   check<ShapeError>(L > 0, who, ": expected a sequence of at least one step, got input ", x_given.sizes());
-  const int64_t G = gate_count(mode), D = num_directions(), H = hidden_size, H_out = output_hidden_size();
+  const int64_t D = num_directions(), H_out = output_hidden_size();
   const bool lstm = mode == Mode::lstm;
   Tensor h0 = initial_state(who, "h0", h0_given, x, x_given, batched, {D * num_layers, N, H_out});
-  Tensor c0 = lstm ? initial_state(who, "c0", c0_given, x, x_given, batched, {D * num_layers, N, H}) : Tensor();
+  Tensor c0 = lstm ? initial_state(who, "c0", c0_given, x, x_given, batched, {D * num_layers, N, hidden_size})
+                   : Tensor();
 
-  std::vector<Tensor> h_n, c_n;
-  Tensor layer_in = x;  // (L, N, layer input size)
-  for (int64_t layer = 0; layer < num_layers; ++layer) {
-    if (layer > 0 && dropout > 0 && training_) layer_in = functional::dropout(layer_in, dropout, true);
-    const int64_t in = layer_in.size(2);
-    Tensor rows = layer_in.reshape({L * N, in});
-    std::vector<Tensor> dir_out;
-    for (int64_t d = 0; d < D; ++d) {
-      const RNNLayerWeights& w = weights.at(static_cast<size_t>(layer * D + d));
-      // All steps' input projections at once; RNN and LSTM fold b_hh in here, GRU keeps b_hn apart.
-      Tensor b_hh_step = w.bias_hh;
-      Tensor b_in = w.bias_ih;
-      if (mode != Mode::gru && w.bias_ih.defined()) {
-        b_in = w.bias_ih + w.bias_hh;
-        b_hh_step = Tensor();
-      }
-      // L x (N, G * H); unbind's one backward node stacks the steps' gradients once.
-      std::vector<Tensor> xp = linear(rows, w.weight_ih, b_in).view({L, N, G * H}).unbind(0);
-      Tensor h = h0.select(0, layer * D + d), c = lstm ? c0.select(0, layer * D + d) : Tensor();
-      std::vector<Tensor> outs(static_cast<size_t>(L));
-      for (int64_t s = 0; s < L; ++s) {
-        const int64_t t = d == 0 ? s : L - 1 - s;
-        const Tensor& xp_t = xp[static_cast<size_t>(t)];
-        switch (mode) {
-          case Mode::rnn_tanh:
-          case Mode::rnn_relu: h = rnn_step(xp_t, h, w.weight_hh, b_hh_step, mode == Mode::rnn_relu); break;
-          case Mode::lstm: {
-            LSTMState st = lstm_step(xp_t, h, c, w.weight_hh, b_hh_step, w.weight_hr);
-            h = st.h;
-            c = st.c;
-            break;
-          }
-          case Mode::gru: h = gru_step(xp_t, h, w.weight_hh, b_hh_step); break;
-        }
-        outs[static_cast<size_t>(t)] = h;
-      }
-      dir_out.push_back(stack(outs, 0));  // (L, N, H_out)
-      h_n.push_back(h);
-      if (lstm) c_n.push_back(c);
-    }
-    layer_in = D == 1 ? dir_out[0] : cat(dir_out, 2);  // (L, N, D * H_out)
-  }
-
-  Result r{layer_in, stack(h_n, 0), lstm ? stack(c_n, 0) : Tensor()};
+  // Every step runs the whole batch.
+  Result r = run_layers(x.reshape({L * N, input_size}), std::vector<int64_t>(static_cast<size_t>(L), N), h0, c0);
+  r.output = r.output.view({L, N, D * H_out});
   if (!batched) {
     r.output = r.output.squeeze(1);
     r.h_n = r.h_n.squeeze(1);
@@ -293,9 +253,92 @@ RNNBase::Result RNNBase::run(const Tensor& x_given, const Tensor& h0_given, cons
   return r;
 }
 
+RNNBase::Result RNNBase::run(const utils::rnn::PackedSequence& x, const Tensor& h0_given, const Tensor& c0_given) {
+  const std::string who = name();
+  const std::vector<int64_t> batch_sizes = x.checked_batch_sizes(who);
+  check<ShapeError>(x.data.dim() == 2 && x.data.size(1) == input_size, who, ": expected packed data of shape (",
+                    "sum of lengths, ", input_size, "), got ", x.data.sizes());
+  const int64_t N = batch_sizes[0], D = num_directions();
+  const bool lstm = mode == Mode::lstm;
+  // The states in the packed (sorted) batch order.
+  auto sorted = [&](Tensor s) { return x.sorted_indices.defined() ? s.index_select(1, x.sorted_indices) : s; };
+  auto unsorted = [&](Tensor s) { return x.unsorted_indices.defined() ? s.index_select(1, x.unsorted_indices) : s; };
+  Tensor h0 = sorted(initial_state(who, "h0", h0_given, x.data, x.data, true, {D * num_layers, N, output_hidden_size()}));
+  Tensor c0 = lstm ? sorted(initial_state(who, "c0", c0_given, x.data, x.data, true, {D * num_layers, N, hidden_size}))
+                   : Tensor();
+  Result r = run_layers(x.data, batch_sizes, h0, c0);
+  r.h_n = unsorted(r.h_n);
+  if (lstm) r.c_n = unsorted(r.c_n);
+  return r;
+}
+
+RNNBase::Result RNNBase::run_layers(Tensor rows, const std::vector<int64_t>& batch_sizes, const Tensor& h0,
+                                    const Tensor& c0) {
+  const int64_t G = gate_count(mode), D = num_directions(), L = static_cast<int64_t>(batch_sizes.size());
+  const int64_t B = h0.size(1);
+  const bool lstm = mode == Mode::lstm;
+  std::vector<Tensor> h_n, c_n;
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    if (layer > 0 && dropout > 0 && training_) rows = functional::dropout(rows, dropout, true);
+    std::vector<Tensor> dir_out;
+    for (int64_t d = 0; d < D; ++d) {
+      const RNNLayerWeights& w = weights.at(static_cast<size_t>(layer * D + d));
+      // All steps' input projections at once; RNN and LSTM fold b_hh in here, GRU keeps b_hn apart.
+      Tensor b_hh_step = w.bias_hh;
+      Tensor b_in = w.bias_ih;
+      if (mode != Mode::gru && w.bias_ih.defined()) {
+        b_in = w.bias_ih + w.bias_hh;
+        b_hh_step = Tensor();
+      }
+      // L x (batch_sizes[t], G * H); split's one backward node concatenates the steps' gradients once.
+      std::vector<Tensor> xp = linear(rows, w.weight_ih, b_in).split_with_sizes(batch_sizes, 0);
+      Tensor h = h0.select(0, layer * D + d), c = lstm ? c0.select(0, layer * D + d) : Tensor();
+      std::vector<Tensor> outs(static_cast<size_t>(L));
+      for (int64_t s = 0; s < L; ++s) {
+        const int64_t t = d == 0 ? s : L - 1 - s;
+        const Tensor& xp_t = xp[static_cast<size_t>(t)];
+        // Only the first n sequences run at this step (all of them unless the input is packed); the
+        // others keep their state: in the forward direction their final one, in the backward
+        // direction h0 / c0 until their last element comes.
+        const int64_t n = xp_t.size(0);
+        auto running = [&](const Tensor& state) { return n < B ? state.narrow(0, 0, n) : state; };
+        auto update = [&](const Tensor& state, const Tensor& next) {
+          return n < B ? cat({next, state.narrow(0, n, B - n)}, 0) : next;
+        };
+        Tensor h_next;
+        switch (mode) {
+          case Mode::rnn_tanh:
+          case Mode::rnn_relu:
+            h_next = rnn_step(xp_t, running(h), w.weight_hh, b_hh_step, mode == Mode::rnn_relu);
+            break;
+          case Mode::lstm: {
+            LSTMState st = lstm_step(xp_t, running(h), running(c), w.weight_hh, b_hh_step, w.weight_hr);
+            h_next = st.h;
+            c = update(c, st.c);
+            break;
+          }
+          case Mode::gru: h_next = gru_step(xp_t, running(h), w.weight_hh, b_hh_step); break;
+        }
+        h = update(h, h_next);
+        outs[static_cast<size_t>(t)] = h_next;
+      }
+      dir_out.push_back(cat(outs, 0));  // (S, H_out)
+      h_n.push_back(h);
+      if (lstm) c_n.push_back(c);
+    }
+    rows = D == 1 ? dir_out[0] : cat(dir_out, 1);  // (S, D * H_out)
+  }
+  return {rows, stack(h_n, 0), lstm ? stack(c_n, 0) : Tensor()};
+}
+
 namespace {
 RNNBase::Mode rnn_mode(const std::string& nonlinearity) {
   return is_relu("RNN", nonlinearity) ? RNNBase::Mode::rnn_relu : RNNBase::Mode::rnn_tanh;
+}
+
+// The output data of a module packed as its input.
+utils::rnn::PackedSequence packed_like(const utils::rnn::PackedSequence& x, const Tensor& data) {
+  return {data, x.batch_sizes, x.sorted_indices, x.unsorted_indices};
 }
 }  // namespace
 
@@ -310,12 +353,22 @@ RNNOutput RNN::forward_with_state(Tensor x, Tensor h0) {
   return {r.output, r.h_n};
 }
 
+PackedRNNOutput RNN::forward_with_state(const utils::rnn::PackedSequence& x, Tensor h0) {
+  Result r = run(x, h0);
+  return {packed_like(x, r.output), r.h_n};
+}
+
 LSTM::LSTM(int64_t in, int64_t hidden, LSTMOptions o)
     : RNNBase("LSTM", Mode::lstm, in, hidden, o) {}
 
 LSTMOutput LSTM::forward_with_state(Tensor x, LSTMState state) {
   Result r = run(x, state.h, state.c);
   return {r.output, r.h_n, r.c_n};
+}
+
+PackedLSTMOutput LSTM::forward_with_state(const utils::rnn::PackedSequence& x, LSTMState state) {
+  Result r = run(x, state.h, state.c);
+  return {packed_like(x, r.output), r.h_n, r.c_n};
 }
 
 GRU::GRU(int64_t in, int64_t hidden, GRUOptions o)
@@ -326,6 +379,11 @@ GRU::GRU(int64_t in, int64_t hidden, GRUOptions o)
 RNNOutput GRU::forward_with_state(Tensor x, Tensor h0) {
   Result r = run(x, h0);
   return {r.output, r.h_n};
+}
+
+PackedRNNOutput GRU::forward_with_state(const utils::rnn::PackedSequence& x, Tensor h0) {
+  Result r = run(x, h0);
+  return {packed_like(x, r.output), r.h_n};
 }
 
 }  // namespace nabla::nn

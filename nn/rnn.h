@@ -12,6 +12,12 @@
 //   auto gru = std::make_shared<nn::GRU>(10, 20);
 //   auto [seq, h] = gru->forward_with_state(randn({5, 8, 10}), h0);  // h0: (1, 8, 20) or undefined
 //
+//   // Variable-length sequences (nn/rnn_utils.h): a PackedSequence in, a PackedSequence out.
+//   using namespace nn::utils::rnn;
+//   PackedSequence packed = pack_padded_sequence(x_padded, {3, 5, 2}, false, /*enforce_sorted=*/false);
+//   auto [packed_out, h, c] = lstm->forward_with_state(packed);  // PackedLSTMOutput
+//   auto [y, lengths] = pad_packed_sequence(packed_out);         // y: (5, 3, 20), zeros past each end
+//
 //   nn::LSTMCell cell(10, 20);
 //   nn::LSTMState s;                                             // undefined h, c: zeros
 //   for (const Tensor& x_t : xs) s = cell.forward_with_state(x_t, s);
@@ -21,6 +27,15 @@
 // binds with structured bindings. `forward(x)` (and so (*m)(x), hooks and Sequential) returns the
 // output sequence of RNN/LSTM/GRU, h' of RNNCell/GRUCell and h' (not c') of LSTMCell;
 // RNNCell/GRUCell also take `forward(x, h)`.
+//
+// Packed input (PyTorch's forward with a PackedSequence; libtorch's forward_with_packed_input):
+// `forward_with_state(const PackedSequence&, state)` of RNN/LSTM/GRU returns PackedRNNOutput /
+// PackedLSTMOutput, whose `output` is a PackedSequence with the input's batch_sizes and indices and
+// data (sum of lengths, D * H_out). At time step t only the first batch_sizes[t] sequences (sorted by
+// decreasing length) are updated, so h_n and c_n hold each sequence's state after its own last
+// element, and the backward direction of a bidirectional module starts each sequence at its own
+// last element from h0. h0/c0 and h_n/c_n are in the user's batch order (permuted by the packed
+// sequence's sorted_indices / unsorted_indices, as PyTorch does); batch_first does not apply.
 //
 // Shapes (D = 2 if bidirectional else 1, H_out = proj_size if proj_size > 0 else hidden_size):
 //   input   (L, N, H_in), (N, L, H_in) with batch_first, or unbatched (L, H_in)
@@ -57,6 +72,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/rnn_utils.h"
 
 namespace nabla::nn {
 
@@ -181,6 +197,14 @@ class RNNBase : public Module {
   };
   // Runs every layer and direction; h0 and c0 may be undefined (zeros).
   Result run(const Tensor& x, const Tensor& h0, const Tensor& c0 = {});
+  // The same on a packed sequence: output is the packed output's data.
+  Result run(const utils::rnn::PackedSequence& x, const Tensor& h0, const Tensor& c0 = {});
+
+ private:
+  // The layer loop both run()s share: rows (S, input_size) are the steps' inputs one after another,
+  // step t holding batch_sizes[t] rows (the first ones of the batch); h0, c0 (D * num_layers, B, *).
+  // Returns the last layer's rows (S, D * H_out) and the final states (D * num_layers, B, *).
+  Result run_layers(Tensor rows, const std::vector<int64_t>& batch_sizes, const Tensor& h0, const Tensor& c0);
 };
 
 struct RNNOptions {
@@ -196,12 +220,18 @@ struct RNNOptions {
 struct RNNOutput {
   Tensor output, h_n;
 };
+// The same for a packed input: output is packed as the input.
+struct PackedRNNOutput {
+  utils::rnn::PackedSequence output;
+  Tensor h_n;
+};
 
 // Elman RNN: h_t = act(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh), act tanh or relu.
 class RNN : public RNNBase {
  public:
   RNN(int64_t input_size, int64_t hidden_size, RNNOptions options = {});
   RNNOutput forward_with_state(Tensor x, Tensor h0 = {});
+  PackedRNNOutput forward_with_state(const utils::rnn::PackedSequence& x, Tensor h0 = {});
 
   std::string nonlinearity;
 };
@@ -209,12 +239,17 @@ class RNN : public RNNBase {
 struct LSTMOutput {
   Tensor output, h_n, c_n;
 };
+struct PackedLSTMOutput {
+  utils::rnn::PackedSequence output;
+  Tensor h_n, c_n;
+};
 
 class LSTM : public RNNBase {
  public:
   LSTM(int64_t input_size, int64_t hidden_size, LSTMOptions options = {});
   // state.h: h0, state.c: c0 (each may be undefined: zeros).
   LSTMOutput forward_with_state(Tensor x, LSTMState state = {});
+  PackedLSTMOutput forward_with_state(const utils::rnn::PackedSequence& x, LSTMState state = {});
 };
 
 struct GRUOptions {
@@ -229,6 +264,7 @@ class GRU : public RNNBase {
  public:
   GRU(int64_t input_size, int64_t hidden_size, GRUOptions options = {});
   RNNOutput forward_with_state(Tensor x, Tensor h0 = {});
+  PackedRNNOutput forward_with_state(const utils::rnn::PackedSequence& x, Tensor h0 = {});
 };
 
 }  // namespace nabla::nn

@@ -6,7 +6,13 @@
 // the weights of every layer and direction in registration order (weight_ih, weight_hh, bias_ih,
 // bias_hh, weight_hr), then one int64 scalar that encodes the module's options (RnnConfig), so one
 // entry covers several configurations and still has samples small enough for gradgradcheck.
+//
+// The *_packed entries run the same modules on x packed by pack_padded_sequence (lengths from
+// packed_lengths, unsorted) and return the output padded again by pad_packed_sequence, so they also
+// cover nn::utils::rnn; nn.utils.pad_sequence and nn.utils.pack_padded_sequence cover the utilities alone.
 #include <gtest/gtest.h>
+
+#include <type_traits>
 
 #include "opinfo.h"
 
@@ -128,39 +134,63 @@ void set_weights(nn::RNNCellBase& m, I in, size_t first) {
 
 double dropout_p(const RnnConfig& c) { return c.dropout ? 0.5 : 0.0; }
 
-std::function<Outputs(I)> rnn_fn(const std::string& nonlinearity) {
-  return [nonlinearity](I in) {
+// The lengths the *_packed entries pack a batch of N sequences of L steps with: increasing
+// (1, 2, ..., L, cycling), so pack_padded_sequence sorts them and the module permutes the state.
+std::vector<int64_t> packed_lengths(int64_t L, int64_t N) {
+  std::vector<int64_t> lengths;
+  for (int64_t b = 0; b < N; ++b) lengths.push_back(L - (N - 1 - b) % L);
+  return lengths;
+}
+
+// Runs module m (an RNN, LSTM or GRU) on the sample's x, padded or, with `packed`, packed and padded
+// again; `state` is h0 (RNN, GRU) or the LSTMState.
+template <class M, class State>
+Outputs run_module(M& m, const Parts& p, const State& state, bool packed) {
+  manual_seed(1234);
+  if (!packed) {
+    auto r = m.forward_with_state(p.x, state);
+    if constexpr (std::is_same_v<State, nn::LSTMState>) return {r.output, r.h_n, r.c_n};
+    else return {r.output, r.h_n};
+  }
+  const int64_t L = p.x.size(p.c.batch_first ? 1 : 0), N = p.x.size(p.c.batch_first ? 0 : 1);
+  auto r = m.forward_with_state(
+      nn::utils::rnn::pack_padded_sequence(p.x, packed_lengths(L, N), p.c.batch_first, false), state);
+  Tensor out = nn::utils::rnn::pad_packed_sequence(r.output, p.c.batch_first).padded;
+  if constexpr (std::is_same_v<State, nn::LSTMState>) return {out, r.h_n, r.c_n};
+  else return {out, r.h_n};
+}
+
+std::function<Outputs(I)> rnn_fn(const std::string& nonlinearity, bool packed = false) {
+  return [nonlinearity, packed](I in) {
     Parts p = split(in, 1, false);
     nn::RNN m(p.x.size(-1), p.hidden_size,
               {.num_layers = p.c.num_layers, .nonlinearity = nonlinearity, .bias = p.c.bias,
                .batch_first = p.c.batch_first, .dropout = dropout_p(p.c), .bidirectional = p.c.bidirectional});
     set_weights(m.weights, in, p.first_weight);
-    manual_seed(1234);
-    auto [out, h_n] = m.forward_with_state(p.x, p.h);
-    return Outputs{out, h_n};
+    return run_module(m, p, p.h, packed);
   };
 }
 
-Outputs lstm_fn(I in) {
-  Parts p = split(in, 4, true);
-  nn::LSTM m(p.x.size(-1), p.hidden_size,
-             {.num_layers = p.c.num_layers, .bias = p.c.bias, .batch_first = p.c.batch_first,
-              .dropout = dropout_p(p.c), .bidirectional = p.c.bidirectional, .proj_size = p.c.proj_size});
-  set_weights(m.weights, in, p.first_weight);
-  manual_seed(1234);
-  auto [out, h_n, c_n] = m.forward_with_state(p.x, {p.h, p.c0});
-  return {out, h_n, c_n};
+std::function<Outputs(I)> lstm_fn(bool packed = false) {
+  return [packed](I in) {
+    Parts p = split(in, 4, true);
+    nn::LSTM m(p.x.size(-1), p.hidden_size,
+               {.num_layers = p.c.num_layers, .bias = p.c.bias, .batch_first = p.c.batch_first,
+                .dropout = dropout_p(p.c), .bidirectional = p.c.bidirectional, .proj_size = p.c.proj_size});
+    set_weights(m.weights, in, p.first_weight);
+    return run_module(m, p, nn::LSTMState{p.h, p.c0}, packed);
+  };
 }
 
-Outputs gru_fn(I in) {
-  Parts p = split(in, 3, false);
-  nn::GRU m(p.x.size(-1), p.hidden_size,
-            {.num_layers = p.c.num_layers, .bias = p.c.bias, .batch_first = p.c.batch_first,
-             .dropout = dropout_p(p.c), .bidirectional = p.c.bidirectional});
-  set_weights(m.weights, in, p.first_weight);
-  manual_seed(1234);
-  auto [out, h_n] = m.forward_with_state(p.x, p.h);
-  return {out, h_n};
+std::function<Outputs(I)> gru_fn(bool packed = false) {
+  return [packed](I in) {
+    Parts p = split(in, 3, false);
+    nn::GRU m(p.x.size(-1), p.hidden_size,
+              {.num_layers = p.c.num_layers, .bias = p.c.bias, .batch_first = p.c.batch_first,
+               .dropout = dropout_p(p.c), .bidirectional = p.c.bidirectional});
+    set_weights(m.weights, in, p.first_weight);
+    return run_module(m, p, p.h, packed);
+  };
 }
 
 std::vector<Sample> rnn_samples(bool relu) {
@@ -184,7 +214,7 @@ std::vector<OpInfo> rnn_ops() {
   ops.push_back({.name = "nn.RNN_relu", .fn = rnn_fn("relu"), .samples = rnn_samples(true)});
   ops.push_back(
       {.name = "nn.LSTM",
-       .fn = lstm_fn,
+       .fn = lstm_fn(),
        .samples = {
            // gradgradcheck sizes: "small" 21, "bidirectional_small" 19, "proj_small" 24
            seq_sample("small", 4, true, {}, 2, 1, 1, 1),
@@ -201,7 +231,7 @@ std::vector<OpInfo> rnn_ops() {
            seq_sample("noncontiguous", 4, true, {}, 3, 2, 3, 2, true),
        }});
   ops.push_back({.name = "nn.GRU",
-                 .fn = gru_fn,
+                 .fn = gru_fn(),
                  .samples = {
                      // gradgradcheck sizes: "small" 19, "bidirectional_small" 27
                      seq_sample("small", 3, false, {}, 2, 2, 1, 1),
@@ -212,6 +242,58 @@ std::vector<OpInfo> rnn_ops() {
                      seq_sample("batch_first_no_bias", 3, false, {.bias = false, .batch_first = true}, 3, 2, 2, 2),
                      seq_sample("2layer_dropout", 3, false, {.num_layers = 2, .dropout = true}, 3, 2, 2, 2),
                      seq_sample("noncontiguous", 3, false, {}, 3, 2, 3, 2, true),
+                 }});
+
+  // ---- packed input (every sample batched, N >= 2 so the lengths differ) ----
+  ops.push_back({.name = "nn.RNN_packed",
+                 .fn = rnn_fn("tanh", true),
+                 .samples = {
+                     seq_sample("small", 1, false, {}, 2, 2, 1, 2),  // 19 elements
+                     seq_sample("bidirectional_2layer", 1, false, {.num_layers = 2, .bidirectional = true}, 3, 3, 2, 2),
+                     seq_sample("batch_first_no_bias_no_h0", 1, false, {.bias = false, .batch_first = true, .state = false},
+                                3, 3, 2, 3),
+                     seq_sample("noncontiguous", 1, false, {}, 3, 3, 3, 2, true),
+                 }});
+  ops.push_back({.name = "nn.LSTM_packed",
+                 .fn = lstm_fn(true),
+                 .samples = {
+                     seq_sample("small", 4, true, {}, 2, 2, 1, 1),  // 28 elements
+                     seq_sample("bidirectional_2layer_proj", 4, true,
+                                {.num_layers = 2, .bidirectional = true, .proj_size = 1}, 3, 3, 2, 2),
+                     seq_sample("batch_first_no_state", 4, true, {.batch_first = true, .state = false}, 3, 3, 2, 2),
+                     seq_sample("2layer_dropout", 4, true, {.num_layers = 2, .dropout = true}, 3, 3, 2, 2),
+                 }});
+  ops.push_back({.name = "nn.GRU_packed",
+                 .fn = gru_fn(true),
+                 .samples = {
+                     seq_sample("bidirectional_small", 3, false, {.bidirectional = true}, 2, 2, 1, 1),  // 32 elements
+                     seq_sample("2layer", 3, false, {.num_layers = 2}, 3, 3, 2, 2),
+                     seq_sample("batch_first_bidirectional", 3, false, {.bidirectional = true, .batch_first = true}, 3,
+                                3, 2, 2),
+                 }});
+  // pad_sequence of three sequences (3, F), (1, F), (2, F); with F = 1 also batch_first and padding 0.5.
+  ops.push_back({.name = "nn.utils.pad_sequence",
+                 .fn = [](I in) {
+                   const bool small = in[0].size(-1) == 1;
+                   return Outputs{nn::utils::rnn::pad_sequence({in[0], in[1], in[2]}, small, small ? 0.5 : 0.0)};
+                 },
+                 .samples = {
+                     {{arg({3, 1}), arg({1, 1}), arg({2, 1})}, "batch_first"},
+                     {{arg({3, 2}), arg({1, 2}), arg({2, 2})}, "features"},
+                     {{arg_t({3, 2}), arg({1, 2}), arg_t({2, 2})}, "noncontiguous"},
+                 }});
+  // pack_padded_sequence of x (T, B, *) with lengths packed_lengths(T, B); outputs the packed data
+  // and pad_packed_sequence's padding of it (padding 0.5, total_length T + 1).
+  ops.push_back({.name = "nn.utils.pack_padded_sequence",
+                 .fn = [](I in) {
+                   auto p = nn::utils::rnn::pack_padded_sequence(in[0], packed_lengths(in[0].size(0), in[0].size(1)),
+                                                                 false, false);
+                   return Outputs{p.data, nn::utils::rnn::pad_packed_sequence(p, false, 0.5, in[0].size(0) + 1).padded};
+                 },
+                 .samples = {
+                     {{arg({3, 3})}, "2d"},
+                     {{arg({3, 4, 2})}, "features"},
+                     {{arg_t({2, 3})}, "noncontiguous"},
                  }});
 
   // ---- cells ----
@@ -267,7 +349,8 @@ Registrar rnn_registrar(rnn_ops());
 TEST(OpRegistry, every_rnn_layer_is_registered) {
   std::string missing;
   for (const char* n : {"nn.RNNCell", "nn.RNNCell_relu", "nn.LSTMCell", "nn.GRUCell", "nn.RNN", "nn.RNN_relu",
-                        "nn.LSTM", "nn.GRU"}) {
+                        "nn.LSTM", "nn.GRU", "nn.RNN_packed", "nn.LSTM_packed", "nn.GRU_packed", "nn.utils.pad_sequence",
+                        "nn.utils.pack_padded_sequence"}) {
     const OpInfo* op = find_op(n);
     if (!op || op->samples.empty() || !op->differentiable || !op->twice_differentiable) missing += std::string(" ") + n;
   }
