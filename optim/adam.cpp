@@ -11,17 +11,6 @@ namespace nabla::optim {
 
 namespace {
 
-template <class O>
-void check_adam(const O& o, const char* name) {
-  check<ValueError>(o.lr >= 0, name, ": invalid learning rate ", o.lr, " (must be >= 0)");
-  check<ValueError>(o.eps >= 0, name, ": invalid eps ", o.eps, " (must be >= 0)");
-  check<ValueError>(o.betas.first >= 0 && o.betas.first < 1, name, ": invalid beta1 ", o.betas.first,
-                    " (must be in [0, 1))");
-  check<ValueError>(o.betas.second >= 0 && o.betas.second < 1, name, ": invalid beta2 ", o.betas.second,
-                    " (must be in [0, 1))");
-  check<ValueError>(o.weight_decay >= 0, name, ": invalid weight_decay ", o.weight_decay, " (must be >= 0)");
-}
-
 // One Adam update of p (see adam.h); decoupled: AdamW's weight decay.
 template <class O>
 void adam_update(Tensor& p, AdamParamState& s, const O& o, bool decoupled) {
@@ -64,8 +53,8 @@ void adam_update(Tensor& p, AdamParamState& s, const O& o, bool decoupled) {
 
 }  // namespace
 
-void AdamOptions::check() const { check_adam(*this, "Adam"); }
-void AdamWOptions::check() const { check_adam(*this, "AdamW"); }
+void AdamOptions::check() const { check_adam_options(*this, "Adam"); }
+void AdamWOptions::check() const { check_adam_options(*this, "AdamW"); }
 
 void Adam::step() {
   autograd::NoGradGuard ng;

@@ -4,6 +4,7 @@
 #include "optim/adadelta.h"
 #include "optim/adagrad.h"
 #include "optim/adam.h"
+#include "optim/adam_variants.h"
 #include "optim/lbfgs.h"
 #include "optim/checkpoint.h"
 #include "optim/lr_scheduler.h"

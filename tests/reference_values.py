@@ -217,6 +217,52 @@ def adadelta(lr, rho=0.9, eps=1e-6, wd=0.0):
     return up
 
 
+def adamax(lr, b1=0.9, b2=0.999, eps=1e-8, wd=0.0, maximize=False):
+    def up(p, g, s, t):
+        g = -g if maximize else g
+        g = g + wd * p
+        s["m"] = b1 * s.get("m", 0.0) + (1 - b1) * g
+        s["u"] = max(b2 * s.get("u", 0.0), abs(g) + eps)
+        return p - lr / (1 - b1 ** t) * s["m"] / s["u"]
+    return up
+
+
+def nadam(lr, b1=0.9, b2=0.999, eps=1e-8, wd=0.0, psi=4e-3, decoupled=False):
+    def up(p, g, s, t):
+        if wd:
+            if decoupled:
+                p = p * (1 - lr * wd)
+            else:
+                g = g + wd * p
+        mu = b1 * (1 - 0.5 * 0.96 ** (t * psi))
+        mu_next = b1 * (1 - 0.5 * 0.96 ** ((t + 1) * psi))
+        s["prod"] = s.get("prod", 1.0) * mu
+        s["m"] = b1 * s.get("m", 0.0) + (1 - b1) * g
+        s["v"] = b2 * s.get("v", 0.0) + (1 - b2) * g * g
+        d = math.sqrt(s["v"] / (1 - b2 ** t)) + eps
+        return p - lr * (1 - mu) / (1 - s["prod"]) * g / d - lr * mu_next / (1 - s["prod"] * mu_next) * s["m"] / d
+    return up
+
+
+def radam(lr, b1=0.9, b2=0.999, eps=1e-8, wd=0.0, decoupled=False):
+    def up(p, g, s, t):
+        if wd:
+            if decoupled:
+                p = p * (1 - lr * wd)
+            else:
+                g = g + wd * p
+        s["m"] = b1 * s.get("m", 0.0) + (1 - b1) * g
+        s["v"] = b2 * s.get("v", 0.0) + (1 - b2) * g * g
+        mhat = s["m"] / (1 - b1 ** t)
+        rho_inf = 2 / (1 - b2) - 1
+        rho_t = rho_inf - 2 * t * b2 ** t / (1 - b2 ** t)
+        if rho_t > 5:
+            r = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+            return p - lr * mhat * r * math.sqrt(1 - b2 ** t) / (math.sqrt(s["v"]) + eps)
+        return p - lr * mhat
+    return up
+
+
 def optimizers():
     configs = [
         ("sgd", sgd(0.1)),
@@ -235,9 +281,17 @@ def optimizers():
         ("adagrad_decay", adagrad(0.1, lr_decay=0.1, init=0.1, wd=0.1)),
         ("adadelta", adadelta(1.0)),
         ("adadelta_rho", adadelta(0.5, rho=0.5, wd=0.1)),
+        ("adamax", adamax(0.1)),
+        ("adamax_wd", adamax(0.1, b1=0.8, b2=0.5, wd=0.1, maximize=False)),
+        ("nadam", nadam(0.1)),
+        ("nadamw", nadam(0.1, b2=0.9, wd=0.1, psi=0.5, decoupled=True)),
+        ("radam", radam(0.1)),
+        ("radam_wd", radam(0.1, b2=0.5, wd=0.1)),
     ]
     for name, up in configs:
         show("opt_" + name, run(up))
+    # RAdam rectifies once rho_t > 5: with beta2 = 0.9 from step 6 on (rho_6 = 5.39), so 8 steps.
+    show("opt_radam_rectified", run(radam(0.1, b2=0.9, wd=0.1, decoupled=True), steps=8))
 
 
 # ---- schedulers (closed forms where they exist) -------------------------------------------------------

@@ -46,11 +46,13 @@ int epochs_to_fit(const std::function<std::unique_ptr<optim::Optimizer>(std::vec
     EXPECT_LT(initial, 0.8) << "the untrained model already separates the data";
   }
   for (int epoch = 1; epoch <= max_epochs; ++epoch) {
-    Tensor logits = (*model)(x);
-    Tensor loss = criterion(logits, y);
-    opt->zero_grad();
-    loss.backward();
-    opt->step();
+    // The closure form every optimizer takes (L-BFGS evaluates it several times per step).
+    opt->step([&] {
+      opt->zero_grad();
+      Tensor loss = criterion((*model)(x), y);
+      loss.backward();
+      return loss;
+    });
     autograd::NoGradGuard ng;
     if (metrics::accuracy((*model)(x), y, 2).item<double>() == 1.0) return epoch;
   }
@@ -75,6 +77,10 @@ TEST(NnTrain, MlpFitsASeparableProblemWithEveryOptimizer) {
        [](auto p) { return std::make_unique<optim::RMSprop>(p, optim::RMSpropOptions{.lr = 0.01, .momentum = 0.5, .centered = true}); }},
       {"Adagrad", [](auto p) { return std::make_unique<optim::Adagrad>(p, optim::AdagradOptions{.lr = 0.2}); }},
       {"Adadelta", [](auto p) { return std::make_unique<optim::Adadelta>(p, optim::AdadeltaOptions{.lr = 1.0}); }},
+      {"Adamax", [](auto p) { return std::make_unique<optim::Adamax>(p, optim::AdamaxOptions{.lr = 0.05}); }},
+      {"NAdam", [](auto p) { return std::make_unique<optim::NAdam>(p, optim::NAdamOptions{.lr = 0.05}); }},
+      {"RAdam", [](auto p) { return std::make_unique<optim::RAdam>(p, optim::RAdamOptions{.lr = 0.05}); }},
+      {"LBFGS", [](auto p) { return std::make_unique<optim::LBFGS>(p, optim::LBFGSOptions{.strong_wolfe = true}); }},
   };
   for (const Case& c : cases) {
     int epochs = epochs_to_fit(c.make, 2000);

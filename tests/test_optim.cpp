@@ -49,20 +49,20 @@ void expect_trajectory(const std::vector<double>& got, const std::vector<double>
 }
 
 template <class Opt, class Options>
-void check(const Options& o, const std::vector<double>& expect, const std::string& what) {
+void check(const Options& o, const std::vector<double>& expect, const std::string& what, int steps = 5) {
   Tensor p = start();
   Opt opt(std::vector<Tensor>{p}, o);
-  expect_trajectory(trajectory(opt, p), expect, what);
+  expect_trajectory(trajectory(opt, p, steps), expect, what);
   // float32 follows the float64 trajectory closely.
   Tensor p32 = start(kFloat32);
   Opt opt32(std::vector<Tensor>{p32}, o);
-  expect_trajectory(trajectory(opt32, p32), expect, what + " (float32)", 2e-5);
+  expect_trajectory(trajectory(opt32, p32, steps), expect, what + " (float32)", 2e-5);
   // A strided (non-contiguous) parameter: the optimizers' fused kernels decline it, and the update
   // composed of Tensor ops must follow the same trajectory.
   Tensor ps = tensor({1.0, 0.0, -2.0, 0.0, 3.0, 0.0}, dtype(kFloat64)).slice(0, 0, 6, 2).requires_grad_();
   ASSERT_FALSE(ps.is_contiguous());
   Opt opts(std::vector<Tensor>{ps}, o);
-  expect_trajectory(trajectory(opts, ps), expect, what + " (strided parameter)");
+  expect_trajectory(trajectory(opts, ps, steps), expect, what + " (strided parameter)");
 }
 
 }  // namespace
@@ -199,6 +199,76 @@ TEST(Optim, Adadelta) {
                          "adadelta rho");
 }
 
+TEST(Optim, Adamax) {
+  // Step 1: m = 0.1 g0, u = |g0| + eps; 0.1 / (1 - 0.9) * m / u = 0.1 sign(g0) (up to 1e-9).
+  check<optim::Adamax>(optim::AdamaxOptions{.lr = 0.1},
+                     {0.9000000009090909, -1.900000000232558, 2.900000000588235, 0.8046893801055993,
+                     -1.8023503312008553, 2.8014494382119817, 0.714079221333554,
+                     -1.707096840118726, 2.7043870646814208, 0.6281678912095433,
+                     -1.6142814674814714, 2.6088499702472787, 0.5469408490784565,
+                     -1.5239420169504554, 2.5148734349360917},
+                     "adamax");
+  check<optim::Adamax>(optim::AdamaxOptions{.lr = 0.1, .betas = {0.8, 0.5}, .weight_decay = 0.1},
+                     {0.9000000008333333, -1.9000000002222222, 2.9000000005, 0.7955147826689438, -1.797824398289863,
+                     2.7986254305828995, 0.6855993338586214, -1.6933656627081437,
+                     2.6958777218018812, 0.5687546872366261, -1.5864879265963245,
+                     2.5917563008816575, 0.44238124743871443, -1.4770157859518283,
+                     2.4862571476064432},
+                     "adamax weight_decay");
+}
+
+TEST(Optim, NAdam) {
+  // Step 1: mu_1 = 0.9 (1 - 0.96^0.004 / 2), P_1 = mu_1; d = |g0| + eps, so both terms move by
+  // sign(g0): 0.1 ((1 - mu_1) / (1 - mu_1) * 1 + mu_2 / (1 - mu_1 mu_2) * 0.1) = 0.10564...
+  check<optim::NAdam>(optim::NAdamOptions{.lr = 0.1},
+                     {0.8943548231248719, -1.8943548224101476, 2.8943548227859033, 0.8195828798014559,
+                     -1.817759011578878, 2.8170914218950363, 0.7517429974624716,
+                     -1.7471624720937997, 2.745499446967408, 0.6859065942884491,
+                     -1.677562116255944, 2.674559997358317, 0.6207599083677273,
+                     -1.6074676190552284, 2.6027307583088795},
+                     "nadam");
+  // NAdamW: decoupled decay, a fast momentum schedule (psi 0.5) and beta2 0.9.
+  check<optim::NAdam>(optim::NAdamOptions{.lr = 0.1, .betas = {0.9, 0.9}, .weight_decay = 0.1, .momentum_decay = 0.5,
+                                          .decoupled_weight_decay = true},
+                     {0.8840393186625141, -1.8740393179456551, 2.864039318322533, 0.8010465970329135,
+                     -1.7794240294912722, 2.7588762386428973, 0.7262569006290812,
+                     -1.6923602222858545, 2.661091502506904, 0.6543969848689541,
+                     -1.6075693400268494, 2.565417636618868, 0.5838703240255363,
+                     -1.5233492705941287, 2.470128855643103},
+                     "nadamw");
+}
+
+TEST(Optim, RAdam) {
+  // With beta2 = 0.999, rho_t < 5 for the first steps: plain bias-corrected momentum, step 1 is
+  // p0 - 0.1 g0 (as SGD's).
+  check<optim::RAdam>(optim::RAdamOptions{.lr = 0.1},
+                     {0.89, -1.57, 2.83, 0.7857894736842105, -1.1852631578947368, 2.6644736842105265, 0.687347057681103,
+                     -0.8439522237327635, 2.503487084870849, 0.5946352930984659,
+                     -0.5440837116165653, 2.347098405012455, 0.5076006146120877,
+                     -0.28354312062387704, 2.1953576603956355},
+                     "radam");
+  check<optim::RAdam>(optim::RAdamOptions{.lr = 0.1, .betas = {0.9, 0.5}, .weight_decay = 0.1},
+                     {0.88, -1.55, 2.8, 0.7669473684210526, -1.1497368421052632, 2.606315789473684, 0.6607908331714896,
+                     -0.7970081569236744, 2.419017284909691, 0.5614588235400421,
+                     -0.48945451455325684, 2.2381617775743727, 0.4688596260602008,
+                     -0.2245782657298182, 2.0637934868347068},
+                     "radam weight_decay");
+  // beta2 = 0.9: rectified from step 6 (rho_6 = 5.39), with decoupled weight decay.
+  check<optim::RAdam>(optim::RAdamOptions{.lr = 0.1, .betas = {0.9, 0.9}, .weight_decay = 0.1,
+                                          .decoupled_weight_decay = true},
+                     {0.88, -1.55, 2.8, 0.7675157894736842, -1.1518684210526315, 2.6072631578947365, 0.6624046245872984,
+                     -0.8028317721887743, 2.421757626723635, 0.5645078585067754,
+                     -0.5000164029323626, 2.243441555707505, 0.47365143440855706,
+                     -0.2404684418306895, 2.07226295102619, 0.44400885352899944,
+                     -0.215629804774417, 2.0261727352805075, 0.40754753490848034,
+                     -0.18558420686429752, 1.9731303435059557, 0.3656312492191451,
+                     -0.15167068581086718, 1.9144743358108995},
+                     "radam rectified", 8);
+  EXPECT_THROW(optim::RAdam(std::vector<Tensor>{start()}, {.betas = {0.9, 1.0}}), ValueError);
+  EXPECT_THROW(optim::NAdam(std::vector<Tensor>{start()}, {.momentum_decay = -1}), ValueError);
+  EXPECT_THROW(optim::Adamax(std::vector<Tensor>{start()}, {.lr = -1}), ValueError);
+}
+
 TEST(Optim, ParameterGroupsHaveTheirOwnOptions) {
   Tensor a = start(), b = start();
   optim::SGD opt({{.params = {a}}, {.params = {b}, .options = optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true}}},
@@ -320,6 +390,28 @@ TEST(Optim, StateDictRoundTripContinuesExactly) {
   EXPECT_EQ(resumed, full_run);  // bitwise
   // The loaded state is a private copy.
   EXPECT_NE(o3.state_dict()["state.0.exp_avg"].data_ptr(), loaded["state.0.exp_avg"].data_ptr());
+}
+
+// The same for the Adam variants, whose state holds more than tensors (NAdam's mu_product).
+template <class Opt, class Options>
+void expect_resume_is_exact(const Options& o) {
+  Tensor p1 = start(), p2 = start();
+  Opt o1(std::vector<Tensor>{p1}, o), o2(std::vector<Tensor>{p2}, o);
+  auto full_run = trajectory(o1, p1, 7);
+  auto first = trajectory(o2, p2, 4);
+  auto bytes = safetensors::serialize(o2.state_dict());
+  Tensor p3 = p2.detach().clone().requires_grad_();
+  Opt o3(std::vector<Tensor>{p3}, o);
+  o3.load_state_dict(safetensors::deserialize(bytes.data(), bytes.size()).tensors);
+  auto rest = trajectory(o3, p3, 3);
+  first.insert(first.end(), rest.begin(), rest.end());
+  EXPECT_EQ(first, full_run) << o3.name();  // bitwise
+}
+
+TEST(Optim, AdamVariantsResumeExactly) {
+  expect_resume_is_exact<optim::Adamax>(optim::AdamaxOptions{.lr = 0.1});
+  expect_resume_is_exact<optim::NAdam>(optim::NAdamOptions{.lr = 0.1, .momentum_decay = 0.5});
+  expect_resume_is_exact<optim::RAdam>(optim::RAdamOptions{.lr = 0.1, .betas = {0.9, 0.9}});
 }
 
 TEST(Optim, LoadStateDictErrors) {
