@@ -77,6 +77,10 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Settings& s, std::vector<
     return std::make_unique<optim::Adagrad>(params, optim::AdagradOptions{.lr = s.lr, .weight_decay = s.weight_decay});
   if (s.optimizer == "adadelta")
     return std::make_unique<optim::Adadelta>(params, optim::AdadeltaOptions{.lr = s.lr, .weight_decay = s.weight_decay});
+  if (s.optimizer == "nadam")
+    return std::make_unique<optim::NAdam>(params, optim::NAdamOptions{.lr = s.lr, .weight_decay = s.weight_decay});
+  if (s.optimizer == "radam")
+    return std::make_unique<optim::RAdam>(params, optim::RAdamOptions{.lr = s.lr, .weight_decay = s.weight_decay});
   throw UsageError("unknown optimizer '" + s.optimizer + "'");
 }
 
@@ -140,8 +144,8 @@ int cmd_train(int argc, char** argv) {
       .option("lr", "X", "learning rate", "model default")
       .option("momentum", "X", "momentum of sgd and rmsprop", "model default")
       .option("weight-decay", "X", "L2 penalty", "0")
-      .option("optimizer", "NAME", "sgd, adam, adamw, rmsprop, adagrad or adadelta", "model default",
-              {"sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta"})
+      .option("optimizer", "NAME", "sgd, adam, adamw, nadam, radam, rmsprop, adagrad or adadelta", "model default",
+              {"sgd", "adam", "adamw", "nadam", "radam", "rmsprop", "adagrad", "adadelta"})
       .option("scheduler", "NAME", "none, step or exponential (per epoch), cosine or onecycle (per batch)",
               "model default", {"none", "step", "exponential", "cosine", "onecycle"})
       .option("gamma", "X", "learning-rate factor per epoch of the step and exponential schedulers", "model default")
