@@ -240,6 +240,47 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
   return affine(y, weight, bias, channel_shape(x.dim(), c));
 }
 
+// ---- activations ----------------------------------------------------------------------------------
+
+Tensor celu(const Tensor& x, double alpha) {
+  check<ValueError>(alpha != 0, "celu: alpha cannot be 0");
+  return elu(x / alpha) * alpha;
+}
+
+Tensor softsign(const Tensor& x) { return x / (x.abs() + 1); }
+
+Tensor tanhshrink(const Tensor& x) { return x - x.tanh(); }
+
+Tensor threshold(const Tensor& x, double threshold, double value) { return x.masked_fill(x <= threshold, value); }
+
+Tensor glu(const Tensor& x, int64_t dim) {
+  check<IndexError>(x.dim() > 0, "glu: expected a tensor with at least one dim, got a scalar");
+  int64_t d = dim < 0 ? dim + x.dim() : dim;
+  check<IndexError>(d >= 0 && d < x.dim(), "glu: dim ", dim, " is out of range for shape ", x.sizes());
+  check<ShapeError>(x.size(d) % 2 == 0, "glu: the halved dim must have an even size, but dim ", dim, " of shape ",
+                    x.sizes(), " has size ", x.size(d));
+  int64_t half = x.size(d) / 2;
+  return x.narrow(d, 0, half) * x.narrow(d, half, half).sigmoid();
+}
+
+Tensor prelu(const Tensor& x, const Tensor& weight) {
+  const int64_t c = weight.numel();
+  Tensor w = weight;
+  if (c == 1) {
+    w = weight.reshape({});
+  } else {
+    check<ShapeError>(x.dim() >= 2 && x.size(1) == c, "prelu: weight has ", c,
+                      " elements (one per channel), but input of shape ", x.sizes(), " has ",
+                      x.dim() >= 2 ? x.size(1) : 1, " channels (dim 1)");
+    Shape ws(static_cast<size_t>(x.dim() - 1), 1);
+    ws[0] = c;
+    w = weight.reshape(ws);
+  }
+  return where(x > 0, x, w * x);
+}
+
+Tensor softmin(const Tensor& x, int64_t dim) { return (-x).softmax(dim); }
+
 // ---- dropout --------------------------------------------------------------------------------------
 
 namespace {

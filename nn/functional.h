@@ -86,6 +86,20 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, do
 // ||x1 - x2 + eps||_p over the last dim, x1 and x2 broadcast (torch.nn.functional.pairwise_distance).
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2, double eps = 1e-6, bool keepdim = false);
 
+// ---- activations beyond the Tensor core's (relu, relu6, gelu, silu, mish, softplus, elu, selu,
+// hardtanh, hardsigmoid, hardswish, logsigmoid, leaky_relu are nabla:: functions) ----------------
+// alpha * elu(x / alpha): continuously differentiable ELU (alpha != 0).
+Tensor celu(const Tensor& x, double alpha = 1.0);
+Tensor softsign(const Tensor& x);    // x / (1 + |x|)
+Tensor tanhshrink(const Tensor& x);  // x - tanh(x)
+// x where x > threshold, else value.
+Tensor threshold(const Tensor& x, double threshold, double value);
+// a * sigmoid(b), with a and b the two halves of x along dim (its size must be even).
+Tensor glu(const Tensor& x, int64_t dim = -1);
+// x where x > 0, else weight * x; weight has one element, or one per channel (dim 1 of x).
+Tensor prelu(const Tensor& x, const Tensor& weight);
+Tensor softmin(const Tensor& x, int64_t dim);  // softmax(-x)
+
 // ---- dropout --------------------------------------------------------------------------------------
 // Zeroes each element with probability p and scales the rest by 1/(1-p) (training only). The mask
 // comes from nabla's default generator: manual_seed makes it reproducible.

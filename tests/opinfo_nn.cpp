@@ -171,6 +171,28 @@ std::vector<OpInfo> stateless_ops() {
   ops.push_back({.name = "nn.Softmax", .fn = module_fn<nn::Softmax>(1), .samples = act});
   ops.push_back({.name = "nn.LogSoftmax", .fn = module_fn<nn::LogSoftmax>(-1), .samples = act});
   ops.push_back({.name = "nn.ELU", .fn = module_fn<nn::ELU>(0.7), .samples = act});
+  ops.push_back({.name = "nn.ReLU6", .fn = module_fn<nn::ReLU6>(), .samples = act});
+  ops.push_back({.name = "nn.Mish", .fn = module_fn<nn::Mish>(), .samples = act});
+  ops.push_back({.name = "nn.SELU", .fn = module_fn<nn::SELU>(), .samples = act});
+  ops.push_back({.name = "nn.CELU", .fn = module_fn<nn::CELU>(0.5), .samples = act});
+  ops.push_back({.name = "nn.LogSigmoid", .fn = module_fn<nn::LogSigmoid>(), .samples = act});
+  ops.push_back({.name = "nn.Hardsigmoid", .fn = module_fn<nn::Hardsigmoid>(), .samples = act});
+  ops.push_back({.name = "nn.Hardswish", .fn = module_fn<nn::Hardswish>(), .samples = act});
+  ops.push_back({.name = "nn.Hardtanh", .fn = module_fn<nn::Hardtanh>(-0.7, 0.9), .samples = act});
+  ops.push_back({.name = "nn.Softsign", .fn = module_fn<nn::Softsign>(), .samples = act});
+  ops.push_back({.name = "nn.Tanhshrink", .fn = module_fn<nn::Tanhshrink>(), .samples = act});
+  ops.push_back({.name = "nn.Softplus", .fn = module_fn<nn::Softplus>(2.0, 3.0), .samples = act});
+  ops.push_back({.name = "nn.Threshold", .fn = module_fn<nn::Threshold>(0.3, -5.0), .samples = act});
+  ops.push_back({.name = "nn.GLU",
+                 .fn = module_fn<nn::GLU>(-1),
+                 .samples = {{{arg({3, 4})}, "2d"}, {{arg({2, 3, 6})}, "3d"}, {{arg_t({4, 2})}, "noncontiguous"}}});
+  ops.push_back({.name = "nn.Softmin", .fn = module_fn<nn::Softmin>(1), .samples = act});
+  // PReLU's slopes are an input, one per channel (dim 1) or one for all.
+  ops.push_back({.name = "nn.PReLU",
+                 .fn = [](I x) { return one(F::prelu(x[0], x[1])); },
+                 .samples = {{{arg({3, 4}, -2, 2), arg({4}, 0.1, 0.5)}, "per_channel"},
+                             {{arg({2, 3, 2}, -2, 2), arg({1}, 0.1, 0.5)}, "shared"},
+                             {{arg_t({4, 3}, -2, 2), arg({3}, 0.1, 0.5)}, "noncontiguous"}}});
   ops.push_back({.name = "nn.Identity", .fn = module_fn<nn::Identity>(), .samples = act});
   ops.push_back({.name = "nn.Flatten", .fn = module_fn<nn::Flatten>(), .samples = {{{arg({2, 3, 2})}, "3d"}}});
   ops.push_back({.name = "nn.Unflatten",
@@ -335,7 +357,9 @@ TEST(OpRegistry, every_nn_layer_and_loss_is_registered) {
       "nn.AdaptiveAvgPool2d", "nn.BatchNorm1d", "nn.BatchNorm2d", "nn.BatchNorm2d_eval", "nn.LayerNorm",
       "nn.GroupNorm", "nn.Dropout", "nn.Dropout2d", "nn.Embedding", "nn.Flatten", "nn.Unflatten", "nn.Identity",
       "nn.ReLU", "nn.LeakyReLU", "nn.GELU", "nn.SiLU", "nn.Sigmoid", "nn.Tanh", "nn.Softmax", "nn.LogSoftmax",
-      "nn.ELU", "nn.Sequential", "nn.cross_entropy", "nn.nll_loss", "nn.mse_loss", "nn.l1_loss",
+      "nn.ELU", "nn.ReLU6", "nn.Mish", "nn.SELU", "nn.CELU", "nn.LogSigmoid", "nn.Hardsigmoid", "nn.Hardswish",
+      "nn.Hardtanh", "nn.Softsign", "nn.Tanhshrink", "nn.Softplus", "nn.Threshold", "nn.GLU", "nn.Softmin", "nn.PReLU",
+      "nn.Sequential", "nn.cross_entropy", "nn.nll_loss", "nn.mse_loss", "nn.l1_loss",
       "nn.smooth_l1_loss", "nn.huber_loss", "nn.binary_cross_entropy", "nn.binary_cross_entropy_with_logits",
       "nn.kl_div", "nn.interpolate", "nn.normalize", "nn.cosine_similarity", "nn.pairwise_distance"};
   std::string missing;

@@ -394,6 +394,72 @@ TEST(NnLayers, ActivationModulesMatchTheOps) {
   EXPECT_TRUE(nn::Identity()(i).is_same(i));
 }
 
+// The activations beyond the core's, element by element against their definitions in float64.
+TEST(NnLayers, MoreActivationsMatchTheirDefinitions) {
+  const std::vector<double> xs = {-4, -3, -1.5, -0.5, -0.1, 0, 0.1, 0.5, 1.5, 3, 4};
+  Tensor x = tensor(xs, dtype(kFloat64));
+  auto expect_map = [&](nn::Module& m, const std::function<double(double)>& f, const char* what) {
+    std::vector<double> got = values(m(x));
+    ASSERT_EQ(got.size(), xs.size()) << what;
+    for (size_t i = 0; i < xs.size(); ++i) EXPECT_NEAR(got[i], f(xs[i]), 1e-14) << what << " at x = " << xs[i];
+  };
+  auto sp = [](double v) { return std::log1p(std::exp(v)); };
+  const double selu_alpha = 1.6732632423543772848170429916717, selu_scale = 1.0507009873554804934193349852946;
+  nn::ReLU6 relu6_m;
+  expect_map(relu6_m, [](double v) { return std::min(std::max(v, 0.0), 6.0); }, "ReLU6");
+  nn::Mish mish_m;
+  expect_map(mish_m, [&](double v) { return v * std::tanh(sp(v)); }, "Mish");
+  nn::SELU selu_m;
+  expect_map(selu_m, [&](double v) { return selu_scale * (v > 0 ? v : selu_alpha * std::expm1(v)); }, "SELU");
+  nn::LogSigmoid ls_m;
+  expect_map(ls_m, [&](double v) { return -sp(-v); }, "LogSigmoid");
+  nn::Hardsigmoid hs_m;
+  expect_map(hs_m, [](double v) { return std::min(std::max(v / 6 + 0.5, 0.0), 1.0); }, "Hardsigmoid");
+  nn::Hardswish hw_m;
+  expect_map(hw_m, [](double v) { return v * std::min(std::max(v + 3, 0.0), 6.0) / 6; }, "Hardswish");
+  nn::Softsign ss_m;
+  expect_map(ss_m, [](double v) { return v / (1 + std::abs(v)); }, "Softsign");
+  nn::Tanhshrink ts_m;
+  expect_map(ts_m, [](double v) { return v - std::tanh(v); }, "Tanhshrink");
+  nn::Softplus softplus_m(2.0, 5.0);  // linear where 2x > 5
+  expect_map(softplus_m, [&](double v) { return 2 * v > 5 ? v : sp(2 * v) / 2; }, "Softplus");
+  nn::Hardtanh ht_m(-2.0, 1.0);
+  expect_map(ht_m, [](double v) { return std::min(std::max(v, -2.0), 1.0); }, "Hardtanh");
+  nn::CELU celu_m(2.0);
+  expect_map(celu_m, [](double v) { return v > 0 ? v : 2 * std::expm1(v / 2); }, "CELU");
+  nn::Threshold th_m(0.1, 20.0);
+  expect_map(th_m, [](double v) { return v > 0.1 ? v : 20.0; }, "Threshold");
+  nn::PReLU prelu_one;  // slope 0.25
+  expect_map(prelu_one, [](double v) { return v > 0 ? v : 0.25 * v; }, "PReLU");
+
+  // GLU halves the last dim; Softmin is softmax(-x).
+  Tensor g = tensor({{1.0, 2.0, 0.5, -1.0}}, dtype(kFloat64));
+  EXPECT_TRUE(values_near(values(nn::GLU()(g)), {1 / (1 + std::exp(-0.5)), 2 / (1 + std::exp(1.0))}, 1e-15, 0));
+  EXPECT_TRUE(nn::Softmin(1)(g).equal(softmax(-g, 1)));
+  EXPECT_THROW(nn::GLU(1)(zeros({2, 3})), ShapeError);
+
+  // PReLU per channel: slopes on dim 1, learned (the gradient of the slope is the sum of the
+  // negative inputs times the incoming gradient).
+  nn::PReLU per_channel(2, 0.5);
+  Tensor img = tensor({{{-1.0, 2.0}, {-3.0, 4.0}}}, dtype(kFloat32));  // (N=1, C=2, L=2)
+  Tensor out = per_channel(img);
+  EXPECT_TRUE(tensor_is(out, {1, 2, 2}, {-0.5, 2.0, -1.5, 4.0}));
+  out.sum().backward();
+  EXPECT_TRUE(tensor_is(per_channel.weight.grad(), {2}, {-1.0, -3.0}));
+  EXPECT_THROW(per_channel(zeros({1, 3, 2})), ShapeError);
+  EXPECT_THROW(nn::PReLU(0), ValueError);
+  EXPECT_THROW(nn::Hardtanh(1.0, -1.0), ValueError);
+  EXPECT_THROW(nn::CELU(0.0)(x), ValueError);
+
+  // They print as PyTorch's modules do.
+  std::ostringstream os;
+  os << nn::Sequential(nn::Softplus(), nn::Hardtanh(), nn::PReLU(3), nn::GLU(), nn::Threshold(0.1, 20), nn::ReLU6());
+  EXPECT_EQ(os.str(),
+            "Sequential(\n  (0): Softplus(beta=1.0, threshold=20.0)\n  (1): Hardtanh(min_val=-1.0, max_val=1.0)\n"
+            "  (2): PReLU(num_parameters=3)\n  (3): GLU(dim=-1)\n  (4): Threshold(threshold=0.1, value=20.0)\n"
+            "  (5): ReLU6()\n)");
+}
+
 TEST(NnLayers, ClipGradNormAndValue) {
   Tensor a = zeros({2}, requires_grad()), b = zeros({2}, requires_grad()), c = zeros({1}, requires_grad());
   a.set_grad(tensor({3.0f, 0.0f}));
