@@ -240,6 +240,39 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
   return affine(y, weight, bias, channel_shape(x.dim(), c));
 }
 
+// ---- 1-d pooling ------------------------------------------------------------------------------------
+
+namespace {
+// f applied to x (N, C, L) or (C, L) seen as images of height 1.
+template <class F>
+Tensor pool1d(const Tensor& x, const char* op, F&& f) {
+  check<ShapeError>(x.dim() == 2 || x.dim() == 3, op, ": expected input (N, C, L) or (C, L), got ", x.sizes());
+  return f(x.unsqueeze(-2)).squeeze(-2);
+}
+}  // namespace
+
+Tensor max_pool1d(const Tensor& x, int64_t k, std::optional<int64_t> stride, int64_t padding, int64_t dilation,
+                  bool ceil_mode) {
+  return pool1d(x, "max_pool1d", [&](const Tensor& x2) {
+    return nabla::max_pool2d(x2, {1, k}, {1, stride.value_or(k)}, {0, padding}, {1, dilation}, ceil_mode);
+  });
+}
+
+Tensor avg_pool1d(const Tensor& x, int64_t k, std::optional<int64_t> stride, int64_t padding, bool ceil_mode,
+                  bool count_include_pad) {
+  return pool1d(x, "avg_pool1d", [&](const Tensor& x2) {
+    return nabla::avg_pool2d(x2, {1, k}, {1, stride.value_or(k)}, {0, padding}, ceil_mode, count_include_pad);
+  });
+}
+
+Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size) {
+  return pool1d(x, "adaptive_avg_pool1d", [&](const Tensor& x2) { return nabla::adaptive_avg_pool2d(x2, {1, output_size}); });
+}
+
+Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size) {
+  return pool1d(x, "adaptive_max_pool1d", [&](const Tensor& x2) { return nabla::adaptive_max_pool2d(x2, {1, output_size}); });
+}
+
 // ---- activations ----------------------------------------------------------------------------------
 
 Tensor celu(const Tensor& x, double alpha) {

@@ -32,6 +32,7 @@ using nabla::tanh;
 
 // ---- linear, convolution, pooling, embedding ------------------------------------------------------
 using nabla::adaptive_avg_pool2d;
+using nabla::adaptive_max_pool2d;
 using nabla::avg_pool2d;
 using nabla::conv1d;
 using nabla::conv2d;
@@ -85,6 +86,14 @@ Tensor normalize(const Tensor& x, double p = 2, int64_t dim = 1, double eps = 1e
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
 // ||x1 - x2 + eps||_p over the last dim, x1 and x2 broadcast (torch.nn.functional.pairwise_distance).
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2, double eps = 1e-6, bool keepdim = false);
+
+// ---- 1-d pooling: x (N, C, L) or (C, L), through the 2-d kernels with a unit height ---------------
+Tensor max_pool1d(const Tensor& x, int64_t kernel_size, std::optional<int64_t> stride = std::nullopt,
+                  int64_t padding = 0, int64_t dilation = 1, bool ceil_mode = false);
+Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, std::optional<int64_t> stride = std::nullopt,
+                  int64_t padding = 0, bool ceil_mode = false, bool count_include_pad = true);
+Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size);
+Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size);
 
 // ---- activations beyond the Tensor core's (relu, relu6, gelu, silu, mish, softplus, elu, selu,
 // hardtanh, hardsigmoid, hardswish, logsigmoid, leaky_relu are nabla:: functions) ----------------

@@ -48,4 +48,39 @@ Tensor AdaptiveAvgPool2d::forward(Tensor x) {
 
 std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + pair_repr(output_size); }
 
+Tensor AdaptiveMaxPool2d::forward(Tensor x) {
+  check_input(x, "AdaptiveMaxPool2d");
+  return F::adaptive_max_pool2d(x, output_size);
+}
+
+std::string AdaptiveMaxPool2d::extra_repr() const { return "output_size=" + pair_repr(output_size); }
+
+MaxPool1d::MaxPool1d(int64_t k, MaxPool1dOptions o) : kernel_size(k), stride(o.stride.value_or(k)), options(o) {}
+
+Tensor MaxPool1d::forward(Tensor x) {
+  return F::max_pool1d(x, kernel_size, stride, options.padding, options.dilation, options.ceil_mode);
+}
+
+std::string MaxPool1d::extra_repr() const {
+  return "kernel_size=" + std::to_string(kernel_size) + ", stride=" + std::to_string(stride) +
+         ", padding=" + std::to_string(options.padding) + ", dilation=" + std::to_string(options.dilation) +
+         ", ceil_mode=" + repr_bool(options.ceil_mode);
+}
+
+AvgPool1d::AvgPool1d(int64_t k, AvgPool1dOptions o) : kernel_size(k), stride(o.stride.value_or(k)), options(o) {}
+
+Tensor AvgPool1d::forward(Tensor x) {
+  return F::avg_pool1d(x, kernel_size, stride, options.padding, options.ceil_mode, options.count_include_pad);
+}
+
+// PyTorch prints AvgPool1d's sizes as 1-tuples.
+std::string AvgPool1d::extra_repr() const {
+  return "kernel_size=(" + std::to_string(kernel_size) + ",), stride=(" + std::to_string(stride) + ",), padding=(" +
+         std::to_string(options.padding) + ",)";
+}
+
+Tensor AdaptiveAvgPool1d::forward(Tensor x) { return F::adaptive_avg_pool1d(x, output_size); }
+
+Tensor AdaptiveMaxPool1d::forward(Tensor x) { return F::adaptive_max_pool1d(x, output_size); }
+
 }  // namespace nabla::nn

@@ -1,4 +1,5 @@
-// MaxPool2d, AvgPool2d and AdaptiveAvgPool2d. x: (N, C, H, W) or (C, H, W).
+// Pooling modules: MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d.
+// 2-d: x (N, C, H, W) or (C, H, W); 1-d: x (N, C, L) or (C, L).
 #pragma once
 
 #include <optional>
@@ -45,6 +46,62 @@ class AdaptiveAvgPool2d : public Module {
   Tensor forward(Tensor x) override;
   std::string extra_repr() const override;
   ExpandingArray<2> output_size;
+};
+
+// Maxima over adaptive windows so the output is output_size.
+class AdaptiveMaxPool2d : public Module {
+ public:
+  explicit AdaptiveMaxPool2d(ExpandingArray<2> output_size) : output_size(output_size) {}
+  Tensor forward(Tensor x) override;
+  std::string extra_repr() const override;
+  ExpandingArray<2> output_size;
+};
+
+struct MaxPool1dOptions {
+  std::optional<int64_t> stride;  // defaults to kernel_size
+  int64_t padding = 0, dilation = 1;
+  bool ceil_mode = false;
+};
+
+class MaxPool1d : public Module {
+ public:
+  explicit MaxPool1d(int64_t kernel_size, MaxPool1dOptions options = {});
+  Tensor forward(Tensor x) override;
+  std::string extra_repr() const override;
+  int64_t kernel_size, stride;
+  MaxPool1dOptions options;
+};
+
+struct AvgPool1dOptions {
+  std::optional<int64_t> stride;  // defaults to kernel_size
+  int64_t padding = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+};
+
+class AvgPool1d : public Module {
+ public:
+  explicit AvgPool1d(int64_t kernel_size, AvgPool1dOptions options = {});
+  Tensor forward(Tensor x) override;
+  std::string extra_repr() const override;
+  int64_t kernel_size, stride;
+  AvgPool1dOptions options;
+};
+
+class AdaptiveAvgPool1d : public Module {
+ public:
+  explicit AdaptiveAvgPool1d(int64_t output_size) : output_size(output_size) {}
+  Tensor forward(Tensor x) override;
+  std::string extra_repr() const override { return "output_size=" + std::to_string(output_size); }
+  int64_t output_size;
+};
+
+class AdaptiveMaxPool1d : public Module {
+ public:
+  explicit AdaptiveMaxPool1d(int64_t output_size) : output_size(output_size) {}
+  Tensor forward(Tensor x) override;
+  std::string extra_repr() const override { return "output_size=" + std::to_string(output_size); }
+  int64_t output_size;
 };
 
 }  // namespace nabla::nn

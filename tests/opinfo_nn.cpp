@@ -204,6 +204,25 @@ std::vector<OpInfo> stateless_ops() {
   ops.push_back({.name = "nn.AvgPool2d",
                  .fn = [](I x) { return one(nn::AvgPool2d(2, {.stride = 1, .padding = 1, .count_include_pad = false})(x[0])); },
                  .samples = img});
+  std::vector<Sample> seq = {{{arg({2, 3, 7})}, "3d"}, {{arg({3, 6})}, "unbatched"}, {{arg_t({7, 3})}, "noncontiguous"}};
+  ops.push_back({.name = "nn.MaxPool1d",
+                 .fn = [](I x) { return one(nn::MaxPool1d(3, {.stride = 2, .padding = 1, .ceil_mode = true})(x[0])); },
+                 .samples = seq});
+  ops.push_back({.name = "nn.AvgPool1d",
+                 .fn = [](I x) {
+                   return Outputs{nn::AvgPool1d(3, {.stride = 2, .padding = 1})(x[0]),
+                                  nn::AvgPool1d(2, {.stride = 1, .padding = 1, .count_include_pad = false})(x[0])};
+                 },
+                 .samples = seq});
+  ops.push_back({.name = "nn.AdaptiveAvgPool1d",
+                 .fn = [](I x) { return Outputs{nn::AdaptiveAvgPool1d(1)(x[0]), nn::AdaptiveAvgPool1d(4)(x[0])}; },
+                 .samples = seq});
+  ops.push_back({.name = "nn.AdaptiveMaxPool1d",
+                 .fn = [](I x) { return Outputs{nn::AdaptiveMaxPool1d(1)(x[0]), nn::AdaptiveMaxPool1d(4)(x[0])}; },
+                 .samples = seq});
+  ops.push_back({.name = "nn.AdaptiveMaxPool2d",
+                 .fn = [](I x) { return Outputs{nn::AdaptiveMaxPool2d(1)(x[0]), nn::AdaptiveMaxPool2d({2, 3})(x[0])}; },
+                 .samples = img});
   ops.push_back({.name = "nn.AdaptiveAvgPool2d",
                  .fn = [](I x) { return Outputs{nn::AdaptiveAvgPool2d(1)(x[0]), nn::AdaptiveAvgPool2d({2, 3})(x[0])}; },
                  .samples = img});
@@ -354,7 +373,8 @@ Registrar nn_ops(all_nn_ops());
 TEST(OpRegistry, every_nn_layer_and_loss_is_registered) {
   std::vector<std::string> required = {
       "nn.Linear", "nn.Bilinear", "nn.Conv1d", "nn.Conv2d", "nn.ConvTranspose2d", "nn.MaxPool2d", "nn.AvgPool2d",
-      "nn.AdaptiveAvgPool2d", "nn.BatchNorm1d", "nn.BatchNorm2d", "nn.BatchNorm2d_eval", "nn.LayerNorm",
+      "nn.AdaptiveAvgPool2d", "nn.AdaptiveMaxPool2d", "nn.MaxPool1d", "nn.AvgPool1d", "nn.AdaptiveAvgPool1d",
+      "nn.AdaptiveMaxPool1d", "nn.BatchNorm1d", "nn.BatchNorm2d", "nn.BatchNorm2d_eval", "nn.LayerNorm",
       "nn.GroupNorm", "nn.Dropout", "nn.Dropout2d", "nn.Embedding", "nn.Flatten", "nn.Unflatten", "nn.Identity",
       "nn.ReLU", "nn.LeakyReLU", "nn.GELU", "nn.SiLU", "nn.Sigmoid", "nn.Tanh", "nn.Softmax", "nn.LogSoftmax",
       "nn.ELU", "nn.ReLU6", "nn.Mish", "nn.SELU", "nn.CELU", "nn.LogSigmoid", "nn.Hardsigmoid", "nn.Hardswish",

@@ -460,6 +460,38 @@ TEST(NnLayers, MoreActivationsMatchTheirDefinitions) {
             "  (5): ReLU6()\n)");
 }
 
+// 1-d pooling on a known line, worked out by hand (windows listed), and AdaptiveMaxPool2d.
+TEST(NnLayers, Pooling1dAndAdaptiveMax) {
+  Tensor x = tensor({1.0, 3.0, 2.0, 5.0, 4.0, 0.0, 7.0}, dtype(kFloat64)).view({1, 1, 7});
+  auto line = [](const Tensor& t) { return values(t); };
+  EXPECT_EQ(line(nn::MaxPool1d(2)(x)), (std::vector<double>{3, 5, 4}));                 // [1 3] [2 5] [4 0]
+  EXPECT_EQ(line(nn::MaxPool1d(2, {.ceil_mode = true})(x)), (std::vector<double>{3, 5, 4, 7}));  // + [7]
+  // Padding 1 (with -inf), stride 2: [. 1 3] [3 2 5] [5 4 0] [0 7 .]
+  EXPECT_EQ(line(nn::MaxPool1d(3, {.stride = 2, .padding = 1})(x)), (std::vector<double>{3, 5, 5, 7}));
+  EXPECT_EQ(line(nn::MaxPool1d(2, {.stride = 1, .dilation = 3})(x)), (std::vector<double>{5, 4, 2, 7}));  // x[i], x[i+3]
+  EXPECT_TRUE(values_near(line(nn::AvgPool1d(2)(x)), {2, 3.5, 2}, 1e-15, 0));
+  // Zero padding counted (/3) or not (/2 at the ends).
+  EXPECT_TRUE(values_near(line(nn::AvgPool1d(3, {.stride = 2, .padding = 1})(x)), {4.0 / 3, 10.0 / 3, 3, 7.0 / 3}, 1e-15, 0));
+  EXPECT_TRUE(values_near(line(nn::AvgPool1d(3, {.stride = 2, .padding = 1, .count_include_pad = false})(x)),
+                          {2, 10.0 / 3, 3, 3.5}, 1e-15, 0));
+  // Adaptive windows of a 7-line into 3: [0, 3), [2, 5), [4, 7).
+  EXPECT_TRUE(values_near(line(nn::AdaptiveAvgPool1d(3)(x)), {2, 11.0 / 3, 11.0 / 3}, 1e-15, 0));
+  EXPECT_EQ(line(nn::AdaptiveMaxPool1d(3)(x)), (std::vector<double>{3, 5, 7}));
+  // Unbatched (C, L) works too; 4-d input does not.
+  EXPECT_EQ(nn::MaxPool1d(2)(x[0]).sizes(), (Shape{1, 3}));
+  EXPECT_THROW(nn::MaxPool1d(2)(zeros({1, 1, 1, 7})), ShapeError);
+  // AdaptiveMaxPool2d(2) of a 4x4 ramp: the quadrants' maxima.
+  Tensor img = arange(16, dtype(kFloat64)).view({1, 1, 4, 4});
+  EXPECT_EQ(values(nn::AdaptiveMaxPool2d(2)(img)), (std::vector<double>{5, 7, 13, 15}));
+  std::ostringstream os;
+  os << nn::Sequential(nn::MaxPool1d(2), nn::AvgPool1d(3, {.stride = 2}), nn::AdaptiveAvgPool1d(5),
+                       nn::AdaptiveMaxPool2d({5, 7}));
+  EXPECT_EQ(os.str(),
+            "Sequential(\n  (0): MaxPool1d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)\n"
+            "  (1): AvgPool1d(kernel_size=(3,), stride=(2,), padding=(0,))\n  (2): AdaptiveAvgPool1d(output_size=5)\n"
+            "  (3): AdaptiveMaxPool2d(output_size=(5, 7))\n)");
+}
+
 TEST(NnLayers, ClipGradNormAndValue) {
   Tensor a = zeros({2}, requires_grad()), b = zeros({2}, requires_grad()), c = zeros({1}, requires_grad());
   a.set_grad(tensor({3.0f, 0.0f}));
