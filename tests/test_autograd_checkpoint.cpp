@@ -191,6 +191,23 @@ TEST(Checkpointing, CheckpointSequentialMatchesPlainRun) {
   EXPECT_THROW(nn::checkpoint_sequential(*net, 15, x), ValueError);
 }
 
+TEST(Checkpointing, NestedCheckpointsMatchPlainRun) {
+  // The inner checkpoint's backward runs inside the outer one's recomputation pass.
+  auto inner_block = linear_tanh_linear(4, 5, 4), outer_block = linear_tanh_linear(4, 6, 4);
+  Tensor x = lcg_tensor({3, 4}, 26).requires_grad_();
+  TensorList leaves = with(with({x}, inner_block->parameters()), outer_block->parameters());
+  auto inner = [inner_block](const Tensor& t) { return (*inner_block)(t); };
+  auto body = [=](bool ckpt) {
+    return [=](const Tensor& t) {
+      Tensor h = (*outer_block)(t);
+      return (ckpt ? checkpoint(inner, h) : inner(h)) * h;
+    };
+  };
+  TensorList want = grads_of([&] { return body(false)(x).pow(2).sum(); }, leaves);
+  TensorList got = grads_of([&] { return checkpoint(body(true), x).pow(2).sum(); }, leaves);
+  EXPECT_TRUE(all_near(got, want));
+}
+
 // ---- random state --------------------------------------------------------------------------------
 TEST(Checkpointing, DropoutReplaysTheForwardsMasksAndKeepsTheRandomStream) {
   auto block = std::make_shared<nn::Sequential>(nn::Linear(8, 16), nn::Tanh(), nn::Dropout(0.5), nn::Linear(16, 4));
