@@ -4,6 +4,7 @@
 #pragma once
 
 #include "autograd/autograd.h"
+#include "autograd/checkpoint.h"
 #include "core/cuda_api.h"
 #include "core/generator.h"
 #include "core/graph.h"

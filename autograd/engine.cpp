@@ -8,6 +8,7 @@
 #include <span>
 
 #include "autograd/autograd.h"
+#include "autograd/engine_internal.h"
 #include "core/impl.h"
 
 namespace nabla::autograd {
@@ -34,8 +35,6 @@ Tensor ones_for(const Tensor& t, size_t i) {
   return ones_like(t);
 }
 
-// Runs one backward pass. captures: (node, input) pairs whose incoming gradient is wanted instead of
-// being accumulated (autograd::grad); when non-empty, AccumulateGrad nodes do not run.
 // Scratch space of one backward pass, kept per thread (and per nesting level, for a backward
 // called from a hook) so that passes in steady state do not allocate.
 struct Workspace {
@@ -45,8 +44,26 @@ struct Workspace {
 thread_local std::vector<std::unique_ptr<Workspace>> tl_workspaces;
 thread_local size_t tl_depth = 0;
 
+// Edges where a pass stops (grad_into_edges): the gradient flowing along edges[i] is summed into
+// grads[i], and the node the edge leads to is neither visited nor run.
+struct Sinks {
+  std::span<const Edge> edges;
+  std::vector<Tensor>& grads;
+  // The sink `e` is, or -1. A linear scan: a checkpointed block has a handful of boundary edges.
+  ptrdiff_t find(const Edge& e) const {
+    for (size_t i = 0; i < edges.size(); ++i)
+      if (edges[i].fn.get() == e.fn.get() && edges[i].input_nr == e.input_nr) return static_cast<ptrdiff_t>(i);
+    return -1;
+  }
+  void add(ptrdiff_t i, const Tensor& g) const { grads[i] = grads[i].defined() ? grads[i] + g : g; }
+};
+
+// Runs one backward pass. captures: (node, input) pairs whose incoming gradient is wanted instead of
+// being accumulated (autograd::grad); when non-empty, AccumulateGrad nodes do not run. sinks: see
+// Sinks (null for backward and grad).
 void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_outputs, bool retain_graph,
-                  bool create_graph, std::vector<Capture>* captures, std::vector<Tensor>* captured) {
+                  bool create_graph, std::vector<Capture>* captures, std::vector<Tensor>* captured,
+                  const Sinks* sinks = nullptr) {
   check<AutogradError>(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: got ",
                        grad_outputs.size(), " gradients for ", outputs.size(), " outputs");
   const uint64_t task = ++g_task_counter;
@@ -79,7 +96,14 @@ void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_
     Tensor g = grad_outputs.empty() || !grad_outputs[i].defined() ? ones_for(out, i) : grad_outputs[i];
     check<ShapeError>(g.sizes() == out.sizes(), "backward: gradient ", i, " has shape ", g.sizes(),
                       " but its output has shape ", out.sizes());
-    roots.emplace_back(gradient_edge(out), g);
+    Edge edge = gradient_edge(out);
+    if (sinks) {
+      if (ptrdiff_t k = sinks->find(edge); k >= 0) {
+        sinks->add(k, g);
+        continue;
+      }
+    }
+    roots.emplace_back(std::move(edge), g);
   }
 
   // Discover the graph and count, for every node, the edges that lead into it.
@@ -98,7 +122,7 @@ void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_
     Node* n = stack.back();
     stack.pop_back();
     for (const Edge& e : n->next_edges) {
-      if (!e.valid()) continue;
+      if (!e.valid() || (sinks && sinks->find(e) >= 0)) continue;
       Node* c = e.fn.get();
       visit(c);
       ++c->engine_deps;
@@ -168,7 +192,7 @@ void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_
         }
     }
     if (!n->engine_needed) continue;
-    bool is_accumulate = n->num_outputs() == 0 && std::string_view(n->name()) == "AccumulateGrad";
+    bool is_accumulate = n->num_outputs() == 0 && is_accumulate_grad(*n);
     if (captures && is_accumulate) continue;
     bool any = false;
     for (const Tensor& t : inputs) any = any || t.defined();
@@ -194,6 +218,7 @@ void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_
       const Edge& e = n->next_edges[i];
       if (!e.valid()) continue;
       Node* c = e.fn.get();
+      const ptrdiff_t sink = sinks ? sinks->find(e) : -1;
       Tensor g = std::move(outs[i]);
       if (g.defined()) {
         if (anomaly && has_nonfinite(g)) {
@@ -210,10 +235,14 @@ void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_
                                           " for input ", i, ", which has shape ", m.shape));
         if (g.dtype() != m.dtype) g = g.to(m.dtype);
         if (g.device() != m.device) g = g.to(m.device);
-        Tensor& slot = c->engine_buffer[e.input_nr];
-        slot = slot.defined() ? slot + g : g;
+        if (sink >= 0) {
+          sinks->add(sink, g);
+        } else {
+          Tensor& slot = c->engine_buffer[e.input_nr];
+          slot = slot.defined() ? slot + g : g;
+        }
       }
-      if (--c->engine_deps == 0 && c->engine_needed) push(c);
+      if (sink < 0 && --c->engine_deps == 0 && c->engine_needed) push(c);
     }
   }
   // Drop gradients left in nodes that did not run (autograd::grad prunes).
@@ -222,6 +251,15 @@ void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_
 }
 
 }  // namespace
+
+std::vector<Tensor> grad_into_edges(std::span<const Tensor> outputs, std::span<const Tensor> grad_outputs,
+                                    std::span<const Edge> sinks, bool create_graph) {
+  std::vector<Tensor> grads(sinks.size());
+  Sinks s{sinks, grads};
+  // The graph is the caller's to drop; without create_graph it is freed as the pass goes.
+  run_backward(outputs, grad_outputs, /*retain_graph=*/create_graph, create_graph, nullptr, nullptr, &s);
+  return grads;
+}
 
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
               std::optional<bool> retain_graph, bool create_graph) {

@@ -87,6 +87,7 @@ std::string forward_name(const char* node_name) {
 }  // namespace
 
 Node::Node() : sequence_nr_(tl_sequence_nr++) {}
+uint64_t next_sequence_nr() { return tl_sequence_nr; }
 
 // Deleting a long chain of nodes recursively (each node's last reference lives in its parent's
 // edge) would overflow the stack; children that would die with this node are queued instead and
@@ -179,6 +180,8 @@ class AccumulateGrad final : public Node {
  private:
   intrusive_ptr<AutogradMeta> meta_;
 };
+
+bool is_accumulate_grad(const Node& n) { return dynamic_cast<const AccumulateGrad*>(&n) != nullptr; }
 
 // ---- edges and recording ------------------------------------------------------------------------
 

@@ -138,8 +138,14 @@ class Node : public RefCounted, public Pooled {
   uint64_t sequence_nr_;
 };
 
+// The creation number the next node made on this thread will get: nodes made between two calls
+// have numbers in that range (autograd::checkpoint finds the graph a function recorded this way).
+uint64_t next_sequence_nr();
+
 // Accumulates into a leaf's .grad(). Created once per leaf and cached on it.
 class AccumulateGrad;
+// Whether `n` is the node that accumulates into a leaf's .grad().
+bool is_accumulate_grad(const Node& n);
 
 // Per-tensor autograd state that most tensors never need: .grad, leaf hooks, retain_grad.
 struct AutogradMeta : RefCounted {

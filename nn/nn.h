@@ -1,9 +1,10 @@
 // nabla's nn: modules, layers (recurrent, attention and Transformers included), losses, functional twins, init,
-// gradient clipping, metrics and safetensors weights.
+// gradient clipping, metrics, safetensors weights and checkpoint_sequential.
 #pragma once
 
 #include "nn/activation.h"
 #include "nn/attention.h"
+#include "nn/checkpoint.h"
 #include "nn/clip_grad.h"
 #include "nn/container.h"
 #include "nn/conv.h"
