@@ -9,6 +9,24 @@
 
 namespace nabla::optim {
 
+Tensor adam_effective_grad(Tensor& p, double lr, double weight_decay, bool maximize, bool decoupled) {
+  Tensor g = maximize ? -p.grad() : p.grad();
+  if (weight_decay != 0) {
+    if (decoupled) p.mul_(1 - lr * weight_decay);
+    else g = g.add(p, weight_decay);
+  }
+  return g;
+}
+
+void adam_update_moments(const Tensor& p, const Tensor& g, Tensor& m, Tensor& v, double beta1, double beta2) {
+  if (!m.defined()) {
+    m = zeros_like(p);
+    v = zeros_like(p);
+  }
+  m.mul_(beta1).add_(g, 1 - beta1);
+  v.mul_(beta2).add_(g * g, 1 - beta2);
+}
+
 namespace {
 
 // One Adam update of p (see adam.h); decoupled: AdamW's weight decay.
@@ -33,13 +51,8 @@ void adam_update(Tensor& p, AdamParamState& s, const O& o, bool decoupled) {
     detail::bump_version(p);  // as the in-place ops of the composed update would
     return;
   }
-  Tensor g = o.maximize ? -p.grad() : p.grad();
-  if (o.weight_decay != 0) {
-    if (decoupled) p.mul_(1 - o.lr * o.weight_decay);
-    else g = g.add(p, o.weight_decay);
-  }
-  s.exp_avg.mul_(beta1).add_(g, 1 - beta1);
-  s.exp_avg_sq.mul_(beta2).add_(g * g, 1 - beta2);
+  Tensor g = adam_effective_grad(p, o.lr, o.weight_decay, o.maximize, decoupled);
+  adam_update_moments(p, g, s.exp_avg, s.exp_avg_sq, beta1, beta2);
   Tensor denom;
   if (o.amsgrad) {
     s.max_exp_avg_sq.copy_(maximum(s.max_exp_avg_sq, s.exp_avg_sq));

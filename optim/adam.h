@@ -28,6 +28,13 @@ void check_adam_options(const O& o, const char* name) {
   check<ValueError>(o.weight_decay >= 0, name, ": invalid weight_decay ", o.weight_decay, " (must be >= 0)");
 }
 
+// The steps the Adam family's composed (Tensor-op) updates share.
+// The gradient with maximize applied, and weight decay: coupled (g + weight_decay * p) or
+// decoupled (p *= 1 - lr * weight_decay, in place).
+Tensor adam_effective_grad(Tensor& p, double lr, double weight_decay, bool maximize, bool decoupled);
+// m = beta1 m + (1 - beta1) g and v = beta2 v + (1 - beta2) g^2, creating them at zero.
+void adam_update_moments(const Tensor& p, const Tensor& g, Tensor& m, Tensor& v, double beta1, double beta2);
+
 struct AdamOptions {
   double lr = 1e-3;
   std::pair<double, double> betas = {0.9, 0.999};

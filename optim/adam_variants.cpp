@@ -7,31 +7,6 @@
 
 namespace nabla::optim {
 
-namespace {
-
-// The gradient with maximize and (coupled) weight decay applied; decoupled decay shrinks p instead.
-template <class O>
-Tensor effective_grad(Tensor& p, const O& o, bool decoupled) {
-  Tensor g = o.maximize ? -p.grad() : p.grad();
-  if (o.weight_decay != 0) {
-    if (decoupled) p.mul_(1 - o.lr * o.weight_decay);
-    else g = g.add(p, o.weight_decay);
-  }
-  return g;
-}
-
-// m = beta1 m + (1 - beta1) g and v = beta2 v + (1 - beta2) g^2, creating them at zero.
-void update_moments(const Tensor& p, const Tensor& g, Tensor& m, Tensor& v, double beta1, double beta2) {
-  if (!m.defined()) {
-    m = zeros_like(p);
-    v = zeros_like(p);
-  }
-  m.mul_(beta1).add_(g, 1 - beta1);
-  v.mul_(beta2).add_(g * g, 1 - beta2);
-}
-
-}  // namespace
-
 void Adamax::step() {
   autograd::NoGradGuard ng;
   for (size_t gi = 0; gi < num_param_groups(); ++gi) {
@@ -45,7 +20,7 @@ void Adamax::step() {
         s.exp_inf = zeros_like(p);
       }
       s.step += 1;
-      Tensor g = effective_grad(p, o, false);
+      Tensor g = adam_effective_grad(p, o.lr, o.weight_decay, o.maximize, false);
       s.exp_avg.mul_(beta1).add_(g, 1 - beta1);
       s.exp_inf.copy_(maximum(s.exp_inf * beta2, g.abs() + o.eps));
       const double clr = o.lr / (1 - std::pow(beta1, static_cast<double>(s.step)));
@@ -69,11 +44,11 @@ void NAdam::step() {
       NAdamParamState& s = state(p);
       s.step += 1;
       const double t = static_cast<double>(s.step);
-      Tensor g = effective_grad(p, o, o.decoupled_weight_decay);
+      Tensor g = adam_effective_grad(p, o.lr, o.weight_decay, o.maximize, o.decoupled_weight_decay);
       const double mu = beta1 * (1 - 0.5 * std::pow(0.96, t * o.momentum_decay));
       const double mu_next = beta1 * (1 - 0.5 * std::pow(0.96, (t + 1) * o.momentum_decay));
       s.mu_product *= mu;
-      update_moments(p, g, s.exp_avg, s.exp_avg_sq, beta1, beta2);
+      adam_update_moments(p, g, s.exp_avg, s.exp_avg_sq, beta1, beta2);
       Tensor denom = (s.exp_avg_sq / (1 - std::pow(beta2, t))).sqrt_().add_(o.eps);
       p.add_(g / denom, -o.lr * (1 - mu) / (1 - s.mu_product));
       p.add_(s.exp_avg / denom, -o.lr * mu_next / (1 - s.mu_product * mu_next));
@@ -91,8 +66,8 @@ void RAdam::step() {
       RAdamParamState& s = state(p);
       s.step += 1;
       const double t = static_cast<double>(s.step);
-      Tensor g = effective_grad(p, o, o.decoupled_weight_decay);
-      update_moments(p, g, s.exp_avg, s.exp_avg_sq, beta1, beta2);
+      Tensor g = adam_effective_grad(p, o.lr, o.weight_decay, o.maximize, o.decoupled_weight_decay);
+      adam_update_moments(p, g, s.exp_avg, s.exp_avg_sq, beta1, beta2);
       const double bias_correction1 = 1 - std::pow(beta1, t), bias_correction2 = 1 - std::pow(beta2, t);
       const double rho_inf = 2 / (1 - beta2) - 1;
       const double rho_t = rho_inf - 2 * t * std::pow(beta2, t) / bias_correction2;

@@ -23,9 +23,10 @@ LBFGS::LBFGS(std::vector<Tensor> params, LBFGSOptions defaults) : OptimizerImpl(
   const std::vector<Tensor>& ps = this->params(0);
   for (const Tensor& p : ps) {
     check<DTypeError>(is_floating(p.dtype()), "LBFGS: parameters must be floating point, got ", p.dtype());
-    check<DeviceError>(p.device() == ps[0].device() && p.dtype() == ps[0].dtype(),
-                       "LBFGS: all parameters must share one device and dtype (they form one vector); got ",
-                       ps[0].dtype(), " on ", ps[0].device(), " and ", p.dtype(), " on ", p.device());
+    check<DeviceError>(p.device() == ps[0].device(), "LBFGS: all parameters must be on one device (they form one "
+                       "vector); got ", ps[0].device(), " and ", p.device());
+    check<DTypeError>(p.dtype() == ps[0].dtype(), "LBFGS: all parameters must have one dtype (they form one vector); "
+                      "got ", ps[0].dtype(), " and ", p.dtype());
   }
 }
 
@@ -75,12 +76,13 @@ void LBFGS::set_params(const std::vector<Tensor>& values) {
 
 namespace {
 
-double run_closure(const std::function<Tensor()>& closure) {
+// The closure's loss (it runs with grad enabled), checked to be one element.
+Tensor run_closure(const std::function<Tensor()>& closure) {
   autograd::AutoGradMode enable(true);
   Tensor loss = closure();
   check<ValueError>(loss.defined() && loss.numel() == 1, "LBFGS: the closure must return the loss (one element), got ",
                     loss.defined() ? detail::str("shape ", loss.sizes()) : std::string("an undefined tensor"));
-  return loss.item<double>();
+  return loss;
 }
 
 double dotd(const Tensor& a, const Tensor& b) { return a.dot(b).item<double>(); }
@@ -105,7 +107,7 @@ double cubic_interpolate(double x1, double f1, double g1, double x2, double f2, 
 std::pair<double, Tensor> LBFGS::evaluate_at(const std::function<Tensor()>& closure, const std::vector<Tensor>& x,
                                              double t, const Tensor& d) {
   add_to_params(t, d);
-  double f = run_closure(closure);
+  double f = run_closure(closure).item<double>();
   Tensor g = flat_grad();
   set_params(x);
   return {f, g};
@@ -215,13 +217,7 @@ Tensor LBFGS::step(const std::function<Tensor()>& closure) {
   const LBFGSOptions& o = options(0);
   const int64_t max_eval = o.max_eval < 0 ? o.max_iter * 5 / 4 : o.max_eval;
 
-  Tensor orig_loss;
-  {
-    autograd::AutoGradMode enable(true);
-    orig_loss = closure();
-  }
-  check<ValueError>(orig_loss.defined() && orig_loss.numel() == 1,
-                    "LBFGS: the closure must return the loss (one element)");
+  Tensor orig_loss = run_closure(closure);
   double loss = orig_loss.item<double>();
   int64_t current_evals = 1;
   ++func_evals_;
@@ -283,7 +279,7 @@ Tensor LBFGS::step(const std::function<Tensor()>& closure) {
     } else {
       add_to_params(t_, d_);
       if (n_iter != o.max_iter) {  // the last iteration's loss would go unused
-        loss = run_closure(closure);
+        loss = run_closure(closure).item<double>();
         g = flat_grad();
         optimal = max_abs(g) <= o.tolerance_grad;
         ls_evals = 1;

@@ -34,6 +34,13 @@ int64_t read_int(const StateDict& sd, const std::string& key, const std::string&
   return t->item<int64_t>();
 }
 
+// One lr_lambda per parameter group, none empty (LambdaLR, MultiplicativeLR).
+template <class Lambdas>
+void check_lambdas(const Lambdas& fs, size_t groups, const char* who) {
+  check<ValueError>(fs.size() == groups, who, ": expected ", groups, " lr_lambdas (one per group), got ", fs.size());
+  for (const auto& f : fs) check<ValueError>(static_cast<bool>(f), who, ": an lr_lambda is empty");
+}
+
 // Python's a % m for m > 0 (never negative).
 int64_t py_mod(int64_t a, int64_t m) { return ((a % m) + m) % m; }
 
@@ -240,9 +247,7 @@ std::optional<LRList> LinearLR::closed_form_lr() const {
 LambdaLR::LambdaLR(Optimizer& opt, Lambda f) : LambdaLR(opt, std::vector<Lambda>(opt.num_param_groups(), f)) {}
 
 LambdaLR::LambdaLR(Optimizer& opt, std::vector<Lambda> fs) : LRScheduler(opt, "LambdaLR"), lambdas_(std::move(fs)) {
-  check<ValueError>(lambdas_.size() == num_groups(), "LambdaLR: expected ", num_groups(), " lr_lambdas (one per group), got ",
-                    lambdas_.size());
-  for (const auto& f : lambdas_) check<ValueError>(static_cast<bool>(f), "LambdaLR: an lr_lambda is empty");
+  check_lambdas(lambdas_, num_groups(), "LambdaLR");
   initial_step();
 }
 
@@ -308,9 +313,7 @@ MultiplicativeLR::MultiplicativeLR(Optimizer& opt, Lambda f)
 
 MultiplicativeLR::MultiplicativeLR(Optimizer& opt, std::vector<Lambda> fs)
     : LRScheduler(opt, "MultiplicativeLR"), lambdas_(std::move(fs)) {
-  check<ValueError>(lambdas_.size() == num_groups(), "MultiplicativeLR: expected ", num_groups(),
-                    " lr_lambdas (one per group), got ", lambdas_.size());
-  for (const auto& f : lambdas_) check<ValueError>(static_cast<bool>(f), "MultiplicativeLR: an lr_lambda is empty");
+  check_lambdas(lambdas_, num_groups(), "MultiplicativeLR");
   initial_step();
 }
 

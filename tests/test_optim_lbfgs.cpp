@@ -185,5 +185,5 @@ TEST(LBFGS, ClosureContractAndErrors) {
   EXPECT_THROW(optim::LBFGS({r.x}, {.lr = 0}), ValueError);
   EXPECT_THROW(optim::LBFGS({r.x}, {.history_size = 0}), ValueError);
   EXPECT_THROW(optim::LBFGS({tensor({1, 2})}), DTypeError);
-  EXPECT_THROW(optim::LBFGS({r.x, zeros({2}, requires_grad())}), DeviceError);  // float64 and float32
+  EXPECT_THROW(optim::LBFGS({r.x, zeros({2}, requires_grad())}), DTypeError);  // float64 and float32
 }
