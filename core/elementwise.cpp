@@ -18,14 +18,12 @@ using autograd::sum_to;
 
 const char* op_name(UnaryOp op) {
   switch (op) {
-#define NABLA_NAME3(name, f, b) case UnaryOp::name: return #name;
-#define NABLA_NAME2(name, f) case UnaryOp::name: return #name;
-    NABLA_UNARY_FLOAT_OPS(NABLA_NAME3)
-    NABLA_UNARY_SAME_OPS(NABLA_NAME3)
-    NABLA_UNARY_PARAM_OPS(NABLA_NAME3)
-    NABLA_UNARY_BOOL_OPS(NABLA_NAME2)
-#undef NABLA_NAME2
-#undef NABLA_NAME3
+#define NABLA_NAME(name, ...) case UnaryOp::name: return #name;
+    NABLA_UNARY_FLOAT_OPS(NABLA_NAME)
+    NABLA_UNARY_SAME_OPS(NABLA_NAME)
+    NABLA_UNARY_PARAM_OPS(NABLA_NAME)
+    NABLA_UNARY_BOOL_OPS(NABLA_NAME)
+#undef NABLA_NAME
     case UnaryOp::clamp: return "clamp";
   }
   return "unary";
@@ -33,10 +31,10 @@ const char* op_name(UnaryOp op) {
 
 const char* op_name(BinaryOp op) {
   switch (op) {
-#define NABLA_NAME2(name, f) case BinaryOp::name: return #name;
-    NABLA_BINARY_ARITH_OPS(NABLA_NAME2)
-    NABLA_BINARY_BOOL_OPS(NABLA_NAME2)
-#undef NABLA_NAME2
+#define NABLA_NAME(name, ...) case BinaryOp::name: return #name;
+    NABLA_BINARY_ARITH_OPS(NABLA_NAME)
+    NABLA_BINARY_BOOL_OPS(NABLA_NAME)
+#undef NABLA_NAME
   }
   return "binary";
 }
@@ -132,14 +130,25 @@ using detail::make_empty;
 
 // ---- unary front-ends ---------------------------------------------------------------------------
 enum class UnaryKind { floating, same, predicate };
+// What a same-dtype op does with a bool input (the last column of NABLA_UNARY_SAME_OPS).
+enum class OnBool { reject, keep, int64 };
 
-Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryKind kind, double p0 = 0, double p1 = 0) {
+// What a float op does with an integer or bool input (the last column of NABLA_UNARY_FLOAT_OPS).
+enum class OnInt { promote, reject };
+
+Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryKind kind, double p0 = 0, double p1 = 0,
+                    OnInt on_int = OnInt::promote) {
   const char* name = op_name(op);
   check<ValueError>(x.defined(), name, ": input tensor is undefined");
   DType dt = x.dtype();
-  if (kind == UnaryKind::floating && !is_floating(dt)) dt = DType::f32;
+  if (kind == UnaryKind::floating && !is_floating(dt)) {
+    check<DTypeError>(on_int == OnInt::promote, name, ": defined for floating tensors only, got ", dt,
+                      " (convert with .to(kFloat32) first)");
+    dt = DType::f32;
+  }
   if (kind == UnaryKind::same && dt == DType::boolean)
-    throw DTypeError(detail::str(name, ": not supported for bool tensors (convert with .to(kInt64) first)"));
+    throw DTypeError(detail::str(name, ": not supported for bool tensors (use logical_not for masks, or convert "
+                                       "with .to(kInt64) first)"));
   Tensor xin = x;
   if (dt != x.dtype() && kind != UnaryKind::predicate) {
     autograd::NoGradGuard ng;
@@ -148,6 +157,13 @@ Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryKind kind, double p0 = 0, 
   Tensor out = make_empty(x.sizes(), kind == UnaryKind::predicate ? DType::boolean : dt, x.device());
   backend_for(x.device()).unary(op, xin, out, p0, p1);
   return out;
+}
+
+// A same-dtype op on a bool tensor, as PyTorch: sign returns the input, square computes in int64.
+Tensor unary_on_bool(UnaryOp op, const Tensor& x, OnBool on_bool, Tensor (*f)(const Tensor&)) {
+  if (on_bool == OnBool::keep) return x.clone();
+  if (on_bool == OnBool::int64) return f(x.to(DType::i64));
+  return unary_kernel(op, x, UnaryKind::same);  // throws the error
 }
 
 Tensor gelu_tanh_grad(const Tensor& x, const Tensor& g) {
@@ -164,51 +180,67 @@ Tensor mish_grad(const Tensor& x, const Tensor& g) {
   return g * (t + x * sigmoid(x) * (1 - t * t));
 }
 
+template <class... A>
+void ignore_unused(const A&...) {}
+
+// What a unary op's backward reads (the `saves` column of the op lists).
+enum class Saves { x, y, none };
+
+// The one tensor a unary op saves for its backward: its input, its output, or nothing.
+autograd::SavedTensor save_for(Saves what, const Tensor& x, const Tensor& y) {
+  if (what == Saves::x) return save(x);
+  if (what == Saves::y) return save_output(y);
+  return {};
+}
+
 }  // namespace
 
-#define NABLA_DEFINE_UNARY(name, fwd, bwd, kind)                                                          \
-  Tensor name(const Tensor& x) {                                                                          \
-    Tensor y = unary_kernel(UnaryOp::name, x, kind);                                                      \
-    if (autograd::needs_grad(x)) {                                                                        \
-      static const char* bname = detail::backward_name(#name);                                            \
-      autograd::record(bname, {&x}, {&y}, [sx = save(x), sy = save_output(y)](Node& n, GradList& grads) { \
-        Tensor x = sx.unpack(n), y = sy.unpack(n);                                                        \
-        const Tensor& g = grads[0];                                                                       \
-        (void)x;                                                                                          \
-        (void)y;                                                                                          \
-        return GradList{bwd};                                                                             \
-      });                                                                                                 \
-    }                                                                                                     \
-    return y;                                                                                             \
+// The backward of a generated unary op: `x` or `y` holds the saved tensor (the other is undefined).
+// The trailing arguments are extra captures (the parameters p0, p1).
+#define NABLA_UNARY_BACKWARD(name, saves, bwd, ...)                                                \
+  if (autograd::needs_grad(x)) {                                                                 \
+    static const char* bname = detail::backward_name(#name);                                     \
+    auto s = save_for(Saves::saves, x, y);                                                       \
+    autograd::record(bname, {&x}, {&y}, [s __VA_OPT__(, ) __VA_ARGS__](Node& n, GradList& grads) { \
+      __VA_OPT__(ignore_unused(__VA_ARGS__);)                                                    \
+      Tensor x, y;                                                                               \
+      if (Saves::saves == Saves::x) x = s.unpack(n);                                             \
+      if (Saves::saves == Saves::y) y = s.unpack(n);                                             \
+      const Tensor& g = grads[0];                                                                \
+      return GradList{bwd};                                                                      \
+    });                                                                                          \
   }
-#define NABLA_DEFINE_FLOAT(name, fwd, bwd) NABLA_DEFINE_UNARY(name, fwd, bwd, UnaryKind::floating)
-#define NABLA_DEFINE_SAME(name, fwd, bwd) NABLA_DEFINE_UNARY(name, fwd, bwd, UnaryKind::same)
+
+#define NABLA_DEFINE_FLOAT(name, fwd, saves, bwd, on_int)                                          \
+  Tensor name(const Tensor& x) {                                                                 \
+    Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::floating, 0, 0, OnInt::on_int);         \
+    NABLA_UNARY_BACKWARD(name, saves, bwd, )                                                     \
+    return y;                                                                                    \
+  }
+#define NABLA_DEFINE_SAME(name, fwd, saves, bwd, on_bool)                                          \
+  Tensor name(const Tensor& x) {                                                                 \
+    if (x.defined() && x.dtype() == DType::boolean)                                              \
+      return unary_on_bool(UnaryOp::name, x, OnBool::on_bool, name);                             \
+    Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::same);                                  \
+    NABLA_UNARY_BACKWARD(name, saves, bwd, )                                                     \
+    return y;                                                                                    \
+  }
 NABLA_UNARY_FLOAT_OPS(NABLA_DEFINE_FLOAT)
 NABLA_UNARY_SAME_OPS(NABLA_DEFINE_SAME)
 #undef NABLA_DEFINE_FLOAT
 #undef NABLA_DEFINE_SAME
-#undef NABLA_DEFINE_UNARY
 
 namespace detail {
-#define NABLA_DEFINE_PARAM(name, fwd, bwd)                                                                 \
-  Tensor name(const Tensor& x, double p0, double p1) {                                                     \
-    Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::floating, p0, p1);                               \
-    if (autograd::needs_grad(x)) {                                                                         \
-      static const char* bname = detail::backward_name(#name);                                             \
-      autograd::record(bname, {&x}, {&y},                                                                  \
-                       [sx = save(x), sy = save_output(y), p0, p1](Node& n, GradList& grads) {             \
-                         Tensor x = sx.unpack(n), y = sy.unpack(n);                                        \
-                         const Tensor& g = grads[0];                                                       \
-                         (void)y;                                                                          \
-                         (void)p1;                                                                         \
-                         return GradList{bwd};                                                             \
-                       });                                                                                 \
-    }                                                                                                      \
-    return y;                                                                                              \
+#define NABLA_DEFINE_PARAM(name, fwd, saves, bwd, on_int)                                          \
+  Tensor name(const Tensor& x, double p0, double p1) {                                           \
+    Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::floating, p0, p1, OnInt::on_int);       \
+    NABLA_UNARY_BACKWARD(name, saves, bwd, p0, p1)                                               \
+    return y;                                                                                    \
   }
 NABLA_UNARY_PARAM_OPS(NABLA_DEFINE_PARAM)
 #undef NABLA_DEFINE_PARAM
 }  // namespace detail
+#undef NABLA_UNARY_BACKWARD
 
 #define NABLA_DEFINE_PREDICATE(name, fwd) \
   Tensor name(const Tensor& x) { return unary_kernel(UnaryOp::name, x, UnaryKind::predicate); }
@@ -223,6 +255,12 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 }
 Tensor hardtanh(const Tensor& x, double lo, double hi) {
   check<ValueError>(lo <= hi, "hardtanh: min_val (", lo, ") must not exceed max_val (", hi, ")");
+  // On integer tensors hardtanh is clamp, as in PyTorch (integral bounds keep the dtype).
+  if (x.defined() && is_integral(x.dtype()) && x.dtype() != DType::boolean) {
+    if (lo == std::trunc(lo) && hi == std::trunc(hi) && std::abs(lo) < 9e18 && std::abs(hi) < 9e18)
+      return clamp(x, Scalar(static_cast<int64_t>(lo)), Scalar(static_cast<int64_t>(hi)));
+    return clamp(x, lo, hi);
+  }
   return detail::hardtanh(x, lo, hi);
 }
 Tensor relu6(const Tensor& x) { return hardtanh(x, 0, 6); }
@@ -241,7 +279,13 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
   double p0 = lo ? lo->to_double() : -inf, p1 = hi ? hi->to_double() : inf;
   Tensor xin = x;
   if (dt != x.dtype()) xin = x.to(dt);
-  Tensor y = unary_kernel(UnaryOp::clamp, xin, UnaryKind::same, p0, p1);
+  Tensor y;
+  if (std::isnan(p0) || std::isnan(p1)) {
+    // A NaN bound makes every element NaN (and every gradient 0), as PyTorch.
+    y = full(x.sizes(), std::numeric_limits<double>::quiet_NaN(), dtype(dt).device(x.device()));
+  } else {
+    y = unary_kernel(UnaryOp::clamp, xin, UnaryKind::same, p0, p1);
+  }
   if (autograd::needs_grad(xin)) {
     autograd::record("ClampBackward", {&xin}, {&y}, [sx = save(xin), p0, p1](Node& n, GradList& g) {
       Tensor x = sx.unpack(n);
@@ -262,9 +306,20 @@ Tensor grad_for(const Tensor& g, const Shape& shape, DType dtype) {
   return r.dtype() == dtype ? r : r.to(dtype);
 }
 
+// add/sub's alpha must fit the result's category, as in PyTorch: no floating alpha for an integer
+// result (it would be truncated), no bool alpha for a non-bool one.
+void check_alpha(BinaryOp op, DType dt, Scalar alpha) {
+  check<ValueError>(!(is_integral(dt) && alpha.is_floating()), op_name(op), ": alpha ", alpha.to_double(),
+                    " is a floating-point number but the result is ", dt,
+                    "; for integer tensors alpha must be an integer");
+  check<ValueError>(!(alpha.is_bool() && dt != DType::boolean), op_name(op),
+                    ": a bool alpha is only allowed for bool results, got ", dt);
+}
+
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha = 1) {
   check<ValueError>(a.defined() && b.defined(), op_name(op), ": input tensor is undefined");
   DType dt = detail::compute_dtype(op, a, b);
+  if (op == BinaryOp::add || op == BinaryOp::sub) check_alpha(op, dt, alpha);
   if ((op == BinaryOp::remainder || op == BinaryOp::floor_divide) && is_integral(dt) && b.numel() > 0) {
     autograd::NoGradGuard ng;
     check<ValueError>(!any(eq(b, 0)).item<bool>(), op_name(op), ": integer division by zero");
@@ -311,7 +366,10 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha = 1) {
                        [sa, da, sb, db, xa = save(a), xb = save(b), y = save_output(out)](Node& n, GradList& g) {
                          GradList r(2);
                          Tensor av = xa.unpack(n), bv = xb.unpack(n);
-                         if (n.needs_input_grad(0)) r[0] = grad_for(g[0] * bv * pow(av, bv - 1), sa, da);
+                         if (n.needs_input_grad(0)) {  // 0 where the exponent is 0 (0^0), as PyTorch
+                           Tensor d = g[0] * bv * pow(av, bv - 1);
+                           r[0] = grad_for(where(bv == 0, zeros_like(d), d), sa, da);
+                         }
                          if (n.needs_input_grad(1)) {
                            Tensor d = y.unpack(n) * log(av);
                            d = where(logical_and(av == 0, bv >= 0), zeros_like(d), d);
@@ -325,14 +383,15 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha = 1) {
       bool is_max = op == BinaryOp::maximum;
       autograd::record(is_max ? "MaximumBackward" : "MinimumBackward", {&a, &b}, {&out},
                        [sa, da, sb, db, is_max, xa = save(a), xb = save(b)](Node& n, GradList& g) {
-                         // The larger (smaller) input gets the gradient; ties split it evenly.
+                         // The larger (smaller) input gets the gradient; ties split it evenly. An
+                         // input gets nothing only where the other one wins, so with a NaN (no
+                         // winner) both get it, as in PyTorch.
                          Tensor av = xa.unpack(n), bv = xb.unpack(n);
-                         Tensor a_wins = is_max ? gt(av, bv) : lt(av, bv);
+                         Tensor a_wins = is_max ? gt(av, bv) : lt(av, bv), b_wins = is_max ? lt(av, bv) : gt(av, bv);
                          Tensor tie = eq(av, bv), half = g[0] * 0.5, zero = zeros_like(g[0]);
                          GradList r(2);
-                         if (n.needs_input_grad(0)) r[0] = grad_for(where(tie, half, where(a_wins, g[0], zero)), sa, da);
-                         if (n.needs_input_grad(1))
-                           r[1] = grad_for(where(tie, half, where(logical_or(a_wins, tie), zero, g[0])), sb, db);
+                         if (n.needs_input_grad(0)) r[0] = grad_for(where(tie, half, where(b_wins, zero, g[0])), sa, da);
+                         if (n.needs_input_grad(1)) r[1] = grad_for(where(tie, half, where(a_wins, zero, g[0])), sb, db);
                          return r;
                        });
       break;
@@ -389,6 +448,7 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, Scalar alpha = 1
   check<ValueError>(self.defined() && other.defined(), name, "_: input tensor is undefined");
   detail::check_inplace(self, name);
   DType dt = detail::compute_dtype(op, self, other);
+  if (op == BinaryOp::add || op == BinaryOp::sub) check_alpha(op, dt, alpha);
   check<DTypeError>(!(is_floating(dt) && !is_floating(self.dtype())) && !(is_integral(dt) && self.dtype() == DType::boolean),
                     name, "_: result type ", dt, " cannot be stored in a tensor of dtype ", self.dtype());
   Shape shape = broadcast_shapes(self.sizes(), other.sizes(), name);
@@ -419,20 +479,38 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, Scalar alpha = 1
 
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return binary(BinaryOp::add, a, b, alpha); }
 Tensor add(const Tensor& a, Scalar b, Scalar alpha) { return binary(BinaryOp::add, a, scalar_operand(a, b), alpha); }
+// Subtraction with a bool operand is an error, as in PyTorch (it is usually a mask inversion).
+static void check_sub_dtypes(DType a, DType b) {
+  check<DTypeError>(a != DType::boolean && b != DType::boolean, "sub: subtraction with a bool operand (", a, " - ", b,
+                    ") is not supported; to invert a mask use ~mask or logical_not(mask)");
+}
 Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
-  check<DTypeError>(a.dtype() != DType::boolean || b.dtype() != DType::boolean,
-                    "sub: subtracting two bool tensors is not supported; use logical_xor");
+  check_sub_dtypes(a.dtype(), b.dtype());
   return binary(BinaryOp::sub, a, b, alpha);
 }
-Tensor sub(const Tensor& a, Scalar b, Scalar alpha) { return binary(BinaryOp::sub, a, scalar_operand(a, b), alpha); }
+Tensor sub(const Tensor& a, Scalar b, Scalar alpha) {
+  check_sub_dtypes(a.dtype(), b.dtype());
+  return binary(BinaryOp::sub, a, scalar_operand(a, b), alpha);
+}
+Tensor sub(Scalar a, const Tensor& b) {
+  check_sub_dtypes(a.dtype(), b.dtype());
+  return binary(BinaryOp::sub, scalar_operand(b, a), b);
+}
 Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::mul, a, b); }
 Tensor mul(const Tensor& a, Scalar b) { return binary(BinaryOp::mul, a, scalar_operand(a, b)); }
 Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::div, a, b); }
 Tensor div(const Tensor& a, Scalar b) { return binary(BinaryOp::div, a, scalar_operand(a, b)); }
 Tensor div(Scalar a, const Tensor& b) { return binary(BinaryOp::div, scalar_operand(b, a), b); }
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::pow, a, b); }
+// An integer tensor to a negative integer (scalar) power is an error, as in PyTorch.
+static void check_integer_power(DType base, Scalar e) {
+  check<ValueError>(!(is_integral(base) && base != DType::boolean && e.is_integral() && e.to_double() < 0), "pow: ",
+                    base, " tensor to the negative integer power ", e.to_double(),
+                    ": integers to negative integer powers are not allowed (convert the base with .to(kFloat32))");
+}
 Tensor pow(const Tensor& a, Scalar e) {
   DType dt = detail::promote_with_scalar(a.dtype(), e);
+  check_integer_power(dt, e);
   // Shortcuts only where they keep the result dtype (int ** 2.0 is float32, bool ** 2 int64).
   if ((e.is_floating() || e.is_integral()) && dt == a.dtype() && dt != DType::boolean) {
     double v = e.to_double();
@@ -491,8 +569,11 @@ Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool 
   DType dt = promote_types(a.dtype(), b.dtype());
   if (!is_floating(dt)) return eq(a, b);
   Tensor af = a.to(dt), bf = b.to(dt);
-  Tensor close = le(abs(af - bf), abs(bf) * rtol + atol);
-  close = logical_or(close, eq(af, bf));  // equal infinities
+  // |a - b| <= atol + rtol |b| with a finite difference (so -inf and inf are not close), or equal
+  // (equal infinities are), as PyTorch.
+  Tensor diff = abs(af - bf);
+  Tensor close = logical_and(le(diff, abs(bf) * rtol + atol), isfinite(diff));
+  close = logical_or(close, eq(af, bf));
   if (equal_nan) close = logical_or(close, logical_and(isnan(af), isnan(bf)));
   return close;
 }
@@ -548,13 +629,22 @@ Tensor addcdiv(const Tensor& x, const Tensor& a, const Tensor& b, Scalar v) { re
 // ---- in-place Tensor methods --------------------------------------------------------------------
 Tensor& Tensor::add_(const Tensor& o, Scalar alpha) { return binary_(BinaryOp::add, *this, o, alpha); }
 Tensor& Tensor::add_(Scalar o, Scalar alpha) { return binary_(BinaryOp::add, *this, scalar_operand(*this, o), alpha); }
-Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) { return binary_(BinaryOp::sub, *this, o, alpha); }
-Tensor& Tensor::sub_(Scalar o, Scalar alpha) { return binary_(BinaryOp::sub, *this, scalar_operand(*this, o), alpha); }
+Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) {
+  check_sub_dtypes(dtype(), o.dtype());
+  return binary_(BinaryOp::sub, *this, o, alpha);
+}
+Tensor& Tensor::sub_(Scalar o, Scalar alpha) {
+  check_sub_dtypes(dtype(), o.dtype());
+  return binary_(BinaryOp::sub, *this, scalar_operand(*this, o), alpha);
+}
 Tensor& Tensor::mul_(const Tensor& o) { return binary_(BinaryOp::mul, *this, o); }
 Tensor& Tensor::mul_(Scalar o) { return binary_(BinaryOp::mul, *this, scalar_operand(*this, o)); }
 Tensor& Tensor::div_(const Tensor& o) { return binary_(BinaryOp::div, *this, o); }
 Tensor& Tensor::div_(Scalar o) { return binary_(BinaryOp::div, *this, scalar_operand(*this, o)); }
-Tensor& Tensor::pow_(Scalar e) { return binary_(BinaryOp::pow, *this, scalar_operand(*this, e)); }
+Tensor& Tensor::pow_(Scalar e) {
+  check_integer_power(dtype(), e);
+  return binary_(BinaryOp::pow, *this, scalar_operand(*this, e));
+}
 
 Tensor& Tensor::fill_(Scalar v) {
   detail::check_inplace(*this, "fill_");

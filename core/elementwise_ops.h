@@ -1,118 +1,127 @@
-// Every elementwise op, one line each: its name, its per-element forward formula and its backward
-// formula. Adding an op means adding a line here (and a test); the front-end (core/elementwise.cpp),
-// the CPU kernels and the CUDA kernels are all generated from these lists.
+// Every elementwise op, one line each: its name, its per-element forward formula, what its backward
+// needs and its backward formula. Adding an op means adding a line here (and a test); the front-end
+// (core/elementwise.cpp), the CPU kernels and the CUDA kernels are all generated from these lists.
 //
 // Forward formulas see `x` (or `a`, `b`) of the element type `T` and the op's parameters `p0`, `p1`
-// (doubles). Backward formulas are Tensor expressions of `x` (the input), `y` (the output), `g`
-// (the incoming gradient) and `p0`, `p1`; being Tensor ops, they are themselves differentiable.
+// (doubles). Backward formulas are Tensor expressions of `g` (the incoming gradient), `p0`, `p1` and
+// the one tensor the `saves` column names: `x` (the input), `y` (the output) or `none`. Being Tensor
+// ops, they are themselves differentiable. An op saves what PyTorch's derivatives.yaml saves for it,
+// so the same in-place changes are allowed or refused: `y = sin(x); y.mul_(2)` then backward works
+// (sin saves x), `y = exp(x); y.mul_(2)` throws (exp saves its output). A formula must not use the
+// tensor it does not save (it is undefined there; gradcheck fails).
 #pragma once
 
 #include <cstdint>
 
-// Float-valued unary ops: integer and bool inputs are computed in float32, as PyTorch does.
-// X(name, forward, backward)
-#define NABLA_UNARY_FLOAT_OPS(X)                                                                   \
-  X(exp, (exp(x)), (g * y))                                                                        \
-  X(exp2, (exp2(x)), (g * y * 0.6931471805599453))                                                 \
-  X(log, (log(x)), (g / x))                                                                        \
-  X(log2, (log2(x)), (g / (x * 0.6931471805599453)))                                               \
-  X(log10, (log10(x)), (g / (x * 2.302585092994046)))                                              \
-  X(log1p, (log1p(x)), (g / (x + 1)))                                                              \
-  X(expm1, (expm1(x)), (g * (y + 1)))                                                              \
-  X(sqrt, (sqrt(x)), (g / (y * 2)))                                                                \
-  X(rsqrt, (T(1) / sqrt(x)), (g * y * y * y * -0.5))                                               \
-  X(sin, (sin(x)), (g * cos(x)))                                                                   \
-  X(cos, (cos(x)), (g * -sin(x)))                                                                  \
-  X(tan, (tan(x)), (g * (y * y + 1)))                                                              \
-  X(asin, (asin(x)), (g * rsqrt(1 - x * x)))                                                       \
-  X(acos, (acos(x)), (g * -rsqrt(1 - x * x)))                                                      \
-  X(atan, (atan(x)), (g / (x * x + 1)))                                                            \
-  X(sinh, (sinh(x)), (g * cosh(x)))                                                                \
-  X(cosh, (cosh(x)), (g * sinh(x)))                                                                \
-  X(tanh, (tanh(x)), (g * (1 - y * y)))                                                            \
-  X(erf, (erf(x)), (g * exp(-x * x) * 1.1283791670955126))                                         \
-  X(sigmoid, (sigmoid_(x)), (g * y * (1 - y)))                                                     \
-  X(logsigmoid, (-softplus_(-x)), (g * sigmoid(-x)))                                               \
-  X(gelu, (T(0.5) * x * (T(1) + erf(x * T(0.7071067811865476)))),                                  \
-    (g * ((erf(x * 0.7071067811865476) + 1) * 0.5 + x * exp(x * x * -0.5) * 0.3989422804014327)))   \
-  X(gelu_tanh, (T(0.5) * x * (T(1) + tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)))), \
-    (gelu_tanh_grad(x, g)))                                                                        \
-  X(silu, (x * sigmoid_(x)), (g * sigmoid(x) * (x * (1 - sigmoid(x)) + 1)))                        \
-  X(mish, (x * tanh(softplus_(x))), (mish_grad(x, g)))                                             \
-  X(reciprocal, (T(1) / x), (g * -(y * y)))                                                        \
-  X(selu, (x > T(0) ? T(1.0507009873554805) * x : T(1.7580993408473766) * expm1(x)),               \
-    (g * where(x > 0, full_like(x, 1.0507009873554805), y + 1.7580993408473766)))                  \
-  X(hardsigmoid, (x <= T(-3) ? T(0) : (x >= T(3) ? T(1) : x / T(6) + T(0.5))),                      \
-    (where(logical_and(x > -3, x < 3), g / 6, zeros_like(g))))                                     \
-  X(hardswish, (x <= T(-3) ? T(0) : (x >= T(3) ? x : x * (x + T(3)) / T(6))),                       \
-    (g * where(x < -3, zeros_like(x), where(x <= 3, x / 3 + 0.5, ones_like(x)))))                  \
-  X(frac, (x - trunc_(x)), (g))
+// Float-valued unary ops. The last column says what integer and bool inputs do, as in PyTorch:
+// `promote` (computed in float32: exp, sin, sigmoid, ...) or `reject` (an error: the activation
+// functions, which PyTorch defines for floating dtypes only).
+// X(name, forward, saves, backward, integer input)
+#define NABLA_UNARY_FLOAT_OPS(X)                                                                          \
+  X(exp, (exp(x)), y, (g * y), promote)                                                                   \
+  X(exp2, (exp2(x)), y, (g * y * 0.6931471805599453), promote)                                            \
+  X(log, (log(x)), x, (g / x), promote)                                                                   \
+  X(log2, (log2(x)), x, (g / (x * 0.6931471805599453)), promote)                                          \
+  X(log10, (log10(x)), x, (g / (x * 2.302585092994046)), promote)                                         \
+  X(log1p, (log1p(x)), x, (g / (x + 1)), promote)                                                         \
+  X(expm1, (expm1(x)), y, (g * (y + 1)), promote)                                                         \
+  X(sqrt, (sqrt(x)), y, (g / (y * 2)), promote)                                                           \
+  X(rsqrt, (T(1) / sqrt(x)), y, (g * y * y * y * -0.5), promote)                                          \
+  X(sin, (sin(x)), x, (g * cos(x)), promote)                                                              \
+  X(cos, (cos(x)), x, (g * -sin(x)), promote)                                                             \
+  X(tan, (tan(x)), y, (g * (y * y + 1)), promote)                                                         \
+  X(asin, (asin(x)), x, (g * rsqrt(1 - x * x)), promote)                                                  \
+  X(acos, (acos(x)), x, (g * -rsqrt(1 - x * x)), promote)                                                 \
+  X(atan, (atan(x)), x, (g / (x * x + 1)), promote)                                                       \
+  X(sinh, (sinh(x)), x, (g * cosh(x)), promote)                                                           \
+  X(cosh, (cosh(x)), x, (g * sinh(x)), promote)                                                           \
+  X(tanh, (tanh(x)), y, (g * (1 - y * y)), promote)                                                       \
+  X(erf, (erf(x)), x, (g * exp(-x * x) * 1.1283791670955126), promote)                                    \
+  X(sigmoid, (sigmoid_(x)), y, (g * y * (1 - y)), promote)                                                \
+  X(logsigmoid, (-softplus_(-x)), x, (g * sigmoid(-x)), reject)                                           \
+  X(gelu, (T(0.5) * x * (T(1) + erf(x * T(0.7071067811865476)))), x,                                      \
+    (g * ((erf(x * 0.7071067811865476) + 1) * 0.5 + x * exp(x * x * -0.5) * 0.3989422804014327)), reject) \
+  X(gelu_tanh, (T(0.5) * x * (T(1) + tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)))), x,    \
+    (gelu_tanh_grad(x, g)), reject)                                                                       \
+  X(silu, (x * sigmoid_(x)), x, (g * sigmoid(x) * (x * (1 - sigmoid(x)) + 1)), reject)                    \
+  X(mish, (x * tanh(softplus_(x))), x, (mish_grad(x, g)), reject)                                         \
+  X(reciprocal, (T(1) / x), y, (g * -(y * y)), promote)                                                   \
+  X(selu, (x > T(0) ? T(1.0507009873554805) * x : T(1.7580993408473766) * expm1(x)), x,                   \
+    (g * where(x <= 0, exp(x) * 1.7580993408473766, full_like(x, 1.0507009873554805))), reject)           \
+  X(hardsigmoid, (min_(max_(x + T(3), T(0)), T(6)) / T(6)), x,                                            \
+    (where(logical_and(x > -3, x < 3), g / 6, zeros_like(g))), reject)                                    \
+  X(hardswish, (x * min_(max_(x + T(3), T(0)), T(6)) / T(6)), x,                                          \
+    (g * where(x < -3, zeros_like(x), where(x > 3, ones_like(x), x / 3 + 0.5))), reject)                  \
+  X(frac, (x - trunc_(x)), none, (g), reject)
 
-// Ops that keep the input's dtype (any numeric dtype; not bool).
-#define NABLA_UNARY_SAME_OPS(X)                                                                    \
-  X(neg, (-x), (-g))                                                                               \
-  X(abs, (abs_(x)), (g * sign(x)))                                                                 \
-  X(sign, (sign_(x)), (zeros_like(g)))                                                             \
-  X(square, (x * x), (g * x * 2))                                                                  \
-  X(relu, (relu_(x)), (threshold_backward(g, y)))                                                  \
-  X(floor, (floor_(x)), (zeros_like(g)))                                                           \
-  X(ceil, (ceil_(x)), (zeros_like(g)))                                                             \
-  X(round, (round_(x)), (zeros_like(g)))                                                           \
-  X(trunc, (trunc_(x)), (zeros_like(g)))
+// Ops that keep the input's dtype. The last column says what a bool input does, as in PyTorch:
+// `reject` (an error), `keep` (sign: the result is the bool input) or `int64` (square: computed in
+// int64).
+// X(name, forward, saves, backward, bool input)
+#define NABLA_UNARY_SAME_OPS(X)                                                                     \
+  X(neg, (-x), none, (-g), reject)                                                                  \
+  X(abs, (abs_(x)), x, (g * sign(x)), reject)                                                       \
+  X(sign, (sign_(x)), none, (zeros_like(g)), keep)                                                  \
+  X(square, (x * x), x, (g * x * 2), int64)                                                         \
+  X(relu, (relu_(x)), y, (threshold_backward(g, y)), reject)                                        \
+  X(floor, (floor_(x)), none, (zeros_like(g)), reject)                                              \
+  X(ceil, (ceil_(x)), none, (zeros_like(g)), reject)                                                \
+  X(round, (round_(x)), none, (zeros_like(g)), reject)                                              \
+  X(trunc, (trunc_(x)), none, (zeros_like(g)), reject)
 
-// Float ops with parameters p0, p1.
-#define NABLA_UNARY_PARAM_OPS(X)                                                                   \
-  X(leaky_relu, (x > T(0) ? x : x * T(p0)), (where(x > 0, g, g * p0)))                             \
-  X(elu, (x > T(0) ? x : T(p0) * expm1(x)), (where(x > 0, g, g * (y + p0))))                       \
-  X(softplus, (x * T(p0) > T(p1) ? x : softplus_(x * T(p0)) / T(p0)),                              \
-    (where(x * p0 > p1, g, g * sigmoid(x * p0))))                                                  \
-  X(hardtanh, (clamp_(x, T(p0), T(p1))), (where(logical_and(x > p0, x < p1), g, zeros_like(g))))
+// Float ops with parameters p0, p1; integer inputs as in NABLA_UNARY_FLOAT_OPS (hardtanh's
+// front-end sends integer tensors to clamp, as PyTorch does).
+// X(name, forward, saves, backward, integer input)
+#define NABLA_UNARY_PARAM_OPS(X)                                                                    \
+  X(leaky_relu, (x > T(0) ? x : x * T(p0)), x, (where(x > 0, g, g * p0)), reject)                   \
+  X(elu, (x > T(0) ? x : T(p0) * expm1(x)), x, (where(x <= 0, g * p0 * exp(x), g)), reject)         \
+  X(softplus, (x * T(p0) > T(p1) ? x : softplus_(x * T(p0)) / T(p0)), x,                            \
+    (where(x * p0 > p1, g, g * sigmoid(x * p0))), reject)                                           \
+  X(hardtanh, (clamp_(x, T(p0), T(p1))), x, (where(logical_and(x > p0, x < p1), g, zeros_like(g))), reject)
 
 // Bool-valued predicates (not differentiable).
-#define NABLA_UNARY_BOOL_OPS(X)     \
-  X(isnan, (isnan_(x)))             \
-  X(isinf, (isinf_(x)))             \
-  X(isfinite, (isfinite_(x)))       \
+#define NABLA_UNARY_BOOL_OPS(X)                                                                     \
+  X(isnan, (isnan_(x)))                                                                             \
+  X(isinf, (isinf_(x)))                                                                             \
+  X(isfinite, (isfinite_(x)))                                                                       \
   X(logical_not, (!static_cast<bool>(x)))
 
 // Binary ops computed in the promoted dtype T with a result of the same dtype.
 // X(name, forward of a and b). `alpha` (add/sub) is a T. Backward formulas live in elementwise.cpp.
-#define NABLA_BINARY_ARITH_OPS(X)                    \
-  X(add, (a + alpha * b))                            \
-  X(sub, (a - alpha * b))                            \
-  X(mul, (a * b))                                    \
-  X(div, (a / b))                                    \
-  X(pow, (pow_(a, b)))                               \
-  X(maximum, (max_(a, b)))                           \
-  X(minimum, (min_(a, b)))                           \
-  X(atan2, (atan2(a, b)))                            \
-  X(remainder, (remainder_(a, b)))                   \
-  X(floor_divide, (floor_divide_(a, b)))                                            \
-  X(threshold_backward, (b > T(0) ? a : T(0)))
+#define NABLA_BINARY_ARITH_OPS(X)                                                                   \
+  X(add, (a + alpha * b))                                                                           \
+  X(sub, (a - alpha * b))                                                                           \
+  X(mul, (a * b))                                                                                   \
+  X(div, (a / b))                                                                                   \
+  X(pow, (pow_(a, b)))                                                                              \
+  X(maximum, (max_(a, b)))                                                                          \
+  X(minimum, (min_(a, b)))                                                                          \
+  X(atan2, (atan2(a, b)))                                                                           \
+  X(remainder, (remainder_(a, b)))                                                                  \
+  X(floor_divide, (floor_divide_(a, b)))                                                            \
+  X(threshold_backward, (b <= T(0) ? T(0) : a))
 
 // Binary ops with a bool result.
-#define NABLA_BINARY_BOOL_OPS(X)                                    \
-  X(eq, (a == b))                                                   \
-  X(ne, (a != b))                                                   \
-  X(lt, (a < b))                                                    \
-  X(le, (a <= b))                                                   \
-  X(gt, (a > b))                                                    \
-  X(ge, (a >= b))                                                   \
-  X(logical_and, (static_cast<bool>(a) && static_cast<bool>(b)))    \
-  X(logical_or, (static_cast<bool>(a) || static_cast<bool>(b)))     \
+#define NABLA_BINARY_BOOL_OPS(X)                                                                    \
+  X(eq, (a == b))                                                                                   \
+  X(ne, (a != b))                                                                                   \
+  X(lt, (a < b))                                                                                    \
+  X(le, (a <= b))                                                                                   \
+  X(gt, (a > b))                                                                                    \
+  X(ge, (a >= b))                                                                                   \
+  X(logical_and, (static_cast<bool>(a) && static_cast<bool>(b)))                                    \
+  X(logical_or, (static_cast<bool>(a) || static_cast<bool>(b)))                                     \
   X(logical_xor, (static_cast<bool>(a) != static_cast<bool>(b)))
 
 namespace nabla {
 
-#define NABLA_ENUM_ENTRY3(name, f, b) name,
-#define NABLA_ENUM_ENTRY2(name, f) name,
+#define NABLA_ENUM_ENTRY(name, ...) name,
 enum class UnaryOp : uint8_t {
-  NABLA_UNARY_FLOAT_OPS(NABLA_ENUM_ENTRY3) NABLA_UNARY_SAME_OPS(NABLA_ENUM_ENTRY3)
-      NABLA_UNARY_PARAM_OPS(NABLA_ENUM_ENTRY3) NABLA_UNARY_BOOL_OPS(NABLA_ENUM_ENTRY2) clamp
+  NABLA_UNARY_FLOAT_OPS(NABLA_ENUM_ENTRY) NABLA_UNARY_SAME_OPS(NABLA_ENUM_ENTRY)
+      NABLA_UNARY_PARAM_OPS(NABLA_ENUM_ENTRY) NABLA_UNARY_BOOL_OPS(NABLA_ENUM_ENTRY) clamp
 };
-enum class BinaryOp : uint8_t { NABLA_BINARY_ARITH_OPS(NABLA_ENUM_ENTRY2) NABLA_BINARY_BOOL_OPS(NABLA_ENUM_ENTRY2) };
-#undef NABLA_ENUM_ENTRY3
-#undef NABLA_ENUM_ENTRY2
+enum class BinaryOp : uint8_t { NABLA_BINARY_ARITH_OPS(NABLA_ENUM_ENTRY) NABLA_BINARY_BOOL_OPS(NABLA_ENUM_ENTRY) };
+#undef NABLA_ENUM_ENTRY
 
 const char* op_name(UnaryOp op);
 const char* op_name(BinaryOp op);

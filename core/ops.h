@@ -84,6 +84,7 @@ Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1);
 Tensor add(const Tensor& a, Scalar b, Scalar alpha = 1);
 Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha = 1);
 Tensor sub(const Tensor& a, Scalar b, Scalar alpha = 1);
+Tensor sub(Scalar a, const Tensor& b);  // a - b
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, Scalar b);
 Tensor div(const Tensor& a, const Tensor& b);
@@ -348,7 +349,7 @@ inline Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
 inline Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
 inline Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
 inline Tensor operator+(Scalar a, const Tensor& b) { return add(b, a); }
-inline Tensor operator-(Scalar a, const Tensor& b) { return add(neg(b), a); }
+inline Tensor operator-(Scalar a, const Tensor& b) { return sub(a, b); }
 inline Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
 inline Tensor operator/(Scalar a, const Tensor& b) { return div(a, b); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }

@@ -86,6 +86,7 @@ Tensor prod(const Tensor& x, int64_t dim, bool keepdim) {
     autograd::record("ProdBackward", {&xin}, {&out}, [sx = save(xin), keep = r.keep_shape, d](Node& n, GradList& g) {
       Tensor xv = sx.unpack(n);
       if (xv.dim() == 0) return GradList{g[0]};
+      if (xv.numel() == 0) return GradList{zeros_like(xv)};
       // d prod / d x_i = product of the other elements, from exclusive cumulative products on both
       // sides (exact with zeros, no division).
       int64_t len = xv.sizes()[d];
@@ -197,7 +198,20 @@ Tensor var(const Tensor& x, IntArrayRef dims, int64_t correction, bool keepdim) 
   return s / (denom > 0 ? denom : 0.0);
 }
 Tensor std(const Tensor& x, IntArrayRef dims, int64_t correction, bool keepdim) {
-  return sqrt(var(x, dims, correction, keepdim));
+  Tensor v = var(x, dims, correction, keepdim);
+  Tensor out;
+  {
+    autograd::NoGradGuard ng;
+    out = sqrt(v);
+  }
+  // sqrt's gradient g / (2 std), but 0 where std is 0 (all values equal), as PyTorch: there the
+  // variance's own gradient is 0 and the product would be 0 * inf = NaN.
+  if (autograd::needs_grad(v))
+    autograd::record("StdBackward", {&v}, {&out}, [sy = save_output(out)](Node& n, GradList& g) {
+      Tensor y = sy.unpack(n);
+      return GradList{where(eq(y, 0), zeros_like(g[0]), g[0] / (y * 2))};
+    });
+  return out;
 }
 std::tuple<Tensor, Tensor> var_mean(const Tensor& x, IntArrayRef dims, int64_t correction, bool keepdim) {
   return {var(x, dims, correction, keepdim), mean(x, dims, keepdim)};

@@ -39,7 +39,7 @@ NABLA_HOST_DEVICE inline T abs_(T x) {
 template <class T>
 NABLA_HOST_DEVICE inline T sign_(T x) {
   if constexpr (std::is_same_v<T, bool>) return x;
-  else if constexpr (std::is_floating_point_v<T>) return x != x ? x : T((T(0) < x) - (x < T(0)));
+  else if constexpr (std::is_floating_point_v<T>) return T((T(0) < x) - (x < T(0)));  // sign(NaN) = 0, as PyTorch
   else return T((T(0) < x) - (x < T(0)));
 }
 template <class T>
@@ -125,10 +125,19 @@ NABLA_HOST_DEVICE inline T remainder_(T a, T b) {
     return (r != 0 && ((r < 0) != (b < 0))) ? static_cast<T>(r + b) : r;
   }
 }
+// floor(a / b) as Python and PyTorch compute it: from fmod, so that a == b * (a // b) + a % b holds
+// where floor(a / b) would round the quotient first (1.0 // 0.1 is 9, not 10), inf // 1 is NaN and
+// -1 // inf is -1.
 template <class T>
 NABLA_HOST_DEVICE inline T floor_divide_(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
-    return std::floor(a / b);
+    if (b == T(0)) return a / b;
+    T mod = std::fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != T(0) && (b < T(0)) != (mod < T(0))) div -= T(1);
+    if (div == T(0)) return std::copysign(T(0), a / b);
+    T q = std::floor(div);
+    return div - q > T(0.5) ? q + T(1) : q;
   } else if constexpr (std::is_same_v<T, bool>) {
     return a;
   } else {

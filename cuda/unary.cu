@@ -11,7 +11,7 @@ namespace {
 using namespace nabla::scalar;
 
 // Functors: T is the compute type.
-#define NABLA_FLOAT_FUNCTOR(name, fwd, bwd)                     \
+#define NABLA_FLOAT_FUNCTOR(name, fwd, ...)                     \
   struct U_##name {                                             \
     double p0, p1;                                              \
     template <class T>                                          \
@@ -104,12 +104,12 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
   if (out.numel() == 0) return;
   DeviceScope ds(out);
   switch (op) {
-#define NABLA_FLOAT_CASE(name, fwd, bwd) \
+#define NABLA_FLOAT_CASE(name, fwd, ...) \
   case UnaryOp::name: return float_op(x, out, #name, U_##name{p0, p1});
     NABLA_UNARY_FLOAT_OPS(NABLA_FLOAT_CASE)
     NABLA_UNARY_PARAM_OPS(NABLA_FLOAT_CASE)
 #undef NABLA_FLOAT_CASE
-#define NABLA_SAME_CASE(name, fwd, bwd) \
+#define NABLA_SAME_CASE(name, fwd, ...) \
   case UnaryOp::name: return same_op(x, out, #name, U_##name{p0, p1});
     NABLA_UNARY_SAME_OPS(NABLA_SAME_CASE)
 #undef NABLA_SAME_CASE

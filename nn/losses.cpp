@@ -88,7 +88,9 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions&
     w = ignored.logical_not().to(input.dtype());
   }
   Tensor loss = -(picked * w);
-  if (o.reduction == Reduction::mean) return loss.sum() / w.sum();
+  // Ignored targets get a zero gradient even when every target is ignored (the mean is then
+  // 0 / 0 = NaN, as in PyTorch, but the product rule would make their gradients inf * 0 = NaN).
+  if (o.reduction == Reduction::mean) return loss.masked_fill(ignored, 0).sum() / w.sum();
   return reduce(loss, o.reduction, "nll_loss");
 }
 
@@ -142,7 +144,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
       ret = smooth.sum() / denom;
       break;
     }
-    default: reduce(smooth, o.reduction, "cross_entropy");
+    default: ret = reduce(smooth, o.reduction, "cross_entropy");
   }
   return nll * (1 - ls) + ret * (ls / static_cast<double>(c));
 }

@@ -360,7 +360,7 @@ TEST(Checkpointing, ForwardOfA20LayerMlpKeepsFewerLiveBytes) {
   RecordProperty("plain_forward_bytes", std::to_string(plain));
   RecordProperty("checkpointed_forward_bytes", std::to_string(ckpt));
   const size_t activation = 64 * 256 * sizeof(float);
-  EXPECT_GE(plain, 40 * activation);  // every layer's input and output
+  EXPECT_GE(plain, 20 * activation);  // one per layer: Linear saves its input, ReLU its output
   EXPECT_LE(ckpt, 6 * activation);    // four segment outputs, the loss and its scratch
   EXPECT_TRUE(all_near(ckpt_grads, plain_grads, 1e-6));
 }

@@ -151,7 +151,7 @@ TEST(Unary, SpecialValues) {
   Tensor x = tensor(std::vector<double>{kNaN, kInf, -kInf, -0.0});
   EXPECT_TRUE(values_near(values(exp(x)), {kNaN, kInf, 0, 1}, 0, 0));
   EXPECT_TRUE(values_near(values(relu(x)), {kNaN, kInf, 0, 0}, 0, 0));
-  EXPECT_TRUE(values_near(values(sign(x)), {kNaN, 1, -1, 0}, 0, 0));
+  EXPECT_TRUE(values_near(values(sign(x)), {0, 1, -1, 0}, 0, 0));  // sign(NaN) is 0, as in PyTorch
   EXPECT_TRUE(values_near(values(sigmoid(x)), {kNaN, 1, 0, 0.5}, 0, 0));
   EXPECT_TRUE(values_near(values(tanh(x)), {kNaN, 1, -1, 0}, 0, 0));
   EXPECT_TRUE(values_near(values(clamp(x, -1, 1)), {kNaN, 1, -1, 0}, 0, 0));

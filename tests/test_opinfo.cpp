@@ -35,6 +35,11 @@ ArgSpec arg_t(Shape shape, double lo, double hi) {
   a.transposed = true;
   return a;
 }
+ArgSpec const_arg(Shape shape, double lo, double hi) {
+  ArgSpec a = arg(std::move(shape), lo, hi);
+  a.differentiable = false;
+  return a;
+}
 ArgSpec index_arg(Shape shape, int64_t bound) {
   ArgSpec a;
   a.shape = std::move(shape);
@@ -299,7 +304,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GradGradTest);
 // Names of ops that must be in the registry: every elementwise op from the op list, plus the rest.
 std::vector<std::string> required_ops() {
   std::vector<std::string> names;
-#define NABLA_REQUIRED3(name, f, b) names.push_back(#name);
+#define NABLA_REQUIRED3(name, ...) names.push_back(#name);
   NABLA_UNARY_FLOAT_OPS(NABLA_REQUIRED3)
   NABLA_UNARY_SAME_OPS(NABLA_REQUIRED3)
   NABLA_UNARY_PARAM_OPS(NABLA_REQUIRED3)

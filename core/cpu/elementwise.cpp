@@ -131,7 +131,7 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
     }
   }
   switch (op) {
-#define NABLA_FLOAT_CASE(name, fwd, bwd)                   \
+#define NABLA_FLOAT_CASE(name, fwd, ...)                   \
   case UnaryOp::name:                                      \
     return float_unary(L, dt, #name, [=](auto x) {         \
       using T = decltype(x);                               \
@@ -142,7 +142,7 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
     NABLA_UNARY_FLOAT_OPS(NABLA_FLOAT_CASE)
     NABLA_UNARY_PARAM_OPS(NABLA_FLOAT_CASE)
 #undef NABLA_FLOAT_CASE
-#define NABLA_SAME_CASE(name, fwd, bwd)           \
+#define NABLA_SAME_CASE(name, fwd, ...)           \
   case UnaryOp::name:                             \
     return same_unary(L, dt, #name, [](auto x) {  \
       using T = decltype(x);                      \
