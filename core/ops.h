@@ -98,6 +98,9 @@ Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor atan2(const Tensor& a, const Tensor& b);
 Tensor remainder(const Tensor& a, const Tensor& b);
 Tensor remainder(const Tensor& a, Scalar b);
+// floor(a / b), computed from fmod as Python does (1.0 // 0.1 is 9). Differs from PyTorch: the
+// gradient is zero (as for floor and for div with rounding_mode "floor"); PyTorch has none and
+// raises in backward.
 Tensor floor_divide(const Tensor& a, const Tensor& b);
 // grad where y > 0, else 0: the gradient of relu (y its output or input), in one pass.
 Tensor threshold_backward(const Tensor& grad, const Tensor& y);
@@ -174,7 +177,9 @@ Tensor logical_not(const Tensor& x);
 Tensor isnan(const Tensor& x);
 Tensor isinf(const Tensor& x);
 Tensor isfinite(const Tensor& x);
-// |a - b| <= atol + rtol * |b| elementwise
+// |a - b| <= atol + rtol * |b| with |a - b| finite, or a == b (equal infinities), elementwise.
+// Differs from PyTorch: a and b may have different dtypes (compared in the promoted dtype);
+// PyTorch requires equal dtypes.
 Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
 // Same shape and the same values (dtypes may differ).
@@ -222,8 +227,10 @@ Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value = 0);  // constant
 
 // ---- indexing -----------------------------------------------------------------------------------
 // Indices are int64. An index in [-n, 0) counts from the end of its dimension, as in Python and in
-// PyTorch's x[idx] (PyTorch's index_select/gather/scatter reject negative indices; code valid
-// there behaves the same here). Anything outside [-n, n) is an IndexError naming the index.
+// PyTorch's x[idx]. Differs from PyTorch: its index_select, index_add, gather and scatter reject
+// negative indices (code valid there behaves the same here). Anything outside [-n, n) is an
+// IndexError naming the index. scatter/scatter_add with a src larger than the index give src a
+// gradient of its own shape, zero where the index does not reach (PyTorch's backward raises).
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);

@@ -238,6 +238,8 @@ class Tensor {
   Tensor& zero_();
   Tensor& fill_(Scalar value);
   Tensor& fill_(const Tensor& value);
+  // Differs from PyTorch: under autograd these in-place ops keep a copy of what their backward
+  // needs, so changing their result in place again later is allowed (PyTorch raises).
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
   Tensor& relu_();
   Tensor& neg_();

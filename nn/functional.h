@@ -138,9 +138,15 @@ struct NLLLossOptions {
   Reduction reduction = Reduction::mean;
 };
 // input: log-probabilities (N, C) or (N, C, d1, ...) or (C); target: int64 class indices.
-// mean divides by the summed weights of the targets that are not ignored.
+// mean divides by the summed weights of the targets that are not ignored (0 / 0 = NaN when every
+// target is ignored; the gradient is then 0, as in PyTorch).
+// Differs from PyTorch: a weight that requires grad gets a gradient (PyTorch raises); this holds
+// for every loss's weight and pos_weight here.
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& options = {});
 
+// Differs from PyTorch: these regression losses (and binary_cross_entropy(_with_logits), kl_div)
+// require the target to have the input's shape; PyTorch broadcasts it with a warning, which almost
+// always hides a bug such as an (N, 1) output against an (N) target.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
 // 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (beta = 0 is l1_loss).

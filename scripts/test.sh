@@ -18,7 +18,9 @@ for a in "$@"; do
   esac
 done
 
-install_packages "${NABLA_BUILD_PACKAGES[@]}"
+install_packages "${NABLA_BUILD_PACKAGES[@]}" "${NABLA_TEST_PACKAGES[@]}"
+# The differential suite against PyTorch must run here, not skip.
+export NABLA_REQUIRE_TORCH=1
 
 log "release build (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release

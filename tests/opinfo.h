@@ -5,7 +5,10 @@
 //   noncontiguous  forward on strided copies of the inputs equals forward on contiguous ones
 //   float32        float32 results agree with float64 ones
 //   reference      for ops with a `ref`: the outputs equal the reference's
-// and a coverage test fails when a differentiable op has no samples. gradgradcheck runs only on
+//   differential   for ops with a `torch` twin: outputs, dtypes and vector-Jacobian products equal
+//                  PyTorch's on the same inputs (test_differential.cpp, tests/differential/)
+// and a coverage test fails when a differentiable op has no samples, or an op has neither a
+// PyTorch twin nor a reason for having none. gradgradcheck runs only on
 // samples of at most kMaxGradGradElements input elements (its cost grows with the square of the
 // size), and fails for an op none of whose samples is that small: give every twice-differentiable
 // op at least one small sample that still exercises its options.
@@ -13,6 +16,7 @@
 // Registering an op (in an opinfo_*.cpp file):
 //   static Registrar reg({{
 //     .name = "exp",
+//     .torch = "torch.exp(x[0])",
 //     .fn = [](const Inputs& x) { return Outputs{exp(x[0])}; },
 //     .samples = unary_samples(-2, 2),
 //   }});
@@ -47,6 +51,15 @@ struct Sample {
 
 struct OpInfo {
   std::string name;
+  // The PyTorch twin: a Python expression computing the same outputs as `fn` from the inputs
+  // `x[0]`, `x[1]`, ... (torch tensors; float inputs that gradcheck differentiates require grad),
+  // giving a tensor or a (nested) tuple/list of them in fn's order. In scope: torch, F
+  // (torch.nn.functional), nn (torch.nn) and T (tests/differential/twins.py, for twins longer than
+  // an expression). The differential suite compares values, dtypes, shapes, NaN/inf positions,
+  // vector-Jacobian products, and which errors are raised.
+  std::string torch;
+  // Why there is no twin (e.g. "random: PyTorch draws other numbers"); an op needs one of the two.
+  std::string no_torch;
   std::function<Outputs(const Inputs&)> fn;
   std::vector<Sample> samples;
   bool differentiable = true;
@@ -59,6 +72,10 @@ struct OpInfo {
   // Optional: the same outputs computed another way (an in-place op's out-of-place form). The
   // reference suite compares the two on every sample in float64, with and without autograd.
   std::function<Outputs(const Inputs&)> ref = nullptr;
+  // An elementwise op that takes any dtype: the differential suite also runs it on bool, uint8,
+  // int32, int64, float32 and float64 inputs (every dtype pair for two inputs), with NaN, +-inf
+  // and +-0 among the float values, and compares result dtypes and values (or that both raise).
+  bool sweep_dtypes = false;
 };
 
 // gradgradcheck skips samples with more input elements than this (all inputs together).
@@ -80,6 +97,8 @@ Inputs make_inputs(const Sample& s, DType dtype, Device device, bool requires_gr
 // Common sample sets.
 ArgSpec arg(Shape shape, double lo = -1, double hi = 1);
 ArgSpec arg_t(Shape shape, double lo = -1, double hi = 1);  // non-contiguous (transposed) layout
+// A uniform float input that gradcheck does not differentiate (running statistics, loss weights).
+ArgSpec const_arg(Shape shape, double lo = -1, double hi = 1);
 ArgSpec index_arg(Shape shape, int64_t bound);
 ArgSpec mask_arg(Shape shape);
 ArgSpec fixed_arg(Shape shape, std::vector<double> values, bool differentiable = true);

@@ -8,13 +8,6 @@ namespace {
 
 using I = const Inputs&;
 
-// A non-differentiable input (running statistics are buffers, not parameters).
-ArgSpec buffer(Shape shape, double lo, double hi) {
-  ArgSpec a = arg(std::move(shape), lo, hi);
-  a.differentiable = false;
-  return a;
-}
-
 // Training mode with fresh running statistics: the normalized tensor (and, with `stats`, the
 // updated running mean and variance, which are buffers: no gradient flows into them).
 Outputs bn_train(I x, bool stats) {
@@ -32,25 +25,25 @@ std::vector<OpInfo> norm_ops() {
   std::vector<Sample> train = {{{arg({4, 3, 3, 2}), arg({3}, 0.5, 1.5), arg({3})}, "4d"},
                                {{arg({5, 2}), arg({2}, 0.5, 1.5), arg({2})}, "2d"},
                                {{arg({3, 2, 4}), arg({2}, 0.5, 1.5), arg({2})}, "3d"}};
-  ops.push_back({.name = "batch_norm_train", .fn = [](I x) { return bn_train(x, false); }, .samples = train});
-  ops.push_back({.name = "batch_norm_running_stats",
+  ops.push_back({.name = "batch_norm_train", .torch = "F.batch_norm(x[0], torch.zeros(x[0].shape[1], dtype=x[0].dtype), torch.ones(x[0].shape[1], dtype=x[0].dtype), x[1], x[2], True, 0.1, 1e-5)", .fn = [](I x) { return bn_train(x, false); }, .samples = train});
+  ops.push_back({.name = "batch_norm_running_stats", .torch = "T.batch_norm_running_stats(x)",
                  .fn = [](I x) { return bn_train(x, true); },
                  .samples = train,
                  .differentiable = false});
-  ops.push_back({.name = "batch_norm_train_no_affine",
+  ops.push_back({.name = "batch_norm_train_no_affine", .torch = "F.batch_norm(x[0], None, None, training=True)",
                  .fn = [](I x) { return Outputs{batch_norm(x[0], Tensor(), Tensor(), Tensor(), Tensor(), true)}; },
                  .samples = {{{arg({3, 2, 2, 3})}, "4d"}}});
-  ops.push_back({.name = "batch_norm_eval",
+  ops.push_back({.name = "batch_norm_eval", .torch = "F.batch_norm(x[0], x[3], x[4], x[1], x[2], False)",
                  .fn = [](I x) { return Outputs{batch_norm(x[0], x[1], x[2], x[3], x[4], /*training=*/false)}; },
-                 .samples = {{{arg({4, 3, 2, 2}), arg({3}, 0.5, 1.5), arg({3}), buffer({3}, -0.5, 0.5),
-                               buffer({3}, 0.5, 2)},
+                 .samples = {{{arg({4, 3, 2, 2}), arg({3}, 0.5, 1.5), arg({3}), const_arg({3}, -0.5, 0.5),
+                               const_arg({3}, 0.5, 2)},
                               "4d"},
-                             {{arg({2, 3, 2, 2}), arg({3}, 0.5, 1.5), arg({3}), buffer({3}, -0.5, 0.5),
-                               buffer({3}, 0.5, 2)},
+                             {{arg({2, 3, 2, 2}), arg({3}, 0.5, 1.5), arg({3}), const_arg({3}, -0.5, 0.5),
+                               const_arg({3}, 0.5, 2)},
                               "4d_small"},
-                             {{arg({2, 2, 3}), arg({2}, 0.5, 1.5), arg({2}), buffer({2}, -0.5, 0.5), buffer({2}, 0.5, 2)},
+                             {{arg({2, 2, 3}), arg({2}, 0.5, 1.5), arg({2}), const_arg({2}, -0.5, 0.5), const_arg({2}, 0.5, 2)},
                               "3d_small"},
-                             {{arg_t({4, 3}), arg({3}, 0.5, 1.5), arg({3}), buffer({3}, -0.5, 0.5), buffer({3}, 0.5, 2)},
+                             {{arg_t({4, 3}), arg({3}, 0.5, 1.5), arg({3}), const_arg({3}, -0.5, 0.5), const_arg({3}, 0.5, 2)},
                               "2d_noncontiguous"}}});
   return ops;
 }

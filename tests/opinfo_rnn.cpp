@@ -210,10 +210,10 @@ std::vector<Sample> rnn_samples(bool relu) {
 
 std::vector<OpInfo> rnn_ops() {
   std::vector<OpInfo> ops;
-  ops.push_back({.name = "nn.RNN", .fn = rnn_fn("tanh"), .samples = rnn_samples(false)});
-  ops.push_back({.name = "nn.RNN_relu", .fn = rnn_fn("relu"), .samples = rnn_samples(true)});
+  ops.push_back({.name = "nn.RNN", .torch = "T.rnn(x, 'RNN')", .fn = rnn_fn("tanh"), .samples = rnn_samples(false)});
+  ops.push_back({.name = "nn.RNN_relu", .torch = "T.rnn(x, 'RNN', 'relu')", .fn = rnn_fn("relu"), .samples = rnn_samples(true)});
   ops.push_back(
-      {.name = "nn.LSTM",
+      {.name = "nn.LSTM", .torch = "T.rnn(x, 'LSTM')",
        .fn = lstm_fn(),
        .samples = {
            // gradgradcheck sizes: "small" 21, "bidirectional_small" 19, "proj_small" 24
@@ -230,7 +230,7 @@ std::vector<OpInfo> rnn_ops() {
            seq_sample("2layer_dropout", 4, true, {.num_layers = 2, .dropout = true}, 3, 2, 2, 2),
            seq_sample("noncontiguous", 4, true, {}, 3, 2, 3, 2, true),
        }});
-  ops.push_back({.name = "nn.GRU",
+  ops.push_back({.name = "nn.GRU", .torch = "T.rnn(x, 'GRU')",
                  .fn = gru_fn(),
                  .samples = {
                      // gradgradcheck sizes: "small" 19, "bidirectional_small" 27
@@ -245,7 +245,7 @@ std::vector<OpInfo> rnn_ops() {
                  }});
 
   // ---- packed input (every sample batched, N >= 2 so the lengths differ) ----
-  ops.push_back({.name = "nn.RNN_packed",
+  ops.push_back({.name = "nn.RNN_packed", .torch = "T.rnn(x, 'RNN', packed=True)",
                  .fn = rnn_fn("tanh", true),
                  .samples = {
                      seq_sample("small", 1, false, {}, 2, 2, 1, 2),  // 19 elements
@@ -254,7 +254,7 @@ std::vector<OpInfo> rnn_ops() {
                                 3, 3, 2, 3),
                      seq_sample("noncontiguous", 1, false, {}, 3, 3, 3, 2, true),
                  }});
-  ops.push_back({.name = "nn.LSTM_packed",
+  ops.push_back({.name = "nn.LSTM_packed", .torch = "T.rnn(x, 'LSTM', packed=True)",
                  .fn = lstm_fn(true),
                  .samples = {
                      seq_sample("small", 4, true, {}, 2, 2, 1, 1),  // 28 elements
@@ -263,7 +263,7 @@ std::vector<OpInfo> rnn_ops() {
                      seq_sample("batch_first_no_state", 4, true, {.batch_first = true, .state = false}, 3, 3, 2, 2),
                      seq_sample("2layer_dropout", 4, true, {.num_layers = 2, .dropout = true}, 3, 3, 2, 2),
                  }});
-  ops.push_back({.name = "nn.GRU_packed",
+  ops.push_back({.name = "nn.GRU_packed", .torch = "T.rnn(x, 'GRU', packed=True)",
                  .fn = gru_fn(true),
                  .samples = {
                      seq_sample("bidirectional_small", 3, false, {.bidirectional = true}, 2, 2, 1, 1),  // 32 elements
@@ -272,7 +272,7 @@ std::vector<OpInfo> rnn_ops() {
                                 3, 2, 2),
                  }});
   // pad_sequence of three sequences (3, F), (1, F), (2, F); with F = 1 also batch_first and padding 0.5.
-  ops.push_back({.name = "nn.utils.pad_sequence",
+  ops.push_back({.name = "nn.utils.pad_sequence", .torch = "T.pad_sequence(x)",
                  .fn = [](I in) {
                    const bool small = in[0].size(-1) == 1;
                    return Outputs{nn::utils::rnn::pad_sequence({in[0], in[1], in[2]}, small, small ? 0.5 : 0.0)};
@@ -284,7 +284,7 @@ std::vector<OpInfo> rnn_ops() {
                  }});
   // pack_padded_sequence of x (T, B, *) with lengths packed_lengths(T, B); outputs the packed data
   // and pad_packed_sequence's padding of it (padding 0.5, total_length T + 1).
-  ops.push_back({.name = "nn.utils.pack_padded_sequence",
+  ops.push_back({.name = "nn.utils.pack_padded_sequence", .torch = "T.pack_padded_sequence(x)",
                  .fn = [](I in) {
                    auto p = nn::utils::rnn::pack_padded_sequence(in[0], packed_lengths(in[0].size(0), in[0].size(1)),
                                                                  false, false);
@@ -311,9 +311,9 @@ std::vector<OpInfo> rnn_ops() {
       cell_sample("no_bias", 1, false, {.bias = false}, 3, 2, 3),
       cell_sample("noncontiguous", 1, false, {}, 3, 2, 3, true),
   };
-  ops.push_back({.name = "nn.RNNCell", .fn = rnn_cell("tanh"), .samples = rnn_cell_samples});
-  ops.push_back({.name = "nn.RNNCell_relu", .fn = rnn_cell("relu"), .samples = rnn_cell_samples});
-  ops.push_back({.name = "nn.LSTMCell",
+  ops.push_back({.name = "nn.RNNCell", .torch = "T.rnn_cell(x, 'RNN')", .fn = rnn_cell("tanh"), .samples = rnn_cell_samples});
+  ops.push_back({.name = "nn.RNNCell_relu", .torch = "T.rnn_cell(x, 'RNN', 'relu')", .fn = rnn_cell("relu"), .samples = rnn_cell_samples});
+  ops.push_back({.name = "nn.LSTMCell", .torch = "T.rnn_cell(x, 'LSTM')",
                  .fn = [](I in) {
                    Parts p = split(in, 4, true);
                    nn::LSTMCell m(p.x.size(-1), p.hidden_size, {.bias = p.c.bias});
@@ -327,7 +327,7 @@ std::vector<OpInfo> rnn_ops() {
                      cell_sample("unbatched_no_state", 4, true, {.state = false}, kUnbatched, 3, 2),
                      cell_sample("no_bias_noncontiguous", 4, true, {.bias = false}, 3, 2, 2, true),
                  }});
-  ops.push_back({.name = "nn.GRUCell",
+  ops.push_back({.name = "nn.GRUCell", .torch = "T.rnn_cell(x, 'GRU')",
                  .fn = [](I in) {
                    Parts p = split(in, 3, false);
                    nn::GRUCell m(p.x.size(-1), p.hidden_size, {.bias = p.c.bias});

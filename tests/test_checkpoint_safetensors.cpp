@@ -108,7 +108,7 @@ std::string python_with_numpy() {
 }
 
 // Next to this file (CMake compiles sources by absolute path).
-std::string reader_script() { return (fs::path(__FILE__).parent_path() / "safetensors_reader.py").string(); }
+std::string reader_script() { return std::string(NABLA_TESTS_DIR) + "/safetensors_reader.py"; }
 
 }  // namespace
 
