@@ -115,9 +115,21 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha
   return out;
 }
 
+// The `kind` column of NABLA_BINARY_ARITH_OPS.
+enum class BinaryKind { arith, to_float, float_only, intdiv, predicate };
+static BinaryKind binary_kind(BinaryOp op) {
+  switch (op) {
+#define NABLA_KIND(name, kind, ...) \
+  case BinaryOp::name: return BinaryKind::kind;
+    NABLA_BINARY_ARITH_OPS(NABLA_KIND)
+#undef NABLA_KIND
+    default: return BinaryKind::predicate;
+  }
+}
+
 static DType compute_dtype(BinaryOp op, const Tensor& a, const Tensor& b) {
   DType dt = result_type(a, b);
-  if ((op == BinaryOp::div || op == BinaryOp::atan2) && !is_floating(dt)) dt = DType::f32;
+  if (binary_kind(op) == BinaryKind::to_float && !is_floating(dt)) dt = DType::f32;
   return dt;
 }
 
@@ -316,126 +328,82 @@ void check_alpha(BinaryOp op, DType dt, Scalar alpha) {
                     ": a bool alpha is only allowed for bool results, got ", dt);
 }
 
-Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha = 1) {
-  check<ValueError>(a.defined() && b.defined(), op_name(op), ": input tensor is undefined");
+// An op whose `bool` column is reject_operand (sub) takes no bool operand, as in PyTorch (it is
+// usually a mask inversion). `b` is the dtype of a Scalar operand too, before it is wrapped.
+void check_bool_operands(BinaryOp op, DType a, DType b) {
+  if (bool_rule(op) != BoolRule::reject_operand) return;
+  check<DTypeError>(a != DType::boolean && b != DType::boolean, op_name(op), ": not supported with a bool operand (", a,
+                    ", ", b, "); to invert a mask use ~mask or logical_not(mask)");
+}
+
+// The checks every binary op makes before computing: undefined operands, alpha, bool operands of
+// an op that rejects them (sub), integer division by zero.
+DType check_binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) {
+  const char* name = op_name(op);
+  check<ValueError>(a.defined() && b.defined(), name, ": input tensor is undefined");
   DType dt = detail::compute_dtype(op, a, b);
-  if (op == BinaryOp::add || op == BinaryOp::sub) check_alpha(op, dt, alpha);
-  if ((op == BinaryOp::remainder || op == BinaryOp::floor_divide) && is_integral(dt) && b.numel() > 0) {
+  check_alpha(op, dt, alpha);
+  check_bool_operands(op, a.dtype(), b.dtype());
+  check<DTypeError>(detail::binary_kind(op) != detail::BinaryKind::float_only || is_floating(dt), name,
+                    ": defined for floating tensors only, got ", a.dtype(), " and ", b.dtype(),
+                    " (convert with .to(kFloat32) first)");
+  if (detail::binary_kind(op) == detail::BinaryKind::intdiv && is_integral(dt) && b.numel() > 0) {
     autograd::NoGradGuard ng;
-    check<ValueError>(!any(eq(b, 0)).item<bool>(), op_name(op), ": integer division by zero");
+    check<ValueError>(!any(eq(b, 0)).item<bool>(), name, ": integer division by zero");
   }
-  Tensor out = binary_kernel(op, a, b, alpha, dt);
-  if (is_bool_result(op) || !autograd::needs_grad(a, b)) return out;
+  return dt;
+}
+
+// What a binary op's gradient formulas read (the reads_a / reads_b columns), as bits.
+namespace reads {
+enum : uint8_t { none = 0, a = 1, b = 2, y = 4, ab = 3, ay = 5, by = 6, aby = 7 };
+}
+
+// Records the backward of a generated binary op: the gradient formulas of its list line, summed
+// over broadcast dims and cast to each operand's dtype. Only what the needed gradients read is
+// saved, so an in-place change of a tensor the backward will not read is no error.
+#define NABLA_BINARY_RECORD(name, kind, fwd, rule, reads_a, reads_b, grad_a, grad_b)                        \
+  case BinaryOp::name: {                                                                                  \
+    const uint8_t keep = (autograd::needs_grad(a_in) ? reads::reads_a : 0) |                              \
+                         (autograd::needs_grad(b_in) ? reads::reads_b : 0);                               \
+    static const char* bname = detail::backward_name(#name);                                              \
+    autograd::record(bname, {&a_in, &b_in}, {&out},                                                       \
+                     [sa, da, sb, db, alpha, xa = keep & reads::a ? save(a_in) : autograd::SavedTensor{}, \
+                      xb = keep & reads::b ? save(b_in) : autograd::SavedTensor{},                        \
+                      xy = keep & reads::y ? save_output(out) : autograd::SavedTensor{}](Node& n,         \
+                                                                                         GradList& gl) {  \
+                       Tensor a, b, y;                                                                    \
+                       if (xa.defined()) a = xa.unpack(n);                                                \
+                       if (xb.defined()) b = xb.unpack(n);                                                \
+                       if (xy.defined()) y = xy.unpack(n);                                                \
+                       const Tensor& g = gl[0];                                                           \
+                       ignore_unused(alpha);                                                              \
+                       GradList r(2);                                                                     \
+                       if (n.needs_input_grad(0)) r[0] = grad_for(grad_a, sa, da);                        \
+                       if (n.needs_input_grad(1)) r[1] = grad_for(grad_b, sb, db);                        \
+                       return r;                                                                          \
+                     });                                                                                  \
+    break;                                                                                                \
+  }
+
+// Every binary op: checks, type promotion, broadcasting, the kernel, and the backward from the op
+// list (core/elementwise_ops.h).
+Tensor binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, Scalar alpha_s = 1) {
+  DType dt = check_binary(op, a_in, b_in, alpha_s);
+  Tensor out = binary_kernel(op, a_in, b_in, alpha_s, dt);
+  if (is_bool_result(op) || !autograd::needs_grad(a_in, b_in)) return out;
   check<AutogradError>(is_floating(dt), op_name(op), ": gradients need a floating dtype, got ", dt);
-  const Shape sa = a.sizes(), sb = b.sizes();
-  const DType da = a.dtype(), db = b.dtype();
+  const Shape sa = a_in.sizes(), sb = b_in.sizes();
+  const DType da = a_in.dtype(), db = b_in.dtype();
+  const double alpha = alpha_s.to_double();
   switch (op) {
-    case BinaryOp::add:
-    case BinaryOp::sub: {
-      double k = op == BinaryOp::add ? alpha.to_double() : -alpha.to_double();
-      autograd::record(op == BinaryOp::add ? "AddBackward" : "SubBackward", {&a, &b}, {&out},
-                       [sa, da, sb, db, k](Node& n, GradList& g) {
-                         GradList r(2);
-                         if (n.needs_input_grad(0)) r[0] = grad_for(g[0], sa, da);
-                         if (n.needs_input_grad(1)) r[1] = grad_for(k == 1 ? g[0] : g[0] * k, sb, db);
-                         return r;
-                       });
-      break;
-    }
-    case BinaryOp::mul:
-      autograd::record("MulBackward", {&a, &b}, {&out},
-                       [sa, da, sb, db, xa = save(a), xb = save(b)](Node& n, GradList& g) {
-                         GradList r(2);
-                         if (n.needs_input_grad(0)) r[0] = grad_for(g[0] * xb.unpack(n), sa, da);
-                         if (n.needs_input_grad(1)) r[1] = grad_for(g[0] * xa.unpack(n), sb, db);
-                         return r;
-                       });
-      break;
-    case BinaryOp::div:
-      autograd::record("DivBackward", {&a, &b}, {&out},
-                       [sa, da, sb, db, xa = save(a), xb = save(b)](Node& n, GradList& g) {
-                         GradList r(2);
-                         Tensor bv = xb.unpack(n);
-                         if (n.needs_input_grad(0)) r[0] = grad_for(g[0] / bv, sa, da);
-                         if (n.needs_input_grad(1)) r[1] = grad_for(-g[0] * xa.unpack(n) / (bv * bv), sb, db);
-                         return r;
-                       });
-      break;
-    case BinaryOp::pow:
-      autograd::record("PowBackward", {&a, &b}, {&out},
-                       [sa, da, sb, db, xa = save(a), xb = save(b), y = save_output(out)](Node& n, GradList& g) {
-                         GradList r(2);
-                         Tensor av = xa.unpack(n), bv = xb.unpack(n);
-                         if (n.needs_input_grad(0)) {  // 0 where the exponent is 0 (0^0), as PyTorch
-                           Tensor d = g[0] * bv * pow(av, bv - 1);
-                           r[0] = grad_for(where(bv == 0, zeros_like(d), d), sa, da);
-                         }
-                         if (n.needs_input_grad(1)) {
-                           Tensor d = y.unpack(n) * log(av);
-                           d = where(logical_and(av == 0, bv >= 0), zeros_like(d), d);
-                           r[1] = grad_for(g[0] * d, sb, db);
-                         }
-                         return r;
-                       });
-      break;
-    case BinaryOp::maximum:
-    case BinaryOp::minimum: {
-      bool is_max = op == BinaryOp::maximum;
-      autograd::record(is_max ? "MaximumBackward" : "MinimumBackward", {&a, &b}, {&out},
-                       [sa, da, sb, db, is_max, xa = save(a), xb = save(b)](Node& n, GradList& g) {
-                         // The larger (smaller) input gets the gradient; ties split it evenly. An
-                         // input gets nothing only where the other one wins, so with a NaN (no
-                         // winner) both get it, as in PyTorch.
-                         Tensor av = xa.unpack(n), bv = xb.unpack(n);
-                         Tensor a_wins = is_max ? gt(av, bv) : lt(av, bv), b_wins = is_max ? lt(av, bv) : gt(av, bv);
-                         Tensor tie = eq(av, bv), half = g[0] * 0.5, zero = zeros_like(g[0]);
-                         GradList r(2);
-                         if (n.needs_input_grad(0)) r[0] = grad_for(where(tie, half, where(b_wins, zero, g[0])), sa, da);
-                         if (n.needs_input_grad(1)) r[1] = grad_for(where(tie, half, where(a_wins, zero, g[0])), sb, db);
-                         return r;
-                       });
-      break;
-    }
-    case BinaryOp::atan2:
-      autograd::record("Atan2Backward", {&a, &b}, {&out},
-                       [sa, da, sb, db, xa = save(a), xb = save(b)](Node& n, GradList& g) {
-                         Tensor av = xa.unpack(n), bv = xb.unpack(n);
-                         Tensor denom = av * av + bv * bv;
-                         GradList r(2);
-                         if (n.needs_input_grad(0)) r[0] = grad_for(g[0] * bv / denom, sa, da);
-                         if (n.needs_input_grad(1)) r[1] = grad_for(-g[0] * av / denom, sb, db);
-                         return r;
-                       });
-      break;
-    case BinaryOp::remainder:
-      autograd::record("RemainderBackward", {&a, &b}, {&out},
-                       [sa, da, sb, db, xa = save(a), xb = save(b)](Node& n, GradList& g) {
-                         GradList r(2);
-                         if (n.needs_input_grad(0)) r[0] = grad_for(g[0], sa, da);
-                         if (n.needs_input_grad(1))
-                           r[1] = grad_for(-g[0] * floor_divide(xa.unpack(n), xb.unpack(n)), sb, db);
-                         return r;
-                       });
-      break;
-    case BinaryOp::threshold_backward:
-      // Linear in the gradient a; the mask b gets none (it is piecewise constant).
-      autograd::record("ThresholdBackwardBackward", {&a, &b}, {&out}, [sa, da, sb, db, xb = save(b)](Node& n, GradList& g) {
-        GradList r(2);
-        if (n.needs_input_grad(0)) r[0] = grad_for(threshold_backward(g[0], xb.unpack(n)), sa, da);
-        if (n.needs_input_grad(1)) r[1] = grad_for(zeros_like(g[0]), sb, db);
-        return r;
-      });
-      break;
-    case BinaryOp::floor_divide:
-      autograd::record("FloorDivideBackward", {&a, &b}, {&out}, [sa, da, sb, db](Node&, GradList& g) {
-        return GradList{grad_for(zeros_like(g[0]), sa, da), grad_for(zeros_like(g[0]), sb, db)};
-      });
-      break;
+    NABLA_BINARY_ARITH_OPS(NABLA_BINARY_RECORD)
     default:
       break;
   }
   return out;
 }
+#undef NABLA_BINARY_RECORD
 
 Tensor scalar_operand(const Tensor& t, Scalar s) {
   return detail::wrap_scalar(s, detail::promote_with_scalar(t.dtype(), s));
@@ -445,10 +413,8 @@ Tensor scalar_operand(const Tensor& t, Scalar s) {
 // representable in self's dtype (no float into an int tensor), as in PyTorch.
 Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, Scalar alpha = 1) {
   const char* name = op_name(op);
-  check<ValueError>(self.defined() && other.defined(), name, "_: input tensor is undefined");
+  DType dt = check_binary(op, self, other, alpha);
   detail::check_inplace(self, name);
-  DType dt = detail::compute_dtype(op, self, other);
-  if (op == BinaryOp::add || op == BinaryOp::sub) check_alpha(op, dt, alpha);
   check<DTypeError>(!(is_floating(dt) && !is_floating(self.dtype())) && !(is_integral(dt) && self.dtype() == DType::boolean),
                     name, "_: result type ", dt, " cannot be stored in a tensor of dtype ", self.dtype());
   Shape shape = broadcast_shapes(self.sizes(), other.sizes(), name);
@@ -477,31 +443,26 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, Scalar alpha = 1
 
 }  // namespace
 
+// The two-tensor form of every arithmetic op in the list: hypot(a, b), atan2(a, b), ...
+#define NABLA_DEFINE_BINARY(name, ...) \
+  Tensor name(const Tensor& a, const Tensor& b) { return binary(BinaryOp::name, a, b); }
+NABLA_BINARY_ARITH_OPS(NABLA_DEFINE_BINARY)
+#undef NABLA_DEFINE_BINARY
+
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return binary(BinaryOp::add, a, b, alpha); }
 Tensor add(const Tensor& a, Scalar b, Scalar alpha) { return binary(BinaryOp::add, a, scalar_operand(a, b), alpha); }
-// Subtraction with a bool operand is an error, as in PyTorch (it is usually a mask inversion).
-static void check_sub_dtypes(DType a, DType b) {
-  check<DTypeError>(a != DType::boolean && b != DType::boolean, "sub: subtraction with a bool operand (", a, " - ", b,
-                    ") is not supported; to invert a mask use ~mask or logical_not(mask)");
-}
-Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
-  check_sub_dtypes(a.dtype(), b.dtype());
-  return binary(BinaryOp::sub, a, b, alpha);
-}
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) { return binary(BinaryOp::sub, a, b, alpha); }
 Tensor sub(const Tensor& a, Scalar b, Scalar alpha) {
-  check_sub_dtypes(a.dtype(), b.dtype());
+  check_bool_operands(BinaryOp::sub, a.dtype(), b.dtype());
   return binary(BinaryOp::sub, a, scalar_operand(a, b), alpha);
 }
 Tensor sub(Scalar a, const Tensor& b) {
-  check_sub_dtypes(a.dtype(), b.dtype());
+  check_bool_operands(BinaryOp::sub, a.dtype(), b.dtype());
   return binary(BinaryOp::sub, scalar_operand(b, a), b);
 }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::mul, a, b); }
 Tensor mul(const Tensor& a, Scalar b) { return binary(BinaryOp::mul, a, scalar_operand(a, b)); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::div, a, b); }
 Tensor div(const Tensor& a, Scalar b) { return binary(BinaryOp::div, a, scalar_operand(a, b)); }
 Tensor div(Scalar a, const Tensor& b) { return binary(BinaryOp::div, scalar_operand(b, a), b); }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::pow, a, b); }
 // An integer tensor to a negative integer (scalar) power is an error, as in PyTorch.
 static void check_integer_power(DType base, Scalar e) {
   check<ValueError>(!(is_integral(base) && base != DType::boolean && e.is_integral() && e.to_double() < 0), "pow: ",
@@ -529,13 +490,7 @@ Tensor pow(const Tensor& a, Scalar e) {
   return y;
 }
 Tensor pow(Scalar base, const Tensor& e) { return binary(BinaryOp::pow, scalar_operand(e, base), e); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::maximum, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::minimum, a, b); }
-Tensor atan2(const Tensor& a, const Tensor& b) { return binary(BinaryOp::atan2, a, b); }
-Tensor remainder(const Tensor& a, const Tensor& b) { return binary(BinaryOp::remainder, a, b); }
 Tensor remainder(const Tensor& a, Scalar b) { return binary(BinaryOp::remainder, a, scalar_operand(a, b)); }
-Tensor threshold_backward(const Tensor& grad, const Tensor& y) { return binary(BinaryOp::threshold_backward, grad, y); }
-Tensor floor_divide(const Tensor& a, const Tensor& b) { return binary(BinaryOp::floor_divide, a, b); }
 
 #define NABLA_DEFINE_COMPARE(name, f)                                                      \
   Tensor name(const Tensor& a, const Tensor& b) { return binary(BinaryOp::name, a, b); } \
@@ -629,12 +584,9 @@ Tensor addcdiv(const Tensor& x, const Tensor& a, const Tensor& b, Scalar v) { re
 // ---- in-place Tensor methods --------------------------------------------------------------------
 Tensor& Tensor::add_(const Tensor& o, Scalar alpha) { return binary_(BinaryOp::add, *this, o, alpha); }
 Tensor& Tensor::add_(Scalar o, Scalar alpha) { return binary_(BinaryOp::add, *this, scalar_operand(*this, o), alpha); }
-Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) {
-  check_sub_dtypes(dtype(), o.dtype());
-  return binary_(BinaryOp::sub, *this, o, alpha);
-}
+Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) { return binary_(BinaryOp::sub, *this, o, alpha); }
 Tensor& Tensor::sub_(Scalar o, Scalar alpha) {
-  check_sub_dtypes(dtype(), o.dtype());
+  check_bool_operands(BinaryOp::sub, dtype(), o.dtype());
   return binary_(BinaryOp::sub, *this, scalar_operand(*this, o), alpha);
 }
 Tensor& Tensor::mul_(const Tensor& o) { return binary_(BinaryOp::mul, *this, o); }

@@ -86,20 +86,36 @@
   X(isfinite, (isfinite_(x)))                                                                       \
   X(logical_not, (!static_cast<bool>(x)))
 
-// Binary ops computed in the promoted dtype T with a result of the same dtype.
-// X(name, forward of a and b). `alpha` (add/sub) is a T. Backward formulas live in elementwise.cpp.
-#define NABLA_BINARY_ARITH_OPS(X)                                                                   \
-  X(add, (a + alpha * b))                                                                           \
-  X(sub, (a - alpha * b))                                                                           \
-  X(mul, (a * b))                                                                                   \
-  X(div, (a / b))                                                                                   \
-  X(pow, (pow_(a, b)))                                                                              \
-  X(maximum, (max_(a, b)))                                                                          \
-  X(minimum, (min_(a, b)))                                                                          \
-  X(atan2, (atan2(a, b)))                                                                           \
-  X(remainder, (remainder_(a, b)))                                                                  \
-  X(floor_divide, (floor_divide_(a, b)))                                                            \
-  X(threshold_backward, (b <= T(0) ? T(0) : a))
+// Binary ops computed in the promoted dtype T with a result of the same dtype. The columns:
+//   kind      `arith` (the promoted dtype), `to_float` (integer and bool operands computed in
+//             float32, as div), `float_only` (an error unless the promoted dtype is floating),
+//             `intdiv` (as arith; an integer division by zero is an error)
+//   forward   of `a` and `b` (of type T; `alpha`, a T, is add/sub's scale)
+//   bool      what bool operands do: `either` (a || b: add, maximum), `both` (a && b: mul,
+//             minimum), `reject` (an error when the computation is in bool), `reject_operand` (an
+//             error when either operand is bool, as sub in PyTorch)
+//   reads_a, reads_b   what grad_a and grad_b read of a, b and y (the output): `none`, `a`, `b`,
+//             `y`, `ab`, `ay`, `by` or `aby`. The op saves only what the gradients it will compute
+//             read (mul saves b only when a requires grad), as PyTorch does.
+//   grad_a, grad_b   Tensor expressions of g, a, b, y and alpha (a double); they are summed over
+//             broadcast dims and cast to each operand's dtype by the front-end.
+// X(name, kind, forward, bool, reads_a, reads_b, grad_a, grad_b)
+#define NABLA_BINARY_ARITH_OPS(X)                                                                                    \
+  X(add, arith, (a + alpha * b), either, none, none, (g), (alpha == 1 ? g : g * alpha))                              \
+  X(sub, arith, (a - alpha * b), reject_operand, none, none, (g), (g * -alpha))                                      \
+  X(mul, arith, (a * b), both, b, a, (g * b), (g * a))                                                               \
+  X(div, to_float, (a / b), reject, b, ab, (g / b), (-g * a / (b * b)))                                              \
+  X(pow, arith, (pow_(a, b)), reject, ab, aby, (where(b == 0, zeros_like(g), g * b * pow(a, b - 1))),                \
+    (g * where(logical_and(a == 0, b >= 0), zeros_like(y), y * log(a))))                                             \
+  X(maximum, arith, (max_(a, b)), either, ab, ab, (where(a == b, g * 0.5, where(a < b, zeros_like(g), g))),          \
+    (where(a == b, g * 0.5, where(a > b, zeros_like(g), g))))                                                        \
+  X(minimum, arith, (min_(a, b)), both, ab, ab, (where(a == b, g * 0.5, where(a > b, zeros_like(g), g))),            \
+    (where(a == b, g * 0.5, where(a < b, zeros_like(g), g))))                                                        \
+  X(atan2, to_float, (atan2(a, b)), reject, ab, ab, (g * b / (a * a + b * b)), (-g * a / (a * a + b * b)))           \
+  X(hypot, float_only, (hypot(a, b)), reject, ay, by, (g * a / y), (g * b / y))                                      \
+  X(remainder, intdiv, (remainder_(a, b)), reject, none, ab, (g), (-g * floor_divide(a, b)))                         \
+  X(floor_divide, intdiv, (floor_divide_(a, b)), reject, none, none, (zeros_like(g)), (zeros_like(g)))               \
+  X(threshold_backward, arith, (b <= T(0) ? T(0) : a), reject, b, none, (threshold_backward(g, b)), (zeros_like(g)))
 
 // Binary ops with a bool result.
 #define NABLA_BINARY_BOOL_OPS(X)                                                                    \
@@ -125,6 +141,18 @@ enum class BinaryOp : uint8_t { NABLA_BINARY_ARITH_OPS(NABLA_ENUM_ENTRY) NABLA_B
 
 const char* op_name(UnaryOp op);
 const char* op_name(BinaryOp op);
+
+// The `bool` column of NABLA_BINARY_ARITH_OPS, for the kernels.
+enum class BoolRule : uint8_t { either, both, reject, reject_operand };
+constexpr BoolRule bool_rule(BinaryOp op) {
+  switch (op) {
+#define NABLA_BOOL_RULE(name, kind, fwd, rule, ...) \
+  case BinaryOp::name: return BoolRule::rule;
+    NABLA_BINARY_ARITH_OPS(NABLA_BOOL_RULE)
+#undef NABLA_BOOL_RULE
+    default: return BoolRule::reject;
+  }
+}
 
 constexpr bool is_bool_result(BinaryOp op) { return op >= BinaryOp::eq; }
 

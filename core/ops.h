@@ -80,9 +80,12 @@ Tensor bernoulli(const Tensor& p);                                  // 1 with pr
 Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement = false);
 
 // ---- elementwise (broadcasting, type promotion) ------------------------------------------------
-Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1);
+// The two-tensor forms are generated from NABLA_BINARY_ARITH_OPS (core/elementwise_ops.h).
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha);  // a + alpha * b
 Tensor add(const Tensor& a, Scalar b, Scalar alpha = 1);
-Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha);
 Tensor sub(const Tensor& a, Scalar b, Scalar alpha = 1);
 Tensor sub(Scalar a, const Tensor& b);  // a - b
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -96,13 +99,14 @@ Tensor pow(Scalar base, const Tensor& exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor atan2(const Tensor& a, const Tensor& b);
+Tensor hypot(const Tensor& a, const Tensor& b);  // sqrt(a^2 + b^2) without overflow
 Tensor remainder(const Tensor& a, const Tensor& b);
 Tensor remainder(const Tensor& a, Scalar b);
 // floor(a / b), computed from fmod as Python does (1.0 // 0.1 is 9). Differs from PyTorch: the
 // gradient is zero (as for floor and for div with rounding_mode "floor"); PyTorch has none and
 // raises in backward.
 Tensor floor_divide(const Tensor& a, const Tensor& b);
-// grad where y > 0, else 0: the gradient of relu (y its output or input), in one pass.
+// 0 where y <= 0, else grad: the gradient of relu (y its output or input), in one pass.
 Tensor threshold_backward(const Tensor& grad, const Tensor& y);
 
 Tensor neg(const Tensor& x);

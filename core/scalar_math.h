@@ -15,6 +15,7 @@ using std::acos;
 using std::asin;
 using std::atan;
 using std::atan2;
+using std::hypot;
 using std::cos;
 using std::cosh;
 using std::erf;

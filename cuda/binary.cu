@@ -10,7 +10,7 @@ namespace nabla::cuda {
 namespace {
 using namespace nabla::scalar;
 
-#define NABLA_ARITH_FUNCTOR(name, fwd)                \
+#define NABLA_ARITH_FUNCTOR(name, kind, fwd, ...)     \
   template <class T>                                  \
   struct B_##name {                                   \
     T alpha;                                          \
@@ -84,6 +84,15 @@ struct WhereFn {
   }
 };
 
+// An arithmetic op on bool operands, by its `bool` column (core/elementwise_ops.h).
+void bool_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  switch (bool_rule(op)) {
+    case BoolRule::either: return run<bool, bool>(a, b, out, B_or{false});
+    case BoolRule::both: return run<bool, bool>(a, b, out, B_and{false});
+    default: throw DTypeError(detail::str(op_name(op), ": not supported for bool tensors"));
+  }
+}
+
 }  // namespace
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Scalar alpha_s) {
@@ -98,14 +107,10 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Sc
     if constexpr (is_half_v<T>) alpha = static_cast<float>(alpha_s.to_double());
     else alpha = alpha_s.to<T>();
     switch (op) {
-#define NABLA_ARITH_CASE(name, fwd)                                                   \
+#define NABLA_ARITH_CASE(name, kind, fwd, ...)                                       \
   case BinaryOp::name:                                                                \
     if constexpr (std::is_same_v<T, bool>) {                                          \
-      if (BinaryOp::name == BinaryOp::add || BinaryOp::name == BinaryOp::maximum)     \
-        return run<bool, bool>(a, b, out, B_or{false});                               \
-      if (BinaryOp::name == BinaryOp::mul || BinaryOp::name == BinaryOp::minimum)     \
-        return run<bool, bool>(a, b, out, B_and{false});                              \
-      throw DTypeError(#name ": not supported for bool tensors");                     \
+      return bool_binary(op, a, b, out);                                              \
     } else {                                                                          \
       return run<T, T>(a, b, out, B_##name<C>{alpha});                                \
     }

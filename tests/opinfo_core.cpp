@@ -73,6 +73,8 @@ std::vector<OpInfo> elementwise_ops() {
   ops.push_back({.name = "maximum", .torch = "torch.maximum(x[0], x[1])", .fn = [](I x) { return one(maximum(x[0], x[1])); }, .samples = binary_samples(-2, 2, -2, 2), .sweep_dtypes = true});
   ops.push_back({.name = "minimum", .torch = "torch.minimum(x[0], x[1])", .fn = [](I x) { return one(minimum(x[0], x[1])); }, .samples = binary_samples(-2, 2, -2, 2), .sweep_dtypes = true});
   ops.push_back({.name = "atan2", .torch = "torch.atan2(x[0], x[1])", .fn = [](I x) { return one(atan2(x[0], x[1])); }, .samples = binary_samples(-2, 2, 0.5, 2), .sweep_dtypes = true});
+  ops.push_back({.name = "hypot", .torch = "torch.hypot(x[0], x[1])", .fn = [](I x) { return one(hypot(x[0], x[1])); },
+                 .samples = binary_samples(-2, 2, -2, 2), .sweep_dtypes = true});
   ops.push_back({.name = "remainder", .torch = "torch.remainder(x[0], x[1])", .fn = [](I x) { return one(remainder(x[0], x[1])); },
                  .samples = binary_samples(0.1, 3, 0.7, 0.9), .sweep_dtypes = true});
   ops.push_back({.name = "threshold_backward", .torch = "torch.ops.aten.threshold_backward(x[0], x[1], 0)", .fn = [](I x) { return one(threshold_backward(x[0], x[1])); },

@@ -309,7 +309,7 @@ std::vector<std::string> required_ops() {
   NABLA_UNARY_SAME_OPS(NABLA_REQUIRED3)
   NABLA_UNARY_PARAM_OPS(NABLA_REQUIRED3)
 #undef NABLA_REQUIRED3
-#define NABLA_REQUIRED2(name, f) names.push_back(#name);
+#define NABLA_REQUIRED2(name, ...) names.push_back(#name);
   NABLA_BINARY_ARITH_OPS(NABLA_REQUIRED2)
 #undef NABLA_REQUIRED2
   for (const char* n :

@@ -172,6 +172,17 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
   throw NotImplemented(detail::str("unary op ", static_cast<int>(op), ": not implemented on the CPU"));
 }
 
+namespace {
+// An arithmetic op on bool operands, by its `bool` column (core/elementwise_ops.h).
+void bool_binary(const Loop& L, BinaryOp op) {
+  switch (bool_rule(op)) {
+    case BoolRule::either: return binary_loop<bool, bool, bool>(L, [](bool a, bool b) { return a || b; });
+    case BoolRule::both: return binary_loop<bool, bool, bool>(L, [](bool a, bool b) { return a && b; });
+    default: throw DTypeError(detail::str(op_name(op), ": not supported for bool tensors"));
+  }
+}
+}  // namespace
+
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Scalar alpha_s) {
   if (out.numel() == 0) return;
   Loop L = make_loop({&out, &a, &b});
@@ -180,14 +191,10 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Sc
     using T = typename decltype(tag)::type;
     [[maybe_unused]] const T alpha = alpha_s.to<T>();
     switch (op) {
-#define NABLA_ARITH_CASE(name, fwd)                                                   \
+#define NABLA_ARITH_CASE(name, kind, fwd, ...)                                       \
   case BinaryOp::name:                                                                \
     if constexpr (std::is_same_v<T, bool>) {                                          \
-      if (BinaryOp::name == BinaryOp::add || BinaryOp::name == BinaryOp::maximum)     \
-        return binary_loop<bool, bool, bool>(L, [](bool a, bool b) { return a || b; }); \
-      if (BinaryOp::name == BinaryOp::mul || BinaryOp::name == BinaryOp::minimum)     \
-        return binary_loop<bool, bool, bool>(L, [](bool a, bool b) { return a && b; }); \
-      throw DTypeError(#name ": not supported for bool tensors");                     \
+      return bool_binary(L, op);                                                      \
     } else {                                                                          \
       return binary_loop<T, T, T>(L, [=](T a, T b) { return static_cast<T>(fwd); });  \
     }
