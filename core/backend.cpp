@@ -1,4 +1,4 @@
-// The backend registry and the NotImplemented defaults of the Backend interface.
+// The backend registry.
 #include "core/backend.h"
 
 #include <array>
@@ -47,41 +47,17 @@ Backend& backend_for(Device device) {
   return *b;
 }
 
-void Backend::not_implemented(const char* op) const {
-  throw NotImplemented(detail::str(op, ": not implemented for device type '", name(), "'"));
+Backend::Backend(const char* device_name) : name_(device_name) {
+#define NABLA_NAME_ENTRY(kernel, ...) \
+  kernel.name = #kernel;               \
+  kernel.device = device_name;
+  NABLA_KERNELS(NABLA_NAME_ENTRY)
+#undef NABLA_NAME_ENTRY
 }
 
-void Backend::copy(const Tensor&, const Tensor&, bool) { not_implemented("copy"); }
-void Backend::fill(const Tensor&, Scalar) { not_implemented("fill"); }
-void Backend::unary(UnaryOp op, const Tensor&, const Tensor&, double, double) { not_implemented(op_name(op)); }
-void Backend::binary(BinaryOp op, const Tensor&, const Tensor&, const Tensor&, Scalar) { not_implemented(op_name(op)); }
-void Backend::where(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { not_implemented("where"); }
-void Backend::reduce(ReduceOp, const Tensor&, IntArrayRef, const Tensor&) { not_implemented("reduce"); }
-void Backend::arg_reduce(ReduceOp, const Tensor&, int64_t, const Tensor&, const Tensor&) { not_implemented("argmax/argmin"); }
-void Backend::scan(ScanOp, const Tensor&, int64_t, const Tensor&) { not_implemented("cumsum/cumprod"); }
-void Backend::sort(const Tensor&, int64_t, bool, const Tensor&, const Tensor&) { not_implemented("sort"); }
-void Backend::topk(const Tensor&, int64_t, int64_t, bool, const Tensor&, const Tensor&) { not_implemented("topk"); }
-void Backend::softmax(const Tensor&, int64_t, bool, const Tensor&) { not_implemented("softmax"); }
-void Backend::softmax_backward(const Tensor&, const Tensor&, int64_t, bool, const Tensor&) { not_implemented("softmax_backward"); }
-void Backend::index_select(const Tensor&, int64_t, const Tensor&, const Tensor&) { not_implemented("index_select"); }
-void Backend::index_add(const Tensor&, int64_t, const Tensor&, const Tensor&) { not_implemented("index_add"); }
-void Backend::gather(const Tensor&, int64_t, const Tensor&, const Tensor&) { not_implemented("gather"); }
-void Backend::scatter(const Tensor&, int64_t, const Tensor&, const Tensor&, bool) { not_implemented("scatter"); }
-Tensor Backend::nonzero(const Tensor&) { not_implemented("nonzero"); }
-void Backend::random(RandomOp, const Tensor&, double, double, Generator&) { not_implemented("random"); }
-void Backend::random_int(const Tensor&, int64_t, int64_t, Generator&) { not_implemented("randint"); }
-void Backend::matmul(const Tensor&, const Tensor&, const Tensor&, double, double) { not_implemented("matmul"); }
-void Backend::conv2d(const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&, const Tensor&) { not_implemented("conv2d"); }
-void Backend::conv2d_input_grad(const Tensor&, const Tensor&, const Conv2dParams&, const Tensor&) { not_implemented("conv2d_input_grad"); }
-void Backend::conv2d_weight_grad(const Tensor&, const Tensor&, const Conv2dParams&, const Tensor&) { not_implemented("conv2d_weight_grad"); }
-void Backend::max_pool2d(const Tensor&, const Pool2dParams&, const Tensor&, const Tensor&) { not_implemented("max_pool2d"); }
-void Backend::max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&) { not_implemented("max_pool2d_backward"); }
-void Backend::avg_pool2d(const Tensor&, const Pool2dParams&, const Tensor&) { not_implemented("avg_pool2d"); }
-void Backend::avg_pool2d_backward(const Tensor&, const Pool2dParams&, const Tensor&) { not_implemented("avg_pool2d_backward"); }
-void Backend::batch_norm(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, double, double,
-                         const Tensor&, const Tensor&, const Tensor&) { not_implemented("batch_norm"); }
-void Backend::batch_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double,
-                                  const Tensor&, const Tensor&, const Tensor&) { not_implemented("batch_norm_backward"); }
+void throw_kernel_missing(const char* kernel, const char* device) {
+  throw NotImplemented(detail::str(kernel, ": not implemented for device type '", device, "'"));
+}
 
 // ---- cuda queries when no CUDA backend is registered --------------------------------------------
 namespace cuda {

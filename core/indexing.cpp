@@ -60,7 +60,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       Shape strides = out.strides();
       Shape sizes = out.sizes();
       sizes[d] = n;
-      be.copy(t, detail::make_view(out, sizes, strides, off * out.strides()[d]));
+      be.copy(t, detail::make_view(out, sizes, strides, off * out.strides()[d]), false);
     }
     off += n;
   }
@@ -198,7 +198,7 @@ Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value) {
   Shape sizes = src.sizes();
   int64_t offset = 0;
   for (auto [d, left] : pads) offset += left * out.strides()[d];
-  backend_for(out.device()).copy(src, detail::make_view(out, sizes, out.strides(), offset));
+  backend_for(out.device()).copy(src, detail::make_view(out, sizes, out.strides(), offset), false);
   if (autograd::needs_grad(src))
     autograd::record("PadBackward", {&src}, {&out}, [pads, sizes](Node&, GradList& g) {
       Tensor r = g[0];
@@ -240,7 +240,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index_in, const Ten
   check<DTypeError>(src.dtype() == x.dtype(), "index_add: source dtype ", src.dtype(), " differs from ", x.dtype());
   Tensor out = detail::make_empty(x.sizes(), x.dtype(), x.device());
   Backend& be = backend_for(x.device());
-  be.copy(x, out);
+  be.copy(x, out, false);
   be.index_add(out, d, index.reshape({-1}), src);
   if (autograd::needs_grad(x, src))
     autograd::record("IndexAddBackward", {&x, &src}, {&out}, [index, d](Node& n, GradList& g) {
@@ -317,7 +317,7 @@ Tensor scatter_impl(const Tensor& x, int64_t dim, const Tensor& index_in, const 
   detail::check_same_device(name, {&x, &index, &src});
   Tensor out = detail::make_empty(x.sizes(), x.dtype(), x.device());
   Backend& be = backend_for(x.device());
-  be.copy(x, out);
+  be.copy(x, out, false);
   be.scatter(out, d, index, src, accumulate);
   if (autograd::needs_grad(x, src))
     autograd::record(accumulate ? "ScatterAddBackward" : "ScatterBackward", {&x, &src}, {&out},

@@ -159,7 +159,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined()) {
     check<ShapeError>(bias.dim() == 1 && bias.sizes()[0] == outf, "linear: bias must have shape [", outf, "], got ",
                       bias.sizes());
-    be.copy(detail::broadcast_view(bias, out.sizes()), out);  // out = bias, then out += x @ w^T
+    be.copy(detail::broadcast_view(bias, out.sizes()), out, false);  // out = bias, then out += x @ w^T
     beta = 1;
   }
   be.matmul(as3d(x2), wT, as3d(out), 1.0, beta);

@@ -25,7 +25,7 @@ inline namespace NABLA_OPTIM_MATH_BUILD {
 template <class T>
 struct AdamCoeffs {
   T b1, b2, c1, c2, eps, bc2, step, wd, decay, sign;
-  explicit AdamCoeffs(const Backend::AdamStep& a)
+  explicit AdamCoeffs(const AdamStep& a)
       : b1(static_cast<T>(a.beta1)), b2(static_cast<T>(a.beta2)), c1(static_cast<T>(1 - a.beta1)),
         c2(static_cast<T>(1 - a.beta2)), eps(static_cast<T>(a.eps)), bc2(static_cast<T>(a.bias_correction2_sqrt)),
         step(static_cast<T>(a.step_size)), wd(static_cast<T>(a.weight_decay)),
@@ -58,7 +58,7 @@ NABLA_HOST_DEVICE inline void adam_update(T& p, T grad, T& m, T& v, T* vmax, con
 template <class T>
 struct RmspropCoeffs {
   T lr, alpha, c, eps, wd, mom, sign;
-  explicit RmspropCoeffs(const Backend::RmspropStep& r)
+  explicit RmspropCoeffs(const RmspropStep& r)
       : lr(static_cast<T>(r.lr)), alpha(static_cast<T>(r.alpha)), c(static_cast<T>(1 - r.alpha)),
         eps(static_cast<T>(r.eps)), wd(static_cast<T>(r.weight_decay)), mom(static_cast<T>(r.momentum)),
         sign(r.maximize ? T(-1) : T(1)) {}
@@ -92,7 +92,7 @@ NABLA_HOST_DEVICE inline void rmsprop_update(T& p, T grad, T& sq, T* gavg, T* bu
 template <class T>
 struct AdagradCoeffs {
   T clr, eps, wd, sign;
-  explicit AdagradCoeffs(const Backend::AdagradStep& a)
+  explicit AdagradCoeffs(const AdagradStep& a)
       : clr(static_cast<T>(a.clr)), eps(static_cast<T>(a.eps)), wd(static_cast<T>(a.weight_decay)),
         sign(a.maximize ? T(-1) : T(1)) {}
 };
@@ -110,7 +110,7 @@ NABLA_HOST_DEVICE inline void adagrad_update(T& p, T grad, T& sum, const Adagrad
 template <class T>
 struct AdadeltaCoeffs {
   T lr, rho, c, eps, wd, sign;
-  explicit AdadeltaCoeffs(const Backend::AdadeltaStep& a)
+  explicit AdadeltaCoeffs(const AdadeltaStep& a)
       : lr(static_cast<T>(a.lr)), rho(static_cast<T>(a.rho)), c(static_cast<T>(1 - a.rho)),
         eps(static_cast<T>(a.eps)), wd(static_cast<T>(a.weight_decay)), sign(a.maximize ? T(-1) : T(1)) {}
 };
@@ -130,7 +130,7 @@ NABLA_HOST_DEVICE inline void adadelta_update(T& p, T grad, T& sq, T& acc, const
 template <class T>
 struct SgdCoeffs {
   T lr, mom, damp, wd, sign;
-  explicit SgdCoeffs(const Backend::SgdStep& s)
+  explicit SgdCoeffs(const SgdStep& s)
       : lr(static_cast<T>(s.lr)), mom(static_cast<T>(s.momentum)), damp(static_cast<T>(1 - s.dampening)),
         wd(static_cast<T>(s.weight_decay)), sign(s.maximize ? T(-1) : T(1)) {}
 };
@@ -163,14 +163,14 @@ void with_flags(F&& f, bool first, B... rest) {
   else with_flags([&](auto... flags) { f(std::false_type{}, flags...); }, rest...);
 }
 template <class F>
-void visit_adam_variant(const Backend::AdamStep& a, F&& f) {
+void visit_adam_variant(const AdamStep& a, F&& f) {
   auto with_ams = [&](auto wd) { with_flags([&](auto ams) { f(wd, ams); }, a.amsgrad); };
   if (a.weight_decay == 0) with_ams(std::integral_constant<int, kNoDecay>{});
   else if (a.decoupled) with_ams(std::integral_constant<int, kDecoupledDecay>{});
   else with_ams(std::integral_constant<int, kL2Decay>{});
 }
 template <class F>
-void visit_sgd_variant(const Backend::SgdStep& s, F&& f) {
+void visit_sgd_variant(const SgdStep& s, F&& f) {
   auto with_momentum = [&](auto wd) {
     using I = std::integral_constant<int, 0>;
     if (s.momentum == 0) {
@@ -213,15 +213,15 @@ bool run_fused_step(bool fits, const Tensor& param, F&& f) {
   return true;
 }
 inline bool sgd_step_fits(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
-                          const Backend::SgdStep& s) {
+                          const SgdStep& s) {
   return fused_step_fits(param, grad, {s.momentum != 0 ? &momentum_buffer : nullptr});
 }
 inline bool adam_step_fits(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                           const Tensor& max_exp_avg_sq, const Backend::AdamStep& a) {
+                           const Tensor& max_exp_avg_sq, const AdamStep& a) {
   return fused_step_fits(param, grad, {&exp_avg, &exp_avg_sq, a.amsgrad ? &max_exp_avg_sq : nullptr});
 }
 inline bool rmsprop_step_fits(const Tensor& param, const Tensor& grad, const Tensor& square_avg,
-                              const Tensor& grad_avg, const Tensor& momentum_buffer, const Backend::RmspropStep& r) {
+                              const Tensor& grad_avg, const Tensor& momentum_buffer, const RmspropStep& r) {
   return fused_step_fits(param, grad, {&square_avg, r.centered ? &grad_avg : nullptr,
                                        r.momentum > 0 ? &momentum_buffer : nullptr});
 }

@@ -238,13 +238,13 @@ Tensor Tensor::pin_memory() const {
   if (is_pinned()) return *this;
   if (!cuda::is_available()) return clone();  // without a GPU, pinning has no meaning
   Tensor out = detail::make_empty(sizes(), dtype(), kCPU, /*pinned=*/true);
-  backend_for(kCPU).copy(*this, out);
+  backend_for(kCPU).copy(*this, out, false);
   return out;
 }
 
 Tensor Tensor::clone() const {
   Tensor out = detail::make_empty(sizes(), dtype(), device());
-  backend_for(device()).copy(*this, out);
+  backend_for(device()).copy(*this, out, false);
   if (autograd::needs_grad(*this))
     autograd::record("CloneBackward", {this}, {&out},
                      [](autograd::Node&, autograd::GradList& g) { return autograd::GradList{g[0]}; });
@@ -268,7 +268,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   {
     autograd::NoGradGuard ng;
     if (detail::partial_overlap(*this, s)) s = s.clone();  // e.g. x[1:].copy_(x[:-1]), x.copy_(x.t())
-    be.copy(s, *this);
+    be.copy(s, *this, false);
   }
   detail::bump_version(*this);
   if (autograd::needs_grad(*this, src)) {

@@ -39,7 +39,7 @@ Tensor view_scatter(const Tensor& g, const Shape& shape, const ViewFn& view_fn) 
   {
     autograd::NoGradGuard ng;
     Tensor dst = view_fn(out);
-    backend_for(g.device()).copy(g, dst);
+    backend_for(g.device()).copy(g, dst, false);
   }
   if (autograd::needs_grad(g))
     autograd::record("ViewScatterBackward", {&g}, {&out},
@@ -573,7 +573,7 @@ Tensor& copy_into_view(Tensor& view, const Tensor& src) {
                                                     : backend_for(view.device());
     Tensor s = broadcast_view(src, view.sizes());
     if (partial_overlap(view, s)) s = s.clone();
-    be.copy(s, view);
+    be.copy(s, view, false);
   }
   bump_version(view);
   // CopySlices: the new base's gradient goes to src inside the view, to the old base outside it.

@@ -66,7 +66,7 @@ Tensor empty_on(IntArrayRef shape, DType dt, Device dev) { return detail::make_e
 Tensor host_contiguous(const Tensor& t) {
   if (t.is_contiguous()) return t;
   Tensor c = empty_on(t.sizes(), t.dtype(), kCPU);
-  backend_for(kCPU).copy(t, c);
+  backend_for(kCPU).copy(t, c, false);
   return c;
 }
 
@@ -101,7 +101,7 @@ void device_to_host(const Tensor& src, const Tensor& dst, bool non_blocking) {
     return;
   }
   NABLA_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (!direct) backend_for(kCPU).copy(expand_like(h, src), dst);
+  if (!direct) backend_for(kCPU).copy(expand_like(h, src), dst, false);
 }
 
 void device_to_device_peer(const Tensor& src, const Tensor& dst) {
@@ -172,7 +172,7 @@ void copy(const Tensor& src, const Tensor& dst, bool non_blocking) {
   }
   if (src.is_cpu() && dst.is_cuda()) return host_to_device(src, dst, non_blocking);
   if (src.is_cuda() && dst.is_cpu()) return device_to_host(src, dst, non_blocking);
-  backend_for(kCPU).copy(src, dst);
+  backend_for(kCPU).copy(src, dst, false);
 }
 
 void fill(const Tensor& dst, Scalar value) {

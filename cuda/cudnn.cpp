@@ -414,7 +414,7 @@ void conv2d_weight_grad(const Tensor& x_in, const Tensor& gy_in, const Conv2dPar
 
 // ---- batch normalization ----------------------------------------------------------------------------
 // x (N, C, ...) is viewed as (N, C, S, 1) in cuDNN's spatial mode: statistics per channel over N and S.
-bool batch_norm_supported(const Tensor& x, double eps) {
+bool has_fused_batch_norm(const Tensor& x, double eps) {
   if (!x.is_cuda() || (x.dtype() != DType::f32 && x.dtype() != DType::f64)) return false;
   if (eps < CUDNN_BN_MIN_EPSILON || x.dim() < 2 || x.numel() == 0 || x.numel() > INT_MAX) return false;
   return true;

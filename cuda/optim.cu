@@ -55,7 +55,7 @@ __global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __rest
 
 template <class T>
 void launch_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const Tensor& max_exp_avg_sq, const Backend::AdamStep& a) {
+                 const Tensor& max_exp_avg_sq, const AdamStep& a) {
   const int64_t n = param.numel();
   T *p = param.data_ptr<T>(), *m = exp_avg.data_ptr<T>(), *v = exp_avg_sq.data_ptr<T>();
   T* vmax = a.amsgrad ? max_exp_avg_sq.data_ptr<T>() : nullptr;
@@ -70,7 +70,7 @@ void launch_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
 
 template <class T>
 void launch_rmsprop(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
-                    const Tensor& momentum_buffer, const Backend::RmspropStep& r) {
+                    const Tensor& momentum_buffer, const RmspropStep& r) {
   const int64_t n = param.numel();
   T *p = param.data_ptr<T>(), *sq = square_avg.data_ptr<T>();
   T* gavg = r.centered ? grad_avg.data_ptr<T>() : nullptr;
@@ -87,7 +87,7 @@ void launch_rmsprop(const Tensor& param, const Tensor& grad, const Tensor& squar
 }
 
 template <class T>
-void launch_adagrad(const Tensor& param, const Tensor& grad, const Tensor& sum, const Backend::AdagradStep& a) {
+void launch_adagrad(const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStep& a) {
   const int64_t n = param.numel();
   T *p = param.data_ptr<T>(), *s = sum.data_ptr<T>();
   const T* g = grad.data_ptr<T>();
@@ -102,7 +102,7 @@ void launch_adagrad(const Tensor& param, const Tensor& grad, const Tensor& sum, 
 
 template <class T>
 void launch_adadelta(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& acc_delta,
-                     const Backend::AdadeltaStep& a) {
+                     const AdadeltaStep& a) {
   const int64_t n = param.numel();
   T *p = param.data_ptr<T>(), *sq = square_avg.data_ptr<T>(), *acc = acc_delta.data_ptr<T>();
   const T* g = grad.data_ptr<T>();
@@ -116,7 +116,7 @@ void launch_adadelta(const Tensor& param, const Tensor& grad, const Tensor& squa
 }
 
 template <class T>
-void launch_sgd(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Backend::SgdStep& s) {
+void launch_sgd(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
   const int64_t n = param.numel();
   T* p = param.data_ptr<T>();
   const T* g = grad.data_ptr<T>();
@@ -140,33 +140,33 @@ bool cuda_step(bool fits, const Tensor& param, F&& launch) {
 
 }  // namespace
 
-bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Backend::SgdStep& s) {
+bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
   return cuda_step(sgd_step_fits(param, grad, momentum_buffer, s), param, [&](auto tag) {
     launch_sgd<typename decltype(tag)::type>(param, grad, momentum_buffer, s);
   });
 }
 
 bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Tensor& max_exp_avg_sq, const Backend::AdamStep& a) {
+               const Tensor& max_exp_avg_sq, const AdamStep& a) {
   return cuda_step(adam_step_fits(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a), param, [&](auto tag) {
     launch_adam<typename decltype(tag)::type>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a);
   });
 }
 
 bool rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
-                  const Tensor& momentum_buffer, const Backend::RmspropStep& r) {
+                  const Tensor& momentum_buffer, const RmspropStep& r) {
   return cuda_step(rmsprop_step_fits(param, grad, square_avg, grad_avg, momentum_buffer, r), param, [&](auto tag) {
     launch_rmsprop<typename decltype(tag)::type>(param, grad, square_avg, grad_avg, momentum_buffer, r);
   });
 }
 
-bool adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& sum, const Backend::AdagradStep& a) {
+bool adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStep& a) {
   return cuda_step(fused_step_fits(param, grad, {&sum}), param,
                    [&](auto tag) { launch_adagrad<typename decltype(tag)::type>(param, grad, sum, a); });
 }
 
 bool adadelta_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& acc_delta,
-                   const Backend::AdadeltaStep& a) {
+                   const AdadeltaStep& a) {
   return cuda_step(fused_step_fits(param, grad, {&square_avg, &acc_delta}), param, [&](auto tag) {
     launch_adadelta<typename decltype(tag)::type>(param, grad, square_avg, acc_delta, a);
   });

@@ -456,10 +456,10 @@ TEST(Optim, FusedStepsTakeContiguousTensorsAndDeclineOthersWritingNothing) {
   auto fresh = [] { return full({4}, 2.0, kFloat32); };
   Tensor p = fresh(), g = full({4}, 1.0, kFloat32), a = fresh(), b = fresh(), c = fresh();
   Tensor strided = full({8}, 2.0, kFloat32).slice(0, 0, 8, 2), wrong = fresh().to(kFloat64);
-  const Backend::AdamStep adam{0.1, 0.9, 0.999, 1e-8, 0, 0.1, 1, false, false, true};
-  const Backend::RmspropStep rms{0.1, 0.9, 1e-8, 0, 0.9, true, false};
-  const Backend::AdagradStep ada{0.1, 1e-10, 0, false};
-  const Backend::AdadeltaStep delta{1, 0.9, 1e-6, 0, false};
+  const AdamStep adam{0.1, 0.9, 0.999, 1e-8, 0, 0.1, 1, false, false, true};
+  const RmspropStep rms{0.1, 0.9, 1e-8, 0, 0.9, true, false};
+  const AdagradStep ada{0.1, 1e-10, 0, false};
+  const AdadeltaStep delta{1, 0.9, 1e-6, 0, false};
   EXPECT_FALSE(cpu.adam_step(p, g, a, b, strided, adam));  // amsgrad reads the third state tensor
   EXPECT_FALSE(cpu.adam_step(p, g, a, b, Tensor(), adam));
   EXPECT_FALSE(cpu.rmsprop_step(p, g, a, wrong, c, rms));

@@ -37,7 +37,9 @@ inline To convert(From v) {
 
 }  // namespace
 
-void copy(const Tensor& src, const Tensor& dst) {
+void copy(const Tensor& src, const Tensor& dst, bool /*non_blocking*/) {
+  check<DeviceError>(src.is_cpu() && dst.is_cpu(), "copy: the CPU backend cannot copy from ", src.device(), " to ",
+                     dst.device());
   if (dst.numel() == 0) return;
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
     if (src.data_ptr() == dst.data_ptr()) return;

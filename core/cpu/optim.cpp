@@ -27,7 +27,7 @@ constexpr int64_t kStepGrain = 1 << 15;
 
 template <class T>
 void adam_loop(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Tensor& max_exp_avg_sq, const Backend::AdamStep& a) {
+               const Tensor& max_exp_avg_sq, const AdamStep& a) {
   T *p = param.data_ptr<T>(), *m = exp_avg.data_ptr<T>(), *v = exp_avg_sq.data_ptr<T>();
   T* vmax = a.amsgrad ? max_exp_avg_sq.data_ptr<T>() : nullptr;
   const T* g = grad.data_ptr<T>();
@@ -48,7 +48,7 @@ void rmsprop_range(T* __restrict p, const T* __restrict grad, T* __restrict sq, 
 
 template <class T>
 void rmsprop_loop(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
-                  const Tensor& momentum_buffer, const Backend::RmspropStep& r) {
+                  const Tensor& momentum_buffer, const RmspropStep& r) {
   T *p = param.data_ptr<T>(), *sq = square_avg.data_ptr<T>();
   T* gavg = r.centered ? grad_avg.data_ptr<T>() : nullptr;
   T* buf = r.momentum > 0 ? momentum_buffer.data_ptr<T>() : nullptr;
@@ -71,7 +71,7 @@ void adagrad_range(T* __restrict p, const T* __restrict grad, T* __restrict sum,
 }
 
 template <class T>
-void adagrad_loop(const Tensor& param, const Tensor& grad, const Tensor& sum, const Backend::AdagradStep& a) {
+void adagrad_loop(const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStep& a) {
   T *p = param.data_ptr<T>(), *s = sum.data_ptr<T>();
   const T* g = grad.data_ptr<T>();
   const AdagradCoeffs<T> c(a);
@@ -91,7 +91,7 @@ void adadelta_range(T* __restrict p, const T* __restrict grad, T* __restrict sq,
 
 template <class T>
 void adadelta_loop(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& acc_delta,
-                   const Backend::AdadeltaStep& a) {
+                   const AdadeltaStep& a) {
   T *p = param.data_ptr<T>(), *sq = square_avg.data_ptr<T>(), *acc = acc_delta.data_ptr<T>();
   const T* g = grad.data_ptr<T>();
   const AdadeltaCoeffs<T> c(a);
@@ -110,7 +110,7 @@ void sgd_range(T* __restrict p, const T* __restrict grad, T* __restrict buf, int
 }
 
 template <class T>
-void sgd_loop(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Backend::SgdStep& s) {
+void sgd_loop(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
   T* p = param.data_ptr<T>();
   const T* g = grad.data_ptr<T>();
   T* buf = s.momentum != 0 ? momentum_buffer.data_ptr<T>() : nullptr;
@@ -124,21 +124,21 @@ void sgd_loop(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
 
 }  // namespace
 
-bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Backend::SgdStep& s) {
+bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
   return run_fused_step(sgd_step_fits(param, grad, momentum_buffer, s), param, [&](auto tag) {
     sgd_loop<typename decltype(tag)::type>(param, grad, momentum_buffer, s);
   });
 }
 
 bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Tensor& max_exp_avg_sq, const Backend::AdamStep& a) {
+               const Tensor& max_exp_avg_sq, const AdamStep& a) {
   return run_fused_step(adam_step_fits(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a), param, [&](auto tag) {
     adam_loop<typename decltype(tag)::type>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a);
   });
 }
 
 bool rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
-                  const Tensor& momentum_buffer, const Backend::RmspropStep& r) {
+                  const Tensor& momentum_buffer, const RmspropStep& r) {
   return run_fused_step(rmsprop_step_fits(param, grad, square_avg, grad_avg, momentum_buffer, r), param,
                         [&](auto tag) {
                           rmsprop_loop<typename decltype(tag)::type>(param, grad, square_avg, grad_avg,
@@ -146,13 +146,13 @@ bool rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_
                         });
 }
 
-bool adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& sum, const Backend::AdagradStep& a) {
+bool adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStep& a) {
   return run_fused_step(fused_step_fits(param, grad, {&sum}), param,
                         [&](auto tag) { adagrad_loop<typename decltype(tag)::type>(param, grad, sum, a); });
 }
 
 bool adadelta_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& acc_delta,
-                   const Backend::AdadeltaStep& a) {
+                   const AdadeltaStep& a) {
   return run_fused_step(fused_step_fits(param, grad, {&square_avg, &acc_delta}), param, [&](auto tag) {
     adadelta_loop<typename decltype(tag)::type>(param, grad, square_avg, acc_delta, a);
   });
