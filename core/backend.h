@@ -21,6 +21,7 @@
 
 #include "core/allocator.h"
 #include "core/elementwise_ops.h"
+#include "core/reduce_dims.h"
 #include "core/tensor.h"
 
 namespace nabla {
@@ -29,7 +30,6 @@ class Generator;
 struct Conv2dParams;
 struct Pool2dParams;
 
-enum class ReduceOp : uint8_t { sum, prod, max, min, any, all };
 enum class ScanOp : uint8_t { cumsum, cumprod };
 enum class RandomOp : uint8_t { uniform, normal, bernoulli };
 

@@ -172,4 +172,43 @@ NABLA_HOST_DEVICE inline T clamp_(T x, T lo, T hi) {
   return y > hi ? hi : y;
 }
 
+// dtype conversion as every kernel does it, CPU and CUDA: floats to integers saturate and NaN becomes
+// 0 (out-of-range conversions are undefined in C++); anything nonzero is true, compared in the
+// source type (a double like 1e-50 is nonzero even though it rounds to 0.0f); 16-bit floats go
+// through float.
+template <class T>
+inline constexpr bool is_16bit_float_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+template <class To, class From>
+NABLA_HOST_DEVICE inline To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    if constexpr (is_16bit_float_v<From>) return static_cast<float>(v) != 0.0f;
+    else return v != From(0);
+  } else if constexpr (is_16bit_float_v<From>) {
+    return convert<To>(static_cast<float>(v));
+  } else if constexpr (is_16bit_float_v<To>) {
+    return To(static_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    if (!(v == v)) return To(0);
+    if (v <= static_cast<From>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
+    if (v >= static_cast<From>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(v);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+// A bound given as a double (clamp's min and max) in the element type, saturating for integers.
+template <class T>
+NABLA_HOST_DEVICE inline T saturate(double v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(v);
+  } else {
+    if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return static_cast<T>(v);
+  }
+}
+
 }  // namespace nabla::scalar

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "core/dtype.h"
+#include "core/scalar_math.h"
 #include "cuda/common.h"
 #include "cuda/iter.h"
 
@@ -28,29 +29,7 @@ inline constexpr bool is_half_v = std::is_same_v<T, Half> || std::is_same_v<T, B
 template <class T>
 inline constexpr bool is_float_v = std::is_floating_point_v<T> || is_half_v<T>;
 
-// dtype conversion with the CPU's semantics (core/cpu/elementwise.cpp): floats to integers
-// saturate and NaN becomes 0; anything nonzero is true.
-template <class To, class From>
-NABLA_HOST_DEVICE inline To convert(From v) {
-  if constexpr (std::is_same_v<To, From>) {
-    return v;
-  } else if constexpr (std::is_same_v<To, bool>) {
-    // Compared in the source type, as the CPU: a double like 1e-50 is nonzero, hence true.
-    if constexpr (is_half_v<From>) return static_cast<float>(v) != 0.0f;
-    else return v != From(0);
-  } else if constexpr (is_half_v<From>) {
-    return convert<To>(static_cast<float>(v));
-  } else if constexpr (is_half_v<To>) {
-    return To(static_cast<float>(v));
-  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
-    if (!(v == v)) return To(0);
-    if (v <= static_cast<From>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
-    if (v >= static_cast<From>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
-    return static_cast<To>(v);
-  } else {
-    return static_cast<To>(v);
-  }
-}
+using nabla::scalar::convert;  // the CPU's conversion semantics (core/scalar_math.h)
 
 template <class T>
 __device__ __forceinline__ T load(const char* p) {

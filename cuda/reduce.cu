@@ -17,9 +17,6 @@ namespace nabla::cuda {
 namespace {
 
 // ---- reducers: In (stored input type), A (accumulator), Out ----------------------------------------
-template <class T>
-using sum_acc_t = std::conditional_t<is_float_v<T>, double, std::conditional_t<std::is_same_v<T, bool>, bool, int64_t>>;
-
 template <ReduceOp OP, class T>
 struct Reducer {
   using In = T;
@@ -28,36 +25,8 @@ struct Reducer {
                                std::conditional_t<OP == ReduceOp::any || OP == ReduceOp::all, bool, C>>;
   using Out = std::conditional_t<OP == ReduceOp::any || OP == ReduceOp::all, bool, T>;
 
-  static __device__ A identity() {
-    if constexpr (OP == ReduceOp::sum) return A(0);
-    else if constexpr (OP == ReduceOp::prod) return A(1);
-    else if constexpr (OP == ReduceOp::any) return false;
-    else if constexpr (OP == ReduceOp::all) return true;
-    else if constexpr (OP == ReduceOp::max) {
-      if constexpr (std::is_floating_point_v<A>) return -std::numeric_limits<A>::infinity();
-      else return std::numeric_limits<A>::lowest();
-    } else {
-      if constexpr (std::is_floating_point_v<A>) return std::numeric_limits<A>::infinity();
-      else return std::numeric_limits<A>::max();
-    }
-  }
-  static __device__ A merge(A a, A b) {
-    if constexpr (OP == ReduceOp::sum) {
-      if constexpr (std::is_same_v<A, bool>) return a || b;
-      else return a + b;
-    } else if constexpr (OP == ReduceOp::prod) {
-      if constexpr (std::is_same_v<A, bool>) return a && b;
-      else return a * b;
-    } else if constexpr (OP == ReduceOp::any) {
-      return a || b;
-    } else if constexpr (OP == ReduceOp::all) {
-      return a && b;
-    } else if constexpr (OP == ReduceOp::max) {
-      return nabla::scalar::max_(a, b);
-    } else {
-      return nabla::scalar::min_(a, b);
-    }
-  }
+  static __device__ A identity() { return ReduceAlgebra<OP, A>::identity(); }
+  static __device__ A merge(A a, A b) { return ReduceAlgebra<OP, A>::merge(a, b); }
   static __device__ A combine(A a, In v) {
     if constexpr (OP == ReduceOp::any || OP == ReduceOp::all) return merge(a, convert<bool>(v));
     else return merge(a, static_cast<A>(static_cast<C>(v)));

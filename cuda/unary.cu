@@ -86,18 +86,6 @@ void pred_op(const Tensor& x, const Tensor& out, Op op) {
   });
 }
 
-// A clamp bound (a double) in the element type, saturating for integers as the CPU does.
-template <class C>
-C saturate(double v) {
-  if constexpr (std::is_floating_point_v<C>) {
-    return static_cast<C>(v);
-  } else {
-    if (v <= static_cast<double>(std::numeric_limits<C>::lowest())) return std::numeric_limits<C>::lowest();
-    if (v >= static_cast<double>(std::numeric_limits<C>::max())) return std::numeric_limits<C>::max();
-    return static_cast<C>(v);
-  }
-}
-
 }  // namespace
 
 void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) {
@@ -124,7 +112,7 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
           throw DTypeError("clamp: not supported for bool tensors");
         } else {
           using C = opmath_t<T>;
-          run<T, T>(x, out, U_clamp<C>{saturate<C>(p0), saturate<C>(p1)});
+          run<T, T>(x, out, U_clamp<C>{nabla::scalar::saturate<C>(p0), nabla::scalar::saturate<C>(p1)});
         }
       });
   }

@@ -12,28 +12,7 @@
 namespace nabla::cpu::NABLA_CPU_ISA {
 namespace {
 
-template <class To, class From>
-inline To convert(From v) {
-  if constexpr (std::is_same_v<To, From>) {
-    return v;
-  } else if constexpr (std::is_same_v<To, bool>) {
-    // Compare in the source type: a double like 1e-50 is nonzero even though it rounds to 0.0f.
-    if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) return static_cast<float>(v) != 0.0f;
-    else return v != From(0);
-  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
-    return convert<To>(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
-    return To(static_cast<float>(v));
-  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
-    // Out-of-range and NaN conversions are undefined in C++; saturate instead.
-    if (!(v == v)) return To(0);
-    if (v <= static_cast<From>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
-    if (v >= static_cast<From>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
-    return static_cast<To>(v);
-  } else {
-    return static_cast<To>(v);
-  }
-}
+using scalar::convert;
 
 }  // namespace
 
@@ -107,16 +86,6 @@ void same_unary(const Loop& L, DType dt, const char* op, const F& f) {
   });
 }
 
-template <class T>
-T saturate(double v) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return static_cast<T>(v);
-  } else {
-    if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
-    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-    return static_cast<T>(v);
-  }
-}
 }  // namespace
 
 void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) {
@@ -166,7 +135,7 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
         if constexpr (std::is_same_v<T, bool>) {
           throw DTypeError("clamp: not supported for bool tensors");
         } else {
-          const T lo = saturate<T>(p0), hi = saturate<T>(p1);
+          const T lo = scalar::saturate<T>(p0), hi = scalar::saturate<T>(p1);
           unary_loop<T, T>(L, [=](T v) { return clamp_(v, lo, hi); });
         }
       });

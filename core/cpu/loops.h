@@ -1,8 +1,8 @@
 // The CPU's N-d iteration engine for elementwise kernels (a small TensorIterator).
 //
-// make_loop() takes an output and inputs of one shape (inputs may be broadcast with stride 0),
-// orders dims by the output's memory layout, merges dims that are contiguous across all operands,
-// and for_each() splits the flat range over threads and calls the kernel body on 1-D runs:
+// make_loop() is the plan shared with the CUDA kernels (core/iter_plan.h: dims ordered by the
+// output's memory layout, merged where contiguous across all operands), and for_each() splits the
+// flat range over threads and calls the kernel body on 1-D runs:
 //   body(char* ptrs[], const int64_t strides_in_bytes[], int64_t n)
 // so the body's inner loop is a plain (vectorizable) loop over contiguous data in the common case.
 #pragma once
@@ -12,85 +12,19 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/iter_plan.h"
 #include "core/parallel.h"
 #include "core/shape.h"
 #include "core/tensor.h"
 
 namespace nabla::cpu {
 
-constexpr int kMaxOperands = 4;
+constexpr int kMaxOperands = kMaxIterOperands;
 // Elements per thread chunk below which elementwise kernels stay single-threaded.
 constexpr int64_t kElementwiseGrain = 32768;
 
-struct Loop {
-  int nops = 0;
-  int64_t numel = 0;
-  SmallVector<int64_t, 6> sizes;                                // innermost first
-  SmallVector<std::array<int64_t, kMaxOperands>, 6> strides;   // bytes, per dim, per operand
-  std::array<char*, kMaxOperands> base{};
-};
-
-inline Loop make_loop(std::initializer_list<const Tensor*> operands) {
-  Loop L;
-  L.nops = static_cast<int>(operands.size());
-  const Tensor& out = **operands.begin();
-  L.numel = out.numel();
-  int nd = static_cast<int>(out.dim());
-  int k = 0;
-  for (const Tensor* t : operands) L.base[k++] = static_cast<char*>(t->data_ptr());
-
-  // Dims innermost first; drop size-1 dims.
-  SmallVector<int, 6> order;
-  for (int d = nd - 1; d >= 0; --d)
-    if (out.sizes()[d] != 1) order.push_back(d);
-  // Sort by the output's stride (then the next operands') so memory is walked in order; stable
-  // for ties, so a contiguous output keeps its natural order.
-  auto key = [&](int d, int op) {
-    const Tensor* t = operands.begin()[op];
-    int64_t s = t->strides()[d];
-    return s < 0 ? -s : s;
-  };
-  for (size_t i = 1; i < order.size(); ++i) {
-    int d = order[i];
-    size_t j = i;
-    while (j > 0) {
-      int e = order[j - 1];
-      bool less = false;
-      for (int op = 0; op < L.nops; ++op) {
-        int64_t kd = key(d, op), ke = key(e, op);
-        if (kd == 0 || ke == 0) continue;  // broadcast dims do not decide
-        if (kd != ke) {
-          less = kd < ke;
-          break;
-        }
-      }
-      if (!less) break;
-      order[j] = order[j - 1];
-      --j;
-    }
-    order[j] = d;
-  }
-  for (int d : order) {
-    std::array<int64_t, kMaxOperands> st{};
-    int op = 0;
-    for (const Tensor* t : operands)
-      st[op++] = t->strides()[d] * static_cast<int64_t>(t->element_size());
-    int64_t size = out.sizes()[d];
-    // Merge into the previous (inner) dim when every operand is contiguous across the two.
-    if (!L.sizes.empty()) {
-      bool mergeable = true;
-      for (int o = 0; o < L.nops; ++o)
-        if (st[o] != L.strides.back()[o] * L.sizes.back()) mergeable = false;
-      if (mergeable) {
-        L.sizes.back() *= size;
-        continue;
-      }
-    }
-    L.sizes.push_back(size);
-    L.strides.push_back(st);
-  }
-  return L;
-}
+using Loop = IterPlan;
+inline Loop make_loop(std::initializer_list<const Tensor*> operands) { return plan_iter(operands); }
 
 template <class Body>
 void for_each(const Loop& L, const Body& body, int64_t grain = kElementwiseGrain) {

@@ -24,45 +24,18 @@ namespace {
 
 using Dims = detail::ReduceDims;
 
-template <class T>
-struct Acc {
-  using type = std::conditional_t<std::is_floating_point_v<T>, double, std::conditional_t<std::is_same_v<T, bool>, bool, int64_t>>;
-};
-
-// Reduction operators: identity, combine.
+// Reduction operators: identity, combine (an input into an accumulator), merge (ReduceAlgebra).
 template <ReduceOp OP, class T>
 struct Reducer {
-  using A = std::conditional_t<OP == ReduceOp::sum || OP == ReduceOp::prod, typename Acc<T>::type,
+  using A = std::conditional_t<OP == ReduceOp::sum || OP == ReduceOp::prod, sum_acc_t<T>,
                                std::conditional_t<OP == ReduceOp::any || OP == ReduceOp::all, bool, T>>;
-  static A identity() {
-    if constexpr (OP == ReduceOp::sum) return A(0);
-    else if constexpr (OP == ReduceOp::prod) return A(1);
-    else if constexpr (OP == ReduceOp::any) return false;
-    else if constexpr (OP == ReduceOp::all) return true;
-    else if constexpr (OP == ReduceOp::max) {
-      if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
-      else return std::numeric_limits<T>::lowest();
-    } else {
-      if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
-      else return std::numeric_limits<T>::max();
-    }
-  }
+  using Algebra = ReduceAlgebra<OP, A>;
+  static A identity() { return Algebra::identity(); }
   static A combine(A a, T v) {
-    if constexpr (OP == ReduceOp::sum) return a + static_cast<A>(v);
-    else if constexpr (OP == ReduceOp::prod) return a * static_cast<A>(v);
-    else if constexpr (OP == ReduceOp::any) return a || static_cast<bool>(v);
-    else if constexpr (OP == ReduceOp::all) return a && static_cast<bool>(v);
-    else if constexpr (OP == ReduceOp::max) return scalar::max_(a, v);
-    else return scalar::min_(a, v);
+    if constexpr (OP == ReduceOp::any || OP == ReduceOp::all) return Algebra::merge(a, static_cast<bool>(v));
+    else return Algebra::merge(a, static_cast<A>(v));
   }
-  static A merge(A a, A b) {
-    if constexpr (OP == ReduceOp::sum) return a + b;
-    else if constexpr (OP == ReduceOp::prod) return a * b;
-    else if constexpr (OP == ReduceOp::any) return a || b;
-    else if constexpr (OP == ReduceOp::all) return a && b;
-    else if constexpr (OP == ReduceOp::max) return scalar::max_(a, b);
-    else return scalar::min_(a, b);
-  }
+  static A merge(A a, A b) { return Algebra::merge(a, b); }
 };
 
 // Reduces n contiguous values (4 independent accumulators for speed and accuracy).
@@ -340,7 +313,7 @@ void scan(ScanOp op, const Tensor& x_in, int64_t dim, const Tensor& out) {
   Tensor oc = contig(out);
   visit_compute_dtype(x.dtype(), "cumsum", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using A = typename Acc<T>::type;
+    using A = sum_acc_t<T>;
     const T* xp = static_cast<const T*>(x.data_ptr());
     T* yp = static_cast<T*>(oc.data_ptr());
     for_lines(l, [&](int64_t start, int64_t st) {
