@@ -33,55 +33,6 @@ struct Pool2dParams;
 enum class ScanOp : uint8_t { cumsum, cumprod };
 enum class RandomOp : uint8_t { uniform, normal, bernoulli };
 
-// Parameters of the fused optimizer updates (see the *_step kernels below).
-// Adam/AdamW (the algorithm of optim::Adam):
-//   g = (maximize ? -grad : grad) (+ weight_decay * param unless decoupled)
-//   param *= 1 - lr * weight_decay (decoupled only); exp_avg = beta1 * exp_avg + (1 - beta1) * g
-//   exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g
-//   amsgrad: max_exp_avg_sq = max(max_exp_avg_sq, exp_avg_sq), which takes exp_avg_sq's place below
-//   param -= step_size * exp_avg / (sqrt(exp_avg_sq) / bias_correction2_sqrt + eps)
-struct AdamStep {
-  double lr, beta1, beta2, eps, weight_decay, step_size, bias_correction2_sqrt;
-  bool decoupled, maximize, amsgrad;
-};
-// RMSprop (optim::RMSprop):
-//   g = (maximize ? -grad : grad) + weight_decay * param
-//   square_avg = alpha * square_avg + (1 - alpha) * g * g
-//   centered: grad_avg = alpha * grad_avg + (1 - alpha) * g; avg = sqrt(square_avg - grad_avg^2) + eps
-//   otherwise avg = sqrt(square_avg) + eps
-//   momentum > 0: buf = momentum * buf + g / avg; param -= lr * buf; otherwise param -= lr * g / avg
-// (grad_avg is undefined unless centered, momentum_buffer unless momentum > 0).
-struct RmspropStep {
-  double lr, alpha, eps, weight_decay, momentum;
-  bool centered, maximize;
-};
-// Adagrad (optim::Adagrad; clr is the step's decayed learning rate):
-//   g = (maximize ? -grad : grad) + weight_decay * param; sum += g * g
-//   param -= clr * g / (sqrt(sum) + eps)
-struct AdagradStep {
-  double clr, eps, weight_decay;
-  bool maximize;
-};
-// Adadelta (optim::Adadelta):
-//   g = (maximize ? -grad : grad) + weight_decay * param
-//   square_avg = rho * square_avg + (1 - rho) * g * g
-//   delta = sqrt(acc_delta + eps) / sqrt(square_avg + eps) * g
-//   acc_delta = rho * acc_delta + (1 - rho) * delta * delta; param -= lr * delta
-struct AdadeltaStep {
-  double lr, rho, eps, weight_decay;
-  bool maximize;
-};
-// SGD (optim::SGD):
-//   g = (maximize ? -grad : grad) + weight_decay * param
-//   momentum != 0: buf = g if first_step else momentum * buf + (1 - dampening) * g;
-//                  g = nesterov ? g + momentum * buf : buf
-//   param -= lr * g
-// (momentum_buffer is undefined when momentum is 0, and uninitialised on the first step).
-struct SgdStep {
-  double lr, momentum, dampening, weight_decay;
-  bool nesterov, maximize, first_step;
-};
-
 // Every kernel: X(name, return type, (parameters), when missing). `when missing` is `raise`
 // (NotImplemented) or `no` (the entry answers false: the caller has a composed fallback).
 #define NABLA_KERNELS(X)                                                                                   \
@@ -148,18 +99,7 @@ struct SgdStep {
   /* training-mode gradients from the saved statistics; grad_weight and grad_bias may be undefined */      \
   X(batch_norm_backward, void, (const Tensor& grad_out, const Tensor& x, const Tensor& weight,             \
                                 const Tensor& save_mean, const Tensor& save_invstd, double eps,            \
-                                const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias), raise) \
-  /* One fused optimizer update in place (the structs above), for contiguous tensors of one */             \
-  /* floating dtype. False where the backend has no fused kernel for them, having written nothing: */      \
-  /* the optimizer then composes the update from Tensor ops */                                              \
-  X(sgd_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s), no) \
-  X(adam_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq, \
-                      const Tensor& max_exp_avg_sq, const AdamStep& a), no)                                \
-  X(rmsprop_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& square_avg,               \
-                         const Tensor& grad_avg, const Tensor& momentum_buffer, const RmspropStep& r), no) \
-  X(adagrad_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStep& a), no) \
-  X(adadelta_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& square_avg,             \
-                          const Tensor& acc_delta, const AdadeltaStep& a), no)
+                                const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias), raise)
 
 // What calling a kernel a device does not have does: raise NotImplemented, or answer false.
 enum class IfMissing { raise, no };

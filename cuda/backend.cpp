@@ -8,7 +8,8 @@
 
 namespace nabla::cuda {
 
-void install_hooks();  // device.cpp
+void install_hooks();                    // device.cpp
+void register_fused_optimizer_steps();  // optim.cu
 
 namespace {
 
@@ -55,11 +56,6 @@ Backend* make_backend() {
   b->has_fused_batch_norm.fn = &cuda::has_fused_batch_norm;
   b->batch_norm.fn = &cuda::batch_norm;
   b->batch_norm_backward.fn = &cuda::batch_norm_backward;
-  b->sgd_step.fn = &cuda::sgd_step;
-  b->adam_step.fn = &cuda::adam_step;
-  b->rmsprop_step.fn = &cuda::rmsprop_step;
-  b->adagrad_step.fn = &cuda::adagrad_step;
-  b->adadelta_step.fn = &cuda::adadelta_step;
   return b;
 }
 
@@ -70,6 +66,7 @@ struct Registrar {
     static Backend* backend = make_backend();
     install_hooks();
     register_backend(DeviceType::cuda, backend);
+    register_fused_optimizer_steps();
   }
 };
 Registrar g_registrar;

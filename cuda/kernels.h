@@ -12,8 +12,8 @@ namespace nabla::cuda {
 // per kernel): copy.cu (copy, fill), unary.cu, binary.cu (unary, binary, where), reduce.cu,
 // scan_sort.cu (scan, sort, topk), softmax.cu, index.cu (index_select, index_add, gather, scatter,
 // nonzero), random.cu, blas.cpp (matmul, through cuBLAS), cudnn.cpp (conv2d and its gradients,
-// has_fused_batch_norm, batch_norm, batch_norm_backward), pool.cu, optim.cu (the fused *_step
-// updates).
+// has_fused_batch_norm, batch_norm, batch_norm_backward), pool.cu. (optim.cu registers the fused
+// optimizer updates with optim/fused.h.)
 #define NABLA_DECLARE_KERNEL(name, ret, params, missing) ret name params;
 NABLA_KERNELS(NABLA_DECLARE_KERNEL)
 #undef NABLA_DECLARE_KERNEL

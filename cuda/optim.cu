@@ -1,16 +1,22 @@
-// Fused optimizer updates on the GPU (Backend::sgd_step, adam_step, rmsprop_step, adagrad_step,
-// adadelta_step): one kernel reads a
-// parameter, its gradient and its state once and writes them back, instead of the chain of
-// elementwise kernels (and temporaries) the composed update launches. The per-element formulas
-// are the CPU's (core/optim_math.h), so both devices take the same steps.
-#include "core/optim_math.h"
+// Fused optimizer updates on the GPU (optim/fused.h: sgd_step, adam_step, rmsprop_step, adagrad_step,
+// adadelta_step), registered in optim's table when the backend loads: one kernel reads a parameter,
+// its gradient and its state once and writes them back, instead of the chain of elementwise
+// kernels (and temporaries) the composed update launches. The per-element formulas are the CPU's
+// (optim/fused_math.h), so both devices take the same steps. (optim/ owns the table: this is the
+// one place cuda/ includes a header from above core/.)
 #include "cuda/common.h"
 #include "cuda/kernels.h"
+#include "optim/fused_math.h"
 
 namespace nabla::cuda {
 namespace {
 
-using namespace optim_math;
+using namespace optim::fused_math;
+using optim::AdadeltaStep;
+using optim::AdagradStep;
+using optim::AdamStep;
+using optim::RmspropStep;
+using optim::SgdStep;
 
 constexpr int kThreads = 256;
 
@@ -138,8 +144,6 @@ bool cuda_step(bool fits, const Tensor& param, F&& launch) {
   });
 }
 
-}  // namespace
-
 bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
   return cuda_step(sgd_step_fits(param, grad, momentum_buffer, s), param, [&](auto tag) {
     launch_sgd<typename decltype(tag)::type>(param, grad, momentum_buffer, s);
@@ -170,6 +174,21 @@ bool adadelta_step(const Tensor& param, const Tensor& grad, const Tensor& square
   return cuda_step(fused_step_fits(param, grad, {&square_avg, &acc_delta}), param, [&](auto tag) {
     launch_adadelta<typename decltype(tag)::type>(param, grad, square_avg, acc_delta, a);
   });
+}
+
+}  // namespace
+
+void register_fused_optimizer_steps() {
+  static const optim::FusedSteps steps = [] {
+    optim::FusedSteps t;
+    t.sgd_step.fn = &sgd_step;
+    t.adam_step.fn = &adam_step;
+    t.rmsprop_step.fn = &rmsprop_step;
+    t.adagrad_step.fn = &adagrad_step;
+    t.adadelta_step.fn = &adadelta_step;
+    return t;
+  }();
+  optim::register_fused_steps(DeviceType::cuda, &steps);
 }
 
 }  // namespace nabla::cuda

@@ -1,4 +1,5 @@
 #include "optim/adadelta.h"
+#include "optim/fused.h"
 
 #include "core/backend.h"
 #include "core/graph.h"
@@ -27,7 +28,7 @@ void Adadelta::step() {
       }
       s.step += 1;
       // One fused pass where the backend has it (contiguous tensors), else the same update in Tensor ops.
-      if (backend_for(p.device())
+      if (fused_steps(p.device())
               .adadelta_step(p, p.grad(), s.square_avg, s.acc_delta, {o.lr, o.rho, o.eps, o.weight_decay, o.maximize})) {
         detail::bump_version(p);  // as the in-place ops of the composed update would
         continue;

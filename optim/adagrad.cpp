@@ -1,4 +1,5 @@
 #include "optim/adagrad.h"
+#include "optim/fused.h"
 
 #include "core/backend.h"
 #include "core/graph.h"
@@ -27,7 +28,7 @@ void Adagrad::step() {
       s.step += 1;
       double clr = o.lr / (1 + static_cast<double>(s.step - 1) * o.lr_decay);
       // One fused pass where the backend has it (contiguous tensors), else the same update in Tensor ops.
-      if (backend_for(p.device()).adagrad_step(p, p.grad(), s.sum, {clr, o.eps, o.weight_decay, o.maximize})) {
+      if (fused_steps(p.device()).adagrad_step(p, p.grad(), s.sum, {clr, o.eps, o.weight_decay, o.maximize})) {
         detail::bump_version(p);  // as the in-place ops of the composed update would
         continue;
       }

@@ -1,4 +1,5 @@
 #include "optim/adam.h"
+#include "optim/fused.h"
 
 #include <cmath>
 
@@ -44,7 +45,7 @@ void adam_update(Tensor& p, AdamParamState& s, const O& o, bool decoupled) {
   const double bias_correction2_sqrt = std::sqrt(1 - std::pow(beta2, t));
   const double step_size = o.lr / bias_correction1;
   // One fused pass where the backend has it (contiguous tensors), else the same update in Tensor ops.
-  if (backend_for(p.device())
+  if (fused_steps(p.device())
           .adam_step(p, p.grad(), s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq,
                      {o.lr, beta1, beta2, o.eps, o.weight_decay, step_size, bias_correction2_sqrt, decoupled,
                       o.maximize, o.amsgrad})) {

@@ -1,4 +1,5 @@
 #include "optim/rmsprop.h"
+#include "optim/fused.h"
 
 #include "core/backend.h"
 #include "core/graph.h"
@@ -27,7 +28,7 @@ void RMSprop::step() {
       if (o.centered && !s.grad_avg.defined()) s.grad_avg = zeros_like(p);
       s.step += 1;
       // One fused pass where the backend has it (contiguous tensors), else the same update in Tensor ops.
-      if (backend_for(p.device())
+      if (fused_steps(p.device())
               .rmsprop_step(p, p.grad(), s.square_avg, s.grad_avg, s.momentum_buffer,
                             {o.lr, o.alpha, o.eps, o.weight_decay, o.momentum, o.centered, o.maximize})) {
         detail::bump_version(p);  // as the in-place ops of the composed update would

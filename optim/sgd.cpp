@@ -1,4 +1,5 @@
 #include "optim/sgd.h"
+#include "optim/fused.h"
 
 #include "core/backend.h"
 #include "core/graph.h"
@@ -25,7 +26,7 @@ void SGD::step() {
       const bool first = buf && !buf->defined();
       if (first) *buf = empty_like(p);  // takes g on this step
       // One fused pass where the backend has it (contiguous tensors), else the same update in Tensor ops.
-      if (backend_for(p.device())
+      if (fused_steps(p.device())
               .sgd_step(p, p.grad(), buf ? *buf : Tensor(),
                         {o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.maximize, first})) {
         detail::bump_version(p);  // as the in-place ops of the composed update would

@@ -8,6 +8,7 @@
 #include "autograd/gradcheck.h"
 #include "core/backend.h"
 #include "cuda_test_util.h"
+#include "optim/fused.h"
 
 namespace nabla {
 namespace {
@@ -514,7 +515,7 @@ TEST(CudaKernels, fused_optimizer_steps_follow_the_cpu) {
   // The backend takes the fused kernel for contiguous tensors of one floating dtype, and declines
   // (writing nothing) otherwise.
   Tensor p = ones({5}, dtype(kFloat32).device(kCUDA)), g = ones({5}, dtype(kFloat32).device(kCUDA));
-  Backend& cuda_backend = backend_for(Device::cuda());
+  const optim::FusedSteps& cuda_backend = optim::fused_steps(Device::cuda());
   EXPECT_TRUE(cuda_backend.sgd_step(p, g, Tensor(), {0.5, 0, 0, 0, false, false, false}));
   EXPECT_TRUE(close_on_host(p, full({5}, 0.5), 0));
   EXPECT_FALSE(cuda_backend.sgd_step(p, g.to(kFloat64), Tensor(), {0.5, 0, 0, 0, false, false, false}));

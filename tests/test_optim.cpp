@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "core/backend.h"
+#include "optim/fused.h"
 #include "nabla.h"
 
 using namespace nabla;
@@ -450,16 +451,16 @@ TEST(Optim, LoadStateDictErrors) {
 }
 
 TEST(Optim, FusedStepsTakeContiguousTensorsAndDeclineOthersWritingNothing) {
-  // The CPU backend updates contiguous float tensors in one pass (the trajectories above check its
-  // values); anything else it declines untouched, and the optimizer composes the update instead.
-  Backend& cpu = backend_for(Device::cpu());
+  // The CPU's fused updates take contiguous float tensors in one pass (the trajectories above check
+  // their values); anything else they decline untouched, and the optimizer composes the update.
+  const optim::FusedSteps& cpu = optim::fused_steps(Device::cpu());
   auto fresh = [] { return full({4}, 2.0, kFloat32); };
   Tensor p = fresh(), g = full({4}, 1.0, kFloat32), a = fresh(), b = fresh(), c = fresh();
   Tensor strided = full({8}, 2.0, kFloat32).slice(0, 0, 8, 2), wrong = fresh().to(kFloat64);
-  const AdamStep adam{0.1, 0.9, 0.999, 1e-8, 0, 0.1, 1, false, false, true};
-  const RmspropStep rms{0.1, 0.9, 1e-8, 0, 0.9, true, false};
-  const AdagradStep ada{0.1, 1e-10, 0, false};
-  const AdadeltaStep delta{1, 0.9, 1e-6, 0, false};
+  const optim::AdamStep adam{0.1, 0.9, 0.999, 1e-8, 0, 0.1, 1, false, false, true};
+  const optim::RmspropStep rms{0.1, 0.9, 1e-8, 0, 0.9, true, false};
+  const optim::AdagradStep ada{0.1, 1e-10, 0, false};
+  const optim::AdadeltaStep delta{1, 0.9, 1e-6, 0, false};
   EXPECT_FALSE(cpu.adam_step(p, g, a, b, strided, adam));  // amsgrad reads the third state tensor
   EXPECT_FALSE(cpu.adam_step(p, g, a, b, Tensor(), adam));
   EXPECT_FALSE(cpu.rmsprop_step(p, g, a, wrong, c, rms));

@@ -1,18 +1,21 @@
-// Fused optimizer updates (SGD, Adam/AdamW, RMSprop, Adagrad, Adadelta): one pass over a parameter
-// and its state instead of a chain of Tensor ops (each a pass over memory and a temporary). Compiled with -fno-math-errno
+// The CPU's fused optimizer updates (optim/fused.h): SGD, Adam/AdamW, RMSprop, Adagrad, Adadelta.
+// Compiled into each CPU kernel build (base, AVX2), as core/cpu/ is, and with -fno-math-errno
 // (CMakeLists.txt) so the loops, which take sqrt of non-negative values only, vectorize.
 #include <cmath>
 
-#include "core/cpu/kernels.h"
-#include "core/optim_math.h"
 #include "core/impl.h"
 #include "core/parallel.h"
+#include "optim/fused_math.h"
 
-namespace nabla::cpu::NABLA_CPU_ISA {
+#ifndef NABLA_CPU_ISA
+#define NABLA_CPU_ISA base
+#endif
+
+namespace nabla::optim::cpu::NABLA_CPU_ISA {
 
 namespace {
 
-using namespace optim_math;
+using namespace fused_math;
 
 // Elements [i0, i1) of each update; the variant is a template argument so the loops have no
 // branches; __restrict and coefficients taken by value (no aliasing with the arrays) let them vectorize.
@@ -122,8 +125,6 @@ void sgd_loop(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
   });
 }
 
-}  // namespace
-
 bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
   return run_fused_step(sgd_step_fits(param, grad, momentum_buffer, s), param, [&](auto tag) {
     sgd_loop<typename decltype(tag)::type>(param, grad, momentum_buffer, s);
@@ -158,4 +159,15 @@ bool adadelta_step(const Tensor& param, const Tensor& grad, const Tensor& square
   });
 }
 
-}  // namespace nabla::cpu::NABLA_CPU_ISA
+}  // namespace
+
+// This build's updates, for optim/fused.cpp's CPU table.
+void fill_fused_steps(FusedSteps& t) {
+  t.sgd_step.fn = &sgd_step;
+  t.adam_step.fn = &adam_step;
+  t.rmsprop_step.fn = &rmsprop_step;
+  t.adagrad_step.fn = &adagrad_step;
+  t.adadelta_step.fn = &adadelta_step;
+}
+
+}  // namespace nabla::optim::cpu::NABLA_CPU_ISA

@@ -1,15 +1,14 @@
-// Per-element fused optimizer updates shared by the CPU loops (core/cpu/optim.cpp) and the CUDA
-// kernels (cuda/optim.cu), so both devices compute the same formulas in the same order: the
-// algorithms of Backend::sgd_step, adam_step, rmsprop_step, adagrad_step and adadelta_step
-// (core/backend.h). Each takes the coefficients once per step (converted to the parameter's dtype
+// Per-element fused optimizer updates shared by the CPU loops (optim/cpu/fused_steps.cpp) and the
+// CUDA kernels (cuda/optim.cu), so both devices compute the same formulas in the same order: the
+// algorithms of optim/fused.h's sgd_step, adam_step, rmsprop_step, adagrad_step and adadelta_step. Each takes the coefficients once per step (converted to the parameter's dtype
 // T) and updates one element in place.
 #pragma once
 
 #include <cmath>
 #include <type_traits>
 
-#include "core/backend.h"
 #include "core/dtype.h"
+#include "optim/fused.h"
 
 // Compiled into each CPU kernel build (base, AVX2) and into CUDA: an inline namespace per build keeps
 // the copies apart, so the linker never hands one build's instructions to another.
@@ -19,7 +18,7 @@
 #define NABLA_OPTIM_MATH_BUILD generic
 #endif
 
-namespace nabla::optim_math {
+namespace nabla::optim::fused_math {
 inline namespace NABLA_OPTIM_MATH_BUILD {
 
 template <class T>
@@ -227,4 +226,4 @@ inline bool rmsprop_step_fits(const Tensor& param, const Tensor& grad, const Ten
 }
 
 }  // namespace NABLA_OPTIM_MATH_BUILD
-}  // namespace nabla::optim_math
+}  // namespace nabla::optim::fused_math
