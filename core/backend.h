@@ -27,7 +27,7 @@
 namespace nabla {
 
 class Generator;
-struct Conv2dParams;
+struct ConvParams;
 struct Pool2dParams;
 
 enum class ScanOp : uint8_t { cumsum, cumprod };
@@ -75,12 +75,13 @@ enum class RandomOp : uint8_t { uniform, normal, bernoulli };
   /* out = alpha * a @ b + beta * out for 3-D (batch, m, k) x (batch, k, n) -> (batch, m, n); any */       \
   /* strides (stride-0 batch dims allowed in a and b); beta == 0 ignores out's old contents, even NaN */    \
   X(matmul, void, (const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta), raise) \
-  X(conv2d, void, (const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p,       \
-                   const Tensor& out), raise)                                                              \
-  X(conv2d_input_grad, void,                                                                               \
-    (const Tensor& grad_out, const Tensor& weight, const Conv2dParams& p, const Tensor& grad_in), raise)    \
-  X(conv2d_weight_grad, void,                                                                              \
-    (const Tensor& x, const Tensor& grad_out, const Conv2dParams& p, const Tensor& grad_weight), raise)    \
+  /* convolution over p.ndim spatial dims: x (N, C_in, *spatial), weight (C_out, C_in / groups, *k) */     \
+  X(conv, void, (const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvParams& p,           \
+                 const Tensor& out), raise)                                                                \
+  X(conv_input_grad, void,                                                                                 \
+    (const Tensor& grad_out, const Tensor& weight, const ConvParams& p, const Tensor& grad_in), raise)     \
+  X(conv_weight_grad, void,                                                                                \
+    (const Tensor& x, const Tensor& grad_out, const ConvParams& p, const Tensor& grad_weight), raise)      \
   /* indices (int64) hold each max's flat position within its (H, W) input plane */                        \
   X(max_pool2d, void, (const Tensor& x, const Pool2dParams& p, const Tensor& out, const Tensor& indices), raise) \
   X(max_pool2d_backward, void, (const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in), raise) \

@@ -1,6 +1,6 @@
-// Convolution and pooling front-ends (NCHW; unbatched CHW inputs are accepted too), and their
-// gradients. conv2d, conv2d_input_grad and conv2d_weight_grad are each other's derivatives, so
-// convolutions are differentiable to any order.
+// Convolution and pooling front-ends (NCHW and NCDHW; unbatched inputs are accepted too), and their
+// gradients. A convolution, its input gradient and its weight gradient are each other's
+// derivatives, so convolutions are differentiable to any order (2-D and 3-D alike).
 #include <algorithm>
 #include <cmath>
 
@@ -19,16 +19,28 @@ std::array<int64_t, 2> pair_of(IntArrayRef v, const char* op, const char* what) 
   return {v[0], v.size() == 2 ? v[1] : v[0]};
 }
 
-Conv2dParams conv_params(IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, int64_t groups,
-                         const char* op) {
-  Conv2dParams p;
-  p.stride = pair_of(stride, op, "stride");
-  p.padding = pair_of(padding, op, "padding");
-  p.dilation = pair_of(dilation, op, "dilation");
+// One value per spatial dim from 1 or n values.
+std::array<int64_t, 3> per_dim(IntArrayRef v, int64_t n, const char* op, const char* what) {
+  check<ValueError>(v.size() == 1 || static_cast<int64_t>(v.size()) == n, op, ": ", what, " must have 1 or ", n,
+                    " values, got ", v);
+  std::array<int64_t, 3> r{1, 1, 1};
+  for (int64_t i = 0; i < n; ++i) r[i] = v.size() == 1 ? v[0] : v[i];
+  return r;
+}
+
+ConvParams conv_params(IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, int64_t groups, int64_t ndim,
+                       const char* op) {
+  ConvParams p;
+  p.ndim = ndim;
+  p.stride = per_dim(stride, ndim, op, "stride");
+  p.padding = per_dim(padding, ndim, op, "padding");
+  p.dilation = per_dim(dilation, ndim, op, "dilation");
   p.groups = groups;
-  check<ValueError>(p.stride[0] > 0 && p.stride[1] > 0, op, ": stride must be positive, got ", stride);
-  check<ValueError>(p.padding[0] >= 0 && p.padding[1] >= 0, op, ": padding must be non-negative, got ", padding);
-  check<ValueError>(p.dilation[0] > 0 && p.dilation[1] > 0, op, ": dilation must be positive, got ", dilation);
+  for (int64_t i = 0; i < ndim; ++i) {
+    check<ValueError>(p.stride[i] > 0, op, ": stride must be positive, got ", stride);
+    check<ValueError>(p.padding[i] >= 0, op, ": padding must be non-negative, got ", padding);
+    check<ValueError>(p.dilation[i] > 0, op, ": dilation must be positive, got ", dilation);
+  }
   check<ValueError>(groups > 0, op, ": groups must be positive, got ", groups);
   return p;
 }
@@ -37,13 +49,18 @@ Conv2dParams conv_params(IntArrayRef stride, IntArrayRef padding, IntArrayRef di
 // kernel does not fit, and must not round up to an output of size 1.
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
-int64_t conv_out(int64_t in, int64_t k, const Conv2dParams& p, int i) {
+int64_t conv_out(int64_t in, int64_t k, const ConvParams& p, int64_t i) {
   return floor_div(in + 2 * p.padding[i] - p.dilation[i] * (k - 1) - 1, p.stride[i]) + 1;
 }
 
-void check_conv(const Tensor& x, const Tensor& w, const Conv2dParams& p, const char* op) {
-  check<ShapeError>(x.dim() == 4, op, ": expected input (N, C, H, W), got shape ", x.sizes());
-  check<ShapeError>(w.dim() == 4, op, ": expected weight (C_out, C_in/groups, kH, kW), got shape ", w.sizes());
+const char* conv_name(const ConvParams& p) { return p.ndim == 3 ? "conv3d" : p.ndim == 1 ? "conv1d" : "conv2d"; }
+
+void check_conv(const Tensor& x, const Tensor& w, const ConvParams& p, const char* op) {
+  const int64_t nd = 2 + p.ndim;
+  check<ShapeError>(x.dim() == nd, op, ": expected input (N, C, ", p.ndim == 3 ? "D, H, W" : "H, W", "), got shape ",
+                    x.sizes());
+  check<ShapeError>(w.dim() == nd, op, ": expected weight (C_out, C_in/groups, ", p.ndim == 3 ? "kD, kH, kW" : "kH, kW",
+                    "), got shape ", w.sizes());
   check<DTypeError>(x.dtype() == w.dtype(), op, ": input dtype ", x.dtype(), " differs from weight dtype ", w.dtype());
   check<ShapeError>(x.sizes()[1] == w.sizes()[1] * p.groups, op, ": input has ", x.sizes()[1],
                     " channels but weight of shape ", w.sizes(), " with groups=", p.groups, " expects ",
@@ -53,93 +70,132 @@ void check_conv(const Tensor& x, const Tensor& w, const Conv2dParams& p, const c
   detail::check_same_device(op, {&x, &w});
 }
 
-Tensor conv2d_core(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p);
+// The spatial sizes of t (dims 2...).
+Shape spatial(const Tensor& t) { return Shape(t.sizes().begin() + 2, t.sizes().end()); }
 
-Tensor input_grad_core(const Tensor& gy, const Tensor& w, const Shape& x_shape, const Conv2dParams& p) {
+Tensor conv_core(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p);
+
+Tensor input_grad_core(const Tensor& gy, const Tensor& w, const Shape& x_shape, const ConvParams& p) {
   Tensor gx = detail::make_empty(x_shape, gy.dtype(), gy.device());
-  backend_for(gy.device()).conv2d_input_grad(gy, w, p, gx);
+  backend_for(gy.device()).conv_input_grad(gy, w, p, gx);
   if (autograd::needs_grad(gy, w))
-    autograd::record("Conv2dInputGradBackward", {&gy, &w}, {&gx}, [sg = save(gy), sw = save(w), p](Node& n, GradList& g) {
-      // gx = T(gy, w) is linear in both: d/dgy = conv2d(g, w), d/dw = weight_grad(g, gy).
-      GradList r(2);
-      Tensor wv = sw.unpack(n);
-      if (n.needs_input_grad(0)) r[0] = conv2d_core(g[0], wv, Tensor(), p);
-      if (n.needs_input_grad(1)) r[1] = conv2d_weight_grad(g[0], sg.unpack(n), {wv.sizes()[2], wv.sizes()[3]}, p);
-      return r;
-    });
+    autograd::record(p.ndim == 3 ? "Conv3dInputGradBackward" : "Conv2dInputGradBackward", {&gy, &w}, {&gx},
+                     [sg = save(gy), sw = save(w), p](Node& n, GradList& g) {
+                       // gx = T(gy, w) is linear in both: d/dgy = conv(g, w), d/dw = weight_grad(g, gy).
+                       GradList r(2);
+                       Tensor wv = sw.unpack(n);
+                       if (n.needs_input_grad(0)) r[0] = conv_core(g[0], wv, Tensor(), p);
+                       if (n.needs_input_grad(1)) r[1] = conv_weight_grad(g[0], sg.unpack(n), spatial(wv), p);
+                       return r;
+                     });
   return gx;
 }
 
-Tensor weight_grad_core(const Tensor& x, const Tensor& gy, const Shape& w_shape, const Conv2dParams& p) {
+Tensor weight_grad_core(const Tensor& x, const Tensor& gy, const Shape& w_shape, const ConvParams& p) {
   Tensor gw = detail::make_empty(w_shape, gy.dtype(), gy.device());
-  backend_for(gy.device()).conv2d_weight_grad(x, gy, p, gw);
+  backend_for(gy.device()).conv_weight_grad(x, gy, p, gw);
   if (autograd::needs_grad(x, gy))
-    autograd::record("Conv2dWeightGradBackward", {&x, &gy}, {&gw},
+    autograd::record(p.ndim == 3 ? "Conv3dWeightGradBackward" : "Conv2dWeightGradBackward", {&x, &gy}, {&gw},
                      [sx = save(x), sg = save(gy), p](Node& n, GradList& g) {
-                       // gw = W(x, gy): d/dx = input_grad(gy, g), d/dgy = conv2d(x, g).
+                       // gw = W(x, gy): d/dx = input_grad(gy, g), d/dgy = conv(x, g).
                        GradList r(2);
                        Tensor xv = sx.unpack(n);
-                       if (n.needs_input_grad(0))
-                         r[0] = input_grad_core(sg.unpack(n), g[0], xv.sizes(), p);
-                       if (n.needs_input_grad(1)) r[1] = conv2d_core(xv, g[0], Tensor(), p);
+                       if (n.needs_input_grad(0)) r[0] = input_grad_core(sg.unpack(n), g[0], xv.sizes(), p);
+                       if (n.needs_input_grad(1)) r[1] = conv_core(xv, g[0], Tensor(), p);
                        return r;
                      });
   return gw;
 }
 
-Tensor conv2d_core(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
-  check_conv(x, w, p, "conv2d");
-  int64_t kh = w.sizes()[2], kw = w.sizes()[3];
-  int64_t ho = conv_out(x.sizes()[2], kh, p, 0), wo = conv_out(x.sizes()[3], kw, p, 1);
-  check<ShapeError>(ho > 0 && wo > 0, "conv2d: input of shape ", x.sizes(), " is too small for a ", kh, "x", kw,
-                    " kernel with padding [", p.padding[0], ", ", p.padding[1], "] and dilation [", p.dilation[0],
-                    ", ", p.dilation[1], "]");
+Tensor conv_core(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) {
+  const char* op = conv_name(p);
+  check_conv(x, w, p, op);
+  Shape out_shape{x.sizes()[0], w.sizes()[0]};
+  bool fits = true;
+  for (int64_t i = 0; i < p.ndim; ++i) {
+    out_shape.push_back(conv_out(x.sizes()[2 + i], w.sizes()[2 + i], p, i));
+    fits = fits && out_shape.back() > 0;
+  }
+  check<ShapeError>(fits, op, ": input of shape ", x.sizes(), " is too small for a kernel of shape ", spatial(w),
+                    " with padding ", IntArrayRef(p.padding.data(), p.ndim), " and dilation ",
+                    IntArrayRef(p.dilation.data(), p.ndim));
   if (b.defined())
-    check<ShapeError>(b.dim() == 1 && b.sizes()[0] == w.sizes()[0], "conv2d: bias must have shape [", w.sizes()[0],
+    check<ShapeError>(b.dim() == 1 && b.sizes()[0] == w.sizes()[0], op, ": bias must have shape [", w.sizes()[0],
                       "], got ", b.sizes());
-  Tensor out = detail::make_empty({x.sizes()[0], w.sizes()[0], ho, wo}, x.dtype(), x.device());
-  backend_for(x.device()).conv2d(x, w, b, p, out);
+  Tensor out = detail::make_empty(out_shape, x.dtype(), x.device());
+  backend_for(x.device()).conv(x, w, b, p, out);
   if (autograd::needs_grad(x, w, b))
-    autograd::record("Conv2dBackward", {&x, &w, &b}, {&out}, [sx = save(x), sw = save(w), p](Node& n, GradList& g) {
-      GradList r(3);
-      Tensor xv = sx.unpack(n), wv = sw.unpack(n);
-      // Both gradient kernels want gy contiguous (e.g. the expanded gradient of a sum): copy it once.
-      Tensor gy = n.needs_input_grad(0) && n.needs_input_grad(1) ? g[0].contiguous() : g[0];
-      if (n.needs_input_grad(0)) r[0] = input_grad_core(gy, wv, xv.sizes(), p);
-      if (n.needs_input_grad(1)) r[1] = weight_grad_core(xv, gy, wv.sizes(), p);
-      if (n.needs_input_grad(2)) r[2] = g[0].sum({0, 2, 3});
-      return r;
-    });
+    autograd::record(p.ndim == 3 ? "Conv3dBackward" : "Conv2dBackward", {&x, &w, &b}, {&out},
+                     [sx = save(x), sw = save(w), p](Node& n, GradList& g) {
+                       GradList r(3);
+                       Tensor xv = sx.unpack(n), wv = sw.unpack(n);
+                       // Both gradient kernels want gy contiguous (e.g. the expanded gradient of a sum):
+                       // copy it once.
+                       Tensor gy = n.needs_input_grad(0) && n.needs_input_grad(1) ? g[0].contiguous() : g[0];
+                       if (n.needs_input_grad(0)) r[0] = input_grad_core(gy, wv, xv.sizes(), p);
+                       if (n.needs_input_grad(1)) r[1] = weight_grad_core(xv, gy, wv.sizes(), p);
+                       if (n.needs_input_grad(2)) {
+                         Shape dims{0};
+                         for (int64_t i = 0; i < p.ndim; ++i) dims.push_back(2 + i);
+                         r[2] = g[0].sum(dims);
+                       }
+                       return r;
+                     });
   return out;
+}
+
+// conv_core for a batched or unbatched input (one dim fewer).
+Tensor conv_any_batch(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
+  if (x.dim() == 1 + p.ndim) return conv_core(x.unsqueeze(0), weight, bias, p).squeeze(0);
+  return conv_core(x, weight, bias, p);
 }
 
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride, IntArrayRef padding,
               IntArrayRef dilation, int64_t groups) {
-  Conv2dParams p = conv_params(stride, padding, dilation, groups, "conv2d");
-  if (x.dim() == 3) return conv2d_core(x.unsqueeze(0), weight, bias, p).squeeze(0);
-  return conv2d_core(x, weight, bias, p);
+  return conv_any_batch(x, weight, bias, conv_params(stride, padding, dilation, groups, 2, "conv2d"));
 }
 
-Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, IntArrayRef input_hw, const Conv2dParams& p) {
-  check<ShapeError>(grad_out.dim() == 4 && weight.dim() == 4 && input_hw.size() == 2,
-                    "conv2d_input_grad: expected 4-D grad_out and weight and a 2-value input size");
-  Shape xs{grad_out.sizes()[0], weight.sizes()[1] * p.groups, input_hw[0], input_hw[1]};
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride, IntArrayRef padding,
+              IntArrayRef dilation, int64_t groups) {
+  return conv_any_batch(x, weight, bias, conv_params(stride, padding, dilation, groups, 3, "conv3d"));
+}
+
+Tensor conv_input_grad(const Tensor& grad_out, const Tensor& weight, IntArrayRef input_size, const ConvParams& p) {
+  check<ShapeError>(grad_out.dim() == 2 + p.ndim && weight.dim() == 2 + p.ndim &&
+                        static_cast<int64_t>(input_size.size()) == p.ndim,
+                    conv_name(p), "_input_grad: expected grad_out and weight with ", 2 + p.ndim, " dims and ", p.ndim,
+                    " input sizes, got shapes ", grad_out.sizes(), ", ", weight.sizes(), " and ", input_size);
+  Shape xs{grad_out.sizes()[0], weight.sizes()[1] * p.groups};
+  for (int64_t v : input_size) xs.push_back(v);
   return input_grad_core(grad_out, weight, xs, p);
 }
 
-Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef kernel_hw, const Conv2dParams& p) {
-  check<ShapeError>(x.dim() == 4 && grad_out.dim() == 4 && kernel_hw.size() == 2,
-                    "conv2d_weight_grad: expected 4-D input and grad_out and a 2-value kernel size");
-  Shape ws{grad_out.sizes()[1], x.sizes()[1] / p.groups, kernel_hw[0], kernel_hw[1]};
+Tensor conv_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef kernel_size, const ConvParams& p) {
+  check<ShapeError>(x.dim() == 2 + p.ndim && grad_out.dim() == 2 + p.ndim &&
+                        static_cast<int64_t>(kernel_size.size()) == p.ndim,
+                    conv_name(p), "_weight_grad: expected input and grad_out with ", 2 + p.ndim, " dims and ", p.ndim,
+                    " kernel sizes, got shapes ", x.sizes(), ", ", grad_out.sizes(), " and ", kernel_size);
+  Shape ws{grad_out.sizes()[1], x.sizes()[1] / p.groups};
+  for (int64_t v : kernel_size) ws.push_back(v);
   return weight_grad_core(x, grad_out, ws, p);
+}
+
+Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, IntArrayRef input_hw, const ConvParams& p) {
+  check<ValueError>(p.ndim == 2, "conv2d_input_grad: the parameters are for ", p.ndim, " spatial dims");
+  return conv_input_grad(grad_out, weight, input_hw, p);
+}
+
+Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef kernel_hw, const ConvParams& p) {
+  check<ValueError>(p.ndim == 2, "conv2d_weight_grad: the parameters are for ", p.ndim, " spatial dims");
+  return conv_weight_grad(x, grad_out, kernel_hw, p);
 }
 
 Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
                         IntArrayRef padding, IntArrayRef output_padding, int64_t groups, IntArrayRef dilation) {
   Tensor x = x_in.dim() == 3 ? x_in.unsqueeze(0) : x_in;
-  Conv2dParams p = conv_params(stride, padding, dilation, groups, "conv_transpose2d");
+  ConvParams p = conv_params(stride, padding, dilation, groups, 2, "conv_transpose2d");
   auto op = pair_of(output_padding, "conv_transpose2d", "output_padding");
   check<ShapeError>(x.dim() == 4 && weight.dim() == 4, "conv_transpose2d: expected input (N, C_in, H, W) and weight "
                     "(C_in, C_out/groups, kH, kW), got shapes ", x.sizes(), " and ", weight.sizes());
@@ -152,7 +208,7 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight, const Tensor& 
   int64_t w = (x.sizes()[3] - 1) * p.stride[1] - 2 * p.padding[1] + p.dilation[1] * (weight.sizes()[3] - 1) + op[1] + 1;
   check<ShapeError>(h > 0 && w > 0, "conv_transpose2d: the output size would be ", h, "x", w);
   // A transposed convolution is the input-gradient of the convolution whose weight it shares.
-  Tensor y = conv2d_input_grad(x, weight, {h, w}, p);
+  Tensor y = conv_input_grad(x, weight, {h, w}, p);
   if (bias.defined()) y = y + bias.view({1, -1, 1, 1});
   return x_in.dim() == 3 ? y.squeeze(0) : y;
 }
@@ -161,6 +217,7 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
               int64_t dilation, int64_t groups) {
   check<ShapeError>(x.dim() == 3 || x.dim() == 2, "conv1d: expected input (N, C, L) or (C, L), got shape ", x.sizes());
   check<ShapeError>(weight.dim() == 3, "conv1d: expected weight (C_out, C_in/groups, k), got shape ", weight.sizes());
+  // As a 2-D convolution with a unit height, which the 2-D kernels run fast.
   Tensor x3 = x.dim() == 2 ? x.unsqueeze(0) : x;
   Tensor y = conv2d(x3.unsqueeze(2), weight.unsqueeze(2), bias, {1, stride}, {0, padding}, {1, dilation}, groups).squeeze(2);
   return x.dim() == 2 ? y.squeeze(0) : y;

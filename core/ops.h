@@ -301,10 +301,14 @@ Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
 // ---- convolution and pooling (NCHW) -------------------------------------------------------------
-struct Conv2dParams {
-  std::array<int64_t, 2> stride{1, 1}, padding{0, 0}, dilation{1, 1};
+// A convolution over `ndim` spatial dims (1, 2 or 3): per-dim stride, padding and dilation (the
+// first ndim values count), and groups. One set of kernels serves conv1d, conv2d and conv3d.
+struct ConvParams {
+  std::array<int64_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1};
   int64_t groups = 1;
+  int64_t ndim = 2;
 };
+using Conv2dParams = ConvParams;
 // x: (N, C_in, H, W), weight: (C_out, C_in / groups, kH, kW), bias: (C_out) or undefined
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, IntArrayRef stride = 1,
               IntArrayRef padding = 0, IntArrayRef dilation = 1, int64_t groups = 1);
@@ -315,6 +319,14 @@ Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, IntArrayR
 // The gradient of conv2d with respect to its weight: returns (C_out, C_in/groups, kernel_hw).
 Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef kernel_hw,
                           const Conv2dParams& p);
+// x: (N, C_in, D, H, W) or (C_in, D, H, W), weight: (C_out, C_in / groups, kD, kH, kW), bias: (C_out)
+// or undefined. stride, padding and dilation take 1 or 3 values.
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, IntArrayRef stride = 1,
+              IntArrayRef padding = 0, IntArrayRef dilation = 1, int64_t groups = 1);
+// The gradients of a convolution over p.ndim spatial dims with respect to its input (given the
+// input's spatial size) and its weight (given the kernel's spatial size).
+Tensor conv_input_grad(const Tensor& grad_out, const Tensor& weight, IntArrayRef input_size, const ConvParams& p);
+Tensor conv_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef kernel_size, const ConvParams& p);
 // x: (N, C_in, H, W), weight: (C_in, C_out / groups, kH, kW)
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
                         IntArrayRef stride = 1, IntArrayRef padding = 0, IntArrayRef output_padding = 0,

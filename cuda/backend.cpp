@@ -46,9 +46,9 @@ Backend* make_backend() {
   b->random.fn = &cuda::random;
   b->random_int.fn = &cuda::random_int;
   b->matmul.fn = &cuda::matmul;
-  b->conv2d.fn = &cuda::conv2d;
-  b->conv2d_input_grad.fn = &cuda::conv2d_input_grad;
-  b->conv2d_weight_grad.fn = &cuda::conv2d_weight_grad;
+  b->conv.fn = &cuda::conv;
+  b->conv_input_grad.fn = &cuda::conv_input_grad;
+  b->conv_weight_grad.fn = &cuda::conv_weight_grad;
   b->max_pool2d.fn = &cuda::max_pool2d;
   b->max_pool2d_backward.fn = &cuda::max_pool2d_backward;
   b->avg_pool2d.fn = &cuda::avg_pool2d;

@@ -91,11 +91,23 @@ int as_int(int64_t v, const char* op) {
   return static_cast<int>(v);
 }
 
-void set_4d(TensorDesc& t, cudnnDataType_t type, const Tensor& x, const char* op) {
-  check<NotImplemented>(x.numel() <= INT_MAX, op, ": tensors of more than 2^31 - 1 elements are not supported by cuDNN");
-  NABLA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(t.d, CUDNN_TENSOR_NCHW, type, as_int(x.sizes()[0], op),
-                                               as_int(x.sizes()[1], op), as_int(x.sizes()[2], op),
-                                               as_int(x.sizes()[3], op)));
+// A contiguous NCHW or NCDHW tensor (4 or 5 dims), or a shape given as `dims`.
+void set_nd(TensorDesc& t, cudnnDataType_t type, IntArrayRef dims, const char* op) {
+  if (dims.size() == 4) {
+    NABLA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(t.d, CUDNN_TENSOR_NCHW, type, as_int(dims[0], op), as_int(dims[1], op),
+                                                 as_int(dims[2], op), as_int(dims[3], op)));
+    return;
+  }
+  int n = static_cast<int>(dims.size());
+  std::vector<int> d(n), st(n);
+  int64_t stride = 1;
+  for (int i = n - 1; i >= 0; --i) {
+    d[i] = as_int(dims[i], op);
+    st[i] = as_int(stride, op);
+    stride *= dims[i];
+  }
+  check<NotImplemented>(stride <= INT_MAX, op, ": tensors of more than 2^31 - 1 elements are not supported by cuDNN");
+  NABLA_CUDNN_CHECK(cudnnSetTensorNdDescriptor(t.d, type, n, d.data(), st.data()));
 }
 
 // Scaling factors: double for double data, float otherwise.
@@ -121,19 +133,26 @@ struct Conv {
   std::vector<int64_t> key;
 };
 
-// x: (N, C, H, W), w: (O, C/g, kh, kw), y: (N, O, Ho, Wo), all contiguous.
-void setup(Conv& c, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p, const char* op) {
+// x: (N, C, *spatial), w: (O, C/g, *k), y: (N, O, *spatial_out), all contiguous, with p.ndim (2 or 3)
+// spatial dims.
+void setup(Conv& c, const Tensor& x, const Tensor& w, const Tensor& y, const ConvParams& p, const char* op) {
   DType dt = x.dtype();
   c.type = data_type(dt, op);
-  set_4d(c.x, c.type, x, op);
-  set_4d(c.y, c.type, y, op);
-  NABLA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(c.w.d, c.type, CUDNN_TENSOR_NCHW, as_int(w.sizes()[0], op),
-                                               as_int(w.sizes()[1], op), as_int(w.sizes()[2], op),
-                                               as_int(w.sizes()[3], op)));
+  check<NotImplemented>(p.ndim == 2 || p.ndim == 3, op, ": cuDNN convolutions over ", p.ndim,
+                        " spatial dims are not supported");
+  set_nd(c.x, c.type, x.sizes(), op);
+  set_nd(c.y, c.type, y.sizes(), op);
   cudnnDataType_t compute = dt == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-  NABLA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(c.conv.d, as_int(p.padding[0], op), as_int(p.padding[1], op),
-                                                    as_int(p.stride[0], op), as_int(p.stride[1], op),
-                                                    as_int(p.dilation[0], op), as_int(p.dilation[1], op),
+  const int nd = static_cast<int>(p.ndim);
+  std::vector<int> wd(nd + 2), pad(nd), str(nd), dil(nd);
+  for (int i = 0; i < nd + 2; ++i) wd[i] = as_int(w.sizes()[i], op);
+  for (int i = 0; i < nd; ++i) {
+    pad[i] = as_int(p.padding[i], op);
+    str[i] = as_int(p.stride[i], op);
+    dil[i] = as_int(p.dilation[i], op);
+  }
+  NABLA_CUDNN_CHECK(cudnnSetFilterNdDescriptor(c.w.d, c.type, CUDNN_TENSOR_NCHW, nd + 2, wd.data()));
+  NABLA_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(c.conv.d, nd, pad.data(), str.data(), dil.data(),
                                                     CUDNN_CROSS_CORRELATION, compute));
   NABLA_CUDNN_CHECK(cudnnSetConvolutionGroupCount(c.conv.d, as_int(p.groups, op)));
   if (dt == DType::f32) {
@@ -147,8 +166,9 @@ void setup(Conv& c, const Tensor& x, const Tensor& w, const Tensor& y, const Con
     c.math = CUDNN_TENSOR_OP_MATH;
   }
   NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, c.math));
-  c.key = {static_cast<int64_t>(dt), p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0],
-           p.dilation[1], p.groups, static_cast<int64_t>(c.math), cudnn::deterministic(), cudnn::benchmark()};
+  c.key = {static_cast<int64_t>(dt), p.ndim, p.groups, static_cast<int64_t>(c.math), cudnn::deterministic(),
+           cudnn::benchmark()};
+  for (int i = 0; i < nd; ++i) c.key.insert(c.key.end(), {p.stride[i], p.padding[i], p.dilation[i]});
   for (const Tensor* t : {&x, &w, &y})
     for (int64_t s : t->sizes()) c.key.push_back(s);
 }
@@ -326,7 +346,7 @@ Choice choose(cudnnHandle_t h, Conv& c, Kind kind, const void* a, const void* b,
 
 }  // namespace
 
-void conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv2dParams& p, const Tensor& out) {
+void conv(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const ConvParams& p, const Tensor& out) {
   DeviceScope ds(out);
   if (out.numel() == 0) return;
   Tensor x = contiguous(x_in), w = contiguous(w_in);
@@ -338,11 +358,11 @@ void conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Co
   if (x.numel() == 0 || w.numel() == 0) {
     // No input channels (or an empty padded image): cuDNN rejects size-0 descriptors, so only the
     // output's is set, for the bias.
-    c.type = data_type(x.dtype(), "conv2d");
-    set_4d(c.y, c.type, y, "conv2d");
+    c.type = data_type(x.dtype(), "conv");
+    set_nd(c.y, c.type, y.sizes(), "conv");
     fill(y, 0);
   } else {
-    setup(c, x, w, y, p, "conv2d");
+    setup(c, x, w, y, p, "conv");
     Choice ch = choose(h.get(), c, Kind::fwd, x.data_ptr(), w.data_ptr(), y.data_ptr(), device);
     NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, ch.math));
     Tensor ws = ch.workspace > 0 ? scratch(ch.workspace, device) : Tensor();
@@ -355,14 +375,16 @@ void conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Co
   if (bias.defined()) {
     Tensor b = contiguous(bias);
     TensorDesc bd;
-    NABLA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bd.d, CUDNN_TENSOR_NCHW, c.type, 1, as_int(b.numel(), "conv2d"), 1, 1));
+    Shape bshape(static_cast<size_t>(y.dim()), 1);
+    bshape[1] = b.numel();
+    set_nd(bd, c.type, bshape, "conv");
     Scaling s(x.dtype());
     NABLA_CUDNN_CHECK(cudnnAddTensor(h.get(), s.one(), bd.d, b.data_ptr(), s.one(), c.y.d, y.data_ptr()));
   }
   if (!y.is_same(out)) device_copy(y, out);
 }
 
-void conv2d_input_grad(const Tensor& gy_in, const Tensor& w_in, const Conv2dParams& p, const Tensor& gx) {
+void conv_input_grad(const Tensor& gy_in, const Tensor& w_in, const ConvParams& p, const Tensor& gx) {
   DeviceScope ds(gx);
   if (gx.numel() == 0) return;
   Tensor gy = contiguous(gy_in), w = contiguous(w_in);
@@ -374,7 +396,7 @@ void conv2d_input_grad(const Tensor& gy_in, const Tensor& w_in, const Conv2dPara
     cudaStream_t stream = stream_for(device);
     Lease<cudnnHandle_t> h(pool(), device, stream);
     Conv c;
-    setup(c, dx, w, gy, p, "conv2d_input_grad");
+    setup(c, dx, w, gy, p, "conv_input_grad");
     Choice ch = choose(h.get(), c, Kind::bwd_data, w.data_ptr(), gy.data_ptr(), dx.data_ptr(), device);
     NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, ch.math));
     Tensor ws = ch.workspace > 0 ? scratch(ch.workspace, device) : Tensor();
@@ -387,7 +409,7 @@ void conv2d_input_grad(const Tensor& gy_in, const Tensor& w_in, const Conv2dPara
   if (!dx.is_same(gx)) device_copy(dx, gx);
 }
 
-void conv2d_weight_grad(const Tensor& x_in, const Tensor& gy_in, const Conv2dParams& p, const Tensor& gw) {
+void conv_weight_grad(const Tensor& x_in, const Tensor& gy_in, const ConvParams& p, const Tensor& gw) {
   DeviceScope ds(gw);
   if (gw.numel() == 0) return;
   Tensor x = contiguous(x_in), gy = contiguous(gy_in);
@@ -399,7 +421,7 @@ void conv2d_weight_grad(const Tensor& x_in, const Tensor& gy_in, const Conv2dPar
     cudaStream_t stream = stream_for(device);
     Lease<cudnnHandle_t> h(pool(), device, stream);
     Conv c;
-    setup(c, x, dw, gy, p, "conv2d_weight_grad");
+    setup(c, x, dw, gy, p, "conv_weight_grad");
     Choice ch = choose(h.get(), c, Kind::bwd_filter, x.data_ptr(), gy.data_ptr(), dw.data_ptr(), device);
     NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, ch.math));
     Tensor ws = ch.workspace > 0 ? scratch(ch.workspace, device) : Tensor();

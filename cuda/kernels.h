@@ -11,7 +11,7 @@ namespace nabla::cuda {
 // Every kernel of core/backend.h's list that the CUDA backend has (cuda/backend.cpp fills one entry
 // per kernel): copy.cu (copy, fill), unary.cu, binary.cu (unary, binary, where), reduce.cu,
 // scan_sort.cu (scan, sort, topk), softmax.cu, index.cu (index_select, index_add, gather, scatter,
-// nonzero), random.cu, blas.cpp (matmul, through cuBLAS), cudnn.cpp (conv2d and its gradients,
+// nonzero), random.cu, blas.cpp (matmul, through cuBLAS), cudnn.cpp (conv and its gradients, 2-D and 3-D,
 // has_fused_batch_norm, batch_norm, batch_norm_backward), pool.cu. (optim.cu registers the fused
 // optimizer updates with optim/fused.h.)
 #define NABLA_DECLARE_KERNEL(name, ret, params, missing) ret name params;

@@ -114,6 +114,45 @@ std::string Conv2d::extra_repr() const {
   return s;
 }
 
+// ---- Conv3d ---------------------------------------------------------------------------------------
+
+Conv3d::Conv3d(Conv3dOptions o) : options(o) {
+  check_channels("Conv3d", o.in_channels, o.out_channels, o.groups,
+                 o.kernel_size[0] > 0 && o.kernel_size[1] > 0 && o.kernel_size[2] > 0);
+  weight = register_parameter("weight", empty({o.out_channels, o.in_channels / o.groups, o.kernel_size[0],
+                                               o.kernel_size[1], o.kernel_size[2]}));
+  if (o.bias) bias = register_parameter("bias", empty({o.out_channels}));
+  reset_parameters();
+}
+
+Conv3d::Conv3d(int64_t in, int64_t out, ExpandingArray<3> k, Conv3dOptions o)
+    : Conv3d([&] {
+        o.in_channels = in;
+        o.out_channels = out;
+        o.kernel_size = k;
+        return o;
+      }()) {}
+
+void Conv3d::reset_parameters() { conv_reset(weight, bias); }
+
+Tensor Conv3d::forward(Tensor x) {
+  check<ShapeError>((x.dim() == 5 && x.size(1) == options.in_channels) || (x.dim() == 4 && x.size(0) == options.in_channels),
+                    "Conv3d: expected input (N, ", options.in_channels, ", D, H, W) or (", options.in_channels,
+                    ", D, H, W), got ", x.sizes());
+  return F::conv3d(x, weight, bias, options.stride, options.padding, options.dilation, options.groups);
+}
+
+std::string Conv3d::extra_repr() const {
+  const auto& o = options;
+  std::string s = detail::str(o.in_channels, ", ", o.out_channels, ", kernel_size=", tuple_of(o.kernel_size),
+                              ", stride=", tuple_of(o.stride));
+  if (!all_equal(o.padding.values, 0)) s += ", padding=" + tuple_of(o.padding);
+  if (!all_equal(o.dilation.values, 1)) s += ", dilation=" + tuple_of(o.dilation);
+  if (o.groups != 1) s += detail::str(", groups=", o.groups);
+  if (!o.bias) s += ", bias=False";
+  return s;
+}
+
 // ---- ConvTranspose2d ------------------------------------------------------------------------------
 
 ConvTranspose2d::ConvTranspose2d(ConvTranspose2dOptions o) : options(o) {

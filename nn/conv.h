@@ -1,4 +1,4 @@
-// Conv1d, Conv2d and ConvTranspose2d (zero padding).
+// Conv1d, Conv2d, Conv3d and ConvTranspose2d (zero padding).
 //
 //   nn::Conv2d conv(1, 32, 3, {.padding = 1});
 //   nn::Conv2d conv2(nn::Conv2dOptions{.in_channels = 32, .out_channels = 64, .kernel_size = {3, 5}, .stride = 2});
@@ -19,6 +19,14 @@ struct Conv2dOptions {
   int64_t in_channels = 0, out_channels = 0;
   ExpandingArray<2> kernel_size = 0;
   ExpandingArray<2> stride = 1, padding = 0, dilation = 1;
+  int64_t groups = 1;
+  bool bias = true;
+};
+
+struct Conv3dOptions {
+  int64_t in_channels = 0, out_channels = 0;
+  ExpandingArray<3> kernel_size = 0;
+  ExpandingArray<3> stride = 1, padding = 0, dilation = 1;
   int64_t groups = 1;
   bool bias = true;
 };
@@ -53,6 +61,18 @@ class Conv2d : public Module {
   void reset_parameters() override;
   std::string extra_repr() const override;
   Conv2dOptions options;
+  Tensor weight, bias;
+};
+
+// x: (N, C_in, D, H, W) -> (N, C_out, D_out, H_out, W_out). weight (C_out, C_in / groups, kD, kH, kW).
+class Conv3d : public Module {
+ public:
+  explicit Conv3d(Conv3dOptions options);
+  Conv3d(int64_t in_channels, int64_t out_channels, ExpandingArray<3> kernel_size, Conv3dOptions options = {});
+  Tensor forward(Tensor x) override;
+  void reset_parameters() override;
+  std::string extra_repr() const override;
+  Conv3dOptions options;
   Tensor weight, bias;
 };
 

@@ -36,6 +36,7 @@ using nabla::adaptive_max_pool2d;
 using nabla::avg_pool2d;
 using nabla::conv1d;
 using nabla::conv2d;
+using nabla::conv3d;
 using nabla::conv_transpose2d;
 using nabla::embedding;
 using nabla::flatten;

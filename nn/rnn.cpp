@@ -274,7 +274,7 @@ RNNBase::Result RNNBase::run(const utils::rnn::PackedSequence& x, const Tensor& 
 
 RNNBase::Result RNNBase::run_layers(Tensor rows, const std::vector<int64_t>& batch_sizes, const Tensor& h0,
                                     const Tensor& c0) {
-  const int64_t G = gate_count(mode), D = num_directions(), L = static_cast<int64_t>(batch_sizes.size());
+  const int64_t D = num_directions(), L = static_cast<int64_t>(batch_sizes.size());
   const int64_t B = h0.size(1);
   const bool lstm = mode == Mode::lstm;
   std::vector<Tensor> h_n, c_n;

@@ -651,6 +651,15 @@ std::vector<OpInfo> conv_ops() {
                  .samples = {{{arg({2, 2, 6}), arg({3, 2, 3}), arg({3})}, "basic"},
                              {{arg({1, 2, 5}), arg({2, 2, 3}), arg({2})}, "small"},
                              {{arg({2, 1, 4}), arg({2, 1, 3}), arg({2})}, "small_batch2"}}});
+  ops.push_back({.name = "conv3d", .torch = "(F.conv3d(x[0], x[1], x[2]), F.conv3d(x[0], x[1], None, 2, 1, (1, 2, 1)))",
+                 .fn = [](I x) { return Outputs{conv3d(x[0], x[1], x[2]), conv3d(x[0], x[1], Tensor(), 2, 1, {1, 2, 1})}; },
+                 .samples = {{{arg({1, 1, 2, 3, 3}), arg({2, 1, 2, 2, 2}), arg({2})}, "small"},
+                             {{arg({2, 2, 4, 5, 4}), arg({3, 2, 2, 2, 3}), arg({3})}, "batch2"},
+                             {{arg({2, 3, 5, 4}), arg({2, 2, 3, 2, 2}), arg({2})}, "unbatched"}}});
+  ops.push_back({.name = "conv3d_groups", .torch = "F.conv3d(x[0], x[1], x[2], (1, 2, 1), (0, 1, 1), 1, 2)",
+                 .fn = [](I x) { return one(conv3d(x[0], x[1], x[2], {1, 2, 1}, {0, 1, 1}, 1, 2)); },
+                 .samples = {{{arg({1, 2, 2, 3, 2}), arg({2, 1, 1, 2, 2}), arg({2})}, "small"},
+                             {{arg({2, 4, 3, 4, 3}), arg({4, 2, 2, 3, 2}), arg({4})}, "batch2"}}});
   ops.push_back({.name = "max_pool2d", .torch = "(F.max_pool2d(x[0], 2), F.max_pool2d(x[0], 3, 2, 1, 1, True))",
                  .fn = [](I x) { return Outputs{max_pool2d(x[0], {2}), max_pool2d(x[0], {3}, {2}, {1}, 1, true)}; },
                  .samples = {{{arg({1, 2, 5, 5})}, "4d"}, {{arg({2, 4, 4})}, "unbatched"}}});

@@ -66,6 +66,18 @@ std::vector<OpInfo> layer_ops() {
                              {{arg({2, 5, 4}), arg({3, 2, 3, 2}), arg({3})}, "unbatched"},
                              {{arg({1, 1, 4, 4}), arg({2, 1, 3, 2}), arg({2})}, "small"},
                              {{arg({1, 2, 3, 3}), arg({2, 1, 3, 2}), arg({2})}, "small_groups2"}}});
+  ops.push_back({.name = "nn.Conv3d",
+                 .torch = "F.conv3d(x[0], x[1], x[2], stride=(1, 2, 1), padding=1, dilation=(2, 1, 1), groups=2)",
+                 .fn = [](I x) {
+                   nn::Conv3d m(x[0].size(-4), x[1].size(0), {x[1].size(2), x[1].size(3), x[1].size(4)},
+                                {.stride = {1, 2, 1}, .padding = 1, .dilation = {2, 1, 1}, .groups = 2});
+                   m.weight = x[1];
+                   m.bias = x[2];
+                   return one(m(x[0]));
+                 },
+                 .samples = {{{arg({1, 2, 2, 2, 2}), arg({2, 1, 2, 2, 1}), arg({2})}, "small"},
+                             {{arg({2, 4, 3, 4, 3}), arg({4, 2, 2, 3, 2}), arg({4})}, "batch2"},
+                             {{arg({4, 3, 3, 2}), arg({2, 2, 1, 2, 2}), arg({2})}, "unbatched"}}});
   ops.push_back({.name = "nn.ConvTranspose2d", .torch = "F.conv_transpose2d(x[0], x[1], x[2], stride=2, padding=1, output_padding=1, groups=2)",
                  .fn = [](I x) {
                    // weight (C_in, C_out / groups, kH, kW) with groups 2
@@ -385,7 +397,7 @@ Registrar nn_ops(all_nn_ops());
 // Every layer and loss of nn must have float64 gradcheck samples.
 TEST(OpRegistry, every_nn_layer_and_loss_is_registered) {
   std::vector<std::string> required = {
-      "nn.Linear", "nn.Bilinear", "nn.Conv1d", "nn.Conv2d", "nn.ConvTranspose2d", "nn.MaxPool2d", "nn.AvgPool2d",
+      "nn.Linear", "nn.Bilinear", "nn.Conv1d", "nn.Conv2d", "nn.Conv3d", "nn.ConvTranspose2d", "nn.MaxPool2d", "nn.AvgPool2d",
       "nn.AdaptiveAvgPool2d", "nn.AdaptiveMaxPool2d", "nn.MaxPool1d", "nn.AvgPool1d", "nn.AdaptiveAvgPool1d",
       "nn.AdaptiveMaxPool1d", "nn.BatchNorm1d", "nn.BatchNorm2d", "nn.BatchNorm2d_eval", "nn.LayerNorm",
       "nn.GroupNorm", "nn.Dropout", "nn.Dropout2d", "nn.Embedding", "nn.Flatten", "nn.Unflatten", "nn.Identity",

@@ -303,6 +303,8 @@ TEST(NnModule, PrintsLikePyTorch) {
   EXPECT_EQ(line(nn::Conv2d(4, 8, {3, 5}, {.stride = 2, .dilation = {1, 2}, .groups = 2})),
             "Conv2d(4, 8, kernel_size=(3, 5), stride=(2, 2), dilation=(1, 2), groups=2)");
   EXPECT_EQ(line(nn::Conv1d(2, 3, 3, {.bias = false})), "Conv1d(2, 3, kernel_size=(3,), stride=(1,), bias=False)");
+  EXPECT_EQ(line(nn::Conv3d(4, 8, {3, 1, 2}, {.padding = 1, .dilation = {2, 1, 1}, .groups = 4})),
+            "Conv3d(4, 8, kernel_size=(3, 1, 2), stride=(1, 1, 1), padding=(1, 1, 1), dilation=(2, 1, 1), groups=4)");
   EXPECT_EQ(line(nn::AvgPool2d(2)), "AvgPool2d(kernel_size=2, stride=2, padding=0)");
   EXPECT_EQ(line(nn::AvgPool2d({2, 3}, {.stride = 1})), "AvgPool2d(kernel_size=(2, 3), stride=1, padding=0)");
   EXPECT_EQ(line(nn::MaxPool2d(3, {.stride = 2, .padding = 1, .ceil_mode = true})),

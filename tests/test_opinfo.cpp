@@ -319,7 +319,7 @@ std::vector<std::string> required_ops() {
         "index", "split", "chunk", "unbind", "diagonal", "as_strided", "movedim", "cat", "stack", "repeat", "flip",
         "roll", "tril", "triu", "pad", "index_select", "index_add", "gather", "scatter", "scatter_add", "masked_fill",
         "masked_select", "embedding", "matmul", "mm", "bmm", "mv", "dot", "outer", "addmm", "linear", "conv2d",
-        "conv2d_input_grad", "conv2d_weight_grad", "conv_transpose2d", "conv1d", "max_pool2d", "avg_pool2d",
+        "conv2d_input_grad", "conv2d_weight_grad", "conv_transpose2d", "conv1d", "conv3d", "max_pool2d", "avg_pool2d",
         "adaptive_avg_pool2d", "adaptive_max_pool2d", "to_dtype", "clone", "contiguous", "copy_", "add_", "mul_",
         "lerp", "addcmul", "addcdiv", "custom_function", "copy_into_view",
         // forms and ops added by the registry audit

@@ -34,7 +34,7 @@ struct ConvGeom {
   bool is_pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
 };
 
-ConvGeom geom(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
+ConvGeom geom(const Tensor& x, const Tensor& w, const Tensor& y, const ConvParams& p) {
   ConvGeom g{};
   g.N = x.sizes()[0];
   g.C = x.sizes()[1];
@@ -1000,7 +1000,8 @@ void conv_forward(const T* xp, const T* wp, const T* bp, const ConvGeom& g, T* y
   });
 }
 
-void conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv2dParams& p, const Tensor& out) {
+void conv(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const ConvParams& p, const Tensor& out) {
+  if (p.ndim != 2) return conv_nd(x_in, w_in, bias, p, out);
   Tensor x = contig(x_in), w = contig(w_in);
   ConvGeom g = geom(x, w, out, p);
   Tensor y = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
@@ -1038,7 +1039,8 @@ bool input_grad_as_conv(const ConvGeom& g) {
          padded_rows_applies(flipped_geom(g), 5, 4);
 }
 
-void conv2d_input_grad(const Tensor& gy_in, const Tensor& w_in, const Conv2dParams& p, const Tensor& gx) {
+void conv_input_grad(const Tensor& gy_in, const Tensor& w_in, const ConvParams& p, const Tensor& gx) {
+  if (p.ndim != 2) return conv_nd_input_grad(gy_in, w_in, p, gx);
   Tensor gy = contig(gy_in), w = contig(w_in);
   ConvGeom g = geom(gx, w, gy, p);
   Tensor out = gx.is_contiguous() ? gx : detail::make_empty(gx.sizes(), gx.dtype(), gx.device());
@@ -1089,7 +1091,8 @@ void conv2d_input_grad(const Tensor& gy_in, const Tensor& w_in, const Conv2dPara
   if (!out.is_same(gx)) copy(out, gx);
 }
 
-void conv2d_weight_grad(const Tensor& x_in, const Tensor& gy_in, const Conv2dParams& p, const Tensor& gw) {
+void conv_weight_grad(const Tensor& x_in, const Tensor& gy_in, const ConvParams& p, const Tensor& gw) {
+  if (p.ndim != 2) return conv_nd_weight_grad(x_in, gy_in, p, gw);
   Tensor x = contig(x_in), gy = contig(gy_in);
   ConvGeom g = geom(x, gw, gy, p);
   Tensor out = gw.is_contiguous() ? gw : detail::make_empty(gw.sizes(), gw.dtype(), gw.device());
