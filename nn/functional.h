@@ -150,12 +150,18 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions&
 // always hides a bug such as an (N, 1) output against an (N) target.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+struct SmoothL1LossOptions {
+  Reduction reduction = Reduction::mean;
+  double beta = 1.0;
+};
 // 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (beta = 0 is l1_loss).
-Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
-                      double beta = 1.0);
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1LossOptions& options = {});
+struct HuberLossOptions {
+  Reduction reduction = Reduction::mean;
+  double delta = 1.0;
+};
 // 0.5 d^2 where |d| <= delta, delta (|d| - 0.5 delta) elsewhere.
-Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
-                  double delta = 1.0);
+Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossOptions& options = {});
 
 struct BCEOptions {
   Tensor weight;  // broadcast to the input's shape
@@ -174,10 +180,13 @@ struct BCEWithLogitsOptions {
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BCEWithLogitsOptions& options = {});
 
+struct KLDivLossOptions {
+  Reduction reduction = Reduction::mean;  // batchmean divides the sum by N
+  bool log_target = false;
+};
 // input: log-probabilities; target: probabilities (or log-probabilities with log_target).
-// Pointwise target (log target - input), 0 where target is 0. batchmean divides the sum by N.
-Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
-              bool log_target = false);
+// Pointwise target (log target - input), 0 where target is 0.
+Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions& options = {});
 
 }  // namespace nabla::nn::functional
 

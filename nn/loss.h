@@ -1,4 +1,6 @@
-// Losses as modules: loss(input, target). Class weights are buffers, so to(device) moves them.
+// Losses as modules: loss(input, target), configured by the options struct of their functional form
+// (PyTorch's names; MSELoss and L1Loss take only the reduction). Class weights are buffers, so
+// to(device) moves them.
 //
 //   nn::CrossEntropyLoss criterion({.label_smoothing = 0.1});
 //   Tensor loss = criterion(logits, target);
@@ -39,18 +41,16 @@ class L1Loss : public Module {
 
 class SmoothL1Loss : public Module {
  public:
-  explicit SmoothL1Loss(Reduction reduction = Reduction::mean, double beta = 1.0) : reduction(reduction), beta(beta) {}
-  Tensor forward(Tensor input, Tensor target) override { return F::smooth_l1_loss(input, target, reduction, beta); }
-  Reduction reduction;
-  double beta;
+  explicit SmoothL1Loss(F::SmoothL1LossOptions options = {}) : options(options) {}
+  Tensor forward(Tensor input, Tensor target) override { return F::smooth_l1_loss(input, target, options); }
+  F::SmoothL1LossOptions options;
 };
 
 class HuberLoss : public Module {
  public:
-  explicit HuberLoss(Reduction reduction = Reduction::mean, double delta = 1.0) : reduction(reduction), delta(delta) {}
-  Tensor forward(Tensor input, Tensor target) override { return F::huber_loss(input, target, reduction, delta); }
-  Reduction reduction;
-  double delta;
+  explicit HuberLoss(F::HuberLossOptions options = {}) : options(options) {}
+  Tensor forward(Tensor input, Tensor target) override { return F::huber_loss(input, target, options); }
+  F::HuberLossOptions options;
 };
 
 class BCELoss : public Module {
@@ -69,11 +69,9 @@ class BCEWithLogitsLoss : public Module {
 
 class KLDivLoss : public Module {
  public:
-  explicit KLDivLoss(Reduction reduction = Reduction::mean, bool log_target = false)
-      : reduction(reduction), log_target(log_target) {}
-  Tensor forward(Tensor input, Tensor target) override { return F::kl_div(input, target, reduction, log_target); }
-  Reduction reduction;
-  bool log_target;
+  explicit KLDivLoss(F::KLDivLossOptions options = {}) : options(options) {}
+  Tensor forward(Tensor input, Tensor target) override { return F::kl_div(input, target, options); }
+  F::KLDivLossOptions options;
 };
 
 }  // namespace nabla::nn

@@ -162,7 +162,9 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction r) {
   return reduce((input - target).abs(), r, "l1_loss");
 }
 
-Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction r, double beta) {
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1LossOptions& o) {
+  const Reduction r = o.reduction;
+  const double beta = o.beta;
   check_same_shape(input, target, "smooth_l1_loss");
   check<ValueError>(beta >= 0, "smooth_l1_loss: beta must be non-negative, got ", beta);
   Tensor d = input - target;
@@ -171,7 +173,9 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction r, do
   return reduce(where(ad.lt(beta), d * d * (0.5 / beta), ad - 0.5 * beta), r, "smooth_l1_loss");
 }
 
-Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction r, double delta) {
+Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossOptions& o) {
+  const Reduction r = o.reduction;
+  const double delta = o.delta;
   check_same_shape(input, target, "huber_loss");
   check<ValueError>(delta > 0, "huber_loss: delta must be positive, got ", delta);
   Tensor d = input - target;
@@ -240,7 +244,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 
 // ---- distributions --------------------------------------------------------------------------------
 
-Tensor kl_div(const Tensor& input, const Tensor& target, Reduction r, bool log_target) {
+Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions& o) {
+  const Reduction r = o.reduction;
+  const bool log_target = o.log_target;
   check_same_shape(input, target, "kl_div");
   Tensor loss;
   if (log_target) {

@@ -337,11 +337,11 @@ std::vector<OpInfo> loss_ops() {
                  .fn = [](I x) { return reductions([&](Reduction r) { return F::l1_loss(x[0], x[1], r); }); },
                  .samples = pair});
   ops.push_back({.name = "nn.smooth_l1_loss", .torch = "T.reductions(lambda r: F.smooth_l1_loss(x[0], x[1], reduction=r, beta=0.5))",
-                 .fn = [](I x) { return reductions([&](Reduction r) { return F::smooth_l1_loss(x[0], x[1], r, 0.5); }); },
+                 .fn = [](I x) { return reductions([&](Reduction r) { return F::smooth_l1_loss(x[0], x[1], {.reduction = r, .beta = 0.5}); }); },
                  .samples = pair,
                  .twice_differentiable = false});  // the second derivative jumps at |d| = beta
   ops.push_back({.name = "nn.huber_loss", .torch = "T.reductions(lambda r: F.huber_loss(x[0], x[1], reduction=r, delta=0.7))",
-                 .fn = [](I x) { return reductions([&](Reduction r) { return F::huber_loss(x[0], x[1], r, 0.7); }); },
+                 .fn = [](I x) { return reductions([&](Reduction r) { return F::huber_loss(x[0], x[1], {.reduction = r, .delta = 0.7}); }); },
                  .samples = pair,
                  .twice_differentiable = false});
   ops.push_back({.name = "nn.binary_cross_entropy", .torch = "T.reductions(lambda r: F.binary_cross_entropy(x[0], x[1], weight=x[2], reduction=r))",
@@ -375,12 +375,12 @@ std::vector<OpInfo> loss_ops() {
                               "2d"}}});
   ops.push_back({.name = "nn.kl_div", .torch = "[F.kl_div(x[0], x[1], reduction=r) for r in ('mean', 'sum', 'none', 'batchmean')]",
                  .fn = [](I x) {
-                   return Outputs{F::kl_div(x[0], x[1], Reduction::mean), F::kl_div(x[0], x[1], Reduction::sum),
-                                  F::kl_div(x[0], x[1], Reduction::none), F::kl_div(x[0], x[1], Reduction::batchmean)};
+                   return Outputs{F::kl_div(x[0], x[1], {.reduction = Reduction::mean}), F::kl_div(x[0], x[1], {.reduction = Reduction::sum}),
+                                  F::kl_div(x[0], x[1], {.reduction = Reduction::none}), F::kl_div(x[0], x[1], {.reduction = Reduction::batchmean})};
                  },
                  .samples = {{{arg({3, 4}, -3, 0), arg({3, 4}, 0.1, 1)}, "probabilities"}}});
   ops.push_back({.name = "nn.kl_div_log_target", .torch = "F.kl_div(x[0], x[1], reduction='batchmean', log_target=True)",
-                 .fn = [](I x) { return one(F::kl_div(x[0], x[1], Reduction::batchmean, true)); },
+                 .fn = [](I x) { return one(F::kl_div(x[0], x[1], {.reduction = Reduction::batchmean, .log_target = true})); },
                  .samples = {{{arg({3, 4}, -3, 0), arg({3, 4}, -3, 0)}, "log_probabilities"}}});
   return ops;
 }

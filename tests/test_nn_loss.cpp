@@ -131,13 +131,13 @@ TEST(NnLoss, RegressionLosses) {
   expect_reductions([&](Reduction r) { return F::mse_loss(a, b, r); }, 1.35, 5.4, {0.25, 2.25, 2.89, 0.01}, "mse");
   expect_reductions([&](Reduction r) { return F::l1_loss(a, b, r); }, 0.95, 3.8, {0.5, 1.5, 1.7, 0.1}, "l1");
   // beta 0.5: 0.5 d^2 / beta below 0.5, |d| - 0.25 above.
-  expect_reductions([&](Reduction r) { return F::smooth_l1_loss(a, b, r, 0.5); }, 0.74, 2.96,
+  expect_reductions([&](Reduction r) { return F::smooth_l1_loss(a, b, {.reduction = r, .beta = 0.5}); }, 0.74, 2.96,
                     {0.25, 1.25, 1.45, 0.01}, "smooth_l1");
   // delta 0.7: 0.5 d^2 below, 0.7 (|d| - 0.35) above.
-  expect_reductions([&](Reduction r) { return F::huber_loss(a, b, r, 0.7); }, 0.47, 1.88,
+  expect_reductions([&](Reduction r) { return F::huber_loss(a, b, {.reduction = r, .delta = 0.7}); }, 0.47, 1.88,
                     {0.125, 0.805, 0.945, 0.005}, "huber");
   // beta = 0 is l1; huber with delta = 1 equals smooth_l1 with beta = 1.
-  EXPECT_TRUE(F::smooth_l1_loss(a, b, Reduction::none, 0.0).equal(F::l1_loss(a, b, Reduction::none)));
+  EXPECT_TRUE(F::smooth_l1_loss(a, b, {.reduction = Reduction::none, .beta = 0.0}).equal(F::l1_loss(a, b, Reduction::none)));
   EXPECT_TRUE(allclose(F::huber_loss(a, b), F::smooth_l1_loss(a, b)));
   try {
     F::mse_loss(zeros({64, 1}), zeros({64}));
@@ -192,13 +192,14 @@ TEST(NnLoss, BinaryCrossEntropyWithLogits) {
 
 TEST(NnLoss, KlDiv) {
   Tensor lp = log_softmax(X(), 1), p = P();
-  expect_values(F::kl_div(lp, p, Reduction::mean), {0.09446597520317425}, "kl mean");
-  expect_values(F::kl_div(lp, p, Reduction::sum), {1.133591702438091}, "kl sum");
-  expect_values(F::kl_div(lp, p, Reduction::batchmean), {0.377863900812697}, "kl batchmean");
-  expect_values(F::kl_div(lp, p.log(), Reduction::batchmean, true), {0.377863900812697}, "kl log_target");
+  expect_values(F::kl_div(lp, p, {.reduction = Reduction::mean}), {0.09446597520317425}, "kl mean");
+  expect_values(F::kl_div(lp, p, {.reduction = Reduction::sum}), {1.133591702438091}, "kl sum");
+  expect_values(F::kl_div(lp, p, {.reduction = Reduction::batchmean}), {0.377863900812697}, "kl batchmean");
+  expect_values(F::kl_div(lp, p.log(), {.reduction = Reduction::batchmean, .log_target = true}), {0.377863900812697},
+                "kl log_target");
   // A zero target contributes 0 (0 log 0 = 0), and its gradient is finite.
   Tensor pz = tensor({{0.0, 0.5, 0.5, 0.0}}, kFloat64).requires_grad_();
-  Tensor l = F::kl_div(lp.slice(0, 0, 1), pz, Reduction::sum);
+  Tensor l = F::kl_div(lp.slice(0, 0, 1), pz, {.reduction = Reduction::sum});
   expect_values(l, {2.0642047313714365}, "kl zero target");
   l.backward();
   EXPECT_TRUE(pz.grad().isfinite().all().item<bool>());
@@ -213,14 +214,15 @@ TEST(NnLoss, LossModules) {
   Tensor a = tensor({0.5, -1.0}, kFloat64), b = tensor({0.0, 0.5}, kFloat64);
   EXPECT_TRUE(nn::MSELoss(Reduction::sum)(a, b).equal(F::mse_loss(a, b, Reduction::sum)));
   EXPECT_TRUE(nn::L1Loss()(a, b).equal(F::l1_loss(a, b)));
-  EXPECT_TRUE(nn::SmoothL1Loss(Reduction::mean, 0.3)(a, b).equal(F::smooth_l1_loss(a, b, Reduction::mean, 0.3)));
-  EXPECT_TRUE(nn::HuberLoss(Reduction::none, 2.0)(a, b).equal(F::huber_loss(a, b, Reduction::none, 2.0)));
+  EXPECT_TRUE(nn::SmoothL1Loss({.beta = 0.3})(a, b).equal(F::smooth_l1_loss(a, b, {.beta = 0.3})));
+  EXPECT_TRUE(nn::HuberLoss({.reduction = Reduction::none, .delta = 2.0})(a, b)
+                  .equal(F::huber_loss(a, b, {.reduction = Reduction::none, .delta = 2.0})));
   Tensor pr = tensor({0.2, 0.7}, kFloat64), y = tensor({0.0, 1.0}, kFloat64);
   EXPECT_TRUE(nn::BCELoss()(pr, y).equal(F::binary_cross_entropy(pr, y)));
   nn::BCEWithLogitsLoss bl({.pos_weight = tensor({3.0, 1.0}, kFloat64)});
   EXPECT_TRUE(bl(a, y).equal(F::binary_cross_entropy_with_logits(a, y, {.pos_weight = tensor({3.0, 1.0}, kFloat64)})));
-  EXPECT_TRUE(nn::KLDivLoss(Reduction::batchmean)(log_softmax(x, 1), P())
-                  .equal(F::kl_div(log_softmax(x, 1), P(), Reduction::batchmean)));
+  EXPECT_TRUE(nn::KLDivLoss({.reduction = Reduction::batchmean})(log_softmax(x, 1), P())
+                  .equal(F::kl_div(log_softmax(x, 1), P(), {.reduction = Reduction::batchmean})));
   nn::CrossEntropyLoss plain;
   Tensor logits = X().requires_grad_();
   plain(logits, t).backward();
