@@ -58,87 +58,104 @@ struct Sinks {
   void add(ptrdiff_t i, const Tensor& g) const { grads[i] = grads[i].defined() ? grads[i] + g : g; }
 };
 
-// Runs one backward pass. captures: (node, input) pairs whose incoming gradient is wanted instead of
+// One backward pass. captures: (node, input) pairs whose incoming gradient is wanted instead of
 // being accumulated (autograd::grad); when non-empty, AccumulateGrad nodes do not run. sinks: see
-// Sinks (null for backward and grad).
-void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_outputs, bool retain_graph,
-                  bool create_graph, std::vector<Capture>* captures, std::vector<Tensor>* captured,
-                  const Sinks* sinks = nullptr) {
-  check<AutogradError>(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: got ",
-                       grad_outputs.size(), " gradients for ", outputs.size(), " outputs");
-  const uint64_t task = ++g_task_counter;
-  if (tl_workspaces.size() <= tl_depth) tl_workspaces.push_back(std::make_unique<Workspace>());
-  Workspace& ws = *tl_workspaces[tl_depth];
-  struct Depth {
-    Depth() { ++tl_depth; }
-    ~Depth() { --tl_depth; }
-  } depth_guard;
-  auto& roots = ws.roots;
-  auto& nodes = ws.nodes;
-  auto& stack = ws.stack;
-  roots.clear();
-  nodes.clear();
-  stack.clear();
-  ws.ready.clear();
-  struct Cleanup {  // drop the references the workspace holds, keep its capacity
-    Workspace& w;
-    ~Cleanup() {
-      w.roots.clear();
-      w.ready.clear();
+// Sinks (null for backward and grad). run() seeds the roots, discovers the graph and counts each
+// node's incoming edges, prunes it to the captured inputs (autograd::grad), then runs ready nodes
+// latest-created first, delivering each one's gradients along its edges.
+class Pass {
+ public:
+  Pass(Workspace& ws, bool retain_graph, bool create_graph, std::vector<Capture>* captures,
+       std::vector<Tensor>* captured, const Sinks* sinks)
+      : ws_(ws), task_(++g_task_counter), retain_graph_(retain_graph), create_graph_(create_graph),
+        captures_(captures), captured_(captured), sinks_(sinks) {}
+
+  void run(std::span<const Tensor> outputs, std::span<const Tensor> grad_outputs) {
+    seed_roots(outputs, grad_outputs);
+    discover();
+    if (captures_) prune_to_captures();
+    for (auto& [edge, g] : ws_.roots) {
+      Tensor& slot = edge.fn->engine_buffer[edge.input_nr];
+      slot = slot.defined() ? slot + g : g;
     }
-  } cleanup{ws};
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const Tensor& out = outputs[i];
-    check<AutogradError>(out.defined(), "backward: output ", i, " is an undefined tensor");
-    check<AutogradError>(out.requires_grad(), "backward: element ", i,
-                         " of the outputs does not require grad and has no grad_fn (nothing it depends on "
-                         "requires grad, or it was computed under NoGradGuard)");
-    Tensor g = grad_outputs.empty() || !grad_outputs[i].defined() ? ones_for(out, i) : grad_outputs[i];
-    check<ShapeError>(g.sizes() == out.sizes(), "backward: gradient ", i, " has shape ", g.sizes(),
-                      " but its output has shape ", out.sizes());
-    Edge edge = gradient_edge(out);
-    if (sinks) {
-      if (ptrdiff_t k = sinks->find(edge); k >= 0) {
-        sinks->add(k, g);
-        continue;
+    for (Node* n : ws_.nodes)
+      if (n->engine_deps == 0) push(n);
+    AutoGradMode mode(create_graph_);
+    while (!ws_.ready.empty()) {
+      std::pop_heap(ws_.ready.begin(), ws_.ready.end(), later_first);
+      Node* n = ws_.ready.back();
+      ws_.ready.pop_back();
+      run_node(n);
+    }
+    // Drop gradients left in nodes that did not run (autograd::grad prunes).
+    for (Node* n : ws_.nodes) n->engine_buffer.clear();
+    ws_.nodes.clear();
+  }
+
+ private:
+  static bool later_first(Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); }
+  void push(Node* n) {
+    ws_.ready.push_back(n);
+    std::push_heap(ws_.ready.begin(), ws_.ready.end(), later_first);
+  }
+
+  // The outputs' gradient edges with their seed gradients (ones where none is given).
+  void seed_roots(std::span<const Tensor> outputs, std::span<const Tensor> grad_outputs) {
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const Tensor& out = outputs[i];
+      check<AutogradError>(out.defined(), "backward: output ", i, " is an undefined tensor");
+      check<AutogradError>(out.requires_grad(), "backward: element ", i,
+                           " of the outputs does not require grad and has no grad_fn (nothing it depends on "
+                           "requires grad, or it was computed under NoGradGuard)");
+      Tensor g = grad_outputs.empty() || !grad_outputs[i].defined() ? ones_for(out, i) : grad_outputs[i];
+      check<ShapeError>(g.sizes() == out.sizes(), "backward: gradient ", i, " has shape ", g.sizes(),
+                        " but its output has shape ", out.sizes());
+      Edge edge = gradient_edge(out);
+      if (sinks_) {
+        if (ptrdiff_t k = sinks_->find(edge); k >= 0) {
+          sinks_->add(k, g);
+          continue;
+        }
+      }
+      ws_.roots.emplace_back(std::move(edge), g);
+    }
+  }
+
+  // Finds every node reachable from the roots and counts the edges that lead into each.
+  void discover() {
+    auto visit = [&](Node* n) {
+      if (n->engine_task == task_) return;
+      n->engine_task = task_;
+      n->engine_deps = 0;
+      n->engine_needed = captures_ == nullptr;
+      n->engine_buffer.clear();
+      n->engine_buffer.resize(n->num_inputs());
+      ws_.nodes.push_back(n);
+      ws_.stack.push_back(n);
+    };
+    for (auto& [edge, g] : ws_.roots) visit(edge.fn.get());
+    while (!ws_.stack.empty()) {
+      Node* n = ws_.stack.back();
+      ws_.stack.pop_back();
+      for (const Edge& e : n->next_edges) {
+        if (!e.valid() || (sinks_ && sinks_->find(e) >= 0)) continue;
+        Node* c = e.fn.get();
+        visit(c);
+        ++c->engine_deps;
       }
     }
-    roots.emplace_back(std::move(edge), g);
   }
 
-  // Discover the graph and count, for every node, the edges that lead into it.
-  auto visit = [&](Node* n) {
-    if (n->engine_task == task) return;
-    n->engine_task = task;
-    n->engine_deps = 0;
-    n->engine_needed = captures == nullptr;
-    n->engine_buffer.clear();
-    n->engine_buffer.resize(n->num_inputs());
-    nodes.push_back(n);
-    stack.push_back(n);
-  };
-  for (auto& [edge, g] : roots) visit(edge.fn.get());
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    for (const Edge& e : n->next_edges) {
-      if (!e.valid() || (sinks && sinks->find(e) >= 0)) continue;
-      Node* c = e.fn.get();
-      visit(c);
-      ++c->engine_deps;
-    }
-  }
-
-  // autograd::grad: run only the nodes on a path to a captured input.
-  if (captures) {
-    for (const Capture& c : *captures)
-      if (c.node->engine_task == task) c.node->engine_needed = true;
+  // autograd::grad: only the nodes on a path to a captured input run.
+  void prune_to_captures() {
+    for (const Capture& c : *captures_)
+      if (c.node->engine_task == task_) c.node->engine_needed = true;
     // Nodes were discovered parents-first; a child's flag is final when its parents are checked
     // in reverse discovery order only for trees, so iterate to a fixed point (graphs are small).
     bool changed = true;
     while (changed) {
       changed = false;
-      for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+      for (auto it = ws_.nodes.rbegin(); it != ws_.nodes.rend(); ++it) {
         Node* n = *it;
         if (n->engine_needed) continue;
         for (const Edge& e : n->next_edges) {
@@ -152,31 +169,11 @@ void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_
     }
   }
 
-  for (auto& [edge, g] : roots) {
-    Tensor& slot = edge.fn->engine_buffer[edge.input_nr];
-    slot = slot.defined() ? slot + g : g;
-  }
-
-  // A max-heap on creation order: the most recently created ready node runs first.
-  auto later_first = [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); };
-  auto& ready = ws.ready;
-  auto push = [&](Node* n) {
-    ready.push_back(n);
-    std::push_heap(ready.begin(), ready.end(), later_first);
-  };
-  for (Node* n : nodes)
-    if (n->engine_deps == 0) push(n);
-
-  AutoGradMode mode(create_graph);
-  const bool anomaly = AnomalyMode::is_enabled();
-  while (!ready.empty()) {
-    std::pop_heap(ready.begin(), ready.end(), later_first);
-    Node* n = ready.back();
-    ready.pop_back();
+  // Runs one node whose incoming gradients are complete: its hooks, captures, its backward.
+  void run_node(Node* n) {
     intrusive_ptr<Node> hold(n);
     GradList inputs = std::move(n->engine_buffer);
     n->engine_buffer.clear();
-
     // Tensor hooks first: autograd::grad captures the gradient they return, as PyTorch does.
     for (auto& [nr, id, hook] : n->pre_hooks) {
       if (nr < inputs.size() && inputs[nr].defined()) {
@@ -184,16 +181,16 @@ void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_
         if (r.defined()) inputs[nr] = r;
       }
     }
-    if (captures) {
-      for (const Capture& c : *captures)
+    if (captures_) {
+      for (const Capture& c : *captures_)
         if (c.node == n && inputs[c.input_nr].defined()) {
-          Tensor& dst = (*captured)[c.slot];
+          Tensor& dst = (*captured_)[c.slot];
           dst = dst.defined() ? dst + inputs[c.input_nr] : inputs[c.input_nr];
         }
     }
-    if (!n->engine_needed) continue;
-    bool is_accumulate = n->num_outputs() == 0 && is_accumulate_grad(*n);
-    if (captures && is_accumulate) continue;
+    if (!n->engine_needed) return;
+    const bool is_accumulate = n->num_outputs() == 0 && is_accumulate_grad(*n);
+    if (captures_ && is_accumulate) return;
     bool any = false;
     for (const Tensor& t : inputs) any = any || t.defined();
     GradList outs;
@@ -206,22 +203,26 @@ void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_
           }
       }
       outs = n->apply(std::move(inputs));
-      if (!retain_graph) n->release_saved();
+      if (!retain_graph_) n->release_saved();
     } else {
       outs.resize(n->num_outputs());
     }
-    if (is_accumulate) continue;
+    if (is_accumulate) return;
     check<AutogradError>(outs.size() == n->num_outputs(), "backward: ", n->name(), " returned ", outs.size(),
                          " gradients but its forward op had ", n->num_outputs(), " inputs");
+    deliver(n, outs);
+  }
 
+  // Hands node n's input gradients to the nodes its edges lead to (or to the sinks).
+  void deliver(Node* n, GradList& outs) {
     for (size_t i = 0; i < outs.size(); ++i) {
       const Edge& e = n->next_edges[i];
       if (!e.valid()) continue;
       Node* c = e.fn.get();
-      const ptrdiff_t sink = sinks ? sinks->find(e) : -1;
+      const ptrdiff_t sink = sinks_ ? sinks_->find(e) : -1;
       Tensor g = std::move(outs[i]);
       if (g.defined()) {
-        if (anomaly && has_nonfinite(g)) {
+        if (anomaly_ && has_nonfinite(g)) {
           throw AutogradError(detail::str(
               "anomaly detected: ", n->name(), " returned NaN or Inf values in its gradient for input ", i,
               (n->anomaly ? " of the forward op '" + n->anomaly->forward_op + "'" : std::string()),
@@ -236,7 +237,7 @@ void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_
         if (g.dtype() != m.dtype) g = g.to(m.dtype);
         if (g.device() != m.device) g = g.to(m.device);
         if (sink >= 0) {
-          sinks->add(sink, g);
+          sinks_->add(sink, g);
         } else {
           Tensor& slot = c->engine_buffer[e.input_nr];
           slot = slot.defined() ? slot + g : g;
@@ -245,9 +246,40 @@ void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_
       if (sink < 0 && --c->engine_deps == 0 && c->engine_needed) push(c);
     }
   }
-  // Drop gradients left in nodes that did not run (autograd::grad prunes).
-  for (Node* n : nodes) n->engine_buffer.clear();
-  nodes.clear();
+
+  Workspace& ws_;
+  const uint64_t task_;
+  const bool retain_graph_, create_graph_;
+  std::vector<Capture>* captures_;
+  std::vector<Tensor>* captured_;
+  const Sinks* sinks_;
+  const bool anomaly_ = AnomalyMode::is_enabled();
+};
+
+void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_outputs, bool retain_graph,
+                  bool create_graph, std::vector<Capture>* captures, std::vector<Tensor>* captured,
+                  const Sinks* sinks = nullptr) {
+  check<AutogradError>(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: got ",
+                       grad_outputs.size(), " gradients for ", outputs.size(), " outputs");
+  // The workspace of this nesting level (a backward may run inside a hook of another).
+  if (tl_workspaces.size() <= tl_depth) tl_workspaces.push_back(std::make_unique<Workspace>());
+  Workspace& ws = *tl_workspaces[tl_depth];
+  struct Depth {
+    Depth() { ++tl_depth; }
+    ~Depth() { --tl_depth; }
+  } depth_guard;
+  ws.roots.clear();
+  ws.nodes.clear();
+  ws.stack.clear();
+  ws.ready.clear();
+  struct Cleanup {  // drop the references the workspace holds, keep its capacity
+    Workspace& w;
+    ~Cleanup() {
+      w.roots.clear();
+      w.ready.clear();
+    }
+  } cleanup{ws};
+  Pass(ws, retain_graph, create_graph, captures, captured, sinks).run(outputs, grad_outputs);
 }
 
 }  // namespace
