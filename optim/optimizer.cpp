@@ -246,8 +246,9 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   }
   clear_state();
   autograd::NoGradGuard ng;
-  for (const auto& [i, fields] : state) {
-    const Tensor& p = *params[static_cast<size_t>(i)];
+  for (const auto& entry : state) {  // (not a structured binding: the lambda captures it, clang < 16 cannot)
+    const auto& fields = entry.second;
+    const Tensor& p = *params[static_cast<size_t>(entry.first)];
     visit_state(p, true, [&](const char* n, FieldRef ref) {
       auto it = fields.find(n);
       if (it == fields.end()) return;
