@@ -108,7 +108,11 @@ std::string python_with_numpy() {
 }
 
 // Next to this file (CMake compiles sources by absolute path).
-std::string reader_script() { return (fs::path(__FILE__).parent_path() / "safetensors_reader.py").string(); }
+// (From the absolute NABLA_TEST_DATA_DIR, tests/data: __FILE__ may be relative to the build folder,
+// e.g. when ccache's base_dir rewrites paths.)
+std::string reader_script() {
+  return (fs::path(NABLA_TEST_DATA_DIR).parent_path() / "safetensors_reader.py").string();
+}
 
 }  // namespace
 
