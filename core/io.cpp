@@ -24,6 +24,29 @@ std::string dir_of(const std::string& path) {
 }
 }  // namespace
 
+std::string quote_name(const std::string& s) {
+  constexpr size_t kMax = 80;
+  size_t n = s.size();
+  if (n > kMax) {
+    n = kMax;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a UTF-8 sequence
+  }
+  std::string out = "'";
+  for (size_t i = 0; i < n; ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += "'";
+  if (n < s.size()) out += "... (" + std::to_string(s.size()) + " bytes)";
+  return out;
+}
+
 void write_all(std::FILE* f, const void* data, size_t n, const std::string& path) {
   if (n == 0) return;
   if (std::fwrite(data, 1, n, f) != n)
