@@ -5,7 +5,7 @@ NABLA_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # Debian 12 packages nabla needs to build and test.
 NABLA_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev zlib1g-dev nlohmann-json3-dev libstb-dev
-                      python3 python3-numpy)
+                      libjpeg62-turbo-dev libpng-dev python3 python3-numpy)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 

@@ -356,10 +356,15 @@ TEST(DataImage, CorruptFilesAreClearErrors) {
   set_png_size(10000);
   write_bytes(dir / "huge.png", huge);
   expect_io_error([&] { data::load_image(dir / "huge.png"); }, {dir / "huge.png", "10000x10000 pixels, over the limit"});
-  // ... and 100000 x 100000 already by stb_image's own header checks.
+  // ... read from IHDR before libpng sees the file (whose CRC, not updated here, is wrong).
   set_png_size(100000);
   write_bytes(dir / "huge.png", huge);
-  expect_io_error([&] { data::load_image(dir / "huge.png"); }, {dir / "huge.png", "looks like a PNG file but its header"});
+  expect_io_error([&] { data::load_image(dir / "huge.png"); }, {dir / "huge.png", "100000x100000 pixels, over the limit"});
+  // Within the limits, the wrong CRC is libpng's error.
+  set_png_size(20);
+  write_bytes(dir / "crc.png", huge);
+  expect_io_error([&] { data::load_image(dir / "crc.png"); },
+                  {dir / "crc.png", "looks like a PNG file but its header is corrupt", "CRC error"});
   expect_io_error([&] { data::load_image(dir / "ok.png", 0, {.max_width = 8}); }, {"16x16 pixels, over the limit of 8x16384"});
   EXPECT_THROW(data::load_image(dir / "ok.png", 5), ValueError);
 }
