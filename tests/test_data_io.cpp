@@ -191,6 +191,7 @@ TEST(DataIdx, GzipDataGoesStraightIntoTheTensor) {
     ::getrusage(RUSAGE_SELF, &ru);
     const double peak_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
     std::printf("read_idx of a 256 MB gzip bomb: peak resident memory grew by %.0f MB\n", peak_mb - before_mb);
+    std::fflush(stdout);
     ::_exit(!ok ? 2 : peak_mb - before_mb < 256 * 1.2 ? 0 : 3);
   }
   int status = 0;
