@@ -11,8 +11,10 @@
 
 namespace nabla::io {
 
-// Calls write(fd-backed stream) on a temporary file next to `path`, then atomically replaces `path`.
-// Throws IOError naming the path on any failure (and removes the temporary file).
+// Calls write(fd-backed stream) on a temporary file next to `path` (<path>.tmp.<pid>.<n>, locked
+// while it is written), then atomically replaces `path`. Throws IOError naming the path on any
+// failure (and removes the temporary file). Temporary files of `path` that a killed save left
+// behind (their process is gone and their lock free) are removed first.
 void atomic_write(const std::string& path, const std::function<void(std::FILE*)>& write);
 
 // Reads a whole file; throws IOError naming the path if it cannot. Refuses files over max_bytes.
