@@ -270,6 +270,49 @@ TEST_F(MnistProgram, MistakesGetClearMessagesAndExitCodes) {
   EXPECT_EQ(run("--help").code, 0);
 }
 
+// tests/hostile/mnist/: the mnist fuzz target's inputs (see fuzz/mnist_fuzzer.cpp), each with
+// FILE.expect. A command line (first byte even) must be a usage error (exit code 2) with the
+// expected message; a checkpoint (first byte odd) given to `train --resume` must be refused (exit
+// code 1) with a message naming it and the damaged field.
+TEST_F(MnistProgram, HostileInputsGetClearErrors) {
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(fs::path(NABLA_HOSTILE_DIR) / "mnist")) {
+    const fs::path file = entry.path();
+    if (file.extension() == ".expect" || file.extension() == ".md") continue;
+    SCOPED_TRACE(file.string());
+    std::ifstream ex(file.string() + ".expect");
+    std::string type, line;
+    ASSERT_TRUE(std::getline(ex, type)) << "every hostile file needs FILE.expect";
+    std::vector<std::string> contains;
+    while (std::getline(ex, line))
+      if (!line.empty()) contains.push_back(line);
+    std::vector<uint8_t> bytes = file_bytes(file);
+    ASSERT_FALSE(bytes.empty());
+    Result r;
+    if (bytes[0] % 2 == 0) {
+      std::vector<std::string> args(1);
+      for (size_t i = 1; i < bytes.size(); ++i) {
+        if (bytes[i] == 0) args.emplace_back();
+        else args.back() += static_cast<char>(bytes[i]);
+      }
+      r = run_argv(args);
+      EXPECT_EQ(type, "error UsageError");
+      EXPECT_EQ(r.code, 2) << r.out;
+    } else {
+      const std::string ckpt = ck(file.filename().string() + ".safetensors");
+      std::ofstream(ckpt, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data() + 1),
+                                                   static_cast<std::streamsize>(bytes.size() - 1));
+      r = run_argv({"train", "--resume", ckpt, "--data", (dir_ / "data").string()});
+      EXPECT_EQ(type, "error Failure");
+      EXPECT_EQ(r.code, 1) << r.out;
+      EXPECT_NE(r.out.find(ckpt), std::string::npos) << r.out;
+    }
+    for (const auto& part : contains) EXPECT_NE(r.out.find(part), std::string::npos) << r.out << "\nmissing: " << part;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
 // What a resumed run reads from its checkpoint beyond the settings: the epoch (library metadata)
 // and the mid-epoch progress, each checked (a negative epoch used to train extra epochs).
 TEST_F(MnistProgram, DamagedProgressInACheckpointIsRefused) {
