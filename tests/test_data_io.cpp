@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/sanitizer.h"
 #include "nabla.h"
 #include "test_data_util.h"
 
@@ -136,14 +137,6 @@ TEST(DataIdx, RejectsTruncatedAndOversizedFiles) {
   write_bytes(p, corrupt);
   expect_io_error([&] { data::read_idx(p); }, {p});
 }
-
-#if defined(__SANITIZE_ADDRESS__)
-#define NABLA_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NABLA_ASAN 1
-#endif
-#endif
 
 // Issue 19: a gzip file declaring 1 GiB took 2.2 GB (a buffer of the raw data and the tensor). The
 // data is now decompressed straight into the tensor: reading a 256 MB gzip bomb (a valid file of

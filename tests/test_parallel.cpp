@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/sanitizer.h"
 #include "nabla.h"
 
 namespace nabla {
@@ -97,14 +98,6 @@ TEST(Parallel, MoreThanTheLimitIsRefused) {
   }
   EXPECT_EQ(get_num_threads(), before);
 }
-
-#if defined(__SANITIZE_ADDRESS__)
-#define NABLA_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NABLA_ASAN 1
-#endif
-#endif
 
 // Runs this test program again with a gtest filter (in a fresh process: a forked child has no
 // pool workers) and returns its output.

@@ -24,14 +24,14 @@ std::string list(const std::vector<std::string>& v) {
 // A value from a file, for a message: quoted and cut short.
 std::string shown(const std::string& v) { return "'" + (v.size() > 60 ? v.substr(0, 60) + "..." : v) + "'"; }
 
-std::string number_text(double v) {
+}  // namespace
+
+std::string number_text(double v, int precision) {
   std::ostringstream os;
-  os.precision(17);
+  os.precision(precision);
   os << v;
   return os.str();
 }
-
-}  // namespace
 
 // ---- checkpoint metadata --------------------------------------------------------------------------
 

@@ -12,6 +12,9 @@
 
 namespace mnist {
 
+// A number as text: precision 17 round-trips a double (metadata), fewer digits read better.
+std::string number_text(double v, int precision = 17);
+
 // The settings that define a training run: stored in its checkpoint, restored by --resume.
 struct Settings {
   std::string model, dataset, optimizer, scheduler;

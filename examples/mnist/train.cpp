@@ -86,12 +86,7 @@ EvalResult evaluate(nn::Module& model, bool log_probs, const data::DatasetPtr& t
   return {loss / std::max<int64_t>(seen, 1), static_cast<double>(correct) / std::max<int64_t>(seen, 1)};
 }
 
-std::string json_number(double v) {
-  std::ostringstream os;
-  os.precision(10);
-  os << v;
-  return os.str();
-}
+std::string json_number(double v) { return number_text(v, 10); }
 
 }  // namespace
 
