@@ -48,7 +48,7 @@ void checkpoint(const uint8_t* data, size_t size) {
   mnist::load_trained_model(path, nabla::kCPU);
   nabla::optim::Checkpoint ck{.rng = false};
   nabla::optim::load_checkpoint(path, ck);
-  mnist::progress_from_metadata(ck.metadata, path, 938, 60000);
+  mnist::progress_from_metadata(ck.metadata, path, 60000);
 }
 
 }  // namespace

@@ -142,14 +142,14 @@ std::map<std::string, std::string> to_metadata(const RunProgress& p) {
 }
 
 RunProgress progress_from_metadata(const std::map<std::string, std::string>& info, const std::string& checkpoint,
-                                int64_t steps_per_epoch, int64_t train_size) {
+                                int64_t train_size) {
   MetadataReader m(info, checkpoint);
   constexpr double kHuge = 1e300;
   RunProgress p;
   p.train_seconds = m.number("mnist.train_seconds", 0, kHuge, 0.0);
   p.loader_seed = m.u64("mnist.loader_seed", 0);
   p.loader_epoch = m.integer("mnist.loader_epoch", 0, INT64_MAX, 0);
-  p.loader_index = m.integer("mnist.loader_index", 0, steps_per_epoch, 0);
+  p.loader_index = m.integer("mnist.loader_index", 0, train_size, 0);
   p.partial_seen = m.integer("mnist.partial_seen", 0, train_size, 0);
   p.partial_correct = m.integer("mnist.partial_correct", 0, p.partial_seen, 0);
   p.partial_loss = m.number("mnist.partial_loss", 0, kHuge, 0.0);

@@ -52,9 +52,10 @@ struct RunProgress {
   int64_t loader_epoch = 0, loader_index = 0, partial_seen = 0, partial_correct = 0;
 };
 std::map<std::string, std::string> to_metadata(const RunProgress& p);
-// Checked against the run: loader_index <= steps_per_epoch, partial_seen <= train_size, ...
+// Checked against the run: loader_index (a position in the epoch's order of images) and
+// partial_seen at most train_size, partial_correct at most partial_seen, ...
 RunProgress progress_from_metadata(const std::map<std::string, std::string>& info, const std::string& checkpoint,
-                                int64_t steps_per_epoch, int64_t train_size);
+                                   int64_t train_size);
 
 // Bounds of the numeric options.
 inline constexpr int64_t kMaxEpochs = 1'000'000, kMaxBatchSize = 1'000'000, kMaxWorkers = 256, kMaxCount = 1'000'000;

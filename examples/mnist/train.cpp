@@ -138,7 +138,7 @@ int cmd_train(int argc, char** argv) {
     start_epoch = ck.epoch;
     step = ck.step;
     // The loader's position and the running sums of a mid-epoch save, each checked.
-    RunProgress p = progress_from_metadata(ck.metadata, resume, steps_per_epoch, train_set->size());
+    RunProgress p = progress_from_metadata(ck.metadata, resume, train_set->size());
     train_seconds = p.train_seconds;
     loader.load_state({p.loader_seed, p.loader_epoch, p.loader_index});
     partial_loss = p.partial_loss;

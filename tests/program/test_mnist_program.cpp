@@ -333,7 +333,7 @@ TEST_F(MnistProgram, DamagedProgressInACheckpointIsRefused) {
       << r.out;
   r = damaged("user.mnist.loader_index", "-3");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("'mnist.loader_index' must be a whole number from 0 to 8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("'mnist.loader_index' must be a whole number from 0 to 1024"), std::string::npos) << r.out;
 }
 
 // The metrics CSV describes saved checkpoints only: its row is written after the checkpoint is
