@@ -154,7 +154,7 @@ Tensor load_npy(const std::string& path) {
       shape = p.tuple();
       have_shape = true;
     } else {
-      bad(path, detail::str("unexpected header key '", key, "'"));
+      bad(path, detail::str("unexpected header key ", io::quote_name(key)));
     }
     if (!p.eat(',')) {
       p.expect('}');
@@ -162,7 +162,7 @@ Tensor load_npy(const std::string& path) {
     }
   }
   if (!have_descr || !have_order || !have_shape) bad(path, "header lacks descr, fortran_order or shape");
-  if (descr.size() != 3) bad(path, detail::str("unsupported dtype '", descr, "'"));
+  if (descr.size() != 3) bad(path, detail::str("unsupported dtype ", io::quote_name(descr)));
   char order = descr[0];
   std::string code = descr.substr(1);
   DType dt;

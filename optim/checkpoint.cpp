@@ -133,7 +133,7 @@ void load_checkpoint(const std::string& path, Checkpoint& c) {
   auto require = [&](bool target, const char* what) {
     if (target && !has(what))
       throw IOError(std::string("load_checkpoint: '") + path + "' holds no " + what + " state (it has: " +
-                    (contents.empty() ? "nothing" : contents) + ")");
+                    (contents.empty() ? "nothing" : io::quote_name(contents)) + ")");
   };
   require(c.model, "model");
   require(c.optimizer, "optimizer");

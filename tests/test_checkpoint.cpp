@@ -157,7 +157,7 @@ TEST(Checkpoint, PartsAndForeignOrDamagedFiles) {
     optim::load_checkpoint(path, with_sched);
     FAIL();
   } catch (const IOError& e) {
-    EXPECT_NE(std::string(e.what()).find("holds no scheduler state (it has: model,optimizer)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("holds no scheduler state (it has: 'model,optimizer')"), std::string::npos)
         << e.what();
   }
   // Plain weights are not a training checkpoint.
