@@ -16,14 +16,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define NABLA_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NABLA_ASAN 1
-#endif
-#endif
+#include "core/sanitizer.h"
 
 namespace nabla {
 namespace {

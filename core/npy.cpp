@@ -154,7 +154,7 @@ Tensor load_npy(const std::string& path) {
       shape = p.tuple();
       have_shape = true;
     } else {
-      bad(path, detail::str("unexpected header key '", key, "'"));
+      bad(path, detail::str("unexpected header key ", io::quote_name(key)));
     }
     if (!p.eat(',')) {
       p.expect('}');
@@ -162,7 +162,7 @@ Tensor load_npy(const std::string& path) {
     }
   }
   if (!have_descr || !have_order || !have_shape) bad(path, "header lacks descr, fortran_order or shape");
-  if (descr.size() != 3) bad(path, detail::str("unsupported dtype '", descr, "'"));
+  if (descr.size() != 3) bad(path, detail::str("unsupported dtype ", io::quote_name(descr)));
   char order = descr[0];
   std::string code = descr.substr(1);
   DType dt;
@@ -175,11 +175,17 @@ Tensor load_npy(const std::string& path) {
   else if (code == "f2") dt = DType::f16;
   else bad(path, detail::str("unsupported dtype '", descr, "' (nabla reads f2, f4, f8, i4, i8, u1, b1)"));
   if (order != '<' && order != '>' && order != '|' && order != '=') bad(path, detail::str("bad byte order in '", descr, "'"));
-  int64_t numel = 1;
+  // The dims other than 0 must multiply to a size that fits, even when a 0 makes the array empty:
+  // the tensor's strides are made from them.
+  int64_t nonzero = 1;
+  bool empty_array = false;
   for (int64_t s : shape) {
-    if (s < 0 || (s > 0 && numel > std::numeric_limits<int64_t>::max() / s / 8)) bad(path, "shape overflows");
-    numel *= s;
+    if (s == 0) empty_array = true;
+    else if (nonzero > std::numeric_limits<int64_t>::max() / s / 8)
+      bad(path, detail::str("shape ", shape, " overflows: its sizes multiply to more than 2^63 bytes"));
+    else nonzero *= s;
   }
+  const int64_t numel = empty_array ? 0 : nonzero;
   size_t es = element_size(dt);
   size_t data_bytes = static_cast<size_t>(numel) * es;
   size_t data_start = hstart + hlen;

@@ -12,12 +12,19 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
+
+#include "core/error.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -33,15 +40,31 @@ thread_local bool tl_in_parallel = false;
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int nthreads) { start(nthreads); }
+  // Starts nthreads - 1 workers; when the system refuses some, keeps those that started (with a
+  // warning), so that the default pool works on a machine short of threads.
+  explicit ThreadPool(int nthreads) {
+    if (auto err = start(nthreads))
+      std::fprintf(stderr, "nabla: could start only %d of the %d threads asked for (%s); running with %d\n",
+                   num_threads(), nthreads, err->c_str(), num_threads());
+  }
   ~ThreadPool() { stop(); }
 
   int num_threads() const { return static_cast<int>(threads_.size()) + 1; }
 
+  // All or nothing: when the system refuses a thread, the pool goes back to its previous size and
+  // the error says how many could be started.
   void resize(int nthreads) {
     std::lock_guard run(run_mu_);
+    const int previous = num_threads();
     stop();
-    start(nthreads);
+    if (auto err = start(nthreads)) {
+      const int started = num_threads();
+      stop();
+      start(previous);  // they ran before; if the system now refuses some, fewer is still correct
+      throw Error(detail::str("set_num_threads(", nthreads, "): the system refused to start more than ", started,
+                              " threads (", *err, "; a limit such as ulimit -u was reached); kept ", num_threads(),
+                              " threads"));
+    }
   }
 
   // Returns false (and does nothing) when another job is running.
@@ -78,9 +101,19 @@ class ThreadPool {
   }
 
  private:
-  void start(int nthreads) {
+  // Starts workers until there are nthreads threads (the caller's included); on failure returns
+  // the system's reason, with the workers that did start running (stop() joins them).
+  std::optional<std::string> start(int nthreads) {
     stop_.store(false);
-    for (int i = 1; i < nthreads; ++i) threads_.emplace_back([this] { worker(); });
+    threads_.reserve(static_cast<size_t>(std::max(nthreads - 1, 0)));
+    for (int i = 1; i < nthreads; ++i) {
+      try {
+        threads_.emplace_back([this] { worker(); });
+      } catch (const std::system_error& e) {
+        return std::string(e.what());
+      }
+    }
+    return std::nullopt;
   }
   void stop() {
     {
@@ -146,12 +179,31 @@ class ThreadPool {
   std::exception_ptr error_;
 };
 
+// The core count, or NABLA_NUM_THREADS when it is a whole number from 1 to kMaxThreads (larger
+// values are capped, anything else ignored, with a warning: a library cannot refuse to start).
 int default_num_threads() {
-  if (const char* e = std::getenv("NABLA_NUM_THREADS")) {
-    int n = std::atoi(e);
-    if (n > 0) return n;
+  const int cores = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, static_cast<unsigned>(kMaxThreads)));
+  const char* e = std::getenv("NABLA_NUM_THREADS");
+  if (!e || !*e) return cores;
+  errno = 0;
+  char* end = nullptr;
+  long long n = std::strtoll(e, &end, 10);
+  static std::once_flag warned;
+  if (*end != '\0' || n < 1) {
+    std::call_once(warned, [&] {
+      std::fprintf(stderr, "nabla: ignoring NABLA_NUM_THREADS='%s': expected a whole number from 1 to %d; using %d threads\n",
+                   e, kMaxThreads, cores);
+    });
+    return cores;
   }
-  return std::max(1u, std::thread::hardware_concurrency());
+  if (errno == ERANGE || n > kMaxThreads) {
+    std::call_once(warned, [&] {
+      std::fprintf(stderr, "nabla: NABLA_NUM_THREADS=%s is more than the limit of %d threads; using %d\n", e, kMaxThreads,
+                   kMaxThreads);
+    });
+    return kMaxThreads;
+  }
+  return static_cast<int>(n);
 }
 
 std::atomic<int> g_num_threads{0};
@@ -173,9 +225,11 @@ int get_num_threads() {
 }
 
 void set_num_threads(int n) {
+  check<ValueError>(n <= kMaxThreads, "set_num_threads: ", n, " threads is more than the limit of ", kMaxThreads,
+                    " (this machine has ", std::thread::hardware_concurrency(), " cores)");
   n = std::max(1, n);
+  pool().resize(n);  // throws, leaving the threads as they were, when the system refuses threads
   g_num_threads.store(n);
-  pool().resize(n);
 }
 
 bool in_parallel_region() { return tl_in_parallel; }

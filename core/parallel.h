@@ -8,9 +8,14 @@
 
 namespace nabla {
 
+// The most threads nabla runs (NABLA_NUM_THREADS is capped at it, set_num_threads refuses more).
+inline constexpr int kMaxThreads = 1024;
+
 // Number of threads kernels may use (the caller included). Defaults to the core count, or
-// NABLA_NUM_THREADS when set.
+// NABLA_NUM_THREADS when set (a whole number from 1 to kMaxThreads).
 int get_num_threads();
+// n < 1 means 1; n > kMaxThreads is a ValueError. When the system cannot start that many threads
+// (a limit on processes), throws nabla::Error and keeps the previous thread count.
 void set_num_threads(int n);
 bool in_parallel_region();
 

@@ -39,7 +39,14 @@ class Scalar {
   bool is_bool() const { return kind_ == Kind::boolean; }
 
   double to_double() const { return kind_ == Kind::floating ? d_ : static_cast<double>(i_); }
-  int64_t to_int() const { return kind_ == Kind::floating ? static_cast<int64_t>(d_) : i_; }
+  // Truncates a floating value toward zero; a NaN, an infinity or a value outside int64 (whose
+  // conversion is undefined behaviour) is a ValueError, as PyTorch refuses such conversions.
+  int64_t to_int() const {
+    if (kind_ != Kind::floating) return i_;
+    if (!(d_ >= -9223372036854775808.0 && d_ < 9223372036854775808.0)) [[unlikely]]
+      throw_not_an_int64(d_);
+    return static_cast<int64_t>(d_);
+  }
   template <class T>
   T to() const {
     if constexpr (std::is_same_v<T, bool>) {
@@ -54,6 +61,8 @@ class Scalar {
   DType dtype() const {
     return kind_ == Kind::floating ? DType::f32 : kind_ == Kind::integral ? DType::i64 : DType::boolean;
   }
+
+  [[noreturn]] static void throw_not_an_int64(double v);  // (core/tensor.cpp)
 
   friend std::ostream& operator<<(std::ostream& os, const Scalar& s) {
     if (s.kind_ == Kind::floating) return os << s.d_;

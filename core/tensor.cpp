@@ -8,6 +8,11 @@
 
 namespace nabla {
 
+void Scalar::throw_not_an_int64(double v) {
+  throw ValueError(detail::str("the value ", v, " cannot be converted to an integer: ",
+                               std::isnan(v) ? "it is NaN" : "it is outside the range of int64"));
+}
+
 // ---- TensorImpl ---------------------------------------------------------------------------------
 
 TensorImpl::~TensorImpl() = default;

@@ -94,7 +94,9 @@ MNIST::MNIST(const char* name, std::vector<std::string> classes, const std::stri
   const std::string image_path = find_idx(name, root, prefix + "-images-idx3-ubyte");
   const std::string label_path = find_idx(name, root, prefix + "-labels-idx1-ubyte");
   // Generous caps (MNIST's training images are 47 MB) so that a hostile or wrong file, even a
-  // gzip bomb with a plausible header, cannot make us allocate gigabytes.
+  // gzip bomb with a plausible header, cannot make us allocate gigabytes: read_idx's max_bytes
+  // bounds the tensor it returns, which is its only large allocation (the data is decompressed
+  // straight into it, after checking that the gzip file is large enough to hold it).
   Tensor images = read_idx_for(name, image_path, uint64_t(1) << 30);
   Tensor labels = read_idx_for(name, label_path, uint64_t(64) << 20);
   auto bad = [&](const std::string& path, const std::string& what) {

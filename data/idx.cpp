@@ -115,36 +115,41 @@ std::string dims_str(const std::vector<int64_t>& dims) {
   return s;
 }
 
-// Big-endian elements -> the returned dtype.
-void convert(const unsigned char* raw, uint8_t code, int64_t n, void* out) {
+// The elements of one chunk, big-endian in `raw`, into `out` (the returned dtype). In place when
+// raw and out are the same memory (types that keep their width).
+void convert(const unsigned char* raw, uint8_t code, size_t n, void* out) {
   switch (code) {
     case 0x08:
-      if (n > 0) std::memcpy(out, raw, static_cast<size_t>(n));
+      if (n > 0 && out != raw) std::memcpy(out, raw, n);
       break;
     case 0x09: {
       auto* o = static_cast<int32_t*>(out);
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<int8_t>(raw[i]);
+      for (size_t i = 0; i < n; ++i) o[i] = static_cast<int8_t>(raw[i]);
       break;
     }
     case 0x0B: {
       auto* o = static_cast<int32_t*>(out);
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<int16_t>(static_cast<uint16_t>((raw[2 * i] << 8) | raw[2 * i + 1]));
+      for (size_t i = 0; i < n; ++i) o[i] = static_cast<int16_t>(static_cast<uint16_t>((raw[2 * i] << 8) | raw[2 * i + 1]));
       break;
     }
     case 0x0C:
     case 0x0D: {
       auto* o = static_cast<uint32_t*>(out);
-      for (int64_t i = 0; i < n; ++i) o[i] = be32(raw + 4 * i);
+      for (size_t i = 0; i < n; ++i) o[i] = be32(raw + 4 * i);
       break;
     }
     case 0x0E: {
       auto* o = static_cast<uint64_t*>(out);
-      for (int64_t i = 0; i < n; ++i) o[i] = (uint64_t(be32(raw + 8 * i)) << 32) | be32(raw + 8 * i + 4);
+      for (size_t i = 0; i < n; ++i) o[i] = (uint64_t(be32(raw + 8 * i)) << 32) | be32(raw + 8 * i + 4);
       break;
     }
     default: break;
   }
 }
+
+// Deflate cannot expand data more than 1032 times (RFC 1951: a 258-byte match per 2 bits at best);
+// a gzip file declaring more than that much data after its header is corrupt or a bomb.
+constexpr uint64_t kMaxDeflateRatio = 1032;
 
 }  // namespace
 
@@ -186,18 +191,20 @@ Tensor read_idx(const std::string& path, const IdxOptions& options) {
     dims[static_cast<size_t>(d)] = v;
     overflow = overflow || __builtin_mul_overflow(count, uint64_t(v), &count);
   }
-  uint64_t data_bytes = 0;
-  overflow = overflow || __builtin_mul_overflow(count, uint64_t(type.bytes), &data_bytes);
+  const uint64_t out_size = element_size(type.dtype);  // i8 and i16 are widened to int32
+  uint64_t data_bytes = 0, out_bytes = 0;
+  overflow = overflow || __builtin_mul_overflow(count, uint64_t(type.bytes), &data_bytes) ||
+             __builtin_mul_overflow(count, out_size, &out_bytes);
   if (overflow)
     fail(path, "the declared dims " + dims_str(dims) + " overflow: their product does not fit in 64 bits");
-  if (data_bytes > options.max_bytes)
+  // The limit bounds the memory read_idx takes: the returned tensor (the only large allocation).
+  if (out_bytes > options.max_bytes)
     fail(path, "the declared dims " + dims_str(dims) + " of " + type.name + " need " + std::to_string(data_bytes) +
-                   " bytes, more than the limit of " + std::to_string(options.max_bytes) + " (IdxOptions::max_bytes)");
+                   " bytes" + (out_bytes != data_bytes ? " (" + std::to_string(out_bytes) + " as " + dtype_name(type.dtype) + ")" : "") +
+                   ", more than the limit of " + std::to_string(options.max_bytes) + " (IdxOptions::max_bytes)");
   const uint64_t header_bytes = 4 + header.size();
   const std::string declared = "the header declares " + dims_str(dims) + " " + type.name + " (" + std::to_string(data_bytes) +
                                " bytes of data)";
-
-  std::vector<unsigned char> raw;
   if (!src.gzip()) {
     // The size is known: check it before allocating anything.
     uint64_t have = src.file_size() - header_bytes;
@@ -205,28 +212,39 @@ Tensor read_idx(const std::string& path, const IdxOptions& options) {
       fail(path, "truncated: " + declared + " but the file has only " + std::to_string(have) + " bytes after the header");
     if (have > data_bytes)
       fail(path, declared + " but the file has " + std::to_string(have - data_bytes) + " unexpected bytes after it");
-    raw.resize(static_cast<size_t>(data_bytes));
-    got = src.read(raw.data(), raw.size());
-    if (got < raw.size()) fail(path, "truncated: the file shrank while being read");
-  } else {
-    // Grow the buffer only as decompressed data arrives.
-    size_t filled = 0;
-    while (filled < data_bytes) {
-      size_t want = static_cast<size_t>(std::min<uint64_t>(data_bytes, std::max<uint64_t>(raw.size() * 2, uint64_t(1) << 20)));
-      raw.resize(want);
-      got = src.read(raw.data() + filled, want - filled);
-      filled += got;
-      if (filled < want) break;
-    }
-    if (filled < data_bytes)
-      fail(path, "truncated: " + declared + " but the decompressed file has only " + std::to_string(filled) +
-                     " bytes after the header");
+  } else if (data_bytes / kMaxDeflateRatio > src.file_size()) {
+    fail(path, declared + " but a gzip file of " + std::to_string(src.file_size()) + " bytes cannot hold that much (deflate " +
+                   "expands data at most " + std::to_string(kMaxDeflateRatio) + " times): corrupt, or a decompression bomb");
+  }
+
+  // The data goes straight into the returned tensor as it is read (plain) or decompressed (gzip),
+  // so the peak memory is the tensor itself: types that keep their width are converted in place,
+  // i8 and i16 go through a small buffer.
+  Tensor out = empty(IntArrayRef(dims), type.dtype);
+  auto* dst = static_cast<unsigned char*>(out.data_ptr());
+  const bool in_place = out_size == static_cast<uint64_t>(type.bytes);
+  constexpr size_t kChunk = size_t(1) << 20;  // bytes of raw data per read
+  std::vector<unsigned char> buffer(in_place ? 0 : kChunk);
+  const auto elem = static_cast<size_t>(type.bytes);
+  uint64_t filled = 0;  // raw bytes read so far
+  while (filled < data_bytes) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(data_bytes - filled, kChunk));  // a multiple of elem
+    unsigned char* raw = in_place ? dst + filled : buffer.data();
+    got = src.read(raw, want);
+    const size_t whole = got / elem * elem;
+    convert(raw, magic[2], whole / elem, dst + filled / elem * out_size);
+    filled += got;
+    if (got < want) break;
+  }
+  if (filled < data_bytes) {
+    if (!src.gzip()) fail(path, "truncated: the file shrank while being read");
+    fail(path, "truncated: " + declared + " but the decompressed file has only " + std::to_string(filled) +
+                   " bytes after the header");
+  }
+  if (src.gzip()) {
     unsigned char extra;
     if (src.read(&extra, 1) != 0) fail(path, declared + " but the decompressed file has more bytes after it");
   }
-
-  Tensor out = empty(IntArrayRef(dims), type.dtype);
-  convert(raw.data(), magic[2], static_cast<int64_t>(count), out.data_ptr());
   return out;
 }
 

@@ -3,9 +3,12 @@
 // or gzip-compressed (detected from the content, not the name).
 //
 // read_idx checks everything before trusting it: the magic number and element type, the dim
-// count, that the declared sizes neither overflow nor exceed max_bytes, and that the file holds
-// exactly the declared data. A bad file is an IOError naming the file and the problem; memory is
-// allocated only as fast as real data arrives, so a hostile header cannot cause a huge allocation.
+// count, that the declared sizes neither overflow nor exceed max_bytes, that a plain file holds
+// exactly the declared data, and that a gzip file is large enough to hold it at all (deflate
+// expands at most 1032 times). Only then is the returned tensor allocated, and the data is read or
+// decompressed straight into it, so the peak memory is that tensor (plus 1 MB for i8/i16) and a
+// gzip bomb cannot take more than max_bytes. A bad file is an IOError naming the file and the
+// problem.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +19,9 @@
 namespace nabla::data {
 
 struct IdxOptions {
-  uint64_t max_bytes = uint64_t(4) << 30;  // largest element data accepted (4 GiB)
+  // The largest tensor read_idx returns (4 GiB), counted after i8/i16 are widened to int32: the
+  // bound on the memory it takes.
+  uint64_t max_bytes = uint64_t(4) << 30;
   int max_dims = 8;
 };
 

@@ -1,5 +1,6 @@
-// Image files and pixel-level helpers: decode PNG, JPEG and BMP files (through stb_image) into u8
-// tensors, write PNG/BMP/JPEG files, and resize images held in tensors.
+// Image files and pixel-level helpers: decode PNG (libpng), JPEG (libjpeg-turbo) and BMP
+// (stb_image) files into u8 tensors, write PNG/BMP/JPEG files (stb_image_write), and resize images
+// held in tensors.
 //
 //   Tensor img = data::load_image("digit.png", 1);          // u8 (H, W, 1)
 //   Tensor gray = data::load_image_gray("digit.png");       // u8 (H, W)
@@ -7,7 +8,7 @@
 //
 // Decoding is guarded: the width and height are read from the header and checked against
 // ImageLimits before any pixel memory is allocated, and an unreadable, truncated or corrupt file
-// is an IOError naming the file and the reason.
+// is an IOError naming the file and the decoder's reason.
 #pragma once
 
 #include <cstdint>

@@ -47,6 +47,8 @@ const char* format_name(DType d) {
   throw DTypeError(detail::str("safetensors: cannot save dtype ", d));
 }
 
+using io::quote_name;
+
 [[noreturn]] void fail(const std::string& what, const std::string& msg) {
   throw IOError("safetensors: " + what + ": " + msg);
 }
@@ -68,10 +70,48 @@ void to_from_little_endian(void* data, size_t nbytes, size_t elem) {
   for (size_t i = 0; i + elem <= nbytes; i += elem) std::reverse(p + i, p + i + elem);
 }
 
+// A safetensors header nests three levels deep ({"name": {"shape": [...]}}); anything much deeper
+// is hostile. The JSON library parses iteratively, but dump() and other recursive code would
+// overflow the stack on a header of a few hundred KB of '[' (issue 19), so the depth is bounded
+// before the parser sees the text.
+constexpr int kMaxJsonDepth = 64;
+
+// Throws unless every bracket in the JSON text nests at most kMaxJsonDepth deep (strings skipped).
+void check_nesting(const char* hdr, uint64_t n, const std::string& what) {
+  int depth = 0;
+  bool in_string = false;
+  for (uint64_t i = 0; i < n; ++i) {
+    char c = hdr[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        fail(what, "invalid header: JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep at byte " +
+                       std::to_string(8 + i) + " (a safetensors header needs 3)");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+// A JSON value from the file, for an error message: numbers, booleans and null as they are,
+// strings quoted and cut short, arrays and objects only named (never dumped whole: they are
+// untrusted and may be huge or deeply nested).
+std::string brief(const json& v) {
+  if (v.is_array()) return "an array of " + std::to_string(v.size()) + " values";
+  if (v.is_object()) return "an object";
+  if (v.is_string()) return quote_name(v.get_ref<const std::string&>());
+  return v.dump();
+}
+
 // Validates the header as the reference implementation does; returns the entries sorted by offset.
 std::vector<TensorInfo> parse_header(const char* hdr, uint64_t n, uint64_t data_len, const std::string& what,
                                      Metadata* metadata) {
   if (n == 0 || hdr[0] != '{') fail(what, "invalid header: it must be a JSON object starting with '{'");
+  check_nesting(hdr, n, what);
   // Parse with a callback that rejects duplicate keys in any object (serde does the same).
   std::vector<std::set<std::string>> keys;
   std::string duplicate;
@@ -95,7 +135,7 @@ std::vector<TensorInfo> parse_header(const char* hdr, uint64_t n, uint64_t data_
   } catch (const json::exception& e) {
     fail(what, std::string("invalid header: not valid JSON (") + e.what() + ")");
   }
-  if (!duplicate.empty()) fail(what, "invalid header: duplicate name '" + duplicate + "'");
+  if (!duplicate.empty()) fail(what, "invalid header: duplicate name " + quote_name(duplicate));
   if (!h.is_object()) fail(what, "invalid header: it must be a JSON object");
 
   std::vector<TensorInfo> infos;
@@ -105,12 +145,12 @@ std::vector<TensorInfo> parse_header(const char* hdr, uint64_t n, uint64_t data_
     if (name == "__metadata__") {
       if (!v.is_object()) fail(what, "invalid header: __metadata__ must be an object of strings");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) fail(what, "invalid header: __metadata__ value of '" + m.key() + "' is not a string");
+        if (!m.value().is_string()) fail(what, "invalid header: __metadata__ value of " + quote_name(m.key()) + " is not a string");
         if (metadata) (*metadata)[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    auto bad = [&](const std::string& msg) { fail(what, "invalid header entry for tensor '" + name + "': " + msg); };
+    auto bad = [&](const std::string& msg) { fail(what, "invalid header entry for tensor " + quote_name(name) + ": " + msg); };
     if (!v.is_object()) bad("expected an object with dtype, shape and data_offsets");
     if (!v.contains("dtype") || !v["dtype"].is_string()) bad("missing or non-string dtype");
     if (!v.contains("shape") || !v["shape"].is_array()) bad("missing or non-array shape");
@@ -120,16 +160,16 @@ std::vector<TensorInfo> parse_header(const char* hdr, uint64_t n, uint64_t data_
     info.name = name;
     info.dtype = v["dtype"].get<std::string>();
     const DTypeInfo* dt = find_dtype(info.dtype);
-    if (!dt) bad("unknown dtype '" + info.dtype + "'");
+    if (!dt) bad("unknown dtype " + quote_name(info.dtype));
     for (const json& d : v["shape"]) {
-      if (!d.is_number_unsigned()) bad("shape entries must be non-negative integers, got " + d.dump());
+      if (!d.is_number_unsigned()) bad("shape entries must be non-negative integers, got " + brief(d));
       uint64_t s = d.get<uint64_t>();
-      if (s > static_cast<uint64_t>(INT64_MAX)) bad("shape entry " + d.dump() + " is too large");
+      if (s > static_cast<uint64_t>(INT64_MAX)) bad("shape entry " + d.dump() + " is too large");  // d is a number here
       info.shape.push_back(static_cast<int64_t>(s));
     }
     const json& off = v["data_offsets"];
     if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      bad("data_offsets must be non-negative integers, got " + off.dump());
+      bad("data_offsets must be non-negative integers, got [" + brief(off[0]) + ", " + brief(off[1]) + "]");
     info.begin = off[0].get<uint64_t>();
     info.end = off[1].get<uint64_t>();
     if (info.end < info.begin) bad("invalid offsets: end " + std::to_string(info.end) + " < begin " +
@@ -149,7 +189,7 @@ std::vector<TensorInfo> parse_header(const char* hdr, uint64_t n, uint64_t data_
   uint64_t pos = 0;
   for (const TensorInfo& t : infos) {
     if (t.begin != pos)
-      fail(what, "invalid offsets for tensor '" + t.name + "': it starts at byte " + std::to_string(t.begin) +
+      fail(what, "invalid offsets for tensor " + quote_name(t.name) + ": it starts at byte " + std::to_string(t.begin) +
                      " but the previous tensor ends at " + std::to_string(pos) +
                      (t.begin > pos ? " (a gap)" : " (an overlap)"));
     pos = t.end;
@@ -163,7 +203,7 @@ std::vector<TensorInfo> parse_header(const char* hdr, uint64_t n, uint64_t data_
 Tensor make_tensor(const TensorInfo& info, const std::string& what) {
   const DTypeInfo* dt = find_dtype(info.dtype);
   if (!dt->dtype)
-    fail(what, "tensor '" + info.name + "' has dtype " + info.dtype + ", which nabla does not support");
+    fail(what, "tensor " + quote_name(info.name) + " has dtype " + info.dtype + ", which nabla does not support");
   return empty(info.shape, dtype(*dt->dtype));
 }
 
@@ -318,7 +358,7 @@ File load_file(const std::string& path) {
   for (const TensorInfo& info : infos) {
     Tensor t = make_tensor(info, what);
     if (t.nbytes() && std::fread(t.data_ptr(), 1, t.nbytes(), f.get()) != t.nbytes())
-      fail(what, "short read in the data of tensor '" + info.name + "' (was the file truncated while loading?)");
+      fail(what, "short read in the data of tensor " + quote_name(info.name) + " (was the file truncated while loading?)");
     finish_tensor(t);
     out.tensors.insert(info.name, t);
   }

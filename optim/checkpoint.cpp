@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/generator.h"
+#include "core/io.h"
 #include "nn/safetensors.h"
 
 namespace nabla::optim {
@@ -28,18 +29,39 @@ uint64_t parse_u64(const std::string& s, const std::string& what, const std::str
   errno = 0;
   char* end = nullptr;
   unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  if (s.empty() || errno != 0 || *end != '\0' || s[0] == '-')
-    throw IOError("load_checkpoint: '" + path + "': " + what + " is not a valid number: '" + s + "'");
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || errno != 0 || *end != '\0')
+    throw IOError("load_checkpoint: '" + path + "': " + what + " is not a whole number >= 0: " + io::quote_name(s));
   return v;
 }
 
-int64_t parse_i64(const std::string& s, const std::string& what, const std::string& path) {
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || errno != 0 || *end != '\0')
-    throw IOError("load_checkpoint: '" + path + "': " + what + " is not a valid number: '" + s + "'");
-  return v;
+// epoch and step: whole numbers from 0 to INT64_MAX (a negative epoch would train extra epochs).
+int64_t parse_count(const std::string& s, const std::string& what, const std::string& path) {
+  uint64_t v = parse_u64(s, what, path);
+  if (v > static_cast<uint64_t>(INT64_MAX))
+    throw IOError("load_checkpoint: '" + path + "': " + what + " is out of range: '" + s + "'");
+  return static_cast<int64_t>(v);
+}
+
+// Runs f; a nabla error it throws is thrown again, of the same type, with "load_checkpoint:
+// '<path>': " before its message.
+template <class F>
+void naming_file(const std::string& path, F&& f) {
+  auto msg = [&](const Error& e) { return "load_checkpoint: '" + path + "': " + e.what(); };
+  try {
+    f();
+  } catch (const ShapeError& e) {
+    throw ShapeError(msg(e));
+  } catch (const DTypeError& e) {
+    throw DTypeError(msg(e));
+  } catch (const DeviceError& e) {
+    throw DeviceError(msg(e));
+  } catch (const IndexError& e) {
+    throw IndexError(msg(e));
+  } catch (const ValueError& e) {
+    throw ValueError(msg(e));
+  } catch (const IOError& e) {
+    throw IOError(msg(e));
+  }
 }
 
 std::string rng_string(Device d) {
@@ -49,7 +71,8 @@ std::string rng_string(Device d) {
 
 Generator::State parse_rng(const std::string& s, const std::string& key, const std::string& path) {
   auto sp = s.find(' ');
-  if (sp == std::string::npos) throw IOError("load_checkpoint: '" + path + "': malformed " + key + ": '" + s + "'");
+  if (sp == std::string::npos)
+    throw IOError("load_checkpoint: '" + path + "': malformed " + key + " (expected \"<seed> <offset>\"): " + io::quote_name(s));
   return {parse_u64(s.substr(0, sp), key, path), parse_u64(s.substr(sp + 1), key, path)};
 }
 
@@ -93,16 +116,16 @@ void load_checkpoint(const std::string& path, Checkpoint& c) {
   const std::string* format = meta("format");
   if (!format || *format != kFormat)
     throw IOError("load_checkpoint: '" + path + "' is not a nabla training checkpoint (metadata format is " +
-                  (format ? "'" + *format + "'" : std::string("missing")) +
+                  (format ? io::quote_name(*format) : std::string("missing")) +
                   "); for plain weights use nn::load_weights");
   const std::string* version = meta("format_version");
   if (!version || *version != kVersion)
-    throw IOError("load_checkpoint: '" + path + "' has checkpoint format version " + (version ? *version : "?") +
+    throw IOError("load_checkpoint: '" + path + "' has checkpoint format version " + (version ? io::quote_name(*version) : "?") +
                   ", this nabla reads version " + kVersion);
   std::string contents = meta("contents") ? *meta("contents") : "";
   auto has = [&](const std::string& p) { return ("," + contents + ",").find("," + p + ",") != std::string::npos; };
-  int64_t epoch = meta("epoch") ? parse_i64(*meta("epoch"), "epoch", path) : 0;
-  int64_t step = meta("step") ? parse_i64(*meta("step"), "step", path) : 0;
+  int64_t epoch = meta("epoch") ? parse_count(*meta("epoch"), "epoch", path) : 0;
+  int64_t step = meta("step") ? parse_count(*meta("step"), "step", path) : 0;
   std::optional<Generator::State> cpu_rng, cuda_rng;
   if (c.rng && meta("rng.cpu")) cpu_rng = parse_rng(*meta("rng.cpu"), "rng.cpu", path);
   if (c.rng && meta("rng.cuda")) cuda_rng = parse_rng(*meta("rng.cuda"), "rng.cuda", path);
@@ -110,16 +133,19 @@ void load_checkpoint(const std::string& path, Checkpoint& c) {
   auto require = [&](bool target, const char* what) {
     if (target && !has(what))
       throw IOError(std::string("load_checkpoint: '") + path + "' holds no " + what + " state (it has: " +
-                    (contents.empty() ? "nothing" : contents) + ")");
+                    (contents.empty() ? "nothing" : io::quote_name(contents)) + ")");
   };
   require(c.model, "model");
   require(c.optimizer, "optimizer");
   require(c.scheduler, "scheduler");
 
-  // Each load validates its part completely before it modifies anything.
-  if (c.model) c.model->load_state_dict(part(f.tensors, "model."), true);
-  if (c.optimizer) c.optimizer->load_state_dict(part(f.tensors, "optimizer."));
-  if (c.scheduler) c.scheduler->load_state_dict(part(f.tensors, "scheduler."));
+  // Each load validates its part completely before it modifies anything; its errors, of their
+  // own types, are prefixed with the file's name.
+  naming_file(path, [&] {
+    if (c.model) c.model->load_state_dict(part(f.tensors, "model."), true);
+    if (c.optimizer) c.optimizer->load_state_dict(part(f.tensors, "optimizer."));
+    if (c.scheduler) c.scheduler->load_state_dict(part(f.tensors, "scheduler."));
+  });
   if (cpu_rng) default_generator(kCPU).set_state(*cpu_rng);
   if (cuda_rng) default_generator(kCUDA).set_state(*cuda_rng);
   c.epoch = epoch;

@@ -122,7 +122,10 @@ LBFGS::LineSearchResult LBFGS::strong_wolfe(const std::function<Tensor()>& closu
   const double tolerance_change = options(0).tolerance_change;
   const std::vector<Tensor> x = clone_params();
   const double d_norm = max_abs(d);
-  auto [f_new, g_new] = evaluate_at(closure, x, t, d);
+  // Plain variables, not a structured binding: the lambda below captures them (clang < 16 cannot).
+  double f_new;
+  Tensor g_new;
+  std::tie(f_new, g_new) = evaluate_at(closure, x, t, d);
   int64_t evals = 1;
   double gtd_new = dotd(g_new, d);
 

@@ -13,25 +13,42 @@ namespace {
 
 Tensor f64_vector(const std::vector<double>& v) { return tensor(v, dtype(kFloat64)); }
 
+// Numbers read from a state dict come from a file: each is checked (finite, whole, in range)
+// before any arithmetic, so that a damaged checkpoint is an error, not undefined behaviour or a
+// schedule of NaNs.
 std::vector<double> read_vector(const StateDict& sd, const std::string& key, size_t n, const std::string& who) {
   const Tensor* t = sd.find(key);
   check<ValueError>(t != nullptr, who, ".load_state_dict: missing key '", key, "'");
   check<ValueError>(t->dim() == 1 && t->size(0) == static_cast<int64_t>(n), who, ".load_state_dict: '", key,
                     "' must have ", n, " values (one per parameter group), got shape ", t->sizes());
   Tensor c = t->to(kCPU, kFloat64).contiguous();
-  return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + n);
+  std::vector<double> v(c.data_ptr<double>(), c.data_ptr<double>() + n);
+  for (size_t i = 0; i < n; ++i)
+    check<ValueError>(std::isfinite(v[i]), who, ".load_state_dict: '", key, "' must hold finite numbers, got ", v[i],
+                      " at index ", i);
+  return v;
 }
 
+const Tensor& read_scalar(const StateDict& sd, const std::string& key, const std::string& who) {
+  const Tensor* t = sd.find(key);
+  check<ValueError>(t != nullptr && t->numel() == 1, who, ".load_state_dict: missing or non-scalar key '", key, "'");
+  return *t;
+}
+
+// A number that may be +-inf (ReduceLROnPlateau's best starts there) but not NaN.
 double read_number(const StateDict& sd, const std::string& key, const std::string& who) {
-  const Tensor* t = sd.find(key);
-  check<ValueError>(t != nullptr && t->numel() == 1, who, ".load_state_dict: missing or non-scalar key '", key, "'");
-  return t->item<double>();
+  double v = read_scalar(sd, key, who).item<double>();
+  check<ValueError>(!std::isnan(v), who, ".load_state_dict: '", key, "' is NaN");
+  return v;
 }
 
-int64_t read_int(const StateDict& sd, const std::string& key, const std::string& who) {
-  const Tensor* t = sd.find(key);
-  check<ValueError>(t != nullptr && t->numel() == 1, who, ".load_state_dict: missing or non-scalar key '", key, "'");
-  return t->item<int64_t>();
+// Counters and epochs: whole numbers from `lo` to 2^53 (exact in a double, and far from overflow).
+int64_t read_int(const StateDict& sd, const std::string& key, const std::string& who, int64_t lo = 0) {
+  constexpr double kMax = 9007199254740992.0;  // 2^53
+  double v = read_scalar(sd, key, who).item<double>();  // (an int64 above 2^53 rounds, and is refused)
+  check<ValueError>(v >= static_cast<double>(lo) && v <= kMax && v == std::floor(v), who, ".load_state_dict: '", key,
+                    "' must be a whole number from ", lo, " to 2^53, got ", v);
+  return static_cast<int64_t>(v);
 }
 
 // One lr_lambda per parameter group, none empty (LambdaLR, MultiplicativeLR).
@@ -107,7 +124,8 @@ StateDict LRScheduler::state_dict() const {
 }
 
 void LRScheduler::load_state_dict(const StateDict& sd) {
-  int64_t last_epoch = read_int(sd, "last_epoch", name_);
+  // -1: a scheduler of a SequentialLR that has not started yet.
+  int64_t last_epoch = read_int(sd, "last_epoch", name_, -1);
   int64_t step_count = read_int(sd, "step_count", name_);
   auto base = read_vector(sd, "base_lrs", num_groups(), name_);
   auto last = read_vector(sd, "last_lr", num_groups(), name_);
@@ -369,7 +387,10 @@ void CosineAnnealingWarmRestarts::save_extra(StateDict& sd) const {
 }
 
 void CosineAnnealingWarmRestarts::load_extra(const StateDict& sd) {
-  fraction_ = read_number(sd, "epoch_fraction", name_);
+  double fraction = read_number(sd, "epoch_fraction", name_);
+  check<ValueError>(fraction >= 0 && fraction < 1, name_, ".load_state_dict: 'epoch_fraction' must be in [0, 1), got ",
+                    fraction);
+  fraction_ = fraction;
 }
 
 // ---- CyclicLR -------------------------------------------------------------------------------------

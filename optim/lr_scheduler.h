@@ -11,7 +11,8 @@
 //
 // state_dict() holds the schedule's progress (last_epoch, step_count, base_lrs, last_lr and what a
 // scheduler keeps beyond them) as tensors; the hyper-parameters come from the constructor. The
-// optimizer's own state dict holds the current learning rates.
+// optimizer's own state dict holds the current learning rates. load_state_dict() checks each
+// number (epochs and counts whole, up to 2^53; learning rates finite) before using it.
 #pragma once
 
 #include <functional>

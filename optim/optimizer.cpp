@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <unordered_set>
@@ -24,6 +25,29 @@ double scalar_of(const Tensor& t, const std::string& key, const std::string& who
   check<ValueError>(t.defined() && t.numel() == 1, who, ".load_state_dict: '", key, "' must hold one number, got ",
                     t.defined() ? detail::str(t.sizes()) : std::string("an undefined tensor"));
   return t.item<double>();
+}
+
+// A number from a state dict (a file) for the field `ref` is checked before it is used, so that a
+// damaged checkpoint is an error and not undefined behaviour (an Adam step of 1e300 or INT64_MAX
+// overflowed its conversion and `step += 1`) or a run of NaNs: floating fields must be finite,
+// flags 0 or 1, integer fields whole numbers up to 2^53 in magnitude (counters: from 0), which a
+// double holds exactly.
+// (Only the type of the field `ref` points to is used.)
+template <class FieldRef>
+void check_number(const Tensor& t, const std::string& key, const std::string& who, const FieldRef& ref, bool counter) {
+  const double v = scalar_of(t, key, who);
+  constexpr double kMax = 9007199254740992.0;  // 2^53
+  std::visit(overloaded{[&](double*) { check<ValueError>(std::isfinite(v), who, ".load_state_dict: '", key,
+                                                         "' must be a finite number, got ", v); },
+                        [&](bool*) { check<ValueError>(v == 0 || v == 1, who, ".load_state_dict: '", key,
+                                                       "' must be 0 or 1 (a flag), got ", v); },
+                        [&](int64_t*) {
+                          const double lo = counter ? 0 : -kMax;
+                          check<ValueError>(v >= lo && v <= kMax && v == std::floor(v), who, ".load_state_dict: '", key,
+                                            "' must be a whole number from ", counter ? "0" : "-2^53", " to 2^53, got ", v);
+                        },
+                        [](Tensor*) {}},
+             ref);
 }
 
 }  // namespace
@@ -187,8 +211,12 @@ void Optimizer::load_state_dict(const StateDict& sd) {
     check<ValueError>(ids.dim() == 1 && ids.size(0) == static_cast<int64_t>(groups_[g].params.size()), who,
                       ".load_state_dict: parameter group ", g, " has ", ids.numel(),
                       " parameters in the state dict but ", groups_[g].params.size(), " in the optimizer");
-    visit_options(g, [&](const char* n, FieldRef) { scalar_of(get(prefix + n), prefix + n, who); });
-    if (sd.contains(prefix + "initial_lr")) scalar_of(get(prefix + "initial_lr"), prefix + "initial_lr", who);
+    visit_options(g, [&](const char* n, FieldRef ref) { check_number(get(prefix + n), prefix + n, who, ref, false); });
+    if (sd.contains(prefix + "initial_lr")) {
+      double lr = scalar_of(get(prefix + "initial_lr"), prefix + "initial_lr", who);
+      check<ValueError>(std::isfinite(lr) && lr >= 0, who, ".load_state_dict: '", prefix,
+                        "initial_lr' must be a finite learning rate >= 0, got ", lr);
+    }
     for (const Tensor& p : groups_[g].params) params.push_back(&p);
   }
   // state.<i>.<field>
@@ -204,16 +232,16 @@ void Optimizer::load_state_dict(const StateDict& sd) {
     if (i >= static_cast<int64_t>(params.size())) continue;
     state[i][key.substr(dot + 1)] = &t;
   }
-  std::map<std::string, char> kinds;  // field name -> 't' tensor, 'n' number
-  visit_default_state([&](const char* n, FieldRef ref) { kinds[n] = std::holds_alternative<Tensor*>(ref) ? 't' : 'n'; });
+  std::map<std::string, FieldRef> kinds;  // field name -> its type (the pointers, into a temporary, are not used)
+  visit_default_state([&](const char* n, FieldRef ref) { kinds.emplace(n, ref); });
   for (const auto& [i, fields] : state)
     for (const auto& [field, t] : fields) {
       std::string key = "state." + std::to_string(i) + "." + field;
       auto k = kinds.find(field);
       if (k == kinds.end()) continue;  // unexpected
       consumed.insert(key);
-      if (k->second == 'n') {
-        scalar_of(*t, key, who);
+      if (!std::holds_alternative<Tensor*>(k->second)) {
+        check_number(*t, key, who, k->second, true);
       } else {
         const Tensor& p = *params[static_cast<size_t>(i)];
         check<ShapeError>(t->defined() && (t->sizes() == p.sizes()), who, ".load_state_dict: '", key, "' has shape ",
@@ -246,8 +274,9 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   }
   clear_state();
   autograd::NoGradGuard ng;
-  for (const auto& [i, fields] : state) {
-    const Tensor& p = *params[static_cast<size_t>(i)];
+  for (const auto& entry : state) {  // (not a structured binding: the lambda captures it, clang < 16 cannot)
+    const auto& fields = entry.second;
+    const Tensor& p = *params[static_cast<size_t>(entry.first)];
     visit_state(p, true, [&](const char* n, FieldRef ref) {
       auto it = fields.find(n);
       if (it == fields.end()) return;

@@ -15,8 +15,10 @@
 //   param_groups.<g>.<option>    float64 (): lr, momentum, beta1, ... (bools as 0/1), initial_lr
 //   state.<i>.<name>             the state of parameter i (global index: group by group, in order),
 //                                e.g. state.0.exp_avg; step counters are int64 ().
-// load_state_dict() checks that the groups and their sizes match and that state tensors have their
-// parameter's shape, and moves state to the parameter's device and dtype.
+// load_state_dict() checks that the groups and their sizes match, that state tensors have their
+// parameter's shape and that every number fits its field (floating values finite, flags 0 or 1,
+// step counters whole numbers from 0 to 2^53: a state dict may come from a damaged file), and
+// moves state to the parameter's device and dtype.
 #pragma once
 
 #include <cstdint>

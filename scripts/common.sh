@@ -5,9 +5,12 @@ NABLA_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # Debian 12 packages nabla needs to build and test.
 NABLA_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev zlib1g-dev nlohmann-json3-dev libstb-dev
-                      python3 python3-numpy)
+                      libjpeg62-turbo-dev libpng-dev python3 python3-numpy)
 # What the test suite needs besides: PyTorch for the differential suite (tests/test_differential.cpp).
 NABLA_TEST_PACKAGES=(python3-torch)
+
+# What the sanitizer build and the fuzz targets add: clang and its runtimes (ASan, UBSan, libFuzzer).
+NABLA_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
@@ -31,3 +34,13 @@ install_packages() {
 }
 
 jobs() { echo "${JOBS:-$(nproc)}"; }
+
+# Configures build-asan/: clang with AddressSanitizer and UndefinedBehaviorSanitizer, no CUDA, and
+# the libFuzzer targets (fuzz/). scripts/test.sh runs the test suite and each fuzz target there,
+# scripts/fuzz.sh fuzzes longer. NABLA_CMAKE_ARGS adds options (e.g. a compiler launcher).
+configure_asan_build() {
+  # shellcheck disable=SC2086
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
+        -DNABLA_SANITIZE=address,undefined -DNABLA_FUZZ=ON -DNABLA_CUDA=OFF \
+        -DNABLA_BUILD_BENCH=OFF -DNABLA_BUILD_EXAMPLES=OFF ${NABLA_CMAKE_ARGS:-}
+}

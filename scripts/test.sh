@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds nabla and runs the whole test suite, twice: a release build
-# (with the CUDA backend when the toolkit is at /usr/local/cuda; GPU tests skip without a GPU)
-# and an AddressSanitizer + UndefinedBehaviorSanitizer build. Exits non-zero on any failure.
+# Installs what is missing, builds nabla and runs the whole test suite, twice: a release build with
+# g++ (with the CUDA backend when the toolkit is at /usr/local/cuda; GPU tests skip without a GPU)
+# and an AddressSanitizer + UndefinedBehaviorSanitizer build with clang (build-asan/, which also
+# builds the libFuzzer targets of fuzz/); then runs each fuzz target for FUZZ_SECONDS (30) on its
+# seeds. Exits non-zero on any failure.
 #
 #   scripts/test.sh              everything
-#   scripts/test.sh --no-asan    skip the sanitizer build
+#   scripts/test.sh --no-asan    skip the sanitizer build (and the fuzzing)
+#   scripts/test.sh --no-fuzz    skip the fuzzing
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$NABLA_ROOT"
 
 asan=1
+fuzz=1
 for a in "$@"; do
   case "$a" in
     --no-asan) asan=0 ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    --no-fuzz) fuzz=0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "unknown option: $a (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -29,13 +34,16 @@ log "tests (release)"
 ctest --test-dir build --output-on-failure -j "$(jobs)"
 
 if [ "$asan" = 1 ]; then
-  log "sanitizer build (build-asan/: address,undefined)"
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DNABLA_SANITIZE=address,undefined \
-        -DNABLA_CUDA=OFF -DNABLA_BUILD_BENCH=OFF -DNABLA_BUILD_EXAMPLES=OFF
+  install_packages "${NABLA_FUZZ_PACKAGES[@]}"
+  log "sanitizer build with clang (build-asan/: address,undefined, and the fuzz targets)"
+  configure_asan_build
   cmake --build build-asan -j "$(jobs)"
   log "tests (address,undefined sanitizers)"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$(jobs)"
+  if [ "$fuzz" = 1 ]; then
+    "$NABLA_ROOT/scripts/fuzz.sh" all "${FUZZ_SECONDS:-30}"
+  fi
 fi
 log "all tests passed"

@@ -1,11 +1,17 @@
 // Reading datasets from files: IDX (against hostile files), MNIST / Fashion-MNIST, CIFAR-10, image
 // files and ImageFolder. Fixtures are generated into a temporary directory by the tests themselves.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
+#include "core/sanitizer.h"
 #include "nabla.h"
 #include "test_data_util.h"
 
@@ -99,12 +105,16 @@ TEST(DataIdx, RejectsTruncatedAndOversizedFiles) {
   auto bytes = idx_bytes(0x08, {60000, 28, 28}, payload);
   write_bytes(p, bytes);
   expect_io_error([&] { data::read_idx(p); }, {p, "truncated", "60000 x 28 x 28 u8 (47040000 bytes of data)", "only 1000 bytes"});
-  // The same, gzip-compressed: the decompressed data is short.
+  // The same, gzip-compressed: 1039 bytes of gzip cannot hold 47 MB (deflate expands at most
+  // 1032 times), an error before anything is allocated or decompressed.
   write_bytes(p, gzip_stored(bytes));
-  expect_io_error([&] { data::read_idx(p); }, {p, "truncated", "47040000 bytes of data", "decompressed file has only 1000 bytes"});
-  // A gzip stream that claims a huge size in its header but holds little: no huge allocation either.
+  expect_io_error([&] { data::read_idx(p); },
+                  {p, "47040000 bytes of data", "a gzip file of 1039 bytes cannot hold that much", "decompression bomb"});
   write_bytes(p, gzip_stored(idx_bytes(0x08, {0xFFFFu, 0xFFFFu}, std::vector<uint8_t>(70000, 1))));
-  expect_io_error([&] { data::read_idx(p); }, {p, "truncated", "4294836225 bytes of data"});
+  expect_io_error([&] { data::read_idx(p); }, {p, "4294836225 bytes of data", "cannot hold that much"});
+  // A plausible size that the decompressed data falls short of.
+  write_bytes(p, gzip_stored(idx_bytes(0x08, {3000}, std::vector<uint8_t>(1000, 1))));
+  expect_io_error([&] { data::read_idx(p); }, {p, "truncated", "3000 bytes of data", "decompressed file has only 1000 bytes"});
   std::vector<uint8_t> small_plain = idx_bytes(0x08, {10}, std::vector<uint8_t>(10, 1));
   auto gz = gzip_bytes(dir, idx_bytes(0x08, {1000}, std::vector<uint8_t>(1000, 3)));
   // Trailing bytes after the declared data.
@@ -126,6 +136,64 @@ TEST(DataIdx, RejectsTruncatedAndOversizedFiles) {
   for (size_t i = 12; i < corrupt.size() - 8; ++i) corrupt[i] ^= 0x5A;
   write_bytes(p, corrupt);
   expect_io_error([&] { data::read_idx(p); }, {p});
+}
+
+// Issue 19: a gzip file declaring 1 GiB took 2.2 GB (a buffer of the raw data and the tensor). The
+// data is now decompressed straight into the tensor: reading a 256 MB gzip bomb (a valid file of
+// zeros, 250 KB compressed) takes the tensor's 256 MB, not twice that.
+TEST(DataIdx, GzipDataGoesStraightIntoTheTensor) {
+#ifdef NABLA_ASAN
+  GTEST_SKIP() << "AddressSanitizer's allocator changes resident memory";
+#else
+  TempDir dir;
+  const std::string p = dir / "bomb.idx.gz";
+  const uint64_t n = uint64_t(256) << 20;  // 16384 x 16384 u8
+  {
+    std::vector<uint8_t> header = idx_bytes(0x08, {16384, 16384}, {});
+    z_stream zs{};
+    ASSERT_EQ(deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    std::ofstream f(p, std::ios::binary);
+    std::vector<uint8_t> zeros(1 << 20, 0), out(1 << 20);
+    auto pump = [&](const uint8_t* in, size_t len, int flush) {
+      zs.next_in = const_cast<Bytef*>(in);
+      zs.avail_in = static_cast<uInt>(len);
+      do {
+        zs.next_out = out.data();
+        zs.avail_out = static_cast<uInt>(out.size());
+        deflate(&zs, flush);
+        f.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size() - zs.avail_out));
+      } while (zs.avail_out == 0);
+    };
+    pump(header.data(), header.size(), Z_NO_FLUSH);
+    for (uint64_t done = 0; done < n; done += zeros.size()) pump(zeros.data(), zeros.size(), Z_NO_FLUSH);
+    pump(nullptr, 0, Z_FINISH);
+    deflateEnd(&zs);
+  }
+  EXPECT_LT(std::filesystem::file_size(p), 1u << 20);
+  // In a child process, whose peak resident memory starts at its current size.
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::ifstream statm("/proc/self/statm");
+    long size = 0, resident = 0;
+    statm >> size >> resident;
+    const double before_mb = static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / 1048576.0;
+    Tensor t = data::read_idx(p);
+    bool ok = t.numel() == static_cast<int64_t>(n) && t.data_ptr<uint8_t>()[n - 1] == 0;
+    rusage ru{};
+    ::getrusage(RUSAGE_SELF, &ru);
+    const double peak_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
+    std::printf("read_idx of a 256 MB gzip bomb: peak resident memory grew by %.0f MB\n", peak_mb - before_mb);
+    std::fflush(stdout);
+    ::_exit(!ok ? 2 : peak_mb - before_mb < 256 * 1.2 ? 0 : 3);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 2) << "wrong contents";
+  EXPECT_NE(WEXITSTATUS(status), 3) << "the peak memory was over 1.2 times the tensor";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+#endif
 }
 
 TEST(DataIdx, RejectsOverflowingDims) {
@@ -356,10 +424,15 @@ TEST(DataImage, CorruptFilesAreClearErrors) {
   set_png_size(10000);
   write_bytes(dir / "huge.png", huge);
   expect_io_error([&] { data::load_image(dir / "huge.png"); }, {dir / "huge.png", "10000x10000 pixels, over the limit"});
-  // ... and 100000 x 100000 already by stb_image's own header checks.
+  // ... read from IHDR before libpng sees the file (whose CRC, not updated here, is wrong).
   set_png_size(100000);
   write_bytes(dir / "huge.png", huge);
-  expect_io_error([&] { data::load_image(dir / "huge.png"); }, {dir / "huge.png", "looks like a PNG file but its header"});
+  expect_io_error([&] { data::load_image(dir / "huge.png"); }, {dir / "huge.png", "100000x100000 pixels, over the limit"});
+  // Within the limits, the wrong CRC is libpng's error.
+  set_png_size(20);
+  write_bytes(dir / "crc.png", huge);
+  expect_io_error([&] { data::load_image(dir / "crc.png"); },
+                  {dir / "crc.png", "looks like a PNG file but its header is corrupt", "CRC error"});
   expect_io_error([&] { data::load_image(dir / "ok.png", 0, {.max_width = 8}); }, {"16x16 pixels, over the limit of 8x16384"});
   EXPECT_THROW(data::load_image(dir / "ok.png", 5), ValueError);
 }

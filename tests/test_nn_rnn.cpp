@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <functional>
+#include <tuple>
 
 #include "nabla.h"
 #include "value_helpers.h"
@@ -578,7 +579,8 @@ TEST(NnRNN, LSTMLearnsToSumASequence) {
     Tensor x = rand({64, 5, 1}) * 2 - 1;
     return std::pair{x, x.sum({1, 2})};
   };
-  auto [x_test, y_test] = batch();
+  Tensor x_test, y_test;  // (not a structured binding: test_loss captures them, which clang < 16 cannot)
+  std::tie(x_test, y_test) = batch();
   auto test_loss = [&] {
     autograd::NoGradGuard ng;
     return nn::functional::mse_loss((*model)(x_test), y_test).item<double>();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <tuple>
 
 #include "nabla.h"
 
@@ -35,7 +36,8 @@ struct Mlp : nn::Module {
 
 // Full-batch training until every point is classified right; returns the epochs it took (or -1).
 int epochs_to_fit(const std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>& make, int max_epochs) {
-  auto [x, y] = xor_blobs(25);
+  Tensor x, y;  // (not a structured binding: the closure below captures them, which clang < 16 cannot)
+  std::tie(x, y) = xor_blobs(25);
   manual_seed(7);
   auto model = std::make_shared<Mlp>();
   auto opt = make(model->parameters());

@@ -1,13 +1,21 @@
 // The thread pool behind parallel_for: every index is visited exactly once, however the workers'
 // wake-ups fall between jobs; exceptions reach the caller; nested calls run serially.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "core/sanitizer.h"
 #include "nabla.h"
 
 namespace nabla {
@@ -77,6 +85,85 @@ TEST(Parallel, NestedCallsRunSeriallyInsideAChunk) {
   });
   EXPECT_EQ(inner_chunks.load(), 2);
   EXPECT_FALSE(in_parallel_region());
+}
+
+TEST(Parallel, MoreThanTheLimitIsRefused) {
+  const int before = get_num_threads();
+  try {
+    set_num_threads(kMaxThreads + 1);
+    ADD_FAILURE() << "no error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("set_num_threads: 1025 threads is more than the limit of 1024"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(get_num_threads(), before);
+}
+
+// Runs this test program again with a gtest filter (in a fresh process: a forked child has no
+// pool workers) and returns its output.
+std::string run_self(const std::string& env, const std::string& test) {
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();  // (in the shell it is sh)
+  std::string cmd = env + " timeout 120 " + exe + " --gtest_also_run_disabled_tests --gtest_filter=" + test + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  int status = ::pclose(p);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 124) out += "\n(timed out: hung)";
+  return out;
+}
+
+// Run by RefusedThreadsAreAnErrorNotAHang: an address-space limit leaves room for a few 8 MB
+// thread stacks, then 500 threads are asked for.
+TEST(Parallel, DISABLED_RefuseThreads) {
+  set_num_threads(2);
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0;
+  statm >> pages;
+  rlimit lim{};
+  lim.rlim_cur = lim.rlim_max = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) + (64 << 20);
+  ASSERT_EQ(::setrlimit(RLIMIT_AS, &lim), 0);
+  try {
+    set_num_threads(500);
+    std::printf("no error\n");
+  } catch (const Error& e) {
+    std::printf("error: %s\n", e.what());
+  }
+  std::atomic<int64_t> sum{0};
+  parallel_for(0, 100000, 100, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) sum += i;
+  });
+  std::printf("threads=%d sum=%lld\n", get_num_threads(), static_cast<long long>(sum.load()));
+}
+
+// When the system refuses threads partway, set_num_threads joins the workers it started, keeps the
+// previous count and throws; it used to leave a half-built pool whose destruction waited forever
+// (issue 19: `mnist train --threads 1000` under a process limit hung silently).
+TEST(Parallel, RefusedThreadsAreAnErrorNotAHang) {
+#ifdef NABLA_ASAN
+  GTEST_SKIP() << "an address-space limit cannot be set under AddressSanitizer (its shadow memory is larger)";
+#else
+  std::string out = run_self("", "Parallel.DISABLED_RefuseThreads");
+  EXPECT_NE(out.find("error: set_num_threads(500): the system refused to start more than"), std::string::npos) << out;
+  EXPECT_NE(out.find("kept 2 threads"), std::string::npos) << out;
+  EXPECT_NE(out.find("threads=2 sum=4999950000"), std::string::npos) << out;
+#endif
+}
+
+// Run by NablaNumThreadsIsCheckedAndCapped in a child process with NABLA_NUM_THREADS set.
+TEST(Parallel, DISABLED_PrintThreadCount) { std::printf("threads=%d\n", get_num_threads()); }
+
+TEST(Parallel, NablaNumThreadsIsCheckedAndCapped) {
+  auto run = [](const std::string& value) {
+    return run_self("NABLA_NUM_THREADS='" + value + "'", "Parallel.DISABLED_PrintThreadCount");
+  };
+  EXPECT_NE(run("3").find("threads=3"), std::string::npos);
+  std::string bad = run("abc");
+  EXPECT_NE(bad.find("nabla: ignoring NABLA_NUM_THREADS='abc': expected a whole number from 1 to 1024"), std::string::npos)
+      << bad;
+  std::string huge = run("99999999999999999999");
+  EXPECT_NE(huge.find("is more than the limit of 1024 threads; using 1024"), std::string::npos) << huge;
+  EXPECT_NE(huge.find("threads=1024"), std::string::npos) << huge;
 }
 
 }  // namespace

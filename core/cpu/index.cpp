@@ -34,7 +34,9 @@ void index_select(const Tensor& x_in, int64_t dim, const Tensor& index_in, const
     copy(detail::make_view(x, out.sizes(), Shape(out.dim(), 0), x.storage_offset()), out);
     return;
   }
-  const auto [outer, n, inner] = detail::lines_of(x, dim);
+  // Plain variables, not a structured binding: the lambdas below capture them (clang < 16 cannot).
+  const detail::Lines lines = detail::lines_of(x, dim);
+  const int64_t outer = lines.outer, n = lines.len, inner = lines.inner;
   const int64_t m = index.numel();
   const int64_t* ip = index.data_ptr<int64_t>();
   for (int64_t j = 0; j < m; ++j) check_index("index_select", ip[j], n, dim);
@@ -60,7 +62,8 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Ten
               detail::make_view(src, {src.numel()}, {1}, src.storage_offset()));
     return;
   }
-  const auto [outer, n, inner] = detail::lines_of(out, dim);
+  const detail::Lines lines = detail::lines_of(out, dim);
+  const int64_t outer = lines.outer, n = lines.len, inner = lines.inner;
   const int64_t m = index.numel();
   const int64_t* ip = index.data_ptr<int64_t>();
   for (int64_t j = 0; j < m; ++j) check_index("index_add", ip[j], n, dim);

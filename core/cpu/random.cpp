@@ -84,7 +84,9 @@ void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& 
   bool dbl = dt == DType::f64;
   // Blocks of 4 words: floats use one word per element, doubles two.
   int64_t per_block = dbl ? 2 : 4;
-  auto [key, first] = gen.reserve(static_cast<uint64_t>((n + per_block - 1) / per_block));
+  // Plain variables, not a structured binding: lambdas capture them (clang < 16 cannot).
+  const auto range = gen.reserve(static_cast<uint64_t>((n + per_block - 1) / per_block));
+  const uint64_t key = range.first, first = range.second;
 
   if (op == RandomOp::normal) {
     if (dbl) {
@@ -155,7 +157,8 @@ void random_int(const Tensor& out_in, int64_t low, int64_t high, Generator& gen)
   int64_t n = out_in.numel();
   if (n == 0) return;
   Tensor out = out_in.is_contiguous() ? out_in : empty(out_in.sizes(), dtype(out_in.dtype()));
-  auto [key, first] = gen.reserve(static_cast<uint64_t>((n + 1) / 2));
+  const auto reserved = gen.reserve(static_cast<uint64_t>((n + 1) / 2));  // (not a structured binding: see random)
+  const uint64_t key = reserved.first, first = reserved.second;
   uint64_t range = static_cast<uint64_t>(high - low);
   visit_compute_dtype(out.dtype(), "randint", [&](auto tag) {
     using T = typename decltype(tag)::type;

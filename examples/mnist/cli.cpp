@@ -1,6 +1,9 @@
 #include "cli.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -110,11 +113,19 @@ std::string Cli::str(const std::string& name) const {
   return it != values_.end() ? it->second : s.default_value;
 }
 
-int64_t Cli::integer(const std::string& name) const {
+int64_t Cli::integer(const std::string& name, int64_t lo, int64_t hi) const {
   std::string v = str(name);
+  auto range = [&] {
+    if (lo == INT64_MIN && hi == INT64_MAX) return std::string("a whole number");
+    if (hi == INT64_MAX) return "a whole number >= " + std::to_string(lo);
+    return "a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
+  };
+  errno = 0;
   char* end = nullptr;
   long long r = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0') throw UsageError("--" + name + " expects an integer, got '" + v + "'");
+  if (v.empty() || std::isspace(static_cast<unsigned char>(v[0])) || *end != '\0')
+    throw UsageError("--" + name + " expects " + range() + ", got '" + v + "'");
+  if (errno == ERANGE || r < lo || r > hi) throw UsageError("--" + name + " must be " + range() + ", got " + v);
   return r;
 }
 
@@ -122,7 +133,8 @@ double Cli::number(const std::string& name) const {
   std::string v = str(name);
   char* end = nullptr;
   double r = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0') throw UsageError("--" + name + " expects a number, got '" + v + "'");
+  if (v.empty() || std::isspace(static_cast<unsigned char>(v[0])) || *end != '\0' || !std::isfinite(r))
+    throw UsageError("--" + name + " expects a finite number, got '" + v + "'");
   return r;
 }
 

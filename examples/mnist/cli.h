@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <climits>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -33,7 +34,9 @@ class Cli {
   bool parse(int argc, char** argv, int first);
 
   std::string str(const std::string& name) const;
-  int64_t integer(const std::string& name) const;
+  // A whole number from lo to hi (out-of-range values, which strtoll would clamp, are refused).
+  int64_t integer(const std::string& name, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) const;
+  // A finite number (not inf or nan).
   double number(const std::string& name) const;
   bool is_set(const std::string& name) const;  // flag given, or option given explicitly
   const std::vector<std::string>& positionals() const { return positionals_; }

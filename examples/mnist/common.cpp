@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "args.h"
 #include "core/backend.h"
 
 namespace mnist {
@@ -46,8 +47,9 @@ std::string dataset_title(const std::string& dataset) { return dataset == "fashi
 std::shared_ptr<data::MNIST> load_split(const std::string& dataset, const std::string& dir, bool train) {
   const char* prefix = train ? "train" : "t10k";
   bool found = false;
+  std::error_code ec;  // (an unreadable or odd path counts as not found)
   for (const char* suffix : {"", ".gz"})
-    found = found || fs::exists(fs::path(dir) / (std::string(prefix) + "-images-idx3-ubyte" + suffix));
+    found = found || fs::exists(fs::path(dir) / (std::string(prefix) + "-images-idx3-ubyte" + suffix), ec);
   if (!found) {
     std::string fetch = dataset == "fashion-mnist"
                             ? "apt-get install dataset-fashion-mnist && scripts/get-data.sh"
@@ -63,7 +65,10 @@ std::shared_ptr<data::MNIST> load_split(const std::string& dataset, const std::s
 }
 
 std::map<std::string, std::string> read_checkpoint_info(const std::string& path) {
-  if (!fs::exists(path)) throw Failure("checkpoint '" + path + "' does not exist", kExitError);
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw Failure("checkpoint '" + path + "' " + (ec ? "cannot be read: " + ec.message() : std::string("does not exist")),
+                  kExitError);
   safetensors::Metadata md;
   safetensors::read_header(path, &md);
   std::map<std::string, std::string> info;
@@ -77,7 +82,7 @@ std::map<std::string, std::string> read_checkpoint_info(const std::string& path)
 
 ModelInfo load_trained_model(const std::string& checkpoint, Device device, std::map<std::string, std::string>* info_out) {
   auto info = read_checkpoint_info(checkpoint);
-  ModelInfo m = make_model(info.at("mnist.model"));
+  ModelInfo m = make_model(MetadataReader(info, checkpoint).choice("mnist.model", kModels));
   optim::Checkpoint ck{.model = m.module.get(), .rng = false};
   optim::load_checkpoint(checkpoint, ck);
   m.module->to(device);

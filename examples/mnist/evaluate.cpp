@@ -1,6 +1,7 @@
 // mnist eval: test accuracy of a checkpoint, per-class precision and recall, and the confusion matrix.
 #include <cstdio>
 
+#include "args.h"
 #include "cli.h"
 #include "common.h"
 #include "progress.h"
@@ -10,22 +11,15 @@ namespace mnist {
 using namespace nabla;
 
 int cmd_eval(int argc, char** argv) {
-  Cli cli("eval", "Evaluates a trained checkpoint on the test set: accuracy, per-class precision and recall,\n"
-                  "and the confusion matrix (rows: true digit, columns: predicted digit).");
-  cli.option("checkpoint", "PATH", "a checkpoint written by `mnist train`", "checkpoints/mnist-cnn.safetensors")
-      .option("data", "DIR", "folder with the IDX files", "the checkpoint's dataset in data/")
-      .option("device", "NAME", "auto, cpu or cuda", "auto", {"auto", "cpu", "cuda"})
-      .option("batch-size", "N", "evaluation batch size", "1000")
-      .example("mnist eval --checkpoint checkpoints/mnist-cnn.safetensors");
-  if (!cli.parse(argc, argv, 2)) return kExitOk;
-  Device device = pick_device(cli.str("device"));
+  std::optional<EvalArgs> args = parse_eval_args(argc, argv);
+  if (!args) return kExitOk;
+  Device device = pick_device(args->device);
   std::map<std::string, std::string> info;
-  ModelInfo m = load_trained_model(cli.str("checkpoint"), device, &info);
-  std::string dataset = info.count("mnist.dataset") ? info["mnist.dataset"] : "mnist";
-  std::string dir = cli.is_set("data") ? cli.str("data") : default_data_dir(dataset);
+  ModelInfo m = load_trained_model(args->checkpoint, device, &info);
+  std::string dataset = MetadataReader(info, args->checkpoint).choice("mnist.dataset", kDatasets);
+  std::string dir = !args->data.empty() ? args->data : default_data_dir(dataset);
   auto test_set = load_split(dataset, dir, false);
-  int64_t bs = cli.integer("batch-size");
-  if (bs < 1) throw UsageError("--batch-size must be at least 1");
+  const int64_t bs = args->batch_size;
 
   autograd::InferenceMode guard;
   const int64_t C = 10;

@@ -3,6 +3,7 @@
 // 20x20 and centered by mass in 28x28.
 #include <cstdio>
 
+#include "args.h"
 #include "cli.h"
 #include "common.h"
 #include "preprocess.h"
@@ -13,22 +14,15 @@ using namespace nabla;
 
 
 int cmd_predict(int argc, char** argv) {
-  Cli cli("predict", "Predicts the digit in each image with a trained checkpoint.");
-  cli.option("checkpoint", "PATH", "a checkpoint written by `mnist train`", "checkpoints/mnist-cnn.safetensors")
-      .option("device", "NAME", "auto, cpu or cuda", "auto", {"auto", "cpu", "cuda"})
-      .flag("json", "one JSON object per line: {\"file\": ..., \"digit\": ..., \"probabilities\": [...]}")
-      .option("save-input", "DIR", "also write each image as the model sees it (28x28 PNG) into DIR", "")
-      .positional("IMAGE", "PNG, JPEG or BMP files: a digit, dark on light or light on dark", true)
-      .example("mnist predict --checkpoint checkpoints/mnist-cnn.safetensors my-digit.png");
-  if (!cli.parse(argc, argv, 2)) return kExitOk;
-  Device device = pick_device(cli.str("device"));
-  std::map<std::string, std::string> info;
-  ModelInfo m = load_trained_model(cli.str("checkpoint"), device, &info);
-  bool json = cli.is_set("json");
-  std::string save_dir = cli.str("save-input");
+  std::optional<PredictArgs> args = parse_predict_args(argc, argv);
+  if (!args) return kExitOk;
+  Device device = pick_device(args->device);
+  ModelInfo m = load_trained_model(args->checkpoint, device);
+  const bool json = args->json;
+  const std::string& save_dir = args->save_input;
   int failures = 0;
   autograd::InferenceMode guard;
-  for (const std::string& path : cli.positionals()) {
+  for (const std::string& path : args->images) {
     Prepared in;
     try {
       in = prepare_digit(path);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "args.h"
 #include "cli.h"
 #include "core/io.h"
 #include "common.h"
@@ -23,46 +24,6 @@ namespace {
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted.store(true); }
-
-struct Settings {
-  std::string model, dataset, optimizer, scheduler;
-  double lr, momentum, weight_decay, gamma;
-  int64_t batch_size, seed;
-  bool shuffle, augment;
-};
-
-// The settings that define a run are stored in its checkpoint and restored by --resume.
-std::map<std::string, std::string> to_metadata(const Settings& s) {
-  auto d = [](double v) {
-    std::ostringstream os;
-    os.precision(17);
-    os << v;
-    return os.str();
-  };
-  return {{"mnist.model", s.model},           {"mnist.dataset", s.dataset},
-          {"mnist.optimizer", s.optimizer},   {"mnist.scheduler", s.scheduler},
-          {"mnist.lr", d(s.lr)},              {"mnist.momentum", d(s.momentum)},
-          {"mnist.weight_decay", d(s.weight_decay)}, {"mnist.gamma", d(s.gamma)},
-          {"mnist.batch_size", std::to_string(s.batch_size)}, {"mnist.seed", std::to_string(s.seed)},
-          {"mnist.shuffle", s.shuffle ? "1" : "0"}, {"mnist.augment", s.augment ? "1" : "0"}};
-}
-
-Settings from_metadata(const std::map<std::string, std::string>& m) {
-  Settings s;
-  s.model = m.at("mnist.model");
-  s.dataset = m.at("mnist.dataset");
-  s.optimizer = m.at("mnist.optimizer");
-  s.scheduler = m.at("mnist.scheduler");
-  s.lr = std::stod(m.at("mnist.lr"));
-  s.momentum = std::stod(m.at("mnist.momentum"));
-  s.weight_decay = std::stod(m.at("mnist.weight_decay"));
-  s.gamma = std::stod(m.at("mnist.gamma"));
-  s.batch_size = std::stoll(m.at("mnist.batch_size"));
-  s.seed = std::stoll(m.at("mnist.seed"));
-  s.shuffle = m.at("mnist.shuffle") == "1";
-  s.augment = m.count("mnist.augment") && m.at("mnist.augment") == "1";
-  return s;
-}
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Settings& s, std::vector<Tensor> params) {
   if (s.optimizer == "sgd")
@@ -125,92 +86,31 @@ EvalResult evaluate(nn::Module& model, bool log_probs, const data::DatasetPtr& t
   return {loss / std::max<int64_t>(seen, 1), static_cast<double>(correct) / std::max<int64_t>(seen, 1)};
 }
 
-std::string json_number(double v) {
-  std::ostringstream os;
-  os.precision(10);
-  os << v;
-  return os.str();
-}
+std::string json_number(double v) { return number_text(v, 10); }
 
 }  // namespace
 
 int cmd_train(int argc, char** argv) {
-  Cli cli("train", "Trains a model on MNIST (or Fashion-MNIST), evaluating on the test set after each epoch.\n"
-                   "Without options it runs the default recipe: a small CNN with batch norm, Adam (lr 0.002, x0.2 per\n"
-                   "epoch), batch 64, 3 epochs: 99%+ test accuracy.");
-  cli.option("model", "NAME", "mlp, lenet (libtorch's example model) or cnn", "cnn", {"mlp", "lenet", "cnn"})
-      .option("epochs", "N", "total number of epochs (with --resume: the total, not additional ones)", "3")
-      .option("batch-size", "N", "training batch size", "model default")
-      .option("lr", "X", "learning rate", "model default")
-      .option("momentum", "X", "momentum of sgd and rmsprop", "model default")
-      .option("weight-decay", "X", "L2 penalty", "0")
-      .option("optimizer", "NAME", "sgd, adam, adamw, nadam, radam, rmsprop, adagrad or adadelta", "model default",
-              {"sgd", "adam", "adamw", "nadam", "radam", "rmsprop", "adagrad", "adadelta"})
-      .option("scheduler", "NAME", "none, step or exponential (per epoch), cosine or onecycle (per batch)",
-              "model default", {"none", "step", "exponential", "cosine", "onecycle"})
-      .option("gamma", "X", "learning-rate factor per epoch of the step and exponential schedulers", "model default")
-      .option("seed", "N", "random seed (initial weights, data order, dropout)", "1")
-      .flag("no-shuffle", "visit the training images in file order (as libtorch's example)")
-      .flag("augment", "random small rotations and shifts of the training images")
-      .option("device", "NAME", "auto, cpu or cuda", "auto", {"auto", "cpu", "cuda"})
-      .option("threads", "N", "CPU threads for the math", "all cores")
-      .option("workers", "N", "data loader threads preparing batches ahead", "0")
-      .option("dataset", "NAME", "mnist or fashion-mnist", "mnist", {"mnist", "fashion-mnist"})
-      .option("data", "DIR", "folder with the four IDX files (plain or .gz)", "data/<dataset>")
-      .option("checkpoint", "PATH", "where to save the model after each epoch", "checkpoints/<dataset>-<model>.safetensors")
-      .option("resume", "PATH", "continue the run saved in this checkpoint", "")
-      .option("summary-json", "PATH", "write test_acc, train_seconds, epochs, images_per_second here at the end", "")
-      .flag("quiet", "no progress bar, only the per-epoch lines")
-      .example("mnist train                                  # the default recipe")
-      .example("mnist train --model lenet --optimizer sgd --lr 0.01 --momentum 0.5 --batch-size 64 --no-shuffle")
-      .example("mnist train --epochs 5 --resume checkpoints/mnist-cnn.safetensors");
-  if (!cli.parse(argc, argv, 2)) return kExitOk;
+  std::optional<TrainArgs> args = parse_train_args(argc, argv);
+  if (!args) return kExitOk;
 
   // ---- settings: from the command line, or from the checkpoint being resumed ---------------------
-  Settings s;
+  Settings s = args->settings;
   std::map<std::string, std::string> resume_info;
-  std::string resume = cli.str("resume");
+  const std::string& resume = args->resume;
   if (!resume.empty()) {
     resume_info = read_checkpoint_info(resume);
-    s = from_metadata(resume_info);
-    for (const char* opt : {"model", "dataset", "optimizer", "scheduler", "lr", "momentum", "weight-decay", "gamma",
-                            "batch-size", "seed", "no-shuffle", "augment"})
-      if (cli.is_set(opt))
-        throw UsageError(std::string("--") + opt + " cannot change when resuming: the run in '" + resume +
-                         "' was started with its own settings (drop --" + opt + ")");
-  } else {
-    s.model = cli.str("model");
-    s.dataset = cli.str("dataset");
-    Recipe r = default_recipe(s.model);
-    auto num_or = [&](const char* name, double def) { return cli.is_set(name) ? cli.number(name) : def; };
-    s.optimizer = cli.is_set("optimizer") ? cli.str("optimizer") : r.optimizer;
-    s.scheduler = cli.is_set("scheduler") ? cli.str("scheduler") : r.scheduler;
-    s.lr = num_or("lr", r.lr);
-    s.momentum = num_or("momentum", r.momentum);
-    s.weight_decay = num_or("weight-decay", 0);
-    s.gamma = num_or("gamma", r.gamma);
-    s.batch_size = cli.is_set("batch-size") ? cli.integer("batch-size") : r.batch_size;
-    s.seed = cli.integer("seed");
-    s.shuffle = !cli.is_set("no-shuffle");
-    s.augment = cli.is_set("augment");
+    s = settings_from_metadata(resume_info, resume);
   }
-  int64_t epochs = cli.integer("epochs");
-  if (epochs < 1) throw UsageError("--epochs must be at least 1");
-  if (s.batch_size < 1) throw UsageError("--batch-size must be at least 1");
-  if (!(s.lr > 0)) throw UsageError("--lr must be positive");
-  if (cli.is_set("threads")) {
-    int64_t t = cli.integer("threads");
-    if (t < 1) throw UsageError("--threads must be at least 1");
-    set_num_threads(static_cast<int>(t));
-  }
-  int64_t workers = cli.integer("workers");
-  if (workers < 0) throw UsageError("--workers must be 0 or more");
-  bool quiet = cli.is_set("quiet");
-  Device device = pick_device(cli.str("device"));
-  std::string data_dir = cli.is_set("data") ? cli.str("data") : default_data_dir(s.dataset);
-  std::string ckpt_path = cli.is_set("checkpoint") ? cli.str("checkpoint")
-                          : !resume.empty()        ? resume
-                                                   : "checkpoints/" + s.dataset + "-" + s.model + ".safetensors";
+  const int64_t epochs = args->epochs;
+  if (args->threads) set_num_threads(*args->threads);
+  const int64_t workers = args->workers;
+  bool quiet = args->quiet;
+  Device device = pick_device(args->device);
+  std::string data_dir = !args->data.empty() ? args->data : default_data_dir(s.dataset);
+  std::string ckpt_path = !args->checkpoint.empty() ? args->checkpoint
+                          : !resume.empty()         ? resume
+                                                    : "checkpoints/" + s.dataset + "-" + s.model + ".safetensors";
   std::string csv_path = fs::path(ckpt_path).replace_extension(".csv").string();
 
   // ---- data, model, optimizer ---------------------------------------------------------------------
@@ -237,15 +137,14 @@ int cmd_train(int argc, char** argv) {
     optim::load_checkpoint(resume, ck);
     start_epoch = ck.epoch;
     step = ck.step;
-    auto get = [&](const char* k, const char* def) { return ck.metadata.count(k) ? ck.metadata.at(k) : std::string(def); };
-    train_seconds = std::stod(get("mnist.train_seconds", "0"));
-    data::LoaderState ls{static_cast<uint64_t>(std::stoull(get("mnist.loader_seed", "0"))),
-                         std::stoll(get("mnist.loader_epoch", "0")), std::stoll(get("mnist.loader_index", "0"))};
-    loader.load_state(ls);
-    partial_loss = std::stod(get("mnist.partial_loss", "0"));
-    partial_correct = std::stoll(get("mnist.partial_correct", "0"));
-    partial_seen = std::stoll(get("mnist.partial_seen", "0"));
-    partial_seconds = std::stod(get("mnist.partial_seconds", "0"));
+    // The loader's position and the running sums of a mid-epoch save, each checked.
+    RunProgress p = progress_from_metadata(ck.metadata, resume, train_set->size());
+    train_seconds = p.train_seconds;
+    loader.load_state({p.loader_seed, p.loader_epoch, p.loader_index});
+    partial_loss = p.partial_loss;
+    partial_correct = p.partial_correct;
+    partial_seen = p.partial_seen;
+    partial_seconds = p.partial_seconds;
     if (start_epoch >= epochs)
       throw UsageError("the run in '" + resume + "' already finished " + std::to_string(start_epoch) +
                        " epochs; pass a larger --epochs to train further");
@@ -271,25 +170,29 @@ int cmd_train(int argc, char** argv) {
 
   // ---- checkpoints and the CSV --------------------------------------------------------------------
   fs::path ckdir = fs::path(ckpt_path).parent_path();
-  if (!ckdir.empty()) fs::create_directories(ckdir);
+  if (std::error_code ec; !ckdir.empty() && (fs::create_directories(ckdir, ec), ec))
+    throw Failure("cannot create the folder '" + ckdir.string() + "' for the checkpoint: " + ec.message(), kExitError);
   auto save = [&](int64_t epochs_done) {
     auto md = to_metadata(s);
     data::LoaderState ls = loader.state();
-    md["mnist.loader_seed"] = std::to_string(ls.seed);
-    md["mnist.loader_epoch"] = std::to_string(ls.epoch);
-    md["mnist.loader_index"] = std::to_string(ls.index);
-    md["mnist.train_seconds"] = json_number(train_seconds);
-    md["mnist.partial_loss"] = json_number(partial_loss);
-    md["mnist.partial_correct"] = std::to_string(partial_correct);
-    md["mnist.partial_seen"] = std::to_string(partial_seen);
-    md["mnist.partial_seconds"] = json_number(partial_seconds);
+    md.merge(to_metadata(RunProgress{train_seconds, partial_loss, partial_seconds, ls.seed, ls.epoch, ls.index, partial_seen,
+                                  partial_correct}));
     optim::save_checkpoint(ckpt_path, {.model = &model, .optimizer = opt.get(), .scheduler = sched.scheduler.get(),
                                        .epoch = epochs_done, .step = step, .metadata = md});
   };
-  bool new_csv = resume.empty() || !fs::exists(csv_path);
-  std::ofstream csv(csv_path, resume.empty() ? std::ios::trunc : std::ios::app);
-  if (!csv) throw Failure("cannot write '" + csv_path + "'", kExitError);
-  if (new_csv) csv << "epoch,train_loss,train_acc,test_loss,test_acc,seconds,lr\n";
+  // The CSV holds one row per saved epoch: it is rewritten (atomically) after each checkpoint save,
+  // so it never describes an epoch whose checkpoint was not saved, and a new run leaves the old
+  // file alone until its own first save. Resuming keeps the rows of the epochs the checkpoint has.
+  std::string csv = "epoch,train_loss,train_acc,test_loss,test_acc,seconds,lr\n";
+  if (!resume.empty()) {
+    std::ifstream old(csv_path);
+    std::string line;
+    for (bool header = true; std::getline(old, line); header = false) {
+      char* end = nullptr;
+      long long e = std::strtoll(line.c_str(), &end, 10);
+      if (!header && end != line.c_str() && *end == ',' && e >= 1 && e <= start_epoch) csv += line + "\n";
+    }
+  }
 
   std::signal(SIGINT, on_sigint);
   bool interactive = !quiet && stdout_is_terminal();
@@ -344,11 +247,11 @@ int cmd_train(int argc, char** argv) {
                 last.loss, last.accuracy * 100, format_duration(epoch_seconds).c_str(),
                 format_count(seen / std::max(epoch_seconds, 1e-9)).c_str());
     std::fflush(stdout);
-    csv << epoch + 1 << ',' << json_number(train_loss) << ',' << json_number(train_acc) << ','
-        << json_number(last.loss) << ',' << json_number(last.accuracy) << ',' << json_number(epoch_seconds) << ','
-        << json_number(lr_now) << '\n'
-        << std::flush;
     save(epoch + 1);
+    csv += std::to_string(epoch + 1) + ',' + json_number(train_loss) + ',' + json_number(train_acc) + ',' +
+           json_number(last.loss) + ',' + json_number(last.accuracy) + ',' + json_number(epoch_seconds) + ',' +
+           json_number(lr_now) + '\n';
+    io::atomic_write(csv_path, [&](std::FILE* f) { io::write_all(f, csv.data(), csv.size(), csv_path); });
   }
   std::signal(SIGINT, SIG_DFL);
 
@@ -356,7 +259,7 @@ int cmd_train(int argc, char** argv) {
               static_cast<long long>(epochs), format_duration(train_seconds).c_str());
   std::printf("saved %s (metrics: %s)\ntry:  mnist eval --checkpoint %s\n      mnist predict --checkpoint %s your-digit.png\n",
               ckpt_path.c_str(), csv_path.c_str(), ckpt_path.c_str(), ckpt_path.c_str());
-  std::string summary = cli.str("summary-json");
+  const std::string& summary = args->summary_json;
   if (!summary.empty()) {
     double ips = train_seconds > 0 ? static_cast<double>(train_set->size()) * static_cast<double>(epochs) / train_seconds : 0;
     io::atomic_write(summary, [&](std::FILE* f) {

@@ -40,6 +40,36 @@ Result run(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
 }
 
+// Runs the program with these arguments, as they are (no shell), stdout and stderr together.
+Result run_argv(const std::vector<std::string>& args) {
+  int out[2];
+  if (::pipe(out) != 0) return {-1, "pipe failed"};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
+    ::close(out[0]);
+    std::vector<char*> argv{const_cast<char*>(NABLA_MNIST_BIN)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(NABLA_MNIST_BIN, argv.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), text};
+}
+
+std::vector<uint8_t> file_bytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
 // A learnable toy dataset in MNIST's format: each digit class is a bright bar at its own place.
 void write_dataset(const fs::path& dir, int64_t n_train, int64_t n_test) {
   fs::create_directories(dir);
@@ -238,4 +268,95 @@ TEST_F(MnistProgram, MistakesGetClearMessagesAndExitCodes) {
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(run("train --help").code, 0);
   EXPECT_EQ(run("--help").code, 0);
+}
+
+// tests/hostile/mnist/: the mnist fuzz target's inputs (see fuzz/mnist_fuzzer.cpp), each with
+// FILE.expect. A command line (first byte even) must be a usage error (exit code 2) with the
+// expected message; a checkpoint (first byte odd) given to `train --resume` must be refused (exit
+// code 1) with a message naming it and the damaged field.
+TEST_F(MnistProgram, HostileInputsGetClearErrors) {
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(fs::path(NABLA_HOSTILE_DIR) / "mnist")) {
+    const fs::path file = entry.path();
+    if (file.extension() == ".expect" || file.extension() == ".md") continue;
+    SCOPED_TRACE(file.string());
+    std::ifstream ex(file.string() + ".expect");
+    std::string type, line;
+    ASSERT_TRUE(std::getline(ex, type)) << "every hostile file needs FILE.expect";
+    std::vector<std::string> contains;
+    while (std::getline(ex, line))
+      if (!line.empty()) contains.push_back(line);
+    std::vector<uint8_t> bytes = file_bytes(file);
+    ASSERT_FALSE(bytes.empty());
+    Result r;
+    if (bytes[0] % 2 == 0) {
+      std::vector<std::string> args(1);
+      for (size_t i = 1; i < bytes.size(); ++i) {
+        if (bytes[i] == 0) args.emplace_back();
+        else args.back() += static_cast<char>(bytes[i]);
+      }
+      r = run_argv(args);
+      EXPECT_EQ(type, "error UsageError");
+      EXPECT_EQ(r.code, 2) << r.out;
+    } else {
+      const std::string ckpt = ck(file.filename().string() + ".safetensors");
+      std::ofstream(ckpt, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data() + 1),
+                                                   static_cast<std::streamsize>(bytes.size() - 1));
+      r = run_argv({"train", "--resume", ckpt, "--data", (dir_ / "data").string()});
+      EXPECT_EQ(type, "error Failure");
+      EXPECT_EQ(r.code, 1) << r.out;
+      EXPECT_NE(r.out.find(ckpt), std::string::npos) << r.out;
+    }
+    for (const auto& part : contains) EXPECT_NE(r.out.find(part), std::string::npos) << r.out << "\nmissing: " << part;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// What a resumed run reads from its checkpoint beyond the settings: the epoch (library metadata)
+// and the mid-epoch progress, each checked (a negative epoch used to train extra epochs).
+TEST_F(MnistProgram, DamagedProgressInACheckpointIsRefused) {
+  ASSERT_EQ(run("train --model mlp --epochs 1 --quiet " + data() + " --checkpoint " + ck("m.safetensors")).code, 0);
+  auto damaged = [&](const std::string& key, const std::string& value) {
+    safetensors::File f = safetensors::load_file(ck("m.safetensors"));
+    f.metadata[key] = value;
+    std::vector<char> bytes = safetensors::serialize(f.tensors, f.metadata);
+    std::ofstream(ck("d.safetensors"), std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return run("train --epochs 3 --quiet --resume " + ck("d.safetensors") + " " + data());
+  };
+  Result r = damaged("epoch", "-1");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("epoch is not a whole number >= 0: '-1'"), std::string::npos) << r.out;
+  r = damaged("user.mnist.partial_seen", "99999999999999999999");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("the metadata field 'mnist.partial_seen' must be a whole number from 0 to 1024"), std::string::npos)
+      << r.out;
+  r = damaged("user.mnist.loader_index", "-3");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("'mnist.loader_index' must be a whole number from 0 to 1024"), std::string::npos) << r.out;
+}
+
+// The metrics CSV describes saved checkpoints only: its row is written after the checkpoint is
+// saved, and a new run that fails before its first save leaves the previous run's CSV alone.
+TEST_F(MnistProgram, CsvRowsFollowSuccessfulSaves) {
+  const std::string path = ck("c.safetensors"), csv = ck("c.csv");
+  ASSERT_EQ(run("train --model mlp --epochs 2 --quiet " + data() + " --checkpoint " + path).code, 0);
+  auto rows = [&] {
+    std::ifstream f(csv);
+    int n = 0;
+    for (std::string line; std::getline(f, line);) ++n;
+    return n - 1;
+  };
+  ASSERT_EQ(rows(), 2);
+  // A checkpoint that cannot be saved (a folder is in the way): the run fails at its first save.
+  fs::remove(path);
+  fs::create_directories(fs::path(path) / "in-the-way");
+  Result r = run("train --model mlp --epochs 1 --quiet " + data() + " --checkpoint " + path);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("cannot rename"), std::string::npos) << r.out;
+  EXPECT_EQ(rows(), 2) << "the failed run changed the previous run's CSV";
+  // A folder that cannot be created is an error naming it.
+  r = run("train --model mlp --epochs 1 --quiet " + data() + " --checkpoint /dev/null/sub/c.safetensors");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("cannot create the folder '/dev/null/sub' for the checkpoint"), std::string::npos) << r.out;
 }

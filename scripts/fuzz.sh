@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Fuzzes nabla's file readers with libFuzzer, under AddressSanitizer and UndefinedBehaviorSanitizer.
+#
+#   scripts/fuzz.sh TARGET SECONDS     fuzz one target (npy, safetensors, checkpoint, idx, image,
+#                                      mnist) for SECONDS of wall time
+#   scripts/fuzz.sh all SECONDS        each target in turn, SECONDS each (what CI runs, with 30)
+#   scripts/fuzz.sh TARGET FILE...     run the target once on each FILE (to reproduce a finding)
+#
+# Builds build-asan/ with clang (NABLA_SANITIZE=address,undefined, NABLA_FUZZ=ON: the same build
+# scripts/test.sh makes), writes the seed corpora into build-asan/fuzz/seeds/<target>/ (fuzz/
+# make_seeds.cpp, plus the hostile files of tests/hostile/<target>/) and keeps what the fuzzer
+# learns in build-asan/fuzz/corpus/<target>/. Each run is one process with -rss_limit_mb=1024 and
+# -timeout=10; a crash, a sanitizer report, a hang or more memory stops it with a reproducer in
+# build-asan/fuzz/findings/<target>/. Findings become regression files in tests/hostile/ (see
+# fuzz/README.md). Environment: JOBS (build parallelism), FUZZ_ARGS (more libFuzzer options).
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+cd "$NABLA_ROOT"
+
+targets=(npy safetensors checkpoint idx image mnist)
+if [ $# -lt 2 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
+  sed -n '2,17p' "$0"
+  [ $# -ge 1 ] && { [ "$1" = "-h" ] || [ "$1" = "--help" ]; } && exit 0
+  exit 2
+fi
+target="${1#fuzz_}"
+shift
+if [ "$target" != all ] && [[ ! " ${targets[*]} " =~ " $target " ]]; then
+  echo "unknown fuzz target '$target' (one of: ${targets[*]}, all)" >&2
+  exit 2
+fi
+
+install_packages "${NABLA_BUILD_PACKAGES[@]}" "${NABLA_FUZZ_PACKAGES[@]}"
+configure_asan_build
+cmake --build build-asan -j "$(jobs)" --target fuzz_make_corpus $(printf 'fuzz_%s ' "${targets[@]}")
+
+fuzz="build-asan/fuzz"
+rm -rf "$fuzz/seeds"
+build-asan/fuzz/fuzz_make_corpus seeds "$fuzz/seeds" >/dev/null
+for t in "${targets[@]}"; do
+  mkdir -p "$fuzz/seeds/$t" "$fuzz/corpus/$t" "$fuzz/findings/$t"
+  if [ -d "tests/hostile/$t" ]; then
+    find "tests/hostile/$t" -maxdepth 1 -type f ! -name '*.md' -exec cp {} "$fuzz/seeds/$t/" \;
+  fi
+done
+
+# The sanitizers' settings: stop at the first report, with a stack trace.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
+run_one() {  # TARGET SECONDS
+  local t="$1" secs="$2" dict=()
+  [ -f "fuzz/$t.dict" ] && dict=(-dict="fuzz/$t.dict")
+  log "fuzzing $t for ${secs}s"
+  # (-close_fd_mask=1: the targets' stdout, e.g. the mnist help text, is not shown)
+  "build-asan/fuzz/fuzz_$t" -max_total_time="$secs" -rss_limit_mb=1024 -timeout=10 -print_final_stats=1 -close_fd_mask=1 \
+    -artifact_prefix="$fuzz/findings/$t/" "${dict[@]}" ${FUZZ_ARGS:-} "$fuzz/corpus/$t" "$fuzz/seeds/$t"
+}
+
+if [ $# -eq 1 ] && [[ "$1" =~ ^[0-9]+$ ]]; then
+  if [ "$target" = all ]; then
+    for t in "${targets[@]}"; do run_one "$t" "$1"; done
+  else
+    run_one "$target" "$1"
+  fi
+else
+  [ "$target" = all ] && { echo "give one target to reproduce files with" >&2; exit 2; }
+  "build-asan/fuzz/fuzz_$target" "$@"
+fi
