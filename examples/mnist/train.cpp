@@ -138,7 +138,8 @@ int cmd_train(int argc, char** argv) {
   Cli cli("train", "Trains a model on MNIST (or Fashion-MNIST), evaluating on the test set after each epoch.\n"
                    "Without options it runs the default recipe: a small CNN with batch norm, Adam (lr 0.002, x0.2 per\n"
                    "epoch), batch 64, 3 epochs: 99%+ test accuracy.");
-  cli.option("model", "NAME", "mlp, lenet (libtorch's example model) or cnn", "cnn", {"mlp", "lenet", "cnn"})
+  cli.option("model", "NAME", "mlp, lenet (libtorch's example model), cnn or pytorch (PyTorch's example model)", "cnn",
+             {"mlp", "lenet", "cnn", "pytorch"})
       .option("epochs", "N", "total number of epochs (with --resume: the total, not additional ones)", "3")
       .option("batch-size", "N", "training batch size", "model default")
       .option("lr", "X", "learning rate", "model default")
@@ -159,6 +160,7 @@ int cmd_train(int argc, char** argv) {
       .option("data", "DIR", "folder with the four IDX files (plain or .gz)", "data/<dataset>")
       .option("checkpoint", "PATH", "where to save the model after each epoch", "checkpoints/<dataset>-<model>.safetensors")
       .option("resume", "PATH", "continue the run saved in this checkpoint", "")
+      .option("init-from", "PATH", "start from the weights of a PyTorch state dict (torch.save(model.state_dict(), PATH)) of the same architecture", "")
       .option("summary-json", "PATH", "write test_acc, train_seconds, epochs, images_per_second here at the end", "")
       .flag("quiet", "no progress bar, only the per-epoch lines")
       .example("mnist train                                  # the default recipe")
@@ -219,6 +221,15 @@ int cmd_train(int argc, char** argv) {
   manual_seed(static_cast<uint64_t>(s.seed));
   ModelInfo m = make_model(s.model);
   nn::Module& model = *m.module;
+  if (std::string init = cli.str("init-from"); !init.empty()) {  // weights trained in Python
+    if (!resume.empty()) throw UsageError("--init-from starts a new run; --resume continues one: pass only one of them");
+    try {
+      model.load_state_dict(torch_io::load(init).flatten_tensors());
+    } catch (const ValueError& e) {
+      throw Failure("'" + init + "' does not fit --model " + s.model + ": " + e.what(), kExitError);
+    }
+    std::printf("initialized %s from %s\n", s.model.c_str(), init.c_str());
+  }
   model.to(device);
   data::DatasetPtr train_data = train_set;
   if (s.augment)  // small random rotations and shifts, seeded per batch (so resumes reproduce them)
