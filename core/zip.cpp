@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/io.h"
+#include "core/parallel.h"
 
 namespace nabla::zip {
 
@@ -24,7 +25,7 @@ constexpr uint32_t kMax32 = 0xffffffffu;
 constexpr uint16_t kMax16 = 0xffffu;
 // Deflate cannot expand data more than 1032 to 1 (a run of one byte); more is a lie.
 constexpr uint64_t kMaxDeflateRatio = 1032;
-constexpr size_t kChunk = size_t(1) << 20;  // read and CRC 1 MB at a time, while it is in cache
+constexpr size_t kChunk = size_t(1) << 20;  // compressed bytes read at a time
 
 uint16_t u16(const unsigned char* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 uint32_t u32(const unsigned char* p) { return static_cast<uint32_t>(u16(p)) | (static_cast<uint32_t>(u16(p + 2)) << 16); }
@@ -47,13 +48,35 @@ std::string num(uint64_t v) { return std::to_string(v); }
 
 }  // namespace
 
-uint32_t crc32(const void* data, size_t n, uint32_t crc) {
-  auto* p = static_cast<const Bytef*>(data);
+namespace {
+uint32_t crc32_serial(const Bytef* p, size_t n, uint32_t crc) {
   while (n > 0) {  // zlib takes uInt lengths
     uInt k = static_cast<uInt>(std::min<size_t>(n, UINT_MAX));
     crc = static_cast<uint32_t>(::crc32(crc, p, k));
     p += k;
     n -= k;
+  }
+  return crc;
+}
+}  // namespace
+
+uint32_t crc32(const void* data, size_t n, uint32_t crc) {
+  auto* p = static_cast<const Bytef*>(data);
+  // Large buffers: blocks on every core, joined with crc32_combine (CRC-32 runs at ~4 GB/s a core,
+  // as fast as memory is copied from the page cache, so one core would halve a load's speed).
+  constexpr size_t kBlock = size_t(1) << 20;
+  if (n < 4 * kBlock || get_num_threads() == 1 || in_parallel_region()) return crc32_serial(p, n, crc);
+  const int64_t blocks = static_cast<int64_t>((n + kBlock - 1) / kBlock);
+  std::vector<uint32_t> part(static_cast<size_t>(blocks));
+  parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      size_t off = static_cast<size_t>(i) * kBlock;
+      part[static_cast<size_t>(i)] = crc32_serial(p + off, std::min(kBlock, n - off), 0);
+    }
+  });
+  for (int64_t i = 0; i < blocks; ++i) {
+    size_t len = std::min(kBlock, n - static_cast<size_t>(i) * kBlock);
+    crc = static_cast<uint32_t>(crc32_combine(crc, part[static_cast<size_t>(i)], static_cast<z_off_t>(len)));
   }
   return crc;
 }
@@ -246,12 +269,8 @@ void Reader::read_into(const Entry& e, void* dst) const {
   auto* out = static_cast<unsigned char*>(dst);
   uint32_t crc = 0;
   if (e.method == 0) {
-    for (uint64_t done = 0; done < e.size;) {
-      uint64_t n = std::min<uint64_t>(kChunk, e.size - done);
-      src_.read(out + done, n, start + done, "reading entry '" + e.name + "'");
-      crc = crc32(out + done, n, crc);
-      done += n;
-    }
+    src_.read(out, e.size, start, "reading entry '" + e.name + "'");
+    crc = crc32(out, e.size);
   } else {
     z_stream zs{};
     if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) fail("entry '" + e.name + "': cannot start zlib");
