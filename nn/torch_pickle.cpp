@@ -522,32 +522,25 @@ void Pickler::boolean(bool b) { out_.push_back(static_cast<char>(b ? NEWTRUE : N
 
 void Pickler::tuple_from_mark() { out_.push_back(TUPLE); }
 
+// BINPUT/BINGET i (one byte) or LONG_BINPUT/LONG_BINGET i (four).
+void Pickler::memo_op(char short_op, char long_op, uint32_t i) {
+  out_.push_back(i < 256 ? short_op : long_op);
+  for (int k = 0; k < (i < 256 ? 1 : 4); ++k) out_.push_back(static_cast<char>((i >> (8 * k)) & 0xff));
+}
+
 void Pickler::memo_put(const Value& v) {
   // The memo keeps its values alive: a node freed during pickling could be reallocated at the same
   // address for another value, which would then be written as a reference to the first.
   kept_.push_back(v.node());
   uint32_t i = static_cast<uint32_t>(memo_.size());
   memo_.emplace(v.node().get(), i);
-  if (i < 256) {
-    out_.push_back(BINPUT);
-    out_.push_back(static_cast<char>(i));
-  } else {
-    out_.push_back(LONG_BINPUT);
-    for (int k = 0; k < 4; ++k) out_.push_back(static_cast<char>((i >> (8 * k)) & 0xff));
-  }
+  memo_op(BINPUT, LONG_BINPUT, i);
 }
 
 bool Pickler::memo_get(const Value::Node* node) {
   auto it = memo_.find(node);
   if (it == memo_.end()) return false;
-  uint32_t i = it->second;
-  if (i < 256) {
-    out_.push_back(BINGET);
-    out_.push_back(static_cast<char>(i));
-  } else {
-    out_.push_back(LONG_BINGET);
-    for (int k = 0; k < 4; ++k) out_.push_back(static_cast<char>((i >> (8 * k)) & 0xff));
-  }
+  memo_op(BINGET, LONG_BINGET, it->second);
   return true;
 }
 

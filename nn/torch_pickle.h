@@ -102,6 +102,7 @@ class Pickler {
  private:
   void value(const Value& v, int depth);
   void memo_put(const Value& v);
+  void memo_op(char short_op, char long_op, uint32_t i);
   bool memo_get(const Value::Node* node);
 
   std::string out_;

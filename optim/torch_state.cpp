@@ -20,13 +20,6 @@ namespace nabla::optim {
 
 namespace {
 
-template <class... F>
-struct overloaded : F... {
-  using F::operator()...;
-};
-template <class... F>
-overloaded(F...) -> overloaded<F...>;
-
 bool implementation_switch(const std::string& k) {
   return k == "foreach" || k == "capturable" || k == "differentiable" || k == "fused";
 }
@@ -125,13 +118,15 @@ torch_io::Value Optimizer::torch_state_dict() const {
     double beta1 = 0;
     visit_options(g, [&](const char* n, FieldRef ref) {
       const std::string k = n;
-      std::visit(overloaded{[&](double* d) {
-                              if (k == "beta1") beta1 = *d;
-                              else if (k == "beta2") grp.set("betas", Value::tuple({beta1, *d}));
-                              else grp.set(k, *d);
-                            },
-                            [&](bool* b) { grp.set(k, *b); }, [&](int64_t* i) { grp.set(k, *i); }, [](Tensor*) {}},
-                 ref);
+      if (double* const* d = std::get_if<double*>(&ref)) {
+        if (k == "beta1") beta1 = **d;
+        else if (k == "beta2") grp.set("betas", Value::tuple({beta1, **d}));
+        else grp.set(k, **d);
+      } else if (bool* const* b = std::get_if<bool*>(&ref)) {
+        grp.set(k, **b);
+      } else if (int64_t* const* i = std::get_if<int64_t*>(&ref)) {
+        grp.set(k, **i);
+      }
     });
     if (groups_[g].initial_lr) grp.set("initial_lr", *groups_[g].initial_lr);
     Value ids = Value::list();
@@ -140,13 +135,11 @@ torch_io::Value Optimizer::torch_state_dict() const {
       ids.append(id);
       Value fields = Value::dict();
       visit_state(p, false, [&](const char* n, FieldRef ref) {
-        std::visit(overloaded{[&](double* d) { fields.set(n, *d); }, [&](bool* b) { fields.set(n, *b); },
-                              // PyTorch (1.12 and later) keeps step counts as float32 tensors.
-                              [&](int64_t* i) { fields.set(n, scalar_tensor(static_cast<double>(*i), dtype(kFloat32))); },
-                              [&](Tensor* t) {
-                                if (t->defined()) fields.set(n, t->detach());
-                              }},
-                   ref);
+        if (double* const* d = std::get_if<double*>(&ref)) fields.set(n, **d);
+        else if (bool* const* b = std::get_if<bool*>(&ref)) fields.set(n, **b);
+        // PyTorch (1.12 and later) keeps step counts as float32 tensors.
+        else if (int64_t* const* i = std::get_if<int64_t*>(&ref)) fields.set(n, scalar_tensor(static_cast<double>(**i), dtype(kFloat32)));
+        else if (Tensor* const* t = std::get_if<Tensor*>(&ref); t && (*t)->defined()) fields.set(n, (*t)->detach());
       });
       if (fields.size()) state.set(id, fields);
     }

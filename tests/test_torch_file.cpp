@@ -16,6 +16,7 @@
 #include "core/zip.h"
 #include "nabla.h"
 #include "nn/torch_file.h"
+#include "tests/python_torch.h"
 #include "test_data_util.h"
 
 using namespace nabla;
@@ -105,16 +106,6 @@ void check_against(const torch_io::Value& root, const json& desc, const std::str
     ++scalars;
   }
   EXPECT_EQ(got.size(), tensors + scalars) << "leaves the manifest does not list";
-}
-
-bool torch_available() {
-  static const bool ok = std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") == 0;
-  return ok;
-}
-
-bool torch_required() {
-  const char* v = std::getenv("NABLA_REQUIRE_TORCH");
-  return v && std::string(v) == "1";
 }
 
 std::vector<char> read_all(const std::string& path) {
@@ -466,10 +457,7 @@ TEST(Zip, WriterAlignsAndReaderRoundTrips) {
 // ---- live: PyTorch -> nabla -> PyTorch ------------------------------------------------------------
 
 TEST(TorchFileLive, PythonNablaPythonRoundTrip) {
-  if (!torch_available()) {
-    if (torch_required()) FAIL() << "NABLA_REQUIRE_TORCH=1 but /usr/bin/python3 cannot import torch and numpy";
-    GTEST_SKIP() << "PyTorch is not installed for /usr/bin/python3 (Debian: apt-get install python3-torch)";
-  }
+  NABLA_NEEDS_PYTHON_MODULES("torch, numpy");
   TempDir dir;
   const std::string script = kDir + "roundtrip.py";
   ASSERT_EQ(std::system(("/usr/bin/python3 " + script + " save " + dir.str()).c_str()), 0);

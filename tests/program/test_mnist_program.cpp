@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "nabla.h"
+#include "tests/python_torch.h"
 
 #ifndef NABLA_MNIST_BIN
 #error "NABLA_MNIST_BIN must name the mnist program"
@@ -269,7 +270,10 @@ TEST_F(MnistProgram, InitFromPyTorchStateDict) {
   EXPECT_NE(r.out.find("cannot open"), std::string::npos) << r.out;
 
   // The real thing, when PyTorch is installed: its example's Net saved in Python.
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) return;
+  if (!nabla_test::python_has("torch")) {
+    EXPECT_FALSE(nabla_test::torch_required()) << "NABLA_REQUIRE_TORCH=1 but /usr/bin/python3 cannot import torch";
+    return;
+  }
   std::ofstream(ck("net.py")) << "import sys, torch\nfrom torch import nn\nimport torch.nn.functional as F\n"
                                  "class Net(nn.Module):\n"
                                  "    def __init__(self):\n"

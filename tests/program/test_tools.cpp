@@ -14,6 +14,7 @@
 #include "core/io.h"
 #include "core/zip.h"
 #include "nabla.h"
+#include "tests/python_torch.h"
 
 using namespace nabla;
 namespace fs = std::filesystem;
@@ -64,16 +65,6 @@ class Tools : public ::testing::Test {
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   fs::path dir_;
 };
-
-bool torchvision_available() {
-  static const bool ok = std::system("/usr/bin/python3 -c 'import torch, torchvision' >/dev/null 2>&1") == 0;
-  return ok;
-}
-
-bool torch_required() {
-  const char* v = std::getenv("NABLA_REQUIRE_TORCH");
-  return v && std::string(v) == "1";
-}
 
 }  // namespace
 
@@ -186,10 +177,7 @@ TEST_F(Tools, NumpyFiles) {
 }
 
 TEST_F(Tools, TorchvisionResnet18) {
-  if (!torchvision_available()) {
-    if (torch_required()) FAIL() << "NABLA_REQUIRE_TORCH=1 but /usr/bin/python3 cannot import torchvision";
-    GTEST_SKIP() << "torchvision is not installed for /usr/bin/python3 (Debian: apt-get install python3-torchvision)";
-  }
+  NABLA_NEEDS_PYTHON_MODULES("torch, torchvision");
   const std::string pt = path("resnet18.pth"), shapes = path("shapes.json");
   std::ofstream(path("save.py")) << "import json, sys, torch, torchvision\n"
                                     "torch.manual_seed(0)\n"
