@@ -7,7 +7,7 @@
 // the file then read), then reports the best of --rounds:
 //   read       open + one pread of the whole file into fresh memory (the bound: page cache or disk)
 //   crc32      zlib's CRC-32 over the bytes in memory (the check the reader makes of each storage)
-//   load       torch_io::load of the file
+//   load       torch_io::load of the file (and with LoadOptions::check_crc = false)
 //   safetensors nabla's safetensors::load_file of the same tensors
 //   torch.load PyTorch 1.13's torch.load of the same file (in Python, timed there), when installed
 // warm (the file in the page cache) and cold (its pages dropped with posix_fadvise first; a cold
@@ -136,10 +136,13 @@ int main(int argc, char** argv) {
     const char* tag = cold ? "cold" : "warm";
     double raw = best_of(rounds, cold, pt, [&] { raw_read(pt); });
     double load = best_of(rounds, cold, pt, [&] { torch_io::load(pt); });
+    double nocrc = best_of(rounds, cold, pt, [&] { torch_io::load(pt, {.check_crc = false}); });
     double stl = best_of(rounds, cold, st, [&] { safetensors::load_file(st); });
     std::printf("%-36s %9.1f ms %9.0f MB/s\n", (std::string(tag) + ": read (one pread)").c_str(), raw * 1e3, mbytes / raw);
     std::printf("%-36s %9.1f ms %9.0f MB/s   %.2fx the read\n", (std::string(tag) + ": torch_io::load").c_str(),
                 load * 1e3, mbytes / load, load / raw);
+    std::printf("%-36s %9.1f ms %9.0f MB/s   %.2fx the read\n", (std::string(tag) + ": torch_io::load, no CRC check").c_str(),
+                nocrc * 1e3, mbytes / nocrc, nocrc / raw);
     std::printf("%-36s %9.1f ms %9.0f MB/s   %.2fx the read\n", (std::string(tag) + ": safetensors::load_file").c_str(),
                 stl * 1e3, mbytes / stl, stl / raw);
     if (have_torch) {

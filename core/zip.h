@@ -75,8 +75,9 @@ class Reader {
   const Entry* find(std::string_view name) const;
   const Source& source() const { return src_; }
 
-  // The entry's bytes, exactly entry.size of them, written to dst; the CRC is checked.
-  void read_into(const Entry& e, void* dst) const;
+  // The entry's bytes, exactly entry.size of them, written to dst; the CRC is checked unless
+  // check_crc is false (a corrupt byte then goes unnoticed; sizes and offsets are checked anyway).
+  void read_into(const Entry& e, void* dst, bool check_crc = true) const;
   // The same into a new buffer, refusing entries larger than max_bytes.
   std::vector<char> read(const Entry& e, uint64_t max_bytes) const;
   // Where a stored entry's bytes start in the file (after checking its local header).

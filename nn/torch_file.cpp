@@ -470,7 +470,7 @@ Value load_zip(const zip::Source& src, const LoadOptions& opt) {
   for (Storage& s : hooks.storages) order.push_back(&s);
   std::sort(order.begin(), order.end(),
             [](const Storage* a, const Storage* b) { return a->entry->header_offset < b->entry->header_offset; });
-  for (Storage* s : order) fill_storage(*s, swap, [&](void* dst) { z.read_into(*s->entry, dst); });
+  for (Storage* s : order) fill_storage(*s, swap, [&](void* dst) { z.read_into(*s->entry, dst, opt.check_crc); });
   return root;
 }
 

@@ -25,7 +25,8 @@ std::shared_ptr<Value::Node> new_node() { return std::make_shared<Value::Node>()
   throw ValueError(detail::str("torch_io::Value: expected ", want, ", got ", kind_name(have)));
 }
 
-std::string python_repr(const std::string& s) {
+// Python's repr of a str (UTF-8 passed through) or of bytes (bytes >= 0x80 escaped too).
+std::string python_repr(const std::string& s, bool bytes = false) {
   std::string out = "'";
   for (unsigned char c : s) {
     if (c == '\'' || c == '\\') {
@@ -33,7 +34,7 @@ std::string python_repr(const std::string& s) {
       out += static_cast<char>(c);
     } else if (c == '\n') {
       out += "\\n";
-    } else if (c < 0x20 || c == 0x7f) {
+    } else if (c < 0x20 || c == 0x7f || (bytes && c >= 0x80)) {
       char buf[8];
       std::snprintf(buf, sizeof(buf), "\\x%02x", c);
       out += buf;
@@ -248,12 +249,14 @@ size_t Value::size() const {
 
 Value& Value::append(Value v) {
   if (kind_ != Kind::list) wrong_kind(kind_, "a list");
+  check<ValueError>(v.node_ != node_, "torch_io::Value: a list cannot contain itself");
   node_->items.push_back(std::move(v));
   return *this;
 }
 
 Value& Value::set(Value key, Value v) {
   if (kind_ != Kind::dict) wrong_kind(kind_, "a dict");
+  check<ValueError>(v.node_ != node_ && key.node_ != node_, "torch_io::Value: a dict cannot contain itself");
   std::string id = internal::key_id(key);
   auto [it, fresh] = node_->index.emplace(std::move(id), node_->entries.size());
   if (fresh) node_->entries.emplace_back(std::move(key), std::move(v));
@@ -325,7 +328,7 @@ std::string Value::repr() const {
       return s;
     }
     case Kind::string: return python_repr(node_->str);
-    case Kind::bytes: return internal::tagged('b', python_repr(node_->str));
+    case Kind::bytes: return internal::tagged('b', python_repr(node_->str, true));
     case Kind::global: return node_->str;
     case Kind::tensor: {
       const Tensor& t = node_->tensor;
