@@ -1,5 +1,5 @@
 // nabla's nn: modules, layers (recurrent, attention and Transformers included), losses, functional twins, init,
-// gradient clipping, metrics, safetensors weights and checkpoint_sequential.
+// gradient clipping, metrics, safetensors and PyTorch weight files and checkpoint_sequential.
 #pragma once
 
 #include "nn/activation.h"
@@ -23,5 +23,6 @@
 #include "nn/rnn.h"
 #include "nn/rnn_utils.h"
 #include "nn/safetensors.h"
+#include "nn/torch_file.h"
 #include "nn/transformer.h"
 #include "nn/upsample.h"

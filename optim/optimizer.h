@@ -37,6 +37,10 @@
 #include "core/tensor.h"
 #include "nn/ordered_dict.h"
 
+namespace nabla::torch_io {
+class Value;
+}
+
 namespace nabla::optim {
 
 using nn::StateDict;
@@ -74,6 +78,12 @@ class Optimizer {
 
   virtual StateDict state_dict() const;
   virtual void load_state_dict(const StateDict& state);
+  // PyTorch's optimizer.state_dict() as torch_io::load returns it ({'state': {0: {'exp_avg': ...}},
+  // 'param_groups': [{'lr': 0.001, 'betas': (0.9, 0.999), ..., 'params': [0, 1]}]}), mapped to this
+  // optimizer's parameters by order, as PyTorch does; and this optimizer's state in that layout, for
+  // torch_io::save and opt.load_state_dict in Python. See optim/torch_state.cpp.
+  void load_state_dict(const torch_io::Value& pytorch_state);
+  torch_io::Value torch_state_dict() const;
 
  protected:
   // A reference to one named field of an options or state struct.

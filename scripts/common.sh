@@ -6,8 +6,9 @@ NABLA_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Debian 12 packages nabla needs to build and test.
 NABLA_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev zlib1g-dev nlohmann-json3-dev libstb-dev
                       libjpeg62-turbo-dev libpng-dev python3 python3-numpy)
-# What the test suite needs besides: PyTorch for the differential suite (tests/test_differential.cpp).
-NABLA_TEST_PACKAGES=(python3-torch)
+# What the test suite needs besides: PyTorch for the differential suite (tests/test_differential.cpp) and
+# the PyTorch-file tests (tests/test_torch_file.cpp), torchvision for nabla-inspect on a resnet18.
+NABLA_TEST_PACKAGES=(python3-torch python3-torchvision)
 
 # What the sanitizer build and the fuzz targets add: clang and its runtimes (ASan, UBSan, libFuzzer).
 NABLA_FUZZ_PACKAGES=(clang libclang-rt-14-dev)

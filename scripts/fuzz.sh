@@ -17,7 +17,7 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$NABLA_ROOT"
 
-targets=(npy safetensors checkpoint idx image mnist)
+targets=(npy safetensors checkpoint idx image mnist torch)
 if [ $# -lt 2 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
   sed -n '2,17p' "$0"
   [ $# -ge 1 ] && { [ "$1" = "-h" ] || [ "$1" = "--help" ]; } && exit 0
@@ -43,6 +43,7 @@ for t in "${targets[@]}"; do
     find "tests/hostile/$t" -maxdepth 1 -type f ! -name '*.md' -exec cp {} "$fuzz/seeds/$t/" \;
   fi
 done
+cp tests/torch_files/*.pt "$fuzz/seeds/torch/"  # files torch.save wrote (tests/torch_files/make_fixtures.py)
 
 # The sanitizers' settings: stop at the first report, with a stack trace.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}"

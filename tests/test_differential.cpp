@@ -30,6 +30,7 @@
 #include "nn/safetensors.h"
 #include "opinfo.h"
 #include "optim/optim.h"
+#include "python_torch.h"
 
 namespace nabla::testing {
 namespace {
@@ -38,16 +39,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 const char* kPython = "/usr/bin/python3";
-
-bool torch_available() {
-  static const bool ok = std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") == 0;
-  return ok;
-}
-
-bool torch_required() {
-  const char* v = std::getenv("NABLA_REQUIRE_TORCH");
-  return v && std::string(v) == "1";
-}
 
 // Collects the cases and the tensors they refer to.
 struct Cases {
@@ -366,11 +357,7 @@ TEST(Differential, every_registry_entry_has_a_pytorch_twin_or_a_reason) {
 }
 
 TEST(Differential, registry_matches_pytorch) {
-  if (!torch_available()) {
-    if (torch_required()) FAIL() << "NABLA_REQUIRE_TORCH=1 but /usr/bin/python3 cannot import torch and numpy";
-    GTEST_SKIP() << "PyTorch is not installed for /usr/bin/python3 (Debian: apt-get install python3-torch; "
-                    "scripts/test.sh installs it)";
-  }
+  NABLA_NEEDS_PYTHON_MODULES("torch, numpy");
   const char* f = std::getenv("NABLA_DIFF_FILTER");
   Summary s = run_suite(f ? f : "");
   std::printf("differential suite: %zu ops and optimizers with a PyTorch twin, %zu cases: %zu agree, %zu known differences, "

@@ -163,7 +163,8 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
   Cli cli("train", "Trains a model on MNIST (or Fashion-MNIST), evaluating on the test set after each epoch.\n"
                    "Without options it runs the default recipe: a small CNN with batch norm, Adam (lr 0.002, x0.2 per\n"
                    "epoch), batch 64, 3 epochs: 99%+ test accuracy.");
-  cli.option("model", "NAME", "mlp, lenet (libtorch's example model) or cnn", "cnn", kModels)
+  cli.option("model", "NAME", "mlp, lenet (libtorch's example model), cnn or pytorch (PyTorch's example model)", "cnn",
+             kModels)
       .option("epochs", "N", "total number of epochs (with --resume: the total, not additional ones)", "3")
       .option("batch-size", "N", "training batch size", "model default")
       .option("lr", "X", "learning rate", "model default")
@@ -184,6 +185,9 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
       .option("data", "DIR", "folder with the four IDX files (plain or .gz)", "data/<dataset>")
       .option("checkpoint", "PATH", "where to save the model after each epoch", "checkpoints/<dataset>-<model>.safetensors")
       .option("resume", "PATH", "continue the run saved in this checkpoint", "")
+      .option("init-from", "PATH",
+              "start from the weights of a PyTorch state dict (torch.save(model.state_dict(), PATH)) of the same "
+              "architecture", "")
       .option("summary-json", "PATH", "write test_acc, train_seconds, epochs, images_per_second here at the end", "")
       .flag("quiet", "no progress bar, only the per-epoch lines")
       .example("mnist train                                  # the default recipe")
@@ -193,6 +197,7 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
 
   TrainArgs a;
   a.resume = cli.str("resume");
+  a.init_from = cli.str("init-from");
   if (!a.resume.empty()) {
     for (const char* opt : {"model", "dataset", "optimizer", "scheduler", "lr", "momentum", "weight-decay", "gamma",
                             "batch-size", "seed", "no-shuffle", "augment"})

@@ -59,13 +59,14 @@ RunProgress progress_from_metadata(const std::map<std::string, std::string>& inf
 
 // Bounds of the numeric options.
 inline constexpr int64_t kMaxEpochs = 1'000'000, kMaxBatchSize = 1'000'000, kMaxWorkers = 256, kMaxCount = 1'000'000;
-inline const std::vector<std::string> kModels = {"mlp", "lenet", "cnn"}, kDatasets = {"mnist", "fashion-mnist"},
+inline const std::vector<std::string> kModels = {"mlp", "lenet", "cnn", "pytorch"}, kDatasets = {"mnist", "fashion-mnist"},
                                       kOptimizers = {"sgd", "adam", "adamw", "nadam", "radam", "rmsprop", "adagrad", "adadelta"},
                                       kSchedulers = {"none", "step", "exponential", "cosine", "onecycle"};
 
 struct TrainArgs {
   Settings settings;    // from the command line; with --resume the checkpoint's replace them
   std::string resume;   // the checkpoint to continue, or ""
+  std::string init_from;  // a PyTorch state dict to start from, or ""
   int64_t epochs = 0;
   std::optional<int> threads;
   int64_t workers = 0;

@@ -31,6 +31,25 @@ struct LeNet : nn::Module {
   std::shared_ptr<nn::Linear> fc1, fc2;
 };
 
+// PyTorch's own examples/mnist Net (main.py), layer for layer and name for name, so the state dict
+// its --save-model writes (mnist_cnn.pt) loads with `mnist train --model pytorch --init-from`.
+struct PyTorchExampleNet : nn::Module {
+  PyTorchExampleNet() : nn::Module("Net") {
+    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(1, 32, 3));
+    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(32, 64, 3));
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(9216, 128));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(128, 10));
+  }
+  Tensor forward(Tensor x) override {
+    x = conv2->forward(conv1->forward(x).relu()).relu();                                // (B, 64, 24, 24)
+    x = nn::functional::dropout(max_pool2d(x, {2}), 0.25, is_training()).flatten(1);  // (B, 9216)
+    x = nn::functional::dropout(fc1->forward(x).relu(), 0.5, is_training());
+    return log_softmax(fc2->forward(x), 1);
+  }
+  std::shared_ptr<nn::Conv2d> conv1, conv2;
+  std::shared_ptr<nn::Linear> fc1, fc2;
+};
+
 std::shared_ptr<nn::Module> conv_block(int64_t in, int64_t out) {
   return std::make_shared<nn::Sequential>(
       std::make_shared<nn::Conv2d>(in, out, 3, nn::Conv2dOptions{.padding = 1, .bias = false}),
@@ -46,18 +65,20 @@ ModelInfo make_model(const std::string& name) {
             false};
   }
   if (name == "lenet") return {std::make_shared<LeNet>(), true};
+  if (name == "pytorch") return {std::make_shared<PyTorchExampleNet>(), true};
   if (name == "cnn") {
     return {std::make_shared<nn::Sequential>(conv_block(1, 32), conv_block(32, 64), std::make_shared<nn::Flatten>(),
                                              std::make_shared<nn::Linear>(64 * 7 * 7, 128), std::make_shared<nn::ReLU>(),
                                              std::make_shared<nn::Linear>(128, 10)),
             false};
   }
-  throw std::invalid_argument("unknown model '" + name + "' (expected mlp, lenet or cnn)");
+  throw std::invalid_argument("unknown model '" + name + "' (expected mlp, lenet, cnn or pytorch)");
 }
 
 Recipe default_recipe(const std::string& model) {
   if (model == "lenet") return {"sgd", 0.01, 0.5, 64, "none", 1.0};
   if (model == "mlp") return {"adam", 1e-3, 0.9, 128, "step", 0.5};
+  if (model == "pytorch") return {"adadelta", 1.0, 0.9, 64, "step", 0.7};  // as PyTorch's example trains it
   return {"adam", 2e-3, 0.9, 64, "step", 0.2};
 }
 

@@ -4,6 +4,8 @@
 //          dropout2d, maxpool, relu, fc 320->50, relu, dropout 0.5, fc 50->10, log_softmax)
 //   cnn    the default: two 3x3 conv blocks with batch norm (32 and 64 channels), max pooling,
 //          fc 3136->128, fc 128->10 (batch norm regularizes enough for 3 epochs)
+//   pytorch  PyTorch's examples/mnist Net (conv 1->32 3x3, conv 32->64 3x3, maxpool, dropout, fc
+//          9216->128, dropout, fc 128->10, log_softmax): its mnist_cnn.pt loads with --init-from
 #pragma once
 
 #include <memory>

@@ -119,6 +119,15 @@ int cmd_train(int argc, char** argv) {
   manual_seed(static_cast<uint64_t>(s.seed));
   ModelInfo m = make_model(s.model);
   nn::Module& model = *m.module;
+  if (const std::string& init = args->init_from; !init.empty()) {  // weights trained in Python
+    if (!resume.empty()) throw UsageError("--init-from starts a new run; --resume continues one: pass only one of them");
+    try {
+      model.load_state_dict(torch_io::load(init).flatten_tensors());
+    } catch (const ValueError& e) {
+      throw Failure("'" + init + "' does not fit --model " + s.model + ": " + e.what(), kExitError);
+    }
+    std::printf("initialized %s from %s\n", s.model.c_str(), init.c_str());
+  }
   model.to(device);
   data::DatasetPtr train_data = train_set;
   if (s.augment)  // small random rotations and shifts, seeded per batch (so resumes reproduce them)

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "nabla.h"
+#include "tests/python_torch.h"
 
 #ifndef NABLA_MNIST_BIN
 #error "NABLA_MNIST_BIN must name the mnist program"
@@ -359,4 +360,55 @@ TEST_F(MnistProgram, CsvRowsFollowSuccessfulSaves) {
   r = run("train --model mlp --epochs 1 --quiet " + data() + " --checkpoint /dev/null/sub/c.safetensors");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("cannot create the folder '/dev/null/sub' for the checkpoint"), std::string::npos) << r.out;
+
+// --init-from: a PyTorch state dict of PyTorch's examples/mnist Net (torch.save(model.state_dict()))
+// starts a run of --model pytorch; a state dict of another architecture is refused with the keys.
+TEST_F(MnistProgram, InitFromPyTorchStateDict) {
+  write_dataset(dir_ / "data", 128, 64);
+  manual_seed(5);
+  auto w = [](IntArrayRef shape) { return randn(shape) * 0.05; };
+  nn::StateDict sd{{"conv1.weight", w({32, 1, 3, 3})}, {"conv1.bias", w({32})}, {"conv2.weight", w({64, 32, 3, 3})},
+                   {"conv2.bias", w({64})},           {"fc1.weight", w({128, 9216})}, {"fc1.bias", w({128})},
+                   {"fc2.weight", w({10, 128})},      {"fc2.bias", w({10})}};
+  torch_io::save(ck("mnist_cnn.pt"), sd);
+  // A learning rate of 1e-12 leaves the weights where --init-from put them.
+  Result r = run("train --model pytorch --init-from " + ck("mnist_cnn.pt") + " --epochs 1 --lr 1e-12 --quiet " + data() +
+                 " --checkpoint " + ck("init.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("initialized pytorch from"), std::string::npos) << r.out;
+  auto saved = safetensors::load_file(ck("init.safetensors"));
+  for (const auto& [name, t] : sd) EXPECT_TRUE(allclose(saved.tensors["model." + name], t, 0, 1e-6)) << name;
+
+  r = run("train --model lenet --init-from " + ck("mnist_cnn.pt") + " --epochs 1 --quiet " + data());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("does not fit --model lenet"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("size mismatch for conv1.weight"), std::string::npos) << r.out;
+  r = run("train --init-from " + ck("mnist_cnn.pt") + " --resume " + ck("init.safetensors") + " " + data());
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = run("train --model pytorch --init-from " + ck("missing.pt") + " --epochs 1 --quiet " + data());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("cannot open"), std::string::npos) << r.out;
+
+  // The real thing, when PyTorch is installed: its example's Net saved in Python.
+  if (!nabla_test::python_has("torch")) {
+    EXPECT_FALSE(nabla_test::torch_required()) << "NABLA_REQUIRE_TORCH=1 but /usr/bin/python3 cannot import torch";
+    return;
+  }
+  std::ofstream(ck("net.py")) << "import sys, torch\nfrom torch import nn\nimport torch.nn.functional as F\n"
+                                 "class Net(nn.Module):\n"
+                                 "    def __init__(self):\n"
+                                 "        super().__init__()\n"
+                                 "        self.conv1 = nn.Conv2d(1, 32, 3, 1)\n"
+                                 "        self.conv2 = nn.Conv2d(32, 64, 3, 1)\n"
+                                 "        self.dropout1 = nn.Dropout(0.25)\n"
+                                 "        self.dropout2 = nn.Dropout(0.5)\n"
+                                 "        self.fc1 = nn.Linear(9216, 128)\n"
+                                 "        self.fc2 = nn.Linear(128, 10)\n"
+                                 "torch.manual_seed(1)\n"
+                                 "torch.save(Net().state_dict(), sys.argv[1])\n";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + ck("net.py") + " " + ck("py_cnn.pt")).c_str()), 0);
+  r = run("train --model pytorch --init-from " + ck("py_cnn.pt") + " --epochs 1 --quiet " + data() + " --checkpoint " +
+          ck("py.safetensors"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("initialized pytorch from"), std::string::npos) << r.out;
 }
