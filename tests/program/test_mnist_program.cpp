@@ -360,6 +360,7 @@ TEST_F(MnistProgram, CsvRowsFollowSuccessfulSaves) {
   r = run("train --model mlp --epochs 1 --quiet " + data() + " --checkpoint /dev/null/sub/c.safetensors");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("cannot create the folder '/dev/null/sub' for the checkpoint"), std::string::npos) << r.out;
+}
 
 // --init-from: a PyTorch state dict of PyTorch's examples/mnist Net (torch.save(model.state_dict()))
 // starts a run of --model pytorch; a state dict of another architecture is refused with the keys.
