@@ -100,13 +100,16 @@ NABLA_HOST_DEVICE inline T pow_(T a, T b) {
       return a || !b;
     } else {
       if (b < T(0)) return a == T(1) ? T(1) : (a == T(-1) ? (b % 2 ? T(-1) : T(1)) : T(0));
-      T r = 1;
+      // Multiply in the unsigned type of the same width: overflow wraps as in PyTorch instead of
+      // being undefined behaviour.
+      using U = std::make_unsigned_t<decltype(a * a)>;
+      U r = 1, base = static_cast<U>(a);
       while (b) {
-        if (b & 1) r = static_cast<T>(r * a);
-        a = static_cast<T>(a * a);
+        if (b & 1) r = static_cast<U>(r * base);
+        base = static_cast<U>(base * base);
         b = static_cast<T>(b >> 1);
       }
-      return r;
+      return static_cast<T>(r);
     }
   } else {
     return std::pow(a, b);
@@ -122,6 +125,9 @@ NABLA_HOST_DEVICE inline T remainder_(T a, T b) {
     return a;
   } else {
     if (b == 0) return T(0);
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1)) return T(0);  // INT_MIN % -1 is undefined in C++
+    }
     T r = static_cast<T>(a % b);
     return (r != 0 && ((r < 0) != (b < 0))) ? static_cast<T>(r + b) : r;
   }
@@ -143,6 +149,10 @@ NABLA_HOST_DEVICE inline T floor_divide_(T a, T b) {
     return a;
   } else {
     if (b == 0) return T(0);
+    if constexpr (std::is_signed_v<T>) {  // INT_MIN / -1 overflows: wrap as PyTorch does
+      using U = std::make_unsigned_t<decltype(a / b)>;
+      if (b == T(-1)) return static_cast<T>(U(0) - static_cast<U>(a));
+    }
     T q = static_cast<T>(a / b);
     return (a % b != 0 && ((a < 0) != (b < 0))) ? static_cast<T>(q - 1) : q;
   }
