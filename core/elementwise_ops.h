@@ -37,37 +37,37 @@
   X(cosh, (cosh(x)), x, (g * sinh(x)), promote)                                                           \
   X(tanh, (tanh(x)), y, (g * (1 - y * y)), promote)                                                       \
   X(erf, (erf(x)), x, (g * exp(-x * x) * 1.1283791670955126), promote)                                    \
-  X(sigmoid, (sigmoid_(x)), y, (g * y * (1 - y)), promote)                                                \
-  X(logsigmoid, (-softplus_(-x)), x, (g * sigmoid(-x)), reject)                                           \
+  X(sigmoid, (scalar::sigmoid(x)), y, (g * y * (1 - y)), promote)                                         \
+  X(logsigmoid, (-scalar::softplus(-x)), x, (g * sigmoid(-x)), reject)                                    \
   X(gelu, (T(0.5) * x * (T(1) + erf(x * T(0.7071067811865476)))), x,                                      \
     (g * ((erf(x * 0.7071067811865476) + 1) * 0.5 + x * exp(x * x * -0.5) * 0.3989422804014327)), reject) \
   X(gelu_tanh, (T(0.5) * x * (T(1) + tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)))), x,    \
     (gelu_tanh_grad(x, g)), reject)                                                                       \
-  X(silu, (x * sigmoid_(x)), x, (g * sigmoid(x) * (x * (1 - sigmoid(x)) + 1)), reject)                    \
-  X(mish, (x * tanh(softplus_(x))), x, (mish_grad(x, g)), reject)                                         \
+  X(silu, (x * scalar::sigmoid(x)), x, (g * sigmoid(x) * (x * (1 - sigmoid(x)) + 1)), reject)             \
+  X(mish, (x * tanh(scalar::softplus(x))), x, (mish_grad(x, g)), reject)                                  \
   X(reciprocal, (T(1) / x), y, (g * -(y * y)), promote)                                                   \
   X(selu, (x > T(0) ? T(1.0507009873554805) * x : T(1.7580993408473766) * expm1(x)), x,                   \
     (g * where(x <= 0, exp(x) * 1.7580993408473766, full_like(x, 1.0507009873554805))), reject)           \
-  X(hardsigmoid, (min_(max_(x + T(3), T(0)), T(6)) / T(6)), x,                                            \
+  X(hardsigmoid, (scalar::min(scalar::max(x + T(3), T(0)), T(6)) / T(6)), x,                              \
     (where(logical_and(x > -3, x < 3), g / 6, zeros_like(g))), reject)                                    \
-  X(hardswish, (x * min_(max_(x + T(3), T(0)), T(6)) / T(6)), x,                                          \
+  X(hardswish, (x * scalar::min(scalar::max(x + T(3), T(0)), T(6)) / T(6)), x,                            \
     (g * where(x < -3, zeros_like(x), where(x > 3, ones_like(x), x / 3 + 0.5))), reject)                  \
-  X(frac, (x - trunc_(x)), none, (g), reject)
+  X(frac, (x - scalar::trunc(x)), none, (g), reject)
 
 // Ops that keep the input's dtype. The last column says what a bool input does, as in PyTorch:
 // `reject` (an error), `keep` (sign: the result is the bool input) or `int64` (square: computed in
 // int64).
 // X(name, forward, saves, backward, bool input)
-#define NABLA_UNARY_SAME_OPS(X)                                                                     \
-  X(neg, (-x), none, (-g), reject)                                                                  \
-  X(abs, (abs_(x)), x, (g * sign(x)), reject)                                                       \
-  X(sign, (sign_(x)), none, (zeros_like(g)), keep)                                                  \
-  X(square, (x * x), x, (g * x * 2), int64)                                                         \
-  X(relu, (relu_(x)), y, (threshold_backward(g, y)), reject)                                        \
-  X(floor, (floor_(x)), none, (zeros_like(g)), reject)                                              \
-  X(ceil, (ceil_(x)), none, (zeros_like(g)), reject)                                                \
-  X(round, (round_(x)), none, (zeros_like(g)), reject)                                              \
-  X(trunc, (trunc_(x)), none, (zeros_like(g)), reject)
+#define NABLA_UNARY_SAME_OPS(X)                                                                            \
+  X(neg, (-x), none, (-g), reject)                                                                         \
+  X(abs, (scalar::abs(x)), x, (g * sign(x)), reject)                                                       \
+  X(sign, (scalar::sign(x)), none, (zeros_like(g)), keep)                                                  \
+  X(square, (x * x), x, (g * x * 2), int64)                                                                \
+  X(relu, (scalar::relu(x)), y, (threshold_backward(g, y)), reject)                                        \
+  X(floor, (scalar::floor(x)), none, (zeros_like(g)), reject)                                              \
+  X(ceil, (scalar::ceil(x)), none, (zeros_like(g)), reject)                                                \
+  X(round, (scalar::round(x)), none, (zeros_like(g)), reject)                                              \
+  X(trunc, (scalar::trunc(x)), none, (zeros_like(g)), reject)
 
 // Float ops with parameters p0, p1; integer inputs as in NABLA_UNARY_FLOAT_OPS (hardtanh's
 // front-end sends integer tensors to clamp, as PyTorch does).
@@ -75,15 +75,15 @@
 #define NABLA_UNARY_PARAM_OPS(X)                                                                    \
   X(leaky_relu, (x > T(0) ? x : x * T(p0)), x, (where(x > 0, g, g * p0)), reject)                   \
   X(elu, (x > T(0) ? x : T(p0) * expm1(x)), x, (where(x <= 0, g * p0 * exp(x), g)), reject)         \
-  X(softplus, (x * T(p0) > T(p1) ? x : softplus_(x * T(p0)) / T(p0)), x,                            \
+  X(softplus, (x * T(p0) > T(p1) ? x : scalar::softplus(x * T(p0)) / T(p0)), x,                     \
     (where(x * p0 > p1, g, g * sigmoid(x * p0))), reject)                                           \
-  X(hardtanh, (clamp_(x, T(p0), T(p1))), x, (where(logical_and(x > p0, x < p1), g, zeros_like(g))), reject)
+  X(hardtanh, (scalar::clamp(x, T(p0), T(p1))), x, (where(logical_and(x > p0, x < p1), g, zeros_like(g))), reject)
 
 // Bool-valued predicates (not differentiable).
-#define NABLA_UNARY_BOOL_OPS(X)                                                                     \
-  X(isnan, (isnan_(x)))                                                                             \
-  X(isinf, (isinf_(x)))                                                                             \
-  X(isfinite, (isfinite_(x)))                                                                       \
+#define NABLA_UNARY_BOOL_OPS(X)                                                                            \
+  X(isnan, (scalar::isnan(x)))                                                                             \
+  X(isinf, (scalar::isinf(x)))                                                                             \
+  X(isfinite, (scalar::isfinite(x)))                                                                       \
   X(logical_not, (!static_cast<bool>(x)))
 
 // Binary ops computed in the promoted dtype T with a result of the same dtype. The columns:
@@ -105,16 +105,16 @@
   X(sub, arith, (a - alpha * b), reject_operand, none, none, (g), (g * -alpha))                                      \
   X(mul, arith, (a * b), both, b, a, (g * b), (g * a))                                                               \
   X(div, to_float, (a / b), reject, b, ab, (g / b), (-g * a / (b * b)))                                              \
-  X(pow, arith, (pow_(a, b)), reject, ab, aby, (where(b == 0, zeros_like(g), g * b * pow(a, b - 1))),                \
+  X(pow, arith, (scalar::pow(a, b)), reject, ab, aby, (where(b == 0, zeros_like(g), g * b * pow(a, b - 1))),         \
     (g * where(logical_and(a == 0, b >= 0), zeros_like(y), y * log(a))))                                             \
-  X(maximum, arith, (max_(a, b)), either, ab, ab, (where(a == b, g * 0.5, where(a < b, zeros_like(g), g))),          \
+  X(maximum, arith, (scalar::max(a, b)), either, ab, ab, (where(a == b, g * 0.5, where(a < b, zeros_like(g), g))),   \
     (where(a == b, g * 0.5, where(a > b, zeros_like(g), g))))                                                        \
-  X(minimum, arith, (min_(a, b)), both, ab, ab, (where(a == b, g * 0.5, where(a > b, zeros_like(g), g))),            \
+  X(minimum, arith, (scalar::min(a, b)), both, ab, ab, (where(a == b, g * 0.5, where(a > b, zeros_like(g), g))),     \
     (where(a == b, g * 0.5, where(a < b, zeros_like(g), g))))                                                        \
   X(atan2, to_float, (atan2(a, b)), reject, ab, ab, (g * b / (a * a + b * b)), (-g * a / (a * a + b * b)))           \
   X(hypot, float_only, (hypot(a, b)), reject, ay, by, (g * a / y), (g * b / y))                                      \
-  X(remainder, intdiv, (remainder_(a, b)), reject, none, ab, (g), (-g * floor_divide(a, b)))                         \
-  X(floor_divide, intdiv, (floor_divide_(a, b)), reject, none, none, (zeros_like(g)), (zeros_like(g)))               \
+  X(remainder, intdiv, (scalar::remainder(a, b)), reject, none, ab, (g), (-g * floor_divide(a, b)))                  \
+  X(floor_divide, intdiv, (scalar::floor_divide(a, b)), reject, none, none, (zeros_like(g)), (zeros_like(g)))        \
   X(threshold_backward, arith, (b <= T(0) ? T(0) : a), reject, b, none, (threshold_backward(g, b)), (zeros_like(g)))
 
 // Binary ops with a bool result.

@@ -52,9 +52,9 @@ struct ReduceAlgebra {
     } else if constexpr (OP == ReduceOp::all) {
       return a && b;
     } else if constexpr (OP == ReduceOp::max) {
-      return scalar::max_(a, b);
+      return scalar::max(a, b);
     } else {
-      return scalar::min_(a, b);
+      return scalar::min(a, b);
     }
   }
 };

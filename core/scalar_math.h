@@ -1,5 +1,9 @@
 // Per-element math shared by the CPU and CUDA kernels. Kernels open `namespace nabla::scalar`
-// so the formulas in core/elementwise_ops.h resolve exp(x), floor(x), ... to these overloads.
+// so the formulas in core/elementwise_ops.h resolve exp(x), erf(x), ... to std's overloads for
+// every element type. The functions defined here give PyTorch's semantics where std's differ or do
+// not exist (relu, sign of NaN, integer pow and floor division, NaN-propagating min/max, ...); the
+// formulas call them qualified, `scalar::relu(x)`, so that a reader sees which is which. (A trailing
+// underscore is reserved for Tensor's in-place methods, `relu_()`.)
 #pragma once
 
 #include <cmath>
@@ -33,38 +37,38 @@ using std::tan;
 using std::tanh;
 
 template <class T>
-NABLA_HOST_DEVICE inline T abs_(T x) {
+NABLA_HOST_DEVICE inline T abs(T x) {
   if constexpr (std::is_unsigned_v<T> || std::is_same_v<T, bool>) return x;
   else return x < T(0) ? -x : x;
 }
 template <class T>
-NABLA_HOST_DEVICE inline T sign_(T x) {
+NABLA_HOST_DEVICE inline T sign(T x) {
   if constexpr (std::is_same_v<T, bool>) return x;
   else if constexpr (std::is_floating_point_v<T>) return T((T(0) < x) - (x < T(0)));  // sign(NaN) = 0, as PyTorch
   else return T((T(0) < x) - (x < T(0)));
 }
 template <class T>
-NABLA_HOST_DEVICE inline T floor_(T x) {
+NABLA_HOST_DEVICE inline T floor(T x) {
   if constexpr (std::is_integral_v<T>) return x;
   else return std::floor(x);
 }
 template <class T>
-NABLA_HOST_DEVICE inline T ceil_(T x) {
+NABLA_HOST_DEVICE inline T ceil(T x) {
   if constexpr (std::is_integral_v<T>) return x;
   else return std::ceil(x);
 }
 template <class T>
-NABLA_HOST_DEVICE inline T round_(T x) {  // half to even, as PyTorch
+NABLA_HOST_DEVICE inline T round(T x) {  // half to even, as PyTorch
   if constexpr (std::is_integral_v<T>) return x;
   else return std::nearbyint(x);
 }
 template <class T>
-NABLA_HOST_DEVICE inline T trunc_(T x) {
+NABLA_HOST_DEVICE inline T trunc(T x) {
   if constexpr (std::is_integral_v<T>) return x;
   else return std::trunc(x);
 }
 template <class T>
-NABLA_HOST_DEVICE inline T max_(T a, T b) {  // NaN-propagating, as torch.maximum
+NABLA_HOST_DEVICE inline T max(T a, T b) {  // NaN-propagating, as torch.maximum
   if constexpr (std::is_floating_point_v<T>) {
     if (a != a) return a;
     if (b != b) return b;
@@ -72,7 +76,7 @@ NABLA_HOST_DEVICE inline T max_(T a, T b) {  // NaN-propagating, as torch.maximu
   return a > b ? a : b;
 }
 template <class T>
-NABLA_HOST_DEVICE inline T min_(T a, T b) {
+NABLA_HOST_DEVICE inline T min(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     if (a != a) return a;
     if (b != b) return b;
@@ -80,21 +84,21 @@ NABLA_HOST_DEVICE inline T min_(T a, T b) {
   return a < b ? a : b;
 }
 template <class T>
-NABLA_HOST_DEVICE inline T relu_(T x) {
+NABLA_HOST_DEVICE inline T relu(T x) {
   if constexpr (std::is_floating_point_v<T>) return x != x ? x : (x > T(0) ? x : T(0));
   else return x > T(0) ? x : T(0);
 }
 template <class T>
-NABLA_HOST_DEVICE inline T sigmoid_(T x) {
+NABLA_HOST_DEVICE inline T sigmoid(T x) {
   return T(1) / (T(1) + std::exp(-x));
 }
 // log(1 + exp(x)) without overflow
 template <class T>
-NABLA_HOST_DEVICE inline T softplus_(T x) {
+NABLA_HOST_DEVICE inline T softplus(T x) {
   return (x > T(0) ? x : T(0)) + std::log1p(std::exp(-(x < T(0) ? -x : x)));
 }
 template <class T>
-NABLA_HOST_DEVICE inline T pow_(T a, T b) {
+NABLA_HOST_DEVICE inline T pow(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     if constexpr (std::is_same_v<T, bool>) {
       return a || !b;
@@ -117,7 +121,7 @@ NABLA_HOST_DEVICE inline T pow_(T a, T b) {
 }
 // Python-style modulo: the result has the sign of the divisor.
 template <class T>
-NABLA_HOST_DEVICE inline T remainder_(T a, T b) {
+NABLA_HOST_DEVICE inline T remainder(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     T r = std::fmod(a, b);
     return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;
@@ -136,7 +140,7 @@ NABLA_HOST_DEVICE inline T remainder_(T a, T b) {
 // where floor(a / b) would round the quotient first (1.0 // 0.1 is 9, not 10), inf // 1 is NaN and
 // -1 // inf is -1.
 template <class T>
-NABLA_HOST_DEVICE inline T floor_divide_(T a, T b) {
+NABLA_HOST_DEVICE inline T floor_divide(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     if (b == T(0)) return a / b;
     T mod = std::fmod(a, b);
@@ -158,23 +162,23 @@ NABLA_HOST_DEVICE inline T floor_divide_(T a, T b) {
   }
 }
 template <class T>
-NABLA_HOST_DEVICE inline bool isnan_(T x) {
+NABLA_HOST_DEVICE inline bool isnan(T x) {
   if constexpr (std::is_floating_point_v<T>) return x != x;
   else return false;
 }
 template <class T>
-NABLA_HOST_DEVICE inline bool isinf_(T x) {
+NABLA_HOST_DEVICE inline bool isinf(T x) {
   if constexpr (std::is_floating_point_v<T>) return x == std::numeric_limits<T>::infinity() || x == -std::numeric_limits<T>::infinity();
   else return false;
 }
 template <class T>
-NABLA_HOST_DEVICE inline bool isfinite_(T x) {
+NABLA_HOST_DEVICE inline bool isfinite(T x) {
   if constexpr (std::is_floating_point_v<T>) return x - x == x - x;
   else return true;
 }
 // min(max(x, lo), hi) as PyTorch: with lo > hi every element becomes hi. NaN stays NaN.
 template <class T>
-NABLA_HOST_DEVICE inline T clamp_(T x, T lo, T hi) {
+NABLA_HOST_DEVICE inline T clamp(T x, T lo, T hi) {
   if constexpr (std::is_floating_point_v<T>) {
     if (x != x) return x;
   }

@@ -38,7 +38,7 @@ NABLA_UNARY_BOOL_OPS(NABLA_PRED_FUNCTOR)
 template <class T>
 struct U_clamp {
   T lo, hi;
-  __device__ T operator()(T x) const { return clamp_(x, lo, hi); }
+  __device__ T operator()(T x) const { return scalar::clamp(x, lo, hi); }
 };
 
 // out = op(x): In and Out are the stored types, the op computes in opmath_t<In>.

@@ -67,9 +67,6 @@ void adam_update(Tensor& p, AdamParamState& s, const O& o, bool decoupled) {
 
 }  // namespace
 
-void AdamOptions::check() const { check_adam_options(*this, "Adam"); }
-void AdamWOptions::check() const { check_adam_options(*this, "AdamW"); }
-
 void Adam::step() {
   autograd::NoGradGuard ng;
   for (size_t gi = 0; gi < num_param_groups(); ++gi)

@@ -35,44 +35,44 @@ Tensor adam_effective_grad(Tensor& p, double lr, double weight_decay, bool maxim
 // m = beta1 m + (1 - beta1) g and v = beta2 v + (1 - beta2) g^2, creating them at zero.
 void adam_update_moments(const Tensor& p, const Tensor& g, Tensor& m, Tensor& v, double beta1, double beta2);
 
-struct AdamOptions {
+// lr, beta1, beta2, eps and weight_decay: the fields every Adam-like optimizer's options list first
+// (in state dicts and checkpoints), written once for all of them.
+template <class O, class F>
+void visit_adam_fields(O& o, F&& f) {
+  f("lr", o.lr);
+  f("beta1", o.betas.first);
+  f("beta2", o.betas.second);
+  f("eps", o.eps);
+  f("weight_decay", o.weight_decay);
+}
+
+// Adam's and AdamW's options: the same fields, with each one's PyTorch default weight decay (0 for
+// Adam, where it is an L2 penalty in the gradient; 1e-2 for AdamW, where it is decoupled).
+template <class Defaults>
+struct AdamFamilyOptions {
   double lr = 1e-3;
   std::pair<double, double> betas = {0.9, 0.999};
-  double eps = 1e-8, weight_decay = 0;
+  double eps = 1e-8, weight_decay = Defaults::weight_decay;
   bool amsgrad = false, maximize = false;
 
-  void check() const;
+  void check() const { check_adam_options(*this, Defaults::name); }
   template <class F>
   void visit(F&& f) {
-    f("lr", lr);
-    f("beta1", betas.first);
-    f("beta2", betas.second);
-    f("eps", eps);
-    f("weight_decay", weight_decay);
+    visit_adam_fields(*this, f);
     f("amsgrad", amsgrad);
     f("maximize", maximize);
   }
 };
-
-// The same fields as AdamOptions, with AdamW's default weight decay.
-struct AdamWOptions {
-  double lr = 1e-3;
-  std::pair<double, double> betas = {0.9, 0.999};
-  double eps = 1e-8, weight_decay = 1e-2;
-  bool amsgrad = false, maximize = false;
-
-  void check() const;
-  template <class F>
-  void visit(F&& f) {
-    f("lr", lr);
-    f("beta1", betas.first);
-    f("beta2", betas.second);
-    f("eps", eps);
-    f("weight_decay", weight_decay);
-    f("amsgrad", amsgrad);
-    f("maximize", maximize);
-  }
+struct AdamDefaults {
+  static constexpr const char* name = "Adam";
+  static constexpr double weight_decay = 0;
 };
+struct AdamWDefaults {
+  static constexpr const char* name = "AdamW";
+  static constexpr double weight_decay = 1e-2;
+};
+using AdamOptions = AdamFamilyOptions<AdamDefaults>;
+using AdamWOptions = AdamFamilyOptions<AdamWDefaults>;
 
 struct AdamParamState {
   int64_t step = 0;

@@ -32,11 +32,7 @@ struct AdamaxOptions {
   void check() const { check_adam_options(*this, "Adamax"); }
   template <class F>
   void visit(F&& f) {
-    f("lr", lr);
-    f("beta1", betas.first);
-    f("beta2", betas.second);
-    f("eps", eps);
-    f("weight_decay", weight_decay);
+    visit_adam_fields(*this, f);
     f("maximize", maximize);
   }
 };
@@ -71,11 +67,7 @@ struct NAdamOptions {
   void check() const;
   template <class F>
   void visit(F&& f) {
-    f("lr", lr);
-    f("beta1", betas.first);
-    f("beta2", betas.second);
-    f("eps", eps);
-    f("weight_decay", weight_decay);
+    visit_adam_fields(*this, f);
     f("momentum_decay", momentum_decay);
     f("decoupled_weight_decay", decoupled_weight_decay);
     f("maximize", maximize);
@@ -113,11 +105,7 @@ struct RAdamOptions {
   void check() const { check_adam_options(*this, "RAdam"); }
   template <class F>
   void visit(F&& f) {
-    f("lr", lr);
-    f("beta1", betas.first);
-    f("beta2", betas.second);
-    f("eps", eps);
-    f("weight_decay", weight_decay);
+    visit_adam_fields(*this, f);
     f("decoupled_weight_decay", decoupled_weight_decay);
     f("maximize", maximize);
   }

@@ -136,7 +136,7 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
           throw DTypeError("clamp: not supported for bool tensors");
         } else {
           const T lo = scalar::saturate<T>(p0), hi = scalar::saturate<T>(p1);
-          unary_loop<T, T>(L, [=](T v) { return clamp_(v, lo, hi); });
+          unary_loop<T, T>(L, [=](T v) { return scalar::clamp(v, lo, hi); });
         }
       });
   }

@@ -445,7 +445,7 @@ void softmax(const Tensor& x_in, int64_t dim, bool log, const Tensor& out) {
         if (st == 1) return softmax_line_f32(p, y, l.len, log);
       }
       T m = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < l.len; ++j) m = scalar::max_(m, p[j * st]);
+      for (int64_t j = 0; j < l.len; ++j) m = scalar::max(m, p[j * st]);
       if (m == -std::numeric_limits<T>::infinity()) m = 0;  // all -inf: avoid inf - inf
       double sum = 0;
       if (log) {
