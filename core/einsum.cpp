@@ -57,108 +57,134 @@ std::string strip_spaces(std::string_view s) {
   return out;
 }
 
-}  // namespace
-
-Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
-  const std::string eq = strip_spaces(equation);
-  check<ValueError>(!operands.empty(), "einsum: needs at least one operand");
-  for (const Tensor& t : operands) check<ValueError>(t.defined(), "einsum: an operand is undefined");
-  for (const Tensor& t : operands) {
-    check<DeviceError>(t.device() == operands[0].device(), "einsum: expected all operands on the same device, got ",
-                       operands[0].device(), " and ", t.device(), " (move one with .to(device))");
-    check<DTypeError>(t.dtype() == operands[0].dtype(), "einsum: expected all operands of the same dtype, got ",
-                      operands[0].dtype(), " and ", t.dtype(), " (convert one with .to(dtype))");
+// One einsum call, in named steps: parse the equation, size the labels, choose the output's
+// subscripts and the canonical layout, then fold the operands into the result one at a time.
+class Einsum {
+ public:
+  Einsum(std::string_view equation, const std::vector<Tensor>& operands)
+      : equation_(equation), eq_(strip_spaces(equation)), operands_(operands) {
+    check_operands();
+    parse_operand_terms();
+    size_labels();
+    choose_output();
+    choose_canonical_layout();
   }
-  // ---- parse ----
-  const size_t arrow = eq.find("->");
-  const std::string_view lhs = std::string_view(eq).substr(0, arrow);
-  std::vector<Term> terms;
-  for (size_t start = 0;;) {
-    size_t comma = lhs.find(',', start);
-    terms.push_back(parse_term(lhs.substr(start, comma == std::string_view::npos ? lhs.npos : comma - start), equation));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  check<ValueError>(terms.size() == operands.size(), "einsum: \"", equation, "\" has ", terms.size(),
-                    " operand subscripts but ", operands.size(), " operands were given");
 
-  // ---- sizes: every label one size (or 1, which broadcasts), the ellipsis dims broadcast ----
-  std::array<int64_t, kLabels> size;
-  size.fill(1);
-  std::array<int, kLabels> count{};  // appearances over all operands
-  std::array<int, kLabels> first{};  // order of first appearance
-  first.fill(kLabels);
-  int order = 0;
-  int64_t ell_rank = 0;
-  std::vector<int64_t> ell_dims(operands.size(), 0);
-  for (size_t k = 0; k < terms.size(); ++k) {
-    const Term& t = terms[k];
-    const Tensor& x = operands[k];
-    const bool has_ell = std::find(t.begin(), t.end(), kEllipsis) != t.end();
-    const int64_t nlabels = static_cast<int64_t>(t.size()) - (has_ell ? 1 : 0);
-    check<ShapeError>(has_ell ? x.dim() >= nlabels : x.dim() == nlabels, "einsum: operand ", k, " of shape ",
-                      x.sizes(), " has ", x.dim(), " dims but its subscripts in \"", equation, "\" name ", nlabels);
-    ell_dims[k] = x.dim() - nlabels;
-    ell_rank = std::max(ell_rank, ell_dims[k]);
-    int64_t d = 0;
-    for (int l : t) {
-      if (l == kEllipsis) {
-        d += ell_dims[k];
-        continue;
+  Tensor run() {
+    remaining_ = count_;
+    fold(0);
+    Tensor result = sum_unneeded(to_canonical(0), nullptr);
+    for (size_t k = 1; k < operands_.size(); ++k) {
+      Tensor b = to_canonical(k);
+      fold(k);
+      // Dims one side has and the other lacks, and that nothing later needs: summed first.
+      Tensor a = sum_unneeded(result, &b);
+      b = sum_unneeded(b, &a);
+      result = contract(a, b);
+    }
+    return to_output(result);
+  }
+
+ private:
+  void check_operands() const {
+    check<ValueError>(!operands_.empty(), "einsum: needs at least one operand");
+    for (const Tensor& t : operands_) check<ValueError>(t.defined(), "einsum: an operand is undefined");
+    for (const Tensor& t : operands_) {
+      check<DeviceError>(t.device() == operands_[0].device(), "einsum: expected all operands on the same device, got ",
+                         operands_[0].device(), " and ", t.device(), " (move one with .to(device))");
+      check<DTypeError>(t.dtype() == operands_[0].dtype(), "einsum: expected all operands of the same dtype, got ",
+                        operands_[0].dtype(), " and ", t.dtype(), " (convert one with .to(dtype))");
+    }
+  }
+
+  void parse_operand_terms() {
+    arrow_ = eq_.find("->");
+    const std::string_view lhs = std::string_view(eq_).substr(0, arrow_);
+    for (size_t start = 0;;) {
+      size_t comma = lhs.find(',', start);
+      terms_.push_back(
+          parse_term(lhs.substr(start, comma == std::string_view::npos ? lhs.npos : comma - start), equation_));
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    check<ValueError>(terms_.size() == operands_.size(), "einsum: \"", equation_, "\" has ", terms_.size(),
+                      " operand subscripts but ", operands_.size(), " operands were given");
+  }
+
+  // Every label one size (or 1, which broadcasts); the ellipsis dims broadcast.
+  void size_labels() {
+    size_.fill(1);
+    first_.fill(kLabels);
+    int order = 0;
+    ell_dims_.assign(operands_.size(), 0);
+    for (size_t k = 0; k < terms_.size(); ++k) {
+      const Term& t = terms_[k];
+      const Tensor& x = operands_[k];
+      const bool has_ell = std::find(t.begin(), t.end(), kEllipsis) != t.end();
+      const int64_t nlabels = static_cast<int64_t>(t.size()) - (has_ell ? 1 : 0);
+      check<ShapeError>(has_ell ? x.dim() >= nlabels : x.dim() == nlabels, "einsum: operand ", k, " of shape ",
+                        x.sizes(), " has ", x.dim(), " dims but its subscripts in \"", equation_, "\" name ", nlabels);
+      ell_dims_[k] = x.dim() - nlabels;
+      ell_rank_ = std::max(ell_rank_, ell_dims_[k]);
+      int64_t d = 0;
+      for (int l : t) {
+        if (l == kEllipsis) {
+          d += ell_dims_[k];
+          continue;
+        }
+        const int64_t s = x.sizes()[d++];
+        if (first_[l] == kLabels) first_[l] = order++;
+        ++count_[l];
+        check<ShapeError>(size_[l] == 1 || s == 1 || size_[l] == s, "einsum: subscript '", label_char(l), "' has size ",
+                          s, " in operand ", k, " (shape ", x.sizes(), ") but ", size_[l], " elsewhere");
+        if (s != 1) size_[l] = s;
       }
-      const int64_t s = x.sizes()[d++];
-      if (first[l] == kLabels) first[l] = order++;
-      ++count[l];
-      check<ShapeError>(size[l] == 1 || s == 1 || size[l] == s, "einsum: subscript '",
-                        label_char(l), "' has size ", s, " in operand ", k, " (shape ",
-                        x.sizes(), ") but ", size[l], " elsewhere");
-      if (s != 1) size[l] = s;
     }
   }
 
-  // ---- the output's subscripts ----
-  Term out;
-  if (arrow != std::string::npos) {
-    out = parse_term(std::string_view(eq).substr(arrow + 2), equation);
-    std::array<bool, kLabels> seen{};
-    for (int l : out) {
-      if (l == kEllipsis) continue;
-      check<ValueError>(count[l] > 0, "einsum: output subscript '", label_char(l),
-                        "' of \"", equation, "\" appears in no operand");
-      check<ValueError>(!seen[l], "einsum: output subscript '", label_char(l),
-                        "' appears twice in \"", equation, "\"");
-      seen[l] = true;
+  // The output's subscripts: given after "->", or implicit (the ellipsis dims, then the labels that
+  // appear once, in alphabetical order).
+  void choose_output() {
+    if (arrow_ != std::string::npos) {
+      out_ = parse_term(std::string_view(eq_).substr(arrow_ + 2), equation_);
+      std::array<bool, kLabels> seen{};
+      for (int l : out_) {
+        if (l == kEllipsis) continue;
+        check<ValueError>(count_[l] > 0, "einsum: output subscript '", label_char(l), "' of \"", equation_,
+                          "\" appears in no operand");
+        check<ValueError>(!seen[l], "einsum: output subscript '", label_char(l), "' appears twice in \"", equation_,
+                          "\"");
+        seen[l] = true;
+      }
+      check<ValueError>(ell_rank_ == 0 || std::find(out_.begin(), out_.end(), kEllipsis) != out_.end(), "einsum: \"",
+                        equation_, "\" has an ellipsis covering ", ell_rank_,
+                        " dims in its operands but none in its output; add '...' to the output");
+    } else {
+      if (ell_rank_ > 0) out_.push_back(kEllipsis);
+      for (int l = 0; l < kLabels; ++l)
+        if (count_[l] == 1) out_.push_back(l);
     }
-    check<ValueError>(ell_rank == 0 || std::find(out.begin(), out.end(), kEllipsis) != out.end(), "einsum: \"",
-                      equation, "\" has an ellipsis covering ", ell_rank,
-                      " dims in its operands but none in its output; add '...' to the output");
-  } else {
-    // Implicit output: the ellipsis dims, then the labels that appear once, in alphabetical order.
-    if (ell_rank > 0) out.push_back(kEllipsis);
+    for (int l : out_)
+      if (l != kEllipsis) in_output_[l] = true;
+  }
+
+  // Canonical layout: the ellipsis dims, then the labels by first appearance.
+  void choose_canonical_layout() {
     for (int l = 0; l < kLabels; ++l)
-      if (count[l] == 1) out.push_back(l);
+      if (count_[l] > 0) labels_.push_back(l);
+    std::sort(labels_.begin(), labels_.end(), [&](int a, int b) { return first_[a] < first_[b]; });
+    for (size_t i = 0; i < labels_.size(); ++i) canon_[labels_[i]] = ell_rank_ + static_cast<int64_t>(i);
+    rank_ = ell_rank_ + static_cast<int64_t>(labels_.size());
   }
-  std::array<bool, kLabels> in_output{};
-  for (int l : out)
-    if (l != kEllipsis) in_output[l] = true;
 
-  // ---- canonical layout: ellipsis dims, then labels by first appearance ----
-  std::vector<int> labels;  // canonical dim ell_rank + i holds labels[i]
-  for (int l = 0; l < kLabels; ++l)
-    if (count[l] > 0) labels.push_back(l);
-  std::sort(labels.begin(), labels.end(), [&](int a, int b) { return first[a] < first[b]; });
-  std::array<int64_t, kLabels> canon{};  // label -> canonical dim
-  for (size_t i = 0; i < labels.size(); ++i) canon[labels[i]] = ell_rank + static_cast<int64_t>(i);
-  const int64_t rank = ell_rank + static_cast<int64_t>(labels.size());
-
-  // remaining[l]: appearances of l in operands not yet folded into the running result.
-  std::array<int, kLabels> remaining = count;
-  auto to_canonical = [&](size_t k) {
-    Tensor x = operands[k];
+  // Operand k in the canonical layout: repeated labels taken as diagonals, dims permuted into
+  // canonical order, size-1 dims inserted for the labels it lacks.
+  Tensor to_canonical(size_t k) const {
+    Tensor x = operands_[k];
     // Dim labels of x: kEllipsis for ellipsis dims (right-aligned into the canonical ones).
     std::vector<int> dl;
-    for (int l : terms[k]) {
-      if (l == kEllipsis) dl.insert(dl.end(), ell_dims[k], kEllipsis);
+    for (int l : terms_[k]) {
+      if (l == kEllipsis) dl.insert(dl.end(), ell_dims_[k], kEllipsis);
       else dl.push_back(l);
     }
     // A label repeated in one operand: its diagonal (appended last by diagonal()).
@@ -166,9 +192,8 @@ Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
       if (dl[i] == kEllipsis) continue;
       for (size_t j = i + 1; j < dl.size(); ++j) {
         if (dl[j] != dl[i]) continue;
-        check<ShapeError>(x.sizes()[i] == x.sizes()[j], "einsum: subscript '",
-                          label_char(dl[i]), "' repeated in operand ", k,
-                          " needs equal sizes, got shape ", x.sizes());
+        check<ShapeError>(x.sizes()[i] == x.sizes()[j], "einsum: subscript '", label_char(dl[i]),
+                          "' repeated in operand ", k, " needs equal sizes, got shape ", x.sizes());
         int l = dl[i];
         x = x.diagonal(0, static_cast<int64_t>(i), static_cast<int64_t>(j));
         dl.erase(dl.begin() + static_cast<std::ptrdiff_t>(j));
@@ -178,61 +203,56 @@ Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
         break;
       }
     }
-    // Permute into canonical order and insert size-1 dims for what x lacks.
-    const int64_t ell_offset = ell_rank - ell_dims[k];
+    const int64_t ell_offset = ell_rank_ - ell_dims_[k];
     int64_t e = 0;
     std::vector<int64_t> where(dl.size());  // canonical position of each dim of x
-    Shape shape(rank, 1);
+    Shape shape(rank_, 1);
     for (size_t i = 0; i < dl.size(); ++i) {
-      where[i] = dl[i] == kEllipsis ? ell_offset + e++ : canon[dl[i]];
+      where[i] = dl[i] == kEllipsis ? ell_offset + e++ : canon_[dl[i]];
       shape[where[i]] = x.sizes()[i];
     }
     std::vector<int64_t> perm(dl.size());
     std::iota(perm.begin(), perm.end(), int64_t{0});
     std::sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return where[a] < where[b]; });
     return x.permute(perm).reshape(shape);
-  };
+  }
 
-  auto needed = [&](int64_t d) {  // by the output or an operand not yet folded in
-    return d < ell_rank || in_output[labels[d - ell_rank]] || remaining[labels[d - ell_rank]] > 0;
-  };
+  // Operand k is folded into the running result: its labels are no longer pending.
+  void fold(size_t k) {
+    for (int l : terms_[k])
+      if (l != kEllipsis) --remaining_[l];
+  }
+
+  // Whether canonical dim d is needed by the output or by an operand not yet folded in.
+  bool needed(int64_t d) const {
+    return d < ell_rank_ || in_output_[labels_[d - ell_rank_]] || remaining_[labels_[d - ell_rank_]] > 0;
+  }
+
   // Sums the dims of x that nothing later needs and `other` lacks (size 1 there), keeping them as
   // size-1 dims. Without `other`, every dim nothing later needs.
-  auto sum_unneeded = [&](const Tensor& x, const Tensor* other) {
+  Tensor sum_unneeded(const Tensor& x, const Tensor* other) const {
     std::vector<int64_t> dims;
-    for (int64_t d = ell_rank; d < rank; ++d)
+    for (int64_t d = ell_rank_; d < rank_; ++d)
       if (!needed(d) && x.sizes()[d] != 1 && (!other || other->sizes()[d] == 1)) dims.push_back(d);
     return dims.empty() ? x : x.sum(dims, /*keepdim=*/true);
-  };
-  auto fold = [&](size_t k) {
-    for (int l : terms[k])
-      if (l != kEllipsis) --remaining[l];
-  };
+  }
 
-  fold(0);
-  Tensor result = sum_unneeded(to_canonical(0), nullptr);
-  for (size_t k = 1; k < operands.size(); ++k) {
-    Tensor b = to_canonical(k);
-    fold(k);
-    // Dims one side has and the other lacks, and that nothing later needs: summed first.
-    Tensor a = sum_unneeded(result, &b);
-    b = sum_unneeded(b, &a);
-    // Classify the canonical dims for one batched matrix product a[batch, m, k] @ b[batch, k, n].
-    std::vector<int64_t> batch, m, n, contract;
-    for (int64_t d = 0; d < rank; ++d) {
+  // a and b (canonical layout) contracted over the dims both have and nothing later needs: one
+  // batched matrix product a[batch, m, k] @ b[batch, k, n], or a broadcast product when no dim is
+  // summed. The result is in the canonical layout, with size 1 where a dim was contracted.
+  Tensor contract(const Tensor& a, const Tensor& b) const {
+    std::vector<int64_t> batch, m, n, summed;
+    for (int64_t d = 0; d < rank_; ++d) {
       const int64_t sa = a.sizes()[d], sb = b.sizes()[d];
       check<ShapeError>(sa == 1 || sb == 1 || sa == sb, "einsum: the dims the ellipsis covers cannot be broadcast: ",
-                        sa, " against ", sb, " in \"", equation, "\"");
-      if (!needed(d) && sa != 1 && sb != 1) contract.push_back(d);
+                        sa, " against ", sb, " in \"", equation_, "\"");
+      if (!needed(d) && sa != 1 && sb != 1) summed.push_back(d);
       else if (sa != 1 && sb != 1) batch.push_back(d);
       else if (sa != 1) m.push_back(d);
       else if (sb != 1) n.push_back(d);
       else batch.push_back(d);  // size 1 on both sides
     }
-    if (contract.empty()) {  // nothing to sum over: a broadcast product (outer or elementwise)
-      result = a * b;
-      continue;
-    }
+    if (summed.empty()) return a * b;  // an outer or elementwise product
     auto prod = [](const Tensor& t, const std::vector<int64_t>& dims) {
       int64_t p = 1;
       for (int64_t d : dims) p *= t.sizes()[d];
@@ -243,39 +263,64 @@ Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
       for (const auto* p : parts) v.insert(v.end(), p->begin(), p->end());
       return v;
     };
-    const int64_t nb = prod(a, batch), nm = prod(a, m), nk = prod(a, contract), nn = prod(b, n);
-    Tensor a3 = a.permute(cat_dims({&batch, &m, &n, &contract})).reshape({nb, nm, nk});
-    Tensor b3 = b.permute(cat_dims({&batch, &contract, &m, &n})).reshape({nb, nk, nn});
+    const int64_t nb = prod(a, batch), nm = prod(a, m), nk = prod(a, summed), nn = prod(b, n);
+    Tensor a3 = a.permute(cat_dims({&batch, &m, &n, &summed})).reshape({nb, nm, nk});
+    Tensor b3 = b.permute(cat_dims({&batch, &summed, &m, &n})).reshape({nb, nk, nn});
     Tensor r = bmm(a3, b3);
     // Back to the canonical layout: batch, m, n sizes, and size 1 where contracted.
     Shape rshape;
     for (int64_t d : batch) rshape.push_back(a.sizes()[d]);
     for (int64_t d : m) rshape.push_back(a.sizes()[d]);
     for (int64_t d : n) rshape.push_back(b.sizes()[d]);
-    for (size_t i = 0; i < contract.size(); ++i) rshape.push_back(1);
-    const std::vector<int64_t> order_now = cat_dims({&batch, &m, &n, &contract});
-    std::vector<int64_t> inverse(static_cast<size_t>(rank));
+    for (size_t i = 0; i < summed.size(); ++i) rshape.push_back(1);
+    const std::vector<int64_t> order_now = cat_dims({&batch, &m, &n, &summed});
+    std::vector<int64_t> inverse(static_cast<size_t>(rank_));
     for (size_t i = 0; i < order_now.size(); ++i) inverse[static_cast<size_t>(order_now[i])] = static_cast<int64_t>(i);
-    result = r.reshape(rshape).permute(inverse);
+    return r.reshape(rshape).permute(inverse);
   }
 
-  // ---- to the output's order: drop the (size-1) dims of summed labels ----
-  std::vector<int64_t> perm;
-  Shape out_shape;
-  for (int l : out) {
-    if (l == kEllipsis) {
-      for (int64_t d = 0; d < ell_rank; ++d) {
-        perm.push_back(d);
-        out_shape.push_back(result.sizes()[d]);
+  // The result in the output's order, without the (size-1 by now) dims of the summed labels.
+  Tensor to_output(const Tensor& result) const {
+    std::vector<int64_t> perm;
+    Shape out_shape;
+    for (int l : out_) {
+      if (l == kEllipsis) {
+        for (int64_t d = 0; d < ell_rank_; ++d) {
+          perm.push_back(d);
+          out_shape.push_back(result.sizes()[d]);
+        }
+      } else {
+        perm.push_back(canon_[l]);
+        out_shape.push_back(result.sizes()[canon_[l]]);
       }
-    } else {
-      perm.push_back(canon[l]);
-      out_shape.push_back(result.sizes()[canon[l]]);
     }
+    for (int64_t d = 0; d < rank_; ++d)
+      if (std::find(perm.begin(), perm.end(), d) == perm.end()) perm.push_back(d);
+    return result.permute(perm).reshape(out_shape);
   }
-  for (int64_t d = 0; d < rank; ++d)
-    if (std::find(perm.begin(), perm.end(), d) == perm.end()) perm.push_back(d);  // size 1 by now
-  return result.permute(perm).reshape(out_shape);
+
+  std::string_view equation_;  // as given, for messages
+  std::string eq_;             // without spaces
+  const std::vector<Tensor>& operands_;
+  size_t arrow_ = std::string::npos;
+  std::vector<Term> terms_;              // each operand's subscripts
+  Term out_;                             // the output's subscripts
+  std::array<int64_t, kLabels> size_{};  // each label's size
+  std::array<int, kLabels> count_{};     // appearances over all operands
+  std::array<int, kLabels> first_{};     // order of first appearance
+  std::array<int, kLabels> remaining_{};  // appearances in operands not yet folded in
+  std::array<bool, kLabels> in_output_{};
+  std::vector<int64_t> ell_dims_;         // ellipsis dims of each operand
+  int64_t ell_rank_ = 0;                  // the most ellipsis dims of any operand
+  std::vector<int> labels_;               // canonical dim ell_rank_ + i holds labels_[i]
+  std::array<int64_t, kLabels> canon_{};  // label -> canonical dim
+  int64_t rank_ = 0;                      // canonical rank
+};
+
+}  // namespace
+
+Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
+  return Einsum(equation, operands).run();
 }
 
 }  // namespace nabla

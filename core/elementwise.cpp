@@ -299,9 +299,9 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
     y = unary_kernel(UnaryOp::clamp, xin, UnaryKind::same, p0, p1);
   }
   if (autograd::needs_grad(xin)) {
-    autograd::record("ClampBackward", {&xin}, {&y}, [sx = save(xin), p0, p1](Node& n, GradList& g) {
+    autograd::record("ClampBackward", {&xin}, {&y}, [sx = save(xin), p0, p1](Node& n, GradList& grads) {
       Tensor x = sx.unpack(n);
-      return GradList{where(logical_and(x >= p0, x <= p1), g[0], zeros_like(g[0]))};
+      return GradList{where(logical_and(x >= p0, x <= p1), grads[0], zeros_like(grads[0]))};
     });
   }
   return y;
@@ -482,9 +482,9 @@ Tensor pow(const Tensor& a, Scalar e) {
   Tensor y = binary_kernel(BinaryOp::pow, ac, detail::wrap_scalar(e, dt), 1, dt);
   if (autograd::needs_grad(ac)) {
     double ev = e.to_double();
-    autograd::record("PowBackward", {&ac}, {&y}, [sx = save(ac), ev](Node& n, GradList& g) {
-      if (ev == 0) return GradList{zeros_like(g[0])};
-      return GradList{g[0] * ev * pow(sx.unpack(n), ev - 1)};
+    autograd::record("PowBackward", {&ac}, {&y}, [sx = save(ac), ev](Node& n, GradList& grads) {
+      if (ev == 0) return GradList{zeros_like(grads[0])};
+      return GradList{grads[0] * ev * pow(sx.unpack(n), ev - 1)};
     });
   }
   return y;
@@ -560,11 +560,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (autograd::needs_grad(a, b)) {
     autograd::record("WhereBackward", {&a, &b}, {&out},
                      [c = save(cond), sa = a.sizes(), da = a.dtype(), sb = b.sizes(), db = b.dtype()](Node& n,
-                                                                                                     GradList& g) {
-                       Tensor cv = c.unpack(n), zero = zeros_like(g[0]);
+                                                                                                     GradList& grads) {
+                       Tensor cv = c.unpack(n), zero = zeros_like(grads[0]);
                        GradList r(2);
-                       if (n.needs_input_grad(0)) r[0] = grad_for(where(cv, g[0], zero), sa, da);
-                       if (n.needs_input_grad(1)) r[1] = grad_for(where(cv, zero, g[0]), sb, db);
+                       if (n.needs_input_grad(0)) r[0] = grad_for(where(cv, grads[0], zero), sa, da);
+                       if (n.needs_input_grad(1)) r[1] = grad_for(where(cv, zero, grads[0]), sb, db);
                        return r;
                      });
   }

@@ -222,7 +222,7 @@ Edge gradient_edge(const Tensor& t);
 void connect(Node* node, std::initializer_list<const Tensor*> inputs, std::initializer_list<Tensor*> outputs);
 void connect(Node* node, const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
 
-// Records a FunctionNode: record("MulBackward", {&a, &b}, {&out}, [..](Node& n, GradList& g) {...});
+// Records a FunctionNode: record("MulBackward", {&a, &b}, {&out}, [..](Node& n, GradList& grads) {...});
 template <class F>
 void record(const char* name, std::initializer_list<const Tensor*> inputs, std::initializer_list<Tensor*> outputs,
             F&& fn) {

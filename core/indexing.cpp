@@ -74,15 +74,15 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       dtypes.push_back(t.dtype());
     }
     std::vector<Tensor> outs{out};
-    autograd::record("CatBackward", tensors, outs, [shapes, dtypes, offsets, d](Node& n, GradList& g) {
+    autograd::record("CatBackward", tensors, outs, [shapes, dtypes, offsets, d](Node& n, GradList& grads) {
       GradList r(shapes.size());
       for (size_t i = 0; i < shapes.size(); ++i) {
         if (!n.needs_input_grad(i)) continue;
-        if (shapes[i].size() == 1 && shapes[i][0] == 0 && g[0].dim() != 1) {
-          r[i] = zeros(shapes[i], dtype(dtypes[i]).device(g[0].device()));
+        if (shapes[i].size() == 1 && shapes[i][0] == 0 && grads[0].dim() != 1) {
+          r[i] = zeros(shapes[i], dtype(dtypes[i]).device(grads[0].device()));
           continue;
         }
-        Tensor gi = g[0].narrow(d, offsets[i], shapes[i][d]);
+        Tensor gi = grads[0].narrow(d, offsets[i], shapes[i][d]);
         r[i] = gi.dtype() == dtypes[i] ? gi : gi.to(dtypes[i]);
       }
       return r;
@@ -200,8 +200,8 @@ Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value) {
   for (auto [d, left] : pads) offset += left * out.strides()[d];
   backend_for(out.device()).copy(src, detail::make_view(out, sizes, out.strides(), offset), false);
   if (autograd::needs_grad(src))
-    autograd::record("PadBackward", {&src}, {&out}, [pads, sizes](Node&, GradList& g) {
-      Tensor r = g[0];
+    autograd::record("PadBackward", {&src}, {&out}, [pads, sizes](Node&, GradList& grads) {
+      Tensor r = grads[0];
       for (auto [d, left] : pads) r = r.narrow(d, left, sizes[d]);
       return GradList{r};
     });
@@ -221,9 +221,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index_in) {
   Tensor out = detail::make_empty(s, x.dtype(), x.device());
   backend_for(x.device()).index_select(x, d, idx, out);
   if (autograd::needs_grad(x))
-    autograd::record("IndexSelectBackward", {&x}, {&out}, [idx, d, xs = x.sizes()](Node&, GradList& g) {
-      Tensor z = zeros(xs, dtype(g[0].dtype()).device(g[0].device()));
-      return GradList{index_add(z, d, idx, g[0])};
+    autograd::record("IndexSelectBackward", {&x}, {&out}, [idx, d, xs = x.sizes()](Node&, GradList& grads) {
+      Tensor z = zeros(xs, dtype(grads[0].dtype()).device(grads[0].device()));
+      return GradList{index_add(z, d, idx, grads[0])};
     });
   return out;
 }
@@ -243,10 +243,10 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index_in, const Ten
   be.copy(x, out, false);
   be.index_add(out, d, index.reshape({-1}), src);
   if (autograd::needs_grad(x, src))
-    autograd::record("IndexAddBackward", {&x, &src}, {&out}, [index, d](Node& n, GradList& g) {
+    autograd::record("IndexAddBackward", {&x, &src}, {&out}, [index, d](Node& n, GradList& grads) {
       GradList r(2);
-      if (n.needs_input_grad(0)) r[0] = g[0];
-      if (n.needs_input_grad(1)) r[1] = g[0].dim() == 0 ? g[0].expand({index.numel()}) : g[0].index_select(d, index.reshape({-1}));
+      if (n.needs_input_grad(0)) r[0] = grads[0];
+      if (n.needs_input_grad(1)) r[1] = grads[0].dim() == 0 ? grads[0].expand({index.numel()}) : grads[0].index_select(d, index.reshape({-1}));
       return r;
     });
   return out;
@@ -291,8 +291,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index_in) {
   Tensor out = detail::make_empty(index.sizes(), x.dtype(), x.device());
   backend_for(x.device()).gather(x, d, index, out);
   if (autograd::needs_grad(x))
-    autograd::record("GatherBackward", {&x}, {&out}, [index, d, xs = x.sizes()](Node&, GradList& g) {
-      return GradList{zeros(xs, dtype(g[0].dtype()).device(g[0].device())).scatter_add(d, index, g[0])};
+    autograd::record("GatherBackward", {&x}, {&out}, [index, d, xs = x.sizes()](Node&, GradList& grads) {
+      return GradList{zeros(xs, dtype(grads[0].dtype()).device(grads[0].device())).scatter_add(d, index, grads[0])};
     });
   return out;
 }
@@ -321,11 +321,11 @@ Tensor scatter_impl(const Tensor& x, int64_t dim, const Tensor& index_in, const 
   be.scatter(out, d, index, src, accumulate);
   if (autograd::needs_grad(x, src))
     autograd::record(accumulate ? "ScatterAddBackward" : "ScatterBackward", {&x, &src}, {&out},
-                     [index, d, accumulate](Node& n, GradList& g) {
+                     [index, d, accumulate](Node& n, GradList& grads) {
                        GradList r(2);
                        if (n.needs_input_grad(0))
-                         r[0] = accumulate ? g[0] : g[0].scatter(d, index, 0);  // overwritten places get none
-                       if (n.needs_input_grad(1)) r[1] = g[0].gather(d, index);
+                         r[0] = accumulate ? grads[0] : grads[0].scatter(d, index, 0);  // overwritten places get none
+                       if (n.needs_input_grad(1)) r[1] = grads[0].gather(d, index);
                        return r;
                      });
   return out;
@@ -434,8 +434,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices_in, std::optional<i
   Tensor out = rows.view(s);
   if (autograd::needs_grad(weight)) {
     int64_t pad = padding_idx ? (*padding_idx < 0 ? *padding_idx + n : *padding_idx) : -1;
-    autograd::record("EmbeddingBackward", {&weight}, {&out}, [flat, pad, ws = weight.sizes()](Node&, GradList& g) {
-      Tensor g2 = g[0].reshape({flat.numel(), ws[1]});
+    autograd::record("EmbeddingBackward", {&weight}, {&out}, [flat, pad, ws = weight.sizes()](Node&, GradList& grads) {
+      Tensor g2 = grads[0].reshape({flat.numel(), ws[1]});
       if (pad >= 0) g2 = g2 * ne(flat, pad).unsqueeze(1).to(g2.dtype());  // the padding row learns nothing
       return GradList{index_add(zeros(ws, dtype(g2.dtype()).device(g2.device())), 0, flat, g2)};
     });

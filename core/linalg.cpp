@@ -33,10 +33,10 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   Tensor out = detail::make_empty({a.sizes()[0], b.sizes()[1]}, a.dtype(), a.device());
   backend_for(a.device()).matmul(as3d(a), as3d(b), as3d(out), 1.0, 0.0);
   if (autograd::needs_grad(a, b))
-    autograd::record("MmBackward", {&a, &b}, {&out}, [sa = save(a), sb = save(b)](Node& n, GradList& g) {
+    autograd::record("MmBackward", {&a, &b}, {&out}, [sa = save(a), sb = save(b)](Node& n, GradList& grads) {
       GradList r(2);
-      if (n.needs_input_grad(0)) r[0] = mm(g[0], sb.unpack(n).t());
-      if (n.needs_input_grad(1)) r[1] = mm(sa.unpack(n).t(), g[0]);
+      if (n.needs_input_grad(0)) r[0] = mm(grads[0], sb.unpack(n).t());
+      if (n.needs_input_grad(1)) r[1] = mm(sa.unpack(n).t(), grads[0]);
       return r;
     });
   return out;
@@ -51,10 +51,10 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   Tensor out = detail::make_empty({a.sizes()[0], a.sizes()[1], b.sizes()[2]}, a.dtype(), a.device());
   backend_for(a.device()).matmul(a, b, out, 1.0, 0.0);
   if (autograd::needs_grad(a, b))
-    autograd::record("BmmBackward", {&a, &b}, {&out}, [sa = save(a), sb = save(b)](Node& n, GradList& g) {
+    autograd::record("BmmBackward", {&a, &b}, {&out}, [sa = save(a), sb = save(b)](Node& n, GradList& grads) {
       GradList r(2);
-      if (n.needs_input_grad(0)) r[0] = bmm(g[0], sb.unpack(n).mT());
-      if (n.needs_input_grad(1)) r[1] = bmm(sa.unpack(n).mT(), g[0]);
+      if (n.needs_input_grad(0)) r[0] = bmm(grads[0], sb.unpack(n).mT());
+      if (n.needs_input_grad(1)) r[1] = bmm(sa.unpack(n).mT(), grads[0]);
       return r;
     });
   return out;
@@ -166,11 +166,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor result = out;
   if (autograd::needs_grad(x2, weight, bias)) {
     autograd::record("LinearBackward", {&x2, &weight, &bias}, {&result},
-                     [sx = save(x2), sw = save(weight)](Node& n, GradList& g) {
+                     [sx = save(x2), sw = save(weight)](Node& n, GradList& grads) {
                        GradList r(3);
-                       if (n.needs_input_grad(0)) r[0] = mm(g[0], sw.unpack(n));
-                       if (n.needs_input_grad(1)) r[1] = mm(g[0].t(), sx.unpack(n));
-                       if (n.needs_input_grad(2)) r[2] = g[0].sum(0);
+                       if (n.needs_input_grad(0)) r[0] = mm(grads[0], sw.unpack(n));
+                       if (n.needs_input_grad(1)) r[1] = mm(grads[0].t(), sx.unpack(n));
+                       if (n.needs_input_grad(2)) r[2] = grads[0].sum(0);
                        return r;
                      });
   }

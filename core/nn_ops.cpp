@@ -80,12 +80,12 @@ Tensor input_grad_core(const Tensor& gy, const Tensor& w, const Shape& x_shape, 
   backend_for(gy.device()).conv_input_grad(gy, w, p, gx);
   if (autograd::needs_grad(gy, w))
     autograd::record(p.ndim == 3 ? "Conv3dInputGradBackward" : "Conv2dInputGradBackward", {&gy, &w}, {&gx},
-                     [sg = save(gy), sw = save(w), p](Node& n, GradList& g) {
+                     [sg = save(gy), sw = save(w), p](Node& n, GradList& grads) {
                        // gx = T(gy, w) is linear in both: d/dgy = conv(g, w), d/dw = weight_grad(g, gy).
                        GradList r(2);
                        Tensor wv = sw.unpack(n);
-                       if (n.needs_input_grad(0)) r[0] = conv_core(g[0], wv, Tensor(), p);
-                       if (n.needs_input_grad(1)) r[1] = conv_weight_grad(g[0], sg.unpack(n), spatial(wv), p);
+                       if (n.needs_input_grad(0)) r[0] = conv_core(grads[0], wv, Tensor(), p);
+                       if (n.needs_input_grad(1)) r[1] = conv_weight_grad(grads[0], sg.unpack(n), spatial(wv), p);
                        return r;
                      });
   return gx;
@@ -96,12 +96,12 @@ Tensor weight_grad_core(const Tensor& x, const Tensor& gy, const Shape& w_shape,
   backend_for(gy.device()).conv_weight_grad(x, gy, p, gw);
   if (autograd::needs_grad(x, gy))
     autograd::record(p.ndim == 3 ? "Conv3dWeightGradBackward" : "Conv2dWeightGradBackward", {&x, &gy}, {&gw},
-                     [sx = save(x), sg = save(gy), p](Node& n, GradList& g) {
+                     [sx = save(x), sg = save(gy), p](Node& n, GradList& grads) {
                        // gw = W(x, gy): d/dx = input_grad(gy, g), d/dgy = conv(x, g).
                        GradList r(2);
                        Tensor xv = sx.unpack(n);
-                       if (n.needs_input_grad(0)) r[0] = input_grad_core(sg.unpack(n), g[0], xv.sizes(), p);
-                       if (n.needs_input_grad(1)) r[1] = conv_core(xv, g[0], Tensor(), p);
+                       if (n.needs_input_grad(0)) r[0] = input_grad_core(sg.unpack(n), grads[0], xv.sizes(), p);
+                       if (n.needs_input_grad(1)) r[1] = conv_core(xv, grads[0], Tensor(), p);
                        return r;
                      });
   return gw;
@@ -126,18 +126,18 @@ Tensor conv_core(const Tensor& x, const Tensor& w, const Tensor& b, const ConvPa
   backend_for(x.device()).conv(x, w, b, p, out);
   if (autograd::needs_grad(x, w, b))
     autograd::record(p.ndim == 3 ? "Conv3dBackward" : "Conv2dBackward", {&x, &w, &b}, {&out},
-                     [sx = save(x), sw = save(w), p](Node& n, GradList& g) {
+                     [sx = save(x), sw = save(w), p](Node& n, GradList& grads) {
                        GradList r(3);
                        Tensor xv = sx.unpack(n), wv = sw.unpack(n);
                        // Both gradient kernels want gy contiguous (e.g. the expanded gradient of a sum):
                        // copy it once.
-                       Tensor gy = n.needs_input_grad(0) && n.needs_input_grad(1) ? g[0].contiguous() : g[0];
+                       Tensor gy = n.needs_input_grad(0) && n.needs_input_grad(1) ? grads[0].contiguous() : grads[0];
                        if (n.needs_input_grad(0)) r[0] = input_grad_core(gy, wv, xv.sizes(), p);
                        if (n.needs_input_grad(1)) r[1] = weight_grad_core(xv, gy, wv.sizes(), p);
                        if (n.needs_input_grad(2)) {
                          Shape dims{0};
                          for (int64_t i = 0; i < p.ndim; ++i) dims.push_back(2 + i);
-                         r[2] = g[0].sum(dims);
+                         r[2] = grads[0].sum(dims);
                        }
                        return r;
                      });
@@ -269,10 +269,10 @@ Tensor max_pool_backward(const Tensor& g, const Tensor& indices, const Shape& x_
   Tensor gx = detail::make_empty(x_shape, g.dtype(), g.device());
   backend_for(g.device()).max_pool2d_backward(g, indices, gx);
   if (autograd::needs_grad(g))
-    autograd::record("MaxPool2dBackwardBackward", {&g}, {&gx}, [indices](Node&, GradList& gg) {
+    autograd::record("MaxPool2dBackwardBackward", {&g}, {&gx}, [indices](Node&, GradList& grads) {
       // gx scatters g to the argmax positions; its adjoint gathers them back.
-      int64_t nd = gg[0].dim();
-      Tensor flat = gg[0].flatten(nd - 2);
+      int64_t nd = grads[0].dim();
+      Tensor flat = grads[0].flatten(nd - 2);
       Tensor idx = indices.flatten(nd - 2);
       return GradList{flat.gather(nd - 2, idx).view(indices.sizes())};
     });
@@ -283,10 +283,10 @@ Tensor avg_pool_backward(const Tensor& g, const Pool2dParams& p, const Shape& x_
   Tensor gx = detail::make_empty(x_shape, g.dtype(), g.device());
   backend_for(g.device()).avg_pool2d_backward(g, p, gx);
   if (autograd::needs_grad(g))
-    autograd::record("AvgPool2dBackwardBackward", {&g}, {&gx}, [p](Node&, GradList& gg) {
+    autograd::record("AvgPool2dBackwardBackward", {&g}, {&gx}, [p](Node&, GradList& grads) {
       // avg_pool2d is linear, and this backward is its adjoint: the adjoint of that is avg_pool2d.
       Pool2dParams q = p;
-      return GradList{avg_pool2d(gg[0], {q.kernel[0], q.kernel[1]}, {q.stride[0], q.stride[1]},
+      return GradList{avg_pool2d(grads[0], {q.kernel[0], q.kernel[1]}, {q.stride[0], q.stride[1]},
                                  {q.padding[0], q.padding[1]}, q.ceil_mode, q.count_include_pad)};
     });
   return gx;
@@ -302,8 +302,8 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntArrayRef 
   Tensor idx = detail::make_empty(s, DType::i64, x.device());
   backend_for(x.device()).max_pool2d(x, p, out, idx);
   if (autograd::needs_grad(x))
-    autograd::record("MaxPool2dBackward", {&x}, {&out}, [idx, xs = x.sizes()](Node&, GradList& g) {
-      return GradList{max_pool_backward(g[0], idx, xs)};
+    autograd::record("MaxPool2dBackward", {&x}, {&out}, [idx, xs = x.sizes()](Node&, GradList& grads) {
+      return GradList{max_pool_backward(grads[0], idx, xs)};
     });
   return {out, idx};
 }
@@ -321,8 +321,8 @@ Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, 
   Tensor out = detail::make_empty(s, x.dtype(), x.device());
   backend_for(x.device()).avg_pool2d(x, p, out);
   if (autograd::needs_grad(x))
-    autograd::record("AvgPool2dBackward", {&x}, {&out}, [p, xs = x.sizes()](Node&, GradList& g) {
-      return GradList{avg_pool_backward(g[0], p, xs)};
+    autograd::record("AvgPool2dBackward", {&x}, {&out}, [p, xs = x.sizes()](Node&, GradList& grads) {
+      return GradList{avg_pool_backward(grads[0], p, xs)};
     });
   return out;
 }
@@ -446,21 +446,21 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
     // Evaluation: an affine map per channel. Its gradient is elementwise (and differentiable).
     Tensor invstd = rsqrt(running_var.detach() + eps), rm = running_mean.detach().clone();
     autograd::record("BatchNormBackward", {&x, &weight, &bias}, {&out},
-                     [sx = save(x), sw = save(weight), invstd, rm](Node& n, GradList& g) {
+                     [sx = save(x), sw = save(weight), invstd, rm](Node& n, GradList& grads) {
                        Tensor xv = sx.unpack(n), wv = sw.unpack(n);
                        int64_t nd = xv.dim();
                        Shape dims = bn_dims(xv);
                        Tensor scale = per_channel(invstd, nd);
                        GradList r(3);
-                       if (n.needs_input_grad(0)) r[0] = g[0] * (wv.defined() ? scale * per_channel(wv, nd) : scale);
-                       if (n.needs_input_grad(1)) r[1] = (g[0] * (xv - per_channel(rm, nd)) * scale).sum(dims);
-                       if (n.needs_input_grad(2)) r[2] = g[0].sum(dims);
+                       if (n.needs_input_grad(0)) r[0] = grads[0] * (wv.defined() ? scale * per_channel(wv, nd) : scale);
+                       if (n.needs_input_grad(1)) r[1] = (grads[0] * (xv - per_channel(rm, nd)) * scale).sum(dims);
+                       if (n.needs_input_grad(2)) r[2] = grads[0].sum(dims);
                        return r;
                      });
     return out;
   }
   autograd::record("BatchNormBackward", {&x, &weight, &bias}, {&out},
-                   [sx = save(x), sw = save(weight), save_mean, save_invstd, eps](Node& n, GradList& g) {
+                   [sx = save(x), sw = save(weight), save_mean, save_invstd, eps](Node& n, GradList& grads) {
                      Tensor xv = sx.unpack(n), wv = sw.unpack(n);
                      GradList r(3);
                      if (autograd::GradMode::is_enabled()) {
@@ -472,9 +472,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
                        Tensor mean = xv.mean(dims, true);
                        Tensor invstd = rsqrt(nabla::var(xv, dims, 0, true) + eps);
                        Tensor xhat = (xv - mean) * invstd;
-                       Tensor sum_g = g[0].sum(dims, true), sum_gx = (g[0] * xhat).sum(dims, true);
+                       Tensor sum_g = grads[0].sum(dims, true), sum_gx = (grads[0] * xhat).sum(dims, true);
                        Tensor scale = wv.defined() ? invstd * per_channel(wv, nd) : invstd;
-                       if (n.needs_input_grad(0)) r[0] = scale / m * (g[0] * m - sum_g - xhat * sum_gx);
+                       if (n.needs_input_grad(0)) r[0] = scale / m * (grads[0] * m - sum_g - xhat * sum_gx);
                        if (n.needs_input_grad(1)) r[1] = sum_gx.reshape({-1});
                        if (n.needs_input_grad(2)) r[2] = sum_g.reshape({-1});
                        return r;
@@ -483,7 +483,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
                      int64_t C = xv.sizes()[1];
                      Tensor gw = n.needs_input_grad(1) ? detail::make_empty({C}, xv.dtype(), xv.device()) : Tensor();
                      Tensor gb = n.needs_input_grad(2) ? detail::make_empty({C}, xv.dtype(), xv.device()) : Tensor();
-                     backend_for(xv.device()).batch_norm_backward(g[0], xv, wv, save_mean, save_invstd, eps, gx, gw, gb);
+                     backend_for(xv.device()).batch_norm_backward(grads[0], xv, wv, save_mean, save_invstd, eps, gx, gw, gb);
                      if (n.needs_input_grad(0)) r[0] = gx;
                      r[1] = gw;
                      r[2] = gb;

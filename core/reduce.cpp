@@ -60,8 +60,8 @@ Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType>
   Reduction r = plan(xin, dims, keepdim, "sum");
   Tensor out = run_reduce(ReduceOp::sum, xin, r, dt);
   if (autograd::needs_grad(xin))
-    autograd::record("SumBackward", {&xin}, {&out}, [keep = r.keep_shape, xs = xin.sizes()](Node&, GradList& g) {
-      return GradList{expand_grad(g[0], keep, xs)};
+    autograd::record("SumBackward", {&xin}, {&out}, [keep = r.keep_shape, xs = xin.sizes()](Node&, GradList& grads) {
+      return GradList{expand_grad(grads[0], keep, xs)};
     });
   return out;
 }
@@ -83,9 +83,9 @@ Tensor prod(const Tensor& x, int64_t dim, bool keepdim) {
   Reduction r = plan(xin, xin.dim() == 0 ? IntArrayRef{} : IntArrayRef(d), keepdim, "prod");
   Tensor out = run_reduce(ReduceOp::prod, xin, r, dt);
   if (autograd::needs_grad(xin)) {
-    autograd::record("ProdBackward", {&xin}, {&out}, [sx = save(xin), keep = r.keep_shape, d](Node& n, GradList& g) {
+    autograd::record("ProdBackward", {&xin}, {&out}, [sx = save(xin), keep = r.keep_shape, d](Node& n, GradList& grads) {
       Tensor xv = sx.unpack(n);
-      if (xv.dim() == 0) return GradList{g[0]};
+      if (xv.dim() == 0) return GradList{grads[0]};
       if (xv.numel() == 0) return GradList{zeros_like(xv)};
       // d prod / d x_i = product of the other elements, from exclusive cumulative products on both
       // sides (exact with zeros, no division).
@@ -94,7 +94,7 @@ Tensor prod(const Tensor& x, int64_t dim, bool keepdim) {
       Tensor left = cat({one, cumprod(xv, d).narrow(d, 0, len - 1)}, d);
       Tensor rx = xv.flip(d);
       Tensor right = cat({one, cumprod(rx, d).narrow(d, 0, len - 1)}, d).flip(d);
-      return GradList{g[0].reshape(keep) * left * right};
+      return GradList{grads[0].reshape(keep) * left * right};
     });
   }
   return out;
@@ -116,13 +116,13 @@ Tensor extreme_all(ReduceOp op, const Tensor& x, IntArrayRef dims, bool keepdim,
   Tensor out = run_reduce(op, x, r, x.dtype());
   if (autograd::needs_grad(x)) {
     autograd::record(op == ReduceOp::max ? "MaxBackward" : "MinBackward", {&x}, {&out},
-                     [sx = save(x), sy = save_output(out), keep = r.keep_shape, mask = r.mask](Node& n, GradList& g) {
+                     [sx = save(x), sy = save_output(out), keep = r.keep_shape, mask = r.mask](Node& n, GradList& grads) {
                        Tensor xv = sx.unpack(n);
                        Tensor y = sy.unpack(n).reshape(keep);
-                       Tensor hit = eq(xv, y).to(g[0].dtype());
+                       Tensor hit = eq(xv, y).to(grads[0].dtype());
                        Shape dims = mask_dims(mask);
                        Tensor count = xv.dim() == 0 ? hit : hit.sum(dims, true);
-                       return GradList{g[0].reshape(keep) * hit / count};
+                       return GradList{grads[0].reshape(keep) * hit / count};
                      });
   }
   return out;
@@ -150,9 +150,9 @@ std::tuple<Tensor, Tensor> extreme_dim(ReduceOp op, const Tensor& x, int64_t dim
   }
   if (autograd::needs_grad(x)) {
     autograd::record(op == ReduceOp::max ? "MaxBackward" : "MinBackward", {&x}, {&values},
-                     [idx = indices, d, xs = x.sizes(), keepdim](Node&, GradList& g) {
-                       if (xs.empty()) return GradList{g[0]};
-                       return GradList{select_backward(g[0], d, idx, xs, keepdim)};
+                     [idx = indices, d, xs = x.sizes(), keepdim](Node&, GradList& grads) {
+                       if (xs.empty()) return GradList{grads[0]};
+                       return GradList{select_backward(grads[0], d, idx, xs, keepdim)};
                      });
   }
   return {values, indices};
@@ -207,9 +207,9 @@ Tensor std(const Tensor& x, IntArrayRef dims, int64_t correction, bool keepdim) 
   // sqrt's gradient g / (2 std), but 0 where std is 0 (all values equal), as PyTorch: there the
   // variance's own gradient is 0 and the product would be 0 * inf = NaN.
   if (autograd::needs_grad(v))
-    autograd::record("StdBackward", {&v}, {&out}, [sy = save_output(out)](Node& n, GradList& g) {
+    autograd::record("StdBackward", {&v}, {&out}, [sy = save_output(out)](Node& n, GradList& grads) {
       Tensor y = sy.unpack(n);
-      return GradList{where(eq(y, 0), zeros_like(g[0]), g[0] / (y * 2))};
+      return GradList{where(eq(y, 0), zeros_like(grads[0]), grads[0] / (y * 2))};
     });
   return out;
 }
@@ -231,10 +231,10 @@ Tensor norm(const Tensor& x, double p, IntArrayRef dims, bool keepdim) {
   if (autograd::needs_grad(x)) {
     // d||x||_p / dx = x |x|^(p-2) / ||x||^(p-1); zero where the norm is zero (as PyTorch).
     autograd::record("NormBackward", {&x}, {&out},
-                     [sx = save(x), sy = save_output(out), keep = r.keep_shape, p](Node& n, GradList& g) {
+                     [sx = save(x), sy = save_output(out), keep = r.keep_shape, p](Node& n, GradList& grads) {
                        Tensor xv = sx.unpack(n);
                        Tensor y = sy.unpack(n).reshape(keep);
-                       Tensor gk = g[0].reshape(keep);
+                       Tensor gk = grads[0].reshape(keep);
                        Tensor scaled = p == 2 ? xv / y : xv * pow(abs(xv), p - 2) / pow(y, p - 1);
                        Tensor gx = gk * scaled;
                        return GradList{where(eq(y, 0), zeros_like(gx), gx)};
@@ -278,9 +278,9 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
   Tensor out = detail::make_empty(xin.sizes(), dt, xin.device());
   backend_for(xin.device()).scan(ScanOp::cumsum, xin, d, out);
   if (autograd::needs_grad(xin))
-    autograd::record("CumsumBackward", {&xin}, {&out}, [d](Node&, GradList& g) {
-      if (g[0].dim() == 0) return GradList{g[0]};
-      return GradList{g[0].flip(d).cumsum(d).flip(d)};
+    autograd::record("CumsumBackward", {&xin}, {&out}, [d](Node&, GradList& grads) {
+      if (grads[0].dim() == 0) return GradList{grads[0]};
+      return GradList{grads[0].flip(d).cumsum(d).flip(d)};
     });
   return out;
 }
@@ -292,9 +292,9 @@ Tensor cumprod(const Tensor& x, int64_t dim) {
   Tensor out = detail::make_empty(xin.sizes(), dt, xin.device());
   backend_for(xin.device()).scan(ScanOp::cumprod, xin, d, out);
   if (autograd::needs_grad(xin))
-    autograd::record("CumprodBackward", {&xin}, {&out}, [sx = save(xin), sy = save_output(out), d](Node& n, GradList& g) {
+    autograd::record("CumprodBackward", {&xin}, {&out}, [sx = save(xin), sy = save_output(out), d](Node& n, GradList& grads) {
       Tensor xv = sx.unpack(n), y = sy.unpack(n);
-      if (g[0].dim() == 0) return GradList{g[0]};
+      if (grads[0].dim() == 0) return GradList{grads[0]};
       bool has_zero;
       {
         autograd::NoGradGuard ng;
@@ -302,15 +302,15 @@ Tensor cumprod(const Tensor& x, int64_t dim) {
       }
       if (!has_zero) {
         // dx_j = sum_{i >= j} g_i y_i / x_j
-        Tensor gy = g[0] * y;
+        Tensor gy = grads[0] * y;
         return GradList{gy.flip(d).cumsum(d).flip(d) / xv};
       }
       // Exact with zeros: dx_j = L_j * S_j, where L_j = prod_{k<j} x_k and
       // S_j = g_j + x_{j+1} S_{j+1} (a reverse scan, done slice by slice).
       int64_t len = xv.sizes()[d];
       std::vector<Tensor> s(static_cast<size_t>(len));
-      s[len - 1] = g[0].narrow(d, len - 1, 1);
-      for (int64_t j = len - 2; j >= 0; --j) s[j] = g[0].narrow(d, j, 1) + xv.narrow(d, j + 1, 1) * s[j + 1];
+      s[len - 1] = grads[0].narrow(d, len - 1, 1);
+      for (int64_t j = len - 2; j >= 0; --j) s[j] = grads[0].narrow(d, j, 1) + xv.narrow(d, j + 1, 1) * s[j + 1];
       Tensor left = cat({ones_like(xv.narrow(d, 0, 1)), cumprod(xv, d).narrow(d, 0, len - 1)}, d);
       return GradList{left * cat(s, d)};
     });
@@ -324,9 +324,9 @@ std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
   Tensor indices = detail::make_empty(x.sizes(), DType::i64, x.device());
   backend_for(x.device()).sort(x, d, descending, values, indices);
   if (autograd::needs_grad(x))
-    autograd::record("SortBackward", {&x}, {&values}, [idx = indices, d, xs = x.sizes()](Node&, GradList& g) {
-      if (xs.empty()) return GradList{g[0]};
-      return GradList{select_backward(g[0], d, idx, xs, true)};
+    autograd::record("SortBackward", {&x}, {&values}, [idx = indices, d, xs = x.sizes()](Node&, GradList& grads) {
+      if (xs.empty()) return GradList{grads[0]};
+      return GradList{select_backward(grads[0], d, idx, xs, true)};
     });
   return {values, indices};
 }
@@ -347,9 +347,9 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool la
   Tensor indices = detail::make_empty(s, DType::i64, x.device());
   backend_for(x.device()).topk(x, k, d, largest, values, indices);
   if (autograd::needs_grad(x))
-    autograd::record("TopkBackward", {&x}, {&values}, [idx = indices, d, xs = x.sizes()](Node&, GradList& g) {
-      if (xs.empty()) return GradList{g[0]};
-      return GradList{select_backward(g[0], d, idx, xs, true)};
+    autograd::record("TopkBackward", {&x}, {&values}, [idx = indices, d, xs = x.sizes()](Node&, GradList& grads) {
+      if (xs.empty()) return GradList{grads[0]};
+      return GradList{select_backward(grads[0], d, idx, xs, true)};
     });
   return {values, indices};
 }
@@ -364,9 +364,9 @@ Tensor softmax_impl(const Tensor& x_in, int64_t dim, bool log) {
   backend_for(x.device()).softmax(x, d, log, out);
   if (autograd::needs_grad(x)) {
     autograd::record(log ? "LogSoftmaxBackward" : "SoftmaxBackward", {&x}, {&out},
-                     [sy = save_output(out), d, log](Node& n, GradList& g) {
+                     [sy = save_output(out), d, log](Node& n, GradList& grads) {
                        Tensor y = sy.unpack(n);
-                       const Tensor& gy = g[0];
+                       const Tensor& gy = grads[0];
                        if (autograd::GradMode::is_enabled()) {
                          // Building a graph (create_graph): differentiable formulas.
                          if (y.dim() == 0) return GradList{zeros_like(gy)};

@@ -212,8 +212,8 @@ Tensor to_copy(const Tensor& self, DType dtype, Device device, bool non_blocking
     check<AutogradError>(is_floating(dtype), "to: cannot convert a tensor that requires grad to ", dtype,
                          " (gradients need a floating dtype); detach() it first");
     autograd::record("ToCopyBackward", {&self}, {&out},
-                     [dt = self.dtype(), dev = self.device()](autograd::Node&, autograd::GradList& g) {
-                       return autograd::GradList{g[0].to(dev, dt)};
+                     [dt = self.dtype(), dev = self.device()](autograd::Node&, autograd::GradList& grads) {
+                       return autograd::GradList{grads[0].to(dev, dt)};
                      });
   }
   return out;
@@ -252,7 +252,7 @@ Tensor Tensor::clone() const {
   backend_for(device()).copy(*this, out, false);
   if (autograd::needs_grad(*this))
     autograd::record("CloneBackward", {this}, {&out},
-                     [](autograd::Node&, autograd::GradList& g) { return autograd::GradList{g[0]}; });
+                     [](autograd::Node&, autograd::GradList& grads) { return autograd::GradList{grads[0]}; });
   return out;
 }
 
@@ -280,9 +280,9 @@ Tensor& Tensor::copy_(const Tensor& src) {
     Tensor self = *this;
     autograd::record("CopyBackwards", {this, &src}, {&self},
                      [src_shape = src.sizes(), dt = src.dtype(), dev = src.device()](autograd::Node&,
-                                                                                    autograd::GradList& g) {
+                                                                                    autograd::GradList& grads) {
                        // The old value of self was overwritten: it gets no gradient.
-                       return autograd::GradList{Tensor(), autograd::sum_to(g[0], src_shape).to(dev, dt)};
+                       return autograd::GradList{Tensor(), autograd::sum_to(grads[0], src_shape).to(dev, dt)};
                      });
   }
   return *this;

@@ -43,15 +43,15 @@ Tensor view_scatter(const Tensor& g, const Shape& shape, const ViewFn& view_fn) 
   }
   if (autograd::needs_grad(g))
     autograd::record("ViewScatterBackward", {&g}, {&out},
-                     [view_fn](Node&, GradList& gg) { return GradList{view_fn(gg[0])}; });
+                     [view_fn](Node&, GradList& grads) { return GradList{view_fn(grads[0])}; });
   return out;
 }
 
 // Records the backward of a view that selects elements of x.
 void record_select_view(const char* name, const Tensor& x, Tensor& out, ViewFn view_fn) {
   if (!autograd::needs_grad(x)) return;
-  autograd::record(name, {&x}, {&out}, [shape = x.sizes(), view_fn = std::move(view_fn)](Node&, GradList& g) {
-    return GradList{view_scatter(g[0], shape, view_fn)};
+  autograd::record(name, {&x}, {&out}, [shape = x.sizes(), view_fn = std::move(view_fn)](Node&, GradList& grads) {
+    return GradList{view_scatter(grads[0], shape, view_fn)};
   });
 }
 
@@ -63,7 +63,7 @@ void record_select_view(const char* name, const Tensor& x, Tensor& out, ViewFn v
 template <class Join>
 void record_pieces(const char* name, const Tensor& x, std::vector<Tensor>& pieces, Join join) {
   if (pieces.empty() || !autograd::needs_grad(x)) return;
-  autograd::record(name, std::vector<Tensor>{x}, pieces, [join](Node&, GradList& g) { return GradList{join(g)}; });
+  autograd::record(name, std::vector<Tensor>{x}, pieces, [join](Node&, GradList& grads) { return GradList{join(grads)}; });
 }
 
 // Strides for viewing a tensor of `sizes`/`strides` as `shape` without copying, if possible
@@ -133,7 +133,7 @@ Tensor view(const Tensor& x, IntArrayRef shape_in) {
   Tensor out = make_view_of(x, shape, std::move(*strides), x.storage_offset());
   if (autograd::needs_grad(x))
     autograd::record("ViewBackward", {&x}, {&out},
-                     [s = x.sizes()](Node&, GradList& g) { return GradList{g[0].reshape(s)}; });
+                     [s = x.sizes()](Node&, GradList& grads) { return GradList{grads[0].reshape(s)}; });
   return out;
 }
 
@@ -160,7 +160,7 @@ Tensor permute(const Tensor& x, IntArrayRef dims) {
   Tensor out = make_view_of(x, std::move(sizes), std::move(strides), x.storage_offset());
   if (autograd::needs_grad(x))
     autograd::record("PermuteBackward", {&x}, {&out},
-                     [inverse](Node&, GradList& g) { return GradList{g[0].permute(inverse)}; });
+                     [inverse](Node&, GradList& grads) { return GradList{grads[0].permute(inverse)}; });
   return out;
 }
 
@@ -199,7 +199,7 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
   strides.insert(strides.begin() + d, st);
   Tensor out = make_view_of(x, std::move(sizes), std::move(strides), x.storage_offset());
   if (autograd::needs_grad(x))
-    autograd::record("UnsqueezeBackward", {&x}, {&out}, [d](Node&, GradList& g) { return GradList{g[0].squeeze(d)}; });
+    autograd::record("UnsqueezeBackward", {&x}, {&out}, [d](Node&, GradList& grads) { return GradList{grads[0].squeeze(d)}; });
   return out;
 }
 
@@ -250,7 +250,7 @@ Tensor expand(const Tensor& x, IntArrayRef shape) {
   Tensor out = make_view_of(x, std::move(sizes), std::move(strides), x.storage_offset());
   if (autograd::needs_grad(x))
     autograd::record("ExpandBackward", {&x}, {&out},
-                     [s = x.sizes()](Node&, GradList& g) { return GradList{autograd::sum_to(g[0], s)}; });
+                     [s = x.sizes()](Node&, GradList& grads) { return GradList{autograd::sum_to(grads[0], s)}; });
   return out;
 }
 
@@ -379,7 +379,7 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, IntArrayRef sizes, int64_t
     out.push_back(make_view_of(x, std::move(sz), x.strides(), x.storage_offset() + start * x.strides()[d]));
     start += s;
   }
-  record_pieces("SplitBackward", x, out, [d](const GradList& g) { return cat(std::vector<Tensor>(g.begin(), g.end()), d); });
+  record_pieces("SplitBackward", x, out, [d](const GradList& grads) { return cat(std::vector<Tensor>(grads.begin(), grads.end()), d); });
   return out;
 }
 
@@ -409,7 +409,7 @@ std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
   std::vector<Tensor> out;
   for (int64_t i = 0; i < x.sizes()[d]; ++i)
     out.push_back(make_view_of(x, sizes, strides, x.storage_offset() + i * x.strides()[d]));
-  record_pieces("UnbindBackward", x, out, [d](const GradList& g) { return stack(std::vector<Tensor>(g.begin(), g.end()), d); });
+  record_pieces("UnbindBackward", x, out, [d](const GradList& grads) { return stack(std::vector<Tensor>(grads.begin(), grads.end()), d); });
   return out;
 }
 
@@ -579,8 +579,8 @@ Tensor& copy_into_view(Tensor& view, const Tensor& src) {
   // CopySlices: the new base's gradient goes to src inside the view, to the old base outside it.
   autograd::record("CopySlices", {&base, &src}, {&base},
                    [view_fn, src_shape = src.sizes(), sdt = src.dtype(), sdev = src.device(),
-                    bshape = base.sizes()](autograd::Node& n, autograd::GradList& g) {
-                     Tensor gc = g[0].contiguous();
+                    bshape = base.sizes()](autograd::Node& n, autograd::GradList& grads) {
+                     Tensor gc = grads[0].contiguous();
                      autograd::GradList r(2);
                      if (n.needs_input_grad(0)) {
                        Tensor mask = ones(bshape, dtype(gc.dtype()).device(gc.device()));

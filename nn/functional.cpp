@@ -164,7 +164,7 @@ Tensor normalize_impl(const Tensor& x, const Shape& dims, double eps, Tensor* me
   if (var_out) *var_out = var;
   if (autograd::needs_grad(x)) {
     autograd::record("NormalizeBackward", {&x}, {&y},
-                     [sx = autograd::save(x), mean, invstd, dims, eps](Node& n, GradList& g) {
+                     [sx = autograd::save(x), mean, invstd, dims, eps](Node& n, GradList& grads) {
                        Tensor xv = sx.unpack(n);
                        Tensor m = mean, is = invstd;
                        if (autograd::GradMode::is_enabled()) {  // create_graph: keep the dependence on x
@@ -173,7 +173,7 @@ Tensor normalize_impl(const Tensor& x, const Shape& dims, double eps, Tensor* me
                          is = rsqrt(v + eps);
                        }
                        Tensor xhat = (xv - m) * is;
-                       const Tensor& gy = g[0];
+                       const Tensor& gy = grads[0];
                        Tensor gx = (gy - gy.mean(dims, true) - xhat * (gy * xhat).mean(dims, true)) * is;
                        return GradList{gx};
                      });

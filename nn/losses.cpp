@@ -208,16 +208,16 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCE
   if (autograd::needs_grad(input, target, w))
     autograd::record("BinaryCrossEntropyBackward", {&input, &target, &w}, {&loss},
                      [sx = autograd::save(input), st = autograd::save(target), sw = autograd::save(w)](Node& n,
-                                                                                                  GradList& g) {
+                                                                                                  GradList& grads) {
                        Tensor x = sx.unpack(n), y = st.unpack(n);
                        Tensor wv = sw.defined() ? sw.unpack(n) : Tensor();
-                       Tensor gw = wv.defined() ? g[0] * wv : g[0];
+                       Tensor gw = wv.defined() ? grads[0] * wv : grads[0];
                        GradList r(3);
                        if (n.needs_input_grad(0)) r[0] = gw * (x - y) / (x * (1 - x)).clamp_min(1e-12);
                        Tensor lx = x.log().clamp_min(-100), l1x = (1 - x).log().clamp_min(-100);
                        if (n.needs_input_grad(1)) r[1] = gw * (l1x - lx);
                        if (n.needs_input_grad(2))
-                         r[2] = autograd::sum_to(-(y * lx + (1 - y) * l1x) * g[0], wv.sizes());
+                         r[2] = autograd::sum_to(-(y * lx + (1 - y) * l1x) * grads[0], wv.sizes());
                        return r;
                      });
   return reduce(loss, o.reduction, "binary_cross_entropy");

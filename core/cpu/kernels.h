@@ -45,8 +45,8 @@ inline Tensor contig(const Tensor& x) {
 // Convolutions over any number of spatial dims (1-3) by unfolding and GEMM (core/cpu/conv_nd.cpp);
 // conv, conv_input_grad and conv_weight_grad send what their 2-D kernels do not take here.
 void conv_nd(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p, const Tensor& out);
-void conv_nd_input_grad(const Tensor& gy, const Tensor& w, const ConvParams& p, const Tensor& gx);
-void conv_nd_weight_grad(const Tensor& x, const Tensor& gy, const ConvParams& p, const Tensor& gw);
+void conv_nd_input_grad(const Tensor& grad_out, const Tensor& w, const ConvParams& p, const Tensor& grad_in);
+void conv_nd_weight_grad(const Tensor& x, const Tensor& grad_out, const ConvParams& p, const Tensor& grad_weight);
 
 // C (m x n, row stride ldc) = alpha * A @ B + beta * C, where A(i, p) = a[i*rsa + p*csa] and
 // B(p, j) = b[p*rsb + j*csb]: any strides, so transposed operands need no copy.
