@@ -1,6 +1,12 @@
 // A persistent thread pool for parallel_for. Workers spin briefly after each job (training loops
-// issue parallel ops back to back) and then sleep. One job runs at a time; a parallel_for issued
-// while another is running (e.g. from a DataLoader worker) runs on its own thread.
+// issue parallel ops back to back) and then sleep; the caller, once its own chunks are done, waits
+// for the workers' the same way. The spin is bounded in time (kSpin), not in iterations: when
+// another process keeps the cores busy, a thread that spins for long takes the time slice a
+// worker holding a chunk needs, and the whole job waits for it; and when workers keep arriving
+// late all the same, the pool backs off to the caller's thread for a while (note_late_job).
+// bench/contention measures both.
+// One job runs at a time; a parallel_for issued while another is running (e.g. from a DataLoader
+// worker) runs on its own thread.
 //
 // The job is published through gen_: odd while the caller rewrites the job's fields, even once
 // they are set. A worker takes chunks only of an even generation it has not run yet, and only
@@ -13,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +44,24 @@ namespace nabla {
 namespace {
 
 thread_local bool tl_in_parallel = false;
+
+// How long an idle thread spins before it blocks: longer than most gaps between the parallel ops of
+// a training step (a worker that must be woken arrives tens of microseconds late, and the caller
+// has then often run the whole job alone), shorter than a scheduler time slice.
+constexpr auto kSpin = std::chrono::microseconds(1000);
+
+// Spins (pausing) until done() or kSpin has passed; returns done().
+template <class Done>
+bool spin_until(Done&& done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 32; ++i) {
+      if (done()) return true;
+      NABLA_PAUSE();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
 
 class ThreadPool {
  public:
@@ -71,9 +96,19 @@ class ThreadPool {
   bool run(int64_t begin, int64_t end, int64_t grain, detail::RangeFn fn) {
     std::unique_lock run(run_mu_, std::try_to_lock);
     if (!run.owns_lock()) return false;
+    using Clock = std::chrono::steady_clock;
+    if (backoff_until_ != Clock::time_point{}) {
+      if (Clock::now() < backoff_until_) {
+        run_inline(begin, end, fn);
+        return true;
+      }
+      backoff_until_ = {};  // try the workers again
+    }
     const uint64_t g = gen_.load(std::memory_order_relaxed);  // even: no job is being written
     gen_.store(g + 1, std::memory_order_seq_cst);             // keeps late workers out
-    while (active_.load(std::memory_order_seq_cst) != 0) NABLA_PAUSE();
+    // (A worker counted in active_ leaves within a few instructions, unless it lost its core: then
+    // give the core away instead of spinning through a time slice.)
+    while (!spin_until([&] { return active_.load(std::memory_order_seq_cst) == 0; })) std::this_thread::yield();
 
     int64_t n = end - begin;
     int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));
@@ -92,15 +127,55 @@ class ThreadPool {
       cv_.notify_all();
     }
 
+    const auto t0 = Clock::now();
     tl_in_parallel = true;
-    run_chunks();
+    const int64_t ran_here = run_chunks();
     tl_in_parallel = false;
-    while (done_.load(std::memory_order_acquire) < nchunks_) NABLA_PAUSE();
+    const auto t1 = Clock::now();
+    auto all_done = [&] { return done_.load(std::memory_order_acquire) >= nchunks_; };
+    const bool waited = !spin_until(all_done);
+    if (waited) {
+      // A worker still holds a chunk (under contention it may be waiting for a core): block, and
+      // let the worker that finishes the last chunk wake this thread.
+      std::unique_lock lk(mu_);
+      caller_waiting_.store(true, std::memory_order_seq_cst);
+      done_cv_.wait(lk, all_done);
+      caller_waiting_.store(false, std::memory_order_relaxed);
+    }
+    // Late: the workers took no chunk (the caller ran them all), or the caller waited for them
+    // longer than it worked.
+    if ((nchunks_ > 1 && ran_here == nchunks_) || (waited && Clock::now() - t1 > t1 - t0)) {
+      note_late_job();
+    } else if (late_jobs_ > 0) {
+      --late_jobs_;
+    }
     if (error_) std::rethrow_exception(error_);
     return true;
   }
 
  private:
+  // Backing off under contention. A job is late when its workers were: they took none of its chunks
+  // (they were waiting for a core another process holds, and the caller ran every chunk), or the
+  // caller, its own chunks done, waited for theirs longer than it worked. Then their spinning only
+  // takes time from the caller. After kLateJobs late jobs (each on-time job forgives one), the pool
+  // runs jobs on the caller's thread alone for kBackoff (the workers go to sleep), then tries them
+  // again: on a machine kept busy by others, one thread is faster than several waiting for cores.
+  static constexpr int kLateJobs = 4;
+  static constexpr auto kBackoff = std::chrono::milliseconds(50);
+  void note_late_job() {
+    if (++late_jobs_ >= kLateJobs) {
+      late_jobs_ = 0;
+      backoff_until_ = std::chrono::steady_clock::now() + kBackoff;
+    }
+  }
+  static void run_inline(int64_t begin, int64_t end, const detail::RangeFn& fn) {
+    struct InRegion {
+      InRegion() { tl_in_parallel = true; }
+      ~InRegion() { tl_in_parallel = false; }
+    } in_region;
+    fn(begin, end);
+  }
+
   // Starts workers until there are nthreads threads (the caller's included); on failure returns
   // the system's reason, with the workers that did start running (stop() joins them).
   std::optional<std::string> start(int nthreads) {
@@ -125,10 +200,11 @@ class ThreadPool {
     threads_.clear();
   }
 
-  void run_chunks() {
-    for (;;) {
+  // Runs chunks until none is left; returns how many this thread ran.
+  int64_t run_chunks() {
+    for (int64_t ran = 0;; ++ran) {
       int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
-      if (c >= nchunks_) return;
+      if (c >= nchunks_) return ran;
       int64_t b = begin_ + c * chunk_, e = std::min(end_, b + chunk_);
       if (b < e) {
         try {
@@ -138,7 +214,11 @@ class ThreadPool {
           if (!error_) error_ = std::current_exception();
         }
       }
-      done_.fetch_add(1, std::memory_order_release);
+      if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == nchunks_ &&
+          caller_waiting_.load(std::memory_order_seq_cst)) {
+        { std::lock_guard lk(mu_); }
+        done_cv_.notify_one();
+      }
     }
   }
 
@@ -147,9 +227,7 @@ class ThreadPool {
     uint64_t seen = gen_.load();  // even: threads start while no job runs (ctor, resize under run_mu_)
     auto is_new = [&](uint64_t g) { return g != seen && (g & 1) == 0; };
     for (;;) {
-      for (int spin = 0; spin < (1 << 15) && !is_new(gen_.load(std::memory_order_acquire)) && !stop_.load(); ++spin)
-        NABLA_PAUSE();
-      if (!is_new(gen_.load(std::memory_order_acquire)) && !stop_.load()) {
+      if (!spin_until([&] { return is_new(gen_.load(std::memory_order_acquire)) || stop_.load(); })) {
         std::unique_lock lk(mu_);
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
         cv_.wait(lk, [&] { return is_new(gen_.load(std::memory_order_seq_cst)) || stop_.load(); });
@@ -169,7 +247,12 @@ class ThreadPool {
 
   std::vector<std::thread> threads_;
   std::mutex run_mu_, mu_, err_mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;       // workers wait here for a job
+  std::condition_variable done_cv_;  // the caller waits here for the workers' last chunk
+  std::atomic<bool> caller_waiting_{false};
+  // Under run_mu_: the late jobs counted, and until when jobs run on the caller's thread alone.
+  int late_jobs_ = 0;
+  std::chrono::steady_clock::time_point backoff_until_{};
   std::atomic<uint64_t> gen_{0};
   std::atomic<int> active_{0}, sleepers_{0};
   std::atomic<bool> stop_{false};

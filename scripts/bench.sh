@@ -9,13 +9,15 @@ cd "$NABLA_ROOT"
 install_packages "${NABLA_BUILD_PACKAGES[@]}" libtorch-dev libopenblas-dev
 log "building (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "$(jobs)" --target overhead compare mnist_compare
+cmake --build build -j "$(jobs)" --target overhead compare mnist_compare contention
 
 # libtorch's OpenMP threads must not spin while nabla runs (and the reverse).
 export OMP_WAIT_POLICY=passive
 table=$(mktemp)
 log "nabla overhead and throughput"
 build/bench/overhead | tee "$table.overhead"
+log "nabla's thread pool next to a busy process"
+build/bench/contention | tee "$table.contention"
 log "nabla vs libtorch and OpenBLAS"
 build/bench/compare --markdown "$table" "$@"
 # The lenet recipe on real MNIST: libtorch's own C++ example next to nabla, same files, same run.
@@ -51,6 +53,10 @@ fi
   echo '```'
   cat "$table.mnist"
   echo '```'
+  echo
+  echo "## The thread pool next to a busy process (bench/contention)"
+  echo
+  cat "$table.contention"
   echo
   echo "## nabla alone (bench/overhead)"
   echo
