@@ -1,0 +1,6 @@
+// nabla's model zoo: torchvision's image classification architectures (namespace nabla::vision),
+// with torchvision's module trees and state dict names. See nn/models/README.md.
+#pragma once
+
+#include "nn/models/resnet.h"
+#include "nn/models/weights.h"
