@@ -2,5 +2,8 @@
 // with torchvision's module trees and state dict names. See nn/models/README.md.
 #pragma once
 
+#include "nn/models/classic.h"
+#include "nn/models/layers.h"
+#include "nn/models/mobilenet.h"
 #include "nn/models/resnet.h"
 #include "nn/models/weights.h"

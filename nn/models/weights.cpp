@@ -52,6 +52,8 @@ nn::StateDict read_weights(const std::string& path, const std::string& key) {
 
 nn::LoadStateDictResult load_weights(nn::Module& model, const std::string& path, const LoadWeightsOptions& options) {
   nn::StateDict sd = read_weights(path, options.key);
+  // torchvision renames the keys of its old DenseNet files when loading them; so do we.
+  if (dynamic_cast<DenseNet*>(&model)) sd = rename_legacy_densenet_keys(sd);
   return model.load_state_dict(sd, options.strict);
 }
 
@@ -76,6 +78,24 @@ const std::map<std::string, Builder>& builders() {
     resnet("resnet152", resnet152);
     resnet("resnext50_32x4d", resnext50_32x4d);
     resnet("wide_resnet50_2", wide_resnet50_2);
+    auto vgg = [&](const char* name, std::shared_ptr<VGG> (*f)(VGGOptions)) {
+      t[name] = [f](const ModelOptions& o) { return f({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.5)}); };
+    };
+    vgg("vgg11", vgg11);
+    vgg("vgg11_bn", vgg11_bn);
+    vgg("vgg13", vgg13);
+    vgg("vgg13_bn", vgg13_bn);
+    vgg("vgg16", vgg16);
+    vgg("vgg16_bn", vgg16_bn);
+    vgg("vgg19", vgg19);
+    vgg("vgg19_bn", vgg19_bn);
+    t["alexnet"] = [](const ModelOptions& o) { return alexnet({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.5)}); };
+    t["squeezenet1_0"] = [](const ModelOptions& o) { return squeezenet1_0({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.5)}); };
+    t["squeezenet1_1"] = [](const ModelOptions& o) { return squeezenet1_1({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.5)}); };
+    t["densenet121"] = [](const ModelOptions& o) { return densenet121({.num_classes = o.num_classes}); };
+    t["mobilenet_v2"] = [](const ModelOptions& o) { return mobilenet_v2({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)}); };
+    t["mobilenet_v3_large"] = [](const ModelOptions& o) { return mobilenet_v3_large({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)}); };
+    t["mobilenet_v3_small"] = [](const ModelOptions& o) { return mobilenet_v3_small({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)}); };
     return t;
   }();
   return table;

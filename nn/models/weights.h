@@ -10,10 +10,12 @@
 // Module::load_state_dict: with strict = true (the default) missing and unexpected keys are an
 // error, and shape mismatches always are; the ValueError lists every offending key at once, as
 // PyTorch's load_state_dict does. Tensors of another floating dtype (a float16 checkpoint) are
-// converted to the model's dtype.
+// converted to the model's dtype. For DenseNet models the old key names of torchvision's DenseNet
+// files ("denselayer1.norm.1.weight") are renamed first, as torchvision does.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,9 @@ int64_t count_parameters(const nn::Module& model);
 
 struct ModelOptions {
   int64_t num_classes = 1000;
+  // The classifier's dropout probability, for the architectures that have the option (torchvision's
+  // `dropout`); unset: the architecture's default.
+  std::optional<double> dropout;
 };
 // An architecture of the zoo by its torchvision name ("resnet50", "mobilenet_v2", ...), with
 // torchvision's default options and random weights. Throws ValueError listing the known names.

@@ -61,7 +61,9 @@ TEST_P(VisionModels, eval_matches_torchvision) {
 
 INSTANTIATE_TEST_SUITE_P(Zoo, VisionModels,
                          ::testing::Values("resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
-                                           "resnext50_32x4d", "wide_resnet50_2"),
+                                           "resnext50_32x4d", "wide_resnet50_2", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn",
+                                           "alexnet", "squeezenet1_1", "densenet121", "mobilenet_v2", "mobilenet_v3_small",
+                                           "mobilenet_v3_large"),
                          [](const auto& info) { return info.param; });
 
 class VisionTraining : public ::testing::TestWithParam<std::string> {};
@@ -71,20 +73,28 @@ class VisionTraining : public ::testing::TestWithParam<std::string> {};
 TEST_P(VisionTraining, gradients_match_torchvision) {
   NABLA_NEEDS_PYTHON_MODULES("torch, torchvision");
   const std::string name = GetParam();
-  auto model = vision::create_model(name);
+  auto model = vision::create_model(name, {.dropout = 0.0});  // as make_reference.py's TRAIN
   torch_io::Value ref = load_reference(*model, reference_file(name + "_train"));
   model->train();
   Tensor y = (*model)(ref["input"].to_tensor());
   double out_err = relative_error(y.detach(), ref["output"].to_tensor());
   EXPECT_LE(out_err, 1e-4);
   (y * ref["loss_weight"].to_tensor()).sum().backward();
+  // Each gradient is compared relative to its own scale, floored at 1e-3 of the largest gradient
+  // of the model: the biases of a BatchNorm whose output only reaches the loss through another
+  // training-mode BatchNorm (mobilenet_v2's projection layers) have a gradient that is zero in exact
+  // arithmetic, and both frameworks give rounding noise there (1e-5 against gradients of 1e3).
+  double global = 0;
+  for (const auto& [pname, g] : ref["grads"].entries()) global = std::max(global, g.to_tensor().abs().max().item<double>());
   double worst = 0;
   std::string worst_name;
   for (const auto& [pname, p] : model->named_parameters()) {
     const auto* g = ref["grads"].find(pname);
     ASSERT_NE(g, nullptr) << pname;
     ASSERT_TRUE(p.grad().defined()) << pname << " has no gradient";
-    double e = relative_error(p.grad(), g->to_tensor());
+    Tensor expected = g->to_tensor();
+    double scale = std::max(expected.abs().max().item<double>(), 1e-3 * global);
+    double e = (p.grad().to(kFloat64) - expected.to(kFloat64)).abs().max().item<double>() / scale;
     if (e > worst) worst = e, worst_name = pname;
     EXPECT_LE(e, 1e-3) << pname;
   }
@@ -100,7 +110,7 @@ TEST_P(VisionTraining, gradients_match_torchvision) {
               out_err, worst, worst_name.c_str(), buf_err);
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, VisionTraining, ::testing::Values("resnet18"),
+INSTANTIATE_TEST_SUITE_P(Zoo, VisionTraining, ::testing::Values("resnet18", "mobilenet_v2"),
                          [](const auto& info) { return info.param; });
 
 // ---- load_weights -------------------------------------------------------------------------------
