@@ -25,7 +25,8 @@ std::vector<OpInfo> vision_ops() {
                    return Outputs{m(x[0])};
                  },
                  .samples = {{{arg({2, 3, 2, 2}), arg({2, 3, 1, 1}), arg({2}), arg({3, 2, 1, 1}), arg({3})}, "small"},
-                             {{arg({1, 4, 3, 2}), arg({2, 4, 1, 1}), arg({2}), arg({4, 2, 1, 1}), arg({4})}, "batch1"}}});
+                             {{arg({1, 4, 3, 2}), arg({2, 4, 1, 1}), arg({2}), arg({4, 2, 1, 1}), arg({4})}, "batch1"},
+                             {{arg({1, 2, 2, 2}), arg({1, 2, 1, 1}), arg({1}), arg({2, 1, 1, 1}), arg({2})}, "tiny"}}});
   ops.push_back({.name = "vision.SqueezeExcitation_hard",
                  .torch = "x[0] * F.hardsigmoid(F.conv2d(F.relu(F.conv2d(F.adaptive_avg_pool2d(x[0], 1), x[1], x[2])), x[3], x[4]))",
                  .fn = [](I x) {
@@ -37,7 +38,8 @@ std::vector<OpInfo> vision_ops() {
                    m.fc2->bias = x[4];
                    return Outputs{m(x[0])};
                  },
-                 .samples = {{{arg({2, 3, 2, 2}), arg({2, 3, 1, 1}), arg({2}), arg({3, 2, 1, 1}), arg({3})}, "small"}}});
+                 .samples = {{{arg({2, 3, 2, 2}), arg({2, 3, 1, 1}), arg({2}), arg({3, 2, 1, 1}), arg({3})}, "small"},
+                             {{arg({1, 2, 2, 2}), arg({1, 2, 1, 1}), arg({1}), arg({2, 1, 1, 1}), arg({2})}, "tiny"}}});
   // Conv2d (3x3, "same" padding, no bias), BatchNorm2d in training mode, ReLU6.
   ops.push_back({.name = "vision.Conv2dNormActivation",
                  .torch = "F.relu6(F.batch_norm(F.conv2d(x[0], x[1], None, 1, 1), None, None, x[2], x[3], True))",
@@ -50,7 +52,8 @@ std::vector<OpInfo> vision_ops() {
                    bn->bias = x[3];
                    return Outputs{m(x[0])};
                  },
-                 .samples = {{{arg({2, 2, 3, 3}), arg({3, 2, 3, 3}), arg({3}, 0.5, 1.5), arg({3})}, "small"}}});
+                 .samples = {{{arg({2, 2, 3, 3}), arg({3, 2, 3, 3}), arg({3}, 0.5, 1.5), arg({3})}, "small"},
+                             {{arg({2, 1, 2, 2}), arg({2, 1, 3, 3}), arg({2}, 0.5, 1.5), arg({2})}, "tiny"}}});
   // Depthwise, stride 2, no normalization (so the convolution has a bias), Hardswish.
   ops.push_back({.name = "vision.Conv2dNormActivation_depthwise",
                  .torch = "F.hardswish(F.conv2d(x[0], x[1], x[2], 2, 1, 1, x[0].shape[1]))",
@@ -62,7 +65,41 @@ std::vector<OpInfo> vision_ops() {
                    m.at<nn::Conv2d>(0)->bias = x[2];
                    return Outputs{m(x[0])};
                  },
-                 .samples = {{{arg({1, 2, 4, 4}), arg({2, 1, 3, 3}), arg({2})}, "small"}}});
+                 .samples = {{{arg({1, 2, 4, 4}), arg({2, 1, 3, 3}), arg({2})}, "small"},
+                             {{arg({1, 2, 3, 3}), arg({2, 1, 3, 3}), arg({2})}, "tiny"}}});
+  ops.push_back({.name = "vision.ChannelShuffle",
+                 // torchvision's channel_shuffle (PyTorch 1.13's F.channel_shuffle has no derivative)
+                 .torch = "x[0].reshape(x[0].shape[0], 3, x[0].shape[1] // 3, *x[0].shape[2:]).transpose(1, 2).reshape(x[0].shape)",
+                 .fn = [](I x) { return Outputs{vision::ChannelShuffle(3)(x[0])}; },
+                 .samples = {{{arg({2, 6, 2, 1})}, "small"}, {{arg({1, 3, 1, 2})}, "one_per_group"}}});
+  // Training mode draws a mask from nabla's generator (seeded here, so gradcheck sees one function);
+  // evaluation mode is the identity, which the twin checks.
+  ops.push_back({.name = "vision.StochasticDepth",
+                 .no_torch = "random: nabla's generator draws other masks than PyTorch's (the registry checks the mask's gradient)",
+                 .fn = [](I x) {
+                   manual_seed(77);
+                   vision::StochasticDepth row(0.5, "row"), batch(0.3, "batch");
+                   return Outputs{row(x[0]), batch(x[0])};
+                 },
+                 .samples = {{{arg({4, 2, 2, 1})}, "4d"}, {{arg({3, 2})}, "2d"}}});
+  ops.push_back({.name = "vision.StochasticDepth_eval", .torch = "x[0]",
+                 .fn = [](I x) {
+                   vision::StochasticDepth m(0.5);
+                   m.eval();
+                   return Outputs{m(x[0])};
+                 },
+                 .samples = {{{arg({2, 3, 2, 2})}, "4d"}}});
+  ops.push_back({.name = "vision.LayerNorm2d", .torch = "F.layer_norm(x[0].permute(0, 2, 3, 1), (x[0].shape[1],), x[1], x[2], 1e-6).permute(0, 3, 1, 2)",
+                 .fn = [](I x) {
+                   vision::LayerNorm2d m(x[0].size(1), {.eps = 1e-6});
+                   m.weight = x[1];
+                   m.bias = x[2];
+                   return Outputs{m(x[0])};
+                 },
+                 .samples = {{{arg({2, 3, 2, 2}), arg({3}), arg({3})}, "small"}, {{arg({1, 4, 1, 3}), arg({4}), arg({4})}, "wide"}}});
+  ops.push_back({.name = "vision.Permute", .torch = "x[0].permute(0, 2, 3, 1)",
+                 .fn = [](I x) { return Outputs{vision::Permute({0, 2, 3, 1})(x[0])}; },
+                 .samples = {{{arg({2, 3, 2, 1})}, "4d"}}});
   return ops;
 }
 
@@ -71,7 +108,8 @@ Registrar vision_registrar(vision_ops());
 // Every building block of the zoo has float64 gradcheck samples.
 TEST(OpRegistry, every_vision_layer_is_registered) {
   std::string missing;
-  for (const char* n : {"vision.SqueezeExcitation", "vision.Conv2dNormActivation"}) {
+  for (const char* n : {"vision.SqueezeExcitation", "vision.Conv2dNormActivation", "vision.ChannelShuffle", "vision.StochasticDepth",
+                        "vision.LayerNorm2d", "vision.Permute"}) {
     const OpInfo* op = find_op(n);
     if (!op || op->samples.empty() || !op->differentiable) missing += std::string(" ") + n;
   }

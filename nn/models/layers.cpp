@@ -34,6 +34,45 @@ Tensor SqueezeExcitation::forward(Tensor x) {
   return scale * x;
 }
 
+StochasticDepth::StochasticDepth(double p_, std::string mode_) : p(p_), mode(std::move(mode_)) {
+  check<ValueError>(p >= 0.0 && p <= 1.0, "StochasticDepth: drop probability has to be between 0 and 1, but got ", p);
+  check<ValueError>(mode == "row" || mode == "batch", "StochasticDepth: mode has to be either 'batch' or 'row', but got '", mode, "'");
+}
+
+Tensor StochasticDepth::forward(Tensor x) { return stochastic_depth(x, p, mode, is_training()); }
+
+std::string StochasticDepth::extra_repr() const { return "p=" + nn::repr_double(p) + ", mode=" + mode; }
+
+Tensor stochastic_depth(const Tensor& x, double p, const std::string& mode, bool training) {
+  check<ValueError>(p >= 0.0 && p <= 1.0, "stochastic_depth: drop probability has to be between 0 and 1, but got ", p);
+  check<ValueError>(mode == "row" || mode == "batch", "stochastic_depth: mode has to be either 'batch' or 'row', but got '", mode, "'");
+  if (!training || p == 0.0) return x;
+  double survival = 1.0 - p;
+  // noise: (N, 1, ..., 1) per sample ("row") or all ones ("batch")
+  std::vector<int64_t> size(static_cast<size_t>(x.dim()), 1);
+  if (mode == "row" && x.dim() > 0) size[0] = x.size(0);
+  // The mask is drawn in float32 whatever x's dtype, so the same seed gives the same mask in float32
+  // and float64.
+  Tensor noise = bernoulli(full(size, survival, dtype(kFloat32).device(x.device()))).to(x.dtype());
+  if (survival > 0.0) noise = noise / survival;
+  return x * noise;
+}
+
+Tensor ChannelShuffle::forward(Tensor x) { return channel_shuffle(x, groups); }
+
+Tensor channel_shuffle(const Tensor& x, int64_t groups) {
+  check<ShapeError>(x.dim() == 4, "channel_shuffle: expected input (N, C, H, W), got ", x.sizes());
+  check<ValueError>(groups > 0 && x.size(1) % groups == 0, "channel_shuffle: ", x.size(1),
+                    " channels cannot be split into ", groups, " groups");
+  int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  return x.reshape({n, groups, c / groups, h, w}).transpose(1, 2).reshape({n, c, h, w});
+}
+
+Tensor LayerNorm2d::forward(Tensor x) {
+  check<ShapeError>(x.dim() == 4, "LayerNorm2d: expected input (N, C, H, W), got ", x.sizes());
+  return nn::LayerNorm::forward(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
+}
+
 int64_t make_divisible(double v, int64_t divisor, std::optional<int64_t> min_value) {
   int64_t lo = min_value ? *min_value : divisor;
   int64_t new_v = std::max(lo, static_cast<int64_t>(v + static_cast<double>(divisor) / 2) / divisor * divisor);

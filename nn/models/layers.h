@@ -6,6 +6,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "nn/activation.h"
 #include "nn/container.h"
@@ -55,6 +57,47 @@ class SqueezeExcitation : public nn::Module {
   std::shared_ptr<nn::AdaptiveAvgPool2d> avgpool;
   std::shared_ptr<nn::Conv2d> fc1, fc2;
   std::shared_ptr<nn::Module> activation, scale_activation;
+};
+
+// torchvision.ops.StochasticDepth: in training, zeroes the whole residual branch with probability p
+// per sample ("row") or for the whole batch ("batch"), scaling what survives by 1 / (1 - p);
+// the identity in evaluation or when p is 0. The draws come from nabla's default generator (so they
+// differ from PyTorch's for the same seed).
+class StochasticDepth : public nn::Module {
+ public:
+  explicit StochasticDepth(double p, std::string mode = "row");
+  Tensor forward(Tensor x) override;
+  std::string extra_repr() const override;
+  double p;
+  std::string mode;
+};
+Tensor stochastic_depth(const Tensor& x, double p, const std::string& mode, bool training);
+
+// ShuffleNet's channel shuffle: x (N, C, H, W) viewed as (N, groups, C / groups, H, W), the two
+// channel dims transposed, flattened back (nn.ChannelShuffle in PyTorch).
+class ChannelShuffle : public nn::Module {
+ public:
+  explicit ChannelShuffle(int64_t groups) : groups(groups) {}
+  Tensor forward(Tensor x) override;
+  std::string extra_repr() const override { return "groups=" + std::to_string(groups); }
+  int64_t groups;
+};
+Tensor channel_shuffle(const Tensor& x, int64_t groups);
+
+// torchvision.ops.Permute: x.permute(dims).
+class Permute : public nn::Module {
+ public:
+  explicit Permute(std::vector<int64_t> dims) : dims(std::move(dims)) {}
+  Tensor forward(Tensor x) override { return x.permute(dims); }
+  std::vector<int64_t> dims;
+};
+
+// ConvNeXt's LayerNorm2d: LayerNorm over the channels of x (N, C, H, W) (permuted to channels
+// last, normalized, permuted back). Parameters weight and bias (C), as nn::LayerNorm({C}).
+class LayerNorm2d : public nn::LayerNorm {
+ public:
+  explicit LayerNorm2d(int64_t channels, nn::LayerNormOptions options = {}) : nn::LayerNorm({channels}, options) {}
+  Tensor forward(Tensor x) override;
 };
 
 // torchvision's _make_divisible: v rounded to the nearest multiple of divisor (at least min_value,

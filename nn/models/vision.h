@@ -3,7 +3,10 @@
 #pragma once
 
 #include "nn/models/classic.h"
+#include "nn/models/convnext.h"
+#include "nn/models/efficientnet.h"
 #include "nn/models/layers.h"
 #include "nn/models/mobilenet.h"
+#include "nn/models/regnet.h"
 #include "nn/models/resnet.h"
 #include "nn/models/weights.h"

@@ -95,6 +95,11 @@ const std::map<std::string, Builder>& builders() {
     t["densenet121"] = [](const ModelOptions& o) { return densenet121({.num_classes = o.num_classes}); };
     t["mobilenet_v2"] = [](const ModelOptions& o) { return mobilenet_v2({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)}); };
     t["mobilenet_v3_large"] = [](const ModelOptions& o) { return mobilenet_v3_large({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)}); };
+    t["efficientnet_b0"] = [](const ModelOptions& o) { return efficientnet_b0({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)}); };
+    t["shufflenet_v2_x0_5"] = [](const ModelOptions& o) { return shufflenet_v2_x0_5({.num_classes = o.num_classes}); };
+    t["shufflenet_v2_x1_0"] = [](const ModelOptions& o) { return shufflenet_v2_x1_0({.num_classes = o.num_classes}); };
+    t["regnet_y_400mf"] = [](const ModelOptions& o) { return regnet_y_400mf({.num_classes = o.num_classes}); };
+    t["convnext_tiny"] = [](const ModelOptions& o) { return convnext_tiny({.num_classes = o.num_classes}); };
     t["mobilenet_v3_small"] = [](const ModelOptions& o) { return mobilenet_v3_small({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)}); };
     return t;
   }();

@@ -63,7 +63,7 @@ INSTANTIATE_TEST_SUITE_P(Zoo, VisionModels,
                          ::testing::Values("resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
                                            "resnext50_32x4d", "wide_resnet50_2", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn",
                                            "alexnet", "squeezenet1_1", "densenet121", "mobilenet_v2", "mobilenet_v3_small",
-                                           "mobilenet_v3_large"),
+                                           "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0", "regnet_y_400mf", "convnext_tiny"),
                          [](const auto& info) { return info.param; });
 
 class VisionTraining : public ::testing::TestWithParam<std::string> {};
