@@ -12,5 +12,6 @@
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "data/data.h"
+#include "nn/models/vision.h"
 #include "nn/nn.h"
 #include "optim/optim.h"

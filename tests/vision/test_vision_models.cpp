@@ -1,0 +1,207 @@
+// The model zoo against torchvision: each architecture's state dict names and shapes, parameter
+// count and eval-mode output (1e-4 relative), and training-mode gradients of resnet18 and
+// mobilenet_v2; loading weights from PyTorch and safetensors files. References come from
+// tests/vision/make_reference.py (see vision_reference.h).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "nabla.h"
+#include "vision_reference.h"
+
+namespace nabla::testing {
+namespace {
+
+using nabla_test::vision::reference_file;
+using nabla_test::vision::relative_error;
+using nabla_test::vision::state_from_reference;
+
+// Checks the model's state dict keys (in order) and shapes against the reference, loads the
+// reference's values (strict) and returns the reference.
+torch_io::Value load_reference(nn::Module& model, const std::string& file) {
+  torch_io::Value ref = torch_io::load(file);
+  nn::StateDict mine = model.state_dict();
+  std::vector<std::string> theirs, ours;
+  for (const auto& n : ref["names"].items()) theirs.push_back(n.to_string());
+  for (const auto& [k, v] : mine) ours.push_back(k);
+  EXPECT_EQ(ours, theirs) << "state dict keys differ from torchvision's";
+  model.load_state_dict(state_from_reference(ref));  // strict: throws on missing, unexpected or mis-shaped
+  EXPECT_EQ(vision::count_parameters(model), ref["num_params"].to_int());
+  return ref;
+}
+
+std::string shape_str(const Tensor& t) {
+  std::ostringstream os;
+  os << t.sizes();
+  return os.str();
+}
+
+class VisionModels : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VisionModels, eval_matches_torchvision) {
+  NABLA_NEEDS_PYTHON_MODULES("torch, torchvision");
+  const std::string name = GetParam();
+  auto model = vision::create_model(name);
+  torch_io::Value ref = load_reference(*model, reference_file(name));
+  model->eval();
+  autograd::NoGradGuard no_grad;
+  auto t0 = std::chrono::steady_clock::now();
+  Tensor y = (*model)(ref["input"].to_tensor());
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  Tensor expected = ref["output"].to_tensor();
+  ASSERT_EQ(y.sizes(), expected.sizes());
+  double err = relative_error(y, expected);
+  std::printf("[vision] %s eval: input %s, %lld parameters, max relative error %.3g, forward %.0f ms\n", name.c_str(),
+              shape_str(ref["input"].to_tensor()).c_str(), static_cast<long long>(vision::count_parameters(*model)), err, ms);
+  EXPECT_LE(err, 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, VisionModels,
+                         ::testing::Values("resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
+                                           "resnext50_32x4d", "wide_resnet50_2", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn",
+                                           "alexnet", "squeezenet1_1", "densenet121", "mobilenet_v2", "mobilenet_v3_small",
+                                           "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0", "regnet_y_400mf", "convnext_tiny"),
+                         [](const auto& info) { return info.param; });
+
+class VisionTraining : public ::testing::TestWithParam<std::string> {};
+
+// Training mode: BatchNorm on batch statistics (and its running statistics updated), the
+// gradients of loss = sum(output * w) for every parameter.
+TEST_P(VisionTraining, gradients_match_torchvision) {
+  NABLA_NEEDS_PYTHON_MODULES("torch, torchvision");
+  const std::string name = GetParam();
+  auto model = vision::create_model(name, {.dropout = 0.0});  // as make_reference.py's TRAIN
+  torch_io::Value ref = load_reference(*model, reference_file(name + "_train"));
+  model->train();
+  Tensor y = (*model)(ref["input"].to_tensor());
+  double out_err = relative_error(y.detach(), ref["output"].to_tensor());
+  EXPECT_LE(out_err, 1e-4);
+  (y * ref["loss_weight"].to_tensor()).sum().backward();
+  // Each gradient is compared relative to its own scale, floored at 1e-3 of the largest gradient
+  // of the model: the biases of a BatchNorm whose output only reaches the loss through another
+  // training-mode BatchNorm (mobilenet_v2's projection layers) have a gradient that is zero in exact
+  // arithmetic, and both frameworks give rounding noise there (1e-5 against gradients of 1e3).
+  double global = 0;
+  for (const auto& [pname, g] : ref["grads"].entries()) global = std::max(global, g.to_tensor().abs().max().item<double>());
+  double worst = 0;
+  std::string worst_name;
+  for (const auto& [pname, p] : model->named_parameters()) {
+    const auto* g = ref["grads"].find(pname);
+    ASSERT_NE(g, nullptr) << pname;
+    ASSERT_TRUE(p.grad().defined()) << pname << " has no gradient";
+    Tensor expected = g->to_tensor();
+    double scale = std::max(expected.abs().max().item<double>(), 1e-3 * global);
+    double e = (p.grad().to(kFloat64) - expected.to(kFloat64)).abs().max().item<double>() / scale;
+    if (e > worst) worst = e, worst_name = pname;
+    EXPECT_LE(e, 1e-3) << pname;
+  }
+  double buf_err = 0;
+  for (const auto& [bname, b] : model->named_buffers()) {
+    const auto* r = ref["buffers"].find(bname);
+    ASSERT_NE(r, nullptr) << bname;
+    if (b.dtype() == kInt64) EXPECT_TRUE(equal(b, r->to_tensor())) << bname;
+    else buf_err = std::max(buf_err, relative_error(b, r->to_tensor()));
+  }
+  EXPECT_LE(buf_err, 1e-4);
+  std::printf("[vision] %s train: output %.3g, worst gradient %.3g (%s), running statistics %.3g\n", name.c_str(),
+              out_err, worst, worst_name.c_str(), buf_err);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, VisionTraining, ::testing::Values("resnet18", "mobilenet_v2"),
+                         [](const auto& info) { return info.param; });
+
+// ---- load_weights -------------------------------------------------------------------------------
+
+TEST(VisionWeights, loads_torchvision_state_dict_and_safetensors) {
+  NABLA_NEEDS_PYTHON_MODULES("torch, torchvision");
+  std::string ref_file = reference_file("resnet18");
+  std::string pth = ref_file.substr(0, ref_file.size() - 3) + "_state_dict.pth";
+  torch_io::Value ref = torch_io::load(ref_file);
+  auto model = vision::resnet18();
+  vision::load_weights(*model, pth);  // strict, through the PyTorch-file reader
+  model->eval();
+  autograd::NoGradGuard no_grad;
+  Tensor x = ref["input"].to_tensor();
+  EXPECT_LE(relative_error((*model)(x), ref["output"].to_tensor()), 1e-4);
+
+  // The same weights through safetensors (format told by content: no extension on purpose).
+  auto st = std::filesystem::temp_directory_path() / ("nabla-vision-st-" + std::to_string(::getpid()));
+  nn::save_weights(*model, st.string());
+  auto again = vision::resnet18();
+  vision::load_weights(*again, st.string());
+  again->eval();
+  EXPECT_TRUE(equal((*again)(x), (*model)(x)));
+  std::filesystem::remove(st);
+}
+
+TEST(VisionWeights, strict_loading_names_missing_unexpected_and_mismatched_keys) {
+  auto model = vision::resnet18();
+  nn::StateDict sd = model->state_dict();
+  auto dir = std::filesystem::temp_directory_path() / ("nabla-vision-keys-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+
+  // A head for 10 classes into a 1000-class model: both fc tensors are named with their shapes.
+  auto ten = vision::resnet18({.num_classes = 10});
+  torch_io::save((dir / "ten.pth").string(), ten->state_dict());
+  try {
+    vision::load_weights(*model, (dir / "ten.pth").string());
+    ADD_FAILURE() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("size mismatch for fc.weight"), std::string::npos) << m;
+    EXPECT_NE(m.find("[10, 512]"), std::string::npos) << m;
+    EXPECT_NE(m.find("fc.bias"), std::string::npos) << m;
+  }
+
+  // A missing and an unexpected key.
+  nn::StateDict partial;
+  for (const auto& [k, v] : sd)
+    if (k != "layer4.1.bn2.running_var") partial.insert(k, v);
+  partial.insert("layer5.0.conv1.weight", zeros({1}));
+  torch_io::save((dir / "partial.pth").string(), partial);
+  try {
+    vision::load_weights(*model, (dir / "partial.pth").string());
+    ADD_FAILURE() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("Missing key(s) in state_dict: \"layer4.1.bn2.running_var\""), std::string::npos) << m;
+    EXPECT_NE(m.find("Unexpected key(s) in state_dict: \"layer5.0.conv1.weight\""), std::string::npos) << m;
+  }
+  // Not strict: reported, the rest loaded.
+  auto res = vision::load_weights(*model, (dir / "partial.pth").string(), {.strict = false});
+  EXPECT_EQ(res.missing_keys, std::vector<std::string>{"layer4.1.bn2.running_var"});
+  EXPECT_EQ(res.unexpected_keys, std::vector<std::string>{"layer5.0.conv1.weight"});
+
+  // A checkpoint dict: the state dict under a key.
+  torch_io::save((dir / "ck.pth").string(), torch_io::Value::dict({{"model", model->state_dict()}, {"epoch", 3}}));
+  EXPECT_THROW(vision::load_weights(*model, (dir / "ck.pth").string()), ValueError);  // "model.conv1.weight"...
+  EXPECT_NO_THROW(vision::load_weights(*model, (dir / "ck.pth").string(), {.key = "model"}));
+
+  EXPECT_THROW(vision::load_weights(*model, (dir / "nothing.pth").string()), IOError);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(VisionModels, create_model_names_and_options) {
+  EXPECT_THROW(vision::create_model("resnet19"), ValueError);
+  try {
+    vision::create_model("resnet19");
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("resnet18"), std::string::npos);
+  }
+  auto m = vision::resnet50({.num_classes = 7, .zero_init_residual = true});
+  EXPECT_EQ(m->named_parameters()["fc.weight"].sizes(), (Shape{7, 2048}));
+  EXPECT_EQ(m->named_parameters()["layer1.0.bn3.weight"].abs().sum().item<double>(), 0.0);
+  EXPECT_EQ(vision::count_parameters(*vision::resnet18()), 11689512);  // torchvision's
+  EXPECT_THROW((*vision::resnet18())(zeros({1, 1, 32, 32})), ShapeError);
+  // A new head, as in transfer learning.
+  auto r = vision::resnet18();
+  r->fc = r->replace_module("fc", std::make_shared<nn::Linear>(512, 3));
+  EXPECT_EQ((*r)(zeros({2, 3, 32, 32})).sizes(), (Shape{2, 3}));
+  EXPECT_TRUE(r->state_dict().contains("fc.weight"));
+}
+
+}  // namespace
+}  // namespace nabla::testing
