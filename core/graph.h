@@ -244,3 +244,12 @@ inline SavedTensor save_output(const Tensor& t) { return SavedTensor(t, true); }
 Tensor sum_to(const Tensor& grad, IntArrayRef shape);
 
 }  // namespace nabla::autograd
+
+namespace nabla {
+// The guards as libtorch spells them (torch::NoGradGuard, torch::InferenceMode): also nabla::.
+using autograd::AutoGradMode;
+using autograd::InferenceMode;
+using autograd::NoGradGuard;
+using autograd::is_grad_enabled;
+using autograd::set_grad_enabled;
+}  // namespace nabla

@@ -69,8 +69,13 @@ std::string find_idx(const char* dataset, const std::string& root, const std::st
   std::string plain = root + "/" + name, gz = plain + ".gz";
   if (exists_file(plain)) return plain;
   if (exists_file(gz)) return gz;
-  throw IOError(detail::str(dataset, ": cannot find '", plain, "' (or '", gz,
-                            "'); scripts/get-data.sh puts MNIST in data/mnist and Fashion-MNIST in data/fashion-mnist"));
+  const bool fashion = std::string_view(dataset) == "FashionMNIST";
+  throw IOError(detail::str(dataset, ": cannot find '", plain, "' (or '", gz, "'); ",
+                            fashion ? "Debian's package dataset-fashion-mnist installs the files in "
+                                      "/usr/share/datasets/fashion-mnist (apt-get install dataset-fashion-mnist), and "
+                                      "scripts/get-data.sh puts them in data/fashion-mnist"
+                                    : "scripts/get-data.sh puts MNIST in data/mnist (and Fashion-MNIST in "
+                                      "data/fashion-mnist)"));
 }
 
 Tensor read_idx_for(const char* dataset, const std::string& path, uint64_t max_bytes) {

@@ -73,9 +73,9 @@ void check_class_target(const Tensor& input, const Tensor& target, const Tensor&
 
 // ---- classification -------------------------------------------------------------------------------
 
-Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& o) {
-  check<DTypeError>(input.is_floating_point(), "nll_loss: input must be floating, got ", input.dtype());
-  check_class_target(input, target, o.weight, o.ignore_index, "nll_loss");
+namespace {
+// nll_loss once its arguments are checked (nll_loss and cross_entropy check them under their names).
+Tensor nll_loss_checked(const Tensor& input, const Tensor& target, const NLLLossOptions& o) {
   int64_t cd = class_dim_of(input);
   Tensor ignored = target.eq(o.ignore_index);
   Tensor safe = target.masked_fill(ignored, 0);
@@ -93,6 +93,13 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions&
   if (o.reduction == Reduction::mean) return loss.masked_fill(ignored, 0).sum() / w.sum();
   return reduce(loss, o.reduction, "nll_loss");
 }
+}  // namespace
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& o) {
+  check<DTypeError>(input.is_floating_point(), "nll_loss: input must be floating, got ", input.dtype());
+  check_class_target(input, target, o.weight, o.ignore_index, "nll_loss");
+  return nll_loss_checked(input, target, o);
+}
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& o) {
   check<ValueError>(input.defined() && target.defined(), "cross_entropy: input or target is undefined");
@@ -107,6 +114,12 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
 
   if (target.is_floating_point()) {
     // Class probabilities: -sum_c w_c t_c log p_c.
+    Shape index_shape = input.sizes();
+    index_shape.erase(index_shape.begin() + cd);
+    check<DTypeError>(target.sizes() != index_shape || target.sizes() == input.sizes(), "cross_entropy: a target of shape ",
+                      target.sizes(), " holds class indices, which must be int64, got ", target.dtype(),
+                      " (convert with target.to(kInt64); a floating target holds class probabilities and has the "
+                      "input's shape ", input.sizes(), ")");
     check<ShapeError>(target.sizes() == input.sizes(), "cross_entropy: probability targets must have the input's shape ",
                       input.sizes(), ", got ", target.sizes());
     if (o.weight.defined())
@@ -123,7 +136,8 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
     }
   }
 
-  Tensor nll = nll_loss(logp, target, {.weight = o.weight, .ignore_index = o.ignore_index, .reduction = o.reduction});
+  check_class_target(input, target, o.weight, o.ignore_index, "cross_entropy");
+  Tensor nll = nll_loss_checked(logp, target, {.weight = o.weight, .ignore_index = o.ignore_index, .reduction = o.reduction});
   if (ls == 0) return nll;
   // Label smoothing: (1 - ls) * nll + ls / C * sum_c (-w_c log p_c), normalized like nll.
   Tensor ignored = target.eq(o.ignore_index);

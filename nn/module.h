@@ -25,6 +25,7 @@
 // held elsewhere (an optimizer's parameter list, a member `Tensor weight`) stay valid.
 #pragma once
 
+#include <concepts>
 #include <functional>
 #include <memory>
 #include <ostream>
@@ -177,6 +178,13 @@ class Module : public std::enable_shared_from_this<Module> {
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& m);
+// `std::cout << model` for a module handle prints the module (its tree, as PyTorch's print(model)),
+// not the pointer's address.
+template <class M>
+  requires std::derived_from<M, Module>
+std::ostream& operator<<(std::ostream& os, const std::shared_ptr<M>& m) {
+  return m ? os << *m : os << "(null module)";
+}
 
 // Python-style formatting used by extra_repr(): True/False, (3, 3).
 std::string repr_bool(bool b);

@@ -2,6 +2,8 @@
 // shows what was passed.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "value_helpers.h"
 
 namespace nabla::testing {
@@ -200,6 +202,53 @@ TEST(Errors, AutogradErrors) {
   EXPECT_TRUE(throws_with<AutogradError>([&] { (x * 2).requires_grad_(false); }, {"requires_grad_", "MulBackward"}));
   EXPECT_TRUE(throws_with<ShapeError>([&] { (x * 2).backward(ones({3})); }, {"backward", "[3]", "[2]"}));
   EXPECT_TRUE(throws_with<AutogradError>([&] { (x * 2).to(kInt64); }, {"to", "int64", "requires grad"}));
+}
+
+}  // namespace
+}  // namespace nabla::testing
+
+namespace nabla::testing {
+namespace {
+
+// The habits of a PyTorch/libtorch user (issue "the first hour"): they compile, or the error names
+// what to write instead.
+TEST(Habits, GuardsAndPrintingAsLibtorchSpellsThem) {
+  {
+    nabla::NoGradGuard no_grad;  // also autograd::NoGradGuard
+    Tensor w = ones({2}).requires_grad_();
+    EXPECT_FALSE((w * 2).requires_grad());
+    EXPECT_FALSE(nabla::is_grad_enabled());
+  }
+  {
+    nabla::InferenceMode inference;
+    EXPECT_FALSE((ones({2}).requires_grad_() * 2).requires_grad());
+  }
+  EXPECT_TRUE(nabla::is_grad_enabled());
+  std::ostringstream t, m, direct;
+  t << tensor({1.5, 2.0});
+  EXPECT_NE(t.str().find("1.5"), std::string::npos) << t.str();
+  auto model = std::make_shared<nn::Linear>(3, 2);
+  m << model;          // the module, not the pointer's address
+  direct << *model;
+  EXPECT_EQ(m.str(), direct.str());
+  EXPECT_NE(m.str().find("Linear(in_features=3, out_features=2"), std::string::npos) << m.str();
+}
+
+TEST(Habits, CrossEntropyWithFloatClassIndicesSaysInt64) {
+  Tensor logits = zeros({4, 3});
+  EXPECT_TRUE(throws_with<DTypeError>([&] { nn::functional::cross_entropy(logits, zeros({4})); },
+                                      {"cross_entropy", "class indices", "int64", "float32", "to(kInt64)"}));
+  // Errors about index targets name the loss that was called, not the nll_loss it is built on.
+  EXPECT_TRUE(throws_with<ShapeError>([&] { nn::functional::cross_entropy(logits, zeros({5}, kInt64)); },
+                                      {"cross_entropy", "[4]", "[5]"}));
+  EXPECT_TRUE(throws_with<IndexError>([&] { nn::functional::cross_entropy(logits, full({4}, 7, kInt64)); },
+                                      {"cross_entropy"}));
+}
+
+TEST(Habits, MissingFashionMnistNamesTheDebianPackage) {
+  EXPECT_TRUE(throws_with<IOError>([] { data::FashionMNIST("/nonexistent-dir"); },
+                                   {"FashionMNIST", "/nonexistent-dir", "dataset-fashion-mnist",
+                                    "/usr/share/datasets/fashion-mnist", "scripts/get-data.sh"}));
 }
 
 }  // namespace

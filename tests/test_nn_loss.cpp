@@ -108,7 +108,7 @@ TEST(NnLoss, CrossEntropyShapesAndErrors) {
   EXPECT_THROW(F::cross_entropy(X(), tensor({1, 2})), ShapeError);
   EXPECT_THROW(F::cross_entropy(X(), T(), {.weight = ones({3}, kFloat64)}), ShapeError);
   EXPECT_THROW(F::cross_entropy(X(), T(), {.label_smoothing = 1.5}), ValueError);
-  EXPECT_THROW(F::cross_entropy(X(), T().to(kFloat32)), ShapeError);  // float targets are probabilities
+  EXPECT_THROW(F::cross_entropy(X(), T().to(kFloat32)), DTypeError);  // class indices must be int64 (float targets are probabilities of the input's shape)
   // Every target ignored: the mean is 0/0, as in PyTorch.
   EXPECT_TRUE(std::isnan(F::cross_entropy(X(), tensor({-100, -100, -100})).item<double>()));
 }
