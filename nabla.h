@@ -14,3 +14,4 @@
 #include "data/data.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "tensorboard/summary_writer.h"
