@@ -16,6 +16,8 @@
 #include <set>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "nabla.h"
 #include "tensorboard/crc32c.h"
 #include "tensorboard/event_file.h"
@@ -719,6 +721,111 @@ TEST_F(Tensorboard, KilledWriterLeavesOnlyCompleteRecordsAndOnePartialTail) {
   }
   EXPECT_GT(total_records, 12 * 3);  // the children got to write
   std::printf("killed writers: %d records in 12 files, %d ending in a partial record\n", total_records, with_partial);
+}
+
+// ---- the official protobuf runtime and PyTorch's algorithms ------------------------------------
+
+namespace {
+
+std::string run_capture(const std::string& cmd, int* code) {
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[65536];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  int status = pclose(p);
+  *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+}  // namespace
+
+TEST_F(Tensorboard, OfficialProtobufReadsEverythingAndPyTorchsAlgorithmsAgree) {
+  NABLA_NEEDS_PYTHON_MODULES("google.protobuf, numpy");
+  if (std::system("command -v protoc > /dev/null 2>&1") != 0) {
+    if (nabla_test::torch_required()) FAIL() << "NABLA_REQUIRE_TORCH=1 but protoc is missing (apt-get install protobuf-compiler)";
+    GTEST_SKIP() << "protoc is missing (Debian: apt-get install protobuf-compiler python3-protobuf)";
+  }
+  manual_seed(5);
+  fs::create_directories(dir_);
+  // Histogram inputs: a layer's weights; values over 60 orders of magnitude with zeros, both signs,
+  // values beyond the bins (|x| >= 1e20) and on bin edges; small integers.
+  Tensor normal = randn({10000}) * 0.1;
+  Tensor wide = randn({5000}, kFloat64) * exp(randn({5000}, kFloat64) * 12);
+  wide.narrow(0, 0, 50).zero_();
+  wide.index_put_({60}, 1e25);
+  wide.index_put_({61}, -3e21);
+  wide.index_put_({62}, 1e-12);
+  wide.index_put_({63}, 1e-12 * 1.1 * 1.1);
+  Tensor ints = randint(-5, 6, {1000});
+  save_npy(normal, path("normal.npy"));
+  save_npy(wide, path("wide.npy"));
+  save_npy(ints, path("ints.npy"));
+  Tensor labels = randint(0, 2, {2000}), preds = rand({2000}), weights = rand({2000}, kFloat64);
+  save_npy(labels, path("pr_labels.npy"));
+  save_npy(preds, path("pr_predictions.npy"));
+  save_npy(weights, path("pr_weights.npy"));
+  {
+    tb::SummaryWriter w(path(), {.purge_step = 3});
+    w.add_scalar("loss", 0.125, 4);
+    w.add_scalars("both", {{"a", 1.5}, {"b", -2.5}}, 5);
+    w.add_histogram("ref/normal", normal, 6);
+    w.add_histogram("ref/wide", wide, 7);
+    w.add_histogram("ref/ints", ints, 8);
+    w.add_image("img", rand({3, 5, 7}), 9);
+    w.add_text("md", "# title\n*x*", 10);
+    w.add_pr_curve("ref_pr", labels, preds, 11, 50, weights);
+    w.add_hparams({{"lr", 0.5}, {"opt", "sgd"}, {"bn", false}}, {{"hparam/acc", 0.875}}, {{"opt", {"sgd", "adam"}}},
+                  "hp", 12);
+    w.add_embedding(rand({4, 3}), {"w", "x", "y", "z"}, rand({4, 1, 5, 5}), 13, "emb");
+  }
+  int code = 0;
+  std::string out = run_capture("/usr/bin/python3 " + std::string(NABLA_TESTS_DIR) + "/tensorboard/read_events.py " +
+                                    path() + " 2>&1",
+                                &code);
+  ASSERT_EQ(code, 0) << out;
+  nlohmann::json j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["checks"].size(), 4u) << out.substr(0, 4000);
+  for (const auto& c : j["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c["name"] << ": " << c["detail"];
+
+  const auto& main = j["runs"]["."];
+  ASSERT_EQ(main.size(), 10u) << main.dump().substr(0, 4000);
+  EXPECT_EQ(main[0]["file_version"], "brain.Event:2");
+  EXPECT_EQ(main[1]["file_version"], "brain.Event:2");
+  EXPECT_EQ(main[1]["step"], 3);
+  EXPECT_EQ(main[2]["session_log"], "START");
+  auto value = [&](size_t i) { return main[i]["values"][0]; };
+  EXPECT_EQ(value(3)["tag"], "loss");
+  EXPECT_EQ(value(3)["simple_value"], 0.125);
+  EXPECT_EQ(main[3]["step"], 4);
+  EXPECT_EQ(value(7)["image"], nlohmann::json({{"height", 5}, {"width", 7}, {"colorspace", 3}, {"png_bytes", value(7)["image"]["png_bytes"]}, {"png_signature", true}}));
+  EXPECT_EQ(value(8)["tag"], "md/text_summary");
+  EXPECT_EQ(value(8)["tensor"]["dtype"], "DT_STRING");
+  EXPECT_EQ(value(8)["tensor"]["string_val"][0], "# title\n*x*");
+  EXPECT_EQ(value(8)["plugin"], "text");
+  EXPECT_EQ(value(9)["plugin"], "pr_curves");
+  EXPECT_EQ(value(9)["plugin_content"]["num_thresholds"], 50);
+  EXPECT_EQ(j["runs"]["both_a"][1]["values"][0]["simple_value"], 1.5);
+  EXPECT_EQ(j["runs"]["both_b"][1]["values"][0]["tag"], "both");
+  EXPECT_EQ(j["runs"]["both_b"][1]["values"][0]["simple_value"], -2.5);
+
+  const auto& hp = j["runs"]["hp"];
+  ASSERT_EQ(hp.size(), 5u);
+  const auto& exp = hp[1]["values"][0]["plugin_content"]["experiment"];
+  EXPECT_EQ(exp["hparam_infos"][0], nlohmann::json({{"name", "lr"}, {"type", "DATA_TYPE_FLOAT64"}}));
+  EXPECT_EQ(exp["hparam_infos"][1]["domain_discrete"],
+            nlohmann::json::parse(R"({"values": [{"string_value": "sgd"}, {"string_value": "adam"}]})"));
+  EXPECT_EQ(exp["hparam_infos"][2]["type"], "DATA_TYPE_BOOL");
+  EXPECT_EQ(exp["metric_infos"][0]["name"]["tag"], "hparam/acc");
+  const auto& ssi = hp[2]["values"][0]["plugin_content"]["session_start_info"]["hparams"];
+  EXPECT_EQ(ssi["lr"]["number_value"], 0.5);
+  EXPECT_EQ(ssi["opt"]["string_value"], "sgd");
+  EXPECT_EQ(ssi["bn"]["bool_value"], false);
+  EXPECT_EQ(hp[3]["values"][0]["plugin_content"]["session_end_info"]["status"], "STATUS_SUCCESS");
+  EXPECT_EQ(hp[4]["values"][0]["simple_value"], 0.875);
+  EXPECT_EQ(hp[4]["step"], 12);
+
+  EXPECT_EQ(j["projector"]["embeddings"][0]["tensor_name"], "emb:00013");
+  EXPECT_EQ(j["projector"]["embeddings"][0]["sprite"]["single_image_dim"], nlohmann::json::parse("[5, 5]"));
 }
 
 // ---- checks of arguments ------------------------------------------------------------------------
