@@ -381,7 +381,9 @@ const char* kind_name(const HParam& v) {
 
 void hparams_experiment_value(ProtoWriter& w, const HParams& hparams, const Metrics& metrics,
                               const HParamDomains& domains) {
-  for (const auto& [name, values] : domains) {
+  for (const auto& domain : domains) {  // (no structured bindings here: clang 14 cannot capture them)
+    const std::string& name = domain.first;
+    const std::vector<HParam>& values = domain.second;
     auto it = std::find_if(hparams.begin(), hparams.end(), [&](const auto& p) { return p.first == name; });
     check<ValueError>(it != hparams.end(), "add_hparams: the domain of '", name, "' names no hyperparameter");
     for (const HParam& d : values)
@@ -392,28 +394,30 @@ void hparams_experiment_value(ProtoWriter& w, const HParams& hparams, const Metr
   // HParamInfo { string name = 1; DataType type = 4; ListValue domain_discrete = 5; }
   // DataType { UNSET = 0; STRING = 1; BOOL = 2; FLOAT64 = 3; }; MetricInfo { MetricName name = 1 { string tag = 2; } }
   hparams_summary(w, kHParamsExperimentTag, 2, [&](ProtoWriter& c) {
-    for (const auto& [name, v] : hparams) {
+    for (const auto& hp : hparams) {
+      const std::string& name = hp.first;
+      const HParam& v = hp.second;
       c.message(4, [&] {
         c.str(1, name);
         c.int64(4, v.value().index() == 0 ? 3 : v.value().index() == 1 ? 1 : 2);
-        for (const auto& [dname, values] : domains)
-          if (dname == name)
+        for (const auto& domain : domains)
+          if (domain.first == name)
             c.message(5, [&] {
-              for (const HParam& d : values) c.message(1, [&] { struct_value(c, d); });
+              for (const HParam& d : domain.second) c.message(1, [&] { struct_value(c, d); });
             });
       });
     }
-    for (const auto& [tag, value] : metrics) c.message(5, [&] { c.message(1, [&] { c.str(2, tag); }); });
+    for (const auto& metric : metrics) c.message(5, [&] { c.message(1, [&] { c.str(2, metric.first); }); });
   });
 }
 
 void hparams_session_start_value(ProtoWriter& w, const HParams& hparams) {
   // SessionStartInfo { map<string, google.protobuf.Value> hparams = 1; }
   hparams_summary(w, kHParamsSessionStartTag, 3, [&](ProtoWriter& c) {
-    for (const auto& [name, v] : hparams)
+    for (const auto& hp : hparams)
       c.message(1, [&] {
-        c.str_always(1, name);
-        c.message(2, [&] { struct_value(c, v); });
+        c.str_always(1, hp.first);
+        c.message(2, [&] { struct_value(c, hp.second); });
       });
   });
 }

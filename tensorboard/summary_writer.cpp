@@ -165,7 +165,9 @@ void SummaryWriter::add_scalars(const std::string& main_tag, const std::vector<s
   std::string& buf = scratch();
   std::lock_guard lk(mu_);
   const std::string prefix = main_file().dir() + "/" + run + "_";
-  for (const auto& [key, value] : values) {
+  for (const auto& kv : values) {
+    const std::string& key = kv.first;
+    const float value = static_cast<float>(kv.second);
     std::string dir = prefix + key;
     auto it = scalars_runs_.find(dir);
     if (it == scalars_runs_.end())
@@ -176,7 +178,7 @@ void SummaryWriter::add_scalars(const std::string& main_tag, const std::vector<s
                .first;
     buf.clear();
     encode_summary_event(buf, wall, global_step,
-                         [&](ProtoWriter& w) { scalar_value(w, main_tag, static_cast<float>(value)); });
+                         [&](ProtoWriter& w) { scalar_value(w, main_tag, value); });
     it->second->add(buf);
   }
 }
