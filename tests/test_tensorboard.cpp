@@ -394,6 +394,29 @@ TEST_F(Tensorboard, HistogramBucketsByHand) {
   EXPECT_THROW(tb::make_histogram(tensor({1.0}), std::vector<double>{0, 2, 1}), ValueError);
 }
 
+TEST(TensorboardHistogram, DefaultBinsFastPathEqualsBinarySearch) {
+  // make_histogram finds a value's default bin from a logarithm; a copy of the bins (another
+  // address) takes the plain binary search. Every edge, its neighbours, and random magnitudes.
+  const auto& tf = tb::tensorflow_bins();
+  std::vector<double> copy(tf.begin(), tf.end());
+  std::vector<double> v;
+  for (double e : tf) {
+    v.push_back(e);
+    v.push_back(std::nextafter(e, -INFINITY));
+    v.push_back(std::nextafter(e, INFINITY));
+  }
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> g(0, 1);
+  for (int i = 0; i < 20000; ++i) v.push_back(g(rng) * std::exp(g(rng) * 20));
+  Tensor t = tensor(v);
+  tb::Histogram fast = tb::make_histogram(t, tf), slow = tb::make_histogram(t, copy);
+  EXPECT_EQ(fast.bucket, slow.bucket);
+  EXPECT_EQ(fast.bucket_limit, slow.bucket_limit);
+  double counted = 0;
+  for (double c : fast.bucket) counted += c;
+  EXPECT_GT(counted, 0.9 * static_cast<double>(v.size()));
+}
+
 TEST_F(Tensorboard, HistogramEventHoldsTheProto) {
   {
     tb::SummaryWriter w(path());

@@ -226,7 +226,7 @@ TEST_F(MnistProgram, InterruptSavesAndResumesMidEpoch) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     std::string cmd = std::string(NABLA_MNIST_BIN) + " train" + common + " --checkpoint " + ck("int.safetensors") +
-                      " > /dev/null 2>&1";
+                      " --tensorboard " + ck("tb") + " --tensorboard-every 10 > /dev/null 2>&1";
     execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -238,9 +238,38 @@ TEST_F(MnistProgram, InterruptSavesAndResumesMidEpoch) {
   if (WEXITSTATUS(status) == 0) GTEST_SKIP() << "training finished before the interrupt arrived";
   ASSERT_EQ(WEXITSTATUS(status), 130);
   ASSERT_TRUE(fs::exists(ck("int.safetensors")));
-  Result r = run("train --epochs 4 --quiet --resume " + ck("int.safetensors") + " " + data());
+  // Ctrl-C loses no TensorBoard event: the file ends on a record boundary, with the train scalars
+  // up to the step the checkpoint holds.
+  std::vector<std::string> tb_files;
+  for (const auto& e : fs::directory_iterator(ck("tb")))
+    if (e.is_regular_file()) tb_files.push_back(e.path().string());
+  ASSERT_EQ(tb_files.size(), 1u);
+  int64_t last_logged = 0;
+  for (const auto& e : tb_test::read_events(tb_files[0]))  // throws on a partial or corrupt record
+    for (const auto& v : e.values)
+      if (v.str(1) == "train/loss") last_logged = e.step;
+  EXPECT_GT(last_logged, 0);
+  Result r = run("train --epochs 4 --quiet --resume " + ck("int.safetensors") + " " + data() + " --tensorboard " +
+                 ck("tb") + " --tensorboard-every 10");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(same_weights(ck("full.safetensors"), ck("int.safetensors")));
+  // The resumed run's file starts by purging what came after the checkpoint (purge_step), and then
+  // continues the step count: its first train scalar is the first multiple of 10 from there.
+  std::string resumed_file;
+  for (const auto& e : fs::directory_iterator(ck("tb")))
+    if (e.is_regular_file() && e.path().string() != tb_files[0]) resumed_file = e.path().string();
+  ASSERT_FALSE(resumed_file.empty());
+  auto resumed = tb_test::read_events(resumed_file);
+  ASSERT_GE(resumed.size(), 4u);
+  ASSERT_TRUE(resumed[2].session_log.has_value());
+  int64_t purge = resumed[2].step;
+  EXPECT_GT(purge, last_logged);
+  EXPECT_LE(purge, last_logged + 10);
+  int64_t first_loss_step = -1;
+  for (const auto& e : resumed)
+    for (const auto& v : e.values)
+      if (v.str(1) == "train/loss" && first_loss_step < 0) first_loss_step = e.step;
+  EXPECT_EQ(first_loss_step, (purge + 9) / 10 * 10);
 }
 
 TEST_F(MnistProgram, PredictsImagesAsTextAndJson) {
