@@ -190,9 +190,8 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
               "architecture", "")
       .option("summary-json", "PATH", "write test_acc, train_seconds, epochs, images_per_second here at the end", "")
       .option("tensorboard", "DIR",
-              "write TensorBoard logs to DIR (view with `tensorboard --logdir DIR`): train loss, accuracy and lr every "
-              "--tensorboard-every steps; test loss and accuracy, weight and gradient histograms and the misclassified "
-              "test digits per epoch; the hyperparameters with the final metrics", "")
+              "write TensorBoard logs to DIR: train loss/accuracy/lr, test loss/accuracy, weight and gradient "
+              "histograms, misclassified digits, hparams (view: tensorboard --logdir DIR)", "")
       .option("tensorboard-every", "N", "steps between the train scalars written to --tensorboard", "50")
       .flag("quiet", "no progress bar, only the per-epoch lines")
       .example("mnist train                                  # the default recipe")
