@@ -15,3 +15,4 @@
 #include "nn/models/vision.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "tensorboard/summary_writer.h"

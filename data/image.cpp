@@ -420,29 +420,48 @@ Tensor load_image_gray(const std::string& path, const ImageLimits& limits) {
   return load_image(path, 1, limits).squeeze(2);
 }
 
-void save_image(const std::string& path, const Tensor& image, int quality) {
-  check<DTypeError>(image.dtype() == kUInt8, "save_image: expected a u8 image, got ", image.dtype());
-  check<ShapeError>((image.dim() == 2 || (image.dim() == 3 && image.size(2) >= 1 && image.size(2) <= 4)),
-                    "save_image: expected an image (H, W) or (H, W, C) with C in 1..4, got shape ", image.sizes());
+namespace {
+
+// The bytes of u8 (H, W, C) or (H, W) encoded as `format` (png, bmp, jpeg); `op` and `name` for messages.
+std::vector<uint8_t> encode(const Tensor& image, const std::string& format, int quality, const char* op,
+                            const std::string& name) {
+  check<DTypeError>(image.dtype() == kUInt8, op, ": expected a u8 image, got ", image.dtype());
+  check<ShapeError>((image.dim() == 2 || (image.dim() == 3 && image.size(2) >= 1 && image.size(2) <= 4)), op,
+                    ": expected an image (H, W) or (H, W, C) with C in 1..4, got shape ", image.sizes());
   check<ValueError>(image.size(0) > 0 && image.size(1) > 0 && image.size(0) <= INT_MAX / 8 && image.size(1) <= INT_MAX / 8,
-                    "save_image: cannot write an image of shape ", image.sizes());
+                    op, ": cannot write an image of shape ", image.sizes());
   Tensor img = image.cpu().contiguous();
   int h = static_cast<int>(img.size(0)), w = static_cast<int>(img.size(1));
   int c = img.dim() == 3 ? static_cast<int>(img.size(2)) : 1;
-  std::string ext = lower_extension(path);
   std::vector<uint8_t> bytes;
   int ok = 0;
-  if (ext == ".png")
+  if (format == "png")
     ok = stbi_write_png_to_func(append_bytes, &bytes, w, h, c, img.data_ptr(), w * c);
-  else if (ext == ".bmp")
+  else if (format == "bmp")
     ok = stbi_write_bmp_to_func(append_bytes, &bytes, w, h, c, img.data_ptr());
-  else if (ext == ".jpg" || ext == ".jpeg")
+  else if (format == "jpeg" || format == "jpg")
     ok = stbi_write_jpg_to_func(append_bytes, &bytes, w, h, c, img.data_ptr(), std::clamp(quality, 1, 100));
   else
+    throw ValueError(detail::str(op, ": unknown image format '", format, "' (use png, bmp or jpeg)"));
+  check<IOError>(ok != 0 && !bytes.empty(), op, ": cannot encode ", name);
+  return bytes;
+}
+
+}  // namespace
+
+void save_image(const std::string& path, const Tensor& image, int quality) {
+  std::string ext = lower_extension(path);
+  std::string format = ext == ".png" ? "png" : ext == ".bmp" ? "bmp" : ext == ".jpg" || ext == ".jpeg" ? "jpeg" : "";
+  if (format.empty())
     throw ValueError(detail::str("save_image: cannot tell the format of ", quoted(path),
                                  " from its extension (use .png, .bmp, .jpg or .jpeg)"));
-  check<IOError>(ok != 0 && !bytes.empty(), "save_image: cannot encode ", quoted(path));
+  std::vector<uint8_t> bytes = encode(image, format, quality, "save_image", quoted(path));
   io::atomic_write(path, [&](std::FILE* f) { io::write_all(f, bytes.data(), bytes.size(), path); });
+}
+
+std::string encode_image(const Tensor& image, const std::string& format, int quality) {
+  std::vector<uint8_t> bytes = encode(image, format, quality, "encode_image", "the image");
+  return std::string(bytes.begin(), bytes.end());
 }
 
 // ---- resize -------------------------------------------------------------------------------------

@@ -46,6 +46,8 @@ Tensor decode_image(std::span<const uint8_t> bytes, int channels = 0, const Imag
 // Writes u8 (H, W, C) with C in 1..4, or (H, W), as PNG, BMP or JPEG, chosen by the extension
 // (.png, .bmp, .jpg/.jpeg; quality applies to JPEG). The file is replaced atomically.
 void save_image(const std::string& path, const Tensor& image, int quality = 95);
+// The bytes save_image would write, in memory: format is "png", "bmp" or "jpeg" ("jpg").
+std::string encode_image(const Tensor& image, const std::string& format = "png", int quality = 95);
 
 // Resizes the last two dims of x (..., H, W) to (out_h, out_w) by bilinear interpolation (pixel
 // centers aligned, as PyTorch's align_corners=false). With antialias, downscaling averages over

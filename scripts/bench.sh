@@ -6,10 +6,10 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$NABLA_ROOT"
 
-install_packages "${NABLA_BUILD_PACKAGES[@]}" libtorch-dev libopenblas-dev
+install_packages "${NABLA_BUILD_PACKAGES[@]}" libtorch-dev libopenblas-dev libbenchmark-dev
 log "building (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "$(jobs)" --target overhead compare mnist_compare contention
+cmake --build build -j "$(jobs)" --target overhead compare mnist_compare contention tensorboard_writer
 
 # libtorch's OpenMP threads must not spin while nabla runs (and the reverse).
 export OMP_WAIT_POLICY=passive
@@ -27,6 +27,10 @@ if [[ -f data/mnist/t10k-labels-idx1-ubyte || -f data/mnist/t10k-labels-idx1-uby
 else
   echo "no data/mnist (scripts/get-data.sh fetches it): skipping the real-MNIST comparison" > "$table.mnist"
 fi
+
+log "TensorBoard SummaryWriter: the cost of a call (bench/tensorboard_writer)"
+build/bench/tensorboard_writer --benchmark_repetitions=5 --benchmark_report_aggregates_only=true 2>&1 |
+  grep -E "^(Benchmark|BM_.*_median)|^-" | tee "$table.tensorboard"
 
 {
   echo "# Benchmark results"
@@ -58,11 +62,20 @@ fi
   echo
   cat "$table.contention"
   echo
+  echo "## TensorBoard SummaryWriter (bench/tensorboard_writer, medians of 5)"
+  echo
+  echo "Time is wall time per call (add_scalar with PyTorch's defaults, max_queue 10; with two threads at"
+  echo "once, per call of either), CPU is the calling thread's."
+  echo
+  echo '```'
+  cat "$table.tensorboard"
+  echo '```'
+  echo
   echo "## nabla alone (bench/overhead)"
   echo
   echo '```'
   cat "$table.overhead"
   echo '```'
 } > bench/RESULTS.md
-rm -f "$table" "$table.overhead" "$table.mnist"
+rm -f "$table" "$table.overhead" "$table.mnist" "$table.tensorboard"
 log "wrote bench/RESULTS.md"

@@ -189,10 +189,15 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
               "start from the weights of a PyTorch state dict (torch.save(model.state_dict(), PATH)) of the same "
               "architecture", "")
       .option("summary-json", "PATH", "write test_acc, train_seconds, epochs, images_per_second here at the end", "")
+      .option("tensorboard", "DIR",
+              "write TensorBoard logs to DIR: train loss/accuracy/lr, test loss/accuracy, weight and gradient "
+              "histograms, misclassified digits, hparams (view: tensorboard --logdir DIR)", "")
+      .option("tensorboard-every", "N", "steps between the train scalars written to --tensorboard", "50")
       .flag("quiet", "no progress bar, only the per-epoch lines")
       .example("mnist train                                  # the default recipe")
       .example("mnist train --model lenet --optimizer sgd --lr 0.01 --momentum 0.5 --batch-size 64 --no-shuffle")
-      .example("mnist train --epochs 5 --resume checkpoints/mnist-cnn.safetensors");
+      .example("mnist train --epochs 5 --resume checkpoints/mnist-cnn.safetensors")
+      .example("mnist train --tensorboard runs/cnn          # then: tensorboard --logdir runs");
   if (!cli.parse(argc, argv, 2)) return std::nullopt;
 
   TrainArgs a;
@@ -233,6 +238,10 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
   a.data = cli.is_set("data") ? cli.str("data") : "";
   a.checkpoint = cli.is_set("checkpoint") ? cli.str("checkpoint") : "";
   a.summary_json = cli.str("summary-json");
+  a.tensorboard = cli.str("tensorboard");
+  a.tensorboard_every = cli.integer("tensorboard-every", 1, kMaxLogEvery);
+  if (cli.is_set("tensorboard-every") && a.tensorboard.empty())
+    throw UsageError("--tensorboard-every needs --tensorboard DIR (where to write the logs)");
   return a;
 }
 

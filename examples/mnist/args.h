@@ -58,7 +58,7 @@ RunProgress progress_from_metadata(const std::map<std::string, std::string>& inf
                                    int64_t train_size);
 
 // Bounds of the numeric options.
-inline constexpr int64_t kMaxEpochs = 1'000'000, kMaxBatchSize = 1'000'000, kMaxWorkers = 256, kMaxCount = 1'000'000;
+inline constexpr int64_t kMaxLogEvery = 1'000'000'000, kMaxEpochs = 1'000'000, kMaxBatchSize = 1'000'000, kMaxWorkers = 256, kMaxCount = 1'000'000;
 inline const std::vector<std::string> kModels = {"mlp", "lenet", "cnn", "pytorch"}, kDatasets = {"mnist", "fashion-mnist"},
                                       kOptimizers = {"sgd", "adam", "adamw", "nadam", "radam", "rmsprop", "adagrad", "adadelta"},
                                       kSchedulers = {"none", "step", "exponential", "cosine", "onecycle"};
@@ -72,6 +72,8 @@ struct TrainArgs {
   int64_t workers = 0;
   bool quiet = false;
   std::string device, data, checkpoint, summary_json;  // data, checkpoint: "" for the defaults
+  std::string tensorboard;            // a TensorBoard log folder, or ""
+  int64_t tensorboard_every = 0;      // train scalars every this many steps
 };
 struct EvalArgs {
   std::string checkpoint, data, device;  // data: "" for the checkpoint's dataset in data/

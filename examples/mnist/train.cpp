@@ -67,7 +67,16 @@ struct EvalResult {
   double loss = 0, accuracy = 0;
 };
 
-EvalResult evaluate(nn::Module& model, bool log_probs, const data::DatasetPtr& test_set, Device device) {
+// Up to `max` misclassified test images, (N, 1, 28, 28) in [0, 1], with what the model said.
+struct Misclassified {
+  int64_t max = 0;
+  std::vector<Tensor> images;
+  std::vector<std::pair<int64_t, int64_t>> predicted_true;
+  int64_t count() const { return static_cast<int64_t>(predicted_true.size()); }
+};
+
+EvalResult evaluate(nn::Module& model, bool log_probs, const data::DatasetPtr& test_set, Device device,
+                    Misclassified* wrong = nullptr) {
   autograd::InferenceMode guard;
   model.eval();
   double loss = 0;
@@ -79,11 +88,47 @@ EvalResult evaluate(nn::Module& model, bool log_probs, const data::DatasetPtr& t
     Tensor l = log_probs ? nn::functional::nll_loss(out, y, {.reduction = nn::Reduction::sum})
                          : nn::functional::cross_entropy(out, y, {.reduction = nn::Reduction::sum});
     loss += l.item<double>();
-    correct += (out.argmax(1) == y).sum().item<int64_t>();
+    Tensor pred = out.argmax(1);
+    correct += (pred == y).sum().item<int64_t>();
     seen += y.numel();
+    if (wrong && wrong->count() < wrong->max) {
+      Tensor p = pred.cpu().contiguous(), t = batch.target.cpu().to(kInt64).contiguous();
+      std::vector<int64_t> rows;
+      for (int64_t i = 0; i < p.numel() && wrong->count() < wrong->max; ++i)
+        if (p.data_ptr<int64_t>()[i] != t.data_ptr<int64_t>()[i]) {
+          rows.push_back(i);
+          wrong->predicted_true.emplace_back(p.data_ptr<int64_t>()[i], t.data_ptr<int64_t>()[i]);
+        }
+      if (!rows.empty()) wrong->images.push_back(batch.data.cpu().index_select(0, tensor(rows)));
+    }
   }
   model.train();
   return {loss / std::max<int64_t>(seen, 1), static_cast<double>(correct) / std::max<int64_t>(seen, 1)};
+}
+
+// What --tensorboard logs at the end of an epoch (at the global step, like every event of the run,
+// so that a resumed run's purge_step replaces what a crashed one logged after its checkpoint):
+// test loss and accuracy, each parameter's values and last gradient as histograms, and the
+// misclassified test digits as one grid image with a table of what the model said.
+void log_epoch(tensorboard::SummaryWriter& tb, nn::Module& model, const EvalResult& test, const Misclassified& wrong,
+               int64_t step) {
+  tb.add_scalar("test/loss", test.loss, step);
+  tb.add_scalar("test/accuracy", test.accuracy, step);
+  for (const auto& [name, p] : model.named_parameters()) {
+    tb.add_histogram("weights/" + name, p, step);
+    if (p.grad().defined()) tb.add_histogram("grads/" + name, p.grad(), step);
+  }
+  if (wrong.count() > 0) {
+    tb.add_images("test/misclassified", cat(wrong.images, 0), step);
+    std::string table = "First " + std::to_string(wrong.count()) +
+                        " misclassified test digits, in the order of the image (8 per row):\n\n"
+                        "| # | predicted | true |\n|---|---|---|\n";
+    for (int64_t i = 0; i < wrong.count(); ++i)
+      table += "| " + std::to_string(i + 1) + " | " + std::to_string(wrong.predicted_true[i].first) + " | " +
+               std::to_string(wrong.predicted_true[i].second) + " |\n";
+    tb.add_text("test/misclassified", table, step);
+  }
+  tb.flush();  // so that TensorBoard shows the epoch while the next one trains
 }
 
 std::string json_number(double v) { return number_text(v, 10); }
@@ -203,6 +248,24 @@ int cmd_train(int argc, char** argv) {
     }
   }
 
+  // ---- TensorBoard -------------------------------------------------------------------------------
+  std::optional<tensorboard::SummaryWriter> tb;
+  const int64_t tb_every = args->tensorboard_every;
+  double tb_loss = 0;
+  int64_t tb_correct = 0, tb_seen = 0;
+  if (!args->tensorboard.empty()) {
+    tensorboard::SummaryWriterOptions o;
+    if (!resume.empty()) o.purge_step = step + 1;  // events a crashed run logged after its checkpoint go
+    try {
+      tb.emplace(args->tensorboard, o);
+    } catch (const IOError& e) {
+      throw Failure(std::string("--tensorboard: ") + e.what(), kExitError);
+    }
+    std::printf("tensorboard: %s (view with: tensorboard --logdir %s)\n", args->tensorboard.c_str(),
+                args->tensorboard.c_str());
+    std::fflush(stdout);
+  }
+
   std::signal(SIGINT, on_sigint);
   bool interactive = !quiet && stdout_is_terminal();
   EvalResult last{};
@@ -221,12 +284,28 @@ int cmd_train(int argc, char** argv) {
       if (sched.per_batch) sched.scheduler->step();
       ++step;
       ++batch_no;
+      double batch_loss;
+      int64_t batch_correct;
       {
         autograd::NoGradGuard ng;
-        partial_loss += loss.item<double>() * static_cast<double>(y.numel());
-        partial_correct += (out.argmax(1) == y).sum().item<int64_t>();
+        batch_loss = loss.item<double>();
+        batch_correct = (out.argmax(1) == y).sum().item<int64_t>();
       }
+      partial_loss += batch_loss * static_cast<double>(y.numel());
+      partial_correct += batch_correct;
       partial_seen += y.numel();
+      if (tb) {  // the train scalars: means over the steps since the last ones
+        tb_loss += batch_loss * static_cast<double>(y.numel());
+        tb_correct += batch_correct;
+        tb_seen += y.numel();
+        if (step % tb_every == 0) {
+          tb->add_scalar("train/loss", tb_loss / static_cast<double>(tb_seen), step);
+          tb->add_scalar("train/accuracy", static_cast<double>(tb_correct) / static_cast<double>(tb_seen), step);
+          tb->add_scalar("train/lr", opt->lr(), step);
+          tb_loss = 0;
+          tb_correct = tb_seen = 0;
+        }
+      }
       progress.update(batch_no, partial_loss / partial_seen, static_cast<double>(partial_correct) / partial_seen,
                       partial_seen);
       if (g_interrupted.load()) {
@@ -250,7 +329,9 @@ int cmd_train(int argc, char** argv) {
     partial_loss = 0;
     partial_correct = partial_seen = 0;
     partial_seconds = 0;
-    last = evaluate(model, m.outputs_log_probs, test_set, device);
+    Misclassified wrong{.max = tb ? 64 : 0};
+    last = evaluate(model, m.outputs_log_probs, test_set, device, tb ? &wrong : nullptr);
+    if (tb) log_epoch(*tb, model, last, wrong, step);
     std::printf("epoch %lld/%lld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %s  %s img/s\n",
                 static_cast<long long>(epoch + 1), static_cast<long long>(epochs), train_loss, train_acc * 100,
                 last.loss, last.accuracy * 100, format_duration(epoch_seconds).c_str(),
@@ -263,6 +344,14 @@ int cmd_train(int argc, char** argv) {
     io::atomic_write(csv_path, [&](std::FILE* f) { io::write_all(f, csv.data(), csv.size(), csv_path); });
   }
   std::signal(SIGINT, SIG_DFL);
+  if (tb) {  // the HPARAMS tab: this run's settings next to its final metrics
+    tb->add_hparams({{"model", s.model}, {"dataset", s.dataset}, {"optimizer", s.optimizer}, {"scheduler", s.scheduler},
+                     {"lr", s.lr}, {"momentum", s.momentum}, {"weight_decay", s.weight_decay}, {"gamma", s.gamma},
+                     {"batch_size", s.batch_size}, {"epochs", epochs}, {"seed", s.seed}, {"shuffle", s.shuffle},
+                     {"augment", s.augment}},
+                    {{"hparam/test_accuracy", last.accuracy}, {"hparam/test_loss", last.loss}}, {}, "", step);
+    tb->close();
+  }
 
   std::printf("test accuracy %.2f%% after %lld epochs, %s of training\n", last.accuracy * 100,
               static_cast<long long>(epochs), format_duration(train_seconds).c_str());

@@ -16,6 +16,7 @@
 
 #include "nabla.h"
 #include "tests/python_torch.h"
+#include "tests/tensorboard/event_reader.h"
 
 #ifndef NABLA_MNIST_BIN
 #error "NABLA_MNIST_BIN must name the mnist program"
@@ -145,6 +146,65 @@ TEST_F(MnistProgram, TrainsEvaluatesAndWritesSummaryAndCsv) {
   EXPECT_NE(e.out.find("precision"), std::string::npos);
 }
 
+TEST_F(MnistProgram, TensorboardLogsWhatTheReadmeSays) {
+  // A tiny learning rate keeps the model wrong on many test digits, so the misclassified grid is there.
+  std::string logs = ck("tb");
+  Result r = run("train --model mlp --epochs 1 --lr 0.000001 --batch-size 64 --quiet " + data() + " --checkpoint " +
+                 ck("tb.safetensors") + " --tensorboard " + logs + " --tensorboard-every 4");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("tensorboard --logdir " + logs), std::string::npos) << r.out;
+  std::vector<std::string> files, subdirs;
+  for (const auto& e : fs::directory_iterator(logs))
+    (e.is_directory() ? subdirs : files).push_back(e.path().string());
+  ASSERT_EQ(files.size(), 1u);
+  ASSERT_EQ(subdirs.size(), 1u);  // the hparams run
+  std::map<std::string, std::vector<int64_t>> steps;  // tag -> the steps it was logged at
+  std::map<std::string, int> kinds;                   // tag -> Summary.Value field: 2 scalar, 4 image, 5 histogram, 8 tensor
+  for (const auto& e : tb_test::read_events(files[0]))
+    for (const auto& v : e.values) {
+      steps[v.str(1)].push_back(e.step);
+      for (int k : {2, 4, 5, 8})
+        if (v.has(k)) kinds[v.str(1)] = k;
+    }
+  // 1024 images at batch 64: 16 steps, train scalars every 4.
+  for (const char* tag : {"train/loss", "train/accuracy", "train/lr"}) {
+    EXPECT_EQ(steps[tag], (std::vector<int64_t>{4, 8, 12, 16})) << tag;
+    EXPECT_EQ(kinds[tag], 2) << tag;
+  }
+  for (const char* tag : {"test/loss", "test/accuracy"}) EXPECT_EQ(steps[tag], (std::vector<int64_t>{16})) << tag;
+  int weight_tags = 0;  // the mlp's two Linear layers: a weight and a bias each, with their gradients
+  for (const auto& [tag, kind] : kinds)
+    if (tag.rfind("weights/", 0) == 0) {
+      ++weight_tags;
+      EXPECT_EQ(kind, 5) << tag;
+      EXPECT_EQ(kinds["grads/" + tag.substr(8)], 5) << tag;
+      EXPECT_EQ(steps[tag], (std::vector<int64_t>{16})) << tag;
+    }
+  EXPECT_EQ(weight_tags, 4);
+  EXPECT_EQ(kinds["test/misclassified"], 4);
+  EXPECT_EQ(kinds["test/misclassified/text_summary"], 8);
+  // The learning rate logged is the one given.
+  for (const auto& e : tb_test::read_events(files[0]))
+    for (const auto& v : e.values)
+      if (v.str(1) == "train/lr") EXPECT_EQ(v.get(2)->f32(), 1e-6f);
+
+  // hparams: the plugin's three summaries and the final metrics.
+  std::vector<std::string> hp_files;
+  for (const auto& e : fs::directory_iterator(subdirs[0])) hp_files.push_back(e.path().string());
+  ASSERT_EQ(hp_files.size(), 1u);
+  std::vector<std::string> hp_tags;
+  for (const auto& e : tb_test::read_events(hp_files[0]))
+    for (const auto& v : e.values) hp_tags.push_back(v.str(1));
+  EXPECT_EQ(hp_tags, (std::vector<std::string>{"_hparams_/experiment", "_hparams_/session_start_info",
+                                               "_hparams_/session_end_info", "hparam/test_accuracy", "hparam/test_loss"}));
+
+  Result bad = run("train --tensorboard-every 5 " + data());
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--tensorboard-every needs --tensorboard DIR"), std::string::npos) << bad.out;
+  Result help = run("train --help");
+  EXPECT_NE(help.out.find("--tensorboard DIR"), std::string::npos) << help.out;
+}
+
 TEST_F(MnistProgram, ResumeEqualsUninterrupted) {
   std::string common = " --model cnn --quiet " + data();
   ASSERT_EQ(run("train --epochs 2" + common + " --checkpoint " + ck("full.safetensors")).code, 0);
@@ -166,7 +226,7 @@ TEST_F(MnistProgram, InterruptSavesAndResumesMidEpoch) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     std::string cmd = std::string(NABLA_MNIST_BIN) + " train" + common + " --checkpoint " + ck("int.safetensors") +
-                      " > /dev/null 2>&1";
+                      " --tensorboard " + ck("tb") + " --tensorboard-every 10 > /dev/null 2>&1";
     execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -178,9 +238,38 @@ TEST_F(MnistProgram, InterruptSavesAndResumesMidEpoch) {
   if (WEXITSTATUS(status) == 0) GTEST_SKIP() << "training finished before the interrupt arrived";
   ASSERT_EQ(WEXITSTATUS(status), 130);
   ASSERT_TRUE(fs::exists(ck("int.safetensors")));
-  Result r = run("train --epochs 4 --quiet --resume " + ck("int.safetensors") + " " + data());
+  // Ctrl-C loses no TensorBoard event: the file ends on a record boundary, with the train scalars
+  // up to the step the checkpoint holds.
+  std::vector<std::string> tb_files;
+  for (const auto& e : fs::directory_iterator(ck("tb")))
+    if (e.is_regular_file()) tb_files.push_back(e.path().string());
+  ASSERT_EQ(tb_files.size(), 1u);
+  int64_t last_logged = 0;
+  for (const auto& e : tb_test::read_events(tb_files[0]))  // throws on a partial or corrupt record
+    for (const auto& v : e.values)
+      if (v.str(1) == "train/loss") last_logged = e.step;
+  EXPECT_GT(last_logged, 0);
+  Result r = run("train --epochs 4 --quiet --resume " + ck("int.safetensors") + " " + data() + " --tensorboard " +
+                 ck("tb") + " --tensorboard-every 10");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(same_weights(ck("full.safetensors"), ck("int.safetensors")));
+  // The resumed run's file starts by purging what came after the checkpoint (purge_step), and then
+  // continues the step count: its first train scalar is the first multiple of 10 from there.
+  std::string resumed_file;
+  for (const auto& e : fs::directory_iterator(ck("tb")))
+    if (e.is_regular_file() && e.path().string() != tb_files[0]) resumed_file = e.path().string();
+  ASSERT_FALSE(resumed_file.empty());
+  auto resumed = tb_test::read_events(resumed_file);
+  ASSERT_GE(resumed.size(), 4u);
+  ASSERT_TRUE(resumed[2].session_log.has_value());
+  int64_t purge = resumed[2].step;
+  EXPECT_GT(purge, last_logged);
+  EXPECT_LE(purge, last_logged + 10);
+  int64_t first_loss_step = -1;
+  for (const auto& e : resumed)
+    for (const auto& v : e.values)
+      if (v.str(1) == "train/loss" && first_loss_step < 0) first_loss_step = e.step;
+  EXPECT_EQ(first_loss_step, (purge + 9) / 10 * 10);
 }
 
 TEST_F(MnistProgram, PredictsImagesAsTextAndJson) {
