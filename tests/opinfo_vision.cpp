@@ -11,6 +11,54 @@ namespace {
 
 using I = const Inputs&;
 
+// ViT's EncoderBlock with 2 heads, in eval mode. x: the input (N, L, E) alone (parameters from the
+// seeded generator: small enough for gradgradcheck), or with the 12 parameters in state-dict order:
+// ln_1 weight/bias, in_proj_weight (3E, E), in_proj_bias, out_proj weight/bias, ln_2 weight/bias,
+// mlp.0 weight (M, E)/bias, mlp.3 weight (E, M)/bias.
+Outputs vit_encoder_block(I x) {
+  manual_seed(23);
+  const int64_t e = x[0].size(-1), m = x.size() > 1 ? x[9].size(0) : 3;
+  vision::EncoderBlock b(2, e, m, 0.0, 0.0);
+  b.eval();
+  b.to(x[0].device(), x[0].dtype());
+  if (x.size() > 1) {
+    b.ln_1->weight = x[1];
+    b.ln_1->bias = x[2];
+    b.self_attention->in_proj_weight = x[3];
+    b.self_attention->in_proj_bias = x[4];
+    b.self_attention->out_proj->weight = x[5];
+    b.self_attention->out_proj->bias = x[6];
+    b.ln_2->weight = x[7];
+    b.ln_2->bias = x[8];
+    b.mlp->at<nn::Linear>(0)->weight = x[9];
+    b.mlp->at<nn::Linear>(0)->bias = x[10];
+    b.mlp->at<nn::Linear>(3)->weight = x[11];
+    b.mlp->at<nn::Linear>(3)->bias = x[12];
+  }
+  return Outputs{b(x[0])};
+}
+
+// Swin's shifted_window_attention on x (B, H, W, C) with qkv_weight (3C, C), proj_weight (C, C),
+// relative_position_bias (1, heads, L, L), qkv_bias (3C), proj_bias (C): heads from the bias's
+// shape; window [2, 2] and shift [1, 1] when L is 4, else window [2, 1] and shift [1, 0]
+// (twins.py's shifted_window_attention chooses the same).
+Outputs swin_attention(I x) {
+  const int64_t len = x[3].size(-1);
+  std::vector<int64_t> window = len == 4 ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{2, 1};
+  std::vector<int64_t> shift = len == 4 ? std::vector<int64_t>{1, 1} : std::vector<int64_t>{1, 0};
+  return Outputs{vision::shifted_window_attention(x[0], x[1], x[2], x[3], window, x[3].size(1), shift, 0.0, 0.0, x[4], x[5])};
+}
+
+std::vector<ArgSpec> vit_block_params(int64_t e, int64_t m) {
+  return {arg({e}, 0.5, 1.5), arg({e}), arg({3 * e, e}), arg({3 * e}), arg({e, e}), arg({e}),
+          arg({e}, 0.5, 1.5), arg({e}), arg({m, e}), arg({m}), arg({e, m}), arg({e})};
+}
+
+std::vector<ArgSpec> with_input(ArgSpec x, std::vector<ArgSpec> rest) {
+  rest.insert(rest.begin(), std::move(x));
+  return rest;
+}
+
 std::vector<OpInfo> vision_ops() {
   std::vector<OpInfo> ops;
   // x (N, C, H, W), fc1 weight (S, C, 1, 1) and bias (S), fc2 weight (C, S, 1, 1) and bias (C).
@@ -100,6 +148,63 @@ std::vector<OpInfo> vision_ops() {
   ops.push_back({.name = "vision.Permute", .torch = "x[0].permute(0, 2, 3, 1)",
                  .fn = [](I x) { return Outputs{vision::Permute({0, 2, 3, 1})(x[0])}; },
                  .samples = {{{arg({2, 3, 2, 1})}, "4d"}}});
+  ops.push_back({.name = "vision.MLPBlock", .torch = "F.linear(F.gelu(F.linear(x[0], x[1], x[2])), x[3], x[4])",
+                 .fn = [](I x) {
+                   vision::MLPBlock m(x[0].size(-1), x[1].size(0), 0.0);
+                   m.at<nn::Linear>(0)->weight = x[1];
+                   m.at<nn::Linear>(0)->bias = x[2];
+                   m.at<nn::Linear>(3)->weight = x[3];
+                   m.at<nn::Linear>(3)->bias = x[4];
+                   return Outputs{m(x[0])};
+                 },
+                 .samples = {{{arg({2, 3}), arg({4, 3}), arg({4}), arg({3, 4}), arg({3})}, "2d"},
+                             {{arg({2, 2, 3}), arg({5, 3}), arg({5}), arg({3, 5}), arg({3})}, "3d"}}});
+  ops.push_back({.name = "vision.EncoderBlock", .torch = "T.vit_encoder_block(x)", .fn = vit_encoder_block,
+                 .samples = {{{arg({1, 3, 4})}, "small"},
+                             {with_input(arg({2, 3, 4}), vit_block_params(4, 6)), "all_parameters"},
+                             {with_input(arg({1, 5, 2}), vit_block_params(2, 3)), "head_dim_1"}}});
+  ops.push_back({.name = "vision.shifted_window_attention", .torch = "T.shifted_window_attention(x)", .fn = swin_attention,
+                 // 3x3 padded to 4x4 (windows 2x2, shifted by 1 both ways), 2 heads of 1 channel
+                 .samples = {{{arg({1, 3, 3, 2}), arg({6, 2}), arg({2, 2}), arg({1, 2, 4, 4}), arg({6}), arg({2})}, "padded_shifted"},
+                             // 4x2 with windows 2x2 (no padding), shifted, batch 2
+                             {{arg({2, 4, 2, 2}), arg({6, 2}), arg({2, 2}), arg({1, 2, 4, 4}), arg({6}), arg({2})}, "batch2"},
+                             // 3x1 in windows 2x1, shifted in H only: small enough for gradgradcheck
+                             {{arg({1, 3, 1, 2}), arg({6, 2}), arg({2, 2}), arg({1, 1, 2, 2}), arg({6}), arg({2})}, "small"}}});
+  // The module: the bias table's rows picked by relative_position_index (an embedding-like gather).
+  ops.push_back({.name = "vision.ShiftedWindowAttention", .torch = "T.shifted_window_attention_module(x)",
+                 .fn = [](I x) {
+                   vision::ShiftedWindowAttention m(x[0].size(-1), {2, 2}, {1, 1}, x[5].size(1));
+                   m.qkv->weight = x[1];
+                   m.qkv->bias = x[2];
+                   m.proj->weight = x[3];
+                   m.proj->bias = x[4];
+                   m.relative_position_bias_table = x[5];
+                   return Outputs{m(x[0])};
+                 },
+                 .samples = {{{arg({1, 5, 3, 2}), arg({6, 2}), arg({6}), arg({2, 2}), arg({2}), arg({9, 2})}, "padded_shifted"},
+                             {{arg({1, 3, 3, 1}), arg({3, 1}), arg({3}), arg({1, 1}), arg({1}), arg({9, 1})}, "one_channel"}}});
+  ops.push_back({.name = "vision.PatchMerging", .torch = "T.patch_merging(x)",
+                 .fn = [](I x) {
+                   vision::PatchMerging m(x[0].size(-1));
+                   m.norm->weight = x[1];
+                   m.norm->bias = x[2];
+                   m.reduction->weight = x[3];
+                   return Outputs{m(x[0])};
+                 },
+                 .samples = {{{arg({1, 3, 3, 2}), arg({8}, 0.5, 1.5), arg({8}), arg({4, 8})}, "odd_padded"},
+                             {{arg({2, 2, 4, 1}), arg({4}, 0.5, 1.5), arg({4}), arg({2, 4})}, "even_batch2"}}});
+  // Parameters from the seeded generator (the parts have twins above; tests/vision/ compares
+  // whole models with torchvision).
+  ops.push_back({.name = "vision.SwinTransformerBlock",
+                 .no_torch = "its parameters come from nabla's generator; vision.shifted_window_attention, vision.MLPBlock and "
+                             "tests/vision/ (swin_t against torchvision) cover it with PyTorch",
+                 .fn = [](I x) {
+                   manual_seed(29);
+                   vision::SwinTransformerBlock b(x[0].size(-1), 2, {2, 2}, {1, 1});
+                   b.to(x[0].device(), x[0].dtype());
+                   return Outputs{b(x[0])};
+                 },
+                 .samples = {{{arg({1, 3, 3, 4})}, "padded_shifted"}, {{arg({1, 2, 2, 2})}, "one_window"}}});
   return ops;
 }
 
@@ -109,7 +214,9 @@ Registrar vision_registrar(vision_ops());
 TEST(OpRegistry, every_vision_layer_is_registered) {
   std::string missing;
   for (const char* n : {"vision.SqueezeExcitation", "vision.Conv2dNormActivation", "vision.ChannelShuffle", "vision.StochasticDepth",
-                        "vision.LayerNorm2d", "vision.Permute"}) {
+                        "vision.LayerNorm2d", "vision.Permute", "vision.MLPBlock", "vision.EncoderBlock",
+                        "vision.shifted_window_attention", "vision.ShiftedWindowAttention", "vision.PatchMerging",
+                        "vision.SwinTransformerBlock"}) {
     const OpInfo* op = find_op(n);
     if (!op || op->samples.empty() || !op->differentiable) missing += std::string(" ") + n;
   }

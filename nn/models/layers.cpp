@@ -1,6 +1,8 @@
 #include "nn/models/layers.h"
 
 #include "core/error.h"
+#include "nn/dropout.h"
+#include "nn/linear.h"
 
 namespace nabla::vision {
 
@@ -71,6 +73,19 @@ Tensor channel_shuffle(const Tensor& x, int64_t groups) {
 Tensor LayerNorm2d::forward(Tensor x) {
   check<ShapeError>(x.dim() == 4, "LayerNorm2d: expected input (N, C, H, W), got ", x.sizes());
   return nn::LayerNorm::forward(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
+}
+
+MLP::MLP(int64_t in_channels, const std::vector<int64_t>& hidden, ActivationFactory act, double dropout, bool bias) {
+  check<ValueError>(!hidden.empty(), "MLP: hidden_channels should not be empty");
+  int64_t in_dim = in_channels;
+  for (size_t i = 0; i + 1 < hidden.size(); ++i) {
+    push_back(std::make_shared<nn::Linear>(in_dim, hidden[i], nn::LinearOptions{.bias = bias}));
+    push_back(act());
+    push_back(std::make_shared<nn::Dropout>(dropout));
+    in_dim = hidden[i];
+  }
+  push_back(std::make_shared<nn::Linear>(in_dim, hidden.back(), nn::LinearOptions{.bias = bias}));
+  push_back(std::make_shared<nn::Dropout>(dropout));
 }
 
 int64_t make_divisible(double v, int64_t divisor, std::optional<int64_t> min_value) {

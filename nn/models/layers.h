@@ -100,6 +100,15 @@ class LayerNorm2d : public nn::LayerNorm {
   Tensor forward(Tensor x) override;
 };
 
+// torchvision.ops.MLP: a Sequential of, for each hidden size but the last, Linear, activation and
+// Dropout, then Linear to the last size and Dropout (children "0", "1", ...: ViT's and Swin's
+// mlp.0 and mlp.3). No norm_layer (none of the zoo's models uses one).
+class MLP : public nn::Sequential {
+ public:
+  MLP(int64_t in_channels, const std::vector<int64_t>& hidden_channels, ActivationFactory activation_layer = activation<nn::ReLU>(),
+      double dropout = 0.0, bool bias = true);
+};
+
 // torchvision's _make_divisible: v rounded to the nearest multiple of divisor (at least min_value,
 // default divisor), never more than 10% below v.
 int64_t make_divisible(double v, int64_t divisor, std::optional<int64_t> min_value = std::nullopt);

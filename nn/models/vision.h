@@ -9,4 +9,6 @@
 #include "nn/models/mobilenet.h"
 #include "nn/models/regnet.h"
 #include "nn/models/resnet.h"
+#include "nn/models/swin.h"
+#include "nn/models/vit.h"
 #include "nn/models/weights.h"

@@ -54,6 +54,8 @@ nn::LoadStateDictResult load_weights(nn::Module& model, const std::string& path,
   nn::StateDict sd = read_weights(path, options.key);
   // torchvision renames the keys of its old DenseNet files when loading them; so do we.
   if (dynamic_cast<DenseNet*>(&model)) sd = rename_legacy_densenet_keys(sd);
+  // and those of its ViT files saved before MLPBlock became an MLP ("mlp.linear_1.weight").
+  if (dynamic_cast<VisionTransformer*>(&model)) sd = rename_legacy_vit_keys(sd);
   return model.load_state_dict(sd, options.strict);
 }
 
@@ -100,6 +102,10 @@ const std::map<std::string, Builder>& builders() {
     t["shufflenet_v2_x1_0"] = [](const ModelOptions& o) { return shufflenet_v2_x1_0({.num_classes = o.num_classes}); };
     t["regnet_y_400mf"] = [](const ModelOptions& o) { return regnet_y_400mf({.num_classes = o.num_classes}); };
     t["convnext_tiny"] = [](const ModelOptions& o) { return convnext_tiny({.num_classes = o.num_classes}); };
+    t["vit_b_16"] = [](const ModelOptions& o) {
+      return vit_b_16({.image_size = o.image_size.value_or(224), .dropout = o.dropout.value_or(0.0), .num_classes = o.num_classes});
+    };
+    t["swin_t"] = [](const ModelOptions& o) { return swin_t({.dropout = o.dropout.value_or(0.0), .num_classes = o.num_classes}); };
     t["mobilenet_v3_small"] = [](const ModelOptions& o) { return mobilenet_v3_small({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)}); };
     return t;
   }();

@@ -11,7 +11,8 @@
 // error, and shape mismatches always are; the ValueError lists every offending key at once, as
 // PyTorch's load_state_dict does. Tensors of another floating dtype (a float16 checkpoint) are
 // converted to the model's dtype. For DenseNet models the old key names of torchvision's DenseNet
-// files ("denselayer1.norm.1.weight") are renamed first, as torchvision does.
+// files ("denselayer1.norm.1.weight") are renamed first, as torchvision does, and so are the old
+// MLP names of its ViT files ("mlp.linear_1.weight" -> "mlp.0.weight").
 #pragma once
 
 #include <memory>
@@ -43,6 +44,9 @@ struct ModelOptions {
   // The classifier's dropout probability, for the architectures that have the option (torchvision's
   // `dropout`); unset: the architecture's default.
   std::optional<double> dropout;
+  // The input size the model is built for, for the architectures fixed to one (vit_b_16: 224);
+  // unset: torchvision's default. Ignored by the others.
+  std::optional<int64_t> image_size;
 };
 // An architecture of the zoo by its torchvision name ("resnet50", "mobilenet_v2", ...), with
 // torchvision's default options and random weights. Throws ValueError listing the known names.

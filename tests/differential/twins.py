@@ -245,3 +245,55 @@ def encoder_layer(x):
         mask = x[14] if len(x) > 14 else None
         outs.append(layer(x[0], src_mask=mask, src_key_padding_mask=kpm))
     return outs
+
+
+# ---- the model zoo's blocks (tests/opinfo_vision.cpp) -------------------------------------------------
+def vit_encoder_block(x):
+    """torchvision's ViT EncoderBlock (2 heads, eval) written with torch.nn, so that the differential
+    suite's Python needs no torchvision (tests/vision/ compares whole models with torchvision's)."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+    if len(x) < 13:
+        raise Skip("the block's parameters come from nabla's generator (the all_parameters samples "
+                   "compare the same block with given parameters)")
+    e = x[0].shape[-1]
+    m = nn.MultiheadAttention(e, 2, batch_first=True, dtype=x[0].dtype)
+    set_tensors(m, {"in_proj_weight": x[3], "in_proj_bias": x[4], "out_proj.weight": x[5], "out_proj.bias": x[6]})
+    h = F.layer_norm(x[0], (e,), x[1], x[2], 1e-6)
+    a = m(h, h, h, need_weights=False)[0] + x[0]
+    y = F.layer_norm(a, (e,), x[7], x[8], 1e-6)
+    return a + F.linear(F.gelu(F.linear(y, x[9], x[10])), x[11], x[12])
+
+
+def _swin():
+    try:
+        from torchvision.models import swin_transformer
+    except ImportError as e:
+        raise Skip(f"torchvision: {e}")
+    return swin_transformer
+
+
+def shifted_window_attention(x):
+    """torchvision's functional on opinfo_vision.cpp's samples: window [2, 2] and shift [1, 1] for
+    L = 4 tokens a window, else window [2, 1] and shift [1, 0]."""
+    L = x[3].shape[-1]
+    window, shift = ([2, 2], [1, 1]) if L == 4 else ([2, 1], [1, 0])
+    return _swin().shifted_window_attention(x[0], x[1], x[2], x[3], window, x[3].shape[1], shift,
+                                            qkv_bias=x[4], proj_bias=x[5])
+
+
+def shifted_window_attention_module(x):
+    """torchvision's ShiftedWindowAttention (window [2, 2], shift [1, 1]) with the given
+    qkv/proj weights and biases and bias table."""
+    sw = _swin()
+    m = sw.ShiftedWindowAttention(x[0].shape[-1], [2, 2], [1, 1], x[5].shape[1]).to(x[0].dtype)
+    set_tensors(m, {"qkv.weight": x[1], "qkv.bias": x[2], "proj.weight": x[3], "proj.bias": x[4],
+                    "relative_position_bias_table": x[5]})
+    return m(x[0])
+
+
+def patch_merging(x):
+    sw = _swin()
+    m = sw.PatchMerging(x[0].shape[-1]).to(x[0].dtype)
+    set_tensors(m, {"norm.weight": x[1], "norm.bias": x[2], "reduction.weight": x[3]})
+    return m(x[0])

@@ -13,6 +13,7 @@ parameters (vgg16 alone would be 550 MB); integer buffers are sent as they are.
 DIR/<model>.pt (torch.save) holds a dict:
   spec:       [[name, shape, mean, half, seed], ...] for the floating tensors, in state-dict order
   ints:       {name: tensor} for the integer buffers (num_batches_tracked, swin's position index)
+  arch:       the torchvision builder (the name, or ARCH's entry for a second input size)
   names:      every state-dict key, in order
   num_params: sum of p.numel() over model.parameters()
   input:      the input, output: model.eval()(input)
@@ -82,9 +83,16 @@ MODELS = {
     "shufflenet_v2_x1_0": ({}, (1, 3, 64, 64)),
     "regnet_y_400mf": ({}, (1, 3, 64, 64)),
     "convnext_tiny": ({}, (1, 3, 64, 64)),
-    "vit_b_16": ({}, (1, 3, 224, 224)),
+    # vit_b_16's full depth and width at 32x32 (2x2 patches + the class token): its image size is a
+    # constructor argument, and the C++ test builds the model for the input's size.
+    "vit_b_16": ({"image_size": 32}, (1, 3, 32, 32)),
+    # swin_t at ImageNet's size (windows tile each stage exactly; the last stage's single window
+    # turns the shift off) and at 64x64 (windows padded at the bottom and right, and shifted).
     "swin_t": ({}, (1, 3, 224, 224)),
+    "swin_t_64": ({}, (1, 3, 64, 64)),
 }
+# Reference names that are another input size of an architecture: name -> torchvision builder.
+ARCH = {"swin_t_64": "swin_t"}
 # Training-mode forward + backward: (builder keyword arguments, input shape).
 TRAIN = {
     "resnet18": ({}, (2, 3, 64, 64)),
@@ -119,10 +127,11 @@ def make(name, kwargs, shape, train, out_dir):
     import torch
     import torchvision
     torch.manual_seed(0)
-    model = getattr(torchvision.models, name)(weights=None, **kwargs)
+    arch = ARCH.get(name, name)
+    model = getattr(torchvision.models, arch)(weights=None, **kwargs)
     spec, ints, names = spec_of(model)
     x = hash_tensor(list(shape), 0.0, 1.0, 1000003)
-    rec = {"spec": spec, "ints": ints, "names": names,
+    rec = {"spec": spec, "ints": ints, "names": names, "arch": arch,
            "num_params": sum(p.numel() for p in model.parameters()), "input": x}
     if not train:
         model.eval()

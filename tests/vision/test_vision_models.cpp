@@ -21,16 +21,30 @@ using nabla_test::vision::state_from_reference;
 
 // Checks the model's state dict keys (in order) and shapes against the reference, loads the
 // reference's values (strict) and returns the reference.
-torch_io::Value load_reference(nn::Module& model, const std::string& file) {
-  torch_io::Value ref = torch_io::load(file);
+void load_reference(nn::Module& model, const torch_io::Value& ref) {
   nn::StateDict mine = model.state_dict();
   std::vector<std::string> theirs, ours;
   for (const auto& n : ref["names"].items()) theirs.push_back(n.to_string());
   for (const auto& [k, v] : mine) ours.push_back(k);
   EXPECT_EQ(ours, theirs) << "state dict keys differ from torchvision's";
+  // The integer buffers the model computes itself (swin's relative_position_index, BatchNorm's
+  // num_batches_tracked) must be torchvision's before the reference's replace them.
+  for (const auto& [k, v] : ref["ints"].entries()) {
+    ASSERT_TRUE(mine.contains(k.to_string())) << k.to_string();
+    EXPECT_TRUE(equal(mine[k.to_string()].to(kInt64), v.to_tensor())) << k.to_string() << " differs from torchvision's";
+  }
   model.load_state_dict(state_from_reference(ref));  // strict: throws on missing, unexpected or mis-shaped
   EXPECT_EQ(vision::count_parameters(model), ref["num_params"].to_int());
-  return ref;
+}
+
+// The zoo's model for a reference: built for the reference input's size (vit_b_16 fixes its image
+// size at construction; the other architectures ignore the option).
+std::shared_ptr<nn::Module> model_for(const std::string& name, const torch_io::Value& ref, vision::ModelOptions options = {}) {
+  options.image_size = ref["input"].to_tensor().size(2);
+  // "swin_t_64" is swin_t on a 64x64 input: the reference names the architecture.
+  auto model = vision::create_model(ref.find("arch") ? ref["arch"].to_string() : name, options);
+  load_reference(*model, ref);
+  return model;
 }
 
 std::string shape_str(const Tensor& t) {
@@ -44,8 +58,8 @@ class VisionModels : public ::testing::TestWithParam<std::string> {};
 TEST_P(VisionModels, eval_matches_torchvision) {
   NABLA_NEEDS_PYTHON_MODULES("torch, torchvision");
   const std::string name = GetParam();
-  auto model = vision::create_model(name);
-  torch_io::Value ref = load_reference(*model, reference_file(name));
+  torch_io::Value ref = torch_io::load(reference_file(name));
+  auto model = model_for(name, ref);
   model->eval();
   autograd::NoGradGuard no_grad;
   auto t0 = std::chrono::steady_clock::now();
@@ -63,7 +77,8 @@ INSTANTIATE_TEST_SUITE_P(Zoo, VisionModels,
                          ::testing::Values("resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
                                            "resnext50_32x4d", "wide_resnet50_2", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn",
                                            "alexnet", "squeezenet1_1", "densenet121", "mobilenet_v2", "mobilenet_v3_small",
-                                           "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0", "regnet_y_400mf", "convnext_tiny"),
+                                           "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0", "regnet_y_400mf", "convnext_tiny",
+                                           "vit_b_16", "swin_t", "swin_t_64"),
                          [](const auto& info) { return info.param; });
 
 class VisionTraining : public ::testing::TestWithParam<std::string> {};
@@ -73,8 +88,8 @@ class VisionTraining : public ::testing::TestWithParam<std::string> {};
 TEST_P(VisionTraining, gradients_match_torchvision) {
   NABLA_NEEDS_PYTHON_MODULES("torch, torchvision");
   const std::string name = GetParam();
-  auto model = vision::create_model(name, {.dropout = 0.0});  // as make_reference.py's TRAIN
-  torch_io::Value ref = load_reference(*model, reference_file(name + "_train"));
+  torch_io::Value ref = torch_io::load(reference_file(name + "_train"));
+  auto model = model_for(name, ref, {.dropout = 0.0});  // as make_reference.py's TRAIN
   model->train();
   Tensor y = (*model)(ref["input"].to_tensor());
   double out_err = relative_error(y.detach(), ref["output"].to_tensor());
@@ -182,6 +197,55 @@ TEST(VisionWeights, strict_loading_names_missing_unexpected_and_mismatched_keys)
 
   EXPECT_THROW(vision::load_weights(*model, (dir / "nothing.pth").string()), IOError);
   std::filesystem::remove_all(dir);
+}
+
+// torchvision's published ViT files predate MLPBlock's change to an MLP ("mlp.linear_1.weight");
+// load_weights renames those keys as torchvision's _load_from_state_dict does.
+TEST(VisionWeights, loads_legacy_vit_mlp_names) {
+  vision::VisionTransformerOptions o{.image_size = 32, .patch_size = 16, .num_layers = 2, .num_heads = 2, .hidden_dim = 8, .mlp_dim = 16};
+  auto model = std::make_shared<vision::VisionTransformer>(o);
+  nn::StateDict legacy;
+  for (const auto& [k, v] : model->state_dict()) {
+    std::string key = k;
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{".mlp.0.", ".mlp.linear_1."}, {".mlp.3.", ".mlp.linear_2."}})
+      if (auto pos = key.find(from); pos != std::string::npos) key.replace(pos, from.size(), to);
+    legacy.insert(key, v + 1.0);
+  }
+  EXPECT_TRUE(legacy.contains("encoder.layers.encoder_layer_1.mlp.linear_2.bias"));
+  auto file = std::filesystem::temp_directory_path() / ("nabla-vit-legacy-" + std::to_string(::getpid()) + ".pth");
+  torch_io::save(file.string(), legacy);
+  auto again = std::make_shared<vision::VisionTransformer>(o);
+  vision::load_weights(*again, file.string());  // strict
+  EXPECT_TRUE(equal(again->named_parameters()["encoder.layers.encoder_layer_1.mlp.3.bias"],
+                    legacy["encoder.layers.encoder_layer_1.mlp.linear_2.bias"]));
+  EXPECT_TRUE(equal(again->named_parameters()["encoder.layers.encoder_layer_0.mlp.0.weight"],
+                    legacy["encoder.layers.encoder_layer_0.mlp.linear_1.weight"]));
+  std::filesystem::remove(file);
+  // The image size is the model's: another one is a shape error naming both.
+  try {
+    (*again)(zeros({1, 3, 64, 64}));
+    ADD_FAILURE() << "expected a ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("(N, 3, 32, 32), got [1, 3, 64, 64]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(vision::VisionTransformer({.image_size = 30, .patch_size = 16}), ValueError);
+}
+
+// swin's relative position index and shifted-window mask, on a window of 2x2 (the 7x7 ones are
+// checked against torchvision's buffers by the model tests).
+TEST(VisionModels, swin_window_index_and_mask) {
+  Tensor idx = vision::relative_position_index({2, 2});
+  // torchvision's define_relative_position_index for window [2, 2]
+  std::vector<int64_t> expected = {4, 3, 1, 0, 5, 4, 2, 1, 7, 6, 4, 3, 8, 7, 5, 4};
+  ASSERT_EQ(idx.numel(), 16);
+  for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(idx.data_ptr<int64_t>()[i], expected[static_cast<size_t>(i)]) << i;
+  // a 4x4 map in 2x2 windows shifted by 1: the last window (bottom right) mixes 4 regions, the first none
+  Tensor mask = vision::shifted_window_mask(4, 4, {2, 2}, {1, 1});
+  EXPECT_EQ(mask.sizes(), (Shape{4, 4, 4}));
+  EXPECT_EQ(mask.select(0, 0).abs().sum().item<double>(), 0.0);
+  EXPECT_EQ(mask.select(0, 3).eq(0).sum().item<int64_t>(), 4);  // each token only with itself
+  EXPECT_THROW(vision::ShiftedWindowAttention(6, {7, 7}, {7, 0}, 3), ValueError);
+  EXPECT_THROW(vision::ShiftedWindowAttention(6, {7, 7}, {0, 0}, 4), ValueError);
 }
 
 TEST(VisionModels, create_model_names_and_options) {
