@@ -271,7 +271,10 @@ Tensor LBFGS::step(const std::function<Tensor()>& closure) {
     // The step length: lr, and on the very first iteration at most lr / |g|_1.
     t_ = n_iter_ == 1 ? std::min(1.0, 1.0 / g.abs().sum().item<double>()) * o.lr : o.lr;
     double gtd = dotd(g, d_);
-    if (gtd > -o.tolerance_change) break;  // not a descent direction (any more)
+    // Not a descent direction (any more), or not a number: PyTorch goes on with a NaN direction
+    // until max_iter, making every parameter NaN; nabla stops (a hostile checkpoint with a huge
+    // max_iter and NaN state would otherwise hang the step).
+    if (!(gtd <= -o.tolerance_change)) break;
 
     int64_t ls_evals = 0;
     if (o.strong_wolfe) {

@@ -20,6 +20,8 @@
 
 namespace nabla::optim {
 
+// Differs from PyTorch: a step ends when the search direction is NaN (PyTorch goes on until
+// max_iter with NaN parameters).
 struct LBFGSOptions {
   double lr = 1;
   int64_t max_iter = 20;   // iterations per step()

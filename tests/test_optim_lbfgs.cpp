@@ -187,3 +187,19 @@ TEST(LBFGS, ClosureContractAndErrors) {
   EXPECT_THROW(optim::LBFGS({tensor({1, 2})}), DTypeError);
   EXPECT_THROW(optim::LBFGS({r.x, zeros({2}, requires_grad())}), DTypeError);  // float64 and float32
 }
+
+// A NaN direction ends the step (PyTorch iterates on until max_iter): a checkpoint with a huge
+// max_iter and NaN state made the checkpoint fuzzer's step run for minutes.
+TEST(LBFGS, NaNDirectionEndsTheStep) {
+  Tensor x = full({3}, std::nan(""), dtype(kFloat64)).requires_grad_();
+  optim::LBFGS opt({x}, {.max_iter = 1000000000, .max_eval = 2000000000, .tolerance_grad = 0, .tolerance_change = 0});
+  int calls = 0;
+  opt.step([&] {
+    opt.zero_grad();
+    Tensor f = (x * x).sum();
+    f.backward();
+    ++calls;
+    return f;
+  });
+  EXPECT_EQ(calls, 1);
+}
