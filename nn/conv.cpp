@@ -37,6 +37,20 @@ bool all_equal(const std::array<int64_t, N>& a, int64_t v) {
 template <size_t N>
 std::string tuple_of(const ExpandingArray<N>& a) { return repr_tuple(a.values); }
 
+// PyTorch's extra_repr of an N-d convolution: the sizes, then what differs from the defaults
+// (`more`, e.g. a transposed convolution's output_padding, goes before groups as in PyTorch).
+template <class Options>
+std::string conv_repr(const Options& o, const std::string& more = {}) {
+  std::string s = detail::str(o.in_channels, ", ", o.out_channels, ", kernel_size=", tuple_of(o.kernel_size),
+                              ", stride=", tuple_of(o.stride));
+  if (!all_equal(o.padding.values, 0)) s += ", padding=" + tuple_of(o.padding);
+  if (!all_equal(o.dilation.values, 1)) s += ", dilation=" + tuple_of(o.dilation);
+  s += more;
+  if (o.groups != 1) s += detail::str(", groups=", o.groups);
+  if (!o.bias) s += ", bias=False";
+  return s;
+}
+
 }  // namespace
 
 // ---- Conv1d ---------------------------------------------------------------------------------------
@@ -104,14 +118,7 @@ Tensor Conv2d::forward(Tensor x) {
 }
 
 std::string Conv2d::extra_repr() const {
-  const auto& o = options;
-  std::string s = detail::str(o.in_channels, ", ", o.out_channels, ", kernel_size=", tuple_of(o.kernel_size),
-                              ", stride=", tuple_of(o.stride));
-  if (!all_equal(o.padding.values, 0)) s += ", padding=" + tuple_of(o.padding);
-  if (!all_equal(o.dilation.values, 1)) s += ", dilation=" + tuple_of(o.dilation);
-  if (o.groups != 1) s += detail::str(", groups=", o.groups);
-  if (!o.bias) s += ", bias=False";
-  return s;
+  return conv_repr(options);
 }
 
 // ---- Conv3d ---------------------------------------------------------------------------------------
@@ -143,14 +150,7 @@ Tensor Conv3d::forward(Tensor x) {
 }
 
 std::string Conv3d::extra_repr() const {
-  const auto& o = options;
-  std::string s = detail::str(o.in_channels, ", ", o.out_channels, ", kernel_size=", tuple_of(o.kernel_size),
-                              ", stride=", tuple_of(o.stride));
-  if (!all_equal(o.padding.values, 0)) s += ", padding=" + tuple_of(o.padding);
-  if (!all_equal(o.dilation.values, 1)) s += ", dilation=" + tuple_of(o.dilation);
-  if (o.groups != 1) s += detail::str(", groups=", o.groups);
-  if (!o.bias) s += ", bias=False";
-  return s;
+  return conv_repr(options);
 }
 
 // ---- ConvTranspose2d ------------------------------------------------------------------------------
@@ -184,14 +184,7 @@ Tensor ConvTranspose2d::forward(Tensor x) {
 
 std::string ConvTranspose2d::extra_repr() const {
   const auto& o = options;
-  std::string s = detail::str(o.in_channels, ", ", o.out_channels, ", kernel_size=", tuple_of(o.kernel_size),
-                              ", stride=", tuple_of(o.stride));
-  if (!all_equal(o.padding.values, 0)) s += ", padding=" + tuple_of(o.padding);
-  if (!all_equal(o.dilation.values, 1)) s += ", dilation=" + tuple_of(o.dilation);
-  if (!all_equal(o.output_padding.values, 0)) s += ", output_padding=" + tuple_of(o.output_padding);
-  if (o.groups != 1) s += detail::str(", groups=", o.groups);
-  if (!o.bias) s += ", bias=False";
-  return s;
+  return conv_repr(o, all_equal(o.output_padding.values, 0) ? "" : ", output_padding=" + tuple_of(o.output_padding));
 }
 
 }  // namespace nabla::nn

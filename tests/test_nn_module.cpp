@@ -281,6 +281,14 @@ TEST(NnModule, PrintsLikePyTorch) {
             "  (5): Flatten(start_dim=1, end_dim=-1)\n"
             "  (6): Linear(in_features=1568, out_features=10, bias=True)\n"
             ")");
+  // What PyTorch 1.13 prints for nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1,
+  // groups=2, bias=False) and nn.Conv3d(2, 4, (1, 3, 3), dilation=2).
+  EXPECT_EQ(nn::ConvTranspose2d({.in_channels = 4, .out_channels = 6, .kernel_size = 3, .stride = 2, .padding = 1,
+                                 .output_padding = 1, .groups = 2, .bias = false})
+                .extra_repr(),
+            "4, 6, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), output_padding=(1, 1), groups=2, bias=False");
+  EXPECT_EQ(nn::Conv3d(2, 4, {1, 3, 3}, {.dilation = 2}).extra_repr(),
+            "2, 4, kernel_size=(1, 3, 3), stride=(1, 1, 1), dilation=(2, 2, 2)");
   Mlp mlp;
   std::ostringstream os;
   os << mlp;
