@@ -125,20 +125,6 @@ void col2im(const T* col, const ConvGeom& g, T* x, int64_t ldcol) {
   }
 }
 
-template <class T>
-void gemm_t(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb,
-            int64_t csb, T beta, T* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) sgemm(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
-  else dgemm(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
-}
-
-template <class F>
-void visit_float(DType dt, const char* op, F&& f) {
-  if (dt == DType::f32) return f(type_tag<float>{});
-  if (dt == DType::f64) return f(type_tag<double>{});
-  throw DTypeError(detail::str(op, ": expected float32 or float64 on the CPU, got ", dt));
-}
-
 // out[i] = sum over t < parts of partial[t * total + i]: the weight gradient from per-thread shares.
 template <class T>
 void sum_shares(const T* partial, int64_t parts, int64_t total, T* out) {

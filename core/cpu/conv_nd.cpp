@@ -77,20 +77,6 @@ void unfold(const GeomNd& g, std::conditional_t<Fold, T*, const T*> x, std::cond
         }
 }
 
-template <class T>
-void gemm_t(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb,
-            int64_t csb, T beta, T* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) sgemm(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
-  else dgemm(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
-}
-
-template <class F>
-void visit_float(DType dt, const char* op, F&& f) {
-  if (dt == DType::f32) return f(type_tag<float>{});
-  if (dt == DType::f64) return f(type_tag<double>{});
-  throw DTypeError(detail::str(op, ": expected float32 or float64 on the CPU, got ", dt));
-}
-
 // Runs f(T*) on out's memory, through a contiguous temporary when out is strided.
 template <class T, class F>
 void into(const Tensor& out, F&& f) {

@@ -54,5 +54,20 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
            const float* b, int64_t rsb, int64_t csb, float beta, float* c, int64_t ldc);
 void dgemm(int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t rsa, int64_t csa,
            const double* b, int64_t rsb, int64_t csb, double beta, double* c, int64_t ldc);
+// sgemm or dgemm by element type.
+template <class T>
+void gemm_t(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb,
+            int64_t csb, T beta, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) sgemm(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
+  else dgemm(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
+}
+
+// f(type_tag<float>) or f(type_tag<double>): the dtypes the convolution and pooling kernels take.
+template <class F>
+void visit_float(DType dt, const char* op, F&& f) {
+  if (dt == DType::f32) return f(type_tag<float>{});
+  if (dt == DType::f64) return f(type_tag<double>{});
+  throw DTypeError(detail::str(op, ": expected float32 or float64 on the CPU, got ", dt));
+}
 
 }  // namespace nabla::cpu::NABLA_CPU_ISA
