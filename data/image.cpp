@@ -182,12 +182,35 @@ bool png_pixels(PngDecoder& d, png_bytep* rows) {
 
 uint32_t be32(const uint8_t* p) { return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3]; }
 
+// Every chunk must fit in the file. libpng allocates a buffer of a chunk's declared length before
+// reading it (its size limit for ancillary chunks is only a warning on read), so a 90-byte file
+// declaring a 755 MB text chunk made it allocate 755 MB (found by the image fuzzer). The whole file
+// is in memory here: a chunk longer than what follows it is truncation, refused before libpng runs.
+void check_png_chunks(std::span<const uint8_t> b, const std::string& name) {
+  size_t pos = 8;  // after the signature
+  while (b.size() - pos >= 8) {
+    const uint32_t length = be32(b.data() + pos);
+    const std::string type(reinterpret_cast<const char*>(b.data() + pos + 4), 4);
+    const size_t left = b.size() - pos - 8;  // the data and the 4-byte CRC
+    if (length > left || left - length < 4) {
+      std::string printable;
+      for (char c : type) printable += std::isalpha(static_cast<unsigned char>(c)) ? c : '?';
+      throw IOError(detail::str("load_image: cannot decode ", quoted(name), " (PNG): its ", printable, " chunk at byte ",
+                                pos, " declares ", length, " bytes of data, but only ",
+                                left >= 4 ? left - 4 : 0, " follow it (truncated or corrupt)"));
+    }
+    if (type == "IEND") return;
+    pos += 12 + length;
+  }
+}
+
 ImageInfo png_decode(std::span<const uint8_t> bytes, const ImageLimits& limits, const std::string& name, int want,
                      Tensor* out) {
   // The size from IHDR (the first chunk) is checked before libpng allocates anything.
   check<IOError>(bytes.size() >= 33 && std::memcmp(bytes.data() + 12, "IHDR", 4) == 0, "load_image: ", quoted(name),
                  " looks like a PNG file but does not start with an IHDR chunk (truncated or corrupt)");
   check_size(be32(bytes.data() + 16), be32(bytes.data() + 20), limits, Format::png, name);
+  check_png_chunks(bytes, name);
   PngDecoder d;
   d.data = bytes.data();
   d.size = bytes.size();
