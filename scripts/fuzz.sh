@@ -12,7 +12,9 @@
 # learns in build-asan/fuzz/corpus/<target>/. Each run is one process with -rss_limit_mb=1024 and
 # -timeout=10; a crash, a sanitizer report, a hang or more memory stops it with a reproducer in
 # build-asan/fuzz/findings/<target>/. Findings become regression files in tests/hostile/ (see
-# fuzz/README.md). Environment: JOBS (build parallelism), FUZZ_ARGS (more libFuzzer options).
+# fuzz/README.md). Environment: JOBS (build parallelism), FUZZ_SEED (libFuzzer's -seed: a fixed
+# seed makes a run's mutations reproducible; unset, each run draws its own), FUZZ_ARGS (more
+# libFuzzer options).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$NABLA_ROOT"
@@ -52,6 +54,7 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 run_one() {  # TARGET SECONDS
   local t="$1" secs="$2" dict=()
   [ -f "fuzz/$t.dict" ] && dict=(-dict="fuzz/$t.dict")
+  [ -n "${FUZZ_SEED:-}" ] && dict+=(-seed="$FUZZ_SEED")
   log "fuzzing $t for ${secs}s"
   # (-close_fd_mask=1: the targets' stdout, e.g. the mnist help text, is not shown)
   "build-asan/fuzz/fuzz_$t" -max_total_time="$secs" -rss_limit_mb=1024 -timeout=10 -print_final_stats=1 -close_fd_mask=1 \
