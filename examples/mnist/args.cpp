@@ -130,6 +130,38 @@ Settings settings_from_metadata(const std::map<std::string, std::string>& info, 
   return s;
 }
 
+void check_resume_settings(const TrainArgs& a, const Settings& saved) {
+  const Settings& s = a.settings;
+  auto same = [](double x, double y) { return std::abs(x - y) <= 1e-12 * std::max(std::abs(x), std::abs(y)); };
+  for (const std::string& opt : a.settings_given) {
+    std::string given, was;  // the option as given, and what the run was started with
+    if (opt == "model" && s.model != saved.model) given = s.model, was = saved.model;
+    if (opt == "dataset" && s.dataset != saved.dataset) given = s.dataset, was = saved.dataset;
+    if (opt == "optimizer" && s.optimizer != saved.optimizer) given = s.optimizer, was = saved.optimizer;
+    if (opt == "scheduler" && s.scheduler != saved.scheduler) given = s.scheduler, was = saved.scheduler;
+    if (opt == "lr" && !same(s.lr, saved.lr)) given = number_text(s.lr, 6), was = number_text(saved.lr, 6);
+    if (opt == "momentum" && !same(s.momentum, saved.momentum))
+      given = number_text(s.momentum, 6), was = number_text(saved.momentum, 6);
+    if (opt == "weight-decay" && !same(s.weight_decay, saved.weight_decay))
+      given = number_text(s.weight_decay, 6), was = number_text(saved.weight_decay, 6);
+    if (opt == "gamma" && !same(s.gamma, saved.gamma)) given = number_text(s.gamma, 6), was = number_text(saved.gamma, 6);
+    if (opt == "batch-size" && s.batch_size != saved.batch_size)
+      given = std::to_string(s.batch_size), was = std::to_string(saved.batch_size);
+    if (opt == "seed" && s.seed != saved.seed) given = std::to_string(s.seed), was = std::to_string(saved.seed);
+    if (opt == "no-shuffle" && saved.shuffle)
+      throw UsageError("--no-shuffle conflicts with the run in '" + a.resume +
+                       "', which shuffles: a resumed run keeps the settings it was started with (drop --no-shuffle)");
+    if (opt == "augment" && !saved.augment)
+      throw UsageError("--augment conflicts with the run in '" + a.resume +
+                       "', which was started without it: a resumed run keeps the settings it was started with (drop "
+                       "--augment)");
+    if (!given.empty())
+      throw UsageError("--" + opt + " " + given + " conflicts with the run in '" + a.resume + "', started with --" + opt +
+                       " " + was + ": a resumed run keeps the settings it was started with (drop --" + opt +
+                       ", or give " + was + ")");
+  }
+}
+
 std::map<std::string, std::string> to_metadata(const RunProgress& p) {
   return {{"mnist.loader_seed", std::to_string(p.loader_seed)},
           {"mnist.loader_epoch", std::to_string(p.loader_epoch)},
@@ -203,33 +235,27 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
   TrainArgs a;
   a.resume = cli.str("resume");
   a.init_from = cli.str("init-from");
-  if (!a.resume.empty()) {
-    for (const char* opt : {"model", "dataset", "optimizer", "scheduler", "lr", "momentum", "weight-decay", "gamma",
-                            "batch-size", "seed", "no-shuffle", "augment"})
-      if (cli.is_set(opt))
-        throw UsageError(std::string("--") + opt + " cannot change when resuming: the run in '" + a.resume +
-                         "' was started with its own settings (drop --" + opt + ")");
-  } else {
-    Settings& s = a.settings;
-    s.model = cli.str("model");
-    s.dataset = cli.str("dataset");
-    Recipe r = default_recipe(s.model);
-    auto num_or = [&](const char* name, double def) { return cli.is_set(name) ? cli.number(name) : def; };
-    s.optimizer = cli.is_set("optimizer") ? cli.str("optimizer") : r.optimizer;
-    s.scheduler = cli.is_set("scheduler") ? cli.str("scheduler") : r.scheduler;
-    s.lr = num_or("lr", r.lr);
-    s.momentum = num_or("momentum", r.momentum);
-    s.weight_decay = num_or("weight-decay", 0);
-    s.gamma = num_or("gamma", r.gamma);
-    s.batch_size = cli.is_set("batch-size") ? cli.integer("batch-size", 1, kMaxBatchSize) : r.batch_size;
-    s.seed = cli.integer("seed");
-    s.shuffle = !cli.is_set("no-shuffle");
-    s.augment = cli.is_set("augment");
-    if (!(s.lr > 0)) throw UsageError("--lr must be positive");
-    if (s.momentum < 0) throw UsageError("--momentum must be 0 or more");
-    if (s.weight_decay < 0) throw UsageError("--weight-decay must be 0 or more");
-    if (!(s.gamma > 0)) throw UsageError("--gamma must be positive");
-  }
+  for (const char* opt : kRunSettingOptions)
+    if (cli.is_set(opt)) a.settings_given.emplace_back(opt);
+  Settings& s = a.settings;
+  s.model = cli.str("model");
+  s.dataset = cli.str("dataset");
+  Recipe r = default_recipe(s.model);
+  auto num_or = [&](const char* name, double def) { return cli.is_set(name) ? cli.number(name) : def; };
+  s.optimizer = cli.is_set("optimizer") ? cli.str("optimizer") : r.optimizer;
+  s.scheduler = cli.is_set("scheduler") ? cli.str("scheduler") : r.scheduler;
+  s.lr = num_or("lr", r.lr);
+  s.momentum = num_or("momentum", r.momentum);
+  s.weight_decay = num_or("weight-decay", 0);
+  s.gamma = num_or("gamma", r.gamma);
+  s.batch_size = cli.is_set("batch-size") ? cli.integer("batch-size", 1, kMaxBatchSize) : r.batch_size;
+  s.seed = cli.integer("seed");
+  s.shuffle = !cli.is_set("no-shuffle");
+  s.augment = cli.is_set("augment");
+  if (!(s.lr > 0)) throw UsageError("--lr must be positive");
+  if (s.momentum < 0) throw UsageError("--momentum must be 0 or more");
+  if (s.weight_decay < 0) throw UsageError("--weight-decay must be 0 or more");
+  if (!(s.gamma > 0)) throw UsageError("--gamma must be positive");
   a.epochs = cli.integer("epochs", 1, kMaxEpochs);
   if (cli.is_set("threads")) a.threads = static_cast<int>(cli.integer("threads", 1, nabla::kMaxThreads));
   a.workers = cli.integer("workers", 0, kMaxWorkers);

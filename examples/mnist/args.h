@@ -63,8 +63,15 @@ inline const std::vector<std::string> kModels = {"mlp", "lenet", "cnn", "pytorch
                                       kOptimizers = {"sgd", "adam", "adamw", "nadam", "radam", "rmsprop", "adagrad", "adadelta"},
                                       kSchedulers = {"none", "step", "exponential", "cosine", "onecycle"};
 
+// The train options that are part of a run's Settings: a resumed run keeps its own, so --resume
+// accepts them only with the values the run was started with (re-running the same command plus
+// --resume works); check_resume_settings refuses a real conflict, naming both values.
+inline constexpr const char* kRunSettingOptions[] = {"model", "lr", "momentum", "weight-decay", "gamma", "optimizer",
+                                                      "scheduler", "batch-size", "seed", "dataset", "no-shuffle",
+                                                      "augment"};
 struct TrainArgs {
   Settings settings;    // from the command line; with --resume the checkpoint's replace them
+  std::vector<std::string> settings_given;  // which of kRunSettingOptions the command line set
   std::string resume;   // the checkpoint to continue, or ""
   std::string init_from;  // a PyTorch state dict to start from, or ""
   int64_t epochs = 0;
@@ -75,6 +82,7 @@ struct TrainArgs {
   std::string tensorboard;            // a TensorBoard log folder, or ""
   int64_t tensorboard_every = 0;      // train scalars every this many steps
 };
+void check_resume_settings(const TrainArgs& a, const Settings& saved);
 struct EvalArgs {
   std::string checkpoint, data, device;  // data: "" for the checkpoint's dataset in data/
   int64_t batch_size = 0;

@@ -45,5 +45,8 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mnist: %s\n", e.what());
     return mnist::kExitError;
+  } catch (...) {  // (nothing nabla throws; a message and exit code 1 rather than an abort all the same)
+    std::fprintf(stderr, "mnist %s: stopped by an unknown error\n", cmd.c_str());
+    return mnist::kExitError;
   }
 }

@@ -146,6 +146,7 @@ int cmd_train(int argc, char** argv) {
   if (!resume.empty()) {
     resume_info = read_checkpoint_info(resume);
     s = settings_from_metadata(resume_info, resume);
+    check_resume_settings(*args, s);
   }
   const int64_t epochs = args->epochs;
   if (args->threads) set_num_threads(*args->threads);

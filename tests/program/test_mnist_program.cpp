@@ -209,10 +209,21 @@ TEST_F(MnistProgram, ResumeEqualsUninterrupted) {
   std::string common = " --model cnn --quiet " + data();
   ASSERT_EQ(run("train --epochs 2" + common + " --checkpoint " + ck("full.safetensors")).code, 0);
   ASSERT_EQ(run("train --epochs 1" + common + " --checkpoint " + ck("part.safetensors")).code, 0);
-  Result r = run("train --epochs 2 --quiet --resume " + ck("part.safetensors") + " " + data());
+  // The same command plus --resume: the settings it repeats equal the saved ones, so they are accepted.
+  Result r = run("train --epochs 2" + common + " --resume " + ck("part.safetensors"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("from epoch 2"), std::string::npos) << r.out;
   EXPECT_TRUE(same_weights(ck("full.safetensors"), ck("part.safetensors")));
+  // A real conflict is refused, naming both values (issue 28 item 12).
+  Result conflict = run("train --epochs 3 --model lenet --quiet --resume " + ck("part.safetensors") + " " + data());
+  EXPECT_EQ(conflict.code, 2) << conflict.out;
+  EXPECT_NE(conflict.out.find("--model lenet conflicts with the run in '" + ck("part.safetensors") +
+                              "', started with --model cnn"),
+            std::string::npos)
+      << conflict.out;
+  conflict = run("train --epochs 3 --lr 0.5 --no-shuffle --quiet --resume " + ck("part.safetensors") + " " + data());
+  EXPECT_EQ(conflict.code, 2) << conflict.out;
+  EXPECT_NE(conflict.out.find("--lr 0.5 conflicts"), std::string::npos) << conflict.out;
 }
 
 TEST_F(MnistProgram, InterruptSavesAndResumesMidEpoch) {
