@@ -372,6 +372,30 @@ TEST(Random, NormalAndUniformInPlace) {
   EXPECT_THROW(zeros({2}, kInt64).uniform_(), DTypeError);
 }
 
+// uniform_(from, to) is from + (to - from) * u and normal_(mean, std) is mean + std * z, each product
+// and sum rounded on its own (no fused multiply-add), in the portable and the AVX2 build alike: the
+// GPU's kernels take the same steps, so a seed gives the same tensor on both devices.
+TEST(Random, AffineMapsRoundEachStepAsTheGpuDoes) {
+  auto unfused = [](double a, double b, double c) {
+    volatile double product = b * c;  // (volatile: no contraction in the test either)
+    return a + product;
+  };
+  manual_seed(11);
+  std::vector<double> u = values(empty({1001}, kFloat64).uniform_(0, 1));
+  manual_seed(11);
+  std::vector<double> v = values(empty({1001}, kFloat64).uniform_(-0.1, 0.1));
+  int differ = 0;
+  for (size_t i = 0; i < u.size(); ++i) differ += v[i] != unfused(-0.1, 0.1 - -0.1, u[i]);
+  EXPECT_EQ(differ, 0) << "of 1001 uniforms";
+  manual_seed(3);
+  std::vector<double> z = values(empty({1001}, kFloat64).normal_(0, 1));
+  manual_seed(3);
+  std::vector<double> n = values(empty({1001}, kFloat64).normal_(0.5, 0.3));
+  differ = 0;
+  for (size_t i = 0; i < z.size(); ++i) differ += n[i] != unfused(0.5, 0.3, z[i]);
+  EXPECT_EQ(differ, 0) << "of 1001 normals";
+}
+
 TEST(Random, RandintStaysInRangeAndCoversIt) {
   manual_seed(5);
   Tensor r = randint(-3, 4, {5000});
