@@ -541,6 +541,13 @@ TEST(Compare, IsCloseAllCloseEqual) {
   EXPECT_FALSE(equal(tensor({1, 2}), tensor({1, 3})));
   EXPECT_FALSE(equal(tensor({1, 2}), tensor({{1, 2}})));
   EXPECT_TRUE(equal(zeros({0, 2}), zeros({0, 2})));
+  // 16-bit floats compare on the CPU too (as torch.equal), by their exact float32 values.
+  for (DType dt : {kFloat16, kBFloat16}) {
+    Tensor h = tensor({-7.5, 0.0, 300.0, 1e4}).to(dt);
+    EXPECT_TRUE(equal(h, h.clone())) << dtype_name(dt);
+    EXPECT_TRUE(equal(h, h.to(kFloat32))) << dtype_name(dt);
+    EXPECT_FALSE(equal(h, (h.to(kFloat32) + tensor({0.0, 0.0, 0.0, 64.0})).to(dt))) << dtype_name(dt);
+  }
 }
 
 // ---- composites ------------------------------------------------------------------------------------
