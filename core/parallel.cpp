@@ -81,6 +81,9 @@ class ThreadPool {
   void resize(int nthreads) {
     std::lock_guard run(run_mu_);
     const int previous = num_threads();
+    // New workers: what earlier jobs said about contention no longer holds.
+    late_jobs_ = 0;
+    backoff_until_ = {};
     stop();
     if (auto err = start(nthreads)) {
       const int started = num_threads();
@@ -162,6 +165,15 @@ class ThreadPool {
   // again: on a machine kept busy by others, one thread is faster than several waiting for cores.
   static constexpr int kLateJobs = 4;
   static constexpr auto kBackoff = std::chrono::milliseconds(50);
+
+ public:
+  // As if the last kLateJobs jobs had been late (tests).
+  void back_off_now() {
+    std::lock_guard run(run_mu_);
+    for (int i = 0; i < kLateJobs; ++i) note_late_job();
+  }
+
+ private:
   void note_late_job() {
     if (++late_jobs_ >= kLateJobs) {
       late_jobs_ = 0;
@@ -321,6 +333,7 @@ namespace detail {
 void parallel_run(int64_t begin, int64_t end, int64_t grain, RangeFn fn) {
   if (!pool().run(begin, end, grain, fn)) fn(begin, end);
 }
+void thread_pool_back_off_for_testing() { pool().back_off_now(); }
 }  // namespace detail
 
 }  // namespace nabla

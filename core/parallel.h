@@ -32,6 +32,9 @@ class RangeFn {
   void (*call_)(const void*, int64_t, int64_t);
 };
 void parallel_run(int64_t begin, int64_t end, int64_t grain, RangeFn fn);
+// Puts the pool in its back-off under contention (jobs on the caller's thread alone for a while), as
+// a run of late jobs does; set_num_threads ends it. For tests.
+void thread_pool_back_off_for_testing();
 }  // namespace detail
 
 // Calls f(chunk_begin, chunk_end) over [begin, end), splitting it across threads in chunks of at

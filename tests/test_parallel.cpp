@@ -59,6 +59,25 @@ TEST(Parallel, LargeRangeSplitsIntoChunksThatCoverItOnce) {
   EXPECT_LE(chunks.load(), 4);  // one chunk per thread at most
 }
 
+// The back-off under contention (jobs on the caller's thread for 50 ms after late jobs) ends when the
+// thread count is set: a fresh pool is tried at once. (Earlier tests that left the pool backing off
+// made the tests above and below run serially on a 16-core machine.)
+TEST(Parallel, SettingTheThreadCountEndsTheBackOff) {
+  ThreadCount tc(3);
+  auto chunks_of_a_large_job = [] {
+    std::atomic<int> chunks{0};
+    parallel_for(0, 30000, 1000, [&](int64_t, int64_t) { ++chunks; });
+    return chunks.load();
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  detail::thread_pool_back_off_for_testing();
+  const int backing_off = chunks_of_a_large_job();
+  if (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(40))  // (a stalled machine outlasts it)
+    EXPECT_EQ(backing_off, 1);  // one call on the caller's thread
+  set_num_threads(3);
+  EXPECT_EQ(chunks_of_a_large_job(), 3);
+}
+
 TEST(Parallel, ExceptionsReachTheCallerAndThePoolKeepsWorking) {
   ThreadCount tc(2);
   EXPECT_THROW(parallel_for(0, 1000, 1, [](int64_t b, int64_t) {
