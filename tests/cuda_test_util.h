@@ -18,6 +18,8 @@ namespace nabla::testing {
 
 // a and b (on any devices) have the same shape and values within atol + rtol * |b|, NaN matching NaN.
 inline ::testing::AssertionResult close_on_host(const Tensor& a, const Tensor& b, double tol) {
+  if (!a.defined() || !b.defined())
+    return ::testing::AssertionFailure() << (a.defined() ? "the second" : "the first") << " tensor is undefined";
   if (a.sizes() != b.sizes())
     return ::testing::AssertionFailure() << "shapes differ: " << a.sizes() << " vs " << b.sizes();
   if (a.numel() == 0) return ::testing::AssertionSuccess();

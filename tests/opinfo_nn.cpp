@@ -93,7 +93,7 @@ std::vector<OpInfo> layer_ops() {
   ops.push_back({.name = "nn.BatchNorm1d", .torch = "F.batch_norm(x[0], torch.zeros(x[0].shape[1], dtype=x[0].dtype), torch.ones(x[0].shape[1], dtype=x[0].dtype), x[1], x[2], True)",
                  .fn = [](I x) {
                    nn::BatchNorm1d m(x[0].size(1));
-                   m.to(x[0].dtype());
+                   m.to(x[0].device(), x[0].dtype());  // the running statistics follow the input
                    m.weight = x[1];
                    m.bias = x[2];
                    return one(m(x[0]));
@@ -104,6 +104,7 @@ std::vector<OpInfo> layer_ops() {
   ops.push_back({.name = "nn.BatchNorm2d", .torch = "F.batch_norm(x[0], None, None, x[1], x[2], True)",
                  .fn = [](I x) {
                    nn::BatchNorm2d m(x[0].size(1), {.momentum = std::nullopt});
+                   m.to(x[0].device(), x[0].dtype());
                    m.weight = x[1];
                    m.bias = x[2];
                    return one(m(x[0]));

@@ -94,6 +94,7 @@ std::vector<OpInfo> vision_ops() {
                  .fn = [](I x) {
                    vision::Conv2dNormActivation m(x[0].size(1), x[1].size(0),
                                                   {.activation_layer = vision::activation<nn::ReLU6>()});
+                   m.to(x[0].device(), x[0].dtype());  // batch norm's running statistics
                    m.at<nn::Conv2d>(0)->weight = x[1];
                    auto bn = m.at<nn::BatchNorm2d>(1);
                    bn->weight = x[2];
@@ -174,6 +175,7 @@ std::vector<OpInfo> vision_ops() {
   ops.push_back({.name = "vision.ShiftedWindowAttention", .torch = "T.shifted_window_attention_module(x)",
                  .fn = [](I x) {
                    vision::ShiftedWindowAttention m(x[0].size(-1), {2, 2}, {1, 1}, x[5].size(1));
+                   m.to(x[0].device(), x[0].dtype());  // relative_position_index
                    m.qkv->weight = x[1];
                    m.qkv->bias = x[2];
                    m.proj->weight = x[3];

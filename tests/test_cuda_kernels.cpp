@@ -463,7 +463,10 @@ TEST(CudaKernels, batch_norm_fused_matches_the_composite_and_differentiates_twic
     double tol = dt == kFloat32 ? 1e-4 : 1e-9;
     Tensor rmc = zeros({5}, dt), rvc = ones({5}, dt);
     Tensor rmg = rmc.cuda(), rvg = rvc.cuda();
-    Tensor xc = x.to(dt).requires_grad_(), wc = w.to(dt).requires_grad_(), bc = b.to(dt).requires_grad_();
+    // Leaves of their own: x.to(kFloat64) is x itself, and x.requires_grad_() would make x.to(kCUDA)
+    // a non-leaf without a .grad.
+    Tensor xc = x.to(dt).detach().requires_grad_(), wc = w.to(dt).detach().requires_grad_();
+    Tensor bc = b.to(dt).detach().requires_grad_();
     Tensor xg = x.to(kCUDA, dt).requires_grad_(), wg = w.to(kCUDA, dt).requires_grad_();
     Tensor bg = b.to(kCUDA, dt).requires_grad_();
     for (int step = 0; step < 3; ++step) {  // running statistics accumulate
@@ -563,6 +566,44 @@ TEST(CudaKernels, fused_optimizer_steps_follow_the_cpu) {
 }
 
 // ---- autograd end to end ------------------------------------------------------------------------------
+// The forward pass of the small network below, stage by stage, with and without a synchronization
+// after each op (a difference only without it would be a missing stream dependency).
+TEST(CudaKernels, a_small_network_forward_agrees_stage_by_stage) {
+  NABLA_REQUIRE_CUDA();
+  manual_seed(11);
+  Tensor w1 = randn({16, 8}, kFloat64) * 0.3, b1 = zeros({16}, kFloat64);
+  Tensor w2 = randn({4, 16}, kFloat64) * 0.3, b2 = zeros({4}, kFloat64);
+  Tensor x = randn({32, 8}, kFloat64);
+  Tensor labels = randint(0, 4, {32}, kInt64);
+  auto stages = [&](Device dev, bool sync) {
+    auto s = [&](Tensor t) {
+      if (sync && dev.is_cuda()) cuda::synchronize();
+      return t;
+    };
+    std::vector<std::pair<std::string, Tensor>> out;
+    Tensor xd = s(x.to(dev)), ld = s(labels.to(dev));
+    Tensor pre = s(linear(xd, s(w1.to(dev)), s(b1.to(dev))));
+    out.emplace_back("linear 1", pre);
+    Tensor h = s(relu(pre));
+    out.emplace_back("relu", h);
+    Tensor logits = s(linear(h, s(w2.to(dev)), s(b2.to(dev))));
+    out.emplace_back("linear 2", logits);
+    Tensor ls = s(log_softmax(logits, 1));
+    out.emplace_back("log_softmax", ls);
+    Tensor picked = s(ls.gather(1, ld.unsqueeze(1)));
+    out.emplace_back("gather", picked);
+    out.emplace_back("mean", s(-picked.mean()));
+    return out;
+  };
+  auto cpu = stages(kCPU, false);
+  for (bool sync : {true, false}) {
+    auto gpu = stages(kCUDA, sync);
+    for (size_t i = 0; i < cpu.size(); ++i)
+      EXPECT_TRUE(close_on_host(gpu[i].second, cpu[i].second, 1e-12))
+          << cpu[i].first << (sync ? " (synchronized after each op)" : " (no synchronization)");
+  }
+}
+
 TEST(CudaKernels, a_small_network_trains_identically_on_cpu_and_gpu) {
   NABLA_REQUIRE_CUDA();
   manual_seed(11);
@@ -572,7 +613,9 @@ TEST(CudaKernels, a_small_network_trains_identically_on_cpu_and_gpu) {
   Tensor labels = randint(0, 4, {32}, kInt64);
   auto train = [&](Device dev) {
     std::vector<Tensor> params = {w1.to(dev), b1.to(dev), w2.to(dev), b2.to(dev)};
-    for (Tensor& p : params) p = p.detach().requires_grad_();
+    // A copy: on the CPU, w1.to(kCPU) is w1 itself, which the updates below would change for the
+    // GPU's run.
+    for (Tensor& p : params) p = p.detach().clone().requires_grad_();
     Tensor xd = x.to(dev), ld = labels.to(dev);
     std::vector<double> losses;
     for (int step = 0; step < 5; ++step) {
