@@ -471,7 +471,7 @@ void mnist_hostile() {
   hostile("mnist", "checkpoint_batch_size_junk", damaged([](auto& md) { md["mnist.batch_size"] = "abc"; }), "Failure",
           {"the metadata field 'mnist.batch_size' must be a whole number from 1 to 1000000, got 'abc'"});
   hostile("mnist", "checkpoint_unknown_model", damaged([](auto& md) { md["mnist.model"] = "resnet"; }), "Failure",
-          {"the metadata field 'mnist.model' must be one of mlp, lenet, cnn, pytorch, got 'resnet'"});
+          {"the metadata field 'mnist.model' must be one of mlp, lenet, cnn, pytorch, fast, got 'resnet'"});
   hostile("mnist", "checkpoint_lr_nan", damaged([](auto& md) { md["mnist.lr"] = "nan"; }), "Failure",
           {"the metadata field 'mnist.lr' must be a number from"});
 }

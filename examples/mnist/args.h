@@ -18,7 +18,7 @@ std::string number_text(double v, int precision = 17);
 // The settings that define a training run: stored in its checkpoint, restored by --resume.
 struct Settings {
   std::string model, dataset, optimizer, scheduler;
-  double lr = 0, momentum = 0, weight_decay = 0, gamma = 0;
+  double lr = 0, momentum = 0, weight_decay = 0, gamma = 0, label_smoothing = 0;
   int64_t batch_size = 0, seed = 0;
   bool shuffle = true, augment = false;
 };
@@ -59,7 +59,7 @@ RunProgress progress_from_metadata(const std::map<std::string, std::string>& inf
 
 // Bounds of the numeric options.
 inline constexpr int64_t kMaxLogEvery = 1'000'000'000, kMaxEpochs = 1'000'000, kMaxBatchSize = 1'000'000, kMaxWorkers = 256, kMaxCount = 1'000'000;
-inline const std::vector<std::string> kModels = {"mlp", "lenet", "cnn", "pytorch"}, kDatasets = {"mnist", "fashion-mnist"},
+inline const std::vector<std::string> kModels = {"mlp", "lenet", "cnn", "pytorch", "fast"}, kDatasets = {"mnist", "fashion-mnist"},
                                       kOptimizers = {"sgd", "adam", "adamw", "nadam", "radam", "rmsprop", "adagrad", "adadelta"},
                                       kSchedulers = {"none", "step", "exponential", "cosine", "onecycle"};
 
@@ -68,13 +68,13 @@ inline const std::vector<std::string> kModels = {"mlp", "lenet", "cnn", "pytorch
 // --resume works); check_resume_settings refuses a real conflict, naming both values.
 inline constexpr const char* kRunSettingOptions[] = {"model", "lr", "momentum", "weight-decay", "gamma", "optimizer",
                                                       "scheduler", "batch-size", "seed", "dataset", "no-shuffle",
-                                                      "augment"};
+                                                      "augment", "label-smoothing"};
 struct TrainArgs {
   Settings settings;    // from the command line; with --resume the checkpoint's replace them
   std::vector<std::string> settings_given;  // which of kRunSettingOptions the command line set
   std::string resume;   // the checkpoint to continue, or ""
   std::string init_from;  // a PyTorch state dict to start from, or ""
-  int64_t epochs = 0;
+  int64_t epochs = 0;  // 0: the model's default (default_recipe), known once a resumed run's model is
   std::optional<int> threads;
   int64_t workers = 0;
   bool quiet = false;

@@ -6,6 +6,9 @@
 //          fc 3136->128, fc 128->10 (batch norm regularizes enough for 3 epochs)
 //   pytorch  PyTorch's examples/mnist Net (conv 1->32 3x3, conv 32->64 3x3, maxpool, dropout, fc
 //          9216->128, dropout, fc 128->10, log_softmax): its mnist_cnn.pt loads with --init-from
+//   fast   99% in seconds: three 3x3 conv blocks with batch norm and max pooling (16, 32, 64
+//          channels, 28 -> 14 -> 7 -> 3), fc 576->10; its recipe trains one epoch with a one-cycle
+//          learning rate and label smoothing
 #pragma once
 
 #include <memory>
@@ -29,6 +32,8 @@ struct Recipe {
   int64_t batch_size;
   std::string scheduler;
   double gamma;  // per-epoch learning-rate decay of the "step" scheduler
+  int64_t epochs = 3;
+  double label_smoothing = 0;  // of the cross-entropy loss
 };
 Recipe default_recipe(const std::string& model);
 

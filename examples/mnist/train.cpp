@@ -148,7 +148,7 @@ int cmd_train(int argc, char** argv) {
     s = settings_from_metadata(resume_info, resume);
     check_resume_settings(*args, s);
   }
-  const int64_t epochs = args->epochs;
+  const int64_t epochs = args->epochs > 0 ? args->epochs : default_recipe(s.model).epochs;
   if (args->threads) set_num_threads(*args->threads);
   const int64_t workers = args->workers;
   bool quiet = args->quiet;
@@ -215,8 +215,9 @@ int cmd_train(int argc, char** argv) {
                 s.model.c_str(), dataset_title(s.dataset).c_str(), format_count(train_set->size()).c_str(),
                 format_count(test_set->size()).c_str(), device.str().c_str(),
                 device.is_cpu() ? (" with " + std::to_string(get_num_threads()) + " threads").c_str() : "");
-    std::printf("%s lr %g%s, %s, batch %lld, %lld epoch%s%s\n", s.optimizer.c_str(), s.lr,
+    std::printf("%s lr %g%s, %s%s, batch %lld, %lld epoch%s%s\n", s.optimizer.c_str(), s.lr,
                 s.optimizer == "sgd" ? (" momentum " + json_number(s.momentum)).c_str() : "", sched_desc.c_str(),
+                s.label_smoothing > 0 ? (", label smoothing " + json_number(s.label_smoothing)).c_str() : "",
                 static_cast<long long>(s.batch_size), static_cast<long long>(epochs), epochs == 1 ? "" : "s",
                 resume.empty() ? "" : (" (from epoch " + std::to_string(start_epoch + 1) + ")").c_str());
     std::printf("checkpoint: %s\n", ckpt_path.c_str());
@@ -278,7 +279,11 @@ int cmd_train(int argc, char** argv) {
     for (auto& batch : loader) {
       Tensor x = normalize(batch.data.to(device)), y = batch.target.to(device);
       Tensor out = model(x);
-      Tensor loss = m.outputs_log_probs ? nn::functional::nll_loss(out, y) : nn::functional::cross_entropy(out, y);
+      // (Label smoothing on a model that outputs log-probabilities: cross_entropy's log_softmax of them
+      // is themselves.)
+      Tensor loss = m.outputs_log_probs && s.label_smoothing == 0
+                        ? nn::functional::nll_loss(out, y)
+                        : nn::functional::cross_entropy(out, y, {.label_smoothing = s.label_smoothing});
       opt->zero_grad();
       loss.backward();
       opt->step();
@@ -349,13 +354,13 @@ int cmd_train(int argc, char** argv) {
     tb->add_hparams({{"model", s.model}, {"dataset", s.dataset}, {"optimizer", s.optimizer}, {"scheduler", s.scheduler},
                      {"lr", s.lr}, {"momentum", s.momentum}, {"weight_decay", s.weight_decay}, {"gamma", s.gamma},
                      {"batch_size", s.batch_size}, {"epochs", epochs}, {"seed", s.seed}, {"shuffle", s.shuffle},
-                     {"augment", s.augment}},
+                     {"augment", s.augment}, {"label_smoothing", s.label_smoothing}},
                     {{"hparam/test_accuracy", last.accuracy}, {"hparam/test_loss", last.loss}}, {}, "", step);
     tb->close();
   }
 
-  std::printf("test accuracy %.2f%% after %lld epochs, %s of training\n", last.accuracy * 100,
-              static_cast<long long>(epochs), format_duration(train_seconds).c_str());
+  std::printf("test accuracy %.2f%% after %lld epoch%s, %s of training\n", last.accuracy * 100,
+              static_cast<long long>(epochs), epochs == 1 ? "" : "s", format_duration(train_seconds).c_str());
   std::printf("saved %s (metrics: %s)\ntry:  mnist eval --checkpoint %s\n      mnist predict --checkpoint %s your-digit.png\n",
               ckpt_path.c_str(), csv_path.c_str(), ckpt_path.c_str(), ckpt_path.c_str());
   const std::string& summary = args->summary_json;

@@ -226,6 +226,29 @@ TEST_F(MnistProgram, ResumeEqualsUninterrupted) {
   EXPECT_NE(conflict.out.find("--lr 0.5 conflicts"), std::string::npos) << conflict.out;
 }
 
+// The fast recipe: its model's defaults (one epoch, one-cycle Adam, label smoothing 0.1) with
+// nothing else given; resuming keeps the model's epoch count and the saved label smoothing.
+TEST_F(MnistProgram, FastRecipeDefaultsAndResume) {
+  Result r = run("train --model fast --quiet " + data() + " --checkpoint " + ck("fast.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("adam lr 0.02, onecycle schedule, label smoothing 0.1, batch 64, 1 epoch\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("after 1 epoch,"), std::string::npos) << r.out;
+  // Resumed without --epochs: the fast model's one epoch is done already.
+  Result again = run("train --model fast --quiet --resume " + ck("fast.safetensors") + " " + data());
+  EXPECT_EQ(again.code, 2) << again.out;
+  EXPECT_NE(again.out.find("already finished 1 epochs"), std::string::npos) << again.out;
+  Result conflict = run("train --epochs 2 --label-smoothing 0.2 --quiet --resume " + ck("fast.safetensors") + " " + data());
+  EXPECT_EQ(conflict.code, 2) << conflict.out;
+  EXPECT_NE(conflict.out.find("--label-smoothing 0.2 conflicts with the run in '" + ck("fast.safetensors") +
+                              "', started with --label-smoothing 0.1"),
+            std::string::npos)
+      << conflict.out;
+  Result bad = run("train --label-smoothing 1 " + data());
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--label-smoothing must be in [0, 1)"), std::string::npos) << bad.out;
+}
+
 TEST_F(MnistProgram, InterruptSavesAndResumesMidEpoch) {
   // Enough data that the interrupt (0.7 s in) lands inside training: lenet trains ~50,000 images/s
   // here, so 4 epochs of 16,384 take over a second.
