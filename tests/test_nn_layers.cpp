@@ -282,6 +282,35 @@ TEST(NnLayers, BatchNorm2dAffineAndGradients) {
   EXPECT_THROW(bn(randn({4, 2, 5, 5}, kFloat64)), ShapeError);
 }
 
+// float32 batch norm sums in float lanes within blocks and in double across them, its statistics in
+// one pass over x shifted by one of its values: as exact as float64's two passes allow, also for
+// values far from zero with a small spread (the statistics; the output itself then carries
+// float32's rounding of x - mean, as PyTorch's), planes longer than a block, and odd lengths.
+TEST(NnLayers, BatchNormFloat32StatisticsAgreeWithFloat64) {
+  manual_seed(9);
+  for (auto shape : {std::vector<int64_t>{8, 3, 37, 41}, std::vector<int64_t>{64, 5, 7, 7}, std::vector<int64_t>{33, 4}}) {
+    for (bool far : {true, false}) {
+      const std::string what = std::to_string(shape.size()) + "-d, " + (far ? "far from zero" : "near zero");
+      Tensor x64 = far ? randn(shape, kFloat64) * 0.01 + 1000.0 : randn(shape, kFloat64) * 2 + 3;
+      x64.select(1, 1).mul_(3.0);  // one channel with another spread
+      Tensor x = x64.to(kFloat32).requires_grad_();
+      Tensor xd = x.detach().to(kFloat64).requires_grad_();  // the same values, in float64
+      int64_t C = shape[1];
+      Tensor rm = zeros({C}), rv = ones({C}), rmd = zeros({C}, kFloat64), rvd = ones({C}, kFloat64);
+      Tensor y = batch_norm(x, Tensor(), Tensor(), rm, rv, true, 0.5, 1e-5);
+      Tensor yd = batch_norm(xd, Tensor(), Tensor(), rmd, rvd, true, 0.5, 1e-5);
+      EXPECT_TRUE(allclose(rm.to(kFloat64), rmd, 1e-7, 0)) << "running mean, " << what;
+      EXPECT_TRUE(allclose(rv.to(kFloat64), rvd, 1e-5, 0)) << "running variance, " << what;
+      if (far) continue;
+      EXPECT_TRUE(allclose(y.to(kFloat64), yd, 1e-5, 1e-5)) << what;
+      Tensor gy = randn(shape, kFloat64);
+      Tensor gx = autograd::grad({y}, {x}, {gy.to(kFloat32)})[0];
+      Tensor gxd = autograd::grad({yd}, {xd}, {gy})[0];
+      EXPECT_TRUE(allclose(gx.to(kFloat64), gxd, 1e-4, 1e-5)) << "input gradient, " << what;
+    }
+  }
+}
+
 TEST(NnLayers, LayerNormAndGroupNorm) {
   manual_seed(8);
   Tensor x = randn({2, 3, 4}, kFloat64);
