@@ -27,6 +27,7 @@ void register_backend(DeviceType type, Backend* backend) {
 
 bool has_backend(DeviceType type) {
   if (type == DeviceType::cpu) return true;
+  if (type == DeviceType::cuda) return detail::load_cuda_backend();
   return registry()[static_cast<int>(type)].load() != nullptr;
 }
 
@@ -36,10 +37,9 @@ Backend& backend_for(Device device) {
     return *cpu_backend;
   }
   Backend* b = registry()[static_cast<int>(device.type)].load();
+  if (!b && device.is_cuda() && detail::load_cuda_backend()) b = registry()[static_cast<int>(device.type)].load();
   if (!b)
-    throw DeviceError(detail::str("device ", device,
-                                  " is not available: this build of nabla has no CUDA backend "
-                                  "(configure with -DNABLA_CUDA=ON on a machine with the CUDA toolkit)"));
+    throw DeviceError(detail::str("device ", device, " is not available: ", detail::cuda_backend_missing_reason()));
   if (device.is_cuda() && !cuda::is_available())
     throw DeviceError(detail::str("device ", device,
                                   " is not available: no usable CUDA GPU was found (or NABLA_DISABLE_CUDA=1 "
@@ -73,6 +73,7 @@ std::atomic<int (*)()> g_device_count_hook{nullptr};
 int device_count() {
   if (disabled_by_env()) return 0;
   auto hook = g_device_count_hook.load();
+  if (!hook && nabla::detail::load_cuda_backend()) hook = g_device_count_hook.load();
   return hook ? hook() : 0;
 }
 bool is_available() { return device_count() > 0; }

@@ -17,12 +17,13 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 
-#include "core/allocator.h"
-#include "core/elementwise_ops.h"
-#include "core/reduce_dims.h"
-#include "core/tensor.h"
+#include "allocator.h"
+#include "elementwise_ops.h"
+#include "reduce_dims.h"
+#include "tensor.h"
 
 namespace nabla {
 
@@ -143,6 +144,20 @@ struct Backend {
 Backend& backend_for(Device device);
 // Called by backends at load time.
 void register_backend(DeviceType type, Backend* backend);
+// Whether the backend of `type` is there. For CUDA this first loads the backend where it is a
+// plugin (detail::load_cuda_backend): false on a machine without an NVIDIA driver.
 bool has_backend(DeviceType type);
+
+namespace detail {
+// In a shared build the CUDA backend is a plugin, libnabla_cuda.so next to libnabla.so (or the file
+// NABLA_CUDA_PLUGIN names), so that a program that never uses CUDA maps none of CUDA's libraries
+// (cuBLASLt alone: 200 MB resident and most of a second to load) and one build runs on machines
+// with and without them. It is loaded once, on the first CUDA query (is_available, a CUDA tensor,
+// pinned memory), and only where an NVIDIA driver (libcuda.so.1) is installed; skip_driver_check
+// loads it without one (tests). Returns whether the CUDA backend is registered (a static build
+// links it in). cuda_backend_missing_reason() says why it is not, in words.
+bool load_cuda_backend(bool skip_driver_check = false);
+std::string cuda_backend_missing_reason();
+}  // namespace detail
 
 }  // namespace nabla

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/backend.h"
 #include "core/error.h"
 
 namespace nabla::cuda {
@@ -32,9 +33,8 @@ std::atomic<bool> g_index_checks{[] {
 // The hooks, or DeviceError when no GPU can be used.
 Hooks& require(const char* what) {
   Hooks* h = g_hooks.load();
-  if (!h)
-    throw DeviceError(detail::str("cuda::", what, ": this build of nabla has no CUDA backend (configure with "
-                                  "-DNABLA_CUDA=ON on a machine with the CUDA toolkit)"));
+  if (!h && nabla::detail::load_cuda_backend()) h = g_hooks.load();
+  if (!h) throw DeviceError(detail::str("cuda::", what, ": ", nabla::detail::cuda_backend_missing_reason()));
   if (device_count() == 0)
     throw DeviceError(detail::str("cuda::", what, ": no CUDA GPU is available (", unavailable_reason(), ")"));
   return *h;
@@ -57,7 +57,8 @@ std::string unavailable_reason() {
   if (const char* e = std::getenv("NABLA_DISABLE_CUDA"); e && std::strcmp(e, "1") == 0)
     return "NABLA_DISABLE_CUDA=1 is set";
   Hooks* h = g_hooks.load();
-  if (!h) return "this build of nabla has no CUDA backend";
+  if (!h && nabla::detail::load_cuda_backend()) h = g_hooks.load();
+  if (!h) return nabla::detail::cuda_backend_missing_reason();
   return h->unavailable_reason();
 }
 

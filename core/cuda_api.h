@@ -22,7 +22,7 @@
 #include <memory>
 #include <string>
 
-#include "core/device.h"
+#include "device.h"
 
 namespace nabla {
 
@@ -31,9 +31,10 @@ class Tensor;
 namespace cuda {
 
 // is_available() and device_count() are declared in core/device.h.
-// Why is_available() is false, in words ("this build of nabla has no CUDA backend", "NABLA_DISABLE_CUDA=1
-// is set", "cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime version", ...);
-// empty when a GPU is available.
+// Why is_available() is false, in words ("this build of nabla has no CUDA backend", "no NVIDIA driver
+// is installed (...)", "NABLA_DISABLE_CUDA=1 is set", "the CUDA backend .../libnabla_cuda.so could not
+// be loaded: libcublasLt.so.13: cannot open shared object file ...", "cudaGetDeviceCount: CUDA driver
+// version is insufficient for CUDA runtime version", ...); empty when a GPU is available.
 std::string unavailable_reason();
 
 // ---- devices ------------------------------------------------------------------------------------

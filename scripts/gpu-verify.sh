@@ -22,8 +22,8 @@
 #        scripts/gpu-verify.sh --pack
 #      builds nabla_tests, mnist and device_speed in build/ (configured with the CUDA backend, as
 #      scripts/test.sh configures it where /usr/local/cuda is) and copies them to .gpu/ (ignored by
-#      git, 50 MB) with libnabla, the image libraries a GPU image may lack (libjpeg 62, libpng 16)
-#      and MNIST. On the GPU machine the build step then only checks that the carried binaries
+#      git, 50 MB) with libnabla and its CUDA plugin (libnabla_cuda.so), the image libraries a GPU
+#      image may lack (libjpeg 62, libpng 16) and MNIST. On the GPU machine the build step then only checks that the carried binaries
 #      load; they read tests/ under the path they were built in, which the script links to the
 #      repository there when it differs. NABLA_GPU_REBUILD=1 builds there instead.
 #      With the device tool of this workplace (H100, 2026-11-27: the machine started in about 30 s):
@@ -107,6 +107,7 @@ if [[ "${1:-}" == "--pack" ]]; then
   cp -L "build/$(readlink build/libnabla.so)" .gpu/lib/
   soname="$(objdump -p build/libnabla.so | awk '/SONAME/ {print $2}')"
   [[ "$(basename .gpu/lib/libnabla.so.*)" == "$soname" ]] || mv .gpu/lib/libnabla.so.* ".gpu/lib/$soname"
+  cp build/libnabla_cuda.so .gpu/lib/  # the CUDA backend, a plugin libnabla loads from its own folder
   # Host symbols go (sizes); the device code keeps its line information for compute-sanitizer.
   strip --strip-unneeded .gpu/bin/* .gpu/lib/*
   # The image libraries nabla links that a GPU image (Ubuntu, Python wheels) may lack.
@@ -189,7 +190,7 @@ fi
 # ---- build ----------------------------------------------------------------------------------------------
 if want build && [[ $PREBUILT == 1 ]]; then
   say "prebuilt binaries from .gpu/ (commit $(cat "$ROOT/.gpu/commit" 2>/dev/null || echo unknown)): no build here"
-  missing="$(ldd "$TESTS" "$MNIST_BIN" "$SPEED_BIN" 2>&1 | grep 'not found' | sort -u)"
+  missing="$(ldd "$TESTS" "$MNIST_BIN" "$SPEED_BIN" "$ROOT/.gpu/lib/libnabla_cuda.so" 2>&1 | grep 'not found' | sort -u)"
   if [[ -n "$missing" ]]; then
     fail "the carried binaries miss libraries: $missing"
     echo "exit: prebuilt binaries do not load (NABLA_GPU_REBUILD=1 builds here)" >> "$SUMMARY"

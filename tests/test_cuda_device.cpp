@@ -1,6 +1,7 @@
 // The device API of core/cuda_api.h: what it answers without a GPU (this suite's first half runs on
 // every machine) and with one (the second half skips without a GPU).
 #include <cstdlib>
+#include <fstream>
 
 #include "core/backend.h"
 #include "cuda_test_util.h"
@@ -9,6 +10,44 @@ namespace nabla {
 namespace {
 
 // ---- every machine ------------------------------------------------------------------------------
+
+// The CUDA backend is a plugin (core/cuda_plugin.cpp): a program that does CPU work and asks whether
+// CUDA is there maps none of CUDA's libraries unless a driver made it load the plugin.
+TEST(CudaPlugin, a_cpu_program_maps_no_cuda_library) {
+  Tensor y = (randn({64, 64}).matmul(randn({64, 64})) + 1).relu();
+  (void)cuda::is_available();
+  if (cuda::hooks()) GTEST_SKIP() << "the CUDA backend is loaded in this process (a driver is installed, or an "
+                                     "earlier test loaded it): " << cuda::unavailable_reason();
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  int lines = 0;
+  while (std::getline(maps, line)) {
+    ++lines;
+    for (const char* lib : {"libcudart", "libcublas", "libcudnn", "libnabla_cuda"})
+      EXPECT_EQ(line.find(lib), std::string::npos) << line;
+  }
+  EXPECT_GT(lines, 10);
+  EXPECT_FALSE(cuda::unavailable_reason().empty());
+}
+
+// Loaded on request even without a driver (as it is on a GPU machine on the first CUDA query): the
+// backend registers, and the runtime says why there is no GPU.
+TEST(CudaPlugin, loads_without_a_driver_and_explains_the_missing_gpu) {
+  if (!detail::load_cuda_backend(/*skip_driver_check=*/true)) {
+    const std::string why = detail::cuda_backend_missing_reason();
+    if (why.find("no CUDA backend") != std::string::npos || why.find("NABLA_DISABLE_CUDA") != std::string::npos)
+      GTEST_SKIP() << why;
+    FAIL() << "the CUDA plugin did not load: " << why;
+  }
+  EXPECT_TRUE(has_backend(DeviceType::cuda));
+  EXPECT_GT(cuda::runtime_version(), 0);
+  EXPECT_GT(cuda::cudnn::version(), 0);
+  if (!cuda::is_available()) {
+    EXPECT_NE(cuda::unavailable_reason().find("cudaGetDeviceCount"), std::string::npos) << cuda::unavailable_reason();
+    EXPECT_THROW(zeros({2}, kCUDA), DeviceError);
+  }
+  EXPECT_TRUE(detail::load_cuda_backend());  // once loaded, loaded
+}
 
 TEST(CudaDevice, availability_is_consistent) {
   EXPECT_EQ(cuda::is_available(), cuda::device_count() > 0);
@@ -116,9 +155,11 @@ TEST_F(CudaDeviceWithoutGpu, the_backend_is_compiled_in_or_absent_cleanly) {
     std::printf("CUDA backend compiled in (runtime %d, cuDNN %d); no GPU: %s\n", cuda::runtime_version(),
                 cuda::cudnn::version(), cuda::unavailable_reason().c_str());
     EXPECT_GT(cuda::cudnn::version(), 0);
-  } else {
+  } else {  // no CUDA in this build, or no driver to load the plugin for
     EXPECT_EQ(cuda::runtime_version(), 0);
-    EXPECT_NE(cuda::unavailable_reason().find("no CUDA backend"), std::string::npos);
+    const std::string why = cuda::unavailable_reason();
+    EXPECT_TRUE(why.find("no CUDA backend") != std::string::npos || why.find("no NVIDIA driver") != std::string::npos)
+        << why;
   }
   EXPECT_FALSE(cuda::cudnn::is_available());
 }

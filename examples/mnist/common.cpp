@@ -29,9 +29,8 @@ Device pick_device(const std::string& spec) {
   if (spec == "cpu") return kCPU;
   if (spec == "cuda") {
     if (!cuda::is_available())
-      throw Failure("--device cuda: no usable CUDA GPU here (this build " +
-                        std::string(has_backend(DeviceType::cuda) ? "has" : "has no") +
-                        " CUDA backend); use --device cpu or --device auto",
+      throw Failure("--device cuda: no usable CUDA GPU here (" + cuda::unavailable_reason() +
+                        "); use --device cpu or --device auto",
                     kExitUsage);
     return Device::cuda();
   }
