@@ -5,8 +5,8 @@
 #include <optional>
 #include <vector>
 
-#include "core/graph.h"
-#include "core/tensor.h"
+#include "../core/graph.h"
+#include "../core/tensor.h"
 
 namespace nabla::autograd {
 

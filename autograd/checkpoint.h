@@ -33,7 +33,7 @@
 #include <functional>
 #include <vector>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace nabla::autograd {
 

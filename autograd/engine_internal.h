@@ -4,7 +4,7 @@
 #include <span>
 #include <vector>
 
-#include "core/graph.h"
+#include "../core/graph.h"
 
 namespace nabla::autograd {
 

@@ -24,7 +24,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/graph.h"
+#include "../core/graph.h"
 
 namespace nabla::autograd {
 

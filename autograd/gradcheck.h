@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace nabla::autograd {
 

@@ -9,7 +9,7 @@
 #include <ostream>
 #include <type_traits>
 
-#include "core/error.h"
+#include "error.h"
 
 #if defined(__CUDACC__)
 #define NABLA_HOST_DEVICE __host__ __device__

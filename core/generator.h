@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <mutex>
 
-#include "core/device.h"
-#include "core/dtype.h"
+#include "device.h"
+#include "dtype.h"
 
 namespace nabla {
 

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/small_vector.h"
-#include "core/tensor.h"
+#include "small_vector.h"
+#include "tensor.h"
 
 namespace nabla::autograd {
 

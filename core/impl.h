@@ -3,11 +3,11 @@
 
 #include <algorithm>
 
-#include "core/backend.h"
-#include "core/error.h"
-#include "core/graph.h"
-#include "core/ops.h"
-#include "core/tensor.h"
+#include "backend.h"
+#include "error.h"
+#include "graph.h"
+#include "ops.h"
+#include "tensor.h"
 
 namespace nabla::detail {
 

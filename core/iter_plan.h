@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "core/error.h"
-#include "core/small_vector.h"
-#include "core/tensor.h"
+#include "error.h"
+#include "small_vector.h"
+#include "tensor.h"
 
 namespace nabla {
 

@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "core/tensor.h"
+#include "tensor.h"
 
 namespace nabla {
 

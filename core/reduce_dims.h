@@ -8,9 +8,9 @@
 #include <type_traits>
 #include <utility>
 
-#include "core/dtype.h"
-#include "core/scalar_math.h"
-#include "core/shape.h"
+#include "dtype.h"
+#include "scalar_math.h"
+#include "shape.h"
 
 namespace nabla {
 

@@ -7,7 +7,7 @@
 #include <ostream>
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "dtype.h"
 
 namespace nabla {
 

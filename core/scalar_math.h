@@ -11,7 +11,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "dtype.h"
 
 namespace nabla::scalar {
 

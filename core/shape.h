@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "core/small_vector.h"
+#include "small_vector.h"
 
 namespace nabla {
 

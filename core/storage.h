@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <functional>
 
-#include "core/allocator.h"
-#include "core/device.h"
-#include "core/intrusive_ptr.h"
+#include "allocator.h"
+#include "device.h"
+#include "intrusive_ptr.h"
 
 namespace nabla {
 

@@ -11,12 +11,12 @@
 #include <variant>
 #include <vector>
 
-#include "core/device.h"
-#include "core/dtype.h"
-#include "core/intrusive_ptr.h"
-#include "core/scalar.h"
-#include "core/shape.h"
-#include "core/tensor_impl.h"
+#include "device.h"
+#include "dtype.h"
+#include "intrusive_ptr.h"
+#include "scalar.h"
+#include "shape.h"
+#include "tensor_impl.h"
 
 namespace nabla {
 

@@ -4,10 +4,10 @@
 
 #include <cstdint>
 
-#include "core/dtype.h"
-#include "core/intrusive_ptr.h"
-#include "core/shape.h"
-#include "core/storage.h"
+#include "dtype.h"
+#include "intrusive_ptr.h"
+#include "shape.h"
+#include "storage.h"
 
 namespace nabla {
 

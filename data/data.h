@@ -3,11 +3,11 @@
 //   namespace data = nabla::data;
 #pragma once
 
-#include "data/dataloader.h"
-#include "data/dataset.h"
-#include "data/datasets.h"
-#include "data/idx.h"
-#include "data/image.h"
-#include "data/random.h"
-#include "data/sampler.h"
-#include "data/transforms.h"
+#include "dataloader.h"
+#include "dataset.h"
+#include "datasets.h"
+#include "idx.h"
+#include "image.h"
+#include "random.h"
+#include "sampler.h"
+#include "transforms.h"

@@ -31,8 +31,8 @@
 #include <span>
 #include <vector>
 
-#include "data/dataset.h"
-#include "data/sampler.h"
+#include "dataset.h"
+#include "sampler.h"
 
 namespace nabla::data {
 
@@ -41,11 +41,11 @@ using Collate = std::function<Example(std::span<const Example>)>;
 struct DataLoaderOptions {
   int64_t batch_size = 1;
   bool shuffle = false;                // a fresh random permutation each epoch (RandomSampler)
-  std::optional<uint64_t> seed;        // unset: drawn once from the default CPU generator (see manual_seed)
+  std::optional<uint64_t> seed{};      // unset: drawn once from the default CPU generator (see manual_seed)
   int num_workers = 0;                 // 0: batches are built on the calling thread when needed
   bool drop_last = false;              // drop the last batch if it is smaller than batch_size
-  SamplerPtr sampler;                  // a custom order (exclusive with shuffle)
-  Collate collate;                     // unset: dataset.get_batch (data::collate unless overridden)
+  SamplerPtr sampler{};                // a custom order (exclusive with shuffle)
+  Collate collate{};                   // unset: dataset.get_batch (data::collate unless overridden)
   int prefetch_factor = 2;             // batches queued ahead per worker
   bool pin_memory = false;             // page-locked batches, for faster copies to a GPU
 };

@@ -18,7 +18,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace nabla::data {
 

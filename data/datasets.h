@@ -15,11 +15,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
-#include "data/dataset.h"
-#include "data/idx.h"
-#include "data/image.h"
-#include "data/transforms.h"
+#include "../core/tensor.h"
+#include "dataset.h"
+#include "idx.h"
+#include "image.h"
+#include "transforms.h"
 
 namespace nabla::data {
 
@@ -71,8 +71,8 @@ class CIFAR10 : public InMemoryImageDataset {
 
 struct ImageFolderOptions {
   int channels = 3;                 // 1 (gray), 3 (RGB) or 4 (RGBA)
-  Transform transform;              // applied to the float (C, H, W) image
-  ImageLimits limits;
+  Transform transform{};            // applied to the float (C, H, W) image
+  ImageLimits limits{};
   std::vector<std::string> extensions = {".png", ".jpg", ".jpeg", ".bmp"};  // matched case-insensitively
   bool allow_empty = false;         // allow class folders without images
 };

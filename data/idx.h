@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace nabla::data {
 

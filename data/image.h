@@ -15,7 +15,7 @@
 #include <span>
 #include <string>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace nabla::data {
 

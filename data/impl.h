@@ -5,8 +5,8 @@
 #include <span>
 #include <string>
 
-#include "core/error.h"
-#include "core/tensor.h"
+#include "../core/error.h"
+#include "../core/tensor.h"
 
 namespace nabla::data::impl {
 

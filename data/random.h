@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "core/generator.h"
+#include "../core/generator.h"
 
 namespace nabla::data {
 

@@ -17,10 +17,10 @@
 #include <memory>
 #include <vector>
 
-#include "core/generator.h"
-#include "core/tensor.h"
-#include "data/dataset.h"
-#include "data/random.h"
+#include "../core/generator.h"
+#include "../core/tensor.h"
+#include "dataset.h"
+#include "random.h"
 
 namespace nabla::data {
 

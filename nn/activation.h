@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "nn/functional.h"
-#include "nn/module.h"
+#include "functional.h"
+#include "module.h"
 
 namespace nabla::nn {
 

@@ -18,8 +18,8 @@
 
 #include <optional>
 
-#include "nn/linear.h"
-#include "nn/module.h"
+#include "linear.h"
+#include "module.h"
 
 namespace nabla::nn::functional {
 
@@ -29,7 +29,7 @@ struct ScaledDotProductAttentionOptions {
   Tensor attn_mask{};
   double dropout_p = 0.0;       // dropout on the attention weights, applied whenever > 0 (as PyTorch)
   bool is_causal = false;       // query i attends to keys j <= i (top-left aligned); not with attn_mask
-  std::optional<double> scale;  // default 1 / sqrt(E)
+  std::optional<double> scale{};  // default 1 / sqrt(E)
 };
 
 // softmax(q k^T * scale + mask) v, as torch.nn.functional.scaled_dot_product_attention.

@@ -13,8 +13,8 @@
 #include <memory>
 #include <vector>
 
-#include "autograd/checkpoint.h"
-#include "nn/container.h"
+#include "../autograd/checkpoint.h"
+#include "container.h"
 
 namespace nabla::nn {
 

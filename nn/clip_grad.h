@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace nabla::nn::utils {
 

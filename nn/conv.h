@@ -4,7 +4,7 @@
 //   nn::Conv2d conv2(nn::Conv2dOptions{.in_channels = 32, .out_channels = 64, .kernel_size = {3, 5}, .stride = 2});
 #pragma once
 
-#include "nn/module.h"
+#include "module.h"
 
 namespace nabla::nn {
 

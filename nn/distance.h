@@ -2,8 +2,8 @@
 // (nn/functional.h) with their options held, for use inside models.
 #pragma once
 
-#include "nn/functional.h"
-#include "nn/module.h"
+#include "functional.h"
+#include "module.h"
 
 namespace nabla::nn {
 

@@ -1,7 +1,7 @@
 // Dropout and Dropout2d: active in training mode only; masks come from nabla's default generator.
 #pragma once
 
-#include "nn/module.h"
+#include "module.h"
 
 namespace nabla::nn {
 

@@ -3,13 +3,13 @@
 
 #include <optional>
 
-#include "nn/module.h"
+#include "module.h"
 
 namespace nabla::nn {
 
 struct EmbeddingOptions {
   // This row starts at zero and receives no gradient (e.g. for padding tokens); may be negative.
-  std::optional<int64_t> padding_idx;
+  std::optional<int64_t> padding_idx{};
 };
 
 // indices: int64 (*) -> (*, embedding_dim). weight starts as N(0, 1) (padding row zero).
@@ -20,7 +20,7 @@ class Embedding : public Module {
   void reset_parameters() override;
   std::string extra_repr() const override;
   int64_t num_embeddings, embedding_dim;
-  std::optional<int64_t> padding_idx;  // normalized to [0, num_embeddings)
+  std::optional<int64_t> padding_idx{};  // normalized to [0, num_embeddings)
   Tensor weight;
 };
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/ops.h"
-#include "core/tensor.h"
+#include "../core/ops.h"
+#include "../core/tensor.h"
 
 namespace nabla::nn::functional {
 
@@ -72,10 +72,10 @@ Tensor normalize_over(const Tensor& x, IntArrayRef dims, double eps);
 //   mode "linear" (3-D), "bilinear" (4-D), "trilinear" (5-D): linear interpolation per spatial dim,
 //   with align_corners (default false) as in PyTorch.
 struct InterpolateOptions {
-  std::vector<int64_t> size;
-  std::vector<double> scale_factor;
+  std::vector<int64_t> size{};
+  std::vector<double> scale_factor{};
   std::string mode = "nearest";
-  std::optional<bool> align_corners;
+  std::optional<bool> align_corners{};
 };
 Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
 
@@ -124,7 +124,7 @@ enum class Reduction { none, mean, sum, batchmean /* kl_div only */ };
 const char* reduction_name(Reduction r);
 
 struct CrossEntropyOptions {
-  Tensor weight;               // (C) class weights, or undefined
+  Tensor weight{};             // (C) class weights, or undefined
   int64_t ignore_index = -100; // targets equal to this contribute nothing (class-index targets only)
   Reduction reduction = Reduction::mean;
   double label_smoothing = 0.0;
@@ -134,7 +134,7 @@ struct CrossEntropyOptions {
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options = {});
 
 struct NLLLossOptions {
-  Tensor weight;
+  Tensor weight{};
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::mean;
 };
@@ -164,15 +164,15 @@ struct HuberLossOptions {
 Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossOptions& options = {});
 
 struct BCEOptions {
-  Tensor weight;  // broadcast to the input's shape
+  Tensor weight{};  // broadcast to the input's shape
   Reduction reduction = Reduction::mean;
 };
 // input: probabilities in [0, 1]. -w (y log x + (1 - y) log(1 - x)), each log clamped at -100.
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCEOptions& options = {});
 
 struct BCEWithLogitsOptions {
-  Tensor weight;      // broadcast to the input's shape
-  Tensor pos_weight;  // weight of the positive term, broadcast along the last dim (one per class)
+  Tensor weight{};    // broadcast to the input's shape
+  Tensor pos_weight{};  // weight of the positive term, broadcast along the last dim (one per class)
   Reduction reduction = Reduction::mean;
 };
 // Numerically stable sigmoid + binary_cross_entropy:

@@ -7,7 +7,7 @@
 
 #include <utility>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace nabla::nn::init {
 

@@ -1,7 +1,7 @@
 // Identity, Linear, Bilinear, Flatten and Unflatten.
 #pragma once
 
-#include "nn/module.h"
+#include "module.h"
 
 namespace nabla::nn {
 

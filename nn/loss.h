@@ -6,8 +6,8 @@
 //   Tensor loss = criterion(logits, target);
 #pragma once
 
-#include "nn/functional.h"
-#include "nn/module.h"
+#include "functional.h"
+#include "module.h"
 
 namespace nabla::nn {
 

@@ -23,7 +23,7 @@
 
 #include <optional>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace nabla::metrics {
 

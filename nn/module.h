@@ -33,9 +33,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/ops.h"
-#include "core/tensor.h"
-#include "nn/ordered_dict.h"
+#include "../core/ops.h"
+#include "../core/tensor.h"
+#include "ordered_dict.h"
 
 namespace nabla::nn {
 

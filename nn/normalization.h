@@ -4,7 +4,7 @@
 #include <optional>
 #include <vector>
 
-#include "nn/module.h"
+#include "module.h"
 
 namespace nabla::nn {
 

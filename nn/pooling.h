@@ -4,12 +4,12 @@
 
 #include <optional>
 
-#include "nn/module.h"
+#include "module.h"
 
 namespace nabla::nn {
 
 struct MaxPool2dOptions {
-  std::optional<ExpandingArray<2>> stride;  // defaults to kernel_size
+  std::optional<ExpandingArray<2>> stride{};  // defaults to kernel_size
   ExpandingArray<2> padding = 0, dilation = 1;
   bool ceil_mode = false;
 };
@@ -24,7 +24,7 @@ class MaxPool2d : public Module {
 };
 
 struct AvgPool2dOptions {
-  std::optional<ExpandingArray<2>> stride;  // defaults to kernel_size
+  std::optional<ExpandingArray<2>> stride{};  // defaults to kernel_size
   ExpandingArray<2> padding = 0;
   bool ceil_mode = false;
   bool count_include_pad = true;
@@ -58,7 +58,7 @@ class AdaptiveMaxPool2d : public Module {
 };
 
 struct MaxPool1dOptions {
-  std::optional<int64_t> stride;  // defaults to kernel_size
+  std::optional<int64_t> stride{};  // defaults to kernel_size
   int64_t padding = 0, dilation = 1;
   bool ceil_mode = false;
 };
@@ -73,7 +73,7 @@ class MaxPool1d : public Module {
 };
 
 struct AvgPool1dOptions {
-  std::optional<int64_t> stride;  // defaults to kernel_size
+  std::optional<int64_t> stride{};  // defaults to kernel_size
   int64_t padding = 0;
   bool ceil_mode = false;
   bool count_include_pad = true;

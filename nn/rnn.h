@@ -71,8 +71,8 @@
 #include <string>
 #include <vector>
 
-#include "nn/module.h"
-#include "nn/rnn_utils.h"
+#include "module.h"
+#include "rnn_utils.h"
 
 namespace nabla::nn {
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace nabla::nn::utils::rnn {
 

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "nn/module.h"
-#include "nn/ordered_dict.h"
+#include "module.h"
+#include "ordered_dict.h"
 
 namespace nabla::safetensors {
 

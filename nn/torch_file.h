@@ -46,9 +46,9 @@
 #include <variant>
 #include <vector>
 
-#include "core/tensor.h"
-#include "nn/module.h"
-#include "nn/ordered_dict.h"
+#include "../core/tensor.h"
+#include "module.h"
+#include "ordered_dict.h"
 
 namespace nabla::torch_io {
 
@@ -175,7 +175,7 @@ Value load_bytes(const char* data, size_t size, const std::string& what = "<buff
 
 struct SaveOptions {
   // The archive's top folder; by default the file's name without its extension, as torch.save.
-  std::string archive_name;
+  std::string archive_name{};
   // ZIP64 records even when the file is small (for testing readers).
   bool force_zip64 = false;
 };

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "nn/torch_file.h"
+#include "torch_file.h"
 
 namespace nabla::torch_io {
 

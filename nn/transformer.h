@@ -16,11 +16,11 @@
 #include <string>
 #include <type_traits>
 
-#include "nn/attention.h"
-#include "nn/container.h"
-#include "nn/dropout.h"
-#include "nn/linear.h"
-#include "nn/normalization.h"
+#include "attention.h"
+#include "container.h"
+#include "dropout.h"
+#include "linear.h"
+#include "normalization.h"
 
 namespace nabla::nn {
 

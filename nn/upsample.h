@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "nn/functional.h"
-#include "nn/module.h"
+#include "functional.h"
+#include "module.h"
 
 namespace nabla::nn {
 

@@ -7,7 +7,7 @@
 // v and u start at zero.
 #pragma once
 
-#include "optim/optimizer.h"
+#include "optimizer.h"
 
 namespace nabla::optim {
 

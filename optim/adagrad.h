@@ -5,7 +5,7 @@
 //   p = p - clr * g / (sqrt(s) + eps)
 #pragma once
 
-#include "optim/optimizer.h"
+#include "optimizer.h"
 
 namespace nabla::optim {
 

@@ -19,7 +19,7 @@
 // The moments start at zero. The updates are composed of Tensor ops, so they run on any device.
 #pragma once
 
-#include "optim/adam.h"
+#include "adam.h"
 
 namespace nabla::optim {
 

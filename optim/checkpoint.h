@@ -26,9 +26,9 @@
 #include <map>
 #include <string>
 
-#include "nn/module.h"
-#include "optim/lr_scheduler.h"
-#include "optim/optimizer.h"
+#include "../nn/module.h"
+#include "lr_scheduler.h"
+#include "optimizer.h"
 
 namespace nabla::optim {
 
@@ -38,7 +38,7 @@ struct Checkpoint {
   LRScheduler* scheduler = nullptr;
   int64_t epoch = 0;
   int64_t step = 0;
-  std::map<std::string, std::string> metadata;  // the caller's own values
+  std::map<std::string, std::string> metadata{};  // the caller's own values
   bool rng = true;                              // save / restore the default generators
 };
 

@@ -6,7 +6,7 @@
 // composes the same update from Tensor ops. The per-element formulas are optim/fused_math.h.
 #pragma once
 
-#include "core/backend.h"
+#include "../core/backend.h"
 
 namespace nabla::optim {
 

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <type_traits>
 
-#include "core/dtype.h"
-#include "optim/fused.h"
+#include "../core/dtype.h"
+#include "fused.h"
 
 // Compiled into each CPU kernel build (base, AVX2) and into CUDA: an inline namespace per build keeps
 // the copies apart, so the linker never hands one build's instructions to another.

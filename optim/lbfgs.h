@@ -16,7 +16,7 @@
 
 #include <vector>
 
-#include "optim/optimizer.h"
+#include "optimizer.h"
 
 namespace nabla::optim {
 

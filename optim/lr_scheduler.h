@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/small_vector.h"
-#include "optim/optimizer.h"
+#include "../core/small_vector.h"
+#include "optimizer.h"
 
 namespace nabla::optim {
 
@@ -238,7 +238,7 @@ class CosineAnnealingWarmRestarts : public LRScheduler {
 // batch. Constructing it sets the groups' learning rates to base_lr.
 struct CyclicLROptions {
   int64_t step_size_up = 2000;
-  std::optional<int64_t> step_size_down;  // default: step_size_up
+  std::optional<int64_t> step_size_down{};  // default: step_size_up
   // triangular: no scaling; triangular2: the amplitude halves each cycle; exp_range: it is
   // multiplied by gamma^iterations.
   enum class Mode { triangular, triangular2, exp_range } mode = Mode::triangular;

@@ -33,9 +33,9 @@
 #include <variant>
 #include <vector>
 
-#include "core/error.h"
-#include "core/tensor.h"
-#include "nn/ordered_dict.h"
+#include "../core/error.h"
+#include "../core/tensor.h"
+#include "../nn/ordered_dict.h"
 
 namespace nabla::torch_io {
 class Value;
@@ -129,8 +129,8 @@ class Optimizer {
 // What a parameter group is given as: parameters, and options (the optimizer's defaults if unset).
 template <class Options>
 struct ParamGroup {
-  std::vector<Tensor> params;
-  std::optional<Options> options;
+  std::vector<Tensor> params{};
+  std::optional<Options> options{};
 };
 
 // The common implementation: groups of typed Options and per-parameter State. Options and State

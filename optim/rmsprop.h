@@ -7,7 +7,7 @@
 // v, a and b start at zero.
 #pragma once
 
-#include "optim/optimizer.h"
+#include "optimizer.h"
 
 namespace nabla::optim {
 

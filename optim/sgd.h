@@ -6,7 +6,7 @@
 //   p = p - lr * g
 #pragma once
 
-#include "optim/optimizer.h"
+#include "optimizer.h"
 
 namespace nabla::optim {
 

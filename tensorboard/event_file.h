@@ -23,7 +23,7 @@ namespace nabla::tensorboard {
 struct EventFileOptions {
   int64_t max_queue = 10;     // records that wake the writer thread
   double flush_secs = 120;    // the longest a record waits before it is written
-  std::string filename_suffix;
+  std::string filename_suffix{};
 };
 
 class EventFile {

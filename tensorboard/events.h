@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "tensorboard/proto.h"
+#include "proto.h"
 
 namespace nabla::tensorboard {
 

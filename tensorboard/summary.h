@@ -17,8 +17,8 @@
 #include <variant>
 #include <vector>
 
-#include "core/tensor.h"
-#include "tensorboard/proto.h"
+#include "../core/tensor.h"
+#include "proto.h"
 
 namespace nabla::tensorboard {
 

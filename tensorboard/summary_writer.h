@@ -23,23 +23,23 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "tensorboard/event_file.h"
-#include "tensorboard/summary.h"
+#include "../core/tensor.h"
+#include "event_file.h"
+#include "summary.h"
 
 namespace nabla::tensorboard {
 
 struct SummaryWriterOptions {
-  std::string comment;                 // appended to the default log_dir (ignored with a log_dir)
-  std::optional<int64_t> purge_step;   // TensorBoard drops earlier events with a step >= this one
+  std::string comment{};               // appended to the default log_dir (ignored with a log_dir)
+  std::optional<int64_t> purge_step{};  // TensorBoard drops earlier events with a step >= this one
   int64_t max_queue = 10;              // events buffered before the writer thread writes them
   double flush_secs = 120;             // the longest an event waits in memory
-  std::string filename_suffix;         // appended to every event file's name
+  std::string filename_suffix{};       // appended to every event file's name
 };
 
 struct HistogramOptions {
-  std::vector<double> bins;           // bin edges; empty: PyTorch's default ("tensorflow") bins
-  std::optional<int64_t> max_bins;    // merge groups of bins down to at most this many
+  std::vector<double> bins{};         // bin edges; empty: PyTorch's default ("tensorflow") bins
+  std::optional<int64_t> max_bins{};  // merge groups of bins down to at most this many
 };
 
 class SummaryWriter {

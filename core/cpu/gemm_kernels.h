@@ -11,8 +11,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/cpu/kernels.h"
-#include "core/impl.h"
+#include "kernels.h"
+#include "../impl.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>

@@ -3,9 +3,9 @@
 // CPU (namespace nabla::cpu::base). register.cpp picks one at start-up from what the CPU reports.
 #pragma once
 
-#include "core/backend.h"
-#include "core/impl.h"
-#include "core/ops.h"
+#include "../backend.h"
+#include "../impl.h"
+#include "../ops.h"
 
 #ifndef NABLA_CPU_ISA
 #define NABLA_CPU_ISA base

@@ -12,10 +12,10 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/iter_plan.h"
-#include "core/parallel.h"
-#include "core/shape.h"
-#include "core/tensor.h"
+#include "../iter_plan.h"
+#include "../parallel.h"
+#include "../shape.h"
+#include "../tensor.h"
 
 namespace nabla::cpu {
 

@@ -9,10 +9,10 @@
 #include <optional>
 #include <vector>
 
-#include "nn/container.h"
-#include "nn/linear.h"
-#include "nn/models/layers.h"
-#include "nn/module.h"
+#include "../container.h"
+#include "../linear.h"
+#include "layers.h"
+#include "../module.h"
 
 namespace nabla::vision {
 
@@ -29,9 +29,9 @@ class CNBlock : public nn::Module {
 };
 
 struct CNBlockConfig {
-  int64_t input_channels;
-  std::optional<int64_t> out_channels;  // a downsampling layer to this many channels after the stage
-  int64_t num_layers;
+  int64_t input_channels = 0;
+  std::optional<int64_t> out_channels{};  // a downsampling layer to this many channels after the stage
+  int64_t num_layers = 0;
 };
 
 struct ConvNeXtOptions {

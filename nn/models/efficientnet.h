@@ -11,18 +11,18 @@
 #include <memory>
 #include <vector>
 
-#include "nn/container.h"
-#include "nn/linear.h"
-#include "nn/models/layers.h"
-#include "nn/module.h"
+#include "../container.h"
+#include "../linear.h"
+#include "layers.h"
+#include "../module.h"
 
 namespace nabla::vision {
 
 // ---- EfficientNet ---------------------------------------------------------------------------------
 // torchvision's MBConvConfig (channels adjusted by width_mult, layers by depth_mult).
 struct MBConvConfig {
-  double expand_ratio;
-  int64_t kernel, stride, input_channels, out_channels, num_layers;
+  double expand_ratio = 1;
+  int64_t kernel = 0, stride = 1, input_channels = 0, out_channels = 0, num_layers = 0;
   MBConvConfig(double expand_ratio, int64_t kernel, int64_t stride, int64_t input_channels, int64_t out_channels,
                int64_t num_layers, double width_mult = 1.0, double depth_mult = 1.0);
 };

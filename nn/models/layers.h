@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "nn/activation.h"
-#include "nn/container.h"
-#include "nn/conv.h"
-#include "nn/normalization.h"
-#include "nn/pooling.h"
+#include "../activation.h"
+#include "../container.h"
+#include "../conv.h"
+#include "../normalization.h"
+#include "../pooling.h"
 
 namespace nabla::vision {
 
@@ -31,12 +31,12 @@ ActivationFactory activation() {
 
 struct Conv2dNormActivationOptions {
   int64_t kernel_size = 3, stride = 1;
-  std::optional<int64_t> padding;  // default (kernel_size - 1) / 2 * dilation: "same" for odd kernels at stride 1
+  std::optional<int64_t> padding{};  // default (kernel_size - 1) / 2 * dilation: "same" for odd kernels at stride 1
   int64_t groups = 1;
   NormFactory norm_layer = batch_norm2d();             // null: no normalization
   ActivationFactory activation_layer = activation<nn::ReLU>();  // null: no activation
   int64_t dilation = 1;
-  std::optional<bool> bias;  // default: a bias only when there is no normalization
+  std::optional<bool> bias{};  // default: a bias only when there is no normalization
 };
 
 // torchvision.ops.Conv2dNormActivation: a Sequential of Conv2d ("0"), the normalization ("1") and

@@ -10,10 +10,10 @@
 #include <memory>
 #include <vector>
 
-#include "nn/container.h"
-#include "nn/linear.h"
-#include "nn/models/layers.h"
-#include "nn/module.h"
+#include "../container.h"
+#include "../linear.h"
+#include "layers.h"
+#include "../module.h"
 
 namespace nabla::vision {
 
@@ -48,9 +48,9 @@ std::shared_ptr<MobileNetV2> mobilenet_v2(MobileNetV2Options options = {});
 // ---- MobileNetV3 ----------------------------------------------------------------------------------
 // torchvision's InvertedResidualConfig (channels already adjusted by width_mult).
 struct InvertedResidualConfig {
-  int64_t input_channels, kernel, expanded_channels, out_channels;
-  bool use_se, use_hs;  // squeeze-excitation; Hardswish (else ReLU)
-  int64_t stride, dilation;
+  int64_t input_channels = 0, kernel = 0, expanded_channels = 0, out_channels = 0;
+  bool use_se = false, use_hs = false;  // squeeze-excitation; Hardswish (else ReLU)
+  int64_t stride = 1, dilation = 1;
 };
 
 // block: [1x1 expansion], kxk depthwise, [SqueezeExcitation with Hardsigmoid], 1x1 projection

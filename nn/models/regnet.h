@@ -11,19 +11,19 @@
 #include <optional>
 #include <vector>
 
-#include "nn/container.h"
-#include "nn/linear.h"
-#include "nn/models/layers.h"
-#include "nn/module.h"
+#include "../container.h"
+#include "../linear.h"
+#include "layers.h"
+#include "../module.h"
 
 namespace nabla::vision {
 
 // torchvision's BlockParams: per-stage depth, width, group width, bottleneck multiplier, stride.
 struct BlockParams {
-  std::vector<int64_t> depths, widths, group_widths;
-  std::vector<double> bottleneck_multipliers;
-  std::vector<int64_t> strides;
-  std::optional<double> se_ratio;
+  std::vector<int64_t> depths{}, widths{}, group_widths{};
+  std::vector<double> bottleneck_multipliers{};
+  std::vector<int64_t> strides{};
+  std::optional<double> se_ratio{};
   // The quantized linear width schedule of the RegNet paper, computed in float32 as torchvision
   // computes it with torch ops (so the rounding is the same).
   static BlockParams from_init_params(int64_t depth, int64_t w_0, double w_a, double w_m, int64_t group_width,

@@ -15,12 +15,12 @@
 #include <array>
 #include <memory>
 
-#include "nn/container.h"
-#include "nn/conv.h"
-#include "nn/linear.h"
-#include "nn/module.h"
-#include "nn/normalization.h"
-#include "nn/pooling.h"
+#include "../container.h"
+#include "../conv.h"
+#include "../linear.h"
+#include "../module.h"
+#include "../normalization.h"
+#include "../pooling.h"
 
 namespace nabla::vision {
 

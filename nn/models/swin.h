@@ -14,11 +14,11 @@
 #include <memory>
 #include <vector>
 
-#include "nn/container.h"
-#include "nn/linear.h"
-#include "nn/models/layers.h"
-#include "nn/module.h"
-#include "nn/normalization.h"
+#include "../container.h"
+#include "../linear.h"
+#include "layers.h"
+#include "../module.h"
+#include "../normalization.h"
 
 namespace nabla::vision {
 

@@ -2,13 +2,13 @@
 // with torchvision's module trees and state dict names. See nn/models/README.md.
 #pragma once
 
-#include "nn/models/classic.h"
-#include "nn/models/convnext.h"
-#include "nn/models/efficientnet.h"
-#include "nn/models/layers.h"
-#include "nn/models/mobilenet.h"
-#include "nn/models/regnet.h"
-#include "nn/models/resnet.h"
-#include "nn/models/swin.h"
-#include "nn/models/vit.h"
-#include "nn/models/weights.h"
+#include "classic.h"
+#include "convnext.h"
+#include "efficientnet.h"
+#include "layers.h"
+#include "mobilenet.h"
+#include "regnet.h"
+#include "resnet.h"
+#include "swin.h"
+#include "vit.h"
+#include "weights.h"

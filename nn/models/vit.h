@@ -13,12 +13,12 @@
 
 #include <memory>
 
-#include "nn/attention.h"
-#include "nn/container.h"
-#include "nn/dropout.h"
-#include "nn/linear.h"
-#include "nn/models/layers.h"
-#include "nn/module.h"
+#include "../attention.h"
+#include "../container.h"
+#include "../dropout.h"
+#include "../linear.h"
+#include "layers.h"
+#include "../module.h"
 
 namespace nabla::vision {
 

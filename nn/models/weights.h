@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/module.h"
+#include "../module.h"
 
 namespace nabla::vision {
 
@@ -28,7 +28,7 @@ struct LoadWeightsOptions {
   bool strict = true;
   // The tensors of a checkpoint dict under this key (e.g. "model" or "state_dict"); empty: the
   // whole file is the state dict.
-  std::string key;
+  std::string key{};
 };
 
 nn::LoadStateDictResult load_weights(nn::Module& model, const std::string& path, const LoadWeightsOptions& options = {});
@@ -43,10 +43,10 @@ struct ModelOptions {
   int64_t num_classes = 1000;
   // The classifier's dropout probability, for the architectures that have the option (torchvision's
   // `dropout`); unset: the architecture's default.
-  std::optional<double> dropout;
+  std::optional<double> dropout{};
   // The input size the model is built for, for the architectures fixed to one (vit_b_16: 224);
   // unset: torchvision's default. Ignored by the others.
-  std::optional<int64_t> image_size;
+  std::optional<int64_t> image_size{};
 };
 // An architecture of the zoo by its torchvision name ("resnet50", "mobilenet_v2", ...), with
 // torchvision's default options and random weights. Throws ValueError listing the known names.

@@ -1,5 +1,10 @@
 # Installs the nabla build in NABLA_BUILD_DIR into a scratch prefix, then builds and runs a
-# consumer program against it twice: with find_package(nabla) and with pkg-config.
+# consumer program against it twice: with find_package(nabla) and with pkg-config. Then, with
+# pkg-config and -Wall -Wextra -Werror: shadow/main.cpp with a header of its own for each of nabla's
+# (core/ops.h, nn/module.h, data/dataset.h, ...: each an #error, made here) in a folder ahead of
+# nabla's include folder, so that one include of nabla's that does not go by a relative path fails
+# the build; and every whole program among README.md's C++ blocks (those that begin with #include),
+# compiled and linked.
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
 
@@ -32,3 +37,33 @@ endif()
 separate_arguments(flags UNIX_COMMAND "${flags}")
 run(${CXX} "${CONSUMER_SRC}/main.cpp" -o "${WORK_DIR}/consumer_pc" ${flags})
 run("${WORK_DIR}/consumer_pc")
+
+set(strict -Wall -Wextra -Werror)
+file(GLOB_RECURSE installed RELATIVE "${prefix}/include/nabla" "${prefix}/include/nabla/*/*.h")
+list(LENGTH installed ninstalled)
+if(ninstalled LESS 50)
+  message(FATAL_ERROR "only ${ninstalled} headers installed under ${prefix}/include/nabla")
+endif()
+foreach(h IN LISTS installed)
+  file(WRITE "${WORK_DIR}/user_headers/${h}"
+       "#error \"nabla's headers picked up the user's own ${h}: they must include each other by relative paths\"\n")
+endforeach()
+run(${CXX} ${strict} -I "${WORK_DIR}/user_headers" "${SHADOW_SRC}/main.cpp" -o "${WORK_DIR}/shadow" ${flags})
+run("${WORK_DIR}/shadow")
+
+# (awk, not CMake's regular expressions: C++'s semicolons and brackets would split CMake lists.)
+execute_process(COMMAND awk -v dir=${WORK_DIR} [=[
+  /^```cpp$/ { inb = 1; n++; buf = ""; first = 1; next }
+  inb && /^```$/ { inb = 0; if (keep) { f = dir "/readme_" n ".cpp"; printf "%s", buf > f; close(f) } next }
+  inb { if (first) { keep = ($0 ~ /^#include/); first = 0 } buf = buf $0 "\n" }
+]=] "${README}" RESULT_VARIABLE rc)
+file(GLOB programs "${WORK_DIR}/readme_*.cpp")
+list(LENGTH programs nblocks)
+if(NOT rc EQUAL 0 OR nblocks EQUAL 0)
+  message(FATAL_ERROR "no whole C++ program found in ${README}")
+endif()
+foreach(src IN LISTS programs)
+  get_filename_component(name "${src}" NAME_WE)
+  run(${CXX} ${strict} "${src}" -o "${WORK_DIR}/${name}" ${flags})
+endforeach()
+message(STATUS "README.md: ${nblocks} whole programs compiled with ${strict}")
