@@ -119,10 +119,12 @@ TEST(Parallel, MoreThanTheLimitIsRefused) {
 }
 
 // Runs this test program again with a gtest filter (in a fresh process: a forked child has no
-// pool workers) and returns its output.
+// pool workers) and returns its output. The child leaves GoogleTest's sharding (the sanitizer
+// build runs the suite in shards) to run its one test whatever shard it would fall in.
 std::string run_self(const std::string& env, const std::string& test) {
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();  // (in the shell it is sh)
-  std::string cmd = env + " timeout 120 " + exe + " --gtest_also_run_disabled_tests --gtest_filter=" + test + " 2>&1";
+  std::string cmd = "env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX " + env + " timeout 120 " + exe +
+                    " --gtest_also_run_disabled_tests --gtest_filter=" + test + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
