@@ -93,6 +93,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
     add(all, "scheduler.", c.scheduler->state_dict());
     contents += std::string(contents.empty() ? "" : ",") + "scheduler";
   }
+  if (c.loader) contents += std::string(contents.empty() ? "" : ",") + "loader";
   safetensors::Metadata meta;
   meta.emplace("format", std::string(kFormat));
   meta.emplace("format_version", std::string(kVersion));
@@ -102,6 +103,10 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   if (c.rng) {
     meta["rng.cpu"] = rng_string(kCPU);
     meta["rng.cuda"] = rng_string(kCUDA);
+  }
+  if (c.loader) {
+    data::LoaderState s = c.loader->state();
+    meta["loader"] = std::to_string(s.seed) + " " + std::to_string(s.epoch) + " " + std::to_string(s.index);
   }
   for (const auto& [k, v] : c.metadata) meta["user." + k] = v;
   safetensors::save_file(all, path, meta);
@@ -138,6 +143,19 @@ void load_checkpoint(const std::string& path, Checkpoint& c) {
   require(c.model, "model");
   require(c.optimizer, "optimizer");
   require(c.scheduler, "scheduler");
+  require(c.loader, "loader");
+  data::LoaderState loader_state;
+  if (c.loader) {
+    const std::string* s = meta("loader");
+    const std::string text = s ? *s : "";
+    auto a = text.find(' '), b = a == std::string::npos ? a : text.find(' ', a + 1);
+    if (b == std::string::npos)
+      throw IOError("load_checkpoint: '" + path + "': malformed loader state (expected \"<seed> <epoch> <index>\"): " +
+                    io::quote_name(text));
+    loader_state = {parse_u64(text.substr(0, a), "the loader's seed", path),
+                    parse_count(text.substr(a + 1, b - a - 1), "the loader's epoch", path),
+                    parse_count(text.substr(b + 1), "the loader's index", path)};
+  }
 
   // Each load validates its part completely before it modifies anything; its errors, of their
   // own types, are prefixed with the file's name.
@@ -148,6 +166,7 @@ void load_checkpoint(const std::string& path, Checkpoint& c) {
   });
   if (cpu_rng) default_generator(kCPU).set_state(*cpu_rng);
   if (cuda_rng) default_generator(kCUDA).set_state(*cuda_rng);
+  if (c.loader) c.loader->load_state(loader_state);
   c.epoch = epoch;
   c.step = step;
   c.metadata.clear();

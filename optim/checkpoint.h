@@ -1,5 +1,5 @@
-// Training checkpoints: model, optimizer, scheduler, epoch/step and random-generator state in one
-// safetensors file, written atomically (a temporary file in the same directory, flushed, fsynced
+// Training checkpoints: model, optimizer, scheduler, epoch/step, a DataLoader's position and
+// random-generator state in one safetensors file, written atomically (a temporary file in the same directory, flushed, fsynced
 // and renamed over the target), so a crash during a save never destroys the previous checkpoint.
 //
 //   optim::save_checkpoint("run/last.safetensors",
@@ -7,6 +7,10 @@
 //   ...
 //   optim::Checkpoint ck{.model = net.get(), .optimizer = &opt, .scheduler = &sched};
 //   optim::load_checkpoint("run/last.safetensors", ck);   // ck.epoch, ck.step; generators restored
+//
+// With .loader = &loader, a save taken inside the loop over the loader's batches (or after it)
+// records where its next batch comes from, and the load makes the next loop continue from there,
+// in the same order: a run stopped mid-epoch resumes mid-epoch.
 //
 // Resuming this way continues bit for bit: training N steps, saving, loading and training N more
 // gives the same weights as 2N steps without stopping (on the CPU; the test suite checks it).
@@ -19,6 +23,7 @@
 //             format: "nabla.checkpoint", format_version: "1"
 //             contents: which of model, optimizer, scheduler are present, comma-separated
 //             epoch, step: decimal integers
+//             loader: "<seed> <epoch> <index>", the DataLoader's state() (when saved)
 //             rng.cpu, rng.cuda: "<seed> <offset>" of the default generators (when saved)
 //             user.<key>: the caller's metadata
 #pragma once
@@ -26,6 +31,7 @@
 #include <map>
 #include <string>
 
+#include "../data/dataloader.h"
 #include "../nn/module.h"
 #include "lr_scheduler.h"
 #include "optimizer.h"
@@ -39,7 +45,8 @@ struct Checkpoint {
   int64_t epoch = 0;
   int64_t step = 0;
   std::map<std::string, std::string> metadata{};  // the caller's own values
-  bool rng = true;                              // save / restore the default generators
+  bool rng = true;                                // save / restore the default generators
+  data::DataLoader* loader = nullptr;             // save / restore its position (state())
 };
 
 // Saves the parts that are set (null pointers are left out).

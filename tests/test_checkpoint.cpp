@@ -119,6 +119,50 @@ TEST(Checkpoint, ResumingEqualsTrainingWithoutStopping) {
   fs::remove_all(dir);
 }
 
+// A DataLoader's position goes into the checkpoint (.loader): a save inside the loop over its
+// batches, loaded into another loader over the same data, makes that loader's next loop continue
+// the epoch with the batches the first one would have given.
+TEST(Checkpoint, TheLoaderResumesMidEpoch) {
+  fs::path dir = tmp_dir("loader");
+  std::string path = (dir / "l.safetensors").string();
+  data::TensorDataset ds(arange(40, kFloat32).view({20, 2}), arange(20, kInt64));
+  data::DataLoader a(ds, {.batch_size = 3, .shuffle = true, .seed = 5});
+  std::vector<Tensor> rest;  // what a gives after the save: the rest of epoch 0, then epoch 1
+  int k = 0;
+  for (auto& batch : a) {
+    if (k == 2) optim::save_checkpoint(path, {.loader = &a});  // after batch 2 of 7
+    if (k > 2) rest.push_back(batch.target);
+    ++k;
+  }
+  for (auto& batch : a) rest.push_back(batch.target);
+
+  data::DataLoader b(ds, {.batch_size = 3, .shuffle = true, .seed = 99});  // another seed: restored
+  optim::Checkpoint ck{.loader = &b};
+  optim::load_checkpoint(path, ck);
+  std::vector<Tensor> got;
+  for (auto& batch : b) got.push_back(batch.target);
+  for (auto& batch : b) got.push_back(batch.target);
+  ASSERT_EQ(got.size(), rest.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(equal(got[i], rest[i])) << "batch " << i;
+
+  // A checkpoint without a loader's state, and a malformed one, are clear errors.
+  std::string none = (dir / "none.safetensors").string();
+  optim::save_checkpoint(none, {});
+  EXPECT_THROW(optim::load_checkpoint(none, ck), IOError);
+  nn::StateDict empty;
+  safetensors::save_file(empty, (dir / "bad.safetensors").string(),
+                         {{"format", "nabla.checkpoint"}, {"format_version", "1"}, {"contents", "loader"},
+                          {"loader", "5 -1 3"}});
+  try {
+    optim::load_checkpoint((dir / "bad.safetensors").string(), ck);
+    ADD_FAILURE() << "no error";
+  } catch (const IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("the loader's epoch is not a whole number >= 0: '-1'"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Checkpoint, GeneratorStateIsRestored) {
   fs::path dir = tmp_dir("rng");
   std::string path = (dir / "rng.safetensors").string();
