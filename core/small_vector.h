@@ -9,6 +9,7 @@
 #include <new>
 #include <span>
 #include <type_traits>
+#include <vector>
 
 namespace nabla {
 
@@ -58,6 +59,8 @@ class SmallVector {
   const T& back() const { return ptr_[size_ - 1]; }
   T& front() { return ptr_[0]; }
   const T& front() const { return ptr_[0]; }
+  // A std::vector copy (libtorch's x.sizes().vec()).
+  std::vector<T> vec() const { return std::vector<T>(begin(), end()); }
 
   void clear() {
     std::destroy(ptr_, ptr_ + size_);

@@ -129,6 +129,10 @@ class Tensor {
   Tensor to(Device device, bool non_blocking = false, bool copy = false) const;
   Tensor to(Device device, DType dtype) const;
   Tensor to(const TensorOptions& options) const;
+  // x.to("cuda:0"), x.to("cpu"): a device by name (as Device("cuda:0")).
+  Tensor to(const std::string& device, bool non_blocking = false, bool copy = false) const {
+    return to(Device(device), non_blocking, copy);
+  }
   Tensor cpu() const { return to(kCPU); }
   Tensor cuda(int16_t index = 0) const { return to(Device::cuda(index)); }
   Tensor pin_memory() const;
@@ -374,6 +378,8 @@ class TensorIndex {
   TensorIndex(std::nullopt_t) : v_(std::monostate{}) {}
   TensorIndex(indexing::EllipsisType e) : v_(e) {}
   TensorIndex(Tensor t) : v_(std::move(t)) {}
+  // "..." is Ellipsis, as libtorch accepts it ({"...", -1}); any other string is a ValueError.
+  TensorIndex(const char* s);
 
   bool is_integer() const { return std::holds_alternative<int64_t>(v_); }
   bool is_slice() const { return std::holds_alternative<indexing::Slice>(v_); }

@@ -490,6 +490,12 @@ Tensor apply_index(const Tensor& x, const std::vector<TensorIndex>& idx) {
 }
 }  // namespace
 
+TensorIndex::TensorIndex(const char* s) : v_(indexing::Ellipsis) {
+  check<ValueError>(s != nullptr && std::string_view(s) == "...", "index: the only string index is \"...\" (Ellipsis), got ",
+                    s ? "'" + std::string(s) + "'" : std::string("a null string"),
+                    "; use an integer, Slice(), None, Ellipsis or a tensor");
+}
+
 Tensor Tensor::index(std::initializer_list<TensorIndex> indices) const {
   return apply_index(*this, std::vector<TensorIndex>(indices));
 }

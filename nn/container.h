@@ -64,6 +64,12 @@ class Sequential : public Module {
   std::shared_ptr<T> at(size_t i) const {
     return internal::cast_module<T>((*this)[i], *this, std::to_string(i));
   }
+  // libtorch's spellings: ptr(i) is (*this)[i], ptr<T>(i) is at<T>(i).
+  std::shared_ptr<Module> ptr(size_t i) const { return (*this)[i]; }
+  template <class T>
+  std::shared_ptr<T> ptr(size_t i) const {
+    return at<T>(i);
+  }
   auto begin() const { return modules_.begin(); }
   auto end() const { return modules_.end(); }
 

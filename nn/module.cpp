@@ -340,9 +340,18 @@ LoadStateDictResult Module::load_state_dict(const StateDict& state, bool strict)
 
 // ---- printing -------------------------------------------------------------------------------------
 
+namespace internal {
+std::string module_type_name(const std::type_info& type) {
+  std::string s = autograd::demangled_type_name(type.name());
+  constexpr std::string_view kImpl = "Impl";  // NABLA_MODULE's NetImpl prints as Net, as in libtorch
+  if (s.size() > kImpl.size() && s.ends_with(kImpl)) s.resize(s.size() - kImpl.size());
+  return s;
+}
+}  // namespace internal
+
 std::string Module::name() const {
   if (!name_.empty()) return name_;
-  return autograd::demangled_type_name(typeid(*this).name());
+  return internal::module_type_name(typeid(*this));
 }
 
 std::string Module::repr() const {

@@ -31,6 +31,7 @@
 #include <ostream>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <vector>
 
 #include "../core/ops.h"
@@ -40,6 +41,8 @@
 namespace nabla::nn {
 
 class Module;
+template <class T>
+class ModuleHolder;
 
 using ForwardPreHook = std::function<void(Module& module, std::vector<Tensor>& inputs)>;  // may modify inputs
 using ForwardHook = std::function<void(Module& module, const std::vector<Tensor>& inputs, Tensor& output)>;
@@ -99,6 +102,19 @@ class Module : public std::enable_shared_from_this<Module> {
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     static_assert(std::is_base_of_v<Module, M>, "register_module: M must derive from nn::Module");
     add_child(name, module);
+    return module;
+  }
+  // A module given by value (register_module("fc", nn::Linear(784, 64))) is moved into a new
+  // shared_ptr, which is returned.
+  template <class M>
+    requires std::derived_from<std::remove_cvref_t<M>, Module>
+  std::shared_ptr<std::remove_cvref_t<M>> register_module(const std::string& name, M&& module) {
+    return register_module(name, std::make_shared<std::remove_cvref_t<M>>(std::forward<M>(module)));
+  }
+  // A handle (ModuleHolder, NABLA_MODULE) is registered by the module it holds and returned.
+  template <class M>
+  ModuleHolder<M> register_module(const std::string& name, ModuleHolder<M> module) {
+    register_module(name, module.ptr());
     return module;
   }
   // Replaces an already registered child (for model surgery, e.g. a new classifier head).
@@ -186,6 +202,97 @@ std::ostream& operator<<(std::ostream& os, const std::shared_ptr<M>& m) {
   return m ? os << *m : os << "(null module)";
 }
 
+// A shared handle to a module that can be called like one: libtorch's ModuleHolder.
+//
+//   nn::ModuleHolder<Net> net(10, 2);     // std::make_shared<Net>(10, 2)
+//   Tensor y = net(x);                     // (*net)(x): forward with hooks
+//   optim::Adam opt(net->parameters());    // -> and * reach the module
+//   std::cout << net;                      // prints the module's tree
+//
+// Copies share the module, as shared_ptr copies do, and a holder converts to std::shared_ptr<Net>
+// (or to a pointer to a base), so it goes wherever a module pointer goes: Sequential,
+// register_module, functions taking std::shared_ptr<nn::Module>. ModuleHolder<Net>() makes a Net()
+// when Net has a default constructor; ModuleHolder<Net>(nullptr) is empty (a member assigned later,
+// as libtorch's `nn::Linear fc{nullptr}`). Calling it with arguments that Net's operator() does not
+// take (a forward(Tensor, int64_t) of your own) calls forward directly, without hooks.
+//
+// NABLA_MODULE(Net) declares `Net` as the holder of your class `NetImpl`, as libtorch's
+// TORCH_MODULE does; the module prints as "Net" (a trailing "Impl" is dropped from class names).
+template <class T>
+class ModuleHolder {
+  static_assert(std::is_base_of_v<Module, T>, "nn::ModuleHolder<T>: T must derive from nn::Module");
+
+ public:
+  using element_type = T;
+
+  ModuleHolder()
+    requires std::default_initializable<T>
+      : impl_(std::make_shared<T>()) {}
+  ModuleHolder(std::nullptr_t) {}  // NOLINT(google-explicit-constructor): `Net net = nullptr;`
+  template <class U>
+    requires std::convertible_to<U*, T*>
+  ModuleHolder(std::shared_ptr<U> module) : impl_(std::move(module)) {}  // NOLINT(google-explicit-constructor)
+  template <class U>
+    requires(std::convertible_to<U*, T*> && !std::same_as<U, T>)
+  ModuleHolder(const ModuleHolder<U>& other) : impl_(other.ptr()) {}  // NOLINT(google-explicit-constructor)
+  // Constructs the module from the arguments (not from one holder or pointer, which share it).
+  template <class A, class... Args>
+    requires(std::constructible_from<T, A, Args...> &&
+             !(sizeof...(Args) == 0 && (std::is_same_v<std::remove_cvref_t<A>, ModuleHolder> ||
+                                        std::is_same_v<std::remove_cvref_t<A>, std::nullptr_t> ||
+                                        std::is_convertible_v<std::remove_cvref_t<A>, std::shared_ptr<T>>)))
+  explicit ModuleHolder(A&& a, Args&&... args) : impl_(std::make_shared<T>(std::forward<A>(a), std::forward<Args>(args)...)) {}
+
+  T* operator->() const { return &checked(); }
+  T& operator*() const { return checked(); }
+  T* get() const { return impl_.get(); }
+  const std::shared_ptr<T>& ptr() const { return impl_; }
+  bool is_empty() const { return impl_ == nullptr; }
+  explicit operator bool() const { return impl_ != nullptr; }
+  template <class U>
+    requires std::convertible_to<T*, U*>
+  operator std::shared_ptr<U>() const {  // NOLINT(google-explicit-constructor)
+    return impl_;
+  }
+
+  // net(x): the module's operator() (forward with hooks) when it takes these arguments, else its
+  // forward.
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) const {
+    T& m = checked();
+    if constexpr (requires { m(std::forward<Args>(args)...); }) return m(std::forward<Args>(args)...);
+    else return m.forward(std::forward<Args>(args)...);
+  }
+  // net[i] for containers (Sequential, ModuleList, ModuleDict).
+  template <class I>
+  decltype(auto) operator[](I&& i) const {
+    return checked()[std::forward<I>(i)];
+  }
+
+ private:
+  T& checked() const {
+    if (!impl_)
+      throw ValueError(detail::str("nn::ModuleHolder<", demangled_holder_name(), ">: the handle is empty (made from nullptr); ",
+                                   "assign a module to it first, e.g. fc = register_module(\"fc\", ...)"));
+    return *impl_;
+  }
+  static std::string demangled_holder_name();
+  std::shared_ptr<T> impl_;
+};
+
+namespace internal {
+std::string module_type_name(const std::type_info& type);  // "Linear", "Net" (without "Impl")
+}
+template <class T>
+std::string ModuleHolder<T>::demangled_holder_name() {
+  return internal::module_type_name(typeid(T));
+}
+
+template <class T>
+std::ostream& operator<<(std::ostream& os, const ModuleHolder<T>& m) {
+  return m ? os << *m : os << "(null module)";
+}
+
 // Python-style formatting used by extra_repr(): True/False, (3, 3).
 std::string repr_bool(bool b);
 template <size_t N>
@@ -208,7 +315,27 @@ struct ExpandingArray {
   ExpandingArray(const std::array<int64_t, N>& v) : values(v) {}
   int64_t operator[](size_t i) const { return values[i]; }
   operator IntArrayRef() const { return IntArrayRef(values.data(), N); }
+  // libtorch's builder habit, Conv2dOptions(1, 32, 3).stride(2), stops here with this message.
+  template <class... A>
+  ExpandingArray& operator()(A&&...) {
+    static_assert(sizeof...(A) == static_cast<size_t>(-1),
+                  "nabla's options are structs, not builders: instead of Conv2dOptions(1, 32, 3).stride(2) use "
+                  "designated initialisers, Conv2dOptions{.in_channels = 1, .out_channels = 32, .kernel_size = 3, "
+                  ".stride = 2}, or nn::Conv2d(1, 32, 3, {.stride = 2})");
+    return *this;
+  }
   std::array<int64_t, N> values{};
 };
 
 }  // namespace nabla::nn
+
+// NABLA_MODULE(Net): `Net` is an nn::ModuleHolder of your module class `NetImpl` (libtorch's
+// TORCH_MODULE): `Net net(args...)` makes a NetImpl(args...), `net(x)` calls it, `net->` reaches it.
+#define NABLA_MODULE(Name)                                                  \
+  class Name : public ::nabla::nn::ModuleHolder<Name##Impl> {               \
+   public:                                                                  \
+    using ::nabla::nn::ModuleHolder<Name##Impl>::ModuleHolder;              \
+    Name() = default;                                                       \
+    Name(const ::nabla::nn::ModuleHolder<Name##Impl>& h) /* NOLINT */       \
+        : ::nabla::nn::ModuleHolder<Name##Impl>(h) {}                        \
+  }

@@ -16,10 +16,20 @@
 
 namespace nabla::nn {
 
+// One entry: a (key, value) pair, also readable as item.key() and item.value() (libtorch's
+// spelling); structured bindings work too: for (auto& [name, t] : model->named_parameters()).
+template <class V>
+struct OrderedDictItem : std::pair<std::string, V> {
+  using std::pair<std::string, V>::pair;
+  const std::string& key() const { return this->first; }
+  V& value() { return this->second; }
+  const V& value() const { return this->second; }
+};
+
 template <class V>
 class OrderedDict {
  public:
-  using Item = std::pair<std::string, V>;
+  using Item = OrderedDictItem<V>;
   using iterator = typename std::vector<Item>::iterator;
   using const_iterator = typename std::vector<Item>::const_iterator;
 

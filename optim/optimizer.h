@@ -76,6 +76,30 @@ class Optimizer {
   std::optional<double> initial_lr(size_t group) const;
   void set_initial_lr(size_t group, double lr);
 
+  // One parameter group, as libtorch's optimizer.param_groups()[i] gives it: its parameters and
+  // its hyper-parameters by name.
+  //   for (auto& g : opt.param_groups()) g.set_lr(g.lr() * 0.1);
+  class ParamGroupView {
+   public:
+    const std::vector<Tensor>& params() const { return opt_->params(group_); }
+    double option(std::string_view name) const { return opt_->get_option(group_, name); }
+    void set_option(std::string_view name, double value) const { opt_->set_option(group_, name, value); }
+    double lr() const { return option("lr"); }
+    void set_lr(double lr) const { set_option("lr", lr); }
+    size_t index() const { return group_; }
+
+   private:
+    friend class Optimizer;
+    ParamGroupView(Optimizer* opt, size_t group) : opt_(opt), group_(group) {}
+    Optimizer* opt_;
+    size_t group_;
+  };
+  std::vector<ParamGroupView> param_groups() {
+    std::vector<ParamGroupView> v;
+    for (size_t g = 0; g < num_param_groups(); ++g) v.push_back(ParamGroupView(this, g));
+    return v;
+  }
+
   virtual StateDict state_dict() const;
   virtual void load_state_dict(const StateDict& state);
   // PyTorch's optimizer.state_dict() as torch_io::load returns it ({'state': {0: {'exp_avg': ...}},

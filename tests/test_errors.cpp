@@ -245,6 +245,101 @@ TEST(Habits, CrossEntropyWithFloatClassIndicesSaysInt64) {
                                       {"cross_entropy"}));
 }
 
+// libtorch's module pattern: a class NetImpl, NABLA_MODULE(Net), members that are handles made
+// from nullptr and assigned by register_module, modules registered by value, handles called as
+// net(x).
+struct TinyNetImpl : nn::Module {
+  TinyNetImpl(int64_t in, int64_t hidden) {
+    fc1 = register_module("fc1", nn::Linear(in, hidden));                   // a module by value
+    fc2 = register_module("fc2", nn::ModuleHolder<nn::Linear>(hidden, 2));  // a handle
+  }
+  Tensor forward(Tensor x) override { return fc2(relu((*fc1)(x))); }
+  std::shared_ptr<nn::Linear> fc1;
+  nn::ModuleHolder<nn::Linear> fc2{nullptr};
+};
+NABLA_MODULE(TinyNet);
+
+struct ParentImpl : nn::Module {
+  ParentImpl() { body = register_module("body", TinyNet(4, 3)); }
+  Tensor forward(Tensor x) override { return body(x); }
+  TinyNet body{nullptr};
+};
+NABLA_MODULE(Parent);
+
+struct ScaleImpl : nn::Module {  // a forward of its own signature: the handle calls it directly
+  using nn::Module::forward;
+  Tensor forward(Tensor x, const std::string& how) { return how == "double" ? x * 2 : x; }
+};
+NABLA_MODULE(Scale);
+
+TEST(Habits, ModuleHandlesAreCalledAndPrintedAsLibtorchsAre) {
+  manual_seed(0);
+  TinyNet net(4, 3);
+  Tensor x = randn({5, 4});
+  Tensor y = net(x);
+  EXPECT_EQ(y.sizes(), (Shape{5, 2}));
+  EXPECT_TRUE(equal(y, net->forward(x)));
+  EXPECT_TRUE(equal(y, (*net)(x)));
+  int calls = 0;  // net(x) runs the hooks, as (*net)(x) does
+  net->register_forward_hook([&](nn::Module&, const std::vector<Tensor>&, Tensor&) { ++calls; });
+  net(x);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(net->named_parameters().keys(), (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));
+  std::ostringstream os;
+  os << net;  // the module's tree, named without "Impl"
+  EXPECT_EQ(os.str(),
+            "TinyNet(\n"
+            "  (fc1): Linear(in_features=4, out_features=3, bias=True)\n"
+            "  (fc2): Linear(in_features=3, out_features=2, bias=True)\n"
+            ")");
+  // Handles share their module and go where module pointers go.
+  TinyNet copy = net;
+  EXPECT_EQ(copy.get(), net.get());
+  std::shared_ptr<nn::Module> base = net;
+  EXPECT_EQ(base.get(), net.get());
+  nn::Sequential seq(net, nn::ReLU());
+  EXPECT_EQ(seq.ptr(0).get(), net.get());  // libtorch's Sequential::ptr
+  EXPECT_EQ(seq.ptr<TinyNetImpl>(0).get(), net.get());
+  EXPECT_TRUE(equal(seq(x), relu(y)));
+  Parent parent;
+  EXPECT_EQ(parent->named_parameters().keys().front(), "body.fc1.weight");
+  EXPECT_EQ(parent(x).sizes(), (Shape{5, 2}));
+  nn::ModuleHolder<nn::Sequential> stack(nn::Linear(4, 4), nn::ReLU());
+  EXPECT_EQ(stack[1]->name(), "ReLU");
+  EXPECT_EQ(stack(x).sizes(), (Shape{5, 4}));
+  Scale scale;
+  EXPECT_TRUE(equal(scale(x, "double"), x * 2));
+  // An empty handle is a clear error, not a null dereference.
+  TinyNet empty(nullptr);
+  EXPECT_TRUE(empty.is_empty());
+  EXPECT_FALSE(static_cast<bool>(empty));
+  EXPECT_TRUE(throws_with<ValueError>([&] { empty(x); }, {"ModuleHolder<TinyNet>", "empty", "register_module"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { empty->parameters(); }, {"ModuleHolder<TinyNet>", "empty"}));
+}
+
+TEST(Habits, LibtorchSpellingsOfItemsIndexingDevicesAndGroups) {
+  TinyNet net(4, 3);
+  auto named = net->named_parameters();
+  for (const auto& item : named) EXPECT_TRUE(item.value().is_same(named[item.key()])) << item.key();
+  for (const auto& [name, t] : named) EXPECT_TRUE(t.is_same(named[name]));  // structured bindings still work
+  Tensor x = arange(24, kFloat32).view({2, 3, 4});
+  EXPECT_TRUE(equal(x.index({"...", -1}), x.index({indexing::Ellipsis, -1})));
+  EXPECT_TRUE(throws_with<ValueError>([&] { x.index({"..", 0}); }, {"index", "\"...\"", "'..'"}));
+  EXPECT_EQ(x.sizes().vec().size(), 3u);
+  EXPECT_EQ(x.index({0, 0, 1}).item<float>(), 1.0f);
+  EXPECT_TRUE(equal(x.to("cpu"), x));
+  EXPECT_THROW(x.to("gpu"), ValueError);
+  optim::SGD opt(net->parameters(), {.lr = 0.1, .momentum = 0.9});
+  auto groups = opt.param_groups();
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].params().size(), 4u);
+  EXPECT_DOUBLE_EQ(groups[0].option("momentum"), 0.9);
+  for (auto& g : opt.param_groups()) g.set_lr(g.lr() * 0.5);
+  EXPECT_DOUBLE_EQ(opt.lr(), 0.05);
+  data::TensorDataset ds(zeros({7, 2}), zeros({7}, kInt64));
+  EXPECT_EQ(ds.size(), 7);
+}
+
 TEST(Habits, MissingFashionMnistNamesTheDebianPackage) {
   EXPECT_TRUE(throws_with<IOError>([] { data::FashionMNIST("/nonexistent-dir"); },
                                    {"FashionMNIST", "/nonexistent-dir", "dataset-fashion-mnist",

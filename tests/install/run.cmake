@@ -67,3 +67,14 @@ foreach(src IN LISTS programs)
   run(${CXX} ${strict} "${src}" -o "${WORK_DIR}/${name}" ${flags})
 endforeach()
 message(STATUS "README.md: ${nblocks} whole programs compiled with ${strict}")
+
+# libtorch's builder chain on nabla's options (structs, not builders) stops with a message that
+# shows nabla's spelling.
+file(WRITE "${WORK_DIR}/builder.cpp"
+     "#include <nabla.h>\nint main() { auto o = nabla::nn::Conv2dOptions{1, 32, 3}.stride(2); (void)o; }\n")
+execute_process(COMMAND ${CXX} -fsyntax-only ${flags} "${WORK_DIR}/builder.cpp" RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "options are structs, not builders")
+  message(FATAL_ERROR "Conv2dOptions{...}.stride(2) should fail to compile, naming designated initialisers (${rc}):\n${err}")
+endif()
+message(STATUS "a libtorch builder chain fails to compile with nabla's spelling in the message")
