@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "nabla.h"
+#include "tests/program/program_util.h"
 #include "tests/python_torch.h"
 #include "tests/tensorboard/event_reader.h"
 
@@ -23,24 +24,12 @@
 #endif
 
 using namespace nabla;
+using namespace nabla::program_test;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code;
-  std::string out;
-};
-
-Result run(const std::string& args) {
-  std::string cmd = std::string(NABLA_MNIST_BIN) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
+Result run(const std::string& args) { return run_program(NABLA_MNIST_BIN, args); }
 
 // Runs the program with these arguments, as they are (no shell), stdout and stderr together.
 Result run_argv(const std::vector<std::string>& args) {
@@ -70,27 +59,6 @@ Result run_argv(const std::vector<std::string>& args) {
 std::vector<uint8_t> file_bytes(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-// A learnable toy dataset in MNIST's format: each digit class is a bright bar at its own place.
-void write_dataset(const fs::path& dir, int64_t n_train, int64_t n_test) {
-  fs::create_directories(dir);
-  auto make = [&](int64_t n, const char* prefix, uint64_t seed) {
-    manual_seed(seed);
-    Tensor labels = randint(0, 10, {n});
-    Tensor images = (rand({n, 28, 28}) * 60).to(kUInt8);
-    Tensor lc = labels.contiguous();
-    uint8_t* px = images.data_ptr<uint8_t>();
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t l = lc.data_ptr<int64_t>()[i];
-      for (int64_t r = 4 + 2 * l; r < 6 + 2 * l; ++r)
-        for (int64_t c = 4; c < 24; ++c) px[(i * 28 + r) * 28 + c] = 250;
-    }
-    data::write_idx((dir / (std::string(prefix) + "-images-idx3-ubyte")).string(), images);
-    data::write_idx((dir / (std::string(prefix) + "-labels-idx1-ubyte")).string(), labels.to(kUInt8));
-  };
-  make(n_train, "train", 1);
-  make(n_test, "t10k", 2);
 }
 
 bool same_weights(const std::string& a, const std::string& b) {

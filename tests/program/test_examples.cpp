@@ -1,0 +1,151 @@
+// The example programs (examples/quickstart.cpp, csv_regression.cpp, char_lm.cpp), end to end on
+// small inputs the test writes: each trains, reaches a result that shows it learned, saves what it
+// says it saves, and reports mistakes with a message and exit status 1 (bad input) or 2 (usage).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "nabla.h"
+#include "tests/program/program_util.h"
+
+#if !defined(NABLA_QUICKSTART_BIN) || !defined(NABLA_CSV_REGRESSION_BIN) || !defined(NABLA_CHAR_LM_BIN)
+#error "the example programs' paths must be defined"
+#endif
+
+using namespace nabla;
+using namespace nabla::program_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("nabla_examples_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// Every number that follows `label` in the text, in order.
+std::vector<double> numbers_after(const std::string& text, const std::string& label) {
+  std::vector<double> v;
+  std::regex re(label + R"(\s*([-+0-9.eE]+))");
+  for (std::sregex_iterator it(text.begin(), text.end(), re), end; it != end; ++it) v.push_back(std::stod((*it)[1]));
+  return v;
+}
+
+TEST(Examples, QuickstartTrainsSavesForPyTorchAndPredicts) {
+  fs::path dir = fresh_dir("quickstart");
+  write_dataset(dir / "fashion", 640, 200);  // Fashion-MNIST's file names and format
+  std::string model = (dir / "model.pth").string();
+  Result r = run_program(NABLA_QUICKSTART_BIN, "--data " + (dir / "fashion").string() + " --epochs 3 --lr 0.1 --save " +
+                                                   model + " --device cpu");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Shape of X [N, C, H, W]: [64, 1, 28, 28]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Shape of y: [64] int64"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(linear_relu_stack): Sequential("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Epoch 3\n"), std::string::npos) << r.out;
+  std::vector<double> acc = numbers_after(r.out, "Accuracy:");
+  ASSERT_EQ(acc.size(), 3u) << r.out;
+  EXPECT_GT(acc.back(), 90.0) << r.out;  // the bars are easy: a model that learns finds them
+  EXPECT_NE(r.out.find("Done!"), std::string::npos);
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("Predicted: \"[^\"]+\", Actual: \"[^\"]+\""))) << r.out;
+  // model.pth is PyTorch's format, holding the state dict by the Python module's names.
+  nn::StateDict sd = torch_io::load(model).flatten_tensors();
+  EXPECT_EQ(sd.keys(), (std::vector<std::string>{"linear_relu_stack.0.weight", "linear_relu_stack.0.bias",
+                                                 "linear_relu_stack.2.weight", "linear_relu_stack.2.bias",
+                                                 "linear_relu_stack.4.weight", "linear_relu_stack.4.bias"}));
+  EXPECT_EQ(sd["linear_relu_stack.0.weight"].sizes(), (Shape{512, 784}));
+
+  Result missing = run_program(NABLA_QUICKSTART_BIN, "--data " + (dir / "nowhere").string());
+  EXPECT_EQ(missing.code, 1) << missing.out;
+  EXPECT_NE(missing.out.find("dataset-fashion-mnist"), std::string::npos) << missing.out;
+  Result bad = run_program(NABLA_QUICKSTART_BIN, "--epochs zero");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--epochs expects a whole number"), std::string::npos) << bad.out;
+  fs::remove_all(dir);
+}
+
+TEST(Examples, CsvRegressionLearnsTheDemoAndResumes) {
+  fs::path dir = fresh_dir("csv");
+  std::string csv = (dir / "houses.csv").string();
+  Result w = run_program(NABLA_CSV_REGRESSION_BIN, "--write-demo " + csv + " --rows 600");
+  ASSERT_EQ(w.code, 0) << w.out;
+  std::ifstream f(csv);
+  std::string header;
+  std::getline(f, header);
+  EXPECT_EQ(header, "area_m2,rooms,age_years,distance_km,price_k");
+
+  std::string args = csv + " --target price_k --epochs 30 --checkpoint " + (dir / "ck.safetensors").string() +
+                     " --save " + (dir / "reg.safetensors").string();
+  Result r = run_program(NABLA_CSV_REGRESSION_BIN, args);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("600 rows, 4 features -> price_k; 480 for training, 120 for validation"), std::string::npos) << r.out;
+  std::vector<double> r2 = numbers_after(r.out, R"(R\^2)");
+  ASSERT_EQ(r2.size(), 31u) << r.out;  // one line per epoch and the summary
+  EXPECT_GT(r2.back(), 0.9) << r.out;  // the price is a smooth function of the columns, plus noise
+  EXPECT_LT(r2.front(), r2.back());
+  // The saved model holds the standardisation with the weights.
+  auto saved = safetensors::load_file((dir / "reg.safetensors").string());
+  EXPECT_TRUE(saved.tensors.contains("x_mean"));
+  EXPECT_TRUE(saved.tensors.contains("body.4.weight"));
+  // The same command again resumes from the checkpoint after the last epoch: nothing to train.
+  Result again = run_program(NABLA_CSV_REGRESSION_BIN, args);
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("resumed from"), std::string::npos) << again.out;
+  EXPECT_EQ(numbers_after(again.out, R"(R\^2)"), std::vector<double>{r2.back()});
+
+  std::ofstream(dir / "bad.csv") << "a,b,y\n1,2,3\n4,abc,6\n";
+  Result bad = run_program(NABLA_CSV_REGRESSION_BIN, (dir / "bad.csv").string());
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("bad.csv:3: column 'b' is not a finite number: 'abc'"), std::string::npos) << bad.out;
+  std::ofstream(dir / "ragged.csv") << "a,b,y\n1,2,3\n4,5\n";
+  Result ragged = run_program(NABLA_CSV_REGRESSION_BIN, (dir / "ragged.csv").string());
+  EXPECT_EQ(ragged.code, 1) << ragged.out;
+  EXPECT_NE(ragged.out.find("ragged.csv:3: 2 fields, but the header names 3 columns"), std::string::npos) << ragged.out;
+  Result no_target = run_program(NABLA_CSV_REGRESSION_BIN, csv + " --target price");
+  EXPECT_EQ(no_target.code, 1) << no_target.out;
+  EXPECT_NE(no_target.out.find("--target 'price' is not a column"), std::string::npos) << no_target.out;
+  Result no_file = run_program(NABLA_CSV_REGRESSION_BIN, "");
+  EXPECT_EQ(no_file.code, 2) << no_file.out;
+  fs::remove_all(dir);
+}
+
+TEST(Examples, CharLmLearnsATextAndSamplesFromIt) {
+  fs::path dir = fresh_dir("char_lm");
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  std::ofstream(dir / "fox.txt") << text;
+  std::string model = (dir / "lm.safetensors").string();
+  Result r = run_program(NABLA_CHAR_LM_BIN, "--text " + (dir / "fox.txt").string() +
+                                                " --steps 200 --hidden 48 --layers 1 --seq-len 24 --batch-size 16 "
+                                                "--sample 60 --prompt 'the ' --save " + model);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("an alphabet of 28"), std::string::npos) << r.out;  // 26 letters, space, full stop
+  std::vector<double> valid = numbers_after(r.out, "validation");
+  ASSERT_GE(valid.size(), 3u) << r.out;
+  // A uniform guess over 28 characters costs log2(28) = 4.8 bits; this text is nearly periodic.
+  EXPECT_GT(valid.front(), 4.0) << r.out;
+  EXPECT_LT(valid.back(), 1.5) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(sample \(temperature 0.8\):\n(the [^\n]*))"))) << r.out;
+  EXPECT_EQ(m[1].str().size(), 4u + 60u);
+
+  // Sampling only, from the saved model.
+  Result s = run_program(NABLA_CHAR_LM_BIN, "--text " + (dir / "fox.txt").string() +
+                                                " --steps 0 --hidden 48 --layers 1 --sample 30 --load " + model);
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("sample (temperature 0.8):\nThis License"), std::string::npos) << s.out;
+  // A model trained on another alphabet is refused by name.
+  std::ofstream(dir / "other.txt") << std::string(300, 'x') + "yz";
+  Result other = run_program(NABLA_CHAR_LM_BIN, "--text " + (dir / "other.txt").string() +
+                                                    " --steps 0 --hidden 48 --layers 1 --load " + model);
+  EXPECT_EQ(other.code, 1) << other.out;
+  Result tiny = run_program(NABLA_CHAR_LM_BIN, "--text " + (dir / "nothing.txt").string());
+  EXPECT_EQ(tiny.code, 1) << tiny.out;
+  EXPECT_NE(tiny.out.find("cannot read"), std::string::npos) << tiny.out;
+  fs::remove_all(dir);
+}
+
+}  // namespace
