@@ -93,6 +93,14 @@ struct CheckpointRun {
     else sched->step();
   }
 
+  // Whether a loaded L-BFGS set-up asks for more than 100 iterations or evaluations per step: valid
+  // (up to a million, optim/lbfgs.cpp), but seconds under the sanitizers, so the fuzz target
+  // does not step it.
+  bool expensive_step() const {
+    auto* lbfgs = dynamic_cast<nabla::optim::LBFGS*>(opt.get());
+    return lbfgs && (lbfgs->options().max_iter > 100 || lbfgs->options().max_eval > 125);
+  }
+
   nabla::optim::Checkpoint checkpoint(int64_t epoch = 0, int64_t step = 0) {
     return {.model = model.get(), .optimizer = opt.get(), .scheduler = sched.get(), .epoch = epoch, .step = step};
   }

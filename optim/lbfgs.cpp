@@ -10,12 +10,22 @@
 
 namespace nabla::optim {
 
+namespace {
+// Upper bound of max_iter, max_eval and history_size (nabla's; PyTorch has none): a step of a
+// million iterations is a damaged file's, not a user's.
+constexpr int64_t kMaxIterations = 1'000'000;
+}  // namespace
+
 void LBFGSOptions::check() const {
   nabla::check<ValueError>(lr > 0, "LBFGS: invalid learning rate ", lr, " (must be > 0)");
-  nabla::check<ValueError>(max_iter > 0, "LBFGS: invalid max_iter ", max_iter, " (must be > 0)");
-  nabla::check<ValueError>(max_eval == -1 || max_eval > 0, "LBFGS: invalid max_eval ", max_eval,
-                           " (must be > 0, or -1 for max_iter * 5 / 4)");
-  nabla::check<ValueError>(history_size > 0, "LBFGS: invalid history_size ", history_size, " (must be > 0)");
+  // The bounds on the work of one step keep a damaged or hostile checkpoint (max_iter 1e11 with
+  // tolerances of 0) from turning step() into a hang; PyTorch has none.
+  nabla::check<ValueError>(max_iter > 0 && max_iter <= kMaxIterations, "LBFGS: invalid max_iter ", max_iter,
+                           " (must be from 1 to ", kMaxIterations, " per step)");
+  nabla::check<ValueError>(max_eval == -1 || (max_eval > 0 && max_eval <= kMaxIterations), "LBFGS: invalid max_eval ",
+                           max_eval, " (must be from 1 to ", kMaxIterations, ", or -1 for max_iter * 5 / 4)");
+  nabla::check<ValueError>(history_size > 0 && history_size <= kMaxIterations, "LBFGS: invalid history_size ",
+                           history_size, " (must be from 1 to ", kMaxIterations, ")");
   nabla::check<ValueError>(tolerance_grad >= 0 && tolerance_change >= 0, "LBFGS: tolerances must be >= 0");
 }
 
