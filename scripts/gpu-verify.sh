@@ -7,13 +7,18 @@
 #   test       the whole test suite (CPU and CUDA tests; nothing may be skipped for want of a GPU)
 #   memcheck   compute-sanitizer --tool memcheck over the CUDA tests: zero errors expected
 #   racecheck  compute-sanitizer --tool racecheck over the custom-kernel tests: zero hazards expected
+#   initcheck  compute-sanitizer --tool initcheck over the CUDA tests: no read of uninitialised
+#              device memory
+#   synccheck  compute-sanitizer --tool synccheck over the custom-kernel tests: no invalid
+#              __syncthreads / warp synchronisation
 #   speed      examples/device_speed (CPU vs GPU crossover sizes)
 #   mnist      `mnist train --device cuda` (default recipe, 3 epochs; libtorch's example recipe, 4
 #              epochs) next to PyTorch running the same models and loop (bench/torch_mnist.py) on
 #              the same GPU: per-epoch seconds and test accuracy
 #   all        all of the above, in that order (default)
 # Logs go to $OUT when it is set (the device tool brings back what is written there; at most 8
-# files), else to build-gpu/verify/. The exit status is non-zero when any step failed.
+# files: `all` writes 9 logs, and summary.txt holds every step's result lines), else to
+# build-gpu/verify/. The exit status is non-zero when any step failed.
 #
 # How to run it
 #   A. Build here, carry the binaries (the quick route: no build on the GPU machine).
@@ -50,7 +55,8 @@
 # Environment: OUT (log folder), BUILD_DIR (default build-gpu), JOBS (default: all cores),
 #   TEST_FILTER (GoogleTest filter for the test step, default: everything), TEST_TIMEOUT (seconds,
 #   default 900), MNIST_RUNS (default "cnn 3;lenet 4 --no-shuffle": model, epochs, extra flags),
-#   MEMCHECK_FILTER / RACECHECK_FILTER (GoogleTest filters for the sanitizer runs),
+#   MEMCHECK_FILTER / RACECHECK_FILTER / INITCHECK_FILTER / SYNCCHECK_FILTER (GoogleTest filters
+#   for the sanitizer runs),
 #   SANITIZER_TIMEOUT (seconds per sanitizer run, default 500).
 set -u
 
@@ -254,6 +260,8 @@ SLOW="-CudaKernels.more_than_two_billion_elements_split_into_32bit_launches:Cuda
 MEMCHECK_FILTER="${MEMCHECK_FILTER:-Cuda*:Ops/CudaParity.*${SLOW}}"
 RACE_SLOW="CudaKernels.sort_and_topk_short_long_ties_nan:CudaKernels.cumsum_*:CudaKernels.softmax_*"
 RACECHECK_FILTER="${RACECHECK_FILTER:-CudaKernels.*:CudaCopy.*:Ops/CudaParity.float32_matches_cpu/nn_*${SLOW}:${RACE_SLOW}}"
+INITCHECK_FILTER="${INITCHECK_FILTER:-$MEMCHECK_FILTER}"
+SYNCCHECK_FILTER="${SYNCCHECK_FILTER:-$RACECHECK_FILTER}"
 TIMEOUT="${SANITIZER_TIMEOUT:-500}"
 
 run_sanitizer() {  # tool filter log
@@ -279,6 +287,8 @@ run_sanitizer() {  # tool filter log
 
 want memcheck && run_sanitizer memcheck "$MEMCHECK_FILTER" memcheck.log
 want racecheck && run_sanitizer racecheck "$RACECHECK_FILTER" racecheck.log
+want initcheck && run_sanitizer initcheck "$INITCHECK_FILTER" initcheck.log
+want synccheck && run_sanitizer synccheck "$SYNCCHECK_FILTER" synccheck.log
 
 # ---- speed ----------------------------------------------------------------------------------------------
 if want speed; then
