@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <string>
@@ -141,13 +142,18 @@ struct RegressorImpl : nn::Module {
 };
 NABLA_MODULE(Regressor);
 
+// Every example of a dataset in one batch (these datasets are small).
+data::Example all_rows(const data::Dataset& set) {
+  std::vector<int64_t> rows(static_cast<size_t>(set.size()));
+  std::iota(rows.begin(), rows.end(), int64_t{0});
+  return set.get_batch(rows);
+}
+
 // Mean squared error (in the target's units) and R² over a dataset.
 std::pair<double, double> evaluate(Regressor& model, const data::Dataset& set) {
   NoGradGuard no_grad;
   model->eval();
-  std::vector<int64_t> all(static_cast<size_t>(set.size()));
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
-  data::Example e = set.get_batch(all);
+  data::Example e = all_rows(set);
   double mse = nn::functional::mse_loss(model->predict(e.data), e.target).item<double>();
   double var = e.target.var({0}, /*unbiased=*/false).item<double>();
   model->train();
@@ -205,9 +211,7 @@ int main(int argc, char** argv) try {
               static_cast<long long>(rows.num_features()), rows.target_name().c_str(),
               static_cast<long long>(train_set.size()), static_cast<long long>(val_set.size()));
 
-  std::vector<int64_t> train_rows(static_cast<size_t>(train_set.size()));
-  for (size_t i = 0; i < train_rows.size(); ++i) train_rows[i] = static_cast<int64_t>(i);
-  data::Example train_all = train_set.get_batch(train_rows);
+  data::Example train_all = all_rows(train_set);
   Regressor model(train_all.data, train_all.target, hidden);
   optim::Adam optimizer(model->parameters(), {.lr = lr});
   optim::CosineAnnealingLR schedule(optimizer, epochs);
