@@ -18,9 +18,6 @@ namespace nabla::tensorboard {
 
 namespace {
 
-// add() waits for the writer thread while this much is queued (a disk slower than the logging).
-constexpr size_t kMaxPendingBytes = size_t(64) << 20;
-
 void put_u32(char* p, uint32_t v) { std::memcpy(p, &v, 4); }  // little-endian, as TFRecord
 void put_u64(char* p, uint64_t v) { std::memcpy(p, &v, 8); }
 
@@ -88,14 +85,17 @@ void EventFile::add(std::string_view event) {
   put_u32(head + 8, mask_crc(crc32c(head, 8)));
   put_u32(foot, mask_crc(crc32c(event.data(), event.size())));
   std::unique_lock lk(mu_);
-  if (pending_.size() >= kMaxPendingBytes)
-    space_.wait(lk, [&] { return pending_.size() < kMaxPendingBytes || closing_ || error_; });
+  if (queue_full()) {
+    wake_.notify_one();  // the writer makes room
+    space_.wait(lk, [&] { return !queue_full() || closing_ || error_; });
+  }
   if (error_) rethrow_error();
   check<ValueError>(!closing_, "SummaryWriter: the event file '", path_, "' was closed");
   pending_.append(head, 12);
   pending_.append(event);
   pending_.append(foot, 4);
-  if (++pending_records_ == options_.max_queue) wake_.notify_one();
+  ++pending_records_;
+  if (pending_records_ >= options_.max_queue || queue_full()) wake_.notify_one();
 }
 
 void EventFile::write_pending(std::unique_lock<std::mutex>& lk) {
@@ -135,7 +135,8 @@ void EventFile::run() {
   for (;;) {
     {
       std::unique_lock lk(mu_);
-      wake_.wait_for(lk, period, [&] { return closing_ || pending_records_ >= options_.max_queue; });
+      wake_.wait_for(lk, period,
+                     [&] { return closing_ || pending_records_ >= options_.max_queue || queue_full(); });
       if (closing_) return;  // close() writes the rest
     }
     std::unique_lock flk(file_mu_);

@@ -3,8 +3,8 @@
 // by a background thread.
 //
 // add() frames the record in memory under a short lock and returns: no system call. The thread
-// writes the pending records when max_queue of them wait, when flush_secs have passed since the
-// last write, on flush(), and on close() (or destruction), each time with write(2) calls of whole
+// writes the pending records when max_queue of them wait (or max_pending_bytes of them), when
+// flush_secs have passed since the last write, on flush(), and on close() (or destruction), each time with write(2) calls of whole
 // buffers, so the file only ever ends inside a record when the process is killed mid-write (the
 // partial record TensorBoard skips). A write error (disk full) is rethrown by the next add(),
 // flush() or close().
@@ -23,6 +23,9 @@ namespace nabla::tensorboard {
 struct EventFileOptions {
   int64_t max_queue = 10;     // records that wake the writer thread
   double flush_secs = 120;    // the longest a record waits before it is written
+  // Queued bytes that also wake the writer thread (a few large images reach it before max_queue
+  // records do); add() waits while this much is queued, so memory stays bounded.
+  size_t max_pending_bytes = size_t(64) << 20;
   std::string filename_suffix{};
 };
 
@@ -53,6 +56,7 @@ class EventFile {
   void run();
   void write_pending(std::unique_lock<std::mutex>& queue_lock);  // holds file_mu_; releases queue_lock while writing
   void rethrow_error();
+  bool queue_full() const { return pending_.size() >= options_.max_pending_bytes; }  // under mu_
 
   std::string dir_, path_;
   EventFileOptions options_;

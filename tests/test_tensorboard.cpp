@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <random>
 #include <regex>
 #include <set>
@@ -287,6 +288,29 @@ TEST_F(Tensorboard, EventsWaitInMemoryUntilQueueFullTimerFlushOrClose) {
   while (tb_test::read_events(tfile).size() < 2 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(tb_test::read_events(tfile).size(), 2u);
+}
+
+// A few large records (images) fill the byte bound before max_queue records wait: the writer thread
+// must be woken to make room, not left asleep until flush_secs while add() waits for space.
+TEST_F(Tensorboard, QueuedBytesWakeTheWriterWhenFewLargeRecordsFillTheQueue) {
+  tb::EventFile f(path(), {.max_queue = 1000000, .flush_secs = 3600, .max_pending_bytes = 4096});
+  const uintmax_t first = fs::file_size(f.path());  // the file_version event, written at once
+  const std::string big(1000, 'x');
+  auto adds = std::async(std::launch::async, [&] {
+    for (int i = 0; i < 12; ++i) f.add(big);  // ~12 KB through a 4 KB queue
+  });
+  const bool done = adds.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  EXPECT_TRUE(done) << "add() still waits for space: the writer thread was not woken";
+  if (!done) f.close();  // releases the waiting add()
+  adds.get();
+  // The writer wrote on its own (no flush yet): all but the at most 5 records a full queue holds.
+  const uintmax_t written = first + 7 * (big.size() + 16);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (fs::file_size(f.path()) < written && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_GE(fs::file_size(f.path()), written);
+  f.close();
+  EXPECT_EQ(fs::file_size(f.path()), first + 12 * (big.size() + 16));
 }
 
 TEST_F(Tensorboard, CloseWritesEverythingAndLaterCallsOpenANewFile) {
