@@ -4,6 +4,8 @@
 #include <array>
 #include <cmath>
 #include <numbers>
+#include <type_traits>
+#include <vector>
 
 #include "core/error.h"
 #include "core/ops.h"
@@ -129,6 +131,8 @@ void affine_planes(const T* src, T* dst, int64_t planes, int64_t H, int64_t W, c
 
 Tensor affine(const Tensor& x, double angle, double tx, double ty, double scale, double fill, Interpolation interpolation) {
   check_image("affine", x);
+  check<ValueError>(interpolation != Interpolation::bicubic,
+                    "affine: bicubic interpolation is not supported (use nearest or bilinear), as torchvision's affine on tensors");
   check<ValueError>(std::isfinite(angle) && std::isfinite(tx) && std::isfinite(ty) && std::isfinite(scale) && scale > 0,
                     "affine: angle, shift and scale must be finite and the scale positive, got angle ", angle, " shift (",
                     tx, ", ", ty, ") scale ", scale);
@@ -161,6 +165,176 @@ Tensor affine(const Tensor& x, double angle, double tx, double ty, double scale,
       break;
     default:
       throw DTypeError(detail::str("affine: expected a float32, float64 or u8 image, got ", src.dtype()));
+  }
+  return out.to(dev);
+}
+
+// ---- resize: nearest and bicubic (bilinear is data/image.cpp's resize_bilinear) -------------------
+namespace {
+
+// For each output pixel along one axis, `taps` input indices and their weights.
+struct AxisTaps {
+  int64_t taps = 0;
+  std::vector<int64_t> index;  // out * taps
+  std::vector<double> weight;  // out * taps
+};
+
+// PyTorch's "nearest": floor(i * (in / out)) computed in float, and its shortcuts for the same size
+// and for doubling.
+AxisTaps nearest_taps(int64_t in, int64_t out) {
+  AxisTaps a{1, std::vector<int64_t>(static_cast<size_t>(out)), std::vector<double>(static_cast<size_t>(out), 1.0)};
+  const float scale = static_cast<float>(in) / static_cast<float>(out);
+  for (int64_t i = 0; i < out; ++i) {
+    int64_t j = out == in ? i : out == 2 * in ? i >> 1 : static_cast<int64_t>(std::floor(static_cast<float>(i) * scale));
+    a.index[static_cast<size_t>(i)] = std::min(j, in - 1);
+  }
+  return a;
+}
+
+// Keys' cubic convolution kernel with parameter a, for |x| < 1 and 1 <= |x| < 2.
+double cubic1(double x, double a) { return ((a + 2) * x - (a + 3)) * x * x + 1; }
+double cubic2(double x, double a) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; }
+
+// Without antialias, as PyTorch's upsample_bicubic2d (align_corners=False): the source position
+// (i + 0.5) * scale - 0.5, four taps around it with a = -0.75, indices clamped to the image.
+AxisTaps bicubic_taps(int64_t in, int64_t out) {
+  constexpr double A = -0.75;
+  AxisTaps a{4, std::vector<int64_t>(static_cast<size_t>(out * 4)), std::vector<double>(static_cast<size_t>(out * 4))};
+  const double scale = static_cast<double>(in) / static_cast<double>(out);
+  for (int64_t i = 0; i < out; ++i) {
+    double real = scale * (static_cast<double>(i) + 0.5) - 0.5;
+    double x0 = std::floor(real), t = real - x0;
+    const double w[4] = {cubic2(t + 1, A), cubic1(t, A), cubic1(1 - t, A), cubic2(2 - t, A)};
+    for (int64_t k = 0; k < 4; ++k) {
+      a.index[static_cast<size_t>(i * 4 + k)] = std::clamp<int64_t>(static_cast<int64_t>(x0) - 1 + k, 0, in - 1);
+      a.weight[static_cast<size_t>(i * 4 + k)] = w[k];
+    }
+  }
+  return a;
+}
+
+// With antialias, as PyTorch's _upsample_bicubic2d_aa (and PIL's BICUBIC): the kernel with a = -0.5
+// stretched by the scale when shrinking (support 2 * scale), the taps inside the image only, their
+// weights normalized to sum to 1.
+AxisTaps bicubic_aa_taps(int64_t in, int64_t out) {
+  constexpr double A = -0.5;
+  auto filter = [](double x) {
+    x = std::abs(x);
+    return x < 1 ? cubic1(x, A) : x < 2 ? cubic2(x, A) : 0.0;
+  };
+  const double scale = static_cast<double>(in) / static_cast<double>(out);
+  const double support = scale >= 1 ? 2.0 * scale : 2.0, invscale = scale >= 1 ? 1.0 / scale : 1.0;
+  AxisTaps a;
+  a.taps = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+  a.index.assign(static_cast<size_t>(out * a.taps), 0);
+  a.weight.assign(static_cast<size_t>(out * a.taps), 0.0);
+  for (int64_t i = 0; i < out; ++i) {
+    double center = scale * (static_cast<double>(i) + 0.5);
+    int64_t xmin = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
+    int64_t xsize = std::min<int64_t>(std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in) - xmin, a.taps);
+    double* w = &a.weight[static_cast<size_t>(i * a.taps)];
+    int64_t* idx = &a.index[static_cast<size_t>(i * a.taps)];
+    double total = 0;
+    for (int64_t k = 0; k < xsize; ++k) {
+      w[k] = filter((static_cast<double>(k + xmin) - center + 0.5) * invscale);
+      total += w[k];
+    }
+    for (int64_t k = 0; k < a.taps; ++k) {
+      idx[k] = std::min(xmin + std::min(k, std::max<int64_t>(xsize - 1, 0)), in - 1);  // unused taps: weight 0
+      if (k < xsize && total != 0) w[k] /= total;
+    }
+  }
+  return a;
+}
+
+AxisTaps axis_taps(int64_t in, int64_t out, Interpolation mode, bool antialias) {
+  if (mode == Interpolation::nearest) return nearest_taps(in, out);
+  return antialias ? bicubic_aa_taps(in, out) : bicubic_taps(in, out);
+}
+
+// Two separable passes over each (H, W) plane: along W into a float buffer, then along H. A pass
+// whose size does not change is skipped (as PyTorch's antialiased kernels; the others are the
+// identity there).
+template <class T, class Acc>
+void resample_planes(const T* src, T* dst, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                     const AxisTaps& tx, const AxisTaps& ty) {
+  const bool do_x = OW != W, do_y = OH != H;
+  std::vector<Acc> tmp(static_cast<size_t>(H * OW));
+  for (int64_t p = 0; p < planes; ++p) {
+    const T* s = src + p * H * W;
+    T* d = dst + p * OH * OW;
+    // Horizontal: (H, W) -> (H, OW).
+    for (int64_t y = 0; y < H; ++y) {
+      const T* row = s + y * W;
+      Acc* trow = tmp.data() + y * OW;
+      if (!do_x) {
+        for (int64_t x = 0; x < OW; ++x) trow[x] = static_cast<Acc>(row[x]);
+        continue;
+      }
+      for (int64_t x = 0; x < OW; ++x) {
+        const int64_t* idx = &tx.index[static_cast<size_t>(x * tx.taps)];
+        const double* w = &tx.weight[static_cast<size_t>(x * tx.taps)];
+        Acc acc = 0;
+        for (int64_t k = 0; k < tx.taps; ++k) acc += static_cast<Acc>(w[k]) * static_cast<Acc>(row[idx[k]]);
+        trow[x] = acc;
+      }
+    }
+    // Vertical: (H, OW) -> (OH, OW).
+    std::vector<Acc> line(static_cast<size_t>(OW));
+    for (int64_t y = 0; y < OH; ++y) {
+      T* drow = d + y * OW;
+      if (!do_y) {
+        std::copy_n(tmp.data() + y * OW, OW, line.data());
+      } else {
+        std::fill(line.begin(), line.end(), Acc(0));
+        const int64_t* idx = &ty.index[static_cast<size_t>(y * ty.taps)];
+        const double* w = &ty.weight[static_cast<size_t>(y * ty.taps)];
+        for (int64_t k = 0; k < ty.taps; ++k) {
+          if (w[k] == 0) continue;
+          const Acc wk = static_cast<Acc>(w[k]);
+          const Acc* base = tmp.data() + idx[k] * OW;
+          for (int64_t x = 0; x < OW; ++x) line[static_cast<size_t>(x)] += wk * base[x];
+        }
+      }
+      for (int64_t x = 0; x < OW; ++x) {
+        if constexpr (std::is_same_v<T, uint8_t>)
+          drow[x] = static_cast<uint8_t>(std::clamp<Acc>(std::nearbyint(line[static_cast<size_t>(x)]), 0, 255));
+        else
+          drow[x] = static_cast<T>(line[static_cast<size_t>(x)]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Tensor resize(const Tensor& x, int64_t out_h, int64_t out_w, Interpolation interpolation, bool antialias) {
+  check<ValueError>(x.defined(), "resize: the image is undefined");
+  check<ShapeError>(x.dim() >= 2, "resize: expected an image (..., H, W), got shape ", x.sizes());
+  check<ValueError>(out_h > 0 && out_w > 0, "resize: output size must be positive, got ", out_h, "x", out_w);
+  if (interpolation == Interpolation::bilinear) return resize_bilinear(x, out_h, out_w, antialias);
+  const int64_t H = x.size(-2), W = x.size(-1);
+  check<ShapeError>(H > 0 && W > 0, "resize: cannot resize an empty image of shape ", x.sizes());
+  Shape out_shape = x.sizes();
+  out_shape[out_shape.size() - 2] = out_h;
+  out_shape[out_shape.size() - 1] = out_w;
+  Device dev = x.device();
+  Tensor src = x.cpu().contiguous();
+  Tensor out = empty(out_shape, src.dtype());
+  const int64_t planes = src.numel() / (H * W);
+  AxisTaps tx = axis_taps(W, out_w, interpolation, antialias), ty = axis_taps(H, out_h, interpolation, antialias);
+  switch (src.dtype()) {
+    case kFloat32:
+      resample_planes<float, float>(src.data_ptr<float>(), out.data_ptr<float>(), planes, H, W, out_h, out_w, tx, ty);
+      break;
+    case kFloat64:
+      resample_planes<double, double>(src.data_ptr<double>(), out.data_ptr<double>(), planes, H, W, out_h, out_w, tx, ty);
+      break;
+    case kUInt8:
+      resample_planes<uint8_t, float>(src.data_ptr<uint8_t>(), out.data_ptr<uint8_t>(), planes, H, W, out_h, out_w, tx, ty);
+      break;
+    default:
+      throw DTypeError(detail::str("resize: expected a float32, float64 or u8 image, got ", src.dtype()));
   }
   return out.to(dev);
 }
@@ -228,21 +402,71 @@ Tensor RandomAffine::operator()(const Tensor& x, Generator& gen) const {
   return affine(x, angle, tx, ty, s, fill, interpolation);
 }
 
+std::array<int64_t, 2> resized_size(int64_t H, int64_t W, int64_t size) {
+  check<ValueError>(size > 0 && H > 0 && W > 0, "Resize: size must be positive, got ", size, " for an image of ", H, "x", W);
+  // torchvision's _compute_resized_output_size: the long side is int(size * long / short).
+  auto longer = [&](int64_t lng, int64_t shrt) {
+    return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(size) * static_cast<double>(lng) / static_cast<double>(shrt)));
+  };
+  if (H <= W) return {size, longer(W, H)};
+  return {longer(H, W), size};
+}
+
 Tensor Resize::operator()(const Tensor& x) const {
   check_image("Resize", x);
   check<ValueError>(height > 0 && width >= 0, "Resize: size must be positive, got ", height, "x", width);
   int64_t oh = height, ow = width;
   if (width == 0) {
-    const int64_t H = x.size(-2), W = x.size(-1);
-    if (H <= W) {
-      oh = height;
-      ow = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(height) * static_cast<double>(W) / static_cast<double>(H)));
-    } else {
-      ow = height;
-      oh = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(height) * static_cast<double>(H) / static_cast<double>(W)));
+    auto hw = resized_size(x.size(-2), x.size(-1), height);
+    oh = hw[0];
+    ow = hw[1];
+  }
+  // As torchvision: an image already of the size is returned as it is.
+  if (oh == x.size(-2) && ow == x.size(-1)) return x;
+  return resize(x, oh, ow, interpolation, antialias);
+}
+
+std::array<int64_t, 4> RandomResizedCrop::get_params(int64_t H, int64_t W, Generator& gen) const {
+  check<ValueError>(H > 0 && W > 0, "RandomResizedCrop: cannot crop an empty image of ", H, "x", W);
+  check<ValueError>(scale[0] <= scale[1] && scale[0] >= 0 && ratio[0] <= ratio[1] && ratio[0] > 0 && std::isfinite(scale[1]) &&
+                        std::isfinite(ratio[1]),
+                    "RandomResizedCrop: expected 0 <= scale lo <= hi and 0 < ratio lo <= hi, got scale [", scale[0], ", ",
+                    scale[1], "] ratio [", ratio[0], ", ", ratio[1], "]");
+  const double area = static_cast<double>(H) * static_cast<double>(W);
+  const double log_lo = std::log(ratio[0]), log_hi = std::log(ratio[1]);
+  Rng rng = Rng::from(gen);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    double target_area = area * rng.uniform(scale[0], scale[1]);
+    double aspect = std::exp(rng.uniform(log_lo, log_hi));
+    // Python's round(): halves to even, as std::nearbyint in the default rounding mode.
+    auto w = static_cast<int64_t>(std::nearbyint(std::sqrt(target_area * aspect)));
+    auto h = static_cast<int64_t>(std::nearbyint(std::sqrt(target_area / aspect)));
+    if (0 < w && w <= W && 0 < h && h <= H) {
+      int64_t top = rng.randint(0, H - h + 1);
+      int64_t left = rng.randint(0, W - w + 1);
+      return {top, left, h, w};
     }
   }
-  return resize_bilinear(x, oh, ow, antialias);
+  // Fallback: the central window, its ratio clamped to the range.
+  const double in_ratio = static_cast<double>(W) / static_cast<double>(H);
+  int64_t w = W, h = H;
+  if (in_ratio < ratio[0])
+    h = static_cast<int64_t>(std::nearbyint(static_cast<double>(w) / ratio[0]));
+  else if (in_ratio > ratio[1])
+    w = static_cast<int64_t>(std::nearbyint(static_cast<double>(h) * ratio[1]));
+  return {(H - h) / 2, (W - w) / 2, h, w};
+}
+
+Tensor RandomResizedCrop::operator()(const Tensor& x, Generator& gen) const {
+  check_image("RandomResizedCrop", x);
+  check<ValueError>(height > 0 && width > 0, "RandomResizedCrop: size must be positive, got ", height, "x", width);
+  auto [top, left, h, w] = get_params(x.size(-2), x.size(-1), gen);
+  return resized_crop(x, top, left, h, w, height, width, interpolation, antialias);
+}
+
+Tensor resized_crop(const Tensor& x, int64_t top, int64_t left, int64_t height, int64_t width, int64_t out_h, int64_t out_w,
+                    Interpolation interpolation, bool antialias) {
+  return resize(crop(x, top, left, height, width), out_h, out_w, interpolation, antialias);
 }
 
 Tensor CenterCrop::operator()(const Tensor& x) const { return center_crop(x, height, width); }

@@ -92,7 +92,11 @@ struct RandomHorizontalFlip {
   Tensor operator()(const Tensor& x) const { return (*this)(x, sample_generator()); }
 };
 
-enum class Interpolation { nearest, bilinear };
+// How resampling computes a pixel from its neighbours. bicubic is the Keys cubic convolution, as
+// PyTorch's interpolate(mode="bicubic", align_corners=False): a = -0.5 with antialias (PIL's and
+// torchvision's antialiased kernel, the footprint widened by the scale when shrinking), a = -0.75
+// without it (clamped at the borders); u8 results are rounded and clamped to [0, 255].
+enum class Interpolation { nearest, bilinear, bicubic };
 
 // A random rotation about the image center (degrees drawn from [degrees[0], degrees[1]], positive
 // is counter-clockwise), scaling (factor from [scale[0], scale[1]]) and shift (at most translate[0]
@@ -112,15 +116,40 @@ struct RandomAffine {
   Tensor operator()(const Tensor& x) const { return (*this)(x, sample_generator()); }
 };
 
-// Bilinear resize (antialiased when shrinking) to (height, width), or, built from one size, so that
-// the smaller side becomes `size` and the aspect ratio is kept.
+// Resize to (height, width), or, built from one size, so that the smaller side becomes `size` and
+// the aspect ratio is kept (the other side int(size * long / short), as torchvision). Bilinear by
+// default; antialiased when shrinking unless antialias is false (torchvision 0.14's Resize on
+// tensors does not antialias by default, its PIL path and torchvision >= 0.17 do; see resize()).
 struct Resize {
   int64_t height = 0, width = 0;  // width 0: `height` is the smaller side's new length
   bool antialias = true;
-  explicit Resize(int64_t size) : height(size) {}
-  Resize(int64_t height, int64_t width) : height(height), width(width) {}
+  Interpolation interpolation = Interpolation::bilinear;
+  explicit Resize(int64_t size, Interpolation interpolation = Interpolation::bilinear, bool antialias = true)
+      : height(size), antialias(antialias), interpolation(interpolation) {}
+  Resize(int64_t height, int64_t width, Interpolation interpolation = Interpolation::bilinear, bool antialias = true)
+      : height(height), width(width), antialias(antialias), interpolation(interpolation) {}
   Tensor operator()(const Tensor& x) const;
   Tensor operator()(const Tensor& x, Generator&) const { return (*this)(x); }
+};
+
+// A random window of the image (its area a fraction in [scale[0], scale[1]] of the image's, its
+// aspect ratio w/h log-uniform in [ratio[0], ratio[1]]; ten tries, then the central window clamped to
+// the ratio range: torchvision's RandomResizedCrop.get_params), resized to (height, width).
+struct RandomResizedCrop {
+  int64_t height, width;
+  std::array<double, 2> scale = {0.08, 1.0};
+  std::array<double, 2> ratio = {3.0 / 4.0, 4.0 / 3.0};
+  Interpolation interpolation = Interpolation::bilinear;
+  bool antialias = true;
+  explicit RandomResizedCrop(int64_t size, std::array<double, 2> scale = {0.08, 1.0},
+                             std::array<double, 2> ratio = {3.0 / 4.0, 4.0 / 3.0})
+      : height(size), width(size), scale(scale), ratio(ratio) {}
+  RandomResizedCrop(int64_t height, int64_t width, std::array<double, 2> scale, std::array<double, 2> ratio)
+      : height(height), width(width), scale(scale), ratio(ratio) {}
+  // The window (top, left, h, w) for an H x W image.
+  std::array<int64_t, 4> get_params(int64_t H, int64_t W, Generator& gen) const;
+  Tensor operator()(const Tensor& x, Generator& gen) const;
+  Tensor operator()(const Tensor& x) const { return (*this)(x, sample_generator()); }
 };
 
 // The central (h, w) window; an image smaller than it is padded with zeros.
@@ -139,9 +168,22 @@ Tensor normalize(const Tensor& x, const std::vector<double>& mean, const std::ve
 // the image are `fill`.
 Tensor crop(const Tensor& x, int64_t top, int64_t left, int64_t height, int64_t width, double fill = 0);
 Tensor center_crop(const Tensor& x, int64_t height, int64_t width);
+// Resizes the last two dims of x (..., H, W) to (out_h, out_w) as PyTorch's
+// interpolate(x, (out_h, out_w), mode, align_corners=False, antialias) does (nearest: PyTorch's
+// "nearest", which takes floor(i * H / out_h)). float32, float64 and u8 (computed in float, then
+// rounded and clamped, as torchvision's Resize on a u8 tensor); bilinear is resize_bilinear.
+// antialias applies to bilinear and bicubic and is ignored for nearest.
+Tensor resize(const Tensor& x, int64_t out_h, int64_t out_w, Interpolation interpolation = Interpolation::bilinear,
+              bool antialias = true);
+// The (height, width) that Resize(size) gives an H x W image: the smaller side becomes `size`.
+std::array<int64_t, 2> resized_size(int64_t H, int64_t W, int64_t size);
+// crop(x, top, left, height, width) resized to (out_h, out_w).
+Tensor resized_crop(const Tensor& x, int64_t top, int64_t left, int64_t height, int64_t width, int64_t out_h, int64_t out_w,
+                    Interpolation interpolation = Interpolation::bilinear, bool antialias = true);
 Tensor hflip(const Tensor& x);
 // Rotates by `angle` degrees (counter-clockwise) about the image center, scales by `scale`, then
 // shifts by (tx, ty) pixels; float (..., H, W) tensors (u8 is computed in float and rounded).
+// Nearest or bilinear (bicubic is a ValueError, as torchvision's affine on tensors).
 Tensor affine(const Tensor& x, double angle, double tx, double ty, double scale = 1, double fill = 0,
               Interpolation interpolation = Interpolation::bilinear);
 

@@ -11,4 +11,5 @@
 #include "resnet.h"
 #include "swin.h"
 #include "vit.h"
+#include "preprocess.h"
 #include "weights.h"
