@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "core/cpu/isa.h"
 #include "nabla.h"
 #include "value_helpers.h"
 
@@ -46,6 +48,20 @@ void check_conv(const ConvCase& s) {
 }
 
 }  // namespace
+
+TEST(CpuKernels, InstructionSetFollowsTheEnvironment) {
+  // One choice (core/cpu/isa.h) for the build, the convolutions and the GEMM, with the overrides
+  // the cpu_paths tests run under.
+  using cpu::Isa;
+  auto env = [](const char* name) { const char* v = std::getenv(name); return std::string(v ? v : ""); };
+  const Isa vector = cpu::vector_isa(), gemm = cpu::gemm_isa();
+  EXPECT_EQ(cpu::isa(), vector == Isa::base ? Isa::base : Isa::avx2);
+  if (env("NABLA_CPU_ISA") == "base") EXPECT_EQ(vector, Isa::base);
+  const std::string kernel = env("NABLA_GEMM_KERNEL");
+  if (!kernel.empty() && kernel != "avx512") EXPECT_NE(vector, Isa::avx512);
+  EXPECT_EQ(gemm, kernel == "generic" ? Isa::base : vector);
+  EXPECT_STREQ(cpu::isa_name(Isa::avx512), "avx512");
+}
 
 TEST(CpuKernels, ConvFirstLayerShapesMatchFloat64) {
   // LeNet's and the CNN's first layers (direct kernels), odd widths, padding, rows of 1 to 4 AVX2

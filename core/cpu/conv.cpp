@@ -13,11 +13,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <string_view>
 #include <limits>
 #include <vector>
 
 #include "core/cpu/gemm_kernels.h"
+#include "core/cpu/isa.h"
 #include "core/cpu/kernels.h"
 #include "core/impl.h"
 #include "core/parallel.h"
@@ -57,9 +57,15 @@ ConvGeom geom(const Tensor& x, const Tensor& w, const Tensor& y, const ConvParam
   return g;
 }
 
-// Whether this CPU runs the AVX-512 kernels (the GEMM's choice, made once at start-up); the
-// AVX-512-only paths below apply only then.
-bool avx512_kernels() { return std::string_view(gemm_detail::kernel_spec<float>().name) == "avx512"; }
+// Whether the AVX-512 paths below run (cpu::vector_isa(), chosen once at start-up); never in the
+// portable build.
+bool avx512_kernels() {
+#ifdef NABLA_GEMM_AVX2
+  return vector_isa() == Isa::avx512;
+#else
+  return false;
+#endif
+}
 
 // col (Cg*kh*kw, Ho*Wo) <- patches of one image's group (Cg, H, W); column stride ldcol.
 template <class T>

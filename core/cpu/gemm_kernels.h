@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <type_traits>
 #include <vector>
 
+#include "isa.h"
 #include "kernels.h"
 #include "../impl.h"
 
@@ -30,7 +30,6 @@ using MicroKernel = void (*)(int64_t k, const T* a, const T* b, T* c, int64_t ld
 
 template <class T>
 struct KernelSpec {
-  const char* name;
   int mr, nr;
   int64_t kc, mc, nc;  // cache blocking: A block mc x kc in L2, B sliver kc x nr in L1, B panel kc x nc in L3
   MicroKernel<T> fn;
@@ -232,9 +231,9 @@ NABLA_AVX512 void ukernel_avx512(int64_t k, const T* a, const T* b, T* c, int64_
 }
 #endif
 
-// The kernels for this CPU, tallest first: AVX-512 where available (NABLA_GEMM_KERNEL=avx2 or
-// =generic forces the others, for testing), else AVX2, else portable. Each ISA has kernels of
-// several heights, so that a product of m rows can take the one that pads m least.
+// The kernels for this CPU, tallest first, for the instruction set cpu::gemm_isa() chose: AVX-512,
+// AVX2 or portable. Each ISA has kernels of several heights, so that a product of m rows can take
+// the one that pads m least.
 template <class T>
 struct KernelFamily {
   KernelSpec<T> spec[3];
@@ -244,30 +243,26 @@ struct KernelFamily {
 template <class T>
 const KernelFamily<T>& kernel_family() {
   static const KernelFamily<T> family = [] {
-    const char* force = std::getenv("NABLA_GEMM_KERNEL");
-    std::string want = force ? force : "";
     constexpr bool F = std::is_same_v<T, float>;
-    constexpr int nr512 = F ? 32 : 16, nr2 = F ? 16 : 8;
 #ifdef NABLA_GEMM_AVX2
-    __builtin_cpu_init();
-    bool has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+    constexpr int nr512 = F ? 32 : 16, nr2 = F ? 16 : 8;
     // Cache blocks: kc rows of B per panel; mc rows of A (a multiple of the kernel's height) in L2.
     constexpr int64_t mc512 = F ? 240 : 120, nc512 = F ? 4096 : 2048, nc2 = F ? 3072 : 2048;
-    if (has512 && (want.empty() || want == "avx512"))
-      return KernelFamily<T>{{{"avx512", 12, nr512, 256, mc512, nc512, ukernel_avx512<T, 12>},
-                              {"avx512", 10, nr512, 256, mc512, nc512, ukernel_avx512<T, 10>},
-                              {"avx512", 8, nr512, 256, mc512, nc512, ukernel_avx512<T, 8>}},
+    const Isa chosen = gemm_isa();
+    if (chosen == Isa::avx512)
+      return KernelFamily<T>{{{12, nr512, 256, mc512, nc512, ukernel_avx512<T, 12>},
+                              {10, nr512, 256, mc512, nc512, ukernel_avx512<T, 10>},
+                              {8, nr512, 256, mc512, nc512, ukernel_avx512<T, 8>}},
                              3};
-    if (want != "generic")
+    if (chosen == Isa::avx2)
       // With 10 or 8 accumulators the AVX2 kernels hide less FMA latency: 0.96 and 0.93 of the
       // 6-row kernel's speed on long products (Zen 4, one thread, 1000-1024 x 512 x 512).
-      return KernelFamily<T>{{{"avx2", 6, nr2, 256, F ? 144 : 96, nc2, ukernel_avx2<T, 6>},
-                              {"avx2", 5, nr2, 256, F ? 140 : 90, nc2, ukernel_avx2<T, 5>, 0.96},
-                              {"avx2", 4, nr2, 256, F ? 144 : 96, nc2, ukernel_avx2<T, 4>, 0.93}},
+      return KernelFamily<T>{{{6, nr2, 256, F ? 144 : 96, nc2, ukernel_avx2<T, 6>},
+                              {5, nr2, 256, F ? 140 : 90, nc2, ukernel_avx2<T, 5>, 0.96},
+                              {4, nr2, 256, F ? 144 : 96, nc2, ukernel_avx2<T, 4>, 0.93}},
                              3};
 #endif
-    return KernelFamily<T>{{{"generic", 4, F ? 16 : 8, 256, 128, 2048, ukernel_generic<T, 4, F ? 16 : 8>}}, 1};
+    return KernelFamily<T>{{{4, F ? 16 : 8, 256, 128, 2048, ukernel_generic<T, 4, F ? 16 : 8>}}, 1};
   }();
   return family;
 }

@@ -1,12 +1,26 @@
-// The instruction set nabla's CPU kernels use, chosen once at start-up from what the processor
-// supports: the AVX2/FMA build where the CPU has AVX2 and FMA, the portable one otherwise.
-// NABLA_CPU_ISA=base in the environment forces the portable one (to test it).
+// The instruction sets nabla's CPU kernels use, chosen once at start-up (register.cpp) from what the
+// processor supports. Every kernel file is compiled twice (CMakeLists.txt): a portable build and an
+// AVX2/FMA build. Some kernels of the AVX2 build (the GEMM micro-kernels, the direct convolutions,
+// 2x2 max pooling) also have AVX-512 paths, compiled there with target attributes; they run on CPUs
+// with AVX-512 F/DQ/VL/BW.
+//
+// Overrides, to test the other paths on one machine:
+// - NABLA_CPU_ISA=base: the portable build;
+// - NABLA_GEMM_KERNEL=avx2 (or any value but avx512): the AVX2 build without its AVX-512 paths;
+//   NABLA_GEMM_KERNEL=generic: the same, with the GEMM on its portable micro-kernel.
 #pragma once
 
 namespace nabla::cpu {
 
-enum class Isa { base, avx2 };
+enum class Isa { base, avx2, avx512 };
+
+// The build whose kernels run: Isa::base or Isa::avx2 (CPUs with AVX-512 run the AVX2 build too).
 Isa isa();
-const char* isa_name(Isa isa);  // "base", "avx2"
+// The widest instructions the kernels use: base, avx2 or avx512 (the AVX2 build's AVX-512 paths).
+Isa vector_isa();
+// The GEMM micro-kernels' instruction set: vector_isa(), or base under NABLA_GEMM_KERNEL=generic.
+Isa gemm_isa();
+
+const char* isa_name(Isa isa);  // "base", "avx2", "avx512"
 
 }  // namespace nabla::cpu
