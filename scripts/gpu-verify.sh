@@ -234,8 +234,9 @@ fi
 # ---- test -----------------------------------------------------------------------------------------------
 if want test; then
   say "whole test suite"
-  # The safetensors cross-check reads nabla's file with safetensors.torch.load_file: use the Python
-  # that has PyTorch.
+  # The safetensors cross-check reads nabla's file with safetensors.torch.load_file, and the
+  # PyTorch-file round trip (TorchFileLive) has this machine's PyTorch 2.x save files for nabla and
+  # read nabla's with weights_only=True: use the Python that has PyTorch.
   export NABLA_TEST_PYTHON="$(command -v python3 || true)"
   if timeout "${TEST_TIMEOUT:-900}" "$TESTS" --gtest_brief=0 --gtest_filter="${TEST_FILTER:-*}" > "$LOG_DIR/tests.log" 2>&1; then
     say "tests passed: $(grep -E '^\[  PASSED  \]' "$LOG_DIR/tests.log")"
@@ -245,6 +246,8 @@ if want test; then
   fi
   grep -m1 "safetensors.torch.load_file" "$LOG_DIR/tests.log" | tee -a "$SUMMARY" ||
     say "safetensors.torch.load_file: the cross-check did not run (see tests.log)"
+  grep -m1 "^roundtrip.py: " "$LOG_DIR/tests.log" | tee -a "$SUMMARY" ||
+    say "PyTorch files: the round trip did not run with this machine's PyTorch (see tests.log)"
   skipped_gpu=$(grep -c "no CUDA GPU available" "$LOG_DIR/tests.log" || true)
   [[ "$skipped_gpu" -gt 0 ]] && fail "$skipped_gpu CUDA tests skipped for want of a GPU: $(grep -m1 'no CUDA GPU available' "$LOG_DIR/tests.log")"
   grep -E "^(CUDA|op registry|NVIDIA|.*SMs)" "$LOG_DIR/tests.log" | head -5 | tee -a "$SUMMARY"

@@ -12,13 +12,20 @@
 
 namespace nabla_test {
 
-// True when `/usr/bin/python3 -c 'import <modules>'` succeeds (asked once per set of modules).
-inline bool python_has(const std::string& modules) {
+// True when `<python> -c 'import <modules>'` succeeds (asked once per interpreter and modules).
+inline bool python_has(const std::string& modules, const std::string& python = "/usr/bin/python3") {
   static std::map<std::string, bool> known;
-  auto it = known.find(modules);
-  if (it == known.end())
-    it = known.emplace(modules, std::system(("/usr/bin/python3 -c 'import " + modules + "' >/dev/null 2>&1").c_str()) == 0).first;
+  const std::string cmd = python + " -c 'import " + modules + "' >/dev/null 2>&1";
+  auto it = known.find(cmd);
+  if (it == known.end()) it = known.emplace(cmd, std::system(cmd.c_str()) == 0).first;
   return it->second;
+}
+
+// The Python a cross-check runs: NABLA_TEST_PYTHON when set (scripts/gpu-verify.sh points it at the
+// GPU machine's Python with PyTorch 2.x), else Debian's /usr/bin/python3 (PyTorch 1.13).
+inline std::string test_python() {
+  const char* py = std::getenv("NABLA_TEST_PYTHON");
+  return py && *py ? py : "/usr/bin/python3";
 }
 
 inline bool torch_required() {
@@ -28,11 +35,12 @@ inline bool torch_required() {
 
 }  // namespace nabla_test
 
-// Skips the test when /usr/bin/python3 lacks the modules, or fails it under NABLA_REQUIRE_TORCH=1.
-#define NABLA_NEEDS_PYTHON_MODULES(modules)                                                               \
+// Skips the test when the Python lacks the modules, or fails it under NABLA_REQUIRE_TORCH=1.
+#define NABLA_NEEDS_PYTHON_MODULES_IN(python, modules)                                                    \
   do {                                                                                                    \
-    if (!nabla_test::python_has(modules)) {                                                               \
-      if (nabla_test::torch_required()) FAIL() << "NABLA_REQUIRE_TORCH=1 but /usr/bin/python3 cannot import " modules; \
-      GTEST_SKIP() << "/usr/bin/python3 cannot import " modules " (Debian: apt-get install python3-torch python3-torchvision)"; \
+    if (!nabla_test::python_has(modules, python)) {                                                       \
+      if (nabla_test::torch_required()) FAIL() << "NABLA_REQUIRE_TORCH=1 but " << (python) << " cannot import " modules; \
+      GTEST_SKIP() << (python) << " cannot import " modules " (Debian: apt-get install python3-torch python3-torchvision)"; \
     }                                                                                                     \
   } while (0)
+#define NABLA_NEEDS_PYTHON_MODULES(modules) NABLA_NEEDS_PYTHON_MODULES_IN(std::string("/usr/bin/python3"), modules)

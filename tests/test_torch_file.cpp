@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -535,11 +536,14 @@ TEST(Zip, WriterAlignsAndReaderRoundTrips) {
 
 // ---- live: PyTorch -> nabla -> PyTorch ------------------------------------------------------------
 
+// With NABLA_TEST_PYTHON pointing at a PyTorch 2.x (scripts/gpu-verify.sh), the same round trip runs
+// against 2.x's torch.save and weights_only reader.
 TEST(TorchFileLive, PythonNablaPythonRoundTrip) {
-  NABLA_NEEDS_PYTHON_MODULES("torch, numpy");
+  const std::string python = nabla_test::test_python();
+  NABLA_NEEDS_PYTHON_MODULES_IN(python, "torch, numpy");
   TempDir dir;
   const std::string script = kDir + "roundtrip.py";
-  ASSERT_EQ(std::system(("/usr/bin/python3 " + script + " save " + dir.str()).c_str()), 0);
+  ASSERT_EQ(std::system((python + " " + script + " save " + dir.str()).c_str()), 0);
   int files = 0;
   for (const auto& entry : fs::directory_iterator(dir.str())) {
     std::string p = entry.path().string();
@@ -551,7 +555,7 @@ TEST(TorchFileLive, PythonNablaPythonRoundTrip) {
     ++files;
   }
   EXPECT_EQ(files, 12);
-  std::string cmd = "/usr/bin/python3 " + script + " check " + dir.str() + " 2>&1";
+  std::string cmd = python + " " + script + " check " + dir.str() + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -559,4 +563,6 @@ TEST(TorchFileLive, PythonNablaPythonRoundTrip) {
   int rc = pclose(p);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("24 files match"), std::string::npos) << out;
+  size_t line = out.find("roundtrip.py: ");
+  if (line != std::string::npos) std::cout << out.substr(line, out.find('\n', line) - line) << "\n";
 }

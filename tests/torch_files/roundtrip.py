@@ -9,13 +9,17 @@
                                             shape, requires_grad, Parameter-ness and bytes, and which
                                             tensors share a storage; a state dict also loads into
                                             its model with load_state_dict(strict=True).
+                                            Each file's data.pkl is also held to the rules of PyTorch
+                                            2.x's weights_only reader (below), which 1.13 lacks.
 PyTorch 1.13's weights_only reader has no BINFLOAT opcode, so a file holding Python floats (a loss, a
 learning rate) cannot be read with weights_only=True there, PyTorch's own files included: on 1.x those
 files are read with weights_only=False instead, and said so. Exit status 0 when everything matches.
 """
 import collections
 import os
+import pickletools
 import sys
+import zipfile
 
 import torch
 from torch import nn
@@ -75,6 +79,52 @@ def compare(a, b, path, shares):
         fail(f"{path}: {a!r} became {b!r}")
 
 
+# What PyTorch 2.x's torch.load(weights_only=True) accepts (torch/_weights_only_unpickler.py, 2.0 to
+# 2.9): these opcodes, and GLOBALs from its allowlist. Debian has PyTorch 1.13 only, so the files
+# nabla writes are held to these rules here, and read by PyTorch 2.x itself wherever the tests run
+# with one (NABLA_TEST_PYTHON; scripts/gpu-verify.sh does).
+WEIGHTS_ONLY_2X_OPCODES = {
+    "APPEND", "APPENDS", "BINFLOAT", "BINGET", "BININT", "BININT1", "BININT2", "BINPERSID", "BINPUT",
+    "BINUNICODE", "BUILD", "EMPTY_DICT", "EMPTY_LIST", "EMPTY_SET", "EMPTY_TUPLE", "GLOBAL", "LONG1",
+    "LONG_BINGET", "LONG_BINPUT", "MARK", "NEWFALSE", "NEWOBJ", "NEWTRUE", "NONE", "PROTO", "REDUCE",
+    "SETITEM", "SETITEMS", "SHORT_BINSTRING", "STOP", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3",
+}
+WEIGHTS_ONLY_2X_GLOBALS = {
+    "collections.OrderedDict", "collections.Counter", "torch.nn.parameter.Parameter", "torch.Size",
+    "torch.Tensor", "torch.device", "_codecs.encode", "builtins.bytearray", "builtins.set",
+    "builtins.complex", "torch._tensor._rebuild_from_type_v2",
+} | {f"torch._utils.{f}" for f in (
+    "_rebuild_parameter", "_rebuild_parameter_with_state", "_rebuild_tensor", "_rebuild_tensor_v2",
+    "_rebuild_tensor_v3")} | {f"torch.{t}Storage" for t in (
+    "Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool",
+    "ComplexFloat", "ComplexDouble")} | {f"torch.{t}" for t in (
+    "float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")}
+
+
+def check_pytorch2_rules(path):
+    """Fails unless every opcode and GLOBAL of the file's pickle is one PyTorch 2.x's weights_only
+    reader accepts, and the archive has the records its reader looks for."""
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+        prefix = names[0].split("/")[0]
+        for rec in ("data.pkl", "version"):  # byteorder is optional (PyTorch < 2.1 writes none)
+            if f"{prefix}/{rec}" not in names:
+                fail(f"{path}: no {prefix}/{rec} record")
+        pkl = z.read(f"{prefix}/data.pkl")
+    proto = None
+    for op, arg, _ in pickletools.genops(pkl):
+        if op.name not in WEIGHTS_ONLY_2X_OPCODES:
+            fail(f"{path}: opcode {op.name}, which PyTorch 2.x's weights_only reader refuses")
+        if op.name == "PROTO":
+            proto = arg
+        if op.name == "GLOBAL":
+            name = arg.replace(" ", ".")
+            if name not in WEIGHTS_ONLY_2X_GLOBALS:
+                fail(f"{path}: GLOBAL {name}, which PyTorch 2.x's weights_only reader refuses")
+    if proto != 2:
+        fail(f"{path}: pickle protocol {proto}, not torch.save's 2")
+
+
 def load_weights_only(path):
     try:
         return torch.load(path, weights_only=True), "weights_only=True"
@@ -103,6 +153,7 @@ def main():
                 path = os.path.join(out, f"{name}{variant}.{kind}.pt")
                 if not os.path.exists(path):
                     fail(f"{path} is missing")
+                check_pytorch2_rules(path)
                 back, how = load_weights_only(path)
                 shares = []
                 compare(obj, back, name, shares)
@@ -115,7 +166,8 @@ def main():
                     fx.small_model().load_state_dict(back, strict=True)
                 print(f"ok {os.path.basename(path)} ({len(shares)} tensors, {how})")
                 checked += 1
-    print(f"roundtrip.py: {checked} files match (PyTorch {torch.__version__})")
+    print(f"roundtrip.py: {checked} files match (PyTorch {torch.__version__}); every pickle within "
+          "PyTorch 2.x's weights_only opcodes and globals")
 
 
 if __name__ == "__main__":
