@@ -1,16 +1,21 @@
-// The example programs (examples/quickstart.cpp, csv_regression.cpp, char_lm.cpp), end to end on
-// small inputs the test writes: each trains, reaches a result that shows it learned, saves what it
-// says it saves, and reports mistakes with a message and exit status 1 (bad input) or 2 (usage).
+// The example programs (examples/quickstart.cpp, csv_regression.cpp, char_lm.cpp, classify.cpp), end
+// to end on small inputs the test writes: each trains, reaches a result that shows it learned, saves
+// what it says it saves, and reports mistakes with a message and exit status 1 (bad input) or 2
+// (usage). classify gives torchvision's top 5 for torchvision's weights (tests/program/classify_reference.py).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 
+#include "examples/imagenet_classes.h"
 #include "nabla.h"
 #include "tests/program/program_util.h"
+#include "tests/python_torch.h"
 
-#if !defined(NABLA_QUICKSTART_BIN) || !defined(NABLA_CSV_REGRESSION_BIN) || !defined(NABLA_CHAR_LM_BIN)
+#if !defined(NABLA_QUICKSTART_BIN) || !defined(NABLA_CSV_REGRESSION_BIN) || !defined(NABLA_CHAR_LM_BIN) || \
+    !defined(NABLA_CLASSIFY_BIN) || !defined(NABLA_TESTS_DIR)
 #error "the example programs' paths must be defined"
 #endif
 
@@ -145,6 +150,119 @@ TEST(Examples, CharLmLearnsATextAndSamplesFromIt) {
   Result tiny = run_program(NABLA_CHAR_LM_BIN, "--text " + (dir / "nothing.txt").string());
   EXPECT_EQ(tiny.code, 1) << tiny.out;
   EXPECT_NE(tiny.out.find("cannot read"), std::string::npos) << tiny.out;
+  fs::remove_all(dir);
+}
+
+// classify on weights torchvision saved (a random resnet18 on ImageNet's 1000 classes and an
+// efficientnet_b0 with a 10-class head, BatchNorm statistics measured on the images), on a JPEG and
+// a PNG in one batch: the top 5 are torchvision's, in order, with its probabilities, both with the
+// default antialiased resize and with --no-antialias against torchvision 0.14's weights.transforms().
+TEST(Examples, ClassifyGivesTorchvisionsTop5) {
+  NABLA_NEEDS_PYTHON_MODULES("torch, torchvision");
+  fs::path dir = fresh_dir("classify");
+  std::string cmd = "/usr/bin/python3 " + std::string(NABLA_TESTS_DIR) + "/program/classify_reference.py --out " + dir.string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  nlohmann::json expected = nlohmann::json::parse(std::ifstream(dir / "expected.json"));
+  const std::vector<std::string> images = {"photo.jpg", "tall.png"};
+  for (const auto& [model, ref] : expected.items()) {
+    for (bool aa : {true, false}) {
+      std::string args = "--model " + model + " --weights " + (dir / (model + ".pth")).string() + " --json " +
+                         (dir / images[0]).string() + " " + (dir / images[1]).string() + (aa ? "" : " --no-antialias");
+      if (ref["classes"] == 10) args += " --labels " + (dir / "labels10.txt").string();
+      Result r = run_program(NABLA_CLASSIFY_BIN, args);
+      ASSERT_EQ(r.code, 0) << r.out;
+      nlohmann::json got = nlohmann::json::parse(r.out);
+      ASSERT_EQ(got.size(), images.size()) << r.out;
+      for (size_t i = 0; i < images.size(); ++i) {
+        SCOPED_TRACE(model + " " + images[i] + (aa ? " antialias" : " --no-antialias"));
+        const auto& want = ref[aa ? "antialias" : "tv014"][images[i]];
+        const auto& top = got[i]["top"];
+        EXPECT_EQ(got[i]["file"], (dir / images[i]).string());
+        ASSERT_EQ(top.size(), 5u) << r.out;
+        double worst = 0;
+        for (size_t k = 0; k < 5; ++k) {
+          EXPECT_EQ(top[k]["index"].get<int64_t>(), want[k][0].get<int64_t>()) << "rank " << k + 1 << "\n" << r.out;
+          double p = top[k]["probability"].get<double>(), q = want[k][1].get<double>();
+          worst = std::max(worst, std::abs(p - q) / q);
+        }
+        EXPECT_LT(worst, 2e-3) << r.out;
+        std::printf("[classify] %s %s%s: top 5 as torchvision's, probabilities within %.1e relative\n", model.c_str(),
+                    images[i].c_str(), aa ? "" : " --no-antialias", worst);
+      }
+    }
+  }
+  // The text output, for a person: rank, probability, the class name and its index.
+  Result text = run_program(NABLA_CLASSIFY_BIN, "--model resnet18 --weights " + (dir / "resnet18.pth").string() + " " +
+                                                    (dir / "photo.jpg").string() + " --topk 3");
+  ASSERT_EQ(text.code, 0) << text.out;
+  std::printf("%s", text.out.c_str());
+  int64_t first = expected["resnet18"]["antialias"]["photo.jpg"][0][0].get<int64_t>();
+  EXPECT_TRUE(std::regex_search(text.out, std::regex(R"(\n  1\.  +[0-9.]+%  [^\n]+ \()" + std::to_string(first) + R"(\)\n)")))
+      << text.out;
+  EXPECT_EQ(std::count(text.out.begin(), text.out.end(), '\n'), 4) << text.out;
+  fs::remove_all(dir);
+}
+
+// Without Python: weights nabla saves itself (safetensors) give the answer the library computes, and
+// each mistake gets a message and exit status 1 (bad input) or 2 (usage).
+TEST(Examples, ClassifyRunsAndExplainsMistakes) {
+  fs::path dir = fresh_dir("classify_errors");
+  manual_seed(3);
+  auto model = vision::create_model("mobilenet_v3_small");
+  std::string weights = (dir / "mnv3.safetensors").string();
+  nn::save_weights(*model, weights);
+  std::string image = (dir / "noise.png").string();
+  data::save_image(image, (rand({40, 60, 3}) * 255).to(kUInt8));
+  Result r = run_program(NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + weights + " --json " + image + " --topk 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  nlohmann::json got = nlohmann::json::parse(r.out);
+  model->eval();
+  Tensor probs;
+  {
+    autograd::NoGradGuard no_grad;
+    probs = softmax((*model)(vision::weights_transforms("mobilenet_v3_small").load(image).unsqueeze(0)), -1)[0];
+  }
+  auto [p, idx] = probs.topk(2);
+  ASSERT_EQ(got[0]["top"].size(), 2u) << r.out;
+  for (int64_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(got[0]["top"][k]["index"].get<int64_t>(), idx[k].item<int64_t>());
+    EXPECT_NEAR(got[0]["top"][k]["probability"].get<double>(), p[k].item<double>(), 1e-6);
+  }
+  EXPECT_EQ(got[0]["top"][0]["label"], examples::kImageNetClasses[static_cast<size_t>(idx[0].item<int64_t>())]);
+  EXPECT_STREQ(examples::kImageNetClasses[0], "tench");  // torchvision's order
+  EXPECT_STREQ(examples::kImageNetClasses[999], "toilet tissue");
+
+  Result help = run_program(NABLA_CLASSIFY_BIN, "--help");
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("usage: classify --model NAME --weights FILE IMAGE"), std::string::npos) << help.out;
+  Result list = run_program(NABLA_CLASSIFY_BIN, "--list-models");
+  EXPECT_EQ(list.code, 0) << list.out;
+  EXPECT_NE(list.out.find("resnet50-11ad3fa6.pth"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("resize 256 bicubic"), std::string::npos) << list.out;  // efficientnet_b0
+
+  Result unknown = run_program(NABLA_CLASSIFY_BIN, "--model resnet5O --weights " + weights + " " + image);
+  EXPECT_EQ(unknown.code, 2) << unknown.out;
+  EXPECT_NE(unknown.out.find("unknown model 'resnet5O'; the models are: "), std::string::npos) << unknown.out;
+  EXPECT_NE(unknown.out.find("resnet50"), std::string::npos) << unknown.out;
+  Result no_image = run_program(NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + weights + " " + (dir / "missing.jpg").string());
+  EXPECT_EQ(no_image.code, 1) << no_image.out;
+  EXPECT_NE(no_image.out.find("cannot open the image '" + (dir / "missing.jpg").string() + "': no such file"), std::string::npos)
+      << no_image.out;
+  Result no_weights = run_program(NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + (dir / "w.pth").string() + " " + image);
+  EXPECT_EQ(no_weights.code, 1) << no_weights.out;
+  EXPECT_NE(no_weights.out.find("cannot open the weights file"), std::string::npos) << no_weights.out;
+  Result wrong = run_program(NABLA_CLASSIFY_BIN, "--model resnet18 --weights " + weights + " " + image);
+  EXPECT_EQ(wrong.code, 1) << wrong.out;
+  EXPECT_NE(wrong.out.find("does not hold resnet18's weights"), std::string::npos) << wrong.out;
+  EXPECT_NE(wrong.out.find("is --model the architecture these weights were saved from?"), std::string::npos) << wrong.out;
+  std::ofstream(dir / "three.txt") << "cat\ndog\nbird\n";
+  Result labels = run_program(NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + weights + " " + image + " --labels " +
+                                                      (dir / "three.txt").string());
+  EXPECT_EQ(labels.code, 1) << labels.out;
+  EXPECT_NE(labels.out.find("--labels names 3 classes; the file's classifier has 1000 outputs"), std::string::npos) << labels.out;
+  Result not_image = run_program(NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + weights + " " + (dir / "three.txt").string());
+  EXPECT_EQ(not_image.code, 1) << not_image.out;
+  EXPECT_NE(not_image.out.find("three.txt"), std::string::npos) << not_image.out;
   fs::remove_all(dir);
 }
 
