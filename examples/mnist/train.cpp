@@ -133,250 +133,296 @@ void log_epoch(tensorboard::SummaryWriter& tb, nn::Module& model, const EvalResu
 
 std::string json_number(double v) { return number_text(v, 10); }
 
+// Running means of the train loss and accuracy over some images (an epoch so far, or the steps since
+// the last TensorBoard point).
+struct Tally {
+  double loss_sum = 0;
+  int64_t correct = 0, seen = 0;
+  void add(double batch_loss, int64_t batch_correct, int64_t n) {
+    loss_sum += batch_loss * static_cast<double>(n);
+    correct += batch_correct;
+    seen += n;
+  }
+  double loss() const { return loss_sum / static_cast<double>(std::max<int64_t>(seen, 1)); }
+  double accuracy() const { return static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1)); }
+};
+
+// One `mnist train` run, in the order it happens: settings (from the command line or the checkpoint
+// being resumed), data, model and optimizer, the resumed state, the header, the outputs (checkpoint
+// folder, CSV, TensorBoard), the epochs, and the end (hparams, --summary-json).
+class TrainingRun {
+ public:
+  explicit TrainingRun(TrainArgs args) : args_(std::move(args)) {}
+
+  int run() {
+    configure();
+    build();
+    if (resuming()) restore();
+    print_header();
+    prepare_outputs();
+    open_tensorboard();
+    std::signal(SIGINT, on_sigint);
+    for (int64_t epoch = start_epoch_; epoch < epochs_; ++epoch)
+      if (!train_epoch(epoch)) return kExitInterrupted;
+    std::signal(SIGINT, SIG_DFL);
+    finish();
+    return kExitOk;
+  }
+
+ private:
+  bool resuming() const { return !args_.resume.empty(); }
+
+  void configure() {
+    s_ = args_.settings;
+    if (resuming()) {
+      s_ = settings_from_metadata(read_checkpoint_info(args_.resume), args_.resume);
+      check_resume_settings(args_, s_);
+    }
+    epochs_ = args_.epochs > 0 ? args_.epochs : default_recipe(s_.model).epochs;
+    if (args_.threads) set_num_threads(*args_.threads);
+    device_ = pick_device(args_.device);
+    data_dir_ = !args_.data.empty() ? args_.data : default_data_dir(s_.dataset);
+    ckpt_path_ = !args_.checkpoint.empty() ? args_.checkpoint
+                 : resuming()              ? args_.resume
+                                           : "checkpoints/" + s_.dataset + "-" + s_.model + ".safetensors";
+    csv_path_ = fs::path(ckpt_path_).replace_extension(".csv").string();
+  }
+
+  void build() {
+    train_set_ = load_split(s_.dataset, data_dir_, true);
+    test_set_ = load_split(s_.dataset, data_dir_, false);
+    manual_seed(static_cast<uint64_t>(s_.seed));
+    m_ = make_model(s_.model);
+    if (const std::string& init = args_.init_from; !init.empty()) {  // weights trained in Python
+      if (resuming()) throw UsageError("--init-from starts a new run; --resume continues one: pass only one of them");
+      try {
+        model().load_state_dict(torch_io::load(init).flatten_tensors());
+      } catch (const ValueError& e) {
+        throw Failure("'" + init + "' does not fit --model " + s_.model + ": " + e.what(), kExitError);
+      }
+      std::printf("initialized %s from %s\n", s_.model.c_str(), init.c_str());
+    }
+    model().to(device_);
+    data::DatasetPtr train_data = train_set_;
+    if (s_.augment)  // small random rotations and shifts, seeded per batch (so resumes reproduce them)
+      train_data = std::make_shared<data::TransformDataset>(train_set_, data::RandomAffine(8, {0.08, 0.08}));
+    loader_.emplace(train_data, data::DataLoaderOptions{.batch_size = s_.batch_size, .shuffle = s_.shuffle,
+                                                        .seed = static_cast<uint64_t>(s_.seed),
+                                                        .num_workers = static_cast<int>(args_.workers)});
+    steps_per_epoch_ = loader_->size();
+    opt_ = make_optimizer(s_, model().parameters());
+    sched_ = make_scheduler(s_, *opt_, epochs_, steps_per_epoch_);
+  }
+
+  // The checkpoint's weights, optimizer and scheduler state, the loader's position and the running
+  // sums of a mid-epoch save, each checked.
+  void restore() {
+    optim::Checkpoint ck{.model = &model(), .optimizer = opt_.get(), .scheduler = sched_.scheduler.get()};
+    optim::load_checkpoint(args_.resume, ck);
+    start_epoch_ = ck.epoch;
+    step_ = ck.step;
+    progress_ = progress_from_metadata(ck.metadata, args_.resume, train_set_->size());
+    loader_->load_state({progress_.loader_seed, progress_.loader_epoch, progress_.loader_index});
+    epoch_tally_ = {progress_.partial_loss, progress_.partial_correct, progress_.partial_seen};
+    if (start_epoch_ >= epochs_)
+      throw UsageError("the run in '" + args_.resume + "' already finished " + std::to_string(start_epoch_) +
+                       " epochs; pass a larger --epochs to train further");
+  }
+
+  void print_header() const {
+    std::string sched_desc = s_.scheduler == "none"   ? "constant lr"
+                             : s_.scheduler == "step" || s_.scheduler == "exponential"
+                                 ? "lr x" + json_number(s_.gamma) + " per epoch"
+                                 : s_.scheduler + " schedule";
+    std::printf("%s %s on %s (%s train / %s test images), %s%s\n", resuming() ? "resuming" : "training",
+                s_.model.c_str(), dataset_title(s_.dataset).c_str(), format_count(train_set_->size()).c_str(),
+                format_count(test_set_->size()).c_str(), device_.str().c_str(),
+                device_.is_cpu() ? (" with " + std::to_string(get_num_threads()) + " threads").c_str() : "");
+    std::printf("%s lr %g%s, %s%s, batch %lld, %lld epoch%s%s\n", s_.optimizer.c_str(), s_.lr,
+                s_.optimizer == "sgd" ? (" momentum " + json_number(s_.momentum)).c_str() : "", sched_desc.c_str(),
+                s_.label_smoothing > 0 ? (", label smoothing " + json_number(s_.label_smoothing)).c_str() : "",
+                static_cast<long long>(s_.batch_size), static_cast<long long>(epochs_), epochs_ == 1 ? "" : "s",
+                resuming() ? (" (from epoch " + std::to_string(start_epoch_ + 1) + ")").c_str() : "");
+    std::printf("checkpoint: %s\n", ckpt_path_.c_str());
+    std::fflush(stdout);
+  }
+
+  // The checkpoint's folder, and the CSV: one row per saved epoch, rewritten (atomically) after each
+  // checkpoint save, so it never describes an epoch whose checkpoint was not saved, and a new run
+  // leaves the old file alone until its own first save. Resuming keeps the rows of the epochs the
+  // checkpoint has.
+  void prepare_outputs() {
+    fs::path ckdir = fs::path(ckpt_path_).parent_path();
+    if (std::error_code ec; !ckdir.empty() && (fs::create_directories(ckdir, ec), ec))
+      throw Failure("cannot create the folder '" + ckdir.string() + "' for the checkpoint: " + ec.message(), kExitError);
+    csv_ = "epoch,train_loss,train_acc,test_loss,test_acc,seconds,lr\n";
+    if (!resuming()) return;
+    std::ifstream old(csv_path_);
+    std::string line;
+    for (bool header = true; std::getline(old, line); header = false) {
+      char* end = nullptr;
+      long long e = std::strtoll(line.c_str(), &end, 10);
+      if (!header && end != line.c_str() && *end == ',' && e >= 1 && e <= start_epoch_) csv_ += line + "\n";
+    }
+  }
+
+  void open_tensorboard() {
+    if (args_.tensorboard.empty()) return;
+    tensorboard::SummaryWriterOptions o;
+    if (resuming()) o.purge_step = step_ + 1;  // events a crashed run logged after its checkpoint go
+    try {
+      tb_.emplace(args_.tensorboard, o);
+    } catch (const IOError& e) {
+      throw Failure(std::string("--tensorboard: ") + e.what(), kExitError);
+    }
+    std::printf("tensorboard: %s (view with: tensorboard --logdir %s)\n", args_.tensorboard.c_str(),
+                args_.tensorboard.c_str());
+    std::fflush(stdout);
+  }
+
+  void save(int64_t epochs_done) {
+    auto md = to_metadata(s_);
+    data::LoaderState ls = loader_->state();
+    progress_.partial_loss = epoch_tally_.loss_sum;
+    progress_.partial_correct = epoch_tally_.correct;
+    progress_.partial_seen = epoch_tally_.seen;
+    progress_.loader_seed = ls.seed;
+    progress_.loader_epoch = ls.epoch;
+    progress_.loader_index = ls.index;
+    md.merge(to_metadata(progress_));
+    optim::save_checkpoint(ckpt_path_, {.model = &model(), .optimizer = opt_.get(), .scheduler = sched_.scheduler.get(),
+                                        .epoch = epochs_done, .step = step_, .metadata = md});
+  }
+
+  // One optimizer step on a batch; returns its mean loss and number of correct predictions.
+  std::pair<double, int64_t> step(const data::Batch& batch) {
+    Tensor x = normalize(batch.data.to(device_)), y = batch.target.to(device_);
+    Tensor out = model()(x);
+    // (Label smoothing on a model that outputs log-probabilities: cross_entropy's log_softmax of them
+    // is themselves.)
+    Tensor loss = m_.outputs_log_probs && s_.label_smoothing == 0
+                      ? nn::functional::nll_loss(out, y)
+                      : nn::functional::cross_entropy(out, y, {.label_smoothing = s_.label_smoothing});
+    opt_->zero_grad();
+    loss.backward();
+    opt_->step();
+    if (sched_.per_batch) sched_.scheduler->step();
+    ++step_;
+    autograd::NoGradGuard ng;
+    return {loss.item<double>(), (out.argmax(1) == y).sum().item<int64_t>()};
+  }
+
+  // The train scalars every --tensorboard-every steps: means over the steps since the last ones.
+  void log_train_scalars(double batch_loss, int64_t batch_correct, int64_t n) {
+    tb_tally_.add(batch_loss, batch_correct, n);
+    if (step_ % args_.tensorboard_every != 0) return;
+    tb_->add_scalar("train/loss", tb_tally_.loss(), step_);
+    tb_->add_scalar("train/accuracy", tb_tally_.accuracy(), step_);
+    tb_->add_scalar("train/lr", opt_->lr(), step_);
+    tb_tally_ = {};
+  }
+
+  // Trains one epoch (the rest of it, when resumed mid-epoch), evaluates, saves. Returns false when
+  // Ctrl-C stopped it (after saving a checkpoint mid-epoch).
+  bool train_epoch(int64_t epoch) {
+    model().train();
+    const double lr_now = opt_->lr();
+    Progress progress(epoch + 1, epochs_, steps_per_epoch_, !args_.quiet && stdout_is_terminal());
+    int64_t batch_no = epoch_tally_.seen / std::max<int64_t>(s_.batch_size, 1);
+    for (auto& batch : *loader_) {
+      auto [batch_loss, batch_correct] = step(batch);
+      ++batch_no;
+      const int64_t n = batch.target.numel();
+      epoch_tally_.add(batch_loss, batch_correct, n);
+      if (tb_) log_train_scalars(batch_loss, batch_correct, n);
+      progress.update(batch_no, epoch_tally_.loss(), epoch_tally_.accuracy(), epoch_tally_.seen);
+      if (g_interrupted.load()) {
+        progress.finish();
+        progress_.partial_seconds += progress.seconds();
+        progress_.train_seconds += progress.seconds();
+        save(epoch);
+        std::printf("interrupted: saved checkpoint %s (epoch %lld, batch %lld/%lld)\nresume with:  mnist train --resume %s --epochs %lld\n",
+                    ckpt_path_.c_str(), static_cast<long long>(epoch + 1), static_cast<long long>(batch_no),
+                    static_cast<long long>(steps_per_epoch_), ckpt_path_.c_str(), static_cast<long long>(epochs_));
+        return false;
+      }
+    }
+    progress.finish();
+    const double epoch_seconds = progress_.partial_seconds + progress.seconds();
+    progress_.train_seconds += progress.seconds();
+    if (!sched_.per_batch && sched_.scheduler) sched_.scheduler->step();
+    const Tally train = epoch_tally_;
+    epoch_tally_ = {};
+    progress_.partial_seconds = 0;
+    Misclassified wrong{.max = tb_ ? 64 : 0};
+    last_ = evaluate(model(), m_.outputs_log_probs, test_set_, device_, tb_ ? &wrong : nullptr);
+    if (tb_) log_epoch(*tb_, model(), last_, wrong, step_);
+    std::printf("epoch %lld/%lld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %s  %s img/s\n",
+                static_cast<long long>(epoch + 1), static_cast<long long>(epochs_), train.loss(), train.accuracy() * 100,
+                last_.loss, last_.accuracy * 100, format_duration(epoch_seconds).c_str(),
+                format_count(static_cast<double>(train.seen) / std::max(epoch_seconds, 1e-9)).c_str());
+    std::fflush(stdout);
+    save(epoch + 1);
+    csv_ += std::to_string(epoch + 1) + ',' + json_number(train.loss()) + ',' + json_number(train.accuracy()) + ',' +
+            json_number(last_.loss) + ',' + json_number(last_.accuracy) + ',' + json_number(epoch_seconds) + ',' +
+            json_number(lr_now) + '\n';
+    io::atomic_write(csv_path_, [&](std::FILE* f) { io::write_all(f, csv_.data(), csv_.size(), csv_path_); });
+    return true;
+  }
+
+  void finish() {
+    if (tb_) {  // the HPARAMS tab: this run's settings next to its final metrics
+      tb_->add_hparams({{"model", s_.model}, {"dataset", s_.dataset}, {"optimizer", s_.optimizer},
+                        {"scheduler", s_.scheduler}, {"lr", s_.lr}, {"momentum", s_.momentum},
+                        {"weight_decay", s_.weight_decay}, {"gamma", s_.gamma}, {"batch_size", s_.batch_size},
+                        {"epochs", epochs_}, {"seed", s_.seed}, {"shuffle", s_.shuffle}, {"augment", s_.augment},
+                        {"label_smoothing", s_.label_smoothing}},
+                       {{"hparam/test_accuracy", last_.accuracy}, {"hparam/test_loss", last_.loss}}, {}, "", step_);
+      tb_->close();
+    }
+    const double train_seconds = progress_.train_seconds;
+    std::printf("test accuracy %.2f%% after %lld epoch%s, %s of training\n", last_.accuracy * 100,
+                static_cast<long long>(epochs_), epochs_ == 1 ? "" : "s", format_duration(train_seconds).c_str());
+    std::printf("saved %s (metrics: %s)\ntry:  mnist eval --checkpoint %s\n      mnist predict --checkpoint %s your-digit.png\n",
+                ckpt_path_.c_str(), csv_path_.c_str(), ckpt_path_.c_str(), ckpt_path_.c_str());
+    const std::string& summary = args_.summary_json;
+    if (summary.empty()) return;
+    double ips = train_seconds > 0 ? static_cast<double>(train_set_->size()) * static_cast<double>(epochs_) / train_seconds : 0;
+    io::atomic_write(summary, [&](std::FILE* f) {
+      std::string json = "{\"test_acc\": " + json_number(last_.accuracy) + ", \"test_loss\": " + json_number(last_.loss) +
+                         ", \"train_seconds\": " + json_number(train_seconds) +
+                         ", \"epochs\": " + std::to_string(epochs_) + ", \"images_per_second\": " + json_number(ips) +
+                         ", \"model\": \"" + s_.model + "\", \"dataset\": \"" + s_.dataset + "\", \"device\": \"" +
+                         device_.str() + "\", \"checkpoint\": \"" + json_escape(ckpt_path_) +
+                         "\", \"data\": \"" + json_escape(data_dir_) + "\"}\n";
+      io::write_all(f, json.data(), json.size(), summary);
+    });
+  }
+
+  nn::Module& model() { return *m_.module; }
+
+  TrainArgs args_;
+  Settings s_;
+  int64_t epochs_ = 0, steps_per_epoch_ = 0, start_epoch_ = 0, step_ = 0;
+  Device device_;
+  std::string data_dir_, ckpt_path_, csv_path_, csv_;
+  data::DatasetPtr train_set_, test_set_;
+  ModelInfo m_;
+  std::optional<data::DataLoader> loader_;
+  std::unique_ptr<optim::Optimizer> opt_;
+  Schedule sched_;
+  RunProgress progress_;         // train seconds, and the seconds of a resumed partial epoch
+  Tally epoch_tally_, tb_tally_;  // this epoch so far; the steps since the last TensorBoard point
+  std::optional<tensorboard::SummaryWriter> tb_;
+  EvalResult last_{};
+};
+
 }  // namespace
 
 int cmd_train(int argc, char** argv) {
   std::optional<TrainArgs> args = parse_train_args(argc, argv);
   if (!args) return kExitOk;
-
-  // ---- settings: from the command line, or from the checkpoint being resumed ---------------------
-  Settings s = args->settings;
-  std::map<std::string, std::string> resume_info;
-  const std::string& resume = args->resume;
-  if (!resume.empty()) {
-    resume_info = read_checkpoint_info(resume);
-    s = settings_from_metadata(resume_info, resume);
-    check_resume_settings(*args, s);
-  }
-  const int64_t epochs = args->epochs > 0 ? args->epochs : default_recipe(s.model).epochs;
-  if (args->threads) set_num_threads(*args->threads);
-  const int64_t workers = args->workers;
-  bool quiet = args->quiet;
-  Device device = pick_device(args->device);
-  std::string data_dir = !args->data.empty() ? args->data : default_data_dir(s.dataset);
-  std::string ckpt_path = !args->checkpoint.empty() ? args->checkpoint
-                          : !resume.empty()         ? resume
-                                                    : "checkpoints/" + s.dataset + "-" + s.model + ".safetensors";
-  std::string csv_path = fs::path(ckpt_path).replace_extension(".csv").string();
-
-  // ---- data, model, optimizer ---------------------------------------------------------------------
-  auto train_set = load_split(s.dataset, data_dir, true);
-  auto test_set = load_split(s.dataset, data_dir, false);
-  manual_seed(static_cast<uint64_t>(s.seed));
-  ModelInfo m = make_model(s.model);
-  nn::Module& model = *m.module;
-  if (const std::string& init = args->init_from; !init.empty()) {  // weights trained in Python
-    if (!resume.empty()) throw UsageError("--init-from starts a new run; --resume continues one: pass only one of them");
-    try {
-      model.load_state_dict(torch_io::load(init).flatten_tensors());
-    } catch (const ValueError& e) {
-      throw Failure("'" + init + "' does not fit --model " + s.model + ": " + e.what(), kExitError);
-    }
-    std::printf("initialized %s from %s\n", s.model.c_str(), init.c_str());
-  }
-  model.to(device);
-  data::DatasetPtr train_data = train_set;
-  if (s.augment)  // small random rotations and shifts, seeded per batch (so resumes reproduce them)
-    train_data = std::make_shared<data::TransformDataset>(train_set, data::RandomAffine(8, {0.08, 0.08}));
-  data::DataLoader loader(train_data, {.batch_size = s.batch_size, .shuffle = s.shuffle,
-                                      .seed = static_cast<uint64_t>(s.seed), .num_workers = static_cast<int>(workers)});
-  int64_t steps_per_epoch = loader.size();
-  auto opt = make_optimizer(s, model.parameters());
-  Schedule sched = make_scheduler(s, *opt, epochs, steps_per_epoch);
-
-  int64_t start_epoch = 0, step = 0;
-  double train_seconds = 0, partial_loss = 0, partial_seconds = 0;
-  int64_t partial_correct = 0, partial_seen = 0;
-  if (!resume.empty()) {
-    optim::Checkpoint ck{.model = &model, .optimizer = opt.get(), .scheduler = sched.scheduler.get()};
-    optim::load_checkpoint(resume, ck);
-    start_epoch = ck.epoch;
-    step = ck.step;
-    // The loader's position and the running sums of a mid-epoch save, each checked.
-    RunProgress p = progress_from_metadata(ck.metadata, resume, train_set->size());
-    train_seconds = p.train_seconds;
-    loader.load_state({p.loader_seed, p.loader_epoch, p.loader_index});
-    partial_loss = p.partial_loss;
-    partial_correct = p.partial_correct;
-    partial_seen = p.partial_seen;
-    partial_seconds = p.partial_seconds;
-    if (start_epoch >= epochs)
-      throw UsageError("the run in '" + resume + "' already finished " + std::to_string(start_epoch) +
-                       " epochs; pass a larger --epochs to train further");
-  }
-
-  // ---- the header ---------------------------------------------------------------------------------
-  {
-    std::string sched_desc = s.scheduler == "none"   ? "constant lr"
-                             : s.scheduler == "step" || s.scheduler == "exponential"
-                                 ? "lr x" + json_number(s.gamma) + " per epoch"
-                                 : s.scheduler + " schedule";
-    std::printf("%s %s on %s (%s train / %s test images), %s%s\n", resume.empty() ? "training" : "resuming",
-                s.model.c_str(), dataset_title(s.dataset).c_str(), format_count(train_set->size()).c_str(),
-                format_count(test_set->size()).c_str(), device.str().c_str(),
-                device.is_cpu() ? (" with " + std::to_string(get_num_threads()) + " threads").c_str() : "");
-    std::printf("%s lr %g%s, %s%s, batch %lld, %lld epoch%s%s\n", s.optimizer.c_str(), s.lr,
-                s.optimizer == "sgd" ? (" momentum " + json_number(s.momentum)).c_str() : "", sched_desc.c_str(),
-                s.label_smoothing > 0 ? (", label smoothing " + json_number(s.label_smoothing)).c_str() : "",
-                static_cast<long long>(s.batch_size), static_cast<long long>(epochs), epochs == 1 ? "" : "s",
-                resume.empty() ? "" : (" (from epoch " + std::to_string(start_epoch + 1) + ")").c_str());
-    std::printf("checkpoint: %s\n", ckpt_path.c_str());
-    std::fflush(stdout);
-  }
-
-  // ---- checkpoints and the CSV --------------------------------------------------------------------
-  fs::path ckdir = fs::path(ckpt_path).parent_path();
-  if (std::error_code ec; !ckdir.empty() && (fs::create_directories(ckdir, ec), ec))
-    throw Failure("cannot create the folder '" + ckdir.string() + "' for the checkpoint: " + ec.message(), kExitError);
-  auto save = [&](int64_t epochs_done) {
-    auto md = to_metadata(s);
-    data::LoaderState ls = loader.state();
-    md.merge(to_metadata(RunProgress{train_seconds, partial_loss, partial_seconds, ls.seed, ls.epoch, ls.index, partial_seen,
-                                  partial_correct}));
-    optim::save_checkpoint(ckpt_path, {.model = &model, .optimizer = opt.get(), .scheduler = sched.scheduler.get(),
-                                       .epoch = epochs_done, .step = step, .metadata = md});
-  };
-  // The CSV holds one row per saved epoch: it is rewritten (atomically) after each checkpoint save,
-  // so it never describes an epoch whose checkpoint was not saved, and a new run leaves the old
-  // file alone until its own first save. Resuming keeps the rows of the epochs the checkpoint has.
-  std::string csv = "epoch,train_loss,train_acc,test_loss,test_acc,seconds,lr\n";
-  if (!resume.empty()) {
-    std::ifstream old(csv_path);
-    std::string line;
-    for (bool header = true; std::getline(old, line); header = false) {
-      char* end = nullptr;
-      long long e = std::strtoll(line.c_str(), &end, 10);
-      if (!header && end != line.c_str() && *end == ',' && e >= 1 && e <= start_epoch) csv += line + "\n";
-    }
-  }
-
-  // ---- TensorBoard -------------------------------------------------------------------------------
-  std::optional<tensorboard::SummaryWriter> tb;
-  const int64_t tb_every = args->tensorboard_every;
-  double tb_loss = 0;
-  int64_t tb_correct = 0, tb_seen = 0;
-  if (!args->tensorboard.empty()) {
-    tensorboard::SummaryWriterOptions o;
-    if (!resume.empty()) o.purge_step = step + 1;  // events a crashed run logged after its checkpoint go
-    try {
-      tb.emplace(args->tensorboard, o);
-    } catch (const IOError& e) {
-      throw Failure(std::string("--tensorboard: ") + e.what(), kExitError);
-    }
-    std::printf("tensorboard: %s (view with: tensorboard --logdir %s)\n", args->tensorboard.c_str(),
-                args->tensorboard.c_str());
-    std::fflush(stdout);
-  }
-
-  std::signal(SIGINT, on_sigint);
-  bool interactive = !quiet && stdout_is_terminal();
-  EvalResult last{};
-  for (int64_t epoch = start_epoch; epoch < epochs; ++epoch) {
-    model.train();
-    double lr_now = opt->lr();
-    Progress progress(epoch + 1, epochs, steps_per_epoch, interactive);
-    int64_t batch_no = partial_seen / std::max<int64_t>(s.batch_size, 1);
-    for (auto& batch : loader) {
-      Tensor x = normalize(batch.data.to(device)), y = batch.target.to(device);
-      Tensor out = model(x);
-      // (Label smoothing on a model that outputs log-probabilities: cross_entropy's log_softmax of them
-      // is themselves.)
-      Tensor loss = m.outputs_log_probs && s.label_smoothing == 0
-                        ? nn::functional::nll_loss(out, y)
-                        : nn::functional::cross_entropy(out, y, {.label_smoothing = s.label_smoothing});
-      opt->zero_grad();
-      loss.backward();
-      opt->step();
-      if (sched.per_batch) sched.scheduler->step();
-      ++step;
-      ++batch_no;
-      double batch_loss;
-      int64_t batch_correct;
-      {
-        autograd::NoGradGuard ng;
-        batch_loss = loss.item<double>();
-        batch_correct = (out.argmax(1) == y).sum().item<int64_t>();
-      }
-      partial_loss += batch_loss * static_cast<double>(y.numel());
-      partial_correct += batch_correct;
-      partial_seen += y.numel();
-      if (tb) {  // the train scalars: means over the steps since the last ones
-        tb_loss += batch_loss * static_cast<double>(y.numel());
-        tb_correct += batch_correct;
-        tb_seen += y.numel();
-        if (step % tb_every == 0) {
-          tb->add_scalar("train/loss", tb_loss / static_cast<double>(tb_seen), step);
-          tb->add_scalar("train/accuracy", static_cast<double>(tb_correct) / static_cast<double>(tb_seen), step);
-          tb->add_scalar("train/lr", opt->lr(), step);
-          tb_loss = 0;
-          tb_correct = tb_seen = 0;
-        }
-      }
-      progress.update(batch_no, partial_loss / partial_seen, static_cast<double>(partial_correct) / partial_seen,
-                      partial_seen);
-      if (g_interrupted.load()) {
-        progress.finish();
-        partial_seconds += progress.seconds();
-        train_seconds += progress.seconds();
-        save(epoch);
-        std::printf("interrupted: saved checkpoint %s (epoch %lld, batch %lld/%lld)\nresume with:  mnist train --resume %s --epochs %lld\n",
-                    ckpt_path.c_str(), static_cast<long long>(epoch + 1), static_cast<long long>(batch_no),
-                    static_cast<long long>(steps_per_epoch), ckpt_path.c_str(), static_cast<long long>(epochs));
-        return kExitInterrupted;
-      }
-    }
-    progress.finish();
-    double epoch_seconds = partial_seconds + progress.seconds();
-    train_seconds += progress.seconds();
-    if (!sched.per_batch && sched.scheduler) sched.scheduler->step();
-    double train_loss = partial_loss / std::max<int64_t>(partial_seen, 1);
-    double train_acc = static_cast<double>(partial_correct) / std::max<int64_t>(partial_seen, 1);
-    int64_t seen = partial_seen;
-    partial_loss = 0;
-    partial_correct = partial_seen = 0;
-    partial_seconds = 0;
-    Misclassified wrong{.max = tb ? 64 : 0};
-    last = evaluate(model, m.outputs_log_probs, test_set, device, tb ? &wrong : nullptr);
-    if (tb) log_epoch(*tb, model, last, wrong, step);
-    std::printf("epoch %lld/%lld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %s  %s img/s\n",
-                static_cast<long long>(epoch + 1), static_cast<long long>(epochs), train_loss, train_acc * 100,
-                last.loss, last.accuracy * 100, format_duration(epoch_seconds).c_str(),
-                format_count(seen / std::max(epoch_seconds, 1e-9)).c_str());
-    std::fflush(stdout);
-    save(epoch + 1);
-    csv += std::to_string(epoch + 1) + ',' + json_number(train_loss) + ',' + json_number(train_acc) + ',' +
-           json_number(last.loss) + ',' + json_number(last.accuracy) + ',' + json_number(epoch_seconds) + ',' +
-           json_number(lr_now) + '\n';
-    io::atomic_write(csv_path, [&](std::FILE* f) { io::write_all(f, csv.data(), csv.size(), csv_path); });
-  }
-  std::signal(SIGINT, SIG_DFL);
-  if (tb) {  // the HPARAMS tab: this run's settings next to its final metrics
-    tb->add_hparams({{"model", s.model}, {"dataset", s.dataset}, {"optimizer", s.optimizer}, {"scheduler", s.scheduler},
-                     {"lr", s.lr}, {"momentum", s.momentum}, {"weight_decay", s.weight_decay}, {"gamma", s.gamma},
-                     {"batch_size", s.batch_size}, {"epochs", epochs}, {"seed", s.seed}, {"shuffle", s.shuffle},
-                     {"augment", s.augment}, {"label_smoothing", s.label_smoothing}},
-                    {{"hparam/test_accuracy", last.accuracy}, {"hparam/test_loss", last.loss}}, {}, "", step);
-    tb->close();
-  }
-
-  std::printf("test accuracy %.2f%% after %lld epoch%s, %s of training\n", last.accuracy * 100,
-              static_cast<long long>(epochs), epochs == 1 ? "" : "s", format_duration(train_seconds).c_str());
-  std::printf("saved %s (metrics: %s)\ntry:  mnist eval --checkpoint %s\n      mnist predict --checkpoint %s your-digit.png\n",
-              ckpt_path.c_str(), csv_path.c_str(), ckpt_path.c_str(), ckpt_path.c_str());
-  const std::string& summary = args->summary_json;
-  if (!summary.empty()) {
-    double ips = train_seconds > 0 ? static_cast<double>(train_set->size()) * static_cast<double>(epochs) / train_seconds : 0;
-    io::atomic_write(summary, [&](std::FILE* f) {
-      std::string json = "{\"test_acc\": " + json_number(last.accuracy) + ", \"test_loss\": " + json_number(last.loss) +
-                         ", \"train_seconds\": " + json_number(train_seconds) +
-                         ", \"epochs\": " + std::to_string(epochs) + ", \"images_per_second\": " + json_number(ips) +
-                         ", \"model\": \"" + s.model + "\", \"dataset\": \"" + s.dataset + "\", \"device\": \"" +
-                         device.str() + "\", \"checkpoint\": \"" + json_escape(ckpt_path) +
-                         "\", \"data\": \"" + json_escape(data_dir) + "\"}\n";
-      io::write_all(f, json.data(), json.size(), summary);
-    });
-  }
-  return kExitOk;
+  return TrainingRun(std::move(*args)).run();
 }
 
 }  // namespace mnist
