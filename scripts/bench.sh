@@ -6,10 +6,10 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$NABLA_ROOT"
 
-install_packages "${NABLA_BUILD_PACKAGES[@]}" libtorch-dev libopenblas-dev libbenchmark-dev python3-torch
+install_packages "${NABLA_BUILD_PACKAGES[@]}" libtorch-dev libopenblas-dev libbenchmark-dev python3-torch python3-torchvision
 log "building (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "$(jobs)" --target overhead compare mnist_compare contention tensorboard_writer mnist
+cmake --build build -j "$(jobs)" --target overhead compare mnist_compare contention tensorboard_writer mnist vision_speed
 
 # libtorch's OpenMP threads must not spin while nabla runs (and the reverse).
 export OMP_WAIT_POLICY=passive
@@ -31,6 +31,9 @@ else
   echo "no data/mnist (scripts/get-data.sh fetches it): skipping the real-MNIST comparison" > "$table.mnist"
   echo "no data/mnist: skipping the fast recipe" > "$table.fast"
 fi
+
+log "torchvision architectures next to PyTorch (bench/vision_compare.py)"
+/usr/bin/python3 bench/vision_compare.py --markdown "$table.vision"
 
 log "TensorBoard SummaryWriter: the cost of a call (bench/tensorboard_writer)"
 build/bench/tensorboard_writer --benchmark_repetitions=5 --benchmark_report_aggregates_only=true 2>&1 |
@@ -69,6 +72,14 @@ build/bench/tensorboard_writer --benchmark_repetitions=5 --benchmark_report_aggr
   echo
   cat "$table.fast"
   echo
+  echo "## torchvision architectures next to PyTorch 1.13 (bench/vision_compare.py)"
+  echo
+  echo "Random weights, random 224x224 images; every run its own process, nabla and PyTorch (1 and 2 threads)"
+  echo "interleaved over 3 rounds, each run the best of 3 iterations after a warm-up; ratio = nabla / PyTorch's best"
+  echo "setting. Peak MB is the process's peak resident memory, [the part the row added to it]."
+  echo
+  cat "$table.vision"
+  echo
   echo "## The thread pool next to a busy process (bench/contention)"
   echo
   cat "$table.contention"
@@ -88,5 +99,5 @@ build/bench/tensorboard_writer --benchmark_repetitions=5 --benchmark_report_aggr
   cat "$table.overhead"
   echo '```'
 } > bench/RESULTS.md
-rm -f "$table" "$table.overhead" "$table.mnist" "$table.tensorboard" "$table.fast"
+rm -f "$table" "$table.overhead" "$table.mnist" "$table.tensorboard" "$table.fast" "$table.vision"
 log "wrote bench/RESULTS.md"
