@@ -359,6 +359,18 @@ namespace reads {
 enum : uint8_t { none = 0, a = 1, b = 2, y = 4, ab = 3, ay = 5, by = 6, aby = 7 };
 }
 
+// Whether the gradients of a binary op read its first operand's value (the reads_a / reads_b
+// columns; ops outside the arithmetic list answer yes).
+constexpr bool grads_read_a(BinaryOp op) {
+  switch (op) {
+#define NABLA_BINARY_READS_A(name, kind, fwd, rule, reads_a, reads_b, grad_a, grad_b) \
+  case BinaryOp::name: return ((reads::reads_a | reads::reads_b) & reads::a) != 0;
+    NABLA_BINARY_ARITH_OPS(NABLA_BINARY_READS_A)
+#undef NABLA_BINARY_READS_A
+    default: return true;
+  }
+}
+
 // Records the backward of a generated binary op: the gradient formulas of its list line, summed
 // over broadcast dims and cast to each operand's dtype. Only what the needed gradients read is
 // saved, so an in-place change of a tensor the backward will not read is no error.
@@ -433,9 +445,9 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, Scalar alpha = 1
     detail::bump_version(self);
     return self;
   }
-  // Compute out of place, then copy back; copy_ records the in-place history for autograd. The
-  // backward formula may need self's old value, so it reads a clone, not the overwritten memory.
-  Tensor original = (op == BinaryOp::add || op == BinaryOp::sub) ? self : self.clone();
+  // Compute out of place, then copy back; copy_ records the in-place history for autograd. A
+  // backward formula that reads self's old value reads a clone, not the overwritten memory.
+  Tensor original = grads_read_a(op) ? self.clone() : self;
   Tensor result = binary(op, original, other, alpha);
   self.copy_(result);
   return self;
