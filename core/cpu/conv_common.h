@@ -56,13 +56,6 @@ inline bool avx512_kernels() {
 #endif
 }
 
-#ifdef NABLA_GEMM_AVX2
-// Lanes [0, n) all ones, the rest zero (n <= 8).
-inline __m256i first_lanes(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-#endif
-
 // out[i] = sum over t < parts of partial[t * total + i]: the weight gradient from per-thread shares.
 template <class T>
 void sum_shares(const T* partial, int64_t parts, int64_t total, T* out) {

@@ -78,14 +78,18 @@ inline void prefetch_tile(const T* c, int64_t ldc, int64_t m, size_t bytes) {
   }
 }
 
-// AVX2/FMA: MR rows (6, or 5 and 4 for row counts they tile better) x 2 vectors of accumulators
-// (up to 12 ymm), B rows as two loads, A broadcast per row.
+// SIMD traits: the vector type V of L lanes of T and the operations the kernels written once for
+// both ISAs use (these GEMM micro-kernels' loads and FMAs; for float also the masks, loads, stores and
+// lane sums of conv_direct.cpp's kernels). The Avx512 functions carry the AVX-512 target attribute:
+// a kernel instantiated on them must be compiled for AVX-512 (NABLA_AVX512, or conv_direct.cpp's
+// avx512_call).
 template <class T>
 struct Avx2;
 template <>
 struct Avx2<float> {
   using V = __m256;
-  static constexpr int L = 8;
+  using M = __m256i;  // a lane mask (all ones or zero per lane) for masked loads and stores
+  static constexpr int L = 8, registers = 16;
   static V zero() { return _mm256_setzero_ps(); }
   static V load(const float* p) { return _mm256_load_ps(p); }
   static V loadu(const float* p) { return _mm256_loadu_ps(p); }
@@ -94,11 +98,22 @@ struct Avx2<float> {
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
+  // Lanes [0, n) (n <= L); masked loads give 0 in the other lanes and do not read their memory.
+  static M first(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static V maskz_loadu(const float* p, M m) { return _mm256_maskload_ps(p, m); }
+  static void mask_storeu(float* p, M m, V v) { _mm256_maskstore_ps(p, m, v); }
+  static float sum(V v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+  }
 };
 template <>
 struct Avx2<double> {
   using V = __m256d;
-  static constexpr int L = 4;
+  static constexpr int L = 4, registers = 16;
   static V zero() { return _mm256_setzero_pd(); }
   static V load(const double* p) { return _mm256_load_pd(p); }
   static V loadu(const double* p) { return _mm256_loadu_pd(p); }
@@ -109,6 +124,8 @@ struct Avx2<double> {
   static void storeu(double* p, V v) { _mm256_storeu_pd(p, v); }
 };
 
+// AVX2/FMA: MR rows (6, or 5 and 4 for row counts they tile better) x 2 vectors of accumulators
+// (up to 12 ymm), B rows as two loads, A broadcast per row.
 template <class T, int MR>
 void ukernel_avx2(int64_t k, const T* a, const T* b, T* c, int64_t ldc, T alpha, T beta, int64_t m, int64_t n) {
   using S = Avx2<T>;
@@ -163,7 +180,8 @@ struct Avx512;
 template <>
 struct Avx512<float> {
   using V = __m512;
-  static constexpr int L = 16;
+  using M = __mmask16;
+  static constexpr int L = 16, registers = 32;
   NABLA_AVX512 static V zero() { return _mm512_setzero_ps(); }
   NABLA_AVX512 static V load(const float* p) { return _mm512_load_ps(p); }
   NABLA_AVX512 static V loadu(const float* p) { return _mm512_loadu_ps(p); }
@@ -171,11 +189,16 @@ struct Avx512<float> {
   NABLA_AVX512 static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   NABLA_AVX512 static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   NABLA_AVX512 static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
+  NABLA_AVX512 static V bcast(const float* p) { return _mm512_set1_ps(*p); }
+  NABLA_AVX512 static M first(int64_t n) { return n >= L ? M(0xFFFF) : M((1u << n) - 1); }
+  NABLA_AVX512 static V maskz_loadu(const float* p, M m) { return _mm512_maskz_loadu_ps(m, p); }
+  NABLA_AVX512 static void mask_storeu(float* p, M m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+  NABLA_AVX512 static float sum(V v) { return _mm512_reduce_add_ps(v); }
 };
 template <>
 struct Avx512<double> {
   using V = __m512d;
-  static constexpr int L = 8;
+  static constexpr int L = 8, registers = 32;
   NABLA_AVX512 static V zero() { return _mm512_setzero_pd(); }
   NABLA_AVX512 static V load(const double* p) { return _mm512_load_pd(p); }
   NABLA_AVX512 static V loadu(const double* p) { return _mm512_loadu_pd(p); }

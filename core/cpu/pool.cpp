@@ -9,9 +9,6 @@
 namespace nabla::cpu::NABLA_CPU_ISA {
 
 using conv_detail::avx512_kernels;
-#ifdef NABLA_GEMM_AVX2
-using conv_detail::first_lanes;
-#endif
 using detail::PoolGeom;
 using detail::pool_geom;
 
@@ -93,6 +90,8 @@ NABLA_AVX512 void maxpool2x2_avx512(const float* xp, int64_t H, int64_t W, int64
   }
 }
 
+using Avx2f = gemm_detail::Avx2<float>;
+
 // The same with AVX2 (CPUs without AVX-512): 8 outputs of a row at a time, masked loads and stores
 // at the end of a row. The scalar loop's data-dependent branches cost ~20x this on random data.
 inline __m256 blend_where(__m256 mask, __m256 if_false, __m256 if_true) { return _mm256_blendv_ps(if_false, if_true, mask); }
@@ -148,7 +147,7 @@ void maxpool2x2_avx2(const float* xp, int64_t H, int64_t W, int64_t Ho, int64_t 
           deinterleave(_mm256_loadu_ps(r0 + c), _mm256_loadu_ps(r0 + c + 8), &a, &b);
           deinterleave(_mm256_loadu_ps(r1 + c), _mm256_loadu_ps(r1 + c + 8), &cc, &d);
         } else {
-          const __m256i in_lo = first_lanes(std::min<int64_t>(8, 2 * n)), in_hi = first_lanes(std::max<int64_t>(0, 2 * n - 8));
+          const __m256i in_lo = Avx2f::first(std::min<int64_t>(8, 2 * n)), in_hi = Avx2f::first(std::max<int64_t>(0, 2 * n - 8));
           deinterleave(_mm256_maskload_ps(r0 + c, in_lo), _mm256_maskload_ps(r0 + c + 8, in_hi), &a, &b);
           deinterleave(_mm256_maskload_ps(r1 + c, in_lo), _mm256_maskload_ps(r1 + c + 8, in_hi), &cc, &d);
         }
@@ -163,7 +162,7 @@ void maxpool2x2_avx2(const float* xp, int64_t H, int64_t W, int64_t Ho, int64_t 
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(ir + ow), i0);
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(ir + ow + 4), i1);
         } else {
-          const __m256i out = first_lanes(n);
+          const __m256i out = Avx2f::first(n);
           _mm256_maskstore_ps(yr + ow, out, best);
           _mm256_maskstore_epi64(reinterpret_cast<long long*>(ir + ow), _mm256_cvtepi32_epi64(_mm256_castsi256_si128(out)), i0);
           _mm256_maskstore_epi64(reinterpret_cast<long long*>(ir + ow + 4), _mm256_cvtepi32_epi64(_mm256_extracti128_si256(out, 1)), i1);
