@@ -231,6 +231,41 @@ void conv_weight_grad_padded_rows(const T* xp, const T* gyp, const ConvGeom& g, 
   });
 }
 
+// Any other convolution: gw_g (Og, ckk) = sum over chunks of images of gy (Og, nc*hw) @ col^T, where
+// col (ckk, nc*hw) holds the chunk's patches unfolded.
+template <class T>
+void conv_weight_grad_unfold(const T* xp, const T* gyp, const ConvGeom& g, T* gwp) {
+  int64_t hw = g.hw_out(), ckk = g.ckk();
+  // Images per chunk: keep the unfolded patches of a chunk around 16 MB.
+  int64_t chunk = std::clamp<int64_t>((int64_t(4) << 20) / std::max<int64_t>(ckk * hw, 1), 1, g.N);
+  Tensor col_buf = detail::make_empty({ckk * hw * chunk}, dtype_of<T>(), kCPU);
+  Tensor gyt_buf = detail::make_empty({g.Og * hw * chunk}, dtype_of<T>(), kCPU);
+  T* colp = static_cast<T*>(col_buf.data_ptr());
+  T* gytp = static_cast<T*>(gyt_buf.data_ptr());
+  for (int64_t gr = 0; gr < g.G; ++gr) {
+    T* gwg = gwp + gr * g.Og * ckk;
+    for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
+      int64_t nc = std::min(chunk, g.N - n0), cols = nc * hw;
+      // Unfold the chunk: col (ckk, nc*hw); gather gy (Og, nc*hw).
+      parallel_for(0, nc, 1, [&](int64_t a, int64_t b) {
+        for (int64_t i = a; i < b; ++i) {
+          const T* xg = xp + ((n0 + i) * g.C + gr * g.Cg) * g.H * g.W;
+          if (g.is_pointwise()) {
+            for (int64_t c = 0; c < ckk; ++c) std::memcpy(colp + c * cols + i * hw, xg + c * hw, hw * sizeof(T));
+          } else {
+            im2col(xg, g, colp + i * hw, cols);
+          }
+          const T* gyg = gyp + ((n0 + i) * g.O + gr * g.Og) * hw;
+          for (int64_t o = 0; o < g.Og; ++o) std::memcpy(gytp + o * cols + i * hw, gyg + o * hw, hw * sizeof(T));
+        }
+      });
+      // gw_g (Og, ckk) (+)= gy (Og, cols) @ col^T (cols, ckk)
+      gemm_t<T>(g.Og, ckk, cols, T(1), gytp, cols, 1, colp, 1, cols, n0 == 0 ? T(0) : T(1), gwg, ckk);
+    }
+    if (g.N == 0) std::fill(gwg, gwg + g.Og * ckk, T(0));
+  }
+}
+
 }  // namespace
 
 void conv_weight_grad(const Tensor& x_in, const Tensor& gy_in, const ConvParams& p, const Tensor& gw) {
@@ -261,38 +296,8 @@ void conv_weight_grad(const Tensor& x_in, const Tensor& gy_in, const ConvParams&
   }
   visit_float(x.dtype(), "conv2d_weight_grad", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* xp = static_cast<const T*>(x.data_ptr());
-    const T* gyp = static_cast<const T*>(gy.data_ptr());
-    T* gwp = static_cast<T*>(out.data_ptr());
-    int64_t hw = g.hw_out(), ckk = g.ckk();
-    // Images per chunk: keep the unfolded patches of a chunk around 16 MB.
-    int64_t chunk = std::clamp<int64_t>((int64_t(4) << 20) / std::max<int64_t>(ckk * hw, 1), 1, g.N);
-    Tensor col_buf = detail::make_empty({ckk * hw * chunk}, x.dtype(), kCPU);
-    Tensor gyt_buf = detail::make_empty({g.Og * hw * chunk}, x.dtype(), kCPU);
-    T* colp = static_cast<T*>(col_buf.data_ptr());
-    T* gytp = static_cast<T*>(gyt_buf.data_ptr());
-    for (int64_t gr = 0; gr < g.G; ++gr) {
-      T* gwg = gwp + gr * g.Og * ckk;
-      for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
-        int64_t nc = std::min(chunk, g.N - n0), cols = nc * hw;
-        // Unfold the chunk: col (ckk, nc*hw); gather gy (Og, nc*hw).
-        parallel_for(0, nc, 1, [&](int64_t a, int64_t b) {
-          for (int64_t i = a; i < b; ++i) {
-            const T* xg = xp + ((n0 + i) * g.C + gr * g.Cg) * g.H * g.W;
-            if (g.is_pointwise()) {
-              for (int64_t c = 0; c < ckk; ++c) std::memcpy(colp + c * cols + i * hw, xg + c * hw, hw * sizeof(T));
-            } else {
-              im2col(xg, g, colp + i * hw, cols);
-            }
-            const T* gyg = gyp + ((n0 + i) * g.O + gr * g.Og) * hw;
-            for (int64_t o = 0; o < g.Og; ++o) std::memcpy(gytp + o * cols + i * hw, gyg + o * hw, hw * sizeof(T));
-          }
-        });
-        // gw_g (Og, ckk) (+)= gy (Og, cols) @ col^T (cols, ckk)
-        gemm_t<T>(g.Og, ckk, cols, T(1), gytp, cols, 1, colp, 1, cols, n0 == 0 ? T(0) : T(1), gwg, ckk);
-      }
-      if (g.N == 0) std::fill(gwg, gwg + g.Og * ckk, T(0));
-    }
+    conv_weight_grad_unfold<T>(static_cast<const T*>(x.data_ptr()), static_cast<const T*>(gy.data_ptr()), g,
+                               static_cast<T*>(out.data_ptr()));
   });
   if (!out.is_same(gw)) copy(out, gw);
 }

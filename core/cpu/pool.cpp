@@ -175,27 +175,101 @@ void maxpool2x2_avx2(const float* xp, int64_t H, int64_t W, int64_t Ho, int64_t 
 void maxpool2x2_avx512(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*, int64_t*) {}
 void maxpool2x2_avx2(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*, int64_t*) {}
 #endif
+
+// 2x2 windows, stride 2, over planes [p0, p1), any float type: the common case, without bounds
+// checks. A later value wins if it is larger, or NaN while the best is not.
+template <class T>
+void maxpool2x2(const T* xp, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int64_t p0, int64_t p1, T* yp,
+                int64_t* ip) {
+  for (int64_t pl = p0; pl < p1; ++pl) {
+    const T* xpl = xp + pl * H * W;
+    for (int64_t oh = 0; oh < Ho; ++oh) {
+      const T* r0 = xpl + (2 * oh) * W;
+      const T* r1 = r0 + W;
+      T* yr = yp + (pl * Ho + oh) * Wo;
+      int64_t* ir = ip + (pl * Ho + oh) * Wo;
+      const int64_t rbase = 2 * oh * W;
+      for (int64_t ow = 0; ow < Wo; ++ow) {
+        const int64_t c = 2 * ow;
+        T best = r0[c];
+        int64_t bi = c;
+        T v = r0[c + 1];
+        bool t = (v > best) | ((v != v) & (best == best));
+        best = t ? v : best;
+        bi = t ? c + 1 : bi;
+        v = r1[c];
+        t = (v > best) | ((v != v) & (best == best));
+        best = t ? v : best;
+        bi = t ? c + W : bi;
+        v = r1[c + 1];
+        t = (v > best) | ((v != v) & (best == best));
+        best = t ? v : best;
+        bi = t ? c + W + 1 : bi;
+        yr[ow] = best;
+        ir[ow] = rbase + bi;
+      }
+    }
+  }
+}
+
+// First valid kernel offset and one past the last for output position o along one axis; returns
+// the window's start.
+inline int64_t pool_window(int64_t o, int64_t stride, int64_t pad, int64_t dil, int64_t k, int64_t n, int64_t* lo,
+                           int64_t* hi) {
+  int64_t start = o * stride - pad;
+  *lo = start >= 0 ? 0 : (-start + dil - 1) / dil;
+  *hi = start >= n ? 0 : std::min<int64_t>(k, (n - start + dil - 1) / dil);
+  return start;
+}
+
+// Any window, stride, padding and dilation over planes [p0, p1): NaN propagates, the first
+// maximum wins.
+template <class T>
+void maxpool_general(const T* xp, const PoolGeom& g, const Pool2dParams& p, int64_t p0, int64_t p1, T* yp,
+                     int64_t* ip) {
+  for (int64_t pl = p0; pl < p1; ++pl) {
+    const T* xpl = xp + pl * g.H * g.W;
+    T* ypl = yp + pl * g.Ho * g.Wo;
+    int64_t* ipl = ip + pl * g.Ho * g.Wo;
+    for (int64_t oh = 0; oh < g.Ho; ++oh) {
+      int64_t ki0, ki1;
+      int64_t h0 = pool_window(oh, p.stride[0], p.padding[0], p.dilation[0], p.kernel[0], g.H, &ki0, &ki1);
+      for (int64_t ow = 0; ow < g.Wo; ++ow) {
+        int64_t kj0, kj1;
+        int64_t w0 = pool_window(ow, p.stride[1], p.padding[1], p.dilation[1], p.kernel[1], g.W, &kj0, &kj1);
+        T best = -std::numeric_limits<T>::infinity();
+        int64_t bi = -1;
+        for (int64_t ki = ki0; ki < ki1; ++ki) {
+          const T* row = xpl + (h0 + ki * p.dilation[0]) * g.W;
+          for (int64_t kj = kj0; kj < kj1; ++kj) {
+            int64_t iw = w0 + kj * p.dilation[1];
+            T v = row[iw];
+            if (bi < 0 || v > best || (v != v && best == best)) {  // NaN propagates, first max wins
+              best = v;
+              bi = (h0 + ki * p.dilation[0]) * g.W + iw;
+            }
+          }
+        }
+        ypl[oh * g.Wo + ow] = best;
+        ipl[oh * g.Wo + ow] = bi < 0 ? 0 : bi;
+      }
+    }
+  }
+}
 }  // namespace
 
 void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, const Tensor& indices) {
   Tensor x = contig(x_in);
   PoolGeom g = pool_geom(x, out);
   check<ValueError>(out.is_contiguous() && indices.is_contiguous(), "max_pool2d: outputs must be contiguous");
+  const bool simple = p.padding[0] == 0 && p.padding[1] == 0 && p.dilation[0] == 1 && p.dilation[1] == 1 &&
+                      p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 &&
+                      g.Ho * 2 <= g.H && g.Wo * 2 <= g.W;
   visit_float(x.dtype(), "max_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = static_cast<const T*>(x.data_ptr());
     T* yp = static_cast<T*>(out.data_ptr());
     int64_t* ip = indices.data_ptr<int64_t>();
-    // First valid kernel offset and one past the last for output position o along one axis.
-    auto window = [](int64_t o, int64_t stride, int64_t pad, int64_t dil, int64_t k, int64_t n, int64_t* lo, int64_t* hi) {
-      int64_t start = o * stride - pad;
-      *lo = start >= 0 ? 0 : (-start + dil - 1) / dil;
-      *hi = start >= n ? 0 : std::min<int64_t>(k, (n - start + dil - 1) / dil);
-      return start;
-    };
-    const bool simple = p.padding[0] == 0 && p.padding[1] == 0 && p.dilation[0] == 1 && p.dilation[1] == 1 &&
-                        p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 &&
-                        g.Ho * 2 <= g.H && g.Wo * 2 <= g.W;
     // Indices are computed in int32 lanes: planes below 2^30 elements.
     const bool vectorized = simple && std::is_same_v<T, float> && g.H * g.W < (int64_t(1) << 30);
     const bool avx512 = vectorized && avx512_kernels();
@@ -206,74 +280,11 @@ void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, co
 #endif
     parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.Ho * g.Wo, 1)), [&](int64_t a, int64_t b) {
       if constexpr (std::is_same_v<T, float>) {
-        if (avx512) {
-          maxpool2x2_avx512(xp, g.H, g.W, g.Ho, g.Wo, a, b, yp, ip);
-          return;
-        }
-        if (avx2) {
-          maxpool2x2_avx2(xp, g.H, g.W, g.Ho, g.Wo, a, b, yp, ip);
-          return;
-        }
+        if (avx512) return maxpool2x2_avx512(xp, g.H, g.W, g.Ho, g.Wo, a, b, yp, ip);
+        if (avx2) return maxpool2x2_avx2(xp, g.H, g.W, g.Ho, g.Wo, a, b, yp, ip);
       }
-      for (int64_t pl = a; pl < b; ++pl) {
-        const T* xpl = xp + pl * g.H * g.W;
-        T* ypl = yp + pl * g.Ho * g.Wo;
-        int64_t* ipl = ip + pl * g.Ho * g.Wo;
-        if (simple) {
-          // 2x2 windows, stride 2: the common case, without bounds checks.
-          for (int64_t oh = 0; oh < g.Ho; ++oh) {
-            const T* r0 = xpl + (2 * oh) * g.W;
-            const T* r1 = r0 + g.W;
-            T* yr = ypl + oh * g.Wo;
-            int64_t* ir = ipl + oh * g.Wo;
-            const int64_t rbase = 2 * oh * g.W;
-            // A later value wins if it is larger, or NaN while the best is not.
-            for (int64_t ow = 0; ow < g.Wo; ++ow) {
-              const int64_t c = 2 * ow;
-              T best = r0[c];
-              int64_t bi = c;
-              T v = r0[c + 1];
-              bool t = (v > best) | ((v != v) & (best == best));
-              best = t ? v : best;
-              bi = t ? c + 1 : bi;
-              v = r1[c];
-              t = (v > best) | ((v != v) & (best == best));
-              best = t ? v : best;
-              bi = t ? c + g.W : bi;
-              v = r1[c + 1];
-              t = (v > best) | ((v != v) & (best == best));
-              best = t ? v : best;
-              bi = t ? c + g.W + 1 : bi;
-              yr[ow] = best;
-              ir[ow] = rbase + bi;
-            }
-          }
-          continue;
-        }
-        for (int64_t oh = 0; oh < g.Ho; ++oh) {
-          int64_t ki0, ki1;
-          int64_t h0 = window(oh, p.stride[0], p.padding[0], p.dilation[0], p.kernel[0], g.H, &ki0, &ki1);
-          for (int64_t ow = 0; ow < g.Wo; ++ow) {
-            int64_t kj0, kj1;
-            int64_t w0 = window(ow, p.stride[1], p.padding[1], p.dilation[1], p.kernel[1], g.W, &kj0, &kj1);
-            T best = -std::numeric_limits<T>::infinity();
-            int64_t bi = -1;
-            for (int64_t ki = ki0; ki < ki1; ++ki) {
-              const T* row = xpl + (h0 + ki * p.dilation[0]) * g.W;
-              for (int64_t kj = kj0; kj < kj1; ++kj) {
-                int64_t iw = w0 + kj * p.dilation[1];
-                T v = row[iw];
-                if (bi < 0 || v > best || (v != v && best == best)) {  // NaN propagates, first max wins
-                  best = v;
-                  bi = (h0 + ki * p.dilation[0]) * g.W + iw;
-                }
-              }
-            }
-            ypl[oh * g.Wo + ow] = best;
-            ipl[oh * g.Wo + ow] = bi < 0 ? 0 : bi;
-          }
-        }
-      }
+      if (simple) return maxpool2x2(xp, g.H, g.W, g.Ho, g.Wo, a, b, yp, ip);
+      maxpool_general(xp, g, p, a, b, yp, ip);
     });
   });
 }
