@@ -332,7 +332,13 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvArgs{.x = {1, 12, 9, 40}, .w = {6, 4, 3, 3}, .sw = 3, .ph = 1, .pw = 1, .groups = 3},
                       // stride 1 with padding that keeps the size: the padded-rows path, also for the
                       // input gradient (run as a convolution with flipped weights), grouped and dilated.
-                      ConvArgs{.x = {2, 16, 12, 20}, .w = {8, 8, 3, 3}, .ph = 2, .pw = 2, .dh = 2, .dw = 2, .groups = 2}),
+                      ConvArgs{.x = {2, 16, 12, 20}, .w = {8, 8, 3, 3}, .ph = 2, .pw = 2, .dh = 2, .dw = 2, .groups = 2},
+                      // One image with many output channels: fewer images than threads, so the
+                      // threads split the output rows (pointwise, padded rows, im2col; the input
+                      // gradients too).
+                      ConvArgs{.x = {1, 8, 9, 9}, .w = {40, 8, 1, 1}},
+                      ConvArgs{.x = {1, 16, 10, 12}, .w = {40, 16, 3, 3}, .ph = 1, .pw = 1},
+                      ConvArgs{.x = {1, 40, 11, 11}, .w = {36, 40, 3, 3}, .sh = 2, .sw = 2, .ph = 1, .pw = 1}),
     [](const auto& i) { return "case" + std::to_string(i.index); });
 
 TEST(Conv, UnbatchedInputAndShapes) {

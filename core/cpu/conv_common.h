@@ -82,6 +82,15 @@ void over_image_shares(int64_t N, int64_t total, T* out, const F& f) {
   sum_shares(accp, parts, total, out);
 }
 
+// How many parts the output rows (the GEMM's mr-row slivers of output channels) of one image and
+// group are split into, so that a convolution of fewer images x groups than threads (batch 1 at
+// inference) still uses every thread: each part computes its rows from the same packed input.
+inline int64_t row_parts(int64_t items, int64_t slivers) {
+  const int64_t threads = get_num_threads();
+  if (items >= threads || slivers < 2) return 1;
+  return std::min<int64_t>(slivers, (threads + items - 1) / items);
+}
+
 // Copies C planes of H rows of W values from src into dst, plane c row h going to
 // dst + c * dst_plane + h * dst_row: an image into the interior of a padded buffer.
 template <class T>

@@ -286,12 +286,15 @@ void conv_forward_padded_rows(const T* xp, const gemm_detail::KernelSpec<T>& ks,
     int64_t c = p / (g.kh * g.kw), r = p % (g.kh * g.kw);
     offs[p] = c * plane + (r / g.kw) * g.dh * Wp + (r % g.kw) * g.dw;
   }
-  parallel_for(0, g.N * g.G, 1, [&](int64_t i0, int64_t i1) {
+  const int64_t slivers = (g.Og + ks.mr - 1) / ks.mr, parts = row_parts(g.N * g.G, slivers);
+  parallel_for(0, g.N * g.G * parts, 1, [&](int64_t t0, int64_t t1) {
     T* xpad = thread_scratch<T>(Scratch::conv_image, xbuf + g.Og * g.Ho * Wp);
     T* ybuf = xpad + xbuf;
     std::fill(xpad, xpad + xbuf, T(0));
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t n = i / g.G, gr = i % g.G;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i = t / parts, part = t % parts, n = i / g.G, gr = i % g.G;
+      const int64_t s0 = slivers * part / parts, s1 = slivers * (part + 1) / parts;
+      const int64_t o0 = s0 * ks.mr, o1 = std::min<int64_t>(g.Og, s1 * ks.mr);
       copy_planes(xp + (n * g.C + gr * g.Cg) * g.H * g.W, g.Cg, g.H, g.W, xpad + g.ph * Wp + g.pw, plane, Wp);
       gemm_prepacked<T>(ks, wpack[gr], ncols, [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) {
         switch (ks.nr) {  // copies of a compile-time size compile to a few vector moves, not calls
@@ -303,9 +306,9 @@ void conv_forward_padded_rows(const T* xp, const gemm_detail::KernelSpec<T>& ks,
           T* o = out + ((js - j0) / ks.nr) * kc * ks.nr;
           for (int64_t p = 0; p < kc; ++p) std::memcpy(o + p * ks.nr, xpad + offs[p0 + p] + js, ks.nr * sizeof(T));
         }
-      }, T(1), T(0), ybuf, g.Ho * Wp);
+      }, T(1), T(0), ybuf, g.Ho * Wp, s0, s1);
       T* yg = yp + (n * g.O + gr * g.Og) * hw;
-      for (int64_t o = 0; o < g.Og; ++o) {
+      for (int64_t o = o0; o < o1; ++o) {
         const T b = bp ? bp[gr * g.Og + o] : T(0);
         for (int64_t oh = 0; oh < g.Ho; ++oh) {
           const T* src = ybuf + (o * g.Ho + oh) * Wp;
@@ -330,27 +333,30 @@ void conv_forward(const T* xp, const T* wp, const T* bp, const ConvGeom& g, T* y
   SmallVector<PackedA<T>, 2> wpack;
   for (int64_t gr = 0; gr < g.G; ++gr) wpack.push_back(pack_a_all(ks, wp + gr * g.Og * ckk, ckk, 1, g.Og, ckk));
   if (padded_rows_applies(g)) return conv_forward_padded_rows<T>(xp, ks, wpack, bp, g, yp);
-  parallel_for(0, g.N * g.G, 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      int64_t n = i / g.G, gr = i % g.G;
+  const int64_t slivers = (g.Og + ks.mr - 1) / ks.mr, parts = row_parts(g.N * g.G, slivers);
+  parallel_for(0, g.N * g.G * parts, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i = t / parts, part = t % parts, n = i / g.G, gr = i % g.G;
+      const int64_t s0 = slivers * part / parts, s1 = slivers * (part + 1) / parts;
+      const int64_t o0 = s0 * ks.mr, o1 = std::min<int64_t>(g.Og, s1 * ks.mr);
       const T* xg = xp + (n * g.C + gr * g.Cg) * g.H * g.W;
       T* yg = yp + (n * g.O + gr * g.Og) * hw;
       T beta = T(0);
       if (bp) {
-        for (int64_t o = 0; o < g.Og; ++o) std::fill(yg + o * hw, yg + (o + 1) * hw, bp[gr * g.Og + o]);
+        for (int64_t o = o0; o < o1; ++o) std::fill(yg + o * hw, yg + (o + 1) * hw, bp[gr * g.Og + o]);
         beta = T(1);
       }
       if (ckk == 0) {
-        if (!bp) std::fill(yg, yg + g.Og * hw, T(0));
+        if (!bp) std::fill(yg + o0 * hw, yg + o1 * hw, T(0));
         continue;
       }
-      // y_g (Og, hw) = W_g (Og, ckk) @ patches (ckk, hw)
+      // y_g (Og, hw) = W_g (Og, ckk) @ patches (ckk, hw), rows o0..o1 of it
       if (g.is_pointwise()) {
         gemm_prepacked<T>(ks, wpack[gr], hw, [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) {
           pack_b(xg + p0 * hw + j0, hw, int64_t(1), kc, nc, ks.nr, out);
-        }, T(1), beta, yg, hw);
+        }, T(1), beta, yg, hw, s0, s1);
       } else {
-        gemm_prepacked<T>(ks, wpack[gr], hw, Im2colPacker<T>{xg, g, ks.nr}, T(1), beta, yg, hw);
+        gemm_prepacked<T>(ks, wpack[gr], hw, Im2colPacker<T>{xg, g, ks.nr}, T(1), beta, yg, hw, s0, s1);
       }
     }
   });

@@ -476,14 +476,16 @@ PackedA<T> pack_a_all(const KernelSpec<T>& ks, const T* a, int64_t rsa, int64_t 
 }
 
 // C (m x n, row stride ldc) = alpha * A @ B + beta * C, single-threaded. pack_b(p0, kc, j0, nc, out)
-// must write B(p0:p0+kc, j0:j0+nc) as nr-column slivers (out[s][p][j], zero-padded to nr).
+// must write B(p0:p0+kc, j0:j0+nc) as nr-column slivers (out[s][p][j], zero-padded to nr). With a
+// sliver range [s_begin, s_end) only those rows of C (rows s_begin * mr ...) are computed, so that
+// threads can share one product by rows.
 template <class T, class PackB>
 void gemm_prepacked(const KernelSpec<T>& ks, const PackedA<T>& A, int64_t n, const PackB& pack_b_panel, T alpha,
-                    T beta, T* c, int64_t ldc) {
+                    T beta, T* c, int64_t ldc, int64_t s_begin = 0, int64_t s_end = -1) {
   // B panels (per thread, 64-byte aligned).
   const int64_t nc_max = std::min<int64_t>(ks.nc, (n + ks.nr - 1) / ks.nr * ks.nr);
   T* pb = thread_scratch<T>(Scratch::gemm_panel_b, nc_max * std::min<int64_t>(ks.kc, std::max<int64_t>(A.k, 1)));
-  int64_t slivers = (A.m + ks.mr - 1) / ks.mr;
+  const int64_t slivers = s_end < 0 ? (A.m + ks.mr - 1) / ks.mr : s_end;
   for (int64_t jc = 0; jc < n; jc += ks.nc) {
     int64_t nc = std::min<int64_t>(ks.nc, n - jc);
     for (int64_t pc = 0; pc < A.k; pc += ks.kc) {
@@ -493,7 +495,7 @@ void gemm_prepacked(const KernelSpec<T>& ks, const PackedA<T>& A, int64_t n, con
       for (int64_t jr = 0; jr < nc; jr += ks.nr) {
         int64_t nn = std::min<int64_t>(ks.nr, nc - jr);
         const T* bp = pb + (jr / ks.nr) * kc * ks.nr;
-        for (int64_t s = 0; s < slivers; ++s) {
+        for (int64_t s = s_begin; s < slivers; ++s) {
           int64_t mm = std::min<int64_t>(ks.mr, A.m - s * ks.mr);
           ks.fn(kc, A.sliver(ks, pc, s), bp, c + s * ks.mr * ldc + jc + jr, ldc, alpha, beta_eff, mm, nn);
         }
