@@ -61,9 +61,8 @@ Example:
   classify --model resnet50 --weights resnet50.pth cat.jpg dog.png --topk 3
 )help";
 
-// Switches that take no value: taken out before Flags sees the command line, so that
-// `--json photo.jpg` does not read photo.jpg as the value of --json.
-const std::set<std::string> kSwitches = {"--json", "--no-antialias", "--list-models"};
+// Options that take no value (Flags then never reads the next argument as theirs).
+const std::set<std::string> kSwitches = {"json", "no-antialias", "list-models"};
 
 struct Prediction {
   int64_t index;
@@ -132,19 +131,11 @@ std::vector<std::string> read_labels(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  std::vector<char*> args;
-  std::set<std::string> switches;
-  for (int i = 0; i < argc; ++i) {
-    if (i > 0 && kSwitches.contains(argv[i]))
-      switches.insert(argv[i]);
-    else
-      args.push_back(argv[i]);
-  }
-  examples::Flags flags(static_cast<int>(args.size()), args.data(), kHelp);
-  const bool json = switches.contains("--json");
-  const bool antialias = !switches.contains("--no-antialias");
+  examples::Flags flags(argc, argv, kHelp, kSwitches);
+  const bool json = flags.flag("json");
+  const bool antialias = !flags.flag("no-antialias");
 
-  if (switches.contains("--list-models")) {
+  if (flags.flag("list-models")) {
     flags.finish();
     std::printf("%-20s %-16s %-40s %s\n", "model", "weights", "torchvision's file", "preprocessing");
     for (const auto& name : vision::model_names()) {

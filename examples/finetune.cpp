@@ -60,7 +60,8 @@ Load the result in Python:
   model = torchvision.models.resnet18(num_classes=K); model.load_state_dict(torch.load("finetuned.pth"))
 )help";
 
-const std::set<std::string> kSwitches = {"--freeze-backbone"};
+// Options that take no value (Flags then never reads the next argument as theirs).
+const std::set<std::string> kSwitches = {"freeze-backbone"};
 
 // A small "CIFAR-like" dataset the example can make itself: 64x64 RGB pictures of three kinds of
 // shape (a disc, a square, vertical stripes) in random sizes and places on noise, each kind in
@@ -131,15 +132,7 @@ EpochResult run_epoch(nn::Module& model, data::DataLoader& loader, Device device
 }  // namespace
 
 int main(int argc, char** argv) try {
-  std::vector<char*> args;
-  std::set<std::string> switches;
-  for (int i = 0; i < argc; ++i) {
-    if (i > 0 && kSwitches.contains(argv[i]))
-      switches.insert(argv[i]);
-    else
-      args.push_back(argv[i]);
-  }
-  examples::Flags flags(static_cast<int>(args.size()), args.data(), kHelp);
+  examples::Flags flags(argc, argv, kHelp, kSwitches);
   std::string demo = flags.str("make-demo", "");
   int64_t demo_size = flags.integer("demo-size", 40, 2, 100000);
   if (!demo.empty()) {
@@ -158,7 +151,7 @@ int main(int argc, char** argv) try {
   std::string device_name = flags.str("device", "cpu");
   int64_t workers = flags.integer("workers", 2, 0, 64);
   int64_t seed = flags.integer("seed", 0, 0, INT64_MAX);
-  const bool freeze = switches.contains("--freeze-backbone");
+  const bool freeze = flags.flag("freeze-backbone");
   flags.finish();
 
   const std::vector<std::string> names = vision::model_names();

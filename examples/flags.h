@@ -5,6 +5,9 @@
 //   Flags flags(argc, argv, "usage: quickstart [--epochs N]\n...");
 //   int64_t epochs = flags.integer("epochs", 5, 1, 1000);
 //   flags.finish();   // anything not asked for is an error
+//
+// Switches named in `switches` never take the next argument as their value, so that
+// `classify --json photo.jpg` keeps photo.jpg positional.
 #pragma once
 
 #include <cerrno>
@@ -13,6 +16,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,7 +24,8 @@ namespace examples {
 
 class Flags {
  public:
-  Flags(int argc, char** argv, std::string help) : program_(argc > 0 ? argv[0] : "example"), help_(std::move(help)) {
+  Flags(int argc, char** argv, std::string help, const std::set<std::string>& switches = {})
+      : program_(argc > 0 ? argv[0] : "example"), help_(std::move(help)) {
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
       if (a == "-h" || a == "--help") {
@@ -35,7 +40,7 @@ class Flags {
       if (auto eq = name.find('='); eq != std::string::npos) {
         value = name.substr(eq + 1);
         name.resize(eq);
-      } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
+      } else if (!switches.contains(name) && i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
         value = argv[++i];
       } else {
         value = "\x01";  // a switch without a value
