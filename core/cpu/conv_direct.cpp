@@ -67,6 +67,16 @@ void run(const A&... a) {
   else K(a...);
 }
 
+// Whether the templated kernels get AVX-512 instances. clang checks the vector ABI of every call in
+// an instance before inlining (GCC after it, inside avx512_call), so it refuses __m512 values in
+// the instances compiled without the AVX-512 target: a clang build runs the AVX2 instances on an
+// AVX-512 machine (same results; the hand-written direct_wgrad_o keeps its AVX-512 code).
+#if defined(__clang__)
+constexpr bool kAvx512Instances = false;
+#else
+constexpr bool kAvx512Instances = true;
+#endif
+
 // The kernels below are instantiated on Avx512 traits in functions without the AVX-512 target
 // (inlined into avx512_call before code generation), where GCC warns that __m512 values would be
 // passed differently: they never are.
@@ -252,8 +262,13 @@ void direct_conv(const float* xp, const float* wp, const float* bp, const ConvGe
     for (int64_t n = n0; n < n1; ++n) {
       copy_planes(xp + n * g.C * g.H * g.W, g.C, g.H, g.W, xpad + g.ph * Wp + g.pw, Hp * Wp, Wp);
       float* yn = yp + n * g.O * g.Ho * g.Wo;
-      if (avx512) direct_image<Avx512<float>>(xpad, Hp, Wp, g, wp, bp, yn);
-      else direct_image<Avx2<float>>(xpad, Hp, Wp, g, wp, bp, yn);
+      if constexpr (kAvx512Instances) {
+        if (avx512) {
+          direct_image<Avx512<float>>(xpad, Hp, Wp, g, wp, bp, yn);
+          continue;
+        }
+      }
+      direct_image<Avx2<float>>(xpad, Hp, Wp, g, wp, bp, yn);
     }
   });
 }
@@ -279,8 +294,10 @@ void direct_conv_weight_grad(const float* xp, const float* gyp, const ConvGeom& 
       if (g.kw == 3) direct_wgrad<S, 3>(xpad, g, Hp, Wp, gyp, n0, n1, gw);
       else direct_wgrad<S, 5>(xpad, g, Hp, Wp, gyp, n0, n1, gw);
     };
-    if (avx512) rows(type_tag<Avx512<float>>{});
-    else rows(type_tag<Avx2<float>>{});
+    if constexpr (kAvx512Instances) {
+      if (avx512) return rows(type_tag<Avx512<float>>{});
+    }
+    rows(type_tag<Avx2<float>>{});
   });
 }
 #else
