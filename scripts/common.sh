@@ -3,13 +3,14 @@
 
 NABLA_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-# Debian 12 packages nabla needs to build and test.
+# Debian 12 packages nabla needs to build and test (libgloo-dev: Gloo's collectives for distributed/).
 NABLA_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev zlib1g-dev nlohmann-json3-dev libstb-dev
-                      libjpeg62-turbo-dev libpng-dev python3 python3-numpy)
+                      libjpeg62-turbo-dev libpng-dev libgloo-dev python3 python3-numpy)
 # What the test suite needs besides: PyTorch for the differential suite (tests/test_differential.cpp) and
 # the PyTorch-file tests (tests/test_torch_file.cpp), torchvision for nabla-inspect on a resnet18, and
-# protobuf's Python runtime and compiler for reading TensorBoard event files (tests/test_tensorboard.cpp).
-NABLA_TEST_PACKAGES=(python3-torch python3-torchvision python3-protobuf protobuf-compiler)
+# protobuf's Python runtime and compiler for reading TensorBoard event files (tests/test_tensorboard.cpp),
+# and ONNX's Python package, whose checker validates every exported model (tests/test_onnx*.cpp).
+NABLA_TEST_PACKAGES=(python3-torch python3-torchvision python3-protobuf protobuf-compiler python3-onnx)
 
 # What the sanitizer build and the fuzz targets add: clang and its runtimes (ASan, UBSan, libFuzzer).
 NABLA_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
