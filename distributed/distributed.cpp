@@ -1,0 +1,235 @@
+#include "distributed/distributed.h"
+
+#include <signal.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "distributed/process_group_gloo.h"
+
+namespace nabla::distributed {
+namespace {
+
+struct DefaultGroup {
+  std::mutex mutex;
+  std::unique_ptr<Store> store;  // rank 0's holds the TCP store's server: kept while the group lives
+  std::unique_ptr<ProcessGroup> group;
+};
+DefaultGroup& global() {
+  static DefaultGroup g;
+  return g;
+}
+
+std::string env_or(const char* name, const std::string& fallback = "") {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+int parse_int(const std::string& text, const std::string& what) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(text.c_str(), &end, 10);
+  check<ValueError>(!text.empty() && end && *end == '\0' && errno == 0 && v >= INT32_MIN && v <= INT32_MAX,
+                    "init_process_group: ", what, "='", text, "' is not an integer");
+  return static_cast<int>(v);
+}
+
+int env_int(const char* name, int fallback) {
+  std::string v = env_or(name);
+  return v.empty() ? fallback : parse_int(v, name);
+}
+
+// The ranks whose key is not set; when the store itself went away (rank 0 gave up first and
+// exited), says so instead.
+std::string missing_ranks(Store& store, const std::string& prefix, int world_size) {
+  std::string s;
+  try {
+    for (int r = 0; r < world_size; ++r)
+      if (!store.check({prefix + std::to_string(r)})) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  } catch (const DistributedError& e) {
+    return detail::str("unknown: ", e.what());
+  }
+  return s;
+}
+
+std::vector<std::string> keys_for(const std::string& prefix, int from, int to) {
+  std::vector<std::string> keys;
+  for (int r = from; r < to; ++r) keys.push_back(prefix + std::to_string(r));
+  return keys;
+}
+
+// Waits for prefix<r> of every rank in [from, to); names the missing ranks on timeout.
+void wait_for_ranks(Store& store, const std::string& prefix, int from, int to, int rank, int world_size,
+                    std::chrono::milliseconds timeout, const char* stage) {
+  try {
+    store.wait(keys_for(prefix, from, to), timeout);
+  } catch (const DistributedError&) {
+    throw DistributedError(detail::str(
+        "init_process_group: rank ", rank, " (world_size ", world_size, ") waited ", timeout.count(), " ms at ",
+        store.describe(), " for ranks [", missing_ranks(store, prefix, to), "] to ", stage,
+        "; were all ", world_size, " processes started, with the same WORLD_SIZE and MASTER_ADDR/MASTER_PORT?"));
+  }
+}
+
+}  // namespace
+
+void init_process_group(const InitOptions& options) {
+  auto& g = global();
+  std::lock_guard lock(g.mutex);
+  check<ValueError>(!g.group, "init_process_group: already initialized (rank ", g.group ? g.group->rank() : -1,
+                    "); call destroy_process_group first");
+  check<ValueError>(options.backend == "gloo", "init_process_group: backend '", options.backend,
+                    "' is not available; this build has 'gloo' (CPU tensors)",
+                    options.backend == "nccl" ? "; the NCCL backend is not built yet" : "");
+  check<ValueError>(options.timeout.count() > 0, "init_process_group: timeout must be positive, got ",
+                    options.timeout.count(), " ms");
+  int rank = options.rank >= 0 ? options.rank : env_int("RANK", -1);
+  int world_size = options.world_size >= 0 ? options.world_size : env_int("WORLD_SIZE", -1);
+  check<ValueError>(rank >= 0, "init_process_group: no rank: pass .rank or set RANK (nabla-run and torchrun set it)");
+  check<ValueError>(world_size >= 1, "init_process_group: no world size: pass .world_size or set WORLD_SIZE ",
+                    "(nabla-run and torchrun set it)");
+  check<ValueError>(rank < world_size, "init_process_group: rank ", rank, " is not below world_size ", world_size);
+
+  // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that died would kill this process with
+  // SIGPIPE instead of failing the collective with an error. Ignore SIGPIPE (as Python does for
+  // PyTorch) unless the program installed a handler of its own.
+  struct sigaction old {};
+  if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+
+  const std::string& m = options.init_method;
+  std::unique_ptr<Store> store;
+  GlooOptions gloo{.timeout = options.timeout, .hostname = {}, .iface = env_or("NABLA_SOCKET_IFNAME", env_or("GLOO_SOCKET_IFNAME"))};
+  if (m.rfind("env://", 0) == 0 || m.rfind("tcp://", 0) == 0) {
+    std::string host, port_text;
+    if (m.rfind("env://", 0) == 0) {
+      host = env_or("MASTER_ADDR");
+      port_text = env_or("MASTER_PORT");
+      check<ValueError>(!host.empty() && !port_text.empty(), "init_process_group: env:// needs MASTER_ADDR and ",
+                        "MASTER_PORT (nabla-run and torchrun set them); MASTER_ADDR='", host, "' MASTER_PORT='",
+                        port_text, "'");
+    } else {
+      std::string hp = m.substr(6);
+      auto colon = hp.rfind(':');
+      check<ValueError>(colon != std::string::npos && colon > 0, "init_process_group: '", m,
+                        "' is not tcp://host:port");
+      host = hp.substr(0, colon);
+      port_text = hp.substr(colon + 1);
+      if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    }
+    int port = parse_int(port_text, "the master port");
+    check<ValueError>(port > 0 && port < 65536, "init_process_group: port ", port, " is not a TCP port");
+    auto tcp = std::make_unique<TCPStore>(host, static_cast<uint16_t>(port), rank == 0, options.timeout);
+    // Peers reach this process on the interface it reaches the master through.
+    if (gloo.iface.empty()) gloo.hostname = tcp->local_address();
+    int64_t claims = tcp->add("nabla.rank_claims." + std::to_string(rank), 1);
+    check<DistributedError>(claims == 1, "init_process_group: rank ", rank, " was claimed by ", claims,
+                            " processes at ", tcp->describe(), "; every process needs its own RANK");
+    store = std::move(tcp);
+  } else if (m.rfind("file://", 0) == 0) {
+    std::string path = m.substr(7);
+    check<ValueError>(!path.empty(), "init_process_group: '", m, "' names no directory (file:///path)");
+    store = std::make_unique<FileStore>(path, options.timeout);
+  } else {
+    throw ValueError(detail::str("init_process_group: init_method '", m,
+                                 "' is not env://, tcp://host:port or file:///path"));
+  }
+  store->set_timeout(options.timeout);
+  std::unique_ptr<ProcessGroup> group;
+  try {
+
+    // Everyone announces its world size; a rank that waits for more ranks than were started, or that
+    // disagrees about how many there are, says so here rather than inside Gloo.
+    std::string ws = std::to_string(world_size);
+    store->set("nabla.join." + std::to_string(rank), std::vector<char>(ws.begin(), ws.end()));
+    wait_for_ranks(*store, "nabla.join.", 0, world_size, rank, world_size, options.timeout, "join");
+    for (int r = 0; r < world_size; ++r) {
+      auto v = store->get("nabla.join." + std::to_string(r));
+      std::string theirs(v.begin(), v.end());
+      check<DistributedError>(theirs == ws, "init_process_group: rank ", r, " says world_size ", theirs, " but rank ",
+                              rank, " says ", ws, " (", store->describe(), ")");
+    }
+
+    group = std::make_unique<ProcessGroupGloo>(*store, rank, world_size, gloo);
+
+    // Rank 0 hosts the TCP store: it leaves init last, so no rank still reads the store when it
+    // could be destroyed.
+    std::vector<char> one{'1'};
+    store->set("nabla.ready." + std::to_string(rank), one);
+    wait_for_ranks(*store, "nabla.ready.", 0, world_size, rank, world_size, options.timeout, "connect");
+    if (rank != 0) store->set("nabla.initialized." + std::to_string(rank), one);
+    else wait_for_ranks(*store, "nabla.initialized.", 1, world_size, rank, world_size, options.timeout, "finish init");
+  } catch (...) {
+    if (auto* tcp = dynamic_cast<TCPStore*>(store.get()))
+      tcp->close_and_linger(std::min<std::chrono::milliseconds>(options.timeout, std::chrono::seconds(10)));
+    throw;
+  }
+
+  g.store = std::move(store);
+  g.group = std::move(group);
+}
+
+bool is_initialized() {
+  auto& g = global();
+  std::lock_guard lock(g.mutex);
+  return g.group != nullptr;
+}
+
+void destroy_process_group() {
+  auto& g = global();
+  std::unique_ptr<ProcessGroup> group;
+  std::unique_ptr<Store> store;
+  {
+    std::lock_guard lock(g.mutex);
+    group = std::move(g.group);
+    store = std::move(g.store);
+  }
+  group.reset();  // joins the worker after the queued collectives
+  store.reset();
+}
+
+ProcessGroup& default_group() {
+  auto& g = global();
+  std::lock_guard lock(g.mutex);
+  check<DistributedError>(g.group != nullptr,
+                          "the default process group is not initialized: call distributed::init_process_group first");
+  return *g.group;
+}
+
+int get_rank() { return default_group().rank(); }
+int get_world_size() { return default_group().size(); }
+int get_local_rank() { return env_int("LOCAL_RANK", 0); }
+int get_local_world_size() { return env_int("LOCAL_WORLD_SIZE", 1); }
+
+namespace {
+Work finish(Work w, bool async_op) {
+  if (!async_op) w.wait();
+  return w;
+}
+}  // namespace
+
+Work all_reduce(const Tensor& tensor, ReduceOp op, bool async_op) {
+  return finish(default_group().all_reduce(tensor, op), async_op);
+}
+Work broadcast(const Tensor& tensor, int src, bool async_op) {
+  return finish(default_group().broadcast(tensor, src), async_op);
+}
+Work all_gather(const std::vector<Tensor>& outputs, const Tensor& input, bool async_op) {
+  return finish(default_group().all_gather(outputs, input), async_op);
+}
+Work reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, bool async_op) {
+  return finish(default_group().reduce_scatter(output, inputs, op), async_op);
+}
+Work gather(const Tensor& input, const std::vector<Tensor>& outputs, int dst, bool async_op) {
+  return finish(default_group().gather(outputs, input, dst), async_op);
+}
+Work scatter(const Tensor& output, const std::vector<Tensor>& inputs, int src, bool async_op) {
+  return finish(default_group().scatter(output, inputs, src), async_op);
+}
+void send(const Tensor& tensor, int dst, uint32_t tag) { default_group().send(tensor, dst, tag).wait(); }
+void recv(const Tensor& tensor, int src, uint32_t tag) { default_group().recv(tensor, src, tag).wait(); }
+Work isend(const Tensor& tensor, int dst, uint32_t tag) { return default_group().send(tensor, dst, tag); }
+Work irecv(const Tensor& tensor, int src, uint32_t tag) { return default_group().recv(tensor, src, tag); }
+void barrier() { default_group().barrier().wait(); }
+
+}  // namespace nabla::distributed

@@ -1,0 +1,65 @@
+// torch.distributed for nabla: one default process group per process, and the collectives on it.
+//
+//   // launched by `nabla-run --nproc-per-node 2 ./train` (or torchrun): RANK, WORLD_SIZE, ... are set
+//   namespace dist = nabla::distributed;
+//   dist::init_process_group({.backend = "gloo"});            // env://
+//   Tensor g = ...;
+//   dist::all_reduce(g, dist::ReduceOp::sum);                  // every rank now holds the sum
+//   auto work = dist::all_reduce(g, dist::ReduceOp::avg, /*async_op=*/true);
+//   ...;  work.wait();
+//   dist::destroy_process_group();
+//
+// init_method: "env://" reads MASTER_ADDR, MASTER_PORT (and RANK, WORLD_SIZE unless given);
+// "tcp://host:port" names the master directly; "file:///path" rendezvous through files in a
+// directory every rank sees. Rank 0 hosts the TCP store. Everything that waits (the rendezvous,
+// each collective) gives up after `timeout` with a DistributedError that names the call, the peer
+// or address and the timeout.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/process_group.h"
+
+namespace nabla::distributed {
+
+struct InitOptions {
+  std::string backend = "gloo";         // "gloo" (CPU tensors); "nccl" is not built yet
+  std::string init_method = "env://";   // "env://", "tcp://host:port", "file:///path"
+  int rank = -1;                        // -1: from RANK
+  int world_size = -1;                  // -1: from WORLD_SIZE
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};  // as torch.distributed's default
+};
+
+// Joins the job: rendezvous, then Gloo's connections to every peer. Throws DistributedError when
+// the peers do not all arrive within the timeout (naming the missing ranks), disagree on the world
+// size, or the master cannot be reached; ValueError for bad options or environment variables.
+void init_process_group(const InitOptions& options = {});
+bool is_initialized();
+void destroy_process_group();  // waits for queued collectives; the group can be initialized again
+int get_rank();
+int get_world_size();
+// LOCAL_RANK / LOCAL_WORLD_SIZE as the launcher set them (0 / 1 when unset).
+int get_local_rank();
+int get_local_world_size();
+// The default group (throws when not initialized).
+ProcessGroup& default_group();
+
+// The collectives on the default group (see ProcessGroup). With async_op the returned Work must be
+// waited; without, it is complete (errors were thrown).
+Work all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::sum, bool async_op = false);
+Work broadcast(const Tensor& tensor, int src, bool async_op = false);
+Work all_gather(const std::vector<Tensor>& outputs, const Tensor& input, bool async_op = false);
+Work reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::sum,
+                    bool async_op = false);
+Work gather(const Tensor& input, const std::vector<Tensor>& outputs, int dst, bool async_op = false);
+Work scatter(const Tensor& output, const std::vector<Tensor>& inputs, int src, bool async_op = false);
+void send(const Tensor& tensor, int dst, uint32_t tag = 0);
+void recv(const Tensor& tensor, int src, uint32_t tag = 0);
+Work isend(const Tensor& tensor, int dst, uint32_t tag = 0);
+Work irecv(const Tensor& tensor, int src, uint32_t tag = 0);
+void barrier();
+
+}  // namespace nabla::distributed

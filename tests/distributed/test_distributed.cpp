@@ -1,0 +1,507 @@
+// Multi-process tests of nabla::distributed on loopback. The test program is also its own worker:
+// a test forks and execs it with NABLA_DIST_WORKER=<scenario> and torchrun's variables (RANK,
+// WORLD_SIZE, MASTER_ADDR, MASTER_PORT); a worker checks its results itself and exits 0 when
+// they are right, printing what went wrong otherwise. The parent asserts every worker's exit.
+// Timeouts are short (seconds) so that failures show within the test's time.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/ops.h"
+#include "distributed/distributed.h"
+
+using namespace nabla;
+namespace dist = nabla::distributed;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// ---- the worker side ------------------------------------------------------------------------------
+
+struct Failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+template <class... A>
+void expect(bool ok, const A&... a) {
+  if (!ok) throw Failure(nabla::detail::str(a...));
+}
+
+int env_int(const char* name) { return std::atoi(std::getenv(name)); }
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The values of t as doubles, in logical (row-major) order.
+std::vector<double> values(const Tensor& t) {
+  Tensor d = t.to(kFloat64).contiguous();
+  const double* p = d.data_ptr<double>();
+  return std::vector<double>(p, p + d.numel());
+}
+
+Tensor make(const std::vector<double>& v, DType d, IntArrayRef shape) { return tensor(v, shape, kFloat64).to(d); }
+
+void expect_values(const Tensor& t, const std::vector<double>& want, const std::string& what) {
+  auto got = values(t);
+  expect(got.size() == want.size(), what, ": ", got.size(), " values, expected ", want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    expect(got[i] == want[i], what, ": element ", i, " is ", got[i], ", expected ", want[i]);
+}
+
+const std::vector<DType> kAllDTypes = {kFloat32, kFloat64, kInt32, kInt64, kUInt8, kBool, kFloat16, kBFloat16};
+constexpr int64_t N = 5;
+
+// Rank r's input: (r + 1) + i, or for bool (i + r) % 3 == 0.
+std::vector<double> input_of(int r, DType d) {
+  std::vector<double> v(N);
+  for (int64_t i = 0; i < N; ++i) v[i] = d == kBool ? double((i + r) % 3 == 0) : double(r + 1 + i);
+  return v;
+}
+
+std::vector<double> reduced(int n, DType d, dist::ReduceOp op) {
+  std::vector<double> out(N);
+  for (int64_t i = 0; i < N; ++i) {
+    double acc = input_of(0, d)[i];
+    for (int r = 1; r < n; ++r) {
+      double x = input_of(r, d)[i];
+      switch (op) {
+        case dist::ReduceOp::sum:
+        case dist::ReduceOp::avg: acc = d == kBool ? double(acc || x) : acc + x; break;
+        case dist::ReduceOp::product: acc = d == kBool ? double(acc && x) : acc * x; break;
+        case dist::ReduceOp::min: acc = std::min(acc, x); break;
+        case dist::ReduceOp::max: acc = std::max(acc, x); break;
+      }
+    }
+    out[i] = op == dist::ReduceOp::avg ? acc / n : acc;
+  }
+  return out;
+}
+
+void check_collectives() {
+  int r = dist::get_rank(), n = dist::get_world_size();
+  for (DType d : kAllDTypes) {
+    std::string dn = dtype_name(d);
+    for (auto op : {dist::ReduceOp::sum, dist::ReduceOp::avg, dist::ReduceOp::min, dist::ReduceOp::max,
+                    dist::ReduceOp::product}) {
+      Tensor x = make(input_of(r, d), d, {N});
+      if (op == dist::ReduceOp::avg && !is_floating(d)) {
+        bool threw = false;
+        try {
+          dist::all_reduce(x, op);
+        } catch (const DTypeError& e) {
+          threw = std::string(e.what()).find("avg") != std::string::npos;
+        }
+        expect(threw, "all_reduce avg on ", dn, " should throw DTypeError");
+        continue;
+      }
+      dist::all_reduce(x, op);
+      expect(x.dtype() == d, "all_reduce changed the dtype");
+      expect_values(x, reduced(n, d, op), "all_reduce(" + std::string(dist::reduce_op_name(op)) + ", " + dn + ")");
+    }
+    // broadcast from the last rank
+    Tensor b = make(input_of(r, d), d, {N});
+    dist::broadcast(b, n - 1);
+    expect_values(b, input_of(n - 1, d), "broadcast " + dn);
+    // all_gather
+    std::vector<Tensor> outs;
+    for (int q = 0; q < n; ++q) outs.push_back(zeros({N}, d));
+    dist::all_gather(outs, make(input_of(r, d), d, {N}));
+    for (int q = 0; q < n; ++q) expect_values(outs[q], input_of(q, d), "all_gather " + dn + " from rank " + std::to_string(q));
+    // gather to rank 0
+    std::vector<Tensor> g;
+    if (r == 0)
+      for (int q = 0; q < n; ++q) g.push_back(zeros({N}, d));
+    dist::gather(make(input_of(r, d), d, {N}), g, 0);
+    if (r == 0)
+      for (int q = 0; q < n; ++q) expect_values(g[q], input_of(q, d), "gather " + dn + " from rank " + std::to_string(q));
+    // scatter from rank 1 % n: rank q receives input_of(q + 2)
+    int root = 1 % n;
+    std::vector<Tensor> ins;
+    if (r == root)
+      for (int q = 0; q < n; ++q) ins.push_back(make(input_of(q + 2, d), d, {N}));
+    Tensor s = zeros({N}, d);
+    dist::scatter(s, ins, root);
+    expect_values(s, input_of(r + 2, d), "scatter " + dn);
+    // reduce_scatter: rank r contributes input_of(r + q) for chunk q; chunk q is reduced on rank q
+    for (auto op : {dist::ReduceOp::sum, dist::ReduceOp::max}) {
+      std::vector<Tensor> chunks;
+      for (int q = 0; q < n; ++q) chunks.push_back(make(input_of(r + q, d), d, {N}));
+      Tensor out = zeros({N}, d);
+      dist::reduce_scatter(out, chunks, op);
+      std::vector<double> want = input_of(r, d);  // r + 0 on rank 0, ...
+      for (int64_t i = 0; i < N; ++i) {
+        double acc = input_of(0 + r, d)[i];
+        for (int q = 1; q < n; ++q) {
+          double v = input_of(q + r, d)[i];
+          acc = op == dist::ReduceOp::max ? std::max(acc, v) : (d == kBool ? double(acc || v) : acc + v);
+        }
+        want[i] = acc;
+      }
+      expect_values(out, want, "reduce_scatter(" + std::string(dist::reduce_op_name(op)) + ", " + dn + ")");
+    }
+    // send/recv around the ring
+    if (n > 1) {
+      Tensor mine = make(input_of(r, d), d, {N});
+      Tensor got = zeros({N}, d);
+      auto ws = dist::isend(mine, (r + 1) % n, 7);
+      auto wr = dist::irecv(got, (r + n - 1) % n, 7);
+      wr.wait();
+      ws.wait();
+      expect_values(got, input_of((r + n - 1) % n, d), "send/recv " + dn);
+    }
+  }
+  // Non-contiguous tensors: results land in the tensor's own layout.
+  for (DType d : {kFloat32, kInt64, kFloat16}) {
+    std::vector<double> v(10);
+    for (int i = 0; i < 10; ++i) v[i] = (r + 1) * 10 + i;
+    Tensor base = make(v, d, {5, 2});
+    Tensor x = base.t();  // (2, 5), strides (1, 2)
+    expect(!x.is_contiguous(), "the test's tensor should be non-contiguous");
+    dist::all_reduce(x, dist::ReduceOp::sum);
+    std::vector<double> want(10);
+    for (int i = 0; i < 10; ++i) {
+      want[i] = 0;
+      for (int q = 0; q < n; ++q) want[i] += (q + 1) * 10 + i;
+    }
+    expect_values(base, want, std::string("all_reduce into a non-contiguous ") + dtype_name(d));
+    Tensor y = make(v, d, {5, 2}).t();
+    dist::broadcast(y, 0);
+    std::vector<double> want0(10);
+    for (int i = 0; i < 10; ++i) want0[i] = 10 + i;
+    expect_values(y.t(), want0, "broadcast into a non-contiguous tensor");
+    // a non-contiguous send into a non-contiguous recv
+    if (n > 1) {
+      Tensor out = zeros({5, 2}, d).t();
+      auto ws = dist::isend(make(v, d, {5, 2}).t(), (r + 1) % n, 9);
+      dist::recv(out, (r + n - 1) % n, 9);
+      ws.wait();
+      std::vector<double> wprev(10);
+      for (int i = 0; i < 10; ++i) wprev[i] = ((r + n - 1) % n + 1) * 10 + i;
+      expect_values(out.t(), wprev, "send/recv of non-contiguous tensors");
+    }
+  }
+  // Async: several in flight, completed in order.
+  std::vector<Tensor> xs;
+  std::vector<dist::Work> works;
+  for (int k = 0; k < 4; ++k) {
+    xs.push_back(full({1000}, double(r + k), kFloat64));
+    works.push_back(dist::all_reduce(xs.back(), dist::ReduceOp::sum, /*async_op=*/true));
+  }
+  for (int k = 0; k < 4; ++k) {
+    works[k].wait();
+    expect(works[k].is_completed(), "a waited Work is completed");
+    double want = 0;
+    for (int q = 0; q < n; ++q) want += q + k;
+    expect_values(xs[k].narrow(0, 999, 1), {want}, "async all_reduce " + std::to_string(k));
+  }
+  dist::barrier();
+  // Mistakes are caught before anything is sent.
+  bool threw = false;
+  try {
+    dist::broadcast(zeros({2}), n);
+  } catch (const ValueError& e) {
+    threw = std::string(e.what()).find("not a rank") != std::string::npos;
+  }
+  expect(threw, "broadcast from a rank outside the group should throw ValueError");
+}
+
+int worker_main(const std::string& scenario) {
+  auto timeout = std::chrono::milliseconds(env_int("NABLA_TEST_TIMEOUT_MS"));
+  try {
+    if (scenario == "collectives") {
+      dist::init_process_group({.backend = "gloo", .init_method = "env://", .timeout = timeout});
+      expect(dist::is_initialized(), "is_initialized after init");
+      expect(dist::get_rank() == env_int("RANK") && dist::get_world_size() == env_int("WORLD_SIZE"), "rank/world size");
+      check_collectives();
+      dist::destroy_process_group();
+      expect(!dist::is_initialized(), "is_initialized after destroy");
+    } else if (scenario == "tcp_and_file") {
+      // tcp:// with explicit rank and world size, then file:// in a fresh directory: init again after destroy.
+      int rank = env_int("RANK"), ws = env_int("WORLD_SIZE");
+      std::string tcp = std::string("tcp://127.0.0.1:") + std::getenv("MASTER_PORT");
+      dist::init_process_group({.init_method = tcp, .rank = rank, .world_size = ws, .timeout = timeout});
+      Tensor x = full({3}, double(rank + 1), kFloat64);
+      dist::all_reduce(x);
+      expect_values(x, std::vector<double>(3, ws * (ws + 1) / 2.0), "all_reduce over tcp://");
+      dist::destroy_process_group();
+      setenv("NABLA_SOCKET_IFNAME", "lo", 1);
+      dist::init_process_group({.init_method = std::string("file://") + std::getenv("NABLA_TEST_DIR"), .rank = rank,
+                                .world_size = ws, .timeout = timeout});
+      Tensor y = full({3}, double(rank + 1), kInt32);
+      dist::all_reduce(y, dist::ReduceOp::max);
+      expect_values(y, std::vector<double>(3, ws), "all_reduce over file://");
+      dist::destroy_process_group();
+    } else if (scenario == "peer_dies") {
+      // The last rank dies (SIGKILL) between two collectives; the others must fail the second one
+      // within the timeout, naming the collective.
+      dist::init_process_group({.timeout = timeout});
+      int r = dist::get_rank(), n = dist::get_world_size();
+      Tensor x = ones({1 << 16});
+      dist::all_reduce(x);
+      if (r == n - 1) raise(SIGKILL);
+      auto t0 = Clock::now();
+      try {
+        dist::all_reduce(x);
+        expect(false, "all_reduce succeeded although rank ", n - 1, " was killed");
+      } catch (const dist::DistributedError& e) {
+        double s = seconds_since(t0);
+        std::cerr << "rank " << r << " after " << s << " s: " << e.what() << "\n";
+        expect(std::string(e.what()).find("all_reduce") != std::string::npos, "the error should name all_reduce: ", e.what());
+        expect(s < timeout.count() / 1000.0 + 2.0, "the error took ", s, " s, the timeout is ", timeout.count(), " ms");
+      }
+      // The group is broken now, and says so.
+      try {
+        dist::barrier();
+        expect(false, "barrier succeeded on a broken group");
+      } catch (const dist::DistributedError& e) {
+        expect(std::string(e.what()).find("earlier failure") != std::string::npos, "broken group: ", e.what());
+      }
+      dist::destroy_process_group();
+    } else if (scenario == "expect_init_error") {
+      // init must throw DistributedError containing NABLA_TEST_EXPECT within the timeout (+1 s).
+      auto t0 = Clock::now();
+      try {
+        dist::init_process_group({.timeout = timeout});
+        expect(false, "init_process_group succeeded");
+      } catch (const dist::DistributedError& e) {
+        double s = seconds_since(t0);
+        std::cerr << "rank " << getenv("RANK") << " after " << s << " s: " << e.what() << "\n";
+        std::string want = std::getenv("NABLA_TEST_EXPECT");
+        expect(std::string(e.what()).find(want) != std::string::npos, "the error should contain '", want, "': ", e.what());
+        expect(s < timeout.count() / 1000.0 + 1.0, "the error took ", s, " s, the timeout is ", timeout.count(), " ms");
+      }
+    } else {
+      std::cerr << "unknown scenario " << scenario << "\n";
+      return 2;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "rank " << std::getenv("RANK") << " (" << scenario << "): " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+// ---- the parent side ------------------------------------------------------------------------------
+
+// A port nobody listens on now (the kernel's choice for port 0).
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct Result {
+  int status = -1;  // waitpid status
+  std::string output;
+  bool exited_ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+};
+
+std::string fresh_dir() {
+  char tmpl[] = "/tmp/nabla_dist_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+// Runs `ranks` of a world of `world_size` processes of this program as workers of `scenario`; kills
+// them all when they take longer than `limit_s` (a hang) and fails the test.
+std::vector<Result> run_workers(const std::string& scenario, int world_size, std::vector<int> ranks, int timeout_ms,
+                                std::map<std::string, std::string> env = {}, double limit_s = 60) {
+  std::string dir = fresh_dir();
+  int port = free_port();
+  std::vector<pid_t> pids;
+  for (int r : ranks) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::string out = dir + "/rank" + std::to_string(r) + ".log";
+      FILE* f = freopen(out.c_str(), "w", stderr);
+      (void)f;
+      setenv("NABLA_DIST_WORKER", scenario.c_str(), 1);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(world_size).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("NABLA_TEST_TIMEOUT_MS", std::to_string(timeout_ms).c_str(), 1);
+      setenv("NABLA_TEST_DIR", (dir + "/rdzv").c_str(), 0);
+      mkdir((dir + "/rdzv").c_str(), 0700);
+      for (auto& [k, v] : env) {  // "NAME@r": for rank r only
+        auto at = k.find('@');
+        if (at == std::string::npos) setenv(k.c_str(), v.c_str(), 1);
+        else if (std::stoi(k.substr(at + 1)) == r) setenv(k.substr(0, at).c_str(), v.c_str(), 1);
+      }
+      char self[] = "test_distributed";
+      char* argv[] = {self, nullptr};
+      execv("/proc/self/exe", argv);
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<Result> results(ranks.size());
+  std::vector<bool> done(ranks.size(), false);
+  auto t0 = Clock::now();
+  size_t left = ranks.size();
+  while (left > 0) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (done[i]) continue;
+      if (waitpid(pids[i], &results[i].status, WNOHANG) == pids[i]) {
+        done[i] = true;
+        --left;
+      }
+    }
+    if (left > 0 && seconds_since(t0) > limit_s) {
+      for (size_t i = 0; i < pids.size(); ++i)
+        if (!done[i]) kill(pids[i], SIGKILL);
+      ADD_FAILURE() << scenario << ": workers still running after " << limit_s << " s (a hang): killed";
+    }
+    if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    std::ifstream f(dir + "/rank" + std::to_string(ranks[i]) + ".log");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    results[i].output = ss.str();
+  }
+  std::filesystem::remove_all(dir);
+  return results;
+}
+
+std::vector<int> all_ranks(int n) {
+  std::vector<int> v;
+  for (int r = 0; r < n; ++r) v.push_back(r);
+  return v;
+}
+
+void expect_all_ok(const std::vector<Result>& results) {
+  for (size_t i = 0; i < results.size(); ++i)
+    EXPECT_TRUE(results[i].exited_ok()) << "worker " << i << " status " << results[i].status << ":\n" << results[i].output;
+}
+
+TEST(DistributedCollectives, EveryOpAndDTypeOnTwoProcesses) { expect_all_ok(run_workers("collectives", 2, all_ranks(2), 20000)); }
+TEST(DistributedCollectives, EveryOpAndDTypeOnThreeProcesses) { expect_all_ok(run_workers("collectives", 3, all_ranks(3), 20000)); }
+
+TEST(DistributedRendezvous, TcpAndFileInitMethodsAndInitAgain) {
+  expect_all_ok(run_workers("tcp_and_file", 2, all_ranks(2), 20000));
+}
+
+TEST(DistributedFailures, PeerKilledMidCollectiveFailsTheOthersWithinTheTimeout) {
+  auto t0 = Clock::now();
+  auto results = run_workers("peer_dies", 3, all_ranks(3), 3000);
+  double s = seconds_since(t0);
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_TRUE(WIFSIGNALED(results[2].status) && WTERMSIG(results[2].status) == SIGKILL) << results[2].output;
+  expect_all_ok({results[0], results[1]});
+  // At least one survivor learns from Gloo which peer went away.
+  EXPECT_TRUE(results[0].output.find("peer rank 2") != std::string::npos ||
+              results[1].output.find("peer rank 2") != std::string::npos)
+      << results[0].output << results[1].output;
+  EXPECT_LT(s, 15.0);
+  std::cout << "peer killed: survivors errored, whole test " << s << " s\n" << results[0].output << results[1].output;
+}
+
+TEST(DistributedFailures, WrongWorldSizeNamesTheMissingRankWithinTheTimeout) {
+  // Two processes started, both told WORLD_SIZE=3: rank 2 never comes.
+  // Rank 0 names the missing rank; rank 1 may see rank 0's store go away first (rank 0 gave up).
+  auto results = run_workers("expect_init_error", 3, {0, 1}, 1500,
+                             {{"NABLA_TEST_EXPECT@0", "ranks [2] to join"}, {"NABLA_TEST_EXPECT@1", "to join"}});
+  expect_all_ok(results);
+  std::cout << results[0].output;
+}
+
+TEST(DistributedFailures, DisagreeingWorldSizesAreNamed) {
+  // Rank 0 thinks the world has 2 ranks, ranks 1 and 2 think 3.
+  auto results = run_workers("expect_init_error", 3, all_ranks(3), 1500,
+                             {{"WORLD_SIZE@0", "2"}, {"NABLA_TEST_EXPECT", "says world_size"}});
+  expect_all_ok(results);
+  std::cout << results[0].output;
+}
+
+TEST(DistributedFailures, NoMasterListeningFailsWithinTheTimeout) {
+  // Rank 1 alone: nobody listens on MASTER_PORT.
+  auto results = run_workers("expect_init_error", 2, {1}, 1500, {{"NABLA_TEST_EXPECT", "could not reach the store"}});
+  expect_all_ok(results);
+  std::cout << results[0].output;
+}
+
+TEST(DistributedFailures, UnreachableMasterAddressFailsWithinTheTimeout) {
+  // 192.0.2.1 (TEST-NET-1) is never routed back: the connection attempt itself must time out.
+  auto results = run_workers("expect_init_error", 2, {1}, 1500,
+                             {{"MASTER_ADDR", "192.0.2.1"}, {"NABLA_TEST_EXPECT", "192.0.2.1"}});
+  expect_all_ok(results);
+  std::cout << results[0].output;
+}
+
+// ---- in-process checks (no peers needed) ----------------------------------------------------------
+
+TEST(DistributedInit, BadOptionsAreValueErrors) {
+  EXPECT_THROW(dist::init_process_group({.init_method = "tcp://127.0.0.1:1", .rank = 2, .world_size = 2}), ValueError);
+  EXPECT_THROW(dist::init_process_group({.backend = "mpi", .rank = 0, .world_size = 1}), ValueError);
+  EXPECT_THROW(dist::init_process_group({.init_method = "udp://x", .rank = 0, .world_size = 1}), ValueError);
+  EXPECT_THROW(dist::init_process_group({.init_method = "tcp://nohost", .rank = 0, .world_size = 1}), ValueError);
+  EXPECT_FALSE(dist::is_initialized());
+  EXPECT_THROW(dist::get_rank(), dist::DistributedError);
+}
+
+TEST(DistributedInit, WorldOfOneRunsEveryCollective) {
+  dist::init_process_group({.init_method = "tcp://127.0.0.1:" + std::to_string(free_port()), .rank = 0,
+                            .world_size = 1, .timeout = std::chrono::seconds(10)});
+  Tensor x = arange(4, kFloat32);
+  dist::all_reduce(x, dist::ReduceOp::avg);
+  EXPECT_TRUE(equal(x, arange(4, kFloat32)));
+  std::vector<Tensor> outs{zeros({4})};
+  dist::all_gather(outs, x);
+  EXPECT_TRUE(equal(outs[0], x));
+  dist::barrier();
+  dist::destroy_process_group();
+}
+
+TEST(DistributedStore, SetGetAddWaitAndTimeout) {
+  dist::TCPStore server("127.0.0.1", 0, /*is_server=*/true, std::chrono::seconds(5));
+  dist::TCPStore client("127.0.0.1", server.port(), false, std::chrono::milliseconds(300));
+  client.set("k", {'a', 'b'});
+  EXPECT_EQ(server.get("k"), (std::vector<char>{'a', 'b'}));
+  EXPECT_EQ(server.add("n", 2), 2);
+  EXPECT_EQ(client.add("n", 3), 5);
+  EXPECT_TRUE(client.check({"k", "n"}));
+  EXPECT_FALSE(client.check({"k", "missing"}));
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    server.set("late", {'x'});
+  });
+  EXPECT_EQ(client.get("late"), std::vector<char>{'x'});
+  later.join();
+  auto t0 = Clock::now();
+  try {
+    client.wait({"k", "never"}, std::chrono::milliseconds(200));
+    ADD_FAILURE() << "wait returned for a key never set";
+  } catch (const dist::DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("'never'"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("'k'"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(seconds_since(t0), 2.0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (const char* scenario = std::getenv("NABLA_DIST_WORKER")) return worker_main(scenario);
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
