@@ -284,6 +284,21 @@ int worker_main(const std::string& scenario) {
         expect(std::string(e.what()).find(want) != std::string::npos, "the error should contain '", want, "': ", e.what());
         expect(s < timeout.count() / 1000.0 + 1.0, "the error took ", s, " s, the timeout is ", timeout.count(), " ms");
       }
+    } else if (scenario == "launcher_fail" || scenario == "launcher_sleep") {
+      // Under nabla-run: check its variables, leave a pid file, then rank 1 fails (launcher_fail)
+      // while the others would sleep for 30 s unless stopped.
+      int rank = env_int("RANK");
+      std::ofstream(std::string(std::getenv("NABLA_TEST_DIR")) + "/pid." + std::to_string(rank)) << getpid();
+      expect(env_int("WORLD_SIZE") == 3 && env_int("LOCAL_WORLD_SIZE") == 3 && env_int("LOCAL_RANK") == rank &&
+                 env_int("GROUP_RANK") == 0 && std::string(std::getenv("NABLA_NUM_THREADS")) == "1" &&
+                 std::string(std::getenv("MASTER_ADDR")) == "127.0.0.1",
+             "nabla-run's variables are wrong");
+      if (scenario == "launcher_fail" && rank == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        return 7;
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      return 0;
     } else {
       std::cerr << "unknown scenario " << scenario << "\n";
       return 2;
@@ -446,6 +461,119 @@ TEST(DistributedFailures, UnreachableMasterAddressFailsWithinTheTimeout) {
                              {{"MASTER_ADDR", "192.0.2.1"}, {"NABLA_TEST_EXPECT", "192.0.2.1"}});
   expect_all_ok(results);
   std::cout << results[0].output;
+}
+
+// ---- nabla-run ------------------------------------------------------------------------------------
+
+struct Launched {
+  pid_t pid;
+  std::string dir;
+};
+
+// nabla-run --nproc-per-node n --master-port <free> <this program>, workers running `scenario`.
+Launched launch(const std::string& scenario, int n, int timeout_ms) {
+  std::string dir = fresh_dir();
+  std::string port = std::to_string(free_port());
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::string out = dir + "/launcher.log";
+    FILE* f = freopen(out.c_str(), "w", stderr);
+    (void)f;
+    setenv("NABLA_DIST_WORKER", scenario.c_str(), 1);
+    setenv("NABLA_TEST_DIR", dir.c_str(), 1);
+    setenv("NABLA_TEST_TIMEOUT_MS", std::to_string(timeout_ms).c_str(), 1);
+    unsetenv("NABLA_NUM_THREADS");
+    std::string np = std::to_string(n);
+    std::string self = std::filesystem::read_symlink("/proc/self/exe");
+    std::vector<const char*> argv{NABLA_RUN_BIN, "--nproc-per-node", np.c_str(), "--master-port", port.c_str(),
+                                  "--stop-timeout", "3", self.c_str(), nullptr};
+    execv(NABLA_RUN_BIN, const_cast<char* const*>(argv.data()));
+    _exit(127);
+  }
+  return {pid, dir};
+}
+
+// Waits for the launcher; -1 when it is still running after limit_s (then killed).
+int wait_launcher(const Launched& l, double limit_s, double* took = nullptr) {
+  auto t0 = Clock::now();
+  int status = 0;
+  while (waitpid(l.pid, &status, WNOHANG) != l.pid) {
+    if (seconds_since(t0) > limit_s) {
+      kill(l.pid, SIGKILL);
+      waitpid(l.pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (took) *took = seconds_since(t0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The workers nabla-run started are gone (it reaped them: their pids no longer exist).
+void expect_workers_gone(const std::string& dir, std::vector<int> ranks) {
+  for (int r : ranks) {
+    std::string text = read_file(dir + "/pid." + std::to_string(r));
+    ASSERT_FALSE(text.empty()) << "rank " << r << " left no pid file";
+    pid_t pid = std::stoi(text);
+    EXPECT_TRUE(kill(pid, 0) == -1 && errno == ESRCH) << "rank " << r << " (pid " << pid << ") is still running";
+  }
+}
+
+TEST(NablaRun, WorkersRunTheCollectivesWithItsVariables) {
+  auto l = launch("collectives", 3, 20000);
+  int code = wait_launcher(l, 60);
+  EXPECT_EQ(code, 0) << read_file(l.dir + "/launcher.log");
+  std::filesystem::remove_all(l.dir);
+}
+
+TEST(NablaRun, AFailingWorkerStopsTheOthersAndGivesItsStatus) {
+  auto l = launch("launcher_fail", 3, 20000);
+  double took = 0;
+  int code = wait_launcher(l, 20, &took);
+  std::string log = read_file(l.dir + "/launcher.log");
+  EXPECT_EQ(code, 7) << log;
+  EXPECT_LT(took, 10.0) << "the sleeping workers were not stopped";
+  EXPECT_NE(log.find("rank 1"), std::string::npos) << log;
+  expect_workers_gone(l.dir, {0, 1, 2});
+  std::filesystem::remove_all(l.dir);
+}
+
+TEST(NablaRun, ForwardsSigtermToTheWorkers) {
+  auto l = launch("launcher_sleep", 3, 20000);
+  auto t0 = Clock::now();
+  while (!(std::filesystem::exists(l.dir + "/pid.0") && std::filesystem::exists(l.dir + "/pid.1") &&
+           std::filesystem::exists(l.dir + "/pid.2")) && seconds_since(t0) < 20)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the pid files are written whole
+  kill(l.pid, SIGTERM);
+  double took = 0;
+  int code = wait_launcher(l, 20, &took);
+  EXPECT_EQ(code, 128 + SIGTERM) << read_file(l.dir + "/launcher.log");
+  EXPECT_LT(took, 5.0);
+  expect_workers_gone(l.dir, {0, 1, 2});
+  std::filesystem::remove_all(l.dir);
+}
+
+TEST(NablaRun, HelpAndMistakes) {
+  auto run = [](const std::string& args) {
+    std::string cmd = std::string(NABLA_RUN_BIN) + " " + args + " >/dev/null 2>&1";
+    int st = std::system(cmd.c_str());
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  EXPECT_EQ(run("--help"), 0);
+  EXPECT_EQ(run("--nproc-per-node 0 true"), 2);
+  EXPECT_EQ(run("--nnodes 2 --node-rank 2 true"), 2);
+  EXPECT_EQ(run("--bogus 1 true"), 2);
+  EXPECT_EQ(run("--nproc-per-node 2"), 2);
+  EXPECT_EQ(run("--nproc-per-node 2 /nonexistent/program"), 127);
+  EXPECT_EQ(run("--nproc-per-node 2 true"), 0);
 }
 
 // ---- in-process checks (no peers needed) ----------------------------------------------------------
