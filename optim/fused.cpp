@@ -15,6 +15,16 @@ void fill_fused_steps(FusedSteps& t);
 namespace avx2 {
 void fill_fused_steps(FusedSteps& t);
 }
+
+// The CPU's updates from the build nabla's CPU kernels use (the same instruction set).
+static const FusedSteps& steps() {
+  static const FusedSteps table = [] {
+    FusedSteps t;
+    NABLA_CPU_BUILD_CALL(fill_fused_steps, t);
+    return t;
+  }();
+  return table;
+}
 }  // namespace cpu
 
 namespace {
@@ -22,28 +32,12 @@ std::array<std::atomic<const FusedSteps*>, kNumDeviceTypes>& registry() {
   static std::array<std::atomic<const FusedSteps*>, kNumDeviceTypes> r{};
   return r;
 }
-
-// The CPU's updates from the build nabla's CPU kernels use (the same instruction set).
-const FusedSteps& cpu_steps() {
-  static const FusedSteps steps = [] {
-    FusedSteps t;
-#if defined(NABLA_HAVE_AVX2_BUILD)
-    if (nabla::cpu::isa() == nabla::cpu::Isa::avx2) {
-      cpu::avx2::fill_fused_steps(t);
-      return t;
-    }
-#endif
-    cpu::base::fill_fused_steps(t);
-    return t;
-  }();
-  return steps;
-}
 }  // namespace
 
 void register_fused_steps(DeviceType type, const FusedSteps* steps) { registry()[static_cast<int>(type)].store(steps); }
 
 const FusedSteps& fused_steps(Device device) {
-  if (device.is_cpu()) return cpu_steps();
+  if (device.is_cpu()) return cpu::steps();
   static const FusedSteps none;
   const FusedSteps* s = registry()[static_cast<int>(device.type)].load();
   return s ? *s : none;

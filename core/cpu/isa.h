@@ -24,3 +24,13 @@ Isa gemm_isa();
 const char* isa_name(Isa isa);  // "base", "avx2", "avx512"
 
 }  // namespace nabla::cpu
+
+// Calls `fn(args...)` of the CPU build that runs (isa()): `base::fn` or `avx2::fn`, looked up from the
+// namespace of the call, which declares both (each kernel file is compiled into both). The one place
+// that turns isa() into a build: the kernel table (register.cpp) and optim/'s fused steps use it.
+#if defined(NABLA_HAVE_AVX2_BUILD)
+#define NABLA_CPU_BUILD_CALL(fn, ...) \
+  (::nabla::cpu::isa() == ::nabla::cpu::Isa::avx2 ? avx2::fn(__VA_ARGS__) : base::fn(__VA_ARGS__))
+#else
+#define NABLA_CPU_BUILD_CALL(fn, ...) base::fn(__VA_ARGS__)
+#endif

@@ -62,11 +62,6 @@ Isa gemm_isa() { return choice().gemm; }
 
 const char* isa_name(Isa i) { return i == Isa::avx512 ? "avx512" : i == Isa::avx2 ? "avx2" : "base"; }
 
-Backend* select_backend() {
-#if defined(NABLA_HAVE_AVX2_BUILD)
-  if (isa() == Isa::avx2) return avx2::make_backend();
-#endif
-  return base::make_backend();
-}
+Backend* select_backend() { return NABLA_CPU_BUILD_CALL(make_backend); }
 
 }  // namespace nabla::cpu
