@@ -511,6 +511,7 @@ NABLA_DEFINE_COMPARE(eq, _)
 NABLA_DEFINE_COMPARE(ne, _)
 NABLA_DEFINE_COMPARE(lt, _)
 NABLA_DEFINE_COMPARE(le, _)
+Tensor fmod(const Tensor& a, Scalar b) { return binary(BinaryOp::fmod, a, scalar_operand(a, b)); }
 NABLA_DEFINE_COMPARE(gt, _)
 NABLA_DEFINE_COMPARE(ge, _)
 #undef NABLA_DEFINE_COMPARE

@@ -37,6 +37,11 @@
   X(cosh, (cosh(x)), x, (g * sinh(x)), promote)                                                           \
   X(tanh, (tanh(x)), y, (g * (1 - y * y)), promote)                                                       \
   X(erf, (erf(x)), x, (g * exp(-x * x) * 1.1283791670955126), promote)                                    \
+  X(erfc, (erfc(x)), x, (g * exp(-x * x) * -1.1283791670955126), promote)                                 \
+  X(erfinv, (scalar::erfinv(x)), y, (g * exp(y * y) * 0.886226925452758), promote)                        \
+  X(asinh, (asinh(x)), x, (g * rsqrt(x * x + 1)), promote)                                                \
+  X(acosh, (acosh(x)), x, (g * rsqrt(x * x - 1)), promote)                                                \
+  X(atanh, (atanh(x)), x, (g / (1 - x * x)), promote)                                                     \
   X(sigmoid, (scalar::sigmoid(x)), y, (g * y * (1 - y)), promote)                                         \
   X(logsigmoid, (-scalar::softplus(-x)), x, (g * sigmoid(-x)), reject)                                    \
   X(gelu, (T(0.5) * x * (T(1) + erf(x * T(0.7071067811865476)))), x,                                      \
@@ -115,6 +120,9 @@
   X(hypot, float_only, (hypot(a, b)), reject, ay, by, (g * a / y), (g * b / y))                                      \
   X(remainder, intdiv, (scalar::remainder(a, b)), reject, none, ab, (g), (-g * floor_divide(a, b)))                  \
   X(floor_divide, intdiv, (scalar::floor_divide(a, b)), reject, none, none, (zeros_like(g)), (zeros_like(g)))        \
+  X(fmod, intdiv, (scalar::fmod(a, b)), reject, none, ab, (g), (-g * trunc(a / b)))                               \
+  X(xlogy, to_float, (scalar::xlogy(a, b)), reject, b, ab, (g * xlogy(a != 0, b)), (g * a / b))                      \
+  X(logaddexp, float_only, (scalar::logaddexp(a, b)), reject, ab, ab, (g / (exp(b - a) + 1)), (g / (exp(a - b) + 1)))  \
   X(threshold_backward, arith, (b <= T(0) ? T(0) : a), reject, b, none, (threshold_backward(g, b)), (zeros_like(g)))
 
 // Binary ops with a bool result.

@@ -16,6 +16,10 @@
 namespace nabla::scalar {
 
 using std::acos;
+using std::acosh;
+using std::asinh;
+using std::atanh;
+using std::erfc;
 using std::asin;
 using std::atan;
 using std::atan2;
@@ -160,6 +164,76 @@ NABLA_HOST_DEVICE inline T floor_divide(T a, T b) {
     T q = static_cast<T>(a / b);
     return (a % b != 0 && ((a < 0) != (b < 0))) ? static_cast<T>(q - 1) : q;
   }
+}
+// C's remainder of the truncated division, as torch.fmod: the sign of the dividend (an integer
+// division by zero is refused by the front-end; here it gives 0).
+template <class T>
+NABLA_HOST_DEVICE inline T fmod(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fmod(a, b);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return a;
+  } else {
+    if (b == 0) return T(0);
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1)) return T(0);  // INT_MIN % -1 is undefined in C++
+    }
+    return static_cast<T>(a % b);
+  }
+}
+// a * log(b), 0 where a is 0 (unless b is NaN), as torch.xlogy.
+template <class T>
+NABLA_HOST_DEVICE inline T xlogy(T a, T b) {
+  if (b != b) return b;
+  if (a == T(0)) return T(0);
+  return a * std::log(b);
+}
+// log(exp(a) + exp(b)) without overflow, as torch.logaddexp (equal infinities give themselves).
+template <class T>
+NABLA_HOST_DEVICE inline T logaddexp(T a, T b) {
+  if (a != a || b != b) return a + b;         // NaN
+  if (a == b && !(a - a == T(0))) return a;   // equal infinities (inf - inf is NaN)
+  const T m = a > b ? a : b, d = a > b ? b - a : a - b;  // d = -|a - b|
+  return m + std::log1p(std::exp(d));
+}
+// The inverse of erf: a rational first guess (M. Giles, "Approximating the erfinv function") and
+// two Newton steps on erf(y) = x in double precision; +-inf at +-1, NaN outside [-1, 1].
+template <class T>
+NABLA_HOST_DEVICE inline T erfinv(T xt) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<T>(::erfinv(static_cast<double>(xt)));
+#else
+  const double x = static_cast<double>(xt);
+  if (!(x >= -1 && x <= 1)) return static_cast<T>(std::numeric_limits<double>::quiet_NaN());
+  if (x == 1 || x == -1) return static_cast<T>(x * std::numeric_limits<double>::infinity());
+  double w = -std::log((1.0 - x) * (1.0 + x)), p;
+  if (w < 5.0) {
+    w -= 2.5;
+    p = 2.81022636e-08;
+    p = 3.43273939e-07 + p * w;
+    p = -3.5233877e-06 + p * w;
+    p = -4.39150654e-06 + p * w;
+    p = 0.00021858087 + p * w;
+    p = -0.00125372503 + p * w;
+    p = -0.00417768164 + p * w;
+    p = 0.246640727 + p * w;
+    p = 1.50140941 + p * w;
+  } else {
+    w = std::sqrt(w) - 3.0;
+    p = -0.000200214257;
+    p = 0.000100950558 + p * w;
+    p = 0.00134934322 + p * w;
+    p = -0.00367342844 + p * w;
+    p = 0.00573950773 + p * w;
+    p = -0.0076224613 + p * w;
+    p = 0.00943887047 + p * w;
+    p = 1.00167406 + p * w;
+    p = 2.83297682 + p * w;
+  }
+  double y = p * x;
+  for (int i = 0; i < 2; ++i) y -= (std::erf(y) - x) / (1.1283791670955126 * std::exp(-y * y));
+  return static_cast<T>(y);
+#endif
 }
 template <class T>
 NABLA_HOST_DEVICE inline bool isnan(T x) {

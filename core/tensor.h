@@ -253,6 +253,15 @@ class Tensor {
   Tensor& normal_(double mean = 0, double std = 1);
   Tensor& bernoulli_(double p);
 
+  // Registry entries these methods must have (tests/opinfo_*.cpp, with gradcheck samples; the test
+  // OpRegistry.every_differentiable_op_has_gradcheck_samples reads this list): a new method with a
+  // gradient adds its name, and the names of forms that have entries of their own.
+#define NABLA_REGISTRY_TENSOR_METHOD_OPS(X)                                                                    \
+  X(to_dtype) X(clone) X(contiguous) X(copy_) X(copy_into_view) X(index) X(index_tensor) X(index_bool_mask)    \
+  X(index_put_) X(index_put_tensor_index) X(index_put_bool_mask) X(add_) X(sub_) X(mul_) X(div_) X(pow_)        \
+  X(clamp_) X(relu_) X(neg_) X(exp_) X(sqrt_) X(fill_) X(zero_) X(masked_fill_) X(masked_fill_tensor_value_)    \
+  X(scatter_) X(scatter_add_) X(index_add_)
+
   Tensor neg() const;
   Tensor abs() const;
   Tensor sign() const;

@@ -94,6 +94,14 @@ struct Registrar {
 // the same values in any dtype. Differentiable floating args require grad if `requires_grad`.
 Inputs make_inputs(const Sample& s, DType dtype, Device device, bool requires_grad, uint64_t seed);
 
+// A forward reference for an elementwise op: `f` applied in float64 to each element of the
+// (broadcast) inputs, written with <cmath> and independent of nabla's kernels and op lists. The
+// reference suite compares the op with it on every sample; every op of the elementwise op lists has
+// one (OpRegistry.every_elementwise_op_has_a_scalar_reference), so their forward is checked without
+// PyTorch too.
+std::function<Outputs(const Inputs&)> scalar_ref(double (*f)(double));
+std::function<Outputs(const Inputs&)> scalar_ref(double (*f)(double, double));
+
 // Common sample sets.
 ArgSpec arg(Shape shape, double lo = -1, double hi = 1);
 ArgSpec arg_t(Shape shape, double lo = -1, double hi = 1);  // non-contiguous (transposed) layout

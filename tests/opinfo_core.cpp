@@ -2,6 +2,9 @@
 // algebra, convolution and pooling). See opinfo.h.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+
 #include "autograd/function.h"
 #include "opinfo.h"
 
@@ -19,6 +22,77 @@ std::vector<Sample> small_unary(double lo, double hi) {
 }
 
 // ---- elementwise ----------------------------------------------------------------------------------
+// The scalar references of the unary ops (PyTorch's definitions, with <cmath>).
+double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
+double softplus_ref(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); }
+double hardsigmoid_ref(double x) { return std::min(std::max(x / 6 + 0.5, 0.0), 1.0); }
+// erf's inverse by bisection (erf is increasing): independent of the kernel's rational guess and
+// Newton steps.
+double erfinv_ref(double x) {
+  if (x <= -1 || x >= 1) return x == 1 ? INFINITY : x == -1 ? -INFINITY : NAN;
+  double lo = -7, hi = 7;
+  for (int i = 0; i < 200 && lo < hi; ++i) {
+    double mid = 0.5 * (lo + hi);
+    if (mid == lo || mid == hi) break;
+    (std::erf(mid) < x ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+const std::map<std::string, double (*)(double)>& unary_references() {
+  static const std::map<std::string, double (*)(double)> refs = {
+      {"exp", [](double x) { return std::exp(x); }},
+      {"exp2", [](double x) { return std::exp2(x); }},
+      {"log", [](double x) { return std::log(x); }},
+      {"log2", [](double x) { return std::log2(x); }},
+      {"log10", [](double x) { return std::log10(x); }},
+      {"log1p", [](double x) { return std::log1p(x); }},
+      {"expm1", [](double x) { return std::expm1(x); }},
+      {"sqrt", [](double x) { return std::sqrt(x); }},
+      {"rsqrt", [](double x) { return 1 / std::sqrt(x); }},
+      {"sin", [](double x) { return std::sin(x); }},
+      {"cos", [](double x) { return std::cos(x); }},
+      {"tan", [](double x) { return std::tan(x); }},
+      {"asin", [](double x) { return std::asin(x); }},
+      {"acos", [](double x) { return std::acos(x); }},
+      {"atan", [](double x) { return std::atan(x); }},
+      {"sinh", [](double x) { return std::sinh(x); }},
+      {"cosh", [](double x) { return std::cosh(x); }},
+      {"tanh", [](double x) { return std::tanh(x); }},
+      {"erf", [](double x) { return std::erf(x); }},
+      {"erfc", [](double x) { return std::erfc(x); }},
+      {"erfinv", erfinv_ref},
+      {"asinh", [](double x) { return std::asinh(x); }},
+      {"acosh", [](double x) { return std::acosh(x); }},
+      {"atanh", [](double x) { return std::atanh(x); }},
+      {"sigmoid", sigmoid_ref},
+      {"logsigmoid", [](double x) { return -softplus_ref(-x); }},
+      {"gelu", [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
+      {"gelu_tanh", [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }},
+      {"silu", [](double x) { return x * sigmoid_ref(x); }},
+      {"mish", [](double x) { return x * std::tanh(softplus_ref(x)); }},
+      {"reciprocal", [](double x) { return 1 / x; }},
+      {"selu", [](double x) { return 1.0507009873554804934 * (x > 0 ? x : 1.6732632423543772848 * std::expm1(x)); }},
+      {"hardsigmoid", hardsigmoid_ref},
+      {"hardswish", [](double x) { return x * hardsigmoid_ref(x); }},
+      {"frac", [](double x) { return x - std::trunc(x); }},
+      {"neg", [](double x) { return -x; }},
+      {"abs", [](double x) { return std::abs(x); }},
+      {"sign", [](double x) { return double((x > 0) - (x < 0)); }},
+      {"square", [](double x) { return x * x; }},
+      {"relu", [](double x) { return std::max(x, 0.0); }},
+      {"floor", [](double x) { return std::floor(x); }},
+      {"ceil", [](double x) { return std::ceil(x); }},
+      {"round", [](double x) { return std::nearbyint(x); }},  // halves to even, as PyTorch
+      {"trunc", [](double x) { return std::trunc(x); }},
+  };
+  return refs;
+}
+// Python's remainder: the sign of the divisor.
+double remainder_ref(double a, double b) {
+  double r = std::fmod(a, b);
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+
 std::vector<OpInfo> elementwise_ops() {
   struct U {
     const char* name;
@@ -33,7 +107,9 @@ std::vector<OpInfo> elementwise_ops() {
       {"sin", sin, -3, 3},          {"cos", cos, -3, 3},          {"tan", tan, -1, 1},
       {"asin", asin, -0.9, 0.9},    {"acos", acos, -0.9, 0.9},    {"atan", atan, -2, 2},
       {"sinh", sinh, -2, 2},        {"cosh", cosh, -2, 2},        {"tanh", tanh, -2, 2},
-      {"erf", erf, -2, 2},          {"sigmoid", sigmoid, -3, 3},  {"logsigmoid", logsigmoid, -3, 3, "F.logsigmoid(x[0])"},
+      {"erf", erf, -2, 2},          {"erfc", erfc, -2, 2},        {"erfinv", erfinv, -0.9, 0.9},
+      {"asinh", asinh, -2, 2},      {"acosh", acosh, 1.2, 3},     {"atanh", atanh, -0.9, 0.9},
+      {"sigmoid", sigmoid, -3, 3},  {"logsigmoid", logsigmoid, -3, 3, "F.logsigmoid(x[0])"},
       {"gelu", gelu, -3, 3, "F.gelu(x[0])"}, {"gelu_tanh", gelu_tanh, -3, 3, "F.gelu(x[0], approximate='tanh')"},
       {"silu", silu, -3, 3, "F.silu(x[0])"}, {"mish", mish, -3, 3, "F.mish(x[0])"},
       {"reciprocal", reciprocal, 0.5, 2}, {"selu", selu, -2, 2},
@@ -50,13 +126,19 @@ std::vector<OpInfo> elementwise_ops() {
                    .torch = u.torch ? u.torch : std::string("torch.") + u.name + "(x[0])",
                    .fn = [f](I x) { return one(f(x[0])); },
                    .samples = unary_samples(u.lo, u.hi),
+                   .ref = scalar_ref(unary_references().at(u.name)),
                    .sweep_dtypes = true});
   }
-  ops.push_back({.name = "leaky_relu", .torch = "F.leaky_relu(x[0], 0.1)", .fn = [](I x) { return one(leaky_relu(x[0], 0.1)); }, .samples = unary_samples(-2, 2)});
-  ops.push_back({.name = "elu", .torch = "F.elu(x[0], 1.5)", .fn = [](I x) { return one(elu(x[0], 1.5)); }, .samples = unary_samples(-2, 2)});
-  ops.push_back({.name = "softplus", .torch = "F.softplus(x[0], 2, 3)", .fn = [](I x) { return one(softplus(x[0], 2, 3)); }, .samples = unary_samples(-2, 1)});
-  ops.push_back({.name = "hardtanh", .torch = "F.hardtanh(x[0], -0.5, 0.7)", .fn = [](I x) { return one(hardtanh(x[0], -0.5, 0.7)); }, .samples = unary_samples(-2, 2)});
-  ops.push_back({.name = "clamp", .torch = "torch.clamp(x[0], -0.5, 0.5)", .fn = [](I x) { return one(clamp(x[0], -0.5, 0.5)); }, .samples = unary_samples(-2, 2)});
+  ops.push_back({.name = "leaky_relu", .torch = "F.leaky_relu(x[0], 0.1)", .fn = [](I x) { return one(leaky_relu(x[0], 0.1)); }, .samples = unary_samples(-2, 2),
+                 .ref = scalar_ref([](double x) { return x > 0 ? x : 0.1 * x; })});
+  ops.push_back({.name = "elu", .torch = "F.elu(x[0], 1.5)", .fn = [](I x) { return one(elu(x[0], 1.5)); }, .samples = unary_samples(-2, 2),
+                 .ref = scalar_ref([](double x) { return x > 0 ? x : 1.5 * std::expm1(x); })});
+  ops.push_back({.name = "softplus", .torch = "F.softplus(x[0], 2, 3)", .fn = [](I x) { return one(softplus(x[0], 2, 3)); }, .samples = unary_samples(-2, 1),
+                 .ref = scalar_ref([](double x) { return 2 * x > 3 ? x : std::log1p(std::exp(2 * x)) / 2; })});
+  ops.push_back({.name = "hardtanh", .torch = "F.hardtanh(x[0], -0.5, 0.7)", .fn = [](I x) { return one(hardtanh(x[0], -0.5, 0.7)); }, .samples = unary_samples(-2, 2),
+                 .ref = scalar_ref([](double x) { return std::min(std::max(x, -0.5), 0.7); })});
+  ops.push_back({.name = "clamp", .torch = "torch.clamp(x[0], -0.5, 0.5)", .fn = [](I x) { return one(clamp(x[0], -0.5, 0.5)); }, .samples = unary_samples(-2, 2),
+                 .ref = scalar_ref([](double x) { return std::min(std::max(x, -0.5), 0.5); })});
   ops.push_back({.name = "clamp_min", .torch = "(torch.clamp_min(x[0], -0.5), x[0].clamp_min(0.3))", .fn = [](I x) { return Outputs{clamp_min(x[0], -0.5), x[0].clamp_min(0.3)}; },
                  .samples = unary_samples(-2, 2),
                  .ref = [](I x) { return Outputs{maximum(x[0], full_like(x[0], -0.5)), maximum(x[0], full_like(x[0], 0.3))}; }});
@@ -64,25 +146,48 @@ std::vector<OpInfo> elementwise_ops() {
                  .samples = unary_samples(-2, 2),
                  .ref = [](I x) { return Outputs{minimum(x[0], full_like(x[0], 0.5)), minimum(x[0], full_like(x[0], -0.3))}; }});
 
-  ops.push_back({.name = "add", .torch = "torch.add(x[0], x[1], alpha=2)", .fn = [](I x) { return one(add(x[0], x[1], 2)); }, .samples = binary_samples(-2, 2, -2, 2), .sweep_dtypes = true});
-  ops.push_back({.name = "sub", .torch = "torch.sub(x[0], x[1], alpha=0.5)", .fn = [](I x) { return one(sub(x[0], x[1], 0.5)); }, .samples = binary_samples(-2, 2, -2, 2), .sweep_dtypes = true});
-  ops.push_back({.name = "mul", .torch = "x[0] * x[1]", .fn = [](I x) { return one(x[0] * x[1]); }, .samples = binary_samples(-2, 2, -2, 2), .sweep_dtypes = true});
-  ops.push_back({.name = "div", .torch = "x[0] / x[1]", .fn = [](I x) { return one(x[0] / x[1]); }, .samples = binary_samples(-2, 2, 0.5, 2), .sweep_dtypes = true});
-  ops.push_back({.name = "pow", .torch = "torch.pow(x[0], x[1])", .fn = [](I x) { return one(pow(x[0], x[1])); }, .samples = binary_samples(0.5, 2, -1, 2), .sweep_dtypes = true});
+  ops.push_back({.name = "add", .torch = "torch.add(x[0], x[1], alpha=2)", .fn = [](I x) { return one(add(x[0], x[1], 2)); }, .samples = binary_samples(-2, 2, -2, 2),
+                 .ref = scalar_ref([](double a, double b) { return a + 2 * b; }), .sweep_dtypes = true});
+  ops.push_back({.name = "sub", .torch = "torch.sub(x[0], x[1], alpha=0.5)", .fn = [](I x) { return one(sub(x[0], x[1], 0.5)); }, .samples = binary_samples(-2, 2, -2, 2),
+                 .ref = scalar_ref([](double a, double b) { return a - 0.5 * b; }), .sweep_dtypes = true});
+  ops.push_back({.name = "mul", .torch = "x[0] * x[1]", .fn = [](I x) { return one(x[0] * x[1]); }, .samples = binary_samples(-2, 2, -2, 2),
+                 .ref = scalar_ref([](double a, double b) { return a * b; }), .sweep_dtypes = true});
+  ops.push_back({.name = "div", .torch = "x[0] / x[1]", .fn = [](I x) { return one(x[0] / x[1]); }, .samples = binary_samples(-2, 2, 0.5, 2),
+                 .ref = scalar_ref([](double a, double b) { return a / b; }), .sweep_dtypes = true});
+  ops.push_back({.name = "pow", .torch = "torch.pow(x[0], x[1])", .fn = [](I x) { return one(pow(x[0], x[1])); }, .samples = binary_samples(0.5, 2, -1, 2),
+                 .ref = scalar_ref([](double a, double b) { return std::pow(a, b); }), .sweep_dtypes = true});
   ops.push_back({.name = "pow_scalar", .torch = "torch.pow(x[0], 2.5)", .fn = [](I x) { return one(pow(x[0], 2.5)); }, .samples = unary_samples(0.5, 2)});
-  ops.push_back({.name = "maximum", .torch = "torch.maximum(x[0], x[1])", .fn = [](I x) { return one(maximum(x[0], x[1])); }, .samples = binary_samples(-2, 2, -2, 2), .sweep_dtypes = true});
-  ops.push_back({.name = "minimum", .torch = "torch.minimum(x[0], x[1])", .fn = [](I x) { return one(minimum(x[0], x[1])); }, .samples = binary_samples(-2, 2, -2, 2), .sweep_dtypes = true});
-  ops.push_back({.name = "atan2", .torch = "torch.atan2(x[0], x[1])", .fn = [](I x) { return one(atan2(x[0], x[1])); }, .samples = binary_samples(-2, 2, 0.5, 2), .sweep_dtypes = true});
+  ops.push_back({.name = "maximum", .torch = "torch.maximum(x[0], x[1])", .fn = [](I x) { return one(maximum(x[0], x[1])); }, .samples = binary_samples(-2, 2, -2, 2),
+                 .ref = scalar_ref([](double a, double b) { return std::max(a, b); }), .sweep_dtypes = true});
+  ops.push_back({.name = "minimum", .torch = "torch.minimum(x[0], x[1])", .fn = [](I x) { return one(minimum(x[0], x[1])); }, .samples = binary_samples(-2, 2, -2, 2),
+                 .ref = scalar_ref([](double a, double b) { return std::min(a, b); }), .sweep_dtypes = true});
+  ops.push_back({.name = "atan2", .torch = "torch.atan2(x[0], x[1])", .fn = [](I x) { return one(atan2(x[0], x[1])); }, .samples = binary_samples(-2, 2, 0.5, 2),
+                 .ref = scalar_ref([](double a, double b) { return std::atan2(a, b); }), .sweep_dtypes = true});
   ops.push_back({.name = "hypot", .torch = "torch.hypot(x[0], x[1])", .fn = [](I x) { return one(hypot(x[0], x[1])); },
-                 .samples = binary_samples(-2, 2, -2, 2), .sweep_dtypes = true});
+                 .samples = binary_samples(-2, 2, -2, 2),
+                 .ref = scalar_ref([](double a, double b) { return std::hypot(a, b); }), .sweep_dtypes = true});
   ops.push_back({.name = "remainder", .torch = "torch.remainder(x[0], x[1])", .fn = [](I x) { return one(remainder(x[0], x[1])); },
-                 .samples = binary_samples(0.1, 3, 0.7, 0.9), .sweep_dtypes = true});
+                 .samples = binary_samples(0.1, 3, 0.7, 0.9), .ref = scalar_ref(remainder_ref), .sweep_dtypes = true});
+  ops.push_back({.name = "fmod", .torch = "torch.fmod(x[0], x[1])", .fn = [](I x) { return one(fmod(x[0], x[1])); },
+                 .samples = binary_samples(-3, 3, 0.7, 0.9),
+                 .ref = scalar_ref([](double a, double b) { return std::fmod(a, b); }), .sweep_dtypes = true});
+  ops.push_back({.name = "fmod_scalar", .torch = "(torch.fmod(x[0], 2), torch.fmod(x[0], -1.5))",
+                 .fn = [](I x) { return Outputs{fmod(x[0], 2), fmod(x[0], -1.5)}; }, .samples = unary_samples(-4, 4),
+                 .sweep_dtypes = true});
+  ops.push_back({.name = "xlogy", .torch = "torch.xlogy(x[0], x[1])", .fn = [](I x) { return one(xlogy(x[0], x[1])); },
+                 .samples = binary_samples(-2, 2, 0.5, 2),
+                 .ref = scalar_ref([](double a, double b) { return a == 0 ? 0.0 : a * std::log(b); }), .sweep_dtypes = true});
+  ops.push_back({.name = "logaddexp", .torch = "torch.logaddexp(x[0], x[1])", .fn = [](I x) { return one(logaddexp(x[0], x[1])); },
+                 .samples = binary_samples(-2, 2, -2, 2),
+                 .ref = scalar_ref([](double a, double b) { return std::log(std::exp(a) + std::exp(b)); }), .sweep_dtypes = true});
   ops.push_back({.name = "threshold_backward", .torch = "torch.ops.aten.threshold_backward(x[0], x[1], 0)", .fn = [](I x) { return one(threshold_backward(x[0], x[1])); },
-                 .samples = binary_samples(-2, 2, -2, 2)});
+                 .samples = binary_samples(-2, 2, -2, 2),
+                 .ref = scalar_ref([](double g, double y) { return y > 0 ? g : 0.0; })});
   // PyTorch 1.13 has no derivative for floor_divide; its twin div(rounding_mode="floor") computes the
   // same values with the zero gradient nabla gives.
   ops.push_back({.name = "floor_divide", .torch = "torch.div(x[0], x[1], rounding_mode='floor')", .fn = [](I x) { return one(floor_divide(x[0], x[1])); },
-                 .samples = binary_samples(0.1, 3, 0.7, 0.9), .sweep_dtypes = true});
+                 .samples = binary_samples(0.1, 3, 0.7, 0.9),
+                 .ref = scalar_ref([](double a, double b) { return std::floor(a / b); }), .sweep_dtypes = true});
   // Scalar operands (Python numbers in PyTorch), integral and floating: type promotion with a number
   // follows the tensor's category (int tensor + 1.5 is float32, uint8 tensor + 2 stays uint8).
   ops.push_back({.name = "add_scalar", .torch = "(x[0] + 2, x[0] + 1.5, 2 + x[0], x[0] + True)",
