@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/io.h"
 #include "core/ops.h"
+#include "data/impl.h"
 
 // Decoders: PNG through libpng and JPEG through libjpeg-turbo (both hardened and fuzzed upstream);
 // stb_image only for BMP. (stb_image's JPEG decoder wrote out of bounds on a hostile DHT segment
@@ -488,116 +489,136 @@ std::string encode_image(const Tensor& image, const std::string& format, int qua
 }
 
 // ---- resize -------------------------------------------------------------------------------------
-namespace {
+namespace impl {
 
-// For each output pixel along one axis: the first input pixel it reads and the normalized weights.
-struct AxisWeights {
-  std::vector<int64_t> start, count;
-  std::vector<double> weights;  // out_size * max_count, row k for output k
-  int64_t max_count = 0;
-};
-
-// PIL's resampling weights for the triangle (bilinear) filter, widened by the scale when
-// antialiasing a reduction.
-AxisWeights axis_weights(int64_t in, int64_t out, bool antialias) {
-  AxisWeights a;
-  double scale = static_cast<double>(in) / static_cast<double>(out);
-  double filterscale = antialias ? std::max(scale, 1.0) : 1.0;
-  double support = 1.0 * filterscale;
-  a.max_count = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
-  a.start.resize(static_cast<size_t>(out));
-  a.count.resize(static_cast<size_t>(out));
-  a.weights.assign(static_cast<size_t>(out * a.max_count), 0.0);
+AxisTaps bilinear_taps(int64_t in, int64_t out, bool antialias) {
+  const double scale = static_cast<double>(in) / static_cast<double>(out);
+  const double filterscale = antialias ? std::max(scale, 1.0) : 1.0;
+  const double support = 1.0 * filterscale;
+  AxisTaps a;
+  a.taps = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+  a.index.assign(static_cast<size_t>(out * a.taps), 0);
+  a.weight.assign(static_cast<size_t>(out * a.taps), 0.0);
   for (int64_t i = 0; i < out; ++i) {
     double center = (static_cast<double>(i) + 0.5) * scale;
     int64_t xmin = std::max<int64_t>(0, static_cast<int64_t>(std::floor(center - support + 0.5)));
     int64_t xmax = std::min<int64_t>(in, static_cast<int64_t>(std::floor(center + support + 0.5)));
-    int64_t n = std::min(xmax - xmin, a.max_count);
-    double* w = &a.weights[static_cast<size_t>(i * a.max_count)];
+    int64_t n = std::min(xmax - xmin, a.taps);
+    double* w = &a.weight[static_cast<size_t>(i * a.taps)];
+    int64_t* idx = &a.index[static_cast<size_t>(i * a.taps)];
     double total = 0;
     for (int64_t k = 0; k < n; ++k) {
       double t = std::abs((static_cast<double>(xmin + k) - center + 0.5) / filterscale);
       w[k] = t < 1.0 ? 1.0 - t : 0.0;
       total += w[k];
     }
-    if (total > 0)
+    if (total > 0) {
       for (int64_t k = 0; k < n; ++k) w[k] /= total;
-    else {  // cannot happen for in, out >= 1; fall back to the nearest pixel
+    } else {  // cannot happen for in, out >= 1; fall back to the nearest pixel
       n = 1;
       xmin = std::clamp<int64_t>(static_cast<int64_t>(center), 0, in - 1);
       w[0] = 1.0;
     }
-    a.start[static_cast<size_t>(i)] = xmin;
-    a.count[static_cast<size_t>(i)] = n;
+    for (int64_t k = 0; k < a.taps; ++k) idx[k] = std::min(xmin + std::min(k, n - 1), in - 1);  // unused taps: weight 0
   }
   return a;
 }
 
+namespace {
+// Two separable passes over each (H, W) plane: along W into a float buffer, then along H. A pass
+// whose size does not change is skipped (as PyTorch's antialiased kernels; every filter's taps are
+// the identity there).
 template <class T, class Acc>
-void resize_planes(const T* src, T* dst, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, bool antialias) {
-  AxisWeights wx = axis_weights(W, OW, antialias), wy = axis_weights(H, OH, antialias);
+void resample_planes(const T* src, T* dst, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                     const AxisTaps& tx, const AxisTaps& ty) {
+  const bool do_x = OW != W, do_y = OH != H;
   std::vector<Acc> tmp(static_cast<size_t>(H * OW));
+  std::vector<Acc> line(static_cast<size_t>(OW));
   for (int64_t p = 0; p < planes; ++p) {
     const T* s = src + p * H * W;
     T* d = dst + p * OH * OW;
-    // Horizontal pass: (H, W) -> (H, OW).
+    // Horizontal: (H, W) -> (H, OW).
     for (int64_t y = 0; y < H; ++y) {
       const T* row = s + y * W;
       Acc* trow = tmp.data() + y * OW;
+      if (!do_x) {
+        for (int64_t x = 0; x < OW; ++x) trow[x] = static_cast<Acc>(row[x]);
+        continue;
+      }
       for (int64_t x = 0; x < OW; ++x) {
-        const double* w = &wx.weights[static_cast<size_t>(x * wx.max_count)];
-        const T* px = row + wx.start[static_cast<size_t>(x)];
+        const int64_t* idx = &tx.index[static_cast<size_t>(x * tx.taps)];
+        const double* w = &tx.weight[static_cast<size_t>(x * tx.taps)];
         Acc acc = 0;
-        for (int64_t k = 0; k < wx.count[static_cast<size_t>(x)]; ++k) acc += static_cast<Acc>(w[k]) * static_cast<Acc>(px[k]);
+        for (int64_t k = 0; k < tx.taps; ++k)
+          if (w[k] != 0) acc += static_cast<Acc>(w[k]) * static_cast<Acc>(row[idx[k]]);
         trow[x] = acc;
       }
     }
-    // Vertical pass: (H, OW) -> (OH, OW).
+    // Vertical: (H, OW) -> (OH, OW).
     for (int64_t y = 0; y < OH; ++y) {
-      const double* w = &wy.weights[static_cast<size_t>(y * wy.max_count)];
-      const Acc* base = tmp.data() + wy.start[static_cast<size_t>(y)] * OW;
-      int64_t n = wy.count[static_cast<size_t>(y)];
       T* drow = d + y * OW;
+      if (!do_y) {
+        std::copy_n(tmp.data() + y * OW, OW, line.data());
+      } else {
+        std::fill(line.begin(), line.end(), Acc(0));
+        const int64_t* idx = &ty.index[static_cast<size_t>(y * ty.taps)];
+        const double* w = &ty.weight[static_cast<size_t>(y * ty.taps)];
+        for (int64_t k = 0; k < ty.taps; ++k) {
+          if (w[k] == 0) continue;
+          const Acc wk = static_cast<Acc>(w[k]);
+          const Acc* base = tmp.data() + idx[k] * OW;
+          for (int64_t x = 0; x < OW; ++x) line[static_cast<size_t>(x)] += wk * base[x];
+        }
+      }
       for (int64_t x = 0; x < OW; ++x) {
-        Acc acc = 0;
-        for (int64_t k = 0; k < n; ++k) acc += static_cast<Acc>(w[k]) * base[k * OW + x];
         if constexpr (std::is_same_v<T, uint8_t>)
-          drow[x] = static_cast<uint8_t>(std::clamp<Acc>(std::nearbyint(acc), 0, 255));
+          drow[x] = static_cast<uint8_t>(std::clamp<Acc>(std::nearbyint(line[static_cast<size_t>(x)]), 0, 255));
         else
-          drow[x] = static_cast<T>(acc);
+          drow[x] = static_cast<T>(line[static_cast<size_t>(x)]);
       }
     }
   }
 }
-
 }  // namespace
 
-Tensor resize_bilinear(const Tensor& x, int64_t out_h, int64_t out_w, bool antialias) {
-  check<ShapeError>(x.dim() >= 2, "resize_bilinear: expected (..., H, W), got shape ", x.sizes());
-  check<ValueError>(out_h > 0 && out_w > 0, "resize_bilinear: output size must be positive, got ", out_h, "x", out_w);
+void check_resize(const Tensor& x, int64_t out_h, int64_t out_w, const char* op) {
+  check<ValueError>(x.defined(), op, ": the image is undefined");
+  check<ShapeError>(x.dim() >= 2, op, ": expected an image (..., H, W), got shape ", x.sizes());
+  check<ValueError>(out_h > 0 && out_w > 0, op, ": output size must be positive, got ", out_h, "x", out_w);
+  check<ShapeError>(x.size(-2) > 0 && x.size(-1) > 0, op, ": cannot resize an empty image of shape ", x.sizes());
+}
+
+Tensor resample(const Tensor& x, int64_t out_h, int64_t out_w, const AxisTaps& tx, const AxisTaps& ty, const char* op) {
   const int64_t H = x.size(-2), W = x.size(-1);
-  check<ShapeError>(H > 0 && W > 0, "resize_bilinear: cannot resize an empty image of shape ", x.sizes());
   Shape out_shape = x.sizes();
   out_shape[out_shape.size() - 2] = out_h;
   out_shape[out_shape.size() - 1] = out_w;
   Device dev = x.device();
   Tensor src = x.cpu().contiguous();
   Tensor out = empty(out_shape, src.dtype());
-  const int64_t planes = H * W == 0 ? 0 : src.numel() / (H * W);
+  const int64_t planes = src.numel() / (H * W);
   switch (src.dtype()) {
     case kFloat32:
-      resize_planes<float, float>(src.data_ptr<float>(), out.data_ptr<float>(), planes, H, W, out_h, out_w, antialias);
+      resample_planes<float, float>(src.data_ptr<float>(), out.data_ptr<float>(), planes, H, W, out_h, out_w, tx, ty);
       break;
     case kFloat64:
-      resize_planes<double, double>(src.data_ptr<double>(), out.data_ptr<double>(), planes, H, W, out_h, out_w, antialias);
+      resample_planes<double, double>(src.data_ptr<double>(), out.data_ptr<double>(), planes, H, W, out_h, out_w, tx, ty);
       break;
     case kUInt8:
-      resize_planes<uint8_t, float>(src.data_ptr<uint8_t>(), out.data_ptr<uint8_t>(), planes, H, W, out_h, out_w, antialias);
+      resample_planes<uint8_t, float>(src.data_ptr<uint8_t>(), out.data_ptr<uint8_t>(), planes, H, W, out_h, out_w, tx, ty);
       break;
     default:
-      throw DTypeError(detail::str("resize_bilinear: expected a float32, float64 or u8 tensor, got ", src.dtype()));
+      throw DTypeError(detail::str(op, ": expected a float32, float64 or u8 image, got ", src.dtype()));
   }
   return out.to(dev);
+}
+
+}  // namespace impl
+
+Tensor resize_bilinear(const Tensor& x, int64_t out_h, int64_t out_w, bool antialias) {
+  impl::check_resize(x, out_h, out_w, "resize_bilinear");
+  return impl::resample(x, out_h, out_w, impl::bilinear_taps(x.size(-1), out_w, antialias),
+                        impl::bilinear_taps(x.size(-2), out_h, antialias), "resize_bilinear");
 }
 
 }  // namespace nabla::data

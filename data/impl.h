@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "../core/error.h"
 #include "../core/tensor.h"
@@ -16,5 +17,21 @@ inline void check_index(const char* what, int64_t index, int64_t size) {
 
 // An int64 tensor (n) that views `indices` without copying; valid while `indices` lives. Read only.
 Tensor index_tensor(std::span<const int64_t> indices);
+
+// Image resampling (data/image.cpp), one separable two-pass resampler for every filter: for each
+// output pixel along one axis, `taps` input indices and their weights (a filter's taps come from
+// its own function: bilinear_taps here, nearest and bicubic in transforms.cpp).
+struct AxisTaps {
+  int64_t taps = 0;
+  std::vector<int64_t> index;  // out * taps
+  std::vector<double> weight;  // out * taps
+};
+// PIL's triangle filter (bilinear), widened by the scale when antialiasing a reduction.
+AxisTaps bilinear_taps(int64_t in, int64_t out, bool antialias);
+// x (..., H, W) float32, float64 or u8 (computed in float, rounded and clamped) resampled to
+// (..., out_h, out_w) along W with `tx`, then along H with `ty`; `op` names the caller in errors.
+Tensor resample(const Tensor& x, int64_t out_h, int64_t out_w, const AxisTaps& tx, const AxisTaps& ty, const char* op);
+// The checks every resize makes, naming `op`: x is (..., H, W) with H, W > 0 and the output size positive.
+void check_resize(const Tensor& x, int64_t out_h, int64_t out_w, const char* op);
 
 }  // namespace nabla::data::impl

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "data/image.h"
+#include "data/impl.h"
 
 namespace nabla::data {
 
@@ -169,15 +170,9 @@ Tensor affine(const Tensor& x, double angle, double tx, double ty, double scale,
   return out.to(dev);
 }
 
-// ---- resize: nearest and bicubic (bilinear is data/image.cpp's resize_bilinear) -------------------
+// ---- resize: the nearest and bicubic filters' taps (data/image.cpp resamples with them) ----------
 namespace {
-
-// For each output pixel along one axis, `taps` input indices and their weights.
-struct AxisTaps {
-  int64_t taps = 0;
-  std::vector<int64_t> index;  // out * taps
-  std::vector<double> weight;  // out * taps
-};
+using impl::AxisTaps;
 
 // PyTorch's "nearest": floor(i * (in / out)) computed in float, and its shortcuts for the same size
 // and for doubling.
@@ -248,95 +243,17 @@ AxisTaps bicubic_aa_taps(int64_t in, int64_t out) {
 }
 
 AxisTaps axis_taps(int64_t in, int64_t out, Interpolation mode, bool antialias) {
+  if (mode == Interpolation::bilinear) return impl::bilinear_taps(in, out, antialias);
   if (mode == Interpolation::nearest) return nearest_taps(in, out);
   return antialias ? bicubic_aa_taps(in, out) : bicubic_taps(in, out);
-}
-
-// Two separable passes over each (H, W) plane: along W into a float buffer, then along H. A pass
-// whose size does not change is skipped (as PyTorch's antialiased kernels; the others are the
-// identity there).
-template <class T, class Acc>
-void resample_planes(const T* src, T* dst, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW,
-                     const AxisTaps& tx, const AxisTaps& ty) {
-  const bool do_x = OW != W, do_y = OH != H;
-  std::vector<Acc> tmp(static_cast<size_t>(H * OW));
-  for (int64_t p = 0; p < planes; ++p) {
-    const T* s = src + p * H * W;
-    T* d = dst + p * OH * OW;
-    // Horizontal: (H, W) -> (H, OW).
-    for (int64_t y = 0; y < H; ++y) {
-      const T* row = s + y * W;
-      Acc* trow = tmp.data() + y * OW;
-      if (!do_x) {
-        for (int64_t x = 0; x < OW; ++x) trow[x] = static_cast<Acc>(row[x]);
-        continue;
-      }
-      for (int64_t x = 0; x < OW; ++x) {
-        const int64_t* idx = &tx.index[static_cast<size_t>(x * tx.taps)];
-        const double* w = &tx.weight[static_cast<size_t>(x * tx.taps)];
-        Acc acc = 0;
-        for (int64_t k = 0; k < tx.taps; ++k) acc += static_cast<Acc>(w[k]) * static_cast<Acc>(row[idx[k]]);
-        trow[x] = acc;
-      }
-    }
-    // Vertical: (H, OW) -> (OH, OW).
-    std::vector<Acc> line(static_cast<size_t>(OW));
-    for (int64_t y = 0; y < OH; ++y) {
-      T* drow = d + y * OW;
-      if (!do_y) {
-        std::copy_n(tmp.data() + y * OW, OW, line.data());
-      } else {
-        std::fill(line.begin(), line.end(), Acc(0));
-        const int64_t* idx = &ty.index[static_cast<size_t>(y * ty.taps)];
-        const double* w = &ty.weight[static_cast<size_t>(y * ty.taps)];
-        for (int64_t k = 0; k < ty.taps; ++k) {
-          if (w[k] == 0) continue;
-          const Acc wk = static_cast<Acc>(w[k]);
-          const Acc* base = tmp.data() + idx[k] * OW;
-          for (int64_t x = 0; x < OW; ++x) line[static_cast<size_t>(x)] += wk * base[x];
-        }
-      }
-      for (int64_t x = 0; x < OW; ++x) {
-        if constexpr (std::is_same_v<T, uint8_t>)
-          drow[x] = static_cast<uint8_t>(std::clamp<Acc>(std::nearbyint(line[static_cast<size_t>(x)]), 0, 255));
-        else
-          drow[x] = static_cast<T>(line[static_cast<size_t>(x)]);
-      }
-    }
-  }
 }
 
 }  // namespace
 
 Tensor resize(const Tensor& x, int64_t out_h, int64_t out_w, Interpolation interpolation, bool antialias) {
-  check<ValueError>(x.defined(), "resize: the image is undefined");
-  check<ShapeError>(x.dim() >= 2, "resize: expected an image (..., H, W), got shape ", x.sizes());
-  check<ValueError>(out_h > 0 && out_w > 0, "resize: output size must be positive, got ", out_h, "x", out_w);
-  if (interpolation == Interpolation::bilinear) return resize_bilinear(x, out_h, out_w, antialias);
-  const int64_t H = x.size(-2), W = x.size(-1);
-  check<ShapeError>(H > 0 && W > 0, "resize: cannot resize an empty image of shape ", x.sizes());
-  Shape out_shape = x.sizes();
-  out_shape[out_shape.size() - 2] = out_h;
-  out_shape[out_shape.size() - 1] = out_w;
-  Device dev = x.device();
-  Tensor src = x.cpu().contiguous();
-  Tensor out = empty(out_shape, src.dtype());
-  const int64_t planes = src.numel() / (H * W);
-  AxisTaps tx = axis_taps(W, out_w, interpolation, antialias), ty = axis_taps(H, out_h, interpolation, antialias);
-  switch (src.dtype()) {
-    case kFloat32:
-      resample_planes<float, float>(src.data_ptr<float>(), out.data_ptr<float>(), planes, H, W, out_h, out_w, tx, ty);
-      break;
-    case kFloat64:
-      resample_planes<double, double>(src.data_ptr<double>(), out.data_ptr<double>(), planes, H, W, out_h, out_w, tx, ty);
-      break;
-    case kUInt8:
-      resample_planes<uint8_t, float>(src.data_ptr<uint8_t>(), out.data_ptr<uint8_t>(), planes, H, W, out_h, out_w, tx, ty);
-      break;
-    default:
-      throw DTypeError(detail::str("resize: expected a float32, float64 or u8 image, got ", src.dtype()));
-  }
-  return out.to(dev);
+  impl::check_resize(x, out_h, out_w, "resize");
+  return impl::resample(x, out_h, out_w, axis_taps(x.size(-1), out_w, interpolation, antialias),
+                        axis_taps(x.size(-2), out_h, interpolation, antialias), "resize");
 }
 
 // ---- transform objects --------------------------------------------------------------------------
