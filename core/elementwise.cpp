@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/impl.h"
+#include "core/trace.h"
 
 namespace nabla {
 
@@ -151,6 +152,8 @@ enum class OnInt { promote, reject };
 Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryKind kind, double p0 = 0, double p1 = 0,
                     OnInt on_int = OnInt::promote) {
   const char* name = op_name(op);
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, name, {x}, {{"p0", p0}, {"p1", p1}}, [&] { return unary_kernel(op, x, kind, p0, p1, on_int); });
   check<ValueError>(x.defined(), name, ": input tensor is undefined");
   DType dt = x.dtype();
   if (kind == UnaryKind::floating && !is_floating(dt)) {
@@ -401,6 +404,9 @@ constexpr bool grads_read_a(BinaryOp op) {
 // Every binary op: checks, type promotion, broadcasting, the kernel, and the backward from the op
 // list (core/elementwise_ops.h).
 Tensor binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, Scalar alpha_s = 1) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, op_name(op), {a_in, b_in}, {{"alpha", alpha_s.to_double()}},
+                         [&] { return binary(op, a_in, b_in, alpha_s); });
   DType dt = check_binary(op, a_in, b_in, alpha_s);
   Tensor out = binary_kernel(op, a_in, b_in, alpha_s, dt);
   if (is_bool_result(op) || !autograd::needs_grad(a_in, b_in)) return out;
@@ -482,6 +488,8 @@ static void check_integer_power(DType base, Scalar e) {
                     ": integers to negative integer powers are not allowed (convert the base with .to(kFloat32))");
 }
 Tensor pow(const Tensor& a, Scalar e) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "pow_scalar", {a}, {{"exponent", e.to_double()}}, [&] { return pow(a, e); });
   DType dt = detail::promote_with_scalar(a.dtype(), e);
   check_integer_power(dt, e);
   // Shortcuts only where they keep the result dtype (int ** 2.0 is float32, bool ** 2 int64).
@@ -503,6 +511,7 @@ Tensor pow(const Tensor& a, Scalar e) {
 }
 Tensor pow(Scalar base, const Tensor& e) { return binary(BinaryOp::pow, scalar_operand(e, base), e); }
 Tensor remainder(const Tensor& a, Scalar b) { return binary(BinaryOp::remainder, a, scalar_operand(a, b)); }
+Tensor fmod(const Tensor& a, Scalar b) { return binary(BinaryOp::fmod, a, scalar_operand(a, b)); }
 
 #define NABLA_DEFINE_COMPARE(name, f)                                                      \
   Tensor name(const Tensor& a, const Tensor& b) { return binary(BinaryOp::name, a, b); } \
@@ -511,7 +520,6 @@ NABLA_DEFINE_COMPARE(eq, _)
 NABLA_DEFINE_COMPARE(ne, _)
 NABLA_DEFINE_COMPARE(lt, _)
 NABLA_DEFINE_COMPARE(le, _)
-Tensor fmod(const Tensor& a, Scalar b) { return binary(BinaryOp::fmod, a, scalar_operand(a, b)); }
 NABLA_DEFINE_COMPARE(gt, _)
 NABLA_DEFINE_COMPARE(ge, _)
 #undef NABLA_DEFINE_COMPARE
@@ -566,6 +574,8 @@ bool equal(const Tensor& a, const Tensor& b) {
 
 // ---- where and composites -----------------------------------------------------------------------
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "where", {cond, a, b}, {}, [&] { return where(cond, a, b); });
   check<DTypeError>(cond.dtype() == DType::boolean, "where: condition must be a bool tensor, got ", cond.dtype());
   DType dt = detail::result_type(a, b);
   Device dev = detail::output_device("where", a, b);

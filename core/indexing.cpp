@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/impl.h"
+#include "core/trace.h"
 
 namespace nabla {
 
@@ -22,6 +23,8 @@ Tensor as_index(const Tensor& index, const char* op) {
 
 // ---- cat / stack --------------------------------------------------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "cat", tensors, {{"dim", dim}}, [&] { return cat(tensors, dim); });
   check<ValueError>(!tensors.empty(), "cat: expected a non-empty list of tensors");
   const Tensor* ref = nullptr;
   DType dt = tensors[0].dtype();
@@ -210,6 +213,8 @@ Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value) {
 
 // ---- index_select / index_add -------------------------------------------------------------------
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index_in) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "index_select", {x, index_in}, {{"dim", dim}}, [&] { return index_select(x, dim, index_in); });
   Tensor index = as_index(index_in, "index_select");
   check<ShapeError>(index.dim() <= 1, "index_select: index must be 0-D or 1-D, got shape ", index.sizes());
   detail::check_same_device("index_select", {&x, &index});
@@ -420,6 +425,8 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes) {
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices_in, std::optional<int64_t> padding_idx) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "embedding", {weight, indices_in}, {}, [&] { return embedding(weight, indices_in, padding_idx); });
   check<ShapeError>(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, dim), got shape ", weight.sizes());
   Tensor indices = as_index(indices_in, "embedding");
   int64_t n = weight.sizes()[0];

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/impl.h"
+#include "core/trace.h"
 
 namespace nabla {
 
@@ -146,6 +147,11 @@ Tensor conv_core(const Tensor& x, const Tensor& w, const Tensor& b, const ConvPa
 
 // conv_core for a batched or unbatched input (one dim fewer).
 Tensor conv_any_batch(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "conv", {x, weight, bias},
+                         {{"stride", IntArrayRef(p.stride.data(), p.ndim)}, {"padding", IntArrayRef(p.padding.data(), p.ndim)},
+                          {"dilation", IntArrayRef(p.dilation.data(), p.ndim)}, {"groups", p.groups}},
+                         [&] { return conv_any_batch(x, weight, bias, p); });
   if (x.dim() == 1 + p.ndim) return conv_core(x.unsqueeze(0), weight, bias, p).squeeze(0);
   return conv_core(x, weight, bias, p);
 }
@@ -310,11 +316,21 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntArrayRef 
 
 Tensor max_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
                   IntArrayRef dilation, bool ceil_mode) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "max_pool2d", {x},
+                         {{"kernel", kernel_size}, {"stride", stride}, {"padding", padding}, {"dilation", dilation},
+                          {"ceil_mode", ceil_mode}},
+                         [&] { return max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode); });
   return std::get<0>(max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode));
 }
 
 Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding, bool ceil_mode,
                   bool count_include_pad) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "avg_pool2d", {x},
+                         {{"kernel", kernel_size}, {"stride", stride}, {"padding", padding}, {"ceil_mode", ceil_mode},
+                          {"count_include_pad", count_include_pad}},
+                         [&] { return avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad); });
   Pool2dParams p = pool_params(kernel_size, stride, padding, 1, ceil_mode, "avg_pool2d");
   p.count_include_pad = count_include_pad;
   Shape s = pool_shape(x, p, "avg_pool2d");
@@ -330,6 +346,8 @@ Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, 
 namespace {
 // Adaptive pooling: output cell i covers input [floor(i*in/out), ceil((i+1)*in/out)).
 Tensor adaptive_pool(const Tensor& x, IntArrayRef output_size, bool is_max, const char* op) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, op, {x}, {{"output_size", output_size}}, [&] { return adaptive_pool(x, output_size, is_max, op); });
   check<ShapeError>(x.dim() == 3 || x.dim() == 4, op, ": expected input (N, C, H, W) or (C, H, W), got shape ",
                     x.sizes());
   auto os = pair_of(output_size, op, "output_size");
@@ -400,6 +418,10 @@ Tensor batch_norm_composite(const Tensor& x, const Tensor& w, const Tensor& b, c
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "batch_norm", {x, weight, bias, running_mean, running_var},
+                         {{"training", training}, {"momentum", momentum}, {"eps", eps}},
+                         [&] { return batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps); });
   if (!x.defined() || x.dim() < 2) [[unlikely]]  // (the message is built only when it is needed)
     throw ShapeError(detail::str("batch_norm: expected input (N, C, ...) with at least 2 dims, got ",
                                  x.defined() ? detail::describe(x) : std::string("an undefined tensor")));

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "core/impl.h"
+#include "core/trace.h"
 
 namespace nabla {
 
@@ -55,6 +56,8 @@ Tensor expand_grad(const Tensor& g, const Shape& keep_shape, const Shape& x_shap
 }  // namespace
 
 Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType> dtype_opt) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "sum", {x}, {{"dims", dims}, {"keepdim", keepdim}}, [&] { return sum(x, dims, keepdim, dtype_opt); });
   DType dt = dtype_opt.value_or(is_floating(x.dtype()) ? x.dtype() : DType::i64);
   Tensor xin = x.dtype() == dt ? x : x.to(dt);
   Reduction r = plan(xin, dims, keepdim, "sum");
@@ -68,6 +71,8 @@ Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType>
 Tensor sum(const Tensor& x, std::optional<DType> dtype) { return sum(x, IntArrayRef{}, false, dtype); }
 
 Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "mean", {x}, {{"dims", dims}, {"keepdim", keepdim}}, [&] { return mean(x, dims, keepdim); });
   check<DTypeError>(is_floating(x.dtype()), "mean: input dtype must be floating, got ", x.dtype(),
                     " (convert with .to(kFloat32) first)");
   Reduction r = plan(x, dims, keepdim, "mean");
@@ -105,6 +110,9 @@ Tensor prod(const Tensor& x) { return prod(x.reshape({-1}), 0, false); }
 namespace {
 // Gradient of a full or multi-dim max/min: shared evenly among the tied maxima, as PyTorch.
 Tensor extreme_all(ReduceOp op, const Tensor& x, IntArrayRef dims, bool keepdim, const char* name) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, op == ReduceOp::max ? "amax" : "amin", {x}, {{"dims", dims}, {"keepdim", keepdim}},
+                         [&] { return extreme_all(op, x, dims, keepdim, name); });
   // Reducing every dim of an empty tensor has no identity; reducing only non-empty dims of one is
   // fine (and gives an empty result), as in PyTorch.
   check<ValueError>(x.numel() > 0 || !dims.empty(), name, ": cannot reduce an empty tensor of shape ", x.sizes(),
@@ -357,6 +365,8 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool la
 // ---- softmax ------------------------------------------------------------------------------------
 namespace {
 Tensor softmax_impl(const Tensor& x_in, int64_t dim, bool log) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, log ? "log_softmax" : "softmax", {x_in}, {{"dim", dim}}, [&] { return softmax_impl(x_in, dim, log); });
   const char* name = log ? "log_softmax" : "softmax";
   Tensor x = is_floating(x_in.dtype()) ? x_in : x_in.to(DType::f32);
   int64_t d = wrap_dim(dim, x.dim(), name);

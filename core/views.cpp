@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "core/impl.h"
+#include "core/trace.h"
 
 namespace nabla {
 
@@ -125,6 +126,8 @@ Shape infer_shape(IntArrayRef shape, int64_t numel, const char* op, IntList from
 }  // namespace
 
 Tensor view(const Tensor& x, IntArrayRef shape_in) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "view", {x}, {{"shape", shape_in}}, [&] { return view(x, shape_in); });
   Shape shape = infer_shape(shape_in, x.numel(), "view", x.sizes());
   auto strides = view_strides(x.sizes(), x.strides(), shape);
   check<ShapeError>(strides.has_value(), "view: cannot view a tensor of shape ", x.sizes(), " and strides ",
@@ -138,12 +141,16 @@ Tensor view(const Tensor& x, IntArrayRef shape_in) {
 }
 
 Tensor reshape(const Tensor& x, IntArrayRef shape_in) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "reshape", {x}, {{"shape", shape_in}}, [&] { return reshape(x, shape_in); });
   Shape shape = infer_shape(shape_in, x.numel(), "reshape", x.sizes());
   if (view_strides(x.sizes(), x.strides(), shape)) return view(x, shape);
   return view(x.clone(), shape);
 }
 
 Tensor permute(const Tensor& x, IntArrayRef dims) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "permute", {x}, {{"dims", dims}}, [&] { return permute(x, dims); });
   int64_t nd = x.dim();
   check<ShapeError>(static_cast<int64_t>(dims.size()) == nd, "permute: expected ", nd, " dims for a tensor of shape ",
                     x.sizes(), ", got ", dims);
@@ -176,6 +183,8 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
 }
 
 Tensor squeeze(const Tensor& x) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "squeeze", {x}, {}, [&] { return squeeze(x); });
   Shape s;
   for (int64_t v : x.sizes())
     if (v != 1) s.push_back(v);
@@ -183,6 +192,8 @@ Tensor squeeze(const Tensor& x) {
 }
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "squeeze", {x}, {{"dim", dim}}, [&] { return squeeze(x, dim); });
   if (x.dim() == 0) return x.view({});
   int64_t d = wrap_dim(dim, x.dim(), "squeeze");
   if (x.sizes()[d] != 1) return x.view(x.sizes());
@@ -192,6 +203,8 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "unsqueeze", {x}, {{"dim", dim}}, [&] { return unsqueeze(x, dim); });
   int64_t d = wrap_dim(dim, x.dim() + 1, "unsqueeze");
   Shape sizes = x.sizes(), strides = x.strides();
   int64_t st = d < x.dim() ? sizes[d] * strides[d] : 1;
@@ -204,6 +217,8 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
 }
 
 Tensor flatten(const Tensor& x, int64_t start, int64_t end) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "flatten", {x}, {{"start", start}, {"end", end}}, [&] { return flatten(x, start, end); });
   if (x.dim() == 0) return x.reshape({1});
   start = wrap_dim(start, x.dim(), "flatten");
   end = wrap_dim(end, x.dim(), "flatten");
@@ -228,6 +243,8 @@ Tensor unflatten(const Tensor& x, int64_t dim, IntArrayRef sizes) {
 }
 
 Tensor expand(const Tensor& x, IntArrayRef shape) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "expand", {x}, {{"shape", shape}}, [&] { return expand(x, shape); });
   int64_t nd = static_cast<int64_t>(shape.size()), xd = x.dim();
   check<ShapeError>(nd >= xd, "expand: the target shape ", shape, " has fewer dims than the tensor's ", x.sizes());
   Shape sizes(nd), strides(nd);
@@ -255,6 +272,8 @@ Tensor expand(const Tensor& x, IntArrayRef shape) {
 }
 
 Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_o, std::optional<int64_t> end_o, int64_t step) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "slice", {x}, {{"dim", dim}, {"start", start_o.value_or(0)}, {"end", end_o.value_or(INT64_MAX)}, {"step", step}}, [&] { return slice(x, dim, start_o, end_o, step); });
   check<IndexError>(x.dim() > 0, "slice: cannot slice a 0-dim tensor");
   int64_t d = wrap_dim(dim, x.dim(), "slice");
   check<ValueError>(step > 0, "slice: step must be positive, got ", step);
@@ -283,6 +302,8 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
 }
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "select", {x}, {{"dim", dim}, {"index", index}}, [&] { return select(x, dim, index); });
   check<IndexError>(x.dim() > 0, "select: cannot index into a 0-dim tensor");
   int64_t d = wrap_dim(dim, x.dim(), "select");
   int64_t n = x.sizes()[d];

@@ -28,6 +28,16 @@ done
 install_packages "${NABLA_BUILD_PACKAGES[@]}" "${NABLA_TEST_PACKAGES[@]}"
 # The differential suite against PyTorch must run here, not skip.
 export NABLA_REQUIRE_TORCH=1
+# ONNX Runtime for tests/test_onnx.cpp: the CPU runtime inside npm's onnxruntime-node, in .deps/
+# (ignored). --ignore-scripts: its install script fetches optional GPU binaries and fails offline.
+# node and npm come from Debian (nodejs 18) where no node is installed.
+command -v npm >/dev/null 2>&1 || install_packages nodejs npm
+if [ ! -f .deps/onnxruntime/node_modules/onnxruntime-node/package.json ]; then
+  log "onnxruntime-node 1.30 (npm) into .deps/onnxruntime"
+  mkdir -p .deps/onnxruntime
+  (cd .deps/onnxruntime && npm install --ignore-scripts --no-audit --no-fund onnxruntime-node@1.30)
+fi
+export NABLA_REQUIRE_ORT=1
 
 log "release build (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release

@@ -1,0 +1,941 @@
+// ONNX export: a tracer that turns each op call into ONNX nodes as it happens, then the ModelProto.
+//
+// How a call flows, y = conv2d(x, w, b) inside export_model:
+//   1. conv2d's front-end sees the thread's tracer (core/trace.h), runs the op untraced and calls
+//      Exporter::record("conv", {x, w, b}, {y}, {stride, padding, dilation, groups});
+//   2. record() names the inputs: x is a graph input or the output of an earlier traced op, w and b
+//      are parameters (initializers "conv1.weight", "conv1.bias"); a tensor it has never seen is
+//      either the output of an op that has no hook (it has a grad_fn: the export fails naming that
+//      op and the module it ran in) or a constant (an initializer);
+//   3. convert() emits the ONNX nodes for the op (Conv here) and names y's value.
+// After the forward, the output is renamed, batch norms are folded into convolutions
+// (do_constant_folding) and the graph is serialized with onnx/proto.h.
+#include "onnx/export.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numbers>
+#include <set>
+#include <unordered_map>
+
+#include "core/graph.h"
+#include "core/io.h"
+#include "core/trace.h"
+#include "onnx/proto.h"
+
+namespace nabla::onnx {
+
+namespace {
+
+using trace::Attrs;
+
+// ---- ONNX pieces --------------------------------------------------------------------------------
+// TensorProto.DataType
+int onnx_dtype(DType d) {
+  switch (d) {
+    case DType::f32: return 1;
+    case DType::u8: return 2;
+    case DType::i32: return 6;
+    case DType::i64: return 7;
+    case DType::boolean: return 9;
+    case DType::f16: return 10;
+    case DType::f64: return 11;
+    case DType::bf16: return 16;
+  }
+  return 0;
+}
+
+struct OAttr {
+  enum Kind { kInt, kFloat, kInts, kString } kind;
+  std::string name;
+  int64_t i = 0;
+  float f = 0;
+  std::vector<int64_t> ints;
+  std::string s;
+};
+OAttr ai(std::string n, int64_t v) { return {OAttr::kInt, std::move(n), v, 0, {}, {}}; }
+OAttr af(std::string n, double v) { return {OAttr::kFloat, std::move(n), 0, static_cast<float>(v), {}, {}}; }
+OAttr aints(std::string n, std::vector<int64_t> v) { return {OAttr::kInts, std::move(n), 0, 0, std::move(v), {}}; }
+
+struct ONode {
+  std::string op_type, name;
+  std::vector<std::string> inputs, outputs;
+  std::vector<OAttr> attrs;
+};
+
+struct Initializer {
+  std::string name;
+  Tensor data;  // CPU, contiguous
+};
+
+// What the exporter knows of a traced tensor.
+struct Value {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::f32;
+  std::vector<std::string> sym;  // per dim: a dynamic axis' name, or "" for a fixed size
+  uint32_t version = 0;
+};
+
+// A module call seen by the forward hooks: its path and the autograd nodes created inside it.
+struct ModuleCall {
+  std::string path;
+  uint64_t first_seq = 0, end_seq = std::numeric_limits<uint64_t>::max();
+};
+
+int64_t attr_int(const Attrs& a, const char* name) {
+  for (const auto& x : a)
+    if (x.name == name) return std::get<int64_t>(x.value);
+  throw Error(detail::str("onnx::export_model: internal: attribute '", name, "' missing"));
+}
+double attr_double(const Attrs& a, const char* name) {
+  for (const auto& x : a)
+    if (x.name == name) return std::get<double>(x.value);
+  throw Error(detail::str("onnx::export_model: internal: attribute '", name, "' missing"));
+}
+std::vector<int64_t> attr_ints(const Attrs& a, const char* name) {
+  for (const auto& x : a)
+    if (x.name == name) return std::get<std::vector<int64_t>>(x.value);
+  throw Error(detail::str("onnx::export_model: internal: attribute '", name, "' missing"));
+}
+
+// "MaxPool2dBackward" -> "max_pool2d", the op's name as users call it.
+std::string op_from_node_name(std::string n) {
+  if (n.size() > 8 && n.compare(n.size() - 8, 8, "Backward") == 0) n.resize(n.size() - 8);
+  std::string out;
+  for (size_t i = 0; i < n.size(); ++i) {
+    char c = n[i];
+    if (std::isupper(static_cast<unsigned char>(c))) {
+      if (i > 0) out.push_back('_');
+      out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string describe(const Tensor& t) { return detail::str("a tensor of shape ", t.sizes(), " and dtype ", t.dtype()); }
+
+int64_t wrap(int64_t d, int64_t rank) { return d < 0 ? d + rank : d; }
+
+// Two values of an IntArrayRef-style argument (1 value means both).
+std::array<int64_t, 2> pair2(const std::vector<int64_t>& v, int64_t dflt) {
+  if (v.empty()) return {dflt, dflt};
+  if (v.size() == 1) return {v[0], v[0]};
+  return {v[0], v[1]};
+}
+
+// ---- the exporter -------------------------------------------------------------------------------
+class Exporter : public trace::Tracer {
+ public:
+  Exporter(int64_t opset, bool fold) : opset_(opset), fold_(fold) {}
+
+  void add_named(const Tensor& t, const std::string& name) {
+    if (t.defined()) named_.emplace(t.impl(), name);
+  }
+  void add_input(const Tensor& t, const std::string& name, const std::map<int64_t, std::string>& axes) {
+    Value v = make_value(t, name);
+    for (const auto& [d, s] : axes) {
+      int64_t dd = wrap(d, t.dim());
+      check<ValueError>(dd >= 0 && dd < t.dim(), "onnx::export_model: dynamic_axes names dim ", d, " of input '", name,
+                        "' of shape ", t.sizes());
+      v.sym[dd] = s;
+    }
+    inputs_.push_back(v);
+    values_[t.impl()] = v;
+    keep_.push_back(t);
+  }
+  std::vector<ModuleCall> calls;
+
+  void record(const char* op, const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+              const Attrs& attrs) override {
+    op_ = op;
+    std::vector<const Value*> iv;
+    for (const Tensor& t : in) iv.push_back(t.defined() ? &value_of(t) : nullptr);
+    // An op that returns one of its inputs (x.to(same dtype), a no-op view) adds nothing.
+    if (out.size() == 1 && std::any_of(in.begin(), in.end(), [&](const Tensor& t) { return t.impl() == out[0].impl(); }))
+      return;
+    std::vector<Value> ov;
+    for (const Tensor& t : out) ov.push_back(make_value(t, fresh("t")));
+    convert(op, in, iv, out, ov, attrs);
+    for (size_t i = 0; i < out.size(); ++i) {
+      values_[out[i].impl()] = ov[i];
+      keep_.push_back(out[i]);
+    }
+  }
+
+  // The graph output (after the forward).
+  const Value& output_value(const Tensor& y) { return value_of(y); }
+
+  std::string serialize(const std::vector<std::string>& output_names, const std::vector<Tensor>& outputs,
+                        const ExportOptions& options);
+
+ private:
+  // ---- values ---------------------------------------------------------------------------------
+  Value make_value(const Tensor& t, std::string name) {
+    Value v;
+    v.name = std::move(name);
+    v.shape = t.sizes();
+    v.dtype = t.dtype();
+    v.sym.assign(static_cast<size_t>(t.dim()), "");
+    v.version = t.version();
+    return v;
+  }
+  std::string fresh(const char* stem) { return detail::str(stem, counter_++); }
+
+  // Where the autograd node with sequence number `seq` was created.
+  std::string module_of_seq(uint64_t seq) const {
+    const ModuleCall* best = nullptr;
+    for (const auto& c : calls)
+      if (seq >= c.first_seq && seq < c.end_seq && (!best || c.first_seq >= best->first_seq)) best = &c;
+    return best ? best->path : std::string();
+  }
+  std::string current_module() const {
+    const ModuleCall* best = nullptr;
+    for (const auto& c : calls)
+      if (c.end_seq == std::numeric_limits<uint64_t>::max()) best = &c;  // the innermost open call
+    return best ? best->path : std::string();
+  }
+  static std::string where(const std::string& path) {
+    return path.empty() ? std::string("in the top-level module") : "in module '" + path + "'";
+  }
+
+  const Value& value_of(const Tensor& t) {
+    auto it = values_.find(t.impl());
+    if (it != values_.end()) {
+      if (t.version() != it->second.version)
+        throw ValueError(detail::str("onnx::export_model: the input of op '", op_, "' (", where(current_module()),
+                                     ") was modified in place after it was computed (", describe(t),
+                                     "); in-place ops cannot be traced: use their out-of-place forms"));
+      return it->second;
+    }
+    if (autograd::Node* fn = t.grad_fn()) {
+      std::string op = op_from_node_name(fn->name());
+      throw NotImplemented(detail::str("onnx::export_model: op '", op, "' (", where(module_of_seq(fn->sequence_nr())),
+                                       ") has no ONNX mapping (it produced ", describe(t), ", autograd node ",
+                                       fn->name(), ", read by ", op_[0] == '(' ? op_ : "op '" + op_ + "'", ")"));
+    }
+    // A parameter, a buffer or a constant: an initializer.
+    auto nm = named_.find(t.impl());
+    std::string name = nm != named_.end() ? nm->second : fresh("const");
+    Tensor data = t.detach().to(kCPU).contiguous();
+    inits_.push_back({name, data});
+    keep_.push_back(t);
+    return values_[t.impl()] = make_value(t, name);
+  }
+
+  // ---- emitting nodes -------------------------------------------------------------------------
+  std::string node(const std::string& op_type, std::vector<std::string> inputs, std::vector<OAttr> attrs = {},
+                   std::string out = {}) {
+    if (out.empty()) out = fresh("t");
+    std::string path = current_module();
+    ONode n{op_type, (path.empty() ? "" : "/" + path) + "/" + op_type + "_" + std::to_string(nodes_.size()),
+            std::move(inputs), {out}, std::move(attrs)};
+    nodes_.push_back(std::move(n));
+    return out;
+  }
+  std::string const_tensor(const Tensor& t) {
+    std::string name = fresh("const");
+    inits_.push_back({name, t.contiguous()});
+    return name;
+  }
+  std::string const_i64(const std::vector<int64_t>& v) { return const_tensor(tensor(v, dtype(kInt64))); }
+  std::string const_i64_scalar(int64_t v) { return const_tensor(scalar_tensor(v, dtype(kInt64))); }
+  std::string const_scalar(double v, DType dt) { return const_tensor(scalar_tensor(v, dtype(dt))); }
+  std::string cast(const std::string& name, DType from, DType to) {
+    if (from == to) return name;
+    return node("Cast", {name}, {ai("to", onnx_dtype(to))});
+  }
+  std::string cast(const Value& v, DType to) { return cast(v.name, v.dtype, to); }
+  // Axes as opset 13's Squeeze/Unsqueeze/ReduceSum take them (an input).
+  std::string axes_input(const std::vector<int64_t>& axes) { return const_i64(axes); }
+
+  // ---- dynamic dims ---------------------------------------------------------------------------
+  // Output dim j takes the symbol of the input dim aligned with it from the right (broadcasting).
+  static void sym_broadcast(Value& out, const std::vector<const Value*>& in) {
+    int64_t r = static_cast<int64_t>(out.shape.size());
+    for (int64_t j = 0; j < r; ++j)
+      for (const Value* v : in) {
+        if (!v) continue;
+        int64_t k = j - (r - static_cast<int64_t>(v->shape.size()));
+        if (k >= 0 && !v->sym[k].empty() && v->shape[k] == out.shape[j]) {
+          out.sym[j] = v->sym[k];
+          break;
+        }
+      }
+  }
+  // Output dims [0, n) take the input's symbols.
+  static void sym_prefix(Value& out, const Value& in, int64_t n) {
+    for (int64_t j = 0; j < n && j < static_cast<int64_t>(out.sym.size()) && j < static_cast<int64_t>(in.sym.size()); ++j)
+      if (out.shape[j] == in.shape[j]) out.sym[j] = in.sym[j];
+  }
+  static bool has_sym(const Value& v) {
+    return std::any_of(v.sym.begin(), v.sym.end(), [](const std::string& s) { return !s.empty(); });
+  }
+
+  // A reshape of `x` to `out`'s shape that keeps x's dynamic dims dynamic: a dim that keeps its
+  // place and size becomes 0 (copy), a dim the caller left to inference (-1) stays -1.
+  std::string reshape_to(const Value& x, Value& out, const std::vector<int64_t>& requested) {
+    std::vector<int64_t> shape(out.shape.begin(), out.shape.end());
+    if (has_sym(x)) {
+      int64_t inferred = -1;
+      for (size_t j = 0; j < shape.size(); ++j) {
+        if (j < requested.size() && requested[j] == -1 && requested.size() == shape.size()) inferred = static_cast<int64_t>(j);
+      }
+      for (size_t j = 0; j < shape.size(); ++j) {
+        if (j < x.shape.size() && !x.sym[j].empty() && x.shape[j] == out.shape[j] && static_cast<int64_t>(j) != inferred) {
+          shape[j] = 0;
+          out.sym[j] = x.sym[j];
+        }
+      }
+      int64_t dynamic_in = 0, kept = 0;
+      for (const auto& s : x.sym) dynamic_in += !s.empty();
+      for (const auto& s : out.sym) kept += !s.empty();
+      if (kept < dynamic_in) {
+        // A dynamic dim was merged into another or moved: -1 where the caller asked for inference,
+        // else the one dim that changed size.
+        if (inferred < 0 && dynamic_in == 1) {
+          for (size_t j = 0; j < shape.size(); ++j)
+            if (shape[j] != 0 && (j >= x.shape.size() || out.shape[j] != x.shape[j])) {
+              if (inferred >= 0) { inferred = -2; break; }
+              inferred = static_cast<int64_t>(j);
+            }
+        }
+        check<NotImplemented>(inferred >= 0 && dynamic_in == 1, "onnx::export_model: op '", op_, "' (",
+                              where(current_module()), ") reshapes ", x.shape, " to ", out.shape,
+                              " in a way that a dynamic axis cannot follow; give its size as -1 in the shape or leave "
+                              "that axis static");
+        shape[inferred] = -1;
+        for (const auto& s : x.sym)
+          if (!s.empty()) out.sym[inferred] = s;
+      }
+    }
+    return node("Reshape", {x.name, const_i64(shape)}, {}, out.name);
+  }
+
+  // Runs `f` on x with a leading batch dim when x lacks one (unbatched conv/pool inputs).
+  template <class F>
+  void batched(const Value& x, int64_t want_rank, Value& out, F&& f) {
+    if (static_cast<int64_t>(x.shape.size()) == want_rank) {
+      f(x.name, out.name);
+      return;
+    }
+    check<ShapeError>(static_cast<int64_t>(x.shape.size()) == want_rank - 1, "onnx::export_model: op '", op_,
+                      "' expects an input of rank ", want_rank, " or ", want_rank - 1, ", got ", x.shape);
+    std::string x4 = node("Unsqueeze", {x.name, axes_input({0})});
+    std::string y4 = fresh("t");
+    f(x4, y4);
+    node("Squeeze", {y4, axes_input({0})}, {}, out.name);
+  }
+
+  void convert(const std::string& op, const std::vector<Tensor>& in, const std::vector<const Value*>& iv,
+               const std::vector<Tensor>& out, std::vector<Value>& ov, const Attrs& attrs);
+  bool convert_unary(const std::string& op, const Value& x, Value& y, const Attrs& attrs);
+  bool convert_binary(const std::string& op, const std::vector<const Value*>& iv, Value& y, const Attrs& attrs);
+  void fold_batch_norms(const std::set<std::string>& graph_outputs);
+  void prune(const std::set<std::string>& graph_outputs);
+
+  int64_t opset_;
+  bool fold_;
+  int64_t counter_ = 0;
+  std::string op_;
+  std::unordered_map<TensorImpl*, std::string> named_;
+  std::unordered_map<TensorImpl*, Value> values_;
+  std::vector<Tensor> keep_;  // every tensor seen stays alive, so no address is reused
+  std::vector<Value> inputs_;
+  std::vector<ONode> nodes_;
+  std::vector<Initializer> inits_;
+};
+
+bool Exporter::convert_unary(const std::string& op, const Value& x, Value& y, const Attrs& attrs) {
+  static const std::map<std::string, std::string> direct = {
+      {"exp", "Exp"},   {"log", "Log"},       {"sqrt", "Sqrt"},       {"sin", "Sin"},     {"cos", "Cos"},
+      {"tan", "Tan"},   {"asin", "Asin"},     {"acos", "Acos"},       {"atan", "Atan"},   {"sinh", "Sinh"},
+      {"cosh", "Cosh"}, {"tanh", "Tanh"},     {"erf", "Erf"},         {"sigmoid", "Sigmoid"}, {"reciprocal", "Reciprocal"},
+      {"neg", "Neg"},   {"abs", "Abs"},       {"sign", "Sign"},       {"relu", "Relu"},   {"floor", "Floor"},
+      {"ceil", "Ceil"}, {"round", "Round"},   {"selu", "Selu"},       {"isnan", "IsNaN"}, {"isinf", "IsInf"},
+      {"logical_not", "Not"}};
+  const bool predicate = op == "isnan" || op == "isinf" || op == "isfinite" || op == "logical_not";
+  std::string xn = predicate ? (op == "logical_not" ? cast(x, DType::boolean) : x.name) : cast(x, y.dtype);
+  const DType dt = y.dtype;
+  auto c = [&](double v) { return const_scalar(v, dt); };
+  const double p0 = attr_double(attrs, "p0"), p1 = attr_double(attrs, "p1");
+  if (auto it = direct.find(op); it != direct.end()) {
+    node(it->second, {xn}, {}, y.name);
+  } else if (op == "rsqrt") {
+    node("Reciprocal", {node("Sqrt", {xn})}, {}, y.name);
+  } else if (op == "square") {
+    node("Mul", {xn, xn}, {}, y.name);
+  } else if (op == "exp2") {
+    node("Pow", {c(2.0), xn}, {}, y.name);
+  } else if (op == "log2" || op == "log10") {
+    node("Div", {node("Log", {xn}), c(std::log(op == "log2" ? 2.0 : 10.0))}, {}, y.name);
+  } else if (op == "log1p") {
+    node("Log", {node("Add", {xn, c(1.0)})}, {}, y.name);
+  } else if (op == "expm1") {
+    node("Sub", {node("Exp", {xn}), c(1.0)}, {}, y.name);
+  } else if (op == "logsigmoid") {
+    node("Neg", {node("Softplus", {node("Neg", {xn})})}, {}, y.name);
+  } else if (op == "gelu") {  // x/2 (1 + erf(x/sqrt(2))) (opset 20's Gelu is past 17)
+    std::string e = node("Erf", {node("Div", {xn, c(std::numbers::sqrt2)})});
+    node("Mul", {node("Mul", {xn, c(0.5)}), node("Add", {e, c(1.0)})}, {}, y.name);
+  } else if (op == "gelu_tanh") {  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    std::string x3 = node("Mul", {node("Mul", {xn, xn}), xn});
+    std::string inner = node("Mul", {node("Add", {xn, node("Mul", {x3, c(0.044715)})}), c(std::sqrt(2.0 / std::numbers::pi))});
+    node("Mul", {node("Mul", {xn, c(0.5)}), node("Add", {node("Tanh", {inner}), c(1.0)})}, {}, y.name);
+  } else if (op == "silu") {
+    node("Mul", {xn, node("Sigmoid", {xn})}, {}, y.name);
+  } else if (op == "mish") {
+    node("Mul", {xn, node("Tanh", {node("Softplus", {xn})})}, {}, y.name);
+  } else if (op == "hardsigmoid") {
+    node("HardSigmoid", {xn}, {af("alpha", 1.0 / 6), af("beta", 0.5)}, y.name);
+  } else if (op == "hardswish") {
+    if (opset_ >= 14) node("HardSwish", {xn}, {}, y.name);
+    else node("Mul", {xn, node("HardSigmoid", {xn}, {af("alpha", 1.0 / 6), af("beta", 0.5)})}, {}, y.name);
+  } else if (op == "leaky_relu") {
+    node("LeakyRelu", {xn}, {af("alpha", p0)}, y.name);
+  } else if (op == "elu") {
+    node("Elu", {xn}, {af("alpha", p0)}, y.name);
+  } else if (op == "softplus") {
+    // PyTorch returns x itself where beta x > threshold; log1p(exp(t)) - t < 3e-9 there for the
+    // default threshold 20.
+    if (p0 == 1) node("Softplus", {xn}, {}, y.name);
+    else node("Div", {node("Softplus", {node("Mul", {xn, c(p0)})}), c(p0)}, {}, y.name);
+  } else if (op == "hardtanh" || op == "clamp") {
+    std::string lo = std::isinf(p0) ? std::string() : c(p0), hi = std::isinf(p1) ? std::string() : c(p1);
+    std::vector<std::string> ins{xn, lo, hi};
+    if (hi.empty()) ins.pop_back();  // an absent optional input at the end is left out
+    node("Clip", ins, {}, y.name);
+  } else if (op == "isfinite") {
+    node("Not", {node("Or", {node("IsNaN", {xn}), node("IsInf", {xn})})}, {}, y.name);
+  } else {
+    return false;
+  }
+  y.sym = x.sym;
+  return true;
+}
+
+bool Exporter::convert_binary(const std::string& op, const std::vector<const Value*>& iv, Value& y, const Attrs& attrs) {
+  static const std::map<std::string, std::string> arith = {{"add", "Add"}, {"sub", "Sub"},     {"mul", "Mul"},
+                                                           {"div", "Div"}, {"pow", "Pow"},     {"maximum", "Max"},
+                                                           {"minimum", "Min"}};
+  static const std::map<std::string, std::string> compare = {{"eq", "Equal"},          {"lt", "Less"},
+                                                             {"le", "LessOrEqual"},    {"gt", "Greater"},
+                                                             {"ge", "GreaterOrEqual"}, {"ne", "Equal"}};
+  static const std::map<std::string, std::string> logical = {{"logical_and", "And"}, {"logical_or", "Or"},
+                                                             {"logical_xor", "Xor"}};
+  const Value& a = *iv[0];
+  const Value& b = *iv[1];
+  if (auto it = arith.find(op); it != arith.end()) {
+    std::string an = cast(a, y.dtype), bn = cast(b, y.dtype);
+    double alpha = attr_double(attrs, "alpha");
+    if (alpha != 1 && (op == "add" || op == "sub")) bn = node("Mul", {bn, const_scalar(alpha, y.dtype)});
+    node(it->second, {an, bn}, {}, y.name);
+  } else if (auto ic = compare.find(op); ic != compare.end()) {
+    DType dt = promote_types(a.dtype, b.dtype);
+    std::string r = node(ic->second, {cast(a, dt), cast(b, dt)}, {}, op == "ne" ? std::string() : y.name);
+    if (op == "ne") node("Not", {r}, {}, y.name);
+  } else if (auto il = logical.find(op); il != logical.end()) {
+    node(il->second, {cast(a, DType::boolean), cast(b, DType::boolean)}, {}, y.name);
+  } else {
+    return false;
+  }
+  sym_broadcast(y, {&a, &b});
+  return true;
+}
+
+void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, const std::vector<const Value*>& iv,
+                       const std::vector<Tensor>& out, std::vector<Value>& ov, const Attrs& attrs) {
+  Value& y = ov[0];
+  const Value* x = iv.empty() ? nullptr : iv[0];
+  const int64_t rank = x ? static_cast<int64_t>(x->shape.size()) : 0;
+  auto no_mapping = [&](const std::string& why) {
+    throw NotImplemented(detail::str("onnx::export_model: op '", op, "' (", where(current_module()),
+                                     ") has no ONNX mapping", why.empty() ? "" : ": ", why));
+  };
+  // unary_kernel's calls carry p0/p1, binary()'s carry alpha.
+  auto has = [&](const char* name) {
+    return std::any_of(attrs.begin(), attrs.end(), [&](const trace::Attr& a) { return a.name == name; });
+  };
+  if (iv.size() == 1 && x && has("p0") && convert_unary(op, *x, y, attrs)) return;
+  if (iv.size() == 2 && x && iv[1] && has("alpha") && convert_binary(op, iv, y, attrs)) return;
+
+  if (op == "where") {
+    node("Where", {cast(*iv[0], DType::boolean), cast(*iv[1], y.dtype), cast(*iv[2], y.dtype)}, {}, y.name);
+    sym_broadcast(y, iv);
+  } else if (op == "pow_scalar") {
+    node("Pow", {cast(*x, y.dtype), const_scalar(attr_double(attrs, "exponent"), y.dtype)}, {}, y.name);
+    y.sym = x->sym;
+  } else if (op == "view" || op == "reshape") {
+    reshape_to(*x, y, attr_ints(attrs, "shape"));
+  } else if (op == "flatten") {
+    int64_t s = rank == 0 ? 0 : wrap(attr_int(attrs, "start"), rank), e = rank == 0 ? 0 : wrap(attr_int(attrs, "end"), rank);
+    if (rank >= 2 && s == 1 && e == rank - 1) {
+      node("Flatten", {x->name}, {ai("axis", 1)}, y.name);
+      sym_prefix(y, *x, 1);
+    } else {
+      std::vector<int64_t> req(y.shape.size(), 0);
+      for (size_t j = 0; j < req.size(); ++j) req[j] = y.shape[j];
+      if (static_cast<int64_t>(req.size()) > s) req[s] = -1;  // the merged dim
+      reshape_to(*x, y, req);
+    }
+  } else if (op == "permute") {
+    std::vector<int64_t> perm = attr_ints(attrs, "dims");
+    for (auto& p : perm) p = wrap(p, rank);
+    node("Transpose", {x->name}, {aints("perm", perm)}, y.name);
+    for (size_t j = 0; j < perm.size(); ++j) y.sym[j] = x->sym[perm[j]];
+  } else if (op == "squeeze") {
+    std::vector<int64_t> axes;
+    bool all = std::none_of(attrs.begin(), attrs.end(), [](const trace::Attr& a) { return a.name == "dim"; });
+    for (int64_t d = 0; d < rank; ++d)
+      if (x->shape[d] == 1 && (all || d == wrap(attr_int(attrs, "dim"), rank))) axes.push_back(d);
+    if (axes.empty()) node("Identity", {x->name}, {}, y.name);
+    else node("Squeeze", {x->name, axes_input(axes)}, {}, y.name);
+    for (int64_t d = 0, j = 0; d < rank; ++d)
+      if (std::find(axes.begin(), axes.end(), d) == axes.end()) y.sym[j++] = x->sym[d];
+  } else if (op == "unsqueeze") {
+    int64_t d = wrap(attr_int(attrs, "dim"), rank + 1);
+    node("Unsqueeze", {x->name, axes_input({d})}, {}, y.name);
+    for (int64_t k = 0, j = 0; j <= rank; ++j)
+      if (j != d) y.sym[j] = x->sym[k++];
+  } else if (op == "expand") {
+    std::vector<int64_t> shape(y.shape.begin(), y.shape.end());
+    int64_t r = static_cast<int64_t>(shape.size());
+    for (int64_t j = 0; j < r; ++j) {
+      int64_t k = j - (r - rank);
+      if (k >= 0 && x->shape[k] == shape[j]) shape[j] = 1;  // 1: keeps the input's size (dynamic or not)
+    }
+    node("Expand", {x->name, const_i64(shape)}, {}, y.name);
+    sym_broadcast(y, {x});
+  } else if (op == "slice") {
+    int64_t d = wrap(attr_int(attrs, "dim"), rank);
+    int64_t start = attr_int(attrs, "start"), end = attr_int(attrs, "end"), step = attr_int(attrs, "step");
+    check<NotImplemented>(x->sym[d].empty() || (start == 0 && end == std::numeric_limits<int64_t>::max()),
+                          "onnx::export_model: op 'slice' (", where(current_module()), ") slices the dynamic axis '",
+                          x->sym[d], "' of ", x->shape, "; slicing a dynamic axis is not exported");
+    node("Slice", {x->name, const_i64({start}), const_i64({end}), const_i64({d}), const_i64({step})}, {}, y.name);
+    y.sym = x->sym;
+    if (y.shape[d] != x->shape[d]) y.sym[d].clear();
+  } else if (op == "select") {
+    int64_t d = wrap(attr_int(attrs, "dim"), rank);
+    node("Gather", {x->name, const_i64_scalar(attr_int(attrs, "index"))}, {ai("axis", d)}, y.name);
+    for (int64_t k = 0, j = 0; k < rank; ++k)
+      if (k != d) y.sym[j++] = x->sym[k];
+  } else if (op == "cat") {
+    int64_t d = wrap(attr_int(attrs, "dim"), static_cast<int64_t>(y.shape.size()));
+    std::vector<std::string> parts;
+    std::vector<const Value*> used;
+    for (const Value* v : iv)
+      if (!(v->shape.size() == 1 && v->shape[0] == 0 && y.shape.size() != 1)) {
+        parts.push_back(cast(*v, y.dtype));
+        used.push_back(v);
+      }
+    node("Concat", parts, {ai("axis", d)}, y.name);
+    for (size_t j = 0; j < y.sym.size(); ++j)
+      if (static_cast<int64_t>(j) != d) y.sym[j] = used[0]->sym[j];
+  } else if (op == "embedding") {
+    // in: weight, indices
+    node("Gather", {iv[0]->name, iv[1]->name}, {ai("axis", 0)}, y.name);
+    for (size_t j = 0; j < iv[1]->sym.size(); ++j) y.sym[j] = iv[1]->sym[j];
+  } else if (op == "index_select") {
+    int64_t d = wrap(attr_int(attrs, "dim"), rank);
+    node("Gather", {x->name, iv[1]->name}, {ai("axis", d)}, y.name);
+    y.sym = x->sym;
+    y.sym[d].clear();
+  } else if (op == "to") {
+    node("Cast", {x->name}, {ai("to", onnx_dtype(y.dtype))}, y.name);
+    y.sym = x->sym;
+  } else if (op == "clone") {
+    node("Identity", {x->name}, {}, y.name);
+    y.sym = x->sym;
+  } else if (op == "sum" || op == "mean" || op == "amax" || op == "amin") {
+    std::vector<int64_t> dims = attr_ints(attrs, "dims");
+    for (auto& d : dims) d = wrap(d, rank);
+    int64_t keep = attr_int(attrs, "keepdim");
+    std::string xn = cast(*x, y.dtype);
+    if (op == "sum") {
+      std::vector<std::string> ins{xn};
+      if (!dims.empty()) ins.push_back(axes_input(dims));
+      node("ReduceSum", ins, {ai("keepdims", keep)}, y.name);
+    } else {
+      std::vector<OAttr> at{ai("keepdims", keep)};
+      if (!dims.empty()) at.push_back(aints("axes", dims));
+      node(op == "mean" ? "ReduceMean" : op == "amax" ? "ReduceMax" : "ReduceMin", {xn}, at, y.name);
+    }
+    bool all = dims.empty();
+    for (int64_t d = 0, j = 0; d < rank; ++d) {
+      bool reduced = all || std::find(dims.begin(), dims.end(), d) != dims.end();
+      if (!reduced) y.sym[j++] = x->sym[d];
+      else if (keep) ++j;
+    }
+  } else if (op == "softmax" || op == "log_softmax") {
+    int64_t d = rank == 0 ? 0 : wrap(attr_int(attrs, "dim"), rank);
+    node(op == "softmax" ? "Softmax" : "LogSoftmax", {cast(*x, y.dtype)}, {ai("axis", d)}, y.name);
+    y.sym = x->sym;
+  } else if (op == "matmul") {
+    node("MatMul", {x->name, iv[1]->name}, {}, y.name);
+    int64_t ra = rank, rb = static_cast<int64_t>(iv[1]->shape.size()), ry = static_cast<int64_t>(y.shape.size());
+    // Batch dims broadcast; the row dim of a comes along.
+    for (int64_t j = 0; j < ry; ++j) {
+      int64_t ka = ra >= 2 ? j - (ry - ra) : -1;  // a's dims sit at the front (minus its column dim)
+      if (ra >= 2 && ka >= 0 && ka < ra - 1 && x->shape[ka] == y.shape[j] && !x->sym[ka].empty()) y.sym[j] = x->sym[ka];
+      int64_t kb = rb >= 2 ? j - (ry - rb) : -1;
+      if (rb >= 3 && kb >= 0 && kb < rb - 2 && iv[1]->shape[kb] == y.shape[j] && !iv[1]->sym[kb].empty())
+        y.sym[j] = iv[1]->sym[kb];
+    }
+  } else if (op == "linear") {
+    const Value& w = *iv[1];
+    const Value* b = iv[2];
+    if (rank == 2) {
+      std::vector<std::string> ins{x->name, w.name};
+      if (b) ins.push_back(b->name);
+      node("Gemm", ins, {ai("transB", 1)}, y.name);
+    } else {
+      std::string wt = node("Transpose", {w.name}, {aints("perm", {1, 0})});
+      if (b) node("Add", {node("MatMul", {x->name, wt}), b->name}, {}, y.name);
+      else node("MatMul", {x->name, wt}, {}, y.name);
+    }
+    sym_prefix(y, *x, rank - 1);
+  } else if (op == "conv") {
+    const Value& w = *iv[1];
+    const Value* b = iv[2];
+    std::vector<int64_t> stride = attr_ints(attrs, "stride"), padding = attr_ints(attrs, "padding"),
+                         dilation = attr_ints(attrs, "dilation");
+    const int64_t nd = static_cast<int64_t>(stride.size());
+    std::vector<int64_t> pads = padding;
+    pads.insert(pads.end(), padding.begin(), padding.end());
+    std::vector<int64_t> kernel(w.shape.begin() + 2, w.shape.end());
+    batched(*x, nd + 2, y, [&](const std::string& xin, const std::string& yout) {
+      std::vector<std::string> ins{xin, w.name};
+      if (b) ins.push_back(b->name);
+      node("Conv", ins,
+           {aints("kernel_shape", kernel), aints("strides", stride), aints("pads", pads), aints("dilations", dilation),
+            ai("group", attr_int(attrs, "groups"))},
+           yout);
+    });
+    if (rank == nd + 2) sym_prefix(y, *x, 1);
+  } else if (op == "max_pool2d" || op == "avg_pool2d") {
+    auto k = pair2(attr_ints(attrs, "kernel"), 1);
+    auto s = pair2(attr_ints(attrs, "stride"), 0);
+    if (attr_ints(attrs, "stride").empty()) s = k;
+    auto p = pair2(attr_ints(attrs, "padding"), 0);
+    std::vector<OAttr> at{aints("kernel_shape", {k[0], k[1]}), aints("strides", {s[0], s[1]}),
+                          aints("pads", {p[0], p[1], p[0], p[1]}), ai("ceil_mode", attr_int(attrs, "ceil_mode"))};
+    if (op == "max_pool2d") {
+      auto d = pair2(attr_ints(attrs, "dilation"), 1);
+      at.push_back(aints("dilations", {d[0], d[1]}));
+    } else {
+      at.push_back(ai("count_include_pad", attr_int(attrs, "count_include_pad")));
+    }
+    batched(*x, 4, y, [&](const std::string& xin, const std::string& yout) {
+      node(op == "max_pool2d" ? "MaxPool" : "AveragePool", {xin}, at, yout);
+    });
+    if (rank == 4) sym_prefix(y, *x, 1);
+  } else if (op == "adaptive_avg_pool2d" || op == "adaptive_max_pool2d") {
+    const bool is_max = op == "adaptive_max_pool2d";
+    int64_t H = x->shape[rank - 2], W = x->shape[rank - 1];
+    int64_t oh = y.shape[rank - 2], ow = y.shape[rank - 1];
+    batched(*x, 4, y, [&](const std::string& xin, const std::string& yout) {
+      if (oh == 1 && ow == 1) {
+        node(is_max ? "GlobalMaxPool" : "GlobalAveragePool", {xin}, {}, yout);
+      } else if (H % oh == 0 && W % ow == 0) {
+        node(is_max ? "MaxPool" : "AveragePool", {xin},
+             {aints("kernel_shape", {H / oh, W / ow}), aints("strides", {H / oh, W / ow})}, yout);
+      } else {
+        no_mapping(detail::str("output size ", y.shape, " does not divide the input size ", x->shape,
+                               " (only 1x1 and exact divisions map to ONNX pooling)"));
+      }
+    });
+    if (rank == 4) sym_prefix(y, *x, 1);
+  } else if (op == "batch_norm") {
+    check<NotImplemented>(!attr_int(attrs, "training"), "onnx::export_model: op 'batch_norm' (", where(current_module()),
+                          ") runs in training mode (batch statistics); export runs modules in eval mode, so this "
+                          "call passes training=true itself");
+    const int64_t C = x->shape[1];
+    std::string scale = iv[1] ? iv[1]->name : const_tensor(ones({C}, dtype(x->dtype)));
+    std::string bias = iv[2] ? iv[2]->name : const_tensor(zeros({C}, dtype(x->dtype)));
+    std::vector<OAttr> at{af("epsilon", attr_double(attrs, "eps")), af("momentum", 1 - attr_double(attrs, "momentum"))};
+    std::string xn = x->name;
+    if (rank == 2) xn = node("Unsqueeze", {xn, axes_input({2})});  // (N, C): BatchNormalization wants (N, C, D...)
+    std::string yo = rank == 2 ? fresh("t") : y.name;
+    node("BatchNormalization", {xn, scale, bias, iv[3]->name, iv[4]->name}, at, yo);
+    if (rank == 2) node("Squeeze", {yo, axes_input({2})}, {}, y.name);
+    y.sym = x->sym;
+  } else {
+    no_mapping("");
+  }
+  (void)in;
+  (void)out;
+}
+
+// Conv -> BatchNormalization, where the conv's output feeds nothing else and every per-channel
+// tensor is an initializer: the conv's weight and bias absorb the normalization.
+void Exporter::fold_batch_norms(const std::set<std::string>& graph_outputs) {
+  std::unordered_map<std::string, size_t> init_index;
+  for (size_t i = 0; i < inits_.size(); ++i) init_index[inits_[i].name] = i;
+  std::unordered_map<std::string, int> uses;
+  for (const auto& n : nodes_)
+    for (const auto& i : n.inputs) ++uses[i];
+  std::unordered_map<std::string, size_t> producer;
+  for (size_t i = 0; i < nodes_.size(); ++i) producer[nodes_[i].outputs[0]] = i;
+  std::vector<bool> dead(nodes_.size(), false);
+  for (size_t bi = 0; bi < nodes_.size(); ++bi) {
+    ONode& bn = nodes_[bi];
+    if (bn.op_type != "BatchNormalization") continue;
+    auto pit = producer.find(bn.inputs[0]);
+    if (pit == producer.end()) continue;
+    ONode& conv = nodes_[pit->second];
+    if (conv.op_type != "Conv" || uses[conv.outputs[0]] != 1 || graph_outputs.count(conv.outputs[0])) continue;
+    bool all_const = init_index.count(conv.inputs[1]) > 0 && (conv.inputs.size() < 3 || init_index.count(conv.inputs[2]) > 0);
+    for (size_t k = 1; k < 5; ++k) all_const = all_const && init_index.count(bn.inputs[k]) > 0;
+    if (!all_const) continue;
+    auto get = [&](const std::string& n) { return inits_[init_index[n]].data.to(kFloat64); };
+    const Tensor& w0 = inits_[init_index[conv.inputs[1]]].data;
+    float eps = 0;
+    for (const auto& a : bn.attrs)
+      if (a.name == "epsilon") eps = a.f;
+    Tensor w = get(conv.inputs[1]);
+    Tensor scale = get(bn.inputs[1]), shift = get(bn.inputs[2]), mean = get(bn.inputs[3]), var = get(bn.inputs[4]);
+    Tensor b = conv.inputs.size() >= 3 ? get(conv.inputs[2]) : zeros_like(mean);
+    Tensor g = scale / (var + static_cast<double>(eps)).sqrt();  // (C_out)
+    Shape gs(static_cast<size_t>(w.dim()), 1);
+    gs[0] = g.numel();
+    Tensor wf = (w * g.reshape(gs)).to(w0.dtype()).contiguous();
+    Tensor bf = ((b - mean) * g + shift).to(w0.dtype()).contiguous();
+    std::string wname = conv.inputs[1] + "_bn_folded", bname = bn.outputs[0] + "_bias_bn_folded";
+    inits_.push_back({wname, wf});
+    inits_.push_back({bname, bf});
+    conv.inputs.resize(3);
+    conv.inputs[1] = wname;
+    conv.inputs[2] = bname;
+    conv.outputs[0] = bn.outputs[0];
+    dead[bi] = true;
+  }
+  std::vector<ONode> kept;
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (!dead[i]) kept.push_back(std::move(nodes_[i]));
+  nodes_ = std::move(kept);
+}
+
+// Drops the nodes whose results reach no graph output (ops whose results the forward discarded,
+// e.g. a bounds check's min/max) and the initializers nothing reads any more.
+void Exporter::prune(const std::set<std::string>& graph_outputs) {
+  std::set<std::string> needed(graph_outputs.begin(), graph_outputs.end());
+  std::vector<bool> keep(nodes_.size(), false);
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    for (const auto& o : nodes_[i].outputs) keep[i] = keep[i] || needed.count(o) > 0;
+    if (keep[i])
+      for (const auto& in : nodes_[i].inputs) needed.insert(in);
+  }
+  std::vector<ONode> kept;
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (keep[i]) kept.push_back(std::move(nodes_[i]));
+  nodes_ = std::move(kept);
+  std::vector<Initializer> live;
+  for (auto& i : inits_)
+    if (needed.count(i.name)) live.push_back(std::move(i));
+  inits_ = std::move(live);
+}
+
+proto::Writer value_info(const std::string& name, DType dt, const Shape& shape, const std::vector<std::string>& sym) {
+  proto::Writer shp;
+  for (size_t j = 0; j < shape.size(); ++j) {
+    proto::Writer dim;
+    if (!sym[j].empty()) dim.bytes(2, sym[j]);  // Dimension.dim_param
+    else dim.int64(1, shape[j]);                // Dimension.dim_value
+    shp.message(1, dim);                        // TensorShapeProto.dim
+  }
+  proto::Writer tt;
+  tt.int64(1, onnx_dtype(dt));  // TypeProto.Tensor.elem_type
+  tt.message(2, shp);           // TypeProto.Tensor.shape
+  proto::Writer type;
+  type.message(1, tt);  // TypeProto.tensor_type
+  proto::Writer vi;
+  vi.bytes(1, name);    // ValueInfoProto.name
+  vi.message(2, type);  // ValueInfoProto.type
+  return vi;
+}
+
+std::string Exporter::serialize(const std::vector<std::string>& output_names, const std::vector<Tensor>& outputs,
+                                 const ExportOptions& options) {
+  // Graph outputs: the traced values, renamed (an input or initializer returned as is goes
+  // through an Identity).
+  std::vector<Value> outs;
+  op_ = "(the graph output)";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Value v = output_value(outputs[i]);
+    const std::string& want = output_names[i];
+    bool produced = false;
+    for (auto& n : nodes_)
+      for (auto& o : n.outputs)
+        if (o == v.name) {
+          o = want;
+          produced = true;
+        }
+    if (produced) {
+      for (auto& n : nodes_)
+        for (auto& in : n.inputs)
+          if (in == v.name) in = want;
+    } else {
+      node("Identity", {v.name}, {}, want);
+    }
+    v.name = want;
+    if (auto it = options.dynamic_axes.find(want); it != options.dynamic_axes.end())
+      for (const auto& [d, s] : it->second) {
+        int64_t dd = wrap(d, static_cast<int64_t>(v.shape.size()));
+        check<ValueError>(dd >= 0 && dd < static_cast<int64_t>(v.shape.size()), "onnx::export_model: dynamic_axes names dim ",
+                          d, " of output '", want, "' of shape ", v.shape);
+        v.sym[dd] = s;
+      }
+    outs.push_back(v);
+  }
+  if (fold_) fold_batch_norms({output_names.begin(), output_names.end()});
+  prune({output_names.begin(), output_names.end()});
+
+  proto::Writer graph;
+  for (const auto& n : nodes_) {
+    proto::Writer nw;
+    for (const auto& i : n.inputs) nw.bytes(1, i);   // NodeProto.input
+    for (const auto& o : n.outputs) nw.bytes(2, o);  // NodeProto.output
+    nw.bytes(3, n.name);                             // NodeProto.name
+    nw.bytes(4, n.op_type);                          // NodeProto.op_type
+    for (const auto& a : n.attrs) {
+      proto::Writer aw;
+      aw.bytes(1, a.name);  // AttributeProto.name
+      switch (a.kind) {
+        case OAttr::kInt: aw.int64(3, a.i); aw.int64(20, 2); break;          // i, type INT
+        case OAttr::kFloat: aw.float32(2, a.f); aw.int64(20, 1); break;      // f, type FLOAT
+        case OAttr::kInts: aw.packed_int64(8, a.ints); aw.int64(20, 7); break;  // ints, type INTS
+        case OAttr::kString: aw.bytes(4, a.s); aw.int64(20, 3); break;       // s, type STRING
+      }
+      nw.message(5, aw);  // NodeProto.attribute
+    }
+    graph.message(1, nw);  // GraphProto.node
+  }
+  graph.bytes(2, "nabla");  // GraphProto.name
+  for (const auto& init : inits_) {
+    proto::Writer tw;
+    for (int64_t d : init.data.sizes()) tw.int64(1, d);  // TensorProto.dims
+    tw.int64(2, onnx_dtype(init.data.dtype()));           // TensorProto.data_type
+    tw.bytes(8, init.name);                               // TensorProto.name
+    tw.bytes(9, std::string_view(static_cast<const char*>(init.data.data_ptr()),
+                                 static_cast<size_t>(init.data.numel()) * init.data.element_size()));  // raw_data
+    graph.message(5, tw);  // GraphProto.initializer
+  }
+  for (const auto& v : inputs_) graph.message(11, value_info(v.name, v.dtype, v.shape, v.sym));  // GraphProto.input
+  for (const auto& v : outs) graph.message(12, value_info(v.name, v.dtype, v.shape, v.sym));     // GraphProto.output
+
+  proto::Writer model;
+  model.int64(1, 8);                // ModelProto.ir_version (ONNX 1.12: IR 8, opsets up to 17)
+  model.bytes(2, "nabla");          // producer_name
+  model.bytes(3, "0.1");            // producer_version
+  model.message(7, graph);          // graph
+  proto::Writer opset;
+  opset.bytes(1, "");               // OperatorSetIdProto.domain (ai.onnx)
+  opset.int64(2, opset_);           // OperatorSetIdProto.version
+  model.message(8, opset);          // opset_import
+  return model.data();
+}
+
+// Restores each module's training flag (parents first, so a child's own flag wins).
+class TrainingFlags {
+ public:
+  explicit TrainingFlags(nn::Module& m) {
+    for (auto& [name, mod] : m.named_modules()) flags_.emplace_back(mod, mod->is_training());
+  }
+  ~TrainingFlags() {
+    for (auto& [mod, on] : flags_) mod->train(on);
+  }
+
+ private:
+  std::vector<std::pair<std::shared_ptr<nn::Module>, bool>> flags_;
+};
+
+}  // namespace
+
+std::string export_model_to_string(nn::Module& module, const std::vector<Tensor>& example_inputs,
+                                   const ExportOptions& options) {
+  check<ValueError>(options.opset_version >= 13 && options.opset_version <= 17,
+                    "onnx::export_model: opset_version must be 13 to 17, got ", options.opset_version);
+  check<ValueError>(example_inputs.size() == 1 || example_inputs.size() == 2,
+                    "onnx::export_model: expected 1 or 2 example inputs (what Module::operator() takes), got ",
+                    example_inputs.size());
+  check<ValueError>(options.input_names.empty() || options.input_names.size() == example_inputs.size(),
+                    "onnx::export_model: ", options.input_names.size(), " input_names for ", example_inputs.size(),
+                    " example inputs");
+  check<ValueError>(options.output_names.size() <= 1, "onnx::export_model: the module has 1 output, got ",
+                    options.output_names.size(), " output_names");
+  for (const auto& [name, axes] : options.dynamic_axes) {
+    bool known = name == (options.output_names.empty() ? "output" : options.output_names[0]);
+    for (size_t i = 0; i < example_inputs.size(); ++i)
+      known = known || name == (options.input_names.empty() ? (example_inputs.size() == 1 ? std::string("input")
+                                                                                            : "input_" + std::to_string(i))
+                                                            : options.input_names[i]);
+    check<ValueError>(known, "onnx::export_model: dynamic_axes names '", name, "', which is no input or output name");
+  }
+
+  TrainingFlags restore(module);
+  module.eval();
+  Exporter ex(options.opset_version, options.do_constant_folding);
+  for (const auto& [name, t] : module.named_parameters()) ex.add_named(t, name);
+  for (const auto& [name, t] : module.named_buffers()) ex.add_named(t, name);
+  std::vector<Tensor> xs;
+  for (size_t i = 0; i < example_inputs.size(); ++i) {
+    const Tensor& t = example_inputs[i];
+    check<ValueError>(t.defined(), "onnx::export_model: example input ", i, " is undefined");
+    // Floating inputs take part in autograd, so the output of an op the tracer does not know
+    // carries a grad_fn that names it.
+    Tensor x = t.detach();
+    if (is_floating(x.dtype())) x.requires_grad_(true);
+    std::string name = !options.input_names.empty() ? options.input_names[i]
+                       : example_inputs.size() == 1 ? std::string("input")
+                                                    : "input_" + std::to_string(i);
+    auto it = options.dynamic_axes.find(name);
+    ex.add_input(x, name, it == options.dynamic_axes.end() ? std::map<int64_t, std::string>{} : it->second);
+    xs.push_back(x);
+  }
+  // Module paths for messages: forward hooks mark where each module call starts and ends, in
+  // autograd sequence numbers (the nodes of the ops it ran) and on the tracer's stack.
+  std::vector<nn::RemovableHandle> handles;
+  for (auto& [name, mod] : module.named_modules()) {
+    std::string path = name;
+    handles.push_back(mod->register_forward_pre_hook([&ex, path](nn::Module&, std::vector<Tensor>&) {
+      ex.calls.push_back({path, autograd::next_sequence_nr()});
+    }));
+    handles.push_back(mod->register_forward_hook([&ex, path](nn::Module&, const std::vector<Tensor>&, Tensor&) {
+      for (auto it = ex.calls.rbegin(); it != ex.calls.rend(); ++it)
+        if (it->path == path && it->end_seq == std::numeric_limits<uint64_t>::max()) {
+          it->end_seq = autograd::next_sequence_nr();
+          break;
+        }
+    }));
+  }
+  struct RemoveHooks {
+    std::vector<nn::RemovableHandle>& h;
+    ~RemoveHooks() {
+      for (auto& x : h) x.remove();
+    }
+  } remove_hooks{handles};
+
+  Tensor y;
+  {
+    autograd::AutoGradMode grad(true);
+    trace::TracerGuard guard(&ex);
+    y = xs.size() == 1 ? module(xs[0]) : module(xs[0], xs[1]);
+  }
+  check<ValueError>(y.defined(), "onnx::export_model: the module returned an undefined tensor");
+  std::vector<std::string> out_names{options.output_names.empty() ? std::string("output") : options.output_names[0]};
+  return ex.serialize(out_names, {y}, options);
+}
+
+void export_model(nn::Module& module, const std::vector<Tensor>& example_inputs, const std::string& path,
+                  const ExportOptions& options) {
+  std::string bytes = export_model_to_string(module, example_inputs, options);
+  io::atomic_write(path, [&](std::FILE* f) { io::write_all(f, bytes.data(), bytes.size(), path); });
+}
+
+}  // namespace nabla::onnx

@@ -1,0 +1,445 @@
+// ONNX export (onnx/): models and op families exported, checked by Debian's python3-onnx
+// (onnx.checker, full_check) and run in ONNX Runtime (onnxruntime-node, through tests/onnx/run_ort.js)
+// against nabla's own outputs, at two batch sizes where the batch axis is dynamic. One Node process
+// and one Python process serve every model of a test. Without node + onnxruntime-node (scripts/test.sh
+// installs it into .deps/onnxruntime) or python3-onnx the tests skip, unless NABLA_REQUIRE_ORT=1.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "nabla.h"
+#include "nn/models/resnet.h"
+#include "onnx/export.h"
+
+using namespace nabla;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ort_required() {
+  const char* v = std::getenv("NABLA_REQUIRE_ORT");
+  return v && std::string(v) == "1";
+}
+std::string ort_dir() {
+  const char* v = std::getenv("NABLA_ORT_DIR");
+  return v && *v ? v : std::string(NABLA_TESTS_DIR) + "/../.deps/onnxruntime";
+}
+bool have_ort() {
+  return std::system("node --version >/dev/null 2>&1") == 0 &&
+         fs::exists(ort_dir() + "/node_modules/onnxruntime-node/package.json");
+}
+bool have_onnx_checker() { return std::system("/usr/bin/python3 -c 'import onnx' >/dev/null 2>&1") == 0; }
+
+#define NABLA_NEEDS_ORT()                                                                                     \
+  do {                                                                                                        \
+    if (!have_ort() || !have_onnx_checker()) {                                                                \
+      std::string why = !have_ort() ? "node or onnxruntime-node (" + ort_dir() + ") is missing; scripts/test.sh " \
+                                      "installs it with npm install --ignore-scripts onnxruntime-node"          \
+                                    : std::string("/usr/bin/python3 cannot import onnx (apt-get install python3-onnx)"); \
+      if (ort_required()) FAIL() << "NABLA_REQUIRE_ORT=1 but " << why;                                        \
+      GTEST_SKIP() << why;                                                                                    \
+    }                                                                                                         \
+  } while (0)
+
+// A module made of a function, for op-family cases.
+struct Fn : nn::Module {
+  explicit Fn(std::function<Tensor(Fn&, Tensor)> f) : nn::Module("Fn"), f_(std::move(f)) {}
+  Tensor forward(Tensor x) override { return f_(*this, x); }
+  Tensor p(const std::string& name) const { return named_parameters(false)[name]; }
+  std::function<Tensor(Fn&, Tensor)> f_;
+};
+
+const char* dtype_str(DType d) {
+  switch (d) {
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::i64: return "int64";
+    case DType::i32: return "int32";
+    case DType::u8: return "uint8";
+    case DType::boolean: return "bool";
+    default: return "?";
+  }
+}
+
+void write_raw(const Tensor& t, const std::string& path) {
+  Tensor c = t.detach().to(kCPU).contiguous();
+  std::ofstream f(path, std::ios::binary);
+  f.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
+}
+
+struct Case {
+  std::string name;
+  std::shared_ptr<nn::Module> model;
+  std::vector<Tensor> batches;  // example input at each batch size; the first is traced
+  onnx::ExportOptions options;
+  std::vector<Tensor> expected;
+  std::string file;
+};
+
+// Exports every case, checks every file with onnx.checker, runs them all in ONNX Runtime and
+// compares with nabla (|ort - nabla| <= 1e-4 |nabla| + 1e-5). Returns the largest relative error.
+double run_cases(std::vector<Case>& cases, const std::string& tag) {
+  fs::path dir = fs::temp_directory_path() / ("nabla_onnx_" + tag + "_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ostringstream jobs;
+  jobs << "[";
+  std::string files;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    Case& k = cases[c];
+    k.file = (dir / (k.name + ".onnx")).string();
+    k.model->train();  // export switches to eval itself and restores this
+    onnx::export_model(*k.model, {k.batches[0]}, k.file, k.options);
+    EXPECT_TRUE(k.model->is_training()) << k.name << ": export did not restore the training flag";
+    k.model->eval();
+    {
+      autograd::NoGradGuard ng;
+      for (const Tensor& x : k.batches) k.expected.push_back(k.model->forward(x).contiguous());
+    }
+    files += " '" + k.file + "'";
+    jobs << (c ? "," : "") << "{\"model\":\"" << k.file << "\",\"runs\":[";
+    for (size_t b = 0; b < k.batches.size(); ++b) {
+      std::string in = (dir / (k.name + "_in" + std::to_string(b) + ".bin")).string();
+      std::string out = (dir / (k.name + "_out" + std::to_string(b) + ".bin")).string();
+      write_raw(k.batches[b], in);
+      jobs << (b ? "," : "") << "{\"inputs\":[{\"name\":\""
+           << (k.options.input_names.empty() ? "input" : k.options.input_names[0]) << "\",\"file\":\"" << in
+           << "\",\"dtype\":\"" << dtype_str(k.batches[b].dtype()) << "\",\"dims\":[";
+      for (int64_t d = 0; d < k.batches[b].dim(); ++d) jobs << (d ? "," : "") << k.batches[b].sizes()[d];
+      jobs << "]}],\"output\":\"" << out << "\"}";
+    }
+    jobs << "]}";
+  }
+  jobs << "]";
+  std::string jobs_file = (dir / "jobs.json").string();
+  std::ofstream(jobs_file) << jobs.str();
+
+  std::string check = "/usr/bin/python3 -c 'import onnx, sys\nfor p in sys.argv[1:]: "
+                      "onnx.checker.check_model(onnx.load(p), full_check=True)' " + files;
+  EXPECT_EQ(std::system(check.c_str()), 0) << "onnx.checker rejected a model: " << check;
+  std::string run = "NABLA_ORT_DIR='" + ort_dir() + "' node '" + std::string(NABLA_TESTS_DIR) + "/onnx/run_ort.js' '" +
+                    jobs_file + "'";
+  EXPECT_EQ(std::system(run.c_str()), 0) << run;
+
+  double worst = 0;
+  for (Case& k : cases) {
+    for (size_t b = 0; b < k.batches.size(); ++b) {
+      std::string out = (dir / (k.name + "_out" + std::to_string(b) + ".bin")).string();
+      const Tensor& want = k.expected[b];
+      std::ifstream f(out, std::ios::binary);
+      std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      EXPECT_EQ(bytes.size(), want.nbytes()) << k.name << " batch " << k.batches[b].sizes()[0]
+                                             << ": ONNX Runtime's output has a different size than nabla's "
+                                             << want.sizes();
+      if (bytes.size() != want.nbytes()) continue;
+      Tensor got = empty(want.sizes(), dtype(want.dtype()));
+      std::memcpy(got.data_ptr(), bytes.data(), bytes.size());
+      Tensor g64 = got.to(kFloat64), w64 = want.to(kFloat64);
+      Tensor err = (g64 - w64).abs();
+      double rel = (err / (w64.abs() + 1e-1)).max().item<double>();
+      worst = std::max(worst, rel);
+      EXPECT_TRUE((err <= w64.abs() * 1e-4 + 1e-5).all().item<bool>())
+          << k.name << " (input " << k.batches[b].sizes() << "): max |ort - nabla| = " << err.max().item<double>()
+          << "\nONNX Runtime: " << got.flatten().slice(0, 0, 6) << "\nnabla: " << want.flatten().slice(0, 0, 6);
+    }
+  }
+  fs::remove_all(dir);
+  return worst;
+}
+
+onnx::ExportOptions dynamic_batch() {
+  onnx::ExportOptions o;
+  o.dynamic_axes = {{"input", {{0, "batch"}}}, {"output", {{0, "batch"}}}};
+  return o;
+}
+
+Case make_case(std::string name, std::shared_ptr<nn::Module> m, IntArrayRef shape, bool dynamic = true) {
+  Case c{std::move(name), std::move(m), {}, dynamic ? dynamic_batch() : onnx::ExportOptions{}, {}, {}};
+  Shape s(shape.begin(), shape.end());
+  c.batches.push_back(randn(s));
+  if (dynamic) {
+    s[0] = 5;
+    c.batches.push_back(randn(s));
+  }
+  return c;
+}
+
+// Running statistics that are not the identity, so batch norm is really checked.
+void warm_batch_norms(nn::Module& m, const Tensor& x) {
+  autograd::NoGradGuard ng;
+  m.train();
+  for (int i = 0; i < 3; ++i) m.forward(x * (1.0 + i) + 0.5);
+}
+
+}  // namespace
+
+// ---- op families --------------------------------------------------------------------------------
+TEST(Onnx, OpFamiliesMatchOnnxRuntime) {
+  NABLA_NEEDS_ORT();
+  manual_seed(0);
+  std::vector<Case> cases;
+  // Elementwise unary ops, each a slice of the output.
+  cases.push_back(make_case("unary", std::make_shared<Fn>([](Fn&, Tensor x) {
+    Tensor a = x.abs() + 0.5;
+    return stack({exp(x * 0.5), log(a), sqrt(a), rsqrt(a), tanh(x), sigmoid(x), gelu(x), gelu_tanh(x), relu(x), neg(x),
+                  silu(x), mish(x), softplus(x), softplus(x, 2.0), leaky_relu(x, 0.2), elu(x, 0.7), selu(x),
+                  hardsigmoid(x), hardswish(x), hardtanh(x, -0.5, 0.5), relu6(x * 4), clamp(x, -0.3, 0.8),
+                  clamp_min(x, 0.1), square(x), reciprocal(a), sin(x), cos(x), erf(x), logsigmoid(x), log1p(a),
+                  expm1(x), log2(a), log10(a), exp2(x), floor(x * 3), ceil(x * 3), sign(x), atan(x),
+                  sinh(x), cosh(x)},
+                 1);
+  }), {2, 3, 4}));
+  // Binary ops with broadcasting, scalars, parameters, comparisons, where and casts.
+  {
+    auto m = std::make_shared<Fn>([](Fn& self, Tensor x) {
+      Tensor w = self.p("w");
+      Tensor a = x.abs() + 0.5;
+      return stack({x + w, x - w * 2, x * w, x / (w.abs() + 1), add(x, w, 0.5), sub(x, w, 3), pow(a, 1.5), pow(a, w),
+                    maximum(x, w), minimum(x, w), 2 - x, 3 / a, x * 0.25 + 1,
+                    where(x > w, x, w), where(x <= 0, x * 2, 1.0), (x >= 0).to(kFloat32), (x < w).to(kFloat32),
+                    (x == x).to(kFloat32) - (x != w).to(kFloat32), logical_and(x > 0, w > 0).to(kFloat32),
+                    logical_or(x > 0, w > 0).to(kFloat32), logical_not(x > 0).to(kFloat32),
+                    isfinite(x).to(kFloat32)},
+                   1);
+    });
+    m->register_parameter("w", randn({3, 4}));
+    cases.push_back(make_case("binary", m, {2, 3, 4}));
+  }
+  // Shapes: views, slices, concatenation.
+  cases.push_back(make_case("shapes", std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 3, 4, 5)
+    Tensor a = x.permute({0, 2, 3, 1}).reshape({-1, 4 * 5 * 3});                       // (B, 60)
+    Tensor b = x.transpose(2, 3).flatten(1);                                             // (B, 60)
+    Tensor c = x.view({x.size(0), 3, 20}).slice(2, 2, 17, 3).flatten(1);                 // (B, 15)
+    Tensor d = x.narrow(1, 1, 2).select(2, 3).unsqueeze(1).squeeze(1).flatten(1);       // (B, 10)
+    Tensor e = x.select(1, 0).mean({1}).unsqueeze(-1).expand({-1, 5, 3}).flatten(1);   // (B, 15)
+    Tensor f = x.flatten(2).unflatten(2, {2, 10}).sum({2}).flatten(1);                   // (B, 30)
+    Tensor g = x.slice(3, -2).flatten(1).contiguous().clone();                           // (B, 24)
+    return cat({a, b, c, d, e, f, g}, 1);
+  }), {2, 3, 4, 5}));
+  // Reductions and softmax.
+  cases.push_back(make_case("reductions", std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 6, 7)
+    return cat({x.sum({1}), x.mean({2}, true).squeeze(2), x.amax({1}), x.amin({2}), softmax(x, 2).select(1, 0),
+                log_softmax(x, 1).select(2, 6), x.sum({1, 2}, true).flatten(1), x.mean({-1}) * 2},
+               1);
+  }), {2, 6, 7}));
+  // Matrix products.
+  {
+    auto m = std::make_shared<Fn>([](Fn& self, Tensor x) {  // x: (B, 4, 8)
+      Tensor y = matmul(x, self.p("w"));                    // (B, 4, 6)
+      Tensor z = linear(y, self.p("lw"), self.p("lb"));  // (B, 4, 5)
+      Tensor f = z.flatten(1);                                          // (B, 20)
+      Tensor g = addmm(self.p("ab"), f, self.p("am"), 0.5, 2.0);        // (B, 3)
+      Tensor h = mm(f, self.p("am"));
+      return cat({g, h, matmul(z, z.transpose(1, 2)).flatten(1), bmm(x, x.transpose(1, 2)).flatten(1)}, 1);
+    });
+    m->register_parameter("w", randn({8, 6}));
+    m->register_parameter("lw", randn({5, 6}));
+    m->register_parameter("lb", randn({5}));
+    m->register_parameter("am", randn({20, 3}));
+    m->register_parameter("ab", randn({3}));
+    cases.push_back(make_case("linalg", m, {2, 4, 8}));
+  }
+  // Convolution, pooling, batch norm (as its own node: no conv before it), in eval mode.
+  {
+    auto m = std::make_shared<nn::Sequential>(
+        std::make_shared<nn::BatchNorm2d>(3), std::make_shared<nn::Conv2d>(3, 8, 3, nn::Conv2dOptions{.stride = 2, .padding = 1}),
+        std::make_shared<nn::ReLU>(),
+        std::make_shared<nn::Conv2d>(8, 8, 3, nn::Conv2dOptions{.padding = 2, .dilation = 2, .groups = 4}),
+        std::make_shared<nn::MaxPool2d>(3, nn::MaxPool2dOptions{.stride = 2, .padding = 1}),
+        std::make_shared<nn::AvgPool2d>(3, nn::AvgPool2dOptions{.stride = 1, .padding = 1}),
+        std::make_shared<nn::AdaptiveAvgPool2d>(2), std::make_shared<nn::Flatten>());
+    Case c = make_case("conv_pool", m, {2, 3, 16, 16});
+    warm_batch_norms(*m, c.batches[0]);
+    cases.push_back(std::move(c));
+    auto g = std::make_shared<nn::Sequential>(std::make_shared<nn::Conv2d>(3, 4, 1), std::make_shared<nn::BatchNorm2d>(4),
+                                              std::make_shared<nn::AdaptiveAvgPool2d>(1), std::make_shared<nn::Flatten>(),
+                                              std::make_shared<nn::BatchNorm1d>(4));
+    Case c2 = make_case("global_pool_bn1d", g, {3, 3, 8, 8});
+    warm_batch_norms(*g, c2.batches[0]);
+    cases.push_back(std::move(c2));
+  }
+  // Embedding (an int64 input).
+  {
+    auto m = std::make_shared<nn::Sequential>(std::make_shared<nn::Embedding>(50, 6), std::make_shared<nn::Flatten>());
+    Case c{"embedding", m, {randint(0, 50, {2, 7}), randint(0, 50, {4, 7})}, dynamic_batch(), {}, {}};
+    cases.push_back(std::move(c));
+  }
+  double worst = run_cases(cases, "ops");
+  std::printf("[ onnx ] op families: %zu models, largest relative error vs ONNX Runtime %.3g\n", cases.size(), worst);
+}
+
+// ---- models -------------------------------------------------------------------------------------
+namespace {
+// examples/mnist's models, layer for layer.
+struct LeNet : nn::Module {
+  LeNet() : nn::Module("LeNet") {
+    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(1, 10, 5));
+    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(10, 20, 5));
+    conv2_drop = register_module("conv2_drop", std::make_shared<nn::Dropout2d>(0.5));
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(320, 50));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(50, 10));
+  }
+  Tensor forward(Tensor x) override {
+    x = max_pool2d(conv1->forward(x), {2}).relu();
+    x = max_pool2d(conv2_drop->forward(conv2->forward(x)), {2}).relu();
+    x = x.view({-1, 320});
+    x = fc1->forward(x).relu();
+    x = nn::functional::dropout(x, 0.5, is_training());
+    return log_softmax(fc2->forward(x), 1);
+  }
+  std::shared_ptr<nn::Conv2d> conv1, conv2;
+  std::shared_ptr<nn::Dropout2d> conv2_drop;
+  std::shared_ptr<nn::Linear> fc1, fc2;
+};
+std::shared_ptr<nn::Module> conv_block(int64_t in, int64_t out) {
+  return std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Conv2d>(in, out, 3, nn::Conv2dOptions{.padding = 1, .bias = false}),
+      std::make_shared<nn::BatchNorm2d>(out), std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2));
+}
+std::shared_ptr<nn::Module> mnist_cnn() {
+  return std::make_shared<nn::Sequential>(conv_block(1, 32), conv_block(32, 64), std::make_shared<nn::Flatten>(),
+                                          std::make_shared<nn::Linear>(64 * 7 * 7, 128), std::make_shared<nn::ReLU>(),
+                                          std::make_shared<nn::Dropout>(0.5), std::make_shared<nn::Linear>(128, 10));
+}
+}  // namespace
+
+TEST(Onnx, ModelsMatchOnnxRuntime) {
+  NABLA_NEEDS_ORT();
+  manual_seed(1);
+  std::vector<Case> cases;
+  cases.push_back(make_case("mnist_mlp",
+                            std::make_shared<nn::Sequential>(std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(784, 256),
+                                                             std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)),
+                            {2, 1, 28, 28}));
+  cases.push_back(make_case("mnist_lenet", std::make_shared<LeNet>(), {2, 1, 28, 28}));
+  {
+    auto cnn = mnist_cnn();
+    Case c = make_case("mnist_cnn", cnn, {2, 1, 28, 28});
+    warm_batch_norms(*cnn, c.batches[0]);
+    cases.push_back(std::move(c));
+    // The same network at a fixed batch size and the lowest opset, without folding.
+    auto cnn13 = mnist_cnn();
+    Case c13 = make_case("mnist_cnn_opset13", cnn13, {3, 1, 28, 28}, false);
+    c13.options.opset_version = 13;
+    c13.options.do_constant_folding = false;
+    warm_batch_norms(*cnn13, c13.batches[0]);
+    cases.push_back(std::move(c13));
+  }
+  {
+    auto r = vision::resnet18({.num_classes = 10});
+    Case c = make_case("resnet18", r, {1, 3, 32, 32});
+    warm_batch_norms(*r, randn({2, 3, 32, 32}));
+    cases.push_back(std::move(c));
+  }
+  double worst = run_cases(cases, "models");
+  std::printf("[ onnx ] models: %zu, largest relative error vs ONNX Runtime %.3g\n", cases.size(), worst);
+}
+
+// ---- what the file holds --------------------------------------------------------------------------
+TEST(Onnx, FoldsBatchNormAndNamesInitializers) {
+  if (!have_onnx_checker()) {
+    if (ort_required()) FAIL() << "NABLA_REQUIRE_ORT=1 but /usr/bin/python3 cannot import onnx";
+    GTEST_SKIP() << "/usr/bin/python3 cannot import onnx (apt-get install python3-onnx)";
+  }
+  manual_seed(2);
+  auto cnn = mnist_cnn();
+  fs::path p = fs::temp_directory_path() / ("nabla_onnx_fold_" + std::to_string(::getpid()) + ".onnx");
+  onnx::ExportOptions o = dynamic_batch();
+  o.input_names = {"image"};
+  o.output_names = {"logits"};
+  o.dynamic_axes = {{"image", {{0, "N"}}}};
+  onnx::export_model(cnn, {randn({2, 1, 28, 28})}, p.string(), o);
+  // Conv+BN folded (no BatchNormalization left), Dropout gone, names and the dynamic axis kept.
+  std::string py = "/usr/bin/python3 -c 'import onnx, sys\nm = onnx.load(sys.argv[1])\ng = m.graph\n"
+                   "ops = [n.op_type for n in g.node]\n"
+                   "assert ops == [\"Conv\", \"Relu\", \"MaxPool\", \"Conv\", \"Relu\", \"MaxPool\", \"Flatten\", \"Gemm\", "
+                   "\"Relu\", \"Gemm\"], ops\n"
+                   "assert m.opset_import[0].version == 17\n"
+                   "assert [i.name for i in g.input] == [\"image\"] and [o.name for o in g.output] == [\"logits\"]\n"
+                   "assert g.input[0].type.tensor_type.shape.dim[0].dim_param == \"N\"\n"
+                   "assert g.output[0].type.tensor_type.shape.dim[0].dim_param == \"N\"\n"
+                   "names = {i.name for i in g.initializer}\n"
+                   "assert \"3.weight\" in names and \"6.bias\" in names, names\n"
+                   "assert not any(\"running_mean\" in n for n in names), names' " +
+                   p.string();
+  EXPECT_EQ(std::system(py.c_str()), 0);
+  fs::remove(p);
+}
+
+// ---- errors -------------------------------------------------------------------------------------
+namespace {
+struct Cumsum : nn::Module {
+  Cumsum() : nn::Module("Cumsum") {}
+  Tensor forward(Tensor x) override { return x.cumsum(1); }
+};
+struct InPlace : nn::Module {
+  InPlace() : nn::Module("InPlace") {}
+  Tensor forward(Tensor x) override {
+    Tensor y = x * 2;
+    y.mul_(3);
+    return y + 1;
+  }
+};
+}  // namespace
+
+TEST(Onnx, OpWithoutMappingNamesOpAndModule) {
+  auto body = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<nn::ReLU>(),
+                                               std::make_shared<Cumsum>(), std::make_shared<nn::Linear>(4, 2));
+  auto net = std::make_shared<nn::Sequential>();
+  net->push_back("features", body);
+  try {
+    (void)onnx::export_model_to_string(*net, {randn({2, 4})});
+    FAIL() << "exported a model with cumsum";
+  } catch (const NotImplemented& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("op 'cumsum'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("in module 'features.2'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("has no ONNX mapping"), std::string::npos) << msg;
+  }
+  EXPECT_TRUE(net->is_training());
+  // An op the exporter traces but cannot map (adaptive pooling that does not divide evenly).
+  auto pool = std::make_shared<nn::Sequential>(std::make_shared<nn::AdaptiveAvgPool2d>(3));
+  try {
+    (void)onnx::export_model_to_string(*pool, {randn({1, 2, 7, 7})});
+    FAIL() << "exported an uneven adaptive pooling";
+  } catch (const NotImplemented& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("op 'adaptive_avg_pool2d' (in module '0')"), std::string::npos) << msg;
+  }
+  // A tensor returned by an untraced op is an error too, not a constant.
+  auto last = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<Cumsum>());
+  EXPECT_THROW((void)onnx::export_model_to_string(*last, {randn({2, 4})}), NotImplemented);
+}
+
+TEST(Onnx, RejectsInPlaceOpsAndBadOptions) {
+  InPlace m;
+  try {
+    (void)onnx::export_model_to_string(m, {randn({2, 3})});
+    FAIL() << "exported an in-place op";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("modified in place"), std::string::npos) << e.what();
+  }
+  auto lin = std::make_shared<nn::Linear>(3, 2);
+  onnx::ExportOptions o;
+  o.opset_version = 12;
+  EXPECT_THROW((void)onnx::export_model_to_string(*lin, {randn({2, 3})}, o), ValueError);
+  o.opset_version = 17;
+  o.dynamic_axes = {{"nope", {{0, "batch"}}}};
+  EXPECT_THROW((void)onnx::export_model_to_string(*lin, {randn({2, 3})}, o), ValueError);
+  o.dynamic_axes = {{"input", {{0, "batch"}}}};
+  // A reshape that bakes in the batch size cannot follow a dynamic batch axis.
+  Fn bad([](Fn&, Tensor x) { return x.reshape({3, 2}); });
+  EXPECT_THROW((void)onnx::export_model_to_string(bad, {randn({2, 3})}, o), NotImplemented);
+  // The file is written atomically (and only when the export succeeds).
+  fs::path p = fs::temp_directory_path() / ("nabla_onnx_bad_" + std::to_string(::getpid()) + ".onnx");
+  EXPECT_THROW(onnx::export_model(bad, {randn({2, 3})}, p.string(), o), NotImplemented);
+  EXPECT_FALSE(fs::exists(p));
+  onnx::export_model(lin, {randn({2, 3})}, p.string());
+  EXPECT_GT(fs::file_size(p), 24u);
+  fs::remove(p);
+}
