@@ -320,8 +320,16 @@ std::optional<PredictArgs> parse_predict_args(int argc, char** argv) {
 std::optional<ExportArgs> parse_export_args(int argc, char** argv) {
   Cli cli("export", "Writes images of the test set as PNG files named <index>-<label>.png, picked at random\n"
                     "(with --seed) or the first ones (--first). --invert writes dark digits on white, like a\n"
-                    "digit drawn on paper; `mnist predict` reads both.");
-  cli.option("out", "DIR", "folder to write the images to (created if missing)", "samples")
+                    "digit drawn on paper; `mnist predict` reads both.\n"
+                    "\n"
+                    "With --onnx FILE it writes the checkpoint's model as an ONNX file instead, for ONNX Runtime,\n"
+                    "TensorRT or OpenVINO: input \"image\", float32 (N, 1, 28, 28) with pixels in [0, 1] (light\n"
+                    "digit on dark, as MNIST; the normalization is part of the graph), output \"scores\" (N, 10)\n"
+                    "(the digit is the argmax), N dynamic.");
+  cli.option("onnx", "FILE", "write the model of --checkpoint as ONNX to FILE (no images)", "")
+      .option("checkpoint", "PATH", "the checkpoint to export with --onnx", "checkpoints/mnist-cnn.safetensors")
+      .option("opset", "N", "the ONNX opset of --onnx (13 to 17)", "17")
+      .option("out", "DIR", "folder to write the images to (created if missing)", "samples")
       .option("count", "N", "how many images", "10")
       .option("seed", "N", "which images: a random pick with this seed", "1")
       .flag("first", "take the first images of the test set instead of a random pick")
@@ -329,9 +337,13 @@ std::optional<ExportArgs> parse_export_args(int argc, char** argv) {
       .option("dataset", "NAME", "mnist or fashion-mnist", "mnist", kDatasets)
       .option("data", "DIR", "folder with the IDX files", "data/mnist or data/fashion-mnist")
       .example("mnist export --count 10 --out samples")
-      .example("mnist predict --checkpoint checkpoints/mnist-cnn.safetensors samples/*.png");
+      .example("mnist predict --checkpoint checkpoints/mnist-cnn.safetensors samples/*.png")
+      .example("mnist export --onnx mnist-cnn.onnx --checkpoint checkpoints/mnist-cnn.safetensors");
   if (!cli.parse(argc, argv, 2)) return std::nullopt;
   ExportArgs a;
+  a.onnx = cli.str("onnx");
+  a.checkpoint = cli.str("checkpoint");
+  a.opset = cli.integer("opset", 13, 17);
   a.out = cli.str("out");
   a.dataset = cli.str("dataset");
   a.data = cli.is_set("data") ? cli.str("data") : "";

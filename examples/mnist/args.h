@@ -94,6 +94,8 @@ struct PredictArgs {
 };
 struct ExportArgs {
   std::string out, dataset, data;  // data: "" for data/<dataset>
+  std::string onnx, checkpoint;    // --onnx FILE: the checkpoint's model as ONNX instead of images
+  int64_t opset = 17;
   int64_t count = 0, seed = 0;
   bool first = false, invert = false;
 };

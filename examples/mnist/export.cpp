@@ -1,18 +1,48 @@
-// mnist export: writes test-set digits as PNG files, to try `mnist predict` on real image files.
+// mnist export: writes test-set digits as PNG files, to try `mnist predict` on real image files, or
+// (--onnx) a trained model as an ONNX file.
 #include <cstdio>
 #include <filesystem>
 
 #include "args.h"
 #include "cli.h"
 #include "common.h"
+#include "onnx/export.h"
 
 namespace mnist {
 
 using namespace nabla;
 
+namespace {
+
+// The model with the input normalization in front, so the ONNX graph takes pixels in [0, 1].
+struct WithNormalization : nn::Module {
+  explicit WithNormalization(std::shared_ptr<nn::Module> m) : nn::Module("MnistClassifier") {
+    model = register_module("model", std::move(m));
+  }
+  Tensor forward(Tensor x) override { return (*model)(normalize(x)); }
+  std::shared_ptr<nn::Module> model;
+};
+
+int export_onnx(const ExportArgs& args) {
+  ModelInfo m = load_trained_model(args.checkpoint, kCPU);
+  WithNormalization net(m.module);
+  onnx::ExportOptions o;
+  o.opset_version = args.opset;
+  o.input_names = {"image"};
+  o.output_names = {"scores"};
+  o.dynamic_axes = {{"image", {{0, "N"}}}, {"scores", {{0, "N"}}}};
+  onnx::export_model(net, {rand({1, 1, 28, 28})}, args.onnx, o);
+  std::printf("wrote %s (opset %lld): image float32 (N, 1, 28, 28) in [0, 1] -> scores (N, 10)%s\n", args.onnx.c_str(),
+              static_cast<long long>(args.opset), m.outputs_log_probs ? ", log-probabilities" : ", logits");
+  return kExitOk;
+}
+
+}  // namespace
+
 int cmd_export(int argc, char** argv) {
   std::optional<ExportArgs> args = parse_export_args(argc, argv);
   if (!args) return kExitOk;
+  if (!args->onnx.empty()) return export_onnx(*args);
   const std::string& dataset = args->dataset;
   std::string dir = !args->data.empty() ? args->data : default_data_dir(dataset);
   const int64_t count = args->count;

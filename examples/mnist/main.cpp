@@ -17,7 +17,7 @@ const char* kUsage =
     "  train      train a model (default: a small CNN that reaches 99%+ in 3 epochs)\n"
     "  eval       test accuracy, per-class precision/recall and the confusion matrix of a checkpoint\n"
     "  predict    classify your own images (PNG, JPEG, BMP)\n"
-    "  export     write test-set digits as PNG files, to try predict on\n"
+    "  export     write test-set digits as PNG files, to try predict on, or a model as ONNX (--onnx)\n"
     "\n"
     "Run `mnist <command> --help` for a command's options. The data comes from scripts/get-data.sh.\n";
 
