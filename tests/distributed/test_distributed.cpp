@@ -26,6 +26,10 @@
 
 #include "core/ops.h"
 #include "distributed/distributed.h"
+#include "nn/functional.h"
+#include "nn/linear.h"
+#include "nn/parallel/distributed_data_parallel.h"
+#include "optim/sgd.h"
 
 using namespace nabla;
 namespace dist = nabla::distributed;
@@ -219,6 +223,71 @@ void check_collectives() {
   expect(threw, "broadcast from a rank outside the group should throw ValueError");
 }
 
+// ---- DDP ------------------------------------------------------------------------------------------
+
+struct Mlp : nn::Module {
+  std::shared_ptr<nn::Linear> fc1, fc2, spare;
+  explicit Mlp(int64_t hidden = 8, bool with_spare = false) {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(4, hidden));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(hidden, 3));
+    if (with_spare) spare = register_module("spare", std::make_shared<nn::Linear>(3, 3));  // never used
+  }
+  Tensor forward(Tensor x) override { return fc2->forward(tanh(fc1->forward(x))); }
+};
+
+std::shared_ptr<Mlp> make_mlp(uint64_t seed, bool with_spare, int64_t hidden = 8) {
+  manual_seed(seed);
+  auto m = std::make_shared<Mlp>(hidden, with_spare);
+  m->to(kFloat64);
+  return m;
+}
+
+double max_diff(nn::Module& a, nn::Module& b) {
+  auto pa = a.parameters(), pb = b.parameters();
+  double d = 0;
+  for (size_t i = 0; i < pa.size(); ++i) d = std::max(d, (pa[i] - pb[i]).abs().max().item<double>());
+  return d;
+}
+
+// 2 or 3 ranks with batch B each train as one process on the n * B rows: 10 plain steps, then 10
+// steps of two micro-batches with the first under no_sync. float64; SGD with momentum.
+void check_ddp(bool with_spare) {
+  int r = dist::get_rank(), n = dist::get_world_size();
+  const int64_t B = 4;
+  auto model = make_mlp(100 + r, with_spare);  // different on every rank: DDP broadcasts rank 0's
+  auto ref = make_mlp(100, with_spare);
+  nn::parallel::DistributedDataParallel ddp(model, {.bucket_cap_mb = 200.0 / (1024 * 1024),
+                                                    .find_unused_parameters = with_spare});
+  expect(ddp.bucket_layout().size() >= 2, "a 200-byte cap should make several buckets, got ", ddp.bucket_layout().size());
+  expect(max_diff(*model, *ref) == 0, "after construction every rank holds rank 0's parameters");
+  auto keys = ddp.state_dict(), ref_keys = ref->state_dict();
+  expect(keys.size() == ref_keys.size() && keys.begin()->first == ref_keys.begin()->first,
+         "the state dict has the module's own names, e.g. ", ref_keys.begin()->first);
+  optim::SGD opt(ddp.parameters(), {.lr = 0.1, .momentum = 0.9});
+  optim::SGD ref_opt(ref->parameters(), {.lr = 0.1, .momentum = 0.9});
+  for (int step = 0; step < 20; ++step) {
+    opt.zero_grad();
+    ref_opt.zero_grad();
+    int micro = step < 10 ? 1 : 2;
+    for (int m = 0; m < micro; ++m) {
+      manual_seed(1000 + step * 10 + m);
+      Tensor x = randn({n * B, 4}, kFloat64), y = randn({n * B, 3}, kFloat64);
+      Tensor xr = x.narrow(0, r * B, B), yr = y.narrow(0, r * B, B);
+      if (m + 1 < micro) {
+        auto guard = ddp.no_sync();
+        nn::functional::mse_loss(ddp(xr), yr).backward();
+      } else {
+        nn::functional::mse_loss(ddp(xr), yr).backward();
+      }
+      nn::functional::mse_loss((*ref)(x), y).backward();
+    }
+    opt.step();
+    ref_opt.step();
+  }
+  double d = max_diff(*model, *ref);
+  expect(d < 1e-12, "DDP on ", n, " ranks ended ", d, " away from one process on the whole batch");
+}
+
 int worker_main(const std::string& scenario) {
   auto timeout = std::chrono::milliseconds(env_int("NABLA_TEST_TIMEOUT_MS"));
   try {
@@ -229,6 +298,29 @@ int worker_main(const std::string& scenario) {
       check_collectives();
       dist::destroy_process_group();
       expect(!dist::is_initialized(), "is_initialized after destroy");
+    } else if (scenario == "ddp") {
+      dist::init_process_group({.timeout = timeout});
+      check_ddp(false);
+      check_ddp(true);
+      // A parameter without a gradient, find_unused_parameters off: the next forward says which.
+      auto model = make_mlp(5, /*with_spare=*/true);
+      nn::parallel::DistributedDataParallel ddp(model);
+      nn::functional::mse_loss(ddp(ones({2, 4}, kFloat64)), zeros({2, 3}, kFloat64)).backward();
+      try {
+        ddp(ones({2, 4}, kFloat64));
+        expect(false, "forward after a backward that missed a parameter should throw");
+      } catch (const dist::DistributedError& e) {
+        expect(std::string(e.what()).find("'spare.weight'") != std::string::npos, "should name spare.weight: ", e.what());
+      }
+      // Ranks that build different models are told which parameter differs.
+      auto odd = make_mlp(5, false, dist::get_rank() == 1 ? 9 : 8);
+      try {
+        nn::parallel::DistributedDataParallel bad(odd);
+        expect(false, "DDP over different models should throw");
+      } catch (const dist::DistributedError& e) {
+        expect(std::string(e.what()).find("fc1.weight") != std::string::npos, "should name fc1.weight: ", e.what());
+      }
+      dist::destroy_process_group();
     } else if (scenario == "tcp_and_file") {
       // tcp:// with explicit rank and world size, then file:// in a fresh directory: init again after destroy.
       int rank = env_int("RANK"), ws = env_int("WORLD_SIZE");
@@ -411,6 +503,11 @@ void expect_all_ok(const std::vector<Result>& results) {
 
 TEST(DistributedCollectives, EveryOpAndDTypeOnTwoProcesses) { expect_all_ok(run_workers("collectives", 2, all_ranks(2), 20000)); }
 TEST(DistributedCollectives, EveryOpAndDTypeOnThreeProcesses) { expect_all_ok(run_workers("collectives", 3, all_ranks(3), 20000)); }
+
+TEST(DistributedDataParallel, TwoAndThreeRanksTrainAsOneProcessOnTheWholeBatch) {
+  expect_all_ok(run_workers("ddp", 2, all_ranks(2), 20000));
+  expect_all_ok(run_workers("ddp", 3, all_ranks(3), 20000));
+}
 
 TEST(DistributedRendezvous, TcpAndFileInitMethodsAndInitAgain) {
   expect_all_ok(run_workers("tcp_and_file", 2, all_ranks(2), 20000));
