@@ -384,6 +384,8 @@ Tensor movedim(const Tensor& x, int64_t src, int64_t dst) {
 }
 
 std::vector<Tensor> split_with_sizes(const Tensor& x, IntArrayRef sizes, int64_t dim) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "split", {x}, {{"sizes", sizes}, {"dim", dim}}, [&] { return split_with_sizes(x, sizes, dim); });
   int64_t d = wrap_dim(dim, x.dim(), "split_with_sizes");
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -423,6 +425,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 }
 
 std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "unbind", {x}, {{"dim", dim}}, [&] { return unbind(x, dim); });
   int64_t d = wrap_dim(dim, x.dim(), "unbind");
   Shape sizes = x.sizes(), strides = x.strides();
   sizes.erase(sizes.begin() + d);

@@ -238,6 +238,12 @@ class Exporter : public trace::Tracer {
     nodes_.push_back(std::move(n));
     return out;
   }
+  void node_multi(const std::string& op_type, std::vector<std::string> inputs, std::vector<OAttr> attrs,
+                  std::vector<std::string> outs) {
+    std::string path = current_module();
+    nodes_.push_back({op_type, (path.empty() ? "" : "/" + path) + "/" + op_type + "_" + std::to_string(nodes_.size()),
+                      std::move(inputs), std::move(outs), std::move(attrs)});
+  }
   std::string const_tensor(const Tensor& t) {
     std::string name = fresh("const");
     inits_.push_back({name, t.contiguous()});
@@ -467,6 +473,24 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
   if (op == "where") {
     node("Where", {cast(*iv[0], DType::boolean), cast(*iv[1], y.dtype), cast(*iv[2], y.dtype)}, {}, y.name);
     sym_broadcast(y, iv);
+  } else if (op == "split") {
+    int64_t d = wrap(attr_int(attrs, "dim"), rank);
+    std::vector<std::string> names;
+    for (Value& o : ov) {
+      names.push_back(o.name);
+      o.sym = x->sym;
+      if (o.shape[d] != x->shape[d]) o.sym[d].clear();
+    }
+    check<NotImplemented>(x->sym[d].empty() || ov.size() == 1, "onnx::export_model: op 'split' (",
+                          where(current_module()), ") splits the dynamic axis '", x->sym[d], "' of ", x->shape);
+    node_multi("Split", {x->name, const_i64(attr_ints(attrs, "sizes"))}, {ai("axis", d)}, names);
+  } else if (op == "unbind") {
+    int64_t d = wrap(attr_int(attrs, "dim"), rank);
+    for (size_t i = 0; i < ov.size(); ++i) {
+      node("Gather", {x->name, const_i64_scalar(static_cast<int64_t>(i))}, {ai("axis", d)}, ov[i].name);
+      for (int64_t k = 0, j = 0; k < rank; ++k)
+        if (k != d) ov[i].sym[j++] = x->sym[k];
+    }
   } else if (op == "pow_scalar") {
     node("Pow", {cast(*x, y.dtype), const_scalar(attr_double(attrs, "exponent"), y.dtype)}, {}, y.name);
     y.sym = x->sym;
