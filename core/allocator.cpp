@@ -143,24 +143,36 @@ struct FreeBlock {
   FreeBlock* next;
 };
 
+// One trivially destructible thread-local (constinit: no guard, no wrapper call), so that each
+// allocation and free reads the thread's cache through a single TLS address lookup. Its blocks are
+// freed at thread exit by PoolCleanup, registered on the first cached free (the slow path);
+// afterwards `dead` sends the thread's late frees (destructors of other thread-locals) to delete.
 struct PoolCache {
-  std::array<FreeBlock*, kPoolClasses> head{};
-  std::array<int, kPoolClasses> count{};
-  ~PoolCache();
+  std::array<FreeBlock*, kPoolClasses> head;
+  std::array<int, kPoolClasses> count;
+  bool dead;
+  bool cleanup_registered;
 };
+constinit thread_local PoolCache tl_pool{};
 
-thread_local bool tl_pool_dead = false;  // trivially destructible: valid after PoolCache is gone
-thread_local PoolCache tl_pool;
-
-PoolCache::~PoolCache() {
-  tl_pool_dead = true;
-  for (auto* h : head) {
-    while (h) {
-      FreeBlock* n = h->next;
-      ::operator delete(h);
-      h = n;
+struct PoolCleanup {
+  ~PoolCleanup() {
+    PoolCache& c = tl_pool;
+    c.dead = true;
+    for (auto*& h : c.head) {
+      while (h) {
+        FreeBlock* n = h->next;
+        ::operator delete(h);
+        h = n;
+      }
     }
   }
+};
+
+void register_pool_cleanup(PoolCache& c) {
+  static thread_local PoolCleanup cleanup;
+  (void)&cleanup;  // odr-use: constructs it (and registers its destructor) in this thread
+  c.cleanup_registered = true;
 }
 
 bool pool_enabled() {
@@ -178,12 +190,13 @@ CpuMemoryStats cpu_memory_stats() { return the_cpu_allocator().stats(); }
 void cpu_empty_cache() { the_cpu_allocator().empty_cache(); }
 
 void* pool_allocate(size_t n) {
-  if (n > kPoolMax || tl_pool_dead || !pool_enabled()) return ::operator new(n);
+  PoolCache& pool = tl_pool;
+  if (n > kPoolMax || pool.dead || !pool_enabled()) return ::operator new(n);
   size_t c = (n - 1) / kPoolGranule;
-  FreeBlock* b = tl_pool.head[c];
+  FreeBlock* b = pool.head[c];
   if (b) {
-    tl_pool.head[c] = b->next;
-    --tl_pool.count[c];
+    pool.head[c] = b->next;
+    --pool.count[c];
     return b;
   }
   return ::operator new((c + 1) * kPoolGranule);
@@ -191,19 +204,22 @@ void* pool_allocate(size_t n) {
 
 void pool_deallocate(void* p, size_t n) {
   if (!p) return;
-  if (n > kPoolMax || tl_pool_dead || !pool_enabled()) {
+  PoolCache& pool = tl_pool;
+  if (n > kPoolMax || pool.dead || !pool_enabled()) {
     ::operator delete(p);
     return;
   }
   size_t c = (n - 1) / kPoolGranule;
-  if (tl_pool.count[c] >= kPoolMaxPerClass) {
+  if (pool.count[c] >= kPoolMaxPerClass) {
     ::operator delete(p);
     return;
   }
+  if (!pool.cleanup_registered) [[unlikely]]
+    register_pool_cleanup(pool);
   auto* b = static_cast<FreeBlock*>(p);
-  b->next = tl_pool.head[c];
-  tl_pool.head[c] = b;
-  ++tl_pool.count[c];
+  b->next = pool.head[c];
+  pool.head[c] = b;
+  ++pool.count[c];
 }
 
 }  // namespace nabla

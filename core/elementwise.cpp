@@ -87,6 +87,7 @@ static Tensor prepare_operand(const Tensor& t, DType dt, Device dev) {
     Tensor w = wrap_scalar(t.item(), dt);
     return w;
   }
+  if (t.dtype() == dt && t.device() == dev) return t;  // the common case: no guard, no copy
   autograd::NoGradGuard ng;
   Tensor r = t.dtype() == dt ? t : t.to(dt);
   if (r.device() != dev) r = r.to(dev);
