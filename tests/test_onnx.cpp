@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 
 #include "nabla.h"
@@ -207,7 +208,7 @@ TEST(Onnx, OpFamiliesMatchOnnxRuntime) {
                     where(x > w, x, w), where(x <= 0, x * 2, 1.0), (x >= 0).to(kFloat32), (x < w).to(kFloat32),
                     (x == x).to(kFloat32) - (x != w).to(kFloat32), logical_and(x > 0, w > 0).to(kFloat32),
                     logical_or(x > 0, w > 0).to(kFloat32), logical_not(x > 0).to(kFloat32),
-                    isfinite(x).to(kFloat32)},
+                    isfinite(x).to(kFloat32), x.masked_fill(x > w, -2.0), x.masked_fill(x < 0, full({}, 0.5))},
                    1);
     });
     m->register_parameter("w", randn({3, 4}));
@@ -274,6 +275,18 @@ TEST(Onnx, OpFamiliesMatchOnnxRuntime) {
                                 16, 2, nn::TransformerEncoderLayerOptions{.dim_feedforward = 32, .activation = "gelu",
                                                                           .batch_first = true}),
                             {2, 5, 16}));
+  {  // with a causal float mask and a bool key padding mask (built in forward: a static batch)
+    auto m = std::make_shared<Fn>([](Fn& self, Tensor x) {  // x: (N, L, E)
+      int64_t N = x.size(0), L = x.size(1);
+      Tensor causal = full({L, L}, -std::numeric_limits<double>::infinity()).triu(1);
+      Tensor padding = (arange(L) >= L - 1).unsqueeze(0).expand({N, L});
+      auto layer = std::static_pointer_cast<nn::TransformerEncoderLayer>(self.named_children()["layer"]);
+      return layer->forward(x, {.src_mask = causal, .src_key_padding_mask = padding});
+    });
+    m->register_module("layer", std::make_shared<nn::TransformerEncoderLayer>(
+                                    16, 4, nn::TransformerEncoderLayerOptions{.dim_feedforward = 32, .batch_first = true}));
+    cases.push_back(make_case("encoder_layer_masked", m, {2, 5, 16}, /*dynamic=*/false));
+  }
   // Embedding (an int64 input).
   {
     auto m = std::make_shared<nn::Sequential>(std::make_shared<nn::Embedding>(50, 6), std::make_shared<nn::Flatten>());
