@@ -3,9 +3,8 @@
 
 #include <array>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
+#include "core/cuda_env.h"
 #include "core/error.h"
 
 namespace nabla {
@@ -61,17 +60,11 @@ void throw_kernel_missing(const char* kernel, const char* device) {
 
 // ---- cuda queries when no CUDA backend is registered --------------------------------------------
 namespace cuda {
-namespace {
-bool disabled_by_env() {
-  const char* e = std::getenv("NABLA_DISABLE_CUDA");
-  return e && std::strcmp(e, "1") == 0;
-}
-}  // namespace
 // The CUDA backend (cuda/) provides the answers through these hooks when it is loaded.
 std::atomic<int (*)()> g_device_count_hook{nullptr};
 
 int device_count() {
-  if (disabled_by_env()) return 0;
+  if (nabla::detail::cuda_disabled_by_env()) return 0;
   auto hook = g_device_count_hook.load();
   if (!hook && nabla::detail::load_cuda_backend()) hook = g_device_count_hook.load();
   return hook ? hook() : 0;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/backend.h"
+#include "core/cuda_env.h"
 #include "core/error.h"
 
 namespace nabla::cuda {
@@ -54,8 +55,7 @@ void register_hooks(Hooks* h) { g_hooks.store(h); }
 Hooks* hooks() { return g_hooks.load(); }
 
 std::string unavailable_reason() {
-  if (const char* e = std::getenv("NABLA_DISABLE_CUDA"); e && std::strcmp(e, "1") == 0)
-    return "NABLA_DISABLE_CUDA=1 is set";
+  if (nabla::detail::cuda_disabled_by_env()) return "NABLA_DISABLE_CUDA=1 is set";
   Hooks* h = g_hooks.load();
   if (!h && nabla::detail::load_cuda_backend()) h = g_hooks.load();
   if (!h) return nabla::detail::cuda_backend_missing_reason();

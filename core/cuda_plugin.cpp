@@ -11,6 +11,7 @@
 
 #include "core/backend.h"
 #include "core/cuda_api.h"
+#include "core/cuda_env.h"
 
 namespace nabla::detail {
 
@@ -37,7 +38,7 @@ std::string plugin_path() {
 
 bool load_cuda_backend(bool skip_driver_check) {
   if (registered()) return true;
-  if (const char* e = std::getenv("NABLA_DISABLE_CUDA"); e && std::strcmp(e, "1") == 0) return false;
+  if (cuda_disabled_by_env()) return false;
   std::lock_guard lk(g_mu);
   if (registered()) return true;
   if (g_tried && !skip_driver_check) return false;
@@ -79,8 +80,7 @@ bool load_cuda_backend(bool skip_driver_check) {
 
 std::string cuda_backend_missing_reason() {
   if (registered()) return "";
-  if (const char* e = std::getenv("NABLA_DISABLE_CUDA"); e && std::strcmp(e, "1") == 0)
-    return "NABLA_DISABLE_CUDA=1 is set";
+  if (cuda_disabled_by_env()) return "NABLA_DISABLE_CUDA=1 is set";
   load_cuda_backend();
   std::lock_guard lk(g_mu);
   return g_reason;

@@ -5,6 +5,7 @@
 
 #include "core/backend.h"
 #include "cuda_test_util.h"
+#include "run_self.h"
 
 namespace nabla {
 namespace {
@@ -59,16 +60,23 @@ TEST(CudaDevice, availability_is_consistent) {
   }
 }
 
-TEST(CudaDevice, disable_env_forces_cpu) {
-  const char* old = std::getenv("NABLA_DISABLE_CUDA");
-  std::string saved = old ? old : "";
-  setenv("NABLA_DISABLE_CUDA", "1", 1);
+// Run by disable_env_forces_cpu with NABLA_DISABLE_CUDA=1. The variable is read once, at the first
+// CUDA query: setting it later in the process changes nothing.
+TEST(CudaDevice, DISABLED_DisabledByEnvironment) {
+  ASSERT_STREQ(std::getenv("NABLA_DISABLE_CUDA"), "1");
   EXPECT_FALSE(cuda::is_available());
   EXPECT_EQ(cuda::device_count(), 0);
   EXPECT_NE(cuda::unavailable_reason().find("NABLA_DISABLE_CUDA"), std::string::npos);
   EXPECT_THROW(zeros({2}, kCUDA), DeviceError);
-  if (old) setenv("NABLA_DISABLE_CUDA", saved.c_str(), 1);
-  else unsetenv("NABLA_DISABLE_CUDA");
+  setenv("NABLA_DISABLE_CUDA", "0", 1);
+  EXPECT_FALSE(cuda::is_available()) << "NABLA_DISABLE_CUDA must be read once";
+  std::printf("checked under NABLA_DISABLE_CUDA=1\n");
+}
+
+TEST(CudaDevice, disable_env_forces_cpu) {
+  std::string out = testing::run_self("NABLA_DISABLE_CUDA=1", "CudaDevice.DISABLED_DisabledByEnvironment");
+  EXPECT_NE(out.find("checked under NABLA_DISABLE_CUDA=1"), std::string::npos) << out;
+  EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
 }
 
 TEST(CudaDevice, math_mode_switches_round_trip) {

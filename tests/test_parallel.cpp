@@ -17,6 +17,7 @@
 
 #include "core/sanitizer.h"
 #include "nabla.h"
+#include "run_self.h"
 
 namespace nabla {
 namespace {
@@ -118,21 +119,7 @@ TEST(Parallel, MoreThanTheLimitIsRefused) {
   EXPECT_EQ(get_num_threads(), before);
 }
 
-// Runs this test program again with a gtest filter (in a fresh process: a forked child has no
-// pool workers) and returns its output. The child leaves GoogleTest's sharding (the sanitizer
-// build runs the suite in shards) to run its one test whatever shard it would fall in.
-std::string run_self(const std::string& env, const std::string& test) {
-  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();  // (in the shell it is sh)
-  std::string cmd = "env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX " + env + " timeout 120 " + exe +
-                    " --gtest_also_run_disabled_tests --gtest_filter=" + test + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  int status = ::pclose(p);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 124) out += "\n(timed out: hung)";
-  return out;
-}
+using testing::run_self;
 
 // Run by RefusedThreadsAreAnErrorNotAHang: an address-space limit leaves room for a few 8 MB
 // thread stacks, then 500 threads are asked for.
