@@ -144,6 +144,9 @@ Tensor select_backward(const Tensor& g, int64_t dim, const Tensor& indices, cons
 }
 
 std::tuple<Tensor, Tensor> extreme_dim(ReduceOp op, const Tensor& x, int64_t dim, bool keepdim, const char* name) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, op == ReduceOp::max ? "max_dim" : "min_dim", {x}, {{"dim", dim}, {"keepdim", keepdim}},
+                         [&] { return extreme_dim(op, x, dim, keepdim, name); });
   int64_t d = wrap_dim(dim, x.dim(), name);
   Reduction r = plan(x, x.dim() == 0 ? IntArrayRef{} : IntArrayRef(d), true, name);
   check<IndexError>(x.dim() == 0 || x.sizes()[d] > 0, name, ": cannot reduce over the empty dim ", d, " of shape ",

@@ -596,6 +596,17 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
       if (!reduced) y.sym[j++] = x->sym[d];
       else if (keep) ++j;
     }
+  } else if (op == "max_dim" || op == "min_dim") {  // (values, indices) along one dim
+    if (rank == 0) no_mapping("on a 0-dim tensor");
+    int64_t d = wrap(attr_int(attrs, "dim"), rank), keep = attr_int(attrs, "keepdim");
+    const bool is_max = op == "max_dim";
+    node(is_max ? "ReduceMax" : "ReduceMin", {x->name}, {aints("axes", {d}), ai("keepdims", keep)}, ov[0].name);
+    node(is_max ? "ArgMax" : "ArgMin", {x->name}, {ai("axis", d), ai("keepdims", keep)}, ov[1].name);
+    for (Value& o : ov)
+      for (int64_t k = 0, j = 0; k < rank; ++k) {
+        if (k != d) o.sym[j++] = x->sym[k];
+        else if (keep) ++j;
+      }
   } else if (op == "softmax" || op == "log_softmax") {
     int64_t d = rank == 0 ? 0 : wrap(attr_int(attrs, "dim"), rank);
     node(op == "softmax" ? "Softmax" : "LogSoftmax", {cast(*x, y.dtype)}, {ai("axis", d)}, y.name);
@@ -805,6 +816,11 @@ std::string Exporter::serialize(const std::vector<std::string>& output_names, co
         for (auto& in : n.inputs)
           if (in == v.name) in = want;
     } else {
+      bool is_input = std::any_of(inputs_.begin(), inputs_.end(), [&](const Value& in) { return in.name == v.name; });
+      check<NotImplemented>(is_input, "onnx::export_model: the output (", describe(outputs[i]),
+                            ") does not depend on the inputs: an op the exporter does not see computed it (one "
+                            "without a trace hook on tensors that take no part in autograd, or code under NoGradGuard "
+                            "in forward), so the graph would return a constant");
       node("Identity", {v.name}, {}, want);
     }
     v.name = want;

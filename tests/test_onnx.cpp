@@ -227,7 +227,10 @@ TEST(Onnx, OpFamiliesMatchOnnxRuntime) {
   }), {2, 3, 4, 5}));
   // Reductions and softmax.
   cases.push_back(make_case("reductions", std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 6, 7)
-    return cat({x.sum({1}), x.mean({2}, true).squeeze(2), x.amax({1}), x.amin({2}), softmax(x, 2).select(1, 0),
+    auto [mx, imx] = x.max(2, false);
+    auto [mn, imn] = x.min(1, true);
+    return cat({mx, imx.to(kFloat32), mn.flatten(1), imn.flatten(1).to(kFloat32), x.argmax(1).to(kFloat32),
+                x.sum({1}), x.mean({2}, true).squeeze(2), x.amax({1}), x.amin({2}), softmax(x, 2).select(1, 0),
                 log_softmax(x, 1).select(2, 6), x.sum({1, 2}, true).flatten(1), x.mean({-1}) * 2},
                1);
   }), {2, 6, 7}));
@@ -443,6 +446,17 @@ TEST(Onnx, OpWithoutMappingNamesOpAndModule) {
   } catch (const NotImplemented& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("op 'adaptive_avg_pool2d' (in module '0')"), std::string::npos) << msg;
+  }
+  // An output computed where the exporter cannot see it (under NoGradGuard) is an error, not a constant.
+  Fn hidden([](Fn&, Tensor x) {
+    autograd::NoGradGuard ng;
+    return x.cumsum(1);
+  });
+  try {
+    (void)onnx::export_model_to_string(hidden, {randn({2, 4})});
+    FAIL() << "exported a constant output";
+  } catch (const NotImplemented& e) {
+    EXPECT_NE(std::string(e.what()).find("does not depend on the inputs"), std::string::npos) << e.what();
   }
   // A tensor returned by an untraced op is an error too, not a constant.
   auto last = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<Cumsum>());
