@@ -217,7 +217,7 @@ class Exporter : public trace::Tracer {
       std::string op = op_from_node_name(fn->name());
       throw NotImplemented(detail::str("onnx::export_model: op '", op, "' (", where(module_of_seq(fn->sequence_nr())),
                                        ") has no ONNX mapping (it produced ", describe(t), ", autograd node ",
-                                       fn->name(), ", read by ", op_[0] == '(' ? op_ : "op '" + op_ + "'", ")"));
+                                       fn->name(), ", read by ", !op_.empty() && op_[0] == '(' ? op_ : "op '" + op_ + "'", ")"));
     }
     // A parameter, a buffer or a constant: an initializer.
     auto nm = named_.find(t.impl());
