@@ -6,8 +6,10 @@
 //   cudnn::benchmark() on  -> cudnnFind*AlgorithmEx times every algorithm once (as cudnn.benchmark);
 //   otherwise              -> cuDNN's heuristics (cudnnGet*Algorithm_v7);
 // in either case skipping algorithms that are not deterministic when cudnn::deterministic() is on,
-// and tensor-core (TF32) variants for float32 unless cudnn::allow_tf32(). Workspaces come from the
-// caching allocator. Every cudnnStatus_t is checked and thrown with cuDNN's own message.
+// and tensor-core (TF32) variants for float32 unless cudnn::allow_tf32(). The ranked algorithms are
+// tried in order until one runs (NOT_SUPPORTED, EXECUTION_FAILED or a workspace that cannot be
+// allocated moves on to the next; cuda/conv_algo.h), and that one is cached. Workspaces come from the
+// caching allocator. Every other cudnnStatus_t is checked and thrown with cuDNN's own message.
 #include <cudnn.h>
 
 #include <climits>
@@ -18,6 +20,7 @@
 #include "core/impl.h"
 #include "cuda/allocator.h"
 #include "cuda/common.h"
+#include "cuda/conv_algo.h"
 #include "cuda/handles.h"
 #include "cuda/kernels.h"
 
@@ -173,15 +176,12 @@ void setup(Conv& c, const Tensor& x, const Tensor& w, const Tensor& y, const Con
     for (int64_t s : t->sizes()) c.key.push_back(s);
 }
 
-struct Choice {
-  int algo = 0;
-  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  size_t workspace = 0;
-};
+// The algorithm that ran for a configuration (cached for the process).
+using conv_algo::Candidate;
 
 std::mutex g_cache_mu;
-std::map<std::vector<int64_t>, Choice>& cache() {
-  static auto* m = new std::map<std::vector<int64_t>, Choice>();
+std::map<std::vector<int64_t>, Candidate>& cache() {
+  static auto* m = new std::map<std::vector<int64_t>, Candidate>();
   return *m;
 }
 
@@ -296,52 +296,70 @@ std::vector<Perf> candidates(cudnnHandle_t h, const Conv& c, Kind kind, const vo
   }
 }
 
-Choice choose(cudnnHandle_t h, Conv& c, Kind kind, const void* a, const void* b, void* out, int device) {
+// Maps a cuDNN status of a convolution call to what the choice does next: try the next candidate
+// (NOT_SUPPORTED, EXECUTION_FAILED, ALLOC_FAILED), or stop with the error (anything else).
+conv_algo::Outcome outcome_of(cudnnStatus_t st, const char* op) {
+  switch (st) {
+    case CUDNN_STATUS_SUCCESS: return conv_algo::Outcome::ran;
+    case CUDNN_STATUS_NOT_SUPPORTED: return conv_algo::Outcome::not_supported;
+    case CUDNN_STATUS_EXECUTION_FAILED: return conv_algo::Outcome::execution_failed;
+    case CUDNN_STATUS_ALLOC_FAILED: return conv_algo::Outcome::out_of_memory;
+    default: throw CudaError(detail::str(op, ": cuDNN error: ", cudnnGetErrorString(st)));
+  }
+}
+
+// Runs one convolution (`run(algo, workspace, workspace_bytes)` returns cuDNN's status) with the
+// algorithm cached for this configuration; the first time, with each acceptable algorithm of
+// cuDNN's ranked list in turn until one runs (conv_algo.h), which is then cached. Candidates whose
+// workspace exceeds the free plus cached memory are skipped, and a failed workspace allocation
+// moves on to the next candidate.
+template <class Run>
+void run_conv(cudnnHandle_t h, Conv& c, Kind kind, const void* a, const void* b, void* out, int device,
+              const char* op, Run&& run) {
   std::vector<int64_t> key = c.key;
   key.push_back(static_cast<int64_t>(kind));
   key.push_back(device);
-  {
-    std::lock_guard lock(g_cache_mu);
-    auto it = cache().find(key);
-    if (it != cache().end()) return it->second;
-  }
-  std::vector<Perf> perf = candidates(h, c, kind, a, b, out, device);
-  const bool det = cudnn::deterministic();
-  auto acceptable = [&](const Perf& p, bool check_math) {
-    if (p.status != CUDNN_STATUS_SUCCESS) return false;
-    if (det && p.determinism != CUDNN_DETERMINISTIC) return false;
-    if (check_math && c.strict_fma && p.math != CUDNN_FMA_MATH) return false;
-    return true;
-  };
-  const Perf* pick = nullptr;
-  for (const Perf& p : perf)
-    if (acceptable(p, true)) {
-      pick = &p;
-      break;
-    }
-  Choice choice;
-  if (pick) {
-    choice.algo = pick->algo;
-    choice.math = c.strict_fma ? CUDNN_FMA_MATH : pick->math;
-  } else {
-    // No result in the wanted math mode: take the first usable algorithm and force the math mode.
-    for (const Perf& p : perf)
-      if (acceptable(p, false)) {
-        pick = &p;
-        break;
+  auto attempt = [&](const Candidate& cand) {
+    NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, static_cast<cudnnMathType_t>(cand.math)));
+    Tensor ws;
+    if (cand.workspace > 0) {
+      try {
+        ws = scratch(cand.workspace, device);
+      } catch (const CudaOutOfMemory&) {
+        return conv_algo::Outcome::out_of_memory;
       }
-    check<CudaError>(pick != nullptr, "cuDNN: no ", det ? "deterministic " : "", "convolution algorithm supports this ",
-                     "configuration");
-    choice.algo = pick->algo;
-    choice.math = c.math;
+    }
+    return outcome_of(run(cand.algo, cand.workspace > 0 ? ws.data_ptr() : nullptr, cand.workspace), op);
+  };
+  {
+    std::unique_lock lock(g_cache_mu);
+    auto it = cache().find(key);
+    if (it != cache().end()) {
+      Candidate cand = it->second;
+      lock.unlock();
+      conv_algo::Outcome o = attempt(cand);
+      check<CudaError>(o == conv_algo::Outcome::ran, op, ": cuDNN convolution algorithm ", cand.algo,
+                       " ran for this configuration before and now failed: ", conv_algo::outcome_name(o));
+      return;
+    }
   }
-  NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, choice.math));
-  size_t ws = workspace_size(h, c, kind, choice.algo);
-  check<CudaError>(ws != SIZE_MAX, "cuDNN: could not size the workspace of the chosen convolution algorithm");
-  choice.workspace = ws;
+  std::vector<Candidate> ranked;
+  for (const Perf& p : candidates(h, c, kind, a, b, out, device))
+    ranked.push_back({p.algo, p.status == CUDNN_STATUS_SUCCESS, p.determinism == CUDNN_DETERMINISTIC,
+                      static_cast<int>(p.math), 0});
+  std::vector<Candidate> list =
+      conv_algo::acceptable(ranked, {cudnn::deterministic(), c.strict_fma, static_cast<int>(CUDNN_FMA_MATH)});
+  for (Candidate& cand : list) {  // the workspace of each algorithm in the math mode it runs with
+    NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, static_cast<cudnnMathType_t>(cand.math)));
+    cand.workspace = workspace_size(h, c, kind, cand.algo);
+  }
+  size_t free_bytes = 0, total_bytes = 0;
+  NABLA_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const MemoryStats st = allocator_stats(device);
+  const size_t limit = free_bytes + (st.reserved_bytes - st.allocated_bytes);
+  size_t i = conv_algo::first_that_runs(list, limit, attempt, op);
   std::lock_guard lock(g_cache_mu);
-  cache()[key] = choice;
-  return choice;
+  cache()[key] = list[i];
 }
 
 }  // namespace
@@ -363,14 +381,13 @@ void conv(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv
     fill(y, 0);
   } else {
     setup(c, x, w, y, p, "conv");
-    Choice ch = choose(h.get(), c, Kind::fwd, x.data_ptr(), w.data_ptr(), y.data_ptr(), device);
-    NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, ch.math));
-    Tensor ws = ch.workspace > 0 ? scratch(ch.workspace, device) : Tensor();
     Scaling s(x.dtype());
-    NABLA_CUDNN_CHECK(cudnnConvolutionForward(h.get(), s.one(), c.x.d, x.data_ptr(), c.w.d, w.data_ptr(), c.conv.d,
-                                              static_cast<cudnnConvolutionFwdAlgo_t>(ch.algo),
-                                              ch.workspace > 0 ? ws.data_ptr() : nullptr, ch.workspace, s.zero(),
-                                              c.y.d, y.data_ptr()));
+    run_conv(h.get(), c, Kind::fwd, x.data_ptr(), w.data_ptr(), y.data_ptr(), device, "conv",
+             [&](int algo, void* ws, size_t ws_bytes) {
+               return cudnnConvolutionForward(h.get(), s.one(), c.x.d, x.data_ptr(), c.w.d, w.data_ptr(), c.conv.d,
+                                              static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws, ws_bytes, s.zero(),
+                                              c.y.d, y.data_ptr());
+             });
   }
   if (bias.defined()) {
     Tensor b = contiguous(bias);
@@ -397,14 +414,13 @@ void conv_input_grad(const Tensor& gy_in, const Tensor& w_in, const ConvParams& 
     Lease<cudnnHandle_t> h(pool(), device, stream);
     Conv c;
     setup(c, dx, w, gy, p, "conv_input_grad");
-    Choice ch = choose(h.get(), c, Kind::bwd_data, w.data_ptr(), gy.data_ptr(), dx.data_ptr(), device);
-    NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, ch.math));
-    Tensor ws = ch.workspace > 0 ? scratch(ch.workspace, device) : Tensor();
     Scaling s(gy.dtype());
-    NABLA_CUDNN_CHECK(cudnnConvolutionBackwardData(h.get(), s.one(), c.w.d, w.data_ptr(), c.y.d, gy.data_ptr(),
-                                                   c.conv.d, static_cast<cudnnConvolutionBwdDataAlgo_t>(ch.algo),
-                                                   ch.workspace > 0 ? ws.data_ptr() : nullptr, ch.workspace, s.zero(),
-                                                   c.x.d, dx.data_ptr()));
+    run_conv(h.get(), c, Kind::bwd_data, w.data_ptr(), gy.data_ptr(), dx.data_ptr(), device, "conv_input_grad",
+             [&](int algo, void* ws, size_t ws_bytes) {
+               return cudnnConvolutionBackwardData(h.get(), s.one(), c.w.d, w.data_ptr(), c.y.d, gy.data_ptr(),
+                                                   c.conv.d, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws,
+                                                   ws_bytes, s.zero(), c.x.d, dx.data_ptr());
+             });
   }
   if (!dx.is_same(gx)) device_copy(dx, gx);
 }
@@ -422,14 +438,13 @@ void conv_weight_grad(const Tensor& x_in, const Tensor& gy_in, const ConvParams&
     Lease<cudnnHandle_t> h(pool(), device, stream);
     Conv c;
     setup(c, x, dw, gy, p, "conv_weight_grad");
-    Choice ch = choose(h.get(), c, Kind::bwd_filter, x.data_ptr(), gy.data_ptr(), dw.data_ptr(), device);
-    NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, ch.math));
-    Tensor ws = ch.workspace > 0 ? scratch(ch.workspace, device) : Tensor();
     Scaling s(x.dtype());
-    NABLA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h.get(), s.one(), c.x.d, x.data_ptr(), c.y.d, gy.data_ptr(),
-                                                     c.conv.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(ch.algo),
-                                                     ch.workspace > 0 ? ws.data_ptr() : nullptr, ch.workspace,
-                                                     s.zero(), c.w.d, dw.data_ptr()));
+    run_conv(h.get(), c, Kind::bwd_filter, x.data_ptr(), gy.data_ptr(), dw.data_ptr(), device, "conv_weight_grad",
+             [&](int algo, void* ws, size_t ws_bytes) {
+               return cudnnConvolutionBackwardFilter(h.get(), s.one(), c.x.d, x.data_ptr(), c.y.d, gy.data_ptr(),
+                                                     c.conv.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws,
+                                                     ws_bytes, s.zero(), c.w.d, dw.data_ptr());
+             });
   }
   if (!dw.is_same(gw)) device_copy(dw, gw);
 }

@@ -1,10 +1,12 @@
-// The host-side planning of the CUDA kernels (cuda/iter.h, cuda/reduce_plan.h, cuda/gemm_plan.h):
+// The host-side planning of the CUDA kernels (cuda/iter.h, cuda/reduce_plan.h, cuda/gemm_plan.h,
+// cuda/conv_algo.h):
 // plain C++, so these tests run on every machine, with or without a GPU or a CUDA build. They pin
 // down the index arithmetic the kernels rely on.
 #include <gtest/gtest.h>
 
 #include <random>
 
+#include "cuda/conv_algo.h"
 #include "cuda/gemm_plan.h"
 #include "cuda/iter.h"
 #include "cuda/reduce_plan.h"
@@ -181,6 +183,73 @@ TEST(CudaPlan, gemm_operands_without_copies) {
   EXPECT_TRUE(output_operand(3, 4, 4, 1).ok);
   EXPECT_FALSE(output_operand(3, 4, 1, 3).ok);
   EXPECT_TRUE(output_operand(1, 4, 0, 1).ok);
+}
+
+// ---- cuDNN convolution algorithm choice (cuda/conv_algo.h) ----------------------------------------
+namespace ca = conv_algo;
+constexpr int kFma = 1, kTensorOp = 2;
+
+TEST(CudaPlan, conv_algo_acceptable_keeps_cudnn_order_and_filters) {
+  std::vector<ca::Candidate> ranked = {{.algo = 6, .usable = false},
+                                       {.algo = 1, .deterministic = false, .math = kFma},
+                                       {.algo = 0, .math = kTensorOp},
+                                       {.algo = 2, .math = kFma}};
+  auto ids = [](const std::vector<ca::Candidate>& v) {
+    std::vector<int> r;
+    for (const auto& c : v) r.push_back(c.algo);
+    return r;
+  };
+  EXPECT_EQ(ids(ca::acceptable(ranked, {})), (std::vector<int>{1, 0, 2}));
+  EXPECT_EQ(ids(ca::acceptable(ranked, {.deterministic = true})), (std::vector<int>{0, 2}));
+  // Strict math: the FMA-ranked ones first, then the others with FMA forced.
+  auto strict = ca::acceptable(ranked, {.strict_math = true, .fma_math = kFma});
+  EXPECT_EQ(ids(strict), (std::vector<int>{1, 2, 0}));
+  for (const auto& c : strict) EXPECT_EQ(c.math, kFma) << c.algo;
+  EXPECT_TRUE(ca::acceptable({{.algo = 3, .usable = false}}, {}).empty());
+}
+
+TEST(CudaPlan, conv_algo_falls_back_to_the_next_that_runs) {
+  std::vector<ca::Candidate> list = {{.algo = 7, .workspace = 100}, {.algo = 5, .workspace = 1 << 30},
+                                     {.algo = 4, .workspace = 200}, {.algo = 3, .workspace = 50},
+                                     {.algo = 1, .workspace = 0}};
+  std::vector<int> tried;
+  // 7 is not supported, 5's workspace is over the limit (never tried), 4 fails to run, 3's
+  // workspace allocation fails, 1 runs.
+  auto attempt = [&](const ca::Candidate& c) {
+    tried.push_back(c.algo);
+    switch (c.algo) {
+      case 7: return ca::Outcome::not_supported;
+      case 4: return ca::Outcome::execution_failed;
+      case 3: return ca::Outcome::out_of_memory;
+      default: return ca::Outcome::ran;
+    }
+  };
+  EXPECT_EQ(ca::first_that_runs(list, 1 << 20, attempt, "conv"), 4u);
+  EXPECT_EQ(tried, (std::vector<int>{7, 4, 3, 1}));
+  // The first that runs wins at once.
+  tried.clear();
+  EXPECT_EQ(ca::first_that_runs(list, size_t(1) << 40, [&](const ca::Candidate& c) {
+              tried.push_back(c.algo);
+              return ca::Outcome::ran;
+            }, "conv"), 0u);
+  EXPECT_EQ(tried, (std::vector<int>{7}));
+}
+
+TEST(CudaPlan, conv_algo_error_says_what_happened_to_each) {
+  std::vector<ca::Candidate> list = {{.algo = 2, .workspace = 10}, {.algo = 0, .workspace = 4096}};
+  try {
+    ca::first_that_runs(list, 1000, [](const ca::Candidate&) { return ca::Outcome::not_supported; },
+                        "conv_weight_grad");
+    ADD_FAILURE() << "no error";
+  } catch (const CudaError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("conv_weight_grad: no cuDNN convolution algorithm ran"), std::string::npos) << m;
+    EXPECT_NE(m.find("algorithm 2 (workspace 10 bytes): not supported"), std::string::npos) << m;
+    EXPECT_NE(m.find("algorithm 0 (workspace 4096 bytes): workspace larger than the memory available"),
+              std::string::npos) << m;
+  }
+  EXPECT_THROW(ca::first_that_runs({}, 1000, [](const ca::Candidate&) { return ca::Outcome::ran; }, "conv"),
+               CudaError);
 }
 
 }  // namespace
