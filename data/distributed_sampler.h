@@ -15,7 +15,7 @@
 // seed still drives random transforms).
 #pragma once
 
-#include "data/sampler.h"
+#include "sampler.h"
 
 namespace nabla::data {
 

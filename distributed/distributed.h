@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/process_group.h"
+#include "process_group.h"
 
 namespace nabla::distributed {
 

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "distributed/store.h"
+#include "../core/tensor.h"
+#include "store.h"
 
 namespace nabla::distributed {
 

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <thread>
 
-#include "distributed/process_group.h"
+#include "process_group.h"
 
 namespace gloo {
 class Context;

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
+#include "../core/error.h"
 
 namespace nabla::distributed {
 

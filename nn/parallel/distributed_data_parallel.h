@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "distributed/process_group.h"
-#include "nn/module.h"
+#include "../../distributed/process_group.h"
+#include "../module.h"
 
 namespace nabla::nn::parallel {
 
