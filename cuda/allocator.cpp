@@ -111,7 +111,9 @@ struct DeviceState {
 
 class CachingAllocator {
  public:
-  void* allocate(int device, size_t nbytes) {
+  // try_only: on out-of-memory return nullptr at once, without releasing the cache, retrying or
+  // counting an OOM (probes for optional workspaces).
+  void* allocate(int device, size_t nbytes, bool try_only = false) {
     if (nbytes == 0) return nullptr;
     DeviceScope ds(device);
     cudaStream_t stream = stream_for(device);
@@ -131,6 +133,10 @@ class CachingAllocator {
     }
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, want);
+    if (err == cudaErrorMemoryAllocation && try_only) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();  // clear it: this error must not surface in a later check
       release_cached(device);
@@ -520,6 +526,22 @@ void pinned_record_use(const Tensor& t, cudaStream_t stream) {
 
 Tensor scratch(size_t nbytes, int device) {
   return detail::make_empty({static_cast<int64_t>(nbytes)}, DType::u8, Device::cuda(static_cast<int16_t>(device)));
+}
+
+Tensor try_scratch(size_t nbytes, int device) {
+  if (nbytes == 0) return scratch(0, device);
+  void* p = caching().allocate(device, nbytes, /*try_only=*/true);
+  if (!p) return Tensor();
+  return from_blob(p, {static_cast<int64_t>(nbytes)}, [](void* q) { caching().deallocate(q); },
+                   TensorOptions().dtype(DType::u8).device(Device::cuda(static_cast<int16_t>(device))));
+}
+
+size_t available_bytes(int device) {
+  DeviceScope ds(device);
+  size_t free_b = 0, total_b = 0;
+  NABLA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  MemoryStats st = allocator_stats(device);
+  return free_b + (st.reserved_bytes - st.allocated_bytes);
 }
 
 }  // namespace nabla::cuda

@@ -41,5 +41,10 @@ void pinned_record_use(const Tensor& t, cudaStream_t stream);
 // A scratch buffer of `nbytes` on `device` from the caching allocator (a uint8 tensor; keep it
 // alive while queued work uses it, then let it go: the memory returns to the current stream's cache).
 Tensor scratch(size_t nbytes, int device);
+// The same, or an undefined tensor when the memory is not there: no cache release, no retry, no OOM
+// counted (for optional workspaces and probes, which then ask for less).
+Tensor try_scratch(size_t nbytes, int device);
+// What an allocation on `device` can get at most: the driver's free memory plus the cached blocks.
+size_t available_bytes(int device);
 
 }  // namespace nabla::cuda

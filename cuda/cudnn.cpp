@@ -243,15 +243,14 @@ std::vector<Perf> candidates(cudnnHandle_t h, const Conv& c, Kind kind, const vo
       size_t s = workspace_size(h, c, kind, algo);
       if (s != SIZE_MAX) want = std::max(want, s);
     }
+    // Probes that fail neither empty the cache nor count as out-of-memory (try_scratch).
+    want = std::min(want, available_bytes(device));
     Tensor ws;
-    while (true) {
-      try {
-        if (want > 0) ws = scratch(want, device);
-        break;
-      } catch (const CudaOutOfMemory&) {
-        want /= 2;
-        if (want < (size_t(1) << 20)) want = 0;
-      }
+    while (want > 0) {
+      ws = try_scratch(want, device);
+      if (ws.defined()) break;
+      want /= 2;
+      if (want < (size_t(1) << 20)) want = 0;
     }
     void* wp = want > 0 ? ws.data_ptr() : nullptr;
     switch (kind) {
@@ -323,11 +322,8 @@ void run_conv(cudnnHandle_t h, Conv& c, Kind kind, const void* a, const void* b,
     NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, static_cast<cudnnMathType_t>(cand.math)));
     Tensor ws;
     if (cand.workspace > 0) {
-      try {
-        ws = scratch(cand.workspace, device);
-      } catch (const CudaOutOfMemory&) {
-        return conv_algo::Outcome::out_of_memory;
-      }
+      ws = try_scratch(cand.workspace, device);
+      if (!ws.defined()) return conv_algo::Outcome::out_of_memory;
     }
     return outcome_of(run(cand.algo, cand.workspace > 0 ? ws.data_ptr() : nullptr, cand.workspace), op);
   };
@@ -337,9 +333,11 @@ void run_conv(cudnnHandle_t h, Conv& c, Kind kind, const void* a, const void* b,
     if (it != cache().end()) {
       Candidate cand = it->second;
       lock.unlock();
-      conv_algo::Outcome o = attempt(cand);
-      check<CudaError>(o == conv_algo::Outcome::ran, op, ": cuDNN convolution algorithm ", cand.algo,
-                       " ran for this configuration before and now failed: ", conv_algo::outcome_name(o));
+      // The algorithm that ran before: its workspace is required (scratch releases the cache and
+      // retries before it reports out-of-memory), and any failure is an error.
+      NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, static_cast<cudnnMathType_t>(cand.math)));
+      Tensor ws = cand.workspace > 0 ? scratch(cand.workspace, device) : Tensor();
+      NABLA_CUDNN_CHECK(run(cand.algo, cand.workspace > 0 ? ws.data_ptr() : nullptr, cand.workspace));
       return;
     }
   }
@@ -353,11 +351,7 @@ void run_conv(cudnnHandle_t h, Conv& c, Kind kind, const void* a, const void* b,
     NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, static_cast<cudnnMathType_t>(cand.math)));
     cand.workspace = workspace_size(h, c, kind, cand.algo);
   }
-  size_t free_bytes = 0, total_bytes = 0;
-  NABLA_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  const MemoryStats st = allocator_stats(device);
-  const size_t limit = free_bytes + (st.reserved_bytes - st.allocated_bytes);
-  size_t i = conv_algo::first_that_runs(list, limit, attempt, op);
+  size_t i = conv_algo::first_that_runs(list, available_bytes(device), attempt, op);
   std::lock_guard lock(g_cache_mu);
   cache()[key] = list[i];
 }
