@@ -1,10 +1,10 @@
-// Inference of examples/mnist's CNN in nabla next to ONNX Runtime (CPU) running the same model
+// Inference of examples/mnist's CNN and ResNet-50 in nabla next to ONNX Runtime (CPU) running the same model
 // exported by onnx::export_model, with the same thread count, interleaved: each round times a batch
 // of calls of each contender in turn and keeps each one's best batch (bench/timing.h). ONNX Runtime
 // runs in a Node process (onnxruntime-node, from .deps/onnxruntime: scripts/test.sh installs it)
 // that this program drives over a pipe; its times include the Node binding's per-call cost.
 //
-//   build/bench/onnx_speed [--threads N] [--rounds R]
+//   build/bench/onnx_speed [--threads N] [--rounds R] [--no-resnet]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +16,7 @@
 
 #include "../examples/mnist/models.h"
 #include "nabla.h"
+#include "nn/models/vision.h"
 #include "onnx/export.h"
 #include "timing.h"
 
@@ -71,9 +72,11 @@ void start(Child& c, const std::vector<std::string>& argv) {
 
 int main(int argc, char** argv) {
   int threads = 1, rounds = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
+  bool with_resnet = true;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--no-resnet")) with_resnet = false;
   }
   std::string root = std::filesystem::path(__FILE__).parent_path().parent_path().string();
   const char* dir_env = std::getenv("NABLA_ORT_DIR");
@@ -83,43 +86,60 @@ int main(int argc, char** argv) {
     return 1;
   }
   set_num_threads(threads);
-  manual_seed(0);
-  auto model = mnist::make_model("cnn").module;
-  {  // running statistics that are not the identity
-    autograd::NoGradGuard ng;
-    for (int i = 0; i < 3; ++i) model->forward(randn({64, 1, 28, 28}));
-  }
-  std::string file = (std::filesystem::temp_directory_path() / ("nabla_onnx_speed_" + std::to_string(getpid()) + ".onnx")).string();
-  onnx::export_model(*model, {randn({1, 1, 28, 28})}, file,
-                     {.dynamic_axes = {{"input", {{0, "batch"}}}, {"output", {{0, "batch"}}}}});
-  model->eval();
-
   setenv("NABLA_ORT_DIR", ort_dir.c_str(), 1);
-  Child ort;
-  start(ort, {"node", root + "/bench/onnx_ort_server.js", file, std::to_string(threads)});
-  ort.read_line();  // "ready": the session is loaded
-  ort.ask("1 10");  // warm-up
-
-  std::printf("mnist CNN inference (conv 1->32->64 with folded batch norm, fc 3136->128->10), %d thread%s, best of %d "
-              "interleaved rounds\n\n", threads, threads == 1 ? "" : "s", rounds);
-  std::printf("| batch | nabla | ONNX Runtime | nabla / ORT |\n| --- | --- | --- | --- |\n");
-  for (int64_t batch : {1, 8, 64}) {
-    Tensor x = rand({batch, 1, 28, 28});
-    autograd::InferenceMode im;
-    auto run_nabla = [&] { (void)model->forward(x); };
-    int64_t n = bench::calibrate(run_nabla, 0.1);
-    std::vector<double> a, b;
-    for (int r = 0; r < rounds; ++r) {
-      bench::settle();
-      a.push_back(bench::time_batch(run_nabla, n));
-      bench::settle();
-      b.push_back(std::stod(ort.ask(std::to_string(batch) + " " + std::to_string(n))));
+  std::printf("nabla (the module, eval, InferenceMode) vs ONNX Runtime 1.30 (the exported graph) on the CPU, %d thread%s, "
+              "best of %d interleaved rounds\n\n| model | batch | nabla | ONNX Runtime | nabla / ORT |\n"
+              "| --- | --- | --- | --- | --- |\n", threads, threads == 1 ? "" : "s", rounds);
+  std::fflush(stdout);
+  struct Row {
+    std::string name;
+    std::shared_ptr<nn::Module> model;
+    Shape sample;  // one input's dims
+    std::vector<int64_t> batches;
+  };
+  manual_seed(0);
+  std::vector<Row> rows;
+  rows.push_back({"mnist CNN", mnist::make_model("cnn").module, {1, 28, 28}, {1, 8, 64}});
+  if (with_resnet) rows.push_back({"ResNet-50", vision::resnet50(), {3, 224, 224}, {1, 8}});
+  for (Row& row : rows) {
+    {  // running statistics that are not the identity
+      autograd::NoGradGuard ng;
+      Shape s = row.sample;
+      s.insert(s.begin(), 2);
+      row.model->forward(randn(s));
     }
-    double ta = *std::min_element(a.begin(), a.end()), tb = *std::min_element(b.begin(), b.end());
-    std::printf("| %lld | %s | %s | %.2f |\n", static_cast<long long>(batch), bench::fmt_time(ta).c_str(),
-                bench::fmt_time(tb).c_str(), ta / tb);
-    std::fflush(stdout);
+    Shape s1 = row.sample;
+    s1.insert(s1.begin(), 1);
+    std::string file = (std::filesystem::temp_directory_path() / ("nabla_onnx_speed_" + std::to_string(getpid()) + ".onnx")).string();
+    onnx::export_model(*row.model, {randn(s1)}, file,
+                       {.dynamic_axes = {{"input", {{0, "batch"}}}, {"output", {{0, "batch"}}}}});
+    row.model->eval();
+    std::string dims;
+    for (int64_t d : row.sample) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+    Child ort;
+    start(ort, {"node", root + "/bench/onnx_ort_server.js", file, std::to_string(threads), dims});
+    ort.read_line();  // "ready": the session is loaded
+    for (int64_t batch : row.batches) {
+      Shape s = row.sample;
+      s.insert(s.begin(), batch);
+      Tensor x = rand(s);
+      autograd::InferenceMode im;
+      auto run_nabla = [&] { (void)row.model->forward(x); };
+      int64_t n = bench::calibrate(run_nabla, 0.1);
+      ort.ask(std::to_string(batch) + " " + std::to_string(n));  // warm-up
+      std::vector<double> a, b;
+      for (int r = 0; r < rounds; ++r) {
+        bench::settle();
+        a.push_back(bench::time_batch(run_nabla, n));
+        bench::settle();
+        b.push_back(std::stod(ort.ask(std::to_string(batch) + " " + std::to_string(n))));
+      }
+      double ta = *std::min_element(a.begin(), a.end()), tb = *std::min_element(b.begin(), b.end());
+      std::printf("| %s | %lld | %s | %s | %.2f |\n", row.name.c_str(), static_cast<long long>(batch),
+                  bench::fmt_time(ta).c_str(), bench::fmt_time(tb).c_str(), ta / tb);
+      std::fflush(stdout);
+    }
+    std::filesystem::remove(file);
   }
-  std::filesystem::remove(file);
   return 0;
 }
