@@ -1,6 +1,6 @@
 // Matrix products on CUDA through cuBLAS: one strided-batched GEMM call per matmul/bmm/addmm/
 // linear, with transposed operands passed as cuBLAS transposes rather than copies (see
-// cuda/gemm_plan.h), 64-bit sizes, a workspace from the caching allocator per handle, and TF32 only
+// cuda/gemm_plan.h), 64-bit sizes, a workspace from the caching allocator per call, and TF32 only
 // when cuda::set_allow_tf32(true). Integer dtypes use nabla's own kernel (matmul_int.cu).
 #include <cublas_v2.h>
 
@@ -29,7 +29,10 @@ namespace {
       throw_cublas(nabla_st_, #expr, __FILE__, __LINE__);                        \
   } while (0)
 
-// 32 MiB, what cuBLAS asks for on Hopper.
+// 32 MiB, what cuBLAS asks for on Hopper. Each call takes it from the caching allocator and gives
+// it back after (the handle is bound to the stream, so the next kernel on it may reuse the memory),
+// so empty_cache() can return it to the driver; when the memory is not there, cuBLAS runs without
+// a workspace (algorithms that need none) instead of failing.
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
 cublasHandle_t create_handle(int device, cudaStream_t stream) {
@@ -38,9 +41,6 @@ cublasHandle_t create_handle(int device, cudaStream_t stream) {
   NABLA_CUBLAS_CHECK(cublasCreate(&h));
   NABLA_CUBLAS_CHECK(cublasSetStream(h, stream));
   NABLA_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
-  // The workspace stays allocated as long as the handle (the process).
-  auto* ws = new Tensor(scratch(kWorkspaceBytes, device));
-  NABLA_CUBLAS_CHECK(cublasSetWorkspace(h, ws->data_ptr(), kWorkspaceBytes));
   return h;
 }
 
@@ -122,6 +122,9 @@ void matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out_in, double
   const int device = device_of(out);
   cudaStream_t stream = stream_for(device);
   Lease<cublasHandle_t> h(pool(), device, stream);
+  Tensor ws = try_scratch(kWorkspaceBytes, device);
+  NABLA_CUBLAS_CHECK(cublasSetWorkspace(h.get(), ws.defined() ? ws.data_ptr() : nullptr,
+                                        ws.defined() ? kWorkspaceBytes : 0));
   // C^T (n x m) = op(B^T) (n x k) @ op(A^T) (k x m)
   NABLA_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(
       h.get(), gb.trans ? CUBLAS_OP_T : CUBLAS_OP_N, ga.trans ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, pa, b.data_ptr(),
