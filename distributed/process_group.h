@@ -10,7 +10,7 @@
 // Conventions (as torch.distributed): all_reduce, broadcast, recv and scatter write into their
 // tensors in place; every rank calls the same collectives in the same order with tensors of the
 // same shapes and dtypes. Inputs are read when the call is made (a non-contiguous tensor is copied
-// then); outputs are written before wait() returns.
+// then); outputs are written before wait() returns. Wait for every Work before destroying its group.
 #pragma once
 
 #include <chrono>

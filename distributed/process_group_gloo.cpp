@@ -228,8 +228,7 @@ void ProcessGroupGloo::run_worker() {
 }
 
 void ProcessGroupGloo::check_not_broken() const {
-  auto* self = const_cast<ProcessGroupGloo*>(this);
-  std::lock_guard lock(self->mutex_);
+  std::lock_guard lock(mutex_);
   check<DistributedError>(broken_.empty(), "process group (gloo, rank ", rank_, " of ", size_,
                           ") is unusable after an earlier failure: ", broken_);
 }

@@ -59,7 +59,7 @@ class ProcessGroupGloo : public ProcessGroup {
   std::map<std::string, int> peer_addresses_;  // "[127.0.0.1]:41234" -> rank, to name peers in errors
   uint32_t next_tag_ = 0;                       // only the issuing thread touches it
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable cv_;
   struct Task {
     std::function<void()> run;
