@@ -10,6 +10,7 @@
 
 #include "cuda/allocator.h"
 #include "cuda/common.h"
+#include "cuda/driver_reason.h"
 
 namespace nabla::cuda {
 
@@ -31,7 +32,11 @@ const CountInfo& count_info() {
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess) {
       (void)cudaGetLastError();
-      c.reason = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err);
+      int driver = 0, runtime = 0;
+      if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+      if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = CUDART_VERSION;
+      (void)cudaGetLastError();
+      c.reason = device_count_failure(cudaGetErrorName(err), cudaGetErrorString(err), driver, runtime);
       c.count = 0;
     } else if (n == 0) {
       c.reason = "the CUDA driver reports no GPU";

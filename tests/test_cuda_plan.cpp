@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cuda/conv_algo.h"
+#include "cuda/driver_reason.h"
 #include "cuda/gemm_plan.h"
 #include "cuda/iter.h"
 #include "cuda/reduce_plan.h"
@@ -250,6 +251,23 @@ TEST(CudaPlan, conv_algo_error_says_what_happened_to_each) {
   }
   EXPECT_THROW(ca::first_that_runs({}, 1000, [](const ca::Candidate&) { return ca::Outcome::ran; }, "conv"),
                CudaError);
+}
+
+// ---- why no GPU (cuda/driver_reason.h) -------------------------------------------------------------
+TEST(CudaPlan, driver_too_old_is_explained_with_versions) {
+  std::string r = device_count_failure("cudaErrorInsufficientDriver",
+                                       "CUDA driver version is insufficient for CUDA runtime version", 12040, 13000);
+  EXPECT_NE(r.find("the NVIDIA driver supports CUDA up to 12.4"), std::string::npos) << r;
+  EXPECT_NE(r.find("built with the CUDA 13.0 runtime (CUDA 13 needs driver 580 or newer)"), std::string::npos) << r;
+  EXPECT_NE(r.find("update the driver"), std::string::npos) << r;
+  r = device_count_failure("cudaErrorInsufficientDriver", "insufficient", 0, 12080);
+  EXPECT_NE(r.find("the NVIDIA driver is too old for this CUDA runtime, but nabla's CUDA backend was built with the "
+                   "CUDA 12.8 runtime: update"), std::string::npos) << r;
+  EXPECT_EQ(device_count_failure("cudaErrorNoDevice", "no CUDA-capable device is detected", 13000, 13000),
+            "the CUDA driver reports no GPU");
+  EXPECT_EQ(device_count_failure("cudaErrorUnknown", "unknown error", 13000, 13000),
+            "cudaGetDeviceCount: unknown error (cudaErrorUnknown)");
+  EXPECT_EQ(cuda_version_string(12080), "12.8");
 }
 
 }  // namespace
