@@ -200,6 +200,11 @@ Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef k
 
 Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
                         IntArrayRef padding, IntArrayRef output_padding, int64_t groups, IntArrayRef dilation) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "conv_transpose2d", {x_in, weight, bias},
+                         {{"stride", stride}, {"padding", padding}, {"output_padding", output_padding},
+                          {"groups", groups}, {"dilation", dilation}},
+                         [&] { return conv_transpose2d(x_in, weight, bias, stride, padding, output_padding, groups, dilation); });
   Tensor x = x_in.dim() == 3 ? x_in.unsqueeze(0) : x_in;
   ConvParams p = conv_params(stride, padding, dilation, groups, 2, "conv_transpose2d");
   auto op = pair_of(output_padding, "conv_transpose2d", "output_padding");

@@ -653,6 +653,21 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
            yout);
     });
     if (rank == nd + 2) sym_prefix(y, *x, 1);
+  } else if (op == "conv_transpose2d") {
+    const Value& w = *iv[1];
+    const Value* b = iv[2];
+    auto s = pair2(attr_ints(attrs, "stride"), 1), p = pair2(attr_ints(attrs, "padding"), 0),
+         op2 = pair2(attr_ints(attrs, "output_padding"), 0), d = pair2(attr_ints(attrs, "dilation"), 1);
+    batched(*x, 4, y, [&](const std::string& xin, const std::string& yout) {
+      std::vector<std::string> ins{xin, w.name};
+      if (b) ins.push_back(b->name);
+      node("ConvTranspose", ins,
+           {aints("kernel_shape", {w.shape[2], w.shape[3]}), aints("strides", {s[0], s[1]}),
+            aints("pads", {p[0], p[1], p[0], p[1]}), aints("output_padding", {op2[0], op2[1]}),
+            aints("dilations", {d[0], d[1]}), ai("group", attr_int(attrs, "groups"))},
+           yout);
+    });
+    if (rank == 4) sym_prefix(y, *x, 1);
   } else if (op == "max_pool2d" || op == "avg_pool2d") {
     auto k = pair2(attr_ints(attrs, "kernel"), 1);
     auto s = pair2(attr_ints(attrs, "stride"), 0);

@@ -259,6 +259,8 @@ TEST(Onnx, OpFamiliesMatchOnnxRuntime) {
         std::make_shared<nn::Conv2d>(8, 8, 3, nn::Conv2dOptions{.padding = 2, .dilation = 2, .groups = 4}),
         std::make_shared<nn::MaxPool2d>(3, nn::MaxPool2dOptions{.stride = 2, .padding = 1}),
         std::make_shared<nn::AvgPool2d>(3, nn::AvgPool2dOptions{.stride = 1, .padding = 1}),
+        std::make_shared<nn::ConvTranspose2d>(8, 6, 3, nn::ConvTranspose2dOptions{.stride = 2, .padding = 1,
+                                                                                  .output_padding = 1, .groups = 2}),
         std::make_shared<nn::AdaptiveAvgPool2d>(2), std::make_shared<nn::Flatten>());
     Case c = make_case("conv_pool", m, {2, 3, 16, 16});
     warm_batch_norms(*m, c.batches[0]);
