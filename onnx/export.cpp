@@ -16,6 +16,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <numbers>
 #include <set>
@@ -171,8 +172,11 @@ class Exporter : public trace::Tracer {
   // The graph output (after the forward).
   const Value& output_value(const Tensor& y) { return value_of(y); }
 
+  // The ModelProto. With `data` given and options.external_data set or the weights over 2 GiB,
+  // initializers of 1 KiB and more go there instead (ONNX's external data, each at a 4 KiB-aligned
+  // offset of the file `data_name` next to the model).
   std::string serialize(const std::vector<std::string>& output_names, const std::vector<Tensor>& outputs,
-                        const ExportOptions& options);
+                        const ExportOptions& options, std::string* data, const std::string& data_name);
 
  private:
   // ---- values ---------------------------------------------------------------------------------
@@ -811,7 +815,7 @@ proto::Writer value_info(const std::string& name, DType dt, const Shape& shape, 
 }
 
 std::string Exporter::serialize(const std::vector<std::string>& output_names, const std::vector<Tensor>& outputs,
-                                 const ExportOptions& options) {
+                                 const ExportOptions& options, std::string* data, const std::string& data_name) {
   // Graph outputs: the traced values, renamed (an input or initializer returned as is goes
   // through an Identity).
   std::vector<Value> outs;
@@ -872,13 +876,36 @@ std::string Exporter::serialize(const std::vector<std::string>& output_names, co
     graph.message(1, nw);  // GraphProto.node
   }
   graph.bytes(2, "nabla");  // GraphProto.name
+  // Protobuf messages stop at 2 GiB: beyond that the weights must go to an external data file.
+  size_t total = 0;
+  for (const auto& init : inits_) total += init.data.nbytes();
+  const bool too_big = total >= (size_t(2) << 30) - (size_t(64) << 20);
+  check<ValueError>(data || !too_big, "onnx::export_model: the weights take ", total,
+                    " bytes, more than a protobuf message holds (2 GiB); export_model to a file writes them to an "
+                    "external data file");
+  if (!options.external_data && !too_big) data = nullptr;
   for (const auto& init : inits_) {
     proto::Writer tw;
     for (int64_t d : init.data.sizes()) tw.int64(1, d);  // TensorProto.dims
     tw.int64(2, onnx_dtype(init.data.dtype()));           // TensorProto.data_type
     tw.bytes(8, init.name);                               // TensorProto.name
-    tw.bytes(9, std::string_view(static_cast<const char*>(init.data.data_ptr()),
-                                 static_cast<size_t>(init.data.numel()) * init.data.element_size()));  // raw_data
+    std::string_view bytes(static_cast<const char*>(init.data.data_ptr()), init.data.nbytes());
+    if (data && bytes.size() >= 1024) {
+      data->resize((data->size() + 4095) / 4096 * 4096, '\0');
+      auto entry = [&](const char* key, const std::string& value) {
+        proto::Writer e;
+        e.bytes(1, key);    // StringStringEntryProto.key
+        e.bytes(2, value);  // StringStringEntryProto.value
+        tw.message(13, e);  // TensorProto.external_data
+      };
+      entry("location", data_name);
+      entry("offset", std::to_string(data->size()));
+      entry("length", std::to_string(bytes.size()));
+      tw.int64(14, 1);  // TensorProto.data_location = EXTERNAL
+      data->append(bytes);
+    } else {
+      tw.bytes(9, bytes);  // TensorProto.raw_data
+    }
     graph.message(5, tw);  // GraphProto.initializer
   }
   for (const auto& v : inputs_) graph.message(11, value_info(v.name, v.dtype, v.shape, v.sym));  // GraphProto.input
@@ -912,8 +939,9 @@ class TrainingFlags {
 
 }  // namespace
 
-std::string export_model_to_string(nn::Module& module, const std::vector<Tensor>& example_inputs,
-                                   const ExportOptions& options) {
+namespace {
+std::string export_impl(nn::Module& module, const std::vector<Tensor>& example_inputs, const ExportOptions& options,
+                        std::string* data, const std::string& data_name) {
   check<ValueError>(options.opset_version >= 13 && options.opset_version <= 17,
                     "onnx::export_model: opset_version must be 13 to 17, got ", options.opset_version);
   check<ValueError>(example_inputs.size() == 1 || example_inputs.size() == 2,
@@ -984,12 +1012,24 @@ std::string export_model_to_string(nn::Module& module, const std::vector<Tensor>
   }
   check<ValueError>(y.defined(), "onnx::export_model: the module returned an undefined tensor");
   std::vector<std::string> out_names{options.output_names.empty() ? std::string("output") : options.output_names[0]};
-  return ex.serialize(out_names, {y}, options);
+  return ex.serialize(out_names, {y}, options, data, data_name);
+}
+}  // namespace
+
+std::string export_model_to_string(nn::Module& module, const std::vector<Tensor>& example_inputs,
+                                   const ExportOptions& options) {
+  check<ValueError>(!options.external_data, "onnx::export_model_to_string: external_data needs a file: use export_model");
+  return export_impl(module, example_inputs, options, nullptr, "");
 }
 
 void export_model(nn::Module& module, const std::vector<Tensor>& example_inputs, const std::string& path,
                   const ExportOptions& options) {
-  std::string bytes = export_model_to_string(module, example_inputs, options);
+  // Weights over 2 GiB go to <file>.data whatever external_data says.
+  std::string data;
+  const std::string data_path = path + ".data";
+  const std::string data_name = std::filesystem::path(data_path).filename().string();
+  std::string bytes = export_impl(module, example_inputs, options, &data, data_name);
+  if (!data.empty()) io::atomic_write(data_path, [&](std::FILE* f) { io::write_all(f, data.data(), data.size(), data_path); });
   io::atomic_write(path, [&](std::FILE* f) { io::write_all(f, bytes.data(), bytes.size(), path); });
 }
 

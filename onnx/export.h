@@ -37,6 +37,9 @@ struct ExportOptions {
   // Folds eval-mode batch norms into the convolution before them (when that conv's output feeds
   // nothing else), as PyTorch's exporter does.
   bool do_constant_folding = true;
+  // Writes the weights (initializers of 1 KiB and more) to <path>.data next to the model, ONNX's
+  // external data. Models whose weights exceed 2 GiB (protobuf's limit) always do.
+  bool external_data = false;
 };
 
 // Writes the ONNX model of `module` (traced on `example_inputs`, one or two tensors) to `path`.

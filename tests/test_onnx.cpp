@@ -97,6 +97,8 @@ std::pair<double, double> run_cases(std::vector<Case>& cases, const std::string&
     k.file = (dir / (k.name + ".onnx")).string();
     k.model->train();  // export switches to eval itself and restores this
     onnx::export_model(*k.model, {k.batches[0]}, k.file, k.options);
+    EXPECT_EQ(fs::exists(k.file + ".data"), k.options.external_data) << k.name;
+    if (k.options.external_data) EXPECT_LT(fs::file_size(k.file), 4096u) << k.name << ": weights left in the model";
     EXPECT_TRUE(k.model->is_training()) << k.name << ": export did not restore the training flag";
     k.model->eval();
     {
@@ -346,6 +348,7 @@ TEST(Onnx, ModelsMatchOnnxRuntime) {
                             std::make_shared<nn::Sequential>(std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(784, 256),
                                                              std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)),
                             {2, 1, 28, 28}));
+  cases.back().options.external_data = true;  // the weights in mnist_mlp.onnx.data
   cases.push_back(make_case("mnist_lenet", std::make_shared<LeNet>(), {2, 1, 28, 28}));
   {
     auto cnn = mnist_cnn();
