@@ -13,6 +13,8 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <type_traits>
 
 #include "core/graph.h"
@@ -169,6 +171,8 @@ ProcessGroupGloo::ProcessGroupGloo(Store& store, int rank, int size, GlooOptions
                                        options_.timeout.count(), " ms: ", e.what()));
   }
   context_ = context;
+  const char* debug = std::getenv("NABLA_DISTRIBUTED_DEBUG");
+  debug_ = debug && std::string(debug) == "1";
   // Gloo's errors name a peer by the address of its end of the connection: where it listens (the
   // rendezvous addresses below) or, on the accepting side, the connecting end. Every rank publishes
   // its end of each pair so that the others can map both to ranks.
@@ -243,12 +247,40 @@ void ProcessGroupGloo::rethrow_as_distributed(const std::string& what, const std
                                      options_.timeout.count(), " ms): ", peer, msg));
 }
 
-Work ProcessGroupGloo::enqueue(std::string what, std::function<void(uint32_t)> fn) {
+namespace {
+const char* const kCollectiveNames[] = {"?", "all_reduce", "broadcast", "all_gather", "reduce_scatter", "gather", "scatter", "barrier"};
+enum : int64_t { kAllReduce = 1, kBroadcast, kAllGather, kReduceScatter, kGather, kScatter, kBarrier };
+constexpr uint32_t kSignatureTagBit = 0x80000000u;  // the checks' own tags, apart from the collectives'
+}  // namespace
+
+// Gloo aborts the process (a check on its event-loop thread) when ranks pass different sizes to a
+// collective; the debug mode all-gathers each call's signature first and throws instead.
+void ProcessGroupGloo::check_signatures(const std::string& what, const Signature& sig, uint32_t tag) {
+  std::vector<int64_t> mine{sig.collective, sig.numel, sig.dtype, sig.detail};
+  std::vector<int64_t> all(4 * static_cast<size_t>(size_));
+  gloo::AllgatherOptions o(context_);
+  o.setInput(mine.data(), mine.size());
+  o.setOutput(all.data(), all.size());
+  o.setTag(tag | kSignatureTagBit);
+  gloo::allgather(o);
+  for (int r = 0; r < size_; ++r) {
+    const int64_t* t = all.data() + 4 * r;
+    if (std::equal(t, t + 4, mine.begin())) continue;
+    auto name = [](int64_t c) { return c >= 1 && c <= 7 ? kCollectiveNames[c] : "?"; };
+    throw DistributedError(detail::str(
+        what, " on rank ", rank_, ": the ranks disagree (NABLA_DISTRIBUTED_DEBUG): rank ", r, " called ",
+        name(t[0]), " with ", t[1], " elements of ", dtype_name(static_cast<DType>(t[2])), " (root or op ", t[3],
+        "), rank ", rank_, " called ", name(sig.collective), " with ", sig.numel, " elements of ",
+        dtype_name(static_cast<DType>(sig.dtype)), " (root or op ", sig.detail, ")"));
+  }
+}
+
+Work ProcessGroupGloo::enqueue(std::string what, Signature sig, std::function<void(uint32_t)> fn) {
   auto state = std::make_shared<Work::State>();
   std::lock_guard lock(mutex_);
   check<DistributedError>(!stop_, what, ": the process group is being destroyed");
   uint32_t tag = next_tag_++;
-  queue_.push_back({[this, state, tag, what = std::move(what), fn = std::move(fn)] {
+  queue_.push_back({[this, state, tag, sig, what = std::move(what), fn = std::move(fn)] {
     std::string broken;
     {
       std::lock_guard l(mutex_);
@@ -262,6 +294,7 @@ Work ProcessGroupGloo::enqueue(std::string what, std::function<void(uint32_t)> f
     try {
       NoGradGuard no_grad;  // copies into outputs are not part of any graph
       try {
+        if (debug_) check_signatures(what, sig, tag);
         fn(tag);
       } catch (const std::exception& e) {
         rethrow_as_distributed(what, e);
@@ -334,7 +367,8 @@ Work ProcessGroupGloo::all_reduce(const Tensor& tensor, ReduceOp op) {
   check_reduce("all_reduce", op, tensor.dtype());
   check_not_broken();
   Tensor buf = contiguous_input(tensor);
-  return enqueue(detail::str("all_reduce(", reduce_op_name(op), ", ", describe(tensor), ")"), [=, this](uint32_t tag) {
+  return enqueue(detail::str("all_reduce(", reduce_op_name(op), ", ", describe(tensor), ")"),
+                 {kAllReduce, tensor.numel(), static_cast<int64_t>(tensor.dtype()), static_cast<int64_t>(op)}, [=, this](uint32_t tag) {
     if (buf.numel() > 0) {
       with_type(buf.dtype(), [&](auto t) {
         using T = typename decltype(t)::type;
@@ -355,7 +389,8 @@ Work ProcessGroupGloo::broadcast(const Tensor& tensor, int root) {
   check_rank("broadcast", root, size_, "root");
   check_not_broken();
   Tensor buf = contiguous_input(tensor);
-  return enqueue(detail::str("broadcast(root ", root, ", ", describe(tensor), ")"), [=, this](uint32_t tag) {
+  return enqueue(detail::str("broadcast(root ", root, ", ", describe(tensor), ")"),
+                 {kBroadcast, tensor.numel(), static_cast<int64_t>(tensor.dtype()), root}, [=, this](uint32_t tag) {
     if (buf.numel() == 0) return;
     with_type(buf.dtype(), [&](auto t) {
       using T = typename decltype(t)::type;
@@ -375,7 +410,8 @@ Work ProcessGroupGloo::all_gather(const std::vector<Tensor>& outputs, const Tens
   check_not_broken();
   Tensor in = contiguous_input(input);
   Tensor all = empty({size_ * input.numel()}, input.dtype());
-  return enqueue(detail::str("all_gather(", describe(input), ")"), [=, this](uint32_t tag) {
+  return enqueue(detail::str("all_gather(", describe(input), ")"),
+                 {kAllGather, input.numel(), static_cast<int64_t>(input.dtype()), 0}, [=, this](uint32_t tag) {
     int64_t n = in.numel();
     if (n > 0) {
       with_type(in.dtype(), [&](auto t) {
@@ -404,7 +440,8 @@ Work ProcessGroupGloo::reduce_scatter(const Tensor& output, const std::vector<Te
     for (auto& t : inputs) flat.push_back(t.detach().reshape({-1}));
   }
   Tensor all = cat(flat, 0).contiguous();  // a fresh buffer
-  return enqueue(detail::str("reduce_scatter(", reduce_op_name(op), ", ", describe(output), ")"), [=, this](uint32_t tag) {
+  return enqueue(detail::str("reduce_scatter(", reduce_op_name(op), ", ", describe(output), ")"),
+                 {kReduceScatter, output.numel(), static_cast<int64_t>(output.dtype()), static_cast<int64_t>(op)}, [=, this](uint32_t tag) {
     int64_t n = output.numel();
     if (n > 0) {
       with_type(all.dtype(), [&](auto t) {
@@ -430,7 +467,8 @@ Work ProcessGroupGloo::gather(const std::vector<Tensor>& outputs, const Tensor& 
   check_not_broken();
   Tensor in = contiguous_input(input);
   Tensor all = rank_ == root ? empty({size_ * input.numel()}, input.dtype()) : Tensor();
-  return enqueue(detail::str("gather(root ", root, ", ", describe(input), ")"), [=, this](uint32_t tag) {
+  return enqueue(detail::str("gather(root ", root, ", ", describe(input), ")"),
+                 {kGather, input.numel(), static_cast<int64_t>(input.dtype()), root}, [=, this](uint32_t tag) {
     int64_t n = in.numel();
     if (n > 0) {
       with_type(in.dtype(), [&](auto t) {
@@ -457,7 +495,8 @@ Work ProcessGroupGloo::scatter(const Tensor& output, const std::vector<Tensor>& 
   std::vector<Tensor> ins;
   for (auto& t : inputs) ins.push_back(contiguous_input(t));
   Tensor buf = contiguous_input(output);
-  return enqueue(detail::str("scatter(root ", root, ", ", describe(output), ")"), [=, this](uint32_t tag) {
+  return enqueue(detail::str("scatter(root ", root, ", ", describe(output), ")"),
+                 {kScatter, output.numel(), static_cast<int64_t>(output.dtype()), root}, [=, this](uint32_t tag) {
     size_t n = static_cast<size_t>(buf.numel());
     if (n == 0) return;
     with_type(buf.dtype(), [&](auto t) {
@@ -477,7 +516,7 @@ Work ProcessGroupGloo::scatter(const Tensor& output, const std::vector<Tensor>& 
 
 Work ProcessGroupGloo::barrier() {
   check_not_broken();
-  return enqueue("barrier()", [this](uint32_t tag) {
+  return enqueue("barrier()", {kBarrier, 0, 0, 0}, [this](uint32_t tag) {
     gloo::BarrierOptions o(context_);
     o.setTag(tag);
     gloo::barrier(o);

@@ -48,8 +48,14 @@ class ProcessGroupGloo : public ProcessGroup {
   Work barrier() override;
 
  private:
+  // What a collective call is, compared across ranks first under NABLA_DISTRIBUTED_DEBUG=1:
+  // the collective, the element count, the dtype, and its root or reduction.
+  struct Signature {
+    int64_t collective, numel, dtype, detail;
+  };
   // Queues fn for the worker thread; `what` names the call in errors ("all_reduce (float32 [4, 5])").
-  Work enqueue(std::string what, std::function<void(uint32_t tag)> fn);
+  Work enqueue(std::string what, Signature sig, std::function<void(uint32_t tag)> fn);
+  void check_signatures(const std::string& what, const Signature& sig, uint32_t tag);
   void run_worker();
   [[noreturn]] void rethrow_as_distributed(const std::string& what, const std::exception& e) const;
   void check_not_broken() const;
@@ -57,7 +63,8 @@ class ProcessGroupGloo : public ProcessGroup {
   GlooOptions options_;
   std::shared_ptr<gloo::Context> context_;
   std::map<std::string, int> peer_addresses_;  // "[127.0.0.1]:41234" -> rank, to name peers in errors
-  uint32_t next_tag_ = 0;                       // only the issuing thread touches it
+  uint32_t next_tag_ = 0;                       // under mutex_
+  bool debug_ = false;                          // NABLA_DISTRIBUTED_DEBUG=1: compare signatures first
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;

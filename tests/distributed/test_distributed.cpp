@@ -364,6 +364,23 @@ int worker_main(const std::string& scenario) {
         expect(std::string(e.what()).find("earlier failure") != std::string::npos, "broken group: ", e.what());
       }
       dist::destroy_process_group();
+    } else if (scenario == "mismatched_sizes") {
+      // Ranks that pass tensors of different sizes to one all_reduce get an error, not a hang.
+      dist::init_process_group({.timeout = timeout});
+      Tensor x = ones({dist::get_rank() == 0 ? 1000 : 1001});
+      auto t0 = Clock::now();
+      try {
+        dist::all_reduce(x);
+        expect(false, "all_reduce of different sizes succeeded");
+      } catch (const dist::DistributedError& e) {
+        double s = seconds_since(t0);
+        std::cerr << "rank " << dist::get_rank() << " after " << s << " s: " << e.what() << "\n";
+        expect(s < timeout.count() / 1000.0 + 3.0, "the error took ", s, " s");
+        expect(std::string(e.what()).find("rank 1 called all_reduce with 1001 elements") != std::string::npos ||
+                   dist::get_rank() == 1,
+               "rank 0 should name rank 1's size: ", e.what());
+      }
+      dist::destroy_process_group();
     } else if (scenario == "expect_init_error") {
       // init must throw DistributedError containing NABLA_TEST_EXPECT within the timeout (+1 s).
       auto t0 = Clock::now();
@@ -504,6 +521,9 @@ void expect_all_ok(const std::vector<Result>& results) {
 
 TEST(DistributedCollectives, EveryOpAndDTypeOnTwoProcesses) { expect_all_ok(run_workers("collectives", 2, all_ranks(2), 20000)); }
 TEST(DistributedCollectives, EveryOpAndDTypeOnThreeProcesses) { expect_all_ok(run_workers("collectives", 3, all_ranks(3), 20000)); }
+TEST(DistributedCollectives, EveryOpOnThreeProcessesWithSignatureChecks) {
+  expect_all_ok(run_workers("collectives", 3, all_ranks(3), 20000, {{"NABLA_DISTRIBUTED_DEBUG", "1"}}));
+}
 
 TEST(DistributedDataParallel, TwoAndThreeRanksTrainAsOneProcessOnTheWholeBatch) {
   expect_all_ok(run_workers("ddp", 2, all_ranks(2), 20000));
@@ -527,6 +547,14 @@ TEST(DistributedFailures, PeerKilledMidCollectiveFailsTheOthersWithinTheTimeout)
       << results[0].output << results[1].output;
   EXPECT_LT(s, 15.0);
   std::cout << "peer killed: survivors errored, whole test " << s << " s\n" << results[0].output << results[1].output;
+}
+
+TEST(DistributedFailures, MismatchedSizesFailWithinTheTimeout) {
+  // Gloo itself aborts the process on this mistake (a check on its event-loop thread); the debug
+  // mode compares every call's signature first and throws, naming the ranks and sizes.
+  auto results = run_workers("mismatched_sizes", 2, all_ranks(2), 2000, {{"NABLA_DISTRIBUTED_DEBUG", "1"}});
+  expect_all_ok(results);
+  std::cout << results[0].output << results[1].output;
 }
 
 TEST(DistributedFailures, WrongWorldSizeNamesTheMissingRankWithinTheTimeout) {
