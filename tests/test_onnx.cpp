@@ -294,6 +294,18 @@ TEST(Onnx, OpFamiliesMatchOnnxRuntime) {
                                     16, 4, nn::TransformerEncoderLayerOptions{.dim_feedforward = 32, .batch_first = true}));
     cases.push_back(make_case("encoder_layer_masked", m, {2, 5, 16}, /*dynamic=*/false));
   }
+  // Interpolation (nearest and bilinear, both align_corners settings): the gathers and blends it
+  // is made of.
+  {
+    auto m = std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 2, 5, 6)
+      namespace F = nn::functional;
+      return cat({F::interpolate(x, {.scale_factor = {2}}).flatten(1),
+                  F::interpolate(x, {.size = {7, 4}, .mode = "bilinear"}).flatten(1),
+                  F::interpolate(x, {.size = {9, 11}, .mode = "bilinear", .align_corners = true}).flatten(1)},
+                 1);
+    });
+    cases.push_back(make_case("interpolate", m, {2, 2, 5, 6}));
+  }
   // Embedding (an int64 input).
   {
     auto m = std::make_shared<nn::Sequential>(std::make_shared<nn::Embedding>(50, 6), std::make_shared<nn::Flatten>());
