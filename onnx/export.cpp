@@ -309,11 +309,15 @@ class Exporter : public trace::Tracer {
         // A dynamic dim was merged into another or moved: -1 where the caller asked for inference,
         // else the one dim that changed size.
         if (inferred < 0 && dynamic_in == 1) {
-          for (size_t j = 0; j < shape.size(); ++j)
-            if (shape[j] != 0 && (j >= x.shape.size() || out.shape[j] != x.shape[j])) {
-              if (inferred >= 0) { inferred = -2; break; }
-              inferred = static_cast<int64_t>(j);
-            }
+          // The dims that keep their size from the left and from the right stay; when exactly one
+          // output dim is left between them, the dynamic dim went into it.
+          const int64_t ro = static_cast<int64_t>(out.shape.size()), ri = static_cast<int64_t>(x.shape.size());
+          int64_t lo = 0, hi = 0;
+          while (lo < ro && lo < ri && out.shape[lo] == x.shape[lo] && x.sym[lo].empty()) ++lo;
+          while (hi < ro - lo && hi < ri - lo && out.shape[ro - 1 - hi] == x.shape[ri - 1 - hi] &&
+                 x.sym[ri - 1 - hi].empty())
+            ++hi;
+          if (ro - lo - hi == 1) inferred = lo;
         }
         check<NotImplemented>(inferred >= 0 && dynamic_in == 1, "onnx::export_model: op '", op_, "' (",
                               where(current_module()), ") reshapes ", x.shape, " to ", out.shape,

@@ -306,6 +306,13 @@ TEST(Onnx, OpFamiliesMatchOnnxRuntime) {
     });
     cases.push_back(make_case("interpolate", m, {2, 2, 5, 6}));
   }
+  // Recurrent layers, unrolled for the traced batch and sequence length (static axes: the layers
+  // split their (L * N, 4H) projections into per-step pieces of N rows).
+  cases.push_back(make_case(
+      "lstm", std::make_shared<nn::LSTM>(8, 6, nn::LSTMOptions{.num_layers = 2, .batch_first = true, .bidirectional = true}),
+      {2, 4, 8}, /*dynamic=*/false));
+  cases.push_back(make_case("gru", std::make_shared<nn::GRU>(8, 6, nn::GRUOptions{.batch_first = true}), {2, 4, 8},
+                            /*dynamic=*/false));
   // Embedding (an int64 input).
   {
     auto m = std::make_shared<nn::Sequential>(std::make_shared<nn::Embedding>(50, 6), std::make_shared<nn::Flatten>());
