@@ -364,6 +364,31 @@ int worker_main(const std::string& scenario) {
         expect(std::string(e.what()).find("earlier failure") != std::string::npos, "broken group: ", e.what());
       }
       dist::destroy_process_group();
+    } else if (scenario == "peer_hangs") {
+      // The last rank stops taking part (alive, sockets open) for longer than the timeout: the
+      // others must give up after the timeout, not wait for it.
+      dist::init_process_group({.timeout = timeout});
+      int r = dist::get_rank(), n = dist::get_world_size();
+      Tensor x = ones({1000});
+      dist::all_reduce(x);
+      if (r == n - 1) {
+        std::this_thread::sleep_for(timeout + std::chrono::milliseconds(1000));
+        _exit(0);
+      }
+      auto t0 = Clock::now();
+      try {
+        dist::all_reduce(x);
+        expect(false, "all_reduce succeeded although rank ", n - 1, " never called it");
+      } catch (const dist::DistributedError& e) {
+        double s = seconds_since(t0);
+        std::cerr << "rank " << r << " after " << s << " s: " << e.what() << "\n";
+        std::string m = e.what();
+        expect(m.find("all_reduce") != std::string::npos && m.find("timeout 1000 ms") != std::string::npos,
+               "the error should name all_reduce and the timeout: ", m);
+        expect(s >= 0.9 && s < timeout.count() / 1000.0 + 2.0, "the error took ", s, " s, the timeout is ",
+               timeout.count(), " ms");
+      }
+      _exit(0);  // the stuck peer still holds its sockets: no orderly destroy
     } else if (scenario == "mismatched_sizes") {
       // Ranks that pass tensors of different sizes to one all_reduce get an error, not a hang.
       dist::init_process_group({.timeout = timeout});
@@ -547,6 +572,12 @@ TEST(DistributedFailures, PeerKilledMidCollectiveFailsTheOthersWithinTheTimeout)
       << results[0].output << results[1].output;
   EXPECT_LT(s, 15.0);
   std::cout << "peer killed: survivors errored, whole test " << s << " s\n" << results[0].output << results[1].output;
+}
+
+TEST(DistributedFailures, StuckPeerFailsTheOthersAfterTheTimeout) {
+  auto results = run_workers("peer_hangs", 3, all_ranks(3), 1000);
+  expect_all_ok(results);
+  std::cout << results[0].output << results[1].output;
 }
 
 TEST(DistributedFailures, MismatchedSizesFailWithinTheTimeout) {
