@@ -1010,6 +1010,8 @@ std::string export_impl(nn::Module& module, const std::vector<Tensor>& example_i
 
   Tensor y;
   {
+    // Recording on (also inside a caller's NoGradGuard or InferenceMode): untraced ops must leave
+    // their grad_fn.
     autograd::AutoGradMode grad(true);
     trace::TracerGuard guard(&ex);
     y = xs.size() == 1 ? module(xs[0]) : module(xs[0], xs[1]);

@@ -482,6 +482,11 @@ TEST(Onnx, OpWithoutMappingNamesOpAndModule) {
   } catch (const NotImplemented& e) {
     EXPECT_NE(std::string(e.what()).find("does not depend on the inputs"), std::string::npos) << e.what();
   }
+  // Also when the caller is in inference mode (recording is switched back on for the trace).
+  {
+    autograd::InferenceMode im;
+    EXPECT_THROW((void)onnx::export_model_to_string(*net, {randn({2, 4})}), NotImplemented);
+  }
   // A tensor returned by an untraced op is an error too, not a constant.
   auto last = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<Cumsum>());
   EXPECT_THROW((void)onnx::export_model_to_string(*last, {randn({2, 4})}), NotImplemented);
