@@ -89,6 +89,13 @@ struct Case {
 std::pair<double, double> run_cases(std::vector<Case>& cases, const std::string& tag) {
   fs::path dir = fs::temp_directory_path() / ("nabla_onnx_" + tag + "_" + std::to_string(::getpid()));
   fs::create_directories(dir);
+  struct RemoveDir {  // also when an export throws
+    fs::path p;
+    ~RemoveDir() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } remove_dir{dir};
   std::ostringstream jobs;
   jobs << "[";
   std::string files;
@@ -154,7 +161,6 @@ std::pair<double, double> run_cases(std::vector<Case>& cases, const std::string&
           << "\nONNX Runtime: " << got.flatten().slice(0, 0, 6) << "\nnabla: " << want.flatten().slice(0, 0, 6);
     }
   }
-  fs::remove_all(dir);
   return {worst_abs, worst};
 }
 
