@@ -28,6 +28,7 @@
 #include "distributed/distributed.h"
 #include "nn/functional.h"
 #include "nn/linear.h"
+#include "nn/normalization.h"
 #include "nn/parallel/distributed_data_parallel.h"
 #include "optim/sgd.h"
 
@@ -312,6 +313,21 @@ int worker_main(const std::string& scenario) {
         expect(false, "forward after a backward that missed a parameter should throw");
       } catch (const dist::DistributedError& e) {
         expect(std::string(e.what()).find("'spare.weight'") != std::string::npos, "should name spare.weight: ", e.what());
+      }
+      // broadcast_buffers: each forward starts from rank 0's buffers (here: eval mode, so the
+      // forward does not update them; rank 1's are scribbled over first).
+      {
+        auto bn = std::make_shared<nn::BatchNorm1d>(3);
+        bn->to(kFloat64);
+        nn::parallel::DistributedDataParallel bddp(bn);
+        bddp.eval();
+        if (dist::get_rank() == 0) bn->running_mean.fill_(2.5);
+        else bn->running_mean.fill_(-7.0);
+        Tensor y = bddp(zeros({2, 3}, kFloat64));
+        expect(bn->running_mean.eq(2.5).all().item<bool>(), "rank ", dist::get_rank(),
+               " should hold rank 0's running_mean after forward");
+        // (x - 2.5) / sqrt(1 + eps) with x = 0 and the default weight 1, bias 0
+        expect(std::abs(y[0][0].item<double>() + 2.5 / std::sqrt(1 + 1e-5)) < 1e-12, "forward used rank 0's buffers");
       }
       // Ranks that build different models are told which parameter differs.
       auto odd = make_mlp(5, false, dist::get_rank() == 1 ? 9 : 8);
