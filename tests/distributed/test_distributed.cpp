@@ -29,6 +29,7 @@
 #include "nn/functional.h"
 #include "nn/linear.h"
 #include "nn/normalization.h"
+#include "nn/safetensors.h"
 #include "nn/parallel/distributed_data_parallel.h"
 #include "optim/sgd.h"
 
@@ -288,6 +289,15 @@ void check_ddp(bool with_spare) {
   }
   double d = max_diff(*model, *ref);
   expect(d < 1e-12, "DDP on ", n, " ranks ended ", d, " away from one process on the whole batch");
+  // A checkpoint: rank 0 writes the DDP model's weights, every rank loads them (strict names) into
+  // a plain model.
+  std::string path = std::string(std::getenv("NABLA_TEST_DIR")) + "/ddp" + (with_spare ? "_spare" : "") + ".safetensors";
+  if (r == 0) nn::save_weights(ddp.module(), path);
+  dist::barrier();
+  auto fresh = make_mlp(777 + r, with_spare);
+  nn::load_weights(*fresh, path);
+  expect(max_diff(*fresh, *model) == 0, "the checkpoint rank 0 wrote loads into a plain model on rank ", r);
+  dist::barrier();  // everyone has read it before the test's directory goes
 }
 
 int worker_main(const std::string& scenario) {
