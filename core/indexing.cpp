@@ -289,6 +289,8 @@ void check_gather_shapes(const char* op, const Tensor& x, int64_t d, const Tenso
 }  // namespace
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index_in) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "gather", {x, index_in}, {{"dim", dim}}, [&] { return gather(x, dim, index_in); });
   Tensor index = as_index(index_in, "gather");
   int64_t d = wrap_dim(dim, x.dim(), "gather");
   check_gather_shapes("gather", x, d, index, nullptr);
@@ -394,6 +396,8 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, const Tensor& value) {
 }
 
 Tensor nonzero(const Tensor& x) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "nonzero", {x}, {}, [&] { return nonzero(x); });
   if (x.is_cpu()) return backend_for(kCPU).nonzero(x);
   return backend_for(x.device()).nonzero(x);
 }

@@ -330,6 +330,8 @@ Tensor cumprod(const Tensor& x, int64_t dim) {
 
 // ---- sort / topk --------------------------------------------------------------------------------
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "sort", {x}, {{"dim", dim}, {"descending", descending}}, [&] { return sort(x, dim, descending); });
   int64_t d = wrap_dim(dim, x.dim(), "sort");
   Tensor values = detail::make_empty(x.sizes(), x.dtype(), x.device());
   Tensor indices = detail::make_empty(x.sizes(), DType::i64, x.device());
@@ -348,6 +350,9 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
 }
 
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "topk", {x}, {{"k", k}, {"dim", dim}, {"largest", largest}, {"sorted", sorted}},
+                         [&] { return topk(x, k, dim, largest, sorted); });
   (void)sorted;  // results are always sorted
   int64_t d = wrap_dim(dim, x.dim(), "topk");
   int64_t n = x.dim() == 0 ? 1 : x.sizes()[d];

@@ -578,6 +578,10 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
     node("Gather", {x->name, iv[1]->name}, {ai("axis", d)}, y.name);
     y.sym = x->sym;
     y.sym[d].clear();
+  } else if (op == "gather") {  // torch.gather is GatherElements (negative indices count from the end in both)
+    int64_t d = wrap(attr_int(attrs, "dim"), rank);
+    node("GatherElements", {x->name, cast(*iv[1], DType::i64)}, {ai("axis", d)}, y.name);
+    sym_broadcast(y, {iv[1]});
   } else if (op == "to") {
     node("Cast", {x->name}, {ai("to", onnx_dtype(y.dtype))}, y.name);
     y.sym = x->sym;

@@ -216,7 +216,8 @@ TEST(Onnx, OpFamiliesMatchOnnxRuntime) {
                     where(x > w, x, w), where(x <= 0, x * 2, 1.0), (x >= 0).to(kFloat32), (x < w).to(kFloat32),
                     (x == x).to(kFloat32) - (x != w).to(kFloat32), logical_and(x > 0, w > 0).to(kFloat32),
                     logical_or(x > 0, w > 0).to(kFloat32), logical_not(x > 0).to(kFloat32),
-                    isfinite(x).to(kFloat32), x.masked_fill(x > w, -2.0), x.masked_fill(x < 0, full({}, 0.5))},
+                    isfinite(x).to(kFloat32), x.masked_fill(x > w, -2.0), x.masked_fill(x < 0, full({}, 0.5)),
+                    x.gather(2, (x > 0).to(kInt64) * 3), x.gather(1, (x > 0).to(kInt64) * 2 - 1)},
                    1);
     });
     m->register_parameter("w", randn({3, 4}));
@@ -492,6 +493,15 @@ TEST(Onnx, OpWithoutMappingNamesOpAndModule) {
   {
     autograd::InferenceMode im;
     EXPECT_THROW((void)onnx::export_model_to_string(*net, {randn({2, 4})}), NotImplemented);
+  }
+  // Integer results (indices) carry no grad_fn: the ops that make them from traced tensors have
+  // hooks, so one without a mapping fails instead of freezing the example's indices into a constant.
+  Fn sorted([](Fn&, Tensor x) { return x.gather(1, x.argsort(1)); });
+  try {
+    (void)onnx::export_model_to_string(sorted, {randn({2, 4})});
+    FAIL() << "exported argsort";
+  } catch (const NotImplemented& e) {
+    EXPECT_NE(std::string(e.what()).find("op 'sort'"), std::string::npos) << e.what();
   }
   // A tensor returned by an untraced op is an error too, not a constant.
   auto last = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<Cumsum>());
