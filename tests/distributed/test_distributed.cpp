@@ -753,11 +753,14 @@ TEST(NablaRun, ForwardsSigtermToTheWorkers) {
            std::filesystem::exists(l.dir + "/pid.2")) && seconds_since(t0) < 20)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the pid files are written whole
-  kill(l.pid, SIGTERM);
+  EXPECT_TRUE(std::filesystem::exists(l.dir + "/pid.2") && std::filesystem::exists(l.dir + "/pid.1") &&
+              std::filesystem::exists(l.dir + "/pid.0"))
+      << "the workers did not all start within 20 s; launcher output:\n" << read_file(l.dir + "/launcher.log");
+  kill(l.pid, SIGTERM);  // also the clean-up when they did not start
   double took = 0;
   int code = wait_launcher(l, 20, &took);
   EXPECT_EQ(code, 128 + SIGTERM) << read_file(l.dir + "/launcher.log");
-  EXPECT_LT(took, 5.0);
+  EXPECT_LT(took, 5.0) << read_file(l.dir + "/launcher.log");
   expect_workers_gone(l.dir, {0, 1, 2});
   std::filesystem::remove_all(l.dir);
 }
