@@ -93,8 +93,9 @@ enum class RandomOp : uint8_t { uniform, normal, bernoulli };
   /* variance, writes them as save_mean and save_invstd = 1 / sqrt(var + eps) (C), and updates */          \
   /* running_mean/running_var in place when defined (running = (1 - momentum) * running + momentum */      \
   /* * batch statistic, with the unbiased variance); otherwise normalizes with the running */               \
-  /* statistics. Only where has_fused_batch_norm says so: elsewhere the front-end composes batch norm */   \
-  X(has_fused_batch_norm, bool, (const Tensor& x, double eps), no)                                         \
+  /* statistics. Only where has_fused_batch_norm says so (for this input, mode and eps): elsewhere the */ \
+  /* front-end composes batch norm */                                                                      \
+  X(has_fused_batch_norm, bool, (const Tensor& x, bool training, double eps), no)                          \
   X(batch_norm, void, (const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean, \
                        const Tensor& running_var, bool training, double momentum, double eps, const Tensor& out, \
                        const Tensor& save_mean, const Tensor& save_invstd), raise)                         \

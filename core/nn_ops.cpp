@@ -451,7 +451,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   for (const Tensor* p : {&weight, &bias, &running_mean, &running_var})
     same_dtype = same_dtype && (!p->defined() || p->dtype() == x.dtype());
   // Gradients with respect to the running statistics (evaluation mode) come from the composition.
-  if (!same_dtype || x.numel() == 0 || !be.has_fused_batch_norm(x, eps) || autograd::needs_grad(running_mean, running_var))
+  if (!same_dtype || x.numel() == 0 || !be.has_fused_batch_norm(x, training, eps) || autograd::needs_grad(running_mean, running_var))
     return batch_norm_composite(x, weight, bias, running_mean, running_var, training, momentum, eps, count);
 
   Tensor out = detail::make_empty(x.sizes(), x.dtype(), x.device());

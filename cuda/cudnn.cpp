@@ -8,7 +8,7 @@
 // in either case skipping algorithms that are not deterministic when cudnn::deterministic() is on,
 // and tensor-core (TF32) variants for float32 unless cudnn::allow_tf32(). The ranked algorithms are
 // tried in order until one runs (NOT_SUPPORTED, EXECUTION_FAILED or a workspace that cannot be
-// allocated moves on to the next; cuda/conv_algo.h), and that one is cached. Workspaces come from the
+// allocated moves on to the next; cuda/cudnn_plan.h), and that one is cached. Workspaces come from the
 // caching allocator. Every other cudnnStatus_t is checked and thrown with cuDNN's own message.
 #include <cudnn.h>
 
@@ -20,7 +20,7 @@
 #include "core/impl.h"
 #include "cuda/allocator.h"
 #include "cuda/common.h"
-#include "cuda/conv_algo.h"
+#include "cuda/cudnn_plan.h"
 #include "cuda/handles.h"
 #include "cuda/kernels.h"
 
@@ -309,7 +309,7 @@ conv_algo::Outcome outcome_of(cudnnStatus_t st, const char* op) {
 
 // Runs one convolution (`run(algo, workspace, workspace_bytes)` returns cuDNN's status) with the
 // algorithm cached for this configuration; the first time, with each acceptable algorithm of
-// cuDNN's ranked list in turn until one runs (conv_algo.h), which is then cached. Candidates whose
+// cuDNN's ranked list in turn until one runs (cudnn_plan.h), which is then cached. Candidates whose
 // workspace exceeds the free plus cached memory are skipped, and a failed workspace allocation
 // moves on to the next candidate.
 template <class Run>
@@ -444,11 +444,12 @@ void conv_weight_grad(const Tensor& x_in, const Tensor& gy_in, const ConvParams&
 }
 
 // ---- batch normalization ----------------------------------------------------------------------------
-// x (N, C, ...) is viewed as (N, C, S, 1) in cuDNN's spatial mode: statistics per channel over N and S.
-bool has_fused_batch_norm(const Tensor& x, double eps) {
+// x (N, C, ...) is viewed as (N, C, S, 1) in cuDNN's spatial mode: statistics per channel over N and S;
+// within batch_norm_in_cudnn_limits (cudnn_plan.h) only.
+bool has_fused_batch_norm(const Tensor& x, bool training, double eps) {
   if (!x.is_cuda() || (x.dtype() != DType::f32 && x.dtype() != DType::f64)) return false;
-  if (eps < CUDNN_BN_MIN_EPSILON || x.dim() < 2 || x.numel() == 0 || x.numel() > INT_MAX) return false;
-  return true;
+  return batch_norm_in_cudnn_limits(x.dim(), x.dim() > 0 ? x.sizes()[0] : 0, x.numel(), training, eps,
+                                    CUDNN_BN_MIN_EPSILON);
 }
 
 namespace {

@@ -1,12 +1,12 @@
 // The host-side planning of the CUDA kernels (cuda/iter.h, cuda/reduce_plan.h, cuda/gemm_plan.h,
-// cuda/conv_algo.h):
+// cuda/cudnn_plan.h):
 // plain C++, so these tests run on every machine, with or without a GPU or a CUDA build. They pin
 // down the index arithmetic the kernels rely on.
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "cuda/conv_algo.h"
+#include "cuda/cudnn_plan.h"
 #include "cuda/driver_reason.h"
 #include "cuda/gemm_plan.h"
 #include "cuda/iter.h"
@@ -186,7 +186,7 @@ TEST(CudaPlan, gemm_operands_without_copies) {
   EXPECT_TRUE(output_operand(1, 4, 0, 1).ok);
 }
 
-// ---- cuDNN convolution algorithm choice (cuda/conv_algo.h) ----------------------------------------
+// ---- cuDNN convolution algorithm choice (cuda/cudnn_plan.h) ----------------------------------------
 namespace ca = conv_algo;
 constexpr int kFma = 1, kTensorOp = 2;
 
@@ -260,14 +260,30 @@ TEST(CudaPlan, driver_too_old_is_explained_with_versions) {
   EXPECT_NE(r.find("the NVIDIA driver supports CUDA up to 12.4"), std::string::npos) << r;
   EXPECT_NE(r.find("built with the CUDA 13.0 runtime (CUDA 13 needs driver 580 or newer)"), std::string::npos) << r;
   EXPECT_NE(r.find("update the driver"), std::string::npos) << r;
-  r = device_count_failure("cudaErrorInsufficientDriver", "insufficient", 0, 12080);
-  EXPECT_NE(r.find("the NVIDIA driver is too old for this CUDA runtime, but nabla's CUDA backend was built with the "
-                   "CUDA 12.8 runtime: update"), std::string::npos) << r;
+  EXPECT_NE(r.find("(cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime version "
+                   "(cudaErrorInsufficientDriver))"), std::string::npos) << r;
+  // No driver at all: the runtime answers the same error, and the driver version 0.
+  r = device_count_failure("cudaErrorInsufficientDriver", "CUDA driver version is insufficient", 0, 12080);
+  EXPECT_EQ(r, "no NVIDIA driver is installed (cudaGetDeviceCount: CUDA driver version is insufficient "
+               "(cudaErrorInsufficientDriver))");
   EXPECT_EQ(device_count_failure("cudaErrorNoDevice", "no CUDA-capable device is detected", 13000, 13000),
             "the CUDA driver reports no GPU");
   EXPECT_EQ(device_count_failure("cudaErrorUnknown", "unknown error", 13000, 13000),
             "cudaGetDeviceCount: unknown error (cudaErrorUnknown)");
   EXPECT_EQ(cuda_version_string(12080), "12.8");
+}
+
+TEST(CudaPlan, batch_norm_goes_to_cudnn_within_pytorchs_limits) {
+  const double min_eps = 1e-5;
+  EXPECT_TRUE(batch_norm_in_cudnn_limits(4, 32, 32 * 16 * 8 * 8, true, 1e-5, min_eps));
+  EXPECT_FALSE(batch_norm_in_cudnn_limits(2, 32, 32 * 16, true, 1e-5, min_eps)) << "2-D inputs: composite";
+  EXPECT_TRUE(batch_norm_in_cudnn_limits(3, 880801, 880801 * 2, true, 1e-5, min_eps));
+  EXPECT_FALSE(batch_norm_in_cudnn_limits(3, 880802, 880802 * 2, true, 1e-5, min_eps));
+  EXPECT_TRUE(batch_norm_in_cudnn_limits(3, 65535, 65535 * 2, false, 1e-5, min_eps));
+  EXPECT_FALSE(batch_norm_in_cudnn_limits(3, 65536, 65536 * 2, false, 1e-5, min_eps)) << "eval batch > 65535";
+  EXPECT_FALSE(batch_norm_in_cudnn_limits(4, 8, int64_t(1) << 31, true, 1e-5, min_eps)) << ">= 2^31 - 1 elements";
+  EXPECT_FALSE(batch_norm_in_cudnn_limits(4, 8, 64, true, 1e-6, min_eps)) << "eps below cuDNN's minimum";
+  EXPECT_FALSE(batch_norm_in_cudnn_limits(4, 0, 0, true, 1e-5, min_eps)) << "empty";
 }
 
 }  // namespace

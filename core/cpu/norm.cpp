@@ -114,7 +114,7 @@ inline void grad_sums(const float* g, const float* x, int64_t s, float mean, dou
 
 }  // namespace
 
-bool has_fused_batch_norm(const Tensor& x, double /*eps*/) {
+bool has_fused_batch_norm(const Tensor& x, bool /*training*/, double /*eps*/) {
   return x.dtype() == DType::f32 || x.dtype() == DType::f64;
 }
 

@@ -1,5 +1,6 @@
-// Choosing a cuDNN convolution algorithm, without cuDNN's types, so that the rules are tested on
-// every machine (tests/test_cuda_plan.cpp) while cuda/cudnn.cpp feeds them cuDNN's answers.
+// cuDNN decisions without cuDNN's types, so that the rules are tested on every machine
+// (tests/test_cuda_plan.cpp) while cuda/cudnn.cpp feeds them cuDNN's answers: which convolution
+// algorithm runs, and which batch norms cuDNN takes.
 //
 // cuDNN ranks its algorithms (by measurement under cudnn::benchmark(), by heuristics otherwise), but
 // an algorithm it ranks first can still fail to run: NOT_SUPPORTED or EXECUTION_FAILED for some
@@ -9,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -85,3 +87,17 @@ inline size_t first_that_runs(const std::vector<Candidate>& list, size_t workspa
 }
 
 }  // namespace nabla::cuda::conv_algo
+
+namespace nabla::cuda {
+
+// Batch norm goes to cuDNN only within PyTorch's limits for it (aten's _batch_norm_impl_index):
+// inputs of 3 or more dims, a batch of at most 880801 when training and 65535 in evaluation, eps of
+// at least cuDNN's minimum and fewer than 2^31 - 1 elements; elsewhere the front-end's composition
+// runs.
+inline bool batch_norm_in_cudnn_limits(int64_t dim, int64_t batch, int64_t numel, bool training, double eps,
+                                       double min_eps) {
+  if (dim < 3 || numel == 0 || numel >= 2147483647 || eps < min_eps) return false;
+  return training ? batch <= 880801 : batch <= 65535;
+}
+
+}  // namespace nabla::cuda
