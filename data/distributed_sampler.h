@@ -9,10 +9,10 @@
 // padded by repeating the first indices until every rank gets num_samples() of them, or with
 // drop_last cut to a multiple of num_replicas; rank r takes positions r, r + num_replicas, ...
 //
-// The epoch comes from the DataLoader (epoch e visits indices(seed, e); DataLoader::set_epoch
-// jumps), so there is no sampler.set_epoch() to forget. The order depends on the sampler's own
-// `seed`, never on the loader's seed, so ranks agree whatever seeds their loaders use (the loader's
-// seed still drives random transforms).
+// Differs from PyTorch: no set_epoch. The epoch comes from the DataLoader (epoch e visits
+// indices(seed, e); DataLoader::set_epoch jumps), so there is no sampler.set_epoch() to forget. The
+// order depends on the sampler's own `seed`, never on the loader's seed, so ranks agree whatever
+// seeds their loaders use (the loader's seed still drives random transforms).
 #pragma once
 
 #include "sampler.h"
