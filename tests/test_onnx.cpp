@@ -35,7 +35,14 @@ bool have_ort() {
   return std::system("node --version >/dev/null 2>&1") == 0 &&
          fs::exists(ort_dir() + "/node_modules/onnxruntime-node/package.json");
 }
-bool have_onnx_checker() { return std::system("/usr/bin/python3 -c 'import onnx' >/dev/null 2>&1") == 0; }
+// Debian's Python in isolated mode (-I): the tests run in the repository root, whose onnx/ folder
+// would otherwise import as an empty namespace package where the real onnx is not installed.
+constexpr const char* kPython = "/usr/bin/python3 -I";
+bool have_onnx_checker() {
+  static const bool ok =
+      std::system((std::string(kPython) + " -c 'import onnx.checker; onnx.load' >/dev/null 2>&1").c_str()) == 0;
+  return ok;
+}
 
 #define NABLA_NEEDS_ORT()                                                                                     \
   do {                                                                                                        \
@@ -130,7 +137,7 @@ std::pair<double, double> run_cases(std::vector<Case>& cases, const std::string&
   std::string jobs_file = (dir / "jobs.json").string();
   std::ofstream(jobs_file) << jobs.str();
 
-  std::string check = "/usr/bin/python3 -c 'import onnx, sys\nfor p in sys.argv[1:]: "
+  std::string check = std::string(kPython) + " -c 'import onnx, sys\nfor p in sys.argv[1:]: "
                       "onnx.checker.check_model(onnx.load(p), full_check=True)' " + files;
   EXPECT_EQ(std::system(check.c_str()), 0) << "onnx.checker rejected a model: " << check;
   std::string run = "NABLA_ORT_DIR='" + ort_dir() + "' node '" + std::string(NABLA_TESTS_DIR) + "/onnx/run_ort.js' '" +
@@ -422,7 +429,7 @@ TEST(Onnx, FoldsBatchNormAndNamesInitializers) {
   o.dynamic_axes = {{"image", {{0, "N"}}}};
   onnx::export_model(cnn, {randn({2, 1, 28, 28})}, p.string(), o);
   // Conv+BN folded (no BatchNormalization left), Dropout gone, names and the dynamic axis kept.
-  std::string py = "/usr/bin/python3 -c 'import onnx, sys\nm = onnx.load(sys.argv[1])\ng = m.graph\n"
+  std::string py = std::string(kPython) + " -c 'import onnx, sys\nm = onnx.load(sys.argv[1])\ng = m.graph\n"
                    "ops = [n.op_type for n in g.node]\n"
                    "assert ops == [\"Conv\", \"Relu\", \"MaxPool\", \"Conv\", \"Relu\", \"MaxPool\", \"Flatten\", \"Gemm\", "
                    "\"Relu\", \"Gemm\"], ops\n"
