@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/impl.h"
+#include "cuda/caching_allocator.h"
 #include "cuda/common.h"
 
 namespace nabla::cuda {
@@ -21,8 +22,8 @@ namespace {
 constexpr int kMaxDevices = 64;
 constexpr size_t kMiB = size_t(1) << 20;
 
-// Rounded size of a request (see the header).
-size_t round_size(size_t n) {
+// Rounded size of a pinned host request (see the header).
+size_t pinned_round_size(size_t n) {
   if (n <= 512) return 512;
   if (n > kMiB) return (n + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB);
   int k = 63 - __builtin_clzll(n - 1);  // 2^k < n <= 2^(k+1)
@@ -42,21 +43,13 @@ std::string bytes_str(size_t b) {
   return buf;
 }
 
+// A block of pinned host memory.
 struct Block {
   void* ptr = nullptr;
-  size_t size = 0;               // rounded size
-  int device = 0;
-  cudaStream_t stream = nullptr;  // the stream it was allocated on (device blocks)
-  std::vector<cudaStream_t> used_on;  // other streams it was used on (record_stream)
+  size_t size = 0;  // rounded size
 };
 
-// Events still to complete before a freed block may be reused.
-struct Pending {
-  Block* block;
-  std::vector<cudaEvent_t> events;
-};
-
-// Free blocks by size for one (device, stream); for pinned memory, stream is null.
+// Free pinned blocks by size.
 using FreeList = std::map<size_t, std::vector<Block*>>;
 
 Block* take(FreeList& list, size_t want) {
@@ -102,225 +95,79 @@ EventPool& event_pool() {
 }
 
 // ---- device memory ------------------------------------------------------------------------------
-struct DeviceState {
-  std::unordered_map<cudaStream_t, FreeList> free;
-  std::vector<Pending> pending;
-  size_t allocated = 0, cached = 0, pending_bytes = 0, peak = 0;
-  uint64_t allocs = 0, frees = 0, ooms = 0;
-};
-
-class CachingAllocator {
+// The CUDA runtime under the caching policy (cuda/caching_allocator.h).
+class CudaRuntime final : public AllocRuntime {
  public:
-  // try_only: on out-of-memory return nullptr at once, without releasing the cache, retrying or
-  // counting an OOM (probes for optional workspaces).
-  void* allocate(int device, size_t nbytes, bool try_only = false) {
-    if (nbytes == 0) return nullptr;
+  void* malloc(int device, size_t bytes) override {
     DeviceScope ds(device);
-    cudaStream_t stream = stream_for(device);
-    size_t want = round_size(nbytes);
-    {
-      std::lock_guard lock(mu_);
-      DeviceState& st = dev_[device];
-      process_pending(st);
-      auto it = st.free.find(stream);
-      if (it != st.free.end()) {
-        if (Block* b = take(it->second, want)) {
-          st.cached -= b->size;
-          on_alloc(st, b);
-          return b->ptr;
-        }
-      }
-    }
     void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, want);
-    if (err == cudaErrorMemoryAllocation && try_only) {
-      (void)cudaGetLastError();
-      return nullptr;
-    }
+    cudaError_t err = cudaMalloc(&p, bytes);
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();  // clear it: this error must not surface in a later check
-      release_cached(device);
-      err = cudaMalloc(&p, want);
-    }
-    if (err == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();
-      size_t free_b = 0, total_b = 0;
-      (void)cudaMemGetInfo(&free_b, &total_b);
-      (void)cudaGetLastError();
-      size_t allocated, reserved;
-      {
-        std::lock_guard lock(mu_);
-        DeviceState& st = dev_[device];
-        ++st.ooms;
-        allocated = st.allocated;
-        reserved = st.allocated + st.cached + st.pending_bytes;
-      }
-      throw CudaOutOfMemory(detail::str(
-          "CUDA out of memory: tried to allocate ", bytes_str(want), " (", nbytes, " bytes requested) on cuda:", device,
-          "; the device has ", bytes_str(free_b), " free of ", bytes_str(total_b), " total; nabla holds ",
-          bytes_str(allocated), " in tensors and ", bytes_str(reserved), " reserved (cached blocks were released "
-          "before this error). Free tensors you no longer need or use smaller batches."));
+      return nullptr;
     }
     NABLA_CUDA_CHECK(err);
-    auto* b = new Block{p, want, device, stream, {}};
-    std::lock_guard lock(mu_);
-    DeviceState& st = dev_[device];
-    ++st.allocs;
-    on_alloc(st, b);
     return p;
   }
-
-  // Never throws: runs from tensor destructors.
-  void deallocate(void* p) noexcept {
-    if (!p) return;
-    try {
-      std::lock_guard lock(mu_);
-      auto it = live_.find(p);
-      if (it == live_.end()) return;  // not ours (cannot happen for tensors made by nabla)
-      Block* b = it->second;
-      live_.erase(it);
-      DeviceState& st = dev_[b->device];
-      st.allocated -= b->size;
-      if (!b->used_on.empty()) {
-        Pending pd{b, {}};
-        DeviceScope ds(b->device);
-        for (cudaStream_t s : b->used_on) {
-          cudaEvent_t e = event_pool().get(b->device);
-          if (cudaEventRecord(e, s) != cudaSuccess) {
-            (void)cudaGetLastError();
-            // Cannot track the use: wait for everything instead.
-            if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
-            event_pool().put(b->device, e);
-            continue;
-          }
-          pd.events.push_back(e);
-        }
-        b->used_on.clear();
-        if (!pd.events.empty()) {
-          st.pending_bytes += b->size;
-          st.pending.push_back(std::move(pd));
-          return;
-        }
-      }
-      st.free[b->stream][b->size].push_back(b);
-      st.cached += b->size;
-    } catch (...) {
-      // A failure while freeing must not terminate the program; the block is leaked.
-    }
-  }
-
-  void record_stream(const Tensor& t, cudaStream_t stream) {
-    void* base = t.impl()->storage->data;
-    if (!base) return;
-    std::lock_guard lock(mu_);
-    auto it = live_.find(base);
-    check<ValueError>(it != live_.end(), "record_stream: the tensor's memory was not allocated by nabla's CUDA "
-                                         "allocator (from_blob memory is not tracked)");
-    Block* b = it->second;
-    if (stream == b->stream) return;
-    if (std::find(b->used_on.begin(), b->used_on.end(), stream) == b->used_on.end()) b->used_on.push_back(stream);
-  }
-
-  MemoryStats stats(int device) {
-    std::lock_guard lock(mu_);
-    DeviceState& st = dev_[device];
-    MemoryStats s;
-    s.allocated_bytes = st.allocated;
-    s.reserved_bytes = st.allocated + st.cached + st.pending_bytes;
-    s.peak_allocated_bytes = st.peak;
-    s.device_allocs = st.allocs;
-    s.device_frees = st.frees;
-    s.num_ooms = st.ooms;
-    return s;
-  }
-
-  void reset_peak(int device) {
-    std::lock_guard lock(mu_);
-    dev_[device].peak = dev_[device].allocated;
-  }
-
-  // Frees every cached block of `device` (waiting for pending ones first).
-  void release_cached(int device) {
-    std::vector<Block*> to_free;
-    std::vector<Pending> pending;
-    {
-      std::lock_guard lock(mu_);
-      DeviceState& st = dev_[device];
-      // Nothing cached: return before selecting the device, which would create a context there.
-      if (st.free.empty() && st.pending.empty()) return;
-      for (auto& [stream, list] : st.free)
-        for (auto& [size, blocks] : list) to_free.insert(to_free.end(), blocks.begin(), blocks.end());
-      st.free.clear();
-      st.cached = 0;
-      pending.swap(st.pending);
-      st.pending_bytes = 0;
-    }
+  void free(int device, void* p) override {
     DeviceScope ds(device);
-    for (Pending& pd : pending) {
-      for (cudaEvent_t e : pd.events) {
-        if (cudaEventSynchronize(e) != cudaSuccess) (void)cudaGetLastError();
-        event_pool().put(device, e);
-      }
-      to_free.push_back(pd.block);
-    }
-    uint64_t n = 0;
-    for (Block* b : to_free) {
-      if (cudaFree(b->ptr) != cudaSuccess) (void)cudaGetLastError();
-      delete b;
-      ++n;
-    }
-    std::lock_guard lock(mu_);
-    dev_[device].frees += n;
+    if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
   }
-
- private:
-  void on_alloc(DeviceState& st, Block* b) {
-    st.allocated += b->size;
-    st.peak = std::max(st.peak, st.allocated);
-    live_[b->ptr] = b;
-  }
-
-  // Moves blocks whose events have all completed to their free lists (mu_ held).
-  void process_pending(DeviceState& st) {
-    if (st.pending.empty()) return;
-    for (size_t i = 0; i < st.pending.size();) {
-      Pending& pd = st.pending[i];
-      bool done = true;
-      for (cudaEvent_t e : pd.events) {
-        cudaError_t r = cudaEventQuery(e);
-        if (r == cudaErrorNotReady) {
-          (void)cudaGetLastError();
-          done = false;
-          break;
-        }
-      }
-      if (!done) {
-        ++i;
-        continue;
-      }
-      for (cudaEvent_t e : pd.events) event_pool().put(pd.block->device, e);
-      st.pending_bytes -= pd.block->size;
-      st.cached += pd.block->size;
-      st.free[pd.block->stream][pd.block->size].push_back(pd.block);
-      st.pending[i] = std::move(st.pending.back());
-      st.pending.pop_back();
+  void* record_event(int device, void* stream) override {
+    cudaEvent_t e = event_pool().get(device);
+    DeviceScope ds(device);
+    if (cudaEventRecord(e, static_cast<cudaStream_t>(stream)) != cudaSuccess) {
+      (void)cudaGetLastError();
+      event_pool().put(device, e);
+      return nullptr;
     }
+    return e;
   }
-
-  std::mutex mu_;
-  std::unordered_map<void*, Block*> live_;
-  std::array<DeviceState, kMaxDevices> dev_;
+  bool event_done(void* event) override {
+    cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (r == cudaSuccess) return true;
+    (void)cudaGetLastError();
+    return r != cudaErrorNotReady;  // a failed event will never complete: do not wait on it forever
+  }
+  void event_wait(void* event) override {
+    if (cudaEventSynchronize(static_cast<cudaEvent_t>(event)) != cudaSuccess) (void)cudaGetLastError();
+  }
+  void release_event(int device, void* event) override { event_pool().put(device, static_cast<cudaEvent_t>(event)); }
+  void synchronize_device(int device) override {
+    DeviceScope ds(device);
+    if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
+  }
 };
 
-CachingAllocator& caching() {
-  static auto* a = new CachingAllocator();  // never destroyed: tensors may outlive main()
+CachingPolicy& caching() {
+  static auto* rt = new CudaRuntime();
+  static auto* a = new CachingPolicy(*rt);  // never destroyed: tensors may outlive main()
   return *a;
+}
+
+// `nbytes` on `device` for the current stream; throws CudaOutOfMemory when even releasing the
+// cache does not make room (try_only: returns nullptr instead, releasing nothing).
+void* device_malloc(int device, size_t nbytes, bool try_only) {
+  if (nbytes == 0) return nullptr;
+  DeviceScope ds(device);
+  size_t rounded = 0;
+  void* p = caching().allocate(device, nbytes, stream_for(device), try_only, &rounded);
+  if (p || try_only) return p;
+  size_t free_b = 0, total_b = 0;
+  (void)cudaMemGetInfo(&free_b, &total_b);
+  (void)cudaGetLastError();
+  CachingStats st = caching().stats(device);
+  throw CudaOutOfMemory(detail::str(
+      "CUDA out of memory: tried to allocate ", bytes_str(rounded), " (", nbytes, " bytes requested) on cuda:", device,
+      "; the device has ", bytes_str(free_b), " free of ", bytes_str(total_b), " total; nabla holds ",
+      bytes_str(st.allocated), " in tensors and ", bytes_str(st.reserved), " reserved (cached blocks were released "
+      "before this error). Free tensors you no longer need or use smaller batches."));
 }
 
 class DeviceAllocator final : public Allocator {
  public:
   explicit DeviceAllocator(int device) : device_(device) {}
-  void* allocate(size_t n) override { return caching().allocate(device_, n); }
+  void* allocate(size_t n) override { return device_malloc(device_, n, /*try_only=*/false); }
   void deallocate(void* p, size_t) override { caching().deallocate(p); }
 
  private:
@@ -338,7 +185,7 @@ class PinnedAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
     if (nbytes == 0) return nullptr;
-    size_t want = round_size(nbytes);
+    size_t want = pinned_round_size(nbytes);
     {
       std::lock_guard lock(mu_);
       process_pending();
@@ -362,7 +209,7 @@ class PinnedAllocator final : public Allocator {
     }
     NABLA_CUDA_CHECK(err);
     std::lock_guard lock(mu_);
-    live_[p] = new Block{p, want, -1, nullptr, {}};
+    live_[p] = new Block{p, want};
     reserved_ += want;
     return p;
   }
@@ -499,7 +346,14 @@ Allocator& device_allocator(int device) {
 Allocator& pinned_allocator() { return pinned(); }
 
 MemoryStats allocator_stats(int device) {
-  MemoryStats s = caching().stats(device);
+  CachingStats c = caching().stats(device);
+  MemoryStats s;
+  s.allocated_bytes = c.allocated;
+  s.reserved_bytes = c.reserved;
+  s.peak_allocated_bytes = c.peak;
+  s.device_allocs = c.segment_mallocs;
+  s.device_frees = c.segment_frees;
+  s.num_ooms = c.ooms;
   s.pinned_reserved_bytes = pinned().reserved();
   return s;
 }
@@ -510,13 +364,20 @@ void allocator_empty_cache() {
     (void)cudaGetLastError();
     n = 0;
   }
-  for (int d = 0; d < n && d < kMaxDevices; ++d) caching().release_cached(d);
+  for (int d = 0; d < n && d < kMaxDevices; ++d)
+    if (caching().holds_memory(d)) {  // not on a device never used: selecting it would create a context
+      DeviceScope ds(d);
+      caching().release_cached(d);
+    }
   pinned().release_cached();
 }
 
 void allocator_record_stream(const Tensor& t, cudaStream_t stream) {
   check<DeviceError>(t.is_cuda(), "record_stream: expected a CUDA tensor, got one on ", t.device());
-  caching().record_stream(t, stream);
+  void* base = t.impl()->storage->data;
+  if (!base) return;
+  check<ValueError>(caching().record_stream(base, stream), "record_stream: the tensor's memory was not allocated by "
+                                                           "nabla's CUDA allocator (from_blob memory is not tracked)");
 }
 
 void pinned_record_use(const Tensor& t, cudaStream_t stream) {
@@ -530,7 +391,7 @@ Tensor scratch(size_t nbytes, int device) {
 
 Tensor try_scratch(size_t nbytes, int device) {
   if (nbytes == 0) return scratch(0, device);
-  void* p = caching().allocate(device, nbytes, /*try_only=*/true);
+  void* p = device_malloc(device, nbytes, /*try_only=*/true);
   if (!p) return Tensor();
   return from_blob(p, {static_cast<int64_t>(nbytes)}, [](void* q) { caching().deallocate(q); },
                    TensorOptions().dtype(DType::u8).device(Device::cuda(static_cast<int16_t>(device))));
@@ -540,8 +401,7 @@ size_t available_bytes(int device) {
   DeviceScope ds(device);
   size_t free_b = 0, total_b = 0;
   NABLA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  MemoryStats st = allocator_stats(device);
-  return free_b + (st.reserved_bytes - st.allocated_bytes);
+  return free_b + caching().cached_bytes(device);
 }
 
 }  // namespace nabla::cuda

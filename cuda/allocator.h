@@ -1,19 +1,17 @@
 // The CUDA caching allocators (internal to cuda/).
 //
-// Device memory: freed blocks wait in free lists keyed by (device, stream, size) for the next
-// request of about that size on the same stream, as in PyTorch: work on one stream runs in order,
-// so a block freed by a kernel's owner can be handed to the next kernel on that stream at once.
-// A tensor used on another stream is announced with record_stream(); its block then comes back only
-// after events recorded on those streams have completed.
-//
-// Sizes are rounded: up to 1 MiB to four buckets per power of two (at least 512 bytes), above
-// that to multiples of 2 MiB; a request may take a cached block up to 25% larger. When cudaMalloc
-// fails, every cached block of the device is released and the allocation retried; a second failure
-// throws CudaOutOfMemory with the requested and free sizes (the error is cleared, so later,
+// Device memory: the policy of cuda/caching_allocator.h (PyTorch's): blocks cut from cudaMalloc'd
+// segments, kept per (device, stream) for the next request on that stream, merged when freed; a
+// tensor used on another stream is announced with record_stream() and its block comes back only
+// after events recorded on those streams have completed. When cudaMalloc fails, cached segments are
+// released (other streams' and the largest first, then all) and the allocation retried; a last
+// failure throws CudaOutOfMemory with the requested and free sizes (the error is cleared, so later,
 // smaller allocations work).
 //
-// Pinned (page-locked) host memory for pin_memory() and non_blocking copies is cached the same way;
-// a block used by an asynchronous copy is reused only after the copy has completed.
+// Pinned (page-locked) host memory for pin_memory() and non_blocking copies is cached by size (up
+// to 1 MiB four buckets per power of two, at least 512 bytes, above that multiples of 2 MiB; a
+// request may take a cached block up to 25% larger). A block used by an asynchronous copy is
+// reused only after the copy has completed.
 #pragma once
 
 #include <cuda_runtime.h>

