@@ -33,7 +33,14 @@ struct Half {
   Half() = default;
   NABLA_HOST_DEVICE Half(float f) : bits(from_float(f)) {}
   NABLA_HOST_DEVICE operator float() const { return to_float(bits); }
+  // Round to nearest even; NaN keeps its sign as 0x7e00 (as PyTorch's CPU conversion). On the
+  // device, the conversion instruction (NaN becomes the canonical 0x7fff, as in PyTorch's CUDA code).
   static NABLA_HOST_DEVICE uint16_t from_float(float f) {
+#if defined(__CUDA_ARCH__)
+    uint16_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+#else
     uint32_t x;
     memcpy(&x, &f, 4);
     uint32_t sign = (x >> 16) & 0x8000u;
@@ -52,8 +59,14 @@ struct Half {
     uint32_t rem = mag & 0x1fffu;
     if (rem > 0x1000u || (rem == 0x1000u && (res & 1u))) ++res;
     return static_cast<uint16_t>(sign | res);
+#endif
   }
   static NABLA_HOST_DEVICE float to_float(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+#else
     uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
     if (e == 0) {
       if (m == 0) {
@@ -74,6 +87,7 @@ struct Half {
     float f;
     memcpy(&f, &x, 4);
     return f;
+#endif
   }
 };
 
@@ -81,7 +95,11 @@ struct Half {
 struct BFloat16 {
   uint16_t bits = 0;
   BFloat16() = default;
+  // On the device (sm_80 on), the conversion instruction: NaN becomes the canonical 0x7fff.
   NABLA_HOST_DEVICE BFloat16(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(f));
+#else
     uint32_t x;
     memcpy(&x, &f, 4);
     if ((x & 0x7fffffffu) > 0x7f800000u) {
@@ -89,6 +107,7 @@ struct BFloat16 {
     } else {
       bits = static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
     }
+#endif
   }
   NABLA_HOST_DEVICE operator float() const {
     uint32_t x = static_cast<uint32_t>(bits) << 16;

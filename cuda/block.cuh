@@ -2,6 +2,8 @@
 // for every dtype. Internal to cuda/.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <type_traits>
@@ -11,6 +13,10 @@
 namespace nabla::cuda {
 
 constexpr unsigned kFullMask = 0xffffffffu;
+
+// The 16-bit atomics below treat nabla's Half/BFloat16 as CUDA's own types: the same bits.
+static_assert(sizeof(Half) == sizeof(__half) && alignof(Half) == alignof(__half));
+static_assert(sizeof(BFloat16) == sizeof(__nv_bfloat16) && alignof(BFloat16) == alignof(__nv_bfloat16));
 
 // Applies a warp shuffle to v. Values narrower than 4 bytes (bool, u8, Half, BFloat16) travel as
 // their bits in an unsigned int: a value conversion would truncate a Half (1.75 -> 1).
@@ -153,8 +159,18 @@ __device__ __forceinline__ void atomic_add(T* addr, T v) {
     if (v) atomic_update_small(addr, [](bool) { return true; });
   } else if constexpr (std::is_same_v<T, uint8_t>) {
     atomic_update_small(addr, [v](uint8_t c) { return static_cast<uint8_t>(c + v); });
-  } else {  // Half, BFloat16: add in float, round once
+  } else if constexpr (std::is_same_v<T, Half>) {  // the native 16-bit atomic (sm_70 on)
+    __half_raw r;
+    r.x = v.bits;
+    atomicAdd(reinterpret_cast<__half*>(addr), __half(r));
+  } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    __nv_bfloat16_raw r;  // the native bfloat16 atomic (sm_80 on)
+    r.x = v.bits;
+    atomicAdd(reinterpret_cast<__nv_bfloat16*>(addr), __nv_bfloat16(r));
+#else  // add in float, round once
     atomic_update_small(addr, [v](T c) { return T(static_cast<float>(c) + static_cast<float>(v)); });
+#endif
   }
 }
 
