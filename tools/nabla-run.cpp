@@ -48,7 +48,7 @@ Options:
   -h, --help           this text
 
 Examples:
-  nabla-run --nproc-per-node 2 ./mnist --epochs 1       two workers on this machine
+  nabla-run --nproc-per-node 2 ./mnist train --epochs 1   two workers on this machine
   # two machines with 2 workers each; 10.0.0.1 is node 0:
   node0$ nabla-run --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-addr 10.0.0.1 ./train
   node1$ nabla-run --nnodes 2 --node-rank 1 --nproc-per-node 2 --master-addr 10.0.0.1 ./train

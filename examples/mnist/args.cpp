@@ -198,7 +198,16 @@ RunProgress progress_from_metadata(const std::map<std::string, std::string>& inf
 std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
   Cli cli("train", "Trains a model on MNIST (or Fashion-MNIST), evaluating on the test set after each epoch.\n"
                    "Without options it runs the default recipe: a small CNN with batch norm, Adam (lr 0.002, x0.2 per\n"
-                   "epoch), batch 64, 3 epochs: 99%+ test accuracy.");
+                   "epoch), batch 64, 3 epochs: 99%+ test accuracy.\n"
+                   "\n"
+                   "Data-parallel on several processes or machines: start it with nabla-run (or torchrun), e.g.\n"
+                   "  nabla-run --nproc-per-node 2 mnist train --model fast\n"
+                   "Each process then trains on its own share of the images (DistributedSampler) and the gradients\n"
+                   "are averaged (DistributedDataParallel, Gloo): --batch-size is per process, so the global batch\n"
+                   "is the number of processes x --batch-size (scale --lr yourself if you want). Rank 0 prints\n"
+                   "and writes the checkpoint, CSV, TensorBoard logs and --summary-json; the test figures are the\n"
+                   "whole test set's. CPU only (--device cpu or auto); Ctrl-C saves a checkpoint on every rank's\n"
+                   "same step, resumed on the same number of processes.");
   cli.option("model", "NAME",
              "mlp, lenet (libtorch's example model), cnn, pytorch (PyTorch's example model) or fast (99% in one "
              "epoch: smaller, one-cycle learning rate, label smoothing)", "cnn", kModels)
@@ -238,7 +247,8 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
       .example("mnist train --model fast                     # 99% in one epoch")
       .example("mnist train --model lenet --optimizer sgd --lr 0.01 --momentum 0.5 --batch-size 64 --no-shuffle")
       .example("mnist train --epochs 5 --resume checkpoints/mnist-cnn.safetensors")
-      .example("mnist train --tensorboard runs/cnn          # then: tensorboard --logdir runs");
+      .example("mnist train --tensorboard runs/cnn          # then: tensorboard --logdir runs")
+      .example("nabla-run --nproc-per-node 2 mnist train --model fast   # 2 processes, global batch 2 x 64");
   if (!cli.parse(argc, argv, 2)) return std::nullopt;
 
   TrainArgs a;

@@ -2,9 +2,17 @@
 // per-epoch metrics. Ctrl-C saves a checkpoint mid-epoch; --resume continues exactly where it
 // stopped (same data order, same dropout masks, same optimizer and scheduler state), so
 // `--epochs 1` followed by `--resume ... --epochs 2` ends with the weights of one `--epochs 2` run.
+//
+// Data-parallel (started by nabla-run or torchrun, WORLD_SIZE > 1): every process joins the Gloo
+// process group, trains the same model wrapped in DistributedDataParallel on its own share of the
+// training images (a DistributedSampler: --batch-size images per process per step, so the global
+// batch is world size x --batch-size), and evaluates its own slice of the test set; the sums are
+// all-reduced, so the printed figures are the whole sets'. Rank 0 alone prints and writes the
+// checkpoint, the CSV, TensorBoard logs and --summary-json; every rank reads --resume.
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,8 +20,14 @@
 #include "args.h"
 #include "cli.h"
 #include "core/io.h"
+#include "data/distributed_sampler.h"
 #include "common.h"
 #include "progress.h"
+
+#ifdef NABLA_MNIST_DISTRIBUTED
+#include "distributed/distributed.h"
+#include "nn/parallel/distributed_data_parallel.h"
+#endif
 
 namespace mnist {
 
@@ -67,6 +81,16 @@ struct EvalResult {
   double loss = 0, accuracy = 0;
 };
 
+// What evaluate() adds up over the images it sees (summed over the ranks of a data-parallel run).
+struct EvalSums {
+  double loss = 0;
+  int64_t correct = 0, seen = 0;
+  EvalResult result() const {
+    return {loss / static_cast<double>(std::max<int64_t>(seen, 1)),
+            static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1))};
+  }
+};
+
 // Up to `max` misclassified test images, (N, 1, 28, 28) in [0, 1], with what the model said.
 struct Misclassified {
   int64_t max = 0;
@@ -75,7 +99,7 @@ struct Misclassified {
   int64_t count() const { return static_cast<int64_t>(predicted_true.size()); }
 };
 
-EvalResult evaluate(nn::Module& model, bool log_probs, const data::DatasetPtr& test_set, Device device,
+EvalSums evaluate(nn::Module& model, bool log_probs, const data::DatasetPtr& test_set, Device device,
                     Misclassified* wrong = nullptr) {
   autograd::InferenceMode guard;
   model.eval();
@@ -103,7 +127,7 @@ EvalResult evaluate(nn::Module& model, bool log_probs, const data::DatasetPtr& t
     }
   }
   model.train();
-  return {loss / std::max<int64_t>(seen, 1), static_cast<double>(correct) / std::max<int64_t>(seen, 1)};
+  return {loss, correct, seen};
 }
 
 // What --tensorboard logs at the end of an epoch (at the global step, like every event of the run,
@@ -147,6 +171,98 @@ struct Tally {
   double accuracy() const { return static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1)); }
 };
 
+
+// The data-parallel side of a run. Off (world size 1, no process group) unless the launcher set
+// WORLD_SIZE > 1; then join() initializes the Gloo group (env://: RANK, MASTER_ADDR, MASTER_PORT)
+// and the model is trained through DistributedDataParallel.
+class DataParallel {
+ public:
+  static int world_size_from_env() {
+    const char* w = std::getenv("WORLD_SIZE");
+    if (!w || !*w) return 1;
+    char* end = nullptr;
+    long v = std::strtol(w, &end, 10);
+    if (*end || v < 1 || v > 1'000'000) throw Failure("WORLD_SIZE='" + std::string(w) + "' is not a positive whole number", kExitUsage);
+    return static_cast<int>(v);
+  }
+
+  // Joins the job when WORLD_SIZE > 1; `device` is --device (Gloo reduces CPU tensors only).
+  void join(const std::string& device) {
+    if (world_size_from_env() <= 1) return;
+#ifdef NABLA_MNIST_DISTRIBUTED
+    if (device == "cuda")
+      throw UsageError("data-parallel training (WORLD_SIZE > 1) runs on the CPU (Gloo): pass --device cpu or auto");
+    distributed::init_process_group({.backend = "gloo"});
+    rank_ = distributed::get_rank();
+    world_ = distributed::get_world_size();
+#else
+    (void)device;
+    throw Failure("WORLD_SIZE=" + std::to_string(world_size_from_env()) +
+                      " asks for data-parallel training, but this mnist was built without nabla::distributed "
+                      "(Gloo was not found: install libgloo-dev and rebuild)",
+                  kExitError);
+#endif
+  }
+  void leave() {
+#ifdef NABLA_MNIST_DISTRIBUTED
+    ddp_.reset();
+    if (on()) distributed::destroy_process_group();
+#endif
+  }
+
+  bool on() const { return world_ > 1; }
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  bool leader() const { return rank_ == 0; }  // prints and writes files
+
+  // Wraps the model (rank 0's parameters and buffers go to every rank).
+  void wrap(const std::shared_ptr<nn::Module>& model) {
+#ifdef NABLA_MNIST_DISTRIBUTED
+    if (on()) ddp_ = std::make_unique<nn::parallel::DistributedDataParallel>(model);
+#endif
+    model_ = model.get();
+  }
+  Tensor forward(const Tensor& x) {
+#ifdef NABLA_MNIST_DISTRIBUTED
+    if (ddp_) return (*ddp_)(x);
+#endif
+    return (*model_)(x);
+  }
+
+  // Sums `v` over the ranks, in place (float64, so counts up to 2^53 stay exact).
+  void sum(std::vector<double>& v) {
+#ifdef NABLA_MNIST_DISTRIBUTED
+    if (!on()) return;
+    Tensor t = tensor(v).to(kFloat64);
+    distributed::all_reduce(t, distributed::ReduceOp::sum);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = t.data_ptr<double>()[i];
+#else
+    (void)v;
+#endif
+  }
+  // True on every rank when it is true on any (so all ranks stop at the same step).
+  bool any(bool flag) {
+    std::vector<double> v{flag ? 1.0 : 0.0};
+    sum(v);
+    return v[0] > 0;
+  }
+  // Rank 0's buffers (batch-norm statistics) on every rank: each rank's last forward updated its
+  // own with its own batch; evaluation and the checkpoint use rank 0's.
+  void broadcast_buffers() {
+#ifdef NABLA_MNIST_DISTRIBUTED
+    if (!on()) return;
+    for (const Tensor& b : model_->buffers()) distributed::broadcast(b, 0);
+#endif
+  }
+
+ private:
+  int rank_ = 0, world_ = 1;
+  nn::Module* model_ = nullptr;
+#ifdef NABLA_MNIST_DISTRIBUTED
+  std::unique_ptr<nn::parallel::DistributedDataParallel> ddp_;
+#endif
+};
+
 // One `mnist train` run, in the order it happens: settings (from the command line or the checkpoint
 // being resumed), data, model and optimizer, the resumed state, the header, the outputs (checkpoint
 // folder, CSV, TensorBoard), the epochs, and the end (hparams, --summary-json).
@@ -166,6 +282,7 @@ class TrainingRun {
       if (!train_epoch(epoch)) return kExitInterrupted;
     std::signal(SIGINT, SIG_DFL);
     finish();
+    dp_.leave();
     return kExitOk;
   }
 
@@ -180,7 +297,8 @@ class TrainingRun {
     }
     epochs_ = args_.epochs > 0 ? args_.epochs : default_recipe(s_.model).epochs;
     if (args_.threads) set_num_threads(*args_.threads);
-    device_ = pick_device(args_.device);
+    dp_.join(args_.device);
+    device_ = dp_.on() ? Device::cpu() : pick_device(args_.device);
     data_dir_ = !args_.data.empty() ? args_.data : default_data_dir(s_.dataset);
     ckpt_path_ = !args_.checkpoint.empty() ? args_.checkpoint
                  : resuming()              ? args_.resume
@@ -203,12 +321,27 @@ class TrainingRun {
       std::printf("initialized %s from %s\n", s_.model.c_str(), init.c_str());
     }
     model().to(device_);
+    dp_.wrap(m_.module);
     data::DatasetPtr train_data = train_set_;
     if (s_.augment)  // small random rotations and shifts, seeded per batch (so resumes reproduce them)
       train_data = std::make_shared<data::TransformDataset>(train_set_, data::RandomAffine(8, {0.08, 0.08}));
-    loader_.emplace(train_data, data::DataLoaderOptions{.batch_size = s_.batch_size, .shuffle = s_.shuffle,
-                                                        .seed = static_cast<uint64_t>(s_.seed),
-                                                        .num_workers = static_cast<int>(args_.workers)});
+    data::DataLoaderOptions lo{.batch_size = s_.batch_size, .shuffle = s_.shuffle, .seed = static_cast<uint64_t>(s_.seed),
+                               .num_workers = static_cast<int>(args_.workers)};
+    if (dp_.on()) {  // this rank's share of each epoch, in an order every rank agrees on (seeded by --seed)
+      lo.shuffle = false;
+      auto sampler = std::make_shared<data::DistributedSampler>(train_data->size(), dp_.world(), dp_.rank(), s_.shuffle,
+                                                                static_cast<uint64_t>(s_.seed));
+      per_rank_images_ = sampler->num_samples();
+      lo.sampler = sampler;
+      // This rank's slice of the test set: contiguous, no padding, so the summed counts are exact.
+      const int64_t n = test_set_->size(), begin = n * dp_.rank() / dp_.world(), end = n * (dp_.rank() + 1) / dp_.world();
+      std::vector<int64_t> mine(static_cast<size_t>(end - begin));
+      for (int64_t i = begin; i < end; ++i) mine[static_cast<size_t>(i - begin)] = i;
+      test_shard_ = std::make_shared<data::Subset>(test_set_, std::move(mine));
+    } else {
+      test_shard_ = test_set_;
+    }
+    loader_.emplace(train_data, lo);
     steps_per_epoch_ = loader_->size();
     opt_ = make_optimizer(s_, model().parameters());
     sched_ = make_scheduler(s_, *opt_, epochs_, steps_per_epoch_);
@@ -222,14 +355,24 @@ class TrainingRun {
     start_epoch_ = ck.epoch;
     step_ = ck.step;
     progress_ = progress_from_metadata(ck.metadata, args_.resume, train_set_->size());
+    // A position mid-epoch is one in each rank's share of the images: only valid for the same
+    // number of processes. (A checkpoint saved at the end of an epoch resumes with any number.)
+    const int64_t saved_world = MetadataReader(ck.metadata, args_.resume).integer("mnist.world_size", 1, 1'000'000, 1);
+    if (progress_.loader_index > 0 && saved_world != dp_.world())
+      throw Failure("'" + args_.resume + "' was saved mid-epoch by a run on " + std::to_string(saved_world) +
+                        " process" + (saved_world == 1 ? "" : "es") + "; resume it on as many (this run has " +
+                        std::to_string(dp_.world()) + "), or resume from a checkpoint saved at the end of an epoch",
+                    kExitUsage);
     loader_->load_state({progress_.loader_seed, progress_.loader_epoch, progress_.loader_index});
-    epoch_tally_ = {progress_.partial_loss, progress_.partial_correct, progress_.partial_seen};
+    // The saved running sums are the whole job's: rank 0 carries them, the others start from zero.
+    if (dp_.leader()) epoch_tally_ = {progress_.partial_loss, progress_.partial_correct, progress_.partial_seen};
     if (start_epoch_ >= epochs_)
       throw UsageError("the run in '" + args_.resume + "' already finished " + std::to_string(start_epoch_) +
                        " epochs; pass a larger --epochs to train further");
   }
 
   void print_header() const {
+    if (!dp_.leader()) return;
     std::string sched_desc = s_.scheduler == "none"   ? "constant lr"
                              : s_.scheduler == "step" || s_.scheduler == "exponential"
                                  ? "lr x" + json_number(s_.gamma) + " per epoch"
@@ -238,10 +381,19 @@ class TrainingRun {
                 s_.model.c_str(), dataset_title(s_.dataset).c_str(), format_count(train_set_->size()).c_str(),
                 format_count(test_set_->size()).c_str(), device_.str().c_str(),
                 device_.is_cpu() ? (" with " + std::to_string(get_num_threads()) + " threads").c_str() : "");
-    std::printf("%s lr %g%s, %s%s, batch %lld, %lld epoch%s%s\n", s_.optimizer.c_str(), s_.lr,
+    if (dp_.on())
+      std::printf("data-parallel: %d processes (gloo, DistributedDataParallel), %s images per process per epoch, "
+                  "%lld steps per epoch; rank 0 prints and saves\n",
+                  dp_.world(), format_count(static_cast<double>(per_rank_images_)).c_str(),
+                  static_cast<long long>(steps_per_epoch_));
+    const std::string batch_desc =
+        dp_.on() ? "batch " + std::to_string(s_.batch_size) + " per process x " + std::to_string(dp_.world()) +
+                       " processes = global batch " + std::to_string(s_.batch_size * dp_.world())
+                 : "batch " + std::to_string(s_.batch_size);
+    std::printf("%s lr %g%s, %s%s, %s, %lld epoch%s%s\n", s_.optimizer.c_str(), s_.lr,
                 s_.optimizer == "sgd" ? (" momentum " + json_number(s_.momentum)).c_str() : "", sched_desc.c_str(),
                 s_.label_smoothing > 0 ? (", label smoothing " + json_number(s_.label_smoothing)).c_str() : "",
-                static_cast<long long>(s_.batch_size), static_cast<long long>(epochs_), epochs_ == 1 ? "" : "s",
+                batch_desc.c_str(), static_cast<long long>(epochs_), epochs_ == 1 ? "" : "s",
                 resuming() ? (" (from epoch " + std::to_string(start_epoch_ + 1) + ")").c_str() : "");
     std::printf("checkpoint: %s\n", ckpt_path_.c_str());
     std::fflush(stdout);
@@ -252,6 +404,7 @@ class TrainingRun {
   // leaves the old file alone until its own first save. Resuming keeps the rows of the epochs the
   // checkpoint has.
   void prepare_outputs() {
+    if (!dp_.leader()) return;
     fs::path ckdir = fs::path(ckpt_path_).parent_path();
     if (std::error_code ec; !ckdir.empty() && (fs::create_directories(ckdir, ec), ec))
       throw Failure("cannot create the folder '" + ckdir.string() + "' for the checkpoint: " + ec.message(), kExitError);
@@ -267,7 +420,7 @@ class TrainingRun {
   }
 
   void open_tensorboard() {
-    if (args_.tensorboard.empty()) return;
+    if (args_.tensorboard.empty() || !dp_.leader()) return;
     tensorboard::SummaryWriterOptions o;
     if (resuming()) o.purge_step = step_ + 1;  // events a crashed run logged after its checkpoint go
     try {
@@ -280,12 +433,16 @@ class TrainingRun {
     std::fflush(stdout);
   }
 
+  // Called on every rank (the running sums are summed over the ranks); rank 0 writes.
   void save(int64_t epochs_done) {
+    const Tally sums = job_tally(epoch_tally_);
+    if (!dp_.leader()) return;
     auto md = to_metadata(s_);
+    md["mnist.world_size"] = std::to_string(dp_.world());
     data::LoaderState ls = loader_->state();
-    progress_.partial_loss = epoch_tally_.loss_sum;
-    progress_.partial_correct = epoch_tally_.correct;
-    progress_.partial_seen = epoch_tally_.seen;
+    progress_.partial_loss = sums.loss_sum;
+    progress_.partial_correct = sums.correct;
+    progress_.partial_seen = sums.seen;
     progress_.loader_seed = ls.seed;
     progress_.loader_epoch = ls.epoch;
     progress_.loader_index = ls.index;
@@ -297,7 +454,7 @@ class TrainingRun {
   // One optimizer step on a batch; returns its mean loss and number of correct predictions.
   std::pair<double, int64_t> step(const data::Batch& batch) {
     Tensor x = normalize(batch.data.to(device_)), y = batch.target.to(device_);
-    Tensor out = model()(x);
+    Tensor out = dp_.forward(x);  // under DDP, backward averages the gradients over the ranks
     // (Label smoothing on a model that outputs log-probabilities: cross_entropy's log_softmax of them
     // is themselves.)
     Tensor loss = m_.outputs_log_probs && s_.label_smoothing == 0
@@ -327,8 +484,8 @@ class TrainingRun {
   bool train_epoch(int64_t epoch) {
     model().train();
     const double lr_now = opt_->lr();
-    Progress progress(epoch + 1, epochs_, steps_per_epoch_, !args_.quiet && stdout_is_terminal());
-    int64_t batch_no = epoch_tally_.seen / std::max<int64_t>(s_.batch_size, 1);
+    Progress progress(epoch + 1, epochs_, steps_per_epoch_, !args_.quiet && dp_.leader() && stdout_is_terminal());
+    int64_t batch_no = loader_->state().index / std::max<int64_t>(s_.batch_size, 1);
     for (auto& batch : *loader_) {
       auto [batch_loss, batch_correct] = step(batch);
       ++batch_no;
@@ -336,14 +493,18 @@ class TrainingRun {
       epoch_tally_.add(batch_loss, batch_correct, n);
       if (tb_) log_train_scalars(batch_loss, batch_correct, n);
       progress.update(batch_no, epoch_tally_.loss(), epoch_tally_.accuracy(), epoch_tally_.seen);
-      if (g_interrupted.load()) {
+      // (Data-parallel: the ranks agree after every step, so all of them stop after the same batch.)
+      if (dp_.on() ? dp_.any(g_interrupted.load()) : g_interrupted.load()) {
         progress.finish();
         progress_.partial_seconds += progress.seconds();
         progress_.train_seconds += progress.seconds();
         save(epoch);
-        std::printf("interrupted: saved checkpoint %s (epoch %lld, batch %lld/%lld)\nresume with:  mnist train --resume %s --epochs %lld\n",
-                    ckpt_path_.c_str(), static_cast<long long>(epoch + 1), static_cast<long long>(batch_no),
-                    static_cast<long long>(steps_per_epoch_), ckpt_path_.c_str(), static_cast<long long>(epochs_));
+        if (dp_.leader())
+          std::printf("interrupted: saved checkpoint %s (epoch %lld, batch %lld/%lld)\nresume with:  %smnist train --resume %s --epochs %lld\n",
+                      ckpt_path_.c_str(), static_cast<long long>(epoch + 1), static_cast<long long>(batch_no),
+                      static_cast<long long>(steps_per_epoch_),
+                      dp_.on() ? ("nabla-run --nproc-per-node " + std::to_string(dp_.world()) + " ").c_str() : "",
+                      ckpt_path_.c_str(), static_cast<long long>(epochs_));
         return false;
       }
     }
@@ -351,18 +512,19 @@ class TrainingRun {
     const double epoch_seconds = progress_.partial_seconds + progress.seconds();
     progress_.train_seconds += progress.seconds();
     if (!sched_.per_batch && sched_.scheduler) sched_.scheduler->step();
-    const Tally train = epoch_tally_;
+    const Tally train = job_tally(epoch_tally_);
     epoch_tally_ = {};
     progress_.partial_seconds = 0;
     Misclassified wrong{.max = tb_ ? 64 : 0};
-    last_ = evaluate(model(), m_.outputs_log_probs, test_set_, device_, tb_ ? &wrong : nullptr);
+    last_ = evaluate_job(tb_ ? &wrong : nullptr);
     if (tb_) log_epoch(*tb_, model(), last_, wrong, step_);
+    save(epoch + 1);
+    if (!dp_.leader()) return true;
     std::printf("epoch %lld/%lld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %s  %s img/s\n",
                 static_cast<long long>(epoch + 1), static_cast<long long>(epochs_), train.loss(), train.accuracy() * 100,
                 last_.loss, last_.accuracy * 100, format_duration(epoch_seconds).c_str(),
                 format_count(static_cast<double>(train.seen) / std::max(epoch_seconds, 1e-9)).c_str());
     std::fflush(stdout);
-    save(epoch + 1);
     csv_ += std::to_string(epoch + 1) + ',' + json_number(train.loss()) + ',' + json_number(train.accuracy()) + ',' +
             json_number(last_.loss) + ',' + json_number(last_.accuracy) + ',' + json_number(epoch_seconds) + ',' +
             json_number(lr_now) + '\n';
@@ -371,6 +533,7 @@ class TrainingRun {
   }
 
   void finish() {
+    if (!dp_.leader()) return;
     if (tb_) {  // the HPARAMS tab: this run's settings next to its final metrics
       tb_->add_hparams({{"model", s_.model}, {"dataset", s_.dataset}, {"optimizer", s_.optimizer},
                         {"scheduler", s_.scheduler}, {"lr", s_.lr}, {"momentum", s_.momentum},
@@ -399,14 +562,34 @@ class TrainingRun {
     });
   }
 
+  // A tally summed over the ranks (this rank's own when not data-parallel).
+  Tally job_tally(const Tally& t) {
+    std::vector<double> v{t.loss_sum, static_cast<double>(t.correct), static_cast<double>(t.seen)};
+    dp_.sum(v);
+    return {v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])};
+  }
+
+  // The test loss and accuracy of the whole test set: each rank evaluates its slice with rank 0's
+  // batch-norm statistics, and the sums are added up. (With --tensorboard, the misclassified
+  // digits shown are those of rank 0's slice.)
+  EvalResult evaluate_job(Misclassified* wrong) {
+    dp_.broadcast_buffers();
+    EvalSums e = evaluate(model(), m_.outputs_log_probs, test_shard_, device_, wrong);
+    std::vector<double> v{e.loss, static_cast<double>(e.correct), static_cast<double>(e.seen)};
+    dp_.sum(v);
+    return EvalSums{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])}.result();
+  }
+
   nn::Module& model() { return *m_.module; }
 
   TrainArgs args_;
   Settings s_;
   int64_t epochs_ = 0, steps_per_epoch_ = 0, start_epoch_ = 0, step_ = 0;
+  int64_t per_rank_images_ = 0;  // data-parallel: each rank's share of an epoch (padded as PyTorch's)
   Device device_;
   std::string data_dir_, ckpt_path_, csv_path_, csv_;
   data::DatasetPtr train_set_, test_set_;
+  data::DatasetPtr test_shard_;  // what this rank evaluates: the test set, or its slice of it
   ModelInfo m_;
   std::optional<data::DataLoader> loader_;
   std::unique_ptr<optim::Optimizer> opt_;
@@ -415,6 +598,7 @@ class TrainingRun {
   Tally epoch_tally_, tb_tally_;  // this epoch so far; the steps since the last TensorBoard point
   std::optional<tensorboard::SummaryWriter> tb_;
   EvalResult last_{};
+  DataParallel dp_;
 };
 
 }  // namespace

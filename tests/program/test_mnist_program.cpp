@@ -504,3 +504,71 @@ TEST_F(MnistProgram, InitFromPyTorchStateDict) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("initialized pytorch from"), std::string::npos) << r.out;
 }
+
+// Data-parallel under nabla-run, 2 processes: with --no-shuffle, rank r of a DistributedSampler
+// takes the images r, r + 2, ..., so the two per-rank batches of 32 of each step are together the
+// single process's batch of 64, and DDP's averaged gradient is that batch's: the weights must end
+// equal to a 1-process run with --batch-size 64 (up to float32 rounding). Each worker runs in its
+// own folder (a wrapper `cd rank$RANK`), so a file written by rank 1 would show there; only rank 0
+// may print and write. The test accuracy printed (each rank evaluates half the test set, summed)
+// must be the one `mnist eval` measures on the whole test set with the saved checkpoint.
+TEST_F(MnistProgram, TrainsDataParallelUnderNablaRun) {
+#ifndef NABLA_RUN_BIN
+  GTEST_SKIP() << "nabla-run is not built (no Gloo: install libgloo-dev), so mnist cannot train data-parallel";
+#else
+  for (const char* d : {"rank0", "rank1"}) fs::create_directories(dir_ / d);
+  const std::string args = "train --model mlp --optimizer sgd --lr 0.05 --momentum 0.9 --scheduler none --epochs 2 "
+                           "--no-shuffle --quiet --device cpu " + data() + " --checkpoint ck.safetensors "
+                           "--summary-json summary.json";
+  std::ofstream(dir_ / "worker.sh") << "cd \"" << dir_.string() << "/rank$RANK\" && exec " << NABLA_MNIST_BIN << " \"$@\"\n";
+  // A port of its own per test process, so parallel ctest runs do not meet.
+  const std::string port = std::to_string(20000 + ::getpid() % 20000);
+  Result r = run_program(NABLA_RUN_BIN, "--nproc-per-node 2 --master-port " + port + " /bin/sh " +
+                                            (dir_ / "worker.sh").string() + " " + args + " --batch-size 32");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("data-parallel: 2 processes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("512 images per process per epoch, 16 steps per epoch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("batch 32 per process x 2 processes = global batch 64"), std::string::npos) << r.out;
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = r.out.find(what); at != std::string::npos; at = r.out.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("training mlp"), 1u) << r.out;  // rank 1 stays quiet
+  EXPECT_EQ(count("epoch 1/2"), 1u) << r.out;
+  EXPECT_EQ(count("epoch 2/2"), 1u) << r.out;
+  // Rank 0 wrote the checkpoint, the CSV and the summary; rank 1 wrote nothing.
+  for (const char* f : {"ck.safetensors", "ck.csv", "summary.json"}) EXPECT_TRUE(fs::exists(dir_ / "rank0" / f)) << f;
+  EXPECT_TRUE(fs::is_empty(dir_ / "rank1")) << fs::directory_iterator(dir_ / "rank1")->path();
+
+  // The test accuracy and loss printed for epoch 2 are the whole test set's.
+  size_t at = r.out.find("epoch 2/2");
+  ASSERT_NE(at, std::string::npos);
+  std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+  size_t t = line.find("test loss ");
+  ASSERT_NE(t, std::string::npos) << line;
+  const double test_loss = std::stod(line.substr(t + 10));
+  const double test_acc = std::stod(line.substr(line.find("acc ", t) + 4));
+  EXPECT_GT(test_acc, 90) << line;
+  Result e = run("eval --checkpoint " + (dir_ / "rank0" / "ck.safetensors").string() + " " + data());
+  ASSERT_EQ(e.code, 0) << e.out;
+  char expect[64];
+  std::snprintf(expect, sizeof expect, "test accuracy %.2f%%  loss %.4f", test_acc, test_loss);
+  EXPECT_NE(e.out.find(expect), std::string::npos) << "expected '" << expect << "' in:\n" << e.out;
+
+  // One process, global batch 64: the same weights.
+  Result one = run_program("cd " + dir_.string() + " && " + NABLA_MNIST_BIN, args + " --batch-size 64");
+  ASSERT_EQ(one.code, 0) << one.out;
+  auto a = safetensors::load_file((dir_ / "rank0" / "ck.safetensors").string());
+  auto b = safetensors::load_file((dir_ / "ck.safetensors").string());
+  int compared = 0;
+  for (const auto& [name, w] : a.tensors) {
+    if (name.rfind("model.", 0) != 0) continue;
+    const Tensor* u = b.tensors.find(name);
+    ASSERT_NE(u, nullptr) << name;
+    EXPECT_TRUE(allclose(w, *u, 1e-4, 1e-5)) << name << ": max difference " << (w - *u).abs().max().item<double>();
+    ++compared;
+  }
+  EXPECT_EQ(compared, 4);  // two Linear layers' weight and bias
+#endif
+}
