@@ -9,6 +9,8 @@
 // one autograd node with its own backward (it saves the normalized input and 1/std only).
 #pragma once
 
+#include <functional>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -145,8 +147,8 @@ struct NLLLossOptions {
 // for every loss's weight and pos_weight here.
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& options = {});
 
-// Differs from PyTorch: these regression losses (and binary_cross_entropy(_with_logits), kl_div)
-// require the target to have the input's shape; PyTorch broadcasts it with a warning, which almost
+// Differs from PyTorch: these regression losses (and binary_cross_entropy(_with_logits), kl_div and
+// the ranking, margin and likelihood losses below) require the target to have the input's shape; PyTorch broadcasts it with a warning, which almost
 // always hides a bug such as an (N, 1) output against an (N) target.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
@@ -187,6 +189,68 @@ struct KLDivLossOptions {
 // input: log-probabilities; target: probabilities (or log-probabilities with log_target).
 // Pointwise target (log target - input), 0 where target is 0.
 Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions& options = {});
+
+// ---- ranking, embedding and margin losses (PyTorch's formulas) ----------------------------------
+// max(0, -y (x1 - x2) + margin); x1, x2 and y of one shape, y in {1, -1}.
+Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin = 0.0,
+                           Reduction reduction = Reduction::mean);
+// x where y = 1, max(0, margin - x) where y = -1 (both terms where y is neither, as PyTorch).
+Tensor hinge_embedding_loss(const Tensor& x, const Tensor& y, double margin = 1.0, Reduction reduction = Reduction::mean);
+// 1 - cos(x1, x2) where y = 1, max(0, cos(x1, x2) - margin) where y = -1; x1, x2 (N, D) with y (N),
+// or (D) with y (). cos = <x1, x2> / sqrt((|x1|^2 + 1e-12) (|x2|^2 + 1e-12)).
+Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin = 0.0,
+                             Reduction reduction = Reduction::mean);
+struct TripletMarginLossOptions {
+  double margin = 1.0;
+  double p = 2.0;     // the norm of pairwise_distance
+  double eps = 1e-6;  // added to the differences (pairwise_distance)
+  bool swap = false;  // use min(d(a, n), d(p, n)) as the negative distance
+  Reduction reduction = Reduction::mean;
+};
+// max(d(a, p) - d(a, n) + margin, 0) with d = pairwise_distance over the last dim; (N, D) or (D).
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                           const TripletMarginLossOptions& options = {});
+struct TripletMarginWithDistanceLossOptions {
+  // d(a, b) -> one distance per sample; unset: pairwise_distance(a, b).
+  std::function<Tensor(const Tensor&, const Tensor&)> distance_function;
+  double margin = 1.0;
+  bool swap = false;
+  Reduction reduction = Reduction::mean;
+};
+Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                                         const TripletMarginWithDistanceLossOptions& options = {});
+// log(1 + exp(-y x)), y in {1, -1}, x and y of one shape.
+Tensor soft_margin_loss(const Tensor& x, const Tensor& y, Reduction reduction = Reduction::mean);
+// x (N, C) (or (C)), y of x's shape in {0, 1}: -(y log sigmoid(x) + (1 - y) log sigmoid(-x)), times
+// weight (C) if given, averaged over C; then the reduction over N.
+Tensor multilabel_soft_margin_loss(const Tensor& x, const Tensor& y, const Tensor& weight = {},
+                                   Reduction reduction = Reduction::mean);
+struct MultiMarginLossOptions {
+  int64_t p = 1;      // 1 or 2
+  double margin = 1.0;
+  Tensor weight{};    // (C) class weights, or undefined
+  Reduction reduction = Reduction::mean;
+};
+// x (N, C) or (C), y int64 (N) or (): sum over i != y of w[y] max(0, margin - x[y] + x[i])^p / C.
+Tensor multi_margin_loss(const Tensor& x, const Tensor& y, const MultiMarginLossOptions& options = {});
+
+// ---- likelihood losses -----------------------------------------------------------------------------
+struct PoissonNLLLossOptions {
+  bool log_input = true;  // input is log(rate): exp(input) - target input; else input - target log(input + eps)
+  bool full = false;      // add Stirling's term target log target - target + 0.5 log(2 pi target) where target > 1
+  double eps = 1e-8;
+  Reduction reduction = Reduction::mean;
+};
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, const PoissonNLLLossOptions& options = {});
+struct GaussianNLLLossOptions {
+  bool full = false;  // add 0.5 log(2 pi)
+  double eps = 1e-6;  // var is clamped at eps (the clamp passes gradients through, as PyTorch's)
+  Reduction reduction = Reduction::mean;
+};
+// 0.5 (log var + (input - target)^2 / var). var: input's shape, or input's without the last dim, or
+// with a last dim of 1 (one variance per sample); a negative var is an error.
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var,
+                         const GaussianNLLLossOptions& options = {});
 
 }  // namespace nabla::nn::functional
 

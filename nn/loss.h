@@ -74,4 +74,103 @@ class KLDivLoss : public Module {
   F::KLDivLossOptions options;
 };
 
+// Losses of three tensors: loss(a, b, c) runs forward(a, b, c) (without hooks, which take one or two).
+class MarginRankingLoss : public Module {
+ public:
+  using Module::forward;
+  using Module::operator();
+  explicit MarginRankingLoss(double margin = 0.0, Reduction reduction = Reduction::mean)
+      : margin(margin), reduction(reduction) {}
+  Tensor forward(Tensor x1, Tensor x2, Tensor y) { return F::margin_ranking_loss(x1, x2, y, margin, reduction); }
+  Tensor operator()(Tensor x1, Tensor x2, Tensor y) { return forward(x1, x2, y); }
+  double margin;
+  Reduction reduction;
+};
+
+class HingeEmbeddingLoss : public Module {
+ public:
+  explicit HingeEmbeddingLoss(double margin = 1.0, Reduction reduction = Reduction::mean)
+      : margin(margin), reduction(reduction) {}
+  Tensor forward(Tensor x, Tensor y) override { return F::hinge_embedding_loss(x, y, margin, reduction); }
+  double margin;
+  Reduction reduction;
+};
+
+class CosineEmbeddingLoss : public Module {
+ public:
+  using Module::forward;
+  using Module::operator();
+  explicit CosineEmbeddingLoss(double margin = 0.0, Reduction reduction = Reduction::mean)
+      : margin(margin), reduction(reduction) {}
+  Tensor forward(Tensor x1, Tensor x2, Tensor y) { return F::cosine_embedding_loss(x1, x2, y, margin, reduction); }
+  Tensor operator()(Tensor x1, Tensor x2, Tensor y) { return forward(x1, x2, y); }
+  double margin;
+  Reduction reduction;
+};
+
+class TripletMarginLoss : public Module {
+ public:
+  using Module::forward;
+  using Module::operator();
+  explicit TripletMarginLoss(F::TripletMarginLossOptions options = {}) : options(options) {}
+  Tensor forward(Tensor a, Tensor p, Tensor n) { return F::triplet_margin_loss(a, p, n, options); }
+  Tensor operator()(Tensor a, Tensor p, Tensor n) { return forward(a, p, n); }
+  F::TripletMarginLossOptions options;
+};
+
+class TripletMarginWithDistanceLoss : public Module {
+ public:
+  using Module::forward;
+  using Module::operator();
+  explicit TripletMarginWithDistanceLoss(F::TripletMarginWithDistanceLossOptions options = {})
+      : options(std::move(options)) {}
+  Tensor forward(Tensor a, Tensor p, Tensor n) { return F::triplet_margin_with_distance_loss(a, p, n, options); }
+  Tensor operator()(Tensor a, Tensor p, Tensor n) { return forward(a, p, n); }
+  F::TripletMarginWithDistanceLossOptions options;
+};
+
+class SoftMarginLoss : public Module {
+ public:
+  explicit SoftMarginLoss(Reduction reduction = Reduction::mean) : reduction(reduction) {}
+  Tensor forward(Tensor x, Tensor y) override { return F::soft_margin_loss(x, y, reduction); }
+  Reduction reduction;
+};
+
+// The class weight is a buffer (moves with to(device)).
+class MultiLabelSoftMarginLoss : public Module {
+ public:
+  explicit MultiLabelSoftMarginLoss(Tensor weight = {}, Reduction reduction = Reduction::mean) : reduction(reduction) {
+    if (weight.defined()) this->weight = register_buffer("weight", weight);
+  }
+  Tensor forward(Tensor x, Tensor y) override { return F::multilabel_soft_margin_loss(x, y, weight, reduction); }
+  Tensor weight;
+  Reduction reduction;
+};
+
+class MultiMarginLoss : public Module {
+ public:
+  explicit MultiMarginLoss(F::MultiMarginLossOptions options = {}) : options(options) {
+    if (options.weight.defined()) this->options.weight = register_buffer("weight", options.weight);
+  }
+  Tensor forward(Tensor x, Tensor y) override { return F::multi_margin_loss(x, y, options); }
+  F::MultiMarginLossOptions options;
+};
+
+class PoissonNLLLoss : public Module {
+ public:
+  explicit PoissonNLLLoss(F::PoissonNLLLossOptions options = {}) : options(options) {}
+  Tensor forward(Tensor input, Tensor target) override { return F::poisson_nll_loss(input, target, options); }
+  F::PoissonNLLLossOptions options;
+};
+
+class GaussianNLLLoss : public Module {
+ public:
+  using Module::forward;
+  using Module::operator();
+  explicit GaussianNLLLoss(F::GaussianNLLLossOptions options = {}) : options(options) {}
+  Tensor forward(Tensor input, Tensor target, Tensor var) { return F::gaussian_nll_loss(input, target, var, options); }
+  Tensor operator()(Tensor input, Tensor target, Tensor var) { return forward(input, target, var); }
+  F::GaussianNLLLossOptions options;
+};
+
 }  // namespace nabla::nn

@@ -1,5 +1,7 @@
 // nn::functional losses. Formulas follow PyTorch's (aten/src/ATen/native/Loss*.cpp), including its
 // conventions for class weights, ignore_index, label smoothing and reductions.
+#include <cmath>
+
 #include "core/error.h"
 #include "core/graph.h"
 #include "nn/functional.h"
@@ -273,6 +275,166 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions&
   }
   if (r == Reduction::batchmean) return input.dim() == 0 ? loss.sum() : loss.sum() / static_cast<double>(input.size(0));
   return reduce(loss, r, "kl_div");
+}
+
+
+// ---- ranking, embedding and margin losses ------------------------------------------------------------
+
+namespace {
+
+// x1, x2 (and y) of one shape, floating x1 and x2.
+void check_pair(const Tensor& x1, const Tensor& x2, const char* op) {
+  check<ValueError>(x1.defined() && x2.defined(), op, ": an input is undefined");
+  check<ShapeError>(x1.sizes() == x2.sizes(), op, ": the inputs' shapes ", x1.sizes(), " and ", x2.sizes(),
+                    " differ");
+  check<DTypeError>(x1.is_floating_point() && x2.is_floating_point(), op, ": inputs must be floating, got ",
+                    x1.dtype(), " and ", x2.dtype());
+}
+
+// (N, D) with (N) targets or (D) with a () target: the dim the loss sums over.
+void check_triplet(const Tensor& a, const Tensor& p, const Tensor& n, const char* op) {
+  check<ValueError>(a.defined() && p.defined() && n.defined(), op, ": an input is undefined");
+  check<ShapeError>(a.dim() == p.dim() && a.dim() == n.dim() && (a.dim() == 1 || a.dim() == 2), op,
+                    ": anchor, positive and negative must all be (N, D) or (D), got ", a.sizes(), ", ", p.sizes(),
+                    " and ", n.sizes());
+}
+
+}  // namespace
+
+Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin, Reduction r) {
+  check_pair(x1, x2, "margin_ranking_loss");
+  check_same_shape(x1, y.is_floating_point() ? y : y.to(x1.dtype()), "margin_ranking_loss");
+  return reduce(clamp_min(-y.to(x1.dtype()) * (x1 - x2) + margin, 0), r, "margin_ranking_loss");
+}
+
+Tensor hinge_embedding_loss(const Tensor& x, const Tensor& y, double margin, Reduction r) {
+  check_same_shape(x, y.is_floating_point() ? y : y.to(x.dtype()), "hinge_embedding_loss");
+  Tensor zero = zeros_like(x);
+  Tensor t = y.to(x.dtype());
+  Tensor out = where(t.ne(1.0), clamp_min(margin - x, 0), zero) + where(t.ne(-1.0), x, zero);
+  return reduce(out, r, "hinge_embedding_loss");
+}
+
+Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin, Reduction r) {
+  check_pair(x1, x2, "cosine_embedding_loss");
+  check<ShapeError>(y.dim() <= 1, "cosine_embedding_loss: expected a () or (N) target (multi-target is not supported), "
+                                  "got shape ", y.sizes());
+  check<ShapeError>(x1.dim() == y.dim() + 1, "cosine_embedding_loss: a target of shape ", y.sizes(),
+                    " expects inputs of ", y.dim() + 1, " dims, got ", x1.sizes());
+  check<ShapeError>(y.dim() == 0 || y.size(0) == x1.size(0), "cosine_embedding_loss: target of shape ", y.sizes(),
+                    " for inputs of shape ", x1.sizes());
+  const int64_t dim = y.dim();
+  constexpr double kEps = 1e-12;  // PyTorch's EPSILON
+  Tensor prod = (x1 * x2).sum(dim);
+  Tensor m1 = (x1 * x1).sum(dim) + kEps, m2 = (x2 * x2).sum(dim) + kEps;
+  Tensor cos = prod / (m1 * m2).sqrt();
+  Tensor t = y.to(x1.dtype()), zero = zeros_like(cos);
+  Tensor out = where(t.eq(1.0), 1.0 - cos, zero) + where(t.eq(-1.0), clamp_min(cos - margin, 0), zero);
+  return reduce(out, r, "cosine_embedding_loss");
+}
+
+Tensor triplet_margin_loss(const Tensor& a, const Tensor& p, const Tensor& n, const TripletMarginLossOptions& o) {
+  check_triplet(a, p, n, "triplet_margin_loss");
+  Tensor d_pos = pairwise_distance(a, p, o.p, o.eps), d_neg = pairwise_distance(a, n, o.p, o.eps);
+  if (o.swap) d_neg = minimum(d_neg, pairwise_distance(p, n, o.p, o.eps));
+  return reduce(clamp_min(o.margin + d_pos - d_neg, 0), o.reduction, "triplet_margin_loss");
+}
+
+Tensor triplet_margin_with_distance_loss(const Tensor& a, const Tensor& p, const Tensor& n,
+                                         const TripletMarginWithDistanceLossOptions& o) {
+  check_triplet(a, p, n, "triplet_margin_with_distance_loss");
+  check<ValueError>(o.margin > 0, "triplet_margin_with_distance_loss: expected margin to be greater than 0, got ",
+                    o.margin);
+  auto dist = [&](const Tensor& u, const Tensor& v) {
+    return o.distance_function ? o.distance_function(u, v) : pairwise_distance(u, v);
+  };
+  Tensor d_pos = dist(a, p), d_neg = dist(a, n);
+  if (o.swap) d_neg = minimum(d_neg, dist(p, n));
+  return reduce(clamp_min(o.margin + d_pos - d_neg, 0), o.reduction, "triplet_margin_with_distance_loss");
+}
+
+Tensor soft_margin_loss(const Tensor& x, const Tensor& y, Reduction r) {
+  Tensor t = y.defined() && !y.is_floating_point() ? y.to(x.dtype()) : y;
+  check_same_shape(x, t, "soft_margin_loss");
+  return reduce(log1p(exp(-x * t)), r, "soft_margin_loss");
+}
+
+Tensor multilabel_soft_margin_loss(const Tensor& x, const Tensor& y, const Tensor& weight, Reduction r) {
+  Tensor t = y.defined() && !y.is_floating_point() ? y.to(x.dtype()) : y;
+  check_same_shape(x, t, "multilabel_soft_margin_loss");
+  check<ShapeError>(x.dim() >= 1, "multilabel_soft_margin_loss: input must be (N, C) or (C), got a 0-dim tensor");
+  Tensor loss = -(t * logsigmoid(x) + (1.0 - t) * logsigmoid(-x));
+  if (weight.defined()) {
+    broadcast_shapes(weight.sizes(), x.sizes(), "multilabel_soft_margin_loss (weight)");
+    loss = loss * weight.to(x.dtype());
+  }
+  const int64_t cd = x.dim() - 1;
+  loss = loss.sum(cd) / static_cast<double>(x.size(cd));
+  return reduce(loss, r, "multilabel_soft_margin_loss");
+}
+
+Tensor multi_margin_loss(const Tensor& x, const Tensor& y, const MultiMarginLossOptions& o) {
+  const char* op = "multi_margin_loss";
+  check<ValueError>(x.defined() && y.defined(), op, ": input or target is undefined");
+  check<DTypeError>(x.is_floating_point(), op, ": input must be floating, got ", x.dtype());
+  check<ValueError>(o.p == 1 || o.p == 2, op, ": only p == 1 and p == 2 are supported, got ", o.p);
+  check_class_target(x, y, o.weight, /*ignore_index=*/-100, op);
+  if (y.numel() > 0) {  // check_class_target lets -100 (its ignore_index) through; this loss has none
+    autograd::NoGradGuard ng;
+    int64_t lo = y.min().item<int64_t>();
+    check<IndexError>(lo >= 0, op, ": target ", lo, " is out of bounds for ", x.size(x.dim() - 1), " classes");
+  }
+  check<ShapeError>(x.dim() <= 2, op, ": input must be (N, C) or (C), got shape ", x.sizes());
+  const int64_t cd = x.dim() - 1, c = x.size(cd);
+  Tensor yi = y.unsqueeze(cd);
+  Tensor z = clamp_min(o.margin - gather(x, cd, yi) + x, 0);
+  if (o.p == 2) z = z * z;
+  z = z * (1.0 - one_hot(y, c).to(x.dtype()));  // not the target's own class
+  if (o.weight.defined()) z = z * gather(o.weight.to(x.dtype()), 0, y.reshape({-1})).reshape(yi.sizes());
+  return reduce(z.sum(cd) / static_cast<double>(c), o.reduction, op);
+}
+
+// ---- likelihood losses ---------------------------------------------------------------------------------
+
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, const PoissonNLLLossOptions& o) {
+  check_same_shape(input, target, "poisson_nll_loss");
+  Tensor loss = o.log_input ? exp(input) - target * input : input - target * log(input + o.eps);
+  if (o.full) {
+    // Stirling's approximation of log(target!), where target > 1 (0 elsewhere, as PyTorch).
+    Tensor big = target.gt(1.0);
+    Tensor t = where(big, target, 2.0);  // keeps log finite (and its gradient) where the term is masked
+    Tensor stirling = t * log(t) - t + 0.5 * log(2.0 * M_PI * t);
+    loss = loss + where(big, stirling, 0.0);
+  }
+  return reduce(loss, o.reduction, "poisson_nll_loss");
+}
+
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var, const GaussianNLLLossOptions& o) {
+  const char* op = "gaussian_nll_loss";
+  check_same_shape(input, target, op);
+  check<ValueError>(var.defined(), op, ": var is undefined");
+  Tensor v = var.to(input.dtype());
+  if (v.sizes() != input.sizes()) {
+    Shape lead(input.sizes().begin(), input.sizes().end() - (input.dim() > 0 ? 1 : 0));
+    if (input.dim() > 0 && v.sizes() == lead) {
+      v = v.unsqueeze(-1);
+    } else {
+      bool per_sample = input.dim() > 0 && v.dim() == input.dim() && v.size(-1) == 1 &&
+                        Shape(v.sizes().begin(), v.sizes().end() - 1) == lead;
+      check<ShapeError>(per_sample, op, ": var of shape ", var.sizes(), " fits neither the input's shape ",
+                        input.sizes(), ", nor it without the last dim, nor it with a last dim of 1");
+    }
+  }
+  if (v.numel() > 0) {
+    autograd::NoGradGuard ng;
+    check<ValueError>(v.min().item<double>() >= 0, op, ": var has negative entries");
+  }
+  // Clamped at eps, with the clamp invisible to autograd (PyTorch clamps in place under no_grad).
+  v = v + (clamp_min(v, o.eps) - v).detach();
+  Tensor d = input - target;
+  Tensor loss = 0.5 * (log(v) + d * d / v);
+  if (o.full) loss = loss + 0.5 * std::log(2.0 * M_PI);
+  return reduce(loss, o.reduction, op);
 }
 
 }  // namespace nabla::nn::functional

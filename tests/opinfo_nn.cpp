@@ -383,6 +383,84 @@ std::vector<OpInfo> loss_ops() {
   ops.push_back({.name = "nn.kl_div_log_target", .torch = "F.kl_div(x[0], x[1], reduction='batchmean', log_target=True)",
                  .fn = [](I x) { return one(F::kl_div(x[0], x[1], {.reduction = Reduction::batchmean, .log_target = true})); },
                  .samples = {{{arg({3, 4}, -3, 0), arg({3, 4}, -3, 0)}, "log_probabilities"}}});
+  // Ranking, embedding and margin losses; targets of +-1 (or 0/1, or classes) are constants.
+  ops.push_back({.name = "nn.margin_ranking_loss",
+                 .torch = "T.reductions(lambda r: F.margin_ranking_loss(x[0], x[1], x[2], margin=0.3, reduction=r))",
+                 .fn = [](I x) { return reductions([&](Reduction r) { return F::margin_ranking_loss(x[0], x[1], x[2], 0.3, r); }); },
+                 .samples = {{{arg({5}), arg({5}), fixed_arg({5}, {1, -1, 1, -1, -1}, false)}, "1d"},
+                             {{arg_t({3, 2}), arg({3, 2}), fixed_arg({3, 2}, {1, -1, -1, 1, 1, -1}, false)}, "noncontiguous"}}});
+  ops.push_back({.name = "nn.hinge_embedding_loss",
+                 .torch = "T.reductions(lambda r: F.hinge_embedding_loss(x[0], x[1], margin=0.5, reduction=r))",
+                 .fn = [](I x) { return reductions([&](Reduction r) { return F::hinge_embedding_loss(x[0], x[1], 0.5, r); }); },
+                 .samples = {{{arg({2, 3}), fixed_arg({2, 3}, {1, -1, 1, -1, -1, 1}, false)}, "2d"}}});
+  ops.push_back({.name = "nn.cosine_embedding_loss",
+                 .torch = "T.reductions(lambda r: F.cosine_embedding_loss(x[0], x[1], x[2], margin=0.1, reduction=r))",
+                 .fn = [](I x) { return reductions([&](Reduction r) { return F::cosine_embedding_loss(x[0], x[1], x[2], 0.1, r); }); },
+                 .samples = {{{arg({3, 4}), arg({3, 4}), fixed_arg({3}, {1, -1, -1}, false)}, "2d"},
+                             {{arg({4}), arg({4}), fixed_arg({}, {-1}, false)}, "1d"}}});
+  ops.push_back({.name = "nn.triplet_margin_loss",
+                 .torch = "[*T.reductions(lambda r: F.triplet_margin_loss(x[0], x[1], x[2], margin=0.5, reduction=r)), "
+                          "F.triplet_margin_loss(x[0], x[1], x[2], margin=0.5, p=1, swap=True, reduction='none')]",
+                 .fn = [](I x) {
+                   Outputs out = reductions([&](Reduction r) { return F::triplet_margin_loss(x[0], x[1], x[2], {.margin = 0.5, .reduction = r}); });
+                   out.push_back(F::triplet_margin_loss(x[0], x[1], x[2], {.margin = 0.5, .p = 1, .swap = true, .reduction = Reduction::none}));
+                   return out;
+                 },
+                 .samples = {{{arg({3, 4}), arg({3, 4}), arg({3, 4})}, "2d"}, {{arg({4}), arg({4}), arg({4})}, "1d"}}});
+  ops.push_back({.name = "nn.triplet_margin_with_distance_loss",
+                 .torch = "[F.triplet_margin_with_distance_loss(x[0], x[1], x[2], distance_function=lambda a, b: 1 - "
+                          "F.cosine_similarity(a, b), margin=0.5, swap=True, reduction='none'), "
+                          "F.triplet_margin_with_distance_loss(x[0], x[1], x[2], reduction='sum')]",
+                 .fn = [](I x) {
+                   auto cos_dist = [](const Tensor& a, const Tensor& b) { return 1.0 - F::cosine_similarity(a, b); };
+                   return Outputs{F::triplet_margin_with_distance_loss(x[0], x[1], x[2], {.distance_function = cos_dist, .margin = 0.5,
+                                                                                          .swap = true, .reduction = Reduction::none}),
+                                  F::triplet_margin_with_distance_loss(x[0], x[1], x[2], {.reduction = Reduction::sum})};
+                 },
+                 .samples = {{{arg({3, 4}), arg({3, 4}), arg({3, 4})}, "2d"}}});
+  ops.push_back({.name = "nn.soft_margin_loss", .torch = "T.reductions(lambda r: F.soft_margin_loss(x[0], x[1], reduction=r))",
+                 .fn = [](I x) { return reductions([&](Reduction r) { return F::soft_margin_loss(x[0], x[1], r); }); },
+                 .samples = {{{arg({2, 3}, -2, 2), fixed_arg({2, 3}, {1, -1, 1, 1, -1, -1}, false)}, "2d"}}});
+  ops.push_back({.name = "nn.multilabel_soft_margin_loss",
+                 .torch = "[*T.reductions(lambda r: F.multilabel_soft_margin_loss(x[0], x[1], weight=x[2], reduction=r)), "
+                          "F.multilabel_soft_margin_loss(x[0], x[1], reduction='none')]",
+                 .fn = [](I x) {
+                   Outputs out = reductions([&](Reduction r) { return F::multilabel_soft_margin_loss(x[0], x[1], x[2], r); });
+                   out.push_back(F::multilabel_soft_margin_loss(x[0], x[1], {}, Reduction::none));
+                   return out;
+                 },
+                 .samples = {{{arg({3, 4}, -2, 2), fixed_arg({3, 4}, {1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1}, false),
+                               const_arg({4}, 0.5, 1.5)}, "2d"}}});
+  ops.push_back({.name = "nn.multi_margin_loss",
+                 .torch = "[*T.reductions(lambda r: F.multi_margin_loss(x[0], x[1], p=1, margin=1.0, weight=x[2], reduction=r)), "
+                          "F.multi_margin_loss(x[0], x[1], p=2, margin=0.7, reduction='none')]",
+                 .fn = [](I x) {
+                   Outputs out = reductions([&](Reduction r) { return F::multi_margin_loss(x[0], x[1], {.weight = x[2], .reduction = r}); });
+                   out.push_back(F::multi_margin_loss(x[0], x[1], {.p = 2, .margin = 0.7, .reduction = Reduction::none}));
+                   return out;
+                 },
+                 .samples = {{{arg({4, 3}), fixed_index({4}, {0, 2, 1, 2}), const_arg({3}, 0.5, 1.5)}, "2d"}}});
+  // Likelihood losses.
+  ops.push_back({.name = "nn.poisson_nll_loss",
+                 .torch = "[*T.reductions(lambda r: F.poisson_nll_loss(x[0], x[1], log_input=True, full=True, reduction=r)), "
+                          "F.poisson_nll_loss(x[0], x[1], log_input=False, reduction='none')]",
+                 .fn = [](I x) {
+                   Outputs out = reductions([&](Reduction r) { return F::poisson_nll_loss(x[0], x[1], {.full = true, .reduction = r}); });
+                   out.push_back(F::poisson_nll_loss(x[0], x[1], {.log_input = false, .reduction = Reduction::none}));
+                   return out;
+                 },
+                 .samples = {{{arg({2, 3}, 0.2, 2), const_arg({2, 3}, 0, 4)}, "2d"}}});
+  ops.push_back({.name = "nn.gaussian_nll_loss",
+                 .torch = "[*T.reductions(lambda r: F.gaussian_nll_loss(x[0], x[1], x[2], full=True, reduction=r)), "
+                          "F.gaussian_nll_loss(x[0], x[1], x[3], reduction='none'), "
+                          "F.gaussian_nll_loss(x[0], x[1], x[3].unsqueeze(-1), reduction='sum')]",
+                 .fn = [](I x) {
+                   Outputs out = reductions([&](Reduction r) { return F::gaussian_nll_loss(x[0], x[1], x[2], {.full = true, .reduction = r}); });
+                   out.push_back(F::gaussian_nll_loss(x[0], x[1], x[3], {.reduction = Reduction::none}));
+                   out.push_back(F::gaussian_nll_loss(x[0], x[1], x[3].unsqueeze(-1), {.reduction = Reduction::sum}));
+                   return out;
+                 },
+                 .samples = {{{arg({3, 2}), arg({3, 2}), arg({3, 2}, 0.5, 2), arg({3}, 0.5, 2)}, "2d"}}});
   return ops;
 }
 
@@ -407,7 +485,9 @@ TEST(OpRegistry, every_nn_layer_and_loss_is_registered) {
       "nn.Hardtanh", "nn.Softsign", "nn.Tanhshrink", "nn.Softplus", "nn.Threshold", "nn.GLU", "nn.Softmin", "nn.PReLU",
       "nn.Sequential", "nn.cross_entropy", "nn.nll_loss", "nn.mse_loss", "nn.l1_loss",
       "nn.smooth_l1_loss", "nn.huber_loss", "nn.binary_cross_entropy", "nn.binary_cross_entropy_with_logits",
-      "nn.kl_div", "nn.loss_weight_gradients", "nn.interpolate", "nn.normalize", "nn.cosine_similarity", "nn.pairwise_distance"};
+      "nn.kl_div", "nn.loss_weight_gradients", "nn.margin_ranking_loss", "nn.hinge_embedding_loss",
+      "nn.cosine_embedding_loss", "nn.triplet_margin_loss", "nn.triplet_margin_with_distance_loss", "nn.soft_margin_loss",
+      "nn.multilabel_soft_margin_loss", "nn.multi_margin_loss", "nn.poisson_nll_loss", "nn.gaussian_nll_loss", "nn.interpolate", "nn.normalize", "nn.cosine_similarity", "nn.pairwise_distance"};
   std::string missing;
   for (const auto& n : required) {
     const OpInfo* op = find_op(n);

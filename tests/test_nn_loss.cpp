@@ -230,3 +230,83 @@ TEST(NnLoss, LossModules) {
   Tensor expect = (softmax(X(), 1) - one_hot(t, 4).to(kFloat64)) / 3;
   EXPECT_TRUE(allclose(logits.grad(), expect, 1e-12, 1e-14));
 }
+
+// ---- ranking, embedding, margin and likelihood losses: values worked by hand -------------------------
+TEST(NnLoss, RankingEmbeddingAndMarginLosses) {
+  auto d = [](std::vector<double> v) { return tensor(v, TensorOptions().dtype(kFloat64)); };
+  auto near = [](const Tensor& t, double want) { return std::abs(t.item<double>() - want) < 1e-12; };
+  // max(0, -y (x1 - x2) + margin): 1 and 0.
+  EXPECT_TRUE(near(F::margin_ranking_loss(d({1, 2}), d({2, 1}), d({1, 1})), 0.5));
+  // y = -1: max(0, (1 - 2) + 0.5) = 0; y = 1: max(0, -(2 - 1) + 0.5) = 0.
+  EXPECT_TRUE(near(F::margin_ranking_loss(d({1, 2}), d({2, 1}), d({-1, 1}), 0.5, Reduction::sum), 0.0));
+  // y = -1: max(0, 1 - 0.3) = 0.7; y = 1: x = 2.
+  EXPECT_TRUE(near(F::hinge_embedding_loss(d({0.3, 2}), d({-1, 1})), 1.35));
+  // Orthogonal vectors: cos = 0, so 1 for y = 1 and max(0, 0 - margin) = 0 for y = -1.
+  Tensor e1 = tensor({1.0, 0.0}, kFloat64).reshape({1, 2}), e2 = tensor({0.0, 1.0}, kFloat64).reshape({1, 2});
+  EXPECT_TRUE(near(F::cosine_embedding_loss(e1, e2, d({1})), 1.0));
+  EXPECT_TRUE(near(F::cosine_embedding_loss(e1, e2, d({-1})), 0.0));
+  EXPECT_NEAR(F::cosine_embedding_loss(e1, e1, d({-1}), 0.5).item<double>(), 0.5, 1e-9);  // cos = 1 - 1e-12
+  // d(a, p) = 5, d(a, n) = 1: 1 + 5 - 1.
+  Tensor a = tensor({0.0, 0.0}, kFloat64).reshape({1, 2}), p = tensor({3.0, 4.0}, kFloat64).reshape({1, 2}),
+         n = tensor({0.0, 1.0}, kFloat64).reshape({1, 2});
+  EXPECT_TRUE(near(F::triplet_margin_loss(a, p, n, {.eps = 0}), 5.0));
+  // swap: d(p, n) = sqrt(18) > 1 keeps d(a, n); with n and p exchanged, d(a, n) = 5 and d(p, n) = sqrt(18).
+  EXPECT_TRUE(near(F::triplet_margin_loss(a, n, p, {.eps = 0, .swap = true}), std::max(0.0, 1 + 1 - std::sqrt(18.0))));
+  auto l1 = [](const Tensor& u, const Tensor& v) { return (u - v).abs().sum(-1); };
+  EXPECT_TRUE(near(F::triplet_margin_with_distance_loss(a, p, n, {.distance_function = l1}), 1 + 7 - 1));
+  EXPECT_TRUE(near(F::soft_margin_loss(d({0.0}), d({1.0})), std::log(2.0)));
+  EXPECT_TRUE(near(F::multilabel_soft_margin_loss(tensor({0.0, 0.0}, kFloat64).reshape({1, 2}),
+                                                  tensor({1.0, 0.0}, kFloat64).reshape({1, 2})),
+                   std::log(2.0)));
+  // PyTorch's documented example: ((1 - 0.7) + (1 - 0.6) + (1 - 0.4)) / 4.
+  Tensor mx = tensor({0.1, 0.2, 0.4, 0.8}, kFloat64).reshape({1, 4});
+  Tensor my = tensor({3});
+  EXPECT_TRUE(near(F::multi_margin_loss(mx, my), 0.325));
+  EXPECT_TRUE(near(F::multi_margin_loss(mx, my, {.p = 2}), (0.09 + 0.16 + 0.36) / 4));
+  EXPECT_TRUE(near(F::multi_margin_loss(mx, my, {.weight = d({1, 1, 1, 2})}), 0.65));
+  // exp(0) - 2 * 0 = 1, plus Stirling's 2 log 2 - 2 + 0.5 log(4 pi) with full.
+  EXPECT_TRUE(near(F::poisson_nll_loss(d({0.0}), d({2.0})), 1.0));
+  EXPECT_TRUE(near(F::poisson_nll_loss(d({0.0}), d({2.0}), {.full = true}),
+                   1.0 + 2 * std::log(2.0) - 2 + 0.5 * std::log(4 * M_PI)));
+  EXPECT_TRUE(near(F::poisson_nll_loss(d({0.0}), d({1.0}), {.full = true}), 1.0));  // no term where target <= 1
+  EXPECT_TRUE(near(F::poisson_nll_loss(d({2.0}), d({3.0}), {.log_input = false, .eps = 0}), 2 - 3 * std::log(2.0)));
+  // 0.5 (log 2 + 1 / 2), plus 0.5 log(2 pi) with full.
+  EXPECT_TRUE(near(F::gaussian_nll_loss(d({1.0}), d({0.0}), d({2.0})), 0.5 * (std::log(2.0) + 0.5)));
+  EXPECT_TRUE(near(F::gaussian_nll_loss(d({1.0}), d({0.0}), d({2.0}), {.full = true}),
+                   0.5 * (std::log(2.0) + 0.5) + 0.5 * std::log(2 * M_PI)));
+  // var is clamped at eps in value, but its gradient passes through the clamp.
+  Tensor v = d({0.0}).requires_grad_();
+  Tensor g = F::gaussian_nll_loss(d({0.0}), d({0.0}), v, {.eps = 0.25});
+  EXPECT_TRUE(near(g, 0.5 * std::log(0.25)));
+  g.backward();
+  EXPECT_NEAR(v.grad().item<double>(), 0.5 / 0.25, 1e-12);
+  // Modules.
+  EXPECT_TRUE(near(nn::MarginRankingLoss()(d({1, 2}), d({2, 1}), d({1, 1})), 0.5));
+  EXPECT_TRUE(near(nn::TripletMarginLoss({.eps = 0})(a, p, n), 5.0));
+  nn::MultiMarginLoss mm({.weight = d({1, 1, 1, 2})});
+  EXPECT_EQ(mm.buffers().size(), 1u);
+  EXPECT_TRUE(near(mm(mx, my), 0.65));
+  EXPECT_TRUE(near(nn::GaussianNLLLoss()(d({1.0}), d({0.0}), d({2.0})), 0.5 * (std::log(2.0) + 0.5)));
+}
+
+TEST(NnLoss, RankingEmbeddingAndMarginLossErrors) {
+  Tensor x = ones({3, 4}, kFloat64);
+  EXPECT_THROW(F::cosine_embedding_loss(x, x, ones({3, 1})), ShapeError);   // multi-target
+  EXPECT_THROW(F::cosine_embedding_loss(x, x, ones({4})), ShapeError);      // N differs
+  EXPECT_THROW(F::margin_ranking_loss(x, ones({4, 3}, kFloat64), x), ShapeError);
+  EXPECT_THROW(F::triplet_margin_loss(x, x, ones({4}, kFloat64)), ShapeError);
+  EXPECT_THROW(F::triplet_margin_with_distance_loss(x, x, x, {.margin = 0}), ValueError);
+  Tensor y = tensor({0, 1, 5});
+  EXPECT_THROW(F::multi_margin_loss(x, y), IndexError);
+  EXPECT_THROW(F::multi_margin_loss(x, tensor({0, -100, 1})), IndexError);
+  EXPECT_THROW(F::multi_margin_loss(x, tensor({0, 1, 2}), {.p = 3}), ValueError);
+  EXPECT_THROW(F::gaussian_nll_loss(x, x, -ones({3, 4}, kFloat64)), ValueError);  // negative variance
+  EXPECT_THROW(F::gaussian_nll_loss(x, x, ones({4}, kFloat64)), ShapeError);     // fits no accepted shape
+  try {
+    F::gaussian_nll_loss(x, x, ones({2, 4}, kFloat64));
+    FAIL();
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("gaussian_nll_loss"), std::string::npos) << e.what();
+  }
+}
+
