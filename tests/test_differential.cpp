@@ -234,6 +234,12 @@ std::vector<OptimizerCase> optimizer_cases() {
        make_opt<NAdam>(NAdamOptions{.lr = 0.01, .weight_decay = 0.1})},
       {"RAdam", "torch.optim.RAdam(params, lr=0.01, weight_decay=0.1)",
        make_opt<RAdam>(RAdamOptions{.lr = 0.01, .weight_decay = 0.1})},
+      {"Rprop", "torch.optim.Rprop(params, lr=0.01, etas=(0.4, 1.3), step_sizes=(1e-4, 0.05))",
+       make_opt<Rprop>(RpropOptions{.lr = 0.01, .etas = {0.4, 1.3}, .step_sizes = {1e-4, 0.05}})},
+      {"Rprop_maximize", "torch.optim.Rprop(params, lr=0.02, maximize=True)",
+       make_opt<Rprop>(RpropOptions{.lr = 0.02, .maximize = true})},
+      {"ASGD", "torch.optim.ASGD(params, lr=0.01, lambd=0.01, alpha=0.5, t0=1, weight_decay=0.1)",
+       make_opt<ASGD>(ASGDOptions{.lr = 0.01, .lambd = 0.01, .alpha = 0.5, .t0 = 1, .weight_decay = 0.1})},
   };
 }
 

@@ -183,6 +183,74 @@ TEST(Optim, Adagrad) {
                         "adagrad decay");
 }
 
+// Rprop and ASGD: trajectories from PyTorch 1.13 itself (torch.optim.Rprop / ASGD on this problem,
+// float64 parameters; ASGD's eta and mu are float32 tensors there).
+TEST(Optim, Rprop) {
+  // Step 1: prev = 0, so no factor: p1 = p0 - 0.1 sign(g0).
+  check<optim::Rprop>(optim::RpropOptions{.lr = 0.1},
+                      {0.9, -1.9, 2.9, 0.78, -1.7799999999999998, 2.78, 0.636, -1.636, 2.6359999999999997,
+                       0.46320000000000006, -1.4631999999999998, 2.4631999999999996, 0.25584000000000007,
+                       -1.2558399999999998, 2.2558399999999996},
+                      "rprop");
+  check<optim::Rprop>(optim::RpropOptions{.lr = 0.05, .etas = {0.3, 1.5}, .step_sizes = {0.01, 0.2}},
+                      {0.95, -1.95, 2.95, 0.875, -1.875, 2.875, 0.7625, -1.7625, 2.7625, 0.59375, -1.59375, 2.59375,
+                       0.39375, -1.39375, 2.39375},
+                      "rprop etas step_sizes");
+  // The state after 5 steps: the last gradient and the step size (0.1 * 1.2^4, below the max).
+  Tensor p = start();
+  optim::Rprop opt(std::vector<Tensor>{p}, {.lr = 0.1});
+  trajectory(opt, p);
+  auto sd = opt.state_dict();
+  EXPECT_TRUE(allclose(sd.at("state.0.prev"), tensor({0.5632, -3.2264, 1.4315999999999998}, dtype(kFloat64)), 1e-12, 1e-14));
+  EXPECT_NEAR(sd.at("state.0.step_size")[0].item<double>(), 0.20735999999999996, 1e-15);
+  // A sign flip (PyTorch's values): q = 0 -> 1 (step 1, past the minimum at 0.3); the gradient's
+  // sign flips, so the step size halves to 0.5, q stays and the gradient is forgotten (prev = 0);
+  // then q moves by 0.5, and by 0.5 * 1.2 once the sign holds.
+  Tensor q = tensor({0.0}, dtype(kFloat64)).requires_grad_();
+  optim::Rprop flip(std::vector<Tensor>{q}, {.lr = 1.0});
+  std::vector<double> qs, sizes, prevs;
+  for (int i = 0; i < 4; ++i) {
+    flip.zero_grad();
+    ((q - 0.3) * (q - 0.3)).sum().backward();
+    flip.step();
+    auto st = flip.state_dict();
+    qs.push_back(q.item<double>());
+    sizes.push_back(st.at("state.0.step_size").item<double>());
+    prevs.push_back(st.at("state.0.prev").item<double>());
+  }
+  EXPECT_EQ(qs, (std::vector<double>{1.0, 1.0, 0.5, -0.09999999999999998}));
+  EXPECT_EQ(sizes, (std::vector<double>{1.0, 0.5, 0.5, 0.6}));
+  EXPECT_NEAR(prevs[0], -0.6, 1e-15);
+  EXPECT_EQ(prevs[1], 0.0);
+  EXPECT_NEAR(prevs[2], 1.4, 1e-15);
+  EXPECT_NEAR(prevs[3], 0.4, 1e-15);
+}
+
+TEST(Optim, ASGD) {
+  // Step 1: p1 = p0 (1 - lambd eta) - eta g0 with eta = float32(0.1).
+  check<optim::ASGD>(optim::ASGDOptions{.lr = 0.1},
+                     {0.8899899983607232, -1.5699799935922025, 2.829969997466355, 0.7909828421923347,
+                      -1.2259708786654073, 2.668444410989249, 0.701877987880512, -0.9507685810270543,
+                      2.5149978131416466, 0.6216849735614004, -0.7306103076935545, 2.3692260503824567,
+                      0.5495124253864444, -0.5544862258594124, 2.2307452116675117},
+                     "asgd");
+  check<optim::ASGD>(optim::ASGDOptions{.lr = 0.1, .lambd = 0.01, .alpha = 0.5, .t0 = 2, .weight_decay = 0.1},
+                     {0.8789999981969594, -1.547999993264675, 2.7969999969750643, 0.7714847421319675,
+                      -1.1915501735351137, 2.606478233422068, 0.6759454282485388, -0.9104140852319917,
+                      2.4276617899947133, 0.591042746433656, -0.6886491169964449, 2.259825990065306,
+                      0.5155877582238572, -0.5136937086001001, 2.102291353817681},
+                     "asgd averaged");
+  // The average ax (averaging starts after t0 = 2 steps), eta and mu, as PyTorch's state.
+  Tensor p = start();
+  optim::ASGD opt(std::vector<Tensor>{p}, {.lr = 0.1, .lambd = 0.01, .alpha = 0.5, .t0 = 2, .weight_decay = 0.1});
+  trajectory(opt, p);
+  auto sd = opt.state_dict();
+  EXPECT_TRUE(allclose(sd.at("state.0.ax"), tensor({0.5533152523287566, -0.6011714127982726, 2.1810586719414937}, dtype(kFloat64)),
+                       1e-12, 1e-14));
+  EXPECT_DOUBLE_EQ(sd.at("state.0.eta").item<double>(), 0.09975093603134155);
+  EXPECT_DOUBLE_EQ(sd.at("state.0.mu").item<double>(), 0.3333333432674408);
+}
+
 TEST(Optim, Adadelta) {
   // Step 1: v = 0.1 g0^2, delta = sqrt(1e-6) / sqrt(v + 1e-6) g0 ~ 1e-3 / sqrt(0.1) sign(g0),
   // so p1 = p0 - 0.00316... sign(g0).
@@ -413,6 +481,15 @@ TEST(Optim, AdamVariantsResumeExactly) {
   expect_resume_is_exact<optim::Adamax>(optim::AdamaxOptions{.lr = 0.1});
   expect_resume_is_exact<optim::NAdam>(optim::NAdamOptions{.lr = 0.1, .momentum_decay = 0.5});
   expect_resume_is_exact<optim::RAdam>(optim::RAdamOptions{.lr = 0.1, .betas = {0.9, 0.9}});
+}
+
+TEST(Optim, RpropAndASGDOptionsAndResume) {
+  EXPECT_THROW(optim::Rprop(std::vector<Tensor>{start()}, {.etas = {1.5, 1.2}}), ValueError);
+  EXPECT_THROW(optim::Rprop(std::vector<Tensor>{start()}, {.step_sizes = {1.0, 0.5}}), ValueError);
+  EXPECT_THROW(optim::Rprop(std::vector<Tensor>{start()}, {.lr = -1}), ValueError);
+  EXPECT_THROW(optim::ASGD(std::vector<Tensor>{start()}, {.weight_decay = -1}), ValueError);
+  expect_resume_is_exact<optim::Rprop>(optim::RpropOptions{.lr = 0.1});
+  expect_resume_is_exact<optim::ASGD>(optim::ASGDOptions{.lr = 0.1, .t0 = 2});
 }
 
 TEST(Optim, LoadStateDictErrors) {
