@@ -1,5 +1,6 @@
 #include "nn/parallel/distributed_data_parallel.h"
 
+#include <chrono>
 #include <unordered_set>
 
 #include "core/graph.h"
@@ -185,7 +186,9 @@ Tensor DistributedDataParallel::forward(Tensor x) {
     NoGradGuard no_grad;
     std::vector<dist::Work> works;
     for (auto& b : module_->buffers()) works.push_back(group_->broadcast(b, 0));
+    const auto t0 = std::chrono::steady_clock::now();
     for (auto& w : works) w.wait();
+    buffer_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   Tensor out = (*module_)(std::move(x));
   start_iteration(out);
@@ -223,7 +226,9 @@ void DistributedDataParallel::launch_ready_buckets() {
 }
 
 void DistributedDataParallel::finalize(size_t current) {
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto& b : buckets_) b->work.wait();
+  comm_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (size_t k = 0; k < params_.size(); ++k) {
     Bucket& b = *buckets_[bucket_of_[k]];
     Tensor avg = b.flat.narrow(0, static_cast<int64_t>(offset_in_bucket_[k]), params_[k].numel()).view(params_[k].sizes());

@@ -73,6 +73,12 @@ class DistributedDataParallel {
   LoadStateDictResult load_state_dict(const StateDict& s, bool strict = true) { return module_->load_state_dict(s, strict); }
   void train(bool on = true) { module_->train(on); }
   void eval() { module_->train(false); }
+  // Seconds this rank has spent blocked on communication so far: waiting for the gradient
+  // all-reduces at the end of backward (what overlapping with backward did not hide) and for the
+  // buffer broadcasts of forward. For benchmarks and logging; reset_comm_wait() sets it to 0.
+  double comm_wait_seconds() const { return comm_wait_seconds_ + buffer_wait_seconds_; }
+  double buffer_wait_seconds() const { return buffer_wait_seconds_; }  // the broadcasts' part
+  void reset_comm_wait() { comm_wait_seconds_ = buffer_wait_seconds_ = 0; }
   // The buckets (parameter indices in registration order), for tests and logging.
   std::vector<std::vector<size_t>> bucket_layout() const;
 
@@ -100,6 +106,7 @@ class DistributedDataParallel {
   bool sync_this_iteration_ = false;
   bool expecting_grads_ = false;
   bool require_sync_ = true;
+  double comm_wait_seconds_ = 0, buffer_wait_seconds_ = 0;  // gradient all-reduces; buffer broadcasts
 };
 
 }  // namespace nabla::nn::parallel

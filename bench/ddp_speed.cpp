@@ -1,0 +1,219 @@
+// ddp_speed: data-parallel training speed on one machine (issue 25), in one run.
+//
+//   build/bench/ddp_speed [--rounds 5] [--steps 60] [--global-batch 128] [--mb 100]
+//
+// (a) The mnist CNN (examples/mnist "cnn": two conv-batch-norm blocks, Adam) for --steps steps of
+//     the same global batch, two ways, interleaved --rounds times (best of each reported):
+//       single  one process, 2 threads, batch = global batch
+//       ddp     nabla-run --nproc-per-node 2: 2 processes x 1 thread, DistributedDataParallel,
+//               batch = global batch / 2 per process
+//     and, for the ddp rounds, the fraction of step time each rank spent blocked on communication
+//     (DistributedDataParallel::comm_wait_seconds: the wait for the gradient all-reduces that
+//     backward did not hide, plus the batch-norm buffer broadcasts of forward, shown apart). A
+//     wait is the transfer plus the time the slower rank takes to get there: on a busy machine
+//     most of it is the ranks' imbalance, which one all_reduce of the gradients' size on its own
+//     (ddp_speed allreduce --mb 2 under nabla-run) separates.
+// (b) all_reduce (sum) of a --mb MB float32 tensor between 2 processes on loopback (Gloo, ring),
+//     best of 5, next to a plain memcpy of the same bytes in the same process.
+//
+// The batches are random images and labels made in memory (the same compute as MNIST's, no file
+// reading). Each contender is a fresh process (this program, re-executed with a mode), so neither
+// warms the other's caches. The machine may be shared: best-of-N is the figure to read.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "distributed/distributed.h"
+#include "examples/mnist/models.h"
+#include "nabla.h"
+#include "nn/parallel/distributed_data_parallel.h"
+
+#ifndef NABLA_RUN_BIN
+#error "NABLA_RUN_BIN must name nabla-run"
+#endif
+
+using namespace nabla;
+namespace dist = nabla::distributed;
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct Opts {
+  int rounds = 5, steps = 60, warmup = 5;
+  int64_t global_batch = 128;
+  double mb = 100;
+};
+
+int64_t arg_int(int argc, char** argv, const char* name, int64_t def) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (!std::strcmp(argv[i], name)) return std::atoll(argv[i + 1]);
+  return def;
+}
+
+// Trains `steps` steps (after `warmup`) of the mnist CNN on batches of `batch`; under WORLD_SIZE > 1
+// through DDP. Rank 0 prints one line: RESULT <seconds per step> <comm wait fraction> <grad bytes>.
+int train_worker(int64_t batch, int steps, int warmup) {
+  const bool distributed = std::getenv("WORLD_SIZE") && std::atoi(std::getenv("WORLD_SIZE")) > 1;
+  if (distributed) dist::init_process_group({.backend = "gloo"});
+  const int rank = distributed ? dist::get_rank() : 0;
+  manual_seed(1);
+  auto model = mnist::make_model("cnn").module;
+  std::unique_ptr<nn::parallel::DistributedDataParallel> ddp;
+  if (distributed) ddp = std::make_unique<nn::parallel::DistributedDataParallel>(model);
+  optim::Adam opt(model->parameters(), {.lr = 1e-3});
+  int64_t grad_bytes = 0;
+  for (const Tensor& p : model->parameters()) grad_bytes += p.numel() * 4;
+  manual_seed(100 + static_cast<uint64_t>(rank));
+  std::vector<Tensor> xs, ys;  // a pool of batches, made before timing
+  for (int i = 0; i < 8; ++i) {
+    xs.push_back((rand({batch, 1, 28, 28}) - 0.1307) / 0.3081);
+    ys.push_back(randint(0, 10, {batch}));
+  }
+  auto step = [&](int i) {
+    const Tensor& x = xs[static_cast<size_t>(i) % xs.size()];
+    Tensor out = ddp ? (*ddp)(x) : (*model)(x);
+    Tensor loss = nn::functional::cross_entropy(out, ys[static_cast<size_t>(i) % ys.size()]);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  };
+  for (int i = 0; i < warmup; ++i) step(i);
+  if (distributed) dist::barrier();
+  if (ddp) ddp->reset_comm_wait();
+  const double t0 = now();
+  for (int i = 0; i < steps; ++i) step(i);
+  double seconds = now() - t0, wait = ddp ? ddp->comm_wait_seconds() : 0, bwait = ddp ? ddp->buffer_wait_seconds() : 0;
+  if (distributed) {  // the slower rank's time, and the ranks' mean waiting fractions
+    Tensor t = tensor(std::vector<double>{seconds}), w = tensor(std::vector<double>{wait / seconds, bwait / seconds});
+    dist::all_reduce(t, dist::ReduceOp::max);
+    dist::all_reduce(w, dist::ReduceOp::avg);
+    seconds = t.item<double>();
+    wait = w.data_ptr<double>()[0] * seconds;
+    bwait = w.data_ptr<double>()[1] * seconds;
+  }
+  if (rank == 0)
+    std::printf("RESULT %.9f %.6f %lld %.6f\n", seconds / steps, wait / seconds, static_cast<long long>(grad_bytes),
+                bwait / seconds);
+  if (distributed) dist::destroy_process_group();
+  return 0;
+}
+
+// all_reduce of `mb` MB float32 between the ranks, best of 5, and memcpy of it. Rank 0 prints
+// RESULT <all_reduce seconds> <memcpy seconds> <bytes>.
+int allreduce_worker(double mb) {
+  dist::init_process_group({.backend = "gloo"});
+  const int64_t n = static_cast<int64_t>(mb * 1e6 / 4);
+  Tensor t = ones({n});
+  dist::all_reduce(t);  // warm: connections, pages
+  double best = 1e30, best_copy = 1e30;
+  std::vector<float> a(static_cast<size_t>(n), 1.f), b(static_cast<size_t>(n), 0.f);
+  for (int r = 0; r < 5; ++r) {
+    dist::barrier();
+    double t0 = now();
+    dist::all_reduce(t);
+    best = std::min(best, now() - t0);
+    t0 = now();
+    std::memcpy(b.data(), a.data(), a.size() * sizeof(float));
+    best_copy = std::min(best_copy, now() - t0);
+  }
+  if (b[static_cast<size_t>(n) - 1] != 1.f) std::fprintf(stderr, "memcpy did not copy\n");
+  Tensor worst = tensor(std::vector<double>{best});
+  dist::all_reduce(worst, dist::ReduceOp::max);
+  if (dist::get_rank() == 0)
+    std::printf("RESULT %.9f %.9f %lld\n", worst.item<double>(), best_copy, static_cast<long long>(n * 4));
+  dist::destroy_process_group();
+  return 0;
+}
+
+// Runs a command, returns the numbers of its RESULT line (empty when it failed).
+std::vector<double> result_of(const std::string& cmd) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::vector<double> v;
+  char line[4096];
+  std::string all;
+  while (p && std::fgets(line, sizeof line, p)) {
+    all += line;
+    if (!std::strncmp(line, "RESULT ", 7)) {
+      char* s = line + 7;
+      for (char* end; ; s = end) {
+        double d = std::strtod(s, &end);
+        if (end == s) break;
+        v.push_back(d);
+      }
+    }
+  }
+  int status = p ? pclose(p) : -1;
+  if (status != 0 || v.empty()) {
+    std::fprintf(stderr, "ddp_speed: '%s' failed:\n%s", cmd.c_str(), all.c_str());
+    return {};
+  }
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Opts o;
+  o.rounds = static_cast<int>(arg_int(argc, argv, "--rounds", o.rounds));
+  o.steps = static_cast<int>(arg_int(argc, argv, "--steps", o.steps));
+  o.global_batch = arg_int(argc, argv, "--global-batch", o.global_batch);
+  o.mb = static_cast<double>(arg_int(argc, argv, "--mb", 100));
+  if (argc >= 2 && !std::strcmp(argv[1], "train"))
+    return train_worker(arg_int(argc, argv, "--batch", 64), o.steps, o.warmup);
+  if (argc >= 2 && !std::strcmp(argv[1], "allreduce")) return allreduce_worker(o.mb);
+  if (o.global_batch % 2 || o.rounds < 1 || o.steps < 1) {
+    std::fprintf(stderr, "ddp_speed: --global-batch must be even, --rounds and --steps positive\n");
+    return 2;
+  }
+
+  char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) return 1;
+  self[len] = 0;
+  const std::string steps = " --steps " + std::to_string(o.steps);
+  const std::string single = "NABLA_NUM_THREADS=2 " + std::string(self) + " train --batch " +
+                             std::to_string(o.global_batch) + steps;
+  const std::string ddp = "NABLA_NUM_THREADS=1 " + std::string(NABLA_RUN_BIN) + " --nproc-per-node 2 --master-port 29731 " +
+                          self + " train --batch " + std::to_string(o.global_batch / 2) + steps;
+  std::printf("mnist CNN, global batch %lld, %d timed steps (after %d warm-up), %d interleaved rounds\n",
+              static_cast<long long>(o.global_batch), o.steps, o.warmup, o.rounds);
+  double best_single = 1e30, best_ddp = 1e30, wait_at_best = 0, bwait_at_best = 0, grad_bytes = 0;
+  for (int r = 0; r < o.rounds; ++r) {
+    std::vector<double> s = result_of(single), d = result_of(ddp);
+    if (s.empty() || d.empty()) return 1;
+    std::printf("  round %d: 1 process x 2 threads %.2f ms/step   2 processes x 1 thread (DDP) %.2f ms/step, %.1f%% waiting on "
+                "communication (buffer broadcasts %.1f%% of the step)\n",
+                r + 1, s[0] * 1e3, d[0] * 1e3, d[1] * 100, d[3] * 100);
+    std::fflush(stdout);
+    best_single = std::min(best_single, s[0]);
+    if (d[0] < best_ddp) best_ddp = d[0], wait_at_best = d[1], bwait_at_best = d[3];
+    grad_bytes = d[2];
+  }
+  std::printf("best: 1 process x 2 threads %.2f ms/step (%.0f img/s); 2 processes x 1 thread (DDP) %.2f ms/step (%.0f img/s)\n",
+              best_single * 1e3, static_cast<double>(o.global_batch) / best_single, best_ddp * 1e3,
+              static_cast<double>(o.global_batch) / best_ddp);
+  std::printf("DDP throughput / single-process throughput: %.3f; DDP step time waiting on communication: %.1f%% "
+              "(gradient all-reduce %.1f%%, batch-norm buffer broadcasts %.1f%%); gradients %.3f MB (float32)\n",
+              best_single / best_ddp, wait_at_best * 100, (wait_at_best - bwait_at_best) * 100, bwait_at_best * 100,
+              grad_bytes / 1e6);
+
+  std::vector<double> a = result_of("NABLA_NUM_THREADS=1 " + std::string(NABLA_RUN_BIN) +
+                                    " --nproc-per-node 2 --master-port 29732 " + self + " allreduce --mb " +
+                                    std::to_string(static_cast<int64_t>(o.mb)));
+  if (a.empty()) return 1;
+  const double bytes = a[2];
+  // Bus bandwidth as nccl-tests define it: a ring all-reduce moves 2 (n-1)/n of the buffer per rank.
+  std::printf("all_reduce of %.0f MB float32, 2 processes on loopback (best of 5): %.1f ms = %.2f GB/s algorithm "
+              "bandwidth (%.2f GB/s bus bandwidth); memcpy of it: %.1f ms = %.2f GB/s; all_reduce / memcpy time: %.1fx\n",
+              bytes / 1e6, a[0] * 1e3, bytes / a[0] / 1e9, bytes / a[0] / 1e9 * 2 * (2 - 1) / 2, a[1] * 1e3,
+              bytes / a[1] / 1e9, a[0] / a[1]);
+  return 0;
+}
