@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/trace.h"
 #include "nn/functional.h"
 #include "nn/init.h"
 
@@ -223,6 +224,23 @@ std::string RNNBase::extra_repr() const {
 Tensor RNNBase::forward(Tensor x) { return run(x, Tensor(), Tensor()).output; }
 
 RNNBase::Result RNNBase::run(const Tensor& x_given, const Tensor& h0_given, const Tensor& c0_given) {
+  // ONNX export sees the whole module as one op ("rnn", "lstm" or "gru": ONNX's RNN, LSTM, GRU);
+  // inputs: x, h0, c0, then per layer and direction weight_ih, weight_hh, bias_ih, bias_hh, weight_hr.
+  if (trace::Tracer* t = trace::active()) [[unlikely]] {
+    std::vector<Tensor> ins{x_given, h0_given, c0_given};
+    for (const RNNLayerWeights& w : weights)
+      ins.insert(ins.end(), {w.weight_ih, w.weight_hh, w.bias_ih, w.bias_hh, w.weight_hr});
+    const bool lstm = mode == Mode::lstm;
+    std::vector<Tensor> outs = trace::traced(
+        t, lstm ? "lstm" : mode == Mode::gru ? "gru" : "rnn", ins,
+        {{"num_layers", num_layers}, {"hidden_size", hidden_size}, {"proj_size", proj_size},
+         {"bidirectional", bidirectional}, {"batch_first", batch_first}, {"relu", mode == Mode::rnn_relu}},
+        [&] {
+          Result r = run(x_given, h0_given, c0_given);
+          return lstm ? std::vector<Tensor>{r.output, r.h_n, r.c_n} : std::vector<Tensor>{r.output, r.h_n};
+        });
+    return {outs[0], outs[1], lstm ? outs[2] : Tensor()};
+  }
   const std::string who = name();
   check<ShapeError>(x_given.dim() == 2 || x_given.dim() == 3, who, ": expected input of 3 dims (",
                     batch_first ? "N, L, input_size" : "L, N, input_size", ") or 2 dims (L, input_size), got ",

@@ -50,16 +50,21 @@ int onnx_dtype(DType d) {
 }
 
 struct OAttr {
-  enum Kind { kInt, kFloat, kInts, kString } kind;
+  enum Kind { kInt, kFloat, kInts, kString, kStrings } kind;
   std::string name;
   int64_t i = 0;
   float f = 0;
   std::vector<int64_t> ints;
   std::string s;
+  std::vector<std::string> strings;
 };
-OAttr ai(std::string n, int64_t v) { return {OAttr::kInt, std::move(n), v, 0, {}, {}}; }
-OAttr af(std::string n, double v) { return {OAttr::kFloat, std::move(n), 0, static_cast<float>(v), {}, {}}; }
-OAttr aints(std::string n, std::vector<int64_t> v) { return {OAttr::kInts, std::move(n), 0, 0, std::move(v), {}}; }
+OAttr ai(std::string n, int64_t v) { return {OAttr::kInt, std::move(n), v, 0, {}, {}, {}}; }
+OAttr af(std::string n, double v) { return {OAttr::kFloat, std::move(n), 0, static_cast<float>(v), {}, {}, {}}; }
+OAttr aints(std::string n, std::vector<int64_t> v) { return {OAttr::kInts, std::move(n), 0, 0, std::move(v), {}, {}}; }
+OAttr astr(std::string n, std::string v) { return {OAttr::kString, std::move(n), 0, 0, {}, std::move(v), {}}; }
+OAttr astrings(std::string n, std::vector<std::string> v) {
+  return {OAttr::kStrings, std::move(n), 0, 0, {}, {}, std::move(v)};
+}
 
 struct ONode {
   std::string op_type, name;
@@ -350,6 +355,8 @@ class Exporter : public trace::Tracer {
                const std::vector<Tensor>& out, std::vector<Value>& ov, const Attrs& attrs);
   bool convert_unary(const std::string& op, const Value& x, Value& y, const Attrs& attrs);
   bool convert_binary(const std::string& op, const std::vector<const Value*>& iv, Value& y, const Attrs& attrs);
+  void convert_rnn(const std::string& op, const std::vector<Tensor>& in, const std::vector<const Value*>& iv,
+                   std::vector<Value>& ov, const Attrs& attrs);
   void fold_batch_norms(const std::set<std::string>& graph_outputs);
   void prune(const std::set<std::string>& graph_outputs);
 
@@ -462,6 +469,122 @@ bool Exporter::convert_binary(const std::string& op, const std::vector<const Val
   return true;
 }
 
+// nn::RNN / LSTM / GRU as ONNX's RNN / LSTM / GRU, one node per layer (both directions in it).
+// in: x, h0, c0 (undefined: zeros), then per layer and direction weight_ih, weight_hh, bias_ih,
+// bias_hh, weight_hr. ONNX wants X as (L, N, I) (batch_first and unbatched inputs are transposed /
+// unsqueezed around the nodes), W (D, G*H, I), R (D, G*H, H), B (D, 2*G*H) = [Wb, Rb], with the
+// gates in its own order: LSTM i, o, f, c (PyTorch i, f, g, o), GRU z, r, h (PyTorch r, z, n; PyTorch
+// applies r after the hidden projection: linear_before_reset=1). The weights are reordered here
+// into new initializers.
+void Exporter::convert_rnn(const std::string& op, const std::vector<Tensor>& in, const std::vector<const Value*>& iv,
+                           std::vector<Value>& ov, const Attrs& attrs) {
+  const Value& x = *iv[0];
+  const int64_t layers = attr_int(attrs, "num_layers"), H = attr_int(attrs, "hidden_size");
+  const int64_t D = attr_int(attrs, "bidirectional") ? 2 : 1;
+  const bool batch_first = attr_int(attrs, "batch_first") != 0, lstm = op == "lstm";
+  const bool batched = x.shape.size() == 3;
+  const std::string onnx_op = lstm ? "LSTM" : op == "gru" ? "GRU" : "RNN";
+  check<NotImplemented>(attr_int(attrs, "proj_size") == 0, "onnx::export_model: op 'lstm' (", where(current_module()),
+                        ") has proj_size ", attr_int(attrs, "proj_size"), "; ONNX's LSTM has no projection");
+  const std::vector<int64_t> order = lstm ? std::vector<int64_t>{0, 3, 1, 2}
+                                     : op == "gru" ? std::vector<int64_t>{1, 0, 2}
+                                                   : std::vector<int64_t>{0};
+  const int64_t G = static_cast<int64_t>(order.size());
+  auto weight = [&](int64_t layer, int64_t d, int64_t k) -> const Tensor& { return in[3 + 5 * (layer * D + d) + k]; };
+  for (int64_t layer = 0; layer < layers; ++layer)
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t k = 0; k < 4; ++k) {
+        check<NotImplemented>(!iv[3 + 5 * (layer * D + d) + k] ||
+                                  std::any_of(inits_.begin(), inits_.end(),
+                                              [&](const Initializer& i) { return i.name == iv[3 + 5 * (layer * D + d) + k]->name; }),
+                              "onnx::export_model: op '", op, "' (", where(current_module()),
+                              ") reads a weight computed in the graph; only parameters and constants export as ONNX's ",
+                              onnx_op, " weights");
+      }
+  // A parameter's name with its layer suffix replaced: "lstm.weight_ih_l1" -> "lstm.onnx_W_l1".
+  auto init_name = [&](const Tensor& w, const std::string& what, int64_t layer) {
+    auto it = named_.find(w.impl());
+    if (it == named_.end()) return fresh("const");
+    std::string prefix = it->second.substr(0, it->second.rfind('.') + 1);
+    return detail::str(prefix, "onnx_", what, "_l", layer);
+  };
+  std::string X = x.name;  // (L, N, I)
+  if (!batched) X = node("Unsqueeze", {X, axes_input({1})});
+  else if (batch_first) X = node("Transpose", {X}, {aints("perm", {1, 0, 2})});
+  auto state = [&](const Value* s) {  // (D * layers, N, H)
+    if (!s) return std::string();
+    return batched ? s->name : node("Unsqueeze", {s->name, axes_input({1})});
+  };
+  const std::string h0 = state(iv[1]), c0 = lstm ? state(iv[2]) : std::string();
+  std::vector<std::string> hs, cs;
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    std::string W, R, B;
+    {
+      trace::Suspend s;  // the reordering is not part of the model
+      auto reorder = [&](const Tensor& t) {
+        std::vector<Tensor> chunks = t.detach().to(kCPU).chunk(G, 0), parts;
+        for (int64_t g : order) parts.push_back(chunks[static_cast<size_t>(g)]);
+        return cat(parts, 0);
+      };
+      std::vector<Tensor> ws, rs, bs;
+      for (int64_t d = 0; d < D; ++d) {
+        ws.push_back(reorder(weight(layer, d, 0)));
+        rs.push_back(reorder(weight(layer, d, 1)));
+        if (weight(layer, d, 2).defined() || weight(layer, d, 3).defined()) {
+          Tensor bi = weight(layer, d, 2).defined() ? reorder(weight(layer, d, 2)) : zeros({G * H}, dtype(x.dtype));
+          Tensor bh = weight(layer, d, 3).defined() ? reorder(weight(layer, d, 3)) : zeros({G * H}, dtype(x.dtype));
+          bs.push_back(cat({bi, bh}, 0));
+        }
+      }
+      W = init_name(weight(layer, 0, 0), "W", layer);
+      R = init_name(weight(layer, 0, 0), "R", layer);
+      inits_.push_back({W, stack(ws, 0).contiguous()});
+      inits_.push_back({R, stack(rs, 0).contiguous()});
+      if (!bs.empty()) {
+        B = init_name(weight(layer, 0, 0), "B", layer);
+        inits_.push_back({B, stack(bs, 0).contiguous()});
+      }
+    }
+    auto slice_state = [&](const std::string& s) {
+      if (s.empty() || layers == 1) return s;
+      return node("Slice", {s, const_i64({layer * D}), const_i64({(layer + 1) * D}), const_i64({0})});
+    };
+    std::vector<std::string> ins{X, W, R, B, "", slice_state(h0)};
+    if (lstm) ins.push_back(slice_state(c0));
+    while (ins.back().empty()) ins.pop_back();  // absent optional inputs at the end are left out
+    std::vector<OAttr> at{ai("hidden_size", H), astr("direction", D == 2 ? "bidirectional" : "forward")};
+    if (op == "gru") at.push_back(ai("linear_before_reset", 1));
+    if (op == "rnn") at.push_back(astrings("activations", std::vector<std::string>(static_cast<size_t>(D),
+                                                                                   attr_int(attrs, "relu") ? "Relu" : "Tanh")));
+    std::string Y = fresh("t"), Yh = fresh("t"), Yc = lstm ? fresh("t") : std::string();
+    std::vector<std::string> outs{Y, Yh};
+    if (lstm) outs.push_back(Yc);
+    node_multi(onnx_op, ins, at, outs);
+    hs.push_back(Yh);
+    if (lstm) cs.push_back(Yc);
+    // Y: (L, D, N, H) -> (L, N, D * H), the next layer's input
+    if (D == 1) X = node("Squeeze", {Y, axes_input({1})});
+    else X = node("Reshape", {node("Transpose", {Y}, {aints("perm", {0, 2, 1, 3})}), const_i64({0, 0, -1})});
+  }
+  Value& out = ov[0];
+  if (!batched) node("Squeeze", {X, axes_input({1})}, {}, out.name);
+  else if (batch_first) node("Transpose", {X}, {aints("perm", {1, 0, 2})}, out.name);
+  else node("Identity", {X}, {}, out.name);
+  auto states_out = [&](const std::vector<std::string>& parts, Value& v) {  // (D * layers, N, H)
+    std::string s = parts.size() == 1 ? parts[0] : node("Concat", parts, {ai("axis", 0)});
+    if (!batched) node("Squeeze", {s, axes_input({1})}, {}, v.name);
+    else node("Identity", {s}, {}, v.name);
+  };
+  states_out(hs, ov[1]);
+  if (lstm) states_out(cs, ov[2]);
+  // Dynamic dims: the output's (L, N) or (N, L) are the input's; the states' N is the input's batch.
+  out.sym[0] = x.sym[0];
+  if (batched) {
+    out.sym[1] = x.sym[1];
+    for (size_t i = 1; i < ov.size(); ++i) ov[i].sym[1] = x.sym[batch_first ? 0 : 1];
+  }
+}
+
 void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, const std::vector<const Value*>& iv,
                        const std::vector<Tensor>& out, std::vector<Value>& ov, const Attrs& attrs) {
   Value& y = ov[0];
@@ -478,7 +601,9 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
   if (iv.size() == 1 && x && has("p0") && convert_unary(op, *x, y, attrs)) return;
   if (iv.size() == 2 && x && iv[1] && has("alpha") && convert_binary(op, iv, y, attrs)) return;
 
-  if (op == "where") {
+  if (op == "rnn" || op == "lstm" || op == "gru") {
+    convert_rnn(op, in, iv, ov, attrs);
+  } else if (op == "where") {
     node("Where", {cast(*iv[0], DType::boolean), cast(*iv[1], y.dtype), cast(*iv[2], y.dtype)}, {}, y.name);
     sym_broadcast(y, iv);
   } else if (op == "split") {
@@ -878,6 +1003,10 @@ std::string Exporter::serialize(const std::vector<std::string>& output_names, co
         case OAttr::kFloat: aw.float32(2, a.f); aw.int64(20, 1); break;      // f, type FLOAT
         case OAttr::kInts: aw.packed_int64(8, a.ints); aw.int64(20, 7); break;  // ints, type INTS
         case OAttr::kString: aw.bytes(4, a.s); aw.int64(20, 3); break;       // s, type STRING
+        case OAttr::kStrings:                                                 // strings, type STRINGS
+          for (const auto& x : a.strings) aw.bytes(9, x);
+          aw.int64(20, 8);
+          break;
       }
       nw.message(5, aw);  // NodeProto.attribute
     }

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "nabla.h"
@@ -88,6 +89,8 @@ struct Case {
   onnx::ExportOptions options;
   std::vector<Tensor> expected;
   std::string file;
+  std::vector<Tensor> batches2;           // a second input at each batch size (forward(x, x2)), or none
+  std::map<std::string, int> expect_ops;  // op type -> how many nodes of it the graph must hold
 };
 
 // Exports every case, checks every file with onnx.checker, runs them all in ONNX Runtime and
@@ -110,26 +113,39 @@ std::pair<double, double> run_cases(std::vector<Case>& cases, const std::string&
     Case& k = cases[c];
     k.file = (dir / (k.name + ".onnx")).string();
     k.model->train();  // export switches to eval itself and restores this
-    onnx::export_model(*k.model, {k.batches[0]}, k.file, k.options);
+    const bool two = !k.batches2.empty();
+    onnx::export_model(*k.model, two ? std::vector<Tensor>{k.batches[0], k.batches2[0]} : std::vector<Tensor>{k.batches[0]},
+                       k.file, k.options);
     EXPECT_EQ(fs::exists(k.file + ".data"), k.options.external_data) << k.name;
     if (k.options.external_data) EXPECT_LT(fs::file_size(k.file), 4096u) << k.name << ": weights left in the model";
     EXPECT_TRUE(k.model->is_training()) << k.name << ": export did not restore the training flag";
     k.model->eval();
     {
       autograd::NoGradGuard ng;
-      for (const Tensor& x : k.batches) k.expected.push_back(k.model->forward(x).contiguous());
+      for (size_t b = 0; b < k.batches.size(); ++b)
+        k.expected.push_back((two ? k.model->forward(k.batches[b], k.batches2[b]) : k.model->forward(k.batches[b])).contiguous());
     }
-    files += " '" + k.file + "'";
+    files += " '" + k.file;
+    for (auto it = k.expect_ops.begin(); it != k.expect_ops.end(); ++it)
+      files += (it == k.expect_ops.begin() ? "|" : ",") + it->first + "=" + std::to_string(it->second);
+    files += "'";
     jobs << (c ? "," : "") << "{\"model\":\"" << k.file << "\",\"runs\":[";
     for (size_t b = 0; b < k.batches.size(); ++b) {
-      std::string in = (dir / (k.name + "_in" + std::to_string(b) + ".bin")).string();
       std::string out = (dir / (k.name + "_out" + std::to_string(b) + ".bin")).string();
-      write_raw(k.batches[b], in);
-      jobs << (b ? "," : "") << "{\"inputs\":[{\"name\":\""
-           << (k.options.input_names.empty() ? "input" : k.options.input_names[0]) << "\",\"file\":\"" << in
-           << "\",\"dtype\":\"" << dtype_str(k.batches[b].dtype()) << "\",\"dims\":[";
-      for (int64_t d = 0; d < k.batches[b].dim(); ++d) jobs << (d ? "," : "") << k.batches[b].sizes()[d];
-      jobs << "]}],\"output\":\"" << out << "\"}";
+      jobs << (b ? "," : "") << "{\"inputs\":[";
+      for (size_t i = 0; i < (two ? 2u : 1u); ++i) {
+        const Tensor& x = i == 0 ? k.batches[b] : k.batches2[b];
+        std::string in = (dir / (k.name + "_in" + std::to_string(b) + "_" + std::to_string(i) + ".bin")).string();
+        write_raw(x, in);
+        std::string name = !k.options.input_names.empty() ? k.options.input_names[i]
+                           : two                          ? "input_" + std::to_string(i)
+                                                          : std::string("input");
+        jobs << (i ? "," : "") << "{\"name\":\"" << name << "\",\"file\":\"" << in << "\",\"dtype\":\""
+             << dtype_str(x.dtype()) << "\",\"dims\":[";
+        for (int64_t d = 0; d < x.dim(); ++d) jobs << (d ? "," : "") << x.sizes()[d];
+        jobs << "]}";
+      }
+      jobs << "],\"output\":\"" << out << "\"}";
     }
     jobs << "]}";
   }
@@ -137,8 +153,14 @@ std::pair<double, double> run_cases(std::vector<Case>& cases, const std::string&
   std::string jobs_file = (dir / "jobs.json").string();
   std::ofstream(jobs_file) << jobs.str();
 
-  std::string check = std::string(kPython) + " -c 'import onnx, sys\nfor p in sys.argv[1:]: "
-                      "onnx.checker.check_model(onnx.load(p), full_check=True)' " + files;
+  // Each argument: a file, then optionally |Op=count,... (the graph's node counts by op type).
+  std::string check = std::string(kPython) +
+                      " -c 'import onnx, sys, collections\nfor a in sys.argv[1:]:\n"
+                      "  p, _, spec = a.partition(\"|\")\n  m = onnx.load(p)\n"
+                      "  onnx.checker.check_model(m, full_check=True)\n"
+                      "  ops = collections.Counter(n.op_type for n in m.graph.node)\n"
+                      "  for item in filter(None, spec.split(\",\")):\n    op, n = item.split(\"=\")\n"
+                      "    assert ops[op] == int(n), (p, op, n, dict(ops))' " + files;
   EXPECT_EQ(std::system(check.c_str()), 0) << "onnx.checker rejected a model: " << check;
   std::string run = "NABLA_ORT_DIR='" + ort_dir() + "' node '" + std::string(NABLA_TESTS_DIR) + "/onnx/run_ort.js' '" +
                     jobs_file + "'";
@@ -320,13 +342,6 @@ TEST(Onnx, OpFamiliesMatchOnnxRuntime) {
     });
     cases.push_back(make_case("interpolate", m, {2, 2, 5, 6}));
   }
-  // Recurrent layers, unrolled for the traced batch and sequence length (static axes: the layers
-  // split their (L * N, 4H) projections into per-step pieces of N rows).
-  cases.push_back(make_case(
-      "lstm", std::make_shared<nn::LSTM>(8, 6, nn::LSTMOptions{.num_layers = 2, .batch_first = true, .bidirectional = true}),
-      {2, 4, 8}, /*dynamic=*/false));
-  cases.push_back(make_case("gru", std::make_shared<nn::GRU>(8, 6, nn::GRUOptions{.batch_first = true}), {2, 4, 8},
-                            /*dynamic=*/false));
   // Embedding (an int64 input).
   {
     auto m = std::make_shared<nn::Sequential>(std::make_shared<nn::Embedding>(50, 6), std::make_shared<nn::Flatten>());
@@ -336,6 +351,107 @@ TEST(Onnx, OpFamiliesMatchOnnxRuntime) {
   auto [abs_err, rel_err] = run_cases(cases, "ops");
   std::printf("[ onnx ] op families: %zu models, largest error vs ONNX Runtime %.3g (relative %.3g)\n", cases.size(),
               abs_err, rel_err);
+}
+
+// ---- recurrent layers ---------------------------------------------------------------------------
+namespace {
+// Every result of a recurrent module in one tensor (N, D * L + D * num_layers * (1 or 2), H): the
+// output sequence's directions, h_n and (LSTM) c_n, batch first. With a second input, the initial
+// state: h0 (D * num_layers, N, H), or for an LSTM h0 and c0 stacked (2, D * num_layers, N, H).
+struct Recurrent : nn::Module {
+  explicit Recurrent(std::shared_ptr<nn::RNNBase> m) : nn::Module("Recurrent") { rnn = register_module("rnn", m); }
+  Tensor forward(Tensor x) override { return run(x, Tensor()); }
+  Tensor forward(Tensor x, Tensor state) override { return run(x, state); }
+  Tensor run(Tensor x, Tensor state) {
+    Tensor out, h, c;
+    if (auto* lstm = dynamic_cast<nn::LSTM*>(rnn.get())) {
+      nn::LSTMState s;
+      if (state.defined()) s = {state.select(0, 0), state.select(0, 1)};
+      nn::LSTMOutput r = lstm->forward_with_state(x, s);
+      out = r.output, h = r.h_n, c = r.c_n;
+    } else if (auto* gru = dynamic_cast<nn::GRU*>(rnn.get())) {
+      nn::RNNOutput r = gru->forward_with_state(x, state);
+      out = r.output, h = r.h_n;
+    } else {
+      nn::RNNOutput r = static_cast<nn::RNN&>(*rnn).forward_with_state(x, state);
+      out = r.output, h = r.h_n;
+    }
+    if (!rnn->batch_first) out = out.transpose(0, 1);  // (N, L, D * H)
+    std::vector<Tensor> parts = out.chunk(rnn->num_directions(), 2);
+    parts.push_back(h.transpose(0, 1));
+    if (c.defined()) parts.push_back(c.transpose(0, 1));
+    return cat(parts, 1);
+  }
+  std::shared_ptr<nn::RNNBase> rnn;
+};
+
+// Batch 2 with 4 steps, then batch 5 with 3 steps: batch and sequence length are dynamic.
+Case recurrent_case(std::string name, std::shared_ptr<nn::RNNBase> m, bool with_state, std::string op, int nodes) {
+  auto wrapper = std::make_shared<Recurrent>(m);
+  Case c{std::move(name), wrapper, {}, {}, {}, {}, {}, {{op, nodes}, {"Sigmoid", 0}, {"Tanh", 0}, {"MatMul", 0}, {"Gemm", 0}}};
+  const int64_t batch_dim = m->batch_first ? 0 : 1, seq_dim = 1 - batch_dim;
+  const int64_t states = m->num_directions() * m->num_layers;
+  for (auto [N, L] : {std::pair<int64_t, int64_t>{2, 4}, {5, 3}}) {
+    c.batches.push_back(m->batch_first ? randn({N, L, m->input_size}) : randn({L, N, m->input_size}));
+    if (!with_state) continue;
+    if (m->mode == nn::RNNBase::Mode::lstm) c.batches2.push_back(randn({2, states, N, m->hidden_size}));
+    else c.batches2.push_back(randn({states, N, m->hidden_size}));
+  }
+  c.options.input_names = {"x"};
+  c.options.dynamic_axes = {{"x", {{batch_dim, "batch"}, {seq_dim, "steps"}}}, {"output", {{0, "batch"}, {1, "rows"}}}};
+  if (with_state) {
+    c.options.input_names.push_back("state");
+    c.options.dynamic_axes["state"] = {{m->mode == nn::RNNBase::Mode::lstm ? 2 : 1, "batch"}};
+  }
+  return c;
+}
+}  // namespace
+
+// nn::RNN, LSTM and GRU export as ONNX's own RNN, LSTM and GRU nodes (one per layer, both
+// directions in it; no unrolled gates left), with dynamic batch and sequence length, and match ONNX
+// Runtime: output, h_n and c_n, with and without an initial state.
+TEST(Onnx, RecurrentLayersMatchOnnxRuntime) {
+  NABLA_NEEDS_ORT();
+  manual_seed(3);
+  std::vector<Case> cases;
+  cases.push_back(recurrent_case(
+      "lstm_bf_bi_2layers", std::make_shared<nn::LSTM>(8, 6, nn::LSTMOptions{.num_layers = 2, .batch_first = true, .bidirectional = true}),
+      false, "LSTM", 2));
+  cases.push_back(recurrent_case(
+      "lstm_bi_2layers_state", std::make_shared<nn::LSTM>(8, 6, nn::LSTMOptions{.num_layers = 2, .bidirectional = true}),
+      true, "LSTM", 2));
+  cases.push_back(recurrent_case("lstm_bf_3layers_state_nobias",
+                                 std::make_shared<nn::LSTM>(5, 7, nn::LSTMOptions{.num_layers = 3, .bias = false, .batch_first = true}),
+                                 true, "LSTM", 3));
+  cases.push_back(recurrent_case(
+      "gru_bf_bi_2layers_state", std::make_shared<nn::GRU>(8, 6, nn::GRUOptions{.num_layers = 2, .batch_first = true, .bidirectional = true}),
+      true, "GRU", 2));
+  cases.push_back(recurrent_case("gru", std::make_shared<nn::GRU>(8, 6), false, "GRU", 1));
+  cases.push_back(recurrent_case("gru_bi_nobias", std::make_shared<nn::GRU>(4, 5, nn::GRUOptions{.bias = false, .bidirectional = true}),
+                                 false, "GRU", 1));
+  cases.push_back(recurrent_case(
+      "rnn_tanh_bi_2layers_state", std::make_shared<nn::RNN>(8, 6, nn::RNNOptions{.num_layers = 2, .bidirectional = true}),
+      true, "RNN", 2));
+  cases.push_back(recurrent_case(
+      "rnn_relu_bf", std::make_shared<nn::RNN>(8, 6, nn::RNNOptions{.nonlinearity = "relu", .batch_first = true}), false,
+      "RNN", 1));
+  {  // an unbatched sequence (L, H_in), the module itself (its output sequence)
+    auto gru = std::make_shared<nn::GRU>(8, 6, nn::GRUOptions{.num_layers = 2, .bidirectional = true});
+    Case c{"gru_unbatched", gru, {randn({4, 8}), randn({7, 8})}, {}, {}, {}, {}, {{"GRU", 2}, {"Sigmoid", 0}}};
+    c.options.dynamic_axes = {{"input", {{0, "steps"}}}, {"output", {{0, "steps"}}}};
+    cases.push_back(std::move(c));
+  }
+  auto [abs_err, rel_err] = run_cases(cases, "rnn");
+  std::printf("[ onnx ] recurrent layers: %zu models, largest error vs ONNX Runtime %.3g (relative %.3g)\n", cases.size(),
+              abs_err, rel_err);
+  // proj_size has no ONNX counterpart: a clear error, not a wrong graph.
+  auto proj = std::make_shared<nn::LSTM>(4, 6, nn::LSTMOptions{.proj_size = 3});
+  try {
+    (void)onnx::export_model_to_string(*proj, {randn({3, 2, 4})});
+    FAIL() << "exported an LSTM with proj_size";
+  } catch (const NotImplemented& e) {
+    EXPECT_NE(std::string(e.what()).find("op 'lstm' (in the top-level module) has proj_size 3"), std::string::npos) << e.what();
+  }
 }
 
 // ---- models -------------------------------------------------------------------------------------
