@@ -240,6 +240,95 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
   return affine(y, weight, bias, channel_shape(x.dim(), c));
 }
 
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                     const Tensor& bias, bool use_input_stats, double momentum, double eps) {
+  check<ShapeError>(x.dim() >= 3, "instance_norm: expected input (N, C, *) with a spatial dim, got ", x.sizes());
+  const int64_t c = x.size(1);
+  for (const Tensor* t : {&running_mean, &running_var})
+    if (t->defined())
+      check<ShapeError>(t->dim() == 1 && t->size(0) == c, "instance_norm: running_mean and running_var must have "
+                        "shape [", c, "], got ", shape_str(*t));
+  if (!use_input_stats) {
+    check<ValueError>(running_mean.defined() && running_var.defined(),
+                      "instance_norm: use_input_stats=false needs running_mean and running_var");
+    return functional::batch_norm(x, running_mean, running_var, weight, bias, /*training=*/false, momentum, eps);
+  }
+  if (running_mean.defined() || running_var.defined()) {
+    autograd::NoGradGuard ng;
+    Shape spatial;
+    for (int64_t d = 2; d < x.dim(); ++d) spatial.push_back(d);
+    Tensor xd = x.detach();
+    Tensor rm = running_mean, rv = running_var;  // handles to the caller's buffers, updated in place
+    if (rm.defined()) rm.mul_(1 - momentum).add_(xd.mean(spatial).mean({0}).to(rm.dtype()), momentum);
+    if (rv.defined()) rv.mul_(1 - momentum).add_(xd.var(spatial, /*unbiased=*/true).mean({0}).to(rv.dtype()), momentum);
+  }
+  return group_norm(x, c, weight, bias, eps);  // one group per channel: statistics per (sample, channel)
+}
+
+Tensor pixel_shuffle(const Tensor& x, int64_t r) {
+  check<ShapeError>(x.dim() >= 3, "pixel_shuffle: expected input (*, C r^2, H, W), got ", x.sizes());
+  check<ValueError>(r > 0, "pixel_shuffle: upscale_factor must be positive, got ", r);
+  const int64_t nd = x.dim(), c = x.size(nd - 3), h = x.size(nd - 2), w = x.size(nd - 1);
+  check<ShapeError>(c % (r * r) == 0, "pixel_shuffle: the channels (", c, ") of input ", x.sizes(),
+                    " must be divisible by upscale_factor^2 (", r * r, ")");
+  Shape lead(x.sizes().begin(), x.sizes().end() - 3);
+  Shape split = lead, perm, out = lead;
+  for (int64_t v : {c / (r * r), r, r, h, w}) split.push_back(v);
+  for (int64_t i = 0; i < static_cast<int64_t>(lead.size()); ++i) perm.push_back(i);
+  const int64_t b = static_cast<int64_t>(lead.size());
+  for (int64_t v : {b, b + 3, b + 1, b + 4, b + 2}) perm.push_back(v);  // (C, H, r, W, r)
+  for (int64_t v : {c / (r * r), h * r, w * r}) out.push_back(v);
+  return x.reshape(split).permute(perm).reshape(out);
+}
+
+Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
+  check<ShapeError>(x.dim() >= 3, "pixel_unshuffle: expected input (*, C, H r, W r), got ", x.sizes());
+  check<ValueError>(r > 0, "pixel_unshuffle: downscale_factor must be positive, got ", r);
+  const int64_t nd = x.dim(), c = x.size(nd - 3), h = x.size(nd - 2), w = x.size(nd - 1);
+  check<ShapeError>(h % r == 0 && w % r == 0, "pixel_unshuffle: the height and width of input ", x.sizes(),
+                    " must be divisible by downscale_factor (", r, ")");
+  Shape lead(x.sizes().begin(), x.sizes().end() - 3);
+  Shape split = lead, perm, out = lead;
+  for (int64_t v : {c, h / r, r, w / r, r}) split.push_back(v);
+  for (int64_t i = 0; i < static_cast<int64_t>(lead.size()); ++i) perm.push_back(i);
+  const int64_t b = static_cast<int64_t>(lead.size());
+  for (int64_t v : {b, b + 2, b + 4, b + 1, b + 3}) perm.push_back(v);  // (C, r, r, H, W)
+  for (int64_t v : {c * r * r, h / r, w / r}) out.push_back(v);
+  return x.reshape(split).permute(perm).reshape(out);
+}
+
+Tensor affine_grid(const Tensor& theta, IntArrayRef size, bool align_corners) {
+  check<DTypeError>(theta.is_floating_point(), "affine_grid: theta must be floating, got ", theta.dtype());
+  const int64_t k = static_cast<int64_t>(size.size()) - 2;  // spatial dims: 2 or 3
+  check<ShapeError>(k == 2 || k == 3, "affine_grid: size must be (N, C, H, W) or (N, C, D, H, W), got ", size);
+  check<ShapeError>(theta.dim() == 3 && theta.size(0) == size[0] && theta.size(1) == k && theta.size(2) == k + 1,
+                    "affine_grid: expected theta of shape (", size[0], ", ", k, ", ", k + 1, ") for size ", size,
+                    ", got ", theta.sizes());
+  for (int64_t i = 2; i < k + 2; ++i)
+    check<ValueError>(size[i] > 0, "affine_grid: spatial sizes must be positive, got ", size);
+  // Coordinates along one dim of n points.
+  auto coords = [&](int64_t n) {
+    Tensor t = linspace(-1, 1, n, TensorOptions().dtype(theta.dtype()).device(theta.device()));
+    return (align_corners || n == 1) ? (n == 1 ? t * 0.0 : t) : t * (static_cast<double>(n - 1) / n);
+  };
+  // The base grid (spatial..., k + 1): x (the last dim) first, then y (and z), then 1.
+  Shape spatial(size.begin() + 2, size.end());
+  std::vector<Tensor> cols;
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t dim = k - 1 - j;  // x varies along the last spatial dim
+    Shape view(static_cast<size_t>(k), 1);
+    view[static_cast<size_t>(dim)] = spatial[static_cast<size_t>(dim)];
+    cols.push_back(coords(spatial[static_cast<size_t>(dim)]).view(view).expand(spatial));
+  }
+  cols.push_back(ones(spatial, TensorOptions().dtype(theta.dtype()).device(theta.device())));
+  Tensor base = stack(cols, -1).reshape({1, -1, k + 1});        // (1, prod(spatial), k + 1)
+  Tensor grid = matmul(base, theta.transpose(1, 2));           // (N, prod(spatial), k)
+  Shape out{size[0]};
+  for (int64_t v : spatial) out.push_back(v);
+  out.push_back(k);
+  return grid.reshape(out);
+}
+
 // ---- 1-d pooling ------------------------------------------------------------------------------------
 
 namespace {

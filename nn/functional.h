@@ -63,8 +63,24 @@ Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& w
 // x: (N, C, *), C divisible by num_groups; statistics per (sample, group). weight/bias: (C).
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
-// (x - mean) / sqrt(var + eps) over `dims` (biased variance): the kernel of the three above.
+// x: (N, C, *), at least one spatial dim; statistics per (sample, channel) over the spatial dims
+// (torch.nn.functional.instance_norm). With use_input_stats and running_mean/var given, these are
+// updated in place (without autograd) with the batch's mean over N of the per-instance mean and
+// unbiased variance; without use_input_stats, x is normalized with running_mean/var. weight/bias: (C).
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean = {}, const Tensor& running_var = {},
+                     const Tensor& weight = {}, const Tensor& bias = {}, bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
+// (x - mean) / sqrt(var + eps) over `dims` (biased variance): the kernel of the norms above.
 Tensor normalize_over(const Tensor& x, IntArrayRef dims, double eps);
+
+// ---- rearranging pixels and sampling grids ------------------------------------------------------
+// (*, C r^2, H, W) -> (*, C, H r, W r) (torch.nn.functional.pixel_shuffle), and its inverse.
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
+// The sampling grid of the affine maps theta, (N, 2, 3) for size (N, C, H, W) -> (N, H, W, 2), or
+// (N, 3, 4) for size (N, C, D, H, W) -> (N, D, H, W, 3), in grid_sample's [-1, 1] coordinates
+// (x first); align_corners: -1 and 1 are the corner pixels' centres, else their outer edges.
+Tensor affine_grid(const Tensor& theta, IntArrayRef size, bool align_corners = false);
 
 // ---- resampling -------------------------------------------------------------------------------------
 // torch.nn.functional.interpolate for (N, C, L), (N, C, H, W) and (N, C, D, H, W) inputs. Give the

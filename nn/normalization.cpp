@@ -124,6 +124,62 @@ Tensor GroupNorm::forward(Tensor x) {
   return F::group_norm(x, num_groups, weight, bias, options.eps);
 }
 
+// ---- InstanceNorm ---------------------------------------------------------------------------------
+
+InstanceNorm::InstanceNorm(int64_t features, InstanceNormOptions o, int64_t spatial_dims, const char* kind)
+    : Module(kind), num_features(features), options(o), spatial_dims_(spatial_dims) {
+  check<ValueError>(features > 0, kind, ": num_features must be positive, got ", features);
+  if (o.affine) {
+    weight = register_parameter("weight", empty({features}));
+    bias = register_parameter("bias", empty({features}));
+  }
+  if (o.track_running_stats) {
+    running_mean = register_buffer("running_mean", zeros({features}));
+    running_var = register_buffer("running_var", ones({features}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, kInt64));
+  }
+  reset_parameters();
+}
+
+void InstanceNorm::reset_parameters() {
+  if (weight.defined()) init::ones_(weight);
+  if (bias.defined()) init::zeros_(bias);
+  reset_running_stats();
+}
+
+void InstanceNorm::reset_running_stats() {
+  if (!running_mean.defined()) return;
+  autograd::NoGradGuard ng;
+  running_mean.zero_();
+  running_var.fill_(1.0);
+  num_batches_tracked.zero_();
+}
+
+Tensor InstanceNorm::forward(Tensor x) {
+  const int64_t d = spatial_dims_;
+  check<ShapeError>(x.dim() == d + 1 || x.dim() == d + 2, name(), ": expected input of ", d + 2, " dims (N, C, *) or ",
+                    d + 1, " (C, *), got ", x.sizes());
+  const bool unbatched = x.dim() == d + 1;
+  Tensor in = unbatched ? x.unsqueeze(0) : x;
+  check<ShapeError>(in.size(1) == num_features, name(), ": expected ", num_features, " channels, got input of shape ",
+                    x.sizes());
+  const bool use_input_stats = is_training() || !options.track_running_stats;
+  if (is_training() && options.track_running_stats) {
+    autograd::NoGradGuard ng;
+    num_batches_tracked.add_(1);
+  }
+  Tensor y = F::instance_norm(in, options.track_running_stats ? running_mean : Tensor(),
+                              options.track_running_stats ? running_var : Tensor(), weight, bias, use_input_stats,
+                              options.momentum, options.eps);
+  return unbatched ? y.squeeze(0) : y;
+}
+
+std::string InstanceNorm::extra_repr() const {
+  return detail::str(num_features, ", eps=", repr_double(options.eps), ", momentum=", repr_double(options.momentum),
+                     ", affine=", repr_bool(options.affine), ", track_running_stats=",
+                     repr_bool(options.track_running_stats));
+}
+
 std::string GroupNorm::extra_repr() const {
   return detail::str(num_groups, ", ", num_channels, ", eps=", repr_double(options.eps),
                      ", affine=", repr_bool(options.affine));

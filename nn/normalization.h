@@ -1,4 +1,4 @@
-// BatchNorm1d, BatchNorm2d, LayerNorm and GroupNorm.
+// BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm and InstanceNorm1d/2d/3d.
 #pragma once
 
 #include <optional>
@@ -86,6 +86,48 @@ class GroupNorm : public Module {
   int64_t num_groups, num_channels;
   GroupNormOptions options;
   Tensor weight, bias;
+};
+
+struct InstanceNormOptions {
+  double eps = 1e-5;
+  double momentum = 0.1;
+  bool affine = false;               // learnable per-channel weight (ones) and bias (zeros)
+  bool track_running_stats = false;  // buffers running_mean, running_var, num_batches_tracked
+};
+
+// Normalizes each (sample, channel) over its spatial dims (InstanceNorm1d: (N, C, L) or (C, L);
+// 2d: (N, C, H, W) or (C, H, W); 3d: (N, C, D, H, W) or (C, D, H, W)). With track_running_stats,
+// training updates the running statistics and evaluation normalizes with them.
+class InstanceNorm : public Module {
+ public:
+  InstanceNorm(int64_t num_features, InstanceNormOptions options, int64_t spatial_dims, const char* kind);
+  Tensor forward(Tensor x) override;
+  void reset_parameters() override;
+  void reset_running_stats();
+  std::string extra_repr() const override;
+
+  int64_t num_features;
+  InstanceNormOptions options;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ private:
+  int64_t spatial_dims_;
+};
+
+class InstanceNorm1d : public InstanceNorm {
+ public:
+  explicit InstanceNorm1d(int64_t num_features, InstanceNormOptions options = {})
+      : InstanceNorm(num_features, options, 1, "InstanceNorm1d") {}
+};
+class InstanceNorm2d : public InstanceNorm {
+ public:
+  explicit InstanceNorm2d(int64_t num_features, InstanceNormOptions options = {})
+      : InstanceNorm(num_features, options, 2, "InstanceNorm2d") {}
+};
+class InstanceNorm3d : public InstanceNorm {
+ public:
+  explicit InstanceNorm3d(int64_t num_features, InstanceNormOptions options = {})
+      : InstanceNorm(num_features, options, 3, "InstanceNorm3d") {}
 };
 
 }  // namespace nabla::nn

@@ -1,4 +1,4 @@
-// Upsample (torch.nn.Upsample): interpolate (nn/functional.h) with its options held, for use
+// PixelShuffle, PixelUnshuffle and Upsample (torch.nn.Upsample): interpolate (nn/functional.h) with its options held, for use
 // inside models, e.g. Upsample({.scale_factor = {2}, .mode = "bilinear"}) in a decoder.
 #pragma once
 
@@ -8,6 +8,23 @@
 #include "module.h"
 
 namespace nabla::nn {
+
+// PixelShuffle(r): (*, C r^2, H, W) -> (*, C, H r, W r); PixelUnshuffle(r) the inverse.
+class PixelShuffle : public Module {
+ public:
+  explicit PixelShuffle(int64_t upscale_factor) : upscale_factor(upscale_factor) {}
+  Tensor forward(Tensor x) override { return functional::pixel_shuffle(x, upscale_factor); }
+  std::string extra_repr() const override { return "upscale_factor=" + std::to_string(upscale_factor); }
+  int64_t upscale_factor;
+};
+
+class PixelUnshuffle : public Module {
+ public:
+  explicit PixelUnshuffle(int64_t downscale_factor) : downscale_factor(downscale_factor) {}
+  Tensor forward(Tensor x) override { return functional::pixel_unshuffle(x, downscale_factor); }
+  std::string extra_repr() const override { return "downscale_factor=" + std::to_string(downscale_factor); }
+  int64_t downscale_factor;
+};
 
 class Upsample : public Module {
  public:

@@ -150,6 +150,51 @@ std::vector<OpInfo> layer_ops() {
                  },
                  .samples = {{{arg({2, 4, 3}), arg({4}), arg({4})}, "3d"},
                              {{arg({1, 4, 2, 2}), arg({4}), arg({4})}, "4d"}}});
+  ops.push_back({.name = "nn.InstanceNorm2d", .torch = "F.instance_norm(x[0], weight=x[1], bias=x[2])",
+                 .fn = [](I x) {
+                   nn::InstanceNorm2d m(x[0].size(1), {.affine = true});
+                   m.weight = x[1];
+                   m.bias = x[2];
+                   return one(m(x[0]));
+                 },
+                 .samples = {{{arg({2, 3, 2, 3}), arg({3}), arg({3})}, "4d"}, {{arg({1, 2, 2, 2}), arg({2}), arg({2})}, "small"}}});
+  // The functional form: with input statistics (updating running statistics given as constants) and
+  // normalizing with given running statistics.
+  ops.push_back({.name = "nn.instance_norm",
+                 .torch = "[F.instance_norm(x[0], x[3].clone(), x[4].clone(), x[1], x[2], use_input_stats=True, "
+                          "momentum=0.3, eps=1e-3), F.instance_norm(x[0], x[3], x[4], x[1], x[2], use_input_stats=False, eps=1e-3)]",
+                 .fn = [](I x) {
+                   Tensor rm = x[3].detach().clone(), rv = x[4].detach().clone();
+                   return Outputs{F::instance_norm(x[0], rm, rv, x[1], x[2], true, 0.3, 1e-3),
+                                  F::instance_norm(x[0], x[3], x[4], x[1], x[2], false, 0.1, 1e-3)};
+                 },
+                 .samples = {{{arg({2, 3, 4}), arg({3}), arg({3}), const_arg({3}), const_arg({3}, 0.5, 2)}, "3d"},
+                             {{arg({1, 2, 3}), arg({2}), arg({2}), const_arg({2}), const_arg({2}, 0.5, 2)}, "small"}}});
+  // The running statistics it updates (no gradient flows into them), as PyTorch's F.instance_norm
+  // updates its running_mean/var arguments.
+  ops.push_back({.name = "nn.instance_norm_running_stats",
+                 .torch = "T.instance_norm_stats(x[0], x[1], x[2], x[3], x[4])[1:3]",
+                 .fn = [](I x) {
+                   Tensor rm = x[3].detach().clone(), rv = x[4].detach().clone();
+                   F::instance_norm(x[0], rm, rv, x[1], x[2], true, 0.3, 1e-3);
+                   return Outputs{rm, rv};
+                 },
+                 .samples = {{{arg({2, 3, 4}), arg({3}), arg({3}), const_arg({3}), const_arg({3}, 0.5, 2)}, "3d"}},
+                 .differentiable = false});
+  ops.push_back({.name = "nn.PixelShuffle", .torch = "[F.pixel_shuffle(x[0], 2), F.pixel_unshuffle(x[1], 2)]",
+                 .fn = [](I x) { return Outputs{nn::PixelShuffle(2)(x[0]), nn::PixelUnshuffle(2)(x[1])}; },
+                 .samples = {{{arg({2, 8, 2, 3}), arg({3, 4, 2})}, "batched_and_unbatched"},
+                             {{arg({2, 1, 4, 1, 2}), arg({1, 2, 2, 2, 4})}, "two_batch_dims"},
+                             {{arg({1, 4, 1, 2}), arg({1, 2, 2})}, "small"}}});
+  ops.push_back({.name = "nn.affine_grid",
+                 .torch = "[F.affine_grid(x[0], (2, 3, 4, 5), align_corners=False), "
+                          "F.affine_grid(x[0], (2, 3, 4, 5), align_corners=True), "
+                          "F.affine_grid(x[1], (2, 1, 3, 4, 2), align_corners=False)]",
+                 .fn = [](I x) {
+                   return Outputs{F::affine_grid(x[0], {2, 3, 4, 5}), F::affine_grid(x[0], {2, 3, 4, 5}, true),
+                                  F::affine_grid(x[1], {2, 1, 3, 4, 2})};
+                 },
+                 .samples = {{{arg({2, 2, 3}), arg({2, 3, 4})}, "2d_and_3d"}}});
   ops.push_back({.name = "nn.Embedding", .torch = "F.embedding(x[1], x[0])",
                  .fn = [](I x) {
                    nn::Embedding m(x[0].size(0), x[0].size(1));
@@ -479,7 +524,7 @@ TEST(OpRegistry, every_nn_layer_and_loss_is_registered) {
       "nn.Linear", "nn.Bilinear", "nn.Conv1d", "nn.Conv2d", "nn.Conv3d", "nn.ConvTranspose2d", "nn.MaxPool2d", "nn.AvgPool2d",
       "nn.AdaptiveAvgPool2d", "nn.AdaptiveMaxPool2d", "nn.MaxPool1d", "nn.AvgPool1d", "nn.AdaptiveAvgPool1d",
       "nn.AdaptiveMaxPool1d", "nn.BatchNorm1d", "nn.BatchNorm2d", "nn.BatchNorm2d_eval", "nn.LayerNorm",
-      "nn.GroupNorm", "nn.Dropout", "nn.Dropout2d", "nn.Embedding", "nn.Flatten", "nn.Unflatten", "nn.Identity",
+      "nn.GroupNorm", "nn.InstanceNorm2d", "nn.instance_norm", "nn.PixelShuffle", "nn.affine_grid", "nn.Dropout", "nn.Dropout2d", "nn.Embedding", "nn.Flatten", "nn.Unflatten", "nn.Identity",
       "nn.ReLU", "nn.LeakyReLU", "nn.GELU", "nn.SiLU", "nn.Sigmoid", "nn.Tanh", "nn.Softmax", "nn.LogSoftmax",
       "nn.ELU", "nn.ReLU6", "nn.Mish", "nn.SELU", "nn.CELU", "nn.LogSigmoid", "nn.Hardsigmoid", "nn.Hardswish",
       "nn.Hardtanh", "nn.Softsign", "nn.Tanhshrink", "nn.Softplus", "nn.Threshold", "nn.GLU", "nn.Softmin", "nn.PReLU",

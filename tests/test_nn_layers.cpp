@@ -551,3 +551,43 @@ TEST(NnLayers, ClipGradNormAndValue) {
   nn::utils::clip_grad_value_({a}, 1.0);
   EXPECT_TRUE(a.grad().equal(tensor({-1.0f, 0.5f})));
 }
+
+TEST(NnLayers, PixelShuffleInstanceNormAffineGrid) {
+  // out[c, h r + i, w r + j] = x[c r^2 + i r + j, h, w].
+  Tensor x = arange(8, kFloat64).reshape({1, 4, 1, 2});
+  Tensor y = F::pixel_shuffle(x, 2);
+  EXPECT_EQ(y.sizes(), (Shape{1, 1, 2, 4}));
+  EXPECT_TRUE(y.equal(tensor({0.0, 2.0, 1.0, 3.0, 4.0, 6.0, 5.0, 7.0}, kFloat64).reshape({1, 1, 2, 4})));
+  EXPECT_TRUE(F::pixel_unshuffle(y, 2).equal(x));
+  EXPECT_EQ(nn::PixelUnshuffle(2)(ones({3, 4, 6})).sizes(), (Shape{12, 2, 3}));  // unbatched
+  EXPECT_THROW(F::pixel_shuffle(ones({1, 3, 2, 2}), 2), ShapeError);                 // 3 channels, r^2 = 4
+  EXPECT_THROW(F::pixel_unshuffle(ones({1, 1, 3, 4}), 2), ShapeError);
+  // Instance norm: (x - mean) / sqrt(var + eps) per (sample, channel), biased variance.
+  Tensor v = tensor({1.0, 2.0, 3.0, 10.0, 10.0, 16.0}, kFloat64).reshape({2, 1, 3});
+  nn::InstanceNorm1d norm(1, {.track_running_stats = true});
+  norm.to(kFloat64);  // float64 running statistics, for exact comparisons
+  Tensor n = norm(v);
+  const double s0 = std::sqrt(2.0 / 3 + 1e-5), s1 = std::sqrt(8.0 + 1e-5);
+  EXPECT_TRUE(allclose(n, tensor({-1 / s0, 0.0, 1 / s0, -2 / s1, -2 / s1, 4 / s1}, kFloat64).reshape({2, 1, 3}), 1e-12, 1e-12));
+  // Running statistics: 0.9 * 0 + 0.1 * mean over N of the means (2, 12); unbiased variances (1, 12).
+  EXPECT_NEAR(norm.running_mean.item<double>(), 0.1 * 7.0, 1e-12);
+  EXPECT_NEAR(norm.running_var.item<double>(), 0.9 + 0.1 * 6.5, 1e-12);
+  EXPECT_EQ(norm.num_batches_tracked.item<int64_t>(), 1);
+  norm.eval();  // now normalizes with the running statistics
+  EXPECT_TRUE(allclose(norm(v), (v - 0.7) / std::sqrt(1.55 + 1e-5), 1e-12, 1e-12));
+  EXPECT_EQ(nn::InstanceNorm2d(3)(ones({3, 2, 2})).sizes(), (Shape{3, 2, 2}));  // unbatched
+  EXPECT_THROW(nn::InstanceNorm2d(3)(ones({1, 4, 2, 2})), ShapeError);
+  EXPECT_EQ(nn::InstanceNorm2d(3, {.affine = true}).parameters().size(), 2u);
+  EXPECT_EQ(nn::InstanceNorm3d(3).parameters().size(), 0u);  // PyTorch's default: no affine
+  // affine_grid with the identity: x along the width, y along the height.
+  Tensor id = tensor({1.0, 0.0, 0.0, 0.0, 1.0, 0.0}, kFloat64).reshape({1, 2, 3});
+  Tensor g = F::affine_grid(id, {1, 1, 2, 3}, /*align_corners=*/true);
+  EXPECT_EQ(g.sizes(), (Shape{1, 2, 3, 2}));
+  EXPECT_TRUE(g.equal(tensor({-1.0, -1.0, 0.0, -1.0, 1.0, -1.0, -1.0, 1.0, 0.0, 1.0, 1.0, 1.0}, kFloat64)
+                          .reshape({1, 2, 3, 2})));
+  // Without align_corners the points are the pixel centres: (2 i + 1) / n - 1.
+  Tensor g2 = F::affine_grid(id, {1, 1, 2, 3});
+  EXPECT_TRUE(allclose(g2.select(3, 0)[0][0], tensor({-2.0 / 3, 0.0, 2.0 / 3}, kFloat64), 1e-15, 1e-15));
+  EXPECT_TRUE(allclose(g2.select(3, 1).select(2, 0)[0], tensor({-0.5, 0.5}, kFloat64), 1e-15, 1e-15));
+  EXPECT_THROW(F::affine_grid(id, {1, 1, 2, 3, 4}), ShapeError);  // a 3-d size needs theta (N, 3, 4)
+}

@@ -34,6 +34,16 @@ def reductions(f):
     return [f("mean"), f("sum"), f("none")]
 
 
+def instance_norm_stats(x, w, b, rm, rv):
+    """The registry's nn.instance_norm: the output with input statistics (updating running_mean/var in
+    place, momentum 0.3, eps 1e-3), the updated statistics, and the output normalized with them."""
+    import torch.nn.functional as F
+    rm, rv = rm.detach().clone(), rv.detach().clone()
+    y = F.instance_norm(x, rm, rv, w, b, use_input_stats=True, momentum=0.3, eps=1e-3)
+    y_eval = F.instance_norm(x, rm, rv, w, b, use_input_stats=False, momentum=0.3, eps=1e-3)
+    return [y, rm, rv, y_eval]
+
+
 def batch_norm_eval(x, w, b, rm, rv, eps=1e-5):
     """Eval-mode batch norm where the running statistics are differentiable inputs: PyTorch treats
     them as constants, so the twin is batch norm's formula, checked against F.batch_norm."""
