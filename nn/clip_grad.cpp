@@ -17,14 +17,15 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
     if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return 0.0;
   bool inf_norm = std::isinf(norm_type);
-  // Per-tensor norms, then the norm of the norms (on the host, in double).
-  double total = 0;
-  for (const Tensor& g : grads) {
-    double n = norm(g, norm_type).item<double>();
-    if (inf_norm) total = std::isnan(n) || std::isnan(total) ? NAN : std::max(total, n);
-    else total += std::pow(n, norm_type);
-  }
-  if (!inf_norm) total = std::pow(total, 1.0 / norm_type);
+  // Per-tensor norms, then the norm of the norms in float64 on the first gradient's device: one
+  // synchronisation for the returned value, however many parameters (on a GPU, one per parameter
+  // would stall the queue each time).
+  const Device dev = grads[0].device();
+  std::vector<Tensor> norms;
+  norms.reserve(grads.size());
+  for (const Tensor& g : grads) norms.push_back(norm(g, norm_type).to(dev, kFloat64));
+  Tensor all = stack(norms);
+  double total = (inf_norm ? all.max() : norm(all, norm_type)).item<double>();
   if (error_if_nonfinite && !std::isfinite(total))
     throw ValueError(detail::str("clip_grad_norm_: the total norm of order ", norm_type,
                                  " of the gradients is non-finite (", total,

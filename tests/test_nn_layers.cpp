@@ -546,6 +546,13 @@ TEST(NnLayers, ClipGradNormAndValue) {
   EXPECT_THROW(nn::utils::clip_grad_norm_({a, b}, 1.0, 2.0, /*error_if_nonfinite=*/true), ValueError);
   EXPECT_TRUE(b.grad().equal(before));
   EXPECT_TRUE(std::isnan(nn::utils::clip_grad_norm_({a, b}, 1.0)));
+  a.set_grad(tensor({NAN, 1.0f}));
+  EXPECT_TRUE(std::isnan(nn::utils::clip_grad_norm_({a, b}, 1.0, INFINITY)));  // the max propagates NaN
+  // Gradients of two dtypes: the norms are combined in float64.
+  Tensor d = zeros({1}, TensorOptions().dtype(kFloat64).requires_grad(true));
+  a.set_grad(tensor({3.0f, 0.0f}));
+  d.set_grad(tensor({4.0}, kFloat64));
+  EXPECT_NEAR(nn::utils::clip_grad_norm_({a, d}, 100.0), 5.0, 1e-12);
   // clip_grad_value_ clamps elementwise.
   a.set_grad(tensor({-3.0f, 0.5f}));
   nn::utils::clip_grad_value_({a}, 1.0);
