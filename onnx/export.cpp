@@ -355,6 +355,7 @@ class Exporter : public trace::Tracer {
                const std::vector<Tensor>& out, std::vector<Value>& ov, const Attrs& attrs);
   bool convert_unary(const std::string& op, const Value& x, Value& y, const Attrs& attrs);
   bool convert_binary(const std::string& op, const std::vector<const Value*>& iv, Value& y, const Attrs& attrs);
+  void convert_division(const std::string& op, const std::string& a, const std::string& b, Value& y);
   void convert_rnn(const std::string& op, const std::vector<Tensor>& in, const std::vector<const Value*>& iv,
                    std::vector<Value>& ov, const Attrs& attrs);
   void fold_batch_norms(const std::set<std::string>& graph_outputs);
@@ -462,11 +463,57 @@ bool Exporter::convert_binary(const std::string& op, const std::vector<const Val
     if (op == "ne") node("Not", {r}, {}, y.name);
   } else if (auto il = logical.find(op); il != logical.end()) {
     node(il->second, {cast(a, DType::boolean), cast(b, DType::boolean)}, {}, y.name);
+  } else if (op == "fmod" || op == "remainder" || op == "floor_divide" || op == "atan2") {
+    convert_division(op, cast(a, y.dtype), cast(b, y.dtype), y);
   } else {
     return false;
   }
   sym_broadcast(y, {&a, &b});
   return true;
+}
+
+// fmod (sign of a), remainder (sign of b), floor_divide and atan2, as PyTorch computes them
+// (core/scalar_math.h). ONNX's Mod with fmod=0 (Python's %) is for integers only, so float
+// remainder and floor_divide are built from Mod fmod=1 as scalar_math.h builds them from std::fmod;
+// opsets 13-17 have no Atan2: atan(a / b) plus pi where b < 0.
+void Exporter::convert_division(const std::string& op, const std::string& a, const std::string& b, Value& y) {
+  const DType dt = y.dtype;
+  const bool is_float = is_floating(dt);
+  auto c = [&](double v) { return const_scalar(v, dt); };
+  const std::string zero = is_float ? c(0.0) : const_tensor(scalar_tensor(0, dtype(dt)));
+  if (op == "atan2") {
+    // atan(a / b) + (b < 0 ? (a >= 0 ? pi : -pi) : 0); where b is (+-)0: sign(a) pi/2 (0 for a = 0;
+    // signed zeros of a and of b = 0 are not told apart).
+    std::string t = node("Atan", {node("Div", {a, b})});
+    std::string pi = node("Where", {node("GreaterOrEqual", {a, zero}), c(std::numbers::pi), c(-std::numbers::pi)});
+    std::string r = node("Add", {t, node("Where", {node("Less", {b, zero}), pi, zero})});
+    node("Where", {node("Equal", {b, zero}), node("Mul", {node("Sign", {a}), c(std::numbers::pi / 2)}), r}, {}, y.name);
+    return;
+  }
+  if (op == "fmod") {
+    node("Mod", {a, b}, {ai("fmod", 1)}, y.name);
+    return;
+  }
+  if (!is_float) {
+    // Integers: Mod fmod=0 is Python's remainder; floor_divide = (a - a mod b) / b, exact.
+    std::string r = node("Mod", {a, b}, {ai("fmod", 0)}, op == "remainder" ? y.name : std::string());
+    if (op == "floor_divide") node("Div", {node("Sub", {a, r}), b}, {}, y.name);
+    return;
+  }
+  // mod = fmod(a, b); where mod != 0 and its sign differs from b's, the floor is one lower.
+  std::string mod = node("Mod", {a, b}, {ai("fmod", 1)});
+  std::string fix = node("And", {node("Not", {node("Equal", {mod, zero})}),
+                                 node("Xor", {node("Less", {b, zero}), node("Less", {mod, zero})})});
+  if (op == "remainder") {
+    node("Where", {fix, node("Add", {mod, b}), mod}, {}, y.name);
+    return;
+  }
+  // floor_divide: div = (a - mod) / b - fix; q = floor(div), one up where div - q > 0.5; b == 0: a / b.
+  std::string div = node("Sub", {node("Div", {node("Sub", {a, mod}), b}), node("Cast", {fix}, {ai("to", onnx_dtype(dt))})});
+  std::string q = node("Floor", {div});
+  std::string up = node("Greater", {node("Sub", {div, q}), c(0.5)});
+  std::string rounded = node("Where", {up, node("Add", {q, c(1.0)}), q});
+  node("Where", {node("Equal", {b, zero}), node("Div", {a, b}), rounded}, {}, y.name);
 }
 
 // nn::RNN / LSTM / GRU as ONNX's RNN / LSTM / GRU, one node per layer (both directions in it).
@@ -707,6 +754,20 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
     int64_t d = wrap(attr_int(attrs, "dim"), rank);
     node("GatherElements", {x->name, cast(*iv[1], DType::i64)}, {ai("axis", d)}, y.name);
     sym_broadcast(y, {iv[1]});
+  } else if (op == "sort" || op == "topk") {  // TopK: (values, indices) along one dim
+    if (rank == 0) no_mapping("on a 0-dim tensor");
+    int64_t d = wrap(attr_int(attrs, "dim"), rank);
+    check<NotImplemented>(x->sym[d].empty(), "onnx::export_model: op '", op, "' (", where(current_module()),
+                          ") runs along the dynamic axis '", x->sym[d], "' of ", x->shape, "; it is exported for static axes");
+    const bool sort = op == "sort";
+    const int64_t k = sort ? x->shape[d] : attr_int(attrs, "k");
+    const bool largest = attr_int(attrs, sort ? "descending" : "largest") != 0;
+    node_multi("TopK", {x->name, const_i64({k})}, {ai("axis", d), ai("largest", largest), ai("sorted", 1)},
+               {ov[0].name, ov[1].name});
+    for (Value& o : ov) {
+      o.sym = x->sym;
+      o.sym[d].clear();
+    }
   } else if (op == "to") {
     node("Cast", {x->name}, {ai("to", onnx_dtype(y.dtype))}, y.name);
     y.sym = x->sym;

@@ -252,6 +252,39 @@ TEST(Onnx, OpFamiliesMatchOnnxRuntime) {
     m->register_parameter("w", randn({3, 4}));
     cases.push_back(make_case("binary", m, {2, 3, 4}));
   }
+  // Division family (fmod, remainder, floor_divide on floats and integers, atan2) with mixed signs.
+  {
+    auto m = std::make_shared<Fn>([](Fn& self, Tensor x) {  // x: (B, 3, 4)
+      Tensor w = self.p("w");
+      Tensor wd = where(w >= 0, w + 0.3, w - 0.3);  // |wd| >= 0.3
+      // Integers of both signs (a float that requires grad does not cast to int64): xi in
+      // {-13, -9, 0, 7, 12}, wi in {-3, 2}.
+      auto i64 = [](const Tensor& b) { return b.to(kInt64); };
+      Tensor xi = i64(x > 0) * 7 + i64(x > 1) * 5 - i64(x < -0.5) * 9 - i64(x < -1) * 4;
+      Tensor wi = i64(w > 0) * 5 - 3;
+      Tensor x3 = x * 3;
+      return stack({fmod(x3, wd), remainder(x3, wd), floor_divide(x3, wd), remainder(x, 0.7), fmod(x, -0.7),
+                    floor_divide(x, full({}, -0.4)), atan2(x, wd), atan2(x, w * 0), atan2(w, x),
+                    remainder(xi, wi).to(kFloat32), fmod(xi, wi).to(kFloat32), floor_divide(xi, wi).to(kFloat32),
+                    remainder(xi, 3).to(kFloat32)},
+                   1);
+    });
+    m->register_parameter("w", randn({3, 4}));
+    cases.push_back(make_case("division", m, {2, 3, 4}));
+    cases.back().expect_ops = {{"Mod", 10}, {"Atan", 3}};
+  }
+  // Sorting: sort (both orders), argsort through gather, topk (largest and smallest) -> TopK.
+  cases.push_back(make_case("sort_topk", std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 5, 6)
+    auto [sv, si] = x.sort(2);
+    auto [dv, di] = x.sort(1, true);
+    auto [tv, ti] = x.topk(3, 2);
+    auto [bv, bi] = x.topk(2, 1, false);
+    return cat({sv.flatten(1), si.to(kFloat32).flatten(1), dv.flatten(1), di.to(kFloat32).flatten(1),
+                x.gather(2, x.argsort(2)).flatten(1), tv.flatten(1), ti.to(kFloat32).flatten(1), bv.flatten(1),
+                bi.to(kFloat32).flatten(1)},
+               1);
+  }), {2, 5, 6}));
+  cases.back().expect_ops = {{"TopK", 5}};
   // Shapes: views, slices, concatenation.
   cases.push_back(make_case("shapes", std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 3, 4, 5)
     Tensor a = x.permute({0, 2, 3, 1}).reshape({-1, 4 * 5 * 3});                       // (B, 60)
@@ -619,12 +652,12 @@ TEST(Onnx, OpWithoutMappingNamesOpAndModule) {
   }
   // Integer results (indices) carry no grad_fn: the ops that make them from traced tensors have
   // hooks, so one without a mapping fails instead of freezing the example's indices into a constant.
-  Fn sorted([](Fn&, Tensor x) { return x.gather(1, x.argsort(1)); });
+  Fn picked([](Fn&, Tensor x) { return x.flatten().index_select(0, nonzero(x.flatten() > 0).squeeze(1)); });
   try {
-    (void)onnx::export_model_to_string(sorted, {randn({2, 4})});
-    FAIL() << "exported argsort";
+    (void)onnx::export_model_to_string(picked, {randn({2, 4})});
+    FAIL() << "exported nonzero";
   } catch (const NotImplemented& e) {
-    EXPECT_NE(std::string(e.what()).find("op 'sort'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("op 'nonzero'"), std::string::npos) << e.what();
   }
   // A tensor returned by an untraced op is an error too, not a constant.
   auto last = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<Cumsum>());
