@@ -315,6 +315,9 @@ Tensor src_window(const Tensor& src, const Tensor& index) {
 
 Tensor scatter_impl(const Tensor& x, int64_t dim, const Tensor& index_in, const Tensor& src_in, bool accumulate) {
   const char* name = accumulate ? "scatter_add" : "scatter";
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, name, {x, index_in, src_in}, {{"dim", dim}},
+                         [&] { return scatter_impl(x, dim, index_in, src_in, accumulate); });
   Tensor index = as_index(index_in, name);
   int64_t d = wrap_dim(dim, x.dim(), name);
   check_gather_shapes(name, x, d, index, &src_in);

@@ -283,6 +283,8 @@ Tensor count_nonzero(const Tensor& x, IntArrayRef dims) {
 
 // ---- scans --------------------------------------------------------------------------------------
 Tensor cumsum(const Tensor& x, int64_t dim) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "cumsum", {x}, {{"dim", dim}}, [&] { return cumsum(x, dim); });
   int64_t d = wrap_dim(dim, x.dim(), "cumsum");
   DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
   Tensor xin = x.dtype() == dt ? x : x.to(dt);

@@ -754,6 +754,31 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
     int64_t d = wrap(attr_int(attrs, "dim"), rank);
     node("GatherElements", {x->name, cast(*iv[1], DType::i64)}, {ai("axis", d)}, y.name);
     sym_broadcast(y, {iv[1]});
+  } else if (op == "cumsum") {
+    int64_t d = rank == 0 ? 0 : wrap(attr_int(attrs, "dim"), rank);
+    std::string xn = cast(*x, y.dtype);
+    if (rank == 0) node("Identity", {xn}, {}, y.name);
+    else node("CumSum", {xn, const_i64_scalar(d)}, {}, y.name);
+    y.sym = x->sym;
+  } else if (op == "scatter" || op == "scatter_add") {  // in: x, index, src -> ScatterElements
+    int64_t d = wrap(attr_int(attrs, "dim"), rank);
+    const Value& idx = *iv[1];
+    const Value& src = *iv[2];
+    check<NotImplemented>(op == "scatter" || opset_ >= 16, "onnx::export_model: op 'scatter_add' (",
+                          where(current_module()), ") needs opset 16 or later (ScatterElements' reduction='add'), got ",
+                          opset_);
+    std::string sn = src.name;
+    if (src.shape != idx.shape) {  // scatter reads the window of src that the index covers
+      check<NotImplemented>(!has_sym(idx) && !has_sym(src), "onnx::export_model: op '", op, "' (", where(current_module()),
+                            ") with a source ", src.shape, " larger than the index ", idx.shape, " on a dynamic axis");
+      std::vector<int64_t> starts(idx.shape.size(), 0), ends(idx.shape.begin(), idx.shape.end()), axes;
+      for (size_t j = 0; j < idx.shape.size(); ++j) axes.push_back(static_cast<int64_t>(j));
+      sn = node("Slice", {sn, const_i64(starts), const_i64(ends), const_i64(axes)});
+    }
+    std::vector<OAttr> at{ai("axis", d)};
+    if (op == "scatter_add") at.push_back(astr("reduction", "add"));
+    node("ScatterElements", {x->name, cast(idx, DType::i64), sn}, at, y.name);
+    y.sym = x->sym;
   } else if (op == "sort" || op == "topk") {  // TopK: (values, indices) along one dim
     if (rank == 0) no_mapping("on a 0-dim tensor");
     int64_t d = wrap(attr_int(attrs, "dim"), rank);

@@ -273,6 +273,27 @@ TEST(Onnx, OpFamiliesMatchOnnxRuntime) {
     cases.push_back(make_case("division", m, {2, 3, 4}));
     cases.back().expect_ops = {{"Mod", 10}, {"Atan", 3}};
   }
+  // cumsum (float, int), dynamic batch.
+  cases.push_back(make_case("cumsum", std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 4, 6)
+    return cat({x.cumsum(2), x.cumsum(1), (x > 0).to(kInt64).cumsum(2).to(kFloat32), x.cumsum(-1).cumsum(0)}, 2);
+  }), {2, 4, 6}));
+  cases.back().expect_ops = {{"CumSum", 5}};
+  // Scatters (static batch: the index is built for it): scatter with a tensor and a scalar source and
+  // a source larger than the index, scatter_add with repeated indices.
+  {
+    auto m = std::make_shared<Fn>([](Fn& self, Tensor x) {  // x: (2, 4, 6)
+      Tensor perm = self.p("order").argsort(2);                // a permutation per row: (2, 4, 6)
+      Tensor few = perm.slice(2, 0, 3);                        // (2, 4, 3), distinct per row
+      Tensor dup = (perm.slice(2, 0, 4) > 2).to(kInt64) * 5;   // (2, 4, 4), repeats 0 and 5
+      Tensor src = x * 2 + 1;
+      return cat({x.scatter(2, perm, src), x.scatter(2, few, -3.0), x.scatter(2, few, src),
+                  x.scatter_add(2, dup, src.slice(2, 1, 5))},
+                 2);
+    });
+    m->register_parameter("order", randn({2, 4, 6}));
+    cases.push_back(make_case("scatter", m, {2, 4, 6}, /*dynamic=*/false));
+    cases.back().expect_ops = {{"ScatterElements", 4}};
+  }
   // Sorting: sort (both orders), argsort through gather, topk (largest and smallest) -> TopK.
   cases.push_back(make_case("sort_topk", std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 5, 6)
     auto [sv, si] = x.sort(2);
@@ -596,9 +617,9 @@ TEST(Onnx, FoldsBatchNormAndNamesInitializers) {
 
 // ---- errors -------------------------------------------------------------------------------------
 namespace {
-struct Cumsum : nn::Module {
-  Cumsum() : nn::Module("Cumsum") {}
-  Tensor forward(Tensor x) override { return x.cumsum(1); }
+struct Cumprod : nn::Module {
+  Cumprod() : nn::Module("Cumprod") {}
+  Tensor forward(Tensor x) override { return cumprod(x, 1); }
 };
 struct InPlace : nn::Module {
   InPlace() : nn::Module("InPlace") {}
@@ -612,15 +633,15 @@ struct InPlace : nn::Module {
 
 TEST(Onnx, OpWithoutMappingNamesOpAndModule) {
   auto body = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<nn::ReLU>(),
-                                               std::make_shared<Cumsum>(), std::make_shared<nn::Linear>(4, 2));
+                                               std::make_shared<Cumprod>(), std::make_shared<nn::Linear>(4, 2));
   auto net = std::make_shared<nn::Sequential>();
   net->push_back("features", body);
   try {
     (void)onnx::export_model_to_string(*net, {randn({2, 4})});
-    FAIL() << "exported a model with cumsum";
+    FAIL() << "exported a model with cumprod";
   } catch (const NotImplemented& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find("op 'cumsum'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("op 'cumprod'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("in module 'features.2'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("has no ONNX mapping"), std::string::npos) << msg;
   }
@@ -637,7 +658,7 @@ TEST(Onnx, OpWithoutMappingNamesOpAndModule) {
   // An output computed where the exporter cannot see it (under NoGradGuard) is an error, not a constant.
   Fn hidden([](Fn&, Tensor x) {
     autograd::NoGradGuard ng;
-    return x.cumsum(1);
+    return cumprod(x, 1);
   });
   try {
     (void)onnx::export_model_to_string(hidden, {randn({2, 4})});
@@ -660,7 +681,7 @@ TEST(Onnx, OpWithoutMappingNamesOpAndModule) {
     EXPECT_NE(std::string(e.what()).find("op 'nonzero'"), std::string::npos) << e.what();
   }
   // A tensor returned by an untraced op is an error too, not a constant.
-  auto last = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<Cumsum>());
+  auto last = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<Cumprod>());
   EXPECT_THROW((void)onnx::export_model_to_string(*last, {randn({2, 4})}), NotImplemented);
 }
 
@@ -683,6 +704,19 @@ TEST(Onnx, RejectsInPlaceOpsAndBadOptions) {
   // A reshape that bakes in the batch size cannot follow a dynamic batch axis.
   Fn bad([](Fn&, Tensor x) { return x.reshape({3, 2}); });
   EXPECT_THROW((void)onnx::export_model_to_string(bad, {randn({2, 3})}, o), NotImplemented);
+  // scatter_add is ScatterElements' reduction='add', which opset 16 brought.
+  Fn scatter_add_fn([](Fn&, Tensor x) { return x.scatter_add(1, (x > 100).to(kInt64), x); });
+  onnx::ExportOptions o15;
+  o15.opset_version = 15;
+  try {
+    (void)onnx::export_model_to_string(scatter_add_fn, {randn({2, 3})}, o15);
+    FAIL() << "exported scatter_add at opset 15";
+  } catch (const NotImplemented& e) {
+    EXPECT_NE(std::string(e.what()).find("op 'scatter_add' (in the top-level module) needs opset 16"), std::string::npos)
+        << e.what();
+  }
+  o15.opset_version = 16;
+  EXPECT_FALSE(onnx::export_model_to_string(scatter_add_fn, {randn({2, 3})}, o15).empty());
   // The file is written atomically (and only when the export succeeds).
   fs::path p = fs::temp_directory_path() / ("nabla_onnx_bad_" + std::to_string(::getpid()) + ".onnx");
   EXPECT_THROW(onnx::export_model(bad, {randn({2, 3})}, p.string(), o), NotImplemented);
