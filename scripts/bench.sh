@@ -9,7 +9,7 @@ cd "$NABLA_ROOT"
 install_packages "${NABLA_BUILD_PACKAGES[@]}" libtorch-dev libopenblas-dev libbenchmark-dev python3-torch python3-torchvision
 log "building (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "$(jobs)" --target overhead compare mnist_compare contention tensorboard_writer mnist vision_speed
+cmake --build build -j "$(jobs)" --target overhead compare mnist_compare contention tensorboard_writer mnist vision_speed ddp_speed
 
 # libtorch's OpenMP threads must not spin while nabla runs (and the reverse).
 export OMP_WAIT_POLICY=passive
@@ -34,6 +34,9 @@ fi
 
 log "torchvision architectures next to PyTorch (bench/vision_compare.py)"
 /usr/bin/python3 bench/vision_compare.py --markdown "$table.vision"
+
+log "data-parallel training and all_reduce (bench/ddp_speed)"
+build/bench/ddp_speed --rounds 7 --steps 60 --mb 100 | tee "$table.ddp"
 
 log "TensorBoard SummaryWriter: the cost of a call (bench/tensorboard_writer)"
 build/bench/tensorboard_writer --benchmark_repetitions=5 --benchmark_report_aggregates_only=true 2>&1 |
@@ -93,11 +96,22 @@ build/bench/tensorboard_writer --benchmark_repetitions=5 --benchmark_report_aggr
   cat "$table.tensorboard"
   echo '```'
   echo
+  echo "## Data-parallel training and all_reduce (bench/ddp_speed)"
+  echo
+  echo "mnist CNN, global batch 128: 2 processes x 1 thread under DistributedDataParallel (started through"
+  echo "nabla-run) against 1 process x 2 threads, interleaved rounds, the best step of each; the share of the"
+  echo "DDP step spent waiting on communication; all_reduce of 100 MB float32 between 2 processes on loopback"
+  echo "against a memcpy of it. distributed/README.md works out what this predicts for 8 and 64 nodes."
+  echo
+  echo '```'
+  cat "$table.ddp"
+  echo '```'
+  echo
   echo "## nabla alone (bench/overhead)"
   echo
   echo '```'
   cat "$table.overhead"
   echo '```'
 } > bench/RESULTS.md
-rm -f "$table" "$table.overhead" "$table.mnist" "$table.tensorboard" "$table.fast" "$table.vision"
+rm -f "$table" "$table.overhead" "$table.mnist" "$table.tensorboard" "$table.fast" "$table.vision" "$table.ddp"
 log "wrote bench/RESULTS.md"
