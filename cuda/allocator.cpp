@@ -19,7 +19,7 @@ namespace nabla::cuda {
 
 namespace {
 
-constexpr int kMaxDevices = 64;
+constexpr int kMaxDevices = CachingPolicy::kMaxDevices;
 constexpr size_t kMiB = size_t(1) << 20;
 
 // Rounded size of a pinned host request (see the header).

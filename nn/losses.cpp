@@ -1,6 +1,7 @@
 // nn::functional losses. Formulas follow PyTorch's (aten/src/ATen/native/Loss*.cpp), including its
 // conventions for class weights, ignore_index, label smoothing and reductions.
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "core/graph.h"
@@ -45,8 +46,8 @@ int64_t class_dim_of(const Tensor& input) { return input.dim() == 1 ? 0 : 1; }
 
 // Checks that `target` holds class indices for `input` ((N) for (N, C), (N, d...) for (N, C, d...),
 // () for (C)), all in [0, C) except those equal to ignore_index.
-void check_class_target(const Tensor& input, const Tensor& target, const Tensor& weight, int64_t ignore_index,
-                        const char* op) {
+void check_class_target(const Tensor& input, const Tensor& target, const Tensor& weight,
+                        std::optional<int64_t> ignore_index, const char* op) {
   check<ShapeError>(input.dim() >= 1, op, ": input must have a class dim, got a 0-dim tensor");
   check<DTypeError>(target.dtype() == DType::i64, op, ": class-index targets must be int64, got ", target.dtype());
   int64_t cd = class_dim_of(input), c = input.size(cd);
@@ -62,13 +63,17 @@ void check_class_target(const Tensor& input, const Tensor& target, const Tensor&
   // The common case costs two reductions: every target in range.
   int64_t lo = target.min().item<int64_t>(), hi = target.max().item<int64_t>();
   if (lo >= 0 && hi < c) return;
-  Tensor valid = target.ne(ignore_index);
+  if (!ignore_index) {  // a loss without ignore_index (multi_margin_loss)
+    throw IndexError(detail::str(op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
+                                 " classes (expected values in [0, ", c, "))"));
+  }
+  Tensor valid = target.ne(*ignore_index);
   if (!valid.any().item<bool>()) return;
   Tensor t = target.masked_select(valid);
   lo = t.min().item<int64_t>();
   hi = t.max().item<int64_t>();
   check<IndexError>(lo >= 0 && hi < c, op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
-                    " classes (expected values in [0, ", c, ") or ignore_index ", ignore_index, ")");
+                    " classes (expected values in [0, ", c, ") or ignore_index ", *ignore_index, ")");
 }
 
 }  // namespace
@@ -378,12 +383,7 @@ Tensor multi_margin_loss(const Tensor& x, const Tensor& y, const MultiMarginLoss
   check<ValueError>(x.defined() && y.defined(), op, ": input or target is undefined");
   check<DTypeError>(x.is_floating_point(), op, ": input must be floating, got ", x.dtype());
   check<ValueError>(o.p == 1 || o.p == 2, op, ": only p == 1 and p == 2 are supported, got ", o.p);
-  check_class_target(x, y, o.weight, /*ignore_index=*/-100, op);
-  if (y.numel() > 0) {  // check_class_target lets -100 (its ignore_index) through; this loss has none
-    autograd::NoGradGuard ng;
-    int64_t lo = y.min().item<int64_t>();
-    check<IndexError>(lo >= 0, op, ": target ", lo, " is out of bounds for ", x.size(x.dim() - 1), " classes");
-  }
+  check_class_target(x, y, o.weight, /*ignore_index=*/std::nullopt, op);
   check<ShapeError>(x.dim() <= 2, op, ": input must be (N, C) or (C), got shape ", x.sizes());
   const int64_t cd = x.dim() - 1, c = x.size(cd);
   Tensor yi = y.unsqueeze(cd);

@@ -163,11 +163,8 @@ Tensor InstanceNorm::forward(Tensor x) {
   Tensor in = unbatched ? x.unsqueeze(0) : x;
   check<ShapeError>(in.size(1) == num_features, name(), ": expected ", num_features, " channels, got input of shape ",
                     x.sizes());
+  // num_batches_tracked stays 0, as in PyTorch's InstanceNorm (the momentum is always a number).
   const bool use_input_stats = is_training() || !options.track_running_stats;
-  if (is_training() && options.track_running_stats) {
-    autograd::NoGradGuard ng;
-    num_batches_tracked.add_(1);
-  }
   Tensor y = F::instance_norm(in, options.track_running_stats ? running_mean : Tensor(),
                               options.track_running_stats ? running_var : Tensor(), weight, bias, use_input_stats,
                               options.momentum, options.eps);

@@ -579,7 +579,7 @@ TEST(NnLayers, PixelShuffleInstanceNormAffineGrid) {
   // Running statistics: 0.9 * 0 + 0.1 * mean over N of the means (2, 12); unbiased variances (1, 12).
   EXPECT_NEAR(norm.running_mean.item<double>(), 0.1 * 7.0, 1e-12);
   EXPECT_NEAR(norm.running_var.item<double>(), 0.9 + 0.1 * 6.5, 1e-12);
-  EXPECT_EQ(norm.num_batches_tracked.item<int64_t>(), 1);
+  EXPECT_EQ(norm.num_batches_tracked.item<int64_t>(), 0);  // PyTorch's InstanceNorm does not count batches
   norm.eval();  // now normalizes with the running statistics
   EXPECT_TRUE(allclose(norm(v), (v - 0.7) / std::sqrt(1.55 + 1e-5), 1e-12, 1e-12));
   EXPECT_EQ(nn::InstanceNorm2d(3)(ones({3, 2, 2})).sizes(), (Shape{3, 2, 2}));  // unbatched
