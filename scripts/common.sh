@@ -5,7 +5,7 @@ NABLA_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # Debian 12 packages nabla needs to build and test (libgloo-dev: Gloo's collectives for distributed/).
 NABLA_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev zlib1g-dev nlohmann-json3-dev libstb-dev
-                      libjpeg62-turbo-dev libpng-dev libgloo-dev python3 python3-numpy)
+                      libjpeg62-turbo-dev libpng-dev libgloo-dev libopenblas-dev python3 python3-numpy)
 # What the test suite needs besides: PyTorch for the differential suite (tests/test_differential.cpp) and
 # the PyTorch-file tests (tests/test_torch_file.cpp), torchvision for nabla-inspect on a resnet18, and
 # protobuf's Python runtime and compiler for reading TensorBoard event files (tests/test_tensorboard.cpp),

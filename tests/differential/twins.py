@@ -307,3 +307,53 @@ def patch_merging(x):
     m = sw.PatchMerging(x[0].shape[-1]).to(x[0].dtype)
     set_tensors(m, {"norm.weight": x[1], "norm.bias": x[2], "reduction.weight": x[3]})
     return m(x[0])
+
+
+# ---- linear algebra (tests/opinfo_linalg.cpp) ---------------------------------------------------------
+def wc(a):
+    """A well-conditioned matrix from a: a + n I."""
+    n = a.shape[-1]
+    return a + n * torch.eye(n, dtype=a.dtype)
+
+
+def spd(a):
+    """A symmetric positive-definite matrix from a: a a^T + n I."""
+    n = a.shape[-1]
+    return a @ a.mT + n * torch.eye(n, dtype=a.dtype)
+
+
+def sym(a):
+    return a + a.mT
+
+
+def solve(x):
+    A = wc(x[0])
+    out = [torch.linalg.solve(A, x[1])]
+    if x[1].dim() == x[0].dim():
+        out.append(torch.linalg.solve(A, x[1].mT, left=False))
+    return out
+
+
+def qr(a):
+    out = list(torch.linalg.qr(a))
+    if a.shape[-2] <= a.shape[-1]:
+        out += list(torch.linalg.qr(a, mode="complete"))
+    return out
+
+
+def svd(a):
+    """Sign-invariant functions of the reduced SVD: S, |U|, |Vh|, U diag(S^2) Vh."""
+    U, S, Vh = torch.linalg.svd(a, full_matrices=False)
+    return [S, U.abs(), Vh.abs(), (U * (S * S).unsqueeze(-2)) @ Vh]
+
+
+def eigh(a):
+    L, V = torch.linalg.eigh(a)
+    return [L, V.abs(), (V * (L * L).unsqueeze(-2)) @ V.mT]
+
+
+def matrix_norms(a):
+    inf = float("inf")
+    M = torch.linalg.matrix_norm
+    return [M(a), M(a, "nuc")] + [M(a, o) for o in (1, -1, inf, -inf, 2, -2)] + \
+        [M(a, "fro", (0, -1), True), M(a, 1, (-1, 0), True)]
