@@ -9,6 +9,7 @@
 #include "core/generator.h"
 #include "core/graph.h"
 #include "core/linalg.h"
+#include "core/math_ops.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/tensor.h"

@@ -42,6 +42,8 @@
   X(asinh, (asinh(x)), x, (g * rsqrt(x * x + 1)), promote)                                                \
   X(acosh, (acosh(x)), x, (g * rsqrt(x * x - 1)), promote)                                                \
   X(atanh, (atanh(x)), x, (g / (1 - x * x)), promote)                                                     \
+  X(lgamma, (scalar::lgamma(x)), x, (g * digamma(x)), promote)                                            \
+  X(digamma, (scalar::digamma(x)), x, (g * polygamma(1, x)), promote)                                     \
   X(sigmoid, (scalar::sigmoid(x)), y, (g * y * (1 - y)), promote)                                         \
   X(logsigmoid, (-scalar::softplus(-x)), x, (g * sigmoid(-x)), reject)                                    \
   X(gelu, (T(0.5) * x * (T(1) + erf(x * T(0.7071067811865476)))), x,                                      \
@@ -82,7 +84,8 @@
   X(elu, (x > T(0) ? x : T(p0) * expm1(x)), x, (where(x <= 0, g * p0 * exp(x), g)), reject)         \
   X(softplus, (x * T(p0) > T(p1) ? x : scalar::softplus(x * T(p0)) / T(p0)), x,                     \
     (where(x * p0 > p1, g, g * sigmoid(x * p0))), reject)                                           \
-  X(hardtanh, (scalar::clamp(x, T(p0), T(p1))), x, (where(logical_and(x > p0, x < p1), g, zeros_like(g))), reject)
+  X(hardtanh, (scalar::clamp(x, T(p0), T(p1))), x, (where(logical_and(x > p0, x < p1), g, zeros_like(g))), reject) \
+  X(polygamma, (scalar::polygamma(static_cast<int>(p0), x)), x, (g * nabla::polygamma(static_cast<int64_t>(p0) + 1, x)), promote)
 
 // Bool-valued predicates (not differentiable).
 #define NABLA_UNARY_BOOL_OPS(X)                                                                            \

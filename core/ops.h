@@ -106,6 +106,11 @@ Tensor fmod(const Tensor& a, const Tensor& b);  // the sign of a (remainder: the
 Tensor fmod(const Tensor& a, Scalar b);
 Tensor xlogy(const Tensor& a, const Tensor& b);  // a * log(b), 0 where a == 0 (unless b is NaN)
 Tensor logaddexp(const Tensor& a, const Tensor& b);  // log(exp(a) + exp(b)) without overflow
+// div with rounding_mode "trunc" (toward zero) or "floor" (toward -inf; floor_divide) or none
+// (true division). Integer operands keep their dtype under "trunc"/"floor", as PyTorch; the gradient of
+// a rounded quotient is zero (PyTorch's too).
+Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rounding_mode);
+Tensor div(const Tensor& a, Scalar b, std::optional<std::string_view> rounding_mode);
 // floor(a / b), computed from fmod as Python does (1.0 // 0.1 is 9). Differs from PyTorch: the
 // gradient is zero (as for floor and for div with rounding_mode "floor"); PyTorch has none and
 // raises in backward.
@@ -141,6 +146,13 @@ Tensor erfinv(const Tensor& x);
 Tensor asinh(const Tensor& x);
 Tensor acosh(const Tensor& x);
 Tensor atanh(const Tensor& x);
+Tensor lgamma(const Tensor& x);   // log|Gamma(x)|
+Tensor digamma(const Tensor& x);  // d/dx lgamma(x); -inf at +0, NaN at negative integers, as PyTorch
+Tensor polygamma(int64_t n, const Tensor& x);  // the n-th derivative of digamma, n >= 0
+// NaN, +inf and -inf replaced by nan, posinf and neginf (the dtype's largest and lowest finite values
+// when not given); integer and bool tensors come back unchanged (a copy). Gradient: g where x is finite.
+Tensor nan_to_num(const Tensor& x, std::optional<double> nan = 0.0, std::optional<double> posinf = std::nullopt,
+                  std::optional<double> neginf = std::nullopt);
 Tensor sigmoid(const Tensor& x);
 Tensor logsigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);

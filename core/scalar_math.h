@@ -260,6 +260,121 @@ NABLA_HOST_DEVICE inline T clamp(T x, T lo, T hi) {
   return y > hi ? hi : y;
 }
 
+// log|Gamma(x)|, as torch.lgamma (+inf at 0 and the negative integers). On the host std::lgamma
+// (glibc's, which also writes the global signgam that nothing here reads), on the device CUDA's.
+template <class T>
+NABLA_HOST_DEVICE inline T lgamma(T x) {
+#ifdef __CUDA_ARCH__
+  return ::lgamma(x);
+#else
+  return std::lgamma(x);
+#endif
+}
+// digamma and trigamma compute in the element type with PyTorch's algorithms and constants (ATen's
+// Math.h: float32 in float, as its kernels), so their results are PyTorch's to the rounding.
+// digamma: reflection for x < 0, the recurrence up to x >= 10, then the asymptotic series.
+// digamma(+-0) is -+inf (copysign(inf, -x)), NaN at the negative integers, as PyTorch.
+template <class T>
+NABLA_HOST_DEVICE inline T digamma_nonnegative(T x) {
+  T result = 0;
+  while (x < T(10)) {
+    result -= T(1) / x;
+    x += T(1);
+  }
+  if (x == T(10)) return result + T(2.25175258906672110764);
+  const T A[] = {T(8.33333333333333333333E-2), T(-2.10927960927960927961E-2), T(7.57575757575757575758E-3),
+                 T(-4.16666666666666666667E-3), T(3.96825396825396825397E-3), T(-8.33333333333333333333E-3),
+                 T(8.33333333333333333333E-2)};
+  T y = 0;
+  if (x < T(1.0e17)) {
+    const T z = T(1) / (x * x);
+    T p = A[0];
+    for (int i = 1; i < 7; ++i) p = p * z + A[i];
+    y = z * p;
+  }
+  return result + std::log(x) - (T(0.5) / x) - y;
+}
+template <class T>
+NABLA_HOST_DEVICE inline T digamma(T x) {
+  const double pi = 3.14159265358979323846;
+  if (x == T(0)) return T(1) / x > T(0) ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+  if (x < T(0)) {
+    if (x == std::trunc(x)) return std::numeric_limits<T>::quiet_NaN();
+    const double r = static_cast<double>(x) - std::trunc(static_cast<double>(x));  // modf's fractional part
+    return digamma_nonnegative<T>(T(1) - x) - static_cast<T>(pi / std::tan(pi * r));
+  }
+  return digamma_nonnegative<T>(x);
+}
+// polygamma(1, x): reflection for x < 1/2, six steps of the recurrence, the asymptotic series.
+template <class T>
+NABLA_HOST_DEVICE inline T trigamma(T x) {
+  const T pi = T(3.14159265358979323846);
+  T sign = 1, result = 0;
+  if (x < T(0.5)) {
+    sign = -1;
+    const T s = std::sin(pi * x);
+    result -= (pi * pi) / (s * s);
+    x = T(1) - x;
+  }
+  for (int i = 0; i < 6; ++i) {
+    result += T(1) / (x * x);
+    x += T(1);
+  }
+  const T ixx = T(1) / (x * x);
+  result += (T(1) + T(1) / (T(2) * x) + ixx * (T(1) / T(6) - ixx * (T(1) / T(30) - ixx * (T(1) / T(42))))) / x;
+  return sign * result;
+}
+// The Hurwitz zeta function sum_k (k + q)^-x (Cephes' zeta, as torch.special.zeta).
+NABLA_HOST_DEVICE inline double zeta_f64(double x, double q) {
+  const double machep = 1.11022302462515654042E-16;
+  const double A[] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+                      -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
+                      1.8152105401943546773e17, -7.1661652561756670113e18};
+  if (x == 1) return std::numeric_limits<double>::infinity();
+  if (x < 1) return std::numeric_limits<double>::quiet_NaN();
+  if (q <= 0) {
+    if (q == std::floor(q)) return std::numeric_limits<double>::infinity();
+    if (x != std::floor(x)) return std::numeric_limits<double>::quiet_NaN();
+  }
+  double s = std::pow(q, -x), a = q, b = 0;
+  int i = 0;
+  while (i < 9 || a <= 9.0) {
+    i += 1;
+    a += 1;
+    b = std::pow(a, -x);
+    s += b;
+    if (-machep * s < b && b < machep * s) return s;
+  }
+  const double w = a;
+  s += b * w / (x - 1);
+  s -= 0.5 * b;
+  a = 1;
+  double k = 0;
+  for (int j = 0; j < 12; ++j) {
+    a *= x + k;
+    b /= w;
+    double t = a * b / A[j];
+    s = s + t;
+    t = std::fabs(t / s);
+    if (t < machep) return s;
+    k += 1;
+    a *= x + k;
+    b /= w;
+    k += 1;
+  }
+  return s;
+}
+// polygamma(n, x), the n-th derivative of digamma (n >= 0; the front-end checks n):
+// (-1)^(n+1) n! zeta(n + 1, x) for n >= 2, zeta in double (as PyTorch's CPU kernel).
+template <class T>
+NABLA_HOST_DEVICE inline T polygamma(int n, T x) {
+  if (n == 0) return digamma(x);
+  if (n == 1) return trigamma(x);
+  double fact = 1;
+  for (int i = 2; i <= n; ++i) fact *= i;
+  return static_cast<T>(((n % 2) ? 1.0 : -1.0) * fact * zeta_f64(static_cast<double>(n + 1), static_cast<double>(x)));
+}
+
 // dtype conversion as every kernel does it, CPU and CUDA: floats to integers saturate and NaN becomes
 // 0 (out-of-range conversions are undefined in C++); anything nonzero is true, compared in the
 // source type (a double like 1e-50 is nonzero even though it rounds to 0.0f); 16-bit floats go
