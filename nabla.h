@@ -8,6 +8,7 @@
 #include "core/cuda_api.h"
 #include "core/generator.h"
 #include "core/graph.h"
+#include "core/indexing_ops.h"
 #include "core/linalg.h"
 #include "core/math_ops.h"
 #include "core/ops.h"

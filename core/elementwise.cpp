@@ -313,6 +313,31 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
 Tensor clamp_min(const Tensor& x, Scalar lo) { return clamp(x, lo, std::nullopt); }
 Tensor clamp_max(const Tensor& x, Scalar hi) { return clamp(x, std::nullopt, hi); }
 
+// A composite of where(): the selections below are PyTorch's clamp_backward / clamp_backward_min_max
+// conditions, so each element's gradient goes to the operand whose value it took.
+Tensor clamp(const Tensor& x, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi) {
+  const bool has_lo = lo && lo->defined(), has_hi = hi && hi->defined();
+  check<ValueError>(has_lo || has_hi, "clamp: at least one of min and max must be given");
+  Tensor y;
+  if (has_lo && has_hi) {
+    const Tensor &a = *lo, &b = *hi;
+    y = where(logical_or(x > b, b < a), b, where(logical_and(x < a, a < b), a, x));
+  } else if (has_lo) {
+    y = where(x < *lo, *lo, x);
+  } else {
+    y = where(x > *hi, *hi, x);
+  }
+  if (is_floating(y.dtype())) {  // NaN anywhere in x, min or max propagates, as in PyTorch
+    Tensor nan = isnan(x);
+    if (has_lo) nan = logical_or(nan, isnan(*lo));
+    if (has_hi) nan = logical_or(nan, isnan(*hi));
+    y = where(nan, std::numeric_limits<double>::quiet_NaN(), y);
+  }
+  return y;
+}
+Tensor clamp_min(const Tensor& x, const Tensor& lo) { return clamp(x, lo, std::nullopt); }
+Tensor clamp_max(const Tensor& x, const Tensor& hi) { return clamp(x, std::nullopt, hi); }
+
 // ---- binary front-ends --------------------------------------------------------------------------
 namespace {
 

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/impl.h"
+#include "core/indexing_ops.h"
 #include "core/trace.h"
 
 namespace nabla {
@@ -455,6 +456,78 @@ Tensor embedding(const Tensor& weight, const Tensor& indices_in, std::optional<i
     });
   }
   return out;
+}
+
+// ---- take_along_dim / repeat_interleave ----------------------------------------------------------
+
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim) {
+  Tensor idx = as_index(indices, "take_along_dim");
+  if (!dim) return gather(x.reshape({-1}), 0, idx.reshape({-1}));
+  check<ShapeError>(x.dim() == idx.dim(), "take_along_dim: input of shape ", x.sizes(), " and indices of shape ",
+                    idx.sizes(), " must have the same number of dims");
+  const int64_t d = wrap_dim(*dim, x.dim(), "take_along_dim");
+  // Broadcast every dim but d; along d, x keeps its size and indices theirs.
+  Shape xs = x.sizes(), is = idx.sizes();
+  xs[static_cast<size_t>(d)] = 1;
+  is[static_cast<size_t>(d)] = 1;
+  Shape b = broadcast_shapes(xs, is, "take_along_dim");
+  Shape bx = b, bi = b;
+  bx[static_cast<size_t>(d)] = x.size(d);
+  bi[static_cast<size_t>(d)] = idx.size(d);
+  return gather(x.expand(bx), d, idx.expand(bi));
+}
+
+namespace {
+
+// The index that repeats slice i of a dim counts[i] times.
+Tensor repeat_index(const std::vector<int64_t>& counts, std::optional<int64_t> output_size, const Device& device) {
+  std::vector<int64_t> idx;
+  int64_t total = 0;
+  for (int64_t c : counts) {
+    check<ValueError>(c >= 0, "repeat_interleave: repeats must be non-negative, got ", c);
+    total += c;
+  }
+  check<ValueError>(!output_size || *output_size == total, "repeat_interleave: output_size ",
+                    output_size.value_or(0), " differs from the sum of repeats ", total);
+  idx.reserve(static_cast<size_t>(total));
+  for (size_t i = 0; i < counts.size(); ++i) idx.insert(idx.end(), static_cast<size_t>(counts[i]), static_cast<int64_t>(i));
+  return tensor(idx, dtype(DType::i64).device(device));
+}
+
+std::vector<int64_t> repeat_counts(const Tensor& repeats, int64_t n) {
+  check<DTypeError>(is_integral(repeats.dtype()) && repeats.dtype() != DType::boolean,
+                    "repeat_interleave: repeats must be an integer tensor, got ", repeats.dtype());
+  check<ShapeError>(repeats.dim() <= 1 && (repeats.numel() == n || repeats.numel() == 1),
+                    "repeat_interleave: repeats of shape ", repeats.sizes(), " must hold one count, or one per slice (",
+                    n, ")");
+  Tensor r = repeats.to(kCPU, DType::i64).contiguous();
+  const int64_t* p = r.data_ptr<int64_t>();
+  if (r.numel() == 1) return std::vector<int64_t>(static_cast<size_t>(n), p[0]);
+  return std::vector<int64_t>(p, p + n);
+}
+
+}  // namespace
+
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim,
+                         std::optional<int64_t> output_size) {
+  Tensor in = dim ? x : x.reshape({-1});
+  const int64_t d = dim ? wrap_dim(*dim, x.dim(), "repeat_interleave") : 0;
+  check<ShapeError>(in.dim() > 0, "repeat_interleave: expected a tensor with at least one dim along which to repeat");
+  return in.index_select(d, repeat_index(repeat_counts(repeats, in.size(d)), output_size, x.device()));
+}
+
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim,
+                         std::optional<int64_t> output_size) {
+  Tensor in = dim ? x : x.reshape({-1});
+  const int64_t d = dim ? wrap_dim(*dim, x.dim(), "repeat_interleave") : 0;
+  check<ShapeError>(in.dim() > 0, "repeat_interleave: expected a tensor with at least one dim along which to repeat");
+  return in.index_select(d, repeat_index(std::vector<int64_t>(static_cast<size_t>(in.size(d)), repeats), output_size,
+                                         x.device()));
+}
+
+Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> output_size) {
+  check<ShapeError>(repeats.dim() == 1, "repeat_interleave: repeats must be 1-D, got shape ", repeats.sizes());
+  return repeat_index(repeat_counts(repeats, repeats.numel()), output_size, repeats.device());
 }
 
 }  // namespace nabla

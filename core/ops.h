@@ -172,6 +172,12 @@ Tensor hardswish(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
 Tensor clamp_min(const Tensor& x, Scalar min);
 Tensor clamp_max(const Tensor& x, Scalar max);
+// Tensor bounds, broadcast with x (torch.clamp(x, min=tensor, max=tensor)): min(max(x, min), max), so
+// where min > max the result is max; a NaN in x, min or max gives NaN. Gradients as PyTorch's: x's
+// where min <= x <= max, min's where x < min < max, max's where x > max or max < min.
+Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max);
+Tensor clamp_min(const Tensor& x, const Tensor& min);
+Tensor clamp_max(const Tensor& x, const Tensor& max);
 Tensor floor(const Tensor& x);
 Tensor ceil(const Tensor& x);
 Tensor round(const Tensor& x);
@@ -220,7 +226,7 @@ Tensor where(const Tensor& cond, Scalar a, Scalar b);
 // OpRegistry.every_differentiable_op_has_gradcheck_samples reads this list): a new op here adds its
 // name, and the names of forms that have entries of their own.
 #define NABLA_REGISTRY_ELEMENTWISE_OPS(X) \
-  X(clamp) X(clamp_min) X(clamp_max) X(where) X(lerp) X(addcmul) X(addcdiv)
+  X(clamp) X(clamp_min) X(clamp_max) X(clamp_tensor) X(where) X(lerp) X(addcmul) X(addcdiv)
 
 // ---- views and shape ops ------------------------------------------------------------------------
 Tensor view(const Tensor& x, IntArrayRef shape);

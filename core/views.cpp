@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "core/impl.h"
+#include "core/indexing_ops.h"
 #include "core/trace.h"
 
 namespace nabla {
@@ -448,7 +449,156 @@ std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& tensors) {
 
 // ---- indexing with x.index({...}) ---------------------------------------------------------------
 namespace {
-Tensor apply_index(const Tensor& x, const std::vector<TensorIndex>& idx) {
+
+// Index tensors on dims `dims` of a tensor (after its basic indices were applied): PyTorch's
+// advanced indexing, shared by x.index({...}) and index_put.
+struct AdvancedIndex {
+  std::vector<int64_t> dims;  // increasing
+  std::vector<Tensor> index;  // int64, one per dim
+};
+
+// Records index tensor t at dim d of r: an integer tensor indexes one dim, a k-dim bool mask k dims
+// (through its true positions). Returns the number of dims consumed.
+int64_t add_index(AdvancedIndex& a, const Tensor& r, int64_t d, const Tensor& t, const char* op) {
+  if (t.dtype() == DType::boolean) {
+    check<IndexError>(d + t.dim() <= r.dim(), op, ": mask of shape ", t.sizes(), " at dim ", d,
+                      " does not fit a tensor of shape ", r.sizes());
+    for (int64_t k = 0; k < t.dim(); ++k)
+      check<ShapeError>(t.size(k) == r.size(d + k), op, ": mask of shape ", t.sizes(), " does not match dims ", d,
+                        " to ", d + t.dim() - 1, " of shape ", r.sizes());
+    Tensor nz = nonzero(t.to(r.device()));  // (n, k)
+    for (int64_t k = 0; k < t.dim(); ++k) {
+      a.dims.push_back(d + k);
+      a.index.push_back(nz.select(1, k));
+    }
+    return t.dim();
+  }
+  check<IndexError>(is_integral(t.dtype()), op, ": tensor indices must be int64 or bool, got ", t.dtype());
+  a.dims.push_back(d);
+  a.index.push_back(t.to(r.device(), DType::i64));
+  return 1;
+}
+
+// The row-major position of each broadcast index within the indexed dims taken together, after
+// bounds checks (negative indices count from the end); `shape` receives the broadcast shape.
+Tensor flat_positions(const Tensor& r, const AdvancedIndex& a, Shape& shape, const char* op) {
+  std::vector<Tensor> b = broadcast_tensors(a.index);
+  shape = b[0].sizes();
+  Tensor lin;
+  for (size_t k = 0; k < b.size(); ++k) {
+    const int64_t size = r.size(a.dims[k]);
+    Tensor t = b[k];
+    if (t.numel() > 0) {
+      autograd::NoGradGuard ng;
+      const int64_t lo = t.min().item<int64_t>(), hi = t.max().item<int64_t>();
+      check<IndexError>(lo >= -size && hi < size, op, ": index ", hi >= size ? hi : lo, " is out of bounds for dim ",
+                        a.dims[k], " of size ", size, " (shape ", r.sizes(), ")");
+      if (lo < 0) t = where(t < 0, t + size, t);
+    }
+    lin = lin.defined() ? lin * size + t : t;
+  }
+  return lin;
+}
+
+// The layout both sides use: the indexed dims first, flattened into one of `count` positions.
+struct IndexedLayout {
+  std::vector<int64_t> perm;  // r.permute(perm) puts the indexed dims first
+  Shape rest;                 // the other dims' sizes, in order
+  int64_t count = 1;          // product of the indexed dims' sizes
+  bool adjacent = true;       // the indexed dims are next to each other
+};
+
+IndexedLayout indexed_layout(const Tensor& r, const AdvancedIndex& a) {
+  IndexedLayout l;
+  l.perm = a.dims;
+  for (int64_t d = 0; d < r.dim(); ++d) {
+    if (std::find(a.dims.begin(), a.dims.end(), d) == a.dims.end()) {
+      l.perm.push_back(d);
+      l.rest.push_back(r.size(d));
+    } else {
+      l.count *= r.size(d);
+    }
+  }
+  l.adjacent = a.dims.back() - a.dims.front() + 1 == static_cast<int64_t>(a.dims.size());
+  return l;
+}
+
+// The permutation that moves the broadcast dims (the first nb of a (B..., rest...) tensor) to
+// where the indexed dims were, when those were adjacent and not leading: PyTorch's placement rule.
+std::vector<int64_t> place_broadcast_dims(int64_t nb, int64_t first, int64_t ndim) {
+  std::vector<int64_t> p;
+  for (int64_t k = 0; k < first; ++k) p.push_back(nb + k);
+  for (int64_t k = 0; k < nb; ++k) p.push_back(k);
+  for (int64_t k = nb + first; k < ndim; ++k) p.push_back(k);
+  return p;
+}
+
+Tensor gather_advanced(const Tensor& r, const AdvancedIndex& a) {
+  Shape bshape;
+  Tensor lin = flat_positions(r, a, bshape, "index");
+  IndexedLayout l = indexed_layout(r, a);
+  Shape flat_shape{l.count};
+  for (int64_t n : l.rest) flat_shape.push_back(n);
+  Tensor out = r.permute(l.perm).reshape(flat_shape).index_select(0, lin.reshape({-1}));
+  Shape s = bshape;
+  for (int64_t n : l.rest) s.push_back(n);
+  out = out.reshape(s);
+  const int64_t nb = static_cast<int64_t>(bshape.size());
+  if (l.adjacent && a.dims.front() > 0) out = out.permute(place_broadcast_dims(nb, a.dims.front(), out.dim()));
+  return out;
+}
+
+// A copy of r with r[a] = values (or += with accumulate): the indexed positions written through
+// scatter / index_add on the (count, rest...) layout, so autograd reaches r and values.
+Tensor put_advanced(const Tensor& r, const AdvancedIndex& a, const Tensor& values, bool accumulate, const char* op) {
+  Shape bshape;
+  Tensor lin = flat_positions(r, a, bshape, op).reshape({-1});
+  IndexedLayout l = indexed_layout(r, a);
+  const int64_t nb = static_cast<int64_t>(bshape.size());
+  // The shape r[a] has, and values broadcast to it, then brought to the (B..., rest...) layout.
+  Shape res = bshape;
+  for (int64_t n : l.rest) res.push_back(n);
+  std::vector<int64_t> place;
+  if (l.adjacent && a.dims.front() > 0) {
+    place = place_broadcast_dims(nb, a.dims.front(), static_cast<int64_t>(res.size()));
+    Shape placed;
+    for (int64_t p : place) placed.push_back(res[static_cast<size_t>(p)]);
+    res = placed;
+  }
+  check<DeviceError>(values.device() == r.device() || values.dim() == 0, op, ": values are on ", values.device(),
+                     " but the tensor is on ", r.device());
+  Shape rshape = broadcast_shapes(values.sizes(), res, op);
+  check<ShapeError>(rshape == res, op, ": values of shape ", values.sizes(), " cannot be broadcast to the indexed shape ",
+                    res);
+  Tensor v = values.to(r.device(), r.dtype()).expand(res);
+  if (!place.empty()) {
+    std::vector<int64_t> inverse(place.size());
+    for (size_t k = 0; k < place.size(); ++k) inverse[static_cast<size_t>(place[k])] = static_cast<int64_t>(k);
+    v = v.permute(inverse);
+  }
+  Shape flat_shape{l.count}, vshape{lin.numel()};
+  for (int64_t n : l.rest) flat_shape.push_back(n);
+  for (int64_t n : l.rest) vshape.push_back(n);
+  v = v.reshape(vshape);
+  Tensor flat = r.permute(l.perm).reshape(flat_shape);
+  Tensor written;
+  if (accumulate) {
+    written = index_add(flat, 0, lin, v);
+  } else {
+    Shape ishape(vshape.size(), 1);
+    ishape[0] = lin.numel();
+    written = scatter(flat, 0, lin.reshape(ishape).expand(vshape), v);
+  }
+  Shape permuted;
+  for (int64_t p : l.perm) permuted.push_back(r.size(p));
+  std::vector<int64_t> inverse(l.perm.size());
+  for (size_t k = 0; k < l.perm.size(); ++k) inverse[static_cast<size_t>(l.perm[k])] = static_cast<int64_t>(k);
+  return written.reshape(permuted).permute(inverse).contiguous();
+}
+
+// x.index(idx). With `adv`, tensor indices are recorded there (with the dims they apply to in the
+// returned view) instead of applied: the basic indices give a view, the tensors index it after.
+Tensor apply_index(const Tensor& x, const std::vector<TensorIndex>& idx, AdvancedIndex* adv = nullptr) {
   // Count dims consumed (everything but None and Ellipsis) to expand the ellipsis.
   int64_t consumed = 0, ellipses = 0;
   for (const TensorIndex& i : idx) {
@@ -475,7 +625,11 @@ Tensor apply_index(const Tensor& x, const std::vector<TensorIndex>& idx) {
       d += x.dim() - consumed;
     } else {
       const Tensor& t = i.tensor();
-      check<IndexError>(!used_tensor, "index: only one tensor index per call is supported; index in two steps");
+      if (adv) {
+        d += add_index(*adv, r, d, t, "index");
+        continue;
+      }
+      check<IndexError>(!used_tensor, "index: several tensor indices go through the advanced path");
       used_tensor = true;
       if (t.dtype() == DType::boolean) {
         // A mask over dims [d, d + mask.dim()): the selected elements along one new dim.
@@ -513,6 +667,18 @@ Tensor apply_index(const Tensor& x, const std::vector<TensorIndex>& idx) {
   }
   return r;
 }
+
+// Several tensor indices (or one after other indices, in index_put_): PyTorch's advanced indexing.
+size_t count_tensors(const std::vector<TensorIndex>& idx) {
+  return static_cast<size_t>(std::count_if(idx.begin(), idx.end(), [](const TensorIndex& i) { return i.is_tensor(); }));
+}
+
+Tensor index_any(const Tensor& x, const std::vector<TensorIndex>& idx) {
+  if (count_tensors(idx) < 2) return apply_index(x, idx);
+  AdvancedIndex a;
+  Tensor r = apply_index(x, idx, &a);
+  return gather_advanced(r, a);
+}
 }  // namespace
 
 TensorIndex::TensorIndex(const char* s) : v_(indexing::Ellipsis) {
@@ -522,9 +688,9 @@ TensorIndex::TensorIndex(const char* s) : v_(indexing::Ellipsis) {
 }
 
 Tensor Tensor::index(std::initializer_list<TensorIndex> indices) const {
-  return apply_index(*this, std::vector<TensorIndex>(indices));
+  return index_any(*this, std::vector<TensorIndex>(indices));
 }
-Tensor Tensor::index(const std::vector<TensorIndex>& indices) const { return apply_index(*this, indices); }
+Tensor Tensor::index(const std::vector<TensorIndex>& indices) const { return index_any(*this, indices); }
 
 Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, const Tensor& value) {
   std::vector<TensorIndex> idx(indices);
@@ -534,8 +700,13 @@ Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, const Ten
     dst.copy_(value);
     return *this;
   }
-  check<IndexError>(idx.size() == 1 && idx[0].is_tensor(),
-                    "index_put_: with a tensor index, only x.index_put_({index_tensor}, value) is supported");
+  if (!(idx.size() == 1 && idx[0].is_tensor())) {
+    // Basic indices give a view of *this; the tensor indices write into it.
+    AdvancedIndex a;
+    Tensor r = apply_index(*this, idx, &a);
+    r.copy_(put_advanced(r, a, value, /*accumulate=*/false, "index_put_"));
+    return *this;
+  }
   const Tensor& t = idx[0].tensor();
   if (t.dtype() == DType::boolean) {
     check<ShapeError>(value.numel() == 1, "index_put_: with a mask, the value must have one element (use where())");
@@ -570,6 +741,28 @@ Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, Scalar va
     return *this;
   }
   return index_put_(indices, full({}, value, nabla::dtype(this->dtype()).device(device())));
+}
+
+
+Tensor index_put(const Tensor& x, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
+                 bool accumulate) {
+  check<IndexError>(static_cast<int64_t>(indices.size()) <= x.dim(), "index_put: ", indices.size(),
+                    " indices for a tensor of shape ", x.sizes());
+  AdvancedIndex a;
+  int64_t d = 0;
+  for (const auto& i : indices) d += i && i->defined() ? add_index(a, x, d, *i, "index_put") : 1;
+  if (a.dims.empty()) {  // no index tensor: every element is indexed once
+    Tensor v = values.to(x.device(), x.dtype()).expand(x.sizes());
+    return accumulate ? x + v : v.clone();
+  }
+  return put_advanced(x, a, values, accumulate, "index_put");
+}
+
+Tensor& index_put_(Tensor& x, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
+                   bool accumulate) {
+  detail::check_inplace(x, "index_put_");
+  x.copy_(index_put(x, indices, values, accumulate));
+  return x;
 }
 
 }  // namespace nabla

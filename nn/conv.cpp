@@ -51,11 +51,30 @@ std::string conv_repr(const Options& o, const std::string& more = {}) {
   return s;
 }
 
+void check_padding_mode(const char* op, const std::string& mode) {
+  check<ValueError>(mode == "zeros" || mode == "reflect" || mode == "replicate" || mode == "circular", op,
+                    ": padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got '", mode, "'");
+}
+
+// A convolution's input padded by `padding` (one value per spatial dim) in padding_mode, when that
+// is not "zeros"; the convolution then runs without padding.
+Tensor pad_input(const Tensor& x, IntArrayRef padding, const std::string& mode) {
+  std::vector<int64_t> pairs;
+  for (size_t i = padding.size(); i-- > 0;) {
+    pairs.push_back(padding[i]);
+    pairs.push_back(padding[i]);
+  }
+  return F::pad(x, pairs, mode);
+}
+
+std::string padding_mode_repr(const std::string& mode) { return mode == "zeros" ? "" : ", padding_mode=" + mode; }
+
 }  // namespace
 
 // ---- Conv1d ---------------------------------------------------------------------------------------
 
 Conv1d::Conv1d(Conv1dOptions o) : options(o) {
+  check_padding_mode("Conv1d", o.padding_mode);
   check_channels("Conv1d", o.in_channels, o.out_channels, o.groups, o.kernel_size > 0);
   weight = register_parameter("weight", empty({o.out_channels, o.in_channels / o.groups, o.kernel_size}));
   if (o.bias) bias = register_parameter("bias", empty({o.out_channels}));
@@ -76,6 +95,11 @@ Tensor Conv1d::forward(Tensor x) {
   check<ShapeError>((x.dim() == 3 && x.size(1) == options.in_channels) || (x.dim() == 2 && x.size(0) == options.in_channels),
                     "Conv1d: expected input (N, ", options.in_channels, ", L) or (", options.in_channels, ", L), got ",
                     x.sizes());
+  if (options.padding_mode != "zeros") {
+    check_padding_mode("Conv1d", options.padding_mode);
+    return F::conv1d(pad_input(x, options.padding, options.padding_mode), weight, bias, options.stride, 0,
+                     options.dilation, options.groups);
+  }
   return F::conv1d(x, weight, bias, options.stride, options.padding, options.dilation, options.groups);
 }
 
@@ -87,12 +111,13 @@ std::string Conv1d::extra_repr() const {
   if (o.dilation != 1) s += detail::str(", dilation=(", o.dilation, ",)");
   if (o.groups != 1) s += detail::str(", groups=", o.groups);
   if (!o.bias) s += ", bias=False";
-  return s;
+  return s + padding_mode_repr(o.padding_mode);
 }
 
 // ---- Conv2d ---------------------------------------------------------------------------------------
 
 Conv2d::Conv2d(Conv2dOptions o) : options(o) {
+  check_padding_mode("Conv2d", o.padding_mode);
   check_channels("Conv2d", o.in_channels, o.out_channels, o.groups, o.kernel_size[0] > 0 && o.kernel_size[1] > 0);
   weight = register_parameter("weight",
                               empty({o.out_channels, o.in_channels / o.groups, o.kernel_size[0], o.kernel_size[1]}));
@@ -114,16 +139,22 @@ Tensor Conv2d::forward(Tensor x) {
   check<ShapeError>((x.dim() == 4 && x.size(1) == options.in_channels) || (x.dim() == 3 && x.size(0) == options.in_channels),
                     "Conv2d: expected input (N, ", options.in_channels, ", H, W) or (", options.in_channels,
                     ", H, W), got ", x.sizes());
+  if (options.padding_mode != "zeros") {
+    check_padding_mode("Conv2d", options.padding_mode);
+    return F::conv2d(pad_input(x, options.padding, options.padding_mode), weight, bias, options.stride, 0,
+                     options.dilation, options.groups);
+  }
   return F::conv2d(x, weight, bias, options.stride, options.padding, options.dilation, options.groups);
 }
 
 std::string Conv2d::extra_repr() const {
-  return conv_repr(options);
+  return conv_repr(options) + padding_mode_repr(options.padding_mode);
 }
 
 // ---- Conv3d ---------------------------------------------------------------------------------------
 
 Conv3d::Conv3d(Conv3dOptions o) : options(o) {
+  check_padding_mode("Conv3d", o.padding_mode);
   check_channels("Conv3d", o.in_channels, o.out_channels, o.groups,
                  o.kernel_size[0] > 0 && o.kernel_size[1] > 0 && o.kernel_size[2] > 0);
   weight = register_parameter("weight", empty({o.out_channels, o.in_channels / o.groups, o.kernel_size[0],
@@ -146,11 +177,16 @@ Tensor Conv3d::forward(Tensor x) {
   check<ShapeError>((x.dim() == 5 && x.size(1) == options.in_channels) || (x.dim() == 4 && x.size(0) == options.in_channels),
                     "Conv3d: expected input (N, ", options.in_channels, ", D, H, W) or (", options.in_channels,
                     ", D, H, W), got ", x.sizes());
+  if (options.padding_mode != "zeros") {
+    check_padding_mode("Conv3d", options.padding_mode);
+    return F::conv3d(pad_input(x, options.padding, options.padding_mode), weight, bias, options.stride, 0,
+                     options.dilation, options.groups);
+  }
   return F::conv3d(x, weight, bias, options.stride, options.padding, options.dilation, options.groups);
 }
 
 std::string Conv3d::extra_repr() const {
-  return conv_repr(options);
+  return conv_repr(options) + padding_mode_repr(options.padding_mode);
 }
 
 // ---- ConvTranspose2d ------------------------------------------------------------------------------
@@ -183,6 +219,77 @@ Tensor ConvTranspose2d::forward(Tensor x) {
 }
 
 std::string ConvTranspose2d::extra_repr() const {
+  const auto& o = options;
+  return conv_repr(o, all_equal(o.output_padding.values, 0) ? "" : ", output_padding=" + tuple_of(o.output_padding));
+}
+
+// ---- ConvTranspose1d / ConvTranspose3d ----------------------------------------------------------
+
+ConvTranspose1d::ConvTranspose1d(ConvTranspose1dOptions o) : options(o) {
+  check_channels("ConvTranspose1d", o.in_channels, o.out_channels, o.groups, o.kernel_size > 0);
+  weight = register_parameter("weight", empty({o.in_channels, o.out_channels / o.groups, o.kernel_size}));
+  if (o.bias) bias = register_parameter("bias", empty({o.out_channels}));
+  reset_parameters();
+}
+
+ConvTranspose1d::ConvTranspose1d(int64_t in, int64_t out, int64_t k, ConvTranspose1dOptions o)
+    : ConvTranspose1d([&] {
+        o.in_channels = in;
+        o.out_channels = out;
+        o.kernel_size = k;
+        return o;
+      }()) {}
+
+void ConvTranspose1d::reset_parameters() { conv_reset(weight, bias); }
+
+Tensor ConvTranspose1d::forward(Tensor x) {
+  check<ShapeError>((x.dim() == 3 && x.size(1) == options.in_channels) || (x.dim() == 2 && x.size(0) == options.in_channels),
+                    "ConvTranspose1d: expected input (N, ", options.in_channels, ", L) or (", options.in_channels,
+                    ", L), got ", x.sizes());
+  const auto& o = options;
+  return F::conv_transpose1d(x, weight, bias, o.stride, o.padding, o.output_padding, o.groups, o.dilation);
+}
+
+std::string ConvTranspose1d::extra_repr() const {
+  const auto& o = options;
+  std::string s = detail::str(o.in_channels, ", ", o.out_channels, ", kernel_size=(", o.kernel_size, ",), stride=(",
+                              o.stride, ",)");
+  if (o.padding != 0) s += detail::str(", padding=(", o.padding, ",)");
+  if (o.dilation != 1) s += detail::str(", dilation=(", o.dilation, ",)");
+  if (o.output_padding != 0) s += detail::str(", output_padding=(", o.output_padding, ",)");
+  if (o.groups != 1) s += detail::str(", groups=", o.groups);
+  if (!o.bias) s += ", bias=False";
+  return s;
+}
+
+ConvTranspose3d::ConvTranspose3d(ConvTranspose3dOptions o) : options(o) {
+  check_channels("ConvTranspose3d", o.in_channels, o.out_channels, o.groups,
+                 o.kernel_size[0] > 0 && o.kernel_size[1] > 0 && o.kernel_size[2] > 0);
+  weight = register_parameter("weight", empty({o.in_channels, o.out_channels / o.groups, o.kernel_size[0],
+                                               o.kernel_size[1], o.kernel_size[2]}));
+  if (o.bias) bias = register_parameter("bias", empty({o.out_channels}));
+  reset_parameters();
+}
+
+ConvTranspose3d::ConvTranspose3d(int64_t in, int64_t out, ExpandingArray<3> k, ConvTranspose3dOptions o)
+    : ConvTranspose3d([&] {
+        o.in_channels = in;
+        o.out_channels = out;
+        o.kernel_size = k;
+        return o;
+      }()) {}
+
+void ConvTranspose3d::reset_parameters() { conv_reset(weight, bias); }
+
+Tensor ConvTranspose3d::forward(Tensor x) {
+  check<ShapeError>((x.dim() == 5 && x.size(1) == options.in_channels) || (x.dim() == 4 && x.size(0) == options.in_channels),
+                    "ConvTranspose3d: expected input (N, ", options.in_channels, ", D, H, W) or (", options.in_channels,
+                    ", D, H, W), got ", x.sizes());
+  const auto& o = options;
+  return F::conv_transpose3d(x, weight, bias, o.stride, o.padding, o.output_padding, o.groups, o.dilation);
+}
+
+std::string ConvTranspose3d::extra_repr() const {
   const auto& o = options;
   return conv_repr(o, all_equal(o.output_padding.values, 0) ? "" : ", output_padding=" + tuple_of(o.output_padding));
 }

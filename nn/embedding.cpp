@@ -44,4 +44,39 @@ std::string Embedding::extra_repr() const {
   return s;
 }
 
+EmbeddingBag::EmbeddingBag(int64_t n, int64_t dim, EmbeddingBagOptions o)
+    : num_embeddings(n), embedding_dim(dim), options(std::move(o)) {
+  check<ValueError>(n > 0 && dim > 0, "EmbeddingBag: num_embeddings and embedding_dim must be positive, got ", n,
+                    " and ", dim);
+  check<ValueError>(options.mode == "sum" || options.mode == "mean" || options.mode == "max",
+                    "EmbeddingBag: mode must be 'sum', 'mean' or 'max', got '", options.mode, "'");
+  if (options.padding_idx) {
+    int64_t p = *options.padding_idx;
+    check<IndexError>(p >= -n && p < n, "EmbeddingBag: padding_idx ", p, " must be within num_embeddings (", n, ")");
+    options.padding_idx = p < 0 ? p + n : p;
+  }
+  weight = register_parameter("weight", empty({n, dim}));
+  reset_parameters();
+}
+
+void EmbeddingBag::reset_parameters() {
+  init::normal_(weight);
+  if (options.padding_idx) {
+    autograd::NoGradGuard ng;
+    weight[*options.padding_idx].fill_(0);
+  }
+}
+
+Tensor EmbeddingBag::forward(const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights) {
+  return F::embedding_bag(input, weight, offsets, per_sample_weights,
+                          {.mode = options.mode, .include_last_offset = options.include_last_offset,
+                           .padding_idx = options.padding_idx});
+}
+
+std::string EmbeddingBag::extra_repr() const {
+  std::string s = detail::str(num_embeddings, ", ", embedding_dim, ", mode='", options.mode, "'");
+  if (options.padding_idx) s += detail::str(", padding_idx=", *options.padding_idx);
+  return s;
+}
+
 }  // namespace nabla::nn

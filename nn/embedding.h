@@ -1,7 +1,8 @@
-// Embedding: a lookup table of num_embeddings vectors of size embedding_dim.
+// Embedding: a lookup table of num_embeddings vectors of size embedding_dim; EmbeddingBag: reduced per bag.
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "module.h"
 
@@ -21,6 +22,28 @@ class Embedding : public Module {
   std::string extra_repr() const override;
   int64_t num_embeddings, embedding_dim;
   std::optional<int64_t> padding_idx{};  // normalized to [0, num_embeddings)
+  Tensor weight;
+};
+
+// EmbeddingBag: per bag, the sum, mean or max of its rows (F::embedding_bag), without materialising
+// the (indices, embedding_dim) rows of each lookup for the caller. forward(input) takes (B, L) bags;
+// forward(input, offsets) a 1-D input and the bags' start offsets; per_sample_weights (mode "sum").
+struct EmbeddingBagOptions {
+  std::string mode = "mean";
+  bool include_last_offset = false;
+  std::optional<int64_t> padding_idx{};  // this row starts at zero and is left out of its bags
+};
+
+class EmbeddingBag : public Module {
+ public:
+  EmbeddingBag(int64_t num_embeddings, int64_t embedding_dim, EmbeddingBagOptions options = {});
+  Tensor forward(Tensor input) override { return forward(input, Tensor{}, Tensor{}); }
+  Tensor forward(Tensor input, Tensor offsets) override { return forward(input, offsets, Tensor{}); }
+  Tensor forward(const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights);
+  void reset_parameters() override;
+  std::string extra_repr() const override;
+  int64_t num_embeddings, embedding_dim;
+  EmbeddingBagOptions options;  // padding_idx normalized to [0, num_embeddings)
   Tensor weight;
 };
 

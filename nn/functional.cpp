@@ -47,35 +47,91 @@ Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const 
 
 namespace {
 
+enum class Resample { nearest, nearest_exact, linear, cubic, area };
+
 // Resamples dim d of x from n_in to n_out positions (the 1-D step of interpolate, applied per spatial
-// dim). `inv_scale` maps output positions to input ones (in / out, or 1 / scale_factor).
-Tensor resample_dim(const Tensor& x, int64_t d, int64_t n_out, double inv_scale, bool linear, bool align_corners) {
+// dim): out[j] = sum over taps t of w_t[j] * x[idx_t[j]], one index_select per tap. `inv_scale` maps
+// output positions to input ones (in / out, or 1 / scale_factor).
+Tensor resample_dim(const Tensor& x, int64_t d, int64_t n_out, double inv_scale, Resample mode, bool align_corners) {
   const int64_t n_in = x.size(d);
-  std::vector<int64_t> i0(static_cast<size_t>(n_out)), i1(static_cast<size_t>(n_out));
-  std::vector<double> w1(static_cast<size_t>(n_out));
+  const auto clamp_in = [n_in](int64_t i) { return std::clamp<int64_t>(i, 0, n_in - 1); };
+  // Source position of output j for the linear and cubic modes (PyTorch's area_pixel_compute_source_index).
+  const auto source = [&](int64_t j, bool cubic) {
+    if (align_corners)
+      return n_out > 1 ? static_cast<double>(j) * static_cast<double>(n_in - 1) / static_cast<double>(n_out - 1) : 0.0;
+    const double s = (static_cast<double>(j) + 0.5) * inv_scale - 0.5;
+    return cubic ? s : std::max(s, 0.0);
+  };
+  size_t taps = 1;
+  if (mode == Resample::linear) taps = 2;
+  if (mode == Resample::cubic) taps = 4;
+  int64_t widest = 1;  // area: the longest window
+  if (mode == Resample::area)
+    for (int64_t j = 0; j < n_out; ++j)
+      widest = std::max(widest, (((j + 1) * n_in + n_out - 1) / n_out) - (j * n_in) / n_out);
+  if (mode == Resample::area) taps = static_cast<size_t>(widest);
+  std::vector<std::vector<int64_t>> idx(taps, std::vector<int64_t>(static_cast<size_t>(n_out)));
+  std::vector<std::vector<double>> wt(taps, std::vector<double>(static_cast<size_t>(n_out), 1.0));
   for (int64_t j = 0; j < n_out; ++j) {
     const size_t k = static_cast<size_t>(j);
-    if (!linear) {
-      i0[k] = std::min(static_cast<int64_t>(std::floor(static_cast<double>(j) * inv_scale)), n_in - 1);
-      continue;
+    const double jd = static_cast<double>(j);
+    switch (mode) {
+      case Resample::nearest:
+        idx[0][k] = std::min(static_cast<int64_t>(std::floor(jd * inv_scale)), n_in - 1);
+        break;
+      case Resample::nearest_exact:
+        idx[0][k] = std::min(static_cast<int64_t>(std::floor((jd + 0.5) * inv_scale)), n_in - 1);
+        break;
+      case Resample::linear: {
+        const double src = source(j, false);
+        idx[0][k] = std::min(static_cast<int64_t>(std::floor(src)), n_in - 1);
+        idx[1][k] = std::min(idx[0][k] + 1, n_in - 1);
+        wt[1][k] = src - static_cast<double>(idx[0][k]);
+        wt[0][k] = 1 - wt[1][k];
+        break;
+      }
+      case Resample::cubic: {
+        // Keys' cubic convolution with a = -0.75 (PyTorch's and OpenCV's), border pixels repeated.
+        const double src = source(j, true), a = -0.75;
+        const int64_t i0 = static_cast<int64_t>(std::floor(src));
+        const double t = src - static_cast<double>(i0);
+        const auto near = [a](double v) { return ((a + 2) * v - (a + 3)) * v * v + 1; };           // |v| <= 1
+        const auto far = [a](double v) { return ((a * v - 5 * a) * v + 8 * a) * v - 4 * a; };     // 1 < |v| < 2
+        const double w[4] = {far(t + 1), near(t), near(1 - t), far(2 - t)};
+        for (size_t q = 0; q < 4; ++q) {
+          idx[q][k] = clamp_in(i0 - 1 + static_cast<int64_t>(q));
+          wt[q][k] = w[q];
+        }
+        break;
+      }
+      case Resample::area: {
+        // Adaptive average pooling's window [floor(j n_in / n_out), ceil((j + 1) n_in / n_out)).
+        const int64_t start = (j * n_in) / n_out, end = ((j + 1) * n_in + n_out - 1) / n_out;
+        for (size_t q = 0; q < taps; ++q) {
+          const int64_t i = start + static_cast<int64_t>(q);
+          idx[q][k] = clamp_in(i);
+          wt[q][k] = i < end ? 1.0 / static_cast<double>(end - start) : 0.0;
+        }
+        break;
+      }
     }
-    double src = align_corners ? (n_out > 1 ? static_cast<double>(j) * static_cast<double>(n_in - 1) /
-                                                  static_cast<double>(n_out - 1)
-                                            : 0.0)
-                               : std::max((static_cast<double>(j) + 0.5) * inv_scale - 0.5, 0.0);
-    i0[k] = std::min(static_cast<int64_t>(std::floor(src)), n_in - 1);
-    i1[k] = std::min(i0[k] + 1, n_in - 1);
-    w1[k] = src - static_cast<double>(i0[k]);
   }
-  const TensorOptions idx = dtype(kInt64).device(x.device());
-  Tensor lo = x.index_select(d, tensor(i0, idx));
-  if (!linear) return lo;
+  const TensorOptions iopt = dtype(kInt64).device(x.device());
+  if (taps == 1) return x.index_select(d, tensor(idx[0], iopt));
   // Weights shaped to broadcast along dim d.
   Shape wshape(static_cast<size_t>(x.dim()), 1);
   wshape[static_cast<size_t>(d)] = n_out;
-  Tensor b = tensor(w1, dtype(x.dtype()).device(x.device())).view(wshape);
-  Tensor hi = x.index_select(d, tensor(i1, idx));
-  return lo + (hi - lo) * b;
+  const TensorOptions wopt = dtype(x.dtype()).device(x.device());
+  if (mode == Resample::linear) {  // lo + (hi - lo) * w1: one multiply fewer
+    Tensor lo = x.index_select(d, tensor(idx[0], iopt)), hi = x.index_select(d, tensor(idx[1], iopt));
+    return lo + (hi - lo) * tensor(wt[1], wopt).view(wshape);
+  }
+  Tensor out;
+  for (size_t q = 0; q < taps; ++q) {
+    Tensor term = x.index_select(d, tensor(idx[q], iopt)) * tensor(wt[q], wopt).view(wshape);
+    out = out.defined() ? out + term : term;
+  }
+  return out;
 }
 
 }  // namespace
@@ -86,11 +142,25 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   check<DTypeError>(is_floating(x.dtype()), "interpolate: expected a floating-point input, got ", x.dtype());
   const int64_t spatial = x.dim() - 2;
   static const char* linear_mode[] = {"linear", "bilinear", "trilinear"};
-  const bool linear = o.mode != "nearest";
-  check<ValueError>(!linear || o.mode == linear_mode[spatial - 1], "interpolate: mode '", o.mode, "' does not fit a ",
-                    x.dim(), "-D input (use 'nearest' or '", linear_mode[spatial - 1], "')");
-  check<ValueError>(linear || !o.align_corners.has_value(),
-                    "interpolate: align_corners only applies to the linear modes, not to 'nearest'");
+  Resample mode;
+  if (o.mode == "nearest") {
+    mode = Resample::nearest;
+  } else if (o.mode == "nearest-exact") {
+    mode = Resample::nearest_exact;
+  } else if (o.mode == "area") {
+    mode = Resample::area;
+  } else if (o.mode == "bicubic") {
+    check<ValueError>(spatial == 2, "interpolate: mode 'bicubic' needs a 4-D (N, C, H, W) input, got shape ", x.sizes());
+    mode = Resample::cubic;
+  } else {
+    check<ValueError>(o.mode == linear_mode[spatial - 1], "interpolate: mode '", o.mode, "' does not fit a ", x.dim(),
+                      "-D input (use 'nearest', 'nearest-exact', 'area', '", linear_mode[spatial - 1], "'",
+                      spatial == 2 ? " or 'bicubic')" : ")");
+    mode = Resample::linear;
+  }
+  const bool corners_apply = mode == Resample::linear || mode == Resample::cubic;
+  check<ValueError>(corners_apply || !o.align_corners.has_value(), "interpolate: align_corners only applies to the ",
+                    "linear and bicubic modes, not to '", o.mode, "'");
   check<ValueError>(o.size.empty() != o.scale_factor.empty(),
                     "interpolate: give exactly one of size and scale_factor");
   const size_t given = o.size.empty() ? o.scale_factor.size() : o.size.size();
@@ -110,11 +180,12 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
       const double s = o.scale_factor.size() == 1 ? o.scale_factor[0] : o.scale_factor[static_cast<size_t>(k)];
       check<ValueError>(s > 0, "interpolate: scale_factor must be positive, got ", s);
       n_out = static_cast<int64_t>(std::floor(static_cast<double>(n_in) * s));
-      inv_scale = 1.0 / s;
+      // area is adaptive pooling to the output size, whichever way the size was given (as PyTorch).
+      inv_scale = mode == Resample::area ? static_cast<double>(n_in) / static_cast<double>(n_out) : 1.0 / s;
     }
     check<ShapeError>(n_in > 0 && n_out > 0, "interpolate: input ", x.sizes(), " and output size ", n_out,
                       " along dim ", d, " must both be non-empty");
-    out = resample_dim(out, d, n_out, inv_scale, linear, o.align_corners.value_or(false));
+    out = resample_dim(out, d, n_out, inv_scale, mode, o.align_corners.value_or(false));
   }
   return out;
 }

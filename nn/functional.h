@@ -13,6 +13,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../core/ops.h"
@@ -87,8 +88,13 @@ Tensor affine_grid(const Tensor& theta, IntArrayRef size, bool align_corners = f
 // output's spatial size, or a scale factor (one for every spatial dim, or one per dim; the output
 // size is floor(in * scale) and the source positions use 1 / scale, as PyTorch does).
 //   mode "nearest": out[j] = in[floor(j * scale)]
+//   mode "nearest-exact": out[j] = in[floor((j + 0.5) * scale)] (pixel centres; matches PIL and
+//   OpenCV; PyTorch's "nearest" keeps its old off-by-half rule, and so does nabla's)
 //   mode "linear" (3-D), "bilinear" (4-D), "trilinear" (5-D): linear interpolation per spatial dim,
 //   with align_corners (default false) as in PyTorch.
+//   mode "bicubic" (4-D): cubic convolution (a = -0.75) over 4x4 neighbours, the border repeated,
+//   align_corners as for bilinear; values may overshoot the input's range, as PyTorch's do.
+//   mode "area": adaptive average pooling to the output size (3-D, 4-D and 5-D).
 struct InterpolateOptions {
   std::vector<int64_t> size{};
   std::vector<double> scale_factor{};
@@ -96,6 +102,92 @@ struct InterpolateOptions {
   std::optional<bool> align_corners{};
 };
 Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
+
+// ---- padding --------------------------------------------------------------------------------------
+// torch.nn.functional.pad: `padding` holds (before, after) pairs for the last dims, last dim first:
+// {1, 2} pads the last dim with 1 before and 2 after; {1, 1, 2, 2} also the second-last by 2.
+//   "constant"  fills with `value` (negative padding crops), any number of dims;
+//   "reflect"   mirrors without repeating the edge (padding < the dim's size);
+//   "replicate" repeats the edge element;
+//   "circular"  wraps around (padding <= the dim's size).
+// The non-constant modes pad the last 1, 2 or 3 dims of an input with one or two more dims
+// ((C, L) or (N, C, L) for 1, ...), as PyTorch's.
+Tensor pad(const Tensor& x, IntArrayRef padding, std::string_view mode = "constant", double value = 0);
+
+// ---- convolution with string padding, transposed 1-d and 3-d convolutions --------------------------
+// padding "valid" (none) or "same" (the output has the input's size; stride must be 1; when the
+// kernel's reach d * (k - 1) is odd, the extra zero goes after, as PyTorch's). ConvPadding is the
+// word as its own type, so that a plain 0 still means zero padding.
+struct ConvPadding {
+  template <size_t N>
+  ConvPadding(const char (&word)[N]) : value(word, N - 1) {}  // NOLINT(google-explicit-constructor)
+  ConvPadding(const std::string& word) : value(word) {}        // NOLINT(google-explicit-constructor)
+  std::string value;
+};
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, const ConvPadding& padding,
+              int64_t dilation = 1, int64_t groups = 1);
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride, const ConvPadding& padding,
+              IntArrayRef dilation = 1, int64_t groups = 1);
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride, const ConvPadding& padding,
+              IntArrayRef dilation = 1, int64_t groups = 1);
+// x: (N, C_in, L) or (C_in, L), weight: (C_in, C_out / groups, k).
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1,
+                        int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);
+// x: (N, C_in, D, H, W) or (C_in, D, H, W), weight: (C_in, C_out / groups, kD, kH, kW); the int
+// arrays take 1 or 3 values.
+Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, IntArrayRef stride = 1,
+                        IntArrayRef padding = 0, IntArrayRef output_padding = 0, int64_t groups = 1,
+                        IntArrayRef dilation = 1);
+
+// ---- sliding blocks -------------------------------------------------------------------------------
+// torch.nn.functional.unfold (im2col): x (N, C, H, W) or (C, H, W) -> (N, C kH kW, L), one column
+// per block position (L of them, row-major), rows ordered (c, ki, kj). The int arrays take 1 or 2
+// values.
+Tensor unfold(const Tensor& x, IntArrayRef kernel_size, IntArrayRef dilation = 1, IntArrayRef padding = 0,
+              IntArrayRef stride = 1);
+// torch.nn.functional.fold (col2im), unfold's adjoint: x (N, C kH kW, L) or (C kH kW, L) ->
+// (N, C, output_size), overlapping values summed.
+Tensor fold(const Tensor& x, IntArrayRef output_size, IntArrayRef kernel_size, IntArrayRef dilation = 1,
+            IntArrayRef padding = 0, IntArrayRef stride = 1);
+
+// ---- pooling extras -------------------------------------------------------------------------------
+// avg_pool2d dividing every window's sum by divisor_override (torch's avg_pool2d(divisor_override=)).
+Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding, bool ceil_mode,
+                  bool count_include_pad, std::optional<int64_t> divisor_override);
+// The partial inverse of max_pool: x (N, C, H_in, W_in) and the indices max_pool2d_with_indices gave
+// (flat positions in each (H, W) plane) -> (N, C, H, W), zeros where no maximum came from.
+// output_size (H, W) defaults to (H_in - 1) * stride - 2 padding + kernel.
+Tensor max_unpool2d(const Tensor& x, const Tensor& indices, IntArrayRef kernel_size, IntArrayRef stride = {},
+                    IntArrayRef padding = 0, IntArrayRef output_size = {});
+Tensor max_unpool1d(const Tensor& x, const Tensor& indices, int64_t kernel_size,
+                    std::optional<int64_t> stride = std::nullopt, int64_t padding = 0,
+                    std::optional<int64_t> output_size = std::nullopt);
+
+// ---- grid sampling ----------------------------------------------------------------------------------
+// torch.nn.functional.grid_sample for 4-D input (N, C, H, W) and grid (N, H_out, W_out, 2) holding
+// (x, y) in [-1, 1] (align_corners as in affine_grid): out (N, C, H_out, W_out). mode "bilinear" or
+// "nearest" (ties to even, as PyTorch's); padding_mode "zeros", "border" or "reflection".
+// Differentiable with respect to input and grid (the grid's gradient is 0 in "nearest" mode).
+struct GridSampleOptions {
+  std::string mode = "bilinear";
+  std::string padding_mode = "zeros";
+  bool align_corners = false;
+};
+Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleOptions& options = {});
+
+// ---- embedding bags ---------------------------------------------------------------------------------
+// torch.nn.functional.embedding_bag: reduces the embeddings of each bag ("sum", "mean" or "max") without
+// materialising them per index. input: (B, L) int64 (B bags of L indices, offsets undefined) or 1-D with
+// offsets (the start of each bag; include_last_offset: offsets has B + 1 entries, the last the end).
+// per_sample_weights (input's shape) scale each embedding (mode "sum" only). padding_idx entries are
+// left out of their bag (a mean over the rest; an empty bag gives zeros). Out: (B, embedding_dim).
+struct EmbeddingBagOptions {
+  std::string mode = "mean";
+  bool include_last_offset = false;
+  std::optional<int64_t> padding_idx{};
+};
+Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& offsets = {},
+                     const Tensor& per_sample_weights = {}, const EmbeddingBagOptions& options = {});
 
 // ---- distances --------------------------------------------------------------------------------------
 // x / max(||x||_p, eps) along dim (torch.nn.functional.normalize).

@@ -22,6 +22,7 @@
 #include "pooling.h"
 #include "rnn.h"
 #include "rnn_utils.h"
+#include "spatial.h"
 #include "safetensors.h"
 #include "torch_file.h"
 #include "transformer.h"

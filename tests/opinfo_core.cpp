@@ -146,6 +146,17 @@ std::vector<OpInfo> elementwise_ops() {
                  .samples = unary_samples(-2, 2),
                  .ref = [](I x) { return Outputs{minimum(x[0], full_like(x[0], 0.5)), minimum(x[0], full_like(x[0], -0.3))}; }});
 
+  ops.push_back({.name = "clamp_tensor",
+                 .torch = "(torch.clamp(x[0], x[1], x[2]), torch.clamp_min(x[0], x[1]), torch.clamp_max(x[0], x[2]))",
+                 .fn = [](I x) { return Outputs{clamp(x[0], x[1], x[2]), clamp_min(x[0], x[1]), clamp_max(x[0], x[2])}; },
+                 .samples = {{{arg({3, 4}, -2, 2), arg({3, 4}, -1, 0), arg({4}, 0, 1)}, "broadcast bounds"},
+                             {{arg({2, 3}, -2, 2), arg({2, 3}, 0.2, 1), arg({2, 3}, -1, -0.2)}, "min > max: max wins"},
+                             {{arg_t({3, 2}, -2, 2), arg({1}, -0.5, 0), arg_t({3, 2}, 0, 0.5)}, "non-contiguous"},
+                             {{arg({0, 3}, -2, 2), arg({3}, -1, 0), arg({3}, 0, 1)}, "empty"}},
+                 .ref = [](I x) {
+                   Tensor lo = minimum(maximum(x[0], x[1]), x[2]);
+                   return Outputs{lo, maximum(x[0], x[1]), minimum(x[0], x[2])};
+                 }});
   ops.push_back({.name = "add", .torch = "torch.add(x[0], x[1], alpha=2)", .fn = [](I x) { return one(add(x[0], x[1], 2)); }, .samples = binary_samples(-2, 2, -2, 2),
                  .ref = scalar_ref([](double a, double b) { return a + 2 * b; }), .sweep_dtypes = true});
   ops.push_back({.name = "sub", .torch = "torch.sub(x[0], x[1], alpha=0.5)", .fn = [](I x) { return one(sub(x[0], x[1], 0.5)); }, .samples = binary_samples(-2, 2, -2, 2),

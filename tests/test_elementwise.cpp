@@ -653,7 +653,7 @@ TEST(InPlace, ClampWithIntegers) {
   i.clamp_(0, 3);
   EXPECT_EQ(int_values(i), (std::vector<int64_t>{0, 0, 3, 3}));
   EXPECT_THROW(i.clamp_(0.5), DTypeError);
-  EXPECT_THROW(clamp(i, std::nullopt, std::nullopt), ValueError);
+  EXPECT_THROW(clamp(i, std::optional<Scalar>{}, std::nullopt), ValueError);
 }
 
 TEST(InPlace, FillAndZero) {

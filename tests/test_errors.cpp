@@ -151,7 +151,7 @@ TEST(Errors, ValueErrors) {
                                       {"conv2d", "stride"}));
   EXPECT_TRUE(throws_with<ValueError>([] { zeros({4}).slice(0, 0, 4, 0); }, {"slice", "step"}));
   EXPECT_TRUE(throws_with<ValueError>([] { Device("tpu:0"); }, {"Device", "tpu:0"}));
-  EXPECT_TRUE(throws_with<ValueError>([] { clamp(zeros({2}), std::nullopt, std::nullopt); }, {"clamp"}));
+  EXPECT_TRUE(throws_with<ValueError>([] { clamp(zeros({2}), std::optional<Scalar>{}, std::nullopt); }, {"clamp"}));
   EXPECT_TRUE(throws_with<ValueError>([] { zeros({2, 3}).sum({0, -2}); }, {"sum", "more than once"}));
 }
 

@@ -247,5 +247,47 @@ TEST(Embedding, PaddingRowGetsNoGradient) {
   EXPECT_TRUE(tensor_is(w2.grad(), {3, 2}, {1, 1, 0, 0, 2, 2}));
 }
 
+// ---- several tensor indices, index_put, take_along_dim, repeat_interleave ---------------------------
+TEST(AdvancedIndexing, PlacesTheBroadcastDimsAsPyTorch) {
+  using indexing::Slice;
+  Tensor x = iota({3, 4, 5});
+  Tensor i = tensor({0, 2}), j = tensor({1, 3});
+  EXPECT_TRUE(tensor_is(x.index({i, j}), {2, 5}, {5, 6, 7, 8, 9, 55, 56, 57, 58, 59}));
+  EXPECT_EQ(shape_of(x.index({Slice(), i, j})), (std::vector<int64_t>{3, 2}));   // adjacent: in place
+  EXPECT_EQ(shape_of(x.index({i, Slice(), j})), (std::vector<int64_t>{2, 4}));   // apart: first
+  EXPECT_EQ(shape_of(x.index({0, Slice(), i})), (std::vector<int64_t>{4, 2}));   // an int is a plain select
+  EXPECT_EQ(shape_of(x.index({i.view({2, 1}), Slice(), tensor({0, 1, 2})})), (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_TRUE(tensor_is(x.index({tensor({-1}), tensor({-1}), tensor({-1})}), {1}, {59}));
+  EXPECT_TRUE(throws_with<IndexError>([&] { x.index({i, tensor({4, 0})}); }, {"index 4", "dim 1", "size 4"}));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { x.index({i, tensor({0, 1, 2})}); }, {"[2]", "[3]"}));
+}
+
+TEST(AdvancedIndexing, IndexPutWritesAndAccumulates) {
+  using indexing::Slice;
+  Tensor x = zeros({2, 3}, kFloat64);
+  Tensor r = tensor({0, 1, 1}), c = tensor({2, 0, 0});
+  EXPECT_TRUE(tensor_is(index_put(x, {r, c}, tensor({1., 2., 3.}), true), {2, 3}, {0, 0, 1, 5, 0, 0}));
+  EXPECT_TRUE(tensor_is(index_put(x, {std::nullopt, tensor({1})}, tensor({7.})), {2, 3}, {0, 7, 0, 0, 7, 0}));
+  Tensor y = zeros({2, 3}, kFloat64);
+  y.index_put_({Slice(), tensor({0, 2})}, tensor({{1., 2.}, {3., 4.}}));
+  EXPECT_TRUE(tensor_is(y, {2, 3}, {1, 0, 2, 3, 0, 4}));
+  index_put_(y, {tensor({1})}, tensor({9.}), /*accumulate=*/true);
+  EXPECT_TRUE(tensor_is(y, {2, 3}, {1, 0, 2, 12, 9, 13}));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { index_put(x, {r, c}, tensor({1., 2.})); }, {"index_put", "[2]", "[3]"}));
+}
+
+TEST(AdvancedIndexing, TakeAlongDimAndRepeatInterleave) {
+  Tensor x = iota({2, 3});
+  Tensor order = argsort(-x, 1);
+  EXPECT_TRUE(tensor_is(take_along_dim(x, order, 1), {2, 3}, {2, 1, 0, 5, 4, 3}));
+  EXPECT_TRUE(tensor_is(take_along_dim(x, tensor({5, 0})), {2}, {5, 0}));
+  EXPECT_TRUE(tensor_is(repeat_interleave(x, tensor({2, 0, 1}), 1), {2, 3}, {0, 0, 2, 3, 3, 5}));
+  EXPECT_TRUE(tensor_is(repeat_interleave(tensor({1., 2.}), 3), {6}, {1, 1, 1, 2, 2, 2}));
+  EXPECT_EQ(int_values(repeat_interleave(tensor({1, 0, 2}))), (std::vector<int64_t>{0, 2, 2}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { repeat_interleave(x, tensor({1, -1, 1}), 1); }, {"non-negative", "-1"}));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { repeat_interleave(x, tensor({1, 2}), 1); }, {"one per slice (3)"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { repeat_interleave(x, 2, 0, 5); }, {"output_size 5"}));
+}
+
 }  // namespace
 }  // namespace nabla::testing

@@ -76,6 +76,26 @@ def interpolate(x):
             F.interpolate(x, scale_factor=1.5, mode=linear, align_corners=True)]
 
 
+def index_put_slice(x, j, v):
+    """The registry's index_put: y[:, j] = v on a copy."""
+    y = x.clone()
+    y[:, j] = v
+    return y
+
+
+def interpolate_modes(x):
+    """The registry's nn.interpolate_modes (tests/opinfo_nn_spatial.cpp)."""
+    import torch.nn.functional as F
+    out = [F.interpolate(x, scale_factor=1.7, mode="nearest-exact"), F.interpolate(x, size=2, mode="nearest-exact"),
+           F.interpolate(x, size=2, mode="area"), F.interpolate(x, size=5, mode="area"),
+           F.interpolate(x, scale_factor=0.6, mode="area")]
+    if x.dim() == 4:
+        out += [F.interpolate(x, size=(5, 2), mode="bicubic"),
+                F.interpolate(x, scale_factor=1.5, mode="bicubic", align_corners=True),
+                F.interpolate(x, scale_factor=(2.5, 0.7), mode="bicubic")]
+    return out
+
+
 # ---- recurrent layers (tests/opinfo_rnn.cpp) ----------------------------------------------------------
 def rnn_config(t):
     v = int(t.item())
