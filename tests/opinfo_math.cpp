@@ -154,7 +154,7 @@ std::vector<OpInfo> math_ops() {
       auto Q = [&](const Tensor& a, auto q, std::optional<int64_t> d, bool k, const char* it) {
         return nanq ? nanquantile(a, q, d, k, it) : quantile(a, q, d, k, it);
       };
-      Tensor q = tensor({0.0, 0.25, 0.6, 1.0}).to(x[0].dtype());
+      Tensor q = tensor({0.0, 0.25, 0.6, 1.0}).to(x[0].device(), x[0].dtype());
       return Outputs{Q(x[0], 0.3, std::nullopt, false, "linear"), Q(x[0], q, -1, true, "linear"),
                      Q(x[0], q, 0, false, "lower"),            Q(x[0], q, 0, false, "higher"),
                      Q(x[0], q, 0, false, "nearest"),          Q(x[0], q, 0, false, "midpoint"),

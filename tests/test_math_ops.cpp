@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "onnx/export.h"
 #include "value_helpers.h"
 
 namespace nabla::testing {
@@ -166,6 +167,38 @@ TEST(MathOps, CountingAndSearching) {
   UniqueResult e = unique(zeros({0}), true, true, true);
   EXPECT_EQ(e.values.numel(), 0);
   EXPECT_EQ(e.counts.numel(), 0);
+}
+
+
+// ONNX export: the new ops have trace hooks and no mapping, so exporting a model that uses one fails
+// naming the op, instead of freezing the example's indices into constants.
+struct MathFn : nn::Module {
+  explicit MathFn(std::function<Tensor(Tensor)> f) : nn::Module("MathFn"), f_(std::move(f)) {}
+  Tensor forward(Tensor x) override { return f_(x); }
+  std::function<Tensor(Tensor)> f_;
+};
+
+TEST(MathOps, OnnxExportRefusesTheNewOps) {
+  const std::vector<std::pair<std::string, std::function<Tensor(Tensor)>>> cases = {
+      {"median", [](Tensor x) { return std::get<0>(median(x, 1)) * 2; }},
+      {"kthvalue", [](Tensor x) { return std::get<0>(kthvalue(x, 2, 1)) * 2; }},
+      {"quantile", [](Tensor x) { return quantile(x, 0.3, 1) * 2; }},
+      {"cummax", [](Tensor x) { return std::get<0>(cummax(x, 1)) * 2; }},
+      {"logcumsumexp", [](Tensor x) { return logcumsumexp(x, 1) * 2; }},
+      {"lgamma", [](Tensor x) { return lgamma(x) * 2; }},
+      {"unique", [](Tensor x) { return unique(x * 2).values; }},
+  };
+  for (const auto& [name, f] : cases) {
+    MathFn m(f);
+    try {
+      (void)onnx::export_model_to_string(m, {rand({2, 4}) + 0.5});
+      ADD_FAILURE() << "exported a model with " << name;
+    } catch (const NotImplemented& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find("op '" + name + "'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("has no ONNX mapping"), std::string::npos) << msg;
+    }
+  }
 }
 
 }  // namespace
