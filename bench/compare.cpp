@@ -3,7 +3,7 @@
 // libtorch runs at 1 and at 2 threads and the better of the two is the reference. Contenders are
 // timed interleaved, batch by batch, so a noisy moment on a shared machine hits them alike.
 //
-//   compare [--quick] [--only overhead|gemm|conv|optim|sequence|mlp|lenet] [--markdown FILE]
+//   compare [--quick] [--only overhead|gemm|conv|optim|sequence|mlp|lenet|linalg] [--markdown FILE]
 //
 // scripts/bench.sh builds and runs this and writes bench/RESULTS.md.
 #include <cblas.h>
@@ -341,6 +341,40 @@ void sequence() {
   }
 }
 
+// ---- linear algebra: LAPACK behind both (float32, both cores) -----------------------------------
+// inv, solve (one right-hand side), cholesky and svd (full_matrices=false) of well-conditioned n x n
+// matrices; nabla calls LAPACK (core/linalg_decomp.cpp), libtorch its own LAPACK bindings.
+void linalg() {
+  std::printf("\nlinear algebra, float32 (torch.linalg)\n");
+  openblas_set_num_threads(2);
+  for (int64_t n : {64, 256, 1024}) {
+    nb::Tensor x = nb::randn({n, n});
+    nb::Tensor a = x + nb::eye(n) * static_cast<double>(n);
+    nb::Tensor spd = nb::matmul(x, x.mT()) + nb::eye(n) * static_cast<double>(n);
+    nb::Tensor b = nb::randn({n, 1});
+    auto to_torch = [](const nb::Tensor& t) {
+      nb::Tensor c = t.contiguous();
+      return torch::from_blob(c.data_ptr<float>(), {c.sizes()[0], c.sizes()[1]}, torch::kFloat32).clone();
+    };
+    torch::Tensor ta = to_torch(a), tspd = to_torch(spd), tb = to_torch(b);
+    const double batch = n >= 1024 ? 0.3 : 0.05;
+    const int rounds = n >= 1024 ? 3 : 0;
+    const std::string sz = " " + std::to_string(n) + "x" + std::to_string(n);
+    SideBySide t = side_by_side([&] { nb::Tensor r = nb::linalg::inv(a); },
+                                [&] { torch::Tensor r = torch::linalg::inv(ta); }, batch, rounds);
+    report("linalg", "inv" + sz, t.nabla, t.torch, t.which);
+    t = side_by_side([&] { nb::Tensor r = nb::linalg::solve(a, b); },
+                     [&] { torch::Tensor r = torch::linalg::solve(ta, tb, true); }, batch, rounds);
+    report("linalg", "solve" + sz + ", 1 rhs", t.nabla, t.torch, t.which);
+    t = side_by_side([&] { nb::Tensor r = nb::linalg::cholesky(spd); },
+                     [&] { torch::Tensor r = torch::linalg::cholesky(tspd); }, batch, rounds);
+    report("linalg", "cholesky" + sz, t.nabla, t.torch, t.which);
+    t = side_by_side([&] { auto r = nb::linalg::svd(a, false); },
+                     [&] { auto r = torch::linalg::svd(ta, false, c10::nullopt); }, batch, rounds);
+    report("linalg", "svd" + sz + " (reduced)", t.nabla, t.torch, t.which);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -351,7 +385,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--markdown") && i + 1 < argc) markdown = argv[++i];
     else {
       std::printf(
-          "usage: compare [--quick] [--only overhead|gemm|conv|optim|sequence|mlp|lenet] [--markdown FILE]\n\n"
+          "usage: compare [--quick] [--only overhead|gemm|conv|optim|sequence|mlp|lenet|linalg] [--markdown FILE]\n\n"
           "Runs the same work in nabla, libtorch and OpenBLAS in one process and prints\n"
           "nabla's time / the reference's time (below 1: nabla is faster).\n");
       return std::strcmp(argv[i], "--help") && std::strcmp(argv[i], "-h") ? 2 : 0;
@@ -359,8 +393,9 @@ int main(int argc, char** argv) {
   }
   nb::set_num_threads(2);
   std::map<std::string, void (*)()> parts{{"overhead", overhead}, {"gemm", gemm}, {"conv", conv},
-                                          {"optim", optim},       {"sequence", sequence}, {"mlp", mlp}, {"lenet", lenet}};
-  for (const char* p : {"overhead", "gemm", "conv", "optim", "sequence", "mlp", "lenet"})
+                                          {"optim", optim},       {"sequence", sequence}, {"mlp", mlp}, {"lenet", lenet},
+                                          {"linalg", linalg}};
+  for (const char* p : {"overhead", "gemm", "conv", "optim", "sequence", "mlp", "lenet", "linalg"})
     if (only.empty() || only == p) parts[p]();
   if (!markdown.empty()) {
     std::ofstream md(markdown);

@@ -1,19 +1,24 @@
 // The LAPACK routines behind core/linalg_decomp.cpp (OpenBLAS's LAPACK on Debian, found by CMake's
 // find_package(LAPACK)), declared here with their Fortran ABI: every argument by pointer, column-major
 // matrices, and one hidden length argument per character argument at the end (gfortran's ABI).
-// Overloads on float/double pick the s/d routine. Internal to core/ (not installed as API).
+// Overloads on float/double pick the s/d routine. Only core/linalg_decomp.cpp includes it (it is
+// installed with the other headers but is not part of the API).
 #pragma once
 
 #include <cstddef>
 
 extern "C" {
-// LU with partial pivoting; inverse from it; A X = B.
+// LU with partial pivoting; inverse from it; A X = B; solves with an LU.
 void sgetrf_(const int* m, const int* n, float* a, const int* lda, int* ipiv, int* info);
 void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
 void sgetri_(const int* n, float* a, const int* lda, const int* ipiv, float* work, const int* lwork, int* info);
 void dgetri_(const int* n, double* a, const int* lda, const int* ipiv, double* work, const int* lwork, int* info);
 void sgesv_(const int* n, const int* nrhs, float* a, const int* lda, int* ipiv, float* b, const int* ldb, int* info);
 void dgesv_(const int* n, const int* nrhs, double* a, const int* lda, int* ipiv, double* b, const int* ldb, int* info);
+void sgetrs_(const char* trans, const int* n, const int* nrhs, const float* a, const int* lda, const int* ipiv, float* b,
+             const int* ldb, int* info, size_t);
+void dgetrs_(const char* trans, const int* n, const int* nrhs, const double* a, const int* lda, const int* ipiv,
+             double* b, const int* ldb, int* info, size_t);
 // Cholesky.
 void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info, size_t);
 void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info, size_t);
@@ -62,6 +67,13 @@ inline void gesv(int n, int nrhs, float* a, int lda, int* ipiv, float* b, int ld
 }
 inline void gesv(int n, int nrhs, double* a, int lda, int* ipiv, double* b, int ldb, int* info) {
   dgesv_(&n, &nrhs, a, &lda, ipiv, b, &ldb, info);
+}
+inline void getrs(char trans, int n, int nrhs, const float* a, int lda, const int* ipiv, float* b, int ldb, int* info) {
+  sgetrs_(&trans, &n, &nrhs, a, &lda, ipiv, b, &ldb, info, 1);
+}
+inline void getrs(char trans, int n, int nrhs, const double* a, int lda, const int* ipiv, double* b, int ldb,
+                  int* info) {
+  dgetrs_(&trans, &n, &nrhs, a, &lda, ipiv, b, &ldb, info, 1);
 }
 inline void potrf(char uplo, int n, float* a, int lda, int* info) { spotrf_(&uplo, &n, a, &lda, info, 1); }
 inline void potrf(char uplo, int n, double* a, int lda, int* info) { dpotrf_(&uplo, &n, a, &lda, info, 1); }

@@ -112,38 +112,38 @@ Tensor eye_like(int64_t n, const Tensor& t) { return eye(n, std::nullopt, like(t
 
 // ---- forward kernels (no autograd) ----------------------------------------------------------------
 
-// inv of each matrix: the row-major buffer holds A^T column-major; inverting it in place leaves
-// inv(A^T) column-major, that is inv(A) row-major.
+// inv of each matrix: the row-major buffer holds A^T column-major; its LU solves A^T Y = I, and
+// Y = inv(A^T) = inv(A)^T column-major is inv(A) row-major. (getrf + getrs on the identity, as
+// PyTorch: OpenBLAS's blocked triangular solves beat getri's reference code.)
 Tensor inv_forward(const Tensor& A) {
   const int64_t n = cols(A);
   Tensor a = rowmajor_copy(A);
   const int64_t batch = shape_numel(batch_shape(A));
+  Tensor y = eye(n, std::nullopt, dtype(A.dtype())).expand(A.sizes()).contiguous();
   if (n > 0) {
     by_dtype(A.dtype(), [&](auto z) {
       using T = decltype(z);
-      T* p = a.data_ptr<T>();
+      T *p = a.data_ptr<T>(), *py = y.data_ptr<T>();
       std::vector<int> ipiv(n);
       int info = 0;
-      T wq{};
-      lapack::getri(n, p, ld(n), ipiv.data(), &wq, -1, &info);
-      std::vector<T> work(std::max<int64_t>(static_cast<int64_t>(wq), n));
       for (int64_t b = 0; b < batch; ++b) {
         T* m = p + b * n * n;
         lapack::getrf(n, n, m, ld(n), ipiv.data(), &info);
         check<ValueError>(info <= 0, "linalg.inv: ", batch_prefix(A, b), "The diagonal element ", info,
                           " is zero, the inversion could not be completed because the input matrix is singular (A: ",
                           detail::describe(A), ")");
-        lapack::getri(n, m, ld(n), ipiv.data(), work.data(), static_cast<int>(work.size()), &info);
+        lapack::getrs('N', n, n, m, ld(n), ipiv.data(), py + b * n * n, ld(n), &info);
       }
     });
   }
-  return on_device(a, A.device());
+  return on_device(y, A.device());
 }
 
-// X with A X = B for same-batch A (*, n, n), B (*, n, k).
+// X with A X = B for same-batch A (*, n, n), B (*, n, k): the LU of the row-major buffer (A^T
+// column-major, no transposing copy) solves A X = B as (A^T)^T X = B (getrs 'T').
 Tensor solve_forward(const Tensor& A, const Tensor& B) {
   const int64_t n = cols(A), k = cols(B);
-  Tensor a = colmajor_copy(A), x = colmajor_copy(B);  // x: (*, k, n), column-major B, overwritten by X
+  Tensor a = rowmajor_copy(A), x = colmajor_copy(B);  // x: (*, k, n), column-major B, overwritten by X
   const int64_t batch = shape_numel(batch_shape(A));
   if (n > 0 && k > 0) {
     by_dtype(A.dtype(), [&](auto z) {
@@ -152,9 +152,10 @@ Tensor solve_forward(const Tensor& A, const Tensor& B) {
       std::vector<int> ipiv(n);
       int info = 0;
       for (int64_t b = 0; b < batch; ++b) {
-        lapack::gesv(n, k, pa + b * n * n, ld(n), ipiv.data(), px + b * n * k, ld(n), &info);
+        lapack::getrf(n, n, pa + b * n * n, ld(n), ipiv.data(), &info);
         check<ValueError>(info <= 0, "linalg.solve: ", batch_prefix(A, b),
                           "The solver failed because the input matrix is singular (A: ", detail::describe(A), ")");
+        lapack::getrs('T', n, k, pa + b * n * n, ld(n), ipiv.data(), px + b * n * k, ld(n), &info);
       }
     });
   }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/gradcheck.h"
 #include "opinfo.h"
 #include "value_helpers.h"
 
@@ -179,6 +180,21 @@ TEST(Linalg, gradients_of_inverse_and_determinant) {
   // QR with mode 'r' has no gradient.
   Tensor D = A3().requires_grad_();
   EXPECT_TRUE(throws_with<ValueError>([&] { std::get<1>(linalg::qr(D, "r")).sum().backward(); }, {"linalg.qr", "mode='r'"}));
+}
+
+// full_matrices=true: the gradient flows through U's first k columns and Vh's first k rows (the
+// others are any orthonormal completion), as PyTorch's.
+TEST(Linalg, svd_full_matrices_gradients) {
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{4, 3}, std::vector<int64_t>{3, 4}}) {
+    Tensor A = lcg_tensor(shape, 7).requires_grad_();
+    auto f = [](const std::vector<Tensor>& x) {
+      auto [U, S, Vh] = linalg::svd(x[0], true);
+      const int64_t k = S.sizes().back();
+      return std::vector<Tensor>{S, abs(U.narrow(-1, 0, k)), abs(Vh.narrow(-2, 0, k))};
+    };
+    EXPECT_NO_THROW(autograd::gradcheck(f, {A})) << IntArrayRef(shape);
+    EXPECT_NO_THROW(autograd::gradgradcheck(f, {A})) << IntArrayRef(shape);
+  }
 }
 
 }  // namespace
