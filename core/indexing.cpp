@@ -458,6 +458,141 @@ Tensor embedding(const Tensor& weight, const Tensor& indices_in, std::optional<i
   return out;
 }
 
+// ---- scatter_reduce -------------------------------------------------------------------------------
+namespace {
+
+enum class Reduce { sum, prod, mean, amax, amin };
+
+// out[..., index[p], ...] = op(out[..., index[p], ...], src[p]) for every position p of index (dim d),
+// on the host, in index order. out is a contiguous CPU tensor; index and src are read through their
+// strides on CPU copies.
+void combine_on_host(Tensor& out, int64_t d, const Tensor& index, const Tensor& src, Reduce r) {
+  Tensor idx = index.to(kCPU).contiguous(), s = src.to(kCPU).contiguous();
+  const int64_t n = idx.numel(), nd = idx.dim();
+  const int64_t* ip = idx.data_ptr<int64_t>();
+  Shape is = idx.sizes(), ss = s.sizes(), os = out.sizes();
+  visit_compute_dtype(out.dtype(), "scatter_reduce", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* op = out.data_ptr<T>();
+    const T* sp = s.data_ptr<T>();
+    std::vector<int64_t> coord(static_cast<size_t>(nd), 0);
+    for (int64_t p = 0; p < n; ++p) {
+      int64_t o = 0, q = 0;
+      for (int64_t k = 0; k < nd; ++k) {
+        const int64_t c = k == d ? ip[p] : coord[static_cast<size_t>(k)];
+        o = o * os[static_cast<size_t>(k)] + c;
+        q = q * ss[static_cast<size_t>(k)] + coord[static_cast<size_t>(k)];
+      }
+      T& dst = op[o];
+      const T v = sp[q];
+      if (r == Reduce::prod) {
+        dst = static_cast<T>(dst * v);
+      } else if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(v) || std::isnan(dst)) dst = std::numeric_limits<T>::quiet_NaN();  // NaN wins, as max()
+        else dst = r == Reduce::amax ? std::max(dst, v) : std::min(dst, v);
+      } else {
+        dst = r == Reduce::amax ? std::max(dst, v) : std::min(dst, v);
+      }
+      for (int64_t k = nd - 1; k >= 0; --k) {  // next coordinate of index, row-major
+        if (++coord[static_cast<size_t>(k)] < is[static_cast<size_t>(k)]) break;
+        coord[static_cast<size_t>(k)] = 0;
+      }
+    }
+  });
+}
+
+// The forward value of scatter_reduce for prod/amax/amin, without autograd.
+Tensor reduce_value(const Tensor& x, int64_t d, const Tensor& index, const Tensor& src, Reduce r, bool include_self) {
+  autograd::NoGradGuard ng;
+  Tensor out = x.to(kCPU).contiguous().clone();
+  if (!include_self) {  // scattered-to positions start from the reduction's identity
+    Scalar init = 1;
+    if (r != Reduce::prod)
+      init = is_floating(x.dtype()) ? Scalar(r == Reduce::amax ? -std::numeric_limits<double>::infinity()
+                                                               : std::numeric_limits<double>::infinity())
+                                    : visit_compute_dtype(x.dtype(), "scatter_reduce", [&](auto tag) {
+                                        using T = typename decltype(tag)::type;
+                                        return Scalar(static_cast<int64_t>(r == Reduce::amax ? std::numeric_limits<T>::lowest()
+                                                                                               : std::numeric_limits<T>::max()));
+                                      });
+    out = out.scatter(d, index.to(kCPU), init).contiguous();
+  }
+  combine_on_host(out, d, index, src, r);
+  return out.to(x.device());
+}
+
+}  // namespace
+
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index_in, const Tensor& src_in,
+                      std::string_view reduce, bool include_self) {
+  const char* op = "scatter_reduce";
+  Reduce r;
+  if (reduce == "sum") r = Reduce::sum;
+  else if (reduce == "prod") r = Reduce::prod;
+  else if (reduce == "mean") r = Reduce::mean;
+  else if (reduce == "amax") r = Reduce::amax;
+  else if (reduce == "amin") r = Reduce::amin;
+  else throw ValueError(detail::str(op, ": reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got '", reduce, "'"));
+  Tensor index = as_index(index_in, op);
+  const int64_t d = wrap_dim(dim, x.dim(), op);
+  check_gather_shapes(op, x, d, index, &src_in);
+  check<DTypeError>(src_in.dtype() == x.dtype(), op, ": source dtype ", src_in.dtype(), " differs from the tensor's ",
+                    x.dtype());
+  detail::check_same_device(op, {&x, &index, &src_in});
+  if (index.numel() > 0) {
+    autograd::NoGradGuard ng;
+    const int64_t lo = index.min().item<int64_t>(), hi = index.max().item<int64_t>();
+    check<IndexError>(lo >= 0 && hi < x.size(d), op, ": index ", lo < 0 ? lo : hi, " is out of range for dim ", d,
+                      " of size ", x.size(d));
+  }
+  Tensor src = src_window(src_in, index);
+  // Positions nothing is scattered to keep x; without include_self the others start empty.
+  Tensor base = include_self ? x : x.scatter(d, index, 0);
+  if (r == Reduce::sum) return scatter_add(base, d, index, src);
+  if (r == Reduce::mean) {
+    Tensor ones_src = ones_like(src, dtype(x.dtype()));
+    Tensor count = scatter_add(include_self ? ones_like(x) : ones_like(x).scatter(d, index, 0), d, index, ones_src);
+    count = where(count == 0, ones_like(count), count);  // untouched positions without include_self: x / 1
+    Tensor total = scatter_add(base, d, index, src);
+    return is_floating(x.dtype()) ? total / count : floor_divide(total, count);
+  }
+  Tensor out = reduce_value(x, d, index, src, r, include_self);
+  if (!autograd::needs_grad(x, src)) return out;
+  autograd::record("ScatterReduceBackward", {&x, &src}, {&out},
+                   [sx = save(x), ssrc = save(src), sout = autograd::save_output(out), index, d, r,
+                    include_self](Node& n, GradList& grads) {
+                     const Tensor& g = grads[0];
+                     Tensor xs = sx.unpack(n), ss = ssrc.unpack(n), res = sout.unpack(n);
+                     GradList out_grads(2);
+                     if (r == Reduce::prod) {
+                       // PyTorch's: exclusive products through copies with the zeros masked to one.
+                       Tensor masked_self = xs.masked_fill(xs == 0, 1);
+                       Tensor masked_self_result = scatter_reduce(masked_self, d, index, ss, "prod", include_self);
+                       Tensor gs = g * masked_self_result / masked_self;
+                       out_grads[0] = include_self ? gs : gs.scatter(d, index, 0);
+                       Tensor src_zero = ss == 0;
+                       Tensor zeros_per = zeros_like(xs).scatter_add(d, index, src_zero.to(xs.dtype())).gather(d, index);
+                       Tensor single_zero = logical_and(src_zero, zeros_per == 1);
+                       Tensor masked_src_result = scatter_reduce(xs, d, index, ss.masked_fill(single_zero, 1), "prod", include_self);
+                       out_grads[1] = where(single_zero, (g * masked_src_result).gather(d, index),
+                                            (g * res).gather(d, index) / ss.masked_fill(src_zero, 1));
+                     } else {
+                       // amax / amin: shared evenly among the elements equal to the result.
+                       Tensor self_hit = xs == res;
+                       if (!include_self) self_hit = logical_and(self_hit, ones_like(xs, dtype(DType::boolean)).scatter(d, index, false));
+                       Tensor src_hit = ss == res.gather(d, index);
+                       Tensor count = self_hit.to(g.dtype()).scatter_add(d, index, src_hit.to(g.dtype()));
+                       Tensor share = g / where(count == 0, ones_like(count), count);
+                       out_grads[0] = where(self_hit, share, zeros_like(share));
+                       out_grads[1] = where(src_hit, share.gather(d, index), zeros_like(ss));
+                     }
+                     if (!n.needs_input_grad(0)) out_grads[0] = Tensor{};
+                     if (!n.needs_input_grad(1)) out_grads[1] = Tensor{};
+                     return out_grads;
+                   });
+  return out;
+}
+
 // ---- take_along_dim / repeat_interleave ----------------------------------------------------------
 
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim) {

@@ -1,9 +1,10 @@
 // Indexing ops beyond core/ops.h's: index_put with several index tensors and accumulation,
-// take_along_dim and repeat_interleave (torch's). x.index({i, j}) with several tensor indices is
+// take_along_dim, repeat_interleave and scatter_reduce (torch's). x.index({i, j}) with several tensor indices is
 // Tensor::index (core/tensor.h).
 #pragma once
 
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "ops.h"
@@ -38,9 +39,19 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
 // repeat_interleave(repeats): each i in [0, n) repeated repeats[i] times (int64).
 Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> output_size = std::nullopt);
 
+// torch.scatter_reduce: a copy of x where each src[i][j] (dim 1; any dim alike) is combined into
+// position [i][index[i][j]] with reduce "sum", "prod", "mean", "amax" or "amin"; include_self: x's
+// own value takes part, else only the scattered values do (positions nothing is scattered to keep x).
+// "mean" on integers rounds down, as PyTorch's. Gradients as PyTorch's (amax/amin share the gradient
+// evenly among the elements that equal the result; prod handles zeros exactly). "sum" and "mean" are
+// scatter_add compositions; "prod", "amax" and "amin" combine on the host (CUDA tensors copy over and
+// back).
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
+                      bool include_self = true);
+
 // Registry entries these declarations must have (tests/opinfo_*.cpp, with gradcheck samples; the test
 // OpRegistry.every_differentiable_op_has_gradcheck_samples reads this list).
 #define NABLA_REGISTRY_ADVANCED_INDEXING_OPS(X) \
-  X(index_multi_tensor) X(index_put) X(index_put_accumulate) X(take_along_dim) X(repeat_interleave)
+  X(index_multi_tensor) X(index_put) X(index_put_accumulate) X(take_along_dim) X(repeat_interleave) X(scatter_reduce)
 
 }  // namespace nabla

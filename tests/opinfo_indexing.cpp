@@ -67,6 +67,20 @@ std::vector<OpInfo> indexing_ops() {
                  },
                  .samples = {{{arg({2, 3}), fixed_index({3}, {1, 0, 2}), fixed_index({1}, {2})}, "2d"},
                              {{arg_t({2, 3}), fixed_index({3}, {0, 0, 3}), fixed_index({2}, {1, 2})}, "noncontiguous"}}});
+  ops.push_back({.name = "scatter_reduce",
+                 .torch = "[x[0].scatter_reduce(1, x[2], x[1], r, include_self=b)"
+                          " for r in ('sum', 'prod', 'mean', 'amax', 'amin') for b in (True, False)]",
+                 .fn = [](I x) {
+                   Outputs out;
+                   for (const char* r : {"sum", "prod", "mean", "amax", "amin"})
+                     for (bool b : {true, false}) out.push_back(scatter_reduce(x[0], 1, x[2], x[1], r, b));
+                   return out;
+                 },
+                 .samples = {{{arg({3, 4}), arg({3, 5}), fixed_index({3, 5}, {0, 0, 2, 3, 0, 1, 1, 1, 2, 3, 3, 2, 1, 2, 3})},
+                              "duplicates_and_untouched"},
+                             {{arg({2, 3}), fixed_arg({2, 3}, {0.5, 0, -1.5, 0, 1.2, 2}), fixed_index({2, 3}, {0, 0, 2, 1, 1, 1})},
+                              "one_zero_per_slot_in_prod"},
+                             {{arg_t({3, 2}), arg({2, 2}), fixed_index({2, 1}, {1, 0})}, "src_larger_than_index"}}});
   return ops;
 }
 

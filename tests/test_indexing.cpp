@@ -289,5 +289,20 @@ TEST(AdvancedIndexing, TakeAlongDimAndRepeatInterleave) {
   EXPECT_TRUE(throws_with<ValueError>([&] { repeat_interleave(x, 2, 0, 5); }, {"output_size 5"}));
 }
 
+TEST(AdvancedIndexing, ScatterReduce) {
+  Tensor x = tensor({1., 2., 3.});
+  Tensor idx = tensor({0, 0, 2}), src = tensor({5., -1., 4.});
+  EXPECT_TRUE(tensor_is(scatter_reduce(x, 0, idx, src, "sum"), {3}, {5, 2, 7}));
+  EXPECT_TRUE(tensor_is(scatter_reduce(x, 0, idx, src, "sum", false), {3}, {4, 2, 4}));
+  EXPECT_TRUE(tensor_is(scatter_reduce(x, 0, idx, src, "prod"), {3}, {-5, 2, 12}));
+  EXPECT_TRUE(tensor_is(scatter_reduce(x, 0, idx, src, "mean"), {3}, {5.0 / 3, 2, 3.5}));
+  EXPECT_TRUE(tensor_is(scatter_reduce(x, 0, idx, src, "amax", false), {3}, {5, 2, 4}));
+  EXPECT_TRUE(tensor_is(scatter_reduce(x, 0, idx, src, "amin"), {3}, {-1, 2, 3}));
+  Tensor xi = tensor({10, 20}), si = tensor({1, 2, 4});
+  EXPECT_EQ(int_values(scatter_reduce(xi, 0, tensor({0, 0, 1}), si, "mean")), (std::vector<int64_t>{4, 12}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { scatter_reduce(x, 0, idx, src, "max"); }, {"'max'", "amax"}));
+  EXPECT_TRUE(throws_with<IndexError>([&] { scatter_reduce(x, 0, tensor({3}), tensor({1.}), "amax"); }, {"index 3"}));
+}
+
 }  // namespace
 }  // namespace nabla::testing
