@@ -805,7 +805,7 @@ LstsqResult lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond,
   Tensor xr = x.mT();  // (*, mx, k)
   LstsqResult r;
   r.solution = on_device(xr.narrow(-2, 0, n), A.device());
-  if (m > n && full_rank && kmin > 0) {
+  if (m > n && full_rank) {
     Tensor tail = xr.narrow(-2, n, m - n);
     r.residuals = on_device((tail * tail).sum({-2}), A.device());
   } else {

@@ -182,6 +182,34 @@ TEST(Linalg, gradients_of_inverse_and_determinant) {
   EXPECT_TRUE(throws_with<ValueError>([&] { std::get<1>(linalg::qr(D, "r")).sum().backward(); }, {"linalg.qr", "mode='r'"}));
 }
 
+// Empty matrices give what PyTorch gives (checked against PyTorch 1.13).
+TEST(Linalg, empty_matrices) {
+  Tensor z = zeros({0, 0}, kFloat64);
+  EXPECT_TRUE(tensor_is(linalg::inv(z), {0, 0}, {}));
+  EXPECT_TRUE(tensor_is(linalg::det(z), {}, {1}));
+  auto [s, l] = linalg::slogdet(z);
+  EXPECT_TRUE(tensor_is(s, {}, {1}));
+  EXPECT_TRUE(tensor_is(l, {}, {0}));
+  EXPECT_TRUE(tensor_is(linalg::cholesky(z), {0, 0}, {}));
+  EXPECT_TRUE(tensor_is(std::get<1>(linalg::eigh(z)), {0, 0}, {}));
+  Tensor tall = zeros({3, 0}, kFloat64), wide = zeros({0, 3}, kFloat64);
+  auto [Q, R] = linalg::qr(tall);
+  EXPECT_EQ(shape_of(Q), (std::vector<int64_t>{3, 0}));
+  EXPECT_EQ(shape_of(R), (std::vector<int64_t>{0, 0}));
+  EXPECT_TRUE(tensor_near(std::get<0>(linalg::qr(tall, "complete")), eye(3, std::nullopt, kFloat64)));
+  EXPECT_EQ(shape_of(std::get<1>(linalg::qr(wide))), (std::vector<int64_t>{0, 3}));
+  auto [U, S, Vh] = linalg::svd(tall);
+  EXPECT_TRUE(tensor_near(U, eye(3, std::nullopt, kFloat64)));
+  EXPECT_EQ(shape_of(S), (std::vector<int64_t>{0}));
+  EXPECT_EQ(shape_of(Vh), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(shape_of(std::get<2>(linalg::svd(wide, false))), (std::vector<int64_t>{0, 3}));
+  EXPECT_TRUE(tensor_is(linalg::matrix_norm(tall, "nuc"), {}, {0}));
+  auto r = linalg::lstsq(tall, ones({3, 2}, kFloat64));
+  EXPECT_EQ(shape_of(r.solution), (std::vector<int64_t>{0, 2}));
+  EXPECT_TRUE(tensor_is(r.residuals, {2}, {3, 3}));
+  EXPECT_EQ(r.rank.item<int64_t>(), 0);
+}
+
 // full_matrices=true: the gradient flows through U's first k columns and Vh's first k rows (the
 // others are any orthonormal completion), as PyTorch's.
 TEST(Linalg, svd_full_matrices_gradients) {
