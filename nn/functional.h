@@ -360,6 +360,25 @@ struct GaussianNLLLossOptions {
 Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var,
                          const GaussianNLLLossOptions& options = {});
 
+// ---- connectionist temporal classification -----------------------------------------------------------
+// torch.nn.functional.ctc_loss: log_probs (T, N, C) (log_softmax over C) or unbatched (T, C); targets
+// (N, S) padded, or 1-D holding every element's targets one after the other; input_lengths and
+// target_lengths (N) (<= T and <= S). The negative log-likelihood of the targets over every alignment
+// with blanks; "mean" divides each loss by its target length, then averages over the batch.
+// zero_infinity: impossible alignments (input too short) give 0 and no gradient instead of inf.
+// Differs from PyTorch: the gradient is the exact one with respect to log_probs; PyTorch's native
+// kernel adds exp(log_probs) to it, which cancels when log_probs comes from log_softmax (the usual
+// case, where the two agree). Not twice differentiable (PyTorch's is not either). Runs on the host.
+struct CTCLossOptions {
+  int64_t blank = 0;
+  Reduction reduction = Reduction::mean;
+  bool zero_infinity = false;
+};
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, IntArrayRef input_lengths, IntArrayRef target_lengths,
+                const CTCLossOptions& options = {});
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, const CTCLossOptions& options = {});
+
 }  // namespace nabla::nn::functional
 
 namespace nabla::nn {

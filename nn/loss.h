@@ -156,6 +156,24 @@ class MultiMarginLoss : public Module {
   F::MultiMarginLossOptions options;
 };
 
+// CTCLoss: F::ctc_loss with its options held; forward(log_probs, targets, input_lengths, target_lengths).
+class CTCLoss : public Module {
+ public:
+  explicit CTCLoss(F::CTCLossOptions options = {}) : options(options) {}
+  Tensor forward(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                 const Tensor& target_lengths) {
+    return F::ctc_loss(log_probs, targets, input_lengths, target_lengths, options);
+  }
+  Tensor operator()(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                    const Tensor& target_lengths) {
+    return forward(log_probs, targets, input_lengths, target_lengths);
+  }
+  std::string extra_repr() const override {
+    return options.blank == 0 ? std::string() : "blank=" + std::to_string(options.blank);
+  }
+  F::CTCLossOptions options;
+};
+
 class PoissonNLLLoss : public Module {
  public:
   explicit PoissonNLLLoss(F::PoissonNLLLossOptions options = {}) : options(options) {}

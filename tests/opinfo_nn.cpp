@@ -313,6 +313,27 @@ std::vector<OpInfo> loss_ops() {
     int64_t n = static_cast<int64_t>(t.size());
     return fixed_index({n}, std::move(t));
   };
+  // ctc_loss on log_softmax outputs: there PyTorch's gradient is the exact one (see F::ctc_loss).
+  ops.push_back({.name = "nn.ctc_loss",
+                 .torch = "[F.ctc_loss(x[0].log_softmax(2), x[1], (6, 4), (3, 2), reduction=r) for r in ('mean', 'sum', 'none')]"
+                          " + [F.ctc_loss(x[0].log_softmax(2), x[2], (6, 4), (3, 2), blank=4),"
+                          " F.ctc_loss(x[0].log_softmax(2), x[1], (2, 4), (3, 2), reduction='sum', zero_infinity=True),"
+                          " F.ctc_loss(x[0][:, 0].log_softmax(1), x[1][0, :2], torch.tensor(5), torch.tensor(2))]",
+                 .fn = [](I x) {
+                   Tensor lp = x[0].log_softmax(2);
+                   Outputs out;
+                   for (Reduction r : {Reduction::mean, Reduction::sum, Reduction::none})
+                     out.push_back(F::ctc_loss(lp, x[1], {6, 4}, {3, 2}, {.reduction = r}));
+                   out.push_back(F::ctc_loss(lp, x[2], {6, 4}, {3, 2}, {.blank = 4}));
+                   out.push_back(F::ctc_loss(lp, x[1], {2, 4}, {3, 2}, {.reduction = Reduction::sum, .zero_infinity = true}));
+                   out.push_back(F::ctc_loss(x[0].select(1, 0).log_softmax(1), x[1].select(0, 0).narrow(0, 0, 2), {5}, {2}));
+                   return out;
+                 },
+                 .samples = {{{arg({6, 2, 5}, -2, 2), fixed_index({2, 3}, {1, 2, 2, 3, 3, 0}), fixed_index({5}, {1, 2, 2, 3, 3})},
+                              "repeats_and_padding"},
+                             {{arg_t({6, 2, 5}, -2, 2), fixed_index({2, 3}, {3, 1, 3, 2, 4, 0}), fixed_index({5}, {0, 1, 0, 2, 0})},
+                              "noncontiguous"}},
+                 .twice_differentiable = false});
   ops.push_back({.name = "nn.interpolate", .torch = "T.interpolate(x[0])",
                  .fn = [](I x) {
                    const int64_t n = x[0].dim();
@@ -532,7 +553,7 @@ TEST(OpRegistry, every_nn_layer_and_loss_is_registered) {
       "nn.smooth_l1_loss", "nn.huber_loss", "nn.binary_cross_entropy", "nn.binary_cross_entropy_with_logits",
       "nn.kl_div", "nn.loss_weight_gradients", "nn.margin_ranking_loss", "nn.hinge_embedding_loss",
       "nn.cosine_embedding_loss", "nn.triplet_margin_loss", "nn.triplet_margin_with_distance_loss", "nn.soft_margin_loss",
-      "nn.multilabel_soft_margin_loss", "nn.multi_margin_loss", "nn.poisson_nll_loss", "nn.gaussian_nll_loss", "nn.interpolate", "nn.normalize", "nn.cosine_similarity", "nn.pairwise_distance"};
+      "nn.multilabel_soft_margin_loss", "nn.multi_margin_loss", "nn.poisson_nll_loss", "nn.gaussian_nll_loss", "nn.ctc_loss", "nn.interpolate", "nn.normalize", "nn.cosine_similarity", "nn.pairwise_distance"};
   std::string missing;
   for (const auto& n : required) {
     const OpInfo* op = find_op(n);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "nabla.h"
+#include "value_helpers.h"
 
 using namespace nabla;
 namespace F = nn::functional;
@@ -310,3 +311,31 @@ TEST(NnLoss, RankingEmbeddingAndMarginLossErrors) {
   }
 }
 
+TEST(CTCLoss, MatchesTheAlignmentSumByHand) {
+  // T = 2, C = 2 (blank 0, label 1), target "1": the alignments are "1 1", "0 1", "1 0".
+  Tensor lp = tensor({0.6, 0.4, 0.3, 0.7}, dtype(kFloat64)).log().view({2, 1, 2});
+  Tensor target = tensor(std::vector<int64_t>{1}, dtype(kInt64)).view({1, 1});
+  const double p = 0.4 * 0.7 + 0.6 * 0.7 + 0.4 * 0.3;
+  Tensor loss = nn::functional::ctc_loss(lp, target, {2}, {1}, {.reduction = nn::Reduction::sum});
+  EXPECT_NEAR(loss.item<double>(), -std::log(p), 1e-12);
+  // An empty target: only the all-blank path.
+  Tensor empty = nn::functional::ctc_loss(lp, target, {2}, {0}, {.reduction = nn::Reduction::sum});
+  EXPECT_NEAR(empty.item<double>(), -std::log(0.6 * 0.3), 1e-12);
+  // Too short an input for "1 1" (it needs a blank between): inf, or 0 with zero_infinity.
+  Tensor two = tensor(std::vector<int64_t>{1, 1}, dtype(kInt64)).view({1, 2});
+  EXPECT_TRUE(std::isinf(nn::functional::ctc_loss(lp, two, {2}, {2}).item<double>()));
+  EXPECT_EQ(nn::functional::ctc_loss(lp, two, {2}, {2}, {.zero_infinity = true}).item<double>(), 0.0);
+  nn::CTCLoss module;
+  EXPECT_NEAR(module(lp, target, tensor(std::vector<int64_t>{2}), tensor(std::vector<int64_t>{1})).item<double>(),
+              -std::log(p), 1e-12);  // mean divides by the target length 1
+}
+
+TEST(CTCLoss, RejectsBadTargetsAndLengths) {
+  Tensor lp = zeros({4, 1, 3});
+  Tensor t = tensor(std::vector<int64_t>{1, 2}, dtype(kInt64)).view({1, 2});
+  EXPECT_TRUE(nabla::testing::throws_with<IndexError>([&] { nn::functional::ctc_loss(lp, t.clone().fill_(0), {4}, {2}); },
+                                      {"ctc_loss", "target 0", "blank 0"}));
+  EXPECT_TRUE(nabla::testing::throws_with<ValueError>([&] { nn::functional::ctc_loss(lp, t, {5}, {2}); }, {"input length 5", "[0, 4]"}));
+  EXPECT_TRUE(nabla::testing::throws_with<ValueError>([&] { nn::functional::ctc_loss(lp, t, {4}, {3}); }, {"target length 3", "width 2"}));
+  EXPECT_TRUE(nabla::testing::throws_with<ShapeError>([&] { nn::functional::ctc_loss(lp, t, {4, 4}, {2, 2}); }, {"one per batch element"}));
+}
