@@ -66,17 +66,84 @@ std::string batch_prefix(const Tensor& A, int64_t b) {
   return A.dim() > 2 ? detail::str("(Batch element ", b, "): ") : std::string();
 }
 
-// A fresh host copy of A (detached) in row-major layout, which LAPACK reads as A^T: (*, m, n).
-Tensor rowmajor_copy(const Tensor& A) {
-  Tensor t = A.detach().to(kCPU);
-  return t.is_contiguous() && t.data_ptr() != A.data_ptr() ? t : t.clone();
+// A contiguous copy of a host tensor made on the calling thread. The copies around the LAPACK calls
+// stay off nabla's thread pool on purpose: its workers spin for up to a millisecond after each
+// parallel op, and on a machine with as many cores as OpenBLAS threads they would take the cores
+// of the LAPACK call that follows (measured: inv of 256 x 256 float32 took 3x libtorch's time with
+// pooled copies). Blocked over the last two dims so transposed reads stay in cache.
+template <class T>
+void copy_serial(const Tensor& src, T* dst) {
+  const int64_t nd = src.dim();
+  const T* s = static_cast<const T*>(src.data_ptr());
+  if (nd == 0) {
+    *dst = *s;
+    return;
+  }
+  const int64_t R = nd >= 2 ? src.sizes()[nd - 2] : 1, C = src.sizes()[nd - 1];
+  const int64_t sr = nd >= 2 ? src.strides()[nd - 2] : 0, sc = src.strides()[nd - 1];
+  const int64_t outer = R * C == 0 ? 0 : src.numel() / (R * C);
+  const int64_t lead = std::max<int64_t>(nd - 2, 0);
+  std::vector<int64_t> idx(lead, 0);
+  constexpr int64_t B = 32;
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < lead; ++d) off += idx[d] * src.strides()[d];
+    const T* sp = s + off;
+    T* dp = dst + o * R * C;
+    if (sc == 1) {
+      for (int64_t r = 0; r < R; ++r) std::memcpy(dp + r * C, sp + r * sr, sizeof(T) * C);
+    } else {
+      for (int64_t rb = 0; rb < R; rb += B)
+        for (int64_t cb = 0; cb < C; cb += B)
+          for (int64_t r = rb; r < std::min(R, rb + B); ++r)
+            for (int64_t c = cb; c < std::min(C, cb + B); ++c) dp[r * C + c] = sp[r * sr + c * sc];
+    }
+    for (int64_t d = lead - 1; d >= 0; --d) {
+      if (++idx[d] < src.sizes()[d]) break;
+      idx[d] = 0;
+    }
+  }
 }
+
+// A fresh contiguous host copy of t (any layout), made on the calling thread.
+Tensor serial_copy(const Tensor& t) {
+  Tensor h = t.detach().to(kCPU);
+  Tensor out = detail::make_empty(h.sizes(), h.dtype(), kCPU);
+  if (h.numel() == 0) return out;
+  switch (h.dtype()) {
+    case DType::f64: copy_serial(h, out.data_ptr<double>()); break;
+    case DType::f32: copy_serial(h, out.data_ptr<float>()); break;
+    case DType::i64: copy_serial(h, out.data_ptr<int64_t>()); break;
+    default: return h.clone();
+  }
+  return out;
+}
+
+// A fresh host copy of A (detached) in row-major layout, which LAPACK reads as A^T: (*, m, n).
+Tensor rowmajor_copy(const Tensor& A) { return serial_copy(A); }
 // A fresh host copy in column-major layout: a contiguous (*, n, m) tensor (A^T row-major).
-Tensor colmajor_copy(const Tensor& A) { return A.detach().to(kCPU).mT().clone(); }
+Tensor colmajor_copy(const Tensor& A) { return serial_copy(A.detach().mT()); }
 // A host result back on `device`, contiguous.
 Tensor on_device(const Tensor& t, Device device) {
-  Tensor c = t.contiguous();
+  Tensor c = t.is_contiguous() ? t : serial_copy(t);
   return device.is_cpu() ? c : c.to(device);
+}
+
+// Zeroes each (rows, cols) matrix of contiguous t above (upper) or below the diagonal, serially.
+template <class T>
+void zero_triangle(Tensor& t, bool upper) {
+  const int64_t R = rows(t), C = cols(t);
+  const int64_t n = R * C == 0 ? 0 : t.numel() / (R * C);
+  T* p = t.data_ptr<T>();
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t r = 0; r < R; ++r) {
+      T* row = p + (b * R + r) * C;
+      if (upper) {
+        for (int64_t c = r + 1; c < C; ++c) row[c] = 0;
+      } else {
+        for (int64_t c = 0; c < std::min(r, C); ++c) row[c] = 0;
+      }
+    }
 }
 
 template <class F>
@@ -119,7 +186,8 @@ Tensor inv_forward(const Tensor& A) {
   const int64_t n = cols(A);
   Tensor a = rowmajor_copy(A);
   const int64_t batch = shape_numel(batch_shape(A));
-  Tensor y = eye(n, std::nullopt, dtype(A.dtype())).expand(A.sizes()).contiguous();
+  Tensor y = detail::make_empty(A.sizes(), A.dtype(), kCPU);  // the identity, filled below (serially)
+  if (y.numel() > 0) std::memset(y.data_ptr(), 0, y.nbytes());
   if (n > 0) {
     by_dtype(A.dtype(), [&](auto z) {
       using T = decltype(z);
@@ -128,6 +196,7 @@ Tensor inv_forward(const Tensor& A) {
       int info = 0;
       for (int64_t b = 0; b < batch; ++b) {
         T* m = p + b * n * n;
+        for (int64_t i = 0; i < n; ++i) py[b * n * n + i * n + i] = 1;
         lapack::getrf(n, n, m, ld(n), ipiv.data(), &info);
         check<ValueError>(info <= 0, "linalg.inv: ", batch_prefix(A, b), "The diagonal element ", info,
                           " is zero, the inversion could not be completed because the input matrix is singular (A: ",
@@ -217,7 +286,8 @@ Tensor cholesky_forward(const Tensor& A) {
       }
     });
   }
-  return on_device(a.tril(), A.device());
+  by_dtype(A.dtype(), [&](auto z) { zero_triangle<decltype(z)>(a, /*upper=*/true); });
+  return on_device(a, A.device());
 }
 
 // Q (*, m, qcols) and R (*, rrows, n) of A (*, m, n).
@@ -227,7 +297,11 @@ std::tuple<Tensor, Tensor> qr_forward(const Tensor& A, bool complete, bool compu
   Tensor a = colmajor_copy(A);  // (*, n, m)
   Shape bs = batch_shape(A);
   const int64_t batch = shape_numel(bs);
-  Tensor q = compute_q ? zeros(with(bs, {qcols, m}), dtype(A.dtype())) : Tensor();  // column-major Q
+  Tensor q;  // column-major Q
+  if (compute_q) {
+    q = detail::make_empty(with(bs, {qcols, m}), A.dtype(), kCPU);
+    if (q.numel() > 0) std::memset(q.data_ptr(), 0, q.nbytes());
+  }
   by_dtype(A.dtype(), [&](auto z) {
     using T = decltype(z);
     if (m == 0 || n == 0) {
@@ -251,7 +325,8 @@ std::tuple<Tensor, Tensor> qr_forward(const Tensor& A, bool complete, bool compu
       lapack::orgqr(m, qcols, k, qm, ld(m), tau.data(), work.data(), lwork, &info);
     }
   });
-  Tensor R = a.mT().narrow(-2, 0, rrows).triu();
+  Tensor R = serial_copy(a.mT().narrow(-2, 0, rrows));
+  by_dtype(A.dtype(), [&](auto z) { zero_triangle<decltype(z)>(R, /*upper=*/false); });
   return {compute_q ? on_device(q.mT(), A.device()) : Tensor(), on_device(R, A.device())};
 }
 
