@@ -353,9 +353,11 @@ Tensor source_coordinates(const Tensor& g, int64_t size, const GridSampleOptions
 
 Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleOptions& o) {
   const char* op = "grid_sample";
-  check<ShapeError>(input.dim() == 4 && grid.dim() == 4 && grid.size(3) == 2 && grid.size(0) == input.size(0), op,
-                    ": expected input (N, C, H, W) and grid (N, H_out, W_out, 2), got shapes ", input.sizes(), " and ",
-                    grid.sizes(), " (5-D inputs are not supported yet)");
+  const int64_t spatial = input.dim() - 2;  // 2: (N, C, H, W), 3: (N, C, D, H, W)
+  check<ShapeError>((spatial == 2 || spatial == 3) && grid.dim() == input.dim() && grid.size(-1) == spatial &&
+                        grid.size(0) == input.size(0),
+                    op, ": expected input (N, C, H, W) with grid (N, H_out, W_out, 2), or input (N, C, D, H, W) with ",
+                    "grid (N, D_out, H_out, W_out, 3), got shapes ", input.sizes(), " and ", grid.sizes());
   check<DTypeError>(is_floating(input.dtype()) && input.dtype() == grid.dtype(), op,
                     ": expected floating input and grid of one dtype, got ", input.dtype(), " and ", grid.dtype());
   check<DeviceError>(input.device() == grid.device(), op, ": input is on ", input.device(), " but grid on ",
@@ -365,31 +367,65 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleOpti
                     "' (bicubic is not supported yet)");
   check<ValueError>(o.padding_mode == "zeros" || o.padding_mode == "border" || o.padding_mode == "reflection", op,
                     ": padding_mode must be 'zeros', 'border' or 'reflection', got '", o.padding_mode, "'");
-  const int64_t n = input.size(0), c = input.size(1), h = input.size(2), w = input.size(3);
-  const int64_t ho = grid.size(1), wo = grid.size(2);
-  Tensor ix = source_coordinates(grid.select(3, 0), w, o);  // (N, H_out, W_out)
-  Tensor iy = source_coordinates(grid.select(3, 1), h, o);
-  Tensor plane = input.reshape({n, c, h * w});
-  // One corner: input[n, :, y, x] weighted by `weight` where (x, y) lies inside the input, else 0.
-  auto corner = [&](const Tensor& x, const Tensor& y, const Tensor& weight) {
-    Tensor inside = logical_and(logical_and(x >= 0, x <= w - 1), logical_and(y >= 0, y <= h - 1));
-    Tensor flat = (clamp(y, 0.0, static_cast<double>(h - 1)) * static_cast<double>(w) +
-                   clamp(x, 0.0, static_cast<double>(w - 1)))
-                      .to(kInt64)
-                      .reshape({n, 1, ho * wo})
-                      .expand({n, c, ho * wo});
-    Tensor v = plane.gather(2, flat).view({n, c, ho, wo});
-    return v * where(inside, weight, zeros_like(weight)).unsqueeze(1);
+  const int64_t n = input.size(0), c = input.size(1);
+  // grid's last dim is (x, y[, z]): x indexes the last input dim, y the one before, z the first.
+  std::vector<int64_t> size(static_cast<size_t>(spatial)), stride(static_cast<size_t>(spatial));
+  int64_t plane_size = 1;
+  for (int64_t k = 0; k < spatial; ++k) {
+    size[static_cast<size_t>(k)] = input.size(input.dim() - 1 - k);
+    stride[static_cast<size_t>(k)] = plane_size;
+    plane_size *= size[static_cast<size_t>(k)];
+  }
+  Shape out_spatial(grid.sizes().begin() + 1, grid.sizes().end() - 1);
+  int64_t out_count = 1;
+  for (int64_t v : out_spatial) out_count *= v;
+  Shape out_shape{n, c};
+  for (int64_t v : out_spatial) out_shape.push_back(v);
+  std::vector<Tensor> pos;  // source pixel coordinates, (N, *out_spatial) each
+  for (int64_t k = 0; k < spatial; ++k) pos.push_back(source_coordinates(grid.select(-1, k), size[static_cast<size_t>(k)], o));
+  Tensor plane = input.reshape({n, c, plane_size});
+  Shape wshape{n, 1};
+  for (int64_t v : out_spatial) wshape.push_back(v);
+  // One corner: input at integer coordinates `at` weighted by `weight`, 0 where they lie outside.
+  auto corner = [&](const std::vector<Tensor>& at, const Tensor& weight) {
+    Tensor inside, flat;
+    for (int64_t k = 0; k < spatial; ++k) {
+      const double hi = static_cast<double>(size[static_cast<size_t>(k)] - 1);
+      const Tensor& a = at[static_cast<size_t>(k)];
+      Tensor in_k = logical_and(a >= 0, a <= hi);
+      inside = inside.defined() ? logical_and(inside, in_k) : in_k;
+      Tensor term = clamp(a, 0.0, hi) * static_cast<double>(stride[static_cast<size_t>(k)]);
+      flat = flat.defined() ? flat + term : term;
+    }
+    Tensor idx = flat.to(kInt64).reshape({n, 1, out_count}).expand({n, c, out_count});
+    Tensor v = plane.gather(2, idx).view(out_shape);
+    return v * where(inside, weight, zeros_like(weight)).reshape(wshape);
   };
   if (nearest) {
-    Tensor one = ones_like(ix);
-    return corner(round(ix.detach()), round(iy.detach()), one);
+    std::vector<Tensor> at;
+    for (const Tensor& p : pos) at.push_back(round(p.detach()));  // ties to even, as PyTorch's nearbyint
+    return corner(at, ones_like(pos[0]));
   }
-  Tensor x0 = floor(ix.detach()), y0 = floor(iy.detach());
-  Tensor tx = ix - x0, ty = iy - y0;  // the fractions carry the gradient with respect to the grid
-  Tensor x1 = x0 + 1, y1 = y0 + 1;
-  return corner(x0, y0, (1 - tx) * (1 - ty)) + corner(x1, y0, tx * (1 - ty)) + corner(x0, y1, (1 - tx) * ty) +
-         corner(x1, y1, tx * ty);
+  std::vector<Tensor> lo, frac;
+  for (const Tensor& p : pos) {
+    lo.push_back(floor(p.detach()));
+    frac.push_back(p - lo.back());  // the fractions carry the gradient with respect to the grid
+  }
+  Tensor out;
+  for (int64_t mask = 0; mask < (int64_t{1} << spatial); ++mask) {
+    std::vector<Tensor> at;
+    Tensor weight;
+    for (int64_t k = 0; k < spatial; ++k) {
+      const bool up = (mask >> k) & 1;
+      const Tensor& f = frac[static_cast<size_t>(k)];
+      at.push_back(up ? lo[static_cast<size_t>(k)] + 1 : lo[static_cast<size_t>(k)]);
+      Tensor w = up ? f : 1 - f;
+      weight = weight.defined() ? weight * w : w;
+    }
+    Tensor term = corner(at, weight);
+    out = out.defined() ? out + term : term;
+  }
+  return out;
 }
 
 // ---- embedding bags ---------------------------------------------------------------------------------

@@ -101,8 +101,12 @@ TEST(NnSpatial, grid_sample_of_the_identity_grid_is_the_input) {
   Tensor far = f64({3, 3}, {1, 1, 1, 2});
   EXPECT_TRUE(tensor_is(F::grid_sample(one, far), {1, 1, 1, 1}, {0}));
   EXPECT_TRUE(tensor_is(F::grid_sample(one, far, {.padding_mode = "border"}), {1, 1, 1, 1}, {5}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { F::grid_sample(zeros({1, 1, 2, 2, 2}), zeros({1, 1, 1, 1, 3})); },
-                                      {"grid_sample", "5-D"}));
+  // 5-D: the identity grid of a 3-D affine map.
+  Tensor v = lcg_tensor({1, 2, 3, 4, 2}, 11);
+  Tensor theta3 = f64({1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0}, {1, 3, 4});
+  EXPECT_TRUE(tensor_near(F::grid_sample(v, F::affine_grid(theta3, {1, 2, 3, 4, 2})), v, 1e-12));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { F::grid_sample(zeros({1, 1, 2, 2, 2}), zeros({1, 1, 1, 1, 2})); },
+                                      {"grid_sample", "(N, D_out, H_out, W_out, 3)"}));
 }
 
 TEST(NnSpatial, max_unpool_puts_the_maxima_back) {
