@@ -30,7 +30,7 @@ struct ASGDOptions {
 
 struct ASGDParamState {
   int64_t step = 0;
-  double eta = -1, mu = 1;  // eta < 0: not started (it becomes lr)
+  double eta = -1, mu = 1;  // set to lr and 1 by the first step (which creates ax)
   Tensor ax;
   template <class F>
   void visit(F&& f) {
