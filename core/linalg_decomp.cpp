@@ -8,8 +8,10 @@
 // Each op records one autograd node whose backward is written with differentiable ops (matmul,
 // solve, inv, ...), with PyTorch's formulas (FunctionsManual.cpp), so gradgradcheck passes.
 //
-// Threads: LAPACK runs on the calling thread and OpenBLAS's own threads (never inside nabla's
-// parallel_for), so the two pools do not run at the same time; OPENBLAS_NUM_THREADS limits OpenBLAS.
+// Threads: LAPACK runs on the calling thread and OpenBLAS's own threads, never inside nabla's
+// parallel_for, and the copies around each call are made serially (copy_serial), so nabla's pool
+// (whose workers spin for a while after each parallel op) does not take the cores OpenBLAS needs.
+// OPENBLAS_NUM_THREADS limits OpenBLAS's threads.
 #include <climits>
 #include <cmath>
 #include <cstring>
