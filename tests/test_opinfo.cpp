@@ -286,6 +286,7 @@ TEST_P(OpTest, noncontiguous) {
 
 TEST_P(OpTest, float32_matches_float64) {
   const OpInfo& o = op();
+  if (!o.supports_float32) GTEST_SKIP() << o.name << " has no float32 samples (its results depend on the dtype)";
   for (size_t i = 0; i < o.samples.size(); ++i) {
     Inputs in64 = make_inputs(o.samples[i], kFloat64, kCPU, false, i + 1);
     Inputs in32 = make_inputs(o.samples[i], kFloat32, kCPU, false, i + 1);
