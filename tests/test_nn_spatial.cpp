@@ -111,7 +111,8 @@ TEST(NnSpatial, grid_sample_of_the_identity_grid_is_the_input) {
 
 TEST(NnSpatial, max_unpool_puts_the_maxima_back) {
   Tensor x = f64({1, 5, 2, 0, 3, 4, 8, 1, 0, 9, 2, 2, 7, 1, 3, 6}, {1, 1, 4, 4});
-  auto [pooled, idx] = max_pool2d_with_indices(x, 2);
+  Tensor pooled, idx;  // not a structured binding: clang 14's lambdas cannot capture those
+  std::tie(pooled, idx) = max_pool2d_with_indices(x, 2);
   Tensor back = F::max_unpool2d(pooled, idx, 2);
   EXPECT_TRUE(tensor_is(back, {1, 1, 4, 4}, {0, 5, 0, 0, 0, 0, 8, 0, 0, 9, 0, 0, 0, 0, 0, 6}));
   EXPECT_TRUE(tensor_is(nn::MaxUnpool2d(2)(pooled, idx), {1, 1, 4, 4}, values(back)));
