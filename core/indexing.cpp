@@ -641,23 +641,26 @@ std::vector<int64_t> repeat_counts(const Tensor& repeats, int64_t n) {
   return std::vector<int64_t>(p, p + n);
 }
 
+// x (flattened without dim) with slice i along the dim repeated counts(n)[i] times, n the dim's size.
+template <class Counts>
+Tensor repeat_slices(const Tensor& x, std::optional<int64_t> dim, std::optional<int64_t> output_size, Counts counts) {
+  Tensor in = dim ? x : x.reshape({-1});
+  const int64_t d = dim ? wrap_dim(*dim, x.dim(), "repeat_interleave") : 0;
+  check<ShapeError>(in.dim() > 0, "repeat_interleave: expected a tensor with at least one dim along which to repeat");
+  return in.index_select(d, repeat_index(counts(in.size(d)), output_size, x.device()));
+}
+
 }  // namespace
 
 Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim,
                          std::optional<int64_t> output_size) {
-  Tensor in = dim ? x : x.reshape({-1});
-  const int64_t d = dim ? wrap_dim(*dim, x.dim(), "repeat_interleave") : 0;
-  check<ShapeError>(in.dim() > 0, "repeat_interleave: expected a tensor with at least one dim along which to repeat");
-  return in.index_select(d, repeat_index(repeat_counts(repeats, in.size(d)), output_size, x.device()));
+  return repeat_slices(x, dim, output_size, [&](int64_t n) { return repeat_counts(repeats, n); });
 }
 
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim,
                          std::optional<int64_t> output_size) {
-  Tensor in = dim ? x : x.reshape({-1});
-  const int64_t d = dim ? wrap_dim(*dim, x.dim(), "repeat_interleave") : 0;
-  check<ShapeError>(in.dim() > 0, "repeat_interleave: expected a tensor with at least one dim along which to repeat");
-  return in.index_select(d, repeat_index(std::vector<int64_t>(static_cast<size_t>(in.size(d)), repeats), output_size,
-                                         x.device()));
+  return repeat_slices(x, dim, output_size,
+                       [&](int64_t n) { return std::vector<int64_t>(static_cast<size_t>(n), repeats); });
 }
 
 Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> output_size) {

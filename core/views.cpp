@@ -523,6 +523,13 @@ IndexedLayout indexed_layout(const Tensor& r, const AdvancedIndex& a) {
   return l;
 }
 
+// p's inverse: permuting by p, then by inverse_permutation(p), restores the order.
+std::vector<int64_t> inverse_permutation(const std::vector<int64_t>& p) {
+  std::vector<int64_t> inverse(p.size());
+  for (size_t k = 0; k < p.size(); ++k) inverse[static_cast<size_t>(p[k])] = static_cast<int64_t>(k);
+  return inverse;
+}
+
 // The permutation that moves the broadcast dims (the first nb of a (B..., rest...) tensor) to
 // where the indexed dims were, when those were adjacent and not leading: PyTorch's placement rule.
 std::vector<int64_t> place_broadcast_dims(int64_t nb, int64_t first, int64_t ndim) {
@@ -571,11 +578,7 @@ Tensor put_advanced(const Tensor& r, const AdvancedIndex& a, const Tensor& value
   check<ShapeError>(rshape == res, op, ": values of shape ", values.sizes(), " cannot be broadcast to the indexed shape ",
                     res);
   Tensor v = values.to(r.device(), r.dtype()).expand(res);
-  if (!place.empty()) {
-    std::vector<int64_t> inverse(place.size());
-    for (size_t k = 0; k < place.size(); ++k) inverse[static_cast<size_t>(place[k])] = static_cast<int64_t>(k);
-    v = v.permute(inverse);
-  }
+  if (!place.empty()) v = v.permute(inverse_permutation(place));
   Shape flat_shape{l.count}, vshape{lin.numel()};
   for (int64_t n : l.rest) flat_shape.push_back(n);
   for (int64_t n : l.rest) vshape.push_back(n);
@@ -591,9 +594,7 @@ Tensor put_advanced(const Tensor& r, const AdvancedIndex& a, const Tensor& value
   }
   Shape permuted;
   for (int64_t p : l.perm) permuted.push_back(r.size(p));
-  std::vector<int64_t> inverse(l.perm.size());
-  for (size_t k = 0; k < l.perm.size(); ++k) inverse[static_cast<size_t>(l.perm[k])] = static_cast<int64_t>(k);
-  return written.reshape(permuted).permute(inverse).contiguous();
+  return written.reshape(permuted).permute(inverse_permutation(l.perm)).contiguous();
 }
 
 // x.index(idx). With `adv`, tensor indices are recorded there (with the dims they apply to in the

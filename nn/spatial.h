@@ -60,6 +60,13 @@ using ConstantPad1d = ConstantPadNd<1>;
 using ConstantPad2d = ConstantPadNd<2>;
 using ConstantPad3d = ConstantPadNd<3>;
 
+// "kernel_size=(..), dilation=(..), padding=(..), stride=(..)": Unfold's and Fold's repr.
+template <class Options>
+std::string block_repr(const Options& o) {
+  return "kernel_size=" + repr_tuple(o.kernel_size.values) + ", dilation=" + repr_tuple(o.dilation.values) +
+         ", padding=" + repr_tuple(o.padding.values) + ", stride=" + repr_tuple(o.stride.values);
+}
+
 struct UnfoldOptions {
   ExpandingArray<2> kernel_size = 1;
   ExpandingArray<2> dilation = 1, padding = 0, stride = 1;
@@ -72,10 +79,7 @@ class Unfold : public Module {
   Tensor forward(Tensor x) override {
     return functional::unfold(x, options.kernel_size, options.dilation, options.padding, options.stride);
   }
-  std::string extra_repr() const override {
-    return "kernel_size=" + repr_tuple(options.kernel_size.values) + ", dilation=" + repr_tuple(options.dilation.values) +
-           ", padding=" + repr_tuple(options.padding.values) + ", stride=" + repr_tuple(options.stride.values);
-  }
+  std::string extra_repr() const override { return block_repr(options); }
   UnfoldOptions options;
 };
 
@@ -94,9 +98,7 @@ class Fold : public Module {
                             options.stride);
   }
   std::string extra_repr() const override {
-    return "output_size=" + repr_tuple(options.output_size.values) + ", kernel_size=" +
-           repr_tuple(options.kernel_size.values) + ", dilation=" + repr_tuple(options.dilation.values) +
-           ", padding=" + repr_tuple(options.padding.values) + ", stride=" + repr_tuple(options.stride.values);
+    return "output_size=" + repr_tuple(options.output_size.values) + ", " + block_repr(options);
   }
   FoldOptions options;
 };
