@@ -57,21 +57,21 @@ HandlePool<cudnnHandle_t>& pool() {
 struct TensorDesc {
   cudnnTensorDescriptor_t d{};
   TensorDesc() { NABLA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d)); }
-  ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
+  ~TensorDesc() { (void)cudnnDestroyTensorDescriptor(d); }  // (a destructor: nothing to report to)
   TensorDesc(const TensorDesc&) = delete;
   TensorDesc& operator=(const TensorDesc&) = delete;
 };
 struct FilterDesc {
   cudnnFilterDescriptor_t d{};
   FilterDesc() { NABLA_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d)); }
-  ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
+  ~FilterDesc() { (void)cudnnDestroyFilterDescriptor(d); }  // (a destructor: nothing to report to)
   FilterDesc(const FilterDesc&) = delete;
   FilterDesc& operator=(const FilterDesc&) = delete;
 };
 struct ConvDesc {
   cudnnConvolutionDescriptor_t d{};
   ConvDesc() { NABLA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d)); }
-  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d); }
+  ~ConvDesc() { (void)cudnnDestroyConvolutionDescriptor(d); }  // (a destructor: nothing to report to)
   ConvDesc(const ConvDesc&) = delete;
   ConvDesc& operator=(const ConvDesc&) = delete;
 };
