@@ -13,6 +13,12 @@
 #include "core/cuda_api.h"
 #include "core/cuda_env.h"
 
+#ifdef NABLA_CUDA_STATIC
+namespace nabla::cuda {
+void register_cuda_backend();  // cuda/backend.cpp, part of a static libnabla built with CUDA
+}
+#endif
+
 namespace nabla::detail {
 
 namespace {
@@ -39,6 +45,12 @@ std::string plugin_path() {
 bool load_cuda_backend(bool skip_driver_check) {
   if (registered()) return true;
   if (cuda_disabled_by_env()) return false;
+#ifdef NABLA_CUDA_STATIC
+  // A static libnabla: the backend is linked in. Its registration is called, not left to a static
+  // initializer, which a static link would drop (nothing else refers to that file).
+  cuda::register_cuda_backend();
+  return registered();
+#else
   std::lock_guard lk(g_mu);
   if (registered()) return true;
   if (g_tried && !skip_driver_check) return false;
@@ -76,6 +88,7 @@ bool load_cuda_backend(bool skip_driver_check) {
   }
   return true;
 #endif
+#endif  // NABLA_CUDA_STATIC
 }
 
 std::string cuda_backend_missing_reason() {

@@ -59,17 +59,28 @@ Backend* make_backend() {
   return b;
 }
 
-// Registration at load time. No CUDA call happens here: a machine without a driver loads the
-// library fine, and cuda::is_available() answers false when first asked.
-struct Registrar {
-  Registrar() {
+}  // namespace
+
+// Registration, once. No CUDA call happens here: a machine without a driver loads the library fine,
+// and cuda::is_available() answers false when first asked. The plugin registers when it is loaded
+// (below); a static libnabla calls this from detail::load_cuda_backend, and that call is also what
+// makes the linker keep this file, and the kernels it names, in a program linked statically.
+void register_cuda_backend() {
+  static const bool done = [] {
     static Backend* backend = make_backend();
     install_hooks();
     register_backend(DeviceType::cuda, backend);
     register_fused_optimizer_steps();
-  }
+    return true;
+  }();
+  (void)done;
+}
+
+namespace {
+struct Registrar {
+  Registrar() { register_cuda_backend(); }
 };
 Registrar g_registrar;
-
 }  // namespace
+
 }  // namespace nabla::cuda

@@ -1,8 +1,11 @@
 // Trains y = 2x + 1 with an installed nabla: checks headers, linking and autograd end to end.
+#include <core/backend.h>  // has_backend (scripts/check-static.sh)
 #include <nabla.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 int main() {
   using namespace nabla;
@@ -25,5 +28,15 @@ int main() {
     return 1;
   }
   std::printf("ok: w=%.4f b=%.4f\n", wv, bv);
+  // scripts/check-static.sh: a static libnabla built with CUDA must bring its CUDA backend along
+  // (registered even without a GPU; is_available() then says why there is no device).
+  if (const char* e = std::getenv("NABLA_CONSUMER_EXPECT_CUDA"); e && std::strcmp(e, "1") == 0) {
+    if (!has_backend(DeviceType::cuda)) {
+      std::printf("FAILED: no CUDA backend in this program: %s\n", cuda::unavailable_reason().c_str());
+      return 1;
+    }
+    std::printf("ok: CUDA backend linked in; is_available() = %d%s%s\n", cuda::is_available() ? 1 : 0,
+                cuda::is_available() ? "" : ": ", cuda::unavailable_reason().c_str());
+  }
   return 0;
 }
