@@ -181,6 +181,8 @@ Tensor triu(const Tensor& x, int64_t k) {
 }
 
 Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "pad", {x}, {{"padding", padding}, {"value", value.to_double()}}, [&] { return pad(x, padding, value); });
   check<ValueError>(padding.size() % 2 == 0 && static_cast<int64_t>(padding.size()) <= 2 * x.dim(),
                     "pad: padding ", padding, " must have an even length of at most 2 * ", x.dim());
   // Negative padding crops first.
@@ -235,6 +237,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index_in) {
 }
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index_in, const Tensor& src) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "index_add", {x, index_in, src}, {{"dim", dim}}, [&] { return index_add(x, dim, index_in, src); });
   Tensor index = as_index(index_in, "index_add");
   int64_t d = wrap_dim(dim, x.dim(), "index_add");
   check<ShapeError>(index.dim() <= 1, "index_add: index must be 1-D, got shape ", index.sizes());

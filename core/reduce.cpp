@@ -268,12 +268,24 @@ Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim) {
   return keepdim ? s : s.reshape(r.out_shape);
 }
 
-Tensor any(const Tensor& x) { return run_reduce(ReduceOp::any, x, plan(x, {}, false, "any"), DType::boolean); }
-Tensor all(const Tensor& x) { return run_reduce(ReduceOp::all, x, plan(x, {}, false, "all"), DType::boolean); }
+Tensor any(const Tensor& x) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "any", {x}, {{"dims", std::vector<int64_t>{}}, {"keepdim", false}}, [&] { return any(x); });
+  return run_reduce(ReduceOp::any, x, plan(x, {}, false, "any"), DType::boolean);
+}
+Tensor all(const Tensor& x) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "all", {x}, {{"dims", std::vector<int64_t>{}}, {"keepdim", false}}, [&] { return all(x); });
+  return run_reduce(ReduceOp::all, x, plan(x, {}, false, "all"), DType::boolean);
+}
 Tensor any(const Tensor& x, int64_t dim, bool keepdim) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "any", {x}, {{"dims", std::vector<int64_t>{dim}}, {"keepdim", keepdim}}, [&] { return any(x, dim, keepdim); });
   return run_reduce(ReduceOp::any, x, plan(x, dim, keepdim, "any"), DType::boolean);
 }
 Tensor all(const Tensor& x, int64_t dim, bool keepdim) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "all", {x}, {{"dims", std::vector<int64_t>{dim}}, {"keepdim", keepdim}}, [&] { return all(x, dim, keepdim); });
   return run_reduce(ReduceOp::all, x, plan(x, dim, keepdim, "all"), DType::boolean);
 }
 Tensor count_nonzero(const Tensor& x, IntArrayRef dims) {
@@ -299,6 +311,8 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
 }
 
 Tensor cumprod(const Tensor& x, int64_t dim) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "cumprod", {x}, {{"dim", dim}}, [&] { return cumprod(x, dim); });
   int64_t d = wrap_dim(dim, x.dim(), "cumprod");
   DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
   Tensor xin = x.dtype() == dt ? x : x.to(dt);

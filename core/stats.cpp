@@ -685,11 +685,14 @@ UniqueResult unique_impl(const Tensor& x, bool return_inverse, bool return_count
 UniqueResult unique(const Tensor& x, bool sorted, bool return_inverse, bool return_counts) {
   (void)sorted;  // always sorted (math_ops.h)
   if (trace::Tracer* t = trace::active()) [[unlikely]] {
-    // No ONNX mapping: reported so that the export fails instead of freezing the example's result.
+    // ONNX's Unique (values, then inverse and counts when asked for).
     UniqueResult r;
-    (void)trace::traced(t, "unique", {x}, {}, [&] {
+    (void)trace::traced(t, "unique", {x}, {{"return_inverse", return_inverse}, {"return_counts", return_counts}}, [&] {
       r = unique_impl(x, return_inverse, return_counts, false, "unique");
-      return std::vector<Tensor>{r.values};
+      std::vector<Tensor> outs{r.values};
+      for (const Tensor* o : {&r.inverse, &r.counts})
+        if (o->defined()) outs.push_back(*o);
+      return outs;
     });
     return r;
   }

@@ -32,8 +32,8 @@
 
 namespace nabla::trace {
 
-// An attribute of a traced call: dims, sizes, flags, constants.
-using AttrValue = std::variant<int64_t, double, std::vector<int64_t>, std::string>;
+// An attribute of a traced call: dims, sizes, flags, constants, scale factors.
+using AttrValue = std::variant<int64_t, double, std::vector<int64_t>, std::string, std::vector<double>>;
 struct Attr {
   std::string name;
   AttrValue value;
@@ -45,6 +45,7 @@ struct Attr {
   Attr(std::string n, std::vector<int64_t> v) : name(std::move(n)), value(std::move(v)) {}
   Attr(std::string n, std::string v) : name(std::move(n)), value(std::move(v)) {}
   Attr(std::string n, const char* v) : name(std::move(n)), value(std::string(v)) {}
+  Attr(std::string n, std::vector<double> v) : name(std::move(n)), value(std::move(v)) {}
 };
 using Attrs = std::vector<Attr>;
 

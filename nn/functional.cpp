@@ -8,6 +8,7 @@
 
 #include "core/graph.h"
 #include "core/error.h"
+#include "core/trace.h"
 
 namespace nabla::nn::functional {
 
@@ -137,6 +138,8 @@ Tensor resample_dim(const Tensor& x, int64_t d, int64_t n_out, double inv_scale,
 }  // namespace
 
 Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "interpolate", {x}, {{"mode", o.mode}, {"size", o.size}, {"scale_factor", o.scale_factor}, {"align_corners", o.align_corners.value_or(false)}}, [&] { return interpolate(x, o); });
   check<ShapeError>(x.dim() >= 3 && x.dim() <= 5, "interpolate: expected a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D ",
                     "(N, C, D, H, W) input, got shape ", x.sizes());
   check<DTypeError>(is_floating(x.dtype()), "interpolate: expected a floating-point input, got ", x.dtype());

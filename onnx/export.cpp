@@ -107,6 +107,16 @@ std::vector<int64_t> attr_ints(const Attrs& a, const char* name) {
     if (x.name == name) return std::get<std::vector<int64_t>>(x.value);
   throw Error(detail::str("onnx::export_model: internal: attribute '", name, "' missing"));
 }
+std::vector<double> attr_doubles(const Attrs& a, const char* name) {
+  for (const auto& x : a)
+    if (x.name == name) return std::get<std::vector<double>>(x.value);
+  throw Error(detail::str("onnx::export_model: internal: attribute '", name, "' missing"));
+}
+std::string attr_string(const Attrs& a, const char* name) {
+  for (const auto& x : a)
+    if (x.name == name) return std::get<std::string>(x.value);
+  throw Error(detail::str("onnx::export_model: internal: attribute '", name, "' missing"));
+}
 
 // "MaxPool2dBackward" -> "max_pool2d", the op's name as users call it.
 std::string op_from_node_name(std::string n) {
@@ -356,6 +366,22 @@ class Exporter : public trace::Tracer {
   bool convert_unary(const std::string& op, const Value& x, Value& y, const Attrs& attrs);
   bool convert_binary(const std::string& op, const std::vector<const Value*>& iv, Value& y, const Attrs& attrs);
   void convert_division(const std::string& op, const std::string& a, const std::string& b, Value& y);
+  void convert_interpolate(const Value& x, Value& y, const Attrs& attrs);
+  void convert_cumprod(const Value& x, Value& y, int64_t dim);
+  // A 1-D int64 tensor of dims [from, to) of x's shape (Shape, then Slice).
+  std::string shape_of(const std::string& x, int64_t from, int64_t to) {
+    return node("Slice", {node("Shape", {x}), const_i64({from}), const_i64({to}), const_i64({0})});
+  }
+  // Reduced dims' symbols (sum, any, ...): the kept dims keep theirs.
+  static void sym_reduce(Value& y, const Value& x, std::vector<int64_t> dims, bool keep) {
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    for (auto& d : dims) d = wrap(d, rank);
+    for (int64_t d = 0, j = 0; d < rank; ++d) {
+      bool reduced = dims.empty() || std::find(dims.begin(), dims.end(), d) != dims.end();
+      if (!reduced) y.sym[j++] = x.sym[d];
+      else if (keep) ++j;
+    }
+  }
   void convert_rnn(const std::string& op, const std::vector<Tensor>& in, const std::vector<const Value*>& iv,
                    std::vector<Value>& ov, const Attrs& attrs);
   void fold_batch_norms(const std::set<std::string>& graph_outputs);
@@ -516,6 +542,127 @@ void Exporter::convert_division(const std::string& op, const std::string& a, con
   node("Where", {node("Equal", {b, zero}), node("Div", {a, b}), rounded}, {}, y.name);
 }
 
+// nn::functional::interpolate (and nn::Upsample) as ONNX's Resize, with the coordinate rules that
+// reproduce PyTorch's (nn/functional.cpp):
+//   nearest        asymmetric + floor: in[floor(j / scale)]
+//   nearest-exact  half_pixel + round_prefer_ceil: in[floor((j + 0.5) / scale)]
+//   linear modes   linear, half_pixel (ONNX Runtime clamps the source position to [0, n - 1] as
+//                  PyTorch does; pytorch_half_pixel would differ for an output of size 1) or align_corners
+//   bicubic        cubic with cubic_coeff_a = -0.75, half_pixel or align_corners, border repeated
+// A scale factor goes in as Resize's scales (the positions then use 1 / scale, as PyTorch's do), an
+// output size as its sizes (N and C from Shape, so a dynamic batch stays dynamic). Mode area
+// (adaptive average pooling) is a MatMul per spatial dim with the averaging matrix.
+void Exporter::convert_interpolate(const Value& x, Value& y, const Attrs& attrs) {
+  const std::string mode = attr_string(attrs, "mode");
+  const std::vector<double> scale = attr_doubles(attrs, "scale_factor");
+  const bool corners = attr_int(attrs, "align_corners") != 0;
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  y.sym = x.sym;
+  for (int64_t d = 2; d < rank; ++d)
+    if (y.shape[d] != x.shape[d] || !scale.empty()) y.sym[d].clear();
+  if (mode == "area") {
+    std::string cur = x.name;
+    std::vector<int64_t> resized;
+    for (int64_t d = 2; d < rank; ++d)
+      if (x.shape[d] != y.shape[d]) resized.push_back(d);
+    if (resized.empty()) {
+      node("Identity", {cur}, {}, y.name);
+      return;
+    }
+    for (int64_t d : resized) {
+      check<NotImplemented>(x.sym[d].empty(), "onnx::export_model: op 'interpolate' (", where(current_module()),
+                            ") with mode 'area' resizes the dynamic axis '", x.sym[d], "' of ", x.shape);
+      const int64_t n_in = x.shape[d], n_out = y.shape[d];
+      // W: (n_out, n_in), row j averages adaptive pooling's window [floor(j n_in / n_out), ceil((j + 1) n_in / n_out)).
+      // Wt: its transpose (n_in, n_out), for the last dim.
+      std::vector<double> w(static_cast<size_t>(n_out * n_in), 0.0), wt(w.size(), 0.0);
+      for (int64_t j = 0; j < n_out; ++j) {
+        const int64_t start = (j * n_in) / n_out, end = ((j + 1) * n_in + n_out - 1) / n_out;
+        for (int64_t i = start; i < end; ++i) {
+          w[static_cast<size_t>(j * n_in + i)] = 1.0 / static_cast<double>(end - start);
+          wt[static_cast<size_t>(i * n_out + j)] = 1.0 / static_cast<double>(end - start);
+        }
+      }
+      Tensor W, Wt;
+      {
+        trace::Suspend s;  // the matrices are constants, not part of the trace
+        W = tensor(w, {n_out, n_in}, dtype(x.dtype));
+        Wt = tensor(wt, {n_in, n_out}, dtype(x.dtype));
+      }
+      const std::string out = d == resized.back() ? y.name : fresh("t");
+      if (d == rank - 1) {
+        node("MatMul", {cur, const_tensor(Wt)}, {}, out);
+      } else if (d == rank - 2) {
+        node("MatMul", {const_tensor(W), cur}, {}, out);
+      } else {  // D of (N, C, D, H, W): swap it with H around the product
+        std::vector<int64_t> perm;
+        for (int64_t k = 0; k < rank; ++k) perm.push_back(k);
+        std::swap(perm[d], perm[rank - 2]);
+        std::string t = node("MatMul", {const_tensor(W), node("Transpose", {cur}, {aints("perm", perm)})});
+        node("Transpose", {t}, {aints("perm", perm)}, out);
+      }
+      cur = out;
+    }
+    return;
+  }
+  std::vector<OAttr> at;
+  if (mode == "nearest" || mode == "nearest-exact") {
+    const bool exact = mode == "nearest-exact";
+    at = {astr("mode", "nearest"), astr("coordinate_transformation_mode", exact ? "half_pixel" : "asymmetric"),
+          astr("nearest_mode", exact ? "round_prefer_ceil" : "floor")};
+  } else if (mode == "linear" || mode == "bilinear" || mode == "trilinear" || mode == "bicubic") {
+    at = {astr("mode", mode == "bicubic" ? "cubic" : "linear"),
+          astr("coordinate_transformation_mode", corners ? "align_corners" : "half_pixel")};
+    if (mode == "bicubic") at.push_back(af("cubic_coeff_a", -0.75));
+  } else {
+    throw NotImplemented(detail::str("onnx::export_model: op 'interpolate' (", where(current_module()), ") has no ONNX mapping for mode '",
+                                     mode, "'"));
+  }
+  std::vector<std::string> ins{x.name, ""};
+  if (!scale.empty() && !corners) {
+    std::vector<float> s(static_cast<size_t>(rank), 1.0f);
+    for (int64_t d = 2; d < rank; ++d) s[d] = static_cast<float>(scale.size() == 1 ? scale[0] : scale[d - 2]);
+    ins.push_back(const_tensor(tensor(std::vector<double>(s.begin(), s.end()), dtype(kFloat32))));
+  } else {
+    std::vector<int64_t> spatial(y.shape.begin() + 2, y.shape.end());
+    ins.push_back("");
+    if (has_sym(x))
+      ins.push_back(node("Concat", {shape_of(x.name, 0, 2), const_i64(spatial)}, {ai("axis", 0)}));
+    else
+      ins.push_back(const_i64(std::vector<int64_t>(y.shape.begin(), y.shape.end())));
+  }
+  node("Resize", ins, at, y.name);
+  if (!scale.empty())
+    for (int64_t d = 2; d < rank; ++d)
+      if (!x.sym[d].empty()) y.sym[d] = detail::str(x.sym[d], "_resized");
+}
+
+// cumprod: ONNX has no CumProd. Along a static axis of length L, a log-step scan: ceil(log2 L)
+// rounds of y = y * shift(y, s) with s = 1, 2, 4, ..., the shifted-in positions 1 (Pad, then
+// Slice back to L). Exact multiplications, so zeros and negative values come out right and integers
+// exactly; floating results differ from the sequential product by rounding only (a few ulps).
+void Exporter::convert_cumprod(const Value& x, Value& y, int64_t dim) {
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  const int64_t d = rank == 0 ? 0 : wrap(dim, rank);
+  std::string cur = cast(x, y.dtype);
+  y.sym = x.sym;
+  const int64_t L = rank == 0 ? 1 : x.shape[d];
+  if (L <= 1) {
+    node("Identity", {cur}, {}, y.name);
+    return;
+  }
+  check<NotImplemented>(x.sym[d].empty(), "onnx::export_model: op 'cumprod' (", where(current_module()),
+                        ") runs along the dynamic axis '", x.sym[d], "' of ", x.shape,
+                        "; ONNX has no CumProd, and its scan is unrolled for a static length");
+  const std::string one = const_tensor(scalar_tensor(1, dtype(y.dtype)));
+  for (int64_t s = 1; s < L; s *= 2) {
+    std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
+    pads[static_cast<size_t>(d)] = s;
+    std::string shifted = node("Slice", {node("Pad", {cur, const_i64(pads), one}), const_i64({0}), const_i64({L}), const_i64({d})});
+    cur = node("Mul", {cur, shifted}, {}, 2 * s >= L ? y.name : std::string());
+  }
+}
+
 // nn::RNN / LSTM / GRU as ONNX's RNN / LSTM / GRU, one node per layer (both directions in it).
 // in: x, h0, c0 (undefined: zeros), then per layer and direction weight_ih, weight_hh, bias_ih,
 // bias_hh, weight_hr. ONNX wants X as (L, N, I) (batch_first and unbatched inputs are transposed /
@@ -650,6 +797,116 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
 
   if (op == "rnn" || op == "lstm" || op == "gru") {
     convert_rnn(op, in, iv, ov, attrs);
+  } else if (op == "interpolate") {
+    convert_interpolate(*x, y, attrs);
+  } else if (op == "cumprod") {
+    convert_cumprod(*x, y, attr_int(attrs, "dim"));
+  } else if (op == "any" || op == "all") {
+    // Counts of nonzero (any) or zero (all) elements: ReduceSum gives 0 for an empty reduction, so
+    // any() of nothing is false and all() true, as in PyTorch (NaN counts as nonzero).
+    const bool is_any = op == "any";
+    std::string hit;
+    if (x->dtype == DType::boolean) hit = is_any ? x->name : node("Not", {x->name});
+    else {
+      std::string zero = node("Equal", {x->name, const_tensor(scalar_tensor(0, dtype(x->dtype)))});
+      hit = is_any ? node("Not", {zero}) : zero;
+    }
+    std::vector<int64_t> dims = attr_ints(attrs, "dims");
+    for (auto& d : dims) d = wrap(d, rank);
+    const int64_t keep = attr_int(attrs, "keepdim");
+    std::vector<std::string> ins{node("Cast", {hit}, {ai("to", onnx_dtype(DType::i64))})};
+    if (!dims.empty()) ins.push_back(axes_input(dims));
+    std::string count = node("ReduceSum", ins, {ai("keepdims", keep)});
+    node(is_any ? "Greater" : "Equal", {count, const_i64_scalar(0)}, {}, y.name);
+    sym_reduce(y, *x, dims, keep != 0);
+  } else if (op == "index_add") {  // in: x, index (1-D), src -> ScatterElements with reduction='add'
+    if (rank == 0) no_mapping("on a 0-dim tensor");
+    check<NotImplemented>(opset_ >= 16, "onnx::export_model: op 'index_add' (", where(current_module()),
+                          ") needs opset 16 or later (ScatterElements' reduction='add'), got ", opset_);
+    const int64_t d = wrap(attr_int(attrs, "dim"), rank);
+    const Value& src = *iv[2];
+    // The index along dim d, broadcast to src's shape: index[k] for every src element with k on dim d.
+    std::vector<int64_t> col(static_cast<size_t>(rank), 1);
+    col[static_cast<size_t>(d)] = -1;
+    std::string idx = node("Reshape", {cast(*iv[1], DType::i64), const_i64(col)});
+    idx = node("Expand", {idx, node("Shape", {src.name})});
+    node("ScatterElements", {x->name, idx, cast(src, x->dtype)}, {ai("axis", d), astr("reduction", "add")}, y.name);
+    y.sym = x->sym;
+  } else if (op == "pad") {  // (before, after) pairs from the last dim -> Pad's [begins, ends]
+    // constant: Pad (negative padding crops: a Slice first); reflect: Pad mode reflect; replicate:
+    // Pad mode edge; circular (Pad's wrap is opset 19): Concat of the wrapped-around slices, per dim.
+    const std::string mode = has("mode") ? attr_string(attrs, "mode") : std::string("constant");
+    const std::vector<int64_t> p = attr_ints(attrs, "padding");
+    if (mode != "constant") {
+      check<NotImplemented>(std::all_of(p.begin(), p.end(), [](int64_t v) { return v >= 0; }), "onnx::export_model: op 'pad' (",
+                            where(current_module()), ") with mode '", mode, "' and negative padding ", IntArrayRef(p));
+      y.sym = x->sym;
+      for (int64_t d = 0; d < rank; ++d)
+        if (y.shape[d] != x->shape[d]) y.sym[d].clear();
+      if (mode == "reflect" || mode == "replicate") {
+        std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
+        for (size_t i = 0; i < p.size() / 2; ++i) {
+          pads[static_cast<size_t>(rank - 1 - static_cast<int64_t>(i))] = p[2 * i];
+          pads[static_cast<size_t>(2 * rank - 1 - static_cast<int64_t>(i))] = p[2 * i + 1];
+        }
+        node("Pad", {x->name, const_i64(pads)}, {astr("mode", mode == "reflect" ? "reflect" : "edge")}, y.name);
+        return;
+      }
+      check<NotImplemented>(mode == "circular", "onnx::export_model: op 'pad' (", where(current_module()),
+                            ") has no ONNX mapping for mode '", mode, "'");
+      std::string cur = x->name;
+      const int64_t big = std::numeric_limits<int64_t>::max();
+      for (size_t i = 0; i < p.size() / 2; ++i) {
+        const int64_t d = rank - 1 - static_cast<int64_t>(i), before = p[2 * i], after = p[2 * i + 1];
+        if (before == 0 && after == 0) continue;
+        std::vector<std::string> parts;
+        // [x[n - before:], x, x[:after]] (the slices of the input as padded so far along other dims)
+        if (before > 0) parts.push_back(node("Slice", {cur, const_i64({-before}), const_i64({big}), const_i64({d})}));
+        parts.push_back(cur);
+        if (after > 0) parts.push_back(node("Slice", {cur, const_i64({0}), const_i64({after}), const_i64({d})}));
+        cur = node("Concat", parts, {ai("axis", d)});
+      }
+      node("Identity", {cur}, {}, y.name);
+      return;
+    }
+    std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0), starts, ends, axes;
+    for (size_t i = 0; i < p.size() / 2; ++i) {
+      const int64_t d = rank - 1 - static_cast<int64_t>(i);
+      int64_t& lo = pads[static_cast<size_t>(d)];
+      int64_t& hi = pads[static_cast<size_t>(rank + d)];
+      lo = p[2 * i];
+      hi = p[2 * i + 1];
+      if (lo < 0 || hi < 0) {  // negative padding crops: a Slice first
+        check<NotImplemented>(x->sym[d].empty(), "onnx::export_model: op 'pad' (", where(current_module()),
+                              ") crops the dynamic axis '", x->sym[d], "' of ", x->shape);
+        starts.push_back(std::max<int64_t>(-lo, 0));
+        ends.push_back(x->shape[d] - std::max<int64_t>(-hi, 0));
+        axes.push_back(d);
+        lo = std::max<int64_t>(lo, 0);
+        hi = std::max<int64_t>(hi, 0);
+      }
+    }
+    std::string cur = x->name;
+    if (!axes.empty()) cur = node("Slice", {cur, const_i64(starts), const_i64(ends), const_i64(axes)});
+    node("Pad", {cur, const_i64(pads), const_scalar(attr_double(attrs, "value"), x->dtype)}, {}, y.name);
+    y.sym = x->sym;
+    for (int64_t d = 0; d < rank; ++d)
+      if (y.shape[d] != x->shape[d]) y.sym[d].clear();
+  } else if (op == "nonzero") {  // NonZero is (rank, n); PyTorch's nonzero (n, rank)
+    if (rank == 0) no_mapping("on a 0-dim tensor");
+    node("Transpose", {node("NonZero", {x->name})}, {aints("perm", {1, 0})}, y.name);
+    y.sym[0] = fresh("nonzero_");  // how many: known when the model runs
+  } else if (op == "unique") {  // values, then inverse (x's shape) and counts when asked for
+    const bool inverse = attr_int(attrs, "return_inverse") != 0, counts = attr_int(attrs, "return_counts") != 0;
+    std::string vals = ov[0].name, inv = fresh("t"), cnt = counts ? ov[inverse ? 2 : 1].name : fresh("t");
+    node_multi("Unique", {x->name}, {ai("sorted", 1)}, {vals, fresh("t"), inv, cnt});
+    const std::string n = fresh("unique_");
+    ov[0].sym[0] = n;
+    if (inverse) {
+      node("Reshape", {inv, node("Shape", {x->name})}, {}, ov[1].name);
+      ov[1].sym = x->sym;
+    }
+    if (counts) ov.back().sym[0] = n;
   } else if (op == "where") {
     node("Where", {cast(*iv[0], DType::boolean), cast(*iv[1], y.dtype), cast(*iv[2], y.dtype)}, {}, y.name);
     sym_broadcast(y, iv);
@@ -782,16 +1039,15 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
   } else if (op == "sort" || op == "topk") {  // TopK: (values, indices) along one dim
     if (rank == 0) no_mapping("on a 0-dim tensor");
     int64_t d = wrap(attr_int(attrs, "dim"), rank);
-    check<NotImplemented>(x->sym[d].empty(), "onnx::export_model: op '", op, "' (", where(current_module()),
-                          ") runs along the dynamic axis '", x->sym[d], "' of ", x->shape, "; it is exported for static axes");
     const bool sort = op == "sort";
-    const int64_t k = sort ? x->shape[d] : attr_int(attrs, "k");
+    // sort along a dynamic axis takes all of it: K from the input's shape.
+    const bool dynamic_k = sort && !x->sym[d].empty();
+    const std::string k = dynamic_k ? shape_of(x->name, d, d + 1) : const_i64({sort ? x->shape[d] : attr_int(attrs, "k")});
     const bool largest = attr_int(attrs, sort ? "descending" : "largest") != 0;
-    node_multi("TopK", {x->name, const_i64({k})}, {ai("axis", d), ai("largest", largest), ai("sorted", 1)},
-               {ov[0].name, ov[1].name});
+    node_multi("TopK", {x->name, k}, {ai("axis", d), ai("largest", largest), ai("sorted", 1)}, {ov[0].name, ov[1].name});
     for (Value& o : ov) {
       o.sym = x->sym;
-      o.sym[d].clear();
+      if (!dynamic_k) o.sym[d].clear();
     }
   } else if (op == "to") {
     node("Cast", {x->name}, {ai("to", onnx_dtype(y.dtype))}, y.name);
