@@ -6,6 +6,7 @@
 #include "autograd/autograd.h"
 #include "autograd/checkpoint.h"
 #include "core/cuda_api.h"
+#include "core/determinism.h"
 #include "core/generator.h"
 #include "core/graph.h"
 #include "core/indexing_ops.h"

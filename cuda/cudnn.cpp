@@ -5,18 +5,21 @@
 // Algorithm choice, cached per (shape, dtype, parameters, math mode, flags) for the process:
 //   cudnn::benchmark() on  -> cudnnFind*AlgorithmEx times every algorithm once (as cudnn.benchmark);
 //   otherwise              -> cuDNN's heuristics (cudnnGet*Algorithm_v7);
-// in either case skipping algorithms that are not deterministic when cudnn::deterministic() is on,
+// in either case skipping algorithms that are not deterministic when cudnn::deterministic() or
+// use_deterministic_algorithms(true) (core/determinism.h) is on,
 // and tensor-core (TF32) variants for float32 unless cudnn::allow_tf32(). The ranked algorithms are
 // tried in order until one runs (NOT_SUPPORTED, EXECUTION_FAILED or a workspace that cannot be
 // allocated moves on to the next; cuda/cudnn_plan.h), and that one is cached. Workspaces come from the
 // caching allocator. Every other cudnnStatus_t is checked and thrown with cuDNN's own message.
 #include <cudnn.h>
 
+#include <algorithm>
 #include <climits>
 #include <map>
 #include <mutex>
 #include <vector>
 
+#include "core/determinism.h"
 #include "core/impl.h"
 #include "cuda/allocator.h"
 #include "cuda/common.h"
@@ -27,6 +30,9 @@
 namespace nabla::cuda {
 
 namespace {
+
+// Only deterministic algorithms: asked for by cuDNN's own switch or by the global one (as PyTorch).
+bool want_deterministic() { return cudnn::deterministic() || are_deterministic_algorithms_enabled(); }
 
 [[noreturn]] void throw_cudnn(cudnnStatus_t s, const char* what, const char* file, int line) {
   throw CudaError(detail::str("cuDNN error: ", cudnnGetErrorString(s), " (status ", static_cast<int>(s), ") in ", what,
@@ -169,7 +175,7 @@ void setup(Conv& c, const Tensor& x, const Tensor& w, const Tensor& y, const Con
     c.math = CUDNN_TENSOR_OP_MATH;
   }
   NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, c.math));
-  c.key = {static_cast<int64_t>(dt), p.ndim, p.groups, static_cast<int64_t>(c.math), cudnn::deterministic(),
+  c.key = {static_cast<int64_t>(dt), p.ndim, p.groups, static_cast<int64_t>(c.math), want_deterministic(),
            cudnn::benchmark()};
   for (int i = 0; i < nd; ++i) c.key.insert(c.key.end(), {p.stride[i], p.padding[i], p.dilation[i]});
   for (const Tensor* t : {&x, &w, &y})
@@ -346,7 +352,7 @@ void run_conv(cudnnHandle_t h, Conv& c, Kind kind, const void* a, const void* b,
     ranked.push_back({p.algo, p.status == CUDNN_STATUS_SUCCESS, p.determinism == CUDNN_DETERMINISTIC,
                       static_cast<int>(p.math), 0});
   std::vector<Candidate> list =
-      conv_algo::acceptable(ranked, {cudnn::deterministic(), c.strict_fma, static_cast<int>(CUDNN_FMA_MATH)});
+      conv_algo::acceptable(ranked, {want_deterministic(), c.strict_fma, static_cast<int>(CUDNN_FMA_MATH)});
   for (Candidate& cand : list) {  // the workspace of each algorithm in the math mode it runs with
     NABLA_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, static_cast<cudnnMathType_t>(cand.math)));
     cand.workspace = workspace_size(h, c, kind, cand.algo);
@@ -356,6 +362,34 @@ void run_conv(cudnnHandle_t h, Conv& c, Kind kind, const void* a, const void* b,
   cache()[key] = list[i];
 }
 
+// Runs f(first, count) over slices of a batch too large for one cuDNN call (conv_batch_chunk) and
+// returns true; false, without calling f, when one call takes the whole batch.
+template <class F>
+bool over_batch_slices(int64_t batch, int64_t in_per_image, int64_t out_per_image, const char* op, F&& f) {
+  const int64_t chunk = conv_batch_chunk(batch, in_per_image, out_per_image);
+  if (chunk >= batch) return false;
+  check<NotImplemented>(chunk > 0, op, ": one image of ", std::max(in_per_image, out_per_image),
+                        " elements exceeds what cuDNN takes (2^31 - 1 per tensor)");
+  for (int64_t first = 0; first < batch; first += chunk) f(first, std::min(chunk, batch - first));
+  return true;
+}
+
+// dw = (or += with accumulate) the weight gradient of contiguous x and gy.
+void weight_grad_call(const Tensor& x, const Tensor& gy, const ConvParams& p, const Tensor& dw, bool accumulate) {
+  const int device = device_of(dw);
+  cudaStream_t stream = stream_for(device);
+  Lease<cudnnHandle_t> h(pool(), device, stream);
+  Conv c;
+  setup(c, x, dw, gy, p, "conv_weight_grad");
+  Scaling s(x.dtype());
+  run_conv(h.get(), c, Kind::bwd_filter, x.data_ptr(), gy.data_ptr(), dw.data_ptr(), device, "conv_weight_grad",
+           [&](int algo, void* ws, size_t ws_bytes) {
+             return cudnnConvolutionBackwardFilter(h.get(), s.one(), c.x.d, x.data_ptr(), c.y.d, gy.data_ptr(),
+                                                   c.conv.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws,
+                                                   ws_bytes, accumulate ? s.one() : s.zero(), c.w.d, dw.data_ptr());
+           });
+}
+
 }  // namespace
 
 void conv(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const ConvParams& p, const Tensor& out) {
@@ -363,6 +397,13 @@ void conv(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv
   if (out.numel() == 0) return;
   Tensor x = contiguous(x_in), w = contiguous(w_in);
   Tensor y = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
+  const int64_t batch = y.sizes()[0];  // > 0: out is not empty
+  if (over_batch_slices(batch, x.numel() / batch, y.numel() / batch, "conv", [&](int64_t first, int64_t count) {
+        conv(x.narrow(0, first, count), w, bias, p, y.narrow(0, first, count));
+      })) {
+    if (!y.is_same(out)) device_copy(y, out);
+    return;
+  }
   const int device = device_of(out);
   cudaStream_t stream = stream_for(device);
   Lease<cudnnHandle_t> h(pool(), device, stream);
@@ -400,8 +441,14 @@ void conv_input_grad(const Tensor& gy_in, const Tensor& w_in, const ConvParams& 
   if (gx.numel() == 0) return;
   Tensor gy = contiguous(gy_in), w = contiguous(w_in);
   Tensor dx = gx.is_contiguous() ? gx : detail::make_empty(gx.sizes(), gx.dtype(), gx.device());
+  const int64_t batch = dx.sizes()[0];
   if (gy.numel() == 0 || w.numel() == 0) {
     fill(dx, 0);
+  } else if (over_batch_slices(batch, dx.numel() / batch, gy.numel() / batch, "conv_input_grad",
+                               [&](int64_t first, int64_t count) {
+                                 conv_input_grad(gy.narrow(0, first, count), w, p, dx.narrow(0, first, count));
+                               })) {
+    // done slice by slice
   } else {
     const int device = device_of(gx);
     cudaStream_t stream = stream_for(device);
@@ -427,18 +474,15 @@ void conv_weight_grad(const Tensor& x_in, const Tensor& gy_in, const ConvParams&
   if (x.numel() == 0 || gy.numel() == 0) {
     fill(dw, 0);  // no images: no gradient
   } else {
-    const int device = device_of(gw);
-    cudaStream_t stream = stream_for(device);
-    Lease<cudnnHandle_t> h(pool(), device, stream);
-    Conv c;
-    setup(c, x, dw, gy, p, "conv_weight_grad");
-    Scaling s(x.dtype());
-    run_conv(h.get(), c, Kind::bwd_filter, x.data_ptr(), gy.data_ptr(), dw.data_ptr(), device, "conv_weight_grad",
-             [&](int algo, void* ws, size_t ws_bytes) {
-               return cudnnConvolutionBackwardFilter(h.get(), s.one(), c.x.d, x.data_ptr(), c.y.d, gy.data_ptr(),
-                                                     c.conv.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws,
-                                                     ws_bytes, s.zero(), c.w.d, dw.data_ptr());
-             });
+    // The first slice of a split batch writes dw, the others add to it, in batch order.
+    const int64_t batch = x.sizes()[0];
+    bool accumulate = false;
+    auto slice = [&](int64_t first, int64_t count) {
+      weight_grad_call(x.narrow(0, first, count), gy.narrow(0, first, count), p, dw, accumulate);
+      accumulate = true;
+    };
+    if (!over_batch_slices(batch, x.numel() / batch, gy.numel() / batch, "conv_weight_grad", slice))
+      weight_grad_call(x, gy, p, dw, false);
   }
   if (!dw.is_same(gw)) device_copy(dw, gw);
 }

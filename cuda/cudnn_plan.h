@@ -90,6 +90,17 @@ inline size_t first_that_runs(const std::vector<Candidate>& list, size_t workspa
 
 namespace nabla::cuda {
 
+// cuDNN takes at most 2^31 - 1 elements per tensor (its descriptors hold int). A larger convolution
+// runs as several calls over slices of the batch (as PyTorch): the most images per call such that
+// each call's input and output fit; 0 when a single image is already too large.
+inline int64_t conv_batch_chunk(int64_t batch, int64_t in_per_image, int64_t out_per_image) {
+  constexpr int64_t kMaxElements = 2147483647;
+  const int64_t per = in_per_image > out_per_image ? in_per_image : out_per_image;
+  if (per <= 0) return batch;
+  const int64_t most = kMaxElements / per;
+  return most < batch ? most : batch;
+}
+
 // Batch norm goes to cuDNN only within PyTorch's limits for it (aten's _batch_norm_impl_index):
 // inputs of 3 or more dims, a batch of at most 880801 when training and 65535 in evaluation, eps of
 // at least cuDNN's minimum and fewer than 2^31 - 1 elements; elsewhere the front-end's composition

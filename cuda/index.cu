@@ -1,11 +1,16 @@
 // CUDA indexing kernels: index_select, index_add, gather, scatter (deterministic last-write-wins, or
 // atomic accumulation), nonzero; and the index checker they share.
 //
+// With use_deterministic_algorithms(true) (core/determinism.h), index_add and scatter_add add in
+// index order instead of with atomics (cuda/index_plan.h): reproducible, and equal to the CPU.
+//
 // Out-of-range indices never touch memory: kernels skip them and record the first one in a small
 // device buffer; after the kernel IndexChecker::check() reads it back (one synchronization) and
 // throws IndexError as the CPU does, unless cuda::set_index_checks(false).
+#include "core/determinism.h"
 #include "core/impl.h"
 #include "cuda/block.cuh"
+#include "cuda/index_plan.h"
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
 
@@ -97,6 +102,38 @@ __global__ void index_add_kernel(T* out, const int64_t* index, const T* src, int
   }
 }
 
+// ---- deterministic accumulation (cuda/index_plan.h) ---------------------------------------------
+// a + b in the precision of the CPU kernels (core/cpu/index.cpp).
+template <class T>
+__device__ __forceinline__ T ordered_add(T a, T b) {
+  if constexpr (std::is_same_v<T, bool>) return a || b;
+  else if constexpr (is_half_v<T>) return T(static_cast<float>(a) + static_cast<float>(b));
+  else return static_cast<T>(a + b);
+}
+
+__global__ void wrap_indices_kernel(const int64_t* in, int64_t* out, int64_t count, int64_t n) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < count; k += int64_t(gridDim.x) * blockDim.x)
+    out[k] = wrapped_index(in[k], n);
+}
+
+// out (outer, n, inner) += src (outer, m, inner) at the indices, each destination element adding its
+// contributions in index order. Line o's wrapped indices, sorted, are sorted[o * ls, + m) and their
+// positions order[o * ls, + m); ls = 0 shares one sorted index among all lines (index_add).
+template <class T>
+__global__ void add_ordered_kernel(T* out, const int64_t* sorted, const int64_t* order, int64_t ls, const T* src,
+                                   int64_t outer, int64_t n, int64_t m, int64_t inner) {
+  int64_t total = outer * n * inner;
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total; k += int64_t(gridDim.x) * blockDim.x) {
+    int64_t i = k % inner, t = k / inner, v = t % n, o = t / n;
+    IndexRun r = equal_run(sorted + o * ls, m, v);
+    if (r.lo == r.hi) continue;
+    const int64_t* pos = order + o * ls;
+    T acc = out[k];
+    for (int64_t s = r.lo; s < r.hi; ++s) acc = ordered_add(acc, src[(o * m + pos[s]) * inner + i]);
+    out[k] = acc;
+  }
+}
+
 // gather over (out, index, x line view): out = *(x_line + index * xs).
 template <class W>
 struct GatherFn {
@@ -170,6 +207,49 @@ void by_element_size(size_t es, F&& f) {
     case 8: return f(type_tag<uint64_t>{});
   }
   throw NotImplemented("CUDA indexing: unsupported element size");
+}
+
+// The wrapped indices of contiguous `index` sorted stably along its last dim, and their positions.
+struct SortedIndex {
+  Tensor values, order;
+};
+SortedIndex sort_index_lines(const Tensor& index, int64_t n, cudaStream_t stream) {
+  Tensor w = detail::make_empty(index.sizes(), DType::i64, index.device());
+  wrap_indices_kernel<<<grid_for(index.numel()), kIndexThreads, 0, stream>>>(
+      static_cast<const int64_t*>(index.data_ptr()), static_cast<int64_t*>(w.data_ptr()), index.numel(), n);
+  NABLA_KERNEL_CHECK("wrap_indices_kernel");
+  SortedIndex r{detail::make_empty(index.sizes(), DType::i64, index.device()),
+                detail::make_empty(index.sizes(), DType::i64, index.device())};
+  cuda::sort(w, index.dim() - 1, /*descending=*/false, r.values, r.order);
+  return r;
+}
+
+// Contiguous out (outer, n, inner) += contiguous src (outer, m, inner) in index order; `sorted` has
+// one line of m indices per outer line (ls = m) or one for all (ls = 0).
+void add_ordered(const Tensor& out, const SortedIndex& sorted, int64_t ls, const Tensor& src, int64_t outer, int64_t n,
+                 int64_t m, int64_t inner, cudaStream_t stream) {
+  if (outer * n * inner == 0 || m == 0) return;
+  visit_cuda_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    add_ordered_kernel<T><<<grid_for(outer * n * inner), kIndexThreads, 0, stream>>>(
+        static_cast<T*>(out.data_ptr()), static_cast<const int64_t*>(sorted.values.data_ptr()),
+        static_cast<const int64_t*>(sorted.order.data_ptr()), ls, static_cast<const T*>(src.data_ptr()), outer, n, m,
+        inner);
+    NABLA_KERNEL_CHECK("add_ordered_kernel");
+  });
+}
+
+// `t` seen with `sizes` (its own strides), `dim` moved last.
+Tensor dim_last_view(const Tensor& t, IntArrayRef sizes, int64_t dim) {
+  Shape sz, st;
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d)
+    if (d != dim) {
+      sz.push_back(sizes[d]);
+      st.push_back(t.strides()[d]);
+    }
+  sz.push_back(sizes[dim]);
+  st.push_back(t.strides()[dim]);
+  return detail::make_view(t, sz, st, t.storage_offset());
 }
 
 // ---- nonzero ------------------------------------------------------------------------------------
@@ -273,6 +353,11 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Ten
   IndexChecker chk(device_of(out), "index_add");
   check_indices(index, n, dim, chk, stream_of(out));
   if (outer * inner == 0) return;
+  if (are_deterministic_algorithms_enabled()) {
+    SortedIndex sorted = sort_index_lines(detail::make_view(index, {m}, {1}, index.storage_offset()), n, stream_of(out));
+    add_ordered(out, sorted, /*ls=*/0, src, outer, n, m, inner, stream_of(out));
+    return;
+  }
   visit_cuda_dtype(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     index_add_kernel<T><<<grid_for(outer * m * inner), kIndexThreads, 0, stream_of(out)>>>(
@@ -314,6 +399,7 @@ void scatter(const Tensor& out, int64_t dim, const Tensor& index_in, const Tenso
   int64_t os = out.dim() == 0 ? 0 : out.strides()[dim] * es;
   IterPlan plan = plan_iter({&index, &src, &ov});
   cudaStream_t stream = stream_of(out);
+  if (accumulate && are_deterministic_algorithms_enabled()) return scatter_add_ordered(out, dim, index, src, true);
   IndexChecker chk(device_of(out), accumulate ? "scatter_add" : "scatter");
   if (accumulate) {
     visit_cuda_dtype(out.dtype(), [&](auto tag) {
@@ -337,6 +423,29 @@ void scatter(const Tensor& out, int64_t dim, const Tensor& index_in, const Tenso
     using W = typename decltype(tag)::type;
     launch_elementwise<3>(plan, stream, ScatterWriteFn<W>{n, os, es, index_base, out_base, w});
   });
+}
+
+void scatter_add_ordered(const Tensor& out_in, int64_t dim, const Tensor& index_in, const Tensor& src_in,
+                         bool check_index) {
+  if (index_in.numel() == 0) return;
+  DeviceScope ds(out_in);
+  auto as_1d = [](const Tensor& t) { return t.dim() == 0 ? detail::make_view(t, {1}, {1}, t.storage_offset()) : t; };
+  Tensor out = as_1d(out_in), index = as_1d(index_in), src = as_1d(src_in);
+  cudaStream_t stream = stream_of(out);
+  const int64_t n = out.sizes()[dim], m = index.sizes()[dim], lines = index.numel() / m;
+  Shape out_sizes(index.sizes().begin(), index.sizes().end());
+  out_sizes[dim] = n;
+  // (lines, m) indices and values, (lines, n) destinations: the lines of `dim`, moved last.
+  Tensor ic = contiguous(dim_last_view(index, index.sizes(), dim));
+  Tensor sc = contiguous(dim_last_view(src, index.sizes(), dim));
+  Tensor ov = dim_last_view(out, out_sizes, dim);
+  if (check_index) {  // every index checked before anything is added
+    IndexChecker chk(device_of(out), "scatter_add");
+    check_indices(ic, n, dim, chk, stream);
+  }
+  Tensor oc = contiguous(ov);
+  add_ordered(oc, sort_index_lines(ic, n, stream), /*ls=*/m, sc, lines, n, m, /*inner=*/1, stream);
+  if (!oc.is_same(ov)) device_copy(oc, ov);
 }
 
 Tensor nonzero(const Tensor& x_in) {

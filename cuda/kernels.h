@@ -32,6 +32,11 @@ bool cudnn_softmax_backward(const Tensor& g, const Tensor& y, int64_t outer, int
 // matmul_int.cu: matmul of integer dtypes
 void matmul_integer(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta);
 
+// index.cu: out[..., index[..., j, ...], ...] += src[..., j, ...] along dim, each destination adding
+// in index order without atomics (scatter_add under use_deterministic_algorithms; max_pool2d's
+// backward). check_index false: the indices are known to be in range (no check, no synchronization).
+void scatter_add_ordered(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, bool check_index);
+
 // index.cu: the device-side record of out-of-range indices (see index_checks() in
 // core/cuda_api.h). Kernels get flag(); after them, check() throws IndexError naming `op`.
 class IndexChecker {

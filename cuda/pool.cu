@@ -3,10 +3,13 @@
 // average pooling follows PyTorch's window and divisor rules (ceil_mode, count_include_pad).
 //
 // nabla's own kernels rather than cuDNN's: cuDNN pooling returns no indices and has no ceil_mode.
-// max_pool2d_backward scatters with atomics (its windows may overlap); avg_pool2d_backward gathers
-// (each input element sums the windows that contain it), so it is deterministic.
+// max_pool2d_backward scatters with atomics (its windows may overlap), or under
+// use_deterministic_algorithms adds each plane's contributions in output order (scatter_add_ordered);
+// avg_pool2d_backward gathers (each input element sums the windows that contain it), so it is
+// deterministic.
 #include <cmath>
 
+#include "core/determinism.h"
 #include "core/impl.h"
 #include "cuda/block.cuh"
 #include "cuda/kernels.h"
@@ -156,6 +159,15 @@ void max_pool2d_backward(const Tensor& gy_in, const Tensor& indices_in, const Te
   PoolGeom g = pool_geom(gx, gy);
   fill(gx, 0);
   if (gy.numel() == 0) return;
+  if (are_deterministic_algorithms_enabled()) {
+    const int64_t plane_out = g.Ho * g.Wo, plane_in = g.H * g.W;
+    auto planes_of = [&](const Tensor& t, int64_t len) {
+      return detail::make_view(t, {g.planes, len}, {len, 1}, t.storage_offset());
+    };
+    scatter_add_ordered(planes_of(gx, plane_in), 1, planes_of(indices, plane_out), planes_of(gy, plane_out),
+                        /*check_index=*/false);
+    return;
+  }
   visit_cuda_float(gy.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     max_pool_backward_kernel<T><<<grid_for(gy.numel()), 256, 0, stream_of(gx)>>>(

@@ -57,6 +57,7 @@ struct ReduceArgs {
   IntDivider red_size[kMaxIterDims];
   int64_t red_x[kMaxIterDims];
   uint32_t nout, nred, chunk, splits;
+  int64_t pstride, pbase;  // pass 1 with partials: output o's split s goes to partial[o * pstride + pbase + s]
   bool row_mode;
 
   __device__ void kept_offsets(uint32_t o, int64_t& xo, int64_t& oo) const {
@@ -126,8 +127,8 @@ __global__ void __launch_bounds__(512) reduce_kernel(ReduceArgs args, const type
     writer = active && threadIdx.y == 0;
   }
   if (!writer) return;
-  if (args.splits > 1) {
-    partial[static_cast<int64_t>(o) * args.splits + split] = acc;
+  if (partial) {
+    partial[static_cast<int64_t>(o) * args.pstride + args.pbase + split] = acc;
   } else {
     int64_t xo, oo;
     args.kept_offsets(o, xo, oo);
@@ -135,8 +136,10 @@ __global__ void __launch_bounds__(512) reduce_kernel(ReduceArgs args, const type
   }
 }
 
-ReduceArgs make_args(const ReducePlan& p) {
+ReduceArgs make_args(const ReducePlan& p, int64_t pstride, int64_t pbase) {
   ReduceArgs a{};
+  a.pstride = pstride;
+  a.pbase = pbase;
   a.kept_ndim = static_cast<int>(p.kept.size.size());
   a.red_ndim = static_cast<int>(p.red.size.size());
   for (int d = 0; d < kMaxIterDims; ++d) {
@@ -166,11 +169,13 @@ size_t shared_bytes(const ReducePlan& p, size_t acc_size) {
   return p.row_mode ? acc_size * 32 * p.by : acc_size * p.bx * p.by;
 }
 
+// Without partials the results go to out; with them, output o's splits to partial[o * pstride + pbase, + splits).
 template <class R>
 void launch(const ReducePlan& p, const typename R::In* x, typename R::Out* out, typename R::A* partial,
-            cudaStream_t stream) {
+            cudaStream_t stream, int64_t pstride = 0, int64_t pbase = 0) {
   dim3 block(p.bx, p.by), grid(static_cast<unsigned>(p.grid_x), static_cast<unsigned>(p.splits));
-  reduce_kernel<R><<<grid, block, shared_bytes(p, sizeof(typename R::A)), stream>>>(make_args(p), x, out, partial);
+  reduce_kernel<R><<<grid, block, shared_bytes(p, sizeof(typename R::A)), stream>>>(make_args(p, pstride, pbase), x,
+                                                                                    out, partial);
   NABLA_KERNEL_CHECK("reduce_kernel");
 }
 
@@ -180,26 +185,37 @@ void reduce_typed(const Tensor& x, const detail::DimMask& mask, const Tensor& ou
   using A = typename R::A;
   using Out = typename R::Out;
   cudaStream_t stream = stream_for(device);
-  ReducePlan p = plan_reduce(x.sizes(), x.strides(), out.strides(), mask, sm_count(device));
+  // One piece unless an output has more than 2^31 elements to reduce (reduce_plan.h).
+  const std::vector<ReducePiece> pieces = plan_reduce_pieces(x.sizes(), x.strides(), out.strides(), mask,
+                                                             sm_count(device));
+  const ReducePlan& p = pieces[0].plan;
   const T* xp = static_cast<const T*>(x.data_ptr());
   Out* op = static_cast<Out*>(out.data_ptr());
-  if (p.splits == 1) return launch<R>(p, xp, op, nullptr, stream);
-  // Pass 1 into partials [nout, splits]; pass 2 reduces each row of partials into out.
-  Tensor partial = scratch(static_cast<size_t>(p.nout * p.splits) * sizeof(A), device);
+  if (pieces.size() == 1 && p.splits == 1) return launch<R>(p, xp, op, nullptr, stream);
+  // Pass 1 into partials [nout, columns] (each piece's splits side by side); pass 2 reduces each row
+  // of partials into out.
+  int64_t columns = 0;
+  for (const ReducePiece& piece : pieces) columns += piece.plan.splits;
+  check<NotImplemented>(columns <= kMax32, "CUDA reductions: too many pieces (shape ", x.sizes(), ")");
+  Tensor partial = scratch(static_cast<size_t>(p.nout * columns) * sizeof(A), device);
   A* pp = static_cast<A*>(partial.data_ptr());
-  launch<R>(p, xp, op, pp, stream);
+  int64_t base = 0;
+  for (const ReducePiece& piece : pieces) {
+    launch<R>(piece.plan, xp + piece.offset, op, pp, stream, columns, base);
+    base += piece.plan.splits;
+  }
   ReducePlan q;
   q.kept = p.kept;
-  int64_t stride = p.splits;  // partial offset of output o is o * splits
+  int64_t stride = columns;  // partial offset of output o is o * columns
   for (size_t d = q.kept.size.size(); d-- > 0;) {
     q.kept.xstride[d] = stride;
     stride *= q.kept.size[d];
   }
-  q.red.size = {p.splits};
+  q.red.size = {columns};
   q.red.xstride = {1};
   q.red.ostride = {0};
   q.nout = p.nout;
-  q.nred = p.splits;
+  q.nred = columns;
   q.row_mode = true;
   q.bx = 32;
   while (q.bx < q.nred && q.bx < 256) q.bx *= 2;

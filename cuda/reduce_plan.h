@@ -10,11 +10,14 @@
 // When there are too few outputs to fill the GPU, blockIdx.y splits the reduction into `splits`
 // chunks that write partial results, and a second pass (row mode over the partials) combines
 // them. Every choice depends only on the shapes and the SM count, and every combination happens
-// in a fixed order, so results are reproducible run to run.
+// in a fixed order, so results are reproducible run to run. Beyond 2^31 elements per output the
+// host cuts the reduction into pieces (plan_reduce_pieces) whose partials the second pass combines.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -37,10 +40,9 @@ struct ReducePlan {
   int64_t chunk = 1;         // reduction elements per split
 };
 
-// x: sizes/strides (elements); out: keepdim strides; mask: reduced dims; sms: the GPU's SM count.
-inline ReducePlan plan_reduce(IntArrayRef sizes, IntArrayRef xstrides, IntArrayRef ostrides,
-                              const SmallVector<bool, 8>& mask, int sms) {  // mask: detail::DimMask
-  ReducePlan p;
+// The kept and the reduced dims of x, each coalesced.
+inline std::pair<ReduceDims, ReduceDims> reduce_dims_of(IntArrayRef sizes, IntArrayRef xstrides, IntArrayRef ostrides,
+                                                        const SmallVector<bool, 8>& mask) {
   ReduceDims kept, red;
   for (size_t d = 0; d < sizes.size(); ++d) {
     ReduceDims& t = mask[d] ? red : kept;
@@ -48,12 +50,21 @@ inline ReducePlan plan_reduce(IntArrayRef sizes, IntArrayRef xstrides, IntArrayR
     t.xstride.push_back(xstrides[d]);
     t.ostride.push_back(mask[d] ? 0 : ostrides[d]);
   }
-  p.kept = coalesce_dims(kept);
-  p.red = coalesce_dims(red);
+  return {coalesce_dims(kept), coalesce_dims(red)};
+}
+
+// x: sizes/strides (elements); out: keepdim strides; mask: reduced dims; sms: the GPU's SM count.
+// At most 2^31 - 1 outputs and elements per output (plan_reduce_pieces splits larger reductions).
+inline ReducePlan plan_reduce(IntArrayRef sizes, IntArrayRef xstrides, IntArrayRef ostrides,
+                              const SmallVector<bool, 8>& mask, int sms) {  // mask: detail::DimMask
+  ReducePlan p;
+  std::tie(p.kept, p.red) = reduce_dims_of(sizes, xstrides, ostrides, mask);
   for (int64_t s : p.kept.size) p.nout *= s;
   for (int64_t s : p.red.size) p.nred *= s;
-  check<NotImplemented>(p.nout <= kMax32 && p.nred <= kMax32, "CUDA reductions: more than 2^31 outputs or ",
-                        "elements per output are not supported yet (shape ", sizes, ")");
+  check<NotImplemented>(p.nout <= kMax32, "CUDA reductions: more than 2^31 outputs are not supported yet (shape ",
+                        sizes, ")");
+  check<NotImplemented>(p.nred <= kMax32, "CUDA reductions: a piece of more than 2^31 elements per output (shape ",
+                        sizes, "; plan_reduce_pieces splits it)");
   check<NotImplemented>(p.kept.size.size() <= static_cast<size_t>(kMaxIterDims) &&
                             p.red.size.size() <= static_cast<size_t>(kMaxIterDims),
                         "CUDA reductions: too many non-mergeable dims (shape ", sizes, "); make x contiguous first");
@@ -89,6 +100,62 @@ inline ReducePlan plan_reduce(IntArrayRef sizes, IntArrayRef xstrides, IntArrayR
   }
   p.chunk = (nred + p.splits - 1) / p.splits;
   return p;
+}
+
+// A reduction with more elements per output than the kernel's 32-bit indexing reaches is cut on the
+// host into pieces along its outer reduced dims, each at most `max_red` elements per output with a
+// plan of its own, starting `offset` elements into x. Every piece writes its partial results into
+// its own columns of one partial buffer, and the second pass combines them all (cuda/reduce.cu).
+struct ReducePiece {
+  int64_t offset = 0;
+  ReducePlan plan;
+};
+
+inline std::vector<ReducePiece> plan_reduce_pieces(IntArrayRef sizes, IntArrayRef xstrides, IntArrayRef ostrides,
+                                                   const SmallVector<bool, 8>& mask, int sms,
+                                                   int64_t max_red = kMax32) {
+  auto [kept, red] = reduce_dims_of(sizes, xstrides, ostrides, mask);
+  int64_t nred = 1;
+  for (int64_t s : red.size) nred *= s;
+  if (nred <= max_red) return {{0, plan_reduce(sizes, xstrides, ostrides, mask, sms)}};
+  // The outermost reduced dim j whose inner part (dims after j) fits; dims before j are enumerated
+  // on the host, dim j is cut into runs of `run` indices.
+  const size_t nr = red.size.size();
+  size_t j = nr - 1;
+  int64_t inner = 1;  // product of red.size[j + 1 ...]
+  while (j > 0 && inner * red.size[j] <= max_red) inner *= red.size[j--];
+  const int64_t run = std::max<int64_t>(max_red / inner, 1);
+  check<NotImplemented>(inner <= max_red, "CUDA reductions: a dim too large to split (shape ", sizes, ")");
+  // The piece's x: the kept dims, then the reduced dims from j on (dim j shortened to the run).
+  Shape psizes, pxs, pos;
+  SmallVector<bool, 8> pmask;
+  for (size_t d = 0; d < kept.size.size(); ++d) {
+    psizes.push_back(kept.size[d]);
+    pxs.push_back(kept.xstride[d]);
+    pos.push_back(kept.ostride[d]);
+    pmask.push_back(false);
+  }
+  const size_t first_red = psizes.size();
+  for (size_t d = j; d < nr; ++d) {
+    psizes.push_back(red.size[d]);
+    pxs.push_back(red.xstride[d]);
+    pos.push_back(0);
+    pmask.push_back(true);
+  }
+  std::vector<ReducePiece> pieces;
+  std::vector<int64_t> idx(j, 0);  // multi-index over red dims 0 .. j-1
+  while (true) {
+    int64_t base = 0;
+    for (size_t d = 0; d < j; ++d) base += idx[d] * red.xstride[d];
+    for (int64_t start = 0; start < red.size[j]; start += run) {
+      psizes[first_red] = std::min(run, red.size[j] - start);
+      pieces.push_back({base + start * red.xstride[j], plan_reduce(psizes, pxs, pos, pmask, sms)});
+    }
+    size_t d = j;
+    while (d > 0 && ++idx[d - 1] == red.size[d - 1]) idx[--d] = 0;
+    if (d == 0) break;
+  }
+  return pieces;
 }
 
 }  // namespace nabla::cuda

@@ -253,6 +253,100 @@ TEST(CudaKernels, scatter_is_deterministic_and_matches_the_cpu_with_duplicates) 
   EXPECT_TRUE(close_on_host(one_hot(labels.cuda(), 10), one_hot(labels, 10), 0));
 }
 
+// use_deterministic_algorithms(true): index_add, scatter_add and max_pool2d's backward add in index
+// order without atomics, the CPU's order, so float32 and float16 results equal the CPU's bit for bit
+// (the atomic default does not promise that) and repeat run to run.
+TEST(CudaKernels, deterministic_accumulation_equals_the_cpu_bit_for_bit) {
+  NABLA_REQUIRE_CUDA();
+  struct Restore {
+    ~Restore() { use_deterministic_algorithms(false); }
+  } restore;
+  use_deterministic_algorithms(true);
+  // index_add along a middle dim, 3,000 contributions onto 10 rows.
+  Tensor rows = randint(0, 10, {3000}, kInt64);
+  Tensor vals = rnd({2, 3000, 5}, kFloat32);
+  Tensor want = index_add(zeros({2, 10, 5}), 1, rows, vals);
+  for (int rep = 0; rep < 2; ++rep)
+    EXPECT_TRUE(close_on_host(index_add(zeros({2, 10, 5}, kCUDA), 1, rows.cuda(), vals.cuda()), want, 0));
+  // scatter_add along dim 0 and 1, src larger than index, float16, a 1-D scatter of 10,000 values.
+  Tensor idx = randint(0, 4, {300, 7}, kInt64), src = rnd({300, 7}, kFloat32, 2), base = rnd({4, 7}, kFloat32, 3);
+  EXPECT_TRUE(close_on_host(base.cuda().scatter_add(0, idx.cuda(), src.cuda()), base.scatter_add(0, idx, src), 0));
+  Tensor idx1 = randint(0, 3, {5, 400}, kInt64), src1 = rnd({6, 500}, kFloat32, 4);
+  EXPECT_TRUE(close_on_host(zeros({5, 3}, kCUDA).scatter_add(1, idx1.cuda(), src1.cuda()),
+                            zeros({5, 3}).scatter_add(1, idx1, src1), 0));
+  Tensor h = src.to(kFloat16), hb = base.to(kFloat16);
+  EXPECT_TRUE(close_on_host(hb.cuda().scatter_add(0, idx.cuda(), h.cuda()), hb.scatter_add(0, idx, h), 0));
+  Tensor idx2 = randint(0, 5, {10000}, kInt64), src2 = rnd({10000}, kFloat32, 5);
+  EXPECT_TRUE(close_on_host(zeros({5}, kCUDA).scatter_add(0, idx2.cuda(), src2.cuda()),
+                            zeros({5}).scatter_add(0, idx2, src2), 0));
+  // A non-contiguous destination (a transposed view), in place.
+  Tensor t_cpu = rnd({7, 4}, kFloat32, 6), t_gpu = t_cpu.cuda();
+  Tensor idx3 = randint(0, 4, {50, 7}, kInt64), src3 = rnd({50, 7}, kFloat32, 7);
+  t_cpu.t().scatter_add_(0, idx3, src3);
+  t_gpu.t().scatter_add_(0, idx3.cuda(), src3.cuda());
+  EXPECT_TRUE(close_on_host(t_gpu, t_cpu, 0));
+  // Out-of-range indices still throw, leaving the destination unchanged.
+  Tensor keep = ones({3, 2}, kCUDA);
+  EXPECT_THROW(keep.scatter_add_(0, tensor({0, 3}, kInt64).reshape({1, 2}).cuda(), ones({1, 2}, kCUDA)), IndexError);
+  EXPECT_TRUE(close_on_host(keep, ones({3, 2}), 0));
+  // max_pool2d's backward with overlapping windows (kernel 3, stride 1, dilation 2).
+  Tensor x = rnd({2, 3, 11, 11}, kFloat32, 8), g = rnd({2, 3, 7, 7}, kFloat32, 9);
+  Tensor xc = x.clone().requires_grad_(true), xg = x.cuda().requires_grad_(true);
+  (max_pool2d(xc, {3, 3}, {1, 1}, 0, 2) * g).sum().backward();
+  (max_pool2d(xg, {3, 3}, {1, 1}, 0, 2) * g.cuda()).sum().backward();
+  EXPECT_TRUE(close_on_host(xg.grad(), xc.grad(), 0));
+  // Convolutions pick deterministic cuDNN algorithms under the global switch too.
+  Tensor cx = rnd({8, 16, 14, 14}, kFloat32).cuda(), cgy = rnd({8, 32, 14, 14}, kFloat32, 2).cuda();
+  Tensor w1 = conv2d_weight_grad(cx, cgy, {3, 3}, Conv2dParams{{1, 1}, {1, 1}, {1, 1}, 1});
+  Tensor w2 = conv2d_weight_grad(cx, cgy, {3, 3}, Conv2dParams{{1, 1}, {1, 1}, {1, 1}, 1});
+  EXPECT_TRUE(close_on_host(w1, w2, 0));
+}
+
+// More than 2^31 elements per output: the reduction is cut on the host into pieces whose partial
+// results the second pass combines (cuda/reduce_plan.h). Needs about 19 GB of GPU memory.
+TEST(CudaKernels, reductions_beyond_2_pow_31_elements_per_output) {
+  NABLA_REQUIRE_CUDA();
+  const int64_t n = (int64_t(1) << 31) + 7;
+  if (cuda::mem_get_info().free_bytes < size_t(20) << 30) GTEST_SKIP() << "needs 20 GB of free GPU memory";
+  {
+    Tensor b = zeros({n}, dtype(kBool).device(kCUDA));
+    EXPECT_FALSE(b.any().item<bool>());
+    b.narrow(0, n - 1, 1).fill_(true);  // only the last element, in the second piece
+    EXPECT_TRUE(b.any().item<bool>());
+    EXPECT_FALSE(b.all().item<bool>());
+  }
+  {
+    Tensor ones64 = ones({n}, dtype(kInt64).device(kCUDA));
+    EXPECT_EQ(ones64.sum().item<int64_t>(), n);
+    // Two outputs of n / 2 + ... elements each are fine too: a (2, m) sum over dim 1.
+    Tensor two = ones64.narrow(0, 0, n - 1).view({2, (n - 1) / 2});
+    EXPECT_TRUE(close_on_host(two.sum(1), full({2}, (n - 1) / 2, dtype(kInt64)), 0));
+  }
+  cuda::empty_cache();
+}
+
+// A convolution over more than 2^31 - 1 elements (cuDNN's limit per tensor) runs over slices of the
+// batch (cudnn_plan.h's conv_batch_chunk); the weight gradient adds the slices'. Needs ~30 GB.
+TEST(CudaKernels, convolution_beyond_2_pow_31_elements_splits_the_batch) {
+  NABLA_REQUIRE_CUDA();
+  if (cuda::mem_get_info().free_bytes < size_t(32) << 30) GTEST_SKIP() << "needs 32 GB of free GPU memory";
+  {
+    Tensor x = ones({1025, 1, 1024, 2048}, kCUDA);  // 2,149,580,800 elements
+    Tensor w = full({1, 1, 1, 1}, 2.0, dtype(kFloat32).device(kCUDA));
+    Tensor y = conv2d(x, w);
+    EXPECT_EQ(y.min().item<float>(), 2.0f);
+    EXPECT_EQ(y.max().item<float>(), 2.0f);
+    y = Tensor();
+    Tensor gx = conv2d_input_grad(x, w, {1024, 2048}, Conv2dParams{{1, 1}, {0, 0}, {1, 1}, 1});  // gy = ones
+    EXPECT_EQ(gx.min().item<float>(), 2.0f);
+    EXPECT_EQ(gx.max().item<float>(), 2.0f);
+    gx = Tensor();
+    Tensor gw = conv2d_weight_grad(x, x, {1, 1}, Conv2dParams{{1, 1}, {0, 0}, {1, 1}, 1});
+    EXPECT_NEAR(gw.item<double>(), static_cast<double>(x.numel()), 1e-3 * static_cast<double>(x.numel()));
+  }
+  cuda::empty_cache();
+}
+
 TEST(CudaKernels, nonzero_and_masked_select_large) {
   NABLA_REQUIRE_CUDA();
   manual_seed(5);

@@ -1,14 +1,17 @@
 // The host-side planning of the CUDA kernels (cuda/iter.h, cuda/reduce_plan.h, cuda/gemm_plan.h,
-// cuda/cudnn_plan.h):
+// cuda/cudnn_plan.h, cuda/index_plan.h):
 // plain C++, so these tests run on every machine, with or without a GPU or a CUDA build. They pin
 // down the index arithmetic the kernels rely on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <thread>
 
 #include "cuda/cudnn_plan.h"
 #include "cuda/driver_reason.h"
 #include "cuda/gemm_plan.h"
+#include "cuda/index_plan.h"
 #include "cuda/iter.h"
 #include "cuda/reduce_plan.h"
 #include "core/impl.h"
@@ -142,6 +145,97 @@ TEST(CudaPlan, full_reduction_splits_and_chunks_cover_the_input) {
   EXPECT_LE(p.splits, 65535);
   EXPECT_GE(p.chunk * p.splits, p.nred);
   EXPECT_LT(p.chunk * (p.splits - 1), p.nred);  // no empty split
+}
+
+// Every (output offset, input offset) pair a set of reduction pieces visits, as the kernel walks them
+// (kept dims innermost last, reduced dims likewise), sorted.
+std::vector<std::pair<int64_t, int64_t>> visits(const std::vector<ReducePiece>& pieces) {
+  std::vector<std::pair<int64_t, int64_t>> v;
+  for (const ReducePiece& piece : pieces) {
+    const ReducePlan& p = piece.plan;
+    for (int64_t o = 0; o < p.nout; ++o) {
+      int64_t xo = 0, oo = 0, rem = o;
+      for (size_t d = p.kept.size.size(); d-- > 0;) {
+        xo += (rem % p.kept.size[d]) * p.kept.xstride[d];
+        oo += (rem % p.kept.size[d]) * p.kept.ostride[d];
+        rem /= p.kept.size[d];
+      }
+      for (int64_t r = 0; r < p.nred; ++r) {
+        int64_t ro = 0, q = r;
+        for (size_t d = p.red.size.size(); d-- > 0;) {
+          ro += (q % p.red.size[d]) * p.red.xstride[d];
+          q /= p.red.size[d];
+        }
+        v.emplace_back(oo, piece.offset + xo + ro);
+      }
+    }
+  }
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// Reductions with more than 2^31 elements per output are cut on the host into pieces (here with a
+// limit of a few elements, so that every case is small): together the pieces visit each element of
+// each output exactly once, and each piece stays within the limit.
+TEST(CudaPlan, reduce_pieces_cover_each_output_exactly_once) {
+  std::mt19937 rng(17);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int nd = 1 + static_cast<int>(rng() % 4);
+    Shape sizes, xs, os;
+    SmallVector<bool, 8> mask;
+    for (int d = 0; d < nd; ++d) {
+      sizes.push_back(1 + static_cast<int64_t>(rng() % 5));
+      mask.push_back(rng() % 3 != 0);
+    }
+    // x contiguous or a transposed layout; out's keepdim strides contiguous over the kept dims.
+    std::vector<int> perm(static_cast<size_t>(nd));
+    for (int d = 0; d < nd; ++d) perm[static_cast<size_t>(d)] = d;
+    if (rng() % 2) std::shuffle(perm.begin(), perm.end(), rng);
+    xs.assign(static_cast<size_t>(nd), 0);
+    int64_t st = 1;
+    for (int k = nd; k-- > 0;) {
+      xs[static_cast<size_t>(perm[static_cast<size_t>(k)])] = st;
+      st *= sizes[static_cast<size_t>(perm[static_cast<size_t>(k)])];
+    }
+    os.assign(static_cast<size_t>(nd), 0);
+    st = 1;
+    for (int d = nd; d-- > 0;) {
+      os[static_cast<size_t>(d)] = st;
+      if (!mask[static_cast<size_t>(d)]) st *= sizes[static_cast<size_t>(d)];
+    }
+    const int64_t limit = 1 + static_cast<int64_t>(rng() % 7);
+    std::vector<ReducePiece> pieces = plan_reduce_pieces(sizes, xs, os, mask, 132, limit);
+    // The brute-force list of (output offset, input offset).
+    std::vector<std::pair<int64_t, int64_t>> want;
+    int64_t total = 1;
+    for (int64_t s : sizes) total *= s;
+    for (int64_t e = 0; e < total; ++e) {
+      int64_t rem = e, xo = 0, oo = 0;
+      for (int d = nd; d-- > 0;) {
+        int64_t i = rem % sizes[static_cast<size_t>(d)];
+        rem /= sizes[static_cast<size_t>(d)];
+        xo += i * xs[static_cast<size_t>(d)];
+        if (!mask[static_cast<size_t>(d)]) oo += i * os[static_cast<size_t>(d)];
+      }
+      want.emplace_back(oo, xo);
+    }
+    std::sort(want.begin(), want.end());
+    ASSERT_EQ(visits(pieces), want) << "trial " << trial << " sizes " << sizes << " limit " << limit;
+    int64_t nred = 1;
+    for (int d = 0; d < nd; ++d)
+      if (mask[static_cast<size_t>(d)]) nred *= sizes[static_cast<size_t>(d)];
+    if (nred <= limit) EXPECT_EQ(pieces.size(), 1u);
+    for (const ReducePiece& piece : pieces) {
+      EXPECT_LE(piece.plan.nred, std::max<int64_t>(limit, 1));
+      EXPECT_EQ(piece.plan.nout, pieces[0].plan.nout);
+    }
+  }
+  // The real limit: a 1-D sum of 3 * 2^30 elements becomes two pieces, the second starting at 2^31 - 1.
+  std::vector<ReducePiece> big = plan_reduce_pieces(IntArrayRef({3LL << 30}), IntArrayRef({1}), IntArrayRef({1}), {true}, 132);
+  ASSERT_EQ(big.size(), 2u);
+  EXPECT_EQ(big[1].offset, kMax32);
+  EXPECT_EQ(big[0].plan.nred + big[1].plan.nred, 3LL << 30);
+  EXPECT_THROW(plan_reduce(IntArrayRef({3LL << 30}), IntArrayRef({1}), IntArrayRef({1}), {true}, 132), NotImplemented);
 }
 
 TEST(CudaPlan, reduce_merges_contiguous_dims) {
@@ -284,6 +378,69 @@ TEST(CudaPlan, batch_norm_goes_to_cudnn_within_pytorchs_limits) {
   EXPECT_FALSE(batch_norm_in_cudnn_limits(4, 8, int64_t(1) << 31, true, 1e-5, min_eps)) << ">= 2^31 - 1 elements";
   EXPECT_FALSE(batch_norm_in_cudnn_limits(4, 8, 64, true, 1e-6, min_eps)) << "eps below cuDNN's minimum";
   EXPECT_FALSE(batch_norm_in_cudnn_limits(4, 0, 0, true, 1e-5, min_eps)) << "empty";
+}
+
+// cuDNN descriptors hold int: a convolution over more than 2^31 - 1 elements runs over slices of
+// the batch, each as large as fits.
+TEST(CudaPlan, conv_batch_chunk_keeps_each_call_within_int) {
+  const int64_t max_int = 2147483647;
+  EXPECT_EQ(conv_batch_chunk(64, 1000, 2000), 64);                      // fits: one call
+  EXPECT_EQ(conv_batch_chunk(1025, 1 << 21, 1 << 21), 1023);            // 1025 * 2^21 > 2^31 - 1
+  EXPECT_EQ(conv_batch_chunk(1025, 1 << 20, 1 << 21), 1023);            // the larger of input and output
+  EXPECT_EQ(conv_batch_chunk(3, max_int, 1), 1);
+  EXPECT_EQ(conv_batch_chunk(3, max_int + 1, 1), 0);                     // one image too large: an error
+  EXPECT_EQ(conv_batch_chunk(5, 0, 0), 5);
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 1000; ++i) {
+    int64_t n = 1 + static_cast<int64_t>(rng() % 5000), a = 1 + static_cast<int64_t>(rng() % (int64_t(1) << 26)),
+            b = 1 + static_cast<int64_t>(rng() % (int64_t(1) << 26));
+    int64_t k = conv_batch_chunk(n, a, b);
+    ASSERT_GE(k, 1);
+    ASSERT_LE(k, n);
+    ASSERT_LE(k * std::max(a, b), max_int);
+    if (k < n) ASSERT_GT((k + 1) * std::max(a, b), max_int);  // as large as fits
+  }
+}
+
+// The deterministic index_add/scatter_add find each destination's contributions as the run of its
+// index in the stably sorted line: equal to std::equal_range, for every value present or absent,
+// including out-of-range ones that must match nothing.
+TEST(CudaPlan, ordered_accumulation_finds_each_destinations_run) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t n = 1 + rng() % 12, m = rng() % 40;
+    std::vector<int64_t> raw(m);
+    for (auto& v : raw) v = static_cast<int64_t>(rng() % (3 * n + 2)) - 2 * n - 1;  // [-2n-1, n]: some out of range
+    std::vector<int64_t> sorted(m);
+    for (int64_t j = 0; j < m; ++j) sorted[j] = wrapped_index(raw[j], n);
+    std::vector<int64_t> order(m);
+    for (int64_t j = 0; j < m; ++j) order[j] = j;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return sorted[a] < sorted[b]; });
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t v = -n - 2; v <= n + 1; ++v) {
+      IndexRun r = equal_run(sorted.data(), m, v);
+      auto [lo, hi] = std::equal_range(sorted.begin(), sorted.end(), v);
+      ASSERT_EQ(r.lo, lo - sorted.begin()) << "v " << v << " m " << m;
+      ASSERT_EQ(r.hi, hi - sorted.begin()) << "v " << v << " m " << m;
+      if (v < 0 || v >= n) continue;
+      // The run lists exactly the positions j whose index means v, in increasing j (the CPU's order).
+      std::vector<int64_t> want, got(order.begin() + r.lo, order.begin() + r.hi);
+      for (int64_t j = 0; j < m; ++j)
+        if ((raw[j] >= 0 ? raw[j] : raw[j] + n) == v && raw[j] >= -n && raw[j] < n) want.push_back(j);
+      ASSERT_EQ(got, want) << "v " << v;
+    }
+  }
+}
+
+TEST(CudaPlan, deterministic_switch_is_off_by_default_and_global) {
+  EXPECT_FALSE(are_deterministic_algorithms_enabled());
+  use_deterministic_algorithms(true);
+  EXPECT_TRUE(are_deterministic_algorithms_enabled());
+  EXPECT_FALSE(cudnn::deterministic()) << "cuDNN's own switch is separate, as in PyTorch";
+  std::thread other([] { EXPECT_TRUE(are_deterministic_algorithms_enabled()); });
+  other.join();
+  use_deterministic_algorithms(false);
+  EXPECT_FALSE(are_deterministic_algorithms_enabled());
 }
 
 }  // namespace
