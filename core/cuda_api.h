@@ -182,8 +182,10 @@ bool allow_tf32();
 
 // Checks of index tensors in CUDA kernels (index_select, gather, scatter, ...): on (the default),
 // an out-of-range index throws IndexError after the kernel, at the cost of one host synchronization
-// per indexing op; off, out-of-range indices are skipped silently and nothing waits. Also
-// NABLA_CUDA_INDEX_CHECKS=0 in the environment.
+// per indexing op; off, out-of-range indices are skipped silently and nothing waits. The same switch
+// covers the range checks of layers and losses on CUDA tensors (class targets of nll_loss and
+// cross_entropy, Embedding's indices, binary_cross_entropy's input, gaussian_nll_loss's var; one
+// synchronization each when on). Also NABLA_CUDA_INDEX_CHECKS=0 in the environment.
 void set_index_checks(bool enabled);
 bool index_checks();
 

@@ -3,6 +3,7 @@
 #include "core/graph.h"
 #include "nn/functional.h"
 #include "nn/init.h"
+#include "nn/value_checks.h"
 
 namespace nabla::nn {
 
@@ -29,9 +30,8 @@ void Embedding::reset_parameters() {
 Tensor Embedding::forward(Tensor indices) {
   check<DTypeError>(indices.dtype() == kInt64 || indices.dtype() == kInt32,
                     "Embedding: indices must be int64 (or int32), got ", indices.dtype());
-  if (indices.numel() > 0) {
-    autograd::NoGradGuard ng;
-    int64_t lo = indices.min().item<int64_t>(), hi = indices.max().item<int64_t>();
+  if (value_checks::check_now(indices)) {  // one host synchronization on a GPU (see nn/value_checks.h)
+    auto [lo, hi] = value_checks::min_max<int64_t>(indices);
     check<IndexError>(lo >= 0 && hi < num_embeddings, "Embedding: index ", lo < 0 ? lo : hi,
                       " is out of range for a table of ", num_embeddings, " rows");
   }

@@ -2,10 +2,12 @@
 // conventions for class weights, ignore_index, label smoothing and reductions.
 #include <cmath>
 #include <optional>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/graph.h"
 #include "nn/functional.h"
+#include "nn/value_checks.h"
 
 namespace nabla::nn::functional {
 
@@ -58,20 +60,25 @@ void check_class_target(const Tensor& input, const Tensor& target, const Tensor&
   if (weight.defined())
     check<ShapeError>(weight.dim() == 1 && weight.size(0) == c, op, ": weight must have one value per class (", c,
                       "), got shape ", weight.sizes());
-  if (target.numel() == 0) return;
+  if (!value_checks::check_now(target)) return;
   autograd::NoGradGuard ng;
-  // The common case costs two reductions: every target in range.
-  int64_t lo = target.min().item<int64_t>(), hi = target.max().item<int64_t>();
+  // The common case costs two reductions (one host synchronization on a GPU): every target in range.
+  auto [lo, hi] = value_checks::min_max<int64_t>(target);
   if (lo >= 0 && hi < c) return;
   if (!ignore_index) {  // a loss without ignore_index (multi_margin_loss)
     throw IndexError(detail::str(op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
                                  " classes (expected values in [0, ", c, "))"));
   }
-  Tensor valid = target.ne(*ignore_index);
-  if (!valid.any().item<bool>()) return;
-  Tensor t = target.masked_select(valid);
-  lo = t.min().item<int64_t>();
-  hi = t.max().item<int64_t>();
+  // Ignored targets (e.g. padding marked -100) count as class 0: one more synchronization on a GPU.
+  if (c > 0) {
+    std::tie(lo, hi) = value_checks::min_max<int64_t>(target.masked_fill(target.eq(*ignore_index), 0));
+  } else {
+    Tensor valid = target.ne(*ignore_index);
+    if (!valid.any().item<bool>()) return;
+    Tensor t = target.masked_select(valid);
+    lo = t.min().item<int64_t>();
+    hi = t.max().item<int64_t>();
+  }
   check<IndexError>(lo >= 0 && hi < c, op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
                     " classes (expected values in [0, ", c, ") or ignore_index ", *ignore_index, ")");
 }
@@ -210,9 +217,8 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCE
   check_same_shape(input, target, "binary_cross_entropy");
   Tensor w = o.weight.defined() ? o.weight.to(input.dtype()) : Tensor();
   if (w.defined()) broadcast_shapes(w.sizes(), input.sizes(), "binary_cross_entropy (weight)");
-  if (input.numel() > 0) {
-    autograd::NoGradGuard ng;
-    double lo = input.min().item<double>(), hi = input.max().item<double>();
+  if (value_checks::check_now(input)) {
+    auto [lo, hi] = value_checks::min_max<double>(input);
     check<ValueError>(lo >= 0 && hi <= 1, "binary_cross_entropy: all elements of input should be between 0 and 1, got [",
                       lo, ", ", hi, "] (apply sigmoid first, or use binary_cross_entropy_with_logits)");
   }
@@ -425,7 +431,7 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
                         input.sizes(), ", nor it without the last dim, nor it with a last dim of 1");
     }
   }
-  if (v.numel() > 0) {
+  if (value_checks::check_now(v)) {
     autograd::NoGradGuard ng;
     check<ValueError>(v.min().item<double>() >= 0, op, ": var has negative entries");
   }

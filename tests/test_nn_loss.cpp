@@ -106,6 +106,11 @@ TEST(NnLoss, CrossEntropyShapesAndErrors) {
   } catch (const IndexError& e) {
     EXPECT_NE(std::string(e.what()).find("target 4 is out of bounds for 4 classes"), std::string::npos) << e.what();
   }
+  // With ignored targets among them, a bad target is still named (ignored ones count as in range).
+  EXPECT_TRUE(nabla::testing::throws_with<IndexError>([&] { F::cross_entropy(X(), tensor({-100, 5, 1})); },
+                                      {"cross_entropy", "target 5 is out of bounds", "ignore_index -100"}));
+  EXPECT_TRUE(nabla::testing::throws_with<IndexError>([&] { F::cross_entropy(X(), tensor({-100, -3, 1})); }, {"target -3"}));
+  EXPECT_NO_THROW(F::cross_entropy(X(), tensor({-100, 2, 1})));
   EXPECT_THROW(F::cross_entropy(X(), tensor({1, 2})), ShapeError);
   EXPECT_THROW(F::cross_entropy(X(), T(), {.weight = ones({3}, kFloat64)}), ShapeError);
   EXPECT_THROW(F::cross_entropy(X(), T(), {.label_smoothing = 1.5}), ValueError);

@@ -27,9 +27,10 @@ int cmd_eval(int argc, char** argv) {
   metrics::Precision prec(C, metrics::Average::none);
   metrics::Recall rec(C, metrics::Average::none);
   double loss = 0;
-  data::DataLoader loader(test_set, {.batch_size = bs});
+  const bool gpu = device.is_cuda();  // page-locked batches, copied to the GPU without waiting
+  data::DataLoader loader(test_set, {.batch_size = bs, .pin_memory = gpu});
   for (auto& batch : loader) {
-    Tensor x = normalize(batch.data.to(device)), y = batch.target.to(device);
+    Tensor x = normalize(batch.data.to(device, gpu)), y = batch.target.to(device, gpu);
     Tensor out = (*m.module)(x);
     Tensor l = m.outputs_log_probs ? nn::functional::nll_loss(out, y, {.reduction = nn::Reduction::sum})
                                    : nn::functional::cross_entropy(out, y, {.reduction = nn::Reduction::sum});

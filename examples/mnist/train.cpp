@@ -105,9 +105,11 @@ EvalSums evaluate(nn::Module& model, bool log_probs, const data::DatasetPtr& tes
   model.eval();
   double loss = 0;
   int64_t correct = 0, seen = 0;
-  data::DataLoader loader(test_set, {.batch_size = 1000});
+  // For a GPU: page-locked batches, copied without waiting (no host synchronization per batch).
+  const bool gpu = device.is_cuda();
+  data::DataLoader loader(test_set, {.batch_size = 1000, .pin_memory = gpu});
   for (auto& batch : loader) {
-    Tensor x = normalize(batch.data.to(device)), y = batch.target.to(device);
+    Tensor x = normalize(batch.data.to(device, gpu)), y = batch.target.to(device, gpu);
     Tensor out = model(x);
     Tensor l = log_probs ? nn::functional::nll_loss(out, y, {.reduction = nn::Reduction::sum})
                          : nn::functional::cross_entropy(out, y, {.reduction = nn::Reduction::sum});
@@ -326,7 +328,8 @@ class TrainingRun {
     if (s_.augment)  // small random rotations and shifts, seeded per batch (so resumes reproduce them)
       train_data = std::make_shared<data::TransformDataset>(train_set_, data::RandomAffine(8, {0.08, 0.08}));
     data::DataLoaderOptions lo{.batch_size = s_.batch_size, .shuffle = s_.shuffle, .seed = static_cast<uint64_t>(s_.seed),
-                               .num_workers = static_cast<int>(args_.workers)};
+                               .num_workers = static_cast<int>(args_.workers),
+                               .pin_memory = device_.is_cuda()};  // copied to the GPU without waiting (step())
     if (dp_.on()) {  // this rank's share of each epoch, in an order every rank agrees on (seeded by --seed)
       lo.shuffle = false;
       auto sampler = std::make_shared<data::DistributedSampler>(train_data->size(), dp_.world(), dp_.rank(), s_.shuffle,
@@ -453,7 +456,8 @@ class TrainingRun {
 
   // One optimizer step on a batch; returns its mean loss and number of correct predictions.
   std::pair<double, int64_t> step(const data::Batch& batch) {
-    Tensor x = normalize(batch.data.to(device_)), y = batch.target.to(device_);
+    const bool gpu = device_.is_cuda();  // pinned batches (the loader's pin_memory): asynchronous copies
+    Tensor x = normalize(batch.data.to(device_, gpu)), y = batch.target.to(device_, gpu);
     Tensor out = dp_.forward(x);  // under DDP, backward averages the gradients over the ranks
     // (Label smoothing on a model that outputs log-probabilities: cross_entropy's log_softmax of them
     // is themselves.)
