@@ -167,9 +167,10 @@ Tensor max_unpool1d(const Tensor& x, const Tensor& indices, int64_t kernel_size,
 // torch.nn.functional.grid_sample: input (N, C, H, W) and grid (N, H_out, W_out, 2) holding (x, y) in
 // [-1, 1] (align_corners as in affine_grid) -> (N, C, H_out, W_out); or input (N, C, D, H, W) and grid
 // (N, D_out, H_out, W_out, 3) holding (x, y, z) -> (N, C, D_out, H_out, W_out). mode "bilinear"
-// (trilinear for 5-D, as PyTorch's) or "nearest" (ties to even); padding_mode "zeros", "border" or
+// (trilinear for 5-D, as PyTorch's), "nearest" (ties to even) or "bicubic" (4-D only, as PyTorch:
+// 4 x 4 taps, A = -0.75, the padding rule applied to each tap); padding_mode "zeros", "border" or
 // "reflection". Differentiable with respect to input and grid (the grid's gradient is 0 in "nearest"
-// mode). Differs from PyTorch: no "bicubic" mode yet.
+// mode).
 struct GridSampleOptions {
   std::string mode = "bilinear";
   std::string padding_mode = "zeros";

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/trace.h"
 #include "nn/functional.h"
 
 namespace nabla::nn::functional {
@@ -35,6 +36,8 @@ Tensor index_tensor(const std::vector<int64_t>& v, const Tensor& like) {
 // ---- padding --------------------------------------------------------------------------------------
 
 Tensor pad(const Tensor& x, IntArrayRef padding, std::string_view mode, double value) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "pad", {x}, {{"padding", padding}, {"value", value}, {"mode", std::string(mode)}}, [&] { return pad(x, padding, mode, value); });
   if (mode == "constant") return nabla::pad(x, padding, value);
   const bool reflect = mode == "reflect", replicate = mode == "replicate", circular = mode == "circular";
   check<ValueError>(reflect || replicate || circular, "pad: mode must be 'constant', 'reflect', 'replicate' or ",
@@ -337,16 +340,37 @@ Tensor reflect_coordinates(const Tensor& in, int64_t twice_low, int64_t twice_hi
   return where(even, extra + lo, (span - extra) + lo);
 }
 
-// Pixel coordinates of grid values along a dim of `size` pixels, after the padding rule.
-Tensor source_coordinates(const Tensor& g, int64_t size, const GridSampleOptions& o) {
+// Pixel coordinates of grid values in [-1, 1] along a dim of `size` pixels.
+Tensor unnormalized_coordinates(const Tensor& g, int64_t size, bool align_corners) {
   const double n = static_cast<double>(size);
-  Tensor c = o.align_corners ? (g + 1) * ((n - 1) / 2) : ((g + 1) * n - 1) / 2;
+  return align_corners ? (g + 1) * ((n - 1) / 2) : ((g + 1) * n - 1) / 2;
+}
+
+// Pixel coordinates `c` after the padding rule: border clamps them into the input, reflection
+// mirrors them at its edges (at the pixel centres with align_corners, else at the outer edges); zeros
+// leaves them (the samples outside read 0).
+Tensor padded_coordinates(Tensor c, int64_t size, const GridSampleOptions& o) {
+  const double n = static_cast<double>(size);
   if (o.padding_mode == "border") return clamp(c, 0.0, n - 1);
   if (o.padding_mode == "reflection") {
     c = o.align_corners ? reflect_coordinates(c, 0, 2 * (size - 1)) : reflect_coordinates(c, -1, 2 * size - 1);
     return clamp(c, 0.0, n - 1);
   }
   return c;
+}
+
+// Pixel coordinates of grid values along a dim of `size` pixels, after the padding rule.
+Tensor source_coordinates(const Tensor& g, int64_t size, const GridSampleOptions& o) {
+  return padded_coordinates(unnormalized_coordinates(g, size, o.align_corners), size, o);
+}
+
+// The four weights of bicubic convolution (Keys, A = -0.75, as PyTorch) for taps at -1, 0, 1, 2
+// from a point at fraction t past tap 0.
+std::array<Tensor, 4> cubic_weights(const Tensor& t) {
+  constexpr double A = -0.75;
+  auto near = [&](const Tensor& x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };        // |x| <= 1
+  auto far = [&](const Tensor& x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };  // 1 < |x| < 2
+  return {far(t + 1), near(t), near(1 - t), far(2 - t)};
 }
 
 }  // namespace
@@ -362,9 +386,11 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleOpti
                     ": expected floating input and grid of one dtype, got ", input.dtype(), " and ", grid.dtype());
   check<DeviceError>(input.device() == grid.device(), op, ": input is on ", input.device(), " but grid on ",
                      grid.device());
-  const bool nearest = o.mode == "nearest";
-  check<ValueError>(nearest || o.mode == "bilinear", op, ": mode must be 'bilinear' or 'nearest', got '", o.mode,
-                    "' (bicubic is not supported yet)");
+  const bool nearest = o.mode == "nearest", bicubic = o.mode == "bicubic";
+  check<ValueError>(nearest || bicubic || o.mode == "bilinear", op,
+                    ": mode must be 'bilinear', 'nearest' or 'bicubic', got '", o.mode, "'");
+  check<ValueError>(!bicubic || spatial == 2, op, ": mode 'bicubic' needs a 4-D input (N, C, H, W), got shape ",
+                    input.sizes());
   check<ValueError>(o.padding_mode == "zeros" || o.padding_mode == "border" || o.padding_mode == "reflection", op,
                     ": padding_mode must be 'zeros', 'border' or 'reflection', got '", o.padding_mode, "'");
   const int64_t n = input.size(0), c = input.size(1);
@@ -382,7 +408,9 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleOpti
   Shape out_shape{n, c};
   for (int64_t v : out_spatial) out_shape.push_back(v);
   std::vector<Tensor> pos;  // source pixel coordinates, (N, *out_spatial) each
-  for (int64_t k = 0; k < spatial; ++k) pos.push_back(source_coordinates(grid.select(-1, k), size[static_cast<size_t>(k)], o));
+  for (int64_t k = 0; k < spatial; ++k)
+    pos.push_back(bicubic ? unnormalized_coordinates(grid.select(-1, k), size[static_cast<size_t>(k)], o.align_corners)
+                          : source_coordinates(grid.select(-1, k), size[static_cast<size_t>(k)], o));
   Tensor plane = input.reshape({n, c, plane_size});
   Shape wshape{n, 1};
   for (int64_t v : out_spatial) wshape.push_back(v);
@@ -412,6 +440,17 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleOpti
     frac.push_back(p - lo.back());  // the fractions carry the gradient with respect to the grid
   }
   Tensor out;
+  if (bicubic) {  // 4 x 4 taps around the point; the padding rule applies to each tap (as PyTorch)
+    const std::array<Tensor, 4> wx = cubic_weights(frac[0]), wy = cubic_weights(frac[1]);
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 4; ++j) {
+        std::vector<Tensor> at = {padded_coordinates(lo[0] + static_cast<double>(j - 1), size[0], o),
+                                  padded_coordinates(lo[1] + static_cast<double>(i - 1), size[1], o)};
+        Tensor term = corner(at, wx[static_cast<size_t>(j)] * wy[static_cast<size_t>(i)]);
+        out = out.defined() ? out + term : term;
+      }
+    return out;
+  }
   for (int64_t mask = 0; mask < (int64_t{1} << spatial); ++mask) {
     std::vector<Tensor> at;
     Tensor weight;

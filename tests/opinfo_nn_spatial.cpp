@@ -1,6 +1,6 @@
 // Registry entries (see opinfo.h) for nn::functional's spatial ops: pad's modes, string padding,
 // transposed 1-d/3-d convolutions, unfold/fold, avg_pool2d's divisor_override, max_unpool,
-// grid_sample, embedding_bag and interpolate's nearest-exact/area/bicubic modes. Each has a PyTorch
+// grid_sample (bicubic too), embedding_bag and interpolate's nearest-exact/area/bicubic modes. Each has a PyTorch
 // twin; samples small enough for gradgradcheck come with each.
 #include <gtest/gtest.h>
 
@@ -95,6 +95,19 @@ std::vector<OpInfo> spatial_ops() {
                              {{arg_t({2, 1, 4, 3}), arg({2, 1, 2, 2}, -2.5, 2.5)}, "far_outside_noncontiguous"},
                              {{arg({1, 1, 2, 3, 3}), arg({1, 1, 2, 2, 3}, -1.3, 1.3)}, "3d_inside_and_outside"},
                              {{arg_t({1, 2, 2, 2, 3}), arg({1, 2, 1, 2, 3}, -2.5, 2.5)}, "3d_far_outside_noncontiguous"}}});
+  ops.push_back({.name = "nn.grid_sample_bicubic",
+                 .torch = "[F.grid_sample(x[0], x[1], 'bicubic', m, a) for m in ('zeros', 'border', 'reflection')"
+                          " for a in (False, True)]",
+                 .fn = [](I x) {
+                   Outputs out;
+                   for (const char* m : {"zeros", "border", "reflection"})
+                     for (bool a : {false, true})
+                       out.push_back(F::grid_sample(x[0], x[1], {.mode = "bicubic", .padding_mode = m, .align_corners = a}));
+                   return out;
+                 },
+                 .samples = {{{arg({1, 2, 4, 5}), arg({1, 2, 3, 2}, -1.3, 1.3)}, "inside_and_outside"},
+                             {{arg_t({2, 1, 5, 4}), arg({2, 1, 2, 2}, -2.5, 2.5)}, "far_outside_noncontiguous"},
+                             {{arg({1, 1, 1, 1}), arg({1, 2, 2, 2}, -1.5, 1.5)}, "one_pixel"}}});
   ops.push_back({.name = "nn.embedding_bag",
                  .torch = "[F.embedding_bag(x[1], x[0], x[2], mode='sum'), F.embedding_bag(x[1], x[0], x[2]),"
                           " F.embedding_bag(x[1], x[0], x[2], mode='max'),"
@@ -173,7 +186,7 @@ Registrar spatial_registrar(spatial_ops());
 
 TEST(OpRegistry, every_spatial_functional_is_registered) {
   for (const char* n : {"nn.pad_modes", "nn.conv_padding_same", "nn.conv_transpose1d_3d", "nn.unfold_fold",
-                        "nn.avg_pool2d_divisor_override", "nn.max_unpool", "nn.grid_sample", "nn.embedding_bag",
+                        "nn.avg_pool2d_divisor_override", "nn.max_unpool", "nn.grid_sample", "nn.grid_sample_bicubic", "nn.embedding_bag",
                         "nn.interpolate_modes", "nn.ConvTranspose1d_3d", "nn.EmbeddingBag", "nn.padding_layers",
                         "nn.Fold_Unfold_MaxUnpool2d"}) {
     const OpInfo* op = find_op(n);

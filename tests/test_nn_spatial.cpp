@@ -95,6 +95,9 @@ TEST(NnSpatial, grid_sample_of_the_identity_grid_is_the_input) {
     Tensor grid = F::affine_grid(theta, {2, 3, 4, 5}, ac);
     EXPECT_TRUE(tensor_near(F::grid_sample(x, grid, {.align_corners = ac}), x, 1e-12)) << ac;
     EXPECT_TRUE(tensor_near(F::grid_sample(x, grid, {.mode = "nearest", .align_corners = ac}), x, 0)) << ac;
+    for (const char* m : {"zeros", "border", "reflection"})  // bicubic weights are (0, 1, 0, 0) on a pixel
+      EXPECT_TRUE(tensor_near(F::grid_sample(x, grid, {.mode = "bicubic", .padding_mode = m, .align_corners = ac}), x,
+                              1e-12)) << ac << " " << m;
   }
   // Outside the input: zeros pads with 0, border with the edge value.
   Tensor one = f64({5}, {1, 1, 1, 1});
@@ -107,6 +110,11 @@ TEST(NnSpatial, grid_sample_of_the_identity_grid_is_the_input) {
   EXPECT_TRUE(tensor_near(F::grid_sample(v, F::affine_grid(theta3, {1, 2, 3, 4, 2})), v, 1e-12));
   EXPECT_TRUE(throws_with<ShapeError>([&] { F::grid_sample(zeros({1, 1, 2, 2, 2}), zeros({1, 1, 1, 1, 2})); },
                                       {"grid_sample", "(N, D_out, H_out, W_out, 3)"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] { F::grid_sample(zeros({1, 1, 2, 2, 2}), zeros({1, 1, 1, 1, 3}), {.mode = "bicubic"}); },
+      {"grid_sample", "'bicubic'", "4-D", "[1, 1, 2, 2, 2]"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { F::grid_sample(x, zeros({2, 1, 1, 2}, kFloat64), {.mode = "cubic"}); },
+                                      {"grid_sample", "'bilinear', 'nearest' or 'bicubic'", "'cubic'"}));
 }
 
 TEST(NnSpatial, max_unpool_puts_the_maxima_back) {
