@@ -1,12 +1,15 @@
 // ddp_speed: data-parallel training speed on one machine (issue 25), in one run.
 //
-//   build/bench/ddp_speed [--rounds 5] [--steps 60] [--global-batch 128] [--mb 100]
+//   build/bench/ddp_speed [--rounds 5] [--steps 60] [--global-batch 128] [--mb 100] [--bucket-mb 25]
 //
 // (a) The mnist CNN (examples/mnist "cnn": two conv-batch-norm blocks, Adam) for --steps steps of
 //     the same global batch, two ways, interleaved --rounds times (best of each reported):
 //       single  one process, 2 threads, batch = global batch
 //       ddp     nabla-run --nproc-per-node 2: 2 processes x 1 thread, DistributedDataParallel,
-//               batch = global batch / 2 per process
+//               batch = global batch / 2 per process, gradient buckets of --bucket-mb MB (DDP's
+//               default 25: the CNN's 1.7 MB of gradients in one bucket after a first one of
+//               at most 1 MB; 1 puts the 1.6 MB fc1 weight in a bucket of its own, whose
+//               all-reduce then overlaps the convolutions' backward)
 //     and, for the ddp rounds, the fraction of step time each rank spent blocked on communication
 //     (DistributedDataParallel::comm_wait_seconds: the wait for the gradient all-reduces that
 //     backward did not hide, plus the batch-norm buffer broadcasts of forward, shown apart). A
@@ -49,7 +52,7 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 struct Opts {
   int rounds = 5, steps = 60, warmup = 5;
   int64_t global_batch = 128;
-  double mb = 100;
+  double mb = 100, bucket_mb = 25;
 };
 
 int64_t arg_int(int argc, char** argv, const char* name, int64_t def) {
@@ -57,17 +60,23 @@ int64_t arg_int(int argc, char** argv, const char* name, int64_t def) {
     if (!std::strcmp(argv[i], name)) return std::atoll(argv[i + 1]);
   return def;
 }
+double arg_double(int argc, char** argv, const char* name, double def) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (!std::strcmp(argv[i], name)) return std::atof(argv[i + 1]);
+  return def;
+}
 
 // Trains `steps` steps (after `warmup`) of the mnist CNN on batches of `batch`; under WORLD_SIZE > 1
 // through DDP. Rank 0 prints one line: RESULT <seconds per step> <comm wait fraction> <grad bytes>.
-int train_worker(int64_t batch, int steps, int warmup) {
+int train_worker(int64_t batch, int steps, int warmup, double bucket_mb) {
   const bool distributed = std::getenv("WORLD_SIZE") && std::atoi(std::getenv("WORLD_SIZE")) > 1;
   if (distributed) dist::init_process_group({.backend = "gloo"});
   const int rank = distributed ? dist::get_rank() : 0;
   manual_seed(1);
   auto model = mnist::make_model("cnn").module;
   std::unique_ptr<nn::parallel::DistributedDataParallel> ddp;
-  if (distributed) ddp = std::make_unique<nn::parallel::DistributedDataParallel>(model);
+  if (distributed)
+    ddp = std::make_unique<nn::parallel::DistributedDataParallel>(model, nn::parallel::DDPOptions{.bucket_cap_mb = bucket_mb});
   optim::Adam opt(model->parameters(), {.lr = 1e-3});
   int64_t grad_bytes = 0;
   for (const Tensor& p : model->parameters()) grad_bytes += p.numel() * 4;
@@ -166,11 +175,12 @@ int main(int argc, char** argv) {
   o.steps = static_cast<int>(arg_int(argc, argv, "--steps", o.steps));
   o.global_batch = arg_int(argc, argv, "--global-batch", o.global_batch);
   o.mb = static_cast<double>(arg_int(argc, argv, "--mb", 100));
+  o.bucket_mb = arg_double(argc, argv, "--bucket-mb", o.bucket_mb);
   if (argc >= 2 && !std::strcmp(argv[1], "train"))
-    return train_worker(arg_int(argc, argv, "--batch", 64), o.steps, o.warmup);
+    return train_worker(arg_int(argc, argv, "--batch", 64), o.steps, o.warmup, o.bucket_mb);
   if (argc >= 2 && !std::strcmp(argv[1], "allreduce")) return allreduce_worker(o.mb);
-  if (o.global_batch % 2 || o.rounds < 1 || o.steps < 1) {
-    std::fprintf(stderr, "ddp_speed: --global-batch must be even, --rounds and --steps positive\n");
+  if (o.global_batch % 2 || o.rounds < 1 || o.steps < 1 || !(o.bucket_mb > 0)) {
+    std::fprintf(stderr, "ddp_speed: --global-batch must be even, --rounds, --steps and --bucket-mb positive\n");
     return 2;
   }
 
@@ -182,9 +192,11 @@ int main(int argc, char** argv) {
   const std::string single = "NABLA_NUM_THREADS=2 " + std::string(self) + " train --batch " +
                              std::to_string(o.global_batch) + steps;
   const std::string ddp = "NABLA_NUM_THREADS=1 " + std::string(NABLA_RUN_BIN) + " --nproc-per-node 2 --master-port 29731 " +
-                          self + " train --batch " + std::to_string(o.global_batch / 2) + steps;
-  std::printf("mnist CNN, global batch %lld, %d timed steps (after %d warm-up), %d interleaved rounds\n",
-              static_cast<long long>(o.global_batch), o.steps, o.warmup, o.rounds);
+                          self + " train --batch " + std::to_string(o.global_batch / 2) + steps + " --bucket-mb " +
+                          std::to_string(o.bucket_mb);
+  std::printf("mnist CNN, global batch %lld, %d timed steps (after %d warm-up), %d interleaved rounds, DDP buckets of "
+              "%g MB\n",
+              static_cast<long long>(o.global_batch), o.steps, o.warmup, o.rounds, o.bucket_mb);
   double best_single = 1e30, best_ddp = 1e30, wait_at_best = 0, bwait_at_best = 0, grad_bytes = 0;
   for (int r = 0; r < o.rounds; ++r) {
     std::vector<double> s = result_of(single), d = result_of(ddp);

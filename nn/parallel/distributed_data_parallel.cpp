@@ -1,8 +1,10 @@
 #include "nn/parallel/distributed_data_parallel.h"
 
+#include <algorithm>
 #include <chrono>
 #include <unordered_set>
 
+#include "core/cuda_api.h"
 #include "core/graph.h"
 #include "core/ops.h"
 #include "distributed/distributed.h"
@@ -25,13 +27,18 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   check<ValueError>(options_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got ",
                     options_.bucket_cap_mb);
   group_ = options_.process_group ? options_.process_group : &dist::default_group();
+  // gloo carries CPU tensors, nccl CUDA tensors (on the group's device, which its collectives check).
+  const bool on_cuda = group_->backend() == "nccl";
   for (auto& [name, p] : module_->named_parameters()) {
-    check<DeviceError>(p.is_cpu(), "DistributedDataParallel: parameter '", name, "' is on ", p.device(),
-                       "; the gloo backend takes CPU tensors");
+    check<DeviceError>(on_cuda ? p.is_cuda() : p.is_cpu(), "DistributedDataParallel: parameter '", name, "' is on ",
+                       p.device(), "; the ", group_->backend(), " backend takes ", on_cuda ? "CUDA" : "CPU",
+                       " tensors (move the module before wrapping it)");
+    if (comm_device_.is_cpu() && on_cuda) comm_device_ = p.device();
     if (!p.requires_grad()) continue;
     names_.push_back(name);
     params_.push_back(p);
   }
+  if (on_cuda && comm_device_.is_cpu()) comm_device_ = Device::cuda(static_cast<int16_t>(cuda::current_device()));
   check_same_parameters();
 
   // Everyone starts from rank 0's weights and buffers.
@@ -39,9 +46,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
     NoGradGuard no_grad;
     std::vector<dist::Work> works;
     for (auto& p : module_->parameters()) works.push_back(group_->broadcast(p, 0));
-    for (auto& b : module_->buffers()) works.push_back(group_->broadcast(b, 0));
     for (auto& w : works) w.wait();
   }
+  sync_buffers();
 
   // Buckets in reverse registration order, at most bucket_cap_mb each (a larger parameter gets
   // one of its own), one dtype per bucket.
@@ -52,8 +59,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   for (size_t k = params_.size(); k-- > 0;) {
     const Tensor& p = params_[k];
     double nb = static_cast<double>(p.nbytes());
-    bool fresh = buckets_.empty() || bytes + nb > cap ||
-                 params_[buckets_.back()->params.front()].dtype() != p.dtype();
+    const Tensor* last = buckets_.empty() ? nullptr : &params_[buckets_.back()->params.front()];
+    bool fresh = !last || bytes + nb > cap || last->dtype() != p.dtype() || last->device() != p.device();
     if (fresh) {
       buckets_.push_back(std::make_unique<Bucket>());
       bytes = 0;
@@ -68,7 +75,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   for (auto& b : buckets_) {
     int64_t n = 0;
     for (size_t q : b->params) n += params_[q].numel();
-    b->flat = zeros({n}, params_[b->params.front()].dtype());
+    const Tensor& first = params_[b->params.front()];
+    b->flat = zeros({n}, TensorOptions(first.dtype()).device(first.device()));
   }
   ready_.assign(params_.size(), false);
   for (size_t k = 0; k < params_.size(); ++k)
@@ -102,9 +110,10 @@ void DistributedDataParallel::check_same_parameters() {
     for (int64_t s : p.sizes()) sig.push_back(s);
   }
   const int n = group_->size(), me = group_->rank();
-  Tensor len = full({1}, static_cast<int64_t>(sig.size()), kInt64);
+  const TensorOptions on_comm = TensorOptions(kInt64).device(comm_device_);
+  Tensor len = full({1}, static_cast<int64_t>(sig.size()), on_comm);
   std::vector<Tensor> lens;
-  for (int r = 0; r < n; ++r) lens.push_back(zeros({1}, kInt64));
+  for (int r = 0; r < n; ++r) lens.push_back(zeros({1}, on_comm));
   group_->all_gather(lens, len).wait();
   for (int r = 0; r < n; ++r)
     check<dist::DistributedError>(lens[r].item<int64_t>() == static_cast<int64_t>(sig.size()),
@@ -114,9 +123,10 @@ void DistributedDataParallel::check_same_parameters() {
   if (sig.empty()) return;
   Tensor mine = tensor(sig, kInt64);
   std::vector<Tensor> all;
-  for (int r = 0; r < n; ++r) all.push_back(zeros({static_cast<int64_t>(sig.size())}, kInt64));
-  group_->all_gather(all, mine).wait();
+  for (int r = 0; r < n; ++r) all.push_back(zeros({static_cast<int64_t>(sig.size())}, on_comm));
+  group_->all_gather(all, mine.to(comm_device_)).wait();
   for (int r = 0; r < n; ++r) {
+    all[r] = all[r].cpu();
     if (equal(all[r], mine)) continue;
     // Name the first parameter whose description differs.
     const int64_t* theirs = all[r].data_ptr<int64_t>();
@@ -182,17 +192,59 @@ Tensor DistributedDataParallel::forward(Tensor x) {
         ", so the gradients were not averaged; pass find_unused_parameters = true when some parameters "
         "take no part in the loss, or make sure every output takes part in it"));
   }
-  if (options_.broadcast_buffers && group_->size() > 1) {
-    NoGradGuard no_grad;
-    std::vector<dist::Work> works;
-    for (auto& b : module_->buffers()) works.push_back(group_->broadcast(b, 0));
-    const auto t0 = std::chrono::steady_clock::now();
-    for (auto& w : works) w.wait();
-    buffer_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
+  if (options_.broadcast_buffers && group_->size() > 1) sync_buffers();
   Tensor out = (*module_)(std::move(x));
   start_iteration(out);
   return out;
+}
+
+// Rank 0's buffers to every rank, coalesced: the buffers of one dtype and device are copied into one
+// flat tensor (kept between steps), broadcast once, and copied back on the other ranks. A batch-norm
+// model's running means and variances travel in one broadcast, their step counters in another.
+void DistributedDataParallel::sync_buffers() {
+  NoGradGuard no_grad;
+  const bool root = group_->rank() == 0;
+  std::vector<Tensor> buffers = module_->buffers();
+  std::vector<std::vector<size_t>> groups;  // indices into buffers, per (dtype, device), first-seen order
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (!buffers[i].defined() || buffers[i].numel() == 0) continue;
+    auto same = [&](const std::vector<size_t>& g) {
+      return buffers[g.front()].dtype() == buffers[i].dtype() && buffers[g.front()].device() == buffers[i].device();
+    };
+    auto it = std::find_if(groups.begin(), groups.end(), same);
+    if (it == groups.end()) groups.push_back({i});
+    else it->push_back(i);
+  }
+  buffer_flats_.resize(groups.size());
+  std::vector<dist::Work> works;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const Tensor& first = buffers[groups[g].front()];
+    int64_t total = 0;
+    for (size_t i : groups[g]) total += buffers[i].numel();
+    Tensor& flat = buffer_flats_[g];
+    if (!flat.defined() || flat.numel() != total || flat.dtype() != first.dtype() || flat.device() != first.device())
+      flat = empty({total}, TensorOptions(first.dtype()).device(first.device()));
+    if (root) {
+      int64_t at = 0;
+      for (size_t i : groups[g]) {
+        flat.narrow(0, at, buffers[i].numel()).copy_(buffers[i].reshape({-1}));
+        at += buffers[i].numel();
+      }
+    }
+    works.push_back(group_->broadcast(flat, 0));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& w : works) w.wait();
+  buffer_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (root) return;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    int64_t at = 0;
+    for (size_t i : groups[g]) {
+      Tensor& b = buffers[i];
+      b.copy_(buffer_flats_[g].narrow(0, at, b.numel()).view(b.sizes()));
+      at += b.numel();
+    }
+  }
 }
 
 Tensor DistributedDataParallel::on_grad(size_t k, const Tensor& g) {

@@ -22,7 +22,9 @@
 // backward averages the accumulated gradients. find_unused_parameters: forward walks the graph from
 // the output and counts parameters it cannot reach as ready (contributing their current .grad or
 // zeros); without it, a parameter that gets no gradient makes the next forward throw, naming it.
-// broadcast_buffers: each forward first copies rank 0's buffers (batch-norm statistics) to all.
+// broadcast_buffers: each forward first copies rank 0's buffers (batch-norm statistics) to all, in
+// one broadcast per dtype (the buffers flattened into one tensor, as PyTorch coalesces them).
+// Under the nccl backend the module's parameters and buffers are CUDA tensors on the group's device.
 // state_dict() is the wrapped module's, without a "module." prefix (PyTorch adds one).
 #pragma once
 
@@ -90,10 +92,12 @@ class DistributedDataParallel {
   void finalize(size_t current);
   void start_iteration(const Tensor& output);
   void check_same_parameters();
+  void sync_buffers();  // rank 0's buffers to every rank, one broadcast per dtype
 
   std::shared_ptr<Module> module_;
   DDPOptions options_;
   distributed::ProcessGroup* group_;
+  Device comm_device_ = Device::cpu();  // where the group's collectives take tensors
   std::vector<std::string> names_;
   std::vector<Tensor> params_;       // those requiring grad, registration order
   std::vector<size_t> hooks_;
@@ -106,6 +110,7 @@ class DistributedDataParallel {
   bool sync_this_iteration_ = false;
   bool expecting_grads_ = false;
   bool require_sync_ = true;
+  std::vector<Tensor> buffer_flats_;  // sync_buffers' flat tensors, one per dtype, kept between steps
   double comm_wait_seconds_ = 0, buffer_wait_seconds_ = 0;  // gradient all-reduces; buffer broadcasts
 };
 
