@@ -6,9 +6,19 @@
 #include <mutex>
 #include <thread>
 
+#include "core/cuda_api.h"
 #include "distributed/process_group_gloo.h"
+#include "distributed/process_group_nccl.h"
 
 namespace nabla::distributed {
+
+#ifndef NABLA_HAVE_NCCL
+bool nccl_built() { return false; }
+std::string nccl_version() {
+  throw ValueError("nccl_version: this build of nabla has no nccl backend (it comes with the CUDA backend and NCCL)");
+}
+#endif
+
 namespace {
 
 struct DefaultGroup {
@@ -79,9 +89,15 @@ void init_process_group(const InitOptions& options) {
   std::lock_guard lock(g.mutex);
   check<ValueError>(!g.group, "init_process_group: already initialized (rank ", g.group ? g.group->rank() : -1,
                     "); call destroy_process_group first");
-  check<ValueError>(options.backend == "gloo", "init_process_group: backend '", options.backend,
-                    "' is not available; this build has 'gloo' (CPU tensors)",
-                    options.backend == "nccl" ? "; the NCCL backend is not built yet" : "");
+  check<ValueError>(options.backend == "gloo" || options.backend == "nccl", "init_process_group: backend '",
+                    options.backend, "' is not one of nabla's: 'gloo' (CPU tensors), 'nccl' (CUDA tensors)");
+  check<ValueError>(options.backend != "nccl" || nccl_built(), "init_process_group: backend 'nccl' is not in this ",
+                    "build of nabla: it is built with the CUDA backend where the CUDA toolkit has NCCL (nccl.h, ",
+                    "libnccl); use 'gloo' (CPU tensors)");
+  // Before the rendezvous: a rank without a GPU says so at once (its peers then name it as missing).
+  check<DeviceError>(options.backend != "nccl" || cuda::is_available(), "init_process_group: rank ",
+                     options.rank >= 0 ? options.rank : env_int("RANK", -1), " (nccl) needs a CUDA device, and ",
+                     "there is none here: ", cuda::unavailable_reason(), " (use the gloo backend for CPU tensors)");
   check<ValueError>(options.timeout.count() > 0, "init_process_group: timeout must be positive, got ",
                     options.timeout.count(), " ms");
   int rank = options.rank >= 0 ? options.rank : env_int("RANK", -1);
@@ -150,7 +166,14 @@ void init_process_group(const InitOptions& options) {
                               rank, " says ", ws, " (", store->describe(), ")");
     }
 
-    group = std::make_unique<ProcessGroupGloo>(*store, rank, world_size, gloo);
+    if (options.backend == "nccl") {
+#ifdef NABLA_HAVE_NCCL
+      group = std::make_unique<ProcessGroupNccl>(*store, rank, world_size,
+                                                 NcclOptions{.timeout = options.timeout, .device = options.device});
+#endif
+    } else {
+      group = std::make_unique<ProcessGroupGloo>(*store, rank, world_size, gloo);
+    }
 
     // Rank 0 hosts the TCP store: it leaves init last, so no rank still reads the store when it
     // could be destroyed.

@@ -2,7 +2,7 @@
 //
 //   // launched by `nabla-run --nproc-per-node 2 ./train` (or torchrun): RANK, WORLD_SIZE, ... are set
 //   namespace dist = nabla::distributed;
-//   dist::init_process_group({.backend = "gloo"});            // env://
+//   dist::init_process_group({.backend = "gloo"});            // env://; "nccl" for CUDA tensors
 //   Tensor g = ...;
 //   dist::all_reduce(g, dist::ReduceOp::sum);                  // every rank now holds the sum
 //   auto work = dist::all_reduce(g, dist::ReduceOp::avg, /*async_op=*/true);
@@ -26,16 +26,23 @@
 namespace nabla::distributed {
 
 struct InitOptions {
-  std::string backend = "gloo";         // "gloo" (CPU tensors); "nccl" is not built yet
+  // "gloo": CPU tensors; "nccl": CUDA tensors, one GPU per rank (in builds with the CUDA backend
+  // and NCCL; nccl_built() in process_group_nccl.h says whether this one has it).
+  std::string backend = "gloo";
   std::string init_method = "env://";   // "env://", "tcp://host:port", "file:///path"
   int rank = -1;                        // -1: from RANK
   int world_size = -1;                  // -1: from WORLD_SIZE
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};  // as torch.distributed's default
+  // nccl: this rank's CUDA device; -1: the current device (call cuda::set_device(get_local_rank())
+  // first, as with PyTorch).
+  int device = -1;
 };
 
-// Joins the job: rendezvous, then Gloo's connections to every peer. Throws DistributedError when
-// the peers do not all arrive within the timeout (naming the missing ranks), disagree on the world
-// size, or the master cannot be reached; ValueError for bad options or environment variables.
+// Joins the job: rendezvous, then the backend's connections to every peer (Gloo's TCP pairs, or
+// NCCL's communicator, whose unique id travels through the same store). Throws DistributedError
+// when the peers do not all arrive within the timeout (naming the missing ranks), disagree on the
+// world size, or the master cannot be reached; ValueError for bad options or environment variables
+// (and for "nccl" in a build without it); DeviceError for "nccl" on a machine without a GPU.
 void init_process_group(const InitOptions& options = {});
 bool is_initialized();
 void destroy_process_group();  // waits for queued collectives; the group can be initialized again

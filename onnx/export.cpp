@@ -238,6 +238,29 @@ class Exporter : public trace::Tracer {
                                        ") has no ONNX mapping (it produced ", describe(t), ", autograd node ",
                                        fn->name(), ", read by ", !op_.empty() && op_[0] == '(' ? op_ : "op '" + op_ + "'", ")"));
     }
+    // The same data as a traced value under another handle (x.detach(), or an untraced view that
+    // changes nothing: same address, sizes, strides and dtype) is that value: detaching changes the
+    // gradients, not the graph, and a constant would freeze the example's data into it.
+    if (t.numel() > 0 && !named_.count(t.impl())) {
+      const Value* alias = nullptr;
+      for (const Tensor& known : keep_) {
+        auto kv = values_.find(known.impl());
+        if (kv != values_.end() && known.data_ptr() == t.data_ptr() && known.sizes() == t.sizes() &&
+            known.strides() == t.strides() && known.dtype() == t.dtype()) {
+          alias = &kv->second;
+          break;
+        }
+      }
+      if (alias) {
+        if (t.version() != alias->version)
+          throw ValueError(detail::str("onnx::export_model: the input of op '", op_, "' (", where(current_module()),
+                                       ") was modified in place after it was computed (", describe(t),
+                                       "); in-place ops cannot be traced: use their out-of-place forms"));
+        Value v = *alias;
+        keep_.push_back(t);
+        return values_[t.impl()] = v;
+      }
+    }
     // A parameter, a buffer or a constant: an initializer.
     auto nm = named_.find(t.impl());
     std::string name = nm != named_.end() ? nm->second : fresh("const");

@@ -108,8 +108,11 @@ if [[ "${1:-}" == "--pack" ]]; then
     exit 1
   fi
   cmake --build build -j "$JOBS" --target nabla_tests mnist device_speed
+  # The distributed tests (the nccl backend's on the GPU) where Gloo is installed.
+  [[ -d build/distributed ]] && cmake --build build -j "$JOBS" --target nabla_distributed_tests
   rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib .gpu/mnist
   cp build/tests/nabla_tests build/examples/mnist build/examples/device_speed .gpu/bin/
+  [[ -x build/distributed/nabla_distributed_tests ]] && cp build/distributed/nabla_distributed_tests .gpu/bin/
   cp -L "build/$(readlink build/libnabla.so)" .gpu/lib/
   soname="$(objdump -p build/libnabla.so | awk '/SONAME/ {print $2}')"
   [[ "$(basename .gpu/lib/libnabla.so.*)" == "$soname" ]] || mv .gpu/lib/libnabla.so.* ".gpu/lib/$soname"
@@ -171,12 +174,14 @@ for c in "$CUDA_ROOT/bin/compute-sanitizer" "$CUDA_ROOT/compute-sanitizer/comput
   [[ -z "$SANITIZER" && -x "$c" ]] && SANITIZER="$c"
 done
 TESTS="$ROOT/$BUILD_DIR/tests/nabla_tests"
+DIST_TESTS="$ROOT/$BUILD_DIR/distributed/nabla_distributed_tests"
 MNIST_BIN="$ROOT/$BUILD_DIR/examples/mnist"
 SPEED_BIN="$ROOT/$BUILD_DIR/examples/device_speed"
 PREBUILT=0
 if [[ -x "$ROOT/.gpu/bin/nabla_tests" && -z "${NABLA_GPU_REBUILD:-}" ]]; then
   PREBUILT=1
   TESTS="$ROOT/.gpu/bin/nabla_tests"; MNIST_BIN="$ROOT/.gpu/bin/mnist"; SPEED_BIN="$ROOT/.gpu/bin/device_speed"
+  DIST_TESTS="$ROOT/.gpu/bin/nabla_distributed_tests"
   # After the system's libraries, so that a library the machine has wins over the carried one.
   export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$ROOT/.gpu/lib"
   # The test binary finds its data under the source folder it was built in: link that path here.
@@ -260,6 +265,22 @@ if want test; then
   skipped_gpu=$(grep -c "no CUDA GPU available" "$LOG_DIR/tests.log" || true)
   [[ "$skipped_gpu" -gt 0 ]] && fail "$skipped_gpu CUDA tests skipped for want of a GPU: $(grep -m1 'no CUDA GPU available' "$LOG_DIR/tests.log")"
   grep -E "^(CUDA|op registry|NVIDIA|.*SMs)" "$LOG_DIR/tests.log" | head -5 | tee -a "$SUMMARY"
+  # The nccl backend (tests/distributed): a world of one on one GPU; 2 and 3 ranks need as many
+  # GPUs and say so when skipped. (The other distributed tests run nabla-run from the build folder
+  # and need no GPU: ctest -L distributed runs them on the development machine.)
+  if [[ -x "$DIST_TESTS" ]]; then
+    say "nccl backend tests"
+    if timeout 600 "$DIST_TESTS" --gtest_brief=0 --gtest_filter="${NCCL_TEST_FILTER:-DistributedNccl.*:NcclPlan.*}" \
+         > "$LOG_DIR/nccl_tests.log" 2>&1; then
+      say "nccl tests passed: $(grep -E '^\[  PASSED  \]' "$LOG_DIR/nccl_tests.log")"
+    else
+      fail "nccl tests failed: $(grep -E '^\[  FAILED  \] [0-9]+' "$LOG_DIR/nccl_tests.log")"
+      grep -E '^\[  FAILED  \] ' "$LOG_DIR/nccl_tests.log" | head -20 | tee -a "$SUMMARY"
+    fi
+    grep -B1 -E '^\[  SKIPPED \] DistributedNccl' "$LOG_DIR/nccl_tests.log" | grep -v -- "--" | head -8 | tee -a "$SUMMARY"
+  else
+    say "nccl backend tests: no nabla_distributed_tests (distributed/ needs Gloo: libgloo-dev)"
+  fi
 fi
 
 # ---- sanitizers -----------------------------------------------------------------------------------------

@@ -508,6 +508,7 @@ TEST(Onnx, ScansIndexingAndDataDependentShapesMatchOnnxRuntime) {
                 F::pad(x, {3, 1, 0, 2}, "replicate").flatten(1), F::pad(x, {2, 1, 1, 3}, "circular").flatten(1)},
                1);
   }), {2, 2, 5, 6}));
+  cases.back().expect_ops = {{"Pad", 5}, {"Gather", 0}};
   {
     auto m = std::make_shared<Fn>([](Fn& self, Tensor x) {  // x: (B, 8, 4, 6)
       Tensor lo = self.p("lo"), hi = self.p("hi");
@@ -528,6 +529,24 @@ TEST(Onnx, ScansIndexingAndDataDependentShapesMatchOnnxRuntime) {
     }
     cases.push_back(make_case("instance_norm", m, {2, 3, 5, 4}));
   }
+  // A detached traced value is that value (not a constant frozen from the example).
+  cases.push_back(make_case("detach", std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 3, 4)
+    Tensor h = x * 2;
+    return h.detach() * x + floor(h.detach()) + x.detach().transpose(1, 2).sum({1}).unsqueeze(2);
+  }), {2, 3, 4}));
+  // grid_sample through the ops it is made of, the grid computed from the input (values past +-1).
+  // A static batch: the composition builds constants shaped by the example's batch.
+  for (const char* mode : {"bilinear", "nearest"})
+    for (const char* padding : {"zeros", "border", "reflection"})
+      for (bool corners : {false, true}) {
+        F::GridSampleOptions o{.mode = mode, .padding_mode = padding, .align_corners = corners};
+        cases.push_back(make_case(std::string("grid_sample_") + mode + "_" + padding + (corners ? "_corners" : ""),
+                                  std::make_shared<Fn>([o](Fn&, Tensor x) {  // x: (B, 2, 5, 6)
+                                    Tensor grid = tanh(x.permute({0, 2, 3, 1})) * 1.3;  // (B, 5, 6, 2)
+                                    return F::grid_sample(x, grid, o);
+                                  }),
+                                  {2, 2, 5, 6}, /*dynamic=*/false));
+      }
   // Sorting along the dynamic batch axis (K from the input's shape) and topk there with a fixed k.
   cases.push_back(make_case("sort_dynamic_axis", std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 6)
     auto [v, i] = x.sort(0);

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -24,8 +25,10 @@
 #include <thread>
 #include <vector>
 
+#include "core/cuda_api.h"
 #include "core/ops.h"
 #include "distributed/distributed.h"
+#include "distributed/process_group_nccl.h"
 #include "nn/functional.h"
 #include "nn/linear.h"
 #include "nn/normalization.h"
@@ -52,14 +55,21 @@ void expect(bool ok, const A&... a) {
 int env_int(const char* name) { return std::atoi(std::getenv(name)); }
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// Where the worker's tensors live: the CPU for gloo, the rank's GPU for nccl.
+Device g_device = Device::cpu();
+bool on_gpu() { return g_device.is_cuda(); }
+Tensor zeros_on(IntArrayRef shape, DType d) { return zeros(shape, TensorOptions(d).device(g_device)); }
+
 // The values of t as doubles, in logical (row-major) order.
 std::vector<double> values(const Tensor& t) {
-  Tensor d = t.to(kFloat64).contiguous();
+  Tensor d = t.cpu().to(kFloat64).contiguous();
   const double* p = d.data_ptr<double>();
   return std::vector<double>(p, p + d.numel());
 }
 
-Tensor make(const std::vector<double>& v, DType d, IntArrayRef shape) { return tensor(v, shape, kFloat64).to(d); }
+Tensor make(const std::vector<double>& v, DType d, IntArrayRef shape) {
+  return tensor(v, shape, kFloat64).to(d).to(g_device);
+}
 
 void expect_values(const Tensor& t, const std::vector<double>& want, const std::string& what) {
   auto got = values(t);
@@ -125,13 +135,13 @@ void check_collectives() {
     expect_values(b, input_of(n - 1, d), "broadcast " + dn);
     // all_gather
     std::vector<Tensor> outs;
-    for (int q = 0; q < n; ++q) outs.push_back(zeros({N}, d));
+    for (int q = 0; q < n; ++q) outs.push_back(zeros_on({N}, d));
     dist::all_gather(outs, make(input_of(r, d), d, {N}));
     for (int q = 0; q < n; ++q) expect_values(outs[q], input_of(q, d), "all_gather " + dn + " from rank " + std::to_string(q));
     // gather to rank 0
     std::vector<Tensor> g;
     if (r == 0)
-      for (int q = 0; q < n; ++q) g.push_back(zeros({N}, d));
+      for (int q = 0; q < n; ++q) g.push_back(zeros_on({N}, d));
     dist::gather(make(input_of(r, d), d, {N}), g, 0);
     if (r == 0)
       for (int q = 0; q < n; ++q) expect_values(g[q], input_of(q, d), "gather " + dn + " from rank " + std::to_string(q));
@@ -140,14 +150,14 @@ void check_collectives() {
     std::vector<Tensor> ins;
     if (r == root)
       for (int q = 0; q < n; ++q) ins.push_back(make(input_of(q + 2, d), d, {N}));
-    Tensor s = zeros({N}, d);
+    Tensor s = zeros_on({N}, d);
     dist::scatter(s, ins, root);
     expect_values(s, input_of(r + 2, d), "scatter " + dn);
     // reduce_scatter: rank r contributes input_of(r + q) for chunk q; chunk q is reduced on rank q
     for (auto op : {dist::ReduceOp::sum, dist::ReduceOp::max}) {
       std::vector<Tensor> chunks;
       for (int q = 0; q < n; ++q) chunks.push_back(make(input_of(r + q, d), d, {N}));
-      Tensor out = zeros({N}, d);
+      Tensor out = zeros_on({N}, d);
       dist::reduce_scatter(out, chunks, op);
       std::vector<double> want = input_of(r, d);  // r + 0 on rank 0, ...
       for (int64_t i = 0; i < N; ++i) {
@@ -160,12 +170,19 @@ void check_collectives() {
       }
       expect_values(out, want, "reduce_scatter(" + std::string(dist::reduce_op_name(op)) + ", " + dn + ")");
     }
-    // send/recv around the ring
+    // send/recv around the ring (nccl: a send waits for the peer's recv in order, so even ranks send
+    // first and odd ranks receive first)
     if (n > 1) {
       Tensor mine = make(input_of(r, d), d, {N});
-      Tensor got = zeros({N}, d);
-      auto ws = dist::isend(mine, (r + 1) % n, 7);
-      auto wr = dist::irecv(got, (r + n - 1) % n, 7);
+      Tensor got = zeros_on({N}, d);
+      dist::Work ws, wr;
+      if (on_gpu() && r % 2 == 1) {
+        wr = dist::irecv(got, (r + n - 1) % n, 7);
+        ws = dist::isend(mine, (r + 1) % n, 7);
+      } else {
+        ws = dist::isend(mine, (r + 1) % n, 7);
+        wr = dist::irecv(got, (r + n - 1) % n, 7);
+      }
       wr.wait();
       ws.wait();
       expect_values(got, input_of((r + n - 1) % n, d), "send/recv " + dn);
@@ -192,9 +209,15 @@ void check_collectives() {
     expect_values(y.t(), want0, "broadcast into a non-contiguous tensor");
     // a non-contiguous send into a non-contiguous recv
     if (n > 1) {
-      Tensor out = zeros({5, 2}, d).t();
-      auto ws = dist::isend(make(v, d, {5, 2}).t(), (r + 1) % n, 9);
-      dist::recv(out, (r + n - 1) % n, 9);
+      Tensor out = zeros_on({5, 2}, d).t();
+      dist::Work ws;
+      if (on_gpu() && r % 2 == 1) {
+        dist::recv(out, (r + n - 1) % n, 9);
+        ws = dist::isend(make(v, d, {5, 2}).t(), (r + 1) % n, 9);
+      } else {
+        ws = dist::isend(make(v, d, {5, 2}).t(), (r + 1) % n, 9);
+        dist::recv(out, (r + n - 1) % n, 9);
+      }
       ws.wait();
       std::vector<double> wprev(10);
       for (int i = 0; i < 10; ++i) wprev[i] = ((r + n - 1) % n + 1) * 10 + i;
@@ -205,7 +228,7 @@ void check_collectives() {
   std::vector<Tensor> xs;
   std::vector<dist::Work> works;
   for (int k = 0; k < 4; ++k) {
-    xs.push_back(full({1000}, double(r + k), kFloat64));
+    xs.push_back(full({1000}, double(r + k), TensorOptions(kFloat64).device(g_device)));
     works.push_back(dist::all_reduce(xs.back(), dist::ReduceOp::sum, /*async_op=*/true));
   }
   for (int k = 0; k < 4; ++k) {
@@ -219,7 +242,7 @@ void check_collectives() {
   // Mistakes are caught before anything is sent.
   bool threw = false;
   try {
-    dist::broadcast(zeros({2}), n);
+    dist::broadcast(zeros_on({2}, kFloat32), n);
   } catch (const ValueError& e) {
     threw = std::string(e.what()).find("not a rank") != std::string::npos;
   }
@@ -242,6 +265,7 @@ std::shared_ptr<Mlp> make_mlp(uint64_t seed, bool with_spare, int64_t hidden = 8
   manual_seed(seed);
   auto m = std::make_shared<Mlp>(hidden, with_spare);
   m->to(kFloat64);
+  if (on_gpu()) m->to(g_device);
   return m;
 }
 
@@ -274,7 +298,7 @@ void check_ddp(bool with_spare) {
     int micro = step < 10 ? 1 : 2;
     for (int m = 0; m < micro; ++m) {
       manual_seed(1000 + step * 10 + m);
-      Tensor x = randn({n * B, 4}, kFloat64), y = randn({n * B, 3}, kFloat64);
+      Tensor x = randn({n * B, 4}, kFloat64).to(g_device), y = randn({n * B, 3}, kFloat64).to(g_device);
       Tensor xr = x.narrow(0, r * B, B), yr = y.narrow(0, r * B, B);
       if (m + 1 < micro) {
         auto guard = ddp.no_sync();
@@ -289,6 +313,7 @@ void check_ddp(bool with_spare) {
   }
   double d = max_diff(*model, *ref);
   expect(d < 1e-12, "DDP on ", n, " ranks ended ", d, " away from one process on the whole batch");
+  if (on_gpu()) return;  // the checkpoint's path is the same on both backends
   // A checkpoint: rank 0 writes the DDP model's weights, every rank loads them (strict names) into
   // a plain model.
   std::string path = std::string(std::getenv("NABLA_TEST_DIR")) + "/ddp" + (with_spare ? "_spare" : "") + ".safetensors";
@@ -346,6 +371,19 @@ int worker_main(const std::string& scenario) {
         expect(false, "DDP over different models should throw");
       } catch (const dist::DistributedError& e) {
         expect(std::string(e.what()).find("fc1.weight") != std::string::npos, "should name fc1.weight: ", e.what());
+      }
+      dist::destroy_process_group();
+    } else if (scenario == "nccl_collectives" || scenario == "nccl_ddp") {
+      // One GPU per rank (NCCL refuses two ranks on one device).
+      cuda::set_device(env_int("RANK"));
+      g_device = Device::cuda(static_cast<int16_t>(env_int("RANK")));
+      dist::init_process_group({.backend = "nccl", .init_method = "env://", .timeout = timeout});
+      expect(dist::default_group().backend() == "nccl", "the default group should be nccl");
+      if (scenario == "nccl_collectives") {
+        check_collectives();
+      } else {
+        check_ddp(false);
+        check_ddp(true);
       }
       dist::destroy_process_group();
     } else if (scenario == "tcp_and_file") {
@@ -864,6 +902,135 @@ TEST(DistributedInit, BadOptionsAreValueErrors) {
   EXPECT_THROW(dist::init_process_group({.init_method = "tcp://nohost", .rank = 0, .world_size = 1}), ValueError);
   EXPECT_FALSE(dist::is_initialized());
   EXPECT_THROW(dist::get_rank(), dist::DistributedError);
+}
+
+// ---- nccl ----------------------------------------------------------------------------------------
+
+// Why the NCCL tests cannot run here ("" when they can): they need this build's nccl backend and
+// `gpus` CUDA devices.
+std::string nccl_unavailable(int gpus) {
+  if (!dist::nccl_built()) return "this build has no nccl backend (it comes with the CUDA backend and NCCL)";
+  if (!cuda::is_available()) return "no CUDA device: " + cuda::unavailable_reason();
+  if (cuda::device_count() < gpus)
+    return nabla::detail::str("needs ", gpus, " CUDA devices (one per rank: NCCL refuses two ranks on one GPU), found ",
+                              cuda::device_count());
+  return "";
+}
+
+TEST(DistributedNccl, WithoutNcclOrAGpuInitSaysWhy) {
+  if (dist::nccl_built() && cuda::is_available()) GTEST_SKIP() << "this machine can run the nccl backend";
+  auto t0 = Clock::now();
+  try {
+    dist::init_process_group({.backend = "nccl", .init_method = "tcp://127.0.0.1:" + std::to_string(free_port()),
+                              .rank = 0, .world_size = 1, .timeout = std::chrono::seconds(2)});
+    ADD_FAILURE() << "init_process_group(nccl) succeeded without " << (dist::nccl_built() ? "a GPU" : "NCCL");
+  } catch (const ValueError& e) {  // a build without NCCL
+    EXPECT_FALSE(dist::nccl_built());
+    EXPECT_NE(std::string(e.what()).find("'nccl' is not in this build"), std::string::npos) << e.what();
+  } catch (const DeviceError& e) {  // NCCL built, no GPU
+    EXPECT_TRUE(dist::nccl_built());
+    std::string m = e.what();
+    EXPECT_NE(m.find("needs a CUDA device"), std::string::npos) << m;
+    EXPECT_NE(m.find(cuda::unavailable_reason()), std::string::npos) << m;
+  }
+  EXPECT_LT(seconds_since(t0), 15.0);
+  EXPECT_FALSE(dist::is_initialized());
+}
+
+// Loading libnccl.so.2 and finding every function the backend calls needs no GPU.
+TEST(DistributedNccl, TheBuildsNcclLibraryLoads) {
+  if (!dist::nccl_built()) {
+    EXPECT_THROW(dist::nccl_version(), ValueError);
+    GTEST_SKIP() << "this build has no nccl backend";
+  }
+  std::string v = dist::nccl_version();
+  int major = 0, minor = 0;
+  ASSERT_EQ(std::sscanf(v.c_str(), "%d.%d", &major, &minor), 2) << v;
+  EXPECT_TRUE(major > 2 || (major == 2 && minor >= 10)) << v;
+  std::cerr << "NCCL " << v << "\n";
+}
+
+TEST(DistributedNccl, WorldOfOneRunsEveryCollectiveOnTheGpu) {
+  if (std::string why = nccl_unavailable(1); !why.empty()) GTEST_SKIP() << why;
+  dist::init_process_group({.backend = "nccl", .init_method = "tcp://127.0.0.1:" + std::to_string(free_port()),
+                            .rank = 0, .world_size = 1, .timeout = std::chrono::seconds(20), .device = 0});
+  const Device gpu = Device::cuda(0);
+  for (DType d : kAllDTypes) {
+    Tensor x = arange(6, kFloat64).to(d).to(gpu).view({2, 3}).t();  // non-contiguous
+    Tensor want = x.cpu().clone();
+    for (auto op : {dist::ReduceOp::sum, dist::ReduceOp::min, dist::ReduceOp::max, dist::ReduceOp::product}) {
+      dist::all_reduce(x, op);
+      EXPECT_TRUE(equal(x.cpu(), want)) << dtype_name(d) << " " << dist::reduce_op_name(op);
+    }
+    if (is_floating(d)) {
+      dist::all_reduce(x, dist::ReduceOp::avg);
+      EXPECT_TRUE(equal(x.cpu(), want)) << dtype_name(d) << " avg";
+    } else {
+      EXPECT_THROW(dist::all_reduce(x, dist::ReduceOp::avg), DTypeError);
+    }
+    dist::broadcast(x, 0);
+    EXPECT_TRUE(equal(x.cpu(), want)) << dtype_name(d);
+    std::vector<Tensor> outs{zeros(x.sizes(), TensorOptions(d).device(gpu))};
+    dist::all_gather(outs, x);
+    EXPECT_TRUE(equal(outs[0].cpu(), want)) << dtype_name(d);
+    Tensor rs = zeros(x.sizes(), TensorOptions(d).device(gpu));
+    dist::reduce_scatter(rs, {x}, dist::ReduceOp::sum);
+    EXPECT_TRUE(equal(rs.cpu(), want)) << dtype_name(d);
+    std::vector<Tensor> g{zeros(x.sizes(), TensorOptions(d).device(gpu))};
+    dist::gather(x, g, 0);
+    EXPECT_TRUE(equal(g[0].cpu(), want)) << dtype_name(d);
+    Tensor sc = zeros(x.sizes(), TensorOptions(d).device(gpu));
+    dist::scatter(sc, {x}, 0);
+    EXPECT_TRUE(equal(sc.cpu(), want)) << dtype_name(d);
+  }
+  // Work on the caller's stream before the collective is seen by it; the result by the caller's
+  // later work (a chain of async all_reduces of tensors just written).
+  std::vector<Tensor> xs;
+  std::vector<dist::Work> works;
+  for (int k = 0; k < 4; ++k) {
+    xs.push_back(full({1 << 20}, double(k), TensorOptions(kFloat32).device(gpu)) * 2.0);
+    works.push_back(dist::all_reduce(xs.back(), dist::ReduceOp::sum, /*async_op=*/true));
+  }
+  for (int k = 0; k < 4; ++k) {
+    works[k].wait();
+    EXPECT_EQ((xs[k] + 1.0).sum().item<double>(), (2.0 * k + 1.0) * (1 << 20));
+  }
+  dist::barrier();
+  // Mistakes: CPU tensors, another GPU, a root outside the group.
+  try {
+    dist::all_reduce(ones({2}));
+    ADD_FAILURE() << "all_reduce of a CPU tensor on nccl should throw";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA tensors"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(dist::broadcast(ones({2}, TensorOptions(kFloat32).device(gpu)), 1), ValueError);
+  // DDP over CUDA parameters and buffers (a world of one: the averages are the gradients).
+  {
+    manual_seed(3);
+    auto bn = std::make_shared<nn::BatchNorm1d>(3);
+    bn->to(gpu);
+    nn::parallel::DistributedDataParallel ddp(bn);
+    Tensor y = ddp(randn({4, 3}).to(gpu));
+    (y * y).sum().backward();
+    EXPECT_TRUE(bn->weight.grad().defined());
+    EXPECT_TRUE(bn->weight.grad().is_cuda());
+  }
+  dist::destroy_process_group();
+}
+
+TEST(DistributedNccl, EveryOpAndDTypeOnTwoGpus) {
+  if (std::string why = nccl_unavailable(2); !why.empty()) GTEST_SKIP() << why;
+  expect_all_ok(run_workers("nccl_collectives", 2, all_ranks(2), 60000));
+}
+
+TEST(DistributedNccl, EveryOpAndDTypeOnThreeGpus) {
+  if (std::string why = nccl_unavailable(3); !why.empty()) GTEST_SKIP() << why;
+  expect_all_ok(run_workers("nccl_collectives", 3, all_ranks(3), 60000));
+}
+
+TEST(DistributedNccl, DdpOnTwoGpusTrainsAsOneProcessOnTheWholeBatch) {
+  if (std::string why = nccl_unavailable(2); !why.empty()) GTEST_SKIP() << why;
+  expect_all_ok(run_workers("nccl_ddp", 2, all_ranks(2), 60000));
 }
 
 TEST(DistributedInit, WorldOfOneRunsEveryCollective) {
