@@ -209,8 +209,10 @@ ProcessGroupNccl::ProcessGroupNccl(Store& store, int rank, int size, NcclOptions
     std::memcpy(id.internal, v.data(), v.size());
   }
   cuda::DeviceGuard device_guard(device_);
-  check_nccl(L.ncclCommInitRank(&impl_->comm, size, id, rank), *impl_, "init_process_group", "ncclCommInitRank");
   impl_->stream = cuda::new_stream(device_);
+  ncclComm_t comm = nullptr;  // kept only once made (a failed init leaves nothing to abort)
+  check_nccl(L.ncclCommInitRank(&comm, size, id, rank), *impl_, "init_process_group", "ncclCommInitRank");
+  impl_->comm = comm;
 }
 
 ProcessGroupNccl::~ProcessGroupNccl() {
