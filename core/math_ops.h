@@ -89,13 +89,19 @@ Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool out_int32 = fal
 // The distinct values of x, flattened, in ascending order (NaNs last, each NaN distinct); when asked,
 // the inverse indices (x's shape: where each element went) and the counts. Undefined tensors stand for
 // the results not asked for. Always sorted: sorted = false gives the same sorted result, an order
-// PyTorch's "unspecified order" allows (its CPU kernel returns hash order). No dim form yet.
+// PyTorch's "unspecified order" allows (its CPU kernel returns hash order).
+// With `dim` (torch.unique(..., dim=d)): the distinct slices of x along dim, in lexicographic order,
+// stacked along dim; the inverse is 1-D (one entry per slice), the counts one per distinct slice. An
+// empty x needs dim to be its only dim of size 0 (as PyTorch).
 struct UniqueResult {
   Tensor values, inverse, counts;
 };
-UniqueResult unique(const Tensor& x, bool sorted = true, bool return_inverse = false, bool return_counts = false);
-// Collapses runs of equal consecutive elements of the flattened x (no dim form yet).
-UniqueResult unique_consecutive(const Tensor& x, bool return_inverse = false, bool return_counts = false);
+UniqueResult unique(const Tensor& x, bool sorted = true, bool return_inverse = false, bool return_counts = false,
+                    std::optional<int64_t> dim = std::nullopt);
+// Collapses runs of equal consecutive elements of the flattened x, or with `dim` of equal
+// consecutive slices along dim.
+UniqueResult unique_consecutive(const Tensor& x, bool return_inverse = false, bool return_counts = false,
+                                std::optional<int64_t> dim = std::nullopt);
 
 // Registry entries these declarations must have (tests/opinfo_math.cpp, with gradcheck samples; the
 // test OpRegistry.every_differentiable_op_has_gradcheck_samples reads this list).

@@ -680,10 +680,84 @@ UniqueResult unique_impl(const Tensor& x, bool return_inverse, bool return_count
                    .to(x.device());
   return r;
 }
+
+// unique and unique_consecutive along a dim: slices compared as rows, lexicographically.
+UniqueResult unique_dim_impl(const Tensor& x, int64_t dim, bool return_inverse, bool return_counts, bool consecutive,
+                             const char* op) {
+  check<ValueError>(x.defined(), op, ": input tensor is undefined");
+  check<ShapeError>(x.dim() > 0, op, ": dim ", dim, " given for a 0-dim tensor");
+  const int64_t d = wrap_dim(dim, x.dim(), op);
+  const int64_t n = x.size(d);
+  const TensorOptions i64 = TensorOptions().dtype(DType::i64);
+  UniqueResult r;
+  if (x.numel() == 0) {
+    int64_t zero_dims = 0;
+    for (int64_t s : x.sizes()) zero_dims += s == 0;
+    check<ValueError>(n == 0 && zero_dims == 1, op, ": cannot take the unique slices along dim ", d,
+                      " of a tensor of shape ", x.sizes(), " (dim must be its only dim of size 0)");
+    r.values = x.detach().clone();
+    if (return_inverse) r.inverse = zeros({0}, i64).to(x.device());
+    if (return_counts) r.counts = zeros({0}, i64).to(x.device());
+    return r;
+  }
+  // Rows: the slices, moved first (the other dims in order) and flattened.
+  std::vector<int64_t> perm{d};
+  for (int64_t k = 0; k < x.dim(); ++k)
+    if (k != d) perm.push_back(k);
+  Tensor h = to_host_contiguous(x.detach().permute(perm)).reshape({n, -1});
+  if (is_16bit(h.dtype())) h = h.to(DType::f32).contiguous();
+  const int64_t len = h.size(1);
+  std::vector<int64_t> order(static_cast<size_t>(n)), group(static_cast<size_t>(n)), first_of_group, counts;
+  visit_compute_dtype(h.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = h.data_ptr<T>();
+    auto row_less = [&](int64_t a, int64_t b) {
+      for (int64_t k = 0; k < len; ++k) {
+        if (less_nan(p[a * len + k], p[b * len + k])) return true;
+        if (less_nan(p[b * len + k], p[a * len + k])) return false;
+      }
+      return false;
+    };
+    auto row_equal = [&](int64_t a, int64_t b) {  // NaN != NaN: a row with a NaN is its own
+      for (int64_t k = 0; k < len; ++k)
+        if (!(p[a * len + k] == p[b * len + k])) return false;
+      return true;
+    };
+    std::iota(order.begin(), order.end(), 0);
+    if (!consecutive) std::stable_sort(order.begin(), order.end(), row_less);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t i = order[static_cast<size_t>(k)];
+      if (k == 0 || !row_equal(order[static_cast<size_t>(k - 1)], i)) {
+        first_of_group.push_back(i);
+        counts.push_back(0);
+      }
+      ++counts.back();
+      group[static_cast<size_t>(i)] = static_cast<int64_t>(first_of_group.size()) - 1;
+    }
+  });
+  {
+    autograd::NoGradGuard ng;
+    r.values = index_select(to_host_contiguous(x.detach()), d, tensor(first_of_group, i64)).to(x.device());
+  }
+  if (return_inverse) r.inverse = tensor(group, i64).to(x.device());
+  if (return_counts) r.counts = tensor(counts, i64).to(x.device());
+  return r;
+}
 }  // namespace
 
-UniqueResult unique(const Tensor& x, bool sorted, bool return_inverse, bool return_counts) {
+UniqueResult unique(const Tensor& x, bool sorted, bool return_inverse, bool return_counts, std::optional<int64_t> dim) {
   (void)sorted;  // always sorted (math_ops.h)
+  if (dim) {
+    if (trace::Tracer* t = trace::active()) [[unlikely]] {  // no ONNX mapping yet: the export names it
+      UniqueResult r;
+      (void)trace::traced(t, "unique_dim", {x}, {{"dim", *dim}}, [&] {
+        r = unique_dim_impl(x, *dim, return_inverse, return_counts, false, "unique");
+        return std::vector<Tensor>{r.values};
+      });
+      return r;
+    }
+    return unique_dim_impl(x, *dim, return_inverse, return_counts, false, "unique");
+  }
   if (trace::Tracer* t = trace::active()) [[unlikely]] {
     // ONNX's Unique (values, then inverse and counts when asked for).
     UniqueResult r;
@@ -699,7 +773,18 @@ UniqueResult unique(const Tensor& x, bool sorted, bool return_inverse, bool retu
   return unique_impl(x, return_inverse, return_counts, false, "unique");
 }
 
-UniqueResult unique_consecutive(const Tensor& x, bool return_inverse, bool return_counts) {
+UniqueResult unique_consecutive(const Tensor& x, bool return_inverse, bool return_counts, std::optional<int64_t> dim) {
+  if (dim) {
+    if (trace::Tracer* t = trace::active()) [[unlikely]] {  // no ONNX mapping yet: the export names it
+      UniqueResult r;
+      (void)trace::traced(t, "unique_consecutive_dim", {x}, {{"dim", *dim}}, [&] {
+        r = unique_dim_impl(x, *dim, return_inverse, return_counts, true, "unique_consecutive");
+        return std::vector<Tensor>{r.values};
+      });
+      return r;
+    }
+    return unique_dim_impl(x, *dim, return_inverse, return_counts, true, "unique_consecutive");
+  }
   if (trace::Tracer* t = trace::active()) [[unlikely]] {
     UniqueResult r;
     (void)trace::traced(t, "unique_consecutive", {x}, {}, [&] {

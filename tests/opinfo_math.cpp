@@ -275,6 +275,20 @@ std::vector<OpInfo> math_ops() {
                              {{fixed_arg({7}, {0.5, -1, 0.5, 0.5, 2, -1, -0.0}, false)}, "float"},
                              {{index_arg({0}, 3)}, "empty"}, {{fixed_index({}, {4})}, "scalar"}},
                  .differentiable = false});
+  ops.push_back({.name = "unique_dim",
+                 .torch = "(*torch.unique(x[0], dim=0, return_inverse=True, return_counts=True), "
+                          "*torch.unique(x[0], dim=-1, return_inverse=True, return_counts=True), "
+                          "*torch.unique_consecutive(x[0], return_inverse=True, return_counts=True, dim=0))",
+                 .fn = [](I x) {
+                   UniqueResult a = unique(x[0], true, true, true, 0), b = unique(x[0], true, true, true, -1);
+                   UniqueResult c = unique_consecutive(x[0], true, true, 0);
+                   return Outputs{a.values, a.inverse, a.counts, b.values, b.inverse, b.counts,
+                                  c.values, c.inverse, c.counts};
+                 },
+                 .samples = {{{fixed_index({5, 4}, {1, 2, 3, 1, 0, 5, 1, 0, 1, 2, 3, 1, 1, 2, 3, 1, 0, 5, 0, 0})}, "int_rows"},
+                             {{fixed_arg({3, 2, 2}, {0.5, -1, 2, 0.5, 0.5, -1, 2, 0.5, 0.5, -1, 2, -0.0}, false)}, "float_3d"},
+                             {{fixed_index({1, 3}, {2, 2, 1})}, "one_row"}},
+                 .differentiable = false});
   return ops;
 }
 

@@ -164,6 +164,21 @@ TEST(MathOps, CountingAndSearching) {
   EXPECT_EQ(int_values(c.values), (std::vector<int64_t>{1, 2, 3, 1, 2}));
   EXPECT_EQ(int_values(c.inverse), (std::vector<int64_t>{0, 0, 1, 1, 2, 3, 3, 4}));
   EXPECT_EQ(int_values(c.counts), (std::vector<int64_t>{2, 2, 1, 2, 1}));
+  // Along a dim: distinct rows in lexicographic order, the inverse one entry per row.
+  Tensor rows = tensor({3, 1, 0, 2, 3, 1, 0, 2, 0, 2}, dtype(kInt64)).view({5, 2});
+  UniqueResult ud = unique(rows, true, true, true, 0);
+  EXPECT_TRUE(tensor_is(ud.values, {2, 2}, {0, 2, 3, 1}));  // rows (3, 1) (0, 2) (3, 1) (0, 2) (0, 2)
+  EXPECT_TRUE(tensor_is(ud.inverse, {5}, {1, 0, 1, 0, 0}));
+  EXPECT_TRUE(tensor_is(ud.counts, {2}, {3, 2}));
+  UniqueResult uc = unique_consecutive(rows, true, true, 0);
+  EXPECT_TRUE(tensor_is(uc.inverse, {5}, {0, 1, 2, 3, 3}));
+  EXPECT_TRUE(tensor_is(uc.counts, {4}, {1, 1, 1, 2}));
+  UniqueResult ue = unique(zeros({0, 3}), true, true, true, 0);
+  EXPECT_EQ(ue.values.sizes(), (Shape{0, 3}));
+  EXPECT_EQ(ue.counts.numel(), 0);
+  EXPECT_TRUE(throws_with<ValueError>([&] { unique(zeros({0, 3}), true, false, false, 1); },
+                                      {"unique", "dim 1", "[0, 3]", "only dim of size 0"}));
+  EXPECT_TRUE(throws_with<IndexError>([&] { unique(zeros({2, 3}), true, false, false, 2); }, {"unique"}));
   UniqueResult e = unique(zeros({0}), true, true, true);
   EXPECT_EQ(e.values.numel(), 0);
   EXPECT_EQ(e.counts.numel(), 0);
@@ -186,7 +201,7 @@ TEST(MathOps, OnnxExportRefusesTheNewOps) {
       {"cummax", [](Tensor x) { return std::get<0>(cummax(x, 1)) * 2; }},
       {"logcumsumexp", [](Tensor x) { return logcumsumexp(x, 1) * 2; }},
       {"lgamma", [](Tensor x) { return lgamma(x) * 2; }},
-      {"unique", [](Tensor x) { return unique(x * 2).values; }},
+      {"unique_dim", [](Tensor x) { return unique(x * 2, true, false, false, 0).values; }},  // (flat unique maps to Unique)
   };
   for (const auto& [name, f] : cases) {
     MathFn m(f);
