@@ -122,9 +122,13 @@ void throw_graph_freed(const char* node_name) {
 SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
   if (!t.defined()) return;
   version_ = t.version();
-  // An output is stored without its grad_fn (that would be a cycle: node -> tensor -> node).
+  // An output is stored without its grad_fn (that would be a cycle: node -> tensor -> node). Its
+  // detached copy keeps which output of the node it is (output_nr), for unpack.
   data_ = is_output ? t.detach() : t;
-  if (is_output) data_.impl()->requires_grad = false;
+  if (is_output) {
+    data_.impl()->requires_grad = false;
+    data_.impl()->output_nr = t.impl()->output_nr;
+  }
 }
 
 Tensor SavedTensor::unpack(const Node& owner) const {
@@ -137,9 +141,10 @@ Tensor SavedTensor::unpack(const Node& owner) const {
         "; expected version ", version_,
         ". Use the out-of-place op (e.g. x = x + 1 instead of x += 1) or clone() before modifying it"));
   if (!is_output_) return data_;
-  // Reattach the output's history so double backward sees it.
+  // Reattach the output's history (as the same output of the node) so double backward sees it.
   Tensor t = data_.detach();
   t.impl()->grad_fn = intrusive_ptr<Node>(const_cast<Node*>(&owner));
+  t.impl()->output_nr = data_.impl()->output_nr;
   return t;
 }
 

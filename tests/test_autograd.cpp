@@ -665,6 +665,38 @@ TEST(CustomFunction, SavedTensorModifiedInPlaceIsReported) {
   EXPECT_TRUE(throws_with<AutogradError>([&] { y.sum().backward(); }, {"ScaledCubeBackward", "version"}));
 }
 
+struct SquareAndCube : autograd::Function<SquareAndCube> {
+  // (x^2, x^3); backward differentiates the cube through its saved output (3 * cube / x), so a
+  // second derivative must reach output 1 of this node, not output 0.
+  static std::tuple<Tensor, Tensor> forward(autograd::Context& ctx, const Tensor& x) {
+    Tensor cube = x * x * x;
+    ctx.save_for_backward({x, cube});
+    return {x * x, cube};
+  }
+  static GradList backward(autograd::Context& ctx, GradList g) {
+    std::vector<Tensor> s = ctx.saved();
+    Tensor gx;
+    if (g[0].defined()) gx = g[0] * 2 * s[0];
+    if (g[1].defined()) gx = gx.defined() ? gx + g[1] * 3 * s[1] / s[0] : g[1] * 3 * s[1] / s[0];
+    return {gx};
+  }
+};
+
+TEST(CustomFunction, SavedSecondOutputKeepsItsPlaceInDoubleBackward) {
+  Tensor x = leaf({2.0, -1.5}, {2});
+  auto [sq, cube] = SquareAndCube::apply(x);
+  // d(x^3)/dx = 3x^2 through the saved output; its derivative 6x needs cube's own gradient.
+  Tensor g = autograd::grad({cube.sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+  EXPECT_TRUE(tensor_is(g, {2}, {12, 6.75}, 1e-12));
+  Tensor gg = autograd::grad({g.sum()}, {x})[0];
+  EXPECT_TRUE(tensor_is(gg, {2}, {12, -9}, 1e-12));  // 6x (reattached as output 0 it was 6 - 3x)
+  auto fn = [](const std::vector<Tensor>& in) {
+    auto [a, b] = SquareAndCube::apply(in[0]);
+    return std::vector<Tensor>{a, b};
+  };
+  EXPECT_TRUE(autograd::gradgradcheck(fn, {(lcg_tensor({3}, 6) + 2.0).requires_grad_()}));
+}
+
 // ---- deep graphs and memory -----------------------------------------------------------------------
 size_t live_bytes() { return cpu_memory_stats().allocated_bytes; }
 
