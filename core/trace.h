@@ -60,7 +60,27 @@ class Tracer {
 
 // The tracer of this thread (null when not tracing).
 extern constinit thread_local Tracer* tl_current;
-inline Tracer* active() { return tl_current; }
+extern constinit thread_local bool tl_step_aside;
+inline Tracer* active() {
+  Tracer* t = tl_current;
+  if (t && tl_step_aside) [[unlikely]] {  // StepAside: this hook lets the op run as its parts
+    tl_step_aside = false;
+    return nullptr;
+  }
+  return t;
+}
+
+// While tracing, the next hooked front-end called on this thread runs as the ops it is made of:
+// its hook steps aside once and the ops inside stay traced. How an exporter traces a composite op's
+// parts where it has no mapping for the op itself (grid_sample below opset 16). Call the op right
+// after constructing this (nothing else hooked in between).
+class StepAside {
+ public:
+  StepAside() { tl_step_aside = true; }
+  ~StepAside() { tl_step_aside = false; }
+  StepAside(const StepAside&) = delete;
+  StepAside& operator=(const StepAside&) = delete;
+};
 
 // Installs `t` as this thread's tracer for its scope.
 class TracerGuard {

@@ -376,6 +376,8 @@ std::array<Tensor, 4> cubic_weights(const Tensor& t) {
 }  // namespace
 
 Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleOptions& o) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "grid_sample", {input, grid}, {{"mode", o.mode}, {"padding_mode", o.padding_mode}, {"align_corners", o.align_corners}}, [&] { return grid_sample(input, grid, o); });
   const char* op = "grid_sample";
   const int64_t spatial = input.dim() - 2;  // 2: (N, C, H, W), 3: (N, C, D, H, W)
   check<ShapeError>((spatial == 2 || spatial == 3) && grid.dim() == input.dim() && grid.size(-1) == spatial &&

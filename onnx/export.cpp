@@ -25,6 +25,7 @@
 #include "core/graph.h"
 #include "core/io.h"
 #include "core/trace.h"
+#include "nn/functional.h"
 #include "onnx/proto.h"
 
 namespace nabla::onnx {
@@ -915,6 +916,26 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
     y.sym = x->sym;
     for (int64_t d = 0; d < rank; ++d)
       if (y.shape[d] != x->shape[d]) y.sym[d].clear();
+  } else if (op == "grid_sample") {  // in: input (N, C, H, W), grid (N, H_out, W_out, 2)
+    const std::string mode = attr_string(attrs, "mode"), padding = attr_string(attrs, "padding_mode");
+    const bool corners = attr_int(attrs, "align_corners") != 0;
+    if (opset_ >= 16 && rank == 4) {
+      node("GridSample", {x->name, cast(*iv[1], x->dtype)},
+           {astr("mode", mode), astr("padding_mode", padding), ai("align_corners", corners)}, y.name);
+      y.sym[0] = !x->sym[0].empty() ? x->sym[0] : iv[1]->sym[0];
+    } else {
+      // GridSample is opset 16 and 4-D (N-D in opset 20): here the ops grid_sample is made of,
+      // traced now (the batch then stays static: the composition builds batch-shaped constants).
+      const nn::functional::GridSampleOptions o{.mode = mode, .padding_mode = padding, .align_corners = corners};
+      Tensor r;
+      {
+        trace::StepAside parts;
+        r = nn::functional::grid_sample(in[0], in[1], o);
+      }
+      const Value& rv = value_of(r);
+      node("Identity", {rv.name}, {}, y.name);
+      y.sym = rv.sym;
+    }
   } else if (op == "nonzero") {  // NonZero is (rank, n); PyTorch's nonzero (n, rank)
     if (rank == 0) no_mapping("on a 0-dim tensor");
     node("Transpose", {node("NonZero", {x->name})}, {aints("perm", {1, 0})}, y.name);

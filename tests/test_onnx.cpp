@@ -534,19 +534,32 @@ TEST(Onnx, ScansIndexingAndDataDependentShapesMatchOnnxRuntime) {
     Tensor h = x * 2;
     return h.detach() * x + floor(h.detach()) + x.detach().transpose(1, 2).sum({1}).unsqueeze(2);
   }), {2, 3, 4}));
-  // grid_sample through the ops it is made of, the grid computed from the input (values past +-1).
-  // A static batch: the composition builds constants shaped by the example's batch.
-  for (const char* mode : {"bilinear", "nearest"})
+  // grid_sample as GridSample (opset 16+, 4-D), the grid computed from the input (values past +-1),
+  // dynamic batch; below opset 16 and for 5-D inputs through the ops it is made of, with a static
+  // batch (the composition builds constants shaped by the example's batch).
+  for (const char* mode : {"bilinear", "nearest", "bicubic"})
     for (const char* padding : {"zeros", "border", "reflection"})
       for (bool corners : {false, true}) {
         F::GridSampleOptions o{.mode = mode, .padding_mode = padding, .align_corners = corners};
-        cases.push_back(make_case(std::string("grid_sample_") + mode + "_" + padding + (corners ? "_corners" : ""),
-                                  std::make_shared<Fn>([o](Fn&, Tensor x) {  // x: (B, 2, 5, 6)
-                                    Tensor grid = tanh(x.permute({0, 2, 3, 1})) * 1.3;  // (B, 5, 6, 2)
-                                    return F::grid_sample(x, grid, o);
-                                  }),
-                                  {2, 2, 5, 6}, /*dynamic=*/false));
+        auto sampler = std::make_shared<Fn>([o](Fn&, Tensor x) {  // x: (B, 2, 5, 6)
+          Tensor grid = tanh(x.permute({0, 2, 3, 1})) * 1.3;        // (B, 5, 6, 2)
+          return F::grid_sample(x, grid, o);
+        });
+        std::string name = std::string("grid_sample_") + mode + "_" + padding + (corners ? "_corners" : "");
+        cases.push_back(make_case(name, sampler, {2, 2, 5, 6}));
+        cases.back().expect_ops = {{"GridSample", 1}};
+        if (std::string(mode) == "bicubic") continue;
+        cases.push_back(make_case(name + "_opset15", sampler, {2, 2, 5, 6}, /*dynamic=*/false));
+        cases.back().options.opset_version = 15;
+        cases.back().expect_ops = {{"GridSample", 0}};
       }
+  cases.push_back(make_case("grid_sample_5d", std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 3, 3, 4, 5)
+    Tensor grid = tanh(x.permute({0, 2, 3, 4, 1})) * 1.2;                               // (B, 3, 4, 5, 3)
+    return cat({F::grid_sample(x, grid, {.padding_mode = "border"}),
+                F::grid_sample(x, grid, {.mode = "nearest", .padding_mode = "reflection", .align_corners = true})},
+               1);
+  }), {2, 3, 3, 4, 5}, /*dynamic=*/false));
+  cases.back().expect_ops = {{"GridSample", 0}};
   // Sorting along the dynamic batch axis (K from the input's shape) and topk there with a fixed k.
   cases.push_back(make_case("sort_dynamic_axis", std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 6)
     auto [v, i] = x.sort(0);
