@@ -35,10 +35,16 @@
 #include "nn/safetensors.h"
 #include "nn/parallel/distributed_data_parallel.h"
 #include "optim/sgd.h"
+#include "workers.h"
 
 using namespace nabla;
 namespace dist = nabla::distributed;
 using Clock = std::chrono::steady_clock;
+using nabla_dist_test::all_ranks;
+using nabla_dist_test::expect_all_ok;
+using nabla_dist_test::free_port;
+using nabla_dist_test::Result;
+using nabla_dist_test::run_workers;
 
 namespace {
 
@@ -498,6 +504,8 @@ int worker_main(const std::string& scenario) {
       }
       std::this_thread::sleep_for(std::chrono::seconds(30));
       return 0;
+    } else if (scenario.rfind("sync_bn", 0) == 0) {
+      return nabla_dist_test::sync_batch_norm_worker(scenario);
     } else {
       std::cerr << "unknown scenario " << scenario << "\n";
       return 2;
@@ -509,9 +517,13 @@ int worker_main(const std::string& scenario) {
   return 0;
 }
 
+}  // namespace
+
 // ---- the parent side ------------------------------------------------------------------------------
 
-// A port nobody listens on now (the kernel's choice for port 0).
+namespace nabla_dist_test {
+
+// The kernel's choice for port 0.
 int free_port() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -524,21 +536,15 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
-struct Result {
-  int status = -1;  // waitpid status
-  std::string output;
-  bool exited_ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
-};
+bool Result::exited_ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
 std::string fresh_dir() {
   char tmpl[] = "/tmp/nabla_dist_XXXXXX";
   return mkdtemp(tmpl);
 }
 
-// Runs `ranks` of a world of `world_size` processes of this program as workers of `scenario`; kills
-// them all when they take longer than `limit_s` (a hang) and fails the test.
 std::vector<Result> run_workers(const std::string& scenario, int world_size, std::vector<int> ranks, int timeout_ms,
-                                std::map<std::string, std::string> env = {}, double limit_s = 60) {
+                                std::map<std::string, std::string> env, double limit_s) {
   std::string dir = fresh_dir();
   int port = free_port();
   std::vector<pid_t> pids;
@@ -607,6 +613,12 @@ void expect_all_ok(const std::vector<Result>& results) {
   for (size_t i = 0; i < results.size(); ++i)
     EXPECT_TRUE(results[i].exited_ok()) << "worker " << i << " status " << results[i].status << ":\n" << results[i].output;
 }
+
+}  // namespace nabla_dist_test
+
+using nabla_dist_test::fresh_dir;
+
+namespace {
 
 TEST(DistributedCollectives, EveryOpAndDTypeOnTwoProcesses) { expect_all_ok(run_workers("collectives", 2, all_ranks(2), 20000)); }
 TEST(DistributedCollectives, EveryOpAndDTypeOnThreeProcesses) { expect_all_ok(run_workers("collectives", 3, all_ranks(3), 20000)); }

@@ -1,0 +1,242 @@
+#include "nn/parallel/sync_batch_norm.h"
+
+#include "autograd/function.h"
+#include "core/graph.h"
+#include "core/ops.h"
+#include "distributed/distributed.h"
+#include "nn/functional.h"
+#include "nn/init.h"
+
+namespace nabla::nn {
+
+namespace dist = nabla::distributed;
+
+// ---- the differentiable all_reduce ----------------------------------------------------------------
+
+namespace {
+
+struct AllReduceFunction : autograd::Function<AllReduceFunction> {
+  // y = op over ranks of x (a new tensor); dx = op over ranks of dy.
+  // group: null for the default group, looked up again in backward (so a backward after
+  // destroy_process_group throws DistributedError instead of using a group that is gone).
+  static Tensor forward(autograd::Context& ctx, const Tensor& x, dist::ReduceOp op, dist::ProcessGroup* group) {
+    ctx.data["op"] = op;
+    ctx.data["group"] = group;
+    ctx.data["shape"] = Shape(x.sizes().begin(), x.sizes().end());
+    ctx.data["options"] = TensorOptions(x.dtype()).device(x.device());
+    Tensor y = x.clone().contiguous();
+    (group ? *group : dist::default_group()).all_reduce(y, op).wait();
+    return y;
+  }
+  static autograd::GradList backward(autograd::Context& ctx, autograd::GradList grads) {
+    auto op = std::any_cast<dist::ReduceOp>(ctx.data["op"]);
+    auto* group = std::any_cast<dist::ProcessGroup*>(ctx.data["group"]);
+    // Every rank runs this backward (the same graph), so the collective pairs up: a rank whose
+    // output got no gradient takes part with zeros. It goes through apply again, so a double
+    // backward all-reduces too.
+    Tensor g = grads[0];
+    if (!g.defined())
+      g = zeros(std::any_cast<Shape>(ctx.data["shape"]), std::any_cast<TensorOptions>(ctx.data["options"]));
+    return {AllReduceFunction::apply(g, op, group)};
+  }
+};
+
+}  // namespace
+
+namespace parallel {
+
+Tensor differentiable_all_reduce(const Tensor& tensor, dist::ReduceOp op, dist::ProcessGroup* group) {
+  check<ValueError>(tensor.defined(), "differentiable_all_reduce: the tensor is undefined");
+  check<ValueError>(op == dist::ReduceOp::sum || op == dist::ReduceOp::avg,
+                    "differentiable_all_reduce: op must be sum or avg (their gradient is the same reduction), got ",
+                    dist::reduce_op_name(op));
+  if (!group) dist::default_group();  // throws when there is none, before anything is recorded
+  return AllReduceFunction::apply(tensor, op, group);
+}
+
+}  // namespace parallel
+
+// ---- SyncBatchNorm --------------------------------------------------------------------------------
+
+SyncBatchNorm::SyncBatchNorm(int64_t n, BatchNormOptions o, dist::ProcessGroup* group)
+    : Module("SyncBatchNorm"), num_features(n), options(o), process_group(group) {
+  check<ValueError>(n > 0, "SyncBatchNorm: num_features must be positive, got ", n);
+  if (o.momentum) check<ValueError>(*o.momentum >= 0 && *o.momentum <= 1, "SyncBatchNorm: momentum must be in [0, 1]");
+  if (o.affine) {
+    weight = register_parameter("weight", empty({n}));
+    bias = register_parameter("bias", empty({n}));
+  }
+  if (o.track_running_stats) {
+    running_mean = register_buffer("running_mean", zeros({n}));
+    running_var = register_buffer("running_var", ones({n}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, dtype(kInt64)));
+  }
+  reset_parameters();
+}
+
+// The BatchNorm's own tensors (shared: an optimizer or a checkpoint sees one set), its mode.
+SyncBatchNorm::SyncBatchNorm(const BatchNorm& bn, dist::ProcessGroup* group)
+    : Module("SyncBatchNorm"), num_features(bn.num_features), options(bn.options), process_group(group) {
+  if (bn.weight.defined()) weight = register_parameter("weight", bn.weight, bn.weight.requires_grad());
+  if (bn.bias.defined()) bias = register_parameter("bias", bn.bias, bn.bias.requires_grad());
+  if (bn.running_mean.defined()) running_mean = register_buffer("running_mean", bn.running_mean);
+  if (bn.running_var.defined()) running_var = register_buffer("running_var", bn.running_var);
+  if (bn.num_batches_tracked.defined())
+    num_batches_tracked = register_buffer("num_batches_tracked", bn.num_batches_tracked);
+  training_ = bn.is_training();
+}
+
+void SyncBatchNorm::reset_running_stats() {
+  if (!options.track_running_stats) return;
+  init::zeros_(running_mean);
+  init::ones_(running_var);
+  autograd::NoGradGuard ng;
+  num_batches_tracked.zero_();
+}
+
+void SyncBatchNorm::reset_parameters() {
+  reset_running_stats();
+  if (options.affine) {
+    init::ones_(weight);
+    init::zeros_(bias);
+  }
+}
+
+std::string SyncBatchNorm::extra_repr() const {
+  return detail::str(num_features, ", eps=", repr_double(options.eps),
+                     ", momentum=", options.momentum ? repr_double(*options.momentum) : std::string("None"),
+                     ", affine=", repr_bool(options.affine),
+                     ", track_running_stats=", repr_bool(options.track_running_stats));
+}
+
+dist::ProcessGroup* SyncBatchNorm::active_group() const {
+  if (!training_) return nullptr;
+  dist::ProcessGroup* g = process_group;
+  if (!g) {
+    if (!dist::is_initialized()) return nullptr;
+    g = &dist::default_group();
+  }
+  return g->size() > 1 ? g : nullptr;
+}
+
+Tensor SyncBatchNorm::forward(Tensor x) {
+  check<ShapeError>(x.defined() && x.dim() >= 2 && x.dim() <= 5,
+                    "SyncBatchNorm: expected input (N, C, *) with 2 to 5 dims, got ",
+                    x.defined() ? detail::str(x.sizes()) : std::string("an undefined tensor"));
+  check<ShapeError>(x.size(1) == num_features, "SyncBatchNorm: expected ", num_features,
+                    " channels (dim 1), got input of shape ", x.sizes());
+  const bool sync = active_group() != nullptr;
+  if (sync) {
+    check<DTypeError>(is_floating(x.dtype()), "SyncBatchNorm: expected a floating input, got ", x.dtype());
+    for (const Tensor* p : {&weight, &bias, &running_mean, &running_var})
+      if (p->defined())
+        check<DeviceError>(p->device() == x.device(), "SyncBatchNorm: the input is on ", x.device(),
+                           " but the module's parameters and buffers are on ", p->device());
+  }
+  double factor = 0.0;
+  if (training_ && options.track_running_stats) {
+    {
+      autograd::NoGradGuard ng;
+      num_batches_tracked.add_(1);
+    }
+    factor = options.momentum ? *options.momentum : 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
+  }
+  if (!sync) {  // exactly BatchNorm
+    bool use_batch_stats = training_ || !options.track_running_stats;
+    bool pass_running = !training_ || options.track_running_stats;
+    return F::batch_norm(x, pass_running ? running_mean : Tensor(), pass_running ? running_var : Tensor(), weight,
+                         bias, use_batch_stats, factor, options.eps);
+  }
+  // x: (N, C, *); statistics over every dim but C, in float32 at least (a float16 count or sum of
+  // squares would round), the output in x's dtype.
+  const DType in_dtype = x.dtype();
+  if (in_dtype == kFloat16 || in_dtype == kBFloat16) x = x.to(kFloat32);
+  const int64_t C = num_features;
+  Shape dims{0}, cshape{1, C};
+  for (int64_t d = 2; d < x.dim(); ++d) {
+    dims.push_back(d);
+    cshape.push_back(1);
+  }
+  const double local_count = static_cast<double>(x.numel() / C);
+  // Pass 1: [sum over (N, *) per channel, count] summed over the ranks -> the global mean.
+  Tensor local = cat({x.sum(dims), full({1}, local_count, TensorOptions(x.dtype()).device(x.device()))});
+  Tensor global = parallel::differentiable_all_reduce(local, dist::ReduceOp::sum, process_group);  // (C + 1)
+  const double count = global.narrow(0, C, 1).detach().cpu().item<double>();
+  check<ValueError>(count > 1, "SyncBatchNorm: expected more than 1 value per channel when training, got ", count,
+                    " over all ranks (this rank's input has shape ", x.sizes(), ")");
+  Tensor mean = global.narrow(0, 0, C) / count;  // (C)
+  // Pass 2: sum of squared deviations from the global mean, summed over the ranks -> biased variance.
+  Tensor xc = x - mean.view(cshape);
+  Tensor var = parallel::differentiable_all_reduce((xc * xc).sum(dims), dist::ReduceOp::sum, process_group) / count;  // (C)
+  Tensor y = xc * rsqrt(var + options.eps).view(cshape);
+  if (weight.defined()) y = y * weight.view(cshape);
+  if (bias.defined()) y = y + bias.view(cshape);
+
+  if (options.track_running_stats) {
+    autograd::NoGradGuard ng;
+    Tensor m = mean.detach().to(running_mean.dtype());
+    Tensor v = (var.detach() * (count / (count - 1))).to(running_var.dtype());  // unbiased
+    running_mean.mul_(1 - factor).add_(m, factor);
+    running_var.mul_(1 - factor).add_(v, factor);
+  }
+  return y.dtype() == in_dtype ? y : y.to(in_dtype);
+}
+
+// ---- convert_sync_batchnorm -----------------------------------------------------------------------
+
+namespace {
+
+// The replaced BatchNorm forwards to its SyncBatchNorm: the pre-hook keeps the real input and gives
+// the BatchNorm's own forward a dummy (2, C, 1, ...) in evaluation mode (or with batch statistics
+// and no buffers: nothing is updated either way); the post-hook restores its mode and returns the
+// SyncBatchNorm's output on the real input.
+void forward_to(BatchNorm& bn, std::shared_ptr<SyncBatchNorm> sync) {
+  struct Pending {
+    Tensor input;
+    bool was_training = false;
+  };
+  auto pending = std::make_shared<Pending>();
+  bn.register_forward_pre_hook([pending](Module& m, std::vector<Tensor>& inputs) {
+    auto& b = static_cast<BatchNorm&>(m);
+    pending->input = inputs.at(0);
+    pending->was_training = b.is_training();
+    Shape dummy{2, b.num_features};
+    int64_t nd = pending->input.defined() ? std::max<int64_t>(pending->input.dim(), 2) : 2;
+    for (int64_t d = 2; d < nd; ++d) dummy.push_back(1);
+    TensorOptions o = b.weight.defined() ? TensorOptions(b.weight.dtype()).device(b.weight.device())
+                      : b.running_mean.defined() ? TensorOptions(b.running_mean.dtype()).device(b.running_mean.device())
+                                                 : TensorOptions(kFloat32);
+    inputs[0] = zeros(dummy, o);
+    b.train(false);
+  });
+  bn.register_forward_hook([pending, sync](Module& m, const std::vector<Tensor>&, Tensor& output) {
+    m.train(pending->was_training);
+    Tensor x = std::move(pending->input);
+    pending->input = Tensor();
+    output = (*sync)(x);
+  });
+}
+
+std::shared_ptr<Module> convert_tree(const std::shared_ptr<Module>& module, dist::ProcessGroup* group, bool is_root) {
+  if (std::dynamic_pointer_cast<SyncBatchNorm>(module)) return module;
+  if (auto bn = std::dynamic_pointer_cast<BatchNorm>(module)) {
+    auto sync = std::make_shared<SyncBatchNorm>(*bn, group);
+    if (!is_root) forward_to(*bn, sync);
+    return sync;
+  }
+  for (const auto& [name, child] : module->named_children()) {
+    std::shared_ptr<Module> converted = convert_tree(child, group, false);
+    if (converted != child) module->replace_module(name, converted);
+  }
+  return module;
+}
+
+}  // namespace
+
+std::shared_ptr<Module> SyncBatchNorm::convert_sync_batchnorm(std::shared_ptr<Module> module,
+                                                              dist::ProcessGroup* process_group) {
+  check<ValueError>(module != nullptr, "SyncBatchNorm::convert_sync_batchnorm: the module is null");
+  return convert_tree(module, process_group, true);
+}
+
+}  // namespace nabla::nn

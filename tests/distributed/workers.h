@@ -1,0 +1,31 @@
+// What the multi-process test files share (defined in test_distributed.cpp, which holds main): the
+// parent side that forks and execs the test program as the workers of a scenario, and the worker
+// entry points of the other files.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace nabla_dist_test {
+
+struct Result {
+  int status = -1;  // waitpid status
+  std::string output;
+  bool exited_ok() const;
+};
+
+// Runs `ranks` of a world of `world_size` processes of this program as workers of `scenario`
+// (NABLA_DIST_WORKER=<scenario>, torchrun's variables, NABLA_TEST_TIMEOUT_MS, NABLA_TEST_DIR); kills
+// them all when they take longer than `limit_s` (a hang) and fails the test. env: "NAME" for every
+// rank, "NAME@r" for rank r only.
+std::vector<Result> run_workers(const std::string& scenario, int world_size, std::vector<int> ranks, int timeout_ms,
+                                std::map<std::string, std::string> env = {}, double limit_s = 60);
+std::vector<int> all_ranks(int n);
+void expect_all_ok(const std::vector<Result>& results);
+int free_port();  // a port nobody listens on now
+
+// test_sync_batch_norm.cpp: scenarios whose names start with "sync_bn".
+int sync_batch_norm_worker(const std::string& scenario);
+
+}  // namespace nabla_dist_test
