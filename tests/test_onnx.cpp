@@ -459,6 +459,19 @@ TEST(Onnx, InterpolateAsResizeMatchesOnnxRuntime) {
                                        std::make_shared<nn::Upsample>(F::InterpolateOptions{.size = {20, 18}})),
       {2, 3, 6, 5}));
   cases.back().expect_ops = {{"Resize", 2}};
+  // Dynamic height and width too (a fully convolutional net): by scale factor, and by size.
+  for (bool by_size : {false, true}) {
+    F::InterpolateOptions up = by_size ? F::InterpolateOptions{.size = {9, 7}, .mode = "bicubic"}
+                                       : F::InterpolateOptions{.scale_factor = {2}, .mode = "bilinear"};
+    auto net = std::make_shared<nn::Sequential>(std::make_shared<nn::Conv2d>(3, 4, 3, nn::Conv2dOptions{.padding = 1}),
+                                                std::make_shared<nn::Upsample>(up));
+    Case c{by_size ? "upsample_dynamic_hw_size" : "upsample_dynamic_hw_scale", net, {randn({2, 3, 6, 5}), randn({3, 3, 4, 7})},
+           {}, {}, {}, {}, {{"Resize", 1}}};
+    c.options.dynamic_axes = {{"input", {{0, "batch"}, {2, "h"}, {3, "w"}}}};
+    if (!by_size) c.options.dynamic_axes["output"] = {{0, "batch"}, {2, "h2"}, {3, "w2"}};
+    else c.options.dynamic_axes["output"] = {{0, "batch"}};
+    cases.push_back(std::move(c));
+  }
   auto [abs_err, rel_err] = run_cases(cases, "resize");
   std::printf("[ onnx ] interpolate as Resize: %zu models, largest error vs ONNX Runtime %.3g (relative %.3g)\n",
               cases.size(), abs_err, rel_err);
