@@ -316,6 +316,8 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
 
 Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                      const Tensor& bias, bool use_input_stats, double momentum, double eps) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "instance_norm", {x, running_mean, running_var, weight, bias}, {{"use_input_stats", use_input_stats}, {"eps", eps}}, [&] { return instance_norm(x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps); });
   check<ShapeError>(x.dim() >= 3, "instance_norm: expected input (N, C, *) with a spatial dim, got ", x.sizes());
   const int64_t c = x.size(1);
   for (const Tensor* t : {&running_mean, &running_var})

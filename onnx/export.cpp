@@ -916,6 +916,25 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
     y.sym = x->sym;
     for (int64_t d = 0; d < rank; ++d)
       if (y.shape[d] != x->shape[d]) y.sym[d].clear();
+  } else if (op == "instance_norm") {  // in: x, running_mean, running_var, weight, bias
+    if (!attr_int(attrs, "use_input_stats")) {
+      // The running statistics (InstanceNorm with track_running_stats, in eval): batch norm's
+      // formula, traced as the ops instance_norm is made of.
+      Tensor r;
+      {
+        trace::StepAside parts;
+        r = nn::functional::instance_norm(in[0], in[1], in[2], in[3], in[4], false, 0.1, attr_double(attrs, "eps"));
+      }
+      const Value& rv = value_of(r);
+      node("Identity", {rv.name}, {}, y.name);
+      y.sym = rv.sym;
+    } else {
+      const int64_t C = x->shape[1];
+      std::string scale = iv[3] ? cast(*iv[3], x->dtype) : const_tensor(ones({C}, dtype(x->dtype)));
+      std::string bias = iv[4] ? cast(*iv[4], x->dtype) : const_tensor(zeros({C}, dtype(x->dtype)));
+      node("InstanceNormalization", {x->name, scale, bias}, {af("epsilon", attr_double(attrs, "eps"))}, y.name);
+      y.sym = x->sym;
+    }
   } else if (op == "grid_sample") {  // in: input (N, C, H, W), grid (N, H_out, W_out, 2)
     const std::string mode = attr_string(attrs, "mode"), padding = attr_string(attrs, "padding_mode");
     const bool corners = attr_int(attrs, "align_corners") != 0;

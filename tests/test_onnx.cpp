@@ -541,6 +541,15 @@ TEST(Onnx, ScansIndexingAndDataDependentShapesMatchOnnxRuntime) {
       m->named_parameters()["bias"].copy_(randn({3}));
     }
     cases.push_back(make_case("instance_norm", m, {2, 3, 5, 4}));
+    cases.back().expect_ops = {{"InstanceNormalization", 1}};
+    cases.push_back(make_case("instance_norm1d", std::make_shared<nn::InstanceNorm1d>(4), {2, 4, 7}));
+    cases.back().expect_ops = {{"InstanceNormalization", 1}};
+    // With running statistics, in eval: batch norm's formula.
+    auto tracked = std::make_shared<nn::InstanceNorm2d>(3, nn::InstanceNormOptions{.affine = true, .track_running_stats = true});
+    Case c = make_case("instance_norm_running_stats", tracked, {2, 3, 5, 4});
+    warm_batch_norms(*tracked, c.batches[0]);
+    c.expect_ops = {{"InstanceNormalization", 0}, {"BatchNormalization", 1}};
+    cases.push_back(std::move(c));
   }
   // A detached traced value is that value (not a constant frozen from the example).
   cases.push_back(make_case("detach", std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 3, 4)
