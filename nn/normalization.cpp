@@ -43,6 +43,7 @@ Tensor BatchNorm::forward(Tensor x) {
   check_input(x);
   check<ShapeError>(x.size(1) == num_features, name(), ": expected ", num_features, " channels (dim 1), got input of shape ",
                     x.sizes());
+  if (delegate) return delegate(x);
   double factor = 0.0;
   if (training_ && options.track_running_stats) {
     {

@@ -1,6 +1,7 @@
 // BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm and InstanceNorm1d/2d/3d.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -30,6 +31,12 @@ class BatchNorm : public Module {
   int64_t num_features;
   BatchNormOptions options;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  // When set, forward checks its input and then returns delegate(x) instead of normalizing it
+  // itself. nn::SyncBatchNorm::convert_sync_batchnorm (nabla::distributed) points a replaced
+  // BatchNorm at the SyncBatchNorm that took its place in the module tree, so that a parent still
+  // holding the BatchNorm (a typed member such as ResNet's bn1, a Sequential's list) gets the
+  // synchronized statistics, whether it calls (*bn)(x) or bn->forward(x).
+  std::function<Tensor(const Tensor&)> delegate;
 
  protected:
   virtual void check_input(const Tensor& x) const = 0;

@@ -186,42 +186,12 @@ Tensor SyncBatchNorm::forward(Tensor x) {
 
 namespace {
 
-// The replaced BatchNorm forwards to its SyncBatchNorm: the pre-hook keeps the real input and gives
-// the BatchNorm's own forward a dummy (2, C, 1, ...) in evaluation mode (or with batch statistics
-// and no buffers: nothing is updated either way); the post-hook restores its mode and returns the
-// SyncBatchNorm's output on the real input.
-void forward_to(BatchNorm& bn, std::shared_ptr<SyncBatchNorm> sync) {
-  struct Pending {
-    Tensor input;
-    bool was_training = false;
-  };
-  auto pending = std::make_shared<Pending>();
-  bn.register_forward_pre_hook([pending](Module& m, std::vector<Tensor>& inputs) {
-    auto& b = static_cast<BatchNorm&>(m);
-    pending->input = inputs.at(0);
-    pending->was_training = b.is_training();
-    Shape dummy{2, b.num_features};
-    int64_t nd = pending->input.defined() ? std::max<int64_t>(pending->input.dim(), 2) : 2;
-    for (int64_t d = 2; d < nd; ++d) dummy.push_back(1);
-    TensorOptions o = b.weight.defined() ? TensorOptions(b.weight.dtype()).device(b.weight.device())
-                      : b.running_mean.defined() ? TensorOptions(b.running_mean.dtype()).device(b.running_mean.device())
-                                                 : TensorOptions(kFloat32);
-    inputs[0] = zeros(dummy, o);
-    b.train(false);
-  });
-  bn.register_forward_hook([pending, sync](Module& m, const std::vector<Tensor>&, Tensor& output) {
-    m.train(pending->was_training);
-    Tensor x = std::move(pending->input);
-    pending->input = Tensor();
-    output = (*sync)(x);
-  });
-}
-
 std::shared_ptr<Module> convert_tree(const std::shared_ptr<Module>& module, dist::ProcessGroup* group, bool is_root) {
   if (std::dynamic_pointer_cast<SyncBatchNorm>(module)) return module;
   if (auto bn = std::dynamic_pointer_cast<BatchNorm>(module)) {
     auto sync = std::make_shared<SyncBatchNorm>(*bn, group);
-    if (!is_root) forward_to(*bn, sync);
+    // The BatchNorm may still be called by a parent that holds it: it forwards to its replacement.
+    if (!is_root) bn->delegate = [sync](const Tensor& x) { return sync->forward(x); };
     return sync;
   }
   for (const auto& [name, child] : module->named_children()) {

@@ -51,9 +51,7 @@ class SyncBatchNorm : public Module {
   // PyTorch's classmethod.
   // A replaced BatchNorm that is still called (through a typed member the parent's forward uses,
   // such as ResNet's bn1, or a Sequential's own list of modules) forwards to its SyncBatchNorm
-  // through forward hooks: it normalizes a tiny dummy input without side effects and returns the
-  // SyncBatchNorm's result on the real one. Hooks run when a module is called as (*bn)(x) (as
-  // Sequential and ResNet do); a direct bn->forward(x) skips them and normalizes locally.
+  // (BatchNorm::delegate), as (*bn)(x) or bn->forward(x).
   // Optimizers and DDP built before or after the conversion see the same tensors.
   static std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> module,
                                                         distributed::ProcessGroup* process_group = nullptr);

@@ -380,6 +380,11 @@ TEST(SyncBatchNorm, ConvertReplacesNestedBatchNormsAndKeepsTheStateDict) {
   }
   EXPECT_LT(max_abs_diff(y, (*ref)(x)), 1e-12);
   EXPECT_LT(max_abs_diff(sync_bn1->running_mean, ref->running_mean), 1e-15);
+  // A direct forward call (no module call operator) forwards too.
+  Tensor y2 = old_bn1->forward(x);
+  EXPECT_EQ(sync_bn1->num_batches_tracked.item<int64_t>(), 2);
+  EXPECT_LT(max_abs_diff(y2, (*ref)(x)), 1e-12);
+  EXPECT_LT(max_abs_diff(sync_bn1->running_mean, ref->running_mean), 1e-15);
   // The whole model in evaluation mode matches the plain model with the same state.
   plain->load_state_dict(model->state_dict());
   model->eval();
@@ -397,7 +402,7 @@ TEST(SyncBatchNorm, ConvertReplacesNestedBatchNormsAndKeepsTheStateDict) {
   EXPECT_FALSE(lone_sync->weight.defined());
   EXPECT_TRUE(lone_sync->running_var.is_same(lone->running_var));
   Tensor z = randn({4, 5});
-  EXPECT_TRUE(equal((*lone)(z), (*lone)(z)));  // no forwarding hooks on the root
+  EXPECT_TRUE(equal((*lone)(z), (*lone)(z)));  // the root itself does not forward
   EXPECT_EQ(lone->num_batches_tracked.item<int64_t>(), 2);
 }
 
