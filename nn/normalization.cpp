@@ -23,6 +23,25 @@ BatchNorm::BatchNorm(int64_t n, BatchNormOptions o, const char* kind) : Module(k
   reset_parameters();
 }
 
+BatchNorm::BatchNorm(const BatchNorm& o, const char* kind)
+    : Module(kind), num_features(o.num_features), options(o.options) {
+  if (o.weight.defined()) weight = register_parameter("weight", o.weight, o.weight.requires_grad());
+  if (o.bias.defined()) bias = register_parameter("bias", o.bias, o.bias.requires_grad());
+  if (o.running_mean.defined()) running_mean = register_buffer("running_mean", o.running_mean);
+  if (o.running_var.defined()) running_var = register_buffer("running_var", o.running_var);
+  if (o.num_batches_tracked.defined()) num_batches_tracked = register_buffer("num_batches_tracked", o.num_batches_tracked);
+  training_ = o.is_training();
+}
+
+double BatchNorm::running_stats_factor() {
+  if (!training_ || !options.track_running_stats) return 0.0;
+  {
+    autograd::NoGradGuard ng;
+    num_batches_tracked.add_(1);
+  }
+  return options.momentum ? *options.momentum : 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
+}
+
 void BatchNorm::reset_running_stats() {
   if (!options.track_running_stats) return;
   init::zeros_(running_mean);
@@ -44,14 +63,7 @@ Tensor BatchNorm::forward(Tensor x) {
   check<ShapeError>(x.size(1) == num_features, name(), ": expected ", num_features, " channels (dim 1), got input of shape ",
                     x.sizes());
   if (delegate) return delegate(x);
-  double factor = 0.0;
-  if (training_ && options.track_running_stats) {
-    {
-      autograd::NoGradGuard ng;
-      num_batches_tracked.add_(1);
-    }
-    factor = options.momentum ? *options.momentum : 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
-  }
+  const double factor = running_stats_factor();
   // Batch statistics in training, and in evaluation too when no running statistics are kept.
   bool use_batch_stats = training_ || !options.track_running_stats;
   bool pass_running = !training_ || options.track_running_stats;

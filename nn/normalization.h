@@ -39,6 +39,12 @@ class BatchNorm : public Module {
   std::function<Tensor(const Tensor&)> delegate;
 
  protected:
+  // A BatchNorm named `kind` holding `other`'s parameter and buffer tensors (shared, not copied),
+  // options and mode (SyncBatchNorm's conversion).
+  BatchNorm(const BatchNorm& other, const char* kind);
+  // Counts a training step in num_batches_tracked and returns the running statistics' update
+  // factor (momentum, or 1 / num_batches_tracked for momentum None); 0 when nothing is updated.
+  double running_stats_factor();
   virtual void check_input(const Tensor& x) const = 0;
 };
 

@@ -59,54 +59,16 @@ Tensor differentiable_all_reduce(const Tensor& tensor, dist::ReduceOp op, dist::
 // ---- SyncBatchNorm --------------------------------------------------------------------------------
 
 SyncBatchNorm::SyncBatchNorm(int64_t n, BatchNormOptions o, dist::ProcessGroup* group)
-    : Module("SyncBatchNorm"), num_features(n), options(o), process_group(group) {
-  check<ValueError>(n > 0, "SyncBatchNorm: num_features must be positive, got ", n);
-  if (o.momentum) check<ValueError>(*o.momentum >= 0 && *o.momentum <= 1, "SyncBatchNorm: momentum must be in [0, 1]");
-  if (o.affine) {
-    weight = register_parameter("weight", empty({n}));
-    bias = register_parameter("bias", empty({n}));
-  }
-  if (o.track_running_stats) {
-    running_mean = register_buffer("running_mean", zeros({n}));
-    running_var = register_buffer("running_var", ones({n}));
-    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, dtype(kInt64)));
-  }
-  reset_parameters();
-}
+    : BatchNorm(n, o, "SyncBatchNorm"), process_group(group) {}
 
 // The BatchNorm's own tensors (shared: an optimizer or a checkpoint sees one set), its mode.
 SyncBatchNorm::SyncBatchNorm(const BatchNorm& bn, dist::ProcessGroup* group)
-    : Module("SyncBatchNorm"), num_features(bn.num_features), options(bn.options), process_group(group) {
-  if (bn.weight.defined()) weight = register_parameter("weight", bn.weight, bn.weight.requires_grad());
-  if (bn.bias.defined()) bias = register_parameter("bias", bn.bias, bn.bias.requires_grad());
-  if (bn.running_mean.defined()) running_mean = register_buffer("running_mean", bn.running_mean);
-  if (bn.running_var.defined()) running_var = register_buffer("running_var", bn.running_var);
-  if (bn.num_batches_tracked.defined())
-    num_batches_tracked = register_buffer("num_batches_tracked", bn.num_batches_tracked);
-  training_ = bn.is_training();
-}
+    : BatchNorm(bn, "SyncBatchNorm"), process_group(group) {}
 
-void SyncBatchNorm::reset_running_stats() {
-  if (!options.track_running_stats) return;
-  init::zeros_(running_mean);
-  init::ones_(running_var);
-  autograd::NoGradGuard ng;
-  num_batches_tracked.zero_();
-}
-
-void SyncBatchNorm::reset_parameters() {
-  reset_running_stats();
-  if (options.affine) {
-    init::ones_(weight);
-    init::zeros_(bias);
-  }
-}
-
-std::string SyncBatchNorm::extra_repr() const {
-  return detail::str(num_features, ", eps=", repr_double(options.eps),
-                     ", momentum=", options.momentum ? repr_double(*options.momentum) : std::string("None"),
-                     ", affine=", repr_bool(options.affine),
-                     ", track_running_stats=", repr_bool(options.track_running_stats));
+void SyncBatchNorm::check_input(const Tensor& x) const {
+  check<ShapeError>(x.defined() && x.dim() >= 2 && x.dim() <= 5,
+                    "SyncBatchNorm: expected input (N, C, *) with 2 to 5 dims, got ",
+                    x.defined() ? detail::str(x.sizes()) : std::string("an undefined tensor"));
 }
 
 dist::ProcessGroup* SyncBatchNorm::active_group() const {
@@ -120,33 +82,16 @@ dist::ProcessGroup* SyncBatchNorm::active_group() const {
 }
 
 Tensor SyncBatchNorm::forward(Tensor x) {
-  check<ShapeError>(x.defined() && x.dim() >= 2 && x.dim() <= 5,
-                    "SyncBatchNorm: expected input (N, C, *) with 2 to 5 dims, got ",
-                    x.defined() ? detail::str(x.sizes()) : std::string("an undefined tensor"));
+  if (!active_group()) return BatchNorm::forward(x);  // exactly BatchNorm
+  check_input(x);
   check<ShapeError>(x.size(1) == num_features, "SyncBatchNorm: expected ", num_features,
                     " channels (dim 1), got input of shape ", x.sizes());
-  const bool sync = active_group() != nullptr;
-  if (sync) {
-    check<DTypeError>(is_floating(x.dtype()), "SyncBatchNorm: expected a floating input, got ", x.dtype());
-    for (const Tensor* p : {&weight, &bias, &running_mean, &running_var})
-      if (p->defined())
-        check<DeviceError>(p->device() == x.device(), "SyncBatchNorm: the input is on ", x.device(),
-                           " but the module's parameters and buffers are on ", p->device());
-  }
-  double factor = 0.0;
-  if (training_ && options.track_running_stats) {
-    {
-      autograd::NoGradGuard ng;
-      num_batches_tracked.add_(1);
-    }
-    factor = options.momentum ? *options.momentum : 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
-  }
-  if (!sync) {  // exactly BatchNorm
-    bool use_batch_stats = training_ || !options.track_running_stats;
-    bool pass_running = !training_ || options.track_running_stats;
-    return F::batch_norm(x, pass_running ? running_mean : Tensor(), pass_running ? running_var : Tensor(), weight,
-                         bias, use_batch_stats, factor, options.eps);
-  }
+  check<DTypeError>(is_floating(x.dtype()), "SyncBatchNorm: expected a floating input, got ", x.dtype());
+  for (const Tensor* p : {&weight, &bias, &running_mean, &running_var})
+    if (p->defined())
+      check<DeviceError>(p->device() == x.device(), "SyncBatchNorm: the input is on ", x.device(),
+                         " but the module's parameters and buffers are on ", p->device());
+  const double factor = running_stats_factor();
   // x: (N, C, *); statistics over every dim but C, in float32 at least (a float16 count or sum of
   // squares would round), the output in x's dtype.
   const DType in_dtype = x.dtype();

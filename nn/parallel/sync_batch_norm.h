@@ -30,7 +30,7 @@
 
 namespace nabla::nn {
 
-class SyncBatchNorm : public Module {
+class SyncBatchNorm : public BatchNorm {
  public:
   // process_group: null is the default group (looked up at each forward, so the module can be
   // built before init_process_group; without one it behaves as BatchNorm).
@@ -40,9 +40,6 @@ class SyncBatchNorm : public Module {
   // mode: what convert_sync_batchnorm puts in place of bn.
   explicit SyncBatchNorm(const BatchNorm& bn, distributed::ProcessGroup* process_group = nullptr);
   Tensor forward(Tensor x) override;
-  void reset_parameters() override;
-  void reset_running_stats();
-  std::string extra_repr() const override;
 
   // Every BatchNorm1d/BatchNorm2d in `module`'s tree becomes a SyncBatchNorm holding the same
   // parameter and buffer tensors (shared, not copied) and options, in the same place of the tree,
@@ -56,10 +53,10 @@ class SyncBatchNorm : public Module {
   static std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> module,
                                                         distributed::ProcessGroup* process_group = nullptr);
 
-  int64_t num_features;
-  BatchNormOptions options;
-  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   distributed::ProcessGroup* process_group;  // null: the default group
+
+ protected:
+  void check_input(const Tensor& x) const override;  // (N, C, *) with 2 to 5 dims
 
  private:
   distributed::ProcessGroup* active_group() const;  // null when the statistics stay local
