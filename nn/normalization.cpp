@@ -35,11 +35,24 @@ BatchNorm::BatchNorm(const BatchNorm& o, const char* kind)
 
 double BatchNorm::running_stats_factor() {
   if (!training_ || !options.track_running_stats) return 0.0;
+  // The mirror is current unless something else wrote the buffer since (load_state_dict, copy_,
+  // another module sharing it) or replaced it (to(device), assignment).
+  const bool mirrored = counted_.defined() && counted_.data_ptr() == num_batches_tracked.data_ptr() &&
+                        counted_version_ == num_batches_tracked.version();
   {
     autograd::NoGradGuard ng;
     num_batches_tracked.add_(1);
   }
-  return options.momentum ? *options.momentum : 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
+  if (options.momentum) return *options.momentum;
+  if (mirrored) {
+    ++count_;
+  } else {
+    counted_ = num_batches_tracked.detach();  // shares the storage, not the TensorImpl (which to() and
+                                              // load_state_dict may point at another storage)
+    count_ = num_batches_tracked.item<int64_t>();
+  }
+  counted_version_ = num_batches_tracked.version();
+  return 1.0 / static_cast<double>(count_);
 }
 
 void BatchNorm::reset_running_stats() {

@@ -46,6 +46,14 @@ class BatchNorm : public Module {
   // factor (momentum, or 1 / num_batches_tracked for momentum None); 0 when nothing is updated.
   double running_stats_factor();
   virtual void check_input(const Tensor& x) const = 0;
+
+ private:
+  // momentum None: a host mirror of num_batches_tracked, so a CUDA buffer is not read back (one
+  // synchronization) at every training step. Trusted while the buffer is the tensor it was taken
+  // from (counted_ keeps that storage alive) at the version this module left it.
+  Tensor counted_;
+  uint32_t counted_version_ = 0;
+  int64_t count_ = 0;
 };
 
 // x: (N, C) or (N, C, L).

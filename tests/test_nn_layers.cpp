@@ -239,6 +239,29 @@ TEST(NnLayers, BatchNorm1dRunningStatisticsByHand) {
   cma(x * 2);
   EXPECT_TRUE(allclose(cma.running_mean, tensor({(1.25 + 2.5) / 2, (1.0 + 2.0) / 2}, kFloat64), 1e-12, 1e-15));
   EXPECT_TRUE(allclose(cma.running_var, tensor({(8.75 / 3 * 5) / 2, (18.5 / 3 * 5) / 2}, kFloat64), 1e-12, 1e-15));
+  EXPECT_EQ(cma.num_batches_tracked.item<int64_t>(), 2);
+  // The count is mirrored on the host (no read-back per step); a count written from outside is
+  // read again: after fill_(9) the next step averages with factor 1 / 10, after a load_state_dict
+  // of count 3 with 1 / 4, after reset_running_stats with 1.
+  Tensor rm2 = cma.running_mean.clone();
+  {
+    autograd::NoGradGuard ng;
+    cma.num_batches_tracked.fill_(9);
+  }
+  cma(x);
+  EXPECT_TRUE(allclose(cma.running_mean, rm2 * 0.9 + mean * 0.1, 1e-12, 1e-15));
+  EXPECT_EQ(cma.num_batches_tracked.item<int64_t>(), 10);
+  auto state = cma.state_dict();
+  state["num_batches_tracked"] = scalar_tensor(3, dtype(kInt64));
+  cma.load_state_dict(state);
+  Tensor rm3 = cma.running_mean.clone();
+  cma(x * 2);
+  EXPECT_TRUE(allclose(cma.running_mean, rm3 * 0.75 + mean * 2 * 0.25, 1e-12, 1e-15));
+  cma(x);
+  EXPECT_TRUE(allclose(cma.running_mean, (rm3 * 0.75 + mean * 2 * 0.25) * 0.8 + mean * 0.2, 1e-12, 1e-15));
+  cma.reset_running_stats();
+  cma(x * 2);
+  EXPECT_TRUE(allclose(cma.running_mean, mean * 2, 1e-12, 1e-15));
 
   // Without running statistics, evaluation uses the batch statistics.
   nn::BatchNorm1d nostats(2, {.track_running_stats = false});
