@@ -11,6 +11,7 @@
 #include "core/backend.h"
 #include "core/cuda_env.h"
 #include "core/error.h"
+#include "core/impl.h"
 
 namespace nabla::cuda {
 
@@ -26,9 +27,11 @@ std::atomic<bool> g_allow_tf32{false};
 std::atomic<bool> g_cudnn_benchmark{false};
 std::atomic<bool> g_cudnn_deterministic{false};
 std::atomic<bool> g_cudnn_allow_tf32{false};
-std::atomic<bool> g_index_checks{[] {
+std::atomic<IndexChecks> g_index_checks{[] {
   const char* e = std::getenv("NABLA_CUDA_INDEX_CHECKS");
-  return !(e && std::strcmp(e, "0") == 0);
+  if (e && std::strcmp(e, "0") == 0) return IndexChecks::off;
+  if (e && std::strcmp(e, "sync") == 0) return IndexChecks::immediate;
+  return IndexChecks::deferred;
 }()};
 
 // The hooks, or DeviceError when no GPU can be used.
@@ -218,8 +221,19 @@ void record_stream(const Tensor& t, const Stream& s) {
 // ---- math modes ---------------------------------------------------------------------------------
 void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
 bool allow_tf32() { return g_allow_tf32.load(); }
-void set_index_checks(bool enabled) { g_index_checks.store(enabled); }
-bool index_checks() { return g_index_checks.load(); }
+void set_index_checks(IndexChecks mode) { g_index_checks.store(mode); }
+void set_index_checks(bool enabled) { g_index_checks.store(enabled ? IndexChecks::deferred : IndexChecks::off); }
+IndexChecks index_checks_mode() { return g_index_checks.load(); }
+bool index_checks() { return g_index_checks.load() != IndexChecks::off; }
+void check_later(const Tensor& values, std::function<void(const Tensor&)> report) {
+  if (!values.is_cuda() || g_index_checks.load() != IndexChecks::deferred) {
+    report(values.to(kCPU));
+    return;
+  }
+  check<ValueError>(values.numel() <= 4 && values.element_size() == 8, "cuda::check_later: expected at most 4 values of "
+                    "8 bytes, got ", detail::describe(values));
+  require("check_later").check_later(values, std::move(report));
+}
 
 namespace cudnn {
 bool is_available() { return g_hooks.load() != nullptr && cuda::is_available(); }

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -180,14 +181,34 @@ void record_stream(const Tensor& t, const Stream& s);
 void set_allow_tf32(bool allow);
 bool allow_tf32();
 
-// Checks of index tensors in CUDA kernels (index_select, gather, scatter, ...): on (the default),
-// an out-of-range index throws IndexError after the kernel, at the cost of one host synchronization
-// per indexing op; off, out-of-range indices are skipped silently and nothing waits. The same switch
-// covers the range checks of layers and losses on CUDA tensors (class targets of nll_loss and
-// cross_entropy, Embedding's indices, binary_cross_entropy's input, gaussian_nll_loss's var; one
-// synchronization each when on). Also NABLA_CUDA_INDEX_CHECKS=0 in the environment.
-void set_index_checks(bool enabled);
-bool index_checks();
+// Checks of index tensors in CUDA kernels (index_select, gather, scatter, ...) and the range checks
+// that layers and losses make on CUDA tensors (class targets of nll_loss and cross_entropy,
+// Embedding's indices, binary_cross_entropy's input, gaussian_nll_loss's var):
+enum class IndexChecks {
+  // The default. The kernels record the first bad index on the device and the op goes on without
+  // waiting; the IndexError (or ValueError) naming the op is thrown at the next synchronization of
+  // the op's stream: a copy to the host, item(), cuda::synchronize(), Stream::synchronize(). As
+  // PyTorch's device-side asserts, which also surface at a later synchronization (PyTorch's leave
+  // the CUDA context unusable; nabla's do not). Results computed from a bad index are unspecified.
+  deferred,
+  // The op waits for its kernel (one host synchronization per indexing op) and throws itself: for
+  // finding the op that went wrong, as CUDA_LAUNCH_BLOCKING=1 is with PyTorch.
+  immediate,
+  // Out-of-range indices are skipped silently (unspecified results); nothing is checked.
+  off,
+};
+// Also NABLA_CUDA_INDEX_CHECKS in the environment: 0 (off), sync (immediate), else deferred.
+void set_index_checks(IndexChecks mode);
+void set_index_checks(bool enabled);  // true: deferred, false: off
+IndexChecks index_checks_mode();
+bool index_checks();  // the mode is not off
+
+// A check of values computed on the device, made without waiting for them: `values` (a CUDA tensor
+// of at most 4 elements of 8 bytes, e.g. int64 or float64 minimum and maximum) is copied aside on
+// its device's current stream, and at the next synchronization of that stream `report` runs with
+// their host copy; what it throws is thrown there. In immediate mode report runs at once (one
+// synchronization); for CPU values always at once. nn/value_checks.h uses it.
+void check_later(const Tensor& values, std::function<void(const Tensor& host_values)> report);
 
 namespace cudnn {
 bool is_available();  // the CUDA backend is loaded with cuDNN (always together in nabla)
@@ -233,6 +254,8 @@ class Hooks {
   virtual void event_synchronize(int device, void* event) = 0;
   virtual float event_elapsed_ms(int device, void* start, void* end) = 0;
   virtual void record_stream(const Tensor& t, int device, void* stream) = 0;
+  // check_later on a CUDA tensor in deferred mode.
+  virtual void check_later(const Tensor& values, std::function<void(const Tensor&)> report) = 0;
 };
 void register_hooks(Hooks* hooks);
 Hooks* hooks();  // null without a CUDA backend

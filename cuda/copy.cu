@@ -81,7 +81,10 @@ void host_to_device(const Tensor& src, const Tensor& dst, bool non_blocking) {
   // Only a pinned source can be left to the copy engine: a pageable one (maybe a temporary that
   // goes back to the CPU cache on return) is waited for, as PyTorch does.
   if (h.is_pinned()) pinned_record_use(h, stream);
-  if (!non_blocking || !h.is_pinned()) NABLA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (!non_blocking || !h.is_pinned()) {
+    NABLA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    report_deferred_checks(device_of(dst), stream);
+  }
   if (!direct) device_copy(expand_like(d, src), dst);
 }
 
@@ -101,6 +104,7 @@ void device_to_host(const Tensor& src, const Tensor& dst, bool non_blocking) {
     return;
   }
   NABLA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  report_deferred_checks(device_of(src), stream);
   if (!direct) backend_for(kCPU).copy(expand_like(h, src), dst, false);
 }
 

@@ -11,6 +11,7 @@
 #include "cuda/allocator.h"
 #include "cuda/common.h"
 #include "cuda/driver_reason.h"
+#include "cuda/kernels.h"
 
 namespace nabla::cuda {
 
@@ -110,6 +111,7 @@ class CudaHooks final : public Hooks {
   void synchronize(int device) override {
     DeviceScope ds(device);
     NABLA_CUDA_CHECK(cudaDeviceSynchronize());
+    report_all_deferred_checks(device);
   }
   DeviceProperties properties(int device) override { return info(device).props; }
   MemInfo mem_info(int device) override {
@@ -146,6 +148,7 @@ class CudaHooks final : public Hooks {
   void stream_synchronize(int device, void* s) override {
     DeviceScope ds(device);
     NABLA_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(s)));
+    report_deferred_checks(device, s);
   }
   void stream_wait_event(int device, void* s, void* e) override {
     DeviceScope ds(device);
@@ -194,6 +197,9 @@ class CudaHooks final : public Hooks {
     check<DeviceError>(t.is_cuda() && device_of(t) == device, "record_stream: the tensor is on ", t.device(),
                        " but the stream belongs to cuda:", device);
     allocator_record_stream(t, static_cast<cudaStream_t>(s));
+  }
+  void check_later(const Tensor& values, std::function<void(const Tensor&)> report) override {
+    defer_value_check(values, std::move(report));
   }
 };
 

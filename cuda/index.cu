@@ -5,8 +5,10 @@
 // index order instead of with atomics (cuda/index_plan.h): reproducible, and equal to the CPU.
 //
 // Out-of-range indices never touch memory: kernels skip them and record the first one in a small
-// device buffer; after the kernel IndexChecker::check() reads it back (one synchronization) and
-// throws IndexError as the CPU does, unless cuda::set_index_checks(false).
+// device record. By default (IndexChecks::deferred) the op does not wait: the IndexError is thrown
+// at the next synchronization of the stream (cuda/deferred_checks.h). In immediate mode
+// IndexChecker::check() reads the record back after the kernel (one synchronization) and throws as
+// the CPU does; with checks off nothing is recorded.
 #include "core/determinism.h"
 #include "core/impl.h"
 #include "cuda/block.cuh"
@@ -18,20 +20,40 @@ namespace nabla::cuda {
 
 // ---- index checks -------------------------------------------------------------------------------
 IndexChecker::IndexChecker(int device, const char* op) : op_(op), device_(device) {
-  if (!index_checks()) return;
+  switch (index_checks_mode()) {
+    case IndexChecks::off: return;
+    case IndexChecks::deferred: flag_ = deferred_check_slot(device, stream_for(device), &slot_); return;
+    case IndexChecks::immediate: break;
+  }
   buf_ = detail::make_empty({3}, DType::i64, Device::cuda(static_cast<int16_t>(device)));
   flag_ = static_cast<int64_t*>(buf_.data_ptr());
   NABLA_CUDA_CHECK(cudaMemsetAsync(flag_, 0, 3 * sizeof(int64_t), stream_for(device)));
 }
 
+namespace {
+std::string out_of_range(const char* op, const int64_t* record, int64_t dim) {
+  return detail::str(op, ": index ", record[1], " is out of range for dim ", dim, " of size ", record[2]);
+}
+}  // namespace
+
 void IndexChecker::check(int64_t dim) {
   if (!flag_) return;
+  if (slot_ >= 0) {  // deferred: reported when the stream is next synchronized
+    arm_deferred_check(device_, slot_, [op = op_, dim](const int64_t* record) {
+      if (record[0])
+        throw IndexError(out_of_range(op, record, dim) +
+                         " (found on the GPU and reported at this later synchronization; "
+                         "cuda::set_index_checks(cuda::IndexChecks::immediate) or NABLA_CUDA_INDEX_CHECKS=sync "
+                         "reports it at the op)");
+    });
+    slot_ = -1;
+    return;
+  }
   int64_t h[3] = {0, 0, 0};
   cudaStream_t s = stream_for(device_);
   NABLA_CUDA_CHECK(cudaMemcpyAsync(h, flag_, sizeof h, cudaMemcpyDeviceToHost, s));
   NABLA_CUDA_CHECK(cudaStreamSynchronize(s));
-  if (h[0])
-    throw IndexError(detail::str(op_, ": index ", h[1], " is out of range for dim ", dim, " of size ", h[2]));
+  if (h[0]) throw IndexError(out_of_range(op_, h, dim));
 }
 
 namespace {
@@ -475,6 +497,7 @@ Tensor nonzero(const Tensor& x_in) {
     NABLA_KERNEL_CHECK("exclusive_scan_kernel");
     NABLA_CUDA_CHECK(cudaMemcpyAsync(&total, cp + nb, sizeof total, cudaMemcpyDeviceToHost, stream));
     NABLA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    report_deferred_checks(device_of(x), stream);
     out = detail::make_empty({total, nd}, DType::i64, x.device());
     if (total > 0 && nd > 0) {
       write_nonzero_kernel<T><<<static_cast<unsigned>(nb), kScanThreads, 0, stream>>>(

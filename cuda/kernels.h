@@ -5,6 +5,7 @@
 
 #include "core/backend.h"
 #include "core/ops.h"
+#include "cuda/deferred_checks.h"
 
 namespace nabla::cuda {
 
@@ -37,8 +38,9 @@ void matmul_integer(const Tensor& a, const Tensor& b, const Tensor& out, double 
 // backward). check_index false: the indices are known to be in range (no check, no synchronization).
 void scatter_add_ordered(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, bool check_index);
 
-// index.cu: the device-side record of out-of-range indices (see index_checks() in
-// core/cuda_api.h). Kernels get flag(); after them, check() throws IndexError naming `op`.
+// index.cu: the device-side record of out-of-range indices (see IndexChecks in core/cuda_api.h).
+// Kernels get flag(); after them, check() throws IndexError naming `op` (immediate mode) or leaves
+// the record to be reported at the next synchronization of the stream (deferred mode).
 class IndexChecker {
  public:
   IndexChecker(int device, const char* op);
@@ -49,6 +51,18 @@ class IndexChecker {
   int64_t* flag_ = nullptr;
   const char* op_;
   int device_;
+  int slot_ = -1;  // deferred: the record's slot (cuda/deferred_checks.h)
 };
+
+// deferred_checks.cpp: deferred checks' records (the rules are in cuda/deferred_checks.h).
+// A zeroed record of 4 int64 on `stream` for one check; *slot names it for arm_deferred_check.
+int64_t* deferred_check_slot(int device, void* stream, int* slot);  // stream: a cudaStream_t
+void arm_deferred_check(int device, int slot, CheckReport report);
+// After `stream` (or the whole device) was synchronized: reads back its checks' records and runs
+// their reports (the first error is thrown).
+void report_deferred_checks(int device, void* stream);
+void report_all_deferred_checks(int device);
+// cuda::check_later's deferred mode (core/cuda_api.h).
+void defer_value_check(const Tensor& values, std::function<void(const Tensor&)> report);
 
 }  // namespace nabla::cuda

@@ -30,11 +30,11 @@ void Embedding::reset_parameters() {
 Tensor Embedding::forward(Tensor indices) {
   check<DTypeError>(indices.dtype() == kInt64 || indices.dtype() == kInt32,
                     "Embedding: indices must be int64 (or int32), got ", indices.dtype());
-  if (value_checks::check_now(indices)) {  // one host synchronization on a GPU (see nn/value_checks.h)
-    auto [lo, hi] = value_checks::min_max<int64_t>(indices);
-    check<IndexError>(lo >= 0 && hi < num_embeddings, "Embedding: index ", lo < 0 ? lo : hi,
-                      " is out of range for a table of ", num_embeddings, " rows");
-  }
+  // On a GPU, reported at the next synchronization (see nn/value_checks.h).
+  value_checks::check_min_max<int64_t>(indices, [n = num_embeddings](int64_t lo, int64_t hi) {
+    check<IndexError>(lo >= 0 && hi < n, "Embedding: index ", lo < 0 ? lo : hi, " is out of range for a table of ", n,
+                      " rows");
+  });
   return F::embedding(weight, indices, padding_idx);
 }
 

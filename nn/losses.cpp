@@ -62,14 +62,24 @@ void check_class_target(const Tensor& input, const Tensor& target, const Tensor&
                       "), got shape ", weight.sizes());
   if (!value_checks::check_now(target)) return;
   autograd::NoGradGuard ng;
-  // The common case costs two reductions (one host synchronization on a GPU): every target in range.
+  auto in_bounds = [op, c, ignore_index](int64_t lo, int64_t hi) {
+    if (lo >= 0 && hi < c) return;
+    if (!ignore_index)  // a loss without ignore_index (multi_margin_loss)
+      throw IndexError(detail::str(op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
+                                   " classes (expected values in [0, ", c, "))"));
+    throw IndexError(detail::str(op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
+                                 " classes (expected values in [0, ", c, ") or ignore_index ", *ignore_index, ")"));
+  };
+  // Ignored targets (e.g. padding marked -100) count as class 0.
+  if (target.is_cuda() && c > 0) {  // checked on the device without waiting (nn/value_checks.h)
+    value_checks::check_min_max<int64_t>(ignore_index ? target.masked_fill(target.eq(*ignore_index), 0) : target,
+                                         in_bounds);
+    return;
+  }
+  // The common case costs two reductions: every target in range.
   auto [lo, hi] = value_checks::min_max<int64_t>(target);
   if (lo >= 0 && hi < c) return;
-  if (!ignore_index) {  // a loss without ignore_index (multi_margin_loss)
-    throw IndexError(detail::str(op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
-                                 " classes (expected values in [0, ", c, "))"));
-  }
-  // Ignored targets (e.g. padding marked -100) count as class 0: one more synchronization on a GPU.
+  if (!ignore_index) in_bounds(lo, hi);
   if (c > 0) {
     std::tie(lo, hi) = value_checks::min_max<int64_t>(target.masked_fill(target.eq(*ignore_index), 0));
   } else {
@@ -79,8 +89,7 @@ void check_class_target(const Tensor& input, const Tensor& target, const Tensor&
     lo = t.min().item<int64_t>();
     hi = t.max().item<int64_t>();
   }
-  check<IndexError>(lo >= 0 && hi < c, op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
-                    " classes (expected values in [0, ", c, ") or ignore_index ", *ignore_index, ")");
+  in_bounds(lo, hi);
 }
 
 }  // namespace
@@ -217,11 +226,10 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCE
   check_same_shape(input, target, "binary_cross_entropy");
   Tensor w = o.weight.defined() ? o.weight.to(input.dtype()) : Tensor();
   if (w.defined()) broadcast_shapes(w.sizes(), input.sizes(), "binary_cross_entropy (weight)");
-  if (value_checks::check_now(input)) {
-    auto [lo, hi] = value_checks::min_max<double>(input);
+  value_checks::check_min_max<double>(input, [](double lo, double hi) {
     check<ValueError>(lo >= 0 && hi <= 1, "binary_cross_entropy: all elements of input should be between 0 and 1, got [",
                       lo, ", ", hi, "] (apply sigmoid first, or use binary_cross_entropy_with_logits)");
-  }
+  });
   // One node: the logs are clamped at -100 as PyTorch does, and the input gradient uses
   // (x - y) / max(x (1 - x), 1e-12), which stays finite at x = 0 and x = 1.
   Tensor loss;
@@ -431,10 +439,7 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
                         input.sizes(), ", nor it without the last dim, nor it with a last dim of 1");
     }
   }
-  if (value_checks::check_now(v)) {
-    autograd::NoGradGuard ng;
-    check<ValueError>(v.min().item<double>() >= 0, op, ": var has negative entries");
-  }
+  value_checks::check_min_max<double>(v, [op](double lo, double) { check<ValueError>(lo >= 0, op, ": var has negative entries"); });
   // Clamped at eps, with the clamp invisible to autograd (PyTorch clamps in place under no_grad).
   v = v + (clamp_min(v, o.eps) - v).detach();
   Tensor d = input - target;

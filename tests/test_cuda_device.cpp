@@ -81,7 +81,8 @@ TEST(CudaDevice, disable_env_forces_cpu) {
 
 TEST(CudaDevice, math_mode_switches_round_trip) {
   bool tf32 = cuda::allow_tf32(), bench = cuda::cudnn::benchmark(), det = cuda::cudnn::deterministic();
-  bool ctf32 = cuda::cudnn::allow_tf32(), checks = cuda::index_checks();
+  bool ctf32 = cuda::cudnn::allow_tf32();
+  cuda::IndexChecks checks = cuda::index_checks_mode();
   EXPECT_FALSE(tf32) << "TF32 must be off by default";
   EXPECT_FALSE(ctf32) << "cuDNN TF32 must be off by default";
   cuda::set_allow_tf32(true);
@@ -94,6 +95,11 @@ TEST(CudaDevice, math_mode_switches_round_trip) {
   EXPECT_TRUE(cuda::cudnn::deterministic());
   EXPECT_TRUE(cuda::cudnn::allow_tf32());
   EXPECT_FALSE(cuda::index_checks());
+  EXPECT_EQ(cuda::index_checks_mode(), cuda::IndexChecks::off);
+  cuda::set_index_checks(true);  // on means deferred (the default)
+  EXPECT_EQ(cuda::index_checks_mode(), cuda::IndexChecks::deferred);
+  cuda::set_index_checks(cuda::IndexChecks::immediate);
+  EXPECT_TRUE(cuda::index_checks());
   cuda::set_allow_tf32(tf32);
   cuda::cudnn::set_benchmark(bench);
   cuda::cudnn::set_deterministic(det);

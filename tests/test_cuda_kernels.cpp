@@ -15,6 +15,13 @@ namespace {
 
 using testing::close_on_host;
 
+// Sets the index-check mode for one test and restores the previous one.
+struct IndexCheckMode {
+  cuda::IndexChecks prev = cuda::index_checks_mode();
+  explicit IndexCheckMode(cuda::IndexChecks mode) { cuda::set_index_checks(mode); }
+  ~IndexCheckMode() { cuda::set_index_checks(prev); }
+};
+
 Tensor rnd(IntArrayRef shape, DType dt = kFloat64, uint64_t seed = 1) {
   manual_seed(seed);
   return randn(shape, dtype(kFloat64)).to(dt);
@@ -204,6 +211,7 @@ TEST(CudaKernels, sort_and_topk_short_long_ties_nan) {
 // ---- indexing -----------------------------------------------------------------------------------------
 TEST(CudaKernels, out_of_range_indices_are_index_errors) {
   NABLA_REQUIRE_CUDA();
+  IndexCheckMode immediate(cuda::IndexChecks::immediate);  // each op waits and throws itself
   Tensor x = rnd({4, 5}).cuda();
   Tensor bad = tensor({0, 7}, kInt64).cuda();
   EXPECT_THROW(x.index_select(0, bad), IndexError);
@@ -221,9 +229,76 @@ TEST(CudaKernels, out_of_range_indices_are_index_errors) {
   // With checks off, out-of-range indices are skipped and nothing throws (or faults).
   cuda::set_index_checks(false);
   EXPECT_NO_THROW(x.index_select(0, bad));
-  cuda::set_index_checks(true);
+  EXPECT_NO_THROW(cuda::synchronize());
+  cuda::set_index_checks(cuda::IndexChecks::immediate);
   // The device is healthy afterwards.
   EXPECT_EQ(ones({3}, kCUDA).sum().item<double>(), 3.0);
+}
+
+TEST(CudaKernels, deferred_index_errors_surface_at_the_next_synchronization) {
+  NABLA_REQUIRE_CUDA();
+  IndexCheckMode deferred(cuda::IndexChecks::deferred);
+  cuda::synchronize();
+  Tensor x = rnd({4, 5}).cuda();
+  Tensor bad = tensor({0, 7}, kInt64).cuda(), good = tensor({3, 0, -1}, kInt64).cuda();
+  auto message_of = [](auto&& sync) {
+    try {
+      sync();
+    } catch (const IndexError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no IndexError");
+  };
+  // The op does not wait; the copy to the host that follows reports it, once.
+  Tensor y;
+  EXPECT_NO_THROW(y = x.index_select(0, bad));
+  std::string m = message_of([&] { (void)y.cpu(); });
+  EXPECT_NE(m.find("index_select: index 7 is out of range for dim 0 of size 4"), std::string::npos) << m;
+  EXPECT_NE(m.find("later synchronization"), std::string::npos) << m;
+  EXPECT_NO_THROW((void)y.cpu());
+  // cuda::synchronize() and item() (of an unrelated tensor on the same stream) report too.
+  (void)x.gather(1, tensor({{0}, {9}, {1}, {2}}, kInt64).cuda());
+  m = message_of([] { cuda::synchronize(); });
+  EXPECT_NE(m.find("gather: index 9"), std::string::npos) << m;
+  (void)embedding(x, tensor({-5}, kInt64).cuda());
+  m = message_of([] { (void)ones({2}, kCUDA).sum().item<double>(); });
+  EXPECT_NE(m.find("index -5"), std::string::npos) << m;
+  // Of several bad ops, the first is reported and the rest dropped.
+  (void)x.index_select(0, tensor({9}, kInt64).cuda());
+  (void)x.index_select(1, tensor({6}, kInt64).cuda());
+  m = message_of([] { cuda::synchronize(); });
+  EXPECT_NE(m.find("index 9 is out of range for dim 0"), std::string::npos) << m;
+  EXPECT_NO_THROW(cuda::synchronize());
+  // More checks than records (1024 per device) without a synchronization: the oldest are waited
+  // for and reported then, by the op that needs a record; none is lost.
+  for (int i = 0; i < 2500; ++i) (void)x.index_select(0, good);
+  EXPECT_NO_THROW(cuda::synchronize());
+  m = message_of([&] {
+    (void)x.index_select(0, bad);
+    for (int i = 0; i < 1500; ++i) (void)x.index_select(0, good);
+  });
+  EXPECT_NE(m.find("index 7"), std::string::npos) << m;
+  EXPECT_NO_THROW(cuda::synchronize());
+  // A check made on a side stream is that stream's: the main stream's copy does not report it.
+  cuda::Stream side = cuda::new_stream();
+  {
+    cuda::StreamGuard on_side(side);
+    (void)x.index_select(0, bad);
+  }
+  EXPECT_NO_THROW((void)ones({2}, kCUDA).cpu());
+  m = message_of([&] { side.synchronize(); });
+  EXPECT_NE(m.find("index 7"), std::string::npos) << m;
+  // Losses' and layers' range checks are deferred the same way.
+  Tensor logits = rnd({3, 4}).cuda(), target = tensor({0, 9, 1}, kInt64).cuda();
+  Tensor loss;
+  EXPECT_NO_THROW(loss = nn::functional::cross_entropy(logits, target));
+  m = message_of([&] { (void)loss.item<double>(); });
+  EXPECT_NE(m.find("target 9 is out of bounds"), std::string::npos) << m;
+  EXPECT_NEAR(nn::functional::cross_entropy(logits, tensor({0, 3, 1}, kInt64).cuda()).item<double>(),
+              nn::functional::cross_entropy(logits.cpu(), tensor({0, 3, 1}, kInt64)).item<double>(), 1e-12);
+  // Good indices: equal to the CPU, nothing reported.
+  EXPECT_TRUE(close_on_host(x.index_select(0, good), x.cpu().index_select(0, good.cpu()), 0));
+  EXPECT_NO_THROW(cuda::synchronize());
 }
 
 TEST(CudaKernels, scatter_is_deterministic_and_matches_the_cpu_with_duplicates) {
@@ -258,6 +333,7 @@ TEST(CudaKernels, scatter_is_deterministic_and_matches_the_cpu_with_duplicates) 
 // (the atomic default does not promise that) and repeat run to run.
 TEST(CudaKernels, deterministic_accumulation_equals_the_cpu_bit_for_bit) {
   NABLA_REQUIRE_CUDA();
+  IndexCheckMode immediate(cuda::IndexChecks::immediate);  // bad indices throw at the op, leaving `out` as it was
   struct Restore {
     ~Restore() { use_deterministic_algorithms(false); }
   } restore;
@@ -398,6 +474,7 @@ TEST(CudaKernels, random_streams_equal_the_cpu_after_the_same_seed) {
 // ---- edge cases found by reading the kernels (each differed from the CPU) --------------------------
 TEST(CudaKernels, edge_cases_agree_with_the_cpu) {
   NABLA_REQUIRE_CUDA();
+  IndexCheckMode immediate(cuda::IndexChecks::immediate);  // index_add's check before it adds
   // log_softmax of large logits: (x - max) - log(sum), not x - (max + log(sum)), keeps float32 digits.
   Tensor big = tensor({1000.0f, 999.0f, 998.0f}).reshape({1, 3});
   Tensor want = log_softmax(big.to(kFloat64), 1);

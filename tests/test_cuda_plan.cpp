@@ -1,5 +1,5 @@
 // The host-side planning of the CUDA kernels (cuda/iter.h, cuda/reduce_plan.h, cuda/gemm_plan.h,
-// cuda/cudnn_plan.h, cuda/index_plan.h):
+// cuda/cudnn_plan.h, cuda/index_plan.h, cuda/deferred_checks.h):
 // plain C++, so these tests run on every machine, with or without a GPU or a CUDA build. They pin
 // down the index arithmetic the kernels rely on.
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cuda/cudnn_plan.h"
+#include "cuda/deferred_checks.h"
 #include "cuda/driver_reason.h"
 #include "cuda/gemm_plan.h"
 #include "cuda/index_plan.h"
@@ -441,6 +442,77 @@ TEST(CudaPlan, deterministic_switch_is_off_by_default_and_global) {
   other.join();
   use_deterministic_algorithms(false);
   EXPECT_FALSE(are_deterministic_algorithms_enabled());
+}
+
+// Deferred index checks: slots, streams, order of reports, overflow (cuda/deferred_checks.h).
+TEST(CudaPlan, deferred_checks_report_per_stream_in_order_and_free_their_slots) {
+  void* a = reinterpret_cast<void*>(0x10);
+  void* b = reinterpret_cast<void*>(0x20);
+  DeferredCheckBook book(4);
+  std::vector<int64_t> records(4 * 4, 0);  // what the kernels would have written
+  std::vector<std::string> ran;
+  auto arm = [&](int slot, std::string name) {
+    book.arm(slot, [&ran, name](const int64_t* r) {
+      ran.push_back(name);
+      if (r[0]) throw IndexError(name + ": index " + std::to_string(r[1]));
+    });
+  };
+  int s0 = book.take_slot(a), s1 = book.take_slot(b), s2 = book.take_slot(a);
+  EXPECT_EQ(s0, 0);
+  EXPECT_EQ(s1, 1);
+  EXPECT_EQ(s2, 2);
+  arm(s0, "a0");
+  arm(s1, "b1");
+  arm(s2, "a2");
+  EXPECT_EQ(book.pending(), 3u);
+  EXPECT_EQ(book.streams(), (std::vector<void*>{a, b}));
+  auto record = [&](int slot) { return records.data() + slot * 4; };
+  // Finishing stream a runs a's reports in the order the checks were made, not b's.
+  auto done = book.finish(a);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(slot_span(done), (std::pair<int, int>{0, 3}));
+  run_reports(done, record);
+  EXPECT_EQ(ran, (std::vector<std::string>{"a0", "a2"}));
+  EXPECT_EQ(book.pending(), 1u);
+  EXPECT_TRUE(book.finish(a).empty());
+  // Freed slots are taken again; a full book says so (-1) instead of growing.
+  int t0 = book.take_slot(a), t1 = book.take_slot(a), t2 = book.take_slot(b);
+  EXPECT_GE(std::min({t0, t1, t2}), 0);
+  EXPECT_EQ(book.pending(), 4u);
+  EXPECT_EQ(book.take_slot(a), -1);
+  arm(t0, "a-first");
+  arm(t1, "a-second");
+  // t2 is never armed (its op failed before its kernel): finished without a report.
+  records[t0 * 4] = 1;
+  records[t0 * 4 + 1] = 9;
+  records[t1 * 4] = 1;
+  records[t1 * 4 + 1] = 5;
+  ran.clear();
+  done = book.finish(nullptr, /*all_streams=*/true);
+  EXPECT_EQ(done.size(), 4u);
+  EXPECT_EQ(book.pending(), 0u);
+  // The first bad check is the error; the reports after it do not run.
+  try {
+    run_reports(done, record);
+    FAIL() << "expected an IndexError";
+  } catch (const IndexError& e) {
+    EXPECT_EQ(std::string(e.what()), "a-first: index 9");
+  }
+  EXPECT_EQ(ran, (std::vector<std::string>{"b1", "a-first"}));
+  EXPECT_TRUE(book.streams().empty());
+  // Order survives slot reuse: a check made later in a lower slot reports later.
+  DeferredCheckBook small(2);
+  int x = small.take_slot(a), y = small.take_slot(a);
+  small.finish(a);
+  int z = small.take_slot(a);  // made first, in the higher slot
+  int w = small.take_slot(a);
+  EXPECT_NE(x, y);
+  EXPECT_GT(z, w);
+  small.arm(z, [&ran](const int64_t*) { ran.push_back("z"); });
+  small.arm(w, [&ran](const int64_t*) { ran.push_back("w"); });
+  ran.clear();
+  run_reports(small.finish(a), record);
+  EXPECT_EQ(ran, (std::vector<std::string>{"z", "w"}));
 }
 
 }  // namespace
