@@ -12,6 +12,7 @@
 #include "core/graph.h"
 #include "core/ops.h"
 #include "distributed/nccl_plan.h"
+#include "distributed/nccl_watch.h"
 
 namespace nabla::distributed {
 
@@ -32,6 +33,9 @@ static_assert(static_cast<int>(NcclOp::sum) == ncclSum && static_cast<int>(NcclO
               static_cast<int>(NcclOp::avg) == ncclAvg,
               "nccl_plan::NcclOp must hold NCCL's ncclRedOp_t values");
 static_assert(NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0), "ncclAvg needs NCCL 2.10 or newer");
+static_assert(nccl_watch::kNcclSuccess == ncclSuccess && nccl_watch::kNcclInProgress == ncclInProgress,
+              "nccl_watch's status values must be NCCL's");
+using nccl_watch::Stage;
 
 ncclDataType_t to_nccl(NcclType t) { return static_cast<ncclDataType_t>(static_cast<int>(t)); }
 ncclRedOp_t to_nccl(NcclOp o) { return static_cast<ncclRedOp_t>(static_cast<int>(o)); }
@@ -49,6 +53,10 @@ struct NcclLibrary {
   decltype(&::ncclGetLastError) ncclGetLastError = nullptr;  // optional (NCCL 2.13)
   decltype(&::ncclGetUniqueId) ncclGetUniqueId = nullptr;
   decltype(&::ncclCommInitRank) ncclCommInitRank = nullptr;
+  // Optional (NCCL 2.14): a non-blocking communicator, whose setup and teardown obey the timeout.
+  // Without them (an older NCCL) setup blocks until every rank has joined, as ncclCommInitRank does.
+  decltype(&::ncclCommInitRankConfig) ncclCommInitRankConfig = nullptr;
+  decltype(&::ncclCommFinalize) ncclCommFinalize = nullptr;
   decltype(&::ncclCommDestroy) ncclCommDestroy = nullptr;
   decltype(&::ncclCommAbort) ncclCommAbort = nullptr;
   decltype(&::ncclCommGetAsyncError) ncclCommGetAsyncError = nullptr;
@@ -97,6 +105,9 @@ const NcclLibrary& api() {
     load_symbol(h, "ncclGetLastError", l.ncclGetLastError, l.error, /*required=*/false);
     load_symbol(h, "ncclGetUniqueId", l.ncclGetUniqueId, l.error);
     load_symbol(h, "ncclCommInitRank", l.ncclCommInitRank, l.error);
+    load_symbol(h, "ncclCommInitRankConfig", l.ncclCommInitRankConfig, l.error, /*required=*/false);
+    load_symbol(h, "ncclCommFinalize", l.ncclCommFinalize, l.error, /*required=*/false);
+    if (!l.ncclCommInitRankConfig || !l.ncclCommFinalize) l.ncclCommInitRankConfig = nullptr, l.ncclCommFinalize = nullptr;
     load_symbol(h, "ncclCommDestroy", l.ncclCommDestroy, l.error);
     load_symbol(h, "ncclCommAbort", l.ncclCommAbort, l.error);
     load_symbol(h, "ncclCommGetAsyncError", l.ncclCommGetAsyncError, l.error);
@@ -133,8 +144,12 @@ std::string nccl_version() {
 struct ProcessGroupNccl::Impl {
   std::string where;  // "rank 0 of 2 (nccl, cuda:0, timeout 1000 ms)"
   ncclComm_t comm = nullptr;
+  bool nonblocking = false;  // made with blocking = 0: calls may answer ncclInProgress (see nccl_watch.h)
+  std::chrono::milliseconds timeout{0};
   cuda::Stream stream;
-  std::mutex mutex;    // the NCCL calls, comm and broken
+  // The NCCL calls, comm and broken. Recursive: a call that answers ncclInProgress is watched (the
+  // watch asks for the state and may abort) while the lock taken to make the call is held.
+  std::recursive_mutex mutex;
   std::string broken;  // the first failure
 
   cudaStream_t raw_stream() const { return static_cast<cudaStream_t>(stream.handle()); }
@@ -150,26 +165,96 @@ struct ProcessGroupNccl::Impl {
     return s;
   }
 
-  // Marks the group broken, aborts the communicator (its kernels return) and throws. mutex held.
-  [[noreturn]] void fail(const std::string& what, const std::string& why) {
-    std::string msg = detail::str(what, " failed on ", where, ": ", why);
-    if (broken.empty()) broken = msg;
+  // Marks the group broken with `message` and aborts the communicator (its kernels return).
+  void abort(const std::string& message) {
+    std::lock_guard lock(mutex);
+    if (broken.empty()) broken = message;
     if (comm) {
       if (api().ncclCommAbort(comm) != ncclSuccess) {
-        // best effort: the group is unusable either way, and the error below says why
+        // best effort: the group is unusable either way, and the error thrown says why
       }
       comm = nullptr;
     }
+  }
+
+  // Marks the group broken, aborts the communicator and throws.
+  [[noreturn]] void fail(const std::string& what, const std::string& why) {
+    std::string msg = detail::str(what, " failed on ", where, ": ", why);
+    abort(msg);
     throw DistributedError(msg);
   }
 };
 
 namespace {
-// Throws (through fail) when an NCCL call did not succeed. mutex held.
-void check_nccl(ncclResult_t r, ProcessGroupNccl::Impl& impl, const std::string& what, const char* call) {
-  if (r == ncclSuccess) return;
-  impl.fail(what, detail::str(call, ": ", impl.status_text(r)));
+
+// Throws (through fail) unless an NCCL call succeeded. mutex held.
+void check_nccl_done(ncclResult_t r, ProcessGroupNccl::Impl& impl, const std::string& what, const char* call) {
+  if (r != ncclSuccess) impl.fail(what, detail::str(call, ": ", impl.status_text(r)));
 }
+
+// The watch's view of the group (nccl_watch.h): NCCL's state, the event after a collective, abort.
+class CommProbe : public nccl_watch::Probe {
+ public:
+  explicit CommProbe(ProcessGroupNccl::Impl& impl, const cuda::Event* done = nullptr) : impl_(impl), done_(done) {}
+  std::string broken() override {
+    std::lock_guard lock(impl_.mutex);
+    return impl_.broken.empty() && !impl_.comm ? std::string("the communicator is gone") : impl_.broken;
+  }
+  int state() override {
+    std::lock_guard lock(impl_.mutex);
+    check<DistributedError>(impl_.comm != nullptr, "process group (", impl_.where, ") has no communicator: ",
+                            impl_.broken);
+    ncclResult_t state = ncclSuccess;
+    check_nccl_done(api().ncclCommGetAsyncError(impl_.comm, &state), impl_, "ncclCommGetAsyncError",
+                    "ncclCommGetAsyncError");
+    return static_cast<int>(state);
+  }
+  bool event_done() override { return done_ && done_->query(); }
+  std::string status_text(int status) override {
+    std::lock_guard lock(impl_.mutex);
+    return impl_.status_text(static_cast<ncclResult_t>(status));
+  }
+  void abort(const std::string& message) override { impl_.abort(message); }
+
+ protected:
+  ProcessGroupNccl::Impl& impl_;
+  const cuda::Event* done_;
+};
+
+// As check_nccl_done, but a call that a non-blocking communicator answered with ncclInProgress is
+// watched (through `probe`, by default the enqueue stage's) until NCCL has finished it, within the
+// group's timeout: an error or the timeout aborts the communicator and throws. mutex held.
+void check_nccl(ncclResult_t r, ProcessGroupNccl::Impl& impl, const std::string& what, const char* call,
+                nccl_watch::Probe* probe = nullptr, Stage stage = Stage::enqueue) {
+  if (r == ncclInProgress && impl.nonblocking && impl.comm) {
+    CommProbe enqueue(impl);
+    nccl_watch::watch(probe ? *probe : enqueue, stage, what, impl.where, impl.timeout, call);
+    return;
+  }
+  check_nccl_done(r, impl, what, call);
+}
+
+// Setup's probe also says which ranks never reached the setup (each sets its key in the store first).
+class SetupProbe : public CommProbe {
+ public:
+  SetupProbe(ProcessGroupNccl::Impl& impl, Store& store, int size) : CommProbe(impl), store_(store), size_(size) {}
+  std::string hint(Stage) override {
+    std::string missing;
+    try {
+      for (int r = 0; r < size_; ++r)
+        if (!store_.check({setup_key(r)})) missing += detail::str(missing.empty() ? "" : ", ", r);
+    } catch (const std::exception&) {
+      return "";  // the store is gone too (rank 0 gave up): nothing more to say
+    }
+    return missing.empty() ? "every rank reached the setup" : "ranks that never reached the setup: " + missing;
+  }
+  static std::string setup_key(int rank) { return detail::str("nabla.nccl.setup.", rank); }
+
+ private:
+  Store& store_;
+  int size_;
+};
+
 }  // namespace
 
 // ---- construction ---------------------------------------------------------------------------------
@@ -187,6 +272,7 @@ ProcessGroupNccl::ProcessGroupNccl(Store& store, int rank, int size, NcclOptions
                     " CUDA devices)");
   impl_->where = detail::str("rank ", rank, " of ", size, " (nccl, cuda:", device_, ", timeout ",
                              options_.timeout.count(), " ms)");
+  impl_->timeout = options_.timeout;
 
   // NCCL's unique id: made by rank 0, read by the others through the store.
   ncclUniqueId id;
@@ -210,9 +296,24 @@ ProcessGroupNccl::ProcessGroupNccl(Store& store, int rank, int size, NcclOptions
   }
   cuda::DeviceGuard device_guard(device_);
   impl_->stream = cuda::new_stream(device_);
-  ncclComm_t comm = nullptr;  // kept only once made (a failed init leaves nothing to abort)
-  check_nccl(L.ncclCommInitRank(&comm, size, id, rank), *impl_, "init_process_group", "ncclCommInitRank");
-  impl_->comm = comm;
+  // Each rank says it reached the setup, so that a rank whose setup times out can name the missing.
+  store.set(SetupProbe::setup_key(rank), std::vector<char>{'1'});
+  if (L.ncclCommInitRankConfig) {
+    // Non-blocking: the call returns at once and the setup (which waits for every rank to join) is
+    // watched within the timeout; a peer that never comes aborts it instead of hanging here.
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    impl_->nonblocking = true;
+    SetupProbe probe(*impl_, store, size);
+    // The communicator is kept as soon as NCCL returns it (in progress): a failed setup aborts it.
+    check_nccl(L.ncclCommInitRankConfig(&impl_->comm, size, id, rank, &config), *impl_, "init_process_group",
+               "ncclCommInitRankConfig", &probe, Stage::setup);
+  } else {
+    // NCCL before 2.14: ncclCommInitRank blocks until every rank has joined (not bounded by the timeout).
+    ncclComm_t comm = nullptr;  // kept only once made (a failed init leaves nothing to abort)
+    check_nccl(L.ncclCommInitRank(&comm, size, id, rank), *impl_, "init_process_group", "ncclCommInitRank");
+    impl_->comm = comm;
+  }
 }
 
 ProcessGroupNccl::~ProcessGroupNccl() {
@@ -230,6 +331,18 @@ ProcessGroupNccl::~ProcessGroupNccl() {
     finished = false;
   }
   // A destructor has nobody to report a failed clean-up to.
+  if (finished && impl_->broken.empty() && impl_->nonblocking) {
+    // Non-blocking: ncclCommFinalize flushes and waits for the peers (watched within the timeout;
+    // the watch aborts the communicator when it fails), then ncclCommDestroy frees without blocking.
+    try {
+      CommProbe probe(*impl_);
+      check_nccl(api().ncclCommFinalize(impl_->comm), *impl_, "destroy_process_group", "ncclCommFinalize", &probe,
+                 Stage::teardown);
+    } catch (const std::exception&) {
+      finished = false;  // aborted already (comm is null)
+    }
+  }
+  if (!impl_->comm) return;
   if (finished && impl_->broken.empty()) {
     if (api().ncclCommDestroy(impl_->comm) != ncclSuccess) {
     }
@@ -258,23 +371,9 @@ namespace {
 // Waits (on the host) until `done` has completed, watching NCCL's asynchronous error and the timeout.
 void wait_for(ProcessGroupNccl::Impl& impl, const cuda::Event& done, const std::string& what,
               std::chrono::milliseconds timeout) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int spins = 0; !done.query(); ++spins) {
-    std::lock_guard lock(impl.mutex);
-    if (!impl.broken.empty())
-      throw DistributedError(detail::str(what, ": process group (", impl.where,
-                                         ") is unusable after an earlier failure: ", impl.broken));
-    ncclResult_t async = ncclSuccess;
-    check_nccl(api().ncclCommGetAsyncError(impl.comm, &async), impl, what, "ncclCommGetAsyncError");
-    if (async != ncclSuccess && async != ncclInProgress)
-      impl.fail(what, detail::str("NCCL reported ", impl.status_text(async), "; the communicator was aborted"));
-    if (std::chrono::steady_clock::now() - t0 > timeout)
-      impl.fail(what, detail::str("not finished within the timeout (", timeout.count(),
-                                  " ms): a peer died, hangs or did not call it (NCCL does not say which); the "
-                                  "communicator was aborted"));
-    if (spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(50));
-    else std::this_thread::yield();
-  }
+  if (done.query()) return;  // already finished: no lock, no NCCL call
+  CommProbe probe(impl, &done);
+  nccl_watch::watch(probe, Stage::completion, what, impl.where, timeout);
 }
 
 // What the collective reads: the tensor itself when contiguous, else a contiguous copy (made on the

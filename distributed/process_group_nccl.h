@@ -5,9 +5,14 @@
 // and init_process_group({.backend = "nccl"}) says why it cannot run there.
 //
 // Construction: rank 0 makes NCCL's unique id and puts it in the store; the other ranks read it;
-// every rank joins the communicator (ncclCommInitRank) on its device (NcclOptions::device, default
-// the current device: call cuda::set_device(dist::get_local_rank()) first, one GPU per rank, as
-// with PyTorch; NCCL refuses two ranks on one GPU).
+// every rank joins the communicator on its device (NcclOptions::device, default the current device:
+// call cuda::set_device(dist::get_local_rank()) first, one GPU per rank, as with PyTorch; NCCL refuses
+// two ranks on one GPU). The communicator is non-blocking (ncclCommInitRankConfig with blocking = 0,
+// NCCL 2.14 and later): its setup, every NCCL call that answers ncclInProgress and the destructor's
+// ncclCommFinalize are watched within `timeout` (nccl_watch.h), so a peer that dies or never arrives
+// gives a DistributedError naming the setup (and the ranks that never reached it) or the collective,
+// and the communicator is aborted, instead of a hang. With an older NCCL the setup blocks
+// (ncclCommInitRank) until every rank has joined.
 //
 // How a collective flows: on the caller's thread, the checks (CUDA tensors on the group's device,
 // avg on a floating dtype, ranks in range) and a contiguous copy of a non-contiguous input, made on

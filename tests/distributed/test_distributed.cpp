@@ -392,6 +392,41 @@ int worker_main(const std::string& scenario) {
         check_ddp(true);
       }
       dist::destroy_process_group();
+    } else if (scenario == "nccl_peer_hangs") {
+      // The last rank stops taking part (alive) for longer than the timeout: the others' wait must
+      // give up after the timeout, abort the communicator and name the collective.
+      cuda::set_device(env_int("RANK"));
+      g_device = Device::cuda(static_cast<int16_t>(env_int("RANK")));
+      dist::init_process_group({.backend = "nccl", .init_method = "env://", .timeout = timeout});
+      int r = dist::get_rank(), n = dist::get_world_size();
+      Tensor x = ones({1000}, TensorOptions(kFloat32).device(g_device));
+      dist::all_reduce(x);
+      expect_values(x.narrow(0, 0, 1), {double(n)}, "the first all_reduce");
+      if (r == n - 1) {
+        std::this_thread::sleep_for(timeout + std::chrono::milliseconds(2000));
+        _exit(0);
+      }
+      auto t0 = Clock::now();
+      try {
+        dist::all_reduce(x);
+        expect(false, "all_reduce succeeded although rank ", n - 1, " never called it");
+      } catch (const dist::DistributedError& e) {
+        double s = seconds_since(t0);
+        std::cerr << "rank " << r << " after " << s << " s: " << e.what() << "\n";
+        std::string m = e.what();
+        expect(m.find("all_reduce") != std::string::npos && m.find("within the timeout") != std::string::npos &&
+                   m.find("aborted") != std::string::npos,
+               "the error should name all_reduce and the timeout: ", m);
+        expect(s >= timeout.count() / 1000.0 * 0.9 && s < timeout.count() / 1000.0 + 5.0, "the error took ", s,
+               " s, the timeout is ", timeout.count(), " ms");
+      }
+      try {
+        dist::barrier();
+        expect(false, "barrier succeeded on a broken group");
+      } catch (const dist::DistributedError& e) {
+        expect(std::string(e.what()).find("earlier failure") != std::string::npos, "broken group: ", e.what());
+      }
+      _exit(0);  // the stuck peer's communicator is gone: no orderly destroy
     } else if (scenario == "tcp_and_file") {
       // tcp:// with explicit rank and world size, then file:// in a fresh directory: init again after destroy.
       int rank = env_int("RANK"), ws = env_int("WORLD_SIZE");
@@ -1028,6 +1063,36 @@ TEST(DistributedNccl, WorldOfOneRunsEveryCollectiveOnTheGpu) {
     EXPECT_TRUE(bn->weight.grad().is_cuda());
   }
   dist::destroy_process_group();
+}
+
+// NCCL's communicator setup waits for every rank; a rank that never arrives must not hang the others
+// (the setup is non-blocking and watched): rank 0 of 2 alone, on one GPU, fails within the timeout,
+// naming the setup and the missing rank.
+TEST(DistributedNccl, SetupWhosePeerNeverArrivesFailsWithinTheTimeout) {
+  if (std::string why = nccl_unavailable(1); !why.empty()) GTEST_SKIP() << why;
+  dist::TCPStore store("127.0.0.1", 0, /*is_server=*/true, std::chrono::seconds(10));
+  auto t0 = Clock::now();
+  try {
+    dist::ProcessGroupNccl pg(store, 0, 2, {.timeout = std::chrono::milliseconds(2000), .device = 0});
+    ADD_FAILURE() << "a communicator of 2 ranks was made with only rank 0";
+  } catch (const dist::DistributedError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("init_process_group failed on rank 0 of 2"), std::string::npos) << m;
+    EXPECT_NE(m.find("setup"), std::string::npos) << m;
+    EXPECT_NE(m.find("2000 ms"), std::string::npos) << m;
+    EXPECT_NE(m.find("ranks that never reached the setup: 1"), std::string::npos) << m;
+    std::cerr << m << "\n";
+  }
+  double s = seconds_since(t0);
+  EXPECT_GE(s, 1.8);
+  EXPECT_LT(s, 12.0);
+}
+
+TEST(DistributedNccl, StuckPeerFailsTheOthersAfterTheTimeout) {
+  if (std::string why = nccl_unavailable(2); !why.empty()) GTEST_SKIP() << why;
+  auto results = run_workers("nccl_peer_hangs", 2, all_ranks(2), 3000);
+  expect_all_ok(results);
+  std::cout << results[0].output << results[1].output;
 }
 
 TEST(DistributedNccl, EveryOpAndDTypeOnTwoGpus) {
