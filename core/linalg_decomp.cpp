@@ -4,7 +4,12 @@
 // The forward of a decomposition runs LAPACK (core/lapack.h) on a host copy of each matrix of the
 // batch, in LAPACK's column-major layout (a row-major (*, n, m) buffer is a column-major (*, m, n)
 // matrix; where the transpose does not matter, as for inv(A^T) = inv(A)^T, the row-major copy is
-// used as is). CUDA inputs are copied to the host and the results back (no cuSOLVER yet).
+// used as is). On a device with a registered solver (core/linalg_device.h: CUDA's cuSOLVER, in
+// cuda/solver.cpp) the same trick runs on a device copy instead: inv, solve, det, slogdet (getrf,
+// getrs), cholesky (potrf), qr (geqrf, orgqr), eigh, eigvalsh (syevd or batched syevj), svd,
+// svdvals (gesvdj or batched gesvdj), and what is built on them (matrix_norm's "nuc" and 2-norms);
+// the per-matrix info codes are read back once per op, and raise the CPU's errors. lstsq still
+// copies CUDA inputs to the host and back (LAPACK's gelsd/gels), as do empty inputs.
 // Each op records one autograd node whose backward is written with differentiable ops (matmul,
 // solve, inv, ...), with PyTorch's formulas (FunctionsManual.cpp), so gradgradcheck passes.
 //
@@ -12,6 +17,7 @@
 // parallel_for, and the copies around each call are made serially (copy_serial), so nabla's pool
 // (whose workers spin for a while after each parallel op) does not take the cores OpenBLAS needs.
 // OPENBLAS_NUM_THREADS limits OpenBLAS's threads.
+#include <atomic>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -21,8 +27,29 @@
 #include "core/impl.h"
 #include "core/lapack.h"
 #include "core/linalg.h"
+#include "core/linalg_device.h"
+
+#ifdef NABLA_CUDA_STATIC
+namespace nabla::cuda {
+void register_cuda_solver();  // cuda/solver.cpp, part of a static libnabla built with CUDA
+}
+#endif
 
 namespace nabla {
+
+namespace linalg_device {
+namespace {
+std::atomic<const Solver*> g_solvers[kNumDeviceTypes];
+}
+void register_solver(DeviceType type, const Solver* solver) { g_solvers[static_cast<int>(type)].store(solver); }
+const Solver* solver_for(DeviceType type) {
+#ifdef NABLA_CUDA_STATIC
+  // A static libnabla: the solver is linked in, its static initializer is not (see core/cuda_plugin.cpp).
+  if (type == DeviceType::cuda) cuda::register_cuda_solver();
+#endif
+  return g_solvers[static_cast<int>(type)].load();
+}
+}  // namespace linalg_device
 
 using autograd::GradList;
 using autograd::Node;
@@ -179,12 +206,180 @@ bool all_zero(const Tensor& g) {
 
 Tensor eye_like(int64_t n, const Tensor& t) { return eye(n, std::nullopt, like(t)); }
 
+// ---- errors of the forwards (the same from LAPACK on the host and from a device solver) -----------
+
+[[noreturn]] void raise_inv_singular(const Tensor& A, int64_t b, int info) {
+  throw ValueError(detail::str("linalg.inv: ", batch_prefix(A, b), "The diagonal element ", info,
+                               " is zero, the inversion could not be completed because the input matrix is singular (A: ",
+                               detail::describe(A), ")"));
+}
+[[noreturn]] void raise_solve_singular(const Tensor& A, int64_t b, int) {
+  throw ValueError(detail::str("linalg.solve: ", batch_prefix(A, b),
+                               "The solver failed because the input matrix is singular (A: ", detail::describe(A), ")"));
+}
+[[noreturn]] void raise_not_positive_definite(const Tensor& A, int64_t b, int info) {
+  throw ValueError(detail::str("linalg.cholesky: ", batch_prefix(A, b),
+                               "The factorization could not be completed because the input is not positive-definite (the "
+                               "leading minor of order ",
+                               info, " is not positive-definite; A: ", detail::describe(A), ")"));
+}
+[[noreturn]] void raise_svd_failed(const Tensor& A, int64_t b, int info) {
+  throw ValueError(detail::str("linalg.svd: ", batch_prefix(A, b),
+                               "The algorithm failed to converge because the input matrix is ill-conditioned or has too "
+                               "many repeated singular values (error code: ",
+                               info, "; A: ", detail::describe(A), ")"));
+}
+[[noreturn]] void raise_eigh_failed(const Tensor& A, int64_t b, int info) {
+  throw ValueError(detail::str("linalg.eigh: ", batch_prefix(A, b),
+                               "The algorithm failed to converge because the input matrix is ill-conditioned or has too "
+                               "many repeated eigenvalues (error code: ",
+                               info, "; A: ", detail::describe(A), ")"));
+}
+
+// ---- device forwards: the layout trick of the host forwards below, on a device solver ---------------
+//
+// Each takes fresh contiguous device copies (the solver overwrites them), queues the factorization,
+// then reads the per-matrix info codes back once and raises the first failure as the host does.
+
+// The solver registered for A's device type, or nullptr: LAPACK on the host, for devices without
+// one and for empty inputs (nothing to compute). The CPU registers none (LAPACK is called directly
+// below); tests/test_cuda_solver.cpp registers LAPACK itself through the interface for CPU tensors,
+// which runs these device forwards, layouts and info handling on any machine.
+const linalg_device::Solver* device_solver(const Tensor& A) {
+  if (A.numel() == 0) return nullptr;
+  return linalg_device::solver_for(A.device().type);
+}
+
+// A fresh contiguous copy of t on its own device.
+Tensor device_fresh(const Tensor& t) {
+  Tensor c = detail::make_empty(t.sizes(), t.dtype(), t.device());
+  if (c.numel() > 0) c.copy_(t.detach());
+  return c;
+}
+Tensor int_buffer(const Shape& s, Device d) { return detail::make_empty(s, kInt32, d); }
+
+// Reads the info codes (one synchronization) and calls raise(b, code) for the first failed matrix.
+template <class F>
+void check_infos(const char* op, const Tensor& info, F&& raise) {
+  if (info.numel() == 0) return;
+  Tensor h = info.to(kCPU).contiguous();
+  const int* p = h.data_ptr<int>();
+  for (int64_t b = 0; b < h.numel(); ++b) {
+    check<ValueError>(p[b] >= 0, op, ": internal error: the device solver rejected its argument ", -p[b]);
+    if (p[b] > 0) raise(b, p[b]);
+  }
+}
+
+// inv: as inv_forward, getrf + getrs on the identity, A's row-major copy read as A^T.
+Tensor inv_device(const linalg_device::Solver& s, const Tensor& A) {
+  const int64_t n = cols(A);
+  const Shape bs = batch_shape(A);
+  Tensor a = device_fresh(A);
+  Tensor y = device_fresh(eye_like(n, A).expand(A.sizes()));
+  Tensor ipiv = int_buffer(with(bs, {n}), A.device()), info = int_buffer(bs, A.device());
+  s.getrf(a, ipiv, info);
+  s.getrs(false, a, ipiv, y);
+  check_infos("linalg.inv", info, [&](int64_t b, int code) { raise_inv_singular(A, b, code); });
+  return y;
+}
+
+// solve (same batch): A^T's LU from the row-major copy, B column-major, getrs 'T'.
+Tensor solve_device(const linalg_device::Solver& s, const Tensor& A, const Tensor& B) {
+  const int64_t n = cols(A);
+  const Shape bs = batch_shape(A);
+  Tensor a = device_fresh(A), x = device_fresh(B.mT());  // x: (*, k, n), column-major B, overwritten by X
+  Tensor ipiv = int_buffer(with(bs, {n}), A.device()), info = int_buffer(bs, A.device());
+  s.getrf(a, ipiv, info);
+  s.getrs(true, a, ipiv, x);
+  check_infos("linalg.solve", info, [&](int64_t b, int code) { raise_solve_singular(A, b, code); });
+  return x.mT().contiguous();
+}
+
+// det, sign, log|det| from the LU of A^T (no error: a singular matrix has det 0): the product of U's
+// diagonal, its sign flipped per row swap (ipiv[i] != i + 1), as lu_det on the host.
+std::tuple<Tensor, Tensor, Tensor> lu_det_device(const linalg_device::Solver& s, const Tensor& A) {
+  const int64_t n = cols(A);
+  const Shape bs = batch_shape(A);
+  Tensor a = device_fresh(A);
+  Tensor ipiv = int_buffer(with(bs, {n}), A.device()), info = int_buffer(bs, A.device());
+  s.getrf(a, ipiv, info);
+  autograd::NoGradGuard ng;
+  Tensor u = a.diagonal(0, -2, -1);  // (*, n)
+  Tensor swaps = ne(ipiv, arange(1, n + 1, 1, dtype(kInt32).device(A.device()))).sum({-1});
+  Tensor perm_sign = (1 - 2 * remainder(swaps, 2)).to(A.dtype());
+  Tensor det = perm_sign * prod(u, -1);
+  Tensor sign = perm_sign * prod(nabla::sign(u), -1);
+  Tensor logabs = where(eq(sign, 0), -std::numeric_limits<double>::infinity(), log(abs(u)).sum({-1}));
+  return {det, sign, logabs};
+}
+
+// cholesky: potrf('U') on the row-major copy (A^T column-major) leaves L in its lower triangle.
+Tensor cholesky_device(const linalg_device::Solver& s, const Tensor& A) {
+  Tensor a = device_fresh(A);
+  Tensor info = int_buffer(batch_shape(A), A.device());
+  s.potrf(/*upper=*/true, a, info);
+  check_infos("linalg.cholesky", info, [&](int64_t b, int code) { raise_not_positive_definite(A, b, code); });
+  autograd::NoGradGuard ng;
+  return a.tril();
+}
+
+// qr (m, n > 0): geqrf on the column-major copy; Q from orgqr on a zero-padded copy of its reflectors.
+std::tuple<Tensor, Tensor> qr_device(const linalg_device::Solver& s, const Tensor& A, bool complete, bool compute_q) {
+  const int64_t m = rows(A), n = cols(A), k = std::min(m, n);
+  const int64_t qcols = complete ? m : k, rrows = complete ? m : k;
+  const Shape bs = batch_shape(A);
+  Tensor a = device_fresh(A.mT());  // (*, n, m)
+  Tensor tau = detail::make_empty(with(bs, {k}), A.dtype(), A.device());
+  s.geqrf(a, tau);
+  autograd::NoGradGuard ng;
+  Tensor Q;
+  if (compute_q) {
+    Tensor q = zeros(with(bs, {qcols, m}), like(A));  // column-major Q
+    const int64_t c = std::min(n, qcols);
+    q.narrow(-2, 0, c).copy_(a.narrow(-2, 0, c));
+    s.orgqr(q, tau);
+    Q = q.mT().contiguous();
+  }
+  Tensor R = a.mT().narrow(-2, 0, rrows).triu();
+  return {Q, R};
+}
+
+// svd (m, n > 0): gesvdj on the column-major copy; V column-major read row-major is Vh.
+std::tuple<Tensor, Tensor, Tensor> svd_device(const linalg_device::Solver& s, const Tensor& A, char jobz) {
+  const int64_t m = rows(A), n = cols(A), k = std::min(m, n);
+  const bool full = jobz == 'A', vectors = jobz != 'N';
+  const Shape bs = batch_shape(A);
+  Tensor a = device_fresh(A.mT());  // (*, n, m)
+  Tensor sv = detail::make_empty(with(bs, {k}), A.dtype(), A.device());
+  Tensor u = vectors ? detail::make_empty(with(bs, {full ? m : k, m}), A.dtype(), A.device()) : Tensor();
+  Tensor v = vectors ? detail::make_empty(with(bs, {full ? n : k, n}), A.dtype(), A.device()) : Tensor();
+  Tensor info = int_buffer(bs, A.device());
+  s.gesvd(a, sv, u, v, info);
+  check_infos("linalg.svd", info, [&](int64_t b, int code) { raise_svd_failed(A, b, code); });
+  autograd::NoGradGuard ng;
+  return {vectors ? u.mT().contiguous() : Tensor(), sv, v};
+}
+
+// eigh: syevd on the row-major copy (A^T column-major: its upper triangle is A's lower one).
+std::tuple<Tensor, Tensor> eigh_device(const linalg_device::Solver& s, const Tensor& A, char uplo, bool vectors) {
+  const int64_t n = cols(A);
+  const Shape bs = batch_shape(A);
+  Tensor a = device_fresh(A);
+  Tensor w = detail::make_empty(with(bs, {n}), A.dtype(), A.device());
+  Tensor info = int_buffer(bs, A.device());
+  s.syevd(vectors, /*upper=*/uplo == 'L', a, w, info);
+  check_infos("linalg.eigh", info, [&](int64_t b, int code) { raise_eigh_failed(A, b, code); });
+  autograd::NoGradGuard ng;
+  return {w, vectors ? a.mT().contiguous() : Tensor()};
+}
+
 // ---- forward kernels (no autograd) ----------------------------------------------------------------
 
 // inv of each matrix: the row-major buffer holds A^T column-major; its LU solves A^T Y = I, and
 // Y = inv(A^T) = inv(A)^T column-major is inv(A) row-major. (getrf + getrs on the identity, as
 // PyTorch: OpenBLAS's blocked triangular solves beat getri's reference code.)
 Tensor inv_forward(const Tensor& A) {
+  if (const auto* s = device_solver(A)) return inv_device(*s, A);
   const int64_t n = cols(A);
   Tensor a = rowmajor_copy(A);
   const int64_t batch = shape_numel(batch_shape(A));
@@ -200,9 +395,7 @@ Tensor inv_forward(const Tensor& A) {
         T* m = p + b * n * n;
         for (int64_t i = 0; i < n; ++i) py[b * n * n + i * n + i] = 1;
         lapack::getrf(n, n, m, ld(n), ipiv.data(), &info);
-        check<ValueError>(info <= 0, "linalg.inv: ", batch_prefix(A, b), "The diagonal element ", info,
-                          " is zero, the inversion could not be completed because the input matrix is singular (A: ",
-                          detail::describe(A), ")");
+        if (info > 0) raise_inv_singular(A, b, info);
         lapack::getrs('N', n, n, m, ld(n), ipiv.data(), py + b * n * n, ld(n), &info);
       }
     });
@@ -213,6 +406,7 @@ Tensor inv_forward(const Tensor& A) {
 // X with A X = B for same-batch A (*, n, n), B (*, n, k): the LU of the row-major buffer (A^T
 // column-major, no transposing copy) solves A X = B as (A^T)^T X = B (getrs 'T').
 Tensor solve_forward(const Tensor& A, const Tensor& B) {
+  if (const auto* s = device_solver(A); s && B.numel() > 0) return solve_device(*s, A, B);
   const int64_t n = cols(A), k = cols(B);
   Tensor a = rowmajor_copy(A), x = colmajor_copy(B);  // x: (*, k, n), column-major B, overwritten by X
   const int64_t batch = shape_numel(batch_shape(A));
@@ -224,8 +418,7 @@ Tensor solve_forward(const Tensor& A, const Tensor& B) {
       int info = 0;
       for (int64_t b = 0; b < batch; ++b) {
         lapack::getrf(n, n, pa + b * n * n, ld(n), ipiv.data(), &info);
-        check<ValueError>(info <= 0, "linalg.solve: ", batch_prefix(A, b),
-                          "The solver failed because the input matrix is singular (A: ", detail::describe(A), ")");
+        if (info > 0) raise_solve_singular(A, b, info);
         lapack::getrs('T', n, k, pa + b * n * n, ld(n), ipiv.data(), px + b * n * k, ld(n), &info);
       }
     });
@@ -235,6 +428,7 @@ Tensor solve_forward(const Tensor& A, const Tensor& B) {
 
 // LU of each matrix: (determinant sign times product of |U_ii|'s signs, log|det|) per matrix.
 std::tuple<Tensor, Tensor, Tensor> lu_det(const Tensor& A) {
+  if (const auto* s = device_solver(A)) return lu_det_device(*s, A);
   const int64_t n = cols(A);
   Tensor a = rowmajor_copy(A);  // det(A^T) = det(A)
   Shape bs = batch_shape(A);
@@ -271,6 +465,7 @@ std::tuple<Tensor, Tensor, Tensor> lu_det(const Tensor& A) {
 // Lower Cholesky factor of A's lower triangle: potrf('U') on the row-major buffer (A^T column-major)
 // reads A^T's upper triangle (A's lower) and leaves U with A^T = U^T U there, that is L = U^T row-major.
 Tensor cholesky_forward(const Tensor& A) {
+  if (const auto* s = device_solver(A)) return cholesky_device(*s, A);
   const int64_t n = cols(A);
   Tensor a = rowmajor_copy(A);
   const int64_t batch = shape_numel(batch_shape(A));
@@ -281,10 +476,7 @@ Tensor cholesky_forward(const Tensor& A) {
       for (int64_t b = 0; b < batch; ++b) {
         int info = 0;
         lapack::potrf('U', n, p + b * n * n, ld(n), &info);
-        check<ValueError>(info <= 0, "linalg.cholesky: ", batch_prefix(A, b),
-                          "The factorization could not be completed because the input is not positive-definite (the "
-                          "leading minor of order ",
-                          info, " is not positive-definite; A: ", detail::describe(A), ")");
+        if (info > 0) raise_not_positive_definite(A, b, info);
       }
     });
   }
@@ -294,6 +486,7 @@ Tensor cholesky_forward(const Tensor& A) {
 
 // Q (*, m, qcols) and R (*, rrows, n) of A (*, m, n).
 std::tuple<Tensor, Tensor> qr_forward(const Tensor& A, bool complete, bool compute_q) {
+  if (const auto* s = device_solver(A)) return qr_device(*s, A, complete, compute_q);
   const int64_t m = rows(A), n = cols(A), k = std::min(m, n);
   const int64_t qcols = complete ? m : k, rrows = complete ? m : k;
   Tensor a = colmajor_copy(A);  // (*, n, m)
@@ -334,6 +527,7 @@ std::tuple<Tensor, Tensor> qr_forward(const Tensor& A, bool complete, bool compu
 
 // U (*, m, ucols), S (*, k), Vh (*, vrows, n); jobz 'A' (full), 'S' (reduced) or 'N' (S only).
 std::tuple<Tensor, Tensor, Tensor> svd_forward(const Tensor& A, char jobz) {
+  if (const auto* s = device_solver(A)) return svd_device(*s, A, jobz);
   const int64_t m = rows(A), n = cols(A), k = std::min(m, n);
   const bool full = jobz == 'A', vectors = jobz != 'N';
   const int64_t ucols = full ? m : k, vrows = full ? n : k;
@@ -365,10 +559,7 @@ std::tuple<Tensor, Tensor, Tensor> svd_forward(const Tensor& A, char jobz) {
         lapack::gesdd(jobz, m, n, p + b * m * n, ld(m), s.data_ptr<T>() + b * k, vectors ? pu + b * m * ucols : pu,
                       ldu, vectors ? pv + b * n * vrows : pv, ldvt, work.data(), static_cast<int>(work.size()),
                       iwork.data(), &info);
-        check<ValueError>(info <= 0, "linalg.svd: ", batch_prefix(A, b),
-                          "The algorithm failed to converge because the input matrix is ill-conditioned or has too "
-                          "many repeated singular values (error code: ",
-                          info, "; A: ", detail::describe(A), ")");
+        if (info > 0) raise_svd_failed(A, b, info);
       }
     });
   }
@@ -378,6 +569,7 @@ std::tuple<Tensor, Tensor, Tensor> svd_forward(const Tensor& A, char jobz) {
 
 // Eigenvalues (*, n) ascending and eigenvectors (*, n, n) as columns of symmetric A's `uplo` triangle.
 std::tuple<Tensor, Tensor> eigh_forward(const Tensor& A, char uplo, bool vectors) {
+  if (const auto* s = device_solver(A)) return eigh_device(*s, A, uplo, vectors);
   const int64_t n = cols(A);
   Shape bs = batch_shape(A);
   const int64_t batch = shape_numel(bs);
@@ -397,10 +589,7 @@ std::tuple<Tensor, Tensor> eigh_forward(const Tensor& A, char uplo, bool vectors
       for (int64_t b = 0; b < batch; ++b) {
         lapack::syevd(jobz, lapack_uplo, n, p + b * n * n, ld(n), w.data_ptr<T>() + b * n, work.data(),
                       static_cast<int>(work.size()), iwork.data(), static_cast<int>(iwork.size()), &info);
-        check<ValueError>(info <= 0, "linalg.eigh: ", batch_prefix(A, b),
-                          "The algorithm failed to converge because the input matrix is ill-conditioned or has too "
-                          "many repeated eigenvalues (error code: ",
-                          info, "; A: ", detail::describe(A), ")");
+        if (info > 0) raise_eigh_failed(A, b, info);
       }
     });
   }
