@@ -203,11 +203,12 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
                    "Data-parallel on several processes or machines: start it with nabla-run (or torchrun), e.g.\n"
                    "  nabla-run --nproc-per-node 2 mnist train --model fast\n"
                    "Each process then trains on its own share of the images (DistributedSampler) and the gradients\n"
-                   "are averaged (DistributedDataParallel, Gloo): --batch-size is per process, so the global batch\n"
+                   "are averaged (DistributedDataParallel): --batch-size is per process, so the global batch\n"
                    "is the number of processes x --batch-size (scale --lr yourself if you want). Rank 0 prints\n"
                    "and writes the checkpoint, CSV, TensorBoard logs and --summary-json; the test figures are the\n"
-                   "whole test set's. CPU only (--device cpu or auto); Ctrl-C saves a checkpoint on every rank's\n"
-                   "same step, resumed on the same number of processes.");
+                   "whole test set's. --device cpu or auto: on the CPU (Gloo); --device cuda: one GPU per process,\n"
+                   "the one numbered LOCAL_RANK (NCCL). Ctrl-C saves a checkpoint on every rank's same step,\n"
+                   "resumed on the same number of processes.");
   cli.option("model", "NAME",
              "mlp, lenet (libtorch's example model), cnn, pytorch (PyTorch's example model) or fast (99% in one "
              "epoch: smaller, one-cycle learning rate, label smoothing)", "cnn", kModels)

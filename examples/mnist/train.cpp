@@ -4,7 +4,7 @@
 // `--epochs 1` followed by `--resume ... --epochs 2` ends with the weights of one `--epochs 2` run.
 //
 // Data-parallel (started by nabla-run or torchrun, WORLD_SIZE > 1): every process joins the Gloo
-// process group, trains the same model wrapped in DistributedDataParallel on its own share of the
+// process group (with --device cuda the NCCL one, each process on the GPU of its LOCAL_RANK), trains the same model wrapped in DistributedDataParallel on its own share of the
 // training images (a DistributedSampler: --batch-size images per process per step, so the global
 // batch is world size x --batch-size), and evaluates its own slice of the test set; the sums are
 // all-reduced, so the printed figures are the whole sets'. Rank 0 alone prints and writes the
@@ -26,6 +26,7 @@
 
 #ifdef NABLA_MNIST_DISTRIBUTED
 #include "distributed/distributed.h"
+#include "distributed/process_group_nccl.h"
 #include "nn/parallel/distributed_data_parallel.h"
 #endif
 
@@ -175,8 +176,9 @@ struct Tally {
 
 
 // The data-parallel side of a run. Off (world size 1, no process group) unless the launcher set
-// WORLD_SIZE > 1; then join() initializes the Gloo group (env://: RANK, MASTER_ADDR, MASTER_PORT)
-// and the model is trained through DistributedDataParallel.
+// WORLD_SIZE > 1; then join() initializes the process group (env://: RANK, MASTER_ADDR,
+// MASTER_PORT): Gloo on the CPU, or with --device cuda NCCL with one GPU per process (LOCAL_RANK's,
+// as torchrun's convention); the model is trained through DistributedDataParallel.
 class DataParallel {
  public:
   static int world_size_from_env() {
@@ -188,15 +190,30 @@ class DataParallel {
     return static_cast<int>(v);
   }
 
-  // Joins the job when WORLD_SIZE > 1; `device` is --device (Gloo reduces CPU tensors only).
-  void join(const std::string& device) {
-    if (world_size_from_env() <= 1) return;
+  // Joins the job when WORLD_SIZE > 1 and returns the device to train on: the CPU (Gloo) for
+  // --device cpu or auto, this process's GPU (NCCL) for --device cuda. World size 1: pick_device.
+  Device join(const std::string& device) {
+    if (world_size_from_env() <= 1) return pick_device(device);
 #ifdef NABLA_MNIST_DISTRIBUTED
-    if (device == "cuda")
-      throw UsageError("data-parallel training (WORLD_SIZE > 1) runs on the CPU (Gloo): pass --device cpu or auto");
-    distributed::init_process_group({.backend = "gloo"});
+    if (device == "cuda") {
+      (void)pick_device(device);  // no usable GPU: says why
+      if (!distributed::nccl_built())
+        throw UsageError("data-parallel training on GPUs needs NCCL, and this build has none (the CUDA backend "
+                         "was built without NCCL): pass --device cpu for Gloo");
+      const int local = distributed::get_local_rank(), gpus = cuda::device_count();
+      if (local >= gpus)
+        throw UsageError("LOCAL_RANK=" + std::to_string(local) + " but this machine has " + std::to_string(gpus) +
+                         " GPU" + (gpus == 1 ? "" : "s") + ": with --device cuda, start at most " +
+                         std::to_string(gpus) + " processes per machine (nabla-run --nproc-per-node)");
+      cuda::set_device(local);
+      distributed::init_process_group({.backend = "nccl", .device = local});
+      comm_ = Device::cuda(static_cast<int16_t>(local));
+    } else {
+      distributed::init_process_group({.backend = "gloo"});
+    }
     rank_ = distributed::get_rank();
     world_ = distributed::get_world_size();
+    return comm_;
 #else
     (void)device;
     throw Failure("WORLD_SIZE=" + std::to_string(world_size_from_env()) +
@@ -235,8 +252,9 @@ class DataParallel {
   void sum(std::vector<double>& v) {
 #ifdef NABLA_MNIST_DISTRIBUTED
     if (!on()) return;
-    Tensor t = tensor(v).to(kFloat64);
+    Tensor t = tensor(v).to(kFloat64).to(comm_);  // NCCL reduces CUDA tensors
     distributed::all_reduce(t, distributed::ReduceOp::sum);
+    t = t.cpu();
     for (size_t i = 0; i < v.size(); ++i) v[i] = t.data_ptr<double>()[i];
 #else
     (void)v;
@@ -259,6 +277,7 @@ class DataParallel {
 
  private:
   int rank_ = 0, world_ = 1;
+  Device comm_ = kCPU;  // where the collectives' tensors live: the CPU (Gloo) or this rank's GPU (NCCL)
   nn::Module* model_ = nullptr;
 #ifdef NABLA_MNIST_DISTRIBUTED
   std::unique_ptr<nn::parallel::DistributedDataParallel> ddp_;
@@ -299,8 +318,7 @@ class TrainingRun {
     }
     epochs_ = args_.epochs > 0 ? args_.epochs : default_recipe(s_.model).epochs;
     if (args_.threads) set_num_threads(*args_.threads);
-    dp_.join(args_.device);
-    device_ = dp_.on() ? Device::cpu() : pick_device(args_.device);
+    device_ = dp_.join(args_.device);
     data_dir_ = !args_.data.empty() ? args_.data : default_data_dir(s_.dataset);
     ckpt_path_ = !args_.checkpoint.empty() ? args_.checkpoint
                  : resuming()              ? args_.resume

@@ -576,6 +576,21 @@ TEST_F(MnistProgram, TrainsDataParallelUnderNablaRun) {
 // Ctrl-C under nabla-run: the launcher forwards SIGINT, the ranks agree to stop after the same step,
 // rank 0 saves, and resuming (every rank reading rank 0's checkpoint) ends with the weights of an
 // uninterrupted data-parallel run.
+// With --device cuda, each process trains on its own GPU over NCCL; without a GPU every rank says
+// so at once (a usage error, which nabla-run passes on) instead of waiting for its peers.
+TEST_F(MnistProgram, DataParallelOnGpusSaysWhenThereIsNoGpu) {
+#ifndef NABLA_RUN_BIN
+  GTEST_SKIP() << "nabla-run is not built (no Gloo: install libgloo-dev), so mnist cannot train data-parallel";
+#else
+  if (cuda::is_available()) GTEST_SKIP() << "a GPU is here: scripts/gpu-verify.sh runs mnist on it";
+  const std::string port = std::to_string(20000 + (::getpid() + 7) % 20000);
+  Result r = run_program(NABLA_RUN_BIN, "--nproc-per-node 2 --master-port " + port + " " + NABLA_MNIST_BIN +
+                                            " train --device cuda --epochs 1 --quiet " + data());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--device cuda: no usable CUDA GPU here"), std::string::npos) << r.out;
+#endif
+}
+
 TEST_F(MnistProgram, DataParallelInterruptSavesAndResumesMidEpoch) {
 #ifndef NABLA_RUN_BIN
   GTEST_SKIP() << "nabla-run is not built (no Gloo: install libgloo-dev)";
