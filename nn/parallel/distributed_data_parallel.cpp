@@ -232,10 +232,11 @@ void DistributedDataParallel::sync_buffers() {
       }
     }
     works.push_back(group_->broadcast(flat, 0));
+    ++stats_.buffer_broadcasts;
   }
   const auto t0 = std::chrono::steady_clock::now();
   for (auto& w : works) w.wait();
-  buffer_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.buffer_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (root) return;
   for (size_t g = 0; g < groups.size(); ++g) {
     int64_t at = 0;
@@ -274,13 +275,15 @@ void DistributedDataParallel::launch_ready_buckets() {
     Bucket& b = *buckets_[next_bucket_to_launch_++];
     b.work = group_->all_reduce(b.flat, dist::ReduceOp::avg);
     b.launched = true;
+    ++stats_.bucket_all_reduces;
   }
 }
 
 void DistributedDataParallel::finalize(size_t current) {
   const auto t0 = std::chrono::steady_clock::now();
   for (auto& b : buckets_) b->work.wait();
-  comm_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.grad_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++stats_.synced_backwards;
   for (size_t k = 0; k < params_.size(); ++k) {
     Bucket& b = *buckets_[bucket_of_[k]];
     Tensor avg = b.flat.narrow(0, static_cast<int64_t>(offset_in_bucket_[k]), params_[k].numel()).view(params_[k].sizes());

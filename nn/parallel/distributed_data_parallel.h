@@ -75,12 +75,21 @@ class DistributedDataParallel {
   LoadStateDictResult load_state_dict(const StateDict& s, bool strict = true) { return module_->load_state_dict(s, strict); }
   void train(bool on = true) { module_->train(on); }
   void eval() { module_->train(false); }
-  // Seconds this rank has spent blocked on communication so far: waiting for the gradient
-  // all-reduces at the end of backward (what overlapping with backward did not hide) and for the
-  // buffer broadcasts of forward. For benchmarks and logging; reset_comm_wait() sets it to 0.
-  double comm_wait_seconds() const { return comm_wait_seconds_ + buffer_wait_seconds_; }
-  double buffer_wait_seconds() const { return buffer_wait_seconds_; }  // the broadcasts' part
-  void reset_comm_wait() { comm_wait_seconds_ = buffer_wait_seconds_ = 0; }
+  // What this rank's communication has cost since construction or reset_comm_wait(): how many
+  // collectives DDP launched and how long the rank was blocked on them. For benchmarks and logging.
+  struct CommStats {
+    int64_t synced_backwards = 0;    // backward passes that averaged the gradients (none under no_sync)
+    int64_t bucket_all_reduces = 0;  // gradient all-reduces: one per bucket per synced backward
+    int64_t buffer_broadcasts = 0;   // forward's buffer broadcasts: one per buffer dtype and device
+    // Blocked at the end of backward on the all-reduces (what overlapping with backward did not hide).
+    double grad_wait_seconds = 0;
+    double buffer_wait_seconds = 0;  // blocked in forward on the buffer broadcasts
+  };
+  const CommStats& comm_stats() const { return stats_; }
+  // Seconds blocked on communication: the gradient all-reduces' wait plus the buffer broadcasts'.
+  double comm_wait_seconds() const { return stats_.grad_wait_seconds + stats_.buffer_wait_seconds; }
+  double buffer_wait_seconds() const { return stats_.buffer_wait_seconds; }  // the broadcasts' part
+  void reset_comm_wait() { stats_ = CommStats{}; }  // every count and time back to 0
   // The buckets (parameter indices in registration order), for tests and logging.
   std::vector<std::vector<size_t>> bucket_layout() const;
 
@@ -111,7 +120,7 @@ class DistributedDataParallel {
   bool expecting_grads_ = false;
   bool require_sync_ = true;
   std::vector<Tensor> buffer_flats_;  // sync_buffers' flat tensors, one per dtype, kept between steps
-  double comm_wait_seconds_ = 0, buffer_wait_seconds_ = 0;  // gradient all-reduces; buffer broadcasts
+  CommStats stats_;
 };
 
 }  // namespace nabla::nn::parallel

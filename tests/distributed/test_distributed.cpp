@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/cuda_api.h"
+#include "core/graph.h"
 #include "core/ops.h"
 #include "distributed/distributed.h"
 #include "distributed/process_group_nccl.h"
@@ -331,6 +332,108 @@ void check_ddp(bool with_spare) {
   dist::barrier();  // everyone has read it before the test's directory goes
 }
 
+// An MLP with a batch norm: float64 running statistics and an int64 step counter, so DDP's forward
+// broadcasts two flat tensors (one per buffer dtype).
+struct BnMlp : nn::Module {
+  std::shared_ptr<nn::Linear> fc1, fc2;
+  std::shared_ptr<nn::BatchNorm1d> bn;
+  BnMlp() {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(4, 8));
+    bn = register_module("bn", std::make_shared<nn::BatchNorm1d>(8));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(8, 3));
+  }
+  Tensor forward(Tensor x) override { return fc2->forward(tanh(bn->forward(fc1->forward(x)))); }
+};
+
+// DDP's communication counters (what bench/ddp_speed reports as the step's waiting fraction): the
+// collectives counted per step, the waits within the step's time, a slow peer seen in the right
+// wait, no_sync and reset.
+void check_ddp_counters() {
+  const int r = dist::get_rank();
+  using Stats = nn::parallel::DistributedDataParallel::CommStats;
+  manual_seed(7);
+  auto model = std::make_shared<BnMlp>();
+  model->to(kFloat64);
+  nn::parallel::DistributedDataParallel ddp(model, {.bucket_cap_mb = 200.0 / (1024 * 1024)});
+  const auto nb = static_cast<int64_t>(ddp.bucket_layout().size());
+  expect(nb >= 3, "a 200-byte cap should make at least 3 buckets of this MLP, got ", nb);
+  ddp.reset_comm_wait();
+  const Stats& s = ddp.comm_stats();
+  expect(s.synced_backwards == 0 && s.bucket_all_reduces == 0 && s.buffer_broadcasts == 0 &&
+             s.grad_wait_seconds == 0 && s.buffer_wait_seconds == 0,
+         "reset_comm_wait leaves every counter at 0");
+  Tensor x = randn({6, 4}, kFloat64), y = randn({6, 3}, kFloat64);
+  // Rank `late` arrives 300 ms late at "forward" or "backward" (`late_for`). Returns the step's seconds.
+  auto step = [&](const std::string& late_for, int late = -1) {
+    auto t0 = Clock::now();
+    if (r == late && late_for == "forward") std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Tensor loss = nn::functional::mse_loss(ddp(x), y);
+    if (r == late && late_for == "backward") std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    loss.backward();
+    return seconds_since(t0);
+  };
+  // Three synchronized steps: one all-reduce per bucket and two broadcasts (f64, i64) each.
+  double steps_time = 0;
+  for (int i = 0; i < 3; ++i) steps_time += step("");
+  expect(s.synced_backwards == 3, "3 synchronized backwards, counted ", s.synced_backwards);
+  expect(s.bucket_all_reduces == 3 * nb, "3 steps x ", nb, " buckets of all-reduces, counted ", s.bucket_all_reduces);
+  expect(s.buffer_broadcasts == 3 * 2, "3 forwards x 2 buffer dtypes of broadcasts, counted ", s.buffer_broadcasts);
+  expect(s.grad_wait_seconds >= 0 && s.buffer_wait_seconds >= 0, "waits are not negative");
+  expect(s.grad_wait_seconds + s.buffer_wait_seconds <= steps_time, "the waits (", s.grad_wait_seconds, " + ",
+         s.buffer_wait_seconds, " s) fit in the steps' ", steps_time, " s");
+  expect(ddp.comm_wait_seconds() == s.grad_wait_seconds + s.buffer_wait_seconds &&
+             ddp.buffer_wait_seconds() == s.buffer_wait_seconds,
+         "comm_wait_seconds is the two waits' sum");
+  // no_sync: forward still broadcasts the buffers; backward launches no all-reduce and waits for none.
+  const Stats before = s;
+  {
+    auto guard = ddp.no_sync();
+    step("");
+  }
+  expect(s.synced_backwards == before.synced_backwards && s.bucket_all_reduces == before.bucket_all_reduces &&
+             s.grad_wait_seconds == before.grad_wait_seconds,
+         "a no_sync step launched ", s.bucket_all_reduces - before.bucket_all_reduces, " all-reduces");
+  expect(s.buffer_broadcasts == before.buffer_broadcasts + 2, "a no_sync forward still broadcasts the buffers");
+  // A forward without backward (no grad): broadcasts, no all-reduce.
+  {
+    NoGradGuard no_grad;
+    ddp(x);
+  }
+  expect(s.bucket_all_reduces == before.bucket_all_reduces && s.buffer_broadcasts == before.buffer_broadcasts + 4,
+         "a no-grad forward: broadcasts only");
+  // Rank 1 late for the backward: rank 0 waits for it at the end of its backward (the gradient wait).
+  // Rank 0 (the broadcasts' root) late for the forward: rank 1 waits in the buffer broadcast.
+  Stats a = s;
+  double t = step("backward", 1);
+  if (r == 0) {
+    double w = s.grad_wait_seconds - a.grad_wait_seconds;
+    expect(w >= 0.2 && w <= t, "rank 1 came 300 ms late to backward: rank 0's gradient wait grew by ", w,
+           " s in a step of ", t, " s");
+  }
+  expect(s.bucket_all_reduces == a.bucket_all_reduces + nb && s.synced_backwards == a.synced_backwards + 1,
+         "the gradient accumulated over no_sync was averaged in one more round of all-reduces");
+  a = s;
+  t = step("forward", 0);
+  if (r == 1) {
+    double w = s.buffer_wait_seconds - a.buffer_wait_seconds;
+    expect(w >= 0.2 && w <= t, "rank 0 came 300 ms late to forward: rank 1's buffer wait grew by ", w,
+           " s in a step of ", t, " s");
+  }
+  ddp.reset_comm_wait();
+  expect(s.synced_backwards == 0 && s.bucket_all_reduces == 0 && s.buffer_broadcasts == 0 &&
+             s.grad_wait_seconds == 0 && s.buffer_wait_seconds == 0 && ddp.comm_wait_seconds() == 0,
+         "reset_comm_wait sets every counter back to 0");
+  step("");
+  expect(s.bucket_all_reduces == nb && s.buffer_broadcasts == 2, "counting resumes after a reset");
+  // broadcast_buffers off: no broadcast at all.
+  nn::parallel::DistributedDataParallel quiet(model, {.broadcast_buffers = false});
+  quiet.reset_comm_wait();
+  nn::functional::mse_loss(quiet(x), y).backward();
+  expect(quiet.comm_stats().buffer_broadcasts == 0 && quiet.comm_stats().buffer_wait_seconds == 0 &&
+             quiet.comm_stats().bucket_all_reduces == static_cast<int64_t>(quiet.bucket_layout().size()),
+         "broadcast_buffers = false: no broadcasts, one all-reduce per bucket");
+}
+
 int worker_main(const std::string& scenario) {
   auto timeout = std::chrono::milliseconds(env_int("NABLA_TEST_TIMEOUT_MS"));
   try {
@@ -378,6 +481,10 @@ int worker_main(const std::string& scenario) {
       } catch (const dist::DistributedError& e) {
         expect(std::string(e.what()).find("fc1.weight") != std::string::npos, "should name fc1.weight: ", e.what());
       }
+      dist::destroy_process_group();
+    } else if (scenario == "ddp_counters") {
+      dist::init_process_group({.timeout = timeout});
+      check_ddp_counters();
       dist::destroy_process_group();
     } else if (scenario == "nccl_collectives" || scenario == "nccl_ddp") {
       // One GPU per rank (NCCL refuses two ranks on one device).
@@ -664,6 +771,10 @@ TEST(DistributedCollectives, EveryOpOnThreeProcessesWithSignatureChecks) {
 TEST(DistributedDataParallel, TwoAndThreeRanksTrainAsOneProcessOnTheWholeBatch) {
   expect_all_ok(run_workers("ddp", 2, all_ranks(2), 20000));
   expect_all_ok(run_workers("ddp", 3, all_ranks(3), 20000));
+}
+
+TEST(DistributedDataParallel, CommunicationCountersCountEachStepsCollectivesAndWaits) {
+  expect_all_ok(run_workers("ddp_counters", 2, all_ranks(2), 20000));
 }
 
 TEST(DistributedRendezvous, TcpAndFileInitMethodsAndInitAgain) {
