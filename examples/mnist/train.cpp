@@ -4,11 +4,13 @@
 // `--epochs 1` followed by `--resume ... --epochs 2` ends with the weights of one `--epochs 2` run.
 //
 // Data-parallel (started by nabla-run or torchrun, WORLD_SIZE > 1): every process joins the Gloo
-// process group (with --device cuda the NCCL one, each process on the GPU of its LOCAL_RANK), trains the same model wrapped in DistributedDataParallel on its own share of the
-// training images (a DistributedSampler: --batch-size images per process per step, so the global
-// batch is world size x --batch-size), and evaluates its own slice of the test set; the sums are
-// all-reduced, so the printed figures are the whole sets'. Rank 0 alone prints and writes the
-// checkpoint, the CSV, TensorBoard logs and --summary-json; every rank reads --resume.
+// process group (with --device cuda the NCCL one, each process on the GPU of its LOCAL_RANK),
+// trains the same model wrapped in DistributedDataParallel on its own share of the training images
+// (a DistributedSampler: --batch-size images per process per step, so the global batch is world
+// size x --batch-size), and evaluates its own slice of the test set; the sums are all-reduced, so
+// the printed figures are the whole sets'. Rank 0 alone prints and writes the checkpoint, the CSV,
+// TensorBoard logs and --summary-json; every rank reads --resume (on several machines, copy it to
+// each first).
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -313,6 +315,14 @@ class TrainingRun {
   void configure() {
     s_ = args_.settings;
     if (resuming()) {
+      if (DataParallel::world_size_from_env() > 1 && !fs::exists(args_.resume)) {
+        const char* rank = std::getenv("RANK");
+        throw Failure("--resume: '" + args_.resume + "' does not exist on this machine (rank " +
+                          (rank ? rank : "?") + "). In a data-parallel run only rank 0 writes checkpoints, on its own "
+                          "machine: copy the file to the same path on every machine (or keep checkpoints on a shared "
+                          "filesystem), then resume again",
+                      kExitError);
+      }
       s_ = settings_from_metadata(read_checkpoint_info(args_.resume), args_.resume);
       check_resume_settings(args_, s_);
     }

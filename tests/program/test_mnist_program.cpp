@@ -591,6 +591,22 @@ TEST_F(MnistProgram, DataParallelOnGpusSaysWhenThereIsNoGpu) {
 #endif
 }
 
+// On several machines only rank 0's machine has the checkpoint: a rank that cannot find --resume
+// says what to do, and nabla-run stops the job with its status.
+TEST_F(MnistProgram, DataParallelResumeWithoutTheFileSaysToCopyIt) {
+#ifndef NABLA_RUN_BIN
+  GTEST_SKIP() << "nabla-run is not built (no Gloo: install libgloo-dev), so mnist cannot train data-parallel";
+#else
+  const std::string port = std::to_string(20000 + (::getpid() + 11) % 20000);
+  Result r = run_program(NABLA_RUN_BIN, "--nproc-per-node 2 --master-port " + port + " " + NABLA_MNIST_BIN +
+                                            " train --device cpu --quiet --resume " + ck("elsewhere.safetensors") +
+                                            " " + data());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("does not exist on this machine (rank "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("copy the file to the same path on every machine"), std::string::npos) << r.out;
+#endif
+}
+
 TEST_F(MnistProgram, DataParallelInterruptSavesAndResumesMidEpoch) {
 #ifndef NABLA_RUN_BIN
   GTEST_SKIP() << "nabla-run is not built (no Gloo: install libgloo-dev)";
