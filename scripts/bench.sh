@@ -9,7 +9,7 @@ cd "$NABLA_ROOT"
 install_packages "${NABLA_BUILD_PACKAGES[@]}" libtorch-dev libopenblas-dev libbenchmark-dev python3-torch python3-torchvision
 log "building (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "$(jobs)" --target overhead compare mnist_compare contention tensorboard_writer mnist vision_speed ddp_speed
+cmake --build build -j "$(jobs)" --target overhead compare mnist_compare contention tensorboard_writer mnist vision_speed ddp_speed onnx_speed
 
 # libtorch's OpenMP threads must not spin while nabla runs (and the reverse).
 export OMP_WAIT_POLICY=passive
@@ -37,6 +37,13 @@ log "torchvision architectures next to PyTorch (bench/vision_compare.py)"
 
 log "data-parallel training and all_reduce (bench/ddp_speed)"
 build/bench/ddp_speed --rounds 7 --steps 60 --mb 100 | tee "$table.ddp"
+
+log "inference next to ONNX Runtime on the exported models (bench/onnx_speed)"
+if [[ -d .deps/onnxruntime/node_modules/onnxruntime-node ]]; then
+  { build/bench/onnx_speed --threads 1 --rounds 5 && echo && build/bench/onnx_speed --threads 2 --rounds 5; } | tee "$table.onnx"
+else
+  echo "no .deps/onnxruntime (scripts/test.sh installs onnxruntime-node there): skipping" > "$table.onnx"
+fi
 
 log "TensorBoard SummaryWriter: the cost of a call (bench/tensorboard_writer)"
 build/bench/tensorboard_writer --benchmark_repetitions=5 --benchmark_report_aggregates_only=true 2>&1 |
@@ -107,11 +114,19 @@ build/bench/tensorboard_writer --benchmark_repetitions=5 --benchmark_report_aggr
   cat "$table.ddp"
   echo '```'
   echo
+  echo "## Inference next to ONNX Runtime (bench/onnx_speed)"
+  echo
+  echo "The model exported by onnx::export_model and run by ONNX Runtime (onnxruntime-node, driven over a pipe,"
+  echo "so its times include the Node binding's per-call cost) against nabla running the module in eval mode under"
+  echo "InferenceMode, same thread count, interleaved rounds, the best of each."
+  echo
+  cat "$table.onnx"
+  echo
   echo "## nabla alone (bench/overhead)"
   echo
   echo '```'
   cat "$table.overhead"
   echo '```'
 } > bench/RESULTS.md
-rm -f "$table" "$table.overhead" "$table.mnist" "$table.tensorboard" "$table.fast" "$table.vision" "$table.ddp"
+rm -f "$table" "$table.overhead" "$table.mnist" "$table.tensorboard" "$table.fast" "$table.vision" "$table.ddp" "$table.onnx"
 log "wrote bench/RESULTS.md"
