@@ -6,13 +6,18 @@
 // single, batched on both sides of each batched-call cut-off, non-contiguous (transposed matrices,
 // permuted batch dims), and singular or indefinite inputs raising the CPU's errors; they skip
 // without a GPU, and scripts/gpu-verify.sh runs them (its default filter and Cuda*).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "core/impl.h"
+#include "core/lapack.h"
+#include "core/linalg_device.h"
 #include "cuda/solver_plan.h"
 #include "cuda_test_util.h"
 #include "nabla.h"
@@ -158,6 +163,320 @@ TEST(CudaSolver, plan_dtype_dispatch_and_workspace_sizes) {
   EXPECT_EQ(workspace_bytes(10, Scalar::f32), 40u);
   EXPECT_EQ(workspace_bytes(10, Scalar::f64), 80u);
   EXPECT_EQ(workspace_bytes(0, Scalar::f64), 8u);  // never a null workspace
+}
+
+
+// ---- host: the device forwards of core/linalg_decomp.cpp through LAPACK --------------------------
+//
+// LAPACK itself behind core/linalg_device.h's interface, registered for CPU tensors: the ops then
+// take the device path (fresh copies in the layouts the solver contract names, the interface's
+// in-place kernels, infos read back once, errors) on any machine, addressing the matrices with
+// cuda/solver_plan.h as cuda/solver.cpp does. Only the cuSOLVER calls themselves are left to the
+// gpu_* tests.
+
+// core/lapack.h's overloads, with the routines looked up at run time in the OpenBLAS that libnabla
+// loaded (the tests do not link LAPACK themselves).
+namespace lp {
+template <class F>
+F fn(const char* name) {
+  void* p = dlsym(RTLD_DEFAULT, name);
+  if (!p) throw Error(std::string("LAPACK's ") + name + " is not loaded");
+  return reinterpret_cast<F>(p);
+}
+void getrf(int m, int n, float* a, int lda, int* ipiv, int* info) {
+  static auto f = fn<decltype(&sgetrf_)>("sgetrf_");
+  f(&m, &n, a, &lda, ipiv, info);
+}
+void getrf(int m, int n, double* a, int lda, int* ipiv, int* info) {
+  static auto f = fn<decltype(&dgetrf_)>("dgetrf_");
+  f(&m, &n, a, &lda, ipiv, info);
+}
+void getrs(char t, int n, int k, const float* a, int lda, const int* ipiv, float* b, int ldb, int* info) {
+  static auto f = fn<decltype(&sgetrs_)>("sgetrs_");
+  f(&t, &n, &k, a, &lda, ipiv, b, &ldb, info, 1);
+}
+void getrs(char t, int n, int k, const double* a, int lda, const int* ipiv, double* b, int ldb, int* info) {
+  static auto f = fn<decltype(&dgetrs_)>("dgetrs_");
+  f(&t, &n, &k, a, &lda, ipiv, b, &ldb, info, 1);
+}
+void potrf(char u, int n, float* a, int lda, int* info) {
+  static auto f = fn<decltype(&spotrf_)>("spotrf_");
+  f(&u, &n, a, &lda, info, 1);
+}
+void potrf(char u, int n, double* a, int lda, int* info) {
+  static auto f = fn<decltype(&dpotrf_)>("dpotrf_");
+  f(&u, &n, a, &lda, info, 1);
+}
+void geqrf(int m, int n, float* a, int lda, float* tau, float* work, int lwork, int* info) {
+  static auto f = fn<decltype(&sgeqrf_)>("sgeqrf_");
+  f(&m, &n, a, &lda, tau, work, &lwork, info);
+}
+void geqrf(int m, int n, double* a, int lda, double* tau, double* work, int lwork, int* info) {
+  static auto f = fn<decltype(&dgeqrf_)>("dgeqrf_");
+  f(&m, &n, a, &lda, tau, work, &lwork, info);
+}
+void orgqr(int m, int n, int k, float* a, int lda, const float* tau, float* work, int lwork, int* info) {
+  static auto f = fn<decltype(&sorgqr_)>("sorgqr_");
+  f(&m, &n, &k, a, &lda, tau, work, &lwork, info);
+}
+void orgqr(int m, int n, int k, double* a, int lda, const double* tau, double* work, int lwork, int* info) {
+  static auto f = fn<decltype(&dorgqr_)>("dorgqr_");
+  f(&m, &n, &k, a, &lda, tau, work, &lwork, info);
+}
+void gesdd(char j, int m, int n, float* a, int lda, float* s, float* u, int ldu, float* vt, int ldvt, float* work,
+           int lwork, int* iwork, int* info) {
+  static auto f = fn<decltype(&sgesdd_)>("sgesdd_");
+  f(&j, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, iwork, info, 1);
+}
+void gesdd(char j, int m, int n, double* a, int lda, double* s, double* u, int ldu, double* vt, int ldvt, double* work,
+           int lwork, int* iwork, int* info) {
+  static auto f = fn<decltype(&dgesdd_)>("dgesdd_");
+  f(&j, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, iwork, info, 1);
+}
+void syevd(char j, char u, int n, float* a, int lda, float* w, float* work, int lwork, int* iwork, int liwork,
+           int* info) {
+  static auto f = fn<decltype(&ssyevd_)>("ssyevd_");
+  f(&j, &u, &n, a, &lda, w, work, &lwork, iwork, &liwork, info, 1, 1);
+}
+void syevd(char j, char u, int n, double* a, int lda, double* w, double* work, int lwork, int* iwork, int liwork,
+           int* info) {
+  static auto f = fn<decltype(&dsyevd_)>("dsyevd_");
+  f(&j, &u, &n, a, &lda, w, work, &lwork, iwork, &liwork, info, 1, 1);
+}
+}  // namespace lp
+
+int g_fake_calls = 0;  // calls into the fake solver: proof that the ops took the device path
+
+MatrixBatch plan_of(const Tensor& t) {
+  ++g_fake_calls;
+  std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end()), strides(t.strides().begin(), t.strides().end());
+  MatrixBatch b = column_major_batch(sizes, strides);
+  if (!b.ok) throw ValueError("fake solver: " + b.why + " " + detail::describe(t));
+  return b;
+}
+template <class T>
+T* mat(const Tensor& t, const MatrixBatch& b, int64_t i) {
+  return static_cast<T*>(t.data_ptr()) + b.offsets[static_cast<size_t>(i)];
+}
+template <class F>
+void by_dt(const Tensor& t, F&& f) {
+  if (t.dtype() == kFloat64) f(double{});
+  else f(float{});
+}
+
+void fake_getrf(const Tensor& a, const Tensor& ipiv, const Tensor& info) {
+  MatrixBatch b = plan_of(a);
+  by_dt(a, [&](auto z) {
+    using T = decltype(z);
+    for (int64_t i = 0; i < b.count; ++i)
+      lp::getrf(b.rows, b.rows, mat<T>(a, b, i), b.ld, ipiv.data_ptr<int>() + i * b.rows, info.data_ptr<int>() + i);
+  });
+}
+void fake_getrs(bool transpose, const Tensor& lu, const Tensor& ipiv, const Tensor& rhs) {
+  MatrixBatch a = plan_of(lu), x = plan_of(rhs);
+  by_dt(lu, [&](auto z) {
+    using T = decltype(z);
+    int inf = 0;
+    for (int64_t i = 0; i < a.count; ++i)
+      lp::getrs(transpose ? 'T' : 'N', a.rows, x.cols, mat<T>(lu, a, i), a.ld, ipiv.data_ptr<int>() + i * a.rows,
+                    mat<T>(rhs, x, i), x.ld, &inf);
+  });
+}
+void fake_potrf(bool upper, const Tensor& a, const Tensor& info) {
+  MatrixBatch b = plan_of(a);
+  by_dt(a, [&](auto z) {
+    using T = decltype(z);
+    for (int64_t i = 0; i < b.count; ++i)
+      lp::potrf(upper ? 'U' : 'L', b.rows, mat<T>(a, b, i), b.ld, info.data_ptr<int>() + i);
+  });
+}
+void fake_geqrf(const Tensor& a, const Tensor& tau) {
+  MatrixBatch b = plan_of(a);
+  const int k = std::min(b.rows, b.cols);
+  by_dt(a, [&](auto z) {
+    using T = decltype(z);
+    std::vector<T> work(std::max(b.rows, b.cols) * 64 + 1);
+    int inf = 0;
+    for (int64_t i = 0; i < b.count; ++i)
+      lp::geqrf(b.rows, b.cols, mat<T>(a, b, i), b.ld, tau.data_ptr<T>() + i * k, work.data(),
+                    static_cast<int>(work.size()), &inf);
+  });
+}
+void fake_orgqr(const Tensor& q, const Tensor& tau) {
+  MatrixBatch b = plan_of(q);
+  const int k = static_cast<int>(tau.sizes().back());
+  by_dt(q, [&](auto z) {
+    using T = decltype(z);
+    std::vector<T> work(std::max(b.rows, b.cols) * 64 + 1);
+    int inf = 0;
+    for (int64_t i = 0; i < b.count; ++i)
+      lp::orgqr(b.rows, b.cols, k, mat<T>(q, b, i), b.ld, tau.data_ptr<T>() + i * k, work.data(),
+                    static_cast<int>(work.size()), &inf);
+  });
+}
+void fake_syevd(bool vectors, bool upper, const Tensor& a, const Tensor& w, const Tensor& info) {
+  MatrixBatch b = plan_of(a);
+  const int n = b.rows;
+  by_dt(a, [&](auto z) {
+    using T = decltype(z);
+    std::vector<T> work(2 * n * n + 6 * n + 1 + 64);
+    std::vector<int> iwork(5 * n + 3);
+    for (int64_t i = 0; i < b.count; ++i)
+      lp::syevd(vectors ? 'V' : 'N', upper ? 'U' : 'L', n, mat<T>(a, b, i), b.ld, w.data_ptr<T>() + i * n,
+                    work.data(), static_cast<int>(work.size()), iwork.data(), static_cast<int>(iwork.size()),
+                    info.data_ptr<int>() + i);
+  });
+}
+// gesdd, with V^T turned into V as cuSOLVER's gesvdj returns it.
+void fake_gesvd(const Tensor& a, const Tensor& s, const Tensor& u, const Tensor& v, const Tensor& info) {
+  MatrixBatch b = plan_of(a);
+  const int m = b.rows, n = b.cols, k = std::min(m, n);
+  const bool vectors = u.defined();
+  MatrixBatch bu, bv;
+  if (vectors) {
+    bu = plan_of(u);
+    bv = plan_of(v);
+  }
+  const bool full = vectors && (bu.cols > k || bv.cols > k);
+  const char jobz = !vectors ? 'N' : full ? 'A' : 'S';
+  by_dt(a, [&](auto z) {
+    using T = decltype(z);
+    const int vrows = full ? n : k;
+    std::vector<T> vt(static_cast<size_t>(vrows) * n + 1), u1(static_cast<size_t>(m) * m + 1);
+    std::vector<T> work(static_cast<size_t>(4 * std::max(m, n) * std::max(m, n) + 8 * std::max(m, n) + 64));
+    std::vector<int> iwork(8 * k + 1);
+    for (int64_t i = 0; i < b.count; ++i) {
+      lp::gesdd(jobz, m, n, mat<T>(a, b, i), b.ld, s.data_ptr<T>() + i * k, vectors ? mat<T>(u, bu, i) : u1.data(),
+                    vectors ? bu.ld : 1, vt.data(), vectors ? std::max(vrows, 1) : 1, work.data(),
+                    static_cast<int>(work.size()), iwork.data(), info.data_ptr<int>() + i);
+      if (!vectors) continue;
+      T* pv = mat<T>(v, bv, i);
+      for (int r = 0; r < n; ++r)
+        for (int c = 0; c < bv.cols; ++c) pv[r + static_cast<int64_t>(c) * bv.ld] = vt[c + static_cast<size_t>(r) * vrows];
+    }
+  });
+}
+
+const linalg_device::Solver kLapackSolver{&fake_getrf, &fake_getrs, &fake_potrf, &fake_geqrf,
+                                          &fake_orgqr, &fake_syevd, &fake_gesvd};
+
+// Registers LAPACK as the CPU's device solver for the scope.
+struct LapackAsDeviceSolver {
+  LapackAsDeviceSolver() { linalg_device::register_solver(DeviceType::cpu, &kLapackSolver); }
+  ~LapackAsDeviceSolver() { linalg_device::register_solver(DeviceType::cpu, nullptr); }
+};
+
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// Every routed op's outputs and errors through the device path equal the host path's.
+TEST(CudaSolver, device_forwards_through_lapack_match_the_host_path) {
+  manual_seed(11);
+  auto outputs = [](DType dt) {
+    std::vector<std::pair<std::string, Tensor>> out;
+    auto add = [&](const std::string& name, const Tensor& t) { out.emplace_back(name, t); };
+    const int64_t n = 5;
+    Tensor A = randn({2, 3, n, n}, dtype(dt)) + eye(n, std::nullopt, dtype(dt)) * 5.0;
+    Tensor At = A.mT(), Ap = A.permute({1, 0, 2, 3});
+    Tensor B = randn({2, 3, n, 2}, dtype(dt));
+    Tensor X = randn({2, n, n}, dtype(dt));
+    Tensor S = matmul(X, X.mT()) + eye(n, std::nullopt, dtype(dt)) * 5.0;
+    Tensor Y = X + X.mT();
+    for (auto [name, M] : {std::pair<std::string, Tensor>{"A", A}, {"At", At}, {"Ap", Ap}, {"A0", A.select(0, 1).select(0, 2)}}) {
+      add("inv " + name, linalg::inv(M));
+      add("det " + name, linalg::det(M));
+      auto [sg, la] = linalg::slogdet(M);
+      add("slogdet sign " + name, sg);
+      add("slogdet log " + name, la);
+    }
+    add("solve", linalg::solve(A, B));
+    add("solve broadcast", linalg::solve(A, B.select(0, 0).select(0, 1)));
+    add("solve right", linalg::solve(At, B.mT(), false));
+    add("solve vector", linalg::solve(Ap, randn({3, 2, n}, dtype(dt))));
+    Tensor flip = cat({A.narrow(-2, 1, 1), A.narrow(-2, 0, 1), A.narrow(-2, 2, n - 2)}, -2);
+    add("det flipped", linalg::det(flip));
+    add("slogdet flipped", std::get<0>(linalg::slogdet(flip)));
+    add("cholesky", linalg::cholesky(S));
+    add("cholesky upper", linalg::cholesky(S.mT() + S.triu(1), true));
+    add("cholesky one", linalg::cholesky(S.select(0, 1)));
+    for (Shape sh : {Shape{2, 6, 4}, Shape{4, 6}, Shape{3, 3}}) {
+      Tensor M = randn(sh, dtype(dt));
+      for (const char* mode : {"reduced", "complete", "r"}) {
+        auto [Q, R] = linalg::qr(M, mode);
+        add(detail::str("qr Q ", sh, mode), Q);
+        add(detail::str("qr R ", sh, mode), R);
+      }
+      add(detail::str("qr transposed ", sh), std::get<0>(linalg::qr(M.mT())));
+      for (bool full : {false, true}) {
+        auto [U, Sv, Vh] = linalg::svd(M, full);
+        add(detail::str("svd U ", sh, full), U);
+        add(detail::str("svd S ", sh, full), Sv);
+        add(detail::str("svd Vh ", sh, full), Vh);
+      }
+      add(detail::str("svdvals ", sh), linalg::svdvals(M.mT()));
+      add(detail::str("nuc ", sh), linalg::matrix_norm(M, "nuc"));
+    }
+    for (const char* uplo : {"L", "U"}) {
+      auto [L, V] = linalg::eigh(Y + Y.triu(1) * 2, uplo);
+      add(std::string("eigh L ") + uplo, L);
+      add(std::string("eigh V ") + uplo, V);
+      add(std::string("eigvalsh ") + uplo, linalg::eigvalsh(Y.mT(), uplo));
+    }
+    return out;
+  };
+  for (DType dt : {kFloat32, kFloat64}) {
+    manual_seed(12);
+    auto host = outputs(dt);
+    std::vector<std::pair<std::string, Tensor>> dev;
+    g_fake_calls = 0;
+    {
+      LapackAsDeviceSolver fake;
+      manual_seed(12);
+      dev = outputs(dt);
+    }
+    EXPECT_GT(g_fake_calls, 60) << "the ops did not take the device path";
+    g_fake_calls = 0;
+    ASSERT_EQ(host.size(), dev.size());
+    const double tol = dt == kFloat64 ? 1e-12 : 1e-5;
+    for (size_t i = 0; i < host.size(); ++i) {
+      EXPECT_EQ(dev[i].second.dtype(), host[i].second.dtype()) << host[i].first;
+      EXPECT_TRUE(testing::close_on_host(dev[i].second, host[i].second, tol)) << host[i].first << " " << dt;
+    }
+  }
+}
+
+TEST(CudaSolver, device_forwards_through_lapack_raise_the_host_errors) {
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor A = randn({3, 3, 3}, dtype(dt)) + eye(3, std::nullopt, dtype(dt)) * 3.0;
+    A.select(0, 1).select(0, 2).fill_(0);  // batch element 1: a zero row
+    Tensor S = eye(4, std::nullopt, dtype(dt)).expand({3, 4, 4}).clone();
+    S.select(0, 2).select(0, 1).select(0, 1).fill_(-1.0);  // batch element 2: leading minor of order 2
+    Tensor B = randn({3, 3, 2}, dtype(dt));
+    const std::vector<std::function<void()>> calls = {
+        [&] { linalg::inv(A); },           [&] { linalg::solve(A, B); },       [&] { linalg::inv(A.select(0, 1)); },
+        [&] { linalg::cholesky(S); },      [&] { linalg::cholesky(S.mT()); }, [&] { linalg::cholesky(S.select(0, 2)); }};
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const std::string host = message_of(calls[i]);
+      ASSERT_NE(host, "no error") << i;
+      LapackAsDeviceSolver fake;
+      EXPECT_EQ(message_of(calls[i]), host) << i;
+    }
+    EXPECT_NE(message_of([&] { linalg::inv(A); }).find("(Batch element 1): The diagonal element 3 is zero"),
+              std::string::npos);
+    // Singular det/slogdet: no error, 0, sign 0, -inf.
+    LapackAsDeviceSolver fake;
+    EXPECT_EQ(linalg::det(A).select(0, 1).item<double>(), 0.0);
+    auto [sg, la] = linalg::slogdet(A);
+    EXPECT_EQ(sg.select(0, 1).item<double>(), 0.0);
+    EXPECT_EQ(la.select(0, 1).item<double>(), -std::numeric_limits<double>::infinity());
+  }
 }
 
 }  // namespace
