@@ -82,6 +82,10 @@ Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim) {
 Tensor mean(const Tensor& x) { return mean(x, IntArrayRef{}, false); }
 
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "prod", {x}, {{"dims", x.dim() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{dim}},
+                                           {"keepdim", keepdim}},
+                         [&] { return prod(x, dim, keepdim); });
   DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
   Tensor xin = x.dtype() == dt ? x : x.to(dt);
   int64_t d = wrap_dim(dim, xin.dim(), "prod");
@@ -104,7 +108,11 @@ Tensor prod(const Tensor& x, int64_t dim, bool keepdim) {
   }
   return out;
 }
-Tensor prod(const Tensor& x) { return prod(x.reshape({-1}), 0, false); }
+Tensor prod(const Tensor& x) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced(t, "prod", {x}, {{"dims", std::vector<int64_t>{}}, {"keepdim", false}}, [&] { return prod(x); });
+  return prod(x.reshape({-1}), 0, false);
+}
 
 // ---- max / min ----------------------------------------------------------------------------------
 namespace {

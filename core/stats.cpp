@@ -364,7 +364,8 @@ std::tuple<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim)
 
 std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "kthvalue", {x}, {{"k", k}, {"dim", dim}}, [&] { return kthvalue(x, k, dim, keepdim); });
+    return trace::traced(t, "kthvalue", {x}, {{"k", k}, {"dim", dim}, {"keepdim", keepdim}},
+                         [&] { return kthvalue(x, k, dim, keepdim); });
   check<DTypeError>(x.dtype() != DType::boolean, "kthvalue: not implemented for bool tensors");
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "kthvalue");
   const int64_t n = x.dim() == 0 ? 1 : x.size(d);
@@ -376,17 +377,25 @@ std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, boo
 
 std::tuple<Tensor, Tensor> mode(const Tensor& x, int64_t dim, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "mode", {x}, {{"dim", dim}}, [&] { return mode(x, dim, keepdim); });
+    return trace::traced(t, "mode", {x}, {{"dim", dim}, {"keepdim", keepdim}}, [&] { return mode(x, dim, keepdim); });
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "mode");
   check_nonempty_dim(x, d, "mode");
   Tensor i = pick_indices(x, d, "mode", [&](const auto* row, int64_t n) { return mode_index(row, n); });
   return take(x, d, i, keepdim);
 }
 
+namespace {
+trace::Attrs quantile_attrs(std::optional<int64_t> dim, bool keepdim, std::string_view interpolation) {
+  return {{"has_dim", dim.has_value()}, {"dim", dim.value_or(0)}, {"keepdim", keepdim},
+          {"interpolation", std::string(interpolation)}};
+}
+}  // namespace
+
 Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bool keepdim,
                 std::string_view interpolation) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "quantile", {x, q}, {}, [&] { return quantile(x, q, dim, keepdim, interpolation); });
+    return trace::traced(t, "quantile", {x, q}, quantile_attrs(dim, keepdim, interpolation),
+                         [&] { return quantile(x, q, dim, keepdim, interpolation); });
   return quantile_impl(x, q, dim, keepdim, interpolation, false, "quantile");
 }
 Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim, std::string_view interpolation) {
@@ -396,7 +405,8 @@ Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keep
 Tensor nanquantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bool keepdim,
                    std::string_view interpolation) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "nanquantile", {x, q}, {}, [&] { return nanquantile(x, q, dim, keepdim, interpolation); });
+    return trace::traced(t, "nanquantile", {x, q}, quantile_attrs(dim, keepdim, interpolation),
+                         [&] { return nanquantile(x, q, dim, keepdim, interpolation); });
   return quantile_impl(x, q, dim, keepdim, interpolation, true, "nanquantile");
 }
 Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim,
@@ -484,7 +494,8 @@ Tensor logcumsumexp(const Tensor& x, int64_t dim) {
 // ---- counting and searching ---------------------------------------------------------------------
 Tensor histc(const Tensor& x, int64_t bins, double min_v, double max_v) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "histc", {x}, {{"bins", bins}}, [&] { return histc(x, bins, min_v, max_v); });
+    return trace::traced(t, "histc", {x}, {{"bins", bins}, {"min", min_v}, {"max", max_v}},
+                         [&] { return histc(x, bins, min_v, max_v); });
   check<DTypeError>(is_floating(x.dtype()), "histc: defined for floating tensors only, got ", x.dtype());
   check<ValueError>(bins > 0, "histc: bins must be > 0, but got ", bins);
   Tensor h = to_host_contiguous(x);
@@ -786,10 +797,15 @@ UniqueResult unique_consecutive(const Tensor& x, bool return_inverse, bool retur
     return unique_dim_impl(x, *dim, return_inverse, return_counts, true, "unique_consecutive");
   }
   if (trace::Tracer* t = trace::active()) [[unlikely]] {
+    // Values, then inverse and counts when asked for (the exporter composes them: onnx/export.cpp).
     UniqueResult r;
-    (void)trace::traced(t, "unique_consecutive", {x}, {}, [&] {
+    (void)trace::traced(t, "unique_consecutive", {x},
+                        {{"return_inverse", return_inverse}, {"return_counts", return_counts}}, [&] {
       r = unique_impl(x, return_inverse, return_counts, true, "unique_consecutive");
-      return std::vector<Tensor>{r.values};
+      std::vector<Tensor> outs{r.values};
+      for (const Tensor* o : {&r.inverse, &r.counts})
+        if (o->defined()) outs.push_back(*o);
+      return outs;
     });
     return r;
   }
