@@ -50,14 +50,16 @@ int onnx_dtype(DType d) {
   return 0;
 }
 
+struct SubGraph;  // a Loop's body
 struct OAttr {
-  enum Kind { kInt, kFloat, kInts, kString, kStrings } kind;
+  enum Kind { kInt, kFloat, kInts, kString, kStrings, kGraph } kind;
   std::string name;
   int64_t i = 0;
   float f = 0;
   std::vector<int64_t> ints;
   std::string s;
   std::vector<std::string> strings;
+  std::shared_ptr<SubGraph> g;
 };
 OAttr ai(std::string n, int64_t v) { return {OAttr::kInt, std::move(n), v, 0, {}, {}, {}}; }
 OAttr af(std::string n, double v) { return {OAttr::kFloat, std::move(n), 0, static_cast<float>(v), {}, {}, {}}; }
@@ -72,6 +74,23 @@ struct ONode {
   std::vector<std::string> inputs, outputs;
   std::vector<OAttr> attrs;
 };
+
+// A graph attribute (Loop's body): its nodes, and its inputs and outputs by name, ONNX element type
+// and rank. Its nodes may read the outer graph's values and initializers by name.
+struct SubGraph {
+  struct IO {
+    std::string name;
+    DType dtype;
+    int64_t rank;
+  };
+  std::vector<ONode> nodes;
+  std::vector<IO> inputs, outputs;
+};
+OAttr agraph(std::string n, std::shared_ptr<SubGraph> g) {
+  OAttr a{OAttr::kGraph, std::move(n), 0, 0, {}, {}, {}, {}};
+  a.g = std::move(g);
+  return a;
+}
 
 struct Initializer {
   std::string name;
@@ -408,6 +427,15 @@ class Exporter : public trace::Tracer {
   }
   void convert_rnn(const std::string& op, const std::vector<Tensor>& in, const std::vector<const Value*>& iv,
                    std::vector<Value>& ov, const Attrs& attrs);
+  // ---- the stats ops (median, kthvalue, mode, quantile, histc, unique_consecutive) ---------------
+  std::string topk_key(const Value& x);
+  std::string stable_order(const Value& x, const std::string& key, int64_t d, const std::string& k);
+  std::string line_length(const std::string& x, int64_t d);
+  void convert_stats(const std::string& op, const std::vector<const Value*>& iv, std::vector<Value>& ov,
+                     const Attrs& attrs);
+  void convert_quantile(const std::string& op, const Value& x, const Value& q, Value& y, const Attrs& attrs);
+  void convert_unique_consecutive(const Value& x, std::vector<Value>& ov, const Attrs& attrs);
+  void convert_histc(const Value& x, Value& y, const Attrs& attrs);
   void fold_batch_norms(const std::set<std::string>& graph_outputs);
   void prune(const std::set<std::string>& graph_outputs);
 
@@ -436,7 +464,11 @@ bool Exporter::convert_unary(const std::string& op, const Value& x, Value& y, co
   const DType dt = y.dtype;
   auto c = [&](double v) { return const_scalar(v, dt); };
   const double p0 = attr_double(attrs, "p0"), p1 = attr_double(attrs, "p1");
-  if (auto it = direct.find(op); it != direct.end()) {
+  if ((op == "isnan" || op == "isinf" || op == "isfinite") && !is_floating(x.dtype)) {
+    // Integers and bools are never NaN or infinite (IsNaN/IsInf take floats only): x == x.
+    const std::string i = cast(x, DType::i64), same = node("Equal", {i, i}, {}, op == "isfinite" ? y.name : std::string());
+    if (op != "isfinite") node("Not", {same}, {}, y.name);
+  } else if (auto it = direct.find(op); it != direct.end()) {
     node(it->second, {xn}, {}, y.name);
   } else if (op == "rsqrt") {
     node("Reciprocal", {node("Sqrt", {xn})}, {}, y.name);
@@ -665,26 +697,329 @@ void Exporter::convert_interpolate(const Value& x, Value& y, const Attrs& attrs)
 // rounds of y = y * shift(y, s) with s = 1, 2, 4, ..., the shifted-in positions 1 (Pad, then
 // Slice back to L). Exact multiplications, so zeros and negative values come out right and integers
 // exactly; floating results differ from the sequential product by rounding only (a few ulps).
+// Along a dynamic axis the rounds are a Loop's body, repeated while s < L.
 void Exporter::convert_cumprod(const Value& x, Value& y, int64_t dim) {
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   const int64_t d = rank == 0 ? 0 : wrap(dim, rank);
   std::string cur = cast(x, y.dtype);
   y.sym = x.sym;
+  const std::string one = const_tensor(scalar_tensor(1, dtype(y.dtype)));
+  if (rank > 0 && !x.sym[d].empty()) {
+    // A dynamic length L: the same rounds as the body of a Loop that runs while s < L (s doubles
+    // each round; L from Shape, so no round count is baked in).
+    std::vector<int64_t> unit(static_cast<size_t>(2 * rank), 0);
+    unit[static_cast<size_t>(d)] = 1;
+    const std::string unit_pads = const_i64(unit), start = const_i64({0}), axis = const_i64({d}), two = const_i64({2});
+    auto body = std::make_shared<SubGraph>();
+    const std::string it = fresh("loop_i"), cond_in = fresh("loop_cond"), y_in = fresh("loop_y"), s_in = fresh("loop_s");
+    std::swap(body->nodes, nodes_);  // the nodes emitted until the swap back are the body's
+    const std::string len = shape_of(y_in, d, d + 1);
+    const std::string shifted = node("Slice", {node("Pad", {y_in, node("Mul", {unit_pads, s_in}), one}), start, len, axis});
+    const std::string y_out = node("Mul", {y_in, shifted});
+    const std::string s_out = node("Mul", {s_in, two});
+    const std::string cond_out = node("Squeeze", {node("Less", {s_out, len}), axes_input({0})});
+    std::swap(body->nodes, nodes_);
+    const std::string tag = fresh("/loop");
+    for (ONode& n : body->nodes) n.name = tag + n.name;
+    body->inputs = {{it, DType::i64, 0}, {cond_in, DType::boolean, 0}, {y_in, y.dtype, rank}, {s_in, DType::i64, 1}};
+    body->outputs = {{cond_out, DType::boolean, 0}, {y_out, y.dtype, rank}, {s_out, DType::i64, 1}};
+    const std::string go = node("Squeeze", {node("Less", {const_i64({1}), shape_of(cur, d, d + 1)}), axes_input({0})});
+    node_multi("Loop", {"", go, cur, const_i64({1})}, {agraph("body", body)}, {y.name, fresh("t")});
+    return;
+  }
   const int64_t L = rank == 0 ? 1 : x.shape[d];
   if (L <= 1) {
     node("Identity", {cur}, {}, y.name);
     return;
   }
-  check<NotImplemented>(x.sym[d].empty(), "onnx::export_model: op 'cumprod' (", where(current_module()),
-                        ") runs along the dynamic axis '", x.sym[d], "' of ", x.shape,
-                        "; ONNX has no CumProd, and its scan is unrolled for a static length");
-  const std::string one = const_tensor(scalar_tensor(1, dtype(y.dtype)));
   for (int64_t s = 1; s < L; s *= 2) {
     std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
     pads[static_cast<size_t>(d)] = s;
     std::string shifted = node("Slice", {node("Pad", {cur, const_i64(pads), one}), const_i64({0}), const_i64({L}), const_i64({d})});
     cur = node("Mul", {cur, shifted}, {}, 2 * s >= L ? y.name : std::string());
   }
+}
+
+// ---- the stats ops ------------------------------------------------------------------------------
+// median, nanmedian, kthvalue and quantile take elements in nabla's order (core/stats.cpp: value
+// ascending, NaN largest, ties by index, as a stable sort) from ONNX's TopK, whose ties go to the
+// lower index too. TopK puts NaN anywhere (ONNX Runtime compares with <), so it never sees one:
+// NaN becomes +inf, and where NaNs must come after real infinities, a first TopK on the NaN flag
+// orders the line before a second one orders it by value (its ties keep the first one's order).
+
+// x as TopK and the reductions take it: float32/float64 as they are, 16-bit floats as float32,
+// integers as int64.
+std::string Exporter::topk_key(const Value& x) {
+  if (x.dtype == DType::f32 || x.dtype == DType::f64) return x.name;
+  return cast(x, is_floating(x.dtype) ? DType::f32 : DType::i64);
+}
+// The length of dim d of x: a 1-D int64 tensor of one element.
+std::string Exporter::line_length(const std::string& x, int64_t d) { return shape_of(x, d, d + 1); }
+
+// int64 indices (x's shape with dim d of size k) of the first k elements of each line along d in
+// nabla's stable order.
+std::string Exporter::stable_order(const Value& x, const std::string& key, int64_t d, const std::string& k) {
+  const std::vector<OAttr> at{ai("axis", d), ai("largest", 0), ai("sorted", 1)};
+  if (!is_floating(x.dtype)) {
+    const std::string i = fresh("t");
+    node_multi("TopK", {key, k}, at, {fresh("t"), i});
+    return i;
+  }
+  const DType kd = x.dtype == DType::f64 ? DType::f64 : DType::f32;
+  const std::string nan = node("IsNaN", {key});
+  const std::string clean = node("Where", {nan, const_scalar(std::numeric_limits<double>::infinity(), kd), key});
+  const std::string p1 = fresh("t"), p2 = fresh("t");
+  node_multi("TopK", {node("Cast", {nan}, {ai("to", onnx_dtype(DType::f32))}), line_length(key, d)}, at, {fresh("t"), p1});
+  node_multi("TopK", {node("GatherElements", {clean, p1}, {ai("axis", d)}), k}, at, {fresh("t"), p2});
+  return node("GatherElements", {p1, p2}, {ai("axis", d)});
+}
+
+// median / nanmedian (of all elements, or along a dim: values and indices), kthvalue, mode. The
+// index of each line's pick (x's shape with dim d of size 1), then the values through
+// GatherElements, as nabla's own take().
+//   median     the element (n - 1) / 2 of the stable order; a line with a NaN: its first NaN
+//   nanmedian  the element (valid - 1) / 2 (valid: the line's non-NaN count; all NaN: index 0)
+//   kthvalue   the element k - 1
+//   mode       the count of each element's value from an (n, n) Equal per line (so memory grows
+//              as n^2), the smallest value of the largest count, the last index holding it (an
+//              all-NaN line: index 0)
+void Exporter::convert_stats(const std::string& op, const std::vector<const Value*>& iv, std::vector<Value>& ov,
+                             const Attrs& attrs) {
+  const Value& x0 = *iv[0];
+  const int64_t rank0 = static_cast<int64_t>(x0.shape.size());
+  const bool whole = std::none_of(attrs.begin(), attrs.end(), [](const trace::Attr& a) { return a.name == "dim"; });
+  // The lines: x along dim d, or x flattened (the whole forms, and a 0-d x: one line of one element).
+  Value x = x0;
+  int64_t d = 0;
+  bool keep = false;
+  if (whole || rank0 == 0) {
+    int64_t numel = 1;
+    for (int64_t s : x0.shape) numel *= s;
+    x.name = node("Reshape", {x0.name, const_i64({-1})});
+    x.shape = Shape{numel};
+    x.sym = {has_sym(x0) ? std::string("n") : std::string()};
+  } else {
+    d = wrap(attr_int(attrs, "dim"), rank0);
+    keep = attr_int(attrs, "keepdim") != 0;
+  }
+  const bool fl = is_floating(x.dtype);
+  const bool dyn = !x.sym[d].empty();
+  const std::string n = dyn ? line_length(x.name, d) : const_i64({x.shape[d]});
+  const std::string key = topk_key(x);
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  auto last = [&](const std::string& order) {
+    return node("Slice", {order, const_i64({-1}), const_i64({big}), const_i64({d})});
+  };
+  // The lower middle position (n - 1) / 2, as a 1-D int64 tensor.
+  auto middle = [&] {
+    return dyn ? node("Div", {node("Sub", {n, const_i64({1})}), const_i64({2})}) : const_i64({(x.shape[d] - 1) / 2});
+  };
+  std::string pick;
+  if (op == "kthvalue") {
+    pick = last(stable_order(x, key, d, const_i64({attr_int(attrs, "k")})));
+  } else if (op == "median" || (op == "nanmedian" && !fl)) {
+    pick = last(stable_order(x, key, d, node("Add", {middle(), const_i64({1})})));
+    if (fl) {  // a line with a NaN: the first NaN
+      const std::string flag = node("Cast", {node("IsNaN", {key})}, {ai("to", onnx_dtype(DType::f32))});
+      const std::string any_nan =
+          node("Greater", {node("ReduceMax", {flag}, {aints("axes", {d}), ai("keepdims", 1)}), const_scalar(0, DType::f32)});
+      pick = node("Where", {any_nan, node("ArgMax", {flag}, {ai("axis", d), ai("keepdims", 1)}), pick});
+    }
+  } else if (op == "nanmedian") {
+    const std::string order = stable_order(x, key, d, n);
+    const std::string nans = node("ReduceSum", {node("Cast", {node("IsNaN", {key})}, {ai("to", onnx_dtype(DType::i64))}),
+                                                axes_input({d})},
+                                  {ai("keepdims", 1)});
+    const std::string valid = node("Sub", {n, nans});
+    const std::string pos =
+        node("Div", {node("Max", {node("Sub", {valid, const_i64_scalar(1)}), const_i64_scalar(0)}), const_i64_scalar(2)});
+    pick = node("GatherElements", {order, pos}, {ai("axis", d)});
+  } else if (op == "mode") {
+    // eq[.., i, j, ..] = (x_i == x_j) with i at dim d, j at d + 1 (NaN equals nothing: count 0).
+    const std::string eq = node("Equal", {node("Unsqueeze", {key, axes_input({d + 1})}), node("Unsqueeze", {key, axes_input({d})})});
+    const std::string count =
+        node("ReduceSum", {node("Cast", {eq}, {ai("to", onnx_dtype(DType::i64))}), axes_input({d + 1})}, {ai("keepdims", 0)});
+    const std::string most = node("ReduceMax", {count}, {aints("axes", {d}), ai("keepdims", 1)});
+    const std::string none = fl ? const_scalar(std::numeric_limits<double>::infinity(), x.dtype == DType::f64 ? DType::f64 : DType::f32)
+                                : const_i64_scalar(std::numeric_limits<int64_t>::max());
+    const std::string value =
+        node("ReduceMin", {node("Where", {node("Equal", {count, most}), key, none})}, {aints("axes", {d}), ai("keepdims", 1)});
+    const std::string at_value = node("Cast", {node("Equal", {key, value})}, {ai("to", onnx_dtype(DType::f32))});
+    pick = node("ArgMax", {at_value}, {ai("axis", d), ai("keepdims", 1), ai("select_last_index", 1)});
+    if (fl) pick = node("Where", {node("Equal", {most, const_i64_scalar(0)}), const_i64_scalar(0), pick});
+  } else {
+    throw Error(detail::str("onnx::export_model: internal: convert_stats got op '", op, "'"));
+  }
+  const std::string values = node("GatherElements", {x.name, pick}, {ai("axis", d)});
+  const std::vector<std::string> picked{values, pick};
+  for (size_t i = 0; i < ov.size(); ++i) {
+    if (whole || rank0 == 0 || !keep) node("Squeeze", {picked[i], axes_input({d})}, {}, ov[i].name);
+    else node("Identity", {picked[i]}, {}, ov[i].name);
+    if (!whole && rank0 > 0) sym_reduce(ov[i], x0, {d}, keep);
+  }
+}
+
+// quantile / nanquantile, as core/stats.cpp computes them: the line sorted (TopK, NaN as +inf; only
+// values are read, so ties do not matter), ranks q (n - 1) (nanquantile: q (valid - 1), at least 0),
+// rounded per interpolation (nearest: Round, half to even as nabla's round), the neighbouring order
+// statistics gathered and blended with PyTorch's lerp; NaN where nabla's sorted line would give it
+// (quantile: a line holding a NaN; nanquantile: a line of NaNs only). Computed along dim d in place,
+// q's values along d, then q's dim moved first.
+void Exporter::convert_quantile(const std::string& op, const Value& x0, const Value& q, Value& y, const Attrs& attrs) {
+  const bool ignore_nan = op == "nanquantile";
+  const std::string interp = attr_string(attrs, "interpolation");
+  const bool has_dim = attr_int(attrs, "has_dim") != 0, keep = attr_int(attrs, "keepdim") != 0;
+  const int64_t rank0 = static_cast<int64_t>(x0.shape.size());
+  const DType dt = x0.dtype;
+  check<NotImplemented>(dt == DType::f32 || dt == DType::f64, "onnx::export_model: op '", op, "' (", where(current_module()),
+                        ") on ", dt, " is not exported (float32 and float64 are)");
+  Value x = x0;
+  int64_t d = 0;
+  if (!has_dim || rank0 == 0) {
+    int64_t numel = 1;
+    for (int64_t s : x0.shape) numel *= s;
+    x.name = node("Reshape", {x0.name, const_i64({-1})});
+    x.shape = Shape{numel};
+    x.sym = {has_sym(x0) ? std::string("n") : std::string()};
+  } else {
+    d = wrap(attr_int(attrs, "dim"), rank0);
+  }
+  const int64_t r = static_cast<int64_t>(x.shape.size());
+  const bool q1 = q.shape.size() == 1;
+  const int64_t Q = q1 ? q.shape[0] : 1;
+  std::vector<int64_t> qs(static_cast<size_t>(r), 1);
+  qs[static_cast<size_t>(d)] = Q;
+  const std::string qv = node("Reshape", {cast(q, dt), const_i64(qs)});  // q along dim d
+  auto c = [&](double v) { return const_scalar(v, dt); };
+  const std::string n_i = x.sym[d].empty() ? const_i64({x.shape[d]}) : line_length(x.name, d);
+  const std::string n = node("Cast", {n_i}, {ai("to", onnx_dtype(dt))});
+  const std::string nan = node("IsNaN", {x.name});
+  const std::string sorted = fresh("t");
+  node_multi("TopK", {node("Where", {nan, c(std::numeric_limits<double>::infinity()), x.name}), n_i},
+             {ai("axis", d), ai("largest", 0), ai("sorted", 1)}, {sorted, fresh("t")});
+  const std::string nans =
+      node("ReduceSum", {node("Cast", {nan}, {ai("to", onnx_dtype(dt))}), axes_input({d})}, {ai("keepdims", 1)});
+  std::string ranks, nan_lines;
+  if (ignore_nan) {
+    const std::string valid = node("Sub", {n, nans});
+    ranks = node("Mul", {qv, node("Sub", {valid, c(1)})});
+    ranks = node("Where", {node("Less", {ranks, c(0)}), c(0), ranks});
+    nan_lines = node("Equal", {valid, c(0)});
+  } else {
+    const std::string last = node("Sub", {n, c(1)});
+    nan_lines = node("Greater", {nans, c(0)});
+    ranks = node("Where", {nan_lines, last, node("Mul", {qv, last})});
+  }
+  if (interp == "lower") ranks = node("Floor", {ranks});
+  else if (interp == "higher") ranks = node("Ceil", {ranks});
+  else if (interp == "nearest") ranks = node("Round", {ranks});
+  else
+    check<NotImplemented>(interp == "linear" || interp == "midpoint", "onnx::export_model: op '", op, "' (",
+                          where(current_module()), ") has no ONNX mapping for interpolation '", interp, "'");
+  const std::string below = node("Cast", {ranks}, {ai("to", onnx_dtype(DType::i64))});
+  std::string res = node("GatherElements", {sorted, below}, {ai("axis", d)});
+  if (interp == "linear" || interp == "midpoint") {
+    const std::string w = interp == "midpoint" ? c(0.5) : node("Sub", {ranks, node("Cast", {below}, {ai("to", onnx_dtype(dt))})});
+    const std::string above = node("GatherElements", {sorted, node("Cast", {node("Ceil", {ranks})}, {ai("to", onnx_dtype(DType::i64))})},
+                                   {ai("axis", d)});
+    const std::string diff = node("Sub", {above, res});
+    // PyTorch's lerp: a + w (b - a) for w < 0.5, b - (b - a)(1 - w) otherwise.
+    res = node("Where", {node("Less", {w, c(0.5)}), node("Add", {res, node("Mul", {w, diff})}),
+                         node("Sub", {above, node("Mul", {diff, node("Sub", {c(1), w})})})});
+  }
+  res = node("Where", {nan_lines, c(std::numeric_limits<double>::quiet_NaN()), res});  // x's shape, Q at dim d
+  if (!has_dim || rank0 == 0) {  // res: (Q) -> (Q?, 1 x rank when keepdim)
+    std::vector<int64_t> shape;
+    if (q1) shape.push_back(Q);
+    if (has_dim ? false : keep) shape.insert(shape.end(), static_cast<size_t>(rank0), 1);
+    node("Reshape", {res, const_i64(shape)}, {}, y.name);
+    return;
+  }
+  // Output dim j comes from x's dim src[j] (-1: q's dim).
+  std::vector<int64_t> src;
+  if (q1) {
+    std::vector<int64_t> perm{d};
+    for (int64_t i = 0; i < rank0; ++i)
+      if (i != d) perm.push_back(i);
+    res = node("Transpose", {res}, {aints("perm", perm)});
+    if (keep) res = node("Unsqueeze", {res, axes_input({d + 1})});
+    src.push_back(-1);
+  } else if (!keep) {
+    res = node("Squeeze", {res, axes_input({d})});
+  }
+  for (int64_t i = 0; i < rank0; ++i) {
+    if (i != d) src.push_back(i);
+    else if (keep) src.push_back(-1);
+  }
+  node("Identity", {res}, {}, y.name);
+  for (size_t j = 0; j < src.size() && j < y.sym.size(); ++j)
+    if (src[j] >= 0) y.sym[j] = x0.sym[static_cast<size_t>(src[j])];
+}
+
+// unique_consecutive (flattened): a run starts where an element differs from the one before (NaN
+// differs from everything, as in nabla); values at the run starts (NonZero), the inverse a CumSum of
+// the starts, the counts the gaps between them.
+void Exporter::convert_unique_consecutive(const Value& x, std::vector<Value>& ov, const Attrs& attrs) {
+  const bool inverse = attr_int(attrs, "return_inverse") != 0, counts = attr_int(attrs, "return_counts") != 0;
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  const std::string flat = node("Reshape", {x.name, const_i64({-1})});
+  const std::string n = node("Shape", {flat});
+  const std::string changed = node("Not", {node("Equal", {node("Slice", {flat, const_i64({1}), const_i64({big}), const_i64({0})}),
+                                                          node("Slice", {flat, const_i64({0}), const_i64({-1}), const_i64({0})})})});
+  Tensor first;
+  {
+    trace::Suspend s;
+    first = ones({1}, dtype(kBool));
+  }
+  // starts: bool (n); Slice to n keeps an empty x empty.
+  const std::string starts =
+      node("Slice", {node("Concat", {const_tensor(first), changed}, {ai("axis", 0)}), const_i64({0}), n, const_i64({0})});
+  const std::string at = node("Squeeze", {node("NonZero", {starts}), axes_input({0})});  // (m) int64
+  node("Gather", {flat, at}, {ai("axis", 0)}, ov[0].name);
+  const std::string m = fresh("unique_");
+  ov[0].sym[0] = m;
+  if (inverse) {
+    const std::string run = node("Sub", {node("CumSum", {node("Cast", {starts}, {ai("to", onnx_dtype(DType::i64))}), const_i64_scalar(0)}),
+                                         const_i64_scalar(1)});
+    node("Reshape", {run, node("Shape", {x.name})}, {}, ov[1].name);
+    ov[1].sym = x.sym;
+  }
+  if (counts) {
+    const std::string ends = node("Concat", {node("Slice", {at, const_i64({1}), const_i64({big}), const_i64({0})}), n}, {ai("axis", 0)});
+    node("Sub", {ends, at}, {}, ov.back().name);
+    ov.back().sym[0] = m;
+  }
+}
+
+// histc, as core/stats.cpp counts: the bin of v is (v - min) bins / (max - min) in x's dtype,
+// truncated, the last bin holding max; values outside [min, max] and NaN are not counted. min = max
+// (0 and 0 by default): the data's min and max (ReduceMin/ReduceMax), widened by 1 each way when
+// equal. The counts from a one-hot (n, bins) Equal summed over n.
+void Exporter::convert_histc(const Value& x, Value& y, const Attrs& attrs) {
+  const int64_t bins = attr_int(attrs, "bins");
+  const double lo = attr_double(attrs, "min"), hi = attr_double(attrs, "max");
+  const DType dt = x.dtype;
+  check<NotImplemented>(dt == DType::f32 || dt == DType::f64, "onnx::export_model: op 'histc' (", where(current_module()),
+                        ") on ", dt, " is not exported (float32 and float64 are)");
+  auto c = [&](double v) { return const_scalar(v, dt); };
+  const std::string flat = node("Reshape", {x.name, const_i64({-1})});
+  std::string left = c(lo), right = c(hi);
+  if (lo == hi) {
+    const std::string mn = node("ReduceMin", {flat}, {ai("keepdims", 0)}), mx = node("ReduceMax", {flat}, {ai("keepdims", 0)});
+    const std::string same = node("Equal", {mn, mx});
+    left = node("Where", {same, node("Sub", {mn, c(1)}), mn});
+    right = node("Where", {same, node("Add", {mx, c(1)}), mx});
+  }
+  std::string pos = node("Cast", {node("Div", {node("Mul", {node("Sub", {flat, left}), c(static_cast<double>(bins))}),
+                                               node("Sub", {right, left})})},
+                         {ai("to", onnx_dtype(DType::i64))});
+  pos = node("Min", {pos, const_i64_scalar(bins - 1)});
+  const std::string inside = node("And", {node("GreaterOrEqual", {flat, left}), node("LessOrEqual", {flat, right})});
+  std::vector<int64_t> ids(static_cast<size_t>(bins));
+  for (int64_t i = 0; i < bins; ++i) ids[static_cast<size_t>(i)] = i;
+  const std::string hit = node("And", {node("Equal", {node("Unsqueeze", {pos, axes_input({1})}), const_i64(ids)}),
+                                       node("Unsqueeze", {inside, axes_input({1})})});
+  node("ReduceSum", {node("Cast", {hit}, {ai("to", onnx_dtype(dt))}), axes_input({0})}, {ai("keepdims", 0)}, y.name);
 }
 
 // nn::RNN / LSTM / GRU as ONNX's RNN / LSTM / GRU, one node per layer (both directions in it).
@@ -825,6 +1160,14 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
     convert_interpolate(*x, y, attrs);
   } else if (op == "cumprod") {
     convert_cumprod(*x, y, attr_int(attrs, "dim"));
+  } else if (op == "median" || op == "nanmedian" || op == "kthvalue" || op == "mode") {
+    convert_stats(op, iv, ov, attrs);
+  } else if (op == "quantile" || op == "nanquantile") {
+    convert_quantile(op, *x, *iv[1], y, attrs);
+  } else if (op == "unique_consecutive") {
+    convert_unique_consecutive(*x, ov, attrs);
+  } else if (op == "histc") {
+    convert_histc(*x, y, attrs);
   } else if (op == "any" || op == "all") {
     // Counts of nonzero (any) or zero (all) elements: ReduceSum gives 0 for an empty reduction, so
     // any() of nothing is false and all() true, as in PyTorch (NaN counts as nonzero).
@@ -1118,7 +1461,7 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
   } else if (op == "clone") {
     node("Identity", {x->name}, {}, y.name);
     y.sym = x->sym;
-  } else if (op == "sum" || op == "mean" || op == "amax" || op == "amin") {
+  } else if (op == "sum" || op == "mean" || op == "amax" || op == "amin" || op == "prod") {
     std::vector<int64_t> dims = attr_ints(attrs, "dims");
     for (auto& d : dims) d = wrap(d, rank);
     int64_t keep = attr_int(attrs, "keepdim");
@@ -1130,7 +1473,10 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
     } else {
       std::vector<OAttr> at{ai("keepdims", keep)};
       if (!dims.empty()) at.push_back(aints("axes", dims));
-      node(op == "mean" ? "ReduceMean" : op == "amax" ? "ReduceMax" : "ReduceMin", {xn}, at, y.name);
+      // prod: integers (and bool) multiply as int64, floats in their own dtype (ReduceProd of
+      // nothing is 1, as PyTorch's).
+      node(op == "mean" ? "ReduceMean" : op == "amax" ? "ReduceMax" : op == "amin" ? "ReduceMin" : "ReduceProd", {xn}, at,
+           y.name);
     }
     bool all = dims.empty();
     for (int64_t d = 0, j = 0; d < rank; ++d) {
@@ -1320,8 +1666,12 @@ void Exporter::prune(const std::set<std::string>& graph_outputs) {
   std::vector<bool> keep(nodes_.size(), false);
   for (size_t i = nodes_.size(); i-- > 0;) {
     for (const auto& o : nodes_[i].outputs) keep[i] = keep[i] || needed.count(o) > 0;
-    if (keep[i])
+    if (keep[i]) {
       for (const auto& in : nodes_[i].inputs) needed.insert(in);
+      for (const auto& a : nodes_[i].attrs)  // what a Loop's body reads from this graph
+        if (a.g)
+          for (const auto& bn : a.g->nodes) needed.insert(bn.inputs.begin(), bn.inputs.end());
+    }
   }
   std::vector<ONode> kept;
   for (size_t i = 0; i < nodes_.size(); ++i)
@@ -1350,6 +1700,55 @@ proto::Writer value_info(const std::string& name, DType dt, const Shape& shape, 
   vi.bytes(1, name);    // ValueInfoProto.name
   vi.message(2, type);  // ValueInfoProto.type
   return vi;
+}
+
+// A ValueInfoProto of a Loop body's input or output: element type and rank, sizes unknown.
+proto::Writer body_value_info(const SubGraph::IO& io) {
+  proto::Writer shp;
+  for (int64_t j = 0; j < io.rank; ++j) shp.message(1, proto::Writer());  // an unknown Dimension
+  proto::Writer tt;
+  tt.int64(1, onnx_dtype(io.dtype));  // TypeProto.Tensor.elem_type
+  tt.message(2, shp);                 // TypeProto.Tensor.shape
+  proto::Writer type;
+  type.message(1, tt);  // TypeProto.tensor_type
+  proto::Writer vi;
+  vi.bytes(1, io.name);
+  vi.message(2, type);
+  return vi;
+}
+
+proto::Writer node_proto(const ONode& n) {
+  proto::Writer nw;
+  for (const auto& i : n.inputs) nw.bytes(1, i);   // NodeProto.input
+  for (const auto& o : n.outputs) nw.bytes(2, o);  // NodeProto.output
+  nw.bytes(3, n.name);                             // NodeProto.name
+  nw.bytes(4, n.op_type);                          // NodeProto.op_type
+  for (const auto& a : n.attrs) {
+    proto::Writer aw;
+    aw.bytes(1, a.name);  // AttributeProto.name
+    switch (a.kind) {
+      case OAttr::kInt: aw.int64(3, a.i); aw.int64(20, 2); break;          // i, type INT
+      case OAttr::kFloat: aw.float32(2, a.f); aw.int64(20, 1); break;      // f, type FLOAT
+      case OAttr::kInts: aw.packed_int64(8, a.ints); aw.int64(20, 7); break;  // ints, type INTS
+      case OAttr::kString: aw.bytes(4, a.s); aw.int64(20, 3); break;       // s, type STRING
+      case OAttr::kStrings:                                                 // strings, type STRINGS
+        for (const auto& x : a.strings) aw.bytes(9, x);
+        aw.int64(20, 8);
+        break;
+      case OAttr::kGraph: {  // g, type GRAPH
+        proto::Writer gw;
+        for (const auto& bn : a.g->nodes) gw.message(1, node_proto(bn));       // GraphProto.node
+        gw.bytes(2, "body");                                                   // GraphProto.name
+        for (const auto& io : a.g->inputs) gw.message(11, body_value_info(io));   // GraphProto.input
+        for (const auto& io : a.g->outputs) gw.message(12, body_value_info(io));  // GraphProto.output
+        aw.message(6, gw);
+        aw.int64(20, 5);
+        break;
+      }
+    }
+    nw.message(5, aw);  // NodeProto.attribute
+  }
+  return nw;
 }
 
 std::string Exporter::serialize(const std::vector<std::string>& output_names, const std::vector<Tensor>& outputs,
@@ -1394,29 +1793,7 @@ std::string Exporter::serialize(const std::vector<std::string>& output_names, co
   prune({output_names.begin(), output_names.end()});
 
   proto::Writer graph;
-  for (const auto& n : nodes_) {
-    proto::Writer nw;
-    for (const auto& i : n.inputs) nw.bytes(1, i);   // NodeProto.input
-    for (const auto& o : n.outputs) nw.bytes(2, o);  // NodeProto.output
-    nw.bytes(3, n.name);                             // NodeProto.name
-    nw.bytes(4, n.op_type);                          // NodeProto.op_type
-    for (const auto& a : n.attrs) {
-      proto::Writer aw;
-      aw.bytes(1, a.name);  // AttributeProto.name
-      switch (a.kind) {
-        case OAttr::kInt: aw.int64(3, a.i); aw.int64(20, 2); break;          // i, type INT
-        case OAttr::kFloat: aw.float32(2, a.f); aw.int64(20, 1); break;      // f, type FLOAT
-        case OAttr::kInts: aw.packed_int64(8, a.ints); aw.int64(20, 7); break;  // ints, type INTS
-        case OAttr::kString: aw.bytes(4, a.s); aw.int64(20, 3); break;       // s, type STRING
-        case OAttr::kStrings:                                                 // strings, type STRINGS
-          for (const auto& x : a.strings) aw.bytes(9, x);
-          aw.int64(20, 8);
-          break;
-      }
-      nw.message(5, aw);  // NodeProto.attribute
-    }
-    graph.message(1, nw);  // GraphProto.node
-  }
+  for (const auto& n : nodes_) graph.message(1, node_proto(n));  // GraphProto.node
   graph.bytes(2, "nabla");  // GraphProto.name
   // Protobuf messages stop at 2 GiB: beyond that the weights must go to an external data file.
   size_t total = 0;
