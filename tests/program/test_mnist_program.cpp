@@ -218,8 +218,8 @@ TEST_F(MnistProgram, FastRecipeDefaultsAndResume) {
 }
 
 TEST_F(MnistProgram, InterruptSavesAndResumesMidEpoch) {
-  // Enough data that the interrupt (0.7 s in) lands inside training: lenet trains ~50,000 images/s
-  // here, so 4 epochs of 16,384 take over a second.
+  // Enough data that the interrupt (sent once the first train scalars are logged) lands inside
+  // training: lenet trains ~50,000 images/s here, so 4 epochs of 16,384 take over a second.
   write_dataset(dir_ / "data", 16384, 256);
   std::string common = " --model lenet --epochs 4 --quiet " + data();
   ASSERT_EQ(run("train" + common + " --checkpoint " + ck("full.safetensors")).code, 0);
@@ -232,10 +232,34 @@ TEST_F(MnistProgram, InterruptSavesAndResumesMidEpoch) {
     execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
-  kill(pid, SIGINT);
+  // Interrupt once the run has logged its first train scalars (polling the TensorBoard file, which
+  // may end in a record being written), not after a fixed time: on a loaded machine the start alone
+  // can take longer than a fixed delay.
+  auto logged_training = [&] {
+    if (!fs::exists(ck("tb"))) return false;
+    for (const auto& e : fs::directory_iterator(ck("tb"))) {
+      try {
+        for (const auto& ev : tb_test::read_events(e.path().string()))
+          for (const auto& v : ev.values)
+            if (v.str(1) == "train/loss") return true;
+      } catch (const std::exception&) {  // a record half written: look again
+      }
+    }
+    return false;
+  };
   int status = 0;
-  waitpid(pid, &status, 0);
+  bool exited = false;
+  for (int i = 0; i < 3000 && !logged_training(); ++i) {
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!exited) {
+    kill(pid, SIGINT);
+    waitpid(pid, &status, 0);
+  }
   ASSERT_TRUE(WIFEXITED(status));
   if (WEXITSTATUS(status) == 0) GTEST_SKIP() << "training finished before the interrupt arrived";
   ASSERT_EQ(WEXITSTATUS(status), 130);
