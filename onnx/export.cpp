@@ -429,7 +429,7 @@ class Exporter : public trace::Tracer {
                    std::vector<Value>& ov, const Attrs& attrs);
   // ---- the stats ops (median, kthvalue, mode, quantile, histc, unique_consecutive) ---------------
   std::string topk_key(const Value& x);
-  std::string stable_order(const Value& x, const std::string& key, int64_t d, const std::string& k);
+  std::string stable_order(const Value& x, const std::string& key, int64_t d, const std::string& k, bool largest = false);
   std::string line_length(const std::string& x, int64_t d);
   void convert_stats(const std::string& op, const std::vector<const Value*>& iv, std::vector<Value>& ov,
                      const Attrs& attrs);
@@ -741,9 +741,9 @@ void Exporter::convert_cumprod(const Value& x, Value& y, int64_t dim) {
 }
 
 // ---- the stats ops ------------------------------------------------------------------------------
-// median, nanmedian, kthvalue and quantile take elements in nabla's order (core/stats.cpp: value
-// ascending, NaN largest, ties by index, as a stable sort) from ONNX's TopK, whose ties go to the
-// lower index too. TopK puts NaN anywhere (ONNX Runtime compares with <), so it never sees one:
+// median, nanmedian, kthvalue and quantile (and sort and topk of floats) take elements in nabla's
+// order (core/stats.cpp: value ascending, NaN largest, ties by index, as a stable sort) from ONNX's
+// TopK, whose ties go to the lower index too. TopK puts NaN anywhere (ONNX Runtime compares with <), so it never sees one:
 // NaN becomes +inf, and where NaNs must come after real infinities, a first TopK on the NaN flag
 // orders the line before a second one orders it by value (its ties keep the first one's order).
 
@@ -757,9 +757,10 @@ std::string Exporter::topk_key(const Value& x) {
 std::string Exporter::line_length(const std::string& x, int64_t d) { return shape_of(x, d, d + 1); }
 
 // int64 indices (x's shape with dim d of size k) of the first k elements of each line along d in
-// nabla's stable order.
-std::string Exporter::stable_order(const Value& x, const std::string& key, int64_t d, const std::string& k) {
-  const std::vector<OAttr> at{ai("axis", d), ai("largest", 0), ai("sorted", 1)};
+// nabla's stable order: ascending with NaN last or (largest) descending with NaN first, ties by
+// index (TopK's tie rule in both directions).
+std::string Exporter::stable_order(const Value& x, const std::string& key, int64_t d, const std::string& k, bool largest) {
+  const std::vector<OAttr> at{ai("axis", d), ai("largest", largest), ai("sorted", 1)};
   if (!is_floating(x.dtype)) {
     const std::string i = fresh("t");
     node_multi("TopK", {key, k}, at, {fresh("t"), i});
@@ -1450,7 +1451,15 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
     const bool dynamic_k = sort && !x->sym[d].empty();
     const std::string k = dynamic_k ? shape_of(x->name, d, d + 1) : const_i64({sort ? x->shape[d] : attr_int(attrs, "k")});
     const bool largest = attr_int(attrs, sort ? "descending" : "largest") != 0;
-    node_multi("TopK", {x->name, k}, {ai("axis", d), ai("largest", largest), ai("sorted", 1)}, {ov[0].name, ov[1].name});
+    if (is_floating(x->dtype)) {
+      // NaN is the largest value in nabla's sort and topk; TopK would leave it where its
+      // comparisons fall, so the stable order (two TopKs, NaN never seen) picks, GatherElements takes.
+      const std::string idx = stable_order(*x, topk_key(*x), d, k, largest);
+      node("GatherElements", {x->name, idx}, {ai("axis", d)}, ov[0].name);
+      node("Identity", {idx}, {}, ov[1].name);
+    } else {
+      node_multi("TopK", {x->name, k}, {ai("axis", d), ai("largest", largest), ai("sorted", 1)}, {ov[0].name, ov[1].name});
+    }
     for (Value& o : ov) {
       o.sym = x->sym;
       if (!dynamic_k) o.sym[d].clear();

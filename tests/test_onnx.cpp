@@ -308,7 +308,7 @@ TEST(Onnx, OpFamiliesMatchOnnxRuntime) {
                 bi.to(kFloat32).flatten(1)},
                1);
   }), {2, 5, 6}));
-  cases.back().expect_ops = {{"TopK", 5}};
+  cases.back().expect_ops = {{"TopK", 10}};  // two per float sort: the NaN flag's order, then the values'
   // Shapes: views, slices, concatenation.
   cases.push_back(make_case("shapes", std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 3, 4, 5)
     Tensor a = x.permute({0, 2, 3, 1}).reshape({-1, 4 * 5 * 3});                       // (B, 60)
@@ -603,7 +603,7 @@ TEST(Onnx, ScansIndexingAndDataDependentShapesMatchOnnxRuntime) {
     auto [dv, di] = x.sort(0, true);
     return cat({v, i.to(kFloat32), dv, di.to(kFloat32), x.gather(0, x.argsort(0))}, 1);
   }), {2, 6}));
-  cases.back().expect_ops = {{"TopK", 3}};
+  cases.back().expect_ops = {{"TopK", 6}};
   {
     auto m = std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 6) -> (1, 6)
       auto [v, i] = x.topk(1, 0);
@@ -728,6 +728,25 @@ TEST(Onnx, StatsOpsMatchOnnxRuntime) {
     c.options.dynamic_axes = {{"input", {{0, "batch"}, {1, "steps"}}}, {"output", {{0, "batch"}}}};
     cases.push_back(std::move(c));
   }
+  // sort, argsort and topk with NaN, +inf and ties: NaN last ascending, first descending (before
+  // +inf), ties in index order, as nabla.
+  cases.push_back(make_case("sort_topk_nan", std::make_shared<Fn>([=](Fn&, Tensor x) {  // x: (B, 5, 8)
+    Tensor q = (x * 2).round() / 2;
+    Tensor qn = where(x > 1.2, full({}, nan), where(x < -1.2, full({}, inf), q));
+    std::vector<Tensor> parts;
+    auto both = [&](std::tuple<Tensor, Tensor> r) {
+      parts.push_back(no_nan(std::get<0>(r)).flatten(1));
+      parts.push_back(f(std::get<1>(r)).flatten(1));
+    };
+    both(qn.sort(2));
+    both(qn.sort(1, true));
+    both(qn.topk(3, 2));
+    both(qn.topk(4, 2, false));
+    both(q.sort(2, true));
+    parts.push_back(f(qn.argsort(2)).flatten(1));
+    return cat(parts, 1);
+  }), {3, 5, 8}));
+  cases.back().expect_ops = {{"TopK", 12}};
   // quantile / nanquantile: x (B, 6, 5).
   cases.push_back(make_case("quantile", std::make_shared<Fn>([=](Fn&, Tensor x) {
     Tensor xn = where(x > 1.3, full({}, nan), x);
