@@ -156,6 +156,28 @@ TEST(CpuKernels, GemmTileEdgesMatchFloat64) {
   }
 }
 
+// Fewer than 4 rows times a transposed B (linear's weight at batch 1-3): one contiguous dot product
+// per output element, summed in 16 partial sums from 16 terms on; against float64, with alpha and
+// beta (addmm), a strided A, and each k on both sides of 16.
+TEST(CpuKernels, SmallRowsTimesTransposedBMatchFloat64) {
+  manual_seed(12);
+  for (int64_t m : {1, 2, 3})
+    for (int64_t k : {1, 7, 15, 16, 17, 31, 33, 100, 3136})
+      for (int64_t n : {1, 10, 128}) {
+        Tensor a = randn({m, k}, kFloat64), w = randn({n, k}, kFloat64), c = randn({m, n}, kFloat64);
+        Tensor want = (a.unsqueeze(1) * w.unsqueeze(0)).sum({2});  // (m, n)
+        EXPECT_LT(max_rel_err(mm(a.to(kFloat32), w.to(kFloat32).t()), want), 1e-5) << m << "x" << n << "x" << k;
+        EXPECT_LT(max_rel_err(mm(a, w.t()), want), 1e-12) << m << "x" << n << "x" << k;
+        EXPECT_LT(max_rel_err(addmm(c, a, w.t(), 0.5, 2.0), c * 0.5 + want * 2.0), 1e-12) << m << "x" << n << "x" << k;
+        Tensor a_strided = a.t().contiguous().t();  // column-major A: a strided row
+        EXPECT_LT(max_rel_err(mm(a_strided, w.t()), want), 1e-12) << m << "x" << n << "x" << k;
+      }
+  // linear at batch 1 equals its row of the batch-8 product (the packed kernel) to float32 rounding.
+  Tensor x = randn({8, 3136}), w = randn({128, 3136}), bias = randn({128});
+  Tensor all = linear(x, w, bias);
+  for (int64_t i : {0, 5}) EXPECT_LT(max_rel_err(linear(x.narrow(0, i, 1), w, bias), all.narrow(0, i, 1)), 1e-5);
+}
+
 TEST(CpuKernels, ReducingOnlySizeOneDimsCopiesTheInput) {
   // Regression: a reduction whose reduced dims all have size 1 read past its dim list.
   Tensor x = arange(6, kFloat32).view({2, 1, 3});
