@@ -1484,8 +1484,16 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
       if (!dims.empty()) at.push_back(aints("axes", dims));
       // prod: integers (and bool) multiply as int64, floats in their own dtype (ReduceProd of
       // nothing is 1, as PyTorch's).
-      node(op == "mean" ? "ReduceMean" : op == "amax" ? "ReduceMax" : op == "amin" ? "ReduceMin" : "ReduceProd", {xn}, at,
-           y.name);
+      const bool extreme = op == "amax" || op == "amin";
+      const bool nan_aware = extreme && is_floating(y.dtype);  // ReduceMax/Min skip NaN; nabla's give NaN
+      const std::string r = node(op == "mean" ? "ReduceMean" : op == "amax" ? "ReduceMax" : op == "amin" ? "ReduceMin" : "ReduceProd",
+                                 {xn}, at, nan_aware ? std::string() : y.name);
+      if (nan_aware) {
+        const std::string any_nan = node(
+            "Greater", {node("ReduceMax", {node("Cast", {node("IsNaN", {xn})}, {ai("to", onnx_dtype(DType::f32))})}, at),
+                        const_scalar(0, DType::f32)});
+        node("Where", {any_nan, const_scalar(std::numeric_limits<double>::quiet_NaN(), y.dtype), r}, {}, y.name);
+      }
     }
     bool all = dims.empty();
     for (int64_t d = 0, j = 0; d < rank; ++d) {
@@ -1497,8 +1505,22 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
     if (rank == 0) no_mapping("on a 0-dim tensor");
     int64_t d = wrap(attr_int(attrs, "dim"), rank), keep = attr_int(attrs, "keepdim");
     const bool is_max = op == "max_dim";
-    node(is_max ? "ReduceMax" : "ReduceMin", {x->name}, {aints("axes", {d}), ai("keepdims", keep)}, ov[0].name);
-    node(is_max ? "ArgMax" : "ArgMin", {x->name}, {ai("axis", d), ai("keepdims", keep)}, ov[1].name);
+    if (is_floating(x->dtype)) {
+      // ONNX Runtime's ReduceMax/ArgMax skip NaN; nabla's max/min stop at a line's first NaN (its
+      // value and index), so those lines are overridden.
+      const std::string flag = node("Cast", {node("IsNaN", {x->name})}, {ai("to", onnx_dtype(DType::f32))});
+      const std::string any_nan = node(
+          "Greater", {node("ReduceMax", {flag}, {aints("axes", {d}), ai("keepdims", keep)}), const_scalar(0, DType::f32)});
+      node("Where", {any_nan, const_scalar(std::numeric_limits<double>::quiet_NaN(), x->dtype),
+                     node(is_max ? "ReduceMax" : "ReduceMin", {x->name}, {aints("axes", {d}), ai("keepdims", keep)})},
+           {}, ov[0].name);
+      node("Where", {any_nan, node("ArgMax", {flag}, {ai("axis", d), ai("keepdims", keep)}),
+                     node(is_max ? "ArgMax" : "ArgMin", {x->name}, {ai("axis", d), ai("keepdims", keep)})},
+           {}, ov[1].name);
+    } else {
+      node(is_max ? "ReduceMax" : "ReduceMin", {x->name}, {aints("axes", {d}), ai("keepdims", keep)}, ov[0].name);
+      node(is_max ? "ArgMax" : "ArgMin", {x->name}, {ai("axis", d), ai("keepdims", keep)}, ov[1].name);
+    }
     for (Value& o : ov)
       for (int64_t k = 0, j = 0; k < rank; ++k) {
         if (k != d) o.sym[j++] = x->sym[k];

@@ -729,7 +729,7 @@ TEST(Onnx, StatsOpsMatchOnnxRuntime) {
     cases.push_back(std::move(c));
   }
   // sort, argsort and topk with NaN, +inf and ties: NaN last ascending, first descending (before
-  // +inf), ties in index order, as nabla.
+  // +inf), ties in index order, as nabla; max/min reductions with NaN.
   cases.push_back(make_case("sort_topk_nan", std::make_shared<Fn>([=](Fn&, Tensor x) {  // x: (B, 5, 8)
     Tensor q = (x * 2).round() / 2;
     Tensor qn = where(x > 1.2, full({}, nan), where(x < -1.2, full({}, inf), q));
@@ -744,6 +744,13 @@ TEST(Onnx, StatsOpsMatchOnnxRuntime) {
     both(qn.topk(4, 2, false));
     both(q.sort(2, true));
     parts.push_back(f(qn.argsort(2)).flatten(1));
+    // max/min along a dim, argmax, amax/amin, max over all: NaN wins (its first index), as in nabla.
+    both(qn.max(2, false));
+    both(qn.min(1, true));
+    parts.push_back(f(qn.argmax(2)));
+    parts.push_back(no_nan(qn.amax({2})));
+    parts.push_back(no_nan(qn.amin({1}, true)).flatten(1));
+    parts.push_back(x.select(2, 0) * 0 + no_nan(qn.max()));
     return cat(parts, 1);
   }), {3, 5, 8}));
   cases.back().expect_ops = {{"TopK", 12}};
