@@ -4,7 +4,7 @@
 1. Every kernel launch (`kernel<<<grid, block, smem, stream>>>(args);`) is followed by
    NABLA_KERNEL_CHECK("name") before the next launch and before the end of the function's file:
    an unchecked launch turns a bad configuration into a later, unrelated error.
-2. Every CUDA runtime, cuBLAS, cuDNN and NCCL call that returns a status has it checked: the call is
+2. Every CUDA runtime, cuBLAS, cuDNN, cuSOLVER and NCCL call that returns a status has it checked: the call is
    the argument of a check macro (NABLA_CUDA_CHECK, NABLA_CUBLAS_CHECK, NABLA_CUDNN_CHECK, ...), or
    its status is assigned or tested (`cudaError_t e = cudaMalloc(...)`, `cudaFoo(...) != cudaSuccess`,
    `return cudaFoo(...)`), or it is deliberately ignored with a `(void)` cast (destructors, best
@@ -26,7 +26,7 @@ NO_STATUS = {
     "cudnnGetErrorString", "ncclGetErrorString", "ncclGetLastError", "cudaGetLastError", "cudaPeekAtLastError",
     "cudnnGetVersion", "cudnnGetCudartVersion", "cublasLtGetVersion", "cudaLaunchKernel_ptsz",
 }
-CALL = re.compile(r"\b((?:cuda|cublas|cublasLt|cudnn|nccl)[A-Z]\w*)\s*\(")
+CALL = re.compile(r"\b((?:cuda|cublas|cublasLt|cudnn|cusolverDn|nccl)[A-Z]\w*)\s*\(")
 LAUNCH = re.compile(r"<<<")
 KERNEL_CHECK = re.compile(r"\bNABLA_KERNEL_CHECK\s*\(")
 
@@ -151,7 +151,7 @@ def check_file(path, rel, problems, counts):
             continue
         if re.search(r"(=|return|==|!=)\s*$", head) or re.search(r"\bif\s*\(\s*$", head):
             continue
-        if re.search(r"\b(cudaError_t|cublasStatus_t|cudnnStatus_t|ncclResult_t)\s+\w+\s*=\s*$", head):
+        if re.search(r"\b(cudaError_t|cublasStatus_t|cudnnStatus_t|cusolverStatus_t|ncclResult_t)\s+\w+\s*=\s*$", head):
             continue
         if re.match(r"^(\w+[\s*&]+)+$", head) and not head.startswith("return"):
             continue  # a declaration: `cudaError_t cudaFoo(` or `static void cudaThing(`
