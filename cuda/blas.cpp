@@ -8,6 +8,7 @@
 
 #include "core/impl.h"
 #include "cuda/allocator.h"
+#include "cuda/cublas_check.h"
 #include "cuda/common.h"
 #include "cuda/gemm_plan.h"
 #include "cuda/handles.h"
@@ -16,18 +17,6 @@
 namespace nabla::cuda {
 
 namespace {
-
-[[noreturn]] void throw_cublas(cublasStatus_t s, const char* what, const char* file, int line) {
-  throw CudaError(detail::str("cuBLAS error: ", cublasGetStatusString(s), " (", cublasGetStatusName(s), ") in ", what,
-                              " at ", file, ":", line));
-}
-
-#define NABLA_CUBLAS_CHECK(expr)                                                 \
-  do {                                                                           \
-    cublasStatus_t nabla_st_ = (expr);                                           \
-    if (nabla_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                         \
-      throw_cublas(nabla_st_, #expr, __FILE__, __LINE__);                        \
-  } while (0)
 
 // 32 MiB, what cuBLAS asks for on Hopper. Each call takes it from the caching allocator and gives
 // it back after (the handle is bound to the stream, so the next kernel on it may reuse the memory),

@@ -19,6 +19,7 @@
 #include "core/impl.h"
 #include "core/linalg_device.h"
 #include "cuda/allocator.h"
+#include "cuda/cublas_check.h"
 #include "cuda/common.h"
 #include "cuda/handles.h"
 #include "cuda/solver_plan.h"
@@ -52,23 +53,11 @@ const char* status_name(cusolverStatus_t s) {
                               file, ":", line));
 }
 
-[[noreturn]] void throw_cublas(cublasStatus_t s, const char* what, const char* file, int line) {
-  throw CudaError(detail::str("cuBLAS error: ", cublasGetStatusString(s), " (", cublasGetStatusName(s), ") in ", what,
-                              " at ", file, ":", line));
-}
-
 #define NABLA_CUSOLVER_CHECK(expr)                                               \
   do {                                                                           \
     cusolverStatus_t nabla_st_ = (expr);                                         \
     if (nabla_st_ != CUSOLVER_STATUS_SUCCESS) [[unlikely]]                       \
       throw_cusolver(nabla_st_, #expr, __FILE__, __LINE__);                      \
-  } while (0)
-
-#define NABLA_CUBLAS_CHECK(expr)                                                 \
-  do {                                                                           \
-    cublasStatus_t nabla_st_ = (expr);                                           \
-    if (nabla_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                         \
-      throw_cublas(nabla_st_, #expr, __FILE__, __LINE__);                        \
   } while (0)
 
 cusolverDnHandle_t create_solver_handle(int device, cudaStream_t stream) {
