@@ -436,6 +436,7 @@ class Exporter : public trace::Tracer {
   void convert_quantile(const std::string& op, const Value& x, const Value& q, Value& y, const Attrs& attrs);
   void convert_unique_consecutive(const Value& x, std::vector<Value>& ov, const Attrs& attrs);
   void convert_histc(const Value& x, Value& y, const Attrs& attrs);
+  void convert_bincount(const Value& x, const Value* weights, Value& y, const Attrs& attrs);
   void fold_batch_norms(const std::set<std::string>& graph_outputs);
   void prune(const std::set<std::string>& graph_outputs);
 
@@ -1023,6 +1024,20 @@ void Exporter::convert_histc(const Value& x, Value& y, const Attrs& attrs) {
   node("ReduceSum", {node("Cast", {hit}, {ai("to", onnx_dtype(dt))}), axes_input({0})}, {ai("keepdims", 0)}, y.name);
 }
 
+// bincount: length max(max(x) + 1, minlength) (x's max with a -1 appended, so an empty x gives
+// minlength), the counts (or weight sums) from a one-hot (n, length) Equal summed over n.
+void Exporter::convert_bincount(const Value& x, const Value* weights, Value& y, const Attrs& attrs) {
+  const std::string xi = cast(x, DType::i64);
+  const std::string top = node("ReduceMax", {node("Concat", {xi, const_i64({-1})}, {ai("axis", 0)})}, {ai("keepdims", 1)});
+  const std::string len = node("Max", {node("Add", {top, const_i64({1})}), const_i64({attr_int(attrs, "minlength")})});
+  const std::string ids = node("Range", {const_i64_scalar(0), node("Squeeze", {len, axes_input({0})}), const_i64_scalar(1)});
+  const std::string hit = node("Cast", {node("Equal", {node("Unsqueeze", {xi, axes_input({1})}), ids})},
+                               {ai("to", onnx_dtype(y.dtype))});
+  const std::string terms = weights ? node("Mul", {hit, node("Unsqueeze", {cast(*weights, y.dtype), axes_input({1})})}) : hit;
+  node("ReduceSum", {terms, axes_input({0})}, {ai("keepdims", 0)}, y.name);
+  y.sym[0] = fresh("bincount_");
+}
+
 // nn::RNN / LSTM / GRU as ONNX's RNN / LSTM / GRU, one node per layer (both directions in it).
 // in: x, h0, c0 (undefined: zeros), then per layer and direction weight_ih, weight_hh, bias_ih,
 // bias_hh, weight_hr. ONNX wants X as (L, N, I) (batch_first and unbatched inputs are transposed /
@@ -1169,6 +1184,8 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
     convert_unique_consecutive(*x, ov, attrs);
   } else if (op == "histc") {
     convert_histc(*x, y, attrs);
+  } else if (op == "bincount") {  // in: x, weights (undefined: none)
+    convert_bincount(*x, iv[1], y, attrs);
   } else if (op == "any" || op == "all") {
     // Counts of nonzero (any) or zero (all) elements: ReduceSum gives 0 for an empty reduction, so
     // any() of nothing is false and all() true, as in PyTorch (NaN counts as nonzero).

@@ -789,6 +789,19 @@ TEST(Onnx, StatsOpsMatchOnnxRuntime) {
     c.expect_ops = {{"NonZero", 3}, {"Unique", 0}};
     cases.push_back(std::move(c));
   }
+  // bincount: counts, float32 and float64 weight sums, minlength past the data's max (length
+  // data-dependent).
+  {
+    Case c = make_case("bincount", std::make_shared<Fn>([=](Fn&, Tensor x) {  // x: (B, 3, 4)
+      auto i64 = [](const Tensor& b) { return b.to(kInt64); };
+      Tensor ix = (i64(x > -1) + i64(x > 0) * 2 + i64(x > 1) * 3).flatten();  // 0, 1, 3, 6
+      Tensor w = x.flatten();
+      return cat({f(bincount(ix)), bincount(ix, w), f(bincount(ix, w.to(kFloat64))), f(bincount(ix, {}, 9)),
+                  f(bincount(i64(x > 5).flatten()))});
+    }), {2, 3, 4});
+    c.options.dynamic_axes = {{"input", {{0, "batch"}}}, {"output", {{0, "n"}}}};
+    cases.push_back(std::move(c));
+  }
   // histc: fixed bounds, the data's range, a constant input (bounds widened), values on the edges.
   {
     Case c = make_case("histc", std::make_shared<Fn>([](Fn&, Tensor x) {  // x: (B, 3, 4)
