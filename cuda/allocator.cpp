@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -14,6 +13,7 @@
 #include "core/impl.h"
 #include "cuda/caching_allocator.h"
 #include "cuda/common.h"
+#include "cuda/pinned_policy.h"
 
 namespace nabla::cuda {
 
@@ -22,18 +22,6 @@ namespace {
 constexpr int kMaxDevices = CachingPolicy::kMaxDevices;
 constexpr size_t kMiB = size_t(1) << 20;
 
-// Rounded size of a pinned host request (see the header).
-size_t pinned_round_size(size_t n) {
-  if (n <= 512) return 512;
-  if (n > kMiB) return (n + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB);
-  int k = 63 - __builtin_clzll(n - 1);  // 2^k < n <= 2^(k+1)
-  size_t step = size_t(1) << (k - 2);
-  return (n + step - 1) & ~(step - 1);
-}
-
-// May a cached block of `size` serve a request rounded to `want`?
-bool fits(size_t size, size_t want) { return size >= want && size - want <= want / 4; }
-
 std::string bytes_str(size_t b) {
   char buf[64];
   if (b >= (size_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(size_t(1) << 30));
@@ -41,24 +29,6 @@ std::string bytes_str(size_t b) {
   else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.2f KiB", double(b) / 1024.0);
   else std::snprintf(buf, sizeof buf, "%zu bytes", b);
   return buf;
-}
-
-// A block of pinned host memory.
-struct Block {
-  void* ptr = nullptr;
-  size_t size = 0;  // rounded size
-};
-
-// Free pinned blocks by size.
-using FreeList = std::map<size_t, std::vector<Block*>>;
-
-Block* take(FreeList& list, size_t want) {
-  auto it = list.lower_bound(want);
-  if (it == list.end() || !fits(it->first, want)) return nullptr;
-  Block* b = it->second.back();
-  it->second.pop_back();
-  if (it->second.empty()) list.erase(it);
-  return b;
 }
 
 // ---- event pool ---------------------------------------------------------------------------------
@@ -137,11 +107,28 @@ class CudaRuntime final : public AllocRuntime {
     DeviceScope ds(device);
     if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
   }
+  void* host_malloc(size_t bytes) override {
+    void* p = nullptr;
+    cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    NABLA_CUDA_CHECK(err);
+    return p;
+  }
+  void host_free(void* p) override {
+    if (cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();
+  }
 };
 
+CudaRuntime& runtime() {
+  static auto* rt = new CudaRuntime();  // never destroyed: tensors may outlive main()
+  return *rt;
+}
+
 CachingPolicy& caching() {
-  static auto* rt = new CudaRuntime();
-  static auto* a = new CachingPolicy(*rt);  // never destroyed: tensors may outlive main()
+  static auto* a = new CachingPolicy(runtime());  // never destroyed: tensors may outlive main()
   return *a;
 }
 
@@ -175,155 +162,30 @@ class DeviceAllocator final : public Allocator {
 };
 
 // ---- pinned host memory -------------------------------------------------------------------------
-// An asynchronous copy that uses a pinned block: the event after it and the event's device.
-struct HostUse {
-  cudaEvent_t event;
-  int device;
-};
-
+// The policy (cuda/pinned_policy.h) on the CUDA runtime, as an nabla Allocator.
 class PinnedAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
-    if (nbytes == 0) return nullptr;
-    size_t want = pinned_round_size(nbytes);
-    {
-      std::lock_guard lock(mu_);
-      process_pending();
-      if (Block* b = take(free_, want)) {
-        cached_ -= b->size;
-        live_[b->ptr] = b;
-        return b->ptr;
-      }
-    }
-    void* p = nullptr;
-    cudaError_t err = cudaHostAlloc(&p, want, cudaHostAllocPortable);
-    if (err == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();
-      release_cached();
-      err = cudaHostAlloc(&p, want, cudaHostAllocPortable);
-    }
-    if (err == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();
-      throw CudaOutOfMemory(detail::str("pinned host memory: out of page-locked memory allocating ",
-                                        bytes_str(want), " (", nbytes, " bytes requested)"));
-    }
-    NABLA_CUDA_CHECK(err);
-    std::lock_guard lock(mu_);
-    live_[p] = new Block{p, want};
-    reserved_ += want;
+    size_t want = 0;
+    void* p = policy_.allocate(nbytes, &want);
+    if (!p && nbytes > 0)
+      throw CudaOutOfMemory(detail::str("pinned host memory: out of page-locked memory allocating ", bytes_str(want),
+                                        " (", nbytes, " bytes requested)"));
     return p;
   }
-
   void deallocate(void* p, size_t) noexcept override {
-    if (!p) return;
     try {
-      std::lock_guard lock(mu_);
-      auto it = live_.find(p);
-      if (it == live_.end()) return;
-      Block* b = it->second;
-      live_.erase(it);
-      auto ev = uses_.find(p);
-      if (ev != uses_.end()) {
-        pending_.push_back({b, std::move(ev->second)});
-        uses_.erase(ev);
-        return;
-      }
-      free_[b->size].push_back(b);
-      cached_ += b->size;
+      policy_.deallocate(p);
     } catch (...) {
     }
   }
-
   // The copy just queued on `stream` (of `device`) reads or writes the block at `base`.
-  void record_use(void* base, int device, cudaStream_t stream) {
-    if (!base) return;
-    {
-      std::lock_guard lock(mu_);
-      if (!live_.count(base)) return;  // from_blob or unpinned memory: nothing to track
-    }
-    cudaEvent_t e = event_pool().get(device);
-    NABLA_CUDA_CHECK(cudaEventRecord(e, stream));
-    std::lock_guard lock(mu_);
-    auto& v = uses_[base];
-    // Keep the list short: drop uses that have completed.
-    for (size_t i = 0; i < v.size();) {
-      if (cudaEventQuery(v[i].event) == cudaSuccess) {
-        event_pool().put(v[i].device, v[i].event);
-        v[i] = v.back();
-        v.pop_back();
-      } else {
-        (void)cudaGetLastError();
-        ++i;
-      }
-    }
-    v.push_back({e, device});
-  }
-
-  size_t reserved() {
-    std::lock_guard lock(mu_);
-    return reserved_;
-  }
-
-  void release_cached() {
-    std::vector<Block*> to_free;
-    std::vector<HostPending> pending;
-    {
-      std::lock_guard lock(mu_);
-      for (auto& [size, blocks] : free_) to_free.insert(to_free.end(), blocks.begin(), blocks.end());
-      free_.clear();
-      cached_ = 0;
-      pending.swap(pending_);
-    }
-    for (HostPending& pd : pending) {
-      for (HostUse u : pd.uses) {
-        if (cudaEventSynchronize(u.event) != cudaSuccess) (void)cudaGetLastError();
-        event_pool().put(u.device, u.event);
-      }
-      to_free.push_back(pd.block);
-    }
-    for (Block* b : to_free) {
-      if (cudaFreeHost(b->ptr) != cudaSuccess) (void)cudaGetLastError();
-      std::lock_guard lock(mu_);
-      reserved_ -= b->size;
-      delete b;
-    }
-  }
+  void record_use(void* base, int device, cudaStream_t stream) { (void)policy_.record_use(base, device, stream); }
+  size_t reserved() { return policy_.reserved(); }
+  void release_cached() { policy_.release_cached(); }
 
  private:
-  struct HostPending {
-    Block* block;
-    std::vector<HostUse> uses;
-  };
-
-  void process_pending() {  // mu_ held
-    for (size_t i = 0; i < pending_.size();) {
-      bool done = true;
-      for (HostUse u : pending_[i].uses) {
-        if (cudaEventQuery(u.event) != cudaSuccess) {
-          (void)cudaGetLastError();
-          done = false;
-          break;
-        }
-      }
-      if (!done) {
-        ++i;
-        continue;
-      }
-      for (HostUse u : pending_[i].uses) event_pool().put(u.device, u.event);
-      Block* b = pending_[i].block;
-      free_[b->size].push_back(b);
-      cached_ += b->size;
-      pending_[i] = std::move(pending_.back());
-      pending_.pop_back();
-    }
-  }
-
-  std::mutex mu_;
-  FreeList free_;
-  std::unordered_map<void*, Block*> live_;
-  std::unordered_map<void*, std::vector<HostUse>> uses_;
-  std::vector<HostPending> pending_;
-  size_t cached_ = 0, reserved_ = 0;
+  PinnedPolicy policy_{runtime()};
 };
 
 PinnedAllocator& pinned() {

@@ -11,7 +11,8 @@
 // Pinned (page-locked) host memory for pin_memory() and non_blocking copies is cached by size (up
 // to 1 MiB four buckets per power of two, at least 512 bytes, above that multiples of 2 MiB; a
 // request may take a cached block up to 25% larger). A block used by an asynchronous copy is
-// reused only after the copy has completed.
+// reused only after the copy has completed. The policy is cuda/pinned_policy.h (plain C++, tested
+// on a fake runtime), as cuda/caching_allocator.h is for device memory.
 #pragma once
 
 #include <cuda_runtime.h>

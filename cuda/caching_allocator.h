@@ -49,6 +49,9 @@ class AllocRuntime {
   virtual void event_wait(void* event) = 0;
   virtual void release_event(int device, void* event) = 0;
   virtual void synchronize_device(int device) = 0;
+  // `bytes` of page-locked host memory (cuda/pinned_policy.h), or nullptr when there is none left.
+  virtual void* host_malloc(size_t bytes) = 0;
+  virtual void host_free(void* p) = 0;
 };
 
 struct CachingStats {

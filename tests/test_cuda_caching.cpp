@@ -1,5 +1,6 @@
-// The CUDA caching allocator's policy (cuda/caching_allocator.h) on a fake runtime: an address
-// space without memory behind it, a capacity that makes cudaMalloc fail, events completed when a
+// The CUDA caching allocators' policies (cuda/caching_allocator.h for device memory,
+// cuda/pinned_policy.h for pinned host memory) on a fake runtime: an address space without memory
+// behind it, a capacity that makes cudaMalloc fail, events completed when a
 // test says so. Plain C++ (no nabla library, no CUDA): these run on every machine, and the same
 // file is built alone under ThreadSanitizer (tests/CMakeLists.txt, nabla_cuda_caching_tsan).
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "cuda/caching_allocator.h"
+#include "cuda/pinned_policy.h"
 
 namespace nabla::cuda {
 namespace {
@@ -62,7 +64,36 @@ class FakeRuntime final : public AllocRuntime {
     EXPECT_FALSE(ev(e).released) << "an event released twice";
     ev(e).released = true;
   }
-  void synchronize_device(int) override {}
+  void synchronize_device(int) override {
+    std::lock_guard lock(mu_);
+    for (Event& e : events_) e.done = true;
+    ++device_syncs;
+  }
+  void* host_malloc(size_t bytes) override {
+    std::lock_guard lock(mu_);
+    if (host_used_ + bytes > host_capacity) return nullptr;
+    void* p = reinterpret_cast<void*>(host_next_);
+    host_next_ += bytes + 4 * KiB;
+    host_blocks_[p] = bytes;
+    host_used_ += bytes;
+    ++host_mallocs;
+    return p;
+  }
+  void host_free(void* p) override {
+    std::lock_guard lock(mu_);
+    auto it = host_blocks_.find(p);
+    ASSERT_NE(it, host_blocks_.end()) << "freed host memory that is not a block's start";
+    host_used_ -= it->second;
+    host_freed.push_back(it->second);
+    host_blocks_.erase(it);
+  }
+  size_t host_used() {
+    std::lock_guard lock(mu_);
+    return host_used_;
+  }
+  size_t host_capacity = size_t(1) << 40;
+  uint64_t host_mallocs = 0, device_syncs = 0;
+  std::vector<size_t> host_freed;
 
   // The work queued on `stream` so far has completed.
   void complete(void* stream) {
@@ -100,6 +131,9 @@ class FakeRuntime final : public AllocRuntime {
   uintptr_t next_ = uintptr_t(1) << 40;
   std::map<void*, size_t> segments_;
   std::vector<Event> events_;
+  uintptr_t host_next_ = uintptr_t(1) << 44;
+  size_t host_used_ = 0;
+  std::map<void*, size_t> host_blocks_;
 };
 
 void* const s1 = reinterpret_cast<void*>(0x100);
@@ -382,6 +416,132 @@ TEST(CudaCaching, threads_allocate_and_free_at_once) {
   a.release_cached(0);
   EXPECT_EQ(a.stats(0).reserved, 0u);
   EXPECT_EQ(rt.used(), 0u);
+}
+
+// ---- pinned host memory (cuda/pinned_policy.h) ---------------------------------------------------
+TEST(CudaPinned, sizes_round_to_four_steps_per_octave_and_2_mib_above_1_mib) {
+  using P = PinnedPolicy;
+  EXPECT_EQ(P::round_size(1), 512u);
+  EXPECT_EQ(P::round_size(512), 512u);
+  EXPECT_EQ(P::round_size(513), 640u);  // 512 < n <= 1024: steps of 128
+  EXPECT_EQ(P::round_size(1000), 1024u);
+  EXPECT_EQ(P::round_size(100 * KiB), 112 * KiB);  // 64 KiB < n <= 128 KiB: steps of 16 KiB
+  EXPECT_EQ(P::round_size(MiB), MiB);
+  EXPECT_EQ(P::round_size(MiB + 1), 2 * MiB);
+  EXPECT_EQ(P::round_size(5 * MiB), 6 * MiB);
+  EXPECT_TRUE(P::fits(640, 512));
+  EXPECT_FALSE(P::fits(1024, 512));  // more than a quarter to spare
+  EXPECT_FALSE(P::fits(448, 512));
+}
+
+TEST(CudaPinned, a_freed_block_is_reused_by_a_request_it_fits) {
+  FakeRuntime rt(0);
+  PinnedPolicy p(rt);
+  void* a = p.allocate(100 * KiB);
+  EXPECT_EQ(p.reserved(), 112 * KiB);
+  p.deallocate(a);
+  EXPECT_EQ(p.cached(), 112 * KiB);
+  EXPECT_EQ(p.allocate(110 * KiB), a);  // the same rounded size
+  EXPECT_EQ(p.cached(), 0u);
+  void* b = p.allocate(20 * KiB);  // 112 KiB would be too big for it: a block of its own
+  EXPECT_NE(b, a);
+  EXPECT_EQ(rt.host_mallocs, 2u);
+  EXPECT_EQ(p.reserved(), 112 * KiB + 20 * KiB);
+  EXPECT_EQ(p.allocate(0), nullptr);
+  p.deallocate(nullptr);
+  p.deallocate(reinterpret_cast<void*>(0x1234));  // not ours: ignored
+  EXPECT_FALSE(p.record_use(reinterpret_cast<void*>(0x1234), 0, s1));
+  p.deallocate(a);
+  p.deallocate(b);
+  p.release_cached();
+  EXPECT_EQ(p.reserved(), 0u);
+  EXPECT_EQ(rt.host_used(), 0u);
+}
+
+TEST(CudaPinned, a_block_in_use_by_a_copy_waits_for_its_events) {
+  FakeRuntime rt(0);
+  PinnedPolicy p(rt);
+  void* a = p.allocate(4 * KiB);
+  ASSERT_TRUE(p.record_use(a, 0, s1));  // a non_blocking copy on s1, then one on s2
+  ASSERT_TRUE(p.record_use(a, 0, s2));
+  p.deallocate(a);
+  EXPECT_EQ(p.pending_blocks(), 1u);
+  EXPECT_EQ(p.cached(), 0u);
+  void* b = p.allocate(4 * KiB);  // the copies may still read a: a new block
+  EXPECT_NE(b, a);
+  rt.complete(s1);
+  void* c = p.allocate(4 * KiB);  // s2's copy still runs
+  EXPECT_NE(c, a);
+  rt.complete(s2);
+  EXPECT_EQ(p.allocate(4 * KiB), a);  // both done: reused, and its events returned
+  EXPECT_EQ(rt.unreleased_events(), 0u);
+  EXPECT_EQ(p.pending_blocks(), 0u);
+  // Completed uses are dropped as new ones are recorded, so a block copied often keeps a short list.
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(p.record_use(a, 0, s1));
+    rt.complete(s1);
+  }
+  EXPECT_LE(rt.unreleased_events(), 1u);
+  for (void* q : {a, b, c}) p.deallocate(q);
+  p.release_cached();
+  EXPECT_EQ(rt.unreleased_events(), 0u);
+  EXPECT_EQ(rt.host_used(), 0u);
+}
+
+TEST(CudaPinned, out_of_page_locked_memory_releases_the_cache_then_fails) {
+  FakeRuntime rt(0);
+  rt.host_capacity = 10 * MiB;
+  PinnedPolicy p(rt);
+  void* a = p.allocate(4 * MiB);
+  void* b = p.allocate(4 * MiB);
+  ASSERT_TRUE(p.record_use(b, 0, s1));
+  p.deallocate(a);
+  p.deallocate(b);  // pending on s1's copy
+  // 6 MiB does not fit next to 8 MiB held: the cache goes back (waiting for s1's copy), then it fits.
+  void* c = p.allocate(5 * MiB + 1);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(rt.host_freed, (std::vector<size_t>{4 * MiB, 4 * MiB}));
+  EXPECT_EQ(rt.waits, 1u);
+  EXPECT_EQ(p.reserved(), 6 * MiB);
+  // More than there is, even with nothing cached: nullptr and the rounded size.
+  size_t rounded = 0;
+  EXPECT_EQ(p.allocate(9 * MiB, &rounded), nullptr);
+  EXPECT_EQ(rounded, 10 * MiB);
+  EXPECT_EQ(p.reserved(), 6 * MiB);
+  p.deallocate(c);
+  p.release_cached();
+  EXPECT_EQ(rt.host_used(), 0u);
+}
+
+TEST(CudaPinned, threads_allocate_use_and_free_at_once) {
+  FakeRuntime rt(0);
+  PinnedPolicy p(rt);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      std::vector<void*> mine;
+      for (int i = 0; i < 2000; ++i) {
+        if (mine.empty() || rng() % 3) {
+          void* q = p.allocate(1 + rng() % (256 * KiB));
+          ASSERT_NE(q, nullptr);
+          if (rng() % 2) (void)p.record_use(q, 0, t == 0 ? s1 : s2);
+          mine.push_back(q);
+        } else {
+          p.deallocate(mine.back());
+          mine.pop_back();
+        }
+        if (i % 50 == 0) rt.complete(t == 0 ? s1 : s2);
+      }
+      for (void* q : mine) p.deallocate(q);
+    });
+  for (auto& th : threads) th.join();
+  rt.complete(s1);
+  rt.complete(s2);
+  p.release_cached();
+  EXPECT_EQ(p.reserved(), 0u);
+  EXPECT_EQ(rt.host_used(), 0u);
+  EXPECT_EQ(rt.unreleased_events(), 0u);
 }
 
 }  // namespace
