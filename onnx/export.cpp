@@ -437,6 +437,8 @@ class Exporter : public trace::Tracer {
   void convert_unique_consecutive(const Value& x, std::vector<Value>& ov, const Attrs& attrs);
   void convert_histc(const Value& x, Value& y, const Attrs& attrs);
   void convert_bincount(const Value& x, const Value* weights, Value& y, const Attrs& attrs);
+  void convert_logcumsumexp(const Value& x, Value& y, int64_t dim);
+  void convert_cum_extreme(const std::string& op, const Value& x, std::vector<Value>& ov, int64_t dim);
   void fold_batch_norms(const std::set<std::string>& graph_outputs);
   void prune(const std::set<std::string>& graph_outputs);
 
@@ -1024,6 +1026,80 @@ void Exporter::convert_histc(const Value& x, Value& y, const Attrs& attrs) {
   node("ReduceSum", {node("Cast", {hit}, {ai("to", onnx_dtype(dt))}), axes_input({0})}, {ai("keepdims", 0)}, y.name);
 }
 
+// logcumsumexp as core/stats.cpp computes it: a Hillis-Steele scan along a static axis, each step
+// max(a, b) + log1p(exp(-|a - b|)) (0 for the gap of equal infinities), the first `off` elements kept.
+void Exporter::convert_logcumsumexp(const Value& x, Value& y, int64_t dim) {
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  const int64_t d = rank == 0 ? 0 : wrap(dim, rank);
+  y.sym = x.sym;
+  const int64_t n = rank == 0 ? 1 : x.shape[d];
+  check<NotImplemented>(rank == 0 || x.sym[d].empty(), "onnx::export_model: op 'logcumsumexp' (", where(current_module()),
+                        ") runs along the dynamic axis '", rank == 0 ? std::string() : x.sym[d], "' of ", x.shape,
+                        "; its scan is unrolled for a static length");
+  std::string cur = x.name;
+  if (n <= 1) {
+    node("Identity", {cur}, {}, y.name);
+    return;
+  }
+  const DType dt = x.dtype;
+  auto slice = [&](const std::string& t, int64_t a, int64_t b) {
+    return node("Slice", {t, const_i64({a}), const_i64({b}), const_i64({d})});
+  };
+  for (int64_t off = 1; off < n; off *= 2) {
+    const std::string a = slice(cur, off, n), b = slice(cur, 0, n - off);
+    const std::string diff = node("Sub", {a, b});
+    const std::string gap = node("Where", {node("IsNaN", {diff}), const_scalar(0, dt), node("Neg", {node("Abs", {diff})})});
+    const std::string tail =
+        node("Add", {node("Max", {a, b}), node("Log", {node("Add", {node("Exp", {gap}), const_scalar(1, dt)})})});
+    cur = node("Concat", {slice(cur, 0, off), tail}, {ai("axis", d)}, 2 * off >= n ? y.name : std::string());
+  }
+}
+
+// cummax / cummin: a log-step scan of (value, index) pairs along a static axis, combining the pair
+// `s` before with the current one as core/stats.cpp's rule does: a NaN wins (the latest NaN), else
+// the current pair where its value is >= (cummax) / <= (cummin) the earlier one (ties: the latest).
+// Positions shifted in at the front hold -inf / +inf (integers: the dtype's extremes) and index -1,
+// which never win.
+void Exporter::convert_cum_extreme(const std::string& op, const Value& x, std::vector<Value>& ov, int64_t dim) {
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  const bool is_max = op == "cummax", fl = is_floating(x.dtype);
+  for (Value& o : ov) o.sym = x.sym;
+  if (rank == 0) {
+    node("Identity", {x.name}, {}, ov[0].name);
+    node("Identity", {const_i64_scalar(0)}, {}, ov[1].name);
+    return;
+  }
+  const int64_t d = wrap(dim, rank), n = x.shape[d];
+  check<NotImplemented>(x.sym[d].empty(), "onnx::export_model: op '", op, "' (", where(current_module()),
+                        ") runs along the dynamic axis '", x.sym[d], "' of ", x.shape, "; its scan is unrolled for a static length");
+  const DType kd = fl ? x.dtype : DType::i64;
+  std::string v = cast(x, kd);
+  // idx: 0 .. n-1 along dim d, expanded to x's shape.
+  std::vector<int64_t> col(static_cast<size_t>(rank), 1), ids(static_cast<size_t>(n));
+  col[static_cast<size_t>(d)] = n;
+  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+  std::string idx = node("Expand", {node("Reshape", {const_i64(ids), const_i64(col)}), node("Shape", {v})});
+  std::string lowest;
+  if (fl) lowest = const_scalar(is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity(), kd);
+  else lowest = const_i64_scalar(is_max ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max());
+  for (int64_t s = 1; s < n; s *= 2) {
+    std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
+    pads[static_cast<size_t>(d)] = s;
+    auto shift = [&](const std::string& t, const std::string& fill) {
+      return node("Slice", {node("Pad", {t, const_i64(pads), fill}), const_i64({0}), const_i64({n}), const_i64({d})});
+    };
+    const std::string pv = shift(v, lowest), pi = shift(idx, const_i64_scalar(-1));
+    // take the current pair: current NaN, or (earlier not NaN and current >= / <= earlier)
+    std::string take = node(is_max ? "GreaterOrEqual" : "LessOrEqual", {v, pv});
+    if (fl) take = node("Or", {node("IsNaN", {v}), node("And", {node("Not", {node("IsNaN", {pv})}), take})});
+    const bool last = 2 * s >= n;
+    v = node("Where", {take, v, pv});
+    idx = node("Where", {take, idx, pi}, {}, last ? ov[1].name : std::string());
+  }
+  node("Identity", {cast(v, kd, x.dtype)}, {}, ov[0].name);
+  if (n <= 1) node("Identity", {idx}, {}, ov[1].name);
+}
+
 // bincount: length max(max(x) + 1, minlength) (x's max with a -1 appended, so an empty x gives
 // minlength), the counts (or weight sums) from a one-hot (n, length) Equal summed over n.
 void Exporter::convert_bincount(const Value& x, const Value* weights, Value& y, const Attrs& attrs) {
@@ -1184,6 +1260,10 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
     convert_unique_consecutive(*x, ov, attrs);
   } else if (op == "histc") {
     convert_histc(*x, y, attrs);
+  } else if (op == "logcumsumexp") {
+    convert_logcumsumexp(*x, y, attr_int(attrs, "dim"));
+  } else if (op == "cummax" || op == "cummin") {  // (values, indices)
+    convert_cum_extreme(op, *x, ov, attr_int(attrs, "dim"));
   } else if (op == "bincount") {  // in: x, weights (undefined: none)
     convert_bincount(*x, iv[1], y, attrs);
   } else if (op == "any" || op == "all") {

@@ -789,6 +789,29 @@ TEST(Onnx, StatsOpsMatchOnnxRuntime) {
     c.expect_ops = {{"NonZero", 3}, {"Unique", 0}};
     cases.push_back(std::move(c));
   }
+  // cummax / cummin (values and indices: ties to the latest, a NaN stays with the latest NaN's index;
+  // floats with +inf, int64, bool) and logcumsumexp (with -inf and far-apart values), along static axes.
+  cases.push_back(make_case("cum_scans", std::make_shared<Fn>([=](Fn&, Tensor x) {  // x: (B, 5, 7)
+    Tensor q = (x * 2).round() / 2;
+    Tensor qn = where(x > 1.2, full({}, nan), where(x < -1.2, full({}, inf), q));
+    auto i64 = [](const Tensor& b) { return b.to(kInt64); };
+    Tensor qi = i64(x > -1) + i64(x > -0.3) + i64(x > 0.3) + i64(x > 1);
+    std::vector<Tensor> parts;
+    auto both = [&](std::tuple<Tensor, Tensor> r) {
+      parts.push_back(no_nan(f(std::get<0>(r))).flatten(1));
+      parts.push_back(f(std::get<1>(r)).flatten(1));
+    };
+    both(cummax(q, 2));
+    both(cummin(q, 1));
+    both(cummax(qn, 2));
+    both(cummin(qn, 2));
+    both(cummax(qi, 2));
+    both(cummin(x > 0, 1));
+    parts.push_back(logcumsumexp(x, 2).flatten(1));
+    parts.push_back(logcumsumexp(x * 40, 1).flatten(1));
+    parts.push_back(no_nan(logcumsumexp(where(x < -0.8, full({}, -inf), x), 2)).flatten(1));
+    return cat(parts, 1);
+  }), {3, 5, 7}));
   // bincount: counts, float32 and float64 weight sums, minlength past the data's max (length
   // data-dependent).
   {
