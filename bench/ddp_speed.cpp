@@ -7,15 +7,18 @@
 //       single  one process, 2 threads, batch = global batch
 //       ddp     nabla-run --nproc-per-node 2: 2 processes x 1 thread, DistributedDataParallel,
 //               batch = global batch / 2 per process, gradient buckets of --bucket-mb MB (DDP's
-//               default 25: the CNN's 1.7 MB of gradients in one bucket after a first one of
-//               at most 1 MB; 1 puts the 1.6 MB fc1 weight in a bucket of its own, whose
-//               all-reduce then overlaps the convolutions' backward)
+//               default 25: the CNN's 1.7 MB of gradients in one bucket; 1 puts the 1.6 MB fc1
+//               weight in a bucket of its own, whose all-reduce then overlaps the convolutions'
+//               backward, which on 2 shared cores measured slower: the Gloo thread takes a core
+//               from the other rank's backward, and there is one more synchronization per step)
 //     and, for the ddp rounds, the fraction of step time each rank spent blocked on communication
 //     (DistributedDataParallel::comm_wait_seconds: the wait for the gradient all-reduces that
 //     backward did not hide, plus the batch-norm buffer broadcasts of forward, shown apart). A
 //     wait is the transfer plus the time the slower rank takes to get there: on a busy machine
 //     most of it is the ranks' imbalance, which one all_reduce of the gradients' size on its own
-//     (ddp_speed allreduce --mb 2 under nabla-run) separates.
+//     (ddp_speed allreduce --mb 2 under nabla-run) separates. The best rounds' steps are also
+//     split into forward (with the loss and zero_grad), backward and optimizer time; under
+//     DDP_SPEED_PER_RANK=1 each rank prints its own split and waits (stderr).
 // (b) all_reduce (sum) of a --mb MB float32 tensor between 2 processes on loopback (Gloo, ring),
 //     best of 5, next to a plain memcpy of the same bytes in the same process.
 //
@@ -86,20 +89,31 @@ int train_worker(int64_t batch, int steps, int warmup, double bucket_mb) {
     xs.push_back((rand({batch, 1, 28, 28}) - 0.1307) / 0.3081);
     ys.push_back(randint(0, 10, {batch}));
   }
+  double phase[3] = {0, 0, 0};  // forward (with the loss), backward, optimizer: seconds over the timed steps
   auto step = [&](int i) {
     const Tensor& x = xs[static_cast<size_t>(i) % xs.size()];
+    const double t0 = now();
     Tensor out = ddp ? (*ddp)(x) : (*model)(x);
     Tensor loss = nn::functional::cross_entropy(out, ys[static_cast<size_t>(i) % ys.size()]);
     opt.zero_grad();
+    const double t1 = now();
     loss.backward();
+    const double t2 = now();
     opt.step();
+    const double t3 = now();
+    phase[0] += t1 - t0, phase[1] += t2 - t1, phase[2] += t3 - t2;
   };
   for (int i = 0; i < warmup; ++i) step(i);
   if (distributed) dist::barrier();
   if (ddp) ddp->reset_comm_wait();
+  phase[0] = phase[1] = phase[2] = 0;
   const double t0 = now();
   for (int i = 0; i < steps; ++i) step(i);
   double seconds = now() - t0, wait = ddp ? ddp->comm_wait_seconds() : 0, bwait = ddp ? ddp->buffer_wait_seconds() : 0;
+  if (std::getenv("DDP_SPEED_PER_RANK"))
+    std::fprintf(stderr, "rank %d: %.2f ms/step, grad wait %.2f ms, buffer wait %.2f ms, fwd %.2f bwd %.2f opt %.2f ms\n", rank,
+                 seconds / steps * 1e3, (wait - bwait) / steps * 1e3, bwait / steps * 1e3, phase[0] / steps * 1e3,
+                 phase[1] / steps * 1e3, phase[2] / steps * 1e3);
   if (distributed) {  // the slower rank's time, and the ranks' mean waiting fractions
     Tensor t = tensor(std::vector<double>{seconds}), w = tensor(std::vector<double>{wait / seconds, bwait / seconds});
     dist::all_reduce(t, dist::ReduceOp::max);
@@ -109,8 +123,8 @@ int train_worker(int64_t batch, int steps, int warmup, double bucket_mb) {
     bwait = w.data_ptr<double>()[1] * seconds;
   }
   if (rank == 0)
-    std::printf("RESULT %.9f %.6f %lld %.6f\n", seconds / steps, wait / seconds, static_cast<long long>(grad_bytes),
-                bwait / seconds);
+    std::printf("RESULT %.9f %.6f %lld %.6f %.9f %.9f %.9f\n", seconds / steps, wait / seconds,
+                static_cast<long long>(grad_bytes), bwait / seconds, phase[0] / steps, phase[1] / steps, phase[2] / steps);
   if (distributed) dist::destroy_process_group();
   return 0;
 }
@@ -198,20 +212,28 @@ int main(int argc, char** argv) {
               "%g MB\n",
               static_cast<long long>(o.global_batch), o.steps, o.warmup, o.rounds, o.bucket_mb);
   double best_single = 1e30, best_ddp = 1e30, wait_at_best = 0, bwait_at_best = 0, grad_bytes = 0;
+  double phases_single[3] = {0, 0, 0}, phases_ddp[3] = {0, 0, 0};
   for (int r = 0; r < o.rounds; ++r) {
     std::vector<double> s = result_of(single), d = result_of(ddp);
-    if (s.empty() || d.empty()) return 1;
+    if (s.size() < 7 || d.size() < 7) return 1;
     std::printf("  round %d: 1 process x 2 threads %.2f ms/step   2 processes x 1 thread (DDP) %.2f ms/step, %.1f%% waiting on "
                 "communication (buffer broadcasts %.1f%% of the step)\n",
                 r + 1, s[0] * 1e3, d[0] * 1e3, d[1] * 100, d[3] * 100);
     std::fflush(stdout);
-    best_single = std::min(best_single, s[0]);
-    if (d[0] < best_ddp) best_ddp = d[0], wait_at_best = d[1], bwait_at_best = d[3];
+    if (s[0] < best_single) best_single = s[0], std::copy(s.begin() + 4, s.begin() + 7, phases_single);
+    if (d[0] < best_ddp) {
+      best_ddp = d[0], wait_at_best = d[1], bwait_at_best = d[3];
+      std::copy(d.begin() + 4, d.begin() + 7, phases_ddp);
+    }
     grad_bytes = d[2];
   }
   std::printf("best: 1 process x 2 threads %.2f ms/step (%.0f img/s); 2 processes x 1 thread (DDP) %.2f ms/step (%.0f img/s)\n",
               best_single * 1e3, static_cast<double>(o.global_batch) / best_single, best_ddp * 1e3,
               static_cast<double>(o.global_batch) / best_ddp);
+  std::printf("  best rounds' steps: 1 process forward %.2f, backward %.2f, optimizer %.2f ms; DDP rank 0 forward %.2f "
+              "(buffer broadcasts included), backward %.2f (gradient all-reduce wait included), optimizer %.2f ms\n",
+              phases_single[0] * 1e3, phases_single[1] * 1e3, phases_single[2] * 1e3, phases_ddp[0] * 1e3,
+              phases_ddp[1] * 1e3, phases_ddp[2] * 1e3);
   std::printf("DDP throughput / single-process throughput: %.3f; DDP step time waiting on communication: %.1f%% "
               "(gradient all-reduce %.1f%%, batch-norm buffer broadcasts %.1f%%); gradients %.3f MB (float32)\n",
               best_single / best_ddp, wait_at_best * 100, (wait_at_best - bwait_at_best) * 100, bwait_at_best * 100,

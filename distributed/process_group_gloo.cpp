@@ -131,9 +131,15 @@ gloo::AllreduceOptions::Func reduce_function(ReduceOp op) {
 void divide_in_place(const Tensor& buf, int n) {
   visit_dtype(buf.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T> || is_half_v<T>) {
-      T* p = static_cast<T*>(buf.data_ptr());
-      for (int64_t i = 0; i < buf.numel(); ++i) p[i] = T(static_cast<double>(p[i]) / n);
+    T* p = static_cast<T*>(buf.data_ptr());
+    const int64_t count = buf.numel();
+    if constexpr (std::is_floating_point_v<T>) {
+      // In T (vectorized): for float the same bits as dividing in double and rounding to float
+      // (double has more than 2 x 24 + 2 bits, so the double rounding is innocuous).
+      const T d = static_cast<T>(n);
+      for (int64_t i = 0; i < count; ++i) p[i] = p[i] / d;
+    } else if constexpr (is_half_v<T>) {
+      for (int64_t i = 0; i < count; ++i) p[i] = T(static_cast<double>(p[i]) / n);
     }
   });
 }
