@@ -326,6 +326,12 @@ Tensor max_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, 
                          {{"kernel", kernel_size}, {"stride", stride}, {"padding", padding}, {"dilation", dilation},
                           {"ceil_mode", ceil_mode}},
                          [&] { return max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode); });
+  if (x.is_cpu() && !autograd::needs_grad(x)) {  // no backward: the CPU kernel skips the indices
+    Pool2dParams p = pool_params(kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d");
+    Tensor out = detail::make_empty(pool_shape(x, p, "max_pool2d"), x.dtype(), x.device());
+    backend_for(x.device()).max_pool2d(x, p, out, Tensor());
+    return out;
+  }
   return std::get<0>(max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode));
 }
 

@@ -110,6 +110,16 @@ TEST(CpuKernels, MaxPool2x2FastPathMatchesGeneralPath) {
     auto [yr, ir] = max_pool2d_with_indices(x, {2}, {2}, {0}, {1}, false);
     Tensor y64 = max_pool2d(x.to(kFloat64), {2, 2}, {2, 2}, {0, 0}, {1, 1});  // float64 takes the general path
     EXPECT_TRUE(allclose(y.to(kFloat64), y64, 1e-5, 1e-8, /*equal_nan=*/true));
+    // Without autograd, max_pool2d skips the indices (each kernel without its index stores): the
+    // same values, bit for bit, NaN and -0 included; and the same with a padded (general) window.
+    auto same_bits = [](const Tensor& a, const Tensor& b) {
+      Tensor ac = a.contiguous(), bc = b.contiguous();
+      return ac.sizes() == bc.sizes() && std::memcmp(ac.data_ptr(), bc.data_ptr(), ac.nbytes()) == 0;
+    };
+    EXPECT_TRUE(same_bits(max_pool2d(x, {2}), y));
+    EXPECT_TRUE(allclose(max_pool2d(x, {3}, {2}, {1}), std::get<0>(max_pool2d_with_indices(x, {3}, {2}, {1})), 0, 0,
+                         /*equal_nan=*/true));
+    EXPECT_TRUE(allclose(max_pool2d(x.to(kFloat64), {2}), y64, 0, 0, /*equal_nan=*/true));
     // The index of the first maximum in each window (NaN winning), computed here directly.
     Tensor xc = x.contiguous(), yc = y.contiguous();
     const float* xp = xc.data_ptr<float>();

@@ -69,7 +69,7 @@ NABLA_AVX512 void maxpool2x2_avx512(const float* xp, int64_t H, int64_t W, int64
       const float* r0 = xp + pl * H * W + 2 * oh * W;
       const float* r1 = r0 + W;
       float* yr = yp + pl * plane_out + oh * Wo;
-      int64_t* ir = ip + pl * plane_out + oh * Wo;
+      int64_t* ir = ip ? ip + pl * plane_out + oh * Wo : nullptr;
       for (int64_t ow = 0; ow < Wo; ow += 16) {
         const int64_t n = std::min<int64_t>(16, Wo - ow), c = 2 * ow;  // n outputs read 2n inputs per row
         const __mmask16 in_lo = n >= 8 ? __mmask16(0xFFFF) : __mmask16((1u << (2 * n)) - 1);
@@ -83,8 +83,9 @@ NABLA_AVX512 void maxpool2x2_avx512(const float* xp, int64_t H, int64_t W, int64
         const __mmask16 out = static_cast<__mmask16>((1u << n) - 1);  // n <= 16
         _mm512_mask_storeu_ps(yr + ow, out, best);
         // flat index = 2 * oh * W + 2 * (ow + lane) + offset
-        store_idx16(ir + ow, out,
-                    _mm512_add_epi32(_mm512_add_epi32(off, lane2), _mm512_set1_epi32(static_cast<int32_t>(2 * oh * W + c))));
+        if (ir)
+          store_idx16(ir + ow, out,
+                      _mm512_add_epi32(_mm512_add_epi32(off, lane2), _mm512_set1_epi32(static_cast<int32_t>(2 * oh * W + c))));
       }
     }
   }
@@ -139,7 +140,7 @@ void maxpool2x2_avx2(const float* xp, int64_t H, int64_t W, int64_t Ho, int64_t 
       const float* r0 = xp + pl * H * W + 2 * oh * W;
       const float* r1 = r0 + W;
       float* yr = yp + pl * plane_out + oh * Wo;
-      int64_t* ir = ip + pl * plane_out + oh * Wo;
+      int64_t* ir = ip ? ip + pl * plane_out + oh * Wo : nullptr;
       for (int64_t ow = 0; ow < Wo; ow += 8) {
         const int64_t n = std::min<int64_t>(8, Wo - ow), c = 2 * ow;  // n outputs read 2n inputs per row
         __m256 a, b, cc, d;
@@ -159,13 +160,17 @@ void maxpool2x2_avx2(const float* xp, int64_t H, int64_t W, int64_t Ho, int64_t 
         const __m256i i0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(idx)), i1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(idx, 1));
         if (n == 8) {
           _mm256_storeu_ps(yr + ow, best);
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(ir + ow), i0);
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(ir + ow + 4), i1);
+          if (ir) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(ir + ow), i0);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(ir + ow + 4), i1);
+          }
         } else {
           const __m256i out = Avx2f::first(n);
           _mm256_maskstore_ps(yr + ow, out, best);
-          _mm256_maskstore_epi64(reinterpret_cast<long long*>(ir + ow), _mm256_cvtepi32_epi64(_mm256_castsi256_si128(out)), i0);
-          _mm256_maskstore_epi64(reinterpret_cast<long long*>(ir + ow + 4), _mm256_cvtepi32_epi64(_mm256_extracti128_si256(out, 1)), i1);
+          if (ir) {
+            _mm256_maskstore_epi64(reinterpret_cast<long long*>(ir + ow), _mm256_cvtepi32_epi64(_mm256_castsi256_si128(out)), i0);
+            _mm256_maskstore_epi64(reinterpret_cast<long long*>(ir + ow + 4), _mm256_cvtepi32_epi64(_mm256_extracti128_si256(out, 1)), i1);
+          }
         }
       }
     }
@@ -187,7 +192,7 @@ void maxpool2x2(const T* xp, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int64
       const T* r0 = xpl + (2 * oh) * W;
       const T* r1 = r0 + W;
       T* yr = yp + (pl * Ho + oh) * Wo;
-      int64_t* ir = ip + (pl * Ho + oh) * Wo;
+      int64_t* ir = ip ? ip + (pl * Ho + oh) * Wo : nullptr;
       const int64_t rbase = 2 * oh * W;
       for (int64_t ow = 0; ow < Wo; ++ow) {
         const int64_t c = 2 * ow;
@@ -206,7 +211,7 @@ void maxpool2x2(const T* xp, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int64
         best = t ? v : best;
         bi = t ? c + W + 1 : bi;
         yr[ow] = best;
-        ir[ow] = rbase + bi;
+        if (ir) ir[ow] = rbase + bi;
       }
     }
   }
@@ -230,7 +235,7 @@ void maxpool_general(const T* xp, const PoolGeom& g, const Pool2dParams& p, int6
   for (int64_t pl = p0; pl < p1; ++pl) {
     const T* xpl = xp + pl * g.H * g.W;
     T* ypl = yp + pl * g.Ho * g.Wo;
-    int64_t* ipl = ip + pl * g.Ho * g.Wo;
+    int64_t* ipl = ip ? ip + pl * g.Ho * g.Wo : nullptr;
     for (int64_t oh = 0; oh < g.Ho; ++oh) {
       int64_t ki0, ki1;
       int64_t h0 = pool_window(oh, p.stride[0], p.padding[0], p.dilation[0], p.kernel[0], g.H, &ki0, &ki1);
@@ -251,7 +256,7 @@ void maxpool_general(const T* xp, const PoolGeom& g, const Pool2dParams& p, int6
           }
         }
         ypl[oh * g.Wo + ow] = best;
-        ipl[oh * g.Wo + ow] = bi < 0 ? 0 : bi;
+        if (ipl) ipl[oh * g.Wo + ow] = bi < 0 ? 0 : bi;
       }
     }
   }
@@ -261,7 +266,8 @@ void maxpool_general(const T* xp, const PoolGeom& g, const Pool2dParams& p, int6
 void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, const Tensor& indices) {
   Tensor x = contig(x_in);
   PoolGeom g = pool_geom(x, out);
-  check<ValueError>(out.is_contiguous() && indices.is_contiguous(), "max_pool2d: outputs must be contiguous");
+  check<ValueError>(out.is_contiguous() && (!indices.defined() || indices.is_contiguous()),
+                    "max_pool2d: outputs must be contiguous");
   const bool simple = p.padding[0] == 0 && p.padding[1] == 0 && p.dilation[0] == 1 && p.dilation[1] == 1 &&
                       p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 &&
                       g.Ho * 2 <= g.H && g.Wo * 2 <= g.W;
@@ -269,7 +275,7 @@ void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, co
     using T = typename decltype(tag)::type;
     const T* xp = static_cast<const T*>(x.data_ptr());
     T* yp = static_cast<T*>(out.data_ptr());
-    int64_t* ip = indices.data_ptr<int64_t>();
+    int64_t* ip = indices.defined() ? indices.data_ptr<int64_t>() : nullptr;  // undefined: values only
     // Indices are computed in int32 lanes: planes below 2^30 elements.
     const bool vectorized = simple && std::is_same_v<T, float> && g.H * g.W < (int64_t(1) << 30);
     const bool avx512 = vectorized && avx512_kernels();
