@@ -837,6 +837,18 @@ TEST(Onnx, StatsOpsMatchOnnxRuntime) {
   auto [abs_err, rel_err] = run_cases(cases, "stats");
   std::printf("[ onnx ] stats ops: %zu models, largest error vs ONNX Runtime %.3g (relative %.3g)\n", cases.size(),
               abs_err, rel_err);
+  // Scans unrolled for a static length refuse a dynamic axis by name.
+  for (const char* op : {"cummax", "logcumsumexp"}) {
+    Fn scan([op](Fn&, Tensor x) { return std::string(op) == "cummax" ? std::get<0>(cummax(x, 0)) : logcumsumexp(x, 0); });
+    try {
+      (void)onnx::export_model_to_string(scan, {randn({3, 4})}, dynamic_batch());
+      ADD_FAILURE() << "exported " << op << " along a dynamic axis";
+    } catch (const NotImplemented& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("op '") + op + "' (in the top-level module) runs along the dynamic axis 'batch'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // ---- recurrent layers ---------------------------------------------------------------------------
