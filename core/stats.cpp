@@ -581,7 +581,7 @@ Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
 Tensor searchsorted(const Tensor& seq_in, const Tensor& values_in, bool out_int32, bool right,
                     std::optional<std::string_view> side, const Tensor& sorter_in) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "searchsorted", {seq_in, values_in, sorter_in}, {{"right", right}},
+    return trace::traced(t, "searchsorted", {seq_in, values_in, sorter_in}, {{"right", right || (side && *side == "right")}},
                          [&] { return searchsorted(seq_in, values_in, out_int32, right, side, sorter_in); });
   const char* op = "searchsorted";
   check<ValueError>(seq_in.defined() && values_in.defined(), op, ": undefined tensor");

@@ -438,6 +438,7 @@ class Exporter : public trace::Tracer {
   void convert_histc(const Value& x, Value& y, const Attrs& attrs);
   void convert_bincount(const Value& x, const Value* weights, Value& y, const Attrs& attrs);
   void convert_logcumsumexp(const Value& x, Value& y, int64_t dim);
+  void convert_searchsorted(const std::vector<const Value*>& iv, Value& y, const Attrs& attrs);
   void convert_cum_extreme(const std::string& op, const Value& x, std::vector<Value>& ov, int64_t dim);
   void fold_batch_norms(const std::set<std::string>& graph_outputs);
   void prune(const std::set<std::string>& graph_outputs);
@@ -1100,6 +1101,31 @@ void Exporter::convert_cum_extreme(const std::string& op, const Value& x, std::v
   if (n <= 1) node("Identity", {idx}, {}, ov[1].name);
 }
 
+// searchsorted (and bucketize through it): for each value, how many elements of its sorted line
+// (through sorter when given) a binary search passes: those with !(m >= v) (side left) or !(m > v)
+// (right), counted from a (..., m, n) comparison. So a NaN value goes past everything, as in nabla;
+// a sorted line that holds NaN (last) is counted, where a binary search's answer depends on its path.
+// Compared in the dtype nabla uses (result_type: a 0-d value of the line's kind takes its dtype).
+void Exporter::convert_searchsorted(const std::vector<const Value*>& iv, Value& y, const Attrs& attrs) {
+  const Value& seq = *iv[0];
+  const Value& vals = *iv[1];
+  const Value* sorter = iv.size() > 2 ? iv[2] : nullptr;
+  DType common = promote_types(seq.dtype, vals.dtype);
+  if (vals.shape.empty() && is_floating(vals.dtype) == is_floating(seq.dtype)) common = seq.dtype;
+  if (common == DType::f16 || common == DType::bf16) common = DType::f32;
+  std::string s = cast(seq, common);
+  if (sorter) s = node("GatherElements", {s, sorter->name}, {ai("axis", -1)});
+  const int64_t rs = static_cast<int64_t>(seq.shape.size()), rv = static_cast<int64_t>(vals.shape.size());
+  if (rs > 1) s = node("Unsqueeze", {s, axes_input({rs - 1})});  // (..., 1, n)
+  const std::string v = node("Unsqueeze", {cast(vals, common), axes_input({rv})});  // (..., m, 1)
+  const std::string stop = node(attr_int(attrs, "right") ? "Greater" : "GreaterOrEqual", {s, v});
+  const std::string count = node("ReduceSum", {node("Cast", {node("Not", {stop})}, {ai("to", onnx_dtype(DType::i64))}),
+                                               const_i64({-1})},
+                                 {ai("keepdims", 0)});
+  node("Identity", {cast(count, DType::i64, y.dtype)}, {}, y.name);
+  y.sym = vals.sym;
+}
+
 // bincount: length max(max(x) + 1, minlength) (x's max with a -1 appended, so an empty x gives
 // minlength), the counts (or weight sums) from a one-hot (n, length) Equal summed over n.
 void Exporter::convert_bincount(const Value& x, const Value* weights, Value& y, const Attrs& attrs) {
@@ -1264,6 +1290,8 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
     convert_logcumsumexp(*x, y, attr_int(attrs, "dim"));
   } else if (op == "cummax" || op == "cummin") {  // (values, indices)
     convert_cum_extreme(op, *x, ov, attr_int(attrs, "dim"));
+  } else if (op == "searchsorted") {  // in: sorted_sequence, values, sorter (undefined: none)
+    convert_searchsorted(iv, y, attrs);
   } else if (op == "bincount") {  // in: x, weights (undefined: none)
     convert_bincount(*x, iv[1], y, attrs);
   } else if (op == "any" || op == "all") {

@@ -812,6 +812,23 @@ TEST(Onnx, StatsOpsMatchOnnxRuntime) {
     parts.push_back(no_nan(logcumsumexp(where(x < -0.8, full({}, -inf), x), 2)).flatten(1));
     return cat(parts, 1);
   }), {3, 5, 7}));
+  // searchsorted / bucketize: a 1-D sequence with repeats (both sides, int32 results), a sorted line
+  // per row, a sorter, NaN values, a scalar value, int64 sequence and values.
+  cases.push_back(make_case("searchsorted", std::make_shared<Fn>([=](Fn&, Tensor x) {  // x: (B, 3, 6)
+    Tensor q = (x * 2).round() / 2;
+    Tensor bounds = tensor(std::vector<double>{-1, -0.5, 0, 0, 0.5, 1.5}, dtype(kFloat32));
+    auto i64 = [](const Tensor& b) { return b.to(kInt64); };
+    Tensor qi = i64(x > -1) + i64(x > 0) * 2;
+    Tensor row = x.select(2, 0).select(1, 0).unsqueeze(1) * 0;  // (B, 1)
+    return cat({f(searchsorted(bounds, q)).flatten(1), f(searchsorted(bounds, q, false, true)).flatten(1),
+                f(bucketize(x, bounds, true, false)).flatten(1), f(bucketize(q, bounds, false, true)).flatten(1),
+                f(searchsorted(std::get<0>(q.sort(2)), q * 0.5, false, false, "right")).flatten(1),
+                f(searchsorted(q, x.narrow(2, 0, 2), false, false, std::nullopt, q.argsort(2))).flatten(1),
+                f(searchsorted(bounds, where(x > 1.2, full({}, nan), x))).flatten(1),
+                row + f(searchsorted(bounds, Scalar(0.25))),
+                f(searchsorted(tensor(std::vector<int64_t>{0, 1, 1, 3}, dtype(kInt64)), qi, false, true)).flatten(1)},
+               1);
+  }), {3, 3, 6}));
   // bincount: counts, float32 and float64 weight sums, minlength past the data's max (length
   // data-dependent).
   {
