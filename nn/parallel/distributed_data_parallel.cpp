@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <unordered_set>
 
 #include "core/cuda_api.h"
@@ -198,18 +199,26 @@ Tensor DistributedDataParallel::forward(Tensor x) {
   return out;
 }
 
-// Rank 0's buffers to every rank, coalesced: the buffers of one dtype and device are copied into one
-// flat tensor (kept between steps), broadcast once, and copied back on the other ranks. A batch-norm
-// model's running means and variances travel in one broadcast, their step counters in another.
+namespace {
+// A buffer's bytes in a flat byte tensor, rounded up so that the next one starts 16-byte aligned.
+int64_t aligned_bytes(const Tensor& b) { return (static_cast<int64_t>(b.nbytes()) + 15) / 16 * 16; }
+}  // namespace
+
+// Rank 0's buffers to every rank, coalesced: the buffers are copied into one flat tensor per group
+// (kept between steps), broadcast once, and copied back on the other ranks. On the CPU a group is
+// every buffer, whatever its dtype, as bytes (a batch-norm model's float running statistics and
+// int64 step counters in one broadcast, one synchronization per forward); on a GPU one group per
+// dtype (copies there go through typed ops).
 void DistributedDataParallel::sync_buffers() {
   NoGradGuard no_grad;
   const bool root = group_->rank() == 0;
   std::vector<Tensor> buffers = module_->buffers();
-  std::vector<std::vector<size_t>> groups;  // indices into buffers, per (dtype, device), first-seen order
+  std::vector<std::vector<size_t>> groups;  // indices into buffers, per group, first-seen order
   for (size_t i = 0; i < buffers.size(); ++i) {
     if (!buffers[i].defined() || buffers[i].numel() == 0) continue;
     auto same = [&](const std::vector<size_t>& g) {
-      return buffers[g.front()].dtype() == buffers[i].dtype() && buffers[g.front()].device() == buffers[i].device();
+      const Tensor& f = buffers[g.front()];
+      return f.device() == buffers[i].device() && (f.is_cpu() || f.dtype() == buffers[i].dtype());
     };
     auto it = std::find_if(groups.begin(), groups.end(), same);
     if (it == groups.end()) groups.push_back({i});
@@ -219,16 +228,24 @@ void DistributedDataParallel::sync_buffers() {
   std::vector<dist::Work> works;
   for (size_t g = 0; g < groups.size(); ++g) {
     const Tensor& first = buffers[groups[g].front()];
+    const bool bytes = first.is_cpu();
     int64_t total = 0;
-    for (size_t i : groups[g]) total += buffers[i].numel();
+    for (size_t i : groups[g]) total += bytes ? aligned_bytes(buffers[i]) : buffers[i].numel();
+    const DType type = bytes ? kUInt8 : first.dtype();
     Tensor& flat = buffer_flats_[g];
-    if (!flat.defined() || flat.numel() != total || flat.dtype() != first.dtype() || flat.device() != first.device())
-      flat = empty({total}, TensorOptions(first.dtype()).device(first.device()));
+    if (!flat.defined() || flat.numel() != total || flat.dtype() != type || flat.device() != first.device())
+      flat = zeros({total}, TensorOptions(type).device(first.device()));  // zeros: the padding is sent too
     if (root) {
       int64_t at = 0;
       for (size_t i : groups[g]) {
-        flat.narrow(0, at, buffers[i].numel()).copy_(buffers[i].reshape({-1}));
-        at += buffers[i].numel();
+        if (bytes) {
+          Tensor b = buffers[i].contiguous();
+          std::memcpy(static_cast<char*>(flat.data_ptr()) + at, b.data_ptr(), b.nbytes());
+          at += aligned_bytes(b);
+        } else {
+          flat.narrow(0, at, buffers[i].numel()).copy_(buffers[i].reshape({-1}));
+          at += buffers[i].numel();
+        }
       }
     }
     works.push_back(group_->broadcast(flat, 0));
@@ -239,11 +256,17 @@ void DistributedDataParallel::sync_buffers() {
   stats_.buffer_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (root) return;
   for (size_t g = 0; g < groups.size(); ++g) {
+    const Tensor& flat = buffer_flats_[g];
     int64_t at = 0;
     for (size_t i : groups[g]) {
       Tensor& b = buffers[i];
-      b.copy_(buffer_flats_[g].narrow(0, at, b.numel()).view(b.sizes()));
-      at += b.numel();
+      if (flat.is_cpu()) {  // bytes: this buffer's, seen as its dtype (aligned), into it
+        b.copy_(from_blob(static_cast<char*>(flat.data_ptr()) + at, b.sizes(), TensorOptions(b.dtype())));
+        at += aligned_bytes(b);
+      } else {
+        b.copy_(flat.narrow(0, at, b.numel()).view(b.sizes()));
+        at += b.numel();
+      }
     }
   }
 }

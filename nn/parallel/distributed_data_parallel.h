@@ -22,8 +22,9 @@
 // backward averages the accumulated gradients. find_unused_parameters: forward walks the graph from
 // the output and counts parameters it cannot reach as ready (contributing their current .grad or
 // zeros); without it, a parameter that gets no gradient makes the next forward throw, naming it.
-// broadcast_buffers: each forward first copies rank 0's buffers (batch-norm statistics) to all, in
-// one broadcast per dtype (the buffers flattened into one tensor, as PyTorch coalesces them).
+// broadcast_buffers: each forward first copies rank 0's buffers (batch-norm statistics) to all,
+// coalesced as PyTorch does: CPU buffers of every dtype as the bytes of one flat tensor (one
+// broadcast per forward), CUDA buffers one flat tensor per dtype.
 // Under the nccl backend the module's parameters and buffers are CUDA tensors on the group's device.
 // state_dict() is the wrapped module's, without a "module." prefix (PyTorch adds one).
 #pragma once
@@ -80,7 +81,7 @@ class DistributedDataParallel {
   struct CommStats {
     int64_t synced_backwards = 0;    // backward passes that averaged the gradients (none under no_sync)
     int64_t bucket_all_reduces = 0;  // gradient all-reduces: one per bucket per synced backward
-    int64_t buffer_broadcasts = 0;   // forward's buffer broadcasts: one per buffer dtype and device
+    int64_t buffer_broadcasts = 0;   // forward's buffer broadcasts: 1 for CPU buffers, 1 per dtype on a GPU
     // Blocked at the end of backward on the all-reduces (what overlapping with backward did not hide).
     double grad_wait_seconds = 0;
     double buffer_wait_seconds = 0;  // blocked in forward on the buffer broadcasts

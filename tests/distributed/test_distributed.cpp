@@ -332,8 +332,8 @@ void check_ddp(bool with_spare) {
   dist::barrier();  // everyone has read it before the test's directory goes
 }
 
-// An MLP with a batch norm: float64 running statistics and an int64 step counter, so DDP's forward
-// broadcasts two flat tensors (one per buffer dtype).
+// An MLP with a batch norm: float64 running statistics and an int64 step counter, which DDP's
+// forward broadcasts together, as the bytes of one flat tensor.
 struct BnMlp : nn::Module {
   std::shared_ptr<nn::Linear> fc1, fc2;
   std::shared_ptr<nn::BatchNorm1d> bn;
@@ -372,12 +372,12 @@ void check_ddp_counters() {
     loss.backward();
     return seconds_since(t0);
   };
-  // Three synchronized steps: one all-reduce per bucket and two broadcasts (f64, i64) each.
+  // Three synchronized steps: one all-reduce per bucket and one broadcast (f64 and i64 buffers) each.
   double steps_time = 0;
   for (int i = 0; i < 3; ++i) steps_time += step("");
   expect(s.synced_backwards == 3, "3 synchronized backwards, counted ", s.synced_backwards);
   expect(s.bucket_all_reduces == 3 * nb, "3 steps x ", nb, " buckets of all-reduces, counted ", s.bucket_all_reduces);
-  expect(s.buffer_broadcasts == 3 * 2, "3 forwards x 2 buffer dtypes of broadcasts, counted ", s.buffer_broadcasts);
+  expect(s.buffer_broadcasts == 3, "3 forwards, one broadcast of every buffer each, counted ", s.buffer_broadcasts);
   expect(s.grad_wait_seconds >= 0 && s.buffer_wait_seconds >= 0, "waits are not negative");
   expect(s.grad_wait_seconds + s.buffer_wait_seconds <= steps_time, "the waits (", s.grad_wait_seconds, " + ",
          s.buffer_wait_seconds, " s) fit in the steps' ", steps_time, " s");
@@ -393,13 +393,13 @@ void check_ddp_counters() {
   expect(s.synced_backwards == before.synced_backwards && s.bucket_all_reduces == before.bucket_all_reduces &&
              s.grad_wait_seconds == before.grad_wait_seconds,
          "a no_sync step launched ", s.bucket_all_reduces - before.bucket_all_reduces, " all-reduces");
-  expect(s.buffer_broadcasts == before.buffer_broadcasts + 2, "a no_sync forward still broadcasts the buffers");
+  expect(s.buffer_broadcasts == before.buffer_broadcasts + 1, "a no_sync forward still broadcasts the buffers");
   // A forward without backward (no grad): broadcasts, no all-reduce.
   {
     NoGradGuard no_grad;
     ddp(x);
   }
-  expect(s.bucket_all_reduces == before.bucket_all_reduces && s.buffer_broadcasts == before.buffer_broadcasts + 4,
+  expect(s.bucket_all_reduces == before.bucket_all_reduces && s.buffer_broadcasts == before.buffer_broadcasts + 2,
          "a no-grad forward: broadcasts only");
   // Rank 1 late for the backward: rank 0 waits for it at the end of its backward (the gradient wait).
   // Rank 0 (the broadcasts' root) late for the forward: rank 1 waits in the buffer broadcast.
@@ -424,7 +424,7 @@ void check_ddp_counters() {
              s.grad_wait_seconds == 0 && s.buffer_wait_seconds == 0 && ddp.comm_wait_seconds() == 0,
          "reset_comm_wait sets every counter back to 0");
   step("");
-  expect(s.bucket_all_reduces == nb && s.buffer_broadcasts == 2, "counting resumes after a reset");
+  expect(s.bucket_all_reduces == nb && s.buffer_broadcasts == 1, "counting resumes after a reset");
   // broadcast_buffers off: no broadcast at all.
   nn::parallel::DistributedDataParallel quiet(model, {.broadcast_buffers = false});
   quiet.reset_comm_wait();
