@@ -434,7 +434,7 @@ class Exporter : public trace::Tracer {
   void convert_stats(const std::string& op, const std::vector<const Value*>& iv, std::vector<Value>& ov,
                      const Attrs& attrs);
   void convert_quantile(const std::string& op, const Value& x, const Value& q, Value& y, const Attrs& attrs);
-  void convert_unique_consecutive(const Value& x, std::vector<Value>& ov, const Attrs& attrs);
+  void convert_unique_consecutive(const Value& x, std::vector<Value>& ov, const Attrs& attrs, std::optional<int64_t> dim);
   void convert_histc(const Value& x, Value& y, const Attrs& attrs);
   void convert_bincount(const Value& x, const Value* weights, Value& y, const Attrs& attrs);
   void convert_logcumsumexp(const Value& x, Value& y, int64_t dim);
@@ -961,16 +961,28 @@ void Exporter::convert_quantile(const std::string& op, const Value& x0, const Va
     if (src[j] >= 0) y.sym[j] = x0.sym[static_cast<size_t>(src[j])];
 }
 
-// unique_consecutive (flattened): a run starts where an element differs from the one before (NaN
-// differs from everything, as in nabla); values at the run starts (NonZero), the inverse a CumSum of
-// the starts, the counts the gaps between them.
-void Exporter::convert_unique_consecutive(const Value& x, std::vector<Value>& ov, const Attrs& attrs) {
+// unique_consecutive, flattened or (dim) of slices along dim: a run starts where an element (a slice:
+// any of its elements) differs from the one before (NaN differs from everything, as in nabla);
+// values at the run starts (NonZero, Gather), the inverse a CumSum of the starts, the counts the
+// gaps between them.
+void Exporter::convert_unique_consecutive(const Value& x, std::vector<Value>& ov, const Attrs& attrs,
+                                          std::optional<int64_t> dim) {
   const bool inverse = attr_int(attrs, "return_inverse") != 0, counts = attr_int(attrs, "return_counts") != 0;
   const int64_t big = std::numeric_limits<int64_t>::max();
-  const std::string flat = node("Reshape", {x.name, const_i64({-1})});
-  const std::string n = node("Shape", {flat});
-  const std::string changed = node("Not", {node("Equal", {node("Slice", {flat, const_i64({1}), const_i64({big}), const_i64({0})}),
-                                                          node("Slice", {flat, const_i64({0}), const_i64({-1}), const_i64({0})})})});
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  const int64_t d = dim ? wrap(*dim, rank) : 0;
+  const std::string flat = dim ? x.name : node("Reshape", {x.name, const_i64({-1})});
+  const std::string n = dim ? shape_of(flat, d, d + 1) : node("Shape", {flat});
+  std::string changed = node("Not", {node("Equal", {node("Slice", {flat, const_i64({1}), const_i64({big}), const_i64({d})}),
+                                                    node("Slice", {flat, const_i64({0}), const_i64({-1}), const_i64({d})})})});
+  if (dim && rank > 1) {  // a slice changed where any of its elements did
+    std::vector<int64_t> others;
+    for (int64_t k = 0; k < rank; ++k)
+      if (k != d) others.push_back(k);
+    changed = node("Greater", {node("ReduceMax", {node("Cast", {changed}, {ai("to", onnx_dtype(DType::i64))})},
+                                    {aints("axes", others), ai("keepdims", 0)}),
+                               const_i64_scalar(0)});
+  }
   Tensor first;
   {
     trace::Suspend s;
@@ -980,14 +992,20 @@ void Exporter::convert_unique_consecutive(const Value& x, std::vector<Value>& ov
   const std::string starts =
       node("Slice", {node("Concat", {const_tensor(first), changed}, {ai("axis", 0)}), const_i64({0}), n, const_i64({0})});
   const std::string at = node("Squeeze", {node("NonZero", {starts}), axes_input({0})});  // (m) int64
-  node("Gather", {flat, at}, {ai("axis", 0)}, ov[0].name);
+  node("Gather", {flat, at}, {ai("axis", d)}, ov[0].name);
   const std::string m = fresh("unique_");
-  ov[0].sym[0] = m;
+  if (dim) ov[0].sym = x.sym;
+  ov[0].sym[static_cast<size_t>(d)] = m;
   if (inverse) {
     const std::string run = node("Sub", {node("CumSum", {node("Cast", {starts}, {ai("to", onnx_dtype(DType::i64))}), const_i64_scalar(0)}),
                                          const_i64_scalar(1)});
-    node("Reshape", {run, node("Shape", {x.name})}, {}, ov[1].name);
-    ov[1].sym = x.sym;
+    if (dim) {  // one entry per slice
+      node("Identity", {run}, {}, ov[1].name);
+      ov[1].sym[0] = x.sym[static_cast<size_t>(d)];
+    } else {
+      node("Reshape", {run, node("Shape", {x.name})}, {}, ov[1].name);
+      ov[1].sym = x.sym;
+    }
   }
   if (counts) {
     const std::string ends = node("Concat", {node("Slice", {at, const_i64({1}), const_i64({big}), const_i64({0})}), n}, {ai("axis", 0)});
@@ -1283,7 +1301,10 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
   } else if (op == "quantile" || op == "nanquantile") {
     convert_quantile(op, *x, *iv[1], y, attrs);
   } else if (op == "unique_consecutive") {
-    convert_unique_consecutive(*x, ov, attrs);
+    convert_unique_consecutive(*x, ov, attrs, std::nullopt);
+  } else if (op == "unique_consecutive_dim") {
+    if (rank == 0) no_mapping("on a 0-dim tensor");
+    convert_unique_consecutive(*x, ov, attrs, attr_int(attrs, "dim"));
   } else if (op == "histc") {
     convert_histc(*x, y, attrs);
   } else if (op == "logcumsumexp") {

@@ -782,11 +782,17 @@ TEST(Onnx, StatsOpsMatchOnnxRuntime) {
       UniqueResult a = unique_consecutive(q, true, true);
       UniqueResult b = unique_consecutive(qn, false, true);
       UniqueResult c = unique_consecutive((x > 0.5).to(kInt64), true, false);
+      // Along a dim: runs of equal rows of (3, 4) bits, of equal columns, and of rows with NaN.
+      Tensor bits = (x.select(0, 0) > 0.3).to(kInt64);  // (3, 4)
+      UniqueResult d = unique_consecutive(bits, true, true, 0);
+      UniqueResult e = unique_consecutive(bits.transpose(0, 1).contiguous(), true, true, -2);
+      UniqueResult g = unique_consecutive(where(x.select(0, 0) > 1.3, full({}, nan), q.select(0, 0)), false, true, 1);
       return cat({a.values, f(a.inverse).flatten(), f(a.counts), no_nan(b.values), f(b.counts), f(c.values),
-                  f(c.inverse).flatten()});
+                  f(c.inverse).flatten(), f(d.values).flatten(), f(d.inverse), f(d.counts), f(e.values).flatten(),
+                  f(e.inverse), f(e.counts), no_nan(g.values).flatten(), f(g.counts)});
     }), {2, 3, 4});
     c.options = data_dependent;
-    c.expect_ops = {{"NonZero", 3}, {"Unique", 0}};
+    c.expect_ops = {{"NonZero", 6}, {"Unique", 0}};
     cases.push_back(std::move(c));
   }
   // cummax / cummin (values and indices: ties to the latest, a NaN stays with the latest NaN's index;
@@ -1202,12 +1208,12 @@ TEST(Onnx, OpWithoutMappingNamesOpAndModule) {
   }
   // Integer results (indices) carry no grad_fn: the ops that make them from traced tensors have
   // hooks, so one without a mapping fails instead of freezing the example's indices into a constant.
-  Fn picked([](Fn&, Tensor x) { return unique_consecutive((x > 0).to(kInt64), false, false, 1).values.to(kFloat32); });
+  Fn picked([](Fn&, Tensor x) { return unique((x > 0).to(kInt64), true, false, false, 1).values.to(kFloat32); });
   try {
     (void)onnx::export_model_to_string(picked, {randn({2, 4})});
-    FAIL() << "exported unique_consecutive along a dim";
+    FAIL() << "exported unique along a dim";
   } catch (const NotImplemented& e) {
-    EXPECT_NE(std::string(e.what()).find("op 'unique_consecutive_dim' (in the top-level module) has no ONNX mapping"),
+    EXPECT_NE(std::string(e.what()).find("op 'unique_dim' (in the top-level module) has no ONNX mapping"),
               std::string::npos)
         << e.what();
   }
