@@ -55,8 +55,13 @@ struct NcclLibrary {
   decltype(&::ncclCommInitRank) ncclCommInitRank = nullptr;
   // Optional (NCCL 2.14): a non-blocking communicator, whose setup and teardown obey the timeout.
   // Without them (an older NCCL) setup blocks until every rank has joined, as ncclCommInitRank does.
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
   decltype(&::ncclCommInitRankConfig) ncclCommInitRankConfig = nullptr;
   decltype(&::ncclCommFinalize) ncclCommFinalize = nullptr;
+#else  // built against an older nccl.h: the blocking setup only
+  void* ncclCommInitRankConfig = nullptr;
+  void* ncclCommFinalize = nullptr;
+#endif
   decltype(&::ncclCommDestroy) ncclCommDestroy = nullptr;
   decltype(&::ncclCommAbort) ncclCommAbort = nullptr;
   decltype(&::ncclCommGetAsyncError) ncclCommGetAsyncError = nullptr;
@@ -105,9 +110,11 @@ const NcclLibrary& api() {
     load_symbol(h, "ncclGetLastError", l.ncclGetLastError, l.error, /*required=*/false);
     load_symbol(h, "ncclGetUniqueId", l.ncclGetUniqueId, l.error);
     load_symbol(h, "ncclCommInitRank", l.ncclCommInitRank, l.error);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
     load_symbol(h, "ncclCommInitRankConfig", l.ncclCommInitRankConfig, l.error, /*required=*/false);
     load_symbol(h, "ncclCommFinalize", l.ncclCommFinalize, l.error, /*required=*/false);
     if (!l.ncclCommInitRankConfig || !l.ncclCommFinalize) l.ncclCommInitRankConfig = nullptr, l.ncclCommFinalize = nullptr;
+#endif
     load_symbol(h, "ncclCommDestroy", l.ncclCommDestroy, l.error);
     load_symbol(h, "ncclCommAbort", l.ncclCommAbort, l.error);
     load_symbol(h, "ncclCommGetAsyncError", l.ncclCommGetAsyncError, l.error);
@@ -298,7 +305,13 @@ ProcessGroupNccl::ProcessGroupNccl(Store& store, int rank, int size, NcclOptions
   impl_->stream = cuda::new_stream(device_);
   // Each rank says it reached the setup, so that a rank whose setup times out can name the missing.
   store.set(SetupProbe::setup_key(rank), std::vector<char>{'1'});
-  if (L.ncclCommInitRankConfig) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+  const bool nonblocking = L.ncclCommInitRankConfig != nullptr;
+#else
+  const bool nonblocking = false;
+#endif
+  if (nonblocking) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
     // Non-blocking: the call returns at once and the setup (which waits for every rank to join) is
     // watched within the timeout; a peer that never comes aborts it instead of hanging here.
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -308,6 +321,7 @@ ProcessGroupNccl::ProcessGroupNccl(Store& store, int rank, int size, NcclOptions
     // The communicator is kept as soon as NCCL returns it (in progress): a failed setup aborts it.
     check_nccl(L.ncclCommInitRankConfig(&impl_->comm, size, id, rank, &config), *impl_, "init_process_group",
                "ncclCommInitRankConfig", &probe, Stage::setup);
+#endif
   } else {
     // NCCL before 2.14: ncclCommInitRank blocks until every rank has joined (not bounded by the timeout).
     ncclComm_t comm = nullptr;  // kept only once made (a failed init leaves nothing to abort)
@@ -334,6 +348,7 @@ ProcessGroupNccl::~ProcessGroupNccl() {
   if (finished && impl_->broken.empty() && impl_->nonblocking) {
     // Non-blocking: ncclCommFinalize flushes and waits for the peers (watched within the timeout;
     // the watch aborts the communicator when it fails), then ncclCommDestroy frees without blocking.
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
     try {
       CommProbe probe(*impl_);
       check_nccl(api().ncclCommFinalize(impl_->comm), *impl_, "destroy_process_group", "ncclCommFinalize", &probe,
@@ -341,6 +356,7 @@ ProcessGroupNccl::~ProcessGroupNccl() {
     } catch (const std::exception&) {
       finished = false;  // aborted already (comm is null)
     }
+#endif
   }
   if (!impl_->comm) return;
   if (finished && impl_->broken.empty()) {
