@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <numbers>
 #include <set>
@@ -411,6 +412,13 @@ class Exporter : public trace::Tracer {
   void convert_division(const std::string& op, const std::string& a, const std::string& b, Value& y);
   void convert_interpolate(const Value& x, Value& y, const Attrs& attrs);
   void convert_cumprod(const Value& x, Value& y, int64_t dim);
+  // A scan along a dynamic axis d: `round` (the state's names and the shift s, an int64 [1]) emits
+  // one round's nodes and returns the new state; the rounds run in an ONNX Loop while s < L (s = 1,
+  // 2, 4, ...; L the length of dim d of the first state, from Shape), so no round count is baked in.
+  // The final state is named `outs`.
+  using Round = std::function<std::vector<std::string>(const std::vector<std::string>&, const std::string&)>;
+  void doubling_loop(const std::vector<std::string>& init, const std::vector<DType>& dtypes, int64_t rank, int64_t d,
+                     const Round& round, const std::vector<std::string>& outs);
   // A 1-D int64 tensor of dims [from, to) of x's shape (Shape, then Slice).
   std::string shape_of(const std::string& x, int64_t from, int64_t to) {
     return node("Slice", {node("Shape", {x}), const_i64({from}), const_i64({to}), const_i64({0})});
@@ -708,27 +716,16 @@ void Exporter::convert_cumprod(const Value& x, Value& y, int64_t dim) {
   std::string cur = cast(x, y.dtype);
   y.sym = x.sym;
   const std::string one = const_tensor(scalar_tensor(1, dtype(y.dtype)));
-  if (rank > 0 && !x.sym[d].empty()) {
-    // A dynamic length L: the same rounds as the body of a Loop that runs while s < L (s doubles
-    // each round; L from Shape, so no round count is baked in).
+  if (rank > 0 && !x.sym[d].empty()) {  // a dynamic length: the same rounds in a Loop
     std::vector<int64_t> unit(static_cast<size_t>(2 * rank), 0);
     unit[static_cast<size_t>(d)] = 1;
-    const std::string unit_pads = const_i64(unit), start = const_i64({0}), axis = const_i64({d}), two = const_i64({2});
-    auto body = std::make_shared<SubGraph>();
-    const std::string it = fresh("loop_i"), cond_in = fresh("loop_cond"), y_in = fresh("loop_y"), s_in = fresh("loop_s");
-    std::swap(body->nodes, nodes_);  // the nodes emitted until the swap back are the body's
-    const std::string len = shape_of(y_in, d, d + 1);
-    const std::string shifted = node("Slice", {node("Pad", {y_in, node("Mul", {unit_pads, s_in}), one}), start, len, axis});
-    const std::string y_out = node("Mul", {y_in, shifted});
-    const std::string s_out = node("Mul", {s_in, two});
-    const std::string cond_out = node("Squeeze", {node("Less", {s_out, len}), axes_input({0})});
-    std::swap(body->nodes, nodes_);
-    const std::string tag = fresh("/loop");
-    for (ONode& n : body->nodes) n.name = tag + n.name;
-    body->inputs = {{it, DType::i64, 0}, {cond_in, DType::boolean, 0}, {y_in, y.dtype, rank}, {s_in, DType::i64, 1}};
-    body->outputs = {{cond_out, DType::boolean, 0}, {y_out, y.dtype, rank}, {s_out, DType::i64, 1}};
-    const std::string go = node("Squeeze", {node("Less", {const_i64({1}), shape_of(cur, d, d + 1)}), axes_input({0})});
-    node_multi("Loop", {"", go, cur, const_i64({1})}, {agraph("body", body)}, {y.name, fresh("t")});
+    const std::string unit_pads = const_i64(unit);
+    doubling_loop({cur}, {y.dtype}, rank, d, [&](const std::vector<std::string>& st, const std::string& s) {
+      const std::string len = shape_of(st[0], d, d + 1);
+      const std::string shifted =
+          node("Slice", {node("Pad", {st[0], node("Mul", {unit_pads, s}), one}), const_i64({0}), len, const_i64({d})});
+      return std::vector<std::string>{node("Mul", {st[0], shifted})};
+    }, {y.name});
     return;
   }
   const int64_t L = rank == 0 ? 1 : x.shape[d];
@@ -1052,26 +1049,34 @@ void Exporter::convert_logcumsumexp(const Value& x, Value& y, int64_t dim) {
   const int64_t d = rank == 0 ? 0 : wrap(dim, rank);
   y.sym = x.sym;
   const int64_t n = rank == 0 ? 1 : x.shape[d];
-  check<NotImplemented>(rank == 0 || x.sym[d].empty(), "onnx::export_model: op 'logcumsumexp' (", where(current_module()),
-                        ") runs along the dynamic axis '", rank == 0 ? std::string() : x.sym[d], "' of ", x.shape,
-                        "; its scan is unrolled for a static length");
   std::string cur = x.name;
+  const DType dt = x.dtype;
+  auto step = [&](const std::string& a, const std::string& b) {
+    const std::string diff = node("Sub", {a, b});
+    const std::string gap = node("Where", {node("IsNaN", {diff}), const_scalar(0, dt), node("Neg", {node("Abs", {diff})})});
+    return node("Add", {node("Max", {a, b}), node("Log", {node("Add", {node("Exp", {gap}), const_scalar(1, dt)})})});
+  };
+  if (rank > 0 && !x.sym[d].empty()) {  // a dynamic length: the rounds in a Loop, offsets from its shift
+    const int64_t big = std::numeric_limits<int64_t>::max();
+    doubling_loop({cur}, {dt}, rank, d, [&](const std::vector<std::string>& st, const std::string& off) {
+      const std::string len = shape_of(st[0], d, d + 1), axis = const_i64({d}), zero = const_i64({0});
+      const std::string a = node("Slice", {st[0], off, const_i64({big}), axis});
+      const std::string b = node("Slice", {st[0], zero, node("Sub", {len, off}), axis});
+      return std::vector<std::string>{
+          node("Concat", {node("Slice", {st[0], zero, off, axis}), step(a, b)}, {ai("axis", d)})};
+    }, {y.name});
+    return;
+  }
   if (n <= 1) {
     node("Identity", {cur}, {}, y.name);
     return;
   }
-  const DType dt = x.dtype;
   auto slice = [&](const std::string& t, int64_t a, int64_t b) {
     return node("Slice", {t, const_i64({a}), const_i64({b}), const_i64({d})});
   };
-  for (int64_t off = 1; off < n; off *= 2) {
-    const std::string a = slice(cur, off, n), b = slice(cur, 0, n - off);
-    const std::string diff = node("Sub", {a, b});
-    const std::string gap = node("Where", {node("IsNaN", {diff}), const_scalar(0, dt), node("Neg", {node("Abs", {diff})})});
-    const std::string tail =
-        node("Add", {node("Max", {a, b}), node("Log", {node("Add", {node("Exp", {gap}), const_scalar(1, dt)})})});
-    cur = node("Concat", {slice(cur, 0, off), tail}, {ai("axis", d)}, 2 * off >= n ? y.name : std::string());
-  }
+  for (int64_t off = 1; off < n; off *= 2)
+    cur = node("Concat", {slice(cur, 0, off), step(slice(cur, off, n), slice(cur, 0, n - off))}, {ai("axis", d)},
+               2 * off >= n ? y.name : std::string());
 }
 
 // cummax / cummin: a log-step scan of (value, index) pairs along a static axis, combining the pair
@@ -1089,34 +1094,53 @@ void Exporter::convert_cum_extreme(const std::string& op, const Value& x, std::v
     return;
   }
   const int64_t d = wrap(dim, rank), n = x.shape[d];
-  check<NotImplemented>(x.sym[d].empty(), "onnx::export_model: op '", op, "' (", where(current_module()),
-                        ") runs along the dynamic axis '", x.sym[d], "' of ", x.shape, "; its scan is unrolled for a static length");
+  const bool dyn = !x.sym[d].empty();
   const DType kd = fl ? x.dtype : DType::i64;
   std::string v = cast(x, kd);
-  // idx: 0 .. n-1 along dim d, expanded to x's shape.
-  std::vector<int64_t> col(static_cast<size_t>(rank), 1), ids(static_cast<size_t>(n));
-  col[static_cast<size_t>(d)] = n;
-  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
-  std::string idx = node("Expand", {node("Reshape", {const_i64(ids), const_i64(col)}), node("Shape", {v})});
+  // idx: 0 .. n-1 along dim d, expanded to x's shape (dynamic: a CumSum of ones, minus 1).
+  std::string idx;
+  if (dyn) {
+    idx = node("Sub", {node("CumSum", {node("Expand", {const_i64_scalar(1), node("Shape", {v})}), const_i64_scalar(d)}),
+                       const_i64_scalar(1)});
+  } else {
+    std::vector<int64_t> col(static_cast<size_t>(rank), 1), ids(static_cast<size_t>(n));
+    col[static_cast<size_t>(d)] = n;
+    for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+    idx = node("Expand", {node("Reshape", {const_i64(ids), const_i64(col)}), node("Shape", {v})});
+  }
   std::string lowest;
   if (fl) lowest = const_scalar(is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity(), kd);
   else lowest = const_i64_scalar(is_max ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max());
+  // One round with shift s (pads: its Pad input; len: the dim's length, an int64 [1]).
+  auto round = [&](const std::string& cv, const std::string& ci, const std::string& pads, const std::string& len) {
+    auto shift = [&](const std::string& t, const std::string& fill) {
+      return node("Slice", {node("Pad", {t, pads, fill}), const_i64({0}), len, const_i64({d})});
+    };
+    const std::string pv = shift(cv, lowest), pi = shift(ci, const_i64_scalar(-1));
+    // take the current pair: current NaN, or (earlier not NaN and current >= / <= earlier)
+    std::string take = node(is_max ? "GreaterOrEqual" : "LessOrEqual", {cv, pv});
+    if (fl) take = node("Or", {node("IsNaN", {cv}), node("And", {node("Not", {node("IsNaN", {pv})}), take})});
+    return std::vector<std::string>{node("Where", {take, cv, pv}), node("Where", {take, ci, pi})};
+  };
+  if (dyn) {
+    std::vector<int64_t> unit(static_cast<size_t>(2 * rank), 0);
+    unit[static_cast<size_t>(d)] = 1;
+    const std::string unit_pads = const_i64(unit), vf = fresh("t");
+    doubling_loop({v, idx}, {kd, DType::i64}, rank, d, [&](const std::vector<std::string>& st, const std::string& s) {
+      return round(st[0], st[1], node("Mul", {unit_pads, s}), shape_of(st[0], d, d + 1));
+    }, {vf, ov[1].name});
+    node("Identity", {cast(vf, kd, x.dtype)}, {}, ov[0].name);
+    return;
+  }
   for (int64_t s = 1; s < n; s *= 2) {
     std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
     pads[static_cast<size_t>(d)] = s;
-    auto shift = [&](const std::string& t, const std::string& fill) {
-      return node("Slice", {node("Pad", {t, const_i64(pads), fill}), const_i64({0}), const_i64({n}), const_i64({d})});
-    };
-    const std::string pv = shift(v, lowest), pi = shift(idx, const_i64_scalar(-1));
-    // take the current pair: current NaN, or (earlier not NaN and current >= / <= earlier)
-    std::string take = node(is_max ? "GreaterOrEqual" : "LessOrEqual", {v, pv});
-    if (fl) take = node("Or", {node("IsNaN", {v}), node("And", {node("Not", {node("IsNaN", {pv})}), take})});
-    const bool last = 2 * s >= n;
-    v = node("Where", {take, v, pv});
-    idx = node("Where", {take, idx, pi}, {}, last ? ov[1].name : std::string());
+    std::vector<std::string> next = round(v, idx, const_i64(pads), const_i64({n}));
+    v = next[0];
+    idx = next[1];
   }
   node("Identity", {cast(v, kd, x.dtype)}, {}, ov[0].name);
-  if (n <= 1) node("Identity", {idx}, {}, ov[1].name);
+  node("Identity", {idx}, {}, ov[1].name);
 }
 
 // searchsorted (and bucketize through it): for each value, how many elements of its sorted line
@@ -1156,6 +1180,36 @@ void Exporter::convert_bincount(const Value& x, const Value* weights, Value& y, 
   const std::string terms = weights ? node("Mul", {hit, node("Unsqueeze", {cast(*weights, y.dtype), axes_input({1})})}) : hit;
   node("ReduceSum", {terms, axes_input({0})}, {ai("keepdims", 0)}, y.name);
   y.sym[0] = fresh("bincount_");
+}
+
+void Exporter::doubling_loop(const std::vector<std::string>& init, const std::vector<DType>& dtypes, int64_t rank,
+                             int64_t d, const Round& round, const std::vector<std::string>& outs) {
+  auto body = std::make_shared<SubGraph>();
+  const std::string it = fresh("loop_i"), cond_in = fresh("loop_cond"), s_in = fresh("loop_s");
+  std::vector<std::string> state_in;
+  for (size_t i = 0; i < init.size(); ++i) state_in.push_back(fresh("loop_v"));
+  std::swap(body->nodes, nodes_);  // the nodes emitted until the swap back are the body's
+  const std::vector<std::string> state_out = round(state_in, s_in);
+  const std::string s_out = node("Mul", {s_in, const_i64({2})});
+  const std::string cond_out = node("Squeeze", {node("Less", {s_out, shape_of(state_in[0], d, d + 1)}), axes_input({0})});
+  std::swap(body->nodes, nodes_);
+  const std::string tag = fresh("/loop");
+  for (ONode& n : body->nodes) n.name = tag + n.name;
+  body->inputs = {{it, DType::i64, 0}, {cond_in, DType::boolean, 0}};
+  body->outputs = {{cond_out, DType::boolean, 0}};
+  for (size_t i = 0; i < init.size(); ++i) {
+    body->inputs.push_back({state_in[i], dtypes[i], rank});
+    body->outputs.push_back({state_out[i], dtypes[i], rank});
+  }
+  body->inputs.push_back({s_in, DType::i64, 1});
+  body->outputs.push_back({s_out, DType::i64, 1});
+  const std::string go = node("Squeeze", {node("Less", {const_i64({1}), shape_of(init[0], d, d + 1)}), axes_input({0})});
+  std::vector<std::string> ins{"", go};
+  ins.insert(ins.end(), init.begin(), init.end());
+  ins.push_back(const_i64({1}));
+  std::vector<std::string> louts = outs;
+  louts.push_back(fresh("t"));
+  node_multi("Loop", ins, {agraph("body", body)}, louts);
 }
 
 // nn::RNN / LSTM / GRU as ONNX's RNN / LSTM / GRU, one node per layer (both directions in it).
