@@ -714,6 +714,16 @@ TEST(Onnx, StatsOpsMatchOnnxRuntime) {
     return cat(parts, 1);
   };
   cases.push_back(make_case("median_kthvalue_mode", std::make_shared<Fn>(picks), {3, 5, 8}));
+  // Long lines with many ties (TopK's heap and sort paths): lines of 4096 values from 9 levels.
+  cases.push_back(make_case("long_lines", std::make_shared<Fn>([=](Fn&, Tensor x) {  // x: (B, 4096)
+    Tensor q = (x * 2).round().clamp(-4, 4);
+    auto [mv, mi] = median(q, 1, true);
+    auto [kv, ki] = kthvalue(q, 1000, 1, true);
+    auto [tv, ti] = q.topk(50, 1);
+    auto [bv, bi] = q.topk(3000, 1, false);
+    auto [ov, oi] = mode(q.narrow(1, 0, 512), 1, true);
+    return cat({mv, f(mi), kv, f(ki), tv, f(ti), bv, f(bi), f(q.argsort(1, true)), ov, f(oi)}, 1);
+  }), {2, 4096}));
   // Along a dynamic axis: the line length comes from Shape (7 steps, then 4).
   {
     Case c{"median_dynamic_length", std::make_shared<Fn>([=](Fn&, Tensor x) {  // x: (B, L)
