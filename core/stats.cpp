@@ -759,11 +759,15 @@ UniqueResult unique_dim_impl(const Tensor& x, int64_t dim, bool return_inverse, 
 UniqueResult unique(const Tensor& x, bool sorted, bool return_inverse, bool return_counts, std::optional<int64_t> dim) {
   (void)sorted;  // always sorted (math_ops.h)
   if (dim) {
-    if (trace::Tracer* t = trace::active()) [[unlikely]] {  // no ONNX mapping yet: the export names it
+    if (trace::Tracer* t = trace::active()) [[unlikely]] {
       UniqueResult r;
-      (void)trace::traced(t, "unique_dim", {x}, {{"dim", *dim}}, [&] {
+      (void)trace::traced(t, "unique_dim", {x},
+                          {{"dim", *dim}, {"return_inverse", return_inverse}, {"return_counts", return_counts}}, [&] {
         r = unique_dim_impl(x, *dim, return_inverse, return_counts, false, "unique");
-        return std::vector<Tensor>{r.values};
+        std::vector<Tensor> outs{r.values};
+        for (const Tensor* o : {&r.inverse, &r.counts})
+          if (o->defined()) outs.push_back(*o);
+        return outs;
       });
       return r;
     }

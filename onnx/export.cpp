@@ -443,6 +443,7 @@ class Exporter : public trace::Tracer {
                      const Attrs& attrs);
   void convert_quantile(const std::string& op, const Value& x, const Value& q, Value& y, const Attrs& attrs);
   void convert_unique_consecutive(const Value& x, std::vector<Value>& ov, const Attrs& attrs, std::optional<int64_t> dim);
+  void convert_unique_dim(const Value& x, std::vector<Value>& ov, const Attrs& attrs);
   void convert_histc(const Value& x, Value& y, const Attrs& attrs);
   void convert_bincount(const Value& x, const Value* weights, Value& y, const Attrs& attrs);
   void convert_logcumsumexp(const Value& x, Value& y, int64_t dim);
@@ -1011,6 +1012,68 @@ void Exporter::convert_unique_consecutive(const Value& x, std::vector<Value>& ov
   }
 }
 
+// unique along a dim: the slices (rows of x with dim d moved first, the other dims flattened: len
+// values each) sorted lexicographically and stably as nabla's row_less (NaN largest) by one stable
+// order per column from the last to the first (TopK's ties keep the order so far: an LSD sort, so
+// the graph holds len of them and the other dims must be static); then the runs of equal rows as
+// unique_consecutive's, the inverse scattered back through the order.
+void Exporter::convert_unique_dim(const Value& x, std::vector<Value>& ov, const Attrs& attrs) {
+  const bool inverse = attr_int(attrs, "return_inverse") != 0, counts = attr_int(attrs, "return_counts") != 0;
+  const int64_t rank = static_cast<int64_t>(x.shape.size()), big = std::numeric_limits<int64_t>::max();
+  const int64_t d = wrap(attr_int(attrs, "dim"), rank);
+  int64_t len = 1;
+  std::vector<int64_t> perm{d};
+  for (int64_t k = 0; k < rank; ++k) {
+    if (k == d) continue;
+    perm.push_back(k);
+    len *= x.shape[k];
+    check<NotImplemented>(x.sym[k].empty(), "onnx::export_model: op 'unique' with dim (", where(current_module()),
+                          ") on ", x.shape, " with the dynamic axis '", x.sym[k], "' in its slices; only dim ", d,
+                          " may be dynamic");
+  }
+  check<NotImplemented>(len >= 1 && len <= 1024, "onnx::export_model: op 'unique' with dim (", where(current_module()),
+                        ") on ", x.shape, ": slices of ", len, " elements (1 to 1024 export: one sort per element)");
+  const std::string rows = node("Reshape", {node("Transpose", {x.name}, {aints("perm", perm)}), const_i64({0, len})});  // (n, len)
+  const std::string n = shape_of(rows, 0, 1);
+  std::string order = node("Range", {const_i64_scalar(0), node("Squeeze", {n, axes_input({0})}), const_i64_scalar(1)});
+  Value col = x;
+  col.shape = Shape{x.shape[d]};
+  col.sym = {x.sym[d]};
+  for (int64_t k = len; k-- > 0;) {
+    col.name = node("Gather", {node("Gather", {rows, order}, {ai("axis", 0)}), const_i64_scalar(k)}, {ai("axis", 1)});
+    order = node("Gather", {order, stable_order(col, topk_key(col), 0, n)}, {ai("axis", 0)});
+  }
+  const std::string sorted = node("Gather", {rows, order}, {ai("axis", 0)});
+  const std::string ne = node("Not", {node("Equal", {node("Slice", {sorted, const_i64({1}), const_i64({big}), const_i64({0})}),
+                                                     node("Slice", {sorted, const_i64({0}), const_i64({-1}), const_i64({0})})})});
+  const std::string changed = node("Greater", {node("ReduceMax", {node("Cast", {ne}, {ai("to", onnx_dtype(DType::i64))})},
+                                                    {aints("axes", {1}), ai("keepdims", 0)}),
+                                               const_i64_scalar(0)});
+  Tensor first;
+  {
+    trace::Suspend s;
+    first = ones({1}, dtype(kBool));
+  }
+  const std::string starts =
+      node("Slice", {node("Concat", {const_tensor(first), changed}, {ai("axis", 0)}), const_i64({0}), n, const_i64({0})});
+  const std::string at = node("Squeeze", {node("NonZero", {starts}), axes_input({0})});  // (m)
+  node("Gather", {x.name, node("Gather", {order, at}, {ai("axis", 0)})}, {ai("axis", d)}, ov[0].name);
+  const std::string m = fresh("unique_");
+  ov[0].sym = x.sym;
+  ov[0].sym[static_cast<size_t>(d)] = m;
+  if (inverse) {  // inverse[order[k]] = the group of sorted row k
+    const std::string group = node("Sub", {node("CumSum", {node("Cast", {starts}, {ai("to", onnx_dtype(DType::i64))}), const_i64_scalar(0)}),
+                                           const_i64_scalar(1)});
+    node("ScatterElements", {group, order, group}, {ai("axis", 0)}, ov[1].name);
+    ov[1].sym[0] = x.sym[static_cast<size_t>(d)];
+  }
+  if (counts) {
+    const std::string ends = node("Concat", {node("Slice", {at, const_i64({1}), const_i64({big}), const_i64({0})}), n}, {ai("axis", 0)});
+    node("Sub", {ends, at}, {}, ov.back().name);
+    ov.back().sym[0] = m;
+  }
+}
+
 // histc, as core/stats.cpp counts: the bin of v is (v - min) bins / (max - min) in x's dtype,
 // truncated, the last bin holding max; values outside [min, max] and NaN are not counted. min = max
 // (0 and 0 by default): the data's min and max (ReduceMin/ReduceMax), widened by 1 each way when
@@ -1356,6 +1419,9 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
     convert_quantile(op, *x, *iv[1], y, attrs);
   } else if (op == "unique_consecutive") {
     convert_unique_consecutive(*x, ov, attrs, std::nullopt);
+  } else if (op == "unique_dim") {
+    if (rank == 0) no_mapping("on a 0-dim tensor");
+    convert_unique_dim(*x, ov, attrs);
   } else if (op == "unique_consecutive_dim") {
     if (rank == 0) no_mapping("on a 0-dim tensor");
     convert_unique_consecutive(*x, ov, attrs, attr_int(attrs, "dim"));
