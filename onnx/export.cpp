@@ -1290,8 +1290,14 @@ void Exporter::convert_rnn(const std::string& op, const std::vector<Tensor>& in,
   const bool batch_first = attr_int(attrs, "batch_first") != 0, lstm = op == "lstm";
   const bool batched = x.shape.size() == 3;
   const std::string onnx_op = lstm ? "LSTM" : op == "gru" ? "GRU" : "RNN";
-  check<NotImplemented>(attr_int(attrs, "proj_size") == 0, "onnx::export_model: op 'lstm' (", where(current_module()),
-                        ") has proj_size ", attr_int(attrs, "proj_size"), "; ONNX's LSTM has no projection");
+  // LSTM with proj_size: ONNX's LSTM has no projection, so its steps are unrolled (below), for a
+  // static sequence length.
+  const int64_t P = attr_int(attrs, "proj_size");
+  const int64_t seq_dim = !batched || !batch_first ? 0 : 1;
+  check<NotImplemented>(P == 0 || x.sym[static_cast<size_t>(seq_dim)].empty(), "onnx::export_model: op 'lstm' (",
+                        where(current_module()), ") has proj_size ", P,
+                        ": ONNX's LSTM has no projection, so its steps are unrolled, and the sequence axis '",
+                        x.sym[static_cast<size_t>(seq_dim)], "' of ", x.shape, " must be static");
   const std::vector<int64_t> order = lstm ? std::vector<int64_t>{0, 3, 1, 2}
                                      : op == "gru" ? std::vector<int64_t>{1, 0, 2}
                                                    : std::vector<int64_t>{0};
@@ -1324,6 +1330,44 @@ void Exporter::convert_rnn(const std::string& op, const std::vector<Tensor>& in,
   const std::string h0 = state(iv[1]), c0 = lstm ? state(iv[2]) : std::string();
   std::vector<std::string> hs, cs;
   for (int64_t layer = 0; layer < layers; ++layer) {
+    if (P > 0) {
+      // Unrolled, as nabla's LSTM computes it (gates i, f, g, o):
+      //   gates = x_t W_ih^T + b_ih + h W_hh^T + b_hh;  c = f c + i g;  h = (o tanh(c)) W_hr^T
+      const int64_t steps = x.shape[static_cast<size_t>(seq_dim)];
+      std::vector<std::string> dir_outs;
+      for (int64_t dd = 0; dd < D; ++dd) {
+        auto w = [&](int64_t k) {
+          const Value* v = iv[static_cast<size_t>(3 + 5 * (layer * D + dd) + k)];
+          return v ? v->name : std::string();
+        };
+        auto gemm = [&](const std::string& a, const std::string& wt, const std::string& b) {
+          std::vector<std::string> ins{a, wt};
+          if (!b.empty()) ins.push_back(b);
+          return node("Gemm", ins, {ai("transB", 1)});
+        };
+        auto initial = [&](const std::string& given, int64_t size) {  // (N, size)
+          if (!given.empty()) return node("Gather", {given, const_i64_scalar(layer * D + dd)}, {ai("axis", 0)});
+          return node("Expand", {const_scalar(0, x.dtype), node("Concat", {shape_of(X, 1, 2), const_i64({size})}, {ai("axis", 0)})});
+        };
+        std::string h = initial(h0, P), c = initial(c0, H);
+        std::vector<std::string> ys(static_cast<size_t>(steps));
+        for (int64_t k = 0; k < steps; ++k) {
+          const int64_t t = dd == 0 ? k : steps - 1 - k;
+          const std::string xt = node("Gather", {X, const_i64_scalar(t)}, {ai("axis", 0)});  // (N, I)
+          const std::string g = node("Add", {gemm(xt, w(0), w(2)), gemm(h, w(1), w(3))});   // (N, 4H)
+          std::vector<std::string> q{fresh("t"), fresh("t"), fresh("t"), fresh("t")};
+          node_multi("Split", {g, const_i64({H, H, H, H})}, {ai("axis", 1)}, q);
+          c = node("Add", {node("Mul", {node("Sigmoid", {q[1]}), c}), node("Mul", {node("Sigmoid", {q[0]}), node("Tanh", {q[2]})})});
+          h = gemm(node("Mul", {node("Sigmoid", {q[3]}), node("Tanh", {c})}), w(4), "");  // (N, P)
+          ys[static_cast<size_t>(t)] = node("Unsqueeze", {h, axes_input({0})});
+        }
+        dir_outs.push_back(steps == 1 ? ys[0] : node("Concat", ys, {ai("axis", 0)}));  // (L, N, P)
+        hs.push_back(node("Unsqueeze", {h, axes_input({0})}));
+        cs.push_back(node("Unsqueeze", {c, axes_input({0})}));
+      }
+      X = D == 1 ? dir_outs[0] : node("Concat", dir_outs, {ai("axis", 2)});  // (L, N, D * P)
+      continue;
+    }
     std::string W, R, B;
     {
       trace::Suspend s;  // the reordering is not part of the model

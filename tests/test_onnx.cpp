@@ -994,14 +994,50 @@ TEST(Onnx, RecurrentLayersMatchOnnxRuntime) {
   auto [abs_err, rel_err] = run_cases(cases, "rnn");
   std::printf("[ onnx ] recurrent layers: %zu models, largest error vs ONNX Runtime %.3g (relative %.3g)\n", cases.size(),
               abs_err, rel_err);
-  // proj_size has no ONNX counterpart: a clear error, not a wrong graph.
+  // proj_size has no ONNX counterpart: unrolled steps for a static sequence length (a dynamic one is
+  // a clear error, not a wrong graph).
   auto proj = std::make_shared<nn::LSTM>(4, 6, nn::LSTMOptions{.proj_size = 3});
+  onnx::ExportOptions steps;
+  steps.dynamic_axes = {{"input", {{0, "steps"}}}};
   try {
-    (void)onnx::export_model_to_string(*proj, {randn({3, 2, 4})});
-    FAIL() << "exported an LSTM with proj_size";
+    (void)onnx::export_model_to_string(*proj, {randn({3, 2, 4})}, steps);
+    FAIL() << "exported an LSTM with proj_size along a dynamic sequence axis";
   } catch (const NotImplemented& e) {
     EXPECT_NE(std::string(e.what()).find("op 'lstm' (in the top-level module) has proj_size 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'steps'"), std::string::npos) << e.what();
   }
+}
+
+// LSTM with proj_size: its steps unrolled (Gemm, Split, Sigmoid, Tanh; no LSTM node), stacked,
+// bidirectional, batch first, the batch dynamic and the sequence length static; output, h_n and
+// c_n (of different sizes: H_out = proj_size), each flattened per batch row.
+TEST(Onnx, LstmWithProjectionUnrolledMatchesOnnxRuntime) {
+  NABLA_NEEDS_ORT();
+  manual_seed(7);
+  struct Projected : nn::Module {
+    explicit Projected(std::shared_ptr<nn::LSTM> m) : nn::Module("Projected") { lstm = register_module("lstm", m); }
+    Tensor forward(Tensor x) override {
+      nn::LSTMOutput r = lstm->forward_with_state(x, {});
+      Tensor out = lstm->batch_first ? r.output : r.output.transpose(0, 1);  // (N, L, D * P)
+      return cat({out.flatten(1), r.h_n.transpose(0, 1).flatten(1), r.c_n.transpose(0, 1).flatten(1)}, 1);
+    }
+    std::shared_ptr<nn::LSTM> lstm;
+  };
+  std::vector<Case> cases;
+  auto add = [&](std::string name, nn::LSTMOptions o, int64_t in, int64_t hidden, int64_t L) {
+    auto m = std::make_shared<Projected>(std::make_shared<nn::LSTM>(in, hidden, o));
+    const int64_t b = o.batch_first ? 0 : 1;
+    auto shape = [&](int64_t N) { return o.batch_first ? std::vector<int64_t>{N, L, in} : std::vector<int64_t>{L, N, in}; };
+    Case c{std::move(name), m, {randn(shape(2)), randn(shape(5))}, {}, {}, {}, {}, {{"LSTM", 0}}};
+    c.options.dynamic_axes = {{"input", {{b, "batch"}}}, {"output", {{0, "batch"}}}};
+    cases.push_back(std::move(c));
+  };
+  add("lstm_proj_bi_2layers", {.num_layers = 2, .bidirectional = true, .proj_size = 3}, 5, 6, 4);
+  add("lstm_proj_bf_nobias", {.bias = false, .batch_first = true, .proj_size = 2}, 3, 5, 6);
+  add("lstm_proj_bf_bi_one_step", {.batch_first = true, .bidirectional = true, .proj_size = 4}, 4, 7, 1);
+  auto [abs_err, rel_err] = run_cases(cases, "proj");
+  std::printf("[ onnx ] LSTM with proj_size: %zu models, largest error vs ONNX Runtime %.3g (relative %.3g)\n",
+              cases.size(), abs_err, rel_err);
 }
 
 // ---- models -------------------------------------------------------------------------------------
