@@ -62,12 +62,12 @@ struct OAttr {
   std::vector<std::string> strings;
   std::shared_ptr<SubGraph> g;
 };
-OAttr ai(std::string n, int64_t v) { return {OAttr::kInt, std::move(n), v, 0, {}, {}, {}}; }
-OAttr af(std::string n, double v) { return {OAttr::kFloat, std::move(n), 0, static_cast<float>(v), {}, {}, {}}; }
-OAttr aints(std::string n, std::vector<int64_t> v) { return {OAttr::kInts, std::move(n), 0, 0, std::move(v), {}, {}}; }
-OAttr astr(std::string n, std::string v) { return {OAttr::kString, std::move(n), 0, 0, {}, std::move(v), {}}; }
+OAttr ai(std::string n, int64_t v) { return {OAttr::kInt, std::move(n), v, 0, {}, {}, {}, {}}; }
+OAttr af(std::string n, double v) { return {OAttr::kFloat, std::move(n), 0, static_cast<float>(v), {}, {}, {}, {}}; }
+OAttr aints(std::string n, std::vector<int64_t> v) { return {OAttr::kInts, std::move(n), 0, 0, std::move(v), {}, {}, {}}; }
+OAttr astr(std::string n, std::string v) { return {OAttr::kString, std::move(n), 0, 0, {}, std::move(v), {}, {}}; }
 OAttr astrings(std::string n, std::vector<std::string> v) {
-  return {OAttr::kStrings, std::move(n), 0, 0, {}, {}, std::move(v)};
+  return {OAttr::kStrings, std::move(n), 0, 0, {}, {}, std::move(v), {}};
 }
 
 struct ONode {
@@ -442,6 +442,15 @@ class Exporter : public trace::Tracer {
   void convert_stats(const std::string& op, const std::vector<const Value*>& iv, std::vector<Value>& ov,
                      const Attrs& attrs);
   void convert_quantile(const std::string& op, const Value& x, const Value& q, Value& y, const Attrs& attrs);
+  // The runs of equal neighbours of v along axis d (a slice changes where any of its elements along
+  // `across` does; NaN differs from everything): `starts` a bool (n) true where a run begins, `at`
+  // the (m) positions of the starts. unique_consecutive and unique with dim share them.
+  struct Runs {
+    std::string starts, at;
+  };
+  Runs runs_along(const std::string& v, int64_t d, const std::vector<int64_t>& across, const std::string& n);
+  std::string run_of_each(const Runs& r);                           // CumSum(starts) - 1: (n) int64
+  void run_lengths(const Runs& r, const std::string& n, Value& out);  // the gaps between the starts and n
   void convert_unique_consecutive(const Value& x, std::vector<Value>& ov, const Attrs& attrs, std::optional<int64_t> dim);
   void convert_unique_dim(const Value& x, std::vector<Value>& ov, const Attrs& attrs);
   void convert_histc(const Value& x, Value& y, const Attrs& attrs);
@@ -966,37 +975,21 @@ void Exporter::convert_quantile(const std::string& op, const Value& x0, const Va
 void Exporter::convert_unique_consecutive(const Value& x, std::vector<Value>& ov, const Attrs& attrs,
                                           std::optional<int64_t> dim) {
   const bool inverse = attr_int(attrs, "return_inverse") != 0, counts = attr_int(attrs, "return_counts") != 0;
-  const int64_t big = std::numeric_limits<int64_t>::max();
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   const int64_t d = dim ? wrap(*dim, rank) : 0;
   const std::string flat = dim ? x.name : node("Reshape", {x.name, const_i64({-1})});
   const std::string n = dim ? shape_of(flat, d, d + 1) : node("Shape", {flat});
-  std::string changed = node("Not", {node("Equal", {node("Slice", {flat, const_i64({1}), const_i64({big}), const_i64({d})}),
-                                                    node("Slice", {flat, const_i64({0}), const_i64({-1}), const_i64({d})})})});
-  if (dim && rank > 1) {  // a slice changed where any of its elements did
-    std::vector<int64_t> others;
-    for (int64_t k = 0; k < rank; ++k)
-      if (k != d) others.push_back(k);
-    changed = node("Greater", {node("ReduceMax", {node("Cast", {changed}, {ai("to", onnx_dtype(DType::i64))})},
-                                    {aints("axes", others), ai("keepdims", 0)}),
-                               const_i64_scalar(0)});
-  }
-  Tensor first;
-  {
-    trace::Suspend s;
-    first = ones({1}, dtype(kBool));
-  }
-  // starts: bool (n); Slice to n keeps an empty x empty.
-  const std::string starts =
-      node("Slice", {node("Concat", {const_tensor(first), changed}, {ai("axis", 0)}), const_i64({0}), n, const_i64({0})});
-  const std::string at = node("Squeeze", {node("NonZero", {starts}), axes_input({0})});  // (m) int64
+  std::vector<int64_t> across;  // a slice changed where any of its elements did
+  for (int64_t k = 0; dim && k < rank; ++k)
+    if (k != d) across.push_back(k);
+  const Runs runs = runs_along(flat, d, across, n);
+  const std::string& at = runs.at;
   node("Gather", {flat, at}, {ai("axis", d)}, ov[0].name);
   const std::string m = fresh("unique_");
   if (dim) ov[0].sym = x.sym;
   ov[0].sym[static_cast<size_t>(d)] = m;
   if (inverse) {
-    const std::string run = node("Sub", {node("CumSum", {node("Cast", {starts}, {ai("to", onnx_dtype(DType::i64))}), const_i64_scalar(0)}),
-                                         const_i64_scalar(1)});
+    const std::string run = run_of_each(runs);
     if (dim) {  // one entry per slice
       node("Identity", {run}, {}, ov[1].name);
       ov[1].sym[0] = x.sym[static_cast<size_t>(d)];
@@ -1006,8 +999,7 @@ void Exporter::convert_unique_consecutive(const Value& x, std::vector<Value>& ov
     }
   }
   if (counts) {
-    const std::string ends = node("Concat", {node("Slice", {at, const_i64({1}), const_i64({big}), const_i64({0})}), n}, {ai("axis", 0)});
-    node("Sub", {ends, at}, {}, ov.back().name);
+    run_lengths(runs, n, ov.back());
     ov.back().sym[0] = m;
   }
 }
@@ -1019,7 +1011,7 @@ void Exporter::convert_unique_consecutive(const Value& x, std::vector<Value>& ov
 // unique_consecutive's, the inverse scattered back through the order.
 void Exporter::convert_unique_dim(const Value& x, std::vector<Value>& ov, const Attrs& attrs) {
   const bool inverse = attr_int(attrs, "return_inverse") != 0, counts = attr_int(attrs, "return_counts") != 0;
-  const int64_t rank = static_cast<int64_t>(x.shape.size()), big = std::numeric_limits<int64_t>::max();
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
   const int64_t d = wrap(attr_int(attrs, "dim"), rank);
   int64_t len = 1;
   std::vector<int64_t> perm{d};
@@ -1044,34 +1036,55 @@ void Exporter::convert_unique_dim(const Value& x, std::vector<Value>& ov, const 
     order = node("Gather", {order, stable_order(col, topk_key(col), 0, n)}, {ai("axis", 0)});
   }
   const std::string sorted = node("Gather", {rows, order}, {ai("axis", 0)});
-  const std::string ne = node("Not", {node("Equal", {node("Slice", {sorted, const_i64({1}), const_i64({big}), const_i64({0})}),
-                                                     node("Slice", {sorted, const_i64({0}), const_i64({-1}), const_i64({0})})})});
-  const std::string changed = node("Greater", {node("ReduceMax", {node("Cast", {ne}, {ai("to", onnx_dtype(DType::i64))})},
-                                                    {aints("axes", {1}), ai("keepdims", 0)}),
-                                               const_i64_scalar(0)});
-  Tensor first;
-  {
-    trace::Suspend s;
-    first = ones({1}, dtype(kBool));
-  }
-  const std::string starts =
-      node("Slice", {node("Concat", {const_tensor(first), changed}, {ai("axis", 0)}), const_i64({0}), n, const_i64({0})});
-  const std::string at = node("Squeeze", {node("NonZero", {starts}), axes_input({0})});  // (m)
+  const Runs runs = runs_along(sorted, 0, {1}, n);
+  const std::string& at = runs.at;
   node("Gather", {x.name, node("Gather", {order, at}, {ai("axis", 0)})}, {ai("axis", d)}, ov[0].name);
   const std::string m = fresh("unique_");
   ov[0].sym = x.sym;
   ov[0].sym[static_cast<size_t>(d)] = m;
   if (inverse) {  // inverse[order[k]] = the group of sorted row k
-    const std::string group = node("Sub", {node("CumSum", {node("Cast", {starts}, {ai("to", onnx_dtype(DType::i64))}), const_i64_scalar(0)}),
-                                           const_i64_scalar(1)});
+    const std::string group = run_of_each(runs);
     node("ScatterElements", {group, order, group}, {ai("axis", 0)}, ov[1].name);
     ov[1].sym[0] = x.sym[static_cast<size_t>(d)];
   }
   if (counts) {
-    const std::string ends = node("Concat", {node("Slice", {at, const_i64({1}), const_i64({big}), const_i64({0})}), n}, {ai("axis", 0)});
-    node("Sub", {ends, at}, {}, ov.back().name);
+    run_lengths(runs, n, ov.back());
     ov.back().sym[0] = m;
   }
+}
+
+Exporter::Runs Exporter::runs_along(const std::string& v, int64_t d, const std::vector<int64_t>& across,
+                                    const std::string& n) {
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  std::string changed = node("Not", {node("Equal", {node("Slice", {v, const_i64({1}), const_i64({big}), const_i64({d})}),
+                                                    node("Slice", {v, const_i64({0}), const_i64({-1}), const_i64({d})})})});
+  if (!across.empty())
+    changed = node("Greater", {node("ReduceMax", {node("Cast", {changed}, {ai("to", onnx_dtype(DType::i64))})},
+                                    {aints("axes", across), ai("keepdims", 0)}),
+                               const_i64_scalar(0)});
+  Tensor first;
+  {
+    trace::Suspend s;
+    first = ones({1}, dtype(kBool));
+  }
+  // The first element starts a run; the Slice to n keeps an empty input empty.
+  Runs r;
+  r.starts = node("Slice", {node("Concat", {const_tensor(first), changed}, {ai("axis", 0)}), const_i64({0}), n,
+                            const_i64({0})});
+  r.at = node("Squeeze", {node("NonZero", {r.starts}), axes_input({0})});  // (m) int64
+  return r;
+}
+
+std::string Exporter::run_of_each(const Runs& r) {
+  return node("Sub", {node("CumSum", {node("Cast", {r.starts}, {ai("to", onnx_dtype(DType::i64))}), const_i64_scalar(0)}),
+                      const_i64_scalar(1)});
+}
+
+void Exporter::run_lengths(const Runs& r, const std::string& n, Value& out) {
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  const std::string ends = node("Concat", {node("Slice", {r.at, const_i64({1}), const_i64({big}), const_i64({0})}), n},
+                                {ai("axis", 0)});
+  node("Sub", {ends, r.at}, {}, out.name);
 }
 
 // histc, as core/stats.cpp counts: the bin of v is (v - min) bins / (max - min) in x's dtype,
