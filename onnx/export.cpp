@@ -51,7 +51,7 @@ int onnx_dtype(DType d) {
   return 0;
 }
 
-struct SubGraph;  // a Loop's body
+struct SubGraph;  // a Loop's or Scan's body
 struct OAttr {
   enum Kind { kInt, kFloat, kInts, kString, kStrings, kGraph } kind;
   std::string name;
@@ -76,7 +76,7 @@ struct ONode {
   std::vector<OAttr> attrs;
 };
 
-// A graph attribute (Loop's body): its nodes, and its inputs and outputs by name, ONNX element type
+// A graph attribute (a Loop's or Scan's body): its nodes, and its inputs and outputs by name, ONNX element type
 // and rank. Its nodes may read the outer graph's values and initializers by name.
 struct SubGraph {
   struct IO {
@@ -1303,14 +1303,9 @@ void Exporter::convert_rnn(const std::string& op, const std::vector<Tensor>& in,
   const bool batch_first = attr_int(attrs, "batch_first") != 0, lstm = op == "lstm";
   const bool batched = x.shape.size() == 3;
   const std::string onnx_op = lstm ? "LSTM" : op == "gru" ? "GRU" : "RNN";
-  // LSTM with proj_size: ONNX's LSTM has no projection, so its steps are unrolled (below), for a
-  // static sequence length.
+  // LSTM with proj_size: ONNX's LSTM has no projection, so each direction is a Scan over the
+  // sequence (below), whatever its length.
   const int64_t P = attr_int(attrs, "proj_size");
-  const int64_t seq_dim = !batched || !batch_first ? 0 : 1;
-  check<NotImplemented>(P == 0 || x.sym[static_cast<size_t>(seq_dim)].empty(), "onnx::export_model: op 'lstm' (",
-                        where(current_module()), ") has proj_size ", P,
-                        ": ONNX's LSTM has no projection, so its steps are unrolled, and the sequence axis '",
-                        x.sym[static_cast<size_t>(seq_dim)], "' of ", x.shape, " must be static");
   const std::vector<int64_t> order = lstm ? std::vector<int64_t>{0, 3, 1, 2}
                                      : op == "gru" ? std::vector<int64_t>{1, 0, 2}
                                                    : std::vector<int64_t>{0};
@@ -1344,9 +1339,10 @@ void Exporter::convert_rnn(const std::string& op, const std::vector<Tensor>& in,
   std::vector<std::string> hs, cs;
   for (int64_t layer = 0; layer < layers; ++layer) {
     if (P > 0) {
-      // Unrolled, as nabla's LSTM computes it (gates i, f, g, o):
+      // Each direction a Scan over X's steps (backwards for the reverse direction, its outputs then
+      // stacked in input order), the body one step as nabla's LSTM computes it (gates i, f, g, o):
       //   gates = x_t W_ih^T + b_ih + h W_hh^T + b_hh;  c = f c + i g;  h = (o tanh(c)) W_hr^T
-      const int64_t steps = x.shape[static_cast<size_t>(seq_dim)];
+      // The body reads the weights from the outer graph.
       std::vector<std::string> dir_outs;
       for (int64_t dd = 0; dd < D; ++dd) {
         auto w = [&](int64_t k) {
@@ -1362,21 +1358,30 @@ void Exporter::convert_rnn(const std::string& op, const std::vector<Tensor>& in,
           if (!given.empty()) return node("Gather", {given, const_i64_scalar(layer * D + dd)}, {ai("axis", 0)});
           return node("Expand", {const_scalar(0, x.dtype), node("Concat", {shape_of(X, 1, 2), const_i64({size})}, {ai("axis", 0)})});
         };
-        std::string h = initial(h0, P), c = initial(c0, H);
-        std::vector<std::string> ys(static_cast<size_t>(steps));
-        for (int64_t k = 0; k < steps; ++k) {
-          const int64_t t = dd == 0 ? k : steps - 1 - k;
-          const std::string xt = node("Gather", {X, const_i64_scalar(t)}, {ai("axis", 0)});  // (N, I)
-          const std::string g = node("Add", {gemm(xt, w(0), w(2)), gemm(h, w(1), w(3))});   // (N, 4H)
-          std::vector<std::string> q{fresh("t"), fresh("t"), fresh("t"), fresh("t")};
-          node_multi("Split", {g, const_i64({H, H, H, H})}, {ai("axis", 1)}, q);
-          c = node("Add", {node("Mul", {node("Sigmoid", {q[1]}), c}), node("Mul", {node("Sigmoid", {q[0]}), node("Tanh", {q[2]})})});
-          h = gemm(node("Mul", {node("Sigmoid", {q[3]}), node("Tanh", {c})}), w(4), "");  // (N, P)
-          ys[static_cast<size_t>(t)] = node("Unsqueeze", {h, axes_input({0})});
-        }
-        dir_outs.push_back(steps == 1 ? ys[0] : node("Concat", ys, {ai("axis", 0)}));  // (L, N, P)
-        hs.push_back(node("Unsqueeze", {h, axes_input({0})}));
-        cs.push_back(node("Unsqueeze", {c, axes_input({0})}));
+        const std::string h_init = initial(h0, P), c_init = initial(c0, H);
+        auto body = std::make_shared<SubGraph>();
+        const std::string h_in = fresh("scan_h"), c_in = fresh("scan_c"), x_in = fresh("scan_x");
+        std::swap(body->nodes, nodes_);  // the nodes emitted until the swap back are the body's
+        const std::string g = node("Add", {gemm(x_in, w(0), w(2)), gemm(h_in, w(1), w(3))});  // (N, 4H)
+        std::vector<std::string> q{fresh("t"), fresh("t"), fresh("t"), fresh("t")};
+        node_multi("Split", {g, const_i64({H, H, H, H})}, {ai("axis", 1)}, q);
+        const std::string c_out =
+            node("Add", {node("Mul", {node("Sigmoid", {q[1]}), c_in}), node("Mul", {node("Sigmoid", {q[0]}), node("Tanh", {q[2]})})});
+        const std::string h_out = gemm(node("Mul", {node("Sigmoid", {q[3]}), node("Tanh", {c_out})}), w(4), "");  // (N, P)
+        const std::string y_out = node("Identity", {h_out});  // the step's output (a graph output once)
+        std::swap(body->nodes, nodes_);
+        const std::string tag = fresh("/scan");
+        for (ONode& n : body->nodes) n.name = tag + n.name;
+        body->inputs = {{h_in, x.dtype, 2}, {c_in, x.dtype, 2}, {x_in, x.dtype, 2}};
+        body->outputs = {{h_out, x.dtype, 2}, {c_out, x.dtype, 2}, {y_out, x.dtype, 2}};
+        const std::string h_last = fresh("t"), c_last = fresh("t"), ys = fresh("t");  // ys: (L, N, P)
+        node_multi("Scan", {h_init, c_init, X},
+                   {agraph("body", body), ai("num_scan_inputs", 1), aints("scan_input_directions", {dd}),
+                    aints("scan_output_directions", {dd})},
+                   {h_last, c_last, ys});
+        dir_outs.push_back(ys);
+        hs.push_back(node("Unsqueeze", {h_last, axes_input({0})}));
+        cs.push_back(node("Unsqueeze", {c_last, axes_input({0})}));
       }
       X = D == 1 ? dir_outs[0] : node("Concat", dir_outs, {ai("axis", 2)});  // (L, N, D * P)
       continue;
@@ -1969,9 +1974,14 @@ void Exporter::convert(const std::string& op, const std::vector<Tensor>& in, con
 void Exporter::fold_batch_norms(const std::set<std::string>& graph_outputs) {
   std::unordered_map<std::string, size_t> init_index;
   for (size_t i = 0; i < inits_.size(); ++i) init_index[inits_[i].name] = i;
-  std::unordered_map<std::string, int> uses;
-  for (const auto& n : nodes_)
+  std::unordered_map<std::string, int> uses;  // by this graph's nodes and by the bodies of its Loops and Scans
+  for (const auto& n : nodes_) {
     for (const auto& i : n.inputs) ++uses[i];
+    for (const auto& a : n.attrs)
+      if (a.g)
+        for (const auto& bn : a.g->nodes)
+          for (const auto& i : bn.inputs) ++uses[i];
+  }
   std::unordered_map<std::string, size_t> producer;
   for (size_t i = 0; i < nodes_.size(); ++i) producer[nodes_[i].outputs[0]] = i;
   std::vector<bool> dead(nodes_.size(), false);

@@ -994,24 +994,12 @@ TEST(Onnx, RecurrentLayersMatchOnnxRuntime) {
   auto [abs_err, rel_err] = run_cases(cases, "rnn");
   std::printf("[ onnx ] recurrent layers: %zu models, largest error vs ONNX Runtime %.3g (relative %.3g)\n", cases.size(),
               abs_err, rel_err);
-  // proj_size has no ONNX counterpart: unrolled steps for a static sequence length (a dynamic one is
-  // a clear error, not a wrong graph).
-  auto proj = std::make_shared<nn::LSTM>(4, 6, nn::LSTMOptions{.proj_size = 3});
-  onnx::ExportOptions steps;
-  steps.dynamic_axes = {{"input", {{0, "steps"}}}};
-  try {
-    (void)onnx::export_model_to_string(*proj, {randn({3, 2, 4})}, steps);
-    FAIL() << "exported an LSTM with proj_size along a dynamic sequence axis";
-  } catch (const NotImplemented& e) {
-    EXPECT_NE(std::string(e.what()).find("op 'lstm' (in the top-level module) has proj_size 3"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("'steps'"), std::string::npos) << e.what();
-  }
 }
 
-// LSTM with proj_size: its steps unrolled (Gemm, Split, Sigmoid, Tanh; no LSTM node), stacked,
-// bidirectional, batch first, the batch dynamic and the sequence length static; output, h_n and
-// c_n (of different sizes: H_out = proj_size), each flattened per batch row.
-TEST(Onnx, LstmWithProjectionUnrolledMatchesOnnxRuntime) {
+// LSTM with proj_size: a Scan per layer and direction (no LSTM node), stacked, bidirectional,
+// batch first, the batch dynamic and the sequence length static or dynamic (run at two lengths);
+// output, h_n and c_n (of different sizes: H_out = proj_size), each flattened per batch row.
+TEST(Onnx, LstmWithProjectionAsScanMatchesOnnxRuntime) {
   NABLA_NEEDS_ORT();
   manual_seed(7);
   struct Projected : nn::Module {
@@ -1024,17 +1012,28 @@ TEST(Onnx, LstmWithProjectionUnrolledMatchesOnnxRuntime) {
     std::shared_ptr<nn::LSTM> lstm;
   };
   std::vector<Case> cases;
-  auto add = [&](std::string name, nn::LSTMOptions o, int64_t in, int64_t hidden, int64_t L) {
+  // L2 > 0: the sequence axis is dynamic too, the second batch L2 steps long.
+  auto add = [&](std::string name, nn::LSTMOptions o, int64_t in, int64_t hidden, int64_t L, int64_t L2 = 0) {
     auto m = std::make_shared<Projected>(std::make_shared<nn::LSTM>(in, hidden, o));
-    const int64_t b = o.batch_first ? 0 : 1;
-    auto shape = [&](int64_t N) { return o.batch_first ? std::vector<int64_t>{N, L, in} : std::vector<int64_t>{L, N, in}; };
-    Case c{std::move(name), m, {randn(shape(2)), randn(shape(5))}, {}, {}, {}, {}, {{"LSTM", 0}}};
+    const int64_t b = o.batch_first ? 0 : 1, t = 1 - b;
+    auto shape = [&](int64_t N, int64_t steps) {
+      return o.batch_first ? std::vector<int64_t>{N, steps, in} : std::vector<int64_t>{steps, N, in};
+    };
+    const int64_t scans = o.num_layers * (o.bidirectional ? 2 : 1);
+    Case c{std::move(name), m, {randn(shape(2, L)), randn(shape(5, L2 > 0 ? L2 : L))}, {}, {}, {}, {},
+           {{"LSTM", 0}, {"Scan", static_cast<int>(scans)}}};
     c.options.dynamic_axes = {{"input", {{b, "batch"}}}, {"output", {{0, "batch"}}}};
+    if (L2 > 0) {
+      c.options.dynamic_axes["input"][t] = "steps";
+      c.options.dynamic_axes["output"][1] = "features";  // (N, L * D * P + 2 * layers * D * (P + H))
+    }
     cases.push_back(std::move(c));
   };
   add("lstm_proj_bi_2layers", {.num_layers = 2, .bidirectional = true, .proj_size = 3}, 5, 6, 4);
   add("lstm_proj_bf_nobias", {.bias = false, .batch_first = true, .proj_size = 2}, 3, 5, 6);
   add("lstm_proj_bf_bi_one_step", {.batch_first = true, .bidirectional = true, .proj_size = 4}, 4, 7, 1);
+  add("lstm_proj_bi_2layers_dynamic_steps", {.num_layers = 2, .bidirectional = true, .proj_size = 3}, 5, 6, 4, 9);
+  add("lstm_proj_bf_bi_dynamic_steps", {.batch_first = true, .bidirectional = true, .proj_size = 2}, 3, 4, 1, 7);
   auto [abs_err, rel_err] = run_cases(cases, "proj");
   std::printf("[ onnx ] LSTM with proj_size: %zu models, largest error vs ONNX Runtime %.3g (relative %.3g)\n",
               cases.size(), abs_err, rel_err);
