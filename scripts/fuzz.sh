@@ -3,7 +3,8 @@
 #
 #   scripts/fuzz.sh TARGET SECONDS     fuzz one target (npy, safetensors, checkpoint, idx, image,
 #                                      mnist) for SECONDS of wall time
-#   scripts/fuzz.sh all SECONDS        each target in turn, SECONDS each (what CI runs, with 30)
+#   scripts/fuzz.sh all SECONDS        every target, SECONDS each, JOBS (default: the cores) at a
+#                                      time (what CI runs, with 30)
 #   scripts/fuzz.sh TARGET FILE...     run the target once on each FILE (to reproduce a finding)
 #
 # Builds build-asan/ with clang (NABLA_SANITIZE=address,undefined, NABLA_FUZZ=ON: the same build
@@ -21,7 +22,7 @@ cd "$NABLA_ROOT"
 
 targets=(npy safetensors checkpoint idx image mnist torch)
 if [ $# -lt 2 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,17p' "$0"
+  sed -n '2,18p' "$0"
   [ $# -ge 1 ] && { [ "$1" = "-h" ] || [ "$1" = "--help" ]; } && exit 0
   exit 2
 fi
@@ -61,9 +62,34 @@ run_one() {  # TARGET SECONDS
     -artifact_prefix="$fuzz/findings/$t/" "${dict[@]}" ${FUZZ_ARGS:-} "$fuzz/corpus/$t" "$fuzz/seeds/$t"
 }
 
+# all: the targets split into JOBS lanes run side by side (each libFuzzer process uses one core),
+# a lane's targets one after another; each target's output goes to build-asan/fuzz/<target>.log and
+# is shown when its lane ends. A lane stops at its first failing target; the run then fails.
+run_all() {  # SECONDS
+  local secs="$1" lanes i t failed=0
+  lanes="$(jobs)"
+  local pids=()
+  rm -f "$fuzz"/*.log
+  for ((i = 0; i < lanes; i++)); do
+    (
+      for ((t = i; t < ${#targets[@]}; t += lanes)); do
+        run_one "${targets[$t]}" "$secs" >"$fuzz/${targets[$t]}.log" 2>&1 || exit 1
+      done
+    ) &
+    pids+=($!)
+  done
+  for ((i = 0; i < lanes; i++)); do
+    wait "${pids[$i]}" || failed=1
+    for ((t = i; t < ${#targets[@]}; t += lanes)); do
+      [ -f "$fuzz/${targets[$t]}.log" ] && cat "$fuzz/${targets[$t]}.log"
+    done
+  done
+  return "$failed"
+}
+
 if [ $# -eq 1 ] && [[ "$1" =~ ^[0-9]+$ ]]; then
   if [ "$target" = all ]; then
-    for t in "${targets[@]}"; do run_one "$t" "$1"; done
+    run_all "$1"
   else
     run_one "$target" "$1"
   fi
