@@ -40,10 +40,12 @@ jobs() { echo "${JOBS:-$(nproc)}"; }
 
 # Configures build-asan/: clang with AddressSanitizer and UndefinedBehaviorSanitizer, no CUDA, and
 # the libFuzzer targets (fuzz/). scripts/test.sh runs the test suite and each fuzz target there,
-# scripts/fuzz.sh fuzzes longer. NABLA_CMAKE_ARGS adds options (e.g. a compiler launcher).
+# scripts/fuzz.sh fuzzes longer; its vision tests copy the release build's torchvision references when
+# they are current. NABLA_CMAKE_ARGS adds options (e.g. a compiler launcher).
 configure_asan_build() {
   # shellcheck disable=SC2086
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
         -DNABLA_SANITIZE=address,undefined -DNABLA_FUZZ=ON -DNABLA_CUDA=OFF \
-        -DNABLA_BUILD_BENCH=OFF -DNABLA_BUILD_EXAMPLES=OFF ${NABLA_CMAKE_ARGS:-}
+        -DNABLA_BUILD_BENCH=OFF -DNABLA_BUILD_EXAMPLES=OFF \
+        -DNABLA_VISION_REFERENCES_FROM="$NABLA_ROOT/build/tests/vision-references" ${NABLA_CMAKE_ARGS:-}
 }
