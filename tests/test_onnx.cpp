@@ -18,6 +18,7 @@
 #include "nabla.h"
 #include "nn/models/vision.h"
 #include "onnx/export.h"
+#include "tests/sanitizers.h"
 
 using namespace nabla;
 namespace fs = std::filesystem;
@@ -1117,17 +1118,7 @@ TEST(Onnx, ModelsMatchOnnxRuntime) {
 
 // ---- a model over 2 GiB -------------------------------------------------------------------------
 namespace {
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
+using nabla::testing::kAddressSanitizer;
 
 // MemAvailable of /proc/meminfo in bytes (0 where it cannot be read).
 uint64_t available_memory() {
