@@ -18,6 +18,7 @@
 #include "nabla.h"
 #include "nn/models/vision.h"
 #include "onnx/export.h"
+#include "tests/onnx/ort.h"
 #include "tests/sanitizers.h"
 
 using namespace nabla;
@@ -25,37 +26,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool ort_required() {
-  const char* v = std::getenv("NABLA_REQUIRE_ORT");
-  return v && std::string(v) == "1";
-}
-std::string ort_dir() {
-  const char* v = std::getenv("NABLA_ORT_DIR");
-  return v && *v ? v : std::string(NABLA_TESTS_DIR) + "/../.deps/onnxruntime";
-}
-bool have_ort() {
-  return std::system("node --version >/dev/null 2>&1") == 0 &&
-         fs::exists(ort_dir() + "/node_modules/onnxruntime-node/package.json");
-}
-// Debian's Python in isolated mode (-I): the tests run in the repository root, whose onnx/ folder
-// would otherwise import as an empty namespace package where the real onnx is not installed.
-constexpr const char* kPython = "/usr/bin/python3 -I";
-bool have_onnx_checker() {
-  static const bool ok =
-      std::system((std::string(kPython) + " -c 'import onnx.checker; onnx.load' >/dev/null 2>&1").c_str()) == 0;
-  return ok;
-}
-
-#define NABLA_NEEDS_ORT()                                                                                     \
-  do {                                                                                                        \
-    if (!have_ort() || !have_onnx_checker()) {                                                                \
-      std::string why = !have_ort() ? "node or onnxruntime-node (" + ort_dir() + ") is missing; scripts/test.sh " \
-                                      "installs it with npm install --ignore-scripts onnxruntime-node"          \
-                                    : std::string("/usr/bin/python3 cannot import onnx (apt-get install python3-onnx)"); \
-      if (ort_required()) FAIL() << "NABLA_REQUIRE_ORT=1 but " << why;                                        \
-      GTEST_SKIP() << why;                                                                                    \
-    }                                                                                                         \
-  } while (0)
+using nabla::testing::have_onnx_checker;
+using nabla::testing::write_raw;
+constexpr const char* kPython = nabla::testing::kOnnxPython;
 
 // A module made of a function, for op-family cases.
 struct Fn : nn::Module {
@@ -64,24 +37,6 @@ struct Fn : nn::Module {
   Tensor p(const std::string& name) const { return named_parameters(false)[name]; }
   std::function<Tensor(Fn&, Tensor)> f_;
 };
-
-const char* dtype_str(DType d) {
-  switch (d) {
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::i64: return "int64";
-    case DType::i32: return "int32";
-    case DType::u8: return "uint8";
-    case DType::boolean: return "bool";
-    default: return "?";
-  }
-}
-
-void write_raw(const Tensor& t, const std::string& path) {
-  Tensor c = t.detach().to(kCPU).contiguous();
-  std::ofstream f(path, std::ios::binary);
-  f.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
-}
 
 struct Case {
   std::string name;
@@ -143,7 +98,7 @@ std::pair<double, double> run_cases(std::vector<Case>& cases, const std::string&
                            : two                          ? "input_" + std::to_string(i)
                                                           : std::string("input");
         jobs << (i ? "," : "") << "{\"name\":\"" << name << "\",\"file\":\"" << in << "\",\"dtype\":\""
-             << dtype_str(x.dtype()) << "\",\"dims\":[";
+             << dtype_name(x.dtype()) << "\",\"dims\":[";
         for (int64_t d = 0; d < x.dim(); ++d) jobs << (d ? "," : "") << x.sizes()[d];
         jobs << "]}";
       }
@@ -166,8 +121,7 @@ std::pair<double, double> run_cases(std::vector<Case>& cases, const std::string&
                       "  for item in filter(None, spec.split(\",\")):\n    op, n = item.split(\"=\")\n"
                       "    assert ops[op] == int(n), (p, op, n, dict(ops))' " + files;
   EXPECT_EQ(std::system(check.c_str()), 0) << "onnx.checker rejected a model: " << check;
-  std::string run = "NABLA_ORT_DIR='" + ort_dir() + "' node '" + std::string(NABLA_TESTS_DIR) + "/onnx/run_ort.js' '" +
-                    jobs_file + "'";
+  std::string run = nabla::testing::run_ort_command(jobs_file);
   EXPECT_EQ(std::system(run.c_str()), 0) << run;
 
   double worst = 0, worst_abs = 0;
@@ -1176,7 +1130,7 @@ TEST(Onnx, ModelOver2GiBWritesExternalDataAndMatchesOnnxRuntime) {
 // ---- what the file holds --------------------------------------------------------------------------
 TEST(Onnx, FoldsBatchNormAndNamesInitializers) {
   if (!have_onnx_checker()) {
-    if (ort_required()) FAIL() << "NABLA_REQUIRE_ORT=1 but /usr/bin/python3 cannot import onnx";
+    if (nabla::testing::ort_required()) FAIL() << "NABLA_REQUIRE_ORT=1 but /usr/bin/python3 cannot import onnx";
     GTEST_SKIP() << "/usr/bin/python3 cannot import onnx (apt-get install python3-onnx)";
   }
   manual_seed(2);

@@ -9,12 +9,15 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "examples/mnist/models.h"
 #include "nabla.h"
+#include "tests/onnx/ort.h"
 #include "tests/program/program_util.h"
 #include "tests/python_torch.h"
 #include "tests/tensorboard/event_reader.h"
@@ -365,6 +368,61 @@ TEST_F(MnistProgram, ExportsTestDigitsThatPredictReadsBack) {
   bad = run("export --count 257 " + data() + " --out " + ck("x"));
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("more than the 256 images"), std::string::npos) << bad.out;
+}
+
+// `mnist export --onnx`: the trained cnn with the input normalization in front, checked by
+// onnx.checker and run in ONNX Runtime on test images at two batch sizes (N is dynamic); its scores
+// equal the checkpoint's model run by nabla on the same pixels (the batch norms folded into the
+// convolutions by the exporter, so float32 rounding differs a little).
+TEST_F(MnistProgram, ExportsOnnxThatOnnxRuntimeRunsAsNablaDoes) {
+  NABLA_NEEDS_ORT();
+  ASSERT_EQ(run("train --model cnn --epochs 1 --quiet " + data() + " --checkpoint " + ck("cnn.safetensors")).code, 0);
+  Result e = run("export --onnx " + ck("cnn.onnx") + " --checkpoint " + ck("cnn.safetensors"));
+  ASSERT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("image float32 (N, 1, 28, 28) in [0, 1] -> scores (N, 10), logits"), std::string::npos) << e.out;
+  std::string check = std::string(nabla::testing::kOnnxPython) +
+                      " -c 'import onnx, sys\nonnx.checker.check_model(sys.argv[1], full_check=True)\n"
+                      "m = onnx.load(sys.argv[1])\nassert [i.name for i in m.graph.input] == [\"image\"]\n"
+                      "assert [o.name for o in m.graph.output] == [\"scores\"]\n"
+                      "assert not [n for n in m.graph.node if n.op_type == \"BatchNormalization\"], \"not folded\"' " +
+                      ck("cnn.onnx");
+  EXPECT_EQ(std::system(check.c_str()), 0) << check;
+
+  mnist::ModelInfo m = mnist::make_model("cnn");
+  optim::Checkpoint state{.model = m.module.get(), .rng = false};
+  optim::load_checkpoint(ck("cnn.safetensors"), state);
+  m.module->eval();
+  data::MNIST test((dir_ / "data").string(), data::Split::test);
+  std::vector<Tensor> inputs{test.images().narrow(0, 0, 1), test.images().narrow(0, 1, 7)};
+  std::ostringstream jobs;
+  jobs << "[{\"model\":\"" << ck("cnn.onnx") << "\",\"runs\":[";
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    inputs[b] = inputs[b].to(kFloat32) / 255;
+    nabla::testing::write_raw(inputs[b], ck("in" + std::to_string(b) + ".bin"));
+    jobs << (b ? "," : "") << "{\"inputs\":[{\"name\":\"image\",\"file\":\"" << ck("in" + std::to_string(b) + ".bin")
+         << "\",\"dtype\":\"float32\",\"dims\":[" << inputs[b].size(0) << ",1,28,28]}],\"output\":\""
+         << ck("out" + std::to_string(b) + ".bin") << "\"}";
+  }
+  jobs << "]}]";
+  std::ofstream(ck("jobs.json")) << jobs.str();
+  const std::string ort = nabla::testing::run_ort_command(ck("jobs.json"));
+  ASSERT_EQ(std::system(ort.c_str()), 0) << ort;
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    Tensor want;
+    {
+      autograd::NoGradGuard ng;
+      want = m.module->forward((inputs[b] - mnist::kMean) / mnist::kStd).contiguous();
+    }
+    std::vector<uint8_t> bytes = file_bytes(ck("out" + std::to_string(b) + ".bin"));
+    ASSERT_EQ(bytes.size(), want.nbytes()) << "ONNX Runtime's scores for " << inputs[b].sizes() << " are not " << want.sizes();
+    Tensor got = empty(want.sizes(), dtype(kFloat32));
+    std::memcpy(got.data_ptr(), bytes.data(), bytes.size());
+    Tensor err = (got.to(kFloat64) - want.to(kFloat64)).abs();
+    EXPECT_TRUE((err <= want.to(kFloat64).abs() * 1e-4 + 1e-5).all().item<bool>())
+        << "batch " << inputs[b].size(0) << ": max |ort - nabla| = " << err.max().item<double>() << "\nONNX Runtime: " << got[0]
+        << "\nnabla: " << want[0];
+    EXPECT_TRUE(equal(got.argmax(1), want.argmax(1)));
+  }
 }
 
 TEST_F(MnistProgram, MistakesGetClearMessagesAndExitCodes) {
