@@ -342,6 +342,64 @@ TEST(Onnx, OpFamiliesMatchOnnxRuntime) {
                                     16, 4, nn::TransformerEncoderLayerOptions{.dim_feedforward = 32, .batch_first = true}));
     cases.push_back(make_case("encoder_layer_masked", m, {2, 5, 16}, /*dynamic=*/false));
   }
+  // Two-input modules: (N, T, E) targets or queries and (N, S, E) memory or keys/values.
+  auto two_inputs = [](std::string name, std::shared_ptr<nn::Module> m, bool dynamic, int64_t E = 16) {
+    Case c{std::move(name), std::move(m), {randn({2, 4, E})}, {}, {}, {}, {randn({2, 6, E})}};
+    if (dynamic) {
+      c.batches.push_back(randn({3, 4, E}));
+      c.batches2.push_back(randn({3, 6, E}));
+      c.options.dynamic_axes = {{"input_0", {{0, "batch"}}}, {"input_1", {{0, "batch"}}}, {"output", {{0, "batch"}}}};
+    }
+    return c;
+  };
+  // A decoder layer (self-attention, cross-attention over the memory, feed-forward), and a whole
+  // nn::Transformer (encoder and decoder stacks), dynamic batch.
+  cases.push_back(two_inputs("decoder_layer",
+                             std::make_shared<nn::TransformerDecoderLayer>(
+                                 16, 2, nn::TransformerDecoderLayerOptions{.dim_feedforward = 32, .batch_first = true}),
+                             true));
+  cases.push_back(two_inputs("transformer",
+                             std::make_shared<nn::Transformer>(nn::TransformerOptions{
+                                 .d_model = 16, .nhead = 4, .num_encoder_layers = 2, .num_decoder_layers = 1,
+                                 .dim_feedforward = 32, .batch_first = true}),
+                             true));
+  // Masks: the decoder layer with a causal float target mask and a bool memory key padding mask;
+  // MultiheadAttention alone as cross-attention (kdim = vdim = 8 != embed_dim) with a bool key
+  // padding mask and a bool attn_mask, its output and its head-averaged weights. Built in forward
+  // from the input's sizes: a static batch.
+  struct TwoIn : nn::Module {
+    explicit TwoIn(std::function<Tensor(TwoIn&, Tensor, Tensor)> f) : nn::Module("TwoIn"), f_(std::move(f)) {}
+    Tensor forward(Tensor a, Tensor b) override { return f_(*this, a, b); }
+    std::function<Tensor(TwoIn&, Tensor, Tensor)> f_;
+  };
+  {
+    auto m = std::make_shared<TwoIn>([](TwoIn& self, Tensor tgt, Tensor memory) {
+      int64_t N = tgt.size(0), T = tgt.size(1), S = memory.size(1);
+      Tensor causal = full({T, T}, -std::numeric_limits<double>::infinity()).triu(1);
+      Tensor padding = (arange(S) >= S - 2).unsqueeze(0).expand({N, S});
+      auto layer = std::static_pointer_cast<nn::TransformerDecoderLayer>(self.named_children()["layer"]);
+      return layer->forward(tgt, memory, {.tgt_mask = causal, .memory_key_padding_mask = padding});
+    });
+    m->register_module("layer", std::make_shared<nn::TransformerDecoderLayer>(
+                                    16, 4, nn::TransformerDecoderLayerOptions{.dim_feedforward = 32, .batch_first = true}));
+    cases.push_back(two_inputs("decoder_layer_masked", m, false));
+  }
+  {
+    auto m = std::make_shared<TwoIn>([](TwoIn& self, Tensor q, Tensor kv) {
+      int64_t N = q.size(0), L = q.size(1), S = kv.size(1);
+      Tensor padding = (arange(S) == 0).unsqueeze(0).expand({N, S});
+      Tensor blocked = (arange(S).unsqueeze(0) > arange(L).unsqueeze(1) + 3);  // true: not allowed
+      auto mha = std::static_pointer_cast<nn::MultiheadAttention>(self.named_children()["mha"]);
+      nn::AttentionOutput r = mha->forward_attention(
+          q, kv, kv, {.key_padding_mask = padding, .need_weights = true, .attn_mask = blocked});
+      return cat({r.output.flatten(1), r.attn_weights.flatten(1)}, 1);
+    });
+    m->register_module("mha", std::make_shared<nn::MultiheadAttention>(
+                                  16, 4, nn::MultiheadAttentionOptions{.kdim = 8, .vdim = 8, .batch_first = true}));
+    Case c = two_inputs("multihead_attention_masked", m, false);
+    c.batches2 = {randn({2, 6, 8})};
+    cases.push_back(std::move(c));
+  }
   // Embedding (an int64 input).
   {
     auto m = std::make_shared<nn::Sequential>(std::make_shared<nn::Embedding>(50, 6), std::make_shared<nn::Flatten>());
