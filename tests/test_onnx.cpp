@@ -27,7 +27,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using nabla::testing::have_onnx_checker;
-using nabla::testing::write_raw;
 constexpr const char* kPython = nabla::testing::kOnnxPython;
 
 // A module made of a function, for op-family cases.
@@ -93,14 +92,10 @@ std::pair<double, double> run_cases(std::vector<Case>& cases, const std::string&
       for (size_t i = 0; i < (two ? 2u : 1u); ++i) {
         const Tensor& x = i == 0 ? k.batches[b] : k.batches2[b];
         std::string in = (dir / (k.name + "_in" + std::to_string(b) + "_" + std::to_string(i) + ".bin")).string();
-        write_raw(x, in);
         std::string name = !k.options.input_names.empty() ? k.options.input_names[i]
                            : two                          ? "input_" + std::to_string(i)
                                                           : std::string("input");
-        jobs << (i ? "," : "") << "{\"name\":\"" << name << "\",\"file\":\"" << in << "\",\"dtype\":\""
-             << dtype_name(x.dtype()) << "\",\"dims\":[";
-        for (int64_t d = 0; d < x.dim(); ++d) jobs << (d ? "," : "") << x.sizes()[d];
-        jobs << "]}";
+        jobs << (i ? "," : "") << nabla::testing::ort_input(name, x, in);
       }
       jobs << "],\"output\":\"" << out << "\"}";
     }

@@ -49,6 +49,14 @@ inline void write_raw(const Tensor& t, const std::string& path) {
   f.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
 }
 
+// One input of a run_ort.js job: x written to `file`, and its JSON entry {"name", "file", "dtype", "dims"}.
+inline std::string ort_input(const std::string& name, const Tensor& x, const std::string& file) {
+  write_raw(x, file);
+  std::string json = "{\"name\":\"" + name + "\",\"file\":\"" + file + "\",\"dtype\":\"" + dtype_name(x.dtype()) + "\",\"dims\":[";
+  for (int64_t d = 0; d < x.dim(); ++d) json += (d ? "," : "") + std::to_string(x.sizes()[d]);
+  return json + "]}";
+}
+
 }  // namespace nabla::testing
 
 // Skips the test (fails it under NABLA_REQUIRE_ORT=1) without ONNX Runtime or python3-onnx.

@@ -398,10 +398,8 @@ TEST_F(MnistProgram, ExportsOnnxThatOnnxRuntimeRunsAsNablaDoes) {
   jobs << "[{\"model\":\"" << ck("cnn.onnx") << "\",\"runs\":[";
   for (size_t b = 0; b < inputs.size(); ++b) {
     inputs[b] = inputs[b].to(kFloat32) / 255;
-    nabla::testing::write_raw(inputs[b], ck("in" + std::to_string(b) + ".bin"));
-    jobs << (b ? "," : "") << "{\"inputs\":[{\"name\":\"image\",\"file\":\"" << ck("in" + std::to_string(b) + ".bin")
-         << "\",\"dtype\":\"float32\",\"dims\":[" << inputs[b].size(0) << ",1,28,28]}],\"output\":\""
-         << ck("out" + std::to_string(b) + ".bin") << "\"}";
+    jobs << (b ? "," : "") << "{\"inputs\":[" << nabla::testing::ort_input("image", inputs[b], ck("in" + std::to_string(b) + ".bin"))
+         << "],\"output\":\"" << ck("out" + std::to_string(b) + ".bin") << "\"}";
   }
   jobs << "]}]";
   std::ofstream(ck("jobs.json")) << jobs.str();
