@@ -193,9 +193,10 @@ Tensor DistributedDataParallel::forward(Tensor x) {
         ", so the gradients were not averaged; pass find_unused_parameters = true when some parameters "
         "take no part in the loss, or make sure every output takes part in it"));
   }
-  if (options_.broadcast_buffers && group_->size() > 1) sync_buffers();
+  if (options_.broadcast_buffers && group_->size() > 1 && require_forward_param_sync_) sync_buffers();
   Tensor out = (*module_)(std::move(x));
   start_iteration(out);
+  require_forward_param_sync_ = autograd::GradMode::is_enabled() && require_sync_;
   return out;
 }
 

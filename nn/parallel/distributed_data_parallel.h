@@ -22,9 +22,13 @@
 // backward averages the accumulated gradients. find_unused_parameters: forward walks the graph from
 // the output and counts parameters it cannot reach as ready (contributing their current .grad or
 // zeros); without it, a parameter that gets no gradient makes the next forward throw, naming it.
-// broadcast_buffers: each forward first copies rank 0's buffers (batch-norm statistics) to all,
-// coalesced as PyTorch does: CPU buffers of every dtype as the bytes of one flat tensor (one
-// broadcast per forward), CUDA buffers one flat tensor per dtype.
+// broadcast_buffers: a forward first copies rank 0's buffers (batch-norm statistics) to all when
+// the forward before it was a synchronized one (grad mode on, outside no_sync) or when it is the
+// first, as PyTorch's require_forward_param_sync decides: in gradient accumulation the forward after
+// a no_sync forward does not broadcast, nor does one after a forward under NoGradGuard, and until
+// the next broadcast each rank's statistics follow its own batches. A forward under no_sync still
+// broadcasts if the one before it was synchronized. Coalesced as PyTorch does: CPU buffers of every
+// dtype as the bytes of one flat tensor (one broadcast), CUDA buffers one flat tensor per dtype.
 // Under the nccl backend the module's parameters and buffers are CUDA tensors on the group's device.
 // state_dict() is the wrapped module's, without a "module." prefix (PyTorch adds one).
 #pragma once
@@ -120,6 +124,9 @@ class DistributedDataParallel {
   bool sync_this_iteration_ = false;
   bool expecting_grads_ = false;
   bool require_sync_ = true;
+  // Whether the next forward broadcasts the buffers: the last forward ran with grad mode on and
+  // outside no_sync (PyTorch's require_forward_param_sync); true before the first.
+  bool require_forward_param_sync_ = true;
   std::vector<Tensor> buffer_flats_;  // sync_buffers' flat tensors, one per dtype, kept between steps
   CommStats stats_;
 };

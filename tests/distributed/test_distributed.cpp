@@ -384,7 +384,8 @@ void check_ddp_counters() {
   expect(ddp.comm_wait_seconds() == s.grad_wait_seconds + s.buffer_wait_seconds &&
              ddp.buffer_wait_seconds() == s.buffer_wait_seconds,
          "comm_wait_seconds is the two waits' sum");
-  // no_sync: forward still broadcasts the buffers; backward launches no all-reduce and waits for none.
+  // no_sync: backward launches no all-reduce and waits for none. Its forward broadcasts (the one
+  // before it was synchronized); the forward after it does not (PyTorch's require_forward_param_sync).
   const Stats before = s;
   {
     auto guard = ddp.no_sync();
@@ -393,14 +394,16 @@ void check_ddp_counters() {
   expect(s.synced_backwards == before.synced_backwards && s.bucket_all_reduces == before.bucket_all_reduces &&
              s.grad_wait_seconds == before.grad_wait_seconds,
          "a no_sync step launched ", s.bucket_all_reduces - before.bucket_all_reduces, " all-reduces");
-  expect(s.buffer_broadcasts == before.buffer_broadcasts + 1, "a no_sync forward still broadcasts the buffers");
-  // A forward without backward (no grad): broadcasts, no all-reduce.
+  expect(s.buffer_broadcasts == before.buffer_broadcasts + 1,
+         "a no_sync forward after a synchronized one broadcasts the buffers, counted ",
+         s.buffer_broadcasts - before.buffer_broadcasts);
+  // A forward without backward (no grad) after the no_sync one: neither broadcast nor all-reduce.
   {
     NoGradGuard no_grad;
     ddp(x);
   }
-  expect(s.bucket_all_reduces == before.bucket_all_reduces && s.buffer_broadcasts == before.buffer_broadcasts + 2,
-         "a no-grad forward: broadcasts only");
+  expect(s.bucket_all_reduces == before.bucket_all_reduces && s.buffer_broadcasts == before.buffer_broadcasts + 1,
+         "a no-grad forward after a no_sync forward: no broadcast, counted ", s.buffer_broadcasts - before.buffer_broadcasts);
   // Rank 1 late for the backward: rank 0 waits for it at the end of its backward (the gradient wait).
   // Rank 0 (the broadcasts' root) late for the forward: rank 1 waits in the buffer broadcast.
   Stats a = s;
@@ -412,6 +415,20 @@ void check_ddp_counters() {
   }
   expect(s.bucket_all_reduces == a.bucket_all_reduces + nb && s.synced_backwards == a.synced_backwards + 1,
          "the gradient accumulated over no_sync was averaged in one more round of all-reduces");
+  expect(s.buffer_broadcasts == a.buffer_broadcasts, "the forward after a no-grad forward does not broadcast");
+  // After that synchronized step: a no-grad forward broadcasts, a second one does not.
+  {
+    NoGradGuard no_grad;
+    const int64_t b0 = s.buffer_broadcasts;
+    ddp(x);
+    expect(s.buffer_broadcasts == b0 + 1, "a no-grad forward after a synchronized one broadcasts");
+    ddp(x);
+    expect(s.buffer_broadcasts == b0 + 1, "a no-grad forward after a no-grad one does not broadcast");
+  }
+  const int64_t b1 = s.buffer_broadcasts;
+  step("");
+  expect(s.buffer_broadcasts == b1, "a synchronized forward after no-grad forwards does not broadcast");
+  // The next forward broadcasts again: rank 0 (the root) late for it keeps rank 1 waiting there.
   a = s;
   t = step("forward", 0);
   if (r == 1) {
