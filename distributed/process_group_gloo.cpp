@@ -127,6 +127,33 @@ gloo::AllreduceOptions::Func reduce_function(ReduceOp op) {
   throw ValueError("all_reduce: unknown ReduceOp");
 }
 
+// Gloo's all-reduce of a contiguous CPU tensor, in place. Gloo has two algorithms on unbound
+// buffers: ring (its default, and PyTorch's) pipelines segments of at most 1 MiB around the ring;
+// bcube (recursive halving and doubling; a direct reduce-scatter and all-gather where the world
+// size does not factor) exchanges whole chunks in log2(world size) steps with fewer handshakes.
+// Buffers up to kBcubeMaxBytes go through bcube. Measured on loopback, 2 processes on 2 cores
+// (2026-11-29, interleaved): all-reduce of 1.7 MB back to back, median of 300, 1.2-2.0 ms against
+// the ring's 2.6-4.0; 4-26 MB 0.7-1.0x the ring's time, 50-100 MB 1.2-1.4x (there the ring's
+// pipelining wins); inside DDP training of the mnist CNN (its 1.7 MB of gradients), the time from
+// the later rank's arrival to the end, mean of 60 steps over 4 runs each, 2.66 against 3.20 ms.
+// Every rank passes the same size (a collective's contract) and so picks the same algorithm; each
+// element is reduced on one rank and sent to the others, so all ranks get the same bits either way.
+// With 3 or more ranks the order of a floating-point sum differs from the ring's (last bits).
+constexpr size_t kBcubeMaxBytes = size_t{32} << 20;
+
+void gloo_all_reduce(const std::shared_ptr<gloo::Context>& context, const Tensor& buf, ReduceOp op, uint32_t tag) {
+  visit_dtype(buf.dtype(), [&](auto t) {
+    using T = typename decltype(t)::type;
+    gloo::AllreduceOptions o(context);
+    o.setOutput(static_cast<T*>(buf.data_ptr()), static_cast<size_t>(buf.numel()));
+    o.setReduceFunction(reduce_function<T>(op));
+    o.setTag(tag);
+    if (static_cast<size_t>(buf.numel()) * sizeof(T) <= kBcubeMaxBytes)
+      o.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
+    gloo::allreduce(o);
+  });
+}
+
 // x /= n in place, for avg.
 void divide_in_place(const Tensor& buf, int n) {
   visit_dtype(buf.dtype(), [&](auto tag) {
@@ -376,14 +403,7 @@ Work ProcessGroupGloo::all_reduce(const Tensor& tensor, ReduceOp op) {
   return enqueue(detail::str("all_reduce(", reduce_op_name(op), ", ", describe(tensor), ")"),
                  {kAllReduce, tensor.numel(), static_cast<int64_t>(tensor.dtype()), static_cast<int64_t>(op)}, [=, this](uint32_t tag) {
     if (buf.numel() > 0) {
-      with_type(buf.dtype(), [&](auto t) {
-        using T = typename decltype(t)::type;
-        gloo::AllreduceOptions o(context_);
-        o.setOutput(static_cast<T*>(buf.data_ptr()), static_cast<size_t>(buf.numel()));
-        o.setReduceFunction(reduce_function<T>(op));
-        o.setTag(tag);
-        gloo::allreduce(o);
-      });
+      gloo_all_reduce(context_, buf, op, tag);
       if (op == ReduceOp::avg) divide_in_place(buf, size_);
     }
     copy_back(tensor, buf);
@@ -450,14 +470,7 @@ Work ProcessGroupGloo::reduce_scatter(const Tensor& output, const std::vector<Te
                  {kReduceScatter, output.numel(), static_cast<int64_t>(output.dtype()), static_cast<int64_t>(op)}, [=, this](uint32_t tag) {
     int64_t n = output.numel();
     if (n > 0) {
-      with_type(all.dtype(), [&](auto t) {
-        using T = typename decltype(t)::type;
-        gloo::AllreduceOptions o(context_);
-        o.setOutput(static_cast<T*>(all.data_ptr()), static_cast<size_t>(all.numel()));
-        o.setReduceFunction(reduce_function<T>(op));
-        o.setTag(tag);
-        gloo::allreduce(o);
-      });
+      gloo_all_reduce(context_, all, op, tag);
     }
     Tensor mine = all.narrow(0, rank_ * n, n).contiguous();
     if (op == ReduceOp::avg) divide_in_place(mine, size_);

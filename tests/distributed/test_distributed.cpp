@@ -195,6 +195,15 @@ void check_collectives() {
       expect_values(got, input_of((r + n - 1) % n, d), "send/recv " + dn);
     }
   }
+  // Large sums through both of Gloo's all-reduce algorithms (bcube up to 32 MiB, ring above; see
+  // process_group_gloo.cpp): 1,000,003 float32 (chunks of unequal sizes) and 8.5M (34 MB).
+  for (int64_t len : {int64_t{1000003}, int64_t{8500000}}) {
+    Tensor base = remainder(arange(len, TensorOptions(kFloat32)), 1000);
+    Tensor x = (base * static_cast<double>(r + 1)).to(g_device);
+    dist::all_reduce(x, dist::ReduceOp::sum);
+    const double times = n * (n + 1) / 2.0;  // exact in float32: at most 999 * 6
+    expect(equal(x.cpu(), base * times), "all_reduce(sum) of ", len, " float32 on ", n, " ranks");
+  }
   // Non-contiguous tensors: results land in the tensor's own layout.
   for (DType d : {kFloat32, kInt64, kFloat16}) {
     std::vector<double> v(10);
