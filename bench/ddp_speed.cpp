@@ -18,7 +18,10 @@
 //     most of it is the ranks' imbalance, which one all_reduce of the gradients' size on its own
 //     (ddp_speed allreduce --mb 2 under nabla-run) separates. The best rounds' steps are also
 //     split into forward (with the loss and zero_grad), backward and optimizer time; under
-//     DDP_SPEED_PER_RANK=1 each rank prints its own split and waits (stderr).
+//     DDP_SPEED_PER_RANK=1 each rank prints its own split and waits (stderr). Last, how much the
+//     per-step compute (a step's time less its waits) varies from step to step, in the single
+//     process and on DDP rank 0: with one synchronization per step, ranks that vary independently
+//     by sigma wait for each other about sigma / sqrt(pi) per step however fast the network is.
 // (b) all_reduce (sum) of a --mb MB float32 tensor between 2 processes on loopback (Gloo, ring),
 //     best of 5, next to a plain memcpy of the same bytes in the same process.
 //
@@ -30,6 +33,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -90,8 +94,11 @@ int train_worker(int64_t batch, int steps, int warmup, double bucket_mb) {
     ys.push_back(randint(0, 10, {batch}));
   }
   double phase[3] = {0, 0, 0};  // forward (with the loss), backward, optimizer: seconds over the timed steps
+  std::vector<double> compute;    // each timed step's seconds less what it waited on communication
+  bool timing = false;
   auto step = [&](int i) {
     const Tensor& x = xs[static_cast<size_t>(i) % xs.size()];
+    const double w0 = ddp ? ddp->comm_wait_seconds() : 0;
     const double t0 = now();
     Tensor out = ddp ? (*ddp)(x) : (*model)(x);
     Tensor loss = nn::functional::cross_entropy(out, ys[static_cast<size_t>(i) % ys.size()]);
@@ -102,14 +109,20 @@ int train_worker(int64_t batch, int steps, int warmup, double bucket_mb) {
     opt.step();
     const double t3 = now();
     phase[0] += t1 - t0, phase[1] += t2 - t1, phase[2] += t3 - t2;
+    if (timing) compute.push_back(t3 - t0 - ((ddp ? ddp->comm_wait_seconds() : 0) - w0));
   };
   for (int i = 0; i < warmup; ++i) step(i);
   if (distributed) dist::barrier();
   if (ddp) ddp->reset_comm_wait();
   phase[0] = phase[1] = phase[2] = 0;
+  timing = true;
   const double t0 = now();
   for (int i = 0; i < steps; ++i) step(i);
   double seconds = now() - t0, wait = ddp ? ddp->comm_wait_seconds() : 0, bwait = ddp ? ddp->buffer_wait_seconds() : 0;
+  double mean = 0, spread = 0;  // of the per-step compute: mean and standard deviation
+  for (double c : compute) mean += c / static_cast<double>(compute.size());
+  for (double c : compute) spread += (c - mean) * (c - mean) / static_cast<double>(compute.size());
+  spread = std::sqrt(spread);
   if (std::getenv("DDP_SPEED_PER_RANK"))
     std::fprintf(stderr, "rank %d: %.2f ms/step, grad wait %.2f ms, buffer wait %.2f ms, fwd %.2f bwd %.2f opt %.2f ms\n", rank,
                  seconds / steps * 1e3, (wait - bwait) / steps * 1e3, bwait / steps * 1e3, phase[0] / steps * 1e3,
@@ -123,8 +136,9 @@ int train_worker(int64_t batch, int steps, int warmup, double bucket_mb) {
     bwait = w.data_ptr<double>()[1] * seconds;
   }
   if (rank == 0)
-    std::printf("RESULT %.9f %.6f %lld %.6f %.9f %.9f %.9f\n", seconds / steps, wait / seconds,
-                static_cast<long long>(grad_bytes), bwait / seconds, phase[0] / steps, phase[1] / steps, phase[2] / steps);
+    std::printf("RESULT %.9f %.6f %lld %.6f %.9f %.9f %.9f %.9f\n", seconds / steps, wait / seconds,
+                static_cast<long long>(grad_bytes), bwait / seconds, phase[0] / steps, phase[1] / steps, phase[2] / steps,
+                spread);
   if (distributed) dist::destroy_process_group();
   return 0;
 }
@@ -213,9 +227,11 @@ int main(int argc, char** argv) {
               static_cast<long long>(o.global_batch), o.steps, o.warmup, o.rounds, o.bucket_mb);
   double best_single = 1e30, best_ddp = 1e30, wait_at_best = 0, bwait_at_best = 0, grad_bytes = 0;
   double phases_single[3] = {0, 0, 0}, phases_ddp[3] = {0, 0, 0};
+  double spread_single = 0, spread_ddp = 0;  // per-step compute standard deviations, mean over the rounds
   for (int r = 0; r < o.rounds; ++r) {
     std::vector<double> s = result_of(single), d = result_of(ddp);
-    if (s.size() < 7 || d.size() < 7) return 1;
+    if (s.size() < 8 || d.size() < 8) return 1;
+    spread_single += s[7] / o.rounds, spread_ddp += d[7] / o.rounds;
     std::printf("  round %d: 1 process x 2 threads %.2f ms/step   2 processes x 1 thread (DDP) %.2f ms/step, %.1f%% waiting on "
                 "communication (buffer broadcasts %.1f%% of the step)\n",
                 r + 1, s[0] * 1e3, d[0] * 1e3, d[1] * 100, d[3] * 100);
@@ -239,6 +255,13 @@ int main(int argc, char** argv) {
               best_single / best_ddp, wait_at_best * 100, (wait_at_best - bwait_at_best) * 100, bwait_at_best * 100,
               grad_bytes / 1e6);
 
+  // Two ranks whose step times vary independently by sigma (normally) meet at the gradient all-reduce
+  // sigma / sqrt(pi) after the mean arrival, on average: E[max(X, Y)] - E[X].
+  const double meet = spread_ddp / std::sqrt(std::acos(-1.0));
+  std::printf("per-step compute (step time less its waits) varies by %.2f ms (standard deviation, mean over the rounds) "
+              "in the single process and %.2f ms on DDP rank 0: ranks varying that much apart meet at the gradient "
+              "all-reduce %.2f ms (sigma / sqrt(pi)) after their mean arrival, %.1f%% of the best DDP step\n",
+              spread_single * 1e3, spread_ddp * 1e3, meet * 1e3, meet / best_ddp * 100);
   std::vector<double> a = result_of("NABLA_NUM_THREADS=1 " + std::string(NABLA_RUN_BIN) +
                                     " --nproc-per-node 2 --master-port 29732 " + self + " allreduce --mb " +
                                     std::to_string(static_cast<int64_t>(o.mb)));
