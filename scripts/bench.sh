@@ -36,7 +36,8 @@ log "torchvision architectures next to PyTorch (bench/vision_compare.py)"
 /usr/bin/python3 bench/vision_compare.py --markdown "$table.vision"
 
 log "data-parallel training and all_reduce (bench/ddp_speed)"
-build/bench/ddp_speed --rounds 7 --steps 60 --mb 100 | tee "$table.ddp"
+{ build/bench/ddp_speed --rounds 7 --steps 60 --mb 100 && echo && /usr/bin/python3 bench/ddp_torch.py --rounds 5; } |
+  tee "$table.ddp"
 
 log "inference next to ONNX Runtime on the exported models (bench/onnx_speed)"
 if [[ -d .deps/onnxruntime/node_modules/onnxruntime-node ]]; then
@@ -108,7 +109,8 @@ build/bench/tensorboard_writer --benchmark_repetitions=5 --benchmark_report_aggr
   echo "mnist CNN, global batch 128: 2 processes x 1 thread under DistributedDataParallel (started through"
   echo "nabla-run) against 1 process x 2 threads, interleaved rounds, the best step of each; the share of the"
   echo "DDP step spent waiting on communication; all_reduce of 100 MB float32 between 2 processes on loopback"
-  echo "against a memcpy of it. distributed/README.md works out what this predicts for 8 and 64 nodes."
+  echo "against a memcpy of it; then PyTorch's DDP and single process on the same model (bench/ddp_torch.py)."
+  echo "distributed/README.md works out what this predicts for 8 and 64 nodes."
   echo
   echo '```'
   cat "$table.ddp"
