@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -35,6 +36,7 @@
 #include "nn/normalization.h"
 #include "nn/safetensors.h"
 #include "nn/parallel/distributed_data_parallel.h"
+#include "tests/python_torch.h"
 #include "optim/sgd.h"
 #include "workers.h"
 
@@ -460,6 +462,32 @@ void check_ddp_counters() {
          "broadcast_buffers = false: no broadcasts, one all-reduce per bucket");
 }
 
+// Runs a schedule of DDP calls on BnMlp: S a synchronized step (forward, backward), N a step under
+// no_sync, G a forward under NoGradGuard; rank 0 writes the count of buffer broadcasts after each
+// call to `out`, space-separated (the PyTorch side: kTorchBufferSchedule below).
+void run_buffer_schedule(const std::string& schedule, const std::string& out) {
+  manual_seed(7);
+  auto model = std::make_shared<BnMlp>();
+  model->to(kFloat64);
+  nn::parallel::DistributedDataParallel ddp(model);
+  ddp.reset_comm_wait();
+  Tensor x = randn({6, 4}, kFloat64), y = randn({6, 3}, kFloat64);
+  std::string counts;
+  for (char c : schedule) {
+    if (c == 'G') {
+      NoGradGuard no_grad;
+      ddp(x);
+    } else if (c == 'N') {
+      auto guard = ddp.no_sync();
+      nn::functional::mse_loss(ddp(x), y).backward();
+    } else {
+      nn::functional::mse_loss(ddp(x), y).backward();
+    }
+    counts += (counts.empty() ? "" : " ") + std::to_string(ddp.comm_stats().buffer_broadcasts);
+  }
+  if (dist::get_rank() == 0) std::ofstream(out) << counts;
+}
+
 int worker_main(const std::string& scenario) {
   auto timeout = std::chrono::milliseconds(env_int("NABLA_TEST_TIMEOUT_MS"));
   try {
@@ -511,6 +539,10 @@ int worker_main(const std::string& scenario) {
     } else if (scenario == "ddp_counters") {
       dist::init_process_group({.timeout = timeout});
       check_ddp_counters();
+      dist::destroy_process_group();
+    } else if (scenario == "ddp_buffer_schedule") {
+      dist::init_process_group({.timeout = timeout});
+      run_buffer_schedule(std::getenv("NABLA_DDP_SCHEDULE"), std::getenv("NABLA_DDP_SCHEDULE_OUT"));
       dist::destroy_process_group();
     } else if (scenario == "nccl_collectives" || scenario == "nccl_ddp") {
       // One GPU per rank (NCCL refuses two ranks on one device).
@@ -927,6 +959,57 @@ std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+// PyTorch's DDP running run_buffer_schedule's schedule (started by nabla-run: RANK, WORLD_SIZE, ...);
+// it counts the calls of dist._broadcast_coalesced, through which its forward broadcasts buffers.
+const char* const kTorchBufferSchedule = R"(import sys, torch, torch.nn as nn, torch.distributed as dist
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+torch.manual_seed(7)
+model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Tanh(), nn.Linear(8, 3)).double()
+ddp = nn.parallel.DistributedDataParallel(model)
+count = 0
+original = dist._broadcast_coalesced
+def counting(*args, **kwargs):
+    global count
+    count += 1
+    return original(*args, **kwargs)
+dist._broadcast_coalesced = counting
+x, y = torch.randn(6, 4, dtype=torch.float64), torch.randn(6, 3, dtype=torch.float64)
+counts = []
+for c in sys.argv[1]:
+    if c == "G":
+        with torch.no_grad():
+            ddp(x)
+    elif c == "N":
+        with ddp.no_sync():
+            nn.functional.mse_loss(ddp(x), y).backward()
+    else:
+        nn.functional.mse_loss(ddp(x), y).backward()
+    counts.append(str(count))
+if dist.get_rank() == 0:
+    open(sys.argv[2], "w").write(" ".join(counts))
+dist.destroy_process_group()
+)";
+
+// When forward broadcasts the buffers (after a synchronized forward, not after a no_sync or no-grad
+// one): nabla's DDP and PyTorch's run the same schedule on 2 processes and count the same broadcasts.
+TEST(DistributedDataParallel, BroadcastsBuffersWhenPyTorchDoes) {
+  NABLA_NEEDS_PYTHON_MODULES_IN(nabla_test::test_python(), "torch");
+  const std::string schedule = "SSNGSGGSSNNSGNS";
+  const std::string dir = fresh_dir(), ours = dir + "/nabla.txt", theirs = dir + "/torch.txt";
+  expect_all_ok(run_workers("ddp_buffer_schedule", 2, all_ranks(2), 20000,
+                            {{"NABLA_DDP_SCHEDULE", schedule}, {"NABLA_DDP_SCHEDULE_OUT", ours}}));
+  std::ofstream(dir + "/schedule.py") << kTorchBufferSchedule;
+  const std::string log = dir + "/torch.log";
+  const std::string cmd = std::string(NABLA_RUN_BIN) + " --nproc-per-node 2 --master-port " + std::to_string(free_port()) +
+                          " " + nabla_test::test_python() + " " + dir + "/schedule.py " + schedule + " " + theirs +
+                          " >" + log + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << read_file(log);
+  const std::string got = read_file(ours), want = read_file(theirs);
+  EXPECT_EQ(got, want) << "broadcast counts after each of " << schedule << " (S synchronized step, N no_sync step, G no-grad forward)";
+  EXPECT_EQ(std::count(want.begin(), want.end(), ' '), static_cast<std::ptrdiff_t>(schedule.size() - 1)) << want;
 }
 
 // The workers nabla-run started are gone (it reaped them: their pids no longer exist).
