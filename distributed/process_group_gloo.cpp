@@ -133,7 +133,7 @@ gloo::AllreduceOptions::Func reduce_function(ReduceOp op) {
 // size does not factor) exchanges whole chunks in log2(world size) steps with fewer handshakes.
 // Buffers up to kBcubeMaxBytes go through bcube. Measured on loopback, 2 processes on 2 cores
 // (2026-11-29, interleaved): all-reduce of 1.7 MB back to back, median of 300, 1.2-2.0 ms against
-// the ring's 2.6-4.0; 4-26 MB 0.7-1.0x the ring's time, 50-100 MB 1.2-1.4x (there the ring's
+// the ring's 2.6-4.0; 4-26 MB 0.7-1.0x the ring's time, 50-100 MB 1.1-1.5x (there the ring's
 // pipelining wins); inside DDP training of the mnist CNN (its 1.7 MB of gradients), the time from
 // the later rank's arrival to the end, mean of 60 steps over 4 runs each, 2.66 against 3.20 ms.
 // Every rank passes the same size (a collective's contract) and so picks the same algorithm; each
