@@ -32,6 +32,7 @@
 #include "distributed/distributed.h"
 #include "distributed/process_group_nccl.h"
 #include "nn/functional.h"
+#include "nn/conv.h"
 #include "nn/linear.h"
 #include "nn/normalization.h"
 #include "nn/safetensors.h"
@@ -359,6 +360,87 @@ struct BnMlp : nn::Module {
   Tensor forward(Tensor x) override { return fc2->forward(tanh(bn->forward(fc1->forward(x)))); }
 };
 
+// A small CNN with plain batch norms.
+struct BnCnn : nn::Module {
+  std::shared_ptr<nn::Conv2d> conv1, conv2;
+  std::shared_ptr<nn::BatchNorm2d> bn1, bn2;
+  std::shared_ptr<nn::Linear> fc;
+  BnCnn() {
+    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(2, 4, 3, nn::Conv2dOptions{.padding = 1}));
+    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(4));
+    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(4, 4, 3));
+    bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(4, nn::BatchNormOptions{.momentum = 0.3}));
+    fc = register_module("fc", std::make_shared<nn::Linear>(4 * 3 * 3, 3));
+  }
+  Tensor forward(Tensor x) override {
+    x = bn1->forward(conv1->forward(x)).relu();
+    return fc->forward(bn2->forward(conv2->forward(x)).relu().flatten(1));
+  }
+};
+
+// The CNN with plain batch norms under DDP (broadcast_buffers): each rank normalizes its own rows,
+// and rank 0's running statistics reach the others at the next broadcasting forward. One process
+// reproduces it by running each rank's rows through the model apart (the sum of the ranks' mean
+// losses over n has DDP's averaged gradient), with the batch norms' momentum 0 for the rows of
+// ranks other than 0, so that only rank 0's rows move the running statistics. 20 steps, the last
+// 10 of two micro-batches with the first under no_sync (whose next forward does not broadcast:
+// rank 1's statistics drift there, rank 0's do not). float64: parameters and rank 0's statistics
+// within 1e-12; after an evaluation forward (which broadcasts) every rank holds them.
+void check_ddp_batch_norm_cnn() {
+  const int r = dist::get_rank(), n = dist::get_world_size();
+  const int64_t B = 3;
+  manual_seed(21 + r);  // different on every rank: DDP broadcasts rank 0's
+  auto model = std::make_shared<BnCnn>();
+  model->to(kFloat64);
+  manual_seed(21);
+  auto ref = std::make_shared<BnCnn>();
+  ref->to(kFloat64);
+  nn::parallel::DistributedDataParallel ddp(model);
+  optim::SGD opt(ddp.parameters(), {.lr = 0.05, .momentum = 0.9});
+  optim::SGD ref_opt(ref->parameters(), {.lr = 0.05, .momentum = 0.9});
+  const double m1 = *ref->bn1->options.momentum, m2 = *ref->bn2->options.momentum;
+  for (int step = 0; step < 20; ++step) {
+    opt.zero_grad();
+    ref_opt.zero_grad();
+    const int micro = step < 10 ? 1 : 2;
+    for (int mb = 0; mb < micro; ++mb) {
+      manual_seed(3000 + step * 10 + mb);
+      Tensor x = randn({n * B, 2, 5, 5}, kFloat64), y = randn({n * B, 3}, kFloat64);
+      auto loss = [&] { return nn::functional::mse_loss(ddp(x.narrow(0, r * B, B)), y.narrow(0, r * B, B)); };
+      if (mb + 1 < micro) {
+        auto guard = ddp.no_sync();
+        loss().backward();
+      } else {
+        loss().backward();
+      }
+      for (int q = 0; q < n; ++q) {
+        ref->bn1->options.momentum = q == 0 ? m1 : 0.0;
+        ref->bn2->options.momentum = q == 0 ? m2 : 0.0;
+        (nn::functional::mse_loss((*ref)(x.narrow(0, q * B, B)), y.narrow(0, q * B, B)) / static_cast<double>(n)).backward();
+      }
+    }
+    opt.step();
+    ref_opt.step();
+  }
+  const double d = max_diff(*model, *ref);
+  expect(d < 1e-12, "DDP of a batch-norm CNN on ", n, " ranks ended ", d, " away from one process");
+  auto stats_diff = [&] {
+    return std::max({(model->bn1->running_mean - ref->bn1->running_mean).abs().max().item<double>(),
+                     (model->bn1->running_var - ref->bn1->running_var).abs().max().item<double>(),
+                     (model->bn2->running_mean - ref->bn2->running_mean).abs().max().item<double>(),
+                     (model->bn2->running_var - ref->bn2->running_var).abs().max().item<double>()});
+  };
+  if (r == 0) expect(stats_diff() < 1e-12, "rank 0's running statistics are ", stats_diff(), " away from one process's");
+  if (r == 1) expect(stats_diff() > 1e-6, "rank 1's statistics should have drifted in the last step (no broadcast after no_sync)");
+  ddp.eval();
+  {
+    NoGradGuard no_grad;
+    ddp(randn({B, 2, 5, 5}, kFloat64));  // broadcasts rank 0's buffers (the forward before was synchronized)
+  }
+  expect(stats_diff() < 1e-12, "after an evaluation forward rank ", r, "'s running statistics are ", stats_diff(),
+         " away from one process's");
+}
+
 // DDP's communication counters (what bench/ddp_speed reports as the step's waiting fraction): the
 // collectives counted per step, the waits within the step's time, a slow peer seen in the right
 // wait, no_sync and reset.
@@ -506,6 +588,7 @@ int worker_main(const std::string& scenario) {
       check_ddp(false);
       check_ddp(true);
       check_ddp(false, kFloat32);
+      check_ddp_batch_norm_cnn();
       // A parameter without a gradient, find_unused_parameters off: the next forward says which.
       auto model = make_mlp(5, /*with_spare=*/true);
       nn::parallel::DistributedDataParallel ddp(model);
