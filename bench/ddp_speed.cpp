@@ -22,7 +22,8 @@
 //     per-step compute (a step's time less its waits) varies from step to step, in the single
 //     process and on DDP rank 0: with one synchronization per step, ranks that vary independently
 //     by sigma wait for each other about sigma / sqrt(pi) per step however fast the network is.
-// (b) all_reduce (sum) of a --mb MB float32 tensor between 2 processes on loopback (Gloo, ring),
+// (b) all_reduce (sum) of a --mb MB float32 tensor between 2 processes on loopback (Gloo: its ring
+//     above 32 MiB, bcube up to it, as distributed/process_group_gloo.cpp chooses),
 //     best of 5, next to a plain memcpy of the same bytes in the same process.
 //
 // The batches are random images and labels made in memory (the same compute as MNIST's, no file
@@ -95,6 +96,7 @@ int train_worker(int64_t batch, int steps, int warmup, double bucket_mb) {
   }
   double phase[3] = {0, 0, 0};  // forward (with the loss), backward, optimizer: seconds over the timed steps
   std::vector<double> compute;    // each timed step's seconds less what it waited on communication
+  compute.reserve(static_cast<size_t>(steps));  // no allocation inside the timed steps
   bool timing = false;
   auto step = [&](int i) {
     const Tensor& x = xs[static_cast<size_t>(i) % xs.size()];
