@@ -2,50 +2,74 @@
 
 namespace nabla::nn {
 
+namespace {
+// Index i of n children, i < 0 counting from the end (Python's seq[-1]).
+size_t child_index(const Module& self, int64_t i, size_t n) {
+  const auto count = static_cast<int64_t>(n);
+  check<IndexError>(i >= -count && i < count, self.name(), ": index ", i, " is out of range for ", n, " modules");
+  return static_cast<size_t>(i < 0 ? i + count : i);
+}
+}  // namespace
+
+Module& ChildSlot::checked() const {
+  check<IndexError>(module_ != nullptr, parent_->name(), ": no module named '", key_, "'");
+  return *module_;
+}
+
+void ChildSlot::assign(std::shared_ptr<Module> m) {
+  if (module_) parent_->replace_module(key_, m);
+  else parent_->register_module(key_, m);
+  module_ = std::move(m);
+}
+
 Sequential::Sequential(const OrderedDict<std::shared_ptr<Module>>& named) {
   for (const auto& [n, m] : named) push_back(n, m);
 }
 
-void Sequential::push_back(const std::string& n, std::shared_ptr<Module> m) {
-  register_module(n, m);
-  modules_.push_back(std::move(m));
-}
+void Sequential::push_back(const std::string& n, std::shared_ptr<Module> m) { add_child(n, std::move(m)); }
 
 Tensor Sequential::forward(Tensor x) {
-  for (const auto& m : modules_) x = (*m)(std::move(x));
+  for (const auto& [n, m] : child_dict()) x = (*m)(std::move(x));
   return x;
 }
 
-std::shared_ptr<Module> Sequential::operator[](size_t i) const {
-  check<IndexError>(i < modules_.size(), "Sequential: index ", i, " is out of range for ", modules_.size(), " modules");
-  return modules_[i];
+ChildSlot Sequential::operator[](int64_t i) {
+  const auto& item = child_dict().items()[child_index(*this, i, size())];
+  return ChildSlot(*this, item.first, item.second);
 }
 
-void ModuleList::add(std::shared_ptr<Module> m) {
-  register_module(std::to_string(modules_.size()), m);
-  modules_.push_back(std::move(m));
+std::shared_ptr<Module> Sequential::operator[](int64_t i) const {
+  return child_dict().items()[child_index(*this, i, size())].second;
 }
+
+void ModuleList::add(std::shared_ptr<Module> m) { add_child(std::to_string(size()), std::move(m)); }
 
 void ModuleList::extend(const ModuleList& other) {
-  for (const auto& m : other.modules_) add(m);
+  // A copy first: list.extend(list) appends each child once.
+  std::vector<std::shared_ptr<Module>> more(other.begin(), other.end());
+  for (auto& m : more) add(std::move(m));
 }
 
-std::shared_ptr<Module> ModuleList::operator[](size_t i) const {
-  check<IndexError>(i < modules_.size(), "ModuleList: index ", i, " is out of range for ", modules_.size(), " modules");
-  return modules_[i];
+ChildSlot ModuleList::operator[](int64_t i) {
+  const auto& item = child_dict().items()[child_index(*this, i, size())];
+  return ChildSlot(*this, item.first, item.second);
+}
+
+std::shared_ptr<Module> ModuleList::operator[](int64_t i) const {
+  return child_dict().items()[child_index(*this, i, size())].second;
 }
 
 ModuleDict::ModuleDict(const OrderedDict<std::shared_ptr<Module>>& modules) {
-  for (const auto& [k, m] : modules) add(k, m);
+  for (const auto& [k, m] : modules) add_child(k, m);
 }
 
-void ModuleDict::add(const std::string& key, std::shared_ptr<Module> m) {
-  register_module(key, m);
-  modules_.insert(key, std::move(m));
+ChildSlot ModuleDict::operator[](const std::string& key) {
+  const auto* m = child_dict().find(key);
+  return ChildSlot(*this, key, m ? *m : nullptr);
 }
 
 std::shared_ptr<Module> ModuleDict::operator[](const std::string& key) const {
-  const auto* m = modules_.find(key);
+  const auto* m = child_dict().find(key);
   check<IndexError>(m != nullptr, "ModuleDict: no module named '", key, "'");
   return *m;
 }

@@ -48,6 +48,20 @@ using ForwardPreHook = std::function<void(Module& module, std::vector<Tensor>& i
 using ForwardHook = std::function<void(Module& module, const std::vector<Tensor>& inputs, Tensor& output)>;
 
 namespace internal {
+// Where a module is taken by value (register_module, replace_module, the containers), a named
+// object is refused at compile time: it would be copied, and the object the caller keeps using
+// would miss train()/eval() (a Dropout member would stay on in eval mode).
+template <class M>
+constexpr void require_temporary_module() {
+  static_assert(!std::is_lvalue_reference_v<M>,
+                "nabla::nn: this module is a named object held by value, so it would be copied, and "
+                "train()/eval()/to() would reach the copy, not the object your forward calls (a Dropout "
+                "member would stay on in eval mode). Hold it by handle: `std::shared_ptr<nn::Dropout> drop;` "
+                "then `drop = register_module(\"drop\", std::make_shared<nn::Dropout>(0.5));` (or "
+                "nn::ModuleHolder<nn::Dropout>), pass a temporary (`nn::Dropout(0.5)`), or std::move it in "
+                "and use the handle that is returned");
+}
+
 struct HookStore {
   size_t next_id = 0;
   std::vector<std::pair<size_t, ForwardPreHook>> pre;
@@ -104,12 +118,16 @@ class Module : public std::enable_shared_from_this<Module> {
     add_child(name, module);
     return module;
   }
-  // A module given by value (register_module("fc", nn::Linear(784, 64))) is moved into a new
-  // shared_ptr, which is returned.
+  // A module given by value must be a temporary (register_module("fc", nn::Linear(784, 64))): it
+  // is moved into a new shared_ptr, which is returned and must be kept, since it is the module that
+  // train()/eval()/to()/load_state_dict() reach. A named module held by value is refused at compile
+  // time: registering it would register a copy, and the member your forward calls would miss
+  // eval() (a Dropout would stay on). Hold such members by handle instead (see the message below).
   template <class M>
     requires std::derived_from<std::remove_cvref_t<M>, Module>
-  std::shared_ptr<std::remove_cvref_t<M>> register_module(const std::string& name, M&& module) {
-    return register_module(name, std::make_shared<std::remove_cvref_t<M>>(std::forward<M>(module)));
+  [[nodiscard]] std::shared_ptr<std::remove_cvref_t<M>> register_module(const std::string& name, M&& module) {
+    internal::require_temporary_module<M>();
+    return register_module(name, std::make_shared<std::remove_cvref_t<M>>(std::move(module)));
   }
   // A handle (ModuleHolder, NABLA_MODULE) is registered by the module it holds and returned.
   template <class M>
@@ -117,11 +135,35 @@ class Module : public std::enable_shared_from_this<Module> {
     register_module(name, module.ptr());
     return module;
   }
-  // Replaces an already registered child (for model surgery, e.g. a new classifier head).
+  // Replaces an already registered child (model surgery, e.g. a new classifier head), keeping its
+  // position: forward (of a container), parameters(), state_dict() and printing all see the new one.
+  // Accepts what register_module accepts: a shared_ptr, a handle, or a temporary module.
   template <class M>
   std::shared_ptr<M> replace_module(const std::string& name, std::shared_ptr<M> module) {
+    static_assert(std::is_base_of_v<Module, M>, "replace_module: M must derive from nn::Module");
     replace_child(name, module);
     return module;
+  }
+  template <class M>
+    requires std::derived_from<std::remove_cvref_t<M>, Module>
+  std::shared_ptr<std::remove_cvref_t<M>> replace_module(const std::string& name, M&& module) {
+    internal::require_temporary_module<M>();
+    return replace_module(name, std::make_shared<std::remove_cvref_t<M>>(std::move(module)));
+  }
+  template <class M>
+  ModuleHolder<M> replace_module(const std::string& name, ModuleHolder<M> module) {
+    replace_module(name, module.ptr());
+    return module;
+  }
+
+  // libtorch's `module->as<nn::Linear>()`: this module as a T, or nullptr when it is not one.
+  template <class T>
+  T* as() {
+    return dynamic_cast<T*>(this);
+  }
+  template <class T>
+  const T* as() const {
+    return dynamic_cast<const T*>(this);
   }
 
   // ---- traversal (registration order, depth first, shared tensors and modules listed once) ------
@@ -173,6 +215,11 @@ class Module : public std::enable_shared_from_this<Module> {
 
  protected:
   bool training_ = true;
+  // The children in registration order: what containers iterate and index (their one list of
+  // children, so a replaced child is the one forward calls).
+  const OrderedDict<std::shared_ptr<Module>>& child_dict() const { return children_; }
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void replace_child(const std::string& name, std::shared_ptr<Module> module);
 
  private:
   struct Slot {
@@ -180,8 +227,6 @@ class Module : public std::enable_shared_from_this<Module> {
     bool persistent = true;
   };
   void check_new_name(const std::string& name, const char* what) const;
-  void add_child(const std::string& name, std::shared_ptr<Module> module);
-  void replace_child(const std::string& name, std::shared_ptr<Module> module);
   void convert(const std::function<Tensor(const Tensor&)>& fn);
   void collect_state(const std::string& prefix, StateDict& out) const;
   Tensor run_hooks(std::vector<Tensor>& inputs, const std::function<Tensor(std::vector<Tensor>&)>& fwd);

@@ -2,6 +2,8 @@
 // and the containers.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "nabla.h"
 
 using namespace nabla;
@@ -387,7 +389,8 @@ TEST(NnContainers, SequentialModuleListModuleDict) {
   dict.insert("act", std::make_shared<nn::GELU>());
   EXPECT_TRUE(dict.contains("enc"));
   EXPECT_EQ(dict.at<nn::Linear>("enc")->out_features, 3);
-  EXPECT_THROW(dict["dec"], IndexError);
+  EXPECT_THROW(dict["dec"]->name(), IndexError);
+  EXPECT_THROW(std::as_const(dict)["dec"], IndexError);
   EXPECT_THROW(dict.insert("enc", nn::ReLU()), ValueError);
   EXPECT_EQ(dict.keys(), (std::vector<std::string>{"enc", "act"}));
 }
@@ -399,6 +402,132 @@ TEST(NnContainers, ReplaceModule) {
   EXPECT_EQ(m(randn({1, 4})).sizes(), (Shape{1, 5}));
   EXPECT_EQ(m.state_dict()["fc2.weight"].sizes(), (Shape{5, 3}));
   EXPECT_THROW(m.replace_module("nope", head), IndexError);
+}
+
+// Issue 41, item 1: a container's children are one list, so a replaced child is the one forward
+// calls (the transfer-learning step "replace the classifier's last layer").
+TEST(NnContainers, ReplacedChildIsTheOneForwardCallsAndTrains) {
+  nn::Sequential classifier(nn::Dropout(0.2), nn::Linear(8, 10));
+  Tensor x = randn({2, 8});
+  ASSERT_EQ(classifier(x).sizes(), (Shape{2, 10}));
+  auto head = classifier.replace_module("1", std::make_shared<nn::Linear>(8, 2));
+  classifier.eval();
+  EXPECT_EQ(classifier(x).sizes(), (Shape{2, 2}));
+  EXPECT_TRUE(allclose(classifier(x), linear(x, head->weight, head->bias)));
+  EXPECT_TRUE(classifier[1].ptr() == head);
+  EXPECT_EQ(classifier.at<nn::Linear>(1)->out_features, 2);
+  // parameters(), what the optimizer is given, are the new head's, and training moves them.
+  auto params = classifier.parameters();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_TRUE(params[0].is_same(head->weight));
+  classifier.train();
+  optim::SGD sgd(params, {.lr = 0.1});
+  Tensor before = head->weight.clone();
+  nn::functional::cross_entropy(classifier(x), tensor(std::vector<int64_t>{0, 1}, kInt64)).backward();
+  sgd.step();
+  EXPECT_FALSE(allclose(head->weight, before));
+  EXPECT_NE(classifier.repr().find("(1): Linear(in_features=8, out_features=2, bias=True)"), std::string::npos);
+
+  // Assignment by index, as Python's classifier[1] = ...: a shared_ptr, a temporary, a handle;
+  // negative indices count from the end.
+  classifier[1] = std::make_shared<nn::Linear>(8, 3);
+  EXPECT_EQ(classifier(x).sizes(), (Shape{2, 3}));
+  classifier[-1] = nn::Linear(8, 4);
+  EXPECT_EQ(classifier(x).sizes(), (Shape{2, 4}));
+  EXPECT_EQ(classifier.state_dict()["1.weight"].sizes(), (Shape{4, 8}));
+  nn::ModuleHolder<nn::Linear> five(8, 5);
+  classifier[1] = five;
+  EXPECT_EQ(classifier(x).sizes(), (Shape{2, 5}));
+  EXPECT_TRUE(classifier[1] == five.ptr());
+  EXPECT_THROW(classifier[2] = nn::ReLU(), IndexError);
+  EXPECT_THROW(classifier[-3], IndexError);
+  EXPECT_EQ(classifier[-2].as<nn::Dropout>(), classifier.at<nn::Dropout>(0).get());
+  EXPECT_EQ(classifier[0].as<nn::Linear>(), nullptr);
+  std::shared_ptr<nn::Module> kept = classifier[1];  // a slot read into a shared_ptr keeps the module
+  classifier[1] = nn::Identity();
+  classifier.eval();
+  EXPECT_EQ(kept.get(), five.get());
+  EXPECT_TRUE(allclose(classifier(x), x));
+  EXPECT_EQ(classifier.parameters().size(), 0u);
+  classifier[0] = classifier[1];  // the same module twice: listed once
+  EXPECT_EQ(classifier.named_modules(false).size(), 1u);
+
+  // A container inside a model, reached through the model's handle (features is a shared_ptr).
+  Net net;
+  (*net.features)[1] = nn::Identity();
+  EXPECT_EQ(keys_of(net.state_dict()),
+            (std::vector<std::string>{"scale", "counter", "features.0.weight", "features.0.bias", "classifier.weight",
+                                      "classifier.bias"}));
+
+  // ModuleList and ModuleDict likewise; assigning a new key of a ModuleDict adds it.
+  nn::ModuleList list(nn::Linear(2, 2), nn::Tanh());
+  list[0] = nn::Linear(2, 7);
+  EXPECT_EQ(list.at<nn::Linear>(0)->out_features, 7);
+  EXPECT_EQ(list.parameters()[0].sizes(), (Shape{7, 2}));
+  int seen = 0;
+  for (const auto& m : list) seen += m->as<nn::Tanh>() != nullptr;
+  EXPECT_EQ(seen, 1);
+  nn::ModuleDict dict;
+  dict["enc"] = nn::Linear(2, 3);
+  dict["enc"] = std::make_shared<nn::Linear>(2, 6);
+  dict["act"] = nn::GELU();
+  EXPECT_EQ(dict.keys(), (std::vector<std::string>{"enc", "act"}));
+  EXPECT_EQ(dict.at<nn::Linear>("enc")->out_features, 6);
+  EXPECT_EQ(dict.parameters()[0].sizes(), (Shape{6, 2}));
+}
+
+// Issue 41, item 10: what libtorch users write compiles.
+TEST(NnContainers, HandleSpellingsOfLibtorch) {
+  auto s = nn::Sequential(nn::Linear(2, 3), nn::ReLU());  // a value, used with a handle's spelling
+  Tensor x = randn({4, 2});
+  EXPECT_EQ(s->size(), 2u);
+  EXPECT_TRUE(allclose(s->forward(x), (*s)(x)));
+  EXPECT_EQ((*s).parameters().size(), 2u);
+  auto l = nn::ModuleList(nn::Linear(2, 2));
+  EXPECT_EQ(l->size(), 1u);
+  nn::ModuleDict d;
+  d->insert("a", nn::ReLU());
+  EXPECT_TRUE(d->contains("a"));
+  // Module::as<T>(), as libtorch's.
+  nn::Module& base = s;
+  EXPECT_EQ(base.as<nn::Sequential>(), &s);
+  EXPECT_EQ(base.as<nn::Linear>(), nullptr);
+  // replace_module takes a temporary, a shared_ptr or a handle.
+  Mlp m;
+  m.fc2 = m.replace_module("fc2", nn::Linear(3, 5));
+  EXPECT_EQ(m(randn({1, 4})).sizes(), (Shape{1, 5}));
+  nn::ModuleHolder<nn::Linear> h(3, 6);
+  m.fc2 = m.replace_module("fc2", h).ptr();
+  EXPECT_EQ(m(randn({1, 4})).sizes(), (Shape{1, 6}));
+  // Pooling in PyTorch's positional order: (kernel, stride[, padding[, dilation]]).
+  EXPECT_EQ(nn::MaxPool2d(2, 2).repr(), nn::MaxPool2d(2, {.stride = 2}).repr());
+  EXPECT_EQ(nn::MaxPool2d(3, 2, 1).repr(), "MaxPool2d(kernel_size=3, stride=2, padding=1, dilation=1, ceil_mode=False)");
+  EXPECT_EQ(nn::MaxPool2d(3, 1).stride[0], 1);
+  EXPECT_EQ(nn::AvgPool2d(3, 2, 1).repr(), "AvgPool2d(kernel_size=3, stride=2, padding=1)");
+  EXPECT_EQ(nn::MaxPool1d(4, 2).stride, 2);
+  EXPECT_EQ(nn::AvgPool1d(4, 1, 2).options.padding, 2);
+  Tensor img = randn({1, 1, 6, 6});
+  EXPECT_TRUE(allclose(nn::MaxPool2d(2, 2)(img), max_pool2d(img, {2, 2}, {2, 2})));
+}
+
+// Issue 41, item 2: a module member registered by handle is the one eval() reaches (a named
+// module by value does not compile: tests/compile_fail/register_member_by_value.cpp).
+TEST(NnModule, MembersRegisteredByHandleFollowEval) {
+  struct WithDropout : nn::Module {
+    WithDropout() {
+      drop = register_module("drop", std::make_shared<nn::Dropout>(0.5));
+      drop2 = register_module("drop2", nn::Dropout(0.5));  // a temporary: the handle returned is the module
+    }
+    Tensor forward(Tensor x) override { return (*drop2)((*drop)(x)); }
+    std::shared_ptr<nn::Dropout> drop, drop2;
+  };
+  WithDropout m;
+  Tensor x = ones({1000});
+  EXPECT_GT((m(x) == 0).sum().item<int64_t>(), 100);
+  m.eval();
+  EXPECT_FALSE(m.drop->is_training());
+  EXPECT_FALSE(m.drop2->is_training());
+  EXPECT_TRUE(equal(m(x), x));  // nothing zeroed in eval mode
 }
 
 TEST(NnModule, CopiesShareTensorsButNotHooks) {

@@ -265,6 +265,13 @@ TEST(VisionModels, create_model_names_and_options) {
   r->fc = r->replace_module("fc", std::make_shared<nn::Linear>(512, 3));
   EXPECT_EQ((*r)(zeros({2, 3, 32, 32})).sizes(), (Shape{2, 3}));
   EXPECT_TRUE(r->state_dict().contains("fc.weight"));
+  // The tutorial's step for MobileNetV2, model.classifier[1] = nn.Linear(1280, 2): the classifier
+  // is a Sequential, and forward runs its new last layer (issue 41, item 1).
+  auto mb = vision::mobilenet_v2();
+  (*mb->classifier)[1] = std::make_shared<nn::Linear>(1280, 2);
+  mb->eval();
+  EXPECT_EQ((*mb)(zeros({2, 3, 32, 32})).sizes(), (Shape{2, 2}));
+  EXPECT_EQ(mb->state_dict()["classifier.1.weight"].sizes(), (Shape{2, 1280}));
 }
 
 }  // namespace

@@ -1,0 +1,13 @@
+// expect: held by value
+// Issue 41, item 2: a module member held by value, registered by name, would be registered as a
+// copy: eval() would miss the member that forward calls. It must not compile.
+#include "nn/dropout.h"
+
+using namespace nabla;
+
+struct Net : nn::Module {
+  Net() { (void)register_module("drop", drop_); }
+  nn::Dropout drop_{0.5};
+};
+
+int main() { Net n; }
