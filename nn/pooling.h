@@ -2,6 +2,7 @@
 // 2-d: x (N, C, H, W) or (C, H, W); 1-d: x (N, C, L) or (C, L).
 #pragma once
 
+#include <concepts>
 #include <optional>
 
 #include "module.h"
@@ -17,6 +18,12 @@ struct MaxPool2dOptions {
 class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(ExpandingArray<2> kernel_size, MaxPool2dOptions options = {});
+  // PyTorch's positional order, with the same stride, padding and dilation along both axes:
+  // MaxPool2d(2, 2) is kernel 2, stride 2; MaxPool2d(3, 2, 1) adds padding 1.
+  template <std::integral S>
+  MaxPool2d(ExpandingArray<2> kernel_size, S stride, int64_t padding = 0, int64_t dilation = 1)
+      : MaxPool2d(kernel_size, {.stride = ExpandingArray<2>(static_cast<int64_t>(stride)), .padding = padding,
+                                .dilation = dilation}) {}
   Tensor forward(Tensor x) override;
   std::string extra_repr() const override;
   ExpandingArray<2> kernel_size, stride;
@@ -33,6 +40,11 @@ struct AvgPool2dOptions {
 class AvgPool2d : public Module {
  public:
   explicit AvgPool2d(ExpandingArray<2> kernel_size, AvgPool2dOptions options = {});
+  // PyTorch's positional order, with the same stride and padding along both axes: AvgPool2d(2, 2)
+  // is kernel 2, stride 2.
+  template <std::integral S>
+  AvgPool2d(ExpandingArray<2> kernel_size, S stride, int64_t padding = 0)
+      : AvgPool2d(kernel_size, {.stride = ExpandingArray<2>(static_cast<int64_t>(stride)), .padding = padding}) {}
   Tensor forward(Tensor x) override;
   std::string extra_repr() const override;
   ExpandingArray<2> kernel_size, stride;
@@ -66,6 +78,10 @@ struct MaxPool1dOptions {
 class MaxPool1d : public Module {
  public:
   explicit MaxPool1d(int64_t kernel_size, MaxPool1dOptions options = {});
+  // PyTorch's positional order: MaxPool1d(2, 2) is kernel 2, stride 2.
+  template <std::integral S>
+  MaxPool1d(int64_t kernel_size, S stride, int64_t padding = 0, int64_t dilation = 1)
+      : MaxPool1d(kernel_size, {.stride = stride, .padding = padding, .dilation = dilation}) {}
   Tensor forward(Tensor x) override;
   std::string extra_repr() const override;
   int64_t kernel_size, stride;
@@ -82,6 +98,10 @@ struct AvgPool1dOptions {
 class AvgPool1d : public Module {
  public:
   explicit AvgPool1d(int64_t kernel_size, AvgPool1dOptions options = {});
+  // PyTorch's positional order: AvgPool1d(2, 2) is kernel 2, stride 2.
+  template <std::integral S>
+  AvgPool1d(int64_t kernel_size, S stride, int64_t padding = 0)
+      : AvgPool1d(kernel_size, {.stride = stride, .padding = padding}) {}
   Tensor forward(Tensor x) override;
   std::string extra_repr() const override;
   int64_t kernel_size, stride;
