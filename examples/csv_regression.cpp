@@ -6,14 +6,18 @@
 //   build/examples/csv_regression houses.csv --target price_k --epochs 40
 //
 // The CSV: a header line of column names, then one line of numbers per example (no quoting; empty
-// lines are skipped). Any other content is an error that names the line and the column.
+// lines are skipped). Any other content is an error that names the line and the column, and so is a
+// number float32 cannot hold (beyond +-3.4e38) or a header of more than --max-columns columns.
+// Training stops with an error, and saves nothing, when the loss stops being a finite number.
 #include <nabla.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -26,7 +30,7 @@ using namespace nabla;
 const char* kHelp = R"(csv_regression: learn to predict one column of a CSV file from the others (an MLP)
 
 usage: csv_regression FILE.csv [--target NAME] [--epochs N] [--batch-size N] [--lr X] [--hidden N]
-                      [--seed N] [--checkpoint FILE] [--save FILE]
+                      [--seed N] [--checkpoint FILE] [--save FILE] [--max-columns N]
        csv_regression --write-demo FILE.csv [--rows N]
 
   FILE.csv          a header of column names, then rows of numbers
@@ -39,6 +43,8 @@ usage: csv_regression FILE.csv [--target NAME] [--epochs N] [--batch-size N] [--
   --checkpoint FILE save model, optimizer, schedule and data order there after every epoch, and
                     resume from it when it exists (Ctrl-C and rerun the same command)
   --save FILE       the trained model's weights, with the standardisation (default regressor.safetensors)
+  --max-columns N   refuse a header with more columns than this (default 10000): each feature
+                    column widens the first layer, so a wrong file could take all the memory
   --write-demo FILE write a made-up CSV of houses (area_m2, rooms, age_years, distance_km, price_k)
   --rows N          rows of the demo file (default 2000)
 )";
@@ -46,9 +52,16 @@ usage: csv_regression FILE.csv [--target NAME] [--epochs N] [--batch-size N] [--
 // ---- the dataset ------------------------------------------------------------------------------
 // Any Dataset: size() and get(i). This one reads the whole file at construction and keeps the
 // numbers in two tensors, so get_batch gathers a batch in one step instead of stacking examples.
+// At most this much of a field or a header is quoted in an error message.
+constexpr size_t kQuoteBytes = 40;
+std::string quote(const std::string& s) {
+  if (s.size() <= kQuoteBytes) return "'" + s + "'";
+  return "'" + s.substr(0, kQuoteBytes) + "...' (" + std::to_string(s.size()) + " bytes)";
+}
+
 class CsvDataset : public data::Dataset {
  public:
-  CsvDataset(const std::string& path, const std::string& target) {
+  CsvDataset(const std::string& path, const std::string& target, int64_t max_columns) {
     std::ifstream in(path);
     if (!in) throw IOError("cannot open '" + path + "'");
     std::string line;
@@ -58,11 +71,17 @@ class CsvDataset : public data::Dataset {
       ++line_no;
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.empty()) continue;
-      std::vector<std::string> fields = split(line);
       if (columns_.empty()) {
-        columns_ = fields;
+        // Counted before the header is split: a header of 10^7 names would cost gigabytes.
+        const auto n = static_cast<int64_t>(std::count(line.begin(), line.end(), ',')) + 1;
+        if (n > max_columns)
+          throw IOError(path + ":" + std::to_string(line_no) + ": the header names " + std::to_string(n) +
+                        " columns, more than --max-columns " + std::to_string(max_columns) +
+                        " (raise it if the file is right)");
+        columns_ = split(line);
         continue;
       }
+      std::vector<std::string> fields = split(line);
       if (fields.size() != columns_.size())
         throw IOError(path + ":" + std::to_string(line_no) + ": " + std::to_string(fields.size()) +
                       " fields, but the header names " + std::to_string(columns_.size()) + " columns");
@@ -70,9 +89,14 @@ class CsvDataset : public data::Dataset {
         const std::string& f = fields[c];
         double v = 0;
         auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
+        const std::string where = path + ":" + std::to_string(line_no) + ": column " + quote(columns_[c]);
+        // from_chars reports result_out_of_range for 1e400; 1e39 parses but float32 cannot hold it.
+        if (!f.empty() && end == f.data() + f.size() && (ec == std::errc::result_out_of_range ||
+                                                         (ec == std::errc() && std::isfinite(v) &&
+                                                          std::abs(v) > std::numeric_limits<float>::max())))
+          throw IOError(where + ": " + quote(f) + " is beyond float32's range (magnitudes up to 3.4e38)");
         if (f.empty() || ec != std::errc() || end != f.data() + f.size() || !std::isfinite(v))
-          throw IOError(path + ":" + std::to_string(line_no) + ": column '" + columns_[c] + "' is not a finite number: '" +
-                        f + "'");
+          throw IOError(where + " is not a finite number: " + quote(f));
         values.push_back(static_cast<float>(v));
       }
     }
@@ -82,7 +106,7 @@ class CsvDataset : public data::Dataset {
     int64_t t = static_cast<int64_t>(columns_.size()) - 1;
     if (!target.empty()) {
       auto it = std::find(columns_.begin(), columns_.end(), target);
-      if (it == columns_.end()) throw ValueError("--target '" + target + "' is not a column of " + path);
+      if (it == columns_.end()) throw ValueError("--target " + quote(target) + " is not a column of " + path);
       t = it - columns_.begin();
     }
     target_name_ = columns_[static_cast<size_t>(t)];
@@ -122,13 +146,16 @@ class CsvDataset : public data::Dataset {
 
 // ---- the model --------------------------------------------------------------------------------
 // Inputs and the target are standardised with the training rows' mean and standard deviation,
-// held as buffers: they are saved with the weights, so the saved model takes raw rows.
+// held as buffers: they are saved with the weights, so the saved model takes raw rows. The
+// statistics are computed in float64, so columns near float32's limits do not overflow them.
 struct RegressorImpl : nn::Module {
   RegressorImpl(const Tensor& x, const Tensor& y, int64_t hidden) {
-    x_mean = register_buffer("x_mean", x.mean({0}));
-    x_std = register_buffer("x_std", x.std({0}).clamp_min(1e-6));
-    y_mean = register_buffer("y_mean", y.mean({0}));
-    y_std = register_buffer("y_std", y.std({0}).clamp_min(1e-6));
+    auto mean = [](const Tensor& t) { return t.to(kFloat64).mean({0}).to(kFloat32); };
+    auto stdev = [](const Tensor& t) { return t.to(kFloat64).std({0}).clamp_min(1e-6).to(kFloat32); };
+    x_mean = register_buffer("x_mean", mean(x));
+    x_std = register_buffer("x_std", stdev(x));
+    y_mean = register_buffer("y_mean", mean(y));
+    y_std = register_buffer("y_std", stdev(y));
     body = register_module("body", nn::Sequential(nn::Linear(x.size(1), hidden), nn::ReLU(), nn::Linear(hidden, hidden),
                                                   nn::ReLU(), nn::Linear(hidden, 1)));
   }
@@ -197,11 +224,12 @@ int main(int argc, char** argv) try {
   int64_t seed = flags.integer("seed", 1, 0, INT64_MAX);
   std::string checkpoint = flags.str("checkpoint", "");
   std::string save = flags.str("save", "regressor.safetensors");
+  int64_t max_columns = flags.integer("max-columns", 10000, 2, 100'000'000);
   flags.finish(1);
   if (flags.positional().empty()) flags.usage("which CSV file? (or --write-demo FILE to make one)");
 
   manual_seed(static_cast<uint64_t>(seed));
-  CsvDataset rows(flags.positional()[0], target);
+  CsvDataset rows(flags.positional()[0], target, max_columns);
   if (rows.size() < 5) throw ValueError(flags.positional()[0] + ": at least 5 rows are needed to split off a validation set");
   auto parts = data::random_split_fractions(rows, {0.8, 0.2}, static_cast<uint64_t>(seed));
   data::Subset& train_set = parts[0];
@@ -227,11 +255,17 @@ int main(int argc, char** argv) try {
     int64_t steps = 0;
     for (auto& batch : loader) {
       Tensor loss = nn::functional::mse_loss(model(batch.data), model->standardise_target(batch.target));
+      const double l = loss.item<double>();
+      // A loss that is not finite stays so: stop before anything is saved over earlier work.
+      if (!std::isfinite(l))
+        throw ValueError("training diverged: the loss is " + std::to_string(l) + " at epoch " +
+                         std::to_string(epoch + 1) + ", step " + std::to_string(steps + 1) +
+                         "; nothing was saved (try a smaller --lr, or check the data for extreme values)");
       optimizer.zero_grad();
       loss.backward();
       nn::utils::clip_grad_norm_(model->parameters(), 1.0);
       optimizer.step();
-      sum += loss.item<double>();
+      sum += l;
       ++steps;
     }
     schedule.step();

@@ -118,6 +118,54 @@ TEST(Examples, CsvRegressionLearnsTheDemoAndResumes) {
   fs::remove_all(dir);
 }
 
+// Issue 41, item 21: values float32 cannot hold are refused by name, a long bad field is quoted
+// only in part, a header of too many columns is refused before it is split, and a loss that stops
+// being finite ends the run with an error and no model saved.
+TEST(Examples, CsvRegressionRefusesWhatItCannotTrainOn) {
+  fs::path dir = fresh_dir("csv_hostile");
+  const std::string model = (dir / "m.safetensors").string();
+  std::ofstream(dir / "big.csv") << "a,b,y\n1,2,3\n4,1e39,6\n7,8,9\n";
+  Result big = run_program(NABLA_CSV_REGRESSION_BIN, (dir / "big.csv").string() + " --save " + model);
+  EXPECT_EQ(big.code, 1) << big.out;
+  EXPECT_NE(big.out.find("big.csv:3: column 'b': '1e39' is beyond float32's range"), std::string::npos) << big.out;
+  std::ofstream(dir / "huge.csv") << "a,b,y\n1,2,3\n4,1e400,6\n";
+  Result huge = run_program(NABLA_CSV_REGRESSION_BIN, (dir / "huge.csv").string() + " --save " + model);
+  EXPECT_NE(huge.out.find("'1e400' is beyond float32's range"), std::string::npos) << huge.out;
+
+  std::ofstream(dir / "long.csv") << "a,b,y\n1,2,3\n4," << std::string(300000, 'x') << ",6\n";
+  Result lng = run_program(NABLA_CSV_REGRESSION_BIN, (dir / "long.csv").string() + " --save " + model);
+  EXPECT_EQ(lng.code, 1) << lng.out.substr(0, 2000);
+  EXPECT_NE(lng.out.find("is not a finite number: 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...' (300000 bytes)"),
+            std::string::npos) << lng.out.substr(0, 2000);
+  EXPECT_LT(lng.out.size(), 1000u);
+
+  {
+    std::ofstream wide(dir / "wide.csv");
+    for (int c = 0; c < 20000; ++c) wide << "c" << c << ",";
+    wide << "y\n";
+  }
+  Result wide = run_program(NABLA_CSV_REGRESSION_BIN, (dir / "wide.csv").string() + " --save " + model);
+  EXPECT_EQ(wide.code, 1) << wide.out;
+  EXPECT_NE(wide.out.find("wide.csv:1: the header names 20001 columns, more than --max-columns 10000"),
+            std::string::npos) << wide.out;
+
+  // In float32's range, but a - mean overflows: -3.4e38 - 1.1e38 is beyond it, so the standardised
+  // input is infinite and so is the loss.
+  {
+    std::ofstream edge(dir / "edge.csv");
+    edge << "a,y\n";
+    for (int i = 0; i < 30; ++i) edge << (i % 3 == 0 ? "3.4e38" : "-3.4e38") << "," << i << "\n";
+  }
+  Result edge = run_program(NABLA_CSV_REGRESSION_BIN, (dir / "edge.csv").string() + " --epochs 2 --save " + model +
+                                                          " --checkpoint " + (dir / "ck.safetensors").string());
+  EXPECT_EQ(edge.code, 1) << edge.out;
+  EXPECT_NE(edge.out.find("training diverged: the loss is"), std::string::npos) << edge.out;
+  EXPECT_NE(edge.out.find("nothing was saved"), std::string::npos) << edge.out;
+  EXPECT_FALSE(fs::exists(model));
+  EXPECT_FALSE(fs::exists(dir / "ck.safetensors"));
+  fs::remove_all(dir);
+}
+
 TEST(Examples, CharLmLearnsATextAndSamplesFromIt) {
   fs::path dir = fresh_dir("char_lm");
   std::string text;
