@@ -404,7 +404,7 @@ TEST(NnContainers, ReplaceModule) {
   EXPECT_THROW(m.replace_module("nope", head), IndexError);
 }
 
-// Issue 41, item 1: a container's children are one list, so a replaced child is the one forward
+// A container's children are one list, so a replaced child is the one forward
 // calls (the transfer-learning step "replace the classifier's last layer").
 TEST(NnContainers, ReplacedChildIsTheOneForwardCallsAndTrains) {
   nn::Sequential classifier(nn::Dropout(0.2), nn::Linear(8, 10));
@@ -476,7 +476,7 @@ TEST(NnContainers, ReplacedChildIsTheOneForwardCallsAndTrains) {
   EXPECT_EQ(dict.parameters()[0].sizes(), (Shape{6, 2}));
 }
 
-// Issue 41, item 10: what libtorch users write compiles.
+// What libtorch users write compiles.
 TEST(NnContainers, HandleSpellingsOfLibtorch) {
   auto s = nn::Sequential(nn::Linear(2, 3), nn::ReLU());  // a value, used with a handle's spelling
   Tensor x = randn({4, 2});
@@ -510,7 +510,7 @@ TEST(NnContainers, HandleSpellingsOfLibtorch) {
   EXPECT_TRUE(allclose(nn::MaxPool2d(2, 2)(img), max_pool2d(img, {2, 2}, {2, 2})));
 }
 
-// Issue 41, item 2: a module member registered by handle is the one eval() reaches (a named
+// A module member registered by handle is the one eval() reaches (a named
 // module by value does not compile: tests/compile_fail/register_member_by_value.cpp).
 TEST(NnModule, MembersRegisteredByHandleFollowEval) {
   struct WithDropout : nn::Module {

@@ -1,5 +1,5 @@
 // expect: held by value
-// Issue 41, item 2: a module member held by value, registered by name, would be registered as a
+// A module member held by value, registered by name, would be registered as a
 // copy: eval() would miss the member that forward calls. It must not compile.
 #include "nn/dropout.h"
 

@@ -1,5 +1,5 @@
 // expect: held by value
-// Issue 41, item 2: replace_module takes a module by value only as a temporary.
+// Replace_module takes a module by value only as a temporary.
 #include "nn/container.h"
 #include "nn/linear.h"
 

@@ -1,5 +1,5 @@
 // expect: held by value
-// Issue 41, item 2: the containers take modules by value only as temporaries; a named one would
+// The containers take modules by value only as temporaries; a named one would
 // be copied, and the object the caller keeps would not be the one the container calls.
 #include "nn/container.h"
 #include "nn/linear.h"

@@ -118,7 +118,7 @@ TEST(Examples, CsvRegressionLearnsTheDemoAndResumes) {
   fs::remove_all(dir);
 }
 
-// Issue 41, item 21: values float32 cannot hold are refused by name, a long bad field is quoted
+// Values float32 cannot hold are refused by name, a long bad field is quoted
 // only in part, a header of too many columns is refused before it is split, and a loss that stops
 // being finite ends the run with an error and no model saved.
 TEST(Examples, CsvRegressionRefusesWhatItCannotTrainOn) {

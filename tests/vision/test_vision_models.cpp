@@ -266,7 +266,7 @@ TEST(VisionModels, create_model_names_and_options) {
   EXPECT_EQ((*r)(zeros({2, 3, 32, 32})).sizes(), (Shape{2, 3}));
   EXPECT_TRUE(r->state_dict().contains("fc.weight"));
   // The tutorial's step for MobileNetV2, model.classifier[1] = nn.Linear(1280, 2): the classifier
-  // is a Sequential, and forward runs its new last layer (issue 41, item 1).
+  // is a Sequential, and forward runs its new last layer.
   auto mb = vision::mobilenet_v2();
   (*mb->classifier)[1] = std::make_shared<nn::Linear>(1280, 2);
   mb->eval();
