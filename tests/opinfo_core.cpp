@@ -185,8 +185,14 @@ std::vector<OpInfo> elementwise_ops() {
   ops.push_back({.name = "fmod_scalar", .torch = "(torch.fmod(x[0], 2), torch.fmod(x[0], -1.5))",
                  .fn = [](I x) { return Outputs{fmod(x[0], 2), fmod(x[0], -1.5)}; }, .samples = unary_samples(-4, 4),
                  .sweep_dtypes = true});
+  // Also at x == 0 (the gradient in x is log y there, as PyTorch's) and with one operand a constant
+  // (each gradient formula reads only what the op saved for it).
+  std::vector<Sample> xlogy_samples = binary_samples(-2, 2, 0.5, 2);
+  xlogy_samples.push_back({{fixed_arg({4}, {0, 0, 1.5, -1}), arg({4}, 0.5, 2)}, "zero_x"});
+  xlogy_samples.push_back({{fixed_arg({4}, {0, 0, 1.5, -1}), const_arg({4}, 0.5, 2)}, "constant_y"});
+  xlogy_samples.push_back({{const_arg({2, 3}, -2, 2), arg({3}, 0.5, 2)}, "constant_x"});
   ops.push_back({.name = "xlogy", .torch = "torch.xlogy(x[0], x[1])", .fn = [](I x) { return one(xlogy(x[0], x[1])); },
-                 .samples = binary_samples(-2, 2, 0.5, 2),
+                 .samples = xlogy_samples,
                  .ref = scalar_ref([](double a, double b) { return a == 0 ? 0.0 : a * std::log(b); }), .sweep_dtypes = true});
   ops.push_back({.name = "logaddexp", .torch = "torch.logaddexp(x[0], x[1])", .fn = [](I x) { return one(logaddexp(x[0], x[1])); },
                  .samples = binary_samples(-2, 2, -2, 2),

@@ -667,6 +667,51 @@ TEST(Broadcast, GradientsAreSummedBackToTheInputShape) {
   EXPECT_TRUE(tensor_is(i.grad(), {1}, {6}));
 }
 
+// Every binary op of the op list (core/elementwise_ops.h) gives each operand the same gradient
+// whether the other operand requires grad or not: a formula must read only what its op saved for
+// that gradient (xlogy's gradient in x read x, which it saved only for y's: with y constant its
+// backward raised "operation on an undefined tensor").
+TEST(Broadcast, BinaryOpGradientsWithOneOperandConstant) {
+  struct Op {
+    const char* name;
+    Tensor (*fn)(const Tensor&, const Tensor&);
+  };
+#define NABLA_BINARY_CASE(name, ...) {#name, [](const Tensor& a, const Tensor& b) { return nabla::name(a, b); }},
+  const Op ops[] = {NABLA_BINARY_ARITH_OPS(NABLA_BINARY_CASE)};
+#undef NABLA_BINARY_CASE
+  const Tensor a = f64({0, 0.5, 1.5, 2.0, -0.7, 1.2}, {2, 3}), b = f64({0.8, 1.7, 0.6}, {3});
+  const Tensor w = lcg_tensor({2, 3}, 11);
+  for (const Op& op : ops) {
+    auto grads = [&](bool ga, bool gb) {
+      Tensor x = a.clone().requires_grad_(ga), y = b.clone().requires_grad_(gb);
+      (op.fn(x, y) * w).sum().backward();
+      return std::pair{x.grad(), y.grad()};
+    };
+    auto [ga, gb] = grads(true, true);
+    Tensor only_a, only_b;
+    EXPECT_NO_THROW(only_a = grads(true, false).first) << op.name;
+    EXPECT_NO_THROW(only_b = grads(false, true).second) << op.name;
+    EXPECT_TRUE(tensor_near(only_a, ga, 0, 0)) << op.name;
+    EXPECT_TRUE(tensor_near(only_b, gb, 0, 0)) << op.name;
+  }
+}
+
+// torch.xlogy's gradients in PyTorch 1.13 (x, y float64, both requiring grad):
+//   x = [0, 0, 0, 0, 1, 2, 0, 1], y = [2, 0, -1, nan, -1, 0, inf, 0.5]
+//   x.grad = [0.6931, 0, 0, nan, nan, -inf, inf, -0.6931]   (log y; 0 where x == 0 and y <= 0)
+//   y.grad = [0, nan, -0, nan, -1, inf, 0, 2]               (x / y)
+TEST(Broadcast, XlogyGradientsMatchPyTorchAtZero) {
+  const double nan = std::nan(""), inf = INFINITY;
+  Tensor x = leaf({0, 0, 0, 0, 1, 2, 0, 1}, {8}), y = leaf({2, 0, -1, nan, -1, 0, inf, 0.5}, {8});
+  xlogy(x, y).sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {8}, {std::log(2.0), 0, 0, nan, nan, -inf, inf, std::log(0.5)}, 1e-12));
+  EXPECT_TRUE(tensor_is(y.grad(), {8}, {0, nan, 0, nan, -1, inf, 0, 2}, 1e-12));
+  // y constant: the gradient in x alone (it used to raise in backward).
+  Tensor x2 = leaf({0, 3}, {2});
+  xlogy(x2, f64({2, 5}, {2})).sum().backward();
+  EXPECT_TRUE(tensor_is(x2.grad(), {2}, {std::log(2.0), std::log(5.0)}, 1e-12));
+}
+
 TEST(Views, GradientsFlowThroughViews) {
   Tensor x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
   (x.slice(1, 1) * 2).sum().backward();
