@@ -156,7 +156,9 @@ Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, 
                   bool count_include_pad, std::optional<int64_t> divisor_override);
 // The partial inverse of max_pool: x (N, C, H_in, W_in) and the indices max_pool2d_with_indices gave
 // (flat positions in each (H, W) plane) -> (N, C, H, W), zeros where no maximum came from.
-// output_size (H, W) defaults to (H_in - 1) * stride - 2 padding + kernel.
+// output_size (H, W) (or (N, C, H, W)) defaults to (H_in - 1) * stride - 2 padding + kernel; one
+// given must lie strictly within one stride of that default in each dim (a ValueError otherwise, as
+// in PyTorch). max_unpool1d: the same for (N, C, L) or (C, L) and a length.
 Tensor max_unpool2d(const Tensor& x, const Tensor& indices, IntArrayRef kernel_size, IntArrayRef stride = {},
                     IntArrayRef padding = 0, IntArrayRef output_size = {});
 Tensor max_unpool1d(const Tensor& x, const Tensor& indices, int64_t kernel_size,
