@@ -107,6 +107,7 @@ class ReplayRng {
 class CheckpointNode final : public Node {
  public:
   const char* name() const override { return "CheckpointBackward"; }
+  std::string torch_name() const override { return "CheckpointFunctionBackward"; }  // torch.utils.checkpoint's
   GradList apply(GradList&& grads) override;
   void release_saved() override {
     fn_ = nullptr;

@@ -13,10 +13,14 @@
 //   Tensor y = Cube::apply(x);
 //
 // forward runs without recording; its Tensor arguments become the node's inputs, and backward
-// returns one gradient per Tensor argument (or one per argument, with undefined Tensors for the
-// non-Tensor ones). backward may use any differentiable ops, so double backward works too.
+// returns one gradient per Tensor argument, or one per argument (as libtorch), with undefined
+// Tensors for the non-Tensor ones. An undefined gradient means "no gradient" for that input, and
+// undefined gradients past the last argument are ignored (libtorch accepts them too); fewer than one
+// per Tensor argument, or a defined gradient for a non-Tensor argument, is an AutogradError.
+// backward may use any differentiable ops, so double backward works too.
 #pragma once
 
+#include <algorithm>
 #include <any>
 #include <map>
 #include <string>
@@ -59,15 +63,33 @@ class CustomNode final : public Node {
     ctx_.node_ = this;
   }
   const char* name() const override { return name_.c_str(); }
+  std::string torch_name() const override { return name_; }  // PyTorch's custom Functions: "CubeBackward"
   GradList apply(GradList&& grads) override {
     if (released_) throw_graph_freed(name());
     GradList r = T::backward(ctx_, std::move(grads));
-    size_t nt = tensor_pos_.size();
-    if (r.size() == nt) return r;
-    check<AutogradError>(r.size() == num_args_, name(), ": backward returned ", r.size(), " gradients; expected ", nt,
-                         " (one per Tensor argument of forward) or ", num_args_, " (one per argument)");
+    const size_t nt = tensor_pos_.size();
+    // Undefined gradients past the last argument are "no gradient", as in libtorch (which drops
+    // them); a defined one there is an error.
+    size_t used = r.size();
+    while (used > std::max(nt, num_args_) && !r[used - 1].defined()) --used;
+    if (used == nt) {
+      r.resize(nt);
+      return r;
+    }
+    check<AutogradError>(used == num_args_, name(), ": backward returned ", r.size(), " gradients; expected ", nt,
+                         " (one per Tensor argument of forward) or ", num_args_,
+                         " (one per argument), optionally followed by undefined ones");
     GradList out;
-    for (int pos : tensor_pos_) out.push_back(r[pos]);
+    size_t next = 0;  // the next Tensor argument's position in tensor_pos_
+    for (size_t i = 0; i < num_args_; ++i) {
+      if (next < nt && tensor_pos_[next] == static_cast<int>(i)) {
+        out.push_back(r[i]);
+        ++next;
+      } else {
+        check<AutogradError>(!r[i].defined(), name(), ": backward returned a defined gradient at position ", i,
+                             ", but forward's argument ", i, " is not a Tensor (return an undefined Tensor there)");
+      }
+    }
     return out;
   }
   void release_saved() override {

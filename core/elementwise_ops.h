@@ -124,7 +124,8 @@
   X(remainder, intdiv, (scalar::remainder(a, b)), reject, none, ab, (g), (-g * floor_divide(a, b)))                  \
   X(floor_divide, intdiv, (scalar::floor_divide(a, b)), reject, none, none, (zeros_like(g)), (zeros_like(g)))        \
   X(fmod, intdiv, (scalar::fmod(a, b)), reject, none, ab, (g), (-g * trunc(a / b)))                               \
-  X(xlogy, to_float, (scalar::xlogy(a, b)), reject, b, ab, (g * xlogy(a != 0, b)), (g * a / b))                      \
+  X(xlogy, to_float, (scalar::xlogy(a, b)), reject, ab, ab, (where(logical_and(a == 0, b <= 0), zeros_like(g), xlogy(g, b))), \
+    (g * a / b))                                                                                                     \
   X(logaddexp, float_only, (scalar::logaddexp(a, b)), reject, ab, ab, (g / (exp(b - a) + 1)), (g / (exp(a - b) + 1)))  \
   X(threshold_backward, arith, (b <= T(0) ? T(0) : a), reject, b, none, (threshold_backward(g, b)), (zeros_like(g)))
 

@@ -7,6 +7,8 @@
 #include <cctype>
 #include <cstdlib>
 #include <memory>
+#include <ostream>
+#include <string_view>
 
 #include "core/impl.h"
 
@@ -147,6 +149,21 @@ Tensor SavedTensor::unpack(const Node& owner) const {
   t.impl()->output_nr = data_.impl()->output_nr;
   return t;
 }
+
+// ---- names ----------------------------------------------------------------------------------------
+
+std::string Node::torch_name() const {
+  std::string n = name();
+  constexpr std::string_view suffix = "Backward";
+  if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) n += '0';
+  return n;
+}
+
+std::ostream& operator<<(std::ostream& os, const Node* node) {
+  if (!node) return os << "None";
+  return os << '<' << node->torch_name() << '>';
+}
+std::ostream& operator<<(std::ostream& os, const Node& node) { return os << &node; }
 
 // ---- AccumulateGrad -----------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
@@ -108,7 +109,13 @@ class Node : public RefCounted, public Pooled {
   // Gradients of the forward outputs in, gradients of the forward inputs out (one per next_edge;
   // undefined where an input needs none).
   virtual GradList apply(GradList&& grad_outputs) = 0;
+  // nabla's name of the node ("AddBackward"), as error messages and anomaly mode write it.
   virtual const char* name() const = 0;
+  // The name PyTorch prints for it: the op's node with the number of PyTorch's first overload
+  // ("AddBackward0"); nodes PyTorch names without one as they are ("AccumulateGrad", "CopySlices",
+  // custom Functions). Differs from PyTorch: the number is always 0, where PyTorch numbers an op's
+  // overloads (pow(Tensor, Tensor) gives PowBackward1, sum over dims SumBackward1).
+  virtual std::string torch_name() const;
   // Frees what the node saved for backward (after a backward without retain_graph).
   virtual void release_saved() {}
 
@@ -137,6 +144,11 @@ class Node : public RefCounted, public Pooled {
  private:
   uint64_t sequence_nr_;
 };
+
+// Prints a node as PyTorch's repr does: `std::cout << z.grad_fn()` writes "<AddBackward0>", and a null
+// node (the grad_fn of a leaf) "None".
+std::ostream& operator<<(std::ostream& os, const Node* node);
+std::ostream& operator<<(std::ostream& os, const Node& node);
 
 // The creation number the next node made on this thread will get: nodes made between two calls
 // have numbers in that range (autograd::checkpoint finds the graph a function recorded this way).

@@ -34,7 +34,9 @@ namespace linalg {
 
 // The sum of the main diagonal of a 2-D tensor (torch.trace; nabla::trace is the ONNX tracer's namespace).
 Tensor trace(const Tensor& x);
-// The cross product of 3-vectors along `dim` (size 3 in both), broadcasting the other dims.
+// The cross product of 3-vectors along `dim` (size 3 in both), broadcasting the other dims; a and b
+// must have the same number of dims (as in PyTorch: (2, 3) with (3) is a ShapeError, (1, 3) with
+// (4, 3) broadcasts).
 Tensor cross(const Tensor& a, const Tensor& b, int64_t dim = -1);
 
 // A: (*, n, n). The inverse; a singular matrix raises.
@@ -45,7 +47,9 @@ Tensor solve(const Tensor& A, const Tensor& B, bool left = true);
 // A: (*, n, n). The determinant (0 for a singular matrix; its gradient there raises, PyTorch's
 // goes through an SVD).
 Tensor det(const Tensor& A);
-// (sign, log|det|) of A (*, n, n): sign 0 and logabsdet -inf for a singular matrix.
+// (sign, log|det|) of A (*, n, n): sign 0 and logabsdet -inf for a singular matrix. Both require grad
+// when A does (as in PyTorch); the sign passes no gradient to A (a backward through it alone leaves
+// A's gradient undefined, as PyTorch's).
 std::tuple<Tensor, Tensor> slogdet(const Tensor& A);
 // The Cholesky factor L (lower, A = L L^T) or U (upper, A = U^T U) of a symmetric positive-definite
 // A (*, n, n); only A's lower triangle is read. Not positive-definite raises.
@@ -70,7 +74,10 @@ Tensor eigvalsh(const Tensor& A, std::string_view UPLO = "L");
 struct LstsqResult {
   Tensor solution, residuals, rank, singular_values;
 };
-// The least-squares solution of A X = B: A (*, m, n), B (*, m, k) with broadcasting batch dims.
+// The least-squares solution of A X = B: A (*, m, n), B (*, m, k) with broadcasting batch dims, or
+// B (*, m) of one dim fewer than A, a batch of vectors (solution (*, n), residuals (*, 1)), as in
+// PyTorch; other numbers of dims are a ShapeError. Where PyTorch 1.13 fails an internal assertion
+// (vectors whose batch dims broadcast: A (2, 3, 2), B (1, 3)), nabla broadcasts them.
 // rcond: singular values below rcond * max(S) count
 // as zero (default: machine epsilon * max(m, n)). driver: "gelsd" (the default here; PyTorch's CPU
 // default gelsy gives the same solution for full-rank A) or "gels" (full rank only). Differs from

@@ -809,6 +809,8 @@ Tensor cross(const Tensor& a, const Tensor& b, int64_t dim) {
   check<ValueError>(a.defined() && b.defined(), "linalg.cross: input tensor is undefined");
   check<DTypeError>(a.dtype() == b.dtype(), "linalg.cross: both inputs must have the same dtype, got ", a.dtype(),
                     " and ", b.dtype());
+  check<ShapeError>(a.dim() == b.dim(), "linalg.cross: inputs must have the same number of dimensions, got ",
+                    a.sizes(), " and ", b.sizes());
   Shape s = broadcast_shapes(a.sizes(), b.sizes(), "linalg.cross");
   int64_t d = wrap_dim(dim, static_cast<int64_t>(s.size()), "linalg.cross");
   check<ShapeError>(a.dim() > 0 && b.dim() > 0 && a.sizes()[wrap_dim(dim, a.dim(), "linalg.cross")] == 3 &&
@@ -891,10 +893,14 @@ Tensor det(const Tensor& A) {
 std::tuple<Tensor, Tensor> slogdet(const Tensor& A) {
   check_square("linalg.slogdet", A);
   auto [d, sign, logabs] = lu_det(A);
-  if (autograd::needs_grad(A))
+  if (autograd::needs_grad(A)) {
+    // The sign takes part in autograd as PyTorch's does, with no gradient (it is piecewise constant):
+    // a node of its own, so a backward through the sign alone computes nothing, even at a singular A.
+    autograd::record("LinalgSlogdetBackward", {&A}, {&sign}, [](Node&, GradList&) { return GradList{Tensor()}; });
     autograd::record("LinalgSlogdetBackward", {&A}, {&logabs}, [sa = save(A)](Node& n, GradList& g) {
       return GradList{g[0].unsqueeze(-1).unsqueeze(-1) * inv(sa.unpack(n)).mT()};  // g A^{-T}
     });
+  }
   return {sign, logabs};
 }
 
@@ -1009,11 +1015,16 @@ LstsqResult lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond,
   check<ValueError>(driver == "gelsd" || driver == "gels", "linalg.lstsq: parameter `driver` should be one of "
                                                            "(gels, gelsd) here (gelsy and gelss are not built), got '",
                     driver, "'");
-  const bool vector = B.dim() == 1 || (B.dim() == A.dim() - 1 && B.sizes() == Shape(A.sizes().begin(), A.sizes().end() - 1));
-  if (vector) {
+  // As PyTorch: B of A's dims is a batch of matrices (*, m, k); B of one dim fewer a batch of
+  // vectors (*, m), solved as (*, m, 1): the solution is (*, n), the residuals keep their (*, 1).
+  check<ShapeError>(A.dim() == B.dim() || A.dim() == B.dim() + 1, "linalg.lstsq: B must have A's number of dims "
+                    "(a batch of matrices) or one fewer (a batch of vectors), got ", detail::describe(A), " and ",
+                    detail::describe(B));
+  if (B.dim() == A.dim() - 1) {
+    check<ShapeError>(B.sizes().back() == rows(A), "linalg.lstsq: input.size(-2) should match other.size(-1) for B "
+                      "of vectors, got ", detail::describe(A), " and ", detail::describe(B));
     LstsqResult r = lstsq(A, B.unsqueeze(-1), rcond, driver);
     r.solution = r.solution.squeeze(-1);
-    if (r.residuals.numel() > 0) r.residuals = r.residuals.squeeze(-1);
     return r;
   }
   const int64_t m = rows(A), n = cols(A), k = cols(B), mx = std::max(m, n), kmin = std::min(m, n);

@@ -104,7 +104,9 @@ Tensor remainder(const Tensor& a, const Tensor& b);
 Tensor remainder(const Tensor& a, Scalar b);
 Tensor fmod(const Tensor& a, const Tensor& b);  // the sign of a (remainder: the sign of b)
 Tensor fmod(const Tensor& a, Scalar b);
-Tensor xlogy(const Tensor& a, const Tensor& b);  // a * log(b), 0 where a == 0 (unless b is NaN)
+// a * log(b), 0 where a == 0 (unless b is NaN). Its gradient in a is log(b) also at a == 0, but 0
+// where a == 0 and b <= 0 (PyTorch's xlogy(grad, b) masked there); in b, a / b.
+Tensor xlogy(const Tensor& a, const Tensor& b);
 Tensor logaddexp(const Tensor& a, const Tensor& b);  // log(exp(a) + exp(b)) without overflow
 // div with rounding_mode "trunc" (toward zero) or "floor" (toward -inf; floor_divide) or none
 // (true division). Integer operands keep their dtype under "trunc"/"floor", as PyTorch; the gradient of

@@ -1,6 +1,6 @@
 // Printing tensors the way PyTorch does (the layout, widths, modes, line breaks and summarization
-// follow torch/_tensor_str.py exactly; the names are nabla's: dtype=float64, size=[0, 3],
-// grad_fn=<MulBackward>):
+// follow torch/_tensor_str.py exactly; the names are nabla's: dtype=float64, size=[0, 3]; grad_fn
+// is PyTorch's name of the node, grad_fn=<MulBackward0>, as Node::torch_name gives it):
 //   tensor([[1., 2.],
 //           [3., 4.]], dtype=float64, requires_grad=True)
 // Floats print as integers with a dot when they all are whole numbers, with 4 decimals otherwise,
@@ -183,7 +183,7 @@ std::string Tensor::str() const {
   bool default_dtype = dtype() == DType::f32 || dtype() == DType::i64 || dtype() == DType::boolean;
   if (!default_dtype || (empty && dtype() != DType::f32)) suffixes.push_back(detail::str("dtype=", dtype()));
   if (is_cuda()) suffixes.push_back(detail::str("device='", device(), "'"));
-  if (grad_fn()) suffixes.push_back(detail::str("grad_fn=<", grad_fn()->name(), ">"));
+  if (grad_fn()) suffixes.push_back(detail::str("grad_fn=<", grad_fn()->torch_name(), ">"));
   else if (requires_grad()) suffixes.push_back("requires_grad=True");
   std::string body = os.str();
   size_t nl = body.rfind('\n');

@@ -196,6 +196,11 @@ class Tensor {
   Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1) const;
   Tensor as_strided(IntArrayRef sizes, IntArrayRef strides, std::optional<int64_t> offset = std::nullopt) const;
   Tensor movedim(int64_t source, int64_t destination) const;
+  // torch.Tensor.unfold: the windows of `size` elements, `step` apart, along `dim` as a view: dim
+  // becomes the (L - size) / step + 1 windows and a new last dim of `size` holds each window (strides
+  // from this tensor's: step * stride(dim), stride(dim)). Windows overlap where step < size; their
+  // gradients add up. A 0-dim tensor unfolds as if it were (1). (nn::functional::unfold is im2col.)
+  Tensor unfold(int64_t dim, int64_t size, int64_t step) const;
 
   // ---- copying shape ops ---------------------------------------------------------------------
   Tensor repeat(IntArrayRef repeats) const;
@@ -260,7 +265,7 @@ class Tensor {
   X(to_dtype) X(clone) X(contiguous) X(copy_) X(copy_into_view) X(index) X(index_tensor) X(index_bool_mask)    \
   X(index_put_) X(index_put_tensor_index) X(index_put_bool_mask) X(add_) X(sub_) X(mul_) X(div_) X(pow_)        \
   X(clamp_) X(relu_) X(neg_) X(exp_) X(sqrt_) X(fill_) X(zero_) X(masked_fill_) X(masked_fill_tensor_value_)    \
-  X(scatter_) X(scatter_add_) X(index_add_)
+  X(scatter_) X(scatter_add_) X(index_add_) X(unfold)
 
   Tensor neg() const;
   Tensor abs() const;

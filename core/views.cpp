@@ -1,10 +1,11 @@
 // View ops: new layouts over the same storage, and their gradients.
 //
 // Shape-only views (view, permute, expand, ...) send the gradient back through the inverse
-// reshaping. Views that select part of a tensor (narrow, slice, select, diagonal, as_strided) send
-// it back with view_scatter: zeros of the input's shape with the gradient written into the same
-// view of them. view_scatter is itself differentiable (its backward applies the view again), so
-// second derivatives flow through views too.
+// reshaping. Views that select part of a tensor (narrow, slice, select, diagonal, as_strided,
+// unfold) send it back with view_scatter: zeros of the input's shape with the gradient written into
+// the same view of them (added up where the view reaches an element more than once). view_scatter
+// is itself differentiable (its backward applies the view again), so second derivatives flow
+// through views too.
 #include <algorithm>
 #include <functional>
 #include <numeric>
@@ -35,13 +36,38 @@ Tensor make_view_of(const Tensor& x, Shape sizes, Shape strides, int64_t offset)
   return v;
 }
 
+// Whether two elements of a layout may share a memory location (a stride 0, unfold's overlapping
+// windows, some as_strided views): with the dims of more than one element ordered by stride, each
+// stride must exceed the farthest offset the dims of smaller strides reach.
+bool may_overlap(IntList sizes, IntList strides) {
+  SmallVector<std::pair<int64_t, int64_t>, 6> dims;  // (stride, size)
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) return false;
+    if (sizes[i] > 1) dims.push_back({strides[i], sizes[i]});
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;
+  for (const auto& [stride, size] : dims) {
+    if (stride <= reach) return true;
+    reach += (size - 1) * stride;
+  }
+  return false;
+}
+
 // zeros(shape) with `g` written into view_fn(zeros): the gradient of a view that selects elements.
+// Where the view reaches an element more than once, the gradients of its copies add up.
 Tensor view_scatter(const Tensor& g, const Shape& shape, const ViewFn& view_fn) {
   Tensor out = zeros(shape, dtype(g.dtype()).device(g.device()));
   {
     autograd::NoGradGuard ng;
     Tensor dst = view_fn(out);
-    backend_for(g.device()).copy(g, dst, false);
+    if (may_overlap(dst.sizes(), dst.strides())) {
+      // The flat position in `out` of each element of the view, as the same view of 0..n-1.
+      Tensor pos = view_fn(arange(out.numel(), dtype(kInt64).device(g.device())).view(shape));
+      out.view({-1}).index_add_(0, pos.reshape({-1}), g.reshape({-1}));
+    } else {
+      backend_for(g.device()).copy(g, dst, false);
+    }
   }
   if (autograd::needs_grad(g))
     autograd::record("ViewScatterBackward", {&g}, {&out},
@@ -370,6 +396,29 @@ Tensor as_strided(const Tensor& x, IntArrayRef sizes, IntArrayRef strides, std::
       return t.as_strided(sz, st, t.storage_offset() + rel);
     });
   }
+  return out;
+}
+
+Tensor Tensor::unfold(int64_t dim, int64_t size, int64_t step) const {
+  const Tensor& x = *this;
+  // A 0-dim tensor unfolds along dim 0 (or -1) as if it were (1), into (size) (PyTorch's rule).
+  const int64_t nd = x.dim(), d = wrap_dim(dim, std::max<int64_t>(nd, 1), "unfold");
+  const int64_t len = nd == 0 ? 1 : x.sizes()[d];
+  check<ValueError>(size >= 0, "unfold: size must be non-negative, got ", size, " (shape ", x.sizes(), ")");
+  check<ShapeError>(size <= len, "unfold: the maximum size for dimension ", d, " of shape ", x.sizes(), " is ", len,
+                    ", but size is ", size);
+  check<ValueError>(step > 0, "unfold: step must be positive, got ", step);
+  // x (..., L, ...) -> (..., (L - size) / step + 1, ..., size): window w of dim d starts at w * step.
+  Shape sizes = x.sizes(), strides = x.strides();
+  sizes.push_back(size);
+  strides.push_back(nd == 0 ? 1 : strides[d]);
+  if (nd > 0) {
+    sizes[d] = (len - size) / step + 1;
+    strides[d] *= step;
+  }
+  Tensor out = make_view_of(x, std::move(sizes), std::move(strides), x.storage_offset());
+  // Overlapping windows (step < size) send their gradients back summed (view_scatter).
+  record_select_view("UnfoldBackward", x, out, [dim, size, step](const Tensor& t) { return t.unfold(dim, size, step); });
   return out;
 }
 

@@ -329,6 +329,11 @@ Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& 
                       "instance_norm: use_input_stats=false needs running_mean and running_var");
     return functional::batch_norm(x, running_mean, running_var, weight, bias, /*training=*/false, momentum, eps);
   }
+  // PyTorch's _verify_spatial_size: one value per instance normalizes to 0 (variance 0).
+  int64_t spatial_numel = 1;
+  for (int64_t d = 2; d < x.dim(); ++d) spatial_numel *= x.size(d);
+  check<ValueError>(spatial_numel != 1, "instance_norm: expected more than 1 spatial element when training (or "
+                    "use_input_stats), got input of shape ", x.sizes());
   if (running_mean.defined() || running_var.defined()) {
     autograd::NoGradGuard ng;
     Shape spatial;

@@ -68,6 +68,7 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}
 // (torch.nn.functional.instance_norm). With use_input_stats and running_mean/var given, these are
 // updated in place (without autograd) with the batch's mean over N of the per-instance mean and
 // unbiased variance; without use_input_stats, x is normalized with running_mean/var. weight/bias: (C).
+// With use_input_stats, one spatial element per instance is a ValueError, as in PyTorch.
 Tensor instance_norm(const Tensor& x, const Tensor& running_mean = {}, const Tensor& running_var = {},
                      const Tensor& weight = {}, const Tensor& bias = {}, bool use_input_stats = true,
                      double momentum = 0.1, double eps = 1e-5);
@@ -156,7 +157,9 @@ Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, 
                   bool count_include_pad, std::optional<int64_t> divisor_override);
 // The partial inverse of max_pool: x (N, C, H_in, W_in) and the indices max_pool2d_with_indices gave
 // (flat positions in each (H, W) plane) -> (N, C, H, W), zeros where no maximum came from.
-// output_size (H, W) defaults to (H_in - 1) * stride - 2 padding + kernel.
+// output_size (H, W) (or (N, C, H, W)) defaults to (H_in - 1) * stride - 2 padding + kernel; one
+// given must lie strictly within one stride of that default in each dim (a ValueError otherwise, as
+// in PyTorch). max_unpool1d: the same for (N, C, L) or (C, L) and a length.
 Tensor max_unpool2d(const Tensor& x, const Tensor& indices, IntArrayRef kernel_size, IntArrayRef stride = {},
                     IntArrayRef padding = 0, IntArrayRef output_size = {});
 Tensor max_unpool1d(const Tensor& x, const Tensor& indices, int64_t kernel_size,
@@ -298,7 +301,9 @@ struct KLDivLossOptions {
   bool log_target = false;
 };
 // input: log-probabilities; target: probabilities (or log-probabilities with log_target).
-// Pointwise target (log target - input), 0 where target is 0.
+// Pointwise target (log target - input), 0 where target is 0 and NaN where it is negative, as
+// PyTorch's xlogy(target, target) - target * input; so is the gradient with respect to the target
+// (log target + 1 - input: NaN at target 0, as PyTorch's).
 Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions& options = {});
 
 // ---- ranking, embedding and margin losses (PyTorch's formulas) ----------------------------------
@@ -330,7 +335,8 @@ struct TripletMarginWithDistanceLossOptions {
 };
 Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
                                          const TripletMarginWithDistanceLossOptions& options = {});
-// log(1 + exp(-y x)), y in {1, -1}, x and y of one shape.
+// log(1 + exp(-y x)), y in {1, -1}, x and y of one shape. Not differentiable with respect to y: a y
+// that requires grad is an AutogradError (PyTorch raises too).
 Tensor soft_margin_loss(const Tensor& x, const Tensor& y, Reduction reduction = Reduction::mean);
 // x (N, C) (or (C)), y of x's shape in {0, 1}: -(y log sigmoid(x) + (1 - y) log sigmoid(-x)), times
 // weight (C) if given, averaged over C; then the reduction over N.

@@ -280,27 +280,36 @@ Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, 
   return y * tensor(size[0], opt).view({out[0], 1}) * tensor(size[1], opt).view({1, out[1]});
 }
 
-Tensor max_unpool2d(const Tensor& x_in, const Tensor& indices_in, IntArrayRef kernel_size, IntArrayRef stride,
-                    IntArrayRef padding, IntArrayRef output_size) {
-  const char* op = "max_unpool2d";
-  check<ShapeError>((x_in.dim() == 3 || x_in.dim() == 4) && indices_in.sizes() == x_in.sizes(), op,
-                    ": expected input (N, C, H, W) or (C, H, W) and indices of its shape, got ", x_in.sizes(), " and ",
-                    indices_in.sizes());
+namespace {
+// The output size of max_unpool (PyTorch's _unpool_output_size): the default (in - 1) * stride -
+// 2 padding + kernel per dim, or `requested`, which must lie strictly within one stride of it
+// (outside, the flat indices max_pool gave would land at other positions than they came from).
+template <size_t N>
+std::array<int64_t, N> unpool_output_size(const char* op, const Tensor& x, const std::array<int64_t, N>& k,
+                                          const std::array<int64_t, N>& s, const std::array<int64_t, N>& p,
+                                          IntArrayRef requested) {
+  std::array<int64_t, N> def{}, out{};
+  for (size_t i = 0; i < N; ++i) def[i] = (x.size(x.dim() - static_cast<int64_t>(N - i)) - 1) * s[i] - 2 * p[i] + k[i];
+  if (requested.empty()) return def;
+  check<ValueError>(requested.size() == N || requested.size() == N + 2, op, ": output_size should have ", N, " or ",
+                    N + 2, " elements, got ", requested);
+  for (size_t i = 0; i < N; ++i) {
+    out[i] = requested[requested.size() - N + i];
+    check<ValueError>(def[i] - s[i] < out[i] && out[i] < def[i] + s[i], op, ": invalid output_size ", requested,
+                      " (dim ", i, " must be between ", def[i] - s[i], " and ", def[i] + s[i], ", exclusive, for input ",
+                      x.sizes(), ")");
+  }
+  return out;
+}
+
+// x (N, C, H_in, W_in) or (C, H_in, W_in) with int64 indices of its shape (flat positions in each
+// output plane) -> (N, C, H, W) or (C, H, W) for os = (H, W): zeros where no maximum came from.
+Tensor unpool_plane(const char* op, const Tensor& x_in, const Tensor& indices_in, std::array<int64_t, 2> os) {
   check<DTypeError>(indices_in.dtype() == kInt64, op, ": indices must be int64, got ", indices_in.dtype());
+  check<ShapeError>(os[0] > 0 && os[1] > 0, op, ": the output size would be ", IntArrayRef(os.data(), 2), " for input ",
+                    x_in.sizes());
   Tensor x = x_in.dim() == 3 ? x_in.unsqueeze(0) : x_in;
   Tensor indices = x_in.dim() == 3 ? indices_in.unsqueeze(0) : indices_in;
-  auto k = expand_arg<2>(kernel_size, op, "kernel_size");
-  auto s = stride.empty() ? k : expand_arg<2>(stride, op, "stride");
-  auto p = expand_arg<2>(padding, op, "padding");
-  std::array<int64_t, 2> os{};
-  if (output_size.empty()) {
-    for (size_t i = 0; i < 2; ++i) os[i] = (x.size(static_cast<int64_t>(2 + i)) - 1) * s[i] - 2 * p[i] + k[i];
-  } else {
-    check<ValueError>(output_size.size() == 2 || output_size.size() == 4, op,
-                      ": output_size takes (H, W) or the full (N, C, H, W), got ", output_size);
-    os = {output_size[output_size.size() - 2], output_size[output_size.size() - 1]};
-  }
-  check<ShapeError>(os[0] > 0 && os[1] > 0, op, ": the output size would be ", IntArrayRef(os.data(), 2), " for input ", x_in.sizes());
   const int64_t n = x.size(0), c = x.size(1), plane = os[0] * os[1];
   Tensor flat_idx = indices.reshape({n, c, -1});
   if (flat_idx.numel() > 0) {
@@ -312,17 +321,31 @@ Tensor max_unpool2d(const Tensor& x_in, const Tensor& indices_in, IntArrayRef ke
   y = y.view({n, c, os[0], os[1]});
   return x_in.dim() == 3 ? y.squeeze(0) : y;
 }
+}  // namespace
+
+Tensor max_unpool2d(const Tensor& x_in, const Tensor& indices_in, IntArrayRef kernel_size, IntArrayRef stride,
+                    IntArrayRef padding, IntArrayRef output_size) {
+  const char* op = "max_unpool2d";
+  check<ShapeError>((x_in.dim() == 3 || x_in.dim() == 4) && indices_in.sizes() == x_in.sizes(), op,
+                    ": expected input (N, C, H, W) or (C, H, W) and indices of its shape, got ", x_in.sizes(), " and ",
+                    indices_in.sizes());
+  auto k = expand_arg<2>(kernel_size, op, "kernel_size");
+  auto s = stride.empty() ? k : expand_arg<2>(stride, op, "stride");
+  auto p = expand_arg<2>(padding, op, "padding");
+  return unpool_plane(op, x_in, indices_in, unpool_output_size<2>(op, x_in, k, s, p, output_size));
+}
 
 Tensor max_unpool1d(const Tensor& x, const Tensor& indices, int64_t kernel_size, std::optional<int64_t> stride,
                     int64_t padding, std::optional<int64_t> output_size) {
-  check<ShapeError>((x.dim() == 2 || x.dim() == 3) && indices.sizes() == x.sizes(),
-                    "max_unpool1d: expected input (N, C, L) or (C, L) and indices of its shape, got ", x.sizes(),
-                    " and ", indices.sizes());
+  const char* op = "max_unpool1d";
+  check<ShapeError>((x.dim() == 2 || x.dim() == 3) && indices.sizes() == x.sizes(), op,
+                    ": expected input (N, C, L) or (C, L) and indices of its shape, got ", x.sizes(), " and ",
+                    indices.sizes());
   const int64_t s = stride.value_or(kernel_size);
-  const int64_t len = output_size.value_or((x.size(-1) - 1) * s - 2 * padding + kernel_size);
+  const std::vector<int64_t> req = output_size ? std::vector<int64_t>{*output_size} : std::vector<int64_t>{};
+  const int64_t len = unpool_output_size<1>(op, x, {kernel_size}, {s}, {padding}, req)[0];
   // With a unit height the flat positions of the 2-D plane are the 1-D positions.
-  return max_unpool2d(x.unsqueeze(-2), indices.unsqueeze(-2), {1, kernel_size}, {1, s}, {0, padding}, {1, len})
-      .squeeze(-2);
+  return unpool_plane(op, x.unsqueeze(-2), indices.unsqueeze(-2), {1, len}).squeeze(-2);
 }
 
 // ---- grid sampling ----------------------------------------------------------------------------------

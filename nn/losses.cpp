@@ -287,10 +287,9 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions&
   if (log_target) {
     loss = target.exp() * (target - input);
   } else {
-    // xlogy(t, t) - t * x, with 0 log 0 = 0.
-    Tensor pos = target.gt(0);
-    Tensor safe = where(pos, target, 1.0);
-    loss = target * safe.log() - target * input;
+    // PyTorch's formula: 0 log 0 = 0; a negative target gives NaN, and the gradient with respect
+    // to the target, log t + 1 - x, is NaN at t == 0 (t / t in xlogy's gradient in its second operand).
+    loss = xlogy(target, target) - target * input;
   }
   if (r == Reduction::batchmean) return input.dim() == 0 ? loss.sum() : loss.sum() / static_cast<double>(input.size(0));
   return reduce(loss, r, "kl_div");
@@ -375,6 +374,8 @@ Tensor triplet_margin_with_distance_loss(const Tensor& a, const Tensor& p, const
 Tensor soft_margin_loss(const Tensor& x, const Tensor& y, Reduction r) {
   Tensor t = y.defined() && !y.is_floating_point() ? y.to(x.dtype()) : y;
   check_same_shape(x, t, "soft_margin_loss");
+  check<AutogradError>(!autograd::needs_grad(t), "soft_margin_loss: not differentiable with respect to the target "
+                       "(as in PyTorch); the target of shape ", t.sizes(), " requires grad: pass target.detach()");
   return reduce(log1p(exp(-x * t)), r, "soft_margin_loss");
 }
 

@@ -185,8 +185,14 @@ std::vector<OpInfo> elementwise_ops() {
   ops.push_back({.name = "fmod_scalar", .torch = "(torch.fmod(x[0], 2), torch.fmod(x[0], -1.5))",
                  .fn = [](I x) { return Outputs{fmod(x[0], 2), fmod(x[0], -1.5)}; }, .samples = unary_samples(-4, 4),
                  .sweep_dtypes = true});
+  // Also at x == 0 (the gradient in x is log y there, as PyTorch's) and with one operand a constant
+  // (each gradient formula reads only what the op saved for it).
+  std::vector<Sample> xlogy_samples = binary_samples(-2, 2, 0.5, 2);
+  xlogy_samples.push_back({{fixed_arg({4}, {0, 0, 1.5, -1}), arg({4}, 0.5, 2)}, "zero_x"});
+  xlogy_samples.push_back({{fixed_arg({4}, {0, 0, 1.5, -1}), const_arg({4}, 0.5, 2)}, "constant_y"});
+  xlogy_samples.push_back({{const_arg({2, 3}, -2, 2), arg({3}, 0.5, 2)}, "constant_x"});
   ops.push_back({.name = "xlogy", .torch = "torch.xlogy(x[0], x[1])", .fn = [](I x) { return one(xlogy(x[0], x[1])); },
-                 .samples = binary_samples(-2, 2, 0.5, 2),
+                 .samples = xlogy_samples,
                  .ref = scalar_ref([](double a, double b) { return a == 0 ? 0.0 : a * std::log(b); }), .sweep_dtypes = true});
   ops.push_back({.name = "logaddexp", .torch = "torch.logaddexp(x[0], x[1])", .fn = [](I x) { return one(logaddexp(x[0], x[1])); },
                  .samples = binary_samples(-2, 2, -2, 2),
@@ -356,8 +362,28 @@ std::vector<OpInfo> view_ops() {
   ops.push_back({.name = "unbind", .torch = "x[0].unbind(1)", .fn = [](I x) { return x[0].unbind(1); }, .samples = m});
   ops.push_back({.name = "diagonal", .torch = "(x[0].diagonal(), x[0].diagonal(1), x[0].diagonal(-1))", .fn = [](I x) { return Outputs{x[0].diagonal(), x[0].diagonal(1), x[0].diagonal(-1)}; },
                  .samples = m});
-  ops.push_back({.name = "as_strided", .torch = "x[0].contiguous().as_strided((2, 2), (1, 2), 1) * 1", .fn = [](I x) { return one(x[0].contiguous().as_strided({2, 2}, {1, 2}, 1) * 1); },
+  // The second view reaches elements twice: their gradients add up, as PyTorch's.
+  ops.push_back({.name = "as_strided",
+                 .torch = "(x[0].contiguous().as_strided((2, 2), (1, 2), 1) * 1, x[0].contiguous().as_strided((2, 3), (1, 1), 0) * 1)",
+                 .fn = [](I x) {
+                   return Outputs{x[0].contiguous().as_strided({2, 2}, {1, 2}, 1) * 1,
+                                  x[0].contiguous().as_strided({2, 3}, {1, 1}, 0) * 1};
+                 },
                  .samples = {{{arg({3, 4})}, "2d"}}});
+  // Tensor.unfold: overlapping windows (step < size), windows with gaps (step > size), one window of
+  // the whole dim, adjacent windows, and windows of windows (2-D patches).
+  ops.push_back({.name = "unfold",
+                 .torch = "(x[0].unfold(0, 2, 1), x[0].unfold(-1, 1, 3), x[0].unfold(-1, x[0].size(-1), 1), "
+                          "x[0].unfold(1, 2, 2), x[0].unfold(0, 2, 1).unfold(1, 2, 1))",
+                 .fn = [](I x) {
+                   return Outputs{x[0].unfold(0, 2, 1), x[0].unfold(-1, 1, 3), x[0].unfold(-1, x[0].size(-1), 1),
+                                  x[0].unfold(1, 2, 2), x[0].unfold(0, 2, 1).unfold(1, 2, 1)};
+                 },
+                 .samples = {{{arg({3, 4})}, "2d"}, {{arg({2, 3, 4})}, "3d"}, {{arg_t({4, 3})}, "noncontiguous"}}});
+  // Its edges: a 0-dim tensor (unfolded as if it were (1)), windows of size 0, an empty dim.
+  ops.push_back({.name = "unfold_edges", .torch = "(x[0].unfold(0, 1, 2), x[0].unfold(-1, 0, 1))",
+                 .fn = [](I x) { return Outputs{x[0].unfold(0, 1, 2), x[0].unfold(-1, 0, 1)}; },
+                 .samples = {{{arg({})}, "scalar"}, {{arg({1})}, "one"}, {{arg({2, 0})}, "empty"}}});
   ops.push_back({.name = "movedim", .torch = "x[0].movedim(0, 2)", .fn = [](I x) { return one(x[0].movedim(0, 2)); }, .samples = {{{arg({2, 3, 4})}, "3d"}}});
   ops.push_back({.name = "cat", .torch = "(torch.cat([x[0], x[1]], 0), torch.cat([x[0], x[0]], 1))", .fn = [](I x) { return Outputs{cat({x[0], x[1]}, 0), cat({x[0], x[0]}, 1)}; },
                  .samples = {{{arg({2, 3}), arg({1, 3})}, "2d"}, {{arg_t({3, 3}), arg({2, 3})}, "noncontiguous"}}});

@@ -1,15 +1,16 @@
 // Autograd behaviour: accumulation, retain_graph, grad modes, leaves and grad_fn names, detach,
 // retain_grad and hooks, in-place checks, autograd::grad, higher-order derivatives, anomaly mode,
-// custom Functions, deep graphs and memory, tie rules, broadcasting and views.
+// deep graphs and memory, tie rules, broadcasting and views (custom Functions: test_autograd_function.cpp).
 #include <gtest/gtest.h>
 
 #include <any>
 #include <cmath>
+#include <sstream>
 #include <thread>
 
-#include "autograd/function.h"
 #include "autograd/gradcheck.h"
 #include "core/allocator.h"
+#include "core/elementwise_ops.h"
 #include "value_helpers.h"
 
 namespace nabla::testing {
@@ -208,9 +209,31 @@ TEST(Autograd, IsLeafAndGradFnNames) {
                                    {a.clone(), "CloneBackward"}, {cat({a, b}), "CatBackward"}}) {
     ASSERT_NE(c.t.grad_fn(), nullptr) << c.name;
     EXPECT_STREQ(c.t.grad_fn()->name(), c.name);
+    // PyTorch 1.13's type(t.grad_fn).__name__ for each: the name with the number 0.
+    EXPECT_EQ(c.t.grad_fn()->torch_name(), std::string(c.name) + "0");
     EXPECT_FALSE(c.t.is_leaf());
     EXPECT_TRUE(c.t.requires_grad());
   }
+}
+
+// print(z.grad_fn) in PyTorch 1.13: <AddBackward0 object at ...>; a leaf's grad_fn is None; its
+// inputs' nodes <AccumulateGrad ...>; a write into a slice <CopySlices ...>.
+TEST(Autograd, GradFnPrintsAsInPyTorch) {
+  Tensor a = leaf({1, 2}, {2}), b = leaf({3, 4}, {2});
+  Tensor z = a + b;
+  auto printed = [](const auto& v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+  };
+  EXPECT_EQ(printed(z.grad_fn()), "<AddBackward0>");
+  EXPECT_EQ(printed(*z.grad_fn()), "<AddBackward0>");
+  EXPECT_EQ(printed(a.grad_fn()), "None");
+  EXPECT_EQ(printed(z.grad_fn()->next_edges[0].fn.get()), "<AccumulateGrad>");
+  Tensor c = zeros({3}, kFloat64);
+  c.slice(0, 0, 2).copy_(a);
+  EXPECT_EQ(printed(c.grad_fn()), "<CopySlices>");
+  EXPECT_EQ(printed(z), "tensor([4., 6.], dtype=float64, grad_fn=<AddBackward0>)");
 }
 
 TEST(Autograd, DetachStopsGradients) {
@@ -556,147 +579,6 @@ TEST(Anomaly, NamesDivBackwardForZeroOverZero) {
   EXPECT_NO_THROW((ok / ok).sum().backward());
 }
 
-// ---- custom Functions ------------------------------------------------------------------------------
-struct ScaledCube : autograd::Function<ScaledCube> {
-  // k * x^3, with k a plain double carried in ctx.data.
-  static Tensor forward(autograd::Context& ctx, const Tensor& x, double k) {
-    ctx.save_for_backward({x});
-    ctx.data["k"] = k;
-    return x * x * x * k;
-  }
-  static GradList backward(autograd::Context& ctx, GradList grads) {
-    Tensor x = ctx.saved()[0];
-    double k = std::any_cast<double>(ctx.data["k"]);
-    return {grads[0] * x * x * (3 * k), Tensor()};  // one per argument (the double gets none)
-  }
-};
-
-struct MulAdd : autograd::Function<MulAdd> {
-  // (a * b + c, a > 0): the mask has no gradient.
-  static std::tuple<Tensor, Tensor> forward(autograd::Context& ctx, const Tensor& a, const Tensor& b, const Tensor& c) {
-    ctx.save_for_backward({a, b});
-    Tensor mask = (a > 0).to(a.dtype());
-    ctx.mark_non_differentiable({mask});
-    return {a * b + c, mask};
-  }
-  static GradList backward(autograd::Context& ctx, GradList grads) {
-    std::vector<Tensor> s = ctx.saved();
-    GradList r(3);
-    if (ctx.needs_input_grad(0)) r[0] = grads[0] * s[1];
-    if (ctx.needs_input_grad(1)) r[1] = grads[0] * s[0];
-    if (ctx.needs_input_grad(2)) r[2] = grads[0];
-    return r;
-  }
-};
-
-TEST(CustomFunction, ValuesGradcheckAndGradgradcheck) {
-  Tensor x = leaf({0.5, -1.2, 2.0}, {3});
-  Tensor y = ScaledCube::apply(x, 2.0);
-  EXPECT_TRUE(tensor_is(y, {3}, {0.25, -3.456, 16}, 1e-12));
-  EXPECT_STREQ(y.grad_fn()->name(), "ScaledCubeBackward");
-  y.sum().backward();
-  EXPECT_TRUE(tensor_is(x.grad(), {3}, {1.5, 8.64, 24}, 1e-12));
-  auto fn = autograd::single([](const std::vector<Tensor>& in) { return ScaledCube::apply(in[0], 1.5); });
-  EXPECT_TRUE(autograd::gradcheck(fn, {lcg_tensor({4}, 1).requires_grad_()}));
-  EXPECT_TRUE(autograd::gradgradcheck(fn, {lcg_tensor({4}, 2).requires_grad_()}));
-  auto fn2 = [](const std::vector<Tensor>& in) {
-    auto [r, m] = MulAdd::apply(in[0], in[1], in[2]);
-    return std::vector<Tensor>{r};
-  };
-  std::vector<Tensor> in = {lcg_tensor({2, 3}, 3).requires_grad_(), lcg_tensor({2, 3}, 4).requires_grad_(),
-                            lcg_tensor({2, 3}, 5).requires_grad_()};
-  EXPECT_TRUE(autograd::gradcheck(fn2, in));
-  EXPECT_TRUE(autograd::gradgradcheck(fn2, in));
-}
-
-TEST(CustomFunction, MarkNonDifferentiableAndNeedsInputGrad) {
-  Tensor a = leaf({1, -2}, {2}), b = leaf({3, 4}, {2});
-  Tensor c = f64({10, 20}, {2});  // no grad
-  auto [r, mask] = MulAdd::apply(a, b, c);
-  EXPECT_TRUE(r.requires_grad());
-  EXPECT_FALSE(mask.requires_grad());
-  EXPECT_EQ(mask.grad_fn(), nullptr);
-  EXPECT_TRUE(tensor_is(mask, {2}, {1, 0}));
-  EXPECT_TRUE(tensor_is(r, {2}, {13, 12}));
-  r.sum().backward();
-  EXPECT_TRUE(tensor_is(a.grad(), {2}, {3, 4}));
-  EXPECT_TRUE(tensor_is(b.grad(), {2}, {1, -2}));
-  // Without any input requiring grad, nothing is recorded.
-  auto [r2, m2] = MulAdd::apply(f64({1}, {1}), f64({2}, {1}), f64({3}, {1}));
-  EXPECT_FALSE(r2.requires_grad());
-}
-
-struct ScaleGrad : autograd::Function<ScaleGrad> {
-  // Returns its input unchanged; backward scales the gradient by 10.
-  static Tensor forward(autograd::Context&, const Tensor& x) { return x; }
-  static GradList backward(autograd::Context&, GradList g) { return {g[0] * 10}; }
-};
-
-struct DoubleFirst : autograd::Function<DoubleFirst> {
-  // (2a, b): the second output is the second input itself.
-  static std::tuple<Tensor, Tensor> forward(autograd::Context&, const Tensor& a, const Tensor& b) { return {a * 2, b}; }
-  static GradList backward(autograd::Context&, GradList g) { return {g[0] * 2, g[1]}; }
-};
-
-TEST(CustomFunction, ReturningAnInputLeavesTheInputsHistoryAlone) {
-  Tensor x = leaf({1, 2}, {2});
-  Tensor y = ScaleGrad::apply(x);
-  EXPECT_TRUE(x.is_leaf());  // still a leaf: the output is an alias
-  EXPECT_FALSE(y.is_same(x));
-  EXPECT_EQ(y.data_ptr(), x.data_ptr());
-  EXPECT_STREQ(y.grad_fn()->name(), "ScaleGradBackward");
-  y.sum().backward();
-  EXPECT_TRUE(tensor_is(x.grad(), {2}, {10, 10}));
-  (x * 1).sum().backward();  // x's own uses do not go through ScaleGradBackward
-  EXPECT_TRUE(tensor_is(x.grad(), {2}, {11, 11}));
-  Tensor n = f64({3}, {1});  // an input that needs no grad keeps having no history
-  auto [r, m] = DoubleFirst::apply(x, n);
-  EXPECT_FALSE(n.requires_grad());
-  EXPECT_EQ(n.grad_fn(), nullptr);
-  EXPECT_TRUE(m.requires_grad());
-  EXPECT_TRUE(tensor_is(m, {1}, {3}));
-}
-
-TEST(CustomFunction, SavedTensorModifiedInPlaceIsReported) {
-  Tensor x = leaf({1, 2}, {2});
-  Tensor h = x * 1;
-  Tensor y = ScaledCube::apply(h, 1.0);
-  h.add_(1);
-  EXPECT_TRUE(throws_with<AutogradError>([&] { y.sum().backward(); }, {"ScaledCubeBackward", "version"}));
-}
-
-struct SquareAndCube : autograd::Function<SquareAndCube> {
-  // (x^2, x^3); backward differentiates the cube through its saved output (3 * cube / x), so a
-  // second derivative must reach output 1 of this node, not output 0.
-  static std::tuple<Tensor, Tensor> forward(autograd::Context& ctx, const Tensor& x) {
-    Tensor cube = x * x * x;
-    ctx.save_for_backward({x, cube});
-    return {x * x, cube};
-  }
-  static GradList backward(autograd::Context& ctx, GradList g) {
-    std::vector<Tensor> s = ctx.saved();
-    Tensor gx;
-    if (g[0].defined()) gx = g[0] * 2 * s[0];
-    if (g[1].defined()) gx = gx.defined() ? gx + g[1] * 3 * s[1] / s[0] : g[1] * 3 * s[1] / s[0];
-    return {gx};
-  }
-};
-
-TEST(CustomFunction, SavedSecondOutputKeepsItsPlaceInDoubleBackward) {
-  Tensor x = leaf({2.0, -1.5}, {2});
-  auto [sq, cube] = SquareAndCube::apply(x);
-  // d(x^3)/dx = 3x^2 through the saved output; its derivative 6x needs cube's own gradient.
-  Tensor g = autograd::grad({cube.sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
-  EXPECT_TRUE(tensor_is(g, {2}, {12, 6.75}, 1e-12));
-  Tensor gg = autograd::grad({g.sum()}, {x})[0];
-  EXPECT_TRUE(tensor_is(gg, {2}, {12, -9}, 1e-12));  // 6x (reattached as output 0 it was 6 - 3x)
-  auto fn = [](const std::vector<Tensor>& in) {
-    auto [a, b] = SquareAndCube::apply(in[0]);
-    return std::vector<Tensor>{a, b};
-  };
-  EXPECT_TRUE(autograd::gradgradcheck(fn, {(lcg_tensor({3}, 6) + 2.0).requires_grad_()}));
-}
-
 // ---- deep graphs and memory -----------------------------------------------------------------------
 size_t live_bytes() { return cpu_memory_stats().allocated_bytes; }
 
@@ -783,6 +665,51 @@ TEST(Broadcast, GradientsAreSummedBackToTheInputShape) {
   Tensor i = leaf({1.5}, {1});
   (tensor({1, 2, 3}) * i).sum().backward();  // int tensor times a float leaf
   EXPECT_TRUE(tensor_is(i.grad(), {1}, {6}));
+}
+
+// Every binary op of the op list (core/elementwise_ops.h) gives each operand the same gradient
+// whether the other operand requires grad or not: a formula must read only what its op saved for
+// that gradient (xlogy's gradient in x read x, which it saved only for y's: with y constant its
+// backward raised "operation on an undefined tensor").
+TEST(Broadcast, BinaryOpGradientsWithOneOperandConstant) {
+  struct Op {
+    const char* name;
+    Tensor (*fn)(const Tensor&, const Tensor&);
+  };
+#define NABLA_BINARY_CASE(name, ...) {#name, [](const Tensor& a, const Tensor& b) { return nabla::name(a, b); }},
+  const Op ops[] = {NABLA_BINARY_ARITH_OPS(NABLA_BINARY_CASE)};
+#undef NABLA_BINARY_CASE
+  const Tensor a = f64({0, 0.5, 1.5, 2.0, -0.7, 1.2}, {2, 3}), b = f64({0.8, 1.7, 0.6}, {3});
+  const Tensor w = lcg_tensor({2, 3}, 11);
+  for (const Op& op : ops) {
+    auto grads = [&](bool ga, bool gb) {
+      Tensor x = a.clone().requires_grad_(ga), y = b.clone().requires_grad_(gb);
+      (op.fn(x, y) * w).sum().backward();
+      return std::pair{x.grad(), y.grad()};
+    };
+    auto [ga, gb] = grads(true, true);
+    Tensor only_a, only_b;
+    EXPECT_NO_THROW(only_a = grads(true, false).first) << op.name;
+    EXPECT_NO_THROW(only_b = grads(false, true).second) << op.name;
+    EXPECT_TRUE(tensor_near(only_a, ga, 0, 0)) << op.name;
+    EXPECT_TRUE(tensor_near(only_b, gb, 0, 0)) << op.name;
+  }
+}
+
+// torch.xlogy's gradients in PyTorch 1.13 (x, y float64, both requiring grad):
+//   x = [0, 0, 0, 0, 1, 2, 0, 1], y = [2, 0, -1, nan, -1, 0, inf, 0.5]
+//   x.grad = [0.6931, 0, 0, nan, nan, -inf, inf, -0.6931]   (log y; 0 where x == 0 and y <= 0)
+//   y.grad = [0, nan, -0, nan, -1, inf, 0, 2]               (x / y)
+TEST(Broadcast, XlogyGradientsMatchPyTorchAtZero) {
+  const double nan = std::nan(""), inf = INFINITY;
+  Tensor x = leaf({0, 0, 0, 0, 1, 2, 0, 1}, {8}), y = leaf({2, 0, -1, nan, -1, 0, inf, 0.5}, {8});
+  xlogy(x, y).sum().backward();
+  EXPECT_TRUE(tensor_is(x.grad(), {8}, {std::log(2.0), 0, 0, nan, nan, -inf, inf, std::log(0.5)}, 1e-12));
+  EXPECT_TRUE(tensor_is(y.grad(), {8}, {0, nan, 0, nan, -1, inf, 0, 2}, 1e-12));
+  // y constant: the gradient in x alone (it used to raise in backward).
+  Tensor x2 = leaf({0, 3}, {2});
+  xlogy(x2, f64({2, 5}, {2})).sum().backward();
+  EXPECT_TRUE(tensor_is(x2.grad(), {2}, {std::log(2.0), std::log(5.0)}, 1e-12));
 }
 
 TEST(Views, GradientsFlowThroughViews) {

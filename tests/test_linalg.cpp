@@ -43,6 +43,12 @@ TEST(Linalg, simple_ops_known_values) {
   EXPECT_TRUE(tensor_near(tensordot(a, a, {0, 1}, {0, 1}), einsum("ijk,ijl->kl", {a, a})));
   EXPECT_TRUE(tensor_near(baddbmm(ones({2, 2, 2}, kFloat64), a, a, 0.5, 2), bmm(a, a) * 2 + 0.5));
   EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::cross(m, m, 0); }, {"linalg.cross", "length 3"}));
+  // PyTorch 1.13: "linalg.cross: inputs must have the same number of dimensions." ((2, 3) with (3));
+  // the sizes of dims both have broadcast.
+  Tensor u = f64({1, 0, 0, 0, 1, 0}, {2, 3}), e3 = f64({0, 0, 1}, {3});
+  EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::cross(u, e3); }, {"linalg.cross", "same number of dimensions", "[2, 3]", "[3]"}));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::cross(e3, u); }, {"linalg.cross", "same number of dimensions"}));
+  EXPECT_TRUE(tensor_is(linalg::cross(u, e3.unsqueeze(0)), {2, 3}, {0, -1, 0, 1, 0, 0}));
   EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::trace(a); }, {"trace", "matrix"}));
 }
 
@@ -136,7 +142,8 @@ TEST(Linalg, lstsq_and_norms) {
   // A vector B gives a vector solution (PyTorch 1.13's backward fails there; nabla's works).
   Tensor bv = f64({6, 5, 7, 10}, {4});
   EXPECT_TRUE(tensor_is(linalg::lstsq(A, bv).solution, {2}, {3.5, 1.4}, 1e-12));
-  EXPECT_TRUE(tensor_is(linalg::lstsq(A, bv).residuals, {}, {4.2}, 1e-12));
+  // PyTorch 1.13 keeps the residuals' last dim for vectors: lstsq(A (4, 2), b (4)).residuals is (1,) [4.2].
+  EXPECT_TRUE(tensor_is(linalg::lstsq(A, bv).residuals, {1}, {4.2}, 1e-12));
   Tensor Ag = A.clone().requires_grad_();
   linalg::lstsq(Ag, bv).solution.sum().backward();
   Tensor Ag2 = A.clone().requires_grad_();
@@ -180,6 +187,50 @@ TEST(Linalg, gradients_of_inverse_and_determinant) {
   // QR with mode 'r' has no gradient.
   Tensor D = A3().requires_grad_();
   EXPECT_TRUE(throws_with<ValueError>([&] { std::get<1>(linalg::qr(D, "r")).sum().backward(); }, {"linalg.qr", "mode='r'"}));
+}
+
+// B of one dim fewer than A is a batch of vectors, as PyTorch 1.13 reads it:
+//   lstsq(A (2, 3, 2), B (2, 3), driver='gelsd'): solution [[5, 0.5], [1.3333, 2.3333]], residuals
+//   (2, 1) [[1.5], [0.3333]]; A (2, 3, 3) with B (3, 3): "The size of tensor a (2) must match the
+//   size of tensor b (3) at non-singleton dimension 0" (nabla read B as a matrix and broadcast it);
+//   A (2, 3, 2) with B (3): "input.dim() must be greater or equal to other.dim() and
+//   (input.dim() - other.dim()) <= 1".
+TEST(Linalg, lstsq_reads_B_of_one_dim_fewer_as_vectors) {
+  Tensor A = f64({1, 1, 1, 2, 1, 3, 1, 0, 0, 1, 1, 1}, {2, 3, 2});
+  Tensor B = f64({6, 5, 7, 1, 2, 4}, {2, 3});
+  auto r = linalg::lstsq(A, B);
+  EXPECT_TRUE(tensor_is(r.solution, {2, 2}, {5, 0.5, 4.0 / 3, 7.0 / 3}, 1e-12));
+  EXPECT_TRUE(tensor_is(r.residuals, {2, 1}, {1.5, 1.0 / 3}, 1e-12));
+  EXPECT_TRUE(tensor_near(r.solution, linalg::lstsq(A, B.unsqueeze(-1)).solution.squeeze(-1), 1e-12));
+  Tensor diag3 = f64({2, 0, 0, 0, 3, 0, 0, 0, 4}, {3, 3});
+  EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::lstsq(diag3.expand({2, 3, 3}), ones({3, 3}, kFloat64)); },
+                                      {"linalg.lstsq"}));
+  EXPECT_TRUE(tensor_is(linalg::lstsq(diag3.expand({3, 3, 3}), ones({3, 3}, kFloat64)).solution, {3, 3},
+                        {0.5, 1.0 / 3, 0.25, 0.5, 1.0 / 3, 0.25, 0.5, 1.0 / 3, 0.25}, 1e-12));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::lstsq(A, f64({6, 5, 7}, {3})); }, {"linalg.lstsq", "one fewer"}));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::lstsq(A[0], B.unsqueeze(-1)); }, {"linalg.lstsq", "one fewer"}));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::lstsq(A, ones({2, 4}, kFloat64)); }, {"other.size(-1)"}));
+}
+
+// The sign of slogdet requires grad and passes none to A, as PyTorch 1.13's: for A = [[2, 1], [1, -3]]
+// (sign -1, log 7), (sign * logabsdet).backward() gives sign A^{-T} = -[[3/7, 1/7], [1/7, -2/7]];
+// sign.backward() leaves A.grad None (also for a singular A).
+TEST(Linalg, slogdet_sign_takes_part_in_autograd_without_a_gradient) {
+  Tensor A = f64({2, 1, 1, -3}, {2, 2}).requires_grad_();
+  auto [s, l] = linalg::slogdet(A);
+  EXPECT_TRUE(s.requires_grad());
+  ASSERT_NE(s.grad_fn(), nullptr);
+  EXPECT_STREQ(s.grad_fn()->name(), "LinalgSlogdetBackward");
+  (s * l).backward();
+  EXPECT_TRUE(tensor_is(A.grad(), {2, 2}, {-3.0 / 7, -1.0 / 7, -1.0 / 7, 2.0 / 7}, 1e-12));
+  A.zero_grad();
+  std::get<0>(linalg::slogdet(A)).backward();
+  EXPECT_FALSE(A.grad().defined());
+  Tensor S = zeros({2, 2}, kFloat64).requires_grad_();
+  auto [s0, l0] = linalg::slogdet(S);
+  EXPECT_TRUE(tensor_is(s0, {}, {0}));
+  EXPECT_NO_THROW(s0.backward());
+  EXPECT_FALSE(S.grad().defined());
 }
 
 // Empty matrices give what PyTorch gives (checked against PyTorch 1.13).

@@ -609,6 +609,18 @@ TEST(NnLayers, PixelShuffleInstanceNormAffineGrid) {
   EXPECT_THROW(nn::InstanceNorm2d(3)(ones({1, 4, 2, 2})), ShapeError);
   EXPECT_EQ(nn::InstanceNorm2d(3, {.affine = true}).parameters().size(), 2u);
   EXPECT_EQ(nn::InstanceNorm3d(3).parameters().size(), 0u);  // PyTorch's default: no affine
+  // One spatial element per instance (PyTorch 1.13: ValueError "Expected more than 1 spatial element
+  // when training, got input size torch.Size([2, 3, 1, 1])"), also for a module in eval mode that
+  // tracks no running statistics (it still uses the input's); with running statistics it is fine.
+  EXPECT_TRUE(throws_with<ValueError>([&] { F::instance_norm(ones({2, 3, 1, 1})); },
+                                      {"instance_norm", "more than 1 spatial element", "[2, 3, 1, 1]"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { nn::InstanceNorm1d(3)(ones({2, 3, 1})); }, {"[2, 3, 1]"}));
+  nn::InstanceNorm2d frozen(3);
+  frozen.eval();
+  EXPECT_THROW(frozen(ones({3, 1, 1})), ValueError);
+  EXPECT_EQ(F::instance_norm(ones({2, 3, 1}), zeros({3}), ones({3}), {}, {}, /*use_input_stats=*/false).sizes(),
+            (Shape{2, 3, 1}));
+  EXPECT_EQ(F::instance_norm(ones({2, 3, 0, 2})).sizes(), (Shape{2, 3, 0, 2}));  // 0 elements: PyTorch's check passes
   // affine_grid with the identity: x along the width, y along the height.
   Tensor id = tensor({1.0, 0.0, 0.0, 0.0, 1.0, 0.0}, kFloat64).reshape({1, 2, 3});
   Tensor g = F::affine_grid(id, {1, 1, 2, 3}, /*align_corners=*/true);

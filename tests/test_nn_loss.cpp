@@ -11,6 +11,8 @@
 using namespace nabla;
 namespace F = nn::functional;
 using nn::Reduction;
+using nabla::testing::tensor_is;
+using nabla::testing::throws_with;
 
 namespace {
 
@@ -203,12 +205,20 @@ TEST(NnLoss, KlDiv) {
   expect_values(F::kl_div(lp, p, {.reduction = Reduction::batchmean}), {0.377863900812697}, "kl batchmean");
   expect_values(F::kl_div(lp, p.log(), {.reduction = Reduction::batchmean, .log_target = true}), {0.377863900812697},
                 "kl log_target");
-  // A zero target contributes 0 (0 log 0 = 0), and its gradient is finite.
+  // A zero target contributes 0 (0 log 0 = 0); the gradient with respect to it is NaN there, as
+  // PyTorch 1.13's (xlogy(t, t) - t x: log t + 1 - x), and -t with respect to the input:
+  //   F.kl_div(lp, pz, reduction='sum') = 2.0642047313714365
+  //   pz.grad = [nan, 4.064204731371437, 2.0642047313714365, nan], lp.grad = [-0, -0.5, -0.5, -0]
+  Tensor lpr = lp.slice(0, 0, 1).detach().requires_grad_();
   Tensor pz = tensor({{0.0, 0.5, 0.5, 0.0}}, kFloat64).requires_grad_();
-  Tensor l = F::kl_div(lp.slice(0, 0, 1), pz, {.reduction = Reduction::sum});
+  Tensor l = F::kl_div(lpr, pz, {.reduction = Reduction::sum});
   expect_values(l, {2.0642047313714365}, "kl zero target");
   l.backward();
-  EXPECT_TRUE(pz.grad().isfinite().all().item<bool>());
+  EXPECT_TRUE(tensor_is(pz.grad(), {1, 4}, {NAN, 4.064204731371437, 2.0642047313714365, NAN}, 1e-12));
+  EXPECT_TRUE(tensor_is(lpr.grad(), {1, 4}, {0, -0.5, -0.5, 0}, 1e-12));
+  // A negative target gives NaN (PyTorch: [nan, 1.5321023656857184, 0.5321023656857182, -0.1678976343142817]).
+  EXPECT_TRUE(tensor_is(F::kl_div(lpr, tensor({{-0.5, 0.5, 0.5, 0.5}}, kFloat64), {.reduction = Reduction::none}),
+                        {1, 4}, {NAN, 1.5321023656857184, 0.5321023656857182, -0.16789763431428173}, 1e-12));
 }
 
 TEST(NnLoss, LossModules) {
@@ -297,6 +307,16 @@ TEST(NnLoss, RankingEmbeddingAndMarginLosses) {
 
 TEST(NnLoss, RankingEmbeddingAndMarginLossErrors) {
   Tensor x = ones({3, 4}, kFloat64);
+  // PyTorch 1.13: "The function 'soft_margin_loss' is not differentiable with respect to argument
+  // 'target'. This input cannot have requires_grad True." (raised by the forward).
+  Tensor target = tensor({1.0, -1.0, 1.0}, kFloat64).requires_grad_();
+  EXPECT_TRUE(throws_with<AutogradError>([&] { F::soft_margin_loss(ones({3}, kFloat64), target); },
+                                         {"soft_margin_loss", "target", "[3]"}));
+  EXPECT_NEAR(F::soft_margin_loss(zeros({3}, kFloat64), target.detach()).item<double>(), std::log(2.0), 1e-12);
+  {
+    autograd::NoGradGuard ng;  // without grad mode nothing is recorded: fine, as in PyTorch
+    EXPECT_NEAR(F::soft_margin_loss(zeros({3}, kFloat64), target).item<double>(), std::log(2.0), 1e-12);
+  }
   EXPECT_THROW(F::cosine_embedding_loss(x, x, ones({3, 1})), ShapeError);   // multi-target
   EXPECT_THROW(F::cosine_embedding_loss(x, x, ones({4})), ShapeError);      // N differs
   EXPECT_THROW(F::margin_ranking_loss(x, ones({4, 3}, kFloat64), x), ShapeError);

@@ -126,6 +126,28 @@ TEST(NnSpatial, max_unpool_puts_the_maxima_back) {
   EXPECT_TRUE(tensor_is(nn::MaxUnpool2d(2)(pooled, idx), {1, 1, 4, 4}, values(back)));
   Tensor bad = full({1, 1, 2, 2}, int64_t{16}, dtype(kInt64));
   EXPECT_TRUE(throws_with<IndexError>([&] { F::max_unpool2d(pooled, bad, 2); }, {"max_unpool2d", "16"}));
+  // output_size within one stride of the default (4, 4), as PyTorch 1.13 (its flat indices then read
+  // in that plane: F.max_unpool2d(p, i, 2, output_size=(5, 4)) puts 5, 8, 9, 6 at 1, 6, 9, 15 of 20).
+  const std::vector<double> wide = {0, 5, 0, 0, 0, 0, 8, 0, 0, 9, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0};
+  EXPECT_TRUE(tensor_is(F::max_unpool2d(pooled, idx, 2, {}, 0, {5, 4}), {1, 1, 5, 4}, wide));
+  EXPECT_TRUE(tensor_is(F::max_unpool2d(pooled, idx, 2, {}, 0, {1, 1, 4, 5}), {1, 1, 4, 5}, wide));
+  // Outside it PyTorch raises 'invalid output_size "(2, 8)" (dim 0 must be between 2 and 6)'; nabla
+  // used to place the values in a 2 x 8 plane.
+  EXPECT_TRUE(throws_with<ValueError>([&] { F::max_unpool2d(pooled, idx, 2, {}, 0, {2, 8}); },
+                                      {"max_unpool2d", "invalid output_size [2, 8]", "dim 0", "between 2 and 6"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { F::max_unpool2d(pooled, idx, 2, {}, 0, {4, 6}); }, {"dim 1", "between 2 and 6"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { F::max_unpool2d(pooled, idx, 2, {}, 0, {4}); }, {"2 or 4 elements"}));
+  // 1-d: F.max_unpool1d(p, i, 2, output_size=(9,)) of [1, 3, 2, 0, 5, 4, 1, 1] (indices 1, 2, 4, 6).
+  Tensor x1 = f64({1, 3, 2, 0, 5, 4, 1, 1}, {1, 1, 1, 8});
+  Tensor p1, i1;
+  std::tie(p1, i1) = max_pool2d_with_indices(x1, {1, 2});
+  p1 = p1.squeeze(2);
+  i1 = i1.squeeze(2);
+  EXPECT_EQ(int_values(i1), (std::vector<int64_t>{1, 2, 4, 6}));
+  EXPECT_TRUE(tensor_is(F::max_unpool1d(p1, i1, 2, std::nullopt, 0, 9), {1, 1, 9}, {0, 3, 2, 0, 5, 0, 1, 0, 0}));
+  for (int64_t len : {6, 10})
+    EXPECT_TRUE(throws_with<ValueError>([&] { F::max_unpool1d(p1, i1, 2, std::nullopt, 0, len); },
+                                        {"max_unpool1d", "between 6 and 10"}));
 }
 
 TEST(NnSpatial, embedding_bag_reduces_each_bag) {

@@ -1,5 +1,5 @@
 // Printing (PyTorch's layout from torch/_tensor_str.py, with nabla's names: dtype=float64,
-// size=[0, 3], grad_fn=<MulBackward>) and .npy files: round trips for every dtype and shape, a
+// size=[0, 3], grad_fn=<MulBackward0>) and .npy files: round trips for every dtype and shape, a
 // cross-check with NumPy when python3 has it, and hostile files that must give IOError.
 #include <gtest/gtest.h>
 
@@ -62,8 +62,8 @@ TEST(Print, Empty) {
 TEST(Print, AutogradSuffixes) {
   Tensor x = tensor({1., 2.}, requires_grad());
   EXPECT_EQ(str(x), "tensor([1., 2.], requires_grad=True)");
-  EXPECT_EQ(str(x * 2), "tensor([2., 4.], grad_fn=<MulBackward>)");
-  EXPECT_EQ(str((x + 1).sum()), "tensor(5., grad_fn=<SumBackward>)");
+  EXPECT_EQ(str(x * 2), "tensor([2., 4.], grad_fn=<MulBackward0>)");
+  EXPECT_EQ(str((x + 1).sum()), "tensor(5., grad_fn=<SumBackward0>)");
   EXPECT_EQ(str(x.detach()), "tensor([1., 2.])");
   EXPECT_EQ(str(tensor({1., 2.}, dtype(kFloat64).requires_grad(true))),
             "tensor([1., 2.], dtype=float64, requires_grad=True)");

@@ -1,8 +1,9 @@
 // View ops: layouts, storage sharing (writes through a view reach the base and back), view vs
 // reshape copy semantics, indexing with integers/slices/None/Ellipsis/tensors/masks, index_put_,
-// split/chunk/unbind, diagonal and as_strided.
+// split/chunk/unbind, diagonal, as_strided and unfold.
 #include <gtest/gtest.h>
 
+#include "autograd/gradcheck.h"
 #include "value_helpers.h"
 
 namespace nabla::testing {
@@ -347,6 +348,81 @@ TEST(AsStrided, WindowsAndBounds) {
   EXPECT_THROW(x.as_strided({2}, {1, 1}), ShapeError);
   x.as_strided({2}, {5}).fill_(-1);
   EXPECT_TRUE(tensor_is(x, {6}, {-1, 1, 2, 3, 4, -1}));
+  // Elements a view reaches twice get both gradients (PyTorch 1.13: a.as_strided((2, 2), (1, 1))
+  // of arange(3) gives a.grad [1, 2, 1]; nabla used to give [1, 1, 1]).
+  Tensor a = iota({3}).requires_grad_();
+  (a * 1).as_strided({2, 2}, {1, 1}).sum().backward();
+  EXPECT_TRUE(tensor_is(a.grad(), {3}, {1, 2, 1}));
+}
+
+// ---- Tensor::unfold (torch.Tensor.unfold), checked against PyTorch 1.13 ----------------------------
+TEST(Unfold, WindowsAreViewsWithPyTorchsStrides) {
+  Tensor x = iota({7});
+  Tensor w = x.unfold(0, 2, 3);  // step > size: [[0, 1], [3, 4]], strides (3, 1)
+  EXPECT_TRUE(tensor_is(w, {2, 2}, {0, 1, 3, 4}));
+  EXPECT_EQ(w.strides(), (Shape{3, 1}));
+  EXPECT_TRUE(shares_storage(w, x));
+  EXPECT_TRUE(tensor_is(x.unfold(0, 2, 1), {6, 2}, {0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6}));
+  EXPECT_TRUE(tensor_is(x.unfold(-1, 3, 2), {3, 3}, {0, 1, 2, 2, 3, 4, 4, 5, 6}));
+  EXPECT_TRUE(tensor_is(x.unfold(0, 7, 1), {1, 7}, {0, 1, 2, 3, 4, 5, 6}));  // size == the dim's length
+  EXPECT_EQ(shape_of(x.unfold(0, 0, 1)), (std::vector<int64_t>{8, 0}));       // windows of size 0
+  // A non-contiguous input: arange(24).view(2, 3, 4).transpose(0, 2).unfold(1, 2, 1) has shape
+  // (4, 2, 2, 2) and strides (1, 4, 12, 4).
+  Tensor y = iota({2, 3, 4}).transpose(0, 2);
+  Tensor yu = y.unfold(1, 2, 1);
+  EXPECT_EQ(yu.sizes(), (Shape{4, 2, 2, 2}));
+  EXPECT_EQ(yu.strides(), (Shape{1, 4, 12, 4}));
+  EXPECT_TRUE(tensor_is(yu.select(0, 1), {2, 2, 2}, {1, 5, 13, 17, 5, 9, 17, 21}));
+  // 0-dim: unfolded as if it were (1), into (size).
+  Tensor s = scalar_tensor(5.0, dtype(kFloat64));
+  EXPECT_TRUE(tensor_is(s.unfold(0, 1, 1), {1}, {5}));
+  EXPECT_TRUE(tensor_is(s.unfold(-1, 1, 2), {1}, {5}));
+  EXPECT_EQ(shape_of(s.unfold(0, 0, 1)), (std::vector<int64_t>{0}));
+  EXPECT_EQ(shape_of(zeros({2, 0}).unfold(1, 0, 1)), (std::vector<int64_t>{2, 1, 0}));
+  // Writes through the base show in every window that holds the element.
+  x.select(0, 3).fill_(-1);
+  EXPECT_TRUE(tensor_is(x.unfold(0, 3, 2).select(1, 1), {3}, {1, -1, 5}));
+}
+
+TEST(Unfold, BadArgumentsNameTheShape) {
+  Tensor x = iota({7});
+  // PyTorch: "maximum size for tensor at dimension 0 is 7 but size is 8", "step is 0 but must be > 0",
+  // "Dimension out of range (expected to be in range of [-1, 0], but got 1)".
+  EXPECT_TRUE(throws_with<ShapeError>([&] { x.unfold(0, 8, 1); }, {"unfold", "dimension 0", "[7]", "is 7", "size is 8"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { x.unfold(0, 2, 0); }, {"unfold", "step", "0"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { x.unfold(0, -1, 1); }, {"unfold", "non-negative", "-1"}));
+  EXPECT_THROW(x.unfold(1, 2, 1), IndexError);
+  EXPECT_THROW(scalar_tensor(5.0).unfold(0, 2, 1), ShapeError);
+  EXPECT_THROW(scalar_tensor(5.0).unfold(1, 1, 1), IndexError);
+  EXPECT_THROW(zeros({2, 0}).unfold(1, 1, 1), ShapeError);
+}
+
+TEST(Unfold, OverlappingWindowsSumTheirGradients) {
+  // PyTorch 1.13: a = arange(6.); (a.unfold(0, 3, 1) * arange(12.).view(4, 3)).sum().backward()
+  // gives a.grad [0, 4, 12, 21, 18, 11]; its grad_fn is UnfoldBackward0.
+  Tensor a = iota({6}).requires_grad_();
+  Tensor u = a.unfold(0, 3, 1);
+  EXPECT_EQ(u.grad_fn()->torch_name(), "UnfoldBackward0");
+  (u * iota({4, 3})).sum().backward();
+  EXPECT_TRUE(tensor_is(a.grad(), {6}, {0, 4, 12, 21, 18, 11}));
+  // Second order: x = arange(5.); g = grad(x.unfold(0, 3, 1).pow(2).sum(), x, create_graph=True)
+  // is [0, 4, 12, 12, 8], and grad(g.sum(), x) [2, 4, 6, 4, 2].
+  Tensor x = iota({5}).requires_grad_();
+  Tensor g = autograd::grad({x.unfold(0, 3, 1).pow(2).sum()}, {x}, {}, true, true)[0];
+  EXPECT_TRUE(tensor_is(g, {5}, {0, 4, 12, 12, 8}));
+  EXPECT_TRUE(tensor_is(autograd::grad({g.sum()}, {x})[0], {5}, {2, 4, 6, 4, 2}));
+  // A view made before its base changed in place gets its history rebuilt from the base, with the
+  // overlap still summed: y = x * 2; u = y.unfold(0, 2, 1); y.mul_(3); (u * [[1, 2], [3, 4], [5, 6]])
+  // .sum().backward() gives x.grad [6, 30, 54, 36] (PyTorch's AsStridedBackward0).
+  Tensor x4 = iota({4}).requires_grad_();
+  Tensor y = x4 * 2;
+  Tensor yu = y.unfold(0, 2, 1);
+  y.mul_(3);
+  (yu * f64({1, 2, 3, 4, 5, 6}, {3, 2})).sum().backward();
+  EXPECT_TRUE(tensor_is(x4.grad(), {4}, {6, 30, 54, 36}));
+  // Gradcheck through windows of windows (2-D patches), non-contiguous input.
+  auto patches = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].unfold(0, 2, 1).unfold(1, 3, 2)}; };
+  EXPECT_TRUE(autograd::gradcheck(patches, {lcg_tensor({4, 5}, 3).t().requires_grad_()}));
 }
 
 }  // namespace

@@ -7,8 +7,24 @@
 #include <cstdlib>
 #include <cstring>
 
+// A custom Function from <nabla.h> alone, with libtorch's one gradient per argument.
+struct Triple : nabla::autograd::Function<Triple> {
+  static nabla::Tensor forward(nabla::autograd::Context&, const nabla::Tensor& x, double) { return x * 3; }
+  static nabla::autograd::GradList backward(nabla::autograd::Context&, nabla::autograd::GradList g) {
+    return {g[0] * 3, nabla::Tensor()};
+  }
+};
+
 int main() {
   using namespace nabla;
+  {
+    Tensor x = ones({2}, requires_grad());
+    Triple::apply(x, 1.0).sum().backward();
+    if (std::fabs(x.grad()[0].item<double>() - 3) > 1e-12) {
+      std::printf("FAILED: the custom Function's gradient is %f\n", x.grad()[0].item<double>());
+      return 1;
+    }
+  }
   manual_seed(0);
   Tensor x = linspace(-1, 1, 16).unsqueeze(1);
   Tensor y = x * 2 + 1;
