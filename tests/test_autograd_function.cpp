@@ -1,8 +1,8 @@
 // Custom differentiable functions (autograd::Function, libtorch's style): values, gradcheck and
 // gradgradcheck, mark_non_differentiable, outputs that alias inputs, saved tensors modified in place,
 // and how backward's list of gradients maps onto forward's arguments (libtorch's rules).
-// autograd::Function comes from nabla.h alone (issue 41: nabla.h did not include autograd/function.h,
-// so this file did not compile without that include).
+// autograd::Function comes from nabla.h alone: this file includes nothing else of nabla, so it
+// stops compiling if nabla.h stops including autograd/function.h.
 #include <gtest/gtest.h>
 
 #include <any>
