@@ -84,21 +84,22 @@ struct Conn {
 struct TCPStoreServer::Impl {
   TCPStoreOptions o;
   std::map<std::string, ValuePtr> kv;
-  size_t stored = 0, retired = 0, inflight = 0;
+  size_t stored = 0, retired = 0, inflight = 0, authenticated = 0;
   std::list<Conn> conns;
   mutable std::mutex stats_mutex;
   Stats stats;
   char scratch[1 << 16];
 
   static size_t cost(const std::string& key, const Value& v) { return key.size() + v.data.size() + kEntryOverhead; }
+  // Called after every change, before its reply goes out: what stats() says is never behind what
+  // a client has been told.
   void sync_stats() {
     std::lock_guard lock(stats_mutex);
     stats.keys = kv.size();
     stats.stored_bytes = stored + retired;
     stats.inflight_bytes = inflight;
     stats.connections = conns.size();
-    stats.authenticated = static_cast<size_t>(
-        std::count_if(conns.begin(), conns.end(), [](const Conn& c) { return c.authenticated(); }));
+    stats.authenticated = authenticated;
   }
   template <class F>
   void count(F f) {
@@ -114,8 +115,10 @@ struct TCPStoreServer::Impl {
   void close(std::list<Conn>::iterator it) {
     ::close(it->fd);
     inflight -= it->reserved;
+    if (it->authenticated()) --authenticated;
     release_value(*it);
     conns.erase(it);
+    sync_stats();
   }
 
   void reply(Conn& c, uint8_t status, const std::vector<char>& payload, ValuePtr value = nullptr) {
@@ -249,6 +252,8 @@ struct TCPStoreServer::Impl {
         crypto::Digest mine = crypto::hmac_sha256(o.secret, proof_message(kServerLabel, c.nonce, nc));
         append(answer, mine.data(), mine.size());
         c.phase = Conn::kReady;
+        ++authenticated;
+        sync_stats();
       } else {
         size_t n = 0;
         count([&](Stats& s) { n = ++s.rejected; });
@@ -285,11 +290,13 @@ struct TCPStoreServer::Impl {
       c.reserved = body;
       inflight += body;
       c.need = kHeaderBytes + body;
+      sync_stats();
       if (body > 0) return true;
     }
     bool ok = serve(c);
     inflight -= c.reserved;
     c.reserved = 0;
+    sync_stats();
     c.in.clear();
     c.need = kHeaderBytes;
     return ok;
@@ -560,8 +567,10 @@ void TCPStoreServer::run() {
         } else {
           conn.phase = Conn::kReady;
           conn.need = kHeaderBytes;
+          ++s.authenticated;
         }
         s.conns.push_back(std::move(conn));
+        s.sync_stats();
         s.count([](Stats& st) { ++st.accepted; });
         if (!s.on_writable(s.conns.back())) s.close(std::prev(s.conns.end()));
       }

@@ -388,6 +388,46 @@ TEST(StoreConcurrency, AFloodOfHandshakesDoesNotLockTheRanksOut) {
   for (int fd : flood) close(fd);
 }
 
+TEST(StoreConcurrency, GarbageFromManyConnectionsLeavesTheServerServing) {
+  // Random bytes, and random requests with random sizes, from 300 connections to a store without a
+  // secret (the most a stranger can reach): every one ends (answered, refused or dropped), nothing
+  // crashes, and the ranks' client still works.
+  dist::TCPStoreOptions o;
+  o.max_value_bytes = 64 << 10;
+  o.max_total_bytes = 1 << 20;
+  o.request_timeout = 300ms;
+  dist::TCPStore server("127.0.0.1", 0, true, 5s, o);
+  server.set("mine", {'1'});
+  uint64_t x = 88172645463325252ull;
+  auto next = [&] {  // xorshift
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return x;
+  };
+  for (int i = 0; i < 300; ++i) {
+    int fd = connect_to(server.port());
+    ASSERT_GE(fd, 0);
+    read_hello(fd);
+    std::vector<char> bytes(next() % 600);
+    for (auto& b : bytes) b = static_cast<char>(next());
+    if (i % 2 == 0 && bytes.size() >= 5) {  // a plausible header: a known command, a random size
+      bytes[0] = static_cast<char>(1 + next() % 4);
+      uint32_t n = static_cast<uint32_t>(next() % 1000);
+      std::memcpy(bytes.data() + 1, &n, 4);
+    }
+    wire::write_all(fd, bytes.data(), bytes.size());
+    close(fd);
+  }
+  std::this_thread::sleep_for(400ms);  // past the request deadline of whatever was left half-sent
+  EXPECT_EQ(server.get("mine"), std::vector<char>{'1'});
+  dist::TCPStore client("127.0.0.1", server.port(), false, 2s);
+  client.set("after", {'2'});
+  EXPECT_EQ(server.get("after"), std::vector<char>{'2'});
+  auto st = server.server()->stats();
+  EXPECT_LE(st.stored_bytes, size_t(1) << 20);
+  EXPECT_EQ(st.inflight_bytes, 0u);
+  EXPECT_EQ(st.connections, 2u) << "every stranger's connection should be closed";
+}
+
 // ---- bounds ---------------------------------------------------------------------------------------
 
 long rss_kb() {
