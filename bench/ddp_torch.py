@@ -14,7 +14,9 @@ the best ms/step of each, and the DDP / single-process throughput ratio, as ddp_
 nabla: the two programs' figures are comparable when run on the same machine one after the other.
 """
 import argparse
+import datetime
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -29,7 +31,8 @@ def worker(mode, steps, global_batch):
     torch.set_num_threads(1 if ddp else 2)
     if ddp:
         import torch.distributed as dist
-        dist.init_process_group("gloo")
+        # Not PyTorch's 30 minutes: a rank left waiting fails within 2 minutes, naming the collective.
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     rank = int(os.environ.get("RANK", "0"))
     torch.manual_seed(1)
 
@@ -68,8 +71,18 @@ def worker(mode, steps, global_batch):
         print(f"RESULT {seconds / steps:.9f}")
 
 
+def free_port():
+    """A port nobody listens on now (the kernel's pick), so that no other job on the machine meets ours."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def result_of(cmd):
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired as e:
+        sys.exit(f"ddp_torch: {' '.join(cmd)} still ran after {e.timeout} s:\n{e.stdout or ''}{e.stderr or ''}")
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
             return float(line.split()[1])
@@ -96,7 +109,8 @@ def main():
     best_single = best_ddp = float("inf")
     for r in range(a.rounds):
         s = result_of(me + ["--worker", "single"])
-        d = result_of([launcher, "--nproc-per-node", "2", "--master-port", "29733"] + me + ["--worker", "ddp"])
+        # A fresh port each round; nabla-run's liveness check (60 s) ends a round whose rank is left waiting.
+        d = result_of([launcher, "--nproc-per-node", "2", "--master-port", str(free_port())] + me + ["--worker", "ddp"])
         print(f"  round {r + 1}: 1 process x 2 threads {s * 1e3:.2f} ms/step   2 processes x 1 thread (DDP) "
               f"{d * 1e3:.2f} ms/step", flush=True)
         best_single, best_ddp = min(best_single, s), min(best_ddp, d)

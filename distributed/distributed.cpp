@@ -1,12 +1,21 @@
 #include "distributed/distributed.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "core/cuda_api.h"
+#include "distributed/heartbeat.h"
 #include "distributed/process_group_gloo.h"
 #include "distributed/process_group_nccl.h"
 
@@ -82,6 +91,59 @@ void wait_for_ranks(Store& store, const std::string& prefix, int from, int to, i
   }
 }
 
+size_t env_size(const char* name, size_t fallback) {
+  std::string v = env_or(name);
+  if (v.empty()) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+  check<ValueError>(*end == '\0' && errno == 0 && v[0] != '-' && x > 0, "init_process_group: ", name, "='", v,
+                    "' is not a positive number of bytes");
+  return static_cast<size_t>(x);
+}
+
+constexpr size_t kMinSecret = 16;
+
+// The job's secret: the option, else NABLA_STORE_SECRET_FILE's contents (trailing white space
+// dropped), else NABLA_STORE_SECRET; "" for none.
+std::string job_secret(const InitOptions& options) {
+  std::string secret = options.store_secret, from = "InitOptions::store_secret";
+  if (secret.empty()) {
+    if (std::string path = env_or("NABLA_STORE_SECRET_FILE"); !path.empty()) {
+      from = "NABLA_STORE_SECRET_FILE '" + path + "'";
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      check<ValueError>(fd >= 0, "init_process_group: cannot open ", from, ": ", std::strerror(errno));
+      struct stat st {};
+      ::fstat(fd, &st);
+      if (!S_ISREG(st.st_mode) || (st.st_mode & 077) != 0 || st.st_size > 4096) {
+        ::close(fd);
+        throw ValueError(detail::str("init_process_group: ", from,
+                                     !S_ISREG(st.st_mode) ? " is not a regular file"
+                                     : st.st_size > 4096  ? " is larger than 4096 bytes"
+                                                          : " may be read or written by other users (chmod 600 it)",
+                                     " (mode ", std::oct, (st.st_mode & 0777), ")"));
+      }
+      secret.resize(static_cast<size_t>(st.st_size));
+      ssize_t n = ::read(fd, secret.data(), secret.size());
+      ::close(fd);
+      check<ValueError>(n == st.st_size, "init_process_group: cannot read ", from);
+      while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) secret.pop_back();
+      check<ValueError>(!secret.empty(), "init_process_group: ", from, " is empty");
+    } else if (std::string v = env_or("NABLA_STORE_SECRET"); !v.empty()) {
+      secret = v;
+      from = "NABLA_STORE_SECRET";
+    }
+  }
+  check<ValueError>(secret.empty() || secret.size() >= kMinSecret, "init_process_group: the store's secret (", from,
+                    ") has ", secret.size(), " bytes; it needs at least ", kMinSecret,
+                    " (e.g. head -c 32 /dev/urandom | base64)");
+  return secret;
+}
+
+bool is_loopback(const std::string& address) {  // "127.0.1.1:29500", "[::1]:29500"
+  return address.rfind("127.", 0) == 0 || address.rfind("[::1]", 0) == 0;
+}
+
 }  // namespace
 
 void init_process_group(const InitOptions& options) {
@@ -113,6 +175,8 @@ void init_process_group(const InitOptions& options) {
   struct sigaction old {};
   if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
 
+  heartbeat::start_from_env();  // nabla-run's liveness check: from here on it sees this rank wait
+
   const std::string& m = options.init_method;
   std::unique_ptr<Store> store;
   GlooOptions gloo{.timeout = options.timeout, .hostname = {}, .iface = env_or("NABLA_SOCKET_IFNAME", env_or("GLOO_SOCKET_IFNAME"))};
@@ -135,7 +199,32 @@ void init_process_group(const InitOptions& options) {
     }
     int port = parse_int(port_text, "the master port");
     check<ValueError>(port > 0 && port < 65536, "init_process_group: port ", port, " is not a TCP port");
-    auto tcp = std::make_unique<TCPStore>(host, static_cast<uint16_t>(port), rank == 0, options.timeout);
+    TCPStoreOptions so;
+    so.secret = job_secret(options);
+    so.listen_all = options.store_listen_all || env_or("NABLA_STORE_LISTEN_ALL") == "1";
+    // Gloo's full mesh keeps about 136 bytes per pair of ranks (world_size^2 in all).
+    so.max_total_bytes = env_size("NABLA_STORE_MAX_BYTES", (size_t(64) << 20) + size_t(512) * world_size * world_size);
+    so.max_value_bytes = std::min(env_size("NABLA_STORE_MAX_VALUE_BYTES", size_t(16) << 20), size_t(1) << 31);
+    auto tcp = std::make_unique<TCPStore>(host, static_cast<uint16_t>(port), rank == 0, options.timeout, so);
+    if (rank == 0) {
+      const std::string where = tcp->describe();
+      if (so.secret.empty() && env_or("NABLA_STORE_INSECURE") != "1")
+        std::fprintf(stderr,
+                     "nabla: warning: the rendezvous store at %s has no secret: any process that can reach it can "
+                     "read and change the ranks' keys. nabla-run gives its workers one; when you start the ranks "
+                     "yourself, give each the same NABLA_STORE_SECRET (16 or more characters) or "
+                     "NABLA_STORE_SECRET_FILE (NABLA_STORE_INSECURE=1 silences this warning)\n",
+                     where.c_str());
+      const auto& at = tcp->server()->listen_addresses();
+      const int local = env_int("LOCAL_WORLD_SIZE", world_size);
+      if (!so.listen_all && world_size > local && std::all_of(at.begin(), at.end(), is_loopback))
+        std::fprintf(stderr,
+                     "nabla: warning: rank 0's store listens only on %s (what MASTER_ADDR '%s' resolves to here), but "
+                     "WORLD_SIZE %d > LOCAL_WORLD_SIZE %d says other machines take part, and they cannot reach a "
+                     "loopback address: set MASTER_ADDR to this machine's address on their network (or "
+                     "NABLA_STORE_LISTEN_ALL=1)\n",
+                     at.front().c_str(), host.c_str(), world_size, local);
+    }
     // Peers reach this process on the interface it reaches the master through.
     if (gloo.iface.empty()) gloo.hostname = tcp->local_address();
     int64_t claims = tcp->add("nabla.rank_claims." + std::to_string(rank), 1);

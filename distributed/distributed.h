@@ -11,9 +11,13 @@
 //
 // init_method: "env://" reads MASTER_ADDR, MASTER_PORT (and RANK, WORLD_SIZE unless given);
 // "tcp://host:port" names the master directly; "file:///path" rendezvous through files in a
-// directory every rank sees. Rank 0 hosts the TCP store. Everything that waits (the rendezvous,
-// each collective) gives up after `timeout` with a DistributedError that names the call, the peer
-// or address and the timeout.
+// directory every rank sees. Rank 0 hosts the TCP store, listening only where the master address
+// points and, given the job's secret (nabla-run passes one), serving only the job's ranks; its
+// bounds: NABLA_STORE_MAX_BYTES (keys and values held; default 64 MiB + 512 bytes x world_size^2)
+// and NABLA_STORE_MAX_VALUE_BYTES (a value; default 16 MiB), read on rank 0. Everything that waits
+// (the rendezvous, each collective) gives up after `timeout` with a DistributedError that names the
+// call, the peer or address and the timeout. Under nabla-run, init also starts the heartbeat its
+// liveness check watches (heartbeat.h).
 #pragma once
 
 #include <chrono>
@@ -36,6 +40,17 @@ struct InitOptions {
   // nccl: this rank's CUDA device; -1: the current device (call cuda::set_device(get_local_rank())
   // first, as with PyTorch).
   int device = -1;
+  // The job's secret for the TCP store (env://, tcp://; at least 16 bytes, the same on every rank):
+  // the store serves only processes that prove they know it, and proves it back (a challenge-
+  // response: the secret never crosses the wire; TCPStoreOptions::secret). Empty: read from the file
+  // NABLA_STORE_SECRET_FILE names (readable by its owner only, as nabla-run writes it), else from
+  // NABLA_STORE_SECRET. With none, the store serves anyone who reaches it, as PyTorch's TCPStore
+  // does, and rank 0 warns on stderr (NABLA_STORE_INSECURE=1 silences the warning). A difference
+  // from PyTorch, which has no authentication.
+  std::string store_secret;
+  // Rank 0's store listens on the addresses MASTER_ADDR resolves to (127.0.0.1: loopback only);
+  // true, or NABLA_STORE_LISTEN_ALL=1: on every interface, as PyTorch's TCPStore always does.
+  bool store_listen_all = false;
 };
 
 // Joins the job: rendezvous, then the backend's connections to every peer (Gloo's TCP pairs, or

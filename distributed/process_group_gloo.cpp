@@ -19,6 +19,7 @@
 
 #include "core/graph.h"
 #include "core/ops.h"
+#include "distributed/heartbeat.h"
 
 namespace nabla::distributed {
 
@@ -46,6 +47,7 @@ void Work::State::complete(std::exception_ptr e) {
 
 void Work::wait() const {
   if (!state_) return;
+  heartbeat::Waiting waiting;  // what nabla-run's liveness check sees
   std::unique_lock lock(state_->mutex);
   if (state_->finish) {  // point-to-point: finish on this thread, once
     auto finish = std::move(state_->finish);

@@ -1,15 +1,8 @@
-// TCPStore: a tiny request/response protocol over one TCP connection per client.
+// TCPStore's client side, and FileStore. The wire protocol is in store_wire.h, the server in
+// store_server.cpp.
 //
-//   request:  u8 command, then per command
-//             set:   key, value           -> u8 0
-//             get:   key                  -> u8 found, value (when found)
-//             add:   key, i64 delta       -> i64 sum
-//             check: u32 n, n keys        -> u8 all set
-//   strings are u32 length + bytes; integers little-endian as the host stores them (every rank of
-//   a job runs the same build, and the protocol never leaves it).
-//
-// The server answers each request at once; get and wait are polled by the client with a growing
-// sleep (1 ms to 50 ms), so waiting costs the server nothing and every wait has the client's timeout.
+// get and wait are polled by the client with a growing sleep (1 ms to 50 ms), so waiting costs the
+// server nothing and every wait has the client's timeout.
 #include "distributed/store.h"
 
 #include <arpa/inet.h>
@@ -21,214 +14,30 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <map>
+
+#include "distributed/sha256.h"
+#include "distributed/store_wire.h"
+#include "distributed/heartbeat.h"
 
 namespace nabla::distributed {
 namespace {
 
-enum Command : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4 };
+using namespace wire;
 using Clock = std::chrono::steady_clock;
 
 std::string errno_text(int e) { return std::strerror(e); }
 
-// Reads or writes exactly n bytes; false on EOF or error (errno says which).
-bool read_all(int fd, void* p, size_t n) {
-  auto* b = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t r = ::recv(fd, b, n, 0);
-    if (r == 0) {
-      errno = ECONNRESET;
-      return false;
-    }
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    b += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool write_all(int fd, const void* p, size_t n) {
-  auto* b = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t r = ::send(fd, b, n, MSG_NOSIGNAL);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    b += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-// (resize + memcpy: GCC 12's -Wstringop-overflow misreads vector::insert of a few bytes.)
-void append(std::vector<char>& m, const void* p, size_t n) {
-  size_t at = m.size();
-  m.resize(at + n);
-  if (n) std::memcpy(m.data() + at, p, n);
-}
-template <class T>
-void put(std::vector<char>& m, T v) {
-  append(m, &v, sizeof(T));
-}
-void put_bytes(std::vector<char>& m, const char* p, size_t n) {
-  put<uint32_t>(m, static_cast<uint32_t>(n));
-  append(m, p, n);
-}
-
-// Reading a framed request on the server: a string is at most 64 MiB (a rendezvous value is a few
-// hundred bytes; the bound keeps a stray connection from making the server allocate gigabytes).
-constexpr uint32_t kMaxString = 64u << 20;
-bool read_string(int fd, std::string& s) {
-  uint32_t n;
-  if (!read_all(fd, &n, 4) || n > kMaxString) return false;
-  s.resize(n);
-  return read_all(fd, s.data(), n);
-}
-
-void set_recv_timeout(int fd, std::chrono::milliseconds t) {
+void set_io_timeout(int fd, std::chrono::milliseconds t) {
+  t = std::max(t, std::chrono::milliseconds(1));
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(t.count() / 1000);
   tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
-
-// Answers one request from `fd`; false when the client has gone (or sent garbage).
-bool serve_one(int fd, std::map<std::string, std::vector<char>>& kv) {
-  uint8_t cmd;
-  if (!read_all(fd, &cmd, 1)) return false;
-  std::vector<char> reply;
-  std::string key;
-  switch (cmd) {
-    case kSet: {
-      std::string value;
-      if (!read_string(fd, key) || !read_string(fd, value)) return false;
-      kv[key] = std::vector<char>(value.begin(), value.end());
-      put<uint8_t>(reply, 0);
-      break;
-    }
-    case kGet: {
-      if (!read_string(fd, key)) return false;
-      auto it = kv.find(key);
-      put<uint8_t>(reply, it != kv.end());
-      if (it != kv.end()) put_bytes(reply, it->second.data(), it->second.size());
-      break;
-    }
-    case kAdd: {
-      int64_t delta;
-      if (!read_string(fd, key) || !read_all(fd, &delta, 8)) return false;
-      auto& v = kv[key];
-      int64_t sum = delta;
-      if (!v.empty()) sum += std::strtoll(std::string(v.begin(), v.end()).c_str(), nullptr, 10);
-      std::string s = std::to_string(sum);
-      v.assign(s.begin(), s.end());
-      put<int64_t>(reply, sum);
-      break;
-    }
-    case kCheck: {
-      uint32_t n;
-      if (!read_all(fd, &n, 4) || n > 1u << 20) return false;
-      bool all = true;
-      for (uint32_t i = 0; i < n; ++i) {
-        if (!read_string(fd, key)) return false;
-        all = all && kv.count(key);
-      }
-      put<uint8_t>(reply, all);
-      break;
-    }
-    default:
-      return false;
-  }
-  return write_all(fd, reply.data(), reply.size());
-}
-
-}  // namespace
-
-// ---- server ---------------------------------------------------------------------------------------
-
-TCPStoreServer::TCPStoreServer(uint16_t port) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  nabla::check<DistributedError>(listen_fd_ >= 0, "TCPStore: socket: ", errno_text(errno));
-  int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(port);
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listen_fd_, 512) != 0) {
-    int e = errno;
-    ::close(listen_fd_);
-    throw DistributedError(detail::str("TCPStore: rank 0 cannot listen on port ", port, ": ", errno_text(e),
-                                       e == EADDRINUSE ? " (another job or store uses it: choose another MASTER_PORT)" : ""));
-  }
-  socklen_t len = sizeof addr;
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
-  if (::pipe2(wake_pipe_, O_CLOEXEC) != 0) {
-    int e = errno;
-    ::close(listen_fd_);
-    throw DistributedError(detail::str("TCPStore: pipe: ", errno_text(e)));
-  }
-  thread_ = std::thread([this] { run(); });
-}
-
-TCPStoreServer::~TCPStoreServer() {
-  char c = 0;
-  [[maybe_unused]] ssize_t r = ::write(wake_pipe_[1], &c, 1);
-  thread_.join();
-  ::close(listen_fd_);
-  ::close(wake_pipe_[0]);
-  ::close(wake_pipe_[1]);
-}
-
-void TCPStoreServer::run() {
-  std::map<std::string, std::vector<char>> kv;
-  std::vector<pollfd> fds{{wake_pipe_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-  for (;;) {
-    if (::poll(fds.data(), fds.size(), -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (fds[0].revents) break;  // shutting down
-    if (fds[1].revents & POLLIN) {
-      int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c >= 0) {
-        int one = 1;
-        ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        // A client writes each request whole; a half-written one must not stall the server.
-        set_recv_timeout(c, std::chrono::seconds(10));
-        fds.push_back({c, POLLIN, 0});
-        ++clients_;
-      }
-    }
-    for (size_t i = 2; i < fds.size();) {
-      if (fds[i].revents && !serve_one(fds[i].fd, kv)) {
-        ::close(fds[i].fd);
-        --clients_;
-        fds.erase(fds.begin() + static_cast<std::ptrdiff_t>(i));
-        continue;
-      }
-      fds[i].revents = 0;
-      ++i;
-    }
-  }
-  for (size_t i = 2; i < fds.size(); ++i) ::close(fds[i].fd);
-}
-
-void TCPStoreServer::wait_for_clients_to_leave(std::chrono::milliseconds max) const {
-  auto deadline = Clock::now() + max;
-  while (clients_.load() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-}
-
-// ---- client ---------------------------------------------------------------------------------------
-
-namespace {
 
 // One connection attempt to any address of host:port, bounded by `deadline`. Returns the socket or
 // -1 with `err` set.
@@ -285,13 +94,28 @@ int try_connect(const std::string& host, uint16_t port, Clock::time_point deadli
   return fd;
 }
 
+
+[[noreturn]] void lost(const std::string& where, int e) {
+  throw DistributedError(detail::str("TCPStore: no reply from the store at ", where, ": ",
+                                     e == EAGAIN || e == EWOULDBLOCK ? "timed out" : errno_text(e),
+                                     " (did rank 0 exit?)"));
+}
+
+// Thrown by the handshake for what retrying cannot mend (a wrong secret, another program).
+struct HandshakeRefused : DistributedError {
+  using DistributedError::DistributedError;
+};
+
 }  // namespace
 
-TCPStore::TCPStore(std::string host, uint16_t port, bool is_server, std::chrono::milliseconds timeout)
-    : host_(std::move(host)), port_(port) {
+// ---- client ---------------------------------------------------------------------------------------
+
+TCPStore::TCPStore(std::string host, uint16_t port, bool is_server, std::chrono::milliseconds timeout,
+                   TCPStoreOptions options)
+    : host_(std::move(host)), port_(port), options_(std::move(options)) {
   timeout_ = timeout;
   if (is_server) {
-    server_ = std::make_unique<TCPStoreServer>(port);
+    server_ = std::make_unique<TCPStoreServer>(host_, port, options_);
     port_ = server_->port();
   }
   auto deadline = Clock::now() + timeout;
@@ -299,16 +123,84 @@ TCPStore::TCPStore(std::string host, uint16_t port, bool is_server, std::chrono:
   auto pause = std::chrono::milliseconds(5);
   for (;;) {
     fd_ = try_connect(host_, port_, deadline, err);
-    if (fd_ >= 0) break;
+    if (fd_ >= 0) {
+      try {
+        handshake(deadline);
+        break;
+      } catch (const HandshakeRefused&) {
+        ::close(fd_);
+        fd_ = -1;
+        throw;
+      } catch (const DistributedError& e) {  // the server went away or is at capacity: try again
+        ::close(fd_);
+        fd_ = -1;
+        err = e.what();
+      }
+    }
     if (Clock::now() + pause >= deadline)
       throw DistributedError(detail::str("TCPStore: could not reach the store at ", describe(), " within ",
                                          timeout.count(), " ms (", err,
-                                         "); is rank 0 running, and are MASTER_ADDR and MASTER_PORT right?"));
+                                         "); is rank 0 running, and are MASTER_ADDR and MASTER_PORT right? (rank 0's "
+                                         "store listens only on the address MASTER_ADDR names on its machine unless "
+                                         "NABLA_STORE_LISTEN_ALL=1 is set there)"));
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }
   // A reply that never comes (the server's host died without closing) must not hang a client.
-  set_recv_timeout(fd_, timeout);
+  set_io_timeout(fd_, timeout);
+}
+
+void TCPStore::handshake(Clock::time_point deadline) {
+  set_io_timeout(fd_, std::max<std::chrono::milliseconds>(
+                          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+                          std::chrono::seconds(1)));
+  char hello[kHelloBytes];
+  if (!read_all(fd_, hello, sizeof hello))
+    throw DistributedError(detail::str("no greeting from the store: ", errno == EAGAIN ? "timed out" : errno_text(errno)));
+  if (std::memcmp(hello, kMagic, 4) != 0 || static_cast<uint8_t>(hello[4]) != kVersion)
+    throw HandshakeRefused(detail::str("TCPStore: what listens at ", describe(), " is not a nabla store of this version "
+                                       "(its greeting differs): is MASTER_PORT used by another program?"));
+  const auto mode = static_cast<uint8_t>(hello[5]);
+  server_max_key_ = get_at<uint32_t>(hello + 8);
+  server_max_value_ = get_at<uint64_t>(hello + 12);
+  const auto* ns = reinterpret_cast<const uint8_t*>(hello + 20);
+  const bool have = !options_.secret.empty();
+  if (mode == kModeOpen) {
+    if (have)
+      throw HandshakeRefused(detail::str(
+          "TCPStore: the store at ", describe(), " does not authenticate (its rank 0 has no secret) but this process ",
+          "has one: give every rank the same secret (NABLA_STORE_SECRET or NABLA_STORE_SECRET_FILE; nabla-run sets it ",
+          "for its workers), or none"));
+    authenticated_ = false;
+    return;
+  }
+  if (mode != kModeSecret)
+    throw HandshakeRefused(detail::str("TCPStore: the store at ", describe(), " asks for an unknown handshake (", int(mode), ")"));
+  if (!have)
+    throw HandshakeRefused(detail::str(
+        "TCPStore: the store at ", describe(), " requires the job's secret and this process has none: set ",
+        "NABLA_STORE_SECRET (or NABLA_STORE_SECRET_FILE) to rank 0's, or pass InitOptions::store_secret ",
+        "(nabla-run gives its workers one)"));
+  uint8_t proof[kProofBytes];
+  crypto::random_bytes(proof, kNonceBytes);
+  crypto::Digest tag = crypto::hmac_sha256(options_.secret, proof_message(kClientLabel, ns, proof));
+  std::memcpy(proof + kNonceBytes, tag.data(), kTagBytes);
+  if (!write_all(fd_, proof, sizeof proof))
+    throw DistributedError(detail::str("the store closed the connection during the handshake: ", errno_text(errno)));
+  uint8_t ok = 0;
+  if (!read_all(fd_, &ok, 1) || ok != 1)
+    throw HandshakeRefused(detail::str(
+        "TCPStore: the store at ", describe(), " refused this process's proof of the job's secret: its secret differs ",
+        "from rank 0's (every rank needs the same NABLA_STORE_SECRET / NABLA_STORE_SECRET_FILE)"));
+  uint8_t theirs[kTagBytes];
+  if (!read_all(fd_, theirs, sizeof theirs))
+    throw DistributedError(detail::str("the store closed the connection during the handshake: ", errno_text(errno)));
+  crypto::Digest want = crypto::hmac_sha256(options_.secret, proof_message(kServerLabel, ns, proof));
+  if (!crypto::constant_time_equal(want.data(), theirs, kTagBytes))
+    throw HandshakeRefused(detail::str(
+        "TCPStore: the store at ", describe(), " did not prove it knows the job's secret (another job's store at this ",
+        "address and port?)"));
+  authenticated_ = true;
 }
 
 TCPStore::~TCPStore() {
@@ -336,53 +228,72 @@ std::string TCPStore::local_address() const {
   return buf;
 }
 
-void TCPStore::send_request(const std::vector<char>& msg) {
-  if (!write_all(fd_, msg.data(), msg.size()))
+std::vector<char> TCPStore::request(uint8_t command, const std::vector<char>& body, const char* what,
+                                    const std::string& key) {
+  nabla::check<DistributedError>(fd_ >= 0, "TCPStore::", what, ": the connection to ", describe(), " is closed");
+  std::vector<char> m;
+  put<uint8_t>(m, command);
+  put<uint32_t>(m, static_cast<uint32_t>(body.size()));
+  append(m, body.data(), body.size());
+  if (!write_all(fd_, m.data(), m.size()))
     throw DistributedError(detail::str("TCPStore: lost the connection to the store at ", describe(), ": ",
                                        errno_text(errno), " (did rank 0 exit?)"));
+  char header[kHeaderBytes];
+  if (!read_all(fd_, header, sizeof header)) lost(describe(), errno);
+  const uint32_t n = get_at<uint32_t>(header + 1);
+  nabla::check<DistributedError>(n <= server_max_value_ + 64 || header[0] != 0, "TCPStore: a reply of ", n,
+                          " bytes from ", describe(), " is over its own limits");
+  std::vector<char> payload(std::min<size_t>(n, size_t(1) << 20));  // a refusal's text is short
+  if (header[0] != 0 && n > payload.size()) lost(describe(), EPROTO);
+  payload.resize(n);
+  if (!read_all(fd_, payload.data(), n)) lost(describe(), errno);
+  if (header[0] != 0)
+    throw DistributedError(detail::str("TCPStore::", what, "('", key, "'): the store at ", describe(), " refused it: ",
+                                       std::string(payload.begin(), payload.end())));
+  return payload;
 }
 
 namespace {
-[[noreturn]] void lost(const std::string& where, int e) {
-  throw DistributedError(detail::str("TCPStore: no reply from the store at ", where, ": ",
-                                     e == EAGAIN || e == EWOULDBLOCK ? "timed out" : errno_text(e),
-                                     " (did rank 0 exit?)"));
+void put_key(std::vector<char>& m, const std::string& k) {
+  put<uint32_t>(m, static_cast<uint32_t>(k.size()));
+  append(m, k.data(), k.size());
 }
 }  // namespace
 
 void TCPStore::set(const std::string& key, const std::vector<char>& value) {
+  nabla::check<ValueError>(key.size() <= server_max_key_, "TCPStore::set: the key '", key.substr(0, 64),
+                    key.size() > 64 ? "..." : "", "' has ", key.size(), " bytes; the store at ", describe(),
+                    " takes keys of at most ", server_max_key_, " bytes");
+  nabla::check<ValueError>(value.size() <= server_max_value_, "TCPStore::set('", key, "'): the value has ", value.size(),
+                    " bytes; the store at ", describe(), " takes values of at most ", server_max_value_,
+                    " bytes (NABLA_STORE_MAX_VALUE_BYTES on rank 0 raises it)");
   std::vector<char> m;
-  put<uint8_t>(m, kSet);
-  put_bytes(m, key.data(), key.size());
-  put_bytes(m, value.data(), value.size());
+  put_key(m, key);
+  append(m, value.data(), value.size());
   std::lock_guard lock(mutex_);
-  send_request(m);
-  uint8_t ok;
-  if (!read_all(fd_, &ok, 1)) lost(describe(), errno);
+  request(kSet, m, "set", key);
 }
 
 int64_t TCPStore::add(const std::string& key, int64_t delta) {
+  nabla::check<ValueError>(key.size() <= server_max_key_, "TCPStore::add: the key has ", key.size(), " bytes; the store at ",
+                    describe(), " takes keys of at most ", server_max_key_, " bytes");
   std::vector<char> m;
-  put<uint8_t>(m, kAdd);
-  put_bytes(m, key.data(), key.size());
   put<int64_t>(m, delta);
+  append(m, key.data(), key.size());
   std::lock_guard lock(mutex_);
-  send_request(m);
-  int64_t sum;
-  if (!read_all(fd_, &sum, 8)) lost(describe(), errno);
-  return sum;
+  auto r = request(kAdd, m, "add", key);
+  nabla::check<DistributedError>(r.size() == 8, "TCPStore::add: a reply of ", r.size(), " bytes from ", describe());
+  return get_at<int64_t>(r.data());
 }
 
 bool TCPStore::check(const std::vector<std::string>& keys) {
   std::vector<char> m;
-  put<uint8_t>(m, kCheck);
   put<uint32_t>(m, static_cast<uint32_t>(keys.size()));
-  for (auto& k : keys) put_bytes(m, k.data(), k.size());
+  for (auto& k : keys) put_key(m, k);
   std::lock_guard lock(mutex_);
-  send_request(m);
-  uint8_t all;
-  if (!read_all(fd_, &all, 1)) lost(describe(), errno);
-  return all != 0;
+  auto r = request(kCheck, m, "check", keys.empty() ? std::string() : keys.front());
+  nabla::check<DistributedError>(r.size() == 1, "TCPStore::check: a reply of ", r.size(), " bytes from ", describe());
+  return r[0] != 0;
 }
 
 namespace {
@@ -394,6 +305,7 @@ std::string join_keys(const std::vector<std::string>& keys) {
 
 // Polls store.check(keys) until they are all set or the timeout passes.
 void poll_wait(Store& store, const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  heartbeat::Waiting waiting;  // what nabla-run's liveness check sees
   auto deadline = Clock::now() + timeout;
   auto pause = std::chrono::milliseconds(1);
   while (!store.check(keys)) {
@@ -416,19 +328,11 @@ void TCPStore::wait(const std::vector<std::string>& keys, const std::chrono::mil
 
 std::vector<char> TCPStore::get(const std::string& key) {
   wait({key}, timeout_);
-  std::vector<char> m;
-  put<uint8_t>(m, kGet);
-  put_bytes(m, key.data(), key.size());
+  std::vector<char> m(key.begin(), key.end());
   std::lock_guard lock(mutex_);
-  send_request(m);
-  uint8_t found;
-  if (!read_all(fd_, &found, 1)) lost(describe(), errno);
-  nabla::check<DistributedError>(found != 0, "TCPStore::get: key '", key, "' vanished from ", describe());
-  uint32_t n;
-  if (!read_all(fd_, &n, 4)) lost(describe(), errno);
-  std::vector<char> value(n);
-  if (!read_all(fd_, value.data(), n)) lost(describe(), errno);
-  return value;
+  auto r = request(kGet, m, "get", key);
+  nabla::check<DistributedError>(!r.empty() && r[0] != 0, "TCPStore::get: key '", key, "' vanished from ", describe());
+  return std::vector<char>(r.begin() + 1, r.end());
 }
 
 // ---- file store -----------------------------------------------------------------------------------

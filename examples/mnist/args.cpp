@@ -244,6 +244,9 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
               "histograms, misclassified digits, hparams (view: tensorboard --logdir DIR)", "")
       .option("tensorboard-every", "N", "steps between the train scalars written to --tensorboard", "50")
       .flag("quiet", "no progress bar, only the per-epoch lines")
+      .option("timeout", "SECONDS",
+              "data-parallel: how long joining the job and each collective wait for the other processes before "
+              "failing with an error that names them (as PyTorch's init_process_group timeout)", "1800")
       .example("mnist train                                  # the default recipe")
       .example("mnist train --model fast                     # 99% in one epoch")
       .example("mnist train --model lenet --optimizer sgd --lr 0.01 --momentum 0.5 --batch-size 64 --no-shuffle")
@@ -288,6 +291,7 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
   a.summary_json = cli.str("summary-json");
   a.tensorboard = cli.str("tensorboard");
   a.tensorboard_every = cli.integer("tensorboard-every", 1, kMaxLogEvery);
+  a.timeout_s = cli.integer("timeout", 1, kMaxTimeout);
   if (cli.is_set("tensorboard-every") && a.tensorboard.empty())
     throw UsageError("--tensorboard-every needs --tensorboard DIR (where to write the logs)");
   return a;

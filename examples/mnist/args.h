@@ -58,6 +58,7 @@ RunProgress progress_from_metadata(const std::map<std::string, std::string>& inf
                                    int64_t train_size);
 
 // Bounds of the numeric options.
+inline constexpr int64_t kMaxTimeout = 7 * 24 * 3600;
 inline constexpr int64_t kMaxLogEvery = 1'000'000'000, kMaxEpochs = 1'000'000, kMaxBatchSize = 1'000'000, kMaxWorkers = 256, kMaxCount = 1'000'000;
 inline const std::vector<std::string> kModels = {"mlp", "lenet", "cnn", "pytorch", "fast"}, kDatasets = {"mnist", "fashion-mnist"},
                                       kOptimizers = {"sgd", "adam", "adamw", "nadam", "radam", "rmsprop", "adagrad", "adadelta"},
@@ -81,6 +82,7 @@ struct TrainArgs {
   std::string device, data, checkpoint, summary_json;  // data, checkpoint: "" for the defaults
   std::string tensorboard;            // a TensorBoard log folder, or ""
   int64_t tensorboard_every = 0;      // train scalars every this many steps
+  int64_t timeout_s = 1800;           // data-parallel: the rendezvous's and each collective's timeout
 };
 void check_resume_settings(const TrainArgs& a, const Settings& saved);
 struct EvalArgs {

@@ -194,7 +194,9 @@ class DataParallel {
 
   // Joins the job when WORLD_SIZE > 1 and returns the device to train on: the CPU (Gloo) for
   // --device cpu or auto, this process's GPU (NCCL) for --device cuda. World size 1: pick_device.
-  Device join(const std::string& device) {
+  // timeout_s: how long the rendezvous and each collective wait for the other ranks
+  // (InitOptions::timeout; --timeout).
+  Device join(const std::string& device, int64_t timeout_s) {
     if (world_size_from_env() <= 1) return pick_device(device);
 #ifdef NABLA_MNIST_DISTRIBUTED
     if (device == "cuda") {
@@ -208,16 +210,17 @@ class DataParallel {
                          " GPU" + (gpus == 1 ? "" : "s") + ": with --device cuda, start at most " +
                          std::to_string(gpus) + " processes per machine (nabla-run --nproc-per-node)");
       cuda::set_device(local);
-      distributed::init_process_group({.backend = "nccl", .device = local});
+      distributed::init_process_group({.backend = "nccl", .timeout = std::chrono::seconds(timeout_s), .device = local});
       comm_ = Device::cuda(static_cast<int16_t>(local));
     } else {
-      distributed::init_process_group({.backend = "gloo"});
+      distributed::init_process_group({.backend = "gloo", .timeout = std::chrono::seconds(timeout_s)});
     }
     rank_ = distributed::get_rank();
     world_ = distributed::get_world_size();
     return comm_;
 #else
     (void)device;
+    (void)timeout_s;
     throw Failure("WORLD_SIZE=" + std::to_string(world_size_from_env()) +
                       " asks for data-parallel training, but this mnist was built without nabla::distributed "
                       "(Gloo was not found: install libgloo-dev and rebuild)",
@@ -328,7 +331,7 @@ class TrainingRun {
     }
     epochs_ = args_.epochs > 0 ? args_.epochs : default_recipe(s_.model).epochs;
     if (args_.threads) set_num_threads(*args_.threads);
-    device_ = dp_.join(args_.device);
+    device_ = dp_.join(args_.device, args_.timeout_s);
     data_dir_ = !args_.data.empty() ? args_.data : default_data_dir(s_.dataset);
     ckpt_path_ = !args_.checkpoint.empty() ? args_.checkpoint
                  : resuming()              ? args_.resume

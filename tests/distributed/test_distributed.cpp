@@ -794,6 +794,8 @@ int worker_main(const std::string& scenario) {
       return 0;
     } else if (scenario.rfind("sync_bn", 0) == 0) {
       return nabla_dist_test::sync_batch_norm_worker(scenario);
+    } else if (scenario.rfind("live_", 0) == 0) {
+      return nabla_dist_test::liveness_worker(scenario);
     } else {
       std::cerr << "unknown scenario " << scenario << "\n";
       return 2;
@@ -988,17 +990,16 @@ TEST(DistributedFailures, UnreachableMasterAddressFailsWithinTheTimeout) {
   std::cout << results[0].output;
 }
 
-// ---- nabla-run ------------------------------------------------------------------------------------
+}  // namespace
 
-struct Launched {
-  pid_t pid;
-  std::string dir;
-};
+namespace nabla_dist_test {
+
+// ---- nabla-run (the helpers workers.h declares) ------------------------------------------------------------------------------------
 
 // nabla-run --nproc-per-node n --master-port <free> <this program>, workers running `scenario`.
 // With `netns`, the launcher runs in that network namespace (`ip netns exec`).
-Launched launch(const std::string& scenario, int n, int timeout_ms, std::vector<std::string> extra = {},
-                std::string dir = "", int port_number = 0, const std::string& netns = "") {
+Launched launch(const std::string& scenario, int n, int timeout_ms, std::vector<std::string> extra, std::string dir,
+                int port_number, const std::string& netns) {
   if (dir.empty()) dir = fresh_dir();
   std::string port = std::to_string(port_number ? port_number : free_port());
   pid_t pid = fork();
@@ -1027,7 +1028,7 @@ Launched launch(const std::string& scenario, int n, int timeout_ms, std::vector<
 }
 
 // Waits for the launcher; -1 when it is still running after limit_s (then killed).
-int wait_launcher(const Launched& l, double limit_s, double* took = nullptr) {
+int wait_launcher(const Launched& l, double limit_s, double* took) {
   auto t0 = Clock::now();
   int status = 0;
   while (waitpid(l.pid, &status, WNOHANG) != l.pid) {
@@ -1048,6 +1049,15 @@ std::string read_file(const std::string& path) {
   ss << f.rdbuf();
   return ss.str();
 }
+
+}  // namespace nabla_dist_test
+
+using nabla_dist_test::launch;
+using nabla_dist_test::Launched;
+using nabla_dist_test::read_file;
+using nabla_dist_test::wait_launcher;
+
+namespace {
 
 // PyTorch's DDP running run_buffer_schedule's schedule (started by nabla-run: RANK, WORLD_SIZE, ...);
 // it counts the calls of dist._broadcast_coalesced, through which its forward broadcasts buffers.
@@ -1121,10 +1131,12 @@ TEST(NablaRun, TwoNodesOnLoopbackMakeOneJob) {
   // Two launchers, one per "node", 2 workers each: a world of 4 meeting at node 0's port.
   // (TwoNodesInNetworkNamespacesJoinedByVethMakeOneJob is the variant across a real link, where
   // root and ip(8) allow it; here, on loopback, the variables and the rendezvous across launchers.)
+  // Two machines share the job's secret through a file each nabla-run is given.
   std::string dir = fresh_dir();
   int port = free_port();
-  auto node0 = launch("collectives", 2, 20000, {"--nnodes", "2", "--node-rank", "0"}, dir, port);
-  auto node1 = launch("collectives", 2, 20000, {"--nnodes", "2", "--node-rank", "1"}, dir, port);
+  const std::string secret = nabla_dist_test::write_secret_file(dir + "/job.secret");
+  auto node0 = launch("collectives", 2, 20000, {"--nnodes", "2", "--store-secret-file", secret, "--node-rank", "0"}, dir, port);
+  auto node1 = launch("collectives", 2, 20000, {"--nnodes", "2", "--store-secret-file", secret, "--node-rank", "1"}, dir, port);
   int c0 = wait_launcher(node0, 60), c1 = wait_launcher(node1, 60);
   EXPECT_EQ(c0, 0) << read_file(dir + "/launcher0.log");
   EXPECT_EQ(c1, 0) << read_file(dir + "/launcher1.log");
@@ -1188,7 +1200,8 @@ TEST(NablaRun, TwoNodesInNetworkNamespacesJoinedByVethMakeOneJob) {
   if (!ns.ok()) GTEST_SKIP() << ns.why();
   std::string dir = fresh_dir();
   int port = free_port();
-  std::vector<std::string> common{"--nnodes", "2", "--master-addr", ns.addr_a(), "--node-rank"};
+  const std::string secret = nabla_dist_test::write_secret_file(dir + "/job.secret");
+  std::vector<std::string> common{"--nnodes", "2", "--master-addr", ns.addr_a(), "--store-secret-file", secret, "--node-rank"};
   auto with = [&](const char* rank) {
     auto v = common;
     v.push_back(rank);
@@ -1246,6 +1259,12 @@ TEST(NablaRun, HelpAndMistakes) {
   EXPECT_EQ(run("--nproc-per-node 2"), 2);
   EXPECT_EQ(run("--nproc-per-node 2 /nonexistent/program"), 127);
   EXPECT_EQ(run("--nproc-per-node 2 true"), 0);
+  // Several machines need a secret they share (or an explicit --no-store-secret).
+  EXPECT_EQ(run("--nnodes 2 true"), 2);
+  EXPECT_EQ(run("--nnodes 2 --no-store-secret true"), 0);
+  EXPECT_EQ(run("--no-store-secret --store-secret-file /etc/hostname true"), 2);
+  EXPECT_EQ(run("--store-secret-file /etc/hostname true"), 2);  // readable by others
+  EXPECT_EQ(run("--liveness-grace -1 true"), 2);
 }
 
 // ---- in-process checks (no peers needed) ----------------------------------------------------------

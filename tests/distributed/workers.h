@@ -3,6 +3,8 @@
 // entry points of the other files.
 #pragma once
 
+#include <sys/types.h>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -25,7 +27,27 @@ std::vector<int> all_ranks(int n);
 void expect_all_ok(const std::vector<Result>& results);
 int free_port();  // a port nobody listens on now
 
+std::string fresh_dir();  // a new folder under /tmp
+std::string read_file(const std::string& path);
+// Writes a fresh random secret (64 hex digits) to path with mode 0600 and returns the path.
+std::string write_secret_file(const std::string& path);
+
+// nabla-run --nproc-per-node n --master-port <free> --stop-timeout 3 [extra...] <this program>, the
+// workers running `scenario` (NABLA_TEST_DIR: dir, NABLA_TEST_TIMEOUT_MS); its stderr goes to
+// dir/launcher<last extra>.log. With `netns`, the launcher runs in that network namespace.
+struct Launched {
+  pid_t pid;
+  std::string dir;
+};
+Launched launch(const std::string& scenario, int n, int timeout_ms, std::vector<std::string> extra = {},
+                std::string dir = "", int port_number = 0, const std::string& netns = "");
+// Waits for the launcher and gives its exit code (128 + signal); -1 when it still runs after
+// limit_s (then it is killed). took: the seconds it ran.
+int wait_launcher(const Launched& l, double limit_s, double* took = nullptr);
+
 // test_sync_batch_norm.cpp: scenarios whose names start with "sync_bn".
 int sync_batch_norm_worker(const std::string& scenario);
+// test_liveness.cpp: scenarios whose names start with "live_".
+int liveness_worker(const std::string& scenario);
 
 }  // namespace nabla_dist_test

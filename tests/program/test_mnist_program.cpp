@@ -671,6 +671,27 @@ TEST_F(MnistProgram, DataParallelOnGpusSaysWhenThereIsNoGpu) {
 #endif
 }
 
+// --timeout bounds how long a rank waits for the others (issue 41: it was PyTorch's 30 minutes, with
+// no way to shorten it): rank 0 of a 2-rank job whose rank 1 never comes fails after 2 s, naming it.
+TEST_F(MnistProgram, DataParallelTimeoutIsAnOptionAndNamesTheMissingRank) {
+#ifndef NABLA_RUN_BIN
+  GTEST_SKIP() << "nabla-run is not built (no Gloo: install libgloo-dev), so mnist cannot train data-parallel";
+#else
+  const std::string port = std::to_string(20000 + (::getpid() + 13) % 20000);
+  auto t0 = std::chrono::steady_clock::now();
+  // Node 0 of 2, one worker: WORLD_SIZE 2, and node 1 is never started.
+  Result r = run_program(NABLA_RUN_BIN, "--nnodes 2 --node-rank 0 --no-store-secret --master-port " + port + " " +
+                                            NABLA_MNIST_BIN + " train --timeout 2 --device cpu --quiet " + data());
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("waited 2000 ms"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("for ranks [1] to join"), std::string::npos) << r.out;
+  EXPECT_LT(took, 20.0) << r.out;
+  EXPECT_EQ(run("train --timeout 0").code, 2);
+  EXPECT_NE(run("train --help").out.find("--timeout SECONDS"), std::string::npos);
+#endif
+}
+
 // On several machines only rank 0's machine has the checkpoint: a rank that cannot find --resume
 // says what to do, and nabla-run stops the job with its status.
 TEST_F(MnistProgram, DataParallelResumeWithoutTheFileSaysToCopyIt) {
