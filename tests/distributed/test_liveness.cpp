@@ -1,5 +1,5 @@
-// nabla-run's liveness check and the job's secret (issue 41, items 18 and 20), and the start-up
-// of two ranks while a stranger dribbles bytes at the store (item 19): the workers are this test
+// nabla-run's liveness check and the job's secret, and the start-up of two ranks while a
+// stranger dribbles bytes at the store: the workers are this test
 // program again ("live_*" scenarios) or small shell and Python programs, with grace periods of a
 // few seconds so that each test is short.
 #include <gtest/gtest.h>
@@ -142,7 +142,7 @@ void expect_gone(const std::string& dir, std::vector<int> ranks) {
 }
 
 TEST(NablaRunLiveness, AStoppedRankIsNamedAndTheJobEndsAfterTheGrace) {
-  // Issue 41: kill -STOP of one rank left rank 0 waiting silently for the collective timeout.
+  // kill -STOP of one rank once left rank 0 waiting silently for the collective timeout.
   auto l = launch("live_stop", 2, 120000, {"--liveness-grace", "2"});
   double took = 0;
   int code = wait_launcher(l, 40, &took);
@@ -259,7 +259,7 @@ TEST(NablaRunSecret, WorkersGetAFreshSecretInAFileOnlyTheUserCanRead) {
   EXPECT_NE(secrets[0], secrets[1]) << "two jobs got the same secret";
 }
 
-// Issue 41: one connection sending a byte every few seconds held the 2-rank start-up as long as it
+// One connection sending a byte every few seconds once held the 2-rank start-up as long as it
 // was kept up. Now the ranks start beside it (and it is dropped at its deadline).
 TEST(DistributedStoreServer, TwoRanksStartWhileAStrangerDribblesBytesAtTheStore) {
   const int port = nabla_dist_test::free_port();

@@ -1,4 +1,4 @@
-// The TCP store against strangers (issue 41, items 18 and 19): SHA-256 and HMAC against their
+// The TCP store against strangers: SHA-256 and HMAC against their
 // standards' vectors; the challenge-response (a peer without the job's secret is dropped without
 // touching the store, and a server without it is refused by the client); where the server
 // listens; connections served side by side with deadlines; and the bounds on what a connection may

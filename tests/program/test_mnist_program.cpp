@@ -671,8 +671,8 @@ TEST_F(MnistProgram, DataParallelOnGpusSaysWhenThereIsNoGpu) {
 #endif
 }
 
-// --timeout bounds how long a rank waits for the others (issue 41: it was PyTorch's 30 minutes, with
-// no way to shorten it): rank 0 of a 2-rank job whose rank 1 never comes fails after 2 s, naming it.
+// --timeout bounds how long a rank waits for the others (PyTorch's default is 30 minutes, and
+// mnist had no way to shorten it): rank 0 of a 2-rank job whose rank 1 never comes fails after 2 s, naming it.
 TEST_F(MnistProgram, DataParallelTimeoutIsAnOptionAndNamesTheMissingRank) {
 #ifndef NABLA_RUN_BIN
   GTEST_SKIP() << "nabla-run is not built (no Gloo: install libgloo-dev), so mnist cannot train data-parallel";
