@@ -107,9 +107,6 @@ class CustomNode final : public Node {
 
 std::string demangled_type_name(const char* mangled);
 
-// The registry entry this header must have (tests/opinfo_core.cpp; see core/ops.h's lists).
-#define NABLA_REGISTRY_AUTOGRAD_OPS(X) X(custom_function)
-
 template <class T>
 struct Function {
   template <class... Args>

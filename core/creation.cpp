@@ -5,6 +5,7 @@
 
 #include "core/generator.h"
 #include "core/impl.h"
+#include "core/trace.h"
 
 namespace nabla {
 
@@ -202,7 +203,10 @@ Tensor eye(int64_t n, std::optional<int64_t> m_opt, const TensorOptions& o) {
   int64_t m = m_opt.value_or(n);
   check<ValueError>(n >= 0 && m >= 0, "eye: sizes must be non-negative, got ", n, " x ", m);
   Tensor t = zeros({n, m}, o.requires_grad(false));
-  if (std::min(n, m) > 0) t.diagonal().fill_(1);
+  if (std::min(n, m) > 0) {
+    trace::Suspend s;  // a constant: the view it writes through is no op of a traced graph
+    t.diagonal().fill_(1);
+  }
   return finish(t, o);
 }
 

@@ -154,7 +154,7 @@ Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryKind kind, double p0 = 0, 
                     OnInt on_int = OnInt::promote) {
   const char* name = op_name(op);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, name, {x}, {{"p0", p0}, {"p1", p1}}, [&] { return unary_kernel(op, x, kind, p0, p1, on_int); });
+    return trace::traced(t, op_id(op), {x}, UnaryAttrs{p0, p1}, [&] { return unary_kernel(op, x, kind, p0, p1, on_int); });
   check<ValueError>(x.defined(), name, ": input tensor is undefined");
   DType dt = x.dtype();
   if (kind == UnaryKind::floating && !is_floating(dt)) {
@@ -227,13 +227,13 @@ autograd::SavedTensor save_for(Saves what, const Tensor& x, const Tensor& y) {
     });                                                                                          \
   }
 
-#define NABLA_DEFINE_FLOAT(name, fwd, saves, bwd, on_int)                                          \
+#define NABLA_DEFINE_FLOAT(name, fwd, saves, bwd, on_int, ...)                                         \
   Tensor name(const Tensor& x) {                                                                 \
     Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::floating, 0, 0, OnInt::on_int);         \
     NABLA_UNARY_BACKWARD(name, saves, bwd, )                                                     \
     return y;                                                                                    \
   }
-#define NABLA_DEFINE_SAME(name, fwd, saves, bwd, on_bool)                                          \
+#define NABLA_DEFINE_SAME(name, fwd, saves, bwd, on_bool, ...)                                         \
   Tensor name(const Tensor& x) {                                                                 \
     if (x.defined() && x.dtype() == DType::boolean)                                              \
       return unary_on_bool(UnaryOp::name, x, OnBool::on_bool, name);                             \
@@ -247,7 +247,7 @@ NABLA_UNARY_SAME_OPS(NABLA_DEFINE_SAME)
 #undef NABLA_DEFINE_SAME
 
 namespace detail {
-#define NABLA_DEFINE_PARAM(name, fwd, saves, bwd, on_int)                                          \
+#define NABLA_DEFINE_PARAM(name, fwd, saves, bwd, on_int, ...)                                         \
   Tensor name(const Tensor& x, double p0, double p1) {                                           \
     Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::floating, p0, p1, OnInt::on_int);       \
     NABLA_UNARY_BACKWARD(name, saves, bwd, p0, p1)                                               \
@@ -258,7 +258,7 @@ NABLA_UNARY_PARAM_OPS(NABLA_DEFINE_PARAM)
 }  // namespace detail
 #undef NABLA_UNARY_BACKWARD
 
-#define NABLA_DEFINE_PREDICATE(name, fwd) \
+#define NABLA_DEFINE_PREDICATE(name, fwd, ...)\
   Tensor name(const Tensor& x) { return unary_kernel(UnaryOp::name, x, UnaryKind::predicate); }
 NABLA_UNARY_BOOL_OPS(NABLA_DEFINE_PREDICATE)
 #undef NABLA_DEFINE_PREDICATE
@@ -392,7 +392,7 @@ enum : uint8_t { none = 0, a = 1, b = 2, y = 4, ab = 3, ay = 5, by = 6, aby = 7 
 // columns; ops outside the arithmetic list answer yes).
 constexpr bool grads_read_a(BinaryOp op) {
   switch (op) {
-#define NABLA_BINARY_READS_A(name, kind, fwd, rule, reads_a, reads_b, grad_a, grad_b) \
+#define NABLA_BINARY_READS_A(name, kind, fwd, rule, reads_a, reads_b, grad_a, grad_b, ...)\
   case BinaryOp::name: return ((reads::reads_a | reads::reads_b) & reads::a) != 0;
     NABLA_BINARY_ARITH_OPS(NABLA_BINARY_READS_A)
 #undef NABLA_BINARY_READS_A
@@ -403,7 +403,7 @@ constexpr bool grads_read_a(BinaryOp op) {
 // Records the backward of a generated binary op: the gradient formulas of its list line, summed
 // over broadcast dims and cast to each operand's dtype. Only what the needed gradients read is
 // saved, so an in-place change of a tensor the backward will not read is no error.
-#define NABLA_BINARY_RECORD(name, kind, fwd, rule, reads_a, reads_b, grad_a, grad_b)                        \
+#define NABLA_BINARY_RECORD(name, kind, fwd, rule, reads_a, reads_b, grad_a, grad_b, ...)                       \
   case BinaryOp::name: {                                                                                  \
     const uint8_t keep = (autograd::needs_grad(a_in) ? reads::reads_a : 0) |                              \
                          (autograd::needs_grad(b_in) ? reads::reads_b : 0);                               \
@@ -431,7 +431,7 @@ constexpr bool grads_read_a(BinaryOp op) {
 // list (core/elementwise_ops.h).
 Tensor binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, Scalar alpha_s = 1) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, op_name(op), {a_in, b_in}, {{"alpha", alpha_s.to_double()}},
+    return trace::traced(t, op_id(op), {a_in, b_in}, BinaryAttrs{alpha_s.to_double()},
                          [&] { return binary(op, a_in, b_in, alpha_s); });
   DType dt = check_binary(op, a_in, b_in, alpha_s);
   Tensor out = binary_kernel(op, a_in, b_in, alpha_s, dt);
@@ -515,7 +515,7 @@ static void check_integer_power(DType base, Scalar e) {
 }
 Tensor pow(const Tensor& a, Scalar e) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "pow_scalar", {a}, {{"exponent", e.to_double()}}, [&] { return pow(a, e); });
+    return trace::traced<OpId::pow_scalar>(t, {a}, {.value = e.to_double()}, [&] { return pow(a, e); });
   DType dt = detail::promote_with_scalar(a.dtype(), e);
   check_integer_power(dt, e);
   // Shortcuts only where they keep the result dtype (int ** 2.0 is float32, bool ** 2 int64).
@@ -601,7 +601,7 @@ bool equal(const Tensor& a, const Tensor& b) {
 // ---- where and composites -----------------------------------------------------------------------
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "where", {cond, a, b}, {}, [&] { return where(cond, a, b); });
+    return trace::traced<OpId::where>(t, {cond, a, b}, {}, [&] { return where(cond, a, b); });
   check<DTypeError>(cond.dtype() == DType::boolean, "where: condition must be a bool tensor, got ", cond.dtype());
   DType dt = detail::result_type(a, b);
   Device dev = detail::output_device("where", a, b);

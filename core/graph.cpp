@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "core/impl.h"
+#include "core/trace.h"
 
 namespace nabla::autograd {
 
@@ -238,6 +239,11 @@ void set_output(Node* node, Tensor& out, uint32_t nr) {
   impl->output_nr = nr;
   impl->requires_grad = false;
   node->out_meta.push_back(OutputMeta{impl->sizes, impl->dtype, impl->device()});
+  // Outside a traced op's own call (which runs with tracing suspended), history given to a tensor
+  // means an op without a trace hook made it: the tracer must not take it for what it computed so
+  // far (core/trace.h, Tracer::on_history).
+  if (trace::Tracer* t = trace::tl_current) [[unlikely]]
+    t->on_history(out);
 }
 }  // namespace
 

@@ -25,7 +25,7 @@ Tensor as_index(const Tensor& index, const char* op) {
 // ---- cat / stack --------------------------------------------------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "cat", tensors, {{"dim", dim}}, [&] { return cat(tensors, dim); });
+    return trace::traced<OpId::cat>(t, tensors, {.dim = dim}, [&] { return cat(tensors, dim); });
   check<ValueError>(!tensors.empty(), "cat: expected a non-empty list of tensors");
   const Tensor* ref = nullptr;
   DType dt = tensors[0].dtype();
@@ -182,7 +182,7 @@ Tensor triu(const Tensor& x, int64_t k) {
 
 Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "pad", {x}, {{"padding", padding}, {"value", value.to_double()}}, [&] { return pad(x, padding, value); });
+    return trace::traced<OpId::pad>(t, {x}, {.padding = trace::ints(padding), .value = value.to_double()}, [&] { return pad(x, padding, value); });
   check<ValueError>(padding.size() % 2 == 0 && static_cast<int64_t>(padding.size()) <= 2 * x.dim(),
                     "pad: padding ", padding, " must have an even length of at most 2 * ", x.dim());
   // Negative padding crops first.
@@ -217,7 +217,7 @@ Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value) {
 // ---- index_select / index_add -------------------------------------------------------------------
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index_in) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "index_select", {x, index_in}, {{"dim", dim}}, [&] { return index_select(x, dim, index_in); });
+    return trace::traced<OpId::index_select>(t, {x, index_in}, {.dim = dim}, [&] { return index_select(x, dim, index_in); });
   Tensor index = as_index(index_in, "index_select");
   check<ShapeError>(index.dim() <= 1, "index_select: index must be 0-D or 1-D, got shape ", index.sizes());
   detail::check_same_device("index_select", {&x, &index});
@@ -238,7 +238,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index_in) {
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index_in, const Tensor& src) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "index_add", {x, index_in, src}, {{"dim", dim}}, [&] { return index_add(x, dim, index_in, src); });
+    return trace::traced<OpId::index_add>(t, {x, index_in, src}, {.dim = dim}, [&] { return index_add(x, dim, index_in, src); });
   Tensor index = as_index(index_in, "index_add");
   int64_t d = wrap_dim(dim, x.dim(), "index_add");
   check<ShapeError>(index.dim() <= 1, "index_add: index must be 1-D, got shape ", index.sizes());
@@ -276,7 +276,7 @@ Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& src) 
     detail::bump_version(*this);
     return *this;
   }
-  return copy_(index_add(*this, dim, index, src));
+  return copy_(nabla::index_add(*this, dim, index, src));
 }
 
 // ---- gather / scatter ---------------------------------------------------------------------------
@@ -295,7 +295,7 @@ void check_gather_shapes(const char* op, const Tensor& x, int64_t d, const Tenso
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index_in) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "gather", {x, index_in}, {{"dim", dim}}, [&] { return gather(x, dim, index_in); });
+    return trace::traced<OpId::gather>(t, {x, index_in}, {.dim = dim}, [&] { return gather(x, dim, index_in); });
   Tensor index = as_index(index_in, "gather");
   int64_t d = wrap_dim(dim, x.dim(), "gather");
   check_gather_shapes("gather", x, d, index, nullptr);
@@ -321,7 +321,7 @@ Tensor src_window(const Tensor& src, const Tensor& index) {
 Tensor scatter_impl(const Tensor& x, int64_t dim, const Tensor& index_in, const Tensor& src_in, bool accumulate) {
   const char* name = accumulate ? "scatter_add" : "scatter";
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, name, {x, index_in, src_in}, {{"dim", dim}},
+    return trace::traced(t, accumulate ? OpId::scatter_add : OpId::scatter, {x, index_in, src_in}, DimAttrs{dim},
                          [&] { return scatter_impl(x, dim, index_in, src_in, accumulate); });
   Tensor index = as_index(index_in, name);
   int64_t d = wrap_dim(dim, x.dim(), name);
@@ -405,7 +405,7 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, const Tensor& value) {
 
 Tensor nonzero(const Tensor& x) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "nonzero", {x}, {}, [&] { return nonzero(x); });
+    return trace::traced<OpId::nonzero>(t, {x}, {}, [&] { return nonzero(x); });
   if (x.is_cpu()) return backend_for(kCPU).nonzero(x);
   return backend_for(x.device()).nonzero(x);
 }
@@ -438,7 +438,7 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes) {
 
 Tensor embedding(const Tensor& weight, const Tensor& indices_in, std::optional<int64_t> padding_idx) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "embedding", {weight, indices_in}, {}, [&] { return embedding(weight, indices_in, padding_idx); });
+    return trace::traced<OpId::embedding>(t, {weight, indices_in}, {}, [&] { return embedding(weight, indices_in, padding_idx); });
   check<ShapeError>(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, dim), got shape ", weight.sizes());
   Tensor indices = as_index(indices_in, "embedding");
   int64_t n = weight.sizes()[0];

@@ -49,9 +49,4 @@ Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> output_si
 Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
                       bool include_self = true);
 
-// Registry entries these declarations must have (tests/opinfo_*.cpp, with gradcheck samples; the test
-// OpRegistry.every_differentiable_op_has_gradcheck_samples reads this list).
-#define NABLA_REGISTRY_ADVANCED_INDEXING_OPS(X) \
-  X(index_multi_tensor) X(index_put) X(index_put_accumulate) X(take_along_dim) X(repeat_interleave) X(scatter_reduce)
-
 }  // namespace nabla

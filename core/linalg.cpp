@@ -28,7 +28,7 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b) {
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "matmul", {a, b}, {}, [&] { return mm(a, b); });
+    return trace::traced<OpId::mm>(t, {a, b}, {}, [&] { return mm(a, b); });
   check_operands("mm", a, b);
   check<ShapeError>(a.dim() == 2 && b.dim() == 2, "mm: expected 2-D matrices, got shapes ", a.sizes(), " and ",
                     b.sizes());
@@ -47,7 +47,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "matmul", {a, b}, {}, [&] { return bmm(a, b); });
+    return trace::traced<OpId::bmm>(t, {a, b}, {}, [&] { return bmm(a, b); });
   check_operands("bmm", a, b);
   check<ShapeError>(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors, got shapes ", a.sizes(), " and ",
                     b.sizes());
@@ -67,7 +67,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "matmul", {a, b}, {}, [&] { return matmul(a, b); });
+    return trace::traced<OpId::matmul>(t, {a, b}, {}, [&] { return matmul(a, b); });
   check<ValueError>(a.defined() && b.defined(), "matmul: input tensor is undefined");
   int64_t da = a.dim(), db = b.dim();
   check<ShapeError>(da >= 1 && db >= 1, "matmul: both operands need at least 1 dim, got shapes ", a.sizes(), " and ",
@@ -150,7 +150,7 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta, 
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "linear", {x, weight, bias}, {}, [&] { return linear(x, weight, bias); });
+    return trace::traced<OpId::linear>(t, {x, weight, bias}, {}, [&] { return linear(x, weight, bias); });
   check<ShapeError>(weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features), got shape ",
                     weight.sizes());
   check<ShapeError>(x.dim() >= 1 && x.sizes()[x.dim() - 1] == weight.sizes()[1], "linear: input of shape ", x.sizes(),

@@ -100,10 +100,4 @@ Tensor norm(const Tensor& x, std::string_view ord, IntArrayRef dims = {}, bool k
 
 }  // namespace linalg
 
-// Registry entries these declarations must have (tests/opinfo_linalg.cpp, with gradcheck samples).
-#define NABLA_REGISTRY_LINALG_DECOMP_OPS(X)                                                                  \
-  X(diag) X(baddbmm) X(tensordot) X(linalg.trace) X(linalg.cross) X(linalg.inv) X(linalg.solve) X(linalg.det) \
-  X(linalg.slogdet) X(linalg.cholesky) X(linalg.qr) X(linalg.svd) X(linalg.svdvals) X(linalg.eigh)             \
-  X(linalg.eigvalsh) X(linalg.lstsq) X(linalg.vector_norm) X(linalg.matrix_norm) X(linalg.norm)
-
 }  // namespace nabla

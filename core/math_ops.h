@@ -103,10 +103,4 @@ UniqueResult unique(const Tensor& x, bool sorted = true, bool return_inverse = f
 UniqueResult unique_consecutive(const Tensor& x, bool return_inverse = false, bool return_counts = false,
                                 std::optional<int64_t> dim = std::nullopt);
 
-// Registry entries these declarations must have (tests/opinfo_math.cpp, with gradcheck samples; the
-// test OpRegistry.every_differentiable_op_has_gradcheck_samples reads this list).
-#define NABLA_REGISTRY_MATH_OPS(X)                                                                          \
-  X(median) X(median_dim) X(nanmedian) X(nanmedian_dim) X(kthvalue) X(mode) X(quantile) X(nanquantile)      \
-  X(cummax) X(cummin) X(logcumsumexp) X(nan_to_num) X(div_rounding)
-
 }  // namespace nabla

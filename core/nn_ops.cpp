@@ -148,9 +148,10 @@ Tensor conv_core(const Tensor& x, const Tensor& w, const Tensor& b, const ConvPa
 // conv_core for a batched or unbatched input (one dim fewer).
 Tensor conv_any_batch(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "conv", {x, weight, bias},
-                         {{"stride", IntArrayRef(p.stride.data(), p.ndim)}, {"padding", IntArrayRef(p.padding.data(), p.ndim)},
-                          {"dilation", IntArrayRef(p.dilation.data(), p.ndim)}, {"groups", p.groups}},
+    return trace::traced(t, p.ndim == 1 ? OpId::conv1d : p.ndim == 2 ? OpId::conv2d : OpId::conv3d, {x, weight, bias},
+                         ConvAttrs{trace::ints(IntArrayRef(p.stride.data(), p.ndim)),
+                                   trace::ints(IntArrayRef(p.padding.data(), p.ndim)),
+                                   trace::ints(IntArrayRef(p.dilation.data(), p.ndim)), p.groups},
                          [&] { return conv_any_batch(x, weight, bias, p); });
   if (x.dim() == 1 + p.ndim) return conv_core(x.unsqueeze(0), weight, bias, p).squeeze(0);
   return conv_core(x, weight, bias, p);
@@ -201,9 +202,10 @@ Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef k
 Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
                         IntArrayRef padding, IntArrayRef output_padding, int64_t groups, IntArrayRef dilation) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "conv_transpose2d", {x_in, weight, bias},
-                         {{"stride", stride}, {"padding", padding}, {"output_padding", output_padding},
-                          {"groups", groups}, {"dilation", dilation}},
+    return trace::traced<OpId::conv_transpose2d>(t, {x_in, weight, bias},
+                                                 {.stride = trace::ints(stride), .padding = trace::ints(padding),
+                                                  .output_padding = trace::ints(output_padding),
+                                                  .dilation = trace::ints(dilation), .groups = groups},
                          [&] { return conv_transpose2d(x_in, weight, bias, stride, padding, output_padding, groups, dilation); });
   Tensor x = x_in.dim() == 3 ? x_in.unsqueeze(0) : x_in;
   ConvParams p = conv_params(stride, padding, dilation, groups, 2, "conv_transpose2d");
@@ -322,9 +324,10 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntArrayRef 
 Tensor max_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
                   IntArrayRef dilation, bool ceil_mode) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "max_pool2d", {x},
-                         {{"kernel", kernel_size}, {"stride", stride}, {"padding", padding}, {"dilation", dilation},
-                          {"ceil_mode", ceil_mode}},
+    return trace::traced<OpId::max_pool2d>(t, {x},
+                                           {.kernel = trace::ints(kernel_size), .stride = trace::ints(stride),
+                                            .padding = trace::ints(padding), .dilation = trace::ints(dilation),
+                                            .ceil_mode = ceil_mode},
                          [&] { return max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode); });
   if (x.is_cpu() && !autograd::needs_grad(x)) {  // no backward: the CPU kernel skips the indices
     Pool2dParams p = pool_params(kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d");
@@ -338,9 +341,10 @@ Tensor max_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, 
 Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding, bool ceil_mode,
                   bool count_include_pad) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "avg_pool2d", {x},
-                         {{"kernel", kernel_size}, {"stride", stride}, {"padding", padding}, {"ceil_mode", ceil_mode},
-                          {"count_include_pad", count_include_pad}},
+    return trace::traced<OpId::avg_pool2d>(t, {x},
+                                           {.kernel = trace::ints(kernel_size), .stride = trace::ints(stride),
+                                            .padding = trace::ints(padding), .ceil_mode = ceil_mode,
+                                            .count_include_pad = count_include_pad},
                          [&] { return avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad); });
   Pool2dParams p = pool_params(kernel_size, stride, padding, 1, ceil_mode, "avg_pool2d");
   p.count_include_pad = count_include_pad;
@@ -358,7 +362,8 @@ namespace {
 // Adaptive pooling: output cell i covers input [floor(i*in/out), ceil((i+1)*in/out)).
 Tensor adaptive_pool(const Tensor& x, IntArrayRef output_size, bool is_max, const char* op) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, op, {x}, {{"output_size", output_size}}, [&] { return adaptive_pool(x, output_size, is_max, op); });
+    return trace::traced(t, is_max ? OpId::adaptive_max_pool2d : OpId::adaptive_avg_pool2d, {x},
+                         AdaptivePoolAttrs{trace::ints(output_size)}, [&] { return adaptive_pool(x, output_size, is_max, op); });
   check<ShapeError>(x.dim() == 3 || x.dim() == 4, op, ": expected input (N, C, H, W) or (C, H, W), got shape ",
                     x.sizes());
   auto os = pair_of(output_size, op, "output_size");
@@ -430,8 +435,8 @@ Tensor batch_norm_composite(const Tensor& x, const Tensor& w, const Tensor& b, c
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "batch_norm", {x, weight, bias, running_mean, running_var},
-                         {{"training", training}, {"momentum", momentum}, {"eps", eps}},
+    return trace::traced<OpId::batch_norm>(t, {x, weight, bias, running_mean, running_var},
+                                           {.training = training, .momentum = momentum, .eps = eps},
                          [&] { return batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps); });
   if (!x.defined() || x.dim() < 2) [[unlikely]]  // (the message is built only when it is needed)
     throw ShapeError(detail::str("batch_norm: expected input (N, C, ...) with at least 2 dims, got ",

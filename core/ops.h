@@ -224,12 +224,6 @@ Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
 Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
 Tensor where(const Tensor& cond, Scalar a, Scalar b);
 
-// Registry entries these declarations (besides the op lists of elementwise_ops.h) must have (tests/opinfo_*.cpp, with gradcheck samples; the test
-// OpRegistry.every_differentiable_op_has_gradcheck_samples reads this list): a new op here adds its
-// name, and the names of forms that have entries of their own.
-#define NABLA_REGISTRY_ELEMENTWISE_OPS(X) \
-  X(clamp) X(clamp_min) X(clamp_max) X(clamp_tensor) X(where) X(lerp) X(addcmul) X(addcdiv)
-
 // ---- views and shape ops ------------------------------------------------------------------------
 Tensor view(const Tensor& x, IntArrayRef shape);
 Tensor reshape(const Tensor& x, IntArrayRef shape);
@@ -264,14 +258,6 @@ Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value = 0);  // constant padding, last dims first
 
-// Registry entries these declarations must have (tests/opinfo_*.cpp, with gradcheck samples; the test
-// OpRegistry.every_differentiable_op_has_gradcheck_samples reads this list): a new op here adds its
-// name, and the names of forms that have entries of their own.
-#define NABLA_REGISTRY_SHAPE_OPS(X)                                                                         \
-  X(view) X(reshape) X(permute) X(transpose) X(squeeze) X(unsqueeze) X(flatten) X(unflatten) X(expand) X(narrow) \
-  X(slice) X(select) X(split) X(split_with_sizes) X(chunk) X(unbind) X(broadcast_tensors) X(diagonal)           \
-  X(as_strided) X(movedim) X(cat) X(stack) X(repeat) X(flip) X(roll) X(tril) X(triu) X(pad)
-
 // ---- indexing -----------------------------------------------------------------------------------
 // Indices are int64. An index in [-n, 0) counts from the end of its dimension, as in Python and in
 // PyTorch's x[idx]. Differs from PyTorch: its index_select, index_add, gather and scatter reject
@@ -290,13 +276,6 @@ Tensor masked_select(const Tensor& x, const Tensor& mask);
 Tensor nonzero(const Tensor& x);  // (n, dim) int64 indices of the nonzero elements
 Tensor one_hot(const Tensor& labels, int64_t num_classes = -1);
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt);
-
-// Registry entries these declarations must have (tests/opinfo_*.cpp, with gradcheck samples; the test
-// OpRegistry.every_differentiable_op_has_gradcheck_samples reads this list): a new op here adds its
-// name, and the names of forms that have entries of their own.
-#define NABLA_REGISTRY_INDEXING_OPS(X)                                                                        \
-  X(index_select) X(index_add) X(gather) X(scatter) X(scatter_scalar) X(scatter_add) X(masked_fill)             \
-  X(masked_fill_tensor_value) X(masked_select) X(embedding)
 
 // ---- reductions ---------------------------------------------------------------------------------
 Tensor sum(const Tensor& x, std::optional<DType> dtype = std::nullopt);
@@ -332,13 +311,6 @@ Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
-// Registry entries these declarations must have (tests/opinfo_*.cpp, with gradcheck samples; the test
-// OpRegistry.every_differentiable_op_has_gradcheck_samples reads this list): a new op here adds its
-// name, and the names of forms that have entries of their own.
-#define NABLA_REGISTRY_REDUCTION_OPS(X)                                                                       \
-  X(sum) X(mean) X(prod) X(max) X(max_dim) X(min) X(min_dim) X(amax) X(amin) X(var) X(std) X(var_mean) X(norm) \
-  X(logsumexp) X(cumsum) X(cumprod) X(sort) X(topk) X(softmax) X(log_softmax)
-
 // ---- linear algebra -----------------------------------------------------------------------------
 // matmul follows PyTorch: 1-D x 1-D is a dot product, 2-D x 2-D a matrix product, 1-D operands
 // get a dim prepended/appended and removed after, and leading (batch) dims broadcast.
@@ -356,11 +328,6 @@ Tensor outer(const Tensor& a, const Tensor& b);
 Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands);
 // x @ weight^T + bias, the op behind nn::Linear (bias may be undefined).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
-
-// Registry entries these declarations must have (tests/opinfo_*.cpp, with gradcheck samples; the test
-// OpRegistry.every_differentiable_op_has_gradcheck_samples reads this list): a new op here adds its
-// name, and the names of forms that have entries of their own.
-#define NABLA_REGISTRY_LINALG_OPS(X) X(matmul) X(mm) X(bmm) X(mv) X(dot) X(outer) X(addmm) X(linear)
 
 // ---- convolution and pooling (NCHW) -------------------------------------------------------------
 // A convolution over `ndim` spatial dims (1, 2 or 3): per-dim stride, padding and dilation (the
@@ -419,13 +386,6 @@ Tensor adaptive_avg_pool2d(const Tensor& x, IntArrayRef output_size);
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
 Tensor adaptive_max_pool2d(const Tensor& x, IntArrayRef output_size);
-
-// Registry entries these declarations must have (tests/opinfo_*.cpp, with gradcheck samples; the test
-// OpRegistry.every_differentiable_op_has_gradcheck_samples reads this list): a new op here adds its
-// name, and the names of forms that have entries of their own.
-#define NABLA_REGISTRY_CONV_POOL_OPS(X)                                                                        \
-  X(conv2d) X(conv2d_input_grad) X(conv2d_weight_grad) X(conv_transpose2d) X(conv1d) X(conv3d) X(max_pool2d)    \
-  X(avg_pool2d) X(adaptive_avg_pool2d) X(adaptive_max_pool2d)
 
 // ---- random state -------------------------------------------------------------------------------
 // Seeds the default generators (CPU and CUDA) so random results are reproducible.

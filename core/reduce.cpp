@@ -57,7 +57,7 @@ Tensor expand_grad(const Tensor& g, const Shape& keep_shape, const Shape& x_shap
 
 Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType> dtype_opt) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "sum", {x}, {{"dims", dims}, {"keepdim", keepdim}}, [&] { return sum(x, dims, keepdim, dtype_opt); });
+    return trace::traced<OpId::sum>(t, {x}, {.dims = trace::ints(dims), .keepdim = keepdim}, [&] { return sum(x, dims, keepdim, dtype_opt); });
   DType dt = dtype_opt.value_or(is_floating(x.dtype()) ? x.dtype() : DType::i64);
   Tensor xin = x.dtype() == dt ? x : x.to(dt);
   Reduction r = plan(xin, dims, keepdim, "sum");
@@ -72,7 +72,7 @@ Tensor sum(const Tensor& x, std::optional<DType> dtype) { return sum(x, IntArray
 
 Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "mean", {x}, {{"dims", dims}, {"keepdim", keepdim}}, [&] { return mean(x, dims, keepdim); });
+    return trace::traced<OpId::mean>(t, {x}, {.dims = trace::ints(dims), .keepdim = keepdim}, [&] { return mean(x, dims, keepdim); });
   check<DTypeError>(is_floating(x.dtype()), "mean: input dtype must be floating, got ", x.dtype(),
                     " (convert with .to(kFloat32) first)");
   Reduction r = plan(x, dims, keepdim, "mean");
@@ -83,8 +83,8 @@ Tensor mean(const Tensor& x) { return mean(x, IntArrayRef{}, false); }
 
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "prod", {x}, {{"dims", x.dim() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{dim}},
-                                           {"keepdim", keepdim}},
+    return trace::traced<OpId::prod>(
+        t, {x}, {.dims = x.dim() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{dim}, .keepdim = keepdim},
                          [&] { return prod(x, dim, keepdim); });
   DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
   Tensor xin = x.dtype() == dt ? x : x.to(dt);
@@ -110,7 +110,7 @@ Tensor prod(const Tensor& x, int64_t dim, bool keepdim) {
 }
 Tensor prod(const Tensor& x) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "prod", {x}, {{"dims", std::vector<int64_t>{}}, {"keepdim", false}}, [&] { return prod(x); });
+    return trace::traced<OpId::prod>(t, {x}, {}, [&] { return prod(x); });
   return prod(x.reshape({-1}), 0, false);
 }
 
@@ -119,7 +119,7 @@ namespace {
 // Gradient of a full or multi-dim max/min: shared evenly among the tied maxima, as PyTorch.
 Tensor extreme_all(ReduceOp op, const Tensor& x, IntArrayRef dims, bool keepdim, const char* name) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, op == ReduceOp::max ? "amax" : "amin", {x}, {{"dims", dims}, {"keepdim", keepdim}},
+    return trace::traced(t, op == ReduceOp::max ? OpId::amax : OpId::amin, {x}, ReduceAttrs{trace::ints(dims), keepdim},
                          [&] { return extreme_all(op, x, dims, keepdim, name); });
   // Reducing every dim of an empty tensor has no identity; reducing only non-empty dims of one is
   // fine (and gives an empty result), as in PyTorch.
@@ -153,7 +153,7 @@ Tensor select_backward(const Tensor& g, int64_t dim, const Tensor& indices, cons
 
 std::tuple<Tensor, Tensor> extreme_dim(ReduceOp op, const Tensor& x, int64_t dim, bool keepdim, const char* name) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, op == ReduceOp::max ? "max_dim" : "min_dim", {x}, {{"dim", dim}, {"keepdim", keepdim}},
+    return trace::traced(t, op == ReduceOp::max ? OpId::max_dim : OpId::min_dim, {x}, DimKeepAttrs{dim, keepdim},
                          [&] { return extreme_dim(op, x, dim, keepdim, name); });
   int64_t d = wrap_dim(dim, x.dim(), name);
   Reduction r = plan(x, x.dim() == 0 ? IntArrayRef{} : IntArrayRef(d), true, name);
@@ -278,22 +278,22 @@ Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim) {
 
 Tensor any(const Tensor& x) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "any", {x}, {{"dims", std::vector<int64_t>{}}, {"keepdim", false}}, [&] { return any(x); });
+    return trace::traced<OpId::any>(t, {x}, {}, [&] { return any(x); });
   return run_reduce(ReduceOp::any, x, plan(x, {}, false, "any"), DType::boolean);
 }
 Tensor all(const Tensor& x) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "all", {x}, {{"dims", std::vector<int64_t>{}}, {"keepdim", false}}, [&] { return all(x); });
+    return trace::traced<OpId::all>(t, {x}, {}, [&] { return all(x); });
   return run_reduce(ReduceOp::all, x, plan(x, {}, false, "all"), DType::boolean);
 }
 Tensor any(const Tensor& x, int64_t dim, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "any", {x}, {{"dims", std::vector<int64_t>{dim}}, {"keepdim", keepdim}}, [&] { return any(x, dim, keepdim); });
+    return trace::traced<OpId::any>(t, {x}, {.dims = {dim}, .keepdim = keepdim}, [&] { return any(x, dim, keepdim); });
   return run_reduce(ReduceOp::any, x, plan(x, dim, keepdim, "any"), DType::boolean);
 }
 Tensor all(const Tensor& x, int64_t dim, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "all", {x}, {{"dims", std::vector<int64_t>{dim}}, {"keepdim", keepdim}}, [&] { return all(x, dim, keepdim); });
+    return trace::traced<OpId::all>(t, {x}, {.dims = {dim}, .keepdim = keepdim}, [&] { return all(x, dim, keepdim); });
   return run_reduce(ReduceOp::all, x, plan(x, dim, keepdim, "all"), DType::boolean);
 }
 Tensor count_nonzero(const Tensor& x, IntArrayRef dims) {
@@ -304,7 +304,7 @@ Tensor count_nonzero(const Tensor& x, IntArrayRef dims) {
 // ---- scans --------------------------------------------------------------------------------------
 Tensor cumsum(const Tensor& x, int64_t dim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "cumsum", {x}, {{"dim", dim}}, [&] { return cumsum(x, dim); });
+    return trace::traced<OpId::cumsum>(t, {x}, {.dim = dim}, [&] { return cumsum(x, dim); });
   int64_t d = wrap_dim(dim, x.dim(), "cumsum");
   DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
   Tensor xin = x.dtype() == dt ? x : x.to(dt);
@@ -320,7 +320,7 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
 
 Tensor cumprod(const Tensor& x, int64_t dim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "cumprod", {x}, {{"dim", dim}}, [&] { return cumprod(x, dim); });
+    return trace::traced<OpId::cumprod>(t, {x}, {.dim = dim}, [&] { return cumprod(x, dim); });
   int64_t d = wrap_dim(dim, x.dim(), "cumprod");
   DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
   Tensor xin = x.dtype() == dt ? x : x.to(dt);
@@ -355,7 +355,7 @@ Tensor cumprod(const Tensor& x, int64_t dim) {
 // ---- sort / topk --------------------------------------------------------------------------------
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "sort", {x}, {{"dim", dim}, {"descending", descending}}, [&] { return sort(x, dim, descending); });
+    return trace::traced<OpId::sort>(t, {x}, {.dim = dim, .descending = descending}, [&] { return sort(x, dim, descending); });
   int64_t d = wrap_dim(dim, x.dim(), "sort");
   Tensor values = detail::make_empty(x.sizes(), x.dtype(), x.device());
   Tensor indices = detail::make_empty(x.sizes(), DType::i64, x.device());
@@ -375,7 +375,7 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
 
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "topk", {x}, {{"k", k}, {"dim", dim}, {"largest", largest}, {"sorted", sorted}},
+    return trace::traced<OpId::topk>(t, {x}, {.k = k, .dim = dim, .largest = largest, .sorted = sorted},
                          [&] { return topk(x, k, dim, largest, sorted); });
   (void)sorted;  // results are always sorted
   int64_t d = wrap_dim(dim, x.dim(), "topk");
@@ -398,7 +398,7 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool la
 namespace {
 Tensor softmax_impl(const Tensor& x_in, int64_t dim, bool log) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, log ? "log_softmax" : "softmax", {x_in}, {{"dim", dim}}, [&] { return softmax_impl(x_in, dim, log); });
+    return trace::traced(t, log ? OpId::log_softmax : OpId::softmax, {x_in}, DimAttrs{dim}, [&] { return softmax_impl(x_in, dim, log); });
   const char* name = log ? "log_softmax" : "softmax";
   Tensor x = is_floating(x_in.dtype()) ? x_in : x_in.to(DType::f32);
   int64_t d = wrap_dim(dim, x.dim(), name);

@@ -342,29 +342,29 @@ Tensor div(const Tensor& a, Scalar b, std::optional<std::string_view> rounding_m
 // ---- sorting-based reductions -------------------------------------------------------------------
 Tensor median(const Tensor& x) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "median", {x}, {}, [&] { return median(x); });
+    return trace::traced<OpId::median>(t, {x}, {}, [&] { return median(x); });
   return whole_median(x, false, "median");
 }
 std::tuple<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "median", {x}, {{"dim", dim}, {"keepdim", keepdim}}, [&] { return median(x, dim, keepdim); });
+    return trace::traced<OpId::median>(t, {x}, {.dim = dim, .keepdim = keepdim}, [&] { return median(x, dim, keepdim); });
   return dim_median(x, dim, keepdim, false, "median");
 }
 Tensor nanmedian(const Tensor& x) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "nanmedian", {x}, {}, [&] { return nanmedian(x); });
+    return trace::traced<OpId::nanmedian>(t, {x}, {}, [&] { return nanmedian(x); });
   return whole_median(x, true, "nanmedian");
 }
 std::tuple<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "nanmedian", {x}, {{"dim", dim}, {"keepdim", keepdim}},
+    return trace::traced<OpId::nanmedian>(t, {x}, {.dim = dim, .keepdim = keepdim},
                          [&] { return nanmedian(x, dim, keepdim); });
   return dim_median(x, dim, keepdim, true, "nanmedian");
 }
 
 std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "kthvalue", {x}, {{"k", k}, {"dim", dim}, {"keepdim", keepdim}},
+    return trace::traced<OpId::kthvalue>(t, {x}, {.k = k, .dim = dim, .keepdim = keepdim},
                          [&] { return kthvalue(x, k, dim, keepdim); });
   check<DTypeError>(x.dtype() != DType::boolean, "kthvalue: not implemented for bool tensors");
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "kthvalue");
@@ -377,24 +377,17 @@ std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, boo
 
 std::tuple<Tensor, Tensor> mode(const Tensor& x, int64_t dim, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "mode", {x}, {{"dim", dim}, {"keepdim", keepdim}}, [&] { return mode(x, dim, keepdim); });
+    return trace::traced<OpId::mode>(t, {x}, {.dim = dim, .keepdim = keepdim}, [&] { return mode(x, dim, keepdim); });
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "mode");
   check_nonempty_dim(x, d, "mode");
   Tensor i = pick_indices(x, d, "mode", [&](const auto* row, int64_t n) { return mode_index(row, n); });
   return take(x, d, i, keepdim);
 }
 
-namespace {
-trace::Attrs quantile_attrs(std::optional<int64_t> dim, bool keepdim, std::string_view interpolation) {
-  return {{"has_dim", dim.has_value()}, {"dim", dim.value_or(0)}, {"keepdim", keepdim},
-          {"interpolation", std::string(interpolation)}};
-}
-}  // namespace
-
 Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bool keepdim,
                 std::string_view interpolation) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "quantile", {x, q}, quantile_attrs(dim, keepdim, interpolation),
+    return trace::traced<OpId::quantile>(t, {x, q}, {dim, keepdim, std::string(interpolation)},
                          [&] { return quantile(x, q, dim, keepdim, interpolation); });
   return quantile_impl(x, q, dim, keepdim, interpolation, false, "quantile");
 }
@@ -405,7 +398,7 @@ Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keep
 Tensor nanquantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bool keepdim,
                    std::string_view interpolation) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "nanquantile", {x, q}, quantile_attrs(dim, keepdim, interpolation),
+    return trace::traced<OpId::nanquantile>(t, {x, q}, {dim, keepdim, std::string(interpolation)},
                          [&] { return nanquantile(x, q, dim, keepdim, interpolation); });
   return quantile_impl(x, q, dim, keepdim, interpolation, true, "nanquantile");
 }
@@ -421,7 +414,7 @@ namespace {
 template <bool Max>
 std::tuple<Tensor, Tensor> cum_extreme(const Tensor& x, int64_t dim, const char* op) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, op, {x}, {{"dim", dim}}, [&] { return cum_extreme<Max>(x, dim, op); });
+    return trace::traced<Max ? OpId::cummax : OpId::cummin>(t, {x}, {.dim = dim}, [&] { return cum_extreme<Max>(x, dim, op); });
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), op);
   Tensor idx;
   {
@@ -469,7 +462,7 @@ std::tuple<Tensor, Tensor> cummin(const Tensor& x, int64_t dim) { return cum_ext
 
 Tensor logcumsumexp(const Tensor& x, int64_t dim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "logcumsumexp", {x}, {{"dim", dim}}, [&] { return logcumsumexp(x, dim); });
+    return trace::traced<OpId::logcumsumexp>(t, {x}, {.dim = dim}, [&] { return logcumsumexp(x, dim); });
   check<DTypeError>(is_floating(x.dtype()), "logcumsumexp: defined for floating tensors only, got ", x.dtype());
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "logcumsumexp");
   const int64_t n = x.dim() == 0 ? 1 : x.size(d);
@@ -494,7 +487,7 @@ Tensor logcumsumexp(const Tensor& x, int64_t dim) {
 // ---- counting and searching ---------------------------------------------------------------------
 Tensor histc(const Tensor& x, int64_t bins, double min_v, double max_v) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "histc", {x}, {{"bins", bins}, {"min", min_v}, {"max", max_v}},
+    return trace::traced<OpId::histc>(t, {x}, {.bins = bins, .min = min_v, .max = max_v},
                          [&] { return histc(x, bins, min_v, max_v); });
   check<DTypeError>(is_floating(x.dtype()), "histc: defined for floating tensors only, got ", x.dtype());
   check<ValueError>(bins > 0, "histc: bins must be > 0, but got ", bins);
@@ -534,7 +527,7 @@ Tensor histc(const Tensor& x, int64_t bins, double min_v, double max_v) {
 
 Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "bincount", {x, weights}, {{"minlength", minlength}},
+    return trace::traced<OpId::bincount>(t, {x, weights}, {.minlength = minlength},
                          [&] { return bincount(x, weights, minlength); });
   check<ValueError>(x.defined(), "bincount: input tensor is undefined");
   check<ValueError>(minlength >= 0, "bincount: minlength should be >= 0, got ", minlength);
@@ -581,7 +574,7 @@ Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
 Tensor searchsorted(const Tensor& seq_in, const Tensor& values_in, bool out_int32, bool right,
                     std::optional<std::string_view> side, const Tensor& sorter_in) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "searchsorted", {seq_in, values_in, sorter_in}, {{"right", right || (side && *side == "right")}},
+    return trace::traced<OpId::searchsorted>(t, {seq_in, values_in, sorter_in}, {.right = right || (side && *side == "right")},
                          [&] { return searchsorted(seq_in, values_in, out_int32, right, side, sorter_in); });
   const char* op = "searchsorted";
   check<ValueError>(seq_in.defined() && values_in.defined(), op, ": undefined tensor");
@@ -756,68 +749,39 @@ UniqueResult unique_dim_impl(const Tensor& x, int64_t dim, bool return_inverse, 
 }
 }  // namespace
 
+namespace {
+// unique or unique_consecutive, traced as one op (`consecutive`) whose outputs are the values, then
+// the inverse and the counts when asked for (onnx/ composes them).
+UniqueResult unique_any(const Tensor& x, bool return_inverse, bool return_counts, std::optional<int64_t> dim,
+                        bool consecutive) {
+  const char* name = consecutive ? "unique_consecutive" : "unique";
+  auto run = [&] {
+    return dim ? unique_dim_impl(x, *dim, return_inverse, return_counts, consecutive, name)
+               : unique_impl(x, return_inverse, return_counts, consecutive, name);
+  };
+  trace::Tracer* t = trace::active();
+  if (!t) [[likely]]
+    return run();
+  UniqueResult r;
+  (void)trace::traced(t, consecutive ? OpId::unique_consecutive : OpId::unique, {x},
+                      UniqueAttrs{dim, return_inverse, return_counts}, [&] {
+                        r = run();
+                        std::vector<Tensor> outs{r.values};
+                        for (const Tensor* o : {&r.inverse, &r.counts})
+                          if (o->defined()) outs.push_back(*o);
+                        return outs;
+                      });
+  return r;
+}
+}  // namespace
+
 UniqueResult unique(const Tensor& x, bool sorted, bool return_inverse, bool return_counts, std::optional<int64_t> dim) {
   (void)sorted;  // always sorted (math_ops.h)
-  if (dim) {
-    if (trace::Tracer* t = trace::active()) [[unlikely]] {
-      UniqueResult r;
-      (void)trace::traced(t, "unique_dim", {x},
-                          {{"dim", *dim}, {"return_inverse", return_inverse}, {"return_counts", return_counts}}, [&] {
-        r = unique_dim_impl(x, *dim, return_inverse, return_counts, false, "unique");
-        std::vector<Tensor> outs{r.values};
-        for (const Tensor* o : {&r.inverse, &r.counts})
-          if (o->defined()) outs.push_back(*o);
-        return outs;
-      });
-      return r;
-    }
-    return unique_dim_impl(x, *dim, return_inverse, return_counts, false, "unique");
-  }
-  if (trace::Tracer* t = trace::active()) [[unlikely]] {
-    // ONNX's Unique (values, then inverse and counts when asked for).
-    UniqueResult r;
-    (void)trace::traced(t, "unique", {x}, {{"return_inverse", return_inverse}, {"return_counts", return_counts}}, [&] {
-      r = unique_impl(x, return_inverse, return_counts, false, "unique");
-      std::vector<Tensor> outs{r.values};
-      for (const Tensor* o : {&r.inverse, &r.counts})
-        if (o->defined()) outs.push_back(*o);
-      return outs;
-    });
-    return r;
-  }
-  return unique_impl(x, return_inverse, return_counts, false, "unique");
+  return unique_any(x, return_inverse, return_counts, dim, false);
 }
 
 UniqueResult unique_consecutive(const Tensor& x, bool return_inverse, bool return_counts, std::optional<int64_t> dim) {
-  if (dim) {
-    if (trace::Tracer* t = trace::active()) [[unlikely]] {
-      UniqueResult r;
-      (void)trace::traced(t, "unique_consecutive_dim", {x},
-                          {{"dim", *dim}, {"return_inverse", return_inverse}, {"return_counts", return_counts}}, [&] {
-        r = unique_dim_impl(x, *dim, return_inverse, return_counts, true, "unique_consecutive");
-        std::vector<Tensor> outs{r.values};
-        for (const Tensor* o : {&r.inverse, &r.counts})
-          if (o->defined()) outs.push_back(*o);
-        return outs;
-      });
-      return r;
-    }
-    return unique_dim_impl(x, *dim, return_inverse, return_counts, true, "unique_consecutive");
-  }
-  if (trace::Tracer* t = trace::active()) [[unlikely]] {
-    // Values, then inverse and counts when asked for (the exporter composes them: onnx/export.cpp).
-    UniqueResult r;
-    (void)trace::traced(t, "unique_consecutive", {x},
-                        {{"return_inverse", return_inverse}, {"return_counts", return_counts}}, [&] {
-      r = unique_impl(x, return_inverse, return_counts, true, "unique_consecutive");
-      std::vector<Tensor> outs{r.values};
-      for (const Tensor* o : {&r.inverse, &r.counts})
-        if (o->defined()) outs.push_back(*o);
-      return outs;
-    });
-    return r;
-  }
-  return unique_impl(x, return_inverse, return_counts, true, "unique_consecutive");
+  return unique_any(x, return_inverse, return_counts, dim, true);
 }
 
 }  // namespace nabla

@@ -203,7 +203,7 @@ namespace {
 // The copy behind .to(): a new tensor on `device` with `dtype` and the same values.
 Tensor to_copy(const Tensor& self, DType dtype, Device device, bool non_blocking) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "to", {self}, {}, [&] { return to_copy(self, dtype, device, non_blocking); });
+    return trace::traced<OpId::to>(t, {self}, {}, [&] { return to_copy(self, dtype, device, non_blocking); });
   // A non_blocking copy from a GPU lands in pinned memory, as in PyTorch, so that it really is
   // asynchronous (the caller synchronizes before reading it).
   bool pinned = non_blocking && self.is_cuda() && device.is_cpu();
@@ -252,7 +252,7 @@ Tensor Tensor::pin_memory() const {
 
 Tensor Tensor::clone() const {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "clone", {*this}, {}, [&] { return clone(); });
+    return trace::traced<OpId::clone>(t, {*this}, {}, [&] { return clone(); });
   Tensor out = detail::make_empty(sizes(), dtype(), device());
   backend_for(device()).copy(*this, out, false);
   if (autograd::needs_grad(*this))

@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <optional>
 #include <ostream>
+#include <string_view>
 #include <tuple>
 #include <variant>
 #include <vector>
@@ -52,6 +53,7 @@ inline TensorOptions device(Device d) { return TensorOptions(d); }
 inline TensorOptions requires_grad(bool r = true) { return TensorOptions().requires_grad(r); }
 
 class Tensor;
+struct UniqueResult;  // core/math_ops.h
 namespace autograd {
 class Node;
 }
@@ -221,11 +223,25 @@ class Tensor {
   Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src);
   Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src);
   Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& src);
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor scatter_reduce(int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
+                        bool include_self = true) const;
+  Tensor nonzero() const;
+  Tensor index_put(const std::vector<std::optional<Tensor>>& indices, const Tensor& values, bool accumulate = false) const;
+  Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt,
+                           std::optional<int64_t> output_size = std::nullopt) const;
+  Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim = std::nullopt,
+                           std::optional<int64_t> output_size = std::nullopt) const;
 
   // ---- elementwise ---------------------------------------------------------------------------
-  Tensor add(const Tensor& other, Scalar alpha = 1) const;
+  // Every op of the elementwise lists (core/elementwise_ops.h) is a method, x.exp(), x.atan2(y):
+  // the one-tensor forms below are defined from the lists (tensor_methods.cpp).
+  Tensor add(const Tensor& other) const;
+  Tensor add(const Tensor& other, Scalar alpha) const;
   Tensor add(Scalar other, Scalar alpha = 1) const;
-  Tensor sub(const Tensor& other, Scalar alpha = 1) const;
+  Tensor sub(const Tensor& other) const;
+  Tensor sub(const Tensor& other, Scalar alpha) const;
   Tensor sub(Scalar other, Scalar alpha = 1) const;
   Tensor mul(const Tensor& other) const;
   Tensor mul(Scalar other) const;
@@ -235,6 +251,14 @@ class Tensor {
   Tensor pow(Scalar exponent) const;
   Tensor maximum(const Tensor& other) const;
   Tensor minimum(const Tensor& other) const;
+  Tensor atan2(const Tensor& other) const;
+  Tensor hypot(const Tensor& other) const;
+  Tensor remainder(const Tensor& other) const;
+  Tensor floor_divide(const Tensor& other) const;
+  Tensor fmod(const Tensor& other) const;
+  Tensor xlogy(const Tensor& other) const;
+  Tensor logaddexp(const Tensor& other) const;
+  Tensor threshold_backward(const Tensor& y) const;  // this is the gradient; 0 where y <= 0
   Tensor& add_(const Tensor& other, Scalar alpha = 1);
   Tensor& add_(Scalar other, Scalar alpha = 1);
   Tensor& sub_(const Tensor& other, Scalar alpha = 1);
@@ -258,20 +282,14 @@ class Tensor {
   Tensor& normal_(double mean = 0, double std = 1);
   Tensor& bernoulli_(double p);
 
-  // Registry entries these methods must have (tests/opinfo_*.cpp, with gradcheck samples; the test
-  // OpRegistry.every_differentiable_op_has_gradcheck_samples reads this list): a new method with a
-  // gradient adds its name, and the names of forms that have entries of their own.
-#define NABLA_REGISTRY_TENSOR_METHOD_OPS(X)                                                                    \
-  X(to_dtype) X(clone) X(contiguous) X(copy_) X(copy_into_view) X(index) X(index_tensor) X(index_bool_mask)    \
-  X(index_put_) X(index_put_tensor_index) X(index_put_bool_mask) X(add_) X(sub_) X(mul_) X(div_) X(pow_)        \
-  X(clamp_) X(relu_) X(neg_) X(exp_) X(sqrt_) X(fill_) X(zero_) X(masked_fill_) X(masked_fill_tensor_value_)    \
-  X(scatter_) X(scatter_add_) X(index_add_) X(unfold)
-
   Tensor neg() const;
   Tensor abs() const;
   Tensor sign() const;
   Tensor exp() const;
+  Tensor exp2() const;
   Tensor log() const;
+  Tensor log2() const;
+  Tensor log10() const;
   Tensor log1p() const;
   Tensor expm1() const;
   Tensor sqrt() const;
@@ -279,11 +297,33 @@ class Tensor {
   Tensor square() const;
   Tensor sin() const;
   Tensor cos() const;
+  Tensor tan() const;
+  Tensor asin() const;
+  Tensor acos() const;
+  Tensor atan() const;
+  Tensor sinh() const;
+  Tensor cosh() const;
   Tensor tanh() const;
+  Tensor asinh() const;
+  Tensor acosh() const;
+  Tensor atanh() const;
+  Tensor erf() const;
+  Tensor erfc() const;
+  Tensor erfinv() const;
+  Tensor lgamma() const;
+  Tensor digamma() const;
+  Tensor polygamma(int64_t n) const;  // the n-th derivative of digamma (torch's x.polygamma(n))
   Tensor sigmoid() const;
+  Tensor logsigmoid() const;
   Tensor relu() const;
   Tensor gelu() const;
+  Tensor gelu_tanh() const;
   Tensor silu() const;
+  Tensor mish() const;
+  Tensor selu() const;
+  Tensor hardsigmoid() const;
+  Tensor hardswish() const;
+  Tensor hardtanh(double min_val = -1, double max_val = 1) const;
   Tensor softplus(double beta = 1, double threshold = 20) const;
   Tensor leaky_relu(double negative_slope = 0.01) const;
   Tensor elu(double alpha = 1) const;
@@ -294,8 +334,15 @@ class Tensor {
   Tensor ceil() const;
   Tensor round() const;
   Tensor trunc() const;
+  Tensor frac() const;
   Tensor reciprocal() const;
-  Tensor erf() const;
+  Tensor nan_to_num(std::optional<double> nan = 0.0, std::optional<double> posinf = std::nullopt,
+                    std::optional<double> neginf = std::nullopt) const;
+  Tensor lerp(const Tensor& end, Scalar weight) const;
+  Tensor addcmul(const Tensor& a, const Tensor& b, Scalar value = 1) const;
+  Tensor addcdiv(const Tensor& a, const Tensor& b, Scalar value = 1) const;
+  // torch's x.where(condition, y): x where condition holds, else y.
+  Tensor where(const Tensor& condition, const Tensor& other) const;
 
   Tensor eq(const Tensor& o) const;
   Tensor ne(const Tensor& o) const;
@@ -316,6 +363,7 @@ class Tensor {
   Tensor isnan() const;
   Tensor isinf() const;
   Tensor isfinite() const;
+  Tensor isclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false) const;
   bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false) const;
   bool equal(const Tensor& other) const;
 
@@ -345,12 +393,39 @@ class Tensor {
   Tensor any(int64_t dim, bool keepdim = false) const;
   Tensor all() const;
   Tensor all(int64_t dim, bool keepdim = false) const;
+  Tensor count_nonzero(IntArrayRef dims = {}) const;
   Tensor cumsum(int64_t dim) const;
+  Tensor cumprod(int64_t dim) const;
+  std::tuple<Tensor, Tensor> cummax(int64_t dim) const;
+  std::tuple<Tensor, Tensor> cummin(int64_t dim) const;
+  Tensor logcumsumexp(int64_t dim) const;
   std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
   std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
   Tensor argsort(int64_t dim = -1, bool descending = false) const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
+
+  // ---- statistics and counting (core/math_ops.h) ---------------------------------------------
+  Tensor median() const;
+  std::tuple<Tensor, Tensor> median(int64_t dim, bool keepdim = false) const;
+  Tensor nanmedian() const;
+  std::tuple<Tensor, Tensor> nanmedian(int64_t dim, bool keepdim = false) const;
+  std::tuple<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false) const;
+  std::tuple<Tensor, Tensor> mode(int64_t dim = -1, bool keepdim = false) const;
+  Tensor quantile(double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                  std::string_view interpolation = "linear") const;
+  Tensor quantile(const Tensor& q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                  std::string_view interpolation = "linear") const;
+  Tensor nanquantile(double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                     std::string_view interpolation = "linear") const;
+  Tensor nanquantile(const Tensor& q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                     std::string_view interpolation = "linear") const;
+  Tensor histc(int64_t bins = 100, double min = 0, double max = 0) const;
+  Tensor bincount(const Tensor& weights = {}, int64_t minlength = 0) const;
+  UniqueResult unique(bool sorted = true, bool return_inverse = false, bool return_counts = false,
+                      std::optional<int64_t> dim = std::nullopt) const;
+  UniqueResult unique_consecutive(bool return_inverse = false, bool return_counts = false,
+                                  std::optional<int64_t> dim = std::nullopt) const;
 
   // ---- linear algebra ------------------------------------------------------------------------
   Tensor matmul(const Tensor& other) const;
@@ -358,6 +433,10 @@ class Tensor {
   Tensor bmm(const Tensor& other) const;
   Tensor dot(const Tensor& other) const;
   Tensor outer(const Tensor& other) const;
+  Tensor mv(const Tensor& vec) const;
+  Tensor addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1) const;
+  Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, Scalar beta = 1, Scalar alpha = 1) const;
+  Tensor diag(int64_t diagonal = 0) const;
 
   // ---- in-place compound operators -----------------------------------------------------------
   Tensor& operator+=(const Tensor& o) { return add_(o); }

@@ -1,4 +1,9 @@
-// Tensor methods that forward to the free functions of core/ops.h.
+// Tensor methods that forward to the free functions of core/ops.h (and linalg.h, math_ops.h,
+// indexing_ops.h); the elementwise ops' one-tensor forms come from their lists.
+#include "core/elementwise_ops.h"
+#include "core/indexing_ops.h"
+#include "core/linalg.h"
+#include "core/math_ops.h"
 #include "core/ops.h"
 
 namespace nabla {
@@ -55,64 +60,23 @@ Tensor Tensor::add(const Tensor& o, Scalar a) const { return nabla::add(*this, o
 Tensor Tensor::add(Scalar o, Scalar a) const { return nabla::add(*this, o, a); }
 Tensor Tensor::sub(const Tensor& o, Scalar a) const { return nabla::sub(*this, o, a); }
 Tensor Tensor::sub(Scalar o, Scalar a) const { return nabla::sub(*this, o, a); }
-Tensor Tensor::mul(const Tensor& o) const { return nabla::mul(*this, o); }
 Tensor Tensor::mul(Scalar o) const { return nabla::mul(*this, o); }
-Tensor Tensor::div(const Tensor& o) const { return nabla::div(*this, o); }
 Tensor Tensor::div(Scalar o) const { return nabla::div(*this, o); }
-Tensor Tensor::pow(const Tensor& e) const { return nabla::pow(*this, e); }
 Tensor Tensor::pow(Scalar e) const { return nabla::pow(*this, e); }
-Tensor Tensor::maximum(const Tensor& o) const { return nabla::maximum(*this, o); }
-Tensor Tensor::minimum(const Tensor& o) const { return nabla::minimum(*this, o); }
 
-Tensor Tensor::neg() const { return nabla::neg(*this); }
-Tensor Tensor::abs() const { return nabla::abs(*this); }
-Tensor Tensor::sign() const { return nabla::sign(*this); }
-Tensor Tensor::exp() const { return nabla::exp(*this); }
-Tensor Tensor::log() const { return nabla::log(*this); }
-Tensor Tensor::log1p() const { return nabla::log1p(*this); }
-Tensor Tensor::expm1() const { return nabla::expm1(*this); }
-Tensor Tensor::sqrt() const { return nabla::sqrt(*this); }
-Tensor Tensor::rsqrt() const { return nabla::rsqrt(*this); }
-Tensor Tensor::square() const { return nabla::square(*this); }
-Tensor Tensor::sin() const { return nabla::sin(*this); }
-Tensor Tensor::cos() const { return nabla::cos(*this); }
-Tensor Tensor::tanh() const { return nabla::tanh(*this); }
-Tensor Tensor::sigmoid() const { return nabla::sigmoid(*this); }
-Tensor Tensor::relu() const { return nabla::relu(*this); }
-Tensor Tensor::gelu() const { return nabla::gelu(*this); }
-Tensor Tensor::silu() const { return nabla::silu(*this); }
 Tensor Tensor::softplus(double b, double t) const { return nabla::softplus(*this, b, t); }
 Tensor Tensor::leaky_relu(double s) const { return nabla::leaky_relu(*this, s); }
 Tensor Tensor::elu(double a) const { return nabla::elu(*this, a); }
 Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const { return nabla::clamp(*this, lo, hi); }
 Tensor Tensor::clamp_min(Scalar lo) const { return nabla::clamp_min(*this, lo); }
 Tensor Tensor::clamp_max(Scalar hi) const { return nabla::clamp_max(*this, hi); }
-Tensor Tensor::floor() const { return nabla::floor(*this); }
-Tensor Tensor::ceil() const { return nabla::ceil(*this); }
-Tensor Tensor::round() const { return nabla::round(*this); }
-Tensor Tensor::trunc() const { return nabla::trunc(*this); }
-Tensor Tensor::reciprocal() const { return nabla::reciprocal(*this); }
-Tensor Tensor::erf() const { return nabla::erf(*this); }
 
-Tensor Tensor::eq(const Tensor& o) const { return nabla::eq(*this, o); }
-Tensor Tensor::ne(const Tensor& o) const { return nabla::ne(*this, o); }
-Tensor Tensor::lt(const Tensor& o) const { return nabla::lt(*this, o); }
-Tensor Tensor::le(const Tensor& o) const { return nabla::le(*this, o); }
-Tensor Tensor::gt(const Tensor& o) const { return nabla::gt(*this, o); }
-Tensor Tensor::ge(const Tensor& o) const { return nabla::ge(*this, o); }
 Tensor Tensor::eq(Scalar o) const { return nabla::eq(*this, o); }
 Tensor Tensor::ne(Scalar o) const { return nabla::ne(*this, o); }
 Tensor Tensor::lt(Scalar o) const { return nabla::lt(*this, o); }
 Tensor Tensor::le(Scalar o) const { return nabla::le(*this, o); }
 Tensor Tensor::gt(Scalar o) const { return nabla::gt(*this, o); }
 Tensor Tensor::ge(Scalar o) const { return nabla::ge(*this, o); }
-Tensor Tensor::logical_and(const Tensor& o) const { return nabla::logical_and(*this, o); }
-Tensor Tensor::logical_or(const Tensor& o) const { return nabla::logical_or(*this, o); }
-Tensor Tensor::logical_xor(const Tensor& o) const { return nabla::logical_xor(*this, o); }
-Tensor Tensor::logical_not() const { return nabla::logical_not(*this); }
-Tensor Tensor::isnan() const { return nabla::isnan(*this); }
-Tensor Tensor::isinf() const { return nabla::isinf(*this); }
-Tensor Tensor::isfinite() const { return nabla::isfinite(*this); }
 bool Tensor::allclose(const Tensor& o, double r, double a, bool n) const { return nabla::allclose(*this, o, r, a, n); }
 bool Tensor::equal(const Tensor& o) const { return nabla::equal(*this, o); }
 
@@ -153,5 +117,87 @@ Tensor Tensor::mm(const Tensor& o) const { return nabla::mm(*this, o); }
 Tensor Tensor::bmm(const Tensor& o) const { return nabla::bmm(*this, o); }
 Tensor Tensor::dot(const Tensor& o) const { return nabla::dot(*this, o); }
 Tensor Tensor::outer(const Tensor& o) const { return nabla::outer(*this, o); }
+
+// The elementwise lists' one-tensor forms: x.exp(), x.isnan(), x.atan2(y), x.eq(y).
+#define NABLA_UNARY_METHOD(name, ...) \
+  Tensor Tensor::name() const { return nabla::name(*this); }
+#define NABLA_BINARY_METHOD(name, ...) \
+  Tensor Tensor::name(const Tensor& other) const { return nabla::name(*this, other); }
+NABLA_UNARY_FLOAT_OPS(NABLA_UNARY_METHOD)
+NABLA_UNARY_SAME_OPS(NABLA_UNARY_METHOD)
+NABLA_UNARY_BOOL_OPS(NABLA_UNARY_METHOD)
+NABLA_BINARY_ARITH_OPS(NABLA_BINARY_METHOD)
+NABLA_BINARY_BOOL_OPS(NABLA_BINARY_METHOD)
+#undef NABLA_UNARY_METHOD
+#undef NABLA_BINARY_METHOD
+
+Tensor Tensor::polygamma(int64_t n) const { return nabla::polygamma(n, *this); }
+Tensor Tensor::hardtanh(double lo, double hi) const { return nabla::hardtanh(*this, lo, hi); }
+Tensor Tensor::nan_to_num(std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf) const {
+  return nabla::nan_to_num(*this, nan, posinf, neginf);
+}
+Tensor Tensor::lerp(const Tensor& end, Scalar w) const { return nabla::lerp(*this, end, w); }
+Tensor Tensor::addcmul(const Tensor& a, const Tensor& b, Scalar v) const { return nabla::addcmul(*this, a, b, v); }
+Tensor Tensor::addcdiv(const Tensor& a, const Tensor& b, Scalar v) const { return nabla::addcdiv(*this, a, b, v); }
+Tensor Tensor::where(const Tensor& condition, const Tensor& other) const { return nabla::where(condition, *this, other); }
+Tensor Tensor::isclose(const Tensor& o, double r, double a, bool n) const { return nabla::isclose(*this, o, r, a, n); }
+
+Tensor Tensor::index_add(int64_t d, const Tensor& i, const Tensor& s) const { return nabla::index_add(*this, d, i, s); }
+Tensor Tensor::scatter_reduce(int64_t d, const Tensor& i, const Tensor& s, std::string_view r, bool self) const {
+  return nabla::scatter_reduce(*this, d, i, s, r, self);
+}
+Tensor Tensor::nonzero() const { return nabla::nonzero(*this); }
+Tensor Tensor::index_put(const std::vector<std::optional<Tensor>>& i, const Tensor& v, bool acc) const {
+  return nabla::index_put(*this, i, v, acc);
+}
+Tensor Tensor::take_along_dim(const Tensor& i, std::optional<int64_t> d) const { return nabla::take_along_dim(*this, i, d); }
+Tensor Tensor::repeat_interleave(int64_t r, std::optional<int64_t> d, std::optional<int64_t> n) const {
+  return nabla::repeat_interleave(*this, r, d, n);
+}
+Tensor Tensor::repeat_interleave(const Tensor& r, std::optional<int64_t> d, std::optional<int64_t> n) const {
+  return nabla::repeat_interleave(*this, r, d, n);
+}
+
+Tensor Tensor::count_nonzero(IntArrayRef d) const { return nabla::count_nonzero(*this, d); }
+Tensor Tensor::cumprod(int64_t d) const { return nabla::cumprod(*this, d); }
+std::tuple<Tensor, Tensor> Tensor::cummax(int64_t d) const { return nabla::cummax(*this, d); }
+std::tuple<Tensor, Tensor> Tensor::cummin(int64_t d) const { return nabla::cummin(*this, d); }
+Tensor Tensor::logcumsumexp(int64_t d) const { return nabla::logcumsumexp(*this, d); }
+
+Tensor Tensor::median() const { return nabla::median(*this); }
+std::tuple<Tensor, Tensor> Tensor::median(int64_t d, bool k) const { return nabla::median(*this, d, k); }
+Tensor Tensor::nanmedian() const { return nabla::nanmedian(*this); }
+std::tuple<Tensor, Tensor> Tensor::nanmedian(int64_t d, bool k) const { return nabla::nanmedian(*this, d, k); }
+std::tuple<Tensor, Tensor> Tensor::kthvalue(int64_t n, int64_t d, bool k) const { return nabla::kthvalue(*this, n, d, k); }
+std::tuple<Tensor, Tensor> Tensor::mode(int64_t d, bool k) const { return nabla::mode(*this, d, k); }
+Tensor Tensor::quantile(double q, std::optional<int64_t> d, bool k, std::string_view i) const {
+  return nabla::quantile(*this, q, d, k, i);
+}
+Tensor Tensor::quantile(const Tensor& q, std::optional<int64_t> d, bool k, std::string_view i) const {
+  return nabla::quantile(*this, q, d, k, i);
+}
+Tensor Tensor::nanquantile(double q, std::optional<int64_t> d, bool k, std::string_view i) const {
+  return nabla::nanquantile(*this, q, d, k, i);
+}
+Tensor Tensor::nanquantile(const Tensor& q, std::optional<int64_t> d, bool k, std::string_view i) const {
+  return nabla::nanquantile(*this, q, d, k, i);
+}
+Tensor Tensor::histc(int64_t bins, double lo, double hi) const { return nabla::histc(*this, bins, lo, hi); }
+Tensor Tensor::bincount(const Tensor& w, int64_t n) const { return nabla::bincount(*this, w, n); }
+UniqueResult Tensor::unique(bool s, bool inv, bool counts, std::optional<int64_t> d) const {
+  return nabla::unique(*this, s, inv, counts, d);
+}
+UniqueResult Tensor::unique_consecutive(bool inv, bool counts, std::optional<int64_t> d) const {
+  return nabla::unique_consecutive(*this, inv, counts, d);
+}
+
+Tensor Tensor::mv(const Tensor& v) const { return nabla::mv(*this, v); }
+Tensor Tensor::addmm(const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) const {
+  return nabla::addmm(*this, a, b, beta, alpha);
+}
+Tensor Tensor::baddbmm(const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) const {
+  return nabla::baddbmm(*this, a, b, beta, alpha);
+}
+Tensor Tensor::diag(int64_t d) const { return nabla::diag(*this, d); }
 
 }  // namespace nabla

@@ -1,7 +1,7 @@
 // Op tracing: while a Tracer is installed on the current thread, the op front-ends that know how
-// to describe themselves report each call (op name, input and output tensors, attributes) to it.
-// onnx::export_model is the user: it runs a model's forward once under a Tracer and turns the
-// record into an ONNX graph.
+// to describe themselves report each call (its OpId, input and output tensors, and its attributes as
+// the op's typed struct) to it. onnx::export_model is the user: it runs a model's forward once under
+// a Tracer and turns the record into an ONNX graph.
 //
 // The cost when nothing traces is one load of a thread-local pointer and a predictable branch per
 // hooked front-end. Only the front-end .cpp files include this header (never tensor.h or ops.h), so
@@ -11,10 +11,11 @@
 //
 //   Tensor log_softmax(const Tensor& x, int64_t dim) {
 //     if (trace::Tracer* t = trace::active()) [[unlikely]]
-//       return trace::traced(t, "log_softmax", {x}, {{"dim", dim}}, [&] { return log_softmax(x, dim); });
+//       return trace::traced<OpId::log_softmax>(t, {x}, {.dim = dim}, [&] { return log_softmax(x, dim); });
 //     ...
 //   }
 //
+// The attributes' type is the op's row's (core/op_schema.h): another struct does not compile.
 // `traced` runs the op again with tracing suspended (so the ops it is made of are not reported),
 // then reports the call as one op. Ops that have no hook are not reported; the tracer notices them
 // from the autograd history of the tensors they produce (onnx/README.md).
@@ -28,34 +29,23 @@
 #include <variant>
 #include <vector>
 
+#include "op_schema.h"
 #include "tensor.h"
 
 namespace nabla::trace {
-
-// An attribute of a traced call: dims, sizes, flags, constants, scale factors.
-using AttrValue = std::variant<int64_t, double, std::vector<int64_t>, std::string, std::vector<double>>;
-struct Attr {
-  std::string name;
-  AttrValue value;
-  Attr(std::string n, int64_t v) : name(std::move(n)), value(v) {}
-  Attr(std::string n, int v) : name(std::move(n)), value(int64_t(v)) {}
-  Attr(std::string n, bool v) : name(std::move(n)), value(int64_t(v)) {}
-  Attr(std::string n, double v) : name(std::move(n)), value(v) {}
-  Attr(std::string n, IntArrayRef v) : name(std::move(n)), value(std::vector<int64_t>(v.begin(), v.end())) {}
-  Attr(std::string n, std::vector<int64_t> v) : name(std::move(n)), value(std::move(v)) {}
-  Attr(std::string n, std::string v) : name(std::move(n)), value(std::move(v)) {}
-  Attr(std::string n, const char* v) : name(std::move(n)), value(std::string(v)) {}
-  Attr(std::string n, std::vector<double> v) : name(std::move(n)), value(std::move(v)) {}
-};
-using Attrs = std::vector<Attr>;
 
 class Tracer {
  public:
   virtual ~Tracer() = default;
   // One op call: `inputs` as the caller passed them (an undefined tensor is an absent optional
-  // input, e.g. a bias), `outputs` as returned. May throw (the op then fails with that error).
-  virtual void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                      const Attrs& attrs) = 0;
+  // input, e.g. a bias), `outputs` as returned, `attrs` holding the op's struct (op_attrs_t<op>).
+  // May throw (the op then fails with that error).
+  virtual void record(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                      const OpAttrs& attrs) = 0;
+  // `t` was just given an autograd node by an op that has no hook (outside any traced call). An op
+  // implemented with hooked parts can finish with one (a clone of its untraced result): what the
+  // tracer recorded for t is then not t's value.
+  virtual void on_history(const Tensor& t) {}
 };
 
 // The tracer of this thread (null when not tracing).
@@ -100,18 +90,52 @@ class Suspend : public TracerGuard {
   Suspend() : TracerGuard(nullptr) {}
 };
 
-// Runs f() untraced and reports it to `t` as the op `op` (f returns a Tensor, a tuple of two
-// Tensors or a vector of Tensors).
-template <class F>
-auto traced(Tracer* t, const char* op, std::vector<Tensor> inputs, const Attrs& attrs, F&& f) {
-  using R = std::invoke_result_t<F&>;
-  R result = [&] {
-    Suspend s;
-    return f();
+// A list argument as an attribute field.
+inline std::vector<int64_t> ints(IntArrayRef v) { return {v.begin(), v.end()}; }
+
+// The index in OpAttrs of op's attribute struct.
+template <class T, class V>
+struct VariantIndex;
+template <class T, class... A>
+struct VariantIndex<T, std::variant<A...>> {
+  static constexpr size_t value = [] {
+    constexpr bool same[] = {std::is_same_v<T, A>...};
+    for (size_t i = 0; i < sizeof...(A); ++i)
+      if (same[i]) return i;
+    return sizeof...(A);
   }();
+};
+size_t attrs_index(OpId op);  // VariantIndex<op_attrs_t<op>, OpAttrs>, at run time
+
+// Runs f() untraced and reports it to `t` as the op `op` (f returns a Tensor, a tuple of two
+// Tensors or a vector of Tensors). The op is known where the call is written: its attributes'
+// type is checked at compile time.
+template <class R>
+void report(Tracer* t, OpId op, const std::vector<Tensor>& inputs, const R& result, const OpAttrs& attrs) {
   if constexpr (std::is_same_v<R, Tensor>) t->record(op, inputs, {result}, attrs);
   else if constexpr (std::is_same_v<R, std::vector<Tensor>>) t->record(op, inputs, result, attrs);
   else t->record(op, inputs, {std::get<0>(result), std::get<1>(result)}, attrs);
+}
+template <OpId op, class F>
+auto traced(Tracer* t, std::vector<Tensor> inputs, const op_attrs_t<op>& attrs, F&& f) {
+  auto result = [&] {
+    Suspend s;
+    return f();
+  }();
+  report(t, op, inputs, result, OpAttrs(attrs));
+  return result;
+}
+// The same where the op is chosen at run time (the elementwise front-ends, one per list): the
+// attributes must be the op's struct (an internal error otherwise).
+template <class F>
+auto traced(Tracer* t, OpId op, std::vector<Tensor> inputs, const OpAttrs& attrs, F&& f) {
+  if (attrs.index() != attrs_index(op)) [[unlikely]]
+    throw Error(detail::str("trace: internal: op '", op_name(op), "' traced with the wrong attribute struct"));
+  auto result = [&] {
+    Suspend s;
+    return f();
+  }();
+  report(t, op, inputs, result, attrs);
   return result;
 }
 

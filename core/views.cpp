@@ -154,7 +154,7 @@ Shape infer_shape(IntArrayRef shape, int64_t numel, const char* op, IntList from
 
 Tensor view(const Tensor& x, IntArrayRef shape_in) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "view", {x}, {{"shape", shape_in}}, [&] { return view(x, shape_in); });
+    return trace::traced<OpId::view>(t, {x}, {.shape = trace::ints(shape_in)}, [&] { return view(x, shape_in); });
   Shape shape = infer_shape(shape_in, x.numel(), "view", x.sizes());
   auto strides = view_strides(x.sizes(), x.strides(), shape);
   check<ShapeError>(strides.has_value(), "view: cannot view a tensor of shape ", x.sizes(), " and strides ",
@@ -169,7 +169,7 @@ Tensor view(const Tensor& x, IntArrayRef shape_in) {
 
 Tensor reshape(const Tensor& x, IntArrayRef shape_in) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "reshape", {x}, {{"shape", shape_in}}, [&] { return reshape(x, shape_in); });
+    return trace::traced<OpId::reshape>(t, {x}, {.shape = trace::ints(shape_in)}, [&] { return reshape(x, shape_in); });
   Shape shape = infer_shape(shape_in, x.numel(), "reshape", x.sizes());
   if (view_strides(x.sizes(), x.strides(), shape)) return view(x, shape);
   return view(x.clone(), shape);
@@ -177,7 +177,7 @@ Tensor reshape(const Tensor& x, IntArrayRef shape_in) {
 
 Tensor permute(const Tensor& x, IntArrayRef dims) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "permute", {x}, {{"dims", dims}}, [&] { return permute(x, dims); });
+    return trace::traced<OpId::permute>(t, {x}, {.dims = trace::ints(dims)}, [&] { return permute(x, dims); });
   int64_t nd = x.dim();
   check<ShapeError>(static_cast<int64_t>(dims.size()) == nd, "permute: expected ", nd, " dims for a tensor of shape ",
                     x.sizes(), ", got ", dims);
@@ -211,7 +211,7 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
 
 Tensor squeeze(const Tensor& x) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "squeeze", {x}, {}, [&] { return squeeze(x); });
+    return trace::traced<OpId::squeeze>(t, {x}, {}, [&] { return squeeze(x); });
   Shape s;
   for (int64_t v : x.sizes())
     if (v != 1) s.push_back(v);
@@ -220,7 +220,7 @@ Tensor squeeze(const Tensor& x) {
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "squeeze", {x}, {{"dim", dim}}, [&] { return squeeze(x, dim); });
+    return trace::traced<OpId::squeeze>(t, {x}, {.dim = dim}, [&] { return squeeze(x, dim); });
   if (x.dim() == 0) return x.view({});
   int64_t d = wrap_dim(dim, x.dim(), "squeeze");
   if (x.sizes()[d] != 1) return x.view(x.sizes());
@@ -231,7 +231,7 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "unsqueeze", {x}, {{"dim", dim}}, [&] { return unsqueeze(x, dim); });
+    return trace::traced<OpId::unsqueeze>(t, {x}, {.dim = dim}, [&] { return unsqueeze(x, dim); });
   int64_t d = wrap_dim(dim, x.dim() + 1, "unsqueeze");
   Shape sizes = x.sizes(), strides = x.strides();
   int64_t st = d < x.dim() ? sizes[d] * strides[d] : 1;
@@ -245,7 +245,7 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
 
 Tensor flatten(const Tensor& x, int64_t start, int64_t end) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "flatten", {x}, {{"start", start}, {"end", end}}, [&] { return flatten(x, start, end); });
+    return trace::traced<OpId::flatten>(t, {x}, {.start = start, .end = end}, [&] { return flatten(x, start, end); });
   if (x.dim() == 0) return x.reshape({1});
   start = wrap_dim(start, x.dim(), "flatten");
   end = wrap_dim(end, x.dim(), "flatten");
@@ -271,7 +271,7 @@ Tensor unflatten(const Tensor& x, int64_t dim, IntArrayRef sizes) {
 
 Tensor expand(const Tensor& x, IntArrayRef shape) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "expand", {x}, {{"shape", shape}}, [&] { return expand(x, shape); });
+    return trace::traced<OpId::expand>(t, {x}, {.shape = trace::ints(shape)}, [&] { return expand(x, shape); });
   int64_t nd = static_cast<int64_t>(shape.size()), xd = x.dim();
   check<ShapeError>(nd >= xd, "expand: the target shape ", shape, " has fewer dims than the tensor's ", x.sizes());
   Shape sizes(nd), strides(nd);
@@ -300,7 +300,7 @@ Tensor expand(const Tensor& x, IntArrayRef shape) {
 
 Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_o, std::optional<int64_t> end_o, int64_t step) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "slice", {x}, {{"dim", dim}, {"start", start_o.value_or(0)}, {"end", end_o.value_or(INT64_MAX)}, {"step", step}}, [&] { return slice(x, dim, start_o, end_o, step); });
+    return trace::traced<OpId::slice>(t, {x}, {.dim = dim, .start = start_o.value_or(0), .end = end_o.value_or(INT64_MAX), .step = step}, [&] { return slice(x, dim, start_o, end_o, step); });
   check<IndexError>(x.dim() > 0, "slice: cannot slice a 0-dim tensor");
   int64_t d = wrap_dim(dim, x.dim(), "slice");
   check<ValueError>(step > 0, "slice: step must be positive, got ", step);
@@ -330,7 +330,7 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "select", {x}, {{"dim", dim}, {"index", index}}, [&] { return select(x, dim, index); });
+    return trace::traced<OpId::select>(t, {x}, {.dim = dim, .index = index}, [&] { return select(x, dim, index); });
   check<IndexError>(x.dim() > 0, "select: cannot index into a 0-dim tensor");
   int64_t d = wrap_dim(dim, x.dim(), "select");
   int64_t n = x.sizes()[d];
@@ -347,6 +347,9 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
 }
 
 Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
+  if (trace::Tracer* t = trace::active()) [[unlikely]]
+    return trace::traced<OpId::diagonal>(t, {x}, {.offset = offset, .dim1 = dim1, .dim2 = dim2},
+                                         [&] { return diagonal(x, offset, dim1, dim2); });
   int64_t nd = x.dim();
   check<ShapeError>(nd >= 2, "diagonal: needs at least 2 dims, got shape ", x.sizes());
   int64_t d1 = wrap_dim(dim1, nd, "diagonal"), d2 = wrap_dim(dim2, nd, "diagonal");
@@ -435,7 +438,7 @@ Tensor movedim(const Tensor& x, int64_t src, int64_t dst) {
 
 std::vector<Tensor> split_with_sizes(const Tensor& x, IntArrayRef sizes, int64_t dim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "split", {x}, {{"sizes", sizes}, {"dim", dim}}, [&] { return split_with_sizes(x, sizes, dim); });
+    return trace::traced<OpId::split_with_sizes>(t, {x}, {.sizes = trace::ints(sizes), .dim = dim}, [&] { return split_with_sizes(x, sizes, dim); });
   int64_t d = wrap_dim(dim, x.dim(), "split_with_sizes");
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -476,7 +479,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 
 std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "unbind", {x}, {{"dim", dim}}, [&] { return unbind(x, dim); });
+    return trace::traced<OpId::unbind>(t, {x}, {.dim = dim}, [&] { return unbind(x, dim); });
   int64_t d = wrap_dim(dim, x.dim(), "unbind");
   Shape sizes = x.sizes(), strides = x.strides();
   sizes.erase(sizes.begin() + d);

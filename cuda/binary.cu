@@ -21,7 +21,7 @@ using namespace nabla::scalar;
 NABLA_BINARY_ARITH_OPS(NABLA_ARITH_FUNCTOR)
 #undef NABLA_ARITH_FUNCTOR
 
-#define NABLA_BOOL_FUNCTOR(name, fwd)                 \
+#define NABLA_BOOL_FUNCTOR(name, fwd, ...)                \
   template <class T>                                  \
   struct B_##name {                                   \
     T alpha;                                          \
@@ -116,7 +116,7 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Sc
     }
       NABLA_BINARY_ARITH_OPS(NABLA_ARITH_CASE)
 #undef NABLA_ARITH_CASE
-#define NABLA_BOOL_CASE(name, fwd) \
+#define NABLA_BOOL_CASE(name, fwd, ...)\
   case BinaryOp::name: return run<bool, T>(a, b, out, B_##name<C>{alpha});
       NABLA_BINARY_BOOL_OPS(NABLA_BOOL_CASE)
 #undef NABLA_BOOL_CASE

@@ -139,7 +139,7 @@ Tensor resample_dim(const Tensor& x, int64_t d, int64_t n_out, double inv_scale,
 
 Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "interpolate", {x}, {{"mode", o.mode}, {"size", o.size}, {"scale_factor", o.scale_factor}, {"align_corners", o.align_corners.value_or(false)}}, [&] { return interpolate(x, o); });
+    return trace::traced<OpId::interpolate>(t, {x}, {.mode = o.mode, .size = o.size, .scale_factor = o.scale_factor, .align_corners = o.align_corners.value_or(false)}, [&] { return interpolate(x, o); });
   check<ShapeError>(x.dim() >= 3 && x.dim() <= 5, "interpolate: expected a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D ",
                     "(N, C, D, H, W) input, got shape ", x.sizes());
   check<DTypeError>(is_floating(x.dtype()), "interpolate: expected a floating-point input, got ", x.dtype());
@@ -317,7 +317,7 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
 Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                      const Tensor& bias, bool use_input_stats, double momentum, double eps) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "instance_norm", {x, running_mean, running_var, weight, bias}, {{"use_input_stats", use_input_stats}, {"eps", eps}}, [&] { return instance_norm(x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps); });
+    return trace::traced<OpId::instance_norm>(t, {x, running_mean, running_var, weight, bias}, {.use_input_stats = use_input_stats, .eps = eps}, [&] { return instance_norm(x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps); });
   check<ShapeError>(x.dim() >= 3, "instance_norm: expected input (N, C, *) with a spatial dim, got ", x.sizes());
   const int64_t c = x.size(1);
   for (const Tensor* t : {&running_mean, &running_var})

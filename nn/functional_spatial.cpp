@@ -37,7 +37,7 @@ Tensor index_tensor(const std::vector<int64_t>& v, const Tensor& like) {
 
 Tensor pad(const Tensor& x, IntArrayRef padding, std::string_view mode, double value) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "pad", {x}, {{"padding", padding}, {"value", value}, {"mode", std::string(mode)}}, [&] { return pad(x, padding, mode, value); });
+    return trace::traced<OpId::pad>(t, {x}, {.padding = trace::ints(padding), .value = value, .mode = std::string(mode)}, [&] { return pad(x, padding, mode, value); });
   if (mode == "constant") return nabla::pad(x, padding, value);
   const bool reflect = mode == "reflect", replicate = mode == "replicate", circular = mode == "circular";
   check<ValueError>(reflect || replicate || circular, "pad: mode must be 'constant', 'reflect', 'replicate' or ",
@@ -400,7 +400,7 @@ std::array<Tensor, 4> cubic_weights(const Tensor& t) {
 
 Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleOptions& o) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, "grid_sample", {input, grid}, {{"mode", o.mode}, {"padding_mode", o.padding_mode}, {"align_corners", o.align_corners}}, [&] { return grid_sample(input, grid, o); });
+    return trace::traced<OpId::grid_sample>(t, {input, grid}, {.mode = o.mode, .padding_mode = o.padding_mode, .align_corners = o.align_corners}, [&] { return grid_sample(input, grid, o); });
   const char* op = "grid_sample";
   const int64_t spatial = input.dim() - 2;  // 2: (N, C, H, W), 3: (N, C, D, H, W)
   check<ShapeError>((spatial == 2 || spatial == 3) && grid.dim() == input.dim() && grid.size(-1) == spatial &&

@@ -232,9 +232,8 @@ RNNBase::Result RNNBase::run(const Tensor& x_given, const Tensor& h0_given, cons
       ins.insert(ins.end(), {w.weight_ih, w.weight_hh, w.bias_ih, w.bias_hh, w.weight_hr});
     const bool lstm = mode == Mode::lstm;
     std::vector<Tensor> outs = trace::traced(
-        t, lstm ? "lstm" : mode == Mode::gru ? "gru" : "rnn", ins,
-        {{"num_layers", num_layers}, {"hidden_size", hidden_size}, {"proj_size", proj_size},
-         {"bidirectional", bidirectional}, {"batch_first", batch_first}, {"relu", mode == Mode::rnn_relu}},
+        t, lstm ? OpId::lstm : mode == Mode::gru ? OpId::gru : OpId::rnn, ins,
+        RnnAttrs{num_layers, hidden_size, proj_size, bidirectional, batch_first, mode == Mode::rnn_relu},
         [&] {
           Result r = run(x_given, h0_given, c0_given);
           return lstm ? std::vector<Tensor>{r.output, r.h_n, r.c_n} : std::vector<Tensor>{r.output, r.h_n};

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "core/op_schema.h"
 #include "nabla.h"
 
 namespace nabla::testing {
@@ -51,6 +52,11 @@ struct Sample {
 
 struct OpInfo {
   std::string name;
+  // The ops (core/op_schema.h) this entry exercises; by default the op its name names ("exp",
+  // "nn.kl_div" is kl_div, "linalg.inv" linalg_inv), none for a name that names no op (a module,
+  // a variant such as "batch_norm_eval" that says which it is). Every differentiable op needs an
+  // entry (OpRegistry.every_differentiable_op_has_gradcheck_samples).
+  std::vector<OpId> ops;
   // The PyTorch twin: a Python expression computing the same outputs as `fn` from the inputs
   // `x[0]`, `x[1]`, ... (torch tensors; float inputs that gradcheck differentiates require grad),
   // giving a tensor or a (nested) tuple/list of them in fn's order. In scope: torch, F
@@ -84,9 +90,16 @@ inline constexpr int64_t kMaxGradGradElements = 40;
 std::vector<OpInfo>& registry();
 const OpInfo* find_op(const std::string& name);
 
+// The op an entry's name names, if any ("nn." and "linalg." prefixes as the schema spells them).
+std::optional<OpId> op_of_entry_name(const std::string& name);
+
 struct Registrar {
   explicit Registrar(std::vector<OpInfo> ops) {
-    for (auto& op : ops) registry().push_back(std::move(op));
+    for (auto& op : ops) {
+      if (op.ops.empty())
+        if (auto id = op_of_entry_name(op.name)) op.ops = {*id};
+      registry().push_back(std::move(op));
+    }
   }
 };
 

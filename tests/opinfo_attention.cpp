@@ -151,7 +151,7 @@ std::vector<OpInfo> attention_ops() {
                                fixed_arg({2, 1, 4}, {0.5, -kInf, 0, 1, -1, 0, 0.25, -kInf}, false)},
                               "float_mask_broadcast"}}});
   // Dropout on the weights: a fixed seed per call, so every evaluation draws the same mask.
-  ops.push_back({.name = "nn.scaled_dot_product_attention_dropout", .no_torch = "random: nabla's generator draws other dropout masks than PyTorch's",
+  ops.push_back({.name = "nn.scaled_dot_product_attention_dropout", .ops = {OpId::scaled_dot_product_attention}, .no_torch = "random: nabla's generator draws other dropout masks than PyTorch's",
                  .fn =
                      [](I x) {
                        manual_seed(1234);

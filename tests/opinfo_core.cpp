@@ -146,7 +146,7 @@ std::vector<OpInfo> elementwise_ops() {
                  .samples = unary_samples(-2, 2),
                  .ref = [](I x) { return Outputs{minimum(x[0], full_like(x[0], 0.5)), minimum(x[0], full_like(x[0], -0.3))}; }});
 
-  ops.push_back({.name = "clamp_tensor",
+  ops.push_back({.name = "clamp_tensor", .ops = {OpId::clamp},
                  .torch = "(torch.clamp(x[0], x[1], x[2]), torch.clamp_min(x[0], x[1]), torch.clamp_max(x[0], x[2]))",
                  .fn = [](I x) { return Outputs{clamp(x[0], x[1], x[2]), clamp_min(x[0], x[1]), clamp_max(x[0], x[2])}; },
                  .samples = {{{arg({3, 4}, -2, 2), arg({3, 4}, -1, 0), arg({4}, 0, 1)}, "broadcast bounds"},
@@ -182,7 +182,7 @@ std::vector<OpInfo> elementwise_ops() {
   ops.push_back({.name = "fmod", .torch = "torch.fmod(x[0], x[1])", .fn = [](I x) { return one(fmod(x[0], x[1])); },
                  .samples = binary_samples(-3, 3, 0.7, 0.9),
                  .ref = scalar_ref([](double a, double b) { return std::fmod(a, b); }), .sweep_dtypes = true});
-  ops.push_back({.name = "fmod_scalar", .torch = "(torch.fmod(x[0], 2), torch.fmod(x[0], -1.5))",
+  ops.push_back({.name = "fmod_scalar", .ops = {OpId::fmod}, .torch = "(torch.fmod(x[0], 2), torch.fmod(x[0], -1.5))",
                  .fn = [](I x) { return Outputs{fmod(x[0], 2), fmod(x[0], -1.5)}; }, .samples = unary_samples(-4, 4),
                  .sweep_dtypes = true});
   // Also at x == 0 (the gradient in x is log y there, as PyTorch's) and with one operand a constant
@@ -207,27 +207,27 @@ std::vector<OpInfo> elementwise_ops() {
                  .ref = scalar_ref([](double a, double b) { return std::floor(a / b); }), .sweep_dtypes = true});
   // Scalar operands (Python numbers in PyTorch), integral and floating: type promotion with a number
   // follows the tensor's category (int tensor + 1.5 is float32, uint8 tensor + 2 stays uint8).
-  ops.push_back({.name = "add_scalar", .torch = "(x[0] + 2, x[0] + 1.5, 2 + x[0], x[0] + True)",
+  ops.push_back({.name = "add_scalar", .ops = {OpId::add}, .torch = "(x[0] + 2, x[0] + 1.5, 2 + x[0], x[0] + True)",
                  .fn = [](I x) { return Outputs{x[0] + 2, x[0] + 1.5, 2 + x[0], add(x[0], Scalar(true))}; },
                  .samples = unary_samples(-2, 2), .sweep_dtypes = true});
-  ops.push_back({.name = "sub_scalar", .torch = "(x[0] - 2, x[0] - 1.5, 3 - x[0])",
+  ops.push_back({.name = "sub_scalar", .ops = {OpId::sub}, .torch = "(x[0] - 2, x[0] - 1.5, 3 - x[0])",
                  .fn = [](I x) { return Outputs{x[0] - 2, x[0] - 1.5, 3 - x[0]}; },
                  .samples = unary_samples(-2, 2), .sweep_dtypes = true});
-  ops.push_back({.name = "mul_scalar", .torch = "(x[0] * 2, x[0] * 1.5, 3 * x[0])",
+  ops.push_back({.name = "mul_scalar", .ops = {OpId::mul}, .torch = "(x[0] * 2, x[0] * 1.5, 3 * x[0])",
                  .fn = [](I x) { return Outputs{x[0] * 2, x[0] * 1.5, 3 * x[0]}; },
                  .samples = unary_samples(-2, 2), .sweep_dtypes = true});
-  ops.push_back({.name = "div_scalar", .torch = "(x[0] / 2, x[0] / 1.5, 3 / x[0])",
+  ops.push_back({.name = "div_scalar", .ops = {OpId::div}, .torch = "(x[0] / 2, x[0] / 1.5, 3 / x[0])",
                  .fn = [](I x) { return Outputs{x[0] / 2, x[0] / 1.5, 3 / x[0]}; },
                  .samples = unary_samples(0.5, 2), .sweep_dtypes = true});
-  ops.push_back({.name = "pow_scalar_int", .torch = "(torch.pow(x[0], 2), torch.pow(x[0], 3), torch.pow(x[0], 0))",
+  ops.push_back({.name = "pow_scalar_int", .ops = {OpId::pow_scalar}, .torch = "(torch.pow(x[0], 2), torch.pow(x[0], 3), torch.pow(x[0], 0))",
                  .fn = [](I x) { return Outputs{pow(x[0], 2), pow(x[0], 3), pow(x[0], 0)}; },
                  .samples = unary_samples(-2, 2), .sweep_dtypes = true});
-  ops.push_back({.name = "pow_negative_int", .torch = "torch.pow(x[0], -1)",
+  ops.push_back({.name = "pow_negative_int", .ops = {OpId::pow_scalar}, .torch = "torch.pow(x[0], -1)",
                  .fn = [](I x) { return one(pow(x[0], -1)); }, .samples = unary_samples(0.5, 2), .sweep_dtypes = true});
-  ops.push_back({.name = "rpow_scalar", .torch = "(torch.pow(2, x[0]), torch.pow(1.5, x[0]))",
+  ops.push_back({.name = "rpow_scalar", .ops = {OpId::pow}, .torch = "(torch.pow(2, x[0]), torch.pow(1.5, x[0]))",
                  .fn = [](I x) { return Outputs{pow(2, x[0]), pow(1.5, x[0])}; },
                  .samples = unary_samples(-2, 2), .sweep_dtypes = true});
-  ops.push_back({.name = "remainder_scalar", .torch = "(torch.remainder(x[0], 2), torch.remainder(x[0], 1.5))",
+  ops.push_back({.name = "remainder_scalar", .ops = {OpId::remainder}, .torch = "(torch.remainder(x[0], 2), torch.remainder(x[0], 1.5))",
                  .fn = [](I x) { return Outputs{remainder(x[0], 2), remainder(x[0], 1.5)}; },
                  .samples = unary_samples(-2, 2), .sweep_dtypes = true});
   // Comparisons and logical ops (bool results, not differentiable).
@@ -275,7 +275,7 @@ std::vector<OpInfo> reduction_ops() {
   std::vector<OpInfo> ops;
   ops.push_back({.name = "sum", .torch = "(x[0].sum(), x[0].sum(0), x[0].sum(-1, keepdim=True))", .fn = [](I x) { return Outputs{x[0].sum(), x[0].sum({0}), x[0].sum({-1}, true)}; },
                  .samples = red});
-  ops.push_back({.name = "sum_empty", .torch = "(x[0].sum(), x[0].sum(1))", .fn = [](I x) { return Outputs{x[0].sum(), x[0].sum({1})}; },
+  ops.push_back({.name = "sum_empty", .ops = {OpId::sum}, .torch = "(x[0].sum(), x[0].sum(1))", .fn = [](I x) { return Outputs{x[0].sum(), x[0].sum({1})}; },
                  .samples = {{{arg({0, 3})}, "empty"}}});
   ops.push_back({.name = "mean", .torch = "(x[0].mean(), x[0].mean(0, keepdim=True))", .fn = [](I x) { return Outputs{x[0].mean(), x[0].mean({0}, true)}; }, .samples = red});
   ops.push_back({.name = "prod", .torch = "(x[0].prod(), x[0].prod(0))", .fn = [](I x) { return Outputs{x[0].prod(), x[0].prod(0)}; },
@@ -291,7 +291,7 @@ std::vector<OpInfo> reduction_ops() {
                    return Outputs{v, i};
                  }, .samples = red});
   // At ties max is not differentiable twice: its gradient jumps.
-  ops.push_back({.name = "max_ties", .torch = "(x[0].max(), x[0].amax(1))", .fn = [](I x) { return Outputs{x[0].max(), x[0].amax({1})}; },
+  ops.push_back({.name = "max_ties", .ops = {OpId::max}, .torch = "(x[0].max(), x[0].amax(1))", .fn = [](I x) { return Outputs{x[0].max(), x[0].amax({1})}; },
                  .samples = {{{fixed_arg({2, 3}, {1, 3, 3, -1, 2, 2})}, "ties"}}, .twice_differentiable = false});
   ops.push_back({.name = "amax", .torch = "x[0].amax(0)", .fn = [](I x) { return one(x[0].amax({0})); }, .samples = red});
   ops.push_back({.name = "amin", .torch = "x[0].amin(-1, keepdim=True)", .fn = [](I x) { return one(x[0].amin({-1}, true)); }, .samples = red});
@@ -334,7 +334,7 @@ std::vector<OpInfo> view_ops() {
   ops.push_back({.name = "reshape", .torch = "x[0].reshape(4, 3) * 2", .fn = [](I x) { return one(x[0].reshape({4, 3}) * 2); }, .samples = m});
   ops.push_back({.name = "permute", .torch = "x[0].permute(2, 0, 1)", .fn = [](I x) { return one(x[0].permute({2, 0, 1})); },
                  .samples = {{{arg({2, 3, 4})}, "3d"}}});
-  ops.push_back({.name = "transpose", .torch = "(x[0].transpose(0, 1), x[0].t(), x[0].mT)", .fn = [](I x) { return Outputs{x[0].transpose(0, 1), x[0].t(), x[0].mT()}; },
+  ops.push_back({.name = "transpose", .ops = {OpId::transpose, OpId::t}, .torch = "(x[0].transpose(0, 1), x[0].t(), x[0].mT)", .fn = [](I x) { return Outputs{x[0].transpose(0, 1), x[0].t(), x[0].mT()}; },
                  .samples = m});
   ops.push_back({.name = "squeeze", .torch = "(x[0].squeeze(), x[0].squeeze(1))", .fn = [](I x) { return Outputs{x[0].squeeze(), x[0].squeeze(1)}; },
                  .samples = {{{arg({3, 1, 4})}, "3d"}}});
@@ -346,6 +346,11 @@ std::vector<OpInfo> view_ops() {
                  .samples = {{{arg({3, 4})}, "2d"}, {{arg_t({3, 4})}, "noncontiguous"}}});
   ops.push_back({.name = "expand", .torch = "x[0].expand(2, 3, 4)", .fn = [](I x) { return one(x[0].expand({2, 3, 4})); },
                  .samples = {{{arg({3, 1})}, "size1"}, {{arg({4})}, "new_dims"}}});
+  ops.push_back({.name = "view_as", .ops = {OpId::view_as, OpId::reshape_as, OpId::expand_as},
+                 .torch = "(x[0].contiguous().view_as(x[1]) * 2, x[0].reshape_as(x[1]), x[2].expand_as(x[0]))",
+                 .fn = [](I x) { return Outputs{x[0].contiguous().view_as(x[1]) * 2, x[0].reshape_as(x[1]), x[2].expand_as(x[0])}; },
+                 .samples = {{{arg({3, 4}), arg({12}), arg({4})}, "12_as_3x4"},
+                             {{arg_t({4, 3}), arg({12}), arg({1, 3})}, "noncontiguous"}}});
   ops.push_back({.name = "narrow", .torch = "x[0].narrow(1, 1, 2)", .fn = [](I x) { return one(x[0].narrow(1, 1, 2)); }, .samples = m});
   ops.push_back({.name = "slice", .torch = "x[0][:, 0::2]", .fn = [](I x) { return one(x[0].slice(1, 0, std::nullopt, 2)); }, .samples = m});
   ops.push_back({.name = "select", .torch = "(x[0].select(0, 1), x[0][-1])", .fn = [](I x) { return Outputs{x[0].select(0, 1), x[0][-1]}; }, .samples = m});
@@ -381,7 +386,7 @@ std::vector<OpInfo> view_ops() {
                  },
                  .samples = {{{arg({3, 4})}, "2d"}, {{arg({2, 3, 4})}, "3d"}, {{arg_t({4, 3})}, "noncontiguous"}}});
   // Its edges: a 0-dim tensor (unfolded as if it were (1)), windows of size 0, an empty dim.
-  ops.push_back({.name = "unfold_edges", .torch = "(x[0].unfold(0, 1, 2), x[0].unfold(-1, 0, 1))",
+  ops.push_back({.name = "unfold_edges", .ops = {OpId::unfold}, .torch = "(x[0].unfold(0, 1, 2), x[0].unfold(-1, 0, 1))",
                  .fn = [](I x) { return Outputs{x[0].unfold(0, 1, 2), x[0].unfold(-1, 0, 1)}; },
                  .samples = {{{arg({})}, "scalar"}, {{arg({1})}, "one"}, {{arg({2, 0})}, "empty"}}});
   ops.push_back({.name = "movedim", .torch = "x[0].movedim(0, 2)", .fn = [](I x) { return one(x[0].movedim(0, 2)); }, .samples = {{{arg({2, 3, 4})}, "3d"}}});
@@ -402,7 +407,7 @@ std::vector<OpInfo> view_ops() {
   ops.push_back({.name = "triu", .torch = "(x[0].triu(), x[0].triu(1))", .fn = [](I x) { return Outputs{x[0].triu(), x[0].triu(1)}; }, .samples = m});
   ops.push_back({.name = "pad", .torch = "(F.pad(x[0], (1, 2)), F.pad(x[0], (1, 0, -1, 1), value=0.5))", .fn = [](I x) { return Outputs{pad(x[0], {1, 2}), pad(x[0], {1, 0, -1, 1}, 0.5)}; },
                  .samples = m});
-  ops.push_back({.name = "to_dtype", .torch = "x[0].to(x[0].dtype, copy=True) * 3", .fn = [](I x) { return one(x[0].to(x[0].dtype(), true) * 3); }, .samples = m});
+  ops.push_back({.name = "to_dtype", .ops = {OpId::to}, .torch = "x[0].to(x[0].dtype, copy=True) * 3", .fn = [](I x) { return one(x[0].to(x[0].dtype(), true) * 3); }, .samples = m});
   ops.push_back({.name = "clone", .torch = "x[0].clone()", .fn = [](I x) { return one(x[0].clone()); }, .samples = m});
   ops.push_back({.name = "contiguous", .torch = "x[0].contiguous()", .fn = [](I x) { return one(x[0].contiguous()); }, .samples = m});
   return ops;
@@ -427,14 +432,14 @@ std::vector<OpInfo> index_ops() {
                              {{arg_t({2, 3}), arg({2, 4}), index_arg({2, 2}, 3)}, "small_src_larger_than_index"}}});
   ops.push_back({.name = "masked_fill", .torch = "x[0].masked_fill(x[1], 0.5)", .fn = [](I x) { return one(x[0].masked_fill(x[1], 0.5)); },
                  .samples = {{{arg({3, 4}), mask_arg({3, 4})}, "2d"}, {{arg({3, 4}), mask_arg({4})}, "broadcast"}}});
-  ops.push_back({.name = "masked_fill_tensor_value", .torch = "x[0].masked_fill(x[1], x[2])", .fn = [](I x) { return one(x[0].masked_fill(x[1], x[2])); },
+  ops.push_back({.name = "masked_fill_tensor_value", .ops = {OpId::masked_fill}, .torch = "x[0].masked_fill(x[1], x[2])", .fn = [](I x) { return one(x[0].masked_fill(x[1], x[2])); },
                  .samples = {{{arg({3, 4}), mask_arg({3, 4}), arg({})}, "2d"},
                              {{arg({3, 4}), mask_arg({4}), arg({})}, "broadcast_mask"},
                              {{arg_t({4, 3}), mask_arg({4, 1}), arg({})}, "noncontiguous"},
                              {{arg({}), mask_arg({}), arg({})}, "scalar"},
                              {{arg({0, 3}), mask_arg({3}), arg({})}, "empty"}}});
   // A scalar value: repeated targets all receive the same value, so random indices are fine.
-  ops.push_back({.name = "scatter_scalar", .torch = "(x[0].scatter(0, x[1], 0.5), torch.scatter(x[0], 1, x[1], -1.5))",
+  ops.push_back({.name = "scatter_scalar", .ops = {OpId::scatter}, .torch = "(x[0].scatter(0, x[1], 0.5), torch.scatter(x[0], 1, x[1], -1.5))",
                  .fn = [](I x) { return Outputs{x[0].scatter(0, x[1], 0.5), scatter(x[0], 1, x[1], -1.5)}; },
                  .samples = {{{arg({3, 4}), index_arg({2, 3}, 3)}, "2d"},
                              {{arg_t({3, 3}), index_arg({3, 3}, 3)}, "noncontiguous"},
@@ -442,7 +447,7 @@ std::vector<OpInfo> index_ops() {
                              {{arg({3, 4}), fixed_index({0, 3}, {})}, "empty_index"}}});
   // Advanced indexing with an int64 tensor: rows (x[idx]), columns (x[:, idx]) and the last dim
   // (x[..., idx]). Indices repeat and count from the end, so gradients accumulate.
-  ops.push_back({.name = "index_tensor", .torch = "(x[0][x[1]], x[0][:, x[1]], x[0][..., x[1]])",
+  ops.push_back({.name = "index_tensor", .ops = {OpId::index}, .torch = "(x[0][x[1]], x[0][:, x[1]], x[0][..., x[1]])",
                  .fn = [](I x) {
                    return Outputs{x[0].index({x[1]}), x[0].index({Slice(), x[1]}),
                                   x[0].index({indexing::Ellipsis, x[1]})};
@@ -454,7 +459,7 @@ std::vector<OpInfo> index_ops() {
                              {{arg({3, 4}), fixed_index({0}, {})}, "empty_index"}}});
   // Advanced indexing with a bool mask: over all dims (x[mask]), over leading dims, and over one
   // dim after a slice (x[:, mask]).
-  ops.push_back({.name = "index_bool_mask", .torch = "(x[0][x[1]], x[0][:, x[2]])",
+  ops.push_back({.name = "index_bool_mask", .ops = {OpId::index}, .torch = "(x[0][x[1]], x[0][:, x[2]])",
                  .fn = [](I x) { return Outputs{x[0].index({x[1]}), x[0].index({Slice(), x[2]})}; },
                  .samples = {{{arg({3, 4}), mask_arg({3, 4}), mask_arg({4})}, "full_mask"},
                              {{arg({3, 4}), mask_arg({3}), mask_arg({4})}, "leading_dim"},
@@ -466,7 +471,7 @@ std::vector<OpInfo> index_ops() {
                  .samples = {{{arg({3, 4}), mask_arg({3, 4})}, "2d"}, {{arg({3, 4}), mask_arg({4})}, "broadcast"}}});
   ops.push_back({.name = "embedding", .torch = "F.embedding(x[1], x[0])", .fn = [](I x) { return Outputs{embedding(x[0], x[1])}; },
                  .samples = {{{arg({5, 3}), fixed_index({2, 2}, {0, 2, 4, 2})}, "2d"}}});
-  ops.push_back({.name = "copy_", .torch = "torch.zeros(3, 4, dtype=x[0].dtype).copy_(x[0]) * 2", .fn = [](I x) {
+  ops.push_back({.name = "copy_", .ops = {OpId::copy}, .torch = "torch.zeros(3, 4, dtype=x[0].dtype).copy_(x[0]) * 2", .fn = [](I x) {
                    Tensor d = zeros({3, 4}, dtype(x[0].dtype()));
                    d.copy_(x[0]);
                    return one(d * 2);
@@ -476,7 +481,7 @@ std::vector<OpInfo> index_ops() {
                    d.add_(x[1], 2);
                    return one(d);
                  }, .samples = {{{arg({3, 4}), arg({4})}, "broadcast"}}});
-  ops.push_back({.name = "copy_into_view", .torch = "T.copy_into_view(x)", .fn = [](I x) {
+  ops.push_back({.name = "copy_into_view", .ops = {OpId::copy}, .torch = "T.copy_into_view(x)", .fn = [](I x) {
                    Tensor b = x[0] * 2;
                    b[1] = x[1] * 3;                       // CopySlices: write a row
                    b.index({Slice(), 2}).mul_(x[0].index({Slice(), 0}));  // in-place op on a column view
@@ -600,8 +605,9 @@ std::vector<OpInfo> inplace_ops() {
   ops.push_back(unary_inplace("exp_", "t.exp_()", [](Tensor& t) { t.exp_(); }, [](const Tensor& t) { return exp(t); }, -2, 2));
   ops.push_back(unary_inplace("sqrt_", "t.sqrt_()", [](Tensor& t) { t.sqrt_(); }, [](const Tensor& t) { return sqrt(t); }, 0.5, 3));
   ops.push_back(unary_inplace("zero_", "t.zero_()", [](Tensor& t) { t.zero_(); }, [](const Tensor& t) { return t * 0; }, -2, 2));
+  ops.back().ops = {OpId::zero};
   // fill_ with a 0-d tensor value (differentiable) and with a scalar.
-  ops.push_back({.name = "fill_", .torch = "T.inplace(x[0], lambda t: t.fill_(x[1])) + T.inplace(x[0], lambda t: t.fill_(0.25))", .fn = [](I x) {
+  ops.push_back({.name = "fill_", .ops = {OpId::fill}, .torch = "T.inplace(x[0], lambda t: t.fill_(x[1])) + T.inplace(x[0], lambda t: t.fill_(0.25))", .fn = [](I x) {
                    return concat(inplace_outputs(x[0], [&](Tensor& t) { t.fill_(x[1]); }),
                                  inplace_outputs(x[0], [](Tensor& t) { t.fill_(0.25); }));
                  }, .samples = {{{arg({3, 4}), arg({})}, "2d"},
@@ -730,16 +736,16 @@ std::vector<OpInfo> linalg_ops() {
   ops.push_back({.name = "dot", .torch = "torch.dot(x[0], x[1])", .fn = [](I x) { return one(dot(x[0], x[1])); }, .samples = {{{arg({5}), arg({5})}, "1d"}}});
   ops.push_back({.name = "outer", .torch = "torch.outer(x[0], x[1])", .fn = [](I x) { return one(outer(x[0], x[1])); }, .samples = {{{arg({3}), arg({4})}, "1d"}}});
   // einsum: one entry per kind of equation (each fn fixes its equation).
-  ops.push_back({.name = "einsum_matmul", .torch = "torch.einsum('ij,jk->ik', x[0], x[1])", .fn = [](I x) { return one(einsum("ij,jk->ik", {x[0], x[1]})); },
+  ops.push_back({.name = "einsum_matmul", .ops = {OpId::einsum}, .torch = "torch.einsum('ij,jk->ik', x[0], x[1])", .fn = [](I x) { return one(einsum("ij,jk->ik", {x[0], x[1]})); },
                  .samples = {{{arg({2, 3}), arg({3, 4})}, "2d"}, {{arg_t({2, 3}), arg({3, 2})}, "noncontiguous"},
                              {{arg({2, 1}), arg({3, 2})}, "broadcast_label"}, {{arg({0, 3}), arg({3, 2})}, "empty"}}});
-  ops.push_back({.name = "einsum_batched_ellipsis", .torch = "torch.einsum('...ij,...jk->...ik', x[0], x[1])", .fn = [](I x) { return one(einsum("...ij,...jk->...ik", {x[0], x[1]})); },
+  ops.push_back({.name = "einsum_batched_ellipsis", .ops = {OpId::einsum}, .torch = "torch.einsum('...ij,...jk->...ik', x[0], x[1])", .fn = [](I x) { return one(einsum("...ij,...jk->...ik", {x[0], x[1]})); },
                  .samples = {{{arg({2, 1, 2, 3}), arg({3, 3, 2})}, "broadcast_batch"}, {{arg({2, 3}), arg({3, 2})}, "no_batch"}}});
-  ops.push_back({.name = "einsum_diagonal_sum", .torch = "(torch.einsum('iij->j', x[0]), torch.einsum('iij', x[0]))", .fn = [](I x) { return Outputs{einsum("iij->j", {x[0]}), einsum("iij", {x[0]})}; },
+  ops.push_back({.name = "einsum_diagonal_sum", .ops = {OpId::einsum}, .torch = "(torch.einsum('iij->j', x[0]), torch.einsum('iij', x[0]))", .fn = [](I x) { return Outputs{einsum("iij->j", {x[0]}), einsum("iij", {x[0]})}; },
                  .samples = {{{arg({3, 3, 2})}, "3d"}}});
-  ops.push_back({.name = "einsum_bilinear", .torch = "torch.einsum('bn,anm,bm->ba', x[0], x[1], x[2])", .fn = [](I x) { return one(einsum("bn,anm,bm->ba", {x[0], x[1], x[2]})); },
+  ops.push_back({.name = "einsum_bilinear", .ops = {OpId::einsum}, .torch = "torch.einsum('bn,anm,bm->ba', x[0], x[1], x[2])", .fn = [](I x) { return one(einsum("bn,anm,bm->ba", {x[0], x[1], x[2]})); },
                  .samples = {{{arg({2, 3}), arg({2, 3, 2}), arg({2, 2})}, "3_operands"}}});
-  ops.push_back({.name = "einsum_outer_trace", .torch = "(torch.einsum('i,j', x[0], x[1]), torch.einsum('i,i', x[0], x[0]))", .fn = [](I x) { return Outputs{einsum("i,j", {x[0], x[1]}), einsum("i,i", {x[0], x[0]})}; },
+  ops.push_back({.name = "einsum_outer_trace", .ops = {OpId::einsum}, .torch = "(torch.einsum('i,j', x[0], x[1]), torch.einsum('i,i', x[0], x[0]))", .fn = [](I x) { return Outputs{einsum("i,j", {x[0], x[1]}), einsum("i,i", {x[0], x[0]})}; },
                  .samples = {{{arg({3}), arg({2})}, "1d"}}});
   ops.push_back({.name = "addmm", .torch = "torch.addmm(x[0], x[1], x[2], beta=0.5, alpha=2)", .fn = [](I x) { return one(addmm(x[0], x[1], x[2], 0.5, 2)); },
                  .samples = {{{arg({2}), arg({3, 4}), arg({4, 2})}, "broadcast_bias"}}});
@@ -757,7 +763,7 @@ std::vector<OpInfo> conv_ops() {
                  .fn = [](I x) { return one(conv2d(x[0], x[1], x[2])); },
                  .samples = {{{arg({2, 2, 5, 5}), arg({3, 2, 3, 3}), arg({3})}, "basic"},
                              {{arg({1, 1, 3, 3}), arg({1, 1, 2, 2}), arg({1})}, "tiny"}}});
-  ops.push_back({.name = "conv2d_options", .torch = "F.conv2d(x[0], x[1], None, (2, 1), (1, 2), (1, 2), 2)",
+  ops.push_back({.name = "conv2d_options", .ops = {OpId::conv2d}, .torch = "F.conv2d(x[0], x[1], None, (2, 1), (1, 2), (1, 2), 2)",
                  .fn = [](I x) { return one(conv2d(x[0], x[1], Tensor(), {2, 1}, {1, 2}, {1, 2}, 2)); },
                  .samples = {{{arg({1, 4, 5, 6}), arg({2, 2, 2, 3})}, "stride_pad_dilation_groups"},
                              // x (1, 2, 3, 4) -> (1, 2, 2, 4): one input channel per group
@@ -779,6 +785,27 @@ std::vector<OpInfo> conv_ops() {
                  .samples = {{{arg({2, 1, 4, 4}), arg({2, 2, 4, 3})}, "padding"},
                              {{arg({1, 1, 3, 3}), arg({1, 2, 3, 2})}, "small_two_out_channels"},
                              {{arg({2, 1, 3, 3}), arg({2, 1, 3, 2})}, "small_batch2"}}});
+  // The N-d gradients (what conv1d's and conv3d's backward call), here over one spatial dim.
+  ops.push_back({.name = "conv_input_grad",
+                 .torch = "torch.nn.grad.conv1d_input((x[0].shape[0], x[1].shape[1], 7), x[1], x[0], stride=2, padding=1)",
+                 .fn = [](I x) {
+                   ConvParams p;
+                   p.ndim = 1;
+                   p.stride = {2, 1, 1};
+                   p.padding = {1, 0, 0};
+                   return one(conv_input_grad(x[0], x[1], {7}, p));
+                 },
+                 .samples = {{{arg({2, 3, 4}), arg({3, 2, 3})}, "stride2_padding1"}, {{arg({1, 2, 4}), arg({2, 1, 2})}, "small"}}});
+  ops.push_back({.name = "conv_weight_grad",
+                 .torch = "torch.nn.grad.conv1d_weight(x[0], (x[1].shape[1], x[0].shape[1], 3), x[1], padding=1, dilation=2)",
+                 .fn = [](I x) {
+                   ConvParams p;
+                   p.ndim = 1;
+                   p.padding = {1, 0, 0};
+                   p.dilation = {2, 1, 1};
+                   return one(conv_weight_grad(x[0], x[1], {3}, p));
+                 },
+                 .samples = {{{arg({2, 2, 6}), arg({2, 3, 4})}, "padding_dilation"}, {{arg({1, 1, 5}), arg({1, 2, 3})}, "small"}}});
   ops.push_back({.name = "conv_transpose2d", .torch = "F.conv_transpose2d(x[0], x[1], x[2], stride=2, padding=1, output_padding=1)",
                  .fn = [](I x) { return one(conv_transpose2d(x[0], x[1], x[2], 2, 1, 1)); },
                  .samples = {{{arg({1, 2, 3, 3}), arg({2, 3, 3, 3}), arg({3})}, "stride2_outpad"},
@@ -798,12 +825,18 @@ std::vector<OpInfo> conv_ops() {
                  .samples = {{{arg({1, 1, 2, 3, 3}), arg({2, 1, 2, 2, 2}), arg({2})}, "small"},
                              {{arg({2, 2, 4, 5, 4}), arg({3, 2, 2, 2, 3}), arg({3})}, "batch2"},
                              {{arg({2, 3, 5, 4}), arg({2, 2, 3, 2, 2}), arg({2})}, "unbatched"}}});
-  ops.push_back({.name = "conv3d_groups", .torch = "F.conv3d(x[0], x[1], x[2], (1, 2, 1), (0, 1, 1), 1, 2)",
+  ops.push_back({.name = "conv3d_groups", .ops = {OpId::conv3d}, .torch = "F.conv3d(x[0], x[1], x[2], (1, 2, 1), (0, 1, 1), 1, 2)",
                  .fn = [](I x) { return one(conv3d(x[0], x[1], x[2], {1, 2, 1}, {0, 1, 1}, 1, 2)); },
                  .samples = {{{arg({1, 2, 2, 3, 2}), arg({2, 1, 1, 2, 2}), arg({2})}, "small"},
                              {{arg({2, 4, 3, 4, 3}), arg({4, 2, 2, 3, 2}), arg({4})}, "batch2"}}});
   ops.push_back({.name = "max_pool2d", .torch = "(F.max_pool2d(x[0], 2), F.max_pool2d(x[0], 3, 2, 1, 1, True))",
                  .fn = [](I x) { return Outputs{max_pool2d(x[0], {2}), max_pool2d(x[0], {3}, {2}, {1}, 1, true)}; },
+                 .samples = {{{arg({1, 2, 5, 5})}, "4d"}, {{arg({2, 4, 4})}, "unbatched"}}});
+  ops.push_back({.name = "max_pool2d_with_indices", .torch = "F.max_pool2d(x[0], 3, 2, 1, 1, True, return_indices=True)",
+                 .fn = [](I x) {
+                   auto [v, i] = max_pool2d_with_indices(x[0], {3}, {2}, {1}, 1, true);
+                   return Outputs{v, i};
+                 },
                  .samples = {{{arg({1, 2, 5, 5})}, "4d"}, {{arg({2, 4, 4})}, "unbatched"}}});
   ops.push_back({.name = "avg_pool2d", .torch = "(F.avg_pool2d(x[0], 2), F.avg_pool2d(x[0], 3, 2, 1, True, False), F.avg_pool2d(x[0], 3, 2, 1, False, True))",
                  .fn = [](I x) {

@@ -13,7 +13,7 @@ using indexing::Slice;
 
 std::vector<OpInfo> indexing_ops() {
   std::vector<OpInfo> ops;
-  ops.push_back({.name = "index_multi_tensor",
+  ops.push_back({.name = "index_multi_tensor", .ops = {OpId::index},
                  .torch = "[x[0][x[1], x[2]], x[0][:, x[1], x[2]], x[0][x[1], :, x[2]], x[0][x[3], :, x[4]],"
                           " x[0][0, :, x[1]], x[0][x[5], :, x[2]], x[0][..., x[1], x[2]]]",
                  .fn = [](I x) {
@@ -42,7 +42,7 @@ std::vector<OpInfo> indexing_ops() {
                  },
                  .samples = {{{arg({3, 4}), fixed_index({2}, {0, -1}), fixed_index({2}, {1, 3}), arg({2}), arg({3, 2})},
                               "2d"}}});
-  ops.push_back({.name = "index_put_accumulate",
+  ops.push_back({.name = "index_put_accumulate", .ops = {OpId::index_put},
                  .torch = "[torch.index_put(x[0], (x[1], x[2]), x[3], accumulate=True),"
                           " torch.index_put(x[0], (x[1],), x[4], accumulate=True)]",
                  .fn = [](I x) {

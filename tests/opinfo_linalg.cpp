@@ -209,6 +209,17 @@ std::vector<OpInfo> linalg_ops() {
                              {{arg({2, 3, 4})}, "batched"},
                              {{arg_t({4, 3})}, "noncontiguous"},
                              {{arg({2, 3})}, "small"}}});
+  // The norms a graph can hold (no singular values): what the exported forms of matrix_norm and
+  // norm are checked on.
+  ops.push_back({.name = "linalg.matrix_norm_elementwise", .ops = {OpId::linalg_matrix_norm, OpId::linalg_norm},
+                 .torch = "[torch.linalg.matrix_norm(x[0]), torch.linalg.matrix_norm(x[0], 1), "
+                          "torch.linalg.matrix_norm(x[0], float('-inf')), torch.linalg.norm(x[0], 'fro'), "
+                          "torch.linalg.norm(x[0], float('inf'))]",
+                 .fn = [](I x) {
+                   return Outputs{linalg::matrix_norm(x[0]), linalg::matrix_norm(x[0], 1.0), linalg::matrix_norm(x[0], -kInf),
+                                  linalg::norm(x[0], "fro"), linalg::norm(x[0], kInf)};
+                 },
+                 .samples = {{{arg({3, 4})}, "3x4"}, {{arg_t({4, 3})}, "noncontiguous"}}});
   ops.push_back({.name = "linalg.norm",
                  .torch = "[torch.linalg.norm(x[0]), torch.linalg.norm(x[0], 'fro'), torch.linalg.norm(x[0], 1), "
                           "torch.linalg.norm(x[0], float('inf'), -1), torch.linalg.norm(x[0], dim=(0, 1)), "

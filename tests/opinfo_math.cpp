@@ -57,17 +57,17 @@ std::vector<OpInfo> math_ops() {
   ops.push_back({.name = "lgamma", .torch = "torch.lgamma(x[0])", .fn = [](I x) { return one(lgamma(x[0])); },
                  .samples = unary_samples(0.2, 4), .ref = scalar_ref([](double v) { return std::lgamma(v); }),
                  .sweep_dtypes = true});
-  ops.push_back({.name = "lgamma_negative", .torch = "torch.lgamma(x[0])", .fn = [](I x) { return one(lgamma(x[0])); },
+  ops.push_back({.name = "lgamma_negative", .ops = {OpId::lgamma}, .torch = "torch.lgamma(x[0])", .fn = [](I x) { return one(lgamma(x[0])); },
                  .samples = {{{arg({2, 3}, -2.9, -2.1)}, "between_poles"}},
                  .ref = scalar_ref([](double v) { return std::lgamma(v); })});
   ops.push_back({.name = "digamma", .torch = "torch.digamma(x[0])", .fn = [](I x) { return one(digamma(x[0])); },
                  .samples = unary_samples(0.3, 4), .ref = scalar_ref(digamma_ref), .sweep_dtypes = true});
-  ops.push_back({.name = "digamma_negative", .torch = "torch.digamma(x[0])", .fn = [](I x) { return one(digamma(x[0])); },
+  ops.push_back({.name = "digamma_negative", .ops = {OpId::digamma}, .torch = "torch.digamma(x[0])", .fn = [](I x) { return one(digamma(x[0])); },
                  .samples = {{{arg({2, 3}, -1.8, -1.2)}, "reflection"}, {{arg({3}, 11, 30)}, "asymptotic"}},
                  .ref = scalar_ref(digamma_ref)});
   ops.push_back({.name = "polygamma", .torch = "torch.polygamma(2, x[0])", .fn = [](I x) { return one(polygamma(2, x[0])); },
                  .samples = unary_samples(0.5, 4), .f32_tol = 1e-3, .ref = scalar_ref(polygamma2_ref)});
-  ops.push_back({.name = "polygamma_n", .torch = "(torch.polygamma(0, x[0]), torch.polygamma(1, x[0]), torch.polygamma(3, x[0]))",
+  ops.push_back({.name = "polygamma_n", .ops = {OpId::polygamma}, .torch = "(torch.polygamma(0, x[0]), torch.polygamma(1, x[0]), torch.polygamma(3, x[0]))",
                  .fn = [](I x) { return Outputs{polygamma(0, x[0]), polygamma(1, x[0]), polygamma(3, x[0])}; },
                  .samples = {{{arg({2, 3}, 0.5, 4)}, "2d"}, {{arg({4}, -1.7, -1.3)}, "negative"}}, .f32_tol = 1e-3});
   ops.push_back({.name = "nan_to_num", .torch = "(torch.nan_to_num(x[0]), torch.nan_to_num(x[0], nan=1.5, posinf=2.0, neginf=-3.0))",
@@ -76,16 +76,16 @@ std::vector<OpInfo> math_ops() {
                              {{arg({0, 3})}, "empty"}},
                  .sweep_dtypes = true});
   // The default replacements are the dtype's extremes, so float32 and float64 results differ.
-  ops.push_back({.name = "nan_to_num_nonfinite", .torch = "(torch.nan_to_num(x[0]), torch.nan_to_num(x[0], nan=1.5, posinf=2.0, neginf=-3.0))",
+  ops.push_back({.name = "nan_to_num_nonfinite", .ops = {OpId::nan_to_num}, .torch = "(torch.nan_to_num(x[0]), torch.nan_to_num(x[0], nan=1.5, posinf=2.0, neginf=-3.0))",
                  .fn = [](I x) { return Outputs{nan_to_num(x[0]), nan_to_num(x[0], 1.5, 2.0, -3.0)}; },
                  .samples = {{{fixed_arg({2, 3}, {nan, inf, -inf, 1, -2, 0.5}, false)}, "nan_inf"}},
                  .differentiable = false, .supports_float32 = false});
-  ops.push_back({.name = "div_rounding",
+  ops.push_back({.name = "div_rounding", .ops = {OpId::div},
                  .torch = "(torch.div(x[0], x[1], rounding_mode='trunc'), torch.div(x[0], x[1], rounding_mode='floor'), "
                           "torch.div(x[0], x[1], rounding_mode=None))",
                  .fn = [](I x) { return Outputs{div(x[0], x[1], "trunc"), div(x[0], x[1], "floor"), div(x[0], x[1], std::nullopt)}; },
                  .samples = binary_samples(-5, 5, 0.3, 2), .sweep_dtypes = true});
-  ops.push_back({.name = "div_rounding_scalar",
+  ops.push_back({.name = "div_rounding_scalar", .ops = {OpId::div},
                  .torch = "(torch.div(x[0], -1.5, rounding_mode='trunc'), torch.div(x[0], 0.7, rounding_mode='floor'))",
                  .fn = [](I x) { return Outputs{div(x[0], -1.5, "trunc"), div(x[0], 0.7, "floor")}; },
                  .samples = unary_samples(-5, 5)});
@@ -93,7 +93,7 @@ std::vector<OpInfo> math_ops() {
   // ---- sorting-based ----
   ops.push_back({.name = "median", .torch = "x[0].median()", .fn = [](I x) { return one(median(x[0])); },
                  .samples = distinct_red()});
-  ops.push_back({.name = "median_dim", .torch = "(*x[0].median(-1), *x[0].median(0, keepdim=True))",
+  ops.push_back({.name = "median_dim", .ops = {OpId::median}, .torch = "(*x[0].median(-1), *x[0].median(0, keepdim=True))",
                  .fn = [](I x) {
                    Outputs o;
                    push2(o, median(x[0], -1));
@@ -101,7 +101,7 @@ std::vector<OpInfo> math_ops() {
                    return o;
                  },
                  .samples = distinct_red()});
-  ops.push_back({.name = "median_nan", .torch = "(x[0].median(), *x[0].median(-1), *x[0].median(0))",
+  ops.push_back({.name = "median_nan", .ops = {OpId::median}, .torch = "(x[0].median(), *x[0].median(-1), *x[0].median(0))",
                  .fn = [](I x) {
                    Outputs o{median(x[0])};
                    push2(o, median(x[0], -1));
@@ -116,7 +116,7 @@ std::vector<OpInfo> math_ops() {
       {{arg_t({4, 3})}, "noncontiguous"}};
   ops.push_back({.name = "nanmedian", .torch = "x[0].nanmedian()", .fn = [](I x) { return one(nanmedian(x[0])); },
                  .samples = with_nan});
-  ops.push_back({.name = "nanmedian_dim", .torch = "(*x[0].nanmedian(-1), *x[0].nanmedian(0, keepdim=True))",
+  ops.push_back({.name = "nanmedian_dim", .ops = {OpId::nanmedian}, .torch = "(*x[0].nanmedian(-1), *x[0].nanmedian(0, keepdim=True))",
                  .fn = [](I x) {
                    Outputs o;
                    push2(o, nanmedian(x[0], -1));
@@ -140,7 +140,7 @@ std::vector<OpInfo> math_ops() {
                    return o;
                  },
                  .samples = distinct_red()});
-  ops.push_back({.name = "mode_ties", .torch = "torch.mode(x[0])",
+  ops.push_back({.name = "mode_ties", .ops = {OpId::mode}, .torch = "torch.mode(x[0])",
                  .fn = [](I x) {
                    Outputs o;
                    push2(o, mode(x[0]));
@@ -169,7 +169,7 @@ std::vector<OpInfo> math_ops() {
   };
   ops.push_back({.name = "quantile", .torch = qtwin("torch.quantile"), .fn = qfn(false), .samples = distinct_red()});
   ops.push_back({.name = "nanquantile", .torch = qtwin("torch.nanquantile"), .fn = qfn(true), .samples = with_nan});
-  ops.push_back({.name = "quantile_nan", .torch = qtwin("torch.quantile"), .fn = qfn(false),
+  ops.push_back({.name = "quantile_nan", .ops = {OpId::quantile}, .torch = qtwin("torch.quantile"), .fn = qfn(false),
                  .samples = {{{fixed_arg({3, 4}, {0.3, nan, -0.2, 0.8, 0.1, 0.5, -0.7, 0.9, 0.4, -0.1, 0.6, 0.2}, false)}, "nan"}},
                  .differentiable = false});
 
@@ -190,7 +190,7 @@ std::vector<OpInfo> math_ops() {
                    return o;
                  },
                  .samples = distinct_red()});
-  ops.push_back({.name = "cummax_ties", .torch = "(*torch.cummax(x[0], -1), *torch.cummin(x[0], -1))",
+  ops.push_back({.name = "cummax_ties", .ops = {OpId::cummax}, .torch = "(*torch.cummax(x[0], -1), *torch.cummin(x[0], -1))",
                  .fn = [](I x) {
                    Outputs o;
                    push2(o, cummax(x[0], -1));
@@ -253,7 +253,7 @@ std::vector<OpInfo> math_ops() {
                              {{fixed_arg({6}, {-0.8, -0.3, 0.0, 0.0, 0.4, 0.9}, false), arg({})}, "scalar"},
                              {{fixed_arg({6}, {-0.8, -0.3, 0.0, 0.0, 0.4, 0.9}, false), arg({0})}, "empty"}},
                  .differentiable = false});
-  ops.push_back({.name = "searchsorted_nd",
+  ops.push_back({.name = "searchsorted_nd", .ops = {OpId::searchsorted},
                  .torch = "(torch.searchsorted(x[0], x[1]), torch.searchsorted(x[0], x[1], right=True), "
                           "torch.searchsorted(x[2], x[1], sorter=torch.argsort(x[2])))",
                  .fn = [](I x) {
@@ -275,7 +275,7 @@ std::vector<OpInfo> math_ops() {
                              {{fixed_arg({7}, {0.5, -1, 0.5, 0.5, 2, -1, -0.0}, false)}, "float"},
                              {{index_arg({0}, 3)}, "empty"}, {{fixed_index({}, {4})}, "scalar"}},
                  .differentiable = false});
-  ops.push_back({.name = "unique_dim",
+  ops.push_back({.name = "unique_dim", .ops = {OpId::unique},
                  .torch = "(*torch.unique(x[0], dim=0, return_inverse=True, return_counts=True), "
                           "*torch.unique(x[0], dim=-1, return_inverse=True, return_counts=True), "
                           "*torch.unique_consecutive(x[0], return_inverse=True, return_counts=True, dim=0))",

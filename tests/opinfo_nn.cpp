@@ -22,7 +22,7 @@ Outputs reductions(const std::function<Tensor(Reduction)>& f) {
 // ---- layers with parameters -------------------------------------------------------------------------
 std::vector<OpInfo> layer_ops() {
   std::vector<OpInfo> ops;
-  ops.push_back({.name = "nn.Linear", .torch = "F.linear(x[0], x[1], x[2])",
+  ops.push_back({.name = "nn.Linear", .ops = {OpId::linear}, .torch = "F.linear(x[0], x[1], x[2])",
                  .fn = [](I x) {
                    nn::Linear m(x[1].size(1), x[1].size(0));
                    m.weight = x[1];
@@ -32,7 +32,7 @@ std::vector<OpInfo> layer_ops() {
                  .samples = {{{arg({3, 4}), arg({2, 4}), arg({2})}, "2d"},
                              {{arg({2, 3, 4}), arg({2, 4}), arg({2})}, "3d"},
                              {{arg_t({4, 3}), arg_t({2, 3}), arg({2})}, "noncontiguous"}}});
-  ops.push_back({.name = "nn.Bilinear", .torch = "F.bilinear(x[0], x[1], x[2], x[3])",
+  ops.push_back({.name = "nn.Bilinear", .ops = {OpId::bilinear}, .torch = "F.bilinear(x[0], x[1], x[2], x[3])",
                  .fn = [](I x) {
                    nn::Bilinear m(x[2].size(1), x[2].size(2), x[2].size(0));
                    m.weight = x[2];
@@ -41,7 +41,7 @@ std::vector<OpInfo> layer_ops() {
                  },
                  .samples = {{{arg({3, 2}), arg({3, 4}), arg({2, 2, 4}), arg({2})}, "2d"},
                              {{arg({2, 2, 3}), arg({2, 2, 2}), arg({3, 3, 2}), arg({3})}, "3d"}}});
-  ops.push_back({.name = "nn.Conv1d", .torch = "F.conv1d(x[0], x[1], x[2], stride=2, padding=1, groups=2)",
+  ops.push_back({.name = "nn.Conv1d", .ops = {OpId::conv1d}, .torch = "F.conv1d(x[0], x[1], x[2], stride=2, padding=1, groups=2)",
                  .fn = [](I x) {
                    nn::Conv1d m(4, 2, 3, {.stride = 2, .padding = 1, .groups = 2});
                    m.weight = x[1];
@@ -51,7 +51,7 @@ std::vector<OpInfo> layer_ops() {
                  .samples = {{{arg({2, 4, 7}), arg({2, 2, 3}), arg({2})}, "stride_pad_groups"},
                              {{arg({1, 4, 5}), arg({2, 2, 3}), arg({2})}, "small"},
                              {{arg_t({4, 3}), arg({2, 2, 3}), arg({2})}, "small_unbatched"}}});
-  ops.push_back({.name = "nn.Conv2d", .torch = "F.conv2d(x[0], x[1], x[2], stride=(2, 1), padding=1, dilation=(1, 2), groups=x[0].shape[-3] // x[1].shape[1])",
+  ops.push_back({.name = "nn.Conv2d", .ops = {OpId::conv2d}, .torch = "F.conv2d(x[0], x[1], x[2], stride=(2, 1), padding=1, dilation=(1, 2), groups=x[0].shape[-3] // x[1].shape[1])",
                  .fn = [](I x) {
                    // Channels, groups and kernel size follow the sample's shapes:
                    // x (N, C_in, H, W), weight (C_out, C_in / groups, kH, kW).
@@ -66,7 +66,7 @@ std::vector<OpInfo> layer_ops() {
                              {{arg({2, 5, 4}), arg({3, 2, 3, 2}), arg({3})}, "unbatched"},
                              {{arg({1, 1, 4, 4}), arg({2, 1, 3, 2}), arg({2})}, "small"},
                              {{arg({1, 2, 3, 3}), arg({2, 1, 3, 2}), arg({2})}, "small_groups2"}}});
-  ops.push_back({.name = "nn.Conv3d",
+  ops.push_back({.name = "nn.Conv3d", .ops = {OpId::conv3d},
                  .torch = "F.conv3d(x[0], x[1], x[2], stride=(1, 2, 1), padding=1, dilation=(2, 1, 1), groups=2)",
                  .fn = [](I x) {
                    nn::Conv3d m(x[0].size(-4), x[1].size(0), {x[1].size(2), x[1].size(3), x[1].size(4)},
@@ -78,7 +78,7 @@ std::vector<OpInfo> layer_ops() {
                  .samples = {{{arg({1, 2, 2, 2, 2}), arg({2, 1, 2, 2, 1}), arg({2})}, "small"},
                              {{arg({2, 4, 3, 4, 3}), arg({4, 2, 2, 3, 2}), arg({4})}, "batch2"},
                              {{arg({4, 3, 3, 2}), arg({2, 2, 1, 2, 2}), arg({2})}, "unbatched"}}});
-  ops.push_back({.name = "nn.ConvTranspose2d", .torch = "F.conv_transpose2d(x[0], x[1], x[2], stride=2, padding=1, output_padding=1, groups=2)",
+  ops.push_back({.name = "nn.ConvTranspose2d", .ops = {OpId::conv_transpose2d}, .torch = "F.conv_transpose2d(x[0], x[1], x[2], stride=2, padding=1, output_padding=1, groups=2)",
                  .fn = [](I x) {
                    // weight (C_in, C_out / groups, kH, kW) with groups 2
                    nn::ConvTranspose2d m(x[1].size(0), x[1].size(1) * 2, {x[1].size(2), x[1].size(3)},
@@ -127,7 +127,7 @@ std::vector<OpInfo> layer_ops() {
                    return one(F::batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], /*training=*/true, 0.1, 1e-3));
                  },
                  .samples = {{{arg({5, 2}), arg({2}), arg({2})}, "2d"}}});
-  ops.push_back({.name = "nn.LayerNorm", .torch = "F.layer_norm(x[0], x[1].shape, x[1], x[2])",
+  ops.push_back({.name = "nn.LayerNorm", .ops = {OpId::layer_norm}, .torch = "F.layer_norm(x[0], x[1].shape, x[1], x[2])",
                  .fn = [](I x) {
                    std::vector<int64_t> shape(x[1].sizes().begin(), x[1].sizes().end());
                    nn::LayerNorm m(shape);
@@ -141,7 +141,7 @@ std::vector<OpInfo> layer_ops() {
   ops.push_back({.name = "nn.LayerNorm_no_affine", .torch = "F.layer_norm(x[0], (4,), eps=1e-2)",
                  .fn = [](I x) { return one(F::layer_norm(x[0], {4}, Tensor(), Tensor(), 1e-2)); },
                  .samples = {{{arg({3, 4})}, "2d"}}});
-  ops.push_back({.name = "nn.GroupNorm", .torch = "F.group_norm(x[0], 2, x[1], x[2])",
+  ops.push_back({.name = "nn.GroupNorm", .ops = {OpId::group_norm}, .torch = "F.group_norm(x[0], 2, x[1], x[2])",
                  .fn = [](I x) {
                    nn::GroupNorm m(2, x[0].size(1));
                    m.weight = x[1];
@@ -150,7 +150,7 @@ std::vector<OpInfo> layer_ops() {
                  },
                  .samples = {{{arg({2, 4, 3}), arg({4}), arg({4})}, "3d"},
                              {{arg({1, 4, 2, 2}), arg({4}), arg({4})}, "4d"}}});
-  ops.push_back({.name = "nn.InstanceNorm2d", .torch = "F.instance_norm(x[0], weight=x[1], bias=x[2])",
+  ops.push_back({.name = "nn.InstanceNorm2d", .ops = {OpId::instance_norm}, .torch = "F.instance_norm(x[0], weight=x[1], bias=x[2])",
                  .fn = [](I x) {
                    nn::InstanceNorm2d m(x[0].size(1), {.affine = true});
                    m.weight = x[1];
@@ -172,7 +172,7 @@ std::vector<OpInfo> layer_ops() {
                              {{arg({1, 2, 3}), arg({2}), arg({2}), const_arg({2}), const_arg({2}, 0.5, 2)}, "small"}}});
   // The running statistics it updates (no gradient flows into them), as PyTorch's F.instance_norm
   // updates its running_mean/var arguments.
-  ops.push_back({.name = "nn.instance_norm_running_stats",
+  ops.push_back({.name = "nn.instance_norm_running_stats", .ops = {OpId::instance_norm},
                  .torch = "T.instance_norm_stats(x[0], x[1], x[2], x[3], x[4])[1:3]",
                  .fn = [](I x) {
                    Tensor rm = x[3].detach().clone(), rv = x[4].detach().clone();
@@ -181,7 +181,7 @@ std::vector<OpInfo> layer_ops() {
                  },
                  .samples = {{{arg({2, 3, 4}), arg({3}), arg({3}), const_arg({3}), const_arg({3}, 0.5, 2)}, "3d"}},
                  .differentiable = false});
-  ops.push_back({.name = "nn.PixelShuffle", .torch = "[F.pixel_shuffle(x[0], 2), F.pixel_unshuffle(x[1], 2)]",
+  ops.push_back({.name = "nn.PixelShuffle", .ops = {OpId::pixel_shuffle, OpId::pixel_unshuffle}, .torch = "[F.pixel_shuffle(x[0], 2), F.pixel_unshuffle(x[1], 2)]",
                  .fn = [](I x) { return Outputs{nn::PixelShuffle(2)(x[0]), nn::PixelUnshuffle(2)(x[1])}; },
                  .samples = {{{arg({2, 8, 2, 3}), arg({3, 4, 2})}, "batched_and_unbatched"},
                              {{arg({2, 1, 4, 1, 2}), arg({1, 2, 2, 2, 4})}, "two_batch_dims"},
@@ -195,7 +195,7 @@ std::vector<OpInfo> layer_ops() {
                                   F::affine_grid(x[1], {2, 1, 3, 4, 2})};
                  },
                  .samples = {{{arg({2, 2, 3}), arg({2, 3, 4})}, "2d_and_3d"}}});
-  ops.push_back({.name = "nn.Embedding", .torch = "F.embedding(x[1], x[0])",
+  ops.push_back({.name = "nn.Embedding", .ops = {OpId::embedding}, .torch = "F.embedding(x[1], x[0])",
                  .fn = [](I x) {
                    nn::Embedding m(x[0].size(0), x[0].size(1));
                    m.weight = x[0];
@@ -229,24 +229,24 @@ std::vector<OpInfo> stateless_ops() {
   ops.push_back({.name = "nn.Softmax", .torch = "torch.softmax(x[0], 1)", .fn = module_fn<nn::Softmax>(1), .samples = act});
   ops.push_back({.name = "nn.LogSoftmax", .torch = "torch.log_softmax(x[0], -1)", .fn = module_fn<nn::LogSoftmax>(-1), .samples = act});
   ops.push_back({.name = "nn.ELU", .torch = "F.elu(x[0], 0.7)", .fn = module_fn<nn::ELU>(0.7), .samples = act});
-  ops.push_back({.name = "nn.ReLU6", .torch = "F.relu6(x[0])", .fn = module_fn<nn::ReLU6>(), .samples = act});
+  ops.push_back({.name = "nn.ReLU6", .ops = {OpId::relu6}, .torch = "F.relu6(x[0])", .fn = module_fn<nn::ReLU6>(), .samples = act});
   ops.push_back({.name = "nn.Mish", .torch = "F.mish(x[0])", .fn = module_fn<nn::Mish>(), .samples = act});
   ops.push_back({.name = "nn.SELU", .torch = "torch.selu(x[0])", .fn = module_fn<nn::SELU>(), .samples = act});
-  ops.push_back({.name = "nn.CELU", .torch = "F.celu(x[0], 0.5)", .fn = module_fn<nn::CELU>(0.5), .samples = act});
+  ops.push_back({.name = "nn.CELU", .ops = {OpId::celu}, .torch = "F.celu(x[0], 0.5)", .fn = module_fn<nn::CELU>(0.5), .samples = act});
   ops.push_back({.name = "nn.LogSigmoid", .torch = "F.logsigmoid(x[0])", .fn = module_fn<nn::LogSigmoid>(), .samples = act});
   ops.push_back({.name = "nn.Hardsigmoid", .torch = "F.hardsigmoid(x[0])", .fn = module_fn<nn::Hardsigmoid>(), .samples = act});
   ops.push_back({.name = "nn.Hardswish", .torch = "F.hardswish(x[0])", .fn = module_fn<nn::Hardswish>(), .samples = act});
   ops.push_back({.name = "nn.Hardtanh", .torch = "F.hardtanh(x[0], -0.7, 0.9)", .fn = module_fn<nn::Hardtanh>(-0.7, 0.9), .samples = act});
-  ops.push_back({.name = "nn.Softsign", .torch = "F.softsign(x[0])", .fn = module_fn<nn::Softsign>(), .samples = act});
-  ops.push_back({.name = "nn.Tanhshrink", .torch = "F.tanhshrink(x[0])", .fn = module_fn<nn::Tanhshrink>(), .samples = act});
+  ops.push_back({.name = "nn.Softsign", .ops = {OpId::softsign}, .torch = "F.softsign(x[0])", .fn = module_fn<nn::Softsign>(), .samples = act});
+  ops.push_back({.name = "nn.Tanhshrink", .ops = {OpId::tanhshrink}, .torch = "F.tanhshrink(x[0])", .fn = module_fn<nn::Tanhshrink>(), .samples = act});
   ops.push_back({.name = "nn.Softplus", .torch = "F.softplus(x[0], 2.0, 3.0)", .fn = module_fn<nn::Softplus>(2.0, 3.0), .samples = act});
-  ops.push_back({.name = "nn.Threshold", .torch = "F.threshold(x[0], 0.3, -5.0)", .fn = module_fn<nn::Threshold>(0.3, -5.0), .samples = act});
-  ops.push_back({.name = "nn.GLU", .torch = "F.glu(x[0], -1)",
+  ops.push_back({.name = "nn.Threshold", .ops = {OpId::threshold}, .torch = "F.threshold(x[0], 0.3, -5.0)", .fn = module_fn<nn::Threshold>(0.3, -5.0), .samples = act});
+  ops.push_back({.name = "nn.GLU", .ops = {OpId::glu}, .torch = "F.glu(x[0], -1)",
                  .fn = module_fn<nn::GLU>(-1),
                  .samples = {{{arg({3, 4})}, "2d"}, {{arg({2, 3, 6})}, "3d"}, {{arg_t({4, 2})}, "noncontiguous"}}});
-  ops.push_back({.name = "nn.Softmin", .torch = "F.softmin(x[0], 1)", .fn = module_fn<nn::Softmin>(1), .samples = act});
+  ops.push_back({.name = "nn.Softmin", .ops = {OpId::softmin}, .torch = "F.softmin(x[0], 1)", .fn = module_fn<nn::Softmin>(1), .samples = act});
   // PReLU's slopes are an input, one per channel (dim 1) or one for all.
-  ops.push_back({.name = "nn.PReLU", .torch = "F.prelu(x[0], x[1])",
+  ops.push_back({.name = "nn.PReLU", .ops = {OpId::prelu}, .torch = "F.prelu(x[0], x[1])",
                  .fn = [](I x) { return one(F::prelu(x[0], x[1])); },
                  .samples = {{{arg({3, 4}, -2, 2), arg({4}, 0.1, 0.5)}, "per_channel"},
                              {{arg({2, 3, 2}, -2, 2), arg({1}, 0.1, 0.5)}, "shared"},
@@ -263,19 +263,19 @@ std::vector<OpInfo> stateless_ops() {
                  .fn = [](I x) { return one(nn::AvgPool2d(2, {.stride = 1, .padding = 1, .count_include_pad = false})(x[0])); },
                  .samples = img});
   std::vector<Sample> seq = {{{arg({2, 3, 7})}, "3d"}, {{arg({3, 6})}, "unbatched"}, {{arg_t({7, 3})}, "noncontiguous"}};
-  ops.push_back({.name = "nn.MaxPool1d", .torch = "F.max_pool1d(x[0], 3, 2, 1, ceil_mode=True)",
+  ops.push_back({.name = "nn.MaxPool1d", .ops = {OpId::max_pool1d}, .torch = "F.max_pool1d(x[0], 3, 2, 1, ceil_mode=True)",
                  .fn = [](I x) { return one(nn::MaxPool1d(3, {.stride = 2, .padding = 1, .ceil_mode = true})(x[0])); },
                  .samples = seq});
-  ops.push_back({.name = "nn.AvgPool1d", .torch = "(F.avg_pool1d(x[0], 3, 2, 1), F.avg_pool1d(x[0], 2, 1, 1, count_include_pad=False))",
+  ops.push_back({.name = "nn.AvgPool1d", .ops = {OpId::avg_pool1d}, .torch = "(F.avg_pool1d(x[0], 3, 2, 1), F.avg_pool1d(x[0], 2, 1, 1, count_include_pad=False))",
                  .fn = [](I x) {
                    return Outputs{nn::AvgPool1d(3, {.stride = 2, .padding = 1})(x[0]),
                                   nn::AvgPool1d(2, {.stride = 1, .padding = 1, .count_include_pad = false})(x[0])};
                  },
                  .samples = seq});
-  ops.push_back({.name = "nn.AdaptiveAvgPool1d", .torch = "(F.adaptive_avg_pool1d(x[0], 1), F.adaptive_avg_pool1d(x[0], 4))",
+  ops.push_back({.name = "nn.AdaptiveAvgPool1d", .ops = {OpId::adaptive_avg_pool1d}, .torch = "(F.adaptive_avg_pool1d(x[0], 1), F.adaptive_avg_pool1d(x[0], 4))",
                  .fn = [](I x) { return Outputs{nn::AdaptiveAvgPool1d(1)(x[0]), nn::AdaptiveAvgPool1d(4)(x[0])}; },
                  .samples = seq});
-  ops.push_back({.name = "nn.AdaptiveMaxPool1d", .torch = "(F.adaptive_max_pool1d(x[0], 1), F.adaptive_max_pool1d(x[0], 4))",
+  ops.push_back({.name = "nn.AdaptiveMaxPool1d", .ops = {OpId::adaptive_max_pool1d}, .torch = "(F.adaptive_max_pool1d(x[0], 1), F.adaptive_max_pool1d(x[0], 4))",
                  .fn = [](I x) { return Outputs{nn::AdaptiveMaxPool1d(1)(x[0]), nn::AdaptiveMaxPool1d(4)(x[0])}; },
                  .samples = seq});
   ops.push_back({.name = "nn.AdaptiveMaxPool2d", .torch = "(F.adaptive_max_pool2d(x[0], 1), F.adaptive_max_pool2d(x[0], (2, 3)))",
@@ -285,13 +285,13 @@ std::vector<OpInfo> stateless_ops() {
                  .fn = [](I x) { return Outputs{nn::AdaptiveAvgPool2d(1)(x[0]), nn::AdaptiveAvgPool2d({2, 3})(x[0])}; },
                  .samples = img});
   // Dropout: a fixed seed per call, so every evaluation draws the same mask.
-  ops.push_back({.name = "nn.Dropout", .no_torch = "random: nabla's generator draws other masks than PyTorch's (the registry checks the mask's gradient)",
+  ops.push_back({.name = "nn.Dropout", .ops = {OpId::dropout}, .no_torch = "random: nabla's generator draws other masks than PyTorch's (the registry checks the mask's gradient)",
                  .fn = [](I x) {
                    manual_seed(1234);
                    return one(nn::Dropout(0.4)(x[0]));
                  },
                  .samples = act});
-  ops.push_back({.name = "nn.Dropout2d", .no_torch = "random: nabla's generator draws other masks than PyTorch's (the registry checks the mask's gradient)",
+  ops.push_back({.name = "nn.Dropout2d", .ops = {OpId::dropout2d}, .no_torch = "random: nabla's generator draws other masks than PyTorch's (the registry checks the mask's gradient)",
                  .fn = [](I x) {
                    manual_seed(4321);
                    return one(nn::Dropout2d(0.5)(x[0]));
@@ -363,14 +363,14 @@ std::vector<OpInfo> loss_ops() {
                              {{arg({2, 3, 4}), fixed_index({2, 4}, {0, 2, 1, 1, 2, 2, 0, 1})}, "k_dim"},
                              {{arg({5}), fixed_index({}, {3})}, "unbatched"},
                              {{arg_t({4, 3}), cls({2, 0, 1, 2})}, "noncontiguous"}}});
-  ops.push_back({.name = "nn.cross_entropy_weight_ignore", .torch = "T.reductions(lambda r: F.cross_entropy(x[0], x[1], weight=x[2], ignore_index=2, reduction=r))",
+  ops.push_back({.name = "nn.cross_entropy_weight_ignore", .ops = {OpId::cross_entropy}, .torch = "T.reductions(lambda r: F.cross_entropy(x[0], x[1], weight=x[2], ignore_index=2, reduction=r))",
                  .fn = [](I x) {
                    return reductions([&](Reduction r) {
                      return F::cross_entropy(x[0], x[1], {.weight = x[2], .ignore_index = 2, .reduction = r});
                    });
                  },
                  .samples = {{{arg({5, 4}), cls({1, 2, 3, 0, 1}), fixed_arg({4}, {0.5, 2.0, 1.0, 0.25}, false)}, "2d"}}});
-  ops.push_back({.name = "nn.cross_entropy_label_smoothing", .torch = "T.reductions(lambda r: F.cross_entropy(x[0], x[1], weight=x[2], ignore_index=0, reduction=r, label_smoothing=0.2))",
+  ops.push_back({.name = "nn.cross_entropy_label_smoothing", .ops = {OpId::cross_entropy}, .torch = "T.reductions(lambda r: F.cross_entropy(x[0], x[1], weight=x[2], ignore_index=0, reduction=r, label_smoothing=0.2))",
                  .fn = [](I x) {
                    return reductions([&](Reduction r) {
                      return F::cross_entropy(x[0], x[1], {.weight = x[2], .ignore_index = 0, .reduction = r,
@@ -378,7 +378,7 @@ std::vector<OpInfo> loss_ops() {
                    });
                  },
                  .samples = {{{arg({4, 3}), cls({1, 0, 2, 2}), fixed_arg({3}, {0.5, 2.0, 1.0}, false)}, "2d"}}});
-  ops.push_back({.name = "nn.cross_entropy_probabilities", .torch = "T.reductions(lambda r: F.cross_entropy(x[0], x[1], weight=x[2], reduction=r, label_smoothing=0.1))",
+  ops.push_back({.name = "nn.cross_entropy_probabilities", .ops = {OpId::cross_entropy}, .torch = "T.reductions(lambda r: F.cross_entropy(x[0], x[1], weight=x[2], reduction=r, label_smoothing=0.1))",
                  .fn = [](I x) {
                    return reductions([&](Reduction r) {
                      return F::cross_entropy(x[0], x[1], {.weight = x[2], .reduction = r, .label_smoothing = 0.1});
@@ -446,7 +446,7 @@ std::vector<OpInfo> loss_ops() {
                                   F::kl_div(x[0], x[1], {.reduction = Reduction::none}), F::kl_div(x[0], x[1], {.reduction = Reduction::batchmean})};
                  },
                  .samples = {{{arg({3, 4}, -3, 0), arg({3, 4}, 0.1, 1)}, "probabilities"}}});
-  ops.push_back({.name = "nn.kl_div_log_target", .torch = "F.kl_div(x[0], x[1], reduction='batchmean', log_target=True)",
+  ops.push_back({.name = "nn.kl_div_log_target", .ops = {OpId::kl_div}, .torch = "F.kl_div(x[0], x[1], reduction='batchmean', log_target=True)",
                  .fn = [](I x) { return one(F::kl_div(x[0], x[1], {.reduction = Reduction::batchmean, .log_target = true})); },
                  .samples = {{{arg({3, 4}, -3, 0), arg({3, 4}, -3, 0)}, "log_probabilities"}}});
   // Ranking, embedding and margin losses; targets of +-1 (or 0/1, or classes) are constants.

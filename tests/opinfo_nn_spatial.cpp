@@ -14,7 +14,7 @@ namespace F = nn::functional;
 
 std::vector<OpInfo> spatial_ops() {
   std::vector<OpInfo> ops;
-  ops.push_back({.name = "nn.pad_modes",
+  ops.push_back({.name = "nn.pad_modes", .ops = {OpId::pad},
                  .torch = "[F.pad(x[0], (2, 1), 'reflect'), F.pad(x[0], (1, 3), 'replicate'), F.pad(x[0], (2, 4), 'circular'),"
                           " F.pad(x[1], (1, 2, 2, 0), 'reflect'), F.pad(x[1], (2, 1, 1, 1), 'replicate'),"
                           " F.pad(x[1], (1, 1, 3, 2), 'circular'), F.pad(x[2], (1, 1, 2, 1, 1, 0), 'reflect'),"
@@ -29,7 +29,7 @@ std::vector<OpInfo> spatial_ops() {
                  },
                  .samples = {{{arg({1, 2, 4}), arg({1, 1, 3, 4}), arg({1, 1, 2, 3, 3})}, "3d_4d_5d"},
                              {{arg_t({2, 2, 4}), arg_t({1, 2, 4, 3}), arg({2, 1, 2, 3, 4})}, "noncontiguous"}}});
-  ops.push_back({.name = "nn.conv_padding_same",
+  ops.push_back({.name = "nn.conv_padding_same", .ops = {OpId::conv1d, OpId::conv2d, OpId::conv3d},
                  .torch = "[F.conv1d(x[0], x[1], None, 1, 'same'), F.conv1d(x[0], x[1], None, 1, 'same', 2),"
                           " F.conv1d(x[0], x[1], None, 1, 'valid'), F.conv2d(x[2], x[3], None, 1, 'same'),"
                           " F.conv3d(x[4], x[5], None, 1, 'same', (1, 2, 1))]",
@@ -42,7 +42,7 @@ std::vector<OpInfo> spatial_ops() {
                                arg({2, 1, 2, 2, 2})}, "even_and_odd_kernels"},
                              {{arg({1, 1, 4}), arg({1, 1, 2}), arg({1, 1, 3, 3}), arg({1, 1, 2, 2}), arg({1, 1, 2, 3, 2}),
                                arg({1, 1, 1, 2, 1})}, "small"}}});
-  ops.push_back({.name = "nn.conv_transpose1d_3d",
+  ops.push_back({.name = "nn.conv_transpose1d_3d", .ops = {OpId::conv_transpose1d, OpId::conv_transpose3d},
                  .torch = "[F.conv_transpose1d(x[0], x[1], x[2], 2, 1, 1), F.conv_transpose1d(x[0][0], x[1], None, 1, 0, 0, 1, 2),"
                           " F.conv_transpose3d(x[3], x[4], None, (2, 1, 1), (0, 1, 0), (1, 0, 0), 2)]",
                  .fn = [](I x) {
@@ -52,7 +52,7 @@ std::vector<OpInfo> spatial_ops() {
                  },
                  .samples = {{{arg({2, 2, 4}), arg({2, 3, 3}), arg({3}), arg({1, 2, 2, 3, 2}), arg({2, 2, 2, 2, 2})}, "batched"},
                              {{arg({1, 1, 2}), arg({1, 1, 2}), arg({1}), arg({1, 2, 1, 2, 2}), arg({2, 1, 1, 2, 2})}, "small"}}});
-  ops.push_back({.name = "nn.unfold_fold",
+  ops.push_back({.name = "nn.unfold_fold", .ops = {OpId::im2col, OpId::col2im},
                  .torch = "[F.unfold(x[0], 2, 1, 1, 2), F.unfold(x[0], (2, 1), (2, 1), 0, 1), F.fold(x[1], (3, 3), 2, 1, 1, 2),"
                           " F.fold(x[1][0], (3, 3), 2, 1, 1, 2)]",
                  .fn = [](I x) {
@@ -61,7 +61,7 @@ std::vector<OpInfo> spatial_ops() {
                  },
                  .samples = {{{arg({2, 2, 4, 5}), arg({2, 8, 4})}, "batched"},
                              {{arg_t({1, 1, 3, 3}), arg({1, 4, 4})}, "small_noncontiguous"}}});
-  ops.push_back({.name = "nn.avg_pool2d_divisor_override",
+  ops.push_back({.name = "nn.avg_pool2d_divisor_override", .ops = {OpId::avg_pool2d},
                  .torch = "[F.avg_pool2d(x[0], 3, 2, 1, True, True, 4), F.avg_pool2d(x[0], 2, None, 0, False, False, 3),"
                           " F.avg_pool2d(x[0], (2, 3), 1, (1, 1), False, False, 5)]",
                  .fn = [](I x) {
@@ -69,7 +69,7 @@ std::vector<OpInfo> spatial_ops() {
                                   F::avg_pool2d(x[0], {2, 3}, 1, {1, 1}, false, false, 5)};
                  },
                  .samples = {{{arg({1, 2, 5, 5})}, "batched"}, {{arg_t({1, 4, 4})}, "unbatched_noncontiguous"}}});
-  ops.push_back({.name = "nn.max_unpool",
+  ops.push_back({.name = "nn.max_unpool", .ops = {OpId::max_unpool1d, OpId::max_unpool2d},
                  .torch = "[F.max_unpool2d(x[0], x[1], 2), F.max_unpool2d(x[0], x[1], 2, 2, 0, (5, 4)),"
                           " F.max_unpool1d(x[2], x[3], 2)]",
                  .fn = [](I x) {
@@ -95,7 +95,7 @@ std::vector<OpInfo> spatial_ops() {
                              {{arg_t({2, 1, 4, 3}), arg({2, 1, 2, 2}, -2.5, 2.5)}, "far_outside_noncontiguous"},
                              {{arg({1, 1, 2, 3, 3}), arg({1, 1, 2, 2, 3}, -1.3, 1.3)}, "3d_inside_and_outside"},
                              {{arg_t({1, 2, 2, 2, 3}), arg({1, 2, 1, 2, 3}, -2.5, 2.5)}, "3d_far_outside_noncontiguous"}}});
-  ops.push_back({.name = "nn.grid_sample_bicubic",
+  ops.push_back({.name = "nn.grid_sample_bicubic", .ops = {OpId::grid_sample},
                  .torch = "[F.grid_sample(x[0], x[1], 'bicubic', m, a) for m in ('zeros', 'border', 'reflection')"
                           " for a in (False, True)]",
                  .fn = [](I x) {
@@ -126,7 +126,7 @@ std::vector<OpInfo> spatial_ops() {
                  },
                  .samples = {{{arg({6, 3}), fixed_index({7}, {0, 1, 5, 1, 3, 2, 4}), fixed_index({3}, {0, 2, 2}),
                                arg({7}), fixed_index({3}, {0, 3, 7})}, "with_an_empty_bag"}}});
-  ops.push_back({.name = "nn.interpolate_modes", .torch = "T.interpolate_modes(x[0])",
+  ops.push_back({.name = "nn.interpolate_modes", .ops = {OpId::interpolate}, .torch = "T.interpolate_modes(x[0])",
                  .fn = [](I x) {
                    Outputs out{F::interpolate(x[0], {.scale_factor = {1.7}, .mode = "nearest-exact"}),
                                F::interpolate(x[0], {.size = {2}, .mode = "nearest-exact"}),
@@ -154,7 +154,7 @@ std::vector<OpInfo> spatial_ops() {
                  },
                  .samples = {{{arg({2, 2, 4}), arg({2, 3, 3}), arg({3}), arg({1, 2, 3, 2, 2}), arg({2, 2, 1, 2, 2})}, "batched"},
                              {{arg({1, 2, 1}), arg({2, 3, 3}), arg({3}), arg({1, 2, 3, 1, 1}), arg({2, 2, 1, 1, 1})}, "small"}}});
-  ops.push_back({.name = "nn.EmbeddingBag",
+  ops.push_back({.name = "nn.EmbeddingBag", .ops = {OpId::embedding_bag},
                  .torch = "[F.embedding_bag(x[1], x[0], x[2], mode='sum'), F.embedding_bag(x[1], x[0], x[2], mode='max'),"
                           " F.embedding_bag(x[1], x[0], x[2], mode='sum', per_sample_weights=x[3])]",
                  .fn = [](I x) {

@@ -210,10 +210,10 @@ std::vector<Sample> rnn_samples(bool relu) {
 
 std::vector<OpInfo> rnn_ops() {
   std::vector<OpInfo> ops;
-  ops.push_back({.name = "nn.RNN", .torch = "T.rnn(x, 'RNN')", .fn = rnn_fn("tanh"), .samples = rnn_samples(false)});
-  ops.push_back({.name = "nn.RNN_relu", .torch = "T.rnn(x, 'RNN', 'relu')", .fn = rnn_fn("relu"), .samples = rnn_samples(true)});
+  ops.push_back({.name = "nn.RNN", .ops = {OpId::rnn}, .torch = "T.rnn(x, 'RNN')", .fn = rnn_fn("tanh"), .samples = rnn_samples(false)});
+  ops.push_back({.name = "nn.RNN_relu", .ops = {OpId::rnn}, .torch = "T.rnn(x, 'RNN', 'relu')", .fn = rnn_fn("relu"), .samples = rnn_samples(true)});
   ops.push_back(
-      {.name = "nn.LSTM", .torch = "T.rnn(x, 'LSTM')",
+      {.name = "nn.LSTM", .ops = {OpId::lstm}, .torch = "T.rnn(x, 'LSTM')",
        .fn = lstm_fn(),
        .samples = {
            // gradgradcheck sizes: "small" 21, "bidirectional_small" 19, "proj_small" 24
@@ -230,7 +230,7 @@ std::vector<OpInfo> rnn_ops() {
            seq_sample("2layer_dropout", 4, true, {.num_layers = 2, .dropout = true}, 3, 2, 2, 2),
            seq_sample("noncontiguous", 4, true, {}, 3, 2, 3, 2, true),
        }});
-  ops.push_back({.name = "nn.GRU", .torch = "T.rnn(x, 'GRU')",
+  ops.push_back({.name = "nn.GRU", .ops = {OpId::gru}, .torch = "T.rnn(x, 'GRU')",
                  .fn = gru_fn(),
                  .samples = {
                      // gradgradcheck sizes: "small" 19, "bidirectional_small" 27

@@ -1243,14 +1243,29 @@ TEST(Onnx, OpWithoutMappingNamesOpAndModule) {
     EXPECT_NE(msg.find("has no ONNX mapping"), std::string::npos) << msg;
   }
   EXPECT_TRUE(net->is_training());
-  // An op the exporter traces but cannot map (adaptive pooling that does not divide evenly).
-  auto pool = std::make_shared<nn::Sequential>(std::make_shared<nn::AdaptiveAvgPool2d>(3));
+  // An op the exporter traces but cannot map: batch norm with the batch's statistics.
+  auto norm = std::make_shared<nn::Sequential>(std::make_shared<Fn>([](Fn&, Tensor x) {
+    return batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), /*training=*/true);
+  }));
   try {
-    (void)onnx::export_model_to_string(*pool, {randn({1, 2, 7, 7})});
-    FAIL() << "exported an uneven adaptive pooling";
+    (void)onnx::export_model_to_string(*norm, {randn({4, 3})});
+    FAIL() << "exported a batch norm in training mode";
   } catch (const NotImplemented& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find("op 'adaptive_avg_pool2d' (in module '0')"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("op 'batch_norm' (in module '0') runs in training mode"), std::string::npos) << msg;
+  }
+  // Ops without a hook whose last step is a hooked one on their untraced result (a clone, a
+  // squeeze) name themselves too, instead of exporting the example's result as a constant.
+  for (auto [name, f] : std::vector<std::pair<const char*, std::function<Tensor(Fn&, Tensor)>>>{
+           {"linalg_solve", [](Fn&, Tensor x) { return linalg::solve(x + eye(3) * 3, ones({3})); }},
+           {"linalg_svdvals", [](Fn&, Tensor x) { return linalg::svdvals(x) * 2; }}}) {
+    Fn m(f);
+    try {
+      (void)onnx::export_model_to_string(m, {randn({3, 3})});
+      ADD_FAILURE() << "exported " << name;
+    } catch (const NotImplemented& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("op '") + name + "'"), std::string::npos) << e.what();
+    }
   }
   // An output computed where the exporter cannot see it (under NoGradGuard) is an error, not a constant.
   Fn hidden([](Fn&, Tensor x) {

@@ -121,7 +121,7 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
     });
     NABLA_UNARY_SAME_OPS(NABLA_SAME_CASE)
 #undef NABLA_SAME_CASE
-#define NABLA_BOOL_CASE(name, fwd)                                 \
+#define NABLA_BOOL_CASE(name, fwd, ...)                                \
   case UnaryOp::name:                                              \
     return visit_compute_dtype(dt, #name, [&](auto tag) {          \
       using T = typename decltype(tag)::type;                      \
@@ -171,7 +171,7 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Sc
     }
       NABLA_BINARY_ARITH_OPS(NABLA_ARITH_CASE)
 #undef NABLA_ARITH_CASE
-#define NABLA_BOOL_CASE(name, fwd) \
+#define NABLA_BOOL_CASE(name, fwd, ...)\
   case BinaryOp::name:             \
     return binary_loop<bool, T, T>(L, [](T a, T b) { return static_cast<bool>(fwd); });
       NABLA_BINARY_BOOL_OPS(NABLA_BOOL_CASE)

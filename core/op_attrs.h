@@ -1,0 +1,161 @@
+// The attributes an op call carries besides its tensors, one struct per kind of op: what a traced
+// call records (core/trace.h) and what the ONNX exporter and `compile` read back, by field, with
+// the op's typed identity (core/op_schema.h names each op's struct). Sizes are as the caller gave
+// them (negative dims not yet wrapped); an empty `dims` of a reduction means every dim.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace nabla {
+
+struct NoAttrs {};
+// Elementwise unary ops: their parameters (leaky_relu's slope, softplus's beta and threshold,
+// hardtanh's and clamp's bounds, polygamma's order; 0 where an op has none).
+struct UnaryAttrs {
+  double p0 = 0, p1 = 0;
+};
+// Elementwise binary ops: add's and sub's scale of b.
+struct BinaryAttrs {
+  double alpha = 1;
+};
+// pow(x, exponent) with a number.
+struct ScalarAttrs {
+  double value = 0;
+};
+struct ShapeAttrs {  // view, reshape, expand
+  std::vector<int64_t> shape;
+};
+struct DimsAttrs {  // permute
+  std::vector<int64_t> dims;
+};
+struct DimAttrs {  // cat, unsqueeze, unbind, index_select, gather, scatter, cumsum, softmax, ...
+  int64_t dim = 0;
+};
+struct SqueezeAttrs {  // no dim: every dim of size 1
+  std::optional<int64_t> dim;
+};
+struct FlattenAttrs {
+  int64_t start = 0, end = -1;
+};
+struct SliceAttrs {
+  int64_t dim = 0, start = 0, end = std::numeric_limits<int64_t>::max(), step = 1;
+};
+struct SelectAttrs {
+  int64_t dim = 0, index = 0;
+};
+struct DiagonalAttrs {
+  int64_t offset = 0, dim1 = 0, dim2 = 1;
+};
+struct SplitAttrs {
+  std::vector<int64_t> sizes;
+  int64_t dim = 0;
+};
+// (before, after) pairs from the last dim; mode: "constant", "reflect", "replicate", "circular".
+struct PadAttrs {
+  std::vector<int64_t> padding;
+  double value = 0;
+  std::string mode = "constant";
+};
+struct ReduceAttrs {  // sum, mean, prod, amax, amin, any, all
+  std::vector<int64_t> dims;
+  bool keepdim = false;
+};
+struct DimKeepAttrs {  // max and min along a dim, mode
+  int64_t dim = 0;
+  bool keepdim = false;
+};
+struct OptionalDimAttrs {  // median, nanmedian: over everything, or along dim
+  std::optional<int64_t> dim;
+  bool keepdim = false;
+};
+struct KthvalueAttrs {
+  int64_t k = 1, dim = -1;
+  bool keepdim = false;
+};
+struct QuantileAttrs {
+  std::optional<int64_t> dim;
+  bool keepdim = false;
+  std::string interpolation = "linear";
+};
+struct SortAttrs {
+  int64_t dim = -1;
+  bool descending = false;
+};
+struct TopkAttrs {
+  int64_t k = 1, dim = -1;
+  bool largest = true, sorted = true;
+};
+struct HistcAttrs {
+  int64_t bins = 100;
+  double min = 0, max = 0;
+};
+struct BincountAttrs {
+  int64_t minlength = 0;
+};
+struct SearchsortedAttrs {
+  bool right = false;
+};
+struct UniqueAttrs {  // unique, unique_consecutive: dim absent for the flattened tensor
+  std::optional<int64_t> dim;
+  bool return_inverse = false, return_counts = false;
+};
+// conv1d/2d/3d: one value per spatial dim.
+struct ConvAttrs {
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+};
+struct ConvTransposeAttrs {
+  std::vector<int64_t> stride, padding, output_padding, dilation;
+  int64_t groups = 1;
+};
+struct MaxPoolAttrs {
+  std::vector<int64_t> kernel, stride, padding, dilation;
+  bool ceil_mode = false;
+};
+struct AvgPoolAttrs {
+  std::vector<int64_t> kernel, stride, padding;
+  bool ceil_mode = false, count_include_pad = true;
+};
+struct AdaptivePoolAttrs {
+  std::vector<int64_t> output_size;
+};
+struct BatchNormAttrs {
+  bool training = false;
+  double momentum = 0.1, eps = 1e-5;
+};
+struct InstanceNormAttrs {
+  bool use_input_stats = true;
+  double eps = 1e-5;
+};
+// nn::functional::interpolate: an output size or scale factors (one of the two is empty).
+struct InterpolateAttrs {
+  std::string mode;
+  std::vector<int64_t> size;
+  std::vector<double> scale_factor;
+  bool align_corners = false;
+};
+struct GridSampleAttrs {
+  std::string mode, padding_mode;
+  bool align_corners = false;
+};
+// RNN, LSTM and GRU as one op each (inputs: x, h0, c0, then per layer and direction weight_ih,
+// weight_hh, bias_ih, bias_hh, weight_hr).
+struct RnnAttrs {
+  int64_t num_layers = 1, hidden_size = 0, proj_size = 0;
+  bool bidirectional = false, batch_first = false, relu = false;
+};
+
+// Any op's attributes.
+using OpAttrs =
+    std::variant<NoAttrs, UnaryAttrs, BinaryAttrs, ScalarAttrs, ShapeAttrs, DimsAttrs, DimAttrs, SqueezeAttrs, FlattenAttrs,
+                 SliceAttrs, SelectAttrs, DiagonalAttrs, SplitAttrs, PadAttrs, ReduceAttrs, DimKeepAttrs, OptionalDimAttrs,
+                 KthvalueAttrs, QuantileAttrs, SortAttrs, TopkAttrs, HistcAttrs, BincountAttrs, SearchsortedAttrs,
+                 UniqueAttrs, ConvAttrs, ConvTransposeAttrs, MaxPoolAttrs, AvgPoolAttrs, AdaptivePoolAttrs,
+                 BatchNormAttrs, InstanceNormAttrs, InterpolateAttrs, GridSampleAttrs, RnnAttrs>;
+
+}  // namespace nabla
