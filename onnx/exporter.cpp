@@ -63,6 +63,22 @@ std::string op_from_node_name(std::string n) {
 }
 }  // namespace
 
+const VersionedLowering::Entry* VersionedLowering::find(int64_t opset) const {
+  const Entry* best = nullptr;
+  for (const Entry& e : entries)
+    if (e.fn && e.since <= opset && (!best || e.since > best->since)) best = &e;
+  return best;
+}
+
+void VersionedLowering::add(int64_t since, Lowering fn) {
+  for (Entry& e : entries)
+    if (!e.fn || e.since == since) {
+      e = {since, fn};
+      return;
+    }
+  throw Error("onnx: internal: more opset versions of a lowering than VersionedLowering holds");
+}
+
 const LoweringTable& lowerings() {
   static const LoweringTable table = [] {
     LoweringTable t{};
@@ -107,10 +123,18 @@ void Exporter::record(OpId op, const std::vector<Tensor>& in, const std::vector<
     ov.push_back(make_value(t, fresh("t")));
     ov.back().constant = from_constants;
   }
-  Lowering lower = lowerings()[static_cast<size_t>(op)];
-  if (!lower) no_mapping(op_row(op).onnx.reason ? op_row(op).onnx.reason : "");
+  const VersionedLowering& versions = lowerings()[static_cast<size_t>(op)];
+  if (versions.empty()) no_mapping(op_row(op).onnx.reason ? op_row(op).onnx.reason : "");
+  const VersionedLowering::Entry* lower = versions.find(opset);
+  if (!lower) {
+    int64_t first = std::numeric_limits<int64_t>::max();
+    for (const auto& v : versions.entries)
+      if (v.fn) first = std::min(first, v.since);
+    throw NotImplemented(detail::str("onnx::export_model: op '", op_, "' (", where(), ") needs opset ", first,
+                                     " or later, got ", opset));
+  }
   Call call{op, in, std::move(iv), ov, attrs};
-  lower(*this, call);
+  lower->fn(*this, call);
   for (size_t i = 0; i < out.size(); ++i) {
     values_[out[i].impl()] = ov[i];
     keep_.push_back(out[i]);

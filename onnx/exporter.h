@@ -107,8 +107,21 @@ struct Call {
 
 class Exporter;
 using Lowering = void (*)(Exporter&, Call&);
-using LoweringTable = std::array<Lowering, kOpCount>;
-// Every op's lowering (null: none), filled by the family files below once.
+// An op's lowerings by opset: the entry with the highest `since` at or below the graph's opset is
+// used (scatter_add's ScatterElements with reduction 'add' from 16, hardswish's HardSwish from 14);
+// below every entry's `since` the op is refused, naming the opset it needs.
+struct VersionedLowering {
+  struct Entry {
+    int64_t since = 0;
+    Lowering fn = nullptr;
+  };
+  std::array<Entry, 3> entries{};
+  const Entry* find(int64_t opset) const;
+  bool empty() const { return !entries[0].fn; }
+  void add(int64_t since, Lowering fn);
+};
+using LoweringTable = std::array<VersionedLowering, kOpCount>;
+// Every op's lowerings (empty: none), filled by the family files below once.
 const LoweringTable& lowerings();
 void add_elementwise_lowerings(LoweringTable& t);
 void add_shape_lowerings(LoweringTable& t);
@@ -118,17 +131,22 @@ void add_stats_lowerings(LoweringTable& t);
 void add_nn_lowerings(LoweringTable& t);
 void add_rnn_lowerings(LoweringTable& t);
 
-// Registers f(Exporter&, Call&, const Attrs&) as the lowering of the ops, each of whose rows names
-// Attrs as its attribute struct (another does not compile) and says to_onnx():
+// The lowest opset the exporter writes.
+inline constexpr int64_t kMinOpset = 13;
+
+// Registers f(Exporter&, Call&, const Attrs&) as the lowering of the ops from opset `since` on,
+// each of whose rows names Attrs as its attribute struct (another does not compile) and says
+// to_onnx():
 //   lower<lower_conv, OpId::conv1d, OpId::conv2d, OpId::conv3d>(t);
+//   lower<lower_scatter, OpId::scatter_add>(t, 16);
 template <auto f, OpId first, OpId... more>
-void lower(LoweringTable& t) {
+void lower(LoweringTable& t, int64_t since = kMinOpset) {
   using A = op_attrs_t<first>;
   static_assert((std::is_same_v<A, op_attrs_t<more>> && ...), "ops lowered together share their attribute struct");
   static_assert((op_row_is_lowered(first) && ... && op_row_is_lowered(more)),
                 "only ops whose schema row says to_onnx() get a lowering");
   Lowering l = [](Exporter& e, Call& c) { f(e, c, std::get<A>(c.attrs)); };
-  for (OpId op : {first, more...}) t[static_cast<size_t>(op)] = l;
+  for (OpId op : {first, more...}) t[static_cast<size_t>(op)].add(since, l);
 }
 
 // ---- the exporter -----------------------------------------------------------------------------------

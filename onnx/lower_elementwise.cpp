@@ -52,9 +52,8 @@ void lower_unary(Exporter& e, Call& c, const UnaryAttrs& a) {
       case OpId::silu: out("Mul", {xn, e.node("Sigmoid", {xn})}); break;
       case OpId::mish: out("Mul", {xn, e.node("Tanh", {e.node("Softplus", {xn})})}); break;
       case OpId::hardsigmoid: out("HardSigmoid", {xn}, {af("alpha", 1.0 / 6), af("beta", 0.5)}); break;
-      case OpId::hardswish:
-        if (e.opset >= 14) out("HardSwish", {xn});
-        else out("Mul", {xn, e.node("HardSigmoid", {xn}, {af("alpha", 1.0 / 6), af("beta", 0.5)})});
+      case OpId::hardswish:  // opset 14's HardSwish: lower_hardswish14
+        out("Mul", {xn, e.node("HardSigmoid", {xn}, {af("alpha", 1.0 / 6), af("beta", 0.5)})});
         break;
       // trunc: toward zero; frac: what trunc leaves
       case OpId::trunc: out("Where", {e.node("Less", {xn, k(0.0)}), e.node("Ceil", {xn}), e.node("Floor", {xn})}); break;
@@ -81,6 +80,11 @@ void lower_unary(Exporter& e, Call& c, const UnaryAttrs& a) {
     }
   }
   y.sym = x.sym;
+}
+
+void lower_hardswish14(Exporter& e, Call& c, const UnaryAttrs&) {
+  e.node("HardSwish", {e.cast(c.x(), c.y().dtype)}, {}, c.y().name);
+  c.y().sym = c.x().sym;
 }
 
 // isnan, isinf, isfinite, logical_not.
@@ -209,7 +213,7 @@ void lower_where(Exporter& e, Call& c, const NoAttrs&) {
 // Registers f for every op of a list whose row has an ONNX lowering (the others have none).
 template <OpId... ops, class F>
 void lower_lowered(LoweringTable& t, F f) {
-  ((op_row_is_lowered(ops) ? (void)(t[static_cast<size_t>(ops)] = f) : (void)0), ...);
+  ((op_row_is_lowered(ops) ? t[static_cast<size_t>(ops)].add(kMinOpset, f) : (void)0), ...);
 }
 
 }  // namespace
@@ -227,6 +231,7 @@ void add_elementwise_lowerings(LoweringTable& t) {
   lower_lowered<NABLA_BINARY_ARITH_OPS(NABLA_IDS) OpId::add>(t, binary);
   lower_lowered<NABLA_BINARY_BOOL_OPS(NABLA_IDS) OpId::eq>(t, binary_bool);
 #undef NABLA_IDS
+  lower<lower_hardswish14, OpId::hardswish>(t, 14);
   lower<lower_pow_scalar, OpId::pow_scalar>(t);
   lower<lower_where, OpId::where>(t);
 }

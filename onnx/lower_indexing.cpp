@@ -19,15 +19,13 @@ void lower_gather(Exporter& e, Call& c, const DimAttrs& a) {
   Exporter::sym_broadcast(c.y(), {c.iv[1]});
 }
 
-// in: x, index, src -> ScatterElements (scatter_add: reduction 'add', opset 16).
+// in: x, index, src -> ScatterElements (scatter_add: reduction 'add', from opset 16).
 void lower_scatter(Exporter& e, Call& c, const DimAttrs& a) {
   const Value& x = c.x();
   const int64_t d = wrap(a.dim, c.rank());
   const Value& idx = *c.iv[1];
   const Value& src = *c.iv[2];
   const bool add = c.op == OpId::scatter_add;
-  check<NotImplemented>(!add || e.opset >= 16, "onnx::export_model: op 'scatter_add' (", e.where(),
-                        ") needs opset 16 or later (ScatterElements' reduction='add'), got ", e.opset);
   std::string sn = src.name;
   if (src.shape != idx.shape) {  // scatter reads the window of src that the index covers
     check<NotImplemented>(!Exporter::has_sym(idx) && !Exporter::has_sym(src), "onnx::export_model: op '", e.op_label(),
@@ -43,13 +41,11 @@ void lower_scatter(Exporter& e, Call& c, const DimAttrs& a) {
   c.y().sym = x.sym;
 }
 
-// in: x, index (1-D), src -> ScatterElements with reduction='add'.
+// in: x, index (1-D), src -> ScatterElements with reduction='add' (from opset 16).
 void lower_index_add(Exporter& e, Call& c, const DimAttrs& a) {
   const Value& x = c.x();
   const int64_t rank = c.rank();
   if (rank == 0) e.no_mapping("on a 0-dim tensor");
-  check<NotImplemented>(e.opset >= 16, "onnx::export_model: op 'index_add' (", e.where(),
-                        ") needs opset 16 or later (ScatterElements' reduction='add'), got ", e.opset);
   const int64_t d = wrap(a.dim, rank);
   const Value& src = *c.iv[2];
   // The index along dim d, broadcast to src's shape: index[k] for every src element with k on dim d.
@@ -79,8 +75,9 @@ void lower_embedding(Exporter& e, Call& c, const NoAttrs&) {
 void add_indexing_lowerings(LoweringTable& t) {
   lower<lower_index_select, OpId::index_select>(t);
   lower<lower_gather, OpId::gather>(t);
-  lower<lower_scatter, OpId::scatter, OpId::scatter_add>(t);
-  lower<lower_index_add, OpId::index_add>(t);
+  lower<lower_scatter, OpId::scatter>(t);
+  lower<lower_scatter, OpId::scatter_add>(t, 16);   // ScatterElements' reduction='add'
+  lower<lower_index_add, OpId::index_add>(t, 16);
   lower<lower_nonzero, OpId::nonzero>(t);
   lower<lower_embedding, OpId::embedding>(t);
 }

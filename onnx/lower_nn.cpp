@@ -235,18 +235,9 @@ void lower_instance_norm(Exporter& e, Call& c, const InstanceNormAttrs& a) {
   y.sym = x.sym;
 }
 
-// in: input (N, C, H, W), grid (N, H_out, W_out, 2).
+// Below opset 16 (and for 5-D inputs: GridSample is N-D only from opset 20) the ops grid_sample is
+// made of, traced now (the batch then stays static: the composition builds batch-shaped constants).
 void lower_grid_sample(Exporter& e, Call& c, const GridSampleAttrs& a) {
-  const Value& x = c.x();
-  Value& y = c.y();
-  if (e.opset >= 16 && c.rank() == 4) {
-    e.node("GridSample", {x.name, e.cast(*c.iv[1], x.dtype)},
-           {astr("mode", a.mode), astr("padding_mode", a.padding_mode), ai("align_corners", a.align_corners)}, y.name);
-    y.sym[0] = !x.sym[0].empty() ? x.sym[0] : c.iv[1]->sym[0];
-    return;
-  }
-  // GridSample is opset 16 and 4-D (N-D in opset 20): here the ops grid_sample is made of, traced
-  // now (the batch then stays static: the composition builds batch-shaped constants).
   const nn::functional::GridSampleOptions o{.mode = a.mode, .padding_mode = a.padding_mode, .align_corners = a.align_corners};
   Tensor r;
   {
@@ -254,6 +245,16 @@ void lower_grid_sample(Exporter& e, Call& c, const GridSampleAttrs& a) {
     r = nn::functional::grid_sample(c.in[0], c.in[1], o);
   }
   take_parts(e, c, r);
+}
+
+// in: input (N, C, H, W), grid (N, H_out, W_out, 2): GridSample.
+void lower_grid_sample16(Exporter& e, Call& c, const GridSampleAttrs& a) {
+  if (c.rank() != 4) return lower_grid_sample(e, c, a);
+  const Value& x = c.x();
+  Value& y = c.y();
+  e.node("GridSample", {x.name, e.cast(*c.iv[1], x.dtype)},
+         {astr("mode", a.mode), astr("padding_mode", a.padding_mode), ai("align_corners", a.align_corners)}, y.name);
+  y.sym[0] = !x.sym[0].empty() ? x.sym[0] : c.iv[1]->sym[0];
 }
 
 // nn::functional::interpolate (and nn::Upsample) as ONNX's Resize, with the coordinate rules that
@@ -326,6 +327,7 @@ void add_nn_lowerings(LoweringTable& t) {
   lower<lower_instance_norm, OpId::instance_norm>(t);
   lower<lower_interpolate, OpId::interpolate>(t);
   lower<lower_grid_sample, OpId::grid_sample>(t);
+  lower<lower_grid_sample16, OpId::grid_sample>(t, 16);
 }
 
 }  // namespace nabla::onnx::internal

@@ -75,7 +75,7 @@ TEST(OpSchema, OnnxLoweringsAreWhatTheRowsSay) {
   std::string unlowered, extra, no_reason;
   for (size_t i = 0; i < kOpCount; ++i) {
     const OnnxRule& r = op_row(id(i)).onnx;
-    const bool has = table[i] != nullptr;
+    const bool has = !table[i].empty();
     if (r.kind == OnnxRule::lowered && !has) unlowered += std::string(" ") + op_name(id(i));
     if (r.kind != OnnxRule::lowered && has) extra += std::string(" ") + op_name(id(i));
     if (r.kind == OnnxRule::none && (!r.reason || !*r.reason)) no_reason += std::string(" ") + op_name(id(i));
@@ -83,6 +83,20 @@ TEST(OpSchema, OnnxLoweringsAreWhatTheRowsSay) {
   EXPECT_TRUE(unlowered.empty()) << "rows saying to_onnx() without a lowering in onnx/lower_*.cpp:" << unlowered;
   EXPECT_TRUE(extra.empty()) << "lowerings of ops whose row does not say to_onnx():" << extra;
   EXPECT_TRUE(no_reason.empty()) << "no_onnx rows without a reason:" << no_reason;
+}
+
+// Opset differences are entries of their own: the highest `since` at or below the graph's opset.
+TEST(OpSchema, OnnxLoweringsByOpset) {
+  const auto& table = onnx::internal::lowerings();
+  const auto& hardswish = table[static_cast<size_t>(OpId::hardswish)];
+  ASSERT_NE(hardswish.find(13), nullptr);
+  ASSERT_NE(hardswish.find(14), nullptr);
+  EXPECT_EQ(hardswish.find(13)->since, 13);
+  EXPECT_EQ(hardswish.find(17)->since, 14);
+  const auto& scatter_add = table[static_cast<size_t>(OpId::scatter_add)];
+  EXPECT_EQ(scatter_add.find(15), nullptr);  // refused, naming opset 16
+  EXPECT_EQ(scatter_add.find(16)->since, 16);
+  EXPECT_EQ(table[static_cast<size_t>(OpId::grid_sample)].find(15)->since, 13);
 }
 
 // Every traced op's record carries its row's attribute struct (trace::attrs_index at run time is
