@@ -43,6 +43,10 @@ Backend& backend_for(Device device) {
   return *b;
 }
 
+Backend* detail::registered_backend(DeviceType type) {
+  return type == DeviceType::cpu ? &backend_for(kCPU) : backends().find(type);
+}
+
 Backend::Backend(const char* device_name) : name_(device_name) { name_entries(*this, device_name); }
 
 void throw_kernel_missing(const char* kernel, const char* device, const char* lacking) {

@@ -141,6 +141,9 @@ namespace detail {
 // links it in). cuda_backend_missing_reason() says why it is not, in words.
 bool load_cuda_backend(bool skip_driver_check = false);
 std::string cuda_backend_missing_reason();
+// The Backend registered for `type` (nullptr if none), without backend_for's checks that a device
+// is there: for tests of the table on machines without a GPU.
+Backend* registered_backend(DeviceType type);
 }  // namespace detail
 
 }  // namespace nabla

@@ -22,16 +22,12 @@ Allocator& allocator(Device device) {
   return device_allocator(device.index);
 }
 
-// Every kernel of core/backend.h's list, from the list: cuda/kernels.h's function of that name, or
-// empty where NABLA_CUDA_LACKS says why. A compile error "'name' is not a member of 'nabla::cuda'"
-// here means a kernel of the list has neither: write it, or add it to NABLA_CUDA_LACKS with the
-// reason; "no matching function for call to 'fill_entry'" means its signature differs from the list's.
+// Every kernel of core/backend.h's list, from the list (cuda/kernels.h's fill_kernels): the CUDA
+// function of that name, or empty where NABLA_CUDA_LACKS says why.
 Backend* make_backend() {
   auto* b = new Backend("cuda");  // never destroyed: tensors may outlive main()
-  Backend& table = *b;
-  table.allocator_ = &allocator;
-  namespace impl = nabla::cuda;
-  NABLA_KERNELS(NABLA_FILL_ENTRY)
+  b->allocator_ = &allocator;
+  fill_kernels(*b);
   return b;
 }
 

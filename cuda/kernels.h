@@ -65,6 +65,16 @@ void avg_pool2d_backward(const Tensor& grad_out, const Pool2dParams& p, const Te
 #define NABLA_CUDA_LACKS(X)
 NABLA_CUDA_LACKS(NABLA_DECLARE_LACKING)
 
+// Points every entry of the CUDA Backend at the function above of its name, from NABLA_KERNELS
+// (cuda/backend.cpp; plain C++, so tests/compile_fail/cuda_kernel_*.cpp compile it without nvcc).
+// A compile error "'name' is not a member of 'impl'" here means a kernel of the list has
+// neither a declaration above nor a NABLA_CUDA_LACKS line: write it, or list it with the reason;
+// "no matching function for call to 'fill_entry'" means its declaration's signature is not the list's.
+inline void fill_kernels(Backend& table) {
+  namespace impl = nabla::cuda;
+  NABLA_KERNELS(NABLA_FILL_ENTRY)
+}
+
 // copy.cu
 void device_copy(const Tensor& src, const Tensor& dst);  // both on one device, any strides and dtypes
 // A contiguous copy of a CUDA tensor (itself when already contiguous), optionally in another dtype.
