@@ -23,9 +23,9 @@
 #include <initializer_list>
 #include <string>
 
-#include "core/impl.h"
-#include "core/linalg.h"
-#include "core/linalg/solver.h"
+#include "../impl.h"
+#include "../linalg.h"
+#include "solver.h"
 
 namespace nabla::linalg_detail {
 

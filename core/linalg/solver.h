@@ -13,8 +13,8 @@
 // column-major with unit stride down a column.
 #pragma once
 
-#include "core/device_table.h"
-#include "core/tensor.h"
+#include "../device_table.h"
+#include "../tensor.h"
 
 namespace nabla::linalg_device {
 
