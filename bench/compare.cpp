@@ -343,7 +343,7 @@ void sequence() {
 
 // ---- linear algebra: LAPACK behind both (float32, both cores) -----------------------------------
 // inv, solve (one right-hand side), cholesky and svd (full_matrices=false) of well-conditioned n x n
-// matrices; nabla calls LAPACK (core/linalg_decomp.cpp), libtorch its own LAPACK bindings.
+// matrices; nabla calls LAPACK (core/linalg/), libtorch its own LAPACK bindings.
 void linalg() {
   std::printf("\nlinear algebra, float32 (torch.linalg)\n");
   openblas_set_num_threads(2);

@@ -1,7 +1,6 @@
 // The backend registry.
 #include "core/backend.h"
 
-#include <array>
 #include <atomic>
 
 #include "core/cuda_env.h"
@@ -14,20 +13,18 @@ Backend* select_backend();  // core/cpu/register.cpp
 }
 
 namespace {
-std::array<std::atomic<Backend*>, kNumDeviceTypes>& registry() {
-  static std::array<std::atomic<Backend*>, kNumDeviceTypes> r{};
-  return r;
+// The CPU's entry stays empty: backend_for picks the CPU build once (core/cpu/register.cpp).
+DeviceTable<Backend>& backends() {
+  static DeviceTable<Backend> table;
+  return table;
 }
 }  // namespace
 
-void register_backend(DeviceType type, Backend* backend) {
-  registry()[static_cast<int>(type)].store(backend);
-}
+void register_backend(DeviceType type, Backend* backend) { backends().set(type, backend); }
 
 bool has_backend(DeviceType type) {
-  if (type == DeviceType::cpu) return true;
   if (type == DeviceType::cuda) return detail::load_cuda_backend();
-  return registry()[static_cast<int>(type)].load() != nullptr;
+  return type == DeviceType::cpu;  // built in
 }
 
 Backend& backend_for(Device device) {
@@ -35,8 +32,8 @@ Backend& backend_for(Device device) {
     static Backend* cpu_backend = cpu::select_backend();
     return *cpu_backend;
   }
-  Backend* b = registry()[static_cast<int>(device.type)].load();
-  if (!b && device.is_cuda() && detail::load_cuda_backend()) b = registry()[static_cast<int>(device.type)].load();
+  Backend* b = backends().find(device.type);
+  if (!b && device.is_cuda() && detail::load_cuda_backend()) b = backends().find(device.type);
   if (!b)
     throw DeviceError(detail::str("device ", device, " is not available: ", detail::cuda_backend_missing_reason()));
   if (device.is_cuda() && !cuda::is_available())
@@ -46,15 +43,14 @@ Backend& backend_for(Device device) {
   return *b;
 }
 
-Backend::Backend(const char* device_name) : name_(device_name) {
-#define NABLA_NAME_ENTRY(kernel, ...) \
-  kernel.name = #kernel;               \
-  kernel.device = device_name;
-  NABLA_KERNELS(NABLA_NAME_ENTRY)
-#undef NABLA_NAME_ENTRY
+Backend* detail::registered_backend(DeviceType type) {
+  return type == DeviceType::cpu ? &backend_for(kCPU) : backends().find(type);
 }
 
-void throw_kernel_missing(const char* kernel, const char* device) {
+Backend::Backend(const char* device_name) : name_(device_name) { name_entries(*this, device_name); }
+
+void throw_kernel_missing(const char* kernel, const char* device, const char* lacking) {
+  if (lacking) throw NotImplemented(detail::str(kernel, ": not implemented for device type '", device, "': ", lacking));
   throw NotImplemented(detail::str(kernel, ": not implemented for device type '", device, "'"));
 }
 

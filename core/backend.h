@@ -1,13 +1,16 @@
 // The device abstraction. An op's front-end (core/*.cpp) checks its arguments, allocates the output
 // and calls one kernel of the Backend for the tensors' device: one indirect call per op, never per
 // element. Every kernel is one line of NABLA_KERNELS below (its name, return type and parameters);
-// a Backend is a table of function pointers generated from that list, which the CPU backend
-// (core/cpu/backend.cpp, every entry, from the same list) and the CUDA backend (cuda/backend.cpp,
-// one line per kernel it has) fill directly. An entry a device does not fill throws NotImplemented
+// a Backend is a table of function pointers generated from that list (core/device_table.h), which
+// the CPU backend (core/cpu/backend.cpp) and the CUDA backend (cuda/backend.cpp) fill from the same
+// list: every kernel, or for CUDA those not on its list of what it lacks on purpose (NABLA_CUDA_LACKS
+// in cuda/kernels.h, each with the reason). A kernel without a CUDA function that is not on that
+// list is a compile error of cuda/backend.cpp. Calling an entry a device lacks throws NotImplemented
 // naming the kernel and the device (or answers false, for the optional fused kernels).
 //
 // Adding a kernel: a line here, the CPU function of that name and signature in core/cpu/ (its
-// declaration is generated in core/cpu/kernels.h), the CUDA one and its line in cuda/backend.cpp.
+// declaration is generated in core/cpu/kernels.h), the CUDA one declared in cuda/kernels.h (or a
+// NABLA_CUDA_LACKS line with the reason CUDA goes without it).
 //
 // Kernel conventions: outputs are allocated by the caller with the right shape and dtype (usually
 // contiguous); inputs may have any strides (broadcast dims have stride 0). Binary and ternary
@@ -21,6 +24,7 @@
 #include <utility>
 
 #include "allocator.h"
+#include "device_table.h"
 #include "elementwise_ops.h"
 #include "reduce_dims.h"
 #include "tensor.h"
@@ -104,26 +108,6 @@ enum class RandomOp : uint8_t { uniform, normal, bernoulli };
                                 const Tensor& save_mean, const Tensor& save_invstd, double eps,            \
                                 const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias), raise)
 
-// What calling a kernel a device does not have does: raise NotImplemented, or answer false.
-enum class IfMissing { raise, no };
-[[noreturn]] void throw_kernel_missing(const char* kernel, const char* device);
-
-// One kernel entry: a function pointer of the kernel's signature, called as backend.unary(...).
-template <class Signature, IfMissing M>
-struct Kernel;
-template <class R, class... P, IfMissing M>
-struct Kernel<R(P...), M> {
-  R (*fn)(P...) = nullptr;
-  const char* name = "";
-  const char* device = "";
-  R operator()(P... args) const {
-    if (fn) [[likely]]
-      return fn(std::forward<P>(args)...);
-    if constexpr (M == IfMissing::no) return R();
-    else throw_kernel_missing(name, device);
-  }
-};
-
 // A device's kernels: one entry per NABLA_KERNELS line (backend.unary(op, x, out, p0, p1), ...),
 // filled by the device's backend.
 struct Backend {
@@ -132,9 +116,7 @@ struct Backend {
   Allocator& allocator(Device device) const { return allocator_(device); }
 
   Allocator& (*allocator_)(Device device) = nullptr;
-#define NABLA_KERNEL_ENTRY(name, ret, params, missing) Kernel<ret params, IfMissing::missing> name;
-  NABLA_KERNELS(NABLA_KERNEL_ENTRY)
-#undef NABLA_KERNEL_ENTRY
+  NABLA_DEVICE_ENTRIES(NABLA_KERNELS)
 
  private:
   const char* name_;
@@ -159,6 +141,9 @@ namespace detail {
 // links it in). cuda_backend_missing_reason() says why it is not, in words.
 bool load_cuda_backend(bool skip_driver_check = false);
 std::string cuda_backend_missing_reason();
+// The Backend registered for `type` (nullptr if none), without backend_for's checks that a device
+// is there: for tests of the table on machines without a GPU.
+Backend* registered_backend(DeviceType type);
 }  // namespace detail
 
 }  // namespace nabla

@@ -1,10 +1,12 @@
 // Linear algebra beyond matrix products (torch.linalg and friends): decompositions, solvers,
 // determinants and norms, batched over leading dims as PyTorch's are, in float32 and float64.
 //
-// CPU tensors go to LAPACK (OpenBLAS's, core/lapack.h). Differs from PyTorch: CUDA tensors are
-// copied to the host, computed there with LAPACK and copied back (no cuSOLVER yet); results and
-// errors are the same, only slower. Gradients are written with differentiable nabla ops
-// (matmul, solve, ...), so second derivatives work, with PyTorch's formulas (FunctionsManual.cpp).
+// CPU tensors go to LAPACK (OpenBLAS's, core/linalg/lapack.h), CUDA tensors to cuSOLVER
+// (cuda/solver.cpp) with the same results and errors. Differs from PyTorch: lstsq copies CUDA
+// tensors to the host, computes there with LAPACK and copies back (only slower). One file per op
+// family in core/linalg/ holds each op's device forward, host forward, backward and front-end.
+// Gradients are written with differentiable nabla ops (matmul, solve, ...), so second derivatives
+// work, with PyTorch's formulas (FunctionsManual.cpp).
 //
 // Errors as PyTorch's: a singular matrix (inv, solve), a matrix that is not positive-definite
 // (cholesky) or an algorithm that did not converge (svd, eigh) raise ValueError naming the op, the

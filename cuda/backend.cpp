@@ -1,6 +1,7 @@
 // The CUDA Backend: fills the kernel table with cuda/kernels.h's functions and registers it with core
 // when libnabla is loaded (without touching the driver; the first device query does that). Every
-// kernel of core/backend.h has a CUDA implementation (batch norm: float32 and float64, through cuDNN).
+// kernel of core/backend.h has a CUDA implementation (batch norm: float32 and float64, through cuDNN)
+// but those on cuda/kernels.h's NABLA_CUDA_LACKS (none today).
 #include "core/backend.h"
 #include "cuda/allocator.h"
 #include "cuda/common.h"
@@ -21,41 +22,12 @@ Allocator& allocator(Device device) {
   return device_allocator(device.index);
 }
 
-// One line per kernel of core/backend.h's list that CUDA has (today: all of them). A kernel added
-// to the list without a line here raises NotImplemented on CUDA tensors.
+// Every kernel of core/backend.h's list, from the list (cuda/kernels.h's fill_kernels): the CUDA
+// function of that name, or empty where NABLA_CUDA_LACKS says why.
 Backend* make_backend() {
   auto* b = new Backend("cuda");  // never destroyed: tensors may outlive main()
   b->allocator_ = &allocator;
-  b->copy.fn = &cuda::copy;
-  b->fill.fn = &cuda::fill;
-  b->unary.fn = &cuda::unary;
-  b->binary.fn = &cuda::binary;
-  b->where.fn = &cuda::where;
-  b->reduce.fn = &cuda::reduce;
-  b->arg_reduce.fn = &cuda::arg_reduce;
-  b->scan.fn = &cuda::scan;
-  b->sort.fn = &cuda::sort;
-  b->topk.fn = &cuda::topk;
-  b->softmax.fn = &cuda::softmax;
-  b->softmax_backward.fn = &cuda::softmax_backward;
-  b->index_select.fn = &cuda::index_select;
-  b->index_add.fn = &cuda::index_add;
-  b->gather.fn = &cuda::gather;
-  b->scatter.fn = &cuda::scatter;
-  b->nonzero.fn = &cuda::nonzero;
-  b->random.fn = &cuda::random;
-  b->random_int.fn = &cuda::random_int;
-  b->matmul.fn = &cuda::matmul;
-  b->conv.fn = &cuda::conv;
-  b->conv_input_grad.fn = &cuda::conv_input_grad;
-  b->conv_weight_grad.fn = &cuda::conv_weight_grad;
-  b->max_pool2d.fn = &cuda::max_pool2d;
-  b->max_pool2d_backward.fn = &cuda::max_pool2d_backward;
-  b->avg_pool2d.fn = &cuda::avg_pool2d;
-  b->avg_pool2d_backward.fn = &cuda::avg_pool2d_backward;
-  b->has_fused_batch_norm.fn = &cuda::has_fused_batch_norm;
-  b->batch_norm.fn = &cuda::batch_norm;
-  b->batch_norm_backward.fn = &cuda::batch_norm_backward;
+  fill_kernels(*b);
   return b;
 }
 

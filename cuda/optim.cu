@@ -180,13 +180,11 @@ bool adadelta_step(const Tensor& param, const Tensor& grad, const Tensor& square
 
 void register_fused_optimizer_steps() {
   static const optim::FusedSteps steps = [] {
-    optim::FusedSteps t;
-    t.sgd_step.fn = &sgd_step;
-    t.adam_step.fn = &adam_step;
-    t.rmsprop_step.fn = &rmsprop_step;
-    t.adagrad_step.fn = &adagrad_step;
-    t.adadelta_step.fn = &adadelta_step;
-    return t;
+    optim::FusedSteps table;
+    name_entries(table, "cuda");
+    namespace impl = nabla::cuda;
+    NABLA_FUSED_STEPS(NABLA_FILL_ENTRY)
+    return table;
   }();
   optim::register_fused_steps(DeviceType::cuda, &steps);
 }

@@ -1,6 +1,7 @@
-// Linear algebra on CUDA through cuSOLVER (and cuBLAS's batched LU): the device LAPACK of
-// core/linalg_device.h, registered for DeviceType::cuda, which core/linalg_decomp.cpp's forwards
-// call for CUDA tensors (their layout trick, error messages and backward formulas stay there).
+// Linear algebra on CUDA through cuSOLVER (and cuBLAS's batched LU): the device solver of
+// core/linalg/solver.h, registered for DeviceType::cuda, which the device forwards of core/linalg/'s
+// family files call for CUDA tensors (their layout trick, error messages and backward formulas stay
+// there).
 //
 // Which call takes a batch (one per matrix, a pointer-array batched call, a strided batched call)
 // and how the matrices are addressed is planned in cuda/solver_plan.h, plain C++ tested on the host.
@@ -17,7 +18,7 @@
 #include <vector>
 
 #include "core/impl.h"
-#include "core/linalg_device.h"
+#include "core/linalg/solver.h"
 #include "cuda/allocator.h"
 #include "cuda/cublas_check.h"
 #include "cuda/common.h"
@@ -218,7 +219,7 @@ struct GesvdjParams {
   GesvdjParams& operator=(const GesvdjParams&) = delete;
 };
 
-// ---- the kernels of linalg_device::Solver ------------------------------------------------------
+// ---- the entries of linalg_device::Solver ------------------------------------------------------
 
 void getrf(const Tensor& a, const Tensor& ipiv, const Tensor& info) {
   DeviceScope ds(a);
@@ -501,10 +502,17 @@ void gesvd(const Tensor& a, const Tensor& s, const Tensor& u, const Tensor& v, c
 }  // namespace
 
 // Registration, once, without touching the driver: from the plugin's static initializer (below),
-// and from core/linalg_decomp.cpp in a static libnabla (where a static initializer would be dropped).
+// and from core/linalg/common.cpp in a static libnabla (where a static initializer would be dropped).
+// Every entry of NABLA_LINALG_SOLVER, from the list (a missing one is a compile error here).
 void register_cuda_solver() {
   static const bool done = [] {
-    static const linalg_device::Solver solver{&getrf, &getrs, &potrf, &geqrf, &orgqr, &syevd, &gesvd};
+    static const linalg_device::Solver solver = [] {
+      linalg_device::Solver table;
+      name_entries(table, "cuda");
+      namespace impl = nabla::cuda;
+      NABLA_LINALG_SOLVER(NABLA_FILL_ENTRY)
+      return table;
+    }();
     linalg_device::register_solver(DeviceType::cuda, &solver);
     return true;
   }();

@@ -1,7 +1,7 @@
 // How cuda/solver.cpp hands a batch of matrices to cuSOLVER (and cuBLAS's batched LU), in plain C++
 // (no CUDA headers) so that tests/test_cuda_solver.cpp checks it on any machine.
 //
-// cuSOLVER is column-major like LAPACK: core/linalg_decomp.cpp passes a tensor (*, c, r) whose
+// cuSOLVER is column-major like LAPACK: core/linalg/'s device forwards pass a tensor (*, c, r) whose
 // last dim has unit stride, holding r x c column-major matrices with leading dimension ld = the
 // stride of dim -2. Three kinds of call take a batch:
 //   looped    one call per matrix (cusolverDn<t>getrf, potrf, geqrf, orgqr, syevd, gesvdj), each at

@@ -1,9 +1,6 @@
 // The table of fused optimizer updates per device type (optim/fused.h).
 #include "optim/fused.h"
 
-#include <array>
-#include <atomic>
-
 #include "core/cpu/isa.h"
 
 namespace nabla::optim {
@@ -20,6 +17,7 @@ void fill_fused_steps(FusedSteps& t);
 static const FusedSteps& steps() {
   static const FusedSteps table = [] {
     FusedSteps t;
+    name_entries(t, "cpu");
     NABLA_CPU_BUILD_CALL(fill_fused_steps, t);
     return t;
   }();
@@ -28,19 +26,18 @@ static const FusedSteps& steps() {
 }  // namespace cpu
 
 namespace {
-std::array<std::atomic<const FusedSteps*>, kNumDeviceTypes>& registry() {
-  static std::array<std::atomic<const FusedSteps*>, kNumDeviceTypes> r{};
-  return r;
+// The CPU's entry stays empty: fused_steps picks the CPU build's table once (above).
+DeviceTable<const FusedSteps>& tables() {
+  static DeviceTable<const FusedSteps> t;
+  return t;
 }
 }  // namespace
 
-void register_fused_steps(DeviceType type, const FusedSteps* steps) { registry()[static_cast<int>(type)].store(steps); }
+void register_fused_steps(DeviceType type, const FusedSteps* steps) { tables().set(type, steps); }
 
 const FusedSteps& fused_steps(Device device) {
   if (device.is_cpu()) return cpu::steps();
-  static const FusedSteps none;
-  const FusedSteps* s = registry()[static_cast<int>(device.type)].load();
-  return s ? *s : none;
+  return tables().get(device.type);
 }
 
 }  // namespace nabla::optim

@@ -59,25 +59,26 @@ struct SgdStep {
   bool nesterov, maximize, first_step;
 };
 
-// X(name, (parameters)): each entry answers whether it did the update (for contiguous tensors of one
-// floating dtype; false where it has no kernel for them, having written nothing).
+// X(name, bool, (parameters), no), core/device_table.h's list shape: each entry answers whether it
+// did the update (for contiguous tensors of one floating dtype; false where it has no kernel for
+// them, having written nothing; an entry a device does not fill answers false too).
 #define NABLA_FUSED_STEPS(X)                                                                                   \
-  X(sgd_step, (const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s))      \
-  X(adam_step, (const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,      \
-                const Tensor& max_exp_avg_sq, const AdamStep& a))                                              \
-  X(rmsprop_step, (const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,  \
-                   const Tensor& momentum_buffer, const RmspropStep& r))                                       \
-  X(adagrad_step, (const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStep& a))           \
-  X(adadelta_step, (const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& acc_delta, \
-                    const AdadeltaStep& a))
+  X(sgd_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s), no) \
+  X(adam_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq, \
+                      const Tensor& max_exp_avg_sq, const AdamStep& a), no)                                     \
+  X(rmsprop_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& square_avg,                    \
+                         const Tensor& grad_avg, const Tensor& momentum_buffer, const RmspropStep& r), no)     \
+  X(adagrad_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStep& a), no) \
+  X(adadelta_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& square_avg,                  \
+                          const Tensor& acc_delta, const AdadeltaStep& a), no)
 
+// One device's updates (core/device_table.h), filled from the list by optim/cpu/fused_steps.cpp and
+// cuda/optim.cu.
 struct FusedSteps {
-#define NABLA_FUSED_ENTRY(name, params) Kernel<bool params, IfMissing::no> name;
-  NABLA_FUSED_STEPS(NABLA_FUSED_ENTRY)
-#undef NABLA_FUSED_ENTRY
+  NABLA_DEVICE_ENTRIES(NABLA_FUSED_STEPS)
 };
 
-// The updates for tensors on `device` (entries stay empty for a device without fused kernels).
+// The updates for tensors on `device` (every entry answers false for a device without fused kernels).
 const FusedSteps& fused_steps(Device device);
 // Called by a backend at load time (the CUDA backend; the CPU's are built in).
 void register_fused_steps(DeviceType type, const FusedSteps* steps);

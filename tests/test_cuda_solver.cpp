@@ -1,4 +1,4 @@
-// torch.linalg on CUDA through cuSOLVER (cuda/solver.cpp, core/linalg_device.h).
+// torch.linalg on CUDA through cuSOLVER (cuda/solver.cpp, core/linalg/solver.h).
 //
 // CudaSolver.plan_*: the host-side planning of cuda/solver_plan.h (which call takes a batch, how
 // the matrices of a strided tensor are addressed, chunks, dtypes), plain C++ checked on every
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "core/impl.h"
-#include "core/lapack.h"
-#include "core/linalg_device.h"
+#include "core/linalg/lapack.h"
+#include "core/linalg/solver.h"
 #include "cuda/solver_plan.h"
 #include "cuda_test_util.h"
 #include "nabla.h"
@@ -166,15 +166,15 @@ TEST(CudaSolver, plan_dtype_dispatch_and_workspace_sizes) {
 }
 
 
-// ---- host: the device forwards of core/linalg_decomp.cpp through LAPACK --------------------------
+// ---- host: the device forwards of core/linalg/ through LAPACK ------------------------------------
 //
-// LAPACK itself behind core/linalg_device.h's interface, registered for CPU tensors: the ops then
+// LAPACK itself behind core/linalg/solver.h's interface, registered for CPU tensors: the ops then
 // take the device path (fresh copies in the layouts the solver contract names, the interface's
 // in-place kernels, infos read back once, errors) on any machine, addressing the matrices with
 // cuda/solver_plan.h as cuda/solver.cpp does. Only the cuSOLVER calls themselves are left to the
 // gpu_* tests.
 
-// core/lapack.h's overloads, with the routines looked up at run time in the OpenBLAS that libnabla
+// core/linalg/lapack.h's overloads, with the routines looked up at run time in the OpenBLAS that libnabla
 // loaded (the tests do not link LAPACK themselves).
 namespace lp {
 template <class F>
@@ -357,8 +357,22 @@ void fake_gesvd(const Tensor& a, const Tensor& s, const Tensor& u, const Tensor&
   });
 }
 
-const linalg_device::Solver kLapackSolver{&fake_getrf, &fake_getrs, &fake_potrf, &fake_geqrf,
-                                          &fake_orgqr, &fake_syevd, &fake_gesvd};
+// The solver table with one fake_<entry> per entry of core/linalg/solver.h's list.
+const linalg_device::Solver kLapackSolver = [] {
+  linalg_device::Solver s;
+  name_entries(s, "cpu");
+  s.getrf.fn = &fake_getrf;
+  s.getrs.fn = &fake_getrs;
+  s.potrf.fn = &fake_potrf;
+  s.geqrf.fn = &fake_geqrf;
+  s.orgqr.fn = &fake_orgqr;
+  s.syevd.fn = &fake_syevd;
+  s.gesvd.fn = &fake_gesvd;
+  int entries = 0, filled = 0;
+  s.for_each_entry([&](const auto& entry) { ++entries, filled += entry ? 1 : 0; });
+  if (filled != entries) throw Error("the fake solver does not fill every entry of NABLA_LINALG_SOLVER");
+  return s;
+}();
 
 // Registers LAPACK as the CPU's device solver for the scope.
 struct LapackAsDeviceSolver {

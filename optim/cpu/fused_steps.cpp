@@ -162,12 +162,9 @@ bool adadelta_step(const Tensor& param, const Tensor& grad, const Tensor& square
 }  // namespace
 
 // This build's updates, for optim/fused.cpp's CPU table.
-void fill_fused_steps(FusedSteps& t) {
-  t.sgd_step.fn = &sgd_step;
-  t.adam_step.fn = &adam_step;
-  t.rmsprop_step.fn = &rmsprop_step;
-  t.adagrad_step.fn = &adagrad_step;
-  t.adadelta_step.fn = &adadelta_step;
+void fill_fused_steps(FusedSteps& table) {
+  namespace impl = nabla::optim::cpu::NABLA_CPU_ISA;
+  NABLA_FUSED_STEPS(NABLA_FILL_ENTRY)
 }
 
 }  // namespace nabla::optim::cpu::NABLA_CPU_ISA

@@ -1,7 +1,7 @@
-// The LAPACK routines behind core/linalg_decomp.cpp (OpenBLAS's LAPACK on Debian, found by CMake's
+// The LAPACK routines behind core/linalg/'s host forwards (OpenBLAS's LAPACK on Debian, found by CMake's
 // find_package(LAPACK)), declared here with their Fortran ABI: every argument by pointer, column-major
 // matrices, and one hidden length argument per character argument at the end (gfortran's ABI).
-// Overloads on float/double pick the s/d routine. Only core/linalg_decomp.cpp includes it (it is
+// Overloads on float/double pick the s/d routine. Only core/linalg/*.cpp include it (it is
 // installed with the other headers but is not part of the API).
 #pragma once
 
