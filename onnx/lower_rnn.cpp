@@ -7,6 +7,59 @@ namespace nabla::onnx::internal {
 
 namespace {
 
+// One layer of an LSTM with proj_size (ONNX's LSTM has no projection): each direction a Scan over
+// X's steps (backwards for the reverse direction, its outputs then stacked in input order), the body
+// one step as nabla's LSTM computes it (gates i, f, g, o):
+//   gates = x_t W_ih^T + b_ih + h W_hh^T + b_hh;  c = f c + i g;  h = (o tanh(c)) W_hr^T
+// The body reads the weights from the outer graph. Returns the layer's output (L, N, D * P); its
+// last states go to hs and cs.
+std::string projected_lstm_layer(Exporter& e, Call& c, const RnnAttrs& a, int64_t layer, const std::string& X,
+                                 const std::string& h0, const std::string& c0, std::vector<std::string>& hs,
+                                 std::vector<std::string>& cs) {
+  const std::vector<const Value*>& iv = c.iv;
+  const Value& x = *iv[0];
+  const int64_t H = a.hidden_size, P = a.proj_size, D = a.bidirectional ? 2 : 1;
+  std::vector<std::string> dir_outs;
+  for (int64_t dd = 0; dd < D; ++dd) {
+    auto w = [&](int64_t k) {
+      const Value* v = iv[static_cast<size_t>(3 + 5 * (layer * D + dd) + k)];
+      return v ? v->name : std::string();
+    };
+    auto gemm = [&](const std::string& lhs, const std::string& wt, const std::string& bias) {
+      std::vector<std::string> ins{lhs, wt};
+      if (!bias.empty()) ins.push_back(bias);
+      return e.node("Gemm", ins, {ai("transB", 1)});
+    };
+    auto initial = [&](const std::string& given, int64_t size) {  // (N, size)
+      if (!given.empty()) return e.node("Gather", {given, e.const_i64_scalar(layer * D + dd)}, {ai("axis", 0)});
+      return e.node("Expand", {e.const_scalar(0, x.dtype), e.node("Concat", {e.shape_of(X, 1, 2), e.const_i64({size})}, {ai("axis", 0)})});
+    };
+    const std::string h_init = initial(h0, P), c_init = initial(c0, H);
+    const std::string h_in = e.fresh("scan_h"), c_in = e.fresh("scan_c"), x_in = e.fresh("scan_x");
+    std::string h_out, c_out, y_out;
+    auto body = e.subgraph(e.fresh("/scan"), [&] {
+    const std::string g = e.node("Add", {gemm(x_in, w(0), w(2)), gemm(h_in, w(1), w(3))});  // (N, 4H)
+    std::vector<std::string> q{e.fresh("t"), e.fresh("t"), e.fresh("t"), e.fresh("t")};
+    e.node_multi("Split", {g, e.const_i64({H, H, H, H})}, {ai("axis", 1)}, q);
+    c_out =
+        e.node("Add", {e.node("Mul", {e.node("Sigmoid", {q[1]}), c_in}), e.node("Mul", {e.node("Sigmoid", {q[0]}), e.node("Tanh", {q[2]})})});
+    h_out = gemm(e.node("Mul", {e.node("Sigmoid", {q[3]}), e.node("Tanh", {c_out})}), w(4), "");  // (N, P)
+    y_out = e.node("Identity", {h_out});  // the step's output (a graph output once)
+    });
+    body->inputs = {{h_in, x.dtype, 2}, {c_in, x.dtype, 2}, {x_in, x.dtype, 2}};
+    body->outputs = {{h_out, x.dtype, 2}, {c_out, x.dtype, 2}, {y_out, x.dtype, 2}};
+    const std::string h_last = e.fresh("t"), c_last = e.fresh("t"), ys = e.fresh("t");  // ys: (L, N, P)
+    e.node_multi("Scan", {h_init, c_init, X},
+               {agraph("body", body), ai("num_scan_inputs", 1), aints("scan_input_directions", {dd}),
+                aints("scan_output_directions", {dd})},
+               {h_last, c_last, ys});
+    dir_outs.push_back(ys);
+    hs.push_back(e.node("Unsqueeze", {h_last, e.axes_input({0})}));
+    cs.push_back(e.node("Unsqueeze", {c_last, e.axes_input({0})}));
+  }
+  return D == 1 ? dir_outs[0] : e.node("Concat", dir_outs, {ai("axis", 2)});  // (L, N, D * P)
+}
+
 // nn::RNN / LSTM / GRU as ONNX's RNN / LSTM / GRU, one node per layer (both directions in it).
 // in: x, h0, c0 (undefined: zeros), then per layer and direction weight_ih, weight_hh, bias_ih,
 // bias_hh, weight_hr. ONNX wants X as (L, N, I) (batch_first and unbatched inputs are transposed /
@@ -25,7 +78,7 @@ void lower_rnn(Exporter& e, Call& c, const RnnAttrs& a) {
   const bool batched = x.shape.size() == 3;
   const std::string onnx_op = lstm ? "LSTM" : gru ? "GRU" : "RNN";
   // LSTM with proj_size: ONNX's LSTM has no projection, so each direction is a Scan over the
-  // sequence (below), whatever its length.
+  // sequence (projected_lstm_layer), whatever its length.
   const int64_t P = a.proj_size;
   const std::vector<int64_t> order = lstm ? std::vector<int64_t>{0, 3, 1, 2}
                                      : gru ? std::vector<int64_t>{1, 0, 2}
@@ -59,50 +112,8 @@ void lower_rnn(Exporter& e, Call& c, const RnnAttrs& a) {
   const std::string h0 = state(iv[1]), c0 = lstm ? state(iv[2]) : std::string();
   std::vector<std::string> hs, cs;
   for (int64_t layer = 0; layer < layers; ++layer) {
-    if (P > 0) {
-      // Each direction a Scan over X's steps (backwards for the reverse direction, its outputs then
-      // stacked in input order), the body one step as nabla's LSTM computes it (gates i, f, g, o):
-      //   gates = x_t W_ih^T + b_ih + h W_hh^T + b_hh;  c = f c + i g;  h = (o tanh(c)) W_hr^T
-      // The body reads the weights from the outer graph.
-      std::vector<std::string> dir_outs;
-      for (int64_t dd = 0; dd < D; ++dd) {
-        auto w = [&](int64_t k) {
-          const Value* v = iv[static_cast<size_t>(3 + 5 * (layer * D + dd) + k)];
-          return v ? v->name : std::string();
-        };
-        auto gemm = [&](const std::string& lhs, const std::string& wt, const std::string& bias) {
-          std::vector<std::string> ins{lhs, wt};
-          if (!bias.empty()) ins.push_back(bias);
-          return e.node("Gemm", ins, {ai("transB", 1)});
-        };
-        auto initial = [&](const std::string& given, int64_t size) {  // (N, size)
-          if (!given.empty()) return e.node("Gather", {given, e.const_i64_scalar(layer * D + dd)}, {ai("axis", 0)});
-          return e.node("Expand", {e.const_scalar(0, x.dtype), e.node("Concat", {e.shape_of(X, 1, 2), e.const_i64({size})}, {ai("axis", 0)})});
-        };
-        const std::string h_init = initial(h0, P), c_init = initial(c0, H);
-        const std::string h_in = e.fresh("scan_h"), c_in = e.fresh("scan_c"), x_in = e.fresh("scan_x");
-        std::string h_out, c_out, y_out;
-        auto body = e.subgraph(e.fresh("/scan"), [&] {
-        const std::string g = e.node("Add", {gemm(x_in, w(0), w(2)), gemm(h_in, w(1), w(3))});  // (N, 4H)
-        std::vector<std::string> q{e.fresh("t"), e.fresh("t"), e.fresh("t"), e.fresh("t")};
-        e.node_multi("Split", {g, e.const_i64({H, H, H, H})}, {ai("axis", 1)}, q);
-        c_out =
-            e.node("Add", {e.node("Mul", {e.node("Sigmoid", {q[1]}), c_in}), e.node("Mul", {e.node("Sigmoid", {q[0]}), e.node("Tanh", {q[2]})})});
-        h_out = gemm(e.node("Mul", {e.node("Sigmoid", {q[3]}), e.node("Tanh", {c_out})}), w(4), "");  // (N, P)
-        y_out = e.node("Identity", {h_out});  // the step's output (a graph output once)
-        });
-        body->inputs = {{h_in, x.dtype, 2}, {c_in, x.dtype, 2}, {x_in, x.dtype, 2}};
-        body->outputs = {{h_out, x.dtype, 2}, {c_out, x.dtype, 2}, {y_out, x.dtype, 2}};
-        const std::string h_last = e.fresh("t"), c_last = e.fresh("t"), ys = e.fresh("t");  // ys: (L, N, P)
-        e.node_multi("Scan", {h_init, c_init, X},
-                   {agraph("body", body), ai("num_scan_inputs", 1), aints("scan_input_directions", {dd}),
-                    aints("scan_output_directions", {dd})},
-                   {h_last, c_last, ys});
-        dir_outs.push_back(ys);
-        hs.push_back(e.node("Unsqueeze", {h_last, e.axes_input({0})}));
-        cs.push_back(e.node("Unsqueeze", {c_last, e.axes_input({0})}));
-      }
-      X = D == 1 ? dir_outs[0] : e.node("Concat", dir_outs, {ai("axis", 2)});  // (L, N, D * P)
+    if (P > 0) {  // each direction a Scan (projected_lstm_layer)
+      X = projected_lstm_layer(e, c, a, layer, X, h0, c0, hs, cs);
       continue;
     }
     std::string W, R, B;

@@ -29,17 +29,9 @@ NOT_LIBRARY = {"bench", "cmake", "examples", "fuzz", "scripts", "tests", "tools"
 SOURCE_EXTENSIONS = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh")
 
 # Files over MAX_FILE_LINES waiting for their split: path -> reason.
-FILE_EXCEPTIONS = {
-    # The ONNX exporter's split into graph IR, lowerings per op family, passes and serialization is
-    # under way separately (the exporter driven by a lowering table).
-    "onnx/export.cpp": "split into a lowering table by op family, under way",
-}
+FILE_EXCEPTIONS = {}
 # Functions over MAX_FUNCTION_LINES waiting for their split: (path, function name) -> reason.
 FUNCTION_EXCEPTIONS = {
-    # The chain of op-name tests that the lowering table replaces, and the RNN lowerings that move
-    # into it.
-    ("onnx/export.cpp", "convert"): "replaced by the lowering table, under way",
-    ("onnx/export.cpp", "convert_rnn"): "moves into the lowering table's RNN family, under way",
     # The pickle machine's opcode loop, with the file formats' move into one folder.
     ("nn/torch_pickle.cpp", "run"): "split with the file formats' move into one folder, under way",
 }
