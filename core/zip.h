@@ -4,7 +4,8 @@
 // The reader takes the central directory as the truth, as every zip tool does: it finds the end
 // record (and the ZIP64 one when a size, an offset or the count needs 64 bits), checks that the
 // directory, every local header and every entry's data lie inside the file before anything is
-// allocated, refuses encryption, split archives, duplicate names and compression methods other than
+// allocated, refuses encryption, split archives, duplicate names, entries that overlap (each one's
+// header and data must end before the next one's header) and compression methods other than
 // stored (0) and deflate (8), and checks each entry's CRC-32 and exact size as it reads it.
 // Every problem throws IOError naming the file (and the entry).
 //
@@ -90,6 +91,7 @@ class Reader {
   const Source& src_;
   uint64_t directory_offset_ = 0;  // entries' data must end before the central directory
   std::vector<Entry> entries_;
+  std::vector<uint64_t> end_limit_;  // per entry: the next local header's offset (or the directory's)
   std::unordered_map<std::string, size_t> index_;
 };
 

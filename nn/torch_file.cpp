@@ -269,13 +269,13 @@ class Hooks final : public internal::UnpickleHooks {
       if (n.sealed) throw Refused("BUILD changes a dict that is already part of another value");
       if (state.node() == obj.node()) throw Refused("a dict's attributes are the dict itself (recursive structures are not supported)");
       state.node()->sealed = true;
-      if (n.attributes.is_none()) {
-        n.attributes = state;
+      if (n.attributes().is_none()) {
+        n.set_attributes(state);
       } else {
         Value merged = Value::dict({}, false);
-        for (const auto& [k, v] : n.attributes.entries()) merged.set(k, v);
+        for (const auto& [k, v] : n.attributes().entries()) merged.set(k, v);
         for (const auto& [k, v] : state.entries()) merged.set(k, v);
-        n.attributes = merged;
+        n.set_attributes(merged);
       }
       n.depth = std::max(n.depth, state.node()->depth + 1);
       n.expanded += state.node()->expanded;
@@ -554,7 +554,10 @@ Value load_legacy(const zip::Source& src, const LoadOptions& opt) {
   }
 }
 
-Value load_source(const zip::Source& src, const LoadOptions& opt) {
+Value load_source(const zip::Source& src, const LoadOptions& options) {
+  LoadOptions opt = options;
+  if (opt.max_value_bytes == 0)  // 40 MiB + 4 x the file's size
+    opt.max_value_bytes = (uint64_t(40) << 20) + std::min<uint64_t>(src.size(), uint64_t(1) << 60) * 4;
   unsigned char magic[4] = {};
   if (src.size() >= 4) src.read(magic, 4, 0, "reading its first bytes");
   if (magic[0] == 'P' && magic[1] == 'K' && ((magic[2] == 3 && magic[3] == 4) || (magic[2] == 5 && magic[3] == 6)))
@@ -620,7 +623,7 @@ struct SavePlan {
             todo.push_back(&k);
             todo.push_back(&x);
           }
-          if (v->node()->attributes.node()) todo.push_back(&v->node()->attributes);
+          if (v->node()->attributes().node()) todo.push_back(&v->node()->attributes());
           break;
         default: break;
       }
