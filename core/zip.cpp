@@ -1,6 +1,7 @@
 #include "core/zip.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -119,6 +120,26 @@ void Source::read(void* dst, uint64_t n, uint64_t offset, const std::string& con
     offset += static_cast<uint64_t>(got);
     n -= static_cast<uint64_t>(got);
   }
+}
+
+std::shared_ptr<const char> Source::view(uint64_t n, uint64_t offset, const std::string& context) const {
+  if (offset > size_ || n > size_ - offset)
+    throw IOError(detail::str(what_, ": ", context, ": ", n, " bytes at offset ", offset,
+                              " run past the end of the file (", size_, " bytes; truncated?)"));
+  if (mem_) return std::shared_ptr<const char>(mem_ + offset, [](const char*) {});
+  if (n > 0) {
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t start = offset / page * page, len = n + (offset - start);
+    void* p = ::mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd_, static_cast<off_t>(start));
+    if (p != MAP_FAILED) {
+      ::madvise(p, len, MADV_SEQUENTIAL);
+      return std::shared_ptr<const char>(static_cast<const char*>(p) + (offset - start),
+                                         [p, len](const char*) { ::munmap(p, len); });
+    }
+  }
+  std::shared_ptr<char> copy(new char[n ? n : 1], std::default_delete<char[]>());
+  read(copy.get(), n, offset, context);
+  return copy;
 }
 
 // ---- reader ---------------------------------------------------------------------------------------
@@ -336,6 +357,15 @@ void Reader::read_into(const Entry& e, void* dst, bool check_crc) const {
   }
   if (check_crc && crc != e.crc32)
     fail(detail::str("entry '", e.name, "' fails its CRC-32 check (the file is corrupt)"));
+}
+
+std::shared_ptr<const char> Reader::view(const Entry& e) const {
+  if (e.method != 0) fail("entry '" + e.name + "' is compressed: it cannot be read in place");
+  return src_.view(e.size, data_offset(e), "reading entry '" + e.name + "'");
+}
+
+void Reader::check_crc(const Entry& e, const void* data) const {
+  if (crc32(data, e.size) != e.crc32) fail(detail::str("entry '", e.name, "' fails its CRC-32 check (the file is corrupt)"));
 }
 
 std::vector<char> Reader::read(const Entry& e, uint64_t max_bytes) const {

@@ -57,6 +57,10 @@ class Source {
   const std::string& what() const { return what_; }
   // Exactly n bytes at `offset`, or IOError "<what>: <context>: ..." (past the end, or a short read).
   void read(void* dst, uint64_t n, uint64_t offset, const std::string& context) const;
+  // The same n bytes without copying them where it can: the memory of an in-memory source, or a
+  // read-only mapping of the file (its pages are read as they are touched, so what is refused
+  // early costs only what was read); a copy when the file cannot be mapped.
+  std::shared_ptr<const char> view(uint64_t n, uint64_t offset, const std::string& context) const;
 
  private:
   int fd_ = -1;
@@ -83,6 +87,10 @@ class Reader {
   std::vector<char> read(const Entry& e, uint64_t max_bytes) const;
   // Where a stored entry's bytes start in the file (after checking its local header).
   uint64_t data_offset(const Entry& e) const;
+  // A stored entry's bytes without copying them (Source::view); its CRC is not checked: check_crc
+  // does that, once they are used (or to tell corruption from another error).
+  std::shared_ptr<const char> view(const Entry& e) const;
+  void check_crc(const Entry& e, const void* data) const;
 
  private:
   void read_directory();

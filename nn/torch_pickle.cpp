@@ -120,19 +120,23 @@ class Machine {
     used_ += n;
     check_memory();
   }
-  void check_memory() {
-    if (used_ + stack_.capacity() * sizeof(Value) > limits_.max_value_bytes)
+  void check_memory(uint64_t more = 0) {
+    if (used_ + stack_.capacity() * sizeof(Value) + more > limits_.max_value_bytes)
       fail(detail::str("the pickle's values take more than ", limits_.max_value_bytes,
-                       " bytes of memory (LoadOptions::max_value_bytes; by default 40 MiB plus 4 times the file's size)"));
+                       " bytes of memory (LoadOptions::max_value_bytes; by default 64 MiB plus twice the file's size)"));
   }
 
   size_t base() const { return marks_.empty() ? 0 : marks_.back(); }
   void push(Value v) {
     if (++pushed_ > limits_.max_objects)
       fail(detail::str("the pickle creates more than ", limits_.max_objects, " values (LoadOptions::max_objects)"));
-    const size_t capacity = stack_.capacity();
+    if (stack_.size() == stack_.capacity()) {
+      // The stack grows by half (not doubling): while it moves, the old and the new one both exist.
+      const size_t grown = std::max<size_t>(64, stack_.capacity() + stack_.capacity() / 2);
+      check_memory(grown * sizeof(Value));
+      stack_.reserve(grown);
+    }
     stack_.push_back(std::move(v));
-    if (stack_.capacity() != capacity) check_memory();
   }
   Value pop() {
     if (stack_.size() <= base()) fail("the pickle pops from an empty stack");

@@ -33,7 +33,7 @@ executed: PyTorch files are read by nabla's restricted unpickler.
 
 Options:
   --max-mb N  what the input's structure may take beyond its tensors' data (its pickled values,
-              its dotted names: by default 40 MB + 4 times its size, and 64 MB + 16 times) and what
+              its dotted names: by default 64 MB + twice its size, and 64 MB + 16 times) and what
               a safetensors output may hold: N MB each
 
 Examples:

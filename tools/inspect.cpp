@@ -45,7 +45,7 @@ Options:
                 null where the table shows "-"
   --values      also print the first values of each tensor
   --max-mb N    what a file's structure may take beyond its tensors' data: N MB for its pickled
-                values and for its dotted names (by default 40 MB + 4 times the file's size for the
+                values and for its dotted names (by default 64 MB + twice the file's size for the
                 values, 64 MB + 16 times for the names: a hostile file of shared subtrees can name
                 far more than it holds)
   -h, --help    this help

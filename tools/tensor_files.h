@@ -36,7 +36,7 @@ struct TensorFile {
 
 // The limits that keep a hostile file from taking more than a small multiple of its size (the
 // tools' --max-mb sets them all to one number of bytes):
-//   the pickle's values      torch_io::LoadOptions::max_value_bytes: 40 MiB + 4 x the file's size
+//   the pickle's values      torch_io::LoadOptions::max_value_bytes: 64 MiB + 2 x the file's size
 //   the dotted names         Value::flatten's max_bytes (names, strings, 64 bytes a leaf, counting
 //                            shared subtrees once per path): 64 MiB + 16 x the file's size
 //   values written out       a safetensors output holds every tensor's values in order, so a view
