@@ -1,7 +1,6 @@
 #include "core/zip.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -127,16 +126,7 @@ std::shared_ptr<const char> Source::view(uint64_t n, uint64_t offset, const std:
     throw IOError(detail::str(what_, ": ", context, ": ", n, " bytes at offset ", offset,
                               " run past the end of the file (", size_, " bytes; truncated?)"));
   if (mem_) return std::shared_ptr<const char>(mem_ + offset, [](const char*) {});
-  if (n > 0) {
-    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    const uint64_t start = offset / page * page, len = n + (offset - start);
-    void* p = ::mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd_, static_cast<off_t>(start));
-    if (p != MAP_FAILED) {
-      ::madvise(p, len, MADV_SEQUENTIAL);
-      return std::shared_ptr<const char>(static_cast<const char*>(p) + (offset - start),
-                                         [p, len](const char*) { ::munmap(p, len); });
-    }
-  }
+  // (Not mapped: a file truncated while mapped would end the process with SIGBUS.)
   std::shared_ptr<char> copy(new char[n ? n : 1], std::default_delete<char[]>());
   read(copy.get(), n, offset, context);
   return copy;

@@ -57,9 +57,8 @@ class Source {
   const std::string& what() const { return what_; }
   // Exactly n bytes at `offset`, or IOError "<what>: <context>: ..." (past the end, or a short read).
   void read(void* dst, uint64_t n, uint64_t offset, const std::string& context) const;
-  // The same n bytes without copying them where it can: the memory of an in-memory source, or a
-  // read-only mapping of the file (its pages are read as they are touched, so what is refused
-  // early costs only what was read); a copy when the file cannot be mapped.
+  // The same n bytes without copying them where it can: the memory of an in-memory source, a copy
+  // of a file's (not a mapping: a file truncated while mapped would end the process with SIGBUS).
   std::shared_ptr<const char> view(uint64_t n, uint64_t offset, const std::string& context) const;
 
  private:

@@ -233,12 +233,12 @@ class Hooks final : public internal::UnpickleHooks {
     const auto& a = pid.items();
     const bool legacy = zip_ == nullptr;
     if (a.empty() || (a[0].kind() != Kind::string && a[0].kind() != Kind::bytes) || a[0].to_string() != "storage")
-      throw Refused("only storages may be persistent ids, got " + printable(pid.repr()));
+      throw Refused("only storages may be persistent ids, got " + printable(pid.repr(200)));
     if (a.size() != (legacy ? 6u : 5u))
       throw Refused(detail::str("a storage's persistent id has ", a.size(), " fields, not ", legacy ? 6 : 5));
     StorageType type{};
     if (a[1].kind() != Kind::global || !storage_class(a[1].global_name(), &type))
-      throw Refused("a storage of unknown type " + printable(a[1].repr()));
+      throw Refused("a storage of unknown type " + printable(a[1].repr(200)));
     std::string key = a[2].kind() == Kind::integer ? std::to_string(a[2].to_int())
                       : a[2].is_string()           ? a[2].to_string()
                                                    : throw Refused("a storage key must be a string");
@@ -462,10 +462,8 @@ Value load_zip(const zip::Source& src, const LoadOptions& opt) {
       throw IOError(what + ": its byteorder record says '" + printable(order) + "', not 'little' or 'big'");
     swap = (order == "big") != (std::endian::native == std::endian::big);
   }
-  // A stored pickle is read in place (mapped: a 10 MB pickle refused at its 300,000th byte costs
-  // what was read of it) and its CRC checked after, or when parsing it fails (corruption is then
-  // what the error says; the values are gone by then, so the two do not add up); a deflated one
-  // is inflated first.
+  // A stored pickle is parsed where it lies (in memory: no copy) and its CRC checked after, or when
+  // parsing fails (corruption is then what the error says); a deflated one is inflated first.
   Hooks hooks(&z, prefix, 0, opt);
   Value root;
   if (pkl->method == 0) {
@@ -520,7 +518,7 @@ Value parse_legacy(const zip::Source& src, const std::vector<char>& head, const 
   // 2. The protocol version.
   Value version = next(plain, "legacy protocol version");
   if (version.kind() != Kind::integer || version.to_int() != 1001)
-    throw bad("unsupported legacy protocol version " + printable(version.repr()) + " (expected 1001)");
+    throw bad("unsupported legacy protocol version " + printable(version.repr(200)) + " (expected 1001)");
   // 3. System info: {'protocol_version': 1001, 'little_endian': True, 'type_sizes': {...}}; the
   // storages are little-endian whatever it says.
   Value info = next(plain, "legacy system info");

@@ -175,10 +175,10 @@ struct LoadOptions {
   int max_depth = 1000;               // nesting of containers (Python's own recursion limit)
   // Memory the pickle's values may take (its lists, dicts, strings, tensor headers, its stack and
   // memo; not the tensors' data, which the file must hold); 0: 64 MiB plus twice the file's size.
-  // A 10 MB pickle of ten million empty dicts would take 1.4 GB (PyTorch: 1.1 GB) and is refused
-  // at 84 MB. Files of tensors need a fraction of their size; pickled Python objects need about 13
-  // times theirs (a list of 100,000 dicts of three strings: 4 MB, 54 MB), so a file of more than
-  // about 5 MB of them needs a larger limit here.
+  // A 10 MB pickle of ten million empty dicts would take 1.4 GB (PyTorch: 1.1 GB); it is refused
+  // once its values pass the 87 MB of its limit. Files of tensors need a fraction of their size;
+  // pickled Python objects about 13 times theirs (a list of 100,000 dicts of three strings: 4 MB
+  // that need 54 MB), so more than about 5 MB of them need a larger limit here.
   uint64_t max_value_bytes = 0;
   // Check each zip record's CRC-32 (about a quarter of the time a warm load of a large file takes
   // on one core; PyTorch's reader skips it). Sizes, offsets and shapes are checked either way.

@@ -218,9 +218,16 @@ class Machine {
   void append(Value& list, Value item) {
     Value::Node& l = mutable_container(list, Kind::list, "APPEND");
     adopt(l, item);
-    const size_t capacity = l.items.capacity();
+    if (l.items.size() == l.items.capacity()) reserve(l, 1);
     l.items.push_back(std::move(item));
-    charge((l.items.capacity() - capacity) * sizeof(Value));
+  }
+  // Room for `more` items in a list (at least half again what it holds), charged before it is taken.
+  void reserve(Value::Node& l, size_t more) {
+    const size_t want = l.items.size() + more;
+    if (want <= l.items.capacity()) return;
+    const size_t grown = std::max(want, l.items.size() + l.items.size() / 2);
+    charge((grown - l.items.capacity()) * sizeof(Value));
+    l.items.reserve(grown);
   }
   // The memo: a vector while the indices come in order (as picklers write them), a map for the
   // others.
@@ -374,7 +381,7 @@ Value Machine::run(size_t* end) {
       case LIST: {
         std::vector<Value> items = pop_mark();
         Value l = make(Kind::list);
-        l.node()->items.reserve(items.size());
+        reserve(*l.node(), items.size());
         for (Value& v : items) append(l, std::move(v));
         push(std::move(l));
         break;
@@ -411,8 +418,7 @@ Value Machine::run(size_t* end) {
       case APPENDS: {
         std::vector<Value> items = pop_mark();
         Value& l = top();
-        if (l.kind() == Kind::list && !l.node()->sealed && l.node()->items.capacity() < l.node()->items.size() + items.size())
-          l.node()->items.reserve(std::max(2 * l.node()->items.size(), l.node()->items.size() + items.size()));
+        if (l.kind() == Kind::list && !l.node()->sealed) reserve(*l.node(), items.size());
         for (Value& v : items) append(l, std::move(v));
         break;
       }

@@ -316,7 +316,20 @@ Checksum checksum(const NamedTensor& t) {
   const uint64_t stored = c.impl()->storage->nbytes / c.element_size();
   if (reads > 2 * stored + (1u << 20)) return out;  // an overlapping view (as_strided): not summed
   const int narrow = (t.dtype == "int8" || t.dtype == "int16") && c.dtype() == kInt32 ? (t.dtype == "int8" ? 1 : 2) : 0;
-  Walk w{static_cast<const unsigned char*>(c.data_ptr()), c.sizes(), c.strides(), c.element_size(), narrow,
+  // Dimensions of size 1 dropped, and neighbours that step as one merged: a contiguous tensor is
+  // one run, summed in one call.
+  Shape sizes, strides;
+  for (int64_t d = 0; d < c.dim(); ++d) {
+    if (c.sizes()[d] == 1) continue;
+    if (!sizes.empty() && strides.back() == c.sizes()[d] * c.strides()[d]) {
+      sizes.back() *= c.sizes()[d];
+      strides.back() = c.strides()[d];
+      continue;
+    }
+    sizes.push_back(c.sizes()[d]);
+    strides.push_back(c.strides()[d]);
+  }
+  Walk w{static_cast<const unsigned char*>(c.data_ptr()), sizes, strides, c.element_size(), narrow,
          narrow ? static_cast<uint64_t>(narrow) : c.element_size()};
   CrcBuilder b;
   w.run(b, 0, 0);
@@ -325,44 +338,7 @@ Checksum checksum(const NamedTensor& t) {
   return out;
 }
 
-TensorFile read_tensor_file(const std::string& path, const Limits& limits) {
-  switch (sniff(path)) {
-    case Kind::torch: return read_torch(path, limits);
-    case Kind::safetensors: {
-      TensorFile f;
-      f.format = "safetensors";
-      f.file_size = file_size_of(path);
-      safetensors::Metadata md;
-      std::vector<safetensors::TensorInfo> infos = safetensors::read_header(path, &md);
-      safetensors::File st = safetensors::load_file(path);
-      for (const auto& info : infos) f.tensors.push_back({info.name, st.tensors[info.name], safetensors_dtype(info.dtype)});
-      f.metadata.assign(md.begin(), md.end());
-      return f;
-    }
-    case Kind::npy: {
-      TensorFile f;
-      f.format = "NumPy .npy";
-      f.file_size = file_size_of(path);
-      Tensor t = load_npy(path);
-      f.tensors.push_back({"", t, dtype_name(t.dtype())});
-      return f;
-    }
-    case Kind::npz: {
-      TensorFile f;
-      zip::Source src(path);
-      zip::Reader z(src);
-      f.format = "NumPy .npz";
-      f.file_size = src.size();
-      for (const zip::Entry& e : z.entries()) {
-        Tensor t = npz_member(z, e);
-        std::string name = ends_with(e.name, ".npy") ? e.name.substr(0, e.name.size() - 4) : e.name;
-        f.tensors.push_back({name, t, dtype_name(t.dtype())});
-      }
-      return f;
-    }
-  }
-  return {};
-}
+namespace {
 
 // Where a view's elements lie in its storage: [first, last] element offsets (empty tensors: none).
 uint64_t stored_elements(const Tensor& t) {
@@ -401,6 +377,47 @@ void check_written_bytes(const TensorFile& file, const Limits& limits) {
   throw ValueError("a safetensors file of these tensors would hold " + std::to_string(total) +
                    " bytes of values, more than the limit of " + std::to_string(limit) +
                    (limits.max_bytes ? " (set by --max-mb)" : " (64 MiB + 4 times the input's size; --max-mb raises it)") + why);
+}
+
+}  // namespace
+
+TensorFile read_tensor_file(const std::string& path, const Limits& limits) {
+  switch (sniff(path)) {
+    case Kind::torch: return read_torch(path, limits);
+    case Kind::safetensors: {
+      TensorFile f;
+      f.format = "safetensors";
+      f.file_size = file_size_of(path);
+      safetensors::Metadata md;
+      std::vector<safetensors::TensorInfo> infos = safetensors::read_header(path, &md);
+      safetensors::File st = safetensors::load_file(path);
+      for (const auto& info : infos) f.tensors.push_back({info.name, st.tensors[info.name], safetensors_dtype(info.dtype)});
+      f.metadata.assign(md.begin(), md.end());
+      return f;
+    }
+    case Kind::npy: {
+      TensorFile f;
+      f.format = "NumPy .npy";
+      f.file_size = file_size_of(path);
+      Tensor t = load_npy(path);
+      f.tensors.push_back({"", t, dtype_name(t.dtype())});
+      return f;
+    }
+    case Kind::npz: {
+      TensorFile f;
+      zip::Source src(path);
+      zip::Reader z(src);
+      f.format = "NumPy .npz";
+      f.file_size = src.size();
+      for (const zip::Entry& e : z.entries()) {
+        Tensor t = npz_member(z, e);
+        std::string name = ends_with(e.name, ".npy") ? e.name.substr(0, e.name.size() - 4) : e.name;
+        f.tensors.push_back({name, t, dtype_name(t.dtype())});
+      }
+      return f;
+    }
+  }
+  return {};
 }
 
 std::vector<std::string> write_tensor_file(const std::string& path, const TensorFile& file, const Limits& limits) {
