@@ -121,6 +121,17 @@ void Source::read(void* dst, uint64_t n, uint64_t offset, const std::string& con
   }
 }
 
+std::shared_ptr<const char> Source::view(uint64_t n, uint64_t offset, const std::string& context) const {
+  if (offset > size_ || n > size_ - offset)
+    throw IOError(detail::str(what_, ": ", context, ": ", n, " bytes at offset ", offset,
+                              " run past the end of the file (", size_, " bytes; truncated?)"));
+  if (mem_) return std::shared_ptr<const char>(mem_ + offset, [](const char*) {});
+  // (Not mapped: a file truncated while mapped would end the process with SIGBUS.)
+  std::shared_ptr<char> copy(new char[n ? n : 1], std::default_delete<char[]>());
+  read(copy.get(), n, offset, context);
+  return copy;
+}
+
 // ---- reader ---------------------------------------------------------------------------------------
 
 Reader::Reader(const Source& source) : src_(source) { read_directory(); }
@@ -241,6 +252,23 @@ void Reader::read_directory() {
     if (!index_.emplace(e.name, entries_.size()).second) fail("duplicate " + quoted);
     entries_.push_back(std::move(e));
   }
+  // Entries may not overlap: each one's header and data end before the next header in the file
+  // (data_offset checks it again with the local header's own lengths). Otherwise records nested in
+  // each other's data, each with a valid CRC, make a 4 MB file read as 1.6 GB.
+  std::vector<size_t> order(entries_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return entries_[a].header_offset < entries_[b].header_offset; });
+  end_limit_.assign(entries_.size(), cd_offset);
+  for (size_t k = 0; k + 1 < order.size(); ++k) {
+    const Entry &a = entries_[order[k]], &b = entries_[order[k + 1]];
+    end_limit_[order[k]] = b.header_offset;
+    if (b.header_offset - a.header_offset < kLocalSize + a.name.size() ||
+        b.header_offset - a.header_offset - kLocalSize - a.name.size() < a.compressed_size)
+      fail(detail::str("entries '", a.name, "' and '", b.name, "' overlap: '", a.name, "' (", a.compressed_size,
+                       " bytes after its header at offset ", a.header_offset, ") reaches into '", b.name,
+                       "' at offset ", b.header_offset, " (entries nested in each other: a zip bomb?)"));
+  }
 }
 
 const Entry* Reader::find(std::string_view name) const {
@@ -254,9 +282,13 @@ uint64_t Reader::data_offset(const Entry& e) const {
   if (u32(h) != kLocalSig) fail("entry '" + e.name + "' has no local header at offset " + num(e.header_offset));
   uint64_t name_len = u16(h + 26), extra_len = u16(h + 28);
   uint64_t start = e.header_offset + kLocalSize + name_len + extra_len;
-  if (start > directory_offset_ || directory_offset_ - start < e.compressed_size)
-    fail(detail::str("entry '", e.name, "': its ", e.compressed_size, " bytes at offset ", start,
-                     " run into the central directory (at ", directory_offset_, ")"));
+  // (e may be a copy of an entry: then it is found by name.)
+  const bool own = &e >= entries_.data() && &e < entries_.data() + entries_.size();
+  const Entry* mine = own ? &e : find(e.name);
+  const uint64_t limit = mine ? end_limit_[static_cast<size_t>(mine - entries_.data())] : directory_offset_;
+  if (start > limit || limit - start < e.compressed_size)
+    fail(detail::str("entry '", e.name, "': its ", e.compressed_size, " bytes at offset ", start, " run into ",
+                     limit == directory_offset_ ? "the central directory" : "the next entry", " (at ", limit, ")"));
   if (name_len != e.name.size()) fail("entry '" + e.name + "': the local header names another file");
   std::string local(name_len, '\0');
   src_.read(local.data(), name_len, e.header_offset + kLocalSize, "reading a local header");
@@ -315,6 +347,15 @@ void Reader::read_into(const Entry& e, void* dst, bool check_crc) const {
   }
   if (check_crc && crc != e.crc32)
     fail(detail::str("entry '", e.name, "' fails its CRC-32 check (the file is corrupt)"));
+}
+
+std::shared_ptr<const char> Reader::view(const Entry& e) const {
+  if (e.method != 0) fail("entry '" + e.name + "' is compressed: it cannot be read in place");
+  return src_.view(e.size, data_offset(e), "reading entry '" + e.name + "'");
+}
+
+void Reader::check_crc(const Entry& e, const void* data) const {
+  if (crc32(data, e.size) != e.crc32) fail(detail::str("entry '", e.name, "' fails its CRC-32 check (the file is corrupt)"));
 }
 
 std::vector<char> Reader::read(const Entry& e, uint64_t max_bytes) const {

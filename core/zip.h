@@ -4,7 +4,8 @@
 // The reader takes the central directory as the truth, as every zip tool does: it finds the end
 // record (and the ZIP64 one when a size, an offset or the count needs 64 bits), checks that the
 // directory, every local header and every entry's data lie inside the file before anything is
-// allocated, refuses encryption, split archives, duplicate names and compression methods other than
+// allocated, refuses encryption, split archives, duplicate names, entries that overlap (each one's
+// header and data must end before the next one's header) and compression methods other than
 // stored (0) and deflate (8), and checks each entry's CRC-32 and exact size as it reads it.
 // Every problem throws IOError naming the file (and the entry).
 //
@@ -56,6 +57,9 @@ class Source {
   const std::string& what() const { return what_; }
   // Exactly n bytes at `offset`, or IOError "<what>: <context>: ..." (past the end, or a short read).
   void read(void* dst, uint64_t n, uint64_t offset, const std::string& context) const;
+  // The same n bytes without copying them where it can: the memory of an in-memory source, a copy
+  // of a file's (not a mapping: a file truncated while mapped would end the process with SIGBUS).
+  std::shared_ptr<const char> view(uint64_t n, uint64_t offset, const std::string& context) const;
 
  private:
   int fd_ = -1;
@@ -82,6 +86,10 @@ class Reader {
   std::vector<char> read(const Entry& e, uint64_t max_bytes) const;
   // Where a stored entry's bytes start in the file (after checking its local header).
   uint64_t data_offset(const Entry& e) const;
+  // A stored entry's bytes without copying them (Source::view); its CRC is not checked: check_crc
+  // does that, once they are used (or to tell corruption from another error).
+  std::shared_ptr<const char> view(const Entry& e) const;
+  void check_crc(const Entry& e, const void* data) const;
 
  private:
   void read_directory();
@@ -90,6 +98,7 @@ class Reader {
   const Source& src_;
   uint64_t directory_offset_ = 0;  // entries' data must end before the central directory
   std::vector<Entry> entries_;
+  std::vector<uint64_t> end_limit_;  // per entry: the next local header's offset (or the directory's)
   std::unordered_map<std::string, size_t> index_;
 };
 

@@ -86,6 +86,14 @@ Tensor read_idx_for(const char* dataset, const std::string& path, uint64_t max_b
   }
 }
 
+IdxInfo read_idx_info_for(const char* dataset, const std::string& path, uint64_t max_bytes) {
+  try {
+    return read_idx_info(path, {.max_bytes = max_bytes});
+  } catch (const IOError& e) {
+    throw IOError(detail::str(dataset, ": ", e.what()));
+  }
+}
+
 }  // namespace
 
 MNIST::MNIST(const std::string& root, Split split, Transform transform)
@@ -102,19 +110,31 @@ MNIST::MNIST(const char* name, std::vector<std::string> classes, const std::stri
   // gzip bomb with a plausible header, cannot make us allocate gigabytes: read_idx's max_bytes
   // bounds the tensor it returns, which is its only large allocation (the data is decompressed
   // straight into it, after checking that the gzip file is large enough to hold it).
-  Tensor images = read_idx_for(name, image_path, uint64_t(1) << 30);
-  Tensor labels = read_idx_for(name, label_path, uint64_t(64) << 20);
+  constexpr uint64_t kMaxImages = uint64_t(1) << 30, kMaxLabels = uint64_t(64) << 20;
   auto bad = [&](const std::string& path, const std::string& what) {
     throw IOError(detail::str(name, ": IDX file '", path, "': ", what));
   };
-  if (images.dtype() != kUInt8) bad(image_path, detail::str("expected u8 pixels (type 0x08), got ", images.dtype()));
-  if (images.dim() != 3) bad(image_path, detail::str("expected 3 dims (images, rows, columns), got ", images.dim(), " ", images.sizes()));
-  if (images.size(0) == 0 || images.size(1) == 0 || images.size(2) == 0)
-    bad(image_path, detail::str("holds no images (dims ", images.sizes(), ")"));
-  if (labels.dtype() != kUInt8) bad(label_path, detail::str("expected u8 labels (type 0x08), got ", labels.dtype()));
-  if (labels.dim() != 1) bad(label_path, detail::str("expected 1 dim (labels), got ", labels.dim(), " ", labels.sizes()));
-  if (labels.size(0) != images.size(0))
-    bad(label_path, detail::str("has ", labels.size(0), " labels but '", image_path, "' has ", images.size(0), " images"));
+  // The two headers first: whether the files agree (types, dims, counts) is known before either is
+  // read (a gzip file declaring a million images next to 10,000 labels was decompressed, 1 GB).
+  const IdxInfo image_info = read_idx_info_for(name, image_path, kMaxImages);
+  const IdxInfo label_info = read_idx_info_for(name, label_path, kMaxLabels);
+  const Shape image_dims(image_info.dims.begin(), image_info.dims.end()), label_dims(label_info.dims.begin(), label_info.dims.end());
+  if (image_info.dtype != kUInt8)
+    bad(image_path, detail::str("expected u8 pixels (type 0x08), got ", image_info.type, " (", image_info.dtype, ")"));
+  if (image_dims.size() != 3)
+    bad(image_path, detail::str("expected 3 dims (images, rows, columns), got ", image_dims.size(), " ", image_dims));
+  if (image_dims[0] == 0 || image_dims[1] == 0 || image_dims[2] == 0)
+    bad(image_path, detail::str("holds no images (dims ", image_dims, ")"));
+  if (label_info.dtype != kUInt8)
+    bad(label_path, detail::str("expected u8 labels (type 0x08), got ", label_info.type, " (", label_info.dtype, ")"));
+  if (label_dims.size() != 1) bad(label_path, detail::str("expected 1 dim (labels), got ", label_dims.size(), " ", label_dims));
+  if (label_dims[0] != image_dims[0])
+    bad(label_path, detail::str("has ", label_dims[0], " labels but '", image_path, "' has ", image_dims[0],
+                                " images (compared from the headers, before reading either)"));
+  Tensor images = read_idx_for(name, image_path, kMaxImages);
+  Tensor labels = read_idx_for(name, label_path, kMaxLabels);
+  if (images.sizes() != image_dims || labels.sizes() != label_dims)  // the files changed in between
+    bad(image_path, detail::str("changed while being read (dims ", image_dims, " then ", images.sizes(), ")"));
   const uint8_t* l = labels.data_ptr<uint8_t>();
   const int64_t num_classes = static_cast<int64_t>(classes_.size());
   for (int64_t i = 0; i < labels.size(0); ++i)

@@ -153,10 +153,20 @@ constexpr uint64_t kMaxDeflateRatio = 1032;
 
 }  // namespace
 
-Tensor read_idx(const std::string& path, const IdxOptions& options) {
-  Source src(path);
-  const std::string kind = src.gzip() ? " (after gzip decompression)" : "";
+namespace {
 
+// The header, checked: everything read_idx knows before it reads the data.
+struct Header {
+  uint8_t code = 0;
+  ElementType type{};
+  std::vector<int64_t> dims;
+  uint64_t data_bytes = 0, out_size = 0;
+  std::string declared;  // "the header declares 60000 x 28 x 28 u8 (47040000 bytes of data)"
+};
+
+Header read_header(Source& src, const std::string& path, const IdxOptions& options) {
+  const std::string kind = src.gzip() ? " (after gzip decompression)" : "";
+  Header h;
   unsigned char magic[4];
   size_t got = src.read(magic, 4);
   if (got < 4) fail(path, "truncated: " + std::to_string(got) + " bytes" + kind + ", but an IDX header needs at least 4");
@@ -166,7 +176,8 @@ Tensor read_idx(const std::string& path, const IdxOptions& options) {
     fail(path, std::string("bad magic number ") + hex + ": an IDX file starts with two zero bytes" +
                    (src.gzip() ? "" : " (or is gzip-compressed)"));
   }
-  ElementType type;
+  h.code = magic[2];
+  ElementType& type = h.type;
   if (!element_type(magic[2], type)) {
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02X", magic[2]);
@@ -183,7 +194,8 @@ Tensor read_idx(const std::string& path, const IdxOptions& options) {
   if (got < header.size())
     fail(path, "truncated inside the header: " + std::to_string(ndim) + " dims need " + std::to_string(header.size()) +
                    " bytes after the magic number, the file has " + std::to_string(got) + kind);
-  std::vector<int64_t> dims(static_cast<size_t>(ndim));
+  std::vector<int64_t>& dims = h.dims;
+  dims.resize(static_cast<size_t>(ndim));
   uint64_t count = 1;
   bool overflow = false;
   for (int d = 0; d < ndim; ++d) {
@@ -192,6 +204,7 @@ Tensor read_idx(const std::string& path, const IdxOptions& options) {
     overflow = overflow || __builtin_mul_overflow(count, uint64_t(v), &count);
   }
   const uint64_t out_size = element_size(type.dtype);  // i8 and i16 are widened to int32
+  h.out_size = out_size;
   uint64_t data_bytes = 0, out_bytes = 0;
   overflow = overflow || __builtin_mul_overflow(count, uint64_t(type.bytes), &data_bytes) ||
              __builtin_mul_overflow(count, out_size, &out_bytes);
@@ -203,8 +216,10 @@ Tensor read_idx(const std::string& path, const IdxOptions& options) {
                    " bytes" + (out_bytes != data_bytes ? " (" + std::to_string(out_bytes) + " as " + dtype_name(type.dtype) + ")" : "") +
                    ", more than the limit of " + std::to_string(options.max_bytes) + " (IdxOptions::max_bytes)");
   const uint64_t header_bytes = 4 + header.size();
-  const std::string declared = "the header declares " + dims_str(dims) + " " + type.name + " (" + std::to_string(data_bytes) +
-                               " bytes of data)";
+  h.data_bytes = data_bytes;
+  h.declared = "the header declares " + dims_str(dims) + " " + type.name + " (" + std::to_string(data_bytes) +
+               " bytes of data)";
+  const std::string& declared = h.declared;
   if (!src.gzip()) {
     // The size is known: check it before allocating anything.
     uint64_t have = src.file_size() - header_bytes;
@@ -216,6 +231,25 @@ Tensor read_idx(const std::string& path, const IdxOptions& options) {
     fail(path, declared + " but a gzip file of " + std::to_string(src.file_size()) + " bytes cannot hold that much (deflate " +
                    "expands data at most " + std::to_string(kMaxDeflateRatio) + " times): corrupt, or a decompression bomb");
   }
+  return h;
+}
+
+}  // namespace
+
+IdxInfo read_idx_info(const std::string& path, const IdxOptions& options) {
+  Source src(path);
+  Header h = read_header(src, path, options);
+  return {h.type.dtype, h.dims, h.type.name};
+}
+
+Tensor read_idx(const std::string& path, const IdxOptions& options) {
+  Source src(path);
+  const Header h = read_header(src, path, options);
+  const std::vector<int64_t>& dims = h.dims;
+  const ElementType& type = h.type;
+  const uint64_t data_bytes = h.data_bytes, out_size = h.out_size;
+  const std::string& declared = h.declared;
+  size_t got = 0;
 
   // The data goes straight into the returned tensor as it is read (plain) or decompressed (gzip),
   // so the peak memory is the tensor itself: types that keep their width are converted in place,
@@ -232,7 +266,7 @@ Tensor read_idx(const std::string& path, const IdxOptions& options) {
     unsigned char* raw = in_place ? dst + filled : buffer.data();
     got = src.read(raw, want);
     const size_t whole = got / elem * elem;
-    convert(raw, magic[2], whole / elem, dst + filled / elem * out_size);
+    convert(raw, h.code, whole / elem, dst + filled / elem * out_size);
     filled += got;
     if (got < want) break;
   }

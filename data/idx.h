@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "../core/tensor.h"
 
@@ -28,6 +29,17 @@ struct IdxOptions {
 // Returns the file's array with its dims: u8 (type 0x08), int32 (0x09 i8, 0x0B i16 and 0x0C i32,
 // widened), float32 (0x0D) or float64 (0x0E).
 Tensor read_idx(const std::string& path, const IdxOptions& options = {});
+
+// The header of an IDX file (what read_idx would return: dtype and dims, and the file's element
+// type, "u8" ...), checked as read_idx checks it, without reading the data: a gzip file is
+// decompressed only as far as its header. For files that must agree before either is read (the
+// images and the labels of MNIST).
+struct IdxInfo {
+  DType dtype;
+  std::vector<int64_t> dims;
+  std::string type;
+};
+IdxInfo read_idx_info(const std::string& path, const IdxOptions& options = {});
 
 // Writes t (u8, int32, float32 or float64; 1 to 255 dims) as an IDX file, gzip-compressed when
 // `gzip` is true. The file is replaced atomically.

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "checkpoint_run.h"
+#include "torch_hostile.h"
 #include "examples/mnist/args.h"
 #include "examples/mnist/models.h"
 #include "nabla.h"
@@ -449,6 +450,23 @@ void image_hostile() {
           {"is not a readable PNG, JPEG or BMP image", "47 49 46 38 39 61"});
 }
 
+// Issue 41: PyTorch files whose values cost far more than their bytes (fuzz/torch_hostile.h). The
+// torch target's other hostile files come from tests/torch_files/make_hostile.py. Full size here
+// where the file stays small (deflated pickles); the stored 1 MB, 4.3 MB and 9.9 MB variants are
+// made by the tests themselves (tests/test_torch_hostile.cpp), which measure time and memory.
+void torch_hostile() {
+  namespace th = nabla_fuzz::torch_hostile;
+  hostile("torch", "billion_laughs.pt", th::billion_laughs(), "ValueError",
+          {"1048576 leaves (counting shared subtrees once per path)", "Value::flatten's max_bytes"});
+  hostile("torch", "deep_shared_key.pt", th::deep_shared_key(990, size_t(1) << 20, true), "ValueError",
+          {"1 leaf (counting shared subtrees once per path)", "Value::flatten's max_bytes"});
+  hostile("torch", "empty_dicts.pt", th::empty_dicts(9'900'000, true), "IOError",
+          {"the pickle's values take more than", "LoadOptions::max_value_bytes"});
+  hostile("torch", "nested_records.pt", th::nested_records(40, 4096), "IOError",
+          {"entries 'archive/data/000' and 'archive/data/001' overlap", "entries nested in each other"});
+  hostile("torch", "zero_stride_view.pt", th::zero_stride_view(), "loads", {});
+}
+
 void mnist_hostile() {
   // Checked in tests/program/test_mnist_program.cpp by running the program (exit code 2: a usage
   // error, 1: a damaged checkpoint). Command lines: issue 19's out-of-range integers.
@@ -500,6 +518,7 @@ int main(int argc, char** argv) {
     idx_hostile();
     image_hostile();
     mnist_hostile();
+    torch_hostile();
   }
   std::printf("%s written to %s\n", mode.c_str(), g_out.c_str());
   return 0;

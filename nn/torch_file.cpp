@@ -233,12 +233,12 @@ class Hooks final : public internal::UnpickleHooks {
     const auto& a = pid.items();
     const bool legacy = zip_ == nullptr;
     if (a.empty() || (a[0].kind() != Kind::string && a[0].kind() != Kind::bytes) || a[0].to_string() != "storage")
-      throw Refused("only storages may be persistent ids, got " + printable(pid.repr()));
+      throw Refused("only storages may be persistent ids, got " + printable(pid.repr(200)));
     if (a.size() != (legacy ? 6u : 5u))
       throw Refused(detail::str("a storage's persistent id has ", a.size(), " fields, not ", legacy ? 6 : 5));
     StorageType type{};
     if (a[1].kind() != Kind::global || !storage_class(a[1].global_name(), &type))
-      throw Refused("a storage of unknown type " + printable(a[1].repr()));
+      throw Refused("a storage of unknown type " + printable(a[1].repr(200)));
     std::string key = a[2].kind() == Kind::integer ? std::to_string(a[2].to_int())
                       : a[2].is_string()           ? a[2].to_string()
                                                    : throw Refused("a storage key must be a string");
@@ -269,13 +269,13 @@ class Hooks final : public internal::UnpickleHooks {
       if (n.sealed) throw Refused("BUILD changes a dict that is already part of another value");
       if (state.node() == obj.node()) throw Refused("a dict's attributes are the dict itself (recursive structures are not supported)");
       state.node()->sealed = true;
-      if (n.attributes.is_none()) {
-        n.attributes = state;
+      if (n.attributes().is_none()) {
+        n.set_attributes(state);
       } else {
         Value merged = Value::dict({}, false);
-        for (const auto& [k, v] : n.attributes.entries()) merged.set(k, v);
+        for (const auto& [k, v] : n.attributes().entries()) merged.set(k, v);
         for (const auto& [k, v] : state.entries()) merged.set(k, v);
-        n.attributes = merged;
+        n.set_attributes(merged);
       }
       n.depth = std::max(n.depth, state.node()->depth + 1);
       n.expanded += state.node()->expanded;
@@ -462,9 +462,26 @@ Value load_zip(const zip::Source& src, const LoadOptions& opt) {
       throw IOError(what + ": its byteorder record says '" + printable(order) + "', not 'little' or 'big'");
     swap = (order == "big") != (std::endian::native == std::endian::big);
   }
-  std::vector<char> bytes = z.read(*pkl, opt.max_pickle_bytes);
+  // A stored pickle is parsed where it lies (in memory: no copy) and its CRC checked after, or when
+  // parsing fails (corruption is then what the error says); a deflated one is inflated first.
   Hooks hooks(&z, prefix, 0, opt);
-  Value root = internal::unpickle(bytes.data(), bytes.size(), hooks, opt, what + ": " + printable(pkl->name));
+  Value root;
+  if (pkl->method == 0) {
+    if (pkl->size > opt.max_pickle_bytes)
+      throw IOError(detail::str(what, ": entry '", printable(pkl->name), "' is ", pkl->size,
+                                " bytes, more than the limit of ", opt.max_pickle_bytes, " (LoadOptions::max_pickle_bytes)"));
+    std::shared_ptr<const char> bytes = z.view(*pkl);
+    try {
+      root = internal::unpickle(bytes.get(), pkl->size, hooks, opt, what + ": " + printable(pkl->name));
+    } catch (...) {
+      z.check_crc(*pkl, bytes.get());
+      throw;
+    }
+    z.check_crc(*pkl, bytes.get());
+  } else {
+    std::vector<char> bytes = z.read(*pkl, opt.max_pickle_bytes);
+    root = internal::unpickle(bytes.data(), bytes.size(), hooks, opt, what + ": " + printable(pkl->name));
+  }
   // The storages, in file order.
   std::vector<Storage*> order;
   for (Storage& s : hooks.storages) order.push_back(&s);
@@ -501,7 +518,7 @@ Value parse_legacy(const zip::Source& src, const std::vector<char>& head, const 
   // 2. The protocol version.
   Value version = next(plain, "legacy protocol version");
   if (version.kind() != Kind::integer || version.to_int() != 1001)
-    throw bad("unsupported legacy protocol version " + printable(version.repr()) + " (expected 1001)");
+    throw bad("unsupported legacy protocol version " + printable(version.repr(200)) + " (expected 1001)");
   // 3. System info: {'protocol_version': 1001, 'little_endian': True, 'type_sizes': {...}}; the
   // storages are little-endian whatever it says.
   Value info = next(plain, "legacy system info");
@@ -554,7 +571,10 @@ Value load_legacy(const zip::Source& src, const LoadOptions& opt) {
   }
 }
 
-Value load_source(const zip::Source& src, const LoadOptions& opt) {
+Value load_source(const zip::Source& src, const LoadOptions& options) {
+  LoadOptions opt = options;
+  if (opt.max_value_bytes == 0)  // 64 MiB + 2 x the file's size
+    opt.max_value_bytes = (uint64_t(64) << 20) + std::min<uint64_t>(src.size(), uint64_t(1) << 60) * 2;
   unsigned char magic[4] = {};
   if (src.size() >= 4) src.read(magic, 4, 0, "reading its first bytes");
   if (magic[0] == 'P' && magic[1] == 'K' && ((magic[2] == 3 && magic[3] == 4) || (magic[2] == 5 && magic[3] == 6)))
@@ -620,7 +640,7 @@ struct SavePlan {
             todo.push_back(&k);
             todo.push_back(&x);
           }
-          if (v->node()->attributes.node()) todo.push_back(&v->node()->attributes);
+          if (v->node()->attributes().node()) todo.push_back(&v->node()->attributes());
           break;
         default: break;
       }

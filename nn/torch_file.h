@@ -138,12 +138,22 @@ class Value {
   // Every tensor under this value by dotted path: dict keys (ints as digits), list and tuple
   // indices, joined with '.' after `prefix`: {'model': {'fc.weight': t}} -> "model.fc.weight".
   // Throws ValueError if two paths collide.
-  nn::StateDict flatten_tensors(const std::string& prefix = "") const;
-  // Every leaf (tensors, numbers, strings, None, empty containers) by dotted path.
-  std::vector<std::pair<std::string, Value>> flatten(const std::string& prefix = "") const;
+  nn::StateDict flatten_tensors(const std::string& prefix = "", uint64_t max_bytes = kMaxFlattenBytes) const;
+  // Every leaf (tensors, numbers, strings, None, empty containers) by dotted path. A subtree that
+  // appears in several places (the same list or dict referenced twice in the file) gives its leaves
+  // once per path, as Python would see them; what that would produce (the names, the strings the
+  // leaves hold and 64 bytes a leaf) is counted first, from the shared structure, and more than
+  // `max_bytes` is a ValueError before anything is built: a few KB of pickle that share subtrees
+  // 20 levels deep name a million leaves by paths of 80 KB each.
+  static constexpr uint64_t kMaxFlattenBytes = uint64_t(256) << 20;
+  std::vector<std::pair<std::string, Value>> flatten(const std::string& prefix = "",
+                                                     uint64_t max_bytes = kMaxFlattenBytes) const;
 
-  // Python's repr for scalars and containers; tensors as tensor(float32, [3, 4]).
+  // Python's repr for scalars and containers; tensors as tensor(float32, [3, 4]). The whole of it:
+  // a value that shares subtrees repeats them, as Python's repr does.
   std::string repr() const;
+  // At most max_chars characters of it, then "..." (for messages).
+  std::string repr(size_t max_chars) const;
 
   // Internals (the unpickler builds values in place).
   const std::shared_ptr<Node>& node() const { return node_; }
@@ -163,6 +173,13 @@ struct LoadOptions {
   uint64_t max_objects = 10'000'000;  // values the pickle may create, counting shared ones as often as they appear
   uint64_t max_memo = 10'000'000;     // memo entries
   int max_depth = 1000;               // nesting of containers (Python's own recursion limit)
+  // Memory the pickle's values may take (its lists, dicts, strings, tensor headers, its stack and
+  // memo; not the tensors' data, which the file must hold); 0: 64 MiB plus twice the file's size.
+  // A 10 MB pickle of ten million empty dicts would take 1.4 GB (PyTorch: 1.1 GB); it is refused
+  // once its values pass the 87 MB of its limit. Files of tensors need a fraction of their size;
+  // pickled Python objects about 13 times theirs (a list of 100,000 dicts of three strings: 4 MB
+  // that need 54 MB), so more than about 5 MB of them need a larger limit here.
+  uint64_t max_value_bytes = 0;
   // Check each zip record's CRC-32 (about a quarter of the time a warm load of a large file takes
   // on one core; PyTorch's reader skips it). Sizes, offsets and shapes are checked either way.
   bool check_crc = true;

@@ -64,6 +64,7 @@ class Machine {
   }
   std::string bytes(uint64_t n) {
     need(n);
+    charge(kNodeBytes + (n > 15 ? n + 1 : 0));  // the string's node and its characters
     std::string s(reinterpret_cast<const char*>(p_ + pos_), static_cast<size_t>(n));
     pos_ += n;
     return s;
@@ -111,10 +112,30 @@ class Machine {
     return static_cast<int64_t>(v);
   }
 
+  // The memory the values take, as they are created (an upper bound: what a pickle discards is
+  // not given back), plus the stack as it is now, against LoadOptions::max_value_bytes.
+  static constexpr uint64_t kNodeBytes = sizeof(Value::Node) + 32;  // with shared_ptr's control block and malloc's header
+  static constexpr uint64_t kTensorBytes = 256, kStorageBytes = 384;  // a TensorImpl (and a StorageImpl)
+  void charge(uint64_t n) {
+    used_ += n;
+    check_memory();
+  }
+  void check_memory(uint64_t more = 0) {
+    if (used_ + stack_.capacity() * sizeof(Value) + more > limits_.max_value_bytes)
+      fail(detail::str("the pickle's values take more than ", limits_.max_value_bytes,
+                       " bytes of memory (LoadOptions::max_value_bytes; by default 64 MiB plus twice the file's size)"));
+  }
+
   size_t base() const { return marks_.empty() ? 0 : marks_.back(); }
   void push(Value v) {
     if (++pushed_ > limits_.max_objects)
       fail(detail::str("the pickle creates more than ", limits_.max_objects, " values (LoadOptions::max_objects)"));
+    if (stack_.size() == stack_.capacity()) {
+      // The stack grows by half (not doubling): while it moves, the old and the new one both exist.
+      const size_t grown = std::max<size_t>(64, stack_.capacity() + stack_.capacity() / 2);
+      check_memory(grown * sizeof(Value));
+      stack_.reserve(grown);
+    }
     stack_.push_back(std::move(v));
   }
   Value pop() {
@@ -136,7 +157,10 @@ class Machine {
     stack_.resize(b);
     return items;
   }
-  Value make(Kind kind) { return Value(kind, std::make_shared<Value::Node>()); }
+  Value make(Kind kind) {
+    charge(kNodeBytes);
+    return Value(kind, std::make_shared<Value::Node>(kind));
+  }
 
   // `child` becomes part of `parent`: it is sealed, and the parent's depth and size follow.
   void adopt(Value::Node& parent, const Value& child) {
@@ -168,38 +192,72 @@ class Machine {
   }
   Value tuple(std::vector<Value> items) {
     Value t = make(Kind::tuple);
+    charge(items.size() * sizeof(Value));
     for (const Value& v : items) adopt(*t.node(), v);
     t.node()->items = std::move(items);
     return t;
   }
   void set_item(Value& dict, Value key, Value value) {
     Value::Node& d = mutable_container(dict, Kind::dict, "SETITEM");
-    std::string id;
+    adopt(d, key);
+    adopt(d, value);
+    // What the entries' vector and the index grow by.
+    const auto bytes = [&] {
+      uint64_t n = d.entries.capacity() * sizeof(std::pair<Value, Value>);
+      if (d.extra) n += sizeof(DictExtra) + 32 + d.extra->hashes.capacity() * 8 + d.extra->slots.capacity() * 4;
+      return n;
+    };
+    const uint64_t before = bytes();
     try {
-      id = key_id(key);
+      dict_set(d, std::move(key), std::move(value));
     } catch (const ValueError& e) {
       fail(e.what());
     }
-    adopt(d, key);
-    adopt(d, value);
-    auto [it, fresh] = d.index.emplace(std::move(id), d.entries.size());
-    if (fresh) d.entries.emplace_back(std::move(key), std::move(value));
-    else d.entries[it->second].second = std::move(value);
+    charge(bytes() - before);
   }
   void append(Value& list, Value item) {
     Value::Node& l = mutable_container(list, Kind::list, "APPEND");
     adopt(l, item);
+    if (l.items.size() == l.items.capacity()) reserve(l, 1);
     l.items.push_back(std::move(item));
   }
+  // Room for `more` items in a list (at least half again what it holds), charged before it is taken.
+  void reserve(Value::Node& l, size_t more) {
+    const size_t want = l.items.size() + more;
+    if (want <= l.items.capacity()) return;
+    const size_t grown = std::max(want, l.items.size() + l.items.size() / 2);
+    charge((grown - l.items.capacity()) * sizeof(Value));
+    l.items.reserve(grown);
+  }
+  // The memo: a vector while the indices come in order (as picklers write them), a map for the
+  // others.
+  size_t memo_size() const { return memo_count_; }
   void memo_put(uint64_t index) {
-    if (memo_.size() >= limits_.max_memo && !memo_.count(index))
+    Value v = top();
+    if (index < memo_.size()) {
+      memo_[index] = std::move(v);
+      return;
+    }
+    if (memo_count_ >= limits_.max_memo && !sparse_.count(index))
       fail(detail::str("the pickle memoizes more than ", limits_.max_memo, " values (LoadOptions::max_memo)"));
-    memo_[index] = top();
+    if (index == memo_.size()) {
+      const size_t capacity = memo_.capacity();
+      memo_.push_back(std::move(v));
+      charge((memo_.capacity() - capacity) * sizeof(Value));
+      ++memo_count_;
+      return;
+    }
+    auto [it, fresh] = sparse_.insert_or_assign(index, std::move(v));
+    if (fresh) {
+      charge(sizeof(Value) + 48);  // a node of the map and its bucket
+      ++memo_count_;
+    }
   }
   void memo_get(uint64_t index) {
-    auto it = memo_.find(index);
-    if (it == memo_.end())
-      fail(detail::str("memo index ", index, " was never stored (", memo_.size(), " entries)"));
+    if (index < memo_.size()) return push(memo_[index]);
+    auto it = sparse_.find(index);
+    if (it == sparse_.end())
+      fail(detail::str("memo index ", index, " was never stored (", memo_size(), " entries)"));
     push(it->second);
   }
   // Runs a hook; what it refuses becomes an error at this opcode.
@@ -217,6 +275,7 @@ class Machine {
   }
   void global(const std::string& module, const std::string& name) {
     push(hook([&] { return hooks_.find_global(module, name); }));
+    charge(kNodeBytes + module.size() + name.size() + 2);
   }
 
   const unsigned char* p_;
@@ -227,8 +286,10 @@ class Machine {
   const std::string& what_;
   std::vector<Value> stack_;
   std::vector<size_t> marks_;
-  std::unordered_map<uint64_t, Value> memo_;
-  uint64_t pushed_ = 0;
+  std::vector<Value> memo_;
+  std::unordered_map<uint64_t, Value> sparse_;
+  size_t memo_count_ = 0;
+  uint64_t pushed_ = 0, used_ = 0;
   bool* ran_out_;
 };
 
@@ -320,6 +381,7 @@ Value Machine::run(size_t* end) {
       case LIST: {
         std::vector<Value> items = pop_mark();
         Value l = make(Kind::list);
+        reserve(*l.node(), items.size());
         for (Value& v : items) append(l, std::move(v));
         push(std::move(l));
         break;
@@ -356,6 +418,7 @@ Value Machine::run(size_t* end) {
       case APPENDS: {
         std::vector<Value> items = pop_mark();
         Value& l = top();
+        if (l.kind() == Kind::list && !l.node()->sealed) reserve(*l.node(), items.size());
         for (Value& v : items) append(l, std::move(v));
         break;
       }
@@ -379,7 +442,7 @@ Value Machine::run(size_t* end) {
       case PUT: memo_put(static_cast<uint64_t>(decimal(line()))); break;
       case BINPUT: memo_put(le(1)); break;
       case LONG_BINPUT: memo_put(le(4)); break;
-      case MEMOIZE: memo_put(memo_.size()); break;
+      case MEMOIZE: memo_put(memo_size()); break;
       case GET: memo_get(static_cast<uint64_t>(decimal(line()))); break;
       case BINGET: memo_get(le(1)); break;
       case LONG_BINGET: memo_get(le(4)); break;
@@ -403,6 +466,7 @@ Value Machine::run(size_t* end) {
         Value callable = pop();
         if (!args.is_tuple()) fail(detail::str("the arguments of a call are a ", kind_name(args.kind()), ", not a tuple"));
         push(hook([&] { return hooks_.call(callable, args, op_ == NEWOBJ); }));
+        charge(kNodeBytes + (stack_.back().is_tensor() ? kTensorBytes : 0));
         break;
       }
       case BUILD: {
@@ -414,6 +478,7 @@ Value Machine::run(size_t* end) {
       case BINPERSID: {
         Value pid = pop();
         push(hook([&] { return hooks_.persistent_load(pid); }));
+        charge(kNodeBytes + kStorageBytes);
         break;
       }
       case PERSID: fail("text persistent ids are not supported (torch.save writes binary ones)");
@@ -431,32 +496,6 @@ Value Machine::run(size_t* end) {
 }
 
 }  // namespace
-
-std::string key_id(const Value& key) {
-  switch (key.kind()) {
-    case Kind::none: return "N";
-    case Kind::boolean:
-    case Kind::integer: return tagged('i', std::to_string(key.to_int()));
-    case Kind::floating: {
-      double d = key.to_double();
-      if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9.2e18)
-        return tagged('i', std::to_string(static_cast<int64_t>(d)));
-      return tagged('f', std::to_string(std::bit_cast<uint64_t>(d)));
-    }
-    case Kind::string: return tagged('s', key.to_string());
-    case Kind::bytes: return tagged('b', key.to_string());
-    case Kind::global: return tagged('g', key.global_name());
-    case Kind::tuple: {
-      std::string s = "t(";
-      for (const Value& v : key.items()) {
-        std::string k = key_id(v);
-        s += std::to_string(k.size()) + ":" + k;
-      }
-      return s + ")";
-    }
-    default: throw ValueError(detail::str("a ", kind_name(key.kind()), " cannot be a dict key"));
-  }
-}
 
 Value unpickle(const char* data, size_t size, UnpickleHooks& hooks, const LoadOptions& limits, const std::string& what,
                size_t* end, bool* ran_out) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -21,24 +22,76 @@
 
 namespace nabla::torch_io {
 
+namespace internal {
+// What only some dicts need: open addressing over the entries of one with more than kLinearKeys of
+// them (slots hold entry position + 1, 0: empty; hashes the hash of each entry's key), and the
+// attributes of an OrderedDict.
+struct DictExtra {
+  std::vector<uint64_t> hashes;
+  std::vector<uint32_t> slots;  // empty, or a power of two at most half full
+  Value attributes;             // BUILD state of an OrderedDict (a state dict's _metadata)
+};
+}  // namespace internal
+
+// One Python object: what a Value of the same kind points to. Its payload depends on the kind (a
+// union, so that the ten million containers a pickle may hold take 96 bytes each, not 200).
 struct Value::Node {
-  std::string str;  // strings, bytes, global names
-  // tensors
-  Tensor tensor;
-  StorageType storage_type = StorageType::float32;
+  explicit Node(Kind k) : kind(k) {
+    switch (k) {
+      case Kind::string:
+      case Kind::bytes:
+      case Kind::global: new (&str) std::string(); break;
+      case Kind::list:
+      case Kind::tuple: new (&items) std::vector<Value>(); break;
+      case Kind::dict: new (&entries) std::vector<std::pair<Value, Value>>(); break;
+      case Kind::tensor: new (&tensor) Tensor(); break;
+      default: throw ValueError("torch_io::Value: a node for a value that has none");
+    }
+  }
+  ~Node() {
+    switch (kind) {
+      case Kind::string:
+      case Kind::bytes:
+      case Kind::global: str.~basic_string(); break;
+      case Kind::list:
+      case Kind::tuple: items.~vector(); break;
+      case Kind::dict: entries.~vector(); break;
+      case Kind::tensor: tensor.~Tensor(); break;
+      default: break;
+    }
+  }
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  const Kind kind;
+  union {
+    std::string str;                                // strings, bytes, global names
+    std::vector<Value> items;                       // lists and tuples
+    // dicts: the entries in insertion order, found through extra's table once there are more than
+    // internal::kLinearKeys (smaller dicts are searched in order). Keys are compared as Python does
+    // (1 == 1.0 == True) without copying them: one long key shared by many dicts costs its bytes once.
+    std::vector<std::pair<Value, Value>> entries;
+    Tensor tensor;                                  // tensors
+  };
+  std::unique_ptr<internal::DictExtra> extra;  // dicts
+  // Bookkeeping of the unpickler (and checks of the pickler).
+  uint64_t expanded = 1;  // values in the tree below, counting shared ones each time
+  uint64_t hash = 0;      // of a string, bytes, global or tuple used as a dict key (0: not computed yet)
+  uint32_t depth = 1;     // 1 + the depth of the deepest child
+  StorageType storage_type = StorageType::float32;  // tensors
   bool parameter = false;
   bool is_storage = false;  // a storage from a persistent id (an argument of the rebuild functions)
-  // lists and tuples
-  std::vector<Value> items;
-  // dicts
-  std::vector<std::pair<Value, Value>> entries;
-  std::unordered_map<std::string, size_t> index;  // key_id(key) -> position in entries
-  bool ordered = false;
-  Value attributes;  // BUILD state of an OrderedDict
-  // Bookkeeping of the unpickler (and checks of the pickler).
-  uint32_t depth = 1;      // 1 + the depth of the deepest child
-  uint64_t expanded = 1;   // values in the tree below, counting shared ones each time
-  bool sealed = false;     // placed inside another value: may not change any more
+  bool ordered = false;     // dicts: an OrderedDict
+  bool sealed = false;      // placed inside another value: may not change any more
+
+  const Value& attributes() const {
+    static const Value none;
+    return extra ? extra->attributes : none;
+  }
+  void set_attributes(Value v) {
+    if (!extra) extra = std::make_unique<internal::DictExtra>();
+    extra->attributes = std::move(v);
+  }
 };
 
 namespace internal {
@@ -50,9 +103,40 @@ inline std::string tagged(char tag, std::string_view s) {
   return out;
 }
 
-// A hashable identity of a dict key (Python's equality: 1 == 1.0 == True); throws ValueError for
-// values that cannot be keys.
-std::string key_id(const Value& key);
+// ---- dict keys ----
+// Dicts of up to kLinearKeys entries are searched in order; larger ones through DictExtra's table.
+inline constexpr size_t kLinearKeys = 8;
+// A tuple used as a dict key may hold at most this many values (nested ones and shared ones counted
+// each time): hashing and comparing it walks them all.
+inline constexpr uint64_t kMaxKeyValues = 4096;
+inline constexpr uint64_t kMaxKeyBytes = 65536;  // of strings in such a tuple
+
+// Python's hash and equality of dict keys (None, bools, numbers, str, bytes, globals, tuples of
+// them; 1 == 1.0 == True). key_hash throws ValueError for values that cannot be keys (lists, dicts,
+// tensors, tuples of more than kMaxKeyValues values); it caches the hash in the key's node.
+uint64_t key_hash(const Value& key);
+bool key_equal(const Value& a, const Value& b);
+uint64_t string_key_hash(Kind kind, std::string_view s);  // of a str, bytes or global key
+uint64_t int_key_hash(int64_t v);
+// Sets dict[key] = value (replacing the value of an equal key in place): the one way entries are
+// added, by Value::set and by the unpickler. Returns whether the key was new.
+bool dict_set(Value::Node& dict, Value key, Value value);
+// The value of the key that `eq` accepts, whose key_hash is `h`; nullptr when there is none.
+template <class Eq>
+const Value* dict_find(const Value::Node& d, uint64_t h, Eq&& eq) {
+  if (!d.extra || d.extra->slots.empty()) {
+    for (const auto& [k, x] : d.entries)
+      if (eq(k)) return &x;
+    return nullptr;
+  }
+  const DictExtra& ix = *d.extra;
+  const size_t mask = ix.slots.size() - 1;
+  for (size_t s = h & mask; ix.slots[s] != 0; s = (s + 1) & mask) {
+    const uint32_t pos = ix.slots[s] - 1;
+    if (ix.hashes[pos] == h && eq(d.entries[pos].first)) return &d.entries[pos].second;
+  }
+  return nullptr;
+}
 
 // What hooks throw to refuse something; the unpickler turns it into an IOError naming the file and
 // the byte where the pickle asked for it.

@@ -279,6 +279,78 @@ TEST(DataMNIST, RejectsBadFiles) {
   expect_io_error([&] { data::MNIST m(dir / "dims"); }, {"MNIST: IDX file", "overflow"});
 }
 
+// Issue 41: an images file whose header declares 1,048,576 images (a valid gzip file of 822 MB of
+// zeros, 0.9 MB) next to a labels file of 10,000 was decompressed before the counts were compared.
+// The headers are compared first: the error comes at once, in a child whose peak memory is measured.
+TEST(DataMNIST, ComparesTheHeadersBeforeReadingEither) {
+  TempDir dir;
+  const std::string images = dir / "train-images-idx3-ubyte.gz";
+  {
+    // Gzip members one after another (zlib reads them as one stream): the header, then 256 KB of
+    // zeros at a time, the same member each time.
+    auto member = [](const std::vector<uint8_t>& plain) {
+      z_stream zs{};
+      deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+      std::vector<uint8_t> out(deflateBound(&zs, static_cast<uLong>(plain.size())) + 64);
+      zs.next_in = const_cast<Bytef*>(plain.data());
+      zs.avail_in = static_cast<uInt>(plain.size());
+      zs.next_out = out.data();
+      zs.avail_out = static_cast<uInt>(out.size());
+      deflate(&zs, Z_FINISH);
+      out.resize(zs.total_out);
+      deflateEnd(&zs);
+      return out;
+    };
+    std::vector<uint8_t> file = member(idx_bytes(0x08, {1048576, 28, 28}, {}));
+    const std::vector<uint8_t> zeros = member(std::vector<uint8_t>(256 << 10, 0));
+    for (uint64_t done = 0; done < uint64_t(1048576) * 28 * 28; done += 256 << 10) file.insert(file.end(), zeros.begin(), zeros.end());
+    write_bytes(images, file);
+  }
+  write_bytes(dir / "train-labels-idx1-ubyte", idx_bytes(0x08, {10000}, std::vector<uint8_t>(10000, 3)));
+  EXPECT_GT(std::filesystem::file_size(images), uint64_t(1048576) * 28 * 28 / 1032) << "a file that can hold what it declares";
+  const data::IdxInfo info = data::read_idx_info(images);
+  EXPECT_EQ(info.dims, (std::vector<int64_t>{1048576, 28, 28}));
+  EXPECT_EQ(info.dtype, kUInt8);
+  EXPECT_EQ(info.type, "u8");
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::ifstream statm("/proc/self/statm");
+    long size = 0, resident = 0;
+    statm >> size >> resident;
+    const double before_mb = static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / 1048576.0;
+    const auto t0 = std::chrono::steady_clock::now();
+    int code = 0;
+    try {
+      data::MNIST m(dir.str());
+      code = 2;
+    } catch (const IOError& e) {
+      const std::string msg = e.what();
+      code = msg.find("has 10000 labels but '" + images + "' has 1048576 images (compared from the headers") != std::string::npos ? 0 : 3;
+      if (code) std::printf("message: %s\n", msg.c_str());
+    }
+    rusage ru{};
+    ::getrusage(RUSAGE_SELF, &ru);
+    const double peak_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
+    std::printf("MNIST with 1,048,576 images declared and 10,000 labels: an error in %.1f ms, peak memory +%.1f MB\n",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), peak_mb - before_mb);
+    std::fflush(stdout);
+#ifdef NABLA_ASAN
+    const bool measured = false;  // AddressSanitizer's allocator changes resident memory
+#else
+    const bool measured = true;
+#endif
+    ::_exit(code ? code : peak_mb - before_mb < 100 || !measured ? 0 : 4);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 2) << "loaded";
+  EXPECT_NE(WEXITSTATUS(status), 3) << "not the error of the counts";
+  EXPECT_NE(WEXITSTATUS(status), 4) << "the peak memory was over 100 MB";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 TEST(DataMNIST, RealFilesWhenPresent) {
   std::string root = repo_data_dir("NABLA_MNIST_DIR", "mnist");
   if (!std::filesystem::exists(root + "/train-images-idx3-ubyte") && !std::filesystem::exists(root + "/train-images-idx3-ubyte.gz"))

@@ -1,16 +1,15 @@
 // nabla-inspect: lists the tensors of a checkpoint (PyTorch, safetensors, NumPy) with their dtype,
 // shape, size and a checksum, and the other values a checkpoint holds. See --help.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/zip.h"
 #include "tensor_files.h"
 
 namespace {
 
-const char* kHelp = R"(usage: nabla-inspect [--json] [--values] FILE
+const char* kHelp = R"(usage: nabla-inspect [--json] [--values] [--max-mb N] FILE
 
 Lists the tensors in a file of weights: each tensor's name, dtype, shape, size in bytes and a
 CRC-32 checksum of its values, then the other values the file holds (an epoch, a learning rate, the
@@ -31,13 +30,25 @@ Columns:
   shape    [dim0, dim1, ...]; [] for a single number
   bytes    the size of its values in the file's dtype
   crc32    a checksum of its values in order (little-endian, the file's dtype): equal for equal
-           tensors whatever the file format or layout, so two files can be compared by eye or diff
+           tensors whatever the file format or layout, so two files can be compared by eye or diff.
+           Views are summed as they are, without copying: an expanded tensor (stride 0, as
+           torch.zeros(1).expand(10**9) saves) costs nothing; "-" for a view that overlaps itself
+           otherwise (as_strided) and would read more than twice its storage
+
+Names and values are printed with terminal control characters, invalid UTF-8 and bidirectional
+overrides escaped (\x1b, \xff, \u202e), and a backslash in a name as \\.
 
 Options:
-  --json      one JSON object instead of the table ({"format", "tensors": [{name, dtype, shape,
-              bytes, crc32}], "others": {name: value}, "metadata": {...}})
-  --values    also print the first values of each tensor
-  -h, --help  this help
+  --json        one JSON object instead of the table ({"format", "tensors": [{name, dtype, shape,
+                bytes, crc32}], "others": {name: value}, "metadata": {...}}); text that is not
+                valid UTF-8 shows its invalid bytes as U+FFFD (a note on stderr says so), crc32 is
+                null where the table shows "-"
+  --values      also print the first values of each tensor
+  --max-mb N    what a file's structure may take beyond its tensors' data: N MB for its pickled
+                values and for its dotted names (by default 64 MB + twice the file's size for the
+                values, 64 MB + 16 times for the names: a hostile file of shared subtrees can name
+                far more than it holds)
+  -h, --help    this help
 
 Examples:
   nabla-inspect resnet18.pth
@@ -70,22 +81,34 @@ std::string human_bytes(uint64_t n) {
 
 std::string first_values(const nabla::Tensor& t) {
   using namespace nabla;
-  Tensor f = t.detach().to(kCPU).flatten();
-  int64_t n = std::min<int64_t>(f.numel(), 6);
+  // The first elements in order, without flattening (which would copy an expanded view whole).
+  Tensor c = t.detach().to(kCPU);
+  const int64_t n = std::min<int64_t>(c.numel(), 6);
   std::string s;
   for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> index(static_cast<size_t>(c.dim()));
+    for (int64_t d = c.dim(), rest = i; d-- > 0;) {
+      index[static_cast<size_t>(d)] = rest % c.sizes()[d];
+      rest /= c.sizes()[d];
+    }
+    Tensor x = c;
+    for (int64_t d = 0; d < c.dim(); ++d) x = x.select(0, index[static_cast<size_t>(d)]);
     char buf[40];
-    if (f.is_floating_point()) std::snprintf(buf, sizeof(buf), "%.6g", f[i].item<double>());
-    else std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(f[i].item<int64_t>()));
+    if (x.is_floating_point()) std::snprintf(buf, sizeof(buf), "%.6g", x.item<double>());
+    else std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(x.item<int64_t>()));
     s += (i ? ", " : "") + std::string(buf);
   }
-  return s + (f.numel() > n ? ", ..." : "");
+  return s + (c.numel() > n ? ", ..." : "");
 }
+
+// Writes `s` to stdout.
+void put(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   bool as_json = false, values = false;
+  nabla_tools::Limits limits;
   std::string path;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -95,12 +118,22 @@ int main(int argc, char** argv) {
     }
     if (a == "--json") as_json = true;
     else if (a == "--values") values = true;
-    else if (a.size() > 1 && a[0] == '-') {
-      std::fprintf(stderr, "nabla-inspect: unknown option '%s' (try --help)\n", a.c_str());
+    else if (a == "--max-mb") {
+      char* end = nullptr;
+      const double mb = i + 1 < argc ? std::strtod(argv[i + 1], &end) : 0;
+      if (i + 1 >= argc || *end != '\0' || !(mb >= 1 && mb <= 1e9)) {
+        std::fprintf(stderr, "nabla-inspect: --max-mb expects a number of MB from 1 to 1e9 (try --help)\n");
+        return 2;
+      }
+      limits.max_bytes = static_cast<uint64_t>(mb * 1048576.0);
+      ++i;
+    } else if (a.size() > 1 && a[0] == '-') {
+      std::fprintf(stderr, "nabla-inspect: unknown option '%s' (try --help)\n", nabla_tools::terminal_safe(a).c_str());
       return 2;
     } else if (path.empty()) path = a;
     else {
-      std::fprintf(stderr, "nabla-inspect: one file at a time (got '%s' and '%s')\n", path.c_str(), a.c_str());
+      std::fprintf(stderr, "nabla-inspect: one file at a time (got '%s' and '%s')\n", nabla_tools::terminal_safe(path).c_str(),
+                   nabla_tools::terminal_safe(a).c_str());
       return 2;
     }
   }
@@ -108,71 +141,102 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nabla-inspect: no file given\nusage: nabla-inspect [--json] [--values] FILE (try --help)\n");
     return 2;
   }
+  using nabla_tools::terminal_safe;
   try {
-    nabla_tools::TensorFile f = nabla_tools::read_tensor_file(path);
+    nabla_tools::TensorFile f = nabla_tools::read_tensor_file(path, limits);
     uint64_t total_bytes = 0, total_numel = 0;
-    struct Row {
-      std::string name, dtype, shape, bytes, crc, values;
-    };
-    std::vector<Row> rows;
-    nlohmann::ordered_json j;
-    j["file"] = path;
-    j["format"] = f.format;
-    j["tensors"] = nlohmann::ordered_json::array();
+    std::vector<nabla_tools::Checksum> sums;
+    sums.reserve(f.tensors.size());
     for (const auto& t : f.tensors) {
-      std::vector<unsigned char> b = nabla_tools::file_bytes(t);
-      char crc[16];
-      std::snprintf(crc, sizeof(crc), "%08x", nabla::zip::crc32(b.data(), b.size()));
-      total_bytes += b.size();
+      sums.push_back(nabla_tools::checksum(t));
+      total_bytes += sums.back().bytes;
       total_numel += static_cast<uint64_t>(t.tensor.numel());
-      rows.push_back({t.name.empty() ? "(array)" : t.name, t.dtype, shape_str(t.tensor), std::to_string(b.size()), crc,
-                      values ? first_values(t.tensor) : ""});
-      nlohmann::ordered_json e;
-      e["name"] = t.name;
-      e["dtype"] = t.dtype;
-      e["shape"] = std::vector<int64_t>(t.tensor.sizes().begin(), t.tensor.sizes().end());
-      e["bytes"] = b.size();
-      e["crc32"] = crc;
-      j["tensors"].push_back(e);
     }
-    j["others"] = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : f.others) j["others"][k] = v;
-    j["metadata"] = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : f.metadata) j["metadata"][k] = v;
+    auto crc_text = [&](size_t i) {
+      if (!sums[i].computed) return std::string("-");
+      char crc[16];
+      std::snprintf(crc, sizeof(crc), "%08x", sums[i].crc);
+      return std::string(crc);
+    };
     if (as_json) {
-      std::printf("%s\n", j.dump(1).c_str());
+      // Written as it goes (a file may hold a million values; an ordered JSON object inserts in
+      // linear time, which made 100,000 of them take seconds).
+      bool replaced = false;
+      std::string out = "{\n \"file\": ";
+      nabla_tools::append_json_string(out, path, &replaced);
+      out += ",\n \"format\": ";
+      nabla_tools::append_json_string(out, f.format, &replaced);
+      out += ",\n \"tensors\": [";
+      for (size_t i = 0; i < f.tensors.size(); ++i) {
+        const auto& t = f.tensors[i];
+        out += i ? ",\n  {\"name\": " : "\n  {\"name\": ";
+        nabla_tools::append_json_string(out, t.name, &replaced);
+        out += ", \"dtype\": ";
+        nabla_tools::append_json_string(out, t.dtype, &replaced);
+        out += ", \"shape\": " + shape_str(t.tensor) + ", \"bytes\": " + std::to_string(sums[i].bytes) + ", \"crc32\": ";
+        out += sums[i].computed ? "\"" + crc_text(i) + "\"" : "null";
+        out += "}";
+        if (out.size() > (1 << 20)) put(out), out.clear();
+      }
+      out += f.tensors.empty() ? "],\n \"others\": {" : "\n ],\n \"others\": {";
+      auto object = [&](const std::vector<std::pair<std::string, std::string>>& kv) {
+        for (size_t i = 0; i < kv.size(); ++i) {
+          out += i ? ",\n  " : "\n  ";
+          nabla_tools::append_json_string(out, kv[i].first, &replaced);
+          out += ": ";
+          nabla_tools::append_json_string(out, kv[i].second, &replaced);
+          if (out.size() > (1 << 20)) put(out), out.clear();
+        }
+        out += kv.empty() ? "}" : "\n }";
+      };
+      object(f.others);
+      out += ",\n \"metadata\": {";
+      object(f.metadata);
+      out += "\n}\n";
+      put(out);
+      if (replaced)
+        std::fprintf(stderr, "nabla-inspect: note: some names or values are not valid UTF-8; the JSON shows their invalid "
+                             "bytes as U+FFFD\n");
       return 0;
     }
-    std::printf("%s: %s, %zu tensor%s, %s elements, %s\n", path.c_str(), f.format.c_str(), f.tensors.size(),
+    std::printf("%s: %s, %zu tensor%s, %s elements, %s\n", terminal_safe(path).c_str(), f.format.c_str(), f.tensors.size(),
                 f.tensors.size() == 1 ? "" : "s", with_commas(total_numel).c_str(), human_bytes(total_bytes).c_str());
-    size_t w[5] = {4, 5, 5, 5, 5};
-    for (const Row& r : rows) {
-      w[0] = std::max(w[0], r.name.size());
-      w[1] = std::max(w[1], r.dtype.size());
-      w[2] = std::max(w[2], r.shape.size());
-      w[3] = std::max(w[3], r.bytes.size());
+    std::vector<std::string> names;
+    names.reserve(f.tensors.size());
+    size_t w[4] = {4, 5, 5, 5};
+    for (size_t i = 0; i < f.tensors.size(); ++i) {
+      const auto& t = f.tensors[i];
+      names.push_back(t.name.empty() ? "(array)" : terminal_safe(t.name));
+      w[0] = std::max(w[0], names.back().size());
+      w[1] = std::max(w[1], t.dtype.size());
+      w[2] = std::max(w[2], shape_str(t.tensor).size());
+      w[3] = std::max(w[3], std::to_string(sums[i].bytes).size());
     }
-    if (!rows.empty()) {
+    if (!f.tensors.empty()) {
       std::printf("%-*s  %-*s  %-*s  %*s  %s\n", int(w[0]), "name", int(w[1]), "dtype", int(w[2]), "shape", int(w[3]),
                   "bytes", "crc32");
-      for (const Row& r : rows) {
-        std::printf("%-*s  %-*s  %-*s  %*s  %s", int(w[0]), r.name.c_str(), int(w[1]), r.dtype.c_str(), int(w[2]),
-                    r.shape.c_str(), int(w[3]), r.bytes.c_str(), r.crc.c_str());
-        if (values) std::printf("  %s", r.values.c_str());
+      for (size_t i = 0; i < f.tensors.size(); ++i) {
+        const auto& t = f.tensors[i];
+        std::printf("%-*s  %-*s  %-*s  %*s  %s", int(w[0]), names[i].c_str(), int(w[1]), terminal_safe(t.dtype).c_str(),
+                    int(w[2]), shape_str(t.tensor).c_str(), int(w[3]), std::to_string(sums[i].bytes).c_str(),
+                    crc_text(i).c_str());
+        if (values) std::printf("  %s", first_values(t.tensor).c_str());
         std::printf("\n");
       }
     }
     if (!f.others.empty()) {
       std::printf("other values:\n");
-      for (const auto& [k, v] : f.others) std::printf("  %s = %s\n", k.empty() ? "(the file)" : k.c_str(), v.c_str());
+      for (const auto& [k, v] : f.others)
+        std::printf("  %s = %s\n", k.empty() ? "(the file)" : terminal_safe(k).c_str(), terminal_safe(v, false).c_str());
     }
     if (!f.metadata.empty()) {
       std::printf("metadata:\n");
-      for (const auto& [k, v] : f.metadata) std::printf("  %s = %s\n", k.c_str(), v.c_str());
+      for (const auto& [k, v] : f.metadata)
+        std::printf("  %s = %s\n", terminal_safe(k).c_str(), terminal_safe(v, false).c_str());
     }
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "nabla-inspect: error: %s\n", e.what());
+    std::fprintf(stderr, "nabla-inspect: error: %s\n", terminal_safe(e.what(), false).c_str());
     return 1;
   }
 }

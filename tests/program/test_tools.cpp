@@ -74,7 +74,7 @@ TEST_F(Tools, HelpExplainsUsage) {
   EXPECT_EQ(b.code, 0);
   EXPECT_NE(a.out.find("usage: nabla-inspect"), std::string::npos);
   EXPECT_NE(a.out.find("crc32"), std::string::npos);
-  EXPECT_NE(b.out.find("usage: nabla-convert IN OUT"), std::string::npos);
+  EXPECT_NE(b.out.find("usage: nabla-convert [--max-mb N] IN OUT"), std::string::npos);
   EXPECT_NE(b.out.find(".safetensors"), std::string::npos);
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes tests/hostile/torch/: PyTorch files that must give a clear error (or load, for the two
 valid ones that check this script's own file builder), each FILE with FILE.expect in the format of
-tests/hostile/README.md:
+tests/hostile/README.md (the files of issue 41, shared subtrees, nested zip records, expanded views,
+come from fuzz/torch_hostile.h through fuzz_make_corpus instead):
 
     error IOError               <- or "loads"
     refusing GLOBAL posix.system  <- one line per text the message must contain
@@ -192,7 +193,11 @@ def cases():
         ["error IOError", "only storages may be persistent ids"])
 
     # The pickle machine.
+    # A million lists on the stack take more memory than a 2 KB file may (issue 41); 1001 nested
+    # ones are deeper than a file may nest.
     add("deep_lists.pt", torch_archive(PROTO + b"]" * 10**6 + b"a" * (10**6 - 1) + b".", deflate_pkl=True),
+        ["error IOError", "the pickle's values take more than", "LoadOptions::max_value_bytes"])
+    add("nested_1001_lists.pt", torch_archive(PROTO + b"]" * 1001 + b"a" * 1000 + b".", deflate_pkl=True),
         ["error IOError", "nested more than 1000 levels deep"])
     add("deep_marks.pt", torch_archive(PROTO + b"(" * 10**6 + b".", deflate_pkl=True),
         ["error IOError", "MARKs nested more than 1000 levels deep"])
@@ -211,9 +216,11 @@ def cases():
 def main():
     warnings.simplefilter("ignore")  # zipfile warns about the duplicate name it is asked to write
     os.makedirs(OUT, exist_ok=True)
-    for old in os.listdir(OUT):
-        if old.endswith(".pt") or old.endswith(".pt.expect"):
-            os.remove(os.path.join(OUT, old))
+    # (Only its own files: fuzz/make_corpus.cpp writes the hostile files of issue 41 here too.)
+    for name in cases():
+        for old in (name, name + ".expect"):
+            if os.path.exists(os.path.join(OUT, old)):
+                os.remove(os.path.join(OUT, old))
     total = 0
     for name, (data, expect) in sorted(cases().items()):
         with open(os.path.join(OUT, name), "wb") as f:
