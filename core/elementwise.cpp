@@ -148,7 +148,7 @@ enum class UnaryKind { floating, same, predicate };
 enum class OnBool { reject, keep, int64 };
 
 // What a float op does with an integer or bool input (the last column of NABLA_UNARY_FLOAT_OPS).
-enum class OnInt { promote, reject };
+enum class OnInt { promote, reject, ints };
 
 Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryKind kind, double p0 = 0, double p1 = 0,
                     OnInt on_int = OnInt::promote) {
@@ -158,8 +158,9 @@ Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryKind kind, double p0 = 0, 
   check<ValueError>(x.defined(), name, ": input tensor is undefined");
   DType dt = x.dtype();
   if (kind == UnaryKind::floating && !is_floating(dt)) {
-    check<DTypeError>(on_int == OnInt::promote, name, ": defined for floating tensors only, got ", dt,
-                      " (convert with .to(kFloat32) first)");
+    check<DTypeError>(on_int == OnInt::promote || (on_int == OnInt::ints && dt != DType::boolean), name,
+                      on_int == OnInt::ints ? ": not defined for bool tensors, got " : ": defined for floating tensors only, got ",
+                      dt, " (convert with .to(kFloat32) first)");
     dt = DType::f32;
   }
   if (kind == UnaryKind::same && dt == DType::boolean)

@@ -20,8 +20,9 @@
 #include <cstdint>
 
 // Float-valued unary ops. The last column says what integer and bool inputs do, as in PyTorch:
-// `promote` (computed in float32: exp, sin, sigmoid, ...) or `reject` (an error: the activation
-// functions, which PyTorch defines for floating dtypes only).
+// `promote` (computed in float32: exp, sin, sigmoid, ...), `ints` (integers in float32, bools an
+// error: softsign, whose PyTorch form takes abs, which has no bool form) or `reject` (an error: the
+// activation functions, which PyTorch defines for floating dtypes only).
 // X(name, forward, saves, backward, integer input, onnx)
 #define NABLA_UNARY_FLOAT_OPS(X)                                                                          \
   X(exp, (exp(x)), y, (g * y), promote, to_onnx("Exp"))                                                                   \
@@ -65,6 +66,8 @@
     (where(logical_and(x > -3, x < 3), g / 6, zeros_like(g))), reject, to_onnx())                                    \
   X(hardswish, (x * scalar::min(scalar::max(x + T(3), T(0)), T(6)) / T(6)), x,                            \
     (g * where(x < -3, zeros_like(x), where(x > 3, ones_like(x), x / 3 + 0.5))), reject, to_onnx())                  \
+  X(softsign, (x / (T(1) + scalar::abs(x))), x, (g / (abs(x) + 1) - g * abs(x) / ((abs(x) + 1) * (abs(x) + 1))), ints, \
+    to_onnx("Softsign"))                                                                                            \
   X(frac, (x - scalar::trunc(x)), none, (g), reject, to_onnx())
 
 // Ops that keep the input's dtype. The last column says what a bool input does, as in PyTorch:

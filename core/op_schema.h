@@ -243,7 +243,6 @@ constexpr OnnxRule no_onnx(const char* reason) { return {OnnxRule::none, nullptr
   X(cosine_similarity, NoAttrs, fn, parts())                                                                \
   X(pairwise_distance, NoAttrs, fn, parts())                                                                \
   X(celu, NoAttrs, fn, parts())                                                                             \
-  X(softsign, NoAttrs, fn, parts())                                                                         \
   X(tanhshrink, NoAttrs, fn, parts())                                                                       \
   X(threshold, NoAttrs, fn, parts())                                                                        \
   X(glu, NoAttrs, fn, parts())                                                                              \

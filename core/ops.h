@@ -171,6 +171,7 @@ Tensor selu(const Tensor& x);
 Tensor hardtanh(const Tensor& x, double min_val = -1, double max_val = 1);
 Tensor hardsigmoid(const Tensor& x);
 Tensor hardswish(const Tensor& x);
+Tensor softsign(const Tensor& x);  // x / (1 + |x|); integers in float32, as PyTorch's
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
 Tensor clamp_min(const Tensor& x, Scalar min);
 Tensor clamp_max(const Tensor& x, Scalar max);

@@ -323,6 +323,7 @@ class Tensor {
   Tensor selu() const;
   Tensor hardsigmoid() const;
   Tensor hardswish() const;
+  Tensor softsign() const;
   Tensor hardtanh(double min_val = -1, double max_val = 1) const;
   Tensor softplus(double beta = 1, double threshold = 20) const;
   Tensor leaky_relu(double negative_slope = 0.01) const;

@@ -450,7 +450,6 @@ Tensor celu(const Tensor& x, double alpha) {
   return elu(x / alpha) * alpha;
 }
 
-Tensor softsign(const Tensor& x) { return x / (x.abs() + 1); }
 
 Tensor tanhshrink(const Tensor& x) { return x - x.tanh(); }
 

@@ -216,7 +216,7 @@ Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size);
 // hardtanh, hardsigmoid, hardswish, logsigmoid, leaky_relu are nabla:: functions) ----------------
 // alpha * elu(x / alpha): continuously differentiable ELU (alpha != 0).
 Tensor celu(const Tensor& x, double alpha = 1.0);
-Tensor softsign(const Tensor& x);    // x / (1 + |x|)
+using nabla::softsign;                // x / (1 + |x|) (core/elementwise_ops.h)
 Tensor tanhshrink(const Tensor& x);  // x - tanh(x)
 // x where x > threshold, else value.
 Tensor threshold(const Tensor& x, double threshold, double value);
