@@ -1,4 +1,4 @@
-// ddp_speed: data-parallel training speed on one machine (issue 25), in one run.
+// ddp_speed: data-parallel training speed on one machine, in one run.
 //
 //   build/bench/ddp_speed [--rounds 5] [--steps 60] [--global-batch 128] [--mb 100] [--bucket-mb 25]
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torchvision architectures in nabla next to PyTorch, interleaved in one run (issue 23's rows).
+"""torchvision architectures in nabla next to PyTorch, interleaved in one run.
 
     /usr/bin/python3 bench/vision_compare.py [--nabla build/bench/vision_speed] [--rounds 3]
                                              [--reps 3] [--rows resnet50_b1,...] [--markdown OUT.md]

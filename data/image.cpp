@@ -23,7 +23,7 @@
 
 // Decoders: PNG through libpng and JPEG through libjpeg-turbo (both hardened and fuzzed upstream);
 // stb_image only for BMP. (stb_image's JPEG decoder wrote out of bounds on a hostile DHT segment
-// and its PNG path had undefined behaviour under fuzzing, issue 19; with STBI_ONLY_BMP that code
+// and its PNG path had undefined behaviour under fuzzing; with STBI_ONLY_BMP that code
 // is not compiled at all.) stb_image_write encodes PNG/BMP/JPEG, from nabla's own tensors.
 // stb is compiled into this file with static linkage, so nabla neither needs libstb at link time
 // nor exports stbi_* symbols that could clash with a program's own copy.

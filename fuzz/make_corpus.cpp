@@ -307,7 +307,7 @@ Bytes safetensors_file(const std::string& header, size_t data_bytes) {
 }
 
 void safetensors_hostile() {
-  // Issue 19: a nested array in "shape" or "data_offsets" made the error path dump() the JSON,
+  // A nested array in "shape" or "data_offsets" made the error path dump() the JSON,
   // recursively: a stack overflow from depth ~10,000 under ASan (~90,000 in release builds, which
   // the test checks with a buffer made at run time).
   const std::string open(20000, '['), close(20000, ']');
@@ -327,7 +327,7 @@ void safetensors_hostile() {
 }
 
 void npy_hostile() {
-  // Issue 19: a 0 before huge dims passed the size check (0 bytes of data) and then failed in
+  // A 0 before huge dims passed the size check (0 bytes of data) and then failed in
   // the tensor's constructor, a ShapeError without the file's name.
   std::string h = "{'descr': '<f4', 'fortran_order': True, 'shape': (0, 999999999999999999, 999999999999999999), }";
   h.append((64 - (10 + h.size() + 1) % 64) % 64, ' ');
@@ -359,7 +359,7 @@ Bytes edited_checkpoint(int config, const std::string& key, const Tensor& value,
 }
 
 void checkpoint_hostile() {
-  // Issue 19: numbers stored in a checkpoint overflowed conversions and signed arithmetic
+  // Numbers stored in a checkpoint overflowed conversions and signed arithmetic
   // (undefined behaviour; in release builds, a resume that trained to NaN).
   auto f64 = [](double v) { return scalar_tensor(v, dtype(kFloat64)); };
   auto i64 = [](int64_t v) { return scalar_tensor(v, dtype(kInt64)); };
@@ -398,7 +398,7 @@ void checkpoint_hostile() {
 }
 
 void idx_hostile() {
-  // Issue 19: max_bytes bounded the declared size, not memory (a 1 MB .gz declaring 1 GiB took
+  // max_bytes once bounded the declared size, not memory (a 1 MB .gz declaring 1 GiB took
   // 2.2 GB). A gzip file must be able to hold what it declares: this one (a few hundred bytes)
   // cannot hold 1 GiB, and is refused before anything is allocated.
   Bytes header = {0, 0, 0x08, 2, 0, 0, 0x80, 0, 0, 0, 0x80, 0};  // 32768 x 32768 u8
@@ -412,7 +412,7 @@ void idx_hostile() {
 }
 
 // A JPEG with a DHT segment whose 16 code counts add up to 272 (at most 256 codes exist):
-// stb_image wrote past its Huffman tables (issue 19); libjpeg refuses it.
+// stb_image wrote past its Huffman tables; libjpeg refuses it.
 Bytes jpeg_dht_overflow() {
   Bytes b = {0xFF, 0xD8};
   Bytes dht = {0x00};  // class 0 (DC), table 0
@@ -427,7 +427,7 @@ Bytes jpeg_dht_overflow() {
 void image_hostile() {
   hostile("image", "jpeg_dht_counts_over_256.jpg", jpeg_dht_overflow(), "IOError",
           {"looks like a JPEG file but its header is corrupt", "Bogus Huffman table definition"});
-  // A truncated JPEG: the error was stb's stale "bad png sig" (issue 19).
+  // A truncated JPEG: the error was stb's stale "bad png sig".
   Bytes jpg = libjpeg_file(64, 48, false, false);
   jpg.resize(jpg.size() / 2);
   hostile("image", "truncated.jpg", jpg, "IOError", {"cannot decode", "(JPEG)", "truncated"});
@@ -437,7 +437,7 @@ void image_hostile() {
   Bytes png = png_file(4, 4, 8, 2, Bytes(4 * 13, 7));
   png.resize(png.size() - 20);  // into IDAT
   hostile("image", "truncated.png", png, "IOError", {"cannot decode", "(PNG)"});
-  // A valid top-down BMP (negative height) was refused as "an empty image" (issue 19). Rows hold
+  // A valid top-down BMP (negative height) was once refused as "an empty image". Rows hold
   // y * 10 + x in every channel, top row first.
   Bytes bmp = {'B', 'M', 0, 0, 0, 0, 0, 0, 0, 0, 54, 0, 0, 0, 40, 0, 0, 0, 3, 0, 0, 0, 0xFE, 0xFF, 0xFF, 0xFF,
                1, 0, 24, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -450,7 +450,7 @@ void image_hostile() {
           {"is not a readable PNG, JPEG or BMP image", "47 49 46 38 39 61"});
 }
 
-// Issue 41: PyTorch files whose values cost far more than their bytes (fuzz/torch_hostile.h). The
+// PyTorch files whose values cost far more than their bytes (fuzz/torch_hostile.h). The
 // torch target's other hostile files come from tests/torch_files/make_hostile.py. Full size here
 // where the file stays small (deflated pickles); the stored 1 MB, 4.3 MB and 9.9 MB variants are
 // made by the tests themselves (tests/test_torch_hostile.cpp), which measure time and memory.
@@ -469,7 +469,7 @@ void torch_hostile() {
 
 void mnist_hostile() {
   // Checked in tests/program/test_mnist_program.cpp by running the program (exit code 2: a usage
-  // error, 1: a damaged checkpoint). Command lines: issue 19's out-of-range integers.
+  // error, 1: a damaged checkpoint). Command lines: out-of-range integers.
   hostile("mnist", "epochs_overflow", command_line({"train", "--epochs", "99999999999999999999"}), "UsageError",
           {"--epochs must be a whole number from 1 to 1000000, got 99999999999999999999"});
   hostile("mnist", "threads_too_many", command_line({"train", "--threads", "100000"}), "UsageError",

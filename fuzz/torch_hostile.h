@@ -1,4 +1,5 @@
-// Hostile PyTorch files of issue 41 (items 11-15), built byte by byte: the generator that writes the
+// Hostile PyTorch files (shared subtrees, a deep shared key, millions of empty dicts, nested zip
+// records, an expanded view), built byte by byte: the generator that writes the
 // small ones into tests/hostile/torch/ (fuzz_make_corpus hostile, and from there into the fuzz
 // corpus) and that the tests call at full size into a temporary folder (files of megabytes are not
 // committed). Each function returns the whole file; sizes are parameters so that one shape of

@@ -71,7 +71,7 @@ void to_from_little_endian(void* data, size_t nbytes, size_t elem) {
 
 // A safetensors header nests three levels deep ({"name": {"shape": [...]}}); anything much deeper
 // is hostile. The JSON library parses iteratively, but dump() and other recursive code would
-// overflow the stack on a header of a few hundred KB of '[' (issue 19), so the depth is bounded
+// overflow the stack on a header of a few hundred KB of '[', so the depth is bounded
 // before the parser sees the text.
 constexpr int kMaxJsonDepth = 64;
 

@@ -1,4 +1,4 @@
-// Registry entries for issue 21's math ops: lgamma, digamma, polygamma, nan_to_num, div with a
+// Registry entries for the math ops: lgamma, digamma, polygamma, nan_to_num, div with a
 // rounding mode (core/ops.h) and the statistics, scans and counting ops of core/math_ops.h. See
 // opinfo.h. Samples that pick elements (median, kthvalue, mode, cummax) draw distinct values, so the
 // chosen indices (and gradients) are PyTorch's; ties are tested by value in test_math_ops.cpp.

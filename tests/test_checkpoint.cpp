@@ -335,7 +335,7 @@ TEST(Checkpoint, KillingASaveNeverDamagesTheCheckpoint) {
   fs::remove_all(dir);
 }
 
-// A save killed mid-write leaves <path>.tmp.<pid>.<n> behind (55 of 110 kills, 90 MB, in issue 19's
+// A save killed mid-write leaves <path>.tmp.<pid>.<n> behind (55 of 110 kills, 90 MB, in an earlier
 // test): the next save of the same path removes those whose process is gone and whose lock is free,
 // and nothing else.
 TEST(Checkpoint, ASaveRemovesWhatKilledSavesLeftBehind) {

@@ -138,7 +138,7 @@ TEST(DataIdx, RejectsTruncatedAndOversizedFiles) {
   expect_io_error([&] { data::read_idx(p); }, {p});
 }
 
-// Issue 19: a gzip file declaring 1 GiB took 2.2 GB (a buffer of the raw data and the tensor). The
+// A gzip file declaring 1 GiB once took 2.2 GB (a buffer of the raw data and the tensor). The
 // data is now decompressed straight into the tensor: reading a 256 MB gzip bomb (a valid file of
 // zeros, 250 KB compressed) takes the tensor's 256 MB, not twice that.
 TEST(DataIdx, GzipDataGoesStraightIntoTheTensor) {
@@ -279,7 +279,7 @@ TEST(DataMNIST, RejectsBadFiles) {
   expect_io_error([&] { data::MNIST m(dir / "dims"); }, {"MNIST: IDX file", "overflow"});
 }
 
-// Issue 41: an images file whose header declares 1,048,576 images (a valid gzip file of 822 MB of
+// An images file whose header declares 1,048,576 images (a valid gzip file of 822 MB of
 // zeros, 0.9 MB) next to a labels file of 10,000 was decompressed before the counts were compared.
 // The headers are compared first: the error comes at once, in a child whose peak memory is measured.
 TEST(DataMNIST, ComparesTheHeadersBeforeReadingEither) {

@@ -1,4 +1,4 @@
-// Values of issue 21's math ops (lgamma, digamma, polygamma, nan_to_num, div with rounding,
+// Values of the math ops (lgamma, digamma, polygamma, nan_to_num, div with rounding,
 // median, quantile, mode, cummax, logcumsumexp, histc, bincount, searchsorted, unique): expected
 // numbers from PyTorch 1.13 (torch.<op> on the same inputs) or worked by hand, tie rules, edge cases
 // and the errors. The registry (tests/opinfo_math.cpp) checks gradients and compares with PyTorch.

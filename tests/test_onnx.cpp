@@ -489,7 +489,7 @@ TEST(Onnx, InterpolateAsResizeMatchesOnnxRuntime) {
 }
 
 // any/all, cumprod (with zeros and negative values), index_add, constant pad, nonzero, unique, sort
-// along the dynamic axis; and the composites of issue 21 that export through their parts (pad's
+// along the dynamic axis; and the math composites that export through their parts (pad's
 // reflect/replicate/circular modes, clamp with tensor bounds, pixel_shuffle, instance_norm).
 TEST(Onnx, ScansIndexingAndDataDependentShapesMatchOnnxRuntime) {
   NABLA_NEEDS_ORT();

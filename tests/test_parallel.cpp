@@ -146,7 +146,7 @@ TEST(Parallel, DISABLED_RefuseThreads) {
 
 // When the system refuses threads partway, set_num_threads joins the workers it started, keeps the
 // previous count and throws; it used to leave a half-built pool whose destruction waited forever
-// (issue 19: `mnist train --threads 1000` under a process limit hung silently).
+// (`mnist train --threads 1000` under a process limit once hung silently).
 TEST(Parallel, RefusedThreadsAreAnErrorNotAHang) {
 #ifdef NABLA_ASAN
   GTEST_SKIP() << "an address-space limit cannot be set under AddressSanitizer (its shadow memory is larger)";

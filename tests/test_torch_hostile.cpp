@@ -1,4 +1,4 @@
-// Hostile PyTorch files of issue 41 at the size they were reported (fuzz/torch_hostile.h makes
+// Hostile PyTorch files at the size they were reported (fuzz/torch_hostile.h makes
 // them here, into a temporary folder; the small and the deflated ones are also committed in
 // tests/hostile/torch/): each is loaded and flattened (as load_torch_weights names its tensors) in
 // a fresh process of this program, which reports its time and its peak memory. The bounds are the
@@ -115,7 +115,7 @@ TEST(TorchHostile, DISABLED_Child) {
   std::printf("HOSTILE_RESULT %s %.1f %ld\nHOSTILE_MESSAGE %s\n", type.c_str(), ms, ru.ru_maxrss - before_kb, msg.c_str());
 }
 
-// Issue 41, item 11: 20 levels of {A: d, B: d} with 4 KB keys: 9 KB, 2^20 leaves of 80 KB names.
+// Shared subtrees: 20 levels of {A: d, B: d} with 4 KB keys: 9 KB, 2^20 leaves of 80 KB names.
 TEST(TorchHostile, SharedSubtreesAreRefusedBeforeAnyNameIsBuilt) {
   TempDir dir;
   const std::string f = dir / "billion_laughs.pt";
@@ -143,7 +143,7 @@ TEST(TorchHostile, SharedSubtreesAreRefusedBeforeAnyNameIsBuilt) {
   EXPECT_THROW(small.flatten("", need - 1), ValueError);
 }
 
-// Item 12: dicts nested 990 deep, each {K: the next}, K one memoized 1 MB string (1 MB, stored).
+// A deep shared key: dicts nested 990 deep, each {K: the next}, K one memoized 1 MB string (1 MB, stored).
 TEST(TorchHostile, ADeepSharedKeyCostsItsBytesOnce) {
   TempDir dir;
   const std::string f = dir / "deep_shared_key.pt";
@@ -166,7 +166,7 @@ TEST(TorchHostile, ADeepSharedKeyCostsItsBytesOnce) {
   EXPECT_EQ(inner->entries()[0].first.node(), v.entries()[0].first.node()) << "one string, shared";
 }
 
-// Item 13: 9.9 M empty dicts, one pickle byte each: stored (9.9 MB) and deflated (10 KB).
+// Empty dicts: 9.9 M, one pickle byte each: stored (9.9 MB) and deflated (10 KB).
 TEST(TorchHostile, MillionsOfEmptyDictsStopAtTheMemoryLimit) {
   TempDir dir;
   for (bool deflate : {false, true}) {
@@ -191,7 +191,7 @@ TEST(TorchHostile, MillionsOfEmptyDictsStopAtTheMemoryLimit) {
   EXPECT_EQ(load(th::empty_dicts(400'000, true), {.max_value_bytes = uint64_t(256) << 20}).size(), 400'000u);
 }
 
-// Item 14: 400 stored records, each one's data holding the next record (4.3 MB, valid CRCs).
+// Nested records: 400 stored records, each one's data holding the next record (4.3 MB, valid CRCs).
 TEST(TorchHostile, NestedZipRecordsAreRefusedAsOverlapping) {
   TempDir dir;
   const std::string f = dir / "nested_records.pt";
@@ -210,7 +210,7 @@ TEST(TorchHostile, NestedZipRecordsAreRefusedAsOverlapping) {
   }
 }
 
-// Item 15: a tensor of 5e8 elements with stride 0 over one stored float (1 KB): legal, and loaded
+// An expanded view: a tensor of 5e8 elements with stride 0 over one stored float (1 KB): legal, and loaded
 // as PyTorch loads it, a view of its one value.
 TEST(TorchHostile, AnExpandedViewLoadsAsAView) {
   TempDir dir;

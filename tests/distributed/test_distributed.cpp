@@ -1193,7 +1193,7 @@ class TwoNamespaces {
 };
 
 TEST(NablaRun, TwoNodesInNetworkNamespacesJoinedByVethMakeOneJob) {
-  // Issue 25's multi-node check: node 0 in one namespace, node 1 in the other, 2 workers each; the
+  // The multi-node check: node 0 in one namespace, node 1 in the other, 2 workers each; the
   // only route between them is the veth pair, so the rendezvous and Gloo's connections cross it
   // (loopback is private to each namespace).
   TwoNamespaces ns;

@@ -185,7 +185,7 @@ TEST_F(MnistProgram, ResumeEqualsUninterrupted) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("from epoch 2"), std::string::npos) << r.out;
   EXPECT_TRUE(same_weights(ck("full.safetensors"), ck("part.safetensors")));
-  // A real conflict is refused, naming both values (issue 28 item 12).
+  // A real conflict is refused, naming both values.
   Result conflict = run("train --epochs 3 --model lenet --quiet --resume " + ck("part.safetensors") + " " + data());
   EXPECT_EQ(conflict.code, 2) << conflict.out;
   EXPECT_NE(conflict.out.find("--model lenet conflicts with the run in '" + ck("part.safetensors") +

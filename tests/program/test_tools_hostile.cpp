@@ -1,7 +1,7 @@
-// nabla-inspect and nabla-convert on the hostile files of issue 41 (fuzz/torch_hostile.h, made here
+// nabla-inspect and nabla-convert on the hostile PyTorch files (fuzz/torch_hostile.h, made here
 // at the size they were reported), each run as a process whose peak memory (wait4) and time are
 // measured: a clear error, or a correct result, within 100 MB; a run is killed at a deadline (20 s)
-// far above the tenths of seconds they take (a hang guard, not a speed test). Then what item 17
+// far above the tenths of seconds they take (a hang guard, not a speed test). Then what else was
 // found: many non-tensor values (linear, not quadratic), and names that would drive a terminal or
 // are not UTF-8.
 #include <fcntl.h>
@@ -165,7 +165,7 @@ std::string hex8(uint32_t v) {
 
 }  // namespace
 
-// Items 11-14: each ends in a clear error, from both tools.
+// Shared subtrees, a deep shared key, empty dicts, nested records: each ends in a clear error, from both tools.
 TEST_F(ToolsHostile, Issue41FilesEndInClearErrors) {
   struct Case {
     const char* name;
@@ -199,7 +199,7 @@ TEST_F(ToolsHostile, Issue41FilesEndInClearErrors) {
   EXPECT_EQ(inspect({"--max-mb", "x", path("dicts.pt")}).code, 2);
 }
 
-// Item 15: legal, and handled without making it contiguous.
+// An expanded view: legal, and handled without making it contiguous.
 TEST_F(ToolsHostile, ExpandedViewsAreSummedAndConvertedWithoutCopies) {
   write("expanded.pt", th::zero_stride_view());
   const std::string f = path("expanded.pt");
@@ -255,7 +255,7 @@ TEST_F(ToolsHostile, ExpandedViewsAreSummedAndConvertedWithoutCopies) {
   EXPECT_EQ(crc_a, crc_c);
 }
 
-// Item 17: time linear in the number of non-tensor values (100,000 took 14 s to inspect and 13 s
+// Time linear in the number of non-tensor values (100,000 took 14 s to inspect and 13 s
 // to convert; 200,000 would take about a minute, far past the deadline).
 TEST_F(ToolsHostile, ManyValuesTakeLinearTime) {
   Value d = Value::dict({{"w", Tensor(ones({3}))}}, true);
@@ -278,7 +278,7 @@ TEST_F(ToolsHostile, ManyValuesTakeLinearTime) {
   expect_bounded(r, "nabla-convert of 200,000 values to .pt", 0, "1 tensor", mb);
 }
 
-// Item 17: names and values from a file are escaped before they reach a terminal; JSON output
+// Names and values from a file are escaped before they reach a terminal; JSON output
 // replaces what is not UTF-8 and says so; safetensors refuses it by name.
 TEST_F(ToolsHostile, NamesCannotDriveTheTerminal) {
   Value d = Value::dict({{"\x1b[31mred", Tensor(ones({1}))},

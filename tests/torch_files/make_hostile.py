@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/hostile/torch/: PyTorch files that must give a clear error (or load, for the two
 valid ones that check this script's own file builder), each FILE with FILE.expect in the format of
-tests/hostile/README.md (the files of issue 41, shared subtrees, nested zip records, expanded views,
+tests/hostile/README.md (the files of shared subtrees, nested zip records, expanded views,
 come from fuzz/torch_hostile.h through fuzz_make_corpus instead):
 
     error IOError               <- or "loads"
@@ -193,7 +193,7 @@ def cases():
         ["error IOError", "only storages may be persistent ids"])
 
     # The pickle machine.
-    # A million lists on the stack take more memory than a 2 KB file may (issue 41); 1001 nested
+    # A million lists on the stack take more memory than a 2 KB file may; 1001 nested
     # ones are deeper than a file may nest.
     add("deep_lists.pt", torch_archive(PROTO + b"]" * 10**6 + b"a" * (10**6 - 1) + b".", deflate_pkl=True),
         ["error IOError", "the pickle's values take more than", "LoadOptions::max_value_bytes"])
@@ -216,7 +216,7 @@ def cases():
 def main():
     warnings.simplefilter("ignore")  # zipfile warns about the duplicate name it is asked to write
     os.makedirs(OUT, exist_ok=True)
-    # (Only its own files: fuzz/make_corpus.cpp writes the hostile files of issue 41 here too.)
+    # (Only its own files: fuzz/make_corpus.cpp writes the hostile PyTorch files here too.)
     for name in cases():
         for old in (name, name + ".expect"):
             if os.path.exists(os.path.join(OUT, old)):
