@@ -85,7 +85,7 @@ struct Value::Node {
   bool sealed = false;      // placed inside another value: may not change any more
 
   const Value& attributes() const {
-    static const Value none;
+    static const Value none{};
     return extra ? extra->attributes : none;
   }
   void set_attributes(Value v) {
