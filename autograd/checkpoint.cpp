@@ -61,7 +61,7 @@ std::vector<Edge> boundary_edges(const std::vector<Tensor>& outputs, uint64_t fi
 // Runs fn and checks that it returned at least one tensor.
 std::vector<Tensor> call(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
   std::vector<Tensor> outs = fn(inputs);
-  check<ValueError>(std::any_of(outs.begin(), outs.end(), [](const Tensor& t) { return t.defined(); }),
+  NABLA_CHECK(ValueError, std::any_of(outs.begin(), outs.end(), [](const Tensor& t) { return t.defined(); }),
                     "checkpoint: the function returned no tensors (", outs.size(),
                     " outputs, none defined); it must return at least one");
   return outs;
@@ -144,7 +144,7 @@ GradList CheckpointNode::apply(GradList&& grads) {
     outs = call(fn_, inputs);
     end = next_sequence_nr();
   }
-  check<AutogradError>(outs.size() == num_fn_outputs_, "checkpoint: recomputing the function in backward gave ",
+  NABLA_CHECK(AutogradError, outs.size() == num_fn_outputs_, "checkpoint: recomputing the function in backward gave ",
                        outs.size(), " outputs, the forward gave ", num_fn_outputs_, kDeterministic);
 
   // Back-propagate the gradients that arrived through the recomputed outputs.
@@ -153,10 +153,10 @@ GradList CheckpointNode::apply(GradList&& grads) {
     if (!grads[j].defined()) continue;
     const Tensor& o = outs[output_pos_[j]];
     const OutputMeta& m = out_meta[j];
-    check<AutogradError>(o.defined() && o.requires_grad() && o.sizes() == m.shape && o.dtype() == m.dtype,
+    NABLA_CHECK(AutogradError, o.defined() && o.requires_grad() && o.sizes() == m.shape && o.dtype() == m.dtype,
                          "checkpoint: output ", output_pos_[j], " of the function was a ", m.dtype, " tensor of shape ",
                          m.shape, " requiring grad in the forward, but recomputing it in backward gave ",
-                         o.defined() ? detail::str(o.requires_grad() ? "a " : "a non-differentiable ", o.dtype(),
+                         o.defined() ? internal::str(o.requires_grad() ? "a " : "a non-differentiable ", o.dtype(),
                                                    " tensor of shape ", o.sizes())
                                      : std::string("an undefined tensor"),
                          kDeterministic);
@@ -167,8 +167,7 @@ GradList CheckpointNode::apply(GradList&& grads) {
   if (roots.empty()) return result;
   // The pass below must stop at this node's edges (the outer pass owns what lies beyond them).
   for (const Edge& e : boundary_edges(roots, first, end))
-    check<AutogradError>(
-        std::any_of(next_edges.begin(), next_edges.end(), [&](const Edge& b) { return same_edge(b, e); }),
+    NABLA_CHECK(AutogradError, std::any_of(next_edges.begin(), next_edges.end(), [&](const Edge& b) { return same_edge(b, e); }),
         "checkpoint: recomputing the function in backward reached a tensor (with grad_fn ", e.fn->name(),
         ") that the forward did not use", kDeterministic);
   std::vector<Tensor> g = grad_into_edges(roots, root_grads, std::span<const Edge>(next_edges.data(), next_edges.size()),
@@ -180,7 +179,7 @@ GradList CheckpointNode::apply(GradList&& grads) {
 }  // namespace
 
 std::vector<Tensor> checkpoint(CheckpointFn fn, std::vector<Tensor> inputs, CheckpointOptions opts) {
-  check<ValueError>(static_cast<bool>(fn), "checkpoint: the function is empty");
+  NABLA_CHECK(ValueError, static_cast<bool>(fn), "checkpoint: the function is empty");
   if (!GradMode::is_enabled()) return call(fn, inputs);
 
   std::vector<Device> devices;
@@ -218,7 +217,7 @@ std::vector<Tensor> checkpoint(CheckpointFn fn, std::vector<Tensor> inputs, Chec
 }
 
 Tensor checkpoint(std::function<Tensor(const Tensor&)> fn, const Tensor& input, CheckpointOptions opts) {
-  check<ValueError>(static_cast<bool>(fn), "checkpoint: the function is empty");
+  NABLA_CHECK(ValueError, static_cast<bool>(fn), "checkpoint: the function is empty");
   auto wrapped = [fn = std::move(fn)](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in[0])}; };
   return checkpoint(wrapped, {input}, opts)[0];
 }

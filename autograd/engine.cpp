@@ -30,7 +30,7 @@ bool has_nonfinite(const Tensor& t) {
 }
 
 Tensor ones_for(const Tensor& t, size_t i) {
-  check<AutogradError>(t.numel() == 1, "backward: a gradient can be created implicitly only for one-element outputs; "
+  NABLA_CHECK(AutogradError, t.numel() == 1, "backward: a gradient can be created implicitly only for one-element outputs; "
                                        "output ", i, " has shape ", t.sizes(), ", so pass its gradient explicitly");
   return ones_like(t);
 }
@@ -103,12 +103,12 @@ class Pass {
   void seed_roots(std::span<const Tensor> outputs, std::span<const Tensor> grad_outputs) {
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Tensor& out = outputs[i];
-      check<AutogradError>(out.defined(), "backward: output ", i, " is an undefined tensor");
-      check<AutogradError>(out.requires_grad(), "backward: element ", i,
+      NABLA_CHECK(AutogradError, out.defined(), "backward: output ", i, " is an undefined tensor");
+      NABLA_CHECK(AutogradError, out.requires_grad(), "backward: element ", i,
                            " of the outputs does not require grad and has no grad_fn (nothing it depends on "
                            "requires grad, or it was computed under NoGradGuard)");
       Tensor g = grad_outputs.empty() || !grad_outputs[i].defined() ? ones_for(out, i) : grad_outputs[i];
-      check<ShapeError>(g.sizes() == out.sizes(), "backward: gradient ", i, " has shape ", g.sizes(),
+      NABLA_CHECK(ShapeError, g.sizes() == out.sizes(), "backward: gradient ", i, " has shape ", g.sizes(),
                         " but its output has shape ", out.sizes());
       Edge edge = gradient_edge(out);
       if (sinks_) {
@@ -208,7 +208,7 @@ class Pass {
       outs.resize(n->num_outputs());
     }
     if (is_accumulate) return;
-    check<AutogradError>(outs.size() == n->num_outputs(), "backward: ", n->name(), " returned ", outs.size(),
+    NABLA_CHECK(AutogradError, outs.size() == n->num_outputs(), "backward: ", n->name(), " returned ", outs.size(),
                          " gradients but its forward op had ", n->num_outputs(), " inputs");
     deliver(n, outs);
   }
@@ -223,7 +223,7 @@ class Pass {
       Tensor g = std::move(outs[i]);
       if (g.defined()) {
         if (anomaly_ && has_nonfinite(g)) {
-          throw AutogradError(detail::str(
+          throw AutogradError(internal::str(
               "anomaly detected: ", n->name(), " returned NaN or Inf values in its gradient for input ", i,
               (n->anomaly ? " of the forward op '" + n->anomaly->forward_op + "'" : std::string()),
               (n->anomaly && !n->anomaly->forward_trace.empty()
@@ -232,7 +232,7 @@ class Pass {
         }
         const OutputMeta& m = c->out_meta[e.input_nr];
         if (g.sizes() != m.shape)
-          throw AutogradError(detail::str("backward: ", n->name(), " returned a gradient of shape ", g.sizes(),
+          throw AutogradError(internal::str("backward: ", n->name(), " returned a gradient of shape ", g.sizes(),
                                           " for input ", i, ", which has shape ", m.shape));
         if (g.dtype() != m.dtype) g = g.to(m.dtype);
         if (g.device() != m.device) g = g.to(m.device);
@@ -259,7 +259,7 @@ class Pass {
 void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_outputs, bool retain_graph,
                   bool create_graph, std::vector<Capture>* captures, std::vector<Tensor>* captured,
                   const Sinks* sinks = nullptr) {
-  check<AutogradError>(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: got ",
+  NABLA_CHECK(AutogradError, grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: got ",
                        grad_outputs.size(), " gradients for ", outputs.size(), " outputs");
   // The workspace of this nesting level (a backward may run inside a hook of another).
   if (tl_workspaces.size() <= tl_depth) tl_workspaces.push_back(std::make_unique<Workspace>());
@@ -311,7 +311,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   std::vector<intrusive_ptr<Node>> keep;  // accumulators created here stay alive for the pass
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
-    check<AutogradError>(t.defined() && t.requires_grad(), "grad: input ", i,
+    NABLA_CHECK(AutogradError, t.defined() && t.requires_grad(), "grad: input ", i,
                          " does not require grad (call requires_grad_() on it before the forward pass)");
     Edge e = gradient_edge(t);
     keep.push_back(e.fn);
@@ -330,7 +330,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
         }
       continue;
     }
-    check<AutogradError>(allow_unused, "grad: input ", i,
+    NABLA_CHECK(AutogradError, allow_unused, "grad: input ", i,
                          " was not used to compute the outputs (pass allow_unused=true to get an undefined "
                          "gradient for it)");
   }

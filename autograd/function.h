@@ -76,7 +76,7 @@ class CustomNode final : public Node {
       r.resize(nt);
       return r;
     }
-    check<AutogradError>(used == num_args_, name(), ": backward returned ", r.size(), " gradients; expected ", nt,
+    NABLA_CHECK(AutogradError, used == num_args_, name(), ": backward returned ", r.size(), " gradients; expected ", nt,
                          " (one per Tensor argument of forward) or ", num_args_,
                          " (one per argument), optionally followed by undefined ones");
     GradList out;
@@ -86,7 +86,7 @@ class CustomNode final : public Node {
         out.push_back(r[i]);
         ++next;
       } else {
-        check<AutogradError>(!r[i].defined(), name(), ": backward returned a defined gradient at position ", i,
+        NABLA_CHECK(AutogradError, !r[i].defined(), name(), ": backward returned a defined gradient at position ", i,
                              ", but forward's argument ", i, " is not a Tensor (return an undefined Tensor there)");
       }
     }

@@ -64,11 +64,11 @@ bool gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs, const Grad
   std::vector<size_t> diff;  // inputs that require grad
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined() || !inputs[i].requires_grad()) continue;
-    check<GradcheckError>(inputs[i].dtype() == DType::f64, "gradcheck: input ", i, " is ", inputs[i].dtype(),
+    NABLA_CHECK(GradcheckError, inputs[i].dtype() == DType::f64, "gradcheck: input ", i, " is ", inputs[i].dtype(),
                           "; use float64 inputs (finite differences in float32 are too coarse)");
     diff.push_back(i);
   }
-  check<GradcheckError>(!diff.empty(), "gradcheck: no input requires grad; call requires_grad_() on the inputs to check");
+  NABLA_CHECK(GradcheckError, !diff.empty(), "gradcheck: no input requires grad; call requires_grad_() on the inputs to check");
   std::vector<Tensor> outs = fn(inputs);
 
   // Numerical Jacobians: num[k][d] is (outputs[k].numel x inputs[diff[d]].numel), row-major.
@@ -88,7 +88,7 @@ bool gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs, const Grad
         minus[diff[d]] = (x.detach() - one_hot_like(x, j, o.eps)).requires_grad_();
       }
       std::vector<Tensor> fp = fn(plus), fm = fn(minus);
-      check<GradcheckError>(fp.size() == outs.size() && fm.size() == outs.size(),
+      NABLA_CHECK(GradcheckError, fp.size() == outs.size() && fm.size() == outs.size(),
                             "gradcheck: the function returned a different number of outputs for perturbed inputs");
       for (size_t k = 0; k < outs.size(); ++k) {
         if (!differentiable_output(outs[k])) continue;
@@ -114,7 +114,7 @@ bool gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs, const Grad
         std::vector<Tensor> g = grad({o64}, diff_inputs, {go}, true, false, true);
         for (size_t d = 0; d < diff.size(); ++d) {
           if (!g[d].defined()) continue;
-          check<GradcheckError>(g[d].sizes() == inputs[diff[d]].sizes(), "gradcheck: gradient for input ", diff[d],
+          NABLA_CHECK(GradcheckError, g[d].sizes() == inputs[diff[d]].sizes(), "gradcheck: gradient for input ", diff[d],
                                 " has shape ", g[d].sizes(), " but the input has shape ", inputs[diff[d]].sizes());
           std::vector<double> v = values(g[d]);
           int64_t n = inputs[diff[d]].numel();
@@ -128,7 +128,7 @@ bool gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs, const Grad
           if (g[d].defined()) {
             for (double v : values(g[d]))
               if (v != 0 && !std::isnan(v))
-                return fail(o, detail::str("gradcheck: a zero gradient for output ", k,
+                return fail(o, internal::str("gradcheck: a zero gradient for output ", k,
                                            " produced a nonzero gradient for input ", diff[d]));
           }
       }
@@ -141,7 +141,7 @@ bool gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs, const Grad
         double diffv = std::fabs(a[e] - nm[e]);
         bool ok = diffv <= o.atol + o.rtol * std::fabs(nm[e]) || (std::isnan(a[e]) && std::isnan(nm[e]));
         if (!ok) {
-          return fail(o, detail::str("gradcheck: Jacobian mismatch for output ", k, " with respect to input ", diff[d],
+          return fail(o, internal::str("gradcheck: Jacobian mismatch for output ", k, " with respect to input ", diff[d],
                                      " at (output element ", e / n, ", input element ", e % n, "): numerical ", nm[e],
                                      ", analytical ", a[e], " (atol ", o.atol, ", rtol ", o.rtol,
                                      ")\n  numerical:\n", matrix_str(nm, m, n), "  analytical:\n", matrix_str(a, m, n)));
@@ -166,7 +166,7 @@ bool gradgradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs, const 
     out_idx.push_back(k);
   }
   gen.set_state(saved);
-  check<GradcheckError>(!gos.empty(), "gradgradcheck: the function has no differentiable output");
+  NABLA_CHECK(GradcheckError, !gos.empty(), "gradgradcheck: the function has no differentiable output");
   size_t ni = inputs.size();
   std::vector<size_t> diff;
   for (size_t i = 0; i < ni; ++i)

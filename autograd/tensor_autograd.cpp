@@ -24,18 +24,18 @@ bool Tensor::requires_grad() const { return autograd::takes_part_in_autograd(*ch
 
 autograd::Node* Tensor::grad_fn() const {
   TensorImpl* s = checked();
-  if (s->view_history_is_stale()) detail::refresh_view_history(*this);
+  if (s->view_history_is_stale()) internal::refresh_view_history(*this);
   return s->grad_fn.get();
 }
 
 Tensor& Tensor::requires_grad_(bool r) {
   TensorImpl* s = checked();
   if (s->grad_fn) {
-    check<AutogradError>(r, "requires_grad_: only leaf tensors can stop requiring grad; this tensor was computed by ",
+    NABLA_CHECK(AutogradError, r, "requires_grad_: only leaf tensors can stop requiring grad; this tensor was computed by ",
                          s->grad_fn->name(), " (use detach() to get a tensor without history)");
     return *this;
   }
-  check<AutogradError>(!r || is_floating(s->dtype), "requires_grad_: only floating-point tensors can require "
+  NABLA_CHECK(AutogradError, !r || is_floating(s->dtype), "requires_grad_: only floating-point tensors can require "
                                                       "gradients, this one is ", s->dtype);
   s->requires_grad = r;
   return *this;
@@ -50,7 +50,7 @@ Tensor& Tensor::mutable_grad() { return meta_of(checked()).grad; }
 
 void Tensor::set_grad(const Tensor& g) {
   if (g.defined())
-    check<ShapeError>(g.sizes() == sizes(), "set_grad: gradient of shape ", g.sizes(), " does not match tensor of shape ",
+    NABLA_CHECK(ShapeError, g.sizes() == sizes(), "set_grad: gradient of shape ", g.sizes(), " does not match tensor of shape ",
                       sizes());
   meta_of(checked()).grad = g;
 }
@@ -69,7 +69,7 @@ void Tensor::zero_grad(bool set_to_none) {
 
 void Tensor::retain_grad() const {
   TensorImpl* s = checked();
-  check<AutogradError>(requires_grad(), "retain_grad: cannot retain the gradient of a tensor that does not require grad");
+  NABLA_CHECK(AutogradError, requires_grad(), "retain_grad: cannot retain the gradient of a tensor that does not require grad");
   if (!grad_fn()) return;  // leaves keep their gradient anyway
   AutogradMeta& m = meta_of(s);
   if (m.retains_grad) return;
@@ -96,7 +96,7 @@ bool Tensor::retains_grad() const {
 
 size_t Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
   TensorImpl* s = checked();
-  check<AutogradError>(requires_grad(), "register_hook: cannot register a hook on a tensor that does not require grad");
+  NABLA_CHECK(AutogradError, requires_grad(), "register_hook: cannot register a hook on a tensor that does not require grad");
   size_t id = ++g_hook_id;
   if (grad_fn()) {
     // Run before retain_grad's hook so a retained gradient sees the hook's result, as PyTorch.

@@ -73,7 +73,7 @@ class CpuCachingAllocator final : public Allocator {
       cpu_empty_cache();
       p = std::aligned_alloc(kAlign, rounded);
     }
-    if (!p) throw Error(detail::str("CPU allocator: out of memory allocating ", nbytes, " bytes"));
+    if (!p) throw Error(internal::str("CPU allocator: out of memory allocating ", nbytes, " bytes"));
     system_allocs_.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard lock(mu_);
     allocated_ += rounded;

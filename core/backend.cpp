@@ -23,7 +23,7 @@ DeviceTable<Backend>& backends() {
 void register_backend(DeviceType type, Backend* backend) { backends().set(type, backend); }
 
 bool has_backend(DeviceType type) {
-  if (type == DeviceType::cuda) return detail::load_cuda_backend();
+  if (type == DeviceType::cuda) return internal::load_cuda_backend();
   return type == DeviceType::cpu;  // built in
 }
 
@@ -33,25 +33,25 @@ Backend& backend_for(Device device) {
     return *cpu_backend;
   }
   Backend* b = backends().find(device.type);
-  if (!b && device.is_cuda() && detail::load_cuda_backend()) b = backends().find(device.type);
+  if (!b && device.is_cuda() && internal::load_cuda_backend()) b = backends().find(device.type);
   if (!b)
-    throw DeviceError(detail::str("device ", device, " is not available: ", detail::cuda_backend_missing_reason()));
+    throw DeviceError(internal::str("device ", device, " is not available: ", internal::cuda_backend_missing_reason()));
   if (device.is_cuda() && !cuda::is_available())
-    throw DeviceError(detail::str("device ", device,
+    throw DeviceError(internal::str("device ", device,
                                   " is not available: no usable CUDA GPU was found (or NABLA_DISABLE_CUDA=1 "
                                   "is set); use Device::cpu() or check cuda::is_available() first"));
   return *b;
 }
 
-Backend* detail::registered_backend(DeviceType type) {
+Backend* internal::registered_backend(DeviceType type) {
   return type == DeviceType::cpu ? &backend_for(kCPU) : backends().find(type);
 }
 
 Backend::Backend(const char* device_name) : name_(device_name) { name_entries(*this, device_name); }
 
 void throw_kernel_missing(const char* kernel, const char* device, const char* lacking) {
-  if (lacking) throw NotImplemented(detail::str(kernel, ": not implemented for device type '", device, "': ", lacking));
-  throw NotImplemented(detail::str(kernel, ": not implemented for device type '", device, "'"));
+  if (lacking) throw NotImplemented(internal::str(kernel, ": not implemented for device type '", device, "': ", lacking));
+  throw NotImplemented(internal::str(kernel, ": not implemented for device type '", device, "'"));
 }
 
 // ---- cuda queries when no CUDA backend is registered --------------------------------------------
@@ -60,9 +60,9 @@ namespace cuda {
 std::atomic<int (*)()> g_device_count_hook{nullptr};
 
 int device_count() {
-  if (nabla::detail::cuda_disabled_by_env()) return 0;
+  if (nabla::internal::cuda_disabled_by_env()) return 0;
   auto hook = g_device_count_hook.load();
-  if (!hook && nabla::detail::load_cuda_backend()) hook = g_device_count_hook.load();
+  if (!hook && nabla::internal::load_cuda_backend()) hook = g_device_count_hook.load();
   return hook ? hook() : 0;
 }
 bool is_available() { return device_count() > 0; }

@@ -128,10 +128,10 @@ Backend& backend_for(Device device);
 // Called by backends at load time.
 void register_backend(DeviceType type, Backend* backend);
 // Whether the backend of `type` is there. For CUDA this first loads the backend where it is a
-// plugin (detail::load_cuda_backend): false on a machine without an NVIDIA driver.
+// plugin (internal::load_cuda_backend): false on a machine without an NVIDIA driver.
 bool has_backend(DeviceType type);
 
-namespace detail {
+namespace internal {
 // In a shared build the CUDA backend is a plugin, libnabla_cuda.so next to libnabla.so (or the file
 // NABLA_CUDA_PLUGIN names), so that a program that never uses CUDA maps none of CUDA's libraries
 // (cuBLASLt alone: 200 MB resident and most of a second to load) and one build runs on machines
@@ -144,6 +144,6 @@ std::string cuda_backend_missing_reason();
 // The Backend registered for `type` (nullptr if none), without backend_for's checks that a device
 // is there: for tests of the table on machines without a GPU.
 Backend* registered_backend(DeviceType type);
-}  // namespace detail
+}  // namespace internal
 
 }  // namespace nabla

@@ -65,7 +65,7 @@ Device::Device(const std::string& spec) {
       }
     }
   }
-  throw ValueError(detail::str("Device: cannot parse '", spec, "' (expected 'cpu', 'cuda' or 'cuda:N')"));
+  throw ValueError(internal::str("Device: cannot parse '", spec, "' (expected 'cpu', 'cuda' or 'cuda:N')"));
 }
 
 std::string Device::str() const {
@@ -75,9 +75,9 @@ std::string Device::str() const {
 int64_t shape_numel(IntList shape, const char* op) {
   int64_t n = 1;
   for (int64_t s : shape) {
-    check<ShapeError>(s >= 0, op, ": negative size in shape ", shape);
+    NABLA_CHECK(ShapeError, s >= 0, op, ": negative size in shape ", shape);
     if (s != 0 && n > std::numeric_limits<int64_t>::max() / s)
-      throw ShapeError(detail::str(op, ": shape ", shape, " has too many elements"));
+      throw ShapeError(internal::str(op, ": shape ", shape, " has too many elements"));
     n *= s;
   }
   return n;
@@ -98,7 +98,7 @@ Shape contiguous_strides(IntList shape) {
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t n = ndim > 0 ? ndim : 1;  // a 0-dim tensor accepts dim 0 and -1, as PyTorch
   if (dim < -n || dim >= n)
-    throw IndexError(detail::str(op, ": dim ", dim, " is out of range for a tensor with ", ndim,
+    throw IndexError(internal::str(op, ": dim ", dim, " is out of range for a tensor with ", ndim,
                                  " dims (expected ", -n, " to ", n - 1, ")"));
   return dim < 0 ? dim + n : dim;
 }
@@ -125,7 +125,7 @@ Shape broadcast_shapes(IntList a, IntList b, const char* op) {
     size_t n = std::max(a.size(), b.size());
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    throw ShapeError(detail::str(op, ": shapes ", a, " and ", b, " cannot be broadcast (dim ", i, ": ", da, " vs ", db,
+    throw ShapeError(internal::str(op, ": shapes ", a, " and ", b, " cannot be broadcast (dim ", i, ": ", da, " vs ", db,
                                  ")"));
   }
   return std::move(*out);

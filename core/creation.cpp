@@ -17,7 +17,7 @@ Tensor finish(Tensor t, const TensorOptions& o) {
 }
 
 Tensor alloc(IntArrayRef shape, DType dt, const TensorOptions& o) {
-  return detail::make_empty(shape, dt, o.device(), o.pinned_memory());
+  return internal::make_empty(shape, dt, o.device(), o.pinned_memory());
 }
 
 // Shape and dtype of nested TensorData; throws on ragged lists.
@@ -26,14 +26,14 @@ void infer(const TensorData& d, size_t depth, Shape& shape, bool& any_float, boo
     if (first) {
       first = false;
     }
-    check<ShapeError>(depth == shape.size(), "tensor: nested lists have inconsistent depth");
+    NABLA_CHECK(ShapeError, depth == shape.size(), "tensor: nested lists have inconsistent depth");
     any_float |= d.scalar().is_floating();
     any_int |= d.scalar().is_integral();
     return;
   }
   int64_t n = static_cast<int64_t>(d.list().size());
   if (first && depth == shape.size()) shape.push_back(n);
-  check<ShapeError>(depth < shape.size() && shape[depth] == n, "tensor: nested lists are ragged (a list of ", n,
+  NABLA_CHECK(ShapeError, depth < shape.size() && shape[depth] == n, "tensor: nested lists are ragged (a list of ", n,
                     " elements where ", depth < shape.size() ? shape[depth] : 0, " were expected at depth ", depth,
                     ")");
   if (n == 0 && first) first = false;
@@ -60,7 +60,7 @@ Tensor tensor(const TensorData& data, const TensorOptions& o) {
   bool any_float = false, any_int = false, first = true;
   infer(data, 0, shape, any_float, any_int, first);
   DType dt = o.dtype_or(any_float ? DType::f32 : any_int ? DType::i64 : (shape_numel(shape) == 0 ? DType::f32 : DType::boolean));
-  Tensor cpu = detail::make_empty(shape, dt, kCPU);
+  Tensor cpu = internal::make_empty(shape, dt, kCPU);
   visit_dtype(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(cpu.data_ptr());
@@ -72,9 +72,9 @@ Tensor tensor(const TensorData& data, const TensorOptions& o) {
 template <class T>
 Tensor tensor(const std::vector<T>& data, IntArrayRef shape, const TensorOptions& o) {
   int64_t n = shape_numel(shape, "tensor");
-  check<ShapeError>(n == static_cast<int64_t>(data.size()), "tensor: ", data.size(), " values cannot fill shape ",
+  NABLA_CHECK(ShapeError, n == static_cast<int64_t>(data.size()), "tensor: ", data.size(), " values cannot fill shape ",
                     shape, " (", n, " elements)");
-  Tensor cpu = detail::make_empty(shape, dtype_of<T>(), kCPU);
+  Tensor cpu = internal::make_empty(shape, dtype_of<T>(), kCPU);
   T* p = static_cast<T*>(cpu.data_ptr());
   for (size_t i = 0; i < data.size(); ++i) p[i] = data[i];
   Tensor t = o.dtype_opt() ? cpu.to(*o.dtype_opt()) : cpu;
@@ -91,12 +91,12 @@ Tensor scalar_tensor(Scalar v, const TensorOptions& o) { return full({}, v, o); 
 
 Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, const TensorOptions& o) {
   backend_for(o.device());  // throws DeviceError when the device is not usable here
-  check<ShapeError>(sizes.size() == strides.size(), "from_blob: sizes ", sizes, " and strides ", strides,
+  NABLA_CHECK(ShapeError, sizes.size() == strides.size(), "from_blob: sizes ", sizes, " and strides ", strides,
                     " have different lengths");
   DType dt = o.dtype_or(DType::f32);
   int64_t span = 1;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    check<ShapeError>(sizes[i] >= 0 && strides[i] >= 0, "from_blob: negative size or stride");
+    NABLA_CHECK(ShapeError, sizes[i] >= 0 && strides[i] >= 0, "from_blob: negative size or stride");
     if (sizes[i] == 0) span = 0;
     else if (span > 0) span += (sizes[i] - 1) * strides[i];
   }
@@ -157,8 +157,8 @@ Tensor arange(Scalar start, Scalar end, Scalar step, const TensorOptions& o) {
   bool floating = start.is_floating() || end.is_floating() || step.is_floating();
   DType dt = o.dtype_or(floating ? DType::f32 : DType::i64);
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
-  check<ValueError>(st != 0, "arange: step must be nonzero");
-  check<ValueError>((st > 0 && e >= s) || (st < 0 && e <= s), "arange: the range [", start, ", ", end,
+  NABLA_CHECK(ValueError, st != 0, "arange: step must be nonzero");
+  NABLA_CHECK(ValueError, (st > 0 && e >= s) || (st < 0 && e <= s), "arange: the range [", start, ", ", end,
                     ") and step ", step, " have inconsistent signs");
   int64_t n;
   if (!floating) {
@@ -168,7 +168,7 @@ Tensor arange(Scalar start, Scalar end, Scalar step, const TensorOptions& o) {
     n = static_cast<int64_t>(std::ceil((e - s) / st));
   }
   n = std::max<int64_t>(n, 0);
-  Tensor cpu = detail::make_empty({n}, dt, kCPU);
+  Tensor cpu = internal::make_empty({n}, dt, kCPU);
   visit_compute_dtype(dt, "arange", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(cpu.data_ptr());
@@ -183,9 +183,9 @@ Tensor arange(Scalar start, Scalar end, Scalar step, const TensorOptions& o) {
 }
 
 Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o) {
-  check<ValueError>(steps >= 0, "linspace: number of steps must be non-negative, got ", steps);
+  NABLA_CHECK(ValueError, steps >= 0, "linspace: number of steps must be non-negative, got ", steps);
   DType dt = o.dtype_or(DType::f32);
-  Tensor cpu = detail::make_empty({steps}, dt, kCPU);
+  Tensor cpu = internal::make_empty({steps}, dt, kCPU);
   visit_compute_dtype(dt, "linspace", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(cpu.data_ptr());
@@ -201,7 +201,7 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o)
 
 Tensor eye(int64_t n, std::optional<int64_t> m_opt, const TensorOptions& o) {
   int64_t m = m_opt.value_or(n);
-  check<ValueError>(n >= 0 && m >= 0, "eye: sizes must be non-negative, got ", n, " x ", m);
+  NABLA_CHECK(ValueError, n >= 0 && m >= 0, "eye: sizes must be non-negative, got ", n, " x ", m);
   Tensor t = zeros({n, m}, o.requires_grad(false));
   if (std::min(n, m) > 0) {
     trace::Suspend s;  // a constant: the view it writes through is no op of a traced graph
@@ -223,7 +223,7 @@ void manual_seed(uint64_t seed) {
 
 Tensor rand(IntArrayRef shape, const TensorOptions& o) {
   DType dt = o.dtype_or(DType::f32);
-  check<DTypeError>(is_floating(dt), "rand: dtype must be floating, got ", dt);
+  NABLA_CHECK(DTypeError, is_floating(dt), "rand: dtype must be floating, got ", dt);
   Tensor t = alloc(shape, dt, o);
   backend_for(t.device()).random(RandomOp::uniform, t, 0, 1, default_generator(t.device()));
   return finish(t, o);
@@ -231,14 +231,14 @@ Tensor rand(IntArrayRef shape, const TensorOptions& o) {
 
 Tensor randn(IntArrayRef shape, const TensorOptions& o) {
   DType dt = o.dtype_or(DType::f32);
-  check<DTypeError>(is_floating(dt), "randn: dtype must be floating, got ", dt);
+  NABLA_CHECK(DTypeError, is_floating(dt), "randn: dtype must be floating, got ", dt);
   Tensor t = alloc(shape, dt, o);
   backend_for(t.device()).random(RandomOp::normal, t, 0, 1, default_generator(t.device()));
   return finish(t, o);
 }
 
 Tensor randint(int64_t low, int64_t high, IntArrayRef shape, const TensorOptions& o) {
-  check<ValueError>(high > low, "randint: high (", high, ") must be greater than low (", low, ")");
+  NABLA_CHECK(ValueError, high > low, "randint: high (", high, ") must be greater than low (", low, ")");
   Tensor t = alloc(shape, o.dtype_or(DType::i64), o);
   backend_for(t.device()).random_int(t, low, high, default_generator(t.device()));
   return finish(t, o);
@@ -246,8 +246,8 @@ Tensor randint(int64_t low, int64_t high, IntArrayRef shape, const TensorOptions
 Tensor randint(int64_t high, IntArrayRef shape, const TensorOptions& o) { return randint(0, high, shape, o); }
 
 Tensor randperm(int64_t n, const TensorOptions& o) {
-  check<ValueError>(n >= 0, "randperm: n must be non-negative, got ", n);
-  Tensor perm = detail::make_empty({n}, DType::i64, kCPU);
+  NABLA_CHECK(ValueError, n >= 0, "randperm: n must be non-negative, got ", n);
+  Tensor perm = internal::make_empty({n}, DType::i64, kCPU);
   int64_t* p = perm.data_ptr<int64_t>();
   std::iota(p, p + n, int64_t(0));
   auto [key, first] = default_generator(kCPU).reserve(static_cast<uint64_t>((n + 1) / 2));
@@ -270,14 +270,14 @@ Tensor bernoulli(const Tensor& p) {
 
 Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement) {
   autograd::NoGradGuard ng;
-  check<ShapeError>(weights.dim() == 1 || weights.dim() == 2, "multinomial: weights must be 1-D or 2-D, got shape ",
+  NABLA_CHECK(ShapeError, weights.dim() == 1 || weights.dim() == 2, "multinomial: weights must be 1-D or 2-D, got shape ",
                     weights.sizes());
   Tensor w2 = (weights.dim() == 1 ? weights.unsqueeze(0) : weights).to(kCPU, DType::f64).contiguous();
   int64_t rows = w2.sizes()[0], n = w2.sizes()[1];
-  check<ValueError>(n > 0, "multinomial: there are no categories to sample from");
-  check<ValueError>(replacement || num_samples <= n, "multinomial: cannot draw ", num_samples,
+  NABLA_CHECK(ValueError, n > 0, "multinomial: there are no categories to sample from");
+  NABLA_CHECK(ValueError, replacement || num_samples <= n, "multinomial: cannot draw ", num_samples,
                     " samples without replacement from ", n, " categories");
-  Tensor out = detail::make_empty({rows, num_samples}, DType::i64, kCPU);
+  Tensor out = internal::make_empty({rows, num_samples}, DType::i64, kCPU);
   const double* w = w2.data_ptr<double>();
   int64_t* o = out.data_ptr<int64_t>();
   Generator& gen = default_generator(kCPU);
@@ -285,10 +285,10 @@ Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement)
     const double* wr = w + r * n;
     double total = 0;
     for (int64_t i = 0; i < n; ++i) {
-      check<ValueError>(wr[i] >= 0 && std::isfinite(wr[i]), "multinomial: weights must be finite and non-negative");
+      NABLA_CHECK(ValueError, wr[i] >= 0 && std::isfinite(wr[i]), "multinomial: weights must be finite and non-negative");
       total += wr[i];
     }
-    check<ValueError>(total > 0, "multinomial: the weights of row ", r, " sum to zero");
+    NABLA_CHECK(ValueError, total > 0, "multinomial: the weights of row ", r, " sum to zero");
     auto [key, first] = gen.reserve(static_cast<uint64_t>(replacement ? num_samples : n));
     if (replacement) {
       std::vector<double> cdf(n);
@@ -320,25 +320,25 @@ Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement)
 }
 
 Tensor& Tensor::uniform_(double from, double to) {
-  detail::check_inplace(*this, "uniform_");
-  check<DTypeError>(is_floating(dtype()), "uniform_: dtype must be floating, got ", dtype());
+  internal::check_inplace(*this, "uniform_");
+  NABLA_CHECK(DTypeError, is_floating(dtype()), "uniform_: dtype must be floating, got ", dtype());
   backend_for(device()).random(RandomOp::uniform, *this, from, to, default_generator(device()));
-  detail::bump_version(*this);
+  internal::bump_version(*this);
   return *this;
 }
 Tensor& Tensor::normal_(double mean, double std) {
-  detail::check_inplace(*this, "normal_");
-  check<DTypeError>(is_floating(dtype()), "normal_: dtype must be floating, got ", dtype());
-  check<ValueError>(std >= 0, "normal_: std must be non-negative, got ", std);
+  internal::check_inplace(*this, "normal_");
+  NABLA_CHECK(DTypeError, is_floating(dtype()), "normal_: dtype must be floating, got ", dtype());
+  NABLA_CHECK(ValueError, std >= 0, "normal_: std must be non-negative, got ", std);
   backend_for(device()).random(RandomOp::normal, *this, mean, std, default_generator(device()));
-  detail::bump_version(*this);
+  internal::bump_version(*this);
   return *this;
 }
 Tensor& Tensor::bernoulli_(double p) {
-  detail::check_inplace(*this, "bernoulli_");
-  check<ValueError>(p >= 0 && p <= 1, "bernoulli_: p must be in [0, 1], got ", p);
+  internal::check_inplace(*this, "bernoulli_");
+  NABLA_CHECK(ValueError, p >= 0 && p <= 1, "bernoulli_: p must be in [0, 1], got ", p);
   backend_for(device()).random(RandomOp::bernoulli, *this, p, 0, default_generator(device()));
-  detail::bump_version(*this);
+  internal::bump_version(*this);
   return *this;
 }
 

@@ -37,17 +37,17 @@ std::atomic<IndexChecks> g_index_checks{[] {
 // The hooks, or DeviceError when no GPU can be used.
 Hooks& require(const char* what) {
   Hooks* h = g_hooks.load();
-  if (!h && nabla::detail::load_cuda_backend()) h = g_hooks.load();
-  if (!h) throw DeviceError(detail::str("cuda::", what, ": ", nabla::detail::cuda_backend_missing_reason()));
+  if (!h && nabla::internal::load_cuda_backend()) h = g_hooks.load();
+  if (!h) throw DeviceError(internal::str("cuda::", what, ": ", nabla::internal::cuda_backend_missing_reason()));
   if (device_count() == 0)
-    throw DeviceError(detail::str("cuda::", what, ": no CUDA GPU is available (", unavailable_reason(), ")"));
+    throw DeviceError(internal::str("cuda::", what, ": no CUDA GPU is available (", unavailable_reason(), ")"));
   return *h;
 }
 
 int resolve(Hooks& h, int device, const char* what) {
   if (device < 0) return h.current_device();
   int n = device_count();
-  check<DeviceError>(device < n, "cuda::", what, ": device ", device, " does not exist (", n, " CUDA device",
+  NABLA_CHECK(DeviceError, device < n, "cuda::", what, ": device ", device, " does not exist (", n, " CUDA device",
                      n == 1 ? "" : "s", " available)");
   return device;
 }
@@ -58,10 +58,10 @@ void register_hooks(Hooks* h) { g_hooks.store(h); }
 Hooks* hooks() { return g_hooks.load(); }
 
 std::string unavailable_reason() {
-  if (nabla::detail::cuda_disabled_by_env()) return "NABLA_DISABLE_CUDA=1 is set";
+  if (nabla::internal::cuda_disabled_by_env()) return "NABLA_DISABLE_CUDA=1 is set";
   Hooks* h = g_hooks.load();
-  if (!h && nabla::detail::load_cuda_backend()) h = g_hooks.load();
-  if (!h) return nabla::detail::cuda_backend_missing_reason();
+  if (!h && nabla::internal::load_cuda_backend()) h = g_hooks.load();
+  if (!h) return nabla::internal::cuda_backend_missing_reason();
   return h->unavailable_reason();
 }
 
@@ -69,7 +69,7 @@ std::string unavailable_reason() {
 int current_device() { return require("current_device").current_device(); }
 void set_device(int device) {
   Hooks& h = require("set_device");
-  check<DeviceError>(device >= 0, "cuda::set_device: device index must be non-negative, got ", device);
+  NABLA_CHECK(DeviceError, device >= 0, "cuda::set_device: device index must be non-negative, got ", device);
   h.set_device(resolve(h, device, "set_device"));
 }
 void synchronize(int device) {
@@ -124,7 +124,7 @@ Stream default_stream(int device) {
 
 Stream current_stream(int device) {
   if (device < 0) device = current_device();
-  check<DeviceError>(device < kMaxDevices, "cuda::current_stream: device index ", device, " is out of range");
+  NABLA_CHECK(DeviceError, device < kMaxDevices, "cuda::current_stream: device index ", device, " is out of range");
   return Stream(Device::cuda(static_cast<int16_t>(device)), tl_current_stream[device]);
 }
 
@@ -190,7 +190,7 @@ void Event::record(const Stream& s) {
     impl_->event = h.event_create(d, impl_->timing);
     impl_->device = d;
   }
-  check<DeviceError>(impl_->device == d, "cuda::Event::record: the event belongs to cuda:", impl_->device,
+  NABLA_CHECK(DeviceError, impl_->device == d, "cuda::Event::record: the event belongs to cuda:", impl_->device,
                      " but the stream to cuda:", d);
   h.event_record(d, impl_->event, s.handle());
 }
@@ -204,9 +204,9 @@ void Event::synchronize() const {
   require("Event::synchronize").event_synchronize(impl_->device, impl_->event);
 }
 float Event::elapsed_time(const Event& end) const {
-  check<ValueError>(impl_->timing && end.impl_->timing,
+  NABLA_CHECK(ValueError, impl_->timing && end.impl_->timing,
                     "cuda::Event::elapsed_time: both events need enable_timing=true");
-  check<ValueError>(impl_->event && end.impl_->event, "cuda::Event::elapsed_time: both events must be recorded first");
+  NABLA_CHECK(ValueError, impl_->event && end.impl_->event, "cuda::Event::elapsed_time: both events must be recorded first");
   return require("Event::elapsed_time").event_elapsed_ms(impl_->device, impl_->event, end.impl_->event);
 }
 void Event::block(const Stream& s) const {
@@ -230,8 +230,8 @@ void check_later(const Tensor& values, std::function<void(const Tensor&)> report
     report(values.to(kCPU));
     return;
   }
-  check<ValueError>(values.numel() <= 4 && values.element_size() == 8, "cuda::check_later: expected at most 4 values of "
-                    "8 bytes, got ", detail::describe(values));
+  NABLA_CHECK(ValueError, values.numel() <= 4 && values.element_size() == 8, "cuda::check_later: expected at most 4 values of "
+                    "8 bytes, got ", internal::describe(values));
   require("check_later").check_later(values, std::move(report));
 }
 

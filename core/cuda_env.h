@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace nabla::detail {
+namespace nabla::internal {
 
 inline bool cuda_disabled_by_env() {
   static const bool disabled = [] {
@@ -16,4 +16,4 @@ inline bool cuda_disabled_by_env() {
   return disabled;
 }
 
-}  // namespace nabla::detail
+}  // namespace nabla::internal

@@ -1,4 +1,4 @@
-// Loading the CUDA backend where it is a plugin (see detail::load_cuda_backend in core/backend.h).
+// Loading the CUDA backend where it is a plugin (see internal::load_cuda_backend in core/backend.h).
 // The plugin's static initializer (cuda/backend.cpp) registers the backend, the device hooks and the
 // fused optimizer steps, as it does when the backend is linked into a static libnabla.
 #include <dlfcn.h>
@@ -19,7 +19,7 @@ void register_cuda_backend();  // cuda/backend.cpp, part of a static libnabla bu
 }
 #endif
 
-namespace nabla::detail {
+namespace nabla::internal {
 
 namespace {
 
@@ -99,4 +99,4 @@ std::string cuda_backend_missing_reason() {
   return g_reason;
 }
 
-}  // namespace nabla::detail
+}  // namespace nabla::internal

@@ -193,7 +193,7 @@ decltype(auto) visit_compute_dtype(DType d, const char* op, F&& f) {
     case DType::boolean: return f(type_tag<bool>{});
     default: break;
   }
-  throw NotImplemented(detail::str(op, ": not implemented for dtype ", dtype_name(d),
+  throw NotImplemented(internal::str(op, ": not implemented for dtype ", dtype_name(d),
                                    " on the CPU (convert with .to(kFloat32) first)"));
 }
 

@@ -35,15 +35,15 @@ Term parse_term(std::string_view s, std::string_view equation) {
   Term t;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '.') {
-      check<ValueError>(s.substr(i, 3) == "...", "einsum: '.' must come as an ellipsis '...' in \"", equation, "\"");
-      check<ValueError>(std::find(t.begin(), t.end(), kEllipsis) == t.end(),
+      NABLA_CHECK(ValueError, s.substr(i, 3) == "...", "einsum: '.' must come as an ellipsis '...' in \"", equation, "\"");
+      NABLA_CHECK(ValueError, std::find(t.begin(), t.end(), kEllipsis) == t.end(),
                         "einsum: more than one ellipsis in one operand of \"", equation, "\"");
       t.push_back(kEllipsis);
       i += 2;
       continue;
     }
     int l = label_of(s[i]);
-    check<ValueError>(l != kNoLabel, "einsum: invalid subscript '", s[i], "' in \"", equation,
+    NABLA_CHECK(ValueError, l != kNoLabel, "einsum: invalid subscript '", s[i], "' in \"", equation,
                       "\" (subscripts are letters A-Z and a-z)");
     t.push_back(l);
   }
@@ -87,12 +87,12 @@ class Einsum {
 
  private:
   void check_operands() const {
-    check<ValueError>(!operands_.empty(), "einsum: needs at least one operand");
-    for (const Tensor& t : operands_) check<ValueError>(t.defined(), "einsum: an operand is undefined");
+    NABLA_CHECK(ValueError, !operands_.empty(), "einsum: needs at least one operand");
+    for (const Tensor& t : operands_) NABLA_CHECK(ValueError, t.defined(), "einsum: an operand is undefined");
     for (const Tensor& t : operands_) {
-      check<DeviceError>(t.device() == operands_[0].device(), "einsum: expected all operands on the same device, got ",
+      NABLA_CHECK(DeviceError, t.device() == operands_[0].device(), "einsum: expected all operands on the same device, got ",
                          operands_[0].device(), " and ", t.device(), " (move one with .to(device))");
-      check<DTypeError>(t.dtype() == operands_[0].dtype(), "einsum: expected all operands of the same dtype, got ",
+      NABLA_CHECK(DTypeError, t.dtype() == operands_[0].dtype(), "einsum: expected all operands of the same dtype, got ",
                         operands_[0].dtype(), " and ", t.dtype(), " (convert one with .to(dtype))");
     }
   }
@@ -107,7 +107,7 @@ class Einsum {
       if (comma == std::string_view::npos) break;
       start = comma + 1;
     }
-    check<ValueError>(terms_.size() == operands_.size(), "einsum: \"", equation_, "\" has ", terms_.size(),
+    NABLA_CHECK(ValueError, terms_.size() == operands_.size(), "einsum: \"", equation_, "\" has ", terms_.size(),
                       " operand subscripts but ", operands_.size(), " operands were given");
   }
 
@@ -122,7 +122,7 @@ class Einsum {
       const Tensor& x = operands_[k];
       const bool has_ell = std::find(t.begin(), t.end(), kEllipsis) != t.end();
       const int64_t nlabels = static_cast<int64_t>(t.size()) - (has_ell ? 1 : 0);
-      check<ShapeError>(has_ell ? x.dim() >= nlabels : x.dim() == nlabels, "einsum: operand ", k, " of shape ",
+      NABLA_CHECK(ShapeError, has_ell ? x.dim() >= nlabels : x.dim() == nlabels, "einsum: operand ", k, " of shape ",
                         x.sizes(), " has ", x.dim(), " dims but its subscripts in \"", equation_, "\" name ", nlabels);
       ell_dims_[k] = x.dim() - nlabels;
       ell_rank_ = std::max(ell_rank_, ell_dims_[k]);
@@ -135,7 +135,7 @@ class Einsum {
         const int64_t s = x.sizes()[d++];
         if (first_[l] == kLabels) first_[l] = order++;
         ++count_[l];
-        check<ShapeError>(size_[l] == 1 || s == 1 || size_[l] == s, "einsum: subscript '", label_char(l), "' has size ",
+        NABLA_CHECK(ShapeError, size_[l] == 1 || s == 1 || size_[l] == s, "einsum: subscript '", label_char(l), "' has size ",
                           s, " in operand ", k, " (shape ", x.sizes(), ") but ", size_[l], " elsewhere");
         if (s != 1) size_[l] = s;
       }
@@ -150,13 +150,13 @@ class Einsum {
       std::array<bool, kLabels> seen{};
       for (int l : out_) {
         if (l == kEllipsis) continue;
-        check<ValueError>(count_[l] > 0, "einsum: output subscript '", label_char(l), "' of \"", equation_,
+        NABLA_CHECK(ValueError, count_[l] > 0, "einsum: output subscript '", label_char(l), "' of \"", equation_,
                           "\" appears in no operand");
-        check<ValueError>(!seen[l], "einsum: output subscript '", label_char(l), "' appears twice in \"", equation_,
+        NABLA_CHECK(ValueError, !seen[l], "einsum: output subscript '", label_char(l), "' appears twice in \"", equation_,
                           "\"");
         seen[l] = true;
       }
-      check<ValueError>(ell_rank_ == 0 || std::find(out_.begin(), out_.end(), kEllipsis) != out_.end(), "einsum: \"",
+      NABLA_CHECK(ValueError, ell_rank_ == 0 || std::find(out_.begin(), out_.end(), kEllipsis) != out_.end(), "einsum: \"",
                         equation_, "\" has an ellipsis covering ", ell_rank_,
                         " dims in its operands but none in its output; add '...' to the output");
     } else {
@@ -192,7 +192,7 @@ class Einsum {
       if (dl[i] == kEllipsis) continue;
       for (size_t j = i + 1; j < dl.size(); ++j) {
         if (dl[j] != dl[i]) continue;
-        check<ShapeError>(x.sizes()[i] == x.sizes()[j], "einsum: subscript '", label_char(dl[i]),
+        NABLA_CHECK(ShapeError, x.sizes()[i] == x.sizes()[j], "einsum: subscript '", label_char(dl[i]),
                           "' repeated in operand ", k, " needs equal sizes, got shape ", x.sizes());
         int l = dl[i];
         x = x.diagonal(0, static_cast<int64_t>(i), static_cast<int64_t>(j));
@@ -244,7 +244,7 @@ class Einsum {
     std::vector<int64_t> batch, m, n, summed;
     for (int64_t d = 0; d < rank_; ++d) {
       const int64_t sa = a.sizes()[d], sb = b.sizes()[d];
-      check<ShapeError>(sa == 1 || sb == 1 || sa == sb, "einsum: the dims the ellipsis covers cannot be broadcast: ",
+      NABLA_CHECK(ShapeError, sa == 1 || sb == 1 || sa == sb, "einsum: the dims the ellipsis covers cannot be broadcast: ",
                         sa, " against ", sb, " in \"", equation_, "\"");
       if (!needed(d) && sa != 1 && sb != 1) summed.push_back(d);
       else if (sa != 1 && sb != 1) batch.push_back(d);

@@ -40,7 +40,7 @@ const char* op_name(BinaryOp op) {
   return "binary";
 }
 
-namespace detail {
+namespace internal {
 
 // "leaky_relu" -> "LeakyReluBackward"; computed once per op.
 const char* backward_name(const char* op) {
@@ -135,12 +135,12 @@ static DType compute_dtype(BinaryOp op, const Tensor& a, const Tensor& b) {
   return dt;
 }
 
-}  // namespace detail
+}  // namespace internal
 
 namespace {
 
-using detail::binary_kernel;
-using detail::make_empty;
+using internal::binary_kernel;
+using internal::make_empty;
 
 // ---- unary front-ends ---------------------------------------------------------------------------
 enum class UnaryKind { floating, same, predicate };
@@ -155,16 +155,16 @@ Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryKind kind, double p0 = 0, 
   const char* name = op_name(op);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced(t, op_id(op), {x}, UnaryAttrs{p0, p1}, [&] { return unary_kernel(op, x, kind, p0, p1, on_int); });
-  check<ValueError>(x.defined(), name, ": input tensor is undefined");
+  NABLA_CHECK(ValueError, x.defined(), name, ": input tensor is undefined");
   DType dt = x.dtype();
   if (kind == UnaryKind::floating && !is_floating(dt)) {
-    check<DTypeError>(on_int == OnInt::promote || (on_int == OnInt::ints && dt != DType::boolean), name,
+    NABLA_CHECK(DTypeError, on_int == OnInt::promote || (on_int == OnInt::ints && dt != DType::boolean), name,
                       on_int == OnInt::ints ? ": not defined for bool tensors, got " : ": defined for floating tensors only, got ",
                       dt, " (convert with .to(kFloat32) first)");
     dt = DType::f32;
   }
   if (kind == UnaryKind::same && dt == DType::boolean)
-    throw DTypeError(detail::str(name, ": not supported for bool tensors (use logical_not for masks, or convert "
+    throw DTypeError(internal::str(name, ": not supported for bool tensors (use logical_not for masks, or convert "
                                        "with .to(kInt64) first)"));
   Tensor xin = x;
   if (dt != x.dtype() && kind != UnaryKind::predicate) {
@@ -216,7 +216,7 @@ autograd::SavedTensor save_for(Saves what, const Tensor& x, const Tensor& y) {
 // The trailing arguments are extra captures (the parameters p0, p1).
 #define NABLA_UNARY_BACKWARD(name, saves, bwd, ...)                                                \
   if (autograd::needs_grad(x)) {                                                                 \
-    static const char* bname = detail::backward_name(#name);                                     \
+    static const char* bname = internal::backward_name(#name);                                     \
     auto s = save_for(Saves::saves, x, y);                                                       \
     autograd::record(bname, {&x}, {&y}, [s __VA_OPT__(, ) __VA_ARGS__](Node& n, GradList& grads) { \
       __VA_OPT__(ignore_unused(__VA_ARGS__);)                                                    \
@@ -247,7 +247,7 @@ NABLA_UNARY_SAME_OPS(NABLA_DEFINE_SAME)
 #undef NABLA_DEFINE_FLOAT
 #undef NABLA_DEFINE_SAME
 
-namespace detail {
+namespace internal {
 #define NABLA_DEFINE_PARAM(name, fwd, saves, bwd, on_int, ...)                                         \
   Tensor name(const Tensor& x, double p0, double p1) {                                           \
     Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::floating, p0, p1, OnInt::on_int);       \
@@ -256,7 +256,7 @@ namespace detail {
   }
 NABLA_UNARY_PARAM_OPS(NABLA_DEFINE_PARAM)
 #undef NABLA_DEFINE_PARAM
-}  // namespace detail
+}  // namespace internal
 #undef NABLA_UNARY_BACKWARD
 
 #define NABLA_DEFINE_PREDICATE(name, fwd, ...)\
@@ -264,34 +264,34 @@ NABLA_UNARY_PARAM_OPS(NABLA_DEFINE_PARAM)
 NABLA_UNARY_BOOL_OPS(NABLA_DEFINE_PREDICATE)
 #undef NABLA_DEFINE_PREDICATE
 
-Tensor leaky_relu(const Tensor& x, double slope) { return detail::leaky_relu(x, slope, 0); }
-Tensor elu(const Tensor& x, double alpha) { return detail::elu(x, alpha, 0); }
+Tensor leaky_relu(const Tensor& x, double slope) { return internal::leaky_relu(x, slope, 0); }
+Tensor elu(const Tensor& x, double alpha) { return internal::elu(x, alpha, 0); }
 Tensor softplus(const Tensor& x, double beta, double threshold) {
-  check<ValueError>(beta != 0, "softplus: beta must be nonzero");
-  return detail::softplus(x, beta, threshold);
+  NABLA_CHECK(ValueError, beta != 0, "softplus: beta must be nonzero");
+  return internal::softplus(x, beta, threshold);
 }
 Tensor hardtanh(const Tensor& x, double lo, double hi) {
-  check<ValueError>(lo <= hi, "hardtanh: min_val (", lo, ") must not exceed max_val (", hi, ")");
+  NABLA_CHECK(ValueError, lo <= hi, "hardtanh: min_val (", lo, ") must not exceed max_val (", hi, ")");
   // On integer tensors hardtanh is clamp, as in PyTorch (integral bounds keep the dtype).
   if (x.defined() && is_integral(x.dtype()) && x.dtype() != DType::boolean) {
     if (lo == std::trunc(lo) && hi == std::trunc(hi) && std::abs(lo) < 9e18 && std::abs(hi) < 9e18)
       return clamp(x, Scalar(static_cast<int64_t>(lo)), Scalar(static_cast<int64_t>(hi)));
     return clamp(x, lo, hi);
   }
-  return detail::hardtanh(x, lo, hi);
+  return internal::hardtanh(x, lo, hi);
 }
 Tensor relu6(const Tensor& x) { return hardtanh(x, 0, 6); }
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   if (approximate == "none") return gelu(x);
   if (approximate == "tanh") return gelu_tanh(x);
-  throw ValueError(detail::str("gelu: approximate must be 'none' or 'tanh', got '", approximate, "'"));
+  throw ValueError(internal::str("gelu: approximate must be 'none' or 'tanh', got '", approximate, "'"));
 }
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
-  check<ValueError>(lo || hi, "clamp: at least one of min and max must be given");
+  NABLA_CHECK(ValueError, lo || hi, "clamp: at least one of min and max must be given");
   DType dt = x.dtype();
-  if (lo) dt = detail::promote_with_scalar(dt, *lo);
-  if (hi) dt = detail::promote_with_scalar(dt, *hi);
+  if (lo) dt = internal::promote_with_scalar(dt, *lo);
+  if (hi) dt = internal::promote_with_scalar(dt, *hi);
   const double inf = std::numeric_limits<double>::infinity();
   double p0 = lo ? lo->to_double() : -inf, p1 = hi ? hi->to_double() : inf;
   Tensor xin = x;
@@ -318,7 +318,7 @@ Tensor clamp_max(const Tensor& x, Scalar hi) { return clamp(x, std::nullopt, hi)
 // conditions, so each element's gradient goes to the operand whose value it took.
 Tensor clamp(const Tensor& x, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi) {
   const bool has_lo = lo && lo->defined(), has_hi = hi && hi->defined();
-  check<ValueError>(has_lo || has_hi, "clamp: at least one of min and max must be given");
+  NABLA_CHECK(ValueError, has_lo || has_hi, "clamp: at least one of min and max must be given");
   Tensor y;
   if (has_lo && has_hi) {
     const Tensor &a = *lo, &b = *hi;
@@ -351,10 +351,10 @@ Tensor grad_for(const Tensor& g, const Shape& shape, DType dtype) {
 // add/sub's alpha must fit the result's category, as in PyTorch: no floating alpha for an integer
 // result (it would be truncated), no bool alpha for a non-bool one.
 void check_alpha(BinaryOp op, DType dt, Scalar alpha) {
-  check<ValueError>(!(is_integral(dt) && alpha.is_floating()), op_name(op), ": alpha ", alpha.to_double(),
+  NABLA_CHECK(ValueError, !(is_integral(dt) && alpha.is_floating()), op_name(op), ": alpha ", alpha.to_double(),
                     " is a floating-point number but the result is ", dt,
                     "; for integer tensors alpha must be an integer");
-  check<ValueError>(!(alpha.is_bool() && dt != DType::boolean), op_name(op),
+  NABLA_CHECK(ValueError, !(alpha.is_bool() && dt != DType::boolean), op_name(op),
                     ": a bool alpha is only allowed for bool results, got ", dt);
 }
 
@@ -362,7 +362,7 @@ void check_alpha(BinaryOp op, DType dt, Scalar alpha) {
 // usually a mask inversion). `b` is the dtype of a Scalar operand too, before it is wrapped.
 void check_bool_operands(BinaryOp op, DType a, DType b) {
   if (bool_rule(op) != BoolRule::reject_operand) return;
-  check<DTypeError>(a != DType::boolean && b != DType::boolean, op_name(op), ": not supported with a bool operand (", a,
+  NABLA_CHECK(DTypeError, a != DType::boolean && b != DType::boolean, op_name(op), ": not supported with a bool operand (", a,
                     ", ", b, "); to invert a mask use ~mask or logical_not(mask)");
 }
 
@@ -370,16 +370,16 @@ void check_bool_operands(BinaryOp op, DType a, DType b) {
 // an op that rejects them (sub), integer division by zero.
 DType check_binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) {
   const char* name = op_name(op);
-  check<ValueError>(a.defined() && b.defined(), name, ": input tensor is undefined");
-  DType dt = detail::compute_dtype(op, a, b);
+  NABLA_CHECK(ValueError, a.defined() && b.defined(), name, ": input tensor is undefined");
+  DType dt = internal::compute_dtype(op, a, b);
   check_alpha(op, dt, alpha);
   check_bool_operands(op, a.dtype(), b.dtype());
-  check<DTypeError>(detail::binary_kind(op) != detail::BinaryKind::float_only || is_floating(dt), name,
+  NABLA_CHECK(DTypeError, internal::binary_kind(op) != internal::BinaryKind::float_only || is_floating(dt), name,
                     ": defined for floating tensors only, got ", a.dtype(), " and ", b.dtype(),
                     " (convert with .to(kFloat32) first)");
-  if (detail::binary_kind(op) == detail::BinaryKind::intdiv && is_integral(dt) && b.numel() > 0) {
+  if (internal::binary_kind(op) == internal::BinaryKind::intdiv && is_integral(dt) && b.numel() > 0) {
     autograd::NoGradGuard ng;
-    check<ValueError>(!any(eq(b, 0)).item<bool>(), name, ": integer division by zero");
+    NABLA_CHECK(ValueError, !any(eq(b, 0)).item<bool>(), name, ": integer division by zero");
   }
   return dt;
 }
@@ -408,7 +408,7 @@ constexpr bool grads_read_a(BinaryOp op) {
   case BinaryOp::name: {                                                                                  \
     const uint8_t keep = (autograd::needs_grad(a_in) ? reads::reads_a : 0) |                              \
                          (autograd::needs_grad(b_in) ? reads::reads_b : 0);                               \
-    static const char* bname = detail::backward_name(#name);                                              \
+    static const char* bname = internal::backward_name(#name);                                              \
     autograd::record(bname, {&a_in, &b_in}, {&out},                                                       \
                      [sa, da, sb, db, alpha, xa = keep & reads::a ? save(a_in) : autograd::SavedTensor{}, \
                       xb = keep & reads::b ? save(b_in) : autograd::SavedTensor{},                        \
@@ -437,7 +437,7 @@ Tensor binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, Scalar alpha_
   DType dt = check_binary(op, a_in, b_in, alpha_s);
   Tensor out = binary_kernel(op, a_in, b_in, alpha_s, dt);
   if (is_bool_result(op) || !autograd::needs_grad(a_in, b_in)) return out;
-  check<AutogradError>(is_floating(dt), op_name(op), ": gradients need a floating dtype, got ", dt);
+  NABLA_CHECK(AutogradError, is_floating(dt), op_name(op), ": gradients need a floating dtype, got ", dt);
   const Shape sa = a_in.sizes(), sb = b_in.sizes();
   const DType da = a_in.dtype(), db = b_in.dtype();
   const double alpha = alpha_s.to_double();
@@ -451,7 +451,7 @@ Tensor binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, Scalar alpha_
 #undef NABLA_BINARY_RECORD
 
 Tensor scalar_operand(const Tensor& t, Scalar s) {
-  return detail::wrap_scalar(s, detail::promote_with_scalar(t.dtype(), s));
+  return internal::wrap_scalar(s, internal::promote_with_scalar(t.dtype(), s));
 }
 
 // In place: self = op(self, other). The result is computed in the promoted dtype and must be
@@ -459,23 +459,23 @@ Tensor scalar_operand(const Tensor& t, Scalar s) {
 Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, Scalar alpha = 1) {
   const char* name = op_name(op);
   DType dt = check_binary(op, self, other, alpha);
-  detail::check_inplace(self, name);
-  check<DTypeError>(!(is_floating(dt) && !is_floating(self.dtype())) && !(is_integral(dt) && self.dtype() == DType::boolean),
+  internal::check_inplace(self, name);
+  NABLA_CHECK(DTypeError, !(is_floating(dt) && !is_floating(self.dtype())) && !(is_integral(dt) && self.dtype() == DType::boolean),
                     name, "_: result type ", dt, " cannot be stored in a tensor of dtype ", self.dtype());
   Shape shape = broadcast_shapes(self.sizes(), other.sizes(), name);
-  check<ShapeError>(shape == self.sizes(), name, "_: the result of shape ", shape,
+  NABLA_CHECK(ShapeError, shape == self.sizes(), name, "_: the result of shape ", shape,
                     " does not fit the in-place destination of shape ", self.sizes());
   bool grad = autograd::needs_grad(self, other);
   if (!grad && dt == self.dtype() && !self.impl()->is_wrapped_number) {
-    Device dev = detail::output_device(name, self, other);
-    check<DeviceError>(dev == self.device(), name, "_: cannot write a result on ", dev, " into a tensor on ", self.device());
-    Tensor oc = detail::broadcast_view(detail::prepare_operand(other, dt, dev), shape);
-    if (detail::partial_overlap(self, oc)) {  // e.g. x[1:] += x[:-1]: read a copy of the old values
+    Device dev = internal::output_device(name, self, other);
+    NABLA_CHECK(DeviceError, dev == self.device(), name, "_: cannot write a result on ", dev, " into a tensor on ", self.device());
+    Tensor oc = internal::broadcast_view(internal::prepare_operand(other, dt, dev), shape);
+    if (internal::partial_overlap(self, oc)) {  // e.g. x[1:] += x[:-1]: read a copy of the old values
       autograd::NoGradGuard ng;
       oc = oc.clone();
     }
     backend_for(dev).binary(op, self, oc, self, alpha);
-    detail::bump_version(self);
+    internal::bump_version(self);
     return self;
   }
   // Compute out of place, then copy back; copy_ records the in-place history for autograd. A
@@ -510,14 +510,14 @@ Tensor div(const Tensor& a, Scalar b) { return binary(BinaryOp::div, a, scalar_o
 Tensor div(Scalar a, const Tensor& b) { return binary(BinaryOp::div, scalar_operand(b, a), b); }
 // An integer tensor to a negative integer (scalar) power is an error, as in PyTorch.
 static void check_integer_power(DType base, Scalar e) {
-  check<ValueError>(!(is_integral(base) && base != DType::boolean && e.is_integral() && e.to_double() < 0), "pow: ",
+  NABLA_CHECK(ValueError, !(is_integral(base) && base != DType::boolean && e.is_integral() && e.to_double() < 0), "pow: ",
                     base, " tensor to the negative integer power ", e.to_double(),
                     ": integers to negative integer powers are not allowed (convert the base with .to(kFloat32))");
 }
 Tensor pow(const Tensor& a, Scalar e) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::pow_scalar>(t, {a}, {.value = e.to_double()}, [&] { return pow(a, e); });
-  DType dt = detail::promote_with_scalar(a.dtype(), e);
+  DType dt = internal::promote_with_scalar(a.dtype(), e);
   check_integer_power(dt, e);
   // Shortcuts only where they keep the result dtype (int ** 2.0 is float32, bool ** 2 int64).
   if ((e.is_floating() || e.is_integral()) && dt == a.dtype() && dt != DType::boolean) {
@@ -526,7 +526,7 @@ Tensor pow(const Tensor& a, Scalar e) {
     if (v == 2 && !autograd::needs_grad(a)) return square(a);
   }
   Tensor ac = a.dtype() == dt ? a : a.to(dt);
-  Tensor y = binary_kernel(BinaryOp::pow, ac, detail::wrap_scalar(e, dt), 1, dt);
+  Tensor y = binary_kernel(BinaryOp::pow, ac, internal::wrap_scalar(e, dt), 1, dt);
   if (autograd::needs_grad(ac)) {
     double ev = e.to_double();
     autograd::record("PowBackward", {&ac}, {&y}, [sx = save(ac), ev](Node& n, GradList& grads) {
@@ -555,7 +555,7 @@ Tensor logical_or(const Tensor& a, const Tensor& b) { return binary(BinaryOp::lo
 Tensor logical_xor(const Tensor& a, const Tensor& b) { return binary(BinaryOp::logical_xor, a, b); }
 
 static void check_bool_operands(const char* op, const Tensor& a, const Tensor& b) {
-  check<DTypeError>(a.dtype() == DType::boolean && b.dtype() == DType::boolean, "operator", op,
+  NABLA_CHECK(DTypeError, a.dtype() == DType::boolean && b.dtype() == DType::boolean, "operator", op,
                     ": defined for bool tensors (masks) only, got ", a.dtype(), " and ", b.dtype(),
                     "; use logical_and/logical_or/logical_xor for other dtypes");
 }
@@ -563,7 +563,7 @@ Tensor operator&(const Tensor& a, const Tensor& b) { check_bool_operands("&", a,
 Tensor operator|(const Tensor& a, const Tensor& b) { check_bool_operands("|", a, b); return logical_or(a, b); }
 Tensor operator^(const Tensor& a, const Tensor& b) { check_bool_operands("^", a, b); return logical_xor(a, b); }
 Tensor operator~(const Tensor& a) {
-  check<DTypeError>(a.dtype() == DType::boolean, "operator~: defined for bool tensors (masks) only, got ", a.dtype());
+  NABLA_CHECK(DTypeError, a.dtype() == DType::boolean, "operator~: defined for bool tensors (masks) only, got ", a.dtype());
   return logical_not(a);
 }
 
@@ -603,17 +603,17 @@ bool equal(const Tensor& a, const Tensor& b) {
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::where>(t, {cond, a, b}, {}, [&] { return where(cond, a, b); });
-  check<DTypeError>(cond.dtype() == DType::boolean, "where: condition must be a bool tensor, got ", cond.dtype());
-  DType dt = detail::result_type(a, b);
-  Device dev = detail::output_device("where", a, b);
+  NABLA_CHECK(DTypeError, cond.dtype() == DType::boolean, "where: condition must be a bool tensor, got ", cond.dtype());
+  DType dt = internal::result_type(a, b);
+  Device dev = internal::output_device("where", a, b);
   Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
   Tensor out = make_empty(shape, dt, dev);
   Tensor cc = cond.device() == dev ? cond : cond.to(dev);
-  Tensor ac = detail::prepare_operand(a, dt, dev), bc = detail::prepare_operand(b, dt, dev);
+  Tensor ac = internal::prepare_operand(a, dt, dev), bc = internal::prepare_operand(b, dt, dev);
   if (ac.impl()->is_wrapped_number && dev.is_cuda()) ac = ac.to(dev);
   if (bc.impl()->is_wrapped_number && dev.is_cuda()) bc = bc.to(dev);
-  backend_for(dev).where(detail::broadcast_view(cc, shape), detail::broadcast_view(ac, shape),
-                         detail::broadcast_view(bc, shape), out);
+  backend_for(dev).where(internal::broadcast_view(cc, shape), internal::broadcast_view(ac, shape),
+                         internal::broadcast_view(bc, shape), out);
   if (autograd::needs_grad(a, b)) {
     autograd::record("WhereBackward", {&a, &b}, {&out},
                      [c = save(cond), sa = a.sizes(), da = a.dtype(), sb = b.sizes(), db = b.dtype()](Node& n,
@@ -656,14 +656,14 @@ Tensor& Tensor::pow_(Scalar e) {
 }
 
 Tensor& Tensor::fill_(Scalar v) {
-  detail::check_inplace(*this, "fill_");
+  internal::check_inplace(*this, "fill_");
   if (autograd::needs_grad(*this)) return copy_(full_like(*this, v).detach());
   backend_for(device()).fill(*this, v);
-  detail::bump_version(*this);
+  internal::bump_version(*this);
   return *this;
 }
 Tensor& Tensor::fill_(const Tensor& v) {
-  check<ShapeError>(v.dim() == 0, "fill_: the value must be a 0-dim tensor, got shape ", v.sizes());
+  NABLA_CHECK(ShapeError, v.dim() == 0, "fill_: the value must be a 0-dim tensor, got shape ", v.sizes());
   return copy_(v.expand(sizes()));
 }
 Tensor& Tensor::zero_() { return fill_(0); }
@@ -671,8 +671,8 @@ Tensor& Tensor::zero_() { return fill_(0); }
 namespace {
 // Applies an out-of-place unary op and writes the result back in place.
 Tensor& unary_inplace(Tensor& self, const char* name, Tensor result) {
-  detail::check_inplace(self, name);
-  check<DTypeError>(result.dtype() == self.dtype(), name, ": result dtype ", result.dtype(),
+  internal::check_inplace(self, name);
+  NABLA_CHECK(DTypeError, result.dtype() == self.dtype(), name, ": result dtype ", result.dtype(),
                     " cannot be stored in a tensor of dtype ", self.dtype());
   return self.copy_(result);
 }
@@ -684,9 +684,9 @@ Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
 }
 Tensor& Tensor::relu_() {
   if (!autograd::needs_grad(*this)) {
-    detail::check_inplace(*this, "relu_");
+    internal::check_inplace(*this, "relu_");
     backend_for(device()).unary(UnaryOp::relu, *this, *this, 0, 0);
-    detail::bump_version(*this);
+    internal::bump_version(*this);
     return *this;
   }
   return unary_inplace(*this, "relu_", nabla::relu(original(*this)));

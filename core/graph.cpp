@@ -114,7 +114,7 @@ Node::~Node() {
 }
 
 void throw_graph_freed(const char* node_name) {
-  throw AutogradError(detail::str(
+  throw AutogradError(internal::str(
       "backward: trying to backward through the graph a second time (", node_name,
       " already freed its saved tensors). Saved values are freed when backward() or autograd::grad() "
       "runs; pass retain_graph=true to the first call if you need to backward through the graph again"));
@@ -137,10 +137,10 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output
 Tensor SavedTensor::unpack(const Node& owner) const {
   if (!data_.defined()) return data_;
   if (data_.version() != version_)
-    throw AutogradError(detail::str(
+    throw AutogradError(internal::str(
         "backward: one of the tensors needed for gradient computation has been modified by an in-place "
         "operation: the ",
-        detail::describe(data_), " saved by ", owner.name(), " is at version ", data_.version(),
+        internal::describe(data_), " saved by ", owner.name(), " is at version ", data_.version(),
         "; expected version ", version_,
         ". Use the out-of-place op (e.g. x = x + 1 instead of x += 1) or clone() before modifying it"));
   if (!is_output_) return data_;
@@ -181,7 +181,7 @@ class AccumulateGrad final : public Node {
       if (r.defined()) g = r;
     }
     const OutputMeta& m = out_meta[0];
-    check<ShapeError>(g.sizes() == m.shape, "backward: gradient of shape ", g.sizes(),
+    NABLA_CHECK(ShapeError, g.sizes() == m.shape, "backward: gradient of shape ", g.sizes(),
                       " does not match its leaf tensor of shape ", m.shape);
     Tensor& grad = meta_->grad;
     if (GradMode::is_enabled()) {
@@ -215,7 +215,7 @@ static AutogradMeta& meta_of(TensorImpl* impl) {
 
 Edge gradient_edge(const Tensor& t) {
   TensorImpl* impl = t.impl();
-  if (impl->view_history_is_stale()) nabla::detail::refresh_view_history(t);
+  if (impl->view_history_is_stale()) nabla::internal::refresh_view_history(t);
   if (impl->grad_fn) return Edge{impl->grad_fn, impl->output_nr};
   if (!impl->requires_grad) return Edge{};
   if (!impl->grad_accumulator) {
@@ -264,7 +264,7 @@ void connect(Node* node, const std::vector<Tensor>& inputs, std::vector<Tensor>&
 Tensor sum_to(const Tensor& grad, IntArrayRef shape) {
   if (grad.sizes() == Shape(shape.begin(), shape.end())) return grad;
   int64_t lead = grad.dim() - static_cast<int64_t>(shape.size());
-  check<ShapeError>(lead >= 0, "sum_to: cannot reduce a gradient of shape ", grad.sizes(), " to ", shape);
+  NABLA_CHECK(ShapeError, lead >= 0, "sum_to: cannot reduce a gradient of shape ", grad.sizes(), " to ", shape);
   Shape dims;
   for (int64_t i = 0; i < lead; ++i) dims.push_back(i);
   for (size_t i = 0; i < shape.size(); ++i)

@@ -9,7 +9,7 @@
 #include "ops.h"
 #include "tensor.h"
 
-namespace nabla::detail {
+namespace nabla::internal {
 
 // A new contiguous tensor with uninitialized contents.
 Tensor make_empty(IntArrayRef shape, DType dtype, Device device, bool pinned = false);
@@ -96,4 +96,4 @@ void refresh_view_history(const Tensor& view);
 // Describes a tensor for error messages: "float32[2, 3] on cpu"
 std::string describe(const Tensor& t);
 
-}  // namespace nabla::detail
+}  // namespace nabla::internal

@@ -16,7 +16,7 @@ using autograd::save;
 namespace {
 
 Tensor as_index(const Tensor& index, const char* op) {
-  check<DTypeError>(is_integral(index.dtype()), op, ": index tensor must be int64 (or int32), got ", index.dtype());
+  NABLA_CHECK(DTypeError, is_integral(index.dtype()), op, ": index tensor must be int64 (or int32), got ", index.dtype());
   return index.dtype() == DType::i64 ? index : index.to(DType::i64);
 }
 
@@ -26,33 +26,33 @@ Tensor as_index(const Tensor& index, const char* op) {
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::cat>(t, tensors, {.dim = dim}, [&] { return cat(tensors, dim); });
-  check<ValueError>(!tensors.empty(), "cat: expected a non-empty list of tensors");
+  NABLA_CHECK(ValueError, !tensors.empty(), "cat: expected a non-empty list of tensors");
   const Tensor* ref = nullptr;
   DType dt = tensors[0].dtype();
   for (const Tensor& t : tensors) {
-    check<ValueError>(t.defined(), "cat: a tensor in the list is undefined");
+    NABLA_CHECK(ValueError, t.defined(), "cat: a tensor in the list is undefined");
     dt = promote_types(dt, t.dtype());
     // Legacy PyTorch behaviour: 1-D empty tensors are skipped.
     if (!ref && !(t.dim() == 1 && t.numel() == 0)) ref = &t;
   }
   if (!ref) ref = &tensors[0];
-  check<ShapeError>(ref->dim() > 0, "cat: zero-dimensional tensors cannot be concatenated (use stack)");
+  NABLA_CHECK(ShapeError, ref->dim() > 0, "cat: zero-dimensional tensors cannot be concatenated (use stack)");
   int64_t d = wrap_dim(dim, ref->dim(), "cat");
   Shape shape = ref->sizes();
   int64_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     if (t.dim() == 1 && t.numel() == 0 && ref->dim() != 1) continue;
-    check<DeviceError>(t.device() == ref->device(), "cat: tensor ", i, " is on ", t.device(), " but tensor 0 is on ",
+    NABLA_CHECK(DeviceError, t.device() == ref->device(), "cat: tensor ", i, " is on ", t.device(), " but tensor 0 is on ",
                        ref->device());
     bool ok = t.dim() == ref->dim();
     for (int64_t k = 0; ok && k < t.dim(); ++k) ok = k == d || t.sizes()[k] == shape[k];
-    check<ShapeError>(ok, "cat: tensor ", i, " has shape ", t.sizes(), " but tensor 0 has shape ", ref->sizes(),
+    NABLA_CHECK(ShapeError, ok, "cat: tensor ", i, " has shape ", t.sizes(), " but tensor 0 has shape ", ref->sizes(),
                       "; all dims except dim ", d, " must match");
     total += t.sizes()[d];
   }
   shape[d] = total;
-  Tensor out = detail::make_empty(shape, dt, ref->device());
+  Tensor out = internal::make_empty(shape, dt, ref->device());
   std::vector<int64_t> offsets;
   int64_t off = 0;
   Backend& be = backend_for(out.device());
@@ -64,7 +64,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       Shape strides = out.strides();
       Shape sizes = out.sizes();
       sizes[d] = n;
-      be.copy(t, detail::make_view(out, sizes, strides, off * out.strides()[d]), false);
+      be.copy(t, internal::make_view(out, sizes, strides, off * out.strides()[d]), false);
     }
     off += n;
   }
@@ -97,12 +97,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  check<ValueError>(!tensors.empty(), "stack: expected a non-empty list of tensors");
+  NABLA_CHECK(ValueError, !tensors.empty(), "stack: expected a non-empty list of tensors");
   int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> parts;
   parts.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
-    check<ShapeError>(tensors[i].sizes() == tensors[0].sizes(), "stack: tensor ", i, " has shape ", tensors[i].sizes(),
+    NABLA_CHECK(ShapeError, tensors[i].sizes() == tensors[0].sizes(), "stack: tensor ", i, " has shape ", tensors[i].sizes(),
                       " but tensor 0 has shape ", tensors[0].sizes(), "; all must match");
     parts.push_back(tensors[i].unsqueeze(d));
   }
@@ -111,7 +111,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 
 // ---- repeat, flip, roll, tril/triu, pad ---------------------------------------------------------
 Tensor repeat(const Tensor& x, IntArrayRef reps) {
-  check<ShapeError>(static_cast<int64_t>(reps.size()) >= x.dim(), "repeat: got ", reps.size(),
+  NABLA_CHECK(ShapeError, static_cast<int64_t>(reps.size()) >= x.dim(), "repeat: got ", reps.size(),
                     " repeat counts for a tensor with ", x.dim(), " dims; need at least as many");
   int64_t lead = static_cast<int64_t>(reps.size()) - x.dim();
   Shape xs(lead, 1);
@@ -119,7 +119,7 @@ Tensor repeat(const Tensor& x, IntArrayRef reps) {
   // (s0, s1, ...) -> view (1, s0, 1, s1, ...) -> expand (r0, s0, r1, s1, ...) -> (r0*s0, r1*s1, ...)
   Shape inter, expanded, final_shape;
   for (size_t i = 0; i < reps.size(); ++i) {
-    check<ValueError>(reps[i] >= 0, "repeat: repeat counts must be non-negative, got ", reps);
+    NABLA_CHECK(ValueError, reps[i] >= 0, "repeat: repeat counts must be non-negative, got ", reps);
     inter.push_back(1);
     inter.push_back(xs[i]);
     expanded.push_back(reps[i]);
@@ -131,7 +131,7 @@ Tensor repeat(const Tensor& x, IntArrayRef reps) {
 
 Tensor flip(const Tensor& x, IntArrayRef dims) {
   Tensor r = x;
-  detail::DimMask mask = detail::dims_mask(dims, x.dim(), "flip");
+  internal::DimMask mask = internal::dims_mask(dims, x.dim(), "flip");
   if (dims.empty()) return x.clone();
   for (int64_t d = 0; d < x.dim(); ++d) {
     if (!mask[d]) continue;
@@ -144,10 +144,10 @@ Tensor flip(const Tensor& x, IntArrayRef dims) {
 
 Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims) {
   if (dims.empty()) {
-    check<ValueError>(shifts.size() == 1, "roll: without dims, give exactly one shift");
+    NABLA_CHECK(ValueError, shifts.size() == 1, "roll: without dims, give exactly one shift");
     return roll(x.reshape({-1}), shifts, {0}).view(x.sizes());
   }
-  check<ValueError>(shifts.size() == dims.size(), "roll: shifts ", shifts, " and dims ", dims,
+  NABLA_CHECK(ValueError, shifts.size() == dims.size(), "roll: shifts ", shifts, " and dims ", dims,
                     " must have the same length");
   Tensor r = x;
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -172,18 +172,18 @@ Tensor tri_mask(const Tensor& x, int64_t k, bool lower) {
 }  // namespace
 
 Tensor tril(const Tensor& x, int64_t k) {
-  check<ShapeError>(x.dim() >= 2, "tril: needs a tensor with at least 2 dims, got shape ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() >= 2, "tril: needs a tensor with at least 2 dims, got shape ", x.sizes());
   return where(tri_mask(x, k, true), x, zeros({}, dtype(x.dtype()).device(x.device())));
 }
 Tensor triu(const Tensor& x, int64_t k) {
-  check<ShapeError>(x.dim() >= 2, "triu: needs a tensor with at least 2 dims, got shape ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() >= 2, "triu: needs a tensor with at least 2 dims, got shape ", x.sizes());
   return where(tri_mask(x, k, false), x, zeros({}, dtype(x.dtype()).device(x.device())));
 }
 
 Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::pad>(t, {x}, {.padding = trace::ints(padding), .value = value.to_double()}, [&] { return pad(x, padding, value); });
-  check<ValueError>(padding.size() % 2 == 0 && static_cast<int64_t>(padding.size()) <= 2 * x.dim(),
+  NABLA_CHECK(ValueError, padding.size() % 2 == 0 && static_cast<int64_t>(padding.size()) <= 2 * x.dim(),
                     "pad: padding ", padding, " must have an even length of at most 2 * ", x.dim());
   // Negative padding crops first.
   Tensor src = x;
@@ -194,7 +194,7 @@ Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value) {
     int64_t lo = padding[2 * i], hi = padding[2 * i + 1];
     int64_t n = src.sizes()[d];
     int64_t crop_lo = lo < 0 ? -lo : 0, crop_hi = hi < 0 ? -hi : 0;
-    check<ShapeError>(crop_lo + crop_hi <= n, "pad: negative padding ", padding, " removes more than dim ", d,
+    NABLA_CHECK(ShapeError, crop_lo + crop_hi <= n, "pad: negative padding ", padding, " removes more than dim ", d,
                       " holds (", n, ")");
     if (crop_lo || crop_hi) src = src.narrow(d, crop_lo, n - crop_lo - crop_hi);
     out_shape[d] = src.sizes()[d] + std::max<int64_t>(lo, 0) + std::max<int64_t>(hi, 0);
@@ -204,7 +204,7 @@ Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value) {
   Shape sizes = src.sizes();
   int64_t offset = 0;
   for (auto [d, left] : pads) offset += left * out.strides()[d];
-  backend_for(out.device()).copy(src, detail::make_view(out, sizes, out.strides(), offset), false);
+  backend_for(out.device()).copy(src, internal::make_view(out, sizes, out.strides(), offset), false);
   if (autograd::needs_grad(src))
     autograd::record("PadBackward", {&src}, {&out}, [pads, sizes](Node&, GradList& grads) {
       Tensor r = grads[0];
@@ -219,14 +219,14 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index_in) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::index_select>(t, {x, index_in}, {.dim = dim}, [&] { return index_select(x, dim, index_in); });
   Tensor index = as_index(index_in, "index_select");
-  check<ShapeError>(index.dim() <= 1, "index_select: index must be 0-D or 1-D, got shape ", index.sizes());
-  detail::check_same_device("index_select", {&x, &index});
+  NABLA_CHECK(ShapeError, index.dim() <= 1, "index_select: index must be 0-D or 1-D, got shape ", index.sizes());
+  internal::check_same_device("index_select", {&x, &index});
   int64_t d = wrap_dim(dim, x.dim(), "index_select");
   Tensor idx = index.dim() == 0 ? index.reshape({1}) : index;
   Shape s = x.sizes();
   if (x.dim() > 0) s[d] = idx.numel();
-  else check<ShapeError>(idx.numel() <= 1, "index_select: a 0-dim tensor takes at most one index");
-  Tensor out = detail::make_empty(s, x.dtype(), x.device());
+  else NABLA_CHECK(ShapeError, idx.numel() <= 1, "index_select: a 0-dim tensor takes at most one index");
+  Tensor out = internal::make_empty(s, x.dtype(), x.device());
   backend_for(x.device()).index_select(x, d, idx, out);
   if (autograd::needs_grad(x))
     autograd::record("IndexSelectBackward", {&x}, {&out}, [idx, d, xs = x.sizes()](Node&, GradList& grads) {
@@ -241,14 +241,14 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index_in, const Ten
     return trace::traced<OpId::index_add>(t, {x, index_in, src}, {.dim = dim}, [&] { return index_add(x, dim, index_in, src); });
   Tensor index = as_index(index_in, "index_add");
   int64_t d = wrap_dim(dim, x.dim(), "index_add");
-  check<ShapeError>(index.dim() <= 1, "index_add: index must be 1-D, got shape ", index.sizes());
+  NABLA_CHECK(ShapeError, index.dim() <= 1, "index_add: index must be 1-D, got shape ", index.sizes());
   Shape expect = x.sizes();
   if (x.dim() > 0) expect[d] = index.numel();
-  check<ShapeError>(src.sizes() == expect || (x.dim() == 0 && src.numel() == index.numel()), "index_add: source of shape ",
+  NABLA_CHECK(ShapeError, src.sizes() == expect || (x.dim() == 0 && src.numel() == index.numel()), "index_add: source of shape ",
                     src.sizes(), " does not match ", expect, " (x ", x.sizes(), " with dim ", d, " of length ",
                     index.numel(), ")");
-  check<DTypeError>(src.dtype() == x.dtype(), "index_add: source dtype ", src.dtype(), " differs from ", x.dtype());
-  Tensor out = detail::make_empty(x.sizes(), x.dtype(), x.device());
+  NABLA_CHECK(DTypeError, src.dtype() == x.dtype(), "index_add: source dtype ", src.dtype(), " differs from ", x.dtype());
+  Tensor out = internal::make_empty(x.sizes(), x.dtype(), x.device());
   Backend& be = backend_for(x.device());
   be.copy(x, out, false);
   be.index_add(out, d, index.reshape({-1}), src);
@@ -263,17 +263,17 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index_in, const Ten
 }
 
 Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& src) {
-  detail::check_inplace(*this, "index_add_");
+  internal::check_inplace(*this, "index_add_");
   if (!autograd::needs_grad(*this, src) && is_contiguous() && src.dtype() == dtype()) {
     int64_t d = wrap_dim(dim, this->dim(), "index_add_");
     Tensor idx = as_index(index, "index_add_");
     Shape expect = sizes();
     if (this->dim() > 0) expect[d] = idx.numel();
-    check<ShapeError>(src.sizes() == expect, "index_add_: source of shape ", src.sizes(), " does not match ", expect);
+    NABLA_CHECK(ShapeError, src.sizes() == expect, "index_add_: source of shape ", src.sizes(), " does not match ", expect);
     // Rows are read and written at different positions: a source sharing our memory is read from a copy.
     bool shared = src.impl()->storage.get() == impl()->storage.get();
     backend_for(device()).index_add(*this, d, idx.reshape({-1}), shared ? src.clone() : src);
-    detail::bump_version(*this);
+    internal::bump_version(*this);
     return *this;
   }
   return copy_(nabla::index_add(*this, dim, index, src));
@@ -282,12 +282,12 @@ Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& src) 
 // ---- gather / scatter ---------------------------------------------------------------------------
 namespace {
 void check_gather_shapes(const char* op, const Tensor& x, int64_t d, const Tensor& index, const Tensor* src) {
-  check<ShapeError>(index.dim() == x.dim(), op, ": index must have as many dims as the tensor (", x.dim(),
+  NABLA_CHECK(ShapeError, index.dim() == x.dim(), op, ": index must have as many dims as the tensor (", x.dim(),
                     "), got shape ", index.sizes());
   for (int64_t k = 0; k < x.dim(); ++k) {
-    check<ShapeError>(k == d || index.sizes()[k] <= x.sizes()[k], op, ": index of shape ", index.sizes(),
+    NABLA_CHECK(ShapeError, k == d || index.sizes()[k] <= x.sizes()[k], op, ": index of shape ", index.sizes(),
                       " is larger than the tensor's shape ", x.sizes(), " at dim ", k);
-    if (src) check<ShapeError>(index.sizes()[k] <= src->sizes()[k], op, ": index of shape ", index.sizes(),
+    if (src) NABLA_CHECK(ShapeError, index.sizes()[k] <= src->sizes()[k], op, ": index of shape ", index.sizes(),
                                " is larger than the source's shape ", src->sizes(), " at dim ", k);
   }
 }
@@ -299,8 +299,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index_in) {
   Tensor index = as_index(index_in, "gather");
   int64_t d = wrap_dim(dim, x.dim(), "gather");
   check_gather_shapes("gather", x, d, index, nullptr);
-  detail::check_same_device("gather", {&x, &index});
-  Tensor out = detail::make_empty(index.sizes(), x.dtype(), x.device());
+  internal::check_same_device("gather", {&x, &index});
+  Tensor out = internal::make_empty(index.sizes(), x.dtype(), x.device());
   backend_for(x.device()).gather(x, d, index, out);
   if (autograd::needs_grad(x))
     autograd::record("GatherBackward", {&x}, {&out}, [index, d, xs = x.sizes()](Node&, GradList& grads) {
@@ -327,10 +327,10 @@ Tensor scatter_impl(const Tensor& x, int64_t dim, const Tensor& index_in, const 
   int64_t d = wrap_dim(dim, x.dim(), name);
   check_gather_shapes(name, x, d, index, &src_in);
   Tensor src = src_window(src_in, index);
-  check<DTypeError>(src.dtype() == x.dtype(), name, ": source dtype ", src.dtype(), " differs from the tensor's ",
+  NABLA_CHECK(DTypeError, src.dtype() == x.dtype(), name, ": source dtype ", src.dtype(), " differs from the tensor's ",
                     x.dtype());
-  detail::check_same_device(name, {&x, &index, &src});
-  Tensor out = detail::make_empty(x.sizes(), x.dtype(), x.device());
+  internal::check_same_device(name, {&x, &index, &src});
+  Tensor out = internal::make_empty(x.sizes(), x.dtype(), x.device());
   Backend& be = backend_for(x.device());
   be.copy(x, out, false);
   be.scatter(out, d, index, src, accumulate);
@@ -359,20 +359,20 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 }
 
 Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src) {
-  detail::check_inplace(*this, "scatter_");
+  internal::check_inplace(*this, "scatter_");
   return copy_(scatter_impl(*this, dim, index, src, false));
 }
 Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) {
-  detail::check_inplace(*this, "scatter_add_");
+  internal::check_inplace(*this, "scatter_add_");
   if (!autograd::needs_grad(*this, src) && is_contiguous()) {
     Tensor idx = as_index(index, "scatter_add_");
     int64_t d = wrap_dim(dim, this->dim(), "scatter_add_");
     check_gather_shapes("scatter_add_", *this, d, idx, &src);
-    check<DTypeError>(src.dtype() == dtype(), "scatter_add_: source dtype ", src.dtype(), " differs from ", dtype());
+    NABLA_CHECK(DTypeError, src.dtype() == dtype(), "scatter_add_: source dtype ", src.dtype(), " differs from ", dtype());
     Tensor s = src_window(src, idx);
     bool shared = s.impl()->storage.get() == impl()->storage.get();  // read from a copy, as in index_add_
     backend_for(device()).scatter(*this, d, idx, shared ? s.clone() : s, true);
-    detail::bump_version(*this);
+    internal::bump_version(*this);
     return *this;
   }
   return copy_(scatter_impl(*this, dim, index, src, true));
@@ -380,26 +380,26 @@ Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src
 
 // ---- masks --------------------------------------------------------------------------------------
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
-  check<DTypeError>(mask.dtype() == DType::boolean, "masked_fill: mask must be a bool tensor, got ", mask.dtype());
+  NABLA_CHECK(DTypeError, mask.dtype() == DType::boolean, "masked_fill: mask must be a bool tensor, got ", mask.dtype());
   Tensor out = where(mask, full({}, value, dtype(x.dtype()).device(x.device())), x);
-  check<ShapeError>(out.sizes() == x.sizes(), "masked_fill: mask of shape ", mask.sizes(),
+  NABLA_CHECK(ShapeError, out.sizes() == x.sizes(), "masked_fill: mask of shape ", mask.sizes(),
                     " does not broadcast to the tensor's shape ", x.sizes());
   return out;
 }
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
-  check<ShapeError>(value.dim() == 0, "masked_fill: value must be a 0-dim tensor, got shape ", value.sizes());
-  check<DTypeError>(mask.dtype() == DType::boolean, "masked_fill: mask must be a bool tensor, got ", mask.dtype());
+  NABLA_CHECK(ShapeError, value.dim() == 0, "masked_fill: value must be a 0-dim tensor, got shape ", value.sizes());
+  NABLA_CHECK(DTypeError, mask.dtype() == DType::boolean, "masked_fill: mask must be a bool tensor, got ", mask.dtype());
   Tensor out = where(mask, value.to(x.dtype()), x);
-  check<ShapeError>(out.sizes() == x.sizes(), "masked_fill: mask of shape ", mask.sizes(),
+  NABLA_CHECK(ShapeError, out.sizes() == x.sizes(), "masked_fill: mask of shape ", mask.sizes(),
                     " does not broadcast to the tensor's shape ", x.sizes());
   return out;
 }
 Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar value) {
-  detail::check_inplace(*this, "masked_fill_");
+  internal::check_inplace(*this, "masked_fill_");
   return copy_(nabla::masked_fill(autograd::needs_grad(*this) ? clone() : *this, mask, value));
 }
 Tensor& Tensor::masked_fill_(const Tensor& mask, const Tensor& value) {
-  detail::check_inplace(*this, "masked_fill_");
+  internal::check_inplace(*this, "masked_fill_");
   return copy_(nabla::masked_fill(autograd::needs_grad(*this) ? clone() : *this, mask, value));
 }
 
@@ -411,7 +411,7 @@ Tensor nonzero(const Tensor& x) {
 }
 
 Tensor masked_select(const Tensor& x, const Tensor& mask) {
-  check<DTypeError>(mask.dtype() == DType::boolean, "masked_select: mask must be a bool tensor, got ", mask.dtype());
+  NABLA_CHECK(DTypeError, mask.dtype() == DType::boolean, "masked_select: mask must be a bool tensor, got ", mask.dtype());
   Shape s = broadcast_shapes(x.sizes(), mask.sizes(), "masked_select");
   Tensor xb = x.expand(s).reshape({-1});
   Tensor mb = mask.expand(s).reshape({-1});
@@ -420,15 +420,15 @@ Tensor masked_select(const Tensor& x, const Tensor& mask) {
 }
 
 Tensor one_hot(const Tensor& labels, int64_t num_classes) {
-  check<DTypeError>(labels.dtype() == DType::i64, "one_hot: labels must be int64 class indices, got ", labels.dtype());
+  NABLA_CHECK(DTypeError, labels.dtype() == DType::i64, "one_hot: labels must be int64 class indices, got ", labels.dtype());
   autograd::NoGradGuard ng;
   if (num_classes < 0) {
-    check<ValueError>(labels.numel() > 0, "one_hot: cannot infer num_classes from an empty tensor; pass it");
+    NABLA_CHECK(ValueError, labels.numel() > 0, "one_hot: cannot infer num_classes from an empty tensor; pass it");
     num_classes = labels.max().item<int64_t>() + 1;
   }
   if (labels.numel() > 0) {
     int64_t lo = labels.min().item<int64_t>(), hi = labels.max().item<int64_t>();
-    check<IndexError>(lo >= 0 && hi < num_classes, "one_hot: class values must be in [0, ", num_classes, "), got [",
+    NABLA_CHECK(IndexError, lo >= 0 && hi < num_classes, "one_hot: class values must be in [0, ", num_classes, "), got [",
                       lo, ", ", hi, "]");
   }
   Shape s = labels.sizes();
@@ -439,7 +439,7 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes) {
 Tensor embedding(const Tensor& weight, const Tensor& indices_in, std::optional<int64_t> padding_idx) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::embedding>(t, {weight, indices_in}, {}, [&] { return embedding(weight, indices_in, padding_idx); });
-  check<ShapeError>(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, dim), got shape ", weight.sizes());
+  NABLA_CHECK(ShapeError, weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, dim), got shape ", weight.sizes());
   Tensor indices = as_index(indices_in, "embedding");
   int64_t n = weight.sizes()[0];
   Tensor flat = indices.reshape({-1});
@@ -536,17 +536,17 @@ Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index_in, cons
   else if (reduce == "mean") r = Reduce::mean;
   else if (reduce == "amax") r = Reduce::amax;
   else if (reduce == "amin") r = Reduce::amin;
-  else throw ValueError(detail::str(op, ": reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got '", reduce, "'"));
+  else throw ValueError(internal::str(op, ": reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got '", reduce, "'"));
   Tensor index = as_index(index_in, op);
   const int64_t d = wrap_dim(dim, x.dim(), op);
   check_gather_shapes(op, x, d, index, &src_in);
-  check<DTypeError>(src_in.dtype() == x.dtype(), op, ": source dtype ", src_in.dtype(), " differs from the tensor's ",
+  NABLA_CHECK(DTypeError, src_in.dtype() == x.dtype(), op, ": source dtype ", src_in.dtype(), " differs from the tensor's ",
                     x.dtype());
-  detail::check_same_device(op, {&x, &index, &src_in});
+  internal::check_same_device(op, {&x, &index, &src_in});
   if (index.numel() > 0) {
     autograd::NoGradGuard ng;
     const int64_t lo = index.min().item<int64_t>(), hi = index.max().item<int64_t>();
-    check<IndexError>(lo >= 0 && hi < x.size(d), op, ": index ", lo < 0 ? lo : hi, " is out of range for dim ", d,
+    NABLA_CHECK(IndexError, lo >= 0 && hi < x.size(d), op, ": index ", lo < 0 ? lo : hi, " is out of range for dim ", d,
                       " of size ", x.size(d));
   }
   Tensor src = src_window(src_in, index);
@@ -602,7 +602,7 @@ Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index_in, cons
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim) {
   Tensor idx = as_index(indices, "take_along_dim");
   if (!dim) return gather(x.reshape({-1}), 0, idx.reshape({-1}));
-  check<ShapeError>(x.dim() == idx.dim(), "take_along_dim: input of shape ", x.sizes(), " and indices of shape ",
+  NABLA_CHECK(ShapeError, x.dim() == idx.dim(), "take_along_dim: input of shape ", x.sizes(), " and indices of shape ",
                     idx.sizes(), " must have the same number of dims");
   const int64_t d = wrap_dim(*dim, x.dim(), "take_along_dim");
   // Broadcast every dim but d; along d, x keeps its size and indices theirs.
@@ -623,10 +623,10 @@ Tensor repeat_index(const std::vector<int64_t>& counts, std::optional<int64_t> o
   std::vector<int64_t> idx;
   int64_t total = 0;
   for (int64_t c : counts) {
-    check<ValueError>(c >= 0, "repeat_interleave: repeats must be non-negative, got ", c);
+    NABLA_CHECK(ValueError, c >= 0, "repeat_interleave: repeats must be non-negative, got ", c);
     total += c;
   }
-  check<ValueError>(!output_size || *output_size == total, "repeat_interleave: output_size ",
+  NABLA_CHECK(ValueError, !output_size || *output_size == total, "repeat_interleave: output_size ",
                     output_size.value_or(0), " differs from the sum of repeats ", total);
   idx.reserve(static_cast<size_t>(total));
   for (size_t i = 0; i < counts.size(); ++i) idx.insert(idx.end(), static_cast<size_t>(counts[i]), static_cast<int64_t>(i));
@@ -634,9 +634,9 @@ Tensor repeat_index(const std::vector<int64_t>& counts, std::optional<int64_t> o
 }
 
 std::vector<int64_t> repeat_counts(const Tensor& repeats, int64_t n) {
-  check<DTypeError>(is_integral(repeats.dtype()) && repeats.dtype() != DType::boolean,
+  NABLA_CHECK(DTypeError, is_integral(repeats.dtype()) && repeats.dtype() != DType::boolean,
                     "repeat_interleave: repeats must be an integer tensor, got ", repeats.dtype());
-  check<ShapeError>(repeats.dim() <= 1 && (repeats.numel() == n || repeats.numel() == 1),
+  NABLA_CHECK(ShapeError, repeats.dim() <= 1 && (repeats.numel() == n || repeats.numel() == 1),
                     "repeat_interleave: repeats of shape ", repeats.sizes(), " must hold one count, or one per slice (",
                     n, ")");
   Tensor r = repeats.to(kCPU, DType::i64).contiguous();
@@ -650,7 +650,7 @@ template <class Counts>
 Tensor repeat_slices(const Tensor& x, std::optional<int64_t> dim, std::optional<int64_t> output_size, Counts counts) {
   Tensor in = dim ? x : x.reshape({-1});
   const int64_t d = dim ? wrap_dim(*dim, x.dim(), "repeat_interleave") : 0;
-  check<ShapeError>(in.dim() > 0, "repeat_interleave: expected a tensor with at least one dim along which to repeat");
+  NABLA_CHECK(ShapeError, in.dim() > 0, "repeat_interleave: expected a tensor with at least one dim along which to repeat");
   return in.index_select(d, repeat_index(counts(in.size(d)), output_size, x.device()));
 }
 
@@ -668,7 +668,7 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
 }
 
 Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> output_size) {
-  check<ShapeError>(repeats.dim() == 1, "repeat_interleave: repeats must be 1-D, got shape ", repeats.sizes());
+  NABLA_CHECK(ShapeError, repeats.dim() == 1, "repeat_interleave: repeats must be 1-D, got shape ", repeats.sizes());
   return repeat_index(repeat_counts(repeats, repeats.numel()), output_size, repeats.device());
 }
 

@@ -87,7 +87,7 @@ std::string quote_name(const std::string& s) {
 void write_all(std::FILE* f, const void* data, size_t n, const std::string& path) {
   if (n == 0) return;
   if (std::fwrite(data, 1, n, f) != n)
-    throw IOError(detail::str("cannot write to '", path, "': ", errno_text()));
+    throw IOError(internal::str("cannot write to '", path, "': ", errno_text()));
 }
 
 void atomic_write(const std::string& path, const std::function<void(std::FILE*)>& write) {
@@ -95,18 +95,18 @@ void atomic_write(const std::string& path, const std::function<void(std::FILE*)>
   remove_stale_temps(path);
   std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rng() % 1000000000);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw IOError(detail::str("cannot create '", tmp, "' to save '", path, "': ", errno_text()));
+  if (fd < 0) throw IOError(internal::str("cannot create '", tmp, "' to save '", path, "': ", errno_text()));
   ::flock(fd, LOCK_EX | LOCK_NB);  // held until it is closed (or the process dies): see remove_stale_temps
   std::FILE* f = ::fdopen(fd, "wb");
   if (!f) {
     ::close(fd);
     ::unlink(tmp.c_str());
-    throw IOError(detail::str("cannot open '", tmp, "': ", errno_text()));
+    throw IOError(internal::str("cannot open '", tmp, "': ", errno_text()));
   }
   try {
     write(f);
-    if (std::fflush(f) != 0) throw IOError(detail::str("cannot write '", tmp, "': ", errno_text()));
-    if (::fsync(::fileno(f)) != 0) throw IOError(detail::str("cannot sync '", tmp, "': ", errno_text()));
+    if (std::fflush(f) != 0) throw IOError(internal::str("cannot write '", tmp, "': ", errno_text()));
+    if (::fsync(::fileno(f)) != 0) throw IOError(internal::str("cannot sync '", tmp, "': ", errno_text()));
   } catch (...) {
     std::fclose(f);
     ::unlink(tmp.c_str());
@@ -114,12 +114,12 @@ void atomic_write(const std::string& path, const std::function<void(std::FILE*)>
   }
   if (std::fclose(f) != 0) {
     ::unlink(tmp.c_str());
-    throw IOError(detail::str("cannot close '", tmp, "': ", errno_text()));
+    throw IOError(internal::str("cannot close '", tmp, "': ", errno_text()));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string err = errno_text();
     ::unlink(tmp.c_str());
-    throw IOError(detail::str("cannot rename '", tmp, "' to '", path, "': ", err));
+    throw IOError(internal::str("cannot rename '", tmp, "' to '", path, "': ", err));
   }
   // Make the rename itself durable.
   int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -131,20 +131,20 @@ void atomic_write(const std::string& path, const std::function<void(std::FILE*)>
 
 std::vector<char> read_file(const std::string& path, uint64_t max_bytes) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw IOError(detail::str("cannot open '", path, "': ", errno_text()));
+  if (!f) throw IOError(internal::str("cannot open '", path, "': ", errno_text()));
   struct stat st {};
   if (::fstat(::fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
     std::fclose(f);
-    throw IOError(detail::str("cannot read '", path, "': not a regular file"));
+    throw IOError(internal::str("cannot read '", path, "': not a regular file"));
   }
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     std::fclose(f);
-    throw IOError(detail::str("'", path, "' is ", st.st_size, " bytes, more than the limit of ", max_bytes));
+    throw IOError(internal::str("'", path, "' is ", st.st_size, " bytes, more than the limit of ", max_bytes));
   }
   std::vector<char> buf(static_cast<size_t>(st.st_size));
   size_t got = buf.empty() ? 0 : std::fread(buf.data(), 1, buf.size(), f);
   std::fclose(f);
-  if (got != buf.size()) throw IOError(detail::str("cannot read '", path, "': short read"));
+  if (got != buf.size()) throw IOError(internal::str("cannot read '", path, "': short read"));
   return buf;
 }
 

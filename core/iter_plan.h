@@ -33,7 +33,7 @@ struct IterPlan {
 inline IterPlan plan_iter(std::initializer_list<const Tensor*> operands, uint32_t by_value = 0) {
   IterPlan L;
   L.nops = static_cast<int>(operands.size());
-  check<ValueError>(L.nops <= kMaxIterOperands, "elementwise iterator: too many operands");
+  NABLA_CHECK(ValueError, L.nops <= kMaxIterOperands, "elementwise iterator: too many operands");
   const Tensor& out = **operands.begin();
   L.numel = out.numel();
   int nd = static_cast<int>(out.dim());

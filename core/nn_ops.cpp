@@ -16,13 +16,13 @@ using autograd::save;
 namespace {
 
 std::array<int64_t, 2> pair_of(IntArrayRef v, const char* op, const char* what) {
-  check<ValueError>(v.size() == 1 || v.size() == 2, op, ": ", what, " must have 1 or 2 values, got ", v);
+  NABLA_CHECK(ValueError, v.size() == 1 || v.size() == 2, op, ": ", what, " must have 1 or 2 values, got ", v);
   return {v[0], v.size() == 2 ? v[1] : v[0]};
 }
 
 // One value per spatial dim from 1 or n values.
 std::array<int64_t, 3> per_dim(IntArrayRef v, int64_t n, const char* op, const char* what) {
-  check<ValueError>(v.size() == 1 || static_cast<int64_t>(v.size()) == n, op, ": ", what, " must have 1 or ", n,
+  NABLA_CHECK(ValueError, v.size() == 1 || static_cast<int64_t>(v.size()) == n, op, ": ", what, " must have 1 or ", n,
                     " values, got ", v);
   std::array<int64_t, 3> r{1, 1, 1};
   for (int64_t i = 0; i < n; ++i) r[i] = v.size() == 1 ? v[0] : v[i];
@@ -38,11 +38,11 @@ ConvParams conv_params(IntArrayRef stride, IntArrayRef padding, IntArrayRef dila
   p.dilation = per_dim(dilation, ndim, op, "dilation");
   p.groups = groups;
   for (int64_t i = 0; i < ndim; ++i) {
-    check<ValueError>(p.stride[i] > 0, op, ": stride must be positive, got ", stride);
-    check<ValueError>(p.padding[i] >= 0, op, ": padding must be non-negative, got ", padding);
-    check<ValueError>(p.dilation[i] > 0, op, ": dilation must be positive, got ", dilation);
+    NABLA_CHECK(ValueError, p.stride[i] > 0, op, ": stride must be positive, got ", stride);
+    NABLA_CHECK(ValueError, p.padding[i] >= 0, op, ": padding must be non-negative, got ", padding);
+    NABLA_CHECK(ValueError, p.dilation[i] > 0, op, ": dilation must be positive, got ", dilation);
   }
-  check<ValueError>(groups > 0, op, ": groups must be positive, got ", groups);
+  NABLA_CHECK(ValueError, groups > 0, op, ": groups must be positive, got ", groups);
   return p;
 }
 
@@ -58,17 +58,17 @@ const char* conv_name(const ConvParams& p) { return p.ndim == 3 ? "conv3d" : p.n
 
 void check_conv(const Tensor& x, const Tensor& w, const ConvParams& p, const char* op) {
   const int64_t nd = 2 + p.ndim;
-  check<ShapeError>(x.dim() == nd, op, ": expected input (N, C, ", p.ndim == 3 ? "D, H, W" : "H, W", "), got shape ",
+  NABLA_CHECK(ShapeError, x.dim() == nd, op, ": expected input (N, C, ", p.ndim == 3 ? "D, H, W" : "H, W", "), got shape ",
                     x.sizes());
-  check<ShapeError>(w.dim() == nd, op, ": expected weight (C_out, C_in/groups, ", p.ndim == 3 ? "kD, kH, kW" : "kH, kW",
+  NABLA_CHECK(ShapeError, w.dim() == nd, op, ": expected weight (C_out, C_in/groups, ", p.ndim == 3 ? "kD, kH, kW" : "kH, kW",
                     "), got shape ", w.sizes());
-  check<DTypeError>(x.dtype() == w.dtype(), op, ": input dtype ", x.dtype(), " differs from weight dtype ", w.dtype());
-  check<ShapeError>(x.sizes()[1] == w.sizes()[1] * p.groups, op, ": input has ", x.sizes()[1],
+  NABLA_CHECK(DTypeError, x.dtype() == w.dtype(), op, ": input dtype ", x.dtype(), " differs from weight dtype ", w.dtype());
+  NABLA_CHECK(ShapeError, x.sizes()[1] == w.sizes()[1] * p.groups, op, ": input has ", x.sizes()[1],
                     " channels but weight of shape ", w.sizes(), " with groups=", p.groups, " expects ",
                     w.sizes()[1] * p.groups);
-  check<ShapeError>(w.sizes()[0] % p.groups == 0, op, ": out channels (", w.sizes()[0],
+  NABLA_CHECK(ShapeError, w.sizes()[0] % p.groups == 0, op, ": out channels (", w.sizes()[0],
                     ") must be divisible by groups (", p.groups, ")");
-  detail::check_same_device(op, {&x, &w});
+  internal::check_same_device(op, {&x, &w});
 }
 
 // The spatial sizes of t (dims 2...).
@@ -77,7 +77,7 @@ Shape spatial(const Tensor& t) { return Shape(t.sizes().begin() + 2, t.sizes().e
 Tensor conv_core(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p);
 
 Tensor input_grad_core(const Tensor& gy, const Tensor& w, const Shape& x_shape, const ConvParams& p) {
-  Tensor gx = detail::make_empty(x_shape, gy.dtype(), gy.device());
+  Tensor gx = internal::make_empty(x_shape, gy.dtype(), gy.device());
   backend_for(gy.device()).conv_input_grad(gy, w, p, gx);
   if (autograd::needs_grad(gy, w))
     autograd::record(p.ndim == 3 ? "Conv3dInputGradBackward" : "Conv2dInputGradBackward", {&gy, &w}, {&gx},
@@ -93,7 +93,7 @@ Tensor input_grad_core(const Tensor& gy, const Tensor& w, const Shape& x_shape, 
 }
 
 Tensor weight_grad_core(const Tensor& x, const Tensor& gy, const Shape& w_shape, const ConvParams& p) {
-  Tensor gw = detail::make_empty(w_shape, gy.dtype(), gy.device());
+  Tensor gw = internal::make_empty(w_shape, gy.dtype(), gy.device());
   backend_for(gy.device()).conv_weight_grad(x, gy, p, gw);
   if (autograd::needs_grad(x, gy))
     autograd::record(p.ndim == 3 ? "Conv3dWeightGradBackward" : "Conv2dWeightGradBackward", {&x, &gy}, {&gw},
@@ -117,13 +117,13 @@ Tensor conv_core(const Tensor& x, const Tensor& w, const Tensor& b, const ConvPa
     out_shape.push_back(conv_out(x.sizes()[2 + i], w.sizes()[2 + i], p, i));
     fits = fits && out_shape.back() > 0;
   }
-  check<ShapeError>(fits, op, ": input of shape ", x.sizes(), " is too small for a kernel of shape ", spatial(w),
+  NABLA_CHECK(ShapeError, fits, op, ": input of shape ", x.sizes(), " is too small for a kernel of shape ", spatial(w),
                     " with padding ", IntArrayRef(p.padding.data(), p.ndim), " and dilation ",
                     IntArrayRef(p.dilation.data(), p.ndim));
   if (b.defined())
-    check<ShapeError>(b.dim() == 1 && b.sizes()[0] == w.sizes()[0], op, ": bias must have shape [", w.sizes()[0],
+    NABLA_CHECK(ShapeError, b.dim() == 1 && b.sizes()[0] == w.sizes()[0], op, ": bias must have shape [", w.sizes()[0],
                       "], got ", b.sizes());
-  Tensor out = detail::make_empty(out_shape, x.dtype(), x.device());
+  Tensor out = internal::make_empty(out_shape, x.dtype(), x.device());
   backend_for(x.device()).conv(x, w, b, p, out);
   if (autograd::needs_grad(x, w, b))
     autograd::record(p.ndim == 3 ? "Conv3dBackward" : "Conv2dBackward", {&x, &w, &b}, {&out},
@@ -170,7 +170,7 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArra
 }
 
 Tensor conv_input_grad(const Tensor& grad_out, const Tensor& weight, IntArrayRef input_size, const ConvParams& p) {
-  check<ShapeError>(grad_out.dim() == 2 + p.ndim && weight.dim() == 2 + p.ndim &&
+  NABLA_CHECK(ShapeError, grad_out.dim() == 2 + p.ndim && weight.dim() == 2 + p.ndim &&
                         static_cast<int64_t>(input_size.size()) == p.ndim,
                     conv_name(p), "_input_grad: expected grad_out and weight with ", 2 + p.ndim, " dims and ", p.ndim,
                     " input sizes, got shapes ", grad_out.sizes(), ", ", weight.sizes(), " and ", input_size);
@@ -180,7 +180,7 @@ Tensor conv_input_grad(const Tensor& grad_out, const Tensor& weight, IntArrayRef
 }
 
 Tensor conv_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef kernel_size, const ConvParams& p) {
-  check<ShapeError>(x.dim() == 2 + p.ndim && grad_out.dim() == 2 + p.ndim &&
+  NABLA_CHECK(ShapeError, x.dim() == 2 + p.ndim && grad_out.dim() == 2 + p.ndim &&
                         static_cast<int64_t>(kernel_size.size()) == p.ndim,
                     conv_name(p), "_weight_grad: expected input and grad_out with ", 2 + p.ndim, " dims and ", p.ndim,
                     " kernel sizes, got shapes ", x.sizes(), ", ", grad_out.sizes(), " and ", kernel_size);
@@ -190,12 +190,12 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef ker
 }
 
 Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, IntArrayRef input_hw, const ConvParams& p) {
-  check<ValueError>(p.ndim == 2, "conv2d_input_grad: the parameters are for ", p.ndim, " spatial dims");
+  NABLA_CHECK(ValueError, p.ndim == 2, "conv2d_input_grad: the parameters are for ", p.ndim, " spatial dims");
   return conv_input_grad(grad_out, weight, input_hw, p);
 }
 
 Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef kernel_hw, const ConvParams& p) {
-  check<ValueError>(p.ndim == 2, "conv2d_weight_grad: the parameters are for ", p.ndim, " spatial dims");
+  NABLA_CHECK(ValueError, p.ndim == 2, "conv2d_weight_grad: the parameters are for ", p.ndim, " spatial dims");
   return conv_weight_grad(x, grad_out, kernel_hw, p);
 }
 
@@ -210,16 +210,16 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight, const Tensor& 
   Tensor x = x_in.dim() == 3 ? x_in.unsqueeze(0) : x_in;
   ConvParams p = conv_params(stride, padding, dilation, groups, 2, "conv_transpose2d");
   auto op = pair_of(output_padding, "conv_transpose2d", "output_padding");
-  check<ShapeError>(x.dim() == 4 && weight.dim() == 4, "conv_transpose2d: expected input (N, C_in, H, W) and weight "
+  NABLA_CHECK(ShapeError, x.dim() == 4 && weight.dim() == 4, "conv_transpose2d: expected input (N, C_in, H, W) and weight "
                     "(C_in, C_out/groups, kH, kW), got shapes ", x.sizes(), " and ", weight.sizes());
-  check<ShapeError>(x.sizes()[1] == weight.sizes()[0], "conv_transpose2d: input has ", x.sizes()[1],
+  NABLA_CHECK(ShapeError, x.sizes()[1] == weight.sizes()[0], "conv_transpose2d: input has ", x.sizes()[1],
                     " channels but weight of shape ", weight.sizes(), " expects ", weight.sizes()[0]);
   for (int i = 0; i < 2; ++i)
-    check<ValueError>(op[i] < std::max(p.stride[i], p.dilation[i]), "conv_transpose2d: output_padding ",
+    NABLA_CHECK(ValueError, op[i] < std::max(p.stride[i], p.dilation[i]), "conv_transpose2d: output_padding ",
                       output_padding, " must be smaller than stride or dilation");
   int64_t h = (x.sizes()[2] - 1) * p.stride[0] - 2 * p.padding[0] + p.dilation[0] * (weight.sizes()[2] - 1) + op[0] + 1;
   int64_t w = (x.sizes()[3] - 1) * p.stride[1] - 2 * p.padding[1] + p.dilation[1] * (weight.sizes()[3] - 1) + op[1] + 1;
-  check<ShapeError>(h > 0 && w > 0, "conv_transpose2d: the output size would be ", h, "x", w);
+  NABLA_CHECK(ShapeError, h > 0 && w > 0, "conv_transpose2d: the output size would be ", h, "x", w);
   // A transposed convolution is the input-gradient of the convolution whose weight it shares.
   Tensor y = conv_input_grad(x, weight, {h, w}, p);
   if (bias.defined()) y = y + bias.view({1, -1, 1, 1});
@@ -228,8 +228,8 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight, const Tensor& 
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,
               int64_t dilation, int64_t groups) {
-  check<ShapeError>(x.dim() == 3 || x.dim() == 2, "conv1d: expected input (N, C, L) or (C, L), got shape ", x.sizes());
-  check<ShapeError>(weight.dim() == 3, "conv1d: expected weight (C_out, C_in/groups, k), got shape ", weight.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 3 || x.dim() == 2, "conv1d: expected input (N, C, L) or (C, L), got shape ", x.sizes());
+  NABLA_CHECK(ShapeError, weight.dim() == 3, "conv1d: expected weight (C_out, C_in/groups, k), got shape ", weight.sizes());
   // As a 2-D convolution with a unit height, which the 2-D kernels run fast.
   Tensor x3 = x.dim() == 2 ? x.unsqueeze(0) : x;
   Tensor y = conv2d(x3.unsqueeze(2), weight.unsqueeze(2), bias, {1, stride}, {0, padding}, {1, dilation}, groups).squeeze(2);
@@ -248,9 +248,9 @@ Pool2dParams pool_params(IntArrayRef kernel, IntArrayRef stride, IntArrayRef pad
   p.dilation = pair_of(dilation, op, "dilation");
   p.ceil_mode = ceil_mode;
   for (int i = 0; i < 2; ++i) {
-    check<ValueError>(p.kernel[i] > 0 && p.stride[i] > 0 && p.dilation[i] > 0, op,
+    NABLA_CHECK(ValueError, p.kernel[i] > 0 && p.stride[i] > 0 && p.dilation[i] > 0, op,
                       ": kernel_size, stride and dilation must be positive");
-    check<ValueError>(p.padding[i] >= 0 && p.padding[i] * 2 <= p.kernel[i], op, ": padding ", padding,
+    NABLA_CHECK(ValueError, p.padding[i] >= 0 && p.padding[i] * 2 <= p.kernel[i], op, ": padding ", padding,
                       " must be at most half the kernel size ", kernel);
   }
   return p;
@@ -266,11 +266,11 @@ int64_t pool_out(int64_t in, const Pool2dParams& p, int i) {
 }
 
 Shape pool_shape(const Tensor& x, const Pool2dParams& p, const char* op) {
-  check<ShapeError>(x.dim() == 3 || x.dim() == 4, op, ": expected input (N, C, H, W) or (C, H, W), got shape ",
+  NABLA_CHECK(ShapeError, x.dim() == 3 || x.dim() == 4, op, ": expected input (N, C, H, W) or (C, H, W), got shape ",
                     x.sizes());
   int64_t nd = x.dim();
   int64_t ho = pool_out(x.sizes()[nd - 2], p, 0), wo = pool_out(x.sizes()[nd - 1], p, 1);
-  check<ShapeError>(ho > 0 && wo > 0, op, ": input of shape ", x.sizes(), " is too small for kernel [", p.kernel[0],
+  NABLA_CHECK(ShapeError, ho > 0 && wo > 0, op, ": input of shape ", x.sizes(), " is too small for kernel [", p.kernel[0],
                     ", ", p.kernel[1], "]");
   Shape s = x.sizes();
   s[nd - 2] = ho;
@@ -279,7 +279,7 @@ Shape pool_shape(const Tensor& x, const Pool2dParams& p, const char* op) {
 }
 
 Tensor max_pool_backward(const Tensor& g, const Tensor& indices, const Shape& x_shape) {
-  Tensor gx = detail::make_empty(x_shape, g.dtype(), g.device());
+  Tensor gx = internal::make_empty(x_shape, g.dtype(), g.device());
   backend_for(g.device()).max_pool2d_backward(g, indices, gx);
   if (autograd::needs_grad(g))
     autograd::record("MaxPool2dBackwardBackward", {&g}, {&gx}, [indices](Node&, GradList& grads) {
@@ -293,7 +293,7 @@ Tensor max_pool_backward(const Tensor& g, const Tensor& indices, const Shape& x_
 }
 
 Tensor avg_pool_backward(const Tensor& g, const Pool2dParams& p, const Shape& x_shape) {
-  Tensor gx = detail::make_empty(x_shape, g.dtype(), g.device());
+  Tensor gx = internal::make_empty(x_shape, g.dtype(), g.device());
   backend_for(g.device()).avg_pool2d_backward(g, p, gx);
   if (autograd::needs_grad(g))
     autograd::record("AvgPool2dBackwardBackward", {&g}, {&gx}, [p](Node&, GradList& grads) {
@@ -311,8 +311,8 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntArrayRef 
                                                    IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
   Pool2dParams p = pool_params(kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d");
   Shape s = pool_shape(x, p, "max_pool2d");
-  Tensor out = detail::make_empty(s, x.dtype(), x.device());
-  Tensor idx = detail::make_empty(s, DType::i64, x.device());
+  Tensor out = internal::make_empty(s, x.dtype(), x.device());
+  Tensor idx = internal::make_empty(s, DType::i64, x.device());
   backend_for(x.device()).max_pool2d(x, p, out, idx);
   if (autograd::needs_grad(x))
     autograd::record("MaxPool2dBackward", {&x}, {&out}, [idx, xs = x.sizes()](Node&, GradList& grads) {
@@ -331,7 +331,7 @@ Tensor max_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, 
                          [&] { return max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode); });
   if (x.is_cpu() && !autograd::needs_grad(x)) {  // no backward: the CPU kernel skips the indices
     Pool2dParams p = pool_params(kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d");
-    Tensor out = detail::make_empty(pool_shape(x, p, "max_pool2d"), x.dtype(), x.device());
+    Tensor out = internal::make_empty(pool_shape(x, p, "max_pool2d"), x.dtype(), x.device());
     backend_for(x.device()).max_pool2d(x, p, out, Tensor());
     return out;
   }
@@ -349,7 +349,7 @@ Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, 
   Pool2dParams p = pool_params(kernel_size, stride, padding, 1, ceil_mode, "avg_pool2d");
   p.count_include_pad = count_include_pad;
   Shape s = pool_shape(x, p, "avg_pool2d");
-  Tensor out = detail::make_empty(s, x.dtype(), x.device());
+  Tensor out = internal::make_empty(s, x.dtype(), x.device());
   backend_for(x.device()).avg_pool2d(x, p, out);
   if (autograd::needs_grad(x))
     autograd::record("AvgPool2dBackward", {&x}, {&out}, [p, xs = x.sizes()](Node&, GradList& grads) {
@@ -364,11 +364,11 @@ Tensor adaptive_pool(const Tensor& x, IntArrayRef output_size, bool is_max, cons
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced(t, is_max ? OpId::adaptive_max_pool2d : OpId::adaptive_avg_pool2d, {x},
                          AdaptivePoolAttrs{trace::ints(output_size)}, [&] { return adaptive_pool(x, output_size, is_max, op); });
-  check<ShapeError>(x.dim() == 3 || x.dim() == 4, op, ": expected input (N, C, H, W) or (C, H, W), got shape ",
+  NABLA_CHECK(ShapeError, x.dim() == 3 || x.dim() == 4, op, ": expected input (N, C, H, W) or (C, H, W), got shape ",
                     x.sizes());
   auto os = pair_of(output_size, op, "output_size");
   int64_t nd = x.dim(), H = x.sizes()[nd - 2], W = x.sizes()[nd - 1];
-  check<ShapeError>(os[0] > 0 && os[1] > 0, op, ": output_size must be positive, got ", output_size);
+  NABLA_CHECK(ShapeError, os[0] > 0 && os[1] > 0, op, ": output_size must be positive, got ", output_size);
   if (H % os[0] == 0 && W % os[1] == 0) {
     int64_t kh = H / os[0], kw = W / os[1];
     return is_max ? max_pool2d(x, {kh, kw}) : avg_pool2d(x, {kh, kw});
@@ -439,22 +439,22 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
                                            {.training = training, .momentum = momentum, .eps = eps},
                          [&] { return batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps); });
   if (!x.defined() || x.dim() < 2) [[unlikely]]  // (the message is built only when it is needed)
-    throw ShapeError(detail::str("batch_norm: expected input (N, C, ...) with at least 2 dims, got ",
-                                 x.defined() ? detail::describe(x) : std::string("an undefined tensor")));
-  check<DTypeError>(is_floating(x.dtype()), "batch_norm: expected a floating input, got ", x.dtype());
+    throw ShapeError(internal::str("batch_norm: expected input (N, C, ...) with at least 2 dims, got ",
+                                 x.defined() ? internal::describe(x) : std::string("an undefined tensor")));
+  NABLA_CHECK(DTypeError, is_floating(x.dtype()), "batch_norm: expected a floating input, got ", x.dtype());
   const int64_t C = x.sizes()[1];
   for (const Tensor* p : {&weight, &bias, &running_mean, &running_var}) {
     if (!p->defined()) continue;
-    check<ShapeError>(p->dim() == 1 && p->sizes()[0] == C, "batch_norm: per-channel tensors must have shape [", C,
+    NABLA_CHECK(ShapeError, p->dim() == 1 && p->sizes()[0] == C, "batch_norm: per-channel tensors must have shape [", C,
                       "] for an input of shape ", x.sizes(), ", got ", p->sizes());
   }
-  detail::check_same_device("batch_norm", {&x, &weight, &bias, &running_mean, &running_var});
-  check<ValueError>(training || (running_mean.defined() && running_var.defined()),
+  internal::check_same_device("batch_norm", {&x, &weight, &bias, &running_mean, &running_var});
+  NABLA_CHECK(ValueError, training || (running_mean.defined() && running_var.defined()),
                     "batch_norm: evaluation mode (training=false) needs running_mean and running_var");
-  check<ValueError>(eps >= 0, "batch_norm: eps must be non-negative, got ", eps);
+  NABLA_CHECK(ValueError, eps >= 0, "batch_norm: eps must be non-negative, got ", eps);
   const int64_t count = C == 0 ? 0 : x.numel() / C;
   if (training)
-    check<ValueError>(count > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
+    NABLA_CHECK(ValueError, count > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
                       x.sizes());
 
   Backend& be = backend_for(x.device());
@@ -465,19 +465,19 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   if (!same_dtype || x.numel() == 0 || !be.has_fused_batch_norm(x, training, eps) || autograd::needs_grad(running_mean, running_var))
     return batch_norm_composite(x, weight, bias, running_mean, running_var, training, momentum, eps, count);
 
-  Tensor out = detail::make_empty(x.sizes(), x.dtype(), x.device());
+  Tensor out = internal::make_empty(x.sizes(), x.dtype(), x.device());
   Tensor save_mean, save_invstd;
   if (training) {
-    save_mean = detail::make_empty({C}, x.dtype(), x.device());
-    save_invstd = detail::make_empty({C}, x.dtype(), x.device());
+    save_mean = internal::make_empty({C}, x.dtype(), x.device());
+    save_invstd = internal::make_empty({C}, x.dtype(), x.device());
   }
   {
     autograd::NoGradGuard ng;
     be.batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps, out, save_mean, save_invstd);
   }
   if ((training && (running_mean.defined() || running_var.defined()))) {
-    if (running_mean.defined()) detail::bump_version(running_mean);
-    if (running_var.defined()) detail::bump_version(running_var);
+    if (running_mean.defined()) internal::bump_version(running_mean);
+    if (running_var.defined()) internal::bump_version(running_var);
   }
   if (!autograd::needs_grad(x, weight, bias)) return out;
   if (!training) {
@@ -517,10 +517,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
                        if (n.needs_input_grad(2)) r[2] = sum_g.reshape({-1});
                        return r;
                      }
-                     Tensor gx = detail::make_empty(xv.sizes(), xv.dtype(), xv.device());
+                     Tensor gx = internal::make_empty(xv.sizes(), xv.dtype(), xv.device());
                      int64_t C = xv.sizes()[1];
-                     Tensor gw = n.needs_input_grad(1) ? detail::make_empty({C}, xv.dtype(), xv.device()) : Tensor();
-                     Tensor gb = n.needs_input_grad(2) ? detail::make_empty({C}, xv.dtype(), xv.device()) : Tensor();
+                     Tensor gw = n.needs_input_grad(1) ? internal::make_empty({C}, xv.dtype(), xv.device()) : Tensor();
+                     Tensor gb = n.needs_input_grad(2) ? internal::make_empty({C}, xv.dtype(), xv.device()) : Tensor();
                      backend_for(xv.device()).batch_norm_backward(grads[0], xv, wv, save_mean, save_invstd, eps, gx, gw, gb);
                      if (n.needs_input_grad(0)) r[0] = gx;
                      r[1] = gw;

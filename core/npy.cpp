@@ -27,11 +27,11 @@ const char* descr_of(DType d) {
     case DType::f16: return "<f2";
     case DType::bf16: break;
   }
-  throw NotImplemented(detail::str("save_npy: NumPy has no ", d, " dtype (convert with .to(kFloat32) first)"));
+  throw NotImplemented(internal::str("save_npy: NumPy has no ", d, " dtype (convert with .to(kFloat32) first)"));
 }
 
 [[noreturn]] void bad(const std::string& path, const std::string& what) {
-  throw IOError(detail::str("load_npy: '", path, "' is not a valid .npy file: ", what));
+  throw IOError(internal::str("load_npy: '", path, "' is not a valid .npy file: ", what));
 }
 
 // A tiny parser for the header's Python dict literal.
@@ -51,7 +51,7 @@ struct HeaderParser {
     return false;
   }
   void expect(char c) {
-    if (!eat(c)) bad(path, detail::str("malformed header (expected '", c, "' at offset ", i, ")"));
+    if (!eat(c)) bad(path, internal::str("malformed header (expected '", c, "' at offset ", i, ")"));
   }
   std::string str() {
     ws();
@@ -95,7 +95,7 @@ struct HeaderParser {
 }  // namespace
 
 void save_npy(const Tensor& t_in, const std::string& path) {
-  check<ValueError>(t_in.defined(), "save_npy: tensor is undefined");
+  NABLA_CHECK(ValueError, t_in.defined(), "save_npy: tensor is undefined");
   const char* descr = descr_of(t_in.dtype());
   Tensor t = t_in.detach().to(kCPU).contiguous();
   // Python tuple syntax: (), (3,), (2, 3)
@@ -123,7 +123,7 @@ Tensor load_npy(const std::string& path) {
   std::vector<char> buf = io::read_file(path);
   if (buf.size() < 10 || std::memcmp(buf.data(), kMagic, 6) != 0) bad(path, "missing the \\x93NUMPY magic string");
   int major = static_cast<unsigned char>(buf[6]);
-  if (major < 1 || major > 3) bad(path, detail::str("unsupported format version ", major));
+  if (major < 1 || major > 3) bad(path, internal::str("unsupported format version ", major));
   size_t hlen, hstart;
   if (major == 1) {
     hlen = static_cast<unsigned char>(buf[8]) | (static_cast<size_t>(static_cast<unsigned char>(buf[9])) << 8);
@@ -134,7 +134,7 @@ Tensor load_npy(const std::string& path) {
     for (int k = 3; k >= 0; --k) hlen = (hlen << 8) | static_cast<unsigned char>(buf[8 + k]);
     hstart = 12;
   }
-  if (hlen > buf.size() - hstart) bad(path, detail::str("header length ", hlen, " runs past the end of the file"));
+  if (hlen > buf.size() - hstart) bad(path, internal::str("header length ", hlen, " runs past the end of the file"));
   std::string header(buf.data() + hstart, hlen);
   HeaderParser p{header, path};
   std::string descr;
@@ -154,7 +154,7 @@ Tensor load_npy(const std::string& path) {
       shape = p.tuple();
       have_shape = true;
     } else {
-      bad(path, detail::str("unexpected header key ", io::quote_name(key)));
+      bad(path, internal::str("unexpected header key ", io::quote_name(key)));
     }
     if (!p.eat(',')) {
       p.expect('}');
@@ -162,7 +162,7 @@ Tensor load_npy(const std::string& path) {
     }
   }
   if (!have_descr || !have_order || !have_shape) bad(path, "header lacks descr, fortran_order or shape");
-  if (descr.size() != 3) bad(path, detail::str("unsupported dtype ", io::quote_name(descr)));
+  if (descr.size() != 3) bad(path, internal::str("unsupported dtype ", io::quote_name(descr)));
   char order = descr[0];
   std::string code = descr.substr(1);
   DType dt;
@@ -173,8 +173,8 @@ Tensor load_npy(const std::string& path) {
   else if (code == "u1") dt = DType::u8;
   else if (code == "b1") dt = DType::boolean;
   else if (code == "f2") dt = DType::f16;
-  else bad(path, detail::str("unsupported dtype '", descr, "' (nabla reads f2, f4, f8, i4, i8, u1, b1)"));
-  if (order != '<' && order != '>' && order != '|' && order != '=') bad(path, detail::str("bad byte order in '", descr, "'"));
+  else bad(path, internal::str("unsupported dtype '", descr, "' (nabla reads f2, f4, f8, i4, i8, u1, b1)"));
+  if (order != '<' && order != '>' && order != '|' && order != '=') bad(path, internal::str("bad byte order in '", descr, "'"));
   // The dims other than 0 must multiply to a size that fits, even when a 0 makes the array empty:
   // the tensor's strides are made from them.
   int64_t nonzero = 1;
@@ -182,7 +182,7 @@ Tensor load_npy(const std::string& path) {
   for (int64_t s : shape) {
     if (s == 0) empty_array = true;
     else if (nonzero > std::numeric_limits<int64_t>::max() / s / 8)
-      bad(path, detail::str("shape ", shape, " overflows: its sizes multiply to more than 2^63 bytes"));
+      bad(path, internal::str("shape ", shape, " overflows: its sizes multiply to more than 2^63 bytes"));
     else nonzero *= s;
   }
   const int64_t numel = empty_array ? 0 : nonzero;
@@ -190,12 +190,12 @@ Tensor load_npy(const std::string& path) {
   size_t data_bytes = static_cast<size_t>(numel) * es;
   size_t data_start = hstart + hlen;
   if (buf.size() - data_start != data_bytes)
-    bad(path, detail::str("shape ", shape, " of ", dtype_name(dt), " needs ", data_bytes, " bytes of data but the file has ",
+    bad(path, internal::str("shape ", shape, " of ", dtype_name(dt), " needs ", data_bytes, " bytes of data but the file has ",
                           buf.size() - data_start));
   // Fortran order: the data is the transpose's C order.
   Shape cshape = shape;
   if (fortran) std::reverse(cshape.begin(), cshape.end());
-  Tensor t = detail::make_empty(cshape, dt, kCPU);
+  Tensor t = internal::make_empty(cshape, dt, kCPU);
   std::memcpy(t.data_ptr(), buf.data() + data_start, data_bytes);
   bool swap = (order == '>' && std::endian::native == std::endian::little) ||
               (order == '<' && std::endian::native == std::endian::big);

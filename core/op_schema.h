@@ -331,7 +331,7 @@ struct OpRow {
   constexpr bool differentiable() const { return !(variants & op_variants::nograd); }
 };
 
-namespace schema_detail {
+namespace schema_internal {
 using namespace op_variants;
 // The elementwise lists' rows as schema rows: each op is a Tensor method (predicates are not
 // differentiable); the last column is the ONNX rule.
@@ -348,9 +348,9 @@ inline constexpr OpRow kRows[] = {
 #undef NABLA_BINARY_ROW
 #undef NABLA_FAMILY_ROW
 static_assert(std::size(kRows) == kOpCount, "one row per OpId");
-}  // namespace schema_detail
+}  // namespace schema_internal
 
-constexpr const OpRow& op_row(OpId op) { return schema_detail::kRows[static_cast<size_t>(op)]; }
+constexpr const OpRow& op_row(OpId op) { return schema_internal::kRows[static_cast<size_t>(op)]; }
 constexpr const char* op_name(OpId op) { return op_row(op).name; }
 constexpr bool op_row_is_lowered(OpId op) { return op_row(op).onnx.kind == OnnxRule::lowered; }
 // The op of this name ("conv2d", "linalg_inv"), if there is one.

@@ -89,14 +89,14 @@ class ThreadPool {
       const int started = num_threads();
       stop();
       start(previous);  // they ran before; if the system now refuses some, fewer is still correct
-      throw Error(detail::str("set_num_threads(", nthreads, "): the system refused to start more than ", started,
+      throw Error(internal::str("set_num_threads(", nthreads, "): the system refused to start more than ", started,
                               " threads (", *err, "; a limit such as ulimit -u was reached); kept ", num_threads(),
                               " threads"));
     }
   }
 
   // Returns false (and does nothing) when another job is running.
-  bool run(int64_t begin, int64_t end, int64_t grain, detail::RangeFn fn) {
+  bool run(int64_t begin, int64_t end, int64_t grain, internal::RangeFn fn) {
     std::unique_lock run(run_mu_, std::try_to_lock);
     if (!run.owns_lock()) return false;
     using Clock = std::chrono::steady_clock;
@@ -180,7 +180,7 @@ class ThreadPool {
       backoff_until_ = std::chrono::steady_clock::now() + kBackoff;
     }
   }
-  static void run_inline(int64_t begin, int64_t end, const detail::RangeFn& fn) {
+  static void run_inline(int64_t begin, int64_t end, const internal::RangeFn& fn) {
     struct InRegion {
       InRegion() { tl_in_parallel = true; }
       ~InRegion() { tl_in_parallel = false; }
@@ -268,7 +268,7 @@ class ThreadPool {
   std::atomic<uint64_t> gen_{0};
   std::atomic<int> active_{0}, sleepers_{0};
   std::atomic<bool> stop_{false};
-  const detail::RangeFn* fn_ = nullptr;
+  const internal::RangeFn* fn_ = nullptr;
   int64_t begin_ = 0, end_ = 0, nchunks_ = 0, chunk_ = 0;
   std::atomic<int64_t> next_{0}, done_{0};
   std::exception_ptr error_;
@@ -320,7 +320,7 @@ int get_num_threads() {
 }
 
 void set_num_threads(int n) {
-  check<ValueError>(n <= kMaxThreads, "set_num_threads: ", n, " threads is more than the limit of ", kMaxThreads,
+  NABLA_CHECK(ValueError, n <= kMaxThreads, "set_num_threads: ", n, " threads is more than the limit of ", kMaxThreads,
                     " (this machine has ", std::thread::hardware_concurrency(), " cores)");
   n = std::max(1, n);
   pool().resize(n);  // throws, leaving the threads as they were, when the system refuses threads
@@ -329,11 +329,11 @@ void set_num_threads(int n) {
 
 bool in_parallel_region() { return tl_in_parallel; }
 
-namespace detail {
+namespace internal {
 void parallel_run(int64_t begin, int64_t end, int64_t grain, RangeFn fn) {
   if (!pool().run(begin, end, grain, fn)) fn(begin, end);
 }
 void thread_pool_back_off_for_testing() { pool().back_off_now(); }
-}  // namespace detail
+}  // namespace internal
 
 }  // namespace nabla

@@ -19,7 +19,7 @@ int get_num_threads();
 void set_num_threads(int n);
 bool in_parallel_region();
 
-namespace detail {
+namespace internal {
 // A non-owning reference to a callable, without allocation.
 class RangeFn {
  public:
@@ -35,7 +35,7 @@ void parallel_run(int64_t begin, int64_t end, int64_t grain, RangeFn fn);
 // Puts the pool in its back-off under contention (jobs on the caller's thread alone for a while), as
 // a run of late jobs does; set_num_threads ends it. For tests.
 void thread_pool_back_off_for_testing();
-}  // namespace detail
+}  // namespace internal
 
 // Calls f(chunk_begin, chunk_end) over [begin, end), splitting it across threads in chunks of at
 // least `grain` iterations. Exceptions thrown by f reach the caller.
@@ -46,7 +46,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
     f(begin, end);
     return;
   }
-  detail::parallel_run(begin, end, grain, detail::RangeFn(f));
+  internal::parallel_run(begin, end, grain, internal::RangeFn(f));
 }
 
 }  // namespace nabla

@@ -179,11 +179,11 @@ std::string Tensor::str() const {
   // Suffixes as PyTorch's _add_suffixes: on the same line while it fits in linewidth, else on a
   // new line indented under the opening parenthesis.
   std::vector<std::string> suffixes;
-  if (empty && !(dim() == 1)) suffixes.push_back(detail::str("size=", sizes()));
+  if (empty && !(dim() == 1)) suffixes.push_back(internal::str("size=", sizes()));
   bool default_dtype = dtype() == DType::f32 || dtype() == DType::i64 || dtype() == DType::boolean;
-  if (!default_dtype || (empty && dtype() != DType::f32)) suffixes.push_back(detail::str("dtype=", dtype()));
-  if (is_cuda()) suffixes.push_back(detail::str("device='", device(), "'"));
-  if (grad_fn()) suffixes.push_back(detail::str("grad_fn=<", grad_fn()->torch_name(), ">"));
+  if (!default_dtype || (empty && dtype() != DType::f32)) suffixes.push_back(internal::str("dtype=", dtype()));
+  if (is_cuda()) suffixes.push_back(internal::str("device='", device(), "'"));
+  if (grad_fn()) suffixes.push_back(internal::str("grad_fn=<", grad_fn()->torch_name(), ">"));
   else if (requires_grad()) suffixes.push_back("requires_grad=True");
   std::string body = os.str();
   size_t nl = body.rfind('\n');

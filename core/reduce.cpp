@@ -15,7 +15,7 @@ using autograd::save_output;
 namespace {
 
 struct Reduction {
-  detail::DimMask mask;
+  internal::DimMask mask;
   Shape keep_shape;  // keepdim shape
   Shape out_shape;   // requested shape
   int64_t count = 1; // elements reduced into each output
@@ -23,15 +23,15 @@ struct Reduction {
 
 Reduction plan(const Tensor& x, IntArrayRef dims, bool keepdim, const char* op) {
   Reduction r;
-  r.mask = detail::dims_mask(dims, x.dim(), op);
-  r.keep_shape = detail::reduced_shape(x.sizes(), r.mask, true);
-  r.out_shape = detail::reduced_shape(x.sizes(), r.mask, keepdim);
+  r.mask = internal::dims_mask(dims, x.dim(), op);
+  r.keep_shape = internal::reduced_shape(x.sizes(), r.mask, true);
+  r.out_shape = internal::reduced_shape(x.sizes(), r.mask, keepdim);
   for (int64_t d = 0; d < x.dim(); ++d)
     if (r.mask[d]) r.count *= x.sizes()[d];
   return r;
 }
 
-Shape mask_dims(const detail::DimMask& mask) {
+Shape mask_dims(const internal::DimMask& mask) {
   Shape d;
   for (size_t i = 0; i < mask.size(); ++i)
     if (mask[i]) d.push_back(static_cast<int64_t>(i));
@@ -40,12 +40,12 @@ Shape mask_dims(const detail::DimMask& mask) {
 
 // Runs a reduce kernel into a keepdim-shaped output, then views it as requested (no autograd).
 Tensor run_reduce(ReduceOp op, const Tensor& x, const Reduction& r, DType out_dtype) {
-  Tensor out = detail::make_empty(r.keep_shape, out_dtype, x.device());
+  Tensor out = internal::make_empty(r.keep_shape, out_dtype, x.device());
   Shape dims = mask_dims(r.mask);
   if (x.dim() == 0) dims.clear();
   backend_for(x.device()).reduce(op, x, dims, out);
   if (r.out_shape == r.keep_shape) return out;
-  return detail::make_view(out, r.out_shape, contiguous_strides(r.out_shape), 0);
+  return internal::make_view(out, r.out_shape, contiguous_strides(r.out_shape), 0);
 }
 
 // Broadcasts a reduced gradient back over x's shape.
@@ -73,7 +73,7 @@ Tensor sum(const Tensor& x, std::optional<DType> dtype) { return sum(x, IntArray
 Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::mean>(t, {x}, {.dims = trace::ints(dims), .keepdim = keepdim}, [&] { return mean(x, dims, keepdim); });
-  check<DTypeError>(is_floating(x.dtype()), "mean: input dtype must be floating, got ", x.dtype(),
+  NABLA_CHECK(DTypeError, is_floating(x.dtype()), "mean: input dtype must be floating, got ", x.dtype(),
                     " (convert with .to(kFloat32) first)");
   Reduction r = plan(x, dims, keepdim, "mean");
   Tensor s = sum(x, dims, keepdim);
@@ -123,11 +123,11 @@ Tensor extreme_all(ReduceOp op, const Tensor& x, IntArrayRef dims, bool keepdim,
                          [&] { return extreme_all(op, x, dims, keepdim, name); });
   // Reducing every dim of an empty tensor has no identity; reducing only non-empty dims of one is
   // fine (and gives an empty result), as in PyTorch.
-  check<ValueError>(x.numel() > 0 || !dims.empty(), name, ": cannot reduce an empty tensor of shape ", x.sizes(),
+  NABLA_CHECK(ValueError, x.numel() > 0 || !dims.empty(), name, ": cannot reduce an empty tensor of shape ", x.sizes(),
                     " (the result has no identity)");
   Reduction r = plan(x, dims, keepdim, name);
   for (int64_t d = 0; d < x.dim(); ++d)
-    check<IndexError>(!r.mask[d] || x.sizes()[d] > 0, name, ": cannot reduce over the empty dim ", d, " of shape ",
+    NABLA_CHECK(IndexError, !r.mask[d] || x.sizes()[d] > 0, name, ": cannot reduce over the empty dim ", d, " of shape ",
                       x.sizes());
   Tensor out = run_reduce(op, x, r, x.dtype());
   if (autograd::needs_grad(x)) {
@@ -157,15 +157,15 @@ std::tuple<Tensor, Tensor> extreme_dim(ReduceOp op, const Tensor& x, int64_t dim
                          [&] { return extreme_dim(op, x, dim, keepdim, name); });
   int64_t d = wrap_dim(dim, x.dim(), name);
   Reduction r = plan(x, x.dim() == 0 ? IntArrayRef{} : IntArrayRef(d), true, name);
-  check<IndexError>(x.dim() == 0 || x.sizes()[d] > 0, name, ": cannot reduce over the empty dim ", d, " of shape ",
+  NABLA_CHECK(IndexError, x.dim() == 0 || x.sizes()[d] > 0, name, ": cannot reduce over the empty dim ", d, " of shape ",
                     x.sizes());
-  Tensor values = detail::make_empty(r.keep_shape, x.dtype(), x.device());
-  Tensor indices = detail::make_empty(r.keep_shape, DType::i64, x.device());
+  Tensor values = internal::make_empty(r.keep_shape, x.dtype(), x.device());
+  Tensor indices = internal::make_empty(r.keep_shape, DType::i64, x.device());
   backend_for(x.device()).arg_reduce(op, x, x.dim() == 0 ? 0 : d, values, indices);
   if (!keepdim && x.dim() > 0) {
-    Shape s = detail::reduced_shape(x.sizes(), r.mask, false);
-    values = detail::make_view(values, s, contiguous_strides(s), 0);
-    indices = detail::make_view(indices, s, contiguous_strides(s), 0);
+    Shape s = internal::reduced_shape(x.sizes(), r.mask, false);
+    values = internal::make_view(values, s, contiguous_strides(s), 0);
+    indices = internal::make_view(indices, s, contiguous_strides(s), 0);
   }
   if (autograd::needs_grad(x)) {
     autograd::record(op == ReduceOp::max ? "MaxBackward" : "MinBackward", {&x}, {&values},
@@ -208,7 +208,7 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 
 // ---- statistics ---------------------------------------------------------------------------------
 Tensor var(const Tensor& x, IntArrayRef dims, int64_t correction, bool keepdim) {
-  check<DTypeError>(is_floating(x.dtype()), "var: input dtype must be floating, got ", x.dtype());
+  NABLA_CHECK(DTypeError, is_floating(x.dtype()), "var: input dtype must be floating, got ", x.dtype());
   Reduction r = plan(x, dims, keepdim, "var");
   Tensor m = mean(x, dims, true);
   Tensor d = x - m;
@@ -237,7 +237,7 @@ std::tuple<Tensor, Tensor> var_mean(const Tensor& x, IntArrayRef dims, int64_t c
 }
 
 Tensor norm(const Tensor& x, double p, IntArrayRef dims, bool keepdim) {
-  check<DTypeError>(is_floating(x.dtype()), "norm: input dtype must be floating, got ", x.dtype());
+  NABLA_CHECK(DTypeError, is_floating(x.dtype()), "norm: input dtype must be floating, got ", x.dtype());
   if (std::isinf(p)) return p > 0 ? amax(abs(x), dims, keepdim) : amin(abs(x), dims, keepdim);
   if (p == 1) return sum(abs(x), dims, keepdim);
   if (p == 0) return sum(ne(x, 0).to(x.dtype()), dims, keepdim);
@@ -263,7 +263,7 @@ Tensor norm(const Tensor& x, double p, IntArrayRef dims, bool keepdim) {
 }
 
 Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim) {
-  check<DTypeError>(is_floating(x.dtype()), "logsumexp: input dtype must be floating, got ", x.dtype());
+  NABLA_CHECK(DTypeError, is_floating(x.dtype()), "logsumexp: input dtype must be floating, got ", x.dtype());
   Reduction r = plan(x, dims, keepdim, "logsumexp");
   if (x.numel() == 0) return log(sum(exp(x), dims, keepdim));
   Tensor m;
@@ -308,7 +308,7 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
   int64_t d = wrap_dim(dim, x.dim(), "cumsum");
   DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
   Tensor xin = x.dtype() == dt ? x : x.to(dt);
-  Tensor out = detail::make_empty(xin.sizes(), dt, xin.device());
+  Tensor out = internal::make_empty(xin.sizes(), dt, xin.device());
   backend_for(xin.device()).scan(ScanOp::cumsum, xin, d, out);
   if (autograd::needs_grad(xin))
     autograd::record("CumsumBackward", {&xin}, {&out}, [d](Node&, GradList& grads) {
@@ -324,7 +324,7 @@ Tensor cumprod(const Tensor& x, int64_t dim) {
   int64_t d = wrap_dim(dim, x.dim(), "cumprod");
   DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
   Tensor xin = x.dtype() == dt ? x : x.to(dt);
-  Tensor out = detail::make_empty(xin.sizes(), dt, xin.device());
+  Tensor out = internal::make_empty(xin.sizes(), dt, xin.device());
   backend_for(xin.device()).scan(ScanOp::cumprod, xin, d, out);
   if (autograd::needs_grad(xin))
     autograd::record("CumprodBackward", {&xin}, {&out}, [sx = save(xin), sy = save_output(out), d](Node& n, GradList& grads) {
@@ -357,8 +357,8 @@ std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::sort>(t, {x}, {.dim = dim, .descending = descending}, [&] { return sort(x, dim, descending); });
   int64_t d = wrap_dim(dim, x.dim(), "sort");
-  Tensor values = detail::make_empty(x.sizes(), x.dtype(), x.device());
-  Tensor indices = detail::make_empty(x.sizes(), DType::i64, x.device());
+  Tensor values = internal::make_empty(x.sizes(), x.dtype(), x.device());
+  Tensor indices = internal::make_empty(x.sizes(), DType::i64, x.device());
   backend_for(x.device()).sort(x, d, descending, values, indices);
   if (autograd::needs_grad(x))
     autograd::record("SortBackward", {&x}, {&values}, [idx = indices, d, xs = x.sizes()](Node&, GradList& grads) {
@@ -380,11 +380,11 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool la
   (void)sorted;  // results are always sorted
   int64_t d = wrap_dim(dim, x.dim(), "topk");
   int64_t n = x.dim() == 0 ? 1 : x.sizes()[d];
-  check<IndexError>(k >= 0 && k <= n, "topk: k (", k, ") is out of range for dim ", d, " of size ", n);
+  NABLA_CHECK(IndexError, k >= 0 && k <= n, "topk: k (", k, ") is out of range for dim ", d, " of size ", n);
   Shape s = x.sizes();
   if (x.dim() > 0) s[d] = k;
-  Tensor values = detail::make_empty(s, x.dtype(), x.device());
-  Tensor indices = detail::make_empty(s, DType::i64, x.device());
+  Tensor values = internal::make_empty(s, x.dtype(), x.device());
+  Tensor indices = internal::make_empty(s, DType::i64, x.device());
   backend_for(x.device()).topk(x, k, d, largest, values, indices);
   if (autograd::needs_grad(x))
     autograd::record("TopkBackward", {&x}, {&values}, [idx = indices, d, xs = x.sizes()](Node&, GradList& grads) {
@@ -402,7 +402,7 @@ Tensor softmax_impl(const Tensor& x_in, int64_t dim, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
   Tensor x = is_floating(x_in.dtype()) ? x_in : x_in.to(DType::f32);
   int64_t d = wrap_dim(dim, x.dim(), name);
-  Tensor out = detail::make_empty(x.sizes(), x.dtype(), x.device());
+  Tensor out = internal::make_empty(x.sizes(), x.dtype(), x.device());
   backend_for(x.device()).softmax(x, d, log, out);
   if (autograd::needs_grad(x)) {
     autograd::record(log ? "LogSoftmaxBackward" : "SoftmaxBackward", {&x}, {&out},
@@ -415,7 +415,7 @@ Tensor softmax_impl(const Tensor& x_in, int64_t dim, bool log) {
                          if (log) return GradList{gy - exp(y) * gy.sum(d, true)};
                          return GradList{y * (gy - (gy * y).sum(d, true))};
                        }
-                       Tensor gx = detail::make_empty(y.sizes(), y.dtype(), y.device());
+                       Tensor gx = internal::make_empty(y.sizes(), y.dtype(), y.device());
                        backend_for(y.device()).softmax_backward(gy, y, y.dim() == 0 ? 0 : d, log, gx);
                        return GradList{gx};
                      });

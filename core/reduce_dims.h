@@ -61,7 +61,7 @@ struct ReduceAlgebra {
 
 }  // namespace nabla
 
-namespace nabla::detail {
+namespace nabla::internal {
 
 struct ReduceDims {
   SmallVector<int64_t, 6> size, xstride, ostride;  // outer to inner
@@ -87,4 +87,4 @@ inline ReduceDims coalesce_dims(const ReduceDims& d) {
   return r;
 }
 
-}  // namespace nabla::detail
+}  // namespace nabla::internal

@@ -13,12 +13,12 @@
 #include "trace.h"
 
 namespace nabla {
-namespace detail {
+namespace internal {
 Tensor polygamma(const Tensor& x, double p0, double p1);  // generated from NABLA_UNARY_PARAM_OPS (elementwise.cpp)
-}  // namespace detail
+}  // namespace internal
 namespace {
 
-using detail::make_empty;
+using internal::make_empty;
 
 bool is_16bit(DType d) { return d == DType::f16 || d == DType::bf16; }
 
@@ -88,7 +88,7 @@ std::tuple<Tensor, Tensor> take(const Tensor& x, int64_t d, Tensor idx, bool kee
 
 void check_nonempty_dim(const Tensor& x, int64_t d, const char* op) {
   if (x.dim() == 0) return;
-  check<IndexError>(x.size(d) > 0, op, ": cannot reduce over dimension ", d, " of size 0 (input shape ", x.sizes(),
+  NABLA_CHECK(IndexError, x.size(d) > 0, op, ": cannot reduce over dimension ", d, " of size 0 (input shape ", x.sizes(),
                     ")");
 }
 
@@ -122,10 +122,10 @@ int64_t median_index(const T* row, int64_t n, bool ignore_nan) {
 // The whole-tensor forms: the value, with the gradient spread evenly over the elements equal to it
 // (NaN: over the NaNs), as PyTorch's evenly_distribute_backward.
 Tensor whole_median(const Tensor& x, bool ignore_nan, const char* op) {
-  check<DTypeError>(x.dtype() != DType::boolean, op, ": not implemented for bool tensors");
+  NABLA_CHECK(DTypeError, x.dtype() != DType::boolean, op, ": not implemented for bool tensors");
   Tensor flat = x.reshape({-1});
   if (flat.numel() == 0) {
-    check<DTypeError>(is_floating(x.dtype()), op, ": an empty integer tensor has no median");
+    NABLA_CHECK(DTypeError, is_floating(x.dtype()), op, ": an empty integer tensor has no median");
     return full({}, std::numeric_limits<double>::quiet_NaN(), TensorOptions().dtype(x.dtype()).device(x.device())) +
            sum(flat) * 0;
   }
@@ -144,7 +144,7 @@ Tensor whole_median(const Tensor& x, bool ignore_nan, const char* op) {
 }
 
 std::tuple<Tensor, Tensor> dim_median(const Tensor& x, int64_t dim, bool keepdim, bool ignore_nan, const char* op) {
-  check<DTypeError>(x.dtype() != DType::boolean, op, ": not implemented for bool tensors");
+  NABLA_CHECK(DTypeError, x.dtype() != DType::boolean, op, ": not implemented for bool tensors");
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), op);
   check_nonempty_dim(x, d, op);
   Tensor i = pick_indices(x, d, op, [&](const auto* row, int64_t n) { return median_index(row, n, ignore_nan); });
@@ -181,26 +181,26 @@ Interp parse_interp(std::string_view s, const char* op) {
   if (s == "higher") return Interp::higher;
   if (s == "nearest") return Interp::nearest;
   if (s == "midpoint") return Interp::midpoint;
-  throw ValueError(detail::str(op, ": interpolation must be one of linear, lower, higher, midpoint or nearest, got '",
+  throw ValueError(internal::str(op, ": interpolation must be one of linear, lower, higher, midpoint or nearest, got '",
                                s, "'"));
 }
 
 Tensor quantile_impl(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bool keepdim,
                      std::string_view interpolation, bool ignore_nan, const char* op) {
-  check<ValueError>(x.defined() && q.defined(), op, ": undefined tensor");
-  check<DTypeError>(is_floating(x.dtype()), op, ": input must be a floating tensor, got ", x.dtype());
-  check<DTypeError>(q.dtype() == x.dtype(), op, ": q (", q.dtype(), ") must have the input's dtype (", x.dtype(),
+  NABLA_CHECK(ValueError, x.defined() && q.defined(), op, ": undefined tensor");
+  NABLA_CHECK(DTypeError, is_floating(x.dtype()), op, ": input must be a floating tensor, got ", x.dtype());
+  NABLA_CHECK(DTypeError, q.dtype() == x.dtype(), op, ": q (", q.dtype(), ") must have the input's dtype (", x.dtype(),
                     ")");
-  check<ShapeError>(q.dim() <= 1, op, ": q must be a scalar or a 1-D tensor, got shape ", q.sizes());
-  check<ValueError>(x.numel() > 0, op, ": input tensor must be non-empty");
-  check<DeviceError>(q.device() == x.device(), op, ": q is on ", q.device(), " but the input on ", x.device());
+  NABLA_CHECK(ShapeError, q.dim() <= 1, op, ": q must be a scalar or a 1-D tensor, got shape ", q.sizes());
+  NABLA_CHECK(ValueError, x.numel() > 0, op, ": input tensor must be non-empty");
+  NABLA_CHECK(DeviceError, q.device() == x.device(), op, ": q is on ", q.device(), " but the input on ", x.device());
   const Interp interp = parse_interp(interpolation, op);
   {
     autograd::NoGradGuard ng;
     if (q.numel() > 0) {
       Tensor qd = q.detach().to(DType::f64).cpu();
       const double lo = min(qd).item<double>(), hi = max(qd).item<double>();
-      check<ValueError>(lo >= 0 && hi <= 1, op, ": q values must be in the range [0, 1], got [", lo, ", ", hi, "]");
+      NABLA_CHECK(ValueError, lo >= 0 && hi <= 1, op, ": q values must be in the range [0, 1], got [", lo, ", ", hi, "]");
     }
   }
   // sorted: (R..., n), the reduced dim last.
@@ -211,7 +211,7 @@ Tensor quantile_impl(const Tensor& x, const Tensor& q, std::optional<int64_t> di
     if (keepdim) out_shape.assign(static_cast<size_t>(x.dim()), 1);
   } else {
     const int64_t d = wrap_dim(*dim, std::max<int64_t>(x.dim(), 1), op);
-    check<IndexError>(x.dim() == 0 || x.size(d) > 0, op, ": cannot reduce over dimension ", d, " of size 0");
+    NABLA_CHECK(IndexError, x.dim() == 0 || x.size(d) > 0, op, ": cannot reduce over dimension ", d, " of size 0");
     lines = x.dim() == 0 ? x.reshape({1}) : x.movedim(d, -1);
     for (int64_t i = 0; i < x.dim(); ++i) {
       if (i != d) out_shape.push_back(x.size(i));
@@ -288,13 +288,13 @@ Tensor to_host_contiguous(const Tensor& t) {
 
 // ---- composite elementwise ----------------------------------------------------------------------
 Tensor polygamma(int64_t n, const Tensor& x) {
-  check<ValueError>(n >= 0, "polygamma: n must be non-negative, got ", n);
-  return detail::polygamma(x, static_cast<double>(n), 0);
+  NABLA_CHECK(ValueError, n >= 0, "polygamma: n must be non-negative, got ", n);
+  return internal::polygamma(x, static_cast<double>(n), 0);
 }
 
 Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<double> posinf,
                   std::optional<double> neginf) {
-  check<ValueError>(x.defined(), "nan_to_num: input tensor is undefined");
+  NABLA_CHECK(ValueError, x.defined(), "nan_to_num: input tensor is undefined");
   if (!is_floating(x.dtype())) return x.clone();
   double big = std::numeric_limits<double>::max();
   if (x.dtype() == DType::f32) big = std::numeric_limits<float>::max();
@@ -308,9 +308,9 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<doub
 Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rounding_mode) {
   if (!rounding_mode) return div(a, b);
   if (*rounding_mode == "floor") return floor_divide(a, b);
-  check<ValueError>(*rounding_mode == "trunc", "div: expected rounding_mode to be one of None, 'trunc', or 'floor' ",
+  NABLA_CHECK(ValueError, *rounding_mode == "trunc", "div: expected rounding_mode to be one of None, 'trunc', or 'floor' ",
                     "but found '", *rounding_mode, "'");
-  const DType dt = detail::result_type(a, b);
+  const DType dt = internal::result_type(a, b);
   if (is_floating(dt)) {
     // trunc(a / b) with a zero gradient of its own (as PyTorch's): through div it would be 0 / b, NaN
     // where b is 0.
@@ -336,7 +336,7 @@ Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rou
 }
 
 Tensor div(const Tensor& a, Scalar b, std::optional<std::string_view> rounding_mode) {
-  return div(a, detail::wrap_scalar(b, detail::promote_with_scalar(a.dtype(), b)), rounding_mode);
+  return div(a, internal::wrap_scalar(b, internal::promote_with_scalar(a.dtype(), b)), rounding_mode);
 }
 
 // ---- sorting-based reductions -------------------------------------------------------------------
@@ -366,10 +366,10 @@ std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, boo
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::kthvalue>(t, {x}, {.k = k, .dim = dim, .keepdim = keepdim},
                          [&] { return kthvalue(x, k, dim, keepdim); });
-  check<DTypeError>(x.dtype() != DType::boolean, "kthvalue: not implemented for bool tensors");
+  NABLA_CHECK(DTypeError, x.dtype() != DType::boolean, "kthvalue: not implemented for bool tensors");
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "kthvalue");
   const int64_t n = x.dim() == 0 ? 1 : x.size(d);
-  check<IndexError>(k >= 1 && k <= n, "kthvalue: k (", k, ") out of range for dimension ", d, " of size ", n,
+  NABLA_CHECK(IndexError, k >= 1 && k <= n, "kthvalue: k (", k, ") out of range for dimension ", d, " of size ", n,
                     " (input shape ", x.sizes(), ")");
   Tensor i = pick_indices(x, d, "kthvalue", [&](const auto* row, int64_t len) { return kth_index(row, len, k - 1); });
   return take(x, d, i, keepdim);
@@ -392,7 +392,7 @@ Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bo
   return quantile_impl(x, q, dim, keepdim, interpolation, false, "quantile");
 }
 Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim, std::string_view interpolation) {
-  check<ValueError>(x.defined(), "quantile: input tensor is undefined");
+  NABLA_CHECK(ValueError, x.defined(), "quantile: input tensor is undefined");
   return quantile(x, full({}, q, TensorOptions().dtype(x.dtype()).device(x.device())), dim, keepdim, interpolation);
 }
 Tensor nanquantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bool keepdim,
@@ -404,7 +404,7 @@ Tensor nanquantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim,
 }
 Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim,
                    std::string_view interpolation) {
-  check<ValueError>(x.defined(), "nanquantile: input tensor is undefined");
+  NABLA_CHECK(ValueError, x.defined(), "nanquantile: input tensor is undefined");
   return nanquantile(x, full({}, q, TensorOptions().dtype(x.dtype()).device(x.device())), dim, keepdim,
                      interpolation);
 }
@@ -463,7 +463,7 @@ std::tuple<Tensor, Tensor> cummin(const Tensor& x, int64_t dim) { return cum_ext
 Tensor logcumsumexp(const Tensor& x, int64_t dim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::logcumsumexp>(t, {x}, {.dim = dim}, [&] { return logcumsumexp(x, dim); });
-  check<DTypeError>(is_floating(x.dtype()), "logcumsumexp: defined for floating tensors only, got ", x.dtype());
+  NABLA_CHECK(DTypeError, is_floating(x.dtype()), "logcumsumexp: defined for floating tensors only, got ", x.dtype());
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "logcumsumexp");
   const int64_t n = x.dim() == 0 ? 1 : x.size(d);
   if (n <= 1) return x.clone();
@@ -489,8 +489,8 @@ Tensor histc(const Tensor& x, int64_t bins, double min_v, double max_v) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::histc>(t, {x}, {.bins = bins, .min = min_v, .max = max_v},
                          [&] { return histc(x, bins, min_v, max_v); });
-  check<DTypeError>(is_floating(x.dtype()), "histc: defined for floating tensors only, got ", x.dtype());
-  check<ValueError>(bins > 0, "histc: bins must be > 0, but got ", bins);
+  NABLA_CHECK(DTypeError, is_floating(x.dtype()), "histc: defined for floating tensors only, got ", x.dtype());
+  NABLA_CHECK(ValueError, bins > 0, "histc: bins must be > 0, but got ", bins);
   Tensor h = to_host_contiguous(x);
   if (is_16bit(h.dtype())) h = h.to(DType::f32);
   double lo = min_v, hi = max_v;
@@ -503,8 +503,8 @@ Tensor histc(const Tensor& x, int64_t bins, double min_v, double max_v) {
     lo -= 1;
     hi += 1;
   }
-  check<ValueError>(std::isfinite(lo) && std::isfinite(hi), "histc: range of [", lo, ", ", hi, "] is not finite");
-  check<ValueError>(lo < hi, "histc: max must be larger than min, got min ", lo, " and max ", hi);
+  NABLA_CHECK(ValueError, std::isfinite(lo) && std::isfinite(hi), "histc: range of [", lo, ", ", hi, "] is not finite");
+  NABLA_CHECK(ValueError, lo < hi, "histc: max must be larger than min, got min ", lo, " and max ", hi);
   Tensor out = zeros({bins}, TensorOptions().dtype(h.dtype()));
   visit_dtype(h.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -529,17 +529,17 @@ Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::bincount>(t, {x, weights}, {.minlength = minlength},
                          [&] { return bincount(x, weights, minlength); });
-  check<ValueError>(x.defined(), "bincount: input tensor is undefined");
-  check<ValueError>(minlength >= 0, "bincount: minlength should be >= 0, got ", minlength);
-  check<DTypeError>(is_integral(x.dtype()) && x.dtype() != DType::boolean,
+  NABLA_CHECK(ValueError, x.defined(), "bincount: input tensor is undefined");
+  NABLA_CHECK(ValueError, minlength >= 0, "bincount: minlength should be >= 0, got ", minlength);
+  NABLA_CHECK(DTypeError, is_integral(x.dtype()) && x.dtype() != DType::boolean,
                     "bincount: only supports 1-d non-negative integral inputs, got dtype ", x.dtype());
-  check<ShapeError>(x.dim() == 1, "bincount: only supports 1-d non-negative integral inputs, got shape ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 1, "bincount: only supports 1-d non-negative integral inputs, got shape ", x.sizes());
   const bool has_w = weights.defined();
   if (has_w) {
-    check<ShapeError>(weights.dim() == 1 && weights.size(0) == x.size(0),
+    NABLA_CHECK(ShapeError, weights.dim() == 1 && weights.size(0) == x.size(0),
                       "bincount: weights should be 1-d and have the same length as input: input ", x.sizes(),
                       " weights ", weights.sizes());
-    check<DeviceError>(weights.device() == x.device(), "bincount: weights are on ", weights.device(),
+    NABLA_CHECK(DeviceError, weights.device() == x.device(), "bincount: weights are on ", weights.device(),
                        " but the input on ", x.device());
   }
   if (x.numel() == 0) return zeros({minlength}, TensorOptions().dtype(DType::i64).device(x.device()));
@@ -547,7 +547,7 @@ Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
   const int64_t* p = h.data_ptr<int64_t>();
   int64_t mx = -1;
   for (int64_t i = 0; i < h.numel(); ++i) {
-    check<ValueError>(p[i] >= 0, "bincount: only supports 1-d non-negative integral inputs, got the value ", p[i]);
+    NABLA_CHECK(ValueError, p[i] >= 0, "bincount: only supports 1-d non-negative integral inputs, got the value ", p[i]);
     mx = std::max(mx, p[i]);
   }
   const int64_t len = std::max(mx + 1, minlength);
@@ -577,31 +577,31 @@ Tensor searchsorted(const Tensor& seq_in, const Tensor& values_in, bool out_int3
     return trace::traced<OpId::searchsorted>(t, {seq_in, values_in, sorter_in}, {.right = right || (side && *side == "right")},
                          [&] { return searchsorted(seq_in, values_in, out_int32, right, side, sorter_in); });
   const char* op = "searchsorted";
-  check<ValueError>(seq_in.defined() && values_in.defined(), op, ": undefined tensor");
+  NABLA_CHECK(ValueError, seq_in.defined() && values_in.defined(), op, ": undefined tensor");
   if (side) {
-    check<ValueError>(*side == "left" || *side == "right", op, ": side can only be 'left' or 'right', got '", *side,
+    NABLA_CHECK(ValueError, *side == "left" || *side == "right", op, ": side can only be 'left' or 'right', got '", *side,
                       "'");
-    check<ValueError>(!(right && *side == "left"), op, ": side and right can't be set to opposites, got side of left ",
+    NABLA_CHECK(ValueError, !(right && *side == "left"), op, ": side and right can't be set to opposites, got side of left ",
                       "while right was True");
     right = *side == "right";
   }
-  check<ShapeError>(seq_in.dim() >= 1, op, ": boundaries tensor should have at least 1 dimension, got 0-d");
+  NABLA_CHECK(ShapeError, seq_in.dim() >= 1, op, ": boundaries tensor should have at least 1 dimension, got 0-d");
   const bool one_d = seq_in.dim() == 1;
   if (!one_d) {
     bool match = values_in.dim() == seq_in.dim();
     for (int64_t i = 0; match && i + 1 < seq_in.dim(); ++i) match = seq_in.size(i) == values_in.size(i);
-    check<ShapeError>(match, op, ": boundaries tensor should be 1 dimension or the first N-1 dimensions of ",
+    NABLA_CHECK(ShapeError, match, op, ": boundaries tensor should be 1 dimension or the first N-1 dimensions of ",
                       "boundaries tensor and input value tensor must match, but we got boundaries tensor ",
                       seq_in.sizes(), " and input value tensor ", values_in.sizes());
   }
-  check<DeviceError>(seq_in.device() == values_in.device(), op, ": boundaries are on ", seq_in.device(),
+  NABLA_CHECK(DeviceError, seq_in.device() == values_in.device(), op, ": boundaries are on ", seq_in.device(),
                      " but the values on ", values_in.device());
   if (sorter_in.defined()) {
-    check<DTypeError>(sorter_in.dtype() == DType::i64, op, ": sorter must be an int64 tensor, got ", sorter_in.dtype());
-    check<ShapeError>(IntArrayRef(sorter_in.sizes()) == IntArrayRef(seq_in.sizes()), op, ": boundaries and sorter must have the same size, got ",
+    NABLA_CHECK(DTypeError, sorter_in.dtype() == DType::i64, op, ": sorter must be an int64 tensor, got ", sorter_in.dtype());
+    NABLA_CHECK(ShapeError, IntArrayRef(sorter_in.sizes()) == IntArrayRef(seq_in.sizes()), op, ": boundaries and sorter must have the same size, got ",
                       seq_in.sizes(), " and ", sorter_in.sizes());
   }
-  const DType common = detail::result_type(seq_in, values_in);
+  const DType common = internal::result_type(seq_in, values_in);
   Tensor seq = to_host_contiguous(seq_in).to(is_16bit(common) ? DType::f32 : common).contiguous();
   Tensor vals = to_host_contiguous(values_in).to(seq.dtype()).contiguous();
   Tensor sorter = sorter_in.defined() ? to_host_contiguous(sorter_in) : Tensor();
@@ -609,7 +609,7 @@ Tensor searchsorted(const Tensor& seq_in, const Tensor& values_in, bool out_int3
   if (sorter.defined()) {
     const int64_t* s = sorter.data_ptr<int64_t>();
     for (int64_t i = 0; i < sorter.numel(); ++i)
-      check<IndexError>(s[i] >= 0 && s[i] < n, op, ": sorter index out of range: ", s[i], " for a size of ", n);
+      NABLA_CHECK(IndexError, s[i] >= 0 && s[i] < n, op, ": sorter index out of range: ", s[i], " for a size of ", n);
   }
   Tensor out = make_empty(vals.sizes(), DType::i64, kCPU);
   const int64_t vn = vals.dim() == 0 ? 1 : vals.size(-1);
@@ -629,22 +629,22 @@ Tensor searchsorted(const Tensor& seq_in, const Tensor& values_in, bool out_int3
 
 Tensor searchsorted(const Tensor& sorted_sequence, Scalar value, bool out_int32, bool right,
                     std::optional<std::string_view> side, const Tensor& sorter) {
-  check<ShapeError>(sorted_sequence.defined() && sorted_sequence.dim() == 1,
+  NABLA_CHECK(ShapeError, sorted_sequence.defined() && sorted_sequence.dim() == 1,
                     "searchsorted: a scalar value needs a 1-D boundaries tensor");
-  return searchsorted(sorted_sequence, detail::wrap_scalar(value, detail::promote_with_scalar(sorted_sequence.dtype(), value)).to(sorted_sequence.device()),
+  return searchsorted(sorted_sequence, internal::wrap_scalar(value, internal::promote_with_scalar(sorted_sequence.dtype(), value)).to(sorted_sequence.device()),
                       out_int32, right, side, sorter);
 }
 
 Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool out_int32, bool right) {
-  check<ValueError>(x.defined() && boundaries.defined(), "bucketize: undefined tensor");
-  check<ShapeError>(boundaries.dim() == 1, "bucketize: boundaries tensor must be 1 dimension, but got dim(",
+  NABLA_CHECK(ValueError, x.defined() && boundaries.defined(), "bucketize: undefined tensor");
+  NABLA_CHECK(ShapeError, boundaries.dim() == 1, "bucketize: boundaries tensor must be 1 dimension, but got dim(",
                     boundaries.dim(), ")");
   return searchsorted(boundaries, x, out_int32, right);
 }
 
 namespace {
 UniqueResult unique_impl(const Tensor& x, bool return_inverse, bool return_counts, bool consecutive, const char* op) {
-  check<ValueError>(x.defined(), op, ": input tensor is undefined");
+  NABLA_CHECK(ValueError, x.defined(), op, ": input tensor is undefined");
   Tensor h = to_host_contiguous(x).reshape({-1});
   const bool half = is_16bit(h.dtype());
   if (half) h = h.to(DType::f32).contiguous();
@@ -688,8 +688,8 @@ UniqueResult unique_impl(const Tensor& x, bool return_inverse, bool return_count
 // unique and unique_consecutive along a dim: slices compared as rows, lexicographically.
 UniqueResult unique_dim_impl(const Tensor& x, int64_t dim, bool return_inverse, bool return_counts, bool consecutive,
                              const char* op) {
-  check<ValueError>(x.defined(), op, ": input tensor is undefined");
-  check<ShapeError>(x.dim() > 0, op, ": dim ", dim, " given for a 0-dim tensor");
+  NABLA_CHECK(ValueError, x.defined(), op, ": input tensor is undefined");
+  NABLA_CHECK(ShapeError, x.dim() > 0, op, ": dim ", dim, " given for a 0-dim tensor");
   const int64_t d = wrap_dim(dim, x.dim(), op);
   const int64_t n = x.size(d);
   const TensorOptions i64 = TensorOptions().dtype(DType::i64);
@@ -697,7 +697,7 @@ UniqueResult unique_dim_impl(const Tensor& x, int64_t dim, bool return_inverse, 
   if (x.numel() == 0) {
     int64_t zero_dims = 0;
     for (int64_t s : x.sizes()) zero_dims += s == 0;
-    check<ValueError>(n == 0 && zero_dims == 1, op, ": cannot take the unique slices along dim ", d,
+    NABLA_CHECK(ValueError, n == 0 && zero_dims == 1, op, ": cannot take the unique slices along dim ", d,
                       " of a tensor of shape ", x.sizes(), " (dim must be its only dim of size 0)");
     r.values = x.detach().clone();
     if (return_inverse) r.inverse = zeros({0}, i64).to(x.device());

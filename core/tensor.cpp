@@ -10,7 +10,7 @@
 namespace nabla {
 
 void Scalar::throw_not_an_int64(double v) {
-  throw ValueError(detail::str("the value ", v, " cannot be converted to an integer: ",
+  throw ValueError(internal::str("the value ", v, " cannot be converted to an integer: ",
                                std::isnan(v) ? "it is NaN" : "it is outside the range of int64"));
 }
 
@@ -33,7 +33,7 @@ void TensorImpl::refresh() {
   is_contiguous = contig || numel == 0;
 }
 
-namespace detail {
+namespace internal {
 
 Tensor make_empty(IntArrayRef shape, DType dtype, Device device, bool pinned) {
   auto impl = make_intrusive<TensorImpl>();
@@ -42,7 +42,7 @@ Tensor make_empty(IntArrayRef shape, DType dtype, Device device, bool pinned) {
   impl->numel = shape_numel(shape, "empty");
   impl->dtype = dtype;
   impl->is_contiguous = true;
-  check<ShapeError>(impl->numel <= std::numeric_limits<int64_t>::max() / static_cast<int64_t>(element_size(dtype)),
+  NABLA_CHECK(ShapeError, impl->numel <= std::numeric_limits<int64_t>::max() / static_cast<int64_t>(element_size(dtype)),
                     "empty: shape ", shape, " of ", dtype, " has too many bytes");
   size_t nbytes = static_cast<size_t>(impl->numel) * element_size(dtype);
   if (pinned && device.is_cpu() && cuda::is_available()) {
@@ -110,17 +110,17 @@ void bump_version(const Tensor& t) { ++t.impl()->storage->version; }
 void check_inplace(const Tensor& self, const char* op) {
   TensorImpl* s = self.impl();
   if (autograd::GradMode::is_enabled() && s->requires_grad && !s->grad_fn)
-    throw AutogradError(detail::str(
+    throw AutogradError(internal::str(
         op, ": a leaf tensor that requires grad is being used in an in-place operation; "
             "modify it under NoGradGuard (as optimizers do) or use the out-of-place op"));
   const TensorImpl* base = s->view_base.get();
   if (autograd::GradMode::is_enabled() && base && base->requires_grad && !base->grad_fn)
-    throw AutogradError(detail::str(
+    throw AutogradError(internal::str(
         op, ": a view of a leaf tensor that requires grad is being used in an in-place operation; "
             "modify it under NoGradGuard (as optimizers do) or use the out-of-place op"));
   for (size_t i = 0; i < s->sizes.size(); ++i) {
     if (s->strides[i] == 0 && s->sizes[i] > 1)
-      throw ValueError(detail::str(op, ": cannot write in place into a tensor whose elements share "
+      throw ValueError(internal::str(op, ": cannot write in place into a tensor whose elements share "
                                        "memory (an expanded view of shape ",
                                    s->sizes, " with strides ", s->strides, "); call .clone() first"));
   }
@@ -146,7 +146,7 @@ void check_same_device(const char* op, std::initializer_list<const Tensor*> tens
     if (!first) {
       first = t;
     } else if (t->device() != first->device()) {
-      throw DeviceError(detail::str(op, ": expected all tensors on the same device, got ",
+      throw DeviceError(internal::str(op, ": expected all tensors on the same device, got ",
                                     first->device(), " and ", t->device(),
                                     " (move one with .to(device))"));
     }
@@ -167,7 +167,7 @@ DimMask dims_mask(IntArrayRef dims, int64_t ndim, const char* op) {
   for (int64_t d : dims) {
     int64_t w = wrap_dim(d, ndim, op);
     if (ndim == 0) continue;
-    check<ValueError>(!mask[w], op, ": dim ", d, " appears more than once in ", dims);
+    NABLA_CHECK(ValueError, !mask[w], op, ": dim ", d, " appears more than once in ", dims);
     mask[w] = true;
   }
   return mask;
@@ -175,10 +175,10 @@ DimMask dims_mask(IntArrayRef dims, int64_t ndim, const char* op) {
 
 std::string describe(const Tensor& t) {
   if (!t.defined()) return "undefined tensor";
-  return detail::str(dtype_name(t.dtype()), t.sizes(), " on ", t.device());
+  return internal::str(dtype_name(t.dtype()), t.sizes(), " on ", t.device());
 }
 
-}  // namespace detail
+}  // namespace internal
 
 // ---- Tensor -------------------------------------------------------------------------------------
 
@@ -190,7 +190,7 @@ int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size"
 int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
 
 Scalar Tensor::item() const {
-  check<ValueError>(numel() == 1, "item: a tensor with ", numel(), " elements (shape ", sizes(),
+  NABLA_CHECK(ValueError, numel() == 1, "item: a tensor with ", numel(), " elements (shape ", sizes(),
                     ") cannot be converted to a scalar; it needs exactly one element");
   Tensor c = is_cpu() ? *this : to(kCPU);
   return visit_dtype(dtype(), [&](auto tag) -> Scalar {
@@ -207,12 +207,12 @@ Tensor to_copy(const Tensor& self, DType dtype, Device device, bool non_blocking
   // A non_blocking copy from a GPU lands in pinned memory, as in PyTorch, so that it really is
   // asynchronous (the caller synchronizes before reading it).
   bool pinned = non_blocking && self.is_cuda() && device.is_cpu();
-  Tensor out = detail::make_empty(self.sizes(), dtype, device, pinned);
+  Tensor out = internal::make_empty(self.sizes(), dtype, device, pinned);
   Backend& be = (self.is_cuda() || device.is_cuda()) ? backend_for(self.is_cuda() ? self.device() : device)
                                                      : backend_for(device);
   be.copy(self, out, non_blocking);
   if (autograd::needs_grad(self)) {
-    check<AutogradError>(is_floating(dtype), "to: cannot convert a tensor that requires grad to ", dtype,
+    NABLA_CHECK(AutogradError, is_floating(dtype), "to: cannot convert a tensor that requires grad to ", dtype,
                          " (gradients need a floating dtype); detach() it first");
     autograd::record("ToCopyBackward", {&self}, {&out},
                      [dt = self.dtype(), dev = self.device()](autograd::Node&, autograd::GradList& grads) {
@@ -242,10 +242,10 @@ Tensor Tensor::to(const TensorOptions& o) const {
 }
 
 Tensor Tensor::pin_memory() const {
-  check<DeviceError>(is_cpu(), "pin_memory: only CPU tensors can be pinned, got a tensor on ", device());
+  NABLA_CHECK(DeviceError, is_cpu(), "pin_memory: only CPU tensors can be pinned, got a tensor on ", device());
   if (is_pinned()) return *this;
   if (!cuda::is_available()) return clone();  // without a GPU, pinning has no meaning
-  Tensor out = detail::make_empty(sizes(), dtype(), kCPU, /*pinned=*/true);
+  Tensor out = internal::make_empty(sizes(), dtype(), kCPU, /*pinned=*/true);
   backend_for(kCPU).copy(*this, out, false);
   return out;
 }
@@ -253,7 +253,7 @@ Tensor Tensor::pin_memory() const {
 Tensor Tensor::clone() const {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::clone>(t, {*this}, {}, [&] { return clone(); });
-  Tensor out = detail::make_empty(sizes(), dtype(), device());
+  Tensor out = internal::make_empty(sizes(), dtype(), device());
   backend_for(device()).copy(*this, out, false);
   if (autograd::needs_grad(*this))
     autograd::record("CloneBackward", {this}, {&out},
@@ -264,23 +264,23 @@ Tensor Tensor::clone() const {
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  check<ShapeError>(src.defined(), "copy_: source tensor is undefined");
-  detail::check_inplace(*this, "copy_");
+  NABLA_CHECK(ShapeError, src.defined(), "copy_: source tensor is undefined");
+  internal::check_inplace(*this, "copy_");
   Shape bshape = broadcast_shapes(src.sizes(), sizes(), "copy_");
-  check<ShapeError>(bshape == sizes(), "copy_: source of shape ", src.sizes(),
+  NABLA_CHECK(ShapeError, bshape == sizes(), "copy_: source of shape ", src.sizes(),
                     " cannot be broadcast to the destination shape ", sizes());
   if (impl()->view_base) {
     Tensor base(impl()->view_base);
-    if (autograd::needs_grad(*this, src, base)) return detail::copy_into_view(*this, src);
+    if (autograd::needs_grad(*this, src, base)) return internal::copy_into_view(*this, src);
   }
-  Tensor s = detail::broadcast_view(src, sizes());
+  Tensor s = internal::broadcast_view(src, sizes());
   Backend& be = (is_cuda() || src.is_cuda()) ? backend_for(is_cuda() ? device() : src.device()) : backend_for(device());
   {
     autograd::NoGradGuard ng;
-    if (detail::partial_overlap(*this, s)) s = s.clone();  // e.g. x[1:].copy_(x[:-1]), x.copy_(x.t())
+    if (internal::partial_overlap(*this, s)) s = s.clone();  // e.g. x[1:].copy_(x[:-1]), x.copy_(x.t())
     be.copy(s, *this, false);
   }
-  detail::bump_version(*this);
+  internal::bump_version(*this);
   if (autograd::needs_grad(*this, src)) {
     Tensor self = *this;
     autograd::record("CopyBackwards", {this, &src}, {&self},

@@ -117,7 +117,7 @@ class Tensor {
   void* data_ptr() const { return checked()->data(); }
   template <class T>
   T* data_ptr() const {
-    check<DTypeError>(dtype_of<T>() == dtype(), "data_ptr: tensor has dtype ", dtype(),
+    NABLA_CHECK(DTypeError, dtype_of<T>() == dtype(), "data_ptr: tensor has dtype ", dtype(),
                       " but data_ptr<", dtype_name(dtype_of<T>()), "> was requested");
     return static_cast<T*>(data_ptr());
   }

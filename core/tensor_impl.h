@@ -37,7 +37,7 @@ struct TensorImpl final : RefCounted, Pooled {
 
   // A view whose base's history changed since the view's own was recorded (the base, or another
   // view of it, was modified in place with autograd recording): its grad_fn must be rebuilt from
-  // the base's before use (detail::refresh_view_history in core/views.cpp).
+  // the base's before use (internal::refresh_view_history in core/views.cpp).
   bool view_history_is_stale() const {
     return view_tracks_base && view_base->grad_fn.get() != view_base_grad_fn;
   }

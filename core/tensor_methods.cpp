@@ -13,12 +13,12 @@ Tensor Tensor::reshape(IntArrayRef s) const { return nabla::reshape(*this, s); }
 Tensor Tensor::permute(IntArrayRef d) const { return nabla::permute(*this, d); }
 Tensor Tensor::transpose(int64_t a, int64_t b) const { return nabla::transpose(*this, a, b); }
 Tensor Tensor::t() const {
-  check<ShapeError>(dim() <= 2, "t: expects a tensor with at most 2 dims, got shape ", sizes(),
+  NABLA_CHECK(ShapeError, dim() <= 2, "t: expects a tensor with at most 2 dims, got shape ", sizes(),
                     " (use transpose or mT for batches)");
   return dim() < 2 ? nabla::view(*this, sizes()) : nabla::transpose(*this, 0, 1);
 }
 Tensor Tensor::mT() const {
-  check<ShapeError>(dim() >= 2, "mT: expects a tensor with at least 2 dims, got shape ", sizes());
+  NABLA_CHECK(ShapeError, dim() >= 2, "mT: expects a tensor with at least 2 dims, got shape ", sizes());
   return nabla::transpose(*this, -2, -1);
 }
 Tensor Tensor::squeeze() const { return nabla::squeeze(*this); }

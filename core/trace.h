@@ -130,7 +130,7 @@ auto traced(Tracer* t, std::vector<Tensor> inputs, const op_attrs_t<op>& attrs, 
 template <class F>
 auto traced(Tracer* t, OpId op, std::vector<Tensor> inputs, const OpAttrs& attrs, F&& f) {
   if (attrs.index() != attrs_index(op)) [[unlikely]]
-    throw Error(detail::str("trace: internal: op '", op_name(op), "' traced with the wrong attribute struct"));
+    throw Error(internal::str("trace: internal: op '", op_name(op), "' traced with the wrong attribute struct"));
   auto result = [&] {
     Suspend s;
     return f();

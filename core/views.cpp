@@ -27,7 +27,7 @@ using ViewFn = std::function<Tensor(const Tensor&)>;
 // point) for autograd's in-place handling: writes into views, and views whose base was later
 // modified in place with autograd recording it (their history is rebuilt then).
 Tensor make_view_of(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
-  Tensor v = detail::make_view(x, std::move(sizes), std::move(strides), offset);
+  Tensor v = internal::make_view(x, std::move(sizes), std::move(strides), offset);
   TensorImpl* xi = x.impl();
   TensorImpl* vi = v.impl();
   vi->view_base = xi->view_base ? xi->view_base : x.impl_ptr();
@@ -132,19 +132,19 @@ Shape infer_shape(IntArrayRef shape, int64_t numel, const char* op, IntList from
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
-      check<ShapeError>(infer < 0, op, ": only one dimension can be -1, got ", shape);
+      NABLA_CHECK(ShapeError, infer < 0, op, ": only one dimension can be -1, got ", shape);
       infer = static_cast<int64_t>(i);
     } else {
-      check<ShapeError>(out[i] >= 0, op, ": invalid size ", out[i], " in shape ", shape);
+      NABLA_CHECK(ShapeError, out[i] >= 0, op, ": invalid size ", out[i], " in shape ", shape);
       known *= out[i];
     }
   }
   if (infer >= 0) {
-    check<ShapeError>(known != 0 && numel % known == 0, op, ": shape ", shape, " is invalid for input of shape ",
+    NABLA_CHECK(ShapeError, known != 0 && numel % known == 0, op, ": shape ", shape, " is invalid for input of shape ",
                       from, " (", numel, " elements)");
     out[infer] = numel / known;
   } else {
-    check<ShapeError>(known == numel, op, ": shape ", shape, " is invalid for input of shape ", from, " (",
+    NABLA_CHECK(ShapeError, known == numel, op, ": shape ", shape, " is invalid for input of shape ", from, " (",
                       numel, " elements)");
   }
   return out;
@@ -157,7 +157,7 @@ Tensor view(const Tensor& x, IntArrayRef shape_in) {
     return trace::traced<OpId::view>(t, {x}, {.shape = trace::ints(shape_in)}, [&] { return view(x, shape_in); });
   Shape shape = infer_shape(shape_in, x.numel(), "view", x.sizes());
   auto strides = view_strides(x.sizes(), x.strides(), shape);
-  check<ShapeError>(strides.has_value(), "view: cannot view a tensor of shape ", x.sizes(), " and strides ",
+  NABLA_CHECK(ShapeError, strides.has_value(), "view: cannot view a tensor of shape ", x.sizes(), " and strides ",
                     x.strides(), " as ", shape,
                     " without copying (its memory is not laid out for it); use reshape() instead");
   Tensor out = make_view_of(x, shape, std::move(*strides), x.storage_offset());
@@ -179,13 +179,13 @@ Tensor permute(const Tensor& x, IntArrayRef dims) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::permute>(t, {x}, {.dims = trace::ints(dims)}, [&] { return permute(x, dims); });
   int64_t nd = x.dim();
-  check<ShapeError>(static_cast<int64_t>(dims.size()) == nd, "permute: expected ", nd, " dims for a tensor of shape ",
+  NABLA_CHECK(ShapeError, static_cast<int64_t>(dims.size()) == nd, "permute: expected ", nd, " dims for a tensor of shape ",
                     x.sizes(), ", got ", dims);
   Shape sizes(nd), strides(nd), inverse(nd);
   SmallVector<bool, 8> seen(static_cast<size_t>(nd), false);
   for (int64_t i = 0; i < nd; ++i) {
     int64_t d = wrap_dim(dims[i], nd, "permute");
-    check<ValueError>(!seen[d], "permute: dim ", dims[i], " repeats in ", dims);
+    NABLA_CHECK(ValueError, !seen[d], "permute: dim ", dims[i], " repeats in ", dims);
     seen[d] = true;
     sizes[i] = x.sizes()[d];
     strides[i] = x.strides()[d];
@@ -249,7 +249,7 @@ Tensor flatten(const Tensor& x, int64_t start, int64_t end) {
   if (x.dim() == 0) return x.reshape({1});
   start = wrap_dim(start, x.dim(), "flatten");
   end = wrap_dim(end, x.dim(), "flatten");
-  check<ValueError>(start <= end, "flatten: start_dim (", start, ") must not come after end_dim (", end, ")");
+  NABLA_CHECK(ValueError, start <= end, "flatten: start_dim (", start, ") must not come after end_dim (", end, ")");
   Shape s;
   for (int64_t i = 0; i < start; ++i) s.push_back(x.sizes()[i]);
   int64_t m = 1;
@@ -273,7 +273,7 @@ Tensor expand(const Tensor& x, IntArrayRef shape) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::expand>(t, {x}, {.shape = trace::ints(shape)}, [&] { return expand(x, shape); });
   int64_t nd = static_cast<int64_t>(shape.size()), xd = x.dim();
-  check<ShapeError>(nd >= xd, "expand: the target shape ", shape, " has fewer dims than the tensor's ", x.sizes());
+  NABLA_CHECK(ShapeError, nd >= xd, "expand: the target shape ", shape, " has fewer dims than the tensor's ", x.sizes());
   Shape sizes(nd), strides(nd);
   for (int64_t i = nd - 1; i >= 0; --i) {
     int64_t xi = i - (nd - xd);
@@ -281,12 +281,12 @@ Tensor expand(const Tensor& x, IntArrayRef shape) {
     if (xi >= 0) {
       int64_t have = x.sizes()[xi];
       if (want == -1) want = have;
-      check<ShapeError>(have == want || have == 1, "expand: cannot expand a tensor of shape ", x.sizes(), " to ",
+      NABLA_CHECK(ShapeError, have == want || have == 1, "expand: cannot expand a tensor of shape ", x.sizes(), " to ",
                         shape, " (dim ", i, ": ", have, " -> ", want, "; only size-1 dims can grow)");
       sizes[i] = want;
       strides[i] = have == want ? x.strides()[xi] : 0;
     } else {
-      check<ShapeError>(want >= 0, "expand: -1 is not allowed for the new leading dim ", i, " in ", shape);
+      NABLA_CHECK(ShapeError, want >= 0, "expand: -1 is not allowed for the new leading dim ", i, " in ", shape);
       sizes[i] = want;
       strides[i] = 0;
     }
@@ -301,9 +301,9 @@ Tensor expand(const Tensor& x, IntArrayRef shape) {
 Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_o, std::optional<int64_t> end_o, int64_t step) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::slice>(t, {x}, {.dim = dim, .start = start_o.value_or(0), .end = end_o.value_or(INT64_MAX), .step = step}, [&] { return slice(x, dim, start_o, end_o, step); });
-  check<IndexError>(x.dim() > 0, "slice: cannot slice a 0-dim tensor");
+  NABLA_CHECK(IndexError, x.dim() > 0, "slice: cannot slice a 0-dim tensor");
   int64_t d = wrap_dim(dim, x.dim(), "slice");
-  check<ValueError>(step > 0, "slice: step must be positive, got ", step);
+  NABLA_CHECK(ValueError, step > 0, "slice: step must be positive, got ", step);
   int64_t n = x.sizes()[d];
   int64_t start = start_o.value_or(0), end = end_o.value_or(n);
   if (start < 0) start += n;
@@ -319,11 +319,11 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_o, std::
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
-  check<IndexError>(x.dim() > 0, "narrow: cannot narrow a 0-dim tensor");
+  NABLA_CHECK(IndexError, x.dim() > 0, "narrow: cannot narrow a 0-dim tensor");
   int64_t d = wrap_dim(dim, x.dim(), "narrow");
   int64_t n = x.sizes()[d];
   if (start < 0) start += n;
-  check<IndexError>(start >= 0 && length >= 0 && start + length <= n, "narrow: start ", start, " and length ", length,
+  NABLA_CHECK(IndexError, start >= 0 && length >= 0 && start + length <= n, "narrow: start ", start, " and length ", length,
                     " are out of range for dim ", d, " of size ", n, " (shape ", x.sizes(), ")");
   return slice(x, d, start, start + length, 1);
 }
@@ -331,10 +331,10 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::select>(t, {x}, {.dim = dim, .index = index}, [&] { return select(x, dim, index); });
-  check<IndexError>(x.dim() > 0, "select: cannot index into a 0-dim tensor");
+  NABLA_CHECK(IndexError, x.dim() > 0, "select: cannot index into a 0-dim tensor");
   int64_t d = wrap_dim(dim, x.dim(), "select");
   int64_t n = x.sizes()[d];
-  check<IndexError>(index >= -n && index < n, "select: index ", index, " is out of range for dim ", d, " of size ", n,
+  NABLA_CHECK(IndexError, index >= -n && index < n, "select: index ", index, " is out of range for dim ", d, " of size ", n,
                     " (shape ", x.sizes(), ")");
   if (index < 0) index += n;
   Shape sizes = x.sizes(), strides = x.strides();
@@ -351,9 +351,9 @@ Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
     return trace::traced<OpId::diagonal>(t, {x}, {.offset = offset, .dim1 = dim1, .dim2 = dim2},
                                          [&] { return diagonal(x, offset, dim1, dim2); });
   int64_t nd = x.dim();
-  check<ShapeError>(nd >= 2, "diagonal: needs at least 2 dims, got shape ", x.sizes());
+  NABLA_CHECK(ShapeError, nd >= 2, "diagonal: needs at least 2 dims, got shape ", x.sizes());
   int64_t d1 = wrap_dim(dim1, nd, "diagonal"), d2 = wrap_dim(dim2, nd, "diagonal");
-  check<ValueError>(d1 != d2, "diagonal: dim1 and dim2 must differ, both are ", d1);
+  NABLA_CHECK(ValueError, d1 != d2, "diagonal: dim1 and dim2 must differ, both are ", d1);
   int64_t n1 = x.sizes()[d1], n2 = x.sizes()[d2];
   int64_t len = offset >= 0 ? std::max<int64_t>(0, std::min(n1, n2 - offset))
                             : std::max<int64_t>(0, std::min(n1 + offset, n2));
@@ -373,13 +373,13 @@ Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
 }
 
 Tensor as_strided(const Tensor& x, IntArrayRef sizes, IntArrayRef strides, std::optional<int64_t> storage_offset) {
-  check<ShapeError>(sizes.size() == strides.size(), "as_strided: sizes ", sizes, " and strides ", strides,
+  NABLA_CHECK(ShapeError, sizes.size() == strides.size(), "as_strided: sizes ", sizes, " and strides ", strides,
                     " have different lengths");
   int64_t offset = storage_offset.value_or(x.storage_offset());
   // Every element must lie inside the storage.
   int64_t hi = offset, lo = offset;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    check<ShapeError>(sizes[i] >= 0 && strides[i] >= 0, "as_strided: negative size or stride in ", sizes, " / ",
+    NABLA_CHECK(ShapeError, sizes[i] >= 0 && strides[i] >= 0, "as_strided: negative size or stride in ", sizes, " / ",
                       strides);
     if (sizes[i] == 0) {
       hi = lo - 1;
@@ -388,11 +388,11 @@ Tensor as_strided(const Tensor& x, IntArrayRef sizes, IntArrayRef strides, std::
     hi += (sizes[i] - 1) * strides[i];
   }
   int64_t capacity = static_cast<int64_t>(x.impl()->storage->nbytes / x.element_size());
-  check<IndexError>(lo >= 0 && (hi < lo || hi < capacity), "as_strided: sizes ", sizes, " strides ", strides,
+  NABLA_CHECK(IndexError, lo >= 0 && (hi < lo || hi < capacity), "as_strided: sizes ", sizes, " strides ", strides,
                     " offset ", offset, " reach outside the storage of ", capacity, " elements");
   Tensor out = make_view_of(x, sizes.vec(), strides.vec(), offset);
   if (autograd::needs_grad(x)) {
-    check<NotImplemented>(x.is_contiguous(), "as_strided: backward is only supported for contiguous inputs");
+    NABLA_CHECK(NotImplemented, x.is_contiguous(), "as_strided: backward is only supported for contiguous inputs");
     int64_t rel = offset - x.storage_offset();
     Shape sz = sizes.vec(), st = strides.vec();
     record_select_view("AsStridedBackward", x, out, [sz, st, rel](const Tensor& t) {
@@ -407,10 +407,10 @@ Tensor Tensor::unfold(int64_t dim, int64_t size, int64_t step) const {
   // A 0-dim tensor unfolds along dim 0 (or -1) as if it were (1), into (size) (PyTorch's rule).
   const int64_t nd = x.dim(), d = wrap_dim(dim, std::max<int64_t>(nd, 1), "unfold");
   const int64_t len = nd == 0 ? 1 : x.sizes()[d];
-  check<ValueError>(size >= 0, "unfold: size must be non-negative, got ", size, " (shape ", x.sizes(), ")");
-  check<ShapeError>(size <= len, "unfold: the maximum size for dimension ", d, " of shape ", x.sizes(), " is ", len,
+  NABLA_CHECK(ValueError, size >= 0, "unfold: size must be non-negative, got ", size, " (shape ", x.sizes(), ")");
+  NABLA_CHECK(ShapeError, size <= len, "unfold: the maximum size for dimension ", d, " of shape ", x.sizes(), " is ", len,
                     ", but size is ", size);
-  check<ValueError>(step > 0, "unfold: step must be positive, got ", step);
+  NABLA_CHECK(ValueError, step > 0, "unfold: step must be positive, got ", step);
   // x (..., L, ...) -> (..., (L - size) / step + 1, ..., size): window w of dim d starts at w * step.
   Shape sizes = x.sizes(), strides = x.strides();
   sizes.push_back(size);
@@ -442,10 +442,10 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, IntArrayRef sizes, int64_t
   int64_t d = wrap_dim(dim, x.dim(), "split_with_sizes");
   int64_t total = 0;
   for (int64_t s : sizes) {
-    check<ValueError>(s >= 0, "split_with_sizes: negative size in ", sizes);
+    NABLA_CHECK(ValueError, s >= 0, "split_with_sizes: negative size in ", sizes);
     total += s;
   }
-  check<ShapeError>(total == x.sizes()[d], "split_with_sizes: sizes ", sizes, " sum to ", total, " but dim ", d,
+  NABLA_CHECK(ShapeError, total == x.sizes()[d], "split_with_sizes: sizes ", sizes, " sum to ", total, " but dim ", d,
                     " has size ", x.sizes()[d]);
   std::vector<Tensor> out;
   int64_t start = 0;
@@ -461,7 +461,7 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, IntArrayRef sizes, int64_t
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   int64_t d = wrap_dim(dim, x.dim(), "split");
-  check<ValueError>(split_size > 0 || x.sizes()[d] == 0, "split: split_size must be positive, got ", split_size);
+  NABLA_CHECK(ValueError, split_size > 0 || x.sizes()[d] == 0, "split: split_size must be positive, got ", split_size);
   int64_t n = x.sizes()[d];
   Shape sizes;
   for (int64_t s = 0; s < n; s += split_size) sizes.push_back(std::min(split_size, n - s));
@@ -470,7 +470,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
-  check<ValueError>(chunks > 0, "chunk: number of chunks must be positive, got ", chunks);
+  NABLA_CHECK(ValueError, chunks > 0, "chunk: number of chunks must be positive, got ", chunks);
   int64_t d = wrap_dim(dim, x.dim(), "chunk");
   int64_t n = x.sizes()[d];
   int64_t size = (n + chunks - 1) / chunks;
@@ -513,10 +513,10 @@ struct AdvancedIndex {
 // (through its true positions). Returns the number of dims consumed.
 int64_t add_index(AdvancedIndex& a, const Tensor& r, int64_t d, const Tensor& t, const char* op) {
   if (t.dtype() == DType::boolean) {
-    check<IndexError>(d + t.dim() <= r.dim(), op, ": mask of shape ", t.sizes(), " at dim ", d,
+    NABLA_CHECK(IndexError, d + t.dim() <= r.dim(), op, ": mask of shape ", t.sizes(), " at dim ", d,
                       " does not fit a tensor of shape ", r.sizes());
     for (int64_t k = 0; k < t.dim(); ++k)
-      check<ShapeError>(t.size(k) == r.size(d + k), op, ": mask of shape ", t.sizes(), " does not match dims ", d,
+      NABLA_CHECK(ShapeError, t.size(k) == r.size(d + k), op, ": mask of shape ", t.sizes(), " does not match dims ", d,
                         " to ", d + t.dim() - 1, " of shape ", r.sizes());
     Tensor nz = nonzero(t.to(r.device()));  // (n, k)
     for (int64_t k = 0; k < t.dim(); ++k) {
@@ -525,7 +525,7 @@ int64_t add_index(AdvancedIndex& a, const Tensor& r, int64_t d, const Tensor& t,
     }
     return t.dim();
   }
-  check<IndexError>(is_integral(t.dtype()), op, ": tensor indices must be int64 or bool, got ", t.dtype());
+  NABLA_CHECK(IndexError, is_integral(t.dtype()), op, ": tensor indices must be int64 or bool, got ", t.dtype());
   a.dims.push_back(d);
   a.index.push_back(t.to(r.device(), DType::i64));
   return 1;
@@ -543,7 +543,7 @@ Tensor flat_positions(const Tensor& r, const AdvancedIndex& a, Shape& shape, con
     if (t.numel() > 0) {
       autograd::NoGradGuard ng;
       const int64_t lo = t.min().item<int64_t>(), hi = t.max().item<int64_t>();
-      check<IndexError>(lo >= -size && hi < size, op, ": index ", hi >= size ? hi : lo, " is out of bounds for dim ",
+      NABLA_CHECK(IndexError, lo >= -size && hi < size, op, ": index ", hi >= size ? hi : lo, " is out of bounds for dim ",
                         a.dims[k], " of size ", size, " (shape ", r.sizes(), ")");
       if (lo < 0) t = where(t < 0, t + size, t);
     }
@@ -624,10 +624,10 @@ Tensor put_advanced(const Tensor& r, const AdvancedIndex& a, const Tensor& value
     for (int64_t p : place) placed.push_back(res[static_cast<size_t>(p)]);
     res = placed;
   }
-  check<DeviceError>(values.device() == r.device() || values.dim() == 0, op, ": values are on ", values.device(),
+  NABLA_CHECK(DeviceError, values.device() == r.device() || values.dim() == 0, op, ": values are on ", values.device(),
                      " but the tensor is on ", r.device());
   Shape rshape = broadcast_shapes(values.sizes(), res, op);
-  check<ShapeError>(rshape == res, op, ": values of shape ", values.sizes(), " cannot be broadcast to the indexed shape ",
+  NABLA_CHECK(ShapeError, rshape == res, op, ": values of shape ", values.sizes(), " cannot be broadcast to the indexed shape ",
                     res);
   Tensor v = values.to(r.device(), r.dtype()).expand(res);
   if (!place.empty()) v = v.permute(inverse_permutation(place));
@@ -659,8 +659,8 @@ Tensor apply_index(const Tensor& x, const std::vector<TensorIndex>& idx, Advance
     else if (i.is_tensor() && i.tensor().dtype() == DType::boolean) consumed += i.tensor().dim();
     else if (!i.is_none()) ++consumed;
   }
-  check<IndexError>(ellipses <= 1, "index: at most one Ellipsis is allowed");
-  check<IndexError>(consumed <= x.dim(), "index: too many indices (", consumed, ") for a tensor of shape ", x.sizes());
+  NABLA_CHECK(IndexError, ellipses <= 1, "index: at most one Ellipsis is allowed");
+  NABLA_CHECK(IndexError, consumed <= x.dim(), "index: too many indices (", consumed, ") for a tensor of shape ", x.sizes());
   Tensor r = x;
   int64_t d = 0;  // current dim of r
   bool used_tensor = false;
@@ -682,28 +682,28 @@ Tensor apply_index(const Tensor& x, const std::vector<TensorIndex>& idx, Advance
         d += add_index(*adv, r, d, t, "index");
         continue;
       }
-      check<IndexError>(!used_tensor, "index: several tensor indices go through the advanced path");
+      NABLA_CHECK(IndexError, !used_tensor, "index: several tensor indices go through the advanced path");
       used_tensor = true;
       if (t.dtype() == DType::boolean) {
         // A mask over dims [d, d + mask.dim()): the selected elements along one new dim.
-        check<IndexError>(d == 0 || t.dim() == 1, "index: a boolean mask after other indices must be 1-D");
+        NABLA_CHECK(IndexError, d == 0 || t.dim() == 1, "index: a boolean mask after other indices must be 1-D");
         if (d == 0 && t.dim() == r.dim()) {
           r = r.masked_select(t);
           d += 1;
         } else if (d == 0 && t.dim() > 1 && t.dim() < r.dim()) {
           // A mask over the leading dims: flatten them and keep the rows where it is true.
-          check<ShapeError>(std::equal(t.sizes().begin(), t.sizes().end(), r.sizes().begin()), "index: mask of shape ",
+          NABLA_CHECK(ShapeError, std::equal(t.sizes().begin(), t.sizes().end(), r.sizes().begin()), "index: mask of shape ",
                             t.sizes(), " does not match the leading dims of shape ", r.sizes());
           r = r.flatten(0, t.dim() - 1).index_select(0, nonzero(t.reshape({-1})).view({-1}));
           d += 1;
         } else {
-          check<ShapeError>(t.dim() == 1 && t.sizes()[0] == r.sizes()[d], "index: mask of shape ", t.sizes(),
+          NABLA_CHECK(ShapeError, t.dim() == 1 && t.sizes()[0] == r.sizes()[d], "index: mask of shape ", t.sizes(),
                             " does not match dim ", d, " of size ", r.sizes()[d]);
           r = r.index_select(d, nonzero(t).view({-1}));
           d += 1;
         }
       } else {
-        check<IndexError>(is_integral(t.dtype()), "index: tensor indices must be int64 or bool, got ", t.dtype());
+        NABLA_CHECK(IndexError, is_integral(t.dtype()), "index: tensor indices must be int64 or bool, got ", t.dtype());
         Tensor flat = t.reshape({-1}).to(DType::i64);
         Tensor sel = r.index_select(d, flat);
         if (t.dim() != 1) {
@@ -735,7 +735,7 @@ Tensor index_any(const Tensor& x, const std::vector<TensorIndex>& idx) {
 }  // namespace
 
 TensorIndex::TensorIndex(const char* s) : v_(indexing::Ellipsis) {
-  check<ValueError>(s != nullptr && std::string_view(s) == "...", "index: the only string index is \"...\" (Ellipsis), got ",
+  NABLA_CHECK(ValueError, s != nullptr && std::string_view(s) == "...", "index: the only string index is \"...\" (Ellipsis), got ",
                     s ? "'" + std::string(s) + "'" : std::string("a null string"),
                     "; use an integer, Slice(), None, Ellipsis or a tensor");
 }
@@ -762,18 +762,18 @@ Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, const Ten
   }
   const Tensor& t = idx[0].tensor();
   if (t.dtype() == DType::boolean) {
-    check<ShapeError>(value.numel() == 1, "index_put_: with a mask, the value must have one element (use where())");
+    NABLA_CHECK(ShapeError, value.numel() == 1, "index_put_: with a mask, the value must have one element (use where())");
     // A mask over the leading dims selects whole sub-tensors, as x.index({mask}) does: align it on the
     // left (broadcasting it on the right would fill columns of a square matrix instead of rows).
     Tensor m = t;
     if (t.dim() < dim()) {
-      check<ShapeError>(std::equal(t.sizes().begin(), t.sizes().end(), sizes().begin()), "index_put_: mask of shape ",
+      NABLA_CHECK(ShapeError, std::equal(t.sizes().begin(), t.sizes().end(), sizes().begin()), "index_put_: mask of shape ",
                         t.sizes(), " does not match the leading dims of shape ", sizes());
       Shape ms = t.sizes();
       while (static_cast<int64_t>(ms.size()) < dim()) ms.push_back(1);
       m = t.reshape(ms);
     }
-    detail::check_inplace(*this, "index_put_");
+    internal::check_inplace(*this, "index_put_");
     return masked_fill_(m, value.reshape({}).to(device()));  // a value that requires grad gets its gradient
   }
   Tensor flat = t.reshape({-1}).to(DType::i64);
@@ -799,7 +799,7 @@ Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, Scalar va
 
 Tensor index_put(const Tensor& x, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
                  bool accumulate) {
-  check<IndexError>(static_cast<int64_t>(indices.size()) <= x.dim(), "index_put: ", indices.size(),
+  NABLA_CHECK(IndexError, static_cast<int64_t>(indices.size()) <= x.dim(), "index_put: ", indices.size(),
                     " indices for a tensor of shape ", x.sizes());
   AdvancedIndex a;
   int64_t d = 0;
@@ -813,7 +813,7 @@ Tensor index_put(const Tensor& x, const std::vector<std::optional<Tensor>>& indi
 
 Tensor& index_put_(Tensor& x, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
                    bool accumulate) {
-  detail::check_inplace(x, "index_put_");
+  internal::check_inplace(x, "index_put_");
   x.copy_(index_put(x, indices, values, accumulate));
   return x;
 }
@@ -821,13 +821,13 @@ Tensor& index_put_(Tensor& x, const std::vector<std::optional<Tensor>>& indices,
 }  // namespace nabla
 
 // ---- in-place writes into views under autograd ----------------------------------------------------
-namespace nabla::detail {
+namespace nabla::internal {
 
 // The view's place inside any tensor laid out like its base, as a function to apply to the base's
 // gradient (or to a mask of the base's shape). Needs a contiguous base, which nearly every base
 // is: views are never bases, and ops return contiguous tensors.
 ViewFn place_in_base(const Tensor& view, const Tensor& base, const char* op) {
-  check<NotImplemented>(base.is_contiguous(), op, ": in-place writes into a view, or into the base of a view "
+  NABLA_CHECK(NotImplemented, base.is_contiguous(), op, ": in-place writes into a view, or into the base of a view "
                         "used afterwards, need a contiguous base tensor under autograd; the base has shape ",
                         base.sizes(), " and strides ", base.strides(), " (clone() it first)");
   Shape vsizes = view.sizes(), vstrides = view.strides();
@@ -837,11 +837,11 @@ ViewFn place_in_base(const Tensor& view, const Tensor& base, const char* op) {
 
 Tensor& copy_into_view(Tensor& view, const Tensor& src) {
   Tensor base(view.impl()->view_base);
-  check<AutogradError>(!(base.impl()->requires_grad && !base.impl()->grad_fn) || !autograd::GradMode::is_enabled(),
+  NABLA_CHECK(AutogradError, !(base.impl()->requires_grad && !base.impl()->grad_fn) || !autograd::GradMode::is_enabled(),
                        "copy_: a view of a leaf tensor that requires grad is being used in an in-place operation; "
                        "modify the leaf under NoGradGuard, or clone() it first");
   Shape bshape = broadcast_shapes(src.sizes(), view.sizes(), "copy_");
-  check<ShapeError>(bshape == view.sizes(), "copy_: source of shape ", src.sizes(),
+  NABLA_CHECK(ShapeError, bshape == view.sizes(), "copy_: source of shape ", src.sizes(),
                     " cannot be broadcast to the destination shape ", view.sizes());
   ViewFn view_fn = place_in_base(view, base, "copy_");
   {
@@ -890,4 +890,4 @@ void refresh_view_history(const Tensor& view) {
   record_select_view("AsStridedBackward", base, v, place_in_base(view, base, "autograd"));
 }
 
-}  // namespace nabla::detail
+}  // namespace nabla::internal

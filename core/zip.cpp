@@ -85,11 +85,11 @@ uint32_t crc32(const void* data, size_t n, uint32_t crc) {
 
 Source::Source(const std::string& path) : what_("'" + path + "'") {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) throw IOError(detail::str("cannot open ", what_, ": ", std::strerror(errno)));
+  if (fd_ < 0) throw IOError(internal::str("cannot open ", what_, ": ", std::strerror(errno)));
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd_);
-    throw IOError(detail::str("cannot read ", what_, ": not a regular file"));
+    throw IOError(internal::str("cannot read ", what_, ": not a regular file"));
   }
   size_ = static_cast<uint64_t>(st.st_size);
 }
@@ -102,7 +102,7 @@ Source::~Source() {
 
 void Source::read(void* dst, uint64_t n, uint64_t offset, const std::string& context) const {
   if (offset > size_ || n > size_ - offset)
-    throw IOError(detail::str(what_, ": ", context, ": ", n, " bytes at offset ", offset,
+    throw IOError(internal::str(what_, ": ", context, ": ", n, " bytes at offset ", offset,
                               " run past the end of the file (", size_, " bytes; truncated?)"));
   if (mem_) {
     if (n) std::memcpy(dst, mem_ + offset, n);
@@ -113,7 +113,7 @@ void Source::read(void* dst, uint64_t n, uint64_t offset, const std::string& con
     ssize_t got = ::pread(fd_, p, std::min<uint64_t>(n, uint64_t(1) << 30), static_cast<off_t>(offset));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0)
-      throw IOError(detail::str(what_, ": ", context, ": ", got < 0 ? std::strerror(errno) : "unexpected end of file",
+      throw IOError(internal::str(what_, ": ", context, ": ", got < 0 ? std::strerror(errno) : "unexpected end of file",
                                 " (was the file changed while reading?)"));
     p += got;
     offset += static_cast<uint64_t>(got);
@@ -123,7 +123,7 @@ void Source::read(void* dst, uint64_t n, uint64_t offset, const std::string& con
 
 std::shared_ptr<const char> Source::view(uint64_t n, uint64_t offset, const std::string& context) const {
   if (offset > size_ || n > size_ - offset)
-    throw IOError(detail::str(what_, ": ", context, ": ", n, " bytes at offset ", offset,
+    throw IOError(internal::str(what_, ": ", context, ": ", n, " bytes at offset ", offset,
                               " run past the end of the file (", size_, " bytes; truncated?)"));
   if (mem_) return std::shared_ptr<const char>(mem_ + offset, [](const char*) {});
   // (Not mapped: a file truncated while mapped would end the process with SIGBUS.)
@@ -136,11 +136,11 @@ std::shared_ptr<const char> Source::view(uint64_t n, uint64_t offset, const std:
 
 Reader::Reader(const Source& source) : src_(source) { read_directory(); }
 
-void Reader::fail(const std::string& msg) const { throw IOError(detail::str(src_.what(), ": ", msg)); }
+void Reader::fail(const std::string& msg) const { throw IOError(internal::str(src_.what(), ": ", msg)); }
 
 void Reader::read_directory() {
   const uint64_t file_size = src_.size();
-  if (file_size < kEndSize) fail(detail::str("not a zip archive: ", file_size, " bytes is too short for its end record"));
+  if (file_size < kEndSize) fail(internal::str("not a zip archive: ", file_size, " bytes is too short for its end record"));
   // The end record is the last 22 bytes plus a comment of up to 65535 bytes: search backwards.
   uint64_t tail_len = std::min<uint64_t>(file_size, kEndSize + 65535);
   std::vector<unsigned char> tail(tail_len);
@@ -168,10 +168,10 @@ void Reader::read_directory() {
       uint64_t rec = u64(loc + 8);
       if (u32(loc + 4) != 0 || u32(loc + 16) > 1) fail("split (multi-disk) archives are not supported");
       if (rec > end_pos - kLocator64Size || end_pos - kLocator64Size - rec < kEnd64Size)
-        fail(detail::str("the ZIP64 end record offset ", rec, " is outside the file"));
+        fail(internal::str("the ZIP64 end record offset ", rec, " is outside the file"));
       unsigned char e64[kEnd64Size];
       src_.read(e64, kEnd64Size, rec, "reading the ZIP64 end record");
-      if (u32(e64) != kEnd64Sig) fail(detail::str("no ZIP64 end record at offset ", rec));
+      if (u32(e64) != kEnd64Sig) fail(internal::str("no ZIP64 end record at offset ", rec));
       disk = u32(e64 + 16);
       cd_disk = u32(e64 + 20);
       n_disk = u64(e64 + 24);
@@ -185,10 +185,10 @@ void Reader::read_directory() {
   }
   if (disk != 0 || cd_disk != 0 || n_disk != n_total) fail("split (multi-disk) archives are not supported");
   if (cd_offset > data_end || cd_size > data_end - cd_offset)
-    fail(detail::str("the central directory (", cd_size, " bytes at offset ", cd_offset,
+    fail(internal::str("the central directory (", cd_size, " bytes at offset ", cd_offset,
                      ") runs past the end of the archive (truncated file?)"));
   if (n_total > cd_size / kCentralSize)
-    fail(detail::str("the end record claims ", n_total, " entries but the central directory holds only ", cd_size,
+    fail(internal::str("the end record claims ", n_total, " entries but the central directory holds only ", cd_size,
                      " bytes"));
   directory_offset_ = cd_offset;
 
@@ -197,9 +197,9 @@ void Reader::read_directory() {
   entries_.reserve(n_total);
   uint64_t pos = 0;
   for (uint64_t k = 0; k < n_total; ++k) {
-    if (cd_size - pos < kCentralSize) fail(detail::str("the central directory ends inside entry ", k));
+    if (cd_size - pos < kCentralSize) fail(internal::str("the central directory ends inside entry ", k));
     const unsigned char* h = cd.data() + pos;
-    if (u32(h) != kCentralSig) fail(detail::str("central directory entry ", k, " has a bad signature"));
+    if (u32(h) != kCentralSig) fail(internal::str("central directory entry ", k, " has a bad signature"));
     uint16_t flags = u16(h + 8);
     Entry e;
     e.method = u16(h + 10);
@@ -210,10 +210,10 @@ void Reader::read_directory() {
     uint64_t disk_start = u16(h + 34);
     e.header_offset = u32(h + 42);
     if (cd_size - pos - kCentralSize < name_len + extra_len + comment_len)
-      fail(detail::str("central directory entry ", k, " runs past the end of the directory"));
+      fail(internal::str("central directory entry ", k, " runs past the end of the directory"));
     e.name.assign(reinterpret_cast<const char*>(h + kCentralSize), name_len);
     std::string quoted = "entry '" + e.name + "'";
-    if (e.name.empty() || e.name.find('\0') != std::string::npos) fail(detail::str("entry ", k, " has an invalid name"));
+    if (e.name.empty() || e.name.find('\0') != std::string::npos) fail(internal::str("entry ", k, " has an invalid name"));
     // ZIP64 extra field: the 64-bit values of the fields that hold 0xffffffff, in this order.
     const unsigned char* x = h + kCentralSize + name_len;
     for (uint64_t xp = 0; xp + 4 <= extra_len;) {
@@ -239,15 +239,15 @@ void Reader::read_directory() {
     if (flags & 0x41) fail(quoted + " is encrypted, which is not supported");
     if (disk_start != 0) fail("split (multi-disk) archives are not supported");
     if (e.method != 0 && e.method != 8)
-      fail(detail::str(quoted, " uses compression method ", e.method, " (only stored and deflate are supported)"));
+      fail(internal::str(quoted, " uses compression method ", e.method, " (only stored and deflate are supported)"));
     if (e.method == 0 && e.compressed_size != e.size)
-      fail(detail::str(quoted, " is stored but its sizes differ (", e.compressed_size, " and ", e.size, ")"));
+      fail(internal::str(quoted, " is stored but its sizes differ (", e.compressed_size, " and ", e.size, ")"));
     if (e.header_offset > cd_offset || cd_offset - e.header_offset < kLocalSize ||
         cd_offset - e.header_offset - kLocalSize < e.compressed_size)
-      fail(detail::str(quoted, " claims ", e.compressed_size, " bytes at offset ", e.header_offset,
+      fail(internal::str(quoted, " claims ", e.compressed_size, " bytes at offset ", e.header_offset,
                        ", past the end of the archive's data (", cd_offset, " bytes; file is ", src_.size(), " bytes)"));
     if (e.method == 8 && e.size / kMaxDeflateRatio > e.compressed_size + 1)
-      fail(detail::str(quoted, " claims to inflate ", e.compressed_size, " bytes to ", e.size,
+      fail(internal::str(quoted, " claims to inflate ", e.compressed_size, " bytes to ", e.size,
                        ", more than deflate can (a zip bomb?)"));
     if (!index_.emplace(e.name, entries_.size()).second) fail("duplicate " + quoted);
     entries_.push_back(std::move(e));
@@ -265,7 +265,7 @@ void Reader::read_directory() {
     end_limit_[order[k]] = b.header_offset;
     if (b.header_offset - a.header_offset < kLocalSize + a.name.size() ||
         b.header_offset - a.header_offset - kLocalSize - a.name.size() < a.compressed_size)
-      fail(detail::str("entries '", a.name, "' and '", b.name, "' overlap: '", a.name, "' (", a.compressed_size,
+      fail(internal::str("entries '", a.name, "' and '", b.name, "' overlap: '", a.name, "' (", a.compressed_size,
                        " bytes after its header at offset ", a.header_offset, ") reaches into '", b.name,
                        "' at offset ", b.header_offset, " (entries nested in each other: a zip bomb?)"));
   }
@@ -287,7 +287,7 @@ uint64_t Reader::data_offset(const Entry& e) const {
   const Entry* mine = own ? &e : find(e.name);
   const uint64_t limit = mine ? end_limit_[static_cast<size_t>(mine - entries_.data())] : directory_offset_;
   if (start > limit || limit - start < e.compressed_size)
-    fail(detail::str("entry '", e.name, "': its ", e.compressed_size, " bytes at offset ", start, " run into ",
+    fail(internal::str("entry '", e.name, "': its ", e.compressed_size, " bytes at offset ", start, " run into ",
                      limit == directory_offset_ ? "the central directory" : "the next entry", " (at ", limit, ")"));
   if (name_len != e.name.size()) fail("entry '" + e.name + "': the local header names another file");
   std::string local(name_len, '\0');
@@ -314,7 +314,7 @@ void Reader::read_into(const Entry& e, void* dst, bool check_crc) const {
       while (rc != Z_STREAM_END) {
         if (zs.avail_in == 0) {
           if (read == e.compressed_size)
-            fail(detail::str("entry '", e.name, "': its deflate stream ends early (", produced, " of ", e.size,
+            fail(internal::str("entry '", e.name, "': its deflate stream ends early (", produced, " of ", e.size,
                              " bytes; corrupt or truncated)"));
           uint64_t n = std::min<uint64_t>(in.size(), e.compressed_size - read);
           src_.read(in.data(), n, start + read, "reading entry '" + e.name + "'");
@@ -329,9 +329,9 @@ void Reader::read_into(const Entry& e, void* dst, bool check_crc) const {
         uInt before = zs.avail_out;
         rc = inflate(&zs, Z_NO_FLUSH);
         if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR)
-          fail(detail::str("entry '", e.name, "': corrupt deflate data (", zs.msg ? zs.msg : "zlib error", ")"));
+          fail(internal::str("entry '", e.name, "': corrupt deflate data (", zs.msg ? zs.msg : "zlib error", ")"));
         uInt wrote = before - zs.avail_out;
-        if (full && wrote > 0) fail(detail::str("entry '", e.name, "' inflates to more than the ", e.size, " bytes its header says"));
+        if (full && wrote > 0) fail(internal::str("entry '", e.name, "' inflates to more than the ", e.size, " bytes its header says"));
         produced += wrote;
         if (rc == Z_BUF_ERROR && zs.avail_in != 0 && !full)
           fail("entry '" + e.name + "': corrupt deflate data");
@@ -342,11 +342,11 @@ void Reader::read_into(const Entry& e, void* dst, bool check_crc) const {
     }
     inflateEnd(&zs);
     if (produced != e.size)
-      fail(detail::str("entry '", e.name, "' inflates to ", produced, " bytes, not the ", e.size, " its header says"));
+      fail(internal::str("entry '", e.name, "' inflates to ", produced, " bytes, not the ", e.size, " its header says"));
     if (check_crc) crc = crc32(out, e.size);
   }
   if (check_crc && crc != e.crc32)
-    fail(detail::str("entry '", e.name, "' fails its CRC-32 check (the file is corrupt)"));
+    fail(internal::str("entry '", e.name, "' fails its CRC-32 check (the file is corrupt)"));
 }
 
 std::shared_ptr<const char> Reader::view(const Entry& e) const {
@@ -355,12 +355,12 @@ std::shared_ptr<const char> Reader::view(const Entry& e) const {
 }
 
 void Reader::check_crc(const Entry& e, const void* data) const {
-  if (crc32(data, e.size) != e.crc32) fail(detail::str("entry '", e.name, "' fails its CRC-32 check (the file is corrupt)"));
+  if (crc32(data, e.size) != e.crc32) fail(internal::str("entry '", e.name, "' fails its CRC-32 check (the file is corrupt)"));
 }
 
 std::vector<char> Reader::read(const Entry& e, uint64_t max_bytes) const {
   if (e.size > max_bytes)
-    fail(detail::str("entry '", e.name, "' is ", e.size, " bytes, more than the limit of ", max_bytes));
+    fail(internal::str("entry '", e.name, "' is ", e.size, " bytes, more than the limit of ", max_bytes));
   std::vector<char> out(e.size);
   read_into(e, out.data());
   return out;
@@ -376,8 +376,8 @@ void Writer::put(const void* data, size_t n) {
 }
 
 void Writer::add(const std::string& name, const std::vector<std::pair<const void*, size_t>>& pieces, size_t alignment) {
-  check<ValueError>(!finished_, "zip::Writer: add after finish");
-  check<ValueError>(!name.empty() && name.size() < kMax16, "zip::Writer: invalid entry name '", name, "'");
+  NABLA_CHECK(ValueError, !finished_, "zip::Writer: add after finish");
+  NABLA_CHECK(ValueError, !name.empty() && name.size() < kMax16, "zip::Writer: invalid entry name '", name, "'");
   Entry e;
   e.name = name;
   e.header_offset = pos_;
@@ -421,7 +421,7 @@ void Writer::add(const std::string& name, const std::vector<std::pair<const void
 }
 
 void Writer::finish() {
-  check<ValueError>(!finished_, "zip::Writer: finish called twice");
+  NABLA_CHECK(ValueError, !finished_, "zip::Writer: finish called twice");
   finished_ = true;
   const uint64_t cd_offset = pos_;
   std::string cd;

@@ -144,7 +144,7 @@ void* device_malloc(int device, size_t nbytes, bool try_only) {
   (void)cudaMemGetInfo(&free_b, &total_b);
   (void)cudaGetLastError();
   CachingStats st = caching().stats(device);
-  throw CudaOutOfMemory(detail::str(
+  throw CudaOutOfMemory(internal::str(
       "CUDA out of memory: tried to allocate ", bytes_str(rounded), " (", nbytes, " bytes requested) on cuda:", device,
       "; the device has ", bytes_str(free_b), " free of ", bytes_str(total_b), " total; nabla holds ",
       bytes_str(st.allocated), " in tensors and ", bytes_str(st.reserved), " reserved (cached blocks were released "
@@ -169,7 +169,7 @@ class PinnedAllocator final : public Allocator {
     size_t want = 0;
     void* p = policy_.allocate(nbytes, &want);
     if (!p && nbytes > 0)
-      throw CudaOutOfMemory(detail::str("pinned host memory: out of page-locked memory allocating ", bytes_str(want),
+      throw CudaOutOfMemory(internal::str("pinned host memory: out of page-locked memory allocating ", bytes_str(want),
                                         " (", nbytes, " bytes requested)"));
     return p;
   }
@@ -201,7 +201,7 @@ Allocator& device_allocator(int device) {
     for (int i = 0; i < kMaxDevices; ++i) a[i] = new DeviceAllocator(i);
     return a;
   }();
-  check<DeviceError>(device >= 0 && device < kMaxDevices, "CUDA allocator: device index ", device, " out of range");
+  NABLA_CHECK(DeviceError, device >= 0 && device < kMaxDevices, "CUDA allocator: device index ", device, " out of range");
   return *allocs[device];
 }
 
@@ -235,10 +235,10 @@ void allocator_empty_cache() {
 }
 
 void allocator_record_stream(const Tensor& t, cudaStream_t stream) {
-  check<DeviceError>(t.is_cuda(), "record_stream: expected a CUDA tensor, got one on ", t.device());
+  NABLA_CHECK(DeviceError, t.is_cuda(), "record_stream: expected a CUDA tensor, got one on ", t.device());
   void* base = t.impl()->storage->data;
   if (!base) return;
-  check<ValueError>(caching().record_stream(base, stream), "record_stream: the tensor's memory was not allocated by "
+  NABLA_CHECK(ValueError, caching().record_stream(base, stream), "record_stream: the tensor's memory was not allocated by "
                                                            "nabla's CUDA allocator (from_blob memory is not tracked)");
 }
 
@@ -248,7 +248,7 @@ void pinned_record_use(const Tensor& t, cudaStream_t stream) {
 }
 
 Tensor scratch(size_t nbytes, int device) {
-  return detail::make_empty({static_cast<int64_t>(nbytes)}, DType::u8, Device::cuda(static_cast<int16_t>(device)));
+  return internal::make_empty({static_cast<int64_t>(nbytes)}, DType::u8, Device::cuda(static_cast<int16_t>(device)));
 }
 
 Tensor try_scratch(size_t nbytes, int device) {

@@ -17,7 +17,7 @@ namespace {
 Allocator& allocator(Device device) {
   if (device.is_cpu()) return pinned_allocator();
   int n = device_count();
-  check<DeviceError>(device.index >= 0 && device.index < n, "device ", device, " does not exist (", n, " CUDA device",
+  NABLA_CHECK(DeviceError, device.index >= 0 && device.index < n, "device ", device, " does not exist (", n, " CUDA device",
                      n == 1 ? "" : "s", " available)");
   return device_allocator(device.index);
 }
@@ -35,7 +35,7 @@ Backend* make_backend() {
 
 // Registration, once. No CUDA call happens here: a machine without a driver loads the library fine,
 // and cuda::is_available() answers false when first asked. The plugin registers when it is loaded
-// (below); a static libnabla calls this from detail::load_cuda_backend, and that call is also what
+// (below); a static libnabla calls this from internal::load_cuda_backend, and that call is also what
 // makes the linker keep this file, and the kernels it names, in a program linked statically.
 void register_cuda_backend() {
   static const bool done = [] {

@@ -63,7 +63,7 @@ template <class T>
 opmath_t<T> host_value(const Tensor& t) {
   bool single = true;
   for (int64_t d = 0; d < t.dim(); ++d) single = single && (t.sizes()[d] <= 1 || t.strides()[d] == 0);
-  check<DeviceError>(single, "binary op: a host operand of a CUDA op must be a single number, got a tensor of shape ",
+  NABLA_CHECK(DeviceError, single, "binary op: a host operand of a CUDA op must be a single number, got a tensor of shape ",
                      t.sizes(), " on the CPU (move it with .to(device))");
   return static_cast<opmath_t<T>>(*static_cast<const T*>(t.data_ptr()));
 }
@@ -89,7 +89,7 @@ void bool_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& ou
   switch (bool_rule(op)) {
     case BoolRule::either: return run<bool, bool>(a, b, out, B_or{false});
     case BoolRule::both: return run<bool, bool>(a, b, out, B_and{false});
-    default: throw DTypeError(detail::str(op_name(op), ": not supported for bool tensors"));
+    default: throw DTypeError(internal::str(op_name(op), ": not supported for bool tensors"));
   }
 }
 
@@ -99,7 +99,7 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Sc
   if (out.numel() == 0) return;
   DeviceScope ds(out);
   const DType dt = a.dtype();
-  check<DTypeError>(b.dtype() == dt, op_name(op), ": operands must share one dtype, got ", dt, " and ", b.dtype());
+  NABLA_CHECK(DTypeError, b.dtype() == dt, op_name(op), ": operands must share one dtype, got ", dt, " and ", b.dtype());
   visit_cuda_dtype(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = opmath_t<T>;
@@ -127,7 +127,7 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Sc
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
   if (out.numel() == 0) return;
   DeviceScope ds(out);
-  check<DeviceError>(cond.is_cuda() && a.is_cuda() && b.is_cuda(), "where: all operands must be on ", out.device());
+  NABLA_CHECK(DeviceError, cond.is_cuda() && a.is_cuda() && b.is_cuda(), "where: all operands must be on ", out.device());
   IterPlan plan = plan_iter({&out, &cond, &a, &b});
   // The select moves bytes: one kernel per element size serves every dtype.
   switch (out.element_size()) {

@@ -42,9 +42,9 @@ HandlePool<cublasHandle_t>& pool() {
 Tensor contiguous_matrices(const Tensor& t) {
   if (t.strides()[0] == 0 && t.sizes()[0] > 1) {
     // Copy one matrix and broadcast it again.
-    Tensor one = detail::make_view(t, {1, t.sizes()[1], t.sizes()[2]}, t.strides(), t.storage_offset());
+    Tensor one = internal::make_view(t, {1, t.sizes()[1], t.sizes()[2]}, t.strides(), t.storage_offset());
     Tensor c = contiguous(one);
-    return detail::make_view(c, t.sizes(), {0, c.strides()[1], c.strides()[2]}, c.storage_offset());
+    return internal::make_view(c, t.sizes(), {0, c.strides()[1], c.strides()[2]}, c.storage_offset());
   }
   return contiguous(t);
 }
@@ -53,8 +53,8 @@ Tensor contiguous_matrices(const Tensor& t) {
 void scale(const Tensor& out, double beta) {
   if (beta == 0) return fill(out, 0);
   if (beta == 1) return;
-  Tensor b = detail::wrap_scalar(beta, out.dtype());
-  binary(BinaryOp::mul, out, detail::broadcast_view(b, out.sizes()), out, 1);
+  Tensor b = internal::wrap_scalar(beta, out.dtype());
+  binary(BinaryOp::mul, out, internal::broadcast_view(b, out.sizes()), out, 1);
 }
 
 }  // namespace
@@ -62,7 +62,7 @@ void scale(const Tensor& out, double beta) {
 void matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out_in, double alpha, double beta) {
   DeviceScope ds(out_in);
   const DType dt = a_in.dtype();
-  check<DTypeError>(dt != DType::boolean, "matmul: not supported for bool tensors");
+  NABLA_CHECK(DTypeError, dt != DType::boolean, "matmul: not supported for bool tensors");
   if (is_integral(dt)) return matmul_integer(a_in, b_in, out_in, alpha, beta);
   const int64_t batch = out_in.sizes()[0], m = out_in.sizes()[1], n = out_in.sizes()[2], k = a_in.sizes()[2];
   if (batch == 0 || m == 0 || n == 0) return;
@@ -83,7 +83,7 @@ void matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out_in, double
   // The output must be row-major with non-overlapping matrices.
   GemmOperand gc = output_operand(m, n, out_in.strides()[1], out_in.strides()[2]);
   bool out_ok = gc.ok && (batch == 1 || out_in.strides()[0] >= gc.ld * (m - 1) + n);
-  Tensor out = out_ok ? out_in : detail::make_empty(out_in.sizes(), dt, out_in.device());
+  Tensor out = out_ok ? out_in : internal::make_empty(out_in.sizes(), dt, out_in.device());
   if (!out_ok) {
     if (beta != 0) device_copy(out_in, out);
     gc = output_operand(m, n, out.strides()[1], out.strides()[2]);
@@ -101,7 +101,7 @@ void matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out_in, double
     case DType::f64: type = CUDA_R_64F; compute = CUBLAS_COMPUTE_64F; break;
     case DType::f16: type = CUDA_R_16F; compute = CUBLAS_COMPUTE_32F; break;
     case DType::bf16: type = CUDA_R_16BF; compute = CUBLAS_COMPUTE_32F; break;
-    default: throw DTypeError(detail::str("matmul: unsupported dtype ", dt, " on CUDA"));
+    default: throw DTypeError(internal::str("matmul: unsupported dtype ", dt, " on CUDA"));
   }
   const double alpha_d = alpha, beta_d = beta;
   const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);

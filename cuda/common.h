@@ -81,7 +81,7 @@ inline unsigned blocks_for(int64_t n, int threads) {
   return static_cast<unsigned>(b);
 }
 
-// Launch shape for kernels that walk `outer` x `inner` lines (see detail::lines_of): with inner == 1
+// Launch shape for kernels that walk `outer` x `inner` lines (see internal::lines_of): with inner == 1
 // each line is contiguous and a warp takes one (8 lines per 32x8 block); otherwise one thread per
 // line, neighbouring threads on neighbouring (strided) lines so their reads coalesce.
 inline void line_launch_shape(int64_t outer, int64_t inner, dim3& grid, dim3& block) {

@@ -48,7 +48,7 @@ Tensor compact(const Tensor& t) {
       sizes[d] = 1;
       any = true;
     }
-  return any ? detail::make_view(t, sizes, t.strides(), t.storage_offset()) : t;
+  return any ? internal::make_view(t, sizes, t.strides(), t.storage_offset()) : t;
 }
 
 // `c` (shaped like compact(t)) viewed with t's sizes: broadcast dims get stride 0 again.
@@ -57,10 +57,10 @@ Tensor expand_like(const Tensor& c, const Tensor& t) {
   Shape strides = c.strides();
   for (int64_t d = 0; d < t.dim(); ++d)
     if (c.sizes()[d] != t.sizes()[d]) strides[d] = 0;
-  return detail::make_view(c, t.sizes(), strides, c.storage_offset());
+  return internal::make_view(c, t.sizes(), strides, c.storage_offset());
 }
 
-Tensor empty_on(IntArrayRef shape, DType dt, Device dev) { return detail::make_empty(shape, dt, dev); }
+Tensor empty_on(IntArrayRef shape, DType dt, Device dev) { return internal::make_empty(shape, dt, dev); }
 
 // A contiguous host tensor with t's values (t itself when it already is one).
 Tensor host_contiguous(const Tensor& t) {
@@ -167,7 +167,7 @@ Tensor contiguous(const Tensor& x, DType dtype) {
 }
 
 void copy(const Tensor& src, const Tensor& dst, bool non_blocking) {
-  check<ShapeError>(src.sizes() == dst.sizes(), "copy: source shape ", src.sizes(), " differs from destination shape ",
+  NABLA_CHECK(ShapeError, src.sizes() == dst.sizes(), "copy: source shape ", src.sizes(), " differs from destination shape ",
                     dst.sizes());
   if (dst.numel() == 0) return;
   if (src.is_cuda() && dst.is_cuda()) {

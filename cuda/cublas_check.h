@@ -10,7 +10,7 @@
 namespace nabla::cuda {
 
 [[noreturn]] inline void throw_cublas(cublasStatus_t s, const char* what, const char* file, int line) {
-  throw CudaError(detail::str("cuBLAS error: ", cublasGetStatusString(s), " (", cublasGetStatusName(s), ") in ", what,
+  throw CudaError(internal::str("cuBLAS error: ", cublasGetStatusString(s), " (", cublasGetStatusName(s), ") in ", what,
                               " at ", file, ":", line));
 }
 

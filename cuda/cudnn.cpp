@@ -35,7 +35,7 @@ namespace {
 bool want_deterministic() { return cudnn::deterministic() || are_deterministic_algorithms_enabled(); }
 
 [[noreturn]] void throw_cudnn(cudnnStatus_t s, const char* what, const char* file, int line) {
-  throw CudaError(detail::str("cuDNN error: ", cudnnGetErrorString(s), " (status ", static_cast<int>(s), ") in ", what,
+  throw CudaError(internal::str("cuDNN error: ", cudnnGetErrorString(s), " (status ", static_cast<int>(s), ") in ", what,
                               " at ", file, ":", line));
 }
 
@@ -92,11 +92,11 @@ cudnnDataType_t data_type(DType dt, const char* op) {
     case DType::bf16: return CUDNN_DATA_BFLOAT16;
     default: break;
   }
-  throw DTypeError(detail::str(op, ": expected a floating dtype on CUDA, got ", dt));
+  throw DTypeError(internal::str(op, ": expected a floating dtype on CUDA, got ", dt));
 }
 
 int as_int(int64_t v, const char* op) {
-  check<NotImplemented>(fits_int(v), op, ": a size of ", v, " exceeds what cuDNN takes (2^31 - 1)");
+  NABLA_CHECK(NotImplemented, fits_int(v), op, ": a size of ", v, " exceeds what cuDNN takes (2^31 - 1)");
   return static_cast<int>(v);
 }
 
@@ -115,7 +115,7 @@ void set_nd(TensorDesc& t, cudnnDataType_t type, IntArrayRef dims, const char* o
     st[i] = as_int(stride, op);
     stride *= dims[i];
   }
-  check<NotImplemented>(stride <= INT_MAX, op, ": tensors of more than 2^31 - 1 elements are not supported by cuDNN");
+  NABLA_CHECK(NotImplemented, stride <= INT_MAX, op, ": tensors of more than 2^31 - 1 elements are not supported by cuDNN");
   NABLA_CUDNN_CHECK(cudnnSetTensorNdDescriptor(t.d, type, n, d.data(), st.data()));
 }
 
@@ -147,7 +147,7 @@ struct Conv {
 void setup(Conv& c, const Tensor& x, const Tensor& w, const Tensor& y, const ConvParams& p, const char* op) {
   DType dt = x.dtype();
   c.type = data_type(dt, op);
-  check<NotImplemented>(p.ndim == 2 || p.ndim == 3, op, ": cuDNN convolutions over ", p.ndim,
+  NABLA_CHECK(NotImplemented, p.ndim == 2 || p.ndim == 3, op, ": cuDNN convolutions over ", p.ndim,
                         " spatial dims are not supported");
   set_nd(c.x, c.type, x.sizes(), op);
   set_nd(c.y, c.type, y.sizes(), op);
@@ -309,7 +309,7 @@ conv_algo::Outcome outcome_of(cudnnStatus_t st, const char* op) {
     case CUDNN_STATUS_NOT_SUPPORTED: return conv_algo::Outcome::not_supported;
     case CUDNN_STATUS_EXECUTION_FAILED: return conv_algo::Outcome::execution_failed;
     case CUDNN_STATUS_ALLOC_FAILED: return conv_algo::Outcome::out_of_memory;
-    default: throw CudaError(detail::str(op, ": cuDNN error: ", cudnnGetErrorString(st)));
+    default: throw CudaError(internal::str(op, ": cuDNN error: ", cudnnGetErrorString(st)));
   }
 }
 
@@ -368,7 +368,7 @@ template <class F>
 bool over_batch_slices(int64_t batch, int64_t in_per_image, int64_t out_per_image, const char* op, F&& f) {
   const int64_t chunk = conv_batch_chunk(batch, in_per_image, out_per_image);
   if (chunk >= batch) return false;
-  check<NotImplemented>(chunk > 0, op, ": one image of ", std::max(in_per_image, out_per_image),
+  NABLA_CHECK(NotImplemented, chunk > 0, op, ": one image of ", std::max(in_per_image, out_per_image),
                         " elements exceeds what cuDNN takes (2^31 - 1 per tensor)");
   for (int64_t first = 0; first < batch; first += chunk) f(first, std::min(chunk, batch - first));
   return true;
@@ -396,7 +396,7 @@ void conv(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv
   DeviceScope ds(out);
   if (out.numel() == 0) return;
   Tensor x = contiguous(x_in), w = contiguous(w_in);
-  Tensor y = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
+  Tensor y = out.is_contiguous() ? out : internal::make_empty(out.sizes(), out.dtype(), out.device());
   const int64_t batch = y.sizes()[0];  // > 0: out is not empty
   if (over_batch_slices(batch, x.numel() / batch, y.numel() / batch, "conv", [&](int64_t first, int64_t count) {
         conv(x.narrow(0, first, count), w, bias, p, y.narrow(0, first, count));
@@ -440,7 +440,7 @@ void conv_input_grad(const Tensor& gy_in, const Tensor& w_in, const ConvParams& 
   DeviceScope ds(gx);
   if (gx.numel() == 0) return;
   Tensor gy = contiguous(gy_in), w = contiguous(w_in);
-  Tensor dx = gx.is_contiguous() ? gx : detail::make_empty(gx.sizes(), gx.dtype(), gx.device());
+  Tensor dx = gx.is_contiguous() ? gx : internal::make_empty(gx.sizes(), gx.dtype(), gx.device());
   const int64_t batch = dx.sizes()[0];
   if (gy.numel() == 0 || w.numel() == 0) {
     fill(dx, 0);
@@ -470,7 +470,7 @@ void conv_weight_grad(const Tensor& x_in, const Tensor& gy_in, const ConvParams&
   DeviceScope ds(gw);
   if (gw.numel() == 0) return;
   Tensor x = contiguous(x_in), gy = contiguous(gy_in);
-  Tensor dw = gw.is_contiguous() ? gw : detail::make_empty(gw.sizes(), gw.dtype(), gw.device());
+  Tensor dw = gw.is_contiguous() ? gw : internal::make_empty(gw.sizes(), gw.dtype(), gw.device());
   if (x.numel() == 0 || gy.numel() == 0) {
     fill(dw, 0);  // no images: no gradient
   } else {
@@ -511,7 +511,7 @@ struct BnDescs {
 // A contiguous per-channel tensor, or `fill` when undefined.
 Tensor channel_param(const Tensor& p, const Tensor& like, double fill_value) {
   if (p.defined()) return contiguous(p);
-  Tensor t = detail::make_empty({like.sizes()[1]}, like.dtype(), like.device());
+  Tensor t = internal::make_empty({like.sizes()[1]}, like.dtype(), like.device());
   fill(t, fill_value);
   return t;
 }
@@ -522,7 +522,7 @@ void batch_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, co
                 const Tensor& save_mean, const Tensor& save_invstd) {
   DeviceScope ds(out);
   Tensor x = contiguous(x_in);
-  Tensor y = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
+  Tensor y = out.is_contiguous() ? out : internal::make_empty(out.sizes(), out.dtype(), out.device());
   BnDescs d(x);
   Tensor w = channel_param(weight, x, 1), b = channel_param(bias, x, 0);
   // cuDNN updates the running statistics in place: they must be contiguous. It takes both or
@@ -557,12 +557,12 @@ void batch_norm_backward(const Tensor& grad_out, const Tensor& x_in, const Tenso
                          const Tensor& grad_bias) {
   DeviceScope ds(grad_x);
   Tensor x = contiguous(x_in), g = contiguous(grad_out);
-  Tensor dx = grad_x.is_contiguous() ? grad_x : detail::make_empty(grad_x.sizes(), grad_x.dtype(), grad_x.device());
+  Tensor dx = grad_x.is_contiguous() ? grad_x : internal::make_empty(grad_x.sizes(), grad_x.dtype(), grad_x.device());
   int64_t C = x.sizes()[1];
   Tensor dw = grad_weight.defined() && grad_weight.is_contiguous() ? grad_weight
-                                                                   : detail::make_empty({C}, x.dtype(), x.device());
+                                                                   : internal::make_empty({C}, x.dtype(), x.device());
   Tensor db = grad_bias.defined() && grad_bias.is_contiguous() ? grad_bias
-                                                               : detail::make_empty({C}, x.dtype(), x.device());
+                                                               : internal::make_empty({C}, x.dtype(), x.device());
   BnDescs d(x);
   Tensor w = channel_param(weight, x, 1);
   const int device = device_of(grad_x);

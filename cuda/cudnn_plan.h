@@ -78,10 +78,10 @@ inline size_t first_that_runs(const std::vector<Candidate>& list, size_t workspa
     const Candidate& c = list[i];
     Outcome o = c.workspace > workspace_limit ? Outcome::out_of_memory : attempt(c);
     if (o == Outcome::ran) return i;
-    why += detail::str(why.empty() ? "" : "; ", "algorithm ", c.algo, " (workspace ", c.workspace, " bytes): ",
+    why += internal::str(why.empty() ? "" : "; ", "algorithm ", c.algo, " (workspace ", c.workspace, " bytes): ",
                        c.workspace > workspace_limit ? "workspace larger than the memory available" : outcome_name(o));
   }
-  throw CudaError(detail::str(op, ": no cuDNN convolution algorithm ran for this configuration",
+  throw CudaError(internal::str(op, ": no cuDNN convolution algorithm ran for this configuration",
                               list.empty() ? " (cuDNN offered none that is usable" : " (",
                               list.empty() ? "" : why, list.empty() ? " with the requested determinism)" : ")"));
 }

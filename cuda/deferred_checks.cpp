@@ -29,7 +29,7 @@ struct DeviceChecks {
 DeviceChecks& checks_of(int device) {
   static std::array<std::unique_ptr<DeviceChecks>, kMaxDevices> all;
   static std::mutex create;
-  check<DeviceError>(device >= 0 && device < kMaxDevices, "deferred checks: device ", device, " out of range");
+  NABLA_CHECK(DeviceError, device >= 0 && device < kMaxDevices, "deferred checks: device ", device, " out of range");
   std::lock_guard<std::mutex> lock(create);
   auto& d = all[static_cast<size_t>(device)];
   if (!d) d = std::make_unique<DeviceChecks>();
@@ -122,7 +122,7 @@ void defer_value_check(const Tensor& values_in, std::function<void(const Tensor&
   arm_deferred_check(device, slot,
                      [report = std::move(report), sizes = Shape(values.sizes().begin(), values.sizes().end()),
                       dt = values.dtype()](const int64_t* record) {
-                       Tensor host = detail::make_empty(sizes, dt, kCPU);
+                       Tensor host = internal::make_empty(sizes, dt, kCPU);
                        std::memcpy(host.data_ptr(), record, host.nbytes());
                        report(host);
                      });

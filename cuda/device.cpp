@@ -194,7 +194,7 @@ class CudaHooks final : public Hooks {
     return ms;
   }
   void record_stream(const Tensor& t, int device, void* s) override {
-    check<DeviceError>(t.is_cuda() && device_of(t) == device, "record_stream: the tensor is on ", t.device(),
+    NABLA_CHECK(DeviceError, t.is_cuda() && device_of(t) == device, "record_stream: the tensor is on ", t.device(),
                        " but the stream belongs to cuda:", device);
     allocator_record_stream(t, static_cast<cudaStream_t>(s));
   }
@@ -208,7 +208,7 @@ class CudaHooks final : public Hooks {
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line) {
   // Clear a non-sticky error so that later calls do not report it again.
   (void)cudaGetLastError();
-  std::string msg = detail::str("CUDA error: ", cudaGetErrorString(err), " (", cudaGetErrorName(err), ") in ", what,
+  std::string msg = internal::str("CUDA error: ", cudaGetErrorString(err), " (", cudaGetErrorName(err), ") in ", what,
                                 " at ", file, ":", line);
   if (err == cudaErrorMemoryAllocation) throw CudaOutOfMemory(msg);
   throw CudaError(msg);

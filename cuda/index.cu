@@ -25,14 +25,14 @@ IndexChecker::IndexChecker(int device, const char* op) : op_(op), device_(device
     case IndexChecks::deferred: flag_ = deferred_check_slot(device, stream_for(device), &slot_); return;
     case IndexChecks::immediate: break;
   }
-  buf_ = detail::make_empty({3}, DType::i64, Device::cuda(static_cast<int16_t>(device)));
+  buf_ = internal::make_empty({3}, DType::i64, Device::cuda(static_cast<int16_t>(device)));
   flag_ = static_cast<int64_t*>(buf_.data_ptr());
   NABLA_CUDA_CHECK(cudaMemsetAsync(flag_, 0, 3 * sizeof(int64_t), stream_for(device)));
 }
 
 namespace {
 std::string out_of_range(const char* op, const int64_t* record, int64_t dim) {
-  return detail::str(op, ": index ", record[1], " is out of range for dim ", dim, " of size ", record[2]);
+  return internal::str(op, ": index ", record[1], " is out of range for dim ", dim, " of size ", record[2]);
 }
 }  // namespace
 
@@ -217,7 +217,7 @@ struct ScatterWriteFn {
 Tensor line_view(const Tensor& t, const Tensor& index, int64_t dim) {
   Shape strides = t.strides();
   strides[dim] = 0;
-  return detail::make_view(t, index.sizes(), strides, t.storage_offset());
+  return internal::make_view(t, index.sizes(), strides, t.storage_offset());
 }
 
 template <class F>
@@ -236,12 +236,12 @@ struct SortedIndex {
   Tensor values, order;
 };
 SortedIndex sort_index_lines(const Tensor& index, int64_t n, cudaStream_t stream) {
-  Tensor w = detail::make_empty(index.sizes(), DType::i64, index.device());
+  Tensor w = internal::make_empty(index.sizes(), DType::i64, index.device());
   wrap_indices_kernel<<<grid_for(index.numel()), kIndexThreads, 0, stream>>>(
       static_cast<const int64_t*>(index.data_ptr()), static_cast<int64_t*>(w.data_ptr()), index.numel(), n);
   NABLA_KERNEL_CHECK("wrap_indices_kernel");
-  SortedIndex r{detail::make_empty(index.sizes(), DType::i64, index.device()),
-                detail::make_empty(index.sizes(), DType::i64, index.device())};
+  SortedIndex r{internal::make_empty(index.sizes(), DType::i64, index.device()),
+                internal::make_empty(index.sizes(), DType::i64, index.device())};
   cuda::sort(w, index.dim() - 1, /*descending=*/false, r.values, r.order);
   return r;
 }
@@ -271,7 +271,7 @@ Tensor dim_last_view(const Tensor& t, IntArrayRef sizes, int64_t dim) {
     }
   sz.push_back(sizes[dim]);
   st.push_back(t.strides()[dim]);
-  return detail::make_view(t, sz, st, t.storage_offset());
+  return internal::make_view(t, sz, st, t.storage_offset());
 }
 
 // ---- nonzero ------------------------------------------------------------------------------------
@@ -344,7 +344,7 @@ __global__ void write_nonzero_kernel(const T* x, int64_t n, const int64_t* offse
 void index_select(const Tensor& x_in, int64_t dim, const Tensor& index_in, const Tensor& out) {
   DeviceScope ds(out);
   Tensor x = contiguous(x_in), index = contiguous(index_in);
-  const auto [outer, n, inner] = detail::lines_of(x, dim);
+  const auto [outer, n, inner] = internal::lines_of(x, dim);
   const int64_t m = index.numel();
   if (m == 0) return;
   IndexChecker chk(device_of(out), "index_select");
@@ -352,7 +352,7 @@ void index_select(const Tensor& x_in, int64_t dim, const Tensor& index_in, const
     check_indices(index, n, dim, chk, stream_of(out));
     return;
   }
-  Tensor oc = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
+  Tensor oc = out.is_contiguous() ? out : internal::make_empty(out.sizes(), out.dtype(), out.device());
   by_element_size(x.element_size(), [&](auto tag) {
     using W = typename decltype(tag)::type;
     index_select_kernel<W><<<grid_for(outer * m * inner), kIndexThreads, 0, stream_of(out)>>>(
@@ -366,9 +366,9 @@ void index_select(const Tensor& x_in, int64_t dim, const Tensor& index_in, const
 
 void index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Tensor& src_in) {
   DeviceScope ds(out);
-  check<ValueError>(out.is_contiguous(), "index_add: destination must be contiguous");
+  NABLA_CHECK(ValueError, out.is_contiguous(), "index_add: destination must be contiguous");
   Tensor index = contiguous(index_in), src = contiguous(src_in);
-  const auto [outer, n, inner] = detail::lines_of(out, dim);
+  const auto [outer, n, inner] = internal::lines_of(out, dim);
   const int64_t m = index.numel();
   if (m == 0) return;
   // Every index is checked before anything is added, so an error leaves `out` unchanged (as the CPU).
@@ -376,7 +376,7 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Ten
   check_indices(index, n, dim, chk, stream_of(out));
   if (outer * inner == 0) return;
   if (are_deterministic_algorithms_enabled()) {
-    SortedIndex sorted = sort_index_lines(detail::make_view(index, {m}, {1}, index.storage_offset()), n, stream_of(out));
+    SortedIndex sorted = sort_index_lines(internal::make_view(index, {m}, {1}, index.storage_offset()), n, stream_of(out));
     add_ordered(out, sorted, /*ls=*/0, src, outer, n, m, inner, stream_of(out));
     return;
   }
@@ -434,7 +434,7 @@ void scatter(const Tensor& out, int64_t dim, const Tensor& index_in, const Tenso
   // The destination's span in elements (strides are non-negative in nabla).
   int64_t span = 1;
   for (int64_t d = 0; d < out.dim(); ++d) span += (out.sizes()[d] - 1) * out.strides()[d];
-  Tensor winner = detail::make_empty({span}, DType::i64, out.device());
+  Tensor winner = internal::make_empty({span}, DType::i64, out.device());
   NABLA_CUDA_CHECK(cudaMemsetAsync(winner.data_ptr(), 0xff, static_cast<size_t>(span) * 8, stream));  // -1
   const char* index_base = static_cast<const char*>(index.data_ptr());
   const char* out_base = static_cast<const char*>(out.data_ptr());
@@ -451,7 +451,7 @@ void scatter_add_ordered(const Tensor& out_in, int64_t dim, const Tensor& index_
                          bool check_index) {
   if (index_in.numel() == 0) return;
   DeviceScope ds(out_in);
-  auto as_1d = [](const Tensor& t) { return t.dim() == 0 ? detail::make_view(t, {1}, {1}, t.storage_offset()) : t; };
+  auto as_1d = [](const Tensor& t) { return t.dim() == 0 ? internal::make_view(t, {1}, {1}, t.storage_offset()) : t; };
   Tensor out = as_1d(out_in), index = as_1d(index_in), src = as_1d(src_in);
   cudaStream_t stream = stream_of(out);
   const int64_t n = out.sizes()[dim], m = index.sizes()[dim], lines = index.numel() / m;
@@ -475,12 +475,12 @@ Tensor nonzero(const Tensor& x_in) {
   Tensor x = contiguous(x_in);
   int64_t n = x.numel(), nd = x.dim();
   cudaStream_t stream = stream_of(x);
-  if (n == 0) return detail::make_empty({0, nd}, DType::i64, x.device());
+  if (n == 0) return internal::make_empty({0, nd}, DType::i64, x.device());
   int64_t nb = (n + kScanChunk - 1) / kScanChunk;
-  check<NotImplemented>(nb <= 0x7fffffff, "nonzero: tensor too large");
-  Tensor counts = detail::make_empty({nb + 1}, DType::i64, x.device());
+  NABLA_CHECK(NotImplemented, nb <= 0x7fffffff, "nonzero: tensor too large");
+  Tensor counts = internal::make_empty({nb + 1}, DType::i64, x.device());
   auto* cp = static_cast<int64_t*>(counts.data_ptr());
-  Tensor sizes_dev = detail::make_empty({std::max<int64_t>(nd, 1)}, DType::i64, x.device());
+  Tensor sizes_dev = internal::make_empty({std::max<int64_t>(nd, 1)}, DType::i64, x.device());
   if (nd > 0) {
     std::vector<int64_t> sz(x.sizes().begin(), x.sizes().end());
     NABLA_CUDA_CHECK(cudaMemcpyAsync(sizes_dev.data_ptr(), sz.data(), nd * sizeof(int64_t), cudaMemcpyHostToDevice,
@@ -498,7 +498,7 @@ Tensor nonzero(const Tensor& x_in) {
     NABLA_CUDA_CHECK(cudaMemcpyAsync(&total, cp + nb, sizeof total, cudaMemcpyDeviceToHost, stream));
     NABLA_CUDA_CHECK(cudaStreamSynchronize(stream));
     report_deferred_checks(device_of(x), stream);
-    out = detail::make_empty({total, nd}, DType::i64, x.device());
+    out = internal::make_empty({total, nd}, DType::i64, x.device());
     if (total > 0 && nd > 0) {
       write_nonzero_kernel<T><<<static_cast<unsigned>(nb), kScanThreads, 0, stream>>>(
           xp, n, cp, static_cast<int64_t*>(out.data_ptr()), static_cast<int>(nd),

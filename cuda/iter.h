@@ -103,7 +103,7 @@ struct Iter {
 
 template <int N>
 Iter<N> make_iter(const IterPlan& L) {
-  check<NotImplemented>(static_cast<int>(L.sizes.size()) <= kMaxIterDims, "CUDA elementwise kernel: ",
+  NABLA_CHECK(NotImplemented, static_cast<int>(L.sizes.size()) <= kMaxIterDims, "CUDA elementwise kernel: ",
                         L.sizes.size(), " non-mergeable dims exceed the limit of ", kMaxIterDims,
                         "; make the tensors contiguous first");
   Iter<N> it;

@@ -84,7 +84,7 @@ decltype(auto) visit_cuda_float(DType d, const char* op, F&& f) {
     case DType::bf16: return f(type_tag<BFloat16>{});
     default: break;
   }
-  throw DTypeError(detail::str(op, ": expected a floating dtype on CUDA, got ", dtype_name(d)));
+  throw DTypeError(internal::str(op, ": expected a floating dtype on CUDA, got ", dtype_name(d)));
 }
 
 }  // namespace nabla::cuda

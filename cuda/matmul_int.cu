@@ -43,7 +43,7 @@ void matmul_integer(const Tensor& a, const Tensor& b, const Tensor& out, double 
     case DType::i64: return run(type_tag<int64_t>{});
     case DType::i32: return run(type_tag<int32_t>{});
     case DType::u8: return run(type_tag<uint8_t>{});
-    default: throw DTypeError(detail::str("matmul: unsupported dtype ", a.dtype(), " on CUDA"));
+    default: throw DTypeError(internal::str("matmul: unsupported dtype ", a.dtype(), " on CUDA"));
   }
 }
 

@@ -18,8 +18,8 @@
 namespace nabla::cuda {
 namespace {
 
-using detail::PoolGeom;
-using detail::pool_geom;
+using internal::PoolGeom;
+using internal::pool_geom;
 
 struct PoolArgs {
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;
@@ -139,7 +139,7 @@ unsigned grid_for(int64_t n) {
 
 void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, const Tensor& indices) {
   DeviceScope ds(out);
-  check<ValueError>(out.is_contiguous() && indices.is_contiguous(), "max_pool2d: outputs must be contiguous");
+  NABLA_CHECK(ValueError, out.is_contiguous() && indices.is_contiguous(), "max_pool2d: outputs must be contiguous");
   Tensor x = contiguous(x_in);
   PoolGeom g = pool_geom(x, out);
   if (out.numel() == 0) return;
@@ -154,7 +154,7 @@ void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, co
 
 void max_pool2d_backward(const Tensor& gy_in, const Tensor& indices_in, const Tensor& gx) {
   DeviceScope ds(gx);
-  check<ValueError>(gx.is_contiguous(), "max_pool2d_backward: grad_input must be contiguous");
+  NABLA_CHECK(ValueError, gx.is_contiguous(), "max_pool2d_backward: grad_input must be contiguous");
   Tensor gy = contiguous(gy_in), indices = contiguous(indices_in);
   PoolGeom g = pool_geom(gx, gy);
   fill(gx, 0);
@@ -162,7 +162,7 @@ void max_pool2d_backward(const Tensor& gy_in, const Tensor& indices_in, const Te
   if (are_deterministic_algorithms_enabled()) {
     const int64_t plane_out = g.Ho * g.Wo, plane_in = g.H * g.W;
     auto planes_of = [&](const Tensor& t, int64_t len) {
-      return detail::make_view(t, {g.planes, len}, {len, 1}, t.storage_offset());
+      return internal::make_view(t, {g.planes, len}, {len, 1}, t.storage_offset());
     };
     scatter_add_ordered(planes_of(gx, plane_in), 1, planes_of(indices, plane_out), planes_of(gy, plane_out),
                         /*check_index=*/false);
@@ -179,7 +179,7 @@ void max_pool2d_backward(const Tensor& gy_in, const Tensor& indices_in, const Te
 
 void avg_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out) {
   DeviceScope ds(out);
-  check<ValueError>(out.is_contiguous(), "avg_pool2d: output must be contiguous");
+  NABLA_CHECK(ValueError, out.is_contiguous(), "avg_pool2d: output must be contiguous");
   Tensor x = contiguous(x_in);
   PoolGeom g = pool_geom(x, out);
   if (out.numel() == 0) return;
@@ -193,7 +193,7 @@ void avg_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out) {
 
 void avg_pool2d_backward(const Tensor& gy_in, const Pool2dParams& p, const Tensor& gx) {
   DeviceScope ds(gx);
-  check<ValueError>(gx.is_contiguous(), "avg_pool2d_backward: grad_input must be contiguous");
+  NABLA_CHECK(ValueError, gx.is_contiguous(), "avg_pool2d_backward: grad_input must be contiguous");
   Tensor gy = contiguous(gy_in);
   PoolGeom g = pool_geom(gx, gy);
   if (gx.numel() == 0) return;

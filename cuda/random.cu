@@ -114,10 +114,10 @@ void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& 
   int64_t n = out_in.numel();
   if (n == 0) return;
   DeviceScope ds(out_in);
-  Tensor out = out_in.is_contiguous() ? out_in : detail::make_empty(out_in.sizes(), out_in.dtype(), out_in.device());
+  Tensor out = out_in.is_contiguous() ? out_in : internal::make_empty(out_in.sizes(), out_in.dtype(), out_in.device());
   DType dt = out.dtype();
   if (op != RandomOp::bernoulli)
-    check<DTypeError>(is_floating(dt), op == RandomOp::normal ? "normal_" : "uniform_",
+    NABLA_CHECK(DTypeError, is_floating(dt), op == RandomOp::normal ? "normal_" : "uniform_",
                       ": expected a floating dtype, got ", dt);
   int64_t per_block = dt == DType::f64 ? 2 : 4;
   auto [key, first] = gen.reserve(static_cast<uint64_t>((n + per_block - 1) / per_block));
@@ -135,7 +135,7 @@ void random_int(const Tensor& out_in, int64_t low, int64_t high, Generator& gen)
   int64_t n = out_in.numel();
   if (n == 0) return;
   DeviceScope ds(out_in);
-  Tensor out = out_in.is_contiguous() ? out_in : detail::make_empty(out_in.sizes(), out_in.dtype(), out_in.device());
+  Tensor out = out_in.is_contiguous() ? out_in : internal::make_empty(out_in.sizes(), out_in.dtype(), out_in.device());
   auto [key, first] = gen.reserve(static_cast<uint64_t>((n + 1) / 2));
   uint64_t range = static_cast<uint64_t>(high - low);
   cudaStream_t stream = stream_of(out);

@@ -180,7 +180,7 @@ void launch(const ReducePlan& p, const typename R::In* x, typename R::Out* out, 
 }
 
 template <ReduceOp OP, class T>
-void reduce_typed(const Tensor& x, const detail::DimMask& mask, const Tensor& out, int device) {
+void reduce_typed(const Tensor& x, const internal::DimMask& mask, const Tensor& out, int device) {
   using R = Reducer<OP, T>;
   using A = typename R::A;
   using Out = typename R::Out;
@@ -196,7 +196,7 @@ void reduce_typed(const Tensor& x, const detail::DimMask& mask, const Tensor& ou
   // of partials into out.
   int64_t columns = 0;
   for (const ReducePiece& piece : pieces) columns += piece.plan.splits;
-  check<NotImplemented>(columns <= kMax32, "CUDA reductions: too many pieces (shape ", x.sizes(), ")");
+  NABLA_CHECK(NotImplemented, columns <= kMax32, "CUDA reductions: too many pieces (shape ", x.sizes(), ")");
   Tensor partial = scratch(static_cast<size_t>(p.nout * columns) * sizeof(A), device);
   A* pp = static_cast<A*>(partial.data_ptr());
   int64_t base = 0;
@@ -227,13 +227,13 @@ void reduce_typed(const Tensor& x, const detail::DimMask& mask, const Tensor& ou
 }
 
 template <ReduceOp OP>
-void reduce_dispatch(const Tensor& x, const detail::DimMask& mask, const Tensor& out, int device) {
+void reduce_dispatch(const Tensor& x, const internal::DimMask& mask, const Tensor& out, int device) {
   visit_cuda_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (OP == ReduceOp::any || OP == ReduceOp::all) {
-      check<DTypeError>(out.dtype() == DType::boolean, "reduce: any/all output must be bool, got ", out.dtype());
+      NABLA_CHECK(DTypeError, out.dtype() == DType::boolean, "reduce: any/all output must be bool, got ", out.dtype());
     } else {
-      check<DTypeError>(out.dtype() == x.dtype(), "reduce: output dtype ", out.dtype(), " differs from input ",
+      NABLA_CHECK(DTypeError, out.dtype() == x.dtype(), "reduce: output dtype ", out.dtype(), " differs from input ",
                         x.dtype());
     }
     reduce_typed<OP, T>(x, mask, out, device);
@@ -307,7 +307,7 @@ __global__ void arg_reduce_kernel(const T* x, int64_t outer, int64_t len, int64_
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, const Tensor& out) {
-  detail::DimMask mask = detail::dims_mask(dims, x.dim(), "reduce");
+  internal::DimMask mask = internal::dims_mask(dims, x.dim(), "reduce");
   if (out.numel() == 0) return;
   DeviceScope ds(out);
   if (x.numel() == 0) {
@@ -332,12 +332,12 @@ void arg_reduce(ReduceOp op, const Tensor& x_in, int64_t dim, const Tensor& valu
   DeviceScope ds(values);
   Tensor x = contiguous(x_in);
   if (x.dim() == 0) dim = 0;
-  const auto [outer, len, inner] = detail::lines_of(x, dim);
-  check<IndexError>(len > 0, op == ReduceOp::max ? "max" : "min", ": cannot reduce over an empty dim ", dim,
+  const auto [outer, len, inner] = internal::lines_of(x, dim);
+  NABLA_CHECK(IndexError, len > 0, op == ReduceOp::max ? "max" : "min", ": cannot reduce over an empty dim ", dim,
                     " of shape ", x.sizes());
   if (outer * inner == 0) return;
-  Tensor vc = values.is_contiguous() ? values : detail::make_empty(values.sizes(), values.dtype(), values.device());
-  Tensor ic = indices.is_contiguous() ? indices : detail::make_empty(indices.sizes(), DType::i64, indices.device());
+  Tensor vc = values.is_contiguous() ? values : internal::make_empty(values.sizes(), values.dtype(), values.device());
+  Tensor ic = indices.is_contiguous() ? indices : internal::make_empty(indices.sizes(), DType::i64, indices.device());
   cudaStream_t stream = stream_of(values);
   visit_cuda_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;

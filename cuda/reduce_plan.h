@@ -27,8 +27,8 @@
 
 namespace nabla::cuda {
 
-using detail::ReduceDims;
-using detail::coalesce_dims;
+using internal::ReduceDims;
+using internal::coalesce_dims;
 
 struct ReducePlan {
   ReduceDims kept, red;  // coalesced, outer to inner; strides in elements
@@ -56,16 +56,16 @@ inline std::pair<ReduceDims, ReduceDims> reduce_dims_of(IntArrayRef sizes, IntAr
 // x: sizes/strides (elements); out: keepdim strides; mask: reduced dims; sms: the GPU's SM count.
 // At most 2^31 - 1 outputs and elements per output (plan_reduce_pieces splits larger reductions).
 inline ReducePlan plan_reduce(IntArrayRef sizes, IntArrayRef xstrides, IntArrayRef ostrides,
-                              const SmallVector<bool, 8>& mask, int sms) {  // mask: detail::DimMask
+                              const SmallVector<bool, 8>& mask, int sms) {  // mask: internal::DimMask
   ReducePlan p;
   std::tie(p.kept, p.red) = reduce_dims_of(sizes, xstrides, ostrides, mask);
   for (int64_t s : p.kept.size) p.nout *= s;
   for (int64_t s : p.red.size) p.nred *= s;
-  check<NotImplemented>(p.nout <= kMax32, "CUDA reductions: more than 2^31 outputs are not supported yet (shape ",
+  NABLA_CHECK(NotImplemented, p.nout <= kMax32, "CUDA reductions: more than 2^31 outputs are not supported yet (shape ",
                         sizes, ")");
-  check<NotImplemented>(p.nred <= kMax32, "CUDA reductions: a piece of more than 2^31 elements per output (shape ",
+  NABLA_CHECK(NotImplemented, p.nred <= kMax32, "CUDA reductions: a piece of more than 2^31 elements per output (shape ",
                         sizes, "; plan_reduce_pieces splits it)");
-  check<NotImplemented>(p.kept.size.size() <= static_cast<size_t>(kMaxIterDims) &&
+  NABLA_CHECK(NotImplemented, p.kept.size.size() <= static_cast<size_t>(kMaxIterDims) &&
                             p.red.size.size() <= static_cast<size_t>(kMaxIterDims),
                         "CUDA reductions: too many non-mergeable dims (shape ", sizes, "); make x contiguous first");
   const int64_t nred = p.nred, nout = p.nout;
@@ -125,7 +125,7 @@ inline std::vector<ReducePiece> plan_reduce_pieces(IntArrayRef sizes, IntArrayRe
   int64_t inner = 1;  // product of red.size[j + 1 ...]
   while (j > 0 && inner * red.size[j] <= max_red) inner *= red.size[j--];
   const int64_t run = std::max<int64_t>(max_red / inner, 1);
-  check<NotImplemented>(inner <= max_red, "CUDA reductions: a dim too large to split (shape ", sizes, ")");
+  NABLA_CHECK(NotImplemented, inner <= max_red, "CUDA reductions: a dim too large to split (shape ", sizes, ")");
   // The piece's x: the kept dims, then the reduced dims from j on (dim j shortened to the run).
   Shape psizes, pxs, pos;
   SmallVector<bool, 8> pmask;

@@ -191,12 +191,12 @@ Tensor swapped(const Tensor& t, int64_t d0, int64_t d1) {
   Shape sizes = t.sizes(), strides = t.strides();
   std::swap(sizes[d0], sizes[d1]);
   std::swap(strides[d0], strides[d1]);
-  return detail::make_view(t, sizes, strides, t.storage_offset());
+  return internal::make_view(t, sizes, strides, t.storage_offset());
 }
 
 // A 0-dim tensor as a 1-element 1-D view.
 Tensor at_least_1d(const Tensor& t) {
-  return t.dim() == 0 ? detail::make_view(t, {1}, {1}, t.storage_offset()) : t;
+  return t.dim() == 0 ? internal::make_view(t, {1}, {1}, t.storage_offset()) : t;
 }
 
 unsigned grid_for(int64_t n, int threads) {
@@ -209,7 +209,7 @@ void sort_lines(const Tensor& xt, int64_t lines, int64_t len, int64_t k, bool de
                 const Tensor& indices) {
   int device = device_of(xt);
   cudaStream_t stream = stream_for(device);
-  Tensor order = detail::make_empty({lines, len}, DType::i64, xt.device());
+  Tensor order = internal::make_empty({lines, len}, DType::i64, xt.device());
   auto* op = static_cast<int64_t*>(order.data_ptr());
   int64_t P = 1;
   while (P < len) P *= 2;
@@ -224,8 +224,8 @@ void sort_lines(const Tensor& xt, int64_t lines, int64_t len, int64_t k, bool de
                                                                                      descending);
       NABLA_KERNEL_CHECK("sort_shared_kernel");
     } else {
-      Tensor kb = detail::make_empty({lines * P}, dtype_of<K>(), xt.device());
-      Tensor ib = detail::make_empty({lines * P}, DType::i64, xt.device());
+      Tensor kb = internal::make_empty({lines * P}, dtype_of<K>(), xt.device());
+      Tensor ib = internal::make_empty({lines * P}, DType::i64, xt.device());
       K* kp = static_cast<K*>(kb.data_ptr());
       auto* ip = static_cast<int64_t*>(ib.data_ptr());
       unsigned g = grid_for(lines * P, 256);
@@ -271,8 +271,8 @@ void sort_topk(const Tensor& x_in, int64_t dim, int64_t k, bool descending, cons
   Tensor xt = contiguous(swapped(x, dim, last));
   Shape tshape = xt.sizes();
   tshape.back() = k;
-  Tensor vt = detail::make_empty(tshape, values.dtype(), values.device());
-  Tensor it = detail::make_empty(tshape, DType::i64, values.device());
+  Tensor vt = internal::make_empty(tshape, values.dtype(), values.device());
+  Tensor it = internal::make_empty(tshape, DType::i64, values.device());
   sort_lines(xt, lines, len, k, descending, vt, it);
   device_copy(swapped(vt, dim, last), at_least_1d(values));
   device_copy(swapped(it, dim, last), at_least_1d(indices));
@@ -285,8 +285,8 @@ void scan(ScanOp op, const Tensor& x_in, int64_t dim, const Tensor& out) {
   DeviceScope ds(out);
   Tensor x = contiguous(x_in);
   if (x.dim() == 0) dim = 0;
-  const auto [outer, len, inner] = detail::lines_of(x, dim);
-  Tensor oc = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
+  const auto [outer, len, inner] = internal::lines_of(x, dim);
+  Tensor oc = out.is_contiguous() ? out : internal::make_empty(out.sizes(), out.dtype(), out.device());
   cudaStream_t stream = stream_of(out);
   visit_cuda_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;

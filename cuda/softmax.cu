@@ -136,8 +136,8 @@ __global__ void softmax_backward_cols_kernel(const T* g, const T* y, T* out, int
   }
 }
 
-using detail::Lines;
-using detail::lines_of;
+using internal::Lines;
+using internal::lines_of;
 
 // Block shape for row kernels: a warp per line up to 1024 elements, else 512 threads per line.
 void row_launch_shape(int64_t lines, int64_t len, dim3& grid, dim3& block) {
@@ -158,7 +158,7 @@ void softmax(const Tensor& x_in, int64_t dim, bool log, const Tensor& out) {
   Tensor x = contiguous(x_in);
   if (x.dim() == 0) dim = 0;
   Lines l = lines_of(x, dim);
-  Tensor oc = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
+  Tensor oc = out.is_contiguous() ? out : internal::make_empty(out.sizes(), out.dtype(), out.device());
   cudaStream_t stream = stream_of(out);
   if (l.inner > 1 && cudnn_softmax(x, l.outer, l.len, l.inner, log, oc)) {
     // done by cuDNN
@@ -188,7 +188,7 @@ void softmax_backward(const Tensor& g_in, const Tensor& y_in, int64_t dim, bool 
   Tensor g = contiguous(g_in), y = contiguous(y_in);
   if (g.dim() == 0) dim = 0;
   Lines l = lines_of(g, dim);
-  Tensor oc = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
+  Tensor oc = out.is_contiguous() ? out : internal::make_empty(out.sizes(), out.dtype(), out.device());
   cudaStream_t stream = stream_of(out);
   if (l.inner > 1 && cudnn_softmax_backward(g, y, l.outer, l.len, l.inner, log, oc)) {
     // done by cuDNN

@@ -50,7 +50,7 @@ const char* status_name(cusolverStatus_t s) {
 }
 
 [[noreturn]] void throw_cusolver(cusolverStatus_t s, const char* what, const char* file, int line) {
-  throw CudaError(detail::str("cuSOLVER error: ", status_name(s), " (", static_cast<int>(s), ") in ", what, " at ",
+  throw CudaError(internal::str("cuSOLVER error: ", status_name(s), " (", static_cast<int>(s), ") in ", what, " at ",
                               file, ":", line));
 }
 
@@ -144,7 +144,7 @@ void by_scalar(const Tensor& t, const char* op, F&& f) {
   switch (solver::scalar_of(t.dtype())) {
     case solver::Scalar::f32: f(float{}); return;
     case solver::Scalar::f64: f(double{}); return;
-    default: throw DTypeError(detail::str(op, ": cuSOLVER takes float32 or float64 tensors, got ", detail::describe(t)));
+    default: throw DTypeError(internal::str(op, ": cuSOLVER takes float32 or float64 tensors, got ", internal::describe(t)));
   }
 }
 
@@ -152,15 +152,15 @@ void by_scalar(const Tensor& t, const char* op, F&& f) {
 MatrixBatch batch_of(const Tensor& t, const char* op) {
   std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end()), strides(t.strides().begin(), t.strides().end());
   MatrixBatch b = solver::column_major_batch(sizes, strides);
-  check<ValueError>(b.ok, op, ": internal error: ", b.why, " (", detail::describe(t), ")");
-  check<DeviceError>(t.device().is_cuda(), op, ": expected a CUDA tensor, got ", detail::describe(t));
+  NABLA_CHECK(ValueError, b.ok, op, ": internal error: ", b.why, " (", internal::describe(t), ")");
+  NABLA_CHECK(DeviceError, t.device().is_cuda(), op, ": expected a CUDA tensor, got ", internal::describe(t));
   return b;
 }
 
 // A contiguous int32 (pivots, infos) or scalar (tau, w, s) tensor, as the caller must pass it.
 void check_dense(const Tensor& t, const char* op, const char* name) {
-  check<ValueError>(t.is_contiguous() && t.device().is_cuda(), op, ": internal error: ", name,
-                    " must be a contiguous CUDA tensor, got ", detail::describe(t));
+  NABLA_CHECK(ValueError, t.is_contiguous() && t.device().is_cuda(), op, ": internal error: ", name,
+                    " must be a contiguous CUDA tensor, got ", internal::describe(t));
 }
 
 template <class T>
@@ -172,7 +172,7 @@ T* matrix(const Tensor& t, const MatrixBatch& b, int64_t i) {
 // batched calls (copied from the host on the current stream; freed after queuing, like a workspace).
 template <class T>
 Tensor pointer_array(const Tensor& t, const MatrixBatch& b, int64_t first, int count) {
-  Tensor host = detail::make_empty({count}, kInt64, kCPU);
+  Tensor host = internal::make_empty({count}, kInt64, kCPU);
   int64_t* p = host.data_ptr<int64_t>();
   for (int i = 0; i < count; ++i) p[i] = reinterpret_cast<int64_t>(matrix<T>(t, b, first + i));
   return host.to(t.device());
@@ -227,7 +227,7 @@ void getrf(const Tensor& a, const Tensor& ipiv, const Tensor& info) {
   check_dense(ipiv, "linalg (getrf)", "ipiv");
   check_dense(info, "linalg (getrf)", "info");
   const int n = b.rows;
-  check<ValueError>(b.cols == n, "linalg (getrf): internal error: square matrices expected, got ", detail::describe(a));
+  NABLA_CHECK(ValueError, b.cols == n, "linalg (getrf): internal error: square matrices expected, got ", internal::describe(a));
   if (b.count == 0 || n == 0) return;
   const int device = device_of(a);
   cudaStream_t stream = stream_for(device);
@@ -259,9 +259,9 @@ void getrs(bool transpose, const Tensor& lu, const Tensor& ipiv, const Tensor& r
   const MatrixBatch a = batch_of(lu, "linalg (getrs)"), x = batch_of(rhs, "linalg (getrs)");
   check_dense(ipiv, "linalg (getrs)", "ipiv");
   const int n = a.rows, k = x.cols;
-  check<ValueError>(a.cols == n && x.rows == n && x.count == a.count,
-                    "linalg (getrs): internal error: mismatched factors and right sides ", detail::describe(lu), " and ",
-                    detail::describe(rhs));
+  NABLA_CHECK(ValueError, a.cols == n && x.rows == n && x.count == a.count,
+                    "linalg (getrs): internal error: mismatched factors and right sides ", internal::describe(lu), " and ",
+                    internal::describe(rhs));
   if (a.count == 0 || n == 0 || k == 0) return;
   const int device = device_of(lu);
   cudaStream_t stream = stream_for(device);
@@ -277,7 +277,7 @@ void getrs(bool transpose, const Tensor& lu, const Tensor& ipiv, const Tensor& r
         int param_info = 0;  // a bad argument only (written on the host)
         NABLA_CUBLAS_CHECK(L::getrsBatched(h.get(), op, n, k, pointers<T>(pa), a.ld, piv + c.first * n, pointers<T>(pb),
                                            x.ld, &param_info, c.count));
-        check<ValueError>(param_info == 0, "linalg (getrs): internal error: argument ", -param_info,
+        NABLA_CHECK(ValueError, param_info == 0, "linalg (getrs): internal error: argument ", -param_info,
                           " of cublasXgetrsBatched is invalid");
       }
       return;
@@ -296,7 +296,7 @@ void potrf(bool upper, const Tensor& a, const Tensor& info) {
   const MatrixBatch b = batch_of(a, "linalg (potrf)");
   check_dense(info, "linalg (potrf)", "info");
   const int n = b.rows;
-  check<ValueError>(b.cols == n, "linalg (potrf): internal error: square matrices expected, got ", detail::describe(a));
+  NABLA_CHECK(ValueError, b.cols == n, "linalg (potrf): internal error: square matrices expected, got ", internal::describe(a));
   if (b.count == 0 || n == 0) return;
   const int device = device_of(a);
   cudaStream_t stream = stream_for(device);
@@ -327,8 +327,8 @@ void geqrf(const Tensor& a, const Tensor& tau) {
   const MatrixBatch b = batch_of(a, "linalg (geqrf)");
   check_dense(tau, "linalg (geqrf)", "tau");
   const int m = b.rows, n = b.cols, k = std::min(m, n);
-  check<ValueError>(tau.dim() >= 1 && tau.sizes().back() == k && tau.numel() == b.count * k,
-                    "linalg (geqrf): internal error: tau ", detail::describe(tau), " for ", detail::describe(a));
+  NABLA_CHECK(ValueError, tau.dim() >= 1 && tau.sizes().back() == k && tau.numel() == b.count * k,
+                    "linalg (geqrf): internal error: tau ", internal::describe(tau), " for ", internal::describe(a));
   if (b.count == 0 || k == 0) return;
   const int device = device_of(a);
   cudaStream_t stream = stream_for(device);
@@ -353,8 +353,8 @@ void orgqr(const Tensor& q, const Tensor& tau) {
   check_dense(tau, "linalg (orgqr)", "tau");
   const int m = b.rows, c = b.cols;
   const int64_t k64 = tau.dim() >= 1 ? tau.sizes().back() : -1;
-  check<ValueError>(k64 >= 0 && k64 <= c && c <= m && tau.numel() == b.count * k64,
-                    "linalg (orgqr): internal error: tau ", detail::describe(tau), " for ", detail::describe(q));
+  NABLA_CHECK(ValueError, k64 >= 0 && k64 <= c && c <= m && tau.numel() == b.count * k64,
+                    "linalg (orgqr): internal error: tau ", internal::describe(tau), " for ", internal::describe(q));
   const int k = static_cast<int>(k64);
   if (b.count == 0 || c == 0) return;
   const int device = device_of(q);
@@ -380,8 +380,8 @@ void syevd(bool vectors, bool upper, const Tensor& a, const Tensor& w, const Ten
   check_dense(w, "linalg (syevd)", "w");
   check_dense(info, "linalg (syevd)", "info");
   const int n = b.rows;
-  check<ValueError>(b.cols == n && w.numel() == b.count * n, "linalg (syevd): internal error: w ", detail::describe(w),
-                    " for ", detail::describe(a));
+  NABLA_CHECK(ValueError, b.cols == n && w.numel() == b.count * n, "linalg (syevd): internal error: w ", internal::describe(w),
+                    " for ", internal::describe(a));
   if (b.count == 0 || n == 0) return;
   const int device = device_of(a);
   cudaStream_t stream = stream_for(device);
@@ -424,17 +424,17 @@ void gesvd(const Tensor& a, const Tensor& s, const Tensor& u, const Tensor& v, c
   check_dense(info, "linalg (gesvd)", "info");
   const int m = b.rows, n = b.cols, k = std::min(m, n);
   const bool vectors = u.defined();
-  check<ValueError>(s.numel() == b.count * k && vectors == v.defined(), "linalg (gesvd): internal error: s ",
-                    detail::describe(s), " for ", detail::describe(a));
+  NABLA_CHECK(ValueError, s.numel() == b.count * k && vectors == v.defined(), "linalg (gesvd): internal error: s ",
+                    internal::describe(s), " for ", internal::describe(a));
   if (b.count == 0 || k == 0) return;
   MatrixBatch bu, bv;
   if (vectors) {
     bu = batch_of(u, "linalg (gesvd)");
     bv = batch_of(v, "linalg (gesvd)");
-    check<ValueError>(bu.rows == m && bv.rows == n && bu.count == b.count && bv.count == b.count &&
+    NABLA_CHECK(ValueError, bu.rows == m && bv.rows == n && bu.count == b.count && bv.count == b.count &&
                           (bu.cols == m || bu.cols == k) && (bv.cols == n || bv.cols == k),
-                      "linalg (gesvd): internal error: u ", detail::describe(u), " and v ", detail::describe(v),
-                      " for ", detail::describe(a));
+                      "linalg (gesvd): internal error: u ", internal::describe(u), " and v ", internal::describe(v),
+                      " for ", internal::describe(a));
   }
   const bool full = vectors && (bu.cols > k || bv.cols > k);
   const int device = device_of(a);
@@ -457,8 +457,8 @@ void gesvd(const Tensor& a, const Tensor& s, const Tensor& u, const Tensor& v, c
     if (solver::svd_call(b.count, m, n, b.packed) == Call::strided) {
       // gesvdjBatched computes the full U (m x m) and V (n x n), packed; the reduced ones are their
       // first k columns. Without vectors they are not referenced but still passed.
-      Tensor uf = detail::make_empty(with_tail(m, m), a.dtype(), a.device());
-      Tensor vf = detail::make_empty(with_tail(n, n), a.dtype(), a.device());
+      Tensor uf = internal::make_empty(with_tail(m, m), a.dtype(), a.device());
+      Tensor vf = internal::make_empty(with_tail(n, n), a.dtype(), a.device());
       for (const solver::Chunk& c : solver::batch_chunks(b.count)) {
         T* pa = matrix<T>(a, b, c.first);
         T* pu = uf.data_ptr<T>() + c.first * m * m;
@@ -482,8 +482,8 @@ void gesvd(const Tensor& a, const Tensor& s, const Tensor& u, const Tensor& v, c
     const int econ = full ? 0 : 1;
     Tensor u1, v1;
     if (!vectors) {
-      u1 = detail::make_empty({k, m}, a.dtype(), a.device());
-      v1 = detail::make_empty({k, n}, a.dtype(), a.device());
+      u1 = internal::make_empty({k, m}, a.dtype(), a.device());
+      v1 = internal::make_empty({k, n}, a.dtype(), a.device());
     }
     auto u_at = [&](int64_t i) { return vectors ? matrix<T>(u, bu, i) : u1.data_ptr<T>(); };
     auto v_at = [&](int64_t i) { return vectors ? matrix<T>(v, bv, i) : v1.data_ptr<T>(); };

@@ -71,7 +71,7 @@ void same_op(const Tensor& x, const Tensor& out, const char* name, Op op) {
   visit_cuda_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, bool>) {
-      throw DTypeError(detail::str(name, ": not supported for bool tensors"));
+      throw DTypeError(internal::str(name, ": not supported for bool tensors"));
     } else {
       run<T, T>(x, out, op);
     }
@@ -116,7 +116,7 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
         }
       });
   }
-  throw NotImplemented(detail::str("unary op ", static_cast<int>(op), ": not implemented on CUDA"));
+  throw NotImplemented(internal::str("unary op ", static_cast<int>(op), ": not implemented on CUDA"));
 }
 
 }  // namespace nabla::cuda

@@ -14,7 +14,7 @@
 
 namespace nabla::data {
 
-namespace impl {
+namespace internal {
 
 // One epoch of a DataLoader: the plan (order, start, batch size) and, with workers, the threads that
 // build batches ahead into a ring of slots. Batch k lives in slot k % capacity; a worker may claim
@@ -52,14 +52,14 @@ class EpochRun {
 
   bool done() const { return next_ > plan_.num_batches; }
   Example& current() {
-    check<IndexError>(!done(), "DataLoader: the iterator is past the end of the epoch");
+    NABLA_CHECK(IndexError, !done(), "DataLoader: the iterator is past the end of the epoch");
     return current_;
   }
 
   // Moves to the next batch: makes it current (waiting for a worker if needed) and records the
   // position, or marks the epoch done.
   void advance() {
-    check<IndexError>(!done(), "DataLoader: the iterator is past the end of the epoch");
+    NABLA_CHECK(IndexError, !done(), "DataLoader: the iterator is past the end of the epoch");
     int64_t k = next_++;
     if (k == plan_.num_batches) {
       current_ = {};
@@ -187,21 +187,21 @@ class EpochRun {
   bool stop_ = false;
 };
 
-}  // namespace impl
+}  // namespace internal
 
 // ---- Iterator -----------------------------------------------------------------------------------
-DataLoader::Iterator::Iterator(std::unique_ptr<impl::EpochRun> run) : run_(std::move(run)) {}
+DataLoader::Iterator::Iterator(std::unique_ptr<internal::EpochRun> run) : run_(std::move(run)) {}
 DataLoader::Iterator::Iterator(Iterator&&) noexcept = default;
 DataLoader::Iterator& DataLoader::Iterator::operator=(Iterator&&) noexcept = default;
 DataLoader::Iterator::~Iterator() = default;
 
 Example& DataLoader::Iterator::operator*() const {
-  check<IndexError>(run_ != nullptr, "DataLoader: dereferencing an empty iterator");
+  NABLA_CHECK(IndexError, run_ != nullptr, "DataLoader: dereferencing an empty iterator");
   return run_->current();
 }
 
 DataLoader::Iterator& DataLoader::Iterator::operator++() {
-  check<IndexError>(run_ != nullptr, "DataLoader: incrementing an empty iterator");
+  NABLA_CHECK(IndexError, run_ != nullptr, "DataLoader: incrementing an empty iterator");
   run_->advance();
   return *this;
 }
@@ -211,14 +211,14 @@ bool DataLoader::Iterator::operator==(Sentinel) const { return !run_ || run_->do
 // ---- DataLoader ---------------------------------------------------------------------------------
 DataLoader::DataLoader(DatasetPtr dataset, Options options, int)
     : dataset_(std::move(dataset)), options_(std::move(options)), progress_(std::make_shared<LoaderState>()) {
-  check<ValueError>(dataset_ != nullptr, "DataLoader: the dataset is null");
+  NABLA_CHECK(ValueError, dataset_ != nullptr, "DataLoader: the dataset is null");
   const int64_t n = dataset_->size();
-  check<ValueError>(n > 0, "DataLoader: the dataset is empty");
-  check<ValueError>(options_.batch_size > 0, "DataLoader: batch_size must be positive, got ", options_.batch_size);
-  check<ValueError>(options_.num_workers >= 0, "DataLoader: num_workers must be non-negative, got ", options_.num_workers);
-  check<ValueError>(options_.prefetch_factor > 0, "DataLoader: prefetch_factor must be positive, got ",
+  NABLA_CHECK(ValueError, n > 0, "DataLoader: the dataset is empty");
+  NABLA_CHECK(ValueError, options_.batch_size > 0, "DataLoader: batch_size must be positive, got ", options_.batch_size);
+  NABLA_CHECK(ValueError, options_.num_workers >= 0, "DataLoader: num_workers must be non-negative, got ", options_.num_workers);
+  NABLA_CHECK(ValueError, options_.prefetch_factor > 0, "DataLoader: prefetch_factor must be positive, got ",
                     options_.prefetch_factor);
-  check<ValueError>(!(options_.shuffle && options_.sampler),
+  NABLA_CHECK(ValueError, !(options_.shuffle && options_.sampler),
                     "DataLoader: shuffle and sampler are mutually exclusive (shuffle with a RandomSampler instead)");
   if (options_.sampler)
     sampler_ = options_.sampler;
@@ -245,7 +245,7 @@ std::shared_ptr<const std::vector<int64_t>> DataLoader::epoch_order(int64_t epoc
   const int64_t n = dataset_->size();
   for (size_t k = 0; k < order->size(); ++k) {
     int64_t i = (*order)[k];
-    check<IndexError>(i >= 0 && i < n, "DataLoader: the sampler gave index ", i, " at position ", k, " of epoch ",
+    NABLA_CHECK(IndexError, i >= 0 && i < n, "DataLoader: the sampler gave index ", i, " at position ", k, " of epoch ",
                       epoch, " but the dataset has ", n, " examples");
   }
   cached_epoch_ = epoch;
@@ -264,13 +264,13 @@ int64_t DataLoader::size() const {
 
 DataLoader::Iterator DataLoader::begin() {
   const int64_t epoch = next_epoch_, start = next_index_;
-  impl::EpochRun::Plan plan;
+  internal::EpochRun::Plan plan;
   plan.dataset = dataset_;
   plan.collate = options_.collate;
   plan.pin_memory = options_.pin_memory;
   plan.order = epoch_order(epoch);
   const int64_t n = static_cast<int64_t>(plan.order->size());
-  check<IndexError>(start >= 0 && start <= n, "DataLoader: cannot resume epoch ", epoch, " at index ", start,
+  NABLA_CHECK(IndexError, start >= 0 && start <= n, "DataLoader: cannot resume epoch ", epoch, " at index ", start,
                     ": the epoch has ", n, " samples");
   plan.start = start;
   plan.batch_size = options_.batch_size;
@@ -280,13 +280,13 @@ DataLoader::Iterator DataLoader::begin() {
   next_epoch_ = epoch + 1;
   next_index_ = 0;
   *progress_ = {seed_, epoch, start};
-  return Iterator(std::make_unique<impl::EpochRun>(std::move(plan), options_.num_workers, options_.prefetch_factor, progress_));
+  return Iterator(std::make_unique<internal::EpochRun>(std::move(plan), options_.num_workers, options_.prefetch_factor, progress_));
 }
 
 LoaderState DataLoader::state() const { return *progress_; }
 
 void DataLoader::load_state(const LoaderState& state) {
-  check<ValueError>(state.epoch >= 0 && state.index >= 0, "DataLoader: load_state: epoch and index must be non-negative, got epoch ",
+  NABLA_CHECK(ValueError, state.epoch >= 0 && state.index >= 0, "DataLoader: load_state: epoch and index must be non-negative, got epoch ",
                     state.epoch, " index ", state.index);
   seed_ = state.seed;
   cached_order_.reset();
@@ -296,7 +296,7 @@ void DataLoader::load_state(const LoaderState& state) {
 }
 
 void DataLoader::set_epoch(int64_t epoch) {
-  check<ValueError>(epoch >= 0, "DataLoader: set_epoch: epoch must be non-negative, got ", epoch);
+  NABLA_CHECK(ValueError, epoch >= 0, "DataLoader: set_epoch: epoch must be non-negative, got ", epoch);
   next_epoch_ = epoch;
   next_index_ = 0;
   *progress_ = {seed_, epoch, 0};

@@ -59,7 +59,9 @@ struct LoaderState {
   bool operator==(const LoaderState&) const = default;
 };
 
-namespace impl {
+namespace internal {
+// The library's private helpers (internal::str, ...) are reachable from here as well.
+using namespace ::nabla::internal;
 class EpochRun;
 }
 
@@ -90,8 +92,8 @@ class DataLoader {
 
    private:
     friend class DataLoader;
-    explicit Iterator(std::unique_ptr<impl::EpochRun> run);
-    std::unique_ptr<impl::EpochRun> run_;
+    explicit Iterator(std::unique_ptr<internal::EpochRun> run);
+    std::unique_ptr<internal::EpochRun> run_;
   };
 
   // Starts the next epoch (or resumes the one given to load_state). Only one epoch can be iterated

@@ -19,28 +19,28 @@ Example Dataset::get_batch(std::span<const int64_t> indices) const {
 }
 
 Example collate(std::span<const Example> examples) {
-  check<ValueError>(!examples.empty(), "collate: no examples to stack");
+  NABLA_CHECK(ValueError, !examples.empty(), "collate: no examples to stack");
   const Example& first = examples[0];
-  check<ValueError>(first.data.defined(), "collate: example 0 has no data");
+  NABLA_CHECK(ValueError, first.data.defined(), "collate: example 0 has no data");
   bool has_target = first.target.defined();
   std::vector<Tensor> data, target;
   data.reserve(examples.size());
   if (has_target) target.reserve(examples.size());
   for (size_t i = 0; i < examples.size(); ++i) {
     const Example& e = examples[i];
-    check<ValueError>(e.data.defined(), "collate: example ", i, " has no data");
-    check<ShapeError>(e.data.sizes() == first.data.sizes(), "collate: example ", i, " has data of shape ",
+    NABLA_CHECK(ValueError, e.data.defined(), "collate: example ", i, " has no data");
+    NABLA_CHECK(ShapeError, e.data.sizes() == first.data.sizes(), "collate: example ", i, " has data of shape ",
                       e.data.sizes(), " but example 0 has ", first.data.sizes(),
                       "; resize or crop examples to one size, or pass a custom collate");
-    check<DTypeError>(e.data.dtype() == first.data.dtype(), "collate: example ", i, " has data of dtype ",
+    NABLA_CHECK(DTypeError, e.data.dtype() == first.data.dtype(), "collate: example ", i, " has data of dtype ",
                       e.data.dtype(), " but example 0 has ", first.data.dtype());
-    check<ValueError>(e.target.defined() == has_target, "collate: example ", i,
+    NABLA_CHECK(ValueError, e.target.defined() == has_target, "collate: example ", i,
                       e.target.defined() ? " has a target but example 0 has none" : " has no target but example 0 has one");
     data.push_back(e.data);
     if (has_target) {
-      check<ShapeError>(e.target.sizes() == first.target.sizes(), "collate: example ", i, " has a target of shape ",
+      NABLA_CHECK(ShapeError, e.target.sizes() == first.target.sizes(), "collate: example ", i, " has a target of shape ",
                         e.target.sizes(), " but example 0 has ", first.target.sizes());
-      check<DTypeError>(e.target.dtype() == first.target.dtype(), "collate: example ", i, " has a target of dtype ",
+      NABLA_CHECK(DTypeError, e.target.dtype() == first.target.dtype(), "collate: example ", i, " has a target of dtype ",
                         e.target.dtype(), " but example 0 has ", first.target.dtype());
       target.push_back(e.target);
     }
@@ -53,37 +53,37 @@ Example collate(std::span<const Example> examples) {
 
 // ---- TensorDataset ------------------------------------------------------------------------------
 TensorDataset::TensorDataset(Tensor data, Tensor target) : data_(std::move(data)), target_(std::move(target)) {
-  check<ValueError>(data_.defined(), "TensorDataset: data is undefined");
-  check<ShapeError>(data_.dim() >= 1, "TensorDataset: data must have a leading example dim, got shape ", data_.sizes());
+  NABLA_CHECK(ValueError, data_.defined(), "TensorDataset: data is undefined");
+  NABLA_CHECK(ShapeError, data_.dim() >= 1, "TensorDataset: data must have a leading example dim, got shape ", data_.sizes());
   if (target_.defined()) {
-    check<ShapeError>(target_.dim() >= 1 && target_.size(0) == data_.size(0), "TensorDataset: data has shape ",
+    NABLA_CHECK(ShapeError, target_.dim() >= 1 && target_.size(0) == data_.size(0), "TensorDataset: data has shape ",
                       data_.sizes(), " but target has shape ", target_.sizes(), " (the first dims must match)");
-    check<DeviceError>(target_.device() == data_.device(), "TensorDataset: data is on ", data_.device(),
+    NABLA_CHECK(DeviceError, target_.device() == data_.device(), "TensorDataset: data is on ", data_.device(),
                        " but target is on ", target_.device());
   }
 }
 
 Example TensorDataset::get(int64_t index) const {
-  impl::check_index("TensorDataset", index, size());
+  internal::check_index("TensorDataset", index, size());
   return {data_.select(0, index), target_.defined() ? target_.select(0, index) : Tensor()};
 }
 
 Example TensorDataset::get_batch(std::span<const int64_t> indices) const {
-  Tensor idx = impl::index_tensor(indices).to(data_.device());
+  Tensor idx = internal::index_tensor(indices).to(data_.device());
   return {data_.index_select(0, idx), target_.defined() ? target_.index_select(0, idx) : Tensor()};
 }
 
 // ---- Subset -------------------------------------------------------------------------------------
 Subset::Subset(DatasetPtr dataset, std::vector<int64_t> indices) : dataset_(std::move(dataset)), indices_(std::move(indices)) {
-  check<ValueError>(dataset_ != nullptr, "Subset: the dataset is null");
+  NABLA_CHECK(ValueError, dataset_ != nullptr, "Subset: the dataset is null");
   int64_t n = dataset_->size();
   for (size_t k = 0; k < indices_.size(); ++k)
-    check<IndexError>(indices_[k] >= 0 && indices_[k] < n, "Subset: index ", indices_[k], " at position ", k,
+    NABLA_CHECK(IndexError, indices_[k] >= 0 && indices_[k] < n, "Subset: index ", indices_[k], " at position ", k,
                       " is out of range for a dataset of ", n, " examples");
 }
 
 Example Subset::get(int64_t index) const {
-  impl::check_index("Subset", index, size());
+  internal::check_index("Subset", index, size());
   return dataset_->get(indices_[index]);
 }
 
@@ -97,13 +97,13 @@ Example Subset::get_batch(std::span<const int64_t> indices) const {
 ConcatDataset::ConcatDataset(std::vector<DatasetPtr> datasets) : datasets_(std::move(datasets)) {
   offsets_.push_back(0);
   for (size_t k = 0; k < datasets_.size(); ++k) {
-    check<ValueError>(datasets_[k] != nullptr, "ConcatDataset: dataset ", k, " is null");
+    NABLA_CHECK(ValueError, datasets_[k] != nullptr, "ConcatDataset: dataset ", k, " is null");
     offsets_.push_back(offsets_.back() + datasets_[k]->size());
   }
 }
 
 Example ConcatDataset::get(int64_t index) const {
-  impl::check_index("ConcatDataset", index, size());
+  internal::check_index("ConcatDataset", index, size());
   // The dataset k with offsets_[k] <= index < offsets_[k + 1].
   size_t k = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), index) - offsets_.begin()) - 1;
   return datasets_[k]->get(index - offsets_[k]);
@@ -125,13 +125,13 @@ Example ConcatDataset::get_batch(std::span<const int64_t> indices) const {
 
 // ---- random_split -------------------------------------------------------------------------------
 std::vector<Subset> random_split(DatasetPtr dataset, const std::vector<int64_t>& lengths, uint64_t seed) {
-  check<ValueError>(dataset != nullptr, "random_split: the dataset is null");
+  NABLA_CHECK(ValueError, dataset != nullptr, "random_split: the dataset is null");
   int64_t n = dataset->size(), total = 0;
   for (int64_t len : lengths) {
-    check<ValueError>(len >= 0, "random_split: lengths must be non-negative, got ", len);
+    NABLA_CHECK(ValueError, len >= 0, "random_split: lengths must be non-negative, got ", len);
     total += len;
   }
-  check<ValueError>(total == n, "random_split: lengths add up to ", total, " but the dataset has ", n, " examples");
+  NABLA_CHECK(ValueError, total == n, "random_split: lengths add up to ", total, " but the dataset has ", n, " examples");
   std::vector<int64_t> perm(static_cast<size_t>(n));
   std::iota(perm.begin(), perm.end(), int64_t{0});
   Rng rng(mix_seed(seed, 0x5b11u));
@@ -147,14 +147,14 @@ std::vector<Subset> random_split(DatasetPtr dataset, const std::vector<int64_t>&
 }
 
 std::vector<Subset> random_split_fractions(DatasetPtr dataset, const std::vector<double>& fractions, uint64_t seed) {
-  check<ValueError>(dataset != nullptr, "random_split_fractions: the dataset is null");
-  check<ValueError>(!fractions.empty(), "random_split_fractions: no fractions given");
+  NABLA_CHECK(ValueError, dataset != nullptr, "random_split_fractions: the dataset is null");
+  NABLA_CHECK(ValueError, !fractions.empty(), "random_split_fractions: no fractions given");
   double sum = 0;
   for (double f : fractions) {
-    check<ValueError>(f >= 0 && f <= 1, "random_split_fractions: fractions must be in [0, 1], got ", f);
+    NABLA_CHECK(ValueError, f >= 0 && f <= 1, "random_split_fractions: fractions must be in [0, 1], got ", f);
     sum += f;
   }
-  check<ValueError>(std::abs(sum - 1) < 1e-6, "random_split_fractions: fractions add up to ", sum, ", not 1");
+  NABLA_CHECK(ValueError, std::abs(sum - 1) < 1e-6, "random_split_fractions: fractions add up to ", sum, ", not 1");
   const int64_t n = dataset->size();
   std::vector<int64_t> lengths;
   int64_t given = 0;
@@ -168,9 +168,9 @@ std::vector<Subset> random_split_fractions(DatasetPtr dataset, const std::vector
 
 }  // namespace nabla::data
 
-namespace nabla::data::impl {
+namespace nabla::data::internal {
 Tensor index_tensor(std::span<const int64_t> indices) {
   int64_t n = static_cast<int64_t>(indices.size());
   return from_blob(const_cast<int64_t*>(indices.data()), IntArrayRef(&n, 1), kInt64);
 }
-}  // namespace nabla::data::impl
+}  // namespace nabla::data::internal

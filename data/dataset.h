@@ -50,7 +50,9 @@ concept DatasetLike = requires(const D& d, int64_t i) {
   { d.get(i) } -> std::convertible_to<Example>;
 };
 
-namespace impl {
+namespace internal {
+// The library's private helpers (internal::str, ...) are reachable from here as well.
+using namespace ::nabla::internal;
 template <class T>
 struct is_dataset_shared_ptr : std::false_type {};
 template <class T>
@@ -73,7 +75,7 @@ class DatasetAdapter final : public Dataset {
  private:
   D d_;
 };
-}  // namespace impl
+}  // namespace internal
 
 // A shared handle to `ds`: a shared_ptr to a Dataset is used as is; a Dataset subclass or any struct
 // with size() and get(i) is moved (or copied) into a new shared object. Built-in datasets hold their
@@ -81,13 +83,13 @@ class DatasetAdapter final : public Dataset {
 template <class D>
 DatasetPtr share(D&& ds) {
   using T = std::remove_cvref_t<D>;
-  if constexpr (impl::is_dataset_shared_ptr<T>::value) {
+  if constexpr (internal::is_dataset_shared_ptr<T>::value) {
     return DatasetPtr(std::forward<D>(ds));
   } else if constexpr (std::derived_from<T, Dataset>) {
     return std::make_shared<const T>(std::forward<D>(ds));
   } else {
     static_assert(DatasetLike<T>, "a dataset needs `int64_t size() const` and `Example get(int64_t) const`");
-    return std::make_shared<const impl::DatasetAdapter<T>>(std::forward<D>(ds));
+    return std::make_shared<const internal::DatasetAdapter<T>>(std::forward<D>(ds));
   }
 }
 

@@ -42,7 +42,7 @@ bool exists_file(const std::string& path) {
 
 // ---- InMemoryImageDataset -----------------------------------------------------------------------
 Example InMemoryImageDataset::get(int64_t index) const {
-  impl::check_index(name_, index, size());
+  internal::check_index(name_, index, size());
   const int64_t C = images_.size(1), H = images_.size(2), W = images_.size(3), n = C * H * W;
   Tensor image = empty({C, H, W}, kFloat32);
   pixels_to_float(images_.data_ptr<uint8_t>() + index * n, image.data_ptr<float>(), n);
@@ -58,7 +58,7 @@ Example InMemoryImageDataset::get_batch(std::span<const int64_t> indices) const 
   const uint8_t* src = images_.data_ptr<uint8_t>();
   float* dst = data.data_ptr<float>();
   for (int64_t b = 0; b < B; ++b) pixels_to_float(src + indices[static_cast<size_t>(b)] * n, dst + b * n, n);
-  return {data, targets_.index_select(0, impl::index_tensor(indices))};
+  return {data, targets_.index_select(0, internal::index_tensor(indices))};
 }
 
 // ---- MNIST --------------------------------------------------------------------------------------
@@ -70,7 +70,7 @@ std::string find_idx(const char* dataset, const std::string& root, const std::st
   if (exists_file(plain)) return plain;
   if (exists_file(gz)) return gz;
   const bool fashion = std::string_view(dataset) == "FashionMNIST";
-  throw IOError(detail::str(dataset, ": cannot find '", plain, "' (or '", gz, "'); ",
+  throw IOError(internal::str(dataset, ": cannot find '", plain, "' (or '", gz, "'); ",
                             fashion ? "Debian's package dataset-fashion-mnist installs the files in "
                                       "/usr/share/datasets/fashion-mnist (apt-get install dataset-fashion-mnist), and "
                                       "scripts/get-data.sh puts them in data/fashion-mnist"
@@ -82,7 +82,7 @@ Tensor read_idx_for(const char* dataset, const std::string& path, uint64_t max_b
   try {
     return read_idx(path, {.max_bytes = max_bytes});
   } catch (const IOError& e) {
-    throw IOError(detail::str(dataset, ": ", e.what()));
+    throw IOError(internal::str(dataset, ": ", e.what()));
   }
 }
 
@@ -90,7 +90,7 @@ IdxInfo read_idx_info_for(const char* dataset, const std::string& path, uint64_t
   try {
     return read_idx_info(path, {.max_bytes = max_bytes});
   } catch (const IOError& e) {
-    throw IOError(detail::str(dataset, ": ", e.what()));
+    throw IOError(internal::str(dataset, ": ", e.what()));
   }
 }
 
@@ -112,7 +112,7 @@ MNIST::MNIST(const char* name, std::vector<std::string> classes, const std::stri
   // straight into it, after checking that the gzip file is large enough to hold it).
   constexpr uint64_t kMaxImages = uint64_t(1) << 30, kMaxLabels = uint64_t(64) << 20;
   auto bad = [&](const std::string& path, const std::string& what) {
-    throw IOError(detail::str(name, ": IDX file '", path, "': ", what));
+    throw IOError(internal::str(name, ": IDX file '", path, "': ", what));
   };
   // The two headers first: whether the files agree (types, dims, counts) is known before either is
   // read (a gzip file declaring a million images next to 10,000 labels was decompressed, 1 GB).
@@ -120,25 +120,25 @@ MNIST::MNIST(const char* name, std::vector<std::string> classes, const std::stri
   const IdxInfo label_info = read_idx_info_for(name, label_path, kMaxLabels);
   const Shape image_dims(image_info.dims.begin(), image_info.dims.end()), label_dims(label_info.dims.begin(), label_info.dims.end());
   if (image_info.dtype != kUInt8)
-    bad(image_path, detail::str("expected u8 pixels (type 0x08), got ", image_info.type, " (", image_info.dtype, ")"));
+    bad(image_path, internal::str("expected u8 pixels (type 0x08), got ", image_info.type, " (", image_info.dtype, ")"));
   if (image_dims.size() != 3)
-    bad(image_path, detail::str("expected 3 dims (images, rows, columns), got ", image_dims.size(), " ", image_dims));
+    bad(image_path, internal::str("expected 3 dims (images, rows, columns), got ", image_dims.size(), " ", image_dims));
   if (image_dims[0] == 0 || image_dims[1] == 0 || image_dims[2] == 0)
-    bad(image_path, detail::str("holds no images (dims ", image_dims, ")"));
+    bad(image_path, internal::str("holds no images (dims ", image_dims, ")"));
   if (label_info.dtype != kUInt8)
-    bad(label_path, detail::str("expected u8 labels (type 0x08), got ", label_info.type, " (", label_info.dtype, ")"));
-  if (label_dims.size() != 1) bad(label_path, detail::str("expected 1 dim (labels), got ", label_dims.size(), " ", label_dims));
+    bad(label_path, internal::str("expected u8 labels (type 0x08), got ", label_info.type, " (", label_info.dtype, ")"));
+  if (label_dims.size() != 1) bad(label_path, internal::str("expected 1 dim (labels), got ", label_dims.size(), " ", label_dims));
   if (label_dims[0] != image_dims[0])
-    bad(label_path, detail::str("has ", label_dims[0], " labels but '", image_path, "' has ", image_dims[0],
+    bad(label_path, internal::str("has ", label_dims[0], " labels but '", image_path, "' has ", image_dims[0],
                                 " images (compared from the headers, before reading either)"));
   Tensor images = read_idx_for(name, image_path, kMaxImages);
   Tensor labels = read_idx_for(name, label_path, kMaxLabels);
   if (images.sizes() != image_dims || labels.sizes() != label_dims)  // the files changed in between
-    bad(image_path, detail::str("changed while being read (dims ", image_dims, " then ", images.sizes(), ")"));
+    bad(image_path, internal::str("changed while being read (dims ", image_dims, " then ", images.sizes(), ")"));
   const uint8_t* l = labels.data_ptr<uint8_t>();
   const int64_t num_classes = static_cast<int64_t>(classes_.size());
   for (int64_t i = 0; i < labels.size(0); ++i)
-    if (l[i] >= num_classes) bad(label_path, detail::str("label ", int(l[i]), " at index ", i, " is out of range [0, ", num_classes, ")"));
+    if (l[i] >= num_classes) bad(label_path, internal::str("label ", int(l[i]), " at index ", i, " is out of range [0, ", num_classes, ")"));
   images_ = images.unsqueeze(1);  // (N, 1, H, W)
   targets_ = labels.to(kInt64);
 }
@@ -167,15 +167,15 @@ CIFAR10::CIFAR10(const std::string& root, Split split, Transform transform) {
   int64_t total = 0;
   for (const auto& f : files) {
     if (!exists_file(f))
-      throw IOError(detail::str("CIFAR10: cannot find '", f, "' (expected the binary version, cifar-10-binary.tar.gz, unpacked in '",
+      throw IOError(internal::str("CIFAR10: cannot find '", f, "' (expected the binary version, cifar-10-binary.tar.gz, unpacked in '",
                                 root, "')"));
     std::vector<char> bytes = io::read_file(f, uint64_t(1) << 30);
     const int64_t size = static_cast<int64_t>(bytes.size());
-    check<IOError>(size > 0 && size % kRecord == 0, "CIFAR10: '", f, "' has ", size, " bytes, not a positive multiple of the ",
+    NABLA_CHECK(IOError, size > 0 && size % kRecord == 0, "CIFAR10: '", f, "' has ", size, " bytes, not a positive multiple of the ",
                    kRecord, "-byte record (1 label byte + 3x32x32 pixels): truncated or not a CIFAR-10 batch");
     for (int64_t r = 0; r < size / kRecord; ++r) {
       auto label = static_cast<uint8_t>(bytes[static_cast<size_t>(r * kRecord)]);
-      check<IOError>(label < 10, "CIFAR10: '", f, "': label ", int(label), " of record ", r, " is out of range [0, 10)");
+      NABLA_CHECK(IOError, label < 10, "CIFAR10: '", f, "': label ", int(label), " of record ", r, " is out of range [0, 10)");
     }
     total += size / kRecord;
     contents.push_back(std::move(bytes));
@@ -202,18 +202,18 @@ std::string lowercase(std::string s) {
 }  // namespace
 
 ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options) : options_(std::move(options)) {
-  check<ValueError>(options_.channels == 1 || options_.channels == 3 || options_.channels == 4,
+  NABLA_CHECK(ValueError, options_.channels == 1 || options_.channels == 3 || options_.channels == 4,
                     "ImageFolder: channels must be 1, 3 or 4, got ", options_.channels);
   std::error_code ec;
-  check<IOError>(fs::is_directory(root, ec), "ImageFolder: '", root, "' is not a directory");
+  NABLA_CHECK(IOError, fs::is_directory(root, ec), "ImageFolder: '", root, "' is not a directory");
   std::vector<std::string> extensions;
   for (const auto& e : options_.extensions) extensions.push_back(lowercase(e));
   for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
     std::string name = it->path().filename().string();
     if (!name.empty() && name[0] != '.' && it->is_directory(ec)) classes_.push_back(name);
   }
-  check<IOError>(!ec, "ImageFolder: cannot list '", root, "': ", ec.message());
-  check<IOError>(!classes_.empty(), "ImageFolder: '", root, "' has no class folders (expected ", root, "/<class>/<image>)");
+  NABLA_CHECK(IOError, !ec, "ImageFolder: cannot list '", root, "': ", ec.message());
+  NABLA_CHECK(IOError, !classes_.empty(), "ImageFolder: '", root, "' has no class folders (expected ", root, "/<class>/<image>)");
   std::sort(classes_.begin(), classes_.end());
   for (size_t label = 0; label < classes_.size(); ++label) {
     const std::string dir = root + "/" + classes_[label];
@@ -224,17 +224,17 @@ ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options) : 
       std::string ext = lowercase(it->path().extension().string());
       if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end()) files.push_back(it->path().string());
     }
-    check<IOError>(!ec, "ImageFolder: cannot list '", dir, "': ", ec.message());
-    check<IOError>(!files.empty() || options_.allow_empty, "ImageFolder: class folder '", dir,
+    NABLA_CHECK(IOError, !ec, "ImageFolder: cannot list '", dir, "': ", ec.message());
+    NABLA_CHECK(IOError, !files.empty() || options_.allow_empty, "ImageFolder: class folder '", dir,
                    "' has no images with a supported extension (set allow_empty to accept it)");
     std::sort(files.begin(), files.end());
     for (auto& f : files) samples_.emplace_back(std::move(f), static_cast<int64_t>(label));
   }
-  check<IOError>(!samples_.empty(), "ImageFolder: '", root, "' has no images");
+  NABLA_CHECK(IOError, !samples_.empty(), "ImageFolder: '", root, "' has no images");
 }
 
 Example ImageFolder::get(int64_t index) const {
-  impl::check_index("ImageFolder", index, size());
+  internal::check_index("ImageFolder", index, size());
   const auto& [path, label] = samples_[static_cast<size_t>(index)];
   Tensor image = to_tensor(load_image(path, options_.channels, options_.limits));
   if (options_.transform) image = options_.transform(image);

@@ -28,9 +28,9 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int64_t num_replica
                                        uint64_t seed, bool drop_last)
     : n_(dataset_size), num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle), drop_last_(drop_last),
       seed_(seed) {
-  check<ValueError>(dataset_size >= 0, "DistributedSampler: dataset size must be non-negative, got ", dataset_size);
-  check<ValueError>(num_replicas >= 1, "DistributedSampler: num_replicas must be at least 1, got ", num_replicas);
-  check<ValueError>(rank >= 0 && rank < num_replicas, "DistributedSampler: rank ", rank,
+  NABLA_CHECK(ValueError, dataset_size >= 0, "DistributedSampler: dataset size must be non-negative, got ", dataset_size);
+  NABLA_CHECK(ValueError, num_replicas >= 1, "DistributedSampler: num_replicas must be at least 1, got ", num_replicas);
+  NABLA_CHECK(ValueError, rank >= 0 && rank < num_replicas, "DistributedSampler: rank ", rank,
                     " is not in [0, num_replicas - 1 = ", num_replicas - 1, "]");
   // As PyTorch: with drop_last the tail that cannot be split evenly is dropped; otherwise padded.
   if (drop_last && n_ % num_replicas_ != 0) num_samples_ = (n_ - num_replicas_ + num_replicas_ - 1) / num_replicas_;
@@ -48,7 +48,7 @@ std::vector<int64_t> DistributedSampler::indices(uint64_t /*loader_seed*/, int64
   }
   const int64_t total = total_size();
   if (!drop_last_) {
-    check<ValueError>(n_ > 0 || total == 0, "DistributedSampler: the dataset is empty");
+    NABLA_CHECK(ValueError, n_ > 0 || total == 0, "DistributedSampler: the dataset is empty");
     // Repeat the first indices (the whole list as often as needed) up to total.
     for (int64_t i = 0; static_cast<int64_t>(all.size()) < total; ++i) all.push_back(all[i % n_]);
   } else {

@@ -283,18 +283,18 @@ Tensor read_idx(const std::string& path, const IdxOptions& options) {
 }
 
 void write_idx(const std::string& path, const Tensor& t, bool gzip) {
-  check<ValueError>(t.defined(), "write_idx: the tensor is undefined");
+  NABLA_CHECK(ValueError, t.defined(), "write_idx: the tensor is undefined");
   uint8_t code;
   switch (t.dtype()) {
     case kUInt8: code = 0x08; break;
     case kInt32: code = 0x0C; break;
     case kFloat32: code = 0x0D; break;
     case kFloat64: code = 0x0E; break;
-    default: throw DTypeError(detail::str("write_idx: cannot store ", t.dtype(), " in an IDX file (use u8, int32, float32 or float64)"));
+    default: throw DTypeError(internal::str("write_idx: cannot store ", t.dtype(), " in an IDX file (use u8, int32, float32 or float64)"));
   }
-  check<ShapeError>(t.dim() >= 1 && t.dim() <= 255, "write_idx: an IDX file holds 1 to 255 dims, got shape ", t.sizes());
+  NABLA_CHECK(ShapeError, t.dim() >= 1 && t.dim() <= 255, "write_idx: an IDX file holds 1 to 255 dims, got shape ", t.sizes());
   for (int64_t d = 0; d < t.dim(); ++d)
-    check<ShapeError>(t.size(d) <= int64_t(UINT32_MAX), "write_idx: dim ", d, " of ", t.sizes(), " does not fit in 32 bits");
+    NABLA_CHECK(ShapeError, t.size(d) <= int64_t(UINT32_MAX), "write_idx: dim ", d, " of ", t.sizes(), " does not fit in 32 bits");
   Tensor c = t.cpu().contiguous();
   const size_t es = c.element_size(), n = static_cast<size_t>(c.numel());
   std::vector<unsigned char> bytes(4 + 4 * static_cast<size_t>(c.dim()) + n * es);
@@ -308,9 +308,9 @@ void write_idx(const std::string& path, const Tensor& t, bool gzip) {
   for (size_t i = 0; i < n; ++i)
     for (size_t k = 0; k < es; ++k) dst[i * es + k] = src[i * es + (es - 1 - k)];  // little -> big endian
   if (gzip) {
-    check<ValueError>(bytes.size() < (size_t(1) << 31), "write_idx: gzip output is limited to 2 GiB of data");
+    NABLA_CHECK(ValueError, bytes.size() < (size_t(1) << 31), "write_idx: gzip output is limited to 2 GiB of data");
     z_stream zs{};
-    check<IOError>(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK, "write_idx: cannot start zlib");
+    NABLA_CHECK(IOError, deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK, "write_idx: cannot start zlib");
     std::vector<unsigned char> out(deflateBound(&zs, static_cast<uLong>(bytes.size())) + 64);
     zs.next_in = bytes.data();
     zs.avail_in = static_cast<uInt>(bytes.size());
@@ -319,7 +319,7 @@ void write_idx(const std::string& path, const Tensor& t, bool gzip) {
     int r = deflate(&zs, Z_FINISH);
     size_t written = zs.total_out;
     deflateEnd(&zs);
-    check<IOError>(r == Z_STREAM_END, "write_idx: gzip compression of '", path, "' failed");
+    NABLA_CHECK(IOError, r == Z_STREAM_END, "write_idx: gzip compression of '", path, "' failed");
     out.resize(written);
     bytes.swap(out);
   }

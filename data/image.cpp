@@ -60,7 +60,7 @@ std::string quoted(const std::string& name) { return "'" + name + "'"; }
 
 std::vector<char> read_image_file(const std::string& path, const ImageLimits& limits) {
   std::vector<char> bytes = io::read_file(path, limits.max_file_bytes);
-  check<IOError>(!bytes.empty(), "load_image: ", quoted(path), " is empty");
+  NABLA_CHECK(IOError, !bytes.empty(), "load_image: ", quoted(path), " is empty");
   return bytes;
 }
 
@@ -68,7 +68,7 @@ enum class Format { png, jpeg, bmp };
 
 // The format a file's first bytes announce; an IOError naming the file when it is none nabla reads.
 Format sniff_format(std::span<const uint8_t> b, const std::string& name) {
-  check<IOError>(!b.empty(), "load_image: ", quoted(name), " is empty");
+  NABLA_CHECK(IOError, !b.empty(), "load_image: ", quoted(name), " is empty");
   static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   if (b.size() >= 8 && std::memcmp(b.data(), kPng, 8) == 0) return Format::png;
   if (b.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return Format::jpeg;
@@ -79,22 +79,22 @@ Format sniff_format(std::span<const uint8_t> b, const std::string& name) {
     std::snprintf(hex, sizeof hex, "%s%02X", i ? " " : "", b[i]);
     start += hex;
   }
-  throw IOError(detail::str("load_image: ", quoted(name), " is not a readable PNG, JPEG or BMP image (it starts with bytes ",
+  throw IOError(internal::str("load_image: ", quoted(name), " is not a readable PNG, JPEG or BMP image (it starts with bytes ",
                             start, ", which are none of their signatures)"));
 }
 
 const char* format_name(Format f) { return f == Format::png ? "PNG" : f == Format::jpeg ? "JPEG" : "BMP"; }
 
 void check_size(int64_t w, int64_t h, const ImageLimits& limits, Format f, const std::string& name) {
-  check<IOError>(w > 0 && h > 0, "load_image: ", quoted(name), " (", format_name(f), ") declares an empty image (", w, "x",
+  NABLA_CHECK(IOError, w > 0 && h > 0, "load_image: ", quoted(name), " (", format_name(f), ") declares an empty image (", w, "x",
                  h, ")");
-  check<IOError>(w <= limits.max_width && h <= limits.max_height && w * h <= limits.max_pixels, "load_image: ",
+  NABLA_CHECK(IOError, w <= limits.max_width && h <= limits.max_height && w * h <= limits.max_pixels, "load_image: ",
                  quoted(name), " is ", w, "x", h, " pixels, over the limit of ", limits.max_width, "x", limits.max_height,
                  " and ", limits.max_pixels, " pixels (see ImageLimits)");
 }
 
 [[noreturn]] void decode_error(Format f, const std::string& name, const char* reason) {
-  throw IOError(detail::str("load_image: cannot decode ", quoted(name), " (", format_name(f), "): ",
+  throw IOError(internal::str("load_image: cannot decode ", quoted(name), " (", format_name(f), "): ",
                             reason && *reason ? reason : "the file is corrupt"));
 }
 
@@ -196,7 +196,7 @@ void check_png_chunks(std::span<const uint8_t> b, const std::string& name) {
     if (length > left || left - length < 4) {
       std::string printable;
       for (char c : type) printable += std::isalpha(static_cast<unsigned char>(c)) ? c : '?';
-      throw IOError(detail::str("load_image: cannot decode ", quoted(name), " (PNG): its ", printable, " chunk at byte ",
+      throw IOError(internal::str("load_image: cannot decode ", quoted(name), " (PNG): its ", printable, " chunk at byte ",
                                 pos, " declares ", length, " bytes of data, but only ",
                                 left >= 4 ? left - 4 : 0, " follow it (truncated or corrupt)"));
     }
@@ -208,7 +208,7 @@ void check_png_chunks(std::span<const uint8_t> b, const std::string& name) {
 ImageInfo png_decode(std::span<const uint8_t> bytes, const ImageLimits& limits, const std::string& name, int want,
                      Tensor* out) {
   // The size from IHDR (the first chunk) is checked before libpng allocates anything.
-  check<IOError>(bytes.size() >= 33 && std::memcmp(bytes.data() + 12, "IHDR", 4) == 0, "load_image: ", quoted(name),
+  NABLA_CHECK(IOError, bytes.size() >= 33 && std::memcmp(bytes.data() + 12, "IHDR", 4) == 0, "load_image: ", quoted(name),
                  " looks like a PNG file but does not start with an IHDR chunk (truncated or corrupt)");
   check_size(be32(bytes.data() + 16), be32(bytes.data() + 20), limits, Format::png, name);
   check_png_chunks(bytes, name);
@@ -217,9 +217,9 @@ ImageInfo png_decode(std::span<const uint8_t> bytes, const ImageLimits& limits, 
   d.size = bytes.size();
   d.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &d, png_on_error, png_on_warning);
   if (d.png) d.info = png_create_info_struct(d.png);
-  if (!d.png || !d.info) throw IOError(detail::str("load_image: cannot decode ", quoted(name), ": out of memory"));
+  if (!d.png || !d.info) throw IOError(internal::str("load_image: cannot decode ", quoted(name), ": out of memory"));
   if (!png_header(d, limits))
-    throw IOError(detail::str("load_image: ", quoted(name), " looks like a PNG file but its header is corrupt or unsupported: ",
+    throw IOError(internal::str("load_image: ", quoted(name), " looks like a PNG file but its header is corrupt or unsupported: ",
                               d.message));
   const int64_t w = png_get_image_width(d.png, d.info), h = png_get_image_height(d.png, d.info);
   const int channels = png_get_channels(d.png, d.info);
@@ -316,14 +316,14 @@ ImageInfo jpeg_decode(std::span<const uint8_t> bytes, const ImageLimits& limits,
   // libjpeg's buffers; more is refused instead of allocated.
   const long max_memory = static_cast<long>(std::min<int64_t>(limits.max_pixels, int64_t(1) << 34) * 8 + (64 << 20));
   if (!jpeg_header(d, bytes, max_memory))
-    throw IOError(detail::str("load_image: ", quoted(name), " looks like a JPEG file but its header is corrupt or unsupported: ",
+    throw IOError(internal::str("load_image: ", quoted(name), " looks like a JPEG file but its header is corrupt or unsupported: ",
                               d.message));
   const int64_t w = d.cinfo.image_width, h = d.cinfo.image_height;
   check_size(w, h, limits, Format::jpeg, name);
   const J_COLOR_SPACE in = d.cinfo.jpeg_color_space;
   const bool cmyk = in == JCS_CMYK || in == JCS_YCCK;
   if (in != JCS_GRAYSCALE && in != JCS_YCbCr && in != JCS_RGB && !cmyk)
-    throw IOError(detail::str("load_image: ", quoted(name), " is a JPEG file with ", d.cinfo.num_components,
+    throw IOError(internal::str("load_image: ", quoted(name), " is a JPEG file with ", d.cinfo.num_components,
                               " colour components in a colour space nabla does not read (gray, YCbCr, RGB, CMYK, YCCK)"));
   const int channels = in == JCS_GRAYSCALE ? 1 : 3;  // as decoded below (CMYK becomes RGB)
   if (out) {
@@ -359,11 +359,11 @@ int32_t le32(const uint8_t* p) {
 
 ImageInfo bmp_decode(std::span<const uint8_t> bytes, const ImageLimits& limits, const std::string& name, int want,
                      Tensor* out) {
-  check<IOError>(bytes.size() >= 26, "load_image: ", quoted(name), " looks like a BMP file but is too short for its header (",
+  NABLA_CHECK(IOError, bytes.size() >= 26, "load_image: ", quoted(name), " looks like a BMP file but is too short for its header (",
                  bytes.size(), " bytes)");
   int sw = 0, sh = 0, sc = 0;
   if (!stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &sw, &sh, &sc))
-    throw IOError(detail::str("load_image: ", quoted(name), " looks like a BMP file but its header is corrupt or unsupported: ",
+    throw IOError(internal::str("load_image: ", quoted(name), " looks like a BMP file but its header is corrupt or unsupported: ",
                               stbi_failure_reason()));
   // The size, read here (stb's info call reports the height of a top-down file, a valid BMP, as
   // negative; its decoder reads it right).
@@ -384,7 +384,7 @@ ImageInfo bmp_decode(std::span<const uint8_t> bytes, const ImageLimits& limits, 
         stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &dw, &dh, &dc, want ? want : sc),
         stbi_image_free);
     if (!pixels) decode_error(Format::bmp, name, stbi_failure_reason());
-    check<IOError>(dw == w && dh == h, "load_image: ", quoted(name), " decoded to ", dw, "x", dh,
+    NABLA_CHECK(IOError, dw == w && dh == h, "load_image: ", quoted(name), " decoded to ", dw, "x", dh,
                    " pixels but its header says ", w, "x", h);
     const int n = want ? want : sc;
     *out = empty({h, w, n}, kUInt8);
@@ -394,7 +394,7 @@ ImageInfo bmp_decode(std::span<const uint8_t> bytes, const ImageLimits& limits, 
 }
 
 ImageInfo decode(std::span<const uint8_t> bytes, const ImageLimits& limits, const std::string& name, int want, Tensor* out) {
-  check<IOError>(bytes.size() <= static_cast<size_t>(INT_MAX), "load_image: ", quoted(name), " is too large (",
+  NABLA_CHECK(IOError, bytes.size() <= static_cast<size_t>(INT_MAX), "load_image: ", quoted(name), " is too large (",
                  bytes.size(), " bytes)");
   switch (sniff_format(bytes, name)) {
     case Format::png: return png_decode(bytes, limits, name, want, out);
@@ -428,7 +428,7 @@ ImageInfo image_info(const std::string& path, const ImageLimits& limits) {
 }
 
 Tensor decode_image(std::span<const uint8_t> bytes, int channels, const ImageLimits& limits, const std::string& name) {
-  check<ValueError>(channels >= 0 && channels <= 4, "load_image: channels must be 0 (as stored), 1, 2, 3 or 4, got ",
+  NABLA_CHECK(ValueError, channels >= 0 && channels <= 4, "load_image: channels must be 0 (as stored), 1, 2, 3 or 4, got ",
                     channels);
   Tensor out;
   decode(bytes, limits, name, channels, &out);
@@ -449,10 +449,10 @@ namespace {
 // The bytes of u8 (H, W, C) or (H, W) encoded as `format` (png, bmp, jpeg); `op` and `name` for messages.
 std::vector<uint8_t> encode(const Tensor& image, const std::string& format, int quality, const char* op,
                             const std::string& name) {
-  check<DTypeError>(image.dtype() == kUInt8, op, ": expected a u8 image, got ", image.dtype());
-  check<ShapeError>((image.dim() == 2 || (image.dim() == 3 && image.size(2) >= 1 && image.size(2) <= 4)), op,
+  NABLA_CHECK(DTypeError, image.dtype() == kUInt8, op, ": expected a u8 image, got ", image.dtype());
+  NABLA_CHECK(ShapeError, (image.dim() == 2 || (image.dim() == 3 && image.size(2) >= 1 && image.size(2) <= 4)), op,
                     ": expected an image (H, W) or (H, W, C) with C in 1..4, got shape ", image.sizes());
-  check<ValueError>(image.size(0) > 0 && image.size(1) > 0 && image.size(0) <= INT_MAX / 8 && image.size(1) <= INT_MAX / 8,
+  NABLA_CHECK(ValueError, image.size(0) > 0 && image.size(1) > 0 && image.size(0) <= INT_MAX / 8 && image.size(1) <= INT_MAX / 8,
                     op, ": cannot write an image of shape ", image.sizes());
   Tensor img = image.cpu().contiguous();
   int h = static_cast<int>(img.size(0)), w = static_cast<int>(img.size(1));
@@ -466,8 +466,8 @@ std::vector<uint8_t> encode(const Tensor& image, const std::string& format, int 
   else if (format == "jpeg" || format == "jpg")
     ok = stbi_write_jpg_to_func(append_bytes, &bytes, w, h, c, img.data_ptr(), std::clamp(quality, 1, 100));
   else
-    throw ValueError(detail::str(op, ": unknown image format '", format, "' (use png, bmp or jpeg)"));
-  check<IOError>(ok != 0 && !bytes.empty(), op, ": cannot encode ", name);
+    throw ValueError(internal::str(op, ": unknown image format '", format, "' (use png, bmp or jpeg)"));
+  NABLA_CHECK(IOError, ok != 0 && !bytes.empty(), op, ": cannot encode ", name);
   return bytes;
 }
 
@@ -477,7 +477,7 @@ void save_image(const std::string& path, const Tensor& image, int quality) {
   std::string ext = lower_extension(path);
   std::string format = ext == ".png" ? "png" : ext == ".bmp" ? "bmp" : ext == ".jpg" || ext == ".jpeg" ? "jpeg" : "";
   if (format.empty())
-    throw ValueError(detail::str("save_image: cannot tell the format of ", quoted(path),
+    throw ValueError(internal::str("save_image: cannot tell the format of ", quoted(path),
                                  " from its extension (use .png, .bmp, .jpg or .jpeg)"));
   std::vector<uint8_t> bytes = encode(image, format, quality, "save_image", quoted(path));
   io::atomic_write(path, [&](std::FILE* f) { io::write_all(f, bytes.data(), bytes.size(), path); });
@@ -489,7 +489,7 @@ std::string encode_image(const Tensor& image, const std::string& format, int qua
 }
 
 // ---- resize -------------------------------------------------------------------------------------
-namespace impl {
+namespace internal {
 
 AxisTaps bilinear_taps(int64_t in, int64_t out, bool antialias) {
   const double scale = static_cast<double>(in) / static_cast<double>(out);
@@ -582,10 +582,10 @@ void resample_planes(const T* src, T* dst, int64_t planes, int64_t H, int64_t W,
 }  // namespace
 
 void check_resize(const Tensor& x, int64_t out_h, int64_t out_w, const char* op) {
-  check<ValueError>(x.defined(), op, ": the image is undefined");
-  check<ShapeError>(x.dim() >= 2, op, ": expected an image (..., H, W), got shape ", x.sizes());
-  check<ValueError>(out_h > 0 && out_w > 0, op, ": output size must be positive, got ", out_h, "x", out_w);
-  check<ShapeError>(x.size(-2) > 0 && x.size(-1) > 0, op, ": cannot resize an empty image of shape ", x.sizes());
+  NABLA_CHECK(ValueError, x.defined(), op, ": the image is undefined");
+  NABLA_CHECK(ShapeError, x.dim() >= 2, op, ": expected an image (..., H, W), got shape ", x.sizes());
+  NABLA_CHECK(ValueError, out_h > 0 && out_w > 0, op, ": output size must be positive, got ", out_h, "x", out_w);
+  NABLA_CHECK(ShapeError, x.size(-2) > 0 && x.size(-1) > 0, op, ": cannot resize an empty image of shape ", x.sizes());
 }
 
 Tensor resample(const Tensor& x, int64_t out_h, int64_t out_w, const AxisTaps& tx, const AxisTaps& ty, const char* op) {
@@ -608,17 +608,17 @@ Tensor resample(const Tensor& x, int64_t out_h, int64_t out_w, const AxisTaps& t
       resample_planes<uint8_t, float>(src.data_ptr<uint8_t>(), out.data_ptr<uint8_t>(), planes, H, W, out_h, out_w, tx, ty);
       break;
     default:
-      throw DTypeError(detail::str(op, ": expected a float32, float64 or u8 image, got ", src.dtype()));
+      throw DTypeError(internal::str(op, ": expected a float32, float64 or u8 image, got ", src.dtype()));
   }
   return out.to(dev);
 }
 
-}  // namespace impl
+}  // namespace internal
 
 Tensor resize_bilinear(const Tensor& x, int64_t out_h, int64_t out_w, bool antialias) {
-  impl::check_resize(x, out_h, out_w, "resize_bilinear");
-  return impl::resample(x, out_h, out_w, impl::bilinear_taps(x.size(-1), out_w, antialias),
-                        impl::bilinear_taps(x.size(-2), out_h, antialias), "resize_bilinear");
+  internal::check_resize(x, out_h, out_w, "resize_bilinear");
+  return internal::resample(x, out_h, out_w, internal::bilinear_taps(x.size(-1), out_w, antialias),
+                        internal::bilinear_taps(x.size(-2), out_h, antialias), "resize_bilinear");
 }
 
 }  // namespace nabla::data

@@ -9,10 +9,13 @@
 #include "../core/error.h"
 #include "../core/tensor.h"
 
-namespace nabla::data::impl {
+namespace nabla::data::internal {
+
+// nabla's own private helpers (internal::str, ...) resolve from here too.
+using namespace ::nabla::internal;
 
 inline void check_index(const char* what, int64_t index, int64_t size) {
-  check<IndexError>(index >= 0 && index < size, what, ": index ", index, " is out of range for ", size, " examples");
+  NABLA_CHECK(IndexError, index >= 0 && index < size, what, ": index ", index, " is out of range for ", size, " examples");
 }
 
 // An int64 tensor (n) that views `indices` without copying; valid while `indices` lives. Read only.
@@ -34,4 +37,4 @@ Tensor resample(const Tensor& x, int64_t out_h, int64_t out_w, const AxisTaps& t
 // The checks every resize makes, naming `op`: x is (..., H, W) with H, W > 0 and the output size positive.
 void check_resize(const Tensor& x, int64_t out_h, int64_t out_w, const char* op);
 
-}  // namespace nabla::data::impl
+}  // namespace nabla::data::internal

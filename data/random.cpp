@@ -25,7 +25,7 @@ uint32_t Rng::next_u32() {
 }
 
 int64_t Rng::randint(int64_t lo, int64_t hi) {
-  check<ValueError>(lo < hi, "randint: empty range [", lo, ", ", hi, ")");
+  NABLA_CHECK(ValueError, lo < hi, "randint: empty range [", lo, ", ", hi, ")");
   uint64_t range = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
   // Reject the top partial copy of [0, range) so every value is equally likely.
   uint64_t limit = UINT64_MAX - (UINT64_MAX % range + 1) % range;

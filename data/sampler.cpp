@@ -21,7 +21,7 @@ void shuffle(std::vector<int64_t>& v, Rng& rng) {
 }  // namespace
 
 SequentialSampler::SequentialSampler(int64_t n) : n_(n) {
-  check<ValueError>(n >= 0, "SequentialSampler: size must be non-negative, got ", n);
+  NABLA_CHECK(ValueError, n >= 0, "SequentialSampler: size must be non-negative, got ", n);
 }
 
 std::vector<int64_t> SequentialSampler::indices(uint64_t, int64_t) const {
@@ -32,12 +32,12 @@ std::vector<int64_t> SequentialSampler::indices(uint64_t, int64_t) const {
 
 RandomSampler::RandomSampler(int64_t n, bool replacement, std::optional<int64_t> num_samples)
     : n_(n), num_samples_(num_samples.value_or(n)), replacement_(replacement) {
-  check<ValueError>(n >= 0, "RandomSampler: size must be non-negative, got ", n);
-  check<ValueError>(num_samples_ >= 0, "RandomSampler: num_samples must be non-negative, got ", num_samples_);
-  check<ValueError>(replacement || !num_samples || *num_samples == n,
+  NABLA_CHECK(ValueError, n >= 0, "RandomSampler: size must be non-negative, got ", n);
+  NABLA_CHECK(ValueError, num_samples_ >= 0, "RandomSampler: num_samples must be non-negative, got ", num_samples_);
+  NABLA_CHECK(ValueError, replacement || !num_samples || *num_samples == n,
                     "RandomSampler: num_samples (", num_samples_, ") can differ from the dataset size (", n,
                     ") only with replacement");
-  check<ValueError>(num_samples_ == 0 || n > 0, "RandomSampler: cannot draw ", num_samples_, " samples from an empty dataset");
+  NABLA_CHECK(ValueError, num_samples_ == 0 || n > 0, "RandomSampler: cannot draw ", num_samples_, " samples from an empty dataset");
 }
 
 std::vector<int64_t> RandomSampler::indices(uint64_t seed, int64_t epoch) const {
@@ -64,21 +64,21 @@ std::vector<int64_t> SubsetRandomSampler::indices(uint64_t seed, int64_t epoch) 
 
 WeightedRandomSampler::WeightedRandomSampler(std::vector<double> weights, int64_t num_samples, bool replacement)
     : weights_(std::move(weights)), num_samples_(num_samples), replacement_(replacement) {
-  check<ValueError>(!weights_.empty(), "WeightedRandomSampler: no weights");
-  check<ValueError>(num_samples >= 0, "WeightedRandomSampler: num_samples must be non-negative, got ", num_samples);
+  NABLA_CHECK(ValueError, !weights_.empty(), "WeightedRandomSampler: no weights");
+  NABLA_CHECK(ValueError, num_samples >= 0, "WeightedRandomSampler: num_samples must be non-negative, got ", num_samples);
   double total = 0;
   int64_t positive = 0;
   cdf_.reserve(weights_.size());
   for (size_t i = 0; i < weights_.size(); ++i) {
     double w = weights_[i];
-    check<ValueError>(std::isfinite(w) && w >= 0, "WeightedRandomSampler: weight ", i, " is ", w,
+    NABLA_CHECK(ValueError, std::isfinite(w) && w >= 0, "WeightedRandomSampler: weight ", i, " is ", w,
                       " (weights must be finite and non-negative)");
     total += w;
     positive += w > 0;
     cdf_.push_back(total);
   }
-  check<ValueError>(total > 0, "WeightedRandomSampler: all weights are zero");
-  check<ValueError>(replacement || num_samples <= positive, "WeightedRandomSampler: cannot draw ", num_samples,
+  NABLA_CHECK(ValueError, total > 0, "WeightedRandomSampler: all weights are zero");
+  NABLA_CHECK(ValueError, replacement || num_samples <= positive, "WeightedRandomSampler: cannot draw ", num_samples,
                     " distinct indices without replacement: only ", positive, " weights are positive");
 }
 

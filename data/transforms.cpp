@@ -16,16 +16,16 @@ namespace nabla::data {
 
 namespace {
 void check_image(const char* op, const Tensor& x) {
-  check<ValueError>(x.defined(), op, ": the image is undefined");
-  check<ShapeError>(x.dim() >= 2, op, ": expected an image (..., H, W), got shape ", x.sizes());
+  NABLA_CHECK(ValueError, x.defined(), op, ": the image is undefined");
+  NABLA_CHECK(ShapeError, x.dim() >= 2, op, ": expected an image (..., H, W), got shape ", x.sizes());
 }
 }  // namespace
 
 // ---- functions ----------------------------------------------------------------------------------
 Tensor to_tensor(const Tensor& image) {
-  check<ValueError>(image.defined(), "ToTensor: the image is undefined");
-  check<DTypeError>(image.dtype() == kUInt8, "ToTensor: expected a u8 image (H, W, C) or (H, W), got ", image.dtype());
-  check<ShapeError>(image.dim() == 2 || image.dim() == 3, "ToTensor: expected a u8 image (H, W, C) or (H, W), got shape ",
+  NABLA_CHECK(ValueError, image.defined(), "ToTensor: the image is undefined");
+  NABLA_CHECK(DTypeError, image.dtype() == kUInt8, "ToTensor: expected a u8 image (H, W, C) or (H, W), got ", image.dtype());
+  NABLA_CHECK(ShapeError, image.dim() == 2 || image.dim() == 3, "ToTensor: expected a u8 image (H, W, C) or (H, W), got shape ",
                     image.sizes());
   Tensor src = image.cpu().contiguous();
   const int64_t H = src.size(0), W = src.size(1), C = src.dim() == 3 ? src.size(2) : 1;
@@ -41,17 +41,17 @@ Tensor to_tensor(const Tensor& image) {
 }
 
 Tensor normalize(const Tensor& x, const std::vector<double>& mean, const std::vector<double>& std) {
-  check<ValueError>(x.defined(), "Normalize: the image is undefined");
-  check<DTypeError>(x.is_floating_point(), "Normalize: expected a floating-point image, got ", x.dtype(),
+  NABLA_CHECK(ValueError, x.defined(), "Normalize: the image is undefined");
+  NABLA_CHECK(DTypeError, x.is_floating_point(), "Normalize: expected a floating-point image, got ", x.dtype(),
                     " (apply ToTensor first)");
-  check<ShapeError>(x.dim() >= 2, "Normalize: expected an image (..., C, H, W) or (H, W), got shape ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() >= 2, "Normalize: expected an image (..., C, H, W) or (H, W), got shape ", x.sizes());
   const int64_t C = x.dim() == 2 ? 1 : x.size(-3);
   const size_t n = mean.size();
-  check<ValueError>(n == std.size() && n > 0, "Normalize: mean has ", n, " values but std has ", std.size());
-  check<ShapeError>(n == 1 || static_cast<int64_t>(n) == C, "Normalize: ", n, " means and stds for an image with ", C,
+  NABLA_CHECK(ValueError, n == std.size() && n > 0, "Normalize: mean has ", n, " values but std has ", std.size());
+  NABLA_CHECK(ShapeError, n == 1 || static_cast<int64_t>(n) == C, "Normalize: ", n, " means and stds for an image with ", C,
                     " channels (shape ", x.sizes(), ")");
   for (size_t c = 0; c < n; ++c)
-    check<ValueError>(std[c] != 0 && std::isfinite(std[c]) && std::isfinite(mean[c]), "Normalize: channel ", c,
+    NABLA_CHECK(ValueError, std[c] != 0 && std::isfinite(std[c]) && std::isfinite(mean[c]), "Normalize: channel ", c,
                       " has mean ", mean[c], " and std ", std[c], " (std must be finite and nonzero)");
   if (n == 1) return x.sub(mean[0]).div(std[0]);
   Tensor m = tensor(mean, TensorOptions(x.dtype()).device(x.device())).view({C, 1, 1});
@@ -61,7 +61,7 @@ Tensor normalize(const Tensor& x, const std::vector<double>& mean, const std::ve
 
 Tensor crop(const Tensor& x, int64_t top, int64_t left, int64_t height, int64_t width, double fill) {
   check_image("crop", x);
-  check<ValueError>(height > 0 && width > 0, "crop: the window must be non-empty, got ", height, "x", width);
+  NABLA_CHECK(ValueError, height > 0 && width > 0, "crop: the window must be non-empty, got ", height, "x", width);
   const int64_t hd = x.dim() - 2, wd = x.dim() - 1, H = x.size(hd), W = x.size(wd);
   if (top >= 0 && left >= 0 && top + height <= H && left + width <= W)
     return x.narrow(hd, top, height).narrow(wd, left, width).contiguous();
@@ -132,9 +132,9 @@ void affine_planes(const T* src, T* dst, int64_t planes, int64_t H, int64_t W, c
 
 Tensor affine(const Tensor& x, double angle, double tx, double ty, double scale, double fill, Interpolation interpolation) {
   check_image("affine", x);
-  check<ValueError>(interpolation != Interpolation::bicubic,
+  NABLA_CHECK(ValueError, interpolation != Interpolation::bicubic,
                     "affine: bicubic interpolation is not supported (use nearest or bilinear), as torchvision's affine on tensors");
-  check<ValueError>(std::isfinite(angle) && std::isfinite(tx) && std::isfinite(ty) && std::isfinite(scale) && scale > 0,
+  NABLA_CHECK(ValueError, std::isfinite(angle) && std::isfinite(tx) && std::isfinite(ty) && std::isfinite(scale) && scale > 0,
                     "affine: angle, shift and scale must be finite and the scale positive, got angle ", angle, " shift (",
                     tx, ", ", ty, ") scale ", scale);
   const int64_t H = x.size(-2), W = x.size(-1);
@@ -165,14 +165,14 @@ Tensor affine(const Tensor& x, double angle, double tx, double ty, double scale,
       affine_planes<uint8_t, float>(src.data_ptr<uint8_t>(), out.data_ptr<uint8_t>(), planes, H, W, inv, static_cast<float>(fill), interpolation);
       break;
     default:
-      throw DTypeError(detail::str("affine: expected a float32, float64 or u8 image, got ", src.dtype()));
+      throw DTypeError(internal::str("affine: expected a float32, float64 or u8 image, got ", src.dtype()));
   }
   return out.to(dev);
 }
 
 // ---- resize: the nearest and bicubic filters' taps (data/image.cpp resamples with them) ----------
 namespace {
-using impl::AxisTaps;
+using internal::AxisTaps;
 
 // PyTorch's "nearest": floor(i * (in / out)) computed in float, and its shortcuts for the same size
 // and for doubling.
@@ -243,7 +243,7 @@ AxisTaps bicubic_aa_taps(int64_t in, int64_t out) {
 }
 
 AxisTaps axis_taps(int64_t in, int64_t out, Interpolation mode, bool antialias) {
-  if (mode == Interpolation::bilinear) return impl::bilinear_taps(in, out, antialias);
+  if (mode == Interpolation::bilinear) return internal::bilinear_taps(in, out, antialias);
   if (mode == Interpolation::nearest) return nearest_taps(in, out);
   return antialias ? bicubic_aa_taps(in, out) : bicubic_taps(in, out);
 }
@@ -251,8 +251,8 @@ AxisTaps axis_taps(int64_t in, int64_t out, Interpolation mode, bool antialias) 
 }  // namespace
 
 Tensor resize(const Tensor& x, int64_t out_h, int64_t out_w, Interpolation interpolation, bool antialias) {
-  impl::check_resize(x, out_h, out_w, "resize");
-  return impl::resample(x, out_h, out_w, axis_taps(x.size(-1), out_w, interpolation, antialias),
+  internal::check_resize(x, out_h, out_w, "resize");
+  return internal::resample(x, out_h, out_w, axis_taps(x.size(-1), out_w, interpolation, antialias),
                         axis_taps(x.size(-2), out_h, interpolation, antialias), "resize");
 }
 
@@ -266,10 +266,10 @@ Tensor Compose::operator()(const Tensor& x, Generator& gen) const {
 Tensor ToTensor::operator()(const Tensor& x) const { return to_tensor(x); }
 
 Normalize::Normalize(std::vector<double> m, std::vector<double> s) : mean(std::move(m)), std(std::move(s)) {
-  check<ValueError>(!mean.empty() && mean.size() == std.size(), "Normalize: mean has ", mean.size(), " values but std has ",
+  NABLA_CHECK(ValueError, !mean.empty() && mean.size() == std.size(), "Normalize: mean has ", mean.size(), " values but std has ",
                     std.size());
   for (size_t c = 0; c < std.size(); ++c)
-    check<ValueError>(std[c] != 0 && std::isfinite(std[c]), "Normalize: std[", c, "] is ", std[c],
+    NABLA_CHECK(ValueError, std[c] != 0 && std::isfinite(std[c]), "Normalize: std[", c, "] is ", std[c],
                       " (it must be finite and nonzero)");
 }
 
@@ -277,7 +277,7 @@ Tensor Normalize::operator()(const Tensor& x) const { return normalize(x, mean, 
 
 Tensor RandomCrop::operator()(const Tensor& x, Generator& gen) const {
   check_image("RandomCrop", x);
-  check<ValueError>(height > 0 && width > 0 && padding >= 0, "RandomCrop: size must be positive and padding non-negative, got ",
+  NABLA_CHECK(ValueError, height > 0 && width > 0 && padding >= 0, "RandomCrop: size must be positive and padding non-negative, got ",
                     height, "x", width, " padding ", padding);
   const int64_t H = x.size(-2), W = x.size(-1);
   int64_t pad_y = padding, pad_x = padding;
@@ -285,7 +285,7 @@ Tensor RandomCrop::operator()(const Tensor& x, Generator& gen) const {
   if (pad_if_needed && H + 2 * pad_y < height) pad_y += height - (H + 2 * pad_y);
   if (pad_if_needed && W + 2 * pad_x < width) pad_x += width - (W + 2 * pad_x);
   const int64_t Hp = H + 2 * pad_y, Wp = W + 2 * pad_x;
-  check<ShapeError>(Hp >= height && Wp >= width, "RandomCrop: the image is ", H, "x", W, " (", Hp, "x", Wp,
+  NABLA_CHECK(ShapeError, Hp >= height && Wp >= width, "RandomCrop: the image is ", H, "x", W, " (", Hp, "x", Wp,
                     " padded), smaller than the crop ", height, "x", width, "; set pad_if_needed or more padding");
   Rng rng = Rng::from(gen);
   int64_t top = rng.randint(0, Hp - height + 1);
@@ -301,7 +301,7 @@ Tensor RandomHorizontalFlip::operator()(const Tensor& x, Generator& gen) const {
 
 Tensor RandomAffine::operator()(const Tensor& x, Generator& gen) const {
   check_image("RandomAffine", x);
-  check<ValueError>(degrees[0] <= degrees[1] && scale[0] <= scale[1] && scale[0] > 0 && translate[0] >= 0 &&
+  NABLA_CHECK(ValueError, degrees[0] <= degrees[1] && scale[0] <= scale[1] && scale[0] > 0 && translate[0] >= 0 &&
                         translate[1] >= 0 && translate[0] <= 1 && translate[1] <= 1,
                     "RandomAffine: expected degrees lo <= hi, translate fractions in [0, 1] and 0 < scale lo <= hi, got "
                     "degrees [", degrees[0], ", ", degrees[1], "] translate (", translate[0], ", ", translate[1], ") scale [",
@@ -320,7 +320,7 @@ Tensor RandomAffine::operator()(const Tensor& x, Generator& gen) const {
 }
 
 std::array<int64_t, 2> resized_size(int64_t H, int64_t W, int64_t size) {
-  check<ValueError>(size > 0 && H > 0 && W > 0, "Resize: size must be positive, got ", size, " for an image of ", H, "x", W);
+  NABLA_CHECK(ValueError, size > 0 && H > 0 && W > 0, "Resize: size must be positive, got ", size, " for an image of ", H, "x", W);
   // torchvision's _compute_resized_output_size: the long side is int(size * long / short).
   auto longer = [&](int64_t lng, int64_t shrt) {
     return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(size) * static_cast<double>(lng) / static_cast<double>(shrt)));
@@ -331,7 +331,7 @@ std::array<int64_t, 2> resized_size(int64_t H, int64_t W, int64_t size) {
 
 Tensor Resize::operator()(const Tensor& x) const {
   check_image("Resize", x);
-  check<ValueError>(height > 0 && width >= 0, "Resize: size must be positive, got ", height, "x", width);
+  NABLA_CHECK(ValueError, height > 0 && width >= 0, "Resize: size must be positive, got ", height, "x", width);
   int64_t oh = height, ow = width;
   if (width == 0) {
     auto hw = resized_size(x.size(-2), x.size(-1), height);
@@ -344,8 +344,8 @@ Tensor Resize::operator()(const Tensor& x) const {
 }
 
 std::array<int64_t, 4> RandomResizedCrop::get_params(int64_t H, int64_t W, Generator& gen) const {
-  check<ValueError>(H > 0 && W > 0, "RandomResizedCrop: cannot crop an empty image of ", H, "x", W);
-  check<ValueError>(scale[0] <= scale[1] && scale[0] >= 0 && ratio[0] <= ratio[1] && ratio[0] > 0 && std::isfinite(scale[1]) &&
+  NABLA_CHECK(ValueError, H > 0 && W > 0, "RandomResizedCrop: cannot crop an empty image of ", H, "x", W);
+  NABLA_CHECK(ValueError, scale[0] <= scale[1] && scale[0] >= 0 && ratio[0] <= ratio[1] && ratio[0] > 0 && std::isfinite(scale[1]) &&
                         std::isfinite(ratio[1]),
                     "RandomResizedCrop: expected 0 <= scale lo <= hi and 0 < ratio lo <= hi, got scale [", scale[0], ", ",
                     scale[1], "] ratio [", ratio[0], ", ", ratio[1], "]");
@@ -376,7 +376,7 @@ std::array<int64_t, 4> RandomResizedCrop::get_params(int64_t H, int64_t W, Gener
 
 Tensor RandomResizedCrop::operator()(const Tensor& x, Generator& gen) const {
   check_image("RandomResizedCrop", x);
-  check<ValueError>(height > 0 && width > 0, "RandomResizedCrop: size must be positive, got ", height, "x", width);
+  NABLA_CHECK(ValueError, height > 0 && width > 0, "RandomResizedCrop: size must be positive, got ", height, "x", width);
   auto [top, left, h, w] = get_params(x.size(-2), x.size(-1), gen);
   return resized_crop(x, top, left, h, w, height, width, interpolation, antialias);
 }
@@ -391,7 +391,7 @@ Tensor CenterCrop::operator()(const Tensor& x) const { return center_crop(x, hei
 // ---- TransformDataset ---------------------------------------------------------------------------
 TransformDataset::TransformDataset(DatasetPtr dataset, Transform transform, Transform target_transform)
     : dataset_(std::move(dataset)), transform_(std::move(transform)), target_transform_(std::move(target_transform)) {
-  check<ValueError>(dataset_ != nullptr, "TransformDataset: the dataset is null");
+  NABLA_CHECK(ValueError, dataset_ != nullptr, "TransformDataset: the dataset is null");
 }
 
 Example TransformDataset::get(int64_t index) const {

@@ -49,7 +49,7 @@ int parse_int(const std::string& text, const std::string& what) {
   char* end = nullptr;
   errno = 0;
   long v = std::strtol(text.c_str(), &end, 10);
-  check<ValueError>(!text.empty() && end && *end == '\0' && errno == 0 && v >= INT32_MIN && v <= INT32_MAX,
+  NABLA_CHECK(ValueError, !text.empty() && end && *end == '\0' && errno == 0 && v >= INT32_MIN && v <= INT32_MAX,
                     "init_process_group: ", what, "='", text, "' is not an integer");
   return static_cast<int>(v);
 }
@@ -67,7 +67,7 @@ std::string missing_ranks(Store& store, const std::string& prefix, int world_siz
     for (int r = 0; r < world_size; ++r)
       if (!store.check({prefix + std::to_string(r)})) s += (s.empty() ? "" : ", ") + std::to_string(r);
   } catch (const DistributedError& e) {
-    return detail::str("unknown: ", e.what());
+    return internal::str("unknown: ", e.what());
   }
   return s;
 }
@@ -84,7 +84,7 @@ void wait_for_ranks(Store& store, const std::string& prefix, int from, int to, i
   try {
     store.wait(keys_for(prefix, from, to), timeout);
   } catch (const DistributedError&) {
-    throw DistributedError(detail::str(
+    throw DistributedError(internal::str(
         "init_process_group: rank ", rank, " (world_size ", world_size, ") waited ", timeout.count(), " ms at ",
         store.describe(), " for ranks [", missing_ranks(store, prefix, to), "] to ", stage,
         "; were all ", world_size, " processes started, with the same WORLD_SIZE and MASTER_ADDR/MASTER_PORT?"));
@@ -97,7 +97,7 @@ size_t env_size(const char* name, size_t fallback) {
   char* end = nullptr;
   errno = 0;
   unsigned long long x = std::strtoull(v.c_str(), &end, 10);
-  check<ValueError>(*end == '\0' && errno == 0 && v[0] != '-' && x > 0, "init_process_group: ", name, "='", v,
+  NABLA_CHECK(ValueError, *end == '\0' && errno == 0 && v[0] != '-' && x > 0, "init_process_group: ", name, "='", v,
                     "' is not a positive number of bytes");
   return static_cast<size_t>(x);
 }
@@ -112,12 +112,12 @@ std::string job_secret(const InitOptions& options) {
     if (std::string path = env_or("NABLA_STORE_SECRET_FILE"); !path.empty()) {
       from = "NABLA_STORE_SECRET_FILE '" + path + "'";
       int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      check<ValueError>(fd >= 0, "init_process_group: cannot open ", from, ": ", std::strerror(errno));
+      NABLA_CHECK(ValueError, fd >= 0, "init_process_group: cannot open ", from, ": ", std::strerror(errno));
       struct stat st {};
       ::fstat(fd, &st);
       if (!S_ISREG(st.st_mode) || (st.st_mode & 077) != 0 || st.st_size > 4096) {
         ::close(fd);
-        throw ValueError(detail::str("init_process_group: ", from,
+        throw ValueError(internal::str("init_process_group: ", from,
                                      !S_ISREG(st.st_mode) ? " is not a regular file"
                                      : st.st_size > 4096  ? " is larger than 4096 bytes"
                                                           : " may be read or written by other users (chmod 600 it)",
@@ -126,15 +126,15 @@ std::string job_secret(const InitOptions& options) {
       secret.resize(static_cast<size_t>(st.st_size));
       ssize_t n = ::read(fd, secret.data(), secret.size());
       ::close(fd);
-      check<ValueError>(n == st.st_size, "init_process_group: cannot read ", from);
+      NABLA_CHECK(ValueError, n == st.st_size, "init_process_group: cannot read ", from);
       while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) secret.pop_back();
-      check<ValueError>(!secret.empty(), "init_process_group: ", from, " is empty");
+      NABLA_CHECK(ValueError, !secret.empty(), "init_process_group: ", from, " is empty");
     } else if (std::string v = env_or("NABLA_STORE_SECRET"); !v.empty()) {
       secret = v;
       from = "NABLA_STORE_SECRET";
     }
   }
-  check<ValueError>(secret.empty() || secret.size() >= kMinSecret, "init_process_group: the store's secret (", from,
+  NABLA_CHECK(ValueError, secret.empty() || secret.size() >= kMinSecret, "init_process_group: the store's secret (", from,
                     ") has ", secret.size(), " bytes; it needs at least ", kMinSecret,
                     " (e.g. head -c 32 /dev/urandom | base64)");
   return secret;
@@ -149,25 +149,25 @@ bool is_loopback(const std::string& address) {  // "127.0.1.1:29500", "[::1]:295
 void init_process_group(const InitOptions& options) {
   auto& g = global();
   std::lock_guard lock(g.mutex);
-  check<ValueError>(!g.group, "init_process_group: already initialized (rank ", g.group ? g.group->rank() : -1,
+  NABLA_CHECK(ValueError, !g.group, "init_process_group: already initialized (rank ", g.group ? g.group->rank() : -1,
                     "); call destroy_process_group first");
-  check<ValueError>(options.backend == "gloo" || options.backend == "nccl", "init_process_group: backend '",
+  NABLA_CHECK(ValueError, options.backend == "gloo" || options.backend == "nccl", "init_process_group: backend '",
                     options.backend, "' is not one of nabla's: 'gloo' (CPU tensors), 'nccl' (CUDA tensors)");
-  check<ValueError>(options.backend != "nccl" || nccl_built(), "init_process_group: backend 'nccl' is not in this ",
+  NABLA_CHECK(ValueError, options.backend != "nccl" || nccl_built(), "init_process_group: backend 'nccl' is not in this ",
                     "build of nabla: it is built with the CUDA backend where the CUDA toolkit has NCCL (nccl.h, ",
                     "libnccl); use 'gloo' (CPU tensors)");
   // Before the rendezvous: a rank without a GPU says so at once (its peers then name it as missing).
-  check<DeviceError>(options.backend != "nccl" || cuda::is_available(), "init_process_group: rank ",
+  NABLA_CHECK(DeviceError, options.backend != "nccl" || cuda::is_available(), "init_process_group: rank ",
                      options.rank >= 0 ? options.rank : env_int("RANK", -1), " (nccl) needs a CUDA device, and ",
                      "there is none here: ", cuda::unavailable_reason(), " (use the gloo backend for CPU tensors)");
-  check<ValueError>(options.timeout.count() > 0, "init_process_group: timeout must be positive, got ",
+  NABLA_CHECK(ValueError, options.timeout.count() > 0, "init_process_group: timeout must be positive, got ",
                     options.timeout.count(), " ms");
   int rank = options.rank >= 0 ? options.rank : env_int("RANK", -1);
   int world_size = options.world_size >= 0 ? options.world_size : env_int("WORLD_SIZE", -1);
-  check<ValueError>(rank >= 0, "init_process_group: no rank: pass .rank or set RANK (nabla-run and torchrun set it)");
-  check<ValueError>(world_size >= 1, "init_process_group: no world size: pass .world_size or set WORLD_SIZE ",
+  NABLA_CHECK(ValueError, rank >= 0, "init_process_group: no rank: pass .rank or set RANK (nabla-run and torchrun set it)");
+  NABLA_CHECK(ValueError, world_size >= 1, "init_process_group: no world size: pass .world_size or set WORLD_SIZE ",
                     "(nabla-run and torchrun set it)");
-  check<ValueError>(rank < world_size, "init_process_group: rank ", rank, " is not below world_size ", world_size);
+  NABLA_CHECK(ValueError, rank < world_size, "init_process_group: rank ", rank, " is not below world_size ", world_size);
 
   // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that died would kill this process with
   // SIGPIPE instead of failing the collective with an error. Ignore SIGPIPE (as Python does for
@@ -185,20 +185,20 @@ void init_process_group(const InitOptions& options) {
     if (m.rfind("env://", 0) == 0) {
       host = env_or("MASTER_ADDR");
       port_text = env_or("MASTER_PORT");
-      check<ValueError>(!host.empty() && !port_text.empty(), "init_process_group: env:// needs MASTER_ADDR and ",
+      NABLA_CHECK(ValueError, !host.empty() && !port_text.empty(), "init_process_group: env:// needs MASTER_ADDR and ",
                         "MASTER_PORT (nabla-run and torchrun set them); MASTER_ADDR='", host, "' MASTER_PORT='",
                         port_text, "'");
     } else {
       std::string hp = m.substr(6);
       auto colon = hp.rfind(':');
-      check<ValueError>(colon != std::string::npos && colon > 0, "init_process_group: '", m,
+      NABLA_CHECK(ValueError, colon != std::string::npos && colon > 0, "init_process_group: '", m,
                         "' is not tcp://host:port");
       host = hp.substr(0, colon);
       port_text = hp.substr(colon + 1);
       if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
     }
     int port = parse_int(port_text, "the master port");
-    check<ValueError>(port > 0 && port < 65536, "init_process_group: port ", port, " is not a TCP port");
+    NABLA_CHECK(ValueError, port > 0 && port < 65536, "init_process_group: port ", port, " is not a TCP port");
     TCPStoreOptions so;
     so.secret = job_secret(options);
     so.listen_all = options.store_listen_all || env_or("NABLA_STORE_LISTEN_ALL") == "1";
@@ -228,15 +228,15 @@ void init_process_group(const InitOptions& options) {
     // Peers reach this process on the interface it reaches the master through.
     if (gloo.iface.empty()) gloo.hostname = tcp->local_address();
     int64_t claims = tcp->add("nabla.rank_claims." + std::to_string(rank), 1);
-    check<DistributedError>(claims == 1, "init_process_group: rank ", rank, " was claimed by ", claims,
+    NABLA_CHECK(DistributedError, claims == 1, "init_process_group: rank ", rank, " was claimed by ", claims,
                             " processes at ", tcp->describe(), "; every process needs its own RANK");
     store = std::move(tcp);
   } else if (m.rfind("file://", 0) == 0) {
     std::string path = m.substr(7);
-    check<ValueError>(!path.empty(), "init_process_group: '", m, "' names no directory (file:///path)");
+    NABLA_CHECK(ValueError, !path.empty(), "init_process_group: '", m, "' names no directory (file:///path)");
     store = std::make_unique<FileStore>(path, options.timeout);
   } else {
-    throw ValueError(detail::str("init_process_group: init_method '", m,
+    throw ValueError(internal::str("init_process_group: init_method '", m,
                                  "' is not env://, tcp://host:port or file:///path"));
   }
   store->set_timeout(options.timeout);
@@ -251,7 +251,7 @@ void init_process_group(const InitOptions& options) {
     for (int r = 0; r < world_size; ++r) {
       auto v = store->get("nabla.join." + std::to_string(r));
       std::string theirs(v.begin(), v.end());
-      check<DistributedError>(theirs == ws, "init_process_group: rank ", r, " says world_size ", theirs, " but rank ",
+      NABLA_CHECK(DistributedError, theirs == ws, "init_process_group: rank ", r, " says world_size ", theirs, " but rank ",
                               rank, " says ", ws, " (", store->describe(), ")");
     }
 
@@ -303,7 +303,7 @@ void destroy_process_group() {
 ProcessGroup& default_group() {
   auto& g = global();
   std::lock_guard lock(g.mutex);
-  check<DistributedError>(g.group != nullptr,
+  NABLA_CHECK(DistributedError, g.group != nullptr,
                           "the default process group is not initialized: call distributed::init_process_group first");
   return *g.group;
 }

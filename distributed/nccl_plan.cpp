@@ -42,14 +42,14 @@ NcclType data_type(DType d, const char* collective) {
     case DType::f16: return NcclType::float16;
     case DType::bf16: return NcclType::bfloat16;
   }
-  throw DTypeError(detail::str(collective, ": the nccl backend has no NCCL data type for dtype ",
+  throw DTypeError(internal::str(collective, ": the nccl backend has no NCCL data type for dtype ",
                                static_cast<int>(d)));
 }
 
 Reduction reduction(ReduceOp op, DType d, const char* collective) {
   NcclType t = data_type(d, collective);
   if (op == ReduceOp::avg) {
-    check<DTypeError>(is_floating(d), collective, ": ReduceOp::avg needs a floating dtype, got ", d,
+    NABLA_CHECK(DTypeError, is_floating(d), collective, ": ReduceOp::avg needs a floating dtype, got ", d,
                       " (as torch.distributed: reduce with sum and divide)");
     return {t, NcclOp::avg};
   }
@@ -69,7 +69,7 @@ Reduction reduction(ReduceOp op, DType d, const char* collective) {
     case ReduceOp::max: return {t, NcclOp::max};
     case ReduceOp::avg: break;
   }
-  throw ValueError(detail::str(collective, ": unknown ReduceOp ", static_cast<int>(op)));
+  throw ValueError(internal::str(collective, ": unknown ReduceOp ", static_cast<int>(op)));
 }
 
 }  // namespace nabla::distributed::nccl_plan

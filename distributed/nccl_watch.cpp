@@ -44,22 +44,22 @@ void Probe::pause(int polls) {
 
 std::string timeout_reason(Stage stage, std::chrono::milliseconds timeout, const std::string& call,
                            const std::string& hint) {
-  const std::string within = detail::str("within the timeout (", timeout.count(), " ms)");
+  const std::string within = internal::str("within the timeout (", timeout.count(), " ms)");
   const std::string extra = hint.empty() ? "" : "; " + hint;
   switch (stage) {
     case Stage::setup:
-      return detail::str("NCCL's communicator setup (", call.empty() ? "ncclCommInitRankConfig" : call,
+      return internal::str("NCCL's communicator setup (", call.empty() ? "ncclCommInitRankConfig" : call,
                          ") did not finish ", within, ": a peer died, hangs or never joined", extra,
                          "; the communicator was aborted");
     case Stage::enqueue:
-      return detail::str(call.empty() ? "the NCCL call" : call, " answered ncclInProgress and was not queued ", within,
+      return internal::str(call.empty() ? "the NCCL call" : call, " answered ncclInProgress and was not queued ", within,
                          ": a peer died, hangs or did not call it (NCCL does not say which)", extra,
                          "; the communicator was aborted");
     case Stage::completion:
-      return detail::str("not finished ", within, ": a peer died, hangs or did not call it (NCCL does not say which)",
+      return internal::str("not finished ", within, ": a peer died, hangs or did not call it (NCCL does not say which)",
                          extra, "; the communicator was aborted");
     case Stage::teardown:
-      return detail::str("NCCL's communicator teardown (", call.empty() ? "ncclCommFinalize" : call,
+      return internal::str("NCCL's communicator teardown (", call.empty() ? "ncclCommFinalize" : call,
                          ") did not finish ", within, extra, "; the communicator was aborted");
   }
   return "?";
@@ -69,7 +69,7 @@ std::string error_reason(Stage stage, const std::string& status_text, const std:
   const char* during = stage == Stage::setup      ? " during the communicator's setup"
                        : stage == Stage::teardown ? " during the communicator's teardown"
                                                   : "";
-  return detail::str("NCCL reported ", status_text, during, call.empty() ? "" : " (" + call + ")",
+  return internal::str("NCCL reported ", status_text, during, call.empty() ? "" : " (" + call + ")",
                      "; the communicator was aborted");
 }
 
@@ -80,7 +80,7 @@ int watch(Probe& probe, Stage stage, const std::string& what, const std::string&
   for (int polls = 0;; ++polls) {
     if (std::string b = probe.broken(); !b.empty())
       throw DistributedError(
-          detail::str(what, ": process group (", where, ") is unusable after an earlier failure: ", b));
+          internal::str(what, ": process group (", where, ") is unusable after an earlier failure: ", b));
     // The event first: a state read after it also covers it (an error found then still fails).
     const bool event_done = stage == Stage::completion && probe.event_done();
     const int state = probe.state();
@@ -89,7 +89,7 @@ int watch(Probe& probe, Stage stage, const std::string& what, const std::string&
     if (v != Verdict::wait) {
       const std::string reason = v == Verdict::nccl_error ? error_reason(stage, probe.status_text(state), call)
                                                           : timeout_reason(stage, timeout, call, probe.hint(stage));
-      const std::string message = detail::str(what, " failed on ", where, ": ", reason);
+      const std::string message = internal::str(what, " failed on ", where, ": ", reason);
       probe.abort(message);
       throw DistributedError(message);
     }

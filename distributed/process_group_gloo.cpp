@@ -173,7 +173,7 @@ void divide_in_place(const Tensor& buf, int n) {
   });
 }
 
-std::string describe(const Tensor& t) { return detail::str(t.dtype(), " ", t.sizes()); }
+std::string describe(const Tensor& t) { return internal::str(t.dtype(), " ", t.sizes()); }
 
 // Gloo's messages name a peer by its listening address; "[127.0.0.1]:4123$7" -> "[127.0.0.1]:4123".
 std::string strip_sequence(const std::string& a) { return a.substr(0, a.find('$')); }
@@ -193,7 +193,7 @@ ProcessGroupGloo::ProcessGroupGloo(Store& store, int rank, int size, GlooOptions
   try {
     device = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    throw DistributedError(detail::str("init_process_group: rank ", rank, " cannot open Gloo's TCP device on '",
+    throw DistributedError(internal::str("init_process_group: rank ", rank, " cannot open Gloo's TCP device on '",
                                        options_.hostname.empty() ? options_.iface : options_.hostname, "': ", e.what()));
   }
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
@@ -201,7 +201,7 @@ ProcessGroupGloo::ProcessGroupGloo(Store& store, int rank, int size, GlooOptions
   try {
     context->connectFullMesh(store, device);
   } catch (const std::exception& e) {
-    throw DistributedError(detail::str("init_process_group: rank ", rank, " of ", size,
+    throw DistributedError(internal::str("init_process_group: rank ", rank, " of ", size,
                                        ": Gloo's rendezvous through ", store.describe(), " failed within ",
                                        options_.timeout.count(), " ms: ", e.what()));
   }
@@ -214,12 +214,12 @@ ProcessGroupGloo::ProcessGroupGloo(Store& store, int rank, int size, GlooOptions
   for (int j = 0; j < size; ++j) {
     if (j == rank) continue;
     std::string mine = strip_sequence(context->getPair(j)->address().str());
-    store.set(detail::str("nabla.pair.", rank, ".", j), std::vector<char>(mine.begin(), mine.end()));
+    store.set(internal::str("nabla.pair.", rank, ".", j), std::vector<char>(mine.begin(), mine.end()));
   }
   for (int j = 0; j < size; ++j) {
     if (j == rank) continue;
     try {
-      auto theirs = store.get(detail::str("nabla.pair.", j, ".", rank));
+      auto theirs = store.get(internal::str("nabla.pair.", j, ".", rank));
       peer_addresses_[std::string(theirs.begin(), theirs.end())] = j;
     } catch (const std::exception&) {
     }
@@ -268,7 +268,7 @@ void ProcessGroupGloo::run_worker() {
 
 void ProcessGroupGloo::check_not_broken() const {
   std::lock_guard lock(mutex_);
-  check<DistributedError>(broken_.empty(), "process group (gloo, rank ", rank_, " of ", size_,
+  NABLA_CHECK(DistributedError, broken_.empty(), "process group (gloo, rank ", rank_, " of ", size_,
                           ") is unusable after an earlier failure: ", broken_);
 }
 
@@ -276,9 +276,9 @@ void ProcessGroupGloo::rethrow_as_distributed(const std::string& what, const std
   if (dynamic_cast<const nabla::Error*>(&e) && !dynamic_cast<const gloo::Exception*>(&e)) throw;
   std::string msg = e.what(), peer;
   for (auto& [addr, r] : peer_addresses_)
-    if (msg.find(addr) != std::string::npos) peer = detail::str("peer rank ", r, " at ", addr, ": ");
+    if (msg.find(addr) != std::string::npos) peer = internal::str("peer rank ", r, " at ", addr, ": ");
   if (peer.empty() && msg.find("Timed out") != std::string::npos) peer = "timed out waiting for a peer: ";
-  throw DistributedError(detail::str(what, " failed on rank ", rank_, " of ", size_, " (gloo, timeout ",
+  throw DistributedError(internal::str(what, " failed on rank ", rank_, " of ", size_, " (gloo, timeout ",
                                      options_.timeout.count(), " ms): ", peer, msg));
 }
 
@@ -302,7 +302,7 @@ void ProcessGroupGloo::check_signatures(const std::string& what, const Signature
     const int64_t* t = all.data() + 4 * r;
     if (std::equal(t, t + 4, mine.begin())) continue;
     auto name = [](int64_t c) { return c >= 1 && c <= 7 ? kCollectiveNames[c] : "?"; };
-    throw DistributedError(detail::str(
+    throw DistributedError(internal::str(
         what, " on rank ", rank_, ": the ranks disagree (NABLA_DISTRIBUTED_DEBUG): rank ", r, " called ",
         name(t[0]), " with ", t[1], " elements of ", dtype_name(static_cast<DType>(t[2])), " (root or op ", t[3],
         "), rank ", rank_, " called ", name(sig.collective), " with ", sig.numel, " elements of ",
@@ -313,7 +313,7 @@ void ProcessGroupGloo::check_signatures(const std::string& what, const Signature
 Work ProcessGroupGloo::enqueue(std::string what, Signature sig, std::function<void(uint32_t)> fn) {
   auto state = std::make_shared<Work::State>();
   std::lock_guard lock(mutex_);
-  check<DistributedError>(!stop_, what, ": the process group is being destroyed");
+  NABLA_CHECK(DistributedError, !stop_, what, ": the process group is being destroyed");
   uint32_t tag = next_tag_++;
   queue_.push_back({[this, state, tag, sig, what = std::move(what), fn = std::move(fn)] {
     std::string broken;
@@ -322,7 +322,7 @@ Work ProcessGroupGloo::enqueue(std::string what, Signature sig, std::function<vo
       broken = broken_;
     }
     if (!broken.empty()) {
-      state->complete(std::make_exception_ptr(DistributedError(detail::str(
+      state->complete(std::make_exception_ptr(DistributedError(internal::str(
           what, ": process group (gloo, rank ", rank_, " of ", size_, ") is unusable after an earlier failure: ", broken))));
       return;
     }
@@ -352,29 +352,29 @@ Work ProcessGroupGloo::enqueue(std::string what, Signature sig, std::function<vo
 namespace {
 
 void check_cpu(const char* op, const Tensor& t, const char* name = "tensor") {
-  check<ValueError>(t.defined(), op, ": ", name, " is undefined");
-  check<DeviceError>(t.is_cpu(), op, ": the gloo backend takes CPU tensors; ", name, " is on ", t.device(),
+  NABLA_CHECK(ValueError, t.defined(), op, ": ", name, " is undefined");
+  NABLA_CHECK(DeviceError, t.is_cpu(), op, ": the gloo backend takes CPU tensors; ", name, " is on ", t.device(),
                      " (use the nccl backend for CUDA tensors, or .cpu())");
 }
 
 void check_rank(const char* op, int r, int size, const char* what) {
-  check<ValueError>(r >= 0 && r < size, op, ": ", what, " ", r, " is not a rank of this group (size ", size, ")");
+  NABLA_CHECK(ValueError, r >= 0 && r < size, op, ": ", what, " ", r, " is not a rank of this group (size ", size, ")");
 }
 
 void check_list(const char* op, const std::vector<Tensor>& list, const Tensor& like, int size, const char* name) {
-  check<ValueError>(static_cast<int>(list.size()) == size, op, ": ", name, " holds ", list.size(),
+  NABLA_CHECK(ValueError, static_cast<int>(list.size()) == size, op, ": ", name, " holds ", list.size(),
                     " tensors; the group has ", size, " ranks");
   for (size_t r = 0; r < list.size(); ++r) {
     check_cpu(op, list[r], name);
-    check<DTypeError>(list[r].dtype() == like.dtype(), op, ": ", name, "[", r, "] is ", list[r].dtype(), ", expected ",
+    NABLA_CHECK(DTypeError, list[r].dtype() == like.dtype(), op, ": ", name, "[", r, "] is ", list[r].dtype(), ", expected ",
                       like.dtype());
-    check<ShapeError>(list[r].numel() == like.numel(), op, ": ", name, "[", r, "] has shape ", list[r].sizes(),
+    NABLA_CHECK(ShapeError, list[r].numel() == like.numel(), op, ": ", name, "[", r, "] has shape ", list[r].sizes(),
                       ", expected ", like.numel(), " elements as ", like.sizes());
   }
 }
 
 void check_reduce(const char* op, ReduceOp r, DType d) {
-  check<DTypeError>(r != ReduceOp::avg || is_floating(d), op, ": ReduceOp::avg needs a floating dtype, got ", d,
+  NABLA_CHECK(DTypeError, r != ReduceOp::avg || is_floating(d), op, ": ReduceOp::avg needs a floating dtype, got ", d,
                     " (as torch.distributed: reduce with sum and divide)");
 }
 
@@ -402,7 +402,7 @@ Work ProcessGroupGloo::all_reduce(const Tensor& tensor, ReduceOp op) {
   check_reduce("all_reduce", op, tensor.dtype());
   check_not_broken();
   Tensor buf = contiguous_input(tensor);
-  return enqueue(detail::str("all_reduce(", reduce_op_name(op), ", ", describe(tensor), ")"),
+  return enqueue(internal::str("all_reduce(", reduce_op_name(op), ", ", describe(tensor), ")"),
                  {kAllReduce, tensor.numel(), static_cast<int64_t>(tensor.dtype()), static_cast<int64_t>(op)}, [=, this](uint32_t tag) {
     if (buf.numel() > 0) {
       gloo_all_reduce(context_, buf, op, tag);
@@ -417,7 +417,7 @@ Work ProcessGroupGloo::broadcast(const Tensor& tensor, int root) {
   check_rank("broadcast", root, size_, "root");
   check_not_broken();
   Tensor buf = contiguous_input(tensor);
-  return enqueue(detail::str("broadcast(root ", root, ", ", describe(tensor), ")"),
+  return enqueue(internal::str("broadcast(root ", root, ", ", describe(tensor), ")"),
                  {kBroadcast, tensor.numel(), static_cast<int64_t>(tensor.dtype()), root}, [=, this](uint32_t tag) {
     if (buf.numel() == 0) return;
     with_type(buf.dtype(), [&](auto t) {
@@ -438,7 +438,7 @@ Work ProcessGroupGloo::all_gather(const std::vector<Tensor>& outputs, const Tens
   check_not_broken();
   Tensor in = contiguous_input(input);
   Tensor all = empty({size_ * input.numel()}, input.dtype());
-  return enqueue(detail::str("all_gather(", describe(input), ")"),
+  return enqueue(internal::str("all_gather(", describe(input), ")"),
                  {kAllGather, input.numel(), static_cast<int64_t>(input.dtype()), 0}, [=, this](uint32_t tag) {
     int64_t n = in.numel();
     if (n > 0) {
@@ -468,7 +468,7 @@ Work ProcessGroupGloo::reduce_scatter(const Tensor& output, const std::vector<Te
     for (auto& t : inputs) flat.push_back(t.detach().reshape({-1}));
   }
   Tensor all = cat(flat, 0).contiguous();  // a fresh buffer
-  return enqueue(detail::str("reduce_scatter(", reduce_op_name(op), ", ", describe(output), ")"),
+  return enqueue(internal::str("reduce_scatter(", reduce_op_name(op), ", ", describe(output), ")"),
                  {kReduceScatter, output.numel(), static_cast<int64_t>(output.dtype()), static_cast<int64_t>(op)}, [=, this](uint32_t tag) {
     int64_t n = output.numel();
     if (n > 0) {
@@ -484,11 +484,11 @@ Work ProcessGroupGloo::gather(const std::vector<Tensor>& outputs, const Tensor& 
   check_cpu("gather", input, "input");
   check_rank("gather", root, size_, "root");
   if (rank_ == root) check_list("gather", outputs, input, size_, "outputs");
-  else check<ValueError>(outputs.empty(), "gather: only the root (rank ", root, ") passes outputs; rank ", rank_, " passed ", outputs.size());
+  else NABLA_CHECK(ValueError, outputs.empty(), "gather: only the root (rank ", root, ") passes outputs; rank ", rank_, " passed ", outputs.size());
   check_not_broken();
   Tensor in = contiguous_input(input);
   Tensor all = rank_ == root ? empty({size_ * input.numel()}, input.dtype()) : Tensor();
-  return enqueue(detail::str("gather(root ", root, ", ", describe(input), ")"),
+  return enqueue(internal::str("gather(root ", root, ", ", describe(input), ")"),
                  {kGather, input.numel(), static_cast<int64_t>(input.dtype()), root}, [=, this](uint32_t tag) {
     int64_t n = in.numel();
     if (n > 0) {
@@ -511,12 +511,12 @@ Work ProcessGroupGloo::scatter(const Tensor& output, const std::vector<Tensor>& 
   check_cpu("scatter", output, "output");
   check_rank("scatter", root, size_, "root");
   if (rank_ == root) check_list("scatter", inputs, output, size_, "inputs");
-  else check<ValueError>(inputs.empty(), "scatter: only the root (rank ", root, ") passes inputs; rank ", rank_, " passed ", inputs.size());
+  else NABLA_CHECK(ValueError, inputs.empty(), "scatter: only the root (rank ", root, ") passes inputs; rank ", rank_, " passed ", inputs.size());
   check_not_broken();
   std::vector<Tensor> ins;
   for (auto& t : inputs) ins.push_back(contiguous_input(t));
   Tensor buf = contiguous_input(output);
-  return enqueue(detail::str("scatter(root ", root, ", ", describe(output), ")"),
+  return enqueue(internal::str("scatter(root ", root, ", ", describe(output), ")"),
                  {kScatter, output.numel(), static_cast<int64_t>(output.dtype()), root}, [=, this](uint32_t tag) {
     size_t n = static_cast<size_t>(buf.numel());
     if (n == 0) return;
@@ -551,7 +551,7 @@ Work ProcessGroupGloo::barrier() {
 Work ProcessGroupGloo::send(const Tensor& tensor, int dst, uint32_t tag) {
   check_cpu("send", tensor);
   check_rank("send", dst, size_, "destination");
-  check<ValueError>(dst != rank_, "send: rank ", rank_, " cannot send to itself");
+  NABLA_CHECK(ValueError, dst != rank_, "send: rank ", rank_, " cannot send to itself");
   check_not_broken();
   auto state = std::make_shared<Work::State>();
   Tensor buf = contiguous_input(tensor);
@@ -559,7 +559,7 @@ Work ProcessGroupGloo::send(const Tensor& tensor, int dst, uint32_t tag) {
     state->done = true;
     return Work(state);
   }
-  std::string what = detail::str("send(to rank ", dst, ", tag ", tag, ", ", describe(tensor), ")");
+  std::string what = internal::str("send(to rank ", dst, ", tag ", tag, ", ", describe(tensor), ")");
   std::shared_ptr<gloo::transport::UnboundBuffer> ub;
   try {
     ub = context_->createUnboundBuffer(buf.data_ptr(), buf.nbytes());
@@ -580,7 +580,7 @@ Work ProcessGroupGloo::send(const Tensor& tensor, int dst, uint32_t tag) {
 Work ProcessGroupGloo::recv(const Tensor& tensor, int src, uint32_t tag) {
   check_cpu("recv", tensor);
   check_rank("recv", src, size_, "source");
-  check<ValueError>(src != rank_, "recv: rank ", rank_, " cannot receive from itself");
+  NABLA_CHECK(ValueError, src != rank_, "recv: rank ", rank_, " cannot receive from itself");
   check_not_broken();
   auto state = std::make_shared<Work::State>();
   Tensor buf = tensor.is_contiguous() ? tensor.detach() : empty(tensor.sizes(), tensor.dtype());
@@ -588,7 +588,7 @@ Work ProcessGroupGloo::recv(const Tensor& tensor, int src, uint32_t tag) {
     state->done = true;
     return Work(state);
   }
-  std::string what = detail::str("recv(from rank ", src, ", tag ", tag, ", ", describe(tensor), ")");
+  std::string what = internal::str("recv(from rank ", src, ", tag ", tag, ", ", describe(tensor), ")");
   std::shared_ptr<gloo::transport::UnboundBuffer> ub;
   try {
     ub = context_->createUnboundBuffer(buf.data_ptr(), buf.nbytes());

@@ -78,7 +78,7 @@ struct NcclLibrary {
 template <class F>
 void load_symbol(void* handle, const char* name, F& f, std::string& error, bool required = true) {
   f = reinterpret_cast<F>(dlsym(handle, name));
-  if (!f && required && error.empty()) error = detail::str("the NCCL library has no symbol ", name, " (too old?)");
+  if (!f && required && error.empty()) error = internal::str("the NCCL library has no symbol ", name, " (too old?)");
 }
 
 const NcclLibrary& api() {
@@ -99,10 +99,10 @@ const NcclLibrary& api() {
         break;
       }
       const char* e = dlerror();
-      tried += detail::str(tried.empty() ? "" : "; ", e ? e : c.c_str());
+      tried += internal::str(tried.empty() ? "" : "; ", e ? e : c.c_str());
     }
     if (!h) {
-      l.error = detail::str("cannot load NCCL (libnccl.so.2; NABLA_NCCL_LIBRARY names another file): ", tried);
+      l.error = internal::str("cannot load NCCL (libnccl.so.2; NABLA_NCCL_LIBRARY names another file): ", tried);
       return l;
     }
     load_symbol(h, "ncclGetVersion", l.ncclGetVersion, l.error);
@@ -129,21 +129,21 @@ const NcclLibrary& api() {
     if (!l.error.empty()) return l;
     if (l.ncclGetVersion(&l.version) != ncclSuccess) l.version = 0;
     if (l.version < NCCL_VERSION(2, 10, 0))
-      l.error = detail::str(l.path, " is NCCL version code ", l.version, "; nabla needs NCCL 2.10 or newer (ncclAvg)");
+      l.error = internal::str(l.path, " is NCCL version code ", l.version, "; nabla needs NCCL 2.10 or newer (ncclAvg)");
     return l;
   }();
   return lib;
 }
 
-std::string describe(const Tensor& t) { return detail::str(t.dtype(), " ", t.sizes()); }
+std::string describe(const Tensor& t) { return internal::str(t.dtype(), " ", t.sizes()); }
 
 }  // namespace
 
 std::string nccl_version() {
   const NcclLibrary& L = api();
-  check<DistributedError>(L.error.empty(), "nccl_version: ", L.error);
+  NABLA_CHECK(DistributedError, L.error.empty(), "nccl_version: ", L.error);
   // NCCL 2.9 and later: major * 10000 + minor * 100 + patch.
-  return detail::str(L.version / 10000, ".", L.version / 100 % 100, ".", L.version % 100);
+  return internal::str(L.version / 10000, ".", L.version / 100 % 100, ".", L.version % 100);
 }
 
 // ---- the group's state ----------------------------------------------------------------------------
@@ -167,7 +167,7 @@ struct ProcessGroupNccl::Impl {
     std::string s = L.ncclGetErrorString ? L.ncclGetErrorString(r) : "?";
     if (L.ncclGetLastError) {
       const char* last = L.ncclGetLastError(comm);
-      if (last && *last) s += detail::str(" (", last, ")");
+      if (last && *last) s += internal::str(" (", last, ")");
     }
     return s;
   }
@@ -186,7 +186,7 @@ struct ProcessGroupNccl::Impl {
 
   // Marks the group broken, aborts the communicator and throws.
   [[noreturn]] void fail(const std::string& what, const std::string& why) {
-    std::string msg = detail::str(what, " failed on ", where, ": ", why);
+    std::string msg = internal::str(what, " failed on ", where, ": ", why);
     abort(msg);
     throw DistributedError(msg);
   }
@@ -196,7 +196,7 @@ namespace {
 
 // Throws (through fail) unless an NCCL call succeeded. mutex held.
 void check_nccl_done(ncclResult_t r, ProcessGroupNccl::Impl& impl, const std::string& what, const char* call) {
-  if (r != ncclSuccess) impl.fail(what, detail::str(call, ": ", impl.status_text(r)));
+  if (r != ncclSuccess) impl.fail(what, internal::str(call, ": ", impl.status_text(r)));
 }
 
 // The watch's view of the group (nccl_watch.h): NCCL's state, the event after a collective, abort.
@@ -209,7 +209,7 @@ class CommProbe : public nccl_watch::Probe {
   }
   int state() override {
     std::lock_guard lock(impl_.mutex);
-    check<DistributedError>(impl_.comm != nullptr, "process group (", impl_.where, ") has no communicator: ",
+    NABLA_CHECK(DistributedError, impl_.comm != nullptr, "process group (", impl_.where, ") has no communicator: ",
                             impl_.broken);
     ncclResult_t state = ncclSuccess;
     check_nccl_done(api().ncclCommGetAsyncError(impl_.comm, &state), impl_, "ncclCommGetAsyncError",
@@ -249,13 +249,13 @@ class SetupProbe : public CommProbe {
     std::string missing;
     try {
       for (int r = 0; r < size_; ++r)
-        if (!store_.check({setup_key(r)})) missing += detail::str(missing.empty() ? "" : ", ", r);
+        if (!store_.check({setup_key(r)})) missing += internal::str(missing.empty() ? "" : ", ", r);
     } catch (const std::exception&) {
       return "";  // the store is gone too (rank 0 gave up): nothing more to say
     }
     return missing.empty() ? "every rank reached the setup" : "ranks that never reached the setup: " + missing;
   }
-  static std::string setup_key(int rank) { return detail::str("nabla.nccl.setup.", rank); }
+  static std::string setup_key(int rank) { return internal::str("nabla.nccl.setup.", rank); }
 
  private:
   Store& store_;
@@ -268,16 +268,16 @@ class SetupProbe : public CommProbe {
 
 ProcessGroupNccl::ProcessGroupNccl(Store& store, int rank, int size, NcclOptions options)
     : ProcessGroup(rank, size), options_(options), impl_(std::make_unique<Impl>()) {
-  const std::string who = detail::str("init_process_group: rank ", rank, " of ", size, " (nccl)");
-  check<DeviceError>(cuda::is_available(), who, " needs a CUDA device, and there is none here: ",
+  const std::string who = internal::str("init_process_group: rank ", rank, " of ", size, " (nccl)");
+  NABLA_CHECK(DeviceError, cuda::is_available(), who, " needs a CUDA device, and there is none here: ",
                      cuda::unavailable_reason(), " (use the gloo backend for CPU tensors)");
   const NcclLibrary& L = api();
-  check<DistributedError>(L.error.empty(), who, ": ", L.error);
+  NABLA_CHECK(DistributedError, L.error.empty(), who, ": ", L.error);
   const int count = cuda::device_count();
   device_ = options_.device >= 0 ? options_.device : cuda::current_device();
-  check<ValueError>(device_ < count, who, ": device cuda:", device_, " does not exist (this machine has ", count,
+  NABLA_CHECK(ValueError, device_ < count, who, ": device cuda:", device_, " does not exist (this machine has ", count,
                     " CUDA devices)");
-  impl_->where = detail::str("rank ", rank, " of ", size, " (nccl, cuda:", device_, ", timeout ",
+  impl_->where = internal::str("rank ", rank, " of ", size, " (nccl, cuda:", device_, ", timeout ",
                              options_.timeout.count(), " ms)");
   impl_->timeout = options_.timeout;
 
@@ -293,11 +293,11 @@ ProcessGroupNccl::ProcessGroupNccl(Store& store, int rank, int size, NcclOptions
     try {
       store.wait({key}, options_.timeout);
     } catch (const DistributedError& e) {
-      throw DistributedError(detail::str(who, ": rank 0 did not publish NCCL's unique id within ",
+      throw DistributedError(internal::str(who, ": rank 0 did not publish NCCL's unique id within ",
                                          options_.timeout.count(), " ms: ", e.what()));
     }
     std::vector<char> v = store.get(key);
-    check<DistributedError>(v.size() == sizeof id.internal, who, ": NCCL's unique id in ", store.describe(), " has ",
+    NABLA_CHECK(DistributedError, v.size() == sizeof id.internal, who, ": NCCL's unique id in ", store.describe(), " has ",
                             v.size(), " bytes, expected ", sizeof id.internal);
     std::memcpy(id.internal, v.data(), v.size());
   }
@@ -371,13 +371,13 @@ ProcessGroupNccl::~ProcessGroupNccl() {
 
 void ProcessGroupNccl::check_not_broken() const {
   std::lock_guard lock(impl_->mutex);
-  check<DistributedError>(impl_->broken.empty(), "process group (", impl_->where,
+  NABLA_CHECK(DistributedError, impl_->broken.empty(), "process group (", impl_->where,
                           ") is unusable after an earlier failure: ", impl_->broken);
 }
 
 void ProcessGroupNccl::check_tensor(const char* op, const Tensor& t, const char* name) const {
-  check<ValueError>(t.defined(), op, ": ", name, " is undefined");
-  check<DeviceError>(t.is_cuda() && t.device().index == device_, op, ": the nccl backend takes CUDA tensors on this ",
+  NABLA_CHECK(ValueError, t.defined(), op, ": ", name, " is undefined");
+  NABLA_CHECK(DeviceError, t.is_cuda() && t.device().index == device_, op, ": the nccl backend takes CUDA tensors on this ",
                      "rank's device cuda:", device_, "; ", name, " is on ", t.device(),
                      t.is_cpu() ? " (move it with .to(\"cuda\"), or use the gloo backend for CPU tensors)" : "");
 }
@@ -419,7 +419,7 @@ Work ProcessGroupNccl::launch(const std::string& what, const std::vector<Tensor>
   impl_->stream.wait(inputs_ready);
   {
     std::lock_guard lock(impl_->mutex);
-    check<DistributedError>(impl_->comm != nullptr, what, ": process group (", impl_->where,
+    NABLA_CHECK(DistributedError, impl_->comm != nullptr, what, ": process group (", impl_->where,
                             ") is unusable after an earlier failure: ", impl_->broken);
     NoGradGuard no_grad;
     cuda::StreamGuard on_group_stream(impl_->stream);  // the copies in body follow the NCCL calls
@@ -443,17 +443,17 @@ Work ProcessGroupNccl::launch(const std::string& what, const std::vector<Tensor>
 
 namespace {
 void check_list(const char* op, const std::vector<Tensor>& list, const Tensor& like, int size, const char* name) {
-  check<ValueError>(static_cast<int>(list.size()) == size, op, ": ", name, " holds ", list.size(),
+  NABLA_CHECK(ValueError, static_cast<int>(list.size()) == size, op, ": ", name, " holds ", list.size(),
                     " tensors; the group has ", size, " ranks");
   for (size_t r = 0; r < list.size(); ++r) {
-    check<DTypeError>(list[r].defined() && list[r].dtype() == like.dtype(), op, ": ", name, "[", r, "] is ",
+    NABLA_CHECK(DTypeError, list[r].defined() && list[r].dtype() == like.dtype(), op, ": ", name, "[", r, "] is ",
                       list[r].defined() ? dtype_name(list[r].dtype()) : "undefined", ", expected ", like.dtype());
-    check<ShapeError>(list[r].numel() == like.numel(), op, ": ", name, "[", r, "] has shape ", list[r].sizes(),
+    NABLA_CHECK(ShapeError, list[r].numel() == like.numel(), op, ": ", name, "[", r, "] has shape ", list[r].sizes(),
                       ", expected ", like.numel(), " elements as ", like.sizes());
   }
 }
 void check_rank(const char* op, int r, int size, const char* what) {
-  check<ValueError>(r >= 0 && r < size, op, ": ", what, " ", r, " is not a rank of this group (size ", size, ")");
+  NABLA_CHECK(ValueError, r >= 0 && r < size, op, ": ", what, " ", r, " is not a rank of this group (size ", size, ")");
 }
 }  // namespace
 
@@ -464,7 +464,7 @@ Work ProcessGroupNccl::all_reduce(const Tensor& tensor, ReduceOp op) {
   const nccl_plan::Reduction red = nccl_plan::reduction(op, tensor.dtype(), "all_reduce");
   check_not_broken();
   if (tensor.numel() == 0) return Work();
-  const std::string what = detail::str("all_reduce(", reduce_op_name(op), ", ", describe(tensor), ")");
+  const std::string what = internal::str("all_reduce(", reduce_op_name(op), ", ", describe(tensor), ")");
   cuda::DeviceGuard device_guard(device_);
   Tensor buf = contiguous_input(tensor);
   return launch(what, {tensor, buf}, [&] {
@@ -481,7 +481,7 @@ Work ProcessGroupNccl::broadcast(const Tensor& tensor, int root) {
   const NcclType type = nccl_plan::data_type(tensor.dtype(), "broadcast");
   check_not_broken();
   if (tensor.numel() == 0) return Work();
-  const std::string what = detail::str("broadcast(root ", root, ", ", describe(tensor), ")");
+  const std::string what = internal::str("broadcast(root ", root, ", ", describe(tensor), ")");
   cuda::DeviceGuard device_guard(device_);
   Tensor buf = contiguous_input(tensor);
   return launch(what, {tensor, buf}, [&] {
@@ -500,7 +500,7 @@ Work ProcessGroupNccl::all_gather(const std::vector<Tensor>& outputs, const Tens
   check_not_broken();
   const int64_t n = input.numel();
   if (n == 0) return Work();
-  const std::string what = detail::str("all_gather(", describe(input), ")");
+  const std::string what = internal::str("all_gather(", describe(input), ")");
   cuda::DeviceGuard device_guard(device_);
   Tensor in = contiguous_input(input);
   Tensor all = empty({size_ * n}, TensorOptions(input.dtype()).device(input.device()));
@@ -523,7 +523,7 @@ Work ProcessGroupNccl::reduce_scatter(const Tensor& output, const std::vector<Te
   check_not_broken();
   const int64_t n = output.numel();
   if (n == 0) return Work();
-  const std::string what = detail::str("reduce_scatter(", reduce_op_name(op), ", ", describe(output), ")");
+  const std::string what = internal::str("reduce_scatter(", reduce_op_name(op), ", ", describe(output), ")");
   cuda::DeviceGuard device_guard(device_);
   Tensor all;
   {
@@ -550,14 +550,14 @@ Work ProcessGroupNccl::gather(const std::vector<Tensor>& outputs, const Tensor& 
     check_list("gather", outputs, input, size_, "outputs");
     for (const Tensor& t : outputs) check_tensor("gather", t, "outputs");
   } else {
-    check<ValueError>(outputs.empty(), "gather: only the root (rank ", root, ") passes outputs; rank ", rank_,
+    NABLA_CHECK(ValueError, outputs.empty(), "gather: only the root (rank ", root, ") passes outputs; rank ", rank_,
                       " passed ", outputs.size());
   }
   const NcclType type = nccl_plan::data_type(input.dtype(), "gather");
   check_not_broken();
   const int64_t n = input.numel();
   if (n == 0) return Work();
-  const std::string what = detail::str("gather(root ", root, ", ", describe(input), ")");
+  const std::string what = internal::str("gather(root ", root, ", ", describe(input), ")");
   cuda::DeviceGuard device_guard(device_);
   Tensor in = contiguous_input(input);
   Tensor all = rank_ == root ? empty({size_ * n}, TensorOptions(input.dtype()).device(input.device())) : Tensor();
@@ -591,14 +591,14 @@ Work ProcessGroupNccl::scatter(const Tensor& output, const std::vector<Tensor>& 
     check_list("scatter", inputs, output, size_, "inputs");
     for (const Tensor& t : inputs) check_tensor("scatter", t, "inputs");
   } else {
-    check<ValueError>(inputs.empty(), "scatter: only the root (rank ", root, ") passes inputs; rank ", rank_,
+    NABLA_CHECK(ValueError, inputs.empty(), "scatter: only the root (rank ", root, ") passes inputs; rank ", rank_,
                       " passed ", inputs.size());
   }
   const NcclType type = nccl_plan::data_type(output.dtype(), "scatter");
   check_not_broken();
   const int64_t n = output.numel();
   if (n == 0) return Work();
-  const std::string what = detail::str("scatter(root ", root, ", ", describe(output), ")");
+  const std::string what = internal::str("scatter(root ", root, ", ", describe(output), ")");
   cuda::DeviceGuard device_guard(device_);
   std::vector<Tensor> ins;
   for (const Tensor& t : inputs) ins.push_back(contiguous_input(t));
@@ -628,11 +628,11 @@ Work ProcessGroupNccl::scatter(const Tensor& output, const std::vector<Tensor>& 
 Work ProcessGroupNccl::send(const Tensor& tensor, int dst, uint32_t tag) {
   check_tensor("send", tensor, "tensor");
   check_rank("send", dst, size_, "destination");
-  check<ValueError>(dst != rank_, "send: rank ", rank_, " cannot send to itself");
+  NABLA_CHECK(ValueError, dst != rank_, "send: rank ", rank_, " cannot send to itself");
   const NcclType type = nccl_plan::data_type(tensor.dtype(), "send");
   check_not_broken();
   if (tensor.numel() == 0) return Work();
-  const std::string what = detail::str("send(to rank ", dst, ", tag ", tag, ", ", describe(tensor), ")");
+  const std::string what = internal::str("send(to rank ", dst, ", tag ", tag, ", ", describe(tensor), ")");
   cuda::DeviceGuard device_guard(device_);
   Tensor buf = contiguous_input(tensor);
   return launch(what, {buf}, [&] {
@@ -645,11 +645,11 @@ Work ProcessGroupNccl::send(const Tensor& tensor, int dst, uint32_t tag) {
 Work ProcessGroupNccl::recv(const Tensor& tensor, int src, uint32_t tag) {
   check_tensor("recv", tensor, "tensor");
   check_rank("recv", src, size_, "source");
-  check<ValueError>(src != rank_, "recv: rank ", rank_, " cannot receive from itself");
+  NABLA_CHECK(ValueError, src != rank_, "recv: rank ", rank_, " cannot receive from itself");
   const NcclType type = nccl_plan::data_type(tensor.dtype(), "recv");
   check_not_broken();
   if (tensor.numel() == 0) return Work();
-  const std::string what = detail::str("recv(from rank ", src, ", tag ", tag, ", ", describe(tensor), ")");
+  const std::string what = internal::str("recv(from rank ", src, ", tag ", tag, ", ", describe(tensor), ")");
   cuda::DeviceGuard device_guard(device_);
   Tensor buf = tensor.is_contiguous() ? tensor.detach() : empty(tensor.sizes(), TensorOptions(tensor.dtype()).device(tensor.device()));
   return launch(what, {tensor, buf}, [&] {

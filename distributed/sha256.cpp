@@ -131,7 +131,7 @@ void random_bytes(void* out, size_t n) {
     ssize_t r = ::getrandom(p, n, 0);
     if (r < 0) {
       if (errno == EINTR) continue;
-      throw DistributedError(detail::str("random_bytes: getrandom failed: ", std::strerror(errno)));
+      throw DistributedError(internal::str("random_bytes: getrandom failed: ", std::strerror(errno)));
     }
     p += r;
     n -= static_cast<size_t>(r);

@@ -48,7 +48,7 @@ int try_connect(const std::string& host, uint16_t port, Clock::time_point deadli
   addrinfo* res = nullptr;
   int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
   if (rc != 0) {
-    err = detail::str("cannot resolve '", host, "': ", gai_strerror(rc));
+    err = internal::str("cannot resolve '", host, "': ", gai_strerror(rc));
     return -1;
   }
   int fd = -1;
@@ -96,7 +96,7 @@ int try_connect(const std::string& host, uint16_t port, Clock::time_point deadli
 
 
 [[noreturn]] void lost(const std::string& where, int e) {
-  throw DistributedError(detail::str("TCPStore: no reply from the store at ", where, ": ",
+  throw DistributedError(internal::str("TCPStore: no reply from the store at ", where, ": ",
                                      e == EAGAIN || e == EWOULDBLOCK ? "timed out" : errno_text(e),
                                      " (did rank 0 exit?)"));
 }
@@ -138,7 +138,7 @@ TCPStore::TCPStore(std::string host, uint16_t port, bool is_server, std::chrono:
       }
     }
     if (Clock::now() + pause >= deadline)
-      throw DistributedError(detail::str("TCPStore: could not reach the store at ", describe(), " within ",
+      throw DistributedError(internal::str("TCPStore: could not reach the store at ", describe(), " within ",
                                          timeout.count(), " ms (", err,
                                          "); is rank 0 running, and are MASTER_ADDR and MASTER_PORT right? (rank 0's "
                                          "store listens only on the address MASTER_ADDR names on its machine unless "
@@ -156,9 +156,9 @@ void TCPStore::handshake(Clock::time_point deadline) {
                           std::chrono::seconds(1)));
   char hello[kHelloBytes];
   if (!read_all(fd_, hello, sizeof hello))
-    throw DistributedError(detail::str("no greeting from the store: ", errno == EAGAIN ? "timed out" : errno_text(errno)));
+    throw DistributedError(internal::str("no greeting from the store: ", errno == EAGAIN ? "timed out" : errno_text(errno)));
   if (std::memcmp(hello, kMagic, 4) != 0 || static_cast<uint8_t>(hello[4]) != kVersion)
-    throw HandshakeRefused(detail::str("TCPStore: what listens at ", describe(), " is not a nabla store of this version "
+    throw HandshakeRefused(internal::str("TCPStore: what listens at ", describe(), " is not a nabla store of this version "
                                        "(its greeting differs): is MASTER_PORT used by another program?"));
   const auto mode = static_cast<uint8_t>(hello[5]);
   server_max_key_ = get_at<uint32_t>(hello + 8);
@@ -167,7 +167,7 @@ void TCPStore::handshake(Clock::time_point deadline) {
   const bool have = !options_.secret.empty();
   if (mode == kModeOpen) {
     if (have)
-      throw HandshakeRefused(detail::str(
+      throw HandshakeRefused(internal::str(
           "TCPStore: the store at ", describe(), " does not authenticate (its rank 0 has no secret) but this process ",
           "has one: give every rank the same secret (NABLA_STORE_SECRET or NABLA_STORE_SECRET_FILE; nabla-run sets it ",
           "for its workers), or none"));
@@ -175,9 +175,9 @@ void TCPStore::handshake(Clock::time_point deadline) {
     return;
   }
   if (mode != kModeSecret)
-    throw HandshakeRefused(detail::str("TCPStore: the store at ", describe(), " asks for an unknown handshake (", int(mode), ")"));
+    throw HandshakeRefused(internal::str("TCPStore: the store at ", describe(), " asks for an unknown handshake (", int(mode), ")"));
   if (!have)
-    throw HandshakeRefused(detail::str(
+    throw HandshakeRefused(internal::str(
         "TCPStore: the store at ", describe(), " requires the job's secret and this process has none: set ",
         "NABLA_STORE_SECRET (or NABLA_STORE_SECRET_FILE) to rank 0's, or pass InitOptions::store_secret ",
         "(nabla-run gives its workers one)"));
@@ -186,18 +186,18 @@ void TCPStore::handshake(Clock::time_point deadline) {
   crypto::Digest tag = crypto::hmac_sha256(options_.secret, proof_message(kClientLabel, ns, proof));
   std::memcpy(proof + kNonceBytes, tag.data(), kTagBytes);
   if (!write_all(fd_, proof, sizeof proof))
-    throw DistributedError(detail::str("the store closed the connection during the handshake: ", errno_text(errno)));
+    throw DistributedError(internal::str("the store closed the connection during the handshake: ", errno_text(errno)));
   uint8_t ok = 0;
   if (!read_all(fd_, &ok, 1) || ok != 1)
-    throw HandshakeRefused(detail::str(
+    throw HandshakeRefused(internal::str(
         "TCPStore: the store at ", describe(), " refused this process's proof of the job's secret: its secret differs ",
         "from rank 0's (every rank needs the same NABLA_STORE_SECRET / NABLA_STORE_SECRET_FILE)"));
   uint8_t theirs[kTagBytes];
   if (!read_all(fd_, theirs, sizeof theirs))
-    throw DistributedError(detail::str("the store closed the connection during the handshake: ", errno_text(errno)));
+    throw DistributedError(internal::str("the store closed the connection during the handshake: ", errno_text(errno)));
   crypto::Digest want = crypto::hmac_sha256(options_.secret, proof_message(kServerLabel, ns, proof));
   if (!crypto::constant_time_equal(want.data(), theirs, kTagBytes))
-    throw HandshakeRefused(detail::str(
+    throw HandshakeRefused(internal::str(
         "TCPStore: the store at ", describe(), " did not prove it knows the job's secret (another job's store at this ",
         "address and port?)"));
   authenticated_ = true;
@@ -214,7 +214,7 @@ void TCPStore::close_and_linger(std::chrono::milliseconds max) {
   if (server_) server_->wait_for_clients_to_leave(max);
 }
 
-std::string TCPStore::describe() const { return detail::str("tcp://", host_, ":", port_); }
+std::string TCPStore::describe() const { return internal::str("tcp://", host_, ":", port_); }
 
 std::string TCPStore::local_address() const {
   sockaddr_storage ss{};
@@ -230,25 +230,25 @@ std::string TCPStore::local_address() const {
 
 std::vector<char> TCPStore::request(uint8_t command, const std::vector<char>& body, const char* what,
                                     const std::string& key) {
-  nabla::check<DistributedError>(fd_ >= 0, "TCPStore::", what, ": the connection to ", describe(), " is closed");
+  NABLA_CHECK(DistributedError, fd_ >= 0, "TCPStore::", what, ": the connection to ", describe(), " is closed");
   std::vector<char> m;
   put<uint8_t>(m, command);
   put<uint32_t>(m, static_cast<uint32_t>(body.size()));
   append(m, body.data(), body.size());
   if (!write_all(fd_, m.data(), m.size()))
-    throw DistributedError(detail::str("TCPStore: lost the connection to the store at ", describe(), ": ",
+    throw DistributedError(internal::str("TCPStore: lost the connection to the store at ", describe(), ": ",
                                        errno_text(errno), " (did rank 0 exit?)"));
   char header[kHeaderBytes];
   if (!read_all(fd_, header, sizeof header)) lost(describe(), errno);
   const uint32_t n = get_at<uint32_t>(header + 1);
-  nabla::check<DistributedError>(n <= server_max_value_ + 64 || header[0] != 0, "TCPStore: a reply of ", n,
+  NABLA_CHECK(DistributedError, n <= server_max_value_ + 64 || header[0] != 0, "TCPStore: a reply of ", n,
                           " bytes from ", describe(), " is over its own limits");
   std::vector<char> payload(std::min<size_t>(n, size_t(1) << 20));  // a refusal's text is short
   if (header[0] != 0 && n > payload.size()) lost(describe(), EPROTO);
   payload.resize(n);
   if (!read_all(fd_, payload.data(), n)) lost(describe(), errno);
   if (header[0] != 0)
-    throw DistributedError(detail::str("TCPStore::", what, "('", key, "'): the store at ", describe(), " refused it: ",
+    throw DistributedError(internal::str("TCPStore::", what, "('", key, "'): the store at ", describe(), " refused it: ",
                                        std::string(payload.begin(), payload.end())));
   return payload;
 }
@@ -261,10 +261,10 @@ void put_key(std::vector<char>& m, const std::string& k) {
 }  // namespace
 
 void TCPStore::set(const std::string& key, const std::vector<char>& value) {
-  nabla::check<ValueError>(key.size() <= server_max_key_, "TCPStore::set: the key '", key.substr(0, 64),
+  NABLA_CHECK(ValueError, key.size() <= server_max_key_, "TCPStore::set: the key '", key.substr(0, 64),
                     key.size() > 64 ? "..." : "", "' has ", key.size(), " bytes; the store at ", describe(),
                     " takes keys of at most ", server_max_key_, " bytes");
-  nabla::check<ValueError>(value.size() <= server_max_value_, "TCPStore::set('", key, "'): the value has ", value.size(),
+  NABLA_CHECK(ValueError, value.size() <= server_max_value_, "TCPStore::set('", key, "'): the value has ", value.size(),
                     " bytes; the store at ", describe(), " takes values of at most ", server_max_value_,
                     " bytes (NABLA_STORE_MAX_VALUE_BYTES on rank 0 raises it)");
   std::vector<char> m;
@@ -275,14 +275,14 @@ void TCPStore::set(const std::string& key, const std::vector<char>& value) {
 }
 
 int64_t TCPStore::add(const std::string& key, int64_t delta) {
-  nabla::check<ValueError>(key.size() <= server_max_key_, "TCPStore::add: the key has ", key.size(), " bytes; the store at ",
+  NABLA_CHECK(ValueError, key.size() <= server_max_key_, "TCPStore::add: the key has ", key.size(), " bytes; the store at ",
                     describe(), " takes keys of at most ", server_max_key_, " bytes");
   std::vector<char> m;
   put<int64_t>(m, delta);
   append(m, key.data(), key.size());
   std::lock_guard lock(mutex_);
   auto r = request(kAdd, m, "add", key);
-  nabla::check<DistributedError>(r.size() == 8, "TCPStore::add: a reply of ", r.size(), " bytes from ", describe());
+  NABLA_CHECK(DistributedError, r.size() == 8, "TCPStore::add: a reply of ", r.size(), " bytes from ", describe());
   return get_at<int64_t>(r.data());
 }
 
@@ -292,7 +292,7 @@ bool TCPStore::check(const std::vector<std::string>& keys) {
   for (auto& k : keys) put_key(m, k);
   std::lock_guard lock(mutex_);
   auto r = request(kCheck, m, "check", keys.empty() ? std::string() : keys.front());
-  nabla::check<DistributedError>(r.size() == 1, "TCPStore::check: a reply of ", r.size(), " bytes from ", describe());
+  NABLA_CHECK(DistributedError, r.size() == 1, "TCPStore::check: a reply of ", r.size(), " bytes from ", describe());
   return r[0] != 0;
 }
 
@@ -313,7 +313,7 @@ void poll_wait(Store& store, const std::vector<std::string>& keys, std::chrono::
       std::vector<std::string> missing;
       for (auto& k : keys)
         if (!store.check({k})) missing.push_back(k);
-      throw DistributedError(detail::str("store wait: keys [", join_keys(missing), "] were not set at ",
+      throw DistributedError(internal::str("store wait: keys [", join_keys(missing), "] were not set at ",
                                          store.describe(), " within ", timeout.count(), " ms"));
     }
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
@@ -331,7 +331,7 @@ std::vector<char> TCPStore::get(const std::string& key) {
   std::vector<char> m(key.begin(), key.end());
   std::lock_guard lock(mutex_);
   auto r = request(kGet, m, "get", key);
-  nabla::check<DistributedError>(!r.empty() && r[0] != 0, "TCPStore::get: key '", key, "' vanished from ", describe());
+  NABLA_CHECK(DistributedError, !r.empty() && r[0] != 0, "TCPStore::get: key '", key, "' vanished from ", describe());
   return std::vector<char>(r.begin() + 1, r.end());
 }
 

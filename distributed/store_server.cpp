@@ -41,11 +41,11 @@ std::string address_text(const sockaddr* a) {
   if (a->sa_family == AF_INET) {
     auto* in = reinterpret_cast<const sockaddr_in*>(a);
     ::inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf);
-    return detail::str(buf, ":", ntohs(in->sin_port));
+    return internal::str(buf, ":", ntohs(in->sin_port));
   }
   auto* in6 = reinterpret_cast<const sockaddr_in6*>(a);
   ::inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof buf);
-  return detail::str("[", buf, "]:", ntohs(in6->sin6_port));
+  return internal::str("[", buf, "]:", ntohs(in6->sin6_port));
 }
 
 // 1 s more per MiB: a large value on a slow link is not a stalled one.
@@ -144,7 +144,7 @@ struct TCPStoreServer::Impl {
     size_t add = key.size() + data.size() + kEntryOverhead;
     size_t held = it != kv.end() && it->second.use_count() > 1 ? it->second->data.size() : 0;  // a reply holds it
     if (stored - old + add + retired + held > o.max_total_bytes) {
-      why = detail::str("the store is full: it holds ", stored + retired, " bytes of keys and values and its limit is ",
+      why = internal::str("the store is full: it holds ", stored + retired, " bytes of keys and values and its limit is ",
                         o.max_total_bytes, " bytes (NABLA_STORE_MAX_BYTES on rank 0); this would add ", add, " bytes");
       return false;
     }
@@ -175,7 +175,7 @@ struct TCPStoreServer::Impl {
         if (k > n - 4 || k > o.max_key_bytes) return false;
         std::string why;
         if (n - 4 - k > o.max_value_bytes) {
-          refuse(c, detail::str("a value of ", n - 4 - k, " bytes is over the store's limit of ", o.max_value_bytes,
+          refuse(c, internal::str("a value of ", n - 4 - k, " bytes is over the store's limit of ", o.max_value_bytes,
                                 " bytes a value (NABLA_STORE_MAX_VALUE_BYTES on rank 0)"));
           return true;
         }
@@ -274,7 +274,7 @@ struct TCPStoreServer::Impl {
       const uint32_t body = get_at<uint32_t>(c.in.data() + 1);
       if (cmd < kSet || cmd > kCheck) return false;
       if (body > max_body(cmd)) {  // a client of this build checks first: a stray or hostile peer
-        refuse(c, detail::str("a request of ", body, " bytes is over the store's limits (a key of at most ",
+        refuse(c, internal::str("a request of ", body, " bytes is over the store's limits (a key of at most ",
                               o.max_key_bytes, " bytes, a value of at most ", o.max_value_bytes,
                               " bytes: NABLA_STORE_MAX_VALUE_BYTES on rank 0)"));
         c.close_after = true;
@@ -282,7 +282,7 @@ struct TCPStoreServer::Impl {
       }
       if (inflight + body > o.max_total_bytes) {  // many large requests at once: drop this one's body
         c.discard = body;
-        c.refusal = detail::str("the store is busy: ", inflight, " bytes of requests are being received and its limit is ",
+        c.refusal = internal::str("the store is busy: ", inflight, " bytes of requests are being received and its limit is ",
                                 o.max_total_bytes, " bytes (NABLA_STORE_MAX_BYTES on rank 0)");
         c.in.clear();
         return true;
@@ -366,7 +366,7 @@ struct TCPStoreServer::Impl {
 
 TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port, TCPStoreOptions options)
     : options_(std::move(options)), impl_(std::make_unique<Impl>()) {
-  nabla::check<ValueError>(options_.max_value_bytes <= (size_t(1) << 31) && options_.max_key_bytes <= (size_t(1) << 20) &&
+  NABLA_CHECK(ValueError, options_.max_value_bytes <= (size_t(1) << 31) && options_.max_key_bytes <= (size_t(1) << 20) &&
                         options_.max_connections >= 1 && options_.max_pending >= 1 &&
                         options_.handshake_timeout.count() > 0 && options_.request_timeout.count() > 0,
                     "TCPStoreServer: limits out of range: max_value_bytes ", options_.max_value_bytes,
@@ -400,7 +400,7 @@ TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port, TCPStoreO
     addrinfo* res = nullptr;
     int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
     if (rc != 0)
-      throw DistributedError(detail::str("TCPStore: rank 0 cannot resolve the master address '", host,
+      throw DistributedError(internal::str("TCPStore: rank 0 cannot resolve the master address '", host,
                                          "' to listen on: ", gai_strerror(rc)));
     for (addrinfo* a = res; a; a = a->ai_next) add_address(a->ai_addr, a->ai_addrlen);
     ::freeaddrinfo(res);
@@ -413,7 +413,7 @@ TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port, TCPStoreO
     else reinterpret_cast<sockaddr_in6*>(sa)->sin6_port = htons(port_ ? port_ : port);
     int fd = ::socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
-      errors += detail::str(errors.empty() ? "" : "; ", address_text(sa), ": ", errno_text(errno));
+      errors += internal::str(errors.empty() ? "" : "; ", address_text(sa), ": ", errno_text(errno));
       continue;
     }
     int one = 1;
@@ -422,7 +422,7 @@ TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port, TCPStoreO
     if (::bind(fd, sa, len) != 0 || ::listen(fd, 512) != 0) {
       int e = errno;
       in_use = in_use || e == EADDRINUSE;
-      errors += detail::str(errors.empty() ? "" : "; ", address_text(sa), ": ", errno_text(e));
+      errors += internal::str(errors.empty() ? "" : "; ", address_text(sa), ": ", errno_text(e));
       ::close(fd);
       continue;
     }
@@ -435,7 +435,7 @@ TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port, TCPStoreO
     addresses_.push_back(address_text(reinterpret_cast<sockaddr*>(&bound)));
   }
   if (listen_fds_.empty())
-    throw DistributedError(detail::str(
+    throw DistributedError(internal::str(
         "TCPStore: rank 0 cannot listen on port ", port, " of ", options_.listen_all ? "any interface" : "'" + host + "'",
         ": ", errors.empty() ? "no address" : errors,
         in_use ? " (another job or store uses it: choose another MASTER_PORT)"
@@ -445,7 +445,7 @@ TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port, TCPStoreO
   if (::pipe2(wake_pipe_, O_CLOEXEC) != 0) {
     int e = errno;
     for (int fd : listen_fds_) ::close(fd);
-    throw DistributedError(detail::str("TCPStore: pipe: ", errno_text(e)));
+    throw DistributedError(internal::str("TCPStore: pipe: ", errno_text(e)));
   }
   thread_ = std::thread([this] { run(); });
 }

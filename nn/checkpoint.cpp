@@ -5,7 +5,7 @@ namespace nabla::nn {
 Tensor checkpoint_sequential(const std::vector<std::shared_ptr<Module>>& modules, int segments, const Tensor& input,
                              autograd::CheckpointOptions opts) {
   const auto n = static_cast<int64_t>(modules.size());
-  check<ValueError>(segments >= 1 && segments <= n, "checkpoint_sequential: segments must be between 1 and the number "
+  NABLA_CHECK(ValueError, segments >= 1 && segments <= n, "checkpoint_sequential: segments must be between 1 and the number "
                                                     "of modules (", n, "), got ", segments);
   // modules[begin, end) applied in order to x.
   auto run = [&modules](int64_t begin, int64_t end) {

@@ -9,8 +9,8 @@ namespace nabla::nn::utils {
 
 double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type,
                        bool error_if_nonfinite) {
-  check<ValueError>(max_norm >= 0, "clip_grad_norm_: max_norm must be non-negative, got ", max_norm);
-  check<ValueError>(norm_type > 0, "clip_grad_norm_: norm_type must be positive, got ", norm_type);
+  NABLA_CHECK(ValueError, max_norm >= 0, "clip_grad_norm_: max_norm must be non-negative, got ", max_norm);
+  NABLA_CHECK(ValueError, norm_type > 0, "clip_grad_norm_: norm_type must be positive, got ", norm_type);
   autograd::NoGradGuard ng;
   std::vector<Tensor> grads;
   for (const Tensor& p : parameters)
@@ -27,7 +27,7 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   Tensor all = stack(norms);
   double total = (inf_norm ? all.max() : norm(all, norm_type)).item<double>();
   if (error_if_nonfinite && !std::isfinite(total))
-    throw ValueError(detail::str("clip_grad_norm_: the total norm of order ", norm_type,
+    throw ValueError(internal::str("clip_grad_norm_: the total norm of order ", norm_type,
                                  " of the gradients is non-finite (", total,
                                  "), so it cannot be clipped; pass error_if_nonfinite = false to clip anyway"));
   double coef = max_norm / (total + 1e-6);
@@ -37,7 +37,7 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
 }
 
 void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) {
-  check<ValueError>(clip_value >= 0, "clip_grad_value_: clip_value must be non-negative, got ", clip_value);
+  NABLA_CHECK(ValueError, clip_value >= 0, "clip_grad_value_: clip_value must be non-negative, got ", clip_value);
   autograd::NoGradGuard ng;
   for (const Tensor& p : parameters)
     if (p.defined() && p.grad().defined()) {

@@ -6,13 +6,13 @@ namespace {
 // Index i of n children, i < 0 counting from the end (Python's seq[-1]).
 size_t child_index(const Module& self, int64_t i, size_t n) {
   const auto count = static_cast<int64_t>(n);
-  check<IndexError>(i >= -count && i < count, self.name(), ": index ", i, " is out of range for ", n, " modules");
+  NABLA_CHECK(IndexError, i >= -count && i < count, self.name(), ": index ", i, " is out of range for ", n, " modules");
   return static_cast<size_t>(i < 0 ? i + count : i);
 }
 }  // namespace
 
 Module& ChildSlot::checked() const {
-  check<IndexError>(module_ != nullptr, parent_->name(), ": no module named '", key_, "'");
+  NABLA_CHECK(IndexError, module_ != nullptr, parent_->name(), ": no module named '", key_, "'");
   return *module_;
 }
 
@@ -70,7 +70,7 @@ ChildSlot ModuleDict::operator[](const std::string& key) {
 
 std::shared_ptr<Module> ModuleDict::operator[](const std::string& key) const {
   const auto* m = child_dict().find(key);
-  check<IndexError>(m != nullptr, "ModuleDict: no module named '", key, "'");
+  NABLA_CHECK(IndexError, m != nullptr, "ModuleDict: no module named '", key, "'");
   return *m;
 }
 

@@ -47,7 +47,7 @@ std::shared_ptr<Module> to_module_ptr(M&& m) {
 template <class T, class Self>
 std::shared_ptr<T> cast_module(const std::shared_ptr<Module>& m, const Self& self, const std::string& key) {
   auto p = std::dynamic_pointer_cast<T>(m);
-  check<ValueError>(p != nullptr, self.name(), ": module '", key, "' is a ", m->name(), ", not the requested type");
+  NABLA_CHECK(ValueError, p != nullptr, self.name(), ": module '", key, "' is a ", m->name(), ", not the requested type");
   return p;
 }
 

@@ -10,10 +10,10 @@ namespace nabla::nn {
 namespace {
 
 void check_channels(const char* op, int64_t in, int64_t out, int64_t groups, bool kernel_ok) {
-  check<ValueError>(in > 0 && out > 0, op, ": in_channels and out_channels must be positive, got ", in, " and ", out);
-  check<ValueError>(groups > 0 && in % groups == 0 && out % groups == 0, op, ": in_channels (", in,
+  NABLA_CHECK(ValueError, in > 0 && out > 0, op, ": in_channels and out_channels must be positive, got ", in, " and ", out);
+  NABLA_CHECK(ValueError, groups > 0 && in % groups == 0 && out % groups == 0, op, ": in_channels (", in,
                     ") and out_channels (", out, ") must be divisible by groups (", groups, ")");
-  check<ValueError>(kernel_ok, op, ": kernel_size must be positive");
+  NABLA_CHECK(ValueError, kernel_ok, op, ": kernel_size must be positive");
 }
 
 // PyTorch's _ConvNd.reset_parameters: kaiming_uniform_(a = sqrt(5)), i.e. U(-1/sqrt(fan_in), ..),
@@ -41,18 +41,18 @@ std::string tuple_of(const ExpandingArray<N>& a) { return repr_tuple(a.values); 
 // (`more`, e.g. a transposed convolution's output_padding, goes before groups as in PyTorch).
 template <class Options>
 std::string conv_repr(const Options& o, const std::string& more = {}) {
-  std::string s = detail::str(o.in_channels, ", ", o.out_channels, ", kernel_size=", tuple_of(o.kernel_size),
+  std::string s = internal::str(o.in_channels, ", ", o.out_channels, ", kernel_size=", tuple_of(o.kernel_size),
                               ", stride=", tuple_of(o.stride));
   if (!all_equal(o.padding.values, 0)) s += ", padding=" + tuple_of(o.padding);
   if (!all_equal(o.dilation.values, 1)) s += ", dilation=" + tuple_of(o.dilation);
   s += more;
-  if (o.groups != 1) s += detail::str(", groups=", o.groups);
+  if (o.groups != 1) s += internal::str(", groups=", o.groups);
   if (!o.bias) s += ", bias=False";
   return s;
 }
 
 void check_padding_mode(const char* op, const std::string& mode) {
-  check<ValueError>(mode == "zeros" || mode == "reflect" || mode == "replicate" || mode == "circular", op,
+  NABLA_CHECK(ValueError, mode == "zeros" || mode == "reflect" || mode == "replicate" || mode == "circular", op,
                     ": padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got '", mode, "'");
 }
 
@@ -92,7 +92,7 @@ Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, Conv1dOptions o)
 void Conv1d::reset_parameters() { conv_reset(weight, bias); }
 
 Tensor Conv1d::forward(Tensor x) {
-  check<ShapeError>((x.dim() == 3 && x.size(1) == options.in_channels) || (x.dim() == 2 && x.size(0) == options.in_channels),
+  NABLA_CHECK(ShapeError, (x.dim() == 3 && x.size(1) == options.in_channels) || (x.dim() == 2 && x.size(0) == options.in_channels),
                     "Conv1d: expected input (N, ", options.in_channels, ", L) or (", options.in_channels, ", L), got ",
                     x.sizes());
   if (options.padding_mode != "zeros") {
@@ -105,11 +105,11 @@ Tensor Conv1d::forward(Tensor x) {
 
 std::string Conv1d::extra_repr() const {
   const auto& o = options;
-  std::string s = detail::str(o.in_channels, ", ", o.out_channels, ", kernel_size=(", o.kernel_size, ",), stride=(",
+  std::string s = internal::str(o.in_channels, ", ", o.out_channels, ", kernel_size=(", o.kernel_size, ",), stride=(",
                               o.stride, ",)");
-  if (o.padding != 0) s += detail::str(", padding=(", o.padding, ",)");
-  if (o.dilation != 1) s += detail::str(", dilation=(", o.dilation, ",)");
-  if (o.groups != 1) s += detail::str(", groups=", o.groups);
+  if (o.padding != 0) s += internal::str(", padding=(", o.padding, ",)");
+  if (o.dilation != 1) s += internal::str(", dilation=(", o.dilation, ",)");
+  if (o.groups != 1) s += internal::str(", groups=", o.groups);
   if (!o.bias) s += ", bias=False";
   return s + padding_mode_repr(o.padding_mode);
 }
@@ -136,7 +136,7 @@ Conv2d::Conv2d(int64_t in, int64_t out, ExpandingArray<2> k, Conv2dOptions o)
 void Conv2d::reset_parameters() { conv_reset(weight, bias); }
 
 Tensor Conv2d::forward(Tensor x) {
-  check<ShapeError>((x.dim() == 4 && x.size(1) == options.in_channels) || (x.dim() == 3 && x.size(0) == options.in_channels),
+  NABLA_CHECK(ShapeError, (x.dim() == 4 && x.size(1) == options.in_channels) || (x.dim() == 3 && x.size(0) == options.in_channels),
                     "Conv2d: expected input (N, ", options.in_channels, ", H, W) or (", options.in_channels,
                     ", H, W), got ", x.sizes());
   if (options.padding_mode != "zeros") {
@@ -174,7 +174,7 @@ Conv3d::Conv3d(int64_t in, int64_t out, ExpandingArray<3> k, Conv3dOptions o)
 void Conv3d::reset_parameters() { conv_reset(weight, bias); }
 
 Tensor Conv3d::forward(Tensor x) {
-  check<ShapeError>((x.dim() == 5 && x.size(1) == options.in_channels) || (x.dim() == 4 && x.size(0) == options.in_channels),
+  NABLA_CHECK(ShapeError, (x.dim() == 5 && x.size(1) == options.in_channels) || (x.dim() == 4 && x.size(0) == options.in_channels),
                     "Conv3d: expected input (N, ", options.in_channels, ", D, H, W) or (", options.in_channels,
                     ", D, H, W), got ", x.sizes());
   if (options.padding_mode != "zeros") {
@@ -211,7 +211,7 @@ ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, ExpandingArray<2> k, C
 void ConvTranspose2d::reset_parameters() { conv_reset(weight, bias); }
 
 Tensor ConvTranspose2d::forward(Tensor x) {
-  check<ShapeError>((x.dim() == 4 && x.size(1) == options.in_channels) || (x.dim() == 3 && x.size(0) == options.in_channels),
+  NABLA_CHECK(ShapeError, (x.dim() == 4 && x.size(1) == options.in_channels) || (x.dim() == 3 && x.size(0) == options.in_channels),
                     "ConvTranspose2d: expected input (N, ", options.in_channels, ", H, W) or (", options.in_channels,
                     ", H, W), got ", x.sizes());
   return F::conv_transpose2d(x, weight, bias, options.stride, options.padding, options.output_padding, options.groups,
@@ -243,7 +243,7 @@ ConvTranspose1d::ConvTranspose1d(int64_t in, int64_t out, int64_t k, ConvTranspo
 void ConvTranspose1d::reset_parameters() { conv_reset(weight, bias); }
 
 Tensor ConvTranspose1d::forward(Tensor x) {
-  check<ShapeError>((x.dim() == 3 && x.size(1) == options.in_channels) || (x.dim() == 2 && x.size(0) == options.in_channels),
+  NABLA_CHECK(ShapeError, (x.dim() == 3 && x.size(1) == options.in_channels) || (x.dim() == 2 && x.size(0) == options.in_channels),
                     "ConvTranspose1d: expected input (N, ", options.in_channels, ", L) or (", options.in_channels,
                     ", L), got ", x.sizes());
   const auto& o = options;
@@ -252,12 +252,12 @@ Tensor ConvTranspose1d::forward(Tensor x) {
 
 std::string ConvTranspose1d::extra_repr() const {
   const auto& o = options;
-  std::string s = detail::str(o.in_channels, ", ", o.out_channels, ", kernel_size=(", o.kernel_size, ",), stride=(",
+  std::string s = internal::str(o.in_channels, ", ", o.out_channels, ", kernel_size=(", o.kernel_size, ",), stride=(",
                               o.stride, ",)");
-  if (o.padding != 0) s += detail::str(", padding=(", o.padding, ",)");
-  if (o.dilation != 1) s += detail::str(", dilation=(", o.dilation, ",)");
-  if (o.output_padding != 0) s += detail::str(", output_padding=(", o.output_padding, ",)");
-  if (o.groups != 1) s += detail::str(", groups=", o.groups);
+  if (o.padding != 0) s += internal::str(", padding=(", o.padding, ",)");
+  if (o.dilation != 1) s += internal::str(", dilation=(", o.dilation, ",)");
+  if (o.output_padding != 0) s += internal::str(", output_padding=(", o.output_padding, ",)");
+  if (o.groups != 1) s += internal::str(", groups=", o.groups);
   if (!o.bias) s += ", bias=False";
   return s;
 }
@@ -282,7 +282,7 @@ ConvTranspose3d::ConvTranspose3d(int64_t in, int64_t out, ExpandingArray<3> k, C
 void ConvTranspose3d::reset_parameters() { conv_reset(weight, bias); }
 
 Tensor ConvTranspose3d::forward(Tensor x) {
-  check<ShapeError>((x.dim() == 5 && x.size(1) == options.in_channels) || (x.dim() == 4 && x.size(0) == options.in_channels),
+  NABLA_CHECK(ShapeError, (x.dim() == 5 && x.size(1) == options.in_channels) || (x.dim() == 4 && x.size(0) == options.in_channels),
                     "ConvTranspose3d: expected input (N, ", options.in_channels, ", D, H, W) or (", options.in_channels,
                     ", D, H, W), got ", x.sizes());
   const auto& o = options;

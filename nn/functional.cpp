@@ -16,23 +16,23 @@ using autograd::GradList;
 using autograd::Node;
 
 namespace {
-std::string shape_str(const Tensor& t) { return t.defined() ? detail::str(t.sizes()) : std::string("(undefined)"); }
+std::string shape_str(const Tensor& t) { return t.defined() ? internal::str(t.sizes()) : std::string("(undefined)"); }
 }  // namespace
 
 // ---- bilinear -------------------------------------------------------------------------------------
 
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias) {
-  check<ShapeError>(weight.dim() == 3, "bilinear: weight must be (out_features, in1_features, in2_features), got ",
+  NABLA_CHECK(ShapeError, weight.dim() == 3, "bilinear: weight must be (out_features, in1_features, in2_features), got ",
                     weight.sizes());
   int64_t out = weight.size(0), in1 = weight.size(1), in2 = weight.size(2);
-  check<ShapeError>(x1.dim() >= 1 && x1.size(-1) == in1, "bilinear: expected input1 with last dim ", in1, ", got ",
+  NABLA_CHECK(ShapeError, x1.dim() >= 1 && x1.size(-1) == in1, "bilinear: expected input1 with last dim ", in1, ", got ",
                     x1.sizes());
-  check<ShapeError>(x2.dim() >= 1 && x2.size(-1) == in2, "bilinear: expected input2 with last dim ", in2, ", got ",
+  NABLA_CHECK(ShapeError, x2.dim() >= 1 && x2.size(-1) == in2, "bilinear: expected input2 with last dim ", in2, ", got ",
                     x2.sizes());
-  check<ShapeError>(Shape(x1.sizes().begin(), x1.sizes().end() - 1) == Shape(x2.sizes().begin(), x2.sizes().end() - 1),
+  NABLA_CHECK(ShapeError, Shape(x1.sizes().begin(), x1.sizes().end() - 1) == Shape(x2.sizes().begin(), x2.sizes().end() - 1),
                     "bilinear: input1 ", x1.sizes(), " and input2 ", x2.sizes(), " must agree in all but the last dim");
   if (bias.defined())
-    check<ShapeError>(bias.dim() == 1 && bias.size(0) == out, "bilinear: bias must have shape [", out, "], got ",
+    NABLA_CHECK(ShapeError, bias.dim() == 1 && bias.size(0) == out, "bilinear: bias must have shape [", out, "], got ",
                       bias.sizes());
   // x1: (B, in1) @ W': (in1, out * in2) -> (B, out, in2), then contract in2 with x2: (B, 1, in2).
   Tensor a = x1.reshape({-1, in1}), b = x2.reshape({-1, in2});
@@ -140,9 +140,9 @@ Tensor resample_dim(const Tensor& x, int64_t d, int64_t n_out, double inv_scale,
 Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::interpolate>(t, {x}, {.mode = o.mode, .size = o.size, .scale_factor = o.scale_factor, .align_corners = o.align_corners.value_or(false)}, [&] { return interpolate(x, o); });
-  check<ShapeError>(x.dim() >= 3 && x.dim() <= 5, "interpolate: expected a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D ",
+  NABLA_CHECK(ShapeError, x.dim() >= 3 && x.dim() <= 5, "interpolate: expected a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D ",
                     "(N, C, D, H, W) input, got shape ", x.sizes());
-  check<DTypeError>(is_floating(x.dtype()), "interpolate: expected a floating-point input, got ", x.dtype());
+  NABLA_CHECK(DTypeError, is_floating(x.dtype()), "interpolate: expected a floating-point input, got ", x.dtype());
   const int64_t spatial = x.dim() - 2;
   static const char* linear_mode[] = {"linear", "bilinear", "trilinear"};
   Resample mode;
@@ -153,21 +153,21 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   } else if (o.mode == "area") {
     mode = Resample::area;
   } else if (o.mode == "bicubic") {
-    check<ValueError>(spatial == 2, "interpolate: mode 'bicubic' needs a 4-D (N, C, H, W) input, got shape ", x.sizes());
+    NABLA_CHECK(ValueError, spatial == 2, "interpolate: mode 'bicubic' needs a 4-D (N, C, H, W) input, got shape ", x.sizes());
     mode = Resample::cubic;
   } else {
-    check<ValueError>(o.mode == linear_mode[spatial - 1], "interpolate: mode '", o.mode, "' does not fit a ", x.dim(),
+    NABLA_CHECK(ValueError, o.mode == linear_mode[spatial - 1], "interpolate: mode '", o.mode, "' does not fit a ", x.dim(),
                       "-D input (use 'nearest', 'nearest-exact', 'area', '", linear_mode[spatial - 1], "'",
                       spatial == 2 ? " or 'bicubic')" : ")");
     mode = Resample::linear;
   }
   const bool corners_apply = mode == Resample::linear || mode == Resample::cubic;
-  check<ValueError>(corners_apply || !o.align_corners.has_value(), "interpolate: align_corners only applies to the ",
+  NABLA_CHECK(ValueError, corners_apply || !o.align_corners.has_value(), "interpolate: align_corners only applies to the ",
                     "linear and bicubic modes, not to '", o.mode, "'");
-  check<ValueError>(o.size.empty() != o.scale_factor.empty(),
+  NABLA_CHECK(ValueError, o.size.empty() != o.scale_factor.empty(),
                     "interpolate: give exactly one of size and scale_factor");
   const size_t given = o.size.empty() ? o.scale_factor.size() : o.size.size();
-  check<ValueError>(given == 1 || static_cast<int64_t>(given) == spatial, "interpolate: ",
+  NABLA_CHECK(ValueError, given == 1 || static_cast<int64_t>(given) == spatial, "interpolate: ",
                     o.size.empty() ? "scale_factor" : "size", " has ", given, " values for ", spatial,
                     " spatial dims of input ", x.sizes());
   Tensor out = x;
@@ -181,12 +181,12 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
       inv_scale = n_out > 0 ? static_cast<double>(n_in) / static_cast<double>(n_out) : 0;
     } else {
       const double s = o.scale_factor.size() == 1 ? o.scale_factor[0] : o.scale_factor[static_cast<size_t>(k)];
-      check<ValueError>(s > 0, "interpolate: scale_factor must be positive, got ", s);
+      NABLA_CHECK(ValueError, s > 0, "interpolate: scale_factor must be positive, got ", s);
       n_out = static_cast<int64_t>(std::floor(static_cast<double>(n_in) * s));
       // area is adaptive pooling to the output size, whichever way the size was given (as PyTorch).
       inv_scale = mode == Resample::area ? static_cast<double>(n_in) / static_cast<double>(n_out) : 1.0 / s;
     }
-    check<ShapeError>(n_in > 0 && n_out > 0, "interpolate: input ", x.sizes(), " and output size ", n_out,
+    NABLA_CHECK(ShapeError, n_in > 0 && n_out > 0, "interpolate: input ", x.sizes(), " and output size ", n_out,
                       " along dim ", d, " must both be non-empty");
     out = resample_dim(out, d, n_out, inv_scale, mode, o.align_corners.value_or(false));
   }
@@ -196,13 +196,13 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
 // ---- distances --------------------------------------------------------------------------------------
 
 Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
-  check<ShapeError>(x.dim() > 0, "normalize: expected a tensor with at least one dim, got a 0-dim tensor");
+  NABLA_CHECK(ShapeError, x.dim() > 0, "normalize: expected a tensor with at least one dim, got a 0-dim tensor");
   return x / clamp_min(x.norm(p, {dim}, /*keepdim=*/true), eps);
 }
 
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
   Shape shape = broadcast_shapes(x1.sizes(), x2.sizes(), "cosine_similarity");
-  check<ShapeError>(!shape.empty(), "cosine_similarity: expected tensors with at least one dim, got shapes ",
+  NABLA_CHECK(ShapeError, !shape.empty(), "cosine_similarity: expected tensors with at least one dim, got shapes ",
                     x1.sizes(), " and ", x2.sizes());
   Tensor a = x1.expand(shape), b = x2.expand(shape);
   Tensor na = clamp_min(a.norm(2, {dim}), eps), nb = clamp_min(b.norm(2, {dim}), eps);
@@ -211,7 +211,7 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double
 
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {
   Shape shape = broadcast_shapes(x1.sizes(), x2.sizes(), "pairwise_distance");
-  check<ShapeError>(!shape.empty(), "pairwise_distance: expected tensors with at least one dim, got shapes ",
+  NABLA_CHECK(ShapeError, !shape.empty(), "pairwise_distance: expected tensors with at least one dim, got shapes ",
                     x1.sizes(), " and ", x2.sizes());
   return (x1 - x2 + eps).norm(p, {-1}, keepdim);
 }
@@ -226,7 +226,7 @@ namespace {
 // It saves x, mean and invstd; under create_graph the statistics are recomputed from x with
 // differentiable ops, so second derivatives are exact.
 Tensor normalize_impl(const Tensor& x, const Shape& dims, double eps, Tensor* mean_out, Tensor* var_out) {
-  check<DTypeError>(x.is_floating_point(), "normalize: input must be floating, got ", x.dtype());
+  NABLA_CHECK(DTypeError, x.is_floating_point(), "normalize: input must be floating, got ", x.dtype());
   Tensor mean, var, invstd, y;
   {
     autograd::NoGradGuard ng;
@@ -287,11 +287,11 @@ Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& w
   int64_t k = static_cast<int64_t>(normalized_shape.size());
   bool ok = k >= 1 && x.dim() >= k &&
             std::equal(normalized_shape.begin(), normalized_shape.end(), x.sizes().end() - k);
-  check<ShapeError>(ok, "layer_norm: normalized_shape ", normalized_shape,
+  NABLA_CHECK(ShapeError, ok, "layer_norm: normalized_shape ", normalized_shape,
                     " must match the trailing dims of the input, got input of shape ", x.sizes());
   for (const Tensor* t : {&weight, &bias})
     if (t->defined())
-      check<ShapeError>(t->sizes() == normalized_shape.vec(), "layer_norm: weight and bias must have shape ",
+      NABLA_CHECK(ShapeError, t->sizes() == normalized_shape.vec(), "layer_norm: weight and bias must have shape ",
                         normalized_shape, ", got ", t->sizes());
   Shape dims;
   for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
@@ -302,13 +302,13 @@ Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& w
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
-  check<ShapeError>(x.dim() >= 2, "group_norm: expected input (N, C, *), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() >= 2, "group_norm: expected input (N, C, *), got ", x.sizes());
   int64_t n = x.size(0), c = x.size(1);
-  check<ValueError>(num_groups > 0 && c % num_groups == 0, "group_norm: the number of channels (", c,
+  NABLA_CHECK(ValueError, num_groups > 0 && c % num_groups == 0, "group_norm: the number of channels (", c,
                     ") must be divisible by num_groups (", num_groups, ")");
   for (const Tensor* t : {&weight, &bias})
     if (t->defined())
-      check<ShapeError>(t->dim() == 1 && t->size(0) == c, "group_norm: weight and bias must have shape [", c,
+      NABLA_CHECK(ShapeError, t->dim() == 1 && t->size(0) == c, "group_norm: weight and bias must have shape [", c,
                         "], got ", shape_str(*t));
   Tensor y = normalize_impl(x.reshape({n, num_groups, -1}), Shape{2}, eps, nullptr, nullptr).view(x.sizes());
   return affine(y, weight, bias, channel_shape(x.dim(), c));
@@ -318,21 +318,21 @@ Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& 
                      const Tensor& bias, bool use_input_stats, double momentum, double eps) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::instance_norm>(t, {x, running_mean, running_var, weight, bias}, {.use_input_stats = use_input_stats, .eps = eps}, [&] { return instance_norm(x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps); });
-  check<ShapeError>(x.dim() >= 3, "instance_norm: expected input (N, C, *) with a spatial dim, got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() >= 3, "instance_norm: expected input (N, C, *) with a spatial dim, got ", x.sizes());
   const int64_t c = x.size(1);
   for (const Tensor* t : {&running_mean, &running_var})
     if (t->defined())
-      check<ShapeError>(t->dim() == 1 && t->size(0) == c, "instance_norm: running_mean and running_var must have "
+      NABLA_CHECK(ShapeError, t->dim() == 1 && t->size(0) == c, "instance_norm: running_mean and running_var must have "
                         "shape [", c, "], got ", shape_str(*t));
   if (!use_input_stats) {
-    check<ValueError>(running_mean.defined() && running_var.defined(),
+    NABLA_CHECK(ValueError, running_mean.defined() && running_var.defined(),
                       "instance_norm: use_input_stats=false needs running_mean and running_var");
     return functional::batch_norm(x, running_mean, running_var, weight, bias, /*training=*/false, momentum, eps);
   }
   // PyTorch's _verify_spatial_size: one value per instance normalizes to 0 (variance 0).
   int64_t spatial_numel = 1;
   for (int64_t d = 2; d < x.dim(); ++d) spatial_numel *= x.size(d);
-  check<ValueError>(spatial_numel != 1, "instance_norm: expected more than 1 spatial element when training (or "
+  NABLA_CHECK(ValueError, spatial_numel != 1, "instance_norm: expected more than 1 spatial element when training (or "
                     "use_input_stats), got input of shape ", x.sizes());
   if (running_mean.defined() || running_var.defined()) {
     autograd::NoGradGuard ng;
@@ -347,10 +347,10 @@ Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& 
 }
 
 Tensor pixel_shuffle(const Tensor& x, int64_t r) {
-  check<ShapeError>(x.dim() >= 3, "pixel_shuffle: expected input (*, C r^2, H, W), got ", x.sizes());
-  check<ValueError>(r > 0, "pixel_shuffle: upscale_factor must be positive, got ", r);
+  NABLA_CHECK(ShapeError, x.dim() >= 3, "pixel_shuffle: expected input (*, C r^2, H, W), got ", x.sizes());
+  NABLA_CHECK(ValueError, r > 0, "pixel_shuffle: upscale_factor must be positive, got ", r);
   const int64_t nd = x.dim(), c = x.size(nd - 3), h = x.size(nd - 2), w = x.size(nd - 1);
-  check<ShapeError>(c % (r * r) == 0, "pixel_shuffle: the channels (", c, ") of input ", x.sizes(),
+  NABLA_CHECK(ShapeError, c % (r * r) == 0, "pixel_shuffle: the channels (", c, ") of input ", x.sizes(),
                     " must be divisible by upscale_factor^2 (", r * r, ")");
   Shape lead(x.sizes().begin(), x.sizes().end() - 3);
   Shape split = lead, perm, out = lead;
@@ -363,10 +363,10 @@ Tensor pixel_shuffle(const Tensor& x, int64_t r) {
 }
 
 Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
-  check<ShapeError>(x.dim() >= 3, "pixel_unshuffle: expected input (*, C, H r, W r), got ", x.sizes());
-  check<ValueError>(r > 0, "pixel_unshuffle: downscale_factor must be positive, got ", r);
+  NABLA_CHECK(ShapeError, x.dim() >= 3, "pixel_unshuffle: expected input (*, C, H r, W r), got ", x.sizes());
+  NABLA_CHECK(ValueError, r > 0, "pixel_unshuffle: downscale_factor must be positive, got ", r);
   const int64_t nd = x.dim(), c = x.size(nd - 3), h = x.size(nd - 2), w = x.size(nd - 1);
-  check<ShapeError>(h % r == 0 && w % r == 0, "pixel_unshuffle: the height and width of input ", x.sizes(),
+  NABLA_CHECK(ShapeError, h % r == 0 && w % r == 0, "pixel_unshuffle: the height and width of input ", x.sizes(),
                     " must be divisible by downscale_factor (", r, ")");
   Shape lead(x.sizes().begin(), x.sizes().end() - 3);
   Shape split = lead, perm, out = lead;
@@ -379,14 +379,14 @@ Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
 }
 
 Tensor affine_grid(const Tensor& theta, IntArrayRef size, bool align_corners) {
-  check<DTypeError>(theta.is_floating_point(), "affine_grid: theta must be floating, got ", theta.dtype());
+  NABLA_CHECK(DTypeError, theta.is_floating_point(), "affine_grid: theta must be floating, got ", theta.dtype());
   const int64_t k = static_cast<int64_t>(size.size()) - 2;  // spatial dims: 2 or 3
-  check<ShapeError>(k == 2 || k == 3, "affine_grid: size must be (N, C, H, W) or (N, C, D, H, W), got ", size);
-  check<ShapeError>(theta.dim() == 3 && theta.size(0) == size[0] && theta.size(1) == k && theta.size(2) == k + 1,
+  NABLA_CHECK(ShapeError, k == 2 || k == 3, "affine_grid: size must be (N, C, H, W) or (N, C, D, H, W), got ", size);
+  NABLA_CHECK(ShapeError, theta.dim() == 3 && theta.size(0) == size[0] && theta.size(1) == k && theta.size(2) == k + 1,
                     "affine_grid: expected theta of shape (", size[0], ", ", k, ", ", k + 1, ") for size ", size,
                     ", got ", theta.sizes());
   for (int64_t i = 2; i < k + 2; ++i)
-    check<ValueError>(size[i] > 0, "affine_grid: spatial sizes must be positive, got ", size);
+    NABLA_CHECK(ValueError, size[i] > 0, "affine_grid: spatial sizes must be positive, got ", size);
   // Coordinates along one dim of n points.
   auto coords = [&](int64_t n) {
     Tensor t = linspace(-1, 1, n, TensorOptions().dtype(theta.dtype()).device(theta.device()));
@@ -416,7 +416,7 @@ namespace {
 // f applied to x (N, C, L) or (C, L) seen as images of height 1.
 template <class F>
 Tensor pool1d(const Tensor& x, const char* op, F&& f) {
-  check<ShapeError>(x.dim() == 2 || x.dim() == 3, op, ": expected input (N, C, L) or (C, L), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 2 || x.dim() == 3, op, ": expected input (N, C, L) or (C, L), got ", x.sizes());
   return f(x.unsqueeze(-2)).squeeze(-2);
 }
 }  // namespace
@@ -446,7 +446,7 @@ Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size) {
 // ---- activations ----------------------------------------------------------------------------------
 
 Tensor celu(const Tensor& x, double alpha) {
-  check<ValueError>(alpha != 0, "celu: alpha cannot be 0");
+  NABLA_CHECK(ValueError, alpha != 0, "celu: alpha cannot be 0");
   return elu(x / alpha) * alpha;
 }
 
@@ -456,10 +456,10 @@ Tensor tanhshrink(const Tensor& x) { return x - x.tanh(); }
 Tensor threshold(const Tensor& x, double threshold, double value) { return x.masked_fill(x <= threshold, value); }
 
 Tensor glu(const Tensor& x, int64_t dim) {
-  check<IndexError>(x.dim() > 0, "glu: expected a tensor with at least one dim, got a scalar");
+  NABLA_CHECK(IndexError, x.dim() > 0, "glu: expected a tensor with at least one dim, got a scalar");
   int64_t d = dim < 0 ? dim + x.dim() : dim;
-  check<IndexError>(d >= 0 && d < x.dim(), "glu: dim ", dim, " is out of range for shape ", x.sizes());
-  check<ShapeError>(x.size(d) % 2 == 0, "glu: the halved dim must have an even size, but dim ", dim, " of shape ",
+  NABLA_CHECK(IndexError, d >= 0 && d < x.dim(), "glu: dim ", dim, " is out of range for shape ", x.sizes());
+  NABLA_CHECK(ShapeError, x.size(d) % 2 == 0, "glu: the halved dim must have an even size, but dim ", dim, " of shape ",
                     x.sizes(), " has size ", x.size(d));
   int64_t half = x.size(d) / 2;
   return x.narrow(d, 0, half) * x.narrow(d, half, half).sigmoid();
@@ -471,7 +471,7 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
   if (c == 1) {
     w = weight.reshape({});
   } else {
-    check<ShapeError>(x.dim() >= 2 && x.size(1) == c, "prelu: weight has ", c,
+    NABLA_CHECK(ShapeError, x.dim() >= 2 && x.size(1) == c, "prelu: weight has ", c,
                       " elements (one per channel), but input of shape ", x.sizes(), " has ",
                       x.dim() >= 2 ? x.size(1) : 1, " channels (dim 1)");
     Shape ws(static_cast<size_t>(x.dim() - 1), 1);
@@ -487,8 +487,8 @@ Tensor softmin(const Tensor& x, int64_t dim) { return (-x).softmax(dim); }
 
 namespace {
 Tensor dropout_with_mask_shape(const Tensor& x, double p, IntArrayRef mask_shape, const char* op) {
-  check<ValueError>(p >= 0 && p <= 1, op, ": probability must be in [0, 1], got ", p);
-  check<DTypeError>(x.is_floating_point(), op, ": input must be floating, got ", x.dtype());
+  NABLA_CHECK(ValueError, p >= 0 && p <= 1, op, ": probability must be in [0, 1], got ", p);
+  NABLA_CHECK(DTypeError, x.is_floating_point(), op, ": input must be floating, got ", x.dtype());
   if (p == 1) return x * zeros(mask_shape, dtype(x.dtype()).device(x.device()));
   // The mask is drawn in float32 whatever x's dtype, so a seed gives the same mask in every dtype.
   Tensor mask = empty(mask_shape, dtype(kFloat32).device(x.device()));
@@ -500,15 +500,15 @@ Tensor dropout_with_mask_shape(const Tensor& x, double p, IntArrayRef mask_shape
 }  // namespace
 
 Tensor dropout(const Tensor& x, double p, bool training) {
-  check<ValueError>(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got ", p);
+  NABLA_CHECK(ValueError, p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
   return dropout_with_mask_shape(x, p, x.sizes(), "dropout");
 }
 
 Tensor dropout2d(const Tensor& x, double p, bool training) {
-  check<ShapeError>(x.dim() == 3 || x.dim() == 4, "dropout2d: expected input (N, C, H, W) or (C, H, W), got ",
+  NABLA_CHECK(ShapeError, x.dim() == 3 || x.dim() == 4, "dropout2d: expected input (N, C, H, W) or (C, H, W), got ",
                     x.sizes());
-  check<ValueError>(p >= 0 && p <= 1, "dropout2d: probability must be in [0, 1], got ", p);
+  NABLA_CHECK(ValueError, p >= 0 && p <= 1, "dropout2d: probability must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
   Shape ms = x.sizes();
   ms[ms.size() - 1] = 1;

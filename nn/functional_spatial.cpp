@@ -21,7 +21,7 @@ namespace {
 // `v` as n values: one value repeated, or exactly n.
 template <size_t N>
 std::array<int64_t, N> expand_arg(IntArrayRef v, const char* op, const char* what) {
-  check<ValueError>(v.size() == 1 || v.size() == N, op, ": ", what, " takes 1 or ", N, " values, got ", v);
+  NABLA_CHECK(ValueError, v.size() == 1 || v.size() == N, op, ": ", what, " takes 1 or ", N, " values, got ", v);
   std::array<int64_t, N> out{};
   for (size_t i = 0; i < N; ++i) out[i] = v.size() == 1 ? v[0] : v[i];
   return out;
@@ -40,25 +40,25 @@ Tensor pad(const Tensor& x, IntArrayRef padding, std::string_view mode, double v
     return trace::traced<OpId::pad>(t, {x}, {.padding = trace::ints(padding), .value = value, .mode = std::string(mode)}, [&] { return pad(x, padding, mode, value); });
   if (mode == "constant") return nabla::pad(x, padding, value);
   const bool reflect = mode == "reflect", replicate = mode == "replicate", circular = mode == "circular";
-  check<ValueError>(reflect || replicate || circular, "pad: mode must be 'constant', 'reflect', 'replicate' or ",
+  NABLA_CHECK(ValueError, reflect || replicate || circular, "pad: mode must be 'constant', 'reflect', 'replicate' or ",
                     "'circular', got '", mode, "'");
   const int64_t k = static_cast<int64_t>(padding.size()) / 2;
-  check<ValueError>(padding.size() % 2 == 0 && k >= 1 && k <= 3, "pad: mode '", mode,
+  NABLA_CHECK(ValueError, padding.size() % 2 == 0 && k >= 1 && k <= 3, "pad: mode '", mode,
                     "' takes 2, 4 or 6 padding values (the last 1, 2 or 3 dims), got ", padding);
-  check<ShapeError>(x.dim() == k + 1 || x.dim() == k + 2, "pad: mode '", mode, "' with ", padding.size(),
+  NABLA_CHECK(ShapeError, x.dim() == k + 1 || x.dim() == k + 2, "pad: mode '", mode, "' with ", padding.size(),
                     " padding values expects a ", k + 1, "-D or ", k + 2, "-D input, got shape ", x.sizes());
   Tensor y = x;
   for (int64_t i = 0; i < k; ++i) {
     const int64_t d = x.dim() - 1 - i, n = x.size(d);
     const int64_t before = padding[static_cast<size_t>(2 * i)], after = padding[static_cast<size_t>(2 * i + 1)];
     if (reflect)
-      check<ValueError>(before < n && after < n, "pad: reflect padding (", before, ", ", after,
+      NABLA_CHECK(ValueError, before < n && after < n, "pad: reflect padding (", before, ", ", after,
                         ") must be smaller than the size ", n, " of dim ", d, " of input ", x.sizes());
     if (circular)
-      check<ValueError>(before <= n && after <= n, "pad: circular padding (", before, ", ", after,
+      NABLA_CHECK(ValueError, before <= n && after <= n, "pad: circular padding (", before, ", ", after,
                         ") must be at most the size ", n, " of dim ", d, " of input ", x.sizes());
     const int64_t out = n + before + after;
-    check<ShapeError>(n > 0 && out > 0, "pad: padding (", before, ", ", after, ") of dim ", d, " of input ", x.sizes(),
+    NABLA_CHECK(ShapeError, n > 0 && out > 0, "pad: padding (", before, ", ", after, ") of dim ", d, " of input ", x.sizes(),
                       " leaves ", out, " elements; mode '", mode, "' needs a non-empty input and output");
     if (before == 0 && after == 0) continue;
     std::vector<int64_t> idx(static_cast<size_t>(out));
@@ -84,12 +84,12 @@ template <size_t N, class Conv>
 Tensor conv_string_padding(const char* op, const Tensor& x, const Tensor& weight, IntArrayRef stride,
                            std::string_view padding, IntArrayRef dilation, Conv conv) {
   if (padding == "valid") return conv(x, std::vector<int64_t>(N, 0));
-  check<ValueError>(padding == "same", op, ": padding must be 'same', 'valid' or numbers, got '", padding, "'");
+  NABLA_CHECK(ValueError, padding == "same", op, ": padding must be 'same', 'valid' or numbers, got '", padding, "'");
   auto st = expand_arg<N>(stride, op, "stride");
   auto dil = expand_arg<N>(dilation, op, "dilation");
-  check<ValueError>(std::all_of(st.begin(), st.end(), [](int64_t s) { return s == 1; }), op,
+  NABLA_CHECK(ValueError, std::all_of(st.begin(), st.end(), [](int64_t s) { return s == 1; }), op,
                     ": padding='same' needs stride 1, got ", stride);
-  check<ShapeError>(weight.dim() == static_cast<int64_t>(N) + 2, op, ": expected a ", N + 2, "-D weight, got shape ",
+  NABLA_CHECK(ShapeError, weight.dim() == static_cast<int64_t>(N) + 2, op, ": expected a ", N + 2, "-D weight, got shape ",
                     weight.sizes());
   std::vector<int64_t> sym(N), extra;  // extra: (before, after) pairs, last dim first, for pad()
   bool asymmetric = false;
@@ -133,9 +133,9 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArra
 
 Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,
                         int64_t output_padding, int64_t groups, int64_t dilation) {
-  check<ShapeError>(x.dim() == 2 || x.dim() == 3, "conv_transpose1d: expected input (N, C_in, L) or (C_in, L), got shape ",
+  NABLA_CHECK(ShapeError, x.dim() == 2 || x.dim() == 3, "conv_transpose1d: expected input (N, C_in, L) or (C_in, L), got shape ",
                     x.sizes());
-  check<ShapeError>(weight.dim() == 3, "conv_transpose1d: expected weight (C_in, C_out/groups, k), got shape ",
+  NABLA_CHECK(ShapeError, weight.dim() == 3, "conv_transpose1d: expected weight (C_in, C_out/groups, k), got shape ",
                     weight.sizes());
   // As a 2-D transposed convolution with a unit height.
   Tensor y = nabla::conv_transpose2d(x.unsqueeze(-2), weight.unsqueeze(2), bias, {1, stride}, {0, padding},
@@ -146,13 +146,13 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bia
 Tensor conv_transpose3d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
                         IntArrayRef padding, IntArrayRef output_padding, int64_t groups, IntArrayRef dilation) {
   const char* op = "conv_transpose3d";
-  check<ShapeError>((x_in.dim() == 4 || x_in.dim() == 5) && weight.dim() == 5, op,
+  NABLA_CHECK(ShapeError, (x_in.dim() == 4 || x_in.dim() == 5) && weight.dim() == 5, op,
                     ": expected input (N, C_in, D, H, W) or (C_in, D, H, W) and weight (C_in, C_out/groups, kD, kH, "
                     "kW), got shapes ", x_in.sizes(), " and ", weight.sizes());
   Tensor x = x_in.dim() == 4 ? x_in.unsqueeze(0) : x_in;
-  check<ShapeError>(x.size(1) == weight.size(0), op, ": input has ", x.size(1), " channels but weight of shape ",
+  NABLA_CHECK(ShapeError, x.size(1) == weight.size(0), op, ": input has ", x.size(1), " channels but weight of shape ",
                     weight.sizes(), " expects ", weight.size(0));
-  check<ValueError>(groups > 0 && weight.size(0) % groups == 0, op, ": groups ", groups, " must divide C_in ",
+  NABLA_CHECK(ValueError, groups > 0 && weight.size(0) % groups == 0, op, ": groups ", groups, " must divide C_in ",
                     weight.size(0));
   auto st = expand_arg<3>(stride, op, "stride"), pd = expand_arg<3>(padding, op, "padding");
   auto opd = expand_arg<3>(output_padding, op, "output_padding"), dil = expand_arg<3>(dilation, op, "dilation");
@@ -161,16 +161,16 @@ Tensor conv_transpose3d(const Tensor& x_in, const Tensor& weight, const Tensor& 
   p.groups = groups;
   std::vector<int64_t> size(3);
   for (size_t i = 0; i < 3; ++i) {
-    check<ValueError>(st[i] > 0 && dil[i] > 0 && pd[i] >= 0, op, ": stride and dilation must be positive and padding ",
+    NABLA_CHECK(ValueError, st[i] > 0 && dil[i] > 0 && pd[i] >= 0, op, ": stride and dilation must be positive and padding ",
                       "non-negative, got ", stride, ", ", dilation, " and ", padding);
-    check<ValueError>(opd[i] >= 0 && opd[i] < std::max(st[i], dil[i]), op, ": output_padding ", output_padding,
+    NABLA_CHECK(ValueError, opd[i] >= 0 && opd[i] < std::max(st[i], dil[i]), op, ": output_padding ", output_padding,
                       " must be smaller than stride or dilation");
     p.stride[i] = st[i];
     p.padding[i] = pd[i];
     p.dilation[i] = dil[i];
     size[i] = (x.size(static_cast<int64_t>(2 + i)) - 1) * st[i] - 2 * pd[i] +
               dil[i] * (weight.size(static_cast<int64_t>(2 + i)) - 1) + opd[i] + 1;
-    check<ShapeError>(size[i] > 0, op, ": the output size would be ", size[i], " along spatial dim ", i, " for input ",
+    NABLA_CHECK(ShapeError, size[i] > 0, op, ": the output size would be ", size[i], " along spatial dim ", i, " for input ",
                       x_in.sizes());
   }
   // The transposed convolution is the input-gradient of the convolution whose weight it shares.
@@ -198,12 +198,12 @@ Blocks plan_blocks(const char* op, const Tensor& like, int64_t h, int64_t w, Int
   const int64_t in[2] = {h, w};
   std::vector<int64_t> idx[2];
   for (size_t i = 0; i < 2; ++i) {
-    check<ValueError>(b.k[i] > 0 && b.d[i] > 0 && b.s[i] > 0 && b.p[i] >= 0, op, ": kernel_size, dilation and stride ",
+    NABLA_CHECK(ValueError, b.k[i] > 0 && b.d[i] > 0 && b.s[i] > 0 && b.p[i] >= 0, op, ": kernel_size, dilation and stride ",
                       "must be positive and padding non-negative, got ", kernel_size, ", ", dilation, ", ", stride,
                       " and ", padding);
     const int64_t reach = b.d[i] * (b.k[i] - 1) + 1;
     b.out[i] = (in[i] + 2 * b.p[i] - reach) / b.s[i] + 1;
-    check<ShapeError>(in[i] + 2 * b.p[i] >= reach && b.out[i] > 0, op, ": a block of ", IntArrayRef(b.k.data(), 2), " (dilation ", IntArrayRef(b.d.data(), 2),
+    NABLA_CHECK(ShapeError, in[i] + 2 * b.p[i] >= reach && b.out[i] > 0, op, ": a block of ", IntArrayRef(b.k.data(), 2), " (dilation ", IntArrayRef(b.d.data(), 2),
                       ") does not fit the padded spatial size (", h + 2 * b.p[0], ", ", w + 2 * b.p[1], ")");
     for (int64_t ki = 0; ki < b.k[i]; ++ki)
       for (int64_t o = 0; o < b.out[i]; ++o) idx[i].push_back(ki * b.d[i] + o * b.s[i]);
@@ -217,7 +217,7 @@ Blocks plan_blocks(const char* op, const Tensor& like, int64_t h, int64_t w, Int
 
 Tensor unfold(const Tensor& x_in, IntArrayRef kernel_size, IntArrayRef dilation, IntArrayRef padding,
               IntArrayRef stride) {
-  check<ShapeError>(x_in.dim() == 3 || x_in.dim() == 4, "unfold: expected input (N, C, H, W) or (C, H, W), got shape ",
+  NABLA_CHECK(ShapeError, x_in.dim() == 3 || x_in.dim() == 4, "unfold: expected input (N, C, H, W) or (C, H, W), got shape ",
                     x_in.sizes());
   Tensor x = x_in.dim() == 3 ? x_in.unsqueeze(0) : x_in;
   const int64_t n = x.size(0), c = x.size(1);
@@ -233,16 +233,16 @@ Tensor unfold(const Tensor& x_in, IntArrayRef kernel_size, IntArrayRef dilation,
 
 Tensor fold(const Tensor& x_in, IntArrayRef output_size, IntArrayRef kernel_size, IntArrayRef dilation,
             IntArrayRef padding, IntArrayRef stride) {
-  check<ShapeError>(x_in.dim() == 2 || x_in.dim() == 3, "fold: expected input (N, C kH kW, L) or (C kH kW, L), got shape ",
+  NABLA_CHECK(ShapeError, x_in.dim() == 2 || x_in.dim() == 3, "fold: expected input (N, C kH kW, L) or (C kH kW, L), got shape ",
                     x_in.sizes());
   Tensor x = x_in.dim() == 2 ? x_in.unsqueeze(0) : x_in;
   auto os = expand_arg<2>(output_size, "fold", "output_size");
-  check<ValueError>(os[0] > 0 && os[1] > 0, "fold: output_size must be positive, got ", output_size);
+  NABLA_CHECK(ValueError, os[0] > 0 && os[1] > 0, "fold: output_size must be positive, got ", output_size);
   Blocks b = plan_blocks("fold", x, os[0], os[1], kernel_size, dilation, padding, stride);
   const int64_t n = x.size(0), kk = b.k[0] * b.k[1];
-  check<ShapeError>(x.size(1) % kk == 0, "fold: expected dim 1 of input ", x_in.sizes(), " to be divisible by the ",
+  NABLA_CHECK(ShapeError, x.size(1) % kk == 0, "fold: expected dim 1 of input ", x_in.sizes(), " to be divisible by the ",
                     "block size ", b.k[0], " * ", b.k[1]);
-  check<ShapeError>(x.size(2) == b.out[0] * b.out[1], "fold: input ", x_in.sizes(), " has ", x.size(2),
+  NABLA_CHECK(ShapeError, x.size(2) == b.out[0] * b.out[1], "fold: input ", x_in.sizes(), " has ", x.size(2),
                     " blocks, but output_size ", output_size, " with kernel ", IntArrayRef(b.k.data(), 2), " holds ", b.out[0], " * ",
                     b.out[1], " = ", b.out[0] * b.out[1]);
   const int64_t c = x.size(1) / kk, hp = os[0] + 2 * b.p[0], wp = os[1] + 2 * b.p[1];
@@ -261,11 +261,11 @@ Tensor fold(const Tensor& x_in, IntArrayRef output_size, IntArrayRef kernel_size
 Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding, bool ceil_mode,
                   bool count_include_pad, std::optional<int64_t> divisor_override) {
   if (!divisor_override) return nabla::avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad);
-  check<ValueError>(*divisor_override != 0, "avg_pool2d: divisor_override must not be zero");
+  NABLA_CHECK(ValueError, *divisor_override != 0, "avg_pool2d: divisor_override must not be zero");
   // The mean with padding counted divides each window's sum by its size clipped to the padded input
   // (PyTorch's rule); multiplying by that size over divisor_override gives sum / divisor_override.
   Tensor y = nabla::avg_pool2d(x, kernel_size, stride, padding, ceil_mode, /*count_include_pad=*/true);
-  check<ShapeError>(x.dim() >= 3, "avg_pool2d: expected input (N, C, H, W) or (C, H, W), got shape ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() >= 3, "avg_pool2d: expected input (N, C, H, W) or (C, H, W), got shape ", x.sizes());
   auto k = expand_arg<2>(kernel_size, "avg_pool2d", "kernel_size");
   auto s = stride.empty() ? k : expand_arg<2>(stride, "avg_pool2d", "stride");
   auto p = expand_arg<2>(padding, "avg_pool2d", "padding");
@@ -291,11 +291,11 @@ std::array<int64_t, N> unpool_output_size(const char* op, const Tensor& x, const
   std::array<int64_t, N> def{}, out{};
   for (size_t i = 0; i < N; ++i) def[i] = (x.size(x.dim() - static_cast<int64_t>(N - i)) - 1) * s[i] - 2 * p[i] + k[i];
   if (requested.empty()) return def;
-  check<ValueError>(requested.size() == N || requested.size() == N + 2, op, ": output_size should have ", N, " or ",
+  NABLA_CHECK(ValueError, requested.size() == N || requested.size() == N + 2, op, ": output_size should have ", N, " or ",
                     N + 2, " elements, got ", requested);
   for (size_t i = 0; i < N; ++i) {
     out[i] = requested[requested.size() - N + i];
-    check<ValueError>(def[i] - s[i] < out[i] && out[i] < def[i] + s[i], op, ": invalid output_size ", requested,
+    NABLA_CHECK(ValueError, def[i] - s[i] < out[i] && out[i] < def[i] + s[i], op, ": invalid output_size ", requested,
                       " (dim ", i, " must be between ", def[i] - s[i], " and ", def[i] + s[i], ", exclusive, for input ",
                       x.sizes(), ")");
   }
@@ -305,8 +305,8 @@ std::array<int64_t, N> unpool_output_size(const char* op, const Tensor& x, const
 // x (N, C, H_in, W_in) or (C, H_in, W_in) with int64 indices of its shape (flat positions in each
 // output plane) -> (N, C, H, W) or (C, H, W) for os = (H, W): zeros where no maximum came from.
 Tensor unpool_plane(const char* op, const Tensor& x_in, const Tensor& indices_in, std::array<int64_t, 2> os) {
-  check<DTypeError>(indices_in.dtype() == kInt64, op, ": indices must be int64, got ", indices_in.dtype());
-  check<ShapeError>(os[0] > 0 && os[1] > 0, op, ": the output size would be ", IntArrayRef(os.data(), 2), " for input ",
+  NABLA_CHECK(DTypeError, indices_in.dtype() == kInt64, op, ": indices must be int64, got ", indices_in.dtype());
+  NABLA_CHECK(ShapeError, os[0] > 0 && os[1] > 0, op, ": the output size would be ", IntArrayRef(os.data(), 2), " for input ",
                     x_in.sizes());
   Tensor x = x_in.dim() == 3 ? x_in.unsqueeze(0) : x_in;
   Tensor indices = x_in.dim() == 3 ? indices_in.unsqueeze(0) : indices_in;
@@ -314,7 +314,7 @@ Tensor unpool_plane(const char* op, const Tensor& x_in, const Tensor& indices_in
   Tensor flat_idx = indices.reshape({n, c, -1});
   if (flat_idx.numel() > 0) {
     const int64_t lo = flat_idx.min().item<int64_t>(), hi = flat_idx.max().item<int64_t>();
-    check<IndexError>(lo >= 0 && hi < plane, op, ": found index ", lo < 0 ? lo : hi, " outside the output plane of ",
+    NABLA_CHECK(IndexError, lo >= 0 && hi < plane, op, ": found index ", lo < 0 ? lo : hi, " outside the output plane of ",
                       os[0], " x ", os[1], " = ", plane, " positions");
   }
   Tensor y = zeros({n, c, plane}, dtype(x.dtype()).device(x.device())).scatter(2, flat_idx, x.reshape({n, c, -1}));
@@ -326,7 +326,7 @@ Tensor unpool_plane(const char* op, const Tensor& x_in, const Tensor& indices_in
 Tensor max_unpool2d(const Tensor& x_in, const Tensor& indices_in, IntArrayRef kernel_size, IntArrayRef stride,
                     IntArrayRef padding, IntArrayRef output_size) {
   const char* op = "max_unpool2d";
-  check<ShapeError>((x_in.dim() == 3 || x_in.dim() == 4) && indices_in.sizes() == x_in.sizes(), op,
+  NABLA_CHECK(ShapeError, (x_in.dim() == 3 || x_in.dim() == 4) && indices_in.sizes() == x_in.sizes(), op,
                     ": expected input (N, C, H, W) or (C, H, W) and indices of its shape, got ", x_in.sizes(), " and ",
                     indices_in.sizes());
   auto k = expand_arg<2>(kernel_size, op, "kernel_size");
@@ -338,7 +338,7 @@ Tensor max_unpool2d(const Tensor& x_in, const Tensor& indices_in, IntArrayRef ke
 Tensor max_unpool1d(const Tensor& x, const Tensor& indices, int64_t kernel_size, std::optional<int64_t> stride,
                     int64_t padding, std::optional<int64_t> output_size) {
   const char* op = "max_unpool1d";
-  check<ShapeError>((x.dim() == 2 || x.dim() == 3) && indices.sizes() == x.sizes(), op,
+  NABLA_CHECK(ShapeError, (x.dim() == 2 || x.dim() == 3) && indices.sizes() == x.sizes(), op,
                     ": expected input (N, C, L) or (C, L) and indices of its shape, got ", x.sizes(), " and ",
                     indices.sizes());
   const int64_t s = stride.value_or(kernel_size);
@@ -403,20 +403,20 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleOpti
     return trace::traced<OpId::grid_sample>(t, {input, grid}, {.mode = o.mode, .padding_mode = o.padding_mode, .align_corners = o.align_corners}, [&] { return grid_sample(input, grid, o); });
   const char* op = "grid_sample";
   const int64_t spatial = input.dim() - 2;  // 2: (N, C, H, W), 3: (N, C, D, H, W)
-  check<ShapeError>((spatial == 2 || spatial == 3) && grid.dim() == input.dim() && grid.size(-1) == spatial &&
+  NABLA_CHECK(ShapeError, (spatial == 2 || spatial == 3) && grid.dim() == input.dim() && grid.size(-1) == spatial &&
                         grid.size(0) == input.size(0),
                     op, ": expected input (N, C, H, W) with grid (N, H_out, W_out, 2), or input (N, C, D, H, W) with ",
                     "grid (N, D_out, H_out, W_out, 3), got shapes ", input.sizes(), " and ", grid.sizes());
-  check<DTypeError>(is_floating(input.dtype()) && input.dtype() == grid.dtype(), op,
+  NABLA_CHECK(DTypeError, is_floating(input.dtype()) && input.dtype() == grid.dtype(), op,
                     ": expected floating input and grid of one dtype, got ", input.dtype(), " and ", grid.dtype());
-  check<DeviceError>(input.device() == grid.device(), op, ": input is on ", input.device(), " but grid on ",
+  NABLA_CHECK(DeviceError, input.device() == grid.device(), op, ": input is on ", input.device(), " but grid on ",
                      grid.device());
   const bool nearest = o.mode == "nearest", bicubic = o.mode == "bicubic";
-  check<ValueError>(nearest || bicubic || o.mode == "bilinear", op,
+  NABLA_CHECK(ValueError, nearest || bicubic || o.mode == "bilinear", op,
                     ": mode must be 'bilinear', 'nearest' or 'bicubic', got '", o.mode, "'");
-  check<ValueError>(!bicubic || spatial == 2, op, ": mode 'bicubic' needs a 4-D input (N, C, H, W), got shape ",
+  NABLA_CHECK(ValueError, !bicubic || spatial == 2, op, ": mode 'bicubic' needs a 4-D input (N, C, H, W), got shape ",
                     input.sizes());
-  check<ValueError>(o.padding_mode == "zeros" || o.padding_mode == "border" || o.padding_mode == "reflection", op,
+  NABLA_CHECK(ValueError, o.padding_mode == "zeros" || o.padding_mode == "border" || o.padding_mode == "reflection", op,
                     ": padding_mode must be 'zeros', 'border' or 'reflection', got '", o.padding_mode, "'");
   const int64_t n = input.size(0), c = input.size(1);
   // grid's last dim is (x, y[, z]): x indexes the last input dim, y the one before, z the first.
@@ -498,17 +498,17 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& of
                      const Tensor& per_sample_weights, const EmbeddingBagOptions& o) {
   const char* op = "embedding_bag";
   const bool sum = o.mode == "sum", mean = o.mode == "mean", max = o.mode == "max";
-  check<ValueError>(sum || mean || max, op, ": mode must be 'sum', 'mean' or 'max', got '", o.mode, "'");
-  check<ShapeError>(weight.dim() == 2, op, ": expected weight (num_embeddings, embedding_dim), got shape ",
+  NABLA_CHECK(ValueError, sum || mean || max, op, ": mode must be 'sum', 'mean' or 'max', got '", o.mode, "'");
+  NABLA_CHECK(ShapeError, weight.dim() == 2, op, ": expected weight (num_embeddings, embedding_dim), got shape ",
                     weight.sizes());
-  check<DTypeError>(input.dtype() == kInt64 || input.dtype() == kInt32, op, ": indices must be int64 or int32, got ",
+  NABLA_CHECK(DTypeError, input.dtype() == kInt64 || input.dtype() == kInt32, op, ": indices must be int64 or int32, got ",
                     input.dtype());
   const int64_t dim = weight.size(1), num = weight.size(0);
   // The bag of each index and each index's slot within its bag (host side: offsets are few).
   int64_t bags = 0, longest = 0;
   std::vector<int64_t> bag, slot;
   if (!offsets.defined()) {
-    check<ShapeError>(input.dim() == 2, op, ": without offsets, input must be 2-D (bags, indices per bag), got shape ",
+    NABLA_CHECK(ShapeError, input.dim() == 2, op, ": without offsets, input must be 2-D (bags, indices per bag), got shape ",
                       input.sizes());
     bags = input.size(0);
     longest = input.size(1);
@@ -518,16 +518,16 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& of
         slot.push_back(j);
       }
   } else {
-    check<ShapeError>(input.dim() == 1 && offsets.dim() == 1, op, ": with offsets, input and offsets must be 1-D, got ",
+    NABLA_CHECK(ShapeError, input.dim() == 1 && offsets.dim() == 1, op, ": with offsets, input and offsets must be 1-D, got ",
                       "shapes ", input.sizes(), " and ", offsets.sizes());
     Tensor off = offsets.to(kCPU).to(kInt64).contiguous();
     const int64_t* p = off.data_ptr<int64_t>();
     const int64_t m = off.numel(), total = input.numel();
     bags = o.include_last_offset ? std::max<int64_t>(m - 1, 0) : m;
-    check<ValueError>(m == 0 || p[0] == 0, op, ": offsets[0] must be 0, got ", m ? p[0] : 0);
+    NABLA_CHECK(ValueError, m == 0 || p[0] == 0, op, ": offsets[0] must be 0, got ", m ? p[0] : 0);
     for (int64_t b = 0; b < bags; ++b) {
       const int64_t start = p[b], end = b + 1 < m ? p[b + 1] : total;
-      check<ValueError>(start <= end && end <= total, op, ": offsets must be non-decreasing and at most the number of ",
+      NABLA_CHECK(ValueError, start <= end && end <= total, op, ": offsets must be non-decreasing and at most the number of ",
                         "indices ", total, "; bag ", b, " spans [", start, ", ", end, ")");
       for (int64_t j = start; j < end; ++j) {
         bag.push_back(b);
@@ -535,7 +535,7 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& of
       }
       longest = std::max(longest, end - start);
     }
-    check<ValueError>(static_cast<int64_t>(bag.size()) == total, op, ": the bags cover ", bag.size(), " of the ", total,
+    NABLA_CHECK(ValueError, static_cast<int64_t>(bag.size()) == total, op, ": the bags cover ", bag.size(), " of the ", total,
                       " indices (include_last_offset: the last offset must be the number of indices)");
   }
   const TensorOptions wopt = dtype(weight.dtype()).device(weight.device());
@@ -545,8 +545,8 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& of
   Tensor rows = embedding(weight, idx);  // checks the index range
   Tensor keep = o.padding_idx ? (idx != (*o.padding_idx < 0 ? *o.padding_idx + num : *o.padding_idx)) : Tensor{};
   if (per_sample_weights.defined()) {
-    check<ValueError>(sum, op, ": per_sample_weights is only supported for mode 'sum', got mode '", o.mode, "'");
-    check<ShapeError>(per_sample_weights.sizes() == input.sizes(), op, ": per_sample_weights ",
+    NABLA_CHECK(ValueError, sum, op, ": per_sample_weights is only supported for mode 'sum', got mode '", o.mode, "'");
+    NABLA_CHECK(ShapeError, per_sample_weights.sizes() == input.sizes(), op, ": per_sample_weights ",
                       per_sample_weights.sizes(), " must have the indices' shape ", input.sizes());
     rows = rows * per_sample_weights.reshape({-1, 1});
   }

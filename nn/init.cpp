@@ -12,8 +12,8 @@ namespace nabla::nn::init {
 namespace {
 
 void check_floating(const Tensor& t, const char* op) {
-  check<ValueError>(t.defined(), "init::", op, ": tensor is undefined");
-  check<DTypeError>(t.is_floating_point(), "init::", op, ": tensor must be floating, got ", t.dtype());
+  NABLA_CHECK(ValueError, t.defined(), "init::", op, ": tensor is undefined");
+  NABLA_CHECK(DTypeError, t.is_floating_point(), "init::", op, ": tensor must be floating, got ", t.dtype());
 }
 
 int64_t fan(const Tensor& t, FanMode mode) {
@@ -73,7 +73,7 @@ double calculate_gain(Nonlinearity nl, double param) {
 }
 
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t) {
-  check<ShapeError>(t.dim() >= 2, "init: fan in and fan out cannot be computed for a tensor with fewer than 2 dims, got ",
+  NABLA_CHECK(ShapeError, t.dim() >= 2, "init: fan in and fan out cannot be computed for a tensor with fewer than 2 dims, got ",
                     t.sizes());
   int64_t receptive = 1;
   for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);
@@ -82,7 +82,7 @@ std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t) {
 
 Tensor uniform_(Tensor t, double a, double b) {
   check_floating(t, "uniform_");
-  check<ValueError>(a <= b, "init::uniform_: a (", a, ") must not exceed b (", b, ")");
+  NABLA_CHECK(ValueError, a <= b, "init::uniform_: a (", a, ") must not exceed b (", b, ")");
   autograd::NoGradGuard ng;
   t.uniform_(a, b);
   return t;
@@ -96,7 +96,7 @@ Tensor normal_(Tensor t, double mean, double std) {
 }
 
 Tensor constant_(Tensor t, double value) {
-  check<ValueError>(t.defined(), "init::constant_: tensor is undefined");
+  NABLA_CHECK(ValueError, t.defined(), "init::constant_: tensor is undefined");
   autograd::NoGradGuard ng;
   t.fill_(value);
   return t;
@@ -134,7 +134,7 @@ Tensor kaiming_normal_(Tensor t, double a, FanMode mode, Nonlinearity nl) {
 
 Tensor orthogonal_(Tensor t, double gain) {
   check_floating(t, "orthogonal_");
-  check<ShapeError>(t.dim() >= 2, "init::orthogonal_: only tensors with 2 or more dims are supported, got ", t.sizes());
+  NABLA_CHECK(ShapeError, t.dim() >= 2, "init::orthogonal_: only tensors with 2 or more dims are supported, got ", t.sizes());
   if (t.numel() == 0) return t;
   autograd::NoGradGuard ng;
   int64_t rows = t.size(0), cols = t.numel() / rows;
@@ -159,7 +159,7 @@ Tensor orthogonal_(Tensor t, double gain) {
     double norm = 0;
     for (int64_t i = 0; i < m; ++i) norm += q[i * n + j] * q[i * n + j];
     norm = std::sqrt(norm);
-    check<ValueError>(norm > 0, "init::orthogonal_: degenerate random matrix (try again)");
+    NABLA_CHECK(ValueError, norm > 0, "init::orthogonal_: degenerate random matrix (try again)");
     for (int64_t i = 0; i < m; ++i) q[i * n + j] /= norm;
   }
   std::vector<double> out(static_cast<size_t>(rows * cols));
@@ -172,7 +172,7 @@ Tensor orthogonal_(Tensor t, double gain) {
 
 Tensor trunc_normal_(Tensor t, double mean, double std, double a, double b) {
   check_floating(t, "trunc_normal_");
-  check<ValueError>(std > 0 && a < b, "init::trunc_normal_: need std > 0 and a < b, got std=", std, ", a=", a,
+  NABLA_CHECK(ValueError, std > 0 && a < b, "init::trunc_normal_: need std > 0 and a < b, got std=", std, ", a=", a,
                     ", b=", b);
   autograd::NoGradGuard ng;
   auto cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };

@@ -33,14 +33,14 @@ Tensor reduce(const Tensor& loss, Reduction r, const char* op) {
     case Reduction::sum: return loss.sum();
     case Reduction::batchmean: break;
   }
-  throw ValueError(detail::str(op, ": reduction 'batchmean' is only supported by kl_div; use none, mean or sum"));
+  throw ValueError(internal::str(op, ": reduction 'batchmean' is only supported by kl_div; use none, mean or sum"));
 }
 
 void check_same_shape(const Tensor& input, const Tensor& target, const char* op) {
-  check<ValueError>(input.defined() && target.defined(), op, ": input or target is undefined");
-  check<ShapeError>(input.sizes() == target.sizes(), op, ": input of shape ", input.sizes(), " and target of shape ",
+  NABLA_CHECK(ValueError, input.defined() && target.defined(), op, ": input or target is undefined");
+  NABLA_CHECK(ShapeError, input.sizes() == target.sizes(), op, ": input of shape ", input.sizes(), " and target of shape ",
                     target.sizes(), " differ (broadcasting them is almost always a bug: reshape one of them)");
-  check<DTypeError>(input.is_floating_point(), op, ": input must be floating, got ", input.dtype());
+  NABLA_CHECK(DTypeError, input.is_floating_point(), op, ": input must be floating, got ", input.dtype());
 }
 
 // The class dim of a classification input: (C) -> 0, (N, C, ...) -> 1.
@@ -50,24 +50,24 @@ int64_t class_dim_of(const Tensor& input) { return input.dim() == 1 ? 0 : 1; }
 // () for (C)), all in [0, C) except those equal to ignore_index.
 void check_class_target(const Tensor& input, const Tensor& target, const Tensor& weight,
                         std::optional<int64_t> ignore_index, const char* op) {
-  check<ShapeError>(input.dim() >= 1, op, ": input must have a class dim, got a 0-dim tensor");
-  check<DTypeError>(target.dtype() == DType::i64, op, ": class-index targets must be int64, got ", target.dtype());
+  NABLA_CHECK(ShapeError, input.dim() >= 1, op, ": input must have a class dim, got a 0-dim tensor");
+  NABLA_CHECK(DTypeError, target.dtype() == DType::i64, op, ": class-index targets must be int64, got ", target.dtype());
   int64_t cd = class_dim_of(input), c = input.size(cd);
   Shape expect = input.sizes();
   expect.erase(expect.begin() + cd);
-  check<ShapeError>(target.sizes() == expect, op, ": expected target of shape ", expect, " for input of shape ",
+  NABLA_CHECK(ShapeError, target.sizes() == expect, op, ": expected target of shape ", expect, " for input of shape ",
                     input.sizes(), ", got ", target.sizes());
   if (weight.defined())
-    check<ShapeError>(weight.dim() == 1 && weight.size(0) == c, op, ": weight must have one value per class (", c,
+    NABLA_CHECK(ShapeError, weight.dim() == 1 && weight.size(0) == c, op, ": weight must have one value per class (", c,
                       "), got shape ", weight.sizes());
   if (!value_checks::check_now(target)) return;
   autograd::NoGradGuard ng;
   auto in_bounds = [op, c, ignore_index](int64_t lo, int64_t hi) {
     if (lo >= 0 && hi < c) return;
     if (!ignore_index)  // a loss without ignore_index (multi_margin_loss)
-      throw IndexError(detail::str(op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
+      throw IndexError(internal::str(op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
                                    " classes (expected values in [0, ", c, "))"));
-    throw IndexError(detail::str(op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
+    throw IndexError(internal::str(op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
                                  " classes (expected values in [0, ", c, ") or ignore_index ", *ignore_index, ")"));
   };
   // Ignored targets (e.g. padding marked -100) count as class 0.
@@ -119,17 +119,17 @@ Tensor nll_loss_checked(const Tensor& input, const Tensor& target, const NLLLoss
 }  // namespace
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& o) {
-  check<DTypeError>(input.is_floating_point(), "nll_loss: input must be floating, got ", input.dtype());
+  NABLA_CHECK(DTypeError, input.is_floating_point(), "nll_loss: input must be floating, got ", input.dtype());
   check_class_target(input, target, o.weight, o.ignore_index, "nll_loss");
   return nll_loss_checked(input, target, o);
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& o) {
-  check<ValueError>(input.defined() && target.defined(), "cross_entropy: input or target is undefined");
-  check<DTypeError>(input.is_floating_point(), "cross_entropy: input must be floating, got ", input.dtype());
-  check<ShapeError>(input.dim() >= 1, "cross_entropy: input must have a class dim, got a 0-dim tensor");
+  NABLA_CHECK(ValueError, input.defined() && target.defined(), "cross_entropy: input or target is undefined");
+  NABLA_CHECK(DTypeError, input.is_floating_point(), "cross_entropy: input must be floating, got ", input.dtype());
+  NABLA_CHECK(ShapeError, input.dim() >= 1, "cross_entropy: input must have a class dim, got a 0-dim tensor");
   double ls = o.label_smoothing;
-  check<ValueError>(ls >= 0 && ls <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ", ls);
+  NABLA_CHECK(ValueError, ls >= 0 && ls <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ", ls);
   int64_t cd = class_dim_of(input), c = input.size(cd);
   Shape wshape(static_cast<size_t>(input.dim()), 1);
   wshape[static_cast<size_t>(cd)] = c;
@@ -139,14 +139,14 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
     // Class probabilities: -sum_c w_c t_c log p_c.
     Shape index_shape = input.sizes();
     index_shape.erase(index_shape.begin() + cd);
-    check<DTypeError>(target.sizes() != index_shape || target.sizes() == input.sizes(), "cross_entropy: a target of shape ",
+    NABLA_CHECK(DTypeError, target.sizes() != index_shape || target.sizes() == input.sizes(), "cross_entropy: a target of shape ",
                       target.sizes(), " holds class indices, which must be int64, got ", target.dtype(),
                       " (convert with target.to(kInt64); a floating target holds class probabilities and has the "
                       "input's shape ", input.sizes(), ")");
-    check<ShapeError>(target.sizes() == input.sizes(), "cross_entropy: probability targets must have the input's shape ",
+    NABLA_CHECK(ShapeError, target.sizes() == input.sizes(), "cross_entropy: probability targets must have the input's shape ",
                       input.sizes(), ", got ", target.sizes());
     if (o.weight.defined())
-      check<ShapeError>(o.weight.dim() == 1 && o.weight.size(0) == c, "cross_entropy: weight must have one value per class (",
+      NABLA_CHECK(ShapeError, o.weight.dim() == 1 && o.weight.size(0) == c, "cross_entropy: weight must have one value per class (",
                         c, "), got shape ", o.weight.sizes());
     Tensor t = ls > 0 ? target * (1 - ls) + ls / static_cast<double>(c) : target;
     Tensor prod = logp * t;
@@ -203,7 +203,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1L
   const Reduction r = o.reduction;
   const double beta = o.beta;
   check_same_shape(input, target, "smooth_l1_loss");
-  check<ValueError>(beta >= 0, "smooth_l1_loss: beta must be non-negative, got ", beta);
+  NABLA_CHECK(ValueError, beta >= 0, "smooth_l1_loss: beta must be non-negative, got ", beta);
   Tensor d = input - target;
   Tensor ad = d.abs();
   if (beta == 0) return reduce(ad, r, "smooth_l1_loss");
@@ -214,7 +214,7 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossOpti
   const Reduction r = o.reduction;
   const double delta = o.delta;
   check_same_shape(input, target, "huber_loss");
-  check<ValueError>(delta > 0, "huber_loss: delta must be positive, got ", delta);
+  NABLA_CHECK(ValueError, delta > 0, "huber_loss: delta must be positive, got ", delta);
   Tensor d = input - target;
   Tensor ad = d.abs();
   return reduce(where(ad.lt(delta), d * d * 0.5, (ad - 0.5 * delta) * delta), r, "huber_loss");
@@ -227,7 +227,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCE
   Tensor w = o.weight.defined() ? o.weight.to(input.dtype()) : Tensor();
   if (w.defined()) broadcast_shapes(w.sizes(), input.sizes(), "binary_cross_entropy (weight)");
   value_checks::check_min_max<double>(input, [](double lo, double hi) {
-    check<ValueError>(lo >= 0 && hi <= 1, "binary_cross_entropy: all elements of input should be between 0 and 1, got [",
+    NABLA_CHECK(ValueError, lo >= 0 && hi <= 1, "binary_cross_entropy: all elements of input should be between 0 and 1, got [",
                       lo, ", ", hi, "] (apply sigmoid first, or use binary_cross_entropy_with_logits)");
   });
   // One node: the logs are clamped at -100 as PyTorch does, and the input gradient uses
@@ -302,17 +302,17 @@ namespace {
 
 // x1, x2 (and y) of one shape, floating x1 and x2.
 void check_pair(const Tensor& x1, const Tensor& x2, const char* op) {
-  check<ValueError>(x1.defined() && x2.defined(), op, ": an input is undefined");
-  check<ShapeError>(x1.sizes() == x2.sizes(), op, ": the inputs' shapes ", x1.sizes(), " and ", x2.sizes(),
+  NABLA_CHECK(ValueError, x1.defined() && x2.defined(), op, ": an input is undefined");
+  NABLA_CHECK(ShapeError, x1.sizes() == x2.sizes(), op, ": the inputs' shapes ", x1.sizes(), " and ", x2.sizes(),
                     " differ");
-  check<DTypeError>(x1.is_floating_point() && x2.is_floating_point(), op, ": inputs must be floating, got ",
+  NABLA_CHECK(DTypeError, x1.is_floating_point() && x2.is_floating_point(), op, ": inputs must be floating, got ",
                     x1.dtype(), " and ", x2.dtype());
 }
 
 // (N, D) with (N) targets or (D) with a () target: the dim the loss sums over.
 void check_triplet(const Tensor& a, const Tensor& p, const Tensor& n, const char* op) {
-  check<ValueError>(a.defined() && p.defined() && n.defined(), op, ": an input is undefined");
-  check<ShapeError>(a.dim() == p.dim() && a.dim() == n.dim() && (a.dim() == 1 || a.dim() == 2), op,
+  NABLA_CHECK(ValueError, a.defined() && p.defined() && n.defined(), op, ": an input is undefined");
+  NABLA_CHECK(ShapeError, a.dim() == p.dim() && a.dim() == n.dim() && (a.dim() == 1 || a.dim() == 2), op,
                     ": anchor, positive and negative must all be (N, D) or (D), got ", a.sizes(), ", ", p.sizes(),
                     " and ", n.sizes());
 }
@@ -335,11 +335,11 @@ Tensor hinge_embedding_loss(const Tensor& x, const Tensor& y, double margin, Red
 
 Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin, Reduction r) {
   check_pair(x1, x2, "cosine_embedding_loss");
-  check<ShapeError>(y.dim() <= 1, "cosine_embedding_loss: expected a () or (N) target (multi-target is not supported), "
+  NABLA_CHECK(ShapeError, y.dim() <= 1, "cosine_embedding_loss: expected a () or (N) target (multi-target is not supported), "
                                   "got shape ", y.sizes());
-  check<ShapeError>(x1.dim() == y.dim() + 1, "cosine_embedding_loss: a target of shape ", y.sizes(),
+  NABLA_CHECK(ShapeError, x1.dim() == y.dim() + 1, "cosine_embedding_loss: a target of shape ", y.sizes(),
                     " expects inputs of ", y.dim() + 1, " dims, got ", x1.sizes());
-  check<ShapeError>(y.dim() == 0 || y.size(0) == x1.size(0), "cosine_embedding_loss: target of shape ", y.sizes(),
+  NABLA_CHECK(ShapeError, y.dim() == 0 || y.size(0) == x1.size(0), "cosine_embedding_loss: target of shape ", y.sizes(),
                     " for inputs of shape ", x1.sizes());
   const int64_t dim = y.dim();
   constexpr double kEps = 1e-12;  // PyTorch's EPSILON
@@ -361,7 +361,7 @@ Tensor triplet_margin_loss(const Tensor& a, const Tensor& p, const Tensor& n, co
 Tensor triplet_margin_with_distance_loss(const Tensor& a, const Tensor& p, const Tensor& n,
                                          const TripletMarginWithDistanceLossOptions& o) {
   check_triplet(a, p, n, "triplet_margin_with_distance_loss");
-  check<ValueError>(o.margin > 0, "triplet_margin_with_distance_loss: expected margin to be greater than 0, got ",
+  NABLA_CHECK(ValueError, o.margin > 0, "triplet_margin_with_distance_loss: expected margin to be greater than 0, got ",
                     o.margin);
   auto dist = [&](const Tensor& u, const Tensor& v) {
     return o.distance_function ? o.distance_function(u, v) : pairwise_distance(u, v);
@@ -374,7 +374,7 @@ Tensor triplet_margin_with_distance_loss(const Tensor& a, const Tensor& p, const
 Tensor soft_margin_loss(const Tensor& x, const Tensor& y, Reduction r) {
   Tensor t = y.defined() && !y.is_floating_point() ? y.to(x.dtype()) : y;
   check_same_shape(x, t, "soft_margin_loss");
-  check<AutogradError>(!autograd::needs_grad(t), "soft_margin_loss: not differentiable with respect to the target "
+  NABLA_CHECK(AutogradError, !autograd::needs_grad(t), "soft_margin_loss: not differentiable with respect to the target "
                        "(as in PyTorch); the target of shape ", t.sizes(), " requires grad: pass target.detach()");
   return reduce(log1p(exp(-x * t)), r, "soft_margin_loss");
 }
@@ -382,7 +382,7 @@ Tensor soft_margin_loss(const Tensor& x, const Tensor& y, Reduction r) {
 Tensor multilabel_soft_margin_loss(const Tensor& x, const Tensor& y, const Tensor& weight, Reduction r) {
   Tensor t = y.defined() && !y.is_floating_point() ? y.to(x.dtype()) : y;
   check_same_shape(x, t, "multilabel_soft_margin_loss");
-  check<ShapeError>(x.dim() >= 1, "multilabel_soft_margin_loss: input must be (N, C) or (C), got a 0-dim tensor");
+  NABLA_CHECK(ShapeError, x.dim() >= 1, "multilabel_soft_margin_loss: input must be (N, C) or (C), got a 0-dim tensor");
   Tensor loss = -(t * logsigmoid(x) + (1.0 - t) * logsigmoid(-x));
   if (weight.defined()) {
     broadcast_shapes(weight.sizes(), x.sizes(), "multilabel_soft_margin_loss (weight)");
@@ -395,11 +395,11 @@ Tensor multilabel_soft_margin_loss(const Tensor& x, const Tensor& y, const Tenso
 
 Tensor multi_margin_loss(const Tensor& x, const Tensor& y, const MultiMarginLossOptions& o) {
   const char* op = "multi_margin_loss";
-  check<ValueError>(x.defined() && y.defined(), op, ": input or target is undefined");
-  check<DTypeError>(x.is_floating_point(), op, ": input must be floating, got ", x.dtype());
-  check<ValueError>(o.p == 1 || o.p == 2, op, ": only p == 1 and p == 2 are supported, got ", o.p);
+  NABLA_CHECK(ValueError, x.defined() && y.defined(), op, ": input or target is undefined");
+  NABLA_CHECK(DTypeError, x.is_floating_point(), op, ": input must be floating, got ", x.dtype());
+  NABLA_CHECK(ValueError, o.p == 1 || o.p == 2, op, ": only p == 1 and p == 2 are supported, got ", o.p);
   check_class_target(x, y, o.weight, /*ignore_index=*/std::nullopt, op);
-  check<ShapeError>(x.dim() <= 2, op, ": input must be (N, C) or (C), got shape ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() <= 2, op, ": input must be (N, C) or (C), got shape ", x.sizes());
   const int64_t cd = x.dim() - 1, c = x.size(cd);
   Tensor yi = y.unsqueeze(cd);
   Tensor z = clamp_min(o.margin - gather(x, cd, yi) + x, 0);
@@ -427,7 +427,7 @@ Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, const Poisson
 Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var, const GaussianNLLLossOptions& o) {
   const char* op = "gaussian_nll_loss";
   check_same_shape(input, target, op);
-  check<ValueError>(var.defined(), op, ": var is undefined");
+  NABLA_CHECK(ValueError, var.defined(), op, ": var is undefined");
   Tensor v = var.to(input.dtype());
   if (v.sizes() != input.sizes()) {
     Shape lead(input.sizes().begin(), input.sizes().end() - (input.dim() > 0 ? 1 : 0));
@@ -436,11 +436,11 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
     } else {
       bool per_sample = input.dim() > 0 && v.dim() == input.dim() && v.size(-1) == 1 &&
                         Shape(v.sizes().begin(), v.sizes().end() - 1) == lead;
-      check<ShapeError>(per_sample, op, ": var of shape ", var.sizes(), " fits neither the input's shape ",
+      NABLA_CHECK(ShapeError, per_sample, op, ": var of shape ", var.sizes(), " fits neither the input's shape ",
                         input.sizes(), ", nor it without the last dim, nor it with a last dim of 1");
     }
   }
-  value_checks::check_min_max<double>(v, [op](double lo, double) { check<ValueError>(lo >= 0, op, ": var has negative entries"); });
+  value_checks::check_min_max<double>(v, [op](double lo, double) { NABLA_CHECK(ValueError, lo >= 0, op, ": var has negative entries"); });
   // Clamped at eps, with the clamp invisible to autograd (PyTorch clamps in place under no_grad).
   v = v + (clamp_min(v, o.eps) - v).detach();
   Tensor d = input - target;

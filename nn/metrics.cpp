@@ -11,16 +11,16 @@ namespace {
 
 // Class predictions (int64, on the CPU) from indices or scores.
 Tensor as_classes(const Tensor& preds, const Tensor& target, const char* op) {
-  check<ValueError>(preds.defined() && target.defined(), op, ": preds or target is undefined");
-  check<DTypeError>(target.dtype() == kInt64 || target.dtype() == kInt32, op, ": target must hold int64 class indices, got ",
+  NABLA_CHECK(ValueError, preds.defined() && target.defined(), op, ": preds or target is undefined");
+  NABLA_CHECK(DTypeError, target.dtype() == kInt64 || target.dtype() == kInt32, op, ": target must hold int64 class indices, got ",
                     target.dtype());
   Tensor p = preds;
   if (preds.is_floating_point()) {
-    check<ShapeError>(preds.dim() == target.dim() + 1 && preds.dim() >= 2, op, ": score preds of shape ", preds.sizes(),
+    NABLA_CHECK(ShapeError, preds.dim() == target.dim() + 1 && preds.dim() >= 2, op, ": score preds of shape ", preds.sizes(),
                       " need a class dim 1 and target of shape ", target.sizes(), " the others");
     p = preds.argmax(1);
   }
-  check<ShapeError>(p.sizes() == target.sizes(), op, ": preds of shape ", preds.sizes(), " do not match target of shape ",
+  NABLA_CHECK(ShapeError, p.sizes() == target.sizes(), op, ": preds of shape ", preds.sizes(), " do not match target of shape ",
                     target.sizes());
   return p.to(kCPU, kInt64).reshape({-1});
 }
@@ -28,7 +28,7 @@ Tensor as_classes(const Tensor& preds, const Tensor& target, const char* op) {
 }  // namespace
 
 Tensor confusion_matrix(const Tensor& preds, const Tensor& target, int64_t c, std::optional<int64_t> ignore_index) {
-  check<ValueError>(c > 0, "confusion_matrix: num_classes must be positive, got ", c);
+  NABLA_CHECK(ValueError, c > 0, "confusion_matrix: num_classes must be positive, got ", c);
   autograd::NoGradGuard ng;
   Tensor p = as_classes(preds, target, "confusion_matrix");
   Tensor t = target.to(kCPU, kInt64).reshape({-1});
@@ -40,7 +40,7 @@ Tensor confusion_matrix(const Tensor& preds, const Tensor& target, int64_t c, st
   if (t.numel() > 0) {
     int64_t lo = std::min(p.min().item<int64_t>(), t.min().item<int64_t>());
     int64_t hi = std::max(p.max().item<int64_t>(), t.max().item<int64_t>());
-    check<IndexError>(lo >= 0 && hi < c, "confusion_matrix: class ", lo < 0 ? lo : hi, " is out of range for ", c,
+    NABLA_CHECK(IndexError, lo >= 0 && hi < c, "confusion_matrix: class ", lo < 0 ? lo : hi, " is out of range for ", c,
                       " classes");
   }
   Tensor idx = t * c + p;
@@ -104,7 +104,7 @@ Tensor f1_score(const Tensor& preds, const Tensor& target, int64_t c, Average a)
 }
 
 Metric::Metric(int64_t c, std::optional<int64_t> ignore_index) : num_classes_(c), ignore_index_(ignore_index) {
-  check<ValueError>(c > 0, "metrics: num_classes must be positive, got ", c);
+  NABLA_CHECK(ValueError, c > 0, "metrics: num_classes must be positive, got ", c);
   reset();
 }
 

@@ -99,11 +99,11 @@ Tensor Module::run_hooks(std::vector<Tensor>& inputs, const std::function<Tensor
 // ---- forward --------------------------------------------------------------------------------------
 
 Tensor Module::forward(Tensor) {
-  throw NotImplemented(detail::str(name(), ": forward(Tensor) is not implemented; override "
+  throw NotImplemented(internal::str(name(), ": forward(Tensor) is not implemented; override "
                                            "`Tensor forward(Tensor x)` to call this module with one tensor"));
 }
 Tensor Module::forward(Tensor, Tensor) {
-  throw NotImplemented(detail::str(name(), ": forward(Tensor, Tensor) is not implemented; override "
+  throw NotImplemented(internal::str(name(), ": forward(Tensor, Tensor) is not implemented; override "
                                            "`Tensor forward(Tensor a, Tensor b)` to call this module with two tensors"));
 }
 
@@ -111,7 +111,7 @@ Tensor Module::operator()(Tensor x) {
   if (!hooks_ || (hooks_->pre.empty() && hooks_->post.empty())) return forward(std::move(x));
   std::vector<Tensor> in{std::move(x)};
   return run_hooks(in, [this](std::vector<Tensor>& i) {
-    check<ValueError>(i.size() == 1, name(), ": a forward pre-hook changed the number of inputs to ", i.size());
+    NABLA_CHECK(ValueError, i.size() == 1, name(), ": a forward pre-hook changed the number of inputs to ", i.size());
     return forward(i[0]);
   });
 }
@@ -120,7 +120,7 @@ Tensor Module::operator()(Tensor a, Tensor b) {
   if (!hooks_ || (hooks_->pre.empty() && hooks_->post.empty())) return forward(std::move(a), std::move(b));
   std::vector<Tensor> in{std::move(a), std::move(b)};
   return run_hooks(in, [this](std::vector<Tensor>& i) {
-    check<ValueError>(i.size() == 2, name(), ": a forward pre-hook changed the number of inputs to ", i.size());
+    NABLA_CHECK(ValueError, i.size() == 2, name(), ": a forward pre-hook changed the number of inputs to ", i.size());
     return forward(i[0], i[1]);
   });
 }
@@ -128,10 +128,10 @@ Tensor Module::operator()(Tensor a, Tensor b) {
 // ---- registration ---------------------------------------------------------------------------------
 
 void Module::check_new_name(const std::string& n, const char* what) const {
-  check<ValueError>(!n.empty(), name(), ": ", what, " name must not be empty");
-  check<ValueError>(n.find('.') == std::string::npos, name(), ": ", what, " name '", n,
+  NABLA_CHECK(ValueError, !n.empty(), name(), ": ", what, " name must not be empty");
+  NABLA_CHECK(ValueError, n.find('.') == std::string::npos, name(), ": ", what, " name '", n,
                     "' must not contain '.' (dots separate the levels of nested names)");
-  check<ValueError>(!params_.contains(n) && !buffers_.contains(n) && !children_.contains(n), name(),
+  NABLA_CHECK(ValueError, !params_.contains(n) && !buffers_.contains(n) && !children_.contains(n), name(),
                     ": cannot register ", what, " '", n, "': the name is already taken");
 }
 
@@ -140,7 +140,7 @@ Tensor& Module::register_parameter(const std::string& n, Tensor t, bool requires
   if (t.defined()) {
     if (!t.is_leaf()) t = t.detach();
     if (requires_grad)
-      check<DTypeError>(t.is_floating_point(), name(), ": parameter '", n, "' must be floating to require grad, got ",
+      NABLA_CHECK(DTypeError, t.is_floating_point(), name(), ": parameter '", n, "' must be floating to require grad, got ",
                         t.dtype());
     t.requires_grad_(requires_grad);
   }
@@ -155,15 +155,15 @@ Tensor& Module::register_buffer(const std::string& n, Tensor t, bool persistent)
 
 void Module::add_child(const std::string& n, std::shared_ptr<Module> m) {
   check_new_name(n, "module");
-  check<ValueError>(m != nullptr, name(), ": cannot register module '", n, "': it is null");
-  check<ValueError>(m.get() != this, name(), ": a module cannot be its own child");
+  NABLA_CHECK(ValueError, m != nullptr, name(), ": cannot register module '", n, "': it is null");
+  NABLA_CHECK(ValueError, m.get() != this, name(), ": a module cannot be its own child");
   children_.insert(n, std::move(m));
 }
 
 void Module::replace_child(const std::string& n, std::shared_ptr<Module> m) {
-  check<ValueError>(m != nullptr, name(), ": cannot replace module '", n, "' by null");
+  NABLA_CHECK(ValueError, m != nullptr, name(), ": cannot replace module '", n, "' by null");
   std::shared_ptr<Module>* slot = children_.find(n);
-  check<IndexError>(slot != nullptr, name(), ": there is no child module '", n, "' to replace");
+  NABLA_CHECK(IndexError, slot != nullptr, name(), ": there is no child module '", n, "' to replace");
   *slot = std::move(m);
 }
 
@@ -265,11 +265,11 @@ void Module::to(Device device) {
   convert([&](const Tensor& t) { return t.to(device); });
 }
 void Module::to(DType dtype) {
-  check<DTypeError>(is_floating(dtype), name(), ".to: modules can only be converted to a floating dtype, got ", dtype);
+  NABLA_CHECK(DTypeError, is_floating(dtype), name(), ".to: modules can only be converted to a floating dtype, got ", dtype);
   convert([&](const Tensor& t) { return t.is_floating_point() ? t.to(dtype) : t; });
 }
 void Module::to(Device device, DType dtype) {
-  check<DTypeError>(is_floating(dtype), name(), ".to: modules can only be converted to a floating dtype, got ", dtype);
+  NABLA_CHECK(DTypeError, is_floating(dtype), name(), ".to: modules can only be converted to a floating dtype, got ", dtype);
   convert([&](const Tensor& t) { return t.is_floating_point() ? t.to(device, dtype) : t.to(device); });
 }
 
@@ -309,8 +309,8 @@ LoadStateDictResult Module::load_state_dict(const StateDict& state, bool strict)
       continue;
     }
     if (!src->defined() || src->sizes() != t.sizes())
-      mismatches.push_back(detail::str("size mismatch for ", k, ": copying a param with shape ",
-                                       src->defined() ? detail::str(src->sizes()) : std::string("(undefined)"),
+      mismatches.push_back(internal::str("size mismatch for ", k, ": copying a param with shape ",
+                                       src->defined() ? internal::str(src->sizes()) : std::string("(undefined)"),
                                        " from checkpoint, the shape in current model is ", t.sizes(), "."));
   }
   for (const auto& [k, t] : state)

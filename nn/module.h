@@ -48,6 +48,8 @@ using ForwardPreHook = std::function<void(Module& module, std::vector<Tensor>& i
 using ForwardHook = std::function<void(Module& module, const std::vector<Tensor>& inputs, Tensor& output)>;
 
 namespace internal {
+// The library's private helpers (internal::str, ...) are reachable from here as well.
+using namespace ::nabla::internal;
 // Where a module is taken by value (register_module, replace_module, the containers), a named
 // object is refused at compile time: it would be copied, and the object the caller keeps using
 // would miss train()/eval() (a Dropout member would stay on in eval mode).
@@ -317,7 +319,7 @@ class ModuleHolder {
  private:
   T& checked() const {
     if (!impl_)
-      throw ValueError(detail::str("nn::ModuleHolder<", demangled_holder_name(), ">: the handle is empty (made from nullptr); ",
+      throw ValueError(internal::str("nn::ModuleHolder<", demangled_holder_name(), ">: the handle is empty (made from nullptr); ",
                                    "assign a module to it first, e.g. fc = register_module(\"fc\", ...)"));
     return *impl_;
   }
@@ -353,7 +355,7 @@ template <size_t N>
 struct ExpandingArray {
   ExpandingArray(int64_t v) { values.fill(v); }
   ExpandingArray(std::initializer_list<int64_t> list) {
-    check<ValueError>(list.size() == N || list.size() == 1, "expected ", N, " values or 1, got ", list.size());
+    NABLA_CHECK(ValueError, list.size() == N || list.size() == 1, "expected ", N, " values or 1, got ", list.size());
     if (list.size() == 1) values.fill(*list.begin());
     else std::copy(list.begin(), list.end(), values.begin());
   }

@@ -9,8 +9,8 @@ namespace nabla::nn {
 // ---- BatchNorm ------------------------------------------------------------------------------------
 
 BatchNorm::BatchNorm(int64_t n, BatchNormOptions o, const char* kind) : Module(kind), num_features(n), options(o) {
-  check<ValueError>(n > 0, kind, ": num_features must be positive, got ", n);
-  if (o.momentum) check<ValueError>(*o.momentum >= 0 && *o.momentum <= 1, kind, ": momentum must be in [0, 1]");
+  NABLA_CHECK(ValueError, n > 0, kind, ": num_features must be positive, got ", n);
+  if (o.momentum) NABLA_CHECK(ValueError, *o.momentum >= 0 && *o.momentum <= 1, kind, ": momentum must be in [0, 1]");
   if (o.affine) {
     weight = register_parameter("weight", empty({n}));
     bias = register_parameter("bias", empty({n}));
@@ -73,7 +73,7 @@ void BatchNorm::reset_parameters() {
 
 Tensor BatchNorm::forward(Tensor x) {
   check_input(x);
-  check<ShapeError>(x.size(1) == num_features, name(), ": expected ", num_features, " channels (dim 1), got input of shape ",
+  NABLA_CHECK(ShapeError, x.size(1) == num_features, name(), ": expected ", num_features, " channels (dim 1), got input of shape ",
                     x.sizes());
   if (delegate) return delegate(x);
   const double factor = running_stats_factor();
@@ -85,7 +85,7 @@ Tensor BatchNorm::forward(Tensor x) {
 }
 
 std::string BatchNorm::extra_repr() const {
-  return detail::str(num_features, ", eps=", repr_double(options.eps),
+  return internal::str(num_features, ", eps=", repr_double(options.eps),
                      ", momentum=", options.momentum ? repr_double(*options.momentum) : std::string("None"),
                      ", affine=", repr_bool(options.affine),
                      ", track_running_stats=", repr_bool(options.track_running_stats));
@@ -93,18 +93,18 @@ std::string BatchNorm::extra_repr() const {
 
 BatchNorm1d::BatchNorm1d(int64_t n, BatchNormOptions o) : BatchNorm(n, o, "BatchNorm1d") {}
 void BatchNorm1d::check_input(const Tensor& x) const {
-  check<ShapeError>(x.dim() == 2 || x.dim() == 3, "BatchNorm1d: expected input (N, C) or (N, C, L), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 2 || x.dim() == 3, "BatchNorm1d: expected input (N, C) or (N, C, L), got ", x.sizes());
 }
 
 BatchNorm2d::BatchNorm2d(int64_t n, BatchNormOptions o) : BatchNorm(n, o, "BatchNorm2d") {}
 void BatchNorm2d::check_input(const Tensor& x) const {
-  check<ShapeError>(x.dim() == 4, "BatchNorm2d: expected input (N, C, H, W), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 4, "BatchNorm2d: expected input (N, C, H, W), got ", x.sizes());
 }
 
 // ---- LayerNorm ------------------------------------------------------------------------------------
 
 LayerNorm::LayerNorm(std::vector<int64_t> shape, LayerNormOptions o) : normalized_shape(std::move(shape)), options(o) {
-  check<ValueError>(!normalized_shape.empty(), "LayerNorm: normalized_shape must not be empty");
+  NABLA_CHECK(ValueError, !normalized_shape.empty(), "LayerNorm: normalized_shape must not be empty");
   if (o.elementwise_affine) {
     weight = register_parameter("weight", nabla::empty(normalized_shape));
     if (o.bias) bias = register_parameter("bias", nabla::empty(normalized_shape));
@@ -130,7 +130,7 @@ std::string LayerNorm::extra_repr() const {
 
 GroupNorm::GroupNorm(int64_t groups, int64_t channels, GroupNormOptions o)
     : num_groups(groups), num_channels(channels), options(o) {
-  check<ValueError>(groups > 0 && channels % groups == 0, "GroupNorm: num_channels (", channels,
+  NABLA_CHECK(ValueError, groups > 0 && channels % groups == 0, "GroupNorm: num_channels (", channels,
                     ") must be divisible by num_groups (", groups, ")");
   if (o.affine) {
     weight = register_parameter("weight", empty({channels}));
@@ -145,7 +145,7 @@ void GroupNorm::reset_parameters() {
 }
 
 Tensor GroupNorm::forward(Tensor x) {
-  check<ShapeError>(x.dim() >= 2 && x.size(1) == num_channels, "GroupNorm: expected input (N, ", num_channels,
+  NABLA_CHECK(ShapeError, x.dim() >= 2 && x.size(1) == num_channels, "GroupNorm: expected input (N, ", num_channels,
                     ", *), got ", x.sizes());
   return F::group_norm(x, num_groups, weight, bias, options.eps);
 }
@@ -154,7 +154,7 @@ Tensor GroupNorm::forward(Tensor x) {
 
 InstanceNorm::InstanceNorm(int64_t features, InstanceNormOptions o, int64_t spatial_dims, const char* kind)
     : Module(kind), num_features(features), options(o), spatial_dims_(spatial_dims) {
-  check<ValueError>(features > 0, kind, ": num_features must be positive, got ", features);
+  NABLA_CHECK(ValueError, features > 0, kind, ": num_features must be positive, got ", features);
   if (o.affine) {
     weight = register_parameter("weight", empty({features}));
     bias = register_parameter("bias", empty({features}));
@@ -183,11 +183,11 @@ void InstanceNorm::reset_running_stats() {
 
 Tensor InstanceNorm::forward(Tensor x) {
   const int64_t d = spatial_dims_;
-  check<ShapeError>(x.dim() == d + 1 || x.dim() == d + 2, name(), ": expected input of ", d + 2, " dims (N, C, *) or ",
+  NABLA_CHECK(ShapeError, x.dim() == d + 1 || x.dim() == d + 2, name(), ": expected input of ", d + 2, " dims (N, C, *) or ",
                     d + 1, " (C, *), got ", x.sizes());
   const bool unbatched = x.dim() == d + 1;
   Tensor in = unbatched ? x.unsqueeze(0) : x;
-  check<ShapeError>(in.size(1) == num_features, name(), ": expected ", num_features, " channels, got input of shape ",
+  NABLA_CHECK(ShapeError, in.size(1) == num_features, name(), ": expected ", num_features, " channels, got input of shape ",
                     x.sizes());
   // num_batches_tracked stays 0, as in PyTorch's InstanceNorm (the momentum is always a number).
   const bool use_input_stats = is_training() || !options.track_running_stats;
@@ -198,13 +198,13 @@ Tensor InstanceNorm::forward(Tensor x) {
 }
 
 std::string InstanceNorm::extra_repr() const {
-  return detail::str(num_features, ", eps=", repr_double(options.eps), ", momentum=", repr_double(options.momentum),
+  return internal::str(num_features, ", eps=", repr_double(options.eps), ", momentum=", repr_double(options.momentum),
                      ", affine=", repr_bool(options.affine), ", track_running_stats=",
                      repr_bool(options.track_running_stats));
 }
 
 std::string GroupNorm::extra_repr() const {
-  return detail::str(num_groups, ", ", num_channels, ", eps=", repr_double(options.eps),
+  return internal::str(num_groups, ", ", num_channels, ", eps=", repr_double(options.eps),
                      ", affine=", repr_bool(options.affine));
 }
 

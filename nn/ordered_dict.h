@@ -40,7 +40,7 @@ class OrderedDict {
 
   // Adds a new key; throws ValueError if it is already there.
   V& insert(std::string key, V value) {
-    check<ValueError>(!index_.count(key), "OrderedDict: key '", key, "' already exists");
+    NABLA_CHECK(ValueError, !index_.count(key), "OrderedDict: key '", key, "' already exists");
     index_.emplace(key, items_.size());
     items_.emplace_back(std::move(key), std::move(value));
     return items_.back().second;
@@ -100,7 +100,7 @@ class OrderedDict {
  private:
   V* checked(const std::string& key) {
     V* v = find(key);
-    if (!v) throw IndexError(detail::str("OrderedDict: key '", key, "' not found"));
+    if (!v) throw IndexError(internal::str("OrderedDict: key '", key, "' not found"));
     return v;
   }
   std::vector<Item> items_;

@@ -10,7 +10,7 @@ std::string pair_repr(const ExpandingArray<2>& a) {
   return a[0] == a[1] ? std::to_string(a[0]) : repr_tuple(a.values);
 }
 void check_input(const Tensor& x, const char* op) {
-  check<ShapeError>(x.dim() == 3 || x.dim() == 4, op, ": expected input (N, C, H, W) or (C, H, W), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 3 || x.dim() == 4, op, ": expected input (N, C, H, W) or (C, H, W), got ", x.sizes());
 }
 }  // namespace
 

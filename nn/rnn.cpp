@@ -46,14 +46,14 @@ int64_t gate_count(RNNBase::Mode mode) {
 }
 
 bool is_relu(const std::string& module, const std::string& nonlinearity) {
-  check<ValueError>(nonlinearity == "tanh" || nonlinearity == "relu", module, ": unknown nonlinearity '",
+  NABLA_CHECK(ValueError, nonlinearity == "tanh" || nonlinearity == "relu", module, ": unknown nonlinearity '",
                     nonlinearity, "' (expected 'tanh' or 'relu')");
   return nonlinearity == "relu";
 }
 
 void check_sizes(const std::string& module, int64_t input_size, int64_t hidden_size) {
-  check<ValueError>(input_size >= 0, module, ": input_size must be non-negative, got ", input_size);
-  check<ValueError>(hidden_size > 0, module, ": hidden_size must be positive, got ", hidden_size);
+  NABLA_CHECK(ValueError, input_size >= 0, module, ": input_size must be non-negative, got ", input_size);
+  NABLA_CHECK(ValueError, hidden_size > 0, module, ": hidden_size must be positive, got ", hidden_size);
 }
 
 void init_uniform(Tensor& t, int64_t hidden_size) {
@@ -68,15 +68,15 @@ Tensor initial_state(const std::string& module, const char* what, const Tensor& 
                      const Tensor& x_given, bool batched, Shape want) {
   if (!state.defined()) return zeros(want, dtype(x.dtype()).device(x.device()));
   const int64_t want_dim = batched ? static_cast<int64_t>(want.size()) : static_cast<int64_t>(want.size()) - 1;
-  check<ShapeError>(state.dim() == want_dim, module, ": ", batched ? "a batched" : "an unbatched", " input ",
+  NABLA_CHECK(ShapeError, state.dim() == want_dim, module, ": ", batched ? "a batched" : "an unbatched", " input ",
                     x_given.sizes(), " needs a ", want_dim, "-D ", what, ", got shape ", state.sizes());
   Tensor s = batched ? state : state.unsqueeze(-2);
   if (s.sizes() != want) {
     Shape shown = want;
     if (!batched) shown.erase(shown.end() - 2);
-    check<ShapeError>(false, module, ": expected ", what, " of shape ", shown, ", got ", state.sizes());
+    NABLA_CHECK(ShapeError, false, module, ": expected ", what, " of shape ", shown, ", got ", state.sizes());
   }
-  check<DTypeError>(s.dtype() == x.dtype(), module, ": ", what, " has dtype ", s.dtype(), " but the input has ",
+  NABLA_CHECK(DTypeError, s.dtype() == x.dtype(), module, ": ", what, " has dtype ", s.dtype(), " but the input has ",
                     x.dtype());
   return s;
 }
@@ -102,15 +102,15 @@ void RNNCellBase::reset_parameters() {
 }
 
 std::string RNNCellBase::extra_repr() const {
-  std::string s = detail::str(input_size, ", ", hidden_size);
+  std::string s = internal::str(input_size, ", ", hidden_size);
   if (!bias) s += ", bias=False";
   return s;
 }
 
 void RNNCellBase::check_input(const Tensor& x) const {
-  check<ShapeError>(x.dim() == 1 || x.dim() == 2, name(), ": expected input of 2 dims (N, input_size) or 1 dim ",
+  NABLA_CHECK(ShapeError, x.dim() == 1 || x.dim() == 2, name(), ": expected input of 2 dims (N, input_size) or 1 dim ",
                     "(input_size), got ", x.sizes());
-  check<ShapeError>(x.size(-1) == input_size, name(), ": expected input with last dim ", input_size,
+  NABLA_CHECK(ShapeError, x.size(-1) == input_size, name(), ": expected input with last dim ", input_size,
                     " (input_size), got ", x.sizes());
 }
 
@@ -180,16 +180,16 @@ RNNBase::RNNBase(std::string name, Mode m, int64_t in, int64_t hidden, const LST
       bidirectional(o.bidirectional),
       proj_size(o.proj_size) {
   check_sizes(name, in, hidden);
-  check<ValueError>(num_layers >= 1, name, ": num_layers must be at least 1, got ", num_layers);
-  check<ValueError>(dropout >= 0 && dropout <= 1, name, ": dropout must be in [0, 1], got ", dropout);
-  check<ValueError>(proj_size >= 0, name, ": proj_size must be non-negative, got ", proj_size);
-  check<ValueError>(proj_size < hidden_size, name, ": proj_size must be smaller than hidden_size, got proj_size=",
+  NABLA_CHECK(ValueError, num_layers >= 1, name, ": num_layers must be at least 1, got ", num_layers);
+  NABLA_CHECK(ValueError, dropout >= 0 && dropout <= 1, name, ": dropout must be in [0, 1], got ", dropout);
+  NABLA_CHECK(ValueError, proj_size >= 0, name, ": proj_size must be non-negative, got ", proj_size);
+  NABLA_CHECK(ValueError, proj_size < hidden_size, name, ": proj_size must be smaller than hidden_size, got proj_size=",
                     proj_size, " and hidden_size=", hidden_size);
   const int64_t G = gate_count(mode), D = num_directions(), H_out = output_hidden_size();
   for (int64_t layer = 0; layer < num_layers; ++layer) {
     const int64_t layer_in = layer == 0 ? input_size : D * H_out;
     for (int64_t d = 0; d < D; ++d) {
-      const std::string suffix = detail::str("_l", layer, d == 1 ? "_reverse" : "");
+      const std::string suffix = internal::str("_l", layer, d == 1 ? "_reverse" : "");
       RNNLayerWeights w;
       w.weight_ih = register_parameter("weight_ih" + suffix, empty({G * hidden_size, layer_in}));
       w.weight_hh = register_parameter("weight_hh" + suffix, empty({G * hidden_size, H_out}));
@@ -211,9 +211,9 @@ void RNNBase::reset_parameters() {
 
 std::string RNNBase::extra_repr() const {
   // As PyTorch's RNNBase.extra_repr (which leaves out RNN's nonlinearity).
-  std::string s = detail::str(input_size, ", ", hidden_size);
-  if (proj_size != 0) s += detail::str(", proj_size=", proj_size);
-  if (num_layers != 1) s += detail::str(", num_layers=", num_layers);
+  std::string s = internal::str(input_size, ", ", hidden_size);
+  if (proj_size != 0) s += internal::str(", proj_size=", proj_size);
+  if (num_layers != 1) s += internal::str(", num_layers=", num_layers);
   if (!bias) s += ", bias=False";
   if (batch_first) s += ", batch_first=True";
   if (dropout != 0) s += ", dropout=" + repr_double(dropout);
@@ -241,16 +241,16 @@ RNNBase::Result RNNBase::run(const Tensor& x_given, const Tensor& h0_given, cons
     return {outs[0], outs[1], lstm ? outs[2] : Tensor()};
   }
   const std::string who = name();
-  check<ShapeError>(x_given.dim() == 2 || x_given.dim() == 3, who, ": expected input of 3 dims (",
+  NABLA_CHECK(ShapeError, x_given.dim() == 2 || x_given.dim() == 3, who, ": expected input of 3 dims (",
                     batch_first ? "N, L, input_size" : "L, N, input_size", ") or 2 dims (L, input_size), got ",
                     x_given.sizes());
-  check<ShapeError>(x_given.size(-1) == input_size, who, ": expected input with last dim ", input_size,
+  NABLA_CHECK(ShapeError, x_given.size(-1) == input_size, who, ": expected input with last dim ", input_size,
                     " (input_size), got ", x_given.sizes());
   const bool batched = x_given.dim() == 3;
   // x: (L, N, H_in)
   Tensor x = !batched ? x_given.unsqueeze(1) : batch_first ? x_given.transpose(0, 1) : x_given;
   const int64_t L = x.size(0), N = x.size(1);
-  check<ShapeError>(L > 0, who, ": expected a sequence of at least one step, got input ", x_given.sizes());
+  NABLA_CHECK(ShapeError, L > 0, who, ": expected a sequence of at least one step, got input ", x_given.sizes());
   const int64_t D = num_directions(), H_out = output_hidden_size();
   const bool lstm = mode == Mode::lstm;
   Tensor h0 = initial_state(who, "h0", h0_given, x, x_given, batched, {D * num_layers, N, H_out});
@@ -273,7 +273,7 @@ RNNBase::Result RNNBase::run(const Tensor& x_given, const Tensor& h0_given, cons
 RNNBase::Result RNNBase::run(const utils::rnn::PackedSequence& x, const Tensor& h0_given, const Tensor& c0_given) {
   const std::string who = name();
   const std::vector<int64_t> batch_sizes = x.checked_batch_sizes(who);
-  check<ShapeError>(x.data.dim() == 2 && x.data.size(1) == input_size, who, ": expected packed data of shape (",
+  NABLA_CHECK(ShapeError, x.data.dim() == 2 && x.data.size(1) == input_size, who, ": expected packed data of shape (",
                     "sum of lengths, ", input_size, "), got ", x.data.sizes());
   const int64_t N = batch_sizes[0], D = num_directions();
   const bool lstm = mode == Mode::lstm;

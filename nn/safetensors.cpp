@@ -43,7 +43,7 @@ const DTypeInfo* find_dtype(const std::string& s) {
 const char* format_name(DType d) {
   for (const auto& info : kDTypes)
     if (info.dtype && *info.dtype == d) return info.name;
-  throw DTypeError(detail::str("safetensors: cannot save dtype ", d));
+  throw DTypeError(internal::str("safetensors: cannot save dtype ", d));
 }
 
 using io::quote_name;
@@ -227,8 +227,8 @@ Prepared prepare(const nn::StateDict& tensors, const Metadata& metadata) {
   autograd::NoGradGuard ng;
   Prepared p;
   for (const auto& [name, t] : tensors) {
-    check<ValueError>(name != "__metadata__", "safetensors: '__metadata__' cannot be a tensor name");
-    check<ValueError>(t.defined(), "safetensors: tensor '", name, "' is undefined");
+    NABLA_CHECK(ValueError, name != "__metadata__", "safetensors: '__metadata__' cannot be a tensor name");
+    NABLA_CHECK(ValueError, t.defined(), "safetensors: tensor '", name, "' is undefined");
     format_name(t.dtype());
     p.tensors.emplace_back(name, t.detach().to(kCPU).contiguous());
   }
@@ -247,7 +247,7 @@ Prepared prepare(const nn::StateDict& tensors, const Metadata& metadata) {
         std::snprintf(buf, sizeof(buf), c < 0x20 || c >= 0x7f ? "\\x%02x" : "%c", c);
         shown += buf;
       }
-      throw ValueError(detail::str("safetensors: the ", what, " '", shown, s.size() > 200 ? "...'" : "'",
+      throw ValueError(internal::str("safetensors: the ", what, " '", shown, s.size() > 200 ? "...'" : "'",
                                    " is not valid UTF-8, which the header's JSON strings must be"));
     }
   };
@@ -272,7 +272,7 @@ Prepared prepare(const nn::StateDict& tensors, const Metadata& metadata) {
   }
   h += "}";
   p.header.append((8 - p.header.size() % 8) % 8, ' ');
-  check<ValueError>(p.header.size() <= kMaxHeaderSize, "safetensors: the header would be ", p.header.size(),
+  NABLA_CHECK(ValueError, p.header.size() <= kMaxHeaderSize, "safetensors: the header would be ", p.header.size(),
                     " bytes, over the format's limit of ", kMaxHeaderSize);
   return p;
 }

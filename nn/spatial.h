@@ -23,7 +23,7 @@ class PadNd : public Module {
   Tensor forward(Tensor x) override { return functional::pad(x, padding, mode, value); }
   std::string extra_repr() const override {
     std::string s = repr_tuple(padding.values);
-    if (mode == "constant") s += detail::str(", value=", value);
+    if (mode == "constant") s += internal::str(", value=", value);
     return s;
   }
   std::string mode;
@@ -128,7 +128,7 @@ class MaxUnpool1d : public Module {
     return functional::max_unpool1d(x, indices, kernel_size, stride, padding);
   }
   std::string extra_repr() const override {
-    return detail::str("kernel_size=(", kernel_size, ",), stride=(", stride, ",), padding=(", padding, ",)");
+    return internal::str("kernel_size=(", kernel_size, ",), stride=(", stride, ",), padding=(", padding, ",)");
   }
   int64_t kernel_size, stride, padding;
 };

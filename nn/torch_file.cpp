@@ -110,18 +110,18 @@ const char* unsupported_reason(const std::string& q) {
 
 int64_t as_int(const Value& v, const char* what) {
   if (v.kind() != Kind::integer && v.kind() != Kind::boolean)
-    throw Refused(detail::str(what, " must be an int, got ", kind_name(v.kind())));
+    throw Refused(internal::str(what, " must be an int, got ", kind_name(v.kind())));
   return v.to_int();
 }
 
 Shape as_shape(const Value& v, const char* what) {
-  if (!v.is_tuple() && !v.is_list()) throw Refused(detail::str(what, " must be a tuple, got ", kind_name(v.kind())));
+  if (!v.is_tuple() && !v.is_list()) throw Refused(internal::str(what, " must be a tuple, got ", kind_name(v.kind())));
   if (v.items().size() > kMaxDims)
-    throw Refused(detail::str(what, " has ", v.items().size(), " dimensions (at most ", kMaxDims, ")"));
+    throw Refused(internal::str(what, " has ", v.items().size(), " dimensions (at most ", kMaxDims, ")"));
   Shape s;
   for (const Value& x : v.items()) {
     int64_t n = as_int(x, what);
-    if (n < 0) throw Refused(detail::str(what, " holds the negative value ", n));
+    if (n < 0) throw Refused(internal::str(what, " holds the negative value ", n));
     s.push_back(n);
   }
   return s;
@@ -150,7 +150,7 @@ class Hooks final : public internal::UnpickleHooks {
     std::string q = module + "." + name;
     if (allowed_globals().count(q) || storage_class(q, nullptr)) return Value::global(q);
     if (const char* why = unsupported_reason(q))
-      throw Refused(detail::str("global ", q, ": ", why, " are not supported by nabla"));
+      throw Refused(internal::str("global ", q, ": ", why, " are not supported by nabla"));
     std::string hint;
     if (module.rfind("__torch__", 0) == 0)
       hint = " (this is a TorchScript archive: in Python, torch.save(module.state_dict()) instead)";
@@ -162,12 +162,12 @@ class Hooks final : public internal::UnpickleHooks {
   }
 
   Value call(const Value& f, const Value& args, bool newobj) override {
-    if (f.kind() != Kind::global) throw Refused(detail::str("the pickle calls a ", kind_name(f.kind()), ", not a function"));
+    if (f.kind() != Kind::global) throw Refused(internal::str("the pickle calls a ", kind_name(f.kind()), ", not a function"));
     const std::string& q = f.global_name();
     const std::vector<Value>& a = args.items();
     auto nargs = [&](size_t lo, size_t hi) {
       if (a.size() < lo || a.size() > hi)
-        throw Refused(detail::str(q, " takes ", lo == hi ? std::to_string(lo) : detail::str(lo, " to ", hi),
+        throw Refused(internal::str(q, " takes ", lo == hi ? std::to_string(lo) : internal::str(lo, " to ", hi),
                                   " arguments, got ", a.size()));
     };
     if (newobj && q != "torch.nn.parameter.Parameter") throw Refused("NEWOBJ of " + q + " is not allowed");
@@ -229,13 +229,13 @@ class Hooks final : public internal::UnpickleHooks {
   Value persistent_load(const Value& pid) override {
     // zip: ('storage', torch.FloatStorage, key, location, numel)
     // legacy: the same and view_metadata: None, or (view_key, offset, size) of a part of the storage
-    if (!pid.is_tuple()) throw Refused(detail::str("a persistent id is a ", kind_name(pid.kind()), ", not a tuple"));
+    if (!pid.is_tuple()) throw Refused(internal::str("a persistent id is a ", kind_name(pid.kind()), ", not a tuple"));
     const auto& a = pid.items();
     const bool legacy = zip_ == nullptr;
     if (a.empty() || (a[0].kind() != Kind::string && a[0].kind() != Kind::bytes) || a[0].to_string() != "storage")
       throw Refused("only storages may be persistent ids, got " + printable(pid.repr(200)));
     if (a.size() != (legacy ? 6u : 5u))
-      throw Refused(detail::str("a storage's persistent id has ", a.size(), " fields, not ", legacy ? 6 : 5));
+      throw Refused(internal::str("a storage's persistent id has ", a.size(), " fields, not ", legacy ? 6 : 5));
     StorageType type{};
     if (a[1].kind() != Kind::global || !storage_class(a[1].global_name(), &type))
       throw Refused("a storage of unknown type " + printable(a[1].repr(200)));
@@ -244,16 +244,16 @@ class Hooks final : public internal::UnpickleHooks {
                                                    : throw Refused("a storage key must be a string");
     if (!a[3].is_string()) throw Refused("a storage location must be a string");
     int64_t numel = as_int(a[4], "a storage's size");
-    if (numel < 0) throw Refused(detail::str("storage '", printable(key), "' has negative size ", numel));
+    if (numel < 0) throw Refused(internal::str("storage '", printable(key), "' has negative size ", numel));
     const Storage& s = storage(key, type, static_cast<uint64_t>(numel));
     Tensor view = s.base;
     if (legacy && !a[5].is_none()) {
       if (!a[5].is_tuple() || a[5].items().size() != 3) throw Refused("malformed storage view metadata");
       int64_t off = as_int(a[5].items()[1], "a storage view's offset"), n = as_int(a[5].items()[2], "a storage view's size");
       if (off < 0 || n < 0 || static_cast<uint64_t>(off) > s.numel || static_cast<uint64_t>(n) > s.numel - off)
-        throw Refused(detail::str("a view [", off, ", +", n, ") of storage '", printable(key), "' is outside its ",
+        throw Refused(internal::str("a view [", off, ", +", n, ") of storage '", printable(key), "' is outside its ",
                                   s.numel, " elements"));
-      view = nabla::detail::make_view(s.base, {n}, {1}, off);
+      view = nabla::internal::make_view(s.base, {n}, {1}, off);
     }
     Value v(view);
     v.node()->storage_type = type;
@@ -264,7 +264,7 @@ class Hooks final : public internal::UnpickleHooks {
   void build(Value& obj, const Value& state) override {
     if (obj.is_dict()) {  // an OrderedDict's attributes: a state dict's _metadata
       if (state.is_none()) return;
-      if (!state.is_dict()) throw Refused(detail::str("BUILD sets a dict's attributes from a ", kind_name(state.kind())));
+      if (!state.is_dict()) throw Refused(internal::str("BUILD sets a dict's attributes from a ", kind_name(state.kind())));
       Value::Node& n = *obj.node();
       if (n.sealed) throw Refused("BUILD changes a dict that is already part of another value");
       if (state.node() == obj.node()) throw Refused("a dict's attributes are the dict itself (recursive structures are not supported)");
@@ -284,7 +284,7 @@ class Hooks final : public internal::UnpickleHooks {
       return;
     }
     if (obj.is_tensor() && (state.is_none() || (state.is_dict() && state.size() == 0))) return;
-    throw Refused(detail::str("BUILD of a ", kind_name(obj.kind()), " with a ", kind_name(state.kind()),
+    throw Refused(internal::str("BUILD of a ", kind_name(obj.kind()), " with a ", kind_name(state.kind()),
                               " is not supported (objects with Python state)"));
   }
 
@@ -312,14 +312,14 @@ class Hooks final : public internal::UnpickleHooks {
     if (it != by_key.end()) {
       const Storage& s = storages[it->second];
       if (s.type != type || s.numel != numel)
-        throw Refused(detail::str("storage '", printable(key), "' appears as ", s.numel, " ", storage_type_name(s.type),
+        throw Refused(internal::str("storage '", printable(key), "' appears as ", s.numel, " ", storage_type_name(s.type),
                                   " and as ", numel, " ", storage_type_name(type)));
       return s;
     }
     uint64_t bytes = 0;
     if (__builtin_mul_overflow(numel, static_cast<uint64_t>(file_element_size(type)), &bytes) ||
         numel > static_cast<uint64_t>(INT64_MAX) / 8)
-      throw Refused(detail::str("storage '", printable(key), "' of ", numel, " elements is too large"));
+      throw Refused(internal::str("storage '", printable(key), "' of ", numel, " elements is too large"));
     Storage s;
     s.key = key;
     s.type = type;
@@ -329,16 +329,16 @@ class Hooks final : public internal::UnpickleHooks {
       s.entry = zip_->find(name);
       if (!s.entry) throw Refused("storage '" + printable(key) + "' has no record '" + printable(name) + "' in the archive");
       if (s.entry->size != bytes)
-        throw Refused(detail::str("record '", printable(name), "' holds ", s.entry->size, " bytes but its storage of ",
+        throw Refused(internal::str("record '", printable(name), "' holds ", s.entry->size, " bytes but its storage of ",
                                   numel, " ", storage_type_name(type), " needs ", bytes));
     } else {
       used_ += 8;  // each storage is preceded by its size
       if (bytes > budget_ || used_ > budget_ - bytes)
-        throw Refused(detail::str("storage '", printable(key), "' of ", numel, " ", storage_type_name(type),
+        throw Refused(internal::str("storage '", printable(key), "' of ", numel, " ", storage_type_name(type),
                                   " needs more bytes than the file holds (", budget_, ")"));
       used_ += bytes;
     }
-    s.base = nabla::detail::make_empty({static_cast<int64_t>(numel)}, nabla_dtype(type), kCPU);
+    s.base = nabla::internal::make_empty({static_cast<int64_t>(numel)}, nabla_dtype(type), kCPU);
     by_key.emplace(key, storages.size());
     storages.push_back(std::move(s));
     return storages.back();
@@ -346,14 +346,14 @@ class Hooks final : public internal::UnpickleHooks {
 
   Value rebuild(const Value& storage, const Value& offset_v, const Value& size_v, const Value& stride_v, bool requires_grad) {
     if (!storage.is_tensor() || !storage.node()->is_storage)
-      throw Refused(detail::str("a tensor's storage is a ", kind_name(storage.kind()), ", not a storage"));
+      throw Refused(internal::str("a tensor's storage is a ", kind_name(storage.kind()), ", not a storage"));
     const Tensor& base = storage.node()->tensor;  // 1-D
     const uint64_t avail = static_cast<uint64_t>(base.numel());
     int64_t offset = as_int(offset_v, "a tensor's storage offset");
     Shape sizes = as_shape(size_v, "a tensor's size"), strides = as_shape(stride_v, "a tensor's stride");
-    if (offset < 0) throw Refused(detail::str("a tensor has the negative storage offset ", offset));
+    if (offset < 0) throw Refused(internal::str("a tensor has the negative storage offset ", offset));
     if (sizes.size() != strides.size())
-      throw Refused(detail::str("a tensor has size ", sizes, " but stride ", strides));
+      throw Refused(internal::str("a tensor has size ", sizes, " but stride ", strides));
     // The last element it views: offset + sum((size - 1) * stride), computed without overflow.
     uint64_t numel = 1, last = static_cast<uint64_t>(offset);
     bool overflow = false;
@@ -366,12 +366,12 @@ class Hooks final : public internal::UnpickleHooks {
       }
     }
     if (overflow || numel > static_cast<uint64_t>(INT64_MAX))
-      throw Refused(detail::str("a tensor of size ", sizes, " and stride ", strides, " overflows"));
+      throw Refused(internal::str("a tensor of size ", sizes, " and stride ", strides, " overflows"));
     if (numel == 0 ? static_cast<uint64_t>(offset) > avail : last >= avail)
-      throw Refused(detail::str("a tensor of size ", sizes, ", stride ", strides, " and offset ", offset,
+      throw Refused(internal::str("a tensor of size ", sizes, ", stride ", strides, " and offset ", offset,
                                 " reaches element ", last, " of a storage of ", avail,
                                 " (the storage is shorter than the tensor needs)"));
-    Tensor t = nabla::detail::make_view(base, std::move(sizes), std::move(strides), base.storage_offset() + offset);
+    Tensor t = nabla::internal::make_view(base, std::move(sizes), std::move(strides), base.storage_offset() + offset);
     if (requires_grad) t.requires_grad_(true);
     Value v(t);
     v.node()->storage_type = storage.node()->storage_type;
@@ -380,7 +380,7 @@ class Hooks final : public internal::UnpickleHooks {
 
   static Value parameter(const Value& data, const Value& requires_grad) {
     if (!data.is_tensor() || data.node()->is_storage)
-      throw Refused(detail::str("a Parameter of a ", kind_name(data.kind()), ", not a tensor"));
+      throw Refused(internal::str("a Parameter of a ", kind_name(data.kind()), ", not a tensor"));
     Value p(data.to_tensor());
     p.node()->storage_type = data.node()->storage_type;
     p.node()->parameter = true;
@@ -468,7 +468,7 @@ Value load_zip(const zip::Source& src, const LoadOptions& opt) {
   Value root;
   if (pkl->method == 0) {
     if (pkl->size > opt.max_pickle_bytes)
-      throw IOError(detail::str(what, ": entry '", printable(pkl->name), "' is ", pkl->size,
+      throw IOError(internal::str(what, ": entry '", printable(pkl->name), "' is ", pkl->size,
                                 " bytes, more than the limit of ", opt.max_pickle_bytes, " (LoadOptions::max_pickle_bytes)"));
     std::shared_ptr<const char> bytes = z.view(*pkl);
     try {
@@ -542,7 +542,7 @@ Value parse_legacy(const zip::Source& src, const std::vector<char>& head, const 
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | n8[i];
     if (n != s.numel)
-      throw bad(detail::str("storage '", printable(key), "' holds ", n, " elements in the file but the pickle says ", s.numel));
+      throw bad(internal::str("storage '", printable(key), "' holds ", n, " elements in the file but the pickle says ", s.numel));
     off += 8;
     const uint64_t bytes = s.numel * file_element_size(s.type);
     fill_storage(s, std::endian::native == std::endian::big,
@@ -550,7 +550,7 @@ Value parse_legacy(const zip::Source& src, const std::vector<char>& head, const 
     off += bytes;
   }
   if (seen.size() != hooks.storages.size())
-    throw bad(detail::str("the pickle uses ", hooks.storages.size(), " storages but the file holds ", seen.size()));
+    throw bad(internal::str("the pickle uses ", hooks.storages.size(), " storages but the file holds ", seen.size()));
   return root;
 }
 
@@ -692,7 +692,7 @@ const void* storage_bytes(const SaveGroup& g, std::vector<char>& scratch, Tensor
   const int64_t n = g.end - g.begin;
   if (n == 0) return nullptr;
   autograd::NoGradGuard ng;
-  Tensor span = nabla::detail::make_view(g.any, {n}, {1}, g.begin);
+  Tensor span = nabla::internal::make_view(g.any, {n}, {1}, g.begin);
   host = span.device().is_cpu() ? span : span.to(kCPU);
   if (g.type != StorageType::int8 && g.type != StorageType::int16) return host.data_ptr();
   const int32_t* src = host.data_ptr<int32_t>();
@@ -700,7 +700,7 @@ const void* storage_bytes(const SaveGroup& g, std::vector<char>& scratch, Tensor
   scratch.resize(static_cast<size_t>(n) * (i8 ? 1 : 2));
   for (int64_t i = 0; i < n; ++i) {
     int32_t x = src[i];
-    check<ValueError>(i8 ? (x >= -128 && x <= 127) : (x >= -32768 && x <= 32767), "torch_io::save: a tensor saved as ",
+    NABLA_CHECK(ValueError, i8 ? (x >= -128 && x <= 127) : (x >= -32768 && x <= 32767), "torch_io::save: a tensor saved as ",
                       storage_type_name(g.type), " holds ", x, ", which does not fit");
     if (i8) {
       scratch[static_cast<size_t>(i)] = static_cast<char>(static_cast<int8_t>(x));
@@ -767,7 +767,7 @@ std::vector<char> serialize(const Value& value, const SaveOptions& options) {
   char* buf = nullptr;
   size_t len = 0;
   std::FILE* f = ::open_memstream(&buf, &len);
-  check<IOError>(f != nullptr, "torch_io::serialize: cannot open a memory stream");
+  NABLA_CHECK(IOError, f != nullptr, "torch_io::serialize: cannot open a memory stream");
   try {
     write_archive(f, "<memory>", value, options, options.archive_name.empty() ? "archive" : options.archive_name);
   } catch (...) {

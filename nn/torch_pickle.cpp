@@ -27,7 +27,7 @@ enum Op : unsigned char {
 };
 
 std::string op_name(unsigned char c) {
-  if (c >= 0x21 && c < 0x7f) return detail::str("'", static_cast<char>(c), "'");
+  if (c >= 0x21 && c < 0x7f) return internal::str("'", static_cast<char>(c), "'");
   char buf[8];
   std::snprintf(buf, sizeof(buf), "0x%02x", c);
   return buf;
@@ -44,7 +44,7 @@ class Machine {
 
  private:
   [[noreturn]] void fail(const std::string& msg) const {
-    throw IOError(detail::str(what_, ": ", msg, " (opcode ", op_name(op_), " at byte ", op_pos_, ")"));
+    throw IOError(internal::str(what_, ": ", msg, " (opcode ", op_name(op_), " at byte ", op_pos_, ")"));
   }
   void ran_out() const {
     if (ran_out_) *ran_out_ = true;
@@ -52,7 +52,7 @@ class Machine {
   void need(uint64_t n) const {
     if (size_ - pos_ < n) {
       ran_out();
-      fail(detail::str("the pickle ends early: ", n, " more bytes needed, ", size_ - pos_, " left (truncated file?)"));
+      fail(internal::str("the pickle ends early: ", n, " more bytes needed, ", size_ - pos_, " left (truncated file?)"));
     }
   }
   uint64_t le(size_t n) {
@@ -104,7 +104,7 @@ class Machine {
     if (n == 0) return 0;
     bool negative = b[n - 1] & 0x80;
     for (uint64_t i = 8; i < n; ++i)
-      if (b[i] != (negative ? 0xff : 0x00)) fail(detail::str("a ", n, "-byte integer does not fit in 64 bits"));
+      if (b[i] != (negative ? 0xff : 0x00)) fail(internal::str("a ", n, "-byte integer does not fit in 64 bits"));
     if (n > 8 && ((b[7] & 0x80) != 0) != negative) fail("an integer does not fit in 64 bits");
     uint64_t v = negative ? ~uint64_t(0) : 0;
     for (uint64_t i = std::min<uint64_t>(n, 8); i-- > 0;) v = (v << 8) | b[i];
@@ -122,14 +122,14 @@ class Machine {
   }
   void check_memory(uint64_t more = 0) {
     if (used_ + stack_.capacity() * sizeof(Value) + more > limits_.max_value_bytes)
-      fail(detail::str("the pickle's values take more than ", limits_.max_value_bytes,
+      fail(internal::str("the pickle's values take more than ", limits_.max_value_bytes,
                        " bytes of memory (LoadOptions::max_value_bytes; by default 64 MiB plus twice the file's size)"));
   }
 
   size_t base() const { return marks_.empty() ? 0 : marks_.back(); }
   void push(Value v) {
     if (++pushed_ > limits_.max_objects)
-      fail(detail::str("the pickle creates more than ", limits_.max_objects, " values (LoadOptions::max_objects)"));
+      fail(internal::str("the pickle creates more than ", limits_.max_objects, " values (LoadOptions::max_objects)"));
     if (stack_.size() == stack_.capacity()) {
       // The stack grows by half (not doubling): while it moves, the old and the new one both exist.
       const size_t grown = std::max<size_t>(64, stack_.capacity() + stack_.capacity() / 2);
@@ -175,18 +175,18 @@ class Machine {
     if (d + 1 > parent.depth) {
       parent.depth = d + 1;
       if (parent.depth > static_cast<uint32_t>(limits_.max_depth))
-        fail(detail::str("values nested more than ", limits_.max_depth, " levels deep (LoadOptions::max_depth)"));
+        fail(internal::str("values nested more than ", limits_.max_depth, " levels deep (LoadOptions::max_depth)"));
     }
     parent.expanded += e;
     if (parent.expanded > limits_.max_objects)
-      fail(detail::str("the pickle's values expand to more than ", limits_.max_objects,
+      fail(internal::str("the pickle's values expand to more than ", limits_.max_objects,
                        " values once shared ones are counted each time (LoadOptions::max_objects)"));
   }
   Value::Node& mutable_container(Value& v, Kind kind, const char* what) {
-    if (v.kind() != kind) fail(detail::str(what, " needs a ", kind_name(kind), " but finds a ", kind_name(v.kind())));
+    if (v.kind() != kind) fail(internal::str(what, " needs a ", kind_name(kind), " but finds a ", kind_name(v.kind())));
     Value::Node& n = *v.node();
     if (n.sealed)
-      fail(detail::str(what, " changes a ", kind_name(kind),
+      fail(internal::str(what, " changes a ", kind_name(kind),
                        " that is already part of another value (recursive structures are not supported)"));
     return n;
   }
@@ -239,7 +239,7 @@ class Machine {
       return;
     }
     if (memo_count_ >= limits_.max_memo && !sparse_.count(index))
-      fail(detail::str("the pickle memoizes more than ", limits_.max_memo, " values (LoadOptions::max_memo)"));
+      fail(internal::str("the pickle memoizes more than ", limits_.max_memo, " values (LoadOptions::max_memo)"));
     if (index == memo_.size()) {
       const size_t capacity = memo_.capacity();
       memo_.push_back(std::move(v));
@@ -257,7 +257,7 @@ class Machine {
     if (index < memo_.size()) return push(memo_[index]);
     auto it = sparse_.find(index);
     if (it == sparse_.end())
-      fail(detail::str("memo index ", index, " was never stored (", memo_size(), " entries)"));
+      fail(internal::str("memo index ", index, " was never stored (", memo_size(), " entries)"));
     push(it->second);
   }
   // Runs a hook; what it refuses becomes an error at this opcode.
@@ -304,7 +304,7 @@ Value Machine::run(size_t* end) {
     switch (op_) {
       case PROTO: {
         uint64_t v = le(1);
-        if (v > 5) fail(detail::str("unknown pickle protocol ", v));
+        if (v > 5) fail(internal::str("unknown pickle protocol ", v));
         break;
       }
       case FRAME: need(le(8)); break;  // a length hint for buffered readers; the data follows as usual
@@ -315,7 +315,7 @@ Value Machine::run(size_t* end) {
       }
       case MARK:
         if (marks_.size() >= static_cast<size_t>(limits_.max_depth))
-          fail(detail::str("MARKs nested more than ", limits_.max_depth, " levels deep (LoadOptions::max_depth)"));
+          fail(internal::str("MARKs nested more than ", limits_.max_depth, " levels deep (LoadOptions::max_depth)"));
         marks_.push_back(stack_.size());
         break;
       case POP: pop(); break;
@@ -464,7 +464,7 @@ Value Machine::run(size_t* end) {
       case NEWOBJ: {
         Value args = pop();
         Value callable = pop();
-        if (!args.is_tuple()) fail(detail::str("the arguments of a call are a ", kind_name(args.kind()), ", not a tuple"));
+        if (!args.is_tuple()) fail(internal::str("the arguments of a call are a ", kind_name(args.kind()), ", not a tuple"));
         push(hook([&] { return hooks_.call(callable, args, op_ == NEWOBJ); }));
         charge(kNodeBytes + (stack_.back().is_tensor() ? kTensorBytes : 0));
         break;
@@ -552,7 +552,7 @@ void Pickler::integer(int64_t v) {
 void Pickler::string(std::string_view s) {
   out_.push_back(BINUNICODE);
   uint64_t n = s.size();
-  check<ValueError>(n <= 0xffffffffu, "torch_io::save: a string of ", n, " bytes is too long for pickle protocol 2");
+  NABLA_CHECK(ValueError, n <= 0xffffffffu, "torch_io::save: a string of ", n, " bytes is too long for pickle protocol 2");
   for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
   out_.append(s);
 }
@@ -586,10 +586,10 @@ bool Pickler::memo_get(const Value::Node* node) {
 void Pickler::value(const Value& v) { value(v, 1); }
 
 void Pickler::value(const Value& v, int depth) {
-  check<ValueError>(depth <= max_depth_, "torch_io::save: values nested more than ", max_depth_, " levels deep");
+  NABLA_CHECK(ValueError, depth <= max_depth_, "torch_io::save: values nested more than ", max_depth_, " levels deep");
   const Value::Node* node = v.node().get();
   if (node && in_progress_.count(node))
-    throw ValueError(detail::str("torch_io::save: a ", kind_name(v.kind()), " contains itself"));
+    throw ValueError(internal::str("torch_io::save: a ", kind_name(v.kind()), " contains itself"));
   if (node && memo_get(node)) return;
   switch (v.kind()) {
     case Kind::none: out_.push_back(NONE); return;
@@ -627,7 +627,7 @@ void Pickler::value(const Value& v, int depth) {
     case Kind::global: {
       const std::string& q = v.global_name();
       size_t dot = q.rfind('.');
-      check<ValueError>(dot != std::string::npos && dot > 0 && dot + 1 < q.size(), "torch_io::save: global '", q,
+      NABLA_CHECK(ValueError, dot != std::string::npos && dot > 0 && dot + 1 < q.size(), "torch_io::save: global '", q,
                         "' is not module.name");
       global(std::string_view(q).substr(0, dot), std::string_view(q).substr(dot + 1));
       memo_put(v);

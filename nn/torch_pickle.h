@@ -23,6 +23,8 @@
 namespace nabla::torch_io {
 
 namespace internal {
+// The library's private helpers (internal::str, ...) are reachable from here as well.
+using namespace ::nabla::internal;
 // What only some dicts need: open addressing over the entries of one with more than kLinearKeys of
 // them (slots hold entry position + 1, 0: empty; hashes the hash of each entry's key), and the
 // attributes of an OrderedDict.

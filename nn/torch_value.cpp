@@ -26,7 +26,7 @@ constexpr StorageInfo kStorage[] = {
 std::shared_ptr<Value::Node> new_node(Kind k) { return std::make_shared<Value::Node>(k); }
 
 [[noreturn]] void wrong_kind(Kind have, const char* want) {
-  throw ValueError(detail::str("torch_io::Value: expected ", want, ", got ", kind_name(have)));
+  throw ValueError(internal::str("torch_io::Value: expected ", want, ", got ", kind_name(have)));
 }
 
 // Python's repr of a str (UTF-8 passed through) or of bytes (bytes >= 0x80 escaped too).
@@ -152,7 +152,7 @@ StorageType storage_type_of(DType d) {
     case DType::u8: return StorageType::uint8;
     case DType::boolean: return StorageType::boolean;
   }
-  throw DTypeError(detail::str("torch_io: no storage type for ", d));
+  throw DTypeError(internal::str("torch_io: no storage type for ", d));
 }
 
 const char* kind_name(Kind k) {
@@ -175,7 +175,7 @@ const char* kind_name(Kind k) {
 Value::Value(std::string s) : kind_(Kind::string), node_(new_node(Kind::string)) { node_->str = std::move(s); }
 
 Value::Value(Tensor t) : kind_(Kind::tensor), node_(new_node(Kind::tensor)) {
-  check<ValueError>(t.defined(), "torch_io::Value: undefined tensor");
+  NABLA_CHECK(ValueError, t.defined(), "torch_io::Value: undefined tensor");
   node_->storage_type = storage_type_of(t.dtype());
   node_->tensor = std::move(t);
 }
@@ -219,7 +219,7 @@ Value Value::parameter(Tensor t, bool requires_grad) {
 
 Value Value::tensor(Tensor t, StorageType as) {
   Value v(std::move(t));
-  check<DTypeError>(nabla_dtype(as) == v.node_->tensor.dtype(), "torch_io::Value::tensor: a ", v.node_->tensor.dtype(),
+  NABLA_CHECK(DTypeError, nabla_dtype(as) == v.node_->tensor.dtype(), "torch_io::Value::tensor: a ", v.node_->tensor.dtype(),
                     " tensor cannot be saved as ", storage_type_name(as), " (that needs a ", nabla_dtype(as),
                     " tensor)");
   v.node_->storage_type = as;
@@ -277,7 +277,7 @@ const std::vector<Value>& Value::items() const {
 
 const Value& Value::operator[](size_t i) const {
   const auto& it = items();
-  check<IndexError>(i < it.size(), "torch_io::Value: index ", i, " out of range for a ", kind_name(kind_), " of ",
+  NABLA_CHECK(IndexError, i < it.size(), "torch_io::Value: index ", i, " out of range for a ", kind_name(kind_), " of ",
                     it.size());
   return it[i];
 }
@@ -322,7 +322,7 @@ const Value& Value::operator[](std::string_view key) const {
     }
     keys += (keys.empty() ? "" : ", ") + k.repr(100);
   }
-  throw IndexError(detail::str("torch_io::Value: no key '", key.substr(0, 200), key.size() > 200 ? "...'" : "'",
+  throw IndexError(internal::str("torch_io::Value: no key '", key.substr(0, 200), key.size() > 200 ? "...'" : "'",
                                " (the dict has: ", keys.empty() ? "nothing" : keys, ")"));
 }
 
@@ -333,14 +333,14 @@ size_t Value::size() const {
 
 Value& Value::append(Value v) {
   if (kind_ != Kind::list) wrong_kind(kind_, "a list");
-  check<ValueError>(v.node_ != node_, "torch_io::Value: a list cannot contain itself");
+  NABLA_CHECK(ValueError, v.node_ != node_, "torch_io::Value: a list cannot contain itself");
   node_->items.push_back(std::move(v));
   return *this;
 }
 
 Value& Value::set(Value key, Value v) {
   if (kind_ != Kind::dict) wrong_kind(kind_, "a dict");
-  check<ValueError>(v.node_ != node_ && key.node_ != node_, "torch_io::Value: a dict cannot contain itself");
+  NABLA_CHECK(ValueError, v.node_ != node_ && key.node_ != node_, "torch_io::Value: a dict cannot contain itself");
   internal::dict_set(*node_, std::move(key), std::move(v));
   return *this;
 }
@@ -353,7 +353,7 @@ std::vector<std::pair<std::string, Value>> Value::flatten(const std::string& pre
   const uint64_t total =
       saturating_add(size.bytes, saturating_mul(size.leaves, kLeafBytes + prefix.size() + 1));
   if (total > max_bytes)
-    throw ValueError(detail::str("torch_io::Value::flatten: the value has ", size.leaves,
+    throw ValueError(internal::str("torch_io::Value::flatten: the value has ", size.leaves,
                                  size.leaves == 1 ? " leaf" : " leaves",
                                  " (counting shared subtrees once per path) whose dotted names and strings would take ",
                                  total == UINT64_MAX ? std::string("more than 2^64") : std::to_string(total),
@@ -405,7 +405,7 @@ nn::StateDict Value::flatten_tensors(const std::string& prefix, uint64_t max_byt
   nn::StateDict sd;
   for (auto& [path, v] : flatten(prefix, max_bytes)) {
     if (!v.is_tensor()) continue;
-    check<ValueError>(!sd.contains(path), "torch_io::Value::flatten_tensors: two tensors are named '",
+    NABLA_CHECK(ValueError, !sd.contains(path), "torch_io::Value::flatten_tensors: two tensors are named '",
                       path.substr(0, 200), path.size() > 200 ? "...'" : "'");
     sd.insert(path, v.to_tensor());
   }
@@ -495,7 +495,7 @@ std::string scalar_repr(const Value& v) {
     }
     case Kind::global: return v.global_name();
     case Kind::tensor:
-      return detail::str(v.is_parameter() ? "Parameter(" : "tensor(", storage_type_name(v.storage_type()), ", ",
+      return internal::str(v.is_parameter() ? "Parameter(" : "tensor(", storage_type_name(v.storage_type()), ", ",
                          v.to_tensor().sizes(), ")");
     default: return "?";
   }
@@ -574,7 +574,7 @@ bool integral(const Value& k, int64_t* out) {
 // hashed or compared: both walk all of it.
 void check_tuple_key(const Value& t, uint64_t* values, uint64_t* bytes, int depth) {
   if (depth > static_cast<int>(kMaxKeyValues) || ++*values > kMaxKeyValues)
-    throw ValueError(detail::str("a tuple of more than ", kMaxKeyValues,
+    throw ValueError(internal::str("a tuple of more than ", kMaxKeyValues,
                                  " values (counting nested and shared ones each time) cannot be a dict key"));
   for (const Value& x : t.items()) {
     if (x.kind() == Kind::tuple) {
@@ -585,7 +585,7 @@ void check_tuple_key(const Value& t, uint64_t* values, uint64_t* bytes, int dept
     }
   }
   if (*values > kMaxKeyValues || *bytes > kMaxKeyBytes)
-    throw ValueError(detail::str("a tuple of more than ", *values > kMaxKeyValues ? kMaxKeyValues : kMaxKeyBytes,
+    throw ValueError(internal::str("a tuple of more than ", *values > kMaxKeyValues ? kMaxKeyValues : kMaxKeyBytes,
                                  *values > kMaxKeyValues ? " values" : " bytes of strings",
                                  " (counting nested and shared ones each time) cannot be a dict key"));
 }
@@ -632,7 +632,7 @@ uint64_t key_hash(const Value& key) {
       }
       return n.hash;
     }
-    default: throw ValueError(detail::str("a ", kind_name(key.kind()), " cannot be a dict key"));
+    default: throw ValueError(internal::str("a ", kind_name(key.kind()), " cannot be a dict key"));
   }
 }
 
@@ -684,7 +684,7 @@ void rebuild_index(DictExtra& ix, size_t slots) {
 bool dict_set(Value::Node& d, Value key, Value value) {
   const uint64_t h = key_hash(key);  // refuses keys that cannot be keys
   auto& e = d.entries;
-  check<ValueError>(e.size() < UINT32_MAX, "torch_io::Value: a dict of more than 2^32 entries");
+  NABLA_CHECK(ValueError, e.size() < UINT32_MAX, "torch_io::Value: a dict of more than 2^32 entries");
   if (!d.extra || d.extra->slots.empty()) {
     for (auto& [k, x] : e)
       if (key_hash(k) == h && key_equal(k, key)) {

@@ -21,10 +21,10 @@ TransformerActivation::TransformerActivation(const std::string& name) : name_(na
 namespace {
 
 void check_layer_args(const char* op, int64_t d_model, int64_t nhead, const TransformerLayerOptions& o) {
-  check<ValueError>(d_model > 0 && nhead > 0 && o.dim_feedforward > 0, op,
+  NABLA_CHECK(ValueError, d_model > 0 && nhead > 0 && o.dim_feedforward > 0, op,
                     ": d_model, nhead and dim_feedforward must be positive, got ", d_model, ", ", nhead, " and ",
                     o.dim_feedforward);
-  check<ValueError>(d_model % nhead == 0, op, ": d_model (", d_model, ") must be divisible by nhead (", nhead, ")");
+  NABLA_CHECK(ValueError, d_model % nhead == 0, op, ": d_model (", d_model, ") must be divisible by nhead (", nhead, ")");
 }
 
 MultiheadAttentionOptions attention_options(const TransformerLayerOptions& o) {
@@ -72,7 +72,7 @@ std::shared_ptr<M> copy_of(const M& src, Make make, const Tensor& any_param) {
 // The layers of a TransformerEncoder/Decoder: num_layers clones of `layer`.
 template <class Layer>
 std::shared_ptr<ModuleList> clones(const Layer& layer, int64_t num_layers, const char* op) {
-  check<ValueError>(num_layers >= 0, op, ": num_layers must be non-negative, got ", num_layers);
+  NABLA_CHECK(ValueError, num_layers >= 0, op, ": num_layers must be non-negative, got ", num_layers);
   auto list = std::make_shared<ModuleList>();
   for (int64_t i = 0; i < num_layers; ++i) list->push_back(layer.clone());
   return list;
@@ -237,15 +237,15 @@ void Transformer::reset_parameters() {
 Tensor Transformer::forward(Tensor src, Tensor tgt) { return forward(src, tgt, TransformerForwardOptions{}); }
 
 Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const TransformerForwardOptions& o) {
-  check<ShapeError>(src.defined() && tgt.defined() && src.dim() == tgt.dim() && (src.dim() == 2 || src.dim() == 3),
+  NABLA_CHECK(ShapeError, src.defined() && tgt.defined() && src.dim() == tgt.dim() && (src.dim() == 2 || src.dim() == 3),
                     "Transformer: expected src and tgt with 3 dims (or 2 unbatched), got src ",
-                    src.defined() ? detail::str(src.sizes()) : "undefined", " tgt ",
-                    tgt.defined() ? detail::str(tgt.sizes()) : "undefined");
+                    src.defined() ? internal::str(src.sizes()) : "undefined", " tgt ",
+                    tgt.defined() ? internal::str(tgt.sizes()) : "undefined");
   int64_t bdim = options.batch_first ? 0 : 1;
-  check<ShapeError>(src.dim() == 2 || src.size(bdim) == tgt.size(bdim),
+  NABLA_CHECK(ShapeError, src.dim() == 2 || src.size(bdim) == tgt.size(bdim),
                     "Transformer: the batch number of src and tgt must be equal, got src ", src.sizes(), " tgt ",
                     tgt.sizes());
-  check<ShapeError>(src.size(-1) == options.d_model && tgt.size(-1) == options.d_model,
+  NABLA_CHECK(ShapeError, src.size(-1) == options.d_model && tgt.size(-1) == options.d_model,
                     "Transformer: the feature number of src and tgt must be equal to d_model (", options.d_model,
                     "), got src ", src.sizes(), " tgt ", tgt.sizes());
   Tensor memory = encoder->forward(
@@ -260,7 +260,7 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Transfor
 }
 
 Tensor generate_square_subsequent_mask(int64_t size, const TensorOptions& options) {
-  check<ValueError>(size >= 0, "generate_square_subsequent_mask: size must be non-negative, got ", size);
+  NABLA_CHECK(ValueError, size >= 0, "generate_square_subsequent_mask: size must be non-negative, got ", size);
   return full({size, size}, -std::numeric_limits<double>::infinity(), options).triu(1);
 }
 

@@ -31,15 +31,15 @@ class TrainingFlags {
 
 std::string export_impl(nn::Module& module, const std::vector<Tensor>& example_inputs, const ExportOptions& options,
                         std::string* data, const std::string& data_name) {
-  check<ValueError>(options.opset_version >= 13 && options.opset_version <= 17,
+  NABLA_CHECK(ValueError, options.opset_version >= 13 && options.opset_version <= 17,
                     "onnx::export_model: opset_version must be 13 to 17, got ", options.opset_version);
-  check<ValueError>(example_inputs.size() == 1 || example_inputs.size() == 2,
+  NABLA_CHECK(ValueError, example_inputs.size() == 1 || example_inputs.size() == 2,
                     "onnx::export_model: expected 1 or 2 example inputs (what Module::operator() takes), got ",
                     example_inputs.size());
-  check<ValueError>(options.input_names.empty() || options.input_names.size() == example_inputs.size(),
+  NABLA_CHECK(ValueError, options.input_names.empty() || options.input_names.size() == example_inputs.size(),
                     "onnx::export_model: ", options.input_names.size(), " input_names for ", example_inputs.size(),
                     " example inputs");
-  check<ValueError>(options.output_names.size() <= 1, "onnx::export_model: the module has 1 output, got ",
+  NABLA_CHECK(ValueError, options.output_names.size() <= 1, "onnx::export_model: the module has 1 output, got ",
                     options.output_names.size(), " output_names");
   for (const auto& [name, axes] : options.dynamic_axes) {
     bool known = name == (options.output_names.empty() ? "output" : options.output_names[0]);
@@ -47,7 +47,7 @@ std::string export_impl(nn::Module& module, const std::vector<Tensor>& example_i
       known = known || name == (options.input_names.empty() ? (example_inputs.size() == 1 ? std::string("input")
                                                                                             : "input_" + std::to_string(i))
                                                             : options.input_names[i]);
-    check<ValueError>(known, "onnx::export_model: dynamic_axes names '", name, "', which is no input or output name");
+    NABLA_CHECK(ValueError, known, "onnx::export_model: dynamic_axes names '", name, "', which is no input or output name");
   }
 
   TrainingFlags restore(module);
@@ -58,7 +58,7 @@ std::string export_impl(nn::Module& module, const std::vector<Tensor>& example_i
   std::vector<Tensor> xs;
   for (size_t i = 0; i < example_inputs.size(); ++i) {
     const Tensor& t = example_inputs[i];
-    check<ValueError>(t.defined(), "onnx::export_model: example input ", i, " is undefined");
+    NABLA_CHECK(ValueError, t.defined(), "onnx::export_model: example input ", i, " is undefined");
     // Floating inputs take part in autograd, so the output of an op the tracer does not know
     // carries a grad_fn that names it.
     Tensor x = t.detach();
@@ -101,7 +101,7 @@ std::string export_impl(nn::Module& module, const std::vector<Tensor>& example_i
     trace::TracerGuard guard(&ex);
     y = xs.size() == 1 ? module(xs[0]) : module(xs[0], xs[1]);
   }
-  check<ValueError>(y.defined(), "onnx::export_model: the module returned an undefined tensor");
+  NABLA_CHECK(ValueError, y.defined(), "onnx::export_model: the module returned an undefined tensor");
   std::vector<std::string> out_names{options.output_names.empty() ? std::string("output") : options.output_names[0]};
   return ex.serialize(out_names, {y}, options, data, data_name);
 }
@@ -109,7 +109,7 @@ std::string export_impl(nn::Module& module, const std::vector<Tensor>& example_i
 
 std::string export_model_to_string(nn::Module& module, const std::vector<Tensor>& example_inputs,
                                    const ExportOptions& options) {
-  check<ValueError>(!options.external_data, "onnx::export_model_to_string: external_data needs a file: use export_model");
+  NABLA_CHECK(ValueError, !options.external_data, "onnx::export_model_to_string: external_data needs a file: use export_model");
   return export_impl(module, example_inputs, options, nullptr, "");
 }
 

@@ -43,7 +43,7 @@ std::array<int64_t, 2> pair2(const std::vector<int64_t>& v, int64_t dflt) {
   return {v[0], v[1]};
 }
 
-std::string describe(const Tensor& t) { return detail::str("a tensor of shape ", t.sizes(), " and dtype ", t.dtype()); }
+std::string describe(const Tensor& t) { return internal::str("a tensor of shape ", t.sizes(), " and dtype ", t.dtype()); }
 
 namespace {
 // "MaxPool2dBackward" -> "max_pool2d", the op's name as users call it.
@@ -99,7 +99,7 @@ void Exporter::add_input(const Tensor& t, const std::string& name, const std::ma
   Value v = make_value(t, name);
   for (const auto& [d, s] : axes) {
     int64_t dd = wrap(d, t.dim());
-    check<ValueError>(dd >= 0 && dd < t.dim(), "onnx::export_model: dynamic_axes names dim ", d, " of input '", name,
+    NABLA_CHECK(ValueError, dd >= 0 && dd < t.dim(), "onnx::export_model: dynamic_axes names dim ", d, " of input '", name,
                       "' of shape ", t.sizes());
     v.sym[dd] = s;
   }
@@ -130,7 +130,7 @@ void Exporter::record(OpId op, const std::vector<Tensor>& in, const std::vector<
     int64_t first = std::numeric_limits<int64_t>::max();
     for (const auto& v : versions.entries)
       if (v.fn) first = std::min(first, v.since);
-    throw NotImplemented(detail::str("onnx::export_model: op '", op_, "' (", where(), ") needs opset ", first,
+    throw NotImplemented(internal::str("onnx::export_model: op '", op_, "' (", where(), ") needs opset ", first,
                                      " or later, got ", opset));
   }
   Call call{op, in, std::move(iv), ov, attrs};
@@ -176,13 +176,13 @@ std::string where_path(const std::string& path) {
 std::string Exporter::where() const { return where_path(current_module()); }
 
 void Exporter::no_mapping(const std::string& why) const {
-  throw NotImplemented(detail::str("onnx::export_model: op '", op_, "' (", where(), ") has no ONNX mapping",
+  throw NotImplemented(internal::str("onnx::export_model: op '", op_, "' (", where(), ") has no ONNX mapping",
                                    why.empty() ? "" : ": ", why));
 }
 
 const Value& Exporter::value_of(const Tensor& t) {
   auto modified = [&] {
-    return ValueError(detail::str("onnx::export_model: the input of op '", op_, "' (", where(),
+    return ValueError(internal::str("onnx::export_model: the input of op '", op_, "' (", where(),
                                   ") was modified in place after it was computed (", describe(t),
                                   "); in-place ops cannot be traced: use their out-of-place forms"));
   };
@@ -193,7 +193,7 @@ const Value& Exporter::value_of(const Tensor& t) {
   }
   if (autograd::Node* fn = t.grad_fn()) {
     std::string op = op_from_node_name(fn->name());
-    throw NotImplemented(detail::str("onnx::export_model: op '", op, "' (", where_path(module_of_seq(fn->sequence_nr())),
+    throw NotImplemented(internal::str("onnx::export_model: op '", op, "' (", where_path(module_of_seq(fn->sequence_nr())),
                                      ") has no ONNX mapping (it produced ", describe(t), ", autograd node ", fn->name(),
                                      ", read by ", !op_.empty() && op_[0] == '(' ? op_ : "op '" + op_ + "'", ")"));
   }
@@ -322,7 +322,7 @@ std::string Exporter::reshape_to(const Value& x, Value& out, const std::vector<i
           ++hi;
         if (ro - lo - hi == 1) inferred = lo;
       }
-      check<NotImplemented>(inferred >= 0 && dynamic_in == 1, "onnx::export_model: op '", op_, "' (", where(),
+      NABLA_CHECK(NotImplemented, inferred >= 0 && dynamic_in == 1, "onnx::export_model: op '", op_, "' (", where(),
                             ") reshapes ", x.shape, " to ", out.shape,
                             " in a way that a dynamic axis cannot follow; give its size as -1 in the shape or leave "
                             "that axis static");
@@ -340,7 +340,7 @@ void Exporter::batched(const Value& x, int64_t want_rank, Value& out,
     f(x.name, out.name);
     return;
   }
-  check<ShapeError>(x.rank() == want_rank - 1, "onnx::export_model: op '", op_, "' expects an input of rank ", want_rank,
+  NABLA_CHECK(ShapeError, x.rank() == want_rank - 1, "onnx::export_model: op '", op_, "' expects an input of rank ", want_rank,
                     " or ", want_rank - 1, ", got ", x.shape);
   std::string x4 = node("Unsqueeze", {x.name, axes_input({0})});
   std::string y4 = fresh("t");

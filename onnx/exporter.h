@@ -25,6 +25,8 @@
 #include "onnx/export.h"
 
 namespace nabla::onnx::internal {
+// The library's private helpers (internal::str, ...) are reachable from here as well.
+using namespace ::nabla::internal;
 
 // ---- ONNX's pieces ----------------------------------------------------------------------------------
 int onnx_dtype(DType d);  // TensorProto.DataType
@@ -177,7 +179,7 @@ class Exporter : public trace::Tracer {
   // "in module 'features.2'" for the module running now.
   std::string where() const;
   const std::string& op_label() const { return op_; }
-  std::string fresh(const char* stem) { return detail::str(stem, counter_++); }
+  std::string fresh(const char* stem) { return internal::str(stem, counter_++); }
   // A node with one output (a fresh name unless given), named after the module running it.
   std::string node(const std::string& op_type, std::vector<std::string> inputs, std::vector<OAttr> attrs = {},
                    std::string out = {});

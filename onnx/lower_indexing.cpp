@@ -28,7 +28,7 @@ void lower_scatter(Exporter& e, Call& c, const DimAttrs& a) {
   const bool add = c.op == OpId::scatter_add;
   std::string sn = src.name;
   if (src.shape != idx.shape) {  // scatter reads the window of src that the index covers
-    check<NotImplemented>(!Exporter::has_sym(idx) && !Exporter::has_sym(src), "onnx::export_model: op '", e.op_label(),
+    NABLA_CHECK(NotImplemented, !Exporter::has_sym(idx) && !Exporter::has_sym(src), "onnx::export_model: op '", e.op_label(),
                           "' (", e.where(), ") with a source ", src.shape, " larger than the index ", idx.shape,
                           " on a dynamic axis");
     std::vector<int64_t> starts(idx.shape.size(), 0), ends(idx.shape.begin(), idx.shape.end()), axes;

@@ -114,7 +114,7 @@ void adaptive_windows(Exporter& e, const std::string& x_name, const Value& x, co
     return;
   }
   for (int64_t d : resized) {
-    check<NotImplemented>(x.sym[d].empty(), "onnx::export_model: op '", e.op_label(), "' (", e.where(),
+    NABLA_CHECK(NotImplemented, x.sym[d].empty(), "onnx::export_model: op '", e.op_label(), "' (", e.where(),
                           ") resizes the dynamic axis '", x.sym[d], "' of ", x.shape, " by adaptive windows");
     const int64_t n_in = x.shape[d], n_out = y.shape[d];
     auto start = [&](int64_t j) { return (j * n_in) / n_out; };
@@ -191,7 +191,7 @@ void lower_batch_norm(Exporter& e, Call& c, const BatchNormAttrs& a) {
   const Value& x = c.x();
   Value& y = c.y();
   const int64_t rank = c.rank();
-  check<NotImplemented>(!a.training, "onnx::export_model: op 'batch_norm' (", e.where(),
+  NABLA_CHECK(NotImplemented, !a.training, "onnx::export_model: op 'batch_norm' (", e.where(),
                         ") runs in training mode (batch statistics); export runs modules in eval mode, so this "
                         "call passes training=true itself");
   const int64_t C = x.shape[1];
@@ -291,7 +291,7 @@ void lower_interpolate(Exporter& e, Call& c, const InterpolateAttrs& a) {
           astr("coordinate_transformation_mode", corners ? "align_corners" : "half_pixel")};
     if (mode == "bicubic") at.push_back(af("cubic_coeff_a", -0.75));
   } else {
-    throw NotImplemented(detail::str("onnx::export_model: op 'interpolate' (", e.where(), ") has no ONNX mapping for mode '",
+    throw NotImplemented(internal::str("onnx::export_model: op 'interpolate' (", e.where(), ") has no ONNX mapping for mode '",
                                      mode, "'"));
   }
   std::vector<std::string> ins{x.name, ""};
@@ -310,7 +310,7 @@ void lower_interpolate(Exporter& e, Call& c, const InterpolateAttrs& a) {
   e.node("Resize", ins, at, y.name);
   if (!scale.empty())
     for (int64_t d = 2; d < rank; ++d)
-      if (!x.sym[d].empty()) y.sym[d] = detail::str(x.sym[d], "_resized");
+      if (!x.sym[d].empty()) y.sym[d] = internal::str(x.sym[d], "_resized");
 }
 
 }  // namespace

@@ -88,7 +88,7 @@ void lower_rnn(Exporter& e, Call& c, const RnnAttrs& a) {
   for (int64_t layer = 0; layer < layers; ++layer)
     for (int64_t d = 0; d < D; ++d)
       for (int64_t k = 0; k < 4; ++k) {
-        check<NotImplemented>(!iv[3 + 5 * (layer * D + d) + k] ||
+        NABLA_CHECK(NotImplemented, !iv[3 + 5 * (layer * D + d) + k] ||
                                   std::any_of(e.inits.begin(), e.inits.end(),
                                               [&](const Initializer& i) { return i.name == iv[3 + 5 * (layer * D + d) + k]->name; }),
                               "onnx::export_model: op '", e.op_label(), "' (", e.where(),
@@ -100,7 +100,7 @@ void lower_rnn(Exporter& e, Call& c, const RnnAttrs& a) {
     auto it = e.named.find(w.impl());
     if (it == e.named.end()) return e.fresh("const");
     std::string prefix = it->second.substr(0, it->second.rfind('.') + 1);
-    return detail::str(prefix, "onnx_", what, "_l", layer);
+    return internal::str(prefix, "onnx_", what, "_l", layer);
   };
   std::string X = x.name;  // (L, N, I)
   if (!batched) X = e.node("Unsqueeze", {X, e.axes_input({1})});

@@ -69,7 +69,7 @@ void lower_slice(Exporter& e, Call& c, const SliceAttrs& a) {
   const Value& x = c.x();
   Value& y = c.y();
   const int64_t d = wrap(a.dim, c.rank());
-  check<NotImplemented>(x.sym[d].empty() || (a.start == 0 && a.end == std::numeric_limits<int64_t>::max()),
+  NABLA_CHECK(NotImplemented, x.sym[d].empty() || (a.start == 0 && a.end == std::numeric_limits<int64_t>::max()),
                         "onnx::export_model: op 'slice' (", e.where(), ") slices the dynamic axis '", x.sym[d], "' of ",
                         x.shape, "; slicing a dynamic axis is not exported");
   e.node("Slice", {x.name, e.const_i64({a.start}), e.const_i64({a.end}), e.const_i64({d}), e.const_i64({a.step})}, {},
@@ -91,7 +91,7 @@ void lower_diagonal(Exporter& e, Call& c, const DiagonalAttrs& a) {
   const Value& x = c.x();
   Value& y = c.y();
   const int64_t rank = c.rank(), d1 = wrap(a.dim1, rank), d2 = wrap(a.dim2, rank);
-  check<NotImplemented>(x.sym[d1].empty() && x.sym[d2].empty(), "onnx::export_model: op 'diagonal' (", e.where(),
+  NABLA_CHECK(NotImplemented, x.sym[d1].empty() && x.sym[d2].empty(), "onnx::export_model: op 'diagonal' (", e.where(),
                         ") takes the diagonal of the dynamic axis '", x.sym[d1].empty() ? x.sym[d2] : x.sym[d1],
                         "' of ", x.shape);
   std::vector<int64_t> perm, merged;
@@ -119,7 +119,7 @@ void lower_split(Exporter& e, Call& c, const SplitAttrs& a) {
     o.sym = x.sym;
     if (o.shape[d] != x.shape[d]) o.sym[d].clear();
   }
-  check<NotImplemented>(x.sym[d].empty() || c.ov.size() == 1, "onnx::export_model: op 'split' (", e.where(),
+  NABLA_CHECK(NotImplemented, x.sym[d].empty() || c.ov.size() == 1, "onnx::export_model: op 'split' (", e.where(),
                         ") splits the dynamic axis '", x.sym[d], "' of ", x.shape);
   e.node_multi("Split", {x.name, e.const_i64(a.sizes)}, {ai("axis", d)}, names);
 }
@@ -160,7 +160,7 @@ void lower_pad(Exporter& e, Call& c, const PadAttrs& a) {
   for (int64_t d = 0; d < rank; ++d)
     if (y.shape[d] != x.shape[d]) y.sym[d].clear();
   if (a.mode != "constant") {
-    check<NotImplemented>(std::all_of(p.begin(), p.end(), [](int64_t v) { return v >= 0; }),
+    NABLA_CHECK(NotImplemented, std::all_of(p.begin(), p.end(), [](int64_t v) { return v >= 0; }),
                           "onnx::export_model: op 'pad' (", e.where(), ") with mode '", a.mode, "' and negative padding ",
                           IntArrayRef(p));
     if (a.mode == "reflect" || a.mode == "replicate") {
@@ -172,7 +172,7 @@ void lower_pad(Exporter& e, Call& c, const PadAttrs& a) {
       e.node("Pad", {x.name, e.const_i64(pads)}, {astr("mode", a.mode == "reflect" ? "reflect" : "edge")}, y.name);
       return;
     }
-    check<NotImplemented>(a.mode == "circular", "onnx::export_model: op 'pad' (", e.where(),
+    NABLA_CHECK(NotImplemented, a.mode == "circular", "onnx::export_model: op 'pad' (", e.where(),
                           ") has no ONNX mapping for mode '", a.mode, "'");
     std::string cur = x.name;
     const int64_t big = std::numeric_limits<int64_t>::max();
@@ -197,7 +197,7 @@ void lower_pad(Exporter& e, Call& c, const PadAttrs& a) {
     lo = p[2 * i];
     hi = p[2 * i + 1];
     if (lo < 0 || hi < 0) {  // negative padding crops: a Slice first
-      check<NotImplemented>(x.sym[d].empty(), "onnx::export_model: op 'pad' (", e.where(), ") crops the dynamic axis '",
+      NABLA_CHECK(NotImplemented, x.sym[d].empty(), "onnx::export_model: op 'pad' (", e.where(), ") crops the dynamic axis '",
                             x.sym[d], "' of ", x.shape);
       starts.push_back(std::max<int64_t>(-lo, 0));
       ends.push_back(x.shape[d] - std::max<int64_t>(-hi, 0));

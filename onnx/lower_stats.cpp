@@ -108,7 +108,7 @@ void lower_quantile(Exporter& e, Call& c, const QuantileAttrs& a) {
   const bool has_dim = a.dim.has_value(), keep = a.keepdim;
   const int64_t rank0 = static_cast<int64_t>(x0.shape.size());
   const DType dt = x0.dtype;
-  check<NotImplemented>(dt == DType::f32 || dt == DType::f64, "onnx::export_model: op '", e.op_label(), "' (", e.where(),
+  NABLA_CHECK(NotImplemented, dt == DType::f32 || dt == DType::f64, "onnx::export_model: op '", e.op_label(), "' (", e.where(),
                         ") on ", dt, " is not exported (float32 and float64 are)");
   Value x = x0;
   int64_t d = 0;
@@ -151,7 +151,7 @@ void lower_quantile(Exporter& e, Call& c, const QuantileAttrs& a) {
   else if (interp == "higher") ranks = e.node("Ceil", {ranks});
   else if (interp == "nearest") ranks = e.node("Round", {ranks});
   else
-    check<NotImplemented>(interp == "linear" || interp == "midpoint", "onnx::export_model: op '", e.op_label(), "' (",
+    NABLA_CHECK(NotImplemented, interp == "linear" || interp == "midpoint", "onnx::export_model: op '", e.op_label(), "' (",
                           e.where(), ") has no ONNX mapping for interpolation '", interp, "'");
   const std::string below = e.node("Cast", {ranks}, {ai("to", onnx_dtype(DType::i64))});
   std::string res = e.node("GatherElements", {sorted, below}, {ai("axis", d)});
@@ -291,11 +291,11 @@ void lower_unique_dim(Exporter& e, Call& c, const UniqueAttrs& a) {
     if (k == d) continue;
     perm.push_back(k);
     len *= x.shape[k];
-    check<NotImplemented>(x.sym[k].empty(), "onnx::export_model: op 'unique' with dim (", e.where(),
+    NABLA_CHECK(NotImplemented, x.sym[k].empty(), "onnx::export_model: op 'unique' with dim (", e.where(),
                           ") on ", x.shape, " with the dynamic axis '", x.sym[k], "' in its slices; only dim ", d,
                           " may be dynamic");
   }
-  check<NotImplemented>(len >= 1 && len <= 1024, "onnx::export_model: op 'unique' with dim (", e.where(),
+  NABLA_CHECK(NotImplemented, len >= 1 && len <= 1024, "onnx::export_model: op 'unique' with dim (", e.where(),
                         ") on ", x.shape, ": slices of ", len, " elements (1 to 1024 export: one sort per element)");
   const std::string rows = e.node("Reshape", {e.node("Transpose", {x.name}, {aints("perm", perm)}), e.const_i64({0, len})});  // (n, len)
   const std::string n = e.shape_of(rows, 0, 1);
@@ -335,7 +335,7 @@ void lower_histc(Exporter& e, Call& c, const HistcAttrs& a) {
   const int64_t bins = a.bins;
   const double lo = a.min, hi = a.max;
   const DType dt = x.dtype;
-  check<NotImplemented>(dt == DType::f32 || dt == DType::f64, "onnx::export_model: op 'histc' (", e.where(),
+  NABLA_CHECK(NotImplemented, dt == DType::f32 || dt == DType::f64, "onnx::export_model: op 'histc' (", e.where(),
                         ") on ", dt, " is not exported (float32 and float64 are)");
   auto k = [&](double v) { return e.const_scalar(v, dt); };
   const std::string flat = e.node("Reshape", {x.name, e.const_i64({-1})});

@@ -98,7 +98,7 @@ std::string Exporter::serialize(const std::vector<std::string>& output_names, co
           if (in == v.name) in = want;
     } else {
       bool is_input = std::any_of(inputs_.begin(), inputs_.end(), [&](const Value& in) { return in.name == v.name; });
-      check<NotImplemented>(is_input, "onnx::export_model: the output (", describe(outputs[i]),
+      NABLA_CHECK(NotImplemented, is_input, "onnx::export_model: the output (", describe(outputs[i]),
                             ") does not depend on the inputs: an op the exporter does not see computed it (one "
                             "without a trace hook on tensors that take no part in autograd, or code under NoGradGuard "
                             "in forward), so the graph would return a constant");
@@ -108,7 +108,7 @@ std::string Exporter::serialize(const std::vector<std::string>& output_names, co
     if (auto it = options.dynamic_axes.find(want); it != options.dynamic_axes.end())
       for (const auto& [d, s] : it->second) {
         int64_t dd = wrap(d, static_cast<int64_t>(v.shape.size()));
-        check<ValueError>(dd >= 0 && dd < static_cast<int64_t>(v.shape.size()), "onnx::export_model: dynamic_axes names dim ",
+        NABLA_CHECK(ValueError, dd >= 0 && dd < static_cast<int64_t>(v.shape.size()), "onnx::export_model: dynamic_axes names dim ",
                           d, " of output '", want, "' of shape ", v.shape);
         v.sym[dd] = s;
       }
@@ -124,7 +124,7 @@ std::string Exporter::serialize(const std::vector<std::string>& output_names, co
   size_t total = 0;
   for (const auto& init : inits) total += init.data.nbytes();
   const bool too_big = total >= (size_t(2) << 30) - (size_t(64) << 20);
-  check<ValueError>(data || !too_big, "onnx::export_model: the weights take ", total,
+  NABLA_CHECK(ValueError, data || !too_big, "onnx::export_model: the weights take ", total,
                     " bytes, more than a protobuf message holds (2 GiB); export_model to a file writes them to an "
                     "external data file");
   if (!options.external_data && !too_big) data = nullptr;

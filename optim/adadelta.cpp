@@ -9,10 +9,10 @@
 namespace nabla::optim {
 
 void AdadeltaOptions::check() const {
-  nabla::check<ValueError>(lr >= 0, "Adadelta: invalid learning rate ", lr, " (must be >= 0)");
-  nabla::check<ValueError>(rho >= 0 && rho <= 1, "Adadelta: invalid rho ", rho, " (must be in [0, 1])");
-  nabla::check<ValueError>(eps >= 0, "Adadelta: invalid eps ", eps, " (must be >= 0)");
-  nabla::check<ValueError>(weight_decay >= 0, "Adadelta: invalid weight_decay ", weight_decay, " (must be >= 0)");
+  NABLA_CHECK(ValueError, lr >= 0, "Adadelta: invalid learning rate ", lr, " (must be >= 0)");
+  NABLA_CHECK(ValueError, rho >= 0 && rho <= 1, "Adadelta: invalid rho ", rho, " (must be in [0, 1])");
+  NABLA_CHECK(ValueError, eps >= 0, "Adadelta: invalid eps ", eps, " (must be >= 0)");
+  NABLA_CHECK(ValueError, weight_decay >= 0, "Adadelta: invalid weight_decay ", weight_decay, " (must be >= 0)");
 }
 
 void Adadelta::step() {
@@ -30,7 +30,7 @@ void Adadelta::step() {
       // One fused pass where the backend has it (contiguous tensors), else the same update in Tensor ops.
       if (fused_steps(p.device())
               .adadelta_step(p, p.grad(), s.square_avg, s.acc_delta, {o.lr, o.rho, o.eps, o.weight_decay, o.maximize})) {
-        detail::bump_version(p);  // as the in-place ops of the composed update would
+        internal::bump_version(p);  // as the in-place ops of the composed update would
         continue;
       }
       Tensor g = o.maximize ? -p.grad() : p.grad();

@@ -9,12 +9,12 @@
 namespace nabla::optim {
 
 void AdagradOptions::check() const {
-  nabla::check<ValueError>(lr >= 0, "Adagrad: invalid learning rate ", lr, " (must be >= 0)");
-  nabla::check<ValueError>(lr_decay >= 0, "Adagrad: invalid lr_decay ", lr_decay, " (must be >= 0)");
-  nabla::check<ValueError>(weight_decay >= 0, "Adagrad: invalid weight_decay ", weight_decay, " (must be >= 0)");
-  nabla::check<ValueError>(initial_accumulator_value >= 0, "Adagrad: invalid initial_accumulator_value ",
+  NABLA_CHECK(ValueError, lr >= 0, "Adagrad: invalid learning rate ", lr, " (must be >= 0)");
+  NABLA_CHECK(ValueError, lr_decay >= 0, "Adagrad: invalid lr_decay ", lr_decay, " (must be >= 0)");
+  NABLA_CHECK(ValueError, weight_decay >= 0, "Adagrad: invalid weight_decay ", weight_decay, " (must be >= 0)");
+  NABLA_CHECK(ValueError, initial_accumulator_value >= 0, "Adagrad: invalid initial_accumulator_value ",
                     initial_accumulator_value, " (must be >= 0)");
-  nabla::check<ValueError>(eps >= 0, "Adagrad: invalid eps ", eps, " (must be >= 0)");
+  NABLA_CHECK(ValueError, eps >= 0, "Adagrad: invalid eps ", eps, " (must be >= 0)");
 }
 
 void Adagrad::step() {
@@ -29,7 +29,7 @@ void Adagrad::step() {
       double clr = o.lr / (1 + static_cast<double>(s.step - 1) * o.lr_decay);
       // One fused pass where the backend has it (contiguous tensors), else the same update in Tensor ops.
       if (fused_steps(p.device()).adagrad_step(p, p.grad(), s.sum, {clr, o.eps, o.weight_decay, o.maximize})) {
-        detail::bump_version(p);  // as the in-place ops of the composed update would
+        internal::bump_version(p);  // as the in-place ops of the composed update would
         continue;
       }
       Tensor g = o.maximize ? -p.grad() : p.grad();

@@ -49,7 +49,7 @@ void adam_update(Tensor& p, AdamParamState& s, const O& o, bool decoupled) {
           .adam_step(p, p.grad(), s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq,
                      {o.lr, beta1, beta2, o.eps, o.weight_decay, step_size, bias_correction2_sqrt, decoupled,
                       o.maximize, o.amsgrad})) {
-    detail::bump_version(p);  // as the in-place ops of the composed update would
+    internal::bump_version(p);  // as the in-place ops of the composed update would
     return;
   }
   Tensor g = adam_effective_grad(p, o.lr, o.weight_decay, o.maximize, decoupled);

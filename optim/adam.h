@@ -19,13 +19,13 @@ namespace nabla::optim {
 // The checks every Adam-like optimizer's options share (lr, eps, betas, weight_decay).
 template <class O>
 void check_adam_options(const O& o, const char* name) {
-  check<ValueError>(o.lr >= 0, name, ": invalid learning rate ", o.lr, " (must be >= 0)");
-  check<ValueError>(o.eps >= 0, name, ": invalid eps ", o.eps, " (must be >= 0)");
-  check<ValueError>(o.betas.first >= 0 && o.betas.first < 1, name, ": invalid beta1 ", o.betas.first,
+  NABLA_CHECK(ValueError, o.lr >= 0, name, ": invalid learning rate ", o.lr, " (must be >= 0)");
+  NABLA_CHECK(ValueError, o.eps >= 0, name, ": invalid eps ", o.eps, " (must be >= 0)");
+  NABLA_CHECK(ValueError, o.betas.first >= 0 && o.betas.first < 1, name, ": invalid beta1 ", o.betas.first,
                     " (must be in [0, 1))");
-  check<ValueError>(o.betas.second >= 0 && o.betas.second < 1, name, ": invalid beta2 ", o.betas.second,
+  NABLA_CHECK(ValueError, o.betas.second >= 0 && o.betas.second < 1, name, ": invalid beta2 ", o.betas.second,
                     " (must be in [0, 1))");
-  check<ValueError>(o.weight_decay >= 0, name, ": invalid weight_decay ", o.weight_decay, " (must be >= 0)");
+  NABLA_CHECK(ValueError, o.weight_decay >= 0, name, ": invalid weight_decay ", o.weight_decay, " (must be >= 0)");
 }
 
 // The steps the Adam family's composed (Tensor-op) updates share.

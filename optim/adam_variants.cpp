@@ -31,7 +31,7 @@ void Adamax::step() {
 
 void NAdamOptions::check() const {
   check_adam_options(*this, "NAdam");
-  nabla::check<ValueError>(momentum_decay >= 0, "NAdam: invalid momentum_decay ", momentum_decay, " (must be >= 0)");
+  NABLA_CHECK(ValueError, momentum_decay >= 0, "NAdam: invalid momentum_decay ", momentum_decay, " (must be >= 0)");
 }
 
 void NAdam::step() {

@@ -9,9 +9,9 @@
 namespace nabla::optim {
 
 void ASGDOptions::check() const {
-  nabla::check<ValueError>(lr >= 0, "ASGD: invalid learning rate ", lr, " (must be >= 0)");
-  nabla::check<ValueError>(weight_decay >= 0, "ASGD: invalid weight_decay ", weight_decay, " (must be >= 0)");
-  nabla::check<ValueError>(lambd >= 0, "ASGD: invalid lambd ", lambd, " (must be >= 0)");
+  NABLA_CHECK(ValueError, lr >= 0, "ASGD: invalid learning rate ", lr, " (must be >= 0)");
+  NABLA_CHECK(ValueError, weight_decay >= 0, "ASGD: invalid weight_decay ", weight_decay, " (must be >= 0)");
+  NABLA_CHECK(ValueError, lambd >= 0, "ASGD: invalid lambd ", lambd, " (must be >= 0)");
 }
 
 void ASGD::step() {

@@ -17,25 +17,25 @@ constexpr int64_t kMaxIterations = 1'000'000;
 }  // namespace
 
 void LBFGSOptions::check() const {
-  nabla::check<ValueError>(lr > 0, "LBFGS: invalid learning rate ", lr, " (must be > 0)");
+  NABLA_CHECK(ValueError, lr > 0, "LBFGS: invalid learning rate ", lr, " (must be > 0)");
   // The bounds on the work of one step keep a damaged or hostile checkpoint (max_iter 1e11 with
   // tolerances of 0) from turning step() into a hang; PyTorch has none.
-  nabla::check<ValueError>(max_iter > 0 && max_iter <= kMaxIterations, "LBFGS: invalid max_iter ", max_iter,
+  NABLA_CHECK(ValueError, max_iter > 0 && max_iter <= kMaxIterations, "LBFGS: invalid max_iter ", max_iter,
                            " (must be from 1 to ", kMaxIterations, " per step)");
-  nabla::check<ValueError>(max_eval == -1 || (max_eval > 0 && max_eval <= kMaxIterations), "LBFGS: invalid max_eval ",
+  NABLA_CHECK(ValueError, max_eval == -1 || (max_eval > 0 && max_eval <= kMaxIterations), "LBFGS: invalid max_eval ",
                            max_eval, " (must be from 1 to ", kMaxIterations, ", or -1 for max_iter * 5 / 4)");
-  nabla::check<ValueError>(history_size > 0 && history_size <= kMaxIterations, "LBFGS: invalid history_size ",
+  NABLA_CHECK(ValueError, history_size > 0 && history_size <= kMaxIterations, "LBFGS: invalid history_size ",
                            history_size, " (must be from 1 to ", kMaxIterations, ")");
-  nabla::check<ValueError>(tolerance_grad >= 0 && tolerance_change >= 0, "LBFGS: tolerances must be >= 0");
+  NABLA_CHECK(ValueError, tolerance_grad >= 0 && tolerance_change >= 0, "LBFGS: tolerances must be >= 0");
 }
 
 LBFGS::LBFGS(std::vector<Tensor> params, LBFGSOptions defaults) : OptimizerImpl("LBFGS", std::move(params), defaults) {
   const std::vector<Tensor>& ps = this->params(0);
   for (const Tensor& p : ps) {
-    check<DTypeError>(is_floating(p.dtype()), "LBFGS: parameters must be floating point, got ", p.dtype());
-    check<DeviceError>(p.device() == ps[0].device(), "LBFGS: all parameters must be on one device (they form one "
+    NABLA_CHECK(DTypeError, is_floating(p.dtype()), "LBFGS: parameters must be floating point, got ", p.dtype());
+    NABLA_CHECK(DeviceError, p.device() == ps[0].device(), "LBFGS: all parameters must be on one device (they form one "
                        "vector); got ", ps[0].device(), " and ", p.device());
-    check<DTypeError>(p.dtype() == ps[0].dtype(), "LBFGS: all parameters must have one dtype (they form one vector); "
+    NABLA_CHECK(DTypeError, p.dtype() == ps[0].dtype(), "LBFGS: all parameters must have one dtype (they form one vector); "
                       "got ", ps[0].dtype(), " and ", p.dtype());
   }
 }
@@ -90,8 +90,8 @@ namespace {
 Tensor run_closure(const std::function<Tensor()>& closure) {
   autograd::AutoGradMode enable(true);
   Tensor loss = closure();
-  check<ValueError>(loss.defined() && loss.numel() == 1, "LBFGS: the closure must return the loss (one element), got ",
-                    loss.defined() ? detail::str("shape ", loss.sizes()) : std::string("an undefined tensor"));
+  NABLA_CHECK(ValueError, loss.defined() && loss.numel() == 1, "LBFGS: the closure must return the loss (one element), got ",
+                    loss.defined() ? internal::str("shape ", loss.sizes()) : std::string("an undefined tensor"));
   return loss;
 }
 
@@ -225,7 +225,7 @@ LBFGS::LineSearchResult LBFGS::strong_wolfe(const std::function<Tensor()>& closu
 }
 
 Tensor LBFGS::step(const std::function<Tensor()>& closure) {
-  check<ValueError>(static_cast<bool>(closure), "LBFGS.step: the closure is empty");
+  NABLA_CHECK(ValueError, static_cast<bool>(closure), "LBFGS.step: the closure is empty");
   autograd::NoGradGuard ng;
   const LBFGSOptions& o = options(0);
   const int64_t max_eval = o.max_eval < 0 ? o.max_iter * 5 / 4 : o.max_eval;
@@ -345,14 +345,14 @@ void LBFGS::load_state_dict(const StateDict& sd) {
   const int64_t n = numel();
   auto number = [&](const char* key) {
     const Tensor* t = own.find(key);
-    check<ValueError>(t != nullptr && t->numel() == 1, "LBFGS.load_state_dict: missing or non-scalar key 'lbfgs.", key,
+    NABLA_CHECK(ValueError, t != nullptr && t->numel() == 1, "LBFGS.load_state_dict: missing or non-scalar key 'lbfgs.", key,
                       "'");
     return t->item<double>();
   };
   auto vec = [&](const char* key, Shape shape) -> Tensor {
     const Tensor* t = own.find(key);
     if (!t) return {};
-    check<ShapeError>(t->sizes() == shape, "LBFGS.load_state_dict: 'lbfgs.", key, "' has shape ", t->sizes(),
+    NABLA_CHECK(ShapeError, t->sizes() == shape, "LBFGS.load_state_dict: 'lbfgs.", key, "' has shape ", t->sizes(),
                       " but the parameters call for ", shape);
     const Tensor& p0 = params(0)[0];
     return t->to(p0.device(), p0.dtype()).clone();
@@ -360,7 +360,7 @@ void LBFGS::load_state_dict(const StateDict& sd) {
   for (const auto& [k, v] : own) {
     static const char* const known[] = {"func_evals", "n_iter", "t", "H_diag", "prev_loss", "d", "prev_flat_grad",
                                         "old_dirs", "old_stps", "ro"};
-    check<ValueError>(std::find(std::begin(known), std::end(known), k) != std::end(known),
+    NABLA_CHECK(ValueError, std::find(std::begin(known), std::end(known), k) != std::end(known),
                       "LBFGS.load_state_dict: unexpected key 'lbfgs.", k, "'");
   }
   int64_t func_evals = static_cast<int64_t>(number("func_evals")), n_iter = static_cast<int64_t>(number("n_iter"));
@@ -368,10 +368,10 @@ void LBFGS::load_state_dict(const StateDict& sd) {
   Tensor d = vec("d", {n}), prev = vec("prev_flat_grad", {n});
   const Tensor* ro_t = own.find("ro");
   int64_t k = ro_t ? ro_t->numel() : 0;
-  check<ValueError>(k <= options(0).history_size, "LBFGS.load_state_dict: the history has ", k,
+  NABLA_CHECK(ValueError, k <= options(0).history_size, "LBFGS.load_state_dict: the history has ", k,
                     " pairs but history_size is ", options(0).history_size);
   Tensor dirs = vec("old_dirs", {k, n}), stps = vec("old_stps", {k, n});
-  check<ValueError>((k == 0) == !dirs.defined() && (k == 0) == !stps.defined(),
+  NABLA_CHECK(ValueError, (k == 0) == !dirs.defined() && (k == 0) == !stps.defined(),
                     "LBFGS.load_state_dict: 'lbfgs.old_dirs', 'lbfgs.old_stps' and 'lbfgs.ro' go together");
   Optimizer::load_state_dict(base);
   func_evals_ = func_evals, n_iter_ = n_iter, t_ = t, H_diag_ = H_diag, prev_loss_ = prev_loss;

@@ -18,27 +18,27 @@ Tensor f64_vector(const std::vector<double>& v) { return tensor(v, dtype(kFloat6
 // schedule of NaNs.
 std::vector<double> read_vector(const StateDict& sd, const std::string& key, size_t n, const std::string& who) {
   const Tensor* t = sd.find(key);
-  check<ValueError>(t != nullptr, who, ".load_state_dict: missing key '", key, "'");
-  check<ValueError>(t->dim() == 1 && t->size(0) == static_cast<int64_t>(n), who, ".load_state_dict: '", key,
+  NABLA_CHECK(ValueError, t != nullptr, who, ".load_state_dict: missing key '", key, "'");
+  NABLA_CHECK(ValueError, t->dim() == 1 && t->size(0) == static_cast<int64_t>(n), who, ".load_state_dict: '", key,
                     "' must have ", n, " values (one per parameter group), got shape ", t->sizes());
   Tensor c = t->to(kCPU, kFloat64).contiguous();
   std::vector<double> v(c.data_ptr<double>(), c.data_ptr<double>() + n);
   for (size_t i = 0; i < n; ++i)
-    check<ValueError>(std::isfinite(v[i]), who, ".load_state_dict: '", key, "' must hold finite numbers, got ", v[i],
+    NABLA_CHECK(ValueError, std::isfinite(v[i]), who, ".load_state_dict: '", key, "' must hold finite numbers, got ", v[i],
                       " at index ", i);
   return v;
 }
 
 const Tensor& read_scalar(const StateDict& sd, const std::string& key, const std::string& who) {
   const Tensor* t = sd.find(key);
-  check<ValueError>(t != nullptr && t->numel() == 1, who, ".load_state_dict: missing or non-scalar key '", key, "'");
+  NABLA_CHECK(ValueError, t != nullptr && t->numel() == 1, who, ".load_state_dict: missing or non-scalar key '", key, "'");
   return *t;
 }
 
 // A number that may be +-inf (ReduceLROnPlateau's best starts there) but not NaN.
 double read_number(const StateDict& sd, const std::string& key, const std::string& who) {
   double v = read_scalar(sd, key, who).item<double>();
-  check<ValueError>(!std::isnan(v), who, ".load_state_dict: '", key, "' is NaN");
+  NABLA_CHECK(ValueError, !std::isnan(v), who, ".load_state_dict: '", key, "' is NaN");
   return v;
 }
 
@@ -46,7 +46,7 @@ double read_number(const StateDict& sd, const std::string& key, const std::strin
 int64_t read_int(const StateDict& sd, const std::string& key, const std::string& who, int64_t lo = 0) {
   constexpr double kMax = 9007199254740992.0;  // 2^53
   double v = read_scalar(sd, key, who).item<double>();  // (an int64 above 2^53 rounds, and is refused)
-  check<ValueError>(v >= static_cast<double>(lo) && v <= kMax && v == std::floor(v), who, ".load_state_dict: '", key,
+  NABLA_CHECK(ValueError, v >= static_cast<double>(lo) && v <= kMax && v == std::floor(v), who, ".load_state_dict: '", key,
                     "' must be a whole number from ", lo, " to 2^53, got ", v);
   return static_cast<int64_t>(v);
 }
@@ -54,8 +54,8 @@ int64_t read_int(const StateDict& sd, const std::string& key, const std::string&
 // One lr_lambda per parameter group, none empty (LambdaLR, MultiplicativeLR).
 template <class Lambdas>
 void check_lambdas(const Lambdas& fs, size_t groups, const char* who) {
-  check<ValueError>(fs.size() == groups, who, ": expected ", groups, " lr_lambdas (one per group), got ", fs.size());
-  for (const auto& f : fs) check<ValueError>(static_cast<bool>(f), who, ": an lr_lambda is empty");
+  NABLA_CHECK(ValueError, fs.size() == groups, who, ": expected ", groups, " lr_lambdas (one per group), got ", fs.size());
+  for (const auto& f : fs) NABLA_CHECK(ValueError, static_cast<bool>(f), who, ": an lr_lambda is empty");
 }
 
 // Python's a % m for m > 0 (never negative).
@@ -65,7 +65,7 @@ int64_t py_mod(int64_t a, int64_t m) { return ((a % m) + m) % m; }
 std::string momentum_option(const Optimizer& opt, const char* who) {
   if (opt.has_option("beta1")) return "beta1";
   if (opt.has_option("momentum")) return "momentum";
-  throw ValueError(detail::str(who, ": cycle_momentum needs an optimizer with a 'momentum' or 'beta1' option (",
+  throw ValueError(internal::str(who, ": cycle_momentum needs an optimizer with a 'momentum' or 'beta1' option (",
                                opt.name(), " has neither); pass cycle_momentum = false"));
 }
 
@@ -88,7 +88,7 @@ LRScheduler::LRScheduler(Optimizer& optimizer, std::string name) : opt_(optimize
 }
 
 void LRScheduler::apply(const LRList& lrs) {
-  check<ValueError>(lrs.size() == num_groups(), name_, ": computed ", lrs.size(), " learning rates for ", num_groups(),
+  NABLA_CHECK(ValueError, lrs.size() == num_groups(), name_, ": computed ", lrs.size(), " learning rates for ", num_groups(),
                     " parameter groups");
   for (size_t g = 0; g < lrs.size(); ++g) opt_.set_lr(g, lrs[g]);
   last_lrs_.clear();
@@ -140,7 +140,7 @@ void LRScheduler::load_state_dict(const StateDict& sd) {
 
 StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma)
     : LRScheduler(opt, "StepLR"), step_size_(step_size), gamma_(gamma) {
-  check<ValueError>(step_size > 0, "StepLR: step_size must be positive, got ", step_size);
+  NABLA_CHECK(ValueError, step_size > 0, "StepLR: step_size must be positive, got ", step_size);
   initial_step();
 }
 
@@ -198,7 +198,7 @@ std::optional<LRList> ExponentialLR::closed_form_lr() const {
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_min)
     : LRScheduler(opt, "CosineAnnealingLR"), T_max_(T_max), eta_min_(eta_min) {
-  check<ValueError>(T_max > 0, "CosineAnnealingLR: T_max must be positive, got ", T_max);
+  NABLA_CHECK(ValueError, T_max > 0, "CosineAnnealingLR: T_max must be positive, got ", T_max);
   initial_step();
 }
 
@@ -229,9 +229,9 @@ std::optional<LRList> CosineAnnealingLR::closed_form_lr() const {
 
 LinearLR::LinearLR(Optimizer& opt, double start_factor, double end_factor, int64_t total_iters)
     : LRScheduler(opt, "LinearLR"), start_factor_(start_factor), end_factor_(end_factor), total_iters_(total_iters) {
-  check<ValueError>(start_factor > 0 && start_factor <= 1, "LinearLR: start_factor must be in (0, 1], got ", start_factor);
-  check<ValueError>(end_factor >= 0 && end_factor <= 1, "LinearLR: end_factor must be in [0, 1], got ", end_factor);
-  check<ValueError>(total_iters > 0, "LinearLR: total_iters must be positive, got ", total_iters);
+  NABLA_CHECK(ValueError, start_factor > 0 && start_factor <= 1, "LinearLR: start_factor must be in (0, 1], got ", start_factor);
+  NABLA_CHECK(ValueError, end_factor >= 0 && end_factor <= 1, "LinearLR: end_factor must be in [0, 1], got ", end_factor);
+  NABLA_CHECK(ValueError, total_iters > 0, "LinearLR: total_iters must be positive, got ", total_iters);
   initial_step();
 }
 
@@ -281,8 +281,8 @@ std::optional<LRList> LambdaLR::closed_form_lr() const {
 
 ConstantLR::ConstantLR(Optimizer& opt, double factor, int64_t total_iters)
     : LRScheduler(opt, "ConstantLR"), factor_(factor), total_iters_(total_iters) {
-  check<ValueError>(factor > 0 && factor <= 1, "ConstantLR: factor must be in (0, 1], got ", factor);
-  check<ValueError>(total_iters >= 0, "ConstantLR: total_iters must be >= 0, got ", total_iters);
+  NABLA_CHECK(ValueError, factor > 0 && factor <= 1, "ConstantLR: factor must be in (0, 1], got ", factor);
+  NABLA_CHECK(ValueError, total_iters >= 0, "ConstantLR: total_iters must be >= 0, got ", total_iters);
   initial_step();
 }
 
@@ -305,7 +305,7 @@ std::optional<LRList> ConstantLR::closed_form_lr() const {
 
 PolynomialLR::PolynomialLR(Optimizer& opt, int64_t total_iters, double power)
     : LRScheduler(opt, "PolynomialLR"), total_iters_(total_iters), power_(power) {
-  check<ValueError>(total_iters > 0, "PolynomialLR: total_iters must be positive, got ", total_iters);
+  NABLA_CHECK(ValueError, total_iters > 0, "PolynomialLR: total_iters must be positive, got ", total_iters);
   initial_step();
 }
 
@@ -346,13 +346,13 @@ LRList MultiplicativeLR::get_lr() {
 
 CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& opt, int64_t T_0, int64_t T_mult, double eta_min)
     : LRScheduler(opt, "CosineAnnealingWarmRestarts"), T_0_(T_0), T_mult_(T_mult), eta_min_(eta_min) {
-  check<ValueError>(T_0 > 0, "CosineAnnealingWarmRestarts: T_0 must be positive, got ", T_0);
-  check<ValueError>(T_mult >= 1, "CosineAnnealingWarmRestarts: T_mult must be >= 1, got ", T_mult);
+  NABLA_CHECK(ValueError, T_0 > 0, "CosineAnnealingWarmRestarts: T_0 must be positive, got ", T_0);
+  NABLA_CHECK(ValueError, T_mult >= 1, "CosineAnnealingWarmRestarts: T_mult must be >= 1, got ", T_mult);
   initial_step();
 }
 
 void CosineAnnealingWarmRestarts::step(double epoch) {
-  check<ValueError>(epoch >= 0 && std::isfinite(epoch), "CosineAnnealingWarmRestarts.step: expected a non-negative "
+  NABLA_CHECK(ValueError, epoch >= 0 && std::isfinite(epoch), "CosineAnnealingWarmRestarts.step: expected a non-negative "
                     "epoch, got ", epoch);
   ++step_count_;
   double whole = std::floor(epoch);
@@ -388,7 +388,7 @@ void CosineAnnealingWarmRestarts::save_extra(StateDict& sd) const {
 
 void CosineAnnealingWarmRestarts::load_extra(const StateDict& sd) {
   double fraction = read_number(sd, "epoch_fraction", name_);
-  check<ValueError>(fraction >= 0 && fraction < 1, name_, ".load_state_dict: 'epoch_fraction' must be in [0, 1), got ",
+  NABLA_CHECK(ValueError, fraction >= 0 && fraction < 1, name_, ".load_state_dict: 'epoch_fraction' must be in [0, 1), got ",
                     fraction);
   fraction_ = fraction;
 }
@@ -401,11 +401,11 @@ CyclicLR::CyclicLR(Optimizer& opt, double base_lr, double max_lr, CyclicLROption
 
 CyclicLR::CyclicLR(Optimizer& opt, std::vector<double> base_lrs, std::vector<double> max_lrs, CyclicLROptions o)
     : LRScheduler(opt, "CyclicLR"), o_(std::move(o)), max_lrs_(std::move(max_lrs)) {
-  check<ValueError>(base_lrs.size() == num_groups() && max_lrs_.size() == num_groups(), "CyclicLR: expected ",
+  NABLA_CHECK(ValueError, base_lrs.size() == num_groups() && max_lrs_.size() == num_groups(), "CyclicLR: expected ",
                     num_groups(), " base_lr and max_lr values (one per group), got ", base_lrs.size(), " and ",
                     max_lrs_.size());
   int64_t down = o_.step_size_down.value_or(o_.step_size_up);
-  check<ValueError>(o_.step_size_up > 0 && down > 0, "CyclicLR: step_size_up and step_size_down must be positive, got ",
+  NABLA_CHECK(ValueError, o_.step_size_up > 0 && down > 0, "CyclicLR: step_size_up and step_size_down must be positive, got ",
                     o_.step_size_up, " and ", down);
   total_size_ = static_cast<double>(o_.step_size_up + down);
   step_ratio_ = static_cast<double>(o_.step_size_up) / total_size_;
@@ -460,13 +460,13 @@ OneCycleLR::OneCycleLR(Optimizer& opt, std::vector<double> max_lrs, OneCycleOpti
   if (o.total_steps > 0) {
     total_steps_ = o.total_steps;
   } else {
-    check<ValueError>(o.epochs > 0 && o.steps_per_epoch > 0,
+    NABLA_CHECK(ValueError, o.epochs > 0 && o.steps_per_epoch > 0,
                       "OneCycleLR: give total_steps, or epochs and steps_per_epoch (all positive)");
     total_steps_ = o.epochs * o.steps_per_epoch;
   }
-  check<ValueError>(o.pct_start >= 0 && o.pct_start <= 1, "OneCycleLR: pct_start must be in [0, 1], got ", o.pct_start);
-  check<ValueError>(o.div_factor > 0 && o.final_div_factor > 0, "OneCycleLR: div_factor and final_div_factor must be positive");
-  check<ValueError>(max_lrs.size() == num_groups(), "OneCycleLR: expected ", num_groups(),
+  NABLA_CHECK(ValueError, o.pct_start >= 0 && o.pct_start <= 1, "OneCycleLR: pct_start must be in [0, 1], got ", o.pct_start);
+  NABLA_CHECK(ValueError, o.div_factor > 0 && o.final_div_factor > 0, "OneCycleLR: div_factor and final_div_factor must be positive");
+  NABLA_CHECK(ValueError, max_lrs.size() == num_groups(), "OneCycleLR: expected ", num_groups(),
                     " max_lr values (one per group), got ", max_lrs.size());
   double t = static_cast<double>(total_steps_), p = o.pct_start;
   if (o.three_phase) {
@@ -494,7 +494,7 @@ double OneCycleLR::anneal(double start, double end, double pct) const {
 }
 
 LRList OneCycleLR::get_lr() {
-  check<ValueError>(last_epoch_ <= total_steps_, "OneCycleLR: tried to step ", last_epoch_,
+  NABLA_CHECK(ValueError, last_epoch_ <= total_steps_, "OneCycleLR: tried to step ", last_epoch_,
                     " times; the schedule has total_steps = ", total_steps_);
   double step = static_cast<double>(last_epoch_);
   LRList out;
@@ -524,11 +524,11 @@ LRList OneCycleLR::get_lr() {
 
 ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, ReduceLROnPlateauOptions o)
     : LRScheduler(opt, "ReduceLROnPlateau"), o_(std::move(o)) {
-  check<ValueError>(o_.factor < 1 && o_.factor >= 0, "ReduceLROnPlateau: factor must be in [0, 1), got ", o_.factor);
-  check<ValueError>(o_.patience >= 0 && o_.cooldown >= 0, "ReduceLROnPlateau: patience and cooldown must be >= 0");
+  NABLA_CHECK(ValueError, o_.factor < 1 && o_.factor >= 0, "ReduceLROnPlateau: factor must be in [0, 1), got ", o_.factor);
+  NABLA_CHECK(ValueError, o_.patience >= 0 && o_.cooldown >= 0, "ReduceLROnPlateau: patience and cooldown must be >= 0");
   if (o_.min_lrs.size() == 1) min_lrs_.assign(num_groups(), o_.min_lrs[0]);
   else min_lrs_ = o_.min_lrs;
-  check<ValueError>(min_lrs_.size() == num_groups(), "ReduceLROnPlateau: expected 1 or ", num_groups(),
+  NABLA_CHECK(ValueError, min_lrs_.size() == num_groups(), "ReduceLROnPlateau: expected 1 or ", num_groups(),
                     " min_lrs, got ", o_.min_lrs.size());
   best_ = o_.mode == ReduceLROnPlateauOptions::Mode::min ? std::numeric_limits<double>::infinity()
                                                          : -std::numeric_limits<double>::infinity();
@@ -594,15 +594,15 @@ void ReduceLROnPlateau::load_extra(const StateDict& sd) {
 SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRScheduler>> schedulers,
                            std::vector<int64_t> milestones)
     : LRScheduler(opt, "SequentialLR"), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
-  check<ValueError>(!schedulers_.empty(), "SequentialLR: expected at least one scheduler");
-  check<ValueError>(milestones_.size() + 1 == schedulers_.size(), "SequentialLR: expected ", schedulers_.size() - 1,
+  NABLA_CHECK(ValueError, !schedulers_.empty(), "SequentialLR: expected at least one scheduler");
+  NABLA_CHECK(ValueError, milestones_.size() + 1 == schedulers_.size(), "SequentialLR: expected ", schedulers_.size() - 1,
                     " milestones for ", schedulers_.size(), " schedulers, got ", milestones_.size());
-  check<ValueError>(std::is_sorted(milestones_.begin(), milestones_.end()), "SequentialLR: milestones must be sorted");
+  NABLA_CHECK(ValueError, std::is_sorted(milestones_.begin(), milestones_.end()), "SequentialLR: milestones must be sorted");
   for (size_t i = 0; i < schedulers_.size(); ++i) {
-    check<ValueError>(schedulers_[i] != nullptr, "SequentialLR: scheduler ", i, " is null");
-    check<ValueError>(&schedulers_[i]->optimizer() == &opt, "SequentialLR: scheduler ", i, " (",
+    NABLA_CHECK(ValueError, schedulers_[i] != nullptr, "SequentialLR: scheduler ", i, " is null");
+    NABLA_CHECK(ValueError, &schedulers_[i]->optimizer() == &opt, "SequentialLR: scheduler ", i, " (",
                       schedulers_[i]->name(), ") belongs to another optimizer");
-    check<ValueError>(dynamic_cast<ReduceLROnPlateau*>(schedulers_[i].get()) == nullptr,
+    NABLA_CHECK(ValueError, dynamic_cast<ReduceLROnPlateau*>(schedulers_[i].get()) == nullptr,
                       "SequentialLR: ReduceLROnPlateau cannot be sequenced (it needs a metric)");
   }
   // Undo the construction-time steps of the schedulers and start the first one.
@@ -640,15 +640,15 @@ void SequentialLR::load_state_dict(const StateDict& sd) {
 
 ChainedScheduler::ChainedScheduler(std::vector<std::shared_ptr<LRScheduler>> schedulers)
     : LRScheduler([&]() -> Optimizer& {
-        check<ValueError>(!schedulers.empty() && schedulers[0] != nullptr, "ChainedScheduler: expected schedulers");
+        NABLA_CHECK(ValueError, !schedulers.empty() && schedulers[0] != nullptr, "ChainedScheduler: expected schedulers");
         return schedulers[0]->optimizer();
       }(),
                   "ChainedScheduler"),
       schedulers_(std::move(schedulers)) {
   for (size_t i = 0; i < schedulers_.size(); ++i) {
-    check<ValueError>(schedulers_[i] != nullptr && &schedulers_[i]->optimizer() == &opt_, "ChainedScheduler: scheduler ",
+    NABLA_CHECK(ValueError, schedulers_[i] != nullptr && &schedulers_[i]->optimizer() == &opt_, "ChainedScheduler: scheduler ",
                       i, " is null or belongs to another optimizer");
-    check<ValueError>(dynamic_cast<ReduceLROnPlateau*>(schedulers_[i].get()) == nullptr,
+    NABLA_CHECK(ValueError, dynamic_cast<ReduceLROnPlateau*>(schedulers_[i].get()) == nullptr,
                       "ChainedScheduler: ReduceLROnPlateau cannot be chained (it needs a metric)");
   }
   for (size_t g = 0; g < num_groups(); ++g) last_lrs_.push_back(group_lr(g));

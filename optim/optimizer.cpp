@@ -22,8 +22,8 @@ overloaded(F...) -> overloaded<F...>;
 bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
 
 double scalar_of(const Tensor& t, const std::string& key, const std::string& who) {
-  check<ValueError>(t.defined() && t.numel() == 1, who, ".load_state_dict: '", key, "' must hold one number, got ",
-                    t.defined() ? detail::str(t.sizes()) : std::string("an undefined tensor"));
+  NABLA_CHECK(ValueError, t.defined() && t.numel() == 1, who, ".load_state_dict: '", key, "' must hold one number, got ",
+                    t.defined() ? internal::str(t.sizes()) : std::string("an undefined tensor"));
   return t.item<double>();
 }
 
@@ -37,13 +37,13 @@ template <class FieldRef>
 void check_number(const Tensor& t, const std::string& key, const std::string& who, const FieldRef& ref, bool counter) {
   const double v = scalar_of(t, key, who);
   constexpr double kMax = 9007199254740992.0;  // 2^53
-  std::visit(overloaded{[&](double*) { check<ValueError>(std::isfinite(v), who, ".load_state_dict: '", key,
+  std::visit(overloaded{[&](double*) { NABLA_CHECK(ValueError, std::isfinite(v), who, ".load_state_dict: '", key,
                                                          "' must be a finite number, got ", v); },
-                        [&](bool*) { check<ValueError>(v == 0 || v == 1, who, ".load_state_dict: '", key,
+                        [&](bool*) { NABLA_CHECK(ValueError, v == 0 || v == 1, who, ".load_state_dict: '", key,
                                                        "' must be 0 or 1 (a flag), got ", v); },
                         [&](int64_t*) {
                           const double lo = counter ? 0 : -kMax;
-                          check<ValueError>(v >= lo && v <= kMax && v == std::floor(v), who, ".load_state_dict: '", key,
+                          NABLA_CHECK(ValueError, v >= lo && v <= kMax && v == std::floor(v), who, ".load_state_dict: '", key,
                                             "' must be a whole number from ", counter ? "0" : "-2^53", " to 2^53, got ", v);
                         },
                         [](Tensor*) {}},
@@ -68,7 +68,7 @@ void Optimizer::zero_grad(bool set_to_none) {
 }
 
 const std::vector<Tensor>& Optimizer::params(size_t group) const {
-  check<IndexError>(group < groups_.size(), name_, ": no parameter group ", group, " (it has ", groups_.size(), ")");
+  NABLA_CHECK(IndexError, group < groups_.size(), name_, ": no parameter group ", group, " (it has ", groups_.size(), ")");
   return groups_[group].params;
 }
 
@@ -79,17 +79,17 @@ std::vector<Tensor> Optimizer::all_params() const {
 }
 
 void Optimizer::add_group_params(std::vector<Tensor> params) {
-  check<ValueError>(!params.empty(), name_, ": got an empty parameter list");
+  NABLA_CHECK(ValueError, !params.empty(), name_, ": got an empty parameter list");
   std::unordered_set<const TensorImpl*> seen;
   for (const Group& g : groups_)
     for (const Tensor& p : g.params) seen.insert(p.impl());
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i];
-    check<ValueError>(p.defined(), name_, ": parameter ", i, " of the new group is undefined");
-    check<ValueError>(p.is_leaf(), name_, ": can't optimize a non-leaf tensor (parameter ", i,
+    NABLA_CHECK(ValueError, p.defined(), name_, ": parameter ", i, " of the new group is undefined");
+    NABLA_CHECK(ValueError, p.is_leaf(), name_, ": can't optimize a non-leaf tensor (parameter ", i,
                       " was computed by an op; pass the leaf, or detach() it and set requires_grad)");
-    check<DTypeError>(p.is_floating_point(), name_, ": parameter ", i, " must be floating, got ", p.dtype());
-    check<ValueError>(seen.insert(p.impl()).second, name_, ": parameter ", i,
+    NABLA_CHECK(DTypeError, p.is_floating_point(), name_, ": parameter ", i, " must be floating, got ", p.dtype());
+    NABLA_CHECK(ValueError, seen.insert(p.impl()).second, name_, ": parameter ", i,
                       " appears more than once (in this group or in another one)");
   }
   groups_.push_back(Group{std::move(params), std::nullopt});
@@ -103,7 +103,7 @@ bool Optimizer::has_option(std::string_view option) const {
 }
 
 double Optimizer::get_option(size_t group, std::string_view option) const {
-  check<IndexError>(group < groups_.size(), name_, ": no parameter group ", group);
+  NABLA_CHECK(IndexError, group < groups_.size(), name_, ": no parameter group ", group);
   std::optional<double> v;
   visit_options(group, [&](const char* n, FieldRef ref) {
     if (option != n) return;
@@ -114,7 +114,7 @@ double Optimizer::get_option(size_t group, std::string_view option) const {
   if (!v) [[unlikely]] {
     std::string names;
     visit_options(group, [&](const char* n, FieldRef) { names += (names.empty() ? "" : ", ") + std::string(n); });
-    throw ValueError(detail::str(name_, ": unknown option '", option, "' (it has: ", names, ")"));
+    throw ValueError(internal::str(name_, ": unknown option '", option, "' (it has: ", names, ")"));
   }
   return *v;
 }
@@ -143,12 +143,12 @@ void Optimizer::set_lr(double lr) {
 }
 
 std::optional<double> Optimizer::initial_lr(size_t group) const {
-  check<IndexError>(group < groups_.size(), name_, ": no parameter group ", group);
+  NABLA_CHECK(IndexError, group < groups_.size(), name_, ": no parameter group ", group);
   return groups_[group].initial_lr;
 }
 
 void Optimizer::set_initial_lr(size_t group, double lr) {
-  check<IndexError>(group < groups_.size(), name_, ": no parameter group ", group);
+  NABLA_CHECK(IndexError, group < groups_.size(), name_, ": no parameter group ", group);
   groups_[group].initial_lr = lr;
 }
 
@@ -194,7 +194,7 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   std::set<std::string> consumed;
   auto get = [&](const std::string& key) -> const Tensor& {
     const Tensor* t = sd.find(key);
-    check<ValueError>(t != nullptr, who, ".load_state_dict: missing key '", key, "'");
+    NABLA_CHECK(ValueError, t != nullptr, who, ".load_state_dict: missing key '", key, "'");
     consumed.insert(key);
     return *t;
   };
@@ -202,19 +202,19 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   // ---- validate everything first, so a bad state dict leaves the optimizer as it was ----
   size_t n_groups = 0;
   while (sd.contains("param_groups." + std::to_string(n_groups) + ".params")) ++n_groups;
-  check<ValueError>(n_groups == groups_.size(), who, ".load_state_dict: the state dict has ", n_groups,
+  NABLA_CHECK(ValueError, n_groups == groups_.size(), who, ".load_state_dict: the state dict has ", n_groups,
                     " parameter groups but the optimizer has ", groups_.size());
   std::vector<const Tensor*> params;  // by global index
   for (size_t g = 0; g < n_groups; ++g) {
     std::string prefix = "param_groups." + std::to_string(g) + ".";
     const Tensor& ids = get(prefix + "params");
-    check<ValueError>(ids.dim() == 1 && ids.size(0) == static_cast<int64_t>(groups_[g].params.size()), who,
+    NABLA_CHECK(ValueError, ids.dim() == 1 && ids.size(0) == static_cast<int64_t>(groups_[g].params.size()), who,
                       ".load_state_dict: parameter group ", g, " has ", ids.numel(),
                       " parameters in the state dict but ", groups_[g].params.size(), " in the optimizer");
     visit_options(g, [&](const char* n, FieldRef ref) { check_number(get(prefix + n), prefix + n, who, ref, false); });
     if (sd.contains(prefix + "initial_lr")) {
       double lr = scalar_of(get(prefix + "initial_lr"), prefix + "initial_lr", who);
-      check<ValueError>(std::isfinite(lr) && lr >= 0, who, ".load_state_dict: '", prefix,
+      NABLA_CHECK(ValueError, std::isfinite(lr) && lr >= 0, who, ".load_state_dict: '", prefix,
                         "initial_lr' must be a finite learning rate >= 0, got ", lr);
     }
     for (const Tensor& p : groups_[g].params) params.push_back(&p);
@@ -244,8 +244,8 @@ void Optimizer::load_state_dict(const StateDict& sd) {
         check_number(*t, key, who, k->second, true);
       } else {
         const Tensor& p = *params[static_cast<size_t>(i)];
-        check<ShapeError>(t->defined() && (t->sizes() == p.sizes()), who, ".load_state_dict: '", key, "' has shape ",
-                          t->defined() ? detail::str(t->sizes()) : std::string("(undefined)"), " but parameter ", i,
+        NABLA_CHECK(ShapeError, t->defined() && (t->sizes() == p.sizes()), who, ".load_state_dict: '", key, "' has shape ",
+                          t->defined() ? internal::str(t->sizes()) : std::string("(undefined)"), " but parameter ", i,
                           " has shape ", p.sizes());
       }
     }
@@ -256,7 +256,7 @@ void Optimizer::load_state_dict(const StateDict& sd) {
     std::string list;
     for (size_t i = 0; i < unexpected.size() && i < 10; ++i) list += (i ? ", '" : "'") + unexpected[i] + "'";
     if (unexpected.size() > 10) list += ", ...";
-    throw ValueError(detail::str(who, ".load_state_dict: unexpected key(s): ", list));
+    throw ValueError(internal::str(who, ".load_state_dict: unexpected key(s): ", list));
   }
 
   // ---- apply ----

@@ -177,7 +177,7 @@ class OptimizerImpl : public Optimizer {
     }
   }
   Options& options(size_t group = 0) {
-    check<IndexError>(group < options_.size(), name(), ": no parameter group ", group);
+    NABLA_CHECK(IndexError, group < options_.size(), name(), ": no parameter group ", group);
     return options_[group];
   }
   const Options& options(size_t group = 0) const { return const_cast<OptimizerImpl*>(this)->options(group); }
@@ -187,7 +187,7 @@ class OptimizerImpl : public Optimizer {
   OptimizerImpl(const char* name, std::vector<ParamGroup> groups, Options defaults)
       : Optimizer(name), defaults_(defaults) {
     defaults_.check();
-    check<ValueError>(!groups.empty(), name, ": got an empty list of parameter groups");
+    NABLA_CHECK(ValueError, !groups.empty(), name, ": got an empty list of parameter groups");
     for (auto& g : groups) add_param_group(std::move(g));
   }
   OptimizerImpl(const char* name, std::vector<Tensor> params, Options defaults)

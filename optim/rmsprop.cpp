@@ -9,11 +9,11 @@
 namespace nabla::optim {
 
 void RMSpropOptions::check() const {
-  nabla::check<ValueError>(lr >= 0, "RMSprop: invalid learning rate ", lr, " (must be >= 0)");
-  nabla::check<ValueError>(eps >= 0, "RMSprop: invalid eps ", eps, " (must be >= 0)");
-  nabla::check<ValueError>(alpha >= 0, "RMSprop: invalid alpha ", alpha, " (must be >= 0)");
-  nabla::check<ValueError>(momentum >= 0, "RMSprop: invalid momentum ", momentum, " (must be >= 0)");
-  nabla::check<ValueError>(weight_decay >= 0, "RMSprop: invalid weight_decay ", weight_decay, " (must be >= 0)");
+  NABLA_CHECK(ValueError, lr >= 0, "RMSprop: invalid learning rate ", lr, " (must be >= 0)");
+  NABLA_CHECK(ValueError, eps >= 0, "RMSprop: invalid eps ", eps, " (must be >= 0)");
+  NABLA_CHECK(ValueError, alpha >= 0, "RMSprop: invalid alpha ", alpha, " (must be >= 0)");
+  NABLA_CHECK(ValueError, momentum >= 0, "RMSprop: invalid momentum ", momentum, " (must be >= 0)");
+  NABLA_CHECK(ValueError, weight_decay >= 0, "RMSprop: invalid weight_decay ", weight_decay, " (must be >= 0)");
 }
 
 void RMSprop::step() {
@@ -31,7 +31,7 @@ void RMSprop::step() {
       if (fused_steps(p.device())
               .rmsprop_step(p, p.grad(), s.square_avg, s.grad_avg, s.momentum_buffer,
                             {o.lr, o.alpha, o.eps, o.weight_decay, o.momentum, o.centered, o.maximize})) {
-        detail::bump_version(p);  // as the in-place ops of the composed update would
+        internal::bump_version(p);  // as the in-place ops of the composed update would
         continue;
       }
       Tensor g = o.maximize ? -p.grad() : p.grad();

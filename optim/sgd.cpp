@@ -9,10 +9,10 @@
 namespace nabla::optim {
 
 void SGDOptions::check() const {
-  nabla::check<ValueError>(lr >= 0, "SGD: invalid learning rate ", lr, " (must be >= 0)");
-  nabla::check<ValueError>(momentum >= 0, "SGD: invalid momentum ", momentum, " (must be >= 0)");
-  nabla::check<ValueError>(weight_decay >= 0, "SGD: invalid weight_decay ", weight_decay, " (must be >= 0)");
-  nabla::check<ValueError>(!nesterov || (momentum > 0 && dampening == 0),
+  NABLA_CHECK(ValueError, lr >= 0, "SGD: invalid learning rate ", lr, " (must be >= 0)");
+  NABLA_CHECK(ValueError, momentum >= 0, "SGD: invalid momentum ", momentum, " (must be >= 0)");
+  NABLA_CHECK(ValueError, weight_decay >= 0, "SGD: invalid weight_decay ", weight_decay, " (must be >= 0)");
+  NABLA_CHECK(ValueError, !nesterov || (momentum > 0 && dampening == 0),
                     "SGD: Nesterov momentum requires a momentum > 0 and zero dampening");
 }
 
@@ -29,7 +29,7 @@ void SGD::step() {
       if (fused_steps(p.device())
               .sgd_step(p, p.grad(), buf ? *buf : Tensor(),
                         {o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.maximize, first})) {
-        detail::bump_version(p);  // as the in-place ops of the composed update would
+        internal::bump_version(p);  // as the in-place ops of the composed update would
         continue;
       }
       Tensor g = o.maximize ? -p.grad() : p.grad();

@@ -38,29 +38,29 @@ Tensor scalar(const torch_io::Value& v) {
 void Optimizer::load_state_dict(const torch_io::Value& pt) {
   using torch_io::Kind;
   const std::string who = name_ + ".load_state_dict";
-  check<ValueError>(pt.is_dict() && pt.contains("state") && pt.contains("param_groups"), who,
+  NABLA_CHECK(ValueError, pt.is_dict() && pt.contains("state") && pt.contains("param_groups"), who,
                     ": expected PyTorch's optimizer.state_dict() (a dict with 'state' and 'param_groups'), got a ",
                     torch_io::kind_name(pt.kind()), pt.is_dict() ? " without them" : "");
   const torch_io::Value& groups = pt["param_groups"];
-  check<ValueError>(groups.is_list() || groups.is_tuple(), who, ": 'param_groups' is a ",
+  NABLA_CHECK(ValueError, groups.is_list() || groups.is_tuple(), who, ": 'param_groups' is a ",
                     torch_io::kind_name(groups.kind()), ", not a list");
-  check<ValueError>(groups.size() == groups_.size(), who, ": the state dict has ", groups.size(),
+  NABLA_CHECK(ValueError, groups.size() == groups_.size(), who, ": the state dict has ", groups.size(),
                     " parameter groups but the optimizer has ", groups_.size());
   StateDict sd;
   std::map<int64_t, int64_t> position;  // saved parameter id -> global index here
   int64_t index = 0;
   for (size_t g = 0; g < groups.size(); ++g) {
     const torch_io::Value& grp = groups[g];
-    check<ValueError>(grp.is_dict() && grp.contains("params"), who, ": parameter group ", g,
+    NABLA_CHECK(ValueError, grp.is_dict() && grp.contains("params"), who, ": parameter group ", g,
                       " is not a dict with 'params'");
     const torch_io::Value& ids = grp["params"];
-    check<ValueError>((ids.is_list() || ids.is_tuple()) && ids.size() == groups_[g].params.size(), who,
+    NABLA_CHECK(ValueError, (ids.is_list() || ids.is_tuple()) && ids.size() == groups_[g].params.size(), who,
                       ": parameter group ", g, " lists ", ids.is_list() || ids.is_tuple() ? ids.size() : 0,
                       " parameters in the state dict but has ", groups_[g].params.size(), " in the optimizer");
     std::vector<int64_t> global;
     for (const torch_io::Value& id : ids.items()) {
-      check<ValueError>(id.kind() == Kind::integer, who, ": parameter ids must be ints, got ", id.repr());
-      check<ValueError>(position.emplace(id.to_int(), index).second, who, ": parameter id ", id.to_int(),
+      NABLA_CHECK(ValueError, id.kind() == Kind::integer, who, ": parameter ids must be ints, got ", id.repr());
+      NABLA_CHECK(ValueError, position.emplace(id.to_int(), index).second, who, ": parameter id ", id.to_int(),
                         " is listed twice");
       global.push_back(index++);
     }
@@ -68,19 +68,19 @@ void Optimizer::load_state_dict(const torch_io::Value& pt) {
     sd.insert(prefix + "params", tensor(global, dtype(kInt64)));
     std::map<std::string, Tensor> options;
     for (const auto& [key, v] : grp.entries()) {
-      check<ValueError>(key.is_string(), who, ": parameter group ", g, " has the key ", key.repr());
+      NABLA_CHECK(ValueError, key.is_string(), who, ": parameter group ", g, " has the key ", key.repr());
       const std::string& k = key.to_string();
       if (k == "params") continue;
       if (k == "betas" && has_option("beta1")) {
-        check<ValueError>((v.is_tuple() || v.is_list()) && v.size() == 2 && v[0].is_number() && v[1].is_number(), who,
+        NABLA_CHECK(ValueError, (v.is_tuple() || v.is_list()) && v.size() == 2 && v[0].is_number() && v[1].is_number(), who,
                           ": 'betas' of group ", g, " must be two numbers, got ", v.repr());
         options["beta1"] = scalar(v[0]);
         options["beta2"] = scalar(v[1]);
       } else if (k == "initial_lr" || has_option(k)) {
-        check<ValueError>(v.is_number(), who, ": option '", k, "' of group ", g, " is ", v.repr(), ", not a number");
+        NABLA_CHECK(ValueError, v.is_number(), who, ": option '", k, "' of group ", g, " is ", v.repr(), ", not a number");
         options[k] = scalar(v);
       } else {
-        check<ValueError>(implementation_switch(k) || is_off(v), who, ": PyTorch option '", k, "' = ", v.repr(),
+        NABLA_CHECK(ValueError, implementation_switch(k) || is_off(v), who, ": PyTorch option '", k, "' = ", v.repr(),
                           " of group ", g, " has no equivalent in nabla's ", name_);
       }
     }
@@ -91,16 +91,16 @@ void Optimizer::load_state_dict(const torch_io::Value& pt) {
     for (auto& [k, t] : options) sd.insert(prefix + k, t);
   }
   const torch_io::Value& state = pt["state"];
-  check<ValueError>(state.is_dict(), who, ": 'state' is a ", torch_io::kind_name(state.kind()), ", not a dict");
+  NABLA_CHECK(ValueError, state.is_dict(), who, ": 'state' is a ", torch_io::kind_name(state.kind()), ", not a dict");
   for (const auto& [id, fields] : state.entries()) {
-    check<ValueError>(id.kind() == Kind::integer && position.count(id.to_int()), who, ": state for parameter ",
+    NABLA_CHECK(ValueError, id.kind() == Kind::integer && position.count(id.to_int()), who, ": state for parameter ",
                       id.repr(), ", which no parameter group lists");
-    check<ValueError>(fields.is_dict(), who, ": the state of parameter ", id.to_int(), " is not a dict");
+    NABLA_CHECK(ValueError, fields.is_dict(), who, ": the state of parameter ", id.to_int(), " is not a dict");
     const std::string prefix = "state." + std::to_string(position[id.to_int()]) + ".";
     for (const auto& [name, v] : fields.entries()) {
-      check<ValueError>(name.is_string(), who, ": state field ", name.repr(), " of parameter ", id.to_int());
+      NABLA_CHECK(ValueError, name.is_string(), who, ": state field ", name.repr(), " of parameter ", id.to_int());
       if (v.is_none()) continue;  // e.g. SGD's momentum_buffer before its first step
-      check<ValueError>(v.is_tensor() || v.is_number(), who, ": state '", name.to_string(), "' of parameter ",
+      NABLA_CHECK(ValueError, v.is_tensor() || v.is_number(), who, ": state '", name.to_string(), "' of parameter ",
                         id.to_int(), " is ", v.repr());
       sd.insert(prefix + name.to_string(), v.is_tensor() ? v.to_tensor() : scalar(v));
     }

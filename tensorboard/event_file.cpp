@@ -48,17 +48,17 @@ void EventFile::frame(std::string_view data, std::string& out) {
 }
 
 EventFile::EventFile(std::string dir, EventFileOptions options) : dir_(std::move(dir)), options_(std::move(options)) {
-  check<ValueError>(options_.max_queue >= 1, "SummaryWriter: max_queue must be at least 1, got ", options_.max_queue);
-  check<ValueError>(options_.flush_secs > 0 && options_.flush_secs <= 1e9,
+  NABLA_CHECK(ValueError, options_.max_queue >= 1, "SummaryWriter: max_queue must be at least 1, got ", options_.max_queue);
+  NABLA_CHECK(ValueError, options_.flush_secs > 0 && options_.flush_secs <= 1e9,
                     "SummaryWriter: flush_secs must be positive (and at most 1e9), got ", options_.flush_secs);
-  check<ValueError>(!dir_.empty(), "SummaryWriter: the log folder name is empty");
+  NABLA_CHECK(ValueError, !dir_.empty(), "SummaryWriter: the log folder name is empty");
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
-  check<IOError>(!ec && std::filesystem::is_directory(dir_), "SummaryWriter: cannot create the log folder '", dir_,
+  NABLA_CHECK(IOError, !ec && std::filesystem::is_directory(dir_), "SummaryWriter: cannot create the log folder '", dir_,
                  "': ", ec ? ec.message() : "it exists and is not a folder");
   path_ = (std::filesystem::path(dir_) / event_file_name(options_.filename_suffix)).string();
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  check<IOError>(fd_ >= 0, "SummaryWriter: cannot create the event file '", path_, "': ", std::strerror(errno));
+  NABLA_CHECK(IOError, fd_ >= 0, "SummaryWriter: cannot create the event file '", path_, "': ", std::strerror(errno));
   try {
     std::string first;
     encode_file_version_event(first, wall_time(), std::nullopt, "brain.Event:2");
@@ -90,7 +90,7 @@ void EventFile::add(std::string_view event) {
     space_.wait(lk, [&] { return !queue_full() || closing_ || error_; });
   }
   if (error_) rethrow_error();
-  check<ValueError>(!closing_, "SummaryWriter: the event file '", path_, "' was closed");
+  NABLA_CHECK(ValueError, !closing_, "SummaryWriter: the event file '", path_, "' was closed");
   pending_.append(head, 12);
   pending_.append(event);
   pending_.append(foot, 4);

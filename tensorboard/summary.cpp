@@ -70,13 +70,13 @@ const std::vector<double>& tensorflow_bins() {
 
 Histogram make_histogram(const Tensor& values, std::span<const double> bins, std::optional<int64_t> max_bins,
                          const char* op) {
-  check<ValueError>(values.defined() && values.numel() > 0, op, ": the tensor has no elements (shape ",
+  NABLA_CHECK(ValueError, values.defined() && values.numel() > 0, op, ": the tensor has no elements (shape ",
                     values.defined() ? values.sizes() : Shape{}, ")");
-  check<ValueError>(bins.size() >= 2, op, ": need at least two bin edges, got ", bins.size());
+  NABLA_CHECK(ValueError, bins.size() >= 2, op, ": need at least two bin edges, got ", bins.size());
   for (size_t i = 1; i < bins.size(); ++i)
-    check<ValueError>(bins[i - 1] < bins[i], op, ": bin edges must increase, got ", bins[i - 1], " then ", bins[i],
+    NABLA_CHECK(ValueError, bins[i - 1] < bins[i], op, ": bin edges must increase, got ", bins[i - 1], " then ", bins[i],
                       " at ", i);
-  check<ValueError>(!max_bins || *max_bins >= 1, op, ": max_bins must be at least 1, got ", max_bins.value_or(0));
+  NABLA_CHECK(ValueError, !max_bins || *max_bins >= 1, op, ": max_bins must be at least 1, got ", max_bins.value_or(0));
   Tensor v = as_f64(values);
   const double* x = v.data_ptr<double>();
   const int64_t n = v.numel();
@@ -137,7 +137,7 @@ Histogram make_histogram(const Tensor& values, std::span<const double> bins, std
   // The first and the last non-empty bin; TensorBoard reads right edges only, so one empty bin
   // goes in front (the one before the first non-empty bin, or a new one).
   auto first = std::find_if(counts.begin(), counts.end(), [](double c) { return c > 0; });
-  check<ValueError>(first != counts.end(), op, ": no value lies within the bins [", lo, ", ", hi, "] (min ", h.min,
+  NABLA_CHECK(ValueError, first != counts.end(), op, ": no value lies within the bins [", lo, ", ", hi, "] (min ", h.min,
                     ", max ", h.max, ")");
   size_t start = static_cast<size_t>(first - counts.begin());
   size_t last = counts.size() - 1 - static_cast<size_t>(std::find_if(counts.rbegin(), counts.rend(),
@@ -221,20 +221,20 @@ std::string upper(std::string_view s) {
 }  // namespace
 
 Tensor image_hwc(const Tensor& image, std::string_view dataformats, const char* op) {
-  check<ValueError>(image.defined(), op, ": the image tensor is undefined");
+  NABLA_CHECK(ValueError, image.defined(), op, ": the image tensor is undefined");
   std::string fmt = upper(dataformats);
   bool letters_ok = !fmt.empty() && fmt.find_first_not_of("NCHW") == std::string::npos;
   for (size_t i = 0; letters_ok && i < fmt.size(); ++i) letters_ok = fmt.find(fmt[i], i + 1) == std::string::npos;
-  check<ValueError>(letters_ok && fmt.find('H') != std::string::npos && fmt.find('W') != std::string::npos, op,
+  NABLA_CHECK(ValueError, letters_ok && fmt.find('H') != std::string::npos && fmt.find('W') != std::string::npos, op,
                     ": dataformats must name H, W and optionally C and N once each (e.g. CHW, HWC, HW, NCHW), got '",
                     std::string(dataformats), "'");
-  check<ShapeError>(static_cast<int64_t>(fmt.size()) == image.dim(), op, ": dataformats '", fmt, "' has ", fmt.size(),
+  NABLA_CHECK(ShapeError, static_cast<int64_t>(fmt.size()) == image.dim(), op, ": dataformats '", fmt, "' has ", fmt.size(),
                     " dimensions but the image has shape ", image.sizes());
-  check<ValueError>(image.numel() > 0, op, ": the image is empty (shape ", image.sizes(), ")");
+  NABLA_CHECK(ValueError, image.numel() > 0, op, ": the image is empty (shape ", image.sizes(), ")");
   const bool has_c = fmt.find('C') != std::string::npos;
   if (has_c) {
     int64_t c = image.size(static_cast<int64_t>(fmt.find('C')));
-    check<ShapeError>(c == 1 || c == 3 || c == 4, op, ": an image has 1, 3 or 4 channels (C), got ", c, " in shape ",
+    NABLA_CHECK(ShapeError, c == 1 || c == 3 || c == 4, op, ": an image has 1, 3 or 4 channels (C), got ", c, " in shape ",
                       image.sizes(), " (", fmt, ")");
   }
   if (fmt.size() == 4) return grid_hwc(u8_in_order(image, fmt, "NCHW"), 8);
@@ -252,11 +252,11 @@ Tensor image_hwc(const Tensor& image, std::string_view dataformats, const char* 
 }
 
 Tensor image_grid(const Tensor& images_nchw, int64_t ncols, const char* op) {
-  check<ShapeError>(images_nchw.defined() && images_nchw.dim() == 4, op, ": expected images (N, C, H, W), got shape ",
+  NABLA_CHECK(ShapeError, images_nchw.defined() && images_nchw.dim() == 4, op, ": expected images (N, C, H, W), got shape ",
                     images_nchw.defined() ? images_nchw.sizes() : Shape{});
-  check<ValueError>(images_nchw.numel() > 0, op, ": the images are empty (shape ", images_nchw.sizes(), ")");
+  NABLA_CHECK(ValueError, images_nchw.numel() > 0, op, ": the images are empty (shape ", images_nchw.sizes(), ")");
   int64_t c = images_nchw.size(1);
-  check<ShapeError>(c == 1 || c == 3 || c == 4, op, ": an image has 1, 3 or 4 channels (C), got ", c, " in shape ",
+  NABLA_CHECK(ShapeError, c == 1 || c == 3 || c == 4, op, ": an image has 1, 3 or 4 channels (C), got ", c, " in shape ",
                     images_nchw.sizes());
   return grid_hwc(u8_in_order(images_nchw, "NCHW", "NCHW"), std::max<int64_t>(ncols, 1));
 }
@@ -292,13 +292,13 @@ void text_value(ProtoWriter& w, std::string_view tag, std::string_view text) {
 
 std::vector<double> pr_curve_data(const Tensor& labels, const Tensor& predictions, int64_t num_thresholds,
                                   const Tensor& weights, const char* op) {
-  check<ValueError>(labels.defined() && predictions.defined(), op, ": labels and predictions must be defined");
-  check<ShapeError>(labels.numel() == predictions.numel(), op, ": labels ", labels.sizes(), " and predictions ",
+  NABLA_CHECK(ValueError, labels.defined() && predictions.defined(), op, ": labels and predictions must be defined");
+  NABLA_CHECK(ShapeError, labels.numel() == predictions.numel(), op, ": labels ", labels.sizes(), " and predictions ",
                     predictions.sizes(), " have different numbers of elements");
-  check<ShapeError>(!weights.defined() || weights.numel() == labels.numel(), op, ": weights ",
+  NABLA_CHECK(ShapeError, !weights.defined() || weights.numel() == labels.numel(), op, ": weights ",
                     weights.defined() ? weights.sizes() : Shape{}, " must have one value per label (labels ",
                     labels.sizes(), ")");
-  check<ValueError>(num_thresholds >= 2, op, ": num_thresholds must be at least 2, got ", num_thresholds);
+  NABLA_CHECK(ValueError, num_thresholds >= 2, op, ": num_thresholds must be at least 2, got ", num_thresholds);
   const int64_t nt = std::min<int64_t>(num_thresholds, 127);
   Tensor l = as_f64(labels), wt = weights.defined() ? as_f64(weights) : Tensor();
   const double* lp = l.data_ptr<double>();
@@ -403,9 +403,9 @@ void hparams_experiment_value(ProtoWriter& w, const HParams& hparams, const Metr
     const std::string& name = domain.first;
     const std::vector<HParam>& values = domain.second;
     auto it = std::find_if(hparams.begin(), hparams.end(), [&](const auto& p) { return p.first == name; });
-    check<ValueError>(it != hparams.end(), "add_hparams: the domain of '", name, "' names no hyperparameter");
+    NABLA_CHECK(ValueError, it != hparams.end(), "add_hparams: the domain of '", name, "' names no hyperparameter");
     for (const HParam& d : values)
-      check<ValueError>(d.value().index() == it->second.value().index(), "add_hparams: the domain of '", name,
+      NABLA_CHECK(ValueError, d.value().index() == it->second.value().index(), "add_hparams: the domain of '", name,
                         "' holds ", kind_name(d), " but the hyperparameter is ", kind_name(it->second));
   }
   // Experiment { repeated HParamInfo hparam_infos = 4; repeated MetricInfo metric_infos = 5; }

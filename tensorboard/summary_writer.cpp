@@ -150,7 +150,7 @@ void SummaryWriter::add_scalar(const std::string& tag, double value, std::option
 
 void SummaryWriter::add_scalar(const std::string& tag, const Tensor& value, std::optional<int64_t> global_step,
                                std::optional<double> walltime) {
-  check<ShapeError>(value.defined() && value.numel() == 1, "add_scalar: '", tag,
+  NABLA_CHECK(ShapeError, value.defined() && value.numel() == 1, "add_scalar: '", tag,
                     "' needs a tensor of one element, got shape ", value.defined() ? value.sizes() : Shape{});
   autograd::NoGradGuard ng;
   add_scalar(tag, value.cpu().to(kFloat64).item<double>(), global_step, walltime);
@@ -193,7 +193,7 @@ void SummaryWriter::add_histogram(const std::string& tag, const Tensor& values, 
 
 void SummaryWriter::add_histogram_raw(const std::string& tag, const Histogram& h, std::optional<int64_t> global_step,
                                       std::optional<double> walltime) {
-  check<ValueError>(h.bucket_limit.size() == h.bucket.size(), "add_histogram_raw: '", tag, "' has ",
+  NABLA_CHECK(ValueError, h.bucket_limit.size() == h.bucket.size(), "add_histogram_raw: '", tag, "' has ",
                     h.bucket_limit.size(), " bucket limits but ", h.bucket.size(), " bucket counts");
   add_summary(global_step, walltime, [&](ProtoWriter& w) { histogram_value(w, tag, h); });
 }
@@ -206,7 +206,7 @@ void SummaryWriter::add_image(const std::string& tag, const Tensor& image, std::
 
 void SummaryWriter::add_images(const std::string& tag, const Tensor& images, std::optional<int64_t> global_step,
                                std::optional<double> walltime, const std::string& dataformats) {
-  check<ShapeError>(images.defined() && images.dim() == static_cast<int64_t>(dataformats.size()), "add_images: '",
+  NABLA_CHECK(ShapeError, images.defined() && images.dim() == static_cast<int64_t>(dataformats.size()), "add_images: '",
                     tag, "': dataformats '", dataformats, "' does not fit the shape ",
                     images.defined() ? images.sizes() : Shape{});
   Tensor hwc = image_hwc(images, dataformats, "add_images");
@@ -272,24 +272,24 @@ void SummaryWriter::add_embedding(const Tensor& mat, const std::vector<std::vect
   std::vector<std::string> rows;
   if (!header.empty()) rows.push_back(join(header));
   for (size_t i = 0; i < metadata.size(); ++i) {
-    check<ShapeError>(header.empty() || metadata[i].size() == header.size(), "add_embedding: metadata row ", i,
+    NABLA_CHECK(ShapeError, header.empty() || metadata[i].size() == header.size(), "add_embedding: metadata row ", i,
                       " has ", metadata[i].size(), " columns but the header has ", header.size());
     rows.push_back(join(metadata[i]));
   }
-  check<ShapeError>(!mat.defined() || mat.dim() != 2 || static_cast<int64_t>(metadata.size()) == mat.size(0),
+  NABLA_CHECK(ShapeError, !mat.defined() || mat.dim() != 2 || static_cast<int64_t>(metadata.size()) == mat.size(0),
                     "add_embedding: ", metadata.size(), " metadata rows for ", mat.size(0), " data points");
   embedding(mat, rows, !metadata.empty(), label_img, global_step, tag);
 }
 
 void SummaryWriter::embedding(const Tensor& mat, const std::vector<std::string>& rows, bool has_metadata,
                               const Tensor& label_img, std::optional<int64_t> global_step, const std::string& tag) {
-  check<ShapeError>(mat.defined() && mat.dim() == 2, "add_embedding: mat must be 2-D (points, features), got shape ",
+  NABLA_CHECK(ShapeError, mat.defined() && mat.dim() == 2, "add_embedding: mat must be 2-D (points, features), got shape ",
                     mat.defined() ? mat.sizes() : Shape{});
   const int64_t n = mat.size(0);
   size_t header_rows = rows.size() > static_cast<size_t>(n) ? rows.size() - static_cast<size_t>(n) : 0;
-  check<ShapeError>(!has_metadata || rows.size() - header_rows == static_cast<size_t>(n), "add_embedding: ",
+  NABLA_CHECK(ShapeError, !has_metadata || rows.size() - header_rows == static_cast<size_t>(n), "add_embedding: ",
                     rows.size() - header_rows, " metadata labels for ", n, " data points");
-  check<ShapeError>(!label_img.defined() || (label_img.dim() == 4 && label_img.size(0) == n),
+  NABLA_CHECK(ShapeError, !label_img.defined() || (label_img.dim() == 4 && label_img.size(0) == n),
                     "add_embedding: label_img must be (N, C, H, W) with N = ", n, " data points, got shape ",
                     label_img.defined() ? label_img.sizes() : Shape{});
   const int64_t step = global_step.value_or(0);
@@ -302,11 +302,11 @@ void SummaryWriter::embedding(const Tensor& mat, const std::vector<std::string>&
   fs::path save = fs::path(logdir) / subdir;
   std::error_code ec;
   if (fs::exists(save, ec)) {
-    check<IOError>(fs::is_directory(save, ec), "add_embedding: '", save.string(), "' exists and is not a folder");
+    NABLA_CHECK(IOError, fs::is_directory(save, ec), "add_embedding: '", save.string(), "' exists and is not a folder");
     std::fprintf(stderr, "nabla: add_embedding: '%s' exists already (did you set global_step?)\n", save.c_str());
   } else {
     fs::create_directories(save, ec);
-    check<IOError>(!ec, "add_embedding: cannot create '", save.string(), "': ", ec.message());
+    NABLA_CHECK(IOError, !ec, "add_embedding: cannot create '", save.string(), "': ", ec.message());
   }
   if (has_metadata) {
     std::string tsv;

@@ -34,8 +34,8 @@ TEST(CudaPlugin, a_cpu_program_maps_no_cuda_library) {
 // Loaded on request even without a driver (as it is on a GPU machine on the first CUDA query): the
 // backend registers, and the runtime says why there is no GPU.
 TEST(CudaPlugin, loads_without_a_driver_and_explains_the_missing_gpu) {
-  if (!detail::load_cuda_backend(/*skip_driver_check=*/true)) {
-    const std::string why = detail::cuda_backend_missing_reason();
+  if (!internal::load_cuda_backend(/*skip_driver_check=*/true)) {
+    const std::string why = internal::cuda_backend_missing_reason();
     if (why.find("no CUDA backend") != std::string::npos || why.find("NABLA_DISABLE_CUDA") != std::string::npos)
       GTEST_SKIP() << why;
     FAIL() << "the CUDA plugin did not load: " << why;
@@ -47,7 +47,7 @@ TEST(CudaPlugin, loads_without_a_driver_and_explains_the_missing_gpu) {
     EXPECT_NE(cuda::unavailable_reason().find("cudaGetDeviceCount"), std::string::npos) << cuda::unavailable_reason();
     EXPECT_THROW(zeros({2}, kCUDA), DeviceError);
   }
-  EXPECT_TRUE(detail::load_cuda_backend());  // once loaded, loaded
+  EXPECT_TRUE(internal::load_cuda_backend());  // once loaded, loaded
 }
 
 TEST(CudaDevice, availability_is_consistent) {

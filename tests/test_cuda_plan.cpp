@@ -96,7 +96,7 @@ TEST(CudaPlan, broadcast_operand_has_stride_zero_and_by_value_operands_no_pointe
   EXPECT_EQ(p.numel, 12);
   // A wrapped number (passed to the kernel by value): no pointer, stride 0 everywhere, and the
   // output alone decides the layout (one merged dim).
-  Tensor number = detail::broadcast_view(scalar_tensor(2.0), out.sizes());
+  Tensor number = internal::broadcast_view(scalar_tensor(2.0), out.sizes());
   IterPlan q = plan_iter({&out, &number}, 0b10);
   ASSERT_EQ(q.sizes.size(), 1u);
   EXPECT_EQ(q.base[1], nullptr);

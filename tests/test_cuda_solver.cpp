@@ -251,7 +251,7 @@ MatrixBatch plan_of(const Tensor& t) {
   ++g_fake_calls;
   std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end()), strides(t.strides().begin(), t.strides().end());
   MatrixBatch b = column_major_batch(sizes, strides);
-  if (!b.ok) throw ValueError("fake solver: " + b.why + " " + detail::describe(t));
+  if (!b.ok) throw ValueError("fake solver: " + b.why + " " + internal::describe(t));
   return b;
 }
 template <class T>
@@ -424,18 +424,18 @@ TEST(CudaSolver, device_forwards_through_lapack_match_the_host_path) {
       Tensor M = randn(sh, dtype(dt));
       for (const char* mode : {"reduced", "complete", "r"}) {
         auto [Q, R] = linalg::qr(M, mode);
-        add(detail::str("qr Q ", sh, mode), Q);
-        add(detail::str("qr R ", sh, mode), R);
+        add(internal::str("qr Q ", sh, mode), Q);
+        add(internal::str("qr R ", sh, mode), R);
       }
-      add(detail::str("qr transposed ", sh), std::get<0>(linalg::qr(M.mT())));
+      add(internal::str("qr transposed ", sh), std::get<0>(linalg::qr(M.mT())));
       for (bool full : {false, true}) {
         auto [U, Sv, Vh] = linalg::svd(M, full);
-        add(detail::str("svd U ", sh, full), U);
-        add(detail::str("svd S ", sh, full), Sv);
-        add(detail::str("svd Vh ", sh, full), Vh);
+        add(internal::str("svd U ", sh, full), U);
+        add(internal::str("svd S ", sh, full), Sv);
+        add(internal::str("svd Vh ", sh, full), Vh);
       }
-      add(detail::str("svdvals ", sh), linalg::svdvals(M.mT()));
-      add(detail::str("nuc ", sh), linalg::matrix_norm(M, "nuc"));
+      add(internal::str("svdvals ", sh), linalg::svdvals(M.mT()));
+      add(internal::str("nuc ", sh), linalg::matrix_norm(M, "nuc"));
     }
     for (const char* uplo : {"L", "U"}) {
       auto [L, V] = linalg::eigh(Y + Y.triu(1) * 2, uplo);
@@ -558,7 +558,7 @@ TEST(CudaSolver, gpu_inv_solve_det_match_cpu) {
     for (Shape shape : {Shape{6, 6}, Shape{2, 3, 5, 5}, Shape{2, 140, 140}}) {
       Tensor A = well_conditioned(shape, dt);
       Tensor Ac = A.to(kCUDA);
-      SCOPED_TRACE(detail::str(dt, " ", shape));
+      SCOPED_TRACE(internal::str(dt, " ", shape));
       EXPECT_TRUE(close_on_host(linalg::inv(Ac), linalg::inv(A), tol));
       EXPECT_TRUE(close_on_host(linalg::inv(Ac.mT()), linalg::inv(A.mT()), tol));  // transposed matrices
       if (shape.back() <= 6) EXPECT_TRUE(close_on_host(linalg::det(Ac), linalg::det(A), tol));  // 140 x 140: inf
@@ -633,7 +633,7 @@ TEST(CudaSolver, gpu_cholesky_matches_cpu) {
   manual_seed(2);
   for (DType dt : kDtypes)
     for (Shape shape : {Shape{7, 7}, Shape{2, 3, 6, 6}, Shape{1, 5, 5}}) {
-      SCOPED_TRACE(detail::str(dt, " ", shape));
+      SCOPED_TRACE(internal::str(dt, " ", shape));
       Tensor A = spd(shape, dt), Ac = A.to(kCUDA);
       EXPECT_TRUE(close_on_host(linalg::cholesky(Ac), linalg::cholesky(A), tol_for(dt)));
       EXPECT_TRUE(close_on_host(linalg::cholesky(Ac, true), linalg::cholesky(A, true), tol_for(dt)));
@@ -651,7 +651,7 @@ TEST(CudaSolver, gpu_qr_matches_cpu) {
     for (Shape shape : {Shape{6, 4}, Shape{4, 6}, Shape{2, 3, 5, 5}, Shape{2, 7, 3}}) {
       Tensor A = randn(shape, dtype(dt)), Ac = A.to(kCUDA);
       for (const char* mode : {"reduced", "complete", "r"}) {
-        SCOPED_TRACE(detail::str(dt, " ", shape, " ", mode));
+        SCOPED_TRACE(internal::str(dt, " ", shape, " ", mode));
         auto [Q, R] = linalg::qr(Ac, mode);
         auto [Q0, R0] = linalg::qr(A, mode);
         // Householder QR has one answer for LAPACK's and cuSOLVER's reflector convention.
@@ -674,7 +674,7 @@ TEST(CudaSolver, gpu_eigh_matches_cpu) {
     for (Shape shape : {Shape{6, 6}, Shape{2, 3, 8, 8}, Shape{2, 40, 40}}) {
       Tensor A = symmetric(shape, dt), Ac = A.to(kCUDA);
       for (const char* uplo : {"L", "U"}) {
-        SCOPED_TRACE(detail::str(dt, " ", shape, " ", uplo));
+        SCOPED_TRACE(internal::str(dt, " ", shape, " ", uplo));
         // Garbage in the triangle that is not read.
         Tensor G = std::string(uplo) == "L" ? A + A.triu(1) : A + A.tril(-1);
         auto [L, V] = linalg::eigh(G.to(kCUDA), uplo);
@@ -698,7 +698,7 @@ TEST(CudaSolver, gpu_svd_matches_cpu) {
       Tensor A = randn(shape, dtype(dt)), Ac = A.to(kCUDA);
       const int64_t k = std::min(shape[shape.size() - 2], shape.back());
       for (bool full : {false, true}) {
-        SCOPED_TRACE(detail::str(dt, " ", shape, full ? " full" : " reduced"));
+        SCOPED_TRACE(internal::str(dt, " ", shape, full ? " full" : " reduced"));
         auto [U, S, Vh] = linalg::svd(Ac, full);
         auto [U0, S0, Vh0] = linalg::svd(A, full);
         ASSERT_EQ(U.sizes(), U0.sizes());

@@ -139,13 +139,13 @@ TEST(DeviceTable, the_cpu_registers_no_linalg_solver) {
 // The CUDA plugin's tables, loaded without a driver: every entry of the three lists is filled, or
 // (kernels only) lacking with its reason. On a GPU machine the same tables serve the CUDA tensors.
 TEST(DeviceTable, the_cuda_backend_fills_its_tables_from_the_lists) {
-  if (!detail::load_cuda_backend(/*skip_driver_check=*/true)) {
-    const std::string why = detail::cuda_backend_missing_reason();
+  if (!internal::load_cuda_backend(/*skip_driver_check=*/true)) {
+    const std::string why = internal::cuda_backend_missing_reason();
     if (why.find("no CUDA backend") != std::string::npos || why.find("NABLA_DISABLE_CUDA") != std::string::npos)
       GTEST_SKIP() << why;
     FAIL() << "the CUDA plugin did not load: " << why;
   }
-  const Backend* cuda = detail::registered_backend(DeviceType::cuda);
+  const Backend* cuda = internal::registered_backend(DeviceType::cuda);
   ASSERT_NE(cuda, nullptr);
   int kernels = 0;
   cuda->for_each_entry([&](const auto& k) {

@@ -159,7 +159,7 @@ TEST(OnnxRegistry, OpsExportAsTheirSchemaRowsSay) {
     }
     Tensor got = read_output(e.output_file, e.expected);
     if (!got.defined()) {
-      mismatched += "\n  " + e.name + ": ONNX Runtime's output has another size than nabla's " + detail::str(e.expected.sizes());
+      mismatched += "\n  " + e.name + ": ONNX Runtime's output has another size than nabla's " + internal::str(e.expected.sizes());
       continue;
     }
     Tensor g = got.to(kFloat64), w = e.expected.to(kFloat64);
@@ -171,8 +171,8 @@ TEST(OnnxRegistry, OpsExportAsTheirSchemaRowsSay) {
     ok = ok && (err <= w.abs().nan_to_num(0.0, 0.0, 0.0) * 1e-4 + 1e-5).all().item<bool>();
     if (!ok)
       mismatched += "\n  " + e.name + ": max |ort - nabla| = " + std::to_string(err.max().item<double>()) +
-                    " (ORT " + detail::str(got.flatten().slice(0, 0, 4)) + ", nabla " +
-                    detail::str(e.expected.flatten().slice(0, 0, 4)) + ")";
+                    " (ORT " + internal::str(got.flatten().slice(0, 0, 4)) + ", nabla " +
+                    internal::str(e.expected.flatten().slice(0, 0, 4)) + ")";
   }
   EXPECT_TRUE(mismatched.empty()) << "exported ops that ONNX Runtime computes otherwise:" << mismatched;
   std::printf("OnnxRegistry: %zu registry entries exported and checked in ONNX Runtime, %d refused as their rows say\n",

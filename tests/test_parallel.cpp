@@ -71,7 +71,7 @@ TEST(Parallel, SettingTheThreadCountEndsTheBackOff) {
     return chunks.load();
   };
   const auto t0 = std::chrono::steady_clock::now();
-  detail::thread_pool_back_off_for_testing();
+  internal::thread_pool_back_off_for_testing();
   const int backing_off = chunks_of_a_large_job();
   if (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(40))  // (a stalled machine outlasts it)
     EXPECT_EQ(backing_off, 1);  // one call on the caller's thread

@@ -426,11 +426,11 @@ std::vector<std::string> write_tensor_file(const std::string& path, const Tensor
     check_written_bytes(file, limits);
     nn::StateDict sd;
     for (const NamedTensor& t : file.tensors) {
-      check<ValueError>(!t.name.empty(), "a tensor without a name cannot go into a safetensors file");
+      NABLA_CHECK(ValueError, !t.name.empty(), "a tensor without a name cannot go into a safetensors file");
       bool bad = false;
       std::string ignored;
       append_json_string(ignored, t.name, &bad);
-      check<ValueError>(!bad, "the tensor name '", terminal_safe(t.name).substr(0, 200),
+      NABLA_CHECK(ValueError, !bad, "the tensor name '", terminal_safe(t.name).substr(0, 200),
                         "' is not valid UTF-8, which safetensors names (JSON strings) must be; a .pt output keeps it");
       if (t.dtype == "int8" || t.dtype == "int16")
         notes.push_back("'" + t.name + "' is " + t.dtype + ": saved as I32 (nabla has no " + t.dtype + " dtype)");
@@ -442,7 +442,7 @@ std::vector<std::string> write_tensor_file(const std::string& path, const Tensor
       std::string ignored;
       append_json_string(ignored, name, &bad);
       append_json_string(ignored, repr, &bad);
-      check<ValueError>(!bad, "the value '", terminal_safe(name).substr(0, 200),
+      NABLA_CHECK(ValueError, !bad, "the value '", terminal_safe(name).substr(0, 200),
                         "' (or its name) is not valid UTF-8, which safetensors metadata (JSON strings) must be; a .pt "
                         "output keeps it");
       md.emplace(name, repr);

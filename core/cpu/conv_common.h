@@ -13,7 +13,7 @@
 #include "core/impl.h"
 #include "core/parallel.h"
 
-namespace nabla::cpu::NABLA_CPU_ISA::conv_detail {
+namespace nabla::cpu::NABLA_CPU_ISA::conv_internal {
 
 struct ConvGeom {
   int64_t N, C, H, W, O, kh, kw, Ho, Wo, G, Cg, Og;
@@ -74,7 +74,7 @@ void sum_shares(const T* partial, int64_t parts, int64_t total, T* out) {
 template <class T, class F>
 void over_image_shares(int64_t N, int64_t total, T* out, const F& f) {
   const int64_t parts = std::clamp<int64_t>(get_num_threads(), 1, std::max<int64_t>(N, 1));
-  Tensor acc = detail::make_empty({parts * total}, dtype_of<T>(), kCPU);
+  Tensor acc = internal::make_empty({parts * total}, dtype_of<T>(), kCPU);
   T* accp = acc.data_ptr<T>();
   parallel_for(0, parts, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) f(N * t / parts, N * (t + 1) / parts, accp + t * total);
@@ -117,4 +117,4 @@ bool direct_wgrad_applies(const ConvGeom& g);
 void direct_conv(const float* xp, const float* wp, const float* bp, const ConvGeom& g, float* yp);
 void direct_conv_weight_grad(const float* xp, const float* gyp, const ConvGeom& g, float* gwp);
 
-}  // namespace nabla::cpu::NABLA_CPU_ISA::conv_detail
+}  // namespace nabla::cpu::NABLA_CPU_ISA::conv_internal

@@ -12,12 +12,12 @@
 
 #include "core/cpu/conv_common.h"
 
-namespace nabla::cpu::NABLA_CPU_ISA::conv_detail {
+namespace nabla::cpu::NABLA_CPU_ISA::conv_internal {
 
 #ifdef NABLA_GEMM_AVX2
 namespace {
-using gemm_detail::Avx2;
-using gemm_detail::Avx512;
+using gemm_internal::Avx2;
+using gemm_internal::Avx512;
 
 // f(std::integral_constant<int, n>{}) for a run-time n in [1, Max] (larger n: Max).
 template <int Max, class F>
@@ -279,7 +279,7 @@ void direct_conv_weight_grad(const float* xp, const float* gyp, const ConvGeom& 
   // The images are split into one share per thread; each share pads its images and accumulates a
   // whole weight gradient of its own, and the shares are summed at the end. (Splitting the output
   // channels instead left the threads unequal work: 10 channels in blocks of 4 are 4+4+2.)
-  Tensor buf = detail::make_empty({g.N * g.C * Hp * Wp}, DType::f32, kCPU);
+  Tensor buf = internal::make_empty({g.N * g.C * Hp * Wp}, DType::f32, kCPU);
   float* xpad = buf.data_ptr<float>();
   over_image_shares(g.N, g.O * ckk, gwp, [&](int64_t n0, int64_t n1, float* gw) {
     std::fill(xpad + n0 * g.C * Hp * Wp, xpad + n1 * g.C * Hp * Wp, 0.0f);
@@ -307,4 +307,4 @@ void direct_conv(const float*, const float*, const float*, const ConvGeom&, floa
 void direct_conv_weight_grad(const float*, const float*, const ConvGeom&, float*) {}
 #endif
 
-}  // namespace nabla::cpu::NABLA_CPU_ISA::conv_detail
+}  // namespace nabla::cpu::NABLA_CPU_ISA::conv_internal

@@ -19,7 +19,7 @@
 
 namespace nabla::cpu::NABLA_CPU_ISA {
 
-using namespace conv_detail;
+using namespace conv_internal;
 
 namespace {
 
@@ -273,14 +273,14 @@ void pack_rows(const T* xpad, const int64_t* offs, int64_t kc, int64_t j0, int64
 }
 
 template <class T>
-void conv_forward_padded_rows(const T* xp, const gemm_detail::KernelSpec<T>& ks,
-                              const SmallVector<gemm_detail::PackedA<T>, 2>& wpack, const T* bp, const ConvGeom& g,
+void conv_forward_padded_rows(const T* xp, const gemm_internal::KernelSpec<T>& ks,
+                              const SmallVector<gemm_internal::PackedA<T>, 2>& wpack, const T* bp, const ConvGeom& g,
                               T* yp) {
-  using namespace gemm_detail;
+  using namespace gemm_internal;
   const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw, plane = Hp * Wp, ckk = g.ckk(), hw = g.hw_out();
   const int64_t ncols = (g.Ho - 1) * Wp + g.Wo;  // the last row's dropped columns are not computed
   const int64_t xbuf = g.Cg * plane + ks.nr;    // slack: packing copies whole nr-wide slivers
-  Tensor offs_buf = detail::make_empty({ckk}, DType::i64, kCPU);
+  Tensor offs_buf = internal::make_empty({ckk}, DType::i64, kCPU);
   int64_t* offs = static_cast<int64_t*>(offs_buf.data_ptr());
   for (int64_t p = 0; p < ckk; ++p) {
     int64_t c = p / (g.kh * g.kw), r = p % (g.kh * g.kw);
@@ -323,7 +323,7 @@ void conv_forward_padded_rows(const T* xp, const gemm_detail::KernelSpec<T>& ks,
 // y (N, O, Ho, Wo) = conv(x, w) + bias, all contiguous, with geometry g.
 template <class T>
 void conv_forward(const T* xp, const T* wp, const T* bp, const ConvGeom& g, T* yp) {
-  using namespace gemm_detail;
+  using namespace gemm_internal;
   if constexpr (std::is_same_v<T, float>) {
     if (direct_conv_applies(g)) return direct_conv(xp, wp, bp, g, yp);
   }
@@ -393,7 +393,7 @@ void conv(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv
   if (p.ndim != 2) return conv_nd(x_in, w_in, bias, p, out);
   Tensor x = contig(x_in), w = contig(w_in);
   ConvGeom g = geom(x, w, out, p);
-  Tensor y = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
+  Tensor y = out.is_contiguous() ? out : internal::make_empty(out.sizes(), out.dtype(), out.device());
   Tensor b = bias.defined() ? contig(bias) : bias;
   visit_float(x.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -407,7 +407,7 @@ void conv_input_grad(const Tensor& gy_in, const Tensor& w_in, const ConvParams& 
   if (p.ndim != 2) return conv_nd_input_grad(gy_in, w_in, p, gx);
   Tensor gy = contig(gy_in), w = contig(w_in);
   ConvGeom g = geom(gx, w, gy, p);
-  Tensor out = gx.is_contiguous() ? gx : detail::make_empty(gx.sizes(), gx.dtype(), gx.device());
+  Tensor out = gx.is_contiguous() ? gx : internal::make_empty(gx.sizes(), gx.dtype(), gx.device());
   visit_float(gy.dtype(), "conv2d_input_grad", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* gyp = static_cast<const T*>(gy.data_ptr());
@@ -415,7 +415,7 @@ void conv_input_grad(const Tensor& gy_in, const Tensor& w_in, const ConvParams& 
     T* gxp = static_cast<T*>(out.data_ptr());
     int64_t hw = g.hw_out(), ckk = g.ckk();
     if (input_grad_as_conv(g)) {
-      Tensor wt_buf = detail::make_empty({g.C * g.Og * g.kh * g.kw}, gy.dtype(), kCPU);
+      Tensor wt_buf = internal::make_empty({g.C * g.Og * g.kh * g.kw}, gy.dtype(), kCPU);
       T* wt = static_cast<T*>(wt_buf.data_ptr());
       const int64_t khw = g.kh * g.kw;
       for (int64_t gr = 0; gr < g.G; ++gr)

@@ -81,7 +81,7 @@ void unfold(const GeomNd& g, std::conditional_t<Fold, T*, const T*> x, std::cond
 template <class T, class F>
 void into(const Tensor& out, F&& f) {
   if (out.is_contiguous()) return f(static_cast<T*>(out.data_ptr()));
-  Tensor tmp = detail::make_empty(out.sizes(), out.dtype(), out.device());
+  Tensor tmp = internal::make_empty(out.sizes(), out.dtype(), out.device());
   f(static_cast<T*>(tmp.data_ptr()));
   copy(tmp, out);
 }

@@ -10,7 +10,7 @@
 
 namespace nabla::cpu::NABLA_CPU_ISA {
 
-using namespace conv_detail;
+using namespace conv_internal;
 
 namespace {
 
@@ -87,11 +87,11 @@ bool wgrad_gather_applies(const ConvGeom& g) {
 }
 
 void wgrad_gather(const float* xp, const float* gyp, const ConvGeom& g, float* gwp) {
-  using namespace gemm_detail;
+  using namespace gemm_internal;
   const KernelSpec<float>& ks = kernel_spec_for_rows<float>(g.Og);
   const int64_t hw = g.hw_out(), ckk = g.ckk(), mr = ks.mr, kcmax = ks.kc;
   const int64_t nsl = (ckk + 31) / 32, msl = (g.Og + mr - 1) / mr, gsize = g.Og * ckk;
-  Tensor taps = detail::make_empty({3 * nsl * 32}, DType::i32, kCPU);
+  Tensor taps = internal::make_empty({3 * nsl * 32}, DType::i32, kCPU);
   TapTable tt{static_cast<int32_t*>(taps.data_ptr()), nullptr, nullptr};
   tt.dy = tt.off + nsl * 32;
   tt.dx = tt.dy + nsl * 32;
@@ -155,7 +155,7 @@ void transpose_rows(const T* const* rows, int64_t nrows, int64_t cols, T* dst, i
       const float* const* r = rows + i0;
       int64_t p = 0;
       for (; p + 8 <= cols; p += 8)
-        gemm_detail::transpose_tile_rows([&](int i) { return r[i] + p; }, dst + p * ldd + i0, ldd);
+        gemm_internal::transpose_tile_rows([&](int i) { return r[i] + p; }, dst + p * ldd + i0, ldd);
       for (; p < cols; ++p)
         for (int64_t i = i0; i < i0 + 8; ++i) dst[p * ldd + i] = rows[i][p];
     }
@@ -172,12 +172,12 @@ void transpose_rows(const T* const* rows, int64_t nrows, int64_t cols, T* dst, i
 // into per-thread shares; each share accumulates its own gradient, summed at the end.
 template <class T>
 void conv_weight_grad_padded_rows(const T* xp, const T* gyp, const ConvGeom& g, T* gwp) {
-  using namespace gemm_detail;
+  using namespace gemm_internal;
   const KernelSpec<T>& ks = kernel_spec_for_rows<T>(g.Og);
   const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw, plane = Hp * Wp, ckk = g.ckk(), hw = g.hw_out();
   const int64_t kimg = (g.Ho - 1) * Wp + g.Wo, mr = ks.mr, nr = ks.nr, kcmax = ks.kc;
   const int64_t msl = (g.Og + mr - 1) / mr, nsl = (ckk + nr - 1) / nr, gsize = g.Og * ckk;
-  Tensor offs_buf = detail::make_empty({ckk}, DType::i64, kCPU);
+  Tensor offs_buf = internal::make_empty({ckk}, DType::i64, kCPU);
   int64_t* offs = static_cast<int64_t*>(offs_buf.data_ptr());
   for (int64_t p = 0; p < ckk; ++p) {
     int64_t c = p / (g.kh * g.kw), r = p % (g.kh * g.kw);
@@ -238,8 +238,8 @@ void conv_weight_grad_unfold(const T* xp, const T* gyp, const ConvGeom& g, T* gw
   int64_t hw = g.hw_out(), ckk = g.ckk();
   // Images per chunk: keep the unfolded patches of a chunk around 16 MB.
   int64_t chunk = std::clamp<int64_t>((int64_t(4) << 20) / std::max<int64_t>(ckk * hw, 1), 1, g.N);
-  Tensor col_buf = detail::make_empty({ckk * hw * chunk}, dtype_of<T>(), kCPU);
-  Tensor gyt_buf = detail::make_empty({g.Og * hw * chunk}, dtype_of<T>(), kCPU);
+  Tensor col_buf = internal::make_empty({ckk * hw * chunk}, dtype_of<T>(), kCPU);
+  Tensor gyt_buf = internal::make_empty({g.Og * hw * chunk}, dtype_of<T>(), kCPU);
   T* colp = static_cast<T*>(col_buf.data_ptr());
   T* gytp = static_cast<T*>(gyt_buf.data_ptr());
   for (int64_t gr = 0; gr < g.G; ++gr) {
@@ -272,7 +272,7 @@ void conv_weight_grad(const Tensor& x_in, const Tensor& gy_in, const ConvParams&
   if (p.ndim != 2) return conv_nd_weight_grad(x_in, gy_in, p, gw);
   Tensor x = contig(x_in), gy = contig(gy_in);
   ConvGeom g = geom(x, gw, gy, p);
-  Tensor out = gw.is_contiguous() ? gw : detail::make_empty(gw.sizes(), gw.dtype(), gw.device());
+  Tensor out = gw.is_contiguous() ? gw : internal::make_empty(gw.sizes(), gw.dtype(), gw.device());
   if (x.dtype() == DType::f32 && direct_wgrad_applies(g)) {
     direct_conv_weight_grad(static_cast<const float*>(x.data_ptr()), static_cast<const float*>(gy.data_ptr()), g,
                             static_cast<float*>(out.data_ptr()));

@@ -17,7 +17,7 @@ using scalar::convert;
 }  // namespace
 
 void copy(const Tensor& src, const Tensor& dst, bool /*non_blocking*/) {
-  check<DeviceError>(src.is_cpu() && dst.is_cpu(), "copy: the CPU backend cannot copy from ", src.device(), " to ",
+  NABLA_CHECK(DeviceError, src.is_cpu() && dst.is_cpu(), "copy: the CPU backend cannot copy from ", src.device(), " to ",
                      dst.device());
   if (dst.numel() == 0) return;
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
@@ -71,7 +71,7 @@ template <class F>
 void float_unary(const Loop& L, DType dt, const char* op, const F& f) {
   if (dt == DType::f32) return unary_loop<float, float>(L, [&](float x) { return f(x); });
   if (dt == DType::f64) return unary_loop<double, double>(L, [&](double x) { return f(x); });
-  throw NotImplemented(detail::str(op, ": not implemented for dtype ", dt, " on the CPU"));
+  throw NotImplemented(internal::str(op, ": not implemented for dtype ", dt, " on the CPU"));
 }
 
 template <class F>
@@ -79,7 +79,7 @@ void same_unary(const Loop& L, DType dt, const char* op, const F& f) {
   visit_compute_dtype(dt, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, bool>) {
-      throw DTypeError(detail::str(op, ": not supported for bool tensors"));
+      throw DTypeError(internal::str(op, ": not supported for bool tensors"));
     } else {
       unary_loop<T, T>(L, [&](T x) { return f(x); });
     }
@@ -140,7 +140,7 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
         }
       });
   }
-  throw NotImplemented(detail::str("unary op ", static_cast<int>(op), ": not implemented on the CPU"));
+  throw NotImplemented(internal::str("unary op ", static_cast<int>(op), ": not implemented on the CPU"));
 }
 
 namespace {
@@ -149,7 +149,7 @@ void bool_binary(const Loop& L, BinaryOp op) {
   switch (bool_rule(op)) {
     case BoolRule::either: return binary_loop<bool, bool, bool>(L, [](bool a, bool b) { return a || b; });
     case BoolRule::both: return binary_loop<bool, bool, bool>(L, [](bool a, bool b) { return a && b; });
-    default: throw DTypeError(detail::str(op_name(op), ": not supported for bool tensors"));
+    default: throw DTypeError(internal::str(op_name(op), ": not supported for bool tensors"));
   }
 }
 }  // namespace

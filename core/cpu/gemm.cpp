@@ -21,7 +21,7 @@ namespace nabla::cpu::NABLA_CPU_ISA {
 
 namespace {
 
-using namespace gemm_detail;
+using namespace gemm_internal;
 
 // sum_p x[p * sx] * y[p] for contiguous y. With contiguous x, in 16 partial sums that the compiler
 // keeps in vector registers (a dot product is a reduction, which it may not reorder itself); below
@@ -150,7 +150,7 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& out_in, double alpha
   int64_t batch = out_in.sizes()[0], m = out_in.sizes()[1], n = out_in.sizes()[2], k = a.sizes()[2];
   // The output must have unit column stride; otherwise compute into a contiguous buffer.
   bool direct = out_in.strides()[2] == 1 || n <= 1;
-  Tensor out = direct ? out_in : detail::make_empty(out_in.sizes(), out_in.dtype(), out_in.device());
+  Tensor out = direct ? out_in : internal::make_empty(out_in.sizes(), out_in.dtype(), out_in.device());
   if (!direct && beta != 0) copy(out_in, out);
   const int64_t ldc = out.strides()[1];
   auto run = [&](auto tag) {

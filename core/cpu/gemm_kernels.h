@@ -19,7 +19,7 @@
 #define NABLA_GEMM_AVX2 1
 #endif
 
-namespace nabla::cpu::NABLA_CPU_ISA::gemm_detail {
+namespace nabla::cpu::NABLA_CPU_ISA::gemm_internal {
 
 
 // A micro-kernel computes one MR x NR tile of C = alpha * A_packed @ B_packed + beta * C over k,
@@ -466,7 +466,7 @@ PackedA<T> pack_a_all(const KernelSpec<T>& ks, const T* a, int64_t rsa, int64_t 
   p.m = m;
   p.k = k;
   int64_t slivers = (m + ks.mr - 1) / ks.mr;
-  p.storage = detail::make_empty({slivers * ks.mr * std::max<int64_t>(k, 1)}, dtype_of<T>(), kCPU);
+  p.storage = internal::make_empty({slivers * ks.mr * std::max<int64_t>(k, 1)}, dtype_of<T>(), kCPU);
   p.data = static_cast<T*>(p.storage.data_ptr());  // 64-byte aligned
   for (int64_t pc = 0; pc < k; pc += ks.kc) {
     int64_t kc = std::min<int64_t>(ks.kc, k - pc);
@@ -504,4 +504,4 @@ void gemm_prepacked(const KernelSpec<T>& ks, const PackedA<T>& A, int64_t n, con
   }
 }
 
-}  // namespace nabla::cpu::NABLA_CPU_ISA::gemm_detail
+}  // namespace nabla::cpu::NABLA_CPU_ISA::gemm_internal

@@ -12,7 +12,7 @@ namespace {
 
 void check_index(const char* op, int64_t v, int64_t n, int64_t dim) {
   if (v < -n || v >= n) [[unlikely]]
-    throw IndexError(detail::str(op, ": index ", v, " is out of range for dim ", dim, " of size ", n));
+    throw IndexError(internal::str(op, ": index ", v, " is out of range for dim ", dim, " of size ", n));
 }
 
 // A view of `t` over `index`'s shape whose stride along `dim` is 0: its pointer at each position of
@@ -20,7 +20,7 @@ void check_index(const char* op, int64_t v, int64_t n, int64_t dim) {
 Tensor line_view(const Tensor& t, const Tensor& index, int64_t dim) {
   Shape strides = t.strides();
   strides[dim] = 0;
-  return detail::make_view(t, index.sizes(), strides, t.storage_offset());
+  return internal::make_view(t, index.sizes(), strides, t.storage_offset());
 }
 
 }  // namespace
@@ -31,16 +31,16 @@ void index_select(const Tensor& x_in, int64_t dim, const Tensor& index_in, const
     const int64_t* ip = index.data_ptr<int64_t>();
     for (int64_t j = 0; j < index.numel(); ++j) check_index("index_select", ip[j], 1, 0);
     // Every selected element is the one value: read it through a stride-0 view.
-    copy(detail::make_view(x, out.sizes(), Shape(out.dim(), 0), x.storage_offset()), out);
+    copy(internal::make_view(x, out.sizes(), Shape(out.dim(), 0), x.storage_offset()), out);
     return;
   }
   // Plain variables, not a structured binding: the lambdas below capture them (clang < 16 cannot).
-  const detail::Lines lines = detail::lines_of(x, dim);
+  const internal::Lines lines = internal::lines_of(x, dim);
   const int64_t outer = lines.outer, n = lines.len, inner = lines.inner;
   const int64_t m = index.numel();
   const int64_t* ip = index.data_ptr<int64_t>();
   for (int64_t j = 0; j < m; ++j) check_index("index_select", ip[j], n, dim);
-  Tensor oc = out.is_contiguous() ? out : detail::make_empty(out.sizes(), out.dtype(), out.device());
+  Tensor oc = out.is_contiguous() ? out : internal::make_empty(out.sizes(), out.dtype(), out.device());
   size_t es = x.element_size();
   const char* xp = static_cast<const char*>(x.data_ptr());
   char* op = static_cast<char*>(oc.data_ptr());
@@ -56,13 +56,13 @@ void index_select(const Tensor& x_in, int64_t dim, const Tensor& index_in, const
 
 void index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Tensor& src_in) {
   Tensor index = contig(index_in), src = contig(src_in);
-  check<ValueError>(out.is_contiguous(), "index_add: destination must be contiguous");
+  NABLA_CHECK(ValueError, out.is_contiguous(), "index_add: destination must be contiguous");
   if (out.dim() == 0) {  // as a 1-element 1-D tensor
-    cpu::NABLA_CPU_ISA::index_add(detail::make_view(out, {1}, {1}, out.storage_offset()), 0, index,
-              detail::make_view(src, {src.numel()}, {1}, src.storage_offset()));
+    cpu::NABLA_CPU_ISA::index_add(internal::make_view(out, {1}, {1}, out.storage_offset()), 0, index,
+              internal::make_view(src, {src.numel()}, {1}, src.storage_offset()));
     return;
   }
-  const detail::Lines lines = detail::lines_of(out, dim);
+  const internal::Lines lines = internal::lines_of(out, dim);
   const int64_t outer = lines.outer, n = lines.len, inner = lines.inner;
   const int64_t m = index.numel();
   const int64_t* ip = index.data_ptr<int64_t>();
@@ -154,7 +154,7 @@ Tensor nonzero(const Tensor& x_in) {
       if (nz) hits.push_back(i);
     }
   });
-  Tensor out = detail::make_empty({static_cast<int64_t>(hits.size()), nd}, DType::i64, kCPU);
+  Tensor out = internal::make_empty({static_cast<int64_t>(hits.size()), nd}, DType::i64, kCPU);
   int64_t* op = out.data_ptr<int64_t>();
   for (size_t k = 0; k < hits.size(); ++k) {
     int64_t r = hits[k];

@@ -38,7 +38,7 @@ T* thread_scratch(Scratch slot, int64_t n) {
 // inputs call first.
 inline Tensor contig(const Tensor& x) {
   if (x.is_contiguous()) return x;
-  Tensor c = detail::make_empty(x.sizes(), x.dtype(), x.device());
+  Tensor c = internal::make_empty(x.sizes(), x.dtype(), x.device());
   copy(x, c);
   return c;
 }
@@ -67,7 +67,7 @@ template <class F>
 void visit_float(DType dt, const char* op, F&& f) {
   if (dt == DType::f32) return f(type_tag<float>{});
   if (dt == DType::f64) return f(type_tag<double>{});
-  throw DTypeError(detail::str(op, ": expected float32 or float64 on the CPU, got ", dt));
+  throw DTypeError(internal::str(op, ": expected float32 or float64 on the CPU, got ", dt));
 }
 
 }  // namespace nabla::cpu::NABLA_CPU_ISA

@@ -8,9 +8,9 @@
 
 namespace nabla::cpu::NABLA_CPU_ISA {
 
-using conv_detail::avx512_kernels;
-using detail::PoolGeom;
-using detail::pool_geom;
+using conv_internal::avx512_kernels;
+using internal::PoolGeom;
+using internal::pool_geom;
 
 namespace {
 #ifdef NABLA_GEMM_AVX2
@@ -91,7 +91,7 @@ NABLA_AVX512 void maxpool2x2_avx512(const float* xp, int64_t H, int64_t W, int64
   }
 }
 
-using Avx2f = gemm_detail::Avx2<float>;
+using Avx2f = gemm_internal::Avx2<float>;
 
 // The same with AVX2 (CPUs without AVX-512): 8 outputs of a row at a time, masked loads and stores
 // at the end of a row. The scalar loop's data-dependent branches cost ~20x this on random data.
@@ -266,7 +266,7 @@ void maxpool_general(const T* xp, const PoolGeom& g, const Pool2dParams& p, int6
 void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, const Tensor& indices) {
   Tensor x = contig(x_in);
   PoolGeom g = pool_geom(x, out);
-  check<ValueError>(out.is_contiguous() && (!indices.defined() || indices.is_contiguous()),
+  NABLA_CHECK(ValueError, out.is_contiguous() && (!indices.defined() || indices.is_contiguous()),
                     "max_pool2d: outputs must be contiguous");
   const bool simple = p.padding[0] == 0 && p.padding[1] == 0 && p.dilation[0] == 1 && p.dilation[1] == 1 &&
                       p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 &&
@@ -297,7 +297,7 @@ void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, co
 
 void max_pool2d_backward(const Tensor& gy_in, const Tensor& indices_in, const Tensor& gx) {
   Tensor gy = contig(gy_in), indices = contig(indices_in);
-  check<ValueError>(gx.is_contiguous(), "max_pool2d_backward: grad_input must be contiguous");
+  NABLA_CHECK(ValueError, gx.is_contiguous(), "max_pool2d_backward: grad_input must be contiguous");
   PoolGeom g = pool_geom(gx, gy);
   visit_float(gy.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -339,7 +339,7 @@ inline AvgWindow avg_window(const Pool2dParams& p, int64_t H, int64_t W, int64_t
 void avg_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out) {
   Tensor x = contig(x_in);
   PoolGeom g = pool_geom(x, out);
-  check<ValueError>(out.is_contiguous(), "avg_pool2d: output must be contiguous");
+  NABLA_CHECK(ValueError, out.is_contiguous(), "avg_pool2d: output must be contiguous");
   visit_float(x.dtype(), "avg_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = static_cast<const T*>(x.data_ptr());
@@ -362,7 +362,7 @@ void avg_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out) {
 
 void avg_pool2d_backward(const Tensor& gy_in, const Pool2dParams& p, const Tensor& gx) {
   Tensor gy = contig(gy_in);
-  check<ValueError>(gx.is_contiguous(), "avg_pool2d_backward: grad_input must be contiguous");
+  NABLA_CHECK(ValueError, gx.is_contiguous(), "avg_pool2d_backward: grad_input must be contiguous");
   PoolGeom g = pool_geom(gx, gy);
   fill(gx, 0);
   visit_float(gy.dtype(), "avg_pool2d_backward", [&](auto tag) {

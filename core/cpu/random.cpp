@@ -100,7 +100,7 @@ void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& 
         }
       });
     } else {
-      check<DTypeError>(dt == DType::f32, "normal_: CPU kernel supports float32/float64, got ", dt);
+      NABLA_CHECK(DTypeError, dt == DType::f32, "normal_: CPU kernel supports float32/float64, got ", dt);
       // Two pairs per block: elements 4b..4b+1 from words 0-1, 4b+2..4b+3 from words 2-3.
       fill_blocks<4>(out.data_ptr<float>(), n, key, first, [&](const auto& w, auto& v) {
         for (int l = 0; l < kLanes; ++l) {
@@ -136,7 +136,7 @@ void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& 
     if (dbl) {
       uniform_fill(out.data_ptr<double>(), [&](double u) { return p0 + (p1 - p0) * u; });
     } else {
-      check<DTypeError>(dt == DType::f32, "uniform_: CPU kernel supports float32/float64, got ", dt);
+      NABLA_CHECK(DTypeError, dt == DType::f32, "uniform_: CPU kernel supports float32/float64, got ", dt);
       // Rounding can land on the excluded upper bound; keep [from, to) by clamping to the float
       // below it (a min, not a branch, so the map vectorizes).
       const float below_to = p1 > p0 ? std::nextafter(static_cast<float>(p1), -INFINITY) : INFINITY;

@@ -22,7 +22,7 @@ namespace nabla::cpu::NABLA_CPU_ISA {
 
 namespace {
 
-using Dims = detail::ReduceDims;
+using Dims = internal::ReduceDims;
 
 // Reduction operators: identity, combine (an input into an accumulator), merge (ReduceAlgebra).
 template <ReduceOp OP, class T>
@@ -74,7 +74,7 @@ typename R::A reduce_run(const T* p, int64_t n, int64_t stride) {
 }
 
 template <ReduceOp OP, class T, class O>
-void reduce_typed(const Tensor& x, const detail::DimMask& mask, const Tensor& out) {
+void reduce_typed(const Tensor& x, const internal::DimMask& mask, const Tensor& out) {
   using R = Reducer<OP, T>;
   using A = typename R::A;
   const T* xp = static_cast<const T*>(x.data_ptr());
@@ -86,8 +86,8 @@ void reduce_typed(const Tensor& x, const detail::DimMask& mask, const Tensor& ou
     t.xstride.push_back(x.strides()[d]);
     t.ostride.push_back(mask[d] ? 0 : out.strides()[d]);
   }
-  kept = detail::coalesce_dims(kept);
-  red = detail::coalesce_dims(red);
+  kept = internal::coalesce_dims(kept);
+  red = internal::coalesce_dims(red);
   if (red.size.empty()) {  // only size-1 dims reduced: each output is one element
     red.size.push_back(1);
     red.xstride.push_back(0);
@@ -203,13 +203,13 @@ void reduce_typed(const Tensor& x, const detail::DimMask& mask, const Tensor& ou
 }
 
 template <ReduceOp OP>
-void reduce_dispatch(const Tensor& x, const detail::DimMask& mask, const Tensor& out) {
+void reduce_dispatch(const Tensor& x, const internal::DimMask& mask, const Tensor& out) {
   visit_compute_dtype(x.dtype(), "reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (OP == ReduceOp::any || OP == ReduceOp::all) {
       reduce_typed<OP, T, bool>(x, mask, out);
     } else {
-      check<DTypeError>(out.dtype() == x.dtype(), "reduce: output dtype ", out.dtype(), " differs from input ",
+      NABLA_CHECK(DTypeError, out.dtype() == x.dtype(), "reduce: output dtype ", out.dtype(), " differs from input ",
                         x.dtype());
       reduce_typed<OP, T, T>(x, mask, out);
     }
@@ -219,7 +219,7 @@ void reduce_dispatch(const Tensor& x, const detail::DimMask& mask, const Tensor&
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, const Tensor& out) {
-  detail::DimMask mask = detail::dims_mask(dims, x.dim(), "reduce");
+  internal::DimMask mask = internal::dims_mask(dims, x.dim(), "reduce");
   if (out.numel() == 0) return;
   if (x.numel() == 0) {
     // Reducing an empty set gives the identity (sum 0, prod 1, any false, all true).
@@ -241,8 +241,8 @@ void reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, const Tensor& out) {
 
 // ---- along one dim: lines of a contiguous tensor ------------------------------------------------
 namespace {
-using detail::Lines;
-using detail::lines_of;
+using internal::Lines;
+using internal::lines_of;
 // Calls f(line_start_offset, stride) for every line along dim, in parallel.
 template <class F>
 void for_lines(const Lines& l, const F& f) {
@@ -268,7 +268,7 @@ void arg_reduce(ReduceOp op, const Tensor& x_in, int64_t dim, const Tensor& valu
   Tensor x = contig(x_in);
   if (x.dim() == 0) dim = 0;
   Lines l = lines_of(x, dim);
-  check<IndexError>(l.len > 0, op == ReduceOp::max ? "max" : "min", ": cannot reduce over an empty dim ", dim,
+  NABLA_CHECK(IndexError, l.len > 0, op == ReduceOp::max ? "max" : "min", ": cannot reduce over an empty dim ", dim,
                     " of shape ", x.sizes());
   Tensor vc = contig(values), ic = contig(indices);
   visit_compute_dtype(x.dtype(), "argmax", [&](auto tag) {
@@ -467,7 +467,7 @@ void softmax(const Tensor& x_in, int64_t dim, bool log, const Tensor& out) {
   };
   if (x.dtype() == DType::f32) run(type_tag<float>{});
   else if (x.dtype() == DType::f64) run(type_tag<double>{});
-  else throw DTypeError(detail::str("softmax: expected a floating tensor, got ", x.dtype()));
+  else throw DTypeError(internal::str("softmax: expected a floating tensor, got ", x.dtype()));
   if (!oc.is_same(out)) copy(oc, out);
 }
 
@@ -508,7 +508,7 @@ void softmax_backward(const Tensor& g_in, const Tensor& y_in, int64_t dim, bool 
   };
   if (g.dtype() == DType::f32) run(type_tag<float>{});
   else if (g.dtype() == DType::f64) run(type_tag<double>{});
-  else throw DTypeError(detail::str("softmax_backward: expected a floating tensor, got ", g.dtype()));
+  else throw DTypeError(internal::str("softmax_backward: expected a floating tensor, got ", g.dtype()));
   if (!oc.is_same(out)) copy(oc, out);
 }
 

@@ -31,7 +31,7 @@ void* thread_scratch_bytes(Scratch slot, size_t bytes) {
     size_t want = std::max(bytes, b.size + b.size / 2);
     want = (want + 63) & ~size_t(63);
     void* p = std::aligned_alloc(64, want);
-    if (!p) throw Error(detail::str("CPU kernels: out of memory allocating ", want, " bytes of scratch"));
+    if (!p) throw Error(internal::str("CPU kernels: out of memory allocating ", want, " bytes of scratch"));
     std::free(b.data);
     b.data = p;
     b.size = want;

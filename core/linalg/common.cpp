@@ -30,32 +30,32 @@ const Solver* solver_for(DeviceType type) {
 }
 }  // namespace linalg_device
 
-namespace linalg_detail {
+namespace linalg_internal {
 
 void check_float(const char* op, const Tensor& A, const char* name) {
-  check<ValueError>(A.defined(), op, ": ", name, " is undefined");
-  check<DTypeError>(A.dtype() == kFloat32 || A.dtype() == kFloat64, op, ": expected ", name,
-                    " to be a float32 or float64 tensor, got ", detail::describe(A));
+  NABLA_CHECK(ValueError, A.defined(), op, ": ", name, " is undefined");
+  NABLA_CHECK(DTypeError, A.dtype() == kFloat32 || A.dtype() == kFloat64, op, ": expected ", name,
+                    " to be a float32 or float64 tensor, got ", internal::describe(A));
 }
 void check_matrix(const char* op, const Tensor& A, const char* name) {
   check_float(op, A, name);
-  check<ShapeError>(A.dim() >= 2, op, ": ", name, " must have at least 2 dimensions, got ", detail::describe(A));
-  check<ShapeError>(rows(A) <= INT_MAX && cols(A) <= INT_MAX, op, ": matrices of ", detail::describe(A),
+  NABLA_CHECK(ShapeError, A.dim() >= 2, op, ": ", name, " must have at least 2 dimensions, got ", internal::describe(A));
+  NABLA_CHECK(ShapeError, rows(A) <= INT_MAX && cols(A) <= INT_MAX, op, ": matrices of ", internal::describe(A),
                     " are too large for LAPACK");
 }
 void check_square(const char* op, const Tensor& A) {
   check_matrix(op, A);
-  check<ShapeError>(rows(A) == cols(A), op, ": A must be batches of square matrices, got ", detail::describe(A));
+  NABLA_CHECK(ShapeError, rows(A) == cols(A), op, ": A must be batches of square matrices, got ", internal::describe(A));
 }
 void check_pair(const char* op, const Tensor& A, const Tensor& B) {
   check_float(op, B, "B");
-  check<DTypeError>(A.dtype() == B.dtype(), op, ": A and B must have the same dtype, got ", detail::describe(A),
-                    " and ", detail::describe(B));
-  detail::check_same_device(op, {&A, &B});
+  NABLA_CHECK(DTypeError, A.dtype() == B.dtype(), op, ": A and B must have the same dtype, got ", internal::describe(A),
+                    " and ", internal::describe(B));
+  internal::check_same_device(op, {&A, &B});
 }
 
 std::string batch_prefix(const Tensor& A, int64_t b) {
-  return A.dim() > 2 ? detail::str("(Batch element ", b, "): ") : std::string();
+  return A.dim() > 2 ? internal::str("(Batch element ", b, "): ") : std::string();
 }
 
 namespace {
@@ -102,7 +102,7 @@ void copy_serial(const Tensor& src, T* dst) {
 // A fresh contiguous host copy of t (any layout), made on the calling thread.
 Tensor serial_copy(const Tensor& t) {
   Tensor h = t.detach().to(kCPU);
-  Tensor out = detail::make_empty(h.sizes(), h.dtype(), kCPU);
+  Tensor out = internal::make_empty(h.sizes(), h.dtype(), kCPU);
   if (h.numel() == 0) return out;
   switch (h.dtype()) {
     case DType::f64: copy_serial(h, out.data_ptr<double>()); break;
@@ -152,10 +152,10 @@ const linalg_device::Solver* device_solver(const Tensor& A) {
 }
 
 Tensor device_fresh(const Tensor& t) {
-  Tensor c = detail::make_empty(t.sizes(), t.dtype(), t.device());
+  Tensor c = internal::make_empty(t.sizes(), t.dtype(), t.device());
   if (c.numel() > 0) c.copy_(t.detach());
   return c;
 }
 
-}  // namespace linalg_detail
+}  // namespace linalg_internal
 }  // namespace nabla

@@ -27,7 +27,7 @@
 #include "../linalg.h"
 #include "solver.h"
 
-namespace nabla::linalg_detail {
+namespace nabla::linalg_internal {
 
 using autograd::GradList;
 using autograd::Node;
@@ -106,7 +106,7 @@ inline Tensor eye_like(int64_t n, const Tensor& t) { return eye(n, std::nullopt,
 const linalg_device::Solver* device_solver(const Tensor& A);
 // A fresh contiguous copy of t on its own device.
 Tensor device_fresh(const Tensor& t);
-inline Tensor int_buffer(const Shape& s, Device d) { return detail::make_empty(s, kInt32, d); }
+inline Tensor int_buffer(const Shape& s, Device d) { return internal::make_empty(s, kInt32, d); }
 
 // Reads the info codes (one synchronization) and calls raise(b, code) for the first failed matrix.
 template <class F>
@@ -115,9 +115,9 @@ void check_infos(const char* op, const Tensor& info, F&& raise) {
   Tensor h = info.to(kCPU).contiguous();
   const int* p = h.data_ptr<int>();
   for (int64_t b = 0; b < h.numel(); ++b) {
-    check<ValueError>(p[b] >= 0, op, ": internal error: the device solver rejected its argument ", -p[b]);
+    NABLA_CHECK(ValueError, p[b] >= 0, op, ": internal error: the device solver rejected its argument ", -p[b]);
     if (p[b] > 0) raise(b, p[b]);
   }
 }
 
-}  // namespace nabla::linalg_detail
+}  // namespace nabla::linalg_internal

@@ -8,17 +8,17 @@
 
 namespace nabla {
 
-using namespace linalg_detail;
+using namespace linalg_internal;
 
 namespace {
 
 // ---- errors -------------------------------------------------------------------------------------
 
 [[noreturn]] void raise_eigh_failed(const Tensor& A, int64_t b, int info) {
-  throw ValueError(detail::str("linalg.eigh: ", batch_prefix(A, b),
+  throw ValueError(internal::str("linalg.eigh: ", batch_prefix(A, b),
                                "The algorithm failed to converge because the input matrix is ill-conditioned or has too "
                                "many repeated eigenvalues (error code: ",
-                               info, "; A: ", detail::describe(A), ")"));
+                               info, "; A: ", internal::describe(A), ")"));
 }
 
 // ---- device forward -----------------------------------------------------------------------------
@@ -28,7 +28,7 @@ std::tuple<Tensor, Tensor> eigh_device(const linalg_device::Solver& s, const Ten
   const int64_t n = cols(A);
   const Shape bs = batch_shape(A);
   Tensor a = device_fresh(A);
-  Tensor w = detail::make_empty(with(bs, {n}), A.dtype(), A.device());
+  Tensor w = internal::make_empty(with(bs, {n}), A.dtype(), A.device());
   Tensor info = int_buffer(bs, A.device());
   s.syevd(vectors, /*upper=*/uplo == 'L', a, w, info);
   check_infos("linalg.eigh", info, [&](int64_t b, int code) { raise_eigh_failed(A, b, code); });
@@ -86,7 +86,7 @@ Tensor eigh_backward(const Tensor& gL, const Tensor& gV, const Tensor& L, const 
 }
 
 char check_uplo(const char* op, std::string_view UPLO) {
-  check<ValueError>(UPLO == "L" || UPLO == "U" || UPLO == "l" || UPLO == "u", op,
+  NABLA_CHECK(ValueError, UPLO == "L" || UPLO == "U" || UPLO == "l" || UPLO == "u", op,
                     ": Expected UPLO argument to be 'L' or 'U', but got ", UPLO);
   return UPLO == "L" || UPLO == "l" ? 'L' : 'U';
 }

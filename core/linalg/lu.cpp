@@ -11,20 +11,20 @@
 
 namespace nabla {
 
-using namespace linalg_detail;
+using namespace linalg_internal;
 
 namespace {
 
 // ---- errors (the same from LAPACK on the host and from a device solver) -------------------------
 
 [[noreturn]] void raise_inv_singular(const Tensor& A, int64_t b, int info) {
-  throw ValueError(detail::str("linalg.inv: ", batch_prefix(A, b), "The diagonal element ", info,
+  throw ValueError(internal::str("linalg.inv: ", batch_prefix(A, b), "The diagonal element ", info,
                                " is zero, the inversion could not be completed because the input matrix is singular (A: ",
-                               detail::describe(A), ")"));
+                               internal::describe(A), ")"));
 }
 [[noreturn]] void raise_solve_singular(const Tensor& A, int64_t b, int) {
-  throw ValueError(detail::str("linalg.solve: ", batch_prefix(A, b),
-                               "The solver failed because the input matrix is singular (A: ", detail::describe(A), ")"));
+  throw ValueError(internal::str("linalg.solve: ", batch_prefix(A, b),
+                               "The solver failed because the input matrix is singular (A: ", internal::describe(A), ")"));
 }
 
 // ---- device forwards ----------------------------------------------------------------------------
@@ -82,7 +82,7 @@ Tensor inv_forward(const Tensor& A) {
   const int64_t n = cols(A);
   Tensor a = rowmajor_copy(A);
   const int64_t batch = shape_numel(batch_shape(A));
-  Tensor y = detail::make_empty(A.sizes(), A.dtype(), kCPU);  // the identity, filled below (serially)
+  Tensor y = internal::make_empty(A.sizes(), A.dtype(), kCPU);  // the identity, filled below (serially)
   if (y.numel() > 0) std::memset(y.data_ptr(), 0, y.nbytes());
   if (n > 0) {
     by_dtype(A.dtype(), [&](auto z) {
@@ -205,20 +205,20 @@ Tensor solve(const Tensor& A, const Tensor& B, bool left) {
   const int64_t n = cols(A);
   const bool vector = B.dim() == 1 || (B.dim() == A.dim() - 1 && B.sizes() == Shape(A.sizes().begin(), A.sizes().end() - 1));
   if (vector) {
-    check<ShapeError>(left, "linalg.solve: Vector broadcasting of the left hand side is not supported for left=False. In "
+    NABLA_CHECK(ShapeError, left, "linalg.solve: Vector broadcasting of the left hand side is not supported for left=False. In "
                             "this case linalg.solve is equivalent to B / A.squeeze(-1)");
-    check<ShapeError>(B.sizes().back() == n, "linalg.solve: incompatible shapes of A and B for the equation AX = B (",
+    NABLA_CHECK(ShapeError, B.sizes().back() == n, "linalg.solve: incompatible shapes of A and B for the equation AX = B (",
                       A.sizes(), " and ", B.sizes(), ")");
     return solve_matrix(A, B.unsqueeze(-1)).squeeze(-1);
   }
-  check<ShapeError>(B.dim() >= 2, "linalg.solve: B must have at least 2 dimensions, got ", detail::describe(B));
+  NABLA_CHECK(ShapeError, B.dim() >= 2, "linalg.solve: B must have at least 2 dimensions, got ", internal::describe(B));
   if (!left) {
     // X A = B  <=>  A^T X^T = B^T
-    check<ShapeError>(cols(B) == n, "linalg.solve: incompatible shapes of A and B for the equation XA = B (",
+    NABLA_CHECK(ShapeError, cols(B) == n, "linalg.solve: incompatible shapes of A and B for the equation XA = B (",
                       A.sizes(), " and ", B.sizes(), ")");
     return solve_matrix(A.mT(), B.mT()).mT();
   }
-  check<ShapeError>(rows(B) == n, "linalg.solve: incompatible shapes of A and B for the equation AX = B (",
+  NABLA_CHECK(ShapeError, rows(B) == n, "linalg.solve: incompatible shapes of A and B for the equation AX = B (",
                     A.sizes(), " and ", B.sizes(), ")");
   return solve_matrix(A, B);
 }

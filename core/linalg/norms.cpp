@@ -8,7 +8,7 @@
 
 namespace nabla {
 
-using namespace linalg_detail;
+using namespace linalg_internal;
 
 namespace {
 
@@ -29,10 +29,10 @@ Tensor to_last_two(const Tensor& A, int64_t d0, int64_t d1) {
 }
 
 std::pair<int64_t, int64_t> matrix_dims(const char* op, const Tensor& A, IntArrayRef dims) {
-  check<ShapeError>(dims.size() == 2, op, ": dim must be a 2-tuple, got ", dims.size(), " dims");
-  check<ShapeError>(A.dim() >= 2, op, ": the input must have at least 2 dimensions, got ", detail::describe(A));
+  NABLA_CHECK(ShapeError, dims.size() == 2, op, ": dim must be a 2-tuple, got ", dims.size(), " dims");
+  NABLA_CHECK(ShapeError, A.dim() >= 2, op, ": the input must have at least 2 dimensions, got ", internal::describe(A));
   int64_t d0 = wrap_dim(dims[0], A.dim(), op), d1 = wrap_dim(dims[1], A.dim(), op);
-  check<ShapeError>(d0 != d1, op, ": dims must be different, got (", dims[0], ", ", dims[1], ")");
+  NABLA_CHECK(ShapeError, d0 != d1, op, ": dims must be different, got (", dims[0], ", ", dims[1], ")");
   return {d0, d1};
 }
 
@@ -41,9 +41,9 @@ std::pair<int64_t, int64_t> matrix_dims(const char* op, const Tensor& A, IntArra
 namespace linalg {
 
 Tensor vector_norm(const Tensor& x, double ord, IntArrayRef dims, bool keepdim) {
-  check<ValueError>(x.defined(), "linalg.vector_norm: input tensor is undefined");
-  check<DTypeError>(is_floating(x.dtype()), "linalg.vector_norm: expected a floating point input, got ",
-                    detail::describe(x));
+  NABLA_CHECK(ValueError, x.defined(), "linalg.vector_norm: input tensor is undefined");
+  NABLA_CHECK(DTypeError, is_floating(x.dtype()), "linalg.vector_norm: expected a floating point input, got ",
+                    internal::describe(x));
   return nabla::norm(x, ord, dims, keepdim);
 }
 
@@ -51,7 +51,7 @@ Tensor matrix_norm(const Tensor& A, std::string_view ord, IntArrayRef dims, bool
   check_float("linalg.matrix_norm", A);
   auto [d0, d1] = matrix_dims("linalg.matrix_norm", A, dims);
   if (ord == "fro") return nabla::norm(A, 2, {d0, d1}, keepdim);
-  check<ValueError>(ord == "nuc", "linalg.matrix_norm: Order ", ord, " not supported.");
+  NABLA_CHECK(ValueError, ord == "nuc", "linalg.matrix_norm: Order ", ord, " not supported.");
   return keep_dims(svdvals(to_last_two(A, d0, d1)).sum({-1}), d0, d1, keepdim);
 }
 
@@ -59,7 +59,7 @@ Tensor matrix_norm(const Tensor& A, double ord, IntArrayRef dims, bool keepdim) 
   check_float("linalg.matrix_norm", A);
   auto [d0, d1] = matrix_dims("linalg.matrix_norm", A, dims);
   const double a = std::abs(ord);
-  check<ValueError>(a == 1 || a == 2 || std::isinf(a), "linalg.matrix_norm: Order ", ord, " not supported.");
+  NABLA_CHECK(ValueError, a == 1 || a == 2 || std::isinf(a), "linalg.matrix_norm: Order ", ord, " not supported.");
   if (a == 2) {
     Tensor s = svdvals(to_last_two(A, d0, d1));
     return keep_dims(ord > 0 ? amax(s, {-1}) : amin(s, {-1}), d0, d1, keepdim);
@@ -75,16 +75,16 @@ Tensor matrix_norm(const Tensor& A, double ord, IntArrayRef dims, bool keepdim) 
 Tensor norm(const Tensor& x, std::optional<double> ord, IntArrayRef dims, bool keepdim) {
   check_float("linalg.norm", x, "input");
   if (!ord) {
-    check<ShapeError>(dims.size() <= 2, "linalg.norm: If dim is specified, it must be of length 1 or 2. Got ", dims.size());
+    NABLA_CHECK(ShapeError, dims.size() <= 2, "linalg.norm: If dim is specified, it must be of length 1 or 2. Got ", dims.size());
     return nabla::norm(x, 2, dims, keepdim);
   }
   if (dims.empty()) {
-    check<ShapeError>(x.dim() == 1 || x.dim() == 2, "linalg.norm: If dim is not specified but ord is, the input must be "
+    NABLA_CHECK(ShapeError, x.dim() == 1 || x.dim() == 2, "linalg.norm: If dim is not specified but ord is, the input must be "
                                                     "1D or 2D. Got ", x.dim(), "D.");
     if (x.dim() == 1) return vector_norm(x, *ord, {}, keepdim);
     return matrix_norm(x, *ord, {0, 1}, keepdim);
   }
-  check<ShapeError>(dims.size() <= 2, "linalg.norm: If dim is specified, it must be of length 1 or 2. Got ", dims.size());
+  NABLA_CHECK(ShapeError, dims.size() <= 2, "linalg.norm: If dim is specified, it must be of length 1 or 2. Got ", dims.size());
   if (dims.size() == 1) return vector_norm(x, *ord, dims, keepdim);
   return matrix_norm(x, *ord, dims, keepdim);
 }
@@ -92,7 +92,7 @@ Tensor norm(const Tensor& x, std::optional<double> ord, IntArrayRef dims, bool k
 Tensor norm(const Tensor& x, std::string_view ord, IntArrayRef dims, bool keepdim) {
   check_float("linalg.norm", x, "input");
   if (dims.empty()) {
-    check<ShapeError>(x.dim() == 2, "linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got ",
+    NABLA_CHECK(ShapeError, x.dim() == 2, "linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got ",
                       x.dim(), "D.");
     return matrix_norm(x, ord, {0, 1}, keepdim);
   }

@@ -17,14 +17,14 @@ namespace {
 // A 3-D (batch, rows, cols) view of a 2-D or 3-D tensor for the kernel (no autograd).
 Tensor as3d(const Tensor& t) {
   if (t.dim() == 3) return t;
-  return detail::make_view(t, {1, t.sizes()[0], t.sizes()[1]}, {0, t.strides()[0], t.strides()[1]}, t.storage_offset());
+  return internal::make_view(t, {1, t.sizes()[0], t.sizes()[1]}, {0, t.strides()[0], t.strides()[1]}, t.storage_offset());
 }
 
 void check_operands(const char* op, const Tensor& a, const Tensor& b) {
-  check<ValueError>(a.defined() && b.defined(), op, ": input tensor is undefined");
-  check<DTypeError>(a.dtype() == b.dtype(), op, ": both operands must have the same dtype, got ", a.dtype(), " and ",
+  NABLA_CHECK(ValueError, a.defined() && b.defined(), op, ": input tensor is undefined");
+  NABLA_CHECK(DTypeError, a.dtype() == b.dtype(), op, ": both operands must have the same dtype, got ", a.dtype(), " and ",
                     b.dtype());
-  detail::check_same_device(op, {&a, &b});
+  internal::check_same_device(op, {&a, &b});
 }
 
 }  // namespace
@@ -33,10 +33,10 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::mm>(t, {a, b}, {}, [&] { return mm(a, b); });
   check_operands("mm", a, b);
-  check<ShapeError>(a.dim() == 2 && b.dim() == 2, "mm: expected 2-D matrices, got shapes ", a.sizes(), " and ",
+  NABLA_CHECK(ShapeError, a.dim() == 2 && b.dim() == 2, "mm: expected 2-D matrices, got shapes ", a.sizes(), " and ",
                     b.sizes());
-  check<ShapeError>(a.sizes()[1] == b.sizes()[0], "mm: inner dimensions differ: lhs ", a.sizes(), " rhs ", b.sizes());
-  Tensor out = detail::make_empty({a.sizes()[0], b.sizes()[1]}, a.dtype(), a.device());
+  NABLA_CHECK(ShapeError, a.sizes()[1] == b.sizes()[0], "mm: inner dimensions differ: lhs ", a.sizes(), " rhs ", b.sizes());
+  Tensor out = internal::make_empty({a.sizes()[0], b.sizes()[1]}, a.dtype(), a.device());
   backend_for(a.device()).matmul(as3d(a), as3d(b), as3d(out), 1.0, 0.0);
   if (autograd::needs_grad(a, b))
     autograd::record("MmBackward", {&a, &b}, {&out}, [sa = save(a), sb = save(b)](Node& n, GradList& grads) {
@@ -52,11 +52,11 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::bmm>(t, {a, b}, {}, [&] { return bmm(a, b); });
   check_operands("bmm", a, b);
-  check<ShapeError>(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors, got shapes ", a.sizes(), " and ",
+  NABLA_CHECK(ShapeError, a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors, got shapes ", a.sizes(), " and ",
                     b.sizes());
-  check<ShapeError>(a.sizes()[0] == b.sizes()[0], "bmm: batch sizes differ: lhs ", a.sizes(), " rhs ", b.sizes());
-  check<ShapeError>(a.sizes()[2] == b.sizes()[1], "bmm: inner dimensions differ: lhs ", a.sizes(), " rhs ", b.sizes());
-  Tensor out = detail::make_empty({a.sizes()[0], a.sizes()[1], b.sizes()[2]}, a.dtype(), a.device());
+  NABLA_CHECK(ShapeError, a.sizes()[0] == b.sizes()[0], "bmm: batch sizes differ: lhs ", a.sizes(), " rhs ", b.sizes());
+  NABLA_CHECK(ShapeError, a.sizes()[2] == b.sizes()[1], "bmm: inner dimensions differ: lhs ", a.sizes(), " rhs ", b.sizes());
+  Tensor out = internal::make_empty({a.sizes()[0], a.sizes()[1], b.sizes()[2]}, a.dtype(), a.device());
   backend_for(a.device()).matmul(a, b, out, 1.0, 0.0);
   if (autograd::needs_grad(a, b))
     autograd::record("BmmBackward", {&a, &b}, {&out}, [sa = save(a), sb = save(b)](Node& n, GradList& grads) {
@@ -71,14 +71,14 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::matmul>(t, {a, b}, {}, [&] { return matmul(a, b); });
-  check<ValueError>(a.defined() && b.defined(), "matmul: input tensor is undefined");
+  NABLA_CHECK(ValueError, a.defined() && b.defined(), "matmul: input tensor is undefined");
   int64_t da = a.dim(), db = b.dim();
-  check<ShapeError>(da >= 1 && db >= 1, "matmul: both operands need at least 1 dim, got shapes ", a.sizes(), " and ",
+  NABLA_CHECK(ShapeError, da >= 1 && db >= 1, "matmul: both operands need at least 1 dim, got shapes ", a.sizes(), " and ",
                     b.sizes());
   // Checked here so the message names the op the caller used, not the mm/mv/dot it becomes.
-  check<ShapeError>(a.sizes()[da - 1] == b.sizes()[db == 1 ? 0 : db - 2], "matmul: inner dimensions differ: lhs ",
+  NABLA_CHECK(ShapeError, a.sizes()[da - 1] == b.sizes()[db == 1 ? 0 : db - 2], "matmul: inner dimensions differ: lhs ",
                     a.sizes(), " rhs ", b.sizes());
-  check<DTypeError>(a.dtype() == b.dtype(), "matmul: both operands must have the same dtype, got ", a.dtype(), " and ",
+  NABLA_CHECK(DTypeError, a.dtype() == b.dtype(), "matmul: both operands must have the same dtype, got ", a.dtype(), " and ",
                     b.dtype());
   if (da == 1 && db == 1) return dot(a, b);
   if (da == 2 && db == 2) return mm(a, b);
@@ -89,7 +89,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor B = db == 1 ? b.unsqueeze(1) : b;
   int64_t m = A.sizes()[A.dim() - 2], k = A.sizes()[A.dim() - 1];
   int64_t k2 = B.sizes()[B.dim() - 2], n = B.sizes()[B.dim() - 1];
-  check<ShapeError>(k == k2, "matmul: inner dimensions differ: lhs ", a.sizes(), " rhs ", b.sizes());
+  NABLA_CHECK(ShapeError, k == k2, "matmul: inner dimensions differ: lhs ", a.sizes(), " rhs ", b.sizes());
   Shape ba(A.sizes().begin(), A.sizes().end() - 2), bb(B.sizes().begin(), B.sizes().end() - 2);
   Shape batch = broadcast_shapes(ba, bb, "matmul");
   int64_t nb = shape_numel(batch);
@@ -123,23 +123,23 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mv(const Tensor& a, const Tensor& v) {
-  check<ShapeError>(a.dim() == 2 && v.dim() == 1, "mv: expected a 2-D matrix and a 1-D vector, got shapes ",
+  NABLA_CHECK(ShapeError, a.dim() == 2 && v.dim() == 1, "mv: expected a 2-D matrix and a 1-D vector, got shapes ",
                     a.sizes(), " and ", v.sizes());
-  check<ShapeError>(a.sizes()[1] == v.sizes()[0], "mv: inner dimensions differ: lhs ", a.sizes(), " rhs ", v.sizes());
+  NABLA_CHECK(ShapeError, a.sizes()[1] == v.sizes()[0], "mv: inner dimensions differ: lhs ", a.sizes(), " rhs ", v.sizes());
   return mm(a, v.unsqueeze(1)).squeeze(1);
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {
-  check<ShapeError>(a.dim() == 1 && b.dim() == 1, "dot: expected 1-D tensors, got shapes ", a.sizes(), " and ",
+  NABLA_CHECK(ShapeError, a.dim() == 1 && b.dim() == 1, "dot: expected 1-D tensors, got shapes ", a.sizes(), " and ",
                     b.sizes());
-  check<ShapeError>(a.numel() == b.numel(), "dot: tensors have different lengths ", a.numel(), " and ", b.numel());
-  check<DTypeError>(a.dtype() == b.dtype(), "dot: both operands must have the same dtype, got ", a.dtype(), " and ",
+  NABLA_CHECK(ShapeError, a.numel() == b.numel(), "dot: tensors have different lengths ", a.numel(), " and ", b.numel());
+  NABLA_CHECK(DTypeError, a.dtype() == b.dtype(), "dot: both operands must have the same dtype, got ", a.dtype(), " and ",
                     b.dtype());
   return (a * b).sum();
 }
 
 Tensor outer(const Tensor& a, const Tensor& b) {
-  check<ShapeError>(a.dim() == 1 && b.dim() == 1, "outer: expected 1-D tensors, got shapes ", a.sizes(), " and ",
+  NABLA_CHECK(ShapeError, a.dim() == 1 && b.dim() == 1, "outer: expected 1-D tensors, got shapes ", a.sizes(), " and ",
                     b.sizes());
   return a.unsqueeze(1) * b.unsqueeze(0);
 }
@@ -154,24 +154,24 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta, 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::linear>(t, {x, weight, bias}, {}, [&] { return linear(x, weight, bias); });
-  check<ShapeError>(weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features), got shape ",
+  NABLA_CHECK(ShapeError, weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features), got shape ",
                     weight.sizes());
-  check<ShapeError>(x.dim() >= 1 && x.sizes()[x.dim() - 1] == weight.sizes()[1], "linear: input of shape ", x.sizes(),
+  NABLA_CHECK(ShapeError, x.dim() >= 1 && x.sizes()[x.dim() - 1] == weight.sizes()[1], "linear: input of shape ", x.sizes(),
                     " does not match weight of shape ", weight.sizes(), " (expected last dim ", weight.sizes()[1], ")");
-  check<DTypeError>(x.dtype() == weight.dtype(), "linear: input dtype ", x.dtype(), " differs from weight dtype ",
+  NABLA_CHECK(DTypeError, x.dtype() == weight.dtype(), "linear: input dtype ", x.dtype(), " differs from weight dtype ",
                     weight.dtype());
-  detail::check_same_device("linear", {&x, &weight, &bias});
+  internal::check_same_device("linear", {&x, &weight, &bias});
   int64_t in = weight.sizes()[1], outf = weight.sizes()[0];
   Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, in});
   int64_t rows = x2.sizes()[0];
-  Tensor out = detail::make_empty({rows, outf}, x.dtype(), x.device());
+  Tensor out = internal::make_empty({rows, outf}, x.dtype(), x.device());
   Backend& be = backend_for(x.device());
-  Tensor wT = detail::make_view(weight, {1, in, outf}, {0, weight.strides()[1], weight.strides()[0]}, weight.storage_offset());
+  Tensor wT = internal::make_view(weight, {1, in, outf}, {0, weight.strides()[1], weight.strides()[0]}, weight.storage_offset());
   double beta = 0;
   if (bias.defined()) {
-    check<ShapeError>(bias.dim() == 1 && bias.sizes()[0] == outf, "linear: bias must have shape [", outf, "], got ",
+    NABLA_CHECK(ShapeError, bias.dim() == 1 && bias.sizes()[0] == outf, "linear: bias must have shape [", outf, "], got ",
                       bias.sizes());
-    be.copy(detail::broadcast_view(bias, out.sizes()), out, false);  // out = bias, then out += x @ w^T
+    be.copy(internal::broadcast_view(bias, out.sizes()), out, false);  // out = bias, then out += x @ w^T
     beta = 1;
   }
   be.matmul(as3d(x2), wT, as3d(out), 1.0, beta);

@@ -10,8 +10,8 @@ TensorOptions like(const Tensor& t) { return dtype(t.dtype()).device(t.device())
 }  // namespace
 
 Tensor diag(const Tensor& x, int64_t d) {
-  check<ValueError>(x.defined(), "diag: input tensor is undefined");
-  check<ShapeError>(x.dim() == 1 || x.dim() == 2, "diag: expected a 1-D or 2-D tensor, got ", detail::describe(x));
+  NABLA_CHECK(ValueError, x.defined(), "diag: input tensor is undefined");
+  NABLA_CHECK(ShapeError, x.dim() == 1 || x.dim() == 2, "diag: expected a 1-D or 2-D tensor, got ", internal::describe(x));
   if (x.dim() == 2) return x.diagonal(d, 0, 1).clone();
   const int64_t n = x.sizes()[0], a = std::abs(d);
   // x on the main diagonal of an (n, n) matrix, padded by |d| to put it on diagonal d.
@@ -22,15 +22,15 @@ Tensor diag(const Tensor& x, int64_t d) {
 }
 
 Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, Scalar beta, Scalar alpha) {
-  check<ValueError>(input.defined(), "baddbmm: input tensor is undefined");
-  check<ShapeError>(b1.defined() && b2.defined() && b1.dim() == 3 && b2.dim() == 3,
-                    "baddbmm: batch1 and batch2 must be 3-D tensors, got ", detail::describe(b1), " and ",
-                    detail::describe(b2));
-  check<DTypeError>(input.dtype() == b1.dtype(), "baddbmm: input dtype ", input.dtype(), " differs from batch1 dtype ",
+  NABLA_CHECK(ValueError, input.defined(), "baddbmm: input tensor is undefined");
+  NABLA_CHECK(ShapeError, b1.defined() && b2.defined() && b1.dim() == 3 && b2.dim() == 3,
+                    "baddbmm: batch1 and batch2 must be 3-D tensors, got ", internal::describe(b1), " and ",
+                    internal::describe(b2));
+  NABLA_CHECK(DTypeError, input.dtype() == b1.dtype(), "baddbmm: input dtype ", input.dtype(), " differs from batch1 dtype ",
                     b1.dtype());
   Tensor p = bmm(b1, b2);
   Shape bs = broadcast_shapes(input.sizes(), p.sizes(), "baddbmm");
-  check<ShapeError>(bs == p.sizes(), "baddbmm: input of shape ", input.sizes(),
+  NABLA_CHECK(ShapeError, bs == p.sizes(), "baddbmm: input of shape ", input.sizes(),
                     " cannot be broadcast to the product's shape ", p.sizes());
   if (alpha.to_double() != 1) p = p * alpha;
   if (beta.to_double() == 0) return p;
@@ -38,16 +38,16 @@ Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, Scalar b
 }
 
 Tensor tensordot(const Tensor& a, const Tensor& b, IntArrayRef dims_a, IntArrayRef dims_b) {
-  check<ValueError>(a.defined() && b.defined(), "tensordot: input tensor is undefined");
-  check<ShapeError>(dims_a.size() == dims_b.size(), "tensordot: both dim lists must have the same length, got ",
+  NABLA_CHECK(ValueError, a.defined() && b.defined(), "tensordot: input tensor is undefined");
+  NABLA_CHECK(ShapeError, dims_a.size() == dims_b.size(), "tensordot: both dim lists must have the same length, got ",
                     dims_a.size(), " and ", dims_b.size());
   std::vector<bool> ca(a.dim(), false), cb(b.dim(), false);
   Shape pa, pb, out_shape;
   int64_t contracted = 1;
   for (size_t i = 0; i < dims_a.size(); ++i) {
     int64_t da = wrap_dim(dims_a[i], a.dim(), "tensordot"), db = wrap_dim(dims_b[i], b.dim(), "tensordot");
-    check<ShapeError>(!ca[da] && !cb[db], "tensordot: a dim appears twice in the dim lists");
-    check<ShapeError>(a.sizes()[da] == b.sizes()[db], "tensordot: contracted dimensions differ: a ", a.sizes(),
+    NABLA_CHECK(ShapeError, !ca[da] && !cb[db], "tensordot: a dim appears twice in the dim lists");
+    NABLA_CHECK(ShapeError, a.sizes()[da] == b.sizes()[db], "tensordot: contracted dimensions differ: a ", a.sizes(),
                       " dim ", da, " vs b ", b.sizes(), " dim ", db);
     ca[da] = cb[db] = true;
     contracted *= a.sizes()[da];
@@ -73,8 +73,8 @@ Tensor tensordot(const Tensor& a, const Tensor& b, IntArrayRef dims_a, IntArrayR
 }
 
 Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims) {
-  check<ValueError>(a.defined() && b.defined(), "tensordot: input tensor is undefined");
-  check<ShapeError>(dims >= 0 && dims <= a.dim() && dims <= b.dim(), "tensordot: cannot contract ", dims,
+  NABLA_CHECK(ValueError, a.defined() && b.defined(), "tensordot: input tensor is undefined");
+  NABLA_CHECK(ShapeError, dims >= 0 && dims <= a.dim() && dims <= b.dim(), "tensordot: cannot contract ", dims,
                     " dims of tensors of shapes ", a.sizes(), " and ", b.sizes());
   Shape da, db;
   for (int64_t i = 0; i < dims; ++i) {
@@ -87,20 +87,20 @@ Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims) {
 namespace linalg {
 
 Tensor trace(const Tensor& x) {
-  check<ValueError>(x.defined(), "trace: input tensor is undefined");
-  check<ShapeError>(x.dim() == 2, "trace: expected a matrix, got ", detail::describe(x));
+  NABLA_CHECK(ValueError, x.defined(), "trace: input tensor is undefined");
+  NABLA_CHECK(ShapeError, x.dim() == 2, "trace: expected a matrix, got ", internal::describe(x));
   return x.diagonal(0, 0, 1).sum();
 }
 
 Tensor cross(const Tensor& a, const Tensor& b, int64_t dim) {
-  check<ValueError>(a.defined() && b.defined(), "linalg.cross: input tensor is undefined");
-  check<DTypeError>(a.dtype() == b.dtype(), "linalg.cross: both inputs must have the same dtype, got ", a.dtype(),
+  NABLA_CHECK(ValueError, a.defined() && b.defined(), "linalg.cross: input tensor is undefined");
+  NABLA_CHECK(DTypeError, a.dtype() == b.dtype(), "linalg.cross: both inputs must have the same dtype, got ", a.dtype(),
                     " and ", b.dtype());
-  check<ShapeError>(a.dim() == b.dim(), "linalg.cross: inputs must have the same number of dimensions, got ",
+  NABLA_CHECK(ShapeError, a.dim() == b.dim(), "linalg.cross: inputs must have the same number of dimensions, got ",
                     a.sizes(), " and ", b.sizes());
   Shape s = broadcast_shapes(a.sizes(), b.sizes(), "linalg.cross");
   int64_t d = wrap_dim(dim, static_cast<int64_t>(s.size()), "linalg.cross");
-  check<ShapeError>(a.dim() > 0 && b.dim() > 0 && a.sizes()[wrap_dim(dim, a.dim(), "linalg.cross")] == 3 &&
+  NABLA_CHECK(ShapeError, a.dim() > 0 && b.dim() > 0 && a.sizes()[wrap_dim(dim, a.dim(), "linalg.cross")] == 3 &&
                         b.sizes()[wrap_dim(dim, b.dim(), "linalg.cross")] == 3,
                     "linalg.cross: inputs dimension ", dim, " must have length 3. Got ", a.sizes(), " and ", b.sizes());
   Tensor x = a.expand(s), y = b.expand(s);

@@ -9,7 +9,7 @@
 
 namespace nabla {
 
-using namespace linalg_detail;
+using namespace linalg_internal;
 
 namespace {
 
@@ -21,7 +21,7 @@ std::tuple<Tensor, Tensor> qr_device(const linalg_device::Solver& s, const Tenso
   const int64_t qcols = complete ? m : k, rrows = complete ? m : k;
   const Shape bs = batch_shape(A);
   Tensor a = device_fresh(A.mT());  // (*, n, m)
-  Tensor tau = detail::make_empty(with(bs, {k}), A.dtype(), A.device());
+  Tensor tau = internal::make_empty(with(bs, {k}), A.dtype(), A.device());
   s.geqrf(a, tau);
   autograd::NoGradGuard ng;
   Tensor Q;
@@ -48,7 +48,7 @@ std::tuple<Tensor, Tensor> qr_forward(const Tensor& A, bool complete, bool compu
   const int64_t batch = shape_numel(bs);
   Tensor q;  // column-major Q
   if (compute_q) {
-    q = detail::make_empty(with(bs, {qcols, m}), A.dtype(), kCPU);
+    q = internal::make_empty(with(bs, {qcols, m}), A.dtype(), kCPU);
     if (q.numel() > 0) std::memset(q.data_ptr(), 0, q.nbytes());
   }
   by_dtype(A.dtype(), [&](auto z) {
@@ -92,7 +92,7 @@ Tensor qr_backward_tall(const Tensor& gQ, const Tensor& gR, const Tensor& Q, con
 
 Tensor qr_backward(const Tensor& gQ, const Tensor& gR, const Tensor& Q, const Tensor& R, bool complete) {
   const int64_t m = rows(Q), n = cols(R);
-  check<ValueError>(!(complete && m > n), "linalg.qr: The QR decomposition is not differentiable when mode='complete' "
+  NABLA_CHECK(ValueError, !(complete && m > n), "linalg.qr: The QR decomposition is not differentiable when mode='complete' "
                                           "and nrows > ncols.");
   if (m >= n) return qr_backward_tall(gQ, gR, Q, R);
   // Wide A = [X | Y] with X = Q U (U = R[:, :m]) and Y = Q V (V = R[:, m:] = Q^T Y): V's gradient
@@ -112,7 +112,7 @@ namespace linalg {
 
 std::tuple<Tensor, Tensor> qr(const Tensor& A, std::string_view mode) {
   check_matrix("linalg.qr", A);
-  check<ValueError>(mode == "reduced" || mode == "complete" || mode == "r",
+  NABLA_CHECK(ValueError, mode == "reduced" || mode == "complete" || mode == "r",
                     "linalg.qr: qr received unrecognized mode '", mode,
                     "' but expected one of 'reduced' (default), 'r', or 'complete'");
   const bool complete = mode == "complete", compute_q = mode != "r";

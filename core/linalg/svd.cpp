@@ -8,17 +8,17 @@
 
 namespace nabla {
 
-using namespace linalg_detail;
+using namespace linalg_internal;
 
 namespace {
 
 // ---- errors -------------------------------------------------------------------------------------
 
 [[noreturn]] void raise_svd_failed(const Tensor& A, int64_t b, int info) {
-  throw ValueError(detail::str("linalg.svd: ", batch_prefix(A, b),
+  throw ValueError(internal::str("linalg.svd: ", batch_prefix(A, b),
                                "The algorithm failed to converge because the input matrix is ill-conditioned or has too "
                                "many repeated singular values (error code: ",
-                               info, "; A: ", detail::describe(A), ")"));
+                               info, "; A: ", internal::describe(A), ")"));
 }
 
 // ---- device forward -----------------------------------------------------------------------------
@@ -29,9 +29,9 @@ std::tuple<Tensor, Tensor, Tensor> svd_device(const linalg_device::Solver& s, co
   const bool full = jobz == 'A', vectors = jobz != 'N';
   const Shape bs = batch_shape(A);
   Tensor a = device_fresh(A.mT());  // (*, n, m)
-  Tensor sv = detail::make_empty(with(bs, {k}), A.dtype(), A.device());
-  Tensor u = vectors ? detail::make_empty(with(bs, {full ? m : k, m}), A.dtype(), A.device()) : Tensor();
-  Tensor v = vectors ? detail::make_empty(with(bs, {full ? n : k, n}), A.dtype(), A.device()) : Tensor();
+  Tensor sv = internal::make_empty(with(bs, {k}), A.dtype(), A.device());
+  Tensor u = vectors ? internal::make_empty(with(bs, {full ? m : k, m}), A.dtype(), A.device()) : Tensor();
+  Tensor v = vectors ? internal::make_empty(with(bs, {full ? n : k, n}), A.dtype(), A.device()) : Tensor();
   Tensor info = int_buffer(bs, A.device());
   s.gesvd(a, sv, u, v, info);
   check_infos("linalg.svd", info, [&](int64_t b, int code) { raise_svd_failed(A, b, code); });

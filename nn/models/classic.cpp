@@ -15,7 +15,7 @@ using nn::init::FanMode;
 using nn::init::Nonlinearity;
 
 void check_image(const char* who, const Tensor& x) {
-  check<ShapeError>(x.dim() == 4 && x.size(1) == 3, who, ": expected input (N, 3, H, W), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 4 && x.size(1) == 3, who, ": expected input (N, 3, H, W), got ", x.sizes());
 }
 }  // namespace
 

@@ -22,7 +22,7 @@ Tensor CNBlock::forward(Tensor x) {
 }
 
 ConvNeXt::ConvNeXt(const std::vector<CNBlockConfig>& setting, ConvNeXtOptions o) {
-  check<ValueError>(!setting.empty(), "ConvNeXt: the block setting should not be empty");
+  NABLA_CHECK(ValueError, !setting.empty(), "ConvNeXt: the block setting should not be empty");
   NormFactory norm = [](int64_t c) { return std::make_shared<LayerNorm2d>(c, nn::LayerNormOptions{.eps = 1e-6}); };
   features = register_module("features", std::make_shared<nn::Sequential>());
   features->push_back(std::make_shared<Conv2dNormActivation>(
@@ -56,7 +56,7 @@ ConvNeXt::ConvNeXt(const std::vector<CNBlockConfig>& setting, ConvNeXtOptions o)
 }
 
 Tensor ConvNeXt::forward(Tensor x) {
-  check<ShapeError>(x.dim() == 4 && x.size(1) == 3, "ConvNeXt: expected input (N, 3, H, W), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 4 && x.size(1) == 3, "ConvNeXt: expected input (N, 3, H, W), got ", x.sizes());
   return (*classifier)((*avgpool)((*features)(x)));
 }
 

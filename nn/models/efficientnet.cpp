@@ -11,7 +11,7 @@ namespace nabla::vision {
 
 namespace {
 void check_image(const char* who, const Tensor& x) {
-  check<ShapeError>(x.dim() == 4 && x.size(1) == 3, who, ": expected input (N, 3, H, W), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 4 && x.size(1) == 3, who, ": expected input (N, 3, H, W), got ", x.sizes());
 }
 int64_t adjust_channels(double channels, double width_mult) { return make_divisible(channels * width_mult, 8); }
 }  // namespace
@@ -26,7 +26,7 @@ MBConvConfig::MBConvConfig(double e, int64_t k, int64_t s, int64_t in, int64_t o
       num_layers(static_cast<int64_t>(std::ceil(static_cast<double>(n) * depth_mult))) {}
 
 MBConv::MBConv(const MBConvConfig& c, double sd_prob, const NormFactory& norm) {
-  check<ValueError>(c.stride == 1 || c.stride == 2, "MBConv: illegal stride value ", c.stride);
+  NABLA_CHECK(ValueError, c.stride == 1 || c.stride == 2, "MBConv: illegal stride value ", c.stride);
   use_res_connect = c.stride == 1 && c.input_channels == c.out_channels;
   auto silu = activation<nn::SiLU>();
   int64_t expanded = adjust_channels(static_cast<double>(c.input_channels), c.expand_ratio);
@@ -50,7 +50,7 @@ Tensor MBConv::forward(Tensor x) {
 }
 
 EfficientNet::EfficientNet(const std::vector<MBConvConfig>& setting, EfficientNetOptions o, std::optional<int64_t> last_channel) {
-  check<ValueError>(!setting.empty(), "EfficientNet: the inverted residual setting should not be empty");
+  NABLA_CHECK(ValueError, !setting.empty(), "EfficientNet: the inverted residual setting should not be empty");
   NormFactory norm = batch_norm2d();
   auto silu = activation<nn::SiLU>();
   features = register_module("features", std::make_shared<nn::Sequential>());
@@ -103,9 +103,9 @@ std::shared_ptr<EfficientNet> efficientnet_b0(EfficientNetOptions o) {
 
 // ---- ShuffleNetV2 ---------------------------------------------------------------------------------
 ShuffleInvertedResidual::ShuffleInvertedResidual(int64_t inp, int64_t oup, int64_t stride_) : stride(stride_) {
-  check<ValueError>(stride >= 1 && stride <= 3, "ShuffleNetV2 InvertedResidual: illegal stride value ", stride);
+  NABLA_CHECK(ValueError, stride >= 1 && stride <= 3, "ShuffleNetV2 InvertedResidual: illegal stride value ", stride);
   int64_t bf = oup / 2;
-  check<ValueError>(stride != 1 || inp == bf * 2, "ShuffleNetV2 InvertedResidual: invalid combination of stride ", stride,
+  NABLA_CHECK(ValueError, stride != 1 || inp == bf * 2, "ShuffleNetV2 InvertedResidual: invalid combination of stride ", stride,
                     ", inp ", inp, " and oup ", oup, " (at stride 1 inp must equal oup // 2 * 2)");
   auto dw = [](int64_t c, int64_t s) {
     return std::make_shared<nn::Conv2d>(c, c, 3, nn::Conv2dOptions{.stride = s, .padding = 1, .groups = c, .bias = false});
@@ -131,8 +131,8 @@ Tensor ShuffleInvertedResidual::forward(Tensor x) {
 }
 
 ShuffleNetV2::ShuffleNetV2(std::vector<int64_t> repeats, std::vector<int64_t> channels, ShuffleNetV2Options o) {
-  check<ValueError>(repeats.size() == 3, "ShuffleNetV2: expected stages_repeats as a list of 3 ints, got ", repeats.size());
-  check<ValueError>(channels.size() == 5, "ShuffleNetV2: expected stages_out_channels as a list of 5 ints, got ", channels.size());
+  NABLA_CHECK(ValueError, repeats.size() == 3, "ShuffleNetV2: expected stages_repeats as a list of 3 ints, got ", repeats.size());
+  NABLA_CHECK(ValueError, channels.size() == 5, "ShuffleNetV2: expected stages_out_channels as a list of 5 ints, got ", channels.size());
   int64_t in = channels[0];
   conv1 = register_module("conv1", std::make_shared<nn::Sequential>(
       std::make_shared<nn::Conv2d>(3, in, 3, nn::Conv2dOptions{.stride = 2, .padding = 1, .bias = false}),

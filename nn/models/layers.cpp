@@ -37,8 +37,8 @@ Tensor SqueezeExcitation::forward(Tensor x) {
 }
 
 StochasticDepth::StochasticDepth(double p_, std::string mode_) : p(p_), mode(std::move(mode_)) {
-  check<ValueError>(p >= 0.0 && p <= 1.0, "StochasticDepth: drop probability has to be between 0 and 1, but got ", p);
-  check<ValueError>(mode == "row" || mode == "batch", "StochasticDepth: mode has to be either 'batch' or 'row', but got '", mode, "'");
+  NABLA_CHECK(ValueError, p >= 0.0 && p <= 1.0, "StochasticDepth: drop probability has to be between 0 and 1, but got ", p);
+  NABLA_CHECK(ValueError, mode == "row" || mode == "batch", "StochasticDepth: mode has to be either 'batch' or 'row', but got '", mode, "'");
 }
 
 Tensor StochasticDepth::forward(Tensor x) { return stochastic_depth(x, p, mode, is_training()); }
@@ -46,8 +46,8 @@ Tensor StochasticDepth::forward(Tensor x) { return stochastic_depth(x, p, mode, 
 std::string StochasticDepth::extra_repr() const { return "p=" + nn::repr_double(p) + ", mode=" + mode; }
 
 Tensor stochastic_depth(const Tensor& x, double p, const std::string& mode, bool training) {
-  check<ValueError>(p >= 0.0 && p <= 1.0, "stochastic_depth: drop probability has to be between 0 and 1, but got ", p);
-  check<ValueError>(mode == "row" || mode == "batch", "stochastic_depth: mode has to be either 'batch' or 'row', but got '", mode, "'");
+  NABLA_CHECK(ValueError, p >= 0.0 && p <= 1.0, "stochastic_depth: drop probability has to be between 0 and 1, but got ", p);
+  NABLA_CHECK(ValueError, mode == "row" || mode == "batch", "stochastic_depth: mode has to be either 'batch' or 'row', but got '", mode, "'");
   if (!training || p == 0.0) return x;
   double survival = 1.0 - p;
   // noise: (N, 1, ..., 1) per sample ("row") or all ones ("batch")
@@ -63,20 +63,20 @@ Tensor stochastic_depth(const Tensor& x, double p, const std::string& mode, bool
 Tensor ChannelShuffle::forward(Tensor x) { return channel_shuffle(x, groups); }
 
 Tensor channel_shuffle(const Tensor& x, int64_t groups) {
-  check<ShapeError>(x.dim() == 4, "channel_shuffle: expected input (N, C, H, W), got ", x.sizes());
-  check<ValueError>(groups > 0 && x.size(1) % groups == 0, "channel_shuffle: ", x.size(1),
+  NABLA_CHECK(ShapeError, x.dim() == 4, "channel_shuffle: expected input (N, C, H, W), got ", x.sizes());
+  NABLA_CHECK(ValueError, groups > 0 && x.size(1) % groups == 0, "channel_shuffle: ", x.size(1),
                     " channels cannot be split into ", groups, " groups");
   int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
   return x.reshape({n, groups, c / groups, h, w}).transpose(1, 2).reshape({n, c, h, w});
 }
 
 Tensor LayerNorm2d::forward(Tensor x) {
-  check<ShapeError>(x.dim() == 4, "LayerNorm2d: expected input (N, C, H, W), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 4, "LayerNorm2d: expected input (N, C, H, W), got ", x.sizes());
   return nn::LayerNorm::forward(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
 }
 
 MLP::MLP(int64_t in_channels, const std::vector<int64_t>& hidden, ActivationFactory act, double dropout, bool bias) {
-  check<ValueError>(!hidden.empty(), "MLP: hidden_channels should not be empty");
+  NABLA_CHECK(ValueError, !hidden.empty(), "MLP: hidden_channels should not be empty");
   int64_t in_dim = in_channels;
   for (size_t i = 0; i + 1 < hidden.size(); ++i) {
     push_back(std::make_shared<nn::Linear>(in_dim, hidden[i], nn::LinearOptions{.bias = bias}));

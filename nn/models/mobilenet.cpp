@@ -24,13 +24,13 @@ void init_mobilenet(nn::Module& model) {
   }
 }
 void check_image(const char* who, const Tensor& x) {
-  check<ShapeError>(x.dim() == 4 && x.size(1) == 3, who, ": expected input (N, 3, H, W), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 4 && x.size(1) == 3, who, ": expected input (N, 3, H, W), got ", x.sizes());
 }
 }  // namespace
 
 // ---- MobileNetV2 ----------------------------------------------------------------------------------
 InvertedResidual::InvertedResidual(int64_t inp, int64_t oup, int64_t stride, int64_t expand_ratio) {
-  check<ValueError>(stride == 1 || stride == 2, "InvertedResidual: stride should be 1 or 2, got ", stride);
+  NABLA_CHECK(ValueError, stride == 1 || stride == 2, "InvertedResidual: stride should be 1 or 2, got ", stride);
   int64_t hidden = static_cast<int64_t>(std::round(static_cast<double>(inp * expand_ratio)));
   use_res_connect = stride == 1 && inp == oup;
   conv = register_module("conv", std::make_shared<nn::Sequential>());
@@ -76,7 +76,7 @@ std::shared_ptr<MobileNetV2> mobilenet_v2(MobileNetV2Options o) { return std::ma
 
 // ---- MobileNetV3 ----------------------------------------------------------------------------------
 InvertedResidualV3::InvertedResidualV3(const InvertedResidualConfig& c, const NormFactory& norm) {
-  check<ValueError>(c.stride == 1 || c.stride == 2, "InvertedResidual: illegal stride value ", c.stride);
+  NABLA_CHECK(ValueError, c.stride == 1 || c.stride == 2, "InvertedResidual: illegal stride value ", c.stride);
   use_res_connect = c.stride == 1 && c.input_channels == c.out_channels;
   ActivationFactory act = c.use_hs ? activation<nn::Hardswish>() : activation<nn::ReLU>();
   block = register_module("block", std::make_shared<nn::Sequential>());
@@ -100,7 +100,7 @@ Tensor InvertedResidualV3::forward(Tensor x) {
 }
 
 MobileNetV3::MobileNetV3(const std::vector<InvertedResidualConfig>& setting, int64_t last_channel, MobileNetV3Options o) {
-  check<ValueError>(!setting.empty(), "MobileNetV3: the inverted residual setting should not be empty");
+  NABLA_CHECK(ValueError, !setting.empty(), "MobileNetV3: the inverted residual setting should not be empty");
   NormFactory norm = batch_norm2d({.eps = 0.001, .momentum = 0.01});
   features = register_module("features", std::make_shared<nn::Sequential>());
   features->push_back(std::make_shared<Conv2dNormActivation>(

@@ -11,7 +11,7 @@ namespace nabla::vision {
 
 BlockParams BlockParams::from_init_params(int64_t depth, int64_t w_0, double w_a, double w_m, int64_t group_width,
                                           double bottleneck_multiplier, std::optional<double> se_ratio) {
-  check<ValueError>(!(w_a < 0 || w_0 <= 0 || w_m <= 1 || w_0 % 8 != 0), "RegNet: invalid settings w_0=", w_0, ", w_a=", w_a,
+  NABLA_CHECK(ValueError, !(w_a < 0 || w_0 <= 0 || w_m <= 1 || w_0 % 8 != 0), "RegNet: invalid settings w_0=", w_0, ", w_a=", w_a,
                     ", w_m=", w_m);
   const float quant = 8;
   // torch: widths_cont = arange(depth) * w_a + w_0; block_capacity = round(log(widths_cont / w_0) / log(w_m));
@@ -100,7 +100,7 @@ RegNet::RegNet(const BlockParams& p, RegNetOptions o) {
 }
 
 Tensor RegNet::forward(Tensor x) {
-  check<ShapeError>(x.dim() == 4 && x.size(1) == 3, "RegNet: expected input (N, 3, H, W), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 4 && x.size(1) == 3, "RegNet: expected input (N, 3, H, W), got ", x.sizes());
   return (*fc)((*avgpool)((*trunk_output)((*stem)(x))).flatten(1));
 }
 

@@ -19,9 +19,9 @@ std::shared_ptr<nn::Conv2d> conv1x1(int64_t in, int64_t out, int64_t stride = 1)
 
 BasicBlock::BasicBlock(int64_t inplanes, int64_t planes, int64_t stride, std::shared_ptr<nn::Sequential> ds,
                        int64_t groups, int64_t base_width, int64_t dilation) {
-  check<ValueError>(groups == 1 && base_width == 64, "BasicBlock: only supports groups=1 and base_width=64, got groups=",
+  NABLA_CHECK(ValueError, groups == 1 && base_width == 64, "BasicBlock: only supports groups=1 and base_width=64, got groups=",
                     groups, ", base_width=", base_width);
-  check<NotImplemented>(dilation <= 1, "BasicBlock: dilation > 1 is not supported (as in torchvision)");
+  NABLA_CHECK(NotImplemented, dilation <= 1, "BasicBlock: dilation > 1 is not supported (as in torchvision)");
   conv1 = register_module("conv1", conv3x3(inplanes, planes, stride));
   bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(planes));
   register_module("relu", std::make_shared<nn::ReLU>());
@@ -59,7 +59,7 @@ Tensor Bottleneck::forward(Tensor x) {
 }
 
 ResNet::ResNet(ResNetBlock block, std::array<int64_t, 4> layers, ResNetOptions opts) : options(opts) {
-  check<ValueError>(options.num_classes > 0 && options.groups > 0 && options.width_per_group > 0,
+  NABLA_CHECK(ValueError, options.num_classes > 0 && options.groups > 0 && options.width_per_group > 0,
                     "ResNet: num_classes, groups and width_per_group must be positive, got ", options.num_classes, ", ",
                     options.groups, ", ", options.width_per_group);
   conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(3, 64, 7, nn::Conv2dOptions{.stride = 2, .padding = 3, .bias = false}));
@@ -114,7 +114,7 @@ std::shared_ptr<nn::Sequential> ResNet::make_layer(ResNetBlock block, int64_t pl
 }
 
 Tensor ResNet::features(Tensor x) {
-  check<ShapeError>(x.dim() == 4 && x.size(1) == 3, "ResNet: expected input (N, 3, H, W), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 4 && x.size(1) == 3, "ResNet: expected input (N, 3, H, W), got ", x.sizes());
   x = (*maxpool)(relu((*bn1)((*conv1)(x))));
   x = (*layer4)((*layer3)((*layer2)((*layer1)(x))));
   return (*avgpool)(x).flatten(1);

@@ -12,11 +12,11 @@ namespace nabla::vision {
 
 namespace {
 void check_window(const char* fn, const std::vector<int64_t>& window_size, const std::vector<int64_t>& shift_size) {
-  check<ValueError>(window_size.size() == 2 && shift_size.size() == 2, fn, ": window_size and shift_size must be of length 2, got ",
+  NABLA_CHECK(ValueError, window_size.size() == 2 && shift_size.size() == 2, fn, ": window_size and shift_size must be of length 2, got ",
                     window_size.size(), " and ", shift_size.size());
-  check<ValueError>(window_size[0] > 0 && window_size[1] > 0, fn, ": window_size must be positive, got [", window_size[0], ", ",
+  NABLA_CHECK(ValueError, window_size[0] > 0 && window_size[1] > 0, fn, ": window_size must be positive, got [", window_size[0], ", ",
                     window_size[1], "]");
-  check<ValueError>(shift_size[0] >= 0 && shift_size[1] >= 0 && shift_size[0] < window_size[0] && shift_size[1] < window_size[1], fn,
+  NABLA_CHECK(ValueError, shift_size[0] >= 0 && shift_size[1] >= 0 && shift_size[0] < window_size[0] && shift_size[1] < window_size[1], fn,
                     ": shift_size [", shift_size[0], ", ", shift_size[1], "] must lie in [0, window_size)");
 }
 }  // namespace
@@ -63,16 +63,16 @@ Tensor shifted_window_attention(const Tensor& input, const Tensor& qkv_weight, c
                                 const std::vector<int64_t>& shift_size_in, double attention_dropout, double dropout,
                                 const Tensor& qkv_bias, const Tensor& proj_bias, bool training) {
   check_window("shifted_window_attention", window_size, shift_size_in);
-  check<ShapeError>(input.dim() == 4, "shifted_window_attention: expected input (B, H, W, C), got ", input.sizes());
+  NABLA_CHECK(ShapeError, input.dim() == 4, "shifted_window_attention: expected input (B, H, W, C), got ", input.sizes());
   const int64_t b = input.size(0), h = input.size(1), w = input.size(2), c = input.size(3);
-  check<ShapeError>(num_heads > 0 && c % num_heads == 0, "shifted_window_attention: ", c, " channels do not split into ", num_heads, " heads");
-  check<ShapeError>(qkv_weight.dim() == 2 && qkv_weight.size(0) == 3 * c && qkv_weight.size(1) == c,
+  NABLA_CHECK(ShapeError, num_heads > 0 && c % num_heads == 0, "shifted_window_attention: ", c, " channels do not split into ", num_heads, " heads");
+  NABLA_CHECK(ShapeError, qkv_weight.dim() == 2 && qkv_weight.size(0) == 3 * c && qkv_weight.size(1) == c,
                     "shifted_window_attention: qkv_weight should be [", 3 * c, ", ", c, "] for input ", input.sizes(), ", got ",
                     qkv_weight.sizes());
-  check<ShapeError>(proj_weight.dim() == 2 && proj_weight.size(0) == c && proj_weight.size(1) == c,
+  NABLA_CHECK(ShapeError, proj_weight.dim() == 2 && proj_weight.size(0) == c && proj_weight.size(1) == c,
                     "shifted_window_attention: proj_weight should be [", c, ", ", c, "], got ", proj_weight.sizes());
   const int64_t wh = window_size[0], ww = window_size[1], len = wh * ww;
-  check<ShapeError>(relative_position_bias.dim() == 4 && relative_position_bias.size(1) == num_heads &&
+  NABLA_CHECK(ShapeError, relative_position_bias.dim() == 4 && relative_position_bias.size(1) == num_heads &&
                         relative_position_bias.size(2) == len && relative_position_bias.size(3) == len,
                     "shifted_window_attention: relative_position_bias should be [1, ", num_heads, ", ", len, ", ", len, "], got ",
                     relative_position_bias.sizes());
@@ -118,7 +118,7 @@ ShiftedWindowAttention::ShiftedWindowAttention(int64_t dim, std::vector<int64_t>
                                                bool proj_bias, double attn_dropout, double dropout_)
     : window_size(std::move(ws)), shift_size(std::move(ss)), num_heads(heads), attention_dropout(attn_dropout), dropout(dropout_) {
   check_window("ShiftedWindowAttention", window_size, shift_size);
-  check<ValueError>(num_heads > 0 && dim % num_heads == 0, "ShiftedWindowAttention: dim ", dim, " is not divisible by num_heads ", num_heads);
+  NABLA_CHECK(ValueError, num_heads > 0 && dim % num_heads == 0, "ShiftedWindowAttention: dim ", dim, " is not divisible by num_heads ", num_heads);
   qkv = register_module("qkv", std::make_shared<nn::Linear>(dim, 3 * dim, nn::LinearOptions{.bias = qkv_bias}));
   proj = register_module("proj", std::make_shared<nn::Linear>(dim, dim, nn::LinearOptions{.bias = proj_bias}));
   relative_position_bias_table = register_parameter(
@@ -166,7 +166,7 @@ PatchMerging::PatchMerging(int64_t dim_, double norm_eps) : dim(dim_) {
 }
 
 Tensor PatchMerging::forward(Tensor x) {
-  check<ShapeError>(x.dim() >= 3 && x.size(-1) == dim, "PatchMerging: expected input (..., H, W, ", dim, "), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() >= 3 && x.size(-1) == dim, "PatchMerging: expected input (..., H, W, ", dim, "), got ", x.sizes());
   const int64_t h = x.size(-3), w = x.size(-2);
   if (h % 2 || w % 2) {
     // pad: (0, 0) on C, (0, W % 2) on W, (0, H % 2) on H
@@ -181,9 +181,9 @@ Tensor PatchMerging::forward(Tensor x) {
 }
 
 SwinTransformer::SwinTransformer(SwinTransformerOptions o) : options(o) {
-  check<ValueError>(o.patch_size.size() == 2 && o.patch_size[0] > 0 && o.patch_size[1] > 0,
+  NABLA_CHECK(ValueError, o.patch_size.size() == 2 && o.patch_size[0] > 0 && o.patch_size[1] > 0,
                     "SwinTransformer: patch_size must be two positive sizes");
-  check<ValueError>(!o.depths.empty() && o.depths.size() == o.num_heads.size(), "SwinTransformer: depths (", o.depths.size(),
+  NABLA_CHECK(ValueError, !o.depths.empty() && o.depths.size() == o.num_heads.size(), "SwinTransformer: depths (", o.depths.size(),
                     " stages) and num_heads (", o.num_heads.size(), ") must have one entry per stage");
   const double eps = 1e-5;
   features = register_module("features", std::make_shared<nn::Sequential>());
@@ -221,8 +221,8 @@ SwinTransformer::SwinTransformer(SwinTransformerOptions o) : options(o) {
 }
 
 Tensor SwinTransformer::forward(Tensor x) {
-  check<ShapeError>(x.dim() == 4 && x.size(1) == 3, "SwinTransformer: expected input (N, 3, H, W), got ", x.sizes());
-  check<ShapeError>(x.size(2) >= options.patch_size[0] && x.size(3) >= options.patch_size[1], "SwinTransformer: input ", x.sizes(),
+  NABLA_CHECK(ShapeError, x.dim() == 4 && x.size(1) == 3, "SwinTransformer: expected input (N, 3, H, W), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.size(2) >= options.patch_size[0] && x.size(3) >= options.patch_size[1], "SwinTransformer: input ", x.sizes(),
                     " is smaller than a patch [", options.patch_size[0], ", ", options.patch_size[1], "]");
   // (N, 3, H, W) -> features (N, H/32, W/32, C) -> (N, C, H/32, W/32) -> (N, C) -> (N, num_classes)
   return (*head)((*flatten)((*avgpool)((*permute)((*norm)((*features)(x))))));

@@ -26,7 +26,7 @@ EncoderBlock::EncoderBlock(int64_t num_heads, int64_t hidden_dim, int64_t mlp_di
 }
 
 Tensor EncoderBlock::forward(Tensor input) {
-  check<ShapeError>(input.dim() == 3, "EncoderBlock: expected (batch_size, seq_length, hidden_dim), got ", input.sizes());
+  NABLA_CHECK(ShapeError, input.dim() == 3, "EncoderBlock: expected (batch_size, seq_length, hidden_dim), got ", input.sizes());
   // input: (N, L, E)
   Tensor x = (*ln_1)(input);
   x = self_attention->forward_attention(x, x, x, {.need_weights = false}).output;
@@ -46,15 +46,15 @@ VitEncoder::VitEncoder(int64_t seq_length, int64_t num_layers, int64_t num_heads
 
 Tensor VitEncoder::forward(Tensor x) {
   // x: (N, L, E); pos_embedding (1, L, E)
-  check<ShapeError>(x.dim() == 3 && x.size(1) == pos_embedding.size(1) && x.size(2) == pos_embedding.size(2),
+  NABLA_CHECK(ShapeError, x.dim() == 3 && x.size(1) == pos_embedding.size(1) && x.size(2) == pos_embedding.size(2),
                     "VitEncoder: expected (batch_size, ", pos_embedding.size(1), ", ", pos_embedding.size(2), "), got ", x.sizes());
   return (*ln)((*layers)((*dropout)(x + pos_embedding)));
 }
 
 VisionTransformer::VisionTransformer(VisionTransformerOptions o) : options(o) {
-  check<ValueError>(o.image_size > 0 && o.patch_size > 0 && o.image_size % o.patch_size == 0, "VisionTransformer: image_size ",
+  NABLA_CHECK(ValueError, o.image_size > 0 && o.patch_size > 0 && o.image_size % o.patch_size == 0, "VisionTransformer: image_size ",
                     o.image_size, " is not a multiple of patch_size ", o.patch_size);
-  check<ValueError>(o.num_heads > 0 && o.hidden_dim % o.num_heads == 0, "VisionTransformer: hidden_dim ", o.hidden_dim,
+  NABLA_CHECK(ValueError, o.num_heads > 0 && o.hidden_dim % o.num_heads == 0, "VisionTransformer: hidden_dim ", o.hidden_dim,
                     " is not divisible by num_heads ", o.num_heads);
   conv_proj = register_module("conv_proj", std::make_shared<nn::Conv2d>(3, o.hidden_dim, o.patch_size, nn::Conv2dOptions{.stride = o.patch_size}));
   class_token = register_parameter("class_token", zeros({1, 1, o.hidden_dim}));
@@ -74,7 +74,7 @@ VisionTransformer::VisionTransformer(VisionTransformerOptions o) : options(o) {
 
 Tensor VisionTransformer::forward(Tensor x) {
   const auto& o = options;
-  check<ShapeError>(x.dim() == 4 && x.size(1) == 3 && x.size(2) == o.image_size && x.size(3) == o.image_size,
+  NABLA_CHECK(ShapeError, x.dim() == 4 && x.size(1) == 3 && x.size(2) == o.image_size && x.size(3) == o.image_size,
                     "VisionTransformer: expected input (N, 3, ", o.image_size, ", ", o.image_size, "), got ", x.sizes());
   int64_t n = x.size(0), p = o.patch_size;
   int64_t tokens = (x.size(2) / p) * (x.size(3) / p);

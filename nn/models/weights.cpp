@@ -34,19 +34,19 @@ bool is_torch_file(const std::string& head) {
 
 nn::StateDict read_weights(const std::string& path, const std::string& key) {
   FILE* f = std::fopen(path.c_str(), "rb");
-  check<IOError>(f != nullptr, "load_weights: cannot open '", path, "': ", std::strerror(errno));
+  NABLA_CHECK(IOError, f != nullptr, "load_weights: cannot open '", path, "': ", std::strerror(errno));
   std::fclose(f);
   std::string head = head_bytes(path, 8);
   if (is_torch_file(head)) {
     torch_io::Value v = torch_io::load(path);
     if (!key.empty()) {
-      check<ValueError>(v.is_dict(), "load_weights: '", path, "' holds a ", torch_io::kind_name(v.kind()),
+      NABLA_CHECK(ValueError, v.is_dict(), "load_weights: '", path, "' holds a ", torch_io::kind_name(v.kind()),
                         ", not a dict with the key '", key, "'");
       return v[key].flatten_tensors();
     }
     return v.flatten_tensors();
   }
-  check<ValueError>(key.empty(), "load_weights: '", path, "' is a safetensors file; it has no key '", key, "'");
+  NABLA_CHECK(ValueError, key.empty(), "load_weights: '", path, "' is a safetensors file; it has no key '", key, "'");
   return safetensors::load_file(path).tensors;
 }
 

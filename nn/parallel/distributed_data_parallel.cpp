@@ -24,14 +24,14 @@ struct DistributedDataParallel::Bucket {
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module, DDPOptions options)
     : module_(std::move(module)), options_(options) {
-  check<ValueError>(module_ != nullptr, "DistributedDataParallel: the module is null");
-  check<ValueError>(options_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got ",
+  NABLA_CHECK(ValueError, module_ != nullptr, "DistributedDataParallel: the module is null");
+  NABLA_CHECK(ValueError, options_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got ",
                     options_.bucket_cap_mb);
   group_ = options_.process_group ? options_.process_group : &dist::default_group();
   // gloo carries CPU tensors, nccl CUDA tensors (on the group's device, which its collectives check).
   const bool on_cuda = group_->backend() == "nccl";
   for (auto& [name, p] : module_->named_parameters()) {
-    check<DeviceError>(on_cuda ? p.is_cuda() : p.is_cpu(), "DistributedDataParallel: parameter '", name, "' is on ",
+    NABLA_CHECK(DeviceError, on_cuda ? p.is_cuda() : p.is_cpu(), "DistributedDataParallel: parameter '", name, "' is on ",
                        p.device(), "; the ", group_->backend(), " backend takes ", on_cuda ? "CUDA" : "CPU",
                        " tensors (move the module before wrapping it)");
     if (comm_device_.is_cpu() && on_cuda) comm_device_ = p.device();
@@ -117,7 +117,7 @@ void DistributedDataParallel::check_same_parameters() {
   for (int r = 0; r < n; ++r) lens.push_back(zeros({1}, on_comm));
   group_->all_gather(lens, len).wait();
   for (int r = 0; r < n; ++r)
-    check<dist::DistributedError>(lens[r].item<int64_t>() == static_cast<int64_t>(sig.size()),
+    NABLA_CHECK(dist::DistributedError, lens[r].item<int64_t>() == static_cast<int64_t>(sig.size()),
                                   "DistributedDataParallel: rank ", r, " and rank ", me,
                                   " disagree on the parameters (their shapes and dtypes differ; this rank has ",
                                   params_.size(), " parameters requiring grad)");
@@ -139,14 +139,14 @@ void DistributedDataParallel::check_same_parameters() {
           std::vector<int64_t> shape;
           int64_t dims = theirs[at + 1];
           for (int64_t d = 0; d < dims && at + 2 + static_cast<size_t>(d) < sig.size(); ++d) shape.push_back(theirs[at + 2 + d]);
-          throw dist::DistributedError(detail::str(
+          throw dist::DistributedError(internal::str(
               "DistributedDataParallel: parameter '", names_[k], "' is ", params_[k].dtype(), " ", params_[k].sizes(),
               " on rank ", me, " but rank ", r, " has ", dtype_name(static_cast<DType>(theirs[at])), " ",
               IntArrayRef(shape), " there: every rank must build the same model"));
         }
       at += len_k;
     }
-    throw dist::DistributedError(detail::str("DistributedDataParallel: rank ", r, " and rank ", me,
+    throw dist::DistributedError(internal::str("DistributedDataParallel: rank ", r, " and rank ", me,
                                              " disagree on the parameters"));
   }
 }
@@ -188,7 +188,7 @@ Tensor DistributedDataParallel::forward(Tensor x) {
     std::string missing;
     for (size_t k = 0; k < params_.size(); ++k)
       if (!ready_[k]) missing += (missing.empty() ? "'" : ", '") + names_[k] + "'";
-    throw dist::DistributedError(detail::str(
+    throw dist::DistributedError(internal::str(
         "DistributedDataParallel: the previous backward produced no gradient for ", missing,
         ", so the gradients were not averaged; pass find_unused_parameters = true when some parameters "
         "take no part in the loss, or make sure every output takes part in it"));

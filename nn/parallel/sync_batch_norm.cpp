@@ -46,8 +46,8 @@ struct AllReduceFunction : autograd::Function<AllReduceFunction> {
 namespace parallel {
 
 Tensor differentiable_all_reduce(const Tensor& tensor, dist::ReduceOp op, dist::ProcessGroup* group) {
-  check<ValueError>(tensor.defined(), "differentiable_all_reduce: the tensor is undefined");
-  check<ValueError>(op == dist::ReduceOp::sum || op == dist::ReduceOp::avg,
+  NABLA_CHECK(ValueError, tensor.defined(), "differentiable_all_reduce: the tensor is undefined");
+  NABLA_CHECK(ValueError, op == dist::ReduceOp::sum || op == dist::ReduceOp::avg,
                     "differentiable_all_reduce: op must be sum or avg (their gradient is the same reduction), got ",
                     dist::reduce_op_name(op));
   if (!group) dist::default_group();  // throws when there is none, before anything is recorded
@@ -66,9 +66,9 @@ SyncBatchNorm::SyncBatchNorm(const BatchNorm& bn, dist::ProcessGroup* group)
     : BatchNorm(bn, "SyncBatchNorm"), process_group(group) {}
 
 void SyncBatchNorm::check_input(const Tensor& x) const {
-  check<ShapeError>(x.defined() && x.dim() >= 2 && x.dim() <= 5,
+  NABLA_CHECK(ShapeError, x.defined() && x.dim() >= 2 && x.dim() <= 5,
                     "SyncBatchNorm: expected input (N, C, *) with 2 to 5 dims, got ",
-                    x.defined() ? detail::str(x.sizes()) : std::string("an undefined tensor"));
+                    x.defined() ? internal::str(x.sizes()) : std::string("an undefined tensor"));
 }
 
 dist::ProcessGroup* SyncBatchNorm::active_group() const {
@@ -84,12 +84,12 @@ dist::ProcessGroup* SyncBatchNorm::active_group() const {
 Tensor SyncBatchNorm::forward(Tensor x) {
   if (!active_group()) return BatchNorm::forward(x);  // exactly BatchNorm
   check_input(x);
-  check<ShapeError>(x.size(1) == num_features, "SyncBatchNorm: expected ", num_features,
+  NABLA_CHECK(ShapeError, x.size(1) == num_features, "SyncBatchNorm: expected ", num_features,
                     " channels (dim 1), got input of shape ", x.sizes());
-  check<DTypeError>(is_floating(x.dtype()), "SyncBatchNorm: expected a floating input, got ", x.dtype());
+  NABLA_CHECK(DTypeError, is_floating(x.dtype()), "SyncBatchNorm: expected a floating input, got ", x.dtype());
   for (const Tensor* p : {&weight, &bias, &running_mean, &running_var})
     if (p->defined())
-      check<DeviceError>(p->device() == x.device(), "SyncBatchNorm: the input is on ", x.device(),
+      NABLA_CHECK(DeviceError, p->device() == x.device(), "SyncBatchNorm: the input is on ", x.device(),
                          " but the module's parameters and buffers are on ", p->device());
   const double factor = running_stats_factor();
   // x: (N, C, *); statistics over every dim but C, in float32 at least (a float16 count or sum of
@@ -107,7 +107,7 @@ Tensor SyncBatchNorm::forward(Tensor x) {
   Tensor local = cat({x.sum(dims), full({1}, local_count, TensorOptions(x.dtype()).device(x.device()))});
   Tensor global = parallel::differentiable_all_reduce(local, dist::ReduceOp::sum, process_group);  // (C + 1)
   const double count = global.narrow(0, C, 1).detach().cpu().item<double>();
-  check<ValueError>(count > 1, "SyncBatchNorm: expected more than 1 value per channel when training, got ", count,
+  NABLA_CHECK(ValueError, count > 1, "SyncBatchNorm: expected more than 1 value per channel when training, got ", count,
                     " over all ranks (this rank's input has shape ", x.sizes(), ")");
   Tensor mean = global.narrow(0, 0, C) / count;  // (C)
   // Pass 2: sum of squared deviations from the global mean, summed over the ranks -> biased variance.
@@ -150,7 +150,7 @@ std::shared_ptr<Module> convert_tree(const std::shared_ptr<Module>& module, dist
 
 std::shared_ptr<Module> SyncBatchNorm::convert_sync_batchnorm(std::shared_ptr<Module> module,
                                                               dist::ProcessGroup* process_group) {
-  check<ValueError>(module != nullptr, "SyncBatchNorm::convert_sync_batchnorm: the module is null");
+  NABLA_CHECK(ValueError, module != nullptr, "SyncBatchNorm::convert_sync_batchnorm: the module is null");
   return convert_tree(module, process_group, true);
 }
 

@@ -59,7 +59,7 @@ struct Failure : std::runtime_error {
 };
 template <class... A>
 void expect(bool ok, const A&... a) {
-  if (!ok) throw Failure(nabla::detail::str(a...));
+  if (!ok) throw Failure(nabla::internal::str(a...));
 }
 
 int env_int(const char* name) { return std::atoi(std::getenv(name)); }
@@ -1286,7 +1286,7 @@ std::string nccl_unavailable(int gpus) {
   if (!dist::nccl_built()) return "this build has no nccl backend (it comes with the CUDA backend and NCCL)";
   if (!cuda::is_available()) return "no CUDA device: " + cuda::unavailable_reason();
   if (cuda::device_count() < gpus)
-    return nabla::detail::str("needs ", gpus, " CUDA devices (one per rank: NCCL refuses two ranks on one GPU), found ",
+    return nabla::internal::str("needs ", gpus, " CUDA devices (one per rank: NCCL refuses two ranks on one GPU), found ",
                               cuda::device_count());
   return "";
 }

@@ -41,7 +41,7 @@ struct Failure : std::runtime_error {
 };
 template <class... A>
 void expect(bool ok, const A&... a) {
-  if (!ok) throw Failure(nabla::detail::str(a...));
+  if (!ok) throw Failure(nabla::internal::str(a...));
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
@@ -147,7 +147,7 @@ void check_layer(bool with_empty) {
       sbn.zero_grad();
       Tensor y = sbn(xl);
       (y * g.narrow(0, off, sizes[r])).sum().backward();
-      std::string what = detail::str(nd, "-d input, step ", step, with_empty ? ", rank 1 empty" : "", ", rank ", r);
+      std::string what = internal::str(nd, "-d input, step ", step, with_empty ? ", rank 1 empty" : "", ", rank ", r);
       expect(max_abs_diff(y, yref.narrow(0, off, sizes[r])) < 1e-12, "output differs (", what, ")");
       expect(max_abs_diff(xl.grad(), xref.grad().narrow(0, off, sizes[r])) < 1e-12, "input gradient differs (", what, ")");
       Tensor dw = sbn.weight.grad().clone(), db = sbn.bias.grad().clone();
