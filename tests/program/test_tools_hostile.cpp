@@ -166,7 +166,7 @@ std::string hex8(uint32_t v) {
 }  // namespace
 
 // Shared subtrees, a deep shared key, empty dicts, nested records: each ends in a clear error, from both tools.
-TEST_F(ToolsHostile, Issue41FilesEndInClearErrors) {
+TEST_F(ToolsHostile, ReportedFilesEndInClearErrors) {
   struct Case {
     const char* name;
     th::Bytes bytes;
