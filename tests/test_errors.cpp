@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <utility>
 
 #include "value_helpers.h"
 
@@ -29,6 +30,36 @@ TEST(Errors, HierarchyDerivesFromError) {
   EXPECT_THROW(throw AutogradError("x"), Error);
   EXPECT_THROW(throw CudaOutOfMemory("x"), CudaError);
   EXPECT_THROW(throw Error("x"), std::runtime_error);
+}
+
+// NABLA_CHECK evaluates its message only when the check fails and throws the class it names.
+TEST(Errors, CheckMacroBuildsItsMessageOnlyOnFailure) {
+  int built = 0;
+  auto part = [&] {
+    ++built;
+    return std::string("[2, 3]");
+  };
+  NABLA_CHECK(ShapeError, 1 + 1 == 2, "never shown ", part());
+  EXPECT_EQ(built, 0);
+  std::string msg;
+  try {
+    NABLA_CHECK(ShapeError, 1 + 1 == 3, "op: got ", part(), " and ", 4);
+  } catch (const ShapeError& e) {
+    msg = e.what();
+  }
+  EXPECT_EQ(built, 1);
+#ifdef NDEBUG
+  EXPECT_EQ(msg, "op: got [2, 3] and 4");  // no location in release builds: see test_check_debug.cpp
+#else
+  EXPECT_EQ(msg.rfind("op: got [2, 3] and 4 (", 0), 0u) << msg;
+#endif
+  EXPECT_EQ(internal::check_location("core/views.cpp", 120), " (core/views.cpp:120)");
+  EXPECT_EQ(internal::check_location(nullptr, 0), "");
+  // A condition with commas in it (template arguments, braces) is one argument once parenthesised.
+  EXPECT_THROW(NABLA_CHECK(ValueError, (std::pair<int, int>{1, 2}.first == 2), "pair"), ValueError);
+  // The function form still works where a check must be an expression.
+  EXPECT_THROW(check<IndexError>(false, "index ", 5), IndexError);
+  EXPECT_NO_THROW(check<IndexError>(true, "index ", 5));
 }
 
 // ---- shapes ----------------------------------------------------------------------------------------
