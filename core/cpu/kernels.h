@@ -27,7 +27,11 @@ inline void copy(const Tensor& src, const Tensor& dst) { copy(src, dst, false); 
 // need one at once; per-thread buffers reach their size in the first calls and then never
 // allocate again, on any thread. 64-byte aligned; valid until the same thread asks for the slot
 // again. A kernel that calls another (gemm inside conv) uses a different slot.
-enum class Scratch { gemm_a, gemm_b, gemm_panel_b, conv_image, conv_col, conv_panel_a, conv_panel_b, conv_rows, count };
+enum class Scratch {
+  gemm_a, gemm_b, gemm_panel_b, conv_image, conv_col, conv_panel_a, conv_panel_b, conv_rows,
+  lowp_a, lowp_b, lowp_c, lowp_t,  // the low-precision GEMM (gemm_lowp.cpp)
+  count
+};
 void* thread_scratch_bytes(Scratch slot, size_t bytes);
 template <class T>
 T* thread_scratch(Scratch slot, int64_t n) {
