@@ -45,7 +45,7 @@ bool unscale_contiguous(T* x, int64_t n, T inv) {
 bool unscale_grads(const std::vector<Tensor>& grads, float inv_scale) {
   bool found = false;
   std::vector<std::pair<Device, std::vector<Tensor>>> flags;  // "all finite" per gradient, by device
-  for (const Tensor& g : grads) {
+  for (Tensor g : grads) {  // (a handle: g.mul_ changes the gradient itself)
     if (g.device().is_cpu() && g.is_contiguous() && g.dtype() == kFloat32) {
       found |= unscale_contiguous<float, uint32_t>(g.data_ptr<float>(), g.numel(), inv_scale);
     } else if (g.device().is_cpu() && g.is_contiguous() && g.dtype() == kFloat64) {
@@ -110,8 +110,8 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   check_started("unscale_");
   OptState& st = per_optimizer_[&optimizer];
   NABLA_CHECK(ValueError, st.stage != Stage::unscaled,
-              "GradScaler::unscale_: unscale_() has already been called on this optimizer (", optimizer.name(),
-              ") since the last update(); call it once per optimizer per iteration, after the last backward, "
+              "GradScaler::unscale_: unscale_() has already been called on this optimizer since the last update() (",
+              optimizer.name(), "); call it once per optimizer per iteration, after the last backward, "
               "and call scaler.update() before the next one");
   NABLA_CHECK(ValueError, st.stage != Stage::stepped, "GradScaler::unscale_: unscale_() is being called after step() (",
               optimizer.name(), "); unscale_ before step, or call scaler.update() first");
