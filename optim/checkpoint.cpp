@@ -93,6 +93,10 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
     add(all, "scheduler.", c.scheduler->state_dict());
     contents += std::string(contents.empty() ? "" : ",") + "scheduler";
   }
+  if (c.scaler) {
+    add(all, "scaler.", c.scaler->state_dict());
+    contents += std::string(contents.empty() ? "" : ",") + "scaler";
+  }
   if (c.loader) contents += std::string(contents.empty() ? "" : ",") + "loader";
   safetensors::Metadata meta;
   meta.emplace("format", std::string(kFormat));
@@ -143,6 +147,7 @@ void load_checkpoint(const std::string& path, Checkpoint& c) {
   require(c.model, "model");
   require(c.optimizer, "optimizer");
   require(c.scheduler, "scheduler");
+  require(c.scaler, "scaler");
   require(c.loader, "loader");
   data::LoaderState loader_state;
   if (c.loader) {
@@ -163,6 +168,7 @@ void load_checkpoint(const std::string& path, Checkpoint& c) {
     if (c.model) c.model->load_state_dict(part(f.tensors, "model."), true);
     if (c.optimizer) c.optimizer->load_state_dict(part(f.tensors, "optimizer."));
     if (c.scheduler) c.scheduler->load_state_dict(part(f.tensors, "scheduler."));
+    if (c.scaler) c.scaler->load_state_dict(part(f.tensors, "scaler."));
   });
   if (cpu_rng) default_generator(kCPU).set_state(*cpu_rng);
   if (cuda_rng) default_generator(kCUDA).set_state(*cuda_rng);

@@ -7,6 +7,8 @@
 //   ...
 //   optim::Checkpoint ck{.model = net.get(), .optimizer = &opt, .scheduler = &sched};
 //   optim::load_checkpoint("run/last.safetensors", ck);   // ck.epoch, ck.step; generators restored
+// With mixed precision, .scaler = &scaler saves and restores the GradScaler (take the save after
+// scaler.update()).
 //
 // With .loader = &loader, a save taken inside the loop over the loader's batches (or after it)
 // records where its next batch comes from, and the load makes the next loop continue from there,
@@ -19,9 +21,10 @@
 //   tensors   model.<name>       the model's state_dict()
 //             optimizer.<key>    the optimizer's state_dict() (see optim/optimizer.h)
 //             scheduler.<key>    the scheduler's state_dict() (see optim/lr_scheduler.h)
+//             scaler.<key>       the GradScaler's state_dict() (see optim/grad_scaler.h)
 //   __metadata__ (strings)
 //             format: "nabla.checkpoint", format_version: "1"
-//             contents: which of model, optimizer, scheduler are present, comma-separated
+//             contents: which of model, optimizer, scheduler, scaler, loader are present, comma-separated
 //             epoch, step: decimal integers
 //             loader: "<seed> <epoch> <index>", the DataLoader's state() (when saved)
 //             rng.cpu, rng.cuda: "<seed> <offset>" of the default generators (when saved)
@@ -33,6 +36,7 @@
 
 #include "../data/dataloader.h"
 #include "../nn/module.h"
+#include "grad_scaler.h"
 #include "lr_scheduler.h"
 #include "optimizer.h"
 
@@ -42,6 +46,7 @@ struct Checkpoint {
   nn::Module* model = nullptr;
   Optimizer* optimizer = nullptr;
   LRScheduler* scheduler = nullptr;
+  amp::GradScaler* scaler = nullptr;  // mixed precision: the loss scale and its growth tracker
   int64_t epoch = 0;
   int64_t step = 0;
   std::map<std::string, std::string> metadata{};  // the caller's own values
@@ -56,7 +61,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 // Restores the generators when checkpoint.rng is true and the file has them. The model is loaded
 // strictly. Throws IOError on a damaged file or a file that is not a nabla checkpoint (before
 // anything is modified), and the parts' errors on mismatches: each part is validated completely
-// before it is modified, in the order model, optimizer, scheduler.
+// before it is modified, in the order model, optimizer, scheduler, scaler.
 void load_checkpoint(const std::string& path, Checkpoint& checkpoint);
 
 }  // namespace nabla::optim

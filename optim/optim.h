@@ -1,4 +1,4 @@
-// nabla's optim: optimizers, learning-rate schedulers and training checkpoints.
+// nabla's optim: optimizers, learning-rate schedulers, training checkpoints and amp::GradScaler.
 #pragma once
 
 #include "adadelta.h"
@@ -8,6 +8,7 @@
 #include "asgd.h"
 #include "lbfgs.h"
 #include "checkpoint.h"
+#include "grad_scaler.h"
 #include "lr_scheduler.h"
 #include "optimizer.h"
 #include "rmsprop.h"

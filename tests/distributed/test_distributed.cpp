@@ -20,6 +20,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
@@ -38,6 +39,7 @@
 #include "nn/safetensors.h"
 #include "nn/parallel/distributed_data_parallel.h"
 #include "tests/python_torch.h"
+#include "optim/grad_scaler.h"
 #include "optim/sgd.h"
 #include "workers.h"
 
@@ -573,6 +575,40 @@ void run_buffer_schedule(const std::string& schedule, const std::string& out) {
   if (dist::get_rank() == 0) std::ofstream(out) << counts;
 }
 
+// amp::GradScaler under DDP: rank 1 alone feeds an inf at step 2, which the all-reduce spreads to
+// every rank's gradients, so every rank skips that step and backs off: the same scales on every
+// rank, and the weights of one process on the whole batch that skips the same step.
+void check_ddp_grad_scaler() {
+  int r = dist::get_rank(), n = dist::get_world_size();
+  const int64_t B = 3;
+  auto model = make_mlp(7, false, 8, kFloat32);
+  auto ref = make_mlp(7, false, 8, kFloat32);
+  nn::parallel::DistributedDataParallel ddp(model);
+  optim::SGD opt(ddp.parameters(), {.lr = 0.1, .momentum = 0.9});
+  optim::SGD ref_opt(ref->parameters(), {.lr = 0.1, .momentum = 0.9});
+  amp::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 2});
+  const std::vector<double> want_scales = {1024, 2048, 1024, 1024, 2048, 2048};
+  for (int step = 0; step < 6; ++step) {
+    opt.zero_grad();
+    ref_opt.zero_grad();
+    manual_seed(500 + step);
+    Tensor x = randn({n * B, 4}).to(g_device), y = randn({n * B, 3}).to(g_device);
+    Tensor xr = x.narrow(0, r * B, B).clone(), yr = y.narrow(0, r * B, B);
+    if (step == 2 && r == 1) xr.fill_(std::numeric_limits<float>::infinity());
+    scaler.scale(nn::functional::mse_loss(ddp(xr), yr)).backward();
+    bool stepped = scaler.step(opt);
+    scaler.update();
+    expect(stepped == (step != 2), "rank ", r, " step ", step, ": stepped ", stepped);
+    expect(scaler.get_scale() == want_scales[step], "rank ", r, " step ", step, ": scale ", scaler.get_scale());
+    if (step != 2) {
+      nn::functional::mse_loss((*ref)(x), y).backward();
+      ref_opt.step();
+    }
+  }
+  double d = max_diff(*model, *ref);
+  expect(d < 1e-6, "DDP with GradScaler on ", n, " ranks ended ", d, " away from one process");
+}
+
 int worker_main(const std::string& scenario) {
   auto timeout = std::chrono::milliseconds(env_int("NABLA_TEST_TIMEOUT_MS"));
   try {
@@ -622,6 +658,10 @@ int worker_main(const std::string& scenario) {
       } catch (const dist::DistributedError& e) {
         expect(std::string(e.what()).find("fc1.weight") != std::string::npos, "should name fc1.weight: ", e.what());
       }
+      dist::destroy_process_group();
+    } else if (scenario == "ddp_grad_scaler") {
+      dist::init_process_group({.timeout = timeout});
+      check_ddp_grad_scaler();
       dist::destroy_process_group();
     } else if (scenario == "ddp_counters") {
       dist::init_process_group({.timeout = timeout});
@@ -919,6 +959,10 @@ TEST(DistributedCollectives, EveryOpOnThreeProcessesWithSignatureChecks) {
 TEST(DistributedDataParallel, TwoAndThreeRanksTrainAsOneProcessOnTheWholeBatch) {
   expect_all_ok(run_workers("ddp", 2, all_ranks(2), 20000));
   expect_all_ok(run_workers("ddp", 3, all_ranks(3), 20000));
+}
+
+TEST(GradScalerDDP, EveryRankSkipsTheSameStepsAndKeepsTheSameScale) {
+  expect_all_ok(run_workers("ddp_grad_scaler", 2, all_ranks(2), 20000));
 }
 
 TEST(DistributedDataParallel, CommunicationCountersCountEachStepsCollectivesAndWaits) {
