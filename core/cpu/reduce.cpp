@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/cpu/kernels.h"
+#include "core/cpu/lowp.h"
 #include "core/cpu/vmath.h"
 #include "core/impl.h"
 #include "core/reduce_dims.h"
@@ -23,6 +24,23 @@ namespace nabla::cpu::NABLA_CPU_ISA {
 namespace {
 
 using Dims = internal::ReduceDims;
+
+// The 16-bit floats reduce, sort and normalize in float32: a float32 copy of the input, the float32
+// kernel into a float32 result, rounded once into the 16-bit output (sums accumulate as float32's
+// do, in double).
+Tensor as_f32(const Tensor& t) {
+  if (!lowp::is_lowp(t.dtype())) return t;
+  Tensor c = internal::make_empty(t.sizes(), DType::f32, t.device());
+  copy(t, c);
+  return c;
+}
+// A float32 tensor to receive what `out` (16-bit) will hold; other outputs are used as they are.
+Tensor f32_out(const Tensor& out) {
+  return lowp::is_lowp(out.dtype()) ? internal::make_empty(out.sizes(), DType::f32, out.device()) : out;
+}
+void store_out(const Tensor& o32, const Tensor& out) {
+  if (!o32.is_same(out)) copy(o32, out);
+}
 
 // Reduction operators: identity, combine (an input into an accumulator), merge (ReduceAlgebra).
 template <ReduceOp OP, class T>
@@ -229,6 +247,11 @@ void reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, const Tensor& out) {
       default: throw ValueError("max/min: cannot reduce an empty tensor (the result has no identity)");
     }
   }
+  if (lowp::is_lowp(x.dtype())) {
+    Tensor o32 = f32_out(out);
+    reduce(op, as_f32(x), dims, o32);
+    return store_out(o32, out);
+  }
   switch (op) {
     case ReduceOp::sum: return reduce_dispatch<ReduceOp::sum>(x, mask, out);
     case ReduceOp::prod: return reduce_dispatch<ReduceOp::prod>(x, mask, out);
@@ -265,6 +288,11 @@ bool greater_nan(T a, T b) {  // a > b, with NaN largest
 }  // namespace
 
 void arg_reduce(ReduceOp op, const Tensor& x_in, int64_t dim, const Tensor& values, const Tensor& indices) {
+  if (lowp::is_lowp(x_in.dtype())) {
+    Tensor v32 = f32_out(values);
+    arg_reduce(op, as_f32(x_in), dim, v32, indices);
+    return store_out(v32, values);
+  }
   Tensor x = contig(x_in);
   if (x.dim() == 0) dim = 0;
   Lines l = lines_of(x, dim);
@@ -306,6 +334,11 @@ void arg_reduce(ReduceOp op, const Tensor& x_in, int64_t dim, const Tensor& valu
 }
 
 void scan(ScanOp op, const Tensor& x_in, int64_t dim, const Tensor& out) {
+  if (lowp::is_lowp(x_in.dtype())) {
+    Tensor o32 = f32_out(out);
+    scan(op, as_f32(x_in), dim, o32);
+    return store_out(o32, out);
+  }
   Tensor x = contig(x_in);
   if (x.numel() == 0) return;
   if (x.dim() == 0) dim = 0;
@@ -345,6 +378,11 @@ void sort_line(const T* p, int64_t len, int64_t st, bool descending, std::vector
 }  // namespace
 
 void sort(const Tensor& x_in, int64_t dim, bool descending, const Tensor& values, const Tensor& indices) {
+  if (lowp::is_lowp(x_in.dtype())) {
+    Tensor v32 = f32_out(values);
+    sort(as_f32(x_in), dim, descending, v32, indices);
+    return store_out(v32, values);
+  }
   Tensor x = contig(x_in);
   if (x.numel() == 0) return;
   if (x.dim() == 0) dim = 0;
@@ -369,6 +407,11 @@ void sort(const Tensor& x_in, int64_t dim, bool descending, const Tensor& values
 }
 
 void topk(const Tensor& x_in, int64_t k, int64_t dim, bool largest, const Tensor& values, const Tensor& indices) {
+  if (lowp::is_lowp(x_in.dtype())) {
+    Tensor v32 = f32_out(values);
+    topk(as_f32(x_in), k, dim, largest, v32, indices);
+    return store_out(v32, values);
+  }
   Tensor x = contig(x_in);
   if (x.dim() == 0) dim = 0;
   Lines l = lines_of(x, dim);
@@ -429,6 +472,11 @@ void softmax_line_f32(const float* p, float* y, int64_t n, bool log) {
 }  // namespace
 
 void softmax(const Tensor& x_in, int64_t dim, bool log, const Tensor& out) {
+  if (lowp::is_lowp(x_in.dtype())) {
+    Tensor o32 = f32_out(out);
+    softmax(as_f32(x_in), dim, log, o32);
+    return store_out(o32, out);
+  }
   Tensor x = contig(x_in);
   if (x.numel() == 0) return;
   if (x.dim() == 0) dim = 0;
@@ -472,6 +520,11 @@ void softmax(const Tensor& x_in, int64_t dim, bool log, const Tensor& out) {
 }
 
 void softmax_backward(const Tensor& g_in, const Tensor& y_in, int64_t dim, bool log, const Tensor& out) {
+  if (lowp::is_lowp(g_in.dtype()) || lowp::is_lowp(y_in.dtype())) {
+    Tensor o32 = f32_out(out);
+    softmax_backward(as_f32(g_in), as_f32(y_in), dim, log, o32);
+    return store_out(o32, out);
+  }
   Tensor g = contig(g_in), y = contig(y_in);
   if (g.numel() == 0) return;
   if (g.dim() == 0) dim = 0;
