@@ -1,5 +1,7 @@
 // CPU elementwise kernels: copy (with dtype conversion), fill, unary, binary and where.
-// The per-element formulas come from core/elementwise_ops.h.
+// The per-element formulas come from core/elementwise_ops.h. float16/bfloat16 operands go to
+// elementwise_lowp.cpp (a file of its own, so that its instances of the formulas leave the
+// float32 loops here as the compiler optimizes them alone).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -31,22 +33,7 @@ void copy(const Tensor& src, const Tensor& dst, bool /*non_blocking*/) {
     });
     return;
   }
-  // float32 to and from the 16-bit floats, contiguous: the block conversions of lowp.h.
-  if (src.is_contiguous() && dst.is_contiguous() &&
-      ((src.dtype() == DType::f32 && lowp::is_lowp(dst.dtype())) ||
-       (dst.dtype() == DType::f32 && lowp::is_lowp(src.dtype())))) {
-    const DType half = src.dtype() == DType::f32 ? dst.dtype() : src.dtype();
-    lowp::visit(half, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      parallel_for(0, src.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
-        if (src.dtype() == DType::f32)
-          lowp::from_float(static_cast<const float*>(src.data_ptr()) + b, e - b, static_cast<T*>(dst.data_ptr()) + b);
-        else
-          lowp::to_float(static_cast<const T*>(src.data_ptr()) + b, e - b, static_cast<float*>(dst.data_ptr()) + b);
-      });
-    });
-    return;
-  }
+  if (lowp::copy_f32(src, dst)) return;
   Loop L = make_loop({&dst, &src});
   visit_dtype(dst.dtype(), [&](auto dt) {
     using D = typename decltype(dt)::type;
@@ -84,33 +71,15 @@ void fill(const Tensor& dst, Scalar value) {
 namespace {
 using namespace nabla::scalar;
 
-// A float32 formula over a 16-bit float tensor (lowp.h): converted in blocks, rounded on store.
-template <class R, class F>
-void lowp_unary(const Loop& L, DType dt, const F& f) {
-  lowp::visit(dt, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    lowp::unary_loop<std::conditional_t<std::is_same_v<R, bool>, bool, T>, T>(L, [&](float x) { return f(x); });
-  });
-}
-
 template <class F>
 void float_unary(const Loop& L, DType dt, const char* op, const F& f) {
   if (dt == DType::f32) return unary_loop<float, float>(L, [&](float x) { return f(x); });
   if (dt == DType::f64) return unary_loop<double, double>(L, [&](double x) { return f(x); });
-  if (lowp::is_lowp(dt)) return lowp_unary<float>(L, dt, f);
   throw NotImplemented(internal::str(op, ": not implemented for dtype ", dt, " on the CPU"));
-}
-
-// float32 and the 16-bit floats, for the ops whose float32 form is vmath.h's.
-template <class F>
-void f32_unary(const Loop& L, DType dt, const F& f) {
-  if (dt == DType::f32) return unary_loop<float, float>(L, f);
-  lowp_unary<float>(L, dt, f);
 }
 
 template <class F>
 void same_unary(const Loop& L, DType dt, const char* op, const F& f) {
-  if (lowp::is_lowp(dt)) return lowp_unary<float>(L, dt, f);
   visit_compute_dtype(dt, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, bool>) {
@@ -127,14 +96,13 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
   if (out.numel() == 0) return;
   Loop L = make_loop({&out, &x});
   const DType dt = x.dtype();
-  // The transcendental ops with vectorizable float32 forms (vmath.h), which the 16-bit floats
-  // compute in too.
-  if (dt == DType::f32 || lowp::is_lowp(dt)) {
+  if (lowp::is_lowp(dt)) return lowp::unary(op, L, dt, p0, p1);
+  if (dt == DType::f32) {  // the transcendental ops with vectorizable float32 forms (vmath.h)
     switch (op) {
-      case UnaryOp::exp: return f32_unary(L, dt, [](float v) { return vmath::exp_f32(v); });
-      case UnaryOp::tanh: return f32_unary(L, dt, [](float v) { return vmath::tanh_f32(v); });
-      case UnaryOp::sigmoid: return f32_unary(L, dt, [](float v) { return vmath::sigmoid_f32(v); });
-      case UnaryOp::silu: return f32_unary(L, dt, [](float v) { return v * vmath::sigmoid_f32(v); });
+      case UnaryOp::exp: return unary_loop<float, float>(L, [](float v) { return vmath::exp_f32(v); });
+      case UnaryOp::tanh: return unary_loop<float, float>(L, [](float v) { return vmath::tanh_f32(v); });
+      case UnaryOp::sigmoid: return unary_loop<float, float>(L, [](float v) { return vmath::sigmoid_f32(v); });
+      case UnaryOp::silu: return unary_loop<float, float>(L, [](float v) { return v * vmath::sigmoid_f32(v); });
       default: break;
     }
   }
@@ -160,8 +128,6 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
 #undef NABLA_SAME_CASE
 #define NABLA_BOOL_CASE(name, fwd, ...)                                \
   case UnaryOp::name:                                              \
-    if (lowp::is_lowp(dt))                                         \
-      return lowp_unary<bool>(L, dt, [](float x) { return static_cast<bool>(fwd); }); \
     return visit_compute_dtype(dt, #name, [&](auto tag) {          \
       using T = typename decltype(tag)::type;                      \
       unary_loop<bool, T>(L, [](T x) { return static_cast<bool>(fwd); }); \
@@ -169,10 +135,6 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
     NABLA_UNARY_BOOL_OPS(NABLA_BOOL_CASE)
 #undef NABLA_BOOL_CASE
     case UnaryOp::clamp:
-      if (lowp::is_lowp(dt)) {
-        const float lo = scalar::saturate<float>(p0), hi = scalar::saturate<float>(p1);
-        return lowp_unary<float>(L, dt, [=](float v) { return scalar::clamp(v, lo, hi); });
-      }
       return visit_compute_dtype(dt, "clamp", [&](auto tag) {
         using T = typename decltype(tag)::type;
         if constexpr (std::is_same_v<T, bool>) {
@@ -195,38 +157,13 @@ void bool_binary(const Loop& L, BinaryOp op) {
     default: throw DTypeError(internal::str(op_name(op), ": not supported for bool tensors"));
   }
 }
-
-// A binary op on 16-bit float operands: its float32 formula (T is float, alpha a float) over
-// blocks converted to float32, rounded on store (lowp.h).
-template <class L16>
-void lowp_binary(BinaryOp op, const Loop& L, Scalar alpha_s) {
-  [[maybe_unused]] const float alpha = alpha_s.to<float>();
-  switch (op) {
-#define NABLA_ARITH_CASE(name, kind, fwd, ...)                                      \
-  case BinaryOp::name:                                                              \
-    return lowp::binary_loop<L16, L16>(L, [=](float a, float b) {                   \
-      using T = float;                                                              \
-      return static_cast<T>(fwd);                                                   \
-    });
-    NABLA_BINARY_ARITH_OPS(NABLA_ARITH_CASE)
-#undef NABLA_ARITH_CASE
-#define NABLA_BOOL_CASE(name, fwd, ...) \
-  case BinaryOp::name:                  \
-    return lowp::binary_loop<bool, L16>(L, [](float a, float b) { return static_cast<bool>(fwd); });
-    NABLA_BINARY_BOOL_OPS(NABLA_BOOL_CASE)
-#undef NABLA_BOOL_CASE
-  }
-}
 }  // namespace
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Scalar alpha_s) {
   if (out.numel() == 0) return;
   Loop L = make_loop({&out, &a, &b});
   const DType dt = a.dtype();
-  if (lowp::is_lowp(dt)) {
-    if (dt == DType::f16) return lowp_binary<Half>(op, L, alpha_s);
-    return lowp_binary<BFloat16>(op, L, alpha_s);
-  }
+  if (lowp::is_lowp(dt)) return lowp::binary(op, L, dt, alpha_s);
   visit_compute_dtype(dt, op_name(op), [&](auto tag) {
     using T = typename decltype(tag)::type;
     [[maybe_unused]] const T alpha = alpha_s.to<T>();

@@ -17,6 +17,8 @@
 #include <type_traits>
 
 #include "../dtype.h"
+#include "../elementwise_ops.h"
+#include "../scalar.h"
 #include "isa.h"
 #include "loops.h"
 
@@ -190,6 +192,13 @@ void binary_loop(const Loop& L, const F& f, int64_t grain = kElementwiseGrain) {
     }
   }, grain);
 }
+
+// The elementwise kernels' 16-bit paths (elementwise_lowp.cpp): unary and binary ops of the table on
+// f16/bf16 operands (dt), and contiguous copies between float32 and f16/bf16 (false when the copy
+// is not one of those).
+void unary(UnaryOp op, const Loop& L, DType dt, double p0, double p1);
+void binary(BinaryOp op, const Loop& L, DType dt, Scalar alpha);
+bool copy_f32(const Tensor& src, const Tensor& dst);
 
 // Calls f(type_tag<T>{}) with T Half or BFloat16 for d (which must be one of them).
 template <class F>
