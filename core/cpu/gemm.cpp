@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/cpu/gemm_kernels.h"
+#include "core/cpu/gemm_lowp.h"
 #include "core/impl.h"
 #include "core/parallel.h"
 
@@ -178,6 +179,34 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& out_in, double alpha
       for (int64_t i = 0; i < batch; ++i) one(i);
     }
   };
+  // float16 / bfloat16: the low-precision GEMM (gemm_lowp.h), float32 sums rounded once on store,
+  // reading a and b through their strides as the float32 path does.
+  auto run_lowp = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* ap = static_cast<const T*>(a.data_ptr());
+    const T* bp = static_cast<const T*>(b.data_ptr());
+    T* cp = static_cast<T*>(out.data_ptr());
+    const int64_t sa0 = a.strides()[0], sa1 = a.strides()[1], sa2 = a.strides()[2];
+    const int64_t sb0 = b.strides()[0], sb1 = b.strides()[1], sb2 = b.strides()[2];
+    const int64_t sc0 = out.strides()[0];
+    auto one = [&](int64_t i) {
+      nabla::cpu::gemm_lowp<T, T>(m, n, k, static_cast<float>(alpha), ap + i * sa0, sa1, sa2, bp + i * sb0, sb1, sb2,
+                                  static_cast<float>(beta), cp + i * sc0, ldc);
+    };
+    if (batch > 1 && m * n * k < 128 * 128 * 128) {
+      parallel_for(0, batch, std::max<int64_t>(1, 32768 / std::max<int64_t>(m * n * k, 1)), [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) one(i);
+      });
+    } else {
+      for (int64_t i = 0; i < batch; ++i) one(i);
+    }
+  };
+  if (a.dtype() == DType::bf16 || a.dtype() == DType::f16) {
+    if (a.dtype() == DType::bf16) run_lowp(type_tag<BFloat16>{});
+    else run_lowp(type_tag<Half>{});
+    if (!direct) copy(out, out_in);
+    return;
+  }
   visit_compute_dtype(a.dtype(), "matmul", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, bool>) {

@@ -135,6 +135,8 @@ Tensor dot(const Tensor& a, const Tensor& b) {
   NABLA_CHECK(ShapeError, a.numel() == b.numel(), "dot: tensors have different lengths ", a.numel(), " and ", b.numel());
   NABLA_CHECK(DTypeError, a.dtype() == b.dtype(), "dot: both operands must have the same dtype, got ", a.dtype(), " and ",
                     b.dtype());
+  // float16 / bfloat16: a (1, k) @ (k, 1) product, summed in float32 and rounded once.
+  if (a.dtype() == DType::f16 || a.dtype() == DType::bf16) return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   return (a * b).sum();
 }
 
