@@ -123,6 +123,50 @@ TEST_P(LowpMatmul, Linear) {
   expect_close(y, want, d, 48, "nn::Linear");
 }
 
+// addmm in one GEMM call: beta * bias + alpha * a @ b, bias full-sized or broadcast.
+TEST_P(LowpMatmul, Addmm) {
+  DType d = GetParam();
+  Pair a = operand({20, 50}, d), b = operand({50, 12}, d), cm = operand({20, 12}, d), row = operand({12}, d);
+  expect_close(addmm(cm.low, a.low, b.low), addmm(cm.ref, a.ref, b.ref), d, 50, "addmm");
+  expect_close(addmm(row.low, a.low, b.low), addmm(row.ref, a.ref, b.ref), d, 50, "addmm, broadcast bias");
+  expect_close(addmm(cm.low, a.low.t().contiguous().t(), b.low, 0.5, 2.0),
+               addmm(cm.ref, a.ref, b.ref, 0.5, 2.0), d, 50, "addmm(beta 0.5, alpha 2, a^T layout)");
+  Tensor nan_bias = full(cm.low.sizes(), std::nan(""), dtype(d));
+  expect_close(addmm(nan_bias, a.low, b.low, 0.0), mm(a.ref, b.ref), d, 50, "addmm(beta 0): bias unread");
+  EXPECT_THROW(addmm(operand({7}, d).low, a.low, b.low), ShapeError);
+  EXPECT_THROW(addmm(cm.ref, a.low, b.low), DTypeError);
+}
+
+TEST_P(LowpMatmul, AddmmBackward) {
+  DType d = GetParam();
+  Pair bias = operand({20, 12}, d), a = operand({20, 50}, d), b = operand({50, 12}, d), g = operand({20, 12}, d);
+  Tensor cl = bias.low.detach().requires_grad_(), al = a.low.detach().requires_grad_(), bl = b.low.detach().requires_grad_();
+  Tensor cr = bias.ref.detach().requires_grad_(), ar = a.ref.detach().requires_grad_(), br = b.ref.detach().requires_grad_();
+  addmm(cl, al, bl).backward(g.low);
+  addmm(cr, ar, br).backward(g.ref);
+  expect_close(cl.grad(), cr.grad(), d, 1, "addmm: grad bias");
+  expect_close(al.grad(), ar.grad(), d, 12, "addmm: grad a");
+  expect_close(bl.grad(), br.grad(), d, 20, "addmm: grad b");
+}
+
+TEST_P(LowpMatmul, Baddbmm) {
+  DType d = GetParam();
+  Pair a = operand({4, 10, 30}, d), b = operand({4, 30, 8}, d), full3 = operand({4, 10, 8}, d), row = operand({1, 8}, d);
+  expect_close(baddbmm(full3.low, a.low, b.low), baddbmm(full3.ref, a.ref, b.ref), d, 30, "baddbmm");
+  expect_close(baddbmm(row.low, a.low, b.low.mT().contiguous().mT(), 2.0, 0.5),
+               baddbmm(row.ref, a.ref, b.ref, 2.0, 0.5), d, 30, "baddbmm(broadcast input, beta 2, alpha 0.5)");
+  EXPECT_THROW(baddbmm(full3.low, a.low, b.low[0]), ShapeError);
+
+  Pair g = operand({4, 10, 8}, d);
+  Tensor il = full3.low.detach().requires_grad_(), al = a.low.detach().requires_grad_(), bl = b.low.detach().requires_grad_();
+  Tensor ir = full3.ref.detach().requires_grad_(), ar = a.ref.detach().requires_grad_(), br = b.ref.detach().requires_grad_();
+  baddbmm(il, al, bl).backward(g.low);
+  baddbmm(ir, ar, br).backward(g.ref);
+  expect_close(il.grad(), ir.grad(), d, 1, "baddbmm: grad input");
+  expect_close(al.grad(), ar.grad(), d, 8, "baddbmm: grad batch1");
+  expect_close(bl.grad(), br.grad(), d, 10, "baddbmm: grad batch2");
+}
+
 TEST_P(LowpMatmul, ResultDtype) {
   DType d = GetParam();
   Tensor a = randn({3, 4}).to(d), b = randn({4, 5}).to(d);

@@ -120,4 +120,9 @@ void check_infos(const char* op, const Tensor& info, F&& raise) {
   }
 }
 
+// float16 / bfloat16 addmm (2-D) and baddbmm (3-D) as one GEMM call with its own backward
+// (products.cpp); `op` names the caller in errors.
+Tensor add_product_lowp(const char* op, const Tensor& input, const Tensor& a, const Tensor& b, double beta,
+                        double alpha);
+
 }  // namespace nabla::linalg_internal
