@@ -201,8 +201,10 @@ Tensor add_product_lowp(const char* op, const Tensor& input, const Tensor& a, co
 }  // namespace linalg_internal
 
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
-  // (Under a tracer, the composite: its parts are what gets recorded.)
-  if (a.defined() && (a.dtype() == DType::f16 || a.dtype() == DType::bf16) && !trace::active())
+  // float16 / bfloat16 on the CPU: one GEMM call (its 16-bit elementwise ops are not all there). CUDA
+  // and a tracer keep the composite (a tracer records its parts).
+  if (a.defined() && (a.dtype() == DType::f16 || a.dtype() == DType::bf16) && a.device().is_cpu() &&
+      !trace::active())
     return linalg_internal::add_product_lowp("addmm", bias, a, b, beta.to_double(), alpha.to_double());
   Tensor p = mm(a, b);
   if (alpha.to_double() != 1) p = p * alpha;
