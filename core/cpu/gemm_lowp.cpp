@@ -141,24 +141,10 @@ void pack_a_convert(const In* a, int64_t rsa, int64_t csa, int64_t mc, int64_t k
   }
 }
 
+// B's panels of nr columns are A's panels of B transposed: the same packing with the strides swapped.
 template <class In>
 void pack_b_convert(const In* b, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, int nr, float* out, float* tmp) {
-  for (int64_t s = 0; s < nc; s += nr) {
-    const int64_t cols = std::min<int64_t>(nr, nc - s);
-    const In* bs = b + s * csb;
-    if (csb == 1) {
-      for (int64_t p = 0; p < kc; ++p) to_float(bs + p * rsb, 1, cols, out + p * nr);
-    } else if (rsb == 1) {  // columns of B contiguous (a transposed weight)
-      for (int64_t j = 0; j < cols; ++j) to_float(bs + j * csb, 1, kc, tmp + j * kc);
-      transpose_copy(tmp, kc, cols, kc, out, nr);
-    } else {
-      for (int64_t p = 0; p < kc; ++p)
-        for (int64_t j = 0; j < cols; ++j) out[p * nr + j] = static_cast<float>(bs[p * rsb + j * csb]);
-    }
-    if (cols < nr)
-      for (int64_t p = 0; p < kc; ++p) std::fill(out + p * nr + cols, out + (p + 1) * nr, 0.0f);
-    out += kc * nr;
-  }
+  pack_a_convert(b, csb, rsb, nc, kc, nr, out, tmp);
 }
 
 #ifdef NABLA_GEMM_AVX2
