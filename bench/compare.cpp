@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "../examples/mnist/models.h"
+#include "examples/mnist/models.h"
 #include "nabla.h"
-#include "torch_lenet.h"
-#include "timing.h"
+#include "bench/torch_lenet.h"
+#include "bench/timing.h"
 
 extern "C" void openblas_set_num_threads(int);
 

@@ -44,7 +44,7 @@
 #include "distributed/distributed.h"
 #include "examples/mnist/models.h"
 #include "nabla.h"
-#include "nn/parallel/distributed_data_parallel.h"
+#include "distributed/distributed_data_parallel.h"
 
 #ifndef NABLA_RUN_BIN
 #error "NABLA_RUN_BIN must name nabla-run"

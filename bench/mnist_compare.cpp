@@ -13,10 +13,10 @@
 #include <cstring>
 #include <string>
 
-#include "../examples/mnist/models.h"
+#include "examples/mnist/models.h"
 #include "nabla.h"
-#include "timing.h"
-#include "torch_lenet.h"
+#include "bench/timing.h"
+#include "bench/torch_lenet.h"
 
 namespace nb = nabla;
 using bench::now;

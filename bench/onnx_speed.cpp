@@ -14,11 +14,11 @@
 #include <filesystem>
 #include <string>
 
-#include "../examples/mnist/models.h"
+#include "examples/mnist/models.h"
 #include "nabla.h"
-#include "nn/models/vision.h"
+#include "vision/vision.h"
 #include "onnx/export.h"
-#include "timing.h"
+#include "bench/timing.h"
 
 using namespace nabla;
 

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "nabla.h"
-#include "timing.h"
+#include "bench/timing.h"
 
 using namespace nabla;
 using bench::fmt_time;

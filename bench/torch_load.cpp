@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "core/zip.h"
+#include "io/zip.h"
 #include "nabla.h"
-#include "timing.h"
+#include "bench/timing.h"
 
 using namespace nabla;
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "nabla.h"
-#include "timing.h"
+#include "bench/timing.h"
 
 using namespace nabla;
 

@@ -1,4 +1,4 @@
-#include "determinism.h"
+#include "core/determinism.h"
 
 #include <atomic>
 

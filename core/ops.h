@@ -424,12 +424,6 @@ Tensor operator|(const Tensor& a, const Tensor& b);
 Tensor operator^(const Tensor& a, const Tensor& b);
 Tensor operator~(const Tensor& a);
 
-// ---- NumPy .npy files ---------------------------------------------------------------------------
-// Saves a CPU or CUDA tensor (copied to the host) as .npy, atomically (temporary file + rename).
-void save_npy(const Tensor& t, const std::string& path);
-// Loads a .npy file (little- or big-endian, C or Fortran order) of a supported dtype.
-Tensor load_npy(const std::string& path);
-
 // ---- printing -----------------------------------------------------------------------------------
 struct PrintOptions {
   int precision = 4;

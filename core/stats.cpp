@@ -1,7 +1,7 @@
 // Front-ends of core/math_ops.h (median, quantile, cummax, logcumsumexp, histc, bincount,
 // searchsorted, unique, ...) and the composite elementwise ops nan_to_num and div(rounding_mode).
 // How each runs (composite, or host loop + gather) is said in math_ops.h.
-#include "math_ops.h"
+#include "core/math_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +9,8 @@
 #include <numeric>
 #include <vector>
 
-#include "impl.h"
-#include "trace.h"
+#include "core/impl.h"
+#include "core/trace.h"
 
 namespace nabla {
 namespace internal {

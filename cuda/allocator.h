@@ -19,9 +19,9 @@
 
 #include <cstddef>
 
-#include "core/allocator.h"
-#include "core/cuda_api.h"
-#include "core/tensor.h"
+#include "../core/allocator.h"
+#include "../core/cuda_api.h"
+#include "../core/tensor.h"
 
 namespace nabla::cuda {
 

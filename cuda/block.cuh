@@ -8,7 +8,7 @@
 
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "../core/dtype.h"
 
 namespace nabla::cuda {
 

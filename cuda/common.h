@@ -10,9 +10,9 @@
 
 #include <cstdint>
 
-#include "core/cuda_api.h"
-#include "core/error.h"
-#include "core/tensor.h"
+#include "../core/cuda_api.h"
+#include "../core/error.h"
+#include "../core/tensor.h"
 
 namespace nabla::cuda {
 

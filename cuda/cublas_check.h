@@ -4,8 +4,8 @@
 
 #include <cublas_v2.h>
 
-#include "core/error.h"
-#include "core/impl.h"
+#include "../core/error.h"
+#include "../core/impl.h"
 
 namespace nabla::cuda {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "../core/error.h"
 
 namespace nabla::cuda::conv_algo {
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "core/error.h"
+#include "../core/error.h"
 
 namespace nabla::cuda {
 

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "core/dtype.h"
+#include "../core/dtype.h"
 
 namespace nabla::cuda {
 

@@ -11,10 +11,10 @@
 #include <functional>
 #include <initializer_list>
 
-#include "core/dtype.h"
-#include "core/error.h"
-#include "core/iter_plan.h"
-#include "core/tensor.h"
+#include "../core/dtype.h"
+#include "../core/error.h"
+#include "../core/iter_plan.h"
+#include "../core/tensor.h"
 
 namespace nabla::cuda {
 

@@ -3,9 +3,9 @@
 // Conventions are those of core/backend.h.
 #pragma once
 
-#include "core/backend.h"
-#include "core/ops.h"
-#include "cuda/deferred_checks.h"
+#include "../core/backend.h"
+#include "../core/ops.h"
+#include "deferred_checks.h"
 
 namespace nabla::cuda {
 

@@ -11,10 +11,10 @@
 #include <limits>
 #include <type_traits>
 
-#include "core/dtype.h"
-#include "core/scalar_math.h"
-#include "cuda/common.h"
-#include "cuda/iter.h"
+#include "../core/dtype.h"
+#include "../core/scalar_math.h"
+#include "common.h"
+#include "iter.h"
 
 namespace nabla::cuda {
 

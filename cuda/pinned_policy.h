@@ -22,7 +22,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "cuda/caching_allocator.h"
+#include "caching_allocator.h"
 
 namespace nabla::cuda {
 

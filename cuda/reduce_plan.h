@@ -20,10 +20,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.h"
-#include "core/reduce_dims.h"
-#include "core/shape.h"
-#include "cuda/iter.h"
+#include "../core/error.h"
+#include "../core/reduce_dims.h"
+#include "../core/shape.h"
+#include "iter.h"
 
 namespace nabla::cuda {
 

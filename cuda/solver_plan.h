@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
+#include "../core/dtype.h"
 
 namespace nabla::cuda::solver {
 

@@ -8,7 +8,7 @@
 #include <system_error>
 
 #include "core/error.h"
-#include "core/io.h"
+#include "io/file.h"
 #include "core/ops.h"
 #include "data/impl.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/io.h"
+#include "io/file.h"
 #include "core/ops.h"
 
 namespace nabla::data {

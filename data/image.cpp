@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/io.h"
+#include "io/file.h"
 #include "core/ops.h"
 #include "data/impl.h"
 

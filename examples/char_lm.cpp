@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "flags.h"
+#include "examples/flags.h"
 using namespace nabla;
 
 const char* kHelp = R"(char_lm: train a character-level LSTM language model on a text file, and sample from it

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "flags.h"
-#include "imagenet_classes.h"
+#include "examples/flags.h"
+#include "examples/imagenet_classes.h"
 #include "nabla.h"
 
 using namespace nabla;

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "flags.h"
+#include "examples/flags.h"
 using namespace nabla;
 
 const char* kHelp = R"(csv_regression: learn to predict one column of a CSV file from the others (an MLP)

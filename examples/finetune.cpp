@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "flags.h"
+#include "examples/flags.h"
 #include "nabla.h"
 
 using namespace nabla;

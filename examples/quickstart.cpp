@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "flags.h"
+#include "examples/flags.h"
 using namespace nabla;
 
 const char* kHelp = R"(quickstart: PyTorch's "Learn the Basics" quickstart in nabla (Fashion-MNIST, an MLP)

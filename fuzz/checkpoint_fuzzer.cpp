@@ -3,8 +3,8 @@
 // or throws a nabla::Error, and so does the training step after it (undefined behaviour from a
 // number stored in the file, such as an Adam step of 1e300 or a scheduler's last_epoch of
 // INT64_MAX, is a finding under UBSan).
-#include "checkpoint_run.h"
-#include "fuzz_util.h"
+#include "fuzz/checkpoint_run.h"
+#include "fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

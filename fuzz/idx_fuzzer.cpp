@@ -3,7 +3,7 @@
 // RSS limit of the runs. A file that loads is written back (plain and gzip) and must read back equal.
 #include <cstring>
 
-#include "fuzz_util.h"
+#include "fuzz/fuzz_util.h"
 #include "nabla.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

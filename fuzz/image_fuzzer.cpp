@@ -4,7 +4,7 @@
 // have the size image_info reported.
 #include <span>
 
-#include "fuzz_util.h"
+#include "fuzz/fuzz_util.h"
 #include "nabla.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint_run.h"
-#include "torch_hostile.h"
+#include "fuzz/checkpoint_run.h"
+#include "fuzz/torch_hostile.h"
 #include "examples/mnist/args.h"
 #include "examples/mnist/models.h"
 #include "nabla.h"

@@ -12,7 +12,7 @@
 #include "examples/mnist/args.h"
 #include "examples/mnist/cli.h"
 #include "examples/mnist/common.h"
-#include "fuzz_util.h"
+#include "fuzz/fuzz_util.h"
 
 namespace {
 

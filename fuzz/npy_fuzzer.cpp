@@ -2,7 +2,7 @@
 // must come back equal (dtype, shape, bytes).
 #include <cstring>
 
-#include "fuzz_util.h"
+#include "fuzz/fuzz_util.h"
 #include "nabla.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -7,7 +7,7 @@
 //     shapes, bytes and metadata.
 #include <cstring>
 
-#include "fuzz_util.h"
+#include "fuzz/fuzz_util.h"
 #include "nabla.h"
 
 namespace {

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/zip.h"
-#include "fuzz_util.h"
+#include "io/zip.h"
+#include "fuzz/fuzz_util.h"
 #include "nabla.h"
 
 namespace {

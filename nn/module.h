@@ -36,7 +36,7 @@
 
 #include "../core/ops.h"
 #include "../core/tensor.h"
-#include "ordered_dict.h"
+#include "../core/ordered_dict.h"
 
 namespace nabla::nn {
 

@@ -1,5 +1,6 @@
 // nabla's nn: modules, layers (recurrent, attention and Transformers included), losses, functional twins, init,
-// gradient clipping, metrics, safetensors and PyTorch weight files and checkpoint_sequential.
+// gradient clipping, a module's weights in safetensors and PyTorch files (nn/serialize.h) and
+// checkpoint_sequential. The tensor file formats are in io/, the metrics in metrics/.
 #pragma once
 
 #include "activation.h"
@@ -15,15 +16,12 @@
 #include "init.h"
 #include "linear.h"
 #include "loss.h"
-#include "metrics.h"
 #include "module.h"
 #include "normalization.h"
-#include "ordered_dict.h"
 #include "pooling.h"
 #include "rnn.h"
 #include "rnn_utils.h"
+#include "serialize.h"
 #include "spatial.h"
-#include "safetensors.h"
-#include "torch_file.h"
 #include "transformer.h"
 #include "upsample.h"

@@ -12,9 +12,9 @@
 #include <type_traits>
 #include <utility>
 
-#include "autograd/autograd.h"
-#include "core/cuda_api.h"
-#include "core/ops.h"
+#include "../autograd/autograd.h"
+#include "../core/cuda_api.h"
+#include "../core/ops.h"
 
 namespace nabla::nn::value_checks {
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "core/graph.h"
-#include "core/io.h"
+#include "io/file.h"
 #include "onnx/exporter.h"
 
 namespace nabla::onnx {

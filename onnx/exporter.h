@@ -20,9 +20,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/op_schema.h"
-#include "core/trace.h"
-#include "onnx/export.h"
+#include "../core/op_schema.h"
+#include "../core/trace.h"
+#include "export.h"
 
 namespace nabla::onnx::internal {
 // The library's private helpers (internal::str, ...) are reachable from here as well.

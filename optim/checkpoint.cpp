@@ -4,8 +4,8 @@
 #include <cstdlib>
 
 #include "core/generator.h"
-#include "core/io.h"
-#include "nn/safetensors.h"
+#include "io/file.h"
+#include "io/safetensors.h"
 
 namespace nabla::optim {
 

@@ -60,7 +60,7 @@
 #include <vector>
 
 #include "../core/tensor.h"
-#include "../nn/ordered_dict.h"
+#include "../core/ordered_dict.h"
 #include "optimizer.h"
 
 namespace nabla::amp {

@@ -35,7 +35,7 @@
 
 #include "../core/error.h"
 #include "../core/tensor.h"
-#include "../nn/ordered_dict.h"
+#include "../core/ordered_dict.h"
 
 namespace nabla::torch_io {
 class Value;

@@ -13,7 +13,7 @@
 #include <map>
 
 #include "core/ops.h"
-#include "nn/torch_file.h"
+#include "io/torch_file.h"
 #include "optim/optimizer.h"
 
 namespace nabla::optim {

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/graph.h"
-#include "core/io.h"
+#include "io/file.h"
 #include "core/ops.h"
 #include "data/image.h"
 #include "tensorboard/events.h"

@@ -16,7 +16,7 @@
 #include <random>
 #include <thread>
 
-#include "core/io.h"
+#include "io/file.h"
 #include "nabla.h"
 
 using namespace nabla;

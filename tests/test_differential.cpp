@@ -27,7 +27,8 @@
 #include <regex>
 #include <unistd.h>
 
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
+#include "nn/serialize.h"
 #include "opinfo.h"
 #include "optim/optim.h"
 #include "python_torch.h"

@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "nabla.h"
-#include "nn/models/vision.h"
+#include "vision/vision.h"
 #include "onnx/export.h"
 #include "tests/onnx/ort.h"
 #include "tests/sanitizers.h"

@@ -15,9 +15,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "core/zip.h"
+#include "io/zip.h"
 #include "nabla.h"
-#include "nn/torch_file.h"
+#include "io/torch_file.h"
+#include "nn/serialize.h"
 #include "tests/python_torch.h"
 #include "test_data_util.h"
 

@@ -16,10 +16,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/zip.h"
+#include "io/zip.h"
 #include "fuzz/torch_hostile.h"
 #include "nabla.h"
-#include "nn/torch_file.h"
+#include "io/torch_file.h"
+#include "nn/serialize.h"
 #include "tests/sanitizers.h"
 #include "test_data_util.h"
 

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "tensor_files.h"
+#include "tools/tensor_files.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "tensor_files.h"
+#include "tools/tensor_files.h"
 
 namespace {
 

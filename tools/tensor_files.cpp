@@ -1,4 +1,4 @@
-#include "tensor_files.h"
+#include "tools/tensor_files.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "core/zip.h"
+#include "io/zip.h"
 
 namespace nabla_tools {
 

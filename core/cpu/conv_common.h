@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/cpu/gemm_kernels.h"
-#include "core/cpu/isa.h"
-#include "core/cpu/kernels.h"
-#include "core/impl.h"
-#include "core/parallel.h"
+#include "gemm_kernels.h"
+#include "isa.h"
+#include "kernels.h"
+#include "../impl.h"
+#include "../parallel.h"
 
 namespace nabla::cpu::NABLA_CPU_ISA::conv_internal {
 

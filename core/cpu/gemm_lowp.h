@@ -29,7 +29,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "../dtype.h"
 
 namespace nabla::cpu {
 

@@ -1,4 +1,4 @@
-#include "args.h"
+#include "examples/mnist/args.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "cli.h"
-#include "common.h"
+#include "examples/mnist/cli.h"
+#include "examples/mnist/common.h"
 #include "core/parallel.h"
-#include "models.h"
+#include "examples/mnist/models.h"
 
 namespace mnist {
 

@@ -1,4 +1,4 @@
-#include "cli.h"
+#include "examples/mnist/cli.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,8 +1,8 @@
-#include "common.h"
+#include "examples/mnist/common.h"
 
 #include <filesystem>
 
-#include "args.h"
+#include "examples/mnist/args.h"
 #include "core/backend.h"
 
 namespace mnist {

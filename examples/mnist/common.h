@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "models.h"
+#include "examples/mnist/models.h"
 #include "nabla.h"
 
 namespace mnist {

@@ -1,10 +1,10 @@
 // mnist eval: test accuracy of a checkpoint, per-class precision and recall, and the confusion matrix.
 #include <cstdio>
 
-#include "args.h"
-#include "cli.h"
-#include "common.h"
-#include "progress.h"
+#include "examples/mnist/args.h"
+#include "examples/mnist/cli.h"
+#include "examples/mnist/common.h"
+#include "examples/mnist/progress.h"
 
 namespace mnist {
 

@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "args.h"
-#include "cli.h"
-#include "common.h"
+#include "examples/mnist/args.h"
+#include "examples/mnist/cli.h"
+#include "examples/mnist/common.h"
 #include "onnx/export.h"
 
 namespace mnist {

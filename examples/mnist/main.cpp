@@ -3,8 +3,8 @@
 #include <cstring>
 #include <string>
 
-#include "cli.h"
-#include "common.h"
+#include "examples/mnist/cli.h"
+#include "examples/mnist/common.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "models.h"
+#include "examples/mnist/models.h"
 
 #include <stdexcept>
 

@@ -3,10 +3,10 @@
 // 20x20 and centered by mass in 28x28.
 #include <cstdio>
 
-#include "args.h"
-#include "cli.h"
-#include "common.h"
-#include "preprocess.h"
+#include "examples/mnist/args.h"
+#include "examples/mnist/cli.h"
+#include "examples/mnist/common.h"
+#include "examples/mnist/preprocess.h"
 
 namespace mnist {
 

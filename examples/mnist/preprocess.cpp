@@ -1,4 +1,4 @@
-#include "preprocess.h"
+#include "examples/mnist/preprocess.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "progress.h"
+#include "examples/mnist/progress.h"
 
 #include <unistd.h>
 

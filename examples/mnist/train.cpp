@@ -19,17 +19,17 @@
 #include <fstream>
 #include <sstream>
 
-#include "args.h"
-#include "cli.h"
-#include "core/io.h"
+#include "examples/mnist/args.h"
+#include "examples/mnist/cli.h"
+#include "io/file.h"
 #include "data/distributed_sampler.h"
-#include "common.h"
-#include "progress.h"
+#include "examples/mnist/common.h"
+#include "examples/mnist/progress.h"
 
 #ifdef NABLA_MNIST_DISTRIBUTED
 #include "distributed/distributed.h"
 #include "distributed/process_group_nccl.h"
-#include "nn/parallel/distributed_data_parallel.h"
+#include "distributed/distributed_data_parallel.h"
 #endif
 
 namespace mnist {

@@ -1,15 +1,5 @@
-// nabla's model zoo: torchvision's image classification architectures (namespace nabla::vision),
-// with torchvision's module trees and state dict names. See nn/models/README.md.
+// Moved to vision/vision.h. This forwarding header keeps the old include path of nabla 0.1 working for
+// one release only: include vision/vision.h instead (the README's "Folders" section lists the moves).
 #pragma once
 
-#include "classic.h"
-#include "convnext.h"
-#include "efficientnet.h"
-#include "layers.h"
-#include "mobilenet.h"
-#include "regnet.h"
-#include "resnet.h"
-#include "swin.h"
-#include "vit.h"
-#include "preprocess.h"
-#include "weights.h"
+#include "../../vision/vision.h"  // nabla: forwarding header

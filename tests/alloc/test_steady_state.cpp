@@ -4,7 +4,7 @@
 // nn modules, a loss from nn::functional, an optimizer and a learning-rate scheduler.
 #include <gtest/gtest.h>
 
-#include "../../examples/mnist/models.h"  // the mnist example's models
+#include "examples/mnist/models.h"  // the mnist example's models
 #include "malloc_hook.h"
 #include "nabla.h"
 

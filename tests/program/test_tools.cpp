@@ -11,8 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/io.h"
-#include "core/zip.h"
+#include "io/file.h"
+#include "io/zip.h"
 #include "nabla.h"
 #include "tests/python_torch.h"
 

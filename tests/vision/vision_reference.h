@@ -15,7 +15,7 @@
 #include <string>
 
 #include "nabla.h"
-#include "python_torch.h"
+#include "tests/python_torch.h"
 
 namespace nabla_test::vision {
 
