@@ -31,10 +31,7 @@ SOURCE_EXTENSIONS = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh")
 # Files over MAX_FILE_LINES waiting for their split: path -> reason.
 FILE_EXCEPTIONS = {}
 # Functions over MAX_FUNCTION_LINES waiting for their split: (path, function name) -> reason.
-FUNCTION_EXCEPTIONS = {
-    # The pickle machine's opcode loop, with the file formats' move into one folder.
-    ("nn/torch_pickle.cpp", "run"): "split with the file formats' move into one folder, under way",
-}
+FUNCTION_EXCEPTIONS = {}
 
 
 def strip_code(text):

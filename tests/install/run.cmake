@@ -35,7 +35,7 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "pkg-config cannot find nabla in ${pcdir}")
 endif()
 separate_arguments(flags UNIX_COMMAND "${flags}")
-run(${CXX} "${CONSUMER_SRC}/main.cpp" -o "${WORK_DIR}/consumer_pc" ${flags})
+run(${CXX} "${CONSUMER_SRC}/main.cpp" "${CONSUMER_SRC}/old_paths.cpp" -o "${WORK_DIR}/consumer_pc" ${flags})
 run("${WORK_DIR}/consumer_pc")
 
 set(strict -Wall -Wextra -Werror)

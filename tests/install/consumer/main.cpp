@@ -15,8 +15,14 @@ struct Triple : nabla::autograd::Function<Triple> {
   }
 };
 
+int check_old_include_paths();  // old_paths.cpp
+
 int main() {
   using namespace nabla;
+  if (check_old_include_paths() != 0) {
+    std::printf("FAILED: the old include paths do not reach the moved functions\n");
+    return 1;
+  }
   {
     Tensor x = ones({2}, requires_grad());
     Triple::apply(x, 1.0).sum().backward();
