@@ -13,8 +13,8 @@
 // The last column of every list is the op's ONNX lowering (core/op_schema.h): `to_onnx("Exp")` (one
 // node of that type, after the casts its family's dtype rules need), `to_onnx()` (a lowering written
 // in onnx/lower_elementwise.cpp) or `no_onnx("why")`. These rows are the ops' schema rows: each
-// gives an OpId of its name, a Tensor method of its name (tests/test_op_schema.cpp) and a
-// registry entry (tests/opinfo_core.cpp).
+// gives an OpId of its name, a Tensor method of its name (tests/ops/test_op_schema.cpp) and a
+// registry entry (tests/ops/opinfo_core.cpp).
 #pragma once
 
 #include <cstdint>

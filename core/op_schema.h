@@ -4,9 +4,9 @@
 // one); the rows here are every other op. From the rows come the `OpId` enum, `op_name`, the
 // attribute type a trace hook must pass (`trace::traced<OpId::conv2d>(..., ConvAttrs{...})` does
 // not compile with another struct), the registry's coverage (every differentiable op has samples:
-// tests/test_opinfo.cpp), the ONNX coverage (onnx/: every op marked `to_onnx()` has a lowering, no
+// tests/ops/test_opinfo.cpp), the ONNX coverage (onnx/: every op marked `to_onnx()` has a lowering, no
 // other op has one) and the Tensor-method check (an op marked `method` is a Tensor method:
-// tests/test_op_schema.cpp).
+// tests/ops/test_op_schema.cpp).
 //
 // A row: X(name, Attrs, variants, onnx)
 //   Attrs     the struct of its trace record (NoAttrs: none, or the op is not traced)

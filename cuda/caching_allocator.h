@@ -1,5 +1,5 @@
 // The device caching allocator's policy, apart from the CUDA runtime: plain C++ (no CUDA header),
-// so the host tests drive it through a fake runtime (tests/test_cuda_caching.cpp), with or without
+// so the host tests drive it through a fake runtime (tests/cuda/test_caching.cpp), with or without
 // a GPU or a CUDA build. cuda/allocator.cpp runs it on the real runtime.
 //
 // The policy follows PyTorch's CUDACachingAllocator:

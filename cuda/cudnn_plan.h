@@ -1,5 +1,5 @@
 // cuDNN decisions without cuDNN's types, so that the rules are tested on every machine
-// (tests/test_cuda_plan.cpp) while cuda/cudnn.cpp feeds them cuDNN's answers: which convolution
+// (tests/cuda/test_plan.cpp) while cuda/cudnn.cpp feeds them cuDNN's answers: which convolution
 // algorithm runs, and which batch norms cuDNN takes.
 //
 // cuDNN ranks its algorithms (by measurement under cudnn::benchmark(), by heuristics otherwise), but

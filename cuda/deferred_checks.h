@@ -1,5 +1,5 @@
 // The bookkeeping of deferred index and value checks (core/cuda_api.h, IndexChecks::deferred), in
-// plain C++ so that tests/test_cuda_plan.cpp checks it on any machine; cuda/deferred_checks.cpp
+// plain C++ so that tests/cuda/test_plan.cpp checks it on any machine; cuda/deferred_checks.cpp
 // holds the device side.
 //
 // Each device has an area of records (4 int64 each) in device memory. A check takes a free slot on

@@ -1,6 +1,6 @@
 // Why the CUDA runtime found no usable GPU, in words a user can act on (cuda::unavailable_reason(),
 // printed by `mnist train --device cuda`). Plain C++, tested on every machine
-// (tests/test_cuda_plan.cpp); cuda/device.cpp passes in what the runtime reported.
+// (tests/cuda/test_plan.cpp); cuda/device.cpp passes in what the runtime reported.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // How a strided matrix is handed to cuBLAS without a copy, in plain C++ (no CUDA headers) so that
-// tests/test_cuda_plan.cpp checks it on any machine.
+// tests/cuda/test_plan.cpp checks it on any machine.
 //
 // cuBLAS is column-major; nabla's matrices are row-major views with any strides. C = A @ B is
 // computed as C^T = B^T @ A^T: each operand X (rows r, cols c, strides rs, cs) is passed as X^T,

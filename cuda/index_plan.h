@@ -1,5 +1,5 @@
 // The index arithmetic of the CUDA indexing kernels' deterministic variants (cuda/index.cu), in plain
-// C++ so that tests/test_cuda_plan.cpp checks it on any machine.
+// C++ so that tests/cuda/test_plan.cpp checks it on any machine.
 //
 // With use_deterministic_algorithms(true), index_add and scatter_add do not add with atomics: the
 // (wrapped) indices of each line are sorted stably, so the contributions to one destination form a

@@ -1,5 +1,5 @@
 // The CUDA side of the elementwise iteration plan (core/iter_plan.h, shared with the CPU), in plain
-// C++ without CUDA headers so that tests/test_cuda_plan.cpp can check it on any machine.
+// C++ without CUDA headers so that tests/cuda/test_plan.cpp can check it on any machine.
 // split_32bit() cuts a plan whose element count does not fit the kernels' 32-bit element index into
 // pieces that do. Iter<N> is what a kernel receives: per-dim sizes as fast dividers and byte
 // strides per operand, so a contiguous tensor's addresses take one multiply.

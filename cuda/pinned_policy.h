@@ -1,5 +1,5 @@
 // The pinned (page-locked) host memory cache's policy, apart from the CUDA runtime, as
-// caching_allocator.h is for device memory: plain C++, so tests/test_cuda_caching.cpp drives it
+// caching_allocator.h is for device memory: plain C++, so tests/cuda/test_caching.cpp drives it
 // through the same fake runtime (also under ThreadSanitizer). cuda/allocator.cpp runs it on the
 // real runtime (cudaHostAlloc, events from its pool).
 //

@@ -1,5 +1,5 @@
 // How a CUDA reduction is laid out on the GPU, in plain C++ (no CUDA headers) so that
-// tests/test_cuda_plan.cpp checks it on any machine.
+// tests/cuda/test_plan.cpp checks it on any machine.
 //
 // The kept dims and the reduced dims of x are each merged where memory allows (as the CPU does),
 // giving an output index space (kept) and a reduction index space (red), innermost first. Then:

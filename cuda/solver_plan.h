@@ -1,5 +1,5 @@
 // How cuda/solver.cpp hands a batch of matrices to cuSOLVER (and cuBLAS's batched LU), in plain C++
-// (no CUDA headers) so that tests/test_cuda_solver.cpp checks it on any machine.
+// (no CUDA headers) so that tests/cuda/test_solver.cpp checks it on any machine.
 //
 // cuSOLVER is column-major like LAPACK: core/linalg/'s device forwards pass a tensor (*, c, r) whose
 // last dim has unit stride, holding r x c column-major matrices with leading dimension ld = the

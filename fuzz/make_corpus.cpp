@@ -453,7 +453,7 @@ void image_hostile() {
 // PyTorch files whose values cost far more than their bytes (fuzz/torch_hostile.h). The
 // torch target's other hostile files come from tests/torch_files/make_hostile.py. Full size here
 // where the file stays small (deflated pickles); the stored 1 MB, 4.3 MB and 9.9 MB variants are
-// made by the tests themselves (tests/test_torch_hostile.cpp), which measure time and memory.
+// made by the tests themselves (tests/io/test_torch_hostile.cpp), which measure time and memory.
 void torch_hostile() {
   namespace th = nabla_fuzz::torch_hostile;
   hostile("torch", "billion_laughs.pt", th::billion_laughs(), "ValueError",
@@ -468,7 +468,7 @@ void torch_hostile() {
 }
 
 void mnist_hostile() {
-  // Checked in tests/program/test_mnist_program.cpp by running the program (exit code 2: a usage
+  // Checked in tests/programs/test_mnist_program.cpp by running the program (exit code 2: a usage
   // error, 1: a damaged checkpoint). Command lines: out-of-range integers.
   hostile("mnist", "epochs_overflow", command_line({"train", "--epochs", "99999999999999999999"}), "UsageError",
           {"--epochs must be a whole number from 1 to 1000000, got 99999999999999999999"});

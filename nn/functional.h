@@ -4,7 +4,7 @@
 //   Tensor h = F::relu(F::linear(x, w, b));
 //   Tensor loss = F::cross_entropy(logits, target, {.ignore_index = 0, .label_smoothing = 0.1});
 //
-// Everything here is differentiable (float64 gradchecks in tests/opinfo_nn.cpp) and built from
+// Everything here is differentiable (float64 gradchecks in tests/ops/opinfo_nn.cpp) and built from
 // core ops, except the normalization kernel behind batch_norm, layer_norm and group_norm, which is
 // one autograd node with its own backward (it saves the normalized input and 1/std only).
 #pragma once

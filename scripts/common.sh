@@ -6,9 +6,9 @@ NABLA_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Debian 12 packages nabla needs to build and test (libgloo-dev: Gloo's collectives for distributed/).
 NABLA_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev zlib1g-dev nlohmann-json3-dev libstb-dev
                       libjpeg62-turbo-dev libpng-dev libgloo-dev libopenblas-dev python3 python3-numpy)
-# What the test suite needs besides: PyTorch for the differential suite (tests/test_differential.cpp) and
-# the PyTorch-file tests (tests/test_torch_file.cpp), torchvision for nabla-inspect on a resnet18, and
-# protobuf's Python runtime and compiler for reading TensorBoard event files (tests/test_tensorboard.cpp),
+# What the test suite needs besides: PyTorch for the differential suite (tests/ops/test_differential.cpp) and
+# the PyTorch-file tests (tests/io/test_torch_file.cpp), torchvision for nabla-inspect on a resnet18, and
+# protobuf's Python runtime and compiler for reading TensorBoard event files (tests/tensorboard/test_summary_writer.cpp),
 # and ONNX's Python package, whose checker validates every exported model (tests/test_onnx*.cpp).
 NABLA_TEST_PACKAGES=(python3-torch python3-torchvision python3-protobuf protobuf-compiler python3-onnx)
 

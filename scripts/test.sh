@@ -28,7 +28,7 @@ done
 install_packages "${NABLA_BUILD_PACKAGES[@]}" "${NABLA_TEST_PACKAGES[@]}"
 # The differential suite against PyTorch must run here, not skip.
 export NABLA_REQUIRE_TORCH=1
-# ONNX Runtime for tests/test_onnx.cpp: the CPU runtime inside npm's onnxruntime-node, in .deps/
+# ONNX Runtime for tests/onnx/test_export.cpp: the CPU runtime inside npm's onnxruntime-node, in .deps/
 # (ignored). --ignore-scripts: its install script fetches optional GPU binaries and fails offline.
 # node and npm come from Debian (nodejs 18) where no node is installed.
 command -v npm >/dev/null 2>&1 || install_packages nodejs npm

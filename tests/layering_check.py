@@ -90,7 +90,7 @@ def check_file(root, path, layer, violations):
         else:
             target = os.path.join(root, inc)
             if not os.path.isfile(target):
-                # Clients may include their own folder's files by a bare name (tests/opinfo.h).
+                # Clients may include their own folder's files by a bare name (tests/ops/opinfo.h).
                 local = os.path.join(os.path.dirname(path), inc)
                 if layer is None and "/" not in inc and os.path.isfile(local):
                     target = local

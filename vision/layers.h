@@ -1,5 +1,5 @@
 // Building blocks of the zoo's architectures, as torchvision.ops.misc has them: ordinary nn
-// modules (registered in tests/opinfo_vision.cpp with gradchecks and PyTorch twins), usable on
+// modules (registered in tests/ops/opinfo_vision.cpp with gradchecks and PyTorch twins), usable on
 // their own.
 #pragma once
 

@@ -101,7 +101,7 @@ inline Tensor eye_like(int64_t n, const Tensor& t) { return eye(n, std::nullopt,
 
 // The solver registered for A's device type, or nullptr: LAPACK on the host, for devices without
 // one and for empty inputs (nothing to compute). The CPU registers none (LAPACK is called directly);
-// tests/test_cuda_solver.cpp registers LAPACK itself through the interface for CPU tensors, which
+// tests/cuda/test_solver.cpp registers LAPACK itself through the interface for CPU tensors, which
 // runs the device forwards, layouts and info handling on any machine.
 const linalg_device::Solver* device_solver(const Tensor& A);
 // A fresh contiguous copy of t on its own device.

@@ -39,7 +39,7 @@
 #include "io/safetensors.h"
 #include "nn/serialize.h"
 #include "distributed/distributed_data_parallel.h"
-#include "tests/python_torch.h"
+#include "tests/common/python_torch.h"
 #include "optim/grad_scaler.h"
 #include "optim/sgd.h"
 #include "workers.h"

@@ -13,7 +13,7 @@
 #include "data/dataloader.h"
 #include "data/dataset.h"
 #include "data/distributed_sampler.h"
-#include "tests/python_torch.h"
+#include "tests/common/python_torch.h"
 
 using namespace nabla;
 

@@ -28,7 +28,7 @@
 #include "distributed/heartbeat.h"
 #include "distributed/sha256.h"
 #include "distributed/store.h"
-#include "tests/python_torch.h"
+#include "tests/common/python_torch.h"
 #include "workers.h"
 
 using namespace nabla;

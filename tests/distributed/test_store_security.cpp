@@ -327,7 +327,7 @@ TEST(StoreConcurrency, ASlowConnectionStallsNobodyAndIsDroppedAtItsDeadline) {
   o.request_timeout = 600ms;
   o.handshake_timeout = 400ms;
   dist::TCPStore server("127.0.0.1", 0, true, 5s, o);
-  // An authenticated client that starts a request and then sends a byte every 150 ms (the issue's
+  // An authenticated client that starts a request and then sends a byte every 150 ms (the slow-loris
   // attack, faster): under the old server every other client waited for it.
   int slow = connect_to(server.port());
   Hello h = read_hello(slow);
@@ -475,7 +475,7 @@ TEST(StoreLimits, ValuesAndTheTotalAreBoundedWithErrorsThatNameTheLimit) {
 }
 
 TEST(StoreLimits, EightHugeSetsFromOutsideDoNotGrowRankZero) {
-  // The attack on a store without a secret (as PyTorch's): 8 sets of 64 MiB. The old server
+  // The memory attack on a store without a secret (as PyTorch's): 8 sets of 64 MiB. The old server
   // read and kept each (65 -> 586 MB); now each is refused at its header, before its body is read.
   dist::TCPStore server("127.0.0.1", 0, true, 5s);
   const long before = rss_kb();

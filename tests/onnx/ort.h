@@ -1,4 +1,4 @@
-// What the ONNX tests share (tests/test_onnx.cpp, the mnist program's export test): finding ONNX
+// What the ONNX tests share (tests/onnx/test_export.cpp, the mnist program's export test): finding ONNX
 // Runtime (onnxruntime-node, which scripts/test.sh installs into .deps/onnxruntime) and Debian's
 // python3-onnx, skipping without them unless NABLA_REQUIRE_ORT=1, and raw tensor files for
 // tests/onnx/run_ort.js. Needs NABLA_TESTS_DIR (the tests/ folder) defined by the test target.

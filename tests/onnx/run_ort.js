@@ -1,4 +1,4 @@
-// Runs ONNX models in ONNX Runtime (onnxruntime-node, CPU) for tests/test_onnx.cpp and the ONNX
+// Runs ONNX models in ONNX Runtime (onnxruntime-node, CPU) for tests/onnx/test_export.cpp and the ONNX
 // benchmark: one Node process for many models, since starting one costs ~0.2 s.
 //
 //   node run_ort.js jobs.json

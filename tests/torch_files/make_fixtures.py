@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the PyTorch files nabla's tests read (tests/test_torch_file.cpp), with Debian's python3-torch.
+"""Writes the PyTorch files nabla's tests read (tests/io/test_torch_file.cpp), with Debian's python3-torch.
 
   /usr/bin/python3 tests/torch_files/make_fixtures.py [DIR]     (default: this script's folder)
 

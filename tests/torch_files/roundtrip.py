@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The live round trip of tests/test_torch_file.cpp: PyTorch saves, nabla loads and saves, PyTorch loads.
+"""The live round trip of tests/io/test_torch_file.cpp: PyTorch saves, nabla loads and saves, PyTorch loads.
 
   /usr/bin/python3 roundtrip.py save DIR    writes DIR/<name>.pt with torch.save (zip and legacy)
   /usr/bin/python3 roundtrip.py check DIR   loads each DIR/<name>.nabla.pt (and .zip64.pt) that nabla

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "nabla.h"
-#include "tests/python_torch.h"
+#include "tests/common/python_torch.h"
 
 namespace nabla_test::vision {
 
