@@ -318,7 +318,7 @@ fi
 
 # ---- sanitizers -----------------------------------------------------------------------------------------
 # Tests left out under the sanitizers: the 2^31-element test (hours under memcheck), the 2^32
-# float conversions (CudaHalf.every_float_converts_as_on_the_cpu, 64 chunks of 256 MiB) and the
+# float conversions (CudaHalf.EveryFloatConvertsAsOnTheCpu, 64 chunks of 256 MiB) and the
 # out-of-memory test (its failing cudaMalloc is deliberate and would be reported as an API error).
 # Under racecheck also the sort test: its shared-memory kernels over long rows take 69 s there (on
 # an H100, 2026-11-27: 0 hazards; the other 113 tests took 72 s, the scan and softmax tests 2 s,

@@ -37,7 +37,7 @@ def cases(listing):
 
 
 def suite_of(name):
-    """"Ops/CudaParity" of "Ops/CudaParity.float32_matches_cpu/add"."""
+    """"Ops/CudaParity" of "Ops/CudaParity.Float32MatchesCpu/add"."""
     return name.split(".", 1)[0]
 
 

@@ -14,12 +14,12 @@ set(NABLA_TEST_LABEL_RULES
   # gpu: skips without a CUDA GPU (NABLA_REQUIRE_CUDA); scripts/gpu-verify.sh runs these under
   # compute-sanitizer's memcheck and initcheck.
   "gpu=^(CudaAllocator|CudaCopy|CudaDeviceGpu|CudaHalf|CudaKernels|CudaStreams|DistributedNccl)\\."
-  "gpu=^CudaSolver\\.gpu_"
+  "gpu=^CudaSolver\\.Gpu"
   "gpu=^Ops/(CudaParity|CudaGradcheck)\\."
   "gpu=^Checkpointing\\.Cuda"
   # custom_kernels: nabla's own CUDA kernels, what racecheck and synccheck examine.
   "custom_kernels=^(CudaKernels|CudaCopy)\\."
-  "custom_kernels=^Ops/CudaParity\\.float32_matches_cpu/nn_"
+  "custom_kernels=^Ops/CudaParity\\.Float32MatchesCpu/nn_"
   # nccl: the nccl backend (a world of one on one GPU; more ranks need as many GPUs).
   "nccl=^(DistributedNccl|NcclPlan)\\."
   # torch: compares with PyTorch or torchvision run by /usr/bin/python3 (skips without them,
@@ -42,16 +42,16 @@ set(NABLA_TEST_LABEL_RULES
   "root=^NablaRun\\.TwoNodesInNetworkNamespacesJoinedByVethMakeOneJob$"
   # slow: over 10 s here, or minutes under compute-sanitizer; the exhaustive sweeps among them run
   # a sample unless NABLA_COMPLETE_SWEEPS=1.
-  "slow=^HalfConversions\\.every_float_to_(float16|bfloat16)$"
-  "slow=^CudaHalf\\.every_float_converts_as_on_the_cpu$"
-  "slow=^CudaKernels\\.more_than_two_billion_elements_split_into_32bit_launches$"
+  "slow=^HalfConversions\\.EveryFloatTo(Float16|Bfloat16)$"
+  "slow=^CudaHalf\\.EveryFloatConvertsAsOnTheCpu$"
+  "slow=^CudaKernels\\.MoreThanTwoBillionElementsSplitInto32bitLaunches$"
   "slow=^Onnx\\.ModelOver2GiBWritesExternalDataAndMatchesOnnxRuntime$"
   "slow=^Examples\\.FinetuneTrainsANewHead$"
   # sanitizer_skip: left out of compute-sanitizer runs: a deliberately failing cudaMalloc (the
   # tool would report it as an API error).
-  "sanitizer_skip=^CudaAllocator\\.out_of_memory"
+  "sanitizer_skip=^CudaAllocator\\.OutOfMemory"
   # racecheck_slow: 69 s under racecheck alone (its shared-memory sorts over long rows).
-  "racecheck_slow=^CudaKernels\\.sort_and_topk_short_long_ties_nan$"
+  "racecheck_slow=^CudaKernels\\.SortAndTopkShortLongTiesNan$"
 )
 
 # nabla_label_tests(<TEST_LIST variable> <the program's own labels>): adds the rules' labels to

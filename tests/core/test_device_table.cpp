@@ -59,7 +59,7 @@ std::string not_implemented_message(const TestTable& t) {
 
 }  // namespace
 
-TEST(DeviceTable, fill_points_every_entry_at_the_function_of_its_name) {
+TEST(DeviceTable, FillPointsEveryEntryAtTheFunctionOfItsName) {
   const TestTable t = full_table();
   EXPECT_TRUE(static_cast<bool>(t.scale));
   EXPECT_DOUBLE_EQ(t.scale(3, 4), 12);
@@ -68,7 +68,7 @@ TEST(DeviceTable, fill_points_every_entry_at_the_function_of_its_name) {
   EXPECT_STREQ(t.try_fast.device, "cpu");
 }
 
-TEST(DeviceTable, lacking_on_purpose_leaves_the_entry_empty_with_its_reason) {
+TEST(DeviceTable, LackingOnPurposeLeavesTheEntryEmptyWithItsReason) {
   const TestTable t = lacking_table();
   EXPECT_DOUBLE_EQ(t.scale(3, 4), 13);
   EXPECT_FALSE(static_cast<bool>(t.try_fast));
@@ -77,7 +77,7 @@ TEST(DeviceTable, lacking_on_purpose_leaves_the_entry_empty_with_its_reason) {
   EXPECT_EQ(t.scale.lacking, nullptr);
 }
 
-TEST(DeviceTable, a_missing_entry_raises_not_implemented_naming_entry_device_and_reason) {
+TEST(DeviceTable, AMissingEntryRaisesNotImplementedNamingEntryDeviceAndReason) {
   TestTable t;
   name_entries(t, "cuda");
   EXPECT_EQ(not_implemented_message(t), "scale: not implemented for device type 'cuda'");
@@ -85,7 +85,7 @@ TEST(DeviceTable, a_missing_entry_raises_not_implemented_naming_entry_device_and
   EXPECT_EQ(not_implemented_message(t), "scale: not implemented for device type 'cuda': the reason");
 }
 
-TEST(DeviceTable, registers_per_device_type_and_falls_back_to_an_empty_named_table) {
+TEST(DeviceTable, RegistersPerDeviceTypeAndFallsBackToAnEmptyNamedTable) {
   DeviceTable<const TestTable> tables;
   EXPECT_EQ(tables.find(DeviceType::cpu), nullptr);
   EXPECT_EQ(tables.find(DeviceType::cuda), nullptr);
@@ -105,7 +105,7 @@ TEST(DeviceTable, registers_per_device_type_and_falls_back_to_an_empty_named_tab
   EXPECT_EQ(tables.find(DeviceType::cuda), nullptr);
 }
 
-TEST(DeviceTable, the_cpu_backend_fills_every_kernel_of_the_list) {
+TEST(DeviceTable, TheCpuBackendFillsEveryKernelOfTheList) {
   const Backend& cpu = backend_for(kCPU);
   int entries = 0;
   cpu.for_each_entry([&](const auto& k) {
@@ -120,7 +120,7 @@ TEST(DeviceTable, the_cpu_backend_fills_every_kernel_of_the_list) {
   EXPECT_STREQ(cpu.matmul.name, "matmul");
 }
 
-TEST(DeviceTable, the_cpu_fused_steps_fill_every_update_of_the_list) {
+TEST(DeviceTable, TheCpuFusedStepsFillEveryUpdateOfTheList) {
   const optim::FusedSteps& cpu = optim::fused_steps(kCPU);
   int entries = 0;
   cpu.for_each_entry([&](const auto& k) {
@@ -131,14 +131,14 @@ TEST(DeviceTable, the_cpu_fused_steps_fill_every_update_of_the_list) {
   EXPECT_EQ(entries, 5);
 }
 
-TEST(DeviceTable, the_cpu_registers_no_linalg_solver) {
+TEST(DeviceTable, TheCpuRegistersNoLinalgSolver) {
   // CPU tensors call LAPACK directly; tests/cuda/test_solver.cpp registers one for the scope of its tests.
   EXPECT_EQ(linalg_device::solver_for(DeviceType::cpu), nullptr);
 }
 
 // The CUDA plugin's tables, loaded without a driver: every entry of the three lists is filled, or
 // (kernels only) lacking with its reason. On a GPU machine the same tables serve the CUDA tensors.
-TEST(DeviceTable, the_cuda_backend_fills_its_tables_from_the_lists) {
+TEST(DeviceTable, TheCudaBackendFillsItsTablesFromTheLists) {
   if (!internal::load_cuda_backend(/*skip_driver_check=*/true)) {
     const std::string why = internal::cuda_backend_missing_reason();
     if (why.find("no CUDA backend") != std::string::npos || why.find("NABLA_DISABLE_CUDA") != std::string::npos)

@@ -88,7 +88,7 @@ uint16_t bfloat16_reference(float x) {
 bool is_half_nan(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff); }
 bool is_bf16_nan(uint16_t h) { return (h & 0x7f80) == 0x7f80 && (h & 0x7f); }
 
-TEST(HalfConversions, every_float16_to_float_and_back) {
+TEST(HalfConversions, EveryFloat16ToFloatAndBack) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
     float f = Half::to_float(uint16_t(h));
     if (is_half_nan(uint16_t(h))) {
@@ -103,7 +103,7 @@ TEST(HalfConversions, every_float16_to_float_and_back) {
   }
 }
 
-TEST(HalfConversions, every_bfloat16_to_float_and_back) {
+TEST(HalfConversions, EveryBfloat16ToFloatAndBack) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
     BFloat16 b;
     b.bits = uint16_t(h);
@@ -138,7 +138,7 @@ bool have_f16c() { return false; }
 
 // Every float bit pattern (2^32) to float16: equal to the F16C instruction where the CPU has it;
 // every 4,099th against the double-precision rounding (which alone is too slow for all of them).
-TEST(HalfConversions, every_float_to_float16) {
+TEST(HalfConversions, EveryFloatToFloat16) {
   const bool f16c = have_f16c();
   uint64_t checked = 0;
   float in[8];
@@ -164,7 +164,7 @@ TEST(HalfConversions, every_float_to_float16) {
 }
 
 // Every float bit pattern (2^32) to bfloat16 against the nearest-even choice in double.
-TEST(HalfConversions, every_float_to_bfloat16) {
+TEST(HalfConversions, EveryFloatToBfloat16) {
   for (uint64_t i = 0; i < (uint64_t(1) << 32); i += kStride) {
     float x = from_bits(uint32_t(i));
     uint16_t got = BFloat16(x).bits;

@@ -5,7 +5,7 @@
 namespace nabla {
 namespace {
 
-TEST(CudaAllocator, freed_blocks_are_reused_without_cudamalloc) {
+TEST(CudaAllocator, FreedBlocksAreReusedWithoutCudamalloc) {
   NABLA_REQUIRE_CUDA();
   cuda::synchronize();
   { Tensor warm = empty({1000, 257}, kCUDA); }  // the bucket is now cached
@@ -17,7 +17,7 @@ TEST(CudaAllocator, freed_blocks_are_reused_without_cudamalloc) {
   EXPECT_EQ(cuda::memory_stats().device_allocs, before) << "steady-state allocations must come from the cache";
 }
 
-TEST(CudaAllocator, allocated_and_reserved_bytes) {
+TEST(CudaAllocator, AllocatedAndReservedBytes) {
   NABLA_REQUIRE_CUDA();
   size_t a0 = cuda::memory_allocated();
   size_t peak0 = cuda::max_memory_allocated();
@@ -42,7 +42,7 @@ TEST(CudaAllocator, allocated_and_reserved_bytes) {
   EXPECT_EQ(cuda::max_memory_allocated(), cuda::memory_allocated());
 }
 
-TEST(CudaAllocator, out_of_memory_is_an_error_and_smaller_allocations_still_work) {
+TEST(CudaAllocator, OutOfMemoryIsAnErrorAndSmallerAllocationsStillWork) {
   NABLA_REQUIRE_CUDA();
   cuda::MemInfo m = cuda::mem_get_info();
   int64_t too_many = static_cast<int64_t>(m.total_bytes / 4) * 2;  // twice the device's memory, in floats
@@ -65,7 +65,7 @@ TEST(CudaAllocator, out_of_memory_is_an_error_and_smaller_allocations_still_work
   EXPECT_EQ((x * 2).sum().item<double>(), 2000.0);
 }
 
-TEST(CudaAllocator, record_stream_delays_reuse_until_the_other_stream_is_done) {
+TEST(CudaAllocator, RecordStreamDelaysReuseUntilTheOtherStreamIsDone) {
   NABLA_REQUIRE_CUDA();
   cuda::Stream side = cuda::new_stream();
   Tensor x = ones({1 << 16}, kCUDA);
@@ -88,7 +88,7 @@ TEST(CudaAllocator, record_stream_delays_reuse_until_the_other_stream_is_done) {
   EXPECT_EQ(y.sum().item<double>(), 3.0 * (1 << 16));
 }
 
-TEST(CudaAllocator, pinned_memory) {
+TEST(CudaAllocator, PinnedMemory) {
   NABLA_REQUIRE_CUDA();
   Tensor x = arange(1000, kFloat32);
   Tensor p = x.pin_memory();
@@ -102,7 +102,7 @@ TEST(CudaAllocator, pinned_memory) {
   EXPECT_THROW(ones({2}, kCUDA).pin_memory(), DeviceError);
 }
 
-TEST(CudaAllocator, empty_tensors_need_no_memory) {
+TEST(CudaAllocator, EmptyTensorsNeedNoMemory) {
   NABLA_REQUIRE_CUDA();
   Tensor e = empty({0, 5}, kCUDA);
   EXPECT_EQ(e.numel(), 0);

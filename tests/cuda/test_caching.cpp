@@ -140,7 +140,7 @@ void* const s1 = reinterpret_cast<void*>(0x100);
 void* const s2 = reinterpret_cast<void*>(0x200);
 void* const s3 = reinterpret_cast<void*>(0x300);
 
-TEST(CudaCaching, rounding_and_segment_sizes_are_pytorchs) {
+TEST(CudaCaching, RoundingAndSegmentSizesArePytorchs) {
   using P = CachingPolicy;
   EXPECT_EQ(P::round_size(1), 512u);
   EXPECT_EQ(P::round_size(512), 512u);
@@ -154,7 +154,7 @@ TEST(CudaCaching, rounding_and_segment_sizes_are_pytorchs) {
   EXPECT_EQ(P::segment_size(11 * MiB), 12 * MiB);
 }
 
-TEST(CudaCaching, small_requests_are_cut_from_one_segment) {
+TEST(CudaCaching, SmallRequestsAreCutFromOneSegment) {
   FakeRuntime rt(1 << 30);
   CachingPolicy a(rt);
   std::vector<void*> ptrs;
@@ -178,7 +178,7 @@ TEST(CudaCaching, small_requests_are_cut_from_one_segment) {
   EXPECT_EQ(rt.used(), 0u);
 }
 
-TEST(CudaCaching, large_blocks_split_and_merge) {
+TEST(CudaCaching, LargeBlocksSplitAndMerge) {
   FakeRuntime rt(1 << 30);
   CachingPolicy a(rt);
   void* x = a.allocate(0, 3 * MiB, s1);   // a 20 MiB segment
@@ -206,7 +206,7 @@ TEST(CudaCaching, large_blocks_split_and_merge) {
   EXPECT_EQ(rt.used(), 0u);
 }
 
-TEST(CudaCaching, a_freed_block_serves_its_own_stream_only) {
+TEST(CudaCaching, AFreedBlockServesItsOwnStreamOnly) {
   FakeRuntime rt(1 << 30);
   CachingPolicy a(rt);
   void* p = a.allocate(0, 12 * MiB, s1);
@@ -222,7 +222,7 @@ TEST(CudaCaching, a_freed_block_serves_its_own_stream_only) {
   a.check_invariants(0);
 }
 
-TEST(CudaCaching, record_stream_delays_reuse_until_the_events_complete) {
+TEST(CudaCaching, RecordStreamDelaysReuseUntilTheEventsComplete) {
   FakeRuntime rt(1 << 30);
   CachingPolicy a(rt);
   void* p = a.allocate(0, 12 * MiB, s1);
@@ -247,7 +247,7 @@ TEST(CudaCaching, record_stream_delays_reuse_until_the_events_complete) {
   a.check_invariants(0);
 }
 
-TEST(CudaCaching, out_of_memory_releases_other_streams_and_the_largest_blocks_first) {
+TEST(CudaCaching, OutOfMemoryReleasesOtherStreamsAndTheLargestBlocksFirst) {
   FakeRuntime rt(100 * MiB);
   CachingPolicy a(rt);
   std::vector<void*> cached = {a.allocate(0, 12 * MiB, s1), a.allocate(0, 14 * MiB, s1), a.allocate(0, 16 * MiB, s2),
@@ -270,7 +270,7 @@ TEST(CudaCaching, out_of_memory_releases_other_streams_and_the_largest_blocks_fi
   a.check_invariants(0);
 }
 
-TEST(CudaCaching, out_of_memory_after_releasing_everything_is_counted) {
+TEST(CudaCaching, OutOfMemoryAfterReleasingEverythingIsCounted) {
   FakeRuntime rt(50 * MiB);
   CachingPolicy a(rt);
   void* live = a.allocate(0, 30 * MiB, s1);
@@ -294,7 +294,7 @@ TEST(CudaCaching, out_of_memory_after_releasing_everything_is_counted) {
   a.check_invariants(0);
 }
 
-TEST(CudaCaching, out_of_memory_waits_for_pending_blocks) {
+TEST(CudaCaching, OutOfMemoryWaitsForPendingBlocks) {
   FakeRuntime rt(40 * MiB);
   CachingPolicy a(rt);
   void* p = a.allocate(0, 30 * MiB, s1);
@@ -309,7 +309,7 @@ TEST(CudaCaching, out_of_memory_waits_for_pending_blocks) {
   a.check_invariants(0);
 }
 
-TEST(CudaCaching, empty_cache_keeps_segments_with_live_blocks) {
+TEST(CudaCaching, EmptyCacheKeepsSegmentsWithLiveBlocks) {
   FakeRuntime rt(1 << 30);
   CachingPolicy a(rt);
   void* x = a.allocate(0, 1000, s1);
@@ -325,7 +325,7 @@ TEST(CudaCaching, empty_cache_keeps_segments_with_live_blocks) {
   EXPECT_EQ(rt.segments(), 0u);
 }
 
-TEST(CudaCaching, peak_and_reset) {
+TEST(CudaCaching, PeakAndReset) {
   FakeRuntime rt(1 << 30);
   CachingPolicy a(rt);
   void* x = a.allocate(0, 12 * MiB, s1);
@@ -343,7 +343,7 @@ TEST(CudaCaching, peak_and_reset) {
 // Random requests, frees, stream uses and event completions: after every step the segments are
 // tiled by their blocks, no two free neighbours are left apart, the statistics equal what the
 // blocks say, and no two live blocks overlap.
-TEST(CudaCaching, random_operations_keep_every_invariant) {
+TEST(CudaCaching, RandomOperationsKeepEveryInvariant) {
   FakeRuntime rt(size_t(4) << 30);
   CachingPolicy a(rt);
   std::mt19937_64 rng(11);
@@ -388,7 +388,7 @@ TEST(CudaCaching, random_operations_keep_every_invariant) {
 
 // Threads allocating and freeing at once, each on its own stream, with cross-stream uses
 // (ThreadSanitizer checks the locking in the nabla_cuda_caching_tsan build).
-TEST(CudaCaching, threads_allocate_and_free_at_once) {
+TEST(CudaCaching, ThreadsAllocateAndFreeAtOnce) {
   FakeRuntime rt(size_t(8) << 30);
   CachingPolicy a(rt);
   void* streams[] = {s1, s2, s3};
@@ -419,7 +419,7 @@ TEST(CudaCaching, threads_allocate_and_free_at_once) {
 }
 
 // ---- pinned host memory (cuda/pinned_policy.h) ---------------------------------------------------
-TEST(CudaPinned, sizes_round_to_four_steps_per_octave_and_2_mib_above_1_mib) {
+TEST(CudaPinned, SizesRoundToFourStepsPerOctaveAnd2MibAbove1Mib) {
   using P = PinnedPolicy;
   EXPECT_EQ(P::round_size(1), 512u);
   EXPECT_EQ(P::round_size(512), 512u);
@@ -434,7 +434,7 @@ TEST(CudaPinned, sizes_round_to_four_steps_per_octave_and_2_mib_above_1_mib) {
   EXPECT_FALSE(P::fits(448, 512));
 }
 
-TEST(CudaPinned, a_freed_block_is_reused_by_a_request_it_fits) {
+TEST(CudaPinned, AFreedBlockIsReusedByARequestItFits) {
   FakeRuntime rt(0);
   PinnedPolicy p(rt);
   void* a = p.allocate(100 * KiB);
@@ -458,7 +458,7 @@ TEST(CudaPinned, a_freed_block_is_reused_by_a_request_it_fits) {
   EXPECT_EQ(rt.host_used(), 0u);
 }
 
-TEST(CudaPinned, a_block_in_use_by_a_copy_waits_for_its_events) {
+TEST(CudaPinned, ABlockInUseByACopyWaitsForItsEvents) {
   FakeRuntime rt(0);
   PinnedPolicy p(rt);
   void* a = p.allocate(4 * KiB);
@@ -488,7 +488,7 @@ TEST(CudaPinned, a_block_in_use_by_a_copy_waits_for_its_events) {
   EXPECT_EQ(rt.host_used(), 0u);
 }
 
-TEST(CudaPinned, out_of_page_locked_memory_releases_the_cache_then_fails) {
+TEST(CudaPinned, OutOfPageLockedMemoryReleasesTheCacheThenFails) {
   FakeRuntime rt(0);
   rt.host_capacity = 10 * MiB;
   PinnedPolicy p(rt);
@@ -513,7 +513,7 @@ TEST(CudaPinned, out_of_page_locked_memory_releases_the_cache_then_fails) {
   EXPECT_EQ(rt.host_used(), 0u);
 }
 
-TEST(CudaPinned, threads_allocate_use_and_free_at_once) {
+TEST(CudaPinned, ThreadsAllocateUseAndFreeAtOnce) {
   FakeRuntime rt(0);
   PinnedPolicy p(rt);
   std::vector<std::thread> threads;

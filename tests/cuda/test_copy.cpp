@@ -7,7 +7,7 @@ namespace {
 
 using testing::close_on_host;
 
-TEST(CudaCopy, round_trip_every_dtype) {
+TEST(CudaCopy, RoundTripEveryDtype) {
   NABLA_REQUIRE_CUDA();
   Tensor base = (arange(24, kFloat64) - 7.5).view({2, 3, 4});
   for (DType dt : {kFloat32, kFloat64, kInt64, kInt32, kUInt8, kBool, kFloat16, kBFloat16}) {
@@ -20,7 +20,7 @@ TEST(CudaCopy, round_trip_every_dtype) {
   }
 }
 
-TEST(CudaCopy, non_contiguous_views_both_ways) {
+TEST(CudaCopy, NonContiguousViewsBothWays) {
   NABLA_REQUIRE_CUDA();
   Tensor h = arange(60, kFloat32).view({3, 4, 5});
   Tensor d = h.cuda();
@@ -41,7 +41,7 @@ TEST(CudaCopy, non_contiguous_views_both_ways) {
   EXPECT_TRUE(equal(d.transpose(1, 2).contiguous().cpu(), h.transpose(1, 2).contiguous()));
 }
 
-TEST(CudaCopy, dtype_conversion_with_the_cpu_semantics) {
+TEST(CudaCopy, DtypeConversionWithTheCpuSemantics) {
   NABLA_REQUIRE_CUDA();
   Tensor f = tensor({-2.7, -0.5, 0.0, 0.4, 1.5, 300.0, 1e10, -1e10}, kFloat64);
   for (DType dt : {kFloat32, kInt64, kInt32, kUInt8, kBool, kFloat16, kBFloat16}) {
@@ -55,7 +55,7 @@ TEST(CudaCopy, dtype_conversion_with_the_cpu_semantics) {
   EXPECT_TRUE(equal(nan.cuda().to(kInt32).cpu(), nan.to(kInt32)));
 }
 
-TEST(CudaCopy, copy_into_views_across_devices) {
+TEST(CudaCopy, CopyIntoViewsAcrossDevices) {
   NABLA_REQUIRE_CUDA();
   Tensor d = zeros({4, 6}, kCUDA);
   Tensor src = arange(12, kFloat32).view({3, 4});
@@ -75,7 +75,7 @@ TEST(CudaCopy, copy_into_views_across_devices) {
   EXPECT_TRUE(equal(b.cpu(), arange(4, kFloat32).expand({3, 4})));
 }
 
-TEST(CudaCopy, pinned_non_blocking_copies_are_right_after_synchronization) {
+TEST(CudaCopy, PinnedNonBlockingCopiesAreRightAfterSynchronization) {
   NABLA_REQUIRE_CUDA();
   Tensor h = randn({1 << 20}).pin_memory();
   Tensor d = h.to(kCUDA, /*non_blocking=*/true);
@@ -99,7 +99,7 @@ TEST(CudaCopy, pinned_non_blocking_copies_are_right_after_synchronization) {
   }
 }
 
-TEST(CudaCopy, item_and_printing_read_back_synchronously) {
+TEST(CudaCopy, ItemAndPrintingReadBackSynchronously) {
   NABLA_REQUIRE_CUDA();
   Tensor x = arange(10, dtype(kFloat32).device(kCUDA));
   EXPECT_EQ(x.sum().item<float>(), 45.0f);
@@ -107,7 +107,7 @@ TEST(CudaCopy, item_and_printing_read_back_synchronously) {
   EXPECT_NE(x.str().find("device='cuda:0'"), std::string::npos);
 }
 
-TEST(CudaCopy, large_transfer_and_scalar_tensors) {
+TEST(CudaCopy, LargeTransferAndScalarTensors) {
   NABLA_REQUIRE_CUDA();
   Tensor big = arange(1 << 24, kFloat32);
   Tensor back = big.cuda().cpu();

@@ -14,7 +14,7 @@ namespace {
 
 // The CUDA backend is a plugin (core/cuda_plugin.cpp): a program that does CPU work and asks whether
 // CUDA is there maps none of CUDA's libraries unless a driver made it load the plugin.
-TEST(CudaPlugin, a_cpu_program_maps_no_cuda_library) {
+TEST(CudaPlugin, ACpuProgramMapsNoCudaLibrary) {
   Tensor y = (randn({64, 64}).matmul(randn({64, 64})) + 1).relu();
   (void)cuda::is_available();
   if (cuda::hooks()) GTEST_SKIP() << "the CUDA backend is loaded in this process (a driver is installed, or an "
@@ -33,7 +33,7 @@ TEST(CudaPlugin, a_cpu_program_maps_no_cuda_library) {
 
 // Loaded on request even without a driver (as it is on a GPU machine on the first CUDA query): the
 // backend registers, and the runtime says why there is no GPU.
-TEST(CudaPlugin, loads_without_a_driver_and_explains_the_missing_gpu) {
+TEST(CudaPlugin, LoadsWithoutADriverAndExplainsTheMissingGpu) {
   if (!internal::load_cuda_backend(/*skip_driver_check=*/true)) {
     const std::string why = internal::cuda_backend_missing_reason();
     if (why.find("no CUDA backend") != std::string::npos || why.find("NABLA_DISABLE_CUDA") != std::string::npos)
@@ -50,7 +50,7 @@ TEST(CudaPlugin, loads_without_a_driver_and_explains_the_missing_gpu) {
   EXPECT_TRUE(internal::load_cuda_backend());  // once loaded, loaded
 }
 
-TEST(CudaDevice, availability_is_consistent) {
+TEST(CudaDevice, AvailabilityIsConsistent) {
   EXPECT_EQ(cuda::is_available(), cuda::device_count() > 0);
   if (cuda::is_available()) {
     EXPECT_TRUE(cuda::unavailable_reason().empty());
@@ -73,13 +73,13 @@ TEST(CudaDevice, DISABLED_DisabledByEnvironment) {
   std::printf("checked under NABLA_DISABLE_CUDA=1\n");
 }
 
-TEST(CudaDevice, disable_env_forces_cpu) {
+TEST(CudaDevice, DisableEnvForcesCpu) {
   std::string out = testing::run_self("NABLA_DISABLE_CUDA=1", "CudaDevice.DISABLED_DisabledByEnvironment");
   EXPECT_NE(out.find("checked under NABLA_DISABLE_CUDA=1"), std::string::npos) << out;
   EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
 }
 
-TEST(CudaDevice, math_mode_switches_round_trip) {
+TEST(CudaDevice, MathModeSwitchesRoundTrip) {
   bool tf32 = cuda::allow_tf32(), bench = cuda::cudnn::benchmark(), det = cuda::cudnn::deterministic();
   bool ctf32 = cuda::cudnn::allow_tf32();
   cuda::IndexChecks checks = cuda::index_checks_mode();
@@ -116,7 +116,7 @@ class CudaDeviceWithoutGpu : public ::testing::Test {
   }
 };
 
-TEST_F(CudaDeviceWithoutGpu, cuda_tensors_are_a_device_error_naming_the_reason) {
+TEST_F(CudaDeviceWithoutGpu, CudaTensorsAreADeviceErrorNamingTheReason) {
   try {
     Tensor t = zeros({2, 3}, kCUDA);
     FAIL() << "expected DeviceError";
@@ -129,7 +129,7 @@ TEST_F(CudaDeviceWithoutGpu, cuda_tensors_are_a_device_error_naming_the_reason) 
   EXPECT_THROW(ones({2}).to(Device("cuda:1")), DeviceError);
 }
 
-TEST_F(CudaDeviceWithoutGpu, queries_that_need_a_gpu_throw_device_error) {
+TEST_F(CudaDeviceWithoutGpu, QueriesThatNeedAGpuThrowDeviceError) {
   EXPECT_THROW(cuda::current_device(), DeviceError);
   EXPECT_THROW(cuda::set_device(0), DeviceError);
   EXPECT_THROW(cuda::synchronize(), DeviceError);
@@ -147,7 +147,7 @@ TEST_F(CudaDeviceWithoutGpu, queries_that_need_a_gpu_throw_device_error) {
   }
 }
 
-TEST_F(CudaDeviceWithoutGpu, statistics_are_zero_and_empty_cache_is_harmless) {
+TEST_F(CudaDeviceWithoutGpu, StatisticsAreZeroAndEmptyCacheIsHarmless) {
   EXPECT_EQ(cuda::memory_allocated(), 0u);
   EXPECT_EQ(cuda::memory_reserved(), 0u);
   EXPECT_EQ(cuda::max_memory_allocated(), 0u);
@@ -155,7 +155,7 @@ TEST_F(CudaDeviceWithoutGpu, statistics_are_zero_and_empty_cache_is_harmless) {
   cuda::reset_peak_memory_stats();
 }
 
-TEST_F(CudaDeviceWithoutGpu, pin_memory_falls_back_to_a_plain_copy) {
+TEST_F(CudaDeviceWithoutGpu, PinMemoryFallsBackToAPlainCopy) {
   Tensor x = arange(6, kFloat32).view({2, 3});
   Tensor p = x.pin_memory();
   EXPECT_FALSE(p.is_pinned());
@@ -164,7 +164,7 @@ TEST_F(CudaDeviceWithoutGpu, pin_memory_falls_back_to_a_plain_copy) {
   EXPECT_FALSE(q.is_pinned());
 }
 
-TEST_F(CudaDeviceWithoutGpu, the_backend_is_compiled_in_or_absent_cleanly) {
+TEST_F(CudaDeviceWithoutGpu, TheBackendIsCompiledInOrAbsentCleanly) {
   if (has_backend(DeviceType::cuda)) {
     std::printf("CUDA backend compiled in (runtime %d, cuDNN %d); no GPU: %s\n", cuda::runtime_version(),
                 cuda::cudnn::version(), cuda::unavailable_reason().c_str());
@@ -180,7 +180,7 @@ TEST_F(CudaDeviceWithoutGpu, the_backend_is_compiled_in_or_absent_cleanly) {
 
 // ---- with a GPU -----------------------------------------------------------------------------------
 
-TEST(CudaDeviceGpu, properties_and_memory_info) {
+TEST(CudaDeviceGpu, PropertiesAndMemoryInfo) {
   NABLA_REQUIRE_CUDA();
   cuda::DeviceProperties p = cuda::get_device_properties(0);
   EXPECT_FALSE(p.name.empty());
@@ -200,7 +200,7 @@ TEST(CudaDeviceGpu, properties_and_memory_info) {
               cuda::driver_version(), cuda::cudnn::version());
 }
 
-TEST(CudaDeviceGpu, set_device_and_guards) {
+TEST(CudaDeviceGpu, SetDeviceAndGuards) {
   NABLA_REQUIRE_CUDA();
   EXPECT_EQ(cuda::current_device(), 0);
   cuda::set_device(0);
@@ -214,7 +214,7 @@ TEST(CudaDeviceGpu, set_device_and_guards) {
   cuda::synchronize(0);
 }
 
-TEST(CudaDeviceGpu, tensors_live_on_the_gpu) {
+TEST(CudaDeviceGpu, TensorsLiveOnTheGpu) {
   NABLA_REQUIRE_CUDA();
   Tensor x = ones({2, 3}, kCUDA);
   EXPECT_TRUE(x.is_cuda());

@@ -16,7 +16,7 @@ bool half_nan(uint16_t h, DType dt) {
   return dt == kFloat16 ? (h & 0x7c00) == 0x7c00 && (h & 0x3ff) : (h & 0x7f80) == 0x7f80 && (h & 0x7f);
 }
 
-TEST(CudaHalf, every_16_bit_pattern_converts_to_float_as_on_the_cpu) {
+TEST(CudaHalf, Every16BitPatternConvertsToFloatAsOnTheCpu) {
   NABLA_REQUIRE_CUDA();
   std::vector<uint16_t> bits(65536);
   std::iota(bits.begin(), bits.end(), uint16_t(0));
@@ -38,7 +38,7 @@ TEST(CudaHalf, every_16_bit_pattern_converts_to_float_as_on_the_cpu) {
 
 // All 2^32 float bit patterns, in chunks of 2^26, to float16 and bfloat16 on the device and on the
 // host: the same bits, except NaN (canonical 0x7fff on the device, as in PyTorch's CUDA code).
-TEST(CudaHalf, every_float_converts_as_on_the_cpu) {
+TEST(CudaHalf, EveryFloatConvertsAsOnTheCpu) {
   NABLA_REQUIRE_CUDA();
   constexpr int64_t kChunk = int64_t(1) << 26;
   std::vector<uint32_t> bits(kChunk);
@@ -72,7 +72,7 @@ TEST(CudaHalf, every_float_converts_as_on_the_cpu) {
 // index_add with many indices on few rows: the native 16-bit atomics. Every partial sum is exact in
 // its dtype (multiples of 0.25 up to 250 in float16, of 0.5 up to 100 in bfloat16), so the result
 // is exact whatever the order.
-TEST(CudaHalf, atomic_adds_of_16_bit_floats_are_exact_where_the_sums_are) {
+TEST(CudaHalf, AtomicAddsOf16BitFloatsAreExactWhereTheSumsAre) {
   NABLA_REQUIRE_CUDA();
   struct Case {
     DType dt;

@@ -28,7 +28,7 @@ Tensor rnd(IntArrayRef shape, DType dt = kFloat64, uint64_t seed = 1) {
 }
 
 // ---- elementwise ----------------------------------------------------------------------------------
-TEST(CudaKernels, elementwise_broadcast_promotion_and_in_place) {
+TEST(CudaKernels, ElementwiseBroadcastPromotionAndInPlace) {
   NABLA_REQUIRE_CUDA();
   Tensor a = rnd({7, 1, 5}), b = rnd({1, 6, 5}, kFloat32, 2), i = arange(5, kInt64);
   Tensor ga = a.cuda(), gb = b.cuda(), gi = i.cuda();
@@ -67,7 +67,7 @@ TEST(CudaKernels, elementwise_broadcast_promotion_and_in_place) {
                             maximum(special, zeros({5}, kFloat64)), 0));
 }
 
-TEST(CudaKernels, half_precision_arithmetic) {
+TEST(CudaKernels, HalfPrecisionArithmetic) {
   NABLA_REQUIRE_CUDA();
   Tensor a = rnd({64, 33}, kFloat32), b = rnd({64, 33}, kFloat32, 2);
   for (DType dt : {kFloat16, kBFloat16}) {
@@ -82,7 +82,7 @@ TEST(CudaKernels, half_precision_arithmetic) {
   }
 }
 
-TEST(CudaKernels, more_than_two_billion_elements_split_into_32bit_launches) {
+TEST(CudaKernels, MoreThanTwoBillionElementsSplitInto32bitLaunches) {
   NABLA_REQUIRE_CUDA();
   if (cuda::mem_get_info().free_bytes < (size_t(5) << 30)) GTEST_SKIP() << "needs 5 GiB free on the GPU";
   int64_t n = (int64_t(1) << 31) + 1000;
@@ -99,7 +99,7 @@ TEST(CudaKernels, more_than_two_billion_elements_split_into_32bit_launches) {
 }
 
 // ---- reductions -------------------------------------------------------------------------------------
-TEST(CudaKernels, reductions_over_every_layout) {
+TEST(CudaKernels, ReductionsOverEveryLayout) {
   NABLA_REQUIRE_CUDA();
   Tensor big = rnd({1 << 22});
   EXPECT_TRUE(close_on_host(big.cuda().sum(), big.sum(), 1e-9));            // split full reduction
@@ -127,7 +127,7 @@ TEST(CudaKernels, reductions_over_every_layout) {
   EXPECT_THROW(zeros({0}, kCUDA).max(), ValueError);
 }
 
-TEST(CudaKernels, argmax_ties_and_nan) {
+TEST(CudaKernels, ArgmaxTiesAndNan) {
   NABLA_REQUIRE_CUDA();
   Tensor t = tensor({{1.0, 3.0, 3.0, 0.0}, {2.0, std::nan(""), 5.0, std::nan("")}});
   auto [v, i] = t.cuda().max(1);
@@ -141,7 +141,7 @@ TEST(CudaKernels, argmax_ties_and_nan) {
   EXPECT_TRUE(close_on_host(big.cuda().argmax(), big.argmax(), 0));
 }
 
-TEST(CudaKernels, cumsum_and_cumprod_long_and_strided) {
+TEST(CudaKernels, CumsumAndCumprodLongAndStrided) {
   NABLA_REQUIRE_CUDA();
   Tensor x = rnd({3, 10000});
   EXPECT_TRUE(close_on_host(cumsum(x.cuda(), 1), cumsum(x, 1), 1e-9));
@@ -153,7 +153,7 @@ TEST(CudaKernels, cumsum_and_cumprod_long_and_strided) {
 }
 
 // ---- softmax ------------------------------------------------------------------------------------------
-TEST(CudaKernels, softmax_rows_columns_and_backward) {
+TEST(CudaKernels, SoftmaxRowsColumnsAndBackward) {
   NABLA_REQUIRE_CUDA();
   for (auto shape : {std::vector<int64_t>{64, 10}, std::vector<int64_t>{4, 5000}, std::vector<int64_t>{8, 7, 5}}) {
     Tensor x = rnd(shape) * 3;
@@ -176,7 +176,7 @@ TEST(CudaKernels, softmax_rows_columns_and_backward) {
 }
 
 // ---- sorting ------------------------------------------------------------------------------------------
-TEST(CudaKernels, sort_and_topk_short_long_ties_nan) {
+TEST(CudaKernels, SortAndTopkShortLongTiesNan) {
   NABLA_REQUIRE_CUDA();
   for (int64_t len : {1, 2, 5, 33, 1000, 4096, 4097, 20000}) {
     Tensor x = randint(0, 50, {3, len}, kInt64).to(kFloat32);  // many ties
@@ -209,7 +209,7 @@ TEST(CudaKernels, sort_and_topk_short_long_ties_nan) {
 }
 
 // ---- indexing -----------------------------------------------------------------------------------------
-TEST(CudaKernels, out_of_range_indices_are_index_errors) {
+TEST(CudaKernels, OutOfRangeIndicesAreIndexErrors) {
   NABLA_REQUIRE_CUDA();
   IndexCheckMode immediate(cuda::IndexChecks::immediate);  // each op waits and throws itself
   Tensor x = rnd({4, 5}).cuda();
@@ -235,7 +235,7 @@ TEST(CudaKernels, out_of_range_indices_are_index_errors) {
   EXPECT_EQ(ones({3}, kCUDA).sum().item<double>(), 3.0);
 }
 
-TEST(CudaKernels, deferred_index_errors_surface_at_the_next_synchronization) {
+TEST(CudaKernels, DeferredIndexErrorsSurfaceAtTheNextSynchronization) {
   NABLA_REQUIRE_CUDA();
   IndexCheckMode deferred(cuda::IndexChecks::deferred);
   cuda::synchronize();
@@ -301,7 +301,7 @@ TEST(CudaKernels, deferred_index_errors_surface_at_the_next_synchronization) {
   EXPECT_NO_THROW(cuda::synchronize());
 }
 
-TEST(CudaKernels, scatter_is_deterministic_and_matches_the_cpu_with_duplicates) {
+TEST(CudaKernels, ScatterIsDeterministicAndMatchesTheCpuWithDuplicates) {
   NABLA_REQUIRE_CUDA();
   Tensor idx = randint(0, 3, {200, 6}, kInt64);  // many writes to each of 3 rows
   Tensor src = rnd({200, 6});
@@ -331,7 +331,7 @@ TEST(CudaKernels, scatter_is_deterministic_and_matches_the_cpu_with_duplicates) 
 // use_deterministic_algorithms(true): index_add, scatter_add and max_pool2d's backward add in index
 // order without atomics, the CPU's order, so float32 and float16 results equal the CPU's bit for bit
 // (the atomic default does not promise that) and repeat run to run.
-TEST(CudaKernels, deterministic_accumulation_equals_the_cpu_bit_for_bit) {
+TEST(CudaKernels, DeterministicAccumulationEqualsTheCpuBitForBit) {
   NABLA_REQUIRE_CUDA();
   IndexCheckMode immediate(cuda::IndexChecks::immediate);  // bad indices throw at the op, leaving `out` as it was
   struct Restore {
@@ -380,7 +380,7 @@ TEST(CudaKernels, deterministic_accumulation_equals_the_cpu_bit_for_bit) {
 
 // More than 2^31 elements per output: the reduction is cut on the host into pieces whose partial
 // results the second pass combines (cuda/reduce_plan.h). Needs about 19 GB of GPU memory.
-TEST(CudaKernels, reductions_beyond_2_pow_31_elements_per_output) {
+TEST(CudaKernels, ReductionsBeyond2Pow31ElementsPerOutput) {
   NABLA_REQUIRE_CUDA();
   const int64_t n = (int64_t(1) << 31) + 7;
   if (cuda::mem_get_info().free_bytes < size_t(20) << 30) GTEST_SKIP() << "needs 20 GB of free GPU memory";
@@ -403,7 +403,7 @@ TEST(CudaKernels, reductions_beyond_2_pow_31_elements_per_output) {
 
 // A convolution over more than 2^31 - 1 elements (cuDNN's limit per tensor) runs over slices of the
 // batch (cudnn_plan.h's conv_batch_chunk); the weight gradient adds the slices'. Needs ~30 GB.
-TEST(CudaKernels, convolution_beyond_2_pow_31_elements_splits_the_batch) {
+TEST(CudaKernels, ConvolutionBeyond2Pow31ElementsSplitsTheBatch) {
   NABLA_REQUIRE_CUDA();
   if (cuda::mem_get_info().free_bytes < size_t(32) << 30) GTEST_SKIP() << "needs 32 GB of free GPU memory";
   {
@@ -423,7 +423,7 @@ TEST(CudaKernels, convolution_beyond_2_pow_31_elements_splits_the_batch) {
   cuda::empty_cache();
 }
 
-TEST(CudaKernels, nonzero_and_masked_select_large) {
+TEST(CudaKernels, NonzeroAndMaskedSelectLarge) {
   NABLA_REQUIRE_CUDA();
   manual_seed(5);
   Tensor m = rand({301, 517}) > 0.7;
@@ -435,7 +435,7 @@ TEST(CudaKernels, nonzero_and_masked_select_large) {
 }
 
 // ---- random -------------------------------------------------------------------------------------------
-TEST(CudaKernels, random_streams_equal_the_cpu_after_the_same_seed) {
+TEST(CudaKernels, RandomStreamsEqualTheCpuAfterTheSameSeed) {
   NABLA_REQUIRE_CUDA();
   for (int64_t n : {1, 3, 4, 5, 1001, 100003}) {
     manual_seed(42);
@@ -472,7 +472,7 @@ TEST(CudaKernels, random_streams_equal_the_cpu_after_the_same_seed) {
 }
 
 // ---- edge cases found by reading the kernels (each differed from the CPU) --------------------------
-TEST(CudaKernels, edge_cases_agree_with_the_cpu) {
+TEST(CudaKernels, EdgeCasesAgreeWithTheCpu) {
   NABLA_REQUIRE_CUDA();
   IndexCheckMode immediate(cuda::IndexChecks::immediate);  // index_add's check before it adds
   // log_softmax of large logits: (x - max) - log(sum), not x - (max + log(sum)), keeps float32 digits.
@@ -516,7 +516,7 @@ TEST(CudaKernels, edge_cases_agree_with_the_cpu) {
 }
 
 // ---- matmul (cuBLAS) ---------------------------------------------------------------------------------
-TEST(CudaKernels, matmul_layouts_without_copies_and_with) {
+TEST(CudaKernels, MatmulLayoutsWithoutCopiesAndWith) {
   NABLA_REQUIRE_CUDA();
   Tensor a = rnd({65, 33}), b = rnd({33, 17}, kFloat64, 2);
   Tensor ga = a.cuda(), gb = b.cuda();
@@ -544,7 +544,7 @@ TEST(CudaKernels, matmul_layouts_without_copies_and_with) {
 }
 
 // ---- convolution (cuDNN) and pooling ---------------------------------------------------------------
-TEST(CudaKernels, conv2d_configurations_and_gradients_match_the_cpu) {
+TEST(CudaKernels, Conv2dConfigurationsAndGradientsMatchTheCpu) {
   NABLA_REQUIRE_CUDA();
   struct Case {
     std::vector<int64_t> x, w;
@@ -605,7 +605,7 @@ TEST(CudaKernels, conv2d_configurations_and_gradients_match_the_cpu) {
   EXPECT_TRUE(close_on_host(got0, want0, 0));
 }
 
-TEST(CudaKernels, pooling_forward_and_backward) {
+TEST(CudaKernels, PoolingForwardAndBackward) {
   NABLA_REQUIRE_CUDA();
   Tensor x = rnd({2, 3, 17, 13});
   for (bool ceil : {false, true}) {
@@ -627,7 +627,7 @@ TEST(CudaKernels, pooling_forward_and_backward) {
 }
 
 // ---- batch norm (cuDNN) ---------------------------------------------------------------------------------
-TEST(CudaKernels, batch_norm_fused_matches_the_composite_and_differentiates_twice) {
+TEST(CudaKernels, BatchNormFusedMatchesTheCompositeAndDifferentiatesTwice) {
   NABLA_REQUIRE_CUDA();
   Tensor x = rnd({8, 5, 6, 7}) * 2 + 0.5, w = rnd({5}, kFloat64, 2), b = rnd({5}, kFloat64, 3);
   for (DType dt : {kFloat32, kFloat64}) {
@@ -684,7 +684,7 @@ Tensor optimize(const Options& o, Device dev, DType dt, int64_t n, int steps = 4
   return p.detach();
 }
 
-TEST(CudaKernels, fused_optimizer_steps_follow_the_cpu) {
+TEST(CudaKernels, FusedOptimizerStepsFollowTheCpu) {
   NABLA_REQUIRE_CUDA();
   // The backend takes the fused kernel for contiguous tensors of one floating dtype, and declines
   // (writing nothing) otherwise.
@@ -739,7 +739,7 @@ TEST(CudaKernels, fused_optimizer_steps_follow_the_cpu) {
 // ---- autograd end to end ------------------------------------------------------------------------------
 // The forward pass of the small network below, stage by stage, with and without a synchronization
 // after each op (a difference only without it would be a missing stream dependency).
-TEST(CudaKernels, a_small_network_forward_agrees_stage_by_stage) {
+TEST(CudaKernels, ASmallNetworkForwardAgreesStageByStage) {
   NABLA_REQUIRE_CUDA();
   manual_seed(11);
   Tensor w1 = randn({16, 8}, kFloat64) * 0.3, b1 = zeros({16}, kFloat64);
@@ -775,7 +775,7 @@ TEST(CudaKernels, a_small_network_forward_agrees_stage_by_stage) {
   }
 }
 
-TEST(CudaKernels, a_small_network_trains_identically_on_cpu_and_gpu) {
+TEST(CudaKernels, ASmallNetworkTrainsIdenticallyOnCpuAndGpu) {
   NABLA_REQUIRE_CUDA();
   manual_seed(11);
   Tensor w1 = randn({16, 8}, kFloat64) * 0.3, b1 = zeros({16}, kFloat64);

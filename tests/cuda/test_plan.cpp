@@ -21,7 +21,7 @@
 namespace nabla::cuda {
 namespace {
 
-TEST(CudaPlan, int_divider_matches_division) {
+TEST(CudaPlan, IntDividerMatchesDivision) {
   std::mt19937 rng(7);
   std::vector<uint32_t> divisors = {1, 2, 3, 5, 7, 10, 31, 32, 33, 255, 256, 1000, 65535, 65536, 1u << 20,
                                     (1u << 31) - 1, 1u << 31};
@@ -52,7 +52,7 @@ std::vector<int64_t> offsets(const IterPlan& plan, int k) {
   return out;
 }
 
-TEST(CudaPlan, contiguous_tensors_become_one_dim) {
+TEST(CudaPlan, ContiguousTensorsBecomeOneDim) {
   Tensor a = zeros({4, 5, 6}), b = zeros({4, 5, 6});
   IterPlan p = plan_iter({&a, &b});
   ASSERT_EQ(p.sizes.size(), 1u);
@@ -61,7 +61,7 @@ TEST(CudaPlan, contiguous_tensors_become_one_dim) {
   EXPECT_EQ(p.strides[0][1], 4);
 }
 
-TEST(CudaPlan, strided_iteration_visits_every_element_once) {
+TEST(CudaPlan, StridedIterationVisitsEveryElementOnce) {
   // out contiguous (3, 4, 5); in = a permuted view: every out element must pair with the in element
   // of the same logical index.
   Tensor base = arange(60, kFloat32).view({5, 3, 4});
@@ -86,7 +86,7 @@ TEST(CudaPlan, strided_iteration_visits_every_element_once) {
   for (int v : seen) EXPECT_EQ(v, 1);
 }
 
-TEST(CudaPlan, broadcast_operand_has_stride_zero_and_by_value_operands_no_pointer) {
+TEST(CudaPlan, BroadcastOperandHasStrideZeroAndByValueOperandsNoPointer) {
   Tensor out = zeros({3, 4});
   Tensor row = zeros({4}).expand({3, 4});
   IterPlan p = plan_iter({&out, &row});
@@ -103,7 +103,7 @@ TEST(CudaPlan, broadcast_operand_has_stride_zero_and_by_value_operands_no_pointe
   EXPECT_EQ(q.strides[0][1], 0);
 }
 
-TEST(CudaPlan, split_32bit_covers_everything_in_order) {
+TEST(CudaPlan, Split32bitCoversEverythingInOrder) {
   IterPlan p;
   p.nops = 1;
   p.sizes = {int64_t(1) << 20, 5000};  // 5.2e9 elements, innermost first
@@ -121,7 +121,7 @@ TEST(CudaPlan, split_32bit_covers_everything_in_order) {
   EXPECT_EQ(total, p.numel);
 }
 
-TEST(CudaPlan, reduce_rows_and_columns) {
+TEST(CudaPlan, ReduceRowsAndColumns) {
   // Sum over the last (contiguous) dim: row mode.
   ReducePlan r = plan_reduce(IntArrayRef({64, 1000}), IntArrayRef({1000, 1}), IntArrayRef({1, 1}), {false, true}, 132);
   EXPECT_TRUE(r.row_mode);
@@ -138,7 +138,7 @@ TEST(CudaPlan, reduce_rows_and_columns) {
   EXPECT_LE(c.bx * c.by, 512);
 }
 
-TEST(CudaPlan, full_reduction_splits_and_chunks_cover_the_input) {
+TEST(CudaPlan, FullReductionSplitsAndChunksCoverTheInput) {
   ReducePlan p = plan_reduce(IntArrayRef({1 << 24}), IntArrayRef({1}), IntArrayRef({1}), {true}, 132);
   EXPECT_TRUE(p.row_mode);
   EXPECT_EQ(p.nout, 1);
@@ -178,7 +178,7 @@ std::vector<std::pair<int64_t, int64_t>> visits(const std::vector<ReducePiece>& 
 // Reductions with more than 2^31 elements per output are cut on the host into pieces (here with a
 // limit of a few elements, so that every case is small): together the pieces visit each element of
 // each output exactly once, and each piece stays within the limit.
-TEST(CudaPlan, reduce_pieces_cover_each_output_exactly_once) {
+TEST(CudaPlan, ReducePiecesCoverEachOutputExactlyOnce) {
   std::mt19937 rng(17);
   for (int trial = 0; trial < 400; ++trial) {
     const int nd = 1 + static_cast<int>(rng() % 4);
@@ -239,7 +239,7 @@ TEST(CudaPlan, reduce_pieces_cover_each_output_exactly_once) {
   EXPECT_THROW(plan_reduce(IntArrayRef({3LL << 30}), IntArrayRef({1}), IntArrayRef({1}), {true}, 132), NotImplemented);
 }
 
-TEST(CudaPlan, reduce_merges_contiguous_dims) {
+TEST(CudaPlan, ReduceMergesContiguousDims) {
   // (2, 3, 4, 5) contiguous, reduce dims {1, 2}: the reduced dims merge into one of 12.
   ReducePlan p = plan_reduce(IntArrayRef({2, 3, 4, 5}), IntArrayRef({60, 20, 5, 1}), IntArrayRef({5, 5, 5, 1}),
                              {false, true, true, false}, 132);
@@ -250,7 +250,7 @@ TEST(CudaPlan, reduce_merges_contiguous_dims) {
   EXPECT_FALSE(p.row_mode);  // the reduced dim is strided
 }
 
-TEST(CudaPlan, gemm_operands_without_copies) {
+TEST(CudaPlan, GemmOperandsWithoutCopies) {
   // Row-major A (3 x 4): its transpose is column-major, op N with ld 4.
   GemmOperand a = transposed_operand(3, 4, 4, 1);
   EXPECT_TRUE(a.ok);
@@ -285,7 +285,7 @@ TEST(CudaPlan, gemm_operands_without_copies) {
 namespace ca = conv_algo;
 constexpr int kFma = 1, kTensorOp = 2;
 
-TEST(CudaPlan, conv_algo_acceptable_keeps_cudnn_order_and_filters) {
+TEST(CudaPlan, ConvAlgoAcceptableKeepsCudnnOrderAndFilters) {
   std::vector<ca::Candidate> ranked = {{.algo = 6, .usable = false},
                                        {.algo = 1, .deterministic = false, .math = kFma},
                                        {.algo = 0, .math = kTensorOp},
@@ -304,7 +304,7 @@ TEST(CudaPlan, conv_algo_acceptable_keeps_cudnn_order_and_filters) {
   EXPECT_TRUE(ca::acceptable({{.algo = 3, .usable = false}}, {}).empty());
 }
 
-TEST(CudaPlan, conv_algo_falls_back_to_the_next_that_runs) {
+TEST(CudaPlan, ConvAlgoFallsBackToTheNextThatRuns) {
   std::vector<ca::Candidate> list = {{.algo = 7, .workspace = 100}, {.algo = 5, .workspace = 1 << 30},
                                      {.algo = 4, .workspace = 200}, {.algo = 3, .workspace = 50},
                                      {.algo = 1, .workspace = 0}};
@@ -331,7 +331,7 @@ TEST(CudaPlan, conv_algo_falls_back_to_the_next_that_runs) {
   EXPECT_EQ(tried, (std::vector<int>{7}));
 }
 
-TEST(CudaPlan, conv_algo_error_says_what_happened_to_each) {
+TEST(CudaPlan, ConvAlgoErrorSaysWhatHappenedToEach) {
   std::vector<ca::Candidate> list = {{.algo = 2, .workspace = 10}, {.algo = 0, .workspace = 4096}};
   try {
     ca::first_that_runs(list, 1000, [](const ca::Candidate&) { return ca::Outcome::not_supported; },
@@ -349,7 +349,7 @@ TEST(CudaPlan, conv_algo_error_says_what_happened_to_each) {
 }
 
 // ---- why no GPU (cuda/driver_reason.h) -------------------------------------------------------------
-TEST(CudaPlan, driver_too_old_is_explained_with_versions) {
+TEST(CudaPlan, DriverTooOldIsExplainedWithVersions) {
   std::string r = device_count_failure("cudaErrorInsufficientDriver",
                                        "CUDA driver version is insufficient for CUDA runtime version", 12040, 13000);
   EXPECT_NE(r.find("the NVIDIA driver supports CUDA up to 12.4"), std::string::npos) << r;
@@ -368,7 +368,7 @@ TEST(CudaPlan, driver_too_old_is_explained_with_versions) {
   EXPECT_EQ(cuda_version_string(12080), "12.8");
 }
 
-TEST(CudaPlan, batch_norm_goes_to_cudnn_within_pytorchs_limits) {
+TEST(CudaPlan, BatchNormGoesToCudnnWithinPytorchsLimits) {
   const double min_eps = 1e-5;
   EXPECT_TRUE(batch_norm_in_cudnn_limits(4, 32, 32 * 16 * 8 * 8, true, 1e-5, min_eps));
   EXPECT_FALSE(batch_norm_in_cudnn_limits(2, 32, 32 * 16, true, 1e-5, min_eps)) << "2-D inputs: composite";
@@ -383,7 +383,7 @@ TEST(CudaPlan, batch_norm_goes_to_cudnn_within_pytorchs_limits) {
 
 // cuDNN descriptors hold int: a convolution over more than 2^31 - 1 elements runs over slices of
 // the batch, each as large as fits.
-TEST(CudaPlan, conv_batch_chunk_keeps_each_call_within_int) {
+TEST(CudaPlan, ConvBatchChunkKeepsEachCallWithinInt) {
   const int64_t max_int = 2147483647;
   EXPECT_EQ(conv_batch_chunk(64, 1000, 2000), 64);                      // fits: one call
   EXPECT_EQ(conv_batch_chunk(1025, 1 << 21, 1 << 21), 1023);            // 1025 * 2^21 > 2^31 - 1
@@ -406,7 +406,7 @@ TEST(CudaPlan, conv_batch_chunk_keeps_each_call_within_int) {
 // The deterministic index_add/scatter_add find each destination's contributions as the run of its
 // index in the stably sorted line: equal to std::equal_range, for every value present or absent,
 // including out-of-range ones that must match nothing.
-TEST(CudaPlan, ordered_accumulation_finds_each_destinations_run) {
+TEST(CudaPlan, OrderedAccumulationFindsEachDestinationsRun) {
   std::mt19937 rng(3);
   for (int trial = 0; trial < 300; ++trial) {
     const int64_t n = 1 + rng() % 12, m = rng() % 40;
@@ -433,7 +433,7 @@ TEST(CudaPlan, ordered_accumulation_finds_each_destinations_run) {
   }
 }
 
-TEST(CudaPlan, deterministic_switch_is_off_by_default_and_global) {
+TEST(CudaPlan, DeterministicSwitchIsOffByDefaultAndGlobal) {
   EXPECT_FALSE(are_deterministic_algorithms_enabled());
   use_deterministic_algorithms(true);
   EXPECT_TRUE(are_deterministic_algorithms_enabled());
@@ -445,7 +445,7 @@ TEST(CudaPlan, deterministic_switch_is_off_by_default_and_global) {
 }
 
 // Deferred index checks: slots, streams, order of reports, overflow (cuda/deferred_checks.h).
-TEST(CudaPlan, deferred_checks_report_per_stream_in_order_and_free_their_slots) {
+TEST(CudaPlan, DeferredChecksReportPerStreamInOrderAndFreeTheirSlots) {
   void* a = reinterpret_cast<void*>(0x10);
   void* b = reinterpret_cast<void*>(0x20);
   DeferredCheckBook book(4);

@@ -58,19 +58,19 @@ void check_parity(const OpInfo& o, DType dt, double tol) {
   }
 }
 
-TEST_P(CudaParity, float32_matches_cpu) {
+TEST_P(CudaParity, Float32MatchesCpu) {
   NABLA_REQUIRE_CUDA();
   if (!op().supports_float32) GTEST_SKIP() << op().name << " has no float32 samples";
   check_parity(op(), kFloat32, 1e-3);
 }
 
-TEST_P(CudaParity, float64_matches_cpu) {
+TEST_P(CudaParity, Float64MatchesCpu) {
   NABLA_REQUIRE_CUDA();
   check_parity(op(), kFloat64, 1e-7);
 }
 
 // Gradients computed on the GPU equal the CPU's (all backward formulas run on CUDA).
-TEST_P(CudaParity, float64_gradients_match_cpu) {
+TEST_P(CudaParity, Float64GradientsMatchCpu) {
   NABLA_REQUIRE_CUDA();
   const OpInfo& o = op();
   if (!o.differentiable) GTEST_SKIP() << o.name << " is not differentiable";
@@ -115,7 +115,7 @@ TEST_P(CudaParity, float64_gradients_match_cpu) {
 
 class CudaGradcheck : public CudaParity {};
 
-TEST_P(CudaGradcheck, gradcheck_float64_on_cuda) {
+TEST_P(CudaGradcheck, GradcheckFloat64OnCuda) {
   NABLA_REQUIRE_CUDA();
   const OpInfo& o = op();
   for (size_t i = 0; i < o.samples.size(); ++i) {

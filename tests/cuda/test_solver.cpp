@@ -27,7 +27,7 @@ namespace {
 
 // ---- host: cuda/solver_plan.h ---------------------------------------------------------------------
 
-TEST(CudaSolver, plan_contiguous_batch_is_packed_column_major) {
+TEST(CudaSolver, PlanContiguousBatchIsPackedColumnMajor) {
   // (2, 3, c=4, r=5): six 5 x 4 column-major matrices back to back.
   MatrixBatch b = column_major_batch({2, 3, 4, 5}, {60, 20, 5, 1});
   ASSERT_TRUE(b.ok) << b.why;
@@ -46,7 +46,7 @@ TEST(CudaSolver, plan_contiguous_batch_is_packed_column_major) {
   EXPECT_TRUE(one.packed);
 }
 
-TEST(CudaSolver, plan_permuted_batch_dims_address_each_matrix_and_are_not_packed) {
+TEST(CudaSolver, PlanPermutedBatchDimsAddressEachMatrixAndAreNotPacked) {
   // A contiguous (3, 2, 4, 5) seen with its batch dims swapped: sizes (2, 3, 4, 5), strides (20, 40, 5, 1).
   MatrixBatch b = column_major_batch({2, 3, 4, 5}, {20, 40, 5, 1});
   ASSERT_TRUE(b.ok) << b.why;
@@ -60,7 +60,7 @@ TEST(CudaSolver, plan_permuted_batch_dims_address_each_matrix_and_are_not_packed
   EXPECT_EQ(lu_call(b.count, 5), Call::pointers);
 }
 
-TEST(CudaSolver, plan_padded_leading_dimension_and_gapped_batches) {
+TEST(CudaSolver, PlanPaddedLeadingDimensionAndGappedBatches) {
   // Rows narrowed from 8 to 5: ld 8; batch stride 4 * 8 = 32 keeps it packed, 40 does not.
   MatrixBatch b = column_major_batch({3, 4, 5}, {32, 8, 1});
   ASSERT_TRUE(b.ok) << b.why;
@@ -73,7 +73,7 @@ TEST(CudaSolver, plan_padded_leading_dimension_and_gapped_batches) {
   EXPECT_EQ(gap.offsets, (std::vector<int64_t>{0, 40, 80}));
 }
 
-TEST(CudaSolver, plan_rejects_row_major_and_short_leading_dimensions) {
+TEST(CudaSolver, PlanRejectsRowMajorAndShortLeadingDimensions) {
   // A transposed view (row-major matrices, unit stride across a row): not column-major.
   MatrixBatch t = column_major_batch({2, 4, 5}, {20, 1, 4});
   EXPECT_FALSE(t.ok);
@@ -93,7 +93,7 @@ TEST(CudaSolver, plan_rejects_row_major_and_short_leading_dimensions) {
   EXPECT_FALSE(big.ok);
 }
 
-TEST(CudaSolver, plan_single_rows_columns_and_empty_batches) {
+TEST(CudaSolver, PlanSingleRowsColumnsAndEmptyBatches) {
   // One row (r = 1): the stride down a column does not matter; ld is the column stride.
   MatrixBatch row = column_major_batch({2, 4, 1}, {4, 1, 7});
   ASSERT_TRUE(row.ok) << row.why;
@@ -113,7 +113,7 @@ TEST(CudaSolver, plan_single_rows_columns_and_empty_batches) {
   EXPECT_TRUE(column_major_batch({1, 3, 3}, {0, 3, 1}).ok);
 }
 
-TEST(CudaSolver, plan_which_call_each_op_makes) {
+TEST(CudaSolver, PlanWhichCallEachOpMakes) {
   // LU: one matrix looped (cuSOLVER getrf), a batch of small ones through cuBLAS's batched LU.
   EXPECT_EQ(lu_call(1, 4), Call::looped);
   EXPECT_EQ(lu_call(2, kMaxBatchedLuN), Call::pointers);
@@ -134,7 +134,7 @@ TEST(CudaSolver, plan_which_call_each_op_makes) {
   EXPECT_EQ(svd_call(4, 4, 4, false), Call::looped);
 }
 
-TEST(CudaSolver, plan_batches_beyond_int_go_in_chunks) {
+TEST(CudaSolver, PlanBatchesBeyondIntGoInChunks) {
   EXPECT_TRUE(batch_chunks(0).empty());
   std::vector<Chunk> one = batch_chunks(5);
   ASSERT_EQ(one.size(), 1u);
@@ -155,7 +155,7 @@ TEST(CudaSolver, plan_batches_beyond_int_go_in_chunks) {
   EXPECT_EQ(big[2].count, 3);
 }
 
-TEST(CudaSolver, plan_dtype_dispatch_and_workspace_sizes) {
+TEST(CudaSolver, PlanDtypeDispatchAndWorkspaceSizes) {
   EXPECT_EQ(scalar_of(kFloat32), Scalar::f32);
   EXPECT_EQ(scalar_of(kFloat64), Scalar::f64);
   for (DType dt : {DType::f16, DType::bf16, DType::i64, DType::i32, DType::u8, DType::boolean})
@@ -391,7 +391,7 @@ std::string message_of(F&& f) {
 }
 
 // Every routed op's outputs and errors through the device path equal the host path's.
-TEST(CudaSolver, device_forwards_through_lapack_match_the_host_path) {
+TEST(CudaSolver, DeviceForwardsThroughLapackMatchTheHostPath) {
   manual_seed(11);
   auto outputs = [](DType dt) {
     std::vector<std::pair<std::string, Tensor>> out;
@@ -466,7 +466,7 @@ TEST(CudaSolver, device_forwards_through_lapack_match_the_host_path) {
   }
 }
 
-TEST(CudaSolver, device_forwards_through_lapack_raise_the_host_errors) {
+TEST(CudaSolver, DeviceForwardsThroughLapackRaiseTheHostErrors) {
   for (DType dt : {kFloat32, kFloat64}) {
     Tensor A = randn({3, 3, 3}, dtype(dt)) + eye(3, std::nullopt, dtype(dt)) * 3.0;
     A.select(0, 1).select(0, 2).fill_(0);  // batch element 1: a zero row
@@ -549,7 +549,7 @@ Tensor fix_column_signs(const Tensor& X) {
 
 const DType kDtypes[] = {kFloat32, kFloat64};
 
-TEST(CudaSolver, gpu_inv_solve_det_match_cpu) {
+TEST(CudaSolver, GpuInvSolveDetMatchCpu) {
   NABLA_REQUIRE_CUDA();
   manual_seed(1);
   for (DType dt : kDtypes) {
@@ -592,7 +592,7 @@ TEST(CudaSolver, gpu_inv_solve_det_match_cpu) {
   }
 }
 
-TEST(CudaSolver, gpu_singular_inputs_raise_the_cpu_errors_with_the_batch_element) {
+TEST(CudaSolver, GpuSingularInputsRaiseTheCpuErrorsWithTheBatchElement) {
   NABLA_REQUIRE_CUDA();
   for (DType dt : kDtypes) {
     Tensor A = well_conditioned({3, 3, 3}, dt);
@@ -628,7 +628,7 @@ TEST(CudaSolver, gpu_singular_inputs_raise_the_cpu_errors_with_the_batch_element
   }
 }
 
-TEST(CudaSolver, gpu_cholesky_matches_cpu) {
+TEST(CudaSolver, GpuCholeskyMatchesCpu) {
   NABLA_REQUIRE_CUDA();
   manual_seed(2);
   for (DType dt : kDtypes)
@@ -644,7 +644,7 @@ TEST(CudaSolver, gpu_cholesky_matches_cpu) {
     }
 }
 
-TEST(CudaSolver, gpu_qr_matches_cpu) {
+TEST(CudaSolver, GpuQrMatchesCpu) {
   NABLA_REQUIRE_CUDA();
   manual_seed(3);
   for (DType dt : kDtypes)
@@ -666,7 +666,7 @@ TEST(CudaSolver, gpu_qr_matches_cpu) {
     }
 }
 
-TEST(CudaSolver, gpu_eigh_matches_cpu) {
+TEST(CudaSolver, GpuEighMatchesCpu) {
   NABLA_REQUIRE_CUDA();
   manual_seed(4);
   for (DType dt : kDtypes)
@@ -689,7 +689,7 @@ TEST(CudaSolver, gpu_eigh_matches_cpu) {
     }
 }
 
-TEST(CudaSolver, gpu_svd_matches_cpu) {
+TEST(CudaSolver, GpuSvdMatchesCpu) {
   NABLA_REQUIRE_CUDA();
   manual_seed(5);
   for (DType dt : kDtypes)
@@ -725,7 +725,7 @@ TEST(CudaSolver, gpu_svd_matches_cpu) {
     }
 }
 
-TEST(CudaSolver, gpu_gradients_through_routed_forwards_match_cpu) {
+TEST(CudaSolver, GpuGradientsThroughRoutedForwardsMatchCpu) {
   NABLA_REQUIRE_CUDA();
   manual_seed(6);
   Tensor A = well_conditioned({2, 4, 4}, kFloat64);
@@ -749,7 +749,7 @@ TEST(CudaSolver, gpu_gradients_through_routed_forwards_match_cpu) {
   both(M, [](const Tensor& p) { return std::get<1>(linalg::qr(p)); });
 }
 
-TEST(CudaSolver, gpu_empty_inputs_keep_their_device_and_shapes) {
+TEST(CudaSolver, GpuEmptyInputsKeepTheirDeviceAndShapes) {
   NABLA_REQUIRE_CUDA();
   Tensor E = empty({0, 3, 3}, dtype(kFloat32).device(kCUDA));
   EXPECT_EQ(linalg::inv(E).device(), kCUDA);

@@ -7,7 +7,7 @@
 namespace nabla {
 namespace {
 
-TEST(CudaStreams, current_stream_and_guard) {
+TEST(CudaStreams, CurrentStreamAndGuard) {
   NABLA_REQUIRE_CUDA();
   cuda::Stream def = cuda::default_stream();
   EXPECT_EQ(def.handle(), nullptr);
@@ -31,7 +31,7 @@ TEST(CudaStreams, current_stream_and_guard) {
   t.join();
 }
 
-TEST(CudaStreams, events_order_work_across_streams) {
+TEST(CudaStreams, EventsOrderWorkAcrossStreams) {
   NABLA_REQUIRE_CUDA();
   cuda::Stream producer = cuda::new_stream(), consumer = cuda::new_stream();
   Tensor x;
@@ -56,7 +56,7 @@ TEST(CudaStreams, events_order_work_across_streams) {
   EXPECT_NEAR(y.item<double>(), expected.item<double>(), 1e-2 * std::abs(expected.item<double>()) + 1e-3);
 }
 
-TEST(CudaStreams, event_timing) {
+TEST(CudaStreams, EventTiming) {
   NABLA_REQUIRE_CUDA();
   cuda::Event start(true), end(true);
   start.record();
@@ -72,7 +72,7 @@ TEST(CudaStreams, event_timing) {
   EXPECT_THROW(untimed.elapsed_time(end), ValueError);
 }
 
-TEST(CudaStreams, stream_query_and_synchronize) {
+TEST(CudaStreams, StreamQueryAndSynchronize) {
   NABLA_REQUIRE_CUDA();
   cuda::Stream s = cuda::new_stream(-1, /*high_priority=*/true);
   {

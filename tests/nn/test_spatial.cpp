@@ -13,7 +13,7 @@ using namespace nabla;
 using namespace nabla::testing;
 namespace F = nn::functional;
 
-TEST(NnSpatial, pad_modes_known_values) {
+TEST(NnSpatial, PadModesKnownValues) {
   Tensor x = f64({1, 2, 3, 4}, {1, 1, 4});
   EXPECT_TRUE(tensor_is(F::pad(x, {2, 1}, "reflect"), {1, 1, 7}, {3, 2, 1, 2, 3, 4, 3}));
   EXPECT_TRUE(tensor_is(F::pad(x, {1, 2}, "replicate"), {1, 1, 7}, {1, 1, 2, 3, 4, 4, 4}));
@@ -27,7 +27,7 @@ TEST(NnSpatial, pad_modes_known_values) {
   EXPECT_EQ(nn::ReflectionPad2d({1, 1, 2, 0}).extra_repr(), "(1, 1, 2, 0)");
 }
 
-TEST(NnSpatial, pad_errors_name_the_limit) {
+TEST(NnSpatial, PadErrorsNameTheLimit) {
   Tensor x = zeros({1, 1, 3});
   EXPECT_TRUE(throws_with<ValueError>([&] { F::pad(x, {3, 0}, "reflect"); }, {"reflect padding (3, 0)", "size 3"}));
   EXPECT_TRUE(throws_with<ValueError>([&] { F::pad(x, {4, 0}, "circular"); }, {"circular padding", "at most"}));
@@ -35,7 +35,7 @@ TEST(NnSpatial, pad_errors_name_the_limit) {
   EXPECT_TRUE(throws_with<ShapeError>([&] { F::pad(zeros({3}), {1, 1}, "reflect"); }, {"2-D or 3-D", "[3]"}));
 }
 
-TEST(NnSpatial, conv_same_keeps_the_size_and_equals_explicit_padding) {
+TEST(NnSpatial, ConvSameKeepsTheSizeAndEqualsExplicitPadding) {
   Tensor x = lcg_tensor({1, 2, 5, 6}, 1), w = lcg_tensor({3, 2, 3, 4}, 2);
   Tensor y = F::conv2d(x, w, {}, 1, "same");
   EXPECT_EQ(shape_of(y), (std::vector<int64_t>{1, 3, 5, 6}));
@@ -46,7 +46,7 @@ TEST(NnSpatial, conv_same_keeps_the_size_and_equals_explicit_padding) {
   EXPECT_TRUE(throws_with<ValueError>([&] { F::conv2d(x, w, {}, 1, "full"); }, {"'full'"}));
 }
 
-TEST(NnSpatial, conv_transpose1d_is_the_adjoint_of_conv1d) {
+TEST(NnSpatial, ConvTranspose1dIsTheAdjointOfConv1d) {
   // <conv1d(x, w), y> = <x, conv_transpose1d(y, w)> for the same stride, padding and dilation.
   Tensor x = lcg_tensor({2, 3, 9}, 3), w = lcg_tensor({4, 3, 3}, 4);
   Tensor y = lcg_tensor({2, 4, 5}, 5);
@@ -58,7 +58,7 @@ TEST(NnSpatial, conv_transpose1d_is_the_adjoint_of_conv1d) {
   EXPECT_EQ(shape_of(m(zeros({1, 2, 2, 3, 1}))), (std::vector<int64_t>{1, 4, 5, 7, 3}));
 }
 
-TEST(NnSpatial, fold_of_unfold_counts_each_pixel_once_per_block) {
+TEST(NnSpatial, FoldOfUnfoldCountsEachPixelOncePerBlock) {
   Tensor x = lcg_tensor({2, 3, 5, 4}, 6);
   // Non-overlapping blocks: fold undoes unfold.
   EXPECT_TRUE(tensor_near(F::fold(F::unfold(x, {1, 2}, 1, 0, {1, 2}), {5, 4}, {1, 2}, 1, 0, {1, 2}), x, 0));
@@ -71,7 +71,7 @@ TEST(NnSpatial, fold_of_unfold_counts_each_pixel_once_per_block) {
   EXPECT_TRUE(throws_with<ShapeError>([&] { F::fold(zeros({1, 4, 5}), {3, 3}, 2); }, {"fold", "5 blocks"}));
 }
 
-TEST(NnSpatial, interpolate_area_is_adaptive_average_pooling) {
+TEST(NnSpatial, InterpolateAreaIsAdaptiveAveragePooling) {
   Tensor x = lcg_tensor({2, 3, 7, 5}, 7);
   EXPECT_TRUE(tensor_near(F::interpolate(x, {.size = {3, 2}, .mode = "area"}), adaptive_avg_pool2d(x, {3, 2}), 1e-12));
   // nearest-exact samples pixel centres: 4 -> 3 picks 0, 2, 3 (plain nearest picks 0, 1, 2).
@@ -88,7 +88,7 @@ TEST(NnSpatial, interpolate_area_is_adaptive_average_pooling) {
                                       {"align_corners", "'area'"}));
 }
 
-TEST(NnSpatial, grid_sample_of_the_identity_grid_is_the_input) {
+TEST(NnSpatial, GridSampleOfTheIdentityGridIsTheInput) {
   Tensor x = lcg_tensor({2, 3, 4, 5}, 8);
   Tensor theta = f64({1, 0, 0, 0, 1, 0}, {1, 2, 3}).expand({2, 2, 3});
   for (bool ac : {false, true}) {
@@ -117,7 +117,7 @@ TEST(NnSpatial, grid_sample_of_the_identity_grid_is_the_input) {
                                       {"grid_sample", "'bilinear', 'nearest' or 'bicubic'", "'cubic'"}));
 }
 
-TEST(NnSpatial, max_unpool_puts_the_maxima_back) {
+TEST(NnSpatial, MaxUnpoolPutsTheMaximaBack) {
   Tensor x = f64({1, 5, 2, 0, 3, 4, 8, 1, 0, 9, 2, 2, 7, 1, 3, 6}, {1, 1, 4, 4});
   Tensor pooled, idx;  // not a structured binding: clang 14's lambdas cannot capture those
   std::tie(pooled, idx) = max_pool2d_with_indices(x, 2);
@@ -150,7 +150,7 @@ TEST(NnSpatial, max_unpool_puts_the_maxima_back) {
                                         {"max_unpool1d", "between 6 and 10"}));
 }
 
-TEST(NnSpatial, embedding_bag_reduces_each_bag) {
+TEST(NnSpatial, EmbeddingBagReducesEachBag) {
   Tensor w = f64({1, 10, 2, 20, 3, 30, 4, 40}, {4, 2});
   Tensor idx = tensor(std::vector<int64_t>{0, 2, 1, 3, 3}, dtype(kInt64));
   Tensor off = tensor(std::vector<int64_t>{0, 2, 2}, dtype(kInt64));  // bags {0, 2}, {}, {1, 3, 3}
@@ -167,14 +167,14 @@ TEST(NnSpatial, embedding_bag_reduces_each_bag) {
   EXPECT_EQ(shape_of(bag(idx, off)), (std::vector<int64_t>{3, 2}));
 }
 
-TEST(NnSpatial, avg_pool2d_divisor_override_divides_the_window_sum) {
+TEST(NnSpatial, AvgPool2dDivisorOverrideDividesTheWindowSum) {
   Tensor x = lcg_tensor({1, 1, 5, 5}, 9);
   Tensor sums = nabla::avg_pool2d(x, 2, 2, 1, false, true) * 4;  // count_include_pad: windows of 4
   EXPECT_TRUE(tensor_near(F::avg_pool2d(x, 2, 2, 1, false, false, 3), sums / 3, 1e-12));
   EXPECT_TRUE(throws_with<ValueError>([&] { F::avg_pool2d(x, 2, 2, 0, false, true, 0); }, {"divisor_override"}));
 }
 
-TEST(NnSpatial, clamp_with_tensor_bounds) {
+TEST(NnSpatial, ClampWithTensorBounds) {
   Tensor x = f64({-2, 0.5, 3, std::nan("")}, {4});
   Tensor lo = f64({-1, 1, -1, 0}, {4}), hi = f64({1, 2, -2, 1}, {4});
   Tensor y = clamp(x, lo, hi);  // min > max in the third: max wins
@@ -193,7 +193,7 @@ TEST(NnSpatial, clamp_with_tensor_bounds) {
   EXPECT_TRUE(throws_with<ValueError>([&] { clamp(xs, std::optional<Tensor>{}, std::optional<Tensor>{}); }, {"clamp"}));
 }
 
-TEST(NnSpatial, conv_padding_mode_pads_the_input_first) {
+TEST(NnSpatial, ConvPaddingModePadsTheInputFirst) {
   nn::Conv2d conv(2, 3, 3, {.padding = {1, 2}, .padding_mode = "circular"});
   conv.to(kFloat64);
   Tensor x = lcg_tensor({1, 2, 4, 5}, 10);

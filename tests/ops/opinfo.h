@@ -55,7 +55,7 @@ struct OpInfo {
   // The ops (core/op_schema.h) this entry exercises; by default the op its name names ("exp",
   // "nn.kl_div" is kl_div, "linalg.inv" linalg_inv), none for a name that names no op (a module,
   // a variant such as "batch_norm_eval" that says which it is). Every differentiable op needs an
-  // entry (OpRegistry.every_differentiable_op_has_gradcheck_samples).
+  // entry (OpRegistry.EveryDifferentiableOpHasGradcheckSamples).
   std::vector<OpId> ops;
   // The PyTorch twin: a Python expression computing the same outputs as `fn` from the inputs
   // `x[0]`, `x[1]`, ... (torch tensors; float inputs that gradcheck differentiates require grad),
@@ -110,7 +110,7 @@ Inputs make_inputs(const Sample& s, DType dtype, Device device, bool requires_gr
 // A forward reference for an elementwise op: `f` applied in float64 to each element of the
 // (broadcast) inputs, written with <cmath> and independent of nabla's kernels and op lists. The
 // reference suite compares the op with it on every sample; every op of the elementwise op lists has
-// one (OpRegistry.every_elementwise_op_has_a_scalar_reference), so their forward is checked without
+// one (OpRegistry.EveryElementwiseOpHasAScalarReference), so their forward is checked without
 // PyTorch too.
 std::function<Outputs(const Inputs&)> scalar_ref(double (*f)(double));
 std::function<Outputs(const Inputs&)> scalar_ref(double (*f)(double, double));

@@ -353,7 +353,7 @@ Summary run_suite(const std::string& filter) {
   return s;
 }
 
-TEST(Differential, every_registry_entry_has_a_pytorch_twin_or_a_reason) {
+TEST(Differential, EveryRegistryEntryHasAPytorchTwinOrAReason) {
   std::string missing, both;
   for (const OpInfo& op : registry()) {
     if (op.torch.empty() && op.no_torch.empty()) missing += " " + op.name;
@@ -363,7 +363,7 @@ TEST(Differential, every_registry_entry_has_a_pytorch_twin_or_a_reason) {
   EXPECT_TRUE(both.empty()) << "registry entries with both a twin and a reason for having none:" << both;
 }
 
-TEST(Differential, registry_matches_pytorch) {
+TEST(Differential, RegistryMatchesPytorch) {
   NABLA_NEEDS_PYTHON_MODULES("torch, numpy");
   const char* f = std::getenv("NABLA_DIFF_FILTER");
   Summary s = run_suite(f ? f : "");

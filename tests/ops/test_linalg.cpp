@@ -17,7 +17,7 @@ const double kInf = std::numeric_limits<double>::infinity();
 
 Tensor A3() { return f64({4, 1, 2, 1, 3, 0, 2, 0, 5}, {3, 3}); }  // symmetric positive-definite
 
-TEST(Linalg, simple_ops_known_values) {
+TEST(Linalg, SimpleOpsKnownValues) {
   Tensor m = f64({1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_TRUE(tensor_is(linalg::trace(m), {}, {6}));
   EXPECT_TRUE(tensor_is(diag(m), {2}, {1, 5}));
@@ -40,7 +40,7 @@ TEST(Linalg, simple_ops_known_values) {
   EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::trace(a); }, {"trace", "matrix"}));
 }
 
-TEST(Linalg, inverse_solve_and_determinants) {
+TEST(Linalg, InverseSolveAndDeterminants) {
   Tensor A = A3();
   Tensor Ai = linalg::inv(A);
   EXPECT_TRUE(tensor_near(matmul(A, Ai), eye(3, std::nullopt, kFloat64), 1e-12));
@@ -76,7 +76,7 @@ TEST(Linalg, inverse_solve_and_determinants) {
   EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::solve(A, B, false); }, {"linalg.solve", "XA = B"}));
 }
 
-TEST(Linalg, cholesky_qr_svd_eigh_reconstruct) {
+TEST(Linalg, CholeskyQrSvdEighReconstruct) {
   Tensor A = A3();
   Tensor L = linalg::cholesky(A);
   EXPECT_TRUE(tensor_near(matmul(L, L.mT()), A, 1e-12));
@@ -118,7 +118,7 @@ TEST(Linalg, cholesky_qr_svd_eigh_reconstruct) {
   EXPECT_TRUE(throws_with<ValueError>([&] { linalg::eigh(A, "X"); }, {"linalg.eigh", "UPLO"}));
 }
 
-TEST(Linalg, lstsq_and_norms) {
+TEST(Linalg, LstsqAndNorms) {
   Tensor A = f64({1, 1, 1, 2, 1, 3, 1, 4}, {4, 2});
   Tensor b = f64({6, 5, 7, 10}, {4, 1});
   auto r = linalg::lstsq(A, b);
@@ -158,7 +158,7 @@ TEST(Linalg, lstsq_and_norms) {
   EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::norm(ones({2, 2, 2}, kFloat64), 2.0); }, {"linalg.norm", "1D or 2D"}));
 }
 
-TEST(Linalg, gradients_of_inverse_and_determinant) {
+TEST(Linalg, GradientsOfInverseAndDeterminant) {
   Tensor A = A3().requires_grad_();
   linalg::det(A).backward();
   // d det / dA = det A^{-T}
@@ -183,7 +183,7 @@ TEST(Linalg, gradients_of_inverse_and_determinant) {
 //   size of tensor b (3) at non-singleton dimension 0" (nabla read B as a matrix and broadcast it);
 //   A (2, 3, 2) with B (3): "input.dim() must be greater or equal to other.dim() and
 //   (input.dim() - other.dim()) <= 1".
-TEST(Linalg, lstsq_reads_B_of_one_dim_fewer_as_vectors) {
+TEST(Linalg, LstsqReadsBOfOneDimFewerAsVectors) {
   Tensor A = f64({1, 1, 1, 2, 1, 3, 1, 0, 0, 1, 1, 1}, {2, 3, 2});
   Tensor B = f64({6, 5, 7, 1, 2, 4}, {2, 3});
   auto r = linalg::lstsq(A, B);
@@ -203,7 +203,7 @@ TEST(Linalg, lstsq_reads_B_of_one_dim_fewer_as_vectors) {
 // The sign of slogdet requires grad and passes none to A, as PyTorch 1.13's: for A = [[2, 1], [1, -3]]
 // (sign -1, log 7), (sign * logabsdet).backward() gives sign A^{-T} = -[[3/7, 1/7], [1/7, -2/7]];
 // sign.backward() leaves A.grad None (also for a singular A).
-TEST(Linalg, slogdet_sign_takes_part_in_autograd_without_a_gradient) {
+TEST(Linalg, SlogdetSignTakesPartInAutogradWithoutAGradient) {
   Tensor A = f64({2, 1, 1, -3}, {2, 2}).requires_grad_();
   auto [s, l] = linalg::slogdet(A);
   EXPECT_TRUE(s.requires_grad());
@@ -222,7 +222,7 @@ TEST(Linalg, slogdet_sign_takes_part_in_autograd_without_a_gradient) {
 }
 
 // Empty matrices give what PyTorch gives (checked against PyTorch 1.13).
-TEST(Linalg, empty_matrices) {
+TEST(Linalg, EmptyMatrices) {
   Tensor z = zeros({0, 0}, kFloat64);
   EXPECT_TRUE(tensor_is(linalg::inv(z), {0, 0}, {}));
   EXPECT_TRUE(tensor_is(linalg::det(z), {}, {1}));
@@ -251,7 +251,7 @@ TEST(Linalg, empty_matrices) {
 
 // full_matrices=true: the gradient flows through U's first k columns and Vh's first k rows (the
 // others are any orthonormal completion), as PyTorch's.
-TEST(Linalg, svd_full_matrices_gradients) {
+TEST(Linalg, SvdFullMatricesGradients) {
   for (std::vector<int64_t> shape : {std::vector<int64_t>{4, 3}, std::vector<int64_t>{3, 4}}) {
     Tensor A = lcg_tensor(shape, 7).requires_grad_();
     auto f = [](const std::vector<Tensor>& x) {

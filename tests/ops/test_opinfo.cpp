@@ -120,10 +120,10 @@ void run_gradchecks(const OpInfo& o, bool second_order) {
 class GradTest : public OpTest {};
 class GradGradTest : public OpTest {};
 
-TEST_P(GradTest, gradcheck) { run_gradchecks(op(), false); }
-TEST_P(GradGradTest, gradgradcheck) { run_gradchecks(op(), true); }
+TEST_P(GradTest, Gradcheck) { run_gradchecks(op(), false); }
+TEST_P(GradGradTest, Gradgradcheck) { run_gradchecks(op(), true); }
 
-TEST_P(OpTest, noncontiguous) {
+TEST_P(OpTest, Noncontiguous) {
   const OpInfo& o = op();
   for (size_t i = 0; i < o.samples.size(); ++i) {
     Inputs in = make_inputs(o.samples[i], kFloat64, kCPU, false, i + 1);
@@ -136,7 +136,7 @@ TEST_P(OpTest, noncontiguous) {
   }
 }
 
-TEST_P(OpTest, float32_matches_float64) {
+TEST_P(OpTest, Float32MatchesFloat64) {
   const OpInfo& o = op();
   if (!o.supports_float32) GTEST_SKIP() << o.name << " has no float32 samples (its results depend on the dtype)";
   for (size_t i = 0; i < o.samples.size(); ++i) {
@@ -156,7 +156,7 @@ class RefTest : public OpTest {};
 
 // Outputs equal the reference's, with autograd off (in-place kernels write in place) and on (in-place
 // ops compute out of place and copy back, through CopySlices for views).
-TEST_P(RefTest, matches_reference) {
+TEST_P(RefTest, MatchesReference) {
   const OpInfo& o = op();
   for (bool grad : {false, true}) {
     for (size_t i = 0; i < o.samples.size(); ++i) {
@@ -187,7 +187,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GradGradTest);
 
 // Every differentiable op of the schema (core/op_schema.h, core/elementwise_ops.h) has an entry
 // that exercises it with gradcheck samples.
-TEST(OpRegistry, every_differentiable_op_has_gradcheck_samples) {
+TEST(OpRegistry, EveryDifferentiableOpHasGradcheckSamples) {
   std::vector<bool> covered(kOpCount, false);
   for (const OpInfo& op : registry())
     if (!op.samples.empty() && op.differentiable)
@@ -203,7 +203,7 @@ TEST(OpRegistry, every_differentiable_op_has_gradcheck_samples) {
 // Forward checking lives in the registry: every op of the elementwise op lists is compared with a
 // scalar <cmath> reference (RefTest, no PyTorch needed), and every other op has a reference, a
 // PyTorch twin (the differential suite) or the reason it has none (checked below).
-TEST(OpRegistry, every_elementwise_op_has_a_scalar_reference) {
+TEST(OpRegistry, EveryElementwiseOpHasAScalarReference) {
   std::vector<std::string> names;
 #define NABLA_ELEMENTWISE_NAME(name, ...) names.push_back(#name);
   NABLA_UNARY_FLOAT_OPS(NABLA_ELEMENTWISE_NAME)
@@ -221,7 +221,7 @@ TEST(OpRegistry, every_elementwise_op_has_a_scalar_reference) {
 
 // The same rule as run_gradchecks, over the whole registry at once: every twice-differentiable op
 // has a sample that gradgradcheck runs on (and every differentiable op one that gradcheck runs on).
-TEST(OpRegistry, every_op_has_a_sample_its_gradchecks_run_on) {
+TEST(OpRegistry, EveryOpHasASampleItsGradchecksRunOn) {
   std::string no_first, no_second;
   for (const OpInfo& op : registry()) {
     if (!op.differentiable) continue;
@@ -241,7 +241,7 @@ TEST(OpRegistry, every_op_has_a_sample_its_gradchecks_run_on) {
 
 // run_gradchecks itself: an op whose samples are all too big for gradgradcheck fails it (and
 // still passes gradcheck), and a wrong backward is caught at both orders.
-TEST(OpRegistry, run_gradchecks_fails_when_it_checks_nothing_or_a_wrong_gradient) {
+TEST(OpRegistry, RunGradchecksFailsWhenItChecksNothingOrAWrongGradient) {
   OpInfo big{.name = "test.big_only", .fn = [](const Inputs& x) { return Outputs{x[0] * x[0]}; },
              .samples = {{{arg({7, 6})}, "42_elements"}}};
   EXPECT_NONFATAL_FAILURE(run_gradchecks(big, true), "test.big_only: no sample was checked by gradgradcheck");
@@ -292,12 +292,12 @@ TEST(OpRegistry, run_gradchecks_fails_when_it_checks_nothing_or_a_wrong_gradient
   EXPECT_NONFATAL_FAILURE(run_gradchecks(detached, true), "test.detached_grad sample '2d'");
 }
 
-TEST(OpRegistry, names_are_unique) {
+TEST(OpRegistry, NamesAreUnique) {
   std::set<std::string> seen;
   for (const OpInfo& op : registry()) EXPECT_TRUE(seen.insert(op.name).second) << "duplicate op " << op.name;
 }
 
-TEST(OpRegistry, report_counts) {
+TEST(OpRegistry, ReportCounts) {
   size_t ops = 0, samples = 0, twice = 0;
   for (const OpInfo& op : registry()) {
     if (!op.differentiable) continue;

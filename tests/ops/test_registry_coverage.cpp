@@ -12,7 +12,7 @@ namespace nabla::testing {
 namespace {
 
 // Every attention and Transformer op must have float64 gradcheck samples.
-TEST(OpRegistry, every_attention_and_transformer_layer_is_registered) {
+TEST(OpRegistry, EveryAttentionAndTransformerLayerIsRegistered) {
   std::vector<std::string> required = {"nn.scaled_dot_product_attention", "nn.scaled_dot_product_attention_dropout",
                                        "nn.MultiheadAttention",           "nn.MultiheadAttention_kdim_vdim_bias_kv",
                                        "nn.TransformerEncoderLayer",      "nn.TransformerDecoderLayer"};
@@ -25,7 +25,7 @@ TEST(OpRegistry, every_attention_and_transformer_layer_is_registered) {
 }
 
 // Every layer and loss of nn must have float64 gradcheck samples.
-TEST(OpRegistry, every_nn_layer_and_loss_is_registered) {
+TEST(OpRegistry, EveryNnLayerAndLossIsRegistered) {
   std::vector<std::string> required = {
       "nn.Linear", "nn.Bilinear", "nn.Conv1d", "nn.Conv2d", "nn.Conv3d", "nn.ConvTranspose2d", "nn.MaxPool2d", "nn.AvgPool2d",
       "nn.AdaptiveAvgPool2d", "nn.AdaptiveMaxPool2d", "nn.MaxPool1d", "nn.AvgPool1d", "nn.AdaptiveAvgPool1d",
@@ -47,7 +47,7 @@ TEST(OpRegistry, every_nn_layer_and_loss_is_registered) {
   EXPECT_TRUE(missing.empty()) << "nn layers/losses without gradcheck samples:" << missing;
 }
 
-TEST(OpRegistry, every_spatial_functional_is_registered) {
+TEST(OpRegistry, EverySpatialFunctionalIsRegistered) {
   for (const char* n : {"nn.pad_modes", "nn.conv_padding_same", "nn.conv_transpose1d_3d", "nn.unfold_fold",
                         "nn.avg_pool2d_divisor_override", "nn.max_unpool", "nn.grid_sample", "nn.grid_sample_bicubic", "nn.embedding_bag",
                         "nn.interpolate_modes", "nn.ConvTranspose1d_3d", "nn.EmbeddingBag", "nn.padding_layers",
@@ -60,7 +60,7 @@ TEST(OpRegistry, every_spatial_functional_is_registered) {
 }
 
 // Every recurrent layer must have float64 gradcheck samples (and so gradgradcheck, CPU/CUDA parity).
-TEST(OpRegistry, every_rnn_layer_is_registered) {
+TEST(OpRegistry, EveryRnnLayerIsRegistered) {
   std::string missing;
   for (const char* n : {"nn.RNNCell", "nn.RNNCell_relu", "nn.LSTMCell", "nn.GRUCell", "nn.RNN", "nn.RNN_relu",
                         "nn.LSTM", "nn.GRU", "nn.RNN_packed", "nn.LSTM_packed", "nn.GRU_packed", "nn.utils.pad_sequence",
@@ -72,7 +72,7 @@ TEST(OpRegistry, every_rnn_layer_is_registered) {
 }
 
 // Every building block of the zoo has float64 gradcheck samples.
-TEST(OpRegistry, every_vision_layer_is_registered) {
+TEST(OpRegistry, EveryVisionLayerIsRegistered) {
   std::string missing;
   for (const char* n : {"vision.SqueezeExcitation", "vision.Conv2dNormActivation", "vision.ChannelShuffle", "vision.StochasticDepth",
                         "vision.LayerNorm2d", "vision.Permute", "vision.MLPBlock", "vision.EncoderBlock",

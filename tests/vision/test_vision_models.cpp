@@ -55,7 +55,7 @@ std::string shape_str(const Tensor& t) {
 
 class VisionModels : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(VisionModels, eval_matches_torchvision) {
+TEST_P(VisionModels, EvalMatchesTorchvision) {
   NABLA_NEEDS_PYTHON_MODULES("torch, torchvision");
   const std::string name = GetParam();
   torch_io::Value ref = torch_io::load(reference_file(name));
@@ -85,7 +85,7 @@ class VisionTraining : public ::testing::TestWithParam<std::string> {};
 
 // Training mode: BatchNorm on batch statistics (and its running statistics updated), the
 // gradients of loss = sum(output * w) for every parameter.
-TEST_P(VisionTraining, gradients_match_torchvision) {
+TEST_P(VisionTraining, GradientsMatchTorchvision) {
   NABLA_NEEDS_PYTHON_MODULES("torch, torchvision");
   const std::string name = GetParam();
   torch_io::Value ref = torch_io::load(reference_file(name + "_train"));
@@ -130,7 +130,7 @@ INSTANTIATE_TEST_SUITE_P(Zoo, VisionTraining, ::testing::Values("resnet18", "mob
 
 // ---- load_weights -------------------------------------------------------------------------------
 
-TEST(VisionWeights, loads_torchvision_state_dict_and_safetensors) {
+TEST(VisionWeights, LoadsTorchvisionStateDictAndSafetensors) {
   NABLA_NEEDS_PYTHON_MODULES("torch, torchvision");
   std::string ref_file = reference_file("resnet18");
   std::string pth = ref_file.substr(0, ref_file.size() - 3) + "_state_dict.pth";
@@ -152,7 +152,7 @@ TEST(VisionWeights, loads_torchvision_state_dict_and_safetensors) {
   std::filesystem::remove(st);
 }
 
-TEST(VisionWeights, strict_loading_names_missing_unexpected_and_mismatched_keys) {
+TEST(VisionWeights, StrictLoadingNamesMissingUnexpectedAndMismatchedKeys) {
   auto model = vision::resnet18();
   nn::StateDict sd = model->state_dict();
   auto dir = std::filesystem::temp_directory_path() / ("nabla-vision-keys-" + std::to_string(::getpid()));
@@ -201,7 +201,7 @@ TEST(VisionWeights, strict_loading_names_missing_unexpected_and_mismatched_keys)
 
 // torchvision's published ViT files predate MLPBlock's change to an MLP ("mlp.linear_1.weight");
 // load_weights renames those keys as torchvision's _load_from_state_dict does.
-TEST(VisionWeights, loads_legacy_vit_mlp_names) {
+TEST(VisionWeights, LoadsLegacyVitMlpNames) {
   vision::VisionTransformerOptions o{.image_size = 32, .patch_size = 16, .num_layers = 2, .num_heads = 2, .hidden_dim = 8, .mlp_dim = 16};
   auto model = std::make_shared<vision::VisionTransformer>(o);
   nn::StateDict legacy;
@@ -233,7 +233,7 @@ TEST(VisionWeights, loads_legacy_vit_mlp_names) {
 
 // swin's relative position index and shifted-window mask, on a window of 2x2 (the 7x7 ones are
 // checked against torchvision's buffers by the model tests).
-TEST(VisionModels, swin_window_index_and_mask) {
+TEST(VisionModels, SwinWindowIndexAndMask) {
   Tensor idx = vision::relative_position_index({2, 2});
   // torchvision's define_relative_position_index for window [2, 2]
   std::vector<int64_t> expected = {4, 3, 1, 0, 5, 4, 2, 1, 7, 6, 4, 3, 8, 7, 5, 4};
@@ -248,7 +248,7 @@ TEST(VisionModels, swin_window_index_and_mask) {
   EXPECT_THROW(vision::ShiftedWindowAttention(6, {7, 7}, {0, 0}, 4), ValueError);
 }
 
-TEST(VisionModels, create_model_names_and_options) {
+TEST(VisionModels, CreateModelNamesAndOptions) {
   EXPECT_THROW(vision::create_model("resnet19"), ValueError);
   try {
     vision::create_model("resnet19");

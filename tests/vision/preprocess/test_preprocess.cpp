@@ -184,7 +184,7 @@ class VisionPipeline : public ::testing::TestWithParam<std::string> {};
 // The whole pipeline on each image: with antialias = false it is torchvision 0.14's
 // weights.transforms() on the decoded tensor; with the default antialias = true, the same steps
 // with F.resize(antialias=True). Within 1/255 (a rounding to u8 that falls the other way).
-TEST_P(VisionPipeline, matches_torchvision) {
+TEST_P(VisionPipeline, MatchesTorchvision) {
   NABLA_NEEDS_PYTHON_MODULES("torch, torchvision");
   const std::string model = GetParam();
   for (const auto& [name, per_model] : reference()["outputs"].entries()) {
