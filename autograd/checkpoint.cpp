@@ -62,8 +62,8 @@ std::vector<Edge> boundary_edges(const std::vector<Tensor>& outputs, uint64_t fi
 std::vector<Tensor> call(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
   std::vector<Tensor> outs = fn(inputs);
   NABLA_CHECK(ValueError, std::any_of(outs.begin(), outs.end(), [](const Tensor& t) { return t.defined(); }),
-                    "checkpoint: the function returned no tensors (", outs.size(),
-                    " outputs, none defined); it must return at least one");
+              "checkpoint: the function returned no tensors (", outs.size(),
+              " outputs, none defined); it must return at least one");
   return outs;
 }
 
@@ -118,8 +118,8 @@ class CheckpointNode final : public Node {
   CheckpointFn fn_;
   std::vector<SavedTensor> inputs_;
   size_t num_fn_outputs_ = 0;
-  std::vector<size_t> output_pos_;        // which of fn's outputs node output j is
-  std::vector<Device> rng_devices_;       // empty: preserve_rng_state off
+  std::vector<size_t> output_pos_;   // which of fn's outputs node output j is
+  std::vector<Device> rng_devices_;  // empty: preserve_rng_state off
   std::vector<Generator::State> rng_states_;
 
  private:
@@ -145,7 +145,7 @@ GradList CheckpointNode::apply(GradList&& grads) {
     end = next_sequence_nr();
   }
   NABLA_CHECK(AutogradError, outs.size() == num_fn_outputs_, "checkpoint: recomputing the function in backward gave ",
-                       outs.size(), " outputs, the forward gave ", num_fn_outputs_, kDeterministic);
+              outs.size(), " outputs, the forward gave ", num_fn_outputs_, kDeterministic);
 
   // Back-propagate the gradients that arrived through the recomputed outputs.
   std::vector<Tensor> roots, root_grads;
@@ -154,12 +154,12 @@ GradList CheckpointNode::apply(GradList&& grads) {
     const Tensor& o = outs[output_pos_[j]];
     const OutputMeta& m = out_meta[j];
     NABLA_CHECK(AutogradError, o.defined() && o.requires_grad() && o.sizes() == m.shape && o.dtype() == m.dtype,
-                         "checkpoint: output ", output_pos_[j], " of the function was a ", m.dtype, " tensor of shape ",
-                         m.shape, " requiring grad in the forward, but recomputing it in backward gave ",
-                         o.defined() ? internal::str(o.requires_grad() ? "a " : "a non-differentiable ", o.dtype(),
-                                                   " tensor of shape ", o.sizes())
-                                     : std::string("an undefined tensor"),
-                         kDeterministic);
+                "checkpoint: output ", output_pos_[j], " of the function was a ", m.dtype, " tensor of shape ", m.shape,
+                " requiring grad in the forward, but recomputing it in backward gave ",
+                o.defined() ? internal::str(o.requires_grad() ? "a " : "a non-differentiable ", o.dtype(),
+                                            " tensor of shape ", o.sizes())
+                            : std::string("an undefined tensor"),
+                kDeterministic);
     roots.push_back(o);
     root_grads.push_back(grads[j]);
   }
@@ -167,11 +167,12 @@ GradList CheckpointNode::apply(GradList&& grads) {
   if (roots.empty()) return result;
   // The pass below must stop at this node's edges (the outer pass owns what lies beyond them).
   for (const Edge& e : boundary_edges(roots, first, end))
-    NABLA_CHECK(AutogradError, std::any_of(next_edges.begin(), next_edges.end(), [&](const Edge& b) { return same_edge(b, e); }),
-        "checkpoint: recomputing the function in backward reached a tensor (with grad_fn ", e.fn->name(),
-        ") that the forward did not use", kDeterministic);
-  std::vector<Tensor> g = grad_into_edges(roots, root_grads, std::span<const Edge>(next_edges.data(), next_edges.size()),
-                                          create_graph);
+    NABLA_CHECK(AutogradError,
+                std::any_of(next_edges.begin(), next_edges.end(), [&](const Edge& b) { return same_edge(b, e); }),
+                "checkpoint: recomputing the function in backward reached a tensor (with grad_fn ", e.fn->name(),
+                ") that the forward did not use", kDeterministic);
+  std::vector<Tensor> g =
+      grad_into_edges(roots, root_grads, std::span<const Edge>(next_edges.data(), next_edges.size()), create_graph);
   for (size_t i = 0; i < g.size(); ++i) result[i] = std::move(g[i]);
   return result;
 }

@@ -30,8 +30,10 @@ bool has_nonfinite(const Tensor& t) {
 }
 
 Tensor ones_for(const Tensor& t, size_t i) {
-  NABLA_CHECK(AutogradError, t.numel() == 1, "backward: a gradient can be created implicitly only for one-element outputs; "
-                                       "output ", i, " has shape ", t.sizes(), ", so pass its gradient explicitly");
+  NABLA_CHECK(AutogradError, t.numel() == 1,
+              "backward: a gradient can be created implicitly only for one-element outputs; "
+              "output ",
+              i, " has shape ", t.sizes(), ", so pass its gradient explicitly");
   return ones_like(t);
 }
 
@@ -67,8 +69,13 @@ class Pass {
  public:
   Pass(Workspace& ws, bool retain_graph, bool create_graph, std::vector<Capture>* captures,
        std::vector<Tensor>* captured, const Sinks* sinks)
-      : ws_(ws), task_(++g_task_counter), retain_graph_(retain_graph), create_graph_(create_graph),
-        captures_(captures), captured_(captured), sinks_(sinks) {}
+      : ws_(ws),
+        task_(++g_task_counter),
+        retain_graph_(retain_graph),
+        create_graph_(create_graph),
+        captures_(captures),
+        captured_(captured),
+        sinks_(sinks) {}
 
   void run(std::span<const Tensor> outputs, std::span<const Tensor> grad_outputs) {
     seed_roots(outputs, grad_outputs);
@@ -105,11 +112,11 @@ class Pass {
       const Tensor& out = outputs[i];
       NABLA_CHECK(AutogradError, out.defined(), "backward: output ", i, " is an undefined tensor");
       NABLA_CHECK(AutogradError, out.requires_grad(), "backward: element ", i,
-                           " of the outputs does not require grad and has no grad_fn (nothing it depends on "
-                           "requires grad, or it was computed under NoGradGuard)");
+                  " of the outputs does not require grad and has no grad_fn (nothing it depends on "
+                  "requires grad, or it was computed under NoGradGuard)");
       Tensor g = grad_outputs.empty() || !grad_outputs[i].defined() ? ones_for(out, i) : grad_outputs[i];
       NABLA_CHECK(ShapeError, g.sizes() == out.sizes(), "backward: gradient ", i, " has shape ", g.sizes(),
-                        " but its output has shape ", out.sizes());
+                  " but its output has shape ", out.sizes());
       Edge edge = gradient_edge(out);
       if (sinks_) {
         if (ptrdiff_t k = sinks_->find(edge); k >= 0) {
@@ -209,7 +216,7 @@ class Pass {
     }
     if (is_accumulate) return;
     NABLA_CHECK(AutogradError, outs.size() == n->num_outputs(), "backward: ", n->name(), " returned ", outs.size(),
-                         " gradients but its forward op had ", n->num_outputs(), " inputs");
+                " gradients but its forward op had ", n->num_outputs(), " inputs");
     deliver(n, outs);
   }
 
@@ -223,17 +230,17 @@ class Pass {
       Tensor g = std::move(outs[i]);
       if (g.defined()) {
         if (anomaly_ && has_nonfinite(g)) {
-          throw AutogradError(internal::str(
-              "anomaly detected: ", n->name(), " returned NaN or Inf values in its gradient for input ", i,
-              (n->anomaly ? " of the forward op '" + n->anomaly->forward_op + "'" : std::string()),
-              (n->anomaly && !n->anomaly->forward_trace.empty()
-                   ? ". The forward op was called from:\n" + n->anomaly->forward_trace
-                   : std::string(". "))));
+          throw AutogradError(
+              internal::str("anomaly detected: ", n->name(), " returned NaN or Inf values in its gradient for input ",
+                            i, (n->anomaly ? " of the forward op '" + n->anomaly->forward_op + "'" : std::string()),
+                            (n->anomaly && !n->anomaly->forward_trace.empty()
+                                 ? ". The forward op was called from:\n" + n->anomaly->forward_trace
+                                 : std::string(". "))));
         }
         const OutputMeta& m = c->out_meta[e.input_nr];
         if (g.sizes() != m.shape)
           throw AutogradError(internal::str("backward: ", n->name(), " returned a gradient of shape ", g.sizes(),
-                                          " for input ", i, ", which has shape ", m.shape));
+                                            " for input ", i, ", which has shape ", m.shape));
         if (g.dtype() != m.dtype) g = g.to(m.dtype);
         if (g.device() != m.device) g = g.to(m.device);
         if (sink >= 0) {
@@ -260,7 +267,7 @@ void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_
                   bool create_graph, std::vector<Capture>* captures, std::vector<Tensor>* captured,
                   const Sinks* sinks = nullptr) {
   NABLA_CHECK(AutogradError, grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: got ",
-                       grad_outputs.size(), " gradients for ", outputs.size(), " outputs");
+              grad_outputs.size(), " gradients for ", outputs.size(), " outputs");
   // The workspace of this nesting level (a backward may run inside a hook of another).
   if (tl_workspaces.size() <= tl_depth) tl_workspaces.push_back(std::make_unique<Workspace>());
   Workspace& ws = *tl_workspaces[tl_depth];
@@ -312,7 +319,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     NABLA_CHECK(AutogradError, t.defined() && t.requires_grad(), "grad: input ", i,
-                         " does not require grad (call requires_grad_() on it before the forward pass)");
+                " does not require grad (call requires_grad_() on it before the forward pass)");
     Edge e = gradient_edge(t);
     keep.push_back(e.fn);
     captures.push_back({e.fn.get(), e.input_nr, i});
@@ -331,8 +338,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
       continue;
     }
     NABLA_CHECK(AutogradError, allow_unused, "grad: input ", i,
-                         " was not used to compute the outputs (pass allow_unused=true to get an undefined "
-                         "gradient for it)");
+                " was not used to compute the outputs (pass allow_unused=true to get an undefined "
+                "gradient for it)");
   }
   return result;
 }

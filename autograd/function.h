@@ -77,8 +77,8 @@ class CustomNode final : public Node {
       return r;
     }
     NABLA_CHECK(AutogradError, used == num_args_, name(), ": backward returned ", r.size(), " gradients; expected ", nt,
-                         " (one per Tensor argument of forward) or ", num_args_,
-                         " (one per argument), optionally followed by undefined ones");
+                " (one per Tensor argument of forward) or ", num_args_,
+                " (one per argument), optionally followed by undefined ones");
     GradList out;
     size_t next = 0;  // the next Tensor argument's position in tensor_pos_
     for (size_t i = 0; i < num_args_; ++i) {
@@ -87,7 +87,7 @@ class CustomNode final : public Node {
         ++next;
       } else {
         NABLA_CHECK(AutogradError, !r[i].defined(), name(), ": backward returned a defined gradient at position ", i,
-                             ", but forward's argument ", i, " is not a Tensor (return an undefined Tensor there)");
+                    ", but forward's argument ", i, " is not a Tensor (return an undefined Tensor there)");
       }
     }
     return out;

@@ -2,8 +2,8 @@
 // numerical one (central differences, one pair of forward calls per input element).
 #include "autograd/gradcheck.h"
 
-#include <cmath>
 #include <cxxabi.h>
+#include <cmath>
 #include <memory>
 #include <sstream>
 
@@ -65,10 +65,11 @@ bool gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs, const Grad
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined() || !inputs[i].requires_grad()) continue;
     NABLA_CHECK(GradcheckError, inputs[i].dtype() == DType::f64, "gradcheck: input ", i, " is ", inputs[i].dtype(),
-                          "; use float64 inputs (finite differences in float32 are too coarse)");
+                "; use float64 inputs (finite differences in float32 are too coarse)");
     diff.push_back(i);
   }
-  NABLA_CHECK(GradcheckError, !diff.empty(), "gradcheck: no input requires grad; call requires_grad_() on the inputs to check");
+  NABLA_CHECK(GradcheckError, !diff.empty(),
+              "gradcheck: no input requires grad; call requires_grad_() on the inputs to check");
   std::vector<Tensor> outs = fn(inputs);
 
   // Numerical Jacobians: num[k][d] is (outputs[k].numel x inputs[diff[d]].numel), row-major.
@@ -89,7 +90,7 @@ bool gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs, const Grad
       }
       std::vector<Tensor> fp = fn(plus), fm = fn(minus);
       NABLA_CHECK(GradcheckError, fp.size() == outs.size() && fm.size() == outs.size(),
-                            "gradcheck: the function returned a different number of outputs for perturbed inputs");
+                  "gradcheck: the function returned a different number of outputs for perturbed inputs");
       for (size_t k = 0; k < outs.size(); ++k) {
         if (!differentiable_output(outs[k])) continue;
         std::vector<double> a = values(fp[k]), b = values(fm[k]);
@@ -114,8 +115,8 @@ bool gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs, const Grad
         std::vector<Tensor> g = grad({o64}, diff_inputs, {go}, true, false, true);
         for (size_t d = 0; d < diff.size(); ++d) {
           if (!g[d].defined()) continue;
-          NABLA_CHECK(GradcheckError, g[d].sizes() == inputs[diff[d]].sizes(), "gradcheck: gradient for input ", diff[d],
-                                " has shape ", g[d].sizes(), " but the input has shape ", inputs[diff[d]].sizes());
+          NABLA_CHECK(GradcheckError, g[d].sizes() == inputs[diff[d]].sizes(), "gradcheck: gradient for input ",
+                      diff[d], " has shape ", g[d].sizes(), " but the input has shape ", inputs[diff[d]].sizes());
           std::vector<double> v = values(g[d]);
           int64_t n = inputs[diff[d]].numel();
           for (int64_t j = 0; j < n; ++j) ana[d][r * n + j] = v[j];
@@ -129,7 +130,7 @@ bool gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs, const Grad
             for (double v : values(g[d]))
               if (v != 0 && !std::isnan(v))
                 return fail(o, internal::str("gradcheck: a zero gradient for output ", k,
-                                           " produced a nonzero gradient for input ", diff[d]));
+                                             " produced a nonzero gradient for input ", diff[d]));
           }
       }
     }
@@ -141,10 +142,11 @@ bool gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs, const Grad
         double diffv = std::fabs(a[e] - nm[e]);
         bool ok = diffv <= o.atol + o.rtol * std::fabs(nm[e]) || (std::isnan(a[e]) && std::isnan(nm[e]));
         if (!ok) {
-          return fail(o, internal::str("gradcheck: Jacobian mismatch for output ", k, " with respect to input ", diff[d],
-                                     " at (output element ", e / n, ", input element ", e % n, "): numerical ", nm[e],
-                                     ", analytical ", a[e], " (atol ", o.atol, ", rtol ", o.rtol,
-                                     ")\n  numerical:\n", matrix_str(nm, m, n), "  analytical:\n", matrix_str(a, m, n)));
+          return fail(o,
+                      internal::str("gradcheck: Jacobian mismatch for output ", k, " with respect to input ", diff[d],
+                                    " at (output element ", e / n, ", input element ", e % n, "): numerical ", nm[e],
+                                    ", analytical ", a[e], " (atol ", o.atol, ", rtol ", o.rtol, ")\n  numerical:\n",
+                                    matrix_str(nm, m, n), "  analytical:\n", matrix_str(a, m, n)));
         }
       }
     }

@@ -20,7 +20,7 @@ struct GradcheckOptions {
   double eps = 1e-6;   // central-difference step
   double atol = 1e-5;  // |analytical - numerical| <= atol + rtol * |numerical|
   double rtol = 1e-3;
-  bool raise = true;   // throw GradcheckError with the details on failure (else return false)
+  bool raise = true;                 // throw GradcheckError with the details on failure (else return false)
   bool check_undefined_grad = true;  // a zero gradient must not crash backward
 };
 

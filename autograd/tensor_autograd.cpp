@@ -31,12 +31,15 @@ autograd::Node* Tensor::grad_fn() const {
 Tensor& Tensor::requires_grad_(bool r) {
   TensorImpl* s = checked();
   if (s->grad_fn) {
-    NABLA_CHECK(AutogradError, r, "requires_grad_: only leaf tensors can stop requiring grad; this tensor was computed by ",
-                         s->grad_fn->name(), " (use detach() to get a tensor without history)");
+    NABLA_CHECK(AutogradError, r,
+                "requires_grad_: only leaf tensors can stop requiring grad; this tensor was computed by ",
+                s->grad_fn->name(), " (use detach() to get a tensor without history)");
     return *this;
   }
-  NABLA_CHECK(AutogradError, !r || is_floating(s->dtype), "requires_grad_: only floating-point tensors can require "
-                                                      "gradients, this one is ", s->dtype);
+  NABLA_CHECK(AutogradError, !r || is_floating(s->dtype),
+              "requires_grad_: only floating-point tensors can require "
+              "gradients, this one is ",
+              s->dtype);
   s->requires_grad = r;
   return *this;
 }
@@ -50,8 +53,8 @@ Tensor& Tensor::mutable_grad() { return meta_of(checked()).grad; }
 
 void Tensor::set_grad(const Tensor& g) {
   if (g.defined())
-    NABLA_CHECK(ShapeError, g.sizes() == sizes(), "set_grad: gradient of shape ", g.sizes(), " does not match tensor of shape ",
-                      sizes());
+    NABLA_CHECK(ShapeError, g.sizes() == sizes(), "set_grad: gradient of shape ", g.sizes(),
+                " does not match tensor of shape ", sizes());
   meta_of(checked()).grad = g;
 }
 
@@ -69,7 +72,8 @@ void Tensor::zero_grad(bool set_to_none) {
 
 void Tensor::retain_grad() const {
   TensorImpl* s = checked();
-  NABLA_CHECK(AutogradError, requires_grad(), "retain_grad: cannot retain the gradient of a tensor that does not require grad");
+  NABLA_CHECK(AutogradError, requires_grad(),
+              "retain_grad: cannot retain the gradient of a tensor that does not require grad");
   if (!grad_fn()) return;  // leaves keep their gradient anyway
   AutogradMeta& m = meta_of(s);
   if (m.retains_grad) return;
@@ -96,7 +100,8 @@ bool Tensor::retains_grad() const {
 
 size_t Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
   TensorImpl* s = checked();
-  NABLA_CHECK(AutogradError, requires_grad(), "register_hook: cannot register a hook on a tensor that does not require grad");
+  NABLA_CHECK(AutogradError, requires_grad(),
+              "register_hook: cannot register a hook on a tensor that does not require grad");
   size_t id = ++g_hook_id;
   if (grad_fn()) {
     // Run before retain_grad's hook so a retained gradient sees the hook's result, as PyTorch.

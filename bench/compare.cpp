@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
+#include "bench/torch_lenet.h"
 #include "examples/mnist/models.h"
 #include "nabla.h"
-#include "bench/torch_lenet.h"
-#include "bench/timing.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -38,8 +38,8 @@ struct Row {
 std::vector<Row> rows;
 bool quick = false;
 
-void report(const std::string& section, const std::string& name, double t_nabla, double t_ref, const std::string& ref_name,
-            const std::string& extra = "") {
+void report(const std::string& section, const std::string& name, double t_nabla, double t_ref,
+            const std::string& ref_name, const std::string& extra = "") {
   Row r{section, name, fmt_time(t_nabla), fmt_time(t_ref) + extra, ref_name, t_nabla / t_ref};
   std::printf("  %-44s nabla %10s   %-14s %10s   ratio %.2f\n", name.c_str(), r.nabla.c_str(), ref_name.c_str(),
               r.ref.c_str(), r.ratio);
@@ -57,8 +57,11 @@ SideBySide side_by_side(const std::function<void()>& nb_fn, const std::function<
                         int rounds = 0) {
   if (rounds == 0) rounds = quick ? 3 : 7;
   std::vector<double> t = bench::interleaved(
-      3, [](int c) { if (c > 0) torch::set_num_threads(c); }, [&](int c) { c == 0 ? nb_fn() : t_fn(); }, batch,
-      rounds);
+      3,
+      [](int c) {
+        if (c > 0) torch::set_num_threads(c);
+      },
+      [&](int c) { c == 0 ? nb_fn() : t_fn(); }, batch, rounds);
   torch::set_num_threads(2);
   int best = t[1] <= t[2] ? 1 : 2;
   return {t[0], t[best], "libtorch@" + std::to_string(best) + "t"};
@@ -121,8 +124,9 @@ void gemm() {
         2, [](int) {},
         [&](int which) {
           if (which == 0) c = nb::mm(a, b);
-          else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f,
-                           C.data(), n);
+          else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f,
+                        C.data(), n);
         },
         batch, quick ? 3 : 5);
     double tn = t[0], tb = t[1];
@@ -140,12 +144,15 @@ void conv() {
     int64_t c, h, o, k, pad;
   };
   std::string which;
-  for (Shape s : {Shape{"lenet conv1 1->10 5x5 28x28", 1, 28, 10, 5, 0}, Shape{"lenet conv2 10->20 5x5 12x12", 10, 12, 20, 5, 0},
-                  Shape{"cnn conv1 1->32 3x3 28x28 pad1", 1, 28, 32, 3, 1}, Shape{"cnn conv2 32->64 3x3 14x14 pad1", 32, 14, 64, 3, 1}}) {
+  for (Shape s :
+       {Shape{"lenet conv1 1->10 5x5 28x28", 1, 28, 10, 5, 0}, Shape{"lenet conv2 10->20 5x5 12x12", 10, 12, 20, 5, 0},
+        Shape{"cnn conv1 1->32 3x3 28x28 pad1", 1, 28, 32, 3, 1},
+        Shape{"cnn conv2 32->64 3x3 14x14 pad1", 32, 14, 64, 3, 1}}) {
     nb::Tensor x = nb::randn({64, s.c, s.h, s.h}, nb::requires_grad());
     nb::Tensor w = nb::randn({s.o, s.c, s.k, s.k}, nb::requires_grad()), b = nb::randn({s.o}, nb::requires_grad());
     torch::Tensor tx = torch::randn({64, s.c, s.h, s.h}, torch::requires_grad());
-    torch::Tensor tw = torch::randn({s.o, s.c, s.k, s.k}, torch::requires_grad()), tb = torch::randn({s.o}, torch::requires_grad());
+    torch::Tensor tw = torch::randn({s.o, s.c, s.k, s.k}, torch::requires_grad()),
+                  tb = torch::randn({s.o}, torch::requires_grad());
     SideBySide t = side_by_side(
         [&] {
           nb::Tensor y = nb::conv2d(x, w, b, 1, s.pad);
@@ -176,8 +183,9 @@ void mlp() {
   int64_t n = quick ? 12800 : kTrain, bs = 64;
   nb::manual_seed(1);
   nb::Tensor X = nb::rand({n, 784}), Y = nb::randint(0, 10, {n});
-  auto nb_net = std::make_shared<nb::nn::Sequential>(std::make_shared<nb::nn::Linear>(784, 256),
-                                                  std::make_shared<nb::nn::ReLU>(), std::make_shared<nb::nn::Linear>(256, 10));
+  auto nb_net =
+      std::make_shared<nb::nn::Sequential>(std::make_shared<nb::nn::Linear>(784, 256), std::make_shared<nb::nn::ReLU>(),
+                                           std::make_shared<nb::nn::Linear>(256, 10));
   nb::optim::SGD opt = nb_sgd(nb_net->parameters(), 0.01, 0.9);
   auto nb_epoch = [&] {
     for (int64_t i = 0; i + bs <= n; i += bs) {
@@ -317,7 +325,8 @@ void sequence() {
     nb::optim::SGD opt = nb_sgd(m.parameters(), 0.01, 0);
     torch::nn::LSTM tm(torch::nn::LSTMOptions(E, H).num_layers(2));
     torch::optim::SGD topt(tm->parameters(), torch::optim::SGDOptions(0.01));
-    row("LSTM 2 layers 64->128, seq 35, batch 20", [&] { step(opt, m.forward(x).square().mean()); },
+    row(
+        "LSTM 2 layers 64->128, seq 35, batch 20", [&] { step(opt, m.forward(x).square().mean()); },
         [&] { step(topt, std::get<0>(tm->forward(tx)).square().mean()); });
   }
   {
@@ -325,7 +334,8 @@ void sequence() {
     nb::optim::SGD opt = nb_sgd(m.parameters(), 0.01, 0);
     torch::nn::GRU tm(torch::nn::GRUOptions(E, H));
     torch::optim::SGD topt(tm->parameters(), torch::optim::SGDOptions(0.01));
-    row("GRU 64->128, seq 35, batch 20", [&] { step(opt, m.forward(x).square().mean()); },
+    row(
+        "GRU 64->128, seq 35, batch 20", [&] { step(opt, m.forward(x).square().mean()); },
         [&] { step(topt, std::get<0>(tm->forward(tx)).square().mean()); });
   }
   {
@@ -334,9 +344,11 @@ void sequence() {
     torch::Tensor tsrc = torch::randn({S, B, D});
     nb::nn::TransformerEncoderLayer m(D, 4, {.dim_feedforward = 512, .dropout = 0});
     nb::optim::SGD opt = nb_sgd(m.parameters(), 0.01, 0);
-    torch::nn::TransformerEncoderLayer tm(torch::nn::TransformerEncoderLayerOptions(D, 4).dim_feedforward(512).dropout(0));
+    torch::nn::TransformerEncoderLayer tm(
+        torch::nn::TransformerEncoderLayerOptions(D, 4).dim_feedforward(512).dropout(0));
     torch::optim::SGD topt(tm->parameters(), torch::optim::SGDOptions(0.01));
-    row("Transformer encoder layer d128 4 heads, seq 32, batch 16", [&] { step(opt, m.forward(src).square().mean()); },
+    row(
+        "Transformer encoder layer d128 4 heads, seq 32, batch 16", [&] { step(opt, m.forward(src).square().mean()); },
         [&] { step(topt, tm->forward(tsrc).square().mean()); });
   }
 }
@@ -392,9 +404,8 @@ int main(int argc, char** argv) {
     }
   }
   nb::set_num_threads(2);
-  std::map<std::string, void (*)()> parts{{"overhead", overhead}, {"gemm", gemm}, {"conv", conv},
-                                          {"optim", optim},       {"sequence", sequence}, {"mlp", mlp}, {"lenet", lenet},
-                                          {"linalg", linalg}};
+  std::map<std::string, void (*)()> parts{{"overhead", overhead}, {"gemm", gemm}, {"conv", conv},   {"optim", optim},
+                                          {"sequence", sequence}, {"mlp", mlp},   {"lenet", lenet}, {"linalg", linalg}};
   for (const char* p : {"overhead", "gemm", "conv", "optim", "sequence", "mlp", "lenet", "linalg"})
     if (only.empty() || only == p) parts[p]();
   if (!markdown.empty()) {

@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <csignal>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,7 +61,7 @@ struct Model {
       for (const Tensor& p : m->parameters()) params.push_back(p);
     opt = std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = 1e-3});
     manual_seed(0);
-    tokens = randint(0, 64, {32, 16});   // (seq, batch)
+    tokens = randint(0, 64, {32, 16});  // (seq, batch)
     targets = randint(0, 64, {32, 16});
   }
   void step() {
@@ -109,9 +109,12 @@ int main(int argc, char** argv) {
   const int dflt = get_num_threads();
   const std::vector<int> threads = {dflt, 1};
   Model m;
-  std::printf("LSTM language-model training step (embedding 64x32, LSTM 32->128, seq 32, batch 16, Adam); "
-              "%d rounds, interleaved\n\n", rounds);
-  std::printf("| machine | threads | median step | best step | median vs 1 thread |\n| --- | --- | --- | --- | --- |\n");
+  std::printf(
+      "LSTM language-model training step (embedding 64x32, LSTM 32->128, seq 32, batch 16, Adam); "
+      "%d rounds, interleaved\n\n",
+      rounds);
+  std::printf(
+      "| machine | threads | median step | best step | median vs 1 thread |\n| --- | --- | --- | --- | --- |\n");
   auto report = [&](const char* what, const std::vector<Stats>& s) {
     for (size_t c = 0; c < threads.size(); ++c)
       std::printf("| %s | %d%s | %s | %s | %.2fx |\n", what, threads[c], c == 0 ? " (default)" : "",

@@ -42,9 +42,9 @@
 #include <vector>
 
 #include "distributed/distributed.h"
+#include "distributed/distributed_data_parallel.h"
 #include "examples/mnist/models.h"
 #include "nabla.h"
-#include "distributed/distributed_data_parallel.h"
 
 #ifndef NABLA_RUN_BIN
 #error "NABLA_RUN_BIN must name nabla-run"
@@ -84,7 +84,8 @@ int train_worker(int64_t batch, int steps, int warmup, double bucket_mb) {
   auto model = mnist::make_model("cnn").module;
   std::unique_ptr<nn::parallel::DistributedDataParallel> ddp;
   if (distributed)
-    ddp = std::make_unique<nn::parallel::DistributedDataParallel>(model, nn::parallel::DDPOptions{.bucket_cap_mb = bucket_mb});
+    ddp = std::make_unique<nn::parallel::DistributedDataParallel>(model,
+                                                                  nn::parallel::DDPOptions{.bucket_cap_mb = bucket_mb});
   optim::Adam opt(model->parameters(), {.lr = 1e-3});
   int64_t grad_bytes = 0;
   for (const Tensor& p : model->parameters()) grad_bytes += p.numel() * 4;
@@ -95,7 +96,7 @@ int train_worker(int64_t batch, int steps, int warmup, double bucket_mb) {
     ys.push_back(randint(0, 10, {batch}));
   }
   double phase[3] = {0, 0, 0};  // forward (with the loss), backward, optimizer: seconds over the timed steps
-  std::vector<double> compute;    // each timed step's seconds less what it waited on communication
+  std::vector<double> compute;  // each timed step's seconds less what it waited on communication
   compute.reserve(static_cast<size_t>(steps));  // no allocation inside the timed steps
   bool timing = false;
   auto step = [&](int i) {
@@ -126,7 +127,8 @@ int train_worker(int64_t batch, int steps, int warmup, double bucket_mb) {
   for (double c : compute) spread += (c - mean) * (c - mean) / static_cast<double>(compute.size());
   spread = std::sqrt(spread);
   if (std::getenv("DDP_SPEED_PER_RANK"))
-    std::fprintf(stderr, "rank %d: %.2f ms/step, grad wait %.2f ms, buffer wait %.2f ms, fwd %.2f bwd %.2f opt %.2f ms\n", rank,
+    std::fprintf(stderr,
+                 "rank %d: %.2f ms/step, grad wait %.2f ms, buffer wait %.2f ms, fwd %.2f bwd %.2f opt %.2f ms\n", rank,
                  seconds / steps * 1e3, (wait - bwait) / steps * 1e3, bwait / steps * 1e3, phase[0] / steps * 1e3,
                  phase[1] / steps * 1e3, phase[2] / steps * 1e3);
   if (distributed) {  // the slower rank's time, and the ranks' mean waiting fractions
@@ -139,8 +141,8 @@ int train_worker(int64_t batch, int steps, int warmup, double bucket_mb) {
   }
   if (rank == 0)
     std::printf("RESULT %.9f %.6f %lld %.6f %.9f %.9f %.9f %.9f\n", seconds / steps, wait / seconds,
-                static_cast<long long>(grad_bytes), bwait / seconds, phase[0] / steps, phase[1] / steps, phase[2] / steps,
-                spread);
+                static_cast<long long>(grad_bytes), bwait / seconds, phase[0] / steps, phase[1] / steps,
+                phase[2] / steps, spread);
   if (distributed) dist::destroy_process_group();
   return 0;
 }
@@ -182,7 +184,7 @@ std::vector<double> result_of(const std::string& cmd) {
     all += line;
     if (!std::strncmp(line, "RESULT ", 7)) {
       char* s = line + 7;
-      for (char* end; ; s = end) {
+      for (char* end;; s = end) {
         double d = std::strtod(s, &end);
         if (end == s) break;
         v.push_back(d);
@@ -219,14 +221,15 @@ int main(int argc, char** argv) {
   if (len <= 0) return 1;
   self[len] = 0;
   const std::string steps = " --steps " + std::to_string(o.steps);
-  const std::string single = "NABLA_NUM_THREADS=2 " + std::string(self) + " train --batch " +
-                             std::to_string(o.global_batch) + steps;
-  const std::string ddp = "NABLA_NUM_THREADS=1 " + std::string(NABLA_RUN_BIN) + " --nproc-per-node 2 --master-port 29731 " +
-                          self + " train --batch " + std::to_string(o.global_batch / 2) + steps + " --bucket-mb " +
-                          std::to_string(o.bucket_mb);
-  std::printf("mnist CNN, global batch %lld, %d timed steps (after %d warm-up), %d interleaved rounds, DDP buckets of "
-              "%g MB\n",
-              static_cast<long long>(o.global_batch), o.steps, o.warmup, o.rounds, o.bucket_mb);
+  const std::string single =
+      "NABLA_NUM_THREADS=2 " + std::string(self) + " train --batch " + std::to_string(o.global_batch) + steps;
+  const std::string ddp = "NABLA_NUM_THREADS=1 " + std::string(NABLA_RUN_BIN) +
+                          " --nproc-per-node 2 --master-port 29731 " + self + " train --batch " +
+                          std::to_string(o.global_batch / 2) + steps + " --bucket-mb " + std::to_string(o.bucket_mb);
+  std::printf(
+      "mnist CNN, global batch %lld, %d timed steps (after %d warm-up), %d interleaved rounds, DDP buckets of "
+      "%g MB\n",
+      static_cast<long long>(o.global_batch), o.steps, o.warmup, o.rounds, o.bucket_mb);
   double best_single = 1e30, best_ddp = 1e30, wait_at_best = 0, bwait_at_best = 0, grad_bytes = 0;
   double phases_single[3] = {0, 0, 0}, phases_ddp[3] = {0, 0, 0};
   double spread_single = 0, spread_ddp = 0;  // per-step compute standard deviations, mean over the rounds
@@ -234,9 +237,10 @@ int main(int argc, char** argv) {
     std::vector<double> s = result_of(single), d = result_of(ddp);
     if (s.size() < 8 || d.size() < 8) return 1;
     spread_single += s[7] / o.rounds, spread_ddp += d[7] / o.rounds;
-    std::printf("  round %d: 1 process x 2 threads %.2f ms/step   2 processes x 1 thread (DDP) %.2f ms/step, %.1f%% waiting on "
-                "communication (buffer broadcasts %.1f%% of the step)\n",
-                r + 1, s[0] * 1e3, d[0] * 1e3, d[1] * 100, d[3] * 100);
+    std::printf(
+        "  round %d: 1 process x 2 threads %.2f ms/step   2 processes x 1 thread (DDP) %.2f ms/step, %.1f%% waiting on "
+        "communication (buffer broadcasts %.1f%% of the step)\n",
+        r + 1, s[0] * 1e3, d[0] * 1e3, d[1] * 100, d[3] * 100);
     std::fflush(stdout);
     if (s[0] < best_single) best_single = s[0], std::copy(s.begin() + 4, s.begin() + 7, phases_single);
     if (d[0] < best_ddp) {
@@ -245,34 +249,39 @@ int main(int argc, char** argv) {
     }
     grad_bytes = d[2];
   }
-  std::printf("best: 1 process x 2 threads %.2f ms/step (%.0f img/s); 2 processes x 1 thread (DDP) %.2f ms/step (%.0f img/s)\n",
-              best_single * 1e3, static_cast<double>(o.global_batch) / best_single, best_ddp * 1e3,
-              static_cast<double>(o.global_batch) / best_ddp);
-  std::printf("  best rounds' steps: 1 process forward %.2f, backward %.2f, optimizer %.2f ms; DDP rank 0 forward %.2f "
-              "(buffer broadcasts included), backward %.2f (gradient all-reduce wait included), optimizer %.2f ms\n",
-              phases_single[0] * 1e3, phases_single[1] * 1e3, phases_single[2] * 1e3, phases_ddp[0] * 1e3,
-              phases_ddp[1] * 1e3, phases_ddp[2] * 1e3);
-  std::printf("DDP throughput / single-process throughput: %.3f; DDP step time waiting on communication: %.1f%% "
-              "(gradient all-reduce %.1f%%, batch-norm buffer broadcasts %.1f%%); gradients %.3f MB (float32)\n",
-              best_single / best_ddp, wait_at_best * 100, (wait_at_best - bwait_at_best) * 100, bwait_at_best * 100,
-              grad_bytes / 1e6);
+  std::printf(
+      "best: 1 process x 2 threads %.2f ms/step (%.0f img/s); 2 processes x 1 thread (DDP) %.2f ms/step (%.0f img/s)\n",
+      best_single * 1e3, static_cast<double>(o.global_batch) / best_single, best_ddp * 1e3,
+      static_cast<double>(o.global_batch) / best_ddp);
+  std::printf(
+      "  best rounds' steps: 1 process forward %.2f, backward %.2f, optimizer %.2f ms; DDP rank 0 forward %.2f "
+      "(buffer broadcasts included), backward %.2f (gradient all-reduce wait included), optimizer %.2f ms\n",
+      phases_single[0] * 1e3, phases_single[1] * 1e3, phases_single[2] * 1e3, phases_ddp[0] * 1e3, phases_ddp[1] * 1e3,
+      phases_ddp[2] * 1e3);
+  std::printf(
+      "DDP throughput / single-process throughput: %.3f; DDP step time waiting on communication: %.1f%% "
+      "(gradient all-reduce %.1f%%, batch-norm buffer broadcasts %.1f%%); gradients %.3f MB (float32)\n",
+      best_single / best_ddp, wait_at_best * 100, (wait_at_best - bwait_at_best) * 100, bwait_at_best * 100,
+      grad_bytes / 1e6);
 
   // Two ranks whose step times vary independently by sigma (normally) meet at the gradient all-reduce
   // sigma / sqrt(pi) after the mean arrival, on average: E[max(X, Y)] - E[X].
   const double meet = spread_ddp / std::sqrt(std::acos(-1.0));
-  std::printf("per-step compute (step time less its waits) varies by %.2f ms (standard deviation, mean over the rounds) "
-              "in the single process and %.2f ms on DDP rank 0: ranks varying that much apart meet at the gradient "
-              "all-reduce %.2f ms (sigma / sqrt(pi)) after their mean arrival, %.1f%% of the best DDP step\n",
-              spread_single * 1e3, spread_ddp * 1e3, meet * 1e3, meet / best_ddp * 100);
-  std::vector<double> a = result_of("NABLA_NUM_THREADS=1 " + std::string(NABLA_RUN_BIN) +
-                                    " --nproc-per-node 2 --master-port 29732 " + self + " allreduce --mb " +
-                                    std::to_string(static_cast<int64_t>(o.mb)));
+  std::printf(
+      "per-step compute (step time less its waits) varies by %.2f ms (standard deviation, mean over the rounds) "
+      "in the single process and %.2f ms on DDP rank 0: ranks varying that much apart meet at the gradient "
+      "all-reduce %.2f ms (sigma / sqrt(pi)) after their mean arrival, %.1f%% of the best DDP step\n",
+      spread_single * 1e3, spread_ddp * 1e3, meet * 1e3, meet / best_ddp * 100);
+  std::vector<double> a =
+      result_of("NABLA_NUM_THREADS=1 " + std::string(NABLA_RUN_BIN) + " --nproc-per-node 2 --master-port 29732 " +
+                self + " allreduce --mb " + std::to_string(static_cast<int64_t>(o.mb)));
   if (a.empty()) return 1;
   const double bytes = a[2];
   // Bus bandwidth as nccl-tests define it: a ring all-reduce moves 2 (n-1)/n of the buffer per rank.
-  std::printf("all_reduce of %.0f MB float32, 2 processes on loopback (best of 5): %.1f ms = %.2f GB/s algorithm "
-              "bandwidth (%.2f GB/s bus bandwidth); memcpy of it: %.1f ms = %.2f GB/s; all_reduce / memcpy time: %.1fx\n",
-              bytes / 1e6, a[0] * 1e3, bytes / a[0] / 1e9, bytes / a[0] / 1e9 * 2 * (2 - 1) / 2, a[1] * 1e3,
-              bytes / a[1] / 1e9, a[0] / a[1]);
+  std::printf(
+      "all_reduce of %.0f MB float32, 2 processes on loopback (best of 5): %.1f ms = %.2f GB/s algorithm "
+      "bandwidth (%.2f GB/s bus bandwidth); memcpy of it: %.1f ms = %.2f GB/s; all_reduce / memcpy time: %.1fx\n",
+      bytes / 1e6, a[0] * 1e3, bytes / a[0] / 1e9, bytes / a[0] / 1e9 * 2 * (2 - 1) / 2, a[1] * 1e3, bytes / a[1] / 1e9,
+      a[0] / a[1]);
   return 0;
 }

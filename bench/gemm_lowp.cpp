@@ -180,9 +180,8 @@ int main(int argc, char** argv) {
       runs.push_back([&] {
         cpu::gemm_lowp<BFloat16, float>(chosen, n, n, n, 1.0f, a16.data(), n, 1, b16.data(), n, 1, 0.0f, c32.data(), n);
       });
-      runs.push_back([&] {
-        cpu::gemm_lowp<Half, Half>(n, n, n, 1.0f, ah.data(), n, 1, bh.data(), n, 1, 0.0f, ch.data(), n);
-      });
+      runs.push_back(
+          [&] { cpu::gemm_lowp<Half, Half>(n, n, n, 1.0f, ah.data(), n, 1, bh.data(), n, 1, 0.0f, ch.data(), n); });
       std::vector<int64_t> batch(runs.size());
       for (size_t r = 0; r < runs.size(); ++r) batch[r] = bench::calibrate(runs[r], 0.05);
       std::vector<double> best(runs.size(), 1e30);

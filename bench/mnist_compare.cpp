@@ -13,10 +13,10 @@
 #include <cstring>
 #include <string>
 
-#include "examples/mnist/models.h"
-#include "nabla.h"
 #include "bench/timing.h"
 #include "bench/torch_lenet.h"
+#include "examples/mnist/models.h"
+#include "nabla.h"
 
 namespace nb = nabla;
 using bench::now;
@@ -54,8 +54,8 @@ void run_libtorch(const std::string& dir, int epochs, int threads) {
       correct += model->forward(batch.data).argmax(1).eq(batch.target).sum().item<int64_t>();
       n += batch.target.size(0);
     }
-    std::printf("  libtorch 1.13 (%d thread%s)  epoch %d  %6.2f s  test acc %.2f%%\n", threads, threads > 1 ? "s" : "", e,
-                dt, 100.0 * correct / n);
+    std::printf("  libtorch 1.13 (%d thread%s)  epoch %d  %6.2f s  test acc %.2f%%\n", threads, threads > 1 ? "s" : "",
+                e, dt, 100.0 * correct / n);
     std::fflush(stdout);
   }
 }
@@ -72,7 +72,8 @@ void run_nabla(const std::string& dir, int epochs) {
     double t0 = now();
     for (auto& batch : loader) {
       opt.zero_grad();
-      nb::Tensor loss = nb::nn::functional::nll_loss((*m.module)((batch.data - mnist::kMean) / mnist::kStd), batch.target);
+      nb::Tensor loss =
+          nb::nn::functional::nll_loss((*m.module)((batch.data - mnist::kMean) / mnist::kStd), batch.target);
       loss.backward();
       opt.step();
     }
@@ -81,7 +82,8 @@ void run_nabla(const std::string& dir, int epochs) {
     nb::autograd::InferenceMode guard;
     int64_t correct = 0, n = 0;
     for (auto& batch : test_loader) {
-      correct += ((*m.module)((batch.data - mnist::kMean) / mnist::kStd).argmax(1) == batch.target).sum().item<int64_t>();
+      correct +=
+          ((*m.module)((batch.data - mnist::kMean) / mnist::kStd).argmax(1) == batch.target).sum().item<int64_t>();
       n += batch.target.numel();
     }
     std::printf("  nabla (%d threads)          epoch %d  %6.2f s  test acc %.2f%%\n", nb::get_num_threads(), e, dt,
@@ -100,10 +102,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--data") && i + 1 < argc) dir = argv[++i];
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) nb::set_num_threads(std::atoi(argv[++i]));
     else {
-      std::printf("usage: mnist_compare [--epochs N] [--data DIR] [--threads N]\n\n"
-                  "Trains libtorch's C++ MNIST example and nabla's lenet recipe on the same IDX files in\n"
-                  "DIR (default data/mnist; fetch with scripts/get-data.sh) and prints seconds per epoch\n"
-                  "and test accuracy of each.\n");
+      std::printf(
+          "usage: mnist_compare [--epochs N] [--data DIR] [--threads N]\n\n"
+          "Trains libtorch's C++ MNIST example and nabla's lenet recipe on the same IDX files in\n"
+          "DIR (default data/mnist; fetch with scripts/get-data.sh) and prints seconds per epoch\n"
+          "and test accuracy of each.\n");
       return std::strcmp(argv[i], "--help") && std::strcmp(argv[i], "-h") ? 2 : 0;
     }
   }

@@ -14,11 +14,11 @@
 #include <filesystem>
 #include <string>
 
+#include "bench/timing.h"
 #include "examples/mnist/models.h"
 #include "nabla.h"
-#include "vision/vision.h"
 #include "onnx/export.h"
-#include "bench/timing.h"
+#include "vision/vision.h"
 
 using namespace nabla;
 
@@ -87,9 +87,11 @@ int main(int argc, char** argv) {
   }
   set_num_threads(threads);
   setenv("NABLA_ORT_DIR", ort_dir.c_str(), 1);
-  std::printf("nabla (the module, eval, InferenceMode) vs ONNX Runtime 1.30 (the exported graph) on the CPU, %d thread%s, "
-              "best of %d interleaved rounds\n\n| model | batch | nabla | ONNX Runtime | nabla / ORT |\n"
-              "| --- | --- | --- | --- | --- |\n", threads, threads == 1 ? "" : "s", rounds);
+  std::printf(
+      "nabla (the module, eval, InferenceMode) vs ONNX Runtime 1.30 (the exported graph) on the CPU, %d thread%s, "
+      "best of %d interleaved rounds\n\n| model | batch | nabla | ONNX Runtime | nabla / ORT |\n"
+      "| --- | --- | --- | --- | --- |\n",
+      threads, threads == 1 ? "" : "s", rounds);
   std::fflush(stdout);
   struct Row {
     std::string name;
@@ -110,7 +112,8 @@ int main(int argc, char** argv) {
     }
     Shape s1 = row.sample;
     s1.insert(s1.begin(), 1);
-    std::string file = (std::filesystem::temp_directory_path() / ("nabla_onnx_speed_" + std::to_string(getpid()) + ".onnx")).string();
+    std::string file =
+        (std::filesystem::temp_directory_path() / ("nabla_onnx_speed_" + std::to_string(getpid()) + ".onnx")).string();
     onnx::export_model(*row.model, {randn(s1)}, file,
                        {.dynamic_axes = {{"input", {{0, "batch"}}}, {"output", {{0, "batch"}}}}});
     row.model->eval();

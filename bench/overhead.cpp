@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "nabla.h"
 #include "bench/timing.h"
+#include "nabla.h"
 
 using namespace nabla;
 using bench::fmt_time;
@@ -14,7 +14,8 @@ using bench::time_per_call;
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      std::printf("usage: overhead [--threads N]\n\nPrints nabla's per-op host overhead and large-tensor throughput.\n");
+      std::printf(
+          "usage: overhead [--threads N]\n\nPrints nabla's per-op host overhead and large-tensor throughput.\n");
       return 0;
     }
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) set_num_threads(std::atoi(argv[++i]));
@@ -30,10 +31,11 @@ int main(int argc, char** argv) {
   t = time_per_call([&] { Tensor c = ag + bg; });
   std::printf("  add, 1 element, requires_grad          %10s\n", fmt_time(t).c_str());
   t = time_per_call([&] {
-    Tensor y = ag;
-    for (int i = 0; i < 10; ++i) y = y * bg + 1e-3;  // 20 ops
-    y.backward();
-  }) / 20;
+        Tensor y = ag;
+        for (int i = 0; i < 10; ++i) y = y * bg + 1e-3;  // 20 ops
+        y.backward();
+      }) /
+      20;
   std::printf("  forward+backward chain, per op         %10s\n", fmt_time(t).c_str());
   Tensor m1 = randn({64, 64}), m2 = randn({64, 64});
   t = time_per_call([&] { Tensor c = mm(m1, m2); });
@@ -43,7 +45,8 @@ int main(int argc, char** argv) {
   const int64_t n = int64_t(1) << 24;  // 16M floats = 64 MB per tensor
   Tensor x = randn({n}), y = randn({n});
   t = time_per_call([&] { Tensor z = x + y; }, 0.2, 5);
-  std::printf("  add, 16M floats                        %10s  %7.1f GB/s\n", fmt_time(t).c_str(), 3.0 * 4 * n / t / 1e9);
+  std::printf("  add, 16M floats                        %10s  %7.1f GB/s\n", fmt_time(t).c_str(),
+              3.0 * 4 * n / t / 1e9);
   t = time_per_call([&] { Tensor s = x.sum(); }, 0.2, 5);
   std::printf("  sum, 16M floats                        %10s  %7.1f GB/s\n", fmt_time(t).c_str(), 4.0 * n / t / 1e9);
   Tensor p = randn({1024, 1024}), q = randn({1024, 1024});

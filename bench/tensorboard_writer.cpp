@@ -20,9 +20,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path bench_dir() {
-  return fs::temp_directory_path() / ("nabla_tb_bench_" + std::to_string(::getpid()));
-}
+fs::path bench_dir() { return fs::temp_directory_path() / ("nabla_tb_bench_" + std::to_string(::getpid())); }
 
 std::unique_ptr<tb::SummaryWriter> g_writer;
 

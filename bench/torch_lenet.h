@@ -7,7 +7,10 @@
 
 struct TorchLeNet : torch::nn::Module {
   TorchLeNet()
-      : conv1(torch::nn::Conv2dOptions(1, 10, 5)), conv2(torch::nn::Conv2dOptions(10, 20, 5)), fc1(320, 50), fc2(50, 10) {
+      : conv1(torch::nn::Conv2dOptions(1, 10, 5)),
+        conv2(torch::nn::Conv2dOptions(10, 20, 5)),
+        fc1(320, 50),
+        fc2(50, 10) {
     register_module("conv1", conv1);
     register_module("conv2", conv2);
     register_module("conv2_drop", conv2_drop);

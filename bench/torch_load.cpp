@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "io/zip.h"
 #include "nabla.h"
-#include "bench/timing.h"
 
 using namespace nabla;
 
@@ -98,18 +98,20 @@ int main(int argc, char** argv) {
   if (have_torch) {
     // The file PyTorch itself writes for these tensors: read by both.
     FILE* f = std::fopen(py.c_str(), "w");
-    std::fprintf(f,
-                 "import sys, time, torch\n"
-                 "if sys.argv[1] == 'save':\n"
-                 "    torch.save(torch.load(sys.argv[2]), sys.argv[2])\n"
-                 "else:\n"
-                 "    import os\n"
-                 "    best = 1e30\n"
-                 "    for r in range(int(sys.argv[3])):\n"
-                 "        if sys.argv[4] == 'cold':\n"
-                 "            fd = os.open(sys.argv[2], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)\n"
-                 "        t0 = time.perf_counter(); torch.load(sys.argv[2]); best = min(best, time.perf_counter() - t0)\n"
-                 "    print(best)\n");
+    std::fprintf(
+        f,
+        "import sys, time, torch\n"
+        "if sys.argv[1] == 'save':\n"
+        "    torch.save(torch.load(sys.argv[2]), sys.argv[2])\n"
+        "else:\n"
+        "    import os\n"
+        "    best = 1e30\n"
+        "    for r in range(int(sys.argv[3])):\n"
+        "        if sys.argv[4] == 'cold':\n"
+        "            fd = os.open(sys.argv[2], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); "
+        "os.close(fd)\n"
+        "        t0 = time.perf_counter(); torch.load(sys.argv[2]); best = min(best, time.perf_counter() - t0)\n"
+        "    print(best)\n");
     std::fclose(f);
     std::system(("/usr/bin/python3 " + py + " save " + pt).c_str());
   }
@@ -132,11 +134,13 @@ int main(int argc, char** argv) {
     double load = best_of(rounds, cold, pt, [&] { torch_io::load(pt); });
     double nocrc = best_of(rounds, cold, pt, [&] { torch_io::load(pt, {.check_crc = false}); });
     double stl = best_of(rounds, cold, st, [&] { safetensors::load_file(st); });
-    std::printf("%-36s %9.1f ms %9.0f MB/s\n", (std::string(tag) + ": read (one pread)").c_str(), raw * 1e3, mbytes / raw);
+    std::printf("%-36s %9.1f ms %9.0f MB/s\n", (std::string(tag) + ": read (one pread)").c_str(), raw * 1e3,
+                mbytes / raw);
     std::printf("%-36s %9.1f ms %9.0f MB/s   %.2fx the read\n", (std::string(tag) + ": torch_io::load").c_str(),
                 load * 1e3, mbytes / load, load / raw);
-    std::printf("%-36s %9.1f ms %9.0f MB/s   %.2fx the read\n", (std::string(tag) + ": torch_io::load, no CRC check").c_str(),
-                nocrc * 1e3, mbytes / nocrc, nocrc / raw);
+    std::printf("%-36s %9.1f ms %9.0f MB/s   %.2fx the read\n",
+                (std::string(tag) + ": torch_io::load, no CRC check").c_str(), nocrc * 1e3, mbytes / nocrc,
+                nocrc / raw);
     std::printf("%-36s %9.1f ms %9.0f MB/s   %.2fx the read\n", (std::string(tag) + ": safetensors::load_file").c_str(),
                 stl * 1e3, mbytes / stl, stl / raw);
     if (have_torch) {
@@ -146,8 +150,8 @@ int main(int argc, char** argv) {
       if (std::fscanf(p, "%lf", &t) != 1) t = 0;
       pclose(p);
       if (t > 0)
-        std::printf("%-36s %9.1f ms %9.0f MB/s   nabla / torch = %.2f\n", (std::string(tag) + ": torch.load (PyTorch)").c_str(),
-                    t * 1e3, mbytes / t, load / t);
+        std::printf("%-36s %9.1f ms %9.0f MB/s   nabla / torch = %.2f\n",
+                    (std::string(tag) + ": torch.load (PyTorch)").c_str(), t * 1e3, mbytes / t, load / t);
     }
   }
   std::remove(pt.c_str());

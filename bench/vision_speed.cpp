@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "nabla.h"
 #include "bench/timing.h"
+#include "nabla.h"
 
 using namespace nabla;
 
@@ -97,9 +97,10 @@ int main(int argc, char** argv) {
   std::vector<double> times;
   for (int64_t r = 0; r < reps; ++r) times.push_back(bench::time_batch(iteration, 1));
   double best = *std::min_element(times.begin(), times.end());
-  std::printf("{\"framework\": \"nabla\", \"model\": \"%s\", \"mode\": \"%s\", \"batch\": %lld, \"threads\": %d, "
-              "\"best_s\": %.6f, \"times_s\": [",
-              model_name.c_str(), mode.c_str(), static_cast<long long>(batch), get_num_threads(), best);
+  std::printf(
+      "{\"framework\": \"nabla\", \"model\": \"%s\", \"mode\": \"%s\", \"batch\": %lld, \"threads\": %d, "
+      "\"best_s\": %.6f, \"times_s\": [",
+      model_name.c_str(), mode.c_str(), static_cast<long long>(batch), get_num_threads(), best);
   for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.6f", i ? ", " : "", times[i]);
   std::printf("], \"peak_rss_mb\": %.1f, \"rss_before_model_mb\": %.1f}\n", peak_rss_mb(), rss_before);
   return 0;

@@ -38,8 +38,8 @@ Backend& backend_for(Device device) {
     throw DeviceError(internal::str("device ", device, " is not available: ", internal::cuda_backend_missing_reason()));
   if (device.is_cuda() && !cuda::is_available())
     throw DeviceError(internal::str("device ", device,
-                                  " is not available: no usable CUDA GPU was found (or NABLA_DISABLE_CUDA=1 "
-                                  "is set); use Device::cpu() or check cuda::is_available() first"));
+                                    " is not available: no usable CUDA GPU was found (or NABLA_DISABLE_CUDA=1 "
+                                    "is set); use Device::cpu() or check cuda::is_available() first"));
   return *b;
 }
 
@@ -50,7 +50,8 @@ Backend* internal::registered_backend(DeviceType type) {
 Backend::Backend(const char* device_name) : name_(device_name) { name_entries(*this, device_name); }
 
 void throw_kernel_missing(const char* kernel, const char* device, const char* lacking) {
-  if (lacking) throw NotImplemented(internal::str(kernel, ": not implemented for device type '", device, "': ", lacking));
+  if (lacking)
+    throw NotImplemented(internal::str(kernel, ": not implemented for device type '", device, "': ", lacking));
   throw NotImplemented(internal::str(kernel, ": not implemented for device type '", device, "'"));
 }
 

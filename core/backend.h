@@ -40,73 +40,73 @@ enum class RandomOp : uint8_t { uniform, normal, bernoulli };
 
 // Every kernel: X(name, return type, (parameters), when missing). `when missing` is `raise`
 // (NotImplemented) or `no` (the entry answers false: the caller has a composed fallback).
-#define NABLA_KERNELS(X)                                                                                   \
-  /* dst = src, same shape, any strides, converting dtype; for CUDA either side may be on the host */      \
-  X(copy, void, (const Tensor& src, const Tensor& dst, bool non_blocking), raise)                          \
-  X(fill, void, (const Tensor& dst, Scalar value), raise)                                                  \
-  /* out = op(x); x already has out's compute dtype unless op is a bool predicate */                       \
-  X(unary, void, (UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1), raise)             \
-  /* out = op(a, b); a and b are expanded to out's shape and share one dtype */                            \
-  X(binary, void, (BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Scalar alpha), raise)  \
-  /* out = cond ? a : b; all expanded to out's shape, a and b in out's dtype, cond bool */                 \
-  X(where, void, (const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out), raise)         \
-  /* out (x's shape with `dims` reduced to size 1) = reduction of x over dims; float sums accumulate */    \
-  /* in at least double precision per output element block */                                               \
-  X(reduce, void, (ReduceOp op, const Tensor& x, IntArrayRef dims, const Tensor& out), raise)              \
-  /* max/min over one dim with the index of the first extreme element (keepdim shapes) */                  \
-  X(arg_reduce, void, (ReduceOp op, const Tensor& x, int64_t dim, const Tensor& values, const Tensor& indices), \
-    raise)                                                                                                 \
-  X(scan, void, (ScanOp op, const Tensor& x, int64_t dim, const Tensor& out), raise)                       \
-  X(sort, void, (const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices), \
-    raise)                                                                                                 \
-  X(topk, void,                                                                                            \
-    (const Tensor& x, int64_t k, int64_t dim, bool largest, const Tensor& values, const Tensor& indices), raise) \
-  /* numerically stable softmax (or log-softmax) along dim, and its backward given y = output */           \
-  X(softmax, void, (const Tensor& x, int64_t dim, bool log, const Tensor& out), raise)                     \
-  X(softmax_backward, void, (const Tensor& grad, const Tensor& y, int64_t dim, bool log, const Tensor& out), raise) \
-  /* out = x.index_select(dim, index) (index: 1-D int64, checked in range by the front-end) */             \
-  X(index_select, void, (const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out), raise)     \
-  /* out[.., index[i], ..] += src[.., i, ..] along dim (out is modified in place) */                        \
-  X(index_add, void, (const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src), raise)      \
-  X(gather, void, (const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out), raise)           \
-  /* in place on `out`: out[index] = src (accumulate=false) or += src; src may be expanded */              \
-  X(scatter, void, (const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, bool accumulate), \
-    raise)                                                                                                 \
-  /* indices (n, ndim) of the nonzero elements of x */                                                     \
-  X(nonzero, Tensor, (const Tensor& x), raise)                                                             \
-  X(random, void, (RandomOp op, const Tensor& out, double p0, double p1, Generator& gen), raise)           \
-  /* integers uniformly in [low, high) */                                                                   \
-  X(random_int, void, (const Tensor& out, int64_t low, int64_t high, Generator& gen), raise)               \
-  /* out = alpha * a @ b + beta * out for 3-D (batch, m, k) x (batch, k, n) -> (batch, m, n); any */       \
-  /* strides (stride-0 batch dims allowed in a and b); beta == 0 ignores out's old contents, even NaN */    \
-  X(matmul, void, (const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta), raise) \
-  /* convolution over p.ndim spatial dims: x (N, C_in, *spatial), weight (C_out, C_in / groups, *k) */     \
-  X(conv, void, (const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvParams& p,           \
-                 const Tensor& out), raise)                                                                \
-  X(conv_input_grad, void,                                                                                 \
-    (const Tensor& grad_out, const Tensor& weight, const ConvParams& p, const Tensor& grad_in), raise)     \
-  X(conv_weight_grad, void,                                                                                \
-    (const Tensor& x, const Tensor& grad_out, const ConvParams& p, const Tensor& grad_weight), raise)      \
-  /* indices (int64) hold each max's flat position within its (H, W) input plane */                        \
-  X(max_pool2d, void, (const Tensor& x, const Pool2dParams& p, const Tensor& out, const Tensor& indices), raise) \
-  X(max_pool2d_backward, void, (const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in), raise) \
-  X(avg_pool2d, void, (const Tensor& x, const Pool2dParams& p, const Tensor& out), raise)                  \
-  X(avg_pool2d_backward, void, (const Tensor& grad_out, const Pool2dParams& p, const Tensor& grad_in), raise) \
-  /* Fused batch normalization of x (N, C, ...) over every dim but 1, with per-channel weight and */      \
-  /* bias (either may be undefined: 1 and 0). training: normalizes with the batch mean and biased */       \
-  /* variance, writes them as save_mean and save_invstd = 1 / sqrt(var + eps) (C), and updates */          \
-  /* running_mean/running_var in place when defined (running = (1 - momentum) * running + momentum */      \
-  /* * batch statistic, with the unbiased variance); otherwise normalizes with the running */               \
-  /* statistics. Only where has_fused_batch_norm says so (for this input, mode and eps): elsewhere the */ \
-  /* front-end composes batch norm */                                                                      \
-  X(has_fused_batch_norm, bool, (const Tensor& x, bool training, double eps), no)                          \
-  X(batch_norm, void, (const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean, \
-                       const Tensor& running_var, bool training, double momentum, double eps, const Tensor& out, \
-                       const Tensor& save_mean, const Tensor& save_invstd), raise)                         \
-  /* training-mode gradients from the saved statistics; grad_weight and grad_bias may be undefined */      \
-  X(batch_norm_backward, void, (const Tensor& grad_out, const Tensor& x, const Tensor& weight,             \
-                                const Tensor& save_mean, const Tensor& save_invstd, double eps,            \
-                                const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias), raise)
+#define NABLA_KERNELS(X)                                                                                               \
+  /* dst = src, same shape, any strides, converting dtype; for CUDA either side may be on the host */                  \
+  X(copy, void, (const Tensor& src, const Tensor& dst, bool non_blocking), raise)                                      \
+  X(fill, void, (const Tensor& dst, Scalar value), raise)                                                              \
+  /* out = op(x); x already has out's compute dtype unless op is a bool predicate */                                   \
+  X(unary, void, (UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1), raise)                        \
+  /* out = op(a, b); a and b are expanded to out's shape and share one dtype */                                        \
+  X(binary, void, (BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Scalar alpha), raise)             \
+  /* out = cond ? a : b; all expanded to out's shape, a and b in out's dtype, cond bool */                             \
+  X(where, void, (const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out), raise)                     \
+  /* out (x's shape with `dims` reduced to size 1) = reduction of x over dims; float sums accumulate */                \
+  /* in at least double precision per output element block */                                                          \
+  X(reduce, void, (ReduceOp op, const Tensor& x, IntArrayRef dims, const Tensor& out), raise)                          \
+  /* max/min over one dim with the index of the first extreme element (keepdim shapes) */                              \
+  X(arg_reduce, void, (ReduceOp op, const Tensor& x, int64_t dim, const Tensor& values, const Tensor& indices), raise) \
+  X(scan, void, (ScanOp op, const Tensor& x, int64_t dim, const Tensor& out), raise)                                   \
+  X(sort, void, (const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices), raise)   \
+  X(topk, void, (const Tensor& x, int64_t k, int64_t dim, bool largest, const Tensor& values, const Tensor& indices),  \
+    raise)                                                                                                             \
+  /* numerically stable softmax (or log-softmax) along dim, and its backward given y = output */                       \
+  X(softmax, void, (const Tensor& x, int64_t dim, bool log, const Tensor& out), raise)                                 \
+  X(softmax_backward, void, (const Tensor& grad, const Tensor& y, int64_t dim, bool log, const Tensor& out), raise)    \
+  /* out = x.index_select(dim, index) (index: 1-D int64, checked in range by the front-end) */                         \
+  X(index_select, void, (const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out), raise)                 \
+  /* out[.., index[i], ..] += src[.., i, ..] along dim (out is modified in place) */                                   \
+  X(index_add, void, (const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src), raise)                  \
+  X(gather, void, (const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out), raise)                       \
+  /* in place on `out`: out[index] = src (accumulate=false) or += src; src may be expanded */                          \
+  X(scatter, void, (const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, bool accumulate), raise)   \
+  /* indices (n, ndim) of the nonzero elements of x */                                                                 \
+  X(nonzero, Tensor, (const Tensor& x), raise)                                                                         \
+  X(random, void, (RandomOp op, const Tensor& out, double p0, double p1, Generator& gen), raise)                       \
+  /* integers uniformly in [low, high) */                                                                              \
+  X(random_int, void, (const Tensor& out, int64_t low, int64_t high, Generator& gen), raise)                           \
+  /* out = alpha * a @ b + beta * out for 3-D (batch, m, k) x (batch, k, n) -> (batch, m, n); any */                   \
+  /* strides (stride-0 batch dims allowed in a and b); beta == 0 ignores out's old contents, even NaN */               \
+  X(matmul, void, (const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta), raise)             \
+  /* convolution over p.ndim spatial dims: x (N, C_in, *spatial), weight (C_out, C_in / groups, *k) */                 \
+  X(conv, void, (const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvParams& p, const Tensor& out),   \
+    raise)                                                                                                             \
+  X(conv_input_grad, void, (const Tensor& grad_out, const Tensor& weight, const ConvParams& p, const Tensor& grad_in), \
+    raise)                                                                                                             \
+  X(conv_weight_grad, void, (const Tensor& x, const Tensor& grad_out, const ConvParams& p, const Tensor& grad_weight), \
+    raise)                                                                                                             \
+  /* indices (int64) hold each max's flat position within its (H, W) input plane */                                    \
+  X(max_pool2d, void, (const Tensor& x, const Pool2dParams& p, const Tensor& out, const Tensor& indices), raise)       \
+  X(max_pool2d_backward, void, (const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in), raise)          \
+  X(avg_pool2d, void, (const Tensor& x, const Pool2dParams& p, const Tensor& out), raise)                              \
+  X(avg_pool2d_backward, void, (const Tensor& grad_out, const Pool2dParams& p, const Tensor& grad_in), raise)          \
+  /* Fused batch normalization of x (N, C, ...) over every dim but 1, with per-channel weight and */                   \
+  /* bias (either may be undefined: 1 and 0). training: normalizes with the batch mean and biased */                   \
+  /* variance, writes them as save_mean and save_invstd = 1 / sqrt(var + eps) (C), and updates */                      \
+  /* running_mean/running_var in place when defined (running = (1 - momentum) * running + momentum */                  \
+  /* * batch statistic, with the unbiased variance); otherwise normalizes with the running */                          \
+  /* statistics. Only where has_fused_batch_norm says so (for this input, mode and eps): elsewhere the */              \
+  /* front-end composes batch norm */                                                                                  \
+  X(has_fused_batch_norm, bool, (const Tensor& x, bool training, double eps), no)                                      \
+  X(batch_norm, void,                                                                                                  \
+    (const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var, \
+     bool training, double momentum, double eps, const Tensor& out, const Tensor& save_mean,                           \
+     const Tensor& save_invstd),                                                                                       \
+    raise)                                                                                                             \
+  /* training-mode gradients from the saved statistics; grad_weight and grad_bias may be undefined */                  \
+  X(batch_norm_backward, void,                                                                                         \
+    (const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& save_mean,                           \
+     const Tensor& save_invstd, double eps, const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias), \
+    raise)
 
 // A device's kernels: one entry per NABLA_KERNELS line (backend.unary(op, x, out, p0, p1), ...),
 // filled by the device's backend.

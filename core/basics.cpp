@@ -32,7 +32,8 @@ int promotion_rank(DType d) {
     case DType::u8: return 1;
     case DType::i32: return 2;
     case DType::i64: return 3;
-    case DType::f16: case DType::bf16: return 4;
+    case DType::f16:
+    case DType::bf16: return 4;
     case DType::f32: return 5;
     case DType::f64: return 6;
   }
@@ -68,9 +69,7 @@ Device::Device(const std::string& spec) {
   throw ValueError(internal::str("Device: cannot parse '", spec, "' (expected 'cpu', 'cuda' or 'cuda:N')"));
 }
 
-std::string Device::str() const {
-  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
-}
+std::string Device::str() const { return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index); }
 
 int64_t shape_numel(IntList shape, const char* op) {
   int64_t n = 1;
@@ -98,8 +97,8 @@ Shape contiguous_strides(IntList shape) {
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t n = ndim > 0 ? ndim : 1;  // a 0-dim tensor accepts dim 0 and -1, as PyTorch
   if (dim < -n || dim >= n)
-    throw IndexError(internal::str(op, ": dim ", dim, " is out of range for a tensor with ", ndim,
-                                 " dims (expected ", -n, " to ", n - 1, ")"));
+    throw IndexError(internal::str(op, ": dim ", dim, " is out of range for a tensor with ", ndim, " dims (expected ",
+                                   -n, " to ", n - 1, ")"));
   return dim < 0 ? dim + n : dim;
 }
 
@@ -125,8 +124,8 @@ Shape broadcast_shapes(IntList a, IntList b, const char* op) {
     size_t n = std::max(a.size(), b.size());
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    throw ShapeError(internal::str(op, ": shapes ", a, " and ", b, " cannot be broadcast (dim ", i, ": ", da, " vs ", db,
-                                 ")"));
+    throw ShapeError(
+        internal::str(op, ": shapes ", a, " and ", b, " cannot be broadcast (dim ", i, ": ", da, " vs ", db, ")"));
   }
   return std::move(*out);
 }

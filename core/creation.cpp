@@ -23,9 +23,7 @@ Tensor alloc(IntArrayRef shape, DType dt, const TensorOptions& o) {
 // Shape and dtype of nested TensorData; throws on ragged lists.
 void infer(const TensorData& d, size_t depth, Shape& shape, bool& any_float, bool& any_int, bool& first) {
   if (!d.is_list()) {
-    if (first) {
-      first = false;
-    }
+    if (first) { first = false; }
     NABLA_CHECK(ShapeError, depth == shape.size(), "tensor: nested lists have inconsistent depth");
     any_float |= d.scalar().is_floating();
     any_int |= d.scalar().is_integral();
@@ -34,8 +32,7 @@ void infer(const TensorData& d, size_t depth, Shape& shape, bool& any_float, boo
   int64_t n = static_cast<int64_t>(d.list().size());
   if (first && depth == shape.size()) shape.push_back(n);
   NABLA_CHECK(ShapeError, depth < shape.size() && shape[depth] == n, "tensor: nested lists are ragged (a list of ", n,
-                    " elements where ", depth < shape.size() ? shape[depth] : 0, " were expected at depth ", depth,
-                    ")");
+              " elements where ", depth < shape.size() ? shape[depth] : 0, " were expected at depth ", depth, ")");
   if (n == 0 && first) first = false;
   for (const TensorData& e : d.list()) infer(e, depth + 1, shape, any_float, any_int, first);
 }
@@ -59,7 +56,9 @@ Tensor tensor(const TensorData& data, const TensorOptions& o) {
   Shape shape;
   bool any_float = false, any_int = false, first = true;
   infer(data, 0, shape, any_float, any_int, first);
-  DType dt = o.dtype_or(any_float ? DType::f32 : any_int ? DType::i64 : (shape_numel(shape) == 0 ? DType::f32 : DType::boolean));
+  DType dt = o.dtype_or(any_float ? DType::f32
+                        : any_int ? DType::i64
+                                  : (shape_numel(shape) == 0 ? DType::f32 : DType::boolean));
   Tensor cpu = internal::make_empty(shape, dt, kCPU);
   visit_dtype(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -73,7 +72,7 @@ template <class T>
 Tensor tensor(const std::vector<T>& data, IntArrayRef shape, const TensorOptions& o) {
   int64_t n = shape_numel(shape, "tensor");
   NABLA_CHECK(ShapeError, n == static_cast<int64_t>(data.size()), "tensor: ", data.size(), " values cannot fill shape ",
-                    shape, " (", n, " elements)");
+              shape, " (", n, " elements)");
   Tensor cpu = internal::make_empty(shape, dtype_of<T>(), kCPU);
   T* p = static_cast<T*>(cpu.data_ptr());
   for (size_t i = 0; i < data.size(); ++i) p[i] = data[i];
@@ -92,7 +91,7 @@ Tensor scalar_tensor(Scalar v, const TensorOptions& o) { return full({}, v, o); 
 Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, const TensorOptions& o) {
   backend_for(o.device());  // throws DeviceError when the device is not usable here
   NABLA_CHECK(ShapeError, sizes.size() == strides.size(), "from_blob: sizes ", sizes, " and strides ", strides,
-                    " have different lengths");
+              " have different lengths");
   DType dt = o.dtype_or(DType::f32);
   int64_t span = 1;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -119,21 +118,15 @@ Tensor from_blob(void* data, IntArrayRef sizes, std::function<void(void*)> delet
   return t;
 }
 
-Tensor empty(IntArrayRef shape, const TensorOptions& o) {
-  return finish(alloc(shape, o.dtype_or(DType::f32), o), o);
-}
+Tensor empty(IntArrayRef shape, const TensorOptions& o) { return finish(alloc(shape, o.dtype_or(DType::f32), o), o); }
 Tensor full(IntArrayRef shape, Scalar v, const TensorOptions& o) {
   DType dt = o.dtype_or(v.is_bool() ? DType::boolean : v.is_integral() ? DType::i64 : DType::f32);
   Tensor t = alloc(shape, dt, o);
   backend_for(t.device()).fill(t, v);
   return finish(t, o);
 }
-Tensor zeros(IntArrayRef shape, const TensorOptions& o) {
-  return full(shape, 0, o.dtype(o.dtype_or(DType::f32)));
-}
-Tensor ones(IntArrayRef shape, const TensorOptions& o) {
-  return full(shape, 1, o.dtype(o.dtype_or(DType::f32)));
-}
+Tensor zeros(IntArrayRef shape, const TensorOptions& o) { return full(shape, 0, o.dtype(o.dtype_or(DType::f32))); }
+Tensor ones(IntArrayRef shape, const TensorOptions& o) { return full(shape, 1, o.dtype(o.dtype_or(DType::f32))); }
 
 namespace {
 TensorOptions like(const Tensor& t, const TensorOptions& o) {
@@ -159,7 +152,7 @@ Tensor arange(Scalar start, Scalar end, Scalar step, const TensorOptions& o) {
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
   NABLA_CHECK(ValueError, st != 0, "arange: step must be nonzero");
   NABLA_CHECK(ValueError, (st > 0 && e >= s) || (st < 0 && e <= s), "arange: the range [", start, ", ", end,
-                    ") and step ", step, " have inconsistent signs");
+              ") and step ", step, " have inconsistent signs");
   int64_t n;
   if (!floating) {
     int64_t si = start.to_int(), ei = end.to_int(), sti = step.to_int();
@@ -270,13 +263,13 @@ Tensor bernoulli(const Tensor& p) {
 
 Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement) {
   autograd::NoGradGuard ng;
-  NABLA_CHECK(ShapeError, weights.dim() == 1 || weights.dim() == 2, "multinomial: weights must be 1-D or 2-D, got shape ",
-                    weights.sizes());
+  NABLA_CHECK(ShapeError, weights.dim() == 1 || weights.dim() == 2,
+              "multinomial: weights must be 1-D or 2-D, got shape ", weights.sizes());
   Tensor w2 = (weights.dim() == 1 ? weights.unsqueeze(0) : weights).to(kCPU, DType::f64).contiguous();
   int64_t rows = w2.sizes()[0], n = w2.sizes()[1];
   NABLA_CHECK(ValueError, n > 0, "multinomial: there are no categories to sample from");
   NABLA_CHECK(ValueError, replacement || num_samples <= n, "multinomial: cannot draw ", num_samples,
-                    " samples without replacement from ", n, " categories");
+              " samples without replacement from ", n, " categories");
   Tensor out = internal::make_empty({rows, num_samples}, DType::i64, kCPU);
   const double* w = w2.data_ptr<double>();
   int64_t* o = out.data_ptr<int64_t>();
@@ -285,7 +278,8 @@ Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement)
     const double* wr = w + r * n;
     double total = 0;
     for (int64_t i = 0; i < n; ++i) {
-      NABLA_CHECK(ValueError, wr[i] >= 0 && std::isfinite(wr[i]), "multinomial: weights must be finite and non-negative");
+      NABLA_CHECK(ValueError, wr[i] >= 0 && std::isfinite(wr[i]),
+                  "multinomial: weights must be finite and non-negative");
       total += wr[i];
     }
     NABLA_CHECK(ValueError, total > 0, "multinomial: the weights of row ", r, " sum to zero");

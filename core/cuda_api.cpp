@@ -48,7 +48,7 @@ int resolve(Hooks& h, int device, const char* what) {
   if (device < 0) return h.current_device();
   int n = device_count();
   NABLA_CHECK(DeviceError, device < n, "cuda::", what, ": device ", device, " does not exist (", n, " CUDA device",
-                     n == 1 ? "" : "s", " available)");
+              n == 1 ? "" : "s", " available)");
   return device;
 }
 
@@ -154,8 +154,7 @@ void restore_device(int prev) noexcept {
   if (!h) return;
   try {
     if (h->current_device() != prev) h->set_device(prev);
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 }  // namespace
 
@@ -172,7 +171,7 @@ DeviceGuard::~DeviceGuard() { restore_device(prev_); }
 // ---- events -------------------------------------------------------------------------------------
 struct Event::Impl {
   bool timing = false;
-  int device = -1;       // set by the first record
+  int device = -1;  // set by the first record
   void* event = nullptr;
   ~Impl() {
     if (event)
@@ -191,7 +190,7 @@ void Event::record(const Stream& s) {
     impl_->device = d;
   }
   NABLA_CHECK(DeviceError, impl_->device == d, "cuda::Event::record: the event belongs to cuda:", impl_->device,
-                     " but the stream to cuda:", d);
+              " but the stream to cuda:", d);
   h.event_record(d, impl_->event, s.handle());
 }
 bool Event::recorded() const { return impl_->event != nullptr; }
@@ -205,8 +204,9 @@ void Event::synchronize() const {
 }
 float Event::elapsed_time(const Event& end) const {
   NABLA_CHECK(ValueError, impl_->timing && end.impl_->timing,
-                    "cuda::Event::elapsed_time: both events need enable_timing=true");
-  NABLA_CHECK(ValueError, impl_->event && end.impl_->event, "cuda::Event::elapsed_time: both events must be recorded first");
+              "cuda::Event::elapsed_time: both events need enable_timing=true");
+  NABLA_CHECK(ValueError, impl_->event && end.impl_->event,
+              "cuda::Event::elapsed_time: both events must be recorded first");
   return require("Event::elapsed_time").event_elapsed_ms(impl_->device, impl_->event, end.impl_->event);
 }
 void Event::block(const Stream& s) const {
@@ -230,8 +230,10 @@ void check_later(const Tensor& values, std::function<void(const Tensor&)> report
     report(values.to(kCPU));
     return;
   }
-  NABLA_CHECK(ValueError, values.numel() <= 4 && values.element_size() == 8, "cuda::check_later: expected at most 4 values of "
-                    "8 bytes, got ", internal::describe(values));
+  NABLA_CHECK(ValueError, values.numel() <= 4 && values.element_size() == 8,
+              "cuda::check_later: expected at most 4 values of "
+              "8 bytes, got ",
+              internal::describe(values));
   require("check_later").check_later(values, std::move(report));
 }
 

@@ -47,16 +47,16 @@ void set_device(int device);
 void synchronize(int device = -1);
 
 struct DeviceProperties {
-  std::string name;           // "NVIDIA H100 80GB HBM3"
-  size_t total_memory = 0;    // bytes
-  int major = 0, minor = 0;   // compute capability
+  std::string name;          // "NVIDIA H100 80GB HBM3"
+  size_t total_memory = 0;   // bytes
+  int major = 0, minor = 0;  // compute capability
   int multiprocessor_count = 0;
 };
 DeviceProperties get_device_properties(int device = -1);
 std::string get_device_name(int device = -1);
 
 struct MemInfo {
-  size_t free_bytes = 0;   // free on the device, as the driver sees it
+  size_t free_bytes = 0;  // free on the device, as the driver sees it
   size_t total_bytes = 0;
 };
 MemInfo mem_get_info(int device = -1);
@@ -69,13 +69,13 @@ int driver_version();
 // Freed device memory is kept in size-bucketed free lists (per device and stream) for reuse, so a
 // training loop in steady state does not call cudaMalloc. These report and control it.
 struct MemoryStats {
-  size_t allocated_bytes = 0;       // in live tensors (rounded up to allocator buckets)
-  size_t reserved_bytes = 0;        // allocated plus cached free blocks
-  size_t peak_allocated_bytes = 0;  // high-water mark of allocated_bytes since the last reset
-  uint64_t device_allocs = 0;       // calls that reached cudaMalloc
-  uint64_t device_frees = 0;        // blocks returned with cudaFree
-  uint64_t num_ooms = 0;            // allocations that failed even after emptying the cache
-  size_t pinned_reserved_bytes = 0; // page-locked host memory held by the pinned allocator
+  size_t allocated_bytes = 0;        // in live tensors (rounded up to allocator buckets)
+  size_t reserved_bytes = 0;         // allocated plus cached free blocks
+  size_t peak_allocated_bytes = 0;   // high-water mark of allocated_bytes since the last reset
+  uint64_t device_allocs = 0;        // calls that reached cudaMalloc
+  uint64_t device_frees = 0;         // blocks returned with cudaFree
+  uint64_t num_ooms = 0;             // allocations that failed even after emptying the cache
+  size_t pinned_reserved_bytes = 0;  // page-locked host memory held by the pinned allocator
 };
 MemoryStats memory_stats(int device = -1);
 size_t memory_allocated(int device = -1);
@@ -105,9 +105,7 @@ class Stream {
   // Makes work queued on this stream after this call wait until `event` has completed.
   void wait(const Event& event) const;
 
-  friend bool operator==(const Stream& a, const Stream& b) {
-    return a.device_ == b.device_ && a.handle_ == b.handle_;
-  }
+  friend bool operator==(const Stream& a, const Stream& b) { return a.device_ == b.device_ && a.handle_ == b.handle_; }
 
  private:
   Device device_ = Device::cuda(0);

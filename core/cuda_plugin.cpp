@@ -56,8 +56,9 @@ bool load_cuda_backend(bool skip_driver_check) {
   if (g_tried && !skip_driver_check) return false;
   g_tried = true;
 #ifndef NABLA_CUDA_PLUGIN_FILE
-  g_reason = "this build of nabla has no CUDA backend (configure with -DNABLA_CUDA=ON on a machine with the CUDA "
-             "toolkit)";
+  g_reason =
+      "this build of nabla has no CUDA backend (configure with -DNABLA_CUDA=ON on a machine with the CUDA "
+      "toolkit)";
   return false;
 #else
   const std::string path = plugin_path();

@@ -73,15 +73,15 @@ constexpr void fill_entry(Kernel<R(P...), M>& entry, const Lacking* lacking) {
 #define NABLA_DEVICE_ENTRY_VISIT_(name, ...) f(name);
 // The members of a table struct: one Kernel per line of LIST, and for_each_entry(f), which calls f
 // on each entry in the list's order.
-#define NABLA_DEVICE_ENTRIES(LIST)                           \
-  LIST(NABLA_DEVICE_ENTRY_)                                  \
-  template <class F>                                         \
-  void for_each_entry(F&& f) {                               \
-    LIST(NABLA_DEVICE_ENTRY_VISIT_)                          \
-  }                                                          \
-  template <class F>                                         \
-  void for_each_entry(F&& f) const {                         \
-    LIST(NABLA_DEVICE_ENTRY_VISIT_)                          \
+#define NABLA_DEVICE_ENTRIES(LIST)   \
+  LIST(NABLA_DEVICE_ENTRY_)          \
+  template <class F>                 \
+  void for_each_entry(F&& f) {       \
+    LIST(NABLA_DEVICE_ENTRY_VISIT_)  \
+  }                                  \
+  template <class F>                 \
+  void for_each_entry(F&& f) const { \
+    LIST(NABLA_DEVICE_ENTRY_VISIT_)  \
   }
 // One line of a fill: table.name = impl::name (see above).
 #define NABLA_FILL_ENTRY(name, ...) ::nabla::fill_entry(table.name, &impl::name);

@@ -21,10 +21,9 @@ namespace nabla {
 
 enum class DType : uint8_t { f32, f64, i64, i32, u8, boolean, f16, bf16 };
 
-inline constexpr DType kFloat32 = DType::f32, kFloat = DType::f32, kFloat64 = DType::f64,
-                       kDouble = DType::f64, kInt64 = DType::i64, kLong = DType::i64,
-                       kInt32 = DType::i32, kInt = DType::i32, kUInt8 = DType::u8,
-                       kByte = DType::u8, kBool = DType::boolean, kFloat16 = DType::f16,
+inline constexpr DType kFloat32 = DType::f32, kFloat = DType::f32, kFloat64 = DType::f64, kDouble = DType::f64,
+                       kInt64 = DType::i64, kLong = DType::i64, kInt32 = DType::i32, kInt = DType::i32,
+                       kUInt8 = DType::u8, kByte = DType::u8, kBool = DType::boolean, kFloat16 = DType::f16,
                        kHalf = DType::f16, kBFloat16 = DType::bf16;
 
 // IEEE half precision, stored as bits; arithmetic happens in float.
@@ -47,7 +46,7 @@ struct Half {
     uint32_t mag = x & 0x7fffffffu;
     if (mag >= 0x7f800000u) return static_cast<uint16_t>(sign | (mag > 0x7f800000u ? 0x7e00u : 0x7c00u));
     if (mag >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-    if (mag < 0x38800000u) {                                              // subnormal or zero
+    if (mag < 0x38800000u) {                                               // subnormal or zero
       if (mag < 0x33000000u) return static_cast<uint16_t>(sign);
       uint32_t e = mag >> 23, m = (mag & 0x7fffffu) | 0x800000u;
       uint32_t shift = 126 - e;  // value / 2^-24 == m * 2^(e - 126)
@@ -123,32 +122,86 @@ struct type_tag {
 };
 
 // The C++ type stored for each DType.
-template <DType D> struct dtype_traits;
-template <> struct dtype_traits<DType::f32> { using type = float; };
-template <> struct dtype_traits<DType::f64> { using type = double; };
-template <> struct dtype_traits<DType::i64> { using type = int64_t; };
-template <> struct dtype_traits<DType::i32> { using type = int32_t; };
-template <> struct dtype_traits<DType::u8> { using type = uint8_t; };
-template <> struct dtype_traits<DType::boolean> { using type = bool; };
-template <> struct dtype_traits<DType::f16> { using type = Half; };
-template <> struct dtype_traits<DType::bf16> { using type = BFloat16; };
+template <DType D>
+struct dtype_traits;
+template <>
+struct dtype_traits<DType::f32> {
+  using type = float;
+};
+template <>
+struct dtype_traits<DType::f64> {
+  using type = double;
+};
+template <>
+struct dtype_traits<DType::i64> {
+  using type = int64_t;
+};
+template <>
+struct dtype_traits<DType::i32> {
+  using type = int32_t;
+};
+template <>
+struct dtype_traits<DType::u8> {
+  using type = uint8_t;
+};
+template <>
+struct dtype_traits<DType::boolean> {
+  using type = bool;
+};
+template <>
+struct dtype_traits<DType::f16> {
+  using type = Half;
+};
+template <>
+struct dtype_traits<DType::bf16> {
+  using type = BFloat16;
+};
 
-template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
-template <> constexpr DType dtype_of<bool>() { return DType::boolean; }
-template <> constexpr DType dtype_of<Half>() { return DType::f16; }
-template <> constexpr DType dtype_of<BFloat16>() { return DType::bf16; }
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::u8;
+}
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::boolean;
+}
+template <>
+constexpr DType dtype_of<Half>() {
+  return DType::f16;
+}
+template <>
+constexpr DType dtype_of<BFloat16>() {
+  return DType::bf16;
+}
 
 constexpr size_t element_size(DType d) {
   switch (d) {
-    case DType::f64: case DType::i64: return 8;
-    case DType::f32: case DType::i32: return 4;
-    case DType::f16: case DType::bf16: return 2;
-    case DType::u8: case DType::boolean: return 1;
+    case DType::f64:
+    case DType::i64: return 8;
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::f16:
+    case DType::bf16: return 2;
+    case DType::u8:
+    case DType::boolean: return 1;
   }
   return 0;
 }
@@ -194,7 +247,7 @@ decltype(auto) visit_compute_dtype(DType d, const char* op, F&& f) {
     default: break;
   }
   throw NotImplemented(internal::str(op, ": not implemented for dtype ", dtype_name(d),
-                                   " on the CPU (convert with .to(kFloat32) first)"));
+                                     " on the CPU (convert with .to(kFloat32) first)"));
 }
 
 }  // namespace nabla

@@ -35,16 +35,17 @@ Term parse_term(std::string_view s, std::string_view equation) {
   Term t;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '.') {
-      NABLA_CHECK(ValueError, s.substr(i, 3) == "...", "einsum: '.' must come as an ellipsis '...' in \"", equation, "\"");
+      NABLA_CHECK(ValueError, s.substr(i, 3) == "...", "einsum: '.' must come as an ellipsis '...' in \"", equation,
+                  "\"");
       NABLA_CHECK(ValueError, std::find(t.begin(), t.end(), kEllipsis) == t.end(),
-                        "einsum: more than one ellipsis in one operand of \"", equation, "\"");
+                  "einsum: more than one ellipsis in one operand of \"", equation, "\"");
       t.push_back(kEllipsis);
       i += 2;
       continue;
     }
     int l = label_of(s[i]);
     NABLA_CHECK(ValueError, l != kNoLabel, "einsum: invalid subscript '", s[i], "' in \"", equation,
-                      "\" (subscripts are letters A-Z and a-z)");
+                "\" (subscripts are letters A-Z and a-z)");
     t.push_back(l);
   }
   return t;
@@ -90,10 +91,12 @@ class Einsum {
     NABLA_CHECK(ValueError, !operands_.empty(), "einsum: needs at least one operand");
     for (const Tensor& t : operands_) NABLA_CHECK(ValueError, t.defined(), "einsum: an operand is undefined");
     for (const Tensor& t : operands_) {
-      NABLA_CHECK(DeviceError, t.device() == operands_[0].device(), "einsum: expected all operands on the same device, got ",
-                         operands_[0].device(), " and ", t.device(), " (move one with .to(device))");
-      NABLA_CHECK(DTypeError, t.dtype() == operands_[0].dtype(), "einsum: expected all operands of the same dtype, got ",
-                        operands_[0].dtype(), " and ", t.dtype(), " (convert one with .to(dtype))");
+      NABLA_CHECK(DeviceError, t.device() == operands_[0].device(),
+                  "einsum: expected all operands on the same device, got ", operands_[0].device(), " and ", t.device(),
+                  " (move one with .to(device))");
+      NABLA_CHECK(DTypeError, t.dtype() == operands_[0].dtype(),
+                  "einsum: expected all operands of the same dtype, got ", operands_[0].dtype(), " and ", t.dtype(),
+                  " (convert one with .to(dtype))");
     }
   }
 
@@ -108,7 +111,7 @@ class Einsum {
       start = comma + 1;
     }
     NABLA_CHECK(ValueError, terms_.size() == operands_.size(), "einsum: \"", equation_, "\" has ", terms_.size(),
-                      " operand subscripts but ", operands_.size(), " operands were given");
+                " operand subscripts but ", operands_.size(), " operands were given");
   }
 
   // Every label one size (or 1, which broadcasts); the ellipsis dims broadcast.
@@ -123,7 +126,7 @@ class Einsum {
       const bool has_ell = std::find(t.begin(), t.end(), kEllipsis) != t.end();
       const int64_t nlabels = static_cast<int64_t>(t.size()) - (has_ell ? 1 : 0);
       NABLA_CHECK(ShapeError, has_ell ? x.dim() >= nlabels : x.dim() == nlabels, "einsum: operand ", k, " of shape ",
-                        x.sizes(), " has ", x.dim(), " dims but its subscripts in \"", equation_, "\" name ", nlabels);
+                  x.sizes(), " has ", x.dim(), " dims but its subscripts in \"", equation_, "\" name ", nlabels);
       ell_dims_[k] = x.dim() - nlabels;
       ell_rank_ = std::max(ell_rank_, ell_dims_[k]);
       int64_t d = 0;
@@ -135,8 +138,8 @@ class Einsum {
         const int64_t s = x.sizes()[d++];
         if (first_[l] == kLabels) first_[l] = order++;
         ++count_[l];
-        NABLA_CHECK(ShapeError, size_[l] == 1 || s == 1 || size_[l] == s, "einsum: subscript '", label_char(l), "' has size ",
-                          s, " in operand ", k, " (shape ", x.sizes(), ") but ", size_[l], " elsewhere");
+        NABLA_CHECK(ShapeError, size_[l] == 1 || s == 1 || size_[l] == s, "einsum: subscript '", label_char(l),
+                    "' has size ", s, " in operand ", k, " (shape ", x.sizes(), ") but ", size_[l], " elsewhere");
         if (s != 1) size_[l] = s;
       }
     }
@@ -151,14 +154,14 @@ class Einsum {
       for (int l : out_) {
         if (l == kEllipsis) continue;
         NABLA_CHECK(ValueError, count_[l] > 0, "einsum: output subscript '", label_char(l), "' of \"", equation_,
-                          "\" appears in no operand");
-        NABLA_CHECK(ValueError, !seen[l], "einsum: output subscript '", label_char(l), "' appears twice in \"", equation_,
-                          "\"");
+                    "\" appears in no operand");
+        NABLA_CHECK(ValueError, !seen[l], "einsum: output subscript '", label_char(l), "' appears twice in \"",
+                    equation_, "\"");
         seen[l] = true;
       }
-      NABLA_CHECK(ValueError, ell_rank_ == 0 || std::find(out_.begin(), out_.end(), kEllipsis) != out_.end(), "einsum: \"",
-                        equation_, "\" has an ellipsis covering ", ell_rank_,
-                        " dims in its operands but none in its output; add '...' to the output");
+      NABLA_CHECK(ValueError, ell_rank_ == 0 || std::find(out_.begin(), out_.end(), kEllipsis) != out_.end(),
+                  "einsum: \"", equation_, "\" has an ellipsis covering ", ell_rank_,
+                  " dims in its operands but none in its output; add '...' to the output");
     } else {
       if (ell_rank_ > 0) out_.push_back(kEllipsis);
       for (int l = 0; l < kLabels; ++l)
@@ -193,7 +196,7 @@ class Einsum {
       for (size_t j = i + 1; j < dl.size(); ++j) {
         if (dl[j] != dl[i]) continue;
         NABLA_CHECK(ShapeError, x.sizes()[i] == x.sizes()[j], "einsum: subscript '", label_char(dl[i]),
-                          "' repeated in operand ", k, " needs equal sizes, got shape ", x.sizes());
+                    "' repeated in operand ", k, " needs equal sizes, got shape ", x.sizes());
         int l = dl[i];
         x = x.diagonal(0, static_cast<int64_t>(i), static_cast<int64_t>(j));
         dl.erase(dl.begin() + static_cast<std::ptrdiff_t>(j));
@@ -244,8 +247,9 @@ class Einsum {
     std::vector<int64_t> batch, m, n, summed;
     for (int64_t d = 0; d < rank_; ++d) {
       const int64_t sa = a.sizes()[d], sb = b.sizes()[d];
-      NABLA_CHECK(ShapeError, sa == 1 || sb == 1 || sa == sb, "einsum: the dims the ellipsis covers cannot be broadcast: ",
-                        sa, " against ", sb, " in \"", equation_, "\"");
+      NABLA_CHECK(ShapeError, sa == 1 || sb == 1 || sa == sb,
+                  "einsum: the dims the ellipsis covers cannot be broadcast: ", sa, " against ", sb, " in \"",
+                  equation_, "\"");
       if (!needed(d) && sa != 1 && sb != 1) summed.push_back(d);
       else if (sa != 1 && sb != 1) batch.push_back(d);
       else if (sa != 1) m.push_back(d);
@@ -303,11 +307,11 @@ class Einsum {
   std::string eq_;             // without spaces
   const std::vector<Tensor>& operands_;
   size_t arrow_ = std::string::npos;
-  std::vector<Term> terms_;              // each operand's subscripts
-  Term out_;                             // the output's subscripts
-  std::array<int64_t, kLabels> size_{};  // each label's size
-  std::array<int, kLabels> count_{};     // appearances over all operands
-  std::array<int, kLabels> first_{};     // order of first appearance
+  std::vector<Term> terms_;               // each operand's subscripts
+  Term out_;                              // the output's subscripts
+  std::array<int64_t, kLabels> size_{};   // each label's size
+  std::array<int, kLabels> count_{};      // appearances over all operands
+  std::array<int, kLabels> first_{};      // order of first appearance
   std::array<int, kLabels> remaining_{};  // appearances in operands not yet folded in
   std::array<bool, kLabels> in_output_{};
   std::vector<int64_t> ell_dims_;         // ellipsis dims of each operand

@@ -19,7 +19,8 @@ using autograd::sum_to;
 
 const char* op_name(UnaryOp op) {
   switch (op) {
-#define NABLA_NAME(name, ...) case UnaryOp::name: return #name;
+#define NABLA_NAME(name, ...) \
+  case UnaryOp::name: return #name;
     NABLA_UNARY_FLOAT_OPS(NABLA_NAME)
     NABLA_UNARY_SAME_OPS(NABLA_NAME)
     NABLA_UNARY_PARAM_OPS(NABLA_NAME)
@@ -32,7 +33,8 @@ const char* op_name(UnaryOp op) {
 
 const char* op_name(BinaryOp op) {
   switch (op) {
-#define NABLA_NAME(name, ...) case BinaryOp::name: return #name;
+#define NABLA_NAME(name, ...) \
+  case BinaryOp::name: return #name;
     NABLA_BINARY_ARITH_OPS(NABLA_NAME)
     NABLA_BINARY_BOOL_OPS(NABLA_NAME)
 #undef NABLA_NAME
@@ -66,8 +68,7 @@ const char* backward_name(const char* op) {
 
 // A stride-0 view of t broadcast to `shape` (no autograd; kernels read it).
 Tensor broadcast_view(const Tensor& t, IntList shape) {
-  if (IntList(t.sizes()).size() == shape.size() && std::equal(shape.begin(), shape.end(), t.sizes().begin()))
-    return t;
+  if (IntList(t.sizes()).size() == shape.size() && std::equal(shape.begin(), shape.end(), t.sizes().begin())) return t;
   size_t nd = shape.size(), td = t.sizes().size();
   Shape strides(nd, 0);
   for (size_t i = 0; i < td; ++i) {
@@ -154,18 +155,21 @@ Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryKind kind, double p0 = 0, 
                     OnInt on_int = OnInt::promote) {
   const char* name = op_name(op);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, op_id(op), {x}, UnaryAttrs{p0, p1}, [&] { return unary_kernel(op, x, kind, p0, p1, on_int); });
+    return trace::traced(t, op_id(op), {x}, UnaryAttrs{p0, p1},
+                         [&] { return unary_kernel(op, x, kind, p0, p1, on_int); });
   NABLA_CHECK(ValueError, x.defined(), name, ": input tensor is undefined");
   DType dt = x.dtype();
   if (kind == UnaryKind::floating && !is_floating(dt)) {
-    NABLA_CHECK(DTypeError, on_int == OnInt::promote || (on_int == OnInt::ints && dt != DType::boolean), name,
-                      on_int == OnInt::ints ? ": not defined for bool tensors, got " : ": defined for floating tensors only, got ",
-                      dt, " (convert with .to(kFloat32) first)");
+    NABLA_CHECK(
+        DTypeError, on_int == OnInt::promote || (on_int == OnInt::ints && dt != DType::boolean), name,
+        on_int == OnInt::ints ? ": not defined for bool tensors, got " : ": defined for floating tensors only, got ",
+        dt, " (convert with .to(kFloat32) first)");
     dt = DType::f32;
   }
   if (kind == UnaryKind::same && dt == DType::boolean)
-    throw DTypeError(internal::str(name, ": not supported for bool tensors (use logical_not for masks, or convert "
-                                       "with .to(kInt64) first)"));
+    throw DTypeError(internal::str(name,
+                                   ": not supported for bool tensors (use logical_not for masks, or convert "
+                                   "with .to(kInt64) first)"));
   Tensor xin = x;
   if (dt != x.dtype() && kind != UnaryKind::predicate) {
     autograd::NoGradGuard ng;
@@ -215,32 +219,31 @@ autograd::SavedTensor save_for(Saves what, const Tensor& x, const Tensor& y) {
 // The backward of a generated unary op: `x` or `y` holds the saved tensor (the other is undefined).
 // The trailing arguments are extra captures (the parameters p0, p1).
 #define NABLA_UNARY_BACKWARD(name, saves, bwd, ...)                                                \
-  if (autograd::needs_grad(x)) {                                                                 \
+  if (autograd::needs_grad(x)) {                                                                   \
     static const char* bname = internal::backward_name(#name);                                     \
-    auto s = save_for(Saves::saves, x, y);                                                       \
+    auto s = save_for(Saves::saves, x, y);                                                         \
     autograd::record(bname, {&x}, {&y}, [s __VA_OPT__(, ) __VA_ARGS__](Node& n, GradList& grads) { \
-      __VA_OPT__(ignore_unused(__VA_ARGS__);)                                                    \
-      Tensor x, y;                                                                               \
-      if (Saves::saves == Saves::x) x = s.unpack(n);                                             \
-      if (Saves::saves == Saves::y) y = s.unpack(n);                                             \
-      const Tensor& g = grads[0];                                                                \
-      return GradList{bwd};                                                                      \
-    });                                                                                          \
+      __VA_OPT__(ignore_unused(__VA_ARGS__);)                                                      \
+      Tensor x, y;                                                                                 \
+      if (Saves::saves == Saves::x) x = s.unpack(n);                                               \
+      if (Saves::saves == Saves::y) y = s.unpack(n);                                               \
+      const Tensor& g = grads[0];                                                                  \
+      return GradList{bwd};                                                                        \
+    });                                                                                            \
   }
 
-#define NABLA_DEFINE_FLOAT(name, fwd, saves, bwd, on_int, ...)                                         \
-  Tensor name(const Tensor& x) {                                                                 \
-    Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::floating, 0, 0, OnInt::on_int);         \
-    NABLA_UNARY_BACKWARD(name, saves, bwd, )                                                     \
-    return y;                                                                                    \
+#define NABLA_DEFINE_FLOAT(name, fwd, saves, bwd, on_int, ...)                           \
+  Tensor name(const Tensor& x) {                                                         \
+    Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::floating, 0, 0, OnInt::on_int); \
+    NABLA_UNARY_BACKWARD(name, saves, bwd, )                                             \
+    return y;                                                                            \
   }
-#define NABLA_DEFINE_SAME(name, fwd, saves, bwd, on_bool, ...)                                         \
-  Tensor name(const Tensor& x) {                                                                 \
-    if (x.defined() && x.dtype() == DType::boolean)                                              \
-      return unary_on_bool(UnaryOp::name, x, OnBool::on_bool, name);                             \
-    Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::same);                                  \
-    NABLA_UNARY_BACKWARD(name, saves, bwd, )                                                     \
-    return y;                                                                                    \
+#define NABLA_DEFINE_SAME(name, fwd, saves, bwd, on_bool, ...)                                                     \
+  Tensor name(const Tensor& x) {                                                                                   \
+    if (x.defined() && x.dtype() == DType::boolean) return unary_on_bool(UnaryOp::name, x, OnBool::on_bool, name); \
+    Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::same);                                                    \
+    NABLA_UNARY_BACKWARD(name, saves, bwd, )                                                                       \
+    return y;                                                                                                      \
   }
 NABLA_UNARY_FLOAT_OPS(NABLA_DEFINE_FLOAT)
 NABLA_UNARY_SAME_OPS(NABLA_DEFINE_SAME)
@@ -248,18 +251,18 @@ NABLA_UNARY_SAME_OPS(NABLA_DEFINE_SAME)
 #undef NABLA_DEFINE_SAME
 
 namespace internal {
-#define NABLA_DEFINE_PARAM(name, fwd, saves, bwd, on_int, ...)                                         \
-  Tensor name(const Tensor& x, double p0, double p1) {                                           \
-    Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::floating, p0, p1, OnInt::on_int);       \
-    NABLA_UNARY_BACKWARD(name, saves, bwd, p0, p1)                                               \
-    return y;                                                                                    \
+#define NABLA_DEFINE_PARAM(name, fwd, saves, bwd, on_int, ...)                             \
+  Tensor name(const Tensor& x, double p0, double p1) {                                     \
+    Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::floating, p0, p1, OnInt::on_int); \
+    NABLA_UNARY_BACKWARD(name, saves, bwd, p0, p1)                                         \
+    return y;                                                                              \
   }
 NABLA_UNARY_PARAM_OPS(NABLA_DEFINE_PARAM)
 #undef NABLA_DEFINE_PARAM
 }  // namespace internal
 #undef NABLA_UNARY_BACKWARD
 
-#define NABLA_DEFINE_PREDICATE(name, fwd, ...)\
+#define NABLA_DEFINE_PREDICATE(name, fwd, ...) \
   Tensor name(const Tensor& x) { return unary_kernel(UnaryOp::name, x, UnaryKind::predicate); }
 NABLA_UNARY_BOOL_OPS(NABLA_DEFINE_PREDICATE)
 #undef NABLA_DEFINE_PREDICATE
@@ -352,18 +355,18 @@ Tensor grad_for(const Tensor& g, const Shape& shape, DType dtype) {
 // result (it would be truncated), no bool alpha for a non-bool one.
 void check_alpha(BinaryOp op, DType dt, Scalar alpha) {
   NABLA_CHECK(ValueError, !(is_integral(dt) && alpha.is_floating()), op_name(op), ": alpha ", alpha.to_double(),
-                    " is a floating-point number but the result is ", dt,
-                    "; for integer tensors alpha must be an integer");
+              " is a floating-point number but the result is ", dt, "; for integer tensors alpha must be an integer");
   NABLA_CHECK(ValueError, !(alpha.is_bool() && dt != DType::boolean), op_name(op),
-                    ": a bool alpha is only allowed for bool results, got ", dt);
+              ": a bool alpha is only allowed for bool results, got ", dt);
 }
 
 // An op whose `bool` column is reject_operand (sub) takes no bool operand, as in PyTorch (it is
 // usually a mask inversion). `b` is the dtype of a Scalar operand too, before it is wrapped.
 void check_bool_operands(BinaryOp op, DType a, DType b) {
   if (bool_rule(op) != BoolRule::reject_operand) return;
-  NABLA_CHECK(DTypeError, a != DType::boolean && b != DType::boolean, op_name(op), ": not supported with a bool operand (", a,
-                    ", ", b, "); to invert a mask use ~mask or logical_not(mask)");
+  NABLA_CHECK(DTypeError, a != DType::boolean && b != DType::boolean, op_name(op),
+              ": not supported with a bool operand (", a, ", ", b,
+              "); to invert a mask use ~mask or logical_not(mask)");
 }
 
 // The checks every binary op makes before computing: undefined operands, alpha, bool operands of
@@ -375,8 +378,8 @@ DType check_binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) 
   check_alpha(op, dt, alpha);
   check_bool_operands(op, a.dtype(), b.dtype());
   NABLA_CHECK(DTypeError, internal::binary_kind(op) != internal::BinaryKind::float_only || is_floating(dt), name,
-                    ": defined for floating tensors only, got ", a.dtype(), " and ", b.dtype(),
-                    " (convert with .to(kFloat32) first)");
+              ": defined for floating tensors only, got ", a.dtype(), " and ", b.dtype(),
+              " (convert with .to(kFloat32) first)");
   if (internal::binary_kind(op) == internal::BinaryKind::intdiv && is_integral(dt) && b.numel() > 0) {
     autograd::NoGradGuard ng;
     NABLA_CHECK(ValueError, !any(eq(b, 0)).item<bool>(), name, ": integer division by zero");
@@ -393,7 +396,7 @@ enum : uint8_t { none = 0, a = 1, b = 2, y = 4, ab = 3, ay = 5, by = 6, aby = 7 
 // columns; ops outside the arithmetic list answer yes).
 constexpr bool grads_read_a(BinaryOp op) {
   switch (op) {
-#define NABLA_BINARY_READS_A(name, kind, fwd, rule, reads_a, reads_b, grad_a, grad_b, ...)\
+#define NABLA_BINARY_READS_A(name, kind, fwd, rule, reads_a, reads_b, grad_a, grad_b, ...) \
   case BinaryOp::name: return ((reads::reads_a | reads::reads_b) & reads::a) != 0;
     NABLA_BINARY_ARITH_OPS(NABLA_BINARY_READS_A)
 #undef NABLA_BINARY_READS_A
@@ -404,28 +407,27 @@ constexpr bool grads_read_a(BinaryOp op) {
 // Records the backward of a generated binary op: the gradient formulas of its list line, summed
 // over broadcast dims and cast to each operand's dtype. Only what the needed gradients read is
 // saved, so an in-place change of a tensor the backward will not read is no error.
-#define NABLA_BINARY_RECORD(name, kind, fwd, rule, reads_a, reads_b, grad_a, grad_b, ...)                       \
-  case BinaryOp::name: {                                                                                  \
-    const uint8_t keep = (autograd::needs_grad(a_in) ? reads::reads_a : 0) |                              \
-                         (autograd::needs_grad(b_in) ? reads::reads_b : 0);                               \
-    static const char* bname = internal::backward_name(#name);                                              \
-    autograd::record(bname, {&a_in, &b_in}, {&out},                                                       \
-                     [sa, da, sb, db, alpha, xa = keep & reads::a ? save(a_in) : autograd::SavedTensor{}, \
-                      xb = keep & reads::b ? save(b_in) : autograd::SavedTensor{},                        \
-                      xy = keep & reads::y ? save_output(out) : autograd::SavedTensor{}](Node& n,         \
-                                                                                         GradList& gl) {  \
-                       Tensor a, b, y;                                                                    \
-                       if (xa.defined()) a = xa.unpack(n);                                                \
-                       if (xb.defined()) b = xb.unpack(n);                                                \
-                       if (xy.defined()) y = xy.unpack(n);                                                \
-                       const Tensor& g = gl[0];                                                           \
-                       ignore_unused(alpha);                                                              \
-                       GradList r(2);                                                                     \
-                       if (n.needs_input_grad(0)) r[0] = grad_for(grad_a, sa, da);                        \
-                       if (n.needs_input_grad(1)) r[1] = grad_for(grad_b, sb, db);                        \
-                       return r;                                                                          \
-                     });                                                                                  \
-    break;                                                                                                \
+#define NABLA_BINARY_RECORD(name, kind, fwd, rule, reads_a, reads_b, grad_a, grad_b, ...)                         \
+  case BinaryOp::name: {                                                                                          \
+    const uint8_t keep =                                                                                          \
+        (autograd::needs_grad(a_in) ? reads::reads_a : 0) | (autograd::needs_grad(b_in) ? reads::reads_b : 0);    \
+    static const char* bname = internal::backward_name(#name);                                                    \
+    autograd::record(bname, {&a_in, &b_in}, {&out},                                                               \
+                     [sa, da, sb, db, alpha, xa = keep & reads::a ? save(a_in) : autograd::SavedTensor{},         \
+                      xb = keep & reads::b ? save(b_in) : autograd::SavedTensor{},                                \
+                      xy = keep & reads::y ? save_output(out) : autograd::SavedTensor{}](Node& n, GradList& gl) { \
+                       Tensor a, b, y;                                                                            \
+                       if (xa.defined()) a = xa.unpack(n);                                                        \
+                       if (xb.defined()) b = xb.unpack(n);                                                        \
+                       if (xy.defined()) y = xy.unpack(n);                                                        \
+                       const Tensor& g = gl[0];                                                                   \
+                       ignore_unused(alpha);                                                                      \
+                       GradList r(2);                                                                             \
+                       if (n.needs_input_grad(0)) r[0] = grad_for(grad_a, sa, da);                                \
+                       if (n.needs_input_grad(1)) r[1] = grad_for(grad_b, sb, db);                                \
+                       return r;                                                                                  \
+                     });                                                                                          \
+    break;                                                                                                        \
   }
 
 // Every binary op: checks, type promotion, broadcasting, the kernel, and the backward from the op
@@ -443,8 +445,7 @@ Tensor binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, Scalar alpha_
   const double alpha = alpha_s.to_double();
   switch (op) {
     NABLA_BINARY_ARITH_OPS(NABLA_BINARY_RECORD)
-    default:
-      break;
+    default: break;
   }
   return out;
 }
@@ -460,15 +461,17 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, Scalar alpha = 1
   const char* name = op_name(op);
   DType dt = check_binary(op, self, other, alpha);
   internal::check_inplace(self, name);
-  NABLA_CHECK(DTypeError, !(is_floating(dt) && !is_floating(self.dtype())) && !(is_integral(dt) && self.dtype() == DType::boolean),
-                    name, "_: result type ", dt, " cannot be stored in a tensor of dtype ", self.dtype());
+  NABLA_CHECK(DTypeError,
+              !(is_floating(dt) && !is_floating(self.dtype())) && !(is_integral(dt) && self.dtype() == DType::boolean),
+              name, "_: result type ", dt, " cannot be stored in a tensor of dtype ", self.dtype());
   Shape shape = broadcast_shapes(self.sizes(), other.sizes(), name);
   NABLA_CHECK(ShapeError, shape == self.sizes(), name, "_: the result of shape ", shape,
-                    " does not fit the in-place destination of shape ", self.sizes());
+              " does not fit the in-place destination of shape ", self.sizes());
   bool grad = autograd::needs_grad(self, other);
   if (!grad && dt == self.dtype() && !self.impl()->is_wrapped_number) {
     Device dev = internal::output_device(name, self, other);
-    NABLA_CHECK(DeviceError, dev == self.device(), name, "_: cannot write a result on ", dev, " into a tensor on ", self.device());
+    NABLA_CHECK(DeviceError, dev == self.device(), name, "_: cannot write a result on ", dev, " into a tensor on ",
+                self.device());
     Tensor oc = internal::broadcast_view(internal::prepare_operand(other, dt, dev), shape);
     if (internal::partial_overlap(self, oc)) {  // e.g. x[1:] += x[:-1]: read a copy of the old values
       autograd::NoGradGuard ng;
@@ -510,9 +513,9 @@ Tensor div(const Tensor& a, Scalar b) { return binary(BinaryOp::div, a, scalar_o
 Tensor div(Scalar a, const Tensor& b) { return binary(BinaryOp::div, scalar_operand(b, a), b); }
 // An integer tensor to a negative integer (scalar) power is an error, as in PyTorch.
 static void check_integer_power(DType base, Scalar e) {
-  NABLA_CHECK(ValueError, !(is_integral(base) && base != DType::boolean && e.is_integral() && e.to_double() < 0), "pow: ",
-                    base, " tensor to the negative integer power ", e.to_double(),
-                    ": integers to negative integer powers are not allowed (convert the base with .to(kFloat32))");
+  NABLA_CHECK(ValueError, !(is_integral(base) && base != DType::boolean && e.is_integral() && e.to_double() < 0),
+              "pow: ", base, " tensor to the negative integer power ", e.to_double(),
+              ": integers to negative integer powers are not allowed (convert the base with .to(kFloat32))");
 }
 Tensor pow(const Tensor& a, Scalar e) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
@@ -540,7 +543,7 @@ Tensor pow(Scalar base, const Tensor& e) { return binary(BinaryOp::pow, scalar_o
 Tensor remainder(const Tensor& a, Scalar b) { return binary(BinaryOp::remainder, a, scalar_operand(a, b)); }
 Tensor fmod(const Tensor& a, Scalar b) { return binary(BinaryOp::fmod, a, scalar_operand(a, b)); }
 
-#define NABLA_DEFINE_COMPARE(name, f)                                                      \
+#define NABLA_DEFINE_COMPARE(name, f)                                                    \
   Tensor name(const Tensor& a, const Tensor& b) { return binary(BinaryOp::name, a, b); } \
   Tensor name(const Tensor& a, Scalar b) { return binary(BinaryOp::name, a, scalar_operand(a, b)); }
 NABLA_DEFINE_COMPARE(eq, _)
@@ -556,14 +559,24 @@ Tensor logical_xor(const Tensor& a, const Tensor& b) { return binary(BinaryOp::l
 
 static void check_bool_operands(const char* op, const Tensor& a, const Tensor& b) {
   NABLA_CHECK(DTypeError, a.dtype() == DType::boolean && b.dtype() == DType::boolean, "operator", op,
-                    ": defined for bool tensors (masks) only, got ", a.dtype(), " and ", b.dtype(),
-                    "; use logical_and/logical_or/logical_xor for other dtypes");
+              ": defined for bool tensors (masks) only, got ", a.dtype(), " and ", b.dtype(),
+              "; use logical_and/logical_or/logical_xor for other dtypes");
 }
-Tensor operator&(const Tensor& a, const Tensor& b) { check_bool_operands("&", a, b); return logical_and(a, b); }
-Tensor operator|(const Tensor& a, const Tensor& b) { check_bool_operands("|", a, b); return logical_or(a, b); }
-Tensor operator^(const Tensor& a, const Tensor& b) { check_bool_operands("^", a, b); return logical_xor(a, b); }
+Tensor operator&(const Tensor& a, const Tensor& b) {
+  check_bool_operands("&", a, b);
+  return logical_and(a, b);
+}
+Tensor operator|(const Tensor& a, const Tensor& b) {
+  check_bool_operands("|", a, b);
+  return logical_or(a, b);
+}
+Tensor operator^(const Tensor& a, const Tensor& b) {
+  check_bool_operands("^", a, b);
+  return logical_xor(a, b);
+}
 Tensor operator~(const Tensor& a) {
-  NABLA_CHECK(DTypeError, a.dtype() == DType::boolean, "operator~: defined for bool tensors (masks) only, got ", a.dtype());
+  NABLA_CHECK(DTypeError, a.dtype() == DType::boolean, "operator~: defined for bool tensors (masks) only, got ",
+              a.dtype());
   return logical_not(a);
 }
 
@@ -615,15 +628,15 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   backend_for(dev).where(internal::broadcast_view(cc, shape), internal::broadcast_view(ac, shape),
                          internal::broadcast_view(bc, shape), out);
   if (autograd::needs_grad(a, b)) {
-    autograd::record("WhereBackward", {&a, &b}, {&out},
-                     [c = save(cond), sa = a.sizes(), da = a.dtype(), sb = b.sizes(), db = b.dtype()](Node& n,
-                                                                                                     GradList& grads) {
-                       Tensor cv = c.unpack(n), zero = zeros_like(grads[0]);
-                       GradList r(2);
-                       if (n.needs_input_grad(0)) r[0] = grad_for(where(cv, grads[0], zero), sa, da);
-                       if (n.needs_input_grad(1)) r[1] = grad_for(where(cv, zero, grads[0]), sb, db);
-                       return r;
-                     });
+    autograd::record(
+        "WhereBackward", {&a, &b}, {&out},
+        [c = save(cond), sa = a.sizes(), da = a.dtype(), sb = b.sizes(), db = b.dtype()](Node& n, GradList& grads) {
+          Tensor cv = c.unpack(n), zero = zeros_like(grads[0]);
+          GradList r(2);
+          if (n.needs_input_grad(0)) r[0] = grad_for(where(cv, grads[0], zero), sa, da);
+          if (n.needs_input_grad(1)) r[1] = grad_for(where(cv, zero, grads[0]), sb, db);
+          return r;
+        });
   }
   return out;
 }
@@ -673,7 +686,7 @@ namespace {
 Tensor& unary_inplace(Tensor& self, const char* name, Tensor result) {
   internal::check_inplace(self, name);
   NABLA_CHECK(DTypeError, result.dtype() == self.dtype(), name, ": result dtype ", result.dtype(),
-                    " cannot be stored in a tensor of dtype ", self.dtype());
+              " cannot be stored in a tensor of dtype ", self.dtype());
   return self.copy_(result);
 }
 }  // namespace

@@ -20,16 +20,36 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-class ShapeError : public Error { using Error::Error; };          // incompatible or invalid shapes
-class DTypeError : public Error { using Error::Error; };          // unsupported or mismatched dtypes
-class DeviceError : public Error { using Error::Error; };         // tensors on different devices
-class IndexError : public Error { using Error::Error; };          // index or dim out of range
-class ValueError : public Error { using Error::Error; };          // a bad argument value
-class IOError : public Error { using Error::Error; };             // unreadable, corrupt or truncated files
-class NotImplemented : public Error { using Error::Error; };      // op not available for a device/dtype
-class AutogradError : public Error { using Error::Error; };       // misuse of the autograd graph
-class CudaError : public Error { using Error::Error; };           // CUDA, cuBLAS or cuDNN failures
-class CudaOutOfMemory : public CudaError { using CudaError::CudaError; };
+class ShapeError : public Error {
+  using Error::Error;
+};  // incompatible or invalid shapes
+class DTypeError : public Error {
+  using Error::Error;
+};  // unsupported or mismatched dtypes
+class DeviceError : public Error {
+  using Error::Error;
+};  // tensors on different devices
+class IndexError : public Error {
+  using Error::Error;
+};  // index or dim out of range
+class ValueError : public Error {
+  using Error::Error;
+};  // a bad argument value
+class IOError : public Error {
+  using Error::Error;
+};  // unreadable, corrupt or truncated files
+class NotImplemented : public Error {
+  using Error::Error;
+};  // op not available for a device/dtype
+class AutogradError : public Error {
+  using Error::Error;
+};  // misuse of the autograd graph
+class CudaError : public Error {
+  using Error::Error;
+};  // CUDA, cuBLAS or cuDNN failures
+class CudaOutOfMemory : public CudaError {
+  using CudaError::CudaError;
+};
 
 namespace internal {
 // An output stream that writes into a string (a std::ostringstream kept out of this header).
@@ -61,8 +81,8 @@ std::string check_location(const char* file, int line);
 // Throws E with the streamed arguments as message: the failing branch of NABLA_CHECK, out of line
 // so that the passing branch stays small.
 template <class E, class... Args>
-[[noreturn, gnu::cold, gnu::noinline]] void check_failed([[maybe_unused]] const char* file,
-                                                         [[maybe_unused]] int line, const Args&... args) {
+[[noreturn, gnu::cold, gnu::noinline]] void check_failed([[maybe_unused]] const char* file, [[maybe_unused]] int line,
+                                                         const Args&... args) {
 #ifdef NDEBUG
   throw E(str(args...));
 #else
@@ -73,10 +93,10 @@ template <class E, class... Args>
 
 // Throws E (an nabla::Error) with the message parts streamed together when `cond` is false; the
 // parts are evaluated only then. A statement: NABLA_CHECK(ShapeError, a.dim() == 2, "mm: ", a.sizes());
-#define NABLA_CHECK(E, cond, ...)                                             \
-  do {                                                                        \
-    if (!(cond)) [[unlikely]]                                                 \
-      ::nabla::internal::check_failed<E>(__FILE__, __LINE__, __VA_ARGS__);    \
+#define NABLA_CHECK(E, cond, ...)                                          \
+  do {                                                                     \
+    if (!(cond)) [[unlikely]]                                              \
+      ::nabla::internal::check_failed<E>(__FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
 // The function form, for the rare place a check must be an expression; its message parts are

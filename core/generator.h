@@ -31,7 +31,10 @@ struct Philox {
       k0 += kWeyl0;
       k1 += kWeyl1;
     }
-    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
   }
   // Uniform float in [0, 1) from 24 random bits; uniform double from 53.
   static NABLA_HOST_DEVICE inline float to_float(uint32_t x) { return static_cast<float>(x >> 8) * 0x1.0p-24f; }

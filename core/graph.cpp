@@ -59,12 +59,13 @@ std::string capture_trace() {
       std::string mangled = line.substr(open + 1, plus - open - 1);
       int status = 0;
       std::unique_ptr<char, decltype(&std::free)> dem(abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status),
-                                                     &std::free);
+                                                      &std::free);
       if (status == 0 && dem) name = dem.get();
       else name = mangled;
     }
     // Skip the recording machinery itself.
-    if (name.find("nabla::autograd::") != std::string::npos || name.find("nabla::autograd::capture") != std::string::npos)
+    if (name.find("nabla::autograd::") != std::string::npos ||
+        name.find("nabla::autograd::capture") != std::string::npos)
       continue;
     out += "  #" + std::to_string(shown++) + " " + name + "\n";
   }
@@ -114,10 +115,10 @@ Node::~Node() {
 }
 
 void throw_graph_freed(const char* node_name) {
-  throw AutogradError(internal::str(
-      "backward: trying to backward through the graph a second time (", node_name,
-      " already freed its saved tensors). Saved values are freed when backward() or autograd::grad() "
-      "runs; pass retain_graph=true to the first call if you need to backward through the graph again"));
+  throw AutogradError(
+      internal::str("backward: trying to backward through the graph a second time (", node_name,
+                    " already freed its saved tensors). Saved values are freed when backward() or autograd::grad() "
+                    "runs; pass retain_graph=true to the first call if you need to backward through the graph again"));
 }
 
 // ---- saved tensors ------------------------------------------------------------------------------
@@ -137,12 +138,12 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output
 Tensor SavedTensor::unpack(const Node& owner) const {
   if (!data_.defined()) return data_;
   if (data_.version() != version_)
-    throw AutogradError(internal::str(
-        "backward: one of the tensors needed for gradient computation has been modified by an in-place "
-        "operation: the ",
-        internal::describe(data_), " saved by ", owner.name(), " is at version ", data_.version(),
-        "; expected version ", version_,
-        ". Use the out-of-place op (e.g. x = x + 1 instead of x += 1) or clone() before modifying it"));
+    throw AutogradError(
+        internal::str("backward: one of the tensors needed for gradient computation has been modified by an in-place "
+                      "operation: the ",
+                      internal::describe(data_), " saved by ", owner.name(), " is at version ", data_.version(),
+                      "; expected version ", version_,
+                      ". Use the out-of-place op (e.g. x = x + 1 instead of x += 1) or clone() before modifying it"));
   if (!is_output_) return data_;
   // Reattach the output's history (as the same output of the node) so double backward sees it.
   Tensor t = data_.detach();
@@ -182,7 +183,7 @@ class AccumulateGrad final : public Node {
     }
     const OutputMeta& m = out_meta[0];
     NABLA_CHECK(ShapeError, g.sizes() == m.shape, "backward: gradient of shape ", g.sizes(),
-                      " does not match its leaf tensor of shape ", m.shape);
+                " does not match its leaf tensor of shape ", m.shape);
     Tensor& grad = meta_->grad;
     if (GradMode::is_enabled()) {
       // create_graph: keep the gradient's own history and accumulate out of place.

@@ -124,8 +124,8 @@ class Node : public RefCounted, public Pooled {
   size_t num_outputs() const { return next_edges.size(); }
   uint64_t sequence_nr() const { return sequence_nr_; }
 
-  SmallVector<Edge, 4> next_edges;     // one per forward input
-  SmallVector<OutputMeta, 1> out_meta; // one per forward output
+  SmallVector<Edge, 4> next_edges;      // one per forward input
+  SmallVector<OutputMeta, 1> out_meta;  // one per forward output
   // Hooks on the gradient of forward output `first` (tensor.register_hook on non-leaves).
   std::vector<std::tuple<uint32_t, size_t, TensorHook>> pre_hooks;
   // Set in anomaly mode only: the forward op's name and where it was called.
@@ -261,7 +261,7 @@ namespace nabla {
 // The guards as libtorch spells them (torch::NoGradGuard, torch::InferenceMode): also nabla::.
 using autograd::AutoGradMode;
 using autograd::InferenceMode;
-using autograd::NoGradGuard;
 using autograd::is_grad_enabled;
+using autograd::NoGradGuard;
 using autograd::set_grad_enabled;
 }  // namespace nabla

@@ -16,7 +16,8 @@ using autograd::save;
 namespace {
 
 Tensor as_index(const Tensor& index, const char* op) {
-  NABLA_CHECK(DTypeError, is_integral(index.dtype()), op, ": index tensor must be int64 (or int32), got ", index.dtype());
+  NABLA_CHECK(DTypeError, is_integral(index.dtype()), op, ": index tensor must be int64 (or int32), got ",
+              index.dtype());
   return index.dtype() == DType::i64 ? index : index.to(DType::i64);
 }
 
@@ -43,12 +44,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     if (t.dim() == 1 && t.numel() == 0 && ref->dim() != 1) continue;
-    NABLA_CHECK(DeviceError, t.device() == ref->device(), "cat: tensor ", i, " is on ", t.device(), " but tensor 0 is on ",
-                       ref->device());
+    NABLA_CHECK(DeviceError, t.device() == ref->device(), "cat: tensor ", i, " is on ", t.device(),
+                " but tensor 0 is on ", ref->device());
     bool ok = t.dim() == ref->dim();
     for (int64_t k = 0; ok && k < t.dim(); ++k) ok = k == d || t.sizes()[k] == shape[k];
     NABLA_CHECK(ShapeError, ok, "cat: tensor ", i, " has shape ", t.sizes(), " but tensor 0 has shape ", ref->sizes(),
-                      "; all dims except dim ", d, " must match");
+                "; all dims except dim ", d, " must match");
     total += t.sizes()[d];
   }
   shape[d] = total;
@@ -102,8 +103,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   std::vector<Tensor> parts;
   parts.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
-    NABLA_CHECK(ShapeError, tensors[i].sizes() == tensors[0].sizes(), "stack: tensor ", i, " has shape ", tensors[i].sizes(),
-                      " but tensor 0 has shape ", tensors[0].sizes(), "; all must match");
+    NABLA_CHECK(ShapeError, tensors[i].sizes() == tensors[0].sizes(), "stack: tensor ", i, " has shape ",
+                tensors[i].sizes(), " but tensor 0 has shape ", tensors[0].sizes(), "; all must match");
     parts.push_back(tensors[i].unsqueeze(d));
   }
   return cat(parts, d);
@@ -112,7 +113,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 // ---- repeat, flip, roll, tril/triu, pad ---------------------------------------------------------
 Tensor repeat(const Tensor& x, IntArrayRef reps) {
   NABLA_CHECK(ShapeError, static_cast<int64_t>(reps.size()) >= x.dim(), "repeat: got ", reps.size(),
-                    " repeat counts for a tensor with ", x.dim(), " dims; need at least as many");
+              " repeat counts for a tensor with ", x.dim(), " dims; need at least as many");
   int64_t lead = static_cast<int64_t>(reps.size()) - x.dim();
   Shape xs(lead, 1);
   for (int64_t s : x.sizes()) xs.push_back(s);
@@ -148,7 +149,7 @@ Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims) {
     return roll(x.reshape({-1}), shifts, {0}).view(x.sizes());
   }
   NABLA_CHECK(ValueError, shifts.size() == dims.size(), "roll: shifts ", shifts, " and dims ", dims,
-                    " must have the same length");
+              " must have the same length");
   Tensor r = x;
   for (size_t i = 0; i < dims.size(); ++i) {
     int64_t d = wrap_dim(dims[i], x.dim(), "roll");
@@ -182,9 +183,10 @@ Tensor triu(const Tensor& x, int64_t k) {
 
 Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::pad>(t, {x}, {.padding = trace::ints(padding), .value = value.to_double()}, [&] { return pad(x, padding, value); });
+    return trace::traced<OpId::pad>(t, {x}, {.padding = trace::ints(padding), .value = value.to_double()},
+                                    [&] { return pad(x, padding, value); });
   NABLA_CHECK(ValueError, padding.size() % 2 == 0 && static_cast<int64_t>(padding.size()) <= 2 * x.dim(),
-                    "pad: padding ", padding, " must have an even length of at most 2 * ", x.dim());
+              "pad: padding ", padding, " must have an even length of at most 2 * ", x.dim());
   // Negative padding crops first.
   Tensor src = x;
   Shape out_shape = x.sizes();
@@ -195,7 +197,7 @@ Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value) {
     int64_t n = src.sizes()[d];
     int64_t crop_lo = lo < 0 ? -lo : 0, crop_hi = hi < 0 ? -hi : 0;
     NABLA_CHECK(ShapeError, crop_lo + crop_hi <= n, "pad: negative padding ", padding, " removes more than dim ", d,
-                      " holds (", n, ")");
+                " holds (", n, ")");
     if (crop_lo || crop_hi) src = src.narrow(d, crop_lo, n - crop_lo - crop_hi);
     out_shape[d] = src.sizes()[d] + std::max<int64_t>(lo, 0) + std::max<int64_t>(hi, 0);
     pads.emplace_back(d, std::max<int64_t>(lo, 0));
@@ -217,7 +219,8 @@ Tensor pad(const Tensor& x, IntArrayRef padding, Scalar value) {
 // ---- index_select / index_add -------------------------------------------------------------------
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index_in) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::index_select>(t, {x, index_in}, {.dim = dim}, [&] { return index_select(x, dim, index_in); });
+    return trace::traced<OpId::index_select>(t, {x, index_in}, {.dim = dim},
+                                             [&] { return index_select(x, dim, index_in); });
   Tensor index = as_index(index_in, "index_select");
   NABLA_CHECK(ShapeError, index.dim() <= 1, "index_select: index must be 0-D or 1-D, got shape ", index.sizes());
   internal::check_same_device("index_select", {&x, &index});
@@ -238,16 +241,18 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index_in) {
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index_in, const Tensor& src) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::index_add>(t, {x, index_in, src}, {.dim = dim}, [&] { return index_add(x, dim, index_in, src); });
+    return trace::traced<OpId::index_add>(t, {x, index_in, src}, {.dim = dim},
+                                          [&] { return index_add(x, dim, index_in, src); });
   Tensor index = as_index(index_in, "index_add");
   int64_t d = wrap_dim(dim, x.dim(), "index_add");
   NABLA_CHECK(ShapeError, index.dim() <= 1, "index_add: index must be 1-D, got shape ", index.sizes());
   Shape expect = x.sizes();
   if (x.dim() > 0) expect[d] = index.numel();
-  NABLA_CHECK(ShapeError, src.sizes() == expect || (x.dim() == 0 && src.numel() == index.numel()), "index_add: source of shape ",
-                    src.sizes(), " does not match ", expect, " (x ", x.sizes(), " with dim ", d, " of length ",
-                    index.numel(), ")");
-  NABLA_CHECK(DTypeError, src.dtype() == x.dtype(), "index_add: source dtype ", src.dtype(), " differs from ", x.dtype());
+  NABLA_CHECK(ShapeError, src.sizes() == expect || (x.dim() == 0 && src.numel() == index.numel()),
+              "index_add: source of shape ", src.sizes(), " does not match ", expect, " (x ", x.sizes(), " with dim ",
+              d, " of length ", index.numel(), ")");
+  NABLA_CHECK(DTypeError, src.dtype() == x.dtype(), "index_add: source dtype ", src.dtype(), " differs from ",
+              x.dtype());
   Tensor out = internal::make_empty(x.sizes(), x.dtype(), x.device());
   Backend& be = backend_for(x.device());
   be.copy(x, out, false);
@@ -256,7 +261,8 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index_in, const Ten
     autograd::record("IndexAddBackward", {&x, &src}, {&out}, [index, d](Node& n, GradList& grads) {
       GradList r(2);
       if (n.needs_input_grad(0)) r[0] = grads[0];
-      if (n.needs_input_grad(1)) r[1] = grads[0].dim() == 0 ? grads[0].expand({index.numel()}) : grads[0].index_select(d, index.reshape({-1}));
+      if (n.needs_input_grad(1))
+        r[1] = grads[0].dim() == 0 ? grads[0].expand({index.numel()}) : grads[0].index_select(d, index.reshape({-1}));
       return r;
     });
   return out;
@@ -269,7 +275,8 @@ Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& src) 
     Tensor idx = as_index(index, "index_add_");
     Shape expect = sizes();
     if (this->dim() > 0) expect[d] = idx.numel();
-    NABLA_CHECK(ShapeError, src.sizes() == expect, "index_add_: source of shape ", src.sizes(), " does not match ", expect);
+    NABLA_CHECK(ShapeError, src.sizes() == expect, "index_add_: source of shape ", src.sizes(), " does not match ",
+                expect);
     // Rows are read and written at different positions: a source sharing our memory is read from a copy.
     bool shared = src.impl()->storage.get() == impl()->storage.get();
     backend_for(device()).index_add(*this, d, idx.reshape({-1}), shared ? src.clone() : src);
@@ -283,12 +290,13 @@ Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& src) 
 namespace {
 void check_gather_shapes(const char* op, const Tensor& x, int64_t d, const Tensor& index, const Tensor* src) {
   NABLA_CHECK(ShapeError, index.dim() == x.dim(), op, ": index must have as many dims as the tensor (", x.dim(),
-                    "), got shape ", index.sizes());
+              "), got shape ", index.sizes());
   for (int64_t k = 0; k < x.dim(); ++k) {
     NABLA_CHECK(ShapeError, k == d || index.sizes()[k] <= x.sizes()[k], op, ": index of shape ", index.sizes(),
-                      " is larger than the tensor's shape ", x.sizes(), " at dim ", k);
-    if (src) NABLA_CHECK(ShapeError, index.sizes()[k] <= src->sizes()[k], op, ": index of shape ", index.sizes(),
-                               " is larger than the source's shape ", src->sizes(), " at dim ", k);
+                " is larger than the tensor's shape ", x.sizes(), " at dim ", k);
+    if (src)
+      NABLA_CHECK(ShapeError, index.sizes()[k] <= src->sizes()[k], op, ": index of shape ", index.sizes(),
+                  " is larger than the source's shape ", src->sizes(), " at dim ", k);
   }
 }
 }  // namespace
@@ -328,7 +336,7 @@ Tensor scatter_impl(const Tensor& x, int64_t dim, const Tensor& index_in, const 
   check_gather_shapes(name, x, d, index, &src_in);
   Tensor src = src_window(src_in, index);
   NABLA_CHECK(DTypeError, src.dtype() == x.dtype(), name, ": source dtype ", src.dtype(), " differs from the tensor's ",
-                    x.dtype());
+              x.dtype());
   internal::check_same_device(name, {&x, &index, &src});
   Tensor out = internal::make_empty(x.sizes(), x.dtype(), x.device());
   Backend& be = backend_for(x.device());
@@ -368,7 +376,8 @@ Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src
     Tensor idx = as_index(index, "scatter_add_");
     int64_t d = wrap_dim(dim, this->dim(), "scatter_add_");
     check_gather_shapes("scatter_add_", *this, d, idx, &src);
-    NABLA_CHECK(DTypeError, src.dtype() == dtype(), "scatter_add_: source dtype ", src.dtype(), " differs from ", dtype());
+    NABLA_CHECK(DTypeError, src.dtype() == dtype(), "scatter_add_: source dtype ", src.dtype(), " differs from ",
+                dtype());
     Tensor s = src_window(src, idx);
     bool shared = s.impl()->storage.get() == impl()->storage.get();  // read from a copy, as in index_add_
     backend_for(device()).scatter(*this, d, idx, shared ? s.clone() : s, true);
@@ -380,18 +389,20 @@ Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src
 
 // ---- masks --------------------------------------------------------------------------------------
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
-  NABLA_CHECK(DTypeError, mask.dtype() == DType::boolean, "masked_fill: mask must be a bool tensor, got ", mask.dtype());
+  NABLA_CHECK(DTypeError, mask.dtype() == DType::boolean, "masked_fill: mask must be a bool tensor, got ",
+              mask.dtype());
   Tensor out = where(mask, full({}, value, dtype(x.dtype()).device(x.device())), x);
   NABLA_CHECK(ShapeError, out.sizes() == x.sizes(), "masked_fill: mask of shape ", mask.sizes(),
-                    " does not broadcast to the tensor's shape ", x.sizes());
+              " does not broadcast to the tensor's shape ", x.sizes());
   return out;
 }
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
   NABLA_CHECK(ShapeError, value.dim() == 0, "masked_fill: value must be a 0-dim tensor, got shape ", value.sizes());
-  NABLA_CHECK(DTypeError, mask.dtype() == DType::boolean, "masked_fill: mask must be a bool tensor, got ", mask.dtype());
+  NABLA_CHECK(DTypeError, mask.dtype() == DType::boolean, "masked_fill: mask must be a bool tensor, got ",
+              mask.dtype());
   Tensor out = where(mask, value.to(x.dtype()), x);
   NABLA_CHECK(ShapeError, out.sizes() == x.sizes(), "masked_fill: mask of shape ", mask.sizes(),
-                    " does not broadcast to the tensor's shape ", x.sizes());
+              " does not broadcast to the tensor's shape ", x.sizes());
   return out;
 }
 Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar value) {
@@ -411,7 +422,8 @@ Tensor nonzero(const Tensor& x) {
 }
 
 Tensor masked_select(const Tensor& x, const Tensor& mask) {
-  NABLA_CHECK(DTypeError, mask.dtype() == DType::boolean, "masked_select: mask must be a bool tensor, got ", mask.dtype());
+  NABLA_CHECK(DTypeError, mask.dtype() == DType::boolean, "masked_select: mask must be a bool tensor, got ",
+              mask.dtype());
   Shape s = broadcast_shapes(x.sizes(), mask.sizes(), "masked_select");
   Tensor xb = x.expand(s).reshape({-1});
   Tensor mb = mask.expand(s).reshape({-1});
@@ -420,7 +432,8 @@ Tensor masked_select(const Tensor& x, const Tensor& mask) {
 }
 
 Tensor one_hot(const Tensor& labels, int64_t num_classes) {
-  NABLA_CHECK(DTypeError, labels.dtype() == DType::i64, "one_hot: labels must be int64 class indices, got ", labels.dtype());
+  NABLA_CHECK(DTypeError, labels.dtype() == DType::i64, "one_hot: labels must be int64 class indices, got ",
+              labels.dtype());
   autograd::NoGradGuard ng;
   if (num_classes < 0) {
     NABLA_CHECK(ValueError, labels.numel() > 0, "one_hot: cannot infer num_classes from an empty tensor; pass it");
@@ -428,8 +441,8 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes) {
   }
   if (labels.numel() > 0) {
     int64_t lo = labels.min().item<int64_t>(), hi = labels.max().item<int64_t>();
-    NABLA_CHECK(IndexError, lo >= 0 && hi < num_classes, "one_hot: class values must be in [0, ", num_classes, "), got [",
-                      lo, ", ", hi, "]");
+    NABLA_CHECK(IndexError, lo >= 0 && hi < num_classes, "one_hot: class values must be in [0, ", num_classes,
+                "), got [", lo, ", ", hi, "]");
   }
   Shape s = labels.sizes();
   s.push_back(num_classes);
@@ -438,8 +451,10 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes) {
 
 Tensor embedding(const Tensor& weight, const Tensor& indices_in, std::optional<int64_t> padding_idx) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::embedding>(t, {weight, indices_in}, {}, [&] { return embedding(weight, indices_in, padding_idx); });
-  NABLA_CHECK(ShapeError, weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, dim), got shape ", weight.sizes());
+    return trace::traced<OpId::embedding>(t, {weight, indices_in}, {},
+                                          [&] { return embedding(weight, indices_in, padding_idx); });
+  NABLA_CHECK(ShapeError, weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, dim), got shape ",
+              weight.sizes());
   Tensor indices = as_index(indices_in, "embedding");
   int64_t n = weight.sizes()[0];
   Tensor flat = indices.reshape({-1});
@@ -512,13 +527,14 @@ Tensor reduce_value(const Tensor& x, int64_t d, const Tensor& index, const Tenso
   if (!include_self) {  // scattered-to positions start from the reduction's identity
     Scalar init = 1;
     if (r != Reduce::prod)
-      init = is_floating(x.dtype()) ? Scalar(r == Reduce::amax ? -std::numeric_limits<double>::infinity()
-                                                               : std::numeric_limits<double>::infinity())
-                                    : visit_compute_dtype(x.dtype(), "scatter_reduce", [&](auto tag) {
-                                        using T = typename decltype(tag)::type;
-                                        return Scalar(static_cast<int64_t>(r == Reduce::amax ? std::numeric_limits<T>::lowest()
-                                                                                               : std::numeric_limits<T>::max()));
-                                      });
+      init = is_floating(x.dtype())
+                 ? Scalar(r == Reduce::amax ? -std::numeric_limits<double>::infinity()
+                                            : std::numeric_limits<double>::infinity())
+                 : visit_compute_dtype(x.dtype(), "scatter_reduce", [&](auto tag) {
+                     using T = typename decltype(tag)::type;
+                     return Scalar(static_cast<int64_t>(r == Reduce::amax ? std::numeric_limits<T>::lowest()
+                                                                          : std::numeric_limits<T>::max()));
+                   });
     out = out.scatter(d, index.to(kCPU), init).contiguous();
   }
   combine_on_host(out, d, index, src, r);
@@ -536,18 +552,19 @@ Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index_in, cons
   else if (reduce == "mean") r = Reduce::mean;
   else if (reduce == "amax") r = Reduce::amax;
   else if (reduce == "amin") r = Reduce::amin;
-  else throw ValueError(internal::str(op, ": reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got '", reduce, "'"));
+  else
+    throw ValueError(internal::str(op, ": reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got '", reduce, "'"));
   Tensor index = as_index(index_in, op);
   const int64_t d = wrap_dim(dim, x.dim(), op);
   check_gather_shapes(op, x, d, index, &src_in);
-  NABLA_CHECK(DTypeError, src_in.dtype() == x.dtype(), op, ": source dtype ", src_in.dtype(), " differs from the tensor's ",
-                    x.dtype());
+  NABLA_CHECK(DTypeError, src_in.dtype() == x.dtype(), op, ": source dtype ", src_in.dtype(),
+              " differs from the tensor's ", x.dtype());
   internal::check_same_device(op, {&x, &index, &src_in});
   if (index.numel() > 0) {
     autograd::NoGradGuard ng;
     const int64_t lo = index.min().item<int64_t>(), hi = index.max().item<int64_t>();
     NABLA_CHECK(IndexError, lo >= 0 && hi < x.size(d), op, ": index ", lo < 0 ? lo : hi, " is out of range for dim ", d,
-                      " of size ", x.size(d));
+                " of size ", x.size(d));
   }
   Tensor src = src_window(src_in, index);
   // Positions nothing is scattered to keep x; without include_self the others start empty.
@@ -562,38 +579,40 @@ Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index_in, cons
   }
   Tensor out = reduce_value(x, d, index, src, r, include_self);
   if (!autograd::needs_grad(x, src)) return out;
-  autograd::record("ScatterReduceBackward", {&x, &src}, {&out},
-                   [sx = save(x), ssrc = save(src), sout = autograd::save_output(out), index, d, r,
-                    include_self](Node& n, GradList& grads) {
-                     const Tensor& g = grads[0];
-                     Tensor xs = sx.unpack(n), ss = ssrc.unpack(n), res = sout.unpack(n);
-                     GradList out_grads(2);
-                     if (r == Reduce::prod) {
-                       // PyTorch's: exclusive products through copies with the zeros masked to one.
-                       Tensor masked_self = xs.masked_fill(xs == 0, 1);
-                       Tensor masked_self_result = scatter_reduce(masked_self, d, index, ss, "prod", include_self);
-                       Tensor gs = g * masked_self_result / masked_self;
-                       out_grads[0] = include_self ? gs : gs.scatter(d, index, 0);
-                       Tensor src_zero = ss == 0;
-                       Tensor zeros_per = zeros_like(xs).scatter_add(d, index, src_zero.to(xs.dtype())).gather(d, index);
-                       Tensor single_zero = logical_and(src_zero, zeros_per == 1);
-                       Tensor masked_src_result = scatter_reduce(xs, d, index, ss.masked_fill(single_zero, 1), "prod", include_self);
-                       out_grads[1] = where(single_zero, (g * masked_src_result).gather(d, index),
-                                            (g * res).gather(d, index) / ss.masked_fill(src_zero, 1));
-                     } else {
-                       // amax / amin: shared evenly among the elements equal to the result.
-                       Tensor self_hit = xs == res;
-                       if (!include_self) self_hit = logical_and(self_hit, ones_like(xs, dtype(DType::boolean)).scatter(d, index, false));
-                       Tensor src_hit = ss == res.gather(d, index);
-                       Tensor count = self_hit.to(g.dtype()).scatter_add(d, index, src_hit.to(g.dtype()));
-                       Tensor share = g / where(count == 0, ones_like(count), count);
-                       out_grads[0] = where(self_hit, share, zeros_like(share));
-                       out_grads[1] = where(src_hit, share.gather(d, index), zeros_like(ss));
-                     }
-                     if (!n.needs_input_grad(0)) out_grads[0] = Tensor{};
-                     if (!n.needs_input_grad(1)) out_grads[1] = Tensor{};
-                     return out_grads;
-                   });
+  autograd::record(
+      "ScatterReduceBackward", {&x, &src}, {&out},
+      [sx = save(x), ssrc = save(src), sout = autograd::save_output(out), index, d, r, include_self](Node& n,
+                                                                                                     GradList& grads) {
+        const Tensor& g = grads[0];
+        Tensor xs = sx.unpack(n), ss = ssrc.unpack(n), res = sout.unpack(n);
+        GradList out_grads(2);
+        if (r == Reduce::prod) {
+          // PyTorch's: exclusive products through copies with the zeros masked to one.
+          Tensor masked_self = xs.masked_fill(xs == 0, 1);
+          Tensor masked_self_result = scatter_reduce(masked_self, d, index, ss, "prod", include_self);
+          Tensor gs = g * masked_self_result / masked_self;
+          out_grads[0] = include_self ? gs : gs.scatter(d, index, 0);
+          Tensor src_zero = ss == 0;
+          Tensor zeros_per = zeros_like(xs).scatter_add(d, index, src_zero.to(xs.dtype())).gather(d, index);
+          Tensor single_zero = logical_and(src_zero, zeros_per == 1);
+          Tensor masked_src_result = scatter_reduce(xs, d, index, ss.masked_fill(single_zero, 1), "prod", include_self);
+          out_grads[1] = where(single_zero, (g * masked_src_result).gather(d, index),
+                               (g * res).gather(d, index) / ss.masked_fill(src_zero, 1));
+        } else {
+          // amax / amin: shared evenly among the elements equal to the result.
+          Tensor self_hit = xs == res;
+          if (!include_self)
+            self_hit = logical_and(self_hit, ones_like(xs, dtype(DType::boolean)).scatter(d, index, false));
+          Tensor src_hit = ss == res.gather(d, index);
+          Tensor count = self_hit.to(g.dtype()).scatter_add(d, index, src_hit.to(g.dtype()));
+          Tensor share = g / where(count == 0, ones_like(count), count);
+          out_grads[0] = where(self_hit, share, zeros_like(share));
+          out_grads[1] = where(src_hit, share.gather(d, index), zeros_like(ss));
+        }
+        if (!n.needs_input_grad(0)) out_grads[0] = Tensor{};
+        if (!n.needs_input_grad(1)) out_grads[1] = Tensor{};
+        return out_grads;
+      });
   return out;
 }
 
@@ -603,7 +622,7 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int6
   Tensor idx = as_index(indices, "take_along_dim");
   if (!dim) return gather(x.reshape({-1}), 0, idx.reshape({-1}));
   NABLA_CHECK(ShapeError, x.dim() == idx.dim(), "take_along_dim: input of shape ", x.sizes(), " and indices of shape ",
-                    idx.sizes(), " must have the same number of dims");
+              idx.sizes(), " must have the same number of dims");
   const int64_t d = wrap_dim(*dim, x.dim(), "take_along_dim");
   // Broadcast every dim but d; along d, x keeps its size and indices theirs.
   Shape xs = x.sizes(), is = idx.sizes();
@@ -627,18 +646,19 @@ Tensor repeat_index(const std::vector<int64_t>& counts, std::optional<int64_t> o
     total += c;
   }
   NABLA_CHECK(ValueError, !output_size || *output_size == total, "repeat_interleave: output_size ",
-                    output_size.value_or(0), " differs from the sum of repeats ", total);
+              output_size.value_or(0), " differs from the sum of repeats ", total);
   idx.reserve(static_cast<size_t>(total));
-  for (size_t i = 0; i < counts.size(); ++i) idx.insert(idx.end(), static_cast<size_t>(counts[i]), static_cast<int64_t>(i));
+  for (size_t i = 0; i < counts.size(); ++i)
+    idx.insert(idx.end(), static_cast<size_t>(counts[i]), static_cast<int64_t>(i));
   return tensor(idx, dtype(DType::i64).device(device));
 }
 
 std::vector<int64_t> repeat_counts(const Tensor& repeats, int64_t n) {
   NABLA_CHECK(DTypeError, is_integral(repeats.dtype()) && repeats.dtype() != DType::boolean,
-                    "repeat_interleave: repeats must be an integer tensor, got ", repeats.dtype());
+              "repeat_interleave: repeats must be an integer tensor, got ", repeats.dtype());
   NABLA_CHECK(ShapeError, repeats.dim() <= 1 && (repeats.numel() == n || repeats.numel() == 1),
-                    "repeat_interleave: repeats of shape ", repeats.sizes(), " must hold one count, or one per slice (",
-                    n, ")");
+              "repeat_interleave: repeats of shape ", repeats.sizes(), " must hold one count, or one per slice (", n,
+              ")");
   Tensor r = repeats.to(kCPU, DType::i64).contiguous();
   const int64_t* p = r.data_ptr<int64_t>();
   if (r.numel() == 1) return std::vector<int64_t>(static_cast<size_t>(n), p[0]);
@@ -650,7 +670,8 @@ template <class Counts>
 Tensor repeat_slices(const Tensor& x, std::optional<int64_t> dim, std::optional<int64_t> output_size, Counts counts) {
   Tensor in = dim ? x : x.reshape({-1});
   const int64_t d = dim ? wrap_dim(*dim, x.dim(), "repeat_interleave") : 0;
-  NABLA_CHECK(ShapeError, in.dim() > 0, "repeat_interleave: expected a tensor with at least one dim along which to repeat");
+  NABLA_CHECK(ShapeError, in.dim() > 0,
+              "repeat_interleave: expected a tensor with at least one dim along which to repeat");
   return in.index_select(d, repeat_index(counts(in.size(d)), output_size, x.device()));
 }
 

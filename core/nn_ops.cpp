@@ -23,7 +23,7 @@ std::array<int64_t, 2> pair_of(IntArrayRef v, const char* op, const char* what) 
 // One value per spatial dim from 1 or n values.
 std::array<int64_t, 3> per_dim(IntArrayRef v, int64_t n, const char* op, const char* what) {
   NABLA_CHECK(ValueError, v.size() == 1 || static_cast<int64_t>(v.size()) == n, op, ": ", what, " must have 1 or ", n,
-                    " values, got ", v);
+              " values, got ", v);
   std::array<int64_t, 3> r{1, 1, 1};
   for (int64_t i = 0; i < n; ++i) r[i] = v.size() == 1 ? v[0] : v[i];
   return r;
@@ -58,16 +58,17 @@ const char* conv_name(const ConvParams& p) { return p.ndim == 3 ? "conv3d" : p.n
 
 void check_conv(const Tensor& x, const Tensor& w, const ConvParams& p, const char* op) {
   const int64_t nd = 2 + p.ndim;
-  NABLA_CHECK(ShapeError, x.dim() == nd, op, ": expected input (N, C, ", p.ndim == 3 ? "D, H, W" : "H, W", "), got shape ",
-                    x.sizes());
-  NABLA_CHECK(ShapeError, w.dim() == nd, op, ": expected weight (C_out, C_in/groups, ", p.ndim == 3 ? "kD, kH, kW" : "kH, kW",
-                    "), got shape ", w.sizes());
-  NABLA_CHECK(DTypeError, x.dtype() == w.dtype(), op, ": input dtype ", x.dtype(), " differs from weight dtype ", w.dtype());
+  NABLA_CHECK(ShapeError, x.dim() == nd, op, ": expected input (N, C, ", p.ndim == 3 ? "D, H, W" : "H, W",
+              "), got shape ", x.sizes());
+  NABLA_CHECK(ShapeError, w.dim() == nd, op, ": expected weight (C_out, C_in/groups, ",
+              p.ndim == 3 ? "kD, kH, kW" : "kH, kW", "), got shape ", w.sizes());
+  NABLA_CHECK(DTypeError, x.dtype() == w.dtype(), op, ": input dtype ", x.dtype(), " differs from weight dtype ",
+              w.dtype());
   NABLA_CHECK(ShapeError, x.sizes()[1] == w.sizes()[1] * p.groups, op, ": input has ", x.sizes()[1],
-                    " channels but weight of shape ", w.sizes(), " with groups=", p.groups, " expects ",
-                    w.sizes()[1] * p.groups);
+              " channels but weight of shape ", w.sizes(), " with groups=", p.groups, " expects ",
+              w.sizes()[1] * p.groups);
   NABLA_CHECK(ShapeError, w.sizes()[0] % p.groups == 0, op, ": out channels (", w.sizes()[0],
-                    ") must be divisible by groups (", p.groups, ")");
+              ") must be divisible by groups (", p.groups, ")");
   internal::check_same_device(op, {&x, &w});
 }
 
@@ -118,11 +119,11 @@ Tensor conv_core(const Tensor& x, const Tensor& w, const Tensor& b, const ConvPa
     fits = fits && out_shape.back() > 0;
   }
   NABLA_CHECK(ShapeError, fits, op, ": input of shape ", x.sizes(), " is too small for a kernel of shape ", spatial(w),
-                    " with padding ", IntArrayRef(p.padding.data(), p.ndim), " and dilation ",
-                    IntArrayRef(p.dilation.data(), p.ndim));
+              " with padding ", IntArrayRef(p.padding.data(), p.ndim), " and dilation ",
+              IntArrayRef(p.dilation.data(), p.ndim));
   if (b.defined())
     NABLA_CHECK(ShapeError, b.dim() == 1 && b.sizes()[0] == w.sizes()[0], op, ": bias must have shape [", w.sizes()[0],
-                      "], got ", b.sizes());
+                "], got ", b.sizes());
   Tensor out = internal::make_empty(out_shape, x.dtype(), x.device());
   backend_for(x.device()).conv(x, w, b, p, out);
   if (autograd::needs_grad(x, w, b))
@@ -148,11 +149,15 @@ Tensor conv_core(const Tensor& x, const Tensor& w, const Tensor& b, const ConvPa
 // conv_core for a batched or unbatched input (one dim fewer).
 Tensor conv_any_batch(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, p.ndim == 1 ? OpId::conv1d : p.ndim == 2 ? OpId::conv2d : OpId::conv3d, {x, weight, bias},
-                         ConvAttrs{trace::ints(IntArrayRef(p.stride.data(), p.ndim)),
-                                   trace::ints(IntArrayRef(p.padding.data(), p.ndim)),
-                                   trace::ints(IntArrayRef(p.dilation.data(), p.ndim)), p.groups},
-                         [&] { return conv_any_batch(x, weight, bias, p); });
+    return trace::traced(
+        t,
+        p.ndim == 1   ? OpId::conv1d
+        : p.ndim == 2 ? OpId::conv2d
+                      : OpId::conv3d,
+        {x, weight, bias},
+        ConvAttrs{trace::ints(IntArrayRef(p.stride.data(), p.ndim)), trace::ints(IntArrayRef(p.padding.data(), p.ndim)),
+                  trace::ints(IntArrayRef(p.dilation.data(), p.ndim)), p.groups},
+        [&] { return conv_any_batch(x, weight, bias, p); });
   if (x.dim() == 1 + p.ndim) return conv_core(x.unsqueeze(0), weight, bias, p).squeeze(0);
   return conv_core(x, weight, bias, p);
 }
@@ -170,20 +175,22 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArra
 }
 
 Tensor conv_input_grad(const Tensor& grad_out, const Tensor& weight, IntArrayRef input_size, const ConvParams& p) {
-  NABLA_CHECK(ShapeError, grad_out.dim() == 2 + p.ndim && weight.dim() == 2 + p.ndim &&
-                        static_cast<int64_t>(input_size.size()) == p.ndim,
-                    conv_name(p), "_input_grad: expected grad_out and weight with ", 2 + p.ndim, " dims and ", p.ndim,
-                    " input sizes, got shapes ", grad_out.sizes(), ", ", weight.sizes(), " and ", input_size);
+  NABLA_CHECK(
+      ShapeError,
+      grad_out.dim() == 2 + p.ndim && weight.dim() == 2 + p.ndim && static_cast<int64_t>(input_size.size()) == p.ndim,
+      conv_name(p), "_input_grad: expected grad_out and weight with ", 2 + p.ndim, " dims and ", p.ndim,
+      " input sizes, got shapes ", grad_out.sizes(), ", ", weight.sizes(), " and ", input_size);
   Shape xs{grad_out.sizes()[0], weight.sizes()[1] * p.groups};
   for (int64_t v : input_size) xs.push_back(v);
   return input_grad_core(grad_out, weight, xs, p);
 }
 
 Tensor conv_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef kernel_size, const ConvParams& p) {
-  NABLA_CHECK(ShapeError, x.dim() == 2 + p.ndim && grad_out.dim() == 2 + p.ndim &&
-                        static_cast<int64_t>(kernel_size.size()) == p.ndim,
-                    conv_name(p), "_weight_grad: expected input and grad_out with ", 2 + p.ndim, " dims and ", p.ndim,
-                    " kernel sizes, got shapes ", x.sizes(), ", ", grad_out.sizes(), " and ", kernel_size);
+  NABLA_CHECK(
+      ShapeError,
+      x.dim() == 2 + p.ndim && grad_out.dim() == 2 + p.ndim && static_cast<int64_t>(kernel_size.size()) == p.ndim,
+      conv_name(p), "_weight_grad: expected input and grad_out with ", 2 + p.ndim, " dims and ", p.ndim,
+      " kernel sizes, got shapes ", x.sizes(), ", ", grad_out.sizes(), " and ", kernel_size);
   Shape ws{grad_out.sizes()[1], x.sizes()[1] / p.groups};
   for (int64_t v : kernel_size) ws.push_back(v);
   return weight_grad_core(x, grad_out, ws, p);
@@ -202,21 +209,26 @@ Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef k
 Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
                         IntArrayRef padding, IntArrayRef output_padding, int64_t groups, IntArrayRef dilation) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::conv_transpose2d>(t, {x_in, weight, bias},
-                                                 {.stride = trace::ints(stride), .padding = trace::ints(padding),
-                                                  .output_padding = trace::ints(output_padding),
-                                                  .dilation = trace::ints(dilation), .groups = groups},
-                         [&] { return conv_transpose2d(x_in, weight, bias, stride, padding, output_padding, groups, dilation); });
+    return trace::traced<OpId::conv_transpose2d>(
+        t, {x_in, weight, bias},
+        {.stride = trace::ints(stride),
+         .padding = trace::ints(padding),
+         .output_padding = trace::ints(output_padding),
+         .dilation = trace::ints(dilation),
+         .groups = groups},
+        [&] { return conv_transpose2d(x_in, weight, bias, stride, padding, output_padding, groups, dilation); });
   Tensor x = x_in.dim() == 3 ? x_in.unsqueeze(0) : x_in;
   ConvParams p = conv_params(stride, padding, dilation, groups, 2, "conv_transpose2d");
   auto op = pair_of(output_padding, "conv_transpose2d", "output_padding");
-  NABLA_CHECK(ShapeError, x.dim() == 4 && weight.dim() == 4, "conv_transpose2d: expected input (N, C_in, H, W) and weight "
-                    "(C_in, C_out/groups, kH, kW), got shapes ", x.sizes(), " and ", weight.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 4 && weight.dim() == 4,
+              "conv_transpose2d: expected input (N, C_in, H, W) and weight "
+              "(C_in, C_out/groups, kH, kW), got shapes ",
+              x.sizes(), " and ", weight.sizes());
   NABLA_CHECK(ShapeError, x.sizes()[1] == weight.sizes()[0], "conv_transpose2d: input has ", x.sizes()[1],
-                    " channels but weight of shape ", weight.sizes(), " expects ", weight.sizes()[0]);
+              " channels but weight of shape ", weight.sizes(), " expects ", weight.sizes()[0]);
   for (int i = 0; i < 2; ++i)
     NABLA_CHECK(ValueError, op[i] < std::max(p.stride[i], p.dilation[i]), "conv_transpose2d: output_padding ",
-                      output_padding, " must be smaller than stride or dilation");
+                output_padding, " must be smaller than stride or dilation");
   int64_t h = (x.sizes()[2] - 1) * p.stride[0] - 2 * p.padding[0] + p.dilation[0] * (weight.sizes()[2] - 1) + op[0] + 1;
   int64_t w = (x.sizes()[3] - 1) * p.stride[1] - 2 * p.padding[1] + p.dilation[1] * (weight.sizes()[3] - 1) + op[1] + 1;
   NABLA_CHECK(ShapeError, h > 0 && w > 0, "conv_transpose2d: the output size would be ", h, "x", w);
@@ -228,11 +240,14 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight, const Tensor& 
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,
               int64_t dilation, int64_t groups) {
-  NABLA_CHECK(ShapeError, x.dim() == 3 || x.dim() == 2, "conv1d: expected input (N, C, L) or (C, L), got shape ", x.sizes());
-  NABLA_CHECK(ShapeError, weight.dim() == 3, "conv1d: expected weight (C_out, C_in/groups, k), got shape ", weight.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 3 || x.dim() == 2, "conv1d: expected input (N, C, L) or (C, L), got shape ",
+              x.sizes());
+  NABLA_CHECK(ShapeError, weight.dim() == 3, "conv1d: expected weight (C_out, C_in/groups, k), got shape ",
+              weight.sizes());
   // As a 2-D convolution with a unit height, which the 2-D kernels run fast.
   Tensor x3 = x.dim() == 2 ? x.unsqueeze(0) : x;
-  Tensor y = conv2d(x3.unsqueeze(2), weight.unsqueeze(2), bias, {1, stride}, {0, padding}, {1, dilation}, groups).squeeze(2);
+  Tensor y =
+      conv2d(x3.unsqueeze(2), weight.unsqueeze(2), bias, {1, stride}, {0, padding}, {1, dilation}, groups).squeeze(2);
   return x.dim() == 2 ? y.squeeze(0) : y;
 }
 
@@ -249,9 +264,9 @@ Pool2dParams pool_params(IntArrayRef kernel, IntArrayRef stride, IntArrayRef pad
   p.ceil_mode = ceil_mode;
   for (int i = 0; i < 2; ++i) {
     NABLA_CHECK(ValueError, p.kernel[i] > 0 && p.stride[i] > 0 && p.dilation[i] > 0, op,
-                      ": kernel_size, stride and dilation must be positive");
+                ": kernel_size, stride and dilation must be positive");
     NABLA_CHECK(ValueError, p.padding[i] >= 0 && p.padding[i] * 2 <= p.kernel[i], op, ": padding ", padding,
-                      " must be at most half the kernel size ", kernel);
+                " must be at most half the kernel size ", kernel);
   }
   return p;
 }
@@ -267,11 +282,11 @@ int64_t pool_out(int64_t in, const Pool2dParams& p, int i) {
 
 Shape pool_shape(const Tensor& x, const Pool2dParams& p, const char* op) {
   NABLA_CHECK(ShapeError, x.dim() == 3 || x.dim() == 4, op, ": expected input (N, C, H, W) or (C, H, W), got shape ",
-                    x.sizes());
+              x.sizes());
   int64_t nd = x.dim();
   int64_t ho = pool_out(x.sizes()[nd - 2], p, 0), wo = pool_out(x.sizes()[nd - 1], p, 1);
-  NABLA_CHECK(ShapeError, ho > 0 && wo > 0, op, ": input of shape ", x.sizes(), " is too small for kernel [", p.kernel[0],
-                    ", ", p.kernel[1], "]");
+  NABLA_CHECK(ShapeError, ho > 0 && wo > 0, op, ": input of shape ", x.sizes(), " is too small for kernel [",
+              p.kernel[0], ", ", p.kernel[1], "]");
   Shape s = x.sizes();
   s[nd - 2] = ho;
   s[nd - 1] = wo;
@@ -324,11 +339,14 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntArrayRef 
 Tensor max_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
                   IntArrayRef dilation, bool ceil_mode) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::max_pool2d>(t, {x},
-                                           {.kernel = trace::ints(kernel_size), .stride = trace::ints(stride),
-                                            .padding = trace::ints(padding), .dilation = trace::ints(dilation),
-                                            .ceil_mode = ceil_mode},
-                         [&] { return max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode); });
+    return trace::traced<OpId::max_pool2d>(
+        t, {x},
+        {.kernel = trace::ints(kernel_size),
+         .stride = trace::ints(stride),
+         .padding = trace::ints(padding),
+         .dilation = trace::ints(dilation),
+         .ceil_mode = ceil_mode},
+        [&] { return max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode); });
   if (x.is_cpu() && !autograd::needs_grad(x)) {  // no backward: the CPU kernel skips the indices
     Pool2dParams p = pool_params(kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d");
     Tensor out = internal::make_empty(pool_shape(x, p, "max_pool2d"), x.dtype(), x.device());
@@ -341,11 +359,14 @@ Tensor max_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, 
 Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding, bool ceil_mode,
                   bool count_include_pad) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::avg_pool2d>(t, {x},
-                                           {.kernel = trace::ints(kernel_size), .stride = trace::ints(stride),
-                                            .padding = trace::ints(padding), .ceil_mode = ceil_mode,
-                                            .count_include_pad = count_include_pad},
-                         [&] { return avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad); });
+    return trace::traced<OpId::avg_pool2d>(
+        t, {x},
+        {.kernel = trace::ints(kernel_size),
+         .stride = trace::ints(stride),
+         .padding = trace::ints(padding),
+         .ceil_mode = ceil_mode,
+         .count_include_pad = count_include_pad},
+        [&] { return avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad); });
   Pool2dParams p = pool_params(kernel_size, stride, padding, 1, ceil_mode, "avg_pool2d");
   p.count_include_pad = count_include_pad;
   Shape s = pool_shape(x, p, "avg_pool2d");
@@ -363,9 +384,10 @@ namespace {
 Tensor adaptive_pool(const Tensor& x, IntArrayRef output_size, bool is_max, const char* op) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced(t, is_max ? OpId::adaptive_max_pool2d : OpId::adaptive_avg_pool2d, {x},
-                         AdaptivePoolAttrs{trace::ints(output_size)}, [&] { return adaptive_pool(x, output_size, is_max, op); });
+                         AdaptivePoolAttrs{trace::ints(output_size)},
+                         [&] { return adaptive_pool(x, output_size, is_max, op); });
   NABLA_CHECK(ShapeError, x.dim() == 3 || x.dim() == 4, op, ": expected input (N, C, H, W) or (C, H, W), got shape ",
-                    x.sizes());
+              x.sizes());
   auto os = pair_of(output_size, op, "output_size");
   int64_t nd = x.dim(), H = x.sizes()[nd - 2], W = x.sizes()[nd - 1];
   NABLA_CHECK(ShapeError, os[0] > 0 && os[1] > 0, op, ": output_size must be positive, got ", output_size);
@@ -435,34 +457,35 @@ Tensor batch_norm_composite(const Tensor& x, const Tensor& w, const Tensor& b, c
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::batch_norm>(t, {x, weight, bias, running_mean, running_var},
-                                           {.training = training, .momentum = momentum, .eps = eps},
-                         [&] { return batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps); });
+    return trace::traced<OpId::batch_norm>(
+        t, {x, weight, bias, running_mean, running_var}, {.training = training, .momentum = momentum, .eps = eps},
+        [&] { return batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps); });
   if (!x.defined() || x.dim() < 2) [[unlikely]]  // (the message is built only when it is needed)
     throw ShapeError(internal::str("batch_norm: expected input (N, C, ...) with at least 2 dims, got ",
-                                 x.defined() ? internal::describe(x) : std::string("an undefined tensor")));
+                                   x.defined() ? internal::describe(x) : std::string("an undefined tensor")));
   NABLA_CHECK(DTypeError, is_floating(x.dtype()), "batch_norm: expected a floating input, got ", x.dtype());
   const int64_t C = x.sizes()[1];
   for (const Tensor* p : {&weight, &bias, &running_mean, &running_var}) {
     if (!p->defined()) continue;
     NABLA_CHECK(ShapeError, p->dim() == 1 && p->sizes()[0] == C, "batch_norm: per-channel tensors must have shape [", C,
-                      "] for an input of shape ", x.sizes(), ", got ", p->sizes());
+                "] for an input of shape ", x.sizes(), ", got ", p->sizes());
   }
   internal::check_same_device("batch_norm", {&x, &weight, &bias, &running_mean, &running_var});
   NABLA_CHECK(ValueError, training || (running_mean.defined() && running_var.defined()),
-                    "batch_norm: evaluation mode (training=false) needs running_mean and running_var");
+              "batch_norm: evaluation mode (training=false) needs running_mean and running_var");
   NABLA_CHECK(ValueError, eps >= 0, "batch_norm: eps must be non-negative, got ", eps);
   const int64_t count = C == 0 ? 0 : x.numel() / C;
   if (training)
-    NABLA_CHECK(ValueError, count > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
-                      x.sizes());
+    NABLA_CHECK(ValueError, count > 1,
+                "batch_norm: expected more than 1 value per channel when training, got input of shape ", x.sizes());
 
   Backend& be = backend_for(x.device());
   bool same_dtype = true;
   for (const Tensor* p : {&weight, &bias, &running_mean, &running_var})
     same_dtype = same_dtype && (!p->defined() || p->dtype() == x.dtype());
   // Gradients with respect to the running statistics (evaluation mode) come from the composition.
-  if (!same_dtype || x.numel() == 0 || !be.has_fused_batch_norm(x, training, eps) || autograd::needs_grad(running_mean, running_var))
+  if (!same_dtype || x.numel() == 0 || !be.has_fused_batch_norm(x, training, eps) ||
+      autograd::needs_grad(running_mean, running_var))
     return batch_norm_composite(x, weight, bias, running_mean, running_var, training, momentum, eps, count);
 
   Tensor out = internal::make_empty(x.sizes(), x.dtype(), x.device());
@@ -490,43 +513,45 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
                        Shape dims = bn_dims(xv);
                        Tensor scale = per_channel(invstd, nd);
                        GradList r(3);
-                       if (n.needs_input_grad(0)) r[0] = grads[0] * (wv.defined() ? scale * per_channel(wv, nd) : scale);
+                       if (n.needs_input_grad(0))
+                         r[0] = grads[0] * (wv.defined() ? scale * per_channel(wv, nd) : scale);
                        if (n.needs_input_grad(1)) r[1] = (grads[0] * (xv - per_channel(rm, nd)) * scale).sum(dims);
                        if (n.needs_input_grad(2)) r[2] = grads[0].sum(dims);
                        return r;
                      });
     return out;
   }
-  autograd::record("BatchNormBackward", {&x, &weight, &bias}, {&out},
-                   [sx = save(x), sw = save(weight), save_mean, save_invstd, eps](Node& n, GradList& grads) {
-                     Tensor xv = sx.unpack(n), wv = sw.unpack(n);
-                     GradList r(3);
-                     if (autograd::GradMode::is_enabled()) {
-                       // Building a graph (create_graph): the gradient as Tensor ops of x, so that it
-                       // is itself differentiable (the batch statistics depend on x).
-                       int64_t nd = xv.dim();
-                       Shape dims = bn_dims(xv);
-                       double m = static_cast<double>(xv.numel() / xv.sizes()[1]);
-                       Tensor mean = xv.mean(dims, true);
-                       Tensor invstd = rsqrt(nabla::var(xv, dims, 0, true) + eps);
-                       Tensor xhat = (xv - mean) * invstd;
-                       Tensor sum_g = grads[0].sum(dims, true), sum_gx = (grads[0] * xhat).sum(dims, true);
-                       Tensor scale = wv.defined() ? invstd * per_channel(wv, nd) : invstd;
-                       if (n.needs_input_grad(0)) r[0] = scale / m * (grads[0] * m - sum_g - xhat * sum_gx);
-                       if (n.needs_input_grad(1)) r[1] = sum_gx.reshape({-1});
-                       if (n.needs_input_grad(2)) r[2] = sum_g.reshape({-1});
-                       return r;
-                     }
-                     Tensor gx = internal::make_empty(xv.sizes(), xv.dtype(), xv.device());
-                     int64_t C = xv.sizes()[1];
-                     Tensor gw = n.needs_input_grad(1) ? internal::make_empty({C}, xv.dtype(), xv.device()) : Tensor();
-                     Tensor gb = n.needs_input_grad(2) ? internal::make_empty({C}, xv.dtype(), xv.device()) : Tensor();
-                     backend_for(xv.device()).batch_norm_backward(grads[0], xv, wv, save_mean, save_invstd, eps, gx, gw, gb);
-                     if (n.needs_input_grad(0)) r[0] = gx;
-                     r[1] = gw;
-                     r[2] = gb;
-                     return r;
-                   });
+  autograd::record(
+      "BatchNormBackward", {&x, &weight, &bias}, {&out},
+      [sx = save(x), sw = save(weight), save_mean, save_invstd, eps](Node& n, GradList& grads) {
+        Tensor xv = sx.unpack(n), wv = sw.unpack(n);
+        GradList r(3);
+        if (autograd::GradMode::is_enabled()) {
+          // Building a graph (create_graph): the gradient as Tensor ops of x, so that it
+          // is itself differentiable (the batch statistics depend on x).
+          int64_t nd = xv.dim();
+          Shape dims = bn_dims(xv);
+          double m = static_cast<double>(xv.numel() / xv.sizes()[1]);
+          Tensor mean = xv.mean(dims, true);
+          Tensor invstd = rsqrt(nabla::var(xv, dims, 0, true) + eps);
+          Tensor xhat = (xv - mean) * invstd;
+          Tensor sum_g = grads[0].sum(dims, true), sum_gx = (grads[0] * xhat).sum(dims, true);
+          Tensor scale = wv.defined() ? invstd * per_channel(wv, nd) : invstd;
+          if (n.needs_input_grad(0)) r[0] = scale / m * (grads[0] * m - sum_g - xhat * sum_gx);
+          if (n.needs_input_grad(1)) r[1] = sum_gx.reshape({-1});
+          if (n.needs_input_grad(2)) r[2] = sum_g.reshape({-1});
+          return r;
+        }
+        Tensor gx = internal::make_empty(xv.sizes(), xv.dtype(), xv.device());
+        int64_t C = xv.sizes()[1];
+        Tensor gw = n.needs_input_grad(1) ? internal::make_empty({C}, xv.dtype(), xv.device()) : Tensor();
+        Tensor gb = n.needs_input_grad(2) ? internal::make_empty({C}, xv.dtype(), xv.device()) : Tensor();
+        backend_for(xv.device()).batch_norm_backward(grads[0], xv, wv, save_mean, save_invstd, eps, gx, gw, gb);
+        if (n.needs_input_grad(0)) r[0] = gx;
+        r[1] = gw;
+        r[2] = gb;
+        return r;
+      });
   return out;
 }
 

@@ -152,10 +152,10 @@ struct RnnAttrs {
 
 // Any op's attributes.
 using OpAttrs =
-    std::variant<NoAttrs, UnaryAttrs, BinaryAttrs, ScalarAttrs, ShapeAttrs, DimsAttrs, DimAttrs, SqueezeAttrs, FlattenAttrs,
-                 SliceAttrs, SelectAttrs, DiagonalAttrs, SplitAttrs, PadAttrs, ReduceAttrs, DimKeepAttrs, OptionalDimAttrs,
-                 KthvalueAttrs, QuantileAttrs, SortAttrs, TopkAttrs, HistcAttrs, BincountAttrs, SearchsortedAttrs,
-                 UniqueAttrs, ConvAttrs, ConvTransposeAttrs, MaxPoolAttrs, AvgPoolAttrs, AdaptivePoolAttrs,
-                 BatchNormAttrs, InstanceNormAttrs, InterpolateAttrs, GridSampleAttrs, RnnAttrs>;
+    std::variant<NoAttrs, UnaryAttrs, BinaryAttrs, ScalarAttrs, ShapeAttrs, DimsAttrs, DimAttrs, SqueezeAttrs,
+                 FlattenAttrs, SliceAttrs, SelectAttrs, DiagonalAttrs, SplitAttrs, PadAttrs, ReduceAttrs, DimKeepAttrs,
+                 OptionalDimAttrs, KthvalueAttrs, QuantileAttrs, SortAttrs, TopkAttrs, HistcAttrs, BincountAttrs,
+                 SearchsortedAttrs, UniqueAttrs, ConvAttrs, ConvTransposeAttrs, MaxPoolAttrs, AvgPoolAttrs,
+                 AdaptivePoolAttrs, BatchNormAttrs, InstanceNormAttrs, InterpolateAttrs, GridSampleAttrs, RnnAttrs>;
 
 }  // namespace nabla

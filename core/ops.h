@@ -53,8 +53,7 @@ Tensor scalar_tensor(Scalar value, const TensorOptions& options = {});
 // The memory must outlive the tensor (or pass a deleter that frees it when the tensor dies).
 Tensor from_blob(void* data, IntArrayRef sizes, const TensorOptions& options = {});
 Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, const TensorOptions& options = {});
-Tensor from_blob(void* data, IntArrayRef sizes, std::function<void(void*)> deleter,
-                 const TensorOptions& options = {});
+Tensor from_blob(void* data, IntArrayRef sizes, std::function<void(void*)> deleter, const TensorOptions& options = {});
 
 Tensor empty(IntArrayRef shape, const TensorOptions& options = {});
 Tensor zeros(IntArrayRef shape, const TensorOptions& options = {});
@@ -76,7 +75,7 @@ Tensor randn(IntArrayRef shape, const TensorOptions& options = {});  // standard
 Tensor randint(int64_t low, int64_t high, IntArrayRef shape, const TensorOptions& options = {});
 Tensor randint(int64_t high, IntArrayRef shape, const TensorOptions& options = {});
 Tensor randperm(int64_t n, const TensorOptions& options = {});
-Tensor bernoulli(const Tensor& p);                                  // 1 with probability p
+Tensor bernoulli(const Tensor& p);  // 1 with probability p
 Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement = false);
 
 // ---- elementwise (broadcasting, type promotion) ------------------------------------------------
@@ -148,8 +147,8 @@ Tensor erfinv(const Tensor& x);
 Tensor asinh(const Tensor& x);
 Tensor acosh(const Tensor& x);
 Tensor atanh(const Tensor& x);
-Tensor lgamma(const Tensor& x);   // log|Gamma(x)|
-Tensor digamma(const Tensor& x);  // d/dx lgamma(x); -inf at +0, NaN at negative integers, as PyTorch
+Tensor lgamma(const Tensor& x);                // log|Gamma(x)|
+Tensor digamma(const Tensor& x);               // d/dx lgamma(x); -inf at +0, NaN at negative integers, as PyTorch
 Tensor polygamma(int64_t n, const Tensor& x);  // the n-th derivative of digamma, n >= 0
 // NaN, +inf and -inf replaced by nan, posinf and neginf (the dtype's largest and lowest finite values
 // when not given); integer and bool tensors come back unchanged (a copy). Gradient: g where x is finite.
@@ -296,7 +295,8 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool k
 // Variance with `correction` subtracted from the count (1: unbiased, 0: population).
 Tensor var(const Tensor& x, IntArrayRef dims = {}, int64_t correction = 1, bool keepdim = false);
 Tensor std(const Tensor& x, IntArrayRef dims = {}, int64_t correction = 1, bool keepdim = false);
-std::tuple<Tensor, Tensor> var_mean(const Tensor& x, IntArrayRef dims = {}, int64_t correction = 1, bool keepdim = false);
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, IntArrayRef dims = {}, int64_t correction = 1,
+                                    bool keepdim = false);
 Tensor norm(const Tensor& x, double p = 2, IntArrayRef dims = {}, bool keepdim = false);
 Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim = false);
 Tensor any(const Tensor& x);
@@ -344,11 +344,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, In
               IntArrayRef padding = 0, IntArrayRef dilation = 1, int64_t groups = 1);
 // The gradient of conv2d with respect to its input, i.e. a transposed convolution: given
 // grad_out (N, C_out, H_out, W_out) and weight, returns (N, C_in, input_size).
-Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, IntArrayRef input_hw,
-                         const Conv2dParams& p);
+Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, IntArrayRef input_hw, const Conv2dParams& p);
 // The gradient of conv2d with respect to its weight: returns (C_out, C_in/groups, kernel_hw).
-Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef kernel_hw,
-                          const Conv2dParams& p);
+Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef kernel_hw, const Conv2dParams& p);
 // x: (N, C_in, D, H, W) or (C_in, D, H, W), weight: (C_out, C_in / groups, kD, kH, kW), bias: (C_out)
 // or undefined. stride, padding and dilation take 1 or 3 values.
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, IntArrayRef stride = 1,
@@ -358,12 +356,12 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, In
 Tensor conv_input_grad(const Tensor& grad_out, const Tensor& weight, IntArrayRef input_size, const ConvParams& p);
 Tensor conv_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef kernel_size, const ConvParams& p);
 // x: (N, C_in, H, W), weight: (C_in, C_out / groups, kH, kW)
-Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
-                        IntArrayRef stride = 1, IntArrayRef padding = 0, IntArrayRef output_padding = 0,
-                        int64_t groups = 1, IntArrayRef dilation = 1);
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, IntArrayRef stride = 1,
+                        IntArrayRef padding = 0, IntArrayRef output_padding = 0, int64_t groups = 1,
+                        IntArrayRef dilation = 1);
 // x: (N, C_in, L), weight: (C_out, C_in / groups, k)
-Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1,
-              int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1, int64_t padding = 0,
+              int64_t dilation = 1, int64_t groups = 1);
 
 struct Pool2dParams {
   std::array<int64_t, 2> kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};

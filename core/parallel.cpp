@@ -90,8 +90,8 @@ class ThreadPool {
       stop();
       start(previous);  // they ran before; if the system now refuses some, fewer is still correct
       throw Error(internal::str("set_num_threads(", nthreads, "): the system refused to start more than ", started,
-                              " threads (", *err, "; a limit such as ulimit -u was reached); kept ", num_threads(),
-                              " threads"));
+                                " threads (", *err, "; a limit such as ulimit -u was reached); kept ", num_threads(),
+                                " threads"));
     }
   }
 
@@ -196,9 +196,7 @@ class ThreadPool {
     for (int i = 1; i < nthreads; ++i) {
       try {
         threads_.emplace_back([this] { worker(); });
-      } catch (const std::system_error& e) {
-        return std::string(e.what());
-      }
+      } catch (const std::system_error& e) { return std::string(e.what()); }
     }
     return std::nullopt;
   }
@@ -277,7 +275,8 @@ class ThreadPool {
 // The core count, or NABLA_NUM_THREADS when it is a whole number from 1 to kMaxThreads (larger
 // values are capped, anything else ignored, with a warning: a library cannot refuse to start).
 int default_num_threads() {
-  const int cores = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, static_cast<unsigned>(kMaxThreads)));
+  const int cores =
+      static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, static_cast<unsigned>(kMaxThreads)));
   const char* e = std::getenv("NABLA_NUM_THREADS");
   if (!e || !*e) return cores;
   errno = 0;
@@ -286,15 +285,16 @@ int default_num_threads() {
   static std::once_flag warned;
   if (*end != '\0' || n < 1) {
     std::call_once(warned, [&] {
-      std::fprintf(stderr, "nabla: ignoring NABLA_NUM_THREADS='%s': expected a whole number from 1 to %d; using %d threads\n",
+      std::fprintf(stderr,
+                   "nabla: ignoring NABLA_NUM_THREADS='%s': expected a whole number from 1 to %d; using %d threads\n",
                    e, kMaxThreads, cores);
     });
     return cores;
   }
   if (errno == ERANGE || n > kMaxThreads) {
     std::call_once(warned, [&] {
-      std::fprintf(stderr, "nabla: NABLA_NUM_THREADS=%s is more than the limit of %d threads; using %d\n", e, kMaxThreads,
-                   kMaxThreads);
+      std::fprintf(stderr, "nabla: NABLA_NUM_THREADS=%s is more than the limit of %d threads; using %d\n", e,
+                   kMaxThreads, kMaxThreads);
     });
     return kMaxThreads;
   }
@@ -321,7 +321,7 @@ int get_num_threads() {
 
 void set_num_threads(int n) {
   NABLA_CHECK(ValueError, n <= kMaxThreads, "set_num_threads: ", n, " threads is more than the limit of ", kMaxThreads,
-                    " (this machine has ", std::thread::hardware_concurrency(), " cores)");
+              " (this machine has ", std::thread::hardware_concurrency(), " cores)");
   n = std::max(1, n);
   pool().resize(n);  // throws, leaving the threads as they were, when the system refuses threads
   g_num_threads.store(n);

@@ -24,7 +24,8 @@ namespace internal {
 class RangeFn {
  public:
   template <class F>
-  RangeFn(const F& f) : obj_(&f), call_([](const void* o, int64_t b, int64_t e) { (*static_cast<const F*>(o))(b, e); }) {}
+  RangeFn(const F& f)
+      : obj_(&f), call_([](const void* o, int64_t b, int64_t e) { (*static_cast<const F*>(o))(b, e); }) {}
   void operator()(int64_t b, int64_t e) const { call_(obj_, b, e); }
 
  private:

@@ -16,9 +16,9 @@ namespace {
 
 struct Reduction {
   internal::DimMask mask;
-  Shape keep_shape;  // keepdim shape
-  Shape out_shape;   // requested shape
-  int64_t count = 1; // elements reduced into each output
+  Shape keep_shape;   // keepdim shape
+  Shape out_shape;    // requested shape
+  int64_t count = 1;  // elements reduced into each output
 };
 
 Reduction plan(const Tensor& x, IntArrayRef dims, bool keepdim, const char* op) {
@@ -60,7 +60,8 @@ Tensor expand_grad(const Tensor& g, const Shape& keep_shape, const Shape& x_shap
 
 Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType> dtype_opt) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::sum>(t, {x}, {.dims = trace::ints(dims), .keepdim = keepdim}, [&] { return sum(x, dims, keepdim, dtype_opt); });
+    return trace::traced<OpId::sum>(t, {x}, {.dims = trace::ints(dims), .keepdim = keepdim},
+                                    [&] { return sum(x, dims, keepdim, dtype_opt); });
   DType dt = dtype_opt.value_or(is_floating(x.dtype()) ? x.dtype() : DType::i64);
   Tensor xin = x.dtype() == dt ? x : x.to(dt);
   Reduction r = plan(xin, dims, keepdim, "sum");
@@ -75,9 +76,10 @@ Tensor sum(const Tensor& x, std::optional<DType> dtype) { return sum(x, IntArray
 
 Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::mean>(t, {x}, {.dims = trace::ints(dims), .keepdim = keepdim}, [&] { return mean(x, dims, keepdim); });
+    return trace::traced<OpId::mean>(t, {x}, {.dims = trace::ints(dims), .keepdim = keepdim},
+                                     [&] { return mean(x, dims, keepdim); });
   NABLA_CHECK(DTypeError, is_floating(x.dtype()), "mean: input dtype must be floating, got ", x.dtype(),
-                    " (convert with .to(kFloat32) first)");
+              " (convert with .to(kFloat32) first)");
   // float16/bfloat16: summed and divided in float32, rounded once, as PyTorch 2.x (1.13 rounds the
   // sum and the count to the dtype first).
   if (is_low_precision(x.dtype())) return mean(x.to(DType::f32), dims, keepdim).to(x.dtype());
@@ -91,26 +93,27 @@ Tensor prod(const Tensor& x, int64_t dim, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::prod>(
         t, {x}, {.dims = x.dim() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{dim}, .keepdim = keepdim},
-                         [&] { return prod(x, dim, keepdim); });
+        [&] { return prod(x, dim, keepdim); });
   DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
   Tensor xin = x.dtype() == dt ? x : x.to(dt);
   int64_t d = wrap_dim(dim, xin.dim(), "prod");
   Reduction r = plan(xin, xin.dim() == 0 ? IntArrayRef{} : IntArrayRef(d), keepdim, "prod");
   Tensor out = run_reduce(ReduceOp::prod, xin, r, dt);
   if (autograd::needs_grad(xin)) {
-    autograd::record("ProdBackward", {&xin}, {&out}, [sx = save(xin), keep = r.keep_shape, d](Node& n, GradList& grads) {
-      Tensor xv = sx.unpack(n);
-      if (xv.dim() == 0) return GradList{grads[0]};
-      if (xv.numel() == 0) return GradList{zeros_like(xv)};
-      // d prod / d x_i = product of the other elements, from exclusive cumulative products on both
-      // sides (exact with zeros, no division).
-      int64_t len = xv.sizes()[d];
-      Tensor one = ones_like(xv.narrow(d, 0, 1));
-      Tensor left = cat({one, cumprod(xv, d).narrow(d, 0, len - 1)}, d);
-      Tensor rx = xv.flip(d);
-      Tensor right = cat({one, cumprod(rx, d).narrow(d, 0, len - 1)}, d).flip(d);
-      return GradList{grads[0].reshape(keep) * left * right};
-    });
+    autograd::record("ProdBackward", {&xin}, {&out},
+                     [sx = save(xin), keep = r.keep_shape, d](Node& n, GradList& grads) {
+                       Tensor xv = sx.unpack(n);
+                       if (xv.dim() == 0) return GradList{grads[0]};
+                       if (xv.numel() == 0) return GradList{zeros_like(xv)};
+                       // d prod / d x_i = product of the other elements, from exclusive cumulative products on both
+                       // sides (exact with zeros, no division).
+                       int64_t len = xv.sizes()[d];
+                       Tensor one = ones_like(xv.narrow(d, 0, 1));
+                       Tensor left = cat({one, cumprod(xv, d).narrow(d, 0, len - 1)}, d);
+                       Tensor rx = xv.flip(d);
+                       Tensor right = cat({one, cumprod(rx, d).narrow(d, 0, len - 1)}, d).flip(d);
+                       return GradList{grads[0].reshape(keep) * left * right};
+                     });
   }
   return out;
 }
@@ -130,22 +133,23 @@ Tensor extreme_all(ReduceOp op, const Tensor& x, IntArrayRef dims, bool keepdim,
   // Reducing every dim of an empty tensor has no identity; reducing only non-empty dims of one is
   // fine (and gives an empty result), as in PyTorch.
   NABLA_CHECK(ValueError, x.numel() > 0 || !dims.empty(), name, ": cannot reduce an empty tensor of shape ", x.sizes(),
-                    " (the result has no identity)");
+              " (the result has no identity)");
   Reduction r = plan(x, dims, keepdim, name);
   for (int64_t d = 0; d < x.dim(); ++d)
-    NABLA_CHECK(IndexError, !r.mask[d] || x.sizes()[d] > 0, name, ": cannot reduce over the empty dim ", d, " of shape ",
-                      x.sizes());
+    NABLA_CHECK(IndexError, !r.mask[d] || x.sizes()[d] > 0, name, ": cannot reduce over the empty dim ", d,
+                " of shape ", x.sizes());
   Tensor out = run_reduce(op, x, r, x.dtype());
   if (autograd::needs_grad(x)) {
-    autograd::record(op == ReduceOp::max ? "MaxBackward" : "MinBackward", {&x}, {&out},
-                     [sx = save(x), sy = save_output(out), keep = r.keep_shape, mask = r.mask](Node& n, GradList& grads) {
-                       Tensor xv = sx.unpack(n);
-                       Tensor y = sy.unpack(n).reshape(keep);
-                       Tensor hit = eq(xv, y).to(grads[0].dtype());
-                       Shape dims = mask_dims(mask);
-                       Tensor count = xv.dim() == 0 ? hit : hit.sum(dims, true);
-                       return GradList{grads[0].reshape(keep) * hit / count};
-                     });
+    autograd::record(
+        op == ReduceOp::max ? "MaxBackward" : "MinBackward", {&x}, {&out},
+        [sx = save(x), sy = save_output(out), keep = r.keep_shape, mask = r.mask](Node& n, GradList& grads) {
+          Tensor xv = sx.unpack(n);
+          Tensor y = sy.unpack(n).reshape(keep);
+          Tensor hit = eq(xv, y).to(grads[0].dtype());
+          Shape dims = mask_dims(mask);
+          Tensor count = xv.dim() == 0 ? hit : hit.sum(dims, true);
+          return GradList{grads[0].reshape(keep) * hit / count};
+        });
   }
   return out;
 }
@@ -163,8 +167,8 @@ std::tuple<Tensor, Tensor> extreme_dim(ReduceOp op, const Tensor& x, int64_t dim
                          [&] { return extreme_dim(op, x, dim, keepdim, name); });
   int64_t d = wrap_dim(dim, x.dim(), name);
   Reduction r = plan(x, x.dim() == 0 ? IntArrayRef{} : IntArrayRef(d), true, name);
-  NABLA_CHECK(IndexError, x.dim() == 0 || x.sizes()[d] > 0, name, ": cannot reduce over the empty dim ", d, " of shape ",
-                    x.sizes());
+  NABLA_CHECK(IndexError, x.dim() == 0 || x.sizes()[d] > 0, name, ": cannot reduce over the empty dim ", d,
+              " of shape ", x.sizes());
   Tensor values = internal::make_empty(r.keep_shape, x.dtype(), x.device());
   Tensor indices = internal::make_empty(r.keep_shape, DType::i64, x.device());
   backend_for(x.device()).arg_reduce(op, x, x.dim() == 0 ? 0 : d, values, indices);
@@ -192,8 +196,12 @@ std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
 std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
   return extreme_dim(ReduceOp::min, x, dim, keepdim, "min");
 }
-Tensor amax(const Tensor& x, IntArrayRef dims, bool keepdim) { return extreme_all(ReduceOp::max, x, dims, keepdim, "amax"); }
-Tensor amin(const Tensor& x, IntArrayRef dims, bool keepdim) { return extreme_all(ReduceOp::min, x, dims, keepdim, "amin"); }
+Tensor amax(const Tensor& x, IntArrayRef dims, bool keepdim) {
+  return extreme_all(ReduceOp::max, x, dims, keepdim, "amax");
+}
+Tensor amin(const Tensor& x, IntArrayRef dims, bool keepdim) {
+  return extreme_all(ReduceOp::min, x, dims, keepdim, "amin");
+}
 
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   autograd::NoGradGuard ng;
@@ -339,35 +347,38 @@ Tensor cumprod(const Tensor& x, int64_t dim) {
   Tensor out = internal::make_empty(xin.sizes(), dt, xin.device());
   backend_for(xin.device()).scan(ScanOp::cumprod, xin, d, out);
   if (autograd::needs_grad(xin))
-    autograd::record("CumprodBackward", {&xin}, {&out}, [sx = save(xin), sy = save_output(out), d](Node& n, GradList& grads) {
-      Tensor xv = sx.unpack(n), y = sy.unpack(n);
-      if (grads[0].dim() == 0) return GradList{grads[0]};
-      bool has_zero;
-      {
-        autograd::NoGradGuard ng;
-        has_zero = any(eq(xv, 0)).item<bool>();
-      }
-      if (!has_zero) {
-        // dx_j = sum_{i >= j} g_i y_i / x_j
-        Tensor gy = grads[0] * y;
-        return GradList{gy.flip(d).cumsum(d).flip(d) / xv};
-      }
-      // Exact with zeros: dx_j = L_j * S_j, where L_j = prod_{k<j} x_k and
-      // S_j = g_j + x_{j+1} S_{j+1} (a reverse scan, done slice by slice).
-      int64_t len = xv.sizes()[d];
-      std::vector<Tensor> s(static_cast<size_t>(len));
-      s[len - 1] = grads[0].narrow(d, len - 1, 1);
-      for (int64_t j = len - 2; j >= 0; --j) s[j] = grads[0].narrow(d, j, 1) + xv.narrow(d, j + 1, 1) * s[j + 1];
-      Tensor left = cat({ones_like(xv.narrow(d, 0, 1)), cumprod(xv, d).narrow(d, 0, len - 1)}, d);
-      return GradList{left * cat(s, d)};
-    });
+    autograd::record("CumprodBackward", {&xin}, {&out},
+                     [sx = save(xin), sy = save_output(out), d](Node& n, GradList& grads) {
+                       Tensor xv = sx.unpack(n), y = sy.unpack(n);
+                       if (grads[0].dim() == 0) return GradList{grads[0]};
+                       bool has_zero;
+                       {
+                         autograd::NoGradGuard ng;
+                         has_zero = any(eq(xv, 0)).item<bool>();
+                       }
+                       if (!has_zero) {
+                         // dx_j = sum_{i >= j} g_i y_i / x_j
+                         Tensor gy = grads[0] * y;
+                         return GradList{gy.flip(d).cumsum(d).flip(d) / xv};
+                       }
+                       // Exact with zeros: dx_j = L_j * S_j, where L_j = prod_{k<j} x_k and
+                       // S_j = g_j + x_{j+1} S_{j+1} (a reverse scan, done slice by slice).
+                       int64_t len = xv.sizes()[d];
+                       std::vector<Tensor> s(static_cast<size_t>(len));
+                       s[len - 1] = grads[0].narrow(d, len - 1, 1);
+                       for (int64_t j = len - 2; j >= 0; --j)
+                         s[j] = grads[0].narrow(d, j, 1) + xv.narrow(d, j + 1, 1) * s[j + 1];
+                       Tensor left = cat({ones_like(xv.narrow(d, 0, 1)), cumprod(xv, d).narrow(d, 0, len - 1)}, d);
+                       return GradList{left * cat(s, d)};
+                     });
   return out;
 }
 
 // ---- sort / topk --------------------------------------------------------------------------------
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::sort>(t, {x}, {.dim = dim, .descending = descending}, [&] { return sort(x, dim, descending); });
+    return trace::traced<OpId::sort>(t, {x}, {.dim = dim, .descending = descending},
+                                     [&] { return sort(x, dim, descending); });
   int64_t d = wrap_dim(dim, x.dim(), "sort");
   Tensor values = internal::make_empty(x.sizes(), x.dtype(), x.device());
   Tensor indices = internal::make_empty(x.sizes(), DType::i64, x.device());
@@ -388,7 +399,7 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::topk>(t, {x}, {.k = k, .dim = dim, .largest = largest, .sorted = sorted},
-                         [&] { return topk(x, k, dim, largest, sorted); });
+                                     [&] { return topk(x, k, dim, largest, sorted); });
   (void)sorted;  // results are always sorted
   int64_t d = wrap_dim(dim, x.dim(), "topk");
   int64_t n = x.dim() == 0 ? 1 : x.sizes()[d];
@@ -410,7 +421,8 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool la
 namespace {
 Tensor softmax_impl(const Tensor& x_in, int64_t dim, bool log) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced(t, log ? OpId::log_softmax : OpId::softmax, {x_in}, DimAttrs{dim}, [&] { return softmax_impl(x_in, dim, log); });
+    return trace::traced(t, log ? OpId::log_softmax : OpId::softmax, {x_in}, DimAttrs{dim},
+                         [&] { return softmax_impl(x_in, dim, log); });
   const char* name = log ? "log_softmax" : "softmax";
   Tensor x = is_floating(x_in.dtype()) ? x_in : x_in.to(DType::f32);
   int64_t d = wrap_dim(dim, x.dim(), name);

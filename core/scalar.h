@@ -17,8 +17,7 @@ class Scalar {
 
   Scalar() : kind_(Kind::integral), i_(0) {}
   template <class T>
-    requires std::is_arithmetic_v<T>
-  Scalar(T v) {
+  requires std::is_arithmetic_v<T> Scalar(T v) {
     if constexpr (std::is_same_v<T, bool>) {
       kind_ = Kind::boolean;
       i_ = v;

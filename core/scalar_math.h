@@ -17,19 +17,19 @@ namespace nabla::scalar {
 
 using std::acos;
 using std::acosh;
-using std::asinh;
-using std::atanh;
-using std::erfc;
 using std::asin;
+using std::asinh;
 using std::atan;
 using std::atan2;
-using std::hypot;
+using std::atanh;
 using std::cos;
 using std::cosh;
 using std::erf;
+using std::erfc;
 using std::exp;
 using std::exp2;
 using std::expm1;
+using std::hypot;
 using std::log;
 using std::log10;
 using std::log1p;
@@ -191,8 +191,8 @@ NABLA_HOST_DEVICE inline T xlogy(T a, T b) {
 // log(exp(a) + exp(b)) without overflow, as torch.logaddexp (equal infinities give themselves).
 template <class T>
 NABLA_HOST_DEVICE inline T logaddexp(T a, T b) {
-  if (a != a || b != b) return a + b;         // NaN
-  if (a == b && !(a - a == T(0))) return a;   // equal infinities (inf - inf is NaN)
+  if (a != a || b != b) return a + b;                    // NaN
+  if (a == b && !(a - a == T(0))) return a;              // equal infinities (inf - inf is NaN)
   const T m = a > b ? a : b, d = a > b ? b - a : a - b;  // d = -|a - b|
   return m + std::log1p(std::exp(d));
 }
@@ -242,7 +242,8 @@ NABLA_HOST_DEVICE inline bool isnan(T x) {
 }
 template <class T>
 NABLA_HOST_DEVICE inline bool isinf(T x) {
-  if constexpr (std::is_floating_point_v<T>) return x == std::numeric_limits<T>::infinity() || x == -std::numeric_limits<T>::infinity();
+  if constexpr (std::is_floating_point_v<T>)
+    return x == std::numeric_limits<T>::infinity() || x == -std::numeric_limits<T>::infinity();
   else return false;
 }
 template <class T>
@@ -282,8 +283,8 @@ NABLA_HOST_DEVICE inline T digamma_nonnegative(T x) {
     x += T(1);
   }
   if (x == T(10)) return result + T(2.25175258906672110764);
-  const T A[] = {T(8.33333333333333333333E-2), T(-2.10927960927960927961E-2), T(7.57575757575757575758E-3),
-                 T(-4.16666666666666666667E-3), T(3.96825396825396825397E-3), T(-8.33333333333333333333E-3),
+  const T A[] = {T(8.33333333333333333333E-2),  T(-2.10927960927960927961E-2), T(7.57575757575757575758E-3),
+                 T(-4.16666666666666666667E-3), T(3.96825396825396825397E-3),  T(-8.33333333333333333333E-3),
                  T(8.33333333333333333333E-2)};
   T y = 0;
   if (x < T(1.0e17)) {
@@ -327,9 +328,18 @@ NABLA_HOST_DEVICE inline T trigamma(T x) {
 // The Hurwitz zeta function sum_k (k + q)^-x (Cephes' zeta, as torch.special.zeta).
 NABLA_HOST_DEVICE inline double zeta_f64(double x, double q) {
   const double machep = 1.11022302462515654042E-16;
-  const double A[] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
-                      -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
-                      1.8152105401943546773e17, -7.1661652561756670113e18};
+  const double A[] = {12.0,
+                      -720.0,
+                      30240.0,
+                      -1209600.0,
+                      47900160.0,
+                      -1.8924375803183791606e9,
+                      7.47242496e10,
+                      -2.950130727918164224e12,
+                      1.1646782814350067249e14,
+                      -4.5979787224074726105e15,
+                      1.8152105401943546773e17,
+                      -7.1661652561756670113e18};
   if (x == 1) return std::numeric_limits<double>::infinity();
   if (x < 1) return std::numeric_limits<double>::quiet_NaN();
   if (q <= 0) {

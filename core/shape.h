@@ -46,9 +46,7 @@ class IntArrayRef {
   constexpr int64_t back() const { return data_[size_ - 1]; }
   constexpr operator std::span<const int64_t>() const { return {data_, size_}; }
   SmallVector<int64_t, 6> vec() const { return SmallVector<int64_t, 6>(begin(), end()); }
-  friend bool operator==(IntArrayRef a, IntArrayRef b) {
-    return std::equal(a.begin(), a.end(), b.begin(), b.end());
-  }
+  friend bool operator==(IntArrayRef a, IntArrayRef b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
 
  private:
   const int64_t* data_ = nullptr;

@@ -26,8 +26,7 @@ class SmallVector {
   explicit SmallVector(size_t n, const T& v = T()) { assign(n, v); }
   SmallVector(std::initializer_list<T> il) { assign(il.begin(), il.end()); }
   template <class It>
-    requires(!std::is_integral_v<It>)
-  SmallVector(It first, It last) { assign(first, last); }
+  requires(!std::is_integral_v<It>) SmallVector(It first, It last) { assign(first, last); }
   explicit SmallVector(std::span<const T> s) { assign(s.begin(), s.end()); }
 
   SmallVector(const SmallVector& o) { assign(o.begin(), o.end()); }
@@ -112,8 +111,7 @@ class SmallVector {
   operator std::span<const T>() const { return {ptr_, size_}; }
 
   template <class It>
-    requires(!std::is_integral_v<It>)
-  void assign(It first, It last) {
+  requires(!std::is_integral_v<It>) void assign(It first, It last) {
     clear();
     size_t n = static_cast<size_t>(std::distance(first, last));
     reserve(n);

@@ -88,8 +88,8 @@ std::tuple<Tensor, Tensor> take(const Tensor& x, int64_t d, Tensor idx, bool kee
 
 void check_nonempty_dim(const Tensor& x, int64_t d, const char* op) {
   if (x.dim() == 0) return;
-  NABLA_CHECK(IndexError, x.size(d) > 0, op, ": cannot reduce over dimension ", d, " of size 0 (input shape ", x.sizes(),
-                    ")");
+  NABLA_CHECK(IndexError, x.size(d) > 0, op, ": cannot reduce over dimension ", d, " of size 0 (input shape ",
+              x.sizes(), ")");
 }
 
 // Element k (0-based) of the line in the order (value with NaN largest, then index): the same
@@ -181,8 +181,8 @@ Interp parse_interp(std::string_view s, const char* op) {
   if (s == "higher") return Interp::higher;
   if (s == "nearest") return Interp::nearest;
   if (s == "midpoint") return Interp::midpoint;
-  throw ValueError(internal::str(op, ": interpolation must be one of linear, lower, higher, midpoint or nearest, got '",
-                               s, "'"));
+  throw ValueError(
+      internal::str(op, ": interpolation must be one of linear, lower, higher, midpoint or nearest, got '", s, "'"));
 }
 
 Tensor quantile_impl(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bool keepdim,
@@ -190,7 +190,7 @@ Tensor quantile_impl(const Tensor& x, const Tensor& q, std::optional<int64_t> di
   NABLA_CHECK(ValueError, x.defined() && q.defined(), op, ": undefined tensor");
   NABLA_CHECK(DTypeError, is_floating(x.dtype()), op, ": input must be a floating tensor, got ", x.dtype());
   NABLA_CHECK(DTypeError, q.dtype() == x.dtype(), op, ": q (", q.dtype(), ") must have the input's dtype (", x.dtype(),
-                    ")");
+              ")");
   NABLA_CHECK(ShapeError, q.dim() <= 1, op, ": q must be a scalar or a 1-D tensor, got shape ", q.sizes());
   NABLA_CHECK(ValueError, x.numel() > 0, op, ": input tensor must be non-empty");
   NABLA_CHECK(DeviceError, q.device() == x.device(), op, ": q is on ", q.device(), " but the input on ", x.device());
@@ -200,7 +200,8 @@ Tensor quantile_impl(const Tensor& x, const Tensor& q, std::optional<int64_t> di
     if (q.numel() > 0) {
       Tensor qd = q.detach().to(DType::f64).cpu();
       const double lo = min(qd).item<double>(), hi = max(qd).item<double>();
-      NABLA_CHECK(ValueError, lo >= 0 && hi <= 1, op, ": q values must be in the range [0, 1], got [", lo, ", ", hi, "]");
+      NABLA_CHECK(ValueError, lo >= 0 && hi <= 1, op, ": q values must be in the range [0, 1], got [", lo, ", ", hi,
+                  "]");
     }
   }
   // sorted: (R..., n), the reduced dim last.
@@ -308,8 +309,9 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<doub
 Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rounding_mode) {
   if (!rounding_mode) return div(a, b);
   if (*rounding_mode == "floor") return floor_divide(a, b);
-  NABLA_CHECK(ValueError, *rounding_mode == "trunc", "div: expected rounding_mode to be one of None, 'trunc', or 'floor' ",
-                    "but found '", *rounding_mode, "'");
+  NABLA_CHECK(ValueError, *rounding_mode == "trunc",
+              "div: expected rounding_mode to be one of None, 'trunc', or 'floor' ", "but found '", *rounding_mode,
+              "'");
   const DType dt = internal::result_type(a, b);
   if (is_floating(dt)) {
     // trunc(a / b) with a zero gradient of its own (as PyTorch's): through div it would be 0 / b, NaN
@@ -325,7 +327,7 @@ Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rou
                         fb = is_floating(b.dtype()) ? b.dtype() : dt](autograd::Node&, autograd::GradList& grads) {
                          const Device dev = grads[0].device();
                          return autograd::GradList{zeros(sa, TensorOptions().dtype(fa).device(dev)),
-                                         zeros(sb, TensorOptions().dtype(fb).device(dev))};
+                                                   zeros(sb, TensorOptions().dtype(fb).device(dev))};
                        });
     return q;
   }
@@ -347,7 +349,8 @@ Tensor median(const Tensor& x) {
 }
 std::tuple<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::median>(t, {x}, {.dim = dim, .keepdim = keepdim}, [&] { return median(x, dim, keepdim); });
+    return trace::traced<OpId::median>(t, {x}, {.dim = dim, .keepdim = keepdim},
+                                       [&] { return median(x, dim, keepdim); });
   return dim_median(x, dim, keepdim, false, "median");
 }
 Tensor nanmedian(const Tensor& x) {
@@ -358,19 +361,19 @@ Tensor nanmedian(const Tensor& x) {
 std::tuple<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::nanmedian>(t, {x}, {.dim = dim, .keepdim = keepdim},
-                         [&] { return nanmedian(x, dim, keepdim); });
+                                          [&] { return nanmedian(x, dim, keepdim); });
   return dim_median(x, dim, keepdim, true, "nanmedian");
 }
 
 std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::kthvalue>(t, {x}, {.k = k, .dim = dim, .keepdim = keepdim},
-                         [&] { return kthvalue(x, k, dim, keepdim); });
+                                         [&] { return kthvalue(x, k, dim, keepdim); });
   NABLA_CHECK(DTypeError, x.dtype() != DType::boolean, "kthvalue: not implemented for bool tensors");
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "kthvalue");
   const int64_t n = x.dim() == 0 ? 1 : x.size(d);
   NABLA_CHECK(IndexError, k >= 1 && k <= n, "kthvalue: k (", k, ") out of range for dimension ", d, " of size ", n,
-                    " (input shape ", x.sizes(), ")");
+              " (input shape ", x.sizes(), ")");
   Tensor i = pick_indices(x, d, "kthvalue", [&](const auto* row, int64_t len) { return kth_index(row, len, k - 1); });
   return take(x, d, i, keepdim);
 }
@@ -388,7 +391,7 @@ Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bo
                 std::string_view interpolation) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::quantile>(t, {x, q}, {dim, keepdim, std::string(interpolation)},
-                         [&] { return quantile(x, q, dim, keepdim, interpolation); });
+                                         [&] { return quantile(x, q, dim, keepdim, interpolation); });
   return quantile_impl(x, q, dim, keepdim, interpolation, false, "quantile");
 }
 Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim, std::string_view interpolation) {
@@ -399,14 +402,13 @@ Tensor nanquantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim,
                    std::string_view interpolation) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::nanquantile>(t, {x, q}, {dim, keepdim, std::string(interpolation)},
-                         [&] { return nanquantile(x, q, dim, keepdim, interpolation); });
+                                            [&] { return nanquantile(x, q, dim, keepdim, interpolation); });
   return quantile_impl(x, q, dim, keepdim, interpolation, true, "nanquantile");
 }
 Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim,
                    std::string_view interpolation) {
   NABLA_CHECK(ValueError, x.defined(), "nanquantile: input tensor is undefined");
-  return nanquantile(x, full({}, q, TensorOptions().dtype(x.dtype()).device(x.device())), dim, keepdim,
-                     interpolation);
+  return nanquantile(x, full({}, q, TensorOptions().dtype(x.dtype()).device(x.device())), dim, keepdim, interpolation);
 }
 
 // ---- scans --------------------------------------------------------------------------------------
@@ -414,7 +416,8 @@ namespace {
 template <bool Max>
 std::tuple<Tensor, Tensor> cum_extreme(const Tensor& x, int64_t dim, const char* op) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<Max ? OpId::cummax : OpId::cummin>(t, {x}, {.dim = dim}, [&] { return cum_extreme<Max>(x, dim, op); });
+    return trace::traced < Max ? OpId::cummax
+                               : OpId::cummin > (t, {x}, {.dim = dim}, [&] { return cum_extreme<Max>(x, dim, op); });
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), op);
   Tensor idx;
   {
@@ -488,7 +491,7 @@ Tensor logcumsumexp(const Tensor& x, int64_t dim) {
 Tensor histc(const Tensor& x, int64_t bins, double min_v, double max_v) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::histc>(t, {x}, {.bins = bins, .min = min_v, .max = max_v},
-                         [&] { return histc(x, bins, min_v, max_v); });
+                                      [&] { return histc(x, bins, min_v, max_v); });
   NABLA_CHECK(DTypeError, is_floating(x.dtype()), "histc: defined for floating tensors only, got ", x.dtype());
   NABLA_CHECK(ValueError, bins > 0, "histc: bins must be > 0, but got ", bins);
   Tensor h = to_host_contiguous(x);
@@ -528,26 +531,28 @@ Tensor histc(const Tensor& x, int64_t bins, double min_v, double max_v) {
 Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::bincount>(t, {x, weights}, {.minlength = minlength},
-                         [&] { return bincount(x, weights, minlength); });
+                                         [&] { return bincount(x, weights, minlength); });
   NABLA_CHECK(ValueError, x.defined(), "bincount: input tensor is undefined");
   NABLA_CHECK(ValueError, minlength >= 0, "bincount: minlength should be >= 0, got ", minlength);
   NABLA_CHECK(DTypeError, is_integral(x.dtype()) && x.dtype() != DType::boolean,
-                    "bincount: only supports 1-d non-negative integral inputs, got dtype ", x.dtype());
-  NABLA_CHECK(ShapeError, x.dim() == 1, "bincount: only supports 1-d non-negative integral inputs, got shape ", x.sizes());
+              "bincount: only supports 1-d non-negative integral inputs, got dtype ", x.dtype());
+  NABLA_CHECK(ShapeError, x.dim() == 1, "bincount: only supports 1-d non-negative integral inputs, got shape ",
+              x.sizes());
   const bool has_w = weights.defined();
   if (has_w) {
     NABLA_CHECK(ShapeError, weights.dim() == 1 && weights.size(0) == x.size(0),
-                      "bincount: weights should be 1-d and have the same length as input: input ", x.sizes(),
-                      " weights ", weights.sizes());
+                "bincount: weights should be 1-d and have the same length as input: input ", x.sizes(), " weights ",
+                weights.sizes());
     NABLA_CHECK(DeviceError, weights.device() == x.device(), "bincount: weights are on ", weights.device(),
-                       " but the input on ", x.device());
+                " but the input on ", x.device());
   }
   if (x.numel() == 0) return zeros({minlength}, TensorOptions().dtype(DType::i64).device(x.device()));
   Tensor h = to_host_contiguous(x).to(DType::i64).contiguous();
   const int64_t* p = h.data_ptr<int64_t>();
   int64_t mx = -1;
   for (int64_t i = 0; i < h.numel(); ++i) {
-    NABLA_CHECK(ValueError, p[i] >= 0, "bincount: only supports 1-d non-negative integral inputs, got the value ", p[i]);
+    NABLA_CHECK(ValueError, p[i] >= 0, "bincount: only supports 1-d non-negative integral inputs, got the value ",
+                p[i]);
     mx = std::max(mx, p[i]);
   }
   const int64_t len = std::max(mx + 1, minlength);
@@ -574,15 +579,16 @@ Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
 Tensor searchsorted(const Tensor& seq_in, const Tensor& values_in, bool out_int32, bool right,
                     std::optional<std::string_view> side, const Tensor& sorter_in) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::searchsorted>(t, {seq_in, values_in, sorter_in}, {.right = right || (side && *side == "right")},
-                         [&] { return searchsorted(seq_in, values_in, out_int32, right, side, sorter_in); });
+    return trace::traced<OpId::searchsorted>(
+        t, {seq_in, values_in, sorter_in}, {.right = right || (side && *side == "right")},
+        [&] { return searchsorted(seq_in, values_in, out_int32, right, side, sorter_in); });
   const char* op = "searchsorted";
   NABLA_CHECK(ValueError, seq_in.defined() && values_in.defined(), op, ": undefined tensor");
   if (side) {
-    NABLA_CHECK(ValueError, *side == "left" || *side == "right", op, ": side can only be 'left' or 'right', got '", *side,
-                      "'");
-    NABLA_CHECK(ValueError, !(right && *side == "left"), op, ": side and right can't be set to opposites, got side of left ",
-                      "while right was True");
+    NABLA_CHECK(ValueError, *side == "left" || *side == "right", op, ": side can only be 'left' or 'right', got '",
+                *side, "'");
+    NABLA_CHECK(ValueError, !(right && *side == "left"), op,
+                ": side and right can't be set to opposites, got side of left ", "while right was True");
     right = *side == "right";
   }
   NABLA_CHECK(ShapeError, seq_in.dim() >= 1, op, ": boundaries tensor should have at least 1 dimension, got 0-d");
@@ -591,15 +597,16 @@ Tensor searchsorted(const Tensor& seq_in, const Tensor& values_in, bool out_int3
     bool match = values_in.dim() == seq_in.dim();
     for (int64_t i = 0; match && i + 1 < seq_in.dim(); ++i) match = seq_in.size(i) == values_in.size(i);
     NABLA_CHECK(ShapeError, match, op, ": boundaries tensor should be 1 dimension or the first N-1 dimensions of ",
-                      "boundaries tensor and input value tensor must match, but we got boundaries tensor ",
-                      seq_in.sizes(), " and input value tensor ", values_in.sizes());
+                "boundaries tensor and input value tensor must match, but we got boundaries tensor ", seq_in.sizes(),
+                " and input value tensor ", values_in.sizes());
   }
   NABLA_CHECK(DeviceError, seq_in.device() == values_in.device(), op, ": boundaries are on ", seq_in.device(),
-                     " but the values on ", values_in.device());
+              " but the values on ", values_in.device());
   if (sorter_in.defined()) {
-    NABLA_CHECK(DTypeError, sorter_in.dtype() == DType::i64, op, ": sorter must be an int64 tensor, got ", sorter_in.dtype());
-    NABLA_CHECK(ShapeError, IntArrayRef(sorter_in.sizes()) == IntArrayRef(seq_in.sizes()), op, ": boundaries and sorter must have the same size, got ",
-                      seq_in.sizes(), " and ", sorter_in.sizes());
+    NABLA_CHECK(DTypeError, sorter_in.dtype() == DType::i64, op, ": sorter must be an int64 tensor, got ",
+                sorter_in.dtype());
+    NABLA_CHECK(ShapeError, IntArrayRef(sorter_in.sizes()) == IntArrayRef(seq_in.sizes()), op,
+                ": boundaries and sorter must have the same size, got ", seq_in.sizes(), " and ", sorter_in.sizes());
   }
   const DType common = internal::result_type(seq_in, values_in);
   Tensor seq = to_host_contiguous(seq_in).to(is_16bit(common) ? DType::f32 : common).contiguous();
@@ -630,15 +637,17 @@ Tensor searchsorted(const Tensor& seq_in, const Tensor& values_in, bool out_int3
 Tensor searchsorted(const Tensor& sorted_sequence, Scalar value, bool out_int32, bool right,
                     std::optional<std::string_view> side, const Tensor& sorter) {
   NABLA_CHECK(ShapeError, sorted_sequence.defined() && sorted_sequence.dim() == 1,
-                    "searchsorted: a scalar value needs a 1-D boundaries tensor");
-  return searchsorted(sorted_sequence, internal::wrap_scalar(value, internal::promote_with_scalar(sorted_sequence.dtype(), value)).to(sorted_sequence.device()),
+              "searchsorted: a scalar value needs a 1-D boundaries tensor");
+  return searchsorted(sorted_sequence,
+                      internal::wrap_scalar(value, internal::promote_with_scalar(sorted_sequence.dtype(), value))
+                          .to(sorted_sequence.device()),
                       out_int32, right, side, sorter);
 }
 
 Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool out_int32, bool right) {
   NABLA_CHECK(ValueError, x.defined() && boundaries.defined(), "bucketize: undefined tensor");
   NABLA_CHECK(ShapeError, boundaries.dim() == 1, "bucketize: boundaries tensor must be 1 dimension, but got dim(",
-                    boundaries.dim(), ")");
+              boundaries.dim(), ")");
   return searchsorted(boundaries, x, out_int32, right);
 }
 
@@ -676,12 +685,14 @@ UniqueResult unique_impl(const Tensor& x, bool return_inverse, bool return_count
     r.values = index_select(to_host_contiguous(x).reshape({-1}), 0, pick).to(x.device());
   }
   if (return_inverse)
-    r.inverse = (n == 0 ? zeros({0}, TensorOptions().dtype(DType::i64)) : tensor(group, TensorOptions().dtype(DType::i64)))
-                    .reshape(x.sizes())
-                    .to(x.device());
+    r.inverse =
+        (n == 0 ? zeros({0}, TensorOptions().dtype(DType::i64)) : tensor(group, TensorOptions().dtype(DType::i64)))
+            .reshape(x.sizes())
+            .to(x.device());
   if (return_counts)
-    r.counts = (m == 0 ? zeros({0}, TensorOptions().dtype(DType::i64)) : tensor(counts, TensorOptions().dtype(DType::i64)))
-                   .to(x.device());
+    r.counts =
+        (m == 0 ? zeros({0}, TensorOptions().dtype(DType::i64)) : tensor(counts, TensorOptions().dtype(DType::i64)))
+            .to(x.device());
   return r;
 }
 
@@ -698,7 +709,7 @@ UniqueResult unique_dim_impl(const Tensor& x, int64_t dim, bool return_inverse, 
     int64_t zero_dims = 0;
     for (int64_t s : x.sizes()) zero_dims += s == 0;
     NABLA_CHECK(ValueError, n == 0 && zero_dims == 1, op, ": cannot take the unique slices along dim ", d,
-                      " of a tensor of shape ", x.sizes(), " (dim must be its only dim of size 0)");
+                " of a tensor of shape ", x.sizes(), " (dim must be its only dim of size 0)");
     r.values = x.detach().clone();
     if (return_inverse) r.inverse = zeros({0}, i64).to(x.device());
     if (return_counts) r.counts = zeros({0}, i64).to(x.device());

@@ -16,10 +16,10 @@ struct StorageImpl final : RefCounted, Pooled {
   void* data = nullptr;
   size_t nbytes = 0;
   Device device;
-  Allocator* allocator = nullptr;           // owner of `data`; null for caller-owned memory
-  std::function<void(void*)> deleter;       // for from_blob with a deleter
-  uint32_t version = 0;                     // bumped by every in-place op on any view
-  bool pinned = false;                      // page-locked host memory (CUDA pinned buffers)
+  Allocator* allocator = nullptr;      // owner of `data`; null for caller-owned memory
+  std::function<void(void*)> deleter;  // for from_blob with a deleter
+  uint32_t version = 0;                // bumped by every in-place op on any view
+  bool pinned = false;                 // page-locked host memory (CUDA pinned buffers)
 
   StorageImpl(size_t n, Device dev, Allocator* alloc)
       : data(alloc->allocate(n)), nbytes(n), device(dev), allocator(alloc) {}

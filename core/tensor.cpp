@@ -11,7 +11,7 @@ namespace nabla {
 
 void Scalar::throw_not_an_int64(double v) {
   throw ValueError(internal::str("the value ", v, " cannot be converted to an integer: ",
-                               std::isnan(v) ? "it is NaN" : "it is outside the range of int64"));
+                                 std::isnan(v) ? "it is NaN" : "it is outside the range of int64"));
 }
 
 // ---- TensorImpl ---------------------------------------------------------------------------------
@@ -42,8 +42,9 @@ Tensor make_empty(IntArrayRef shape, DType dtype, Device device, bool pinned) {
   impl->numel = shape_numel(shape, "empty");
   impl->dtype = dtype;
   impl->is_contiguous = true;
-  NABLA_CHECK(ShapeError, impl->numel <= std::numeric_limits<int64_t>::max() / static_cast<int64_t>(element_size(dtype)),
-                    "empty: shape ", shape, " of ", dtype, " has too many bytes");
+  NABLA_CHECK(ShapeError,
+              impl->numel <= std::numeric_limits<int64_t>::max() / static_cast<int64_t>(element_size(dtype)),
+              "empty: shape ", shape, " of ", dtype, " has too many bytes");
   size_t nbytes = static_cast<size_t>(impl->numel) * element_size(dtype);
   if (pinned && device.is_cpu() && cuda::is_available()) {
     // Page-locked host memory comes from the CUDA backend's host allocator.
@@ -110,19 +111,21 @@ void bump_version(const Tensor& t) { ++t.impl()->storage->version; }
 void check_inplace(const Tensor& self, const char* op) {
   TensorImpl* s = self.impl();
   if (autograd::GradMode::is_enabled() && s->requires_grad && !s->grad_fn)
-    throw AutogradError(internal::str(
-        op, ": a leaf tensor that requires grad is being used in an in-place operation; "
-            "modify it under NoGradGuard (as optimizers do) or use the out-of-place op"));
+    throw AutogradError(internal::str(op,
+                                      ": a leaf tensor that requires grad is being used in an in-place operation; "
+                                      "modify it under NoGradGuard (as optimizers do) or use the out-of-place op"));
   const TensorImpl* base = s->view_base.get();
   if (autograd::GradMode::is_enabled() && base && base->requires_grad && !base->grad_fn)
-    throw AutogradError(internal::str(
-        op, ": a view of a leaf tensor that requires grad is being used in an in-place operation; "
-            "modify it under NoGradGuard (as optimizers do) or use the out-of-place op"));
+    throw AutogradError(
+        internal::str(op,
+                      ": a view of a leaf tensor that requires grad is being used in an in-place operation; "
+                      "modify it under NoGradGuard (as optimizers do) or use the out-of-place op"));
   for (size_t i = 0; i < s->sizes.size(); ++i) {
     if (s->strides[i] == 0 && s->sizes[i] > 1)
-      throw ValueError(internal::str(op, ": cannot write in place into a tensor whose elements share "
-                                       "memory (an expanded view of shape ",
-                                   s->sizes, " with strides ", s->strides, "); call .clone() first"));
+      throw ValueError(internal::str(op,
+                                     ": cannot write in place into a tensor whose elements share "
+                                     "memory (an expanded view of shape ",
+                                     s->sizes, " with strides ", s->strides, "); call .clone() first"));
   }
 }
 
@@ -146,9 +149,8 @@ void check_same_device(const char* op, std::initializer_list<const Tensor*> tens
     if (!first) {
       first = t;
     } else if (t->device() != first->device()) {
-      throw DeviceError(internal::str(op, ": expected all tensors on the same device, got ",
-                                    first->device(), " and ", t->device(),
-                                    " (move one with .to(device))"));
+      throw DeviceError(internal::str(op, ": expected all tensors on the same device, got ", first->device(), " and ",
+                                      t->device(), " (move one with .to(device))"));
     }
   }
 }
@@ -191,7 +193,7 @@ int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "s
 
 Scalar Tensor::item() const {
   NABLA_CHECK(ValueError, numel() == 1, "item: a tensor with ", numel(), " elements (shape ", sizes(),
-                    ") cannot be converted to a scalar; it needs exactly one element");
+              ") cannot be converted to a scalar; it needs exactly one element");
   Tensor c = is_cpu() ? *this : to(kCPU);
   return visit_dtype(dtype(), [&](auto tag) -> Scalar {
     using T = typename decltype(tag)::type;
@@ -208,12 +210,12 @@ Tensor to_copy(const Tensor& self, DType dtype, Device device, bool non_blocking
   // asynchronous (the caller synchronizes before reading it).
   bool pinned = non_blocking && self.is_cuda() && device.is_cpu();
   Tensor out = internal::make_empty(self.sizes(), dtype, device, pinned);
-  Backend& be = (self.is_cuda() || device.is_cuda()) ? backend_for(self.is_cuda() ? self.device() : device)
-                                                     : backend_for(device);
+  Backend& be =
+      (self.is_cuda() || device.is_cuda()) ? backend_for(self.is_cuda() ? self.device() : device) : backend_for(device);
   be.copy(self, out, non_blocking);
   if (autograd::needs_grad(self)) {
     NABLA_CHECK(AutogradError, is_floating(dtype), "to: cannot convert a tensor that requires grad to ", dtype,
-                         " (gradients need a floating dtype); detach() it first");
+                " (gradients need a floating dtype); detach() it first");
     autograd::record("ToCopyBackward", {&self}, {&out},
                      [dt = self.dtype(), dev = self.device()](autograd::Node&, autograd::GradList& grads) {
                        return autograd::GradList{grads[0].to(dev, dt)};
@@ -268,7 +270,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   internal::check_inplace(*this, "copy_");
   Shape bshape = broadcast_shapes(src.sizes(), sizes(), "copy_");
   NABLA_CHECK(ShapeError, bshape == sizes(), "copy_: source of shape ", src.sizes(),
-                    " cannot be broadcast to the destination shape ", sizes());
+              " cannot be broadcast to the destination shape ", sizes());
   if (impl()->view_base) {
     Tensor base(impl()->view_base);
     if (autograd::needs_grad(*this, src, base)) return internal::copy_into_view(*this, src);
@@ -283,12 +285,12 @@ Tensor& Tensor::copy_(const Tensor& src) {
   internal::bump_version(*this);
   if (autograd::needs_grad(*this, src)) {
     Tensor self = *this;
-    autograd::record("CopyBackwards", {this, &src}, {&self},
-                     [src_shape = src.sizes(), dt = src.dtype(), dev = src.device()](autograd::Node&,
-                                                                                    autograd::GradList& grads) {
-                       // The old value of self was overwritten: it gets no gradient.
-                       return autograd::GradList{Tensor(), autograd::sum_to(grads[0], src_shape).to(dev, dt)};
-                     });
+    autograd::record(
+        "CopyBackwards", {this, &src}, {&self},
+        [src_shape = src.sizes(), dt = src.dtype(), dev = src.device()](autograd::Node&, autograd::GradList& grads) {
+          // The old value of self was overwritten: it gets no gradient.
+          return autograd::GradList{Tensor(), autograd::sum_to(grads[0], src_shape).to(dev, dt)};
+        });
   }
   return *this;
 }

@@ -30,10 +30,26 @@ class TensorOptions {
   TensorOptions(Device d) : device_(d) {}
   TensorOptions(DeviceType t) : device_(t) {}
 
-  TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; return o; }
-  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
-  TensorOptions requires_grad(bool r) const { auto o = *this; o.requires_grad_ = r; return o; }
-  TensorOptions pinned_memory(bool p) const { auto o = *this; o.pinned_ = p; return o; }
+  TensorOptions dtype(DType d) const {
+    auto o = *this;
+    o.dtype_ = d;
+    return o;
+  }
+  TensorOptions device(Device d) const {
+    auto o = *this;
+    o.device_ = d;
+    return o;
+  }
+  TensorOptions requires_grad(bool r) const {
+    auto o = *this;
+    o.requires_grad_ = r;
+    return o;
+  }
+  TensorOptions pinned_memory(bool p) const {
+    auto o = *this;
+    o.pinned_ = p;
+    return o;
+  }
 
   std::optional<DType> dtype_opt() const { return dtype_; }
   DType dtype_or(DType d) const { return dtype_.value_or(d); }
@@ -64,8 +80,7 @@ inline constexpr std::nullopt_t None = std::nullopt;
 struct EllipsisType {};
 inline constexpr EllipsisType Ellipsis{};
 struct Slice {
-  Slice(std::optional<int64_t> start = std::nullopt, std::optional<int64_t> stop = std::nullopt,
-        int64_t step = 1)
+  Slice(std::optional<int64_t> start = std::nullopt, std::optional<int64_t> stop = std::nullopt, int64_t step = 1)
       : start(start), stop(stop), step(step) {}
   std::optional<int64_t> start, stop;
   int64_t step;
@@ -117,14 +132,16 @@ class Tensor {
   void* data_ptr() const { return checked()->data(); }
   template <class T>
   T* data_ptr() const {
-    NABLA_CHECK(DTypeError, dtype_of<T>() == dtype(), "data_ptr: tensor has dtype ", dtype(),
-                      " but data_ptr<", dtype_name(dtype_of<T>()), "> was requested");
+    NABLA_CHECK(DTypeError, dtype_of<T>() == dtype(), "data_ptr: tensor has dtype ", dtype(), " but data_ptr<",
+                dtype_name(dtype_of<T>()), "> was requested");
     return static_cast<T*>(data_ptr());
   }
   // The value of a one-element tensor (copied from the GPU if needed).
   Scalar item() const;
   template <class T>
-  T item() const { return item().to<T>(); }
+  T item() const {
+    return item().to<T>();
+  }
 
   // ---- conversion and copies -----------------------------------------------------------------
   Tensor to(DType dtype, bool copy = false) const;
@@ -147,8 +164,8 @@ class Tensor {
   // ---- autograd ------------------------------------------------------------------------------
   bool requires_grad() const;
   Tensor& requires_grad_(bool r = true);
-  const Tensor& grad() const;        // undefined Tensor when no gradient has been accumulated
-  Tensor& mutable_grad();            // assignable: x.mutable_grad() = zeros_like(x)
+  const Tensor& grad() const;  // undefined Tensor when no gradient has been accumulated
+  Tensor& mutable_grad();      // assignable: x.mutable_grad() = zeros_like(x)
   void set_grad(const Tensor& g);
   autograd::Node* grad_fn() const;  // a view whose base was modified in place since: rebuilt from the base
   bool is_leaf() const { return grad_fn() == nullptr; }
@@ -183,8 +200,8 @@ class Tensor {
   Tensor expand(IntArrayRef shape) const;
   Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
-  Tensor slice(int64_t dim, std::optional<int64_t> start = std::nullopt,
-               std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
+  Tensor slice(int64_t dim, std::optional<int64_t> start = std::nullopt, std::optional<int64_t> end = std::nullopt,
+               int64_t step = 1) const;
   Tensor select(int64_t dim, int64_t index) const;
   Tensor operator[](int64_t index) const { return select(0, index); }
   Tensor index(std::initializer_list<TensorIndex> indices) const;
@@ -227,7 +244,8 @@ class Tensor {
   Tensor scatter_reduce(int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
                         bool include_self = true) const;
   Tensor nonzero() const;
-  Tensor index_put(const std::vector<std::optional<Tensor>>& indices, const Tensor& values, bool accumulate = false) const;
+  Tensor index_put(const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
+                   bool accumulate = false) const;
   Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = std::nullopt) const;
   Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt,
                            std::optional<int64_t> output_size = std::nullopt) const;

@@ -14,7 +14,7 @@ Tensor Tensor::permute(IntArrayRef d) const { return nabla::permute(*this, d); }
 Tensor Tensor::transpose(int64_t a, int64_t b) const { return nabla::transpose(*this, a, b); }
 Tensor Tensor::t() const {
   NABLA_CHECK(ShapeError, dim() <= 2, "t: expects a tensor with at most 2 dims, got shape ", sizes(),
-                    " (use transpose or mT for batches)");
+              " (use transpose or mT for batches)");
   return dim() < 2 ? nabla::view(*this, sizes()) : nabla::transpose(*this, 0, 1);
 }
 Tensor Tensor::mT() const {
@@ -33,7 +33,9 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> s, std::optional<int64_t>
 }
 Tensor Tensor::select(int64_t d, int64_t i) const { return nabla::select(*this, d, i); }
 std::vector<Tensor> Tensor::split(int64_t s, int64_t d) const { return nabla::split(*this, s, d); }
-std::vector<Tensor> Tensor::split_with_sizes(IntArrayRef s, int64_t d) const { return nabla::split_with_sizes(*this, s, d); }
+std::vector<Tensor> Tensor::split_with_sizes(IntArrayRef s, int64_t d) const {
+  return nabla::split_with_sizes(*this, s, d);
+}
 std::vector<Tensor> Tensor::chunk(int64_t c, int64_t d) const { return nabla::chunk(*this, c, d); }
 std::vector<Tensor> Tensor::unbind(int64_t d) const { return nabla::unbind(*this, d); }
 Tensor Tensor::diagonal(int64_t o, int64_t a, int64_t b) const { return nabla::diagonal(*this, o, a, b); }
@@ -49,7 +51,9 @@ Tensor Tensor::index_select(int64_t d, const Tensor& i) const { return nabla::in
 Tensor Tensor::gather(int64_t d, const Tensor& i) const { return nabla::gather(*this, d, i); }
 Tensor Tensor::scatter(int64_t d, const Tensor& i, const Tensor& s) const { return nabla::scatter(*this, d, i, s); }
 Tensor Tensor::scatter(int64_t d, const Tensor& i, Scalar v) const { return nabla::scatter(*this, d, i, v); }
-Tensor Tensor::scatter_add(int64_t d, const Tensor& i, const Tensor& s) const { return nabla::scatter_add(*this, d, i, s); }
+Tensor Tensor::scatter_add(int64_t d, const Tensor& i, const Tensor& s) const {
+  return nabla::scatter_add(*this, d, i, s);
+}
 Tensor Tensor::masked_fill(const Tensor& m, Scalar v) const { return nabla::masked_fill(*this, m, v); }
 Tensor Tensor::masked_fill(const Tensor& m, const Tensor& v) const { return nabla::masked_fill(*this, m, v); }
 Tensor Tensor::masked_select(const Tensor& m) const { return nabla::masked_select(*this, m); }
@@ -106,7 +110,9 @@ Tensor Tensor::any(int64_t d, bool k) const { return nabla::any(*this, d, k); }
 Tensor Tensor::all() const { return nabla::all(*this); }
 Tensor Tensor::all(int64_t d, bool k) const { return nabla::all(*this, d, k); }
 Tensor Tensor::cumsum(int64_t d) const { return nabla::cumsum(*this, d); }
-std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t d, bool l, bool s) const { return nabla::topk(*this, k, d, l, s); }
+std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t d, bool l, bool s) const {
+  return nabla::topk(*this, k, d, l, s);
+}
 std::tuple<Tensor, Tensor> Tensor::sort(int64_t d, bool desc) const { return nabla::sort(*this, d, desc); }
 Tensor Tensor::argsort(int64_t d, bool desc) const { return nabla::argsort(*this, d, desc); }
 Tensor Tensor::softmax(int64_t d) const { return nabla::softmax(*this, d); }
@@ -139,7 +145,9 @@ Tensor Tensor::nan_to_num(std::optional<double> nan, std::optional<double> posin
 Tensor Tensor::lerp(const Tensor& end, Scalar w) const { return nabla::lerp(*this, end, w); }
 Tensor Tensor::addcmul(const Tensor& a, const Tensor& b, Scalar v) const { return nabla::addcmul(*this, a, b, v); }
 Tensor Tensor::addcdiv(const Tensor& a, const Tensor& b, Scalar v) const { return nabla::addcdiv(*this, a, b, v); }
-Tensor Tensor::where(const Tensor& condition, const Tensor& other) const { return nabla::where(condition, *this, other); }
+Tensor Tensor::where(const Tensor& condition, const Tensor& other) const {
+  return nabla::where(condition, *this, other);
+}
 Tensor Tensor::isclose(const Tensor& o, double r, double a, bool n) const { return nabla::isclose(*this, o, r, a, n); }
 
 Tensor Tensor::index_add(int64_t d, const Tensor& i, const Tensor& s) const { return nabla::index_add(*this, d, i, s); }
@@ -150,7 +158,9 @@ Tensor Tensor::nonzero() const { return nabla::nonzero(*this); }
 Tensor Tensor::index_put(const std::vector<std::optional<Tensor>>& i, const Tensor& v, bool acc) const {
   return nabla::index_put(*this, i, v, acc);
 }
-Tensor Tensor::take_along_dim(const Tensor& i, std::optional<int64_t> d) const { return nabla::take_along_dim(*this, i, d); }
+Tensor Tensor::take_along_dim(const Tensor& i, std::optional<int64_t> d) const {
+  return nabla::take_along_dim(*this, i, d);
+}
 Tensor Tensor::repeat_interleave(int64_t r, std::optional<int64_t> d, std::optional<int64_t> n) const {
   return nabla::repeat_interleave(*this, r, d, n);
 }
@@ -168,7 +178,9 @@ Tensor Tensor::median() const { return nabla::median(*this); }
 std::tuple<Tensor, Tensor> Tensor::median(int64_t d, bool k) const { return nabla::median(*this, d, k); }
 Tensor Tensor::nanmedian() const { return nabla::nanmedian(*this); }
 std::tuple<Tensor, Tensor> Tensor::nanmedian(int64_t d, bool k) const { return nabla::nanmedian(*this, d, k); }
-std::tuple<Tensor, Tensor> Tensor::kthvalue(int64_t n, int64_t d, bool k) const { return nabla::kthvalue(*this, n, d, k); }
+std::tuple<Tensor, Tensor> Tensor::kthvalue(int64_t n, int64_t d, bool k) const {
+  return nabla::kthvalue(*this, n, d, k);
+}
 std::tuple<Tensor, Tensor> Tensor::mode(int64_t d, bool k) const { return nabla::mode(*this, d, k); }
 Tensor Tensor::quantile(double q, std::optional<int64_t> d, bool k, std::string_view i) const {
   return nabla::quantile(*this, q, d, k, i);

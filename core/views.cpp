@@ -91,7 +91,8 @@ void record_select_view(const char* name, const Tensor& x, Tensor& out, ViewFn v
 template <class Join>
 void record_pieces(const char* name, const Tensor& x, std::vector<Tensor>& pieces, Join join) {
   if (pieces.empty() || !autograd::needs_grad(x)) return;
-  autograd::record(name, std::vector<Tensor>{x}, pieces, [join](Node&, GradList& grads) { return GradList{join(grads)}; });
+  autograd::record(name, std::vector<Tensor>{x}, pieces,
+                   [join](Node&, GradList& grads) { return GradList{join(grads)}; });
 }
 
 // Strides for viewing a tensor of `sizes`/`strides` as `shape` without copying, if possible
@@ -141,11 +142,11 @@ Shape infer_shape(IntArrayRef shape, int64_t numel, const char* op, IntList from
   }
   if (infer >= 0) {
     NABLA_CHECK(ShapeError, known != 0 && numel % known == 0, op, ": shape ", shape, " is invalid for input of shape ",
-                      from, " (", numel, " elements)");
+                from, " (", numel, " elements)");
     out[infer] = numel / known;
   } else {
-    NABLA_CHECK(ShapeError, known == numel, op, ": shape ", shape, " is invalid for input of shape ", from, " (",
-                      numel, " elements)");
+    NABLA_CHECK(ShapeError, known == numel, op, ": shape ", shape, " is invalid for input of shape ", from, " (", numel,
+                " elements)");
   }
   return out;
 }
@@ -158,8 +159,8 @@ Tensor view(const Tensor& x, IntArrayRef shape_in) {
   Shape shape = infer_shape(shape_in, x.numel(), "view", x.sizes());
   auto strides = view_strides(x.sizes(), x.strides(), shape);
   NABLA_CHECK(ShapeError, strides.has_value(), "view: cannot view a tensor of shape ", x.sizes(), " and strides ",
-                    x.strides(), " as ", shape,
-                    " without copying (its memory is not laid out for it); use reshape() instead");
+              x.strides(), " as ", shape,
+              " without copying (its memory is not laid out for it); use reshape() instead");
   Tensor out = make_view_of(x, shape, std::move(*strides), x.storage_offset());
   if (autograd::needs_grad(x))
     autograd::record("ViewBackward", {&x}, {&out},
@@ -179,8 +180,8 @@ Tensor permute(const Tensor& x, IntArrayRef dims) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::permute>(t, {x}, {.dims = trace::ints(dims)}, [&] { return permute(x, dims); });
   int64_t nd = x.dim();
-  NABLA_CHECK(ShapeError, static_cast<int64_t>(dims.size()) == nd, "permute: expected ", nd, " dims for a tensor of shape ",
-                    x.sizes(), ", got ", dims);
+  NABLA_CHECK(ShapeError, static_cast<int64_t>(dims.size()) == nd, "permute: expected ", nd,
+              " dims for a tensor of shape ", x.sizes(), ", got ", dims);
   Shape sizes(nd), strides(nd), inverse(nd);
   SmallVector<bool, 8> seen(static_cast<size_t>(nd), false);
   for (int64_t i = 0; i < nd; ++i) {
@@ -239,7 +240,8 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
   strides.insert(strides.begin() + d, st);
   Tensor out = make_view_of(x, std::move(sizes), std::move(strides), x.storage_offset());
   if (autograd::needs_grad(x))
-    autograd::record("UnsqueezeBackward", {&x}, {&out}, [d](Node&, GradList& grads) { return GradList{grads[0].squeeze(d)}; });
+    autograd::record("UnsqueezeBackward", {&x}, {&out},
+                     [d](Node&, GradList& grads) { return GradList{grads[0].squeeze(d)}; });
   return out;
 }
 
@@ -273,7 +275,8 @@ Tensor expand(const Tensor& x, IntArrayRef shape) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::expand>(t, {x}, {.shape = trace::ints(shape)}, [&] { return expand(x, shape); });
   int64_t nd = static_cast<int64_t>(shape.size()), xd = x.dim();
-  NABLA_CHECK(ShapeError, nd >= xd, "expand: the target shape ", shape, " has fewer dims than the tensor's ", x.sizes());
+  NABLA_CHECK(ShapeError, nd >= xd, "expand: the target shape ", shape, " has fewer dims than the tensor's ",
+              x.sizes());
   Shape sizes(nd), strides(nd);
   for (int64_t i = nd - 1; i >= 0; --i) {
     int64_t xi = i - (nd - xd);
@@ -282,7 +285,7 @@ Tensor expand(const Tensor& x, IntArrayRef shape) {
       int64_t have = x.sizes()[xi];
       if (want == -1) want = have;
       NABLA_CHECK(ShapeError, have == want || have == 1, "expand: cannot expand a tensor of shape ", x.sizes(), " to ",
-                        shape, " (dim ", i, ": ", have, " -> ", want, "; only size-1 dims can grow)");
+                  shape, " (dim ", i, ": ", have, " -> ", want, "; only size-1 dims can grow)");
       sizes[i] = want;
       strides[i] = have == want ? x.strides()[xi] : 0;
     } else {
@@ -300,7 +303,9 @@ Tensor expand(const Tensor& x, IntArrayRef shape) {
 
 Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_o, std::optional<int64_t> end_o, int64_t step) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::slice>(t, {x}, {.dim = dim, .start = start_o.value_or(0), .end = end_o.value_or(INT64_MAX), .step = step}, [&] { return slice(x, dim, start_o, end_o, step); });
+    return trace::traced<OpId::slice>(
+        t, {x}, {.dim = dim, .start = start_o.value_or(0), .end = end_o.value_or(INT64_MAX), .step = step},
+        [&] { return slice(x, dim, start_o, end_o, step); });
   NABLA_CHECK(IndexError, x.dim() > 0, "slice: cannot slice a 0-dim tensor");
   int64_t d = wrap_dim(dim, x.dim(), "slice");
   NABLA_CHECK(ValueError, step > 0, "slice: step must be positive, got ", step);
@@ -314,7 +319,8 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_o, std::
   sizes[d] = (end - start + step - 1) / step;
   strides[d] *= step;
   Tensor out = make_view_of(x, std::move(sizes), std::move(strides), x.storage_offset() + start * x.strides()[d]);
-  record_select_view("SliceBackward", x, out, [d, start, end, step](const Tensor& t) { return t.slice(d, start, end, step); });
+  record_select_view("SliceBackward", x, out,
+                     [d, start, end, step](const Tensor& t) { return t.slice(d, start, end, step); });
   return out;
 }
 
@@ -323,8 +329,8 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   int64_t d = wrap_dim(dim, x.dim(), "narrow");
   int64_t n = x.sizes()[d];
   if (start < 0) start += n;
-  NABLA_CHECK(IndexError, start >= 0 && length >= 0 && start + length <= n, "narrow: start ", start, " and length ", length,
-                    " are out of range for dim ", d, " of size ", n, " (shape ", x.sizes(), ")");
+  NABLA_CHECK(IndexError, start >= 0 && length >= 0 && start + length <= n, "narrow: start ", start, " and length ",
+              length, " are out of range for dim ", d, " of size ", n, " (shape ", x.sizes(), ")");
   return slice(x, d, start, start + length, 1);
 }
 
@@ -334,8 +340,8 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   NABLA_CHECK(IndexError, x.dim() > 0, "select: cannot index into a 0-dim tensor");
   int64_t d = wrap_dim(dim, x.dim(), "select");
   int64_t n = x.sizes()[d];
-  NABLA_CHECK(IndexError, index >= -n && index < n, "select: index ", index, " is out of range for dim ", d, " of size ", n,
-                    " (shape ", x.sizes(), ")");
+  NABLA_CHECK(IndexError, index >= -n && index < n, "select: index ", index, " is out of range for dim ", d,
+              " of size ", n, " (shape ", x.sizes(), ")");
   if (index < 0) index += n;
   Shape sizes = x.sizes(), strides = x.strides();
   int64_t offset = x.storage_offset() + index * strides[d];
@@ -355,8 +361,8 @@ Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
   int64_t d1 = wrap_dim(dim1, nd, "diagonal"), d2 = wrap_dim(dim2, nd, "diagonal");
   NABLA_CHECK(ValueError, d1 != d2, "diagonal: dim1 and dim2 must differ, both are ", d1);
   int64_t n1 = x.sizes()[d1], n2 = x.sizes()[d2];
-  int64_t len = offset >= 0 ? std::max<int64_t>(0, std::min(n1, n2 - offset))
-                            : std::max<int64_t>(0, std::min(n1 + offset, n2));
+  int64_t len =
+      offset >= 0 ? std::max<int64_t>(0, std::min(n1, n2 - offset)) : std::max<int64_t>(0, std::min(n1 + offset, n2));
   int64_t start = x.storage_offset();
   if (len > 0) start += offset >= 0 ? offset * x.strides()[d2] : -offset * x.strides()[d1];
   Shape sizes, strides;
@@ -368,19 +374,20 @@ Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
   sizes.push_back(len);
   strides.push_back(x.strides()[d1] + x.strides()[d2]);
   Tensor out = make_view_of(x, std::move(sizes), std::move(strides), start);
-  record_select_view("DiagonalBackward", x, out, [offset, d1, d2](const Tensor& t) { return t.diagonal(offset, d1, d2); });
+  record_select_view("DiagonalBackward", x, out,
+                     [offset, d1, d2](const Tensor& t) { return t.diagonal(offset, d1, d2); });
   return out;
 }
 
 Tensor as_strided(const Tensor& x, IntArrayRef sizes, IntArrayRef strides, std::optional<int64_t> storage_offset) {
   NABLA_CHECK(ShapeError, sizes.size() == strides.size(), "as_strided: sizes ", sizes, " and strides ", strides,
-                    " have different lengths");
+              " have different lengths");
   int64_t offset = storage_offset.value_or(x.storage_offset());
   // Every element must lie inside the storage.
   int64_t hi = offset, lo = offset;
   for (size_t i = 0; i < sizes.size(); ++i) {
     NABLA_CHECK(ShapeError, sizes[i] >= 0 && strides[i] >= 0, "as_strided: negative size or stride in ", sizes, " / ",
-                      strides);
+                strides);
     if (sizes[i] == 0) {
       hi = lo - 1;
       break;
@@ -389,15 +396,14 @@ Tensor as_strided(const Tensor& x, IntArrayRef sizes, IntArrayRef strides, std::
   }
   int64_t capacity = static_cast<int64_t>(x.impl()->storage->nbytes / x.element_size());
   NABLA_CHECK(IndexError, lo >= 0 && (hi < lo || hi < capacity), "as_strided: sizes ", sizes, " strides ", strides,
-                    " offset ", offset, " reach outside the storage of ", capacity, " elements");
+              " offset ", offset, " reach outside the storage of ", capacity, " elements");
   Tensor out = make_view_of(x, sizes.vec(), strides.vec(), offset);
   if (autograd::needs_grad(x)) {
     NABLA_CHECK(NotImplemented, x.is_contiguous(), "as_strided: backward is only supported for contiguous inputs");
     int64_t rel = offset - x.storage_offset();
     Shape sz = sizes.vec(), st = strides.vec();
-    record_select_view("AsStridedBackward", x, out, [sz, st, rel](const Tensor& t) {
-      return t.as_strided(sz, st, t.storage_offset() + rel);
-    });
+    record_select_view("AsStridedBackward", x, out,
+                       [sz, st, rel](const Tensor& t) { return t.as_strided(sz, st, t.storage_offset() + rel); });
   }
   return out;
 }
@@ -408,8 +414,8 @@ Tensor Tensor::unfold(int64_t dim, int64_t size, int64_t step) const {
   const int64_t nd = x.dim(), d = wrap_dim(dim, std::max<int64_t>(nd, 1), "unfold");
   const int64_t len = nd == 0 ? 1 : x.sizes()[d];
   NABLA_CHECK(ValueError, size >= 0, "unfold: size must be non-negative, got ", size, " (shape ", x.sizes(), ")");
-  NABLA_CHECK(ShapeError, size <= len, "unfold: the maximum size for dimension ", d, " of shape ", x.sizes(), " is ", len,
-                    ", but size is ", size);
+  NABLA_CHECK(ShapeError, size <= len, "unfold: the maximum size for dimension ", d, " of shape ", x.sizes(), " is ",
+              len, ", but size is ", size);
   NABLA_CHECK(ValueError, step > 0, "unfold: step must be positive, got ", step);
   // x (..., L, ...) -> (..., (L - size) / step + 1, ..., size): window w of dim d starts at w * step.
   Shape sizes = x.sizes(), strides = x.strides();
@@ -421,7 +427,8 @@ Tensor Tensor::unfold(int64_t dim, int64_t size, int64_t step) const {
   }
   Tensor out = make_view_of(x, std::move(sizes), std::move(strides), x.storage_offset());
   // Overlapping windows (step < size) send their gradients back summed (view_scatter).
-  record_select_view("UnfoldBackward", x, out, [dim, size, step](const Tensor& t) { return t.unfold(dim, size, step); });
+  record_select_view("UnfoldBackward", x, out,
+                     [dim, size, step](const Tensor& t) { return t.unfold(dim, size, step); });
   return out;
 }
 
@@ -438,7 +445,8 @@ Tensor movedim(const Tensor& x, int64_t src, int64_t dst) {
 
 std::vector<Tensor> split_with_sizes(const Tensor& x, IntArrayRef sizes, int64_t dim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::split_with_sizes>(t, {x}, {.sizes = trace::ints(sizes), .dim = dim}, [&] { return split_with_sizes(x, sizes, dim); });
+    return trace::traced<OpId::split_with_sizes>(t, {x}, {.sizes = trace::ints(sizes), .dim = dim},
+                                                 [&] { return split_with_sizes(x, sizes, dim); });
   int64_t d = wrap_dim(dim, x.dim(), "split_with_sizes");
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -446,7 +454,7 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, IntArrayRef sizes, int64_t
     total += s;
   }
   NABLA_CHECK(ShapeError, total == x.sizes()[d], "split_with_sizes: sizes ", sizes, " sum to ", total, " but dim ", d,
-                    " has size ", x.sizes()[d]);
+              " has size ", x.sizes()[d]);
   std::vector<Tensor> out;
   int64_t start = 0;
   for (int64_t s : sizes) {
@@ -455,7 +463,8 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, IntArrayRef sizes, int64_t
     out.push_back(make_view_of(x, std::move(sz), x.strides(), x.storage_offset() + start * x.strides()[d]));
     start += s;
   }
-  record_pieces("SplitBackward", x, out, [d](const GradList& grads) { return cat(std::vector<Tensor>(grads.begin(), grads.end()), d); });
+  record_pieces("SplitBackward", x, out,
+                [d](const GradList& grads) { return cat(std::vector<Tensor>(grads.begin(), grads.end()), d); });
   return out;
 }
 
@@ -487,7 +496,8 @@ std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
   std::vector<Tensor> out;
   for (int64_t i = 0; i < x.sizes()[d]; ++i)
     out.push_back(make_view_of(x, sizes, strides, x.storage_offset() + i * x.strides()[d]));
-  record_pieces("UnbindBackward", x, out, [d](const GradList& grads) { return stack(std::vector<Tensor>(grads.begin(), grads.end()), d); });
+  record_pieces("UnbindBackward", x, out,
+                [d](const GradList& grads) { return stack(std::vector<Tensor>(grads.begin(), grads.end()), d); });
   return out;
 }
 
@@ -514,10 +524,10 @@ struct AdvancedIndex {
 int64_t add_index(AdvancedIndex& a, const Tensor& r, int64_t d, const Tensor& t, const char* op) {
   if (t.dtype() == DType::boolean) {
     NABLA_CHECK(IndexError, d + t.dim() <= r.dim(), op, ": mask of shape ", t.sizes(), " at dim ", d,
-                      " does not fit a tensor of shape ", r.sizes());
+                " does not fit a tensor of shape ", r.sizes());
     for (int64_t k = 0; k < t.dim(); ++k)
       NABLA_CHECK(ShapeError, t.size(k) == r.size(d + k), op, ": mask of shape ", t.sizes(), " does not match dims ", d,
-                        " to ", d + t.dim() - 1, " of shape ", r.sizes());
+                  " to ", d + t.dim() - 1, " of shape ", r.sizes());
     Tensor nz = nonzero(t.to(r.device()));  // (n, k)
     for (int64_t k = 0; k < t.dim(); ++k) {
       a.dims.push_back(d + k);
@@ -543,8 +553,8 @@ Tensor flat_positions(const Tensor& r, const AdvancedIndex& a, Shape& shape, con
     if (t.numel() > 0) {
       autograd::NoGradGuard ng;
       const int64_t lo = t.min().item<int64_t>(), hi = t.max().item<int64_t>();
-      NABLA_CHECK(IndexError, lo >= -size && hi < size, op, ": index ", hi >= size ? hi : lo, " is out of bounds for dim ",
-                        a.dims[k], " of size ", size, " (shape ", r.sizes(), ")");
+      NABLA_CHECK(IndexError, lo >= -size && hi < size, op, ": index ", hi >= size ? hi : lo,
+                  " is out of bounds for dim ", a.dims[k], " of size ", size, " (shape ", r.sizes(), ")");
       if (lo < 0) t = where(t < 0, t + size, t);
     }
     lin = lin.defined() ? lin * size + t : t;
@@ -625,10 +635,10 @@ Tensor put_advanced(const Tensor& r, const AdvancedIndex& a, const Tensor& value
     res = placed;
   }
   NABLA_CHECK(DeviceError, values.device() == r.device() || values.dim() == 0, op, ": values are on ", values.device(),
-                     " but the tensor is on ", r.device());
+              " but the tensor is on ", r.device());
   Shape rshape = broadcast_shapes(values.sizes(), res, op);
-  NABLA_CHECK(ShapeError, rshape == res, op, ": values of shape ", values.sizes(), " cannot be broadcast to the indexed shape ",
-                    res);
+  NABLA_CHECK(ShapeError, rshape == res, op, ": values of shape ", values.sizes(),
+              " cannot be broadcast to the indexed shape ", res);
   Tensor v = values.to(r.device(), r.dtype()).expand(res);
   if (!place.empty()) v = v.permute(inverse_permutation(place));
   Shape flat_shape{l.count}, vshape{lin.numel()};
@@ -660,7 +670,8 @@ Tensor apply_index(const Tensor& x, const std::vector<TensorIndex>& idx, Advance
     else if (!i.is_none()) ++consumed;
   }
   NABLA_CHECK(IndexError, ellipses <= 1, "index: at most one Ellipsis is allowed");
-  NABLA_CHECK(IndexError, consumed <= x.dim(), "index: too many indices (", consumed, ") for a tensor of shape ", x.sizes());
+  NABLA_CHECK(IndexError, consumed <= x.dim(), "index: too many indices (", consumed, ") for a tensor of shape ",
+              x.sizes());
   Tensor r = x;
   int64_t d = 0;  // current dim of r
   bool used_tensor = false;
@@ -692,13 +703,13 @@ Tensor apply_index(const Tensor& x, const std::vector<TensorIndex>& idx, Advance
           d += 1;
         } else if (d == 0 && t.dim() > 1 && t.dim() < r.dim()) {
           // A mask over the leading dims: flatten them and keep the rows where it is true.
-          NABLA_CHECK(ShapeError, std::equal(t.sizes().begin(), t.sizes().end(), r.sizes().begin()), "index: mask of shape ",
-                            t.sizes(), " does not match the leading dims of shape ", r.sizes());
+          NABLA_CHECK(ShapeError, std::equal(t.sizes().begin(), t.sizes().end(), r.sizes().begin()),
+                      "index: mask of shape ", t.sizes(), " does not match the leading dims of shape ", r.sizes());
           r = r.flatten(0, t.dim() - 1).index_select(0, nonzero(t.reshape({-1})).view({-1}));
           d += 1;
         } else {
           NABLA_CHECK(ShapeError, t.dim() == 1 && t.sizes()[0] == r.sizes()[d], "index: mask of shape ", t.sizes(),
-                            " does not match dim ", d, " of size ", r.sizes()[d]);
+                      " does not match dim ", d, " of size ", r.sizes()[d]);
           r = r.index_select(d, nonzero(t).view({-1}));
           d += 1;
         }
@@ -735,9 +746,10 @@ Tensor index_any(const Tensor& x, const std::vector<TensorIndex>& idx) {
 }  // namespace
 
 TensorIndex::TensorIndex(const char* s) : v_(indexing::Ellipsis) {
-  NABLA_CHECK(ValueError, s != nullptr && std::string_view(s) == "...", "index: the only string index is \"...\" (Ellipsis), got ",
-                    s ? "'" + std::string(s) + "'" : std::string("a null string"),
-                    "; use an integer, Slice(), None, Ellipsis or a tensor");
+  NABLA_CHECK(ValueError, s != nullptr && std::string_view(s) == "...",
+              "index: the only string index is \"...\" (Ellipsis), got ",
+              s ? "'" + std::string(s) + "'" : std::string("a null string"),
+              "; use an integer, Slice(), None, Ellipsis or a tensor");
 }
 
 Tensor Tensor::index(std::initializer_list<TensorIndex> indices) const {
@@ -762,13 +774,14 @@ Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, const Ten
   }
   const Tensor& t = idx[0].tensor();
   if (t.dtype() == DType::boolean) {
-    NABLA_CHECK(ShapeError, value.numel() == 1, "index_put_: with a mask, the value must have one element (use where())");
+    NABLA_CHECK(ShapeError, value.numel() == 1,
+                "index_put_: with a mask, the value must have one element (use where())");
     // A mask over the leading dims selects whole sub-tensors, as x.index({mask}) does: align it on the
     // left (broadcasting it on the right would fill columns of a square matrix instead of rows).
     Tensor m = t;
     if (t.dim() < dim()) {
-      NABLA_CHECK(ShapeError, std::equal(t.sizes().begin(), t.sizes().end(), sizes().begin()), "index_put_: mask of shape ",
-                        t.sizes(), " does not match the leading dims of shape ", sizes());
+      NABLA_CHECK(ShapeError, std::equal(t.sizes().begin(), t.sizes().end(), sizes().begin()),
+                  "index_put_: mask of shape ", t.sizes(), " does not match the leading dims of shape ", sizes());
       Shape ms = t.sizes();
       while (static_cast<int64_t>(ms.size()) < dim()) ms.push_back(1);
       m = t.reshape(ms);
@@ -796,11 +809,10 @@ Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, Scalar va
   return index_put_(indices, full({}, value, nabla::dtype(this->dtype()).device(device())));
 }
 
-
 Tensor index_put(const Tensor& x, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
                  bool accumulate) {
   NABLA_CHECK(IndexError, static_cast<int64_t>(indices.size()) <= x.dim(), "index_put: ", indices.size(),
-                    " indices for a tensor of shape ", x.sizes());
+              " indices for a tensor of shape ", x.sizes());
   AdvancedIndex a;
   int64_t d = 0;
   for (const auto& i : indices) d += i && i->defined() ? add_index(a, x, d, *i, "index_put") : 1;
@@ -827,9 +839,10 @@ namespace nabla::internal {
 // gradient (or to a mask of the base's shape). Needs a contiguous base, which nearly every base
 // is: views are never bases, and ops return contiguous tensors.
 ViewFn place_in_base(const Tensor& view, const Tensor& base, const char* op) {
-  NABLA_CHECK(NotImplemented, base.is_contiguous(), op, ": in-place writes into a view, or into the base of a view "
-                        "used afterwards, need a contiguous base tensor under autograd; the base has shape ",
-                        base.sizes(), " and strides ", base.strides(), " (clone() it first)");
+  NABLA_CHECK(NotImplemented, base.is_contiguous(), op,
+              ": in-place writes into a view, or into the base of a view "
+              "used afterwards, need a contiguous base tensor under autograd; the base has shape ",
+              base.sizes(), " and strides ", base.strides(), " (clone() it first)");
   Shape vsizes = view.sizes(), vstrides = view.strides();
   int64_t rel = view.storage_offset() - base.storage_offset();
   return [vsizes, vstrides, rel](const Tensor& t) { return t.as_strided(vsizes, vstrides, t.storage_offset() + rel); };
@@ -837,12 +850,13 @@ ViewFn place_in_base(const Tensor& view, const Tensor& base, const char* op) {
 
 Tensor& copy_into_view(Tensor& view, const Tensor& src) {
   Tensor base(view.impl()->view_base);
-  NABLA_CHECK(AutogradError, !(base.impl()->requires_grad && !base.impl()->grad_fn) || !autograd::GradMode::is_enabled(),
-                       "copy_: a view of a leaf tensor that requires grad is being used in an in-place operation; "
-                       "modify the leaf under NoGradGuard, or clone() it first");
+  NABLA_CHECK(AutogradError,
+              !(base.impl()->requires_grad && !base.impl()->grad_fn) || !autograd::GradMode::is_enabled(),
+              "copy_: a view of a leaf tensor that requires grad is being used in an in-place operation; "
+              "modify the leaf under NoGradGuard, or clone() it first");
   Shape bshape = broadcast_shapes(src.sizes(), view.sizes(), "copy_");
   NABLA_CHECK(ShapeError, bshape == view.sizes(), "copy_: source of shape ", src.sizes(),
-                    " cannot be broadcast to the destination shape ", view.sizes());
+              " cannot be broadcast to the destination shape ", view.sizes());
   ViewFn view_fn = place_in_base(view, base, "copy_");
   {
     autograd::NoGradGuard ng;
@@ -855,8 +869,8 @@ Tensor& copy_into_view(Tensor& view, const Tensor& src) {
   bump_version(view);
   // CopySlices: the new base's gradient goes to src inside the view, to the old base outside it.
   autograd::record("CopySlices", {&base, &src}, {&base},
-                   [view_fn, src_shape = src.sizes(), sdt = src.dtype(), sdev = src.device(),
-                    bshape = base.sizes()](autograd::Node& n, autograd::GradList& grads) {
+                   [view_fn, src_shape = src.sizes(), sdt = src.dtype(), sdev = src.device(), bshape = base.sizes()](
+                       autograd::Node& n, autograd::GradList& grads) {
                      Tensor gc = grads[0].contiguous();
                      autograd::GradList r(2);
                      if (n.needs_input_grad(0)) {

@@ -144,11 +144,12 @@ void* device_malloc(int device, size_t nbytes, bool try_only) {
   (void)cudaMemGetInfo(&free_b, &total_b);
   (void)cudaGetLastError();
   CachingStats st = caching().stats(device);
-  throw CudaOutOfMemory(internal::str(
-      "CUDA out of memory: tried to allocate ", bytes_str(rounded), " (", nbytes, " bytes requested) on cuda:", device,
-      "; the device has ", bytes_str(free_b), " free of ", bytes_str(total_b), " total; nabla holds ",
-      bytes_str(st.allocated), " in tensors and ", bytes_str(st.reserved), " reserved (cached blocks were released "
-      "before this error). Free tensors you no longer need or use smaller batches."));
+  throw CudaOutOfMemory(internal::str("CUDA out of memory: tried to allocate ", bytes_str(rounded), " (", nbytes,
+                                      " bytes requested) on cuda:", device, "; the device has ", bytes_str(free_b),
+                                      " free of ", bytes_str(total_b), " total; nabla holds ", bytes_str(st.allocated),
+                                      " in tensors and ", bytes_str(st.reserved),
+                                      " reserved (cached blocks were released "
+                                      "before this error). Free tensors you no longer need or use smaller batches."));
 }
 
 class DeviceAllocator final : public Allocator {
@@ -170,14 +171,13 @@ class PinnedAllocator final : public Allocator {
     void* p = policy_.allocate(nbytes, &want);
     if (!p && nbytes > 0)
       throw CudaOutOfMemory(internal::str("pinned host memory: out of page-locked memory allocating ", bytes_str(want),
-                                        " (", nbytes, " bytes requested)"));
+                                          " (", nbytes, " bytes requested)"));
     return p;
   }
   void deallocate(void* p, size_t) noexcept override {
     try {
       policy_.deallocate(p);
-    } catch (...) {
-    }
+    } catch (...) {}
   }
   // The copy just queued on `stream` (of `device`) reads or writes the block at `base`.
   void record_use(void* base, int device, cudaStream_t stream) { (void)policy_.record_use(base, device, stream); }
@@ -201,7 +201,8 @@ Allocator& device_allocator(int device) {
     for (int i = 0; i < kMaxDevices; ++i) a[i] = new DeviceAllocator(i);
     return a;
   }();
-  NABLA_CHECK(DeviceError, device >= 0 && device < kMaxDevices, "CUDA allocator: device index ", device, " out of range");
+  NABLA_CHECK(DeviceError, device >= 0 && device < kMaxDevices, "CUDA allocator: device index ", device,
+              " out of range");
   return *allocs[device];
 }
 
@@ -238,8 +239,9 @@ void allocator_record_stream(const Tensor& t, cudaStream_t stream) {
   NABLA_CHECK(DeviceError, t.is_cuda(), "record_stream: expected a CUDA tensor, got one on ", t.device());
   void* base = t.impl()->storage->data;
   if (!base) return;
-  NABLA_CHECK(ValueError, caching().record_stream(base, stream), "record_stream: the tensor's memory was not allocated by "
-                                                           "nabla's CUDA allocator (from_blob memory is not tracked)");
+  NABLA_CHECK(ValueError, caching().record_stream(base, stream),
+              "record_stream: the tensor's memory was not allocated by "
+              "nabla's CUDA allocator (from_blob memory is not tracked)");
 }
 
 void pinned_record_use(const Tensor& t, cudaStream_t stream) {
@@ -255,8 +257,9 @@ Tensor try_scratch(size_t nbytes, int device) {
   if (nbytes == 0) return scratch(0, device);
   void* p = device_malloc(device, nbytes, /*try_only=*/true);
   if (!p) return Tensor();
-  return from_blob(p, {static_cast<int64_t>(nbytes)}, [](void* q) { caching().deallocate(q); },
-                   TensorOptions().dtype(DType::u8).device(Device::cuda(static_cast<int16_t>(device))));
+  return from_blob(
+      p, {static_cast<int64_t>(nbytes)}, [](void* q) { caching().deallocate(q); },
+      TensorOptions().dtype(DType::u8).device(Device::cuda(static_cast<int16_t>(device))));
 }
 
 size_t available_bytes(int device) {

@@ -9,7 +9,7 @@
 
 namespace nabla::cuda {
 
-void install_hooks();                    // device.cpp
+void install_hooks();                   // device.cpp
 void register_fused_optimizer_steps();  // optim.cu
 
 namespace {
@@ -17,8 +17,8 @@ namespace {
 Allocator& allocator(Device device) {
   if (device.is_cpu()) return pinned_allocator();
   int n = device_count();
-  NABLA_CHECK(DeviceError, device.index >= 0 && device.index < n, "device ", device, " does not exist (", n, " CUDA device",
-                     n == 1 ? "" : "s", " available)");
+  NABLA_CHECK(DeviceError, device.index >= 0 && device.index < n, "device ", device, " does not exist (", n,
+              " CUDA device", n == 1 ? "" : "s", " available)");
   return device_allocator(device.index);
 }
 

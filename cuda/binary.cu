@@ -10,24 +10,20 @@ namespace nabla::cuda {
 namespace {
 using namespace nabla::scalar;
 
-#define NABLA_ARITH_FUNCTOR(name, kind, fwd, ...)     \
-  template <class T>                                  \
-  struct B_##name {                                   \
-    T alpha;                                          \
-    __device__ T operator()(T a, T b) const {         \
-      return static_cast<T>(fwd);                     \
-    }                                                 \
+#define NABLA_ARITH_FUNCTOR(name, kind, fwd, ...)                           \
+  template <class T>                                                        \
+  struct B_##name {                                                         \
+    T alpha;                                                                \
+    __device__ T operator()(T a, T b) const { return static_cast<T>(fwd); } \
   };
 NABLA_BINARY_ARITH_OPS(NABLA_ARITH_FUNCTOR)
 #undef NABLA_ARITH_FUNCTOR
 
-#define NABLA_BOOL_FUNCTOR(name, fwd, ...)                \
-  template <class T>                                  \
-  struct B_##name {                                   \
-    T alpha;                                          \
-    __device__ bool operator()(T a, T b) const {      \
-      return static_cast<bool>(fwd);                  \
-    }                                                 \
+#define NABLA_BOOL_FUNCTOR(name, fwd, ...)                                        \
+  template <class T>                                                              \
+  struct B_##name {                                                               \
+    T alpha;                                                                      \
+    __device__ bool operator()(T a, T b) const { return static_cast<bool>(fwd); } \
   };
 NABLA_BINARY_BOOL_OPS(NABLA_BOOL_FUNCTOR)
 #undef NABLA_BOOL_FUNCTOR
@@ -63,8 +59,9 @@ template <class T>
 opmath_t<T> host_value(const Tensor& t) {
   bool single = true;
   for (int64_t d = 0; d < t.dim(); ++d) single = single && (t.sizes()[d] <= 1 || t.strides()[d] == 0);
-  NABLA_CHECK(DeviceError, single, "binary op: a host operand of a CUDA op must be a single number, got a tensor of shape ",
-                     t.sizes(), " on the CPU (move it with .to(device))");
+  NABLA_CHECK(DeviceError, single,
+              "binary op: a host operand of a CUDA op must be a single number, got a tensor of shape ", t.sizes(),
+              " on the CPU (move it with .to(device))");
   return static_cast<opmath_t<T>>(*static_cast<const T*>(t.data_ptr()));
 }
 
@@ -79,9 +76,7 @@ void run(const Tensor& a, const Tensor& b, const Tensor& out, Op op) {
 
 template <class T>
 struct WhereFn {
-  __device__ void operator()(char** p) const {
-    store<T>(p[0], load<bool>(p[1]) ? load<T>(p[2]) : load<T>(p[3]));
-  }
+  __device__ void operator()(char** p) const { store<T>(p[0], load<bool>(p[1]) ? load<T>(p[2]) : load<T>(p[3])); }
 };
 
 // An arithmetic op on bool operands, by its `bool` column (core/elementwise_ops.h).
@@ -99,7 +94,8 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Sc
   if (out.numel() == 0) return;
   DeviceScope ds(out);
   const DType dt = a.dtype();
-  NABLA_CHECK(DTypeError, b.dtype() == dt, op_name(op), ": operands must share one dtype, got ", dt, " and ", b.dtype());
+  NABLA_CHECK(DTypeError, b.dtype() == dt, op_name(op), ": operands must share one dtype, got ", dt, " and ",
+              b.dtype());
   visit_cuda_dtype(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = opmath_t<T>;
@@ -107,19 +103,21 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Sc
     if constexpr (is_half_v<T>) alpha = static_cast<float>(alpha_s.to_double());
     else alpha = alpha_s.to<T>();
     switch (op) {
-#define NABLA_ARITH_CASE(name, kind, fwd, ...)                                       \
-  case BinaryOp::name:                                                                \
-    if constexpr (std::is_same_v<T, bool>) {                                          \
-      return bool_binary(op, a, b, out);                                              \
-    } else {                                                                          \
-      return run<T, T>(a, b, out, B_##name<C>{alpha});                                \
+#define NABLA_ARITH_CASE(name, kind, fwd, ...)         \
+  case BinaryOp::name:                                 \
+    if constexpr (std::is_same_v<T, bool>) {           \
+      return bool_binary(op, a, b, out);               \
+    } else {                                           \
+      return run<T, T>(a, b, out, B_##name<C>{alpha}); \
     }
       NABLA_BINARY_ARITH_OPS(NABLA_ARITH_CASE)
 #undef NABLA_ARITH_CASE
-#define NABLA_BOOL_CASE(name, fwd, ...)\
+#define NABLA_BOOL_CASE(name, fwd, ...) \
   case BinaryOp::name: return run<bool, T>(a, b, out, B_##name<C>{alpha});
+      // clang-format off
       NABLA_BINARY_BOOL_OPS(NABLA_BOOL_CASE)
 #undef NABLA_BOOL_CASE
+      // clang-format on
     }
   });
 }
@@ -127,7 +125,8 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Sc
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
   if (out.numel() == 0) return;
   DeviceScope ds(out);
-  NABLA_CHECK(DeviceError, cond.is_cuda() && a.is_cuda() && b.is_cuda(), "where: all operands must be on ", out.device());
+  NABLA_CHECK(DeviceError, cond.is_cuda() && a.is_cuda() && b.is_cuda(), "where: all operands must be on ",
+              out.device());
   IterPlan plan = plan_iter({&out, &cond, &a, &b});
   // The select moves bytes: one kernel per element size serves every dtype.
   switch (out.element_size()) {

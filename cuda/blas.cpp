@@ -8,8 +8,8 @@
 
 #include "core/impl.h"
 #include "cuda/allocator.h"
-#include "cuda/cublas_check.h"
 #include "cuda/common.h"
+#include "cuda/cublas_check.h"
 #include "cuda/gemm_plan.h"
 #include "cuda/handles.h"
 #include "cuda/kernels.h"
@@ -98,9 +98,18 @@ void matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out_in, double
       type = CUDA_R_32F;
       compute = allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
       break;
-    case DType::f64: type = CUDA_R_64F; compute = CUBLAS_COMPUTE_64F; break;
-    case DType::f16: type = CUDA_R_16F; compute = CUBLAS_COMPUTE_32F; break;
-    case DType::bf16: type = CUDA_R_16BF; compute = CUBLAS_COMPUTE_32F; break;
+    case DType::f64:
+      type = CUDA_R_64F;
+      compute = CUBLAS_COMPUTE_64F;
+      break;
+    case DType::f16:
+      type = CUDA_R_16F;
+      compute = CUBLAS_COMPUTE_32F;
+      break;
+    case DType::bf16:
+      type = CUDA_R_16BF;
+      compute = CUBLAS_COMPUTE_32F;
+      break;
     default: throw DTypeError(internal::str("matmul: unsupported dtype ", dt, " on CUDA"));
   }
   const double alpha_d = alpha, beta_d = beta;
@@ -112,13 +121,13 @@ void matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out_in, double
   cudaStream_t stream = stream_for(device);
   Lease<cublasHandle_t> h(pool(), device, stream);
   Tensor ws = try_scratch(kWorkspaceBytes, device);
-  NABLA_CUBLAS_CHECK(cublasSetWorkspace(h.get(), ws.defined() ? ws.data_ptr() : nullptr,
-                                        ws.defined() ? kWorkspaceBytes : 0));
+  NABLA_CUBLAS_CHECK(
+      cublasSetWorkspace(h.get(), ws.defined() ? ws.data_ptr() : nullptr, ws.defined() ? kWorkspaceBytes : 0));
   // C^T (n x m) = op(B^T) (n x k) @ op(A^T) (k x m)
-  NABLA_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(
-      h.get(), gb.trans ? CUBLAS_OP_T : CUBLAS_OP_N, ga.trans ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, pa, b.data_ptr(),
-      type, gb.ld, sb, a.data_ptr(), type, ga.ld, sa, pb, out.data_ptr(), type, gc.ld, sc, batch, compute,
-      CUBLAS_GEMM_DEFAULT));
+  NABLA_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(h.get(), gb.trans ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                                   ga.trans ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, pa, b.data_ptr(),
+                                                   type, gb.ld, sb, a.data_ptr(), type, ga.ld, sa, pb, out.data_ptr(),
+                                                   type, gc.ld, sc, batch, compute, CUBLAS_GEMM_DEFAULT));
   if (!out.is_same(out_in)) device_copy(out, out_in);
 }
 

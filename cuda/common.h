@@ -18,19 +18,19 @@ namespace nabla::cuda {
 
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line);
 
-#define NABLA_CUDA_CHECK(expr)                                                     \
-  do {                                                                             \
-    cudaError_t nabla_err_ = (expr);                                               \
-    if (nabla_err_ != cudaSuccess) [[unlikely]]                                    \
-      ::nabla::cuda::throw_cuda_error(nabla_err_, #expr, __FILE__, __LINE__);      \
+#define NABLA_CUDA_CHECK(expr)                                                \
+  do {                                                                        \
+    cudaError_t nabla_err_ = (expr);                                          \
+    if (nabla_err_ != cudaSuccess) [[unlikely]]                               \
+      ::nabla::cuda::throw_cuda_error(nabla_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: a bad configuration (or a sticky error of an earlier kernel) becomes a
 // CudaError naming the kernel.
-#define NABLA_KERNEL_CHECK(name)                                                   \
-  do {                                                                             \
-    cudaError_t nabla_err_ = cudaGetLastError();                                   \
-    if (nabla_err_ != cudaSuccess) [[unlikely]]                                    \
+#define NABLA_KERNEL_CHECK(name)                                                          \
+  do {                                                                                    \
+    cudaError_t nabla_err_ = cudaGetLastError();                                          \
+    if (nabla_err_ != cudaSuccess) [[unlikely]]                                           \
       ::nabla::cuda::throw_cuda_error(nabla_err_, "launch of " name, __FILE__, __LINE__); \
   } while (0)
 
@@ -53,8 +53,7 @@ class DeviceScope {
   ~DeviceScope() {
     try {
       if (get_device() != prev_) set_device_fast(prev_);
-    } catch (...) {
-    }
+    } catch (...) {}
   }
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
@@ -64,9 +63,7 @@ class DeviceScope {
 };
 
 // The stream ops of this thread run on, for `device`.
-inline cudaStream_t stream_for(int device) {
-  return static_cast<cudaStream_t>(current_stream(device).handle());
-}
+inline cudaStream_t stream_for(int device) { return static_cast<cudaStream_t>(current_stream(device).handle()); }
 inline cudaStream_t stream_of(const Tensor& t) { return stream_for(device_of(t)); }
 
 // Properties used to size launches (cached per device).

@@ -167,8 +167,8 @@ Tensor contiguous(const Tensor& x, DType dtype) {
 }
 
 void copy(const Tensor& src, const Tensor& dst, bool non_blocking) {
-  NABLA_CHECK(ShapeError, src.sizes() == dst.sizes(), "copy: source shape ", src.sizes(), " differs from destination shape ",
-                    dst.sizes());
+  NABLA_CHECK(ShapeError, src.sizes() == dst.sizes(), "copy: source shape ", src.sizes(),
+              " differs from destination shape ", dst.sizes());
   if (dst.numel() == 0) return;
   if (src.is_cuda() && dst.is_cuda()) {
     if (device_of(src) == device_of(dst)) return device_copy(src, dst);

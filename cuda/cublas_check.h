@@ -11,14 +11,14 @@ namespace nabla::cuda {
 
 [[noreturn]] inline void throw_cublas(cublasStatus_t s, const char* what, const char* file, int line) {
   throw CudaError(internal::str("cuBLAS error: ", cublasGetStatusString(s), " (", cublasGetStatusName(s), ") in ", what,
-                              " at ", file, ":", line));
+                                " at ", file, ":", line));
 }
 
 }  // namespace nabla::cuda
 
-#define NABLA_CUBLAS_CHECK(expr)                                                     \
-  do {                                                                               \
-    cublasStatus_t nabla_st_ = (expr);                                               \
-    if (nabla_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                             \
-      ::nabla::cuda::throw_cublas(nabla_st_, #expr, __FILE__, __LINE__);             \
+#define NABLA_CUBLAS_CHECK(expr)                                         \
+  do {                                                                   \
+    cublasStatus_t nabla_st_ = (expr);                                   \
+    if (nabla_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                 \
+      ::nabla::cuda::throw_cublas(nabla_st_, #expr, __FILE__, __LINE__); \
   } while (0)

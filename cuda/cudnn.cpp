@@ -35,15 +35,15 @@ namespace {
 bool want_deterministic() { return cudnn::deterministic() || are_deterministic_algorithms_enabled(); }
 
 [[noreturn]] void throw_cudnn(cudnnStatus_t s, const char* what, const char* file, int line) {
-  throw CudaError(internal::str("cuDNN error: ", cudnnGetErrorString(s), " (status ", static_cast<int>(s), ") in ", what,
-                              " at ", file, ":", line));
+  throw CudaError(internal::str("cuDNN error: ", cudnnGetErrorString(s), " (status ", static_cast<int>(s), ") in ",
+                                what, " at ", file, ":", line));
 }
 
-#define NABLA_CUDNN_CHECK(expr)                                                  \
-  do {                                                                           \
-    cudnnStatus_t nabla_st_ = (expr);                                            \
-    if (nabla_st_ != CUDNN_STATUS_SUCCESS) [[unlikely]]                          \
-      throw_cudnn(nabla_st_, #expr, __FILE__, __LINE__);                         \
+#define NABLA_CUDNN_CHECK(expr)                          \
+  do {                                                   \
+    cudnnStatus_t nabla_st_ = (expr);                    \
+    if (nabla_st_ != CUDNN_STATUS_SUCCESS) [[unlikely]]  \
+      throw_cudnn(nabla_st_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 cudnnHandle_t create_handle(int device, cudaStream_t stream) {
@@ -115,7 +115,8 @@ void set_nd(TensorDesc& t, cudnnDataType_t type, IntArrayRef dims, const char* o
     st[i] = as_int(stride, op);
     stride *= dims[i];
   }
-  NABLA_CHECK(NotImplemented, stride <= INT_MAX, op, ": tensors of more than 2^31 - 1 elements are not supported by cuDNN");
+  NABLA_CHECK(NotImplemented, stride <= INT_MAX, op,
+              ": tensors of more than 2^31 - 1 elements are not supported by cuDNN");
   NABLA_CUDNN_CHECK(cudnnSetTensorNdDescriptor(t.d, type, n, d.data(), st.data()));
 }
 
@@ -148,7 +149,7 @@ void setup(Conv& c, const Tensor& x, const Tensor& w, const Tensor& y, const Con
   DType dt = x.dtype();
   c.type = data_type(dt, op);
   NABLA_CHECK(NotImplemented, p.ndim == 2 || p.ndim == 3, op, ": cuDNN convolutions over ", p.ndim,
-                        " spatial dims are not supported");
+              " spatial dims are not supported");
   set_nd(c.x, c.type, x.sizes(), op);
   set_nd(c.y, c.type, y.sizes(), op);
   cudnnDataType_t compute = dt == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
@@ -274,8 +275,8 @@ std::vector<Perf> candidates(cudnnHandle_t h, const Conv& c, Kind kind, const vo
       }
       default: {
         std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(n);
-        NABLA_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, c.x.d, a, c.y.d, b, c.conv.d, c.w.d, out,
-                                                                        n, &got, r.data(), wp, want));
+        NABLA_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, c.x.d, a, c.y.d, b, c.conv.d, c.w.d, out, n,
+                                                                        &got, r.data(), wp, want));
         return to_perf(r.data(), got);
       }
     }
@@ -319,8 +320,8 @@ conv_algo::Outcome outcome_of(cudnnStatus_t st, const char* op) {
 // workspace exceeds the free plus cached memory are skipped, and a failed workspace allocation
 // moves on to the next candidate.
 template <class Run>
-void run_conv(cudnnHandle_t h, Conv& c, Kind kind, const void* a, const void* b, void* out, int device,
-              const char* op, Run&& run) {
+void run_conv(cudnnHandle_t h, Conv& c, Kind kind, const void* a, const void* b, void* out, int device, const char* op,
+              Run&& run) {
   std::vector<int64_t> key = c.key;
   key.push_back(static_cast<int64_t>(kind));
   key.push_back(device);
@@ -349,8 +350,8 @@ void run_conv(cudnnHandle_t h, Conv& c, Kind kind, const void* a, const void* b,
   }
   std::vector<Candidate> ranked;
   for (const Perf& p : candidates(h, c, kind, a, b, out, device))
-    ranked.push_back({p.algo, p.status == CUDNN_STATUS_SUCCESS, p.determinism == CUDNN_DETERMINISTIC,
-                      static_cast<int>(p.math), 0});
+    ranked.push_back(
+        {p.algo, p.status == CUDNN_STATUS_SUCCESS, p.determinism == CUDNN_DETERMINISTIC, static_cast<int>(p.math), 0});
   std::vector<Candidate> list =
       conv_algo::acceptable(ranked, {want_deterministic(), c.strict_fma, static_cast<int>(CUDNN_FMA_MATH)});
   for (Candidate& cand : list) {  // the workspace of each algorithm in the math mode it runs with
@@ -369,7 +370,7 @@ bool over_batch_slices(int64_t batch, int64_t in_per_image, int64_t out_per_imag
   const int64_t chunk = conv_batch_chunk(batch, in_per_image, out_per_image);
   if (chunk >= batch) return false;
   NABLA_CHECK(NotImplemented, chunk > 0, op, ": one image of ", std::max(in_per_image, out_per_image),
-                        " elements exceeds what cuDNN takes (2^31 - 1 per tensor)");
+              " elements exceeds what cuDNN takes (2^31 - 1 per tensor)");
   for (int64_t first = 0; first < batch; first += chunk) f(first, std::min(chunk, batch - first));
   return true;
 }
@@ -544,10 +545,9 @@ void batch_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, co
     if (running_mean.defined() && !rm.is_same(running_mean)) device_copy(rm, running_mean);
     if (running_var.defined() && !rv.is_same(running_var)) device_copy(rv, running_var);
   } else {
-    NABLA_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(h.get(), CUDNN_BATCHNORM_SPATIAL, s.one(), s.zero(),
-                                                              d.x.d, x.data_ptr(), d.x.d, y.data_ptr(), d.p.d,
-                                                              w.data_ptr(), b.data_ptr(), rm.data_ptr(), rv.data_ptr(),
-                                                              eps));
+    NABLA_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
+        h.get(), CUDNN_BATCHNORM_SPATIAL, s.one(), s.zero(), d.x.d, x.data_ptr(), d.x.d, y.data_ptr(), d.p.d,
+        w.data_ptr(), b.data_ptr(), rm.data_ptr(), rv.data_ptr(), eps));
   }
   if (!y.is_same(out)) device_copy(y, out);
 }
@@ -561,8 +561,8 @@ void batch_norm_backward(const Tensor& grad_out, const Tensor& x_in, const Tenso
   int64_t C = x.sizes()[1];
   Tensor dw = grad_weight.defined() && grad_weight.is_contiguous() ? grad_weight
                                                                    : internal::make_empty({C}, x.dtype(), x.device());
-  Tensor db = grad_bias.defined() && grad_bias.is_contiguous() ? grad_bias
-                                                               : internal::make_empty({C}, x.dtype(), x.device());
+  Tensor db =
+      grad_bias.defined() && grad_bias.is_contiguous() ? grad_bias : internal::make_empty({C}, x.dtype(), x.device());
   BnDescs d(x);
   Tensor w = channel_param(weight, x, 1);
   const int device = device_of(grad_x);

@@ -78,12 +78,13 @@ inline size_t first_that_runs(const std::vector<Candidate>& list, size_t workspa
     const Candidate& c = list[i];
     Outcome o = c.workspace > workspace_limit ? Outcome::out_of_memory : attempt(c);
     if (o == Outcome::ran) return i;
-    why += internal::str(why.empty() ? "" : "; ", "algorithm ", c.algo, " (workspace ", c.workspace, " bytes): ",
-                       c.workspace > workspace_limit ? "workspace larger than the memory available" : outcome_name(o));
+    why += internal::str(
+        why.empty() ? "" : "; ", "algorithm ", c.algo, " (workspace ", c.workspace,
+        " bytes): ", c.workspace > workspace_limit ? "workspace larger than the memory available" : outcome_name(o));
   }
   throw CudaError(internal::str(op, ": no cuDNN convolution algorithm ran for this configuration",
-                              list.empty() ? " (cuDNN offered none that is usable" : " (",
-                              list.empty() ? "" : why, list.empty() ? " with the requested determinism)" : ")"));
+                                list.empty() ? " (cuDNN offered none that is usable" : " (", list.empty() ? "" : why,
+                                list.empty() ? " with the requested determinism)" : ")"));
 }
 
 }  // namespace nabla::cuda::conv_algo

@@ -195,7 +195,7 @@ class CudaHooks final : public Hooks {
   }
   void record_stream(const Tensor& t, int device, void* s) override {
     NABLA_CHECK(DeviceError, t.is_cuda() && device_of(t) == device, "record_stream: the tensor is on ", t.device(),
-                       " but the stream belongs to cuda:", device);
+                " but the stream belongs to cuda:", device);
     allocator_record_stream(t, static_cast<cudaStream_t>(s));
   }
   void check_later(const Tensor& values, std::function<void(const Tensor&)> report) override {
@@ -209,7 +209,7 @@ class CudaHooks final : public Hooks {
   // Clear a non-sticky error so that later calls do not report it again.
   (void)cudaGetLastError();
   std::string msg = internal::str("CUDA error: ", cudaGetErrorString(err), " (", cudaGetErrorName(err), ") in ", what,
-                                " at ", file, ":", line);
+                                  " at ", file, ":", line);
   if (err == cudaErrorMemoryAllocation) throw CudaOutOfMemory(msg);
   throw CudaError(msg);
 }

@@ -23,10 +23,10 @@ inline std::string device_count_failure(const std::string& error_name, const std
     return internal::str("no NVIDIA driver is installed (", call, ")");
   if (error_name == "cudaErrorInsufficientDriver") {
     return internal::str("the NVIDIA driver supports CUDA up to ", cuda_version_string(driver_version),
-                       ", but nabla's CUDA backend was built with the CUDA ", cuda_version_string(runtime_version),
-                       " runtime", runtime_version >= 13000 ? " (CUDA 13 needs driver 580 or newer)" : "",
-                       ": update the driver, or build nabla with a CUDA toolkit the driver supports (12.x works) (",
-                       call, ")");
+                         ", but nabla's CUDA backend was built with the CUDA ", cuda_version_string(runtime_version),
+                         " runtime", runtime_version >= 13000 ? " (CUDA 13 needs driver 580 or newer)" : "",
+                         ": update the driver, or build nabla with a CUDA toolkit the driver supports (12.x works) (",
+                         call, ")");
   }
   if (error_name == "cudaErrorNoDevice") return "the CUDA driver reports no GPU";
   return call;

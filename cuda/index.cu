@@ -295,7 +295,8 @@ __global__ void count_nonzero_kernel(const T* x, int64_t n, int64_t* counts) {
     int64_t i = base + int64_t(k) * kScanThreads + threadIdx.x;
     if (i < n && is_nonzero(x[i])) ++c;
   }
-  c = block_reduce_x(c, [](int64_t a, int64_t b) { return a + b; }, int64_t(0), shared);
+  c = block_reduce_x(
+      c, [](int64_t a, int64_t b) { return a + b; }, int64_t(0), shared);
   if (threadIdx.x == 0) counts[blockIdx.x] = c;
 }
 
@@ -376,7 +377,8 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Ten
   check_indices(index, n, dim, chk, stream_of(out));
   if (outer * inner == 0) return;
   if (are_deterministic_algorithms_enabled()) {
-    SortedIndex sorted = sort_index_lines(internal::make_view(index, {m}, {1}, index.storage_offset()), n, stream_of(out));
+    SortedIndex sorted =
+        sort_index_lines(internal::make_view(index, {m}, {1}, index.storage_offset()), n, stream_of(out));
     add_ordered(out, sorted, /*ls=*/0, src, outer, n, m, inner, stream_of(out));
     return;
   }
@@ -483,8 +485,8 @@ Tensor nonzero(const Tensor& x_in) {
   Tensor sizes_dev = internal::make_empty({std::max<int64_t>(nd, 1)}, DType::i64, x.device());
   if (nd > 0) {
     std::vector<int64_t> sz(x.sizes().begin(), x.sizes().end());
-    NABLA_CUDA_CHECK(cudaMemcpyAsync(sizes_dev.data_ptr(), sz.data(), nd * sizeof(int64_t), cudaMemcpyHostToDevice,
-                                     stream));
+    NABLA_CUDA_CHECK(
+        cudaMemcpyAsync(sizes_dev.data_ptr(), sz.data(), nd * sizeof(int64_t), cudaMemcpyHostToDevice, stream));
   }
   int64_t total = 0;
   Tensor out;

@@ -103,9 +103,9 @@ struct Iter {
 
 template <int N>
 Iter<N> make_iter(const IterPlan& L) {
-  NABLA_CHECK(NotImplemented, static_cast<int>(L.sizes.size()) <= kMaxIterDims, "CUDA elementwise kernel: ",
-                        L.sizes.size(), " non-mergeable dims exceed the limit of ", kMaxIterDims,
-                        "; make the tensors contiguous first");
+  NABLA_CHECK(NotImplemented, static_cast<int>(L.sizes.size()) <= kMaxIterDims,
+              "CUDA elementwise kernel: ", L.sizes.size(), " non-mergeable dims exceed the limit of ", kMaxIterDims,
+              "; make the tensors contiguous first");
   Iter<N> it;
   it.ndim = static_cast<int>(L.sizes.size());
   for (int d = 0; d < it.ndim; ++d) {

@@ -102,6 +102,7 @@ class IndexChecker {
   IndexChecker(int device, const char* op);
   int64_t* flag() const { return flag_; }  // [0]: 1 when an index was bad, [1]: the bad value, [2]: dim size
   void check(int64_t dim);
+
  private:
   Tensor buf_;
   int64_t* flag_ = nullptr;

@@ -19,10 +19,20 @@
 namespace nabla::cuda {
 
 // The type arithmetic happens in: float for the 16-bit floats, the type itself otherwise.
-template <class T> struct OpMathT { using type = T; };
-template <> struct OpMathT<Half> { using type = float; };
-template <> struct OpMathT<BFloat16> { using type = float; };
-template <class T> using opmath_t = typename OpMathT<T>::type;
+template <class T>
+struct OpMathT {
+  using type = T;
+};
+template <>
+struct OpMathT<Half> {
+  using type = float;
+};
+template <>
+struct OpMathT<BFloat16> {
+  using type = float;
+};
+template <class T>
+using opmath_t = typename OpMathT<T>::type;
 
 template <class T>
 inline constexpr bool is_half_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;

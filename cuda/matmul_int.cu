@@ -34,9 +34,9 @@ void matmul_integer(const Tensor& a, const Tensor& b, const Tensor& out, double 
     using T = typename decltype(tag)::type;
     matmul_int_kernel<T><<<grid, 256, 0, stream_of(out)>>>(
         static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr()), static_cast<T*>(out.data_ptr()),
-        batch, m, n, k, a.strides()[0], a.strides()[1], a.strides()[2], b.strides()[0], b.strides()[1],
-        b.strides()[2], out.strides()[0], out.strides()[1], out.strides()[2], static_cast<int64_t>(alpha),
-        static_cast<int64_t>(beta), beta != 0);
+        batch, m, n, k, a.strides()[0], a.strides()[1], a.strides()[2], b.strides()[0], b.strides()[1], b.strides()[2],
+        out.strides()[0], out.strides()[1], out.strides()[2], static_cast<int64_t>(alpha), static_cast<int64_t>(beta),
+        beta != 0);
     NABLA_KERNEL_CHECK("matmul_int_kernel");
   };
   switch (a.dtype()) {

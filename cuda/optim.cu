@@ -53,8 +53,7 @@ __global__ void adadelta_kernel(T* __restrict__ p, const T* __restrict__ g, T* _
 }
 
 template <bool WD, int MOM, bool NESTEROV, class T>
-__global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, int64_t n,
-                           SgdCoeffs<T> c) {
+__global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, int64_t n, SgdCoeffs<T> c) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     sgd_update<WD, MOM, NESTEROV>(p[i], g[i], MOM ? buf + i : nullptr, c);
 }
@@ -145,9 +144,8 @@ bool cuda_step(bool fits, const Tensor& param, F&& launch) {
 }
 
 bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
-  return cuda_step(sgd_step_fits(param, grad, momentum_buffer, s), param, [&](auto tag) {
-    launch_sgd<typename decltype(tag)::type>(param, grad, momentum_buffer, s);
-  });
+  return cuda_step(sgd_step_fits(param, grad, momentum_buffer, s), param,
+                   [&](auto tag) { launch_sgd<typename decltype(tag)::type>(param, grad, momentum_buffer, s); });
 }
 
 bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,

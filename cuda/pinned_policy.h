@@ -195,7 +195,7 @@ class PinnedPolicy {
   AllocRuntime& rt_;
   std::mutex mu_;
   std::map<size_t, std::vector<void*>> free_;  // cached blocks by size
-  std::unordered_map<void*, size_t> sizes_;     // every block held: its rounded size
+  std::unordered_map<void*, size_t> sizes_;    // every block held: its rounded size
   std::unordered_map<void*, std::vector<Use>> uses_;
   std::unordered_set<void*> live_;
   std::vector<Pending> pending_;

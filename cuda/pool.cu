@@ -18,8 +18,8 @@
 namespace nabla::cuda {
 namespace {
 
-using internal::PoolGeom;
 using internal::pool_geom;
+using internal::PoolGeom;
 
 struct PoolArgs {
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;
@@ -27,8 +27,8 @@ struct PoolArgs {
 };
 
 PoolArgs args_of(const Pool2dParams& p) {
-  return {p.kernel[0], p.kernel[1], p.stride[0], p.stride[1], p.padding[0], p.padding[1],
-          p.dilation[0], p.dilation[1], p.count_include_pad};
+  return {p.kernel[0],  p.kernel[1],   p.stride[0],   p.stride[1],        p.padding[0],
+          p.padding[1], p.dilation[0], p.dilation[1], p.count_include_pad};
 }
 
 template <class T>

@@ -118,7 +118,7 @@ void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& 
   DType dt = out.dtype();
   if (op != RandomOp::bernoulli)
     NABLA_CHECK(DTypeError, is_floating(dt), op == RandomOp::normal ? "normal_" : "uniform_",
-                      ": expected a floating dtype, got ", dt);
+                ": expected a floating dtype, got ", dt);
   int64_t per_block = dt == DType::f64 ? 2 : 4;
   auto [key, first] = gen.reserve(static_cast<uint64_t>((n + per_block - 1) / per_block));
   cudaStream_t stream = stream_of(out);
@@ -141,8 +141,8 @@ void random_int(const Tensor& out_in, int64_t low, int64_t high, Generator& gen)
   cudaStream_t stream = stream_of(out);
   visit_cuda_dtype(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    random_int_kernel<T><<<grid_for((n + 1) / 2), 256, 0, stream>>>(static_cast<T*>(out.data_ptr()), n, key, first,
-                                                                    low, range);
+    random_int_kernel<T>
+        <<<grid_for((n + 1) / 2), 256, 0, stream>>>(static_cast<T*>(out.data_ptr()), n, key, first, low, range);
     NABLA_KERNEL_CHECK("random_int_kernel");
   });
   if (!out.is_same(out_in)) device_copy(out, out_in);

@@ -89,8 +89,8 @@ struct ReduceArgs {
 };
 
 template <class R>
-__global__ void __launch_bounds__(512) reduce_kernel(ReduceArgs args, const typename R::In* x, typename R::Out* out,
-                              typename R::A* partial) {
+__global__ void __launch_bounds__(512)
+    reduce_kernel(ReduceArgs args, const typename R::In* x, typename R::Out* out, typename R::A* partial) {
   using A = typename R::A;
   extern __shared__ __align__(16) unsigned char smem[];
   A* shared = reinterpret_cast<A*>(smem);
@@ -108,7 +108,8 @@ __global__ void __launch_bounds__(512) reduce_kernel(ReduceArgs args, const type
       args.kept_offsets(o, xo, oo);
       for (uint32_t r = r0 + threadIdx.x; r < r1; r += blockDim.x) acc = R::combine(acc, x[xo + args.red_offset(r)]);
     }
-    acc = block_reduce_x(acc, [](A a, A b) { return R::merge(a, b); }, R::identity(), shared);
+    acc = block_reduce_x(
+        acc, [](A a, A b) { return R::merge(a, b); }, R::identity(), shared);
     writer = active && threadIdx.x == 0;
   } else {
     o = blockIdx.x * blockDim.x + threadIdx.x;
@@ -174,8 +175,8 @@ template <class R>
 void launch(const ReducePlan& p, const typename R::In* x, typename R::Out* out, typename R::A* partial,
             cudaStream_t stream, int64_t pstride = 0, int64_t pbase = 0) {
   dim3 block(p.bx, p.by), grid(static_cast<unsigned>(p.grid_x), static_cast<unsigned>(p.splits));
-  reduce_kernel<R><<<grid, block, shared_bytes(p, sizeof(typename R::A)), stream>>>(make_args(p, pstride, pbase), x,
-                                                                                    out, partial);
+  reduce_kernel<R>
+      <<<grid, block, shared_bytes(p, sizeof(typename R::A)), stream>>>(make_args(p, pstride, pbase), x, out, partial);
   NABLA_KERNEL_CHECK("reduce_kernel");
 }
 
@@ -186,8 +187,8 @@ void reduce_typed(const Tensor& x, const internal::DimMask& mask, const Tensor& 
   using Out = typename R::Out;
   cudaStream_t stream = stream_for(device);
   // One piece unless an output has more than 2^31 elements to reduce (reduce_plan.h).
-  const std::vector<ReducePiece> pieces = plan_reduce_pieces(x.sizes(), x.strides(), out.strides(), mask,
-                                                             sm_count(device));
+  const std::vector<ReducePiece> pieces =
+      plan_reduce_pieces(x.sizes(), x.strides(), out.strides(), mask, sm_count(device));
   const ReducePlan& p = pieces[0].plan;
   const T* xp = static_cast<const T*>(x.data_ptr());
   Out* op = static_cast<Out*>(out.data_ptr());
@@ -234,7 +235,7 @@ void reduce_dispatch(const Tensor& x, const internal::DimMask& mask, const Tenso
       NABLA_CHECK(DTypeError, out.dtype() == DType::boolean, "reduce: any/all output must be bool, got ", out.dtype());
     } else {
       NABLA_CHECK(DTypeError, out.dtype() == x.dtype(), "reduce: output dtype ", out.dtype(), " differs from input ",
-                        x.dtype());
+                  x.dtype());
     }
     reduce_typed<OP, T>(x, mask, out, device);
   });
@@ -312,8 +313,10 @@ void reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, const Tensor& out) {
   DeviceScope ds(out);
   if (x.numel() == 0) {
     switch (op) {
-      case ReduceOp::sum: case ReduceOp::any: fill(out, 0); return;
-      case ReduceOp::prod: case ReduceOp::all: fill(out, 1); return;
+      case ReduceOp::sum:
+      case ReduceOp::any: fill(out, 0); return;
+      case ReduceOp::prod:
+      case ReduceOp::all: fill(out, 1); return;
       default: throw ValueError("max/min: cannot reduce an empty tensor (the result has no identity)");
     }
   }
@@ -334,7 +337,7 @@ void arg_reduce(ReduceOp op, const Tensor& x_in, int64_t dim, const Tensor& valu
   if (x.dim() == 0) dim = 0;
   const auto [outer, len, inner] = internal::lines_of(x, dim);
   NABLA_CHECK(IndexError, len > 0, op == ReduceOp::max ? "max" : "min", ": cannot reduce over an empty dim ", dim,
-                    " of shape ", x.sizes());
+              " of shape ", x.sizes());
   if (outer * inner == 0) return;
   Tensor vc = values.is_contiguous() ? values : internal::make_empty(values.sizes(), values.dtype(), values.device());
   Tensor ic = indices.is_contiguous() ? indices : internal::make_empty(indices.sizes(), DType::i64, indices.device());

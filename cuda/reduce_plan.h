@@ -27,17 +27,17 @@
 
 namespace nabla::cuda {
 
-using internal::ReduceDims;
 using internal::coalesce_dims;
+using internal::ReduceDims;
 
 struct ReducePlan {
   ReduceDims kept, red;  // coalesced, outer to inner; strides in elements
   int64_t nout = 1, nred = 1;
   bool row_mode = true;
-  int bx = 32, by = 1;       // block shape
-  int64_t grid_x = 1;        // blocks over outputs
-  int64_t splits = 1;        // blocks over the reduction (gridDim.y)
-  int64_t chunk = 1;         // reduction elements per split
+  int bx = 32, by = 1;  // block shape
+  int64_t grid_x = 1;   // blocks over outputs
+  int64_t splits = 1;   // blocks over the reduction (gridDim.y)
+  int64_t chunk = 1;    // reduction elements per split
 };
 
 // The kept and the reduced dims of x, each coalesced.
@@ -62,12 +62,14 @@ inline ReducePlan plan_reduce(IntArrayRef sizes, IntArrayRef xstrides, IntArrayR
   for (int64_t s : p.kept.size) p.nout *= s;
   for (int64_t s : p.red.size) p.nred *= s;
   NABLA_CHECK(NotImplemented, p.nout <= kMax32, "CUDA reductions: more than 2^31 outputs are not supported yet (shape ",
-                        sizes, ")");
-  NABLA_CHECK(NotImplemented, p.nred <= kMax32, "CUDA reductions: a piece of more than 2^31 elements per output (shape ",
-                        sizes, "; plan_reduce_pieces splits it)");
-  NABLA_CHECK(NotImplemented, p.kept.size.size() <= static_cast<size_t>(kMaxIterDims) &&
-                            p.red.size.size() <= static_cast<size_t>(kMaxIterDims),
-                        "CUDA reductions: too many non-mergeable dims (shape ", sizes, "); make x contiguous first");
+              sizes, ")");
+  NABLA_CHECK(NotImplemented, p.nred <= kMax32,
+              "CUDA reductions: a piece of more than 2^31 elements per output (shape ", sizes,
+              "; plan_reduce_pieces splits it)");
+  NABLA_CHECK(
+      NotImplemented,
+      p.kept.size.size() <= static_cast<size_t>(kMaxIterDims) && p.red.size.size() <= static_cast<size_t>(kMaxIterDims),
+      "CUDA reductions: too many non-mergeable dims (shape ", sizes, "); make x contiguous first");
   const int64_t nred = p.nred, nout = p.nout;
   p.row_mode = !p.red.size.empty() && p.red.xstride.back() == 1 && nred >= 32;
   if (p.row_mode) {

@@ -15,7 +15,8 @@ namespace nabla::cuda {
 namespace {
 
 template <class T>
-using scan_acc_t = std::conditional_t<is_float_v<T>, double, std::conditional_t<std::is_same_v<T, bool>, bool, int64_t>>;
+using scan_acc_t =
+    std::conditional_t<is_float_v<T>, double, std::conditional_t<std::is_same_v<T, bool>, bool, int64_t>>;
 
 template <class A>
 __device__ __forceinline__ A scan_op(A a, A b, bool prod) {
@@ -87,7 +88,8 @@ __host__ __device__ inline size_t shared_key_offset(int64_t P) { return (static_
 // One block sorts one line of `len` elements of contiguous x (lines of `len`), padded to P.
 // Writes the sorted indices (int64) of each line.
 template <class T>
-__global__ void __launch_bounds__(1024) sort_shared_kernel(const T* x, int64_t len, int P, int64_t* out_idx, bool descending) {
+__global__ void __launch_bounds__(1024)
+    sort_shared_kernel(const T* x, int64_t len, int P, int64_t* out_idx, bool descending) {
   using K = sort_key_t<T>;
   extern __shared__ __align__(16) unsigned char smem[];
   int* idx = reinterpret_cast<int*>(smem);
@@ -129,8 +131,7 @@ __global__ void __launch_bounds__(1024) sort_shared_kernel(const T* x, int64_t l
 
 // Global-memory bitonic sort: fill padded buffers, then one launch per (k, j) step.
 template <class T>
-__global__ void sort_fill_kernel(const T* x, int64_t lines, int64_t len, int64_t P, sort_key_t<T>* keys,
-                                 int64_t* idx) {
+__global__ void sort_fill_kernel(const T* x, int64_t lines, int64_t len, int64_t P, sort_key_t<T>* keys, int64_t* idx) {
   int64_t total = lines * P;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x) {
     int64_t line = t / P, i = t % P;
@@ -195,9 +196,7 @@ Tensor swapped(const Tensor& t, int64_t d0, int64_t d1) {
 }
 
 // A 0-dim tensor as a 1-element 1-D view.
-Tensor at_least_1d(const Tensor& t) {
-  return t.dim() == 0 ? internal::make_view(t, {1}, {1}, t.storage_offset()) : t;
-}
+Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? internal::make_view(t, {1}, {1}, t.storage_offset()) : t; }
 
 unsigned grid_for(int64_t n, int threads) {
   return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>((n + threads - 1) / threads, 1), 1 << 20));
@@ -220,8 +219,8 @@ void sort_lines(const Tensor& xt, int64_t lines, int64_t len, int64_t k, bool de
     if (P <= kSharedSortMax && lines <= 0x7fffffff) {
       int threads = static_cast<int>(std::min<int64_t>(std::max<int64_t>(P / 2, 32), 1024));
       size_t smem = shared_key_offset(P) + static_cast<size_t>(P) * sizeof(K);
-      sort_shared_kernel<T><<<static_cast<unsigned>(lines), threads, smem, stream>>>(xp, len, static_cast<int>(P), op,
-                                                                                     descending);
+      sort_shared_kernel<T>
+          <<<static_cast<unsigned>(lines), threads, smem, stream>>>(xp, len, static_cast<int>(P), op, descending);
       NABLA_KERNEL_CHECK("sort_shared_kernel");
     } else {
       Tensor kb = internal::make_empty({lines * P}, dtype_of<K>(), xt.device());
@@ -241,12 +240,12 @@ void sort_lines(const Tensor& xt, int64_t lines, int64_t len, int64_t k, bool de
     }
   });
   switch (xt.element_size()) {
-#define NABLA_TAKE(bytes, W)                                                                                \
-  case bytes:                                                                                               \
-    take_kernel<W><<<grid_for(lines * k, 256), 256, 0, stream>>>(                                           \
-        static_cast<const W*>(xt.data_ptr()), op, lines, len, k, static_cast<W*>(values.data_ptr()),      \
-        static_cast<int64_t*>(indices.data_ptr()));                                                         \
-    NABLA_KERNEL_CHECK("take_kernel");                                                                      \
+#define NABLA_TAKE(bytes, W)                                                                                          \
+  case bytes:                                                                                                         \
+    take_kernel<W><<<grid_for(lines* k, 256), 256, 0, stream>>>(static_cast<const W*>(xt.data_ptr()), op, lines, len, \
+                                                                k, static_cast<W*>(values.data_ptr()),                \
+                                                                static_cast<int64_t*>(indices.data_ptr()));           \
+    NABLA_KERNEL_CHECK("take_kernel");                                                                                \
     break;
     NABLA_TAKE(1, uint8_t)
     NABLA_TAKE(2, uint16_t)

@@ -23,7 +23,9 @@ struct MaxOp {
 };
 struct SumOp {
   template <class A>
-  __device__ A operator()(A a, A b) const { return a + b; }
+  __device__ A operator()(A a, A b) const {
+    return a + b;
+  }
 };
 
 // Row kernels: line = blockIdx.x * blockDim.y + threadIdx.y; blockDim.x threads share a line.
@@ -63,12 +65,14 @@ __global__ void __launch_bounds__(512) softmax_rows_kernel(const T* x, T* y, int
     for (int64_t j = threadIdx.x; j < len; j += blockDim.x) q[j] = static_cast<T>((static_cast<C>(p[j]) - mc) - ls);
   } else {
     C inv = static_cast<C>(1.0 / s);
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) q[j] = static_cast<T>(::exp(static_cast<C>(p[j]) - mc) * inv);
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
+      q[j] = static_cast<T>(::exp(static_cast<C>(p[j]) - mc) * inv);
   }
 }
 
 template <class T>
-__global__ void __launch_bounds__(512) softmax_backward_rows_kernel(const T* g, const T* y, T* out, int64_t lines, int64_t len, bool log) {
+__global__ void __launch_bounds__(512)
+    softmax_backward_rows_kernel(const T* g, const T* y, T* out, int64_t lines, int64_t len, bool log) {
   using C = opmath_t<T>;
   __shared__ double shared[32 * 32];
   int64_t line = blockIdx.x * int64_t(blockDim.y) + threadIdx.y;
@@ -173,8 +177,8 @@ void softmax(const Tensor& x_in, int64_t dim, bool log, const Tensor& out) {
         softmax_rows_kernel<T><<<grid, block, 0, stream>>>(xp, yp, l.outer, l.len, log);
         NABLA_KERNEL_CHECK("softmax_rows_kernel");
       } else {
-        softmax_cols_kernel<T><<<blocks_for(l.outer * l.inner, 256), 256, 0, stream>>>(xp, yp, l.outer, l.len, l.inner,
-                                                                                       log);
+        softmax_cols_kernel<T>
+            <<<blocks_for(l.outer * l.inner, 256), 256, 0, stream>>>(xp, yp, l.outer, l.len, l.inner, log);
         NABLA_KERNEL_CHECK("softmax_cols_kernel");
       }
     });
@@ -204,8 +208,8 @@ void softmax_backward(const Tensor& g_in, const Tensor& y_in, int64_t dim, bool 
         softmax_backward_rows_kernel<T><<<grid, block, 0, stream>>>(gp, yp, op, l.outer, l.len, log);
         NABLA_KERNEL_CHECK("softmax_backward_rows_kernel");
       } else {
-        softmax_backward_cols_kernel<T><<<blocks_for(l.outer * l.inner, 256), 256, 0, stream>>>(
-            gp, yp, op, l.outer, l.len, l.inner, log);
+        softmax_backward_cols_kernel<T>
+            <<<blocks_for(l.outer * l.inner, 256), 256, 0, stream>>>(gp, yp, op, l.outer, l.len, l.inner, log);
         NABLA_KERNEL_CHECK("softmax_backward_cols_kernel");
       }
     });

@@ -20,8 +20,8 @@
 #include "core/impl.h"
 #include "core/linalg/solver.h"
 #include "cuda/allocator.h"
-#include "cuda/cublas_check.h"
 #include "cuda/common.h"
+#include "cuda/cublas_check.h"
 #include "cuda/handles.h"
 #include "cuda/solver_plan.h"
 
@@ -51,14 +51,14 @@ const char* status_name(cusolverStatus_t s) {
 
 [[noreturn]] void throw_cusolver(cusolverStatus_t s, const char* what, const char* file, int line) {
   throw CudaError(internal::str("cuSOLVER error: ", status_name(s), " (", static_cast<int>(s), ") in ", what, " at ",
-                              file, ":", line));
+                                file, ":", line));
 }
 
-#define NABLA_CUSOLVER_CHECK(expr)                                               \
-  do {                                                                           \
-    cusolverStatus_t nabla_st_ = (expr);                                         \
-    if (nabla_st_ != CUSOLVER_STATUS_SUCCESS) [[unlikely]]                       \
-      throw_cusolver(nabla_st_, #expr, __FILE__, __LINE__);                      \
+#define NABLA_CUSOLVER_CHECK(expr)                          \
+  do {                                                      \
+    cusolverStatus_t nabla_st_ = (expr);                    \
+    if (nabla_st_ != CUSOLVER_STATUS_SUCCESS) [[unlikely]]  \
+      throw_cusolver(nabla_st_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 cusolverDnHandle_t create_solver_handle(int device, cudaStream_t stream) {
@@ -144,7 +144,8 @@ void by_scalar(const Tensor& t, const char* op, F&& f) {
   switch (solver::scalar_of(t.dtype())) {
     case solver::Scalar::f32: f(float{}); return;
     case solver::Scalar::f64: f(double{}); return;
-    default: throw DTypeError(internal::str(op, ": cuSOLVER takes float32 or float64 tensors, got ", internal::describe(t)));
+    default:
+      throw DTypeError(internal::str(op, ": cuSOLVER takes float32 or float64 tensors, got ", internal::describe(t)));
   }
 }
 
@@ -160,7 +161,7 @@ MatrixBatch batch_of(const Tensor& t, const char* op) {
 // A contiguous int32 (pivots, infos) or scalar (tau, w, s) tensor, as the caller must pass it.
 void check_dense(const Tensor& t, const char* op, const char* name) {
   NABLA_CHECK(ValueError, t.is_contiguous() && t.device().is_cuda(), op, ": internal error: ", name,
-                    " must be a contiguous CUDA tensor, got ", internal::describe(t));
+              " must be a contiguous CUDA tensor, got ", internal::describe(t));
 }
 
 template <class T>
@@ -184,8 +185,8 @@ T** pointers(const Tensor& array) {
 
 template <class T>
 T* workspace(Tensor& holder, int64_t lwork, int device) {
-  holder = scratch(solver::workspace_bytes(lwork, std::is_same_v<T, double> ? solver::Scalar::f64 : solver::Scalar::f32),
-                   device);
+  holder = scratch(
+      solver::workspace_bytes(lwork, std::is_same_v<T, double> ? solver::Scalar::f64 : solver::Scalar::f32), device);
   return static_cast<T*>(holder.data_ptr());
 }
 
@@ -227,7 +228,8 @@ void getrf(const Tensor& a, const Tensor& ipiv, const Tensor& info) {
   check_dense(ipiv, "linalg (getrf)", "ipiv");
   check_dense(info, "linalg (getrf)", "info");
   const int n = b.rows;
-  NABLA_CHECK(ValueError, b.cols == n, "linalg (getrf): internal error: square matrices expected, got ", internal::describe(a));
+  NABLA_CHECK(ValueError, b.cols == n, "linalg (getrf): internal error: square matrices expected, got ",
+              internal::describe(a));
   if (b.count == 0 || n == 0) return;
   const int device = device_of(a);
   cudaStream_t stream = stream_for(device);
@@ -240,7 +242,8 @@ void getrf(const Tensor& a, const Tensor& ipiv, const Tensor& info) {
       Lease<cublasHandle_t> h(blas_pool(), device, stream);
       for (const solver::Chunk& c : solver::batch_chunks(b.count)) {
         Tensor ptrs = pointer_array<T>(a, b, c.first, c.count);
-        NABLA_CUBLAS_CHECK(L::getrfBatched(h.get(), n, pointers<T>(ptrs), b.ld, piv + c.first * n, inf + c.first, c.count));
+        NABLA_CUBLAS_CHECK(
+            L::getrfBatched(h.get(), n, pointers<T>(ptrs), b.ld, piv + c.first * n, inf + c.first, c.count));
       }
       return;
     }
@@ -260,8 +263,8 @@ void getrs(bool transpose, const Tensor& lu, const Tensor& ipiv, const Tensor& r
   check_dense(ipiv, "linalg (getrs)", "ipiv");
   const int n = a.rows, k = x.cols;
   NABLA_CHECK(ValueError, a.cols == n && x.rows == n && x.count == a.count,
-                    "linalg (getrs): internal error: mismatched factors and right sides ", internal::describe(lu), " and ",
-                    internal::describe(rhs));
+              "linalg (getrs): internal error: mismatched factors and right sides ", internal::describe(lu), " and ",
+              internal::describe(rhs));
   if (a.count == 0 || n == 0 || k == 0) return;
   const int device = device_of(lu);
   cudaStream_t stream = stream_for(device);
@@ -278,7 +281,7 @@ void getrs(bool transpose, const Tensor& lu, const Tensor& ipiv, const Tensor& r
         NABLA_CUBLAS_CHECK(L::getrsBatched(h.get(), op, n, k, pointers<T>(pa), a.ld, piv + c.first * n, pointers<T>(pb),
                                            x.ld, &param_info, c.count));
         NABLA_CHECK(ValueError, param_info == 0, "linalg (getrs): internal error: argument ", -param_info,
-                          " of cublasXgetrsBatched is invalid");
+                    " of cublasXgetrsBatched is invalid");
       }
       return;
     }
@@ -286,8 +289,8 @@ void getrs(bool transpose, const Tensor& lu, const Tensor& ipiv, const Tensor& r
     Tensor info_holder;
     int* param_info = scratch_info(info_holder, device);
     for (int64_t i = 0; i < a.count; ++i)
-      NABLA_CUSOLVER_CHECK(L::getrs(h.get(), op, n, k, matrix<T>(lu, a, i), a.ld, piv + i * n, matrix<T>(rhs, x, i),
-                                    x.ld, param_info));
+      NABLA_CUSOLVER_CHECK(
+          L::getrs(h.get(), op, n, k, matrix<T>(lu, a, i), a.ld, piv + i * n, matrix<T>(rhs, x, i), x.ld, param_info));
   });
 }
 
@@ -296,7 +299,8 @@ void potrf(bool upper, const Tensor& a, const Tensor& info) {
   const MatrixBatch b = batch_of(a, "linalg (potrf)");
   check_dense(info, "linalg (potrf)", "info");
   const int n = b.rows;
-  NABLA_CHECK(ValueError, b.cols == n, "linalg (potrf): internal error: square matrices expected, got ", internal::describe(a));
+  NABLA_CHECK(ValueError, b.cols == n, "linalg (potrf): internal error: square matrices expected, got ",
+              internal::describe(a));
   if (b.count == 0 || n == 0) return;
   const int device = device_of(a);
   cudaStream_t stream = stream_for(device);
@@ -328,7 +332,7 @@ void geqrf(const Tensor& a, const Tensor& tau) {
   check_dense(tau, "linalg (geqrf)", "tau");
   const int m = b.rows, n = b.cols, k = std::min(m, n);
   NABLA_CHECK(ValueError, tau.dim() >= 1 && tau.sizes().back() == k && tau.numel() == b.count * k,
-                    "linalg (geqrf): internal error: tau ", internal::describe(tau), " for ", internal::describe(a));
+              "linalg (geqrf): internal error: tau ", internal::describe(tau), " for ", internal::describe(a));
   if (b.count == 0 || k == 0) return;
   const int device = device_of(a);
   cudaStream_t stream = stream_for(device);
@@ -354,7 +358,7 @@ void orgqr(const Tensor& q, const Tensor& tau) {
   const int m = b.rows, c = b.cols;
   const int64_t k64 = tau.dim() >= 1 ? tau.sizes().back() : -1;
   NABLA_CHECK(ValueError, k64 >= 0 && k64 <= c && c <= m && tau.numel() == b.count * k64,
-                    "linalg (orgqr): internal error: tau ", internal::describe(tau), " for ", internal::describe(q));
+              "linalg (orgqr): internal error: tau ", internal::describe(tau), " for ", internal::describe(q));
   const int k = static_cast<int>(k64);
   if (b.count == 0 || c == 0) return;
   const int device = device_of(q);
@@ -380,8 +384,8 @@ void syevd(bool vectors, bool upper, const Tensor& a, const Tensor& w, const Ten
   check_dense(w, "linalg (syevd)", "w");
   check_dense(info, "linalg (syevd)", "info");
   const int n = b.rows;
-  NABLA_CHECK(ValueError, b.cols == n && w.numel() == b.count * n, "linalg (syevd): internal error: w ", internal::describe(w),
-                    " for ", internal::describe(a));
+  NABLA_CHECK(ValueError, b.cols == n && w.numel() == b.count * n, "linalg (syevd): internal error: w ",
+              internal::describe(w), " for ", internal::describe(a));
   if (b.count == 0 || n == 0) return;
   const int device = device_of(a);
   cudaStream_t stream = stream_for(device);
@@ -412,8 +416,7 @@ void syevd(bool vectors, bool upper, const Tensor& a, const Tensor& w, const Ten
     Tensor ws_holder;
     T* ws = workspace<T>(ws_holder, lwork, device);
     for (int64_t i = 0; i < b.count; ++i)
-      NABLA_CUSOLVER_CHECK(
-          L::syevd(h.get(), jobz, uplo, n, matrix<T>(a, b, i), b.ld, pw + i * n, ws, lwork, inf + i));
+      NABLA_CUSOLVER_CHECK(L::syevd(h.get(), jobz, uplo, n, matrix<T>(a, b, i), b.ld, pw + i * n, ws, lwork, inf + i));
   });
 }
 
@@ -425,16 +428,17 @@ void gesvd(const Tensor& a, const Tensor& s, const Tensor& u, const Tensor& v, c
   const int m = b.rows, n = b.cols, k = std::min(m, n);
   const bool vectors = u.defined();
   NABLA_CHECK(ValueError, s.numel() == b.count * k && vectors == v.defined(), "linalg (gesvd): internal error: s ",
-                    internal::describe(s), " for ", internal::describe(a));
+              internal::describe(s), " for ", internal::describe(a));
   if (b.count == 0 || k == 0) return;
   MatrixBatch bu, bv;
   if (vectors) {
     bu = batch_of(u, "linalg (gesvd)");
     bv = batch_of(v, "linalg (gesvd)");
-    NABLA_CHECK(ValueError, bu.rows == m && bv.rows == n && bu.count == b.count && bv.count == b.count &&
-                          (bu.cols == m || bu.cols == k) && (bv.cols == n || bv.cols == k),
-                      "linalg (gesvd): internal error: u ", internal::describe(u), " and v ", internal::describe(v),
-                      " for ", internal::describe(a));
+    NABLA_CHECK(ValueError,
+                bu.rows == m && bv.rows == n && bu.count == b.count && bv.count == b.count &&
+                    (bu.cols == m || bu.cols == k) && (bv.cols == n || bv.cols == k),
+                "linalg (gesvd): internal error: u ", internal::describe(u), " and v ", internal::describe(v), " for ",
+                internal::describe(a));
   }
   const bool full = vectors && (bu.cols > k || bv.cols > k);
   const int device = device_of(a);

@@ -47,8 +47,8 @@ inline int64_t scalar_bytes(Scalar s) { return s == Scalar::f64 ? 8 : s == Scala
 
 // A batch of column-major matrices read in place from a tensor (*, c, r) of sizes/strides (elements).
 struct MatrixBatch {
-  bool ok = false;      // column-major (unit stride down a column, ld >= rows): cuSOLVER reads it in place
-  std::string why;      // when not ok: what is wrong (for the internal error)
+  bool ok = false;  // column-major (unit stride down a column, ld >= rows): cuSOLVER reads it in place
+  std::string why;  // when not ok: what is wrong (for the internal error)
   int rows = 0, cols = 0, ld = 1;
   int64_t count = 0;             // matrices in the batch
   std::vector<int64_t> offsets;  // element offset of each matrix from the tensor's data pointer
@@ -118,7 +118,7 @@ inline MatrixBatch column_major_batch(const std::vector<int64_t>& sizes, const s
 inline Call lu_call(int64_t batch, int64_t n) {
   return batch > 1 && n <= kMaxBatchedLuN ? Call::pointers : Call::looped;  // cuBLAS getrfBatched
 }
-inline Call lu_solve_call(int64_t batch, int64_t n) { return lu_call(batch, n); }  // getrsBatched alike
+inline Call lu_solve_call(int64_t batch, int64_t n) { return lu_call(batch, n); }               // getrsBatched alike
 inline Call cholesky_call(int64_t batch) { return batch > 1 ? Call::pointers : Call::looped; }  // potrfBatched
 // syevjBatched needs the packed layout; otherwise (and for one or large matrices) syevd per matrix.
 inline Call eigh_call(int64_t batch, int64_t n, bool packed) {

@@ -11,26 +11,26 @@ namespace {
 using namespace nabla::scalar;
 
 // Functors: T is the compute type.
-#define NABLA_FLOAT_FUNCTOR(name, fwd, ...)                     \
-  struct U_##name {                                             \
-    double p0, p1;                                              \
-    template <class T>                                          \
-    __device__ T operator()(T x) const {                        \
-      return static_cast<T>(fwd);                               \
-    }                                                           \
+#define NABLA_FLOAT_FUNCTOR(name, fwd, ...) \
+  struct U_##name {                         \
+    double p0, p1;                          \
+    template <class T>                      \
+    __device__ T operator()(T x) const {    \
+      return static_cast<T>(fwd);           \
+    }                                       \
   };
 NABLA_UNARY_FLOAT_OPS(NABLA_FLOAT_FUNCTOR)
 NABLA_UNARY_PARAM_OPS(NABLA_FLOAT_FUNCTOR)
 NABLA_UNARY_SAME_OPS(NABLA_FLOAT_FUNCTOR)
 #undef NABLA_FLOAT_FUNCTOR
 
-#define NABLA_PRED_FUNCTOR(name, fwd, ...)       \
-  struct U_##name {                          \
-    double p0, p1;                           \
-    template <class T>                       \
-    __device__ bool operator()(T x) const {  \
-      return static_cast<bool>(fwd);         \
-    }                                        \
+#define NABLA_PRED_FUNCTOR(name, fwd, ...)  \
+  struct U_##name {                         \
+    double p0, p1;                          \
+    template <class T>                      \
+    __device__ bool operator()(T x) const { \
+      return static_cast<bool>(fwd);        \
+    }                                       \
   };
 NABLA_UNARY_BOOL_OPS(NABLA_PRED_FUNCTOR)
 #undef NABLA_PRED_FUNCTOR
@@ -101,7 +101,7 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
   case UnaryOp::name: return same_op(x, out, #name, U_##name{p0, p1});
     NABLA_UNARY_SAME_OPS(NABLA_SAME_CASE)
 #undef NABLA_SAME_CASE
-#define NABLA_PRED_CASE(name, fwd, ...)\
+#define NABLA_PRED_CASE(name, fwd, ...) \
   case UnaryOp::name: return pred_op(x, out, U_##name{p0, p1});
     NABLA_UNARY_BOOL_OPS(NABLA_PRED_CASE)
 #undef NABLA_PRED_CASE

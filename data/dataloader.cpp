@@ -131,9 +131,7 @@ class EpochRun {
       Slot result;
       try {
         result.batch = build(k);
-      } catch (...) {
-        result.error = std::current_exception();
-      }
+      } catch (...) { result.error = std::current_exception(); }
       {
         std::lock_guard lock(mu_);
         if (result.error) claimed_ = std::max(claimed_, plan_.num_batches);  // build nothing after a failure
@@ -214,18 +212,17 @@ DataLoader::DataLoader(DatasetPtr dataset, Options options, int)
   NABLA_CHECK(ValueError, dataset_ != nullptr, "DataLoader: the dataset is null");
   const int64_t n = dataset_->size();
   NABLA_CHECK(ValueError, n > 0, "DataLoader: the dataset is empty");
-  NABLA_CHECK(ValueError, options_.batch_size > 0, "DataLoader: batch_size must be positive, got ", options_.batch_size);
-  NABLA_CHECK(ValueError, options_.num_workers >= 0, "DataLoader: num_workers must be non-negative, got ", options_.num_workers);
+  NABLA_CHECK(ValueError, options_.batch_size > 0, "DataLoader: batch_size must be positive, got ",
+              options_.batch_size);
+  NABLA_CHECK(ValueError, options_.num_workers >= 0, "DataLoader: num_workers must be non-negative, got ",
+              options_.num_workers);
   NABLA_CHECK(ValueError, options_.prefetch_factor > 0, "DataLoader: prefetch_factor must be positive, got ",
-                    options_.prefetch_factor);
+              options_.prefetch_factor);
   NABLA_CHECK(ValueError, !(options_.shuffle && options_.sampler),
-                    "DataLoader: shuffle and sampler are mutually exclusive (shuffle with a RandomSampler instead)");
-  if (options_.sampler)
-    sampler_ = options_.sampler;
-  else if (options_.shuffle)
-    sampler_ = std::make_shared<RandomSampler>(n);
-  else
-    sampler_ = std::make_shared<SequentialSampler>(n);
+              "DataLoader: shuffle and sampler are mutually exclusive (shuffle with a RandomSampler instead)");
+  if (options_.sampler) sampler_ = options_.sampler;
+  else if (options_.shuffle) sampler_ = std::make_shared<RandomSampler>(n);
+  else sampler_ = std::make_shared<SequentialSampler>(n);
   if (options_.seed) {
     seed_ = *options_.seed;
   } else {
@@ -246,7 +243,7 @@ std::shared_ptr<const std::vector<int64_t>> DataLoader::epoch_order(int64_t epoc
   for (size_t k = 0; k < order->size(); ++k) {
     int64_t i = (*order)[k];
     NABLA_CHECK(IndexError, i >= 0 && i < n, "DataLoader: the sampler gave index ", i, " at position ", k, " of epoch ",
-                      epoch, " but the dataset has ", n, " examples");
+                epoch, " but the dataset has ", n, " examples");
   }
   cached_epoch_ = epoch;
   cached_order_ = order;
@@ -271,7 +268,7 @@ DataLoader::Iterator DataLoader::begin() {
   plan.order = epoch_order(epoch);
   const int64_t n = static_cast<int64_t>(plan.order->size());
   NABLA_CHECK(IndexError, start >= 0 && start <= n, "DataLoader: cannot resume epoch ", epoch, " at index ", start,
-                    ": the epoch has ", n, " samples");
+              ": the epoch has ", n, " samples");
   plan.start = start;
   plan.batch_size = options_.batch_size;
   plan.num_batches = num_batches(n - start, options_.batch_size, options_.drop_last);
@@ -280,14 +277,16 @@ DataLoader::Iterator DataLoader::begin() {
   next_epoch_ = epoch + 1;
   next_index_ = 0;
   *progress_ = {seed_, epoch, start};
-  return Iterator(std::make_unique<internal::EpochRun>(std::move(plan), options_.num_workers, options_.prefetch_factor, progress_));
+  return Iterator(
+      std::make_unique<internal::EpochRun>(std::move(plan), options_.num_workers, options_.prefetch_factor, progress_));
 }
 
 LoaderState DataLoader::state() const { return *progress_; }
 
 void DataLoader::load_state(const LoaderState& state) {
-  NABLA_CHECK(ValueError, state.epoch >= 0 && state.index >= 0, "DataLoader: load_state: epoch and index must be non-negative, got epoch ",
-                    state.epoch, " index ", state.index);
+  NABLA_CHECK(ValueError, state.epoch >= 0 && state.index >= 0,
+              "DataLoader: load_state: epoch and index must be non-negative, got epoch ", state.epoch, " index ",
+              state.index);
   seed_ = state.seed;
   cached_order_.reset();
   next_epoch_ = state.epoch;

@@ -40,14 +40,14 @@ using Collate = std::function<Example(std::span<const Example>)>;
 
 struct DataLoaderOptions {
   int64_t batch_size = 1;
-  bool shuffle = false;                // a fresh random permutation each epoch (RandomSampler)
-  std::optional<uint64_t> seed{};      // unset: drawn once from the default CPU generator (see manual_seed)
-  int num_workers = 0;                 // 0: batches are built on the calling thread when needed
-  bool drop_last = false;              // drop the last batch if it is smaller than batch_size
-  SamplerPtr sampler{};                // a custom order (exclusive with shuffle)
-  Collate collate{};                   // unset: dataset.get_batch (data::collate unless overridden)
-  int prefetch_factor = 2;             // batches queued ahead per worker
-  bool pin_memory = false;             // page-locked batches, for faster copies to a GPU
+  bool shuffle = false;            // a fresh random permutation each epoch (RandomSampler)
+  std::optional<uint64_t> seed{};  // unset: drawn once from the default CPU generator (see manual_seed)
+  int num_workers = 0;             // 0: batches are built on the calling thread when needed
+  bool drop_last = false;          // drop the last batch if it is smaller than batch_size
+  SamplerPtr sampler{};            // a custom order (exclusive with shuffle)
+  Collate collate{};               // unset: dataset.get_batch (data::collate unless overridden)
+  int prefetch_factor = 2;         // batches queued ahead per worker
+  bool pin_memory = false;         // page-locked batches, for faster copies to a GPU
 };
 
 // Where a DataLoader's next batch comes from: epoch `epoch` of the order seeded by `seed`, starting
@@ -63,7 +63,7 @@ namespace internal {
 // The library's private helpers (internal::str, ...) are reachable from here as well.
 using namespace ::nabla::internal;
 class EpochRun;
-}
+}  // namespace internal
 
 class DataLoader {
  public:
@@ -71,8 +71,8 @@ class DataLoader {
 
   // `dataset`: any Dataset, a shared_ptr to one, or a struct with size() and get(i) (see share()).
   template <class D>
-    requires(!std::same_as<std::remove_cvref_t<D>, DataLoader>)
-  explicit DataLoader(D&& dataset, Options options = {}) : DataLoader(share(std::forward<D>(dataset)), std::move(options), 0) {}
+  requires(!std::same_as<std::remove_cvref_t<D>, DataLoader>) explicit DataLoader(D&& dataset, Options options = {})
+      : DataLoader(share(std::forward<D>(dataset)), std::move(options), 0) {}
 
   DataLoader(DataLoader&&) noexcept;
   DataLoader& operator=(DataLoader&&) noexcept;

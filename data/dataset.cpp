@@ -30,18 +30,18 @@ Example collate(std::span<const Example> examples) {
     const Example& e = examples[i];
     NABLA_CHECK(ValueError, e.data.defined(), "collate: example ", i, " has no data");
     NABLA_CHECK(ShapeError, e.data.sizes() == first.data.sizes(), "collate: example ", i, " has data of shape ",
-                      e.data.sizes(), " but example 0 has ", first.data.sizes(),
-                      "; resize or crop examples to one size, or pass a custom collate");
+                e.data.sizes(), " but example 0 has ", first.data.sizes(),
+                "; resize or crop examples to one size, or pass a custom collate");
     NABLA_CHECK(DTypeError, e.data.dtype() == first.data.dtype(), "collate: example ", i, " has data of dtype ",
-                      e.data.dtype(), " but example 0 has ", first.data.dtype());
+                e.data.dtype(), " but example 0 has ", first.data.dtype());
     NABLA_CHECK(ValueError, e.target.defined() == has_target, "collate: example ", i,
-                      e.target.defined() ? " has a target but example 0 has none" : " has no target but example 0 has one");
+                e.target.defined() ? " has a target but example 0 has none" : " has no target but example 0 has one");
     data.push_back(e.data);
     if (has_target) {
-      NABLA_CHECK(ShapeError, e.target.sizes() == first.target.sizes(), "collate: example ", i, " has a target of shape ",
-                        e.target.sizes(), " but example 0 has ", first.target.sizes());
-      NABLA_CHECK(DTypeError, e.target.dtype() == first.target.dtype(), "collate: example ", i, " has a target of dtype ",
-                        e.target.dtype(), " but example 0 has ", first.target.dtype());
+      NABLA_CHECK(ShapeError, e.target.sizes() == first.target.sizes(), "collate: example ", i,
+                  " has a target of shape ", e.target.sizes(), " but example 0 has ", first.target.sizes());
+      NABLA_CHECK(DTypeError, e.target.dtype() == first.target.dtype(), "collate: example ", i,
+                  " has a target of dtype ", e.target.dtype(), " but example 0 has ", first.target.dtype());
       target.push_back(e.target);
     }
   }
@@ -54,12 +54,13 @@ Example collate(std::span<const Example> examples) {
 // ---- TensorDataset ------------------------------------------------------------------------------
 TensorDataset::TensorDataset(Tensor data, Tensor target) : data_(std::move(data)), target_(std::move(target)) {
   NABLA_CHECK(ValueError, data_.defined(), "TensorDataset: data is undefined");
-  NABLA_CHECK(ShapeError, data_.dim() >= 1, "TensorDataset: data must have a leading example dim, got shape ", data_.sizes());
+  NABLA_CHECK(ShapeError, data_.dim() >= 1, "TensorDataset: data must have a leading example dim, got shape ",
+              data_.sizes());
   if (target_.defined()) {
     NABLA_CHECK(ShapeError, target_.dim() >= 1 && target_.size(0) == data_.size(0), "TensorDataset: data has shape ",
-                      data_.sizes(), " but target has shape ", target_.sizes(), " (the first dims must match)");
+                data_.sizes(), " but target has shape ", target_.sizes(), " (the first dims must match)");
     NABLA_CHECK(DeviceError, target_.device() == data_.device(), "TensorDataset: data is on ", data_.device(),
-                       " but target is on ", target_.device());
+                " but target is on ", target_.device());
   }
 }
 
@@ -74,12 +75,13 @@ Example TensorDataset::get_batch(std::span<const int64_t> indices) const {
 }
 
 // ---- Subset -------------------------------------------------------------------------------------
-Subset::Subset(DatasetPtr dataset, std::vector<int64_t> indices) : dataset_(std::move(dataset)), indices_(std::move(indices)) {
+Subset::Subset(DatasetPtr dataset, std::vector<int64_t> indices)
+    : dataset_(std::move(dataset)), indices_(std::move(indices)) {
   NABLA_CHECK(ValueError, dataset_ != nullptr, "Subset: the dataset is null");
   int64_t n = dataset_->size();
   for (size_t k = 0; k < indices_.size(); ++k)
     NABLA_CHECK(IndexError, indices_[k] >= 0 && indices_[k] < n, "Subset: index ", indices_[k], " at position ", k,
-                      " is out of range for a dataset of ", n, " examples");
+                " is out of range for a dataset of ", n, " examples");
 }
 
 Example Subset::get(int64_t index) const {
@@ -131,7 +133,8 @@ std::vector<Subset> random_split(DatasetPtr dataset, const std::vector<int64_t>&
     NABLA_CHECK(ValueError, len >= 0, "random_split: lengths must be non-negative, got ", len);
     total += len;
   }
-  NABLA_CHECK(ValueError, total == n, "random_split: lengths add up to ", total, " but the dataset has ", n, " examples");
+  NABLA_CHECK(ValueError, total == n, "random_split: lengths add up to ", total, " but the dataset has ", n,
+              " examples");
   std::vector<int64_t> perm(static_cast<size_t>(n));
   std::iota(perm.begin(), perm.end(), int64_t{0});
   Rng rng(mix_seed(seed, 0x5b11u));

@@ -56,7 +56,8 @@ using namespace ::nabla::internal;
 template <class T>
 struct is_dataset_shared_ptr : std::false_type {};
 template <class T>
-struct is_dataset_shared_ptr<std::shared_ptr<T>> : std::bool_constant<std::derived_from<std::remove_cv_t<T>, Dataset>> {};
+struct is_dataset_shared_ptr<std::shared_ptr<T>> : std::bool_constant<std::derived_from<std::remove_cv_t<T>, Dataset>> {
+};
 
 // Wraps a struct that has size() and get(i) (and optionally get_batch(span)) as a Dataset.
 template <class D>
@@ -66,10 +67,11 @@ class DatasetAdapter final : public Dataset {
   int64_t size() const override { return static_cast<int64_t>(d_.size()); }
   Example get(int64_t index) const override { return d_.get(index); }
   Example get_batch(std::span<const int64_t> indices) const override {
-    if constexpr (requires { { d_.get_batch(indices) } -> std::convertible_to<Example>; })
+    if constexpr (requires {
+                    { d_.get_batch(indices) } -> std::convertible_to<Example>;
+                  })
       return d_.get_batch(indices);
-    else
-      return Dataset::get_batch(indices);
+    else return Dataset::get_batch(indices);
   }
 
  private:
@@ -117,8 +119,8 @@ class Subset : public Dataset {
  public:
   Subset(DatasetPtr dataset, std::vector<int64_t> indices);
   template <class D>
-    requires(!std::convertible_to<D, DatasetPtr>)
-  Subset(D&& dataset, std::vector<int64_t> indices) : Subset(share(std::forward<D>(dataset)), std::move(indices)) {}
+  requires(!std::convertible_to<D, DatasetPtr>) Subset(D&& dataset, std::vector<int64_t> indices)
+      : Subset(share(std::forward<D>(dataset)), std::move(indices)) {}
 
   int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
   Example get(int64_t index) const override;
@@ -149,8 +151,9 @@ class ConcatDataset : public Dataset {
 // its size); the same seed gives the same split.
 std::vector<Subset> random_split(DatasetPtr dataset, const std::vector<int64_t>& lengths, uint64_t seed);
 template <class D>
-  requires(!std::convertible_to<D, DatasetPtr>)
-std::vector<Subset> random_split(D&& dataset, const std::vector<int64_t>& lengths, uint64_t seed) {
+requires(!std::convertible_to<D, DatasetPtr>) std::vector<Subset> random_split(D&& dataset,
+                                                                               const std::vector<int64_t>& lengths,
+                                                                               uint64_t seed) {
   return random_split(share(std::forward<D>(dataset)), lengths, seed);
 }
 // The same with fractions of the dataset that add up to 1 (torch.utils.data.random_split's other
@@ -159,8 +162,8 @@ std::vector<Subset> random_split(D&& dataset, const std::vector<int64_t>& length
 //   auto parts = data::random_split_fractions(dataset, {0.8, 0.1, 0.1}, /*seed=*/42);
 std::vector<Subset> random_split_fractions(DatasetPtr dataset, const std::vector<double>& fractions, uint64_t seed);
 template <class D>
-  requires(!std::convertible_to<D, DatasetPtr>)
-std::vector<Subset> random_split_fractions(D&& dataset, const std::vector<double>& fractions, uint64_t seed) {
+requires(!std::convertible_to<D, DatasetPtr>) std::vector<Subset> random_split_fractions(
+    D&& dataset, const std::vector<double>& fractions, uint64_t seed) {
   return random_split_fractions(share(std::forward<D>(dataset)), fractions, seed);
 }
 

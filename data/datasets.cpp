@@ -8,9 +8,9 @@
 #include <system_error>
 
 #include "core/error.h"
-#include "io/file.h"
 #include "core/ops.h"
 #include "data/impl.h"
+#include "io/file.h"
 
 namespace fs = std::filesystem;
 
@@ -71,27 +71,24 @@ std::string find_idx(const char* dataset, const std::string& root, const std::st
   if (exists_file(gz)) return gz;
   const bool fashion = std::string_view(dataset) == "FashionMNIST";
   throw IOError(internal::str(dataset, ": cannot find '", plain, "' (or '", gz, "'); ",
-                            fashion ? "Debian's package dataset-fashion-mnist installs the files in "
-                                      "/usr/share/datasets/fashion-mnist (apt-get install dataset-fashion-mnist), and "
-                                      "scripts/get-data.sh puts them in data/fashion-mnist"
-                                    : "scripts/get-data.sh puts MNIST in data/mnist (and Fashion-MNIST in "
-                                      "data/fashion-mnist)"));
+                              fashion
+                                  ? "Debian's package dataset-fashion-mnist installs the files in "
+                                    "/usr/share/datasets/fashion-mnist (apt-get install dataset-fashion-mnist), and "
+                                    "scripts/get-data.sh puts them in data/fashion-mnist"
+                                  : "scripts/get-data.sh puts MNIST in data/mnist (and Fashion-MNIST in "
+                                    "data/fashion-mnist)"));
 }
 
 Tensor read_idx_for(const char* dataset, const std::string& path, uint64_t max_bytes) {
   try {
     return read_idx(path, {.max_bytes = max_bytes});
-  } catch (const IOError& e) {
-    throw IOError(internal::str(dataset, ": ", e.what()));
-  }
+  } catch (const IOError& e) { throw IOError(internal::str(dataset, ": ", e.what())); }
 }
 
 IdxInfo read_idx_info_for(const char* dataset, const std::string& path, uint64_t max_bytes) {
   try {
     return read_idx_info(path, {.max_bytes = max_bytes});
-  } catch (const IOError& e) {
-    throw IOError(internal::str(dataset, ": ", e.what()));
-  }
+  } catch (const IOError& e) { throw IOError(internal::str(dataset, ": ", e.what())); }
 }
 
 }  // namespace
@@ -99,7 +96,8 @@ IdxInfo read_idx_info_for(const char* dataset, const std::string& path, uint64_t
 MNIST::MNIST(const std::string& root, Split split, Transform transform)
     : MNIST("MNIST", {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}, root, split, std::move(transform)) {}
 
-MNIST::MNIST(const char* name, std::vector<std::string> classes, const std::string& root, Split split, Transform transform) {
+MNIST::MNIST(const char* name, std::vector<std::string> classes, const std::string& root, Split split,
+             Transform transform) {
   name_ = name;
   classes_ = std::move(classes);
   transform_ = std::move(transform);
@@ -118,19 +116,23 @@ MNIST::MNIST(const char* name, std::vector<std::string> classes, const std::stri
   // read (a gzip file declaring a million images next to 10,000 labels was decompressed, 1 GB).
   const IdxInfo image_info = read_idx_info_for(name, image_path, kMaxImages);
   const IdxInfo label_info = read_idx_info_for(name, label_path, kMaxLabels);
-  const Shape image_dims(image_info.dims.begin(), image_info.dims.end()), label_dims(label_info.dims.begin(), label_info.dims.end());
+  const Shape image_dims(image_info.dims.begin(), image_info.dims.end()),
+      label_dims(label_info.dims.begin(), label_info.dims.end());
   if (image_info.dtype != kUInt8)
-    bad(image_path, internal::str("expected u8 pixels (type 0x08), got ", image_info.type, " (", image_info.dtype, ")"));
+    bad(image_path,
+        internal::str("expected u8 pixels (type 0x08), got ", image_info.type, " (", image_info.dtype, ")"));
   if (image_dims.size() != 3)
     bad(image_path, internal::str("expected 3 dims (images, rows, columns), got ", image_dims.size(), " ", image_dims));
   if (image_dims[0] == 0 || image_dims[1] == 0 || image_dims[2] == 0)
     bad(image_path, internal::str("holds no images (dims ", image_dims, ")"));
   if (label_info.dtype != kUInt8)
-    bad(label_path, internal::str("expected u8 labels (type 0x08), got ", label_info.type, " (", label_info.dtype, ")"));
-  if (label_dims.size() != 1) bad(label_path, internal::str("expected 1 dim (labels), got ", label_dims.size(), " ", label_dims));
+    bad(label_path,
+        internal::str("expected u8 labels (type 0x08), got ", label_info.type, " (", label_info.dtype, ")"));
+  if (label_dims.size() != 1)
+    bad(label_path, internal::str("expected 1 dim (labels), got ", label_dims.size(), " ", label_dims));
   if (label_dims[0] != image_dims[0])
     bad(label_path, internal::str("has ", label_dims[0], " labels but '", image_path, "' has ", image_dims[0],
-                                " images (compared from the headers, before reading either)"));
+                                  " images (compared from the headers, before reading either)"));
   Tensor images = read_idx_for(name, image_path, kMaxImages);
   Tensor labels = read_idx_for(name, label_path, kMaxLabels);
   if (images.sizes() != image_dims || labels.sizes() != label_dims)  // the files changed in between
@@ -138,7 +140,8 @@ MNIST::MNIST(const char* name, std::vector<std::string> classes, const std::stri
   const uint8_t* l = labels.data_ptr<uint8_t>();
   const int64_t num_classes = static_cast<int64_t>(classes_.size());
   for (int64_t i = 0; i < labels.size(0); ++i)
-    if (l[i] >= num_classes) bad(label_path, internal::str("label ", int(l[i]), " at index ", i, " is out of range [0, ", num_classes, ")"));
+    if (l[i] >= num_classes)
+      bad(label_path, internal::str("label ", int(l[i]), " at index ", i, " is out of range [0, ", num_classes, ")"));
   images_ = images.unsqueeze(1);  // (N, 1, H, W)
   targets_ = labels.to(kInt64);
 }
@@ -160,22 +163,23 @@ CIFAR10::CIFAR10(const std::string& root, Split split, Transform transform) {
   std::vector<std::string> files;
   if (split == Split::train)
     for (int k = 1; k <= 5; ++k) files.push_back(dir + "/data_batch_" + std::to_string(k) + ".bin");
-  else
-    files.push_back(dir + "/test_batch.bin");
+  else files.push_back(dir + "/test_batch.bin");
   constexpr int64_t kRecord = 1 + 3 * 32 * 32;
   std::vector<std::vector<char>> contents;
   int64_t total = 0;
   for (const auto& f : files) {
     if (!exists_file(f))
-      throw IOError(internal::str("CIFAR10: cannot find '", f, "' (expected the binary version, cifar-10-binary.tar.gz, unpacked in '",
-                                root, "')"));
+      throw IOError(internal::str("CIFAR10: cannot find '", f,
+                                  "' (expected the binary version, cifar-10-binary.tar.gz, unpacked in '", root, "')"));
     std::vector<char> bytes = io::read_file(f, uint64_t(1) << 30);
     const int64_t size = static_cast<int64_t>(bytes.size());
-    NABLA_CHECK(IOError, size > 0 && size % kRecord == 0, "CIFAR10: '", f, "' has ", size, " bytes, not a positive multiple of the ",
-                   kRecord, "-byte record (1 label byte + 3x32x32 pixels): truncated or not a CIFAR-10 batch");
+    NABLA_CHECK(IOError, size > 0 && size % kRecord == 0, "CIFAR10: '", f, "' has ", size,
+                " bytes, not a positive multiple of the ", kRecord,
+                "-byte record (1 label byte + 3x32x32 pixels): truncated or not a CIFAR-10 batch");
     for (int64_t r = 0; r < size / kRecord; ++r) {
       auto label = static_cast<uint8_t>(bytes[static_cast<size_t>(r * kRecord)]);
-      NABLA_CHECK(IOError, label < 10, "CIFAR10: '", f, "': label ", int(label), " of record ", r, " is out of range [0, 10)");
+      NABLA_CHECK(IOError, label < 10, "CIFAR10: '", f, "': label ", int(label), " of record ", r,
+                  " is out of range [0, 10)");
     }
     total += size / kRecord;
     contents.push_back(std::move(bytes));
@@ -203,7 +207,7 @@ std::string lowercase(std::string s) {
 
 ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options) : options_(std::move(options)) {
   NABLA_CHECK(ValueError, options_.channels == 1 || options_.channels == 3 || options_.channels == 4,
-                    "ImageFolder: channels must be 1, 3 or 4, got ", options_.channels);
+              "ImageFolder: channels must be 1, 3 or 4, got ", options_.channels);
   std::error_code ec;
   NABLA_CHECK(IOError, fs::is_directory(root, ec), "ImageFolder: '", root, "' is not a directory");
   std::vector<std::string> extensions;
@@ -213,20 +217,22 @@ ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options) : 
     if (!name.empty() && name[0] != '.' && it->is_directory(ec)) classes_.push_back(name);
   }
   NABLA_CHECK(IOError, !ec, "ImageFolder: cannot list '", root, "': ", ec.message());
-  NABLA_CHECK(IOError, !classes_.empty(), "ImageFolder: '", root, "' has no class folders (expected ", root, "/<class>/<image>)");
+  NABLA_CHECK(IOError, !classes_.empty(), "ImageFolder: '", root, "' has no class folders (expected ", root,
+              "/<class>/<image>)");
   std::sort(classes_.begin(), classes_.end());
   for (size_t label = 0; label < classes_.size(); ++label) {
     const std::string dir = root + "/" + classes_[label];
     std::vector<std::string> files;
-    for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end; !ec && it != end;
-         it.increment(ec)) {
+    for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+         !ec && it != end; it.increment(ec)) {
       if (!it->is_regular_file(ec)) continue;
       std::string ext = lowercase(it->path().extension().string());
-      if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end()) files.push_back(it->path().string());
+      if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end())
+        files.push_back(it->path().string());
     }
     NABLA_CHECK(IOError, !ec, "ImageFolder: cannot list '", dir, "': ", ec.message());
     NABLA_CHECK(IOError, !files.empty() || options_.allow_empty, "ImageFolder: class folder '", dir,
-                   "' has no images with a supported extension (set allow_empty to accept it)");
+                "' has no images with a supported extension (set allow_empty to accept it)");
     std::sort(files.begin(), files.end());
     for (auto& f : files) samples_.emplace_back(std::move(f), static_cast<int64_t>(label));
   }

@@ -32,8 +32,8 @@ class InMemoryImageDataset : public Dataset {
   Example get(int64_t index) const override;
   Example get_batch(std::span<const int64_t> indices) const override;
 
-  const Tensor& images() const { return images_; }   // (N, C, H, W) u8
-  const Tensor& targets() const { return targets_; } // (N) int64
+  const Tensor& images() const { return images_; }    // (N, C, H, W) u8
+  const Tensor& targets() const { return targets_; }  // (N) int64
   const std::vector<std::string>& classes() const { return classes_; }
   const Transform& transform() const { return transform_; }
 
@@ -70,11 +70,11 @@ class CIFAR10 : public InMemoryImageDataset {
 };
 
 struct ImageFolderOptions {
-  int channels = 3;                 // 1 (gray), 3 (RGB) or 4 (RGBA)
-  Transform transform{};            // applied to the float (C, H, W) image
+  int channels = 3;       // 1 (gray), 3 (RGB) or 4 (RGBA)
+  Transform transform{};  // applied to the float (C, H, W) image
   ImageLimits limits{};
   std::vector<std::string> extensions = {".png", ".jpg", ".jpeg", ".bmp"};  // matched case-insensitively
-  bool allow_empty = false;         // allow class folders without images
+  bool allow_empty = false;                                                 // allow class folders without images
 };
 
 // Images in `root`/<class>/**/<file>: classes are the sub-folders in sorted order (label = position),

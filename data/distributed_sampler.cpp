@@ -26,12 +26,17 @@ std::vector<int64_t> torch_randperm(int64_t n, uint64_t seed) {
 
 DistributedSampler::DistributedSampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle,
                                        uint64_t seed, bool drop_last)
-    : n_(dataset_size), num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle), drop_last_(drop_last),
+    : n_(dataset_size),
+      num_replicas_(num_replicas),
+      rank_(rank),
+      shuffle_(shuffle),
+      drop_last_(drop_last),
       seed_(seed) {
-  NABLA_CHECK(ValueError, dataset_size >= 0, "DistributedSampler: dataset size must be non-negative, got ", dataset_size);
+  NABLA_CHECK(ValueError, dataset_size >= 0, "DistributedSampler: dataset size must be non-negative, got ",
+              dataset_size);
   NABLA_CHECK(ValueError, num_replicas >= 1, "DistributedSampler: num_replicas must be at least 1, got ", num_replicas);
   NABLA_CHECK(ValueError, rank >= 0 && rank < num_replicas, "DistributedSampler: rank ", rank,
-                    " is not in [0, num_replicas - 1 = ", num_replicas - 1, "]");
+              " is not in [0, num_replicas - 1 = ", num_replicas - 1, "]");
   // As PyTorch: with drop_last the tail that cannot be split evenly is dropped; otherwise padded.
   if (drop_last && n_ % num_replicas_ != 0) num_samples_ = (n_ - num_replicas_ + num_replicas_ - 1) / num_replicas_;
   else num_samples_ = (n_ + num_replicas_ - 1) / num_replicas_;

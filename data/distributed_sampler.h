@@ -21,11 +21,11 @@ namespace nabla::data {
 
 class DistributedSampler : public Sampler {
  public:
-  DistributedSampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle = true,
-                     uint64_t seed = 0, bool drop_last = false);
+  DistributedSampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle = true, uint64_t seed = 0,
+                     bool drop_last = false);
   // This rank's indices for `epoch`; the loader's seed is not used (see above).
   std::vector<int64_t> indices(uint64_t loader_seed, int64_t epoch) const override;
-  int64_t num_samples() const { return num_samples_; }         // per rank, every epoch
+  int64_t num_samples() const { return num_samples_; }  // per rank, every epoch
   int64_t total_size() const { return num_samples_ * num_replicas_; }
 
  private:

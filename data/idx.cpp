@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "io/file.h"
 #include "core/ops.h"
+#include "io/file.h"
 
 namespace nabla::data {
 
@@ -129,7 +129,8 @@ void convert(const unsigned char* raw, uint8_t code, size_t n, void* out) {
     }
     case 0x0B: {
       auto* o = static_cast<int32_t*>(out);
-      for (size_t i = 0; i < n; ++i) o[i] = static_cast<int16_t>(static_cast<uint16_t>((raw[2 * i] << 8) | raw[2 * i + 1]));
+      for (size_t i = 0; i < n; ++i)
+        o[i] = static_cast<int16_t>(static_cast<uint16_t>((raw[2 * i] << 8) | raw[2 * i + 1]));
       break;
     }
     case 0x0C:
@@ -169,7 +170,8 @@ Header read_header(Source& src, const std::string& path, const IdxOptions& optio
   Header h;
   unsigned char magic[4];
   size_t got = src.read(magic, 4);
-  if (got < 4) fail(path, "truncated: " + std::to_string(got) + " bytes" + kind + ", but an IDX header needs at least 4");
+  if (got < 4)
+    fail(path, "truncated: " + std::to_string(got) + " bytes" + kind + ", but an IDX header needs at least 4");
   if (magic[0] != 0 || magic[1] != 0) {
     char hex[16];
     std::snprintf(hex, sizeof hex, "0x%08X", be32(magic));
@@ -181,13 +183,14 @@ Header read_header(Source& src, const std::string& path, const IdxOptions& optio
   if (!element_type(magic[2], type)) {
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02X", magic[2]);
-    fail(path, std::string("unknown element type ") + hex + " in the magic number (expected 0x08, 0x09, 0x0B, 0x0C, 0x0D or 0x0E)");
+    fail(path, std::string("unknown element type ") + hex +
+                   " in the magic number (expected 0x08, 0x09, 0x0B, 0x0C, 0x0D or 0x0E)");
   }
   const int ndim = magic[3];
   if (ndim == 0) fail(path, "the magic number declares 0 dims");
   if (ndim > options.max_dims)
-    fail(path, "the magic number declares " + std::to_string(ndim) + " dims, more than the " + std::to_string(options.max_dims) +
-                   " accepted");
+    fail(path, "the magic number declares " + std::to_string(ndim) + " dims, more than the " +
+                   std::to_string(options.max_dims) + " accepted");
 
   std::vector<unsigned char> header(static_cast<size_t>(4 * ndim));
   got = src.read(header.data(), header.size());
@@ -208,28 +211,30 @@ Header read_header(Source& src, const std::string& path, const IdxOptions& optio
   uint64_t data_bytes = 0, out_bytes = 0;
   overflow = overflow || __builtin_mul_overflow(count, uint64_t(type.bytes), &data_bytes) ||
              __builtin_mul_overflow(count, out_size, &out_bytes);
-  if (overflow)
-    fail(path, "the declared dims " + dims_str(dims) + " overflow: their product does not fit in 64 bits");
+  if (overflow) fail(path, "the declared dims " + dims_str(dims) + " overflow: their product does not fit in 64 bits");
   // The limit bounds the memory read_idx takes: the returned tensor (the only large allocation).
   if (out_bytes > options.max_bytes)
-    fail(path, "the declared dims " + dims_str(dims) + " of " + type.name + " need " + std::to_string(data_bytes) +
-                   " bytes" + (out_bytes != data_bytes ? " (" + std::to_string(out_bytes) + " as " + dtype_name(type.dtype) + ")" : "") +
-                   ", more than the limit of " + std::to_string(options.max_bytes) + " (IdxOptions::max_bytes)");
+    fail(path,
+         "the declared dims " + dims_str(dims) + " of " + type.name + " need " + std::to_string(data_bytes) + " bytes" +
+             (out_bytes != data_bytes ? " (" + std::to_string(out_bytes) + " as " + dtype_name(type.dtype) + ")" : "") +
+             ", more than the limit of " + std::to_string(options.max_bytes) + " (IdxOptions::max_bytes)");
   const uint64_t header_bytes = 4 + header.size();
   h.data_bytes = data_bytes;
-  h.declared = "the header declares " + dims_str(dims) + " " + type.name + " (" + std::to_string(data_bytes) +
-               " bytes of data)";
+  h.declared =
+      "the header declares " + dims_str(dims) + " " + type.name + " (" + std::to_string(data_bytes) + " bytes of data)";
   const std::string& declared = h.declared;
   if (!src.gzip()) {
     // The size is known: check it before allocating anything.
     uint64_t have = src.file_size() - header_bytes;
     if (have < data_bytes)
-      fail(path, "truncated: " + declared + " but the file has only " + std::to_string(have) + " bytes after the header");
+      fail(path,
+           "truncated: " + declared + " but the file has only " + std::to_string(have) + " bytes after the header");
     if (have > data_bytes)
       fail(path, declared + " but the file has " + std::to_string(have - data_bytes) + " unexpected bytes after it");
   } else if (data_bytes / kMaxDeflateRatio > src.file_size()) {
-    fail(path, declared + " but a gzip file of " + std::to_string(src.file_size()) + " bytes cannot hold that much (deflate " +
-                   "expands data at most " + std::to_string(kMaxDeflateRatio) + " times): corrupt, or a decompression bomb");
+    fail(path, declared + " but a gzip file of " + std::to_string(src.file_size()) +
+                   " bytes cannot hold that much (deflate " + "expands data at most " +
+                   std::to_string(kMaxDeflateRatio) + " times): corrupt, or a decompression bomb");
   }
   return h;
 }
@@ -290,18 +295,23 @@ void write_idx(const std::string& path, const Tensor& t, bool gzip) {
     case kInt32: code = 0x0C; break;
     case kFloat32: code = 0x0D; break;
     case kFloat64: code = 0x0E; break;
-    default: throw DTypeError(internal::str("write_idx: cannot store ", t.dtype(), " in an IDX file (use u8, int32, float32 or float64)"));
+    default:
+      throw DTypeError(
+          internal::str("write_idx: cannot store ", t.dtype(), " in an IDX file (use u8, int32, float32 or float64)"));
   }
-  NABLA_CHECK(ShapeError, t.dim() >= 1 && t.dim() <= 255, "write_idx: an IDX file holds 1 to 255 dims, got shape ", t.sizes());
+  NABLA_CHECK(ShapeError, t.dim() >= 1 && t.dim() <= 255, "write_idx: an IDX file holds 1 to 255 dims, got shape ",
+              t.sizes());
   for (int64_t d = 0; d < t.dim(); ++d)
-    NABLA_CHECK(ShapeError, t.size(d) <= int64_t(UINT32_MAX), "write_idx: dim ", d, " of ", t.sizes(), " does not fit in 32 bits");
+    NABLA_CHECK(ShapeError, t.size(d) <= int64_t(UINT32_MAX), "write_idx: dim ", d, " of ", t.sizes(),
+                " does not fit in 32 bits");
   Tensor c = t.cpu().contiguous();
   const size_t es = c.element_size(), n = static_cast<size_t>(c.numel());
   std::vector<unsigned char> bytes(4 + 4 * static_cast<size_t>(c.dim()) + n * es);
   bytes[0] = 0, bytes[1] = 0, bytes[2] = code, bytes[3] = static_cast<unsigned char>(c.dim());
   for (int64_t d = 0; d < c.dim(); ++d) {
     uint32_t v = static_cast<uint32_t>(c.size(d));
-    for (int k = 0; k < 4; ++k) bytes[4 + 4 * static_cast<size_t>(d) + static_cast<size_t>(k)] = static_cast<unsigned char>(v >> (24 - 8 * k));
+    for (int k = 0; k < 4; ++k)
+      bytes[4 + 4 * static_cast<size_t>(d) + static_cast<size_t>(k)] = static_cast<unsigned char>(v >> (24 - 8 * k));
   }
   const auto* src = static_cast<const unsigned char*>(c.data_ptr());
   unsigned char* dst = bytes.data() + 4 + 4 * c.dim();
@@ -310,7 +320,8 @@ void write_idx(const std::string& path, const Tensor& t, bool gzip) {
   if (gzip) {
     NABLA_CHECK(ValueError, bytes.size() < (size_t(1) << 31), "write_idx: gzip output is limited to 2 GiB of data");
     z_stream zs{};
-    NABLA_CHECK(IOError, deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK, "write_idx: cannot start zlib");
+    NABLA_CHECK(IOError, deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK,
+                "write_idx: cannot start zlib");
     std::vector<unsigned char> out(deflateBound(&zs, static_cast<uLong>(bytes.size())) + 64);
     zs.next_in = bytes.data();
     zs.avail_in = static_cast<uInt>(bytes.size());

@@ -1,10 +1,10 @@
 #include "data/image.h"
 
 // jpeglib.h needs <cstdio> (FILE, size_t) before it.
-#include <cstdio>
-#include <jpeglib.h>
 #include <jerror.h>
+#include <jpeglib.h>
 #include <png.h>
+#include <cstdio>
 
 #include <algorithm>
 #include <cctype>
@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "io/file.h"
 #include "core/ops.h"
 #include "data/impl.h"
+#include "io/file.h"
 
 // Decoders: PNG through libpng and JPEG through libjpeg-turbo (both hardened and fuzzed upstream);
 // stb_image only for BMP. (stb_image's JPEG decoder wrote out of bounds on a hostile DHT segment
@@ -79,23 +79,24 @@ Format sniff_format(std::span<const uint8_t> b, const std::string& name) {
     std::snprintf(hex, sizeof hex, "%s%02X", i ? " " : "", b[i]);
     start += hex;
   }
-  throw IOError(internal::str("load_image: ", quoted(name), " is not a readable PNG, JPEG or BMP image (it starts with bytes ",
-                            start, ", which are none of their signatures)"));
+  throw IOError(internal::str("load_image: ", quoted(name),
+                              " is not a readable PNG, JPEG or BMP image (it starts with bytes ", start,
+                              ", which are none of their signatures)"));
 }
 
 const char* format_name(Format f) { return f == Format::png ? "PNG" : f == Format::jpeg ? "JPEG" : "BMP"; }
 
 void check_size(int64_t w, int64_t h, const ImageLimits& limits, Format f, const std::string& name) {
-  NABLA_CHECK(IOError, w > 0 && h > 0, "load_image: ", quoted(name), " (", format_name(f), ") declares an empty image (", w, "x",
-                 h, ")");
-  NABLA_CHECK(IOError, w <= limits.max_width && h <= limits.max_height && w * h <= limits.max_pixels, "load_image: ",
-                 quoted(name), " is ", w, "x", h, " pixels, over the limit of ", limits.max_width, "x", limits.max_height,
-                 " and ", limits.max_pixels, " pixels (see ImageLimits)");
+  NABLA_CHECK(IOError, w > 0 && h > 0, "load_image: ", quoted(name), " (", format_name(f),
+              ") declares an empty image (", w, "x", h, ")");
+  NABLA_CHECK(IOError, w <= limits.max_width && h <= limits.max_height && w * h <= limits.max_pixels,
+              "load_image: ", quoted(name), " is ", w, "x", h, " pixels, over the limit of ", limits.max_width, "x",
+              limits.max_height, " and ", limits.max_pixels, " pixels (see ImageLimits)");
 }
 
 [[noreturn]] void decode_error(Format f, const std::string& name, const char* reason) {
-  throw IOError(internal::str("load_image: cannot decode ", quoted(name), " (", format_name(f), "): ",
-                            reason && *reason ? reason : "the file is corrupt"));
+  throw IOError(internal::str("load_image: cannot decode ", quoted(name), " (", format_name(f),
+                              "): ", reason && *reason ? reason : "the file is corrupt"));
 }
 
 // Converts 8-bit pixels between channel counts as stb_image does: gray is replicated to RGB,
@@ -181,7 +182,9 @@ bool png_pixels(PngDecoder& d, png_bytep* rows) {
   return true;
 }
 
-uint32_t be32(const uint8_t* p) { return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3]; }
+uint32_t be32(const uint8_t* p) {
+  return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
+}
 
 // Every chunk must fit in the file. libpng allocates a buffer of a chunk's declared length before
 // reading it (its size limit for ancillary chunks is only a warning on read), so a 90-byte file
@@ -196,9 +199,9 @@ void check_png_chunks(std::span<const uint8_t> b, const std::string& name) {
     if (length > left || left - length < 4) {
       std::string printable;
       for (char c : type) printable += std::isalpha(static_cast<unsigned char>(c)) ? c : '?';
-      throw IOError(internal::str("load_image: cannot decode ", quoted(name), " (PNG): its ", printable, " chunk at byte ",
-                                pos, " declares ", length, " bytes of data, but only ",
-                                left >= 4 ? left - 4 : 0, " follow it (truncated or corrupt)"));
+      throw IOError(internal::str("load_image: cannot decode ", quoted(name), " (PNG): its ", printable,
+                                  " chunk at byte ", pos, " declares ", length, " bytes of data, but only ",
+                                  left >= 4 ? left - 4 : 0, " follow it (truncated or corrupt)"));
     }
     if (type == "IEND") return;
     pos += 12 + length;
@@ -208,8 +211,9 @@ void check_png_chunks(std::span<const uint8_t> b, const std::string& name) {
 ImageInfo png_decode(std::span<const uint8_t> bytes, const ImageLimits& limits, const std::string& name, int want,
                      Tensor* out) {
   // The size from IHDR (the first chunk) is checked before libpng allocates anything.
-  NABLA_CHECK(IOError, bytes.size() >= 33 && std::memcmp(bytes.data() + 12, "IHDR", 4) == 0, "load_image: ", quoted(name),
-                 " looks like a PNG file but does not start with an IHDR chunk (truncated or corrupt)");
+  NABLA_CHECK(IOError, bytes.size() >= 33 && std::memcmp(bytes.data() + 12, "IHDR", 4) == 0,
+              "load_image: ", quoted(name),
+              " looks like a PNG file but does not start with an IHDR chunk (truncated or corrupt)");
   check_size(be32(bytes.data() + 16), be32(bytes.data() + 20), limits, Format::png, name);
   check_png_chunks(bytes, name);
   PngDecoder d;
@@ -219,8 +223,8 @@ ImageInfo png_decode(std::span<const uint8_t> bytes, const ImageLimits& limits, 
   if (d.png) d.info = png_create_info_struct(d.png);
   if (!d.png || !d.info) throw IOError(internal::str("load_image: cannot decode ", quoted(name), ": out of memory"));
   if (!png_header(d, limits))
-    throw IOError(internal::str("load_image: ", quoted(name), " looks like a PNG file but its header is corrupt or unsupported: ",
-                              d.message));
+    throw IOError(internal::str("load_image: ", quoted(name),
+                                " looks like a PNG file but its header is corrupt or unsupported: ", d.message));
   const int64_t w = png_get_image_width(d.png, d.info), h = png_get_image_height(d.png, d.info);
   const int channels = png_get_channels(d.png, d.info);
   check_size(w, h, limits, Format::png, name);
@@ -316,15 +320,16 @@ ImageInfo jpeg_decode(std::span<const uint8_t> bytes, const ImageLimits& limits,
   // libjpeg's buffers; more is refused instead of allocated.
   const long max_memory = static_cast<long>(std::min<int64_t>(limits.max_pixels, int64_t(1) << 34) * 8 + (64 << 20));
   if (!jpeg_header(d, bytes, max_memory))
-    throw IOError(internal::str("load_image: ", quoted(name), " looks like a JPEG file but its header is corrupt or unsupported: ",
-                              d.message));
+    throw IOError(internal::str("load_image: ", quoted(name),
+                                " looks like a JPEG file but its header is corrupt or unsupported: ", d.message));
   const int64_t w = d.cinfo.image_width, h = d.cinfo.image_height;
   check_size(w, h, limits, Format::jpeg, name);
   const J_COLOR_SPACE in = d.cinfo.jpeg_color_space;
   const bool cmyk = in == JCS_CMYK || in == JCS_YCCK;
   if (in != JCS_GRAYSCALE && in != JCS_YCbCr && in != JCS_RGB && !cmyk)
-    throw IOError(internal::str("load_image: ", quoted(name), " is a JPEG file with ", d.cinfo.num_components,
-                              " colour components in a colour space nabla does not read (gray, YCbCr, RGB, CMYK, YCCK)"));
+    throw IOError(
+        internal::str("load_image: ", quoted(name), " is a JPEG file with ", d.cinfo.num_components,
+                      " colour components in a colour space nabla does not read (gray, YCbCr, RGB, CMYK, YCCK)"));
   const int channels = in == JCS_GRAYSCALE ? 1 : 3;  // as decoded below (CMYK becomes RGB)
   if (out) {
     // Gray output straight from the luma when gray is asked for, as stb_image does.
@@ -359,12 +364,13 @@ int32_t le32(const uint8_t* p) {
 
 ImageInfo bmp_decode(std::span<const uint8_t> bytes, const ImageLimits& limits, const std::string& name, int want,
                      Tensor* out) {
-  NABLA_CHECK(IOError, bytes.size() >= 26, "load_image: ", quoted(name), " looks like a BMP file but is too short for its header (",
-                 bytes.size(), " bytes)");
+  NABLA_CHECK(IOError, bytes.size() >= 26, "load_image: ", quoted(name),
+              " looks like a BMP file but is too short for its header (", bytes.size(), " bytes)");
   int sw = 0, sh = 0, sc = 0;
   if (!stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &sw, &sh, &sc))
-    throw IOError(internal::str("load_image: ", quoted(name), " looks like a BMP file but its header is corrupt or unsupported: ",
-                              stbi_failure_reason()));
+    throw IOError(
+        internal::str("load_image: ", quoted(name),
+                      " looks like a BMP file but its header is corrupt or unsupported: ", stbi_failure_reason()));
   // The size, read here (stb's info call reports the height of a top-down file, a valid BMP, as
   // negative; its decoder reads it right).
   const int32_t header_size = le32(bytes.data() + 14);
@@ -385,7 +391,7 @@ ImageInfo bmp_decode(std::span<const uint8_t> bytes, const ImageLimits& limits, 
         stbi_image_free);
     if (!pixels) decode_error(Format::bmp, name, stbi_failure_reason());
     NABLA_CHECK(IOError, dw == w && dh == h, "load_image: ", quoted(name), " decoded to ", dw, "x", dh,
-                   " pixels but its header says ", w, "x", h);
+                " pixels but its header says ", w, "x", h);
     const int n = want ? want : sc;
     *out = empty({h, w, n}, kUInt8);
     std::memcpy(out->data_ptr(), pixels.get(), static_cast<size_t>(h * w * n));
@@ -393,9 +399,10 @@ ImageInfo bmp_decode(std::span<const uint8_t> bytes, const ImageLimits& limits, 
   return {w, h, sc};
 }
 
-ImageInfo decode(std::span<const uint8_t> bytes, const ImageLimits& limits, const std::string& name, int want, Tensor* out) {
+ImageInfo decode(std::span<const uint8_t> bytes, const ImageLimits& limits, const std::string& name, int want,
+                 Tensor* out) {
   NABLA_CHECK(IOError, bytes.size() <= static_cast<size_t>(INT_MAX), "load_image: ", quoted(name), " is too large (",
-                 bytes.size(), " bytes)");
+              bytes.size(), " bytes)");
   switch (sniff_format(bytes, name)) {
     case Format::png: return png_decode(bytes, limits, name, want, out);
     case Format::jpeg: return jpeg_decode(bytes, limits, name, want, out);
@@ -428,8 +435,8 @@ ImageInfo image_info(const std::string& path, const ImageLimits& limits) {
 }
 
 Tensor decode_image(std::span<const uint8_t> bytes, int channels, const ImageLimits& limits, const std::string& name) {
-  NABLA_CHECK(ValueError, channels >= 0 && channels <= 4, "load_image: channels must be 0 (as stored), 1, 2, 3 or 4, got ",
-                    channels);
+  NABLA_CHECK(ValueError, channels >= 0 && channels <= 4,
+              "load_image: channels must be 0 (as stored), 1, 2, 3 or 4, got ", channels);
   Tensor out;
   decode(bytes, limits, name, channels, &out);
   return out;
@@ -451,22 +458,20 @@ std::vector<uint8_t> encode(const Tensor& image, const std::string& format, int 
                             const std::string& name) {
   NABLA_CHECK(DTypeError, image.dtype() == kUInt8, op, ": expected a u8 image, got ", image.dtype());
   NABLA_CHECK(ShapeError, (image.dim() == 2 || (image.dim() == 3 && image.size(2) >= 1 && image.size(2) <= 4)), op,
-                    ": expected an image (H, W) or (H, W, C) with C in 1..4, got shape ", image.sizes());
-  NABLA_CHECK(ValueError, image.size(0) > 0 && image.size(1) > 0 && image.size(0) <= INT_MAX / 8 && image.size(1) <= INT_MAX / 8,
-                    op, ": cannot write an image of shape ", image.sizes());
+              ": expected an image (H, W) or (H, W, C) with C in 1..4, got shape ", image.sizes());
+  NABLA_CHECK(ValueError,
+              image.size(0) > 0 && image.size(1) > 0 && image.size(0) <= INT_MAX / 8 && image.size(1) <= INT_MAX / 8,
+              op, ": cannot write an image of shape ", image.sizes());
   Tensor img = image.cpu().contiguous();
   int h = static_cast<int>(img.size(0)), w = static_cast<int>(img.size(1));
   int c = img.dim() == 3 ? static_cast<int>(img.size(2)) : 1;
   std::vector<uint8_t> bytes;
   int ok = 0;
-  if (format == "png")
-    ok = stbi_write_png_to_func(append_bytes, &bytes, w, h, c, img.data_ptr(), w * c);
-  else if (format == "bmp")
-    ok = stbi_write_bmp_to_func(append_bytes, &bytes, w, h, c, img.data_ptr());
+  if (format == "png") ok = stbi_write_png_to_func(append_bytes, &bytes, w, h, c, img.data_ptr(), w * c);
+  else if (format == "bmp") ok = stbi_write_bmp_to_func(append_bytes, &bytes, w, h, c, img.data_ptr());
   else if (format == "jpeg" || format == "jpg")
     ok = stbi_write_jpg_to_func(append_bytes, &bytes, w, h, c, img.data_ptr(), std::clamp(quality, 1, 100));
-  else
-    throw ValueError(internal::str(op, ": unknown image format '", format, "' (use png, bmp or jpeg)"));
+  else throw ValueError(internal::str(op, ": unknown image format '", format, "' (use png, bmp or jpeg)"));
   NABLA_CHECK(IOError, ok != 0 && !bytes.empty(), op, ": cannot encode ", name);
   return bytes;
 }
@@ -478,7 +483,7 @@ void save_image(const std::string& path, const Tensor& image, int quality) {
   std::string format = ext == ".png" ? "png" : ext == ".bmp" ? "bmp" : ext == ".jpg" || ext == ".jpeg" ? "jpeg" : "";
   if (format.empty())
     throw ValueError(internal::str("save_image: cannot tell the format of ", quoted(path),
-                                 " from its extension (use .png, .bmp, .jpg or .jpeg)"));
+                                   " from its extension (use .png, .bmp, .jpg or .jpeg)"));
   std::vector<uint8_t> bytes = encode(image, format, quality, "save_image", quoted(path));
   io::atomic_write(path, [&](std::FILE* f) { io::write_all(f, bytes.data(), bytes.size(), path); });
 }
@@ -573,8 +578,7 @@ void resample_planes(const T* src, T* dst, int64_t planes, int64_t H, int64_t W,
       for (int64_t x = 0; x < OW; ++x) {
         if constexpr (std::is_same_v<T, uint8_t>)
           drow[x] = static_cast<uint8_t>(std::clamp<Acc>(std::nearbyint(line[static_cast<size_t>(x)]), 0, 255));
-        else
-          drow[x] = static_cast<T>(line[static_cast<size_t>(x)]);
+        else drow[x] = static_cast<T>(line[static_cast<size_t>(x)]);
       }
     }
   }
@@ -602,13 +606,14 @@ Tensor resample(const Tensor& x, int64_t out_h, int64_t out_w, const AxisTaps& t
       resample_planes<float, float>(src.data_ptr<float>(), out.data_ptr<float>(), planes, H, W, out_h, out_w, tx, ty);
       break;
     case kFloat64:
-      resample_planes<double, double>(src.data_ptr<double>(), out.data_ptr<double>(), planes, H, W, out_h, out_w, tx, ty);
+      resample_planes<double, double>(src.data_ptr<double>(), out.data_ptr<double>(), planes, H, W, out_h, out_w, tx,
+                                      ty);
       break;
     case kUInt8:
-      resample_planes<uint8_t, float>(src.data_ptr<uint8_t>(), out.data_ptr<uint8_t>(), planes, H, W, out_h, out_w, tx, ty);
+      resample_planes<uint8_t, float>(src.data_ptr<uint8_t>(), out.data_ptr<uint8_t>(), planes, H, W, out_h, out_w, tx,
+                                      ty);
       break;
-    default:
-      throw DTypeError(internal::str(op, ": expected a float32, float64 or u8 image, got ", src.dtype()));
+    default: throw DTypeError(internal::str(op, ": expected a float32, float64 or u8 image, got ", src.dtype()));
   }
   return out.to(dev);
 }
@@ -618,7 +623,7 @@ Tensor resample(const Tensor& x, int64_t out_h, int64_t out_w, const AxisTaps& t
 Tensor resize_bilinear(const Tensor& x, int64_t out_h, int64_t out_w, bool antialias) {
   internal::check_resize(x, out_h, out_w, "resize_bilinear");
   return internal::resample(x, out_h, out_w, internal::bilinear_taps(x.size(-1), out_w, antialias),
-                        internal::bilinear_taps(x.size(-2), out_h, antialias), "resize_bilinear");
+                            internal::bilinear_taps(x.size(-2), out_h, antialias), "resize_bilinear");
 }
 
 }  // namespace nabla::data

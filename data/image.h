@@ -22,7 +22,7 @@ namespace nabla::data {
 struct ImageLimits {
   int64_t max_width = 16384;
   int64_t max_height = 16384;
-  int64_t max_pixels = int64_t(1) << 26;     // width * height (64 Mpixel)
+  int64_t max_pixels = int64_t(1) << 26;  // width * height (64 Mpixel)
   uint64_t max_file_bytes = uint64_t(1) << 30;
 };
 

@@ -15,7 +15,8 @@ namespace nabla::data::internal {
 using namespace ::nabla::internal;
 
 inline void check_index(const char* what, int64_t index, int64_t size) {
-  NABLA_CHECK(IndexError, index >= 0 && index < size, what, ": index ", index, " is out of range for ", size, " examples");
+  NABLA_CHECK(IndexError, index >= 0 && index < size, what, ": index ", index, " is out of range for ", size,
+              " examples");
 }
 
 // An int64 tensor (n) that views `indices` without copying; valid while `indices` lives. Read only.

@@ -30,9 +30,7 @@ int64_t Rng::randint(int64_t lo, int64_t hi) {
   // Reject the top partial copy of [0, range) so every value is equally likely.
   uint64_t limit = UINT64_MAX - (UINT64_MAX % range + 1) % range;
   uint64_t x;
-  do {
-    x = next_u64();
-  } while (x > limit);
+  do { x = next_u64(); } while (x > limit);
   return static_cast<int64_t>(static_cast<uint64_t>(lo) + x % range);
 }
 

@@ -27,7 +27,7 @@ class Rng {
     return (hi << 32) | next_u32();
   }
   double uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }  // [0, 1)
-  double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }       // [lo, hi)
+  double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }     // [lo, hi)
   // Uniform integer in [lo, hi) without modulo bias; requires lo < hi.
   int64_t randint(int64_t lo, int64_t hi);
 

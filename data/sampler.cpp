@@ -34,10 +34,10 @@ RandomSampler::RandomSampler(int64_t n, bool replacement, std::optional<int64_t>
     : n_(n), num_samples_(num_samples.value_or(n)), replacement_(replacement) {
   NABLA_CHECK(ValueError, n >= 0, "RandomSampler: size must be non-negative, got ", n);
   NABLA_CHECK(ValueError, num_samples_ >= 0, "RandomSampler: num_samples must be non-negative, got ", num_samples_);
-  NABLA_CHECK(ValueError, replacement || !num_samples || *num_samples == n,
-                    "RandomSampler: num_samples (", num_samples_, ") can differ from the dataset size (", n,
-                    ") only with replacement");
-  NABLA_CHECK(ValueError, num_samples_ == 0 || n > 0, "RandomSampler: cannot draw ", num_samples_, " samples from an empty dataset");
+  NABLA_CHECK(ValueError, replacement || !num_samples || *num_samples == n, "RandomSampler: num_samples (",
+              num_samples_, ") can differ from the dataset size (", n, ") only with replacement");
+  NABLA_CHECK(ValueError, num_samples_ == 0 || n > 0, "RandomSampler: cannot draw ", num_samples_,
+              " samples from an empty dataset");
 }
 
 std::vector<int64_t> RandomSampler::indices(uint64_t seed, int64_t epoch) const {
@@ -65,21 +65,22 @@ std::vector<int64_t> SubsetRandomSampler::indices(uint64_t seed, int64_t epoch) 
 WeightedRandomSampler::WeightedRandomSampler(std::vector<double> weights, int64_t num_samples, bool replacement)
     : weights_(std::move(weights)), num_samples_(num_samples), replacement_(replacement) {
   NABLA_CHECK(ValueError, !weights_.empty(), "WeightedRandomSampler: no weights");
-  NABLA_CHECK(ValueError, num_samples >= 0, "WeightedRandomSampler: num_samples must be non-negative, got ", num_samples);
+  NABLA_CHECK(ValueError, num_samples >= 0, "WeightedRandomSampler: num_samples must be non-negative, got ",
+              num_samples);
   double total = 0;
   int64_t positive = 0;
   cdf_.reserve(weights_.size());
   for (size_t i = 0; i < weights_.size(); ++i) {
     double w = weights_[i];
     NABLA_CHECK(ValueError, std::isfinite(w) && w >= 0, "WeightedRandomSampler: weight ", i, " is ", w,
-                      " (weights must be finite and non-negative)");
+                " (weights must be finite and non-negative)");
     total += w;
     positive += w > 0;
     cdf_.push_back(total);
   }
   NABLA_CHECK(ValueError, total > 0, "WeightedRandomSampler: all weights are zero");
   NABLA_CHECK(ValueError, replacement || num_samples <= positive, "WeightedRandomSampler: cannot draw ", num_samples,
-                    " distinct indices without replacement: only ", positive, " weights are positive");
+              " distinct indices without replacement: only ", positive, " weights are positive");
 }
 
 std::vector<int64_t> WeightedRandomSampler::indices(uint64_t seed, int64_t epoch) const {
@@ -107,8 +108,9 @@ std::vector<int64_t> WeightedRandomSampler::indices(uint64_t seed, int64_t epoch
     double u = rng.uniform();
     if (weights_[i] > 0) keys.emplace_back(std::log1p(-u) / weights_[i], i);  // log(1 - u), 1 - u in (0, 1]
   }
-  std::partial_sort(keys.begin(), keys.begin() + num_samples_, keys.end(),
-                    [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  std::partial_sort(keys.begin(), keys.begin() + num_samples_, keys.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
   for (int64_t k = 0; k < num_samples_; ++k) out.push_back(keys[k].second);
   return out;
 }

@@ -24,9 +24,10 @@ void check_image(const char* op, const Tensor& x) {
 // ---- functions ----------------------------------------------------------------------------------
 Tensor to_tensor(const Tensor& image) {
   NABLA_CHECK(ValueError, image.defined(), "ToTensor: the image is undefined");
-  NABLA_CHECK(DTypeError, image.dtype() == kUInt8, "ToTensor: expected a u8 image (H, W, C) or (H, W), got ", image.dtype());
-  NABLA_CHECK(ShapeError, image.dim() == 2 || image.dim() == 3, "ToTensor: expected a u8 image (H, W, C) or (H, W), got shape ",
-                    image.sizes());
+  NABLA_CHECK(DTypeError, image.dtype() == kUInt8, "ToTensor: expected a u8 image (H, W, C) or (H, W), got ",
+              image.dtype());
+  NABLA_CHECK(ShapeError, image.dim() == 2 || image.dim() == 3,
+              "ToTensor: expected a u8 image (H, W, C) or (H, W), got shape ", image.sizes());
   Tensor src = image.cpu().contiguous();
   const int64_t H = src.size(0), W = src.size(1), C = src.dim() == 3 ? src.size(2) : 1;
   Tensor out = empty({C, H, W}, kFloat32);
@@ -43,16 +44,16 @@ Tensor to_tensor(const Tensor& image) {
 Tensor normalize(const Tensor& x, const std::vector<double>& mean, const std::vector<double>& std) {
   NABLA_CHECK(ValueError, x.defined(), "Normalize: the image is undefined");
   NABLA_CHECK(DTypeError, x.is_floating_point(), "Normalize: expected a floating-point image, got ", x.dtype(),
-                    " (apply ToTensor first)");
+              " (apply ToTensor first)");
   NABLA_CHECK(ShapeError, x.dim() >= 2, "Normalize: expected an image (..., C, H, W) or (H, W), got shape ", x.sizes());
   const int64_t C = x.dim() == 2 ? 1 : x.size(-3);
   const size_t n = mean.size();
   NABLA_CHECK(ValueError, n == std.size() && n > 0, "Normalize: mean has ", n, " values but std has ", std.size());
-  NABLA_CHECK(ShapeError, n == 1 || static_cast<int64_t>(n) == C, "Normalize: ", n, " means and stds for an image with ", C,
-                    " channels (shape ", x.sizes(), ")");
+  NABLA_CHECK(ShapeError, n == 1 || static_cast<int64_t>(n) == C, "Normalize: ", n,
+              " means and stds for an image with ", C, " channels (shape ", x.sizes(), ")");
   for (size_t c = 0; c < n; ++c)
     NABLA_CHECK(ValueError, std[c] != 0 && std::isfinite(std[c]) && std::isfinite(mean[c]), "Normalize: channel ", c,
-                      " has mean ", mean[c], " and std ", std[c], " (std must be finite and nonzero)");
+                " has mean ", mean[c], " and std ", std[c], " (std must be finite and nonzero)");
   if (n == 1) return x.sub(mean[0]).div(std[0]);
   Tensor m = tensor(mean, TensorOptions(x.dtype()).device(x.device())).view({C, 1, 1});
   Tensor s = tensor(std, TensorOptions(x.dtype()).device(x.device())).view({C, 1, 1});
@@ -73,7 +74,9 @@ Tensor crop(const Tensor& x, int64_t top, int64_t left, int64_t height, int64_t 
   int64_t r0 = std::max<int64_t>(top, 0), r1 = std::min(top + height, H);
   int64_t c0 = std::max<int64_t>(left, 0), c1 = std::min(left + width, W);
   if (r0 < r1 && c0 < c1)
-    out.narrow(hd, r0 - top, r1 - r0).narrow(wd, c0 - left, c1 - c0).copy_(x.narrow(hd, r0, r1 - r0).narrow(wd, c0, c1 - c0));
+    out.narrow(hd, r0 - top, r1 - r0)
+        .narrow(wd, c0 - left, c1 - c0)
+        .copy_(x.narrow(hd, r0, r1 - r0).narrow(wd, c0, c1 - c0));
   return out;
 }
 
@@ -99,10 +102,8 @@ void affine_planes(const T* src, T* dst, int64_t planes, int64_t H, int64_t W, c
                    Interpolation mode) {
   // inv maps an output pixel (x, y) to its source: sx = inv[0] x + inv[1] y + inv[2], sy = inv[3] x + inv[4] y + inv[5].
   auto store = [](Acc v) -> T {
-    if constexpr (std::is_same_v<T, uint8_t>)
-      return static_cast<uint8_t>(std::clamp<Acc>(std::nearbyint(v), 0, 255));
-    else
-      return static_cast<T>(v);
+    if constexpr (std::is_same_v<T, uint8_t>) return static_cast<uint8_t>(std::clamp<Acc>(std::nearbyint(v), 0, 255));
+    else return static_cast<T>(v);
   };
   for (int64_t p = 0; p < planes; ++p) {
     const T* s = src + p * H * W;
@@ -115,7 +116,8 @@ void affine_planes(const T* src, T* dst, int64_t planes, int64_t H, int64_t W, c
         double sx = inv[0] * x + inv[1] * y + inv[2];
         double sy = inv[3] * x + inv[4] * y + inv[5];
         if (mode == Interpolation::nearest) {
-          d[y * W + x] = store(at(static_cast<int64_t>(std::floor(sy + 0.5)), static_cast<int64_t>(std::floor(sx + 0.5))));
+          d[y * W + x] =
+              store(at(static_cast<int64_t>(std::floor(sy + 0.5)), static_cast<int64_t>(std::floor(sx + 0.5))));
           continue;
         }
         double fx0 = std::floor(sx), fy0 = std::floor(sy);
@@ -130,13 +132,16 @@ void affine_planes(const T* src, T* dst, int64_t planes, int64_t H, int64_t W, c
 }
 }  // namespace
 
-Tensor affine(const Tensor& x, double angle, double tx, double ty, double scale, double fill, Interpolation interpolation) {
+Tensor affine(const Tensor& x, double angle, double tx, double ty, double scale, double fill,
+              Interpolation interpolation) {
   check_image("affine", x);
-  NABLA_CHECK(ValueError, interpolation != Interpolation::bicubic,
-                    "affine: bicubic interpolation is not supported (use nearest or bilinear), as torchvision's affine on tensors");
-  NABLA_CHECK(ValueError, std::isfinite(angle) && std::isfinite(tx) && std::isfinite(ty) && std::isfinite(scale) && scale > 0,
-                    "affine: angle, shift and scale must be finite and the scale positive, got angle ", angle, " shift (",
-                    tx, ", ", ty, ") scale ", scale);
+  NABLA_CHECK(
+      ValueError, interpolation != Interpolation::bicubic,
+      "affine: bicubic interpolation is not supported (use nearest or bilinear), as torchvision's affine on tensors");
+  NABLA_CHECK(ValueError,
+              std::isfinite(angle) && std::isfinite(tx) && std::isfinite(ty) && std::isfinite(scale) && scale > 0,
+              "affine: angle, shift and scale must be finite and the scale positive, got angle ", angle, " shift (", tx,
+              ", ", ty, ") scale ", scale);
   const int64_t H = x.size(-2), W = x.size(-1);
   // Output p_out = c + t + scale * R p_in' (p_in' = p_in - c), with R the counter-clockwise rotation
   // on screen (y pointing down): R = [[cos, sin], [-sin, cos]]. Its inverse gives the source pixel.
@@ -156,16 +161,18 @@ Tensor affine(const Tensor& x, double angle, double tx, double ty, double scale,
   const int64_t planes = H * W == 0 ? 0 : src.numel() / (H * W);
   switch (src.dtype()) {
     case kFloat32:
-      affine_planes<float, float>(src.data_ptr<float>(), out.data_ptr<float>(), planes, H, W, inv, static_cast<float>(fill), interpolation);
+      affine_planes<float, float>(src.data_ptr<float>(), out.data_ptr<float>(), planes, H, W, inv,
+                                  static_cast<float>(fill), interpolation);
       break;
     case kFloat64:
-      affine_planes<double, double>(src.data_ptr<double>(), out.data_ptr<double>(), planes, H, W, inv, fill, interpolation);
+      affine_planes<double, double>(src.data_ptr<double>(), out.data_ptr<double>(), planes, H, W, inv, fill,
+                                    interpolation);
       break;
     case kUInt8:
-      affine_planes<uint8_t, float>(src.data_ptr<uint8_t>(), out.data_ptr<uint8_t>(), planes, H, W, inv, static_cast<float>(fill), interpolation);
+      affine_planes<uint8_t, float>(src.data_ptr<uint8_t>(), out.data_ptr<uint8_t>(), planes, H, W, inv,
+                                    static_cast<float>(fill), interpolation);
       break;
-    default:
-      throw DTypeError(internal::str("affine: expected a float32, float64 or u8 image, got ", src.dtype()));
+    default: throw DTypeError(internal::str("affine: expected a float32, float64 or u8 image, got ", src.dtype()));
   }
   return out.to(dev);
 }
@@ -180,7 +187,9 @@ AxisTaps nearest_taps(int64_t in, int64_t out) {
   AxisTaps a{1, std::vector<int64_t>(static_cast<size_t>(out)), std::vector<double>(static_cast<size_t>(out), 1.0)};
   const float scale = static_cast<float>(in) / static_cast<float>(out);
   for (int64_t i = 0; i < out; ++i) {
-    int64_t j = out == in ? i : out == 2 * in ? i >> 1 : static_cast<int64_t>(std::floor(static_cast<float>(i) * scale));
+    int64_t j = out == in       ? i
+                : out == 2 * in ? i >> 1
+                                : static_cast<int64_t>(std::floor(static_cast<float>(i) * scale));
     a.index[static_cast<size_t>(i)] = std::min(j, in - 1);
   }
   return a;
@@ -226,7 +235,8 @@ AxisTaps bicubic_aa_taps(int64_t in, int64_t out) {
   for (int64_t i = 0; i < out; ++i) {
     double center = scale * (static_cast<double>(i) + 0.5);
     int64_t xmin = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
-    int64_t xsize = std::min<int64_t>(std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in) - xmin, a.taps);
+    int64_t xsize =
+        std::min<int64_t>(std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in) - xmin, a.taps);
     double* w = &a.weight[static_cast<size_t>(i * a.taps)];
     int64_t* idx = &a.index[static_cast<size_t>(i * a.taps)];
     double total = 0;
@@ -253,7 +263,7 @@ AxisTaps axis_taps(int64_t in, int64_t out, Interpolation mode, bool antialias) 
 Tensor resize(const Tensor& x, int64_t out_h, int64_t out_w, Interpolation interpolation, bool antialias) {
   internal::check_resize(x, out_h, out_w, "resize");
   return internal::resample(x, out_h, out_w, axis_taps(x.size(-1), out_w, interpolation, antialias),
-                        axis_taps(x.size(-2), out_h, interpolation, antialias), "resize");
+                            axis_taps(x.size(-2), out_h, interpolation, antialias), "resize");
 }
 
 // ---- transform objects --------------------------------------------------------------------------
@@ -266,19 +276,20 @@ Tensor Compose::operator()(const Tensor& x, Generator& gen) const {
 Tensor ToTensor::operator()(const Tensor& x) const { return to_tensor(x); }
 
 Normalize::Normalize(std::vector<double> m, std::vector<double> s) : mean(std::move(m)), std(std::move(s)) {
-  NABLA_CHECK(ValueError, !mean.empty() && mean.size() == std.size(), "Normalize: mean has ", mean.size(), " values but std has ",
-                    std.size());
+  NABLA_CHECK(ValueError, !mean.empty() && mean.size() == std.size(), "Normalize: mean has ", mean.size(),
+              " values but std has ", std.size());
   for (size_t c = 0; c < std.size(); ++c)
     NABLA_CHECK(ValueError, std[c] != 0 && std::isfinite(std[c]), "Normalize: std[", c, "] is ", std[c],
-                      " (it must be finite and nonzero)");
+                " (it must be finite and nonzero)");
 }
 
 Tensor Normalize::operator()(const Tensor& x) const { return normalize(x, mean, std); }
 
 Tensor RandomCrop::operator()(const Tensor& x, Generator& gen) const {
   check_image("RandomCrop", x);
-  NABLA_CHECK(ValueError, height > 0 && width > 0 && padding >= 0, "RandomCrop: size must be positive and padding non-negative, got ",
-                    height, "x", width, " padding ", padding);
+  NABLA_CHECK(ValueError, height > 0 && width > 0 && padding >= 0,
+              "RandomCrop: size must be positive and padding non-negative, got ", height, "x", width, " padding ",
+              padding);
   const int64_t H = x.size(-2), W = x.size(-1);
   int64_t pad_y = padding, pad_x = padding;
   // As torchvision: an image smaller than the window gets the shortfall added on each side.
@@ -286,7 +297,7 @@ Tensor RandomCrop::operator()(const Tensor& x, Generator& gen) const {
   if (pad_if_needed && W + 2 * pad_x < width) pad_x += width - (W + 2 * pad_x);
   const int64_t Hp = H + 2 * pad_y, Wp = W + 2 * pad_x;
   NABLA_CHECK(ShapeError, Hp >= height && Wp >= width, "RandomCrop: the image is ", H, "x", W, " (", Hp, "x", Wp,
-                    " padded), smaller than the crop ", height, "x", width, "; set pad_if_needed or more padding");
+              " padded), smaller than the crop ", height, "x", width, "; set pad_if_needed or more padding");
   Rng rng = Rng::from(gen);
   int64_t top = rng.randint(0, Hp - height + 1);
   int64_t left = rng.randint(0, Wp - width + 1);
@@ -301,11 +312,13 @@ Tensor RandomHorizontalFlip::operator()(const Tensor& x, Generator& gen) const {
 
 Tensor RandomAffine::operator()(const Tensor& x, Generator& gen) const {
   check_image("RandomAffine", x);
-  NABLA_CHECK(ValueError, degrees[0] <= degrees[1] && scale[0] <= scale[1] && scale[0] > 0 && translate[0] >= 0 &&
-                        translate[1] >= 0 && translate[0] <= 1 && translate[1] <= 1,
-                    "RandomAffine: expected degrees lo <= hi, translate fractions in [0, 1] and 0 < scale lo <= hi, got "
-                    "degrees [", degrees[0], ", ", degrees[1], "] translate (", translate[0], ", ", translate[1], ") scale [",
-                    scale[0], ", ", scale[1], "]");
+  NABLA_CHECK(ValueError,
+              degrees[0] <= degrees[1] && scale[0] <= scale[1] && scale[0] > 0 && translate[0] >= 0 &&
+                  translate[1] >= 0 && translate[0] <= 1 && translate[1] <= 1,
+              "RandomAffine: expected degrees lo <= hi, translate fractions in [0, 1] and 0 < scale lo <= hi, got "
+              "degrees [",
+              degrees[0], ", ", degrees[1], "] translate (", translate[0], ", ", translate[1], ") scale [", scale[0],
+              ", ", scale[1], "]");
   const double H = static_cast<double>(x.size(-2)), W = static_cast<double>(x.size(-1));
   Rng rng = Rng::from(gen);
   // Always four draws, so the stream does not depend on which parameters are ranges.
@@ -320,10 +333,12 @@ Tensor RandomAffine::operator()(const Tensor& x, Generator& gen) const {
 }
 
 std::array<int64_t, 2> resized_size(int64_t H, int64_t W, int64_t size) {
-  NABLA_CHECK(ValueError, size > 0 && H > 0 && W > 0, "Resize: size must be positive, got ", size, " for an image of ", H, "x", W);
+  NABLA_CHECK(ValueError, size > 0 && H > 0 && W > 0, "Resize: size must be positive, got ", size, " for an image of ",
+              H, "x", W);
   // torchvision's _compute_resized_output_size: the long side is int(size * long / short).
   auto longer = [&](int64_t lng, int64_t shrt) {
-    return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(size) * static_cast<double>(lng) / static_cast<double>(shrt)));
+    return std::max<int64_t>(
+        1, static_cast<int64_t>(static_cast<double>(size) * static_cast<double>(lng) / static_cast<double>(shrt)));
   };
   if (H <= W) return {size, longer(W, H)};
   return {longer(H, W), size};
@@ -345,10 +360,11 @@ Tensor Resize::operator()(const Tensor& x) const {
 
 std::array<int64_t, 4> RandomResizedCrop::get_params(int64_t H, int64_t W, Generator& gen) const {
   NABLA_CHECK(ValueError, H > 0 && W > 0, "RandomResizedCrop: cannot crop an empty image of ", H, "x", W);
-  NABLA_CHECK(ValueError, scale[0] <= scale[1] && scale[0] >= 0 && ratio[0] <= ratio[1] && ratio[0] > 0 && std::isfinite(scale[1]) &&
-                        std::isfinite(ratio[1]),
-                    "RandomResizedCrop: expected 0 <= scale lo <= hi and 0 < ratio lo <= hi, got scale [", scale[0], ", ",
-                    scale[1], "] ratio [", ratio[0], ", ", ratio[1], "]");
+  NABLA_CHECK(ValueError,
+              scale[0] <= scale[1] && scale[0] >= 0 && ratio[0] <= ratio[1] && ratio[0] > 0 &&
+                  std::isfinite(scale[1]) && std::isfinite(ratio[1]),
+              "RandomResizedCrop: expected 0 <= scale lo <= hi and 0 < ratio lo <= hi, got scale [", scale[0], ", ",
+              scale[1], "] ratio [", ratio[0], ", ", ratio[1], "]");
   const double area = static_cast<double>(H) * static_cast<double>(W);
   const double log_lo = std::log(ratio[0]), log_hi = std::log(ratio[1]);
   Rng rng = Rng::from(gen);
@@ -367,22 +383,21 @@ std::array<int64_t, 4> RandomResizedCrop::get_params(int64_t H, int64_t W, Gener
   // Fallback: the central window, its ratio clamped to the range.
   const double in_ratio = static_cast<double>(W) / static_cast<double>(H);
   int64_t w = W, h = H;
-  if (in_ratio < ratio[0])
-    h = static_cast<int64_t>(std::nearbyint(static_cast<double>(w) / ratio[0]));
-  else if (in_ratio > ratio[1])
-    w = static_cast<int64_t>(std::nearbyint(static_cast<double>(h) * ratio[1]));
+  if (in_ratio < ratio[0]) h = static_cast<int64_t>(std::nearbyint(static_cast<double>(w) / ratio[0]));
+  else if (in_ratio > ratio[1]) w = static_cast<int64_t>(std::nearbyint(static_cast<double>(h) * ratio[1]));
   return {(H - h) / 2, (W - w) / 2, h, w};
 }
 
 Tensor RandomResizedCrop::operator()(const Tensor& x, Generator& gen) const {
   check_image("RandomResizedCrop", x);
-  NABLA_CHECK(ValueError, height > 0 && width > 0, "RandomResizedCrop: size must be positive, got ", height, "x", width);
+  NABLA_CHECK(ValueError, height > 0 && width > 0, "RandomResizedCrop: size must be positive, got ", height, "x",
+              width);
   auto [top, left, h, w] = get_params(x.size(-2), x.size(-1), gen);
   return resized_crop(x, top, left, h, w, height, width, interpolation, antialias);
 }
 
-Tensor resized_crop(const Tensor& x, int64_t top, int64_t left, int64_t height, int64_t width, int64_t out_h, int64_t out_w,
-                    Interpolation interpolation, bool antialias) {
+Tensor resized_crop(const Tensor& x, int64_t top, int64_t left, int64_t height, int64_t width, int64_t out_h,
+                    int64_t out_w, Interpolation interpolation, bool antialias) {
   return resize(crop(x, top, left, height, width), out_h, out_w, interpolation, antialias);
 }
 

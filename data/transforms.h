@@ -30,14 +30,12 @@ class Transform {
  public:
   Transform() = default;
   template <class F>
-    requires(!std::same_as<std::remove_cvref_t<F>, Transform> &&
-             (std::is_invocable_r_v<Tensor, const F&, const Tensor&, Generator&> ||
-              std::is_invocable_r_v<Tensor, const F&, const Tensor&>))
-  Transform(F f) {
+  requires(!std::same_as<std::remove_cvref_t<F>, Transform> &&
+           (std::is_invocable_r_v<Tensor, const F&, const Tensor&, Generator&> ||
+            std::is_invocable_r_v<Tensor, const F&, const Tensor&>)) Transform(F f) {
     if constexpr (std::is_invocable_r_v<Tensor, const F&, const Tensor&, Generator&>)
       fn_ = [f = std::move(f)](const Tensor& x, Generator& g) -> Tensor { return f(x, g); };
-    else
-      fn_ = [f = std::move(f)](const Tensor& x, Generator&) -> Tensor { return f(x); };
+    else fn_ = [f = std::move(f)](const Tensor& x, Generator&) -> Tensor { return f(x); };
   }
   Tensor operator()(const Tensor& x) const { return (*this)(x, sample_generator()); }
   Tensor operator()(const Tensor& x, Generator& gen) const { return fn_ ? fn_(x, gen) : x; }
@@ -178,8 +176,8 @@ Tensor resize(const Tensor& x, int64_t out_h, int64_t out_w, Interpolation inter
 // The (height, width) that Resize(size) gives an H x W image: the smaller side becomes `size`.
 std::array<int64_t, 2> resized_size(int64_t H, int64_t W, int64_t size);
 // crop(x, top, left, height, width) resized to (out_h, out_w).
-Tensor resized_crop(const Tensor& x, int64_t top, int64_t left, int64_t height, int64_t width, int64_t out_h, int64_t out_w,
-                    Interpolation interpolation = Interpolation::bilinear, bool antialias = true);
+Tensor resized_crop(const Tensor& x, int64_t top, int64_t left, int64_t height, int64_t width, int64_t out_h,
+                    int64_t out_w, Interpolation interpolation = Interpolation::bilinear, bool antialias = true);
 Tensor hflip(const Tensor& x);
 // Rotates by `angle` degrees (counter-clockwise) about the image center, scales by `scale`, then
 // shifts by (tx, ty) pixels; float (..., H, W) tensors (u8 is computed in float and rounded).
@@ -193,8 +191,8 @@ class TransformDataset : public Dataset {
  public:
   TransformDataset(DatasetPtr dataset, Transform transform, Transform target_transform = {});
   template <class D>
-    requires(!std::convertible_to<D, DatasetPtr>)
-  TransformDataset(D&& dataset, Transform transform, Transform target_transform = {})
+  requires(!std::convertible_to<D, DatasetPtr>)
+      TransformDataset(D&& dataset, Transform transform, Transform target_transform = {})
       : TransformDataset(share(std::forward<D>(dataset)), std::move(transform), std::move(target_transform)) {}
   int64_t size() const override { return dataset_->size(); }
   Example get(int64_t index) const override;

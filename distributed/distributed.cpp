@@ -50,7 +50,7 @@ int parse_int(const std::string& text, const std::string& what) {
   errno = 0;
   long v = std::strtol(text.c_str(), &end, 10);
   NABLA_CHECK(ValueError, !text.empty() && end && *end == '\0' && errno == 0 && v >= INT32_MIN && v <= INT32_MAX,
-                    "init_process_group: ", what, "='", text, "' is not an integer");
+              "init_process_group: ", what, "='", text, "' is not an integer");
   return static_cast<int>(v);
 }
 
@@ -66,9 +66,7 @@ std::string missing_ranks(Store& store, const std::string& prefix, int world_siz
   try {
     for (int r = 0; r < world_size; ++r)
       if (!store.check({prefix + std::to_string(r)})) s += (s.empty() ? "" : ", ") + std::to_string(r);
-  } catch (const DistributedError& e) {
-    return internal::str("unknown: ", e.what());
-  }
+  } catch (const DistributedError& e) { return internal::str("unknown: ", e.what()); }
   return s;
 }
 
@@ -84,10 +82,10 @@ void wait_for_ranks(Store& store, const std::string& prefix, int from, int to, i
   try {
     store.wait(keys_for(prefix, from, to), timeout);
   } catch (const DistributedError&) {
-    throw DistributedError(internal::str(
-        "init_process_group: rank ", rank, " (world_size ", world_size, ") waited ", timeout.count(), " ms at ",
-        store.describe(), " for ranks [", missing_ranks(store, prefix, to), "] to ", stage,
-        "; were all ", world_size, " processes started, with the same WORLD_SIZE and MASTER_ADDR/MASTER_PORT?"));
+    throw DistributedError(internal::str("init_process_group: rank ", rank, " (world_size ", world_size, ") waited ",
+                                         timeout.count(), " ms at ", store.describe(), " for ranks [",
+                                         missing_ranks(store, prefix, to), "] to ", stage, "; were all ", world_size,
+                                         " processes started, with the same WORLD_SIZE and MASTER_ADDR/MASTER_PORT?"));
   }
 }
 
@@ -98,7 +96,7 @@ size_t env_size(const char* name, size_t fallback) {
   errno = 0;
   unsigned long long x = std::strtoull(v.c_str(), &end, 10);
   NABLA_CHECK(ValueError, *end == '\0' && errno == 0 && v[0] != '-' && x > 0, "init_process_group: ", name, "='", v,
-                    "' is not a positive number of bytes");
+              "' is not a positive number of bytes");
   return static_cast<size_t>(x);
 }
 
@@ -118,10 +116,10 @@ std::string job_secret(const InitOptions& options) {
       if (!S_ISREG(st.st_mode) || (st.st_mode & 077) != 0 || st.st_size > 4096) {
         ::close(fd);
         throw ValueError(internal::str("init_process_group: ", from,
-                                     !S_ISREG(st.st_mode) ? " is not a regular file"
-                                     : st.st_size > 4096  ? " is larger than 4096 bytes"
-                                                          : " may be read or written by other users (chmod 600 it)",
-                                     " (mode ", std::oct, (st.st_mode & 0777), ")"));
+                                       !S_ISREG(st.st_mode) ? " is not a regular file"
+                                       : st.st_size > 4096  ? " is larger than 4096 bytes"
+                                                            : " may be read or written by other users (chmod 600 it)",
+                                       " (mode ", std::oct, (st.st_mode & 0777), ")"));
       }
       secret.resize(static_cast<size_t>(st.st_size));
       ssize_t n = ::read(fd, secret.data(), secret.size());
@@ -134,9 +132,9 @@ std::string job_secret(const InitOptions& options) {
       from = "NABLA_STORE_SECRET";
     }
   }
-  NABLA_CHECK(ValueError, secret.empty() || secret.size() >= kMinSecret, "init_process_group: the store's secret (", from,
-                    ") has ", secret.size(), " bytes; it needs at least ", kMinSecret,
-                    " (e.g. head -c 32 /dev/urandom | base64)");
+  NABLA_CHECK(ValueError, secret.empty() || secret.size() >= kMinSecret, "init_process_group: the store's secret (",
+              from, ") has ", secret.size(), " bytes; it needs at least ", kMinSecret,
+              " (e.g. head -c 32 /dev/urandom | base64)");
   return secret;
 }
 
@@ -150,24 +148,27 @@ void init_process_group(const InitOptions& options) {
   auto& g = global();
   std::lock_guard lock(g.mutex);
   NABLA_CHECK(ValueError, !g.group, "init_process_group: already initialized (rank ", g.group ? g.group->rank() : -1,
-                    "); call destroy_process_group first");
+              "); call destroy_process_group first");
   NABLA_CHECK(ValueError, options.backend == "gloo" || options.backend == "nccl", "init_process_group: backend '",
-                    options.backend, "' is not one of nabla's: 'gloo' (CPU tensors), 'nccl' (CUDA tensors)");
-  NABLA_CHECK(ValueError, options.backend != "nccl" || nccl_built(), "init_process_group: backend 'nccl' is not in this ",
-                    "build of nabla: it is built with the CUDA backend where the CUDA toolkit has NCCL (nccl.h, ",
-                    "libnccl); use 'gloo' (CPU tensors)");
+              options.backend, "' is not one of nabla's: 'gloo' (CPU tensors), 'nccl' (CUDA tensors)");
+  NABLA_CHECK(ValueError, options.backend != "nccl" || nccl_built(),
+              "init_process_group: backend 'nccl' is not in this ",
+              "build of nabla: it is built with the CUDA backend where the CUDA toolkit has NCCL (nccl.h, ",
+              "libnccl); use 'gloo' (CPU tensors)");
   // Before the rendezvous: a rank without a GPU says so at once (its peers then name it as missing).
   NABLA_CHECK(DeviceError, options.backend != "nccl" || cuda::is_available(), "init_process_group: rank ",
-                     options.rank >= 0 ? options.rank : env_int("RANK", -1), " (nccl) needs a CUDA device, and ",
-                     "there is none here: ", cuda::unavailable_reason(), " (use the gloo backend for CPU tensors)");
+              options.rank >= 0 ? options.rank : env_int("RANK", -1), " (nccl) needs a CUDA device, and ",
+              "there is none here: ", cuda::unavailable_reason(), " (use the gloo backend for CPU tensors)");
   NABLA_CHECK(ValueError, options.timeout.count() > 0, "init_process_group: timeout must be positive, got ",
-                    options.timeout.count(), " ms");
+              options.timeout.count(), " ms");
   int rank = options.rank >= 0 ? options.rank : env_int("RANK", -1);
   int world_size = options.world_size >= 0 ? options.world_size : env_int("WORLD_SIZE", -1);
-  NABLA_CHECK(ValueError, rank >= 0, "init_process_group: no rank: pass .rank or set RANK (nabla-run and torchrun set it)");
+  NABLA_CHECK(ValueError, rank >= 0,
+              "init_process_group: no rank: pass .rank or set RANK (nabla-run and torchrun set it)");
   NABLA_CHECK(ValueError, world_size >= 1, "init_process_group: no world size: pass .world_size or set WORLD_SIZE ",
-                    "(nabla-run and torchrun set it)");
-  NABLA_CHECK(ValueError, rank < world_size, "init_process_group: rank ", rank, " is not below world_size ", world_size);
+              "(nabla-run and torchrun set it)");
+  NABLA_CHECK(ValueError, rank < world_size, "init_process_group: rank ", rank, " is not below world_size ",
+              world_size);
 
   // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that died would kill this process with
   // SIGPIPE instead of failing the collective with an error. Ignore SIGPIPE (as Python does for
@@ -179,20 +180,21 @@ void init_process_group(const InitOptions& options) {
 
   const std::string& m = options.init_method;
   std::unique_ptr<Store> store;
-  GlooOptions gloo{.timeout = options.timeout, .hostname = {}, .iface = env_or("NABLA_SOCKET_IFNAME", env_or("GLOO_SOCKET_IFNAME"))};
+  GlooOptions gloo{
+      .timeout = options.timeout, .hostname = {}, .iface = env_or("NABLA_SOCKET_IFNAME", env_or("GLOO_SOCKET_IFNAME"))};
   if (m.rfind("env://", 0) == 0 || m.rfind("tcp://", 0) == 0) {
     std::string host, port_text;
     if (m.rfind("env://", 0) == 0) {
       host = env_or("MASTER_ADDR");
       port_text = env_or("MASTER_PORT");
       NABLA_CHECK(ValueError, !host.empty() && !port_text.empty(), "init_process_group: env:// needs MASTER_ADDR and ",
-                        "MASTER_PORT (nabla-run and torchrun set them); MASTER_ADDR='", host, "' MASTER_PORT='",
-                        port_text, "'");
+                  "MASTER_PORT (nabla-run and torchrun set them); MASTER_ADDR='", host, "' MASTER_PORT='", port_text,
+                  "'");
     } else {
       std::string hp = m.substr(6);
       auto colon = hp.rfind(':');
       NABLA_CHECK(ValueError, colon != std::string::npos && colon > 0, "init_process_group: '", m,
-                        "' is not tcp://host:port");
+                  "' is not tcp://host:port");
       host = hp.substr(0, colon);
       port_text = hp.substr(colon + 1);
       if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
@@ -229,20 +231,19 @@ void init_process_group(const InitOptions& options) {
     if (gloo.iface.empty()) gloo.hostname = tcp->local_address();
     int64_t claims = tcp->add("nabla.rank_claims." + std::to_string(rank), 1);
     NABLA_CHECK(DistributedError, claims == 1, "init_process_group: rank ", rank, " was claimed by ", claims,
-                            " processes at ", tcp->describe(), "; every process needs its own RANK");
+                " processes at ", tcp->describe(), "; every process needs its own RANK");
     store = std::move(tcp);
   } else if (m.rfind("file://", 0) == 0) {
     std::string path = m.substr(7);
     NABLA_CHECK(ValueError, !path.empty(), "init_process_group: '", m, "' names no directory (file:///path)");
     store = std::make_unique<FileStore>(path, options.timeout);
   } else {
-    throw ValueError(internal::str("init_process_group: init_method '", m,
-                                 "' is not env://, tcp://host:port or file:///path"));
+    throw ValueError(
+        internal::str("init_process_group: init_method '", m, "' is not env://, tcp://host:port or file:///path"));
   }
   store->set_timeout(options.timeout);
   std::unique_ptr<ProcessGroup> group;
   try {
-
     // Everyone announces its world size; a rank that waits for more ranks than were started, or that
     // disagrees about how many there are, says so here rather than inside Gloo.
     std::string ws = std::to_string(world_size);
@@ -251,8 +252,8 @@ void init_process_group(const InitOptions& options) {
     for (int r = 0; r < world_size; ++r) {
       auto v = store->get("nabla.join." + std::to_string(r));
       std::string theirs(v.begin(), v.end());
-      NABLA_CHECK(DistributedError, theirs == ws, "init_process_group: rank ", r, " says world_size ", theirs, " but rank ",
-                              rank, " says ", ws, " (", store->describe(), ")");
+      NABLA_CHECK(DistributedError, theirs == ws, "init_process_group: rank ", r, " says world_size ", theirs,
+                  " but rank ", rank, " says ", ws, " (", store->describe(), ")");
     }
 
     if (options.backend == "nccl") {
@@ -304,7 +305,7 @@ ProcessGroup& default_group() {
   auto& g = global();
   std::lock_guard lock(g.mutex);
   NABLA_CHECK(DistributedError, g.group != nullptr,
-                          "the default process group is not initialized: call distributed::init_process_group first");
+              "the default process group is not initialized: call distributed::init_process_group first");
   return *g.group;
 }
 

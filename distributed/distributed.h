@@ -33,9 +33,9 @@ struct InitOptions {
   // "gloo": CPU tensors; "nccl": CUDA tensors, one GPU per rank (in builds with the CUDA backend
   // and NCCL; nccl_built() in process_group_nccl.h says whether this one has it).
   std::string backend = "gloo";
-  std::string init_method = "env://";   // "env://", "tcp://host:port", "file:///path"
-  int rank = -1;                        // -1: from RANK
-  int world_size = -1;                  // -1: from WORLD_SIZE
+  std::string init_method = "env://";                           // "env://", "tcp://host:port", "file:///path"
+  int rank = -1;                                                // -1: from RANK
+  int world_size = -1;                                          // -1: from WORLD_SIZE
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};  // as torch.distributed's default
   // nccl: this rank's CUDA device; -1: the current device (call cuda::set_device(get_local_rank())
   // first, as with PyTorch).

@@ -26,14 +26,14 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
     : module_(std::move(module)), options_(options) {
   NABLA_CHECK(ValueError, module_ != nullptr, "DistributedDataParallel: the module is null");
   NABLA_CHECK(ValueError, options_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got ",
-                    options_.bucket_cap_mb);
+              options_.bucket_cap_mb);
   group_ = options_.process_group ? options_.process_group : &dist::default_group();
   // gloo carries CPU tensors, nccl CUDA tensors (on the group's device, which its collectives check).
   const bool on_cuda = group_->backend() == "nccl";
   for (auto& [name, p] : module_->named_parameters()) {
-    NABLA_CHECK(DeviceError, on_cuda ? p.is_cuda() : p.is_cpu(), "DistributedDataParallel: parameter '", name, "' is on ",
-                       p.device(), "; the ", group_->backend(), " backend takes ", on_cuda ? "CUDA" : "CPU",
-                       " tensors (move the module before wrapping it)");
+    NABLA_CHECK(DeviceError, on_cuda ? p.is_cuda() : p.is_cpu(), "DistributedDataParallel: parameter '", name,
+                "' is on ", p.device(), "; the ", group_->backend(), " backend takes ", on_cuda ? "CUDA" : "CPU",
+                " tensors (move the module before wrapping it)");
     if (comm_device_.is_cpu() && on_cuda) comm_device_ = p.device();
     if (!p.requires_grad()) continue;
     names_.push_back(name);
@@ -118,9 +118,9 @@ void DistributedDataParallel::check_same_parameters() {
   group_->all_gather(lens, len).wait();
   for (int r = 0; r < n; ++r)
     NABLA_CHECK(dist::DistributedError, lens[r].item<int64_t>() == static_cast<int64_t>(sig.size()),
-                                  "DistributedDataParallel: rank ", r, " and rank ", me,
-                                  " disagree on the parameters (their shapes and dtypes differ; this rank has ",
-                                  params_.size(), " parameters requiring grad)");
+                "DistributedDataParallel: rank ", r, " and rank ", me,
+                " disagree on the parameters (their shapes and dtypes differ; this rank has ", params_.size(),
+                " parameters requiring grad)");
   if (sig.empty()) return;
   Tensor mine = tensor(sig, kInt64);
   std::vector<Tensor> all;
@@ -138,7 +138,8 @@ void DistributedDataParallel::check_same_parameters() {
         if (theirs[at + j] != sig[at + j]) {
           std::vector<int64_t> shape;
           int64_t dims = theirs[at + 1];
-          for (int64_t d = 0; d < dims && at + 2 + static_cast<size_t>(d) < sig.size(); ++d) shape.push_back(theirs[at + 2 + d]);
+          for (int64_t d = 0; d < dims && at + 2 + static_cast<size_t>(d) < sig.size(); ++d)
+            shape.push_back(theirs[at + 2 + d]);
           throw dist::DistributedError(internal::str(
               "DistributedDataParallel: parameter '", names_[k], "' is ", params_[k].dtype(), " ", params_[k].sizes(),
               " on rank ", me, " but rank ", r, " has ", dtype_name(static_cast<DType>(theirs[at])), " ",
@@ -146,8 +147,8 @@ void DistributedDataParallel::check_same_parameters() {
         }
       at += len_k;
     }
-    throw dist::DistributedError(internal::str("DistributedDataParallel: rank ", r, " and rank ", me,
-                                             " disagree on the parameters"));
+    throw dist::DistributedError(
+        internal::str("DistributedDataParallel: rank ", r, " and rank ", me, " disagree on the parameters"));
   }
 }
 
@@ -188,10 +189,10 @@ Tensor DistributedDataParallel::forward(Tensor x) {
     std::string missing;
     for (size_t k = 0; k < params_.size(); ++k)
       if (!ready_[k]) missing += (missing.empty() ? "'" : ", '") + names_[k] + "'";
-    throw dist::DistributedError(internal::str(
-        "DistributedDataParallel: the previous backward produced no gradient for ", missing,
-        ", so the gradients were not averaged; pass find_unused_parameters = true when some parameters "
-        "take no part in the loss, or make sure every output takes part in it"));
+    throw dist::DistributedError(
+        internal::str("DistributedDataParallel: the previous backward produced no gradient for ", missing,
+                      ", so the gradients were not averaged; pass find_unused_parameters = true when some parameters "
+                      "take no part in the loss, or make sure every output takes part in it"));
   }
   if (options_.broadcast_buffers && group_->size() > 1 && require_forward_param_sync_) sync_buffers();
   Tensor out = (*module_)(std::move(x));
@@ -310,7 +311,8 @@ void DistributedDataParallel::finalize(size_t current) {
   ++stats_.synced_backwards;
   for (size_t k = 0; k < params_.size(); ++k) {
     Bucket& b = *buckets_[bucket_of_[k]];
-    Tensor avg = b.flat.narrow(0, static_cast<int64_t>(offset_in_bucket_[k]), params_[k].numel()).view(params_[k].sizes());
+    Tensor avg =
+        b.flat.narrow(0, static_cast<int64_t>(offset_in_bucket_[k]), params_[k].numel()).view(params_[k].sizes());
     Tensor& grad = params_[k].mutable_grad();
     if (grad.defined() && k != current) grad.copy_(avg);
     else grad = avg.clone();

@@ -37,13 +37,13 @@
 #include <string>
 #include <vector>
 
-#include "process_group.h"
 #include "../nn/module.h"
+#include "process_group.h"
 
 namespace nabla::nn::parallel {
 
 struct DDPOptions {
-  double bucket_cap_mb = 25;            // as PyTorch
+  double bucket_cap_mb = 25;  // as PyTorch
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
   distributed::ProcessGroup* process_group = nullptr;  // null: the default group
@@ -62,7 +62,9 @@ class DistributedDataParallel {
   // While the returned guard lives, backward passes do not synchronize (gradient accumulation).
   class NoSyncGuard {
    public:
-    explicit NoSyncGuard(DistributedDataParallel& ddp) : ddp_(ddp), prev_(ddp.require_sync_) { ddp.require_sync_ = false; }
+    explicit NoSyncGuard(DistributedDataParallel& ddp) : ddp_(ddp), prev_(ddp.require_sync_) {
+      ddp.require_sync_ = false;
+    }
     ~NoSyncGuard() { ddp_.require_sync_ = prev_; }
     NoSyncGuard(const NoSyncGuard&) = delete;
     NoSyncGuard& operator=(const NoSyncGuard&) = delete;
@@ -77,7 +79,9 @@ class DistributedDataParallel {
   std::shared_ptr<Module> module_ptr() const { return module_; }
   std::vector<Tensor> parameters() const { return module_->parameters(); }
   StateDict state_dict() const { return module_->state_dict(); }
-  LoadStateDictResult load_state_dict(const StateDict& s, bool strict = true) { return module_->load_state_dict(s, strict); }
+  LoadStateDictResult load_state_dict(const StateDict& s, bool strict = true) {
+    return module_->load_state_dict(s, strict);
+  }
   void train(bool on = true) { module_->train(on); }
   void eval() { module_->train(false); }
   // What this rank's communication has cost since construction or reset_comm_wait(): how many
@@ -94,7 +98,7 @@ class DistributedDataParallel {
   // Seconds blocked on communication: the gradient all-reduces' wait plus the buffer broadcasts'.
   double comm_wait_seconds() const { return stats_.grad_wait_seconds + stats_.buffer_wait_seconds; }
   double buffer_wait_seconds() const { return stats_.buffer_wait_seconds; }  // the broadcasts' part
-  void reset_comm_wait() { stats_ = CommStats{}; }  // every count and time back to 0
+  void reset_comm_wait() { stats_ = CommStats{}; }                           // every count and time back to 0
   // The buckets (parameter indices in registration order), for tests and logging.
   std::vector<std::vector<size_t>> bucket_layout() const;
 
@@ -113,7 +117,7 @@ class DistributedDataParallel {
   distributed::ProcessGroup* group_;
   Device comm_device_ = Device::cpu();  // where the group's collectives take tensors
   std::vector<std::string> names_;
-  std::vector<Tensor> params_;       // those requiring grad, registration order
+  std::vector<Tensor> params_;  // those requiring grad, registration order
   std::vector<size_t> hooks_;
   std::vector<std::unique_ptr<Bucket>> buckets_;  // bucket 0 holds the last-registered parameters
   std::vector<size_t> bucket_of_, offset_in_bucket_;

@@ -43,7 +43,8 @@ void beat(int fd, std::chrono::milliseconds interval) {
   for (;;) {
     Record r = current();
     ssize_t n = ::send(fd, &r, sizeof r, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ENOBUFS) return;  // nabla-run left
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ENOBUFS)
+      return;  // nabla-run left
     std::this_thread::sleep_for(interval);
   }
 }
@@ -75,10 +76,11 @@ bool start_from_env() {
     const char* text = std::getenv("NABLA_HEARTBEAT_FD");
     if (!text || !*text) return;
     int fd = socket_from_env(text);
-    if (fd < 0) return;  // not ours (inherited by a program nabla-run did not start)
+    if (fd < 0) return;                // not ours (inherited by a program nabla-run did not start)
     ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // programs this one runs do not inherit it
     long ms = 1000;
-    if (const char* i = std::getenv("NABLA_HEARTBEAT_INTERVAL_MS")) ms = std::clamp(std::strtol(i, nullptr, 10), 10L, 60000L);
+    if (const char* i = std::getenv("NABLA_HEARTBEAT_INTERVAL_MS"))
+      ms = std::clamp(std::strtol(i, nullptr, 10), 10L, 60000L);
     std::thread(beat, fd, std::chrono::milliseconds(ms)).detach();
     beating = true;
   });

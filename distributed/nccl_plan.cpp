@@ -42,15 +42,15 @@ NcclType data_type(DType d, const char* collective) {
     case DType::f16: return NcclType::float16;
     case DType::bf16: return NcclType::bfloat16;
   }
-  throw DTypeError(internal::str(collective, ": the nccl backend has no NCCL data type for dtype ",
-                               static_cast<int>(d)));
+  throw DTypeError(
+      internal::str(collective, ": the nccl backend has no NCCL data type for dtype ", static_cast<int>(d)));
 }
 
 Reduction reduction(ReduceOp op, DType d, const char* collective) {
   NcclType t = data_type(d, collective);
   if (op == ReduceOp::avg) {
     NABLA_CHECK(DTypeError, is_floating(d), collective, ": ReduceOp::avg needs a floating dtype, got ", d,
-                      " (as torch.distributed: reduce with sum and divide)");
+                " (as torch.distributed: reduce with sum and divide)");
     return {t, NcclOp::avg};
   }
   if (d == DType::boolean) {  // 0/1 bytes: or is max, and is min

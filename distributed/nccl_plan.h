@@ -13,8 +13,18 @@
 namespace nabla::distributed::nccl_plan {
 
 // ncclDataType_t and ncclRedOp_t values (nccl.h, NCCL 2.10 and later).
-enum class NcclType : int { int8 = 0, uint8 = 1, int32 = 2, uint32 = 3, int64 = 4, uint64 = 5, float16 = 6, float32 = 7,
-                            float64 = 8, bfloat16 = 9 };
+enum class NcclType : int {
+  int8 = 0,
+  uint8 = 1,
+  int32 = 2,
+  uint32 = 3,
+  int64 = 4,
+  uint64 = 5,
+  float16 = 6,
+  float32 = 7,
+  float64 = 8,
+  bfloat16 = 9
+};
 enum class NcclOp : int { sum = 0, prod = 1, max = 2, min = 3, avg = 4 };
 
 const char* type_name(NcclType t);  // "ncclFloat32"

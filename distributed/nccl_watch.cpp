@@ -49,18 +49,18 @@ std::string timeout_reason(Stage stage, std::chrono::milliseconds timeout, const
   switch (stage) {
     case Stage::setup:
       return internal::str("NCCL's communicator setup (", call.empty() ? "ncclCommInitRankConfig" : call,
-                         ") did not finish ", within, ": a peer died, hangs or never joined", extra,
-                         "; the communicator was aborted");
+                           ") did not finish ", within, ": a peer died, hangs or never joined", extra,
+                           "; the communicator was aborted");
     case Stage::enqueue:
-      return internal::str(call.empty() ? "the NCCL call" : call, " answered ncclInProgress and was not queued ", within,
-                         ": a peer died, hangs or did not call it (NCCL does not say which)", extra,
-                         "; the communicator was aborted");
+      return internal::str(call.empty() ? "the NCCL call" : call, " answered ncclInProgress and was not queued ",
+                           within, ": a peer died, hangs or did not call it (NCCL does not say which)", extra,
+                           "; the communicator was aborted");
     case Stage::completion:
       return internal::str("not finished ", within, ": a peer died, hangs or did not call it (NCCL does not say which)",
-                         extra, "; the communicator was aborted");
+                           extra, "; the communicator was aborted");
     case Stage::teardown:
       return internal::str("NCCL's communicator teardown (", call.empty() ? "ncclCommFinalize" : call,
-                         ") did not finish ", within, extra, "; the communicator was aborted");
+                           ") did not finish ", within, extra, "; the communicator was aborted");
   }
   return "?";
 }
@@ -70,7 +70,7 @@ std::string error_reason(Stage stage, const std::string& status_text, const std:
                        : stage == Stage::teardown ? " during the communicator's teardown"
                                                   : "";
   return internal::str("NCCL reported ", status_text, during, call.empty() ? "" : " (" + call + ")",
-                     "; the communicator was aborted");
+                       "; the communicator was aborted");
 }
 
 int watch(Probe& probe, Stage stage, const std::string& what, const std::string& where,

@@ -54,9 +54,7 @@ void Work::wait() const {
     state_->finish = nullptr;
     try {
       finish();
-    } catch (...) {
-      state_->error = std::current_exception();
-    }
+    } catch (...) { state_->error = std::current_exception(); }
     state_->done = true;
   }
   state_->done_cv.wait(lock, [&] { return state_->done; });
@@ -83,7 +81,8 @@ template <class T>
 T add(T a, T b) {
   if constexpr (std::is_same_v<T, bool>) return a || b;
   else if constexpr (is_half_v<T>) return T(float(a) + float(b));
-  else if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) + static_cast<std::make_unsigned_t<T>>(b));
+  else if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) + static_cast<std::make_unsigned_t<T>>(b));
   else return a + b;
 }
 template <class T>
@@ -194,7 +193,8 @@ ProcessGroupGloo::ProcessGroupGloo(Store& store, int rank, int size, GlooOptions
     device = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     throw DistributedError(internal::str("init_process_group: rank ", rank, " cannot open Gloo's TCP device on '",
-                                       options_.hostname.empty() ? options_.iface : options_.hostname, "': ", e.what()));
+                                         options_.hostname.empty() ? options_.iface : options_.hostname,
+                                         "': ", e.what()));
   }
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(options_.timeout);
@@ -202,8 +202,8 @@ ProcessGroupGloo::ProcessGroupGloo(Store& store, int rank, int size, GlooOptions
     context->connectFullMesh(store, device);
   } catch (const std::exception& e) {
     throw DistributedError(internal::str("init_process_group: rank ", rank, " of ", size,
-                                       ": Gloo's rendezvous through ", store.describe(), " failed within ",
-                                       options_.timeout.count(), " ms: ", e.what()));
+                                         ": Gloo's rendezvous through ", store.describe(), " failed within ",
+                                         options_.timeout.count(), " ms: ", e.what()));
   }
   context_ = context;
   const char* debug = std::getenv("NABLA_DISTRIBUTED_DEBUG");
@@ -221,8 +221,7 @@ ProcessGroupGloo::ProcessGroupGloo(Store& store, int rank, int size, GlooOptions
     try {
       auto theirs = store.get(internal::str("nabla.pair.", j, ".", rank));
       peer_addresses_[std::string(theirs.begin(), theirs.end())] = j;
-    } catch (const std::exception&) {
-    }
+    } catch (const std::exception&) {}
   }
   // Where each peer listens for this rank (what Gloo's errors print): key "<j>" holds rank j's
   // addresses for every other rank, in rank order without j itself.
@@ -269,7 +268,7 @@ void ProcessGroupGloo::run_worker() {
 void ProcessGroupGloo::check_not_broken() const {
   std::lock_guard lock(mutex_);
   NABLA_CHECK(DistributedError, broken_.empty(), "process group (gloo, rank ", rank_, " of ", size_,
-                          ") is unusable after an earlier failure: ", broken_);
+              ") is unusable after an earlier failure: ", broken_);
 }
 
 void ProcessGroupGloo::rethrow_as_distributed(const std::string& what, const std::exception& e) const {
@@ -279,11 +278,12 @@ void ProcessGroupGloo::rethrow_as_distributed(const std::string& what, const std
     if (msg.find(addr) != std::string::npos) peer = internal::str("peer rank ", r, " at ", addr, ": ");
   if (peer.empty() && msg.find("Timed out") != std::string::npos) peer = "timed out waiting for a peer: ";
   throw DistributedError(internal::str(what, " failed on rank ", rank_, " of ", size_, " (gloo, timeout ",
-                                     options_.timeout.count(), " ms): ", peer, msg));
+                                       options_.timeout.count(), " ms): ", peer, msg));
 }
 
 namespace {
-const char* const kCollectiveNames[] = {"?", "all_reduce", "broadcast", "all_gather", "reduce_scatter", "gather", "scatter", "barrier"};
+const char* const kCollectiveNames[] = {"?",      "all_reduce", "broadcast", "all_gather", "reduce_scatter",
+                                        "gather", "scatter",    "barrier"};
 enum : int64_t { kAllReduce = 1, kBroadcast, kAllGather, kReduceScatter, kGather, kScatter, kBarrier };
 constexpr uint32_t kSignatureTagBit = 0x80000000u;  // the checks' own tags, apart from the collectives'
 }  // namespace
@@ -302,11 +302,11 @@ void ProcessGroupGloo::check_signatures(const std::string& what, const Signature
     const int64_t* t = all.data() + 4 * r;
     if (std::equal(t, t + 4, mine.begin())) continue;
     auto name = [](int64_t c) { return c >= 1 && c <= 7 ? kCollectiveNames[c] : "?"; };
-    throw DistributedError(internal::str(
-        what, " on rank ", rank_, ": the ranks disagree (NABLA_DISTRIBUTED_DEBUG): rank ", r, " called ",
-        name(t[0]), " with ", t[1], " elements of ", dtype_name(static_cast<DType>(t[2])), " (root or op ", t[3],
-        "), rank ", rank_, " called ", name(sig.collective), " with ", sig.numel, " elements of ",
-        dtype_name(static_cast<DType>(sig.dtype)), " (root or op ", sig.detail, ")"));
+    throw DistributedError(
+        internal::str(what, " on rank ", rank_, ": the ranks disagree (NABLA_DISTRIBUTED_DEBUG): rank ", r, " called ",
+                      name(t[0]), " with ", t[1], " elements of ", dtype_name(static_cast<DType>(t[2])),
+                      " (root or op ", t[3], "), rank ", rank_, " called ", name(sig.collective), " with ", sig.numel,
+                      " elements of ", dtype_name(static_cast<DType>(sig.dtype)), " (root or op ", sig.detail, ")"));
   }
 }
 
@@ -322,8 +322,9 @@ Work ProcessGroupGloo::enqueue(std::string what, Signature sig, std::function<vo
       broken = broken_;
     }
     if (!broken.empty()) {
-      state->complete(std::make_exception_ptr(DistributedError(internal::str(
-          what, ": process group (gloo, rank ", rank_, " of ", size_, ") is unusable after an earlier failure: ", broken))));
+      state->complete(std::make_exception_ptr(
+          DistributedError(internal::str(what, ": process group (gloo, rank ", rank_, " of ", size_,
+                                         ") is unusable after an earlier failure: ", broken))));
       return;
     }
     try {
@@ -331,9 +332,7 @@ Work ProcessGroupGloo::enqueue(std::string what, Signature sig, std::function<vo
       try {
         if (debug_) check_signatures(what, sig, tag);
         fn(tag);
-      } catch (const std::exception& e) {
-        rethrow_as_distributed(what, e);
-      }
+      } catch (const std::exception& e) { rethrow_as_distributed(what, e); }
       state->complete(nullptr);
     } catch (const std::exception& e) {
       {
@@ -354,7 +353,7 @@ namespace {
 void check_cpu(const char* op, const Tensor& t, const char* name = "tensor") {
   NABLA_CHECK(ValueError, t.defined(), op, ": ", name, " is undefined");
   NABLA_CHECK(DeviceError, t.is_cpu(), op, ": the gloo backend takes CPU tensors; ", name, " is on ", t.device(),
-                     " (use the nccl backend for CUDA tensors, or .cpu())");
+              " (use the nccl backend for CUDA tensors, or .cpu())");
 }
 
 void check_rank(const char* op, int r, int size, const char* what) {
@@ -363,19 +362,19 @@ void check_rank(const char* op, int r, int size, const char* what) {
 
 void check_list(const char* op, const std::vector<Tensor>& list, const Tensor& like, int size, const char* name) {
   NABLA_CHECK(ValueError, static_cast<int>(list.size()) == size, op, ": ", name, " holds ", list.size(),
-                    " tensors; the group has ", size, " ranks");
+              " tensors; the group has ", size, " ranks");
   for (size_t r = 0; r < list.size(); ++r) {
     check_cpu(op, list[r], name);
-    NABLA_CHECK(DTypeError, list[r].dtype() == like.dtype(), op, ": ", name, "[", r, "] is ", list[r].dtype(), ", expected ",
-                      like.dtype());
+    NABLA_CHECK(DTypeError, list[r].dtype() == like.dtype(), op, ": ", name, "[", r, "] is ", list[r].dtype(),
+                ", expected ", like.dtype());
     NABLA_CHECK(ShapeError, list[r].numel() == like.numel(), op, ": ", name, "[", r, "] has shape ", list[r].sizes(),
-                      ", expected ", like.numel(), " elements as ", like.sizes());
+                ", expected ", like.numel(), " elements as ", like.sizes());
   }
 }
 
 void check_reduce(const char* op, ReduceOp r, DType d) {
   NABLA_CHECK(DTypeError, r != ReduceOp::avg || is_floating(d), op, ": ReduceOp::avg needs a floating dtype, got ", d,
-                    " (as torch.distributed: reduce with sum and divide)");
+              " (as torch.distributed: reduce with sum and divide)");
 }
 
 // What the collective reads: the tensor itself when contiguous, else a contiguous copy.
@@ -403,13 +402,14 @@ Work ProcessGroupGloo::all_reduce(const Tensor& tensor, ReduceOp op) {
   check_not_broken();
   Tensor buf = contiguous_input(tensor);
   return enqueue(internal::str("all_reduce(", reduce_op_name(op), ", ", describe(tensor), ")"),
-                 {kAllReduce, tensor.numel(), static_cast<int64_t>(tensor.dtype()), static_cast<int64_t>(op)}, [=, this](uint32_t tag) {
-    if (buf.numel() > 0) {
-      gloo_all_reduce(context_, buf, op, tag);
-      if (op == ReduceOp::avg) divide_in_place(buf, size_);
-    }
-    copy_back(tensor, buf);
-  });
+                 {kAllReduce, tensor.numel(), static_cast<int64_t>(tensor.dtype()), static_cast<int64_t>(op)},
+                 [=, this](uint32_t tag) {
+                   if (buf.numel() > 0) {
+                     gloo_all_reduce(context_, buf, op, tag);
+                     if (op == ReduceOp::avg) divide_in_place(buf, size_);
+                   }
+                   copy_back(tensor, buf);
+                 });
 }
 
 Work ProcessGroupGloo::broadcast(const Tensor& tensor, int root) {
@@ -419,17 +419,17 @@ Work ProcessGroupGloo::broadcast(const Tensor& tensor, int root) {
   Tensor buf = contiguous_input(tensor);
   return enqueue(internal::str("broadcast(root ", root, ", ", describe(tensor), ")"),
                  {kBroadcast, tensor.numel(), static_cast<int64_t>(tensor.dtype()), root}, [=, this](uint32_t tag) {
-    if (buf.numel() == 0) return;
-    with_type(buf.dtype(), [&](auto t) {
-      using T = typename decltype(t)::type;
-      gloo::BroadcastOptions o(context_);
-      o.setOutput(static_cast<T*>(buf.data_ptr()), static_cast<size_t>(buf.numel()));
-      o.setRoot(root);
-      o.setTag(tag);
-      gloo::broadcast(o);
-    });
-    copy_back(tensor, buf);
-  });
+                   if (buf.numel() == 0) return;
+                   with_type(buf.dtype(), [&](auto t) {
+                     using T = typename decltype(t)::type;
+                     gloo::BroadcastOptions o(context_);
+                     o.setOutput(static_cast<T*>(buf.data_ptr()), static_cast<size_t>(buf.numel()));
+                     o.setRoot(root);
+                     o.setTag(tag);
+                     gloo::broadcast(o);
+                   });
+                   copy_back(tensor, buf);
+                 });
 }
 
 Work ProcessGroupGloo::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
@@ -440,19 +440,20 @@ Work ProcessGroupGloo::all_gather(const std::vector<Tensor>& outputs, const Tens
   Tensor all = empty({size_ * input.numel()}, input.dtype());
   return enqueue(internal::str("all_gather(", describe(input), ")"),
                  {kAllGather, input.numel(), static_cast<int64_t>(input.dtype()), 0}, [=, this](uint32_t tag) {
-    int64_t n = in.numel();
-    if (n > 0) {
-      with_type(in.dtype(), [&](auto t) {
-        using T = typename decltype(t)::type;
-        gloo::AllgatherOptions o(context_);
-        o.setInput(static_cast<T*>(in.data_ptr()), static_cast<size_t>(n));
-        o.setOutput(static_cast<T*>(all.data_ptr()), static_cast<size_t>(n * size_));
-        o.setTag(tag);
-        gloo::allgather(o);
-      });
-    }
-    for (int r = 0; r < size_; ++r) outputs[r].detach().copy_(all.narrow(0, r * n, n).view(outputs[r].sizes()));
-  });
+                   int64_t n = in.numel();
+                   if (n > 0) {
+                     with_type(in.dtype(), [&](auto t) {
+                       using T = typename decltype(t)::type;
+                       gloo::AllgatherOptions o(context_);
+                       o.setInput(static_cast<T*>(in.data_ptr()), static_cast<size_t>(n));
+                       o.setOutput(static_cast<T*>(all.data_ptr()), static_cast<size_t>(n * size_));
+                       o.setTag(tag);
+                       gloo::allgather(o);
+                     });
+                   }
+                   for (int r = 0; r < size_; ++r)
+                     outputs[r].detach().copy_(all.narrow(0, r * n, n).view(outputs[r].sizes()));
+                 });
 }
 
 // Gloo has no reduce-scatter on unbound buffers: the inputs are all-reduced as one buffer and each
@@ -469,70 +470,74 @@ Work ProcessGroupGloo::reduce_scatter(const Tensor& output, const std::vector<Te
   }
   Tensor all = cat(flat, 0).contiguous();  // a fresh buffer
   return enqueue(internal::str("reduce_scatter(", reduce_op_name(op), ", ", describe(output), ")"),
-                 {kReduceScatter, output.numel(), static_cast<int64_t>(output.dtype()), static_cast<int64_t>(op)}, [=, this](uint32_t tag) {
-    int64_t n = output.numel();
-    if (n > 0) {
-      gloo_all_reduce(context_, all, op, tag);
-    }
-    Tensor mine = all.narrow(0, rank_ * n, n).contiguous();
-    if (op == ReduceOp::avg) divide_in_place(mine, size_);
-    output.detach().copy_(mine.view(output.sizes()));
-  });
+                 {kReduceScatter, output.numel(), static_cast<int64_t>(output.dtype()), static_cast<int64_t>(op)},
+                 [=, this](uint32_t tag) {
+                   int64_t n = output.numel();
+                   if (n > 0) { gloo_all_reduce(context_, all, op, tag); }
+                   Tensor mine = all.narrow(0, rank_ * n, n).contiguous();
+                   if (op == ReduceOp::avg) divide_in_place(mine, size_);
+                   output.detach().copy_(mine.view(output.sizes()));
+                 });
 }
 
 Work ProcessGroupGloo::gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) {
   check_cpu("gather", input, "input");
   check_rank("gather", root, size_, "root");
   if (rank_ == root) check_list("gather", outputs, input, size_, "outputs");
-  else NABLA_CHECK(ValueError, outputs.empty(), "gather: only the root (rank ", root, ") passes outputs; rank ", rank_, " passed ", outputs.size());
+  else
+    NABLA_CHECK(ValueError, outputs.empty(), "gather: only the root (rank ", root, ") passes outputs; rank ", rank_,
+                " passed ", outputs.size());
   check_not_broken();
   Tensor in = contiguous_input(input);
   Tensor all = rank_ == root ? empty({size_ * input.numel()}, input.dtype()) : Tensor();
   return enqueue(internal::str("gather(root ", root, ", ", describe(input), ")"),
                  {kGather, input.numel(), static_cast<int64_t>(input.dtype()), root}, [=, this](uint32_t tag) {
-    int64_t n = in.numel();
-    if (n > 0) {
-      with_type(in.dtype(), [&](auto t) {
-        using T = typename decltype(t)::type;
-        gloo::GatherOptions o(context_);
-        o.setInput(static_cast<T*>(in.data_ptr()), static_cast<size_t>(n));
-        if (rank_ == root) o.setOutput(static_cast<T*>(all.data_ptr()), static_cast<size_t>(n * size_));
-        o.setRoot(root);
-        o.setTag(tag);
-        gloo::gather(o);
-      });
-    }
-    if (rank_ == root)
-      for (int r = 0; r < size_; ++r) outputs[r].detach().copy_(all.narrow(0, r * n, n).view(outputs[r].sizes()));
-  });
+                   int64_t n = in.numel();
+                   if (n > 0) {
+                     with_type(in.dtype(), [&](auto t) {
+                       using T = typename decltype(t)::type;
+                       gloo::GatherOptions o(context_);
+                       o.setInput(static_cast<T*>(in.data_ptr()), static_cast<size_t>(n));
+                       if (rank_ == root) o.setOutput(static_cast<T*>(all.data_ptr()), static_cast<size_t>(n * size_));
+                       o.setRoot(root);
+                       o.setTag(tag);
+                       gloo::gather(o);
+                     });
+                   }
+                   if (rank_ == root)
+                     for (int r = 0; r < size_; ++r)
+                       outputs[r].detach().copy_(all.narrow(0, r * n, n).view(outputs[r].sizes()));
+                 });
 }
 
 Work ProcessGroupGloo::scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) {
   check_cpu("scatter", output, "output");
   check_rank("scatter", root, size_, "root");
   if (rank_ == root) check_list("scatter", inputs, output, size_, "inputs");
-  else NABLA_CHECK(ValueError, inputs.empty(), "scatter: only the root (rank ", root, ") passes inputs; rank ", rank_, " passed ", inputs.size());
+  else
+    NABLA_CHECK(ValueError, inputs.empty(), "scatter: only the root (rank ", root, ") passes inputs; rank ", rank_,
+                " passed ", inputs.size());
   check_not_broken();
   std::vector<Tensor> ins;
   for (auto& t : inputs) ins.push_back(contiguous_input(t));
   Tensor buf = contiguous_input(output);
   return enqueue(internal::str("scatter(root ", root, ", ", describe(output), ")"),
                  {kScatter, output.numel(), static_cast<int64_t>(output.dtype()), root}, [=, this](uint32_t tag) {
-    size_t n = static_cast<size_t>(buf.numel());
-    if (n == 0) return;
-    with_type(buf.dtype(), [&](auto t) {
-      using T = typename decltype(t)::type;
-      gloo::ScatterOptions o(context_);
-      std::vector<T*> ptrs;
-      for (auto& x : ins) ptrs.push_back(static_cast<T*>(x.data_ptr()));
-      if (rank_ == root) o.setInputs(ptrs, n);
-      o.setOutput(static_cast<T*>(buf.data_ptr()), n);
-      o.setRoot(root);
-      o.setTag(tag);
-      gloo::scatter(o);
-    });
-    copy_back(output, buf);
-  });
+                   size_t n = static_cast<size_t>(buf.numel());
+                   if (n == 0) return;
+                   with_type(buf.dtype(), [&](auto t) {
+                     using T = typename decltype(t)::type;
+                     gloo::ScatterOptions o(context_);
+                     std::vector<T*> ptrs;
+                     for (auto& x : ins) ptrs.push_back(static_cast<T*>(x.data_ptr()));
+                     if (rank_ == root) o.setInputs(ptrs, n);
+                     o.setOutput(static_cast<T*>(buf.data_ptr()), n);
+                     o.setRoot(root);
+                     o.setTag(tag);
+                     gloo::scatter(o);
+                   });
+                   copy_back(output, buf);
+                 });
 }
 
 Work ProcessGroupGloo::barrier() {
@@ -564,15 +569,11 @@ Work ProcessGroupGloo::send(const Tensor& tensor, int dst, uint32_t tag) {
   try {
     ub = context_->createUnboundBuffer(buf.data_ptr(), buf.nbytes());
     ub->send(dst, gloo::Slot::build(kSendRecvSlotPrefix, tag));
-  } catch (const std::exception& e) {
-    rethrow_as_distributed(what, e);
-  }
+  } catch (const std::exception& e) { rethrow_as_distributed(what, e); }
   state->finish = [this, ub, buf, what] {
     try {
       ub->waitSend(options_.timeout);
-    } catch (const std::exception& e) {
-      rethrow_as_distributed(what, e);
-    }
+    } catch (const std::exception& e) { rethrow_as_distributed(what, e); }
   };
   return Work(state);
 }
@@ -593,15 +594,11 @@ Work ProcessGroupGloo::recv(const Tensor& tensor, int src, uint32_t tag) {
   try {
     ub = context_->createUnboundBuffer(buf.data_ptr(), buf.nbytes());
     ub->recv(src, gloo::Slot::build(kSendRecvSlotPrefix, tag));
-  } catch (const std::exception& e) {
-    rethrow_as_distributed(what, e);
-  }
+  } catch (const std::exception& e) { rethrow_as_distributed(what, e); }
   state->finish = [this, ub, buf, tensor, what] {
     try {
       ub->waitRecv(options_.timeout);
-    } catch (const std::exception& e) {
-      rethrow_as_distributed(what, e);
-    }
+    } catch (const std::exception& e) { rethrow_as_distributed(what, e); }
     NoGradGuard g;
     copy_back(tensor, buf);
   };

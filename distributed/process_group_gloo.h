@@ -63,8 +63,8 @@ class ProcessGroupGloo : public ProcessGroup {
   GlooOptions options_;
   std::shared_ptr<gloo::Context> context_;
   std::map<std::string, int> peer_addresses_;  // "[127.0.0.1]:41234" -> rank, to name peers in errors
-  uint32_t next_tag_ = 0;                       // under mutex_
-  bool debug_ = false;                          // NABLA_DISTRIBUTED_DEBUG=1: compare signatures first
+  uint32_t next_tag_ = 0;                      // under mutex_
+  bool debug_ = false;                         // NABLA_DISTRIBUTED_DEBUG=1: compare signatures first
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;

@@ -23,14 +23,16 @@ namespace {
 using nccl_plan::NcclOp;
 using nccl_plan::NcclType;
 static_assert(static_cast<int>(NcclType::int8) == ncclInt8 && static_cast<int>(NcclType::uint8) == ncclUint8 &&
-              static_cast<int>(NcclType::int32) == ncclInt32 && static_cast<int>(NcclType::uint32) == ncclUint32 &&
-              static_cast<int>(NcclType::int64) == ncclInt64 && static_cast<int>(NcclType::uint64) == ncclUint64 &&
-              static_cast<int>(NcclType::float16) == ncclFloat16 && static_cast<int>(NcclType::float32) == ncclFloat32 &&
-              static_cast<int>(NcclType::float64) == ncclFloat64 && static_cast<int>(NcclType::bfloat16) == ncclBfloat16,
+                  static_cast<int>(NcclType::int32) == ncclInt32 && static_cast<int>(NcclType::uint32) == ncclUint32 &&
+                  static_cast<int>(NcclType::int64) == ncclInt64 && static_cast<int>(NcclType::uint64) == ncclUint64 &&
+                  static_cast<int>(NcclType::float16) == ncclFloat16 &&
+                  static_cast<int>(NcclType::float32) == ncclFloat32 &&
+                  static_cast<int>(NcclType::float64) == ncclFloat64 &&
+                  static_cast<int>(NcclType::bfloat16) == ncclBfloat16,
               "nccl_plan::NcclType must hold NCCL's ncclDataType_t values");
 static_assert(static_cast<int>(NcclOp::sum) == ncclSum && static_cast<int>(NcclOp::prod) == ncclProd &&
-              static_cast<int>(NcclOp::max) == ncclMax && static_cast<int>(NcclOp::min) == ncclMin &&
-              static_cast<int>(NcclOp::avg) == ncclAvg,
+                  static_cast<int>(NcclOp::max) == ncclMax && static_cast<int>(NcclOp::min) == ncclMin &&
+                  static_cast<int>(NcclOp::avg) == ncclAvg,
               "nccl_plan::NcclOp must hold NCCL's ncclRedOp_t values");
 static_assert(NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0), "ncclAvg needs NCCL 2.10 or newer");
 static_assert(nccl_watch::kNcclSuccess == ncclSuccess && nccl_watch::kNcclInProgress == ncclInProgress,
@@ -113,7 +115,8 @@ const NcclLibrary& api() {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
     load_symbol(h, "ncclCommInitRankConfig", l.ncclCommInitRankConfig, l.error, /*required=*/false);
     load_symbol(h, "ncclCommFinalize", l.ncclCommFinalize, l.error, /*required=*/false);
-    if (!l.ncclCommInitRankConfig || !l.ncclCommFinalize) l.ncclCommInitRankConfig = nullptr, l.ncclCommFinalize = nullptr;
+    if (!l.ncclCommInitRankConfig || !l.ncclCommFinalize)
+      l.ncclCommInitRankConfig = nullptr, l.ncclCommFinalize = nullptr;
 #endif
     load_symbol(h, "ncclCommDestroy", l.ncclCommDestroy, l.error);
     load_symbol(h, "ncclCommAbort", l.ncclCommAbort, l.error);
@@ -129,7 +132,8 @@ const NcclLibrary& api() {
     if (!l.error.empty()) return l;
     if (l.ncclGetVersion(&l.version) != ncclSuccess) l.version = 0;
     if (l.version < NCCL_VERSION(2, 10, 0))
-      l.error = internal::str(l.path, " is NCCL version code ", l.version, "; nabla needs NCCL 2.10 or newer (ncclAvg)");
+      l.error =
+          internal::str(l.path, " is NCCL version code ", l.version, "; nabla needs NCCL 2.10 or newer (ncclAvg)");
     return l;
   }();
   return lib;
@@ -209,8 +213,8 @@ class CommProbe : public nccl_watch::Probe {
   }
   int state() override {
     std::lock_guard lock(impl_.mutex);
-    NABLA_CHECK(DistributedError, impl_.comm != nullptr, "process group (", impl_.where, ") has no communicator: ",
-                            impl_.broken);
+    NABLA_CHECK(DistributedError, impl_.comm != nullptr, "process group (", impl_.where,
+                ") has no communicator: ", impl_.broken);
     ncclResult_t state = ncclSuccess;
     check_nccl_done(api().ncclCommGetAsyncError(impl_.comm, &state), impl_, "ncclCommGetAsyncError",
                     "ncclCommGetAsyncError");
@@ -269,16 +273,17 @@ class SetupProbe : public CommProbe {
 ProcessGroupNccl::ProcessGroupNccl(Store& store, int rank, int size, NcclOptions options)
     : ProcessGroup(rank, size), options_(options), impl_(std::make_unique<Impl>()) {
   const std::string who = internal::str("init_process_group: rank ", rank, " of ", size, " (nccl)");
-  NABLA_CHECK(DeviceError, cuda::is_available(), who, " needs a CUDA device, and there is none here: ",
-                     cuda::unavailable_reason(), " (use the gloo backend for CPU tensors)");
+  NABLA_CHECK(DeviceError, cuda::is_available(), who,
+              " needs a CUDA device, and there is none here: ", cuda::unavailable_reason(),
+              " (use the gloo backend for CPU tensors)");
   const NcclLibrary& L = api();
   NABLA_CHECK(DistributedError, L.error.empty(), who, ": ", L.error);
   const int count = cuda::device_count();
   device_ = options_.device >= 0 ? options_.device : cuda::current_device();
   NABLA_CHECK(ValueError, device_ < count, who, ": device cuda:", device_, " does not exist (this machine has ", count,
-                    " CUDA devices)");
+              " CUDA devices)");
   impl_->where = internal::str("rank ", rank, " of ", size, " (nccl, cuda:", device_, ", timeout ",
-                             options_.timeout.count(), " ms)");
+                               options_.timeout.count(), " ms)");
   impl_->timeout = options_.timeout;
 
   // NCCL's unique id: made by rank 0, read by the others through the store.
@@ -294,11 +299,11 @@ ProcessGroupNccl::ProcessGroupNccl(Store& store, int rank, int size, NcclOptions
       store.wait({key}, options_.timeout);
     } catch (const DistributedError& e) {
       throw DistributedError(internal::str(who, ": rank 0 did not publish NCCL's unique id within ",
-                                         options_.timeout.count(), " ms: ", e.what()));
+                                           options_.timeout.count(), " ms: ", e.what()));
     }
     std::vector<char> v = store.get(key);
-    NABLA_CHECK(DistributedError, v.size() == sizeof id.internal, who, ": NCCL's unique id in ", store.describe(), " has ",
-                            v.size(), " bytes, expected ", sizeof id.internal);
+    NABLA_CHECK(DistributedError, v.size() == sizeof id.internal, who, ": NCCL's unique id in ", store.describe(),
+                " has ", v.size(), " bytes, expected ", sizeof id.internal);
     std::memcpy(id.internal, v.data(), v.size());
   }
   cuda::DeviceGuard device_guard(device_);
@@ -341,9 +346,7 @@ ProcessGroupNccl::~ProcessGroupNccl() {
     const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
     while (!(finished = impl_->stream.query()) && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::microseconds(100));
-  } catch (const std::exception&) {
-    finished = false;
-  }
+  } catch (const std::exception&) { finished = false; }
   // A destructor has nobody to report a failed clean-up to.
   if (finished && impl_->broken.empty() && impl_->nonblocking) {
     // Non-blocking: ncclCommFinalize flushes and waits for the peers (watched within the timeout;
@@ -360,8 +363,7 @@ ProcessGroupNccl::~ProcessGroupNccl() {
   }
   if (!impl_->comm) return;
   if (finished && impl_->broken.empty()) {
-    if (api().ncclCommDestroy(impl_->comm) != ncclSuccess) {
-    }
+    if (api().ncclCommDestroy(impl_->comm) != ncclSuccess) {}
   } else if (api().ncclCommAbort(impl_->comm) != ncclSuccess) {
   }
   impl_->comm = nullptr;
@@ -372,14 +374,14 @@ ProcessGroupNccl::~ProcessGroupNccl() {
 void ProcessGroupNccl::check_not_broken() const {
   std::lock_guard lock(impl_->mutex);
   NABLA_CHECK(DistributedError, impl_->broken.empty(), "process group (", impl_->where,
-                          ") is unusable after an earlier failure: ", impl_->broken);
+              ") is unusable after an earlier failure: ", impl_->broken);
 }
 
 void ProcessGroupNccl::check_tensor(const char* op, const Tensor& t, const char* name) const {
   NABLA_CHECK(ValueError, t.defined(), op, ": ", name, " is undefined");
-  NABLA_CHECK(DeviceError, t.is_cuda() && t.device().index == device_, op, ": the nccl backend takes CUDA tensors on this ",
-                     "rank's device cuda:", device_, "; ", name, " is on ", t.device(),
-                     t.is_cpu() ? " (move it with .to(\"cuda\"), or use the gloo backend for CPU tensors)" : "");
+  NABLA_CHECK(DeviceError, t.is_cuda() && t.device().index == device_, op,
+              ": the nccl backend takes CUDA tensors on this ", "rank's device cuda:", device_, "; ", name, " is on ",
+              t.device(), t.is_cpu() ? " (move it with .to(\"cuda\"), or use the gloo backend for CPU tensors)" : "");
 }
 
 namespace {
@@ -420,7 +422,7 @@ Work ProcessGroupNccl::launch(const std::string& what, const std::vector<Tensor>
   {
     std::lock_guard lock(impl_->mutex);
     NABLA_CHECK(DistributedError, impl_->comm != nullptr, what, ": process group (", impl_->where,
-                            ") is unusable after an earlier failure: ", impl_->broken);
+                ") is unusable after an earlier failure: ", impl_->broken);
     NoGradGuard no_grad;
     cuda::StreamGuard on_group_stream(impl_->stream);  // the copies in body follow the NCCL calls
     body();
@@ -444,12 +446,12 @@ Work ProcessGroupNccl::launch(const std::string& what, const std::vector<Tensor>
 namespace {
 void check_list(const char* op, const std::vector<Tensor>& list, const Tensor& like, int size, const char* name) {
   NABLA_CHECK(ValueError, static_cast<int>(list.size()) == size, op, ": ", name, " holds ", list.size(),
-                    " tensors; the group has ", size, " ranks");
+              " tensors; the group has ", size, " ranks");
   for (size_t r = 0; r < list.size(); ++r) {
     NABLA_CHECK(DTypeError, list[r].defined() && list[r].dtype() == like.dtype(), op, ": ", name, "[", r, "] is ",
-                      list[r].defined() ? dtype_name(list[r].dtype()) : "undefined", ", expected ", like.dtype());
+                list[r].defined() ? dtype_name(list[r].dtype()) : "undefined", ", expected ", like.dtype());
     NABLA_CHECK(ShapeError, list[r].numel() == like.numel(), op, ": ", name, "[", r, "] has shape ", list[r].sizes(),
-                      ", expected ", like.numel(), " elements as ", like.sizes());
+                ", expected ", like.numel(), " elements as ", like.sizes());
   }
 }
 void check_rank(const char* op, int r, int size, const char* what) {
@@ -485,8 +487,8 @@ Work ProcessGroupNccl::broadcast(const Tensor& tensor, int root) {
   cuda::DeviceGuard device_guard(device_);
   Tensor buf = contiguous_input(tensor);
   return launch(what, {tensor, buf}, [&] {
-    check_nccl(api().ncclBroadcast(buf.data_ptr(), buf.data_ptr(), static_cast<size_t>(buf.numel()), to_nccl(type), root,
-                                   impl_->comm, impl_->raw_stream()),
+    check_nccl(api().ncclBroadcast(buf.data_ptr(), buf.data_ptr(), static_cast<size_t>(buf.numel()), to_nccl(type),
+                                   root, impl_->comm, impl_->raw_stream()),
                *impl_, what, "ncclBroadcast");
     copy_back(tensor, buf);
   });
@@ -551,7 +553,7 @@ Work ProcessGroupNccl::gather(const std::vector<Tensor>& outputs, const Tensor& 
     for (const Tensor& t : outputs) check_tensor("gather", t, "outputs");
   } else {
     NABLA_CHECK(ValueError, outputs.empty(), "gather: only the root (rank ", root, ") passes outputs; rank ", rank_,
-                      " passed ", outputs.size());
+                " passed ", outputs.size());
   }
   const NcclType type = nccl_plan::data_type(input.dtype(), "gather");
   check_not_broken();
@@ -573,9 +575,9 @@ Work ProcessGroupNccl::gather(const std::vector<Tensor>& outputs, const Tensor& 
                                     impl_->raw_stream()),
                      *impl_, what, "ncclRecv");
     } else {
-      check_nccl(api().ncclSend(in.data_ptr(), static_cast<size_t>(n), to_nccl(type), root, impl_->comm,
-                                impl_->raw_stream()),
-                 *impl_, what, "ncclSend");
+      check_nccl(
+          api().ncclSend(in.data_ptr(), static_cast<size_t>(n), to_nccl(type), root, impl_->comm, impl_->raw_stream()),
+          *impl_, what, "ncclSend");
     }
     check_nccl(api().ncclGroupEnd(), *impl_, what, "ncclGroupEnd");
     if (rank_ == root)
@@ -592,7 +594,7 @@ Work ProcessGroupNccl::scatter(const Tensor& output, const std::vector<Tensor>& 
     for (const Tensor& t : inputs) check_tensor("scatter", t, "inputs");
   } else {
     NABLA_CHECK(ValueError, inputs.empty(), "scatter: only the root (rank ", root, ") passes inputs; rank ", rank_,
-                      " passed ", inputs.size());
+                " passed ", inputs.size());
   }
   const NcclType type = nccl_plan::data_type(output.dtype(), "scatter");
   check_not_broken();
@@ -615,9 +617,9 @@ Work ProcessGroupNccl::scatter(const Tensor& output, const std::vector<Tensor>& 
                                     impl_->raw_stream()),
                      *impl_, what, "ncclSend");
     } else {
-      check_nccl(api().ncclRecv(buf.data_ptr(), static_cast<size_t>(n), to_nccl(type), root, impl_->comm,
-                                impl_->raw_stream()),
-                 *impl_, what, "ncclRecv");
+      check_nccl(
+          api().ncclRecv(buf.data_ptr(), static_cast<size_t>(n), to_nccl(type), root, impl_->comm, impl_->raw_stream()),
+          *impl_, what, "ncclRecv");
     }
     check_nccl(api().ncclGroupEnd(), *impl_, what, "ncclGroupEnd");
     if (rank_ == root) output.detach().copy_(ins[root].view(output.sizes()));
@@ -651,7 +653,8 @@ Work ProcessGroupNccl::recv(const Tensor& tensor, int src, uint32_t tag) {
   if (tensor.numel() == 0) return Work();
   const std::string what = internal::str("recv(from rank ", src, ", tag ", tag, ", ", describe(tensor), ")");
   cuda::DeviceGuard device_guard(device_);
-  Tensor buf = tensor.is_contiguous() ? tensor.detach() : empty(tensor.sizes(), TensorOptions(tensor.dtype()).device(tensor.device()));
+  Tensor buf = tensor.is_contiguous() ? tensor.detach()
+                                      : empty(tensor.sizes(), TensorOptions(tensor.dtype()).device(tensor.device()));
   return launch(what, {tensor, buf}, [&] {
     check_nccl(api().ncclRecv(buf.data_ptr(), static_cast<size_t>(buf.numel()), to_nccl(type), src, impl_->comm,
                               impl_->raw_stream()),
@@ -666,9 +669,9 @@ Work ProcessGroupNccl::barrier() {
   Tensor one = ones({1}, TensorOptions(kFloat32).device(Device::cuda(static_cast<int16_t>(device_))));
   const std::string what = "barrier()";
   return launch(what, {one}, [&] {
-    check_nccl(api().ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclFloat32, ncclSum, impl_->comm,
-                                   impl_->raw_stream()),
-               *impl_, what, "ncclAllReduce");
+    check_nccl(
+        api().ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclFloat32, ncclSum, impl_->comm, impl_->raw_stream()),
+        *impl_, what, "ncclAllReduce");
   });
 }
 

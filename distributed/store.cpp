@@ -18,9 +18,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "distributed/heartbeat.h"
 #include "distributed/sha256.h"
 #include "distributed/store_wire.h"
-#include "distributed/heartbeat.h"
 
 namespace nabla::distributed {
 namespace {
@@ -94,11 +94,10 @@ int try_connect(const std::string& host, uint16_t port, Clock::time_point deadli
   return fd;
 }
 
-
 [[noreturn]] void lost(const std::string& where, int e) {
   throw DistributedError(internal::str("TCPStore: no reply from the store at ", where, ": ",
-                                     e == EAGAIN || e == EWOULDBLOCK ? "timed out" : errno_text(e),
-                                     " (did rank 0 exit?)"));
+                                       e == EAGAIN || e == EWOULDBLOCK ? "timed out" : errno_text(e),
+                                       " (did rank 0 exit?)"));
 }
 
 // Thrown by the handshake for what retrying cannot mend (a wrong secret, another program).
@@ -139,10 +138,10 @@ TCPStore::TCPStore(std::string host, uint16_t port, bool is_server, std::chrono:
     }
     if (Clock::now() + pause >= deadline)
       throw DistributedError(internal::str("TCPStore: could not reach the store at ", describe(), " within ",
-                                         timeout.count(), " ms (", err,
-                                         "); is rank 0 running, and are MASTER_ADDR and MASTER_PORT right? (rank 0's "
-                                         "store listens only on the address MASTER_ADDR names on its machine unless "
-                                         "NABLA_STORE_LISTEN_ALL=1 is set there)"));
+                                           timeout.count(), " ms (", err,
+                                           "); is rank 0 running, and are MASTER_ADDR and MASTER_PORT right? (rank 0's "
+                                           "store listens only on the address MASTER_ADDR names on its machine unless "
+                                           "NABLA_STORE_LISTEN_ALL=1 is set there)"));
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }
@@ -156,10 +155,12 @@ void TCPStore::handshake(Clock::time_point deadline) {
                           std::chrono::seconds(1)));
   char hello[kHelloBytes];
   if (!read_all(fd_, hello, sizeof hello))
-    throw DistributedError(internal::str("no greeting from the store: ", errno == EAGAIN ? "timed out" : errno_text(errno)));
+    throw DistributedError(
+        internal::str("no greeting from the store: ", errno == EAGAIN ? "timed out" : errno_text(errno)));
   if (std::memcmp(hello, kMagic, 4) != 0 || static_cast<uint8_t>(hello[4]) != kVersion)
-    throw HandshakeRefused(internal::str("TCPStore: what listens at ", describe(), " is not a nabla store of this version "
-                                       "(its greeting differs): is MASTER_PORT used by another program?"));
+    throw HandshakeRefused(internal::str("TCPStore: what listens at ", describe(),
+                                         " is not a nabla store of this version "
+                                         "(its greeting differs): is MASTER_PORT used by another program?"));
   const auto mode = static_cast<uint8_t>(hello[5]);
   server_max_key_ = get_at<uint32_t>(hello + 8);
   server_max_value_ = get_at<uint64_t>(hello + 12);
@@ -175,7 +176,8 @@ void TCPStore::handshake(Clock::time_point deadline) {
     return;
   }
   if (mode != kModeSecret)
-    throw HandshakeRefused(internal::str("TCPStore: the store at ", describe(), " asks for an unknown handshake (", int(mode), ")"));
+    throw HandshakeRefused(
+        internal::str("TCPStore: the store at ", describe(), " asks for an unknown handshake (", int(mode), ")"));
   if (!have)
     throw HandshakeRefused(internal::str(
         "TCPStore: the store at ", describe(), " requires the job's secret and this process has none: set ",
@@ -197,9 +199,9 @@ void TCPStore::handshake(Clock::time_point deadline) {
     throw DistributedError(internal::str("the store closed the connection during the handshake: ", errno_text(errno)));
   crypto::Digest want = crypto::hmac_sha256(options_.secret, proof_message(kServerLabel, ns, proof));
   if (!crypto::constant_time_equal(want.data(), theirs, kTagBytes))
-    throw HandshakeRefused(internal::str(
-        "TCPStore: the store at ", describe(), " did not prove it knows the job's secret (another job's store at this ",
-        "address and port?)"));
+    throw HandshakeRefused(internal::str("TCPStore: the store at ", describe(),
+                                         " did not prove it knows the job's secret (another job's store at this ",
+                                         "address and port?)"));
   authenticated_ = true;
 }
 
@@ -221,10 +223,8 @@ std::string TCPStore::local_address() const {
   socklen_t len = sizeof ss;
   if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "127.0.0.1";
   char buf[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET)
-    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, buf, sizeof buf);
-  else
-    ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr, buf, sizeof buf);
+  if (ss.ss_family == AF_INET) ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, buf, sizeof buf);
+  else ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr, buf, sizeof buf);
   return buf;
 }
 
@@ -237,19 +237,19 @@ std::vector<char> TCPStore::request(uint8_t command, const std::vector<char>& bo
   append(m, body.data(), body.size());
   if (!write_all(fd_, m.data(), m.size()))
     throw DistributedError(internal::str("TCPStore: lost the connection to the store at ", describe(), ": ",
-                                       errno_text(errno), " (did rank 0 exit?)"));
+                                         errno_text(errno), " (did rank 0 exit?)"));
   char header[kHeaderBytes];
   if (!read_all(fd_, header, sizeof header)) lost(describe(), errno);
   const uint32_t n = get_at<uint32_t>(header + 1);
   NABLA_CHECK(DistributedError, n <= server_max_value_ + 64 || header[0] != 0, "TCPStore: a reply of ", n,
-                          " bytes from ", describe(), " is over its own limits");
+              " bytes from ", describe(), " is over its own limits");
   std::vector<char> payload(std::min<size_t>(n, size_t(1) << 20));  // a refusal's text is short
   if (header[0] != 0 && n > payload.size()) lost(describe(), EPROTO);
   payload.resize(n);
   if (!read_all(fd_, payload.data(), n)) lost(describe(), errno);
   if (header[0] != 0)
-    throw DistributedError(internal::str("TCPStore::", what, "('", key, "'): the store at ", describe(), " refused it: ",
-                                       std::string(payload.begin(), payload.end())));
+    throw DistributedError(internal::str("TCPStore::", what, "('", key, "'): the store at ", describe(),
+                                         " refused it: ", std::string(payload.begin(), payload.end())));
   return payload;
 }
 
@@ -262,11 +262,11 @@ void put_key(std::vector<char>& m, const std::string& k) {
 
 void TCPStore::set(const std::string& key, const std::vector<char>& value) {
   NABLA_CHECK(ValueError, key.size() <= server_max_key_, "TCPStore::set: the key '", key.substr(0, 64),
-                    key.size() > 64 ? "..." : "", "' has ", key.size(), " bytes; the store at ", describe(),
-                    " takes keys of at most ", server_max_key_, " bytes");
+              key.size() > 64 ? "..." : "", "' has ", key.size(), " bytes; the store at ", describe(),
+              " takes keys of at most ", server_max_key_, " bytes");
   NABLA_CHECK(ValueError, value.size() <= server_max_value_, "TCPStore::set('", key, "'): the value has ", value.size(),
-                    " bytes; the store at ", describe(), " takes values of at most ", server_max_value_,
-                    " bytes (NABLA_STORE_MAX_VALUE_BYTES on rank 0 raises it)");
+              " bytes; the store at ", describe(), " takes values of at most ", server_max_value_,
+              " bytes (NABLA_STORE_MAX_VALUE_BYTES on rank 0 raises it)");
   std::vector<char> m;
   put_key(m, key);
   append(m, value.data(), value.size());
@@ -275,8 +275,8 @@ void TCPStore::set(const std::string& key, const std::vector<char>& value) {
 }
 
 int64_t TCPStore::add(const std::string& key, int64_t delta) {
-  NABLA_CHECK(ValueError, key.size() <= server_max_key_, "TCPStore::add: the key has ", key.size(), " bytes; the store at ",
-                    describe(), " takes keys of at most ", server_max_key_, " bytes");
+  NABLA_CHECK(ValueError, key.size() <= server_max_key_, "TCPStore::add: the key has ", key.size(),
+              " bytes; the store at ", describe(), " takes keys of at most ", server_max_key_, " bytes");
   std::vector<char> m;
   put<int64_t>(m, delta);
   append(m, key.data(), key.size());
@@ -314,7 +314,7 @@ void poll_wait(Store& store, const std::vector<std::string>& keys, std::chrono::
       for (auto& k : keys)
         if (!store.check({k})) missing.push_back(k);
       throw DistributedError(internal::str("store wait: keys [", join_keys(missing), "] were not set at ",
-                                         store.describe(), " within ", timeout.count(), " ms"));
+                                           store.describe(), " within ", timeout.count(), " ms"));
     }
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
     pause = std::min(pause * 2, std::chrono::milliseconds(50));

@@ -30,7 +30,9 @@
 namespace nabla::distributed {
 
 // A collective, the rendezvous or the store failed: a peer died, timed out or disagrees.
-class DistributedError : public Error { using Error::Error; };
+class DistributedError : public Error {
+  using Error::Error;
+};
 
 class Store : public gloo::rendezvous::Store {
  public:
@@ -161,7 +163,7 @@ class TCPStore : public Store {
   int fd_ = -1;
   bool authenticated_ = false;
   uint64_t server_max_key_ = 0, server_max_value_ = 0;  // from the server's hello
-  std::mutex mutex_;  // one request at a time on the socket
+  std::mutex mutex_;                                    // one request at a time on the socket
 };
 
 // Gloo's FileStore with check() and a timeout that throws DistributedError.
@@ -177,8 +179,8 @@ class FileStore : public Store {
 
  private:
   struct Impl : gloo::rendezvous::FileStore {
-    using gloo::rendezvous::FileStore::FileStore;
     using gloo::rendezvous::FileStore::check;  // protected in Gloo
+    using gloo::rendezvous::FileStore::FileStore;
   };
   std::string path_;
   Impl impl_;

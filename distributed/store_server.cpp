@@ -64,17 +64,17 @@ struct Conn {
   enum Phase { kProof, kReady } phase = kProof;
   Clock::time_point accepted, started;  // started: of the current request or reply
   uint8_t nonce[kNonceBytes] = {};
-  std::string in;        // the part of the current step read so far
-  size_t need = 0;       // bytes `in` must reach for the current step
-  size_t reserved = 0;   // in-flight bytes reserved for the current request's body
-  size_t discard = 0;    // body bytes still to read and drop (the request was refused)
-  std::string refusal;   // the reply to send once they are dropped
-  std::string out;       // the reply (header and small payload) being written
+  std::string in;       // the part of the current step read so far
+  size_t need = 0;      // bytes `in` must reach for the current step
+  size_t reserved = 0;  // in-flight bytes reserved for the current request's body
+  size_t discard = 0;   // body bytes still to read and drop (the request was refused)
+  std::string refusal;  // the reply to send once they are dropped
+  std::string out;      // the reply (header and small payload) being written
   size_t out_at = 0;
-  ValuePtr out_value;    // a value written after `out`
+  ValuePtr out_value;  // a value written after `out`
   size_t value_at = 0;
   bool close_after = false;
-  std::string peer;      // "10.0.0.7:51234", for the warning about a failed proof
+  std::string peer;  // "10.0.0.7:51234", for the warning about a failed proof
   bool authenticated() const { return phase == kReady; }
   bool writing() const { return out_at < out.size() || (out_value && value_at < out_value->data.size()); }
 };
@@ -144,7 +144,8 @@ struct TCPStoreServer::Impl {
     size_t add = key.size() + data.size() + kEntryOverhead;
     size_t held = it != kv.end() && it->second.use_count() > 1 ? it->second->data.size() : 0;  // a reply holds it
     if (stored - old + add + retired + held > o.max_total_bytes) {
-      why = internal::str("the store is full: it holds ", stored + retired, " bytes of keys and values and its limit is ",
+      why =
+          internal::str("the store is full: it holds ", stored + retired, " bytes of keys and values and its limit is ",
                         o.max_total_bytes, " bytes (NABLA_STORE_MAX_BYTES on rank 0); this would add ", add, " bytes");
       return false;
     }
@@ -176,7 +177,7 @@ struct TCPStoreServer::Impl {
         std::string why;
         if (n - 4 - k > o.max_value_bytes) {
           refuse(c, internal::str("a value of ", n - 4 - k, " bytes is over the store's limit of ", o.max_value_bytes,
-                                " bytes a value (NABLA_STORE_MAX_VALUE_BYTES on rank 0)"));
+                                  " bytes a value (NABLA_STORE_MAX_VALUE_BYTES on rank 0)"));
           return true;
         }
         if (!store(std::string(p + 4, k), std::string(p + 4 + k, n - 4 - k), why)) {
@@ -222,8 +223,7 @@ struct TCPStoreServer::Impl {
         put<uint8_t>(payload, all);
         break;
       }
-      default:
-        return false;
+      default: return false;
     }
     reply(c, 0, payload);
     return true;
@@ -258,8 +258,10 @@ struct TCPStoreServer::Impl {
         size_t n = 0;
         count([&](Stats& s) { n = ++s.rejected; });
         if (n <= 5)  // a flood of them must not flood the log
-          std::fprintf(stderr, "nabla TCPStore: dropped a connection from %s that did not prove it knows the job's "
-                       "secret%s\n", c.peer.c_str(), n == 5 ? " (further ones are not reported)" : "");
+          std::fprintf(stderr,
+                       "nabla TCPStore: dropped a connection from %s that did not prove it knows the job's "
+                       "secret%s\n",
+                       c.peer.c_str(), n == 5 ? " (further ones are not reported)" : "");
         c.close_after = true;
       }
       c.out.assign(answer.begin(), answer.end());
@@ -275,15 +277,16 @@ struct TCPStoreServer::Impl {
       if (cmd < kSet || cmd > kCheck) return false;
       if (body > max_body(cmd)) {  // a client of this build checks first: a stray or hostile peer
         refuse(c, internal::str("a request of ", body, " bytes is over the store's limits (a key of at most ",
-                              o.max_key_bytes, " bytes, a value of at most ", o.max_value_bytes,
-                              " bytes: NABLA_STORE_MAX_VALUE_BYTES on rank 0)"));
+                                o.max_key_bytes, " bytes, a value of at most ", o.max_value_bytes,
+                                " bytes: NABLA_STORE_MAX_VALUE_BYTES on rank 0)"));
         c.close_after = true;
         return true;
       }
       if (inflight + body > o.max_total_bytes) {  // many large requests at once: drop this one's body
         c.discard = body;
-        c.refusal = internal::str("the store is busy: ", inflight, " bytes of requests are being received and its limit is ",
-                                o.max_total_bytes, " bytes (NABLA_STORE_MAX_BYTES on rank 0)");
+        c.refusal =
+            internal::str("the store is busy: ", inflight, " bytes of requests are being received and its limit is ",
+                          o.max_total_bytes, " bytes (NABLA_STORE_MAX_BYTES on rank 0)");
         c.in.clear();
         return true;
       }
@@ -356,7 +359,8 @@ struct TCPStoreServer::Impl {
   // When the connection's current step must be done (max(): none, an idle authenticated one).
   Clock::time_point deadline(const Conn& c) const {
     if (c.phase == Conn::kProof) return c.accepted + o.handshake_timeout;
-    if (c.writing()) return c.started + allowance(o.request_timeout, c.out.size() + (c.out_value ? c.out_value->data.size() : 0));
+    if (c.writing())
+      return c.started + allowance(o.request_timeout, c.out.size() + (c.out_value ? c.out_value->data.size() : 0));
     if (c.discard > 0 || !c.in.empty()) return c.started + allowance(o.request_timeout, c.need + c.discard);
     return Clock::time_point::max();
   }
@@ -366,13 +370,14 @@ struct TCPStoreServer::Impl {
 
 TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port, TCPStoreOptions options)
     : options_(std::move(options)), impl_(std::make_unique<Impl>()) {
-  NABLA_CHECK(ValueError, options_.max_value_bytes <= (size_t(1) << 31) && options_.max_key_bytes <= (size_t(1) << 20) &&
-                        options_.max_connections >= 1 && options_.max_pending >= 1 &&
-                        options_.handshake_timeout.count() > 0 && options_.request_timeout.count() > 0,
-                    "TCPStoreServer: limits out of range: max_value_bytes ", options_.max_value_bytes,
-                    " (at most 2^31), max_key_bytes ", options_.max_key_bytes, " (at most 2^20), max_connections ",
-                    options_.max_connections, ", max_pending ", options_.max_pending, " (at least 1), timeouts ",
-                    options_.handshake_timeout.count(), " and ", options_.request_timeout.count(), " ms (positive)");
+  NABLA_CHECK(ValueError,
+              options_.max_value_bytes <= (size_t(1) << 31) && options_.max_key_bytes <= (size_t(1) << 20) &&
+                  options_.max_connections >= 1 && options_.max_pending >= 1 &&
+                  options_.handshake_timeout.count() > 0 && options_.request_timeout.count() > 0,
+              "TCPStoreServer: limits out of range: max_value_bytes ", options_.max_value_bytes,
+              " (at most 2^31), max_key_bytes ", options_.max_key_bytes, " (at most 2^20), max_connections ",
+              options_.max_connections, ", max_pending ", options_.max_pending, " (at least 1), timeouts ",
+              options_.handshake_timeout.count(), " and ", options_.request_timeout.count(), " ms (positive)");
   impl_->o = options_;
   // Where to listen: every address the host name resolves to, or the wildcard addresses.
   std::vector<std::pair<sockaddr_storage, socklen_t>> where;
@@ -401,7 +406,7 @@ TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port, TCPStoreO
     int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
     if (rc != 0)
       throw DistributedError(internal::str("TCPStore: rank 0 cannot resolve the master address '", host,
-                                         "' to listen on: ", gai_strerror(rc)));
+                                           "' to listen on: ", gai_strerror(rc)));
     for (addrinfo* a = res; a; a = a->ai_next) add_address(a->ai_addr, a->ai_addrlen);
     ::freeaddrinfo(res);
   }
@@ -429,19 +434,20 @@ TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port, TCPStoreO
     sockaddr_storage bound{};
     socklen_t bl = sizeof bound;
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bl);
-    if (!port_) port_ = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
-                                                          : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+    if (!port_)
+      port_ = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                                               : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
     listen_fds_.push_back(fd);
     addresses_.push_back(address_text(reinterpret_cast<sockaddr*>(&bound)));
   }
   if (listen_fds_.empty())
     throw DistributedError(internal::str(
-        "TCPStore: rank 0 cannot listen on port ", port, " of ", options_.listen_all ? "any interface" : "'" + host + "'",
-        ": ", errors.empty() ? "no address" : errors,
-        in_use ? " (another job or store uses it: choose another MASTER_PORT)"
-               : options_.listen_all ? ""
-                                     : " (MASTER_ADDR must be an address of rank 0's machine; NABLA_STORE_LISTEN_ALL=1 "
-                                       "listens on every interface instead)"));
+        "TCPStore: rank 0 cannot listen on port ", port, " of ",
+        options_.listen_all ? "any interface" : "'" + host + "'", ": ", errors.empty() ? "no address" : errors,
+        in_use                ? " (another job or store uses it: choose another MASTER_PORT)"
+        : options_.listen_all ? ""
+                              : " (MASTER_ADDR must be an address of rank 0's machine; NABLA_STORE_LISTEN_ALL=1 "
+                                "listens on every interface instead)"));
   if (::pipe2(wake_pipe_, O_CLOEXEC) != 0) {
     int e = errno;
     for (int fd : listen_fds_) ::close(fd);
@@ -466,7 +472,8 @@ TCPStoreServer::Stats TCPStoreServer::stats() const {
 
 void TCPStoreServer::wait_for_clients_to_leave(std::chrono::milliseconds max) const {
   auto deadline = Clock::now() + max;
-  while (stats().authenticated > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (stats().authenticated > 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
 // ---- the loop -------------------------------------------------------------------------------------
@@ -491,8 +498,8 @@ void TCPStoreServer::run() {
       next = std::min(next, s.deadline(*it));
     }
     if (!accepting) next = std::min(next, accept_paused_until);
-    int wait_ms = static_cast<int>(std::max<int64_t>(
-        0, std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1));
+    int wait_ms = static_cast<int>(
+        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1));
     if (::poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) break;
     if (fds[0].revents) break;  // shutting down
 

@@ -48,8 +48,8 @@ namespace parallel {
 Tensor differentiable_all_reduce(const Tensor& tensor, dist::ReduceOp op, dist::ProcessGroup* group) {
   NABLA_CHECK(ValueError, tensor.defined(), "differentiable_all_reduce: the tensor is undefined");
   NABLA_CHECK(ValueError, op == dist::ReduceOp::sum || op == dist::ReduceOp::avg,
-                    "differentiable_all_reduce: op must be sum or avg (their gradient is the same reduction), got ",
-                    dist::reduce_op_name(op));
+              "differentiable_all_reduce: op must be sum or avg (their gradient is the same reduction), got ",
+              dist::reduce_op_name(op));
   if (!group) dist::default_group();  // throws when there is none, before anything is recorded
   return AllReduceFunction::apply(tensor, op, group);
 }
@@ -67,8 +67,8 @@ SyncBatchNorm::SyncBatchNorm(const BatchNorm& bn, dist::ProcessGroup* group)
 
 void SyncBatchNorm::check_input(const Tensor& x) const {
   NABLA_CHECK(ShapeError, x.defined() && x.dim() >= 2 && x.dim() <= 5,
-                    "SyncBatchNorm: expected input (N, C, *) with 2 to 5 dims, got ",
-                    x.defined() ? internal::str(x.sizes()) : std::string("an undefined tensor"));
+              "SyncBatchNorm: expected input (N, C, *) with 2 to 5 dims, got ",
+              x.defined() ? internal::str(x.sizes()) : std::string("an undefined tensor"));
 }
 
 dist::ProcessGroup* SyncBatchNorm::active_group() const {
@@ -85,12 +85,12 @@ Tensor SyncBatchNorm::forward(Tensor x) {
   if (!active_group()) return BatchNorm::forward(x);  // exactly BatchNorm
   check_input(x);
   NABLA_CHECK(ShapeError, x.size(1) == num_features, "SyncBatchNorm: expected ", num_features,
-                    " channels (dim 1), got input of shape ", x.sizes());
+              " channels (dim 1), got input of shape ", x.sizes());
   NABLA_CHECK(DTypeError, is_floating(x.dtype()), "SyncBatchNorm: expected a floating input, got ", x.dtype());
   for (const Tensor* p : {&weight, &bias, &running_mean, &running_var})
     if (p->defined())
       NABLA_CHECK(DeviceError, p->device() == x.device(), "SyncBatchNorm: the input is on ", x.device(),
-                         " but the module's parameters and buffers are on ", p->device());
+                  " but the module's parameters and buffers are on ", p->device());
   const double factor = running_stats_factor();
   // x: (N, C, *); statistics over every dim but C, in float32 at least (a float16 count or sum of
   // squares would round), the output in x's dtype.
@@ -108,11 +108,12 @@ Tensor SyncBatchNorm::forward(Tensor x) {
   Tensor global = parallel::differentiable_all_reduce(local, dist::ReduceOp::sum, process_group);  // (C + 1)
   const double count = global.narrow(0, C, 1).detach().cpu().item<double>();
   NABLA_CHECK(ValueError, count > 1, "SyncBatchNorm: expected more than 1 value per channel when training, got ", count,
-                    " over all ranks (this rank's input has shape ", x.sizes(), ")");
+              " over all ranks (this rank's input has shape ", x.sizes(), ")");
   Tensor mean = global.narrow(0, 0, C) / count;  // (C)
   // Pass 2: sum of squared deviations from the global mean, summed over the ranks -> biased variance.
   Tensor xc = x - mean.view(cshape);
-  Tensor var = parallel::differentiable_all_reduce((xc * xc).sum(dims), dist::ReduceOp::sum, process_group) / count;  // (C)
+  Tensor var =
+      parallel::differentiable_all_reduce((xc * xc).sum(dims), dist::ReduceOp::sum, process_group) / count;  // (C)
   Tensor y = xc * rsqrt(var + options.eps).view(cshape);
   if (weight.defined()) y = y * weight.view(cshape);
   if (bias.defined()) y = y + bias.view(cshape);

@@ -25,8 +25,8 @@
 
 #include <memory>
 
-#include "process_group.h"
 #include "../nn/normalization.h"
+#include "process_group.h"
 
 namespace nabla::nn {
 

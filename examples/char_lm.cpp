@@ -52,7 +52,8 @@ struct CharModelImpl : nn::Module {
     alphabet = register_buffer("alphabet", tensor(codes, kInt64));  // saved with the weights
     const int64_t vocab = static_cast<int64_t>(codes.size());
     embed = register_module("embed", nn::Embedding(vocab, 64));
-    lstm = register_module("lstm", nn::LSTM(64, hidden, {.num_layers = layers, .batch_first = true, .dropout = dropout}));
+    lstm =
+        register_module("lstm", nn::LSTM(64, hidden, {.num_layers = layers, .batch_first = true, .dropout = dropout}));
     head = register_module("head", nn::Linear(hidden, vocab));
   }
   // tokens (B, T) -> logits (B, T, vocab), and the LSTM's state after the last position.
@@ -80,7 +81,9 @@ struct Corpus {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw IOError("cannot read '" + path + "' (give a text file with --text)");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (text.size() < 200) throw ValueError("'" + path + "' has " + std::to_string(text.size()) + " bytes; a text of at least 200 is needed");
+    if (text.size() < 200)
+      throw ValueError("'" + path + "' has " + std::to_string(text.size()) +
+                       " bytes; a text of at least 200 is needed");
     std::array<bool, 256> seen{};
     for (unsigned char c : text) seen[c] = true;
     index.fill(-1);
@@ -114,7 +117,8 @@ double validation_bits(CharModel& model, const Corpus& corpus, int64_t seq_len) 
   Tensor starts = arange(0, n, std::max<int64_t>(1, n / 64), kInt64).slice(0, 0, 64).unsqueeze(1);
   Tensor w = corpus.valid.index({starts + arange(seq_len + 1, kInt64).unsqueeze(0)});
   Tensor logits = model(w.slice(1, 0, seq_len));
-  double nats = nn::functional::cross_entropy(logits.flatten(0, 1), w.slice(1, 1, seq_len + 1).flatten()).item<double>();
+  double nats =
+      nn::functional::cross_entropy(logits.flatten(0, 1), w.slice(1, 1, seq_len + 1).flatten()).item<double>();
   model->train();
   return nats / std::log(2.0);
 }
@@ -171,9 +175,9 @@ int main(int argc, char** argv) try {
     nn::load_weights(*model, load);  // checks every shape, the alphabet's length included
     bool same = true;
     for (size_t i = 0; i < corpus.alphabet.size(); ++i)
-      same = same && model->alphabet[static_cast<int64_t>(i)].item<int64_t>() == static_cast<unsigned char>(corpus.alphabet[i]);
-    if (!same)
-      throw ValueError("'" + load + "' was trained on a text with another alphabet than '" + text_path + "'");
+      same = same &&
+             model->alphabet[static_cast<int64_t>(i)].item<int64_t>() == static_cast<unsigned char>(corpus.alphabet[i]);
+    if (!same) throw ValueError("'" + load + "' was trained on a text with another alphabet than '" + text_path + "'");
   }
   optim::Adam optimizer(model->parameters(), {.lr = lr});
   double first_loss = 0, recent = 0;
@@ -189,8 +193,8 @@ int main(int argc, char** argv) try {
     if (step == 1) first_loss = l;
     recent = step == 1 ? l : 0.95 * recent + 0.05 * l;
     if (step == 1 || step % 100 == 0 || step == steps)
-      std::printf("step %5lld  loss %.3f bits/char (smoothed)  validation %.3f bits/char\n", static_cast<long long>(step),
-                  recent / std::log(2.0), validation_bits(model, corpus, seq_len));
+      std::printf("step %5lld  loss %.3f bits/char (smoothed)  validation %.3f bits/char\n",
+                  static_cast<long long>(step), recent / std::log(2.0), validation_bits(model, corpus, seq_len));
   }
   if (steps > 0) {
     nn::save_weights(*model, save);

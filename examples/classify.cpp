@@ -9,8 +9,8 @@
 // weights were trained with (resize, center crop, normalize), and the images go through the model
 // in batches under InferenceMode; softmax and topk give the answer.
 #include <algorithm>
-#include <exception>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -86,8 +86,7 @@ std::string mismatch_report(const std::string& name, nn::Module& model, const st
   for (const auto& [k, v] : mine)
     if (!file.contains(k)) missing.push_back(k);
   for (const auto& [k, v] : file) {
-    if (!mine.contains(k))
-      unexpected.push_back(k);
+    if (!mine.contains(k)) unexpected.push_back(k);
     else if (mine[k].sizes() != v.sizes()) {
       shapes.push_back(k + ": the file's " + shape_str(v) + ", " + name + "'s " + shape_str(mine[k]));
       if (file_classes < 0 && v.dim() > 0) file_classes = v.size(0);
@@ -100,13 +99,18 @@ std::string mismatch_report(const std::string& name, nn::Module& model, const st
     return s + (v.size() > 3 ? ", ..." : "");
   };
   os << "'" << path << "' does not hold " << name << "'s weights:";
-  if (!missing.empty()) os << "\n  " << missing.size() << " of " << name << "'s " << mine.size() << " tensors are not in the file (" << some(missing) << ")";
-  if (!unexpected.empty()) os << "\n  " << unexpected.size() << " of the file's " << file.size() << " tensors are not " << name << "'s (" << some(unexpected) << ")";
+  if (!missing.empty())
+    os << "\n  " << missing.size() << " of " << name << "'s " << mine.size() << " tensors are not in the file ("
+       << some(missing) << ")";
+  if (!unexpected.empty())
+    os << "\n  " << unexpected.size() << " of the file's " << file.size() << " tensors are not " << name << "'s ("
+       << some(unexpected) << ")";
   if (!shapes.empty()) os << "\n  " << shapes.size() << " tensors have other shapes (" << some(shapes) << ")";
   if (missing.empty() && unexpected.empty() && !shapes.empty()) {
     // Only shapes differ: most often the classifier of a model trained on other classes.
     if (custom_labels)
-      os << "\n  --labels names " << num_classes << " classes; the file's classifier has " << file_classes << " outputs";
+      os << "\n  --labels names " << num_classes << " classes; the file's classifier has " << file_classes
+         << " outputs";
     else
       os << "\n  these weights were trained on " << file_classes << " classes, not ImageNet's " << num_classes
          << ": pass --labels with a file of their " << file_classes << " names, one per line";
@@ -141,7 +145,8 @@ int main(int argc, char** argv) try {
     for (const auto& name : vision::model_names()) {
       vision::WeightsTransforms t = vision::weights_transforms(name);
       std::printf("%-20s %-16s %-40s resize %lld %s, crop %lld\n", name.c_str(), t.weights.c_str(), t.file.c_str(),
-                  static_cast<long long>(t.resize_size), t.interpolation == data::Interpolation::bicubic ? "bicubic" : "bilinear",
+                  static_cast<long long>(t.resize_size),
+                  t.interpolation == data::Interpolation::bicubic ? "bicubic" : "bilinear",
                   static_cast<long long>(t.crop_size));
     }
     return 0;
@@ -157,7 +162,8 @@ int main(int argc, char** argv) try {
   const std::vector<std::string>& images = flags.positional();
 
   const std::vector<std::string> names = vision::model_names();
-  if (model_name.empty()) flags.usage("--model is required (one of: resnet18, resnet50, mobilenet_v3_small, ...; --list-models shows all)");
+  if (model_name.empty())
+    flags.usage("--model is required (one of: resnet18, resnet50, mobilenet_v3_small, ...; --list-models shows all)");
   if (std::find(names.begin(), names.end(), model_name) == names.end()) {
     std::string known;
     for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
@@ -168,18 +174,19 @@ int main(int argc, char** argv) try {
                 vision::weights_transforms(model_name).file + ")");
   if (images.empty()) flags.usage("no image given: name one or more JPEG/PNG files after the options");
   if (device_name != "cpu" && device_name != "cuda") flags.usage("--device is cpu or cuda, got '" + device_name + "'");
-  if (device_name == "cuda" && !cuda::is_available()) flags.usage("--device cuda: no usable GPU (" + cuda::unavailable_reason() + ")");
+  if (device_name == "cuda" && !cuda::is_available())
+    flags.usage("--device cuda: no usable GPU (" + cuda::unavailable_reason() + ")");
   // Every file first, so that a typo in the last name does not wait for the model to load.
   if (!fs::is_regular_file(weights))
-    throw IOError("cannot open the weights file '" + weights + "': " + (fs::exists(weights) ? "not a file" : "no such file"));
+    throw IOError("cannot open the weights file '" + weights +
+                  "': " + (fs::exists(weights) ? "not a file" : "no such file"));
   for (const auto& f : images)
-    if (!fs::is_regular_file(f)) throw IOError("cannot open the image '" + f + "': " + (fs::exists(f) ? "not a file" : "no such file"));
+    if (!fs::is_regular_file(f))
+      throw IOError("cannot open the image '" + f + "': " + (fs::exists(f) ? "not a file" : "no such file"));
 
   std::vector<std::string> labels;
-  if (!labels_path.empty())
-    labels = read_labels(labels_path);
-  else
-    labels.assign(examples::kImageNetClasses.begin(), examples::kImageNetClasses.end());
+  if (!labels_path.empty()) labels = read_labels(labels_path);
+  else labels.assign(examples::kImageNetClasses.begin(), examples::kImageNetClasses.end());
   const auto num_classes = static_cast<int64_t>(labels.size());
   topk = std::min(topk, num_classes);
 
@@ -210,8 +217,8 @@ int main(int argc, char** argv) try {
     size_t stop = std::min(images.size(), start + static_cast<size_t>(batch_size));
     std::vector<Tensor> batch;
     for (size_t i = start; i < stop; ++i) batch.push_back(transforms.load(images[i]));
-    Tensor x = stack(batch).to(device);                 // (B, 3, 224, 224)
-    Tensor probs = softmax((*model)(x), -1).cpu();      // (B, classes)
+    Tensor x = stack(batch).to(device);             // (B, 3, 224, 224)
+    Tensor probs = softmax((*model)(x), -1).cpu();  // (B, classes)
     auto [p, idx] = probs.topk(topk, -1);
     for (int64_t b = 0; b < p.size(0); ++b) {
       std::vector<Prediction> top;
@@ -225,7 +232,8 @@ int main(int argc, char** argv) try {
     for (size_t i = 0; i < images.size(); ++i) {
       nlohmann::ordered_json top = nlohmann::ordered_json::array();
       for (const auto& pr : results[i])
-        top.push_back({{"index", pr.index}, {"label", labels[static_cast<size_t>(pr.index)]}, {"probability", pr.probability}});
+        top.push_back(
+            {{"index", pr.index}, {"label", labels[static_cast<size_t>(pr.index)]}, {"probability", pr.probability}});
       out.push_back({{"file", images[i]}, {"top", top}});
     }
     std::cout << out.dump(2) << "\n";
@@ -234,7 +242,8 @@ int main(int argc, char** argv) try {
       std::printf("%s\n", images[i].c_str());
       for (size_t k = 0; k < results[i].size(); ++k)
         std::printf("  %zu. %6.2f%%  %s (%lld)\n", k + 1, 100 * results[i][k].probability,
-                    labels[static_cast<size_t>(results[i][k].index)].c_str(), static_cast<long long>(results[i][k].index));
+                    labels[static_cast<size_t>(results[i][k].index)].c_str(),
+                    static_cast<long long>(results[i][k].index));
     }
   }
   return 0;

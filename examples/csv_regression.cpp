@@ -91,9 +91,9 @@ class CsvDataset : public data::Dataset {
         auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
         const std::string where = path + ":" + std::to_string(line_no) + ": column " + quote(columns_[c]);
         // from_chars reports result_out_of_range for 1e400; 1e39 parses but float32 cannot hold it.
-        if (!f.empty() && end == f.data() + f.size() && (ec == std::errc::result_out_of_range ||
-                                                         (ec == std::errc() && std::isfinite(v) &&
-                                                          std::abs(v) > std::numeric_limits<float>::max())))
+        if (!f.empty() && end == f.data() + f.size() &&
+            (ec == std::errc::result_out_of_range ||
+             (ec == std::errc() && std::isfinite(v) && std::abs(v) > std::numeric_limits<float>::max())))
           throw IOError(where + ": " + quote(f) + " is beyond float32's range (magnitudes up to 3.4e38)");
         if (f.empty() || ec != std::errc() || end != f.data() + f.size() || !std::isfinite(v))
           throw IOError(where + " is not a finite number: " + quote(f));
@@ -230,7 +230,8 @@ int main(int argc, char** argv) try {
 
   manual_seed(static_cast<uint64_t>(seed));
   CsvDataset rows(flags.positional()[0], target, max_columns);
-  if (rows.size() < 5) throw ValueError(flags.positional()[0] + ": at least 5 rows are needed to split off a validation set");
+  if (rows.size() < 5)
+    throw ValueError(flags.positional()[0] + ": at least 5 rows are needed to split off a validation set");
   auto parts = data::random_split_fractions(rows, {0.8, 0.2}, static_cast<uint64_t>(seed));
   data::Subset& train_set = parts[0];
   data::Subset& val_set = parts[1];

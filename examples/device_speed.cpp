@@ -65,8 +65,7 @@ void print_table(const char* title, const char* unit, const std::vector<Row>& ro
     if (gpu)
       std::printf("%14lld %12.4f %12.4f %16.4f %10.2f %12.2f\n", static_cast<long long>(r.size), r.cpu, r.gpu,
                   r.gpu_copies, r.cpu / r.gpu, r.cpu / r.gpu_copies);
-    else
-      std::printf("%14lld %12.4f %12s %16s %10s %12s\n", static_cast<long long>(r.size), r.cpu, "-", "-", "-", "-");
+    else std::printf("%14lld %12.4f %12s %16s %10s %12s\n", static_cast<long long>(r.size), r.cpu, "-", "-", "-", "-");
   }
   if (!gpu) return;
   int64_t c1 = crossover(rows, [](const Row& r) { return r.gpu < r.cpu; });

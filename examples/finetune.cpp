@@ -70,7 +70,8 @@ void make_demo(const fs::path& root, int64_t per_class) {
   const std::vector<std::string> classes = {"circles", "squares", "stripes"};
   manual_seed(1234);
   const int64_t S = 64;
-  for (const auto& [split, n] : std::vector<std::pair<std::string, int64_t>>{{"train", per_class}, {"val", std::max<int64_t>(per_class / 4, 2)}}) {
+  for (const auto& [split, n] : std::vector<std::pair<std::string, int64_t>>{
+           {"train", per_class}, {"val", std::max<int64_t>(per_class / 4, 2)}}) {
     for (size_t c = 0; c < classes.size(); ++c) {
       fs::path dir = root / split / classes[c];
       fs::create_directories(dir);
@@ -126,7 +127,8 @@ EpochResult run_epoch(nn::Module& model, data::DataLoader& loader, Device device
     correct += logits.argmax(1).eq(y).sum().item<int64_t>();
     seen += x.size(0);
   }
-  return {loss_sum / static_cast<double>(std::max<int64_t>(seen, 1)), 100.0 * static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1))};
+  return {loss_sum / static_cast<double>(std::max<int64_t>(seen, 1)),
+          100.0 * static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1))};
 }
 
 }  // namespace
@@ -163,31 +165,40 @@ int main(int argc, char** argv) try {
     flags.usage("unknown model '" + model_name + "'; the models are: " + known);
   }
   if (device_name != "cpu" && device_name != "cuda") flags.usage("--device is cpu or cuda, got '" + device_name + "'");
-  if (device_name == "cuda" && !cuda::is_available()) flags.usage("--device cuda: no usable GPU (" + cuda::unavailable_reason() + ")");
+  if (device_name == "cuda" && !cuda::is_available())
+    flags.usage("--device cuda: no usable GPU (" + cuda::unavailable_reason() + ")");
   for (const char* split : {"train", "val"})
     if (!fs::is_directory(fs::path(root) / split))
-      throw IOError("finetune: '" + (fs::path(root) / split).string() + "' is not a folder: --data needs train/<class>/ and val/<class>/ folders of images");
+      throw IOError("finetune: '" + (fs::path(root) / split).string() +
+                    "' is not a folder: --data needs train/<class>/ and val/<class>/ folders of images");
   manual_seed(static_cast<uint64_t>(seed));
 
   // The data: training crops with augmentation, evaluation resized and center-cropped.
   vision::WeightsTransforms wt = vision::weights_transforms(model_name);
-  const int64_t eval_resize = static_cast<int64_t>(std::lround(static_cast<double>(wt.resize_size) * static_cast<double>(image_size) /
-                                                               static_cast<double>(wt.crop_size)));
+  const int64_t eval_resize = static_cast<int64_t>(std::lround(
+      static_cast<double>(wt.resize_size) * static_cast<double>(image_size) / static_cast<double>(wt.crop_size)));
   data::RandomResizedCrop crop(image_size);
   crop.interpolation = wt.interpolation;
   data::Compose train_tf{crop, data::RandomHorizontalFlip(), data::Normalize(wt.mean, wt.std)};
-  data::Compose val_tf{data::Resize(eval_resize, wt.interpolation), data::CenterCrop(image_size), data::Normalize(wt.mean, wt.std)};
+  data::Compose val_tf{data::Resize(eval_resize, wt.interpolation), data::CenterCrop(image_size),
+                       data::Normalize(wt.mean, wt.std)};
   data::ImageFolder train_set((fs::path(root) / "train").string(), {.transform = train_tf});
   data::ImageFolder val_set((fs::path(root) / "val").string(), {.transform = val_tf});
   if (train_set.classes() != val_set.classes())
-    throw ValueError("finetune: train/ and val/ have different class folders (" + std::to_string(train_set.classes().size()) + " and " +
-                     std::to_string(val_set.classes().size()) + ")");
+    throw ValueError("finetune: train/ and val/ have different class folders (" +
+                     std::to_string(train_set.classes().size()) + " and " + std::to_string(val_set.classes().size()) +
+                     ")");
   const auto num_classes = static_cast<int64_t>(train_set.classes().size());
-  if (num_classes < 2) throw ValueError("finetune: " + root + "/train has " + std::to_string(num_classes) + " class folder(s); at least 2 are needed");
+  if (num_classes < 2)
+    throw ValueError("finetune: " + root + "/train has " + std::to_string(num_classes) +
+                     " class folder(s); at least 2 are needed");
   std::printf("%lld classes:", static_cast<long long>(num_classes));
   for (const auto& c : train_set.classes()) std::printf(" %s", c.c_str());
-  std::printf("; %lld training and %lld validation images\n", static_cast<long long>(train_set.size()), static_cast<long long>(val_set.size()));
-  data::DataLoader train_loader(train_set, {.batch_size = batch_size, .shuffle = true, .seed = static_cast<uint64_t>(seed),
+  std::printf("; %lld training and %lld validation images\n", static_cast<long long>(train_set.size()),
+              static_cast<long long>(val_set.size()));
+  data::DataLoader train_loader(train_set, {.batch_size = batch_size,
+                                            .shuffle = true,
+                                            .seed = static_cast<uint64_t>(seed),
                                             .num_workers = static_cast<int>(workers)});
   data::DataLoader val_loader(val_set, {.batch_size = batch_size, .num_workers = static_cast<int>(workers)});
 
@@ -200,8 +211,8 @@ int main(int argc, char** argv) try {
     // load_weights lists every offending key; a person needs the gist.
     std::string why = e.what();
     if (why.size() > 300) why = why.substr(0, 300) + "...";
-    throw ValueError("'" + weights + "' does not hold " + model_name + "'s ImageNet weights; is --model the architecture they were saved from? (" +
-                     why + ")");
+    throw ValueError("'" + weights + "' does not hold " + model_name +
+                     "'s ImageNet weights; is --model the architecture they were saved from? (" + why + ")");
   }
   auto model = vision::create_model(model_name, {.num_classes = num_classes});
   nn::StateDict from = pretrained->state_dict(), to = model->state_dict();
@@ -209,10 +220,8 @@ int main(int argc, char** argv) try {
   {
     NoGradGuard no_grad;
     for (const auto& [k, v] : to) {
-      if (from[k].sizes() == v.sizes())
-        Tensor(v).copy_(from[k]);  // v shares the model's storage
-      else
-        head.push_back(k);
+      if (from[k].sizes() == v.sizes()) Tensor(v).copy_(from[k]);  // v shares the model's storage
+      else head.push_back(k);
     }
   }
   pretrained.reset();
@@ -225,10 +234,8 @@ int main(int argc, char** argv) try {
   std::vector<Tensor> trained;
   for (const auto& [k, p] : model->named_parameters()) {
     bool is_head = std::find(head.begin(), head.end(), k) != head.end();
-    if (freeze && !is_head)
-      Tensor(p).requires_grad_(false);
-    else
-      trained.push_back(p);
+    if (freeze && !is_head) Tensor(p).requires_grad_(false);
+    else trained.push_back(p);
   }
   int64_t n_trained = 0;
   for (const auto& p : trained) n_trained += p.numel();
@@ -244,8 +251,9 @@ int main(int argc, char** argv) try {
     EpochResult tr = run_epoch(*model, train_loader, device, &optimizer);
     schedule.step();
     EpochResult va = run_epoch(*model, val_loader, device, nullptr);
-    std::printf("epoch %lld/%lld: train loss %.4f acc %.1f%% | val loss %.4f acc %.1f%%\n", static_cast<long long>(epoch),
-                static_cast<long long>(epochs), tr.loss, tr.accuracy, va.loss, va.accuracy);
+    std::printf("epoch %lld/%lld: train loss %.4f acc %.1f%% | val loss %.4f acc %.1f%%\n",
+                static_cast<long long>(epoch), static_cast<long long>(epochs), tr.loss, tr.accuracy, va.loss,
+                va.accuracy);
     if (va.accuracy > best) {
       best = va.accuracy;
       nn::save_torch_weights(*model, save_path);

@@ -36,8 +36,8 @@ struct NeuralNetworkImpl : nn::Module {
   NeuralNetworkImpl() {
     flatten = register_module("flatten", nn::Flatten());
     linear_relu_stack = register_module(
-        "linear_relu_stack", nn::Sequential(nn::Linear(28 * 28, 512), nn::ReLU(), nn::Linear(512, 512), nn::ReLU(),
-                                            nn::Linear(512, 10)));
+        "linear_relu_stack",
+        nn::Sequential(nn::Linear(28 * 28, 512), nn::ReLU(), nn::Linear(512, 512), nn::ReLU(), nn::Linear(512, 10)));
   }
   Tensor forward(Tensor x) override {
     x = flatten(x);

@@ -20,7 +20,9 @@ namespace nabla_fuzz {
 class ScratchFile {
  public:
   explicit ScratchFile(const std::string& name) {
-    const char* dir = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
+    const char* dir = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm"
+                      : std::getenv("TMPDIR")         ? std::getenv("TMPDIR")
+                                                      : "/tmp";
     path_ = std::string(dir) + "/nabla-fuzz-" + std::to_string(::getpid()) + "-" + name;
   }
   ~ScratchFile() { std::remove(path_.c_str()); }
@@ -53,9 +55,7 @@ std::string expect_clean(F&& f) {
   } catch (const nabla::Error& e) {
     if (!*e.what()) finding("a nabla::Error with an empty message", "");
     return e.what();
-  } catch (const std::exception& e) {
-    finding("an exception that is not a nabla::Error", e.what());
-  } catch (...) {
+  } catch (const std::exception& e) { finding("an exception that is not a nabla::Error", e.what()); } catch (...) {
     finding("an exception that is not a std::exception", "?");
   }
 }

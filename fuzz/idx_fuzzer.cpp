@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (bool gzip : {false, true}) {
     data::write_idx(out.path(), t, gzip);
     Tensor back = data::read_idx(out.path());  // compared bytewise: NaN != NaN
-    if (back.dtype() != t.dtype() || back.sizes() != t.sizes() || std::memcmp(back.data_ptr(), t.data_ptr(), t.nbytes()) != 0)
+    if (back.dtype() != t.dtype() || back.sizes() != t.sizes() ||
+        std::memcmp(back.data_ptr(), t.data_ptr(), t.nbytes()) != 0)
       nabla_fuzz::finding("IDX round trip", gzip ? "gzip" : "plain");
   }
   return 0;

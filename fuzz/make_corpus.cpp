@@ -11,25 +11,25 @@
 // Files in the fuzz targets' formats: checkpoint inputs start with a byte that picks the training
 // set-up of checkpoint_run.h, mnist inputs with a byte that picks a command line (even) or a
 // checkpoint (odd), see mnist_fuzzer.cpp.
-#include <cstdio>  // before jpeglib.h, which needs FILE and size_t
 #include <jpeglib.h>
 #include <zlib.h>
+#include <cstdio>  // before jpeglib.h, which needs FILE and size_t
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
 #include <stdexcept>
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include "fuzz/checkpoint_run.h"
-#include "fuzz/torch_hostile.h"
 #include "examples/mnist/args.h"
 #include "examples/mnist/models.h"
+#include "fuzz/checkpoint_run.h"
+#include "fuzz/torch_hostile.h"
 #include "nabla.h"
 
 namespace fs = std::filesystem;
@@ -95,7 +95,8 @@ void safetensors_seeds() {
   sd.insert("s", scalar_tensor(1.5));
   sd.insert("e", empty({0, 3}));
   auto bytes = [](const std::vector<char>& v) { return Bytes(v.begin(), v.end()); };
-  write("safetensors", "all_dtypes.safetensors", bytes(safetensors::serialize(sd, {{"format", "pt"}, {"note", "seed"}})));
+  write("safetensors", "all_dtypes.safetensors",
+        bytes(safetensors::serialize(sd, {{"format", "pt"}, {"note", "seed"}})));
   write("safetensors", "empty.safetensors", bytes(safetensors::serialize({})));
   nn::StateDict one;
   one.insert("x", ones({1}));
@@ -136,7 +137,9 @@ Bytes gzip(const Bytes& plain) {
 }
 
 void idx_seeds() {
-  auto idx = [](const Tensor& t, bool gz) { return via_file([&](const std::string& p) { data::write_idx(p, t, gz); }); };
+  auto idx = [](const Tensor& t, bool gz) {
+    return via_file([&](const std::string& p) { data::write_idx(p, t, gz); });
+  };
   write("idx", "u8_3x4x5.idx", idx(arange(60, dtype(kInt64)).view({3, 4, 5}).to(kUInt8), false));
   write("idx", "u8_3x4x5.idx.gz", idx(arange(60, dtype(kInt64)).view({3, 4, 5}).to(kUInt8), true));
   write("idx", "labels_10.idx", idx(arange(10, dtype(kInt64)).to(kUInt8), false));
@@ -239,8 +242,6 @@ void image_seeds() {
   write("image", "ga.png", png_file(1, 2, 8, 4, {0, 10, 20, 0, 30, 40}));
 }
 
-
-
 // ---- mnist ------------------------------------------------------------------------------------
 Bytes command_line(std::initializer_list<std::string> args) {
   Bytes b = {0};
@@ -255,12 +256,21 @@ Bytes command_line(std::initializer_list<std::string> args) {
 // target's format (a leading odd byte); `edit` changes the metadata first. Without weights (for
 // the hostile files, whose metadata is refused before any weight is read) it is a few hundred
 // bytes instead of up to 800 KB.
-Bytes mnist_checkpoint(const std::string& model, const std::function<void(std::map<std::string, std::string>&)>& edit = {},
-                       bool weights = true) {
-  mnist::Settings s{.model = model, .dataset = "mnist", .optimizer = "adam", .scheduler = "step", .lr = 1e-3,
-                    .momentum = 0.9, .weight_decay = 0, .gamma = 0.5, .batch_size = 64, .seed = 1};
+Bytes mnist_checkpoint(const std::string& model,
+                       const std::function<void(std::map<std::string, std::string>&)>& edit = {}, bool weights = true) {
+  mnist::Settings s{.model = model,
+                    .dataset = "mnist",
+                    .optimizer = "adam",
+                    .scheduler = "step",
+                    .lr = 1e-3,
+                    .momentum = 0.9,
+                    .weight_decay = 0,
+                    .gamma = 0.5,
+                    .batch_size = 64,
+                    .seed = 1};
   auto md = mnist::to_metadata(s);
-  md.merge(mnist::to_metadata(mnist::RunProgress{.train_seconds = 1.5, .loader_seed = 1, .loader_index = 3, .partial_seen = 192}));
+  md.merge(mnist::to_metadata(
+      mnist::RunProgress{.train_seconds = 1.5, .loader_seed = 1, .loader_index = 3, .partial_seen = 192}));
   if (edit) edit(md);
   manual_seed(1);
   mnist::ModelInfo m = mnist::make_model(model);
@@ -273,14 +283,18 @@ Bytes mnist_checkpoint(const std::string& model, const std::function<void(std::m
 
 void mnist_seeds() {
   write("mnist", "train_default", command_line({"train"}));
-  write("mnist", "train_lenet", command_line({"train", "--model", "lenet", "--optimizer", "sgd", "--lr", "0.01", "--momentum",
-                                              "0.5", "--batch-size", "64", "--no-shuffle", "--epochs=2", "--threads", "2"}));
-  write("mnist", "train_resume", command_line({"train", "--resume", "ck.safetensors", "--epochs", "5", "--workers", "2",
-                                               "--quiet", "--summary-json", "s.json", "--device", "cpu"}));
+  write("mnist", "train_lenet",
+        command_line({"train", "--model", "lenet", "--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.5",
+                      "--batch-size", "64", "--no-shuffle", "--epochs=2", "--threads", "2"}));
+  write("mnist", "train_resume",
+        command_line({"train", "--resume", "ck.safetensors", "--epochs", "5", "--workers", "2", "--quiet",
+                      "--summary-json", "s.json", "--device", "cpu"}));
   write("mnist", "train_help", command_line({"train", "--help"}));
-  write("mnist", "eval", command_line({"eval", "--checkpoint", "ck.safetensors", "--batch-size", "500", "--data", "d"}));
+  write("mnist", "eval",
+        command_line({"eval", "--checkpoint", "ck.safetensors", "--batch-size", "500", "--data", "d"}));
   write("mnist", "predict", command_line({"predict", "--json", "--save-input", "out", "a.png", "b.jpg"}));
-  write("mnist", "export", command_line({"export", "--count", "5", "--first", "--invert", "--out", "o", "--seed", "3"}));
+  write("mnist", "export",
+        command_line({"export", "--count", "5", "--first", "--invert", "--out", "o", "--seed", "3"}));
   write("mnist", "checkpoint_mlp", mnist_checkpoint("mlp"));
   write("mnist", "checkpoint_lenet", mnist_checkpoint("lenet"));
 }
@@ -300,7 +314,8 @@ Bytes safetensors_file(const std::string& header, size_t data_bytes) {
   std::string h = header;
   h.append((8 - h.size() % 8) % 8, ' ');
   Bytes b(8);
-  for (int k = 0; k < 8; ++k) b[static_cast<size_t>(k)] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * k));
+  for (int k = 0; k < 8; ++k)
+    b[static_cast<size_t>(k)] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * k));
   b.insert(b.end(), h.begin(), h.end());
   b.resize(b.size() + data_bytes, 0);
   return b;
@@ -312,15 +327,16 @@ void safetensors_hostile() {
   // the test checks with a buffer made at run time).
   const std::string open(20000, '['), close(20000, ']');
   hostile("safetensors", "deep_nesting_in_shape.safetensors",
-          safetensors_file(R"({"t":{"dtype":"F32","shape":)" + open + close + R"(,"data_offsets":[0,4]}})", 4), "IOError",
-          {"JSON nested more than 64 levels deep", "a safetensors header needs 3"});
+          safetensors_file(R"({"t":{"dtype":"F32","shape":)" + open + close + R"(,"data_offsets":[0,4]}})", 4),
+          "IOError", {"JSON nested more than 64 levels deep", "a safetensors header needs 3"});
   hostile("safetensors", "deep_nesting_in_data_offsets.safetensors",
-          safetensors_file(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[)" + open + close + R"(,4]}})", 4), "IOError",
-          {"JSON nested more than 64 levels deep"});
+          safetensors_file(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[)" + open + close + R"(,4]}})", 4),
+          "IOError", {"JSON nested more than 64 levels deep"});
   // Names and strings from the file are quoted and cut short in messages.
-  hostile("safetensors", "huge_name_bad_dtype.safetensors",
-          safetensors_file(R"({")" + std::string(5000, 'n') + R"(":{"dtype":"F99","shape":[1],"data_offsets":[0,4]}})", 4),
-          "IOError", {"invalid header entry for tensor 'nnnnnnnnnn", "... (5000 bytes)", "unknown dtype 'F99'"});
+  hostile(
+      "safetensors", "huge_name_bad_dtype.safetensors",
+      safetensors_file(R"({")" + std::string(5000, 'n') + R"(":{"dtype":"F99","shape":[1],"data_offsets":[0,4]}})", 4),
+      "IOError", {"invalid header entry for tensor 'nnnnnnnnnn", "... (5000 bytes)", "unknown dtype 'F99'"});
   hostile("safetensors", "nested_array_as_shape_entry.safetensors",
           safetensors_file(R"({"t":{"dtype":"F32","shape":[[1,2]],"data_offsets":[0,4]}})", 4), "IOError",
           {"shape entries must be non-negative integers, got an array of 2 values"});
@@ -364,15 +380,15 @@ void checkpoint_hostile() {
   auto f64 = [](double v) { return scalar_tensor(v, dtype(kFloat64)); };
   auto i64 = [](int64_t v) { return scalar_tensor(v, dtype(kInt64)); };
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  hostile("checkpoint", "adam_step_1e300.ckpt", edited_checkpoint(0, "optimizer.state.0.step", f64(1e300)), "ValueError",
-          {"Adam.load_state_dict: 'state.0.step' must be a whole number from 0 to 2^53, got 1e+300"});
+  hostile("checkpoint", "adam_step_1e300.ckpt", edited_checkpoint(0, "optimizer.state.0.step", f64(1e300)),
+          "ValueError", {"Adam.load_state_dict: 'state.0.step' must be a whole number from 0 to 2^53, got 1e+300"});
   hostile("checkpoint", "adam_step_nan.ckpt", edited_checkpoint(0, "optimizer.state.1.step", f64(nan)), "ValueError",
           {"'state.1.step' must be a whole number from 0 to 2^53, got nan"});
   hostile("checkpoint", "adam_step_int64_max.ckpt",
           edited_checkpoint(0, "optimizer.state.0.step", i64(std::numeric_limits<int64_t>::max())), "ValueError",
           {"'state.0.step' must be a whole number from 0 to 2^53, got 9.22337e+18"});
-  hostile("checkpoint", "adam_step_fraction.ckpt", edited_checkpoint(0, "optimizer.state.0.step", f64(2.5)), "ValueError",
-          {"'state.0.step' must be a whole number", "got 2.5"});
+  hostile("checkpoint", "adam_step_fraction.ckpt", edited_checkpoint(0, "optimizer.state.0.step", f64(2.5)),
+          "ValueError", {"'state.0.step' must be a whole number", "got 2.5"});
   hostile("checkpoint", "adam_lr_nan.ckpt", edited_checkpoint(0, "optimizer.param_groups.0.lr", f64(nan)), "ValueError",
           {"'param_groups.0.lr' must be a finite number, got nan"});
   hostile("checkpoint", "adam_amsgrad_2.ckpt", edited_checkpoint(0, "optimizer.param_groups.0.amsgrad", f64(2)),
@@ -383,8 +399,8 @@ void checkpoint_hostile() {
   hostile("checkpoint", "steplr_last_epoch_1e300.ckpt", edited_checkpoint(0, "scheduler.last_epoch", f64(1e300)),
           "ValueError", {"'last_epoch' must be a whole number from -1 to 2^53, got 1e+300"});
   hostile("checkpoint", "cosine_base_lrs_inf.ckpt",
-          edited_checkpoint(1, "scheduler.base_lrs", tensor(std::vector<double>{INFINITY}, dtype(kFloat64))), "ValueError",
-          {"'base_lrs' must hold finite numbers, got inf at index 0"});
+          edited_checkpoint(1, "scheduler.base_lrs", tensor(std::vector<double>{INFINITY}, dtype(kFloat64))),
+          "ValueError", {"'base_lrs' must hold finite numbers, got inf at index 0"});
   hostile("checkpoint", "plateau_best_nan.ckpt", edited_checkpoint(3, "scheduler.best", f64(nan)), "ValueError",
           {"ReduceLROnPlateau.load_state_dict: 'best' is NaN"});
   hostile("checkpoint", "plateau_bad_epochs_negative.ckpt", edited_checkpoint(3, "scheduler.num_bad_epochs", i64(-5)),
@@ -439,8 +455,8 @@ void image_hostile() {
   hostile("image", "truncated.png", png, "IOError", {"cannot decode", "(PNG)"});
   // A valid top-down BMP (negative height) was once refused as "an empty image". Rows hold
   // y * 10 + x in every channel, top row first.
-  Bytes bmp = {'B', 'M', 0, 0, 0, 0, 0, 0, 0, 0, 54, 0, 0, 0, 40, 0, 0, 0, 3, 0, 0, 0, 0xFE, 0xFF, 0xFF, 0xFF,
-               1, 0, 24, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  Bytes bmp = {'B', 'M', 0, 0, 0, 0, 0, 0, 0, 0, 54, 0, 0, 0, 40, 0, 0, 0, 3, 0, 0, 0, 0xFE, 0xFF, 0xFF, 0xFF, 1,
+               0,   24,  0, 0, 0, 0, 0, 0, 0, 0, 0,  0, 0, 0, 0,  0, 0, 0, 0, 0, 0, 0, 0,    0,    0,    0,    0};
   for (int y = 0; y < 2; ++y) {
     for (int x = 0; x < 3; ++x) bmp.insert(bmp.end(), 3, static_cast<uint8_t>(y * 10 + x));
     bmp.insert(bmp.end(), 3, 0);  // rows padded to 4 bytes
@@ -474,7 +490,8 @@ void mnist_hostile() {
           {"--epochs must be a whole number from 1 to 1000000, got 99999999999999999999"});
   hostile("mnist", "threads_too_many", command_line({"train", "--threads", "100000"}), "UsageError",
           {"--threads must be a whole number from 1 to 1024, got 100000"});
-  hostile("mnist", "lr_inf", command_line({"train", "--lr", "inf"}), "UsageError", {"--lr expects a finite number, got 'inf'"});
+  hostile("mnist", "lr_inf", command_line({"train", "--lr", "inf"}), "UsageError",
+          {"--lr expects a finite number, got 'inf'"});
   hostile("mnist", "batch_size_negative", command_line({"train", "--batch-size", "-64"}), "UsageError",
           {"--batch-size must be a whole number from 1 to 1000000, got -64"});
   hostile("mnist", "eval_batch_size_junk", command_line({"eval", "--batch-size", "12abc"}), "UsageError",

@@ -26,7 +26,8 @@ bool same(const safetensors::File& a, const safetensors::File& b) {
   if (a.metadata != b.metadata || a.tensors.size() != b.tensors.size()) return false;
   for (const auto& [name, x] : a.tensors) {
     const Tensor* y = b.tensors.find(name);
-    if (!y || x.dtype() != y->dtype() || x.sizes() != y->sizes() || std::memcmp(x.data_ptr(), y->data_ptr(), x.nbytes()) != 0)
+    if (!y || x.dtype() != y->dtype() || x.sizes() != y->sizes() ||
+        std::memcmp(x.data_ptr(), y->data_ptr(), x.nbytes()) != 0)
       return false;
   }
   return true;
@@ -38,9 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static nabla_fuzz::ScratchFile file("safetensors");
   const std::string& path = file.write(data, size);
   safetensors::File from_memory, from_file;
-  std::string e_mem = nabla_fuzz::expect_clean([&] {
-    from_memory = safetensors::deserialize(reinterpret_cast<const char*>(data), size, "<buffer>");
-  });
+  std::string e_mem = nabla_fuzz::expect_clean(
+      [&] { from_memory = safetensors::deserialize(reinterpret_cast<const char*>(data), size, "<buffer>"); });
   std::string e_file = nabla_fuzz::expect_clean([&] { from_file = safetensors::load_file(path); });
   std::string e_header = nabla_fuzz::expect_clean([&] { safetensors::read_header(path); });
   e_mem = without(e_mem, "<buffer>");

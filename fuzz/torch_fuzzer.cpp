@@ -10,13 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "io/zip.h"
 #include "fuzz/fuzz_util.h"
+#include "io/zip.h"
 #include "nabla.h"
 
 namespace {
 
-const nabla::torch_io::LoadOptions kLimits{.max_pickle_bytes = 1 << 20, .max_objects = 100'000, .max_memo = 100'000, .max_depth = 200};
+const nabla::torch_io::LoadOptions kLimits{
+    .max_pickle_bytes = 1 << 20, .max_objects = 100'000, .max_memo = 100'000, .max_depth = 200};
 
 // The bytes as data.pkl of an archive with four 64-byte storages.
 std::vector<char> as_pickle_archive(const uint8_t* data, size_t size) {
@@ -79,15 +80,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string& path = file.write(data, size);
   torch_io::Value from_file, from_memory, wrapped;
   std::string e_file = nabla_fuzz::expect_clean([&] { from_file = torch_io::load(path, kLimits); });
-  std::string e_mem = nabla_fuzz::expect_clean(
-      [&] { from_memory = torch_io::load_bytes(reinterpret_cast<const char*>(data), size, "'" + path + "'", kLimits); });
+  std::string e_mem = nabla_fuzz::expect_clean([&] {
+    from_memory = torch_io::load_bytes(reinterpret_cast<const char*>(data), size, "'" + path + "'", kLimits);
+  });
   if (e_file != e_mem) nabla_fuzz::finding("torch_io::load", "loading the file and its bytes disagree");
   if (e_file.empty()) {
-    if (from_file.repr() != from_memory.repr()) nabla_fuzz::finding("torch_io::load", "file and memory load different values");
+    if (from_file.repr() != from_memory.repr())
+      nabla_fuzz::finding("torch_io::load", "file and memory load different values");
     round_trip(from_file);
   }
   std::vector<char> archive = as_pickle_archive(data, size);
-  if (nabla_fuzz::expect_clean([&] { wrapped = torch_io::load_bytes(archive.data(), archive.size(), "wrapped", kLimits); }).empty())
+  if (nabla_fuzz::expect_clean([&] {
+        wrapped = torch_io::load_bytes(archive.data(), archive.size(), "wrapped", kLimits);
+      }).empty())
     round_trip(wrapped);
   return 0;
 }

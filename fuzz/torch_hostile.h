@@ -210,9 +210,9 @@ inline Bytes nested_records(int records = 400, size_t inner_bytes = size_t(4) <<
   for (int k = records; k-- > 0;) {
     ZipEntry& e = rec[static_cast<size_t>(k)];
     e.name = "archive/data/" + key(k);
-    e.size = e.csize =
-        k + 1 == records ? static_cast<uint32_t>(inner_bytes)
-                         : static_cast<uint32_t>(30 + rec[static_cast<size_t>(k) + 1].name.size() + rec[static_cast<size_t>(k) + 1].size);
+    e.size = e.csize = k + 1 == records ? static_cast<uint32_t>(inner_bytes)
+                                        : static_cast<uint32_t>(30 + rec[static_cast<size_t>(k) + 1].name.size() +
+                                                                rec[static_cast<size_t>(k) + 1].size);
   }
   Pickle p;
   p.ordered_dict(), p.op('(');
@@ -224,8 +224,12 @@ inline Bytes nested_records(int records = 400, size_t inner_bytes = size_t(4) <<
   p.op('u'), p.stop();
   Bytes b;
   std::vector<ZipEntry> entries;
-  ZipEntry pkl{"archive/data.pkl", crc(p.s.data(), p.s.size()), static_cast<uint32_t>(p.s.size()),
-               static_cast<uint32_t>(p.s.size()), 0, 0};
+  ZipEntry pkl{"archive/data.pkl",
+               crc(p.s.data(), p.s.size()),
+               static_cast<uint32_t>(p.s.size()),
+               static_cast<uint32_t>(p.s.size()),
+               0,
+               0};
   local_header(b, pkl);
   b.insert(b.end(), p.s.begin(), p.s.end());
   entries.push_back(pkl);

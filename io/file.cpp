@@ -86,8 +86,7 @@ std::string quote_name(const std::string& s) {
 
 void write_all(std::FILE* f, const void* data, size_t n, const std::string& path) {
   if (n == 0) return;
-  if (std::fwrite(data, 1, n, f) != n)
-    throw IOError(internal::str("cannot write to '", path, "': ", errno_text()));
+  if (std::fwrite(data, 1, n, f) != n) throw IOError(internal::str("cannot write to '", path, "': ", errno_text()));
 }
 
 void atomic_write(const std::string& path, const std::function<void(std::FILE*)>& write) {

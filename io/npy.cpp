@@ -176,7 +176,8 @@ Tensor load_npy(const std::string& path) {
   else if (code == "b1") dt = DType::boolean;
   else if (code == "f2") dt = DType::f16;
   else bad(path, internal::str("unsupported dtype '", descr, "' (nabla reads f2, f4, f8, i4, i8, u1, b1)"));
-  if (order != '<' && order != '>' && order != '|' && order != '=') bad(path, internal::str("bad byte order in '", descr, "'"));
+  if (order != '<' && order != '>' && order != '|' && order != '=')
+    bad(path, internal::str("bad byte order in '", descr, "'"));
   // The dims other than 0 must multiply to a size that fits, even when a 0 makes the array empty:
   // the tensor's strides are made from them.
   int64_t nonzero = 1;
@@ -192,8 +193,8 @@ Tensor load_npy(const std::string& path) {
   size_t data_bytes = static_cast<size_t>(numel) * es;
   size_t data_start = hstart + hlen;
   if (buf.size() - data_start != data_bytes)
-    bad(path, internal::str("shape ", shape, " of ", dtype_name(dt), " needs ", data_bytes, " bytes of data but the file has ",
-                          buf.size() - data_start));
+    bad(path, internal::str("shape ", shape, " of ", dtype_name(dt), " needs ", data_bytes,
+                            " bytes of data but the file has ", buf.size() - data_start));
   // Fortran order: the data is the transpose's C order.
   Shape cshape = shape;
   if (fortran) std::reverse(cshape.begin(), cshape.end());

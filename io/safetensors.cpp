@@ -29,9 +29,9 @@ struct DTypeInfo {
 
 // Every dtype of the format (safetensors' Dtype enum); nabla loads those it has.
 constexpr DTypeInfo kDTypes[] = {
-    {"BOOL", 1, DType::boolean}, {"U8", 1, DType::u8},     {"I8", 1, std::nullopt},      {"F8_E5M2", 1, std::nullopt},
-    {"F8_E4M3", 1, std::nullopt}, {"I16", 2, std::nullopt}, {"U16", 2, std::nullopt},     {"F16", 2, DType::f16},
-    {"BF16", 2, DType::bf16},     {"I32", 4, DType::i32},   {"U32", 4, std::nullopt},     {"F32", 4, DType::f32},
+    {"BOOL", 1, DType::boolean},  {"U8", 1, DType::u8},     {"I8", 1, std::nullopt},  {"F8_E5M2", 1, std::nullopt},
+    {"F8_E4M3", 1, std::nullopt}, {"I16", 2, std::nullopt}, {"U16", 2, std::nullopt}, {"F16", 2, DType::f16},
+    {"BF16", 2, DType::bf16},     {"I32", 4, DType::i32},   {"U32", 4, std::nullopt}, {"F32", 4, DType::f32},
     {"F64", 8, DType::f64},       {"I64", 8, DType::i64},   {"U64", 8, std::nullopt},
 };
 
@@ -132,9 +132,7 @@ std::vector<TensorInfo> parse_header(const char* hdr, uint64_t n, uint64_t data_
   json h;
   try {
     h = json::parse(hdr, hdr + n, cb);
-  } catch (const json::exception& e) {
-    fail(what, std::string("invalid header: not valid JSON (") + e.what() + ")");
-  }
+  } catch (const json::exception& e) { fail(what, std::string("invalid header: not valid JSON (") + e.what() + ")"); }
   if (!duplicate.empty()) fail(what, "invalid header: duplicate name " + quote_name(duplicate));
   if (!h.is_object()) fail(what, "invalid header: it must be a JSON object");
 
@@ -145,12 +143,15 @@ std::vector<TensorInfo> parse_header(const char* hdr, uint64_t n, uint64_t data_
     if (name == "__metadata__") {
       if (!v.is_object()) fail(what, "invalid header: __metadata__ must be an object of strings");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) fail(what, "invalid header: __metadata__ value of " + quote_name(m.key()) + " is not a string");
+        if (!m.value().is_string())
+          fail(what, "invalid header: __metadata__ value of " + quote_name(m.key()) + " is not a string");
         if (metadata) (*metadata)[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    auto bad = [&](const std::string& msg) { fail(what, "invalid header entry for tensor " + quote_name(name) + ": " + msg); };
+    auto bad = [&](const std::string& msg) {
+      fail(what, "invalid header entry for tensor " + quote_name(name) + ": " + msg);
+    };
     if (!v.is_object()) bad("expected an object with dtype, shape and data_offsets");
     if (!v.contains("dtype") || !v["dtype"].is_string()) bad("missing or non-string dtype");
     if (!v.contains("shape") || !v["shape"].is_array()) bad("missing or non-array shape");
@@ -172,15 +173,16 @@ std::vector<TensorInfo> parse_header(const char* hdr, uint64_t n, uint64_t data_
       bad("data_offsets must be non-negative integers, got [" + brief(off[0]) + ", " + brief(off[1]) + "]");
     info.begin = off[0].get<uint64_t>();
     info.end = off[1].get<uint64_t>();
-    if (info.end < info.begin) bad("invalid offsets: end " + std::to_string(info.end) + " < begin " +
-                                   std::to_string(info.begin));
+    if (info.end < info.begin)
+      bad("invalid offsets: end " + std::to_string(info.end) + " < begin " + std::to_string(info.begin));
     // numel * element size, with overflow checks.
     uint64_t bytes = dt->size;
     for (int64_t s : info.shape)
       if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(s), &bytes)) bad("shape overflows the size of a tensor");
     if (bytes != info.end - info.begin)
       bad("its dtype " + info.dtype + " and shape need " + std::to_string(bytes) + " bytes but data_offsets [" +
-          std::to_string(info.begin) + ", " + std::to_string(info.end) + "] hold " + std::to_string(info.end - info.begin));
+          std::to_string(info.begin) + ", " + std::to_string(info.end) + "] hold " +
+          std::to_string(info.end - info.begin));
     infos.push_back(std::move(info));
   }
   std::stable_sort(infos.begin(), infos.end(), [](const TensorInfo& a, const TensorInfo& b) {
@@ -220,7 +222,7 @@ struct FileCloser {
 };
 
 struct Prepared {
-  std::string header;  // padded
+  std::string header;                                   // padded
   std::vector<std::pair<std::string, Tensor>> tensors;  // host, contiguous, in data order
 };
 
@@ -249,7 +251,7 @@ Prepared prepare(const nn::StateDict& tensors, const Metadata& metadata) {
         shown += buf;
       }
       throw ValueError(internal::str("safetensors: the ", what, " '", shown, s.size() > 200 ? "...'" : "'",
-                                   " is not valid UTF-8, which the header's JSON strings must be"));
+                                     " is not valid UTF-8, which the header's JSON strings must be"));
     }
   };
   std::string& h = p.header;
@@ -258,7 +260,8 @@ Prepared prepare(const nn::StateDict& tensors, const Metadata& metadata) {
     h += "\"__metadata__\":{";
     bool first = true;
     for (const auto& [k, v] : metadata) {
-      h += (first ? "" : ",") + quoted(k, "metadata key") + ":" + quoted(v, "value of metadata key " + quoted(k, "metadata key"));
+      h += (first ? "" : ",") + quoted(k, "metadata key") + ":" +
+           quoted(v, "value of metadata key " + quoted(k, "metadata key"));
       first = false;
     }
     h += "}";
@@ -274,7 +277,7 @@ Prepared prepare(const nn::StateDict& tensors, const Metadata& metadata) {
   h += "}";
   p.header.append((8 - p.header.size() % 8) % 8, ' ');
   NABLA_CHECK(ValueError, p.header.size() <= kMaxHeaderSize, "safetensors: the header would be ", p.header.size(),
-                    " bytes, over the format's limit of ", kMaxHeaderSize);
+              " bytes, over the format's limit of ", kMaxHeaderSize);
   return p;
 }
 
@@ -378,7 +381,8 @@ File load_file(const std::string& path) {
   for (const TensorInfo& info : infos) {
     Tensor t = make_tensor(info, what);
     if (t.nbytes() && std::fread(t.data_ptr(), 1, t.nbytes(), f.get()) != t.nbytes())
-      fail(what, "short read in the data of tensor " + quote_name(info.name) + " (was the file truncated while loading?)");
+      fail(what,
+           "short read in the data of tensor " + quote_name(info.name) + " (was the file truncated while loading?)");
     finish_tensor(t);
     out.tensors.insert(info.name, t);
   }

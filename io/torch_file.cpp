@@ -9,11 +9,11 @@
 #include <unordered_set>
 
 #include "core/graph.h"
-#include "core/ops.h"
 #include "core/impl.h"
+#include "core/ops.h"
 #include "io/file.h"
-#include "io/zip.h"
 #include "io/torch_pickle.h"
+#include "io/zip.h"
 
 namespace nabla::torch_io {
 
@@ -22,7 +22,7 @@ namespace {
 using internal::Refused;
 
 // torch.<name> storage classes, in StorageType order, and their element sizes in the file.
-constexpr const char* kStorageClass[] = {"FloatStorage", "DoubleStorage", "HalfStorage", "BFloat16Storage",
+constexpr const char* kStorageClass[] = {"FloatStorage", "DoubleStorage", "HalfStorage",  "BFloat16Storage",
                                          "LongStorage",  "IntStorage",    "ShortStorage", "CharStorage",
                                          "ByteStorage",  "BoolStorage"};
 constexpr size_t kFileElementSize[] = {4, 8, 2, 2, 8, 4, 2, 1, 1, 1};
@@ -71,9 +71,24 @@ const std::unordered_set<std::string>& allowed_globals() {
       "torch.device",
       "_codecs.encode",
       // dtypes (kept as data, e.g. {'dtype': torch.float16})
-      "torch.float32", "torch.float64", "torch.float16", "torch.bfloat16", "torch.int64", "torch.int32",
-      "torch.int16", "torch.int8", "torch.uint8", "torch.bool", "torch.complex32", "torch.complex64",
-      "torch.complex128", "torch.uint16", "torch.uint32", "torch.uint64", "torch.float8_e4m3fn", "torch.float8_e5m2",
+      "torch.float32",
+      "torch.float64",
+      "torch.float16",
+      "torch.bfloat16",
+      "torch.int64",
+      "torch.int32",
+      "torch.int16",
+      "torch.int8",
+      "torch.uint8",
+      "torch.bool",
+      "torch.complex32",
+      "torch.complex64",
+      "torch.complex128",
+      "torch.uint16",
+      "torch.uint32",
+      "torch.uint64",
+      "torch.float8_e4m3fn",
+      "torch.float8_e5m2",
   };
   return s;
 }
@@ -159,17 +174,19 @@ class Hooks final : public internal::UnpickleHooks {
       hint = " (the file pickles a Python object such as a whole model: save model.state_dict() instead)";
     throw Refused("refusing GLOBAL " + printable(q) +
                   ": only the globals of tensor checkpoints are allowed, as torch.load(weights_only=True) does;"
-                  " nothing was called" + hint);
+                  " nothing was called" +
+                  hint);
   }
 
   Value call(const Value& f, const Value& args, bool newobj) override {
-    if (f.kind() != Kind::global) throw Refused(internal::str("the pickle calls a ", kind_name(f.kind()), ", not a function"));
+    if (f.kind() != Kind::global)
+      throw Refused(internal::str("the pickle calls a ", kind_name(f.kind()), ", not a function"));
     const std::string& q = f.global_name();
     const std::vector<Value>& a = args.items();
     auto nargs = [&](size_t lo, size_t hi) {
       if (a.size() < lo || a.size() > hi)
         throw Refused(internal::str(q, " takes ", lo == hi ? std::to_string(lo) : internal::str(lo, " to ", hi),
-                                  " arguments, got ", a.size()));
+                                    " arguments, got ", a.size()));
     };
     if (newobj && q != "torch.nn.parameter.Parameter") throw Refused("NEWOBJ of " + q + " is not allowed");
     if (q == "collections.OrderedDict") {
@@ -204,7 +221,8 @@ class Hooks final : public internal::UnpickleHooks {
       if (!a[2].is_tuple()) throw Refused("_rebuild_from_type_v2 without an argument tuple");
       Value t = call(a[0], a[2], false);
       if (!t.is_tensor()) throw Refused("_rebuild_from_type_v2 did not make a tensor");
-      if (a[1].global_name() == "torch.nn.parameter.Parameter") return parameter(t, Value(t.to_tensor().requires_grad()));
+      if (a[1].global_name() == "torch.nn.parameter.Parameter")
+        return parameter(t, Value(t.to_tensor().requires_grad()));
       return t;
     }
     if (q == "torch.Size") {
@@ -216,7 +234,8 @@ class Hooks final : public internal::UnpickleHooks {
     if (q == "torch.device") {  // device('cuda:0') or device('cuda', 0)
       nargs(1, 2);
       if (!a[0].is_string()) throw Refused("torch.device needs a string");
-      return Value(a.size() == 1 ? a[0].to_string() : a[0].to_string() + ":" + std::to_string(as_int(a[1], "device index")));
+      return Value(a.size() == 1 ? a[0].to_string()
+                                 : a[0].to_string() + ":" + std::to_string(as_int(a[1], "device index")));
     }
     if (q == "_codecs.encode") {  // Python 3 bytes at protocol 2: encode('<latin-1 text>', 'latin1')
       nargs(2, 2);
@@ -250,10 +269,11 @@ class Hooks final : public internal::UnpickleHooks {
     Tensor view = s.base;
     if (legacy && !a[5].is_none()) {
       if (!a[5].is_tuple() || a[5].items().size() != 3) throw Refused("malformed storage view metadata");
-      int64_t off = as_int(a[5].items()[1], "a storage view's offset"), n = as_int(a[5].items()[2], "a storage view's size");
+      int64_t off = as_int(a[5].items()[1], "a storage view's offset"),
+              n = as_int(a[5].items()[2], "a storage view's size");
       if (off < 0 || n < 0 || static_cast<uint64_t>(off) > s.numel || static_cast<uint64_t>(n) > s.numel - off)
         throw Refused(internal::str("a view [", off, ", +", n, ") of storage '", printable(key), "' is outside its ",
-                                  s.numel, " elements"));
+                                    s.numel, " elements"));
       view = nabla::internal::make_view(s.base, {n}, {1}, off);
     }
     Value v(view);
@@ -265,10 +285,12 @@ class Hooks final : public internal::UnpickleHooks {
   void build(Value& obj, const Value& state) override {
     if (obj.is_dict()) {  // an OrderedDict's attributes: a state dict's _metadata
       if (state.is_none()) return;
-      if (!state.is_dict()) throw Refused(internal::str("BUILD sets a dict's attributes from a ", kind_name(state.kind())));
+      if (!state.is_dict())
+        throw Refused(internal::str("BUILD sets a dict's attributes from a ", kind_name(state.kind())));
       Value::Node& n = *obj.node();
       if (n.sealed) throw Refused("BUILD changes a dict that is already part of another value");
-      if (state.node() == obj.node()) throw Refused("a dict's attributes are the dict itself (recursive structures are not supported)");
+      if (state.node() == obj.node())
+        throw Refused("a dict's attributes are the dict itself (recursive structures are not supported)");
       state.node()->sealed = true;
       if (n.attributes().is_none()) {
         n.set_attributes(state);
@@ -286,7 +308,7 @@ class Hooks final : public internal::UnpickleHooks {
     }
     if (obj.is_tensor() && (state.is_none() || (state.is_dict() && state.size() == 0))) return;
     throw Refused(internal::str("BUILD of a ", kind_name(obj.kind()), " with a ", kind_name(state.kind()),
-                              " is not supported (objects with Python state)"));
+                                " is not supported (objects with Python state)"));
   }
 
   std::vector<Storage> storages;
@@ -313,8 +335,8 @@ class Hooks final : public internal::UnpickleHooks {
     if (it != by_key.end()) {
       const Storage& s = storages[it->second];
       if (s.type != type || s.numel != numel)
-        throw Refused(internal::str("storage '", printable(key), "' appears as ", s.numel, " ", storage_type_name(s.type),
-                                  " and as ", numel, " ", storage_type_name(type)));
+        throw Refused(internal::str("storage '", printable(key), "' appears as ", s.numel, " ",
+                                    storage_type_name(s.type), " and as ", numel, " ", storage_type_name(type)));
       return s;
     }
     uint64_t bytes = 0;
@@ -328,15 +350,17 @@ class Hooks final : public internal::UnpickleHooks {
     if (zip_) {
       std::string name = prefix_ + "data/" + key;
       s.entry = zip_->find(name);
-      if (!s.entry) throw Refused("storage '" + printable(key) + "' has no record '" + printable(name) + "' in the archive");
+      if (!s.entry)
+        throw Refused("storage '" + printable(key) + "' has no record '" + printable(name) + "' in the archive");
       if (s.entry->size != bytes)
-        throw Refused(internal::str("record '", printable(name), "' holds ", s.entry->size, " bytes but its storage of ",
-                                  numel, " ", storage_type_name(type), " needs ", bytes));
+        throw Refused(internal::str("record '", printable(name), "' holds ", s.entry->size,
+                                    " bytes but its storage of ", numel, " ", storage_type_name(type), " needs ",
+                                    bytes));
     } else {
       used_ += 8;  // each storage is preceded by its size
       if (bytes > budget_ || used_ > budget_ - bytes)
         throw Refused(internal::str("storage '", printable(key), "' of ", numel, " ", storage_type_name(type),
-                                  " needs more bytes than the file holds (", budget_, ")"));
+                                    " needs more bytes than the file holds (", budget_, ")"));
       used_ += bytes;
     }
     s.base = nabla::internal::make_empty({static_cast<int64_t>(numel)}, nabla_dtype(type), kCPU);
@@ -345,7 +369,8 @@ class Hooks final : public internal::UnpickleHooks {
     return storages.back();
   }
 
-  Value rebuild(const Value& storage, const Value& offset_v, const Value& size_v, const Value& stride_v, bool requires_grad) {
+  Value rebuild(const Value& storage, const Value& offset_v, const Value& size_v, const Value& stride_v,
+                bool requires_grad) {
     if (!storage.is_tensor() || !storage.node()->is_storage)
       throw Refused(internal::str("a tensor's storage is a ", kind_name(storage.kind()), ", not a storage"));
     const Tensor& base = storage.node()->tensor;  // 1-D
@@ -362,7 +387,8 @@ class Hooks final : public internal::UnpickleHooks {
       overflow |= __builtin_mul_overflow(numel, static_cast<uint64_t>(sizes[i]), &numel);
       if (sizes[i] > 0) {
         uint64_t reach = 0;
-        overflow |= __builtin_mul_overflow(static_cast<uint64_t>(sizes[i] - 1), static_cast<uint64_t>(strides[i]), &reach);
+        overflow |=
+            __builtin_mul_overflow(static_cast<uint64_t>(sizes[i] - 1), static_cast<uint64_t>(strides[i]), &reach);
         overflow |= __builtin_add_overflow(last, reach, &last);
       }
     }
@@ -370,8 +396,8 @@ class Hooks final : public internal::UnpickleHooks {
       throw Refused(internal::str("a tensor of size ", sizes, " and stride ", strides, " overflows"));
     if (numel == 0 ? static_cast<uint64_t>(offset) > avail : last >= avail)
       throw Refused(internal::str("a tensor of size ", sizes, ", stride ", strides, " and offset ", offset,
-                                " reaches element ", last, " of a storage of ", avail,
-                                " (the storage is shorter than the tensor needs)"));
+                                  " reaches element ", last, " of a storage of ", avail,
+                                  " (the storage is shorter than the tensor needs)"));
     Tensor t = nabla::internal::make_view(base, std::move(sizes), std::move(strides), base.storage_offset() + offset);
     if (requires_grad) t.requires_grad_(true);
     Value v(t);
@@ -470,7 +496,8 @@ Value load_zip(const zip::Source& src, const LoadOptions& opt) {
   if (pkl->method == 0) {
     if (pkl->size > opt.max_pickle_bytes)
       throw IOError(internal::str(what, ": entry '", printable(pkl->name), "' is ", pkl->size,
-                                " bytes, more than the limit of ", opt.max_pickle_bytes, " (LoadOptions::max_pickle_bytes)"));
+                                  " bytes, more than the limit of ", opt.max_pickle_bytes,
+                                  " (LoadOptions::max_pickle_bytes)"));
     std::shared_ptr<const char> bytes = z.view(*pkl);
     try {
       root = internal::unpickle(bytes.get(), pkl->size, hooks, opt, what + ": " + printable(pkl->name));
@@ -543,7 +570,8 @@ Value parse_legacy(const zip::Source& src, const std::vector<char>& head, const 
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | n8[i];
     if (n != s.numel)
-      throw bad(internal::str("storage '", printable(key), "' holds ", n, " elements in the file but the pickle says ", s.numel));
+      throw bad(internal::str("storage '", printable(key), "' holds ", n, " elements in the file but the pickle says ",
+                              s.numel));
     off += 8;
     const uint64_t bytes = s.numel * file_element_size(s.type);
     fill_storage(s, std::endian::native == std::endian::big,
@@ -701,8 +729,8 @@ const void* storage_bytes(const SaveGroup& g, std::vector<char>& scratch, Tensor
   scratch.resize(static_cast<size_t>(n) * (i8 ? 1 : 2));
   for (int64_t i = 0; i < n; ++i) {
     int32_t x = src[i];
-    NABLA_CHECK(ValueError, i8 ? (x >= -128 && x <= 127) : (x >= -32768 && x <= 32767), "torch_io::save: a tensor saved as ",
-                      storage_type_name(g.type), " holds ", x, ", which does not fit");
+    NABLA_CHECK(ValueError, i8 ? (x >= -128 && x <= 127) : (x >= -32768 && x <= 32767),
+                "torch_io::save: a tensor saved as ", storage_type_name(g.type), " holds ", x, ", which does not fit");
     if (i8) {
       scratch[static_cast<size_t>(i)] = static_cast<char>(static_cast<int8_t>(x));
     } else {

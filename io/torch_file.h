@@ -46,8 +46,8 @@
 #include <variant>
 #include <vector>
 
-#include "../core/tensor.h"
 #include "../core/ordered_dict.h"
+#include "../core/tensor.h"
 
 namespace nabla::torch_io {
 
@@ -104,12 +104,12 @@ class Value {
 
   // Each throws ValueError naming the kind it has when it holds another one.
   bool to_bool() const;
-  int64_t to_int() const;     // integers and bools
-  double to_double() const;   // any number
+  int64_t to_int() const;                // integers and bools
+  double to_double() const;              // any number
   const std::string& to_string() const;  // strings and bytes
   const Tensor& to_tensor() const;
-  StorageType storage_type() const;      // tensors: their storage's type in the file
-  bool is_parameter() const;             // tensors: saved as nn.Parameter
+  StorageType storage_type() const;  // tensors: their storage's type in the file
+  bool is_parameter() const;         // tensors: saved as nn.Parameter
   const std::string& global_name() const;
 
   // Lists and tuples.

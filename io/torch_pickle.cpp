@@ -13,17 +13,74 @@ namespace {
 
 // Opcodes (pickle.py).
 enum Op : unsigned char {
-  MARK = '(', STOP = '.', POP = '0', POP_MARK = '1', DUP = '2', FLOAT = 'F', INT = 'I', BININT = 'J',
-  BININT1 = 'K', LONG = 'L', BININT2 = 'M', NONE = 'N', PERSID = 'P', BINPERSID = 'Q', REDUCE = 'R',
-  STRING = 'S', BINSTRING = 'T', SHORT_BINSTRING = 'U', UNICODE = 'V', BINUNICODE = 'X', APPEND = 'a',
-  BUILD = 'b', GLOBAL = 'c', DICT = 'd', EMPTY_DICT = '}', APPENDS = 'e', GET = 'g', BINGET = 'h', INST = 'i',
-  LONG_BINGET = 'j', LIST = 'l', EMPTY_LIST = ']', OBJ = 'o', PUT = 'p', BINPUT = 'q', LONG_BINPUT = 'r',
-  SETITEM = 's', TUPLE = 't', EMPTY_TUPLE = ')', SETITEMS = 'u', BINFLOAT = 'G',
-  PROTO = 0x80, NEWOBJ = 0x81, EXT1 = 0x82, EXT2 = 0x83, EXT4 = 0x84, TUPLE1 = 0x85, TUPLE2 = 0x86, TUPLE3 = 0x87,
-  NEWTRUE = 0x88, NEWFALSE = 0x89, LONG1 = 0x8a, LONG4 = 0x8b, BINBYTES = 'B', SHORT_BINBYTES = 'C',
-  SHORT_BINUNICODE = 0x8c, BINUNICODE8 = 0x8d, BINBYTES8 = 0x8e, EMPTY_SET = 0x8f, ADDITEMS = 0x90,
-  FROZENSET = 0x91, NEWOBJ_EX = 0x92, STACK_GLOBAL = 0x93, MEMOIZE = 0x94, FRAME = 0x95, BYTEARRAY8 = 0x96,
-  NEXT_BUFFER = 0x97, READONLY_BUFFER = 0x98,
+  MARK = '(',
+  STOP = '.',
+  POP = '0',
+  POP_MARK = '1',
+  DUP = '2',
+  FLOAT = 'F',
+  INT = 'I',
+  BININT = 'J',
+  BININT1 = 'K',
+  LONG = 'L',
+  BININT2 = 'M',
+  NONE = 'N',
+  PERSID = 'P',
+  BINPERSID = 'Q',
+  REDUCE = 'R',
+  STRING = 'S',
+  BINSTRING = 'T',
+  SHORT_BINSTRING = 'U',
+  UNICODE = 'V',
+  BINUNICODE = 'X',
+  APPEND = 'a',
+  BUILD = 'b',
+  GLOBAL = 'c',
+  DICT = 'd',
+  EMPTY_DICT = '}',
+  APPENDS = 'e',
+  GET = 'g',
+  BINGET = 'h',
+  INST = 'i',
+  LONG_BINGET = 'j',
+  LIST = 'l',
+  EMPTY_LIST = ']',
+  OBJ = 'o',
+  PUT = 'p',
+  BINPUT = 'q',
+  LONG_BINPUT = 'r',
+  SETITEM = 's',
+  TUPLE = 't',
+  EMPTY_TUPLE = ')',
+  SETITEMS = 'u',
+  BINFLOAT = 'G',
+  PROTO = 0x80,
+  NEWOBJ = 0x81,
+  EXT1 = 0x82,
+  EXT2 = 0x83,
+  EXT4 = 0x84,
+  TUPLE1 = 0x85,
+  TUPLE2 = 0x86,
+  TUPLE3 = 0x87,
+  NEWTRUE = 0x88,
+  NEWFALSE = 0x89,
+  LONG1 = 0x8a,
+  LONG4 = 0x8b,
+  BINBYTES = 'B',
+  SHORT_BINBYTES = 'C',
+  SHORT_BINUNICODE = 0x8c,
+  BINUNICODE8 = 0x8d,
+  BINBYTES8 = 0x8e,
+  EMPTY_SET = 0x8f,
+  ADDITEMS = 0x90,
+  FROZENSET = 0x91,
+  NEWOBJ_EX = 0x92,
+  STACK_GLOBAL = 0x93,
+  MEMOIZE = 0x94,
+  FRAME = 0x95,
+  BYTEARRAY8 = 0x96,
+  NEXT_BUFFER = 0x97,
+  READONLY_BUFFER = 0x98,
 };
 
 std::string op_name(unsigned char c) {
@@ -37,7 +94,11 @@ class Machine {
  public:
   Machine(const char* data, size_t size, UnpickleHooks& hooks, const LoadOptions& limits, const std::string& what,
           bool* ran_out)
-      : p_(reinterpret_cast<const unsigned char*>(data)), size_(size), hooks_(hooks), limits_(limits), what_(what),
+      : p_(reinterpret_cast<const unsigned char*>(data)),
+        size_(size),
+        hooks_(hooks),
+        limits_(limits),
+        what_(what),
         ran_out_(ran_out) {}
 
   Value run(size_t* end);
@@ -57,7 +118,8 @@ class Machine {
   void need(uint64_t n) const {
     if (size_ - pos_ < n) {
       ran_out();
-      fail(internal::str("the pickle ends early: ", n, " more bytes needed, ", size_ - pos_, " left (truncated file?)"));
+      fail(
+          internal::str("the pickle ends early: ", n, " more bytes needed, ", size_ - pos_, " left (truncated file?)"));
     }
   }
   uint64_t le(size_t n) {
@@ -119,7 +181,8 @@ class Machine {
 
   // The memory the values take, as they are created (an upper bound: what a pickle discards is
   // not given back), plus the stack as it is now, against LoadOptions::max_value_bytes.
-  static constexpr uint64_t kNodeBytes = sizeof(Value::Node) + 32;  // with shared_ptr's control block and malloc's header
+  static constexpr uint64_t kNodeBytes =
+      sizeof(Value::Node) + 32;  // with shared_ptr's control block and malloc's header
   static constexpr uint64_t kTensorBytes = 256, kStorageBytes = 384;  // a TensorImpl (and a StorageImpl)
   void charge(uint64_t n) {
     used_ += n;
@@ -127,8 +190,9 @@ class Machine {
   }
   void check_memory(uint64_t more = 0) {
     if (used_ + stack_.capacity() * sizeof(Value) + more > limits_.max_value_bytes)
-      fail(internal::str("the pickle's values take more than ", limits_.max_value_bytes,
-                       " bytes of memory (LoadOptions::max_value_bytes; by default 64 MiB plus twice the file's size)"));
+      fail(internal::str(
+          "the pickle's values take more than ", limits_.max_value_bytes,
+          " bytes of memory (LoadOptions::max_value_bytes; by default 64 MiB plus twice the file's size)"));
   }
 
   size_t base() const { return marks_.empty() ? 0 : marks_.back(); }
@@ -185,14 +249,14 @@ class Machine {
     parent.expanded += e;
     if (parent.expanded > limits_.max_objects)
       fail(internal::str("the pickle's values expand to more than ", limits_.max_objects,
-                       " values once shared ones are counted each time (LoadOptions::max_objects)"));
+                         " values once shared ones are counted each time (LoadOptions::max_objects)"));
   }
   Value::Node& mutable_container(Value& v, Kind kind, const char* what) {
     if (v.kind() != kind) fail(internal::str(what, " needs a ", kind_name(kind), " but finds a ", kind_name(v.kind())));
     Value::Node& n = *v.node();
     if (n.sealed)
       fail(internal::str(what, " changes a ", kind_name(kind),
-                       " that is already part of another value (recursive structures are not supported)"));
+                         " that is already part of another value (recursive structures are not supported)"));
     return n;
   }
   Value tuple(std::vector<Value> items) {
@@ -215,9 +279,7 @@ class Machine {
     const uint64_t before = bytes();
     try {
       dict_set(d, std::move(key), std::move(value));
-    } catch (const ValueError& e) {
-      fail(e.what());
-    }
+    } catch (const ValueError& e) { fail(e.what()); }
     charge(bytes() - before);
   }
   void append(Value& list, Value item) {
@@ -261,8 +323,7 @@ class Machine {
   void memo_get(uint64_t index) {
     if (index < memo_.size()) return push(memo_[index]);
     auto it = sparse_.find(index);
-    if (it == sparse_.end())
-      fail(internal::str("memo index ", index, " was never stored (", memo_size(), " entries)"));
+    if (it == sparse_.end()) fail(internal::str("memo index ", index, " was never stored (", memo_size(), " entries)"));
     push(it->second);
   }
   // Runs a hook; what it refuses becomes an error at this opcode.
@@ -270,13 +331,9 @@ class Machine {
   auto hook(F&& f) {
     try {
       return f();
-    } catch (const Refused& e) {
-      fail(e.what());
-    } catch (const IOError&) {
+    } catch (const Refused& e) { fail(e.what()); } catch (const IOError&) {
       throw;
-    } catch (const Error& e) {
-      fail(e.what());
-    }
+    } catch (const Error& e) { fail(e.what()); }
   }
   void global(const std::string& module, const std::string& name) {
     push(hook([&] { return hooks_.find_global(module, name); }));
@@ -457,7 +514,8 @@ bool Machine::object_op() {
     case NEWOBJ: {
       Value args = pop();
       Value callable = pop();
-      if (!args.is_tuple()) fail(internal::str("the arguments of a call are a ", kind_name(args.kind()), ", not a tuple"));
+      if (!args.is_tuple())
+        fail(internal::str("the arguments of a call are a ", kind_name(args.kind()), ", not a tuple"));
       push(hook([&] { return hooks_.call(callable, args, op_ == NEWOBJ); }));
       charge(kNodeBytes + (stack_.back().is_tensor() ? kTensorBytes : 0));
       return true;
@@ -579,7 +637,8 @@ void Pickler::integer(int64_t v) {
 void Pickler::string(std::string_view s) {
   out_.push_back(BINUNICODE);
   uint64_t n = s.size();
-  NABLA_CHECK(ValueError, n <= 0xffffffffu, "torch_io::save: a string of ", n, " bytes is too long for pickle protocol 2");
+  NABLA_CHECK(ValueError, n <= 0xffffffffu, "torch_io::save: a string of ", n,
+              " bytes is too long for pickle protocol 2");
   for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
   out_.append(s);
 }
@@ -655,7 +714,7 @@ void Pickler::value(const Value& v, int depth) {
       const std::string& q = v.global_name();
       size_t dot = q.rfind('.');
       NABLA_CHECK(ValueError, dot != std::string::npos && dot > 0 && dot + 1 < q.size(), "torch_io::save: global '", q,
-                        "' is not module.name");
+                  "' is not module.name");
       global(std::string_view(q).substr(0, dot), std::string_view(q).substr(dot + 1));
       memo_put(v);
       return;

@@ -67,13 +67,13 @@ struct Value::Node {
 
   const Kind kind;
   union {
-    std::string str;                                // strings, bytes, global names
-    std::vector<Value> items;                       // lists and tuples
+    std::string str;           // strings, bytes, global names
+    std::vector<Value> items;  // lists and tuples
     // dicts: the entries in insertion order, found through extra's table once there are more than
     // internal::kLinearKeys (smaller dicts are searched in order). Keys are compared as Python does
     // (1 == 1.0 == True) without copying them: one long key shared by many dicts costs its bytes once.
     std::vector<std::pair<Value, Value>> entries;
-    Tensor tensor;                                  // tensors
+    Tensor tensor;  // tensors
   };
   std::unique_ptr<internal::DictExtra> extra;  // dicts
   // Bookkeeping of the unpickler (and checks of the pickler).

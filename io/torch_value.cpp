@@ -18,8 +18,8 @@ struct StorageInfo {
   DType dtype;
 };
 constexpr StorageInfo kStorage[] = {
-    {"float32", DType::f32}, {"float64", DType::f64}, {"float16", DType::f16}, {"bfloat16", DType::bf16},
-    {"int64", DType::i64},   {"int32", DType::i32},   {"int16", DType::i32},   {"int8", DType::i32},
+    {"float32", DType::f32}, {"float64", DType::f64},  {"float16", DType::f16}, {"bfloat16", DType::bf16},
+    {"int64", DType::i64},   {"int32", DType::i32},    {"int16", DType::i32},   {"int8", DType::i32},
     {"uint8", DType::u8},    {"bool", DType::boolean},
 };
 
@@ -122,7 +122,8 @@ FlatSize flat_size(const Value& root) {
         continue;
       }
       f.sum.leaves = saturating_add(f.sum.leaves, s.leaves);
-      f.sum.bytes = saturating_add(f.sum.bytes, saturating_add(s.bytes, saturating_mul(s.leaves, part_bytes(key, i) + 1)));
+      f.sum.bytes =
+          saturating_add(f.sum.bytes, saturating_add(s.bytes, saturating_mul(s.leaves, part_bytes(key, i) + 1)));
       continue;
     }
     FlatSize s = f.sum;
@@ -219,9 +220,9 @@ Value Value::parameter(Tensor t, bool requires_grad) {
 
 Value Value::tensor(Tensor t, StorageType as) {
   Value v(std::move(t));
-  NABLA_CHECK(DTypeError, nabla_dtype(as) == v.node_->tensor.dtype(), "torch_io::Value::tensor: a ", v.node_->tensor.dtype(),
-                    " tensor cannot be saved as ", storage_type_name(as), " (that needs a ", nabla_dtype(as),
-                    " tensor)");
+  NABLA_CHECK(DTypeError, nabla_dtype(as) == v.node_->tensor.dtype(), "torch_io::Value::tensor: a ",
+              v.node_->tensor.dtype(), " tensor cannot be saved as ", storage_type_name(as), " (that needs a ",
+              nabla_dtype(as), " tensor)");
   v.node_->storage_type = as;
   return v;
 }
@@ -278,7 +279,7 @@ const std::vector<Value>& Value::items() const {
 const Value& Value::operator[](size_t i) const {
   const auto& it = items();
   NABLA_CHECK(IndexError, i < it.size(), "torch_io::Value: index ", i, " out of range for a ", kind_name(kind_), " of ",
-                    it.size());
+              it.size());
   return it[i];
 }
 
@@ -296,9 +297,8 @@ Value Value::attributes() const {
 
 const Value* Value::find(std::string_view key) const {
   if (kind_ != Kind::dict) return nullptr;
-  return internal::dict_find(*node_, internal::string_key_hash(Kind::string, key), [&](const Value& k) {
-    return k.kind() == Kind::string && k.node()->str == key;
-  });
+  return internal::dict_find(*node_, internal::string_key_hash(Kind::string, key),
+                             [&](const Value& k) { return k.kind() == Kind::string && k.node()->str == key; });
 }
 
 const Value* Value::find(int64_t key) const {
@@ -323,7 +323,7 @@ const Value& Value::operator[](std::string_view key) const {
     keys += (keys.empty() ? "" : ", ") + k.repr(100);
   }
   throw IndexError(internal::str("torch_io::Value: no key '", key.substr(0, 200), key.size() > 200 ? "...'" : "'",
-                               " (the dict has: ", keys.empty() ? "nothing" : keys, ")"));
+                                 " (the dict has: ", keys.empty() ? "nothing" : keys, ")"));
 }
 
 size_t Value::size() const {
@@ -350,14 +350,13 @@ std::vector<std::pair<std::string, Value>> Value::flatten(const std::string& pre
   // file of shared subtrees is refused before a single name is built.
   const FlatSize size = flat_size(*this);
   constexpr uint64_t kLeafBytes = sizeof(std::pair<std::string, Value>);
-  const uint64_t total =
-      saturating_add(size.bytes, saturating_mul(size.leaves, kLeafBytes + prefix.size() + 1));
+  const uint64_t total = saturating_add(size.bytes, saturating_mul(size.leaves, kLeafBytes + prefix.size() + 1));
   if (total > max_bytes)
-    throw ValueError(internal::str("torch_io::Value::flatten: the value has ", size.leaves,
-                                 size.leaves == 1 ? " leaf" : " leaves",
-                                 " (counting shared subtrees once per path) whose dotted names and strings would take ",
-                                 total == UINT64_MAX ? std::string("more than 2^64") : std::to_string(total),
-                                 " bytes, more than the limit of ", max_bytes, " (Value::flatten's max_bytes)"));
+    throw ValueError(
+        internal::str("torch_io::Value::flatten: the value has ", size.leaves, size.leaves == 1 ? " leaf" : " leaves",
+                      " (counting shared subtrees once per path) whose dotted names and strings would take ",
+                      total == UINT64_MAX ? std::string("more than 2^64") : std::to_string(total),
+                      " bytes, more than the limit of ", max_bytes, " (Value::flatten's max_bytes)"));
   std::vector<std::pair<std::string, Value>> out;
   out.reserve(static_cast<size_t>(size.leaves));
   // Depth first, in order, with one path buffer: each frame remembers where its part ends.
@@ -406,7 +405,7 @@ nn::StateDict Value::flatten_tensors(const std::string& prefix, uint64_t max_byt
   for (auto& [path, v] : flatten(prefix, max_bytes)) {
     if (!v.is_tensor()) continue;
     NABLA_CHECK(ValueError, !sd.contains(path), "torch_io::Value::flatten_tensors: two tensors are named '",
-                      path.substr(0, 200), path.size() > 200 ? "...'" : "'");
+                path.substr(0, 200), path.size() > 200 ? "...'" : "'");
     sd.insert(path, v.to_tensor());
   }
   return sd;
@@ -496,7 +495,7 @@ std::string scalar_repr(const Value& v) {
     case Kind::global: return v.global_name();
     case Kind::tensor:
       return internal::str(v.is_parameter() ? "Parameter(" : "tensor(", storage_type_name(v.storage_type()), ", ",
-                         v.to_tensor().sizes(), ")");
+                           v.to_tensor().sizes(), ")");
     default: return "?";
   }
 }
@@ -522,8 +521,7 @@ const SipKey& sip_key() {
       std::random_device rd;
       a = (uint64_t(rd()) << 32) ^ rd();
       b = (uint64_t(rd()) << 32) ^ rd();
-    } catch (...) {
-    }
+    } catch (...) {}
     const uint64_t t = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     return SipKey{a ^ t ^ reinterpret_cast<uintptr_t>(&a), b ^ (t * 0x9e3779b97f4a7c15ull)};
   }();
@@ -575,7 +573,7 @@ bool integral(const Value& k, int64_t* out) {
 void check_tuple_key(const Value& t, uint64_t* values, uint64_t* bytes, int depth) {
   if (depth > static_cast<int>(kMaxKeyValues) || ++*values > kMaxKeyValues)
     throw ValueError(internal::str("a tuple of more than ", kMaxKeyValues,
-                                 " values (counting nested and shared ones each time) cannot be a dict key"));
+                                   " values (counting nested and shared ones each time) cannot be a dict key"));
   for (const Value& x : t.items()) {
     if (x.kind() == Kind::tuple) {
       check_tuple_key(x, values, bytes, depth + 1);
@@ -586,8 +584,8 @@ void check_tuple_key(const Value& t, uint64_t* values, uint64_t* bytes, int dept
   }
   if (*values > kMaxKeyValues || *bytes > kMaxKeyBytes)
     throw ValueError(internal::str("a tuple of more than ", *values > kMaxKeyValues ? kMaxKeyValues : kMaxKeyBytes,
-                                 *values > kMaxKeyValues ? " values" : " bytes of strings",
-                                 " (counting nested and shared ones each time) cannot be a dict key"));
+                                   *values > kMaxKeyValues ? " values" : " bytes of strings",
+                                   " (counting nested and shared ones each time) cannot be a dict key"));
 }
 
 uint64_t tuple_hash(const Value& t) {

@@ -11,15 +11,15 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "io/file.h"
 #include "core/parallel.h"
+#include "io/file.h"
 
 namespace nabla::zip {
 
 namespace {
 
-constexpr uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEndSig = 0x06054b50,
-                   kEnd64Sig = 0x06064b50, kLocator64Sig = 0x07064b50;
+constexpr uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEndSig = 0x06054b50, kEnd64Sig = 0x06064b50,
+                   kLocator64Sig = 0x07064b50;
 constexpr size_t kLocalSize = 30, kCentralSize = 46, kEndSize = 22, kEnd64Size = 56, kLocator64Size = 20;
 constexpr uint32_t kMax32 = 0xffffffffu;
 constexpr uint16_t kMax16 = 0xffffu;
@@ -28,8 +28,12 @@ constexpr uint64_t kMaxDeflateRatio = 1032;
 constexpr size_t kChunk = size_t(1) << 20;  // compressed bytes read at a time
 
 uint16_t u16(const unsigned char* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t u32(const unsigned char* p) { return static_cast<uint32_t>(u16(p)) | (static_cast<uint32_t>(u16(p + 2)) << 16); }
-uint64_t u64(const unsigned char* p) { return static_cast<uint64_t>(u32(p)) | (static_cast<uint64_t>(u32(p + 4)) << 32); }
+uint32_t u32(const unsigned char* p) {
+  return static_cast<uint32_t>(u16(p)) | (static_cast<uint32_t>(u16(p + 2)) << 16);
+}
+uint64_t u64(const unsigned char* p) {
+  return static_cast<uint64_t>(u32(p)) | (static_cast<uint64_t>(u32(p + 4)) << 32);
+}
 
 void put16(std::string& s, uint16_t v) {
   s.push_back(static_cast<char>(v & 0xff));
@@ -103,7 +107,7 @@ Source::~Source() {
 void Source::read(void* dst, uint64_t n, uint64_t offset, const std::string& context) const {
   if (offset > size_ || n > size_ - offset)
     throw IOError(internal::str(what_, ": ", context, ": ", n, " bytes at offset ", offset,
-                              " run past the end of the file (", size_, " bytes; truncated?)"));
+                                " run past the end of the file (", size_, " bytes; truncated?)"));
   if (mem_) {
     if (n) std::memcpy(dst, mem_ + offset, n);
     return;
@@ -114,7 +118,7 @@ void Source::read(void* dst, uint64_t n, uint64_t offset, const std::string& con
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0)
       throw IOError(internal::str(what_, ": ", context, ": ", got < 0 ? std::strerror(errno) : "unexpected end of file",
-                                " (was the file changed while reading?)"));
+                                  " (was the file changed while reading?)"));
     p += got;
     offset += static_cast<uint64_t>(got);
     n -= static_cast<uint64_t>(got);
@@ -124,7 +128,7 @@ void Source::read(void* dst, uint64_t n, uint64_t offset, const std::string& con
 std::shared_ptr<const char> Source::view(uint64_t n, uint64_t offset, const std::string& context) const {
   if (offset > size_ || n > size_ - offset)
     throw IOError(internal::str(what_, ": ", context, ": ", n, " bytes at offset ", offset,
-                              " run past the end of the file (", size_, " bytes; truncated?)"));
+                                " run past the end of the file (", size_, " bytes; truncated?)"));
   if (mem_) return std::shared_ptr<const char>(mem_ + offset, [](const char*) {});
   // (Not mapped: a file truncated while mapped would end the process with SIGBUS.)
   std::shared_ptr<char> copy(new char[n ? n : 1], std::default_delete<char[]>());
@@ -140,7 +144,8 @@ void Reader::fail(const std::string& msg) const { throw IOError(internal::str(sr
 
 void Reader::read_directory() {
   const uint64_t file_size = src_.size();
-  if (file_size < kEndSize) fail(internal::str("not a zip archive: ", file_size, " bytes is too short for its end record"));
+  if (file_size < kEndSize)
+    fail(internal::str("not a zip archive: ", file_size, " bytes is too short for its end record"));
   // The end record is the last 22 bytes plus a comment of up to 65535 bytes: search backwards.
   uint64_t tail_len = std::min<uint64_t>(file_size, kEndSize + 65535);
   std::vector<unsigned char> tail(tail_len);
@@ -186,10 +191,10 @@ void Reader::read_directory() {
   if (disk != 0 || cd_disk != 0 || n_disk != n_total) fail("split (multi-disk) archives are not supported");
   if (cd_offset > data_end || cd_size > data_end - cd_offset)
     fail(internal::str("the central directory (", cd_size, " bytes at offset ", cd_offset,
-                     ") runs past the end of the archive (truncated file?)"));
+                       ") runs past the end of the archive (truncated file?)"));
   if (n_total > cd_size / kCentralSize)
     fail(internal::str("the end record claims ", n_total, " entries but the central directory holds only ", cd_size,
-                     " bytes"));
+                       " bytes"));
   directory_offset_ = cd_offset;
 
   std::vector<unsigned char> cd(cd_size);
@@ -213,7 +218,8 @@ void Reader::read_directory() {
       fail(internal::str("central directory entry ", k, " runs past the end of the directory"));
     e.name.assign(reinterpret_cast<const char*>(h + kCentralSize), name_len);
     std::string quoted = "entry '" + e.name + "'";
-    if (e.name.empty() || e.name.find('\0') != std::string::npos) fail(internal::str("entry ", k, " has an invalid name"));
+    if (e.name.empty() || e.name.find('\0') != std::string::npos)
+      fail(internal::str("entry ", k, " has an invalid name"));
     // ZIP64 extra field: the 64-bit values of the fields that hold 0xffffffff, in this order.
     const unsigned char* x = h + kCentralSize + name_len;
     for (uint64_t xp = 0; xp + 4 <= extra_len;) {
@@ -245,10 +251,11 @@ void Reader::read_directory() {
     if (e.header_offset > cd_offset || cd_offset - e.header_offset < kLocalSize ||
         cd_offset - e.header_offset - kLocalSize < e.compressed_size)
       fail(internal::str(quoted, " claims ", e.compressed_size, " bytes at offset ", e.header_offset,
-                       ", past the end of the archive's data (", cd_offset, " bytes; file is ", src_.size(), " bytes)"));
+                         ", past the end of the archive's data (", cd_offset, " bytes; file is ", src_.size(),
+                         " bytes)"));
     if (e.method == 8 && e.size / kMaxDeflateRatio > e.compressed_size + 1)
       fail(internal::str(quoted, " claims to inflate ", e.compressed_size, " bytes to ", e.size,
-                       ", more than deflate can (a zip bomb?)"));
+                         ", more than deflate can (a zip bomb?)"));
     if (!index_.emplace(e.name, entries_.size()).second) fail("duplicate " + quoted);
     entries_.push_back(std::move(e));
   }
@@ -266,8 +273,8 @@ void Reader::read_directory() {
     if (b.header_offset - a.header_offset < kLocalSize + a.name.size() ||
         b.header_offset - a.header_offset - kLocalSize - a.name.size() < a.compressed_size)
       fail(internal::str("entries '", a.name, "' and '", b.name, "' overlap: '", a.name, "' (", a.compressed_size,
-                       " bytes after its header at offset ", a.header_offset, ") reaches into '", b.name,
-                       "' at offset ", b.header_offset, " (entries nested in each other: a zip bomb?)"));
+                         " bytes after its header at offset ", a.header_offset, ") reaches into '", b.name,
+                         "' at offset ", b.header_offset, " (entries nested in each other: a zip bomb?)"));
   }
 }
 
@@ -288,7 +295,7 @@ uint64_t Reader::data_offset(const Entry& e) const {
   const uint64_t limit = mine ? end_limit_[static_cast<size_t>(mine - entries_.data())] : directory_offset_;
   if (start > limit || limit - start < e.compressed_size)
     fail(internal::str("entry '", e.name, "': its ", e.compressed_size, " bytes at offset ", start, " run into ",
-                     limit == directory_offset_ ? "the central directory" : "the next entry", " (at ", limit, ")"));
+                       limit == directory_offset_ ? "the central directory" : "the next entry", " (at ", limit, ")"));
   if (name_len != e.name.size()) fail("entry '" + e.name + "': the local header names another file");
   std::string local(name_len, '\0');
   src_.read(local.data(), name_len, e.header_offset + kLocalSize, "reading a local header");
@@ -315,7 +322,7 @@ void Reader::read_into(const Entry& e, void* dst, bool check_crc) const {
         if (zs.avail_in == 0) {
           if (read == e.compressed_size)
             fail(internal::str("entry '", e.name, "': its deflate stream ends early (", produced, " of ", e.size,
-                             " bytes; corrupt or truncated)"));
+                               " bytes; corrupt or truncated)"));
           uint64_t n = std::min<uint64_t>(in.size(), e.compressed_size - read);
           src_.read(in.data(), n, start + read, "reading entry '" + e.name + "'");
           read += n;
@@ -331,10 +338,10 @@ void Reader::read_into(const Entry& e, void* dst, bool check_crc) const {
         if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR)
           fail(internal::str("entry '", e.name, "': corrupt deflate data (", zs.msg ? zs.msg : "zlib error", ")"));
         uInt wrote = before - zs.avail_out;
-        if (full && wrote > 0) fail(internal::str("entry '", e.name, "' inflates to more than the ", e.size, " bytes its header says"));
+        if (full && wrote > 0)
+          fail(internal::str("entry '", e.name, "' inflates to more than the ", e.size, " bytes its header says"));
         produced += wrote;
-        if (rc == Z_BUF_ERROR && zs.avail_in != 0 && !full)
-          fail("entry '" + e.name + "': corrupt deflate data");
+        if (rc == Z_BUF_ERROR && zs.avail_in != 0 && !full) fail("entry '" + e.name + "': corrupt deflate data");
       }
     } catch (...) {
       inflateEnd(&zs);
@@ -342,7 +349,8 @@ void Reader::read_into(const Entry& e, void* dst, bool check_crc) const {
     }
     inflateEnd(&zs);
     if (produced != e.size)
-      fail(internal::str("entry '", e.name, "' inflates to ", produced, " bytes, not the ", e.size, " its header says"));
+      fail(
+          internal::str("entry '", e.name, "' inflates to ", produced, " bytes, not the ", e.size, " its header says"));
     if (check_crc) crc = crc32(out, e.size);
   }
   if (check_crc && crc != e.crc32)
@@ -355,7 +363,8 @@ std::shared_ptr<const char> Reader::view(const Entry& e) const {
 }
 
 void Reader::check_crc(const Entry& e, const void* data) const {
-  if (crc32(data, e.size) != e.crc32) fail(internal::str("entry '", e.name, "' fails its CRC-32 check (the file is corrupt)"));
+  if (crc32(data, e.size) != e.crc32)
+    fail(internal::str("entry '", e.name, "' fails its CRC-32 check (the file is corrupt)"));
 }
 
 std::vector<char> Reader::read(const Entry& e, uint64_t max_bytes) const {
@@ -368,7 +377,8 @@ std::vector<char> Reader::read(const Entry& e, uint64_t max_bytes) const {
 
 // ---- writer ---------------------------------------------------------------------------------------
 
-Writer::Writer(std::FILE* f, std::string path, bool force_zip64) : f_(f), path_(std::move(path)), force_zip64_(force_zip64) {}
+Writer::Writer(std::FILE* f, std::string path, bool force_zip64)
+    : f_(f), path_(std::move(path)), force_zip64_(force_zip64) {}
 
 void Writer::put(const void* data, size_t n) {
   io::write_all(f_, data, n, path_);

@@ -34,7 +34,7 @@ namespace nabla::zip {
 
 struct Entry {
   std::string name;
-  uint16_t method = 0;           // 0 stored, 8 deflate
+  uint16_t method = 0;  // 0 stored, 8 deflate
   uint32_t crc32 = 0;
   uint64_t compressed_size = 0;  // bytes in the archive
   uint64_t size = 0;             // bytes once extracted

@@ -12,16 +12,16 @@ namespace {
 // Class predictions (int64, on the CPU) from indices or scores.
 Tensor as_classes(const Tensor& preds, const Tensor& target, const char* op) {
   NABLA_CHECK(ValueError, preds.defined() && target.defined(), op, ": preds or target is undefined");
-  NABLA_CHECK(DTypeError, target.dtype() == kInt64 || target.dtype() == kInt32, op, ": target must hold int64 class indices, got ",
-                    target.dtype());
+  NABLA_CHECK(DTypeError, target.dtype() == kInt64 || target.dtype() == kInt32, op,
+              ": target must hold int64 class indices, got ", target.dtype());
   Tensor p = preds;
   if (preds.is_floating_point()) {
-    NABLA_CHECK(ShapeError, preds.dim() == target.dim() + 1 && preds.dim() >= 2, op, ": score preds of shape ", preds.sizes(),
-                      " need a class dim 1 and target of shape ", target.sizes(), " the others");
+    NABLA_CHECK(ShapeError, preds.dim() == target.dim() + 1 && preds.dim() >= 2, op, ": score preds of shape ",
+                preds.sizes(), " need a class dim 1 and target of shape ", target.sizes(), " the others");
     p = preds.argmax(1);
   }
-  NABLA_CHECK(ShapeError, p.sizes() == target.sizes(), op, ": preds of shape ", preds.sizes(), " do not match target of shape ",
-                    target.sizes());
+  NABLA_CHECK(ShapeError, p.sizes() == target.sizes(), op, ": preds of shape ", preds.sizes(),
+              " do not match target of shape ", target.sizes());
   return p.to(kCPU, kInt64).reshape({-1});
 }
 
@@ -41,7 +41,7 @@ Tensor confusion_matrix(const Tensor& preds, const Tensor& target, int64_t c, st
     int64_t lo = std::min(p.min().item<int64_t>(), t.min().item<int64_t>());
     int64_t hi = std::max(p.max().item<int64_t>(), t.max().item<int64_t>());
     NABLA_CHECK(IndexError, lo >= 0 && hi < c, "confusion_matrix: class ", lo < 0 ? lo : hi, " is out of range for ", c,
-                      " classes");
+                " classes");
   }
   Tensor idx = t * c + p;
   return zeros({c * c}, dtype(kInt64)).scatter_add(0, idx, ones_like(idx)).view({c, c});

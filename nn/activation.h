@@ -73,9 +73,9 @@ class ELU : public Module {
 
 // A module for a parameter-free activation f(x) (a class per activation, so models print as
 // PyTorch's: "ReLU6()").
-#define NABLA_SIMPLE_ACTIVATION(Name, expr)             \
-  class Name : public Module {                          \
-   public:                                              \
+#define NABLA_SIMPLE_ACTIVATION(Name, expr)            \
+  class Name : public Module {                         \
+   public:                                             \
     Tensor forward(Tensor x) override { return expr; } \
   };
 NABLA_SIMPLE_ACTIVATION(ReLU6, relu6(x))

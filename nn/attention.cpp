@@ -24,8 +24,8 @@ Tensor mask_to_bias(const Tensor& mask, bool forbidden_value, DType dt, const ch
     Tensor forbid = forbidden_value ? mask : logical_not(mask);
     return zeros(mask.sizes(), dtype(dt).device(mask.device())).masked_fill(forbid, kNegInf);
   }
-  NABLA_CHECK(DTypeError, is_floating(mask.dtype()), op, ": ", what, " must be a bool or floating tensor, got ", mask.dtype(),
-                    " of shape ", mask.sizes());
+  NABLA_CHECK(DTypeError, is_floating(mask.dtype()), op, ": ", what, " must be a bool or floating tensor, got ",
+              mask.dtype(), " of shape ", mask.sizes());
   return mask.to(dt);
 }
 
@@ -54,23 +54,23 @@ Tensor functional::scaled_dot_product_attention(const Tensor& q, const Tensor& k
   const char* op = "scaled_dot_product_attention";
   NABLA_CHECK(ValueError, q.defined() && k.defined() && v.defined(), op, ": query, key and value must be defined");
   NABLA_CHECK(DTypeError, is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(), op,
-                    ": query, key and value must have the same floating dtype, got ", q.dtype(), ", ", k.dtype(),
-                    " and ", v.dtype());
+              ": query, key and value must have the same floating dtype, got ", q.dtype(), ", ", k.dtype(), " and ",
+              v.dtype());
   NABLA_CHECK(ShapeError, q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, op,
-                    ": expected query (..., L, E), key (..., S, E) and value (..., S, Ev), got query ", q.sizes(),
-                    " key ", k.sizes(), " value ", v.sizes());
+              ": expected query (..., L, E), key (..., S, E) and value (..., S, Ev), got query ", q.sizes(), " key ",
+              k.sizes(), " value ", v.sizes());
   NABLA_CHECK(ShapeError, q.size(-1) == k.size(-1), op, ": query and key must have the same last dim E, got query ",
-                    q.sizes(), " key ", k.sizes());
-  NABLA_CHECK(ShapeError, k.size(-2) == v.size(-2), op, ": key and value must have the same length S (dim -2), got key ",
-                    k.sizes(), " value ", v.sizes());
+              q.sizes(), " key ", k.sizes());
+  NABLA_CHECK(ShapeError, k.size(-2) == v.size(-2), op,
+              ": key and value must have the same length S (dim -2), got key ", k.sizes(), " value ", v.sizes());
   auto qk = try_broadcast_shapes(leading_dims(q, 2), leading_dims(k, 2));
   auto batch = qk ? try_broadcast_shapes(*qk, leading_dims(v, 2)) : std::nullopt;
-  NABLA_CHECK(ShapeError, batch.has_value(), op, ": the batch dims of query ", q.sizes(), ", key ", k.sizes(), " and value ",
-                    v.sizes(), " do not broadcast");
+  NABLA_CHECK(ShapeError, batch.has_value(), op, ": the batch dims of query ", q.sizes(), ", key ", k.sizes(),
+              " and value ", v.sizes(), " do not broadcast");
   NABLA_CHECK(ValueError, o.dropout_p >= 0 && o.dropout_p <= 1, op, ": dropout_p must be in [0, 1], got ", o.dropout_p);
   NABLA_CHECK(ValueError, !(o.is_causal && o.attn_mask.defined()), op,
-                    ": is_causal and attn_mask cannot both be set (attn_mask ",
-                    o.attn_mask.defined() ? internal::str(o.attn_mask.sizes()) : "", ")");
+              ": is_causal and attn_mask cannot both be set (attn_mask ",
+              o.attn_mask.defined() ? internal::str(o.attn_mask.sizes()) : "", ")");
 
   const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1);
   Tensor bias;
@@ -82,9 +82,11 @@ Tensor functional::scaled_dot_product_attention(const Tensor& q, const Tensor& k
     scores_shape.push_back(L);
     scores_shape.push_back(S);
     auto b = try_broadcast_shapes(m.sizes(), scores_shape);
-    NABLA_CHECK(ShapeError, m.dim() >= 1 && b.has_value() && b->size() >= 2 && (*b)[b->size() - 2] == L && (*b)[b->size() - 1] == S, op,
-        ": attn_mask of shape ", m.sizes(), " does not broadcast to the scores' shape (..., L, S) = ", scores_shape,
-        " (query ", q.sizes(), ", key ", k.sizes(), ")");
+    NABLA_CHECK(ShapeError,
+                m.dim() >= 1 && b.has_value() && b->size() >= 2 && (*b)[b->size() - 2] == L && (*b)[b->size() - 1] == S,
+                op, ": attn_mask of shape ", m.sizes(),
+                " does not broadcast to the scores' shape (..., L, S) = ", scores_shape, " (query ", q.sizes(),
+                ", key ", k.sizes(), ")");
     bias = mask_to_bias(m, /*forbidden_value=*/false, q.dtype(), op, "attn_mask");
   }
   double scale = o.scale.value_or(E > 0 ? 1.0 / std::sqrt(static_cast<double>(E)) : 1.0);
@@ -96,17 +98,16 @@ Tensor functional::scaled_dot_product_attention(const Tensor& q, const Tensor& k
 MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, MultiheadAttentionOptions opts)
     : embed_dim(embed_dim_), num_heads(num_heads_), options(opts) {
   NABLA_CHECK(ValueError, embed_dim > 0 && num_heads > 0,
-                    "MultiheadAttention: embed_dim and num_heads must be positive, got ", embed_dim, " and ",
-                    num_heads);
+              "MultiheadAttention: embed_dim and num_heads must be positive, got ", embed_dim, " and ", num_heads);
   NABLA_CHECK(ValueError, embed_dim % num_heads == 0, "MultiheadAttention: embed_dim (", embed_dim,
-                    ") must be divisible by num_heads (", num_heads, ")");
+              ") must be divisible by num_heads (", num_heads, ")");
   head_dim = embed_dim / num_heads;
   kdim = options.kdim.value_or(embed_dim);
   vdim = options.vdim.value_or(embed_dim);
-  NABLA_CHECK(ValueError, kdim > 0 && vdim > 0, "MultiheadAttention: kdim and vdim must be positive, got ", kdim, " and ",
-                    vdim);
-  NABLA_CHECK(ValueError, options.dropout >= 0 && options.dropout <= 1, "MultiheadAttention: dropout must be in [0, 1], got ",
-                    options.dropout);
+  NABLA_CHECK(ValueError, kdim > 0 && vdim > 0, "MultiheadAttention: kdim and vdim must be positive, got ", kdim,
+              " and ", vdim);
+  NABLA_CHECK(ValueError, options.dropout >= 0 && options.dropout <= 1,
+              "MultiheadAttention: dropout must be in [0, 1], got ", options.dropout);
   // PyTorch's registration order (and so state_dict order): in-projection, in_proj_bias, bias_k/v, out_proj.
   if (qkv_same_embed_dim()) {
     in_proj_weight = register_parameter("in_proj_weight", empty({3 * embed_dim, embed_dim}));
@@ -147,20 +148,20 @@ AttentionOutput MultiheadAttention::forward_attention(const Tensor& query, const
                                                       const MultiheadAttentionForwardOptions& o) {
   const char* op = "MultiheadAttention";
   const int64_t E = embed_dim, H = num_heads, hd = head_dim;
-  NABLA_CHECK(ValueError, query.defined() && key.defined() && value.defined(), op, ": query, key and value must be defined");
+  NABLA_CHECK(ValueError, query.defined() && key.defined() && value.defined(), op,
+              ": query, key and value must be defined");
   const char* layout = options.batch_first ? "(N, L, E)" : "(L, N, E)";
-  NABLA_CHECK(ShapeError, (query.dim() == 2 || query.dim() == 3) && key.dim() == query.dim() && value.dim() == query.dim(),
-                    op, ": expected query, key and value of 3 dims ", layout,
-                    " or 2 dims (L, E) (unbatched), got query ", query.sizes(), " key ", key.sizes(), " value ",
-                    value.sizes());
-  NABLA_CHECK(DTypeError, is_floating(query.dtype()) && key.dtype() == query.dtype() && value.dtype() == query.dtype(), op,
-                    ": query, key and value must have the same floating dtype, got ", query.dtype(), ", ", key.dtype(),
-                    " and ", value.dtype());
-  NABLA_CHECK(ShapeError, query.size(-1) == E, op, ": expected query with embed_dim ", E, " features (last dim), got query ",
-                    query.sizes());
+  NABLA_CHECK(ShapeError,
+              (query.dim() == 2 || query.dim() == 3) && key.dim() == query.dim() && value.dim() == query.dim(), op,
+              ": expected query, key and value of 3 dims ", layout, " or 2 dims (L, E) (unbatched), got query ",
+              query.sizes(), " key ", key.sizes(), " value ", value.sizes());
+  NABLA_CHECK(DTypeError, is_floating(query.dtype()) && key.dtype() == query.dtype() && value.dtype() == query.dtype(),
+              op, ": query, key and value must have the same floating dtype, got ", query.dtype(), ", ", key.dtype(),
+              " and ", value.dtype());
+  NABLA_CHECK(ShapeError, query.size(-1) == E, op, ": expected query with embed_dim ", E,
+              " features (last dim), got query ", query.sizes());
   NABLA_CHECK(ShapeError, key.size(-1) == kdim && value.size(-1) == vdim, op, ": expected key with kdim ", kdim,
-                    " and value with vdim ", vdim, " features (last dim), got key ", key.sizes(), " value ",
-                    value.sizes());
+              " and value with vdim ", vdim, " features (last dim), got key ", key.sizes(), " value ", value.sizes());
   const bool batched = query.dim() == 3;
   // Inputs keep their layout (unbatched ones get N = 1 in front): seq first (L, N, E) or batch
   // first (N, L, E). The projections run on that layout; the heads are split into (N, H, L, hd).
@@ -169,8 +170,8 @@ AttentionOutput MultiheadAttention::forward_attention(const Tensor& query, const
   auto in = [&](const Tensor& t) { return batched ? t : t.unsqueeze(0); };
   const int64_t N = in(query).size(batch_dim), L = in(query).size(seq_dim), S = in(key).size(seq_dim);
   NABLA_CHECK(ShapeError, leading_dims(key, 1) == leading_dims(value, 1) && in(key).size(batch_dim) == N, op,
-                    ": key and value must have the same length S and batch size N as query, got query ", query.sizes(),
-                    " key ", key.sizes(), " value ", value.sizes());
+              ": key and value must have the same length S and batch size N as query, got query ", query.sizes(),
+              " key ", key.sizes(), " value ", value.sizes());
 
   // Masks as additive biases: attn (1 or N, 1 or H, L, S), padding (N, 1, 1, S).
   const DType dt = query.dtype();
@@ -180,8 +181,8 @@ AttentionOutput MultiheadAttention::forward_attention(const Tensor& query, const
     bool ok2 = m.dim() == 2 && m.size(0) == L && m.size(1) == S;
     bool ok3 = m.dim() == 3 && m.size(0) == N * H && m.size(1) == L && m.size(2) == S;
     NABLA_CHECK(ShapeError, ok2 || ok3, op, ": expected attn_mask of shape (L, S) = ", Shape{L, S},
-                      " or (N * num_heads, L, S) = ", Shape{N * H, L, S}, ", got ", m.sizes(), " (query ",
-                      query.sizes(), ", key ", key.sizes(), ")");
+                " or (N * num_heads, L, S) = ", Shape{N * H, L, S}, ", got ", m.sizes(), " (query ", query.sizes(),
+                ", key ", key.sizes(), ")");
     attn_bias = mask_to_bias(m, /*forbidden_value=*/true, dt, op, "attn_mask");
     attn_bias = ok2 ? attn_bias.reshape({1, 1, L, S}) : attn_bias.reshape({N, H, L, S});
   } else if (o.is_causal) {
@@ -191,8 +192,8 @@ AttentionOutput MultiheadAttention::forward_attention(const Tensor& query, const
     const Tensor& m = o.key_padding_mask;
     bool ok = batched ? (m.dim() == 2 && m.size(0) == N && m.size(1) == S) : (m.dim() == 1 && m.size(0) == S);
     NABLA_CHECK(ShapeError, ok, op, ": expected key_padding_mask of shape ",
-                      batched ? "(N, S) = " : "(S) = ", batched ? Shape{N, S} : Shape{S}, ", got ", m.sizes(),
-                      " (query ", query.sizes(), ", key ", key.sizes(), ")");
+                batched ? "(N, S) = " : "(S) = ", batched ? Shape{N, S} : Shape{S}, ", got ", m.sizes(), " (query ",
+                query.sizes(), ", key ", key.sizes(), ")");
     pad_bias = mask_to_bias(m, /*forbidden_value=*/true, dt, op, "key_padding_mask").reshape({N, 1, 1, S});
   }
 

@@ -27,8 +27,8 @@ struct ScaledDotProductAttentionOptions {
   // Broadcast to (..., L, S). bool: true = may attend; floating: added to the scores (converted to
   // the query's dtype). Undefined: no mask.
   Tensor attn_mask{};
-  double dropout_p = 0.0;       // dropout on the attention weights, applied whenever > 0 (as PyTorch)
-  bool is_causal = false;       // query i attends to keys j <= i (top-left aligned); not with attn_mask
+  double dropout_p = 0.0;         // dropout on the attention weights, applied whenever > 0 (as PyTorch)
+  bool is_causal = false;         // query i attends to keys j <= i (top-left aligned); not with attn_mask
   std::optional<double> scale{};  // default 1 / sqrt(E)
 };
 

@@ -5,8 +5,10 @@ namespace nabla::nn {
 Tensor checkpoint_sequential(const std::vector<std::shared_ptr<Module>>& modules, int segments, const Tensor& input,
                              autograd::CheckpointOptions opts) {
   const auto n = static_cast<int64_t>(modules.size());
-  NABLA_CHECK(ValueError, segments >= 1 && segments <= n, "checkpoint_sequential: segments must be between 1 and the number "
-                                                    "of modules (", n, "), got ", segments);
+  NABLA_CHECK(ValueError, segments >= 1 && segments <= n,
+              "checkpoint_sequential: segments must be between 1 and the number "
+              "of modules (",
+              n, "), got ", segments);
   // modules[begin, end) applied in order to x.
   auto run = [&modules](int64_t begin, int64_t end) {
     std::vector<std::shared_ptr<Module>> part(modules.begin() + begin, modules.begin() + end);
@@ -23,7 +25,8 @@ Tensor checkpoint_sequential(const std::vector<std::shared_ptr<Module>>& modules
   return run(begin, n)(x);
 }
 
-Tensor checkpoint_sequential(const Sequential& seq, int segments, const Tensor& input, autograd::CheckpointOptions opts) {
+Tensor checkpoint_sequential(const Sequential& seq, int segments, const Tensor& input,
+                             autograd::CheckpointOptions opts) {
   return checkpoint_sequential(std::vector<std::shared_ptr<Module>>(seq.begin(), seq.end()), segments, input, opts);
 }
 

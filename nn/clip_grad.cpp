@@ -28,8 +28,8 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   double total = (inf_norm ? all.max() : norm(all, norm_type)).item<double>();
   if (error_if_nonfinite && !std::isfinite(total))
     throw ValueError(internal::str("clip_grad_norm_: the total norm of order ", norm_type,
-                                 " of the gradients is non-finite (", total,
-                                 "), so it cannot be clipped; pass error_if_nonfinite = false to clip anyway"));
+                                   " of the gradients is non-finite (", total,
+                                   "), so it cannot be clipped; pass error_if_nonfinite = false to clip anyway"));
   double coef = max_norm / (total + 1e-6);
   if (coef < 1.0 || std::isnan(coef))
     for (Tensor& g : grads) g.mul_(coef);

@@ -28,8 +28,8 @@ namespace nabla::nn {
 namespace internal {
 // A module by value, or a shared_ptr (or handle) to one.
 template <class M>
-concept ModuleLike = std::is_base_of_v<Module, std::decay_t<M>> ||
-                     std::is_convertible_v<std::decay_t<M>, std::shared_ptr<Module>>;
+concept ModuleLike =
+    std::is_base_of_v<Module, std::decay_t<M>> || std::is_convertible_v<std::decay_t<M>, std::shared_ptr<Module>>;
 
 // A module given by shared_ptr or handle is used as is; one given by value (a temporary) is moved
 // into a new shared_ptr.
@@ -47,7 +47,8 @@ std::shared_ptr<Module> to_module_ptr(M&& m) {
 template <class T, class Self>
 std::shared_ptr<T> cast_module(const std::shared_ptr<Module>& m, const Self& self, const std::string& key) {
   auto p = std::dynamic_pointer_cast<T>(m);
-  NABLA_CHECK(ValueError, p != nullptr, self.name(), ": module '", key, "' is a ", m->name(), ", not the requested type");
+  NABLA_CHECK(ValueError, p != nullptr, self.name(), ": module '", key, "' is a ", m->name(),
+              ", not the requested type");
   return p;
 }
 
@@ -108,8 +109,7 @@ class ChildSlot {
   }
   // Replaces the child (a ModuleDict slot whose key is new inserts it).
   template <class M>
-    requires internal::ModuleLike<M>
-  ChildSlot& operator=(M&& m) && {
+  requires internal::ModuleLike<M> ChildSlot& operator=(M&& m) && {
     assign(internal::to_module_ptr(std::forward<M>(m)));
     return *this;
   }
@@ -132,8 +132,9 @@ class Sequential : public Module, public internal::HandleSpelling<Sequential> {
  public:
   Sequential() = default;
   template <class... M>
-    requires(sizeof...(M) > 0 && ((internal::ModuleLike<M> && !std::is_same_v<std::decay_t<M>, Sequential>) && ...))
-  explicit Sequential(M&&... modules) {
+  requires(sizeof...(M) > 0 &&
+           ((internal::ModuleLike<M> &&
+             !std::is_same_v<std::decay_t<M>, Sequential>)&&...)) explicit Sequential(M&&... modules) {
     (push_back(std::forward<M>(modules)), ...);
   }
   // Named children: Sequential({{"conv", conv}, {"relu", relu}}).
@@ -171,8 +172,9 @@ class ModuleList : public Module, public internal::HandleSpelling<ModuleList> {
  public:
   ModuleList() = default;
   template <class... M>
-    requires(sizeof...(M) > 0 && ((internal::ModuleLike<M> && !std::is_same_v<std::decay_t<M>, ModuleList>) && ...))
-  explicit ModuleList(M&&... modules) {
+  requires(sizeof...(M) > 0 &&
+           ((internal::ModuleLike<M> &&
+             !std::is_same_v<std::decay_t<M>, ModuleList>)&&...)) explicit ModuleList(M&&... modules) {
     (push_back(std::forward<M>(modules)), ...);
   }
   template <class M>

@@ -10,9 +10,10 @@ namespace nabla::nn {
 namespace {
 
 void check_channels(const char* op, int64_t in, int64_t out, int64_t groups, bool kernel_ok) {
-  NABLA_CHECK(ValueError, in > 0 && out > 0, op, ": in_channels and out_channels must be positive, got ", in, " and ", out);
+  NABLA_CHECK(ValueError, in > 0 && out > 0, op, ": in_channels and out_channels must be positive, got ", in, " and ",
+              out);
   NABLA_CHECK(ValueError, groups > 0 && in % groups == 0 && out % groups == 0, op, ": in_channels (", in,
-                    ") and out_channels (", out, ") must be divisible by groups (", groups, ")");
+              ") and out_channels (", out, ") must be divisible by groups (", groups, ")");
   NABLA_CHECK(ValueError, kernel_ok, op, ": kernel_size must be positive");
 }
 
@@ -35,14 +36,16 @@ bool all_equal(const std::array<int64_t, N>& a, int64_t v) {
 }
 
 template <size_t N>
-std::string tuple_of(const ExpandingArray<N>& a) { return repr_tuple(a.values); }
+std::string tuple_of(const ExpandingArray<N>& a) {
+  return repr_tuple(a.values);
+}
 
 // PyTorch's extra_repr of an N-d convolution: the sizes, then what differs from the defaults
 // (`more`, e.g. a transposed convolution's output_padding, goes before groups as in PyTorch).
 template <class Options>
 std::string conv_repr(const Options& o, const std::string& more = {}) {
   std::string s = internal::str(o.in_channels, ", ", o.out_channels, ", kernel_size=", tuple_of(o.kernel_size),
-                              ", stride=", tuple_of(o.stride));
+                                ", stride=", tuple_of(o.stride));
   if (!all_equal(o.padding.values, 0)) s += ", padding=" + tuple_of(o.padding);
   if (!all_equal(o.dilation.values, 1)) s += ", dilation=" + tuple_of(o.dilation);
   s += more;
@@ -53,7 +56,7 @@ std::string conv_repr(const Options& o, const std::string& more = {}) {
 
 void check_padding_mode(const char* op, const std::string& mode) {
   NABLA_CHECK(ValueError, mode == "zeros" || mode == "reflect" || mode == "replicate" || mode == "circular", op,
-                    ": padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got '", mode, "'");
+              ": padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got '", mode, "'");
 }
 
 // A convolution's input padded by `padding` (one value per spatial dim) in padding_mode, when that
@@ -92,9 +95,10 @@ Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, Conv1dOptions o)
 void Conv1d::reset_parameters() { conv_reset(weight, bias); }
 
 Tensor Conv1d::forward(Tensor x) {
-  NABLA_CHECK(ShapeError, (x.dim() == 3 && x.size(1) == options.in_channels) || (x.dim() == 2 && x.size(0) == options.in_channels),
-                    "Conv1d: expected input (N, ", options.in_channels, ", L) or (", options.in_channels, ", L), got ",
-                    x.sizes());
+  NABLA_CHECK(ShapeError,
+              (x.dim() == 3 && x.size(1) == options.in_channels) || (x.dim() == 2 && x.size(0) == options.in_channels),
+              "Conv1d: expected input (N, ", options.in_channels, ", L) or (", options.in_channels, ", L), got ",
+              x.sizes());
   if (options.padding_mode != "zeros") {
     check_padding_mode("Conv1d", options.padding_mode);
     return F::conv1d(pad_input(x, options.padding, options.padding_mode), weight, bias, options.stride, 0,
@@ -106,7 +110,7 @@ Tensor Conv1d::forward(Tensor x) {
 std::string Conv1d::extra_repr() const {
   const auto& o = options;
   std::string s = internal::str(o.in_channels, ", ", o.out_channels, ", kernel_size=(", o.kernel_size, ",), stride=(",
-                              o.stride, ",)");
+                                o.stride, ",)");
   if (o.padding != 0) s += internal::str(", padding=(", o.padding, ",)");
   if (o.dilation != 1) s += internal::str(", dilation=(", o.dilation, ",)");
   if (o.groups != 1) s += internal::str(", groups=", o.groups);
@@ -136,9 +140,10 @@ Conv2d::Conv2d(int64_t in, int64_t out, ExpandingArray<2> k, Conv2dOptions o)
 void Conv2d::reset_parameters() { conv_reset(weight, bias); }
 
 Tensor Conv2d::forward(Tensor x) {
-  NABLA_CHECK(ShapeError, (x.dim() == 4 && x.size(1) == options.in_channels) || (x.dim() == 3 && x.size(0) == options.in_channels),
-                    "Conv2d: expected input (N, ", options.in_channels, ", H, W) or (", options.in_channels,
-                    ", H, W), got ", x.sizes());
+  NABLA_CHECK(ShapeError,
+              (x.dim() == 4 && x.size(1) == options.in_channels) || (x.dim() == 3 && x.size(0) == options.in_channels),
+              "Conv2d: expected input (N, ", options.in_channels, ", H, W) or (", options.in_channels, ", H, W), got ",
+              x.sizes());
   if (options.padding_mode != "zeros") {
     check_padding_mode("Conv2d", options.padding_mode);
     return F::conv2d(pad_input(x, options.padding, options.padding_mode), weight, bias, options.stride, 0,
@@ -147,9 +152,7 @@ Tensor Conv2d::forward(Tensor x) {
   return F::conv2d(x, weight, bias, options.stride, options.padding, options.dilation, options.groups);
 }
 
-std::string Conv2d::extra_repr() const {
-  return conv_repr(options) + padding_mode_repr(options.padding_mode);
-}
+std::string Conv2d::extra_repr() const { return conv_repr(options) + padding_mode_repr(options.padding_mode); }
 
 // ---- Conv3d ---------------------------------------------------------------------------------------
 
@@ -174,9 +177,10 @@ Conv3d::Conv3d(int64_t in, int64_t out, ExpandingArray<3> k, Conv3dOptions o)
 void Conv3d::reset_parameters() { conv_reset(weight, bias); }
 
 Tensor Conv3d::forward(Tensor x) {
-  NABLA_CHECK(ShapeError, (x.dim() == 5 && x.size(1) == options.in_channels) || (x.dim() == 4 && x.size(0) == options.in_channels),
-                    "Conv3d: expected input (N, ", options.in_channels, ", D, H, W) or (", options.in_channels,
-                    ", D, H, W), got ", x.sizes());
+  NABLA_CHECK(ShapeError,
+              (x.dim() == 5 && x.size(1) == options.in_channels) || (x.dim() == 4 && x.size(0) == options.in_channels),
+              "Conv3d: expected input (N, ", options.in_channels, ", D, H, W) or (", options.in_channels,
+              ", D, H, W), got ", x.sizes());
   if (options.padding_mode != "zeros") {
     check_padding_mode("Conv3d", options.padding_mode);
     return F::conv3d(pad_input(x, options.padding, options.padding_mode), weight, bias, options.stride, 0,
@@ -185,9 +189,7 @@ Tensor Conv3d::forward(Tensor x) {
   return F::conv3d(x, weight, bias, options.stride, options.padding, options.dilation, options.groups);
 }
 
-std::string Conv3d::extra_repr() const {
-  return conv_repr(options) + padding_mode_repr(options.padding_mode);
-}
+std::string Conv3d::extra_repr() const { return conv_repr(options) + padding_mode_repr(options.padding_mode); }
 
 // ---- ConvTranspose2d ------------------------------------------------------------------------------
 
@@ -211,9 +213,10 @@ ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, ExpandingArray<2> k, C
 void ConvTranspose2d::reset_parameters() { conv_reset(weight, bias); }
 
 Tensor ConvTranspose2d::forward(Tensor x) {
-  NABLA_CHECK(ShapeError, (x.dim() == 4 && x.size(1) == options.in_channels) || (x.dim() == 3 && x.size(0) == options.in_channels),
-                    "ConvTranspose2d: expected input (N, ", options.in_channels, ", H, W) or (", options.in_channels,
-                    ", H, W), got ", x.sizes());
+  NABLA_CHECK(ShapeError,
+              (x.dim() == 4 && x.size(1) == options.in_channels) || (x.dim() == 3 && x.size(0) == options.in_channels),
+              "ConvTranspose2d: expected input (N, ", options.in_channels, ", H, W) or (", options.in_channels,
+              ", H, W), got ", x.sizes());
   return F::conv_transpose2d(x, weight, bias, options.stride, options.padding, options.output_padding, options.groups,
                              options.dilation);
 }
@@ -243,9 +246,10 @@ ConvTranspose1d::ConvTranspose1d(int64_t in, int64_t out, int64_t k, ConvTranspo
 void ConvTranspose1d::reset_parameters() { conv_reset(weight, bias); }
 
 Tensor ConvTranspose1d::forward(Tensor x) {
-  NABLA_CHECK(ShapeError, (x.dim() == 3 && x.size(1) == options.in_channels) || (x.dim() == 2 && x.size(0) == options.in_channels),
-                    "ConvTranspose1d: expected input (N, ", options.in_channels, ", L) or (", options.in_channels,
-                    ", L), got ", x.sizes());
+  NABLA_CHECK(ShapeError,
+              (x.dim() == 3 && x.size(1) == options.in_channels) || (x.dim() == 2 && x.size(0) == options.in_channels),
+              "ConvTranspose1d: expected input (N, ", options.in_channels, ", L) or (", options.in_channels,
+              ", L), got ", x.sizes());
   const auto& o = options;
   return F::conv_transpose1d(x, weight, bias, o.stride, o.padding, o.output_padding, o.groups, o.dilation);
 }
@@ -253,7 +257,7 @@ Tensor ConvTranspose1d::forward(Tensor x) {
 std::string ConvTranspose1d::extra_repr() const {
   const auto& o = options;
   std::string s = internal::str(o.in_channels, ", ", o.out_channels, ", kernel_size=(", o.kernel_size, ",), stride=(",
-                              o.stride, ",)");
+                                o.stride, ",)");
   if (o.padding != 0) s += internal::str(", padding=(", o.padding, ",)");
   if (o.dilation != 1) s += internal::str(", dilation=(", o.dilation, ",)");
   if (o.output_padding != 0) s += internal::str(", output_padding=(", o.output_padding, ",)");
@@ -282,9 +286,10 @@ ConvTranspose3d::ConvTranspose3d(int64_t in, int64_t out, ExpandingArray<3> k, C
 void ConvTranspose3d::reset_parameters() { conv_reset(weight, bias); }
 
 Tensor ConvTranspose3d::forward(Tensor x) {
-  NABLA_CHECK(ShapeError, (x.dim() == 5 && x.size(1) == options.in_channels) || (x.dim() == 4 && x.size(0) == options.in_channels),
-                    "ConvTranspose3d: expected input (N, ", options.in_channels, ", D, H, W) or (", options.in_channels,
-                    ", D, H, W), got ", x.sizes());
+  NABLA_CHECK(ShapeError,
+              (x.dim() == 5 && x.size(1) == options.in_channels) || (x.dim() == 4 && x.size(0) == options.in_channels),
+              "ConvTranspose3d: expected input (N, ", options.in_channels, ", D, H, W) or (", options.in_channels,
+              ", D, H, W), got ", x.sizes());
   const auto& o = options;
   return F::conv_transpose3d(x, weight, bias, o.stride, o.padding, o.output_padding, o.groups, o.dilation);
 }

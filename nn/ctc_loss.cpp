@@ -32,9 +32,7 @@ double ctc_one(const double* lp, int64_t ts, int64_t classes, int64_t t_len, con
                int64_t blank, double* grad) {
   const int64_t l = 2 * s_len + 1;  // blank, t0, blank, t1, ..., blank
   auto label = [&](int64_t s) { return s % 2 == 0 ? blank : tgt[s / 2]; };
-  if (t_len == 0) {
-    return s_len == 0 ? 0.0 : std::numeric_limits<double>::infinity();
-  }
+  if (t_len == 0) { return s_len == 0 ? 0.0 : std::numeric_limits<double>::infinity(); }
   std::vector<double> alpha(static_cast<size_t>(t_len * l), kNegInf), beta(alpha.size(), kNegInf);
   auto A = [&](int64_t t, int64_t s) -> double& { return alpha[static_cast<size_t>(t * l + s)]; };
   auto B = [&](int64_t t, int64_t s) -> double& { return beta[static_cast<size_t>(t * l + s)]; };
@@ -86,7 +84,7 @@ double ctc_one(const double* lp, int64_t ts, int64_t classes, int64_t t_len, con
 
 std::vector<int64_t> lengths_of(const Tensor& t, const char* what) {
   NABLA_CHECK(DTypeError, is_integral(t.dtype()) && t.dtype() != DType::boolean, "ctc_loss: ", what,
-                    " must be an integer tensor, got ", t.dtype());
+              " must be an integer tensor, got ", t.dtype());
   NABLA_CHECK(ShapeError, t.dim() <= 1, "ctc_loss: ", what, " must be 1-D, got shape ", t.sizes());
   Tensor c = t.to(kCPU, DType::i64).contiguous().reshape({-1});
   const int64_t* p = c.data_ptr<int64_t>();
@@ -99,16 +97,17 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, IntArrayRef inpu
                 const CTCLossOptions& o) {
   const char* op = "ctc_loss";
   NABLA_CHECK(ShapeError, log_probs.dim() == 3 || log_probs.dim() == 2, op,
-                    ": expected log_probs (T, N, C) or unbatched (T, C), got shape ", log_probs.sizes());
+              ": expected log_probs (T, N, C) or unbatched (T, C), got shape ", log_probs.sizes());
   NABLA_CHECK(DTypeError, log_probs.is_floating_point(), op, ": log_probs must be floating, got ", log_probs.dtype());
   NABLA_CHECK(DTypeError, is_integral(targets.dtype()) && targets.dtype() != DType::boolean, op,
-                    ": targets must be an integer tensor, got ", targets.dtype());
+              ": targets must be an integer tensor, got ", targets.dtype());
   const bool batched = log_probs.dim() == 3;
   Tensor lp3 = batched ? log_probs : log_probs.unsqueeze(1);
   const int64_t t_max = lp3.size(0), n = lp3.size(1), c = lp3.size(2);
-  NABLA_CHECK(ShapeError, static_cast<int64_t>(input_lengths.size()) == n && static_cast<int64_t>(target_lengths.size()) == n,
-                    op, ": expected ", n, " input lengths and target lengths (one per batch element), got ",
-                    input_lengths.size(), " and ", target_lengths.size());
+  NABLA_CHECK(ShapeError,
+              static_cast<int64_t>(input_lengths.size()) == n && static_cast<int64_t>(target_lengths.size()) == n, op,
+              ": expected ", n, " input lengths and target lengths (one per batch element), got ", input_lengths.size(),
+              " and ", target_lengths.size());
   NABLA_CHECK(ValueError, o.blank >= 0 && o.blank < c, op, ": blank ", o.blank, " must be a class in [0, ", c, ")");
   // Each element's targets: row i of a padded (N, S) tensor, or the next target_lengths[i] of a
   // concatenated 1-D one.
@@ -119,14 +118,15 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, IntArrayRef inpu
   int64_t total = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t il = input_lengths[static_cast<size_t>(i)], tl = target_lengths[static_cast<size_t>(i)];
-    NABLA_CHECK(ValueError, il >= 0 && il <= t_max, op, ": input length ", il, " of batch element ", i, " must be in [0, ",
-                      t_max, "]");
+    NABLA_CHECK(ValueError, il >= 0 && il <= t_max, op, ": input length ", il, " of batch element ", i,
+                " must be in [0, ", t_max, "]");
     NABLA_CHECK(ValueError, tl >= 0, op, ": target length ", tl, " of batch element ", i, " is negative");
     if (padded) {
       const int64_t s_max = batched ? targets.size(1) : targets.size(0);
-      NABLA_CHECK(ShapeError, !batched || targets.size(0) == n, op, ": targets of shape ", targets.sizes(), " for a batch of ", n);
-      NABLA_CHECK(ValueError, tl <= s_max, op, ": target length ", tl, " of batch element ", i, " exceeds the targets' width ",
-                        s_max);
+      NABLA_CHECK(ShapeError, !batched || targets.size(0) == n, op, ": targets of shape ", targets.sizes(),
+                  " for a batch of ", n);
+      NABLA_CHECK(ValueError, tl <= s_max, op, ": target length ", tl, " of batch element ", i,
+                  " exceeds the targets' width ", s_max);
       start[static_cast<size_t>(i)] = i * s_max;
     } else {
       start[static_cast<size_t>(i)] = total;
@@ -135,11 +135,11 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, IntArrayRef inpu
     for (int64_t k = 0; k < tl; ++k) {
       const int64_t v = tp[start[static_cast<size_t>(i)] + k];
       NABLA_CHECK(IndexError, v >= 0 && v < c && v != o.blank, op, ": target ", v, " of batch element ", i,
-                        " must be a class in [0, ", c, ") other than the blank ", o.blank);
+                  " must be a class in [0, ", c, ") other than the blank ", o.blank);
     }
   }
   NABLA_CHECK(ShapeError, padded || tg.numel() >= total, op, ": concatenated targets hold ", tg.numel(),
-                    " labels, but the target lengths add up to ", total);
+              " labels, but the target lengths add up to ", total);
   // The recursions in double precision on the host.
   Tensor lpd = lp3.detach().to(kCPU, DType::f64).contiguous();
   const double* lpp = lpd.data_ptr<double>();

@@ -8,8 +8,8 @@
 namespace nabla::nn {
 
 Embedding::Embedding(int64_t n, int64_t dim, EmbeddingOptions o) : num_embeddings(n), embedding_dim(dim) {
-  NABLA_CHECK(ValueError, n > 0 && dim > 0, "Embedding: num_embeddings and embedding_dim must be positive, got ", n, " and ",
-                    dim);
+  NABLA_CHECK(ValueError, n > 0 && dim > 0, "Embedding: num_embeddings and embedding_dim must be positive, got ", n,
+              " and ", dim);
   if (o.padding_idx) {
     int64_t p = *o.padding_idx;
     NABLA_CHECK(IndexError, p >= -n && p < n, "Embedding: padding_idx ", p, " must be within num_embeddings (", n, ")");
@@ -29,11 +29,11 @@ void Embedding::reset_parameters() {
 
 Tensor Embedding::forward(Tensor indices) {
   NABLA_CHECK(DTypeError, indices.dtype() == kInt64 || indices.dtype() == kInt32,
-                    "Embedding: indices must be int64 (or int32), got ", indices.dtype());
+              "Embedding: indices must be int64 (or int32), got ", indices.dtype());
   // On a GPU, reported at the next synchronization (see nn/value_checks.h).
   value_checks::check_min_max<int64_t>(indices, [n = num_embeddings](int64_t lo, int64_t hi) {
-    NABLA_CHECK(IndexError, lo >= 0 && hi < n, "Embedding: index ", lo < 0 ? lo : hi, " is out of range for a table of ", n,
-                      " rows");
+    NABLA_CHECK(IndexError, lo >= 0 && hi < n, "Embedding: index ", lo < 0 ? lo : hi,
+                " is out of range for a table of ", n, " rows");
   });
   return F::embedding(weight, indices, padding_idx);
 }
@@ -47,12 +47,13 @@ std::string Embedding::extra_repr() const {
 EmbeddingBag::EmbeddingBag(int64_t n, int64_t dim, EmbeddingBagOptions o)
     : num_embeddings(n), embedding_dim(dim), options(std::move(o)) {
   NABLA_CHECK(ValueError, n > 0 && dim > 0, "EmbeddingBag: num_embeddings and embedding_dim must be positive, got ", n,
-                    " and ", dim);
+              " and ", dim);
   NABLA_CHECK(ValueError, options.mode == "sum" || options.mode == "mean" || options.mode == "max",
-                    "EmbeddingBag: mode must be 'sum', 'mean' or 'max', got '", options.mode, "'");
+              "EmbeddingBag: mode must be 'sum', 'mean' or 'max', got '", options.mode, "'");
   if (options.padding_idx) {
     int64_t p = *options.padding_idx;
-    NABLA_CHECK(IndexError, p >= -n && p < n, "EmbeddingBag: padding_idx ", p, " must be within num_embeddings (", n, ")");
+    NABLA_CHECK(IndexError, p >= -n && p < n, "EmbeddingBag: padding_idx ", p, " must be within num_embeddings (", n,
+                ")");
     options.padding_idx = p < 0 ? p + n : p;
   }
   weight = register_parameter("weight", empty({n, dim}));
@@ -68,9 +69,9 @@ void EmbeddingBag::reset_parameters() {
 }
 
 Tensor EmbeddingBag::forward(const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights) {
-  return F::embedding_bag(input, weight, offsets, per_sample_weights,
-                          {.mode = options.mode, .include_last_offset = options.include_last_offset,
-                           .padding_idx = options.padding_idx});
+  return F::embedding_bag(
+      input, weight, offsets, per_sample_weights,
+      {.mode = options.mode, .include_last_offset = options.include_last_offset, .padding_idx = options.padding_idx});
 }
 
 std::string EmbeddingBag::extra_repr() const {

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include "core/graph.h"
 #include "core/error.h"
+#include "core/graph.h"
 #include "core/trace.h"
 
 namespace nabla::nn::functional {
@@ -22,18 +22,19 @@ std::string shape_str(const Tensor& t) { return t.defined() ? internal::str(t.si
 // ---- bilinear -------------------------------------------------------------------------------------
 
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias) {
-  NABLA_CHECK(ShapeError, weight.dim() == 3, "bilinear: weight must be (out_features, in1_features, in2_features), got ",
-                    weight.sizes());
+  NABLA_CHECK(ShapeError, weight.dim() == 3,
+              "bilinear: weight must be (out_features, in1_features, in2_features), got ", weight.sizes());
   int64_t out = weight.size(0), in1 = weight.size(1), in2 = weight.size(2);
-  NABLA_CHECK(ShapeError, x1.dim() >= 1 && x1.size(-1) == in1, "bilinear: expected input1 with last dim ", in1, ", got ",
-                    x1.sizes());
-  NABLA_CHECK(ShapeError, x2.dim() >= 1 && x2.size(-1) == in2, "bilinear: expected input2 with last dim ", in2, ", got ",
-                    x2.sizes());
-  NABLA_CHECK(ShapeError, Shape(x1.sizes().begin(), x1.sizes().end() - 1) == Shape(x2.sizes().begin(), x2.sizes().end() - 1),
-                    "bilinear: input1 ", x1.sizes(), " and input2 ", x2.sizes(), " must agree in all but the last dim");
+  NABLA_CHECK(ShapeError, x1.dim() >= 1 && x1.size(-1) == in1, "bilinear: expected input1 with last dim ", in1,
+              ", got ", x1.sizes());
+  NABLA_CHECK(ShapeError, x2.dim() >= 1 && x2.size(-1) == in2, "bilinear: expected input2 with last dim ", in2,
+              ", got ", x2.sizes());
+  NABLA_CHECK(ShapeError,
+              Shape(x1.sizes().begin(), x1.sizes().end() - 1) == Shape(x2.sizes().begin(), x2.sizes().end() - 1),
+              "bilinear: input1 ", x1.sizes(), " and input2 ", x2.sizes(), " must agree in all but the last dim");
   if (bias.defined())
     NABLA_CHECK(ShapeError, bias.dim() == 1 && bias.size(0) == out, "bilinear: bias must have shape [", out, "], got ",
-                      bias.sizes());
+                bias.sizes());
   // x1: (B, in1) @ W': (in1, out * in2) -> (B, out, in2), then contract in2 with x2: (B, 1, in2).
   Tensor a = x1.reshape({-1, in1}), b = x2.reshape({-1, in2});
   Tensor w = weight.permute({1, 0, 2}).reshape({in1, out * in2});
@@ -77,9 +78,7 @@ Tensor resample_dim(const Tensor& x, int64_t d, int64_t n_out, double inv_scale,
     const size_t k = static_cast<size_t>(j);
     const double jd = static_cast<double>(j);
     switch (mode) {
-      case Resample::nearest:
-        idx[0][k] = std::min(static_cast<int64_t>(std::floor(jd * inv_scale)), n_in - 1);
-        break;
+      case Resample::nearest: idx[0][k] = std::min(static_cast<int64_t>(std::floor(jd * inv_scale)), n_in - 1); break;
       case Resample::nearest_exact:
         idx[0][k] = std::min(static_cast<int64_t>(std::floor((jd + 0.5) * inv_scale)), n_in - 1);
         break;
@@ -96,8 +95,8 @@ Tensor resample_dim(const Tensor& x, int64_t d, int64_t n_out, double inv_scale,
         const double src = source(j, true), a = -0.75;
         const int64_t i0 = static_cast<int64_t>(std::floor(src));
         const double t = src - static_cast<double>(i0);
-        const auto near = [a](double v) { return ((a + 2) * v - (a + 3)) * v * v + 1; };           // |v| <= 1
-        const auto far = [a](double v) { return ((a * v - 5 * a) * v + 8 * a) * v - 4 * a; };     // 1 < |v| < 2
+        const auto near = [a](double v) { return ((a + 2) * v - (a + 3)) * v * v + 1; };       // |v| <= 1
+        const auto far = [a](double v) { return ((a * v - 5 * a) * v + 8 * a) * v - 4 * a; };  // 1 < |v| < 2
         const double w[4] = {far(t + 1), near(t), near(1 - t), far(2 - t)};
         for (size_t q = 0; q < 4; ++q) {
           idx[q][k] = clamp_in(i0 - 1 + static_cast<int64_t>(q));
@@ -139,9 +138,15 @@ Tensor resample_dim(const Tensor& x, int64_t d, int64_t n_out, double inv_scale,
 
 Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::interpolate>(t, {x}, {.mode = o.mode, .size = o.size, .scale_factor = o.scale_factor, .align_corners = o.align_corners.value_or(false)}, [&] { return interpolate(x, o); });
-  NABLA_CHECK(ShapeError, x.dim() >= 3 && x.dim() <= 5, "interpolate: expected a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D ",
-                    "(N, C, D, H, W) input, got shape ", x.sizes());
+    return trace::traced<OpId::interpolate>(t, {x},
+                                            {.mode = o.mode,
+                                             .size = o.size,
+                                             .scale_factor = o.scale_factor,
+                                             .align_corners = o.align_corners.value_or(false)},
+                                            [&] { return interpolate(x, o); });
+  NABLA_CHECK(ShapeError, x.dim() >= 3 && x.dim() <= 5,
+              "interpolate: expected a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D ", "(N, C, D, H, W) input, got shape ",
+              x.sizes());
   NABLA_CHECK(DTypeError, is_floating(x.dtype()), "interpolate: expected a floating-point input, got ", x.dtype());
   const int64_t spatial = x.dim() - 2;
   static const char* linear_mode[] = {"linear", "bilinear", "trilinear"};
@@ -153,23 +158,24 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   } else if (o.mode == "area") {
     mode = Resample::area;
   } else if (o.mode == "bicubic") {
-    NABLA_CHECK(ValueError, spatial == 2, "interpolate: mode 'bicubic' needs a 4-D (N, C, H, W) input, got shape ", x.sizes());
+    NABLA_CHECK(ValueError, spatial == 2, "interpolate: mode 'bicubic' needs a 4-D (N, C, H, W) input, got shape ",
+                x.sizes());
     mode = Resample::cubic;
   } else {
-    NABLA_CHECK(ValueError, o.mode == linear_mode[spatial - 1], "interpolate: mode '", o.mode, "' does not fit a ", x.dim(),
-                      "-D input (use 'nearest', 'nearest-exact', 'area', '", linear_mode[spatial - 1], "'",
-                      spatial == 2 ? " or 'bicubic')" : ")");
+    NABLA_CHECK(ValueError, o.mode == linear_mode[spatial - 1], "interpolate: mode '", o.mode, "' does not fit a ",
+                x.dim(), "-D input (use 'nearest', 'nearest-exact', 'area', '", linear_mode[spatial - 1], "'",
+                spatial == 2 ? " or 'bicubic')" : ")");
     mode = Resample::linear;
   }
   const bool corners_apply = mode == Resample::linear || mode == Resample::cubic;
-  NABLA_CHECK(ValueError, corners_apply || !o.align_corners.has_value(), "interpolate: align_corners only applies to the ",
-                    "linear and bicubic modes, not to '", o.mode, "'");
+  NABLA_CHECK(ValueError, corners_apply || !o.align_corners.has_value(),
+              "interpolate: align_corners only applies to the ", "linear and bicubic modes, not to '", o.mode, "'");
   NABLA_CHECK(ValueError, o.size.empty() != o.scale_factor.empty(),
-                    "interpolate: give exactly one of size and scale_factor");
+              "interpolate: give exactly one of size and scale_factor");
   const size_t given = o.size.empty() ? o.scale_factor.size() : o.size.size();
-  NABLA_CHECK(ValueError, given == 1 || static_cast<int64_t>(given) == spatial, "interpolate: ",
-                    o.size.empty() ? "scale_factor" : "size", " has ", given, " values for ", spatial,
-                    " spatial dims of input ", x.sizes());
+  NABLA_CHECK(ValueError, given == 1 || static_cast<int64_t>(given) == spatial,
+              "interpolate: ", o.size.empty() ? "scale_factor" : "size", " has ", given, " values for ", spatial,
+              " spatial dims of input ", x.sizes());
   Tensor out = x;
   for (int64_t k = 0; k < spatial; ++k) {
     const int64_t d = 2 + k;
@@ -187,7 +193,7 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
       inv_scale = mode == Resample::area ? static_cast<double>(n_in) / static_cast<double>(n_out) : 1.0 / s;
     }
     NABLA_CHECK(ShapeError, n_in > 0 && n_out > 0, "interpolate: input ", x.sizes(), " and output size ", n_out,
-                      " along dim ", d, " must both be non-empty");
+                " along dim ", d, " must both be non-empty");
     out = resample_dim(out, d, n_out, inv_scale, mode, o.align_corners.value_or(false));
   }
   return out;
@@ -203,7 +209,7 @@ Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
   Shape shape = broadcast_shapes(x1.sizes(), x2.sizes(), "cosine_similarity");
   NABLA_CHECK(ShapeError, !shape.empty(), "cosine_similarity: expected tensors with at least one dim, got shapes ",
-                    x1.sizes(), " and ", x2.sizes());
+              x1.sizes(), " and ", x2.sizes());
   Tensor a = x1.expand(shape), b = x2.expand(shape);
   Tensor na = clamp_min(a.norm(2, {dim}), eps), nb = clamp_min(b.norm(2, {dim}), eps);
   return (a * b).sum({dim}) / (na * nb);
@@ -212,7 +218,7 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {
   Shape shape = broadcast_shapes(x1.sizes(), x2.sizes(), "pairwise_distance");
   NABLA_CHECK(ShapeError, !shape.empty(), "pairwise_distance: expected tensors with at least one dim, got shapes ",
-                    x1.sizes(), " and ", x2.sizes());
+              x1.sizes(), " and ", x2.sizes());
   return (x1 - x2 + eps).norm(p, {-1}, keepdim);
 }
 
@@ -282,17 +288,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return nabla::batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
 }
 
-Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& weight, const Tensor& bias,
-                  double eps) {
+Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
   int64_t k = static_cast<int64_t>(normalized_shape.size());
-  bool ok = k >= 1 && x.dim() >= k &&
-            std::equal(normalized_shape.begin(), normalized_shape.end(), x.sizes().end() - k);
+  bool ok = k >= 1 && x.dim() >= k && std::equal(normalized_shape.begin(), normalized_shape.end(), x.sizes().end() - k);
   NABLA_CHECK(ShapeError, ok, "layer_norm: normalized_shape ", normalized_shape,
-                    " must match the trailing dims of the input, got input of shape ", x.sizes());
+              " must match the trailing dims of the input, got input of shape ", x.sizes());
   for (const Tensor* t : {&weight, &bias})
     if (t->defined())
       NABLA_CHECK(ShapeError, t->sizes() == normalized_shape.vec(), "layer_norm: weight and bias must have shape ",
-                        normalized_shape, ", got ", t->sizes());
+                  normalized_shape, ", got ", t->sizes());
   Shape dims;
   for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
   Tensor y = normalize_impl(x, dims, eps, nullptr, nullptr);
@@ -305,11 +309,11 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
   NABLA_CHECK(ShapeError, x.dim() >= 2, "group_norm: expected input (N, C, *), got ", x.sizes());
   int64_t n = x.size(0), c = x.size(1);
   NABLA_CHECK(ValueError, num_groups > 0 && c % num_groups == 0, "group_norm: the number of channels (", c,
-                    ") must be divisible by num_groups (", num_groups, ")");
+              ") must be divisible by num_groups (", num_groups, ")");
   for (const Tensor* t : {&weight, &bias})
     if (t->defined())
       NABLA_CHECK(ShapeError, t->dim() == 1 && t->size(0) == c, "group_norm: weight and bias must have shape [", c,
-                        "], got ", shape_str(*t));
+                  "], got ", shape_str(*t));
   Tensor y = normalize_impl(x.reshape({n, num_groups, -1}), Shape{2}, eps, nullptr, nullptr).view(x.sizes());
   return affine(y, weight, bias, channel_shape(x.dim(), c));
 }
@@ -317,23 +321,29 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
 Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                      const Tensor& bias, bool use_input_stats, double momentum, double eps) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
-    return trace::traced<OpId::instance_norm>(t, {x, running_mean, running_var, weight, bias}, {.use_input_stats = use_input_stats, .eps = eps}, [&] { return instance_norm(x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps); });
+    return trace::traced<OpId::instance_norm>(
+        t, {x, running_mean, running_var, weight, bias}, {.use_input_stats = use_input_stats, .eps = eps},
+        [&] { return instance_norm(x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps); });
   NABLA_CHECK(ShapeError, x.dim() >= 3, "instance_norm: expected input (N, C, *) with a spatial dim, got ", x.sizes());
   const int64_t c = x.size(1);
   for (const Tensor* t : {&running_mean, &running_var})
     if (t->defined())
-      NABLA_CHECK(ShapeError, t->dim() == 1 && t->size(0) == c, "instance_norm: running_mean and running_var must have "
-                        "shape [", c, "], got ", shape_str(*t));
+      NABLA_CHECK(ShapeError, t->dim() == 1 && t->size(0) == c,
+                  "instance_norm: running_mean and running_var must have "
+                  "shape [",
+                  c, "], got ", shape_str(*t));
   if (!use_input_stats) {
     NABLA_CHECK(ValueError, running_mean.defined() && running_var.defined(),
-                      "instance_norm: use_input_stats=false needs running_mean and running_var");
+                "instance_norm: use_input_stats=false needs running_mean and running_var");
     return functional::batch_norm(x, running_mean, running_var, weight, bias, /*training=*/false, momentum, eps);
   }
   // PyTorch's _verify_spatial_size: one value per instance normalizes to 0 (variance 0).
   int64_t spatial_numel = 1;
   for (int64_t d = 2; d < x.dim(); ++d) spatial_numel *= x.size(d);
-  NABLA_CHECK(ValueError, spatial_numel != 1, "instance_norm: expected more than 1 spatial element when training (or "
-                    "use_input_stats), got input of shape ", x.sizes());
+  NABLA_CHECK(ValueError, spatial_numel != 1,
+              "instance_norm: expected more than 1 spatial element when training (or "
+              "use_input_stats), got input of shape ",
+              x.sizes());
   if (running_mean.defined() || running_var.defined()) {
     autograd::NoGradGuard ng;
     Shape spatial;
@@ -351,7 +361,7 @@ Tensor pixel_shuffle(const Tensor& x, int64_t r) {
   NABLA_CHECK(ValueError, r > 0, "pixel_shuffle: upscale_factor must be positive, got ", r);
   const int64_t nd = x.dim(), c = x.size(nd - 3), h = x.size(nd - 2), w = x.size(nd - 1);
   NABLA_CHECK(ShapeError, c % (r * r) == 0, "pixel_shuffle: the channels (", c, ") of input ", x.sizes(),
-                    " must be divisible by upscale_factor^2 (", r * r, ")");
+              " must be divisible by upscale_factor^2 (", r * r, ")");
   Shape lead(x.sizes().begin(), x.sizes().end() - 3);
   Shape split = lead, perm, out = lead;
   for (int64_t v : {c / (r * r), r, r, h, w}) split.push_back(v);
@@ -367,7 +377,7 @@ Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
   NABLA_CHECK(ValueError, r > 0, "pixel_unshuffle: downscale_factor must be positive, got ", r);
   const int64_t nd = x.dim(), c = x.size(nd - 3), h = x.size(nd - 2), w = x.size(nd - 1);
   NABLA_CHECK(ShapeError, h % r == 0 && w % r == 0, "pixel_unshuffle: the height and width of input ", x.sizes(),
-                    " must be divisible by downscale_factor (", r, ")");
+              " must be divisible by downscale_factor (", r, ")");
   Shape lead(x.sizes().begin(), x.sizes().end() - 3);
   Shape split = lead, perm, out = lead;
   for (int64_t v : {c, h / r, r, w / r, r}) split.push_back(v);
@@ -383,8 +393,8 @@ Tensor affine_grid(const Tensor& theta, IntArrayRef size, bool align_corners) {
   const int64_t k = static_cast<int64_t>(size.size()) - 2;  // spatial dims: 2 or 3
   NABLA_CHECK(ShapeError, k == 2 || k == 3, "affine_grid: size must be (N, C, H, W) or (N, C, D, H, W), got ", size);
   NABLA_CHECK(ShapeError, theta.dim() == 3 && theta.size(0) == size[0] && theta.size(1) == k && theta.size(2) == k + 1,
-                    "affine_grid: expected theta of shape (", size[0], ", ", k, ", ", k + 1, ") for size ", size,
-                    ", got ", theta.sizes());
+              "affine_grid: expected theta of shape (", size[0], ", ", k, ", ", k + 1, ") for size ", size, ", got ",
+              theta.sizes());
   for (int64_t i = 2; i < k + 2; ++i)
     NABLA_CHECK(ValueError, size[i] > 0, "affine_grid: spatial sizes must be positive, got ", size);
   // Coordinates along one dim of n points.
@@ -402,8 +412,8 @@ Tensor affine_grid(const Tensor& theta, IntArrayRef size, bool align_corners) {
     cols.push_back(coords(spatial[static_cast<size_t>(dim)]).view(view).expand(spatial));
   }
   cols.push_back(ones(spatial, TensorOptions().dtype(theta.dtype()).device(theta.device())));
-  Tensor base = stack(cols, -1).reshape({1, -1, k + 1});        // (1, prod(spatial), k + 1)
-  Tensor grid = matmul(base, theta.transpose(1, 2));           // (N, prod(spatial), k)
+  Tensor base = stack(cols, -1).reshape({1, -1, k + 1});  // (1, prod(spatial), k + 1)
+  Tensor grid = matmul(base, theta.transpose(1, 2));      // (N, prod(spatial), k)
   Shape out{size[0]};
   for (int64_t v : spatial) out.push_back(v);
   out.push_back(k);
@@ -436,11 +446,15 @@ Tensor avg_pool1d(const Tensor& x, int64_t k, std::optional<int64_t> stride, int
 }
 
 Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size) {
-  return pool1d(x, "adaptive_avg_pool1d", [&](const Tensor& x2) { return nabla::adaptive_avg_pool2d(x2, {1, output_size}); });
+  return pool1d(x, "adaptive_avg_pool1d", [&](const Tensor& x2) {
+    return nabla::adaptive_avg_pool2d(x2, {1, output_size});
+  });
 }
 
 Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size) {
-  return pool1d(x, "adaptive_max_pool1d", [&](const Tensor& x2) { return nabla::adaptive_max_pool2d(x2, {1, output_size}); });
+  return pool1d(x, "adaptive_max_pool1d", [&](const Tensor& x2) {
+    return nabla::adaptive_max_pool2d(x2, {1, output_size});
+  });
 }
 
 // ---- activations ----------------------------------------------------------------------------------
@@ -449,7 +463,6 @@ Tensor celu(const Tensor& x, double alpha) {
   NABLA_CHECK(ValueError, alpha != 0, "celu: alpha cannot be 0");
   return elu(x / alpha) * alpha;
 }
-
 
 Tensor tanhshrink(const Tensor& x) { return x - x.tanh(); }
 
@@ -460,7 +473,7 @@ Tensor glu(const Tensor& x, int64_t dim) {
   int64_t d = dim < 0 ? dim + x.dim() : dim;
   NABLA_CHECK(IndexError, d >= 0 && d < x.dim(), "glu: dim ", dim, " is out of range for shape ", x.sizes());
   NABLA_CHECK(ShapeError, x.size(d) % 2 == 0, "glu: the halved dim must have an even size, but dim ", dim, " of shape ",
-                    x.sizes(), " has size ", x.size(d));
+              x.sizes(), " has size ", x.size(d));
   int64_t half = x.size(d) / 2;
   return x.narrow(d, 0, half) * x.narrow(d, half, half).sigmoid();
 }
@@ -472,8 +485,8 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
     w = weight.reshape({});
   } else {
     NABLA_CHECK(ShapeError, x.dim() >= 2 && x.size(1) == c, "prelu: weight has ", c,
-                      " elements (one per channel), but input of shape ", x.sizes(), " has ",
-                      x.dim() >= 2 ? x.size(1) : 1, " channels (dim 1)");
+                " elements (one per channel), but input of shape ", x.sizes(), " has ", x.dim() >= 2 ? x.size(1) : 1,
+                " channels (dim 1)");
     Shape ws(static_cast<size_t>(x.dim() - 1), 1);
     ws[0] = c;
     w = weight.reshape(ws);
@@ -507,7 +520,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
 
 Tensor dropout2d(const Tensor& x, double p, bool training) {
   NABLA_CHECK(ShapeError, x.dim() == 3 || x.dim() == 4, "dropout2d: expected input (N, C, H, W) or (C, H, W), got ",
-                    x.sizes());
+              x.sizes());
   NABLA_CHECK(ValueError, p >= 0 && p <= 1, "dropout2d: probability must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
   Shape ms = x.sizes();

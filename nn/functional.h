@@ -122,7 +122,7 @@ Tensor pad(const Tensor& x, IntArrayRef padding, std::string_view mode = "consta
 struct ConvPadding {
   template <size_t N>
   ConvPadding(const char (&word)[N]) : value(word, N - 1) {}  // NOLINT(google-explicit-constructor)
-  ConvPadding(const std::string& word) : value(word) {}        // NOLINT(google-explicit-constructor)
+  ConvPadding(const std::string& word) : value(word) {}       // NOLINT(google-explicit-constructor)
   std::string value;
 };
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, const ConvPadding& padding,
@@ -216,7 +216,7 @@ Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size);
 // hardtanh, hardsigmoid, hardswish, logsigmoid, leaky_relu are nabla:: functions) ----------------
 // alpha * elu(x / alpha): continuously differentiable ELU (alpha != 0).
 Tensor celu(const Tensor& x, double alpha = 1.0);
-using nabla::softsign;                // x / (1 + |x|) (core/elementwise_ops.h)
+using nabla::softsign;               // x / (1 + |x|) (core/elementwise_ops.h)
 Tensor tanhshrink(const Tensor& x);  // x - tanh(x)
 // x where x > threshold, else value.
 Tensor threshold(const Tensor& x, double threshold, double value);
@@ -240,8 +240,8 @@ enum class Reduction { none, mean, sum, batchmean /* kl_div only */ };
 const char* reduction_name(Reduction r);
 
 struct CrossEntropyOptions {
-  Tensor weight{};             // (C) class weights, or undefined
-  int64_t ignore_index = -100; // targets equal to this contribute nothing (class-index targets only)
+  Tensor weight{};              // (C) class weights, or undefined
+  int64_t ignore_index = -100;  // targets equal to this contribute nothing (class-index targets only)
   Reduction reduction = Reduction::mean;
   double label_smoothing = 0.0;
 };
@@ -287,7 +287,7 @@ struct BCEOptions {
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCEOptions& options = {});
 
 struct BCEWithLogitsOptions {
-  Tensor weight{};    // broadcast to the input's shape
+  Tensor weight{};      // broadcast to the input's shape
   Tensor pos_weight{};  // weight of the positive term, broadcast along the last dim (one per class)
   Reduction reduction = Reduction::mean;
 };
@@ -311,7 +311,8 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions&
 Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin = 0.0,
                            Reduction reduction = Reduction::mean);
 // x where y = 1, max(0, margin - x) where y = -1 (both terms where y is neither, as PyTorch).
-Tensor hinge_embedding_loss(const Tensor& x, const Tensor& y, double margin = 1.0, Reduction reduction = Reduction::mean);
+Tensor hinge_embedding_loss(const Tensor& x, const Tensor& y, double margin = 1.0,
+                            Reduction reduction = Reduction::mean);
 // 1 - cos(x1, x2) where y = 1, max(0, cos(x1, x2) - margin) where y = -1; x1, x2 (N, D) with y (N),
 // or (D) with y (). cos = <x1, x2> / sqrt((|x1|^2 + 1e-12) (|x2|^2 + 1e-12)).
 Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin = 0.0,
@@ -343,9 +344,9 @@ Tensor soft_margin_loss(const Tensor& x, const Tensor& y, Reduction reduction = 
 Tensor multilabel_soft_margin_loss(const Tensor& x, const Tensor& y, const Tensor& weight = {},
                                    Reduction reduction = Reduction::mean);
 struct MultiMarginLossOptions {
-  int64_t p = 1;      // 1 or 2
+  int64_t p = 1;  // 1 or 2
   double margin = 1.0;
-  Tensor weight{};    // (C) class weights, or undefined
+  Tensor weight{};  // (C) class weights, or undefined
   Reduction reduction = Reduction::mean;
 };
 // x (N, C) or (C), y int64 (N) or (): sum over i != y of w[y] max(0, margin - x[y] + x[i])^p / C.

@@ -73,8 +73,8 @@ double calculate_gain(Nonlinearity nl, double param) {
 }
 
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t) {
-  NABLA_CHECK(ShapeError, t.dim() >= 2, "init: fan in and fan out cannot be computed for a tensor with fewer than 2 dims, got ",
-                    t.sizes());
+  NABLA_CHECK(ShapeError, t.dim() >= 2,
+              "init: fan in and fan out cannot be computed for a tensor with fewer than 2 dims, got ", t.sizes());
   int64_t receptive = 1;
   for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);
   return {t.size(1) * receptive, t.size(0) * receptive};
@@ -134,7 +134,8 @@ Tensor kaiming_normal_(Tensor t, double a, FanMode mode, Nonlinearity nl) {
 
 Tensor orthogonal_(Tensor t, double gain) {
   check_floating(t, "orthogonal_");
-  NABLA_CHECK(ShapeError, t.dim() >= 2, "init::orthogonal_: only tensors with 2 or more dims are supported, got ", t.sizes());
+  NABLA_CHECK(ShapeError, t.dim() >= 2, "init::orthogonal_: only tensors with 2 or more dims are supported, got ",
+              t.sizes());
   if (t.numel() == 0) return t;
   autograd::NoGradGuard ng;
   int64_t rows = t.size(0), cols = t.numel() / rows;
@@ -173,7 +174,7 @@ Tensor orthogonal_(Tensor t, double gain) {
 Tensor trunc_normal_(Tensor t, double mean, double std, double a, double b) {
   check_floating(t, "trunc_normal_");
   NABLA_CHECK(ValueError, std > 0 && a < b, "init::trunc_normal_: need std > 0 and a < b, got std=", std, ", a=", a,
-                    ", b=", b);
+              ", b=", b);
   autograd::NoGradGuard ng;
   auto cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };
   double l = cdf((a - mean) / std), u = cdf((b - mean) / std);

@@ -8,8 +8,8 @@
 namespace nabla::nn {
 
 Linear::Linear(int64_t in, int64_t out, LinearOptions opts) : in_features(in), out_features(out), options(opts) {
-  NABLA_CHECK(ValueError, in >= 0 && out >= 0, "Linear: in_features and out_features must be non-negative, got ", in, " and ",
-                    out);
+  NABLA_CHECK(ValueError, in >= 0 && out >= 0, "Linear: in_features and out_features must be non-negative, got ", in,
+              " and ", out);
   weight = register_parameter("weight", empty({out, in}));
   if (options.bias) bias = register_parameter("bias", empty({out}));
   reset_parameters();
@@ -25,13 +25,14 @@ void Linear::reset_parameters() {
 }
 
 Tensor Linear::forward(Tensor x) {
-  NABLA_CHECK(ShapeError, x.dim() >= 1 && x.size(-1) == in_features, "Linear: expected input with last dim ", in_features,
-                    ", got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() >= 1 && x.size(-1) == in_features, "Linear: expected input with last dim ",
+              in_features, ", got ", x.sizes());
   return F::linear(x, weight, bias);
 }
 
 std::string Linear::extra_repr() const {
-  return internal::str("in_features=", in_features, ", out_features=", out_features, ", bias=", repr_bool(bias.defined()));
+  return internal::str("in_features=", in_features, ", out_features=", out_features,
+                       ", bias=", repr_bool(bias.defined()));
 }
 
 Bilinear::Bilinear(int64_t in1, int64_t in2, int64_t out, LinearOptions opts)
@@ -52,7 +53,7 @@ Tensor Bilinear::forward(Tensor x1, Tensor x2) { return F::bilinear(x1, x2, weig
 
 std::string Bilinear::extra_repr() const {
   return internal::str("in1_features=", in1_features, ", in2_features=", in2_features, ", out_features=", out_features,
-                     ", bias=", repr_bool(bias.defined()));
+                       ", bias=", repr_bool(bias.defined()));
 }
 
 std::string Flatten::extra_repr() const { return internal::str("start_dim=", start_dim, ", end_dim=", end_dim); }

@@ -38,8 +38,9 @@ Tensor reduce(const Tensor& loss, Reduction r, const char* op) {
 
 void check_same_shape(const Tensor& input, const Tensor& target, const char* op) {
   NABLA_CHECK(ValueError, input.defined() && target.defined(), op, ": input or target is undefined");
-  NABLA_CHECK(ShapeError, input.sizes() == target.sizes(), op, ": input of shape ", input.sizes(), " and target of shape ",
-                    target.sizes(), " differ (broadcasting them is almost always a bug: reshape one of them)");
+  NABLA_CHECK(ShapeError, input.sizes() == target.sizes(), op, ": input of shape ", input.sizes(),
+              " and target of shape ", target.sizes(),
+              " differ (broadcasting them is almost always a bug: reshape one of them)");
   NABLA_CHECK(DTypeError, input.is_floating_point(), op, ": input must be floating, got ", input.dtype());
 }
 
@@ -51,24 +52,25 @@ int64_t class_dim_of(const Tensor& input) { return input.dim() == 1 ? 0 : 1; }
 void check_class_target(const Tensor& input, const Tensor& target, const Tensor& weight,
                         std::optional<int64_t> ignore_index, const char* op) {
   NABLA_CHECK(ShapeError, input.dim() >= 1, op, ": input must have a class dim, got a 0-dim tensor");
-  NABLA_CHECK(DTypeError, target.dtype() == DType::i64, op, ": class-index targets must be int64, got ", target.dtype());
+  NABLA_CHECK(DTypeError, target.dtype() == DType::i64, op, ": class-index targets must be int64, got ",
+              target.dtype());
   int64_t cd = class_dim_of(input), c = input.size(cd);
   Shape expect = input.sizes();
   expect.erase(expect.begin() + cd);
   NABLA_CHECK(ShapeError, target.sizes() == expect, op, ": expected target of shape ", expect, " for input of shape ",
-                    input.sizes(), ", got ", target.sizes());
+              input.sizes(), ", got ", target.sizes());
   if (weight.defined())
     NABLA_CHECK(ShapeError, weight.dim() == 1 && weight.size(0) == c, op, ": weight must have one value per class (", c,
-                      "), got shape ", weight.sizes());
+                "), got shape ", weight.sizes());
   if (!value_checks::check_now(target)) return;
   autograd::NoGradGuard ng;
   auto in_bounds = [op, c, ignore_index](int64_t lo, int64_t hi) {
     if (lo >= 0 && hi < c) return;
     if (!ignore_index)  // a loss without ignore_index (multi_margin_loss)
       throw IndexError(internal::str(op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
-                                   " classes (expected values in [0, ", c, "))"));
+                                     " classes (expected values in [0, ", c, "))"));
     throw IndexError(internal::str(op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
-                                 " classes (expected values in [0, ", c, ") or ignore_index ", *ignore_index, ")"));
+                                   " classes (expected values in [0, ", c, ") or ignore_index ", *ignore_index, ")"));
   };
   // Ignored targets (e.g. padding marked -100) count as class 0.
   if (target.is_cuda() && c > 0) {  // checked on the device without waiting (nn/value_checks.h)
@@ -139,15 +141,18 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
     // Class probabilities: -sum_c w_c t_c log p_c.
     Shape index_shape = input.sizes();
     index_shape.erase(index_shape.begin() + cd);
-    NABLA_CHECK(DTypeError, target.sizes() != index_shape || target.sizes() == input.sizes(), "cross_entropy: a target of shape ",
-                      target.sizes(), " holds class indices, which must be int64, got ", target.dtype(),
-                      " (convert with target.to(kInt64); a floating target holds class probabilities and has the "
-                      "input's shape ", input.sizes(), ")");
-    NABLA_CHECK(ShapeError, target.sizes() == input.sizes(), "cross_entropy: probability targets must have the input's shape ",
-                      input.sizes(), ", got ", target.sizes());
+    NABLA_CHECK(DTypeError, target.sizes() != index_shape || target.sizes() == input.sizes(),
+                "cross_entropy: a target of shape ", target.sizes(), " holds class indices, which must be int64, got ",
+                target.dtype(),
+                " (convert with target.to(kInt64); a floating target holds class probabilities and has the "
+                "input's shape ",
+                input.sizes(), ")");
+    NABLA_CHECK(ShapeError, target.sizes() == input.sizes(),
+                "cross_entropy: probability targets must have the input's shape ", input.sizes(), ", got ",
+                target.sizes());
     if (o.weight.defined())
-      NABLA_CHECK(ShapeError, o.weight.dim() == 1 && o.weight.size(0) == c, "cross_entropy: weight must have one value per class (",
-                        c, "), got shape ", o.weight.sizes());
+      NABLA_CHECK(ShapeError, o.weight.dim() == 1 && o.weight.size(0) == c,
+                  "cross_entropy: weight must have one value per class (", c, "), got shape ", o.weight.sizes());
     Tensor t = ls > 0 ? target * (1 - ls) + ls / static_cast<double>(c) : target;
     Tensor prod = logp * t;
     if (o.weight.defined()) prod = prod * o.weight.to(input.dtype()).view(wshape);
@@ -160,7 +165,8 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
   }
 
   check_class_target(input, target, o.weight, o.ignore_index, "cross_entropy");
-  Tensor nll = nll_loss_checked(logp, target, {.weight = o.weight, .ignore_index = o.ignore_index, .reduction = o.reduction});
+  Tensor nll =
+      nll_loss_checked(logp, target, {.weight = o.weight, .ignore_index = o.ignore_index, .reduction = o.reduction});
   if (ls == 0) return nll;
   // Label smoothing: (1 - ls) * nll + ls / C * sum_c (-w_c log p_c), normalized like nll.
   Tensor ignored = target.eq(o.ignore_index);
@@ -227,8 +233,9 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCE
   Tensor w = o.weight.defined() ? o.weight.to(input.dtype()) : Tensor();
   if (w.defined()) broadcast_shapes(w.sizes(), input.sizes(), "binary_cross_entropy (weight)");
   value_checks::check_min_max<double>(input, [](double lo, double hi) {
-    NABLA_CHECK(ValueError, lo >= 0 && hi <= 1, "binary_cross_entropy: all elements of input should be between 0 and 1, got [",
-                      lo, ", ", hi, "] (apply sigmoid first, or use binary_cross_entropy_with_logits)");
+    NABLA_CHECK(ValueError, lo >= 0 && hi <= 1,
+                "binary_cross_entropy: all elements of input should be between 0 and 1, got [", lo, ", ", hi,
+                "] (apply sigmoid first, or use binary_cross_entropy_with_logits)");
   });
   // One node: the logs are clamped at -100 as PyTorch does, and the input gradient uses
   // (x - y) / max(x (1 - x), 1e-12), which stays finite at x = 0 and x = 1.
@@ -241,20 +248,19 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCE
     if (loss.sizes() != input.sizes()) loss = loss.expand(input.sizes()).contiguous();
   }
   if (autograd::needs_grad(input, target, w))
-    autograd::record("BinaryCrossEntropyBackward", {&input, &target, &w}, {&loss},
-                     [sx = autograd::save(input), st = autograd::save(target), sw = autograd::save(w)](Node& n,
-                                                                                                  GradList& grads) {
-                       Tensor x = sx.unpack(n), y = st.unpack(n);
-                       Tensor wv = sw.defined() ? sw.unpack(n) : Tensor();
-                       Tensor gw = wv.defined() ? grads[0] * wv : grads[0];
-                       GradList r(3);
-                       if (n.needs_input_grad(0)) r[0] = gw * (x - y) / (x * (1 - x)).clamp_min(1e-12);
-                       Tensor lx = x.log().clamp_min(-100), l1x = (1 - x).log().clamp_min(-100);
-                       if (n.needs_input_grad(1)) r[1] = gw * (l1x - lx);
-                       if (n.needs_input_grad(2))
-                         r[2] = autograd::sum_to(-(y * lx + (1 - y) * l1x) * grads[0], wv.sizes());
-                       return r;
-                     });
+    autograd::record(
+        "BinaryCrossEntropyBackward", {&input, &target, &w}, {&loss},
+        [sx = autograd::save(input), st = autograd::save(target), sw = autograd::save(w)](Node& n, GradList& grads) {
+          Tensor x = sx.unpack(n), y = st.unpack(n);
+          Tensor wv = sw.defined() ? sw.unpack(n) : Tensor();
+          Tensor gw = wv.defined() ? grads[0] * wv : grads[0];
+          GradList r(3);
+          if (n.needs_input_grad(0)) r[0] = gw * (x - y) / (x * (1 - x)).clamp_min(1e-12);
+          Tensor lx = x.log().clamp_min(-100), l1x = (1 - x).log().clamp_min(-100);
+          if (n.needs_input_grad(1)) r[1] = gw * (l1x - lx);
+          if (n.needs_input_grad(2)) r[2] = autograd::sum_to(-(y * lx + (1 - y) * l1x) * grads[0], wv.sizes());
+          return r;
+        });
   return reduce(loss, o.reduction, "binary_cross_entropy");
 }
 
@@ -295,7 +301,6 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions&
   return reduce(loss, r, "kl_div");
 }
 
-
 // ---- ranking, embedding and margin losses ------------------------------------------------------------
 
 namespace {
@@ -304,17 +309,17 @@ namespace {
 void check_pair(const Tensor& x1, const Tensor& x2, const char* op) {
   NABLA_CHECK(ValueError, x1.defined() && x2.defined(), op, ": an input is undefined");
   NABLA_CHECK(ShapeError, x1.sizes() == x2.sizes(), op, ": the inputs' shapes ", x1.sizes(), " and ", x2.sizes(),
-                    " differ");
+              " differ");
   NABLA_CHECK(DTypeError, x1.is_floating_point() && x2.is_floating_point(), op, ": inputs must be floating, got ",
-                    x1.dtype(), " and ", x2.dtype());
+              x1.dtype(), " and ", x2.dtype());
 }
 
 // (N, D) with (N) targets or (D) with a () target: the dim the loss sums over.
 void check_triplet(const Tensor& a, const Tensor& p, const Tensor& n, const char* op) {
   NABLA_CHECK(ValueError, a.defined() && p.defined() && n.defined(), op, ": an input is undefined");
   NABLA_CHECK(ShapeError, a.dim() == p.dim() && a.dim() == n.dim() && (a.dim() == 1 || a.dim() == 2), op,
-                    ": anchor, positive and negative must all be (N, D) or (D), got ", a.sizes(), ", ", p.sizes(),
-                    " and ", n.sizes());
+              ": anchor, positive and negative must all be (N, D) or (D), got ", a.sizes(), ", ", p.sizes(), " and ",
+              n.sizes());
 }
 
 }  // namespace
@@ -335,12 +340,14 @@ Tensor hinge_embedding_loss(const Tensor& x, const Tensor& y, double margin, Red
 
 Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin, Reduction r) {
   check_pair(x1, x2, "cosine_embedding_loss");
-  NABLA_CHECK(ShapeError, y.dim() <= 1, "cosine_embedding_loss: expected a () or (N) target (multi-target is not supported), "
-                                  "got shape ", y.sizes());
+  NABLA_CHECK(ShapeError, y.dim() <= 1,
+              "cosine_embedding_loss: expected a () or (N) target (multi-target is not supported), "
+              "got shape ",
+              y.sizes());
   NABLA_CHECK(ShapeError, x1.dim() == y.dim() + 1, "cosine_embedding_loss: a target of shape ", y.sizes(),
-                    " expects inputs of ", y.dim() + 1, " dims, got ", x1.sizes());
+              " expects inputs of ", y.dim() + 1, " dims, got ", x1.sizes());
   NABLA_CHECK(ShapeError, y.dim() == 0 || y.size(0) == x1.size(0), "cosine_embedding_loss: target of shape ", y.sizes(),
-                    " for inputs of shape ", x1.sizes());
+              " for inputs of shape ", x1.sizes());
   const int64_t dim = y.dim();
   constexpr double kEps = 1e-12;  // PyTorch's EPSILON
   Tensor prod = (x1 * x2).sum(dim);
@@ -362,7 +369,7 @@ Tensor triplet_margin_with_distance_loss(const Tensor& a, const Tensor& p, const
                                          const TripletMarginWithDistanceLossOptions& o) {
   check_triplet(a, p, n, "triplet_margin_with_distance_loss");
   NABLA_CHECK(ValueError, o.margin > 0, "triplet_margin_with_distance_loss: expected margin to be greater than 0, got ",
-                    o.margin);
+              o.margin);
   auto dist = [&](const Tensor& u, const Tensor& v) {
     return o.distance_function ? o.distance_function(u, v) : pairwise_distance(u, v);
   };
@@ -374,8 +381,10 @@ Tensor triplet_margin_with_distance_loss(const Tensor& a, const Tensor& p, const
 Tensor soft_margin_loss(const Tensor& x, const Tensor& y, Reduction r) {
   Tensor t = y.defined() && !y.is_floating_point() ? y.to(x.dtype()) : y;
   check_same_shape(x, t, "soft_margin_loss");
-  NABLA_CHECK(AutogradError, !autograd::needs_grad(t), "soft_margin_loss: not differentiable with respect to the target "
-                       "(as in PyTorch); the target of shape ", t.sizes(), " requires grad: pass target.detach()");
+  NABLA_CHECK(AutogradError, !autograd::needs_grad(t),
+              "soft_margin_loss: not differentiable with respect to the target "
+              "(as in PyTorch); the target of shape ",
+              t.sizes(), " requires grad: pass target.detach()");
   return reduce(log1p(exp(-x * t)), r, "soft_margin_loss");
 }
 
@@ -424,7 +433,8 @@ Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, const Poisson
   return reduce(loss, o.reduction, "poisson_nll_loss");
 }
 
-Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var, const GaussianNLLLossOptions& o) {
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var,
+                         const GaussianNLLLossOptions& o) {
   const char* op = "gaussian_nll_loss";
   check_same_shape(input, target, op);
   NABLA_CHECK(ValueError, var.defined(), op, ": var is undefined");
@@ -437,10 +447,11 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
       bool per_sample = input.dim() > 0 && v.dim() == input.dim() && v.size(-1) == 1 &&
                         Shape(v.sizes().begin(), v.sizes().end() - 1) == lead;
       NABLA_CHECK(ShapeError, per_sample, op, ": var of shape ", var.sizes(), " fits neither the input's shape ",
-                        input.sizes(), ", nor it without the last dim, nor it with a last dim of 1");
+                  input.sizes(), ", nor it without the last dim, nor it with a last dim of 1");
     }
   }
-  value_checks::check_min_max<double>(v, [op](double lo, double) { NABLA_CHECK(ValueError, lo >= 0, op, ": var has negative entries"); });
+  value_checks::check_min_max<double>(
+      v, [op](double lo, double) { NABLA_CHECK(ValueError, lo >= 0, op, ": var has negative entries"); });
   // Clamped at eps, with the clamp invisible to autograd (PyTorch clamps in place under no_grad).
   v = v + (clamp_min(v, o.eps) - v).detach();
   Tensor d = input - target;

@@ -99,12 +99,14 @@ Tensor Module::run_hooks(std::vector<Tensor>& inputs, const std::function<Tensor
 // ---- forward --------------------------------------------------------------------------------------
 
 Tensor Module::forward(Tensor) {
-  throw NotImplemented(internal::str(name(), ": forward(Tensor) is not implemented; override "
-                                           "`Tensor forward(Tensor x)` to call this module with one tensor"));
+  throw NotImplemented(internal::str(name(),
+                                     ": forward(Tensor) is not implemented; override "
+                                     "`Tensor forward(Tensor x)` to call this module with one tensor"));
 }
 Tensor Module::forward(Tensor, Tensor) {
-  throw NotImplemented(internal::str(name(), ": forward(Tensor, Tensor) is not implemented; override "
-                                           "`Tensor forward(Tensor a, Tensor b)` to call this module with two tensors"));
+  throw NotImplemented(internal::str(name(),
+                                     ": forward(Tensor, Tensor) is not implemented; override "
+                                     "`Tensor forward(Tensor a, Tensor b)` to call this module with two tensors"));
 }
 
 Tensor Module::operator()(Tensor x) {
@@ -130,9 +132,9 @@ Tensor Module::operator()(Tensor a, Tensor b) {
 void Module::check_new_name(const std::string& n, const char* what) const {
   NABLA_CHECK(ValueError, !n.empty(), name(), ": ", what, " name must not be empty");
   NABLA_CHECK(ValueError, n.find('.') == std::string::npos, name(), ": ", what, " name '", n,
-                    "' must not contain '.' (dots separate the levels of nested names)");
+              "' must not contain '.' (dots separate the levels of nested names)");
   NABLA_CHECK(ValueError, !params_.contains(n) && !buffers_.contains(n) && !children_.contains(n), name(),
-                    ": cannot register ", what, " '", n, "': the name is already taken");
+              ": cannot register ", what, " '", n, "': the name is already taken");
 }
 
 Tensor& Module::register_parameter(const std::string& n, Tensor t, bool requires_grad) {
@@ -140,8 +142,8 @@ Tensor& Module::register_parameter(const std::string& n, Tensor t, bool requires
   if (t.defined()) {
     if (!t.is_leaf()) t = t.detach();
     if (requires_grad)
-      NABLA_CHECK(DTypeError, t.is_floating_point(), name(), ": parameter '", n, "' must be floating to require grad, got ",
-                        t.dtype());
+      NABLA_CHECK(DTypeError, t.is_floating_point(), name(), ": parameter '", n,
+                  "' must be floating to require grad, got ", t.dtype());
     t.requires_grad_(requires_grad);
   }
   return params_.insert(n, std::move(t));
@@ -215,12 +217,12 @@ OrderedDict<std::shared_ptr<Module>> Module::named_children() const { return chi
 OrderedDict<std::shared_ptr<Module>> Module::named_modules(bool include_self) {
   OrderedDict<std::shared_ptr<Module>> out;
   std::unordered_set<const Module*> seen;
-  std::function<void(const std::shared_ptr<Module>&, const std::string&)> visit =
-      [&](const std::shared_ptr<Module>& m, const std::string& prefix) {
-        if (!seen.insert(m.get()).second) return;
-        out.insert(prefix, m);
-        for (const auto& [n, c] : m->children_) visit(c, prefix.empty() ? n : prefix + "." + n);
-      };
+  std::function<void(const std::shared_ptr<Module>&, const std::string&)> visit = [&](const std::shared_ptr<Module>& m,
+                                                                                      const std::string& prefix) {
+    if (!seen.insert(m.get()).second) return;
+    out.insert(prefix, m);
+    for (const auto& [n, c] : m->children_) visit(c, prefix.empty() ? n : prefix + "." + n);
+  };
   std::shared_ptr<Module> self = weak_from_this().lock();
   if (!self) self = std::shared_ptr<Module>(std::shared_ptr<Module>(), this);  // non-owning
   if (include_self) {
@@ -265,11 +267,13 @@ void Module::to(Device device) {
   convert([&](const Tensor& t) { return t.to(device); });
 }
 void Module::to(DType dtype) {
-  NABLA_CHECK(DTypeError, is_floating(dtype), name(), ".to: modules can only be converted to a floating dtype, got ", dtype);
+  NABLA_CHECK(DTypeError, is_floating(dtype), name(), ".to: modules can only be converted to a floating dtype, got ",
+              dtype);
   convert([&](const Tensor& t) { return t.is_floating_point() ? t.to(dtype) : t; });
 }
 void Module::to(Device device, DType dtype) {
-  NABLA_CHECK(DTypeError, is_floating(dtype), name(), ".to: modules can only be converted to a floating dtype, got ", dtype);
+  NABLA_CHECK(DTypeError, is_floating(dtype), name(), ".to: modules can only be converted to a floating dtype, got ",
+              dtype);
   convert([&](const Tensor& t) { return t.is_floating_point() ? t.to(device, dtype) : t.to(device); });
 }
 
@@ -310,8 +314,8 @@ LoadStateDictResult Module::load_state_dict(const StateDict& state, bool strict)
     }
     if (!src->defined() || src->sizes() != t.sizes())
       mismatches.push_back(internal::str("size mismatch for ", k, ": copying a param with shape ",
-                                       src->defined() ? internal::str(src->sizes()) : std::string("(undefined)"),
-                                       " from checkpoint, the shape in current model is ", t.sizes(), "."));
+                                         src->defined() ? internal::str(src->sizes()) : std::string("(undefined)"),
+                                         " from checkpoint, the shape in current model is ", t.sizes(), "."));
   }
   for (const auto& [k, t] : state)
     if (!own.contains(k)) res.unexpected_keys.push_back(k);

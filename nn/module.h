@@ -35,8 +35,8 @@
 #include <vector>
 
 #include "../core/ops.h"
-#include "../core/tensor.h"
 #include "../core/ordered_dict.h"
+#include "../core/tensor.h"
 
 namespace nabla::nn {
 
@@ -126,7 +126,7 @@ class Module : public std::enable_shared_from_this<Module> {
   // time: registering it would register a copy, and the member your forward calls would miss
   // eval() (a Dropout would stay on). Hold such members by handle instead (see the message below).
   template <class M>
-    requires std::derived_from<std::remove_cvref_t<M>, Module>
+  requires std::derived_from<std::remove_cvref_t<M>, Module>
   [[nodiscard]] std::shared_ptr<std::remove_cvref_t<M>> register_module(const std::string& name, M&& module) {
     internal::require_temporary_module<M>();
     return register_module(name, std::make_shared<std::remove_cvref_t<M>>(std::move(module)));
@@ -147,8 +147,8 @@ class Module : public std::enable_shared_from_this<Module> {
     return module;
   }
   template <class M>
-    requires std::derived_from<std::remove_cvref_t<M>, Module>
-  std::shared_ptr<std::remove_cvref_t<M>> replace_module(const std::string& name, M&& module) {
+  requires std::derived_from<std::remove_cvref_t<M>, Module> std::shared_ptr<std::remove_cvref_t<M>> replace_module(
+      const std::string& name, M&& module) {
     internal::require_temporary_module<M>();
     return replace_module(name, std::make_shared<std::remove_cvref_t<M>>(std::move(module)));
   }
@@ -244,8 +244,7 @@ std::ostream& operator<<(std::ostream& os, const Module& m);
 // `std::cout << model` for a module handle prints the module (its tree, as PyTorch's print(model)),
 // not the pointer's address.
 template <class M>
-  requires std::derived_from<M, Module>
-std::ostream& operator<<(std::ostream& os, const std::shared_ptr<M>& m) {
+requires std::derived_from<M, Module> std::ostream& operator<<(std::ostream& os, const std::shared_ptr<M>& m) {
   return m ? os << *m : os << "(null module)";
 }
 
@@ -272,23 +271,23 @@ class ModuleHolder {
  public:
   using element_type = T;
 
-  ModuleHolder()
-    requires std::default_initializable<T>
-      : impl_(std::make_shared<T>()) {}
+  ModuleHolder() requires std::default_initializable<T> : impl_(std::make_shared<T>()) {}
   ModuleHolder(std::nullptr_t) {}  // NOLINT(google-explicit-constructor): `Net net = nullptr;`
   template <class U>
-    requires std::convertible_to<U*, T*>
-  ModuleHolder(std::shared_ptr<U> module) : impl_(std::move(module)) {}  // NOLINT(google-explicit-constructor)
+  requires std::convertible_to<U*, T*> ModuleHolder(std::shared_ptr<U> module)
+      : impl_(std::move(module)) {}  // NOLINT(google-explicit-constructor)
   template <class U>
-    requires(std::convertible_to<U*, T*> && !std::same_as<U, T>)
-  ModuleHolder(const ModuleHolder<U>& other) : impl_(other.ptr()) {}  // NOLINT(google-explicit-constructor)
+  requires(std::convertible_to<U*, T*> && !std::same_as<U, T>) ModuleHolder(const ModuleHolder<U>& other)
+      : impl_(other.ptr()) {}  // NOLINT(google-explicit-constructor)
   // Constructs the module from the arguments (not from one holder or pointer, which share it).
   template <class A, class... Args>
-    requires(std::constructible_from<T, A, Args...> &&
-             !(sizeof...(Args) == 0 && (std::is_same_v<std::remove_cvref_t<A>, ModuleHolder> ||
-                                        std::is_same_v<std::remove_cvref_t<A>, std::nullptr_t> ||
-                                        std::is_convertible_v<std::remove_cvref_t<A>, std::shared_ptr<T>>)))
-  explicit ModuleHolder(A&& a, Args&&... args) : impl_(std::make_shared<T>(std::forward<A>(a), std::forward<Args>(args)...)) {}
+  requires(std::constructible_from<T, A, Args...> &&
+           !(sizeof...(Args) == 0 &&
+             (std::is_same_v<std::remove_cvref_t<A>, ModuleHolder> ||
+              std::is_same_v<std::remove_cvref_t<A>, std::nullptr_t> ||
+              std::is_convertible_v<std::remove_cvref_t<A>, std::shared_ptr<T>>))) explicit ModuleHolder(A&& a,
+                                                                                                         Args&&... args)
+      : impl_(std::make_shared<T>(std::forward<A>(a), std::forward<Args>(args)...)) {}
 
   T* operator->() const { return &checked(); }
   T& operator*() const { return checked(); }
@@ -297,7 +296,7 @@ class ModuleHolder {
   bool is_empty() const { return impl_ == nullptr; }
   explicit operator bool() const { return impl_ != nullptr; }
   template <class U>
-    requires std::convertible_to<T*, U*>
+  requires std::convertible_to<T*, U*>
   operator std::shared_ptr<U>() const {  // NOLINT(google-explicit-constructor)
     return impl_;
   }
@@ -319,8 +318,9 @@ class ModuleHolder {
  private:
   T& checked() const {
     if (!impl_)
-      throw ValueError(internal::str("nn::ModuleHolder<", demangled_holder_name(), ">: the handle is empty (made from nullptr); ",
-                                   "assign a module to it first, e.g. fc = register_module(\"fc\", ...)"));
+      throw ValueError(internal::str("nn::ModuleHolder<", demangled_holder_name(),
+                                     ">: the handle is empty (made from nullptr); ",
+                                     "assign a module to it first, e.g. fc = register_module(\"fc\", ...)"));
     return *impl_;
   }
   static std::string demangled_holder_name();
@@ -378,11 +378,11 @@ struct ExpandingArray {
 
 // NABLA_MODULE(Net): `Net` is an nn::ModuleHolder of your module class `NetImpl` (libtorch's
 // TORCH_MODULE): `Net net(args...)` makes a NetImpl(args...), `net(x)` calls it, `net->` reaches it.
-#define NABLA_MODULE(Name)                                                  \
-  class Name : public ::nabla::nn::ModuleHolder<Name##Impl> {               \
-   public:                                                                  \
-    using ::nabla::nn::ModuleHolder<Name##Impl>::ModuleHolder;              \
-    Name() = default;                                                       \
-    Name(const ::nabla::nn::ModuleHolder<Name##Impl>& h) /* NOLINT */       \
-        : ::nabla::nn::ModuleHolder<Name##Impl>(h) {}                        \
+#define NABLA_MODULE(Name)                                            \
+  class Name : public ::nabla::nn::ModuleHolder<Name##Impl> {         \
+   public:                                                            \
+    using ::nabla::nn::ModuleHolder<Name##Impl>::ModuleHolder;        \
+    Name() = default;                                                 \
+    Name(const ::nabla::nn::ModuleHolder<Name##Impl>& h) /* NOLINT */ \
+        : ::nabla::nn::ModuleHolder<Name##Impl>(h) {}                 \
   }

@@ -29,7 +29,8 @@ BatchNorm::BatchNorm(const BatchNorm& o, const char* kind)
   if (o.bias.defined()) bias = register_parameter("bias", o.bias, o.bias.requires_grad());
   if (o.running_mean.defined()) running_mean = register_buffer("running_mean", o.running_mean);
   if (o.running_var.defined()) running_var = register_buffer("running_var", o.running_var);
-  if (o.num_batches_tracked.defined()) num_batches_tracked = register_buffer("num_batches_tracked", o.num_batches_tracked);
+  if (o.num_batches_tracked.defined())
+    num_batches_tracked = register_buffer("num_batches_tracked", o.num_batches_tracked);
   training_ = o.is_training();
 }
 
@@ -73,8 +74,8 @@ void BatchNorm::reset_parameters() {
 
 Tensor BatchNorm::forward(Tensor x) {
   check_input(x);
-  NABLA_CHECK(ShapeError, x.size(1) == num_features, name(), ": expected ", num_features, " channels (dim 1), got input of shape ",
-                    x.sizes());
+  NABLA_CHECK(ShapeError, x.size(1) == num_features, name(), ": expected ", num_features,
+              " channels (dim 1), got input of shape ", x.sizes());
   if (delegate) return delegate(x);
   const double factor = running_stats_factor();
   // Batch statistics in training, and in evaluation too when no running statistics are kept.
@@ -86,14 +87,15 @@ Tensor BatchNorm::forward(Tensor x) {
 
 std::string BatchNorm::extra_repr() const {
   return internal::str(num_features, ", eps=", repr_double(options.eps),
-                     ", momentum=", options.momentum ? repr_double(*options.momentum) : std::string("None"),
-                     ", affine=", repr_bool(options.affine),
-                     ", track_running_stats=", repr_bool(options.track_running_stats));
+                       ", momentum=", options.momentum ? repr_double(*options.momentum) : std::string("None"),
+                       ", affine=", repr_bool(options.affine),
+                       ", track_running_stats=", repr_bool(options.track_running_stats));
 }
 
 BatchNorm1d::BatchNorm1d(int64_t n, BatchNormOptions o) : BatchNorm(n, o, "BatchNorm1d") {}
 void BatchNorm1d::check_input(const Tensor& x) const {
-  NABLA_CHECK(ShapeError, x.dim() == 2 || x.dim() == 3, "BatchNorm1d: expected input (N, C) or (N, C, L), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 2 || x.dim() == 3, "BatchNorm1d: expected input (N, C) or (N, C, L), got ",
+              x.sizes());
 }
 
 BatchNorm2d::BatchNorm2d(int64_t n, BatchNormOptions o) : BatchNorm(n, o, "BatchNorm2d") {}
@@ -131,7 +133,7 @@ std::string LayerNorm::extra_repr() const {
 GroupNorm::GroupNorm(int64_t groups, int64_t channels, GroupNormOptions o)
     : num_groups(groups), num_channels(channels), options(o) {
   NABLA_CHECK(ValueError, groups > 0 && channels % groups == 0, "GroupNorm: num_channels (", channels,
-                    ") must be divisible by num_groups (", groups, ")");
+              ") must be divisible by num_groups (", groups, ")");
   if (o.affine) {
     weight = register_parameter("weight", empty({channels}));
     bias = register_parameter("bias", empty({channels}));
@@ -146,7 +148,7 @@ void GroupNorm::reset_parameters() {
 
 Tensor GroupNorm::forward(Tensor x) {
   NABLA_CHECK(ShapeError, x.dim() >= 2 && x.size(1) == num_channels, "GroupNorm: expected input (N, ", num_channels,
-                    ", *), got ", x.sizes());
+              ", *), got ", x.sizes());
   return F::group_norm(x, num_groups, weight, bias, options.eps);
 }
 
@@ -183,12 +185,12 @@ void InstanceNorm::reset_running_stats() {
 
 Tensor InstanceNorm::forward(Tensor x) {
   const int64_t d = spatial_dims_;
-  NABLA_CHECK(ShapeError, x.dim() == d + 1 || x.dim() == d + 2, name(), ": expected input of ", d + 2, " dims (N, C, *) or ",
-                    d + 1, " (C, *), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == d + 1 || x.dim() == d + 2, name(), ": expected input of ", d + 2,
+              " dims (N, C, *) or ", d + 1, " (C, *), got ", x.sizes());
   const bool unbatched = x.dim() == d + 1;
   Tensor in = unbatched ? x.unsqueeze(0) : x;
-  NABLA_CHECK(ShapeError, in.size(1) == num_features, name(), ": expected ", num_features, " channels, got input of shape ",
-                    x.sizes());
+  NABLA_CHECK(ShapeError, in.size(1) == num_features, name(), ": expected ", num_features,
+              " channels, got input of shape ", x.sizes());
   // num_batches_tracked stays 0, as in PyTorch's InstanceNorm (the momentum is always a number).
   const bool use_input_stats = is_training() || !options.track_running_stats;
   Tensor y = F::instance_norm(in, options.track_running_stats ? running_mean : Tensor(),
@@ -199,13 +201,13 @@ Tensor InstanceNorm::forward(Tensor x) {
 
 std::string InstanceNorm::extra_repr() const {
   return internal::str(num_features, ", eps=", repr_double(options.eps), ", momentum=", repr_double(options.momentum),
-                     ", affine=", repr_bool(options.affine), ", track_running_stats=",
-                     repr_bool(options.track_running_stats));
+                       ", affine=", repr_bool(options.affine),
+                       ", track_running_stats=", repr_bool(options.track_running_stats));
 }
 
 std::string GroupNorm::extra_repr() const {
   return internal::str(num_groups, ", ", num_channels, ", eps=", repr_double(options.eps),
-                     ", affine=", repr_bool(options.affine));
+                       ", affine=", repr_bool(options.affine));
 }
 
 }  // namespace nabla::nn

@@ -6,11 +6,10 @@ namespace nabla::nn {
 
 namespace {
 // 2 for (2, 2), (2, 3) otherwise: PyTorch prints what it was given; square arguments are the usual.
-std::string pair_repr(const ExpandingArray<2>& a) {
-  return a[0] == a[1] ? std::to_string(a[0]) : repr_tuple(a.values);
-}
+std::string pair_repr(const ExpandingArray<2>& a) { return a[0] == a[1] ? std::to_string(a[0]) : repr_tuple(a.values); }
 void check_input(const Tensor& x, const char* op) {
-  NABLA_CHECK(ShapeError, x.dim() == 3 || x.dim() == 4, op, ": expected input (N, C, H, W) or (C, H, W), got ", x.sizes());
+  NABLA_CHECK(ShapeError, x.dim() == 3 || x.dim() == 4, op, ": expected input (N, C, H, W) or (C, H, W), got ",
+              x.sizes());
 }
 }  // namespace
 
@@ -23,8 +22,8 @@ Tensor MaxPool2d::forward(Tensor x) {
 }
 
 std::string MaxPool2d::extra_repr() const {
-  return "kernel_size=" + pair_repr(kernel_size) + ", stride=" + pair_repr(stride) + ", padding=" +
-         pair_repr(options.padding) + ", dilation=" + pair_repr(options.dilation) +
+  return "kernel_size=" + pair_repr(kernel_size) + ", stride=" + pair_repr(stride) +
+         ", padding=" + pair_repr(options.padding) + ", dilation=" + pair_repr(options.dilation) +
          ", ceil_mode=" + repr_bool(options.ceil_mode);
 }
 
@@ -37,8 +36,8 @@ Tensor AvgPool2d::forward(Tensor x) {
 }
 
 std::string AvgPool2d::extra_repr() const {
-  return "kernel_size=" + pair_repr(kernel_size) + ", stride=" + pair_repr(stride) + ", padding=" +
-         pair_repr(options.padding);
+  return "kernel_size=" + pair_repr(kernel_size) + ", stride=" + pair_repr(stride) +
+         ", padding=" + pair_repr(options.padding);
 }
 
 Tensor AdaptiveAvgPool2d::forward(Tensor x) {

@@ -22,8 +22,9 @@ class MaxPool2d : public Module {
   // MaxPool2d(2, 2) is kernel 2, stride 2; MaxPool2d(3, 2, 1) adds padding 1.
   template <std::integral S>
   MaxPool2d(ExpandingArray<2> kernel_size, S stride, int64_t padding = 0, int64_t dilation = 1)
-      : MaxPool2d(kernel_size, {.stride = ExpandingArray<2>(static_cast<int64_t>(stride)), .padding = padding,
-                                .dilation = dilation}) {}
+      : MaxPool2d(
+            kernel_size,
+            {.stride = ExpandingArray<2>(static_cast<int64_t>(stride)), .padding = padding, .dilation = dilation}) {}
   Tensor forward(Tensor x) override;
   std::string extra_repr() const override;
   ExpandingArray<2> kernel_size, stride;

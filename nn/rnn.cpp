@@ -30,7 +30,7 @@ LSTMState lstm_step(const Tensor& xp, const Tensor& h, const Tensor& c, const Te
 }
 
 Tensor gru_step(const Tensor& xp, const Tensor& h, const Tensor& w_hh, const Tensor& b_hh) {
-  std::vector<Tensor> x3 = xp.chunk(3, -1);                      // W_ir x + b_ir, W_iz x + b_iz, W_in x + b_in
+  std::vector<Tensor> x3 = xp.chunk(3, -1);                     // W_ir x + b_ir, W_iz x + b_iz, W_in x + b_in
   std::vector<Tensor> h3 = linear(h, w_hh, b_hh).chunk(3, -1);  // W_hr h + b_hr, W_hz h + b_hz, W_hn h + b_hn
   Tensor r = sigmoid(x3[0] + h3[0]), z = sigmoid(x3[1] + h3[1]);
   Tensor n = tanh(addcmul(x3[2], r, h3[2]));
@@ -47,7 +47,7 @@ int64_t gate_count(RNNBase::Mode mode) {
 
 bool is_relu(const std::string& module, const std::string& nonlinearity) {
   NABLA_CHECK(ValueError, nonlinearity == "tanh" || nonlinearity == "relu", module, ": unknown nonlinearity '",
-                    nonlinearity, "' (expected 'tanh' or 'relu')");
+              nonlinearity, "' (expected 'tanh' or 'relu')");
   return nonlinearity == "relu";
 }
 
@@ -69,7 +69,7 @@ Tensor initial_state(const std::string& module, const char* what, const Tensor& 
   if (!state.defined()) return zeros(want, dtype(x.dtype()).device(x.device()));
   const int64_t want_dim = batched ? static_cast<int64_t>(want.size()) : static_cast<int64_t>(want.size()) - 1;
   NABLA_CHECK(ShapeError, state.dim() == want_dim, module, ": ", batched ? "a batched" : "an unbatched", " input ",
-                    x_given.sizes(), " needs a ", want_dim, "-D ", what, ", got shape ", state.sizes());
+              x_given.sizes(), " needs a ", want_dim, "-D ", what, ", got shape ", state.sizes());
   Tensor s = batched ? state : state.unsqueeze(-2);
   if (s.sizes() != want) {
     Shape shown = want;
@@ -77,7 +77,7 @@ Tensor initial_state(const std::string& module, const char* what, const Tensor& 
     NABLA_CHECK(ShapeError, false, module, ": expected ", what, " of shape ", shown, ", got ", state.sizes());
   }
   NABLA_CHECK(DTypeError, s.dtype() == x.dtype(), module, ": ", what, " has dtype ", s.dtype(), " but the input has ",
-                    x.dtype());
+              x.dtype());
   return s;
 }
 
@@ -109,9 +109,9 @@ std::string RNNCellBase::extra_repr() const {
 
 void RNNCellBase::check_input(const Tensor& x) const {
   NABLA_CHECK(ShapeError, x.dim() == 1 || x.dim() == 2, name(), ": expected input of 2 dims (N, input_size) or 1 dim ",
-                    "(input_size), got ", x.sizes());
+              "(input_size), got ", x.sizes());
   NABLA_CHECK(ShapeError, x.size(-1) == input_size, name(), ": expected input with last dim ", input_size,
-                    " (input_size), got ", x.sizes());
+              " (input_size), got ", x.sizes());
 }
 
 Tensor RNNCellBase::check_state(const Tensor& x, const Tensor& state, const char* what) const {
@@ -183,8 +183,9 @@ RNNBase::RNNBase(std::string name, Mode m, int64_t in, int64_t hidden, const LST
   NABLA_CHECK(ValueError, num_layers >= 1, name, ": num_layers must be at least 1, got ", num_layers);
   NABLA_CHECK(ValueError, dropout >= 0 && dropout <= 1, name, ": dropout must be in [0, 1], got ", dropout);
   NABLA_CHECK(ValueError, proj_size >= 0, name, ": proj_size must be non-negative, got ", proj_size);
-  NABLA_CHECK(ValueError, proj_size < hidden_size, name, ": proj_size must be smaller than hidden_size, got proj_size=",
-                    proj_size, " and hidden_size=", hidden_size);
+  NABLA_CHECK(ValueError, proj_size < hidden_size, name,
+              ": proj_size must be smaller than hidden_size, got proj_size=", proj_size,
+              " and hidden_size=", hidden_size);
   const int64_t G = gate_count(mode), D = num_directions(), H_out = output_hidden_size();
   for (int64_t layer = 0; layer < num_layers; ++layer) {
     const int64_t layer_in = layer == 0 ? input_size : D * H_out;
@@ -232,9 +233,11 @@ RNNBase::Result RNNBase::run(const Tensor& x_given, const Tensor& h0_given, cons
       ins.insert(ins.end(), {w.weight_ih, w.weight_hh, w.bias_ih, w.bias_hh, w.weight_hr});
     const bool lstm = mode == Mode::lstm;
     std::vector<Tensor> outs = trace::traced(
-        t, lstm ? OpId::lstm : mode == Mode::gru ? OpId::gru : OpId::rnn, ins,
-        RnnAttrs{num_layers, hidden_size, proj_size, bidirectional, batch_first, mode == Mode::rnn_relu},
-        [&] {
+        t,
+        lstm                ? OpId::lstm
+        : mode == Mode::gru ? OpId::gru
+                            : OpId::rnn,
+        ins, RnnAttrs{num_layers, hidden_size, proj_size, bidirectional, batch_first, mode == Mode::rnn_relu}, [&] {
           Result r = run(x_given, h0_given, c0_given);
           return lstm ? std::vector<Tensor>{r.output, r.h_n, r.c_n} : std::vector<Tensor>{r.output, r.h_n};
         });
@@ -242,10 +245,10 @@ RNNBase::Result RNNBase::run(const Tensor& x_given, const Tensor& h0_given, cons
   }
   const std::string who = name();
   NABLA_CHECK(ShapeError, x_given.dim() == 2 || x_given.dim() == 3, who, ": expected input of 3 dims (",
-                    batch_first ? "N, L, input_size" : "L, N, input_size", ") or 2 dims (L, input_size), got ",
-                    x_given.sizes());
+              batch_first ? "N, L, input_size" : "L, N, input_size", ") or 2 dims (L, input_size), got ",
+              x_given.sizes());
   NABLA_CHECK(ShapeError, x_given.size(-1) == input_size, who, ": expected input with last dim ", input_size,
-                    " (input_size), got ", x_given.sizes());
+              " (input_size), got ", x_given.sizes());
   const bool batched = x_given.dim() == 3;
   // x: (L, N, H_in)
   Tensor x = !batched ? x_given.unsqueeze(1) : batch_first ? x_given.transpose(0, 1) : x_given;
@@ -254,8 +257,8 @@ RNNBase::Result RNNBase::run(const Tensor& x_given, const Tensor& h0_given, cons
   const int64_t D = num_directions(), H_out = output_hidden_size();
   const bool lstm = mode == Mode::lstm;
   Tensor h0 = initial_state(who, "h0", h0_given, x, x_given, batched, {D * num_layers, N, H_out});
-  Tensor c0 = lstm ? initial_state(who, "c0", c0_given, x, x_given, batched, {D * num_layers, N, hidden_size})
-                   : Tensor();
+  Tensor c0 =
+      lstm ? initial_state(who, "c0", c0_given, x, x_given, batched, {D * num_layers, N, hidden_size}) : Tensor();
 
   // Every step runs the whole batch.
   Result r = run_layers(x.reshape({L * N, input_size}), std::vector<int64_t>(static_cast<size_t>(L), N), h0, c0);
@@ -274,13 +277,14 @@ RNNBase::Result RNNBase::run(const utils::rnn::PackedSequence& x, const Tensor& 
   const std::string who = name();
   const std::vector<int64_t> batch_sizes = x.checked_batch_sizes(who);
   NABLA_CHECK(ShapeError, x.data.dim() == 2 && x.data.size(1) == input_size, who, ": expected packed data of shape (",
-                    "sum of lengths, ", input_size, "), got ", x.data.sizes());
+              "sum of lengths, ", input_size, "), got ", x.data.sizes());
   const int64_t N = batch_sizes[0], D = num_directions();
   const bool lstm = mode == Mode::lstm;
   // The states in the packed (sorted) batch order.
   auto sorted = [&](Tensor s) { return x.sorted_indices.defined() ? s.index_select(1, x.sorted_indices) : s; };
   auto unsorted = [&](Tensor s) { return x.unsorted_indices.defined() ? s.index_select(1, x.unsorted_indices) : s; };
-  Tensor h0 = sorted(initial_state(who, "h0", h0_given, x.data, x.data, true, {D * num_layers, N, output_hidden_size()}));
+  Tensor h0 =
+      sorted(initial_state(who, "h0", h0_given, x.data, x.data, true, {D * num_layers, N, output_hidden_size()}));
   Tensor c0 = lstm ? sorted(initial_state(who, "c0", c0_given, x.data, x.data, true, {D * num_layers, N, hidden_size}))
                    : Tensor();
   Result r = run_layers(x.data, batch_sizes, h0, c0);
@@ -361,7 +365,10 @@ utils::rnn::PackedSequence packed_like(const utils::rnn::PackedSequence& x, cons
 
 RNN::RNN(int64_t in, int64_t hidden, RNNOptions o)
     : RNNBase("RNN", rnn_mode(o.nonlinearity), in, hidden,
-              {.num_layers = o.num_layers, .bias = o.bias, .batch_first = o.batch_first, .dropout = o.dropout,
+              {.num_layers = o.num_layers,
+               .bias = o.bias,
+               .batch_first = o.batch_first,
+               .dropout = o.dropout,
                .bidirectional = o.bidirectional}),
       nonlinearity(o.nonlinearity) {}
 
@@ -375,8 +382,7 @@ PackedRNNOutput RNN::forward_with_state(const utils::rnn::PackedSequence& x, Ten
   return {packed_like(x, r.output), r.h_n};
 }
 
-LSTM::LSTM(int64_t in, int64_t hidden, LSTMOptions o)
-    : RNNBase("LSTM", Mode::lstm, in, hidden, o) {}
+LSTM::LSTM(int64_t in, int64_t hidden, LSTMOptions o) : RNNBase("LSTM", Mode::lstm, in, hidden, o) {}
 
 LSTMOutput LSTM::forward_with_state(Tensor x, LSTMState state) {
   Result r = run(x, state.h, state.c);
@@ -390,7 +396,10 @@ PackedLSTMOutput LSTM::forward_with_state(const utils::rnn::PackedSequence& x, L
 
 GRU::GRU(int64_t in, int64_t hidden, GRUOptions o)
     : RNNBase("GRU", Mode::gru, in, hidden,
-              {.num_layers = o.num_layers, .bias = o.bias, .batch_first = o.batch_first, .dropout = o.dropout,
+              {.num_layers = o.num_layers,
+               .bias = o.bias,
+               .batch_first = o.batch_first,
+               .dropout = o.dropout,
                .bidirectional = o.bidirectional}) {}
 
 RNNOutput GRU::forward_with_state(Tensor x, Tensor h0) {

@@ -54,8 +54,8 @@ Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first = fal
 // sequences are sorted here (stably) and the result records the permutation.
 PackedSequence pack_padded_sequence(const Tensor& input, const Tensor& lengths, bool batch_first = false,
                                     bool enforce_sorted = true);
-PackedSequence pack_padded_sequence(const Tensor& input, const std::vector<int64_t>& lengths,
-                                    bool batch_first = false, bool enforce_sorted = true);
+PackedSequence pack_padded_sequence(const Tensor& input, const std::vector<int64_t>& lengths, bool batch_first = false,
+                                    bool enforce_sorted = true);
 
 // What pad_packed_sequence returns: padded (T', B, *) (batch_first: (B, T', *)) with T' the longest
 // length or total_length, and lengths (B) int64 on the CPU, both in the batch order of the
@@ -66,8 +66,8 @@ struct PaddedSequence {
 
 // Inverse of pack_padded_sequence: positions past a sequence's end hold padding_value; total_length
 // (at least the longest length) pads the time dim further, as for a module that must give a fixed T.
-PaddedSequence pad_packed_sequence(const PackedSequence& sequence, bool batch_first = false,
-                                   double padding_value = 0, std::optional<int64_t> total_length = std::nullopt);
+PaddedSequence pad_packed_sequence(const PackedSequence& sequence, bool batch_first = false, double padding_value = 0,
+                                   std::optional<int64_t> total_length = std::nullopt);
 
 // pack_padded_sequence(pad_sequence(sequences), their lengths, false, enforce_sorted).
 PackedSequence pack_sequence(const std::vector<Tensor>& sequences, bool enforce_sorted = true);

@@ -3,4 +3,4 @@
 #pragma once
 
 #include "../io/safetensors.h"  // nabla: forwarding header
-#include "serialize.h"  // nabla: forwarding header
+#include "serialize.h"          // nabla: forwarding header

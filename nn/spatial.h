@@ -19,7 +19,8 @@ namespace nabla::nn {
 template <size_t D>
 class PadNd : public Module {
  public:
-  PadNd(const char* mode, ExpandingArray<2 * D> padding, double value = 0) : mode(mode), padding(padding), value(value) {}
+  PadNd(const char* mode, ExpandingArray<2 * D> padding, double value = 0)
+      : mode(mode), padding(padding), value(value) {}
   Tensor forward(Tensor x) override { return functional::pad(x, padding, mode, value); }
   std::string extra_repr() const override {
     std::string s = repr_tuple(padding.values);
@@ -31,9 +32,9 @@ class PadNd : public Module {
   double value;
 };
 
-#define NABLA_PAD_LAYER(Name, D, mode)                                  \
-  class Name : public PadNd<D> {                                        \
-   public:                                                              \
+#define NABLA_PAD_LAYER(Name, D, mode)                                        \
+  class Name : public PadNd<D> {                                              \
+   public:                                                                    \
     explicit Name(ExpandingArray<2 * D> padding) : PadNd<D>(mode, padding) {} \
   };
 NABLA_PAD_LAYER(ReflectionPad1d, 1, "reflect")

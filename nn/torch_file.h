@@ -3,4 +3,4 @@
 #pragma once
 
 #include "../io/torch_file.h"  // nabla: forwarding header
-#include "serialize.h"  // nabla: forwarding header
+#include "serialize.h"         // nabla: forwarding header

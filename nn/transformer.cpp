@@ -10,21 +10,19 @@
 namespace nabla::nn {
 
 TransformerActivation::TransformerActivation(const std::string& name) : name_(name) {
-  if (name == "relu")
-    fn_ = [](const Tensor& x) { return relu(x); };
-  else if (name == "gelu")
-    fn_ = [](const Tensor& x) { return gelu(x); };
-  else
-    throw ValueError("Transformer: activation should be \"relu\" or \"gelu\" (or a function), got \"" + name + "\"");
+  if (name == "relu") fn_ = [](const Tensor& x) { return relu(x); };
+  else if (name == "gelu") fn_ = [](const Tensor& x) { return gelu(x); };
+  else throw ValueError("Transformer: activation should be \"relu\" or \"gelu\" (or a function), got \"" + name + "\"");
 }
 
 namespace {
 
 void check_layer_args(const char* op, int64_t d_model, int64_t nhead, const TransformerLayerOptions& o) {
   NABLA_CHECK(ValueError, d_model > 0 && nhead > 0 && o.dim_feedforward > 0, op,
-                    ": d_model, nhead and dim_feedforward must be positive, got ", d_model, ", ", nhead, " and ",
-                    o.dim_feedforward);
-  NABLA_CHECK(ValueError, d_model % nhead == 0, op, ": d_model (", d_model, ") must be divisible by nhead (", nhead, ")");
+              ": d_model, nhead and dim_feedforward must be positive, got ", d_model, ", ", nhead, " and ",
+              o.dim_feedforward);
+  NABLA_CHECK(ValueError, d_model % nhead == 0, op, ": d_model (", d_model, ") must be divisible by nhead (", nhead,
+              ")");
 }
 
 MultiheadAttentionOptions attention_options(const TransformerLayerOptions& o) {
@@ -32,7 +30,8 @@ MultiheadAttentionOptions attention_options(const TransformerLayerOptions& o) {
 }
 
 std::shared_ptr<LayerNorm> new_norm(int64_t d_model, const TransformerLayerOptions& o) {
-  return std::make_shared<LayerNorm>(std::vector<int64_t>{d_model}, LayerNormOptions{.eps = o.layer_norm_eps, .bias = o.bias});
+  return std::make_shared<LayerNorm>(std::vector<int64_t>{d_model},
+                                     LayerNormOptions{.eps = o.layer_norm_eps, .bias = o.bias});
 }
 
 std::shared_ptr<Linear> new_linear(int64_t in, int64_t out, const TransformerLayerOptions& o) {
@@ -237,17 +236,18 @@ void Transformer::reset_parameters() {
 Tensor Transformer::forward(Tensor src, Tensor tgt) { return forward(src, tgt, TransformerForwardOptions{}); }
 
 Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const TransformerForwardOptions& o) {
-  NABLA_CHECK(ShapeError, src.defined() && tgt.defined() && src.dim() == tgt.dim() && (src.dim() == 2 || src.dim() == 3),
-                    "Transformer: expected src and tgt with 3 dims (or 2 unbatched), got src ",
-                    src.defined() ? internal::str(src.sizes()) : "undefined", " tgt ",
-                    tgt.defined() ? internal::str(tgt.sizes()) : "undefined");
+  NABLA_CHECK(ShapeError,
+              src.defined() && tgt.defined() && src.dim() == tgt.dim() && (src.dim() == 2 || src.dim() == 3),
+              "Transformer: expected src and tgt with 3 dims (or 2 unbatched), got src ",
+              src.defined() ? internal::str(src.sizes()) : "undefined", " tgt ",
+              tgt.defined() ? internal::str(tgt.sizes()) : "undefined");
   int64_t bdim = options.batch_first ? 0 : 1;
   NABLA_CHECK(ShapeError, src.dim() == 2 || src.size(bdim) == tgt.size(bdim),
-                    "Transformer: the batch number of src and tgt must be equal, got src ", src.sizes(), " tgt ",
-                    tgt.sizes());
+              "Transformer: the batch number of src and tgt must be equal, got src ", src.sizes(), " tgt ",
+              tgt.sizes());
   NABLA_CHECK(ShapeError, src.size(-1) == options.d_model && tgt.size(-1) == options.d_model,
-                    "Transformer: the feature number of src and tgt must be equal to d_model (", options.d_model,
-                    "), got src ", src.sizes(), " tgt ", tgt.sizes());
+              "Transformer: the feature number of src and tgt must be equal to d_model (", options.d_model,
+              "), got src ", src.sizes(), " tgt ", tgt.sizes());
   Tensor memory = encoder->forward(
       src, {.src_mask = o.src_mask, .src_key_padding_mask = o.src_key_padding_mask, .is_causal = o.src_is_causal});
   return decoder->forward(tgt, memory,

@@ -32,22 +32,23 @@ class TrainingFlags {
 std::string export_impl(nn::Module& module, const std::vector<Tensor>& example_inputs, const ExportOptions& options,
                         std::string* data, const std::string& data_name) {
   NABLA_CHECK(ValueError, options.opset_version >= 13 && options.opset_version <= 17,
-                    "onnx::export_model: opset_version must be 13 to 17, got ", options.opset_version);
+              "onnx::export_model: opset_version must be 13 to 17, got ", options.opset_version);
   NABLA_CHECK(ValueError, example_inputs.size() == 1 || example_inputs.size() == 2,
-                    "onnx::export_model: expected 1 or 2 example inputs (what Module::operator() takes), got ",
-                    example_inputs.size());
+              "onnx::export_model: expected 1 or 2 example inputs (what Module::operator() takes), got ",
+              example_inputs.size());
   NABLA_CHECK(ValueError, options.input_names.empty() || options.input_names.size() == example_inputs.size(),
-                    "onnx::export_model: ", options.input_names.size(), " input_names for ", example_inputs.size(),
-                    " example inputs");
+              "onnx::export_model: ", options.input_names.size(), " input_names for ", example_inputs.size(),
+              " example inputs");
   NABLA_CHECK(ValueError, options.output_names.size() <= 1, "onnx::export_model: the module has 1 output, got ",
-                    options.output_names.size(), " output_names");
+              options.output_names.size(), " output_names");
   for (const auto& [name, axes] : options.dynamic_axes) {
     bool known = name == (options.output_names.empty() ? "output" : options.output_names[0]);
     for (size_t i = 0; i < example_inputs.size(); ++i)
-      known = known || name == (options.input_names.empty() ? (example_inputs.size() == 1 ? std::string("input")
-                                                                                            : "input_" + std::to_string(i))
-                                                            : options.input_names[i]);
-    NABLA_CHECK(ValueError, known, "onnx::export_model: dynamic_axes names '", name, "', which is no input or output name");
+      known = known || name == (options.input_names.empty()
+                                    ? (example_inputs.size() == 1 ? std::string("input") : "input_" + std::to_string(i))
+                                    : options.input_names[i]);
+    NABLA_CHECK(ValueError, known, "onnx::export_model: dynamic_axes names '", name,
+                "', which is no input or output name");
   }
 
   TrainingFlags restore(module);
@@ -109,7 +110,8 @@ std::string export_impl(nn::Module& module, const std::vector<Tensor>& example_i
 
 std::string export_model_to_string(nn::Module& module, const std::vector<Tensor>& example_inputs,
                                    const ExportOptions& options) {
-  NABLA_CHECK(ValueError, !options.external_data, "onnx::export_model_to_string: external_data needs a file: use export_model");
+  NABLA_CHECK(ValueError, !options.external_data,
+              "onnx::export_model_to_string: external_data needs a file: use export_model");
   return export_impl(module, example_inputs, options, nullptr, "");
 }
 
@@ -120,7 +122,8 @@ void export_model(nn::Module& module, const std::vector<Tensor>& example_inputs,
   const std::string data_path = path + ".data";
   const std::string data_name = std::filesystem::path(data_path).filename().string();
   std::string bytes = export_impl(module, example_inputs, options, &data, data_name);
-  if (!data.empty()) io::atomic_write(data_path, [&](std::FILE* f) { io::write_all(f, data.data(), data.size(), data_path); });
+  if (!data.empty())
+    io::atomic_write(data_path, [&](std::FILE* f) { io::write_all(f, data.data(), data.size(), data_path); });
   io::atomic_write(path, [&](std::FILE* f) { io::write_all(f, bytes.data(), bytes.size(), path); });
 }
 

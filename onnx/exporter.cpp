@@ -26,7 +26,9 @@ int onnx_dtype(DType d) {
 
 OAttr ai(std::string n, int64_t v) { return {OAttr::kInt, std::move(n), v, 0, {}, {}, {}, {}}; }
 OAttr af(std::string n, double v) { return {OAttr::kFloat, std::move(n), 0, static_cast<float>(v), {}, {}, {}, {}}; }
-OAttr aints(std::string n, std::vector<int64_t> v) { return {OAttr::kInts, std::move(n), 0, 0, std::move(v), {}, {}, {}}; }
+OAttr aints(std::string n, std::vector<int64_t> v) {
+  return {OAttr::kInts, std::move(n), 0, 0, std::move(v), {}, {}, {}};
+}
 OAttr astr(std::string n, std::string v) { return {OAttr::kString, std::move(n), 0, 0, {}, std::move(v), {}, {}}; }
 OAttr astrings(std::string n, std::vector<std::string> v) {
   return {OAttr::kStrings, std::move(n), 0, 0, {}, {}, std::move(v), {}};
@@ -43,7 +45,9 @@ std::array<int64_t, 2> pair2(const std::vector<int64_t>& v, int64_t dflt) {
   return {v[0], v[1]};
 }
 
-std::string describe(const Tensor& t) { return internal::str("a tensor of shape ", t.sizes(), " and dtype ", t.dtype()); }
+std::string describe(const Tensor& t) {
+  return internal::str("a tensor of shape ", t.sizes(), " and dtype ", t.dtype());
+}
 
 namespace {
 // "MaxPool2dBackward" -> "max_pool2d", the op's name as users call it.
@@ -99,8 +103,8 @@ void Exporter::add_input(const Tensor& t, const std::string& name, const std::ma
   Value v = make_value(t, name);
   for (const auto& [d, s] : axes) {
     int64_t dd = wrap(d, t.dim());
-    NABLA_CHECK(ValueError, dd >= 0 && dd < t.dim(), "onnx::export_model: dynamic_axes names dim ", d, " of input '", name,
-                      "' of shape ", t.sizes());
+    NABLA_CHECK(ValueError, dd >= 0 && dd < t.dim(), "onnx::export_model: dynamic_axes names dim ", d, " of input '",
+                name, "' of shape ", t.sizes());
     v.sym[dd] = s;
   }
   inputs_.push_back(v);
@@ -115,9 +119,8 @@ void Exporter::record(OpId op, const std::vector<Tensor>& in, const std::vector<
   // An op that returns one of its inputs (x.to(same dtype), a no-op view) adds nothing.
   if (out.size() == 1 && std::any_of(in.begin(), in.end(), [&](const Tensor& t) { return t.impl() == out[0].impl(); }))
     return;
-  const bool from_constants =
-      std::all_of(iv.begin(), iv.end(), [](const Value* v) { return !v || v->constant; }) &&
-      std::any_of(iv.begin(), iv.end(), [](const Value* v) { return v != nullptr; });
+  const bool from_constants = std::all_of(iv.begin(), iv.end(), [](const Value* v) { return !v || v->constant; }) &&
+                              std::any_of(iv.begin(), iv.end(), [](const Value* v) { return v != nullptr; });
   std::vector<Value> ov;
   for (const Tensor& t : out) {
     ov.push_back(make_value(t, fresh("t")));
@@ -131,7 +134,7 @@ void Exporter::record(OpId op, const std::vector<Tensor>& in, const std::vector<
     for (const auto& v : versions.entries)
       if (v.fn) first = std::min(first, v.since);
     throw NotImplemented(internal::str("onnx::export_model: op '", op_, "' (", where(), ") needs opset ", first,
-                                     " or later, got ", opset));
+                                       " or later, got ", opset));
   }
   Call call{op, in, std::move(iv), ov, attrs};
   lower->fn(*this, call);
@@ -177,14 +180,14 @@ std::string Exporter::where() const { return where_path(current_module()); }
 
 void Exporter::no_mapping(const std::string& why) const {
   throw NotImplemented(internal::str("onnx::export_model: op '", op_, "' (", where(), ") has no ONNX mapping",
-                                   why.empty() ? "" : ": ", why));
+                                     why.empty() ? "" : ": ", why));
 }
 
 const Value& Exporter::value_of(const Tensor& t) {
   auto modified = [&] {
     return ValueError(internal::str("onnx::export_model: the input of op '", op_, "' (", where(),
-                                  ") was modified in place after it was computed (", describe(t),
-                                  "); in-place ops cannot be traced: use their out-of-place forms"));
+                                    ") was modified in place after it was computed (", describe(t),
+                                    "); in-place ops cannot be traced: use their out-of-place forms"));
   };
   auto it = values_.find(t.impl());
   if (it != values_.end()) {
@@ -193,9 +196,10 @@ const Value& Exporter::value_of(const Tensor& t) {
   }
   if (autograd::Node* fn = t.grad_fn()) {
     std::string op = op_from_node_name(fn->name());
-    throw NotImplemented(internal::str("onnx::export_model: op '", op, "' (", where_path(module_of_seq(fn->sequence_nr())),
-                                     ") has no ONNX mapping (it produced ", describe(t), ", autograd node ", fn->name(),
-                                     ", read by ", !op_.empty() && op_[0] == '(' ? op_ : "op '" + op_ + "'", ")"));
+    throw NotImplemented(
+        internal::str("onnx::export_model: op '", op, "' (", where_path(module_of_seq(fn->sequence_nr())),
+                      ") has no ONNX mapping (it produced ", describe(t), ", autograd node ", fn->name(), ", read by ",
+                      !op_.empty() && op_[0] == '(' ? op_ : "op '" + op_ + "'", ")"));
   }
   // The same data as a traced value under another handle (x.detach(), or an untraced view that
   // changes nothing: same address, sizes, strides and dtype) is that value: detaching changes the
@@ -297,10 +301,12 @@ std::string Exporter::reshape_to(const Value& x, Value& out, const std::vector<i
   if (has_sym(x)) {
     int64_t inferred = -1;
     for (size_t j = 0; j < shape.size(); ++j) {
-      if (j < requested.size() && requested[j] == -1 && requested.size() == shape.size()) inferred = static_cast<int64_t>(j);
+      if (j < requested.size() && requested[j] == -1 && requested.size() == shape.size())
+        inferred = static_cast<int64_t>(j);
     }
     for (size_t j = 0; j < shape.size(); ++j) {
-      if (j < x.shape.size() && !x.sym[j].empty() && x.shape[j] == out.shape[j] && static_cast<int64_t>(j) != inferred) {
+      if (j < x.shape.size() && !x.sym[j].empty() && x.shape[j] == out.shape[j] &&
+          static_cast<int64_t>(j) != inferred) {
         shape[j] = 0;
         out.sym[j] = x.sym[j];
       }
@@ -323,9 +329,9 @@ std::string Exporter::reshape_to(const Value& x, Value& out, const std::vector<i
         if (ro - lo - hi == 1) inferred = lo;
       }
       NABLA_CHECK(NotImplemented, inferred >= 0 && dynamic_in == 1, "onnx::export_model: op '", op_, "' (", where(),
-                            ") reshapes ", x.shape, " to ", out.shape,
-                            " in a way that a dynamic axis cannot follow; give its size as -1 in the shape or leave "
-                            "that axis static");
+                  ") reshapes ", x.shape, " to ", out.shape,
+                  " in a way that a dynamic axis cannot follow; give its size as -1 in the shape or leave "
+                  "that axis static");
       shape[inferred] = -1;
       for (const auto& s : x.sym)
         if (!s.empty()) out.sym[inferred] = s;
@@ -340,8 +346,8 @@ void Exporter::batched(const Value& x, int64_t want_rank, Value& out,
     f(x.name, out.name);
     return;
   }
-  NABLA_CHECK(ShapeError, x.rank() == want_rank - 1, "onnx::export_model: op '", op_, "' expects an input of rank ", want_rank,
-                    " or ", want_rank - 1, ", got ", x.shape);
+  NABLA_CHECK(ShapeError, x.rank() == want_rank - 1, "onnx::export_model: op '", op_, "' expects an input of rank ",
+              want_rank, " or ", want_rank - 1, ", got ", x.shape);
   std::string x4 = node("Unsqueeze", {x.name, axes_input({0})});
   std::string y4 = fresh("t");
   f(x4, y4);
@@ -376,7 +382,8 @@ void Exporter::doubling_loop(const std::vector<std::string>& init, const std::ve
   }
   body->inputs.push_back({s_in, DType::i64, 1});
   body->outputs.push_back({s_out, DType::i64, 1});
-  const std::string go = node("Squeeze", {node("Less", {const_i64({1}), shape_of(init[0], d, d + 1)}), axes_input({0})});
+  const std::string go =
+      node("Squeeze", {node("Less", {const_i64({1}), shape_of(init[0], d, d + 1)}), axes_input({0})});
   std::vector<std::string> ins{"", go};
   ins.insert(ins.end(), init.begin(), init.end());
   ins.push_back(const_i64({1}));
@@ -395,7 +402,8 @@ std::string Exporter::topk_key(const Value& x) {
   if (x.dtype == DType::f32 || x.dtype == DType::f64) return x.name;
   return cast(x, is_floating(x.dtype) ? DType::f32 : DType::i64);
 }
-std::string Exporter::stable_order(const Value& x, const std::string& key, int64_t d, const std::string& k, bool largest) {
+std::string Exporter::stable_order(const Value& x, const std::string& key, int64_t d, const std::string& k,
+                                   bool largest) {
   const std::vector<OAttr> at{ai("axis", d), ai("largest", largest), ai("sorted", 1)};
   if (!is_floating(x.dtype)) {
     const std::string i = fresh("t");
@@ -406,7 +414,8 @@ std::string Exporter::stable_order(const Value& x, const std::string& key, int64
   const std::string nan = node("IsNaN", {key});
   const std::string clean = node("Where", {nan, const_scalar(std::numeric_limits<double>::infinity(), kd), key});
   const std::string p1 = fresh("t"), p2 = fresh("t");
-  node_multi("TopK", {node("Cast", {nan}, {ai("to", onnx_dtype(DType::f32))}), line_length(key, d)}, at, {fresh("t"), p1});
+  node_multi("TopK", {node("Cast", {nan}, {ai("to", onnx_dtype(DType::f32))}), line_length(key, d)}, at,
+             {fresh("t"), p1});
   node_multi("TopK", {node("GatherElements", {clean, p1}, {ai("axis", d)}), k}, at, {fresh("t"), p2});
   return node("GatherElements", {p1, p2}, {ai("axis", d)});
 }

@@ -214,7 +214,8 @@ class Exporter : public trace::Tracer {
   // floats as float32, integers as int64); the int64 indices of the first k elements of each line
   // along d in that order (largest: descending, NaN first); the length of dim d (int64 [1]).
   std::string topk_key(const Value& x);
-  std::string stable_order(const Value& x, const std::string& key, int64_t d, const std::string& k, bool largest = false);
+  std::string stable_order(const Value& x, const std::string& key, int64_t d, const std::string& k,
+                           bool largest = false);
   std::string line_length(const std::string& x, int64_t d) { return shape_of(x, d, d + 1); }
 
   // ---- dynamic dims -------------------------------------------------------------------------

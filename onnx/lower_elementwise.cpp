@@ -40,12 +40,13 @@ void lower_unary(Exporter& e, Call& c, const UnaryAttrs& a) {
       case OpId::erfc: out("Sub", {k(1.0), e.node("Erf", {xn})}); break;
       case OpId::logsigmoid: out("Neg", {e.node("Softplus", {e.node("Neg", {xn})})}); break;
       case OpId::gelu:  // x/2 (1 + erf(x/sqrt(2))) (opset 20's Gelu is past 17)
-        out("Mul", {e.node("Mul", {xn, k(0.5)}), e.node("Add", {e.node("Erf", {e.node("Div", {xn, k(std::numbers::sqrt2)})}), k(1.0)})});
+        out("Mul", {e.node("Mul", {xn, k(0.5)}),
+                    e.node("Add", {e.node("Erf", {e.node("Div", {xn, k(std::numbers::sqrt2)})}), k(1.0)})});
         break;
       case OpId::gelu_tanh: {  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
         std::string x3 = e.node("Mul", {e.node("Mul", {xn, xn}), xn});
-        std::string inner =
-            e.node("Mul", {e.node("Add", {xn, e.node("Mul", {x3, k(0.044715)})}), k(std::sqrt(2.0 / std::numbers::pi))});
+        std::string inner = e.node(
+            "Mul", {e.node("Add", {xn, e.node("Mul", {x3, k(0.044715)})}), k(std::sqrt(2.0 / std::numbers::pi))});
         out("Mul", {e.node("Mul", {xn, k(0.5)}), e.node("Add", {e.node("Tanh", {inner}), k(1.0)})});
         break;
       }
@@ -56,7 +57,9 @@ void lower_unary(Exporter& e, Call& c, const UnaryAttrs& a) {
         out("Mul", {xn, e.node("HardSigmoid", {xn}, {af("alpha", 1.0 / 6), af("beta", 0.5)})});
         break;
       // trunc: toward zero; frac: what trunc leaves
-      case OpId::trunc: out("Where", {e.node("Less", {xn, k(0.0)}), e.node("Ceil", {xn}), e.node("Floor", {xn})}); break;
+      case OpId::trunc:
+        out("Where", {e.node("Less", {xn, k(0.0)}), e.node("Ceil", {xn}), e.node("Floor", {xn})});
+        break;
       case OpId::frac:
         out("Sub", {xn, e.node("Where", {e.node("Less", {xn, k(0.0)}), e.node("Ceil", {xn}), e.node("Floor", {xn})})});
         break;
@@ -122,7 +125,8 @@ void lower_division(Exporter& e, OpId op, const std::string& a, const std::strin
     std::string t = e.node("Atan", {e.node("Div", {a, b})});
     std::string pi = e.node("Where", {e.node("GreaterOrEqual", {a, zero}), c(std::numbers::pi), c(-std::numbers::pi)});
     std::string r = e.node("Add", {t, e.node("Where", {e.node("Less", {b, zero}), pi, zero})});
-    e.node("Where", {e.node("Equal", {b, zero}), e.node("Mul", {e.node("Sign", {a}), c(std::numbers::pi / 2)}), r}, {}, y.name);
+    e.node("Where", {e.node("Equal", {b, zero}), e.node("Mul", {e.node("Sign", {a}), c(std::numbers::pi / 2)}), r}, {},
+           y.name);
     return;
   }
   if (op == OpId::fmod) {
@@ -168,7 +172,8 @@ void lower_binary(Exporter& e, Call& c, const BinaryAttrs& attrs) {
   } else if (op == OpId::hypot) {  // sqrt(a^2 + b^2): overflows where a^2 does (std::hypot does not)
     e.node("Sqrt", {e.node("Add", {e.node("Mul", {a, a}), e.node("Mul", {b, b})})}, {}, y.name);
   } else if (op == OpId::xlogy) {  // NaN where b is; 0 where a is 0; else a log(b)
-    const std::string prod = e.node("Where", {e.node("Equal", {a, k(0.0)}), k(0.0), e.node("Mul", {a, e.node("Log", {b})})});
+    const std::string prod =
+        e.node("Where", {e.node("Equal", {a, k(0.0)}), k(0.0), e.node("Mul", {a, e.node("Log", {b})})});
     e.node("Where", {e.node("IsNaN", {b}), b, prod}, {}, y.name);
   } else if (op == OpId::logaddexp) {
     // max(a, b) + log(1 + exp(-|a - b|)); equal infinities give themselves; NaN propagates.
@@ -225,8 +230,8 @@ void add_elementwise_lowerings(LoweringTable& t) {
   const Fn binary = [](Exporter& e, Call& c) { lower_binary(e, c, std::get<BinaryAttrs>(c.attrs)); };
   const Fn binary_bool = [](Exporter& e, Call& c) { lower_binary_bool(e, c, std::get<BinaryAttrs>(c.attrs)); };
 #define NABLA_IDS(name, ...) OpId::name,
-  lower_lowered<NABLA_UNARY_FLOAT_OPS(NABLA_IDS) NABLA_UNARY_SAME_OPS(NABLA_IDS) NABLA_UNARY_PARAM_OPS(NABLA_IDS) OpId::clamp>(
-      t, unary);
+  lower_lowered<NABLA_UNARY_FLOAT_OPS(NABLA_IDS) NABLA_UNARY_SAME_OPS(NABLA_IDS) NABLA_UNARY_PARAM_OPS(NABLA_IDS)
+                    OpId::clamp>(t, unary);
   lower_lowered<NABLA_UNARY_BOOL_OPS(NABLA_IDS) OpId::isnan>(t, predicate);
   lower_lowered<NABLA_BINARY_ARITH_OPS(NABLA_IDS) OpId::add>(t, binary);
   lower_lowered<NABLA_BINARY_BOOL_OPS(NABLA_IDS) OpId::eq>(t, binary_bool);

@@ -28,9 +28,9 @@ void lower_scatter(Exporter& e, Call& c, const DimAttrs& a) {
   const bool add = c.op == OpId::scatter_add;
   std::string sn = src.name;
   if (src.shape != idx.shape) {  // scatter reads the window of src that the index covers
-    NABLA_CHECK(NotImplemented, !Exporter::has_sym(idx) && !Exporter::has_sym(src), "onnx::export_model: op '", e.op_label(),
-                          "' (", e.where(), ") with a source ", src.shape, " larger than the index ", idx.shape,
-                          " on a dynamic axis");
+    NABLA_CHECK(NotImplemented, !Exporter::has_sym(idx) && !Exporter::has_sym(src), "onnx::export_model: op '",
+                e.op_label(), "' (", e.where(), ") with a source ", src.shape, " larger than the index ", idx.shape,
+                " on a dynamic axis");
     std::vector<int64_t> starts(idx.shape.size(), 0), ends(idx.shape.begin(), idx.shape.end()), axes;
     for (size_t j = 0; j < idx.shape.size(); ++j) axes.push_back(static_cast<int64_t>(j));
     sn = e.node("Slice", {sn, e.const_i64(starts), e.const_i64(ends), e.const_i64(axes)});
@@ -76,7 +76,7 @@ void add_indexing_lowerings(LoweringTable& t) {
   lower<lower_index_select, OpId::index_select>(t);
   lower<lower_gather, OpId::gather>(t);
   lower<lower_scatter, OpId::scatter>(t);
-  lower<lower_scatter, OpId::scatter_add>(t, 16);   // ScatterElements' reduction='add'
+  lower<lower_scatter, OpId::scatter_add>(t, 16);  // ScatterElements' reduction='add'
   lower<lower_index_add, OpId::index_add>(t, 16);
   lower<lower_nonzero, OpId::nonzero>(t);
   lower<lower_embedding, OpId::embedding>(t);

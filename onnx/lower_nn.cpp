@@ -54,8 +54,8 @@ void lower_conv(Exporter& e, Call& c, const ConvAttrs& a) {
     std::vector<std::string> ins{xin, w.name};
     if (b) ins.push_back(b->name);
     e.node("Conv", ins,
-           {aints("kernel_shape", kernel), aints("strides", a.stride), aints("pads", pads), aints("dilations", a.dilation),
-            ai("group", a.groups)},
+           {aints("kernel_shape", kernel), aints("strides", a.stride), aints("pads", pads),
+            aints("dilations", a.dilation), ai("group", a.groups)},
            yout);
   });
   if (c.rank() == nd + 2) Exporter::sym_prefix(y, x, 1);
@@ -115,7 +115,7 @@ void adaptive_windows(Exporter& e, const std::string& x_name, const Value& x, co
   }
   for (int64_t d : resized) {
     NABLA_CHECK(NotImplemented, x.sym[d].empty(), "onnx::export_model: op '", e.op_label(), "' (", e.where(),
-                          ") resizes the dynamic axis '", x.sym[d], "' of ", x.shape, " by adaptive windows");
+                ") resizes the dynamic axis '", x.sym[d], "' of ", x.shape, " by adaptive windows");
     const int64_t n_in = x.shape[d], n_out = y.shape[d];
     auto start = [&](int64_t j) { return (j * n_in) / n_out; };
     auto end = [&](int64_t j) { return ((j + 1) * n_in + n_out - 1) / n_out; };
@@ -123,8 +123,9 @@ void adaptive_windows(Exporter& e, const std::string& x_name, const Value& x, co
     if (is_max) {
       std::vector<std::string> parts;
       for (int64_t j = 0; j < n_out; ++j)
-        parts.push_back(e.node("ReduceMax", {e.node("Slice", {cur, e.const_i64({start(j)}), e.const_i64({end(j)}), e.const_i64({d})})},
-                               {aints("axes", {d}), ai("keepdims", 1)}));
+        parts.push_back(e.node(
+            "ReduceMax", {e.node("Slice", {cur, e.const_i64({start(j)}), e.const_i64({end(j)}), e.const_i64({d})})},
+            {aints("axes", {d}), ai("keepdims", 1)}));
       e.node("Concat", parts, {ai("axis", d)}, out);
       cur = out;
       continue;
@@ -192,8 +193,8 @@ void lower_batch_norm(Exporter& e, Call& c, const BatchNormAttrs& a) {
   Value& y = c.y();
   const int64_t rank = c.rank();
   NABLA_CHECK(NotImplemented, !a.training, "onnx::export_model: op 'batch_norm' (", e.where(),
-                        ") runs in training mode (batch statistics); export runs modules in eval mode, so this "
-                        "call passes training=true itself");
+              ") runs in training mode (batch statistics); export runs modules in eval mode, so this "
+              "call passes training=true itself");
   const int64_t C = x.shape[1];
   std::string scale = c.iv[1] ? c.iv[1]->name : e.const_tensor(ones({C}, dtype(x.dtype)));
   std::string bias = c.iv[2] ? c.iv[2]->name : e.const_tensor(zeros({C}, dtype(x.dtype)));
@@ -238,7 +239,8 @@ void lower_instance_norm(Exporter& e, Call& c, const InstanceNormAttrs& a) {
 // Below opset 16 (and for 5-D inputs: GridSample is N-D only from opset 20) the ops grid_sample is
 // made of, traced now (the batch then stays static: the composition builds batch-shaped constants).
 void lower_grid_sample(Exporter& e, Call& c, const GridSampleAttrs& a) {
-  const nn::functional::GridSampleOptions o{.mode = a.mode, .padding_mode = a.padding_mode, .align_corners = a.align_corners};
+  const nn::functional::GridSampleOptions o{
+      .mode = a.mode, .padding_mode = a.padding_mode, .align_corners = a.align_corners};
   Tensor r;
   {
     trace::StepAside parts;
@@ -291,8 +293,8 @@ void lower_interpolate(Exporter& e, Call& c, const InterpolateAttrs& a) {
           astr("coordinate_transformation_mode", corners ? "align_corners" : "half_pixel")};
     if (mode == "bicubic") at.push_back(af("cubic_coeff_a", -0.75));
   } else {
-    throw NotImplemented(internal::str("onnx::export_model: op 'interpolate' (", e.where(), ") has no ONNX mapping for mode '",
-                                     mode, "'"));
+    throw NotImplemented(internal::str("onnx::export_model: op 'interpolate' (", e.where(),
+                                       ") has no ONNX mapping for mode '", mode, "'"));
   }
   std::vector<std::string> ins{x.name, ""};
   if (!scale.empty() && !corners) {
@@ -304,8 +306,7 @@ void lower_interpolate(Exporter& e, Call& c, const InterpolateAttrs& a) {
     ins.push_back("");
     if (Exporter::has_sym(x))
       ins.push_back(e.node("Concat", {e.shape_of(x.name, 0, 2), e.const_i64(spatial)}, {ai("axis", 0)}));
-    else
-      ins.push_back(e.const_i64(std::vector<int64_t>(y.shape.begin(), y.shape.end())));
+    else ins.push_back(e.const_i64(std::vector<int64_t>(y.shape.begin(), y.shape.end())));
   }
   e.node("Resize", ins, at, y.name);
   if (!scale.empty())

@@ -29,13 +29,16 @@ void lower_reduce(Exporter& e, Call& c, const ReduceAttrs& a) {
     std::vector<OAttr> at{ai("keepdims", keep)};
     if (!dims.empty()) at.push_back(aints("axes", dims));
     const bool nan_aware = (c.op == OpId::amax || c.op == OpId::amin) && is_floating(y.dtype);
-    const char* type = c.op == OpId::mean ? "ReduceMean" : c.op == OpId::amax ? "ReduceMax"
-                       : c.op == OpId::amin ? "ReduceMin" : "ReduceProd";
+    const char* type = c.op == OpId::mean   ? "ReduceMean"
+                       : c.op == OpId::amax ? "ReduceMax"
+                       : c.op == OpId::amin ? "ReduceMin"
+                                            : "ReduceProd";
     const std::string r = e.node(type, {xn}, at, nan_aware ? std::string() : y.name);
     if (nan_aware) {
       const std::string any_nan = e.node(
-          "Greater", {e.node("ReduceMax", {e.node("Cast", {e.node("IsNaN", {xn})}, {ai("to", onnx_dtype(DType::f32))})}, at),
-                      e.const_scalar(0, DType::f32)});
+          "Greater",
+          {e.node("ReduceMax", {e.node("Cast", {e.node("IsNaN", {xn})}, {ai("to", onnx_dtype(DType::f32))})}, at),
+           e.const_scalar(0, DType::f32)});
       e.node("Where", {any_nan, e.const_scalar(std::numeric_limits<double>::quiet_NaN(), y.dtype), r}, {}, y.name);
     }
   }
@@ -71,15 +74,18 @@ void lower_extreme_dim(Exporter& e, Call& c, const DimKeepAttrs& a) {
   if (rank == 0) e.no_mapping("on a 0-dim tensor");
   const int64_t d = wrap(a.dim, rank), keep = a.keepdim;
   const bool is_max = c.op == OpId::max_dim;
-  const std::vector<OAttr> reduce_at{aints("axes", {d}), ai("keepdims", keep)}, arg_at{ai("axis", d), ai("keepdims", keep)};
+  const std::vector<OAttr> reduce_at{aints("axes", {d}), ai("keepdims", keep)},
+      arg_at{ai("axis", d), ai("keepdims", keep)};
   if (is_floating(x.dtype)) {
     const std::string flag = e.node("Cast", {e.node("IsNaN", {x.name})}, {ai("to", onnx_dtype(DType::f32))});
-    const std::string any_nan = e.node("Greater", {e.node("ReduceMax", {flag}, reduce_at), e.const_scalar(0, DType::f32)});
-    e.node("Where", {any_nan, e.const_scalar(std::numeric_limits<double>::quiet_NaN(), x.dtype),
-                     e.node(is_max ? "ReduceMax" : "ReduceMin", {x.name}, reduce_at)},
+    const std::string any_nan =
+        e.node("Greater", {e.node("ReduceMax", {flag}, reduce_at), e.const_scalar(0, DType::f32)});
+    e.node("Where",
+           {any_nan, e.const_scalar(std::numeric_limits<double>::quiet_NaN(), x.dtype),
+            e.node(is_max ? "ReduceMax" : "ReduceMin", {x.name}, reduce_at)},
            {}, c.ov[0].name);
-    e.node("Where", {any_nan, e.node("ArgMax", {flag}, arg_at), e.node(is_max ? "ArgMax" : "ArgMin", {x.name}, arg_at)}, {},
-           c.ov[1].name);
+    e.node("Where", {any_nan, e.node("ArgMax", {flag}, arg_at), e.node(is_max ? "ArgMax" : "ArgMin", {x.name}, arg_at)},
+           {}, c.ov[1].name);
   } else {
     e.node(is_max ? "ReduceMax" : "ReduceMin", {x.name}, reduce_at, c.ov[0].name);
     e.node(is_max ? "ArgMax" : "ArgMin", {x.name}, arg_at, c.ov[1].name);
@@ -111,12 +117,15 @@ void lower_cumprod(Exporter& e, Call& c, const DimAttrs& a) {
     std::vector<int64_t> unit(static_cast<size_t>(2 * rank), 0);
     unit[static_cast<size_t>(d)] = 1;
     const std::string unit_pads = e.const_i64(unit);
-    e.doubling_loop({cur}, {y.dtype}, rank, d, [&](const std::vector<std::string>& st, const std::string& s) {
-      const std::string len = e.shape_of(st[0], d, d + 1);
-      const std::string shifted = e.node("Slice", {e.node("Pad", {st[0], e.node("Mul", {unit_pads, s}), one}),
-                                                   e.const_i64({0}), len, e.const_i64({d})});
-      return std::vector<std::string>{e.node("Mul", {st[0], shifted})};
-    }, {y.name});
+    e.doubling_loop({cur}, {y.dtype}, rank, d,
+                    [&](const std::vector<std::string>& st, const std::string& s) {
+                      const std::string len = e.shape_of(st[0], d, d + 1);
+                      const std::string shifted =
+                          e.node("Slice", {e.node("Pad", {st[0], e.node("Mul", {unit_pads, s}), one}), e.const_i64({0}),
+                                           len, e.const_i64({d})});
+                      return std::vector<std::string>{e.node("Mul", {st[0], shifted})};
+                    },
+                    {y.name});
     return;
   }
   const int64_t L = rank == 0 ? 1 : x.shape[d];
@@ -127,8 +136,8 @@ void lower_cumprod(Exporter& e, Call& c, const DimAttrs& a) {
   for (int64_t s = 1; s < L; s *= 2) {
     std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
     pads[static_cast<size_t>(d)] = s;
-    std::string shifted =
-        e.node("Slice", {e.node("Pad", {cur, e.const_i64(pads), one}), e.const_i64({0}), e.const_i64({L}), e.const_i64({d})});
+    std::string shifted = e.node(
+        "Slice", {e.node("Pad", {cur, e.const_i64(pads), one}), e.const_i64({0}), e.const_i64({L}), e.const_i64({d})});
     cur = e.node("Mul", {cur, shifted}, {}, 2 * s >= L ? y.name : std::string());
   }
 }
@@ -147,7 +156,8 @@ void lower_topk_like(Exporter& e, Call& c, int64_t dim, std::optional<int64_t> k
     e.node("GatherElements", {x.name, idx}, {ai("axis", d)}, c.ov[0].name);
     e.node("Identity", {idx}, {}, c.ov[1].name);
   } else {
-    e.node_multi("TopK", {x.name, k}, {ai("axis", d), ai("largest", largest), ai("sorted", 1)}, {c.ov[0].name, c.ov[1].name});
+    e.node_multi("TopK", {x.name, k}, {ai("axis", d), ai("largest", largest), ai("sorted", 1)},
+                 {c.ov[0].name, c.ov[1].name});
   }
   for (Value& o : c.ov) {
     o.sym = x.sym;

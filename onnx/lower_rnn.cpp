@@ -32,27 +32,28 @@ std::string projected_lstm_layer(Exporter& e, Call& c, const RnnAttrs& a, int64_
     };
     auto initial = [&](const std::string& given, int64_t size) {  // (N, size)
       if (!given.empty()) return e.node("Gather", {given, e.const_i64_scalar(layer * D + dd)}, {ai("axis", 0)});
-      return e.node("Expand", {e.const_scalar(0, x.dtype), e.node("Concat", {e.shape_of(X, 1, 2), e.const_i64({size})}, {ai("axis", 0)})});
+      return e.node("Expand", {e.const_scalar(0, x.dtype),
+                               e.node("Concat", {e.shape_of(X, 1, 2), e.const_i64({size})}, {ai("axis", 0)})});
     };
     const std::string h_init = initial(h0, P), c_init = initial(c0, H);
     const std::string h_in = e.fresh("scan_h"), c_in = e.fresh("scan_c"), x_in = e.fresh("scan_x");
     std::string h_out, c_out, y_out;
     auto body = e.subgraph(e.fresh("/scan"), [&] {
-    const std::string g = e.node("Add", {gemm(x_in, w(0), w(2)), gemm(h_in, w(1), w(3))});  // (N, 4H)
-    std::vector<std::string> q{e.fresh("t"), e.fresh("t"), e.fresh("t"), e.fresh("t")};
-    e.node_multi("Split", {g, e.const_i64({H, H, H, H})}, {ai("axis", 1)}, q);
-    c_out =
-        e.node("Add", {e.node("Mul", {e.node("Sigmoid", {q[1]}), c_in}), e.node("Mul", {e.node("Sigmoid", {q[0]}), e.node("Tanh", {q[2]})})});
-    h_out = gemm(e.node("Mul", {e.node("Sigmoid", {q[3]}), e.node("Tanh", {c_out})}), w(4), "");  // (N, P)
-    y_out = e.node("Identity", {h_out});  // the step's output (a graph output once)
+      const std::string g = e.node("Add", {gemm(x_in, w(0), w(2)), gemm(h_in, w(1), w(3))});  // (N, 4H)
+      std::vector<std::string> q{e.fresh("t"), e.fresh("t"), e.fresh("t"), e.fresh("t")};
+      e.node_multi("Split", {g, e.const_i64({H, H, H, H})}, {ai("axis", 1)}, q);
+      c_out = e.node("Add", {e.node("Mul", {e.node("Sigmoid", {q[1]}), c_in}),
+                             e.node("Mul", {e.node("Sigmoid", {q[0]}), e.node("Tanh", {q[2]})})});
+      h_out = gemm(e.node("Mul", {e.node("Sigmoid", {q[3]}), e.node("Tanh", {c_out})}), w(4), "");  // (N, P)
+      y_out = e.node("Identity", {h_out});  // the step's output (a graph output once)
     });
     body->inputs = {{h_in, x.dtype, 2}, {c_in, x.dtype, 2}, {x_in, x.dtype, 2}};
     body->outputs = {{h_out, x.dtype, 2}, {c_out, x.dtype, 2}, {y_out, x.dtype, 2}};
     const std::string h_last = e.fresh("t"), c_last = e.fresh("t"), ys = e.fresh("t");  // ys: (L, N, P)
     e.node_multi("Scan", {h_init, c_init, X},
-               {agraph("body", body), ai("num_scan_inputs", 1), aints("scan_input_directions", {dd}),
-                aints("scan_output_directions", {dd})},
-               {h_last, c_last, ys});
+                 {agraph("body", body), ai("num_scan_inputs", 1), aints("scan_input_directions", {dd}),
+                  aints("scan_output_directions", {dd})},
+                 {h_last, c_last, ys});
     dir_outs.push_back(ys);
     hs.push_back(e.node("Unsqueeze", {h_last, e.axes_input({0})}));
     cs.push_back(e.node("Unsqueeze", {c_last, e.axes_input({0})}));
@@ -80,20 +81,22 @@ void lower_rnn(Exporter& e, Call& c, const RnnAttrs& a) {
   // LSTM with proj_size: ONNX's LSTM has no projection, so each direction is a Scan over the
   // sequence (projected_lstm_layer), whatever its length.
   const int64_t P = a.proj_size;
-  const std::vector<int64_t> order = lstm ? std::vector<int64_t>{0, 3, 1, 2}
+  const std::vector<int64_t> order = lstm  ? std::vector<int64_t>{0, 3, 1, 2}
                                      : gru ? std::vector<int64_t>{1, 0, 2}
-                                                   : std::vector<int64_t>{0};
+                                           : std::vector<int64_t>{0};
   const int64_t G = static_cast<int64_t>(order.size());
   auto weight = [&](int64_t layer, int64_t d, int64_t k) -> const Tensor& { return in[3 + 5 * (layer * D + d) + k]; };
   for (int64_t layer = 0; layer < layers; ++layer)
     for (int64_t d = 0; d < D; ++d)
       for (int64_t k = 0; k < 4; ++k) {
-        NABLA_CHECK(NotImplemented, !iv[3 + 5 * (layer * D + d) + k] ||
-                                  std::any_of(e.inits.begin(), e.inits.end(),
-                                              [&](const Initializer& i) { return i.name == iv[3 + 5 * (layer * D + d) + k]->name; }),
-                              "onnx::export_model: op '", e.op_label(), "' (", e.where(),
-                              ") reads a weight computed in the graph; only parameters and constants export as ONNX's ",
-                              onnx_op, " weights");
+        NABLA_CHECK(
+            NotImplemented,
+            !iv[3 + 5 * (layer * D + d) + k] ||
+                std::any_of(e.inits.begin(), e.inits.end(),
+                            [&](const Initializer& i) { return i.name == iv[3 + 5 * (layer * D + d) + k]->name; }),
+            "onnx::export_model: op '", e.op_label(), "' (", e.where(),
+            ") reads a weight computed in the graph; only parameters and constants export as ONNX's ", onnx_op,
+            " weights");
       }
   // A parameter's name with its layer suffix replaced: "lstm.weight_ih_l1" -> "lstm.onnx_W_l1".
   auto init_name = [&](const Tensor& w, const std::string& what, int64_t layer) {

@@ -70,8 +70,8 @@ void lower_slice(Exporter& e, Call& c, const SliceAttrs& a) {
   Value& y = c.y();
   const int64_t d = wrap(a.dim, c.rank());
   NABLA_CHECK(NotImplemented, x.sym[d].empty() || (a.start == 0 && a.end == std::numeric_limits<int64_t>::max()),
-                        "onnx::export_model: op 'slice' (", e.where(), ") slices the dynamic axis '", x.sym[d], "' of ",
-                        x.shape, "; slicing a dynamic axis is not exported");
+              "onnx::export_model: op 'slice' (", e.where(), ") slices the dynamic axis '", x.sym[d], "' of ", x.shape,
+              "; slicing a dynamic axis is not exported");
   e.node("Slice", {x.name, e.const_i64({a.start}), e.const_i64({a.end}), e.const_i64({d}), e.const_i64({a.step})}, {},
          y.name);
   y.sym = x.sym;
@@ -92,8 +92,8 @@ void lower_diagonal(Exporter& e, Call& c, const DiagonalAttrs& a) {
   Value& y = c.y();
   const int64_t rank = c.rank(), d1 = wrap(a.dim1, rank), d2 = wrap(a.dim2, rank);
   NABLA_CHECK(NotImplemented, x.sym[d1].empty() && x.sym[d2].empty(), "onnx::export_model: op 'diagonal' (", e.where(),
-                        ") takes the diagonal of the dynamic axis '", x.sym[d1].empty() ? x.sym[d2] : x.sym[d1],
-                        "' of ", x.shape);
+              ") takes the diagonal of the dynamic axis '", x.sym[d1].empty() ? x.sym[d2] : x.sym[d1], "' of ",
+              x.shape);
   std::vector<int64_t> perm, merged;
   for (int64_t k = 0; k < rank; ++k)
     if (k != d1 && k != d2) {
@@ -104,8 +104,10 @@ void lower_diagonal(Exporter& e, Call& c, const DiagonalAttrs& a) {
   const int64_t n1 = x.shape[d1], n2 = x.shape[d2], len = y.shape.back();
   merged.push_back(n1 * n2);
   std::vector<int64_t> at;
-  for (int64_t i = 0; i < len; ++i) at.push_back((i + std::max<int64_t>(0, -a.offset)) * n2 + i + std::max<int64_t>(0, a.offset));
-  const std::string flat = e.node("Reshape", {e.node("Transpose", {x.name}, {aints("perm", perm)}), e.const_i64(merged)});
+  for (int64_t i = 0; i < len; ++i)
+    at.push_back((i + std::max<int64_t>(0, -a.offset)) * n2 + i + std::max<int64_t>(0, a.offset));
+  const std::string flat =
+      e.node("Reshape", {e.node("Transpose", {x.name}, {aints("perm", perm)}), e.const_i64(merged)});
   e.node("Gather", {flat, e.const_i64(at)}, {ai("axis", rank - 2)}, y.name);
   for (size_t j = 0; j + 2 < perm.size(); ++j) y.sym[j] = x.sym[perm[j]];
 }
@@ -120,7 +122,7 @@ void lower_split(Exporter& e, Call& c, const SplitAttrs& a) {
     if (o.shape[d] != x.shape[d]) o.sym[d].clear();
   }
   NABLA_CHECK(NotImplemented, x.sym[d].empty() || c.ov.size() == 1, "onnx::export_model: op 'split' (", e.where(),
-                        ") splits the dynamic axis '", x.sym[d], "' of ", x.shape);
+              ") splits the dynamic axis '", x.sym[d], "' of ", x.shape);
   e.node_multi("Split", {x.name, e.const_i64(a.sizes)}, {ai("axis", d)}, names);
 }
 
@@ -161,8 +163,8 @@ void lower_pad(Exporter& e, Call& c, const PadAttrs& a) {
     if (y.shape[d] != x.shape[d]) y.sym[d].clear();
   if (a.mode != "constant") {
     NABLA_CHECK(NotImplemented, std::all_of(p.begin(), p.end(), [](int64_t v) { return v >= 0; }),
-                          "onnx::export_model: op 'pad' (", e.where(), ") with mode '", a.mode, "' and negative padding ",
-                          IntArrayRef(p));
+                "onnx::export_model: op 'pad' (", e.where(), ") with mode '", a.mode, "' and negative padding ",
+                IntArrayRef(p));
     if (a.mode == "reflect" || a.mode == "replicate") {
       std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
       for (size_t i = 0; i < p.size() / 2; ++i) {
@@ -173,7 +175,7 @@ void lower_pad(Exporter& e, Call& c, const PadAttrs& a) {
       return;
     }
     NABLA_CHECK(NotImplemented, a.mode == "circular", "onnx::export_model: op 'pad' (", e.where(),
-                          ") has no ONNX mapping for mode '", a.mode, "'");
+                ") has no ONNX mapping for mode '", a.mode, "'");
     std::string cur = x.name;
     const int64_t big = std::numeric_limits<int64_t>::max();
     for (size_t i = 0; i < p.size() / 2; ++i) {
@@ -181,7 +183,8 @@ void lower_pad(Exporter& e, Call& c, const PadAttrs& a) {
       if (before == 0 && after == 0) continue;
       std::vector<std::string> parts;
       // [x[n - before:], x, x[:after]] (the slices of the input as padded so far along other dims)
-      if (before > 0) parts.push_back(e.node("Slice", {cur, e.const_i64({-before}), e.const_i64({big}), e.const_i64({d})}));
+      if (before > 0)
+        parts.push_back(e.node("Slice", {cur, e.const_i64({-before}), e.const_i64({big}), e.const_i64({d})}));
       parts.push_back(cur);
       if (after > 0) parts.push_back(e.node("Slice", {cur, e.const_i64({0}), e.const_i64({after}), e.const_i64({d})}));
       cur = e.node("Concat", parts, {ai("axis", d)});
@@ -197,8 +200,8 @@ void lower_pad(Exporter& e, Call& c, const PadAttrs& a) {
     lo = p[2 * i];
     hi = p[2 * i + 1];
     if (lo < 0 || hi < 0) {  // negative padding crops: a Slice first
-      NABLA_CHECK(NotImplemented, x.sym[d].empty(), "onnx::export_model: op 'pad' (", e.where(), ") crops the dynamic axis '",
-                            x.sym[d], "' of ", x.shape);
+      NABLA_CHECK(NotImplemented, x.sym[d].empty(), "onnx::export_model: op 'pad' (", e.where(),
+                  ") crops the dynamic axis '", x.sym[d], "' of ", x.shape);
       starts.push_back(std::max<int64_t>(-lo, 0));
       ends.push_back(x.shape[d] - std::max<int64_t>(-hi, 0));
       axes.push_back(d);

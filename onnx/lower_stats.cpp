@@ -46,7 +46,8 @@ void lower_order_stat(Exporter& e, Call& c, std::optional<int64_t> dim, bool kee
   };
   // The lower middle position (n - 1) / 2, as a 1-D int64 tensor.
   auto middle = [&] {
-    return dyn ? e.node("Div", {e.node("Sub", {n, e.const_i64({1})}), e.const_i64({2})}) : e.const_i64({(x.shape[d] - 1) / 2});
+    return dyn ? e.node("Div", {e.node("Sub", {n, e.const_i64({1})}), e.const_i64({2})})
+               : e.const_i64({(x.shape[d] - 1) / 2});
   };
   std::string pick;
   if (op == OpId::kthvalue) {
@@ -56,28 +57,33 @@ void lower_order_stat(Exporter& e, Call& c, std::optional<int64_t> dim, bool kee
     if (fl) {  // a line with a NaN: the first NaN
       const std::string flag = e.node("Cast", {e.node("IsNaN", {key})}, {ai("to", onnx_dtype(DType::f32))});
       const std::string any_nan =
-          e.node("Greater", {e.node("ReduceMax", {flag}, {aints("axes", {d}), ai("keepdims", 1)}), e.const_scalar(0, DType::f32)});
+          e.node("Greater",
+                 {e.node("ReduceMax", {flag}, {aints("axes", {d}), ai("keepdims", 1)}), e.const_scalar(0, DType::f32)});
       pick = e.node("Where", {any_nan, e.node("ArgMax", {flag}, {ai("axis", d), ai("keepdims", 1)}), pick});
     }
   } else if (op == OpId::nanmedian) {
     const std::string order = e.stable_order(x, key, d, n);
-    const std::string nans = e.node("ReduceSum", {e.node("Cast", {e.node("IsNaN", {key})}, {ai("to", onnx_dtype(DType::i64))}),
-                                                e.axes_input({d})},
-                                  {ai("keepdims", 1)});
+    const std::string nans = e.node(
+        "ReduceSum", {e.node("Cast", {e.node("IsNaN", {key})}, {ai("to", onnx_dtype(DType::i64))}), e.axes_input({d})},
+        {ai("keepdims", 1)});
     const std::string valid = e.node("Sub", {n, nans});
-    const std::string pos =
-        e.node("Div", {e.node("Max", {e.node("Sub", {valid, e.const_i64_scalar(1)}), e.const_i64_scalar(0)}), e.const_i64_scalar(2)});
+    const std::string pos = e.node(
+        "Div",
+        {e.node("Max", {e.node("Sub", {valid, e.const_i64_scalar(1)}), e.const_i64_scalar(0)}), e.const_i64_scalar(2)});
     pick = e.node("GatherElements", {order, pos}, {ai("axis", d)});
   } else if (op == OpId::mode) {
     // eq[.., i, j, ..] = (x_i == x_j) with i at dim d, j at d + 1 (NaN equals nothing: count 0).
-    const std::string eq = e.node("Equal", {e.node("Unsqueeze", {key, e.axes_input({d + 1})}), e.node("Unsqueeze", {key, e.axes_input({d})})});
+    const std::string eq = e.node(
+        "Equal", {e.node("Unsqueeze", {key, e.axes_input({d + 1})}), e.node("Unsqueeze", {key, e.axes_input({d})})});
     const std::string count =
-        e.node("ReduceSum", {e.node("Cast", {eq}, {ai("to", onnx_dtype(DType::i64))}), e.axes_input({d + 1})}, {ai("keepdims", 0)});
+        e.node("ReduceSum", {e.node("Cast", {eq}, {ai("to", onnx_dtype(DType::i64))}), e.axes_input({d + 1})},
+               {ai("keepdims", 0)});
     const std::string most = e.node("ReduceMax", {count}, {aints("axes", {d}), ai("keepdims", 1)});
-    const std::string none = fl ? e.const_scalar(std::numeric_limits<double>::infinity(), x.dtype == DType::f64 ? DType::f64 : DType::f32)
-                                : e.const_i64_scalar(std::numeric_limits<int64_t>::max());
-    const std::string value =
-        e.node("ReduceMin", {e.node("Where", {e.node("Equal", {count, most}), key, none})}, {aints("axes", {d}), ai("keepdims", 1)});
+    const std::string none =
+        fl ? e.const_scalar(std::numeric_limits<double>::infinity(), x.dtype == DType::f64 ? DType::f64 : DType::f32)
+           : e.const_i64_scalar(std::numeric_limits<int64_t>::max());
+    const std::string value = e.node("ReduceMin", {e.node("Where", {e.node("Equal", {count, most}), key, none})},
+                                     {aints("axes", {d}), ai("keepdims", 1)});
     const std::string at_value = e.node("Cast", {e.node("Equal", {key, value})}, {ai("to", onnx_dtype(DType::f32))});
     pick = e.node("ArgMax", {at_value}, {ai("axis", d), ai("keepdims", 1), ai("select_last_index", 1)});
     if (fl) pick = e.node("Where", {e.node("Equal", {most, e.const_i64_scalar(0)}), e.const_i64_scalar(0), pick});
@@ -108,8 +114,8 @@ void lower_quantile(Exporter& e, Call& c, const QuantileAttrs& a) {
   const bool has_dim = a.dim.has_value(), keep = a.keepdim;
   const int64_t rank0 = static_cast<int64_t>(x0.shape.size());
   const DType dt = x0.dtype;
-  NABLA_CHECK(NotImplemented, dt == DType::f32 || dt == DType::f64, "onnx::export_model: op '", e.op_label(), "' (", e.where(),
-                        ") on ", dt, " is not exported (float32 and float64 are)");
+  NABLA_CHECK(NotImplemented, dt == DType::f32 || dt == DType::f64, "onnx::export_model: op '", e.op_label(), "' (",
+              e.where(), ") on ", dt, " is not exported (float32 and float64 are)");
   Value x = x0;
   int64_t d = 0;
   if (!has_dim || rank0 == 0) {
@@ -133,7 +139,7 @@ void lower_quantile(Exporter& e, Call& c, const QuantileAttrs& a) {
   const std::string nan = e.node("IsNaN", {x.name});
   const std::string sorted = e.fresh("t");
   e.node_multi("TopK", {e.node("Where", {nan, k(std::numeric_limits<double>::infinity()), x.name}), n_i},
-             {ai("axis", d), ai("largest", 0), ai("sorted", 1)}, {sorted, e.fresh("t")});
+               {ai("axis", d), ai("largest", 0), ai("sorted", 1)}, {sorted, e.fresh("t")});
   const std::string nans =
       e.node("ReduceSum", {e.node("Cast", {nan}, {ai("to", onnx_dtype(dt))}), e.axes_input({d})}, {ai("keepdims", 1)});
   std::string ranks, nan_lines;
@@ -151,18 +157,20 @@ void lower_quantile(Exporter& e, Call& c, const QuantileAttrs& a) {
   else if (interp == "higher") ranks = e.node("Ceil", {ranks});
   else if (interp == "nearest") ranks = e.node("Round", {ranks});
   else
-    NABLA_CHECK(NotImplemented, interp == "linear" || interp == "midpoint", "onnx::export_model: op '", e.op_label(), "' (",
-                          e.where(), ") has no ONNX mapping for interpolation '", interp, "'");
+    NABLA_CHECK(NotImplemented, interp == "linear" || interp == "midpoint", "onnx::export_model: op '", e.op_label(),
+                "' (", e.where(), ") has no ONNX mapping for interpolation '", interp, "'");
   const std::string below = e.node("Cast", {ranks}, {ai("to", onnx_dtype(DType::i64))});
   std::string res = e.node("GatherElements", {sorted, below}, {ai("axis", d)});
   if (interp == "linear" || interp == "midpoint") {
-    const std::string w = interp == "midpoint" ? k(0.5) : e.node("Sub", {ranks, e.node("Cast", {below}, {ai("to", onnx_dtype(dt))})});
-    const std::string above = e.node("GatherElements", {sorted, e.node("Cast", {e.node("Ceil", {ranks})}, {ai("to", onnx_dtype(DType::i64))})},
-                                   {ai("axis", d)});
+    const std::string w =
+        interp == "midpoint" ? k(0.5) : e.node("Sub", {ranks, e.node("Cast", {below}, {ai("to", onnx_dtype(dt))})});
+    const std::string above = e.node(
+        "GatherElements", {sorted, e.node("Cast", {e.node("Ceil", {ranks})}, {ai("to", onnx_dtype(DType::i64))})},
+        {ai("axis", d)});
     const std::string diff = e.node("Sub", {above, res});
     // PyTorch's lerp: a + w (b - a) for w < 0.5, b - (b - a)(1 - w) otherwise.
     res = e.node("Where", {e.node("Less", {w, k(0.5)}), e.node("Add", {res, e.node("Mul", {w, diff})}),
-                         e.node("Sub", {above, e.node("Mul", {diff, e.node("Sub", {k(1), w})})})});
+                           e.node("Sub", {above, e.node("Mul", {diff, e.node("Sub", {k(1), w})})})});
   }
   res = e.node("Where", {nan_lines, k(std::numeric_limits<double>::quiet_NaN()), res});  // x's shape, Q at dim d
   if (!has_dim || rank0 == 0) {  // res: (Q) -> (Q?, 1 x rank when keepdim)
@@ -202,12 +210,13 @@ struct Runs {
 Runs runs_along(Exporter& e, const std::string& v, int64_t d, const std::vector<int64_t>& across,
                 const std::string& n) {
   const int64_t big = std::numeric_limits<int64_t>::max();
-  std::string changed = e.node("Not", {e.node("Equal", {e.node("Slice", {v, e.const_i64({1}), e.const_i64({big}), e.const_i64({d})}),
-                                                    e.node("Slice", {v, e.const_i64({0}), e.const_i64({-1}), e.const_i64({d})})})});
+  std::string changed =
+      e.node("Not", {e.node("Equal", {e.node("Slice", {v, e.const_i64({1}), e.const_i64({big}), e.const_i64({d})}),
+                                      e.node("Slice", {v, e.const_i64({0}), e.const_i64({-1}), e.const_i64({d})})})});
   if (!across.empty())
     changed = e.node("Greater", {e.node("ReduceMax", {e.node("Cast", {changed}, {ai("to", onnx_dtype(DType::i64))})},
-                                    {aints("axes", across), ai("keepdims", 0)}),
-                               e.const_i64_scalar(0)});
+                                        {aints("axes", across), ai("keepdims", 0)}),
+                                 e.const_i64_scalar(0)});
   Tensor first;
   {
     trace::Suspend s;
@@ -216,23 +225,23 @@ Runs runs_along(Exporter& e, const std::string& v, int64_t d, const std::vector<
   // The first element starts a run; the Slice to n keeps an empty input empty.
   Runs r;
   r.starts = e.node("Slice", {e.node("Concat", {e.const_tensor(first), changed}, {ai("axis", 0)}), e.const_i64({0}), n,
-                            e.const_i64({0})});
+                              e.const_i64({0})});
   r.at = e.node("Squeeze", {e.node("NonZero", {r.starts}), e.axes_input({0})});  // (m) int64
   return r;
 }
 
 std::string run_of_each(Exporter& e, const Runs& r) {
-  return e.node("Sub", {e.node("CumSum", {e.node("Cast", {r.starts}, {ai("to", onnx_dtype(DType::i64))}), e.const_i64_scalar(0)}),
-                      e.const_i64_scalar(1)});
+  return e.node(
+      "Sub", {e.node("CumSum", {e.node("Cast", {r.starts}, {ai("to", onnx_dtype(DType::i64))}), e.const_i64_scalar(0)}),
+              e.const_i64_scalar(1)});
 }
 
 void run_lengths(Exporter& e, const Runs& r, const std::string& n, Value& out) {
   const int64_t big = std::numeric_limits<int64_t>::max();
-  const std::string ends = e.node("Concat", {e.node("Slice", {r.at, e.const_i64({1}), e.const_i64({big}), e.const_i64({0})}), n},
-                                {ai("axis", 0)});
+  const std::string ends = e.node(
+      "Concat", {e.node("Slice", {r.at, e.const_i64({1}), e.const_i64({big}), e.const_i64({0})}), n}, {ai("axis", 0)});
   e.node("Sub", {ends, r.at}, {}, out.name);
 }
-
 
 // unique_consecutive, flattened or (dim) of slices along dim: a run starts where an element (a slice:
 // any of its elements) differs from the one before (NaN differs from everything, as in nabla);
@@ -291,20 +300,22 @@ void lower_unique_dim(Exporter& e, Call& c, const UniqueAttrs& a) {
     if (k == d) continue;
     perm.push_back(k);
     len *= x.shape[k];
-    NABLA_CHECK(NotImplemented, x.sym[k].empty(), "onnx::export_model: op 'unique' with dim (", e.where(),
-                          ") on ", x.shape, " with the dynamic axis '", x.sym[k], "' in its slices; only dim ", d,
-                          " may be dynamic");
+    NABLA_CHECK(NotImplemented, x.sym[k].empty(), "onnx::export_model: op 'unique' with dim (", e.where(), ") on ",
+                x.shape, " with the dynamic axis '", x.sym[k], "' in its slices; only dim ", d, " may be dynamic");
   }
-  NABLA_CHECK(NotImplemented, len >= 1 && len <= 1024, "onnx::export_model: op 'unique' with dim (", e.where(),
-                        ") on ", x.shape, ": slices of ", len, " elements (1 to 1024 export: one sort per element)");
-  const std::string rows = e.node("Reshape", {e.node("Transpose", {x.name}, {aints("perm", perm)}), e.const_i64({0, len})});  // (n, len)
+  NABLA_CHECK(NotImplemented, len >= 1 && len <= 1024, "onnx::export_model: op 'unique' with dim (", e.where(), ") on ",
+              x.shape, ": slices of ", len, " elements (1 to 1024 export: one sort per element)");
+  const std::string rows =
+      e.node("Reshape", {e.node("Transpose", {x.name}, {aints("perm", perm)}), e.const_i64({0, len})});  // (n, len)
   const std::string n = e.shape_of(rows, 0, 1);
-  std::string order = e.node("Range", {e.const_i64_scalar(0), e.node("Squeeze", {n, e.axes_input({0})}), e.const_i64_scalar(1)});
+  std::string order =
+      e.node("Range", {e.const_i64_scalar(0), e.node("Squeeze", {n, e.axes_input({0})}), e.const_i64_scalar(1)});
   Value col = x;
   col.shape = Shape{x.shape[d]};
   col.sym = {x.sym[d]};
   for (int64_t k = len; k-- > 0;) {
-    col.name = e.node("Gather", {e.node("Gather", {rows, order}, {ai("axis", 0)}), e.const_i64_scalar(k)}, {ai("axis", 1)});
+    col.name =
+        e.node("Gather", {e.node("Gather", {rows, order}, {ai("axis", 0)}), e.const_i64_scalar(k)}, {ai("axis", 1)});
     order = e.node("Gather", {order, e.stable_order(col, e.topk_key(col), 0, n)}, {ai("axis", 0)});
   }
   const std::string sorted = e.node("Gather", {rows, order}, {ai("axis", 0)});
@@ -336,26 +347,31 @@ void lower_histc(Exporter& e, Call& c, const HistcAttrs& a) {
   const double lo = a.min, hi = a.max;
   const DType dt = x.dtype;
   NABLA_CHECK(NotImplemented, dt == DType::f32 || dt == DType::f64, "onnx::export_model: op 'histc' (", e.where(),
-                        ") on ", dt, " is not exported (float32 and float64 are)");
+              ") on ", dt, " is not exported (float32 and float64 are)");
   auto k = [&](double v) { return e.const_scalar(v, dt); };
   const std::string flat = e.node("Reshape", {x.name, e.const_i64({-1})});
   std::string left = k(lo), right = k(hi);
   if (lo == hi) {
-    const std::string mn = e.node("ReduceMin", {flat}, {ai("keepdims", 0)}), mx = e.node("ReduceMax", {flat}, {ai("keepdims", 0)});
+    const std::string mn = e.node("ReduceMin", {flat}, {ai("keepdims", 0)}),
+                      mx = e.node("ReduceMax", {flat}, {ai("keepdims", 0)});
     const std::string same = e.node("Equal", {mn, mx});
     left = e.node("Where", {same, e.node("Sub", {mn, k(1)}), mn});
     right = e.node("Where", {same, e.node("Add", {mx, k(1)}), mx});
   }
-  std::string pos = e.node("Cast", {e.node("Div", {e.node("Mul", {e.node("Sub", {flat, left}), k(static_cast<double>(bins))}),
-                                               e.node("Sub", {right, left})})},
-                         {ai("to", onnx_dtype(DType::i64))});
+  std::string pos = e.node("Cast",
+                           {e.node("Div", {e.node("Mul", {e.node("Sub", {flat, left}), k(static_cast<double>(bins))}),
+                                           e.node("Sub", {right, left})})},
+                           {ai("to", onnx_dtype(DType::i64))});
   pos = e.node("Min", {pos, e.const_i64_scalar(bins - 1)});
-  const std::string inside = e.node("And", {e.node("GreaterOrEqual", {flat, left}), e.node("LessOrEqual", {flat, right})});
+  const std::string inside =
+      e.node("And", {e.node("GreaterOrEqual", {flat, left}), e.node("LessOrEqual", {flat, right})});
   std::vector<int64_t> ids(static_cast<size_t>(bins));
   for (int64_t i = 0; i < bins; ++i) ids[static_cast<size_t>(i)] = i;
-  const std::string hit = e.node("And", {e.node("Equal", {e.node("Unsqueeze", {pos, e.axes_input({1})}), e.const_i64(ids)}),
-                                       e.node("Unsqueeze", {inside, e.axes_input({1})})});
-  e.node("ReduceSum", {e.node("Cast", {hit}, {ai("to", onnx_dtype(dt))}), e.axes_input({0})}, {ai("keepdims", 0)}, y.name);
+  const std::string hit =
+      e.node("And", {e.node("Equal", {e.node("Unsqueeze", {pos, e.axes_input({1})}), e.const_i64(ids)}),
+                     e.node("Unsqueeze", {inside, e.axes_input({1})})});
+  e.node("ReduceSum", {e.node("Cast", {hit}, {ai("to", onnx_dtype(dt))}), e.axes_input({0})}, {ai("keepdims", 0)},
+         y.name);
 }
 
 // logcumsumexp as core/stats.cpp computes it: a Hillis-Steele scan along a static axis, each step
@@ -372,18 +388,23 @@ void lower_logcumsumexp(Exporter& e, Call& c, const DimAttrs& a) {
   const DType dt = x.dtype;
   auto step = [&](const std::string& a, const std::string& b) {
     const std::string diff = e.node("Sub", {a, b});
-    const std::string gap = e.node("Where", {e.node("IsNaN", {diff}), e.const_scalar(0, dt), e.node("Neg", {e.node("Abs", {diff})})});
-    return e.node("Add", {e.node("Max", {a, b}), e.node("Log", {e.node("Add", {e.node("Exp", {gap}), e.const_scalar(1, dt)})})});
+    const std::string gap =
+        e.node("Where", {e.node("IsNaN", {diff}), e.const_scalar(0, dt), e.node("Neg", {e.node("Abs", {diff})})});
+    return e.node(
+        "Add", {e.node("Max", {a, b}), e.node("Log", {e.node("Add", {e.node("Exp", {gap}), e.const_scalar(1, dt)})})});
   };
   if (rank > 0 && !x.sym[d].empty()) {  // a dynamic length: the rounds in a Loop, offsets from its shift
     const int64_t big = std::numeric_limits<int64_t>::max();
-    e.doubling_loop({cur}, {dt}, rank, d, [&](const std::vector<std::string>& st, const std::string& off) {
-      const std::string len = e.shape_of(st[0], d, d + 1), axis = e.const_i64({d}), zero = e.const_i64({0});
-      const std::string a = e.node("Slice", {st[0], off, e.const_i64({big}), axis});
-      const std::string b = e.node("Slice", {st[0], zero, e.node("Sub", {len, off}), axis});
-      return std::vector<std::string>{
-          e.node("Concat", {e.node("Slice", {st[0], zero, off, axis}), step(a, b)}, {ai("axis", d)})};
-    }, {y.name});
+    e.doubling_loop({cur}, {dt}, rank, d,
+                    [&](const std::vector<std::string>& st, const std::string& off) {
+                      const std::string len = e.shape_of(st[0], d, d + 1), axis = e.const_i64({d}),
+                                        zero = e.const_i64({0});
+                      const std::string a = e.node("Slice", {st[0], off, e.const_i64({big}), axis});
+                      const std::string b = e.node("Slice", {st[0], zero, e.node("Sub", {len, off}), axis});
+                      return std::vector<std::string>{
+                          e.node("Concat", {e.node("Slice", {st[0], zero, off, axis}), step(a, b)}, {ai("axis", d)})};
+                    },
+                    {y.name});
     return;
   }
   if (n <= 1) {
@@ -395,7 +416,7 @@ void lower_logcumsumexp(Exporter& e, Call& c, const DimAttrs& a) {
   };
   for (int64_t off = 1; off < n; off *= 2)
     cur = e.node("Concat", {slice(cur, 0, off), step(slice(cur, off, n), slice(cur, 0, n - off))}, {ai("axis", d)},
-               2 * off >= n ? y.name : std::string());
+                 2 * off >= n ? y.name : std::string());
 }
 
 // cummax / cummin: a log-step scan of (value, index) pairs along a static axis, combining the pair
@@ -422,8 +443,10 @@ void lower_cum_extreme(Exporter& e, Call& c, const DimAttrs& a) {
   // idx: 0 .. n-1 along dim d, expanded to x's shape (dynamic: a CumSum of ones, minus 1).
   std::string idx;
   if (dyn) {
-    idx = e.node("Sub", {e.node("CumSum", {e.node("Expand", {e.const_i64_scalar(1), e.node("Shape", {v})}), e.const_i64_scalar(d)}),
-                       e.const_i64_scalar(1)});
+    idx = e.node(
+        "Sub",
+        {e.node("CumSum", {e.node("Expand", {e.const_i64_scalar(1), e.node("Shape", {v})}), e.const_i64_scalar(d)}),
+         e.const_i64_scalar(1)});
   } else {
     std::vector<int64_t> col(static_cast<size_t>(rank), 1), ids(static_cast<size_t>(n));
     col[static_cast<size_t>(d)] = n;
@@ -431,7 +454,9 @@ void lower_cum_extreme(Exporter& e, Call& c, const DimAttrs& a) {
     idx = e.node("Expand", {e.node("Reshape", {e.const_i64(ids), e.const_i64(col)}), e.node("Shape", {v})});
   }
   std::string lowest;
-  if (fl) lowest = e.const_scalar(is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity(), kd);
+  if (fl)
+    lowest =
+        e.const_scalar(is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity(), kd);
   else lowest = e.const_i64_scalar(is_max ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max());
   // One round with shift s (pads: its Pad input; len: the dim's length, an int64 [1]).
   auto round = [&](const std::string& cv, const std::string& ci, const std::string& pads, const std::string& len) {
@@ -448,9 +473,11 @@ void lower_cum_extreme(Exporter& e, Call& c, const DimAttrs& a) {
     std::vector<int64_t> unit(static_cast<size_t>(2 * rank), 0);
     unit[static_cast<size_t>(d)] = 1;
     const std::string unit_pads = e.const_i64(unit), vf = e.fresh("t");
-    e.doubling_loop({v, idx}, {kd, DType::i64}, rank, d, [&](const std::vector<std::string>& st, const std::string& s) {
-      return round(st[0], st[1], e.node("Mul", {unit_pads, s}), e.shape_of(st[0], d, d + 1));
-    }, {vf, ov[1].name});
+    e.doubling_loop({v, idx}, {kd, DType::i64}, rank, d,
+                    [&](const std::vector<std::string>& st, const std::string& s) {
+                      return round(st[0], st[1], e.node("Mul", {unit_pads, s}), e.shape_of(st[0], d, d + 1));
+                    },
+                    {vf, ov[1].name});
     e.node("Identity", {e.cast(vf, kd, x.dtype)}, {}, ov[0].name);
     return;
   }
@@ -482,12 +509,12 @@ void lower_searchsorted(Exporter& e, Call& c, const SearchsortedAttrs& a) {
   std::string s = e.cast(seq, common);
   if (sorter) s = e.node("GatherElements", {s, sorter->name}, {ai("axis", -1)});
   const int64_t rs = static_cast<int64_t>(seq.shape.size()), rv = static_cast<int64_t>(vals.shape.size());
-  if (rs > 1) s = e.node("Unsqueeze", {s, e.axes_input({rs - 1})});  // (..., 1, n)
+  if (rs > 1) s = e.node("Unsqueeze", {s, e.axes_input({rs - 1})});                       // (..., 1, n)
   const std::string v = e.node("Unsqueeze", {e.cast(vals, common), e.axes_input({rv})});  // (..., m, 1)
   const std::string stop = e.node(a.right ? "Greater" : "GreaterOrEqual", {s, v});
-  const std::string count = e.node("ReduceSum", {e.node("Cast", {e.node("Not", {stop})}, {ai("to", onnx_dtype(DType::i64))}),
-                                               e.const_i64({-1})},
-                                 {ai("keepdims", 0)});
+  const std::string count = e.node(
+      "ReduceSum", {e.node("Cast", {e.node("Not", {stop})}, {ai("to", onnx_dtype(DType::i64))}), e.const_i64({-1})},
+      {ai("keepdims", 0)});
   e.node("Identity", {e.cast(count, DType::i64, y.dtype)}, {}, y.name);
   y.sym = vals.sym;
 }
@@ -499,16 +526,18 @@ void lower_bincount(Exporter& e, Call& c, const BincountAttrs& a) {
   const Value* weights = c.iv[1];
   Value& y = c.y();
   const std::string xi = e.cast(x, DType::i64);
-  const std::string top = e.node("ReduceMax", {e.node("Concat", {xi, e.const_i64({-1})}, {ai("axis", 0)})}, {ai("keepdims", 1)});
+  const std::string top =
+      e.node("ReduceMax", {e.node("Concat", {xi, e.const_i64({-1})}, {ai("axis", 0)})}, {ai("keepdims", 1)});
   const std::string len = e.node("Max", {e.node("Add", {top, e.const_i64({1})}), e.const_i64({a.minlength})});
-  const std::string ids = e.node("Range", {e.const_i64_scalar(0), e.node("Squeeze", {len, e.axes_input({0})}), e.const_i64_scalar(1)});
+  const std::string ids =
+      e.node("Range", {e.const_i64_scalar(0), e.node("Squeeze", {len, e.axes_input({0})}), e.const_i64_scalar(1)});
   const std::string hit = e.node("Cast", {e.node("Equal", {e.node("Unsqueeze", {xi, e.axes_input({1})}), ids})},
-                               {ai("to", onnx_dtype(y.dtype))});
-  const std::string terms = weights ? e.node("Mul", {hit, e.node("Unsqueeze", {e.cast(*weights, y.dtype), e.axes_input({1})})}) : hit;
+                                 {ai("to", onnx_dtype(y.dtype))});
+  const std::string terms =
+      weights ? e.node("Mul", {hit, e.node("Unsqueeze", {e.cast(*weights, y.dtype), e.axes_input({1})})}) : hit;
   e.node("ReduceSum", {terms, e.axes_input({0})}, {ai("keepdims", 0)}, y.name);
   y.sym[0] = e.fresh("bincount_");
 }
-
 
 void lower_median(Exporter& e, Call& c, const OptionalDimAttrs& a) { lower_order_stat(e, c, a.dim, a.keepdim); }
 void lower_mode(Exporter& e, Call& c, const DimKeepAttrs& a) { lower_order_stat(e, c, a.dim, a.keepdim); }

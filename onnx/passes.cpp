@@ -29,7 +29,8 @@ void Exporter::fold_batch_norms(const std::set<std::string>& graph_outputs) {
     if (pit == producer.end()) continue;
     ONode& conv = nodes_[pit->second];
     if (conv.op_type != "Conv" || uses[conv.outputs[0]] != 1 || graph_outputs.count(conv.outputs[0])) continue;
-    bool all_const = init_index.count(conv.inputs[1]) > 0 && (conv.inputs.size() < 3 || init_index.count(conv.inputs[2]) > 0);
+    bool all_const =
+        init_index.count(conv.inputs[1]) > 0 && (conv.inputs.size() < 3 || init_index.count(conv.inputs[2]) > 0);
     for (size_t k = 1; k < 5; ++k) all_const = all_const && init_index.count(bn.inputs[k]) > 0;
     if (!all_const) continue;
     auto get = [&](const std::string& n) { return inits[init_index[n]].data.to(kFloat64); };

@@ -50,18 +50,30 @@ proto::Writer node_proto(const ONode& n) {
     proto::Writer aw;
     aw.bytes(1, a.name);  // AttributeProto.name
     switch (a.kind) {
-      case OAttr::kInt: aw.int64(3, a.i); aw.int64(20, 2); break;          // i, type INT
-      case OAttr::kFloat: aw.float32(2, a.f); aw.int64(20, 1); break;      // f, type FLOAT
-      case OAttr::kInts: aw.packed_int64(8, a.ints); aw.int64(20, 7); break;  // ints, type INTS
-      case OAttr::kString: aw.bytes(4, a.s); aw.int64(20, 3); break;       // s, type STRING
-      case OAttr::kStrings:                                                 // strings, type STRINGS
+      case OAttr::kInt:
+        aw.int64(3, a.i);
+        aw.int64(20, 2);
+        break;  // i, type INT
+      case OAttr::kFloat:
+        aw.float32(2, a.f);
+        aw.int64(20, 1);
+        break;  // f, type FLOAT
+      case OAttr::kInts:
+        aw.packed_int64(8, a.ints);
+        aw.int64(20, 7);
+        break;  // ints, type INTS
+      case OAttr::kString:
+        aw.bytes(4, a.s);
+        aw.int64(20, 3);
+        break;               // s, type STRING
+      case OAttr::kStrings:  // strings, type STRINGS
         for (const auto& x : a.strings) aw.bytes(9, x);
         aw.int64(20, 8);
         break;
       case OAttr::kGraph: {  // g, type GRAPH
         proto::Writer gw;
-        for (const auto& bn : a.g->nodes) gw.message(1, node_proto(bn));       // GraphProto.node
-        gw.bytes(2, "body");                                                   // GraphProto.name
+        for (const auto& bn : a.g->nodes) gw.message(1, node_proto(bn));          // GraphProto.node
+        gw.bytes(2, "body");                                                      // GraphProto.name
         for (const auto& io : a.g->inputs) gw.message(11, body_value_info(io));   // GraphProto.input
         for (const auto& io : a.g->outputs) gw.message(12, body_value_info(io));  // GraphProto.output
         aw.message(6, gw);
@@ -77,7 +89,7 @@ proto::Writer node_proto(const ONode& n) {
 }  // namespace
 
 std::string Exporter::serialize(const std::vector<std::string>& output_names, const std::vector<Tensor>& outputs,
-                                 const ExportOptions& options, std::string* data, const std::string& data_name) {
+                                const ExportOptions& options, std::string* data, const std::string& data_name) {
   // Graph outputs: the traced values, renamed (an input or initializer returned as is goes
   // through an Identity).
   std::vector<Value> outs;
@@ -99,17 +111,17 @@ std::string Exporter::serialize(const std::vector<std::string>& output_names, co
     } else {
       bool is_input = std::any_of(inputs_.begin(), inputs_.end(), [&](const Value& in) { return in.name == v.name; });
       NABLA_CHECK(NotImplemented, is_input, "onnx::export_model: the output (", describe(outputs[i]),
-                            ") does not depend on the inputs: an op the exporter does not see computed it (one "
-                            "without a trace hook on tensors that take no part in autograd, or code under NoGradGuard "
-                            "in forward), so the graph would return a constant");
+                  ") does not depend on the inputs: an op the exporter does not see computed it (one "
+                  "without a trace hook on tensors that take no part in autograd, or code under NoGradGuard "
+                  "in forward), so the graph would return a constant");
       node("Identity", {v.name}, {}, want);
     }
     v.name = want;
     if (auto it = options.dynamic_axes.find(want); it != options.dynamic_axes.end())
       for (const auto& [d, s] : it->second) {
         int64_t dd = wrap(d, static_cast<int64_t>(v.shape.size()));
-        NABLA_CHECK(ValueError, dd >= 0 && dd < static_cast<int64_t>(v.shape.size()), "onnx::export_model: dynamic_axes names dim ",
-                          d, " of output '", want, "' of shape ", v.shape);
+        NABLA_CHECK(ValueError, dd >= 0 && dd < static_cast<int64_t>(v.shape.size()),
+                    "onnx::export_model: dynamic_axes names dim ", d, " of output '", want, "' of shape ", v.shape);
         v.sym[dd] = s;
       }
     outs.push_back(v);
@@ -119,20 +131,20 @@ std::string Exporter::serialize(const std::vector<std::string>& output_names, co
 
   proto::Writer graph;
   for (const auto& n : nodes_) graph.message(1, node_proto(n));  // GraphProto.node
-  graph.bytes(2, "nabla");  // GraphProto.name
+  graph.bytes(2, "nabla");                                       // GraphProto.name
   // Protobuf messages stop at 2 GiB: beyond that the weights must go to an external data file.
   size_t total = 0;
   for (const auto& init : inits) total += init.data.nbytes();
   const bool too_big = total >= (size_t(2) << 30) - (size_t(64) << 20);
   NABLA_CHECK(ValueError, data || !too_big, "onnx::export_model: the weights take ", total,
-                    " bytes, more than a protobuf message holds (2 GiB); export_model to a file writes them to an "
-                    "external data file");
+              " bytes, more than a protobuf message holds (2 GiB); export_model to a file writes them to an "
+              "external data file");
   if (!options.external_data && !too_big) data = nullptr;
   for (const auto& init : inits) {
     proto::Writer tw;
     for (int64_t d : init.data.sizes()) tw.int64(1, d);  // TensorProto.dims
-    tw.int64(2, onnx_dtype(init.data.dtype()));           // TensorProto.data_type
-    tw.bytes(8, init.name);                               // TensorProto.name
+    tw.int64(2, onnx_dtype(init.data.dtype()));          // TensorProto.data_type
+    tw.bytes(8, init.name);                              // TensorProto.name
     std::string_view bytes(static_cast<const char*>(init.data.data_ptr()), init.data.nbytes());
     if (data && bytes.size() >= 1024) {
       data->resize((data->size() + 4095) / 4096 * 4096, '\0');
@@ -156,14 +168,14 @@ std::string Exporter::serialize(const std::vector<std::string>& output_names, co
   for (const auto& v : outs) graph.message(12, value_info(v.name, v.dtype, v.shape, v.sym));     // GraphProto.output
 
   proto::Writer model;
-  model.int64(1, 8);                // ModelProto.ir_version (ONNX 1.12: IR 8, opsets up to 17)
-  model.bytes(2, "nabla");          // producer_name
-  model.bytes(3, "0.1");            // producer_version
-  model.message(7, graph);          // graph
+  model.int64(1, 8);        // ModelProto.ir_version (ONNX 1.12: IR 8, opsets up to 17)
+  model.bytes(2, "nabla");  // producer_name
+  model.bytes(3, "0.1");    // producer_version
+  model.message(7, graph);  // graph
   proto::Writer opset_id;
-  opset_id.bytes(1, "");            // OperatorSetIdProto.domain (ai.onnx)
-  opset_id.int64(2, opset);         // OperatorSetIdProto.version
-  model.message(8, opset_id);       // opset_import
+  opset_id.bytes(1, "");       // OperatorSetIdProto.domain (ai.onnx)
+  opset_id.int64(2, opset);    // OperatorSetIdProto.version
+  model.message(8, opset_id);  // opset_import
   return model.data();
 }
 

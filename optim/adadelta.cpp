@@ -29,7 +29,8 @@ void Adadelta::step() {
       s.step += 1;
       // One fused pass where the backend has it (contiguous tensors), else the same update in Tensor ops.
       if (fused_steps(p.device())
-              .adadelta_step(p, p.grad(), s.square_avg, s.acc_delta, {o.lr, o.rho, o.eps, o.weight_decay, o.maximize})) {
+              .adadelta_step(p, p.grad(), s.square_avg, s.acc_delta,
+                             {o.lr, o.rho, o.eps, o.weight_decay, o.maximize})) {
         internal::bump_version(p);  // as the in-place ops of the composed update would
         continue;
       }

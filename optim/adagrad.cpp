@@ -13,7 +13,7 @@ void AdagradOptions::check() const {
   NABLA_CHECK(ValueError, lr_decay >= 0, "Adagrad: invalid lr_decay ", lr_decay, " (must be >= 0)");
   NABLA_CHECK(ValueError, weight_decay >= 0, "Adagrad: invalid weight_decay ", weight_decay, " (must be >= 0)");
   NABLA_CHECK(ValueError, initial_accumulator_value >= 0, "Adagrad: invalid initial_accumulator_value ",
-                    initial_accumulator_value, " (must be >= 0)");
+              initial_accumulator_value, " (must be >= 0)");
   NABLA_CHECK(ValueError, eps >= 0, "Adagrad: invalid eps ", eps, " (must be >= 0)");
 }
 

@@ -22,9 +22,9 @@ void check_adam_options(const O& o, const char* name) {
   NABLA_CHECK(ValueError, o.lr >= 0, name, ": invalid learning rate ", o.lr, " (must be >= 0)");
   NABLA_CHECK(ValueError, o.eps >= 0, name, ": invalid eps ", o.eps, " (must be >= 0)");
   NABLA_CHECK(ValueError, o.betas.first >= 0 && o.betas.first < 1, name, ": invalid beta1 ", o.betas.first,
-                    " (must be in [0, 1))");
+              " (must be in [0, 1))");
   NABLA_CHECK(ValueError, o.betas.second >= 0 && o.betas.second < 1, name, ": invalid beta2 ", o.betas.second,
-                    " (must be in [0, 1))");
+              " (must be in [0, 1))");
   NABLA_CHECK(ValueError, o.weight_decay >= 0, name, ": invalid weight_decay ", o.weight_decay, " (must be >= 0)");
 }
 
@@ -89,7 +89,8 @@ struct AdamParamState {
 class Adam : public OptimizerImpl<AdamOptions, AdamParamState> {
  public:
   Adam(std::vector<Tensor> params, AdamOptions defaults = {}) : OptimizerImpl("Adam", std::move(params), defaults) {}
-  Adam(std::vector<ParamGroup> groups, AdamOptions defaults = {}) : OptimizerImpl("Adam", std::move(groups), defaults) {}
+  Adam(std::vector<ParamGroup> groups, AdamOptions defaults = {})
+      : OptimizerImpl("Adam", std::move(groups), defaults) {}
   using Optimizer::step;
   void step() override;
 };

@@ -72,8 +72,7 @@ void RAdam::step() {
       const double rho_inf = 2 / (1 - beta2) - 1;
       const double rho_t = rho_inf - 2 * t * std::pow(beta2, t) / bias_correction2;
       if (rho_t > 5) {
-        const double rect =
-            std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t));
+        const double rect = std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t));
         Tensor denom = s.exp_avg_sq.sqrt().add_(o.eps);
         p.add_(s.exp_avg / denom, -o.lr / bias_correction1 * rect * std::sqrt(bias_correction2));
       } else {

@@ -44,7 +44,8 @@ struct ASGDParamState {
 class ASGD : public OptimizerImpl<ASGDOptions, ASGDParamState> {
  public:
   ASGD(std::vector<Tensor> params, ASGDOptions defaults = {}) : OptimizerImpl("ASGD", std::move(params), defaults) {}
-  ASGD(std::vector<ParamGroup> groups, ASGDOptions defaults = {}) : OptimizerImpl("ASGD", std::move(groups), defaults) {}
+  ASGD(std::vector<ParamGroup> groups, ASGDOptions defaults = {})
+      : OptimizerImpl("ASGD", std::move(groups), defaults) {}
   using Optimizer::step;
   void step() override;
 };

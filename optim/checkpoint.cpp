@@ -49,17 +49,11 @@ void naming_file(const std::string& path, F&& f) {
   auto msg = [&](const Error& e) { return "load_checkpoint: '" + path + "': " + e.what(); };
   try {
     f();
-  } catch (const ShapeError& e) {
-    throw ShapeError(msg(e));
-  } catch (const DTypeError& e) {
+  } catch (const ShapeError& e) { throw ShapeError(msg(e)); } catch (const DTypeError& e) {
     throw DTypeError(msg(e));
-  } catch (const DeviceError& e) {
-    throw DeviceError(msg(e));
-  } catch (const IndexError& e) {
+  } catch (const DeviceError& e) { throw DeviceError(msg(e)); } catch (const IndexError& e) {
     throw IndexError(msg(e));
-  } catch (const ValueError& e) {
-    throw ValueError(msg(e));
-  } catch (const IOError& e) {
+  } catch (const ValueError& e) { throw ValueError(msg(e)); } catch (const IOError& e) {
     throw IOError(msg(e));
   }
 }
@@ -72,7 +66,8 @@ std::string rng_string(Device d) {
 Generator::State parse_rng(const std::string& s, const std::string& key, const std::string& path) {
   auto sp = s.find(' ');
   if (sp == std::string::npos)
-    throw IOError("load_checkpoint: '" + path + "': malformed " + key + " (expected \"<seed> <offset>\"): " + io::quote_name(s));
+    throw IOError("load_checkpoint: '" + path + "': malformed " + key +
+                  " (expected \"<seed> <offset>\"): " + io::quote_name(s));
   return {parse_u64(s.substr(0, sp), key, path), parse_u64(s.substr(sp + 1), key, path)};
 }
 
@@ -129,8 +124,8 @@ void load_checkpoint(const std::string& path, Checkpoint& c) {
                   "); for plain weights use nn::load_weights");
   const std::string* version = meta("format_version");
   if (!version || *version != kVersion)
-    throw IOError("load_checkpoint: '" + path + "' has checkpoint format version " + (version ? io::quote_name(*version) : "?") +
-                  ", this nabla reads version " + kVersion);
+    throw IOError("load_checkpoint: '" + path + "' has checkpoint format version " +
+                  (version ? io::quote_name(*version) : "?") + ", this nabla reads version " + kVersion);
   std::string contents = meta("contents") ? *meta("contents") : "";
   auto has = [&](const std::string& p) { return ("," + contents + ",").find("," + p + ",") != std::string::npos; };
   int64_t epoch = meta("epoch") ? parse_count(*meta("epoch"), "epoch", path) : 0;
@@ -141,8 +136,8 @@ void load_checkpoint(const std::string& path, Checkpoint& c) {
 
   auto require = [&](bool target, const char* what) {
     if (target && !has(what))
-      throw IOError(std::string("load_checkpoint: '") + path + "' holds no " + what + " state (it has: " +
-                    (contents.empty() ? "nothing" : io::quote_name(contents)) + ")");
+      throw IOError(std::string("load_checkpoint: '") + path + "' holds no " + what +
+                    " state (it has: " + (contents.empty() ? "nothing" : io::quote_name(contents)) + ")");
   };
   require(c.model, "model");
   require(c.optimizer, "optimizer");
@@ -155,8 +150,8 @@ void load_checkpoint(const std::string& path, Checkpoint& c) {
     const std::string text = s ? *s : "";
     auto a = text.find(' '), b = a == std::string::npos ? a : text.find(' ', a + 1);
     if (b == std::string::npos)
-      throw IOError("load_checkpoint: '" + path + "': malformed loader state (expected \"<seed> <epoch> <index>\"): " +
-                    io::quote_name(text));
+      throw IOError("load_checkpoint: '" + path +
+                    "': malformed loader state (expected \"<seed> <epoch> <index>\"): " + io::quote_name(text));
     loader_state = {parse_u64(text.substr(0, a), "the loader's seed", path),
                     parse_count(text.substr(a + 1, b - a - 1), "the loader's epoch", path),
                     parse_count(text.substr(b + 1), "the loader's index", path)};

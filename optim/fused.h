@@ -62,15 +62,21 @@ struct SgdStep {
 // X(name, bool, (parameters), no), core/device_table.h's list shape: each entry answers whether it
 // did the update (for contiguous tensors of one floating dtype; false where it has no kernel for
 // them, having written nothing; an entry a device does not fill answers false too).
-#define NABLA_FUSED_STEPS(X)                                                                                   \
+#define NABLA_FUSED_STEPS(X)                                                                                        \
   X(sgd_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s), no) \
-  X(adam_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq, \
-                      const Tensor& max_exp_avg_sq, const AdamStep& a), no)                                     \
-  X(rmsprop_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& square_avg,                    \
-                         const Tensor& grad_avg, const Tensor& momentum_buffer, const RmspropStep& r), no)     \
-  X(adagrad_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStep& a), no) \
-  X(adadelta_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& square_avg,                  \
-                          const Tensor& acc_delta, const AdadeltaStep& a), no)
+  X(adam_step, bool,                                                                                                \
+    (const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,                      \
+     const Tensor& max_exp_avg_sq, const AdamStep& a),                                                              \
+    no)                                                                                                             \
+  X(rmsprop_step, bool,                                                                                             \
+    (const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,                     \
+     const Tensor& momentum_buffer, const RmspropStep& r),                                                          \
+    no)                                                                                                             \
+  X(adagrad_step, bool, (const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStep& a), no)     \
+  X(adadelta_step, bool,                                                                                            \
+    (const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& acc_delta,                    \
+     const AdadeltaStep& a),                                                                                        \
+    no)
 
 // One device's updates (core/device_table.h), filled from the list by optim/cpu/fused_steps.cpp and
 // cuda/optim.cu.

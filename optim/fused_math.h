@@ -25,10 +25,16 @@ template <class T>
 struct AdamCoeffs {
   T b1, b2, c1, c2, eps, bc2, step, wd, decay, sign;
   explicit AdamCoeffs(const AdamStep& a)
-      : b1(static_cast<T>(a.beta1)), b2(static_cast<T>(a.beta2)), c1(static_cast<T>(1 - a.beta1)),
-        c2(static_cast<T>(1 - a.beta2)), eps(static_cast<T>(a.eps)), bc2(static_cast<T>(a.bias_correction2_sqrt)),
-        step(static_cast<T>(a.step_size)), wd(static_cast<T>(a.weight_decay)),
-        decay(static_cast<T>(1 - a.lr * a.weight_decay)), sign(a.maximize ? T(-1) : T(1)) {}
+      : b1(static_cast<T>(a.beta1)),
+        b2(static_cast<T>(a.beta2)),
+        c1(static_cast<T>(1 - a.beta1)),
+        c2(static_cast<T>(1 - a.beta2)),
+        eps(static_cast<T>(a.eps)),
+        bc2(static_cast<T>(a.bias_correction2_sqrt)),
+        step(static_cast<T>(a.step_size)),
+        wd(static_cast<T>(a.weight_decay)),
+        decay(static_cast<T>(1 - a.lr * a.weight_decay)),
+        sign(a.maximize ? T(-1) : T(1)) {}
 };
 
 // WD: 0 no weight decay, 1 L2 added to the gradient (Adam), 2 decoupled (AdamW).
@@ -58,8 +64,12 @@ template <class T>
 struct RmspropCoeffs {
   T lr, alpha, c, eps, wd, mom, sign;
   explicit RmspropCoeffs(const RmspropStep& r)
-      : lr(static_cast<T>(r.lr)), alpha(static_cast<T>(r.alpha)), c(static_cast<T>(1 - r.alpha)),
-        eps(static_cast<T>(r.eps)), wd(static_cast<T>(r.weight_decay)), mom(static_cast<T>(r.momentum)),
+      : lr(static_cast<T>(r.lr)),
+        alpha(static_cast<T>(r.alpha)),
+        c(static_cast<T>(1 - r.alpha)),
+        eps(static_cast<T>(r.eps)),
+        wd(static_cast<T>(r.weight_decay)),
+        mom(static_cast<T>(r.momentum)),
         sign(r.maximize ? T(-1) : T(1)) {}
 };
 
@@ -92,7 +102,9 @@ template <class T>
 struct AdagradCoeffs {
   T clr, eps, wd, sign;
   explicit AdagradCoeffs(const AdagradStep& a)
-      : clr(static_cast<T>(a.clr)), eps(static_cast<T>(a.eps)), wd(static_cast<T>(a.weight_decay)),
+      : clr(static_cast<T>(a.clr)),
+        eps(static_cast<T>(a.eps)),
+        wd(static_cast<T>(a.weight_decay)),
         sign(a.maximize ? T(-1) : T(1)) {}
 };
 
@@ -110,8 +122,12 @@ template <class T>
 struct AdadeltaCoeffs {
   T lr, rho, c, eps, wd, sign;
   explicit AdadeltaCoeffs(const AdadeltaStep& a)
-      : lr(static_cast<T>(a.lr)), rho(static_cast<T>(a.rho)), c(static_cast<T>(1 - a.rho)),
-        eps(static_cast<T>(a.eps)), wd(static_cast<T>(a.weight_decay)), sign(a.maximize ? T(-1) : T(1)) {}
+      : lr(static_cast<T>(a.lr)),
+        rho(static_cast<T>(a.rho)),
+        c(static_cast<T>(1 - a.rho)),
+        eps(static_cast<T>(a.eps)),
+        wd(static_cast<T>(a.weight_decay)),
+        sign(a.maximize ? T(-1) : T(1)) {}
 };
 
 template <bool WD, class T>
@@ -130,8 +146,11 @@ template <class T>
 struct SgdCoeffs {
   T lr, mom, damp, wd, sign;
   explicit SgdCoeffs(const SgdStep& s)
-      : lr(static_cast<T>(s.lr)), mom(static_cast<T>(s.momentum)), damp(static_cast<T>(1 - s.dampening)),
-        wd(static_cast<T>(s.weight_decay)), sign(s.maximize ? T(-1) : T(1)) {}
+      : lr(static_cast<T>(s.lr)),
+        mom(static_cast<T>(s.momentum)),
+        damp(static_cast<T>(1 - s.dampening)),
+        wd(static_cast<T>(s.weight_decay)),
+        sign(s.maximize ? T(-1) : T(1)) {}
 };
 
 // MOM: 0 without momentum (buf unused), 1 on the first step (buf = g), 2 after it.
@@ -194,7 +213,8 @@ inline bool fused_step_fits(const Tensor& param, const Tensor& grad, std::initia
   const DType dt = param.dtype();
   if (dt != DType::f32 && dt != DType::f64) return false;
   auto fits = [&](const Tensor& t) {
-    return t.defined() && t.dtype() == dt && t.device() == param.device() && t.is_contiguous() && t.numel() == param.numel();
+    return t.defined() && t.dtype() == dt && t.device() == param.device() && t.is_contiguous() &&
+           t.numel() == param.numel();
   };
   if (!fits(param) || !fits(grad)) return false;
   for (const Tensor* t : state)
@@ -211,18 +231,17 @@ bool run_fused_step(bool fits, const Tensor& param, F&& f) {
   else f(type_tag<double>{});
   return true;
 }
-inline bool sgd_step_fits(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
-                          const SgdStep& s) {
+inline bool sgd_step_fits(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
   return fused_step_fits(param, grad, {s.momentum != 0 ? &momentum_buffer : nullptr});
 }
 inline bool adam_step_fits(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                            const Tensor& max_exp_avg_sq, const AdamStep& a) {
   return fused_step_fits(param, grad, {&exp_avg, &exp_avg_sq, a.amsgrad ? &max_exp_avg_sq : nullptr});
 }
-inline bool rmsprop_step_fits(const Tensor& param, const Tensor& grad, const Tensor& square_avg,
-                              const Tensor& grad_avg, const Tensor& momentum_buffer, const RmspropStep& r) {
-  return fused_step_fits(param, grad, {&square_avg, r.centered ? &grad_avg : nullptr,
-                                       r.momentum > 0 ? &momentum_buffer : nullptr});
+inline bool rmsprop_step_fits(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
+                              const Tensor& momentum_buffer, const RmspropStep& r) {
+  return fused_step_fits(param, grad,
+                         {&square_avg, r.centered ? &grad_avg : nullptr, r.momentum > 0 ? &momentum_buffer : nullptr});
 }
 
 }  // namespace NABLA_OPTIM_MATH_BUILD

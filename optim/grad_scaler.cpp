@@ -32,10 +32,8 @@ bool unscale_contiguous(T* x, int64_t n, T inv) {
     }
     if (bad) found.store(true, std::memory_order_relaxed);
   };
-  if (inv == T(1))
-    parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) { run.template operator()<false>(b, e); });
-  else
-    parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) { run.template operator()<true>(b, e); });
+  if (inv == T(1)) parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) { run.template operator()<false>(b, e); });
+  else parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) { run.template operator()<true>(b, e); });
   return found.load();
 }
 
@@ -45,7 +43,7 @@ bool unscale_contiguous(T* x, int64_t n, T inv) {
 bool unscale_grads(const std::vector<Tensor>& grads, float inv_scale) {
   bool found = false;
   std::vector<std::pair<Device, std::vector<Tensor>>> flags;  // "all finite" per gradient, by device
-  for (Tensor g : grads) {  // (a handle: g.mul_ changes the gradient itself)
+  for (Tensor g : grads) {                                    // (a handle: g.mul_ changes the gradient itself)
     if (g.device().is_cpu() && g.is_contiguous() && g.dtype() == kFloat32) {
       found |= unscale_contiguous<float, uint32_t>(g.data_ptr<float>(), g.numel(), inv_scale);
     } else if (g.device().is_cpu() && g.is_contiguous() && g.dtype() == kFloat64) {
@@ -73,8 +71,10 @@ GradScaler::GradScaler(GradScalerOptions o)
       backoff_factor_(o.backoff_factor),
       growth_interval_(o.growth_interval) {
   if (enabled_) {
-    NABLA_CHECK(ValueError, o.growth_factor > 1.0, "GradScaler: the growth factor must be > 1.0, got ", o.growth_factor);
-    NABLA_CHECK(ValueError, o.backoff_factor < 1.0, "GradScaler: the backoff factor must be < 1.0, got ", o.backoff_factor);
+    NABLA_CHECK(ValueError, o.growth_factor > 1.0, "GradScaler: the growth factor must be > 1.0, got ",
+                o.growth_factor);
+    NABLA_CHECK(ValueError, o.backoff_factor < 1.0, "GradScaler: the backoff factor must be < 1.0, got ",
+                o.backoff_factor);
   }
 }
 
@@ -111,7 +111,8 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   OptState& st = per_optimizer_[&optimizer];
   NABLA_CHECK(ValueError, st.stage != Stage::unscaled,
               "GradScaler::unscale_: unscale_() has already been called on this optimizer since the last update() (",
-              optimizer.name(), "); call it once per optimizer per iteration, after the last backward, "
+              optimizer.name(),
+              "); call it once per optimizer per iteration, after the last backward, "
               "and call scaler.update() before the next one");
   NABLA_CHECK(ValueError, st.stage != Stage::stepped, "GradScaler::unscale_: unscale_() is being called after step() (",
               optimizer.name(), "); unscale_ before step, or call scaler.update() first");
@@ -123,8 +124,9 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
     for (const Tensor& p : optimizer.params(g)) {
       const Tensor& grad = p.grad();
       if (grad.defined()) {
-        NABLA_CHECK(ValueError, grad.dtype() != kFloat16, "GradScaler::unscale_: Attempting to unscale FP16 gradients (",
-                    optimizer.name(), " parameter ", index, ", shape ", p.sizes(),
+        NABLA_CHECK(ValueError, grad.dtype() != kFloat16,
+                    "GradScaler::unscale_: Attempting to unscale FP16 gradients (", optimizer.name(), " parameter ",
+                    index, ", shape ", p.sizes(),
                     ", has a float16 gradient). Keep the parameters in float32 and run the float16 compute under "
                     "autocast, which casts per op; or use bfloat16 parameters, which the scaler unscales");
         grads.push_back(grad);
@@ -146,11 +148,13 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
   }
   check_started("step");
   OptState& st = per_optimizer_[&optimizer];
-  NABLA_CHECK(ValueError, st.stage != Stage::stepped, "GradScaler::step: step() has already been called on this optimizer (",
-              optimizer.name(), ") since the last update(); call scaler.update() once per iteration");
+  NABLA_CHECK(ValueError, st.stage != Stage::stepped,
+              "GradScaler::step: step() has already been called on this optimizer (", optimizer.name(),
+              ") since the last update(); call scaler.update() once per iteration");
   if (st.stage == Stage::ready) unscale_(optimizer);
   NABLA_CHECK(ValueError, st.checked, "GradScaler::step: no inf checks were recorded for this optimizer (",
-              optimizer.name(), "): none of its parameters has a gradient; call scaler.scale(loss).backward() before step()");
+              optimizer.name(),
+              "): none of its parameters has a gradient; call scaler.scale(loss).backward() before step()");
   st.stage = Stage::stepped;
   if (st.found_inf) return false;
   optimizer.step();
@@ -234,8 +238,8 @@ double read_number(const nn::StateDict& sd, const char* key) {
 int64_t read_count(const nn::StateDict& sd, const char* key, int64_t lo) {
   constexpr double kMax = 9007199254740992.0;  // 2^53
   const double v = read_number(sd, key);
-  NABLA_CHECK(ValueError, v >= static_cast<double>(lo) && v <= kMax && v == std::floor(v), "GradScaler.load_state_dict: '",
-              key, "' must be a whole number from ", lo, " to 2^53, got ", v);
+  NABLA_CHECK(ValueError, v >= static_cast<double>(lo) && v <= kMax && v == std::floor(v),
+              "GradScaler.load_state_dict: '", key, "' must be a whole number from ", lo, " to 2^53, got ", v);
   return static_cast<int64_t>(v);
 }
 
@@ -243,9 +247,10 @@ int64_t read_count(const nn::StateDict& sd, const char* key, int64_t lo) {
 
 void GradScaler::load_state_dict(const nn::StateDict& sd) {
   if (!enabled_) return;
-  NABLA_CHECK(ValueError, sd.size() != 0,
-              "GradScaler.load_state_dict: the source state dict is empty, possibly because it was saved from a disabled "
-              "instance of GradScaler");
+  NABLA_CHECK(
+      ValueError, sd.size() != 0,
+      "GradScaler.load_state_dict: the source state dict is empty, possibly because it was saved from a disabled "
+      "instance of GradScaler");
   const double scale = read_number(sd, "scale");
   const double growth = read_number(sd, "growth_factor");
   const double backoff = read_number(sd, "backoff_factor");

@@ -59,8 +59,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../core/tensor.h"
 #include "../core/ordered_dict.h"
+#include "../core/tensor.h"
 #include "optimizer.h"
 
 namespace nabla::amp {

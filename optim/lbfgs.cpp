@@ -21,11 +21,11 @@ void LBFGSOptions::check() const {
   // The bounds on the work of one step keep a damaged or hostile checkpoint (max_iter 1e11 with
   // tolerances of 0) from turning step() into a hang; PyTorch has none.
   NABLA_CHECK(ValueError, max_iter > 0 && max_iter <= kMaxIterations, "LBFGS: invalid max_iter ", max_iter,
-                           " (must be from 1 to ", kMaxIterations, " per step)");
+              " (must be from 1 to ", kMaxIterations, " per step)");
   NABLA_CHECK(ValueError, max_eval == -1 || (max_eval > 0 && max_eval <= kMaxIterations), "LBFGS: invalid max_eval ",
-                           max_eval, " (must be from 1 to ", kMaxIterations, ", or -1 for max_iter * 5 / 4)");
+              max_eval, " (must be from 1 to ", kMaxIterations, ", or -1 for max_iter * 5 / 4)");
   NABLA_CHECK(ValueError, history_size > 0 && history_size <= kMaxIterations, "LBFGS: invalid history_size ",
-                           history_size, " (must be from 1 to ", kMaxIterations, ")");
+              history_size, " (must be from 1 to ", kMaxIterations, ")");
   NABLA_CHECK(ValueError, tolerance_grad >= 0 && tolerance_change >= 0, "LBFGS: tolerances must be >= 0");
 }
 
@@ -33,16 +33,21 @@ LBFGS::LBFGS(std::vector<Tensor> params, LBFGSOptions defaults) : OptimizerImpl(
   const std::vector<Tensor>& ps = this->params(0);
   for (const Tensor& p : ps) {
     NABLA_CHECK(DTypeError, is_floating(p.dtype()), "LBFGS: parameters must be floating point, got ", p.dtype());
-    NABLA_CHECK(DeviceError, p.device() == ps[0].device(), "LBFGS: all parameters must be on one device (they form one "
-                       "vector); got ", ps[0].device(), " and ", p.device());
-    NABLA_CHECK(DTypeError, p.dtype() == ps[0].dtype(), "LBFGS: all parameters must have one dtype (they form one vector); "
-                      "got ", ps[0].dtype(), " and ", p.dtype());
+    NABLA_CHECK(DeviceError, p.device() == ps[0].device(),
+                "LBFGS: all parameters must be on one device (they form one "
+                "vector); got ",
+                ps[0].device(), " and ", p.device());
+    NABLA_CHECK(DTypeError, p.dtype() == ps[0].dtype(),
+                "LBFGS: all parameters must have one dtype (they form one vector); "
+                "got ",
+                ps[0].dtype(), " and ", p.dtype());
   }
 }
 
 void LBFGS::step() {
-  throw ValueError("LBFGS: step() needs a closure that re-evaluates the loss: "
-                   "opt.step([&] { opt.zero_grad(); Tensor loss = ...; loss.backward(); return loss; })");
+  throw ValueError(
+      "LBFGS: step() needs a closure that re-evaluates the loss: "
+      "opt.step([&] { opt.zero_grad(); Tensor loss = ...; loss.backward(); return loss; })");
 }
 
 int64_t LBFGS::numel() const {
@@ -90,8 +95,9 @@ namespace {
 Tensor run_closure(const std::function<Tensor()>& closure) {
   autograd::AutoGradMode enable(true);
   Tensor loss = closure();
-  NABLA_CHECK(ValueError, loss.defined() && loss.numel() == 1, "LBFGS: the closure must return the loss (one element), got ",
-                    loss.defined() ? internal::str("shape ", loss.sizes()) : std::string("an undefined tensor"));
+  NABLA_CHECK(ValueError, loss.defined() && loss.numel() == 1,
+              "LBFGS: the closure must return the loss (one element), got ",
+              loss.defined() ? internal::str("shape ", loss.sizes()) : std::string("an undefined tensor"));
   return loss;
 }
 
@@ -169,8 +175,8 @@ LBFGS::LineSearchResult LBFGS::strong_wolfe(const std::function<Tensor()>& closu
       bracket();
       break;
     }
-    double next = cubic_interpolate(t_prev, f_prev, gtd_prev, t, f_new, gtd_new,
-                                    std::pair{t + 0.01 * (t - t_prev), t * 10});
+    double next =
+        cubic_interpolate(t_prev, f_prev, gtd_prev, t, f_new, gtd_new, std::pair{t + 0.01 * (t - t_prev), t * 10});
     t_prev = t, f_prev = f_new, g_prev = g_new, gtd_prev = gtd_new;
     t = next;
     std::tie(f_new, g_new) = evaluate_at(closure, x, t, d);
@@ -305,7 +311,7 @@ Tensor LBFGS::step(const std::function<Tensor()>& closure) {
     func_evals_ += ls_evals;
 
     if (n_iter == o.max_iter || current_evals >= max_eval || optimal) break;
-    if (max_abs(d_.mul(t_)) <= o.tolerance_change) break;  // no progress in x
+    if (max_abs(d_.mul(t_)) <= o.tolerance_change) break;         // no progress in x
     if (std::abs(loss - prev_loss_) < o.tolerance_change) break;  // nor in f
   }
   return orig_loss;
@@ -345,23 +351,23 @@ void LBFGS::load_state_dict(const StateDict& sd) {
   const int64_t n = numel();
   auto number = [&](const char* key) {
     const Tensor* t = own.find(key);
-    NABLA_CHECK(ValueError, t != nullptr && t->numel() == 1, "LBFGS.load_state_dict: missing or non-scalar key 'lbfgs.", key,
-                      "'");
+    NABLA_CHECK(ValueError, t != nullptr && t->numel() == 1, "LBFGS.load_state_dict: missing or non-scalar key 'lbfgs.",
+                key, "'");
     return t->item<double>();
   };
   auto vec = [&](const char* key, Shape shape) -> Tensor {
     const Tensor* t = own.find(key);
     if (!t) return {};
     NABLA_CHECK(ShapeError, t->sizes() == shape, "LBFGS.load_state_dict: 'lbfgs.", key, "' has shape ", t->sizes(),
-                      " but the parameters call for ", shape);
+                " but the parameters call for ", shape);
     const Tensor& p0 = params(0)[0];
     return t->to(p0.device(), p0.dtype()).clone();
   };
   for (const auto& [k, v] : own) {
-    static const char* const known[] = {"func_evals", "n_iter", "t", "H_diag", "prev_loss", "d", "prev_flat_grad",
-                                        "old_dirs", "old_stps", "ro"};
+    static const char* const known[] = {"func_evals", "n_iter",         "t",        "H_diag",   "prev_loss",
+                                        "d",          "prev_flat_grad", "old_dirs", "old_stps", "ro"};
     NABLA_CHECK(ValueError, std::find(std::begin(known), std::end(known), k) != std::end(known),
-                      "LBFGS.load_state_dict: unexpected key 'lbfgs.", k, "'");
+                "LBFGS.load_state_dict: unexpected key 'lbfgs.", k, "'");
   }
   int64_t func_evals = static_cast<int64_t>(number("func_evals")), n_iter = static_cast<int64_t>(number("n_iter"));
   double t = number("t"), H_diag = number("H_diag"), prev_loss = number("prev_loss");
@@ -369,10 +375,10 @@ void LBFGS::load_state_dict(const StateDict& sd) {
   const Tensor* ro_t = own.find("ro");
   int64_t k = ro_t ? ro_t->numel() : 0;
   NABLA_CHECK(ValueError, k <= options(0).history_size, "LBFGS.load_state_dict: the history has ", k,
-                    " pairs but history_size is ", options(0).history_size);
+              " pairs but history_size is ", options(0).history_size);
   Tensor dirs = vec("old_dirs", {k, n}), stps = vec("old_stps", {k, n});
   NABLA_CHECK(ValueError, (k == 0) == !dirs.defined() && (k == 0) == !stps.defined(),
-                    "LBFGS.load_state_dict: 'lbfgs.old_dirs', 'lbfgs.old_stps' and 'lbfgs.ro' go together");
+              "LBFGS.load_state_dict: 'lbfgs.old_dirs', 'lbfgs.old_stps' and 'lbfgs.ro' go together");
   Optimizer::load_state_dict(base);
   func_evals_ = func_evals, n_iter_ = n_iter, t_ = t, H_diag_ = H_diag, prev_loss_ = prev_loss;
   d_ = d, prev_flat_grad_ = prev;

@@ -24,8 +24,8 @@ namespace nabla::optim {
 // max_iter with NaN parameters).
 struct LBFGSOptions {
   double lr = 1;
-  int64_t max_iter = 20;   // iterations per step()
-  int64_t max_eval = -1;   // closure evaluations per step(); -1: max_iter * 5 / 4
+  int64_t max_iter = 20;           // iterations per step()
+  int64_t max_eval = -1;           // closure evaluations per step(); -1: max_iter * 5 / 4
   double tolerance_grad = 1e-7;    // stop when max |g| falls below it
   double tolerance_change = 1e-9;  // stop when the loss or the step changes less than this
   int64_t history_size = 100;

@@ -20,18 +20,19 @@ std::vector<double> read_vector(const StateDict& sd, const std::string& key, siz
   const Tensor* t = sd.find(key);
   NABLA_CHECK(ValueError, t != nullptr, who, ".load_state_dict: missing key '", key, "'");
   NABLA_CHECK(ValueError, t->dim() == 1 && t->size(0) == static_cast<int64_t>(n), who, ".load_state_dict: '", key,
-                    "' must have ", n, " values (one per parameter group), got shape ", t->sizes());
+              "' must have ", n, " values (one per parameter group), got shape ", t->sizes());
   Tensor c = t->to(kCPU, kFloat64).contiguous();
   std::vector<double> v(c.data_ptr<double>(), c.data_ptr<double>() + n);
   for (size_t i = 0; i < n; ++i)
-    NABLA_CHECK(ValueError, std::isfinite(v[i]), who, ".load_state_dict: '", key, "' must hold finite numbers, got ", v[i],
-                      " at index ", i);
+    NABLA_CHECK(ValueError, std::isfinite(v[i]), who, ".load_state_dict: '", key, "' must hold finite numbers, got ",
+                v[i], " at index ", i);
   return v;
 }
 
 const Tensor& read_scalar(const StateDict& sd, const std::string& key, const std::string& who) {
   const Tensor* t = sd.find(key);
-  NABLA_CHECK(ValueError, t != nullptr && t->numel() == 1, who, ".load_state_dict: missing or non-scalar key '", key, "'");
+  NABLA_CHECK(ValueError, t != nullptr && t->numel() == 1, who, ".load_state_dict: missing or non-scalar key '", key,
+              "'");
   return *t;
 }
 
@@ -44,17 +45,18 @@ double read_number(const StateDict& sd, const std::string& key, const std::strin
 
 // Counters and epochs: whole numbers from `lo` to 2^53 (exact in a double, and far from overflow).
 int64_t read_int(const StateDict& sd, const std::string& key, const std::string& who, int64_t lo = 0) {
-  constexpr double kMax = 9007199254740992.0;  // 2^53
+  constexpr double kMax = 9007199254740992.0;           // 2^53
   double v = read_scalar(sd, key, who).item<double>();  // (an int64 above 2^53 rounds, and is refused)
-  NABLA_CHECK(ValueError, v >= static_cast<double>(lo) && v <= kMax && v == std::floor(v), who, ".load_state_dict: '", key,
-                    "' must be a whole number from ", lo, " to 2^53, got ", v);
+  NABLA_CHECK(ValueError, v >= static_cast<double>(lo) && v <= kMax && v == std::floor(v), who, ".load_state_dict: '",
+              key, "' must be a whole number from ", lo, " to 2^53, got ", v);
   return static_cast<int64_t>(v);
 }
 
 // One lr_lambda per parameter group, none empty (LambdaLR, MultiplicativeLR).
 template <class Lambdas>
 void check_lambdas(const Lambdas& fs, size_t groups, const char* who) {
-  NABLA_CHECK(ValueError, fs.size() == groups, who, ": expected ", groups, " lr_lambdas (one per group), got ", fs.size());
+  NABLA_CHECK(ValueError, fs.size() == groups, who, ": expected ", groups, " lr_lambdas (one per group), got ",
+              fs.size());
   for (const auto& f : fs) NABLA_CHECK(ValueError, static_cast<bool>(f), who, ": an lr_lambda is empty");
 }
 
@@ -66,7 +68,7 @@ std::string momentum_option(const Optimizer& opt, const char* who) {
   if (opt.has_option("beta1")) return "beta1";
   if (opt.has_option("momentum")) return "momentum";
   throw ValueError(internal::str(who, ": cycle_momentum needs an optimizer with a 'momentum' or 'beta1' option (",
-                               opt.name(), " has neither); pass cycle_momentum = false"));
+                                 opt.name(), " has neither); pass cycle_momentum = false"));
 }
 
 StateDict prefixed(const StateDict& sd, const std::string& prefix) {
@@ -88,8 +90,8 @@ LRScheduler::LRScheduler(Optimizer& optimizer, std::string name) : opt_(optimize
 }
 
 void LRScheduler::apply(const LRList& lrs) {
-  NABLA_CHECK(ValueError, lrs.size() == num_groups(), name_, ": computed ", lrs.size(), " learning rates for ", num_groups(),
-                    " parameter groups");
+  NABLA_CHECK(ValueError, lrs.size() == num_groups(), name_, ": computed ", lrs.size(), " learning rates for ",
+              num_groups(), " parameter groups");
   for (size_t g = 0; g < lrs.size(); ++g) opt_.set_lr(g, lrs[g]);
   last_lrs_.clear();
   for (size_t g = 0; g < num_groups(); ++g) last_lrs_.push_back(group_lr(g));
@@ -229,8 +231,10 @@ std::optional<LRList> CosineAnnealingLR::closed_form_lr() const {
 
 LinearLR::LinearLR(Optimizer& opt, double start_factor, double end_factor, int64_t total_iters)
     : LRScheduler(opt, "LinearLR"), start_factor_(start_factor), end_factor_(end_factor), total_iters_(total_iters) {
-  NABLA_CHECK(ValueError, start_factor > 0 && start_factor <= 1, "LinearLR: start_factor must be in (0, 1], got ", start_factor);
-  NABLA_CHECK(ValueError, end_factor >= 0 && end_factor <= 1, "LinearLR: end_factor must be in [0, 1], got ", end_factor);
+  NABLA_CHECK(ValueError, start_factor > 0 && start_factor <= 1, "LinearLR: start_factor must be in (0, 1], got ",
+              start_factor);
+  NABLA_CHECK(ValueError, end_factor >= 0 && end_factor <= 1, "LinearLR: end_factor must be in [0, 1], got ",
+              end_factor);
   NABLA_CHECK(ValueError, total_iters > 0, "LinearLR: total_iters must be positive, got ", total_iters);
   initial_step();
 }
@@ -352,8 +356,10 @@ CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& opt, int64_t
 }
 
 void CosineAnnealingWarmRestarts::step(double epoch) {
-  NABLA_CHECK(ValueError, epoch >= 0 && std::isfinite(epoch), "CosineAnnealingWarmRestarts.step: expected a non-negative "
-                    "epoch, got ", epoch);
+  NABLA_CHECK(ValueError, epoch >= 0 && std::isfinite(epoch),
+              "CosineAnnealingWarmRestarts.step: expected a non-negative "
+              "epoch, got ",
+              epoch);
   ++step_count_;
   double whole = std::floor(epoch);
   last_epoch_ = static_cast<int64_t>(whole);
@@ -388,8 +394,8 @@ void CosineAnnealingWarmRestarts::save_extra(StateDict& sd) const {
 
 void CosineAnnealingWarmRestarts::load_extra(const StateDict& sd) {
   double fraction = read_number(sd, "epoch_fraction", name_);
-  NABLA_CHECK(ValueError, fraction >= 0 && fraction < 1, name_, ".load_state_dict: 'epoch_fraction' must be in [0, 1), got ",
-                    fraction);
+  NABLA_CHECK(ValueError, fraction >= 0 && fraction < 1, name_,
+              ".load_state_dict: 'epoch_fraction' must be in [0, 1), got ", fraction);
   fraction_ = fraction;
 }
 
@@ -402,16 +408,16 @@ CyclicLR::CyclicLR(Optimizer& opt, double base_lr, double max_lr, CyclicLROption
 CyclicLR::CyclicLR(Optimizer& opt, std::vector<double> base_lrs, std::vector<double> max_lrs, CyclicLROptions o)
     : LRScheduler(opt, "CyclicLR"), o_(std::move(o)), max_lrs_(std::move(max_lrs)) {
   NABLA_CHECK(ValueError, base_lrs.size() == num_groups() && max_lrs_.size() == num_groups(), "CyclicLR: expected ",
-                    num_groups(), " base_lr and max_lr values (one per group), got ", base_lrs.size(), " and ",
-                    max_lrs_.size());
+              num_groups(), " base_lr and max_lr values (one per group), got ", base_lrs.size(), " and ",
+              max_lrs_.size());
   int64_t down = o_.step_size_down.value_or(o_.step_size_up);
-  NABLA_CHECK(ValueError, o_.step_size_up > 0 && down > 0, "CyclicLR: step_size_up and step_size_down must be positive, got ",
-                    o_.step_size_up, " and ", down);
+  NABLA_CHECK(ValueError, o_.step_size_up > 0 && down > 0,
+              "CyclicLR: step_size_up and step_size_down must be positive, got ", o_.step_size_up, " and ", down);
   total_size_ = static_cast<double>(o_.step_size_up + down);
   step_ratio_ = static_cast<double>(o_.step_size_up) / total_size_;
   if (!o_.scale_fn) {  // the mode decides what the scale is a function of
     o_.scale_mode = o_.mode == CyclicLROptions::Mode::exp_range ? CyclicLROptions::ScaleMode::iterations
-                                                                 : CyclicLROptions::ScaleMode::cycle;
+                                                                : CyclicLROptions::ScaleMode::cycle;
   }
   for (size_t g = 0; g < num_groups(); ++g) {
     opt_.set_lr(g, base_lrs[g]);
@@ -461,13 +467,15 @@ OneCycleLR::OneCycleLR(Optimizer& opt, std::vector<double> max_lrs, OneCycleOpti
     total_steps_ = o.total_steps;
   } else {
     NABLA_CHECK(ValueError, o.epochs > 0 && o.steps_per_epoch > 0,
-                      "OneCycleLR: give total_steps, or epochs and steps_per_epoch (all positive)");
+                "OneCycleLR: give total_steps, or epochs and steps_per_epoch (all positive)");
     total_steps_ = o.epochs * o.steps_per_epoch;
   }
-  NABLA_CHECK(ValueError, o.pct_start >= 0 && o.pct_start <= 1, "OneCycleLR: pct_start must be in [0, 1], got ", o.pct_start);
-  NABLA_CHECK(ValueError, o.div_factor > 0 && o.final_div_factor > 0, "OneCycleLR: div_factor and final_div_factor must be positive");
+  NABLA_CHECK(ValueError, o.pct_start >= 0 && o.pct_start <= 1, "OneCycleLR: pct_start must be in [0, 1], got ",
+              o.pct_start);
+  NABLA_CHECK(ValueError, o.div_factor > 0 && o.final_div_factor > 0,
+              "OneCycleLR: div_factor and final_div_factor must be positive");
   NABLA_CHECK(ValueError, max_lrs.size() == num_groups(), "OneCycleLR: expected ", num_groups(),
-                    " max_lr values (one per group), got ", max_lrs.size());
+              " max_lr values (one per group), got ", max_lrs.size());
   double t = static_cast<double>(total_steps_), p = o.pct_start;
   if (o.three_phase) {
     phases_ = {{p * t - 1, 0, 1, true, false}, {2 * p * t - 2, 1, 0, false, true}, {t - 1, 0, 2, true, true}};
@@ -495,7 +503,7 @@ double OneCycleLR::anneal(double start, double end, double pct) const {
 
 LRList OneCycleLR::get_lr() {
   NABLA_CHECK(ValueError, last_epoch_ <= total_steps_, "OneCycleLR: tried to step ", last_epoch_,
-                    " times; the schedule has total_steps = ", total_steps_);
+              " times; the schedule has total_steps = ", total_steps_);
   double step = static_cast<double>(last_epoch_);
   LRList out;
   for (size_t g = 0; g < num_groups(); ++g) {
@@ -524,12 +532,14 @@ LRList OneCycleLR::get_lr() {
 
 ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, ReduceLROnPlateauOptions o)
     : LRScheduler(opt, "ReduceLROnPlateau"), o_(std::move(o)) {
-  NABLA_CHECK(ValueError, o_.factor < 1 && o_.factor >= 0, "ReduceLROnPlateau: factor must be in [0, 1), got ", o_.factor);
-  NABLA_CHECK(ValueError, o_.patience >= 0 && o_.cooldown >= 0, "ReduceLROnPlateau: patience and cooldown must be >= 0");
+  NABLA_CHECK(ValueError, o_.factor < 1 && o_.factor >= 0, "ReduceLROnPlateau: factor must be in [0, 1), got ",
+              o_.factor);
+  NABLA_CHECK(ValueError, o_.patience >= 0 && o_.cooldown >= 0,
+              "ReduceLROnPlateau: patience and cooldown must be >= 0");
   if (o_.min_lrs.size() == 1) min_lrs_.assign(num_groups(), o_.min_lrs[0]);
   else min_lrs_ = o_.min_lrs;
   NABLA_CHECK(ValueError, min_lrs_.size() == num_groups(), "ReduceLROnPlateau: expected 1 or ", num_groups(),
-                    " min_lrs, got ", o_.min_lrs.size());
+              " min_lrs, got ", o_.min_lrs.size());
   best_ = o_.mode == ReduceLROnPlateauOptions::Mode::min ? std::numeric_limits<double>::infinity()
                                                          : -std::numeric_limits<double>::infinity();
   last_epoch_ = 0;
@@ -595,15 +605,16 @@ SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRSchedul
                            std::vector<int64_t> milestones)
     : LRScheduler(opt, "SequentialLR"), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
   NABLA_CHECK(ValueError, !schedulers_.empty(), "SequentialLR: expected at least one scheduler");
-  NABLA_CHECK(ValueError, milestones_.size() + 1 == schedulers_.size(), "SequentialLR: expected ", schedulers_.size() - 1,
-                    " milestones for ", schedulers_.size(), " schedulers, got ", milestones_.size());
-  NABLA_CHECK(ValueError, std::is_sorted(milestones_.begin(), milestones_.end()), "SequentialLR: milestones must be sorted");
+  NABLA_CHECK(ValueError, milestones_.size() + 1 == schedulers_.size(), "SequentialLR: expected ",
+              schedulers_.size() - 1, " milestones for ", schedulers_.size(), " schedulers, got ", milestones_.size());
+  NABLA_CHECK(ValueError, std::is_sorted(milestones_.begin(), milestones_.end()),
+              "SequentialLR: milestones must be sorted");
   for (size_t i = 0; i < schedulers_.size(); ++i) {
     NABLA_CHECK(ValueError, schedulers_[i] != nullptr, "SequentialLR: scheduler ", i, " is null");
     NABLA_CHECK(ValueError, &schedulers_[i]->optimizer() == &opt, "SequentialLR: scheduler ", i, " (",
-                      schedulers_[i]->name(), ") belongs to another optimizer");
+                schedulers_[i]->name(), ") belongs to another optimizer");
     NABLA_CHECK(ValueError, dynamic_cast<ReduceLROnPlateau*>(schedulers_[i].get()) == nullptr,
-                      "SequentialLR: ReduceLROnPlateau cannot be sequenced (it needs a metric)");
+                "SequentialLR: ReduceLROnPlateau cannot be sequenced (it needs a metric)");
   }
   // Undo the construction-time steps of the schedulers and start the first one.
   for (size_t g = 0; g < num_groups(); ++g) opt_.set_lr(g, *opt_.initial_lr(g));
@@ -617,8 +628,8 @@ SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRSchedul
 void SequentialLR::step() {
   ++step_count_;
   ++last_epoch_;
-  size_t idx = static_cast<size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) -
-                                   milestones_.begin());
+  size_t idx =
+      static_cast<size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) - milestones_.begin());
   LRScheduler& s = *schedulers_[idx];
   if (idx > 0 && milestones_[idx - 1] == last_epoch_) s.step_to(0);
   else s.step();
@@ -639,17 +650,19 @@ void SequentialLR::load_state_dict(const StateDict& sd) {
 }
 
 ChainedScheduler::ChainedScheduler(std::vector<std::shared_ptr<LRScheduler>> schedulers)
-    : LRScheduler([&]() -> Optimizer& {
-        NABLA_CHECK(ValueError, !schedulers.empty() && schedulers[0] != nullptr, "ChainedScheduler: expected schedulers");
-        return schedulers[0]->optimizer();
-      }(),
-                  "ChainedScheduler"),
+    : LRScheduler(
+          [&]() -> Optimizer& {
+            NABLA_CHECK(ValueError, !schedulers.empty() && schedulers[0] != nullptr,
+                        "ChainedScheduler: expected schedulers");
+            return schedulers[0]->optimizer();
+          }(),
+          "ChainedScheduler"),
       schedulers_(std::move(schedulers)) {
   for (size_t i = 0; i < schedulers_.size(); ++i) {
-    NABLA_CHECK(ValueError, schedulers_[i] != nullptr && &schedulers_[i]->optimizer() == &opt_, "ChainedScheduler: scheduler ",
-                      i, " is null or belongs to another optimizer");
+    NABLA_CHECK(ValueError, schedulers_[i] != nullptr && &schedulers_[i]->optimizer() == &opt_,
+                "ChainedScheduler: scheduler ", i, " is null or belongs to another optimizer");
     NABLA_CHECK(ValueError, dynamic_cast<ReduceLROnPlateau*>(schedulers_[i].get()) == nullptr,
-                      "ChainedScheduler: ReduceLROnPlateau cannot be chained (it needs a metric)");
+                "ChainedScheduler: ReduceLROnPlateau cannot be chained (it needs a metric)");
   }
   for (size_t g = 0; g < num_groups(); ++g) last_lrs_.push_back(group_lr(g));
 }

@@ -275,8 +275,8 @@ struct OneCycleOptions {
   enum class Anneal { cos, linear } anneal_strategy = Anneal::cos;
   bool cycle_momentum = true;  // cycles "beta1" (Adam-like) or "momentum" (SGD-like) inversely to lr
   double base_momentum = 0.85, max_momentum = 0.95;
-  double div_factor = 25.0;        // initial_lr = max_lr / div_factor
-  double final_div_factor = 1e4;   // min_lr = initial_lr / final_div_factor
+  double div_factor = 25.0;       // initial_lr = max_lr / div_factor
+  double final_div_factor = 1e4;  // min_lr = initial_lr / final_div_factor
   bool three_phase = false;
 };
 

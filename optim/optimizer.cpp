@@ -22,8 +22,9 @@ overloaded(F...) -> overloaded<F...>;
 bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
 
 double scalar_of(const Tensor& t, const std::string& key, const std::string& who) {
-  NABLA_CHECK(ValueError, t.defined() && t.numel() == 1, who, ".load_state_dict: '", key, "' must hold one number, got ",
-                    t.defined() ? internal::str(t.sizes()) : std::string("an undefined tensor"));
+  NABLA_CHECK(ValueError, t.defined() && t.numel() == 1, who, ".load_state_dict: '", key,
+              "' must hold one number, got ",
+              t.defined() ? internal::str(t.sizes()) : std::string("an undefined tensor"));
   return t.item<double>();
 }
 
@@ -37,14 +38,19 @@ template <class FieldRef>
 void check_number(const Tensor& t, const std::string& key, const std::string& who, const FieldRef& ref, bool counter) {
   const double v = scalar_of(t, key, who);
   constexpr double kMax = 9007199254740992.0;  // 2^53
-  std::visit(overloaded{[&](double*) { NABLA_CHECK(ValueError, std::isfinite(v), who, ".load_state_dict: '", key,
-                                                         "' must be a finite number, got ", v); },
-                        [&](bool*) { NABLA_CHECK(ValueError, v == 0 || v == 1, who, ".load_state_dict: '", key,
-                                                       "' must be 0 or 1 (a flag), got ", v); },
+  std::visit(overloaded{[&](double*) {
+                          NABLA_CHECK(ValueError, std::isfinite(v), who, ".load_state_dict: '", key,
+                                      "' must be a finite number, got ", v);
+                        },
+                        [&](bool*) {
+                          NABLA_CHECK(ValueError, v == 0 || v == 1, who, ".load_state_dict: '", key,
+                                      "' must be 0 or 1 (a flag), got ", v);
+                        },
                         [&](int64_t*) {
                           const double lo = counter ? 0 : -kMax;
-                          NABLA_CHECK(ValueError, v >= lo && v <= kMax && v == std::floor(v), who, ".load_state_dict: '", key,
-                                            "' must be a whole number from ", counter ? "0" : "-2^53", " to 2^53, got ", v);
+                          NABLA_CHECK(ValueError, v >= lo && v <= kMax && v == std::floor(v), who,
+                                      ".load_state_dict: '", key, "' must be a whole number from ",
+                                      counter ? "0" : "-2^53", " to 2^53, got ", v);
                         },
                         [](Tensor*) {}},
              ref);
@@ -68,7 +74,8 @@ void Optimizer::zero_grad(bool set_to_none) {
 }
 
 const std::vector<Tensor>& Optimizer::params(size_t group) const {
-  NABLA_CHECK(IndexError, group < groups_.size(), name_, ": no parameter group ", group, " (it has ", groups_.size(), ")");
+  NABLA_CHECK(IndexError, group < groups_.size(), name_, ": no parameter group ", group, " (it has ", groups_.size(),
+              ")");
   return groups_[group].params;
 }
 
@@ -87,10 +94,10 @@ void Optimizer::add_group_params(std::vector<Tensor> params) {
     const Tensor& p = params[i];
     NABLA_CHECK(ValueError, p.defined(), name_, ": parameter ", i, " of the new group is undefined");
     NABLA_CHECK(ValueError, p.is_leaf(), name_, ": can't optimize a non-leaf tensor (parameter ", i,
-                      " was computed by an op; pass the leaf, or detach() it and set requires_grad)");
+                " was computed by an op; pass the leaf, or detach() it and set requires_grad)");
     NABLA_CHECK(DTypeError, p.is_floating_point(), name_, ": parameter ", i, " must be floating, got ", p.dtype());
     NABLA_CHECK(ValueError, seen.insert(p.impl()).second, name_, ": parameter ", i,
-                      " appears more than once (in this group or in another one)");
+                " appears more than once (in this group or in another one)");
   }
   groups_.push_back(Group{std::move(params), std::nullopt});
 }
@@ -164,11 +171,11 @@ StateDict Optimizer::state_dict() const {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) ids.push_back(index++);
     sd.insert(prefix + "params", tensor(ids, dtype(kInt64)));
     visit_options(g, [&](const char* n, FieldRef ref) {
-      std::visit(overloaded{[&](double* d) { sd.insert(prefix + n, f64(*d)); },
-                            [&](bool* b) { sd.insert(prefix + n, f64(*b ? 1.0 : 0.0)); },
-                            [&](int64_t* i) { sd.insert(prefix + n, scalar_tensor(*i, dtype(kInt64))); },
-                            [](Tensor*) {}},
-                 ref);
+      std::visit(
+          overloaded{[&](double* d) { sd.insert(prefix + n, f64(*d)); },
+                     [&](bool* b) { sd.insert(prefix + n, f64(*b ? 1.0 : 0.0)); },
+                     [&](int64_t* i) { sd.insert(prefix + n, scalar_tensor(*i, dtype(kInt64))); }, [](Tensor*) {}},
+          ref);
     });
     if (groups_[g].initial_lr) sd.insert(prefix + "initial_lr", f64(*groups_[g].initial_lr));
   }
@@ -203,19 +210,19 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   size_t n_groups = 0;
   while (sd.contains("param_groups." + std::to_string(n_groups) + ".params")) ++n_groups;
   NABLA_CHECK(ValueError, n_groups == groups_.size(), who, ".load_state_dict: the state dict has ", n_groups,
-                    " parameter groups but the optimizer has ", groups_.size());
+              " parameter groups but the optimizer has ", groups_.size());
   std::vector<const Tensor*> params;  // by global index
   for (size_t g = 0; g < n_groups; ++g) {
     std::string prefix = "param_groups." + std::to_string(g) + ".";
     const Tensor& ids = get(prefix + "params");
     NABLA_CHECK(ValueError, ids.dim() == 1 && ids.size(0) == static_cast<int64_t>(groups_[g].params.size()), who,
-                      ".load_state_dict: parameter group ", g, " has ", ids.numel(),
-                      " parameters in the state dict but ", groups_[g].params.size(), " in the optimizer");
+                ".load_state_dict: parameter group ", g, " has ", ids.numel(), " parameters in the state dict but ",
+                groups_[g].params.size(), " in the optimizer");
     visit_options(g, [&](const char* n, FieldRef ref) { check_number(get(prefix + n), prefix + n, who, ref, false); });
     if (sd.contains(prefix + "initial_lr")) {
       double lr = scalar_of(get(prefix + "initial_lr"), prefix + "initial_lr", who);
       NABLA_CHECK(ValueError, std::isfinite(lr) && lr >= 0, who, ".load_state_dict: '", prefix,
-                        "initial_lr' must be a finite learning rate >= 0, got ", lr);
+                  "initial_lr' must be a finite learning rate >= 0, got ", lr);
     }
     for (const Tensor& p : groups_[g].params) params.push_back(&p);
   }
@@ -244,9 +251,9 @@ void Optimizer::load_state_dict(const StateDict& sd) {
         check_number(*t, key, who, k->second, true);
       } else {
         const Tensor& p = *params[static_cast<size_t>(i)];
-        NABLA_CHECK(ShapeError, t->defined() && (t->sizes() == p.sizes()), who, ".load_state_dict: '", key, "' has shape ",
-                          t->defined() ? internal::str(t->sizes()) : std::string("(undefined)"), " but parameter ", i,
-                          " has shape ", p.sizes());
+        NABLA_CHECK(ShapeError, t->defined() && (t->sizes() == p.sizes()), who, ".load_state_dict: '", key,
+                    "' has shape ", t->defined() ? internal::str(t->sizes()) : std::string("(undefined)"),
+                    " but parameter ", i, " has shape ", p.sizes());
       }
     }
   std::vector<std::string> unexpected;
@@ -281,8 +288,7 @@ void Optimizer::load_state_dict(const StateDict& sd) {
       auto it = fields.find(n);
       if (it == fields.end()) return;
       const Tensor& src = *it->second;
-      std::visit(overloaded{[&](double* d) { *d = src.item<double>(); },
-                            [&](bool* b) { *b = src.item<double>() != 0; },
+      std::visit(overloaded{[&](double* d) { *d = src.item<double>(); }, [&](bool* b) { *b = src.item<double>() != 0; },
                             [&](int64_t* x) { *x = src.item<int64_t>(); },
                             [&](Tensor* t) {
                               // A private copy on the parameter's device, floating state in its dtype.

@@ -34,8 +34,8 @@
 #include <vector>
 
 #include "../core/error.h"
-#include "../core/tensor.h"
 #include "../core/ordered_dict.h"
+#include "../core/tensor.h"
 
 namespace nabla::torch_io {
 class Value;
@@ -116,8 +116,8 @@ class Optimizer {
   class FieldFn {
    public:
     template <class F>
-      requires(!std::is_same_v<std::remove_cvref_t<F>, FieldFn>)
-    FieldFn(F&& f)  // NOLINT(google-explicit-constructor): lambdas convert implicitly
+    requires(!std::is_same_v<std::remove_cvref_t<F>, FieldFn>)
+        FieldFn(F&& f)  // NOLINT(google-explicit-constructor): lambdas convert implicitly
         : obj_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
           call_([](void* o, const char* n, FieldRef r) { (*static_cast<std::remove_reference_t<F>*>(o))(n, r); }) {}
     void operator()(const char* name, FieldRef ref) const { call_(obj_, name, ref); }

@@ -8,10 +8,9 @@ namespace nabla::optim {
 void RpropOptions::check() const {
   NABLA_CHECK(ValueError, lr >= 0, "Rprop: invalid learning rate ", lr, " (must be >= 0)");
   NABLA_CHECK(ValueError, 0 < etas.first && etas.first < 1 && 1 < etas.second, "Rprop: invalid etas (", etas.first,
-                           ", ", etas.second, "): expected 0 < etaminus < 1 < etaplus");
-  NABLA_CHECK(ValueError, 0 <= step_sizes.first && step_sizes.first <= step_sizes.second,
-                           "Rprop: invalid step_sizes (", step_sizes.first, ", ", step_sizes.second,
-                           "): expected 0 <= min <= max");
+              ", ", etas.second, "): expected 0 < etaminus < 1 < etaplus");
+  NABLA_CHECK(ValueError, 0 <= step_sizes.first && step_sizes.first <= step_sizes.second, "Rprop: invalid step_sizes (",
+              step_sizes.first, ", ", step_sizes.second, "): expected 0 <= min <= max");
 }
 
 void Rprop::step() {

@@ -15,8 +15,8 @@ namespace nabla::optim {
 
 struct RpropOptions {
   double lr = 1e-2;
-  std::pair<double, double> etas = {0.5, 1.2};             // (etaminus, etaplus): 0 < etaminus < 1 < etaplus
-  std::pair<double, double> step_sizes = {1e-6, 50.0};     // (min, max) step size
+  std::pair<double, double> etas = {0.5, 1.2};          // (etaminus, etaplus): 0 < etaminus < 1 < etaplus
+  std::pair<double, double> step_sizes = {1e-6, 50.0};  // (min, max) step size
   bool maximize = false;
 
   void check() const;

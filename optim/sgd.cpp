@@ -13,7 +13,7 @@ void SGDOptions::check() const {
   NABLA_CHECK(ValueError, momentum >= 0, "SGD: invalid momentum ", momentum, " (must be >= 0)");
   NABLA_CHECK(ValueError, weight_decay >= 0, "SGD: invalid weight_decay ", weight_decay, " (must be >= 0)");
   NABLA_CHECK(ValueError, !nesterov || (momentum > 0 && dampening == 0),
-                    "SGD: Nesterov momentum requires a momentum > 0 and zero dampening");
+              "SGD: Nesterov momentum requires a momentum > 0 and zero dampening");
 }
 
 void SGD::step() {

@@ -24,9 +24,7 @@ bool implementation_switch(const std::string& k) {
   return k == "foreach" || k == "capturable" || k == "differentiable" || k == "fused";
 }
 
-bool is_off(const torch_io::Value& v) {
-  return v.is_none() || (v.is_number() && v.to_double() == 0);
-}
+bool is_off(const torch_io::Value& v) { return v.is_none() || (v.is_number() && v.to_double() == 0); }
 
 Tensor scalar(const torch_io::Value& v) {
   if (v.kind() == torch_io::Kind::integer) return scalar_tensor(v.to_int(), dtype(kInt64));
@@ -39,29 +37,29 @@ void Optimizer::load_state_dict(const torch_io::Value& pt) {
   using torch_io::Kind;
   const std::string who = name_ + ".load_state_dict";
   NABLA_CHECK(ValueError, pt.is_dict() && pt.contains("state") && pt.contains("param_groups"), who,
-                    ": expected PyTorch's optimizer.state_dict() (a dict with 'state' and 'param_groups'), got a ",
-                    torch_io::kind_name(pt.kind()), pt.is_dict() ? " without them" : "");
+              ": expected PyTorch's optimizer.state_dict() (a dict with 'state' and 'param_groups'), got a ",
+              torch_io::kind_name(pt.kind()), pt.is_dict() ? " without them" : "");
   const torch_io::Value& groups = pt["param_groups"];
   NABLA_CHECK(ValueError, groups.is_list() || groups.is_tuple(), who, ": 'param_groups' is a ",
-                    torch_io::kind_name(groups.kind()), ", not a list");
+              torch_io::kind_name(groups.kind()), ", not a list");
   NABLA_CHECK(ValueError, groups.size() == groups_.size(), who, ": the state dict has ", groups.size(),
-                    " parameter groups but the optimizer has ", groups_.size());
+              " parameter groups but the optimizer has ", groups_.size());
   StateDict sd;
   std::map<int64_t, int64_t> position;  // saved parameter id -> global index here
   int64_t index = 0;
   for (size_t g = 0; g < groups.size(); ++g) {
     const torch_io::Value& grp = groups[g];
     NABLA_CHECK(ValueError, grp.is_dict() && grp.contains("params"), who, ": parameter group ", g,
-                      " is not a dict with 'params'");
+                " is not a dict with 'params'");
     const torch_io::Value& ids = grp["params"];
     NABLA_CHECK(ValueError, (ids.is_list() || ids.is_tuple()) && ids.size() == groups_[g].params.size(), who,
-                      ": parameter group ", g, " lists ", ids.is_list() || ids.is_tuple() ? ids.size() : 0,
-                      " parameters in the state dict but has ", groups_[g].params.size(), " in the optimizer");
+                ": parameter group ", g, " lists ", ids.is_list() || ids.is_tuple() ? ids.size() : 0,
+                " parameters in the state dict but has ", groups_[g].params.size(), " in the optimizer");
     std::vector<int64_t> global;
     for (const torch_io::Value& id : ids.items()) {
       NABLA_CHECK(ValueError, id.kind() == Kind::integer, who, ": parameter ids must be ints, got ", id.repr());
       NABLA_CHECK(ValueError, position.emplace(id.to_int(), index).second, who, ": parameter id ", id.to_int(),
-                        " is listed twice");
+                  " is listed twice");
       global.push_back(index++);
     }
     const std::string prefix = "param_groups." + std::to_string(g) + ".";
@@ -72,16 +70,17 @@ void Optimizer::load_state_dict(const torch_io::Value& pt) {
       const std::string& k = key.to_string();
       if (k == "params") continue;
       if (k == "betas" && has_option("beta1")) {
-        NABLA_CHECK(ValueError, (v.is_tuple() || v.is_list()) && v.size() == 2 && v[0].is_number() && v[1].is_number(), who,
-                          ": 'betas' of group ", g, " must be two numbers, got ", v.repr());
+        NABLA_CHECK(ValueError, (v.is_tuple() || v.is_list()) && v.size() == 2 && v[0].is_number() && v[1].is_number(),
+                    who, ": 'betas' of group ", g, " must be two numbers, got ", v.repr());
         options["beta1"] = scalar(v[0]);
         options["beta2"] = scalar(v[1]);
       } else if (k == "initial_lr" || has_option(k)) {
-        NABLA_CHECK(ValueError, v.is_number(), who, ": option '", k, "' of group ", g, " is ", v.repr(), ", not a number");
+        NABLA_CHECK(ValueError, v.is_number(), who, ": option '", k, "' of group ", g, " is ", v.repr(),
+                    ", not a number");
         options[k] = scalar(v);
       } else {
         NABLA_CHECK(ValueError, implementation_switch(k) || is_off(v), who, ": PyTorch option '", k, "' = ", v.repr(),
-                          " of group ", g, " has no equivalent in nabla's ", name_);
+                    " of group ", g, " has no equivalent in nabla's ", name_);
       }
     }
     // Options an older PyTorch did not save keep their current values.
@@ -94,14 +93,14 @@ void Optimizer::load_state_dict(const torch_io::Value& pt) {
   NABLA_CHECK(ValueError, state.is_dict(), who, ": 'state' is a ", torch_io::kind_name(state.kind()), ", not a dict");
   for (const auto& [id, fields] : state.entries()) {
     NABLA_CHECK(ValueError, id.kind() == Kind::integer && position.count(id.to_int()), who, ": state for parameter ",
-                      id.repr(), ", which no parameter group lists");
+                id.repr(), ", which no parameter group lists");
     NABLA_CHECK(ValueError, fields.is_dict(), who, ": the state of parameter ", id.to_int(), " is not a dict");
     const std::string prefix = "state." + std::to_string(position[id.to_int()]) + ".";
     for (const auto& [name, v] : fields.entries()) {
       NABLA_CHECK(ValueError, name.is_string(), who, ": state field ", name.repr(), " of parameter ", id.to_int());
       if (v.is_none()) continue;  // e.g. SGD's momentum_buffer before its first step
       NABLA_CHECK(ValueError, v.is_tensor() || v.is_number(), who, ": state '", name.to_string(), "' of parameter ",
-                        id.to_int(), " is ", v.repr());
+                  id.to_int(), " is ", v.repr());
       sd.insert(prefix + name.to_string(), v.is_tensor() ? v.to_tensor() : scalar(v));
     }
   }
@@ -138,7 +137,8 @@ torch_io::Value Optimizer::torch_state_dict() const {
         if (double* const* d = std::get_if<double*>(&ref)) fields.set(n, **d);
         else if (bool* const* b = std::get_if<bool*>(&ref)) fields.set(n, **b);
         // PyTorch (1.12 and later) keeps step counts as float32 tensors.
-        else if (int64_t* const* i = std::get_if<int64_t*>(&ref)) fields.set(n, scalar_tensor(static_cast<double>(**i), dtype(kFloat32)));
+        else if (int64_t* const* i = std::get_if<int64_t*>(&ref))
+          fields.set(n, scalar_tensor(static_cast<double>(**i), dtype(kFloat32)));
         else if (Tensor* const* t = std::get_if<Tensor*>(&ref); t && (*t)->defined()) fields.set(n, (*t)->detach());
       });
       if (fields.size()) state.set(id, fields);

@@ -9,8 +9,9 @@ NABLA_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev zlib1g-dev n
 # What the test suite needs besides: PyTorch for the differential suite (tests/ops/test_differential.cpp) and
 # the PyTorch-file tests (tests/io/test_torch_file.cpp), torchvision for nabla-inspect on a resnet18, and
 # protobuf's Python runtime and compiler for reading TensorBoard event files (tests/tensorboard/test_summary_writer.cpp),
-# and ONNX's Python package, whose checker validates every exported model (tests/test_onnx*.cpp).
-NABLA_TEST_PACKAGES=(python3-torch python3-torchvision python3-protobuf protobuf-compiler python3-onnx)
+# ONNX's Python package, whose checker validates every exported model (tests/onnx/), and clang-format,
+# which checks that the sources keep .clang-format's style (tests/format_check.py).
+NABLA_TEST_PACKAGES=(python3-torch python3-torchvision python3-protobuf protobuf-compiler python3-onnx clang-format)
 
 # What the sanitizer build and the fuzz targets add: clang and its runtimes (ASan, UBSan, libFuzzer).
 NABLA_FUZZ_PACKAGES=(clang libclang-rt-14-dev)

@@ -48,14 +48,15 @@ void EventFile::frame(std::string_view data, std::string& out) {
 }
 
 EventFile::EventFile(std::string dir, EventFileOptions options) : dir_(std::move(dir)), options_(std::move(options)) {
-  NABLA_CHECK(ValueError, options_.max_queue >= 1, "SummaryWriter: max_queue must be at least 1, got ", options_.max_queue);
+  NABLA_CHECK(ValueError, options_.max_queue >= 1, "SummaryWriter: max_queue must be at least 1, got ",
+              options_.max_queue);
   NABLA_CHECK(ValueError, options_.flush_secs > 0 && options_.flush_secs <= 1e9,
-                    "SummaryWriter: flush_secs must be positive (and at most 1e9), got ", options_.flush_secs);
+              "SummaryWriter: flush_secs must be positive (and at most 1e9), got ", options_.flush_secs);
   NABLA_CHECK(ValueError, !dir_.empty(), "SummaryWriter: the log folder name is empty");
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
-  NABLA_CHECK(IOError, !ec && std::filesystem::is_directory(dir_), "SummaryWriter: cannot create the log folder '", dir_,
-                 "': ", ec ? ec.message() : "it exists and is not a folder");
+  NABLA_CHECK(IOError, !ec && std::filesystem::is_directory(dir_), "SummaryWriter: cannot create the log folder '",
+              dir_, "': ", ec ? ec.message() : "it exists and is not a folder");
   path_ = (std::filesystem::path(dir_) / event_file_name(options_.filename_suffix)).string();
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   NABLA_CHECK(IOError, fd_ >= 0, "SummaryWriter: cannot create the event file '", path_, "': ", std::strerror(errno));
@@ -74,9 +75,7 @@ EventFile::EventFile(std::string dir, EventFileOptions options) : dir_(std::move
 EventFile::~EventFile() {
   try {
     close();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "nabla: SummaryWriter: %s\n", e.what());
-  }
+  } catch (const std::exception& e) { std::fprintf(stderr, "nabla: SummaryWriter: %s\n", e.what()); }
 }
 
 void EventFile::add(std::string_view event) {
@@ -135,8 +134,7 @@ void EventFile::run() {
   for (;;) {
     {
       std::unique_lock lk(mu_);
-      wake_.wait_for(lk, period,
-                     [&] { return closing_ || pending_records_ >= options_.max_queue || queue_full(); });
+      wake_.wait_for(lk, period, [&] { return closing_ || pending_records_ >= options_.max_queue || queue_full(); });
       if (closing_) return;  // close() writes the rest
     }
     std::unique_lock flk(file_mu_);
@@ -171,8 +169,8 @@ void EventFile::close() {
     err = error_;
   }
   if (fd_ >= 0 && ::close(fd_) != 0 && !err)
-    err = std::make_exception_ptr(IOError("SummaryWriter: cannot close the event file '" + path_ + "': " +
-                                          std::strerror(errno)));
+    err = std::make_exception_ptr(
+        IOError("SummaryWriter: cannot close the event file '" + path_ + "': " + std::strerror(errno)));
   fd_ = -1;
   if (err) std::rethrow_exception(err);
 }

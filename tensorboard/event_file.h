@@ -21,8 +21,8 @@
 namespace nabla::tensorboard {
 
 struct EventFileOptions {
-  int64_t max_queue = 10;     // records that wake the writer thread
-  double flush_secs = 120;    // the longest a record waits before it is written
+  int64_t max_queue = 10;   // records that wake the writer thread
+  double flush_secs = 120;  // the longest a record waits before it is written
   // Queued bytes that also wake the writer thread (a few large images reach it before max_queue
   // records do); add() waits while this much is queued, so memory stays bounded.
   size_t max_pending_bytes = size_t(64) << 20;
@@ -65,7 +65,7 @@ class EventFile {
   std::mutex close_mu_;
   std::mutex file_mu_;  // serializes writes to fd_, in queue order (taken before mu_); guards writing_
   std::string writing_;
-  std::mutex mu_;       // guards everything below
+  std::mutex mu_;  // guards everything below
   std::condition_variable wake_, space_;
   std::string pending_;  // framed records not written yet
   int64_t pending_records_ = 0;

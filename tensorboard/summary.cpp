@@ -71,11 +71,11 @@ const std::vector<double>& tensorflow_bins() {
 Histogram make_histogram(const Tensor& values, std::span<const double> bins, std::optional<int64_t> max_bins,
                          const char* op) {
   NABLA_CHECK(ValueError, values.defined() && values.numel() > 0, op, ": the tensor has no elements (shape ",
-                    values.defined() ? values.sizes() : Shape{}, ")");
+              values.defined() ? values.sizes() : Shape{}, ")");
   NABLA_CHECK(ValueError, bins.size() >= 2, op, ": need at least two bin edges, got ", bins.size());
   for (size_t i = 1; i < bins.size(); ++i)
-    NABLA_CHECK(ValueError, bins[i - 1] < bins[i], op, ": bin edges must increase, got ", bins[i - 1], " then ", bins[i],
-                      " at ", i);
+    NABLA_CHECK(ValueError, bins[i - 1] < bins[i], op, ": bin edges must increase, got ", bins[i - 1], " then ",
+                bins[i], " at ", i);
   NABLA_CHECK(ValueError, !max_bins || *max_bins >= 1, op, ": max_bins must be at least 1, got ", max_bins.value_or(0));
   Tensor v = as_f64(values);
   const double* x = v.data_ptr<double>();
@@ -137,19 +137,21 @@ Histogram make_histogram(const Tensor& values, std::span<const double> bins, std
   // The first and the last non-empty bin; TensorBoard reads right edges only, so one empty bin
   // goes in front (the one before the first non-empty bin, or a new one).
   auto first = std::find_if(counts.begin(), counts.end(), [](double c) { return c > 0; });
-  NABLA_CHECK(ValueError, first != counts.end(), op, ": no value lies within the bins [", lo, ", ", hi, "] (min ", h.min,
-                    ", max ", h.max, ")");
+  NABLA_CHECK(ValueError, first != counts.end(), op, ": no value lies within the bins [", lo, ", ", hi, "] (min ",
+              h.min, ", max ", h.max, ")");
   size_t start = static_cast<size_t>(first - counts.begin());
-  size_t last = counts.size() - 1 - static_cast<size_t>(std::find_if(counts.rbegin(), counts.rend(),
-                                                                        [](double c) { return c > 0; }) -
-                                                           counts.rbegin());
+  size_t last = counts.size() - 1 -
+                static_cast<size_t>(std::find_if(counts.rbegin(), counts.rend(), [](double c) { return c > 0; }) -
+                                    counts.rbegin());
   if (start > 0) {
-    h.bucket.assign(counts.begin() + static_cast<ptrdiff_t>(start - 1), counts.begin() + static_cast<ptrdiff_t>(last + 1));
+    h.bucket.assign(counts.begin() + static_cast<ptrdiff_t>(start - 1),
+                    counts.begin() + static_cast<ptrdiff_t>(last + 1));
   } else {
     h.bucket.push_back(0);
     h.bucket.insert(h.bucket.end(), counts.begin(), counts.begin() + static_cast<ptrdiff_t>(last + 1));
   }
-  h.bucket_limit.assign(limits.begin() + static_cast<ptrdiff_t>(start), limits.begin() + static_cast<ptrdiff_t>(last + 2));
+  h.bucket_limit.assign(limits.begin() + static_cast<ptrdiff_t>(start),
+                        limits.begin() + static_cast<ptrdiff_t>(last + 2));
   return h;
 }
 
@@ -226,16 +228,16 @@ Tensor image_hwc(const Tensor& image, std::string_view dataformats, const char* 
   bool letters_ok = !fmt.empty() && fmt.find_first_not_of("NCHW") == std::string::npos;
   for (size_t i = 0; letters_ok && i < fmt.size(); ++i) letters_ok = fmt.find(fmt[i], i + 1) == std::string::npos;
   NABLA_CHECK(ValueError, letters_ok && fmt.find('H') != std::string::npos && fmt.find('W') != std::string::npos, op,
-                    ": dataformats must name H, W and optionally C and N once each (e.g. CHW, HWC, HW, NCHW), got '",
-                    std::string(dataformats), "'");
-  NABLA_CHECK(ShapeError, static_cast<int64_t>(fmt.size()) == image.dim(), op, ": dataformats '", fmt, "' has ", fmt.size(),
-                    " dimensions but the image has shape ", image.sizes());
+              ": dataformats must name H, W and optionally C and N once each (e.g. CHW, HWC, HW, NCHW), got '",
+              std::string(dataformats), "'");
+  NABLA_CHECK(ShapeError, static_cast<int64_t>(fmt.size()) == image.dim(), op, ": dataformats '", fmt, "' has ",
+              fmt.size(), " dimensions but the image has shape ", image.sizes());
   NABLA_CHECK(ValueError, image.numel() > 0, op, ": the image is empty (shape ", image.sizes(), ")");
   const bool has_c = fmt.find('C') != std::string::npos;
   if (has_c) {
     int64_t c = image.size(static_cast<int64_t>(fmt.find('C')));
-    NABLA_CHECK(ShapeError, c == 1 || c == 3 || c == 4, op, ": an image has 1, 3 or 4 channels (C), got ", c, " in shape ",
-                      image.sizes(), " (", fmt, ")");
+    NABLA_CHECK(ShapeError, c == 1 || c == 3 || c == 4, op, ": an image has 1, 3 or 4 channels (C), got ", c,
+                " in shape ", image.sizes(), " (", fmt, ")");
   }
   if (fmt.size() == 4) return grid_hwc(u8_in_order(image, fmt, "NCHW"), 8);
   if (fmt.size() == 3 && !has_c) {  // NHW: a batch of gray images
@@ -252,12 +254,12 @@ Tensor image_hwc(const Tensor& image, std::string_view dataformats, const char* 
 }
 
 Tensor image_grid(const Tensor& images_nchw, int64_t ncols, const char* op) {
-  NABLA_CHECK(ShapeError, images_nchw.defined() && images_nchw.dim() == 4, op, ": expected images (N, C, H, W), got shape ",
-                    images_nchw.defined() ? images_nchw.sizes() : Shape{});
+  NABLA_CHECK(ShapeError, images_nchw.defined() && images_nchw.dim() == 4, op,
+              ": expected images (N, C, H, W), got shape ", images_nchw.defined() ? images_nchw.sizes() : Shape{});
   NABLA_CHECK(ValueError, images_nchw.numel() > 0, op, ": the images are empty (shape ", images_nchw.sizes(), ")");
   int64_t c = images_nchw.size(1);
-  NABLA_CHECK(ShapeError, c == 1 || c == 3 || c == 4, op, ": an image has 1, 3 or 4 channels (C), got ", c, " in shape ",
-                    images_nchw.sizes());
+  NABLA_CHECK(ShapeError, c == 1 || c == 3 || c == 4, op, ": an image has 1, 3 or 4 channels (C), got ", c,
+              " in shape ", images_nchw.sizes());
   return grid_hwc(u8_in_order(images_nchw, "NCHW", "NCHW"), std::max<int64_t>(ncols, 1));
 }
 
@@ -294,10 +296,10 @@ std::vector<double> pr_curve_data(const Tensor& labels, const Tensor& prediction
                                   const Tensor& weights, const char* op) {
   NABLA_CHECK(ValueError, labels.defined() && predictions.defined(), op, ": labels and predictions must be defined");
   NABLA_CHECK(ShapeError, labels.numel() == predictions.numel(), op, ": labels ", labels.sizes(), " and predictions ",
-                    predictions.sizes(), " have different numbers of elements");
+              predictions.sizes(), " have different numbers of elements");
   NABLA_CHECK(ShapeError, !weights.defined() || weights.numel() == labels.numel(), op, ": weights ",
-                    weights.defined() ? weights.sizes() : Shape{}, " must have one value per label (labels ",
-                    labels.sizes(), ")");
+              weights.defined() ? weights.sizes() : Shape{}, " must have one value per label (labels ", labels.sizes(),
+              ")");
   NABLA_CHECK(ValueError, num_thresholds >= 2, op, ": num_thresholds must be at least 2, got ", num_thresholds);
   const int64_t nt = std::min<int64_t>(num_thresholds, 127);
   Tensor l = as_f64(labels), wt = weights.defined() ? as_f64(weights) : Tensor();
@@ -406,7 +408,7 @@ void hparams_experiment_value(ProtoWriter& w, const HParams& hparams, const Metr
     NABLA_CHECK(ValueError, it != hparams.end(), "add_hparams: the domain of '", name, "' names no hyperparameter");
     for (const HParam& d : values)
       NABLA_CHECK(ValueError, d.value().index() == it->second.value().index(), "add_hparams: the domain of '", name,
-                        "' holds ", kind_name(d), " but the hyperparameter is ", kind_name(it->second));
+                  "' holds ", kind_name(d), " but the hyperparameter is ", kind_name(it->second));
   }
   // Experiment { repeated HParamInfo hparam_infos = 4; repeated MetricInfo metric_infos = 5; }
   // HParamInfo { string name = 1; DataType type = 4; ListValue domain_discrete = 5; }

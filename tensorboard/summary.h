@@ -87,7 +87,7 @@ class HParam {
  private:
   std::variant<double, std::string, bool> v_;
 };
-using HParams = std::vector<std::pair<std::string, HParam>>;         // in the order given
+using HParams = std::vector<std::pair<std::string, HParam>>;  // in the order given
 using Metrics = std::vector<std::pair<std::string, double>>;
 using HParamDomains = std::vector<std::pair<std::string, std::vector<HParam>>>;
 

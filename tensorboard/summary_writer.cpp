@@ -8,9 +8,9 @@
 
 #include "core/error.h"
 #include "core/graph.h"
-#include "io/file.h"
 #include "core/ops.h"
 #include "data/image.h"
+#include "io/file.h"
 #include "tensorboard/events.h"
 
 namespace nabla::tensorboard {
@@ -106,9 +106,7 @@ SummaryWriter::SummaryWriter(std::string log_dir, SummaryWriterOptions options)
 SummaryWriter::~SummaryWriter() {
   try {
     close();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "nabla: SummaryWriter: %s\n", e.what());
-  }
+  } catch (const std::exception& e) { std::fprintf(stderr, "nabla: SummaryWriter: %s\n", e.what()); }
 }
 
 EventFile& SummaryWriter::main_file() {
@@ -151,7 +149,7 @@ void SummaryWriter::add_scalar(const std::string& tag, double value, std::option
 void SummaryWriter::add_scalar(const std::string& tag, const Tensor& value, std::optional<int64_t> global_step,
                                std::optional<double> walltime) {
   NABLA_CHECK(ShapeError, value.defined() && value.numel() == 1, "add_scalar: '", tag,
-                    "' needs a tensor of one element, got shape ", value.defined() ? value.sizes() : Shape{});
+              "' needs a tensor of one element, got shape ", value.defined() ? value.sizes() : Shape{});
   autograd::NoGradGuard ng;
   add_scalar(tag, value.cpu().to(kFloat64).item<double>(), global_step, walltime);
 }
@@ -172,21 +170,21 @@ void SummaryWriter::add_scalars(const std::string& main_tag, const std::vector<s
     auto it = scalars_runs_.find(dir);
     if (it == scalars_runs_.end())
       it = scalars_runs_
-               .emplace(dir, std::make_unique<EventFile>(dir, EventFileOptions{.max_queue = options_.max_queue,
-                                                                               .flush_secs = options_.flush_secs,
-                                                                               .filename_suffix = options_.filename_suffix}))
+               .emplace(dir,
+                        std::make_unique<EventFile>(dir, EventFileOptions{.max_queue = options_.max_queue,
+                                                                          .flush_secs = options_.flush_secs,
+                                                                          .filename_suffix = options_.filename_suffix}))
                .first;
     buf.clear();
-    encode_summary_event(buf, wall, global_step,
-                         [&](ProtoWriter& w) { scalar_value(w, main_tag, value); });
+    encode_summary_event(buf, wall, global_step, [&](ProtoWriter& w) { scalar_value(w, main_tag, value); });
     it->second->add(buf);
   }
 }
 
 void SummaryWriter::add_histogram(const std::string& tag, const Tensor& values, std::optional<int64_t> global_step,
                                   const HistogramOptions& options, std::optional<double> walltime) {
-  std::span<const double> bins = options.bins.empty() ? std::span<const double>(tensorflow_bins())
-                                                      : std::span<const double>(options.bins);
+  std::span<const double> bins =
+      options.bins.empty() ? std::span<const double>(tensorflow_bins()) : std::span<const double>(options.bins);
   Histogram h = make_histogram(values, bins, options.max_bins, "add_histogram");
   add_histogram_raw(tag, h, global_step, walltime);
 }
@@ -194,7 +192,7 @@ void SummaryWriter::add_histogram(const std::string& tag, const Tensor& values, 
 void SummaryWriter::add_histogram_raw(const std::string& tag, const Histogram& h, std::optional<int64_t> global_step,
                                       std::optional<double> walltime) {
   NABLA_CHECK(ValueError, h.bucket_limit.size() == h.bucket.size(), "add_histogram_raw: '", tag, "' has ",
-                    h.bucket_limit.size(), " bucket limits but ", h.bucket.size(), " bucket counts");
+              h.bucket_limit.size(), " bucket limits but ", h.bucket.size(), " bucket counts");
   add_summary(global_step, walltime, [&](ProtoWriter& w) { histogram_value(w, tag, h); });
 }
 
@@ -207,8 +205,8 @@ void SummaryWriter::add_image(const std::string& tag, const Tensor& image, std::
 void SummaryWriter::add_images(const std::string& tag, const Tensor& images, std::optional<int64_t> global_step,
                                std::optional<double> walltime, const std::string& dataformats) {
   NABLA_CHECK(ShapeError, images.defined() && images.dim() == static_cast<int64_t>(dataformats.size()), "add_images: '",
-                    tag, "': dataformats '", dataformats, "' does not fit the shape ",
-                    images.defined() ? images.sizes() : Shape{});
+              tag, "': dataformats '", dataformats, "' does not fit the shape ",
+              images.defined() ? images.sizes() : Shape{});
   Tensor hwc = image_hwc(images, dataformats, "add_images");
   add_summary(global_step, walltime, [&](ProtoWriter& w) { image_value(w, tag, hwc); });
 }
@@ -273,25 +271,25 @@ void SummaryWriter::add_embedding(const Tensor& mat, const std::vector<std::vect
   if (!header.empty()) rows.push_back(join(header));
   for (size_t i = 0; i < metadata.size(); ++i) {
     NABLA_CHECK(ShapeError, header.empty() || metadata[i].size() == header.size(), "add_embedding: metadata row ", i,
-                      " has ", metadata[i].size(), " columns but the header has ", header.size());
+                " has ", metadata[i].size(), " columns but the header has ", header.size());
     rows.push_back(join(metadata[i]));
   }
   NABLA_CHECK(ShapeError, !mat.defined() || mat.dim() != 2 || static_cast<int64_t>(metadata.size()) == mat.size(0),
-                    "add_embedding: ", metadata.size(), " metadata rows for ", mat.size(0), " data points");
+              "add_embedding: ", metadata.size(), " metadata rows for ", mat.size(0), " data points");
   embedding(mat, rows, !metadata.empty(), label_img, global_step, tag);
 }
 
 void SummaryWriter::embedding(const Tensor& mat, const std::vector<std::string>& rows, bool has_metadata,
                               const Tensor& label_img, std::optional<int64_t> global_step, const std::string& tag) {
-  NABLA_CHECK(ShapeError, mat.defined() && mat.dim() == 2, "add_embedding: mat must be 2-D (points, features), got shape ",
-                    mat.defined() ? mat.sizes() : Shape{});
+  NABLA_CHECK(ShapeError, mat.defined() && mat.dim() == 2,
+              "add_embedding: mat must be 2-D (points, features), got shape ", mat.defined() ? mat.sizes() : Shape{});
   const int64_t n = mat.size(0);
   size_t header_rows = rows.size() > static_cast<size_t>(n) ? rows.size() - static_cast<size_t>(n) : 0;
-  NABLA_CHECK(ShapeError, !has_metadata || rows.size() - header_rows == static_cast<size_t>(n), "add_embedding: ",
-                    rows.size() - header_rows, " metadata labels for ", n, " data points");
+  NABLA_CHECK(ShapeError, !has_metadata || rows.size() - header_rows == static_cast<size_t>(n),
+              "add_embedding: ", rows.size() - header_rows, " metadata labels for ", n, " data points");
   NABLA_CHECK(ShapeError, !label_img.defined() || (label_img.dim() == 4 && label_img.size(0) == n),
-                    "add_embedding: label_img must be (N, C, H, W) with N = ", n, " data points, got shape ",
-                    label_img.defined() ? label_img.sizes() : Shape{});
+              "add_embedding: label_img must be (N, C, H, W) with N = ", n, " data points, got shape ",
+              label_img.defined() ? label_img.sizes() : Shape{});
   const int64_t step = global_step.value_or(0);
   const std::string subdir = zfill5(step) + "/" + encode_tag(tag);
   std::string logdir;
@@ -347,8 +345,9 @@ void SummaryWriter::embedding(const Tensor& mat, const std::vector<std::string>&
   std::string info = "embeddings {\n  tensor_name: " + text_literal(tag + ":" + zfill5(step)) + "\n";
   if (has_metadata) info += "  metadata_path: " + text_literal(subdir + "/metadata.tsv") + "\n";
   if (label_img.defined())
-    info += "  sprite {\n    image_path: " + text_literal(subdir + "/sprite.png") + "\n    single_image_dim: " +
-            std::to_string(label_img.size(3)) + "\n    single_image_dim: " + std::to_string(label_img.size(2)) + "\n  }\n";
+    info += "  sprite {\n    image_path: " + text_literal(subdir + "/sprite.png") +
+            "\n    single_image_dim: " + std::to_string(label_img.size(3)) +
+            "\n    single_image_dim: " + std::to_string(label_img.size(2)) + "\n  }\n";
   info += "  tensor_path: " + text_literal(subdir + "/tensors.tsv") + "\n}\n";
   std::lock_guard lk(mu_);
   projector_config_ += info;

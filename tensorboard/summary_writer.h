@@ -30,11 +30,11 @@
 namespace nabla::tensorboard {
 
 struct SummaryWriterOptions {
-  std::string comment{};               // appended to the default log_dir (ignored with a log_dir)
+  std::string comment{};                // appended to the default log_dir (ignored with a log_dir)
   std::optional<int64_t> purge_step{};  // TensorBoard drops earlier events with a step >= this one
-  int64_t max_queue = 10;              // events buffered before the writer thread writes them
-  double flush_secs = 120;             // the longest an event waits in memory
-  std::string filename_suffix{};       // appended to every event file's name
+  int64_t max_queue = 10;               // events buffered before the writer thread writes them
+  double flush_secs = 120;              // the longest an event waits in memory
+  std::string filename_suffix{};        // appended to every event file's name
 };
 
 struct HistogramOptions {
@@ -51,7 +51,7 @@ class SummaryWriter {
   SummaryWriter& operator=(const SummaryWriter&) = delete;
 
   const std::string& log_dir() const { return log_dir_; }  // get_logdir()
-  std::string event_file_path();                            // the main event file
+  std::string event_file_path();                           // the main event file
 
   void add_scalar(const std::string& tag, double value, std::optional<int64_t> global_step = std::nullopt,
                   std::optional<double> walltime = std::nullopt);
@@ -64,7 +64,8 @@ class SummaryWriter {
                      const HistogramOptions& options = {}, std::optional<double> walltime = std::nullopt);
   // A histogram computed elsewhere (add_histogram_raw): bucket_limits[i] is bucket i's right edge.
   void add_histogram_raw(const std::string& tag, const Histogram& histogram,
-                         std::optional<int64_t> global_step = std::nullopt, std::optional<double> walltime = std::nullopt);
+                         std::optional<int64_t> global_step = std::nullopt,
+                         std::optional<double> walltime = std::nullopt);
   // dataformats: CHW (default), HWC, HW; floats in [0, 1] or u8 in [0, 255].
   void add_image(const std::string& tag, const Tensor& image, std::optional<int64_t> global_step = std::nullopt,
                  std::optional<double> walltime = std::nullopt, const std::string& dataformats = "CHW");
@@ -109,7 +110,7 @@ class SummaryWriter {
   std::mutex mu_;
   std::unique_ptr<EventFile> main_;
   std::map<std::string, std::unique_ptr<EventFile>> scalars_runs_;  // add_scalars' sub-runs, by folder
-  std::string projector_config_;  // the embeddings written so far, in text format
+  std::string projector_config_;                                    // the embeddings written so far, in text format
 };
 
 // The default log_dir for a comment: runs/<Mon>DD_HH-MM-SS_<hostname><comment> (local time).

@@ -75,13 +75,16 @@ int main(int argc, char** argv) {
     files.push_back(a);
   }
   if (files.size() != 2) {
-    std::fprintf(stderr, "nabla-convert: expected IN and OUT, got %zu file name%s\nusage: nabla-convert IN OUT (try --help)\n",
+    std::fprintf(stderr,
+                 "nabla-convert: expected IN and OUT, got %zu file name%s\nusage: nabla-convert IN OUT (try --help)\n",
                  files.size(), files.size() == 1 ? "" : "s");
     return 2;
   }
   const std::string &in = files[0], &out = files[1];
   if (!nabla_tools::is_torch_name(out) && !nabla_tools::is_safetensors_name(out)) {
-    std::fprintf(stderr, "nabla-convert: cannot tell the format of '%s' from its extension (use .pt, .pth, .bin, .ckpt or .safetensors)\n",
+    std::fprintf(stderr,
+                 "nabla-convert: cannot tell the format of '%s' from its extension (use .pt, .pth, .bin, .ckpt or "
+                 ".safetensors)\n",
                  terminal_safe(out).c_str());
     return 2;
   }

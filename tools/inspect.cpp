@@ -132,8 +132,8 @@ int main(int argc, char** argv) {
       return 2;
     } else if (path.empty()) path = a;
     else {
-      std::fprintf(stderr, "nabla-inspect: one file at a time (got '%s' and '%s')\n", nabla_tools::terminal_safe(path).c_str(),
-                   nabla_tools::terminal_safe(a).c_str());
+      std::fprintf(stderr, "nabla-inspect: one file at a time (got '%s' and '%s')\n",
+                   nabla_tools::terminal_safe(path).c_str(), nabla_tools::terminal_safe(a).c_str());
       return 2;
     }
   }
@@ -173,7 +173,8 @@ int main(int argc, char** argv) {
         nabla_tools::append_json_string(out, t.name, &replaced);
         out += ", \"dtype\": ";
         nabla_tools::append_json_string(out, t.dtype, &replaced);
-        out += ", \"shape\": " + shape_str(t.tensor) + ", \"bytes\": " + std::to_string(sums[i].bytes) + ", \"crc32\": ";
+        out +=
+            ", \"shape\": " + shape_str(t.tensor) + ", \"bytes\": " + std::to_string(sums[i].bytes) + ", \"crc32\": ";
         out += sums[i].computed ? "\"" + crc_text(i) + "\"" : "null";
         out += "}";
         if (out.size() > (1 << 20)) put(out), out.clear();
@@ -195,12 +196,14 @@ int main(int argc, char** argv) {
       out += "\n}\n";
       put(out);
       if (replaced)
-        std::fprintf(stderr, "nabla-inspect: note: some names or values are not valid UTF-8; the JSON shows their invalid "
-                             "bytes as U+FFFD\n");
+        std::fprintf(stderr,
+                     "nabla-inspect: note: some names or values are not valid UTF-8; the JSON shows their invalid "
+                     "bytes as U+FFFD\n");
       return 0;
     }
-    std::printf("%s: %s, %zu tensor%s, %s elements, %s\n", terminal_safe(path).c_str(), f.format.c_str(), f.tensors.size(),
-                f.tensors.size() == 1 ? "" : "s", with_commas(total_numel).c_str(), human_bytes(total_bytes).c_str());
+    std::printf("%s: %s, %zu tensor%s, %s elements, %s\n", terminal_safe(path).c_str(), f.format.c_str(),
+                f.tensors.size(), f.tensors.size() == 1 ? "" : "s", with_commas(total_numel).c_str(),
+                human_bytes(total_bytes).c_str());
     std::vector<std::string> names;
     names.reserve(f.tensors.size());
     size_t w[4] = {4, 5, 5, 5};
@@ -227,7 +230,8 @@ int main(int argc, char** argv) {
     if (!f.others.empty()) {
       std::printf("other values:\n");
       for (const auto& [k, v] : f.others)
-        std::printf("  %s = %s\n", k.empty() ? "(the file)" : terminal_safe(k).c_str(), terminal_safe(v, false).c_str());
+        std::printf("  %s = %s\n", k.empty() ? "(the file)" : terminal_safe(k).c_str(),
+                    terminal_safe(v, false).c_str());
     }
     if (!f.metadata.empty()) {
       std::printf("metadata:\n");

@@ -103,7 +103,8 @@ int parse_int(const std::string& opt, const char* text, int lo, int hi) {
   errno = 0;
   long v = std::strtol(text, &end, 10);
   if (!*text || *end || errno || v < lo || v > hi)
-    usage_error(opt + " takes an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + text + "'");
+    usage_error(opt + " takes an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + text +
+                "'");
   return static_cast<int>(v);
 }
 
@@ -111,7 +112,8 @@ int status_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 1
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+  return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) +
+         ")";
 }
 
 double now_s() {
@@ -164,14 +166,14 @@ struct Worker {
   pid_t pid = -1;
   int rank = 0;
   bool running = false;
-  int beat_fd = -1;          // nabla-run's end of the heartbeat socket
-  double last_beat = -1;     // when the last beat came (-1: none yet)
-  Beat beat{};               // the last beat
-  char state = '?';          // of the process (or the stopped one of its tree): R, S, D, T, t, Z
-  pid_t stopped_pid = -1;    // a process of its tree that is stopped
-  double stopped_since = -1; // since when it has been seen stopped (-1: not stopped)
-  long long cpu = -1;        // CPU ticks of its process tree at the last sample
-  double last_busy = -1;     // the last sample at which it had used CPU
+  int beat_fd = -1;           // nabla-run's end of the heartbeat socket
+  double last_beat = -1;      // when the last beat came (-1: none yet)
+  Beat beat{};                // the last beat
+  char state = '?';           // of the process (or the stopped one of its tree): R, S, D, T, t, Z
+  pid_t stopped_pid = -1;     // a process of its tree that is stopped
+  double stopped_since = -1;  // since when it has been seen stopped (-1: not stopped)
+  long long cpu = -1;         // CPU ticks of its process tree at the last sample
+  double last_busy = -1;      // the last sample at which it had used CPU
 };
 
 // A process's state and CPU ticks (its own and its reaped children's) from /proc/<pid>/stat; false
@@ -336,15 +338,16 @@ class Liveness {
       if (w.last_beat >= 0)
         s += ", last heartbeat " + secs(now - w.last_beat) + " ago" +
              (w.beat.waiting ? ", waiting for its peers for " + secs(w.beat.waiting_ms / 1000.0) : std::string(""));
-      else
-        s += ", no heartbeat (not a nabla program, or before init_process_group)";
+      else s += ", no heartbeat (not a nabla program, or before init_process_group)";
       s += "\n";
     }
     return s;
   }
 
  private:
-  static std::string who(const Worker& w) { return "rank " + std::to_string(w.rank) + " (pid " + std::to_string(w.pid) + ")"; }
+  static std::string who(const Worker& w) {
+    return "rank " + std::to_string(w.rank) + " (pid " + std::to_string(w.pid) + ")";
+  }
   static std::string secs(double s) {
     char b[32];
     std::snprintf(b, sizeof b, "%.1f s", s);
@@ -405,8 +408,9 @@ int main(int argc, char** argv) {
   const char* env_file = std::getenv("NABLA_STORE_SECRET_FILE");
   const bool inherited = (env_secret && *env_secret) || (env_file && *env_file);
   if (no_secret && (!secret_file.empty() || inherited))
-    usage_error("--no-store-secret conflicts with " +
-                std::string(!secret_file.empty() ? "--store-secret-file" : "NABLA_STORE_SECRET(_FILE) in the environment"));
+    usage_error(
+        "--no-store-secret conflicts with " +
+        std::string(!secret_file.empty() ? "--store-secret-file" : "NABLA_STORE_SECRET(_FILE) in the environment"));
   SecretFile made;
   if (!secret_file.empty()) {
     struct stat st {};
@@ -420,9 +424,10 @@ int main(int argc, char** argv) {
     }
   } else if (!no_secret && !inherited) {
     if (nnodes > 1)
-      usage_error("with --nnodes > 1 every machine needs the same secret: pass --store-secret-file FILE (16 or more "
-                  "characters, chmod 600, the same on every machine) or set NABLA_STORE_SECRET to the same value on "
-                  "each; --no-store-secret runs without one (then anyone who can reach the master port can join)");
+      usage_error(
+          "with --nnodes > 1 every machine needs the same secret: pass --store-secret-file FILE (16 or more "
+          "characters, chmod 600, the same on every machine) or set NABLA_STORE_SECRET to the same value on "
+          "each; --no-store-secret runs without one (then anyone who can reach the master port can join)");
     if (!made.make()) {
       std::fprintf(stderr, "nabla-run: cannot write the job's secret in %s: %s\n",
                    made.dir.empty() ? "TMPDIR" : made.dir.c_str(), std::strerror(errno));
@@ -469,8 +474,8 @@ int main(int argc, char** argv) {
         struct stat st {};
         fstat(sv[1], &st);
         fcntl(sv[1], F_SETFD, 0);
-        std::string id = std::to_string(sv[1]) + ":" + std::to_string(static_cast<unsigned long long>(st.st_dev)) + ":" +
-                         std::to_string(static_cast<unsigned long long>(st.st_ino));
+        std::string id = std::to_string(sv[1]) + ":" + std::to_string(static_cast<unsigned long long>(st.st_dev)) +
+                         ":" + std::to_string(static_cast<unsigned long long>(st.st_ino));
         setenv("NABLA_HEARTBEAT_FD", id.c_str(), 1);
         setenv("NABLA_HEARTBEAT_INTERVAL_MS", interval_ms.c_str(), 1);
       } else {
@@ -488,8 +493,8 @@ int main(int argc, char** argv) {
     workers[local].beat_fd = sv[0];
   }
 
-  int result = 0;          // the exit status nabla-run reports
-  bool stopping = false;   // the others are being stopped (a failure or a signal)
+  int result = 0;         // the exit status nabla-run reports
+  bool stopping = false;  // the others are being stopped (a failure or a signal)
   double stop_deadline = 0;
   auto stop_all = [&](int sig) {
     for (auto& w : workers)
@@ -549,7 +554,8 @@ int main(int argc, char** argv) {
       }
     }
     if (stopping && running > 0 && !killed && now >= stop_deadline) {
-      std::fprintf(stderr, "nabla-run: %d worker(s) still running %d s after SIGTERM: SIGKILL\n", running, stop_timeout);
+      std::fprintf(stderr, "nabla-run: %d worker(s) still running %d s after SIGTERM: SIGKILL\n", running,
+                   stop_timeout);
       stop_all(SIGKILL);
       killed = true;
     }

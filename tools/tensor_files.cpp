@@ -72,7 +72,8 @@ TensorFile read_torch(const std::string& path, const Limits& limits) {
   f.file_size = file_size_of(path);
   unsigned char head[2] = {};
   std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(head), 2);
-  f.format = head[0] == 'P' && head[1] == 'K' ? "PyTorch (torch.save zip archive)" : "PyTorch (legacy torch.save format)";
+  f.format =
+      head[0] == 'P' && head[1] == 'K' ? "PyTorch (torch.save zip archive)" : "PyTorch (legacy torch.save format)";
   torch_io::LoadOptions options;
   options.max_value_bytes = limits.values(f.file_size);
   try {
@@ -84,11 +85,10 @@ TensorFile read_torch(const std::string& path, const Limits& limits) {
   std::vector<std::pair<std::string, torch_io::Value>> flat;
   try {
     flat = f.torch.flatten("", limits.names(f.file_size));
-  } catch (const ValueError& e) {
-    throw IOError("'" + path + "': " + e.what() + limit_hint(limits));
-  }
+  } catch (const ValueError& e) { throw IOError("'" + path + "': " + e.what() + limit_hint(limits)); }
   for (auto& [name, v] : flat) {
-    if (v.is_tensor()) f.tensors.push_back({std::move(name), v.to_tensor(), torch_io::storage_type_name(v.storage_type())});
+    if (v.is_tensor())
+      f.tensors.push_back({std::move(name), v.to_tensor(), torch_io::storage_type_name(v.storage_type())});
     else f.others.emplace_back(std::move(name), v.repr());
   }
   return f;
@@ -312,7 +312,9 @@ Checksum checksum(const NamedTensor& t) {
   // The elements it reads: every dimension but those of stride 0, whose blocks are repeated.
   uint64_t reads = 1;
   for (int64_t d = 0; d < c.dim(); ++d)
-    if (c.strides()[d] != 0) reads = reads > UINT64_MAX / static_cast<uint64_t>(c.sizes()[d]) ? UINT64_MAX : reads * static_cast<uint64_t>(c.sizes()[d]);
+    if (c.strides()[d] != 0)
+      reads = reads > UINT64_MAX / static_cast<uint64_t>(c.sizes()[d]) ? UINT64_MAX
+                                                                       : reads * static_cast<uint64_t>(c.sizes()[d]);
   const uint64_t stored = c.impl()->storage->nbytes / c.element_size();
   if (reads > 2 * stored + (1u << 20)) return out;  // an overlapping view (as_strided): not summed
   const int narrow = (t.dtype == "int8" || t.dtype == "int16") && c.dtype() == kInt32 ? (t.dtype == "int8" ? 1 : 2) : 0;
@@ -329,7 +331,7 @@ Checksum checksum(const NamedTensor& t) {
     sizes.push_back(c.sizes()[d]);
     strides.push_back(c.strides()[d]);
   }
-  Walk w{static_cast<const unsigned char*>(c.data_ptr()), sizes, strides, c.element_size(), narrow,
+  Walk w{static_cast<const unsigned char*>(c.data_ptr()),          sizes, strides, c.element_size(), narrow,
          narrow ? static_cast<uint64_t>(narrow) : c.element_size()};
   CrcBuilder b;
   w.run(b, 0, 0);
@@ -370,13 +372,16 @@ void check_written_bytes(const TensorFile& file, const Limits& limits) {
   if (total <= limit) return;
   std::string why;
   if (worst && worst_ratio > 1)
-    why = "; '" + terminal_safe(worst->name).substr(0, 200) + "' is a view of shape " + shape_text(worst->tensor.sizes()) +
-          " and strides " + shape_text(worst->tensor.strides()) + " over " + std::to_string(stored_elements(worst->tensor)) +
-          (stored_elements(worst->tensor) == 1 ? " stored element" : " stored elements") + ", which safetensors holds in full (" + std::to_string(value_bytes(*worst)) +
+    why = "; '" + terminal_safe(worst->name).substr(0, 200) + "' is a view of shape " +
+          shape_text(worst->tensor.sizes()) + " and strides " + shape_text(worst->tensor.strides()) + " over " +
+          std::to_string(stored_elements(worst->tensor)) +
+          (stored_elements(worst->tensor) == 1 ? " stored element" : " stored elements") +
+          ", which safetensors holds in full (" + std::to_string(value_bytes(*worst)) +
           " bytes); a .pt output keeps views as they are";
-  throw ValueError("a safetensors file of these tensors would hold " + std::to_string(total) +
-                   " bytes of values, more than the limit of " + std::to_string(limit) +
-                   (limits.max_bytes ? " (set by --max-mb)" : " (64 MiB + 4 times the input's size; --max-mb raises it)") + why);
+  throw ValueError(
+      "a safetensors file of these tensors would hold " + std::to_string(total) +
+      " bytes of values, more than the limit of " + std::to_string(limit) +
+      (limits.max_bytes ? " (set by --max-mb)" : " (64 MiB + 4 times the input's size; --max-mb raises it)") + why);
 }
 
 }  // namespace
@@ -391,7 +396,8 @@ TensorFile read_tensor_file(const std::string& path, const Limits& limits) {
       safetensors::Metadata md;
       std::vector<safetensors::TensorInfo> infos = safetensors::read_header(path, &md);
       safetensors::File st = safetensors::load_file(path);
-      for (const auto& info : infos) f.tensors.push_back({info.name, st.tensors[info.name], safetensors_dtype(info.dtype)});
+      for (const auto& info : infos)
+        f.tensors.push_back({info.name, st.tensors[info.name], safetensors_dtype(info.dtype)});
       f.metadata.assign(md.begin(), md.end());
       return f;
     }
@@ -431,7 +437,7 @@ std::vector<std::string> write_tensor_file(const std::string& path, const Tensor
       std::string ignored;
       append_json_string(ignored, t.name, &bad);
       NABLA_CHECK(ValueError, !bad, "the tensor name '", terminal_safe(t.name).substr(0, 200),
-                        "' is not valid UTF-8, which safetensors names (JSON strings) must be; a .pt output keeps it");
+                  "' is not valid UTF-8, which safetensors names (JSON strings) must be; a .pt output keeps it");
       if (t.dtype == "int8" || t.dtype == "int16")
         notes.push_back("'" + t.name + "' is " + t.dtype + ": saved as I32 (nabla has no " + t.dtype + " dtype)");
       sd.insert(t.name, t.tensor);
@@ -443,8 +449,8 @@ std::vector<std::string> write_tensor_file(const std::string& path, const Tensor
       append_json_string(ignored, name, &bad);
       append_json_string(ignored, repr, &bad);
       NABLA_CHECK(ValueError, !bad, "the value '", terminal_safe(name).substr(0, 200),
-                        "' (or its name) is not valid UTF-8, which safetensors metadata (JSON strings) must be; a .pt "
-                        "output keeps it");
+                  "' (or its name) is not valid UTF-8, which safetensors metadata (JSON strings) must be; a .pt "
+                  "output keeps it");
       md.emplace(name, repr);
     }
     if (!file.others.empty())

@@ -25,12 +25,12 @@ struct NamedTensor {
 };
 
 struct TensorFile {
-  std::string format;                 // "PyTorch zip archive", "safetensors", ...
-  std::vector<NamedTensor> tensors;   // in the file's order
-  std::vector<std::pair<std::string, std::string>> others;  // non-tensor values: dotted name, Python repr
+  std::string format;                                         // "PyTorch zip archive", "safetensors", ...
+  std::vector<NamedTensor> tensors;                           // in the file's order
+  std::vector<std::pair<std::string, std::string>> others;    // non-tensor values: dotted name, Python repr
   std::vector<std::pair<std::string, std::string>> metadata;  // safetensors' __metadata__
   bool is_torch = false;
-  nabla::torch_io::Value torch;       // the whole value, for torch files
+  nabla::torch_io::Value torch;  // the whole value, for torch files
   uint64_t file_size = 0;
 };
 

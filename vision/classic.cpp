@@ -34,10 +34,12 @@ VGG::VGG(const std::vector<int64_t>& cfg, bool batch_norm, VGGOptions o) {
     in = v;
   }
   avgpool = register_module("avgpool", std::make_shared<nn::AdaptiveAvgPool2d>(7));
-  classifier = register_module("classifier", std::make_shared<nn::Sequential>(
-      std::make_shared<nn::Linear>(512 * 7 * 7, 4096), std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(o.dropout),
-      std::make_shared<nn::Linear>(4096, 4096), std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(o.dropout),
-      std::make_shared<nn::Linear>(4096, o.num_classes)));
+  classifier = register_module("classifier",
+                               std::make_shared<nn::Sequential>(
+                                   std::make_shared<nn::Linear>(512 * 7 * 7, 4096), std::make_shared<nn::ReLU>(),
+                                   std::make_shared<nn::Dropout>(o.dropout), std::make_shared<nn::Linear>(4096, 4096),
+                                   std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(o.dropout),
+                                   std::make_shared<nn::Linear>(4096, o.num_classes)));
   if (o.init_weights) {
     for (const auto& m : modules()) {
       if (auto c = std::dynamic_pointer_cast<nn::Conv2d>(m)) {
@@ -60,7 +62,8 @@ namespace {
 const std::vector<int64_t> kA = {64, 0, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0};
 const std::vector<int64_t> kB = {64, 64, 0, 128, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0};
 const std::vector<int64_t> kD = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0};
-const std::vector<int64_t> kE = {64, 64, 0, 128, 128, 0, 256, 256, 256, 256, 0, 512, 512, 512, 512, 0, 512, 512, 512, 512, 0};
+const std::vector<int64_t> kE = {64,  64,  0,   128, 128, 0,   256, 256, 256, 256, 0,
+                                 512, 512, 512, 512, 0,   512, 512, 512, 512, 0};
 }  // namespace
 
 std::shared_ptr<VGG> vgg11(VGGOptions o) { return std::make_shared<VGG>(kA, false, o); }
@@ -80,13 +83,15 @@ AlexNet::AlexNet(AlexNetOptions o) {
   auto pool = [] { return std::make_shared<nn::MaxPool2d>(3, nn::MaxPool2dOptions{.stride = 2}); };
   auto relu = [] { return std::make_shared<nn::ReLU>(); };
   features = register_module("features", std::make_shared<nn::Sequential>(
-      conv(3, 64, 11, 4, 2), relu(), pool(), conv(64, 192, 5, 1, 2), relu(), pool(), conv(192, 384, 3, 1, 1), relu(),
-      conv(384, 256, 3, 1, 1), relu(), conv(256, 256, 3, 1, 1), relu(), pool()));
+                                             conv(3, 64, 11, 4, 2), relu(), pool(), conv(64, 192, 5, 1, 2), relu(),
+                                             pool(), conv(192, 384, 3, 1, 1), relu(), conv(384, 256, 3, 1, 1), relu(),
+                                             conv(256, 256, 3, 1, 1), relu(), pool()));
   avgpool = register_module("avgpool", std::make_shared<nn::AdaptiveAvgPool2d>(6));
-  classifier = register_module("classifier", std::make_shared<nn::Sequential>(
-      std::make_shared<nn::Dropout>(o.dropout), std::make_shared<nn::Linear>(256 * 6 * 6, 4096), relu(),
-      std::make_shared<nn::Dropout>(o.dropout), std::make_shared<nn::Linear>(4096, 4096), relu(),
-      std::make_shared<nn::Linear>(4096, o.num_classes)));
+  classifier = register_module(
+      "classifier", std::make_shared<nn::Sequential>(
+                        std::make_shared<nn::Dropout>(o.dropout), std::make_shared<nn::Linear>(256 * 6 * 6, 4096),
+                        relu(), std::make_shared<nn::Dropout>(o.dropout), std::make_shared<nn::Linear>(4096, 4096),
+                        relu(), std::make_shared<nn::Linear>(4096, o.num_classes)));
 }
 
 Tensor AlexNet::forward(Tensor x) {
@@ -116,21 +121,26 @@ SqueezeNet::SqueezeNet(const std::string& version, SqueezeNetOptions o) {
   auto fire = [](int64_t a, int64_t b, int64_t c, int64_t d) { return std::make_shared<Fire>(a, b, c, d); };
   auto relu = [] { return std::make_shared<nn::ReLU>(); };
   if (version == "1_0") {
-    features = register_module("features", std::make_shared<nn::Sequential>(
-        std::make_shared<nn::Conv2d>(3, 96, 7, nn::Conv2dOptions{.stride = 2}), relu(), pool(), fire(96, 16, 64, 64),
-        fire(128, 16, 64, 64), fire(128, 32, 128, 128), pool(), fire(256, 32, 128, 128), fire(256, 48, 192, 192),
-        fire(384, 48, 192, 192), fire(384, 64, 256, 256), pool(), fire(512, 64, 256, 256)));
+    features = register_module(
+        "features", std::make_shared<nn::Sequential>(
+                        std::make_shared<nn::Conv2d>(3, 96, 7, nn::Conv2dOptions{.stride = 2}), relu(), pool(),
+                        fire(96, 16, 64, 64), fire(128, 16, 64, 64), fire(128, 32, 128, 128), pool(),
+                        fire(256, 32, 128, 128), fire(256, 48, 192, 192), fire(384, 48, 192, 192),
+                        fire(384, 64, 256, 256), pool(), fire(512, 64, 256, 256)));
   } else if (version == "1_1") {
-    features = register_module("features", std::make_shared<nn::Sequential>(
-        std::make_shared<nn::Conv2d>(3, 64, 3, nn::Conv2dOptions{.stride = 2}), relu(), pool(), fire(64, 16, 64, 64),
-        fire(128, 16, 64, 64), pool(), fire(128, 32, 128, 128), fire(256, 32, 128, 128), pool(), fire(256, 48, 192, 192),
-        fire(384, 48, 192, 192), fire(384, 64, 256, 256), fire(512, 64, 256, 256)));
+    features = register_module(
+        "features", std::make_shared<nn::Sequential>(
+                        std::make_shared<nn::Conv2d>(3, 64, 3, nn::Conv2dOptions{.stride = 2}), relu(), pool(),
+                        fire(64, 16, 64, 64), fire(128, 16, 64, 64), pool(), fire(128, 32, 128, 128),
+                        fire(256, 32, 128, 128), pool(), fire(256, 48, 192, 192), fire(384, 48, 192, 192),
+                        fire(384, 64, 256, 256), fire(512, 64, 256, 256)));
   } else {
     throw ValueError("SqueezeNet: unsupported version '" + version + "': 1_0 or 1_1 expected");
   }
   auto final_conv = std::make_shared<nn::Conv2d>(512, o.num_classes, 1);
-  classifier = register_module("classifier", std::make_shared<nn::Sequential>(
-      std::make_shared<nn::Dropout>(o.dropout), final_conv, relu(), std::make_shared<nn::AdaptiveAvgPool2d>(1)));
+  classifier = register_module(
+      "classifier", std::make_shared<nn::Sequential>(std::make_shared<nn::Dropout>(o.dropout), final_conv, relu(),
+                                                     std::make_shared<nn::AdaptiveAvgPool2d>(1)));
   for (const auto& m : modules()) {
     if (auto c = std::dynamic_pointer_cast<nn::Conv2d>(m)) {
       if (c == final_conv) nn::init::normal_(c->weight, 0, 0.01);
@@ -152,7 +162,8 @@ std::shared_ptr<SqueezeNet> squeezenet1_1(SqueezeNetOptions o) { return std::mak
 DenseLayer::DenseLayer(int64_t in, int64_t growth_rate, int64_t bn_size, double drop_rate_) : drop_rate(drop_rate_) {
   norm1 = register_module("norm1", std::make_shared<nn::BatchNorm2d>(in));
   register_module("relu1", std::make_shared<nn::ReLU>());
-  conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(in, bn_size * growth_rate, 1, nn::Conv2dOptions{.bias = false}));
+  conv1 = register_module("conv1",
+                          std::make_shared<nn::Conv2d>(in, bn_size * growth_rate, 1, nn::Conv2dOptions{.bias = false}));
   norm2 = register_module("norm2", std::make_shared<nn::BatchNorm2d>(bn_size * growth_rate));
   register_module("relu2", std::make_shared<nn::ReLU>());
   conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(bn_size * growth_rate, growth_rate, 3,
@@ -168,8 +179,9 @@ Tensor DenseLayer::forward(Tensor x) {
 
 DenseBlock::DenseBlock(int64_t num_layers, int64_t in, int64_t bn_size, int64_t growth_rate, double drop_rate) {
   for (int64_t i = 0; i < num_layers; ++i)
-    layers.push_back(register_module("denselayer" + std::to_string(i + 1),
-                                     std::make_shared<DenseLayer>(in + i * growth_rate, growth_rate, bn_size, drop_rate)));
+    layers.push_back(
+        register_module("denselayer" + std::to_string(i + 1),
+                        std::make_shared<DenseLayer>(in + i * growth_rate, growth_rate, bn_size, drop_rate)));
 }
 
 Tensor DenseBlock::forward(Tensor x) {
@@ -180,7 +192,8 @@ Tensor DenseBlock::forward(Tensor x) {
 
 DenseNet::DenseNet(DenseNetOptions o) {
   nn::OrderedDict<std::shared_ptr<nn::Module>> f;
-  f.insert("conv0", std::make_shared<nn::Conv2d>(3, o.num_init_features, 7, nn::Conv2dOptions{.stride = 2, .padding = 3, .bias = false}));
+  f.insert("conv0", std::make_shared<nn::Conv2d>(3, o.num_init_features, 7,
+                                                 nn::Conv2dOptions{.stride = 2, .padding = 3, .bias = false}));
   f.insert("norm0", std::make_shared<nn::BatchNorm2d>(o.num_init_features));
   f.insert("relu0", std::make_shared<nn::ReLU>());
   f.insert("pool0", std::make_shared<nn::MaxPool2d>(3, nn::MaxPool2dOptions{.stride = 2, .padding = 1}));
@@ -218,7 +231,8 @@ std::shared_ptr<DenseNet> densenet121(DenseNetOptions o) { return std::make_shar
 
 nn::StateDict rename_legacy_densenet_keys(const nn::StateDict& state) {
   // torchvision: r"^(.*denselayer\d+\.(?:norm|relu|conv))\.((?:[12])\.(?:weight|bias|running_mean|running_var))$"
-  static const std::regex pattern(R"(^(.*denselayer\d+\.(?:norm|relu|conv))\.((?:[12])\.(?:weight|bias|running_mean|running_var))$)");
+  static const std::regex pattern(
+      R"(^(.*denselayer\d+\.(?:norm|relu|conv))\.((?:[12])\.(?:weight|bias|running_mean|running_var))$)");
   nn::StateDict out;
   for (const auto& [k, v] : state) {
     std::smatch m;

@@ -11,8 +11,8 @@
 
 #include "../nn/container.h"
 #include "../nn/linear.h"
-#include "layers.h"
 #include "../nn/module.h"
+#include "layers.h"
 
 namespace nabla::vision {
 

@@ -13,8 +13,8 @@
 
 #include "../nn/container.h"
 #include "../nn/linear.h"
-#include "layers.h"
 #include "../nn/module.h"
+#include "layers.h"
 
 namespace nabla::vision {
 
@@ -74,7 +74,8 @@ struct ShuffleNetV2Options {
 
 class ShuffleNetV2 : public nn::Module {
  public:
-  ShuffleNetV2(std::vector<int64_t> stages_repeats, std::vector<int64_t> stages_out_channels, ShuffleNetV2Options options = {});
+  ShuffleNetV2(std::vector<int64_t> stages_repeats, std::vector<int64_t> stages_out_channels,
+               ShuffleNetV2Options options = {});
   Tensor forward(Tensor x) override;
   std::shared_ptr<nn::Sequential> conv1, stage2, stage3, stage4, conv5;
   std::shared_ptr<nn::MaxPool2d> maxpool;

@@ -14,9 +14,10 @@ Conv2dNormActivation::Conv2dNormActivation(int64_t in_channels, int64_t out_chan
     : out_channels(out_channels_) {
   int64_t padding = o.padding ? *o.padding : (o.kernel_size - 1) / 2 * o.dilation;
   bool bias = o.bias ? *o.bias : !o.norm_layer;
-  push_back(std::make_shared<nn::Conv2d>(in_channels, out_channels, o.kernel_size,
-                                         nn::Conv2dOptions{.stride = o.stride, .padding = padding, .dilation = o.dilation,
-                                                           .groups = o.groups, .bias = bias}));
+  push_back(std::make_shared<nn::Conv2d>(
+      in_channels, out_channels, o.kernel_size,
+      nn::Conv2dOptions{
+          .stride = o.stride, .padding = padding, .dilation = o.dilation, .groups = o.groups, .bias = bias}));
   if (o.norm_layer) push_back(o.norm_layer(out_channels));
   if (o.activation_layer) push_back(o.activation_layer());
 }
@@ -37,8 +38,10 @@ Tensor SqueezeExcitation::forward(Tensor x) {
 }
 
 StochasticDepth::StochasticDepth(double p_, std::string mode_) : p(p_), mode(std::move(mode_)) {
-  NABLA_CHECK(ValueError, p >= 0.0 && p <= 1.0, "StochasticDepth: drop probability has to be between 0 and 1, but got ", p);
-  NABLA_CHECK(ValueError, mode == "row" || mode == "batch", "StochasticDepth: mode has to be either 'batch' or 'row', but got '", mode, "'");
+  NABLA_CHECK(ValueError, p >= 0.0 && p <= 1.0, "StochasticDepth: drop probability has to be between 0 and 1, but got ",
+              p);
+  NABLA_CHECK(ValueError, mode == "row" || mode == "batch",
+              "StochasticDepth: mode has to be either 'batch' or 'row', but got '", mode, "'");
 }
 
 Tensor StochasticDepth::forward(Tensor x) { return stochastic_depth(x, p, mode, is_training()); }
@@ -46,8 +49,10 @@ Tensor StochasticDepth::forward(Tensor x) { return stochastic_depth(x, p, mode, 
 std::string StochasticDepth::extra_repr() const { return "p=" + nn::repr_double(p) + ", mode=" + mode; }
 
 Tensor stochastic_depth(const Tensor& x, double p, const std::string& mode, bool training) {
-  NABLA_CHECK(ValueError, p >= 0.0 && p <= 1.0, "stochastic_depth: drop probability has to be between 0 and 1, but got ", p);
-  NABLA_CHECK(ValueError, mode == "row" || mode == "batch", "stochastic_depth: mode has to be either 'batch' or 'row', but got '", mode, "'");
+  NABLA_CHECK(ValueError, p >= 0.0 && p <= 1.0,
+              "stochastic_depth: drop probability has to be between 0 and 1, but got ", p);
+  NABLA_CHECK(ValueError, mode == "row" || mode == "batch",
+              "stochastic_depth: mode has to be either 'batch' or 'row', but got '", mode, "'");
   if (!training || p == 0.0) return x;
   double survival = 1.0 - p;
   // noise: (N, 1, ..., 1) per sample ("row") or all ones ("batch")
@@ -65,7 +70,7 @@ Tensor ChannelShuffle::forward(Tensor x) { return channel_shuffle(x, groups); }
 Tensor channel_shuffle(const Tensor& x, int64_t groups) {
   NABLA_CHECK(ShapeError, x.dim() == 4, "channel_shuffle: expected input (N, C, H, W), got ", x.sizes());
   NABLA_CHECK(ValueError, groups > 0 && x.size(1) % groups == 0, "channel_shuffle: ", x.size(1),
-                    " channels cannot be split into ", groups, " groups");
+              " channels cannot be split into ", groups, " groups");
   int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
   return x.reshape({n, groups, c / groups, h, w}).transpose(1, 2).reshape({n, c, h, w});
 }

@@ -33,7 +33,7 @@ struct Conv2dNormActivationOptions {
   int64_t kernel_size = 3, stride = 1;
   std::optional<int64_t> padding{};  // default (kernel_size - 1) / 2 * dilation: "same" for odd kernels at stride 1
   int64_t groups = 1;
-  NormFactory norm_layer = batch_norm2d();             // null: no normalization
+  NormFactory norm_layer = batch_norm2d();                      // null: no normalization
   ActivationFactory activation_layer = activation<nn::ReLU>();  // null: no activation
   int64_t dilation = 1;
   std::optional<bool> bias{};  // default: a bias only when there is no normalization
@@ -51,7 +51,8 @@ class Conv2dNormActivation : public nn::Sequential {
 // fc1/fc2 1x1 convolutions (input_channels -> squeeze_channels -> input_channels). x: (N, C, H, W).
 class SqueezeExcitation : public nn::Module {
  public:
-  SqueezeExcitation(int64_t input_channels, int64_t squeeze_channels, ActivationFactory activation = vision::activation<nn::ReLU>(),
+  SqueezeExcitation(int64_t input_channels, int64_t squeeze_channels,
+                    ActivationFactory activation = vision::activation<nn::ReLU>(),
                     ActivationFactory scale_activation = vision::activation<nn::Sigmoid>());
   Tensor forward(Tensor x) override;
   std::shared_ptr<nn::AdaptiveAvgPool2d> avgpool;
@@ -105,8 +106,8 @@ class LayerNorm2d : public nn::LayerNorm {
 // mlp.0 and mlp.3). No norm_layer (none of the zoo's models uses one).
 class MLP : public nn::Sequential {
  public:
-  MLP(int64_t in_channels, const std::vector<int64_t>& hidden_channels, ActivationFactory activation_layer = activation<nn::ReLU>(),
-      double dropout = 0.0, bool bias = true);
+  MLP(int64_t in_channels, const std::vector<int64_t>& hidden_channels,
+      ActivationFactory activation_layer = activation<nn::ReLU>(), double dropout = 0.0, bool bias = true);
 };
 
 // torchvision's _make_divisible: v rounded to the nearest multiple of divisor (at least min_value,

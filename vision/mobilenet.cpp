@@ -36,7 +36,8 @@ InvertedResidual::InvertedResidual(int64_t inp, int64_t oup, int64_t stride, int
   conv = register_module("conv", std::make_shared<nn::Sequential>());
   auto relu6 = activation<nn::ReLU6>();
   if (expand_ratio != 1)
-    conv->push_back(std::make_shared<Conv2dNormActivation>(inp, hidden, Conv2dNormActivationOptions{.kernel_size = 1, .activation_layer = relu6}));
+    conv->push_back(std::make_shared<Conv2dNormActivation>(
+        inp, hidden, Conv2dNormActivationOptions{.kernel_size = 1, .activation_layer = relu6}));
   conv->push_back(std::make_shared<Conv2dNormActivation>(
       hidden, hidden, Conv2dNormActivationOptions{.stride = stride, .groups = hidden, .activation_layer = relu6}));
   conv->push_back(std::make_shared<nn::Conv2d>(hidden, oup, 1, nn::Conv2dOptions{.bias = false}));
@@ -46,13 +47,14 @@ InvertedResidual::InvertedResidual(int64_t inp, int64_t oup, int64_t stride, int
 Tensor InvertedResidual::forward(Tensor x) { return use_res_connect ? x + (*conv)(x) : (*conv)(x); }
 
 MobileNetV2::MobileNetV2(MobileNetV2Options o) {
-  const int64_t setting[7][4] = {{1, 16, 1, 1}, {6, 24, 2, 2}, {6, 32, 3, 2}, {6, 64, 4, 2},
+  const int64_t setting[7][4] = {{1, 16, 1, 1}, {6, 24, 2, 2},  {6, 32, 3, 2}, {6, 64, 4, 2},
                                  {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
   int64_t input_channel = make_divisible(32 * o.width_mult, o.round_nearest);
   last_channel = make_divisible(1280 * std::max(1.0, o.width_mult), o.round_nearest);
   auto relu6 = activation<nn::ReLU6>();
   features = register_module("features", std::make_shared<nn::Sequential>());
-  features->push_back(std::make_shared<Conv2dNormActivation>(3, input_channel, Conv2dNormActivationOptions{.stride = 2, .activation_layer = relu6}));
+  features->push_back(std::make_shared<Conv2dNormActivation>(
+      3, input_channel, Conv2dNormActivationOptions{.stride = 2, .activation_layer = relu6}));
   for (const auto& s : setting) {
     int64_t out = make_divisible(static_cast<double>(s[1]) * o.width_mult, o.round_nearest);
     for (int64_t i = 0; i < s[2]; ++i) {
@@ -60,10 +62,11 @@ MobileNetV2::MobileNetV2(MobileNetV2Options o) {
       input_channel = out;
     }
   }
-  features->push_back(std::make_shared<Conv2dNormActivation>(input_channel, last_channel,
-                                                             Conv2dNormActivationOptions{.kernel_size = 1, .activation_layer = relu6}));
-  classifier = register_module("classifier", std::make_shared<nn::Sequential>(
-                                                 std::make_shared<nn::Dropout>(o.dropout), std::make_shared<nn::Linear>(last_channel, o.num_classes)));
+  features->push_back(std::make_shared<Conv2dNormActivation>(
+      input_channel, last_channel, Conv2dNormActivationOptions{.kernel_size = 1, .activation_layer = relu6}));
+  classifier = register_module(
+      "classifier", std::make_shared<nn::Sequential>(std::make_shared<nn::Dropout>(o.dropout),
+                                                     std::make_shared<nn::Linear>(last_channel, o.num_classes)));
   init_mobilenet(*this);
 }
 
@@ -82,16 +85,23 @@ InvertedResidualV3::InvertedResidualV3(const InvertedResidualConfig& c, const No
   block = register_module("block", std::make_shared<nn::Sequential>());
   if (c.expanded_channels != c.input_channels)
     block->push_back(std::make_shared<Conv2dNormActivation>(
-        c.input_channels, c.expanded_channels, Conv2dNormActivationOptions{.kernel_size = 1, .norm_layer = norm, .activation_layer = act}));
-  block->push_back(std::make_shared<Conv2dNormActivation>(
-      c.expanded_channels, c.expanded_channels,
-      Conv2dNormActivationOptions{.kernel_size = c.kernel, .stride = c.dilation > 1 ? 1 : c.stride, .groups = c.expanded_channels,
-                                  .norm_layer = norm, .activation_layer = act, .dilation = c.dilation}));
+        c.input_channels, c.expanded_channels,
+        Conv2dNormActivationOptions{.kernel_size = 1, .norm_layer = norm, .activation_layer = act}));
+  block->push_back(
+      std::make_shared<Conv2dNormActivation>(c.expanded_channels, c.expanded_channels,
+                                             Conv2dNormActivationOptions{.kernel_size = c.kernel,
+                                                                         .stride = c.dilation > 1 ? 1 : c.stride,
+                                                                         .groups = c.expanded_channels,
+                                                                         .norm_layer = norm,
+                                                                         .activation_layer = act,
+                                                                         .dilation = c.dilation}));
   if (c.use_se)
-    block->push_back(std::make_shared<SqueezeExcitation>(c.expanded_channels, make_divisible(static_cast<double>(c.expanded_channels / 4), 8),
-                                                         activation<nn::ReLU>(), activation<nn::Hardsigmoid>()));
+    block->push_back(std::make_shared<SqueezeExcitation>(
+        c.expanded_channels, make_divisible(static_cast<double>(c.expanded_channels / 4), 8), activation<nn::ReLU>(),
+        activation<nn::Hardsigmoid>()));
   block->push_back(std::make_shared<Conv2dNormActivation>(
-      c.expanded_channels, c.out_channels, Conv2dNormActivationOptions{.kernel_size = 1, .norm_layer = norm, .activation_layer = nullptr}));
+      c.expanded_channels, c.out_channels,
+      Conv2dNormActivationOptions{.kernel_size = 1, .norm_layer = norm, .activation_layer = nullptr}));
 }
 
 Tensor InvertedResidualV3::forward(Tensor x) {
@@ -99,20 +109,26 @@ Tensor InvertedResidualV3::forward(Tensor x) {
   return use_res_connect ? r + x : r;
 }
 
-MobileNetV3::MobileNetV3(const std::vector<InvertedResidualConfig>& setting, int64_t last_channel, MobileNetV3Options o) {
+MobileNetV3::MobileNetV3(const std::vector<InvertedResidualConfig>& setting, int64_t last_channel,
+                         MobileNetV3Options o) {
   NABLA_CHECK(ValueError, !setting.empty(), "MobileNetV3: the inverted residual setting should not be empty");
   NormFactory norm = batch_norm2d({.eps = 0.001, .momentum = 0.01});
   features = register_module("features", std::make_shared<nn::Sequential>());
   features->push_back(std::make_shared<Conv2dNormActivation>(
-      3, setting[0].input_channels, Conv2dNormActivationOptions{.stride = 2, .norm_layer = norm, .activation_layer = activation<nn::Hardswish>()}));
+      3, setting[0].input_channels,
+      Conv2dNormActivationOptions{.stride = 2, .norm_layer = norm, .activation_layer = activation<nn::Hardswish>()}));
   for (const auto& c : setting) features->push_back(std::make_shared<InvertedResidualV3>(c, norm));
   int64_t last_in = setting.back().out_channels, last_out = 6 * last_in;
   features->push_back(std::make_shared<Conv2dNormActivation>(
-      last_in, last_out, Conv2dNormActivationOptions{.kernel_size = 1, .norm_layer = norm, .activation_layer = activation<nn::Hardswish>()}));
+      last_in, last_out,
+      Conv2dNormActivationOptions{
+          .kernel_size = 1, .norm_layer = norm, .activation_layer = activation<nn::Hardswish>()}));
   avgpool = register_module("avgpool", std::make_shared<nn::AdaptiveAvgPool2d>(1));
-  classifier = register_module("classifier", std::make_shared<nn::Sequential>(
-      std::make_shared<nn::Linear>(last_out, last_channel), std::make_shared<nn::Hardswish>(), std::make_shared<nn::Dropout>(o.dropout),
-      std::make_shared<nn::Linear>(last_channel, o.num_classes)));
+  classifier = register_module(
+      "classifier",
+      std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(last_out, last_channel),
+                                       std::make_shared<nn::Hardswish>(), std::make_shared<nn::Dropout>(o.dropout),
+                                       std::make_shared<nn::Linear>(last_channel, o.num_classes)));
   init_mobilenet(*this);
 }
 
@@ -130,18 +146,22 @@ std::pair<std::vector<InvertedResidualConfig>, int64_t> v3_config(bool large, co
     return InvertedResidualConfig{adj(in), k, adj(exp), adj(out), se, hs, s, d};
   };
   if (large)
-    return {{b(16, 3, 16, 16, false, false, 1, 1), b(16, 3, 64, 24, false, false, 2, 1), b(24, 3, 72, 24, false, false, 1, 1),
-             b(24, 5, 72, 40, true, false, 2, 1), b(40, 5, 120, 40, true, false, 1, 1), b(40, 5, 120, 40, true, false, 1, 1),
-             b(40, 3, 240, 80, false, true, 2, 1), b(80, 3, 200, 80, false, true, 1, 1), b(80, 3, 184, 80, false, true, 1, 1),
-             b(80, 3, 184, 80, false, true, 1, 1), b(80, 3, 480, 112, true, true, 1, 1), b(112, 3, 672, 112, true, true, 1, 1),
+    return {{b(16, 3, 16, 16, false, false, 1, 1), b(16, 3, 64, 24, false, false, 2, 1),
+             b(24, 3, 72, 24, false, false, 1, 1), b(24, 5, 72, 40, true, false, 2, 1),
+             b(40, 5, 120, 40, true, false, 1, 1), b(40, 5, 120, 40, true, false, 1, 1),
+             b(40, 3, 240, 80, false, true, 2, 1), b(80, 3, 200, 80, false, true, 1, 1),
+             b(80, 3, 184, 80, false, true, 1, 1), b(80, 3, 184, 80, false, true, 1, 1),
+             b(80, 3, 480, 112, true, true, 1, 1), b(112, 3, 672, 112, true, true, 1, 1),
              b(112, 5, 672, 160 / rd, true, true, 2, dil), b(160 / rd, 5, 960 / rd, 160 / rd, true, true, 1, dil),
              b(160 / rd, 5, 960 / rd, 160 / rd, true, true, 1, dil)},
             adj(1280 / rd)};
-  return {{b(16, 3, 16, 16, true, false, 2, 1), b(16, 3, 72, 24, false, false, 2, 1), b(24, 3, 88, 24, false, false, 1, 1),
-           b(24, 5, 96, 40, true, true, 2, 1), b(40, 5, 240, 40, true, true, 1, 1), b(40, 5, 240, 40, true, true, 1, 1),
-           b(40, 5, 120, 48, true, true, 1, 1), b(48, 5, 144, 48, true, true, 1, 1), b(48, 5, 288, 96 / rd, true, true, 2, dil),
-           b(96 / rd, 5, 576 / rd, 96 / rd, true, true, 1, dil), b(96 / rd, 5, 576 / rd, 96 / rd, true, true, 1, dil)},
-          adj(1024 / rd)};
+  return {
+      {b(16, 3, 16, 16, true, false, 2, 1), b(16, 3, 72, 24, false, false, 2, 1), b(24, 3, 88, 24, false, false, 1, 1),
+       b(24, 5, 96, 40, true, true, 2, 1), b(40, 5, 240, 40, true, true, 1, 1), b(40, 5, 240, 40, true, true, 1, 1),
+       b(40, 5, 120, 48, true, true, 1, 1), b(48, 5, 144, 48, true, true, 1, 1),
+       b(48, 5, 288, 96 / rd, true, true, 2, dil), b(96 / rd, 5, 576 / rd, 96 / rd, true, true, 1, dil),
+       b(96 / rd, 5, 576 / rd, 96 / rd, true, true, 1, dil)},
+      adj(1024 / rd)};
 }
 }  // namespace
 

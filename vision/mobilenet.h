@@ -12,8 +12,8 @@
 
 #include "../nn/container.h"
 #include "../nn/linear.h"
-#include "layers.h"
 #include "../nn/module.h"
+#include "layers.h"
 
 namespace nabla::vision {
 
@@ -73,7 +73,8 @@ struct MobileNetV3Options {
 
 class MobileNetV3 : public nn::Module {
  public:
-  MobileNetV3(const std::vector<InvertedResidualConfig>& setting, int64_t last_channel, MobileNetV3Options options = {});
+  MobileNetV3(const std::vector<InvertedResidualConfig>& setting, int64_t last_channel,
+              MobileNetV3Options options = {});
   Tensor forward(Tensor x) override;
   std::shared_ptr<nn::Sequential> features;
   std::shared_ptr<nn::AdaptiveAvgPool2d> avgpool;

@@ -78,22 +78,24 @@ WeightsTransforms weights_transforms(const std::string& model) {
 
 Tensor WeightsTransforms::operator()(const Tensor& image) const {
   NABLA_CHECK(ValueError, image.defined(), "WeightsTransforms: the image is undefined");
-  NABLA_CHECK(ValueError, resize_size > 0 && crop_size > 0, "WeightsTransforms: resize_size and crop_size must be positive, got ",
-                    resize_size, " and ", crop_size);
+  NABLA_CHECK(ValueError, resize_size > 0 && crop_size > 0,
+              "WeightsTransforms: resize_size and crop_size must be positive, got ", resize_size, " and ", crop_size);
   Tensor x;  // (..., C, H, W)
   if (image.dtype() == kUInt8) {
-    NABLA_CHECK(ShapeError, image.dim() == 3 && image.size(2) == 3,
-                      "WeightsTransforms: expected a u8 RGB image (H, W, 3) as data::load_image(path, 3) decodes it, got shape ",
-                      image.sizes());
+    NABLA_CHECK(
+        ShapeError, image.dim() == 3 && image.size(2) == 3,
+        "WeightsTransforms: expected a u8 RGB image (H, W, 3) as data::load_image(path, 3) decodes it, got shape ",
+        image.sizes());
     x = image.permute({2, 0, 1}).contiguous();  // (3, H, W), still u8: resized and rounded as torchvision does
   } else {
-    NABLA_CHECK(DTypeError, image.is_floating_point(), "WeightsTransforms: expected a u8 (H, W, 3) or float (..., 3, H, W) image, got ",
-                      image.dtype());
+    NABLA_CHECK(DTypeError, image.is_floating_point(),
+                "WeightsTransforms: expected a u8 (H, W, 3) or float (..., 3, H, W) image, got ", image.dtype());
     NABLA_CHECK(ShapeError, (image.dim() == 3 || image.dim() == 4) && image.size(-3) == 3,
-                      "WeightsTransforms: expected a float image (3, H, W) or (N, 3, H, W), got shape ", image.sizes());
+                "WeightsTransforms: expected a float image (3, H, W) or (N, 3, H, W), got shape ", image.sizes());
     x = image;
   }
-  NABLA_CHECK(ShapeError, x.size(-2) > 0 && x.size(-1) > 0, "WeightsTransforms: the image is empty, shape ", image.sizes());
+  NABLA_CHECK(ShapeError, x.size(-2) > 0 && x.size(-1) > 0, "WeightsTransforms: the image is empty, shape ",
+              image.sizes());
   x = data::Resize(resize_size, interpolation, antialias)(x);
   x = data::center_crop(x, crop_size, crop_size);
   if (x.dtype() == kUInt8) x = x.to(kFloat32).div(255.0);

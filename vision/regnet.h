@@ -13,8 +13,8 @@
 
 #include "../nn/container.h"
 #include "../nn/linear.h"
-#include "layers.h"
 #include "../nn/module.h"
+#include "layers.h"
 
 namespace nabla::vision {
 
@@ -27,15 +27,16 @@ struct BlockParams {
   // The quantized linear width schedule of the RegNet paper, computed in float32 as torchvision
   // computes it with torch ops (so the rounding is the same).
   static BlockParams from_init_params(int64_t depth, int64_t w_0, double w_a, double w_m, int64_t group_width,
-                                      double bottleneck_multiplier = 1.0, std::optional<double> se_ratio = std::nullopt);
+                                      double bottleneck_multiplier = 1.0,
+                                      std::optional<double> se_ratio = std::nullopt);
 };
 
 // f: a (1x1), b (3x3 grouped, stride), se (SqueezeExcitation, when se_ratio), c (1x1, no activation);
 // proj (1x1 with stride) on the shortcut when the shape changes; ReLU after the sum.
 class ResBottleneckBlock : public nn::Module {
  public:
-  ResBottleneckBlock(int64_t width_in, int64_t width_out, int64_t stride, int64_t group_width, double bottleneck_multiplier,
-                     std::optional<double> se_ratio);
+  ResBottleneckBlock(int64_t width_in, int64_t width_out, int64_t stride, int64_t group_width,
+                     double bottleneck_multiplier, std::optional<double> se_ratio);
   Tensor forward(Tensor x) override;
   std::shared_ptr<Conv2dNormActivation> proj;  // null when the shapes match
   std::shared_ptr<nn::Sequential> f;

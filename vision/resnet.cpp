@@ -10,7 +10,8 @@ namespace {
 std::shared_ptr<nn::Conv2d> conv3x3(int64_t in, int64_t out, int64_t stride = 1, int64_t groups = 1,
                                     int64_t dilation = 1) {
   return std::make_shared<nn::Conv2d>(
-      in, out, 3, nn::Conv2dOptions{.stride = stride, .padding = dilation, .dilation = dilation, .groups = groups, .bias = false});
+      in, out, 3,
+      nn::Conv2dOptions{.stride = stride, .padding = dilation, .dilation = dilation, .groups = groups, .bias = false});
 }
 std::shared_ptr<nn::Conv2d> conv1x1(int64_t in, int64_t out, int64_t stride = 1) {
   return std::make_shared<nn::Conv2d>(in, out, 1, nn::Conv2dOptions{.stride = stride, .bias = false});
@@ -19,8 +20,8 @@ std::shared_ptr<nn::Conv2d> conv1x1(int64_t in, int64_t out, int64_t stride = 1)
 
 BasicBlock::BasicBlock(int64_t inplanes, int64_t planes, int64_t stride, std::shared_ptr<nn::Sequential> ds,
                        int64_t groups, int64_t base_width, int64_t dilation) {
-  NABLA_CHECK(ValueError, groups == 1 && base_width == 64, "BasicBlock: only supports groups=1 and base_width=64, got groups=",
-                    groups, ", base_width=", base_width);
+  NABLA_CHECK(ValueError, groups == 1 && base_width == 64,
+              "BasicBlock: only supports groups=1 and base_width=64, got groups=", groups, ", base_width=", base_width);
   NABLA_CHECK(NotImplemented, dilation <= 1, "BasicBlock: dilation > 1 is not supported (as in torchvision)");
   conv1 = register_module("conv1", conv3x3(inplanes, planes, stride));
   bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(planes));
@@ -60,12 +61,14 @@ Tensor Bottleneck::forward(Tensor x) {
 
 ResNet::ResNet(ResNetBlock block, std::array<int64_t, 4> layers, ResNetOptions opts) : options(opts) {
   NABLA_CHECK(ValueError, options.num_classes > 0 && options.groups > 0 && options.width_per_group > 0,
-                    "ResNet: num_classes, groups and width_per_group must be positive, got ", options.num_classes, ", ",
-                    options.groups, ", ", options.width_per_group);
-  conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(3, 64, 7, nn::Conv2dOptions{.stride = 2, .padding = 3, .bias = false}));
+              "ResNet: num_classes, groups and width_per_group must be positive, got ", options.num_classes, ", ",
+              options.groups, ", ", options.width_per_group);
+  conv1 = register_module(
+      "conv1", std::make_shared<nn::Conv2d>(3, 64, 7, nn::Conv2dOptions{.stride = 2, .padding = 3, .bias = false}));
   bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(64));
   register_module("relu", std::make_shared<nn::ReLU>());
-  maxpool = register_module("maxpool", std::make_shared<nn::MaxPool2d>(3, nn::MaxPool2dOptions{.stride = 2, .padding = 1}));
+  maxpool =
+      register_module("maxpool", std::make_shared<nn::MaxPool2d>(3, nn::MaxPool2dOptions{.stride = 2, .padding = 1}));
   const auto& d = options.replace_stride_with_dilation;
   layer1 = register_module("layer1", make_layer(block, 64, layers[0], 1, false));
   layer2 = register_module("layer2", make_layer(block, 128, layers[1], 2, d[0]));
@@ -101,10 +104,13 @@ std::shared_ptr<nn::Sequential> ResNet::make_layer(ResNetBlock block, int64_t pl
   if (stride != 1 || inplanes_ != planes * expansion)
     ds = std::make_shared<nn::Sequential>(conv1x1(inplanes_, planes * expansion, stride),
                                           std::make_shared<nn::BatchNorm2d>(planes * expansion));
-  auto make = [&](int64_t inplanes, int64_t s, std::shared_ptr<nn::Sequential> down, int64_t dil) -> std::shared_ptr<nn::Module> {
+  auto make = [&](int64_t inplanes, int64_t s, std::shared_ptr<nn::Sequential> down,
+                  int64_t dil) -> std::shared_ptr<nn::Module> {
     if (block == ResNetBlock::basic)
-      return std::make_shared<BasicBlock>(inplanes, planes, s, std::move(down), options.groups, options.width_per_group, dil);
-    return std::make_shared<Bottleneck>(inplanes, planes, s, std::move(down), options.groups, options.width_per_group, dil);
+      return std::make_shared<BasicBlock>(inplanes, planes, s, std::move(down), options.groups, options.width_per_group,
+                                          dil);
+    return std::make_shared<Bottleneck>(inplanes, planes, s, std::move(down), options.groups, options.width_per_group,
+                                        dil);
   };
   auto layer = std::make_shared<nn::Sequential>();
   layer->push_back(make(inplanes_, stride, std::move(ds), previous_dilation));
@@ -122,11 +128,21 @@ Tensor ResNet::features(Tensor x) {
 
 Tensor ResNet::forward(Tensor x) { return (*fc)(features(std::move(x))); }
 
-std::shared_ptr<ResNet> resnet18(ResNetOptions o) { return std::make_shared<ResNet>(ResNetBlock::basic, std::array<int64_t, 4>{2, 2, 2, 2}, o); }
-std::shared_ptr<ResNet> resnet34(ResNetOptions o) { return std::make_shared<ResNet>(ResNetBlock::basic, std::array<int64_t, 4>{3, 4, 6, 3}, o); }
-std::shared_ptr<ResNet> resnet50(ResNetOptions o) { return std::make_shared<ResNet>(ResNetBlock::bottleneck, std::array<int64_t, 4>{3, 4, 6, 3}, o); }
-std::shared_ptr<ResNet> resnet101(ResNetOptions o) { return std::make_shared<ResNet>(ResNetBlock::bottleneck, std::array<int64_t, 4>{3, 4, 23, 3}, o); }
-std::shared_ptr<ResNet> resnet152(ResNetOptions o) { return std::make_shared<ResNet>(ResNetBlock::bottleneck, std::array<int64_t, 4>{3, 8, 36, 3}, o); }
+std::shared_ptr<ResNet> resnet18(ResNetOptions o) {
+  return std::make_shared<ResNet>(ResNetBlock::basic, std::array<int64_t, 4>{2, 2, 2, 2}, o);
+}
+std::shared_ptr<ResNet> resnet34(ResNetOptions o) {
+  return std::make_shared<ResNet>(ResNetBlock::basic, std::array<int64_t, 4>{3, 4, 6, 3}, o);
+}
+std::shared_ptr<ResNet> resnet50(ResNetOptions o) {
+  return std::make_shared<ResNet>(ResNetBlock::bottleneck, std::array<int64_t, 4>{3, 4, 6, 3}, o);
+}
+std::shared_ptr<ResNet> resnet101(ResNetOptions o) {
+  return std::make_shared<ResNet>(ResNetBlock::bottleneck, std::array<int64_t, 4>{3, 4, 23, 3}, o);
+}
+std::shared_ptr<ResNet> resnet152(ResNetOptions o) {
+  return std::make_shared<ResNet>(ResNetBlock::bottleneck, std::array<int64_t, 4>{3, 8, 36, 3}, o);
+}
 std::shared_ptr<ResNet> resnext50_32x4d(ResNetOptions o) {
   o.groups = 32;
   o.width_per_group = 4;

@@ -16,9 +16,9 @@
 
 #include "../nn/container.h"
 #include "../nn/linear.h"
-#include "layers.h"
 #include "../nn/module.h"
 #include "../nn/normalization.h"
+#include "layers.h"
 
 namespace nabla::vision {
 
@@ -31,13 +31,15 @@ namespace nabla::vision {
 // in place, rolled back and unpadded: (B, H, W, C). qkv_weight (3C, C), proj_weight (C, C), the
 // biases optional (undefined: none). Dropouts apply when training.
 Tensor shifted_window_attention(const Tensor& input, const Tensor& qkv_weight, const Tensor& proj_weight,
-                                const Tensor& relative_position_bias, const std::vector<int64_t>& window_size, int64_t num_heads,
-                                const std::vector<int64_t>& shift_size, double attention_dropout = 0.0, double dropout = 0.0,
-                                const Tensor& qkv_bias = {}, const Tensor& proj_bias = {}, bool training = false);
+                                const Tensor& relative_position_bias, const std::vector<int64_t>& window_size,
+                                int64_t num_heads, const std::vector<int64_t>& shift_size,
+                                double attention_dropout = 0.0, double dropout = 0.0, const Tensor& qkv_bias = {},
+                                const Tensor& proj_bias = {}, bool training = false);
 
 // The mask of shifted windows for a padded (pad_h, pad_w) map: (num_windows, L, L), 0 where two
 // tokens of a window come from the same region of the rolled map, -100 elsewhere (float32, CPU).
-Tensor shifted_window_mask(int64_t pad_h, int64_t pad_w, const std::vector<int64_t>& window_size, const std::vector<int64_t>& shift_size);
+Tensor shifted_window_mask(int64_t pad_h, int64_t pad_w, const std::vector<int64_t>& window_size,
+                           const std::vector<int64_t>& shift_size);
 
 // The relative position index of a window: (L * L) int64, index into the bias table of
 // (2 Wh - 1) * (2 Ww - 1) rows for each pair of tokens (torchvision's define_relative_position_index).
@@ -48,8 +50,9 @@ Tensor relative_position_index(const std::vector<int64_t>& window_size);
 // x: (B, H, W, C) -> (B, H, W, C).
 class ShiftedWindowAttention : public nn::Module {
  public:
-  ShiftedWindowAttention(int64_t dim, std::vector<int64_t> window_size, std::vector<int64_t> shift_size, int64_t num_heads,
-                         bool qkv_bias = true, bool proj_bias = true, double attention_dropout = 0.0, double dropout = 0.0);
+  ShiftedWindowAttention(int64_t dim, std::vector<int64_t> window_size, std::vector<int64_t> shift_size,
+                         int64_t num_heads, bool qkv_bias = true, bool proj_bias = true, double attention_dropout = 0.0,
+                         double dropout = 0.0);
   Tensor forward(Tensor x) override;
   // (1, num_heads, L, L): the table's rows picked by the index.
   Tensor relative_position_bias() const;
@@ -64,9 +67,9 @@ class ShiftedWindowAttention : public nn::Module {
 // MLP(dim, [dim * mlp_ratio, dim]) with GELU. x: (B, H, W, C).
 class SwinTransformerBlock : public nn::Module {
  public:
-  SwinTransformerBlock(int64_t dim, int64_t num_heads, std::vector<int64_t> window_size, std::vector<int64_t> shift_size,
-                       double mlp_ratio = 4.0, double dropout = 0.0, double attention_dropout = 0.0, double stochastic_depth_prob = 0.0,
-                       double norm_eps = 1e-5);
+  SwinTransformerBlock(int64_t dim, int64_t num_heads, std::vector<int64_t> window_size,
+                       std::vector<int64_t> shift_size, double mlp_ratio = 4.0, double dropout = 0.0,
+                       double attention_dropout = 0.0, double stochastic_depth_prob = 0.0, double norm_eps = 1e-5);
   Tensor forward(Tensor x) override;
   std::shared_ptr<nn::LayerNorm> norm1;
   std::shared_ptr<ShiftedWindowAttention> attn;

@@ -17,8 +17,8 @@
 #include "../nn/container.h"
 #include "../nn/dropout.h"
 #include "../nn/linear.h"
-#include "layers.h"
 #include "../nn/module.h"
+#include "layers.h"
 
 namespace nabla::vision {
 
@@ -46,8 +46,8 @@ class EncoderBlock : public nn::Module {
 // a final LayerNorm ln.
 class VitEncoder : public nn::Module {
  public:
-  VitEncoder(int64_t seq_length, int64_t num_layers, int64_t num_heads, int64_t hidden_dim, int64_t mlp_dim, double dropout,
-             double attention_dropout);
+  VitEncoder(int64_t seq_length, int64_t num_layers, int64_t num_heads, int64_t hidden_dim, int64_t mlp_dim,
+             double dropout, double attention_dropout);
   Tensor forward(Tensor x) override;
   Tensor pos_embedding;
   std::shared_ptr<nn::Dropout> dropout;

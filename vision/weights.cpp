@@ -7,9 +7,9 @@
 #include <map>
 
 #include "core/error.h"
-#include "vision/vision.h"
 #include "io/safetensors.h"
 #include "io/torch_file.h"
+#include "vision/vision.h"
 
 namespace nabla::vision {
 
@@ -41,7 +41,7 @@ nn::StateDict read_weights(const std::string& path, const std::string& key) {
     torch_io::Value v = torch_io::load(path);
     if (!key.empty()) {
       NABLA_CHECK(ValueError, v.is_dict(), "load_weights: '", path, "' holds a ", torch_io::kind_name(v.kind()),
-                        ", not a dict with the key '", key, "'");
+                  ", not a dict with the key '", key, "'");
       return v[key].flatten_tensors();
     }
     return v.flatten_tensors();
@@ -81,7 +81,9 @@ const std::map<std::string, Builder>& builders() {
     resnet("resnext50_32x4d", resnext50_32x4d);
     resnet("wide_resnet50_2", wide_resnet50_2);
     auto vgg = [&](const char* name, std::shared_ptr<VGG> (*f)(VGGOptions)) {
-      t[name] = [f](const ModelOptions& o) { return f({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.5)}); };
+      t[name] = [f](const ModelOptions& o) {
+        return f({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.5)});
+      };
     };
     vgg("vgg11", vgg11);
     vgg("vgg11_bn", vgg11_bn);
@@ -91,22 +93,39 @@ const std::map<std::string, Builder>& builders() {
     vgg("vgg16_bn", vgg16_bn);
     vgg("vgg19", vgg19);
     vgg("vgg19_bn", vgg19_bn);
-    t["alexnet"] = [](const ModelOptions& o) { return alexnet({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.5)}); };
-    t["squeezenet1_0"] = [](const ModelOptions& o) { return squeezenet1_0({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.5)}); };
-    t["squeezenet1_1"] = [](const ModelOptions& o) { return squeezenet1_1({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.5)}); };
+    t["alexnet"] = [](const ModelOptions& o) {
+      return alexnet({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.5)});
+    };
+    t["squeezenet1_0"] = [](const ModelOptions& o) {
+      return squeezenet1_0({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.5)});
+    };
+    t["squeezenet1_1"] = [](const ModelOptions& o) {
+      return squeezenet1_1({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.5)});
+    };
     t["densenet121"] = [](const ModelOptions& o) { return densenet121({.num_classes = o.num_classes}); };
-    t["mobilenet_v2"] = [](const ModelOptions& o) { return mobilenet_v2({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)}); };
-    t["mobilenet_v3_large"] = [](const ModelOptions& o) { return mobilenet_v3_large({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)}); };
-    t["efficientnet_b0"] = [](const ModelOptions& o) { return efficientnet_b0({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)}); };
+    t["mobilenet_v2"] = [](const ModelOptions& o) {
+      return mobilenet_v2({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)});
+    };
+    t["mobilenet_v3_large"] = [](const ModelOptions& o) {
+      return mobilenet_v3_large({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)});
+    };
+    t["efficientnet_b0"] = [](const ModelOptions& o) {
+      return efficientnet_b0({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)});
+    };
     t["shufflenet_v2_x0_5"] = [](const ModelOptions& o) { return shufflenet_v2_x0_5({.num_classes = o.num_classes}); };
     t["shufflenet_v2_x1_0"] = [](const ModelOptions& o) { return shufflenet_v2_x1_0({.num_classes = o.num_classes}); };
     t["regnet_y_400mf"] = [](const ModelOptions& o) { return regnet_y_400mf({.num_classes = o.num_classes}); };
     t["convnext_tiny"] = [](const ModelOptions& o) { return convnext_tiny({.num_classes = o.num_classes}); };
     t["vit_b_16"] = [](const ModelOptions& o) {
-      return vit_b_16({.image_size = o.image_size.value_or(224), .dropout = o.dropout.value_or(0.0), .num_classes = o.num_classes});
+      return vit_b_16(
+          {.image_size = o.image_size.value_or(224), .dropout = o.dropout.value_or(0.0), .num_classes = o.num_classes});
     };
-    t["swin_t"] = [](const ModelOptions& o) { return swin_t({.dropout = o.dropout.value_or(0.0), .num_classes = o.num_classes}); };
-    t["mobilenet_v3_small"] = [](const ModelOptions& o) { return mobilenet_v3_small({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)}); };
+    t["swin_t"] = [](const ModelOptions& o) {
+      return swin_t({.dropout = o.dropout.value_or(0.0), .num_classes = o.num_classes});
+    };
+    t["mobilenet_v3_small"] = [](const ModelOptions& o) {
+      return mobilenet_v3_small({.num_classes = o.num_classes, .dropout = o.dropout.value_or(0.2)});
+    };
     return t;
   }();
   return table;

@@ -31,7 +31,8 @@ struct LoadWeightsOptions {
   std::string key{};
 };
 
-nn::LoadStateDictResult load_weights(nn::Module& model, const std::string& path, const LoadWeightsOptions& options = {});
+nn::LoadStateDictResult load_weights(nn::Module& model, const std::string& path,
+                                     const LoadWeightsOptions& options = {});
 
 // The state dict of a file (PyTorch or safetensors, as load_weights reads it), without a model.
 nn::StateDict read_weights(const std::string& path, const std::string& key = "");

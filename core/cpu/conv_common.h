@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "../impl.h"
+#include "../parallel.h"
 #include "gemm_kernels.h"
 #include "isa.h"
 #include "kernels.h"
-#include "../impl.h"
-#include "../parallel.h"
 
 namespace nabla::cpu::NABLA_CPU_ISA::conv_internal {
 
@@ -96,7 +96,8 @@ inline int64_t row_parts(int64_t items, int64_t slivers) {
 template <class T>
 void copy_planes(const T* src, int64_t C, int64_t H, int64_t W, T* dst, int64_t dst_plane, int64_t dst_row) {
   for (int64_t c = 0; c < C; ++c)
-    for (int64_t h = 0; h < H; ++h) std::memcpy(dst + c * dst_plane + h * dst_row, src + (c * H + h) * W, W * sizeof(T));
+    for (int64_t h = 0; h < H; ++h)
+      std::memcpy(dst + c * dst_plane + h * dst_row, src + (c * H + h) * W, W * sizeof(T));
 }
 
 // ---- stride-1 convolutions over padded rows (conv_gemm.cpp, conv_wgrad.cpp) ---------------------

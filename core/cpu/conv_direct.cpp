@@ -171,7 +171,8 @@ void direct_wgrad_row(const float* xpad, const ConvGeom& g, int64_t Hp, int64_t 
         V gv[OB];
 #pragma GCC unroll 4
         for (int b = 0; b < OB; ++b)
-          gv[b] = v + 1 < NV ? S::loadu(gr + b * g.Ho * g.Wo + L * v) : S::maskz_loadu(gr + b * g.Ho * g.Wo + L * v, last);
+          gv[b] =
+              v + 1 < NV ? S::loadu(gr + b * g.Ho * g.Wo + L * v) : S::maskz_loadu(gr + b * g.Ho * g.Wo + L * v, last);
 #pragma GCC unroll 5
         for (int j = 0; j < KW; ++j) {
           const V xv = S::loadu(row + j + L * v);
@@ -193,23 +194,23 @@ void direct_wgrad_row(const float* xpad, const ConvGeom& g, int64_t Hp, int64_t 
 // Kernels KW = 3 or 5 wide: blocks of output channels (OB * KW + OB <= registers, at most 4; the
 // input vector may be a memory operand), for each input channel and kernel row.
 template <class S, int KW>
-void direct_wgrad(const float* xpad, const ConvGeom& g, int64_t Hp, int64_t Wp, const float* gy, int64_t n0,
-                  int64_t n1, float* gw) {
+void direct_wgrad(const float* xpad, const ConvGeom& g, int64_t Hp, int64_t Wp, const float* gy, int64_t n0, int64_t n1,
+                  float* gw) {
   constexpr int OBmax = std::min(4, S::registers / (KW + 1));
   with_row_vectors<S>(g.Wo, [&](auto nv) {
     over_channel_blocks<OBmax>(g.O, [&](auto ob, int64_t o0) {
       for (int64_t c = 0; c < g.C; ++c)
         for (int64_t ki = 0; ki < g.kh; ++ki)
-          run<S, &direct_wgrad_row<S, decltype(ob)::value, KW, decltype(nv)::value>>(xpad, g, Hp, Wp, gy, n0, n1, o0,
-                                                                                     c, ki, gw);
+          run<S, &direct_wgrad_row<S, decltype(ob)::value, KW, decltype(nv)::value>>(xpad, g, Hp, Wp, gy, n0, n1, o0, c,
+                                                                                     ki, gw);
     });
   });
 }
 
 // Other kernel widths (AVX-512 only): one output channel at a time, all its taps in registers.
 NABLA_AVX512 void direct_wgrad_o(const float* xpad, int64_t n0, int64_t n1, int64_t C, int64_t Hp, int64_t Wp,
-                                 int64_t kh, int64_t kw, const float* gy, int64_t O, int64_t o, int64_t Ho,
-                                 int64_t Wo, float* gw) {
+                                 int64_t kh, int64_t kw, const float* gy, int64_t O, int64_t o, int64_t Ho, int64_t Wo,
+                                 float* gw) {
   const __mmask16 m0 = Wo >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << Wo) - 1);
   const __mmask16 m1 = Wo > 16 ? __mmask16((1u << (Wo - 16)) - 1) : __mmask16(0);
   const int taps = static_cast<int>(C * kh * kw);  // at most 64 (direct_conv_applies)
@@ -286,7 +287,8 @@ void direct_conv_weight_grad(const float* xp, const float* gyp, const ConvGeom& 
     for (int64_t n = n0; n < n1; ++n)
       copy_planes(xp + n * g.C * g.H * g.W, g.C, g.H, g.W, xpad + (n * g.C * Hp + g.ph) * Wp + g.pw, Hp * Wp, Wp);
     if (avx512 && g.kw != 3 && g.kw != 5) {
-      for (int64_t o = 0; o < g.O; ++o) direct_wgrad_o(xpad, n0, n1, g.C, Hp, Wp, g.kh, g.kw, gyp, g.O, o, g.Ho, g.Wo, gw);
+      for (int64_t o = 0; o < g.O; ++o)
+        direct_wgrad_o(xpad, n0, n1, g.C, Hp, Wp, g.kh, g.kw, gyp, g.O, o, g.Ho, g.Wo, gw);
       return;
     }
     auto rows = [&](auto simd) {

@@ -57,7 +57,7 @@ void col2im(const T* col, const ConvGeom& g, T* x, int64_t ldcol) {
 #ifdef NABLA_GEMM_AVX2
 // 16 patch values of one tap: x[base + ih * W + iw] at the shifted positions, 0 outside the image.
 NABLA_AVX512 inline __m512 gather_tap(const float* x, __m512i ih, __m512i iw, __m512i dy, __m512i dx, __m512i base,
-                                     __m512i vH, __m512i vW, __m512i zero, __mmask16 live) {
+                                      __m512i vH, __m512i vW, __m512i zero, __mmask16 live) {
   ih = _mm512_add_epi32(ih, dy);
   iw = _mm512_add_epi32(iw, dx);
   __mmask16 m = live & _mm512_cmpge_epi32_mask(ih, zero) & _mm512_cmplt_epi32_mask(ih, vH) &
@@ -69,9 +69,9 @@ NABLA_AVX512 inline __m512 gather_tap(const float* x, __m512i ih, __m512i iw, __
 // The im2col packing of Im2colPacker for 32-column slivers with AVX-512 gathers: the input
 // coordinates of a sliver's 32 output positions are computed once, and each tap (c, ki, kj) is then
 // two masked gathers (padding reads as 0), instead of a row-segment walk with short copies.
-NABLA_AVX512 void im2col_pack32(const float* x, int64_t H, int64_t W, int64_t Wo, int64_t kh, int64_t kw,
-                               int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t p0,
-                               int64_t kc, int64_t j0, int64_t nc, float* out) {
+NABLA_AVX512 void im2col_pack32(const float* x, int64_t H, int64_t W, int64_t Wo, int64_t kh, int64_t kw, int64_t sh,
+                                int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t p0, int64_t kc,
+                                int64_t j0, int64_t nc, float* out) {
   const int64_t khw = kh * kw;
   for (int64_t js = j0; js < j0 + nc; js += 32) {
     const int64_t cols = std::min<int64_t>(32, j0 + nc - js);
@@ -90,7 +90,8 @@ NABLA_AVX512 void im2col_pack32(const float* x, int64_t H, int64_t W, int64_t Wo
     const __m512i zero = _mm512_setzero_si512();
     int64_t c = p0 / khw, r = p0 % khw, ki = r / kw, kj = r % kw;
     for (int64_t p = 0; p < kc; ++p) {
-      const __m512i dy = _mm512_set1_epi32(static_cast<int32_t>(ki * dh)), dx = _mm512_set1_epi32(static_cast<int32_t>(kj * dw));
+      const __m512i dy = _mm512_set1_epi32(static_cast<int32_t>(ki * dh)),
+                    dx = _mm512_set1_epi32(static_cast<int32_t>(kj * dw));
       const __m512i base = _mm512_set1_epi32(static_cast<int32_t>(c * H * W));
       _mm512_store_ps(o + p * 32, gather_tap(x, ih0, iw0, dy, dx, base, vH, vW, zero, live0));
       _mm512_store_ps(o + p * 32 + 16, gather_tap(x, ih1, iw1, dy, dx, base, vH, vW, zero, live1));
@@ -203,7 +204,8 @@ NABLA_AVX512 void col2im_narrow_avx512(const float* col, const ConvGeom& g, floa
         std::swap(a0, a2);
         std::swap(a1, a3);
       }
-      _mm512_mask_storeu_ps(x + (c * g.H + ih) * g.W, row_mask, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+      _mm512_mask_storeu_ps(x + (c * g.H + ih) * g.W, row_mask,
+                            _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
     }
   }
 }
@@ -261,7 +263,6 @@ bool narrow_col2im_applies(const ConvGeom&) { return false; }
 void col2im_narrow(const float*, const ConvGeom&, float*, int64_t) {}
 #endif
 
-
 // Packs columns [j0, j0+nc) of the padded-rows patch matrix (row p starts at xpad + offs[p]) into
 // NR-column slivers.
 template <int NR, class T>
@@ -279,7 +280,7 @@ void conv_forward_padded_rows(const T* xp, const gemm_internal::KernelSpec<T>& k
   using namespace gemm_internal;
   const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw, plane = Hp * Wp, ckk = g.ckk(), hw = g.hw_out();
   const int64_t ncols = (g.Ho - 1) * Wp + g.Wo;  // the last row's dropped columns are not computed
-  const int64_t xbuf = g.Cg * plane + ks.nr;    // slack: packing copies whole nr-wide slivers
+  const int64_t xbuf = g.Cg * plane + ks.nr;     // slack: packing copies whole nr-wide slivers
   Tensor offs_buf = internal::make_empty({ckk}, DType::i64, kCPU);
   int64_t* offs = static_cast<int64_t*>(offs_buf.data_ptr());
   for (int64_t p = 0; p < ckk; ++p) {
@@ -296,17 +297,20 @@ void conv_forward_padded_rows(const T* xp, const gemm_internal::KernelSpec<T>& k
       const int64_t s0 = slivers * part / parts, s1 = slivers * (part + 1) / parts;
       const int64_t o0 = s0 * ks.mr, o1 = std::min<int64_t>(g.Og, s1 * ks.mr);
       copy_planes(xp + (n * g.C + gr * g.Cg) * g.H * g.W, g.Cg, g.H, g.W, xpad + g.ph * Wp + g.pw, plane, Wp);
-      gemm_prepacked<T>(ks, wpack[gr], ncols, [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) {
-        switch (ks.nr) {  // copies of a compile-time size compile to a few vector moves, not calls
-          case 8: return pack_rows<8>(xpad, offs + p0, kc, j0, nc, out);
-          case 16: return pack_rows<16>(xpad, offs + p0, kc, j0, nc, out);
-          case 32: return pack_rows<32>(xpad, offs + p0, kc, j0, nc, out);
-        }
-        for (int64_t js = j0; js < j0 + nc; js += ks.nr) {
-          T* o = out + ((js - j0) / ks.nr) * kc * ks.nr;
-          for (int64_t p = 0; p < kc; ++p) std::memcpy(o + p * ks.nr, xpad + offs[p0 + p] + js, ks.nr * sizeof(T));
-        }
-      }, T(1), T(0), ybuf, g.Ho * Wp, s0, s1);
+      gemm_prepacked<T>(
+          ks, wpack[gr], ncols,
+          [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) {
+            switch (ks.nr) {  // copies of a compile-time size compile to a few vector moves, not calls
+              case 8: return pack_rows<8>(xpad, offs + p0, kc, j0, nc, out);
+              case 16: return pack_rows<16>(xpad, offs + p0, kc, j0, nc, out);
+              case 32: return pack_rows<32>(xpad, offs + p0, kc, j0, nc, out);
+            }
+            for (int64_t js = j0; js < j0 + nc; js += ks.nr) {
+              T* o = out + ((js - j0) / ks.nr) * kc * ks.nr;
+              for (int64_t p = 0; p < kc; ++p) std::memcpy(o + p * ks.nr, xpad + offs[p0 + p] + js, ks.nr * sizeof(T));
+            }
+          },
+          T(1), T(0), ybuf, g.Ho * Wp, s0, s1);
       T* yg = yp + (n * g.O + gr * g.Og) * hw;
       for (int64_t o = o0; o < o1; ++o) {
         const T b = bp ? bp[gr * g.Og + o] : T(0);
@@ -352,9 +356,12 @@ void conv_forward(const T* xp, const T* wp, const T* bp, const ConvGeom& g, T* y
       }
       // y_g (Og, hw) = W_g (Og, ckk) @ patches (ckk, hw), rows o0..o1 of it
       if (g.is_pointwise()) {
-        gemm_prepacked<T>(ks, wpack[gr], hw, [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) {
-          pack_b(xg + p0 * hw + j0, hw, int64_t(1), kc, nc, ks.nr, out);
-        }, T(1), beta, yg, hw, s0, s1);
+        gemm_prepacked<T>(
+            ks, wpack[gr], hw,
+            [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) {
+              pack_b(xg + p0 * hw + j0, hw, int64_t(1), kc, nc, ks.nr, out);
+            },
+            T(1), beta, yg, hw, s0, s1);
       } else {
         gemm_prepacked<T>(ks, wpack[gr], hw, Im2colPacker<T>{xg, g, ks.nr}, T(1), beta, yg, hw, s0, s1);
       }

@@ -77,13 +77,13 @@ NABLA_AVX512 void gather_pixel_taps(const float* x, const TapTable& tt, int64_t 
                   _mm512_cmpge_epi32_mask(iw, zero) & _mm512_cmplt_epi32_mask(iw, vW);
     __m512i idx = _mm512_add_epi32(vbase, _mm512_load_si512(tt.off + h * 16));
     // sliver h/2 of the panel, this pixel's row, half h%2
-    _mm512_store_ps(out + (h / 2) * kc * 32 + (h % 2) * 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, x, 4));
+    _mm512_store_ps(out + (h / 2) * kc * 32 + (h % 2) * 16,
+                    _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, x, 4));
   }
 }
 
 bool wgrad_gather_applies(const ConvGeom& g) {
-  return avx512_kernels() &&
-         g.Cg * g.H * g.W < (int64_t(1) << 30) && g.H < (1 << 20) && g.W < (1 << 20);
+  return avx512_kernels() && g.Cg * g.H * g.W < (int64_t(1) << 30) && g.H < (1 << 20) && g.W < (1 << 20);
 }
 
 void wgrad_gather(const float* xp, const float* gyp, const ConvGeom& g, float* gwp) {
@@ -123,7 +123,8 @@ void wgrad_gather(const float* xp, const float* gyp, const ConvGeom& g, float* g
           }
           const float* xg = xp + (n * g.C + gr * g.Cg) * g.H * g.W;
           for (int64_t j = j0; j < j0 + seg; ++j) {
-            int32_t ih0 = static_cast<int32_t>((j / g.Wo) * g.sh - g.ph), iw0 = static_cast<int32_t>((j % g.Wo) * g.sw - g.pw);
+            int32_t ih0 = static_cast<int32_t>((j / g.Wo) * g.sh - g.ph),
+                    iw0 = static_cast<int32_t>((j % g.Wo) * g.sw - g.pw);
             gather_pixel_taps(xg, tt, nsl, ih0, iw0, static_cast<int32_t>(g.H), static_cast<int32_t>(g.W), kc,
                               bp + (poff + j - j0) * 32);
           }

@@ -20,17 +20,16 @@ using scalar::convert;
 }  // namespace
 
 void copy(const Tensor& src, const Tensor& dst, bool /*non_blocking*/) {
-  NABLA_CHECK(DeviceError, src.is_cpu() && dst.is_cpu(), "copy: the CPU backend cannot copy from ", src.device(), " to ",
-                     dst.device());
+  NABLA_CHECK(DeviceError, src.is_cpu() && dst.is_cpu(), "copy: the CPU backend cannot copy from ", src.device(),
+              " to ", dst.device());
   if (dst.numel() == 0) return;
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
     if (src.data_ptr() == dst.data_ptr()) return;
     const char* s = static_cast<const char*>(src.data_ptr());
     char* d = static_cast<char*>(dst.data_ptr());
     size_t es = src.element_size();
-    parallel_for(0, src.numel(), 1 << 18, [&](int64_t b, int64_t e) {
-      std::memcpy(d + b * es, s + b * es, (e - b) * es);
-    });
+    parallel_for(0, src.numel(), 1 << 18,
+                 [&](int64_t b, int64_t e) { std::memcpy(d + b * es, s + b * es, (e - b) * es); });
     return;
   }
   if (lowp::copy_f32(src, dst)) return;
@@ -107,29 +106,29 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1)
     }
   }
   switch (op) {
-#define NABLA_FLOAT_CASE(name, fwd, ...)                   \
-  case UnaryOp::name:                                      \
-    return float_unary(L, dt, #name, [=](auto x) {         \
-      using T = decltype(x);                               \
-      (void)p0;                                            \
-      (void)p1;                                            \
-      return static_cast<T>(fwd);                          \
+#define NABLA_FLOAT_CASE(name, fwd, ...)           \
+  case UnaryOp::name:                              \
+    return float_unary(L, dt, #name, [=](auto x) { \
+      using T = decltype(x);                       \
+      (void)p0;                                    \
+      (void)p1;                                    \
+      return static_cast<T>(fwd);                  \
     });
     NABLA_UNARY_FLOAT_OPS(NABLA_FLOAT_CASE)
     NABLA_UNARY_PARAM_OPS(NABLA_FLOAT_CASE)
 #undef NABLA_FLOAT_CASE
-#define NABLA_SAME_CASE(name, fwd, ...)           \
-  case UnaryOp::name:                             \
-    return same_unary(L, dt, #name, [](auto x) {  \
-      using T = decltype(x);                      \
-      return static_cast<T>(fwd);                 \
+#define NABLA_SAME_CASE(name, fwd, ...)          \
+  case UnaryOp::name:                            \
+    return same_unary(L, dt, #name, [](auto x) { \
+      using T = decltype(x);                     \
+      return static_cast<T>(fwd);                \
     });
     NABLA_UNARY_SAME_OPS(NABLA_SAME_CASE)
 #undef NABLA_SAME_CASE
-#define NABLA_BOOL_CASE(name, fwd, ...)                                \
-  case UnaryOp::name:                                              \
-    return visit_compute_dtype(dt, #name, [&](auto tag) {          \
-      using T = typename decltype(tag)::type;                      \
+#define NABLA_BOOL_CASE(name, fwd, ...)                                   \
+  case UnaryOp::name:                                                     \
+    return visit_compute_dtype(dt, #name, [&](auto tag) {                 \
+      using T = typename decltype(tag)::type;                             \
       unary_loop<bool, T>(L, [](T x) { return static_cast<bool>(fwd); }); \
     });
     NABLA_UNARY_BOOL_OPS(NABLA_BOOL_CASE)
@@ -169,16 +168,16 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, Sc
     [[maybe_unused]] const T alpha = alpha_s.to<T>();
     switch (op) {
 #define NABLA_ARITH_CASE(name, kind, fwd, ...)                                       \
-  case BinaryOp::name:                                                                \
-    if constexpr (std::is_same_v<T, bool>) {                                          \
-      return bool_binary(L, op);                                                      \
-    } else {                                                                          \
-      return binary_loop<T, T, T>(L, [=](T a, T b) { return static_cast<T>(fwd); });  \
+  case BinaryOp::name:                                                               \
+    if constexpr (std::is_same_v<T, bool>) {                                         \
+      return bool_binary(L, op);                                                     \
+    } else {                                                                         \
+      return binary_loop<T, T, T>(L, [=](T a, T b) { return static_cast<T>(fwd); }); \
     }
       NABLA_BINARY_ARITH_OPS(NABLA_ARITH_CASE)
 #undef NABLA_ARITH_CASE
-#define NABLA_BOOL_CASE(name, fwd, ...)\
-  case BinaryOp::name:             \
+#define NABLA_BOOL_CASE(name, fwd, ...) \
+  case BinaryOp::name:                  \
     return binary_loop<bool, T, T>(L, [](T a, T b) { return static_cast<bool>(fwd); });
       NABLA_BINARY_BOOL_OPS(NABLA_BOOL_CASE)
 #undef NABLA_BOOL_CASE

@@ -28,17 +28,16 @@ template <class L16>
 void binary_t(BinaryOp op, const Loop& L, Scalar alpha_s) {
   [[maybe_unused]] const float alpha = alpha_s.to<float>();
   switch (op) {
-#define NABLA_ARITH_CASE(name, kind, fwd, ...)                  \
-  case BinaryOp::name:                                          \
-    return binary_loop<L16, L16>(L, [=](float a, float b) {     \
-      using T = float;                                          \
-      return static_cast<T>(fwd);                               \
+#define NABLA_ARITH_CASE(name, kind, fwd, ...)              \
+  case BinaryOp::name:                                      \
+    return binary_loop<L16, L16>(L, [=](float a, float b) { \
+      using T = float;                                      \
+      return static_cast<T>(fwd);                           \
     });
     NABLA_BINARY_ARITH_OPS(NABLA_ARITH_CASE)
 #undef NABLA_ARITH_CASE
 #define NABLA_BOOL_CASE(name, fwd, ...) \
-  case BinaryOp::name:                  \
-    return binary_loop<bool, L16>(L, [](float a, float b) { return static_cast<bool>(fwd); });
+  case BinaryOp::name: return binary_loop<bool, L16>(L, [](float a, float b) { return static_cast<bool>(fwd); });
     NABLA_BINARY_BOOL_OPS(NABLA_BOOL_CASE)
 #undef NABLA_BOOL_CASE
   }
@@ -54,21 +53,20 @@ void unary(UnaryOp op, const Loop& L, DType dt, double p0, double p1) {
     default: break;
   }
   switch (op) {
-#define NABLA_FLOAT_CASE(name, fwd, ...)         \
-  case UnaryOp::name:                            \
-    return map<float>(L, dt, [=](float x) {      \
-      using T = float;                           \
-      (void)p0;                                  \
-      (void)p1;                                  \
-      return static_cast<T>(fwd);                \
+#define NABLA_FLOAT_CASE(name, fwd, ...)    \
+  case UnaryOp::name:                       \
+    return map<float>(L, dt, [=](float x) { \
+      using T = float;                      \
+      (void)p0;                             \
+      (void)p1;                             \
+      return static_cast<T>(fwd);           \
     });
     NABLA_UNARY_FLOAT_OPS(NABLA_FLOAT_CASE)
     NABLA_UNARY_PARAM_OPS(NABLA_FLOAT_CASE)
     NABLA_UNARY_SAME_OPS(NABLA_FLOAT_CASE)
 #undef NABLA_FLOAT_CASE
 #define NABLA_BOOL_CASE(name, fwd, ...) \
-  case UnaryOp::name:                   \
-    return map<bool>(L, dt, [](float x) { return static_cast<bool>(fwd); });
+  case UnaryOp::name: return map<bool>(L, dt, [](float x) { return static_cast<bool>(fwd); });
     NABLA_UNARY_BOOL_OPS(NABLA_BOOL_CASE)
 #undef NABLA_BOOL_CASE
     case UnaryOp::clamp: {

@@ -49,8 +49,8 @@ T dot_contiguous(const T* x, int64_t sx, const T* y, int64_t k) {
 // contiguous dot product instead (reading B with stride csb, as the row form would, misses the
 // cache on every element: linear(3136 -> 128) at batch 1 took 224 us that way, 40 us this way).
 template <class T>
-void gemm_small(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t rsa, int64_t csa, const T* b,
-                int64_t rsb, int64_t csb, T beta, T* c, int64_t ldc) {
+void gemm_small(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb,
+                int64_t csb, T beta, T* c, int64_t ldc) {
   if (rsb == 1 && csb != 1) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {

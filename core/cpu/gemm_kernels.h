@@ -10,9 +10,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "../impl.h"
 #include "isa.h"
 #include "kernels.h"
-#include "../impl.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -20,7 +20,6 @@
 #endif
 
 namespace nabla::cpu::NABLA_CPU_ISA::gemm_internal {
-
 
 // A micro-kernel computes one MR x NR tile of C = alpha * A_packed @ B_packed + beta * C over k,
 // where only the top-left m x n of the tile is written (partial tiles at the edges).
@@ -285,7 +284,7 @@ const KernelFamily<T>& kernel_family() {
                               {4, nr2, 256, F ? 144 : 96, nc2, ukernel_avx2<T, 4>, 0.93}},
                              3};
 #endif
-    return KernelFamily<T>{{{4, F ? 16 : 8, 256, 128, 2048, ukernel_generic<T, 4, F ? 16 : 8>}}, 1};
+    return KernelFamily<T>{{{4, F ? 16 : 8, 256, 128, 2048, ukernel_generic < T, 4, F ? 16 : 8 > }}, 1};
   }();
   return family;
 }
@@ -412,8 +411,8 @@ void pack_b(const T* b, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, int nr
 
 // Runs the blocked algorithm on C rows [m0, m1) and columns [n0, n1), single-threaded.
 template <class T>
-void gemm_block(const KernelSpec<T>& ks, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t k, T alpha,
-                const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb, int64_t csb, T beta, T* c, int64_t ldc) {
+void gemm_block(const KernelSpec<T>& ks, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t k, T alpha, const T* a,
+                int64_t rsa, int64_t csa, const T* b, int64_t rsb, int64_t csb, T beta, T* c, int64_t ldc) {
   // Packing buffers (per thread, 64-byte aligned): A panels of mc x kc, B panels of nc x kc at most.
   const int64_t kc_max = std::min<int64_t>(ks.kc, std::max<int64_t>(k, 1));
   const int64_t mc_max = std::min<int64_t>(ks.mc, (m1 - m0 + ks.mr - 1) / ks.mr * ks.mr);
@@ -480,8 +479,8 @@ PackedA<T> pack_a_all(const KernelSpec<T>& ks, const T* a, int64_t rsa, int64_t 
 // sliver range [s_begin, s_end) only those rows of C (rows s_begin * mr ...) are computed, so that
 // threads can share one product by rows.
 template <class T, class PackB>
-void gemm_prepacked(const KernelSpec<T>& ks, const PackedA<T>& A, int64_t n, const PackB& pack_b_panel, T alpha,
-                    T beta, T* c, int64_t ldc, int64_t s_begin = 0, int64_t s_end = -1) {
+void gemm_prepacked(const KernelSpec<T>& ks, const PackedA<T>& A, int64_t n, const PackB& pack_b_panel, T alpha, T beta,
+                    T* c, int64_t ldc, int64_t s_begin = 0, int64_t s_end = -1) {
   // B panels (per thread, 64-byte aligned).
   const int64_t nc_max = std::min<int64_t>(ks.nc, (n + ks.nr - 1) / ks.nr * ks.nr);
   T* pb = thread_scratch<T>(Scratch::gemm_panel_b, nc_max * std::min<int64_t>(ks.kc, std::max<int64_t>(A.k, 1)));

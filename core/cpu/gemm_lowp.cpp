@@ -55,12 +55,11 @@ void to_float(const In* src, int64_t stride, int64_t n, float* dst) {
 // Eight floats rounded to nearest even, as BFloat16(float) / Half(float) do (NaN included).
 inline __m128i round_to_bf16(__m256 v) {
   const __m256i x = _mm256_castps_si256(v);
-  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
-                                         _mm256_set1_epi32(0x7f800000));
+  const __m256i nan =
+      _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
   const __m256i hi = _mm256_srli_epi32(x, 16);
   __m256i r = _mm256_srli_epi32(
-      _mm256_add_epi32(x, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(hi, _mm256_set1_epi32(1)))),
-      16);
+      _mm256_add_epi32(x, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(hi, _mm256_set1_epi32(1)))), 16);
   r = _mm256_blendv_epi8(r, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
   return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
@@ -166,8 +165,7 @@ inline void interleave(const uint16_t* r0, const uint16_t* r1, int64_t n, uint16
 
 // Pair q of source row i (src + i * lds, 16-bit values) to dst pair q * ldd + i, for i < rows and
 // q < pairs: a 32-bit transpose, in 8x8 tiles.
-inline void transpose_pairs(const uint16_t* src, int64_t lds, int64_t rows, int64_t pairs, uint16_t* dst,
-                            int64_t ldd) {
+inline void transpose_pairs(const uint16_t* src, int64_t lds, int64_t rows, int64_t pairs, uint16_t* dst, int64_t ldd) {
   int64_t i0 = 0;
   for (; i0 + 8 <= rows; i0 += 8) {
     int64_t q = 0;
@@ -235,8 +233,7 @@ void pack_b_pairs(const BFloat16* b, int64_t rsb, int64_t csb, int64_t kc, int64
 
 // AMX tiles: A as mr rows of k (out[i][p], row length kc rounded up to 32), B as pairs (above).
 constexpr int64_t kAmxK = 32;  // k values per tile row (64 bytes of bfloat16)
-void pack_a_amx(const BFloat16* a_in, int64_t rsa, int64_t csa, int64_t mc, int64_t kc, int mr, uint16_t* out,
-                float*) {
+void pack_a_amx(const BFloat16* a_in, int64_t rsa, int64_t csa, int64_t mc, int64_t kc, int mr, uint16_t* out, float*) {
   const uint16_t* a = bits(a_in);
   const int64_t kpad = round_up(kc, kAmxK);
   for (int64_t s = 0; s < mc; s += mr) {
@@ -386,8 +383,7 @@ struct LowpPath {
   int64_t kalign;  // packed slivers hold kc rounded up to this many values of k
   void (*pack_a)(const In* a, int64_t rsa, int64_t csa, int64_t mc, int64_t kc, int mr, P* out, float* tmp);
   void (*pack_b)(const In* b, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, int nr, P* out, float* tmp);
-  void (*fn)(int64_t kc, const P* a, const P* b, float* c, int64_t ldc, float alpha, float beta, int64_t m,
-             int64_t n);
+  void (*fn)(int64_t kc, const P* a, const P* b, float* c, int64_t ldc, float alpha, float beta, int64_t m, int64_t n);
   bool amx = false;
   double speed = 1.0;
 };
@@ -573,7 +569,8 @@ void gemm_lowp_impl(LowpKernel kernel, int64_t m, int64_t n, int64_t k, float al
   }
 #ifdef NABLA_GEMM_AVX2
   if constexpr (std::is_same_v<In, BFloat16>) {
-    if (kernel == LowpKernel::amx_bf16) return lowp_run(amx_path(), m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
+    if (kernel == LowpKernel::amx_bf16)
+      return lowp_run(amx_path(), m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
     if (kernel == LowpKernel::avx512_bf16)
       return lowp_run(dpbf16_path(m), m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
   }

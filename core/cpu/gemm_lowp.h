@@ -50,8 +50,8 @@ void gemm_lowp(int64_t m, int64_t n, int64_t k, float alpha, const In* a, int64_
 // The same on a given kernel (tests, benchmarks): ValueError when lowp_kernel_available(kernel) is
 // false, or for a bfloat16 kernel with float16 inputs.
 template <class In, class Out>
-void gemm_lowp(LowpKernel kernel, int64_t m, int64_t n, int64_t k, float alpha, const In* a, int64_t rsa,
-               int64_t csa, const In* b, int64_t rsb, int64_t csb, float beta, Out* c, int64_t ldc);
+void gemm_lowp(LowpKernel kernel, int64_t m, int64_t n, int64_t k, float alpha, const In* a, int64_t rsa, int64_t csa,
+               const In* b, int64_t rsb, int64_t csb, float beta, Out* c, int64_t ldc);
 
 // What each CPU build (core/cpu/isa.h) provides: one entry per (In, Out) pair. Internal to core/cpu.
 struct LowpGemms {

@@ -59,7 +59,7 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Ten
   NABLA_CHECK(ValueError, out.is_contiguous(), "index_add: destination must be contiguous");
   if (out.dim() == 0) {  // as a 1-element 1-D tensor
     cpu::NABLA_CPU_ISA::index_add(internal::make_view(out, {1}, {1}, out.storage_offset()), 0, index,
-              internal::make_view(src, {src.numel()}, {1}, src.storage_offset()));
+                                  internal::make_view(src, {src.numel()}, {1}, src.storage_offset()));
     return;
   }
   const internal::Lines lines = internal::lines_of(out, dim);
@@ -121,22 +121,25 @@ void scatter(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& 
   constexpr int64_t kSerial = std::numeric_limits<int64_t>::max();  // duplicates: stay on one thread
   visit_dtype(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    for_each(L, [&](char** p, const int64_t* s, int64_t cnt) {
-      for (int64_t i = 0; i < cnt; ++i) {
-        int64_t v = *reinterpret_cast<const int64_t*>(p[0] + i * s[0]);
-        check_index("scatter", v, n, dim);
-        if (v < 0) v += n;
-        T* d = reinterpret_cast<T*>(p[2] + i * s[2] + v * os);
-        T sv = *reinterpret_cast<const T*>(p[1] + i * s[1]);
-        if (accumulate) {
-          if constexpr (std::is_same_v<T, bool>) *d = *d || sv;
-          else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) *d = T(float(*d) + float(sv));
-          else *d = static_cast<T>(*d + sv);
-        } else {
-          *d = sv;
-        }
-      }
-    }, kSerial);
+    for_each(
+        L,
+        [&](char** p, const int64_t* s, int64_t cnt) {
+          for (int64_t i = 0; i < cnt; ++i) {
+            int64_t v = *reinterpret_cast<const int64_t*>(p[0] + i * s[0]);
+            check_index("scatter", v, n, dim);
+            if (v < 0) v += n;
+            T* d = reinterpret_cast<T*>(p[2] + i * s[2] + v * os);
+            T sv = *reinterpret_cast<const T*>(p[1] + i * s[1]);
+            if (accumulate) {
+              if constexpr (std::is_same_v<T, bool>) *d = *d || sv;
+              else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) *d = T(float(*d) + float(sv));
+              else *d = static_cast<T>(*d + sv);
+            } else {
+              *d = sv;
+            }
+          }
+        },
+        kSerial);
   });
 }
 

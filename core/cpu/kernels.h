@@ -28,8 +28,18 @@ inline void copy(const Tensor& src, const Tensor& dst) { copy(src, dst, false); 
 // allocate again, on any thread. 64-byte aligned; valid until the same thread asks for the slot
 // again. A kernel that calls another (gemm inside conv) uses a different slot.
 enum class Scratch {
-  gemm_a, gemm_b, gemm_panel_b, conv_image, conv_col, conv_panel_a, conv_panel_b, conv_rows,
-  lowp_a, lowp_b, lowp_c, lowp_t,  // the low-precision GEMM (gemm_lowp.cpp)
+  gemm_a,
+  gemm_b,
+  gemm_panel_b,
+  conv_image,
+  conv_col,
+  conv_panel_a,
+  conv_panel_b,
+  conv_rows,
+  lowp_a,
+  lowp_b,
+  lowp_c,
+  lowp_t,  // the low-precision GEMM (gemm_lowp.cpp)
   count
 };
 void* thread_scratch_bytes(Scratch slot, size_t bytes);
@@ -54,10 +64,10 @@ void conv_nd_weight_grad(const Tensor& x, const Tensor& grad_out, const ConvPara
 
 // C (m x n, row stride ldc) = alpha * A @ B + beta * C, where A(i, p) = a[i*rsa + p*csa] and
 // B(p, j) = b[p*rsb + j*csb]: any strides, so transposed operands need no copy.
-void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t rsa, int64_t csa,
-           const float* b, int64_t rsb, int64_t csb, float beta, float* c, int64_t ldc);
-void dgemm(int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t rsa, int64_t csa,
-           const double* b, int64_t rsb, int64_t csb, double beta, double* c, int64_t ldc);
+void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t rsa, int64_t csa, const float* b,
+           int64_t rsb, int64_t csb, float beta, float* c, int64_t ldc);
+void dgemm(int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t rsa, int64_t csa, const double* b,
+           int64_t rsb, int64_t csb, double beta, double* c, int64_t ldc);
 // sgemm or dgemm by element type.
 template <class T>
 void gemm_t(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb,

@@ -67,61 +67,70 @@ void for_each(const Loop& L, const Body& body, int64_t grain = kElementwiseGrain
 // out[i] = f(a[i]) with out of type R and a of type A.
 template <class R, class A, class F>
 void unary_loop(const Loop& L, const F& f, int64_t grain = kElementwiseGrain) {
-  for_each(L, [&](char** p, const int64_t* s, int64_t n) {
-    R* out = reinterpret_cast<R*>(p[0]);
-    const A* a = reinterpret_cast<const A*>(p[1]);
-    if (s[0] == sizeof(R) && s[1] == sizeof(A)) {
-      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(f(a[i]));
-    } else if (s[0] == sizeof(R) && s[1] == 0) {
-      R v = static_cast<R>(f(*a));
-      for (int64_t i = 0; i < n; ++i) out[i] = v;
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<R*>(p[0] + i * s[0]) = static_cast<R>(f(*reinterpret_cast<const A*>(p[1] + i * s[1])));
-    }
-  }, grain);
+  for_each(
+      L,
+      [&](char** p, const int64_t* s, int64_t n) {
+        R* out = reinterpret_cast<R*>(p[0]);
+        const A* a = reinterpret_cast<const A*>(p[1]);
+        if (s[0] == sizeof(R) && s[1] == sizeof(A)) {
+          for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(f(a[i]));
+        } else if (s[0] == sizeof(R) && s[1] == 0) {
+          R v = static_cast<R>(f(*a));
+          for (int64_t i = 0; i < n; ++i) out[i] = v;
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            *reinterpret_cast<R*>(p[0] + i * s[0]) = static_cast<R>(f(*reinterpret_cast<const A*>(p[1] + i * s[1])));
+        }
+      },
+      grain);
 }
 
 // out[i] = f(a[i], b[i]); the contiguous and scalar-broadcast cases get their own plain loops.
 template <class R, class A, class B, class F>
 void binary_loop(const Loop& L, const F& f, int64_t grain = kElementwiseGrain) {
-  for_each(L, [&](char** p, const int64_t* s, int64_t n) {
-    R* out = reinterpret_cast<R*>(p[0]);
-    const A* a = reinterpret_cast<const A*>(p[1]);
-    const B* b = reinterpret_cast<const B*>(p[2]);
-    if (s[0] == sizeof(R) && s[1] == sizeof(A) && s[2] == sizeof(B)) {
-      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(f(a[i], b[i]));
-    } else if (s[0] == sizeof(R) && s[1] == sizeof(A) && s[2] == 0) {
-      const B bv = *b;
-      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(f(a[i], bv));
-    } else if (s[0] == sizeof(R) && s[1] == 0 && s[2] == sizeof(B)) {
-      const A av = *a;
-      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(f(av, b[i]));
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<R*>(p[0] + i * s[0]) = static_cast<R>(
-            f(*reinterpret_cast<const A*>(p[1] + i * s[1]), *reinterpret_cast<const B*>(p[2] + i * s[2])));
-    }
-  }, grain);
+  for_each(
+      L,
+      [&](char** p, const int64_t* s, int64_t n) {
+        R* out = reinterpret_cast<R*>(p[0]);
+        const A* a = reinterpret_cast<const A*>(p[1]);
+        const B* b = reinterpret_cast<const B*>(p[2]);
+        if (s[0] == sizeof(R) && s[1] == sizeof(A) && s[2] == sizeof(B)) {
+          for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(f(a[i], b[i]));
+        } else if (s[0] == sizeof(R) && s[1] == sizeof(A) && s[2] == 0) {
+          const B bv = *b;
+          for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(f(a[i], bv));
+        } else if (s[0] == sizeof(R) && s[1] == 0 && s[2] == sizeof(B)) {
+          const A av = *a;
+          for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(f(av, b[i]));
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            *reinterpret_cast<R*>(p[0] + i * s[0]) = static_cast<R>(
+                f(*reinterpret_cast<const A*>(p[1] + i * s[1]), *reinterpret_cast<const B*>(p[2] + i * s[2])));
+        }
+      },
+      grain);
 }
 
 // out[i] = f(a[i], b[i], c[i]).
 template <class R, class A, class B, class C, class F>
 void ternary_loop(const Loop& L, const F& f, int64_t grain = kElementwiseGrain) {
-  for_each(L, [&](char** p, const int64_t* s, int64_t n) {
-    if (s[0] == sizeof(R) && s[1] == sizeof(A) && s[2] == sizeof(B) && s[3] == sizeof(C)) {
-      R* out = reinterpret_cast<R*>(p[0]);
-      const A* a = reinterpret_cast<const A*>(p[1]);
-      const B* b = reinterpret_cast<const B*>(p[2]);
-      const C* c = reinterpret_cast<const C*>(p[3]);
-      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(f(a[i], b[i], c[i]));
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<R*>(p[0] + i * s[0]) = static_cast<R>(f(*reinterpret_cast<const A*>(p[1] + i * s[1]),
-                                                                 *reinterpret_cast<const B*>(p[2] + i * s[2]),
-                                                                 *reinterpret_cast<const C*>(p[3] + i * s[3])));
-    }
-  }, grain);
+  for_each(
+      L,
+      [&](char** p, const int64_t* s, int64_t n) {
+        if (s[0] == sizeof(R) && s[1] == sizeof(A) && s[2] == sizeof(B) && s[3] == sizeof(C)) {
+          R* out = reinterpret_cast<R*>(p[0]);
+          const A* a = reinterpret_cast<const A*>(p[1]);
+          const B* b = reinterpret_cast<const B*>(p[2]);
+          const C* c = reinterpret_cast<const C*>(p[3]);
+          for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(f(a[i], b[i], c[i]));
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            *reinterpret_cast<R*>(p[0] + i * s[0]) = static_cast<R>(f(*reinterpret_cast<const A*>(p[1] + i * s[1]),
+                                                                      *reinterpret_cast<const B*>(p[2] + i * s[2]),
+                                                                      *reinterpret_cast<const C*>(p[3] + i * s[3])));
+        }
+      },
+      grain);
 }
 
 }  // namespace nabla::cpu

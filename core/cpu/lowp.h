@@ -64,8 +64,7 @@ inline void f32_to_f16_scalar(const float* s, int64_t n, uint16_t* d) {
 // vcvtneps2bf16, 16 lanes at a time; lanes holding a NaN or a float32 subnormal take the scalar
 // conversion (the instruction flushes subnormals and may quiet NaNs differently).
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512bf16"))) inline void f32_to_bf16_avx512(const float* s,
-                                                                                                int64_t n,
-                                                                                                uint16_t* d) {
+                                                                                               int64_t n, uint16_t* d) {
   int64_t i = 0;
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000),
                 min_normal = _mm512_set1_epi32(0x00800000);
@@ -165,32 +164,38 @@ inline void store(const computed_t<R>* s, int64_t n, char* dst, int64_t stride) 
 template <class R, class A, class F>
 void unary_loop(const Loop& L, const F& f, int64_t grain = kElementwiseGrain) {
   static_assert(is_lowp_v<A>);
-  for_each(L, [&](char** p, const int64_t* s, int64_t n) {
-    alignas(64) float a[kBlock];
-    alignas(64) computed_t<R> r[kBlock];
-    for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
-      const int64_t m = std::min(kBlock, n - i0);
-      load<A>(p[1] + i0 * s[1], s[1], m, a);
-      for (int64_t i = 0; i < m; ++i) r[i] = static_cast<computed_t<R>>(f(a[i]));
-      store<R>(r, m, p[0] + i0 * s[0], s[0]);
-    }
-  }, grain);
+  for_each(
+      L,
+      [&](char** p, const int64_t* s, int64_t n) {
+        alignas(64) float a[kBlock];
+        alignas(64) computed_t<R> r[kBlock];
+        for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+          const int64_t m = std::min(kBlock, n - i0);
+          load<A>(p[1] + i0 * s[1], s[1], m, a);
+          for (int64_t i = 0; i < m; ++i) r[i] = static_cast<computed_t<R>>(f(a[i]));
+          store<R>(r, m, p[0] + i0 * s[0], s[0]);
+        }
+      },
+      grain);
 }
 
 template <class R, class A, class F>
 void binary_loop(const Loop& L, const F& f, int64_t grain = kElementwiseGrain) {
   static_assert(is_lowp_v<A>);
-  for_each(L, [&](char** p, const int64_t* s, int64_t n) {
-    alignas(64) float a[kBlock], b[kBlock];
-    alignas(64) computed_t<R> r[kBlock];
-    for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
-      const int64_t m = std::min(kBlock, n - i0);
-      load<A>(p[1] + i0 * s[1], s[1], m, a);
-      load<A>(p[2] + i0 * s[2], s[2], m, b);
-      for (int64_t i = 0; i < m; ++i) r[i] = static_cast<computed_t<R>>(f(a[i], b[i]));
-      store<R>(r, m, p[0] + i0 * s[0], s[0]);
-    }
-  }, grain);
+  for_each(
+      L,
+      [&](char** p, const int64_t* s, int64_t n) {
+        alignas(64) float a[kBlock], b[kBlock];
+        alignas(64) computed_t<R> r[kBlock];
+        for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+          const int64_t m = std::min(kBlock, n - i0);
+          load<A>(p[1] + i0 * s[1], s[1], m, a);
+          load<A>(p[2] + i0 * s[2], s[2], m, b);
+          for (int64_t i = 0; i < m; ++i) r[i] = static_cast<computed_t<R>>(f(a[i], b[i]));
+          store<R>(r, m, p[0] + i0 * s[0], s[0]);
+        }
+      },
+      grain);
 }
 
 // The elementwise kernels' 16-bit paths (elementwise_lowp.cpp): unary and binary ops of the table on

@@ -9,8 +9,8 @@
 namespace nabla::cpu::NABLA_CPU_ISA {
 
 using conv_internal::avx512_kernels;
-using internal::PoolGeom;
 using internal::pool_geom;
+using internal::PoolGeom;
 
 namespace {
 #ifdef NABLA_GEMM_AVX2
@@ -27,8 +27,9 @@ NABLA_AVX512 inline void max4_first(__m512 a, __m512 b, __m512 c, __m512 d, int3
     best = a;
     off = _mm512_setzero_si512();
     for (int k = 1; k < 4; ++k) {
-      __mmask16 take = _mm512_cmp_ps_mask(cand[k], best, _CMP_GT_OQ) |
-                       (_mm512_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q));
+      __mmask16 take =
+          _mm512_cmp_ps_mask(cand[k], best, _CMP_GT_OQ) |
+          (_mm512_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q));
       best = _mm512_mask_blend_ps(take, best, cand[k]);
       off = _mm512_mask_blend_epi32(take, off, _mm512_set1_epi32(offs[k]));
     }
@@ -40,8 +41,9 @@ NABLA_AVX512 inline void max4_first(__m512 a, __m512 b, __m512 c, __m512 d, int3
                     ec = _mm512_cmp_ps_mask(c, m, _CMP_EQ_OQ);
     best = _mm512_mask_blend_ps(ea, _mm512_mask_blend_ps(eb, _mm512_mask_blend_ps(ec, d, c), b), a);
     off = _mm512_mask_blend_epi32(
-        ea, _mm512_mask_blend_epi32(eb, _mm512_mask_blend_epi32(ec, _mm512_set1_epi32(W + 1), _mm512_set1_epi32(W)),
-                                    _mm512_set1_epi32(1)),
+        ea,
+        _mm512_mask_blend_epi32(eb, _mm512_mask_blend_epi32(ec, _mm512_set1_epi32(W + 1), _mm512_set1_epi32(W)),
+                                _mm512_set1_epi32(1)),
         _mm512_setzero_si512());
   }
   *best_out = best;
@@ -84,8 +86,9 @@ NABLA_AVX512 void maxpool2x2_avx512(const float* xp, int64_t H, int64_t W, int64
         _mm512_mask_storeu_ps(yr + ow, out, best);
         // flat index = 2 * oh * W + 2 * (ow + lane) + offset
         if (ir)
-          store_idx16(ir + ow, out,
-                      _mm512_add_epi32(_mm512_add_epi32(off, lane2), _mm512_set1_epi32(static_cast<int32_t>(2 * oh * W + c))));
+          store_idx16(
+              ir + ow, out,
+              _mm512_add_epi32(_mm512_add_epi32(off, lane2), _mm512_set1_epi32(static_cast<int32_t>(2 * oh * W + c))));
       }
     }
   }
@@ -95,7 +98,9 @@ using Avx2f = gemm_internal::Avx2<float>;
 
 // The same with AVX2 (CPUs without AVX-512): 8 outputs of a row at a time, masked loads and stores
 // at the end of a row. The scalar loop's data-dependent branches cost ~20x this on random data.
-inline __m256 blend_where(__m256 mask, __m256 if_false, __m256 if_true) { return _mm256_blendv_ps(if_false, if_true, mask); }
+inline __m256 blend_where(__m256 mask, __m256 if_false, __m256 if_true) {
+  return _mm256_blendv_ps(if_false, if_true, mask);
+}
 inline __m256i blend_where(__m256 mask, __m256i if_false, __m256i if_true) {
   return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(if_false), _mm256_castsi256_ps(if_true), mask));
 }
@@ -109,8 +114,9 @@ inline void max4_first(__m256 a, __m256 b, __m256 c, __m256 d, int32_t W, __m256
     __m256 best = a;
     __m256i off = offs[0];
     for (int k = 1; k < 4; ++k) {
-      __m256 take = _mm256_or_ps(_mm256_cmp_ps(cand[k], best, _CMP_GT_OQ),
-                                 _mm256_and_ps(_mm256_cmp_ps(cand[k], cand[k], _CMP_UNORD_Q), _mm256_cmp_ps(best, best, _CMP_ORD_Q)));
+      __m256 take = _mm256_or_ps(
+          _mm256_cmp_ps(cand[k], best, _CMP_GT_OQ),
+          _mm256_and_ps(_mm256_cmp_ps(cand[k], cand[k], _CMP_UNORD_Q), _mm256_cmp_ps(best, best, _CMP_ORD_Q)));
       best = blend_where(take, best, cand[k]);
       off = blend_where(take, off, offs[k]);
     }
@@ -119,7 +125,8 @@ inline void max4_first(__m256 a, __m256 b, __m256 c, __m256 d, int32_t W, __m256
     return;
   }
   const __m256 m = _mm256_max_ps(_mm256_max_ps(a, b), _mm256_max_ps(c, d));
-  const __m256 ea = _mm256_cmp_ps(a, m, _CMP_EQ_OQ), eb = _mm256_cmp_ps(b, m, _CMP_EQ_OQ), ec = _mm256_cmp_ps(c, m, _CMP_EQ_OQ);
+  const __m256 ea = _mm256_cmp_ps(a, m, _CMP_EQ_OQ), eb = _mm256_cmp_ps(b, m, _CMP_EQ_OQ),
+               ec = _mm256_cmp_ps(c, m, _CMP_EQ_OQ);
   *best_out = blend_where(ea, blend_where(eb, blend_where(ec, d, c), b), a);
   *off_out = blend_where(ea, blend_where(eb, blend_where(ec, oW1, oW), o1), _mm256_setzero_si256());
 }
@@ -148,7 +155,8 @@ void maxpool2x2_avx2(const float* xp, int64_t H, int64_t W, int64_t Ho, int64_t 
           deinterleave(_mm256_loadu_ps(r0 + c), _mm256_loadu_ps(r0 + c + 8), &a, &b);
           deinterleave(_mm256_loadu_ps(r1 + c), _mm256_loadu_ps(r1 + c + 8), &cc, &d);
         } else {
-          const __m256i in_lo = Avx2f::first(std::min<int64_t>(8, 2 * n)), in_hi = Avx2f::first(std::max<int64_t>(0, 2 * n - 8));
+          const __m256i in_lo = Avx2f::first(std::min<int64_t>(8, 2 * n)),
+                        in_hi = Avx2f::first(std::max<int64_t>(0, 2 * n - 8));
           deinterleave(_mm256_maskload_ps(r0 + c, in_lo), _mm256_maskload_ps(r0 + c + 8, in_hi), &a, &b);
           deinterleave(_mm256_maskload_ps(r1 + c, in_lo), _mm256_maskload_ps(r1 + c + 8, in_hi), &cc, &d);
         }
@@ -156,8 +164,10 @@ void maxpool2x2_avx2(const float* xp, int64_t H, int64_t W, int64_t Ho, int64_t 
         __m256i off;
         max4_first(a, b, cc, d, W32, &best, &off);
         // flat index = 2 * oh * W + 2 * (ow + lane) + offset
-        const __m256i idx = _mm256_add_epi32(_mm256_add_epi32(off, lane2), _mm256_set1_epi32(static_cast<int32_t>(2 * oh * W + c)));
-        const __m256i i0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(idx)), i1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(idx, 1));
+        const __m256i idx =
+            _mm256_add_epi32(_mm256_add_epi32(off, lane2), _mm256_set1_epi32(static_cast<int32_t>(2 * oh * W + c)));
+        const __m256i i0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(idx)),
+                      i1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(idx, 1));
         if (n == 8) {
           _mm256_storeu_ps(yr + ow, best);
           if (ir) {
@@ -168,8 +178,10 @@ void maxpool2x2_avx2(const float* xp, int64_t H, int64_t W, int64_t Ho, int64_t 
           const __m256i out = Avx2f::first(n);
           _mm256_maskstore_ps(yr + ow, out, best);
           if (ir) {
-            _mm256_maskstore_epi64(reinterpret_cast<long long*>(ir + ow), _mm256_cvtepi32_epi64(_mm256_castsi256_si128(out)), i0);
-            _mm256_maskstore_epi64(reinterpret_cast<long long*>(ir + ow + 4), _mm256_cvtepi32_epi64(_mm256_extracti128_si256(out, 1)), i1);
+            _mm256_maskstore_epi64(reinterpret_cast<long long*>(ir + ow),
+                                   _mm256_cvtepi32_epi64(_mm256_castsi256_si128(out)), i0);
+            _mm256_maskstore_epi64(reinterpret_cast<long long*>(ir + ow + 4),
+                                   _mm256_cvtepi32_epi64(_mm256_extracti128_si256(out, 1)), i1);
           }
         }
       }
@@ -184,8 +196,7 @@ void maxpool2x2_avx2(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, 
 // 2x2 windows, stride 2, over planes [p0, p1), any float type: the common case, without bounds
 // checks. A later value wins if it is larger, or NaN while the best is not.
 template <class T>
-void maxpool2x2(const T* xp, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int64_t p0, int64_t p1, T* yp,
-                int64_t* ip) {
+void maxpool2x2(const T* xp, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int64_t p0, int64_t p1, T* yp, int64_t* ip) {
   for (int64_t pl = p0; pl < p1; ++pl) {
     const T* xpl = xp + pl * H * W;
     for (int64_t oh = 0; oh < Ho; ++oh) {
@@ -267,10 +278,10 @@ void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, co
   Tensor x = contig(x_in);
   PoolGeom g = pool_geom(x, out);
   NABLA_CHECK(ValueError, out.is_contiguous() && (!indices.defined() || indices.is_contiguous()),
-                    "max_pool2d: outputs must be contiguous");
+              "max_pool2d: outputs must be contiguous");
   const bool simple = p.padding[0] == 0 && p.padding[1] == 0 && p.dilation[0] == 1 && p.dilation[1] == 1 &&
-                      p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 &&
-                      g.Ho * 2 <= g.H && g.Wo * 2 <= g.W;
+                      p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 && g.Ho * 2 <= g.H &&
+                      g.Wo * 2 <= g.W;
   visit_float(x.dtype(), "max_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = static_cast<const T*>(x.data_ptr());
@@ -284,14 +295,15 @@ void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, co
 #else
     const bool avx2 = false;
 #endif
-    parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.Ho * g.Wo, 1)), [&](int64_t a, int64_t b) {
-      if constexpr (std::is_same_v<T, float>) {
-        if (avx512) return maxpool2x2_avx512(xp, g.H, g.W, g.Ho, g.Wo, a, b, yp, ip);
-        if (avx2) return maxpool2x2_avx2(xp, g.H, g.W, g.Ho, g.Wo, a, b, yp, ip);
-      }
-      if (simple) return maxpool2x2(xp, g.H, g.W, g.Ho, g.Wo, a, b, yp, ip);
-      maxpool_general(xp, g, p, a, b, yp, ip);
-    });
+    parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.Ho * g.Wo, 1)),
+                 [&](int64_t a, int64_t b) {
+                   if constexpr (std::is_same_v<T, float>) {
+                     if (avx512) return maxpool2x2_avx512(xp, g.H, g.W, g.Ho, g.Wo, a, b, yp, ip);
+                     if (avx2) return maxpool2x2_avx2(xp, g.H, g.W, g.Ho, g.Wo, a, b, yp, ip);
+                   }
+                   if (simple) return maxpool2x2(xp, g.H, g.W, g.Ho, g.Wo, a, b, yp, ip);
+                   maxpool_general(xp, g, p, a, b, yp, ip);
+                 });
   });
 }
 
@@ -344,19 +356,20 @@ void avg_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out) {
     using T = typename decltype(tag)::type;
     const T* xp = static_cast<const T*>(x.data_ptr());
     T* yp = static_cast<T*>(out.data_ptr());
-    parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.Ho * g.Wo, 1)), [&](int64_t a, int64_t b) {
-      for (int64_t pl = a; pl < b; ++pl) {
-        const T* xpl = xp + pl * g.H * g.W;
-        for (int64_t oh = 0; oh < g.Ho; ++oh)
-          for (int64_t ow = 0; ow < g.Wo; ++ow) {
-            AvgWindow w = avg_window(p, g.H, g.W, oh, ow);
-            double s = 0;
-            for (int64_t ih = w.h0; ih < w.h1; ++ih)
-              for (int64_t iw = w.w0; iw < w.w1; ++iw) s += xpl[ih * g.W + iw];
-            yp[(pl * g.Ho + oh) * g.Wo + ow] = static_cast<T>(s / static_cast<double>(w.divisor));
-          }
-      }
-    });
+    parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.Ho * g.Wo, 1)),
+                 [&](int64_t a, int64_t b) {
+                   for (int64_t pl = a; pl < b; ++pl) {
+                     const T* xpl = xp + pl * g.H * g.W;
+                     for (int64_t oh = 0; oh < g.Ho; ++oh)
+                       for (int64_t ow = 0; ow < g.Wo; ++ow) {
+                         AvgWindow w = avg_window(p, g.H, g.W, oh, ow);
+                         double s = 0;
+                         for (int64_t ih = w.h0; ih < w.h1; ++ih)
+                           for (int64_t iw = w.w0; iw < w.w1; ++iw) s += xpl[ih * g.W + iw];
+                         yp[(pl * g.Ho + oh) * g.Wo + ow] = static_cast<T>(s / static_cast<double>(w.divisor));
+                       }
+                   }
+                 });
   });
 }
 
@@ -369,18 +382,19 @@ void avg_pool2d_backward(const Tensor& gy_in, const Pool2dParams& p, const Tenso
     using T = typename decltype(tag)::type;
     const T* gyp = static_cast<const T*>(gy.data_ptr());
     T* gxp = static_cast<T*>(gx.data_ptr());
-    parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.Ho * g.Wo, 1)), [&](int64_t a, int64_t b) {
-      for (int64_t pl = a; pl < b; ++pl) {
-        T* gpl = gxp + pl * g.H * g.W;
-        for (int64_t oh = 0; oh < g.Ho; ++oh)
-          for (int64_t ow = 0; ow < g.Wo; ++ow) {
-            AvgWindow w = avg_window(p, g.H, g.W, oh, ow);
-            T v = gyp[(pl * g.Ho + oh) * g.Wo + ow] / static_cast<T>(w.divisor);
-            for (int64_t ih = w.h0; ih < w.h1; ++ih)
-              for (int64_t iw = w.w0; iw < w.w1; ++iw) gpl[ih * g.W + iw] += v;
-          }
-      }
-    });
+    parallel_for(0, g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.Ho * g.Wo, 1)),
+                 [&](int64_t a, int64_t b) {
+                   for (int64_t pl = a; pl < b; ++pl) {
+                     T* gpl = gxp + pl * g.H * g.W;
+                     for (int64_t oh = 0; oh < g.Ho; ++oh)
+                       for (int64_t ow = 0; ow < g.Wo; ++ow) {
+                         AvgWindow w = avg_window(p, g.H, g.W, oh, ow);
+                         T v = gyp[(pl * g.Ho + oh) * g.Wo + ow] / static_cast<T>(w.divisor);
+                         for (int64_t ih = w.h0; ih < w.h1; ++ih)
+                           for (int64_t iw = w.w0; iw < w.w1; ++iw) gpl[ih * g.W + iw] += v;
+                       }
+                   }
+                 });
   });
 }
 

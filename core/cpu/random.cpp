@@ -140,9 +140,8 @@ void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& 
       // Rounding can land on the excluded upper bound; keep [from, to) by clamping to the float
       // below it (a min, not a branch, so the map vectorizes).
       const float below_to = p1 > p0 ? std::nextafter(static_cast<float>(p1), -INFINITY) : INFINITY;
-      uniform_fill(out.data_ptr<float>(), [&](double u) {
-        return std::min(static_cast<float>(p0 + (p1 - p0) * u), below_to);
-      });
+      uniform_fill(out.data_ptr<float>(),
+                   [&](double u) { return std::min(static_cast<float>(p0 + (p1 - p0) * u), below_to); });
     }
   } else {  // bernoulli(p0)
     visit_compute_dtype(dt, "bernoulli_", [&](auto tag) {
@@ -164,8 +163,10 @@ void random_int(const Tensor& out_in, int64_t low, int64_t high, Generator& gen)
     using T = typename decltype(tag)::type;
     fill_blocks<2>(static_cast<T*>(out.data_ptr()), n, key, first, [&](const auto& w, auto& v) {
       for (int l = 0; l < kLanes; ++l) {
-        v[0][l] = static_cast<T>(low + static_cast<int64_t>(((static_cast<uint64_t>(w[0][l]) << 32) | w[1][l]) % range));
-        v[1][l] = static_cast<T>(low + static_cast<int64_t>(((static_cast<uint64_t>(w[2][l]) << 32) | w[3][l]) % range));
+        v[0][l] =
+            static_cast<T>(low + static_cast<int64_t>(((static_cast<uint64_t>(w[0][l]) << 32) | w[1][l]) % range));
+        v[1][l] =
+            static_cast<T>(low + static_cast<int64_t>(((static_cast<uint64_t>(w[2][l]) << 32) | w[3][l]) % range));
       }
     });
   });

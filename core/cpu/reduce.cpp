@@ -15,8 +15,8 @@
 #include "core/cpu/lowp.h"
 #include "core/cpu/vmath.h"
 #include "core/impl.h"
-#include "core/reduce_dims.h"
 #include "core/parallel.h"
+#include "core/reduce_dims.h"
 #include "core/scalar_math.h"
 
 namespace nabla::cpu::NABLA_CPU_ISA {
@@ -228,7 +228,7 @@ void reduce_dispatch(const Tensor& x, const internal::DimMask& mask, const Tenso
       reduce_typed<OP, T, bool>(x, mask, out);
     } else {
       NABLA_CHECK(DTypeError, out.dtype() == x.dtype(), "reduce: output dtype ", out.dtype(), " differs from input ",
-                        x.dtype());
+                  x.dtype());
       reduce_typed<OP, T, T>(x, mask, out);
     }
   });
@@ -242,8 +242,10 @@ void reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, const Tensor& out) {
   if (x.numel() == 0) {
     // Reducing an empty set gives the identity (sum 0, prod 1, any false, all true).
     switch (op) {
-      case ReduceOp::sum: case ReduceOp::any: fill(out, 0); return;
-      case ReduceOp::prod: case ReduceOp::all: fill(out, 1); return;
+      case ReduceOp::sum:
+      case ReduceOp::any: fill(out, 0); return;
+      case ReduceOp::prod:
+      case ReduceOp::all: fill(out, 1); return;
       default: throw ValueError("max/min: cannot reduce an empty tensor (the result has no identity)");
     }
   }
@@ -297,7 +299,7 @@ void arg_reduce(ReduceOp op, const Tensor& x_in, int64_t dim, const Tensor& valu
   if (x.dim() == 0) dim = 0;
   Lines l = lines_of(x, dim);
   NABLA_CHECK(IndexError, l.len > 0, op == ReduceOp::max ? "max" : "min", ": cannot reduce over an empty dim ", dim,
-                    " of shape ", x.sizes());
+              " of shape ", x.sizes());
   Tensor vc = contig(values), ic = contig(indices);
   visit_compute_dtype(x.dtype(), "argmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -363,16 +365,17 @@ void scan(ScanOp op, const Tensor& x_in, int64_t dim, const Tensor& out) {
 
 namespace {
 template <class T>
-void sort_line(const T* p, int64_t len, int64_t st, bool descending, std::vector<int64_t>& idx, int64_t k, bool partial) {
+void sort_line(const T* p, int64_t len, int64_t st, bool descending, std::vector<int64_t>& idx, int64_t k,
+               bool partial) {
   idx.resize(len);
   std::iota(idx.begin(), idx.end(), int64_t(0));
   auto cmp = [&](int64_t a, int64_t b) {
     T va = p[a * st], vb = p[b * st];
     return descending ? greater_nan(va, vb) : greater_nan(vb, va);
   };
-  if (partial) std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int64_t a, int64_t b) {
-      return cmp(a, b) || (!cmp(b, a) && a < b);
-    });
+  if (partial)
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                      [&](int64_t a, int64_t b) { return cmp(a, b) || (!cmp(b, a) && a < b); });
   else std::stable_sort(idx.begin(), idx.end(), cmp);
 }
 }  // namespace

@@ -20,11 +20,11 @@ namespace nabla::cpu {
 namespace avx2 {
 Backend* make_backend();
 const LowpGemms& lowp_gemms();
-}
+}  // namespace avx2
 namespace base {
 Backend* make_backend();
 const LowpGemms& lowp_gemms();
-}
+}  // namespace base
 
 namespace {
 bool cpu_has_avx2() {
@@ -138,13 +138,13 @@ const char* lowp_kernel_name(LowpKernel kernel) {
 }
 
 template <class In, class Out>
-void gemm_lowp(LowpKernel kernel, int64_t m, int64_t n, int64_t k, float alpha, const In* a, int64_t rsa,
-               int64_t csa, const In* b, int64_t rsb, int64_t csb, float beta, Out* c, int64_t ldc) {
+void gemm_lowp(LowpKernel kernel, int64_t m, int64_t n, int64_t k, float alpha, const In* a, int64_t rsa, int64_t csa,
+               const In* b, int64_t rsb, int64_t csb, float beta, Out* c, int64_t ldc) {
   NABLA_CHECK(ValueError, lowp_kernel_available(kernel), "gemm_lowp: the ", lowp_kernel_name(kernel),
               " kernel does not run on this CPU (or is turned off by NABLA_CPU_ISA / NABLA_GEMM_KERNEL)");
   constexpr bool bf16_in = std::is_same_v<In, BFloat16>;
-  NABLA_CHECK(ValueError, kernel == LowpKernel::convert || bf16_in, "gemm_lowp: the ",
-              lowp_kernel_name(kernel), " kernel takes bfloat16 inputs, not float16");
+  NABLA_CHECK(ValueError, kernel == LowpKernel::convert || bf16_in, "gemm_lowp: the ", lowp_kernel_name(kernel),
+              " kernel takes bfloat16 inputs, not float16");
   NABLA_CPU_BUILD_CALL(lowp_gemms).get<In, Out>()(kernel, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
 }
 
@@ -155,10 +155,10 @@ void gemm_lowp(int64_t m, int64_t n, int64_t k, float alpha, const In* a, int64_
   NABLA_CPU_BUILD_CALL(lowp_gemms).get<In, Out>()(kernel, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
 }
 
-#define NABLA_INSTANTIATE_LOWP(In, Out)                                                                         \
-  template void gemm_lowp<In, Out>(int64_t, int64_t, int64_t, float, const In*, int64_t, int64_t, const In*,     \
-                                   int64_t, int64_t, float, Out*, int64_t);                                    \
-  template void gemm_lowp<In, Out>(LowpKernel, int64_t, int64_t, int64_t, float, const In*, int64_t, int64_t, \
+#define NABLA_INSTANTIATE_LOWP(In, Out)                                                                               \
+  template void gemm_lowp<In, Out>(int64_t, int64_t, int64_t, float, const In*, int64_t, int64_t, const In*, int64_t, \
+                                   int64_t, float, Out*, int64_t);                                                    \
+  template void gemm_lowp<In, Out>(LowpKernel, int64_t, int64_t, int64_t, float, const In*, int64_t, int64_t,         \
                                    const In*, int64_t, int64_t, float, Out*, int64_t);
 NABLA_INSTANTIATE_LOWP(BFloat16, BFloat16)
 NABLA_INSTANTIATE_LOWP(BFloat16, float)

@@ -33,7 +33,7 @@ namespace nabla::cpu::vmath {
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
   const int32_t ni = static_cast<int32_t>(n);  // in [-150, 128]
-  const int32_t n1 = ni >> 1, n2 = ni - n1;     // each in [-75, 64]: normal powers of two
+  const int32_t n1 = ni >> 1, n2 = ni - n1;    // each in [-75, 64]: normal powers of two
   const float s1 = std::bit_cast<float>((n1 + 127) << 23), s2 = std::bit_cast<float>((n2 + 127) << 23);
   const float y = p * s1 * s2;
   return nan ? x : y;

@@ -13,10 +13,11 @@ namespace {
 // ---- errors -------------------------------------------------------------------------------------
 
 [[noreturn]] void raise_not_positive_definite(const Tensor& A, int64_t b, int info) {
-  throw ValueError(internal::str("linalg.cholesky: ", batch_prefix(A, b),
-                               "The factorization could not be completed because the input is not positive-definite (the "
-                               "leading minor of order ",
-                               info, " is not positive-definite; A: ", internal::describe(A), ")"));
+  throw ValueError(
+      internal::str("linalg.cholesky: ", batch_prefix(A, b),
+                    "The factorization could not be completed because the input is not positive-definite (the "
+                    "leading minor of order ",
+                    info, " is not positive-definite; A: ", internal::describe(A), ")"));
 }
 
 // ---- device forward -----------------------------------------------------------------------------

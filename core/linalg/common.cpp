@@ -35,22 +35,24 @@ namespace linalg_internal {
 void check_float(const char* op, const Tensor& A, const char* name) {
   NABLA_CHECK(ValueError, A.defined(), op, ": ", name, " is undefined");
   NABLA_CHECK(DTypeError, A.dtype() == kFloat32 || A.dtype() == kFloat64, op, ": expected ", name,
-                    " to be a float32 or float64 tensor, got ", internal::describe(A));
+              " to be a float32 or float64 tensor, got ", internal::describe(A));
 }
 void check_matrix(const char* op, const Tensor& A, const char* name) {
   check_float(op, A, name);
-  NABLA_CHECK(ShapeError, A.dim() >= 2, op, ": ", name, " must have at least 2 dimensions, got ", internal::describe(A));
+  NABLA_CHECK(ShapeError, A.dim() >= 2, op, ": ", name, " must have at least 2 dimensions, got ",
+              internal::describe(A));
   NABLA_CHECK(ShapeError, rows(A) <= INT_MAX && cols(A) <= INT_MAX, op, ": matrices of ", internal::describe(A),
-                    " are too large for LAPACK");
+              " are too large for LAPACK");
 }
 void check_square(const char* op, const Tensor& A) {
   check_matrix(op, A);
-  NABLA_CHECK(ShapeError, rows(A) == cols(A), op, ": A must be batches of square matrices, got ", internal::describe(A));
+  NABLA_CHECK(ShapeError, rows(A) == cols(A), op, ": A must be batches of square matrices, got ",
+              internal::describe(A));
 }
 void check_pair(const char* op, const Tensor& A, const Tensor& B) {
   check_float(op, B, "B");
   NABLA_CHECK(DTypeError, A.dtype() == B.dtype(), op, ": A and B must have the same dtype, got ", internal::describe(A),
-                    " and ", internal::describe(B));
+              " and ", internal::describe(B));
   internal::check_same_device(op, {&A, &B});
 }
 
@@ -112,7 +114,6 @@ Tensor serial_copy(const Tensor& t) {
   }
   return out;
 }
-
 
 Tensor on_device(const Tensor& t, Device device) {
   Tensor c = t.is_contiguous() ? t : serial_copy(t);

@@ -15,10 +15,11 @@ namespace {
 // ---- errors -------------------------------------------------------------------------------------
 
 [[noreturn]] void raise_eigh_failed(const Tensor& A, int64_t b, int info) {
-  throw ValueError(internal::str("linalg.eigh: ", batch_prefix(A, b),
-                               "The algorithm failed to converge because the input matrix is ill-conditioned or has too "
-                               "many repeated eigenvalues (error code: ",
-                               info, "; A: ", internal::describe(A), ")"));
+  throw ValueError(
+      internal::str("linalg.eigh: ", batch_prefix(A, b),
+                    "The algorithm failed to converge because the input matrix is ill-conditioned or has too "
+                    "many repeated eigenvalues (error code: ",
+                    info, "; A: ", internal::describe(A), ")"));
 }
 
 // ---- device forward -----------------------------------------------------------------------------
@@ -87,7 +88,7 @@ Tensor eigh_backward(const Tensor& gL, const Tensor& gV, const Tensor& L, const 
 
 char check_uplo(const char* op, std::string_view UPLO) {
   NABLA_CHECK(ValueError, UPLO == "L" || UPLO == "U" || UPLO == "l" || UPLO == "u", op,
-                    ": Expected UPLO argument to be 'L' or 'U', but got ", UPLO);
+              ": Expected UPLO argument to be 'L' or 'U', but got ", UPLO);
   return UPLO == "L" || UPLO == "l" ? 'L' : 'U';
 }
 
@@ -101,9 +102,10 @@ std::tuple<Tensor, Tensor> eigh(const Tensor& A, std::string_view UPLO) {
   check_square("linalg.eigh", A);
   auto [L, V] = eigh_forward(A, check_uplo("linalg.eigh", UPLO), true);
   if (autograd::needs_grad(A))
-    autograd::record("LinalgEighBackward", {&A}, {&L, &V}, [sl = save_output_nr(L, 0), sv = save_output_nr(V, 1)](Node& n, GradList& g) {
-      return GradList{eigh_backward(g[0], g[1], sl.unpack(n), sv.unpack(n))};
-    });
+    autograd::record("LinalgEighBackward", {&A}, {&L, &V},
+                     [sl = save_output_nr(L, 0), sv = save_output_nr(V, 1)](Node& n, GradList& g) {
+                       return GradList{eigh_backward(g[0], g[1], sl.unpack(n), sv.unpack(n))};
+                     });
   return {L, V};
 }
 

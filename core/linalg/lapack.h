@@ -15,15 +15,16 @@ void sgetri_(const int* n, float* a, const int* lda, const int* ipiv, float* wor
 void dgetri_(const int* n, double* a, const int* lda, const int* ipiv, double* work, const int* lwork, int* info);
 void sgesv_(const int* n, const int* nrhs, float* a, const int* lda, int* ipiv, float* b, const int* ldb, int* info);
 void dgesv_(const int* n, const int* nrhs, double* a, const int* lda, int* ipiv, double* b, const int* ldb, int* info);
-void sgetrs_(const char* trans, const int* n, const int* nrhs, const float* a, const int* lda, const int* ipiv, float* b,
-             const int* ldb, int* info, size_t);
+void sgetrs_(const char* trans, const int* n, const int* nrhs, const float* a, const int* lda, const int* ipiv,
+             float* b, const int* ldb, int* info, size_t);
 void dgetrs_(const char* trans, const int* n, const int* nrhs, const double* a, const int* lda, const int* ipiv,
              double* b, const int* ldb, int* info, size_t);
 // Cholesky.
 void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info, size_t);
 void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info, size_t);
 // QR: Householder reflectors, then Q from them.
-void sgeqrf_(const int* m, const int* n, float* a, const int* lda, float* tau, float* work, const int* lwork, int* info);
+void sgeqrf_(const int* m, const int* n, float* a, const int* lda, float* tau, float* work, const int* lwork,
+             int* info);
 void dgeqrf_(const int* m, const int* n, double* a, const int* lda, double* tau, double* work, const int* lwork,
              int* info);
 void sorgqr_(const int* m, const int* n, const int* k, float* a, const int* lda, const float* tau, float* work,
@@ -31,8 +32,8 @@ void sorgqr_(const int* m, const int* n, const int* k, float* a, const int* lda,
 void dorgqr_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau, double* work,
              const int* lwork, int* info);
 // SVD by divide and conquer.
-void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s, float* u,
-             const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork, int* iwork, int* info, size_t);
+void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s, float* u, const int* ldu,
+             float* vt, const int* ldvt, float* work, const int* lwork, int* iwork, int* info, size_t);
 void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s, double* u,
              const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork, int* iwork, int* info,
              size_t);

@@ -88,14 +88,14 @@ HostLstsq lstsq_forward(const Tensor& A, const Tensor& Ae, const Tensor& Be, std
         r.rank.data_ptr<int64_t>()[b] = rk;
         r.full_rank = r.full_rank && rk == n;
         NABLA_CHECK(ValueError, info <= 0, "linalg.lstsq: ", batch_prefix(A, b),
-                          "The algorithm failed to converge (error code: ", info, "; A: ", internal::describe(A), ")");
+                    "The algorithm failed to converge (error code: ", info, "; A: ", internal::describe(A), ")");
       } else {
         lapack::gels('N', m, n, k, pa + b * m * n, ld(m), px + b * k * mx, ld(mx), work.data(),
                      static_cast<int>(work.size()), &info);
         NABLA_CHECK(ValueError, info <= 0, "linalg.lstsq: ", batch_prefix(A, b),
-                          "The least squares solution could not be computed because the input matrix does not have "
-                          "full rank (error code: ",
-                          info, "; A: ", internal::describe(A), ")");
+                    "The least squares solution could not be computed because the input matrix does not have "
+                    "full rank (error code: ",
+                    info, "; A: ", internal::describe(A), ")");
       }
     }
   });
@@ -111,24 +111,28 @@ namespace linalg {
 LstsqResult lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond, std::string_view driver) {
   check_matrix("linalg.lstsq", A);
   check_pair("linalg.lstsq", A, B);
-  NABLA_CHECK(ValueError, driver == "gelsd" || driver == "gels", "linalg.lstsq: parameter `driver` should be one of "
-                                                           "(gels, gelsd) here (gelsy and gelss are not built), got '",
-                    driver, "'");
+  NABLA_CHECK(ValueError, driver == "gelsd" || driver == "gels",
+              "linalg.lstsq: parameter `driver` should be one of "
+              "(gels, gelsd) here (gelsy and gelss are not built), got '",
+              driver, "'");
   // As PyTorch: B of A's dims is a batch of matrices (*, m, k); B of one dim fewer a batch of
   // vectors (*, m), solved as (*, m, 1): the solution is (*, n), the residuals keep their (*, 1).
-  NABLA_CHECK(ShapeError, A.dim() == B.dim() || A.dim() == B.dim() + 1, "linalg.lstsq: B must have A's number of dims "
-                    "(a batch of matrices) or one fewer (a batch of vectors), got ", internal::describe(A), " and ",
-                    internal::describe(B));
+  NABLA_CHECK(ShapeError, A.dim() == B.dim() || A.dim() == B.dim() + 1,
+              "linalg.lstsq: B must have A's number of dims "
+              "(a batch of matrices) or one fewer (a batch of vectors), got ",
+              internal::describe(A), " and ", internal::describe(B));
   if (B.dim() == A.dim() - 1) {
-    NABLA_CHECK(ShapeError, B.sizes().back() == rows(A), "linalg.lstsq: input.size(-2) should match other.size(-1) for B "
-                      "of vectors, got ", internal::describe(A), " and ", internal::describe(B));
+    NABLA_CHECK(ShapeError, B.sizes().back() == rows(A),
+                "linalg.lstsq: input.size(-2) should match other.size(-1) for B "
+                "of vectors, got ",
+                internal::describe(A), " and ", internal::describe(B));
     LstsqResult r = lstsq(A, B.unsqueeze(-1), rcond, driver);
     r.solution = r.solution.squeeze(-1);
     return r;
   }
   const int64_t m = rows(A), n = cols(A), k = cols(B);
-  NABLA_CHECK(ShapeError, rows(B) == m, "linalg.lstsq: input.size(-2) should match other.size(-2), got ", internal::describe(A),
-                    " and ", internal::describe(B));
+  NABLA_CHECK(ShapeError, rows(B) == m, "linalg.lstsq: input.size(-2) should match other.size(-2), got ",
+              internal::describe(A), " and ", internal::describe(B));
   Shape bs = broadcast_shapes(batch_shape(A), batch_shape(B), "linalg.lstsq");
   Tensor Ae = A.expand(with(bs, {m, n})), Be = B.expand(with(bs, {m, k}));
   HostLstsq h = lstsq_forward(A, Ae, Be, rcond, driver == "gelsd");

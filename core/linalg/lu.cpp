@@ -18,13 +18,15 @@ namespace {
 // ---- errors (the same from LAPACK on the host and from a device solver) -------------------------
 
 [[noreturn]] void raise_inv_singular(const Tensor& A, int64_t b, int info) {
-  throw ValueError(internal::str("linalg.inv: ", batch_prefix(A, b), "The diagonal element ", info,
-                               " is zero, the inversion could not be completed because the input matrix is singular (A: ",
-                               internal::describe(A), ")"));
+  throw ValueError(internal::str(
+      "linalg.inv: ", batch_prefix(A, b), "The diagonal element ", info,
+      " is zero, the inversion could not be completed because the input matrix is singular (A: ", internal::describe(A),
+      ")"));
 }
 [[noreturn]] void raise_solve_singular(const Tensor& A, int64_t b, int) {
   throw ValueError(internal::str("linalg.solve: ", batch_prefix(A, b),
-                               "The solver failed because the input matrix is singular (A: ", internal::describe(A), ")"));
+                                 "The solver failed because the input matrix is singular (A: ", internal::describe(A),
+                                 ")"));
 }
 
 // ---- device forwards ----------------------------------------------------------------------------
@@ -203,23 +205,26 @@ Tensor solve(const Tensor& A, const Tensor& B, bool left) {
   check_square("linalg.solve", A);
   check_pair("linalg.solve", A, B);
   const int64_t n = cols(A);
-  const bool vector = B.dim() == 1 || (B.dim() == A.dim() - 1 && B.sizes() == Shape(A.sizes().begin(), A.sizes().end() - 1));
+  const bool vector =
+      B.dim() == 1 || (B.dim() == A.dim() - 1 && B.sizes() == Shape(A.sizes().begin(), A.sizes().end() - 1));
   if (vector) {
-    NABLA_CHECK(ShapeError, left, "linalg.solve: Vector broadcasting of the left hand side is not supported for left=False. In "
-                            "this case linalg.solve is equivalent to B / A.squeeze(-1)");
-    NABLA_CHECK(ShapeError, B.sizes().back() == n, "linalg.solve: incompatible shapes of A and B for the equation AX = B (",
-                      A.sizes(), " and ", B.sizes(), ")");
+    NABLA_CHECK(ShapeError, left,
+                "linalg.solve: Vector broadcasting of the left hand side is not supported for left=False. In "
+                "this case linalg.solve is equivalent to B / A.squeeze(-1)");
+    NABLA_CHECK(ShapeError, B.sizes().back() == n,
+                "linalg.solve: incompatible shapes of A and B for the equation AX = B (", A.sizes(), " and ", B.sizes(),
+                ")");
     return solve_matrix(A, B.unsqueeze(-1)).squeeze(-1);
   }
   NABLA_CHECK(ShapeError, B.dim() >= 2, "linalg.solve: B must have at least 2 dimensions, got ", internal::describe(B));
   if (!left) {
     // X A = B  <=>  A^T X^T = B^T
     NABLA_CHECK(ShapeError, cols(B) == n, "linalg.solve: incompatible shapes of A and B for the equation XA = B (",
-                      A.sizes(), " and ", B.sizes(), ")");
+                A.sizes(), " and ", B.sizes(), ")");
     return solve_matrix(A.mT(), B.mT()).mT();
   }
   NABLA_CHECK(ShapeError, rows(B) == n, "linalg.solve: incompatible shapes of A and B for the equation AX = B (",
-                    A.sizes(), " and ", B.sizes(), ")");
+              A.sizes(), " and ", B.sizes(), ")");
   return solve_matrix(A, B);
 }
 

@@ -43,7 +43,7 @@ namespace linalg {
 Tensor vector_norm(const Tensor& x, double ord, IntArrayRef dims, bool keepdim) {
   NABLA_CHECK(ValueError, x.defined(), "linalg.vector_norm: input tensor is undefined");
   NABLA_CHECK(DTypeError, is_floating(x.dtype()), "linalg.vector_norm: expected a floating point input, got ",
-                    internal::describe(x));
+              internal::describe(x));
   return nabla::norm(x, ord, dims, keepdim);
 }
 
@@ -75,16 +75,20 @@ Tensor matrix_norm(const Tensor& A, double ord, IntArrayRef dims, bool keepdim) 
 Tensor norm(const Tensor& x, std::optional<double> ord, IntArrayRef dims, bool keepdim) {
   check_float("linalg.norm", x, "input");
   if (!ord) {
-    NABLA_CHECK(ShapeError, dims.size() <= 2, "linalg.norm: If dim is specified, it must be of length 1 or 2. Got ", dims.size());
+    NABLA_CHECK(ShapeError, dims.size() <= 2, "linalg.norm: If dim is specified, it must be of length 1 or 2. Got ",
+                dims.size());
     return nabla::norm(x, 2, dims, keepdim);
   }
   if (dims.empty()) {
-    NABLA_CHECK(ShapeError, x.dim() == 1 || x.dim() == 2, "linalg.norm: If dim is not specified but ord is, the input must be "
-                                                    "1D or 2D. Got ", x.dim(), "D.");
+    NABLA_CHECK(ShapeError, x.dim() == 1 || x.dim() == 2,
+                "linalg.norm: If dim is not specified but ord is, the input must be "
+                "1D or 2D. Got ",
+                x.dim(), "D.");
     if (x.dim() == 1) return vector_norm(x, *ord, {}, keepdim);
     return matrix_norm(x, *ord, {0, 1}, keepdim);
   }
-  NABLA_CHECK(ShapeError, dims.size() <= 2, "linalg.norm: If dim is specified, it must be of length 1 or 2. Got ", dims.size());
+  NABLA_CHECK(ShapeError, dims.size() <= 2, "linalg.norm: If dim is specified, it must be of length 1 or 2. Got ",
+              dims.size());
   if (dims.size() == 1) return vector_norm(x, *ord, dims, keepdim);
   return matrix_norm(x, *ord, dims, keepdim);
 }
@@ -92,8 +96,8 @@ Tensor norm(const Tensor& x, std::optional<double> ord, IntArrayRef dims, bool k
 Tensor norm(const Tensor& x, std::string_view ord, IntArrayRef dims, bool keepdim) {
   check_float("linalg.norm", x, "input");
   if (dims.empty()) {
-    NABLA_CHECK(ShapeError, x.dim() == 2, "linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got ",
-                      x.dim(), "D.");
+    NABLA_CHECK(ShapeError, x.dim() == 2,
+                "linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got ", x.dim(), "D.");
     return matrix_norm(x, ord, {0, 1}, keepdim);
   }
   return matrix_norm(x, ord, dims, keepdim);

@@ -18,13 +18,14 @@ namespace {
 // A 3-D (batch, rows, cols) view of a 2-D or 3-D tensor for the kernel (no autograd).
 Tensor as3d(const Tensor& t) {
   if (t.dim() == 3) return t;
-  return internal::make_view(t, {1, t.sizes()[0], t.sizes()[1]}, {0, t.strides()[0], t.strides()[1]}, t.storage_offset());
+  return internal::make_view(t, {1, t.sizes()[0], t.sizes()[1]}, {0, t.strides()[0], t.strides()[1]},
+                             t.storage_offset());
 }
 
 void check_operands(const char* op, const Tensor& a, const Tensor& b) {
   NABLA_CHECK(ValueError, a.defined() && b.defined(), op, ": input tensor is undefined");
-  NABLA_CHECK(DTypeError, a.dtype() == b.dtype(), op, ": both operands must have the same dtype, got ", a.dtype(), " and ",
-                    b.dtype());
+  NABLA_CHECK(DTypeError, a.dtype() == b.dtype(), op, ": both operands must have the same dtype, got ", a.dtype(),
+              " and ", b.dtype());
   internal::check_same_device(op, {&a, &b});
 }
 
@@ -35,8 +36,9 @@ Tensor mm(const Tensor& a, const Tensor& b) {
     return trace::traced<OpId::mm>(t, {a, b}, {}, [&] { return mm(a, b); });
   check_operands("mm", a, b);
   NABLA_CHECK(ShapeError, a.dim() == 2 && b.dim() == 2, "mm: expected 2-D matrices, got shapes ", a.sizes(), " and ",
-                    b.sizes());
-  NABLA_CHECK(ShapeError, a.sizes()[1] == b.sizes()[0], "mm: inner dimensions differ: lhs ", a.sizes(), " rhs ", b.sizes());
+              b.sizes());
+  NABLA_CHECK(ShapeError, a.sizes()[1] == b.sizes()[0], "mm: inner dimensions differ: lhs ", a.sizes(), " rhs ",
+              b.sizes());
   Tensor out = internal::make_empty({a.sizes()[0], b.sizes()[1]}, a.dtype(), a.device());
   backend_for(a.device()).matmul(as3d(a), as3d(b), as3d(out), 1.0, 0.0);
   if (autograd::needs_grad(a, b))
@@ -54,9 +56,10 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
     return trace::traced<OpId::bmm>(t, {a, b}, {}, [&] { return bmm(a, b); });
   check_operands("bmm", a, b);
   NABLA_CHECK(ShapeError, a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors, got shapes ", a.sizes(), " and ",
-                    b.sizes());
+              b.sizes());
   NABLA_CHECK(ShapeError, a.sizes()[0] == b.sizes()[0], "bmm: batch sizes differ: lhs ", a.sizes(), " rhs ", b.sizes());
-  NABLA_CHECK(ShapeError, a.sizes()[2] == b.sizes()[1], "bmm: inner dimensions differ: lhs ", a.sizes(), " rhs ", b.sizes());
+  NABLA_CHECK(ShapeError, a.sizes()[2] == b.sizes()[1], "bmm: inner dimensions differ: lhs ", a.sizes(), " rhs ",
+              b.sizes());
   Tensor out = internal::make_empty({a.sizes()[0], a.sizes()[1], b.sizes()[2]}, a.dtype(), a.device());
   backend_for(a.device()).matmul(a, b, out, 1.0, 0.0);
   if (autograd::needs_grad(a, b))
@@ -74,13 +77,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     return trace::traced<OpId::matmul>(t, {a, b}, {}, [&] { return matmul(a, b); });
   NABLA_CHECK(ValueError, a.defined() && b.defined(), "matmul: input tensor is undefined");
   int64_t da = a.dim(), db = b.dim();
-  NABLA_CHECK(ShapeError, da >= 1 && db >= 1, "matmul: both operands need at least 1 dim, got shapes ", a.sizes(), " and ",
-                    b.sizes());
+  NABLA_CHECK(ShapeError, da >= 1 && db >= 1, "matmul: both operands need at least 1 dim, got shapes ", a.sizes(),
+              " and ", b.sizes());
   // Checked here so the message names the op the caller used, not the mm/mv/dot it becomes.
   NABLA_CHECK(ShapeError, a.sizes()[da - 1] == b.sizes()[db == 1 ? 0 : db - 2], "matmul: inner dimensions differ: lhs ",
-                    a.sizes(), " rhs ", b.sizes());
-  NABLA_CHECK(DTypeError, a.dtype() == b.dtype(), "matmul: both operands must have the same dtype, got ", a.dtype(), " and ",
-                    b.dtype());
+              a.sizes(), " rhs ", b.sizes());
+  NABLA_CHECK(DTypeError, a.dtype() == b.dtype(), "matmul: both operands must have the same dtype, got ", a.dtype(),
+              " and ", b.dtype());
   if (da == 1 && db == 1) return dot(a, b);
   if (da == 2 && db == 2) return mm(a, b);
   if (da == 1 && db == 2) return mm(a.unsqueeze(0), b).squeeze(0);
@@ -125,17 +128,19 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 Tensor mv(const Tensor& a, const Tensor& v) {
   NABLA_CHECK(ShapeError, a.dim() == 2 && v.dim() == 1, "mv: expected a 2-D matrix and a 1-D vector, got shapes ",
-                    a.sizes(), " and ", v.sizes());
-  NABLA_CHECK(ShapeError, a.sizes()[1] == v.sizes()[0], "mv: inner dimensions differ: lhs ", a.sizes(), " rhs ", v.sizes());
+              a.sizes(), " and ", v.sizes());
+  NABLA_CHECK(ShapeError, a.sizes()[1] == v.sizes()[0], "mv: inner dimensions differ: lhs ", a.sizes(), " rhs ",
+              v.sizes());
   return mm(a, v.unsqueeze(1)).squeeze(1);
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {
   NABLA_CHECK(ShapeError, a.dim() == 1 && b.dim() == 1, "dot: expected 1-D tensors, got shapes ", a.sizes(), " and ",
-                    b.sizes());
-  NABLA_CHECK(ShapeError, a.numel() == b.numel(), "dot: tensors have different lengths ", a.numel(), " and ", b.numel());
-  NABLA_CHECK(DTypeError, a.dtype() == b.dtype(), "dot: both operands must have the same dtype, got ", a.dtype(), " and ",
-                    b.dtype());
+              b.sizes());
+  NABLA_CHECK(ShapeError, a.numel() == b.numel(), "dot: tensors have different lengths ", a.numel(), " and ",
+              b.numel());
+  NABLA_CHECK(DTypeError, a.dtype() == b.dtype(), "dot: both operands must have the same dtype, got ", a.dtype(),
+              " and ", b.dtype());
   // float16 / bfloat16: a (1, k) @ (k, 1) product, summed in float32 and rounded once.
   if (a.dtype() == DType::f16 || a.dtype() == DType::bf16) return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   return (a * b).sum();
@@ -143,7 +148,7 @@ Tensor dot(const Tensor& a, const Tensor& b) {
 
 Tensor outer(const Tensor& a, const Tensor& b) {
   NABLA_CHECK(ShapeError, a.dim() == 1 && b.dim() == 1, "outer: expected 1-D tensors, got shapes ", a.sizes(), " and ",
-                    b.sizes());
+              b.sizes());
   return a.unsqueeze(1) * b.unsqueeze(0);
 }
 
@@ -156,8 +161,8 @@ Tensor add_product_lowp(const char* op, const Tensor& input, const Tensor& a, co
   NABLA_CHECK(ValueError, input.defined(), op, ": input tensor is undefined");
   check_operands(op, a, b);
   const int64_t r = a.dim();
-  NABLA_CHECK(ShapeError, (r == 2 || r == 3) && b.dim() == r, op, ": expected ", r == 3 ? "3-D tensors" : "2-D matrices",
-              ", got shapes ", a.sizes(), " and ", b.sizes());
+  NABLA_CHECK(ShapeError, (r == 2 || r == 3) && b.dim() == r, op, ": expected ",
+              r == 3 ? "3-D tensors" : "2-D matrices", ", got shapes ", a.sizes(), " and ", b.sizes());
   NABLA_CHECK(ShapeError, r == 2 || a.sizes()[0] == b.sizes()[0], op, ": batch sizes differ: lhs ", a.sizes(), " rhs ",
               b.sizes());
   NABLA_CHECK(ShapeError, a.sizes()[r - 1] == b.sizes()[r - 2], op, ": inner dimensions differ: lhs ", a.sizes(),
@@ -203,8 +208,7 @@ Tensor add_product_lowp(const char* op, const Tensor& input, const Tensor& a, co
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
   // float16 / bfloat16 on the CPU: one GEMM call (its 16-bit elementwise ops are not all there). CUDA
   // and a tracer keep the composite (a tracer records its parts).
-  if (a.defined() && (a.dtype() == DType::f16 || a.dtype() == DType::bf16) && a.device().is_cpu() &&
-      !trace::active())
+  if (a.defined() && (a.dtype() == DType::f16 || a.dtype() == DType::bf16) && a.device().is_cpu() && !trace::active())
     return linalg_internal::add_product_lowp("addmm", bias, a, b, beta.to_double(), alpha.to_double());
   Tensor p = mm(a, b);
   if (alpha.to_double() != 1) p = p * alpha;
@@ -216,22 +220,24 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::linear>(t, {x, weight, bias}, {}, [&] { return linear(x, weight, bias); });
   NABLA_CHECK(ShapeError, weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features), got shape ",
-                    weight.sizes());
-  NABLA_CHECK(ShapeError, x.dim() >= 1 && x.sizes()[x.dim() - 1] == weight.sizes()[1], "linear: input of shape ", x.sizes(),
-                    " does not match weight of shape ", weight.sizes(), " (expected last dim ", weight.sizes()[1], ")");
+              weight.sizes());
+  NABLA_CHECK(ShapeError, x.dim() >= 1 && x.sizes()[x.dim() - 1] == weight.sizes()[1], "linear: input of shape ",
+              x.sizes(), " does not match weight of shape ", weight.sizes(), " (expected last dim ", weight.sizes()[1],
+              ")");
   NABLA_CHECK(DTypeError, x.dtype() == weight.dtype(), "linear: input dtype ", x.dtype(), " differs from weight dtype ",
-                    weight.dtype());
+              weight.dtype());
   internal::check_same_device("linear", {&x, &weight, &bias});
   int64_t in = weight.sizes()[1], outf = weight.sizes()[0];
   Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, in});
   int64_t rows = x2.sizes()[0];
   Tensor out = internal::make_empty({rows, outf}, x.dtype(), x.device());
   Backend& be = backend_for(x.device());
-  Tensor wT = internal::make_view(weight, {1, in, outf}, {0, weight.strides()[1], weight.strides()[0]}, weight.storage_offset());
+  Tensor wT = internal::make_view(weight, {1, in, outf}, {0, weight.strides()[1], weight.strides()[0]},
+                                  weight.storage_offset());
   double beta = 0;
   if (bias.defined()) {
-    NABLA_CHECK(ShapeError, bias.dim() == 1 && bias.sizes()[0] == outf, "linear: bias must have shape [", outf, "], got ",
-                      bias.sizes());
+    NABLA_CHECK(ShapeError, bias.dim() == 1 && bias.sizes()[0] == outf, "linear: bias must have shape [", outf,
+                "], got ", bias.sizes());
     be.copy(internal::broadcast_view(bias, out.sizes()), out, false);  // out = bias, then out += x @ w^T
     beta = 1;
   }

@@ -13,7 +13,8 @@ TensorOptions like(const Tensor& t) { return dtype(t.dtype()).device(t.device())
 
 Tensor diag(const Tensor& x, int64_t d) {
   NABLA_CHECK(ValueError, x.defined(), "diag: input tensor is undefined");
-  NABLA_CHECK(ShapeError, x.dim() == 1 || x.dim() == 2, "diag: expected a 1-D or 2-D tensor, got ", internal::describe(x));
+  NABLA_CHECK(ShapeError, x.dim() == 1 || x.dim() == 2, "diag: expected a 1-D or 2-D tensor, got ",
+              internal::describe(x));
   if (x.dim() == 2) return x.diagonal(d, 0, 1).clone();
   const int64_t n = x.sizes()[0], a = std::abs(d);
   // x on the main diagonal of an (n, n) matrix, padded by |d| to put it on diagonal d.
@@ -26,17 +27,17 @@ Tensor diag(const Tensor& x, int64_t d) {
 Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, Scalar beta, Scalar alpha) {
   NABLA_CHECK(ValueError, input.defined(), "baddbmm: input tensor is undefined");
   NABLA_CHECK(ShapeError, b1.defined() && b2.defined() && b1.dim() == 3 && b2.dim() == 3,
-                    "baddbmm: batch1 and batch2 must be 3-D tensors, got ", internal::describe(b1), " and ",
-                    internal::describe(b2));
-  NABLA_CHECK(DTypeError, input.dtype() == b1.dtype(), "baddbmm: input dtype ", input.dtype(), " differs from batch1 dtype ",
-                    b1.dtype());
+              "baddbmm: batch1 and batch2 must be 3-D tensors, got ", internal::describe(b1), " and ",
+              internal::describe(b2));
+  NABLA_CHECK(DTypeError, input.dtype() == b1.dtype(), "baddbmm: input dtype ", input.dtype(),
+              " differs from batch1 dtype ", b1.dtype());
   // float16 / bfloat16 on the CPU: one GEMM call (CUDA and a tracer keep the composite).
   if ((b1.dtype() == DType::f16 || b1.dtype() == DType::bf16) && b1.device().is_cpu() && !trace::active())
     return linalg_internal::add_product_lowp("baddbmm", input, b1, b2, beta.to_double(), alpha.to_double());
   Tensor p = bmm(b1, b2);
   Shape bs = broadcast_shapes(input.sizes(), p.sizes(), "baddbmm");
   NABLA_CHECK(ShapeError, bs == p.sizes(), "baddbmm: input of shape ", input.sizes(),
-                    " cannot be broadcast to the product's shape ", p.sizes());
+              " cannot be broadcast to the product's shape ", p.sizes());
   if (alpha.to_double() != 1) p = p * alpha;
   if (beta.to_double() == 0) return p;
   return beta.to_double() == 1 ? p + input : p + input * beta;
@@ -45,7 +46,7 @@ Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, Scalar b
 Tensor tensordot(const Tensor& a, const Tensor& b, IntArrayRef dims_a, IntArrayRef dims_b) {
   NABLA_CHECK(ValueError, a.defined() && b.defined(), "tensordot: input tensor is undefined");
   NABLA_CHECK(ShapeError, dims_a.size() == dims_b.size(), "tensordot: both dim lists must have the same length, got ",
-                    dims_a.size(), " and ", dims_b.size());
+              dims_a.size(), " and ", dims_b.size());
   std::vector<bool> ca(a.dim(), false), cb(b.dim(), false);
   Shape pa, pb, out_shape;
   int64_t contracted = 1;
@@ -53,7 +54,7 @@ Tensor tensordot(const Tensor& a, const Tensor& b, IntArrayRef dims_a, IntArrayR
     int64_t da = wrap_dim(dims_a[i], a.dim(), "tensordot"), db = wrap_dim(dims_b[i], b.dim(), "tensordot");
     NABLA_CHECK(ShapeError, !ca[da] && !cb[db], "tensordot: a dim appears twice in the dim lists");
     NABLA_CHECK(ShapeError, a.sizes()[da] == b.sizes()[db], "tensordot: contracted dimensions differ: a ", a.sizes(),
-                      " dim ", da, " vs b ", b.sizes(), " dim ", db);
+                " dim ", da, " vs b ", b.sizes(), " dim ", db);
     ca[da] = cb[db] = true;
     contracted *= a.sizes()[da];
   }
@@ -80,7 +81,7 @@ Tensor tensordot(const Tensor& a, const Tensor& b, IntArrayRef dims_a, IntArrayR
 Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims) {
   NABLA_CHECK(ValueError, a.defined() && b.defined(), "tensordot: input tensor is undefined");
   NABLA_CHECK(ShapeError, dims >= 0 && dims <= a.dim() && dims <= b.dim(), "tensordot: cannot contract ", dims,
-                    " dims of tensors of shapes ", a.sizes(), " and ", b.sizes());
+              " dims of tensors of shapes ", a.sizes(), " and ", b.sizes());
   Shape da, db;
   for (int64_t i = 0; i < dims; ++i) {
     da.push_back(a.dim() - dims + i);
@@ -100,14 +101,15 @@ Tensor trace(const Tensor& x) {
 Tensor cross(const Tensor& a, const Tensor& b, int64_t dim) {
   NABLA_CHECK(ValueError, a.defined() && b.defined(), "linalg.cross: input tensor is undefined");
   NABLA_CHECK(DTypeError, a.dtype() == b.dtype(), "linalg.cross: both inputs must have the same dtype, got ", a.dtype(),
-                    " and ", b.dtype());
+              " and ", b.dtype());
   NABLA_CHECK(ShapeError, a.dim() == b.dim(), "linalg.cross: inputs must have the same number of dimensions, got ",
-                    a.sizes(), " and ", b.sizes());
+              a.sizes(), " and ", b.sizes());
   Shape s = broadcast_shapes(a.sizes(), b.sizes(), "linalg.cross");
   int64_t d = wrap_dim(dim, static_cast<int64_t>(s.size()), "linalg.cross");
-  NABLA_CHECK(ShapeError, a.dim() > 0 && b.dim() > 0 && a.sizes()[wrap_dim(dim, a.dim(), "linalg.cross")] == 3 &&
-                        b.sizes()[wrap_dim(dim, b.dim(), "linalg.cross")] == 3,
-                    "linalg.cross: inputs dimension ", dim, " must have length 3. Got ", a.sizes(), " and ", b.sizes());
+  NABLA_CHECK(ShapeError,
+              a.dim() > 0 && b.dim() > 0 && a.sizes()[wrap_dim(dim, a.dim(), "linalg.cross")] == 3 &&
+                  b.sizes()[wrap_dim(dim, b.dim(), "linalg.cross")] == 3,
+              "linalg.cross: inputs dimension ", dim, " must have length 3. Got ", a.sizes(), " and ", b.sizes());
   Tensor x = a.expand(s), y = b.expand(s);
   Tensor x0 = x.select(d, 0), x1 = x.select(d, 1), x2 = x.select(d, 2);
   Tensor y0 = y.select(d, 0), y1 = y.select(d, 1), y2 = y.select(d, 2);

@@ -92,8 +92,9 @@ Tensor qr_backward_tall(const Tensor& gQ, const Tensor& gR, const Tensor& Q, con
 
 Tensor qr_backward(const Tensor& gQ, const Tensor& gR, const Tensor& Q, const Tensor& R, bool complete) {
   const int64_t m = rows(Q), n = cols(R);
-  NABLA_CHECK(ValueError, !(complete && m > n), "linalg.qr: The QR decomposition is not differentiable when mode='complete' "
-                                          "and nrows > ncols.");
+  NABLA_CHECK(ValueError, !(complete && m > n),
+              "linalg.qr: The QR decomposition is not differentiable when mode='complete' "
+              "and nrows > ncols.");
   if (m >= n) return qr_backward_tall(gQ, gR, Q, R);
   // Wide A = [X | Y] with X = Q U (U = R[:, :m]) and Y = Q V (V = R[:, m:] = Q^T Y): V's gradient
   // reaches Q through V = Q^T Y.
@@ -113,8 +114,8 @@ namespace linalg {
 std::tuple<Tensor, Tensor> qr(const Tensor& A, std::string_view mode) {
   check_matrix("linalg.qr", A);
   NABLA_CHECK(ValueError, mode == "reduced" || mode == "complete" || mode == "r",
-                    "linalg.qr: qr received unrecognized mode '", mode,
-                    "' but expected one of 'reduced' (default), 'r', or 'complete'");
+              "linalg.qr: qr received unrecognized mode '", mode,
+              "' but expected one of 'reduced' (default), 'r', or 'complete'");
   const bool complete = mode == "complete", compute_q = mode != "r";
   auto [Q, R] = qr_forward(A, complete, compute_q);
   if (!compute_q) {

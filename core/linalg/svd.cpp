@@ -15,10 +15,11 @@ namespace {
 // ---- errors -------------------------------------------------------------------------------------
 
 [[noreturn]] void raise_svd_failed(const Tensor& A, int64_t b, int info) {
-  throw ValueError(internal::str("linalg.svd: ", batch_prefix(A, b),
-                               "The algorithm failed to converge because the input matrix is ill-conditioned or has too "
-                               "many repeated singular values (error code: ",
-                               info, "; A: ", internal::describe(A), ")"));
+  throw ValueError(
+      internal::str("linalg.svd: ", batch_prefix(A, b),
+                    "The algorithm failed to converge because the input matrix is ill-conditioned or has too "
+                    "many repeated singular values (error code: ",
+                    info, "; A: ", internal::describe(A), ")"));
 }
 
 // ---- device forward -----------------------------------------------------------------------------
@@ -72,9 +73,9 @@ std::tuple<Tensor, Tensor, Tensor> svd_forward(const Tensor& A, char jobz) {
       lapack::gesdd(jobz, m, n, p, ld(m), s.data_ptr<T>(), pu, ldu, pv, ldvt, &wq, -1, iwork.data(), &info);
       std::vector<T> work(std::max<int64_t>(static_cast<int64_t>(wq), 1));
       for (int64_t b = 0; b < batch; ++b) {
-        lapack::gesdd(jobz, m, n, p + b * m * n, ld(m), s.data_ptr<T>() + b * k, vectors ? pu + b * m * ucols : pu,
-                      ldu, vectors ? pv + b * n * vrows : pv, ldvt, work.data(), static_cast<int>(work.size()),
-                      iwork.data(), &info);
+        lapack::gesdd(jobz, m, n, p + b * m * n, ld(m), s.data_ptr<T>() + b * k, vectors ? pu + b * m * ucols : pu, ldu,
+                      vectors ? pv + b * n * vrows : pv, ldvt, work.data(), static_cast<int>(work.size()), iwork.data(),
+                      &info);
         if (info > 0) raise_svd_failed(A, b, info);
       }
     });
@@ -131,8 +132,8 @@ std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool full_matrices) {
   auto [U, S, Vh] = svd_forward(A, full_matrices ? 'A' : 'S');
   if (autograd::needs_grad(A))
     autograd::record("LinalgSvdBackward", {&A}, {&U, &S, &Vh},
-                     [su = save_output_nr(U, 0), ss = save_output_nr(S, 1), sv = save_output_nr(Vh, 2), full_matrices](Node& n,
-                                                                                                    GradList& g) {
+                     [su = save_output_nr(U, 0), ss = save_output_nr(S, 1), sv = save_output_nr(Vh, 2), full_matrices](
+                         Node& n, GradList& g) {
                        Tensor Uv = su.unpack(n), Sv = ss.unpack(n), Vv = sv.unpack(n);
                        Tensor gU = g[0], gVh = g[2];
                        if (full_matrices) {

@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/parallel.h"
 #include "examples/mnist/cli.h"
 #include "examples/mnist/common.h"
-#include "core/parallel.h"
 #include "examples/mnist/models.h"
 
 namespace mnist {
@@ -146,7 +146,8 @@ void check_resume_settings(const TrainArgs& a, const Settings& saved) {
       given = number_text(s.momentum, 6), was = number_text(saved.momentum, 6);
     if (opt == "weight-decay" && !same(s.weight_decay, saved.weight_decay))
       given = number_text(s.weight_decay, 6), was = number_text(saved.weight_decay, 6);
-    if (opt == "gamma" && !same(s.gamma, saved.gamma)) given = number_text(s.gamma, 6), was = number_text(saved.gamma, 6);
+    if (opt == "gamma" && !same(s.gamma, saved.gamma))
+      given = number_text(s.gamma, 6), was = number_text(saved.gamma, 6);
     if (opt == "label-smoothing" && !same(s.label_smoothing, saved.label_smoothing))
       given = number_text(s.label_smoothing, 6), was = number_text(saved.label_smoothing, 6);
     if (opt == "batch-size" && s.batch_size != saved.batch_size)
@@ -160,8 +161,8 @@ void check_resume_settings(const TrainArgs& a, const Settings& saved) {
                        "', which was started without it: a resumed run keeps the settings it was started with (drop "
                        "--augment)");
     if (!given.empty())
-      throw UsageError("--" + opt + " " + given + " conflicts with the run in '" + a.resume + "', started with --" + opt +
-                       " " + was + ": a resumed run keeps the settings it was started with (drop --" + opt +
+      throw UsageError("--" + opt + " " + given + " conflicts with the run in '" + a.resume + "', started with --" +
+                       opt + " " + was + ": a resumed run keeps the settings it was started with (drop --" + opt +
                        ", or give " + was + ")");
   }
 }
@@ -178,7 +179,7 @@ std::map<std::string, std::string> to_metadata(const RunProgress& p) {
 }
 
 RunProgress progress_from_metadata(const std::map<std::string, std::string>& info, const std::string& checkpoint,
-                                int64_t train_size) {
+                                   int64_t train_size) {
   MetadataReader m(info, checkpoint);
   constexpr double kHuge = 1e300;
   RunProgress p;
@@ -196,22 +197,24 @@ RunProgress progress_from_metadata(const std::map<std::string, std::string>& inf
 // ---- command lines --------------------------------------------------------------------------------
 
 std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
-  Cli cli("train", "Trains a model on MNIST (or Fashion-MNIST), evaluating on the test set after each epoch.\n"
-                   "Without options it runs the default recipe: a small CNN with batch norm, Adam (lr 0.002, x0.2 per\n"
-                   "epoch), batch 64, 3 epochs: 99%+ test accuracy.\n"
-                   "\n"
-                   "Data-parallel on several processes or machines: start it with nabla-run (or torchrun), e.g.\n"
-                   "  nabla-run --nproc-per-node 2 mnist train --model fast\n"
-                   "Each process then trains on its own share of the images (DistributedSampler) and the gradients\n"
-                   "are averaged (DistributedDataParallel): --batch-size is per process, so the global batch\n"
-                   "is the number of processes x --batch-size (scale --lr yourself if you want). Rank 0 prints\n"
-                   "and writes the checkpoint, CSV, TensorBoard logs and --summary-json; the test figures are the\n"
-                   "whole test set's. --device cpu or auto: on the CPU (Gloo); --device cuda: one GPU per process,\n"
-                   "the one numbered LOCAL_RANK (NCCL). Ctrl-C saves a checkpoint on every rank's same step,\n"
-                   "resumed on the same number of processes.");
+  Cli cli("train",
+          "Trains a model on MNIST (or Fashion-MNIST), evaluating on the test set after each epoch.\n"
+          "Without options it runs the default recipe: a small CNN with batch norm, Adam (lr 0.002, x0.2 per\n"
+          "epoch), batch 64, 3 epochs: 99%+ test accuracy.\n"
+          "\n"
+          "Data-parallel on several processes or machines: start it with nabla-run (or torchrun), e.g.\n"
+          "  nabla-run --nproc-per-node 2 mnist train --model fast\n"
+          "Each process then trains on its own share of the images (DistributedSampler) and the gradients\n"
+          "are averaged (DistributedDataParallel): --batch-size is per process, so the global batch\n"
+          "is the number of processes x --batch-size (scale --lr yourself if you want). Rank 0 prints\n"
+          "and writes the checkpoint, CSV, TensorBoard logs and --summary-json; the test figures are the\n"
+          "whole test set's. --device cpu or auto: on the CPU (Gloo); --device cuda: one GPU per process,\n"
+          "the one numbered LOCAL_RANK (NCCL). Ctrl-C saves a checkpoint on every rank's same step,\n"
+          "resumed on the same number of processes.");
   cli.option("model", "NAME",
              "mlp, lenet (libtorch's example model), cnn, pytorch (PyTorch's example model) or fast (99% in one "
-             "epoch: smaller, one-cycle learning rate, label smoothing)", "cnn", kModels)
+             "epoch: smaller, one-cycle learning rate, label smoothing)",
+             "cnn", kModels)
       .option("epochs", "N", "total number of epochs (with --resume: the total, not additional ones)",
               "model default: 1 for fast, else 3")
       .option("batch-size", "N", "training batch size", "model default")
@@ -233,20 +236,24 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
       .option("workers", "N", "data loader threads preparing batches ahead", "0")
       .option("dataset", "NAME", "mnist or fashion-mnist", "mnist", kDatasets)
       .option("data", "DIR", "folder with the four IDX files (plain or .gz)", "data/<dataset>")
-      .option("checkpoint", "PATH", "where to save the model after each epoch", "checkpoints/<dataset>-<model>.safetensors")
+      .option("checkpoint", "PATH", "where to save the model after each epoch",
+              "checkpoints/<dataset>-<model>.safetensors")
       .option("resume", "PATH", "continue the run saved in this checkpoint", "")
       .option("init-from", "PATH",
               "start from the weights of a PyTorch state dict (torch.save(model.state_dict(), PATH)) of the same "
-              "architecture", "")
+              "architecture",
+              "")
       .option("summary-json", "PATH", "write test_acc, train_seconds, epochs, images_per_second here at the end", "")
       .option("tensorboard", "DIR",
               "write TensorBoard logs to DIR: train loss/accuracy/lr, test loss/accuracy, weight and gradient "
-              "histograms, misclassified digits, hparams (view: tensorboard --logdir DIR)", "")
+              "histograms, misclassified digits, hparams (view: tensorboard --logdir DIR)",
+              "")
       .option("tensorboard-every", "N", "steps between the train scalars written to --tensorboard", "50")
       .flag("quiet", "no progress bar, only the per-epoch lines")
       .option("timeout", "SECONDS",
               "data-parallel: how long joining the job and each collective wait for the other processes before "
-              "failing with an error that names them (as PyTorch's init_process_group timeout)", "1800")
+              "failing with an error that names them (as PyTorch's init_process_group timeout)",
+              "1800")
       .example("mnist train                                  # the default recipe")
       .example("mnist train --model fast                     # 99% in one epoch")
       .example("mnist train --model lenet --optimizer sgd --lr 0.01 --momentum 0.5 --batch-size 64 --no-shuffle")
@@ -298,8 +305,9 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
 }
 
 std::optional<EvalArgs> parse_eval_args(int argc, char** argv) {
-  Cli cli("eval", "Evaluates a trained checkpoint on the test set: accuracy, per-class precision and recall,\n"
-                  "and the confusion matrix (rows: true digit, columns: predicted digit).");
+  Cli cli("eval",
+          "Evaluates a trained checkpoint on the test set: accuracy, per-class precision and recall,\n"
+          "and the confusion matrix (rows: true digit, columns: predicted digit).");
   cli.option("checkpoint", "PATH", "a checkpoint written by `mnist train`", "checkpoints/mnist-cnn.safetensors")
       .option("data", "DIR", "folder with the IDX files", "the checkpoint's dataset in data/")
       .option("device", "NAME", "auto, cpu or cuda", "auto", {"auto", "cpu", "cuda"})
@@ -333,14 +341,15 @@ std::optional<PredictArgs> parse_predict_args(int argc, char** argv) {
 }
 
 std::optional<ExportArgs> parse_export_args(int argc, char** argv) {
-  Cli cli("export", "Writes images of the test set as PNG files named <index>-<label>.png, picked at random\n"
-                    "(with --seed) or the first ones (--first). --invert writes dark digits on white, like a\n"
-                    "digit drawn on paper; `mnist predict` reads both.\n"
-                    "\n"
-                    "With --onnx FILE it writes the checkpoint's model as an ONNX file instead, for ONNX Runtime,\n"
-                    "TensorRT or OpenVINO: input \"image\", float32 (N, 1, 28, 28) with pixels in [0, 1] (light\n"
-                    "digit on dark, as MNIST; the normalization is part of the graph), output \"scores\" (N, 10)\n"
-                    "(the digit is the argmax), N dynamic.");
+  Cli cli("export",
+          "Writes images of the test set as PNG files named <index>-<label>.png, picked at random\n"
+          "(with --seed) or the first ones (--first). --invert writes dark digits on white, like a\n"
+          "digit drawn on paper; `mnist predict` reads both.\n"
+          "\n"
+          "With --onnx FILE it writes the checkpoint's model as an ONNX file instead, for ONNX Runtime,\n"
+          "TensorRT or OpenVINO: input \"image\", float32 (N, 1, 28, 28) with pixels in [0, 1] (light\n"
+          "digit on dark, as MNIST; the normalization is part of the graph), output \"scores\" (N, 10)\n"
+          "(the digit is the argmax), N dynamic.");
   cli.option("onnx", "FILE", "write the model of --checkpoint as ONNX to FILE (no images)", "")
       .option("checkpoint", "PATH", "the checkpoint to export with --onnx", "checkpoints/mnist-cnn.safetensors")
       .option("opset", "N", "the ONNX opset of --onnx (13 to 17)", "17")

@@ -59,30 +59,33 @@ RunProgress progress_from_metadata(const std::map<std::string, std::string>& inf
 
 // Bounds of the numeric options.
 inline constexpr int64_t kMaxTimeout = 7 * 24 * 3600;
-inline constexpr int64_t kMaxLogEvery = 1'000'000'000, kMaxEpochs = 1'000'000, kMaxBatchSize = 1'000'000, kMaxWorkers = 256, kMaxCount = 1'000'000;
-inline const std::vector<std::string> kModels = {"mlp", "lenet", "cnn", "pytorch", "fast"}, kDatasets = {"mnist", "fashion-mnist"},
-                                      kOptimizers = {"sgd", "adam", "adamw", "nadam", "radam", "rmsprop", "adagrad", "adadelta"},
+inline constexpr int64_t kMaxLogEvery = 1'000'000'000, kMaxEpochs = 1'000'000, kMaxBatchSize = 1'000'000,
+                         kMaxWorkers = 256, kMaxCount = 1'000'000;
+inline const std::vector<std::string> kModels = {"mlp", "lenet", "cnn", "pytorch", "fast"},
+                                      kDatasets = {"mnist", "fashion-mnist"},
+                                      kOptimizers = {"sgd",   "adam",    "adamw",   "nadam",
+                                                     "radam", "rmsprop", "adagrad", "adadelta"},
                                       kSchedulers = {"none", "step", "exponential", "cosine", "onecycle"};
 
 // The train options that are part of a run's Settings: a resumed run keeps its own, so --resume
 // accepts them only with the values the run was started with (re-running the same command plus
 // --resume works); check_resume_settings refuses a real conflict, naming both values.
-inline constexpr const char* kRunSettingOptions[] = {"model", "lr", "momentum", "weight-decay", "gamma", "optimizer",
-                                                      "scheduler", "batch-size", "seed", "dataset", "no-shuffle",
-                                                      "augment", "label-smoothing"};
+inline constexpr const char* kRunSettingOptions[] = {
+    "model",      "lr",   "momentum", "weight-decay", "gamma",   "optimizer",      "scheduler",
+    "batch-size", "seed", "dataset",  "no-shuffle",   "augment", "label-smoothing"};
 struct TrainArgs {
-  Settings settings;    // from the command line; with --resume the checkpoint's replace them
+  Settings settings;                        // from the command line; with --resume the checkpoint's replace them
   std::vector<std::string> settings_given;  // which of kRunSettingOptions the command line set
-  std::string resume;   // the checkpoint to continue, or ""
-  std::string init_from;  // a PyTorch state dict to start from, or ""
+  std::string resume;                       // the checkpoint to continue, or ""
+  std::string init_from;                    // a PyTorch state dict to start from, or ""
   int64_t epochs = 0;  // 0: the model's default (default_recipe), known once a resumed run's model is
   std::optional<int> threads;
   int64_t workers = 0;
   bool quiet = false;
   std::string device, data, checkpoint, summary_json;  // data, checkpoint: "" for the defaults
-  std::string tensorboard;            // a TensorBoard log folder, or ""
-  int64_t tensorboard_every = 0;      // train scalars every this many steps
-  int64_t timeout_s = 1800;           // data-parallel: the rendezvous's and each collective's timeout
+  std::string tensorboard;                             // a TensorBoard log folder, or ""
+  int64_t tensorboard_every = 0;                       // train scalars every this many steps
+  int64_t timeout_s = 1800;                            // data-parallel: the rendezvous's and each collective's timeout
 };
 void check_resume_settings(const TrainArgs& a, const Settings& saved);
 struct EvalArgs {

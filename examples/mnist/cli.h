@@ -2,8 +2,8 @@
 // and --key=value forms, flags, and errors that say what was wrong and what was expected.
 #pragma once
 
-#include <cstdint>
 #include <climits>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <stdexcept>

@@ -2,8 +2,8 @@
 
 #include <filesystem>
 
-#include "examples/mnist/args.h"
 #include "core/backend.h"
+#include "examples/mnist/args.h"
 
 namespace mnist {
 
@@ -50,12 +50,13 @@ std::shared_ptr<data::MNIST> load_split(const std::string& dataset, const std::s
   for (const char* suffix : {"", ".gz"})
     found = found || fs::exists(fs::path(dir) / (std::string(prefix) + "-images-idx3-ubyte" + suffix), ec);
   if (!found) {
-    std::string fetch = dataset == "fashion-mnist"
-                            ? "apt-get install dataset-fashion-mnist && scripts/get-data.sh"
-                            : "scripts/get-data.sh";
+    std::string fetch = dataset == "fashion-mnist" ? "apt-get install dataset-fashion-mnist && scripts/get-data.sh"
+                                                   : "scripts/get-data.sh";
     throw Failure(dataset_title(dataset) + " files not found in '" + dir + "' (expected " + prefix +
-                      "-images-idx3-ubyte and " + prefix + "-labels-idx1-ubyte, plain or .gz).\n"
-                      "Fetch them with:  " + fetch + "\nor point --data at a folder that has them.",
+                      "-images-idx3-ubyte and " + prefix +
+                      "-labels-idx1-ubyte, plain or .gz).\n"
+                      "Fetch them with:  " +
+                      fetch + "\nor point --data at a folder that has them.",
                   kExitNoData);
   }
   data::Split split = train ? data::Split::train : data::Split::test;
@@ -66,8 +67,9 @@ std::shared_ptr<data::MNIST> load_split(const std::string& dataset, const std::s
 std::map<std::string, std::string> read_checkpoint_info(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec))
-    throw Failure("checkpoint '" + path + "' " + (ec ? "cannot be read: " + ec.message() : std::string("does not exist")),
-                  kExitError);
+    throw Failure(
+        "checkpoint '" + path + "' " + (ec ? "cannot be read: " + ec.message() : std::string("does not exist")),
+        kExitError);
   safetensors::Metadata md;
   safetensors::read_header(path, &md);
   std::map<std::string, std::string> info;
@@ -79,7 +81,8 @@ std::map<std::string, std::string> read_checkpoint_info(const std::string& path)
   return info;
 }
 
-ModelInfo load_trained_model(const std::string& checkpoint, Device device, std::map<std::string, std::string>* info_out) {
+ModelInfo load_trained_model(const std::string& checkpoint, Device device,
+                             std::map<std::string, std::string>* info_out) {
   auto info = read_checkpoint_info(checkpoint);
   ModelInfo m = make_model(MetadataReader(info, checkpoint).choice("mnist.model", kModels));
   optim::Checkpoint ck{.model = m.module.get(), .rng = false};

@@ -48,7 +48,8 @@ int cmd_eval(int argc, char** argv) {
   const auto& names = test_set->classes();
   std::printf("class          precision  recall\n");
   for (int64_t c = 0; c < C; ++c)
-    std::printf("%-14s %8.2f%%  %6.2f%%\n", names.size() == static_cast<size_t>(C) ? names[c].c_str() : std::to_string(c).c_str(),
+    std::printf("%-14s %8.2f%%  %6.2f%%\n",
+                names.size() == static_cast<size_t>(C) ? names[c].c_str() : std::to_string(c).c_str(),
                 p[c].item<double>() * 100, r[c].item<double>() * 100);
   Tensor cm = acc.confusion();
   std::printf("\nconfusion matrix (rows: true class, columns: predicted)\n      ");

@@ -48,8 +48,9 @@ int cmd_export(int argc, char** argv) {
   const int64_t count = args->count;
   auto test_set = load_split(dataset, dir, false);
   const int64_t n = test_set->size();
-  if (count > n) throw UsageError("--count " + std::to_string(count) + " is more than the " + std::to_string(n) +
-                                  " images of the test set");
+  if (count > n)
+    throw UsageError("--count " + std::to_string(count) + " is more than the " + std::to_string(n) +
+                     " images of the test set");
   Tensor picks;
   if (args->first) {
     picks = arange(count, dtype(kInt64));

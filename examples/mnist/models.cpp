@@ -41,7 +41,7 @@ struct PyTorchExampleNet : nn::Module {
     fc2 = register_module("fc2", std::make_shared<nn::Linear>(128, 10));
   }
   Tensor forward(Tensor x) override {
-    x = conv2->forward(conv1->forward(x).relu()).relu();                                // (B, 64, 24, 24)
+    x = conv2->forward(conv1->forward(x).relu()).relu();                              // (B, 64, 24, 24)
     x = nn::functional::dropout(max_pool2d(x, {2}), 0.25, is_training()).flatten(1);  // (B, 9216)
     x = nn::functional::dropout(fc1->forward(x).relu(), 0.5, is_training());
     return log_softmax(fc2->forward(x), 1);
@@ -67,14 +67,15 @@ ModelInfo make_model(const std::string& name) {
   if (name == "lenet") return {std::make_shared<LeNet>(), true};
   if (name == "pytorch") return {std::make_shared<PyTorchExampleNet>(), true};
   if (name == "fast") {  // x: (B, 1, 28, 28) -> (B, 16, 14, 14) -> (B, 32, 7, 7) -> (B, 64, 3, 3) -> (B, 10)
-    return {std::make_shared<nn::Sequential>(conv_block(1, 16), conv_block(16, 32), conv_block(32, 64),
-                                             std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(64 * 3 * 3, 10)),
-            false};
+    return {
+        std::make_shared<nn::Sequential>(conv_block(1, 16), conv_block(16, 32), conv_block(32, 64),
+                                         std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(64 * 3 * 3, 10)),
+        false};
   }
   if (name == "cnn") {
     return {std::make_shared<nn::Sequential>(conv_block(1, 32), conv_block(32, 64), std::make_shared<nn::Flatten>(),
-                                             std::make_shared<nn::Linear>(64 * 7 * 7, 128), std::make_shared<nn::ReLU>(),
-                                             std::make_shared<nn::Linear>(128, 10)),
+                                             std::make_shared<nn::Linear>(64 * 7 * 7, 128),
+                                             std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(128, 10)),
             false};
   }
   throw std::invalid_argument("unknown model '" + name + "' (expected mlp, lenet, cnn, pytorch or fast)");

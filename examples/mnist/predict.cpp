@@ -12,7 +12,6 @@ namespace mnist {
 
 using namespace nabla;
 
-
 int cmd_predict(int argc, char** argv) {
   std::optional<PredictArgs> args = parse_predict_args(argc, argv);
   if (!args) return kExitOk;
@@ -29,7 +28,8 @@ int cmd_predict(int argc, char** argv) {
     } catch (const nabla::Error& e) {
       ++failures;
       if (json) {
-        std::printf("{\"file\": \"%s\", \"error\": \"%s\"}\n", json_escape(path).c_str(), json_escape(e.what()).c_str());
+        std::printf("{\"file\": \"%s\", \"error\": \"%s\"}\n", json_escape(path).c_str(),
+                    json_escape(e.what()).c_str());
       } else {
         std::fprintf(stderr, "mnist: %s: %s\n", path.c_str(), e.what());
       }

@@ -22,8 +22,7 @@ Prepared prepare_digit(const std::string& path) {
   Tensor b = std::get<0>((inverted ? 1.0 - border : border).sort());
   double bg = b[b.numel() / 2].item<double>();
   double peak = img.max().item<double>();
-  if (peak - bg < 0.15)
-    throw ValueError("no digit found in '" + path + "' (the image is nearly uniform)");
+  if (peak - bg < 0.15) throw ValueError("no digit found in '" + path + "' (the image is nearly uniform)");
   img = ((img - bg) / (peak - bg)).clamp(0.0, 1.0).contiguous();
 
   // Bounding box of the ink.

@@ -31,8 +31,12 @@ std::string format_count(double n) {
 }
 
 Progress::Progress(int64_t epoch, int64_t epochs, int64_t batches, bool interactive)
-    : epoch_(epoch), epochs_(epochs), batches_(batches), interactive_(interactive),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+    : epoch_(epoch),
+      epochs_(epochs),
+      batches_(batches),
+      interactive_(interactive),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
 
 double Progress::seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -51,7 +55,8 @@ void Progress::update(int64_t batch, double loss, double accuracy, int64_t image
   std::string bar(filled, '#');
   bar += std::string(width - filled, '.');
   char line[256];
-  int n = std::snprintf(line, sizeof(line), "\repoch %lld/%lld [%s] %3.0f%%  %lld/%lld  loss %.4f  acc %.2f%%  %s img/s  ETA %s",
+  int n = std::snprintf(line, sizeof(line),
+                        "\repoch %lld/%lld [%s] %3.0f%%  %lld/%lld  loss %.4f  acc %.2f%%  %s img/s  ETA %s",
                         static_cast<long long>(epoch_), static_cast<long long>(epochs_), bar.c_str(), frac * 100,
                         static_cast<long long>(batch), static_cast<long long>(batches_), loss, accuracy * 100,
                         format_count(rate).c_str(), format_duration(eta).c_str());

@@ -19,17 +19,17 @@
 #include <fstream>
 #include <sstream>
 
+#include "data/distributed_sampler.h"
 #include "examples/mnist/args.h"
 #include "examples/mnist/cli.h"
-#include "io/file.h"
-#include "data/distributed_sampler.h"
 #include "examples/mnist/common.h"
 #include "examples/mnist/progress.h"
+#include "io/file.h"
 
 #ifdef NABLA_MNIST_DISTRIBUTED
 #include "distributed/distributed.h"
-#include "distributed/process_group_nccl.h"
 #include "distributed/distributed_data_parallel.h"
+#include "distributed/process_group_nccl.h"
 #endif
 
 namespace mnist {
@@ -44,17 +44,20 @@ extern "C" void on_sigint(int) { g_interrupted.store(true); }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Settings& s, std::vector<Tensor> params) {
   if (s.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = s.lr, .momentum = s.momentum, .weight_decay = s.weight_decay});
+    return std::make_unique<optim::SGD>(
+        params, optim::SGDOptions{.lr = s.lr, .momentum = s.momentum, .weight_decay = s.weight_decay});
   if (s.optimizer == "adam")
     return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = s.lr, .weight_decay = s.weight_decay});
   if (s.optimizer == "adamw")
     return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = s.lr, .weight_decay = s.weight_decay});
   if (s.optimizer == "rmsprop")
-    return std::make_unique<optim::RMSprop>(params, optim::RMSpropOptions{.lr = s.lr, .weight_decay = s.weight_decay, .momentum = s.momentum});
+    return std::make_unique<optim::RMSprop>(
+        params, optim::RMSpropOptions{.lr = s.lr, .weight_decay = s.weight_decay, .momentum = s.momentum});
   if (s.optimizer == "adagrad")
     return std::make_unique<optim::Adagrad>(params, optim::AdagradOptions{.lr = s.lr, .weight_decay = s.weight_decay});
   if (s.optimizer == "adadelta")
-    return std::make_unique<optim::Adadelta>(params, optim::AdadeltaOptions{.lr = s.lr, .weight_decay = s.weight_decay});
+    return std::make_unique<optim::Adadelta>(params,
+                                             optim::AdadeltaOptions{.lr = s.lr, .weight_decay = s.weight_decay});
   if (s.optimizer == "nadam")
     return std::make_unique<optim::NAdam>(params, optim::NAdamOptions{.lr = s.lr, .weight_decay = s.weight_decay});
   if (s.optimizer == "radam")
@@ -72,11 +75,11 @@ Schedule make_scheduler(const Settings& s, optim::Optimizer& opt, int64_t epochs
   if (s.scheduler == "none") return {};
   if (s.scheduler == "step") return {std::make_unique<optim::StepLR>(opt, 1, s.gamma), false};
   if (s.scheduler == "exponential") return {std::make_unique<optim::ExponentialLR>(opt, s.gamma), false};
-  if (s.scheduler == "cosine")
-    return {std::make_unique<optim::CosineAnnealingLR>(opt, epochs * steps_per_epoch), true};
+  if (s.scheduler == "cosine") return {std::make_unique<optim::CosineAnnealingLR>(opt, epochs * steps_per_epoch), true};
   if (s.scheduler == "onecycle")
-    return {std::make_unique<optim::OneCycleLR>(opt, s.lr, optim::OneCycleOptions{.total_steps = epochs * steps_per_epoch}),
-            true};
+    return {
+        std::make_unique<optim::OneCycleLR>(opt, s.lr, optim::OneCycleOptions{.total_steps = epochs * steps_per_epoch}),
+        true};
   throw UsageError("unknown scheduler '" + s.scheduler + "'");
 }
 
@@ -103,7 +106,7 @@ struct Misclassified {
 };
 
 EvalSums evaluate(nn::Module& model, bool log_probs, const data::DatasetPtr& test_set, Device device,
-                    Misclassified* wrong = nullptr) {
+                  Misclassified* wrong = nullptr) {
   autograd::InferenceMode guard;
   model.eval();
   double loss = 0;
@@ -176,7 +179,6 @@ struct Tally {
   double accuracy() const { return static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1)); }
 };
 
-
 // The data-parallel side of a run. Off (world size 1, no process group) unless the launcher set
 // WORLD_SIZE > 1; then join() initializes the process group (env://: RANK, MASTER_ADDR,
 // MASTER_PORT): Gloo on the CPU, or with --device cuda NCCL with one GPU per process (LOCAL_RANK's,
@@ -188,7 +190,8 @@ class DataParallel {
     if (!w || !*w) return 1;
     char* end = nullptr;
     long v = std::strtol(w, &end, 10);
-    if (*end || v < 1 || v > 1'000'000) throw Failure("WORLD_SIZE='" + std::string(w) + "' is not a positive whole number", kExitUsage);
+    if (*end || v < 1 || v > 1'000'000)
+      throw Failure("WORLD_SIZE='" + std::string(w) + "' is not a positive whole number", kExitUsage);
     return static_cast<int>(v);
   }
 
@@ -202,8 +205,9 @@ class DataParallel {
     if (device == "cuda") {
       (void)pick_device(device);  // no usable GPU: says why
       if (!distributed::nccl_built())
-        throw UsageError("data-parallel training on GPUs needs NCCL, and this build has none (the CUDA backend "
-                         "was built without NCCL): pass --device cpu for Gloo");
+        throw UsageError(
+            "data-parallel training on GPUs needs NCCL, and this build has none (the CUDA backend "
+            "was built without NCCL): pass --device cpu for Gloo");
       const int local = distributed::get_local_rank(), gpus = cuda::device_count();
       if (local >= gpus)
         throw UsageError("LOCAL_RANK=" + std::to_string(local) + " but this machine has " + std::to_string(gpus) +
@@ -320,8 +324,8 @@ class TrainingRun {
     if (resuming()) {
       if (DataParallel::world_size_from_env() > 1 && !fs::exists(args_.resume)) {
         const char* rank = std::getenv("RANK");
-        throw Failure("--resume: '" + args_.resume + "' does not exist on this machine (rank " +
-                          (rank ? rank : "?") + "). In a data-parallel run only rank 0 writes checkpoints, on its own "
+        throw Failure("--resume: '" + args_.resume + "' does not exist on this machine (rank " + (rank ? rank : "?") +
+                          "). In a data-parallel run only rank 0 writes checkpoints, on its own "
                           "machine: copy the file to the same path on every machine (or keep checkpoints on a shared "
                           "filesystem), then resume again",
                       kExitError);
@@ -358,7 +362,9 @@ class TrainingRun {
     data::DatasetPtr train_data = train_set_;
     if (s_.augment)  // small random rotations and shifts, seeded per batch (so resumes reproduce them)
       train_data = std::make_shared<data::TransformDataset>(train_set_, data::RandomAffine(8, {0.08, 0.08}));
-    data::DataLoaderOptions lo{.batch_size = s_.batch_size, .shuffle = s_.shuffle, .seed = static_cast<uint64_t>(s_.seed),
+    data::DataLoaderOptions lo{.batch_size = s_.batch_size,
+                               .shuffle = s_.shuffle,
+                               .seed = static_cast<uint64_t>(s_.seed),
                                .num_workers = static_cast<int>(args_.workers),
                                .pin_memory = device_.is_cuda()};  // copied to the GPU without waiting (step())
     if (dp_.on()) {  // this rank's share of each epoch, in an order every rank agrees on (seeded by --seed)
@@ -368,7 +374,8 @@ class TrainingRun {
       per_rank_images_ = sampler->num_samples();
       lo.sampler = sampler;
       // This rank's slice of the test set: contiguous, no padding, so the summed counts are exact.
-      const int64_t n = test_set_->size(), begin = n * dp_.rank() / dp_.world(), end = n * (dp_.rank() + 1) / dp_.world();
+      const int64_t n = test_set_->size(), begin = n * dp_.rank() / dp_.world(),
+                    end = n * (dp_.rank() + 1) / dp_.world();
       std::vector<int64_t> mine(static_cast<size_t>(end - begin));
       for (int64_t i = begin; i < end; ++i) mine[static_cast<size_t>(i - begin)] = i;
       test_shard_ = std::make_shared<data::Subset>(test_set_, std::move(mine));
@@ -407,7 +414,7 @@ class TrainingRun {
 
   void print_header() const {
     if (!dp_.leader()) return;
-    std::string sched_desc = s_.scheduler == "none"   ? "constant lr"
+    std::string sched_desc = s_.scheduler == "none" ? "constant lr"
                              : s_.scheduler == "step" || s_.scheduler == "exponential"
                                  ? "lr x" + json_number(s_.gamma) + " per epoch"
                                  : s_.scheduler + " schedule";
@@ -416,14 +423,15 @@ class TrainingRun {
                 format_count(test_set_->size()).c_str(), device_.str().c_str(),
                 device_.is_cpu() ? (" with " + std::to_string(get_num_threads()) + " threads").c_str() : "");
     if (dp_.on())
-      std::printf("data-parallel: %d processes (gloo, DistributedDataParallel), %s images per process per epoch, "
-                  "%lld steps per epoch; rank 0 prints and saves\n",
-                  dp_.world(), format_count(static_cast<double>(per_rank_images_)).c_str(),
-                  static_cast<long long>(steps_per_epoch_));
-    const std::string batch_desc =
-        dp_.on() ? "batch " + std::to_string(s_.batch_size) + " per process x " + std::to_string(dp_.world()) +
-                       " processes = global batch " + std::to_string(s_.batch_size * dp_.world())
-                 : "batch " + std::to_string(s_.batch_size);
+      std::printf(
+          "data-parallel: %d processes (gloo, DistributedDataParallel), %s images per process per epoch, "
+          "%lld steps per epoch; rank 0 prints and saves\n",
+          dp_.world(), format_count(static_cast<double>(per_rank_images_)).c_str(),
+          static_cast<long long>(steps_per_epoch_));
+    const std::string batch_desc = dp_.on() ? "batch " + std::to_string(s_.batch_size) + " per process x " +
+                                                  std::to_string(dp_.world()) + " processes = global batch " +
+                                                  std::to_string(s_.batch_size * dp_.world())
+                                            : "batch " + std::to_string(s_.batch_size);
     std::printf("%s lr %g%s, %s%s, %s, %lld epoch%s%s\n", s_.optimizer.c_str(), s_.lr,
                 s_.optimizer == "sgd" ? (" momentum " + json_number(s_.momentum)).c_str() : "", sched_desc.c_str(),
                 s_.label_smoothing > 0 ? (", label smoothing " + json_number(s_.label_smoothing)).c_str() : "",
@@ -441,7 +449,8 @@ class TrainingRun {
     if (!dp_.leader()) return;
     fs::path ckdir = fs::path(ckpt_path_).parent_path();
     if (std::error_code ec; !ckdir.empty() && (fs::create_directories(ckdir, ec), ec))
-      throw Failure("cannot create the folder '" + ckdir.string() + "' for the checkpoint: " + ec.message(), kExitError);
+      throw Failure("cannot create the folder '" + ckdir.string() + "' for the checkpoint: " + ec.message(),
+                    kExitError);
     csv_ = "epoch,train_loss,train_acc,test_loss,test_acc,seconds,lr\n";
     if (!resuming()) return;
     std::ifstream old(csv_path_);
@@ -459,9 +468,7 @@ class TrainingRun {
     if (resuming()) o.purge_step = step_ + 1;  // events a crashed run logged after its checkpoint go
     try {
       tb_.emplace(args_.tensorboard, o);
-    } catch (const IOError& e) {
-      throw Failure(std::string("--tensorboard: ") + e.what(), kExitError);
-    }
+    } catch (const IOError& e) { throw Failure(std::string("--tensorboard: ") + e.what(), kExitError); }
     std::printf("tensorboard: %s (view with: tensorboard --logdir %s)\n", args_.tensorboard.c_str(),
                 args_.tensorboard.c_str());
     std::fflush(stdout);
@@ -481,8 +488,12 @@ class TrainingRun {
     progress_.loader_epoch = ls.epoch;
     progress_.loader_index = ls.index;
     md.merge(to_metadata(progress_));
-    optim::save_checkpoint(ckpt_path_, {.model = &model(), .optimizer = opt_.get(), .scheduler = sched_.scheduler.get(),
-                                        .epoch = epochs_done, .step = step_, .metadata = md});
+    optim::save_checkpoint(ckpt_path_, {.model = &model(),
+                                        .optimizer = opt_.get(),
+                                        .scheduler = sched_.scheduler.get(),
+                                        .epoch = epochs_done,
+                                        .step = step_,
+                                        .metadata = md});
   }
 
   // One optimizer step on a batch; returns its mean loss and number of correct predictions.
@@ -535,11 +546,13 @@ class TrainingRun {
         progress_.train_seconds += progress.seconds();
         save(epoch);
         if (dp_.leader())
-          std::printf("interrupted: saved checkpoint %s (epoch %lld, batch %lld/%lld)\nresume with:  %smnist train --resume %s --epochs %lld\n",
-                      ckpt_path_.c_str(), static_cast<long long>(epoch + 1), static_cast<long long>(batch_no),
-                      static_cast<long long>(steps_per_epoch_),
-                      dp_.on() ? ("nabla-run --nproc-per-node " + std::to_string(dp_.world()) + " ").c_str() : "",
-                      ckpt_path_.c_str(), static_cast<long long>(epochs_));
+          std::printf(
+              "interrupted: saved checkpoint %s (epoch %lld, batch %lld/%lld)\nresume with:  %smnist train --resume %s "
+              "--epochs %lld\n",
+              ckpt_path_.c_str(), static_cast<long long>(epoch + 1), static_cast<long long>(batch_no),
+              static_cast<long long>(steps_per_epoch_),
+              dp_.on() ? ("nabla-run --nproc-per-node " + std::to_string(dp_.world()) + " ").c_str() : "",
+              ckpt_path_.c_str(), static_cast<long long>(epochs_));
         return false;
       }
     }
@@ -556,8 +569,8 @@ class TrainingRun {
     save(epoch + 1);
     if (!dp_.leader()) return true;
     std::printf("epoch %lld/%lld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %s  %s img/s\n",
-                static_cast<long long>(epoch + 1), static_cast<long long>(epochs_), train.loss(), train.accuracy() * 100,
-                last_.loss, last_.accuracy * 100, format_duration(epoch_seconds).c_str(),
+                static_cast<long long>(epoch + 1), static_cast<long long>(epochs_), train.loss(),
+                train.accuracy() * 100, last_.loss, last_.accuracy * 100, format_duration(epoch_seconds).c_str(),
                 format_count(static_cast<double>(train.seen) / std::max(epoch_seconds, 1e-9)).c_str());
     std::fflush(stdout);
     csv_ += std::to_string(epoch + 1) + ',' + json_number(train.loss()) + ',' + json_number(train.accuracy()) + ',' +
@@ -570,10 +583,19 @@ class TrainingRun {
   void finish() {
     if (!dp_.leader()) return;
     if (tb_) {  // the HPARAMS tab: this run's settings next to its final metrics
-      tb_->add_hparams({{"model", s_.model}, {"dataset", s_.dataset}, {"optimizer", s_.optimizer},
-                        {"scheduler", s_.scheduler}, {"lr", s_.lr}, {"momentum", s_.momentum},
-                        {"weight_decay", s_.weight_decay}, {"gamma", s_.gamma}, {"batch_size", s_.batch_size},
-                        {"epochs", epochs_}, {"seed", s_.seed}, {"shuffle", s_.shuffle}, {"augment", s_.augment},
+      tb_->add_hparams({{"model", s_.model},
+                        {"dataset", s_.dataset},
+                        {"optimizer", s_.optimizer},
+                        {"scheduler", s_.scheduler},
+                        {"lr", s_.lr},
+                        {"momentum", s_.momentum},
+                        {"weight_decay", s_.weight_decay},
+                        {"gamma", s_.gamma},
+                        {"batch_size", s_.batch_size},
+                        {"epochs", epochs_},
+                        {"seed", s_.seed},
+                        {"shuffle", s_.shuffle},
+                        {"augment", s_.augment},
                         {"label_smoothing", s_.label_smoothing}},
                        {{"hparam/test_accuracy", last_.accuracy}, {"hparam/test_loss", last_.loss}}, {}, "", step_);
       tb_->close();
@@ -581,18 +603,21 @@ class TrainingRun {
     const double train_seconds = progress_.train_seconds;
     std::printf("test accuracy %.2f%% after %lld epoch%s, %s of training\n", last_.accuracy * 100,
                 static_cast<long long>(epochs_), epochs_ == 1 ? "" : "s", format_duration(train_seconds).c_str());
-    std::printf("saved %s (metrics: %s)\ntry:  mnist eval --checkpoint %s\n      mnist predict --checkpoint %s your-digit.png\n",
-                ckpt_path_.c_str(), csv_path_.c_str(), ckpt_path_.c_str(), ckpt_path_.c_str());
+    std::printf(
+        "saved %s (metrics: %s)\ntry:  mnist eval --checkpoint %s\n      mnist predict --checkpoint %s "
+        "your-digit.png\n",
+        ckpt_path_.c_str(), csv_path_.c_str(), ckpt_path_.c_str(), ckpt_path_.c_str());
     const std::string& summary = args_.summary_json;
     if (summary.empty()) return;
-    double ips = train_seconds > 0 ? static_cast<double>(train_set_->size()) * static_cast<double>(epochs_) / train_seconds : 0;
+    double ips =
+        train_seconds > 0 ? static_cast<double>(train_set_->size()) * static_cast<double>(epochs_) / train_seconds : 0;
     io::atomic_write(summary, [&](std::FILE* f) {
-      std::string json = "{\"test_acc\": " + json_number(last_.accuracy) + ", \"test_loss\": " + json_number(last_.loss) +
-                         ", \"train_seconds\": " + json_number(train_seconds) +
-                         ", \"epochs\": " + std::to_string(epochs_) + ", \"images_per_second\": " + json_number(ips) +
-                         ", \"model\": \"" + s_.model + "\", \"dataset\": \"" + s_.dataset + "\", \"device\": \"" +
-                         device_.str() + "\", \"checkpoint\": \"" + json_escape(ckpt_path_) +
-                         "\", \"data\": \"" + json_escape(data_dir_) + "\"}\n";
+      std::string json =
+          "{\"test_acc\": " + json_number(last_.accuracy) + ", \"test_loss\": " + json_number(last_.loss) +
+          ", \"train_seconds\": " + json_number(train_seconds) + ", \"epochs\": " + std::to_string(epochs_) +
+          ", \"images_per_second\": " + json_number(ips) + ", \"model\": \"" + s_.model + "\", \"dataset\": \"" +
+          s_.dataset + "\", \"device\": \"" + device_.str() + "\", \"checkpoint\": \"" + json_escape(ckpt_path_) +
+          "\", \"data\": \"" + json_escape(data_dir_) + "\"}\n";
       io::write_all(f, json.data(), json.size(), summary);
     });
   }
@@ -629,7 +654,7 @@ class TrainingRun {
   std::optional<data::DataLoader> loader_;
   std::unique_ptr<optim::Optimizer> opt_;
   Schedule sched_;
-  RunProgress progress_;         // train seconds, and the seconds of a resumed partial epoch
+  RunProgress progress_;          // train seconds, and the seconds of a resumed partial epoch
   Tally epoch_tally_, tb_tally_;  // this epoch so far; the steps since the last TensorBoard point
   std::optional<tensorboard::SummaryWriter> tb_;
   EvalResult last_{};

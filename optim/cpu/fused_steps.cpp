@@ -43,8 +43,8 @@ void adam_loop(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
 }
 
 template <bool WD, bool CENTERED, bool MOM, class T>
-void rmsprop_range(T* __restrict p, const T* __restrict grad, T* __restrict sq, T* __restrict gavg,
-                   T* __restrict buf, int64_t i0, int64_t i1, const RmspropCoeffs<T> c) {
+void rmsprop_range(T* __restrict p, const T* __restrict grad, T* __restrict sq, T* __restrict gavg, T* __restrict buf,
+                   int64_t i0, int64_t i1, const RmspropCoeffs<T> c) {
   for (int64_t i = i0; i < i1; ++i)
     rmsprop_update<WD, CENTERED, MOM>(p[i], grad[i], sq[i], CENTERED ? gavg + i : nullptr, MOM ? buf + i : nullptr, c);
 }
@@ -61,7 +61,7 @@ void rmsprop_loop(const Tensor& param, const Tensor& grad, const Tensor& square_
       [&](auto wd, auto centered, auto mom) {
         parallel_for(0, param.numel(), kStepGrain, [&](int64_t i0, int64_t i1) {
           rmsprop_range<decltype(wd)::value, decltype(centered)::value, decltype(mom)::value>(p, g, sq, gavg, buf, i0,
-                                                                                            i1, c);
+                                                                                              i1, c);
         });
       },
       r.weight_decay != 0, r.centered, r.momentum > 0);
@@ -126,9 +126,8 @@ void sgd_loop(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
 }
 
 bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
-  return run_fused_step(sgd_step_fits(param, grad, momentum_buffer, s), param, [&](auto tag) {
-    sgd_loop<typename decltype(tag)::type>(param, grad, momentum_buffer, s);
-  });
+  return run_fused_step(sgd_step_fits(param, grad, momentum_buffer, s), param,
+                        [&](auto tag) { sgd_loop<typename decltype(tag)::type>(param, grad, momentum_buffer, s); });
 }
 
 bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
@@ -140,11 +139,9 @@ bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
 
 bool rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
                   const Tensor& momentum_buffer, const RmspropStep& r) {
-  return run_fused_step(rmsprop_step_fits(param, grad, square_avg, grad_avg, momentum_buffer, r), param,
-                        [&](auto tag) {
-                          rmsprop_loop<typename decltype(tag)::type>(param, grad, square_avg, grad_avg,
-                                                                     momentum_buffer, r);
-                        });
+  return run_fused_step(rmsprop_step_fits(param, grad, square_avg, grad_avg, momentum_buffer, r), param, [&](auto tag) {
+    rmsprop_loop<typename decltype(tag)::type>(param, grad, square_avg, grad_avg, momentum_buffer, r);
+  });
 }
 
 bool adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStep& a) {

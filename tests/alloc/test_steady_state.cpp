@@ -18,7 +18,8 @@ Tensor param(IntArrayRef shape, double bound) { return ((rand(shape) * 2 - 1) * 
 // One step of libtorch's MNIST example model, written with core ops, and a plain SGD update.
 struct LeNetStep {
   Tensor x = rand({64, 1, 28, 28}), y = randint(0, 10, {64});
-  Tensor c1w = param({10, 1, 5, 5}, .2), c1b = param({10}, .2), c2w = param({20, 10, 5, 5}, .06), c2b = param({20}, .06);
+  Tensor c1w = param({10, 1, 5, 5}, .2), c1b = param({10}, .2), c2w = param({20, 10, 5, 5}, .06),
+         c2b = param({20}, .06);
   Tensor f1w = param({50, 320}, .05), f1b = param({50}, .05), f2w = param({10, 50}, .14), f2b = param({10}, .14);
   std::vector<Tensor> params{c1w, c1b, c2w, c2b, f1w, f1b, f2w, f2b};
   double run() {

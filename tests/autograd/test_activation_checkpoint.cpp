@@ -10,9 +10,9 @@
 #include "autograd/checkpoint.h"
 #include "autograd/gradcheck.h"
 #include "core/allocator.h"
-#include "tests/cuda/cuda_test_util.h"
 #include "nn/checkpoint.h"
 #include "tests/common/value_helpers.h"
+#include "tests/cuda/cuda_test_util.h"
 
 namespace nabla::testing {
 namespace {
@@ -34,11 +34,12 @@ TensorList grads_of(const std::function<Tensor()>& loss, const TensorList& leave
 }
 
 ::testing::AssertionResult all_near(const TensorList& got, const TensorList& want, double tol = kTol) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << got.size() << " vs " << want.size() << " tensors";
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << got.size() << " vs " << want.size() << " tensors";
   for (size_t i = 0; i < got.size(); ++i) {
     if (got[i].defined() != want[i].defined())
-      return ::testing::AssertionFailure() << "gradient " << i << (got[i].defined() ? " defined" : " undefined")
-                                           << " but the reference's is not";
+      return ::testing::AssertionFailure()
+             << "gradient " << i << (got[i].defined() ? " defined" : " undefined") << " but the reference's is not";
     if (!got[i].defined()) continue;
     if (auto r = tensor_near(got[i], want[i], tol, tol); !r) return r << " (gradient " << i << ")";
   }
@@ -83,7 +84,7 @@ TEST(Checkpointing, LinearTanhLinearMatchesPlainRun) {
 TEST(Checkpointing, SeveralInputsAndOutputsAndNonTensorCaptures) {
   Tensor a = lcg_tensor({3, 4}, 2).requires_grad_(), b = lcg_tensor({3, 4}, 3).requires_grad_();
   Tensor w = lcg_tensor({4}, 4).requires_grad_();  // a leaf fn captures, like a parameter
-  const double scale = 0.75;                        // a non-Tensor capture
+  const double scale = 0.75;                       // a non-Tensor capture
   CheckpointFn fn = [&](const TensorList& in) {
     Tensor h = (in[0] * in[1] + w).tanh() * scale;
     return TensorList{h, (in[0] - in[1]).exp() * w, h.sum(1)};
@@ -141,7 +142,9 @@ TEST(Checkpointing, ParameterUsedInsideAndOutsideAndCapturedHistory) {
   auto loss = [&](bool ckpt) {
     Tensor w2 = w * 2;  // has history: gradients reach w through it
     // fn runs again in backward, after this lambda returned: it captures w2 by value.
-    CheckpointFn fn = [w2, &w](const TensorList& in) { return TensorList{matmul(in[0], w2).tanh() + matmul(in[0], w)}; };
+    CheckpointFn fn = [w2, &w](const TensorList& in) {
+      return TensorList{matmul(in[0], w2).tanh() + matmul(in[0], w)};
+    };
     Tensor h = matmul(x, w);  // w outside the block too
     Tensor y = ckpt ? checkpoint(fn, {h})[0] : fn({h})[0];
     return (y * matmul(y, w)).sum();
@@ -231,8 +234,8 @@ TEST(Checkpointing, DropoutReplaysTheForwardsMasksAndKeepsTheRandomStream) {
   EXPECT_TRUE(tensor_near(ckpt_after, plain_after, 0, 0));  // the caller's stream is unchanged
 
   // Without preserve_rng_state the recomputation draws other masks: the gradients are wrong.
-  TensorList loose = run([&](const Tensor& t) { return checkpoint(fn, t, {.preserve_rng_state = false}); },
-                         &loose_after);
+  TensorList loose =
+      run([&](const Tensor& t) { return checkpoint(fn, t, {.preserve_rng_state = false}); }, &loose_after);
   EXPECT_FALSE(tensor_near(loose[1], want[1], 1e-6, 1e-6));
 }
 
@@ -315,7 +318,8 @@ TEST(Checkpointing, ErrorsNameCheckpoint) {
   Tensor h = a * 1;
   Tensor out = checkpoint([](const Tensor& t) { return t.exp(); }, h);
   h.add_(1);
-  EXPECT_TRUE(throws_with<AutogradError>([&] { out.sum().backward(); }, {"modified by an in-place", "CheckpointBackward"}));
+  EXPECT_TRUE(
+      throws_with<AutogradError>([&] { out.sum().backward(); }, {"modified by an in-place", "CheckpointBackward"}));
 }
 
 // ---- memory --------------------------------------------------------------------------------------

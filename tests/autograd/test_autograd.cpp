@@ -20,7 +20,9 @@ using autograd::GradList;
 using indexing::None;
 using indexing::Slice;
 
-Tensor leaf(std::vector<double> v, std::vector<int64_t> shape) { return f64(std::move(v), std::move(shape)).requires_grad_(); }
+Tensor leaf(std::vector<double> v, std::vector<int64_t> shape) {
+  return f64(std::move(v), std::move(shape)).requires_grad_();
+}
 
 // ---- accumulation and retain_graph ---------------------------------------------------------------
 TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
@@ -48,7 +50,7 @@ TEST(Autograd, BackwardTwiceNeedsRetainGraph) {
   Tensor z = (x * x * x).sum();
   x.zero_grad();
   z.backward({}, /*retain_graph=*/true);
-  z.backward();  // the second call may free it
+  z.backward();                                    // the second call may free it
   EXPECT_TRUE(tensor_is(x.grad(), {2}, {6, 24}));  // 2 * 3x^2
   EXPECT_THROW(z.backward(), AutogradError);
 }
@@ -200,13 +202,20 @@ TEST(Autograd, IsLeafAndGradFnNames) {
     Tensor t;
     const char* name;
   };
-  for (const C& c : std::vector<C>{{a * b, "MulBackward"},        {a + b, "AddBackward"},
-                                   {a - b, "SubBackward"},        {a / b, "DivBackward"},
-                                   {a.exp(), "ExpBackward"},      {a.sum(), "SumBackward"},
-                                   {a.view({1, 2}), "ViewBackward"}, {a.unsqueeze(0).mm(b.unsqueeze(1)), "MmBackward"},
-                                   {a.leaky_relu(), "LeakyReluBackward"}, {a[0], "SelectBackward"},
-                                   {a.expand({2, 2}), "ExpandBackward"}, {pow(a, 2.0), "PowBackward"},
-                                   {a.clone(), "CloneBackward"}, {cat({a, b}), "CatBackward"}}) {
+  for (const C& c : std::vector<C>{{a * b, "MulBackward"},
+                                   {a + b, "AddBackward"},
+                                   {a - b, "SubBackward"},
+                                   {a / b, "DivBackward"},
+                                   {a.exp(), "ExpBackward"},
+                                   {a.sum(), "SumBackward"},
+                                   {a.view({1, 2}), "ViewBackward"},
+                                   {a.unsqueeze(0).mm(b.unsqueeze(1)), "MmBackward"},
+                                   {a.leaky_relu(), "LeakyReluBackward"},
+                                   {a[0], "SelectBackward"},
+                                   {a.expand({2, 2}), "ExpandBackward"},
+                                   {pow(a, 2.0), "PowBackward"},
+                                   {a.clone(), "CloneBackward"},
+                                   {cat({a, b}), "CatBackward"}}) {
     ASSERT_NE(c.t.grad_fn(), nullptr) << c.name;
     EXPECT_STREQ(c.t.grad_fn()->name(), c.name);
     // PyTorch 1.13's type(t.grad_fn).__name__ for each: the name with the number 0.
@@ -258,8 +267,8 @@ TEST(Hooks, RetainGradOnNonLeaf) {
   y.retain_grad();
   EXPECT_TRUE(y.retains_grad());
   ((y * y).sum() + w.sum()).backward();
-  EXPECT_TRUE(tensor_is(y.grad(), {2}, {6, 12}));  // 2y
-  EXPECT_FALSE(w.grad().defined());                // not retained
+  EXPECT_TRUE(tensor_is(y.grad(), {2}, {6, 12}));   // 2y
+  EXPECT_FALSE(w.grad().defined());                 // not retained
   EXPECT_TRUE(tensor_is(x.grad(), {2}, {22, 40}));  // 3 * 2y + 4
   EXPECT_THROW(ones({2}).retain_grad(), AutogradError);
 }
@@ -461,8 +470,11 @@ TEST(GradFunction, ReturnsGradientsWithoutTouchingDotGrad) {
 TEST(GradFunction, AllowUnused) {
   Tensor x = leaf({1}, {1}), unused = leaf({5}, {1});
   Tensor out = (x * x).sum();
-  EXPECT_TRUE(throws_with<AutogradError>([&] { autograd::grad({out}, {x, unused}, {}, true); },
-                                         {"not used", "allow_unused"}));
+  EXPECT_TRUE(throws_with<AutogradError>(
+      [&] {
+        autograd::grad({out}, {x, unused}, {}, true);
+      },
+      {"not used", "allow_unused"}));
   std::vector<Tensor> g = autograd::grad({out}, {x, unused}, {}, std::nullopt, false, /*allow_unused=*/true);
   EXPECT_TRUE(tensor_is(g[0], {1}, {2}));
   EXPECT_FALSE(g[1].defined());
@@ -656,7 +668,7 @@ TEST(Broadcast, GradientsAreSummedBackToTheInputShape) {
   Tensor a = leaf({1, 2, 3}, {3, 1}), b = leaf({10, 20, 30, 40}, {1, 4});
   Tensor s = leaf({2}, {});
   ((a * b) * s).sum().backward();
-  EXPECT_TRUE(tensor_is(a.grad(), {3, 1}, {200, 200, 200}));  // sum(b) * s
+  EXPECT_TRUE(tensor_is(a.grad(), {3, 1}, {200, 200, 200}));   // sum(b) * s
   EXPECT_TRUE(tensor_is(b.grad(), {1, 4}, {12, 12, 12, 12}));  // sum(a) * s
   EXPECT_TRUE(tensor_is(s.grad(), {}, {600}));
   Tensor v = leaf({1, 2}, {2}), m = leaf({1, 1, 1, 1, 1, 1}, {3, 2});

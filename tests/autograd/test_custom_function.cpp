@@ -16,7 +16,9 @@ namespace {
 
 using autograd::GradList;
 
-Tensor leaf(std::vector<double> v, std::vector<int64_t> shape) { return f64(std::move(v), std::move(shape)).requires_grad_(); }
+Tensor leaf(std::vector<double> v, std::vector<int64_t> shape) {
+  return f64(std::move(v), std::move(shape)).requires_grad_();
+}
 
 // ---- custom Functions ------------------------------------------------------------------------------
 struct ScaledCube : autograd::Function<ScaledCube> {

@@ -36,11 +36,13 @@ inline bool torch_required() {
 }  // namespace nabla_test
 
 // Skips the test when the Python lacks the modules, or fails it under NABLA_REQUIRE_TORCH=1.
-#define NABLA_NEEDS_PYTHON_MODULES_IN(python, modules)                                                    \
-  do {                                                                                                    \
-    if (!nabla_test::python_has(modules, python)) {                                                       \
-      if (nabla_test::torch_required()) FAIL() << "NABLA_REQUIRE_TORCH=1 but " << (python) << " cannot import " modules; \
-      GTEST_SKIP() << (python) << " cannot import " modules " (Debian: apt-get install python3-torch python3-torchvision)"; \
-    }                                                                                                     \
+#define NABLA_NEEDS_PYTHON_MODULES_IN(python, modules)                                                          \
+  do {                                                                                                          \
+    if (!nabla_test::python_has(modules, python)) {                                                             \
+      if (nabla_test::torch_required())                                                                         \
+        FAIL() << "NABLA_REQUIRE_TORCH=1 but " << (python) << " cannot import " modules;                        \
+      GTEST_SKIP() << (python)                                                                                  \
+                   << " cannot import " modules " (Debian: apt-get install python3-torch python3-torchvision)"; \
+    }                                                                                                           \
   } while (0)
 #define NABLA_NEEDS_PYTHON_MODULES(modules) NABLA_NEEDS_PYTHON_MODULES_IN(std::string("/usr/bin/python3"), modules)

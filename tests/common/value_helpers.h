@@ -29,7 +29,9 @@ inline std::vector<int64_t> int_values(const Tensor& t) {
   return std::vector<int64_t>(p, p + c.numel());
 }
 
-inline std::vector<int64_t> shape_of(const Tensor& t) { return std::vector<int64_t>(t.sizes().begin(), t.sizes().end()); }
+inline std::vector<int64_t> shape_of(const Tensor& t) {
+  return std::vector<int64_t>(t.sizes().begin(), t.sizes().end());
+}
 
 // |got - want| <= atol + rtol * |want| elementwise; NaN matches NaN, infinities must match exactly.
 inline ::testing::AssertionResult values_near(const std::vector<double>& got, const std::vector<double>& want,
@@ -43,8 +45,8 @@ inline ::testing::AssertionResult values_near(const std::vector<double>& got, co
     else if (std::isinf(w)) ok = g == w;
     else ok = std::fabs(g - w) <= atol + rtol * std::fabs(w);
     if (!ok)
-      return ::testing::AssertionFailure() << "element " << i << ": got " << g << ", want " << w
-                                           << " (diff " << std::fabs(g - w) << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << g << ", want " << w << " (diff " << std::fabs(g - w) << ")";
   }
   return ::testing::AssertionSuccess();
 }
@@ -96,7 +98,8 @@ inline std::vector<double> lcg_values(size_t n, uint64_t seed, double lo = -1, d
   }
   return v;
 }
-inline Tensor lcg_tensor(std::vector<int64_t> shape, uint64_t seed, DType dt = kFloat64, double lo = -1, double hi = 1) {
+inline Tensor lcg_tensor(std::vector<int64_t> shape, uint64_t seed, DType dt = kFloat64, double lo = -1,
+                         double hi = 1) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
   return f64(lcg_values(static_cast<size_t>(n), seed, lo, hi), shape).to(dt);

@@ -19,9 +19,7 @@ TEST(Errors, CheckMacroNamesItsSourceLineInDebugBuilds) {
   std::string msg;
   try {
     NABLA_CHECK(nabla::ValueError, 2 + 2 == 5, "op: bad argument ", Here{});
-  } catch (const nabla::ValueError& e) {
-    msg = e.what();
-  }
+  } catch (const nabla::ValueError& e) { msg = e.what(); }
   EXPECT_EQ(msg.rfind("op: bad argument here (", 0), 0u) << msg;
   EXPECT_NE(msg.find("test_check_debug.cpp:"), std::string::npos) << msg;
   EXPECT_EQ(msg.back(), ')') << msg;

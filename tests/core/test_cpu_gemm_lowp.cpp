@@ -35,8 +35,8 @@ struct Operand {
 };
 
 template <class T>
-Operand<T> make_operand(int64_t rows, int64_t cols, Layout layout, std::mt19937& rng, float lo = -1.0f,
-                        float hi = 1.0f, bool integers = false) {
+Operand<T> make_operand(int64_t rows, int64_t cols, Layout layout, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f,
+                        bool integers = false) {
   Operand<T> o;
   if (layout == Layout::rows) {
     o.rs = cols;
@@ -86,11 +86,11 @@ void check_against_float64(const char* what, const LowpKernel* kernel, GemmShape
   for (Out& v : c) v = Out(u(rng));
   const std::vector<Out> c0 = c;
   if (kernel) {
-    cpu::gemm_lowp<In, Out>(*kernel, s.m, s.n, s.k, alpha, a.data.data(), a.rs, a.cs, b.data.data(), b.rs, b.cs,
-                            beta, c.data(), ldc);
-  } else {
-    cpu::gemm_lowp<In, Out>(s.m, s.n, s.k, alpha, a.data.data(), a.rs, a.cs, b.data.data(), b.rs, b.cs, beta,
+    cpu::gemm_lowp<In, Out>(*kernel, s.m, s.n, s.k, alpha, a.data.data(), a.rs, a.cs, b.data.data(), b.rs, b.cs, beta,
                             c.data(), ldc);
+  } else {
+    cpu::gemm_lowp<In, Out>(s.m, s.n, s.k, alpha, a.data.data(), a.rs, a.cs, b.data.data(), b.rs, b.cs, beta, c.data(),
+                            ldc);
   }
   const double out_u = std::is_same_v<Out, float> ? 0x1p-24 : unit_roundoff<In>();
   int bad = 0;
@@ -105,8 +105,8 @@ void check_against_float64(const char* what, const LowpKernel* kernel, GemmShape
       const double cij = static_cast<float>(c0[i * ldc + j]);
       const double want = alpha * sum + (beta == 0 ? 0.0 : beta * cij);
       const double got = static_cast<float>(c[i * ldc + j]);
-      const double tol = (s.k + 4) * 0x1p-23 * (std::abs(alpha) * mag + std::abs(beta * cij)) +
-                         out_u * std::abs(want) + 1e-30;
+      const double tol =
+          (s.k + 4) * 0x1p-23 * (std::abs(alpha) * mag + std::abs(beta * cij)) + out_u * std::abs(want) + 1e-30;
       if (!(std::abs(got - want) <= tol) && ++bad <= 3)
         ADD_FAILURE() << what << " " << s.m << "x" << s.n << "x" << s.k << " layouts " << int(la) << "," << int(lb)
                       << " alpha " << alpha << " beta " << beta << ": C(" << i << ", " << j << ") = " << got
@@ -119,9 +119,9 @@ void check_against_float64(const char* what, const LowpKernel* kernel, GemmShape
       ASSERT_EQ(static_cast<float>(c[i * ldc + j]), static_cast<float>(c0[i * ldc + j])) << what;
 }
 
-const std::vector<GemmShape> kShapes = {
-    {1, 1, 1},     {3, 5, 7},      {4, 8, 2},     {17, 33, 9},    {13, 31, 64},  {64, 64, 64},
-    {37, 70, 515}, {130, 97, 1030}, {100, 300, 33}, {257, 65, 600}, {25, 1100, 530}, {1000, 40, 520}};
+const std::vector<GemmShape> kShapes = {{1, 1, 1},      {3, 5, 7},      {4, 8, 2},       {17, 33, 9},
+                                        {13, 31, 64},   {64, 64, 64},   {37, 70, 515},   {130, 97, 1030},
+                                        {100, 300, 33}, {257, 65, 600}, {25, 1100, 530}, {1000, 40, 520}};
 
 template <class In, class Out>
 void sweep(const char* what, const LowpKernel* kernel) {
@@ -182,8 +182,8 @@ void check_rounds_once(LowpKernel kernel, GemmShape s, Layout la, Layout lb, boo
     const uint16_t want = In(c32[i]).bits;
     if (c16[i].bits != want && ++bad <= 3)
       ADD_FAILURE() << cpu::lowp_kernel_name(kernel) << " " << s.m << "x" << s.n << "x" << s.k << ": element " << i
-                    << " float32 sum " << c32[i] << " rounds to 0x" << std::hex << want << ", stored 0x"
-                    << c16[i].bits << std::dec;
+                    << " float32 sum " << c32[i] << " rounds to 0x" << std::hex << want << ", stored 0x" << c16[i].bits
+                    << std::dec;
   }
 }
 
@@ -198,7 +198,8 @@ template <class In, class Out>
 std::vector<Out> run_with_threads(LowpKernel kernel, int threads, GemmShape s, float beta) {
   set_num_threads(threads);
   std::mt19937 rng(99);
-  Operand<In> a = make_operand<In>(s.m, s.k, Layout::rows, rng), b = make_operand<In>(s.k, s.n, Layout::transposed, rng);
+  Operand<In> a = make_operand<In>(s.m, s.k, Layout::rows, rng),
+              b = make_operand<In>(s.k, s.n, Layout::transposed, rng);
   std::vector<Out> c(s.m * s.n, Out(0.25f));
   cpu::gemm_lowp<In, Out>(kernel, s.m, s.n, s.k, 0.75f, a.data.data(), a.rs, a.cs, b.data.data(), b.rs, b.cs, beta,
                           c.data(), s.n);
@@ -248,7 +249,8 @@ TEST(CpuGemmLowp, EdgeCases) {
     const char* name = cpu::lowp_kernel_name(kernel);
     for (GemmShape s : std::vector<GemmShape>{{0, 5, 5}, {5, 0, 5}, {0, 0, 0}}) {
       std::vector<BFloat16> a(25, BFloat16(1.0f)), b(25, BFloat16(1.0f)), c(25, BFloat16(7.0f));
-      cpu::gemm_lowp<BFloat16, BFloat16>(kernel, s.m, s.n, s.k, 1.0f, a.data(), 5, 1, b.data(), 5, 1, 0.0f, c.data(), 5);
+      cpu::gemm_lowp<BFloat16, BFloat16>(kernel, s.m, s.n, s.k, 1.0f, a.data(), 5, 1, b.data(), 5, 1, 0.0f, c.data(),
+                                         5);
       for (BFloat16 v : c) EXPECT_EQ(static_cast<float>(v), 7.0f) << name;  // nothing written
     }
     for (int64_t m : {1, 2, 37})
@@ -268,7 +270,8 @@ TEST(CpuGemmLowp, EdgeCases) {
                 want += static_cast<float>(a.at(i, p)) * static_cast<double>(static_cast<float>(b.at(p, j)));
               const float got = static_cast<float>(c[i * n + j]);
               ASSERT_FALSE(std::isnan(got)) << name << " " << m << "x" << n << "x" << k << " beta 0 read C";
-              ASSERT_NEAR(got, want, 0x1p-7 * std::sqrt(double(k) + 1) + 1e-6) << name << " " << m << "x" << n << "x" << k;
+              ASSERT_NEAR(got, want, 0x1p-7 * std::sqrt(double(k) + 1) + 1e-6)
+                  << name << " " << m << "x" << n << "x" << k;
             }
           std::vector<float> c2(m * n, 3.0f);
           std::vector<BFloat16> a_nan(a.data.size(), BFloat16(nan));
@@ -321,7 +324,8 @@ TEST(CpuGemmLowp, KernelChoiceFollowsTheCpuAndEnvironment) {
   const bool dp = cpu::lowp_kernel_available(LowpKernel::avx512_bf16);
   EXPECT_TRUE(cpu::lowp_kernel_available(LowpKernel::convert));
   LowpKernel want = LowpKernel::convert;
-  if (lowp != "convert") want = amx && lowp != "avx512_bf16" ? LowpKernel::amx_bf16 : dp ? LowpKernel::avx512_bf16 : LowpKernel::convert;
+  if (lowp != "convert")
+    want = amx && lowp != "avx512_bf16" ? LowpKernel::amx_bf16 : dp ? LowpKernel::avx512_bf16 : LowpKernel::convert;
   EXPECT_EQ(cpu::lowp_kernel(), want) << "chose " << cpu::lowp_kernel_name(cpu::lowp_kernel());
   // The bfloat16 kernels are AVX-512 paths: only where the GEMM runs its AVX-512 kernels.
   if (amx || dp) EXPECT_EQ(cpu::gemm_isa(), cpu::Isa::avx512);

@@ -34,7 +34,8 @@ void check_conv(const ConvCase& s) {
   manual_seed(7);
   Tensor x = randn({s.n, s.c, s.h, s.w}, kFloat64), w = randn({s.o, s.c / s.groups, s.k, s.k}, kFloat64);
   Tensor b = randn({s.o}, kFloat64);
-  Tensor x32 = x.to(kFloat32).requires_grad_(), w32 = w.to(kFloat32).requires_grad_(), b32 = b.to(kFloat32).requires_grad_();
+  Tensor x32 = x.to(kFloat32).requires_grad_(), w32 = w.to(kFloat32).requires_grad_(),
+         b32 = b.to(kFloat32).requires_grad_();
   Tensor x64 = x.clone().requires_grad_(), w64 = w.clone().requires_grad_(), b64 = b.clone().requires_grad_();
   Tensor y32 = conv2d(x32, w32, b32, s.stride, s.pad, 1, s.groups);
   Tensor y64 = conv2d(x64, w64, b64, s.stride, s.pad, 1, s.groups);
@@ -53,7 +54,10 @@ TEST(CpuKernels, InstructionSetFollowsTheEnvironment) {
   // One choice (core/cpu/isa.h) for the build, the convolutions and the GEMM, with the overrides
   // the cpu_paths tests run under.
   using cpu::Isa;
-  auto env = [](const char* name) { const char* v = std::getenv(name); return std::string(v ? v : ""); };
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
   const Isa vector = cpu::vector_isa(), gemm = cpu::gemm_isa();
   EXPECT_EQ(cpu::isa(), vector == Isa::base ? Isa::base : Isa::avx2);
   if (env("NABLA_CPU_ISA") == "base") EXPECT_EQ(vector, Isa::base);
@@ -87,8 +91,8 @@ TEST(CpuKernels, ConvGemmShapesMatchFloat64) {
                      ConvCase{2, 16, 7, 7, 24, 1, 1, 0, 1}, ConvCase{2, 3, 9, 13, 4, 4, 1, 1, 1},
                      ConvCase{2, 6, 16, 16, 4, 2, 1, 0, 1}, ConvCase{3, 4, 6, 7, 5, 3, 1, 1, 1},
                      ConvCase{2, 3, 8, 8, 4, 5, 1, 2, 1}, ConvCase{2, 5, 9, 4, 3, 4, 1, 1, 1}}) {
-    SCOPED_TRACE(::testing::Message() << "c=" << s.c << " h=" << s.h << " o=" << s.o << " k=" << s.k << " stride="
-                                      << s.stride << " groups=" << s.groups);
+    SCOPED_TRACE(::testing::Message() << "c=" << s.c << " h=" << s.h << " o=" << s.o << " k=" << s.k
+                                      << " stride=" << s.stride << " groups=" << s.groups);
     check_conv(s);
   }
 }
@@ -151,10 +155,21 @@ TEST(CpuKernels, GemmTileEdgesMatchFloat64) {
   manual_seed(11);
   // Sizes on both sides of the micro-kernel tiles (6/12 rows, 16/32 columns) and cache blocks, and
   // row counts that pick each kernel height (AVX-512: 12, 10, 8 rows; AVX2: 6, 5, 4).
-  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{11, 31, 7},   {12, 32, 256}, {13, 33, 257}, {25, 65, 300},
-                                                            {97, 4, 129},  {3, 100, 50},  {241, 17, 5},  {20, 40, 33},
-                                                            {8, 64, 70},   {10, 33, 100}, {16, 17, 300}, {30, 50, 20},
-                                                            {5, 40, 9},    {40, 70, 260}, {250, 64, 20}}) {
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{11, 31, 7},
+                                                            {12, 32, 256},
+                                                            {13, 33, 257},
+                                                            {25, 65, 300},
+                                                            {97, 4, 129},
+                                                            {3, 100, 50},
+                                                            {241, 17, 5},
+                                                            {20, 40, 33},
+                                                            {8, 64, 70},
+                                                            {10, 33, 100},
+                                                            {16, 17, 300},
+                                                            {30, 50, 20},
+                                                            {5, 40, 9},
+                                                            {40, 70, 260},
+                                                            {250, 64, 20}}) {
     Tensor a = randn({m, k}, kFloat64), b = randn({k, n}, kFloat64);
     Tensor want = (a.unsqueeze(2) * b.unsqueeze(0)).sum({1});
     for (bool ta : {false, true})
@@ -266,7 +281,8 @@ TEST(CpuKernels, Float32ExpTanhSigmoidSiluAreWithinTwoUlp) {
   }
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   Tensor s = tensor({0.0f, -0.0f, inf, -inf, nan});
-  std::vector<double> e = nabla::testing::values(exp(s)), t = nabla::testing::values(tanh(s)), g = nabla::testing::values(sigmoid(s));
+  std::vector<double> e = nabla::testing::values(exp(s)), t = nabla::testing::values(tanh(s)),
+                      g = nabla::testing::values(sigmoid(s));
   EXPECT_EQ(e[0], 1.0f);
   EXPECT_EQ(e[1], 1.0f);
   EXPECT_EQ(e[2], inf);

@@ -14,8 +14,8 @@ using namespace nabla;
 namespace {
 
 // A small list of the tables' shape: one entry that raises when missing, one that answers false.
-#define TEST_ENTRIES(X)                                      \
-  X(scale, double, (double x, double by), raise)             \
+#define TEST_ENTRIES(X)                          \
+  X(scale, double, (double x, double by), raise) \
   X(try_fast, bool, (const Tensor& x), no)
 
 struct TestTable {
@@ -51,9 +51,7 @@ TestTable lacking_table() {
 std::string not_implemented_message(const TestTable& t) {
   try {
     t.scale(1, 2);
-  } catch (const NotImplemented& e) {
-    return e.what();
-  }
+  } catch (const NotImplemented& e) { return e.what(); }
   return "no error";
 }
 

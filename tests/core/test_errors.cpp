@@ -13,9 +13,7 @@ namespace {
 std::string message_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
+  } catch (const std::exception& e) { return e.what(); }
   return "(no exception)";
 }
 
@@ -44,9 +42,7 @@ TEST(Errors, CheckMacroBuildsItsMessageOnlyOnFailure) {
   std::string msg;
   try {
     NABLA_CHECK(ShapeError, 1 + 1 == 3, "op: got ", part(), " and ", 4);
-  } catch (const ShapeError& e) {
-    msg = e.what();
-  }
+  } catch (const ShapeError& e) { msg = e.what(); }
   EXPECT_EQ(built, 1);
 #ifdef NDEBUG
   EXPECT_EQ(msg, "op: got [2, 3] and 4");  // no location in release builds: see test_check_debug.cpp
@@ -64,23 +60,37 @@ TEST(Errors, CheckMacroBuildsItsMessageOnlyOnFailure) {
 
 // ---- shapes ----------------------------------------------------------------------------------------
 TEST(Errors, MatmulNamesItselfAndShowsBothShapes) {
-  EXPECT_EQ(message_of([] { matmul(zeros({64, 320}), zeros({50, 10})); }),
+  EXPECT_EQ(message_of([] {
+              matmul(zeros({64, 320}), zeros({50, 10}));
+            }),
             "matmul: inner dimensions differ: lhs [64, 320] rhs [50, 10]");
   EXPECT_THROW(matmul(zeros({64, 320}), zeros({50, 10})), ShapeError);
   EXPECT_EQ(message_of([] { matmul(zeros({3}), zeros({4})); }), "matmul: inner dimensions differ: lhs [3] rhs [4]");
-  EXPECT_EQ(message_of([] { matmul(zeros({2, 3}), zeros({4})); }), "matmul: inner dimensions differ: lhs [2, 3] rhs [4]");
-  EXPECT_EQ(message_of([] { matmul(zeros({5, 2, 3}), zeros({4, 2})); }),
+  EXPECT_EQ(message_of([] {
+              matmul(zeros({2, 3}), zeros({4}));
+            }),
+            "matmul: inner dimensions differ: lhs [2, 3] rhs [4]");
+  EXPECT_EQ(message_of([] {
+              matmul(zeros({5, 2, 3}), zeros({4, 2}));
+            }),
             "matmul: inner dimensions differ: lhs [5, 2, 3] rhs [4, 2]");
   EXPECT_TRUE(throws_with<ShapeError>([] { matmul(zeros({2, 2, 3}), zeros({3, 3, 4})); }, {"matmul", "[2]", "[3]"}));
   EXPECT_TRUE(throws_with<ShapeError>([] { matmul(tensor(1.), zeros({2})); }, {"matmul", "at least 1 dim"}));
-  EXPECT_TRUE(throws_with<DTypeError>([] { matmul(zeros({2, 2}), zeros({2, 2}, kFloat64)); },
-                                      {"matmul", "float32", "float64"}));
+  EXPECT_TRUE(throws_with<DTypeError>(
+      [] {
+        matmul(zeros({2, 2}), zeros({2, 2}, kFloat64));
+      },
+      {"matmul", "float32", "float64"}));
   EXPECT_EQ(message_of([] { mm(zeros({2, 3}), zeros({4, 5})); }), "mm: inner dimensions differ: lhs [2, 3] rhs [4, 5]");
   EXPECT_TRUE(throws_with<ShapeError>([] { bmm(zeros({2, 2, 3}), zeros({3, 3, 2})); }, {"bmm", "batch", "[2, 2, 3]"}));
 }
 
 TEST(Errors, BroadcastFailuresNameTheOp) {
-  EXPECT_TRUE(throws_with<ShapeError>([] { ones({2, 3}) + ones({4}); }, {"add: shapes [2, 3] and [4] cannot be broadcast"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [] {
+        ones({2, 3}) + ones({4});
+      },
+      {"add: shapes [2, 3] and [4] cannot be broadcast"}));
   EXPECT_TRUE(throws_with<ShapeError>([] { ones({2, 3}) * ones({3, 2}); }, {"mul: shapes [2, 3] and [3, 2]"}));
   EXPECT_TRUE(throws_with<ShapeError>([] { ones({2}) - ones({3}); }, {"sub: shapes [2] and [3]"}));
   EXPECT_TRUE(throws_with<ShapeError>([] { ones({2}) < ones({3}); }, {"lt: shapes [2] and [3]"}));
@@ -88,23 +98,39 @@ TEST(Errors, BroadcastFailuresNameTheOp) {
 }
 
 TEST(Errors, ShapeErrorsOfViewsAndShapeOps) {
-  EXPECT_TRUE(throws_with<ShapeError>([] { zeros({2, 3}).view({4}); },
-                                      {"view: shape [4] is invalid for input of shape [2, 3]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [] {
+        zeros({2, 3}).view({4});
+      },
+      {"view: shape [4] is invalid for input of shape [2, 3]"}));
   EXPECT_TRUE(throws_with<ShapeError>([] { zeros({2, 3}).reshape({4, -1}); }, {"reshape", "[4, -1]", "[2, 3]"}));
   EXPECT_TRUE(throws_with<ShapeError>([] { zeros({2, 3}).expand({3, 3}); }, {"expand", "[2, 3]", "[3, 3]"}));
   EXPECT_TRUE(throws_with<ShapeError>([] { cat({zeros({2, 3}), zeros({3, 4})}, 0); }, {"cat", "[3, 4]", "[2, 3]"}));
   EXPECT_TRUE(throws_with<ShapeError>([] { stack({zeros({2}), zeros({3})}); }, {"stack", "[3]", "[2]"}));
   EXPECT_TRUE(throws_with<ShapeError>([] { zeros({2, 3}).permute({1, 0, 2}); }, {"permute", "[2, 3]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([] { linear(zeros({2, 3}), zeros({4, 5})); },
-                                      {"linear: input of shape [2, 3] does not match weight of shape [4, 5]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([] { conv2d(zeros({1, 3, 8, 8}), zeros({4, 2, 3, 3})); },
-                                      {"conv2d", "3 channels", "[4, 2, 3, 3]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([] { conv2d(zeros({3, 8}), zeros({4, 2, 3, 3})); }, {"conv2d", "(N, C, H, W)", "[3, 8]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [] {
+        linear(zeros({2, 3}), zeros({4, 5}));
+      },
+      {"linear: input of shape [2, 3] does not match weight of shape [4, 5]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [] {
+        conv2d(zeros({1, 3, 8, 8}), zeros({4, 2, 3, 3}));
+      },
+      {"conv2d", "3 channels", "[4, 2, 3, 3]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [] {
+        conv2d(zeros({3, 8}), zeros({4, 2, 3, 3}));
+      },
+      {"conv2d", "(N, C, H, W)", "[3, 8]"}));
   EXPECT_TRUE(throws_with<ShapeError>([] { max_pool2d(zeros({1, 1, 2, 2}), 3, 1); }, {"max_pool2d", "[1, 1, 2, 2]"}));
   EXPECT_TRUE(throws_with<ShapeError>([] { tensor(std::vector<double>{1, 2, 3}, {2, 2}); }, {"tensor", "[2, 2]"}));
   EXPECT_TRUE(throws_with<ShapeError>([] { zeros({2}).copy_(zeros({3})); }, {"copy_", "[3]", "[2]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([] { zeros({2, 2}).diagonal().unsqueeze(0).diagonal(0, 0, 1).diagonal(); },
-                                      {"diagonal", "2 dims"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [] {
+        zeros({2, 2}).diagonal().unsqueeze(0).diagonal(0, 0, 1).diagonal();
+      },
+      {"diagonal", "2 dims"}));
   EXPECT_THROW(zeros({-1}), ShapeError);
   // Sizes whose element count or byte count overflows are errors, not tiny allocations.
   EXPECT_TRUE(throws_with<ShapeError>([] { zeros({int64_t(1) << 40, int64_t(1) << 40}); }, {"too many elements"}));
@@ -115,9 +141,16 @@ TEST(Errors, ShapeErrorsOfViewsAndShapeOps) {
 // ---- dtypes ----------------------------------------------------------------------------------------
 TEST(Errors, DTypeErrors) {
   EXPECT_TRUE(throws_with<DTypeError>([] { zeros({2}).data_ptr<int64_t>(); }, {"data_ptr", "float32", "int64"}));
-  EXPECT_TRUE(throws_with<DTypeError>([] { tensor({1, 2}).add_(1.5); },
-                                      {"add_: result type float32 cannot be stored in a tensor of dtype int64"}));
-  EXPECT_TRUE(throws_with<DTypeError>([] { mm(zeros({2, 2}), zeros({2, 2}, kFloat64)); }, {"mm", "float32", "float64"}));
+  EXPECT_TRUE(throws_with<DTypeError>(
+      [] {
+        tensor({1, 2}).add_(1.5);
+      },
+      {"add_: result type float32 cannot be stored in a tensor of dtype int64"}));
+  EXPECT_TRUE(throws_with<DTypeError>(
+      [] {
+        mm(zeros({2, 2}), zeros({2, 2}, kFloat64));
+      },
+      {"mm", "float32", "float64"}));
   EXPECT_TRUE(throws_with<DTypeError>([] { tensor({1, 2}).mean(); }, {"mean", "int64"}));
   EXPECT_TRUE(throws_with<DTypeError>([] { where(ones({2}), ones({2}), ones({2})); }, {"where", "bool", "float32"}));
   EXPECT_TRUE(throws_with<DTypeError>([] { ones({2}).index_select(0, tensor({0.})); }, {"index_select", "float32"}));
@@ -125,8 +158,11 @@ TEST(Errors, DTypeErrors) {
   EXPECT_TRUE(throws_with<DTypeError>([] { neg(tensor({true})); }, {"neg", "bool"}));
   EXPECT_TRUE(throws_with<DTypeError>([] { ones({2}).masked_fill(ones({2}), 0); }, {"masked_fill", "bool"}));
   EXPECT_TRUE(throws_with<DTypeError>([] { tensor({1, 2}) & tensor({1, 2}); }, {"operator&", "int64"}));
-  EXPECT_TRUE(throws_with<DTypeError>([] { conv2d(zeros({1, 1, 3, 3}), zeros({1, 1, 2, 2}, kFloat64)); },
-                                      {"conv2d", "float32", "float64"}));
+  EXPECT_TRUE(throws_with<DTypeError>(
+      [] {
+        conv2d(zeros({1, 1, 3, 3}), zeros({1, 1, 2, 2}, kFloat64));
+      },
+      {"conv2d", "float32", "float64"}));
 }
 
 // ---- devices ---------------------------------------------------------------------------------------
@@ -158,7 +194,11 @@ TEST(Errors, IndexErrors) {
   EXPECT_TRUE(throws_with<IndexError>([&] { x.unsqueeze(-4); }, {"unsqueeze", "-4"}));
   EXPECT_TRUE(throws_with<IndexError>([&] { x.size(-3); }, {"size", "-3"}));
   EXPECT_TRUE(throws_with<IndexError>([&] { x.softmax(2); }, {"softmax", "dim 2"}));
-  EXPECT_TRUE(throws_with<IndexError>([&] { x.index_select(0, tensor({0, 3})); }, {"index_select", "index 3", "size 3"}));
+  EXPECT_TRUE(throws_with<IndexError>(
+      [&] {
+        x.index_select(0, tensor({0, 3}));
+      },
+      {"index_select", "index 3", "size 3"}));
   EXPECT_TRUE(throws_with<IndexError>([&] { x.gather(1, tensor({{2}, {0}, {0}})); }, {"gather", "index 2"}));
   EXPECT_TRUE(throws_with<IndexError>([&] { x.narrow(0, 2, 2); }, {"narrow", "[3, 2]"}));
   EXPECT_TRUE(throws_with<IndexError>([&] { x.topk(3, 1); }, {"topk", "k (3)"}));
@@ -178,8 +218,11 @@ TEST(Errors, ValueErrors) {
   EXPECT_TRUE(throws_with<ValueError>([] { zeros({2}).bernoulli_(1.5); }, {"bernoulli_", "1.5"}));
   EXPECT_TRUE(throws_with<ValueError>([] { multinomial(zeros({3}), 1); }, {"multinomial", "sum to zero"}));
   EXPECT_TRUE(throws_with<ValueError>([] { multinomial(ones({3}), 4); }, {"multinomial", "without replacement"}));
-  EXPECT_TRUE(throws_with<ValueError>([] { conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 2, 2}), {}, 0); },
-                                      {"conv2d", "stride"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [] {
+        conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 2, 2}), {}, 0);
+      },
+      {"conv2d", "stride"}));
   EXPECT_TRUE(throws_with<ValueError>([] { zeros({4}).slice(0, 0, 4, 0); }, {"slice", "step"}));
   EXPECT_TRUE(throws_with<ValueError>([] { Device("tpu:0"); }, {"Device", "tpu:0"}));
   EXPECT_TRUE(throws_with<ValueError>([] { clamp(zeros({2}), std::optional<Scalar>{}, std::nullopt); }, {"clamp"}));
@@ -225,8 +268,11 @@ TEST(Errors, IOErrorsNameThePath) {
 }
 
 TEST(Errors, AutogradErrors) {
-  EXPECT_TRUE(throws_with<AutogradError>([] { tensor({1, 2}).requires_grad_(); },
-                                         {"requires_grad_", "floating", "int64"}));
+  EXPECT_TRUE(throws_with<AutogradError>(
+      [] {
+        tensor({1, 2}).requires_grad_();
+      },
+      {"requires_grad_", "floating", "int64"}));
   EXPECT_TRUE(throws_with<AutogradError>([] { ones({2}).sum().backward(); }, {"backward", "does not require grad"}));
   Tensor x = ones({2}, requires_grad());
   EXPECT_TRUE(throws_with<AutogradError>([&] { (x * 2).backward(); }, {"backward", "one-element", "[2]"}));
@@ -260,7 +306,7 @@ TEST(Habits, GuardsAndPrintingAsLibtorchSpellsThem) {
   t << tensor({1.5, 2.0});
   EXPECT_NE(t.str().find("1.5"), std::string::npos) << t.str();
   auto model = std::make_shared<nn::Linear>(3, 2);
-  m << model;          // the module, not the pointer's address
+  m << model;  // the module, not the pointer's address
   direct << *model;
   EXPECT_EQ(m.str(), direct.str());
   EXPECT_NE(m.str().find("Linear(in_features=3, out_features=2"), std::string::npos) << m.str();
@@ -273,8 +319,8 @@ TEST(Habits, CrossEntropyWithFloatClassIndicesSaysInt64) {
   // Errors about index targets name the loss that was called, not the nll_loss it is built on.
   EXPECT_TRUE(throws_with<ShapeError>([&] { nn::functional::cross_entropy(logits, zeros({5}, kInt64)); },
                                       {"cross_entropy", "[4]", "[5]"}));
-  EXPECT_TRUE(throws_with<IndexError>([&] { nn::functional::cross_entropy(logits, full({4}, 7, kInt64)); },
-                                      {"cross_entropy"}));
+  EXPECT_TRUE(
+      throws_with<IndexError>([&] { nn::functional::cross_entropy(logits, full({4}, 7, kInt64)); }, {"cross_entropy"}));
 }
 
 // libtorch's module pattern: a class NetImpl, NABLA_MODULE(Net), members that are handles made
@@ -316,7 +362,8 @@ TEST(Habits, ModuleHandlesAreCalledAndPrintedAsLibtorchsAre) {
   net->register_forward_hook([&](nn::Module&, const std::vector<Tensor>&, Tensor&) { ++calls; });
   net(x);
   EXPECT_EQ(calls, 1);
-  EXPECT_EQ(net->named_parameters().keys(), (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));
+  EXPECT_EQ(net->named_parameters().keys(),
+            (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));
   std::ostringstream os;
   os << net;  // the module's tree, named without "Impl"
   EXPECT_EQ(os.str(),

@@ -150,7 +150,8 @@ TEST(HalfConversions, EveryFloatToFloat16) {
       float x = in[i];
       uint16_t got = Half::from_float(x);
       if (std::isnan(x)) {
-        if (!is_half_nan(got) || (got & 0x8000) != (bits_of(x) >> 16 & 0x8000)) FAIL() << "NaN " << std::hex << bits_of(x);
+        if (!is_half_nan(got) || (got & 0x8000) != (bits_of(x) >> 16 & 0x8000))
+          FAIL() << "NaN " << std::hex << bits_of(x);
         continue;
       }
       if (f16c && got != want[i]) FAIL() << std::hex << bits_of(x) << ": nabla " << got << ", F16C " << want[i];
@@ -172,7 +173,8 @@ TEST(HalfConversions, EveryFloatToBfloat16) {
       if (!is_bf16_nan(got) || (got & 0x8000) != (uint32_t(i) >> 16 & 0x8000)) FAIL() << "NaN " << std::hex << i;
       continue;
     }
-    if (got != bfloat16_reference(x)) FAIL() << std::hex << i << ": nabla " << got << ", reference " << bfloat16_reference(x);
+    if (got != bfloat16_reference(x))
+      FAIL() << std::hex << i << ": nabla " << got << ", reference " << bfloat16_reference(x);
   }
 }
 

@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <string>
-#include <chrono>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -42,7 +42,8 @@ TEST(Parallel, TinyJobsBackToBackVisitEveryIndexOnce) {
       parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) ++visits[i];
       });
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(visits[i], 1) << "job " << job << " index " << i << " threads " << threads;
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(visits[i], 1) << "job " << job << " index " << i << " threads " << threads;
     }
   }
 }
@@ -74,16 +75,17 @@ TEST(Parallel, SettingTheThreadCountEndsTheBackOff) {
   internal::thread_pool_back_off_for_testing();
   const int backing_off = chunks_of_a_large_job();
   if (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(40))  // (a stalled machine outlasts it)
-    EXPECT_EQ(backing_off, 1);  // one call on the caller's thread
+    EXPECT_EQ(backing_off, 1);                                                // one call on the caller's thread
   set_num_threads(3);
   EXPECT_EQ(chunks_of_a_large_job(), 3);
 }
 
 TEST(Parallel, ExceptionsReachTheCallerAndThePoolKeepsWorking) {
   ThreadCount tc(2);
-  EXPECT_THROW(parallel_for(0, 1000, 1, [](int64_t b, int64_t) {
-                 if (b > 0) throw std::runtime_error("chunk failed");
-               }),
+  EXPECT_THROW(parallel_for(0, 1000, 1,
+                            [](int64_t b, int64_t) {
+                              if (b > 0) throw std::runtime_error("chunk failed");
+                            }),
                std::runtime_error);
   std::atomic<int64_t> sum{0};
   parallel_for(0, 1000, 1, [&](int64_t b, int64_t e) {
@@ -113,7 +115,8 @@ TEST(Parallel, MoreThanTheLimitIsRefused) {
     set_num_threads(kMaxThreads + 1);
     ADD_FAILURE() << "no error";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("set_num_threads: 1025 threads is more than the limit of 1024"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("set_num_threads: 1025 threads is more than the limit of 1024"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_EQ(get_num_threads(), before);
@@ -134,9 +137,7 @@ TEST(Parallel, DISABLED_RefuseThreads) {
   try {
     set_num_threads(500);
     std::printf("no error\n");
-  } catch (const Error& e) {
-    std::printf("error: %s\n", e.what());
-  }
+  } catch (const Error& e) { std::printf("error: %s\n", e.what()); }
   std::atomic<int64_t> sum{0};
   parallel_for(0, 100000, 100, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) sum += i;
@@ -167,7 +168,8 @@ TEST(Parallel, NablaNumThreadsIsCheckedAndCapped) {
   };
   EXPECT_NE(run("3").find("threads=3"), std::string::npos);
   std::string bad = run("abc");
-  EXPECT_NE(bad.find("nabla: ignoring NABLA_NUM_THREADS='abc': expected a whole number from 1 to 1024"), std::string::npos)
+  EXPECT_NE(bad.find("nabla: ignoring NABLA_NUM_THREADS='abc': expected a whole number from 1 to 1024"),
+            std::string::npos)
       << bad;
   std::string huge = run("99999999999999999999");
   EXPECT_NE(huge.find("is more than the limit of 1024 threads; using 1024"), std::string::npos) << huge;

@@ -8,10 +8,10 @@
 #include "nabla.h"
 
 // Skips the current test, with the reason, unless a CUDA GPU can be used.
-#define NABLA_REQUIRE_CUDA()                                                                          \
-  do {                                                                                                \
-    if (!::nabla::cuda::is_available())                                                               \
-      GTEST_SKIP() << "no CUDA GPU available (" << ::nabla::cuda::unavailable_reason() << ")";        \
+#define NABLA_REQUIRE_CUDA()                                                                   \
+  do {                                                                                         \
+    if (!::nabla::cuda::is_available())                                                        \
+      GTEST_SKIP() << "no CUDA GPU available (" << ::nabla::cuda::unavailable_reason() << ")"; \
   } while (0)
 
 namespace nabla::testing {
@@ -31,8 +31,9 @@ inline ::testing::AssertionResult close_on_host(const Tensor& a, const Tensor& b
   }
   if (allclose(x, y, tol, tol, /*equal_nan=*/true)) return ::testing::AssertionSuccess();
   Tensor diff = (x - y).abs();
-  return ::testing::AssertionFailure() << "max abs difference " << diff.max().item<double>() << " > tol " << tol
-                                       << "\n" << x << "\nvs\n" << y;
+  return ::testing::AssertionFailure() << "max abs difference " << diff.max().item<double>() << " > tol " << tol << "\n"
+                                       << x << "\nvs\n"
+                                       << y;
 }
 
 }  // namespace nabla::testing

@@ -230,9 +230,9 @@ TEST(CudaCaching, RecordStreamDelaysReuseUntilTheEventsComplete) {
   EXPECT_TRUE(a.record_stream(p, s1));  // its own stream: nothing to wait for
   EXPECT_FALSE(a.record_stream(reinterpret_cast<void*>(0x1234), s2));
   a.deallocate(p);
-  EXPECT_EQ(a.stats(0).allocated, 0u);              // no longer a tensor's
-  EXPECT_EQ(a.stats(0).reserved, 12 * MiB);         // but still held
-  EXPECT_EQ(rt.unreleased_events(), 1u);            // one event, on s2
+  EXPECT_EQ(a.stats(0).allocated, 0u);       // no longer a tensor's
+  EXPECT_EQ(a.stats(0).reserved, 12 * MiB);  // but still held
+  EXPECT_EQ(rt.unreleased_events(), 1u);     // one event, on s2
   a.check_invariants(0);
   void* q = a.allocate(0, 12 * MiB, s1);  // s2 may still read p: not handed out
   EXPECT_NE(q, p);
@@ -299,7 +299,7 @@ TEST(CudaCaching, OutOfMemoryWaitsForPendingBlocks) {
   CachingPolicy a(rt);
   void* p = a.allocate(0, 30 * MiB, s1);
   a.record_stream(p, s2);
-  a.deallocate(p);  // pending on s2's event, which the fake never completes by itself
+  a.deallocate(p);                        // pending on s2's event, which the fake never completes by itself
   void* q = a.allocate(0, 30 * MiB, s3);  // another stream: needs p's memory back
   ASSERT_NE(q, nullptr);
   EXPECT_EQ(rt.waits, 1u);
@@ -358,7 +358,8 @@ TEST(CudaCaching, RandomOperationsKeepEveryInvariant) {
       ASSERT_NE(p, nullptr);
       auto next = live.lower_bound(p);
       if (next != live.end()) ASSERT_LE(p + n, next->first) << "overlaps a live block";
-      if (next != live.begin()) ASSERT_LE(std::prev(next)->first + std::prev(next)->second, p) << "overlaps a live block";
+      if (next != live.begin())
+        ASSERT_LE(std::prev(next)->first + std::prev(next)->second, p) << "overlaps a live block";
       live[p] = n;
     } else if (op < 8) {
       auto it = std::next(live.begin(), long(rng() % live.size()));

@@ -17,8 +17,10 @@ namespace {
 TEST(CudaPlugin, ACpuProgramMapsNoCudaLibrary) {
   Tensor y = (randn({64, 64}).matmul(randn({64, 64})) + 1).relu();
   (void)cuda::is_available();
-  if (cuda::hooks()) GTEST_SKIP() << "the CUDA backend is loaded in this process (a driver is installed, or an "
-                                     "earlier test loaded it): " << cuda::unavailable_reason();
+  if (cuda::hooks())
+    GTEST_SKIP() << "the CUDA backend is loaded in this process (a driver is installed, or an "
+                    "earlier test loaded it): "
+                 << cuda::unavailable_reason();
   std::ifstream maps("/proc/self/maps");
   std::string line;
   int lines = 0;

@@ -31,7 +31,8 @@ TEST(CudaHalf, Every16BitPatternConvertsToFloatAsOnTheCpu) {
         ASSERT_TRUE(std::isnan(d[i])) << dt << " " << std::hex << i;
         continue;
       }
-      ASSERT_EQ(std::memcmp(d + i, c + i, 4), 0) << dt << " " << std::hex << i << ": device " << d[i] << ", host " << c[i];
+      ASSERT_EQ(std::memcmp(d + i, c + i, 4), 0)
+          << dt << " " << std::hex << i << ": device " << d[i] << ", host " << c[i];
     }
   }
 }
@@ -60,8 +61,8 @@ TEST(CudaHalf, EveryFloatConvertsAsOnTheCpu) {
           continue;
         }
         if (++mismatches <= 5)
-          ADD_FAILURE() << dt << ": float bits " << std::hex << bits[i] << " give " << d[i] << " on the device, " << c[i]
-                        << " on the host";
+          ADD_FAILURE() << dt << ": float bits " << std::hex << bits[i] << " give " << d[i] << " on the device, "
+                        << c[i] << " on the host";
       }
     }
   }
@@ -83,8 +84,8 @@ TEST(CudaHalf, AtomicAddsOf16BitFloatsAreExactWhereTheSumsAre) {
     Tensor idx = remainder(arange(c.n, kInt64), 4).to(kCUDA);
     Tensor src = full({c.n, 3}, c.v, TensorOptions().dtype(c.dt).device(kCUDA));
     Tensor out = index_add(zeros({4, 3}, TensorOptions().dtype(c.dt).device(kCUDA)), 0, idx, src);
-    EXPECT_TRUE(equal(out.to(kCPU, kFloat64), full({4, 3}, c.want, TensorOptions().dtype(kFloat64))))
-        << c.dt << "\n" << out.cpu();
+    EXPECT_TRUE(equal(out.to(kCPU, kFloat64), full({4, 3}, c.want, TensorOptions().dtype(kFloat64)))) << c.dt << "\n"
+                                                                                                      << out.cpu();
   }
 }
 

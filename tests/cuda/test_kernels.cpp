@@ -33,12 +33,13 @@ TEST(CudaKernels, ElementwiseBroadcastPromotionAndInPlace) {
   Tensor a = rnd({7, 1, 5}), b = rnd({1, 6, 5}, kFloat32, 2), i = arange(5, kInt64);
   Tensor ga = a.cuda(), gb = b.cuda(), gi = i.cuda();
   EXPECT_TRUE(close_on_host(ga + gb, a + b, 1e-6));
-  EXPECT_TRUE(close_on_host(gi * 2.5, i * 2.5, 0));          // int tensor * float number -> float32
+  EXPECT_TRUE(close_on_host(gi * 2.5, i * 2.5, 0));  // int tensor * float number -> float32
   EXPECT_EQ((gi * 2.5).dtype(), kFloat32);
-  EXPECT_TRUE(close_on_host(gi + 3, i + 3, 0));               // stays int64
-  EXPECT_TRUE(close_on_host(gi / 2, i / 2, 0));               // true division -> float
+  EXPECT_TRUE(close_on_host(gi + 3, i + 3, 0));  // stays int64
+  EXPECT_TRUE(close_on_host(gi / 2, i / 2, 0));  // true division -> float
   EXPECT_TRUE(close_on_host(remainder(gi - 2, 3), remainder(i - 2, 3), 0));
-  EXPECT_TRUE(close_on_host(floor_divide(gi - 2, full({5}, 3, kInt64).cuda()), floor_divide(i - 2, full({5}, 3, kInt64)), 0));
+  EXPECT_TRUE(
+      close_on_host(floor_divide(gi - 2, full({5}, 3, kInt64).cuda()), floor_divide(i - 2, full({5}, 3, kInt64)), 0));
   EXPECT_TRUE(close_on_host(pow(gi, 3), pow(i, 3), 0));
   EXPECT_TRUE(close_on_host(ga.gt(0.1), a.gt(0.1), 0));
   // In place into a non-contiguous view.
@@ -102,10 +103,10 @@ TEST(CudaKernels, MoreThanTwoBillionElementsSplitInto32bitLaunches) {
 TEST(CudaKernels, ReductionsOverEveryLayout) {
   NABLA_REQUIRE_CUDA();
   Tensor big = rnd({1 << 22});
-  EXPECT_TRUE(close_on_host(big.cuda().sum(), big.sum(), 1e-9));            // split full reduction
+  EXPECT_TRUE(close_on_host(big.cuda().sum(), big.sum(), 1e-9));  // split full reduction
   Tensor cols = rnd({8192, 48}, kFloat64, 2);
-  EXPECT_TRUE(close_on_host(cols.cuda().sum({0}), cols.sum({0}), 1e-9));    // column mode with splits
-  Tensor x = rnd({16, 33, 70}, kFloat64, 3).permute({2, 0, 1});              // strided input
+  EXPECT_TRUE(close_on_host(cols.cuda().sum({0}), cols.sum({0}), 1e-9));  // column mode with splits
+  Tensor x = rnd({16, 33, 70}, kFloat64, 3).permute({2, 0, 1});           // strided input
   Tensor gx = x.cuda();
   EXPECT_TRUE(close_on_host(gx.sum({0, 2}), x.sum({0, 2}), 1e-9));
   EXPECT_TRUE(close_on_host(gx.amax({1}), x.amax({1}), 0));
@@ -225,7 +226,8 @@ TEST(CudaKernels, OutOfRangeIndicesAreIndexErrors) {
     EXPECT_NE(std::string(e.what()).find("index 7 is out of range for dim 0 of size 4"), std::string::npos) << e.what();
   }
   // Negative indices wrap, as on the CPU.
-  EXPECT_TRUE(close_on_host(x.index_select(0, tensor({-1}, kInt64).cuda()), x.cpu().index_select(0, tensor({-1}, kInt64)), 0));
+  EXPECT_TRUE(
+      close_on_host(x.index_select(0, tensor({-1}, kInt64).cuda()), x.cpu().index_select(0, tensor({-1}, kInt64)), 0));
   // With checks off, out-of-range indices are skipped and nothing throws (or faults).
   cuda::set_index_checks(false);
   EXPECT_NO_THROW(x.index_select(0, bad));
@@ -244,9 +246,7 @@ TEST(CudaKernels, DeferredIndexErrorsSurfaceAtTheNextSynchronization) {
   auto message_of = [](auto&& sync) {
     try {
       sync();
-    } catch (const IndexError& e) {
-      return std::string(e.what());
-    }
+    } catch (const IndexError& e) { return std::string(e.what()); }
     return std::string("no IndexError");
   };
   // The op does not wait; the copy to the host that follows reports it, once.
@@ -447,7 +447,7 @@ TEST(CudaKernels, RandomStreamsEqualTheCpuAfterTheSameSeed) {
     Tensor g6 = empty({n}, kCUDA).bernoulli_(0.3), g7 = empty({n}, kCUDA).uniform_(-2, 5);
     EXPECT_TRUE(close_on_host(g1, c1, 0)) << n;
     EXPECT_TRUE(close_on_host(g2, c2, 0)) << n;
-    EXPECT_TRUE(close_on_host(g3, c3, 1e-6)) << n;   // GPU log/sin/cos may differ from glibc's by an ulp
+    EXPECT_TRUE(close_on_host(g3, c3, 1e-6)) << n;  // GPU log/sin/cos may differ from glibc's by an ulp
     EXPECT_TRUE(close_on_host(g4, c4, 1e-12)) << n;
     EXPECT_TRUE(close_on_host(g5, c5, 0)) << n;
     EXPECT_TRUE(close_on_host(g6, c6, 0)) << n;
@@ -521,22 +521,22 @@ TEST(CudaKernels, MatmulLayoutsWithoutCopiesAndWith) {
   Tensor a = rnd({65, 33}), b = rnd({33, 17}, kFloat64, 2);
   Tensor ga = a.cuda(), gb = b.cuda();
   EXPECT_TRUE(close_on_host(mm(ga, gb), mm(a, b), 1e-10));
-  EXPECT_TRUE(close_on_host(mm(gb.t(), ga.t()), mm(b.t(), a.t()), 1e-10));          // transposes
+  EXPECT_TRUE(close_on_host(mm(gb.t(), ga.t()), mm(b.t(), a.t()), 1e-10));  // transposes
   EXPECT_TRUE(close_on_host(mm(ga.slice(1, 0, std::nullopt, 2), gb.slice(0, 0, std::nullopt, 2)),
                             mm(a.slice(1, 0, std::nullopt, 2), b.slice(0, 0, std::nullopt, 2)), 1e-10));  // copies
   Tensor x = rnd({4, 1, 8, 5}), y = rnd({3, 5, 6}, kFloat64, 3);
-  EXPECT_TRUE(close_on_host(matmul(x.cuda(), y.cuda()), matmul(x, y), 1e-10));      // broadcast batch
+  EXPECT_TRUE(close_on_host(matmul(x.cuda(), y.cuda()), matmul(x, y), 1e-10));  // broadcast batch
   Tensor bias = rnd({17}, kFloat64, 4);
   EXPECT_TRUE(close_on_host(addmm(bias.cuda(), ga, gb, 0.5, 2), addmm(bias, a, b, 0.5, 2), 1e-10));
   EXPECT_TRUE(close_on_host(linear(ga, gb.t(), bias.cuda()), linear(a, b.t(), bias), 1e-10));
   EXPECT_TRUE(close_on_host(mm(zeros({3, 0}, kCUDA), zeros({0, 4}, kCUDA)), zeros({3, 4}), 0));  // k == 0
   Tensor ia = randint(-5, 5, {7, 9}, kInt64), ib = randint(-5, 5, {9, 4}, kInt64);
-  EXPECT_TRUE(close_on_host(mm(ia.cuda(), ib.cuda()), mm(ia, ib), 0));               // integers
+  EXPECT_TRUE(close_on_host(mm(ia.cuda(), ib.cuda()), mm(ia, ib), 0));  // integers
   Tensor big_a = rnd({512, 384}, kFloat32, 5), big_b = rnd({384, 256}, kFloat32, 6);
   Tensor ref = mm(big_a.to(kFloat64), big_b.to(kFloat64));
-  EXPECT_TRUE(close_on_host(mm(big_a.cuda(), big_b.cuda()), ref, 1e-3));             // float32, no TF32
+  EXPECT_TRUE(close_on_host(mm(big_a.cuda(), big_b.cuda()), ref, 1e-3));  // float32, no TF32
   cuda::set_allow_tf32(true);
-  EXPECT_TRUE(close_on_host(mm(big_a.cuda(), big_b.cuda()), ref, 5e-2));             // TF32: ~3 digits
+  EXPECT_TRUE(close_on_host(mm(big_a.cuda(), big_b.cuda()), ref, 5e-2));  // TF32: ~3 digits
   cuda::set_allow_tf32(false);
   Tensor batched = rnd({10, 31, 29}, kFloat32, 7), bb = rnd({10, 29, 30}, kFloat32, 8);
   EXPECT_TRUE(close_on_host(bmm(batched.cuda(), bb.cuda().transpose(1, 2).contiguous().transpose(1, 2)),
@@ -552,10 +552,9 @@ TEST(CudaKernels, Conv2dConfigurationsAndGradientsMatchTheCpu) {
     int64_t groups;
   };
   std::vector<Case> cases = {
-      {{2, 3, 9, 9}, {4, 3, 3, 3}, {1}, {1}, {1}, 1},
-      {{2, 4, 11, 10}, {6, 2, 3, 2}, {2, 1}, {1, 0}, {1, 2}, 2},
-      {{1, 8, 7, 7}, {8, 1, 3, 3}, {1}, {1}, {1}, 8},      // depthwise
-      {{3, 5, 6, 6}, {2, 5, 1, 1}, {1}, {0}, {1}, 1},      // pointwise
+      {{2, 3, 9, 9}, {4, 3, 3, 3}, {1}, {1}, {1}, 1},   {{2, 4, 11, 10}, {6, 2, 3, 2}, {2, 1}, {1, 0}, {1, 2}, 2},
+      {{1, 8, 7, 7}, {8, 1, 3, 3}, {1}, {1}, {1}, 8},  // depthwise
+      {{3, 5, 6, 6}, {2, 5, 1, 1}, {1}, {0}, {1}, 1},  // pointwise
       {{2, 2, 12, 12}, {3, 2, 5, 5}, {3}, {2}, {2}, 1},
   };
   for (const Case& c : cases) {
@@ -576,12 +575,12 @@ TEST(CudaKernels, Conv2dConfigurationsAndGradientsMatchTheCpu) {
     for (int mode = 0; mode < 2; ++mode) {
       cuda::cudnn::set_benchmark(mode == 0);
       cuda::cudnn::set_deterministic(mode == 1);
-      Tensor y32 = conv2d(x.to(kCUDA, kFloat32), w.to(kCUDA, kFloat32), b.to(kCUDA, kFloat32), c.stride, c.pad, c.dil,
-                          c.groups);
+      Tensor y32 =
+          conv2d(x.to(kCUDA, kFloat32), w.to(kCUDA, kFloat32), b.to(kCUDA, kFloat32), c.stride, c.pad, c.dil, c.groups);
       EXPECT_TRUE(close_on_host(y32, yc, 1e-3)) << "mode " << mode;
-      Tensor gx32 = conv2d_input_grad(gy.to(kCUDA, kFloat32), w.to(kCUDA, kFloat32), {c.x[2], c.x[3]},
-                                      Conv2dParams{{c.stride[0], c.stride.back()}, {c.pad[0], c.pad.back()},
-                                                   {c.dil[0], c.dil.back()}, c.groups});
+      Tensor gx32 = conv2d_input_grad(
+          gy.to(kCUDA, kFloat32), w.to(kCUDA, kFloat32), {c.x[2], c.x[3]},
+          Conv2dParams{{c.stride[0], c.stride.back()}, {c.pad[0], c.pad.back()}, {c.dil[0], c.dil.back()}, c.groups});
       EXPECT_TRUE(close_on_host(gx32, xc.grad(), 1e-3)) << "mode " << mode;
     }
     cuda::cudnn::set_benchmark(false);
@@ -714,24 +713,24 @@ TEST(CudaKernels, FusedOptimizerStepsFollowTheCpu) {
         EXPECT_TRUE(close_on_host(d, c, tol)) << what << " n=" << n << " " << dtype_name(dt);
       };
       both(optim::AdamOptions{.lr = 0.01}, std::type_identity<optim::Adam>{}, "adam");
-      both(optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .maximize = true},
-                std::type_identity<optim::Adam>{}, "adam L2 maximize");
+      both(optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .maximize = true}, std::type_identity<optim::Adam>{},
+           "adam L2 maximize");
       both(optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1}, std::type_identity<optim::AdamW>{}, "adamw");
       both(optim::AdamOptions{.lr = 0.01, .betas = {0.9, 0.5}, .amsgrad = true}, std::type_identity<optim::Adam>{},
-                "adam amsgrad");
-      both(optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true},
-                std::type_identity<optim::AdamW>{}, "adamw amsgrad");
+           "adam amsgrad");
+      both(optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true}, std::type_identity<optim::AdamW>{},
+           "adamw amsgrad");
       both(optim::RMSpropOptions{.lr = 0.01}, std::type_identity<optim::RMSprop>{}, "rmsprop");
       both(optim::RMSpropOptions{.lr = 0.01, .weight_decay = 0.1, .momentum = 0.9, .centered = true},
-                std::type_identity<optim::RMSprop>{}, "rmsprop centered momentum");
-      both(optim::RMSpropOptions{.lr = 0.01, .momentum = 0.5, .maximize = true},
-                std::type_identity<optim::RMSprop>{}, "rmsprop momentum maximize");
+           std::type_identity<optim::RMSprop>{}, "rmsprop centered momentum");
+      both(optim::RMSpropOptions{.lr = 0.01, .momentum = 0.5, .maximize = true}, std::type_identity<optim::RMSprop>{},
+           "rmsprop momentum maximize");
       both(optim::AdagradOptions{.lr = 0.1}, std::type_identity<optim::Adagrad>{}, "adagrad");
       both(optim::AdagradOptions{.lr = 0.1, .lr_decay = 0.1, .weight_decay = 0.1, .initial_accumulator_value = 0.1},
-                std::type_identity<optim::Adagrad>{}, "adagrad decay");
+           std::type_identity<optim::Adagrad>{}, "adagrad decay");
       both(optim::AdadeltaOptions{.lr = 1.0}, std::type_identity<optim::Adadelta>{}, "adadelta");
       both(optim::AdadeltaOptions{.lr = 0.5, .rho = 0.5, .weight_decay = 0.1, .maximize = true},
-                std::type_identity<optim::Adadelta>{}, "adadelta rho maximize");
+           std::type_identity<optim::Adadelta>{}, "adadelta rho maximize");
     }
   }
 }

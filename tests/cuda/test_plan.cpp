@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "core/impl.h"
 #include "cuda/cudnn_plan.h"
 #include "cuda/deferred_checks.h"
 #include "cuda/driver_reason.h"
@@ -15,7 +16,6 @@
 #include "cuda/index_plan.h"
 #include "cuda/iter.h"
 #include "cuda/reduce_plan.h"
-#include "core/impl.h"
 #include "nabla.h"
 
 namespace nabla::cuda {
@@ -23,8 +23,8 @@ namespace {
 
 TEST(CudaPlan, IntDividerMatchesDivision) {
   std::mt19937 rng(7);
-  std::vector<uint32_t> divisors = {1, 2, 3, 5, 7, 10, 31, 32, 33, 255, 256, 1000, 65535, 65536, 1u << 20,
-                                    (1u << 31) - 1, 1u << 31};
+  std::vector<uint32_t> divisors = {
+      1, 2, 3, 5, 7, 10, 31, 32, 33, 255, 256, 1000, 65535, 65536, 1u << 20, (1u << 31) - 1, 1u << 31};
   for (int i = 0; i < 200; ++i) divisors.push_back(1 + rng() % 100000);
   for (uint32_t d : divisors) {
     IntDivider div(d);
@@ -232,7 +232,8 @@ TEST(CudaPlan, ReducePiecesCoverEachOutputExactlyOnce) {
     }
   }
   // The real limit: a 1-D sum of 3 * 2^30 elements becomes two pieces, the second starting at 2^31 - 1.
-  std::vector<ReducePiece> big = plan_reduce_pieces(IntArrayRef({3LL << 30}), IntArrayRef({1}), IntArrayRef({1}), {true}, 132);
+  std::vector<ReducePiece> big =
+      plan_reduce_pieces(IntArrayRef({3LL << 30}), IntArrayRef({1}), IntArrayRef({1}), {true}, 132);
   ASSERT_EQ(big.size(), 2u);
   EXPECT_EQ(big[1].offset, kMax32);
   EXPECT_EQ(big[0].plan.nred + big[1].plan.nred, 3LL << 30);
@@ -305,8 +306,10 @@ TEST(CudaPlan, ConvAlgoAcceptableKeepsCudnnOrderAndFilters) {
 }
 
 TEST(CudaPlan, ConvAlgoFallsBackToTheNextThatRuns) {
-  std::vector<ca::Candidate> list = {{.algo = 7, .workspace = 100}, {.algo = 5, .workspace = 1 << 30},
-                                     {.algo = 4, .workspace = 200}, {.algo = 3, .workspace = 50},
+  std::vector<ca::Candidate> list = {{.algo = 7, .workspace = 100},
+                                     {.algo = 5, .workspace = 1 << 30},
+                                     {.algo = 4, .workspace = 200},
+                                     {.algo = 3, .workspace = 50},
                                      {.algo = 1, .workspace = 0}};
   std::vector<int> tried;
   // 7 is not supported, 5's workspace is over the limit (never tried), 4 fails to run, 3's
@@ -324,27 +327,33 @@ TEST(CudaPlan, ConvAlgoFallsBackToTheNextThatRuns) {
   EXPECT_EQ(tried, (std::vector<int>{7, 4, 3, 1}));
   // The first that runs wins at once.
   tried.clear();
-  EXPECT_EQ(ca::first_that_runs(list, size_t(1) << 40, [&](const ca::Candidate& c) {
-              tried.push_back(c.algo);
-              return ca::Outcome::ran;
-            }, "conv"), 0u);
+  EXPECT_EQ(ca::first_that_runs(
+                list, size_t(1) << 40,
+                [&](const ca::Candidate& c) {
+                  tried.push_back(c.algo);
+                  return ca::Outcome::ran;
+                },
+                "conv"),
+            0u);
   EXPECT_EQ(tried, (std::vector<int>{7}));
 }
 
 TEST(CudaPlan, ConvAlgoErrorSaysWhatHappenedToEach) {
   std::vector<ca::Candidate> list = {{.algo = 2, .workspace = 10}, {.algo = 0, .workspace = 4096}};
   try {
-    ca::first_that_runs(list, 1000, [](const ca::Candidate&) { return ca::Outcome::not_supported; },
-                        "conv_weight_grad");
+    ca::first_that_runs(
+        list, 1000, [](const ca::Candidate&) { return ca::Outcome::not_supported; }, "conv_weight_grad");
     ADD_FAILURE() << "no error";
   } catch (const CudaError& e) {
     std::string m = e.what();
     EXPECT_NE(m.find("conv_weight_grad: no cuDNN convolution algorithm ran"), std::string::npos) << m;
     EXPECT_NE(m.find("algorithm 2 (workspace 10 bytes): not supported"), std::string::npos) << m;
     EXPECT_NE(m.find("algorithm 0 (workspace 4096 bytes): workspace larger than the memory available"),
-              std::string::npos) << m;
+              std::string::npos)
+        << m;
   }
-  EXPECT_THROW(ca::first_that_runs({}, 1000, [](const ca::Candidate&) { return ca::Outcome::ran; }, "conv"),
+  EXPECT_THROW(ca::first_that_runs(
+                   {}, 1000, [](const ca::Candidate&) { return ca::Outcome::ran; }, "conv"),
                CudaError);
 }
 
@@ -356,11 +365,14 @@ TEST(CudaPlan, DriverTooOldIsExplainedWithVersions) {
   EXPECT_NE(r.find("built with the CUDA 13.0 runtime (CUDA 13 needs driver 580 or newer)"), std::string::npos) << r;
   EXPECT_NE(r.find("update the driver"), std::string::npos) << r;
   EXPECT_NE(r.find("(cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime version "
-                   "(cudaErrorInsufficientDriver))"), std::string::npos) << r;
+                   "(cudaErrorInsufficientDriver))"),
+            std::string::npos)
+      << r;
   // No driver at all: the runtime answers the same error, and the driver version 0.
   r = device_count_failure("cudaErrorInsufficientDriver", "CUDA driver version is insufficient", 0, 12080);
-  EXPECT_EQ(r, "no NVIDIA driver is installed (cudaGetDeviceCount: CUDA driver version is insufficient "
-               "(cudaErrorInsufficientDriver))");
+  EXPECT_EQ(r,
+            "no NVIDIA driver is installed (cudaGetDeviceCount: CUDA driver version is insufficient "
+            "(cudaErrorInsufficientDriver))");
   EXPECT_EQ(device_count_failure("cudaErrorNoDevice", "no CUDA-capable device is detected", 13000, 13000),
             "the CUDA driver reports no GPU");
   EXPECT_EQ(device_count_failure("cudaErrorUnknown", "unknown error", 13000, 13000),
@@ -385,11 +397,11 @@ TEST(CudaPlan, BatchNormGoesToCudnnWithinPytorchsLimits) {
 // the batch, each as large as fits.
 TEST(CudaPlan, ConvBatchChunkKeepsEachCallWithinInt) {
   const int64_t max_int = 2147483647;
-  EXPECT_EQ(conv_batch_chunk(64, 1000, 2000), 64);                      // fits: one call
-  EXPECT_EQ(conv_batch_chunk(1025, 1 << 21, 1 << 21), 1023);            // 1025 * 2^21 > 2^31 - 1
-  EXPECT_EQ(conv_batch_chunk(1025, 1 << 20, 1 << 21), 1023);            // the larger of input and output
+  EXPECT_EQ(conv_batch_chunk(64, 1000, 2000), 64);            // fits: one call
+  EXPECT_EQ(conv_batch_chunk(1025, 1 << 21, 1 << 21), 1023);  // 1025 * 2^21 > 2^31 - 1
+  EXPECT_EQ(conv_batch_chunk(1025, 1 << 20, 1 << 21), 1023);  // the larger of input and output
   EXPECT_EQ(conv_batch_chunk(3, max_int, 1), 1);
-  EXPECT_EQ(conv_batch_chunk(3, max_int + 1, 1), 0);                     // one image too large: an error
+  EXPECT_EQ(conv_batch_chunk(3, max_int + 1, 1), 0);  // one image too large: an error
   EXPECT_EQ(conv_batch_chunk(5, 0, 0), 5);
   std::mt19937_64 rng(9);
   for (int i = 0; i < 1000; ++i) {
@@ -495,9 +507,7 @@ TEST(CudaPlan, DeferredChecksReportPerStreamInOrderAndFreeTheirSlots) {
   try {
     run_reports(done, record);
     FAIL() << "expected an IndexError";
-  } catch (const IndexError& e) {
-    EXPECT_EQ(std::string(e.what()), "a-first: index 9");
-  }
+  } catch (const IndexError& e) { EXPECT_EQ(std::string(e.what()), "a-first: index 9"); }
   EXPECT_EQ(ran, (std::vector<std::string>{"b1", "a-first"}));
   EXPECT_TRUE(book.streams().empty());
   // Order survives slot reuse: a check made later in a lower slot reports later.

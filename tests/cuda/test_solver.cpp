@@ -165,7 +165,6 @@ TEST(CudaSolver, PlanDtypeDispatchAndWorkspaceSizes) {
   EXPECT_EQ(workspace_bytes(0, Scalar::f64), 8u);  // never a null workspace
 }
 
-
 // ---- host: the device forwards of core/linalg/ through LAPACK ------------------------------------
 //
 // LAPACK itself behind core/linalg/solver.h's interface, registered for CPU tensors: the ops then
@@ -279,7 +278,7 @@ void fake_getrs(bool transpose, const Tensor& lu, const Tensor& ipiv, const Tens
     int inf = 0;
     for (int64_t i = 0; i < a.count; ++i)
       lp::getrs(transpose ? 'T' : 'N', a.rows, x.cols, mat<T>(lu, a, i), a.ld, ipiv.data_ptr<int>() + i * a.rows,
-                    mat<T>(rhs, x, i), x.ld, &inf);
+                mat<T>(rhs, x, i), x.ld, &inf);
   });
 }
 void fake_potrf(bool upper, const Tensor& a, const Tensor& info) {
@@ -299,7 +298,7 @@ void fake_geqrf(const Tensor& a, const Tensor& tau) {
     int inf = 0;
     for (int64_t i = 0; i < b.count; ++i)
       lp::geqrf(b.rows, b.cols, mat<T>(a, b, i), b.ld, tau.data_ptr<T>() + i * k, work.data(),
-                    static_cast<int>(work.size()), &inf);
+                static_cast<int>(work.size()), &inf);
   });
 }
 void fake_orgqr(const Tensor& q, const Tensor& tau) {
@@ -311,7 +310,7 @@ void fake_orgqr(const Tensor& q, const Tensor& tau) {
     int inf = 0;
     for (int64_t i = 0; i < b.count; ++i)
       lp::orgqr(b.rows, b.cols, k, mat<T>(q, b, i), b.ld, tau.data_ptr<T>() + i * k, work.data(),
-                    static_cast<int>(work.size()), &inf);
+                static_cast<int>(work.size()), &inf);
   });
 }
 void fake_syevd(bool vectors, bool upper, const Tensor& a, const Tensor& w, const Tensor& info) {
@@ -322,9 +321,8 @@ void fake_syevd(bool vectors, bool upper, const Tensor& a, const Tensor& w, cons
     std::vector<T> work(2 * n * n + 6 * n + 1 + 64);
     std::vector<int> iwork(5 * n + 3);
     for (int64_t i = 0; i < b.count; ++i)
-      lp::syevd(vectors ? 'V' : 'N', upper ? 'U' : 'L', n, mat<T>(a, b, i), b.ld, w.data_ptr<T>() + i * n,
-                    work.data(), static_cast<int>(work.size()), iwork.data(), static_cast<int>(iwork.size()),
-                    info.data_ptr<int>() + i);
+      lp::syevd(vectors ? 'V' : 'N', upper ? 'U' : 'L', n, mat<T>(a, b, i), b.ld, w.data_ptr<T>() + i * n, work.data(),
+                static_cast<int>(work.size()), iwork.data(), static_cast<int>(iwork.size()), info.data_ptr<int>() + i);
   });
 }
 // gesdd, with V^T turned into V as cuSOLVER's gesvdj returns it.
@@ -347,12 +345,13 @@ void fake_gesvd(const Tensor& a, const Tensor& s, const Tensor& u, const Tensor&
     std::vector<int> iwork(8 * k + 1);
     for (int64_t i = 0; i < b.count; ++i) {
       lp::gesdd(jobz, m, n, mat<T>(a, b, i), b.ld, s.data_ptr<T>() + i * k, vectors ? mat<T>(u, bu, i) : u1.data(),
-                    vectors ? bu.ld : 1, vt.data(), vectors ? std::max(vrows, 1) : 1, work.data(),
-                    static_cast<int>(work.size()), iwork.data(), info.data_ptr<int>() + i);
+                vectors ? bu.ld : 1, vt.data(), vectors ? std::max(vrows, 1) : 1, work.data(),
+                static_cast<int>(work.size()), iwork.data(), info.data_ptr<int>() + i);
       if (!vectors) continue;
       T* pv = mat<T>(v, bv, i);
       for (int r = 0; r < n; ++r)
-        for (int c = 0; c < bv.cols; ++c) pv[r + static_cast<int64_t>(c) * bv.ld] = vt[c + static_cast<size_t>(r) * vrows];
+        for (int c = 0; c < bv.cols; ++c)
+          pv[r + static_cast<int64_t>(c) * bv.ld] = vt[c + static_cast<size_t>(r) * vrows];
     }
   });
 }
@@ -384,9 +383,7 @@ template <class F>
 std::string message_of(F&& f) {
   try {
     f();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
+  } catch (const ValueError& e) { return e.what(); }
   return "no error";
 }
 
@@ -403,7 +400,8 @@ TEST(CudaSolver, DeviceForwardsThroughLapackMatchTheHostPath) {
     Tensor X = randn({2, n, n}, dtype(dt));
     Tensor S = matmul(X, X.mT()) + eye(n, std::nullopt, dtype(dt)) * 5.0;
     Tensor Y = X + X.mT();
-    for (auto [name, M] : {std::pair<std::string, Tensor>{"A", A}, {"At", At}, {"Ap", Ap}, {"A0", A.select(0, 1).select(0, 2)}}) {
+    for (auto [name, M] :
+         {std::pair<std::string, Tensor>{"A", A}, {"At", At}, {"Ap", Ap}, {"A0", A.select(0, 1).select(0, 2)}}) {
       add("inv " + name, linalg::inv(M));
       add("det " + name, linalg::det(M));
       auto [sg, la] = linalg::slogdet(M);
@@ -474,8 +472,8 @@ TEST(CudaSolver, DeviceForwardsThroughLapackRaiseTheHostErrors) {
     S.select(0, 2).select(0, 1).select(0, 1).fill_(-1.0);  // batch element 2: leading minor of order 2
     Tensor B = randn({3, 3, 2}, dtype(dt));
     const std::vector<std::function<void()>> calls = {
-        [&] { linalg::inv(A); },           [&] { linalg::solve(A, B); },       [&] { linalg::inv(A.select(0, 1)); },
-        [&] { linalg::cholesky(S); },      [&] { linalg::cholesky(S.mT()); }, [&] { linalg::cholesky(S.select(0, 2)); }};
+        [&] { linalg::inv(A); },      [&] { linalg::solve(A, B); },      [&] { linalg::inv(A.select(0, 1)); },
+        [&] { linalg::cholesky(S); }, [&] { linalg::cholesky(S.mT()); }, [&] { linalg::cholesky(S.select(0, 2)); }};
     for (size_t i = 0; i < calls.size(); ++i) {
       const std::string host = message_of(calls[i]);
       ASSERT_NE(host, "no error") << i;
@@ -532,9 +530,7 @@ template <class F>
 std::string error_of(F&& f) {
   try {
     f();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
+  } catch (const ValueError& e) { return e.what(); }
   return "no error";
 }
 
@@ -560,7 +556,7 @@ TEST(CudaSolver, GpuInvSolveDetMatchCpu) {
       Tensor Ac = A.to(kCUDA);
       SCOPED_TRACE(internal::str(dt, " ", shape));
       EXPECT_TRUE(close_on_host(linalg::inv(Ac), linalg::inv(A), tol));
-      EXPECT_TRUE(close_on_host(linalg::inv(Ac.mT()), linalg::inv(A.mT()), tol));  // transposed matrices
+      EXPECT_TRUE(close_on_host(linalg::inv(Ac.mT()), linalg::inv(A.mT()), tol));               // transposed matrices
       if (shape.back() <= 6) EXPECT_TRUE(close_on_host(linalg::det(Ac), linalg::det(A), tol));  // 140 x 140: inf
       auto [s, l] = linalg::slogdet(Ac);
       auto [s0, l0] = linalg::slogdet(A);
@@ -606,7 +602,8 @@ TEST(CudaSolver, GpuSingularInputsRaiseTheCpuErrorsWithTheBatchElement) {
     EXPECT_NE(cpu_solve.find("(Batch element 1)"), std::string::npos) << cpu_solve;
     EXPECT_EQ(head(error_of([&] { linalg::solve(Ac, B.to(kCUDA)); })), head(cpu_solve));
     // One matrix (the looped path) and 140 x 140 ones (looped batch).
-    EXPECT_EQ(head(error_of([&] { linalg::inv(Ac.select(0, 1)); })), head(error_of([&] { linalg::inv(A.select(0, 1)); })));
+    EXPECT_EQ(head(error_of([&] { linalg::inv(Ac.select(0, 1)); })),
+              head(error_of([&] { linalg::inv(A.select(0, 1)); })));
     Tensor big = well_conditioned({2, 140, 140}, dt);
     big.select(0, 1).select(0, 7).fill_(0);
     EXPECT_EQ(head(error_of([&] { linalg::inv(big.to(kCUDA)); })), head(error_of([&] { linalg::inv(big); })));
@@ -713,9 +710,11 @@ TEST(CudaSolver, GpuSvdMatchesCpu) {
         Tensor Ur = U.narrow(-1, 0, k), Vr = Vh.narrow(-2, 0, k);
         EXPECT_TRUE(close_on_host(matmul(Ur * S.unsqueeze(-2), Vr), A, tol_for(dt) * 10));
         const int64_t uc = U.sizes().back(), vr = Vh.sizes()[Vh.dim() - 2];
-        EXPECT_TRUE(close_on_host(matmul(U.mT(), U), eye(uc, std::nullopt, dtype(dt)).expand(with_last(U.sizes(), uc, uc)),
+        EXPECT_TRUE(close_on_host(matmul(U.mT(), U),
+                                  eye(uc, std::nullopt, dtype(dt)).expand(with_last(U.sizes(), uc, uc)),
                                   tol_for(dt) * 10));
-        EXPECT_TRUE(close_on_host(matmul(Vh, Vh.mT()), eye(vr, std::nullopt, dtype(dt)).expand(with_last(Vh.sizes(), vr, vr)),
+        EXPECT_TRUE(close_on_host(matmul(Vh, Vh.mT()),
+                                  eye(vr, std::nullopt, dtype(dt)).expand(with_last(Vh.sizes(), vr, vr)),
                                   tol_for(dt) * 10));
       }
       EXPECT_TRUE(close_on_host(linalg::svdvals(Ac), linalg::svdvals(A), tol_for(dt) * 10));
@@ -736,9 +735,7 @@ TEST(CudaSolver, GpuGradientsThroughRoutedForwardsMatchCpu) {
     f(p).sum().backward();
     return p.grad();
   };
-  auto both = [&](const Tensor& x, auto&& f) {
-    EXPECT_TRUE(close_on_host(grad(x.to(kCUDA), f), grad(x, f), 1e-8));
-  };
+  auto both = [&](const Tensor& x, auto&& f) { EXPECT_TRUE(close_on_host(grad(x.to(kCUDA), f), grad(x, f), 1e-8)); };
   both(A, [](const Tensor& p) { return linalg::inv(p); });
   both(A, [](const Tensor& p) { return linalg::det(p); });
   both(A, [](const Tensor& p) { return std::get<1>(linalg::slogdet(p)); });

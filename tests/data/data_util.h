@@ -47,7 +47,8 @@ inline std::vector<uint8_t> read_bytes(const std::string& path) {
 }
 
 // An IDX file's bytes: magic 0x0000TTNN, big-endian dims, then `payload` as given.
-inline std::vector<uint8_t> idx_bytes(uint8_t type, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& payload) {
+inline std::vector<uint8_t> idx_bytes(uint8_t type, const std::vector<uint32_t>& dims,
+                                      const std::vector<uint8_t>& payload) {
   std::vector<uint8_t> b = {0, 0, type, static_cast<uint8_t>(dims.size())};
   for (uint32_t d : dims)
     for (int k = 3; k >= 0; --k) b.push_back(static_cast<uint8_t>(d >> (8 * k)));

@@ -12,8 +12,8 @@
 #include <fstream>
 
 #include "core/sanitizer.h"
-#include "nabla.h"
 #include "data_util.h"
+#include "nabla.h"
 
 using namespace nabla;
 namespace data = nabla::data;
@@ -57,7 +57,8 @@ std::string repo_data_dir(const char* env, const std::string& sub) {
 TEST(DataIdx, RoundTripsEveryTypePlainAndGzip) {
   TempDir dir;
   std::vector<Tensor> tensors = {arange(24, kUInt8).view({2, 3, 4}), tensor(std::vector<int32_t>{-5, 7, 1 << 30}),
-                                 tensor({{1.5f, -2.25f}, {1e30f, 0.f}}), tensor(std::vector<double>{3.141592653589793, -1e-300})};
+                                 tensor({{1.5f, -2.25f}, {1e30f, 0.f}}),
+                                 tensor(std::vector<double>{3.141592653589793, -1e-300})};
   for (bool gz : {false, true})
     for (size_t k = 0; k < tensors.size(); ++k) {
       std::string path = dir / ("t" + std::to_string(k) + (gz ? ".gz" : ""));
@@ -104,17 +105,20 @@ TEST(DataIdx, RejectsTruncatedAndOversizedFiles) {
   std::vector<uint8_t> payload(1000, 7);
   auto bytes = idx_bytes(0x08, {60000, 28, 28}, payload);
   write_bytes(p, bytes);
-  expect_io_error([&] { data::read_idx(p); }, {p, "truncated", "60000 x 28 x 28 u8 (47040000 bytes of data)", "only 1000 bytes"});
+  expect_io_error([&] { data::read_idx(p); },
+                  {p, "truncated", "60000 x 28 x 28 u8 (47040000 bytes of data)", "only 1000 bytes"});
   // The same, gzip-compressed: 1039 bytes of gzip cannot hold 47 MB (deflate expands at most
   // 1032 times), an error before anything is allocated or decompressed.
   write_bytes(p, gzip_stored(bytes));
-  expect_io_error([&] { data::read_idx(p); },
-                  {p, "47040000 bytes of data", "a gzip file of 1039 bytes cannot hold that much", "decompression bomb"});
+  expect_io_error(
+      [&] { data::read_idx(p); },
+      {p, "47040000 bytes of data", "a gzip file of 1039 bytes cannot hold that much", "decompression bomb"});
   write_bytes(p, gzip_stored(idx_bytes(0x08, {0xFFFFu, 0xFFFFu}, std::vector<uint8_t>(70000, 1))));
   expect_io_error([&] { data::read_idx(p); }, {p, "4294836225 bytes of data", "cannot hold that much"});
   // A plausible size that the decompressed data falls short of.
   write_bytes(p, gzip_stored(idx_bytes(0x08, {3000}, std::vector<uint8_t>(1000, 1))));
-  expect_io_error([&] { data::read_idx(p); }, {p, "truncated", "3000 bytes of data", "decompressed file has only 1000 bytes"});
+  expect_io_error([&] { data::read_idx(p); },
+                  {p, "truncated", "3000 bytes of data", "decompressed file has only 1000 bytes"});
   std::vector<uint8_t> small_plain = idx_bytes(0x08, {10}, std::vector<uint8_t>(10, 1));
   auto gz = gzip_bytes(dir, idx_bytes(0x08, {1000}, std::vector<uint8_t>(1000, 3)));
   // Trailing bytes after the declared data.
@@ -246,9 +250,7 @@ TEST(DataMNIST, LoadsGeneratedFilesPlainAndGzip) {
   try {
     train.get(5);
     ADD_FAILURE() << "expected IndexError";
-  } catch (const IndexError& e) {
-    EXPECT_STREQ(e.what(), "MNIST: index 5 is out of range for 5 examples");
-  }
+  } catch (const IndexError& e) { EXPECT_STREQ(e.what(), "MNIST: index 5 is out of range for 5 examples"); }
 
   data::FashionMNIST test(dir / "gz", data::Split::test, data::Normalize({0.5}, {0.5}));
   EXPECT_EQ(test.size(), 5);
@@ -303,11 +305,13 @@ TEST(DataMNIST, ComparesTheHeadersBeforeReadingEither) {
     };
     std::vector<uint8_t> file = member(idx_bytes(0x08, {1048576, 28, 28}, {}));
     const std::vector<uint8_t> zeros = member(std::vector<uint8_t>(256 << 10, 0));
-    for (uint64_t done = 0; done < uint64_t(1048576) * 28 * 28; done += 256 << 10) file.insert(file.end(), zeros.begin(), zeros.end());
+    for (uint64_t done = 0; done < uint64_t(1048576) * 28 * 28; done += 256 << 10)
+      file.insert(file.end(), zeros.begin(), zeros.end());
     write_bytes(images, file);
   }
   write_bytes(dir / "train-labels-idx1-ubyte", idx_bytes(0x08, {10000}, std::vector<uint8_t>(10000, 3)));
-  EXPECT_GT(std::filesystem::file_size(images), uint64_t(1048576) * 28 * 28 / 1032) << "a file that can hold what it declares";
+  EXPECT_GT(std::filesystem::file_size(images), uint64_t(1048576) * 28 * 28 / 1032)
+      << "a file that can hold what it declares";
   const data::IdxInfo info = data::read_idx_info(images);
   EXPECT_EQ(info.dims, (std::vector<int64_t>{1048576, 28, 28}));
   EXPECT_EQ(info.dtype, kUInt8);
@@ -326,14 +330,18 @@ TEST(DataMNIST, ComparesTheHeadersBeforeReadingEither) {
       code = 2;
     } catch (const IOError& e) {
       const std::string msg = e.what();
-      code = msg.find("has 10000 labels but '" + images + "' has 1048576 images (compared from the headers") != std::string::npos ? 0 : 3;
+      code = msg.find("has 10000 labels but '" + images + "' has 1048576 images (compared from the headers") !=
+                     std::string::npos
+                 ? 0
+                 : 3;
       if (code) std::printf("message: %s\n", msg.c_str());
     }
     rusage ru{};
     ::getrusage(RUSAGE_SELF, &ru);
     const double peak_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
     std::printf("MNIST with 1,048,576 images declared and 10,000 labels: an error in %.1f ms, peak memory +%.1f MB\n",
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), peak_mb - before_mb);
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+                peak_mb - before_mb);
     std::fflush(stdout);
 #ifdef NABLA_ASAN
     const bool measured = false;  // AddressSanitizer's allocator changes resident memory
@@ -353,7 +361,8 @@ TEST(DataMNIST, ComparesTheHeadersBeforeReadingEither) {
 
 TEST(DataMNIST, RealFilesWhenPresent) {
   std::string root = repo_data_dir("NABLA_MNIST_DIR", "mnist");
-  if (!std::filesystem::exists(root + "/train-images-idx3-ubyte") && !std::filesystem::exists(root + "/train-images-idx3-ubyte.gz"))
+  if (!std::filesystem::exists(root + "/train-images-idx3-ubyte") &&
+      !std::filesystem::exists(root + "/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "MNIST is not in " << root << " (run scripts/get-data.sh)";
   data::MNIST train(root, data::Split::train), test(root, data::Split::test);
   EXPECT_EQ(train.size(), 60000);
@@ -423,7 +432,8 @@ TEST(DataCIFAR, LoadsGeneratedBatches) {
   EXPECT_EQ(train.get(9).target.item<int64_t>(), 6);  // batch 5, record 1: label (5 + 1) % 10
 
   write_bytes(bin + "/test_batch.bin", std::vector<uint8_t>(3073 * 2 + 5));
-  expect_io_error([&] { data::CIFAR10 c(bin, data::Split::test); }, {bin + "/test_batch.bin", "not a positive multiple"});
+  expect_io_error([&] { data::CIFAR10 c(bin, data::Split::test); },
+                  {bin + "/test_batch.bin", "not a positive multiple"});
   auto bad = cifar_records(2, 0);
   bad[3073] = 10;
   write_bytes(bin + "/test_batch.bin", bad);
@@ -480,7 +490,8 @@ TEST(DataImage, CorruptFilesAreClearErrors) {
   data::save_image(dir / "ok.png", pattern_image(16, 16, 3));
   auto png = read_bytes(dir / "ok.png");
   write_bytes(dir / "garbage.png", std::vector<uint8_t>(100, 0x42));
-  expect_io_error([&] { data::load_image(dir / "garbage.png"); }, {dir / "garbage.png", "not a readable PNG, JPEG or BMP"});
+  expect_io_error([&] { data::load_image(dir / "garbage.png"); },
+                  {dir / "garbage.png", "not a readable PNG, JPEG or BMP"});
   write_bytes(dir / "empty.png", {});
   expect_io_error([&] { data::load_image(dir / "empty.png"); }, {dir / "empty.png", "empty"});
   expect_io_error([&] { data::load_image(dir / "missing.png"); }, {dir / "missing.png"});
@@ -495,17 +506,20 @@ TEST(DataImage, CorruptFilesAreClearErrors) {
   };
   set_png_size(10000);
   write_bytes(dir / "huge.png", huge);
-  expect_io_error([&] { data::load_image(dir / "huge.png"); }, {dir / "huge.png", "10000x10000 pixels, over the limit"});
+  expect_io_error([&] { data::load_image(dir / "huge.png"); },
+                  {dir / "huge.png", "10000x10000 pixels, over the limit"});
   // ... read from IHDR before libpng sees the file (whose CRC, not updated here, is wrong).
   set_png_size(100000);
   write_bytes(dir / "huge.png", huge);
-  expect_io_error([&] { data::load_image(dir / "huge.png"); }, {dir / "huge.png", "100000x100000 pixels, over the limit"});
+  expect_io_error([&] { data::load_image(dir / "huge.png"); },
+                  {dir / "huge.png", "100000x100000 pixels, over the limit"});
   // Within the limits, the wrong CRC is libpng's error.
   set_png_size(20);
   write_bytes(dir / "crc.png", huge);
   expect_io_error([&] { data::load_image(dir / "crc.png"); },
                   {dir / "crc.png", "looks like a PNG file but its header is corrupt", "CRC error"});
-  expect_io_error([&] { data::load_image(dir / "ok.png", 0, {.max_width = 8}); }, {"16x16 pixels, over the limit of 8x16384"});
+  expect_io_error([&] { data::load_image(dir / "ok.png", 0, {.max_width = 8}); },
+                  {"16x16 pixels, over the limit of 8x16384"});
   EXPECT_THROW(data::load_image(dir / "ok.png", 5), ValueError);
 }
 
@@ -553,7 +567,11 @@ TEST(DataImageFolder, ReadsATreeOfImages) {
   data::ImageFolder broken(root, {.transform = data::Resize(3, 3)});
   expect_io_error([&] { broken.get(3); }, {root + "/dog/e.png"});
   data::DataLoader broken_loader(broken, {.batch_size = 2, .num_workers = 2});
-  expect_io_error([&] { for (auto& batch : broken_loader) (void)batch; }, {root + "/dog/e.png"});
+  expect_io_error(
+      [&] {
+        for (auto& batch : broken_loader) (void)batch;
+      },
+      {root + "/dog/e.png"});
 
   std::filesystem::create_directories(root + "/empty");
   expect_io_error([&] { data::ImageFolder f(root); }, {root + "/empty", "has no images"});

@@ -82,7 +82,8 @@ TEST(DataDataset, TensorDatasetGetAndBatch) {
 }
 
 TEST(DataDataset, CollateStacksAndNamesMismatches) {
-  std::vector<data::Example> ex = {{tensor({1.f, 2.f}), scalar_tensor(3, kInt64)}, {tensor({4.f, 5.f}), scalar_tensor(6, kInt64)}};
+  std::vector<data::Example> ex = {{tensor({1.f, 2.f}), scalar_tensor(3, kInt64)},
+                                   {tensor({4.f, 5.f}), scalar_tensor(6, kInt64)}};
   auto b = data::collate(ex);
   EXPECT_EQ(b.data.sizes(), (Shape{2, 2}));
   EXPECT_EQ(to_vec(b.target), (std::vector<int64_t>{3, 6}));
@@ -91,7 +92,8 @@ TEST(DataDataset, CollateStacksAndNamesMismatches) {
     data::collate(ex);
     FAIL() << "expected ShapeError";
   } catch (const ShapeError& err) {
-    EXPECT_NE(std::string(err.what()).find("example 2 has data of shape [3] but example 0 has [2]"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("example 2 has data of shape [3] but example 0 has [2]"), std::string::npos)
+        << err.what();
   }
   std::vector<data::Example> unlabeled = {{tensor({1.f}), {}}, {tensor({2.f}), {}}};
   EXPECT_FALSE(data::collate(unlabeled).target.defined());
@@ -192,7 +194,8 @@ TEST(DataSampler, WeightedFollowsWeights) {
   EXPECT_EQ(std::set<int64_t>(distinct.begin(), distinct.end()), (std::set<int64_t>{0, 1, 3, 4}));
   // Heavier items come first more often.
   int first_is_0 = 0;
-  for (int e = 0; e < 2000; ++e) first_is_0 += data::WeightedRandomSampler({5, 1, 1, 1}, 4, false).indices(1, e)[0] == 0;
+  for (int e = 0; e < 2000; ++e)
+    first_is_0 += data::WeightedRandomSampler({5, 1, 1, 1}, 4, false).indices(1, e)[0] == 0;
   EXPECT_NEAR(first_is_0 / 2000.0, 5.0 / 8.0, 0.04);
   EXPECT_THROW(data::WeightedRandomSampler({1, 0}, 2, false), ValueError);
   EXPECT_THROW(data::WeightedRandomSampler({1, -1}, 2), ValueError);
@@ -270,10 +273,8 @@ TEST(DataLoader, WorkersGiveTheSameBatchesInOrder) {
         Tensor diff = batch.data.select(1, 0) - batch.target.to(kFloat32);
         EXPECT_TRUE(diff.ge(0).all().item<bool>() && diff.lt(1).all().item<bool>());
       }
-      if (workers == 0)
-        reference.push_back(values);
-      else
-        EXPECT_EQ(values, reference[static_cast<size_t>(epoch)]) << workers << " workers, epoch " << epoch;
+      if (workers == 0) reference.push_back(values);
+      else EXPECT_EQ(values, reference[static_cast<size_t>(epoch)]) << workers << " workers, epoch " << epoch;
     }
   }
   EXPECT_NE(reference[0], reference[1]);
@@ -307,10 +308,11 @@ TEST(DataLoader, ExceptionInFirstBatchAndInCollate) {
   Instrumented ds{.n = 8, .bad = 0};
   data::DataLoader loader(ds, {.batch_size = 4, .num_workers = 2});
   EXPECT_THROW(loader.begin(), IOError);
-  data::DataLoader bad_collate(Counting{8}, {.batch_size = 4, .num_workers = 2, .collate = [](std::span<const data::Example>) -> data::Example {
-                                               throw ValueError("collate failed");
-                                             }});
-  EXPECT_THROW(for (auto& b : bad_collate) (void)b, ValueError);
+  data::DataLoader bad_collate(
+      Counting{8}, {.batch_size = 4, .num_workers = 2, .collate = [](std::span<const data::Example>) -> data::Example {
+                      throw ValueError("collate failed");
+                    }});
+  EXPECT_THROW(for (auto& b : bad_collate)(void) b, ValueError);
 }
 
 TEST(DataLoader, EarlyBreakStopsWorkers) {
@@ -347,7 +349,10 @@ TEST(DataLoader, EarlyBreakStopsWorkers) {
 TEST(DataLoader, ResumeMidEpochReplaysTheRest) {
   // Seeded augmentation: the data (2) becomes (1, 2) + noise; the noise shows whether a resumed run
   // reproduces it.
-  auto augment = data::Compose({[](const Tensor& x) { return x.view({1, 2}); }, data::RandomHorizontalFlip(),
+  auto augment = data::Compose({[](const Tensor& x) {
+                                  return x.view({1, 2});
+                                },
+                                data::RandomHorizontalFlip(),
                                 [](const Tensor& x, Generator& g) { return x + data::Rng::from(g).uniform(); }});
   auto ds = data::TransformDataset(Counting{50}, augment);
   data::DataLoader::Options opts{.batch_size = 6, .shuffle = true, .seed = 99, .num_workers = 2};
@@ -405,8 +410,9 @@ TEST(DataLoader, UserDefinedSampler) {
   };
   data::DataLoader loader(Counting{7}, {.batch_size = 3, .sampler = std::make_shared<EvensThenOdds>(7)});
   EXPECT_EQ(epoch_targets(loader), (std::vector<std::vector<int64_t>>{{0, 2, 4}, {6, 1, 3}, {5}}));
-  data::DataLoader weighted(Counting{4}, {.batch_size = 100, .sampler = std::make_shared<data::WeightedRandomSampler>(
-                                                                          std::vector<double>{0, 0, 1, 0}, 100)});
+  data::DataLoader weighted(
+      Counting{4}, {.batch_size = 100,
+                    .sampler = std::make_shared<data::WeightedRandomSampler>(std::vector<double>{0, 0, 1, 0}, 100)});
   EXPECT_EQ(flat(epoch_targets(weighted)), std::vector<int64_t>(100, 2));
   data::DataLoader broken(Counting{4}, {.sampler = std::make_shared<EvensThenOdds>(9)});
   EXPECT_THROW(broken.begin(), IndexError);
@@ -416,7 +422,9 @@ TEST(DataLoader, RejectsBadOptions) {
   EXPECT_THROW(data::DataLoader(Counting{0}), ValueError);
   EXPECT_THROW(data::DataLoader(Counting{3}, {.batch_size = 0}), ValueError);
   EXPECT_THROW(data::DataLoader(Counting{3}, {.num_workers = -1}), ValueError);
-  EXPECT_THROW(data::DataLoader(Counting{3}, {.shuffle = true, .sampler = std::make_shared<data::SequentialSampler>(3)}), ValueError);
+  EXPECT_THROW(
+      data::DataLoader(Counting{3}, {.shuffle = true, .sampler = std::make_shared<data::SequentialSampler>(3)}),
+      ValueError);
   data::DataLoader loader(Counting{3});
   loader.load_state({0, 0, 5});
   EXPECT_THROW(loader.begin(), IndexError);

@@ -34,7 +34,8 @@ TEST(DataTransforms, Normalize) {
   expect_close(data::Normalize({0.5, 0.25}, {0.5, 0.25})(x), tensor({{{0.f, 1.f}}, {{-1.f, 0.f}}}));
   expect_close(data::Normalize({0.1307}, {0.3081})(x), (x - 0.1307) / 0.3081);
   // A batch (B, C, H, W) broadcasts too.
-  expect_close(data::normalize(x.unsqueeze(0), {0.5, 0.25}, {0.5, 0.25}).squeeze(0), tensor({{{0.f, 1.f}}, {{-1.f, 0.f}}}));
+  expect_close(data::normalize(x.unsqueeze(0), {0.5, 0.25}, {0.5, 0.25}).squeeze(0),
+               tensor({{{0.f, 1.f}}, {{-1.f, 0.f}}}));
   EXPECT_THROW(data::Normalize({0.5, 0.5, 0.5}, {1, 1, 1})(x), ShapeError);
   EXPECT_THROW(data::Normalize({0.5}, {0}), ValueError);
   EXPECT_THROW(data::Normalize({0.5}, {1})(zeros({1, 2, 2}, kUInt8)), DTypeError);
@@ -86,7 +87,8 @@ TEST(DataTransforms, RandomCropIsAWindowOfThePaddedImage) {
 
 TEST(DataTransforms, RandomHorizontalFlip) {
   Tensor x = grid4();
-  Tensor flipped = tensor({{{3.f, 2.f, 1.f, 0.f}, {7.f, 6.f, 5.f, 4.f}, {11.f, 10.f, 9.f, 8.f}, {15.f, 14.f, 13.f, 12.f}}});
+  Tensor flipped =
+      tensor({{{3.f, 2.f, 1.f, 0.f}, {7.f, 6.f, 5.f, 4.f}, {11.f, 10.f, 9.f, 8.f}, {15.f, 14.f, 13.f, 12.f}}});
   expect_close(data::RandomHorizontalFlip(1.0)(x), flipped);
   expect_close(data::RandomHorizontalFlip(0.0)(x), x);
   int flips = 0;
@@ -104,11 +106,13 @@ TEST(DataTransforms, AffineRotatesAndShifts) {
   up.index_put_({0, 0, 1}, 1.0);
   expect_close(data::affine(x, 90, 0, 0), up);
   expect_close(data::RandomAffine({90, 90}, {0, 0}, {1, 1})(x), up);
-  expect_close(data::affine(x, -90, 0, 0, 1, 0, data::Interpolation::nearest), zeros({1, 3, 3}).index_put_({0, 2, 1}, 1.0));
+  expect_close(data::affine(x, -90, 0, 0, 1, 0, data::Interpolation::nearest),
+               zeros({1, 3, 3}).index_put_({0, 2, 1}, 1.0));
   // A whole-pixel shift right by 1 and down by 1 moves the grid; pixels from outside are the fill.
   Tensor g = grid4();
-  expect_close(data::affine(g, 0, 1, 1, 1, -1),
-               tensor({{{-1.f, -1.f, -1.f, -1.f}, {-1.f, 0.f, 1.f, 2.f}, {-1.f, 4.f, 5.f, 6.f}, {-1.f, 8.f, 9.f, 10.f}}}));
+  expect_close(
+      data::affine(g, 0, 1, 1, 1, -1),
+      tensor({{{-1.f, -1.f, -1.f, -1.f}, {-1.f, 0.f, 1.f, 2.f}, {-1.f, 4.f, 5.f, 6.f}, {-1.f, 8.f, 9.f, 10.f}}}));
   // Half-pixel shift: bilinear averages neighbours.
   expect_close(data::affine(tensor({{0.f, 2.f, 4.f}}), 0, 0.5, 0), tensor({{0.f, 1.f, 3.f}}));
   // Scale 2 about the center of a 1x5 row: x' = 2 + (x - 2) * 2.
@@ -133,8 +137,10 @@ TEST(DataTransforms, AffineRotatesAndShifts) {
 TEST(DataTransforms, ResizeBilinear) {
   // Upscaling matches PyTorch's bilinear, align_corners=False.
   expect_close(data::resize_bilinear(tensor({{0.f, 1.f}}), 1, 4), tensor({{0.f, 0.25f, 0.75f, 1.f}}));
-  expect_close(data::resize_bilinear(tensor({{0.f, 1.f}, {2.f, 3.f}}), 4, 4),
-               tensor({{0.f, 0.25f, 0.75f, 1.f}, {0.5f, 0.75f, 1.25f, 1.5f}, {1.5f, 1.75f, 2.25f, 2.5f}, {2.f, 2.25f, 2.75f, 3.f}}));
+  expect_close(data::resize_bilinear(tensor({{0.f, 1.f}, {2.f, 3.f}}), 4, 4), tensor({{0.f, 0.25f, 0.75f, 1.f},
+                                                                                      {0.5f, 0.75f, 1.25f, 1.5f},
+                                                                                      {1.5f, 1.75f, 2.25f, 2.5f},
+                                                                                      {2.f, 2.25f, 2.75f, 3.f}}));
   // Shrinking by 2 without antialias averages pairs; with it, the wider triangle filter (as PIL).
   Tensor row = tensor({{0.f, 1.f, 2.f, 3.f}});
   expect_close(data::resize_bilinear(row, 1, 2, false), tensor({{0.5f, 2.5f}}));
@@ -163,8 +169,8 @@ TEST(DataTransforms, ResizeSmallerEdgeAndCompose) {
   EXPECT_EQ(data::Resize(6, 3)(zeros({1, 8, 5})).sizes(), (Shape{1, 6, 3}));
   // Compose applies in order: u8 HWC -> float CHW -> crop -> normalize.
   Tensor img = arange(16, kInt64).mul(10).to(kUInt8).view({4, 4, 1});
-  data::Compose pipeline({data::ToTensor(), data::CenterCrop(2), data::Normalize({0.5}, {0.5}),
-                          [](const Tensor& x) { return x.mul(2); }});
+  data::Compose pipeline(
+      {data::ToTensor(), data::CenterCrop(2), data::Normalize({0.5}, {0.5}), [](const Tensor& x) { return x.mul(2); }});
   Tensor expected = tensor({{{50.f, 60.f}, {90.f, 100.f}}}).div(255).sub(0.5).div(0.5).mul(2);
   expect_close(pipeline(img), expected);
   // A default Transform is the identity.

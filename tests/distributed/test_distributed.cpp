@@ -31,17 +31,17 @@
 #include "core/graph.h"
 #include "core/ops.h"
 #include "distributed/distributed.h"
+#include "distributed/distributed_data_parallel.h"
 #include "distributed/process_group_nccl.h"
-#include "nn/functional.h"
+#include "io/safetensors.h"
 #include "nn/conv.h"
+#include "nn/functional.h"
 #include "nn/linear.h"
 #include "nn/normalization.h"
-#include "io/safetensors.h"
 #include "nn/serialize.h"
-#include "distributed/distributed_data_parallel.h"
-#include "tests/common/python_torch.h"
 #include "optim/grad_scaler.h"
 #include "optim/sgd.h"
+#include "tests/common/python_torch.h"
 #include "workers.h"
 
 using namespace nabla;
@@ -132,9 +132,7 @@ void check_collectives() {
         bool threw = false;
         try {
           dist::all_reduce(x, op);
-        } catch (const DTypeError& e) {
-          threw = std::string(e.what()).find("avg") != std::string::npos;
-        }
+        } catch (const DTypeError& e) { threw = std::string(e.what()).find("avg") != std::string::npos; }
         expect(threw, "all_reduce avg on ", dn, " should throw DTypeError");
         continue;
       }
@@ -150,14 +148,16 @@ void check_collectives() {
     std::vector<Tensor> outs;
     for (int q = 0; q < n; ++q) outs.push_back(zeros_on({N}, d));
     dist::all_gather(outs, make(input_of(r, d), d, {N}));
-    for (int q = 0; q < n; ++q) expect_values(outs[q], input_of(q, d), "all_gather " + dn + " from rank " + std::to_string(q));
+    for (int q = 0; q < n; ++q)
+      expect_values(outs[q], input_of(q, d), "all_gather " + dn + " from rank " + std::to_string(q));
     // gather to rank 0
     std::vector<Tensor> g;
     if (r == 0)
       for (int q = 0; q < n; ++q) g.push_back(zeros_on({N}, d));
     dist::gather(make(input_of(r, d), d, {N}), g, 0);
     if (r == 0)
-      for (int q = 0; q < n; ++q) expect_values(g[q], input_of(q, d), "gather " + dn + " from rank " + std::to_string(q));
+      for (int q = 0; q < n; ++q)
+        expect_values(g[q], input_of(q, d), "gather " + dn + " from rank " + std::to_string(q));
     // scatter from rank 1 % n: rank q receives input_of(q + 2)
     int root = 1 % n;
     std::vector<Tensor> ins;
@@ -265,9 +265,7 @@ void check_collectives() {
   bool threw = false;
   try {
     dist::broadcast(zeros_on({2}, kFloat32), n);
-  } catch (const ValueError& e) {
-    threw = std::string(e.what()).find("not a rank") != std::string::npos;
-  }
+  } catch (const ValueError& e) { threw = std::string(e.what()).find("not a rank") != std::string::npos; }
   expect(threw, "broadcast from a rank outside the group should throw ValueError");
 }
 
@@ -307,9 +305,10 @@ void check_ddp(bool with_spare, DType dtype = kFloat64) {
   const int64_t B = 4;
   auto model = make_mlp(100 + r, with_spare, 8, dtype);  // different on every rank: DDP broadcasts rank 0's
   auto ref = make_mlp(100, with_spare, 8, dtype);
-  nn::parallel::DistributedDataParallel ddp(model, {.bucket_cap_mb = 200.0 / (1024 * 1024),
-                                                    .find_unused_parameters = with_spare});
-  expect(ddp.bucket_layout().size() >= 2, "a 200-byte cap should make several buckets, got ", ddp.bucket_layout().size());
+  nn::parallel::DistributedDataParallel ddp(
+      model, {.bucket_cap_mb = 200.0 / (1024 * 1024), .find_unused_parameters = with_spare});
+  expect(ddp.bucket_layout().size() >= 2, "a 200-byte cap should make several buckets, got ",
+         ddp.bucket_layout().size());
   expect(max_diff(*model, *ref) == 0, "after construction every rank holds rank 0's parameters");
   auto keys = ddp.state_dict(), ref_keys = ref->state_dict();
   expect(keys.size() == ref_keys.size() && keys.begin()->first == ref_keys.begin()->first,
@@ -341,7 +340,8 @@ void check_ddp(bool with_spare, DType dtype = kFloat64) {
   if (on_gpu() || dtype != kFloat64) return;  // the checkpoint's path is the same on both backends and dtypes
   // A checkpoint: rank 0 writes the DDP model's weights, every rank loads them (strict names) into
   // a plain model.
-  std::string path = std::string(std::getenv("NABLA_TEST_DIR")) + "/ddp" + (with_spare ? "_spare" : "") + ".safetensors";
+  std::string path =
+      std::string(std::getenv("NABLA_TEST_DIR")) + "/ddp" + (with_spare ? "_spare" : "") + ".safetensors";
   if (r == 0) nn::save_weights(ddp.module(), path);
   dist::barrier();
   auto fresh = make_mlp(777 + r, with_spare);
@@ -419,7 +419,8 @@ void check_ddp_batch_norm_cnn() {
       for (int q = 0; q < n; ++q) {
         ref->bn1->options.momentum = q == 0 ? m1 : 0.0;
         ref->bn2->options.momentum = q == 0 ? m2 : 0.0;
-        (nn::functional::mse_loss((*ref)(x.narrow(0, q * B, B)), y.narrow(0, q * B, B)) / static_cast<double>(n)).backward();
+        (nn::functional::mse_loss((*ref)(x.narrow(0, q * B, B)), y.narrow(0, q * B, B)) / static_cast<double>(n))
+            .backward();
       }
     }
     opt.step();
@@ -433,8 +434,11 @@ void check_ddp_batch_norm_cnn() {
                      (model->bn2->running_mean - ref->bn2->running_mean).abs().max().item<double>(),
                      (model->bn2->running_var - ref->bn2->running_var).abs().max().item<double>()});
   };
-  if (r == 0) expect(stats_diff() < 1e-12, "rank 0's running statistics are ", stats_diff(), " away from one process's");
-  if (r == 1) expect(stats_diff() > 1e-6, "rank 1's statistics should have drifted in the last step (no broadcast after no_sync)");
+  if (r == 0)
+    expect(stats_diff() < 1e-12, "rank 0's running statistics are ", stats_diff(), " away from one process's");
+  if (r == 1)
+    expect(stats_diff() > 1e-6,
+           "rank 1's statistics should have drifted in the last step (no broadcast after no_sync)");
   ddp.eval();
   {
     NoGradGuard no_grad;
@@ -458,8 +462,8 @@ void check_ddp_counters() {
   expect(nb >= 3, "a 200-byte cap should make at least 3 buckets of this MLP, got ", nb);
   ddp.reset_comm_wait();
   const Stats& s = ddp.comm_stats();
-  expect(s.synced_backwards == 0 && s.bucket_all_reduces == 0 && s.buffer_broadcasts == 0 &&
-             s.grad_wait_seconds == 0 && s.buffer_wait_seconds == 0,
+  expect(s.synced_backwards == 0 && s.bucket_all_reduces == 0 && s.buffer_broadcasts == 0 && s.grad_wait_seconds == 0 &&
+             s.buffer_wait_seconds == 0,
          "reset_comm_wait leaves every counter at 0");
   Tensor x = randn({6, 4}, kFloat64), y = randn({6, 3}, kFloat64);
   // Rank `late` arrives 300 ms late at "forward" or "backward" (`late_for`). Returns the step's seconds.
@@ -502,7 +506,8 @@ void check_ddp_counters() {
     ddp(x);
   }
   expect(s.bucket_all_reduces == before.bucket_all_reduces && s.buffer_broadcasts == before.buffer_broadcasts + 1,
-         "a no-grad forward after a no_sync forward: no broadcast, counted ", s.buffer_broadcasts - before.buffer_broadcasts);
+         "a no-grad forward after a no_sync forward: no broadcast, counted ",
+         s.buffer_broadcasts - before.buffer_broadcasts);
   // Rank 1 late for the backward: rank 0 waits for it at the end of its backward (the gradient wait).
   // Rank 0 (the broadcasts' root) late for the forward: rank 1 waits in the buffer broadcast.
   Stats a = s;
@@ -536,8 +541,8 @@ void check_ddp_counters() {
            " s in a step of ", t, " s");
   }
   ddp.reset_comm_wait();
-  expect(s.synced_backwards == 0 && s.bucket_all_reduces == 0 && s.buffer_broadcasts == 0 &&
-             s.grad_wait_seconds == 0 && s.buffer_wait_seconds == 0 && ddp.comm_wait_seconds() == 0,
+  expect(s.synced_backwards == 0 && s.bucket_all_reduces == 0 && s.buffer_broadcasts == 0 && s.grad_wait_seconds == 0 &&
+             s.buffer_wait_seconds == 0 && ddp.comm_wait_seconds() == 0,
          "reset_comm_wait sets every counter back to 0");
   step("");
   expect(s.bucket_all_reduces == nb && s.buffer_broadcasts == 1, "counting resumes after a reset");
@@ -634,7 +639,8 @@ int worker_main(const std::string& scenario) {
         ddp(ones({2, 4}, kFloat64));
         expect(false, "forward after a backward that missed a parameter should throw");
       } catch (const dist::DistributedError& e) {
-        expect(std::string(e.what()).find("'spare.weight'") != std::string::npos, "should name spare.weight: ", e.what());
+        expect(std::string(e.what()).find("'spare.weight'") != std::string::npos,
+               "should name spare.weight: ", e.what());
       }
       // broadcast_buffers: each forward starts from rank 0's buffers (here: eval mode, so the
       // forward does not update them; rank 1's are scribbled over first).
@@ -731,8 +737,10 @@ int worker_main(const std::string& scenario) {
       expect_values(x, std::vector<double>(3, ws * (ws + 1) / 2.0), "all_reduce over tcp://");
       dist::destroy_process_group();
       setenv("NABLA_SOCKET_IFNAME", "lo", 1);
-      dist::init_process_group({.init_method = std::string("file://") + std::getenv("NABLA_TEST_DIR"), .rank = rank,
-                                .world_size = ws, .timeout = timeout});
+      dist::init_process_group({.init_method = std::string("file://") + std::getenv("NABLA_TEST_DIR"),
+                                .rank = rank,
+                                .world_size = ws,
+                                .timeout = timeout});
       Tensor y = full({3}, double(rank + 1), kInt32);
       dist::all_reduce(y, dist::ReduceOp::max);
       expect_values(y, std::vector<double>(3, ws), "all_reduce over file://");
@@ -752,7 +760,8 @@ int worker_main(const std::string& scenario) {
       } catch (const dist::DistributedError& e) {
         double s = seconds_since(t0);
         std::cerr << "rank " << r << " after " << s << " s: " << e.what() << "\n";
-        expect(std::string(e.what()).find("all_reduce") != std::string::npos, "the error should name all_reduce: ", e.what());
+        expect(std::string(e.what()).find("all_reduce") != std::string::npos,
+               "the error should name all_reduce: ", e.what());
         expect(s < timeout.count() / 1000.0 + 3.0, "the error took ", s, " s, the timeout is ", timeout.count(), " ms");
       }
       // The group is broken now, and says so.
@@ -815,7 +824,8 @@ int worker_main(const std::string& scenario) {
         double s = seconds_since(t0);
         std::cerr << "rank " << getenv("RANK") << " after " << s << " s: " << e.what() << "\n";
         std::string want = std::getenv("NABLA_TEST_EXPECT");
-        expect(std::string(e.what()).find(want) != std::string::npos, "the error should contain '", want, "': ", e.what());
+        expect(std::string(e.what()).find(want) != std::string::npos, "the error should contain '", want,
+               "': ", e.what());
         expect(s < timeout.count() / 1000.0 + 3.0, "the error took ", s, " s, the timeout is ", timeout.count(), " ms");
       }
     } else if (scenario == "launcher_fail" || scenario == "launcher_sleep") {
@@ -942,7 +952,8 @@ std::vector<int> all_ranks(int n) {
 
 void expect_all_ok(const std::vector<Result>& results) {
   for (size_t i = 0; i < results.size(); ++i)
-    EXPECT_TRUE(results[i].exited_ok()) << "worker " << i << " status " << results[i].status << ":\n" << results[i].output;
+    EXPECT_TRUE(results[i].exited_ok()) << "worker " << i << " status " << results[i].status << ":\n"
+                                        << results[i].output;
 }
 
 }  // namespace nabla_dist_test
@@ -951,8 +962,12 @@ using nabla_dist_test::fresh_dir;
 
 namespace {
 
-TEST(DistributedCollectives, EveryOpAndDTypeOnTwoProcesses) { expect_all_ok(run_workers("collectives", 2, all_ranks(2), 20000)); }
-TEST(DistributedCollectives, EveryOpAndDTypeOnThreeProcesses) { expect_all_ok(run_workers("collectives", 3, all_ranks(3), 20000)); }
+TEST(DistributedCollectives, EveryOpAndDTypeOnTwoProcesses) {
+  expect_all_ok(run_workers("collectives", 2, all_ranks(2), 20000));
+}
+TEST(DistributedCollectives, EveryOpAndDTypeOnThreeProcesses) {
+  expect_all_ok(run_workers("collectives", 3, all_ranks(3), 20000));
+}
 TEST(DistributedCollectives, EveryOpOnThreeProcessesWithSignatureChecks) {
   expect_all_ok(run_workers("collectives", 3, all_ranks(3), 20000, {{"NABLA_DISTRIBUTED_DEBUG", "1"}}));
 }
@@ -1060,7 +1075,8 @@ Launched launch(const std::string& scenario, int n, int timeout_ms, std::vector<
     std::string self = std::filesystem::read_symlink("/proc/self/exe");
     std::vector<const char*> argv;
     if (!netns.empty()) argv = {"ip", "netns", "exec", netns.c_str()};
-    for (const char* a : {NABLA_RUN_BIN, "--nproc-per-node", np.c_str(), "--master-port", port.c_str(), "--stop-timeout", "3"})
+    for (const char* a :
+         {NABLA_RUN_BIN, "--nproc-per-node", np.c_str(), "--master-port", port.c_str(), "--stop-timeout", "3"})
       argv.push_back(a);
     for (auto& e : extra) argv.push_back(e.c_str());
     argv.push_back(self.c_str());
@@ -1146,12 +1162,13 @@ TEST(DistributedDataParallel, BroadcastsBuffersWhenPyTorchDoes) {
                             {{"NABLA_DDP_SCHEDULE", schedule}, {"NABLA_DDP_SCHEDULE_OUT", ours}}));
   std::ofstream(dir + "/schedule.py") << kTorchBufferSchedule;
   const std::string log = dir + "/torch.log";
-  const std::string cmd = std::string(NABLA_RUN_BIN) + " --nproc-per-node 2 --master-port " + std::to_string(free_port()) +
-                          " " + nabla_test::test_python() + " " + dir + "/schedule.py " + schedule + " " + theirs +
-                          " >" + log + " 2>&1";
+  const std::string cmd = std::string(NABLA_RUN_BIN) + " --nproc-per-node 2 --master-port " +
+                          std::to_string(free_port()) + " " + nabla_test::test_python() + " " + dir + "/schedule.py " +
+                          schedule + " " + theirs + " >" + log + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << read_file(log);
   const std::string got = read_file(ours), want = read_file(theirs);
-  EXPECT_EQ(got, want) << "broadcast counts after each of " << schedule << " (S synchronized step, N no_sync step, G no-grad forward)";
+  EXPECT_EQ(got, want) << "broadcast counts after each of " << schedule
+                       << " (S synchronized step, N no_sync step, G no-grad forward)";
   EXPECT_EQ(std::count(want.begin(), want.end(), ' '), static_cast<std::ptrdiff_t>(schedule.size() - 1)) << want;
 }
 
@@ -1180,8 +1197,10 @@ TEST(NablaRun, TwoNodesOnLoopbackMakeOneJob) {
   std::string dir = fresh_dir();
   int port = free_port();
   const std::string secret = nabla_dist_test::write_secret_file(dir + "/job.secret");
-  auto node0 = launch("collectives", 2, 20000, {"--nnodes", "2", "--store-secret-file", secret, "--node-rank", "0"}, dir, port);
-  auto node1 = launch("collectives", 2, 20000, {"--nnodes", "2", "--store-secret-file", secret, "--node-rank", "1"}, dir, port);
+  auto node0 =
+      launch("collectives", 2, 20000, {"--nnodes", "2", "--store-secret-file", secret, "--node-rank", "0"}, dir, port);
+  auto node1 =
+      launch("collectives", 2, 20000, {"--nnodes", "2", "--store-secret-file", secret, "--node-rank", "1"}, dir, port);
   int c0 = wait_launcher(node0, 60), c1 = wait_launcher(node1, 60);
   EXPECT_EQ(c0, 0) << read_file(dir + "/launcher0.log");
   EXPECT_EQ(c1, 0) << read_file(dir + "/launcher1.log");
@@ -1206,9 +1225,10 @@ class TwoNamespaces {
     for (const std::string& cmd :
          {"ip netns add " + a_, "ip netns add " + b_, "ip link add " + va + " type veth peer name " + vb,
           "ip link set " + va + " netns " + a_, "ip link set " + vb + " netns " + b_,
-          "ip -n " + a_ + " addr add " + addr_a_ + "/24 dev " + va, "ip -n " + b_ + " addr add " + addr_b_ + "/24 dev " + vb,
-          "ip -n " + a_ + " link set " + va + " up", "ip -n " + b_ + " link set " + vb + " up",
-          "ip -n " + a_ + " link set lo up", "ip -n " + b_ + " link set lo up"}) {
+          "ip -n " + a_ + " addr add " + addr_a_ + "/24 dev " + va,
+          "ip -n " + b_ + " addr add " + addr_b_ + "/24 dev " + vb, "ip -n " + a_ + " link set " + va + " up",
+          "ip -n " + b_ + " link set " + vb + " up", "ip -n " + a_ + " link set lo up",
+          "ip -n " + b_ + " link set lo up"}) {
       std::string out;
       FILE* p = popen((cmd + " 2>&1").c_str(), "r");
       char buf[512];
@@ -1223,7 +1243,8 @@ class TwoNamespaces {
   ~TwoNamespaces() {
     for (const auto& ns : {a_, b_}) {
       std::string cmd = "ip netns del " + ns + " >/dev/null 2>&1";
-      if (std::system(cmd.c_str()) != 0) { /* not created */ }
+      if (std::system(cmd.c_str()) != 0) { /* not created */
+      }
     }
   }
   bool ok() const { return ok_; }
@@ -1246,7 +1267,8 @@ TEST(NablaRun, TwoNodesInNetworkNamespacesJoinedByVethMakeOneJob) {
   std::string dir = fresh_dir();
   int port = free_port();
   const std::string secret = nabla_dist_test::write_secret_file(dir + "/job.secret");
-  std::vector<std::string> common{"--nnodes", "2", "--master-addr", ns.addr_a(), "--store-secret-file", secret, "--node-rank"};
+  std::vector<std::string> common{"--nnodes", "2",          "--master-addr", ns.addr_a(), "--store-secret-file",
+                                  secret,     "--node-rank"};
   auto with = [&](const char* rank) {
     auto v = common;
     v.push_back(rank);
@@ -1276,12 +1298,14 @@ TEST(NablaRun, ForwardsSigtermToTheWorkers) {
   auto l = launch("launcher_sleep", 3, 20000);
   auto t0 = Clock::now();
   while (!(std::filesystem::exists(l.dir + "/pid.0") && std::filesystem::exists(l.dir + "/pid.1") &&
-           std::filesystem::exists(l.dir + "/pid.2")) && seconds_since(t0) < 20)
+           std::filesystem::exists(l.dir + "/pid.2")) &&
+         seconds_since(t0) < 20)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the pid files are written whole
   EXPECT_TRUE(std::filesystem::exists(l.dir + "/pid.2") && std::filesystem::exists(l.dir + "/pid.1") &&
               std::filesystem::exists(l.dir + "/pid.0"))
-      << "the workers did not all start within 20 s; launcher output:\n" << read_file(l.dir + "/launcher.log");
+      << "the workers did not all start within 20 s; launcher output:\n"
+      << read_file(l.dir + "/launcher.log");
   kill(l.pid, SIGTERM);  // also the clean-up when they did not start
   double took = 0;
   int code = wait_launcher(l, 20, &took);
@@ -1331,8 +1355,9 @@ std::string nccl_unavailable(int gpus) {
   if (!dist::nccl_built()) return "this build has no nccl backend (it comes with the CUDA backend and NCCL)";
   if (!cuda::is_available()) return "no CUDA device: " + cuda::unavailable_reason();
   if (cuda::device_count() < gpus)
-    return nabla::internal::str("needs ", gpus, " CUDA devices (one per rank: NCCL refuses two ranks on one GPU), found ",
-                              cuda::device_count());
+    return nabla::internal::str("needs ", gpus,
+                                " CUDA devices (one per rank: NCCL refuses two ranks on one GPU), found ",
+                                cuda::device_count());
   return "";
 }
 
@@ -1340,8 +1365,11 @@ TEST(DistributedNccl, WithoutNcclOrAGpuInitSaysWhy) {
   if (dist::nccl_built() && cuda::is_available()) GTEST_SKIP() << "this machine can run the nccl backend";
   auto t0 = Clock::now();
   try {
-    dist::init_process_group({.backend = "nccl", .init_method = "tcp://127.0.0.1:" + std::to_string(free_port()),
-                              .rank = 0, .world_size = 1, .timeout = std::chrono::seconds(2)});
+    dist::init_process_group({.backend = "nccl",
+                              .init_method = "tcp://127.0.0.1:" + std::to_string(free_port()),
+                              .rank = 0,
+                              .world_size = 1,
+                              .timeout = std::chrono::seconds(2)});
     ADD_FAILURE() << "init_process_group(nccl) succeeded without " << (dist::nccl_built() ? "a GPU" : "NCCL");
   } catch (const ValueError& e) {  // a build without NCCL
     EXPECT_FALSE(dist::nccl_built());
@@ -1371,8 +1399,12 @@ TEST(DistributedNccl, TheBuildsNcclLibraryLoads) {
 
 TEST(DistributedNccl, WorldOfOneRunsEveryCollectiveOnTheGpu) {
   if (std::string why = nccl_unavailable(1); !why.empty()) GTEST_SKIP() << why;
-  dist::init_process_group({.backend = "nccl", .init_method = "tcp://127.0.0.1:" + std::to_string(free_port()),
-                            .rank = 0, .world_size = 1, .timeout = std::chrono::seconds(20), .device = 0});
+  dist::init_process_group({.backend = "nccl",
+                            .init_method = "tcp://127.0.0.1:" + std::to_string(free_port()),
+                            .rank = 0,
+                            .world_size = 1,
+                            .timeout = std::chrono::seconds(20),
+                            .device = 0});
   const Device gpu = Device::cuda(0);
   for (DType d : kAllDTypes) {
     Tensor x = arange(6, kFloat64).to(d).to(gpu).view({2, 3}).t();  // non-contiguous
@@ -1487,8 +1519,10 @@ TEST(DistributedNccl, DdpOnTwoGpusTrainsAsOneProcessOnTheWholeBatch) {
 }
 
 TEST(DistributedInit, WorldOfOneRunsEveryCollective) {
-  dist::init_process_group({.init_method = "tcp://127.0.0.1:" + std::to_string(free_port()), .rank = 0,
-                            .world_size = 1, .timeout = std::chrono::seconds(10)});
+  dist::init_process_group({.init_method = "tcp://127.0.0.1:" + std::to_string(free_port()),
+                            .rank = 0,
+                            .world_size = 1,
+                            .timeout = std::chrono::seconds(10)});
   Tensor x = arange(4, kFloat32);
   dist::all_reduce(x, dist::ReduceOp::avg);
   EXPECT_TRUE(equal(x, arange(4, kFloat32)));

@@ -54,7 +54,8 @@ std::map<std::string, std::vector<int64_t>> torch_lists(const std::vector<Case>&
       "for line in sys.stdin:\n"
       "    k = line.strip()\n"
       "    n, r, rank, sh, dl, seed, ep = [int(x) for x in k.split(',')]\n"
-      "    s = DistributedSampler(range(n), num_replicas=r, rank=rank, shuffle=bool(sh), seed=seed, drop_last=bool(dl))\n"
+      "    s = DistributedSampler(range(n), num_replicas=r, rank=rank, shuffle=bool(sh), seed=seed, "
+      "drop_last=bool(dl))\n"
       "    s.set_epoch(ep)\n"
       "    print(k + ':' + ' '.join(str(i) for i in s))\n";
   std::string dir = testing::TempDir();

@@ -94,7 +94,8 @@ int liveness_worker(const std::string& scenario) {
       const char* path = std::getenv("NABLA_STORE_SECRET_FILE");
       if (!path) fail("NABLA_STORE_SECRET_FILE is not set");
       struct stat st {};
-      if (stat(path, &st) != 0 || (st.st_mode & 0777) != 0600) fail(std::string("the secret file's mode is not 600: ") + path);
+      if (stat(path, &st) != 0 || (st.st_mode & 0777) != 0600)
+        fail(std::string("the secret file's mode is not 600: ") + path);
       std::string secret = read_file(path);
       while (!secret.empty() && secret.back() == '\n') secret.pop_back();
       if (secret.size() != 64) fail("the secret has " + std::to_string(secret.size()) + " characters, not 64");
@@ -121,9 +122,7 @@ int liveness_worker(const std::string& scenario) {
       std::cerr << "unknown scenario " << scenario << "\n";
       return 2;
     }
-  } catch (const std::exception& e) {
-    fail(e.what());
-  }
+  } catch (const std::exception& e) { fail(e.what()); }
   return 0;
 }
 
@@ -210,10 +209,11 @@ TEST(NablaRunLiveness, ProgramsWithoutHeartbeatsAreJudgedByStateAndCpu) {
   EXPECT_NE(asleep.log.find("has used no CPU for"), std::string::npos) << asleep.log;
   EXPECT_LT(asleep.took, 15.0);
   // Rank 1 done, rank 0 still computing for 3 s (more than the grace): not a hang.
-  ShellRun busy = run_shell("if [ \"$RANK\" = 1 ]; then exit 0; fi\n"
-                       "read up rest < /proc/uptime; end=$(( ${up%.*} + 3 ))\n"
-                       "while :; do read up rest < /proc/uptime; [ ${up%.*} -ge $end ] && break; done\n",
-                       "--liveness-grace 1");
+  ShellRun busy = run_shell(
+      "if [ \"$RANK\" = 1 ]; then exit 0; fi\n"
+      "read up rest < /proc/uptime; end=$(( ${up%.*} + 3 ))\n"
+      "while :; do read up rest < /proc/uptime; [ ${up%.*} -ge $end ] && break; done\n",
+      "--liveness-grace 1");
   EXPECT_EQ(busy.code, 0) << busy.log;
   // The check off: the sleeper is left alone (here until it exits by itself).
   ShellRun off = run_shell("if [ \"$RANK\" = 1 ]; then exit 0; fi; exec sleep 3\n", "--liveness-grace 0");
@@ -226,16 +226,16 @@ TEST(NablaRunLiveness, ProgramsWithoutHeartbeatsAreJudgedByStateAndCpu) {
 // the store (here: for a key the finished rank never sets) for PyTorch's 30 minutes.
 TEST(NablaRunLiveness, APyTorchRankLeftWaitingIsEnded) {
   NABLA_NEEDS_PYTHON_MODULES_IN(nabla_test::test_python(), "torch");
-  ShellRun r = run_shell(
-      "exec " + nabla_test::test_python() + " -c '\n"
-      "import datetime, torch, torch.distributed as dist\n"
-      "dist.init_process_group(\"gloo\")\n"
-      "t = torch.ones(3); dist.all_reduce(t)\n"
-      "if dist.get_rank() == 0:\n"
-      "    dist.distributed_c10d._get_default_store().wait([\"never\"])\n"
-      "dist.destroy_process_group()\n"
-      "'\n",
-      "--liveness-grace 3");
+  ShellRun r = run_shell("exec " + nabla_test::test_python() +
+                             " -c '\n"
+                             "import datetime, torch, torch.distributed as dist\n"
+                             "dist.init_process_group(\"gloo\")\n"
+                             "t = torch.ones(3); dist.all_reduce(t)\n"
+                             "if dist.get_rank() == 0:\n"
+                             "    dist.distributed_c10d._get_default_store().wait([\"never\"])\n"
+                             "dist.destroy_process_group()\n"
+                             "'\n",
+                         "--liveness-grace 3");
   EXPECT_EQ(r.code, 124) << r.log;
   EXPECT_NE(r.log.find("rank 0 (pid"), std::string::npos) << r.log;
   EXPECT_NE(r.log.find("since rank 1 exited (status 0)"), std::string::npos) << r.log;
@@ -308,8 +308,7 @@ TEST(Heartbeat, TheRecordSaysWhenAThreadWaitsForPeers) {
   std::thread waiter([&] {
     try {
       server.wait({"never"}, 600ms);
-    } catch (const dist::DistributedError&) {
-    }
+    } catch (const dist::DistributedError&) {}
   });
   std::this_thread::sleep_for(300ms);
   const auto during = dist::heartbeat::current();

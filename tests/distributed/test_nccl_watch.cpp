@@ -52,9 +52,7 @@ struct FakeProbe : w::Probe {
 std::string watch_error(FakeProbe& p, Stage stage, milliseconds timeout, const std::string& call = "") {
   try {
     w::watch(p, stage, "all_reduce(sum, float32 [4])", "rank 0 of 2 (nccl, cuda:0, timeout 1000 ms)", timeout, call);
-  } catch (const dist::DistributedError& e) {
-    return e.what();
-  }
+  } catch (const dist::DistributedError& e) { return e.what(); }
   return "";
 }
 
@@ -102,9 +100,7 @@ TEST(NcclWatch, SetupWhosePeerNeverArrivesIsAbortedAfterTheTimeoutNamingTheMissi
     w::watch(p, Stage::setup, "init_process_group", "rank 0 of 2 (nccl, cuda:0, timeout 1000 ms)", milliseconds(1000),
              "ncclCommInitRankConfig");
     ADD_FAILURE() << "a setup that never finishes returned";
-  } catch (const dist::DistributedError& e) {
-    m = e.what();
-  }
+  } catch (const dist::DistributedError& e) { m = e.what(); }
   EXPECT_TRUE(has(m, "init_process_group failed on rank 0 of 2 (nccl, cuda:0, timeout 1000 ms)")) << m;
   EXPECT_TRUE(has(m, "NCCL's communicator setup (ncclCommInitRankConfig) did not finish within the timeout (1000 ms)"))
       << m;
@@ -176,8 +172,9 @@ TEST(NcclWatch, ABrokenGroupFailsAtOnceWithoutAbortingAgain) {
   FakeProbe p;
   p.broken_reason = "broadcast(root 0, float32 [3]) failed on rank 1 of 2: not finished within the timeout";
   std::string m = watch_error(p, Stage::completion, milliseconds(1000));
-  EXPECT_TRUE(has(m, "all_reduce(sum, float32 [4]): process group (rank 0 of 2 (nccl, cuda:0, timeout 1000 ms)) is "
-                     "unusable after an earlier failure: broadcast(root 0"))
+  EXPECT_TRUE(has(m,
+                  "all_reduce(sum, float32 [4]): process group (rank 0 of 2 (nccl, cuda:0, timeout 1000 ms)) is "
+                  "unusable after an earlier failure: broadcast(root 0"))
       << m;
   EXPECT_EQ(p.aborts, 0);
   EXPECT_EQ(p.polls, 0);

@@ -49,7 +49,8 @@ TEST(StoreCrypto, Sha256MatchesFips180Vectors) {
   EXPECT_EQ(hexs(crypto::sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(hexs(crypto::sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  EXPECT_EQ(hexs(crypto::sha256("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu")),
+  EXPECT_EQ(hexs(crypto::sha256("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnop"
+                                "qrlmnopqrsmnopqrstnopqrstu")),
             "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
   // One million 'a', fed in uneven pieces (the block buffering).
   crypto::Sha256 s;
@@ -72,10 +73,12 @@ TEST(StoreCrypto, HmacSha256MatchesRfc4231Vectors) {
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
   EXPECT_EQ(hexs(crypto::hmac_sha256(std::string(20, '\xaa'), std::string(50, '\xdd'))),
             "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe");
-  EXPECT_EQ(hexs(crypto::hmac_sha256(unhex("0102030405060708090a0b0c0d0e0f10111213141516171819"), std::string(50, '\xcd'))),
-            "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
-  EXPECT_EQ(hexs(crypto::hmac_sha256(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First")),
-            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  EXPECT_EQ(
+      hexs(crypto::hmac_sha256(unhex("0102030405060708090a0b0c0d0e0f10111213141516171819"), std::string(50, '\xcd'))),
+      "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
+  EXPECT_EQ(
+      hexs(crypto::hmac_sha256(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First")),
+      "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
   EXPECT_EQ(hexs(crypto::hmac_sha256(std::string(131, '\xaa'),
                                      "This is a test using a larger than block-size key and a larger than block-size "
                                      "data. The key needs to be hashed before being used by the HMAC algorithm.")),

@@ -17,18 +17,18 @@
 #include "core/graph.h"
 #include "core/ops.h"
 #include "distributed/distributed.h"
+#include "distributed/distributed_data_parallel.h"
+#include "distributed/sync_batch_norm.h"
+#include "io/safetensors.h"
 #include "nn/activation.h"
 #include "nn/container.h"
 #include "nn/conv.h"
 #include "nn/functional.h"
 #include "nn/linear.h"
-#include "vision/resnet.h"
 #include "nn/normalization.h"
-#include "distributed/distributed_data_parallel.h"
-#include "distributed/sync_batch_norm.h"
-#include "io/safetensors.h"
 #include "nn/serialize.h"
 #include "optim/sgd.h"
+#include "vision/resnet.h"
 #include "workers.h"
 
 using namespace nabla;
@@ -109,8 +109,8 @@ void check_differentiable_all_reduce() {
     (y * w).sum().backward();
     // d/dx_r of sum_q <w_q, op(x)> = op over q of w_q
     std::vector<double> want{k * S, k * n, k * n * (n - 1) / 2.0};
-    expect(max_abs_diff(x.grad(), tensor(want, {3}, kFloat64)) < 1e-15, "differentiable_all_reduce gradient on rank ", r,
-           ": got ", x.grad(), " expected ", tensor(want, {3}, kFloat64));
+    expect(max_abs_diff(x.grad(), tensor(want, {3}, kFloat64)) < 1e-15, "differentiable_all_reduce gradient on rank ",
+           r, ": got ", x.grad(), " expected ", tensor(want, {3}, kFloat64));
   }
 }
 
@@ -150,7 +150,8 @@ void check_layer(bool with_empty) {
       (y * g.narrow(0, off, sizes[r])).sum().backward();
       std::string what = internal::str(nd, "-d input, step ", step, with_empty ? ", rank 1 empty" : "", ", rank ", r);
       expect(max_abs_diff(y, yref.narrow(0, off, sizes[r])) < 1e-12, "output differs (", what, ")");
-      expect(max_abs_diff(xl.grad(), xref.grad().narrow(0, off, sizes[r])) < 1e-12, "input gradient differs (", what, ")");
+      expect(max_abs_diff(xl.grad(), xref.grad().narrow(0, off, sizes[r])) < 1e-12, "input gradient differs (", what,
+             ")");
       Tensor dw = sbn.weight.grad().clone(), db = sbn.bias.grad().clone();
       dist::all_reduce(dw);
       dist::all_reduce(db);
@@ -309,7 +310,9 @@ TEST(SyncBatchNorm, WithoutAProcessGroupIsBatchNorm) {
 
 TEST(SyncBatchNorm, WorldOfOneIsBatchNorm) {
   dist::init_process_group({.init_method = "tcp://127.0.0.1:" + std::to_string(nabla_dist_test::free_port()),
-                            .rank = 0, .world_size = 1, .timeout = std::chrono::seconds(10)});
+                            .rank = 0,
+                            .world_size = 1,
+                            .timeout = std::chrono::seconds(10)});
   manual_seed(2);
   expect_same_as_batch_norm(4, 0.1);
   expect_same_as_batch_norm(2, std::nullopt);
@@ -343,8 +346,9 @@ TEST(SyncBatchNorm, ConvertReplacesNestedBatchNormsAndKeepsTheStateDict) {
   ASSERT_EQ(after.keys(), before.keys());
   for (const auto& [k, v] : before) EXPECT_EQ(after.find(k)->data_ptr(), v.data_ptr()) << k;
   EXPECT_EQ(model->parameters().size(), plain->parameters().size());
-  EXPECT_NE(model->repr().find("(bn1): SyncBatchNorm(4, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)"),
-            std::string::npos)
+  EXPECT_NE(
+      model->repr().find("(bn1): SyncBatchNorm(4, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)"),
+      std::string::npos)
       << model->repr();
   // Checkpoints load either way (strict names).
   auto dir = std::filesystem::temp_directory_path();
@@ -357,7 +361,8 @@ TEST(SyncBatchNorm, ConvertReplacesNestedBatchNormsAndKeepsTheStateDict) {
   }
   nn::save_weights(*plain, p1);
   nn::load_weights(*model, p1);
-  EXPECT_TRUE(equal(std::dynamic_pointer_cast<nn::SyncBatchNorm>(*mods.find("bn1"))->running_mean, full({4}, 0.25, kFloat64)));
+  EXPECT_TRUE(
+      equal(std::dynamic_pointer_cast<nn::SyncBatchNorm>(*mods.find("bn1"))->running_mean, full({4}, 0.25, kFloat64)));
   EXPECT_TRUE(equal(b1->weight, full({4}, 2.0, kFloat64)));
   nn::save_weights(*model, p2);
   auto fresh = make_cnn(4);
@@ -444,15 +449,15 @@ TEST(SyncBatchNorm, MistakesAreNamed) {
   auto message = [&](const Tensor& x) -> std::string {
     try {
       sbn(x);
-    } catch (const ShapeError& e) {
-      return e.what();
-    }
+    } catch (const ShapeError& e) { return e.what(); }
     return "no ShapeError";
   };
-  EXPECT_NE(message(randn({3})).find("SyncBatchNorm: expected input (N, C, *) with 2 to 5 dims, got [3]"), std::string::npos)
+  EXPECT_NE(message(randn({3})).find("SyncBatchNorm: expected input (N, C, *) with 2 to 5 dims, got [3]"),
+            std::string::npos)
       << message(randn({3}));
   EXPECT_NE(message(randn({2, 3, 1, 1, 1, 1})).find("2 to 5 dims"), std::string::npos);
-  EXPECT_NE(message(randn({2, 4, 5})).find("expected 3 channels (dim 1), got input of shape [2, 4, 5]"), std::string::npos)
+  EXPECT_NE(message(randn({2, 4, 5})).find("expected 3 channels (dim 1), got input of shape [2, 4, 5]"),
+            std::string::npos)
       << message(randn({2, 4, 5}));
   EXPECT_THROW(nn::SyncBatchNorm(0), ValueError);
   EXPECT_THROW(nn::SyncBatchNorm::convert_sync_batchnorm(nullptr), ValueError);

@@ -37,7 +37,8 @@ Expectation read_expectation(const fs::path& file) {
   std::string first, line;
   if (!std::getline(f, first)) throw std::runtime_error("no " + file.string() + ".expect");
   if (first.rfind("error ", 0) == 0) e.type = first.substr(6);
-  else if (first != "loads") throw std::runtime_error(file.string() + ".expect: the first line must be 'error <Type>' or 'loads'");
+  else if (first != "loads")
+    throw std::runtime_error(file.string() + ".expect: the first line must be 'error <Type>' or 'loads'");
   while (std::getline(f, line))
     if (!line.empty()) e.contains.push_back(line);
   return e;
@@ -73,8 +74,10 @@ void check_reader(const std::string& reader, const std::function<void(const fs::
     } catch (const std::exception& e) {
       const std::string msg = e.what();
       EXPECT_EQ(type_name(e), want.type.empty() ? "(none: the file must load)" : want.type) << msg;
-      for (const auto& part : want.contains) EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg << "\nmissing: " << part;
-      EXPECT_NE(msg.find(named.empty() ? file.string() : named), std::string::npos) << "the message must name the file: " << msg;
+      for (const auto& part : want.contains)
+        EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg << "\nmissing: " << part;
+      EXPECT_NE(msg.find(named.empty() ? file.string() : named), std::string::npos)
+          << "the message must name the file: " << msg;
     }
     ++checked;
   }
@@ -84,9 +87,7 @@ void check_reader(const std::string& reader, const std::function<void(const fs::
 }  // namespace
 
 TEST(Hostile, NpyFiles) {
-  check_reader("npy", [](const fs::path& f, std::string&) {
-    load_npy(f.string());
-  });
+  check_reader("npy", [](const fs::path& f, std::string&) { load_npy(f.string()); });
 }
 
 TEST(Hostile, SafetensorsFiles) {
@@ -94,10 +95,15 @@ TEST(Hostile, SafetensorsFiles) {
     // The three ways in agree (the fuzz target checks the same).
     auto bytes = read_bytes(f.string());
     std::string e_file, e_mem, e_header;
-    try { safetensors::load_file(f.string()); } catch (const IOError& e) { e_file = e.what(); }
-    try { safetensors::deserialize(reinterpret_cast<const char*>(bytes.data()), bytes.size(), "'" + f.string() + "'"); }
-    catch (const IOError& e) { e_mem = e.what(); }
-    try { safetensors::read_header(f.string()); } catch (const IOError& e) { e_header = e.what(); }
+    try {
+      safetensors::load_file(f.string());
+    } catch (const IOError& e) { e_file = e.what(); }
+    try {
+      safetensors::deserialize(reinterpret_cast<const char*>(bytes.data()), bytes.size(), "'" + f.string() + "'");
+    } catch (const IOError& e) { e_mem = e.what(); }
+    try {
+      safetensors::read_header(f.string());
+    } catch (const IOError& e) { e_header = e.what(); }
     EXPECT_EQ(e_file, e_mem);
     EXPECT_EQ(e_file, e_header);
     safetensors::load_file(f.string());
@@ -111,14 +117,16 @@ TEST(Hostile, SafetensorsNestingThatCrashedReleaseBuilds) {
                   R"(,"data_offsets":[0,4]}})";
   h.append((8 - h.size() % 8) % 8, ' ');
   std::string file(8, '\0');
-  for (int k = 0; k < 8; ++k) file[static_cast<size_t>(k)] = static_cast<char>(static_cast<uint64_t>(h.size()) >> (8 * k));
+  for (int k = 0; k < 8; ++k)
+    file[static_cast<size_t>(k)] = static_cast<char>(static_cast<uint64_t>(h.size()) >> (8 * k));
   file += h + std::string(4, '\0');
   try {
     safetensors::deserialize(file.data(), file.size(), "deep");
     ADD_FAILURE() << "loaded";
   } catch (const IOError& e) {
     // Two objects, then the 63rd '[' (header byte 90, file byte 98) is the 65th level.
-    EXPECT_NE(std::string(e.what()).find("JSON nested more than 64 levels deep at byte 98"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("JSON nested more than 64 levels deep at byte 98"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -139,9 +147,7 @@ TEST(Hostile, CheckpointFiles) {
 }
 
 TEST(Hostile, IdxFiles) {
-  check_reader("idx", [](const fs::path& f, std::string&) {
-    data::read_idx(f.string());
-  });
+  check_reader("idx", [](const fs::path& f, std::string&) { data::read_idx(f.string()); });
 }
 
 TEST(Hostile, ImageFiles) {

@@ -14,17 +14,15 @@
 #include "io/npy.h"
 #include "tests/common/value_helpers.h"
 
-
 namespace nabla::testing {
 namespace {
-
 
 // ---- .npy round trips ------------------------------------------------------------------------------
 class Npy : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("nabla_npy_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("nabla_npy_" + std::to_string(::getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -72,7 +70,8 @@ TEST_F(Npy, RoundTripEveryDtype) {
 }
 
 TEST_F(Npy, RoundTripShapes) {
-  for (const std::vector<int64_t>& s : std::vector<std::vector<int64_t>>{{}, {0}, {0, 3}, {4}, {2, 3, 4}, {1, 1, 1, 1}}) {
+  for (const std::vector<int64_t>& s :
+       std::vector<std::vector<int64_t>>{{}, {0}, {0, 3}, {4}, {2, 3, 4}, {1, 1, 1, 1}}) {
     Tensor t = lcg_tensor(s, 7, kFloat32);
     save_npy(t, path("s.npy"));
     Tensor r = load_npy(path("s.npy"));
@@ -193,16 +192,17 @@ TEST_F(Npy, NumPyReadsWhatNablaWrites) {
   save_npy(zeros({0, 2}, kInt32), path("e.npy"));
   save_npy(tensor({0.5, -1.0}, kFloat16), path("f2.npy"));
   std::string script = path("check.py");
-  std::ofstream(script) << "import numpy as np, sys\n"
-                           "d = sys.argv[1]\n"
-                           "a = np.load(d + '/f4.npy'); assert a.dtype == np.float32 and a.shape == (2, 3)\n"
-                           "assert (a == np.array([[1.5, -2, 3], [4, 5, 6.25]], dtype=np.float32)).all()\n"
-                           "b = np.load(d + '/i8.npy'); assert b.dtype == np.int64 and list(b) == [-3, 1 << 40]\n"
-                           "c = np.load(d + '/b1.npy'); assert c.dtype == np.bool_ and list(c) == [True, False, True]\n"
-                           "t = np.load(d + '/t.npy'); assert t.shape == (3, 2) and (t == np.arange(6.0).reshape(2, 3).T).all()\n"
-                           "s = np.load(d + '/s.npy'); assert s.shape == () and s == 2.5 and s.dtype == np.float64\n"
-                           "e = np.load(d + '/e.npy'); assert e.shape == (0, 2) and e.dtype == np.int32\n"
-                           "h = np.load(d + '/f2.npy'); assert h.dtype == np.float16 and list(h) == [0.5, -1.0]\n";
+  std::ofstream(script)
+      << "import numpy as np, sys\n"
+         "d = sys.argv[1]\n"
+         "a = np.load(d + '/f4.npy'); assert a.dtype == np.float32 and a.shape == (2, 3)\n"
+         "assert (a == np.array([[1.5, -2, 3], [4, 5, 6.25]], dtype=np.float32)).all()\n"
+         "b = np.load(d + '/i8.npy'); assert b.dtype == np.int64 and list(b) == [-3, 1 << 40]\n"
+         "c = np.load(d + '/b1.npy'); assert c.dtype == np.bool_ and list(c) == [True, False, True]\n"
+         "t = np.load(d + '/t.npy'); assert t.shape == (3, 2) and (t == np.arange(6.0).reshape(2, 3).T).all()\n"
+         "s = np.load(d + '/s.npy'); assert s.shape == () and s == 2.5 and s.dtype == np.float64\n"
+         "e = np.load(d + '/e.npy'); assert e.shape == (0, 2) and e.dtype == np.int32\n"
+         "h = np.load(d + '/f2.npy'); assert h.dtype == np.float16 and list(h) == [0.5, -1.0]\n";
   EXPECT_EQ(std::system((python() + " " + script + " " + dir_.string()).c_str()), 0);
 }
 

@@ -80,9 +80,14 @@ std::string expected_json(const nn::StateDict& sd, const safetensors::Metadata& 
   os << "}, \"tensors\": {";
   first = true;
   for (const auto& [name, t] : sd) {
-    const char* dt = t.dtype() == kFloat32 ? "F32" : t.dtype() == kFloat64 ? "F64" : t.dtype() == kInt64 ? "I64"
-                     : t.dtype() == kInt32 ? "I32" : t.dtype() == kUInt8 ? "U8" : t.dtype() == kBool ? "BOOL"
-                     : t.dtype() == kFloat16 ? "F16" : "BF16";
+    const char* dt = t.dtype() == kFloat32   ? "F32"
+                     : t.dtype() == kFloat64 ? "F64"
+                     : t.dtype() == kInt64   ? "I64"
+                     : t.dtype() == kInt32   ? "I32"
+                     : t.dtype() == kUInt8   ? "U8"
+                     : t.dtype() == kBool    ? "BOOL"
+                     : t.dtype() == kFloat16 ? "F16"
+                                             : "BF16";
     os << (first ? "" : ", ") << "\"" << name << "\": {\"dtype\": \"" << dt << "\", \"shape\": [";
     for (int64_t d = 0; d < t.dim(); ++d) os << (d ? ", " : "") << t.size(d);
     os << "], \"values\": [";
@@ -145,7 +150,8 @@ TEST(Safetensors, LayoutFollowsTheSpecification) {
   EXPECT_EQ(header.front(), '{');
   // The 8-byte dtype goes first, then the float32 tensor; trailing spaces pad the header.
   EXPECT_NE(header.find("\"d\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}"), std::string::npos) << header;
-  EXPECT_NE(header.find("\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}"), std::string::npos) << header;
+  EXPECT_NE(header.find("\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}"), std::string::npos)
+      << header;
   EXPECT_EQ(b.size(), 8 + n + 16);
   double d;
   std::memcpy(&d, b.data() + 8 + n, 8);
@@ -230,9 +236,11 @@ TEST(Safetensors, HostileHeadersAreRejected) {
   expect_rejected("{\"a\": }", 0, "not valid JSON");
   expect_rejected(std::string("{\"\xff\xfe\":1}"), 0, "not valid JSON");  // invalid UTF-8
   // Duplicate names (in the header, or fields inside an entry).
-  expect_rejected(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                  8, "duplicate name 'a'");
-  expect_rejected(R"({"a":{"dtype":"F32","dtype":"F64","shape":[1],"data_offsets":[0,4]}})", 4, "duplicate name 'dtype'");
+  expect_rejected(
+      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+      8, "duplicate name 'a'");
+  expect_rejected(R"({"a":{"dtype":"F32","dtype":"F64","shape":[1],"data_offsets":[0,4]}})", 4,
+                  "duplicate name 'dtype'");
   // Entries: known dtype, integer shape, two ordered offsets, all fields present.
   expect_rejected(R"({"a":{"dtype":"F128","shape":[1],"data_offsets":[0,16]}})", 16, "unknown dtype 'F128'");
   expect_rejected(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4, "non-negative integers");
@@ -279,9 +287,7 @@ TEST(Safetensors, DamagedFilesOnDiskGiveIOErrors) {
     try {
       safetensors::load_file(path);
       EXPECT_EQ(n, good.size());
-    } catch (const IOError&) {
-      EXPECT_LT(n, good.size());
-    }
+    } catch (const IOError&) { EXPECT_LT(n, good.size()); }
   }
   // Random byte corruption: either a load (data bytes changed) or an IOError, never a crash.
   std::mt19937 rng(5);
@@ -292,9 +298,7 @@ TEST(Safetensors, DamagedFilesOnDiskGiveIOErrors) {
     write(b, b.size());
     try {
       safetensors::load_file(path);
-    } catch (const IOError&) {
-      ++rejected;
-    }
+    } catch (const IOError&) { ++rejected; }
   }
   EXPECT_GT(rejected, 0);
   EXPECT_THROW(safetensors::load_file(tmp_path("does_not_exist.safetensors")), IOError);

@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "io/torch_file.h"
 #include "io/zip.h"
 #include "nabla.h"
-#include "io/torch_file.h"
 #include "nn/serialize.h"
 #include "tests/common/python_torch.h"
 #include "tests/data/data_util.h"
@@ -150,7 +150,8 @@ TEST(TorchFile, LoadBytesEqualsLoad) {
     EXPECT_EQ(a.repr(), b.repr());
     auto ta = a.flatten_tensors(), tb = b.flatten_tensors();
     ASSERT_EQ(ta.size(), tb.size());
-    for (const auto& [name, t] : ta) EXPECT_EQ(hex(t.contiguous().data_ptr(), t.nbytes()), hex(tb[name].contiguous().data_ptr(), t.nbytes())) << name;
+    for (const auto& [name, t] : ta)
+      EXPECT_EQ(hex(t.contiguous().data_ptr(), t.nbytes()), hex(tb[name].contiguous().data_ptr(), t.nbytes())) << name;
   }
 }
 
@@ -202,12 +203,15 @@ TEST(TorchFile, NestedCheckpoint) {
   EXPECT_TRUE(ck["args"]["flags"].is_tuple());
   EXPECT_TRUE(ck["args"]["none"].is_none());
   EXPECT_EQ(ck["args"]["big"].to_int(), int64_t(1) << 40);
-  EXPECT_EQ(ck["args"]["unicode"].to_string(), "gr\xc3\xbc\xc3\x9f" "e");
+  EXPECT_EQ(ck["args"]["unicode"].to_string(),
+            "gr\xc3\xbc\xc3\x9f"
+            "e");
   EXPECT_THROW(ck["nope"], IndexError);
   try {
     ck["nope"];
   } catch (const IndexError& e) {
-    EXPECT_NE(std::string(e.what()).find("'model', 'optimizer', 'epoch', 'loss', 'args'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'model', 'optimizer', 'epoch', 'loss', 'args'"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(ck["epoch"].to_string(), ValueError);
   // The model and the optimizer (SGD with momentum after one step).
@@ -221,7 +225,8 @@ TEST(TorchFile, NestedCheckpoint) {
   const torch_io::Value& st = ck["optimizer"]["state"];
   ASSERT_EQ(st.size(), 6u);
   for (int64_t i = 0; i < 6; ++i)
-    EXPECT_TRUE(equal(flat["state." + std::to_string(i) + ".momentum_buffer"], st.find(i)->operator[]("momentum_buffer").to_tensor()));
+    EXPECT_TRUE(equal(flat["state." + std::to_string(i) + ".momentum_buffer"],
+                      st.find(i)->operator[]("momentum_buffer").to_tensor()));
   // Flattened names of the whole checkpoint.
   nn::StateDict all = ck.flatten_tensors();
   EXPECT_TRUE(all.contains("model.0.weight"));
@@ -339,10 +344,10 @@ torch_io::Value load_pickle(const std::string& body) {
 
 TEST(TorchFile, HandMadePicklesOfOtherPyTorchVersions) {
   // PyTorch 2.x: a Parameter rebuilt through _rebuild_from_type_v2 and _rebuild_parameter_with_state.
-  torch_io::Value p = load_pickle(glob("torch._tensor", "_rebuild_from_type_v2") + "(" +
-                                  glob("torch._utils", "_rebuild_tensor_v2") + glob("torch.nn.parameter", "Parameter") + "(" +
-                                  storage_pid("0", 4) + k1(0) + "(" + k1(4) + "t(" + k1(1) + "t\x88" + kOrderedDict +
-                                  "t}tR");
+  torch_io::Value p =
+      load_pickle(glob("torch._tensor", "_rebuild_from_type_v2") + "(" + glob("torch._utils", "_rebuild_tensor_v2") +
+                  glob("torch.nn.parameter", "Parameter") + "(" + storage_pid("0", 4) + k1(0) + "(" + k1(4) + "t(" +
+                  k1(1) + "t\x88" + kOrderedDict + "t}tR");
   EXPECT_TRUE(p.is_parameter());
   EXPECT_TRUE(p.to_tensor().requires_grad());
   torch_io::Value q = load_pickle(glob("torch._utils", "_rebuild_parameter_with_state") + "(" + rebuild_v2("0", 4) +
@@ -354,9 +359,9 @@ TEST(TorchFile, HandMadePicklesOfOtherPyTorchVersions) {
                                     k1(3) + "t(" + k1(1) + "ttR");
   EXPECT_EQ(old.to_tensor().sizes(), Shape({3}));
   EXPECT_EQ(old.to_tensor()[0].item<float>(), 2.0f);
-  torch_io::Value misc = load_pickle("(" + glob("torch", "Size") + "(" + k1(2) + k1(3) + "l\x85R" + glob("torch", "device") +
-                                     str("cuda") + k1(1) + "\x86R" + glob("torch", "float16") + glob("_codecs", "encode") +
-                                     str("a\xc3\xbf") + str("latin1") + "\x86Rt");
+  torch_io::Value misc = load_pickle(
+      "(" + glob("torch", "Size") + "(" + k1(2) + k1(3) + "l\x85R" + glob("torch", "device") + str("cuda") + k1(1) +
+      "\x86R" + glob("torch", "float16") + glob("_codecs", "encode") + str("a\xc3\xbf") + str("latin1") + "\x86Rt");
   EXPECT_EQ(misc.repr(), "((2, 3), 'cuda:1', torch.float16, b'a\\xff')");
   EXPECT_EQ(misc[3].to_string(), "a\xff");
   // Refused even though PyTorch's weights_only allows them: named, with the reason.
@@ -364,7 +369,8 @@ TEST(TorchFile, HandMadePicklesOfOtherPyTorchVersions) {
     load_pickle(glob("torch._utils", "_rebuild_qtensor") + ")R");
     FAIL();
   } catch (const IOError& e) {
-    EXPECT_NE(std::string(e.what()).find("quantized tensors are not supported by nabla"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("quantized tensors are not supported by nabla"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -392,7 +398,8 @@ TEST(TorchFile, SaveLoadRoundTripKeepsEverything) {
 
 TEST(TorchFile, ViewsOfOneStorageAreSavedOnceAndOnlyTheirPart) {
   Tensor base = arange(1000, dtype(kFloat32));
-  torch_io::Value v = torch_io::Value::dict({{"a", base.slice(0, 100, 110)}, {"b", base.slice(0, 105, 120).view({3, 5})}});
+  torch_io::Value v =
+      torch_io::Value::dict({{"a", base.slice(0, 100, 110)}, {"b", base.slice(0, 105, 120).view({3, 5})}});
   std::vector<char> bytes = torch_io::serialize(v);
   zip::Source src(bytes.data(), bytes.size(), "mem");
   zip::Reader z(src);
@@ -468,16 +475,16 @@ TEST(TorchFile, HostileFilesGiveClearErrors) {
       } catch (const IOError& e) {
         std::string msg = e.what();
         EXPECT_EQ(first, "error IOError") << msg;
-        for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg << "\nmissing: " << p;
+        for (const auto& p : parts)
+          EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg << "\nmissing: " << p;
         EXPECT_NE(msg.find(name), std::string::npos) << "the message must name the file: " << msg;
       } catch (const ValueError& e) {
         std::string msg = e.what();
         EXPECT_EQ(first, "error ValueError") << msg;
         EXPECT_FALSE(v.is_none()) << "ValueError is for a file that loads and cannot be flattened: " << msg;
-        for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg << "\nmissing: " << p;
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "not an IOError or ValueError: " << e.what();
-      }
+        for (const auto& p : parts)
+          EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg << "\nmissing: " << p;
+      } catch (const std::exception& e) { ADD_FAILURE() << "not an IOError or ValueError: " << e.what(); }
     }
     ++checked;
   }

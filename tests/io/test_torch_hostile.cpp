@@ -16,10 +16,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "io/zip.h"
 #include "fuzz/torch_hostile.h"
-#include "nabla.h"
 #include "io/torch_file.h"
+#include "io/zip.h"
+#include "nabla.h"
 #include "nn/serialize.h"
 #include "tests/common/sanitizers.h"
 #include "tests/data/data_util.h"
@@ -55,8 +55,8 @@ struct Outcome {
 Outcome in_child(const std::string& file, int deadline_s = 20) {
   if (nabla::testing::kAddressSanitizer) deadline_s *= 6;
   const std::string exe = fs::read_symlink("/proc/self/exe").string();
-  const std::string cmd = "env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX NABLA_HOSTILE_FILE='" + file + "' timeout -s KILL " +
-                          std::to_string(deadline_s) + " " + exe +
+  const std::string cmd = "env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX NABLA_HOSTILE_FILE='" + file +
+                          "' timeout -s KILL " + std::to_string(deadline_s) + " " + exe +
                           " --gtest_also_run_disabled_tests --gtest_filter=TorchHostile.DISABLED_Child 2>&1";
   Outcome o;
   FILE* p = ::popen(cmd.c_str(), "r");
@@ -103,17 +103,14 @@ TEST(TorchHostile, DISABLED_Child) {
     size_t tensors = 0;
     for (const auto& [name, x] : flat) tensors += x.is_tensor();
     msg = std::to_string(flat.size()) + " leaves, " + std::to_string(tensors) + " tensors";
-  } catch (const IOError& e) {
-    type = "IOError", msg = e.what();
-  } catch (const ValueError& e) {
+  } catch (const IOError& e) { type = "IOError", msg = e.what(); } catch (const ValueError& e) {
     type = "ValueError", msg = e.what();
-  } catch (const std::exception& e) {
-    type = "other", msg = e.what();
-  }
+  } catch (const std::exception& e) { type = "other", msg = e.what(); }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
-  std::printf("HOSTILE_RESULT %s %.1f %ld\nHOSTILE_MESSAGE %s\n", type.c_str(), ms, ru.ru_maxrss - before_kb, msg.c_str());
+  std::printf("HOSTILE_RESULT %s %.1f %ld\nHOSTILE_MESSAGE %s\n", type.c_str(), ms, ru.ru_maxrss - before_kb,
+              msg.c_str());
 }
 
 // Shared subtrees: 20 levels of {A: d, B: d} with 4 KB keys: 9 KB, 2^20 leaves of 80 KB names.
@@ -126,7 +123,8 @@ TEST(TorchHostile, SharedSubtreesAreRefusedBeforeAnyNameIsBuilt) {
   EXPECT_EQ(o.type, "ValueError");
   EXPECT_NE(o.message.find("the value has 1048576 leaves (counting shared subtrees once per path)"), std::string::npos)
       << o.message;
-  EXPECT_NE(o.message.find("more than the limit of 268435456 (Value::flatten's max_bytes)"), std::string::npos) << o.message;
+  EXPECT_NE(o.message.find("more than the limit of 268435456 (Value::flatten's max_bytes)"), std::string::npos)
+      << o.message;
   // What it names when small enough: every path, in order, as Python would walk it.
   Value small = load(th::billion_laughs(3, 2));
   std::vector<std::string> names;
@@ -152,9 +150,10 @@ TEST(TorchHostile, ADeepSharedKeyCostsItsBytesOnce) {
   Outcome o = in_child(f);
   expect_bounded(o, "990 dicts sharing a 1 MB key (1 MB)");
   EXPECT_EQ(o.type, "ValueError");
-  EXPECT_NE(o.message.find("the value has 1 leaf (counting shared subtrees once per path) whose dotted names and strings "
-                           "would take 1038091295 bytes"),
-            std::string::npos)
+  EXPECT_NE(
+      o.message.find("the value has 1 leaf (counting shared subtrees once per path) whose dotted names and strings "
+                     "would take 1038091295 bytes"),
+      std::string::npos)
       << o.message;
   // It loads (the key is not copied into each dict's index), and the small one names its leaf.
   Value v = load(th::deep_shared_key(5, 3));
@@ -200,7 +199,8 @@ TEST(TorchHostile, NestedZipRecordsAreRefusedAsOverlapping) {
   Outcome o = in_child(f);
   expect_bounded(o, "400 nested zip records (4.3 MB)");
   EXPECT_EQ(o.type, "IOError");
-  EXPECT_NE(o.message.find("entries 'archive/data/000' and 'archive/data/001' overlap"), std::string::npos) << o.message;
+  EXPECT_NE(o.message.find("entries 'archive/data/000' and 'archive/data/001' overlap"), std::string::npos)
+      << o.message;
   // The reader alone refuses it, before any entry is read.
   zip::Source src(f);
   try {

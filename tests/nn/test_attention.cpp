@@ -127,7 +127,6 @@ MhaRef mha_ref(const nn::MultiheadAttention& m, const Mat& q_in, const Mat& k_in
   return res;
 }
 
-
 std::vector<std::string> keys_of(const nn::Module& m) { return m.state_dict().keys(); }
 std::vector<std::vector<int64_t>> shapes_of(const nn::Module& m) {
   std::vector<std::vector<int64_t>> s;

@@ -40,9 +40,7 @@ TEST(NnLayers, LinearForwardAndErrors) {
   try {
     fc(randn({64, 320}));
     FAIL();
-  } catch (const ShapeError& e) {
-    EXPECT_STREQ(e.what(), "Linear: expected input with last dim 784, got [64, 320]");
-  }
+  } catch (const ShapeError& e) { EXPECT_STREQ(e.what(), "Linear: expected input with last dim 784, got [64, 320]"); }
   nn::Linear nobias(3, 2, {.bias = false});
   EXPECT_FALSE(nobias.bias.defined());
   EXPECT_EQ(nobias.parameters().size(), 1u);
@@ -123,16 +121,19 @@ TEST(NnFunctional, NormalizeCosineSimilarityPairwiseDistance) {
   EXPECT_TRUE(tensor_is(F::cosine_similarity(x, y), {3}, {0, 0, 1}, 1e-15));
   EXPECT_TRUE(tensor_is(F::cosine_similarity(x, tensor({1., 0.}, kFloat64).unsqueeze(0)), {3}, {0.6, 0, std::sqrt(0.5)},
                         1e-15));
-  EXPECT_TRUE(tensor_is(F::cosine_similarity(x, y, 0), {2}, {(12. + 2) / (std::sqrt(10.) * std::sqrt(21.)),
-                                                            (-12. + 2) / (std::sqrt(17.) * std::sqrt(14.))},
+  EXPECT_TRUE(tensor_is(F::cosine_similarity(x, y, 0), {2},
+                        {(12. + 2) / (std::sqrt(10.) * std::sqrt(21.)), (-12. + 2) / (std::sqrt(17.) * std::sqrt(14.))},
                         1e-15));
   // ||x - y + eps||: eps shifts every difference.
   const double e = 1e-6;
   EXPECT_TRUE(tensor_is(F::pairwise_distance(x, y), {3},
                         {std::hypot(-1 + e, 7 + e), std::hypot(-1 + e, -1 + e), std::hypot(-1 + e, 1 + e)}, 1e-14));
   EXPECT_TRUE(tensor_is(F::pairwise_distance(x, y, 1, 0, true), {3, 1}, {8, 2, 2}, 1e-15));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { F::cosine_similarity(x, tensor({1., 2., 3.}, kFloat64)); },
-                                      {"cosine_similarity", "[3, 2]", "[3]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        F::cosine_similarity(x, tensor({1., 2., 3.}, kFloat64));
+      },
+      {"cosine_similarity", "[3, 2]", "[3]"}));
   EXPECT_THROW(F::normalize(tensor(1.0)), ShapeError);
   // The modules hold the options and print them as PyTorch does.
   nn::CosineSimilarity cos(0, 1e-6);
@@ -153,10 +154,10 @@ TEST(NnFunctional, InterpolateNearestAndLinearAsPyTorch) {
   EXPECT_TRUE(tensor_is(F::interpolate(x, {.scale_factor = {2}, .mode = "bilinear"}), {1, 1, 4, 4},
                         {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4}, 1e-15));
   const double t = 1. / 3;
-  EXPECT_TRUE(tensor_is(F::interpolate(x, {.size = {4}, .mode = "bilinear", .align_corners = true}), {1, 1, 4, 4},
-                        {1, 1 + t, 1 + 2 * t, 2, 1 + 2 * t, 2, 2 + t, 2 + 2 * t, 2 + t, 2 + 2 * t, 3, 3 + t, 3, 3 + t,
-                         3 + 2 * t, 4},
-                        1e-14));
+  EXPECT_TRUE(tensor_is(
+      F::interpolate(x, {.size = {4}, .mode = "bilinear", .align_corners = true}), {1, 1, 4, 4},
+      {1, 1 + t, 1 + 2 * t, 2, 1 + 2 * t, 2, 2 + t, 2 + 2 * t, 2 + t, 2 + 2 * t, 3, 3 + t, 3, 3 + t, 3 + 2 * t, 4},
+      1e-14));
   // Downsampling: nearest takes floor(j * in / out); linear with size 3 from [0, 10, 20, 30, 40].
   Tensor r = tensor({0., 10., 20., 30., 40.}, kFloat64).view({1, 1, 5});
   EXPECT_TRUE(tensor_is(F::interpolate(r, {.size = {3}}), {1, 1, 3}, {0, 10, 30}));
@@ -172,7 +173,11 @@ TEST(NnFunctional, InterpolateNearestAndLinearAsPyTorch) {
   EXPECT_TRUE(throws_with<ValueError>([&] { F::interpolate(x, {.size = {4}, .align_corners = false}); },
                                       {"align_corners", "nearest"}));
   EXPECT_TRUE(throws_with<ValueError>([&] { F::interpolate(x, {}); }, {"one of size and scale_factor"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { F::interpolate(x, {.size = {1, 2, 3}}); }, {"size has 3 values", "2 spatial"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] {
+        F::interpolate(x, {.size = {1, 2, 3}});
+      },
+      {"size has 3 values", "2 spatial"}));
   EXPECT_TRUE(throws_with<ShapeError>([&] { F::interpolate(x.view({4}), {.size = {2}}); }, {"3-D", "[4]"}));
   EXPECT_TRUE(throws_with<ShapeError>([&] { F::interpolate(x, {.scale_factor = {0.4}}); }, {"non-empty"}));
   // The module.
@@ -180,7 +185,8 @@ TEST(NnFunctional, InterpolateNearestAndLinearAsPyTorch) {
   EXPECT_TRUE(tensor_near(up(x), F::interpolate(x, {.scale_factor = {2}, .mode = "bilinear"}), 0));
   std::ostringstream os;
   os << up << "\n" << nn::Upsample({.size = {3, 5}});
-  EXPECT_EQ(os.str(), "Upsample(scale_factor=2.0, mode='bilinear', align_corners=False)\nUpsample(size=(3, 5), mode='nearest')");
+  EXPECT_EQ(os.str(),
+            "Upsample(scale_factor=2.0, mode='bilinear', align_corners=False)\nUpsample(size=(3, 5), mode='nearest')");
 }
 
 TEST(NnLayers, ConvolutionsAndPooling) {
@@ -220,10 +226,10 @@ TEST(NnLayers, BatchNorm1dRunningStatisticsByHand) {
   // A second batch 2x: mean [2.5, 2.0], unbiased var 4x.
   bn(x * 2);
   EXPECT_TRUE(allclose(bn.running_mean, tensor({0.9 * 0.125 + 0.25, 0.9 * 0.1 + 0.2}, kFloat64), 1e-12, 1e-15));
-  EXPECT_TRUE(allclose(bn.running_var,
-                       tensor({0.9 * (0.9 + 0.875 / 3) + 0.4 * 8.75 / 3, 0.9 * (0.9 + 1.85 / 3) + 0.4 * 18.5 / 3},
-                              kFloat64),
-                       1e-12, 1e-15));
+  EXPECT_TRUE(
+      allclose(bn.running_var,
+               tensor({0.9 * (0.9 + 0.875 / 3) + 0.4 * 8.75 / 3, 0.9 * (0.9 + 1.85 / 3) + 0.4 * 18.5 / 3}, kFloat64),
+               1e-12, 1e-15));
   EXPECT_EQ(bn.num_batches_tracked.item<int64_t>(), 2);
   // Evaluation uses the running statistics (and does not change them).
   bn.eval();
@@ -311,7 +317,8 @@ TEST(NnLayers, BatchNorm2dAffineAndGradients) {
 // float32's rounding of x - mean, as PyTorch's), planes longer than a block, and odd lengths.
 TEST(NnLayers, BatchNormFloat32StatisticsAgreeWithFloat64) {
   manual_seed(9);
-  for (auto shape : {std::vector<int64_t>{8, 3, 37, 41}, std::vector<int64_t>{64, 5, 7, 7}, std::vector<int64_t>{33, 4}}) {
+  for (auto shape :
+       {std::vector<int64_t>{8, 3, 37, 41}, std::vector<int64_t>{64, 5, 7, 7}, std::vector<int64_t>{33, 4}}) {
     for (bool far : {true, false}) {
       const std::string what = std::to_string(shape.size()) + "-d, " + (far ? "far from zero" : "near zero");
       Tensor x64 = far ? randn(shape, kFloat64) * 0.01 + 1000.0 : randn(shape, kFloat64) * 2 + 3;
@@ -392,7 +399,7 @@ TEST(NnLayers, Dropout2dZeroesWholeChannels) {
   manual_seed(12);
   Tensor x = ones({8, 16, 3, 3});
   Tensor y = nn::Dropout2d(0.5)(x);
-  Tensor per_channel = y.amax({2, 3});  // 0 or 2 for a channel
+  Tensor per_channel = y.amax({2, 3});             // 0 or 2 for a channel
   EXPECT_TRUE(y.amin({2, 3}).equal(per_channel));  // constant within each channel
   Tensor vals = per_channel.flatten();
   EXPECT_TRUE((vals.eq(0) | vals.eq(2)).all().item<bool>());
@@ -420,9 +427,7 @@ TEST(NnLayers, EmbeddingLookupAndPaddingGradient) {
   try {
     emb(tensor({1, 5}));
     FAIL();
-  } catch (const IndexError& e) {
-    EXPECT_STREQ(e.what(), "Embedding: index 5 is out of range for a table of 5 rows");
-  }
+  } catch (const IndexError& e) { EXPECT_STREQ(e.what(), "Embedding: index 5 is out of range for a table of 5 rows"); }
   EXPECT_THROW(emb(tensor({1.0, 2.0})), DTypeError);
 }
 
@@ -458,31 +463,44 @@ TEST(NnLayers, MoreActivationsMatchTheirDefinitions) {
   auto sp = [](double v) { return std::log1p(std::exp(v)); };
   const double selu_alpha = 1.6732632423543772848170429916717, selu_scale = 1.0507009873554804934193349852946;
   nn::ReLU6 relu6_m;
-  expect_map(relu6_m, [](double v) { return std::min(std::max(v, 0.0), 6.0); }, "ReLU6");
+  expect_map(
+      relu6_m, [](double v) { return std::min(std::max(v, 0.0), 6.0); }, "ReLU6");
   nn::Mish mish_m;
-  expect_map(mish_m, [&](double v) { return v * std::tanh(sp(v)); }, "Mish");
+  expect_map(
+      mish_m, [&](double v) { return v * std::tanh(sp(v)); }, "Mish");
   nn::SELU selu_m;
-  expect_map(selu_m, [&](double v) { return selu_scale * (v > 0 ? v : selu_alpha * std::expm1(v)); }, "SELU");
+  expect_map(
+      selu_m, [&](double v) { return selu_scale * (v > 0 ? v : selu_alpha * std::expm1(v)); }, "SELU");
   nn::LogSigmoid ls_m;
-  expect_map(ls_m, [&](double v) { return -sp(-v); }, "LogSigmoid");
+  expect_map(
+      ls_m, [&](double v) { return -sp(-v); }, "LogSigmoid");
   nn::Hardsigmoid hs_m;
-  expect_map(hs_m, [](double v) { return std::min(std::max(v / 6 + 0.5, 0.0), 1.0); }, "Hardsigmoid");
+  expect_map(
+      hs_m, [](double v) { return std::min(std::max(v / 6 + 0.5, 0.0), 1.0); }, "Hardsigmoid");
   nn::Hardswish hw_m;
-  expect_map(hw_m, [](double v) { return v * std::min(std::max(v + 3, 0.0), 6.0) / 6; }, "Hardswish");
+  expect_map(
+      hw_m, [](double v) { return v * std::min(std::max(v + 3, 0.0), 6.0) / 6; }, "Hardswish");
   nn::Softsign ss_m;
-  expect_map(ss_m, [](double v) { return v / (1 + std::abs(v)); }, "Softsign");
+  expect_map(
+      ss_m, [](double v) { return v / (1 + std::abs(v)); }, "Softsign");
   nn::Tanhshrink ts_m;
-  expect_map(ts_m, [](double v) { return v - std::tanh(v); }, "Tanhshrink");
+  expect_map(
+      ts_m, [](double v) { return v - std::tanh(v); }, "Tanhshrink");
   nn::Softplus softplus_m(2.0, 5.0);  // linear where 2x > 5
-  expect_map(softplus_m, [&](double v) { return 2 * v > 5 ? v : sp(2 * v) / 2; }, "Softplus");
+  expect_map(
+      softplus_m, [&](double v) { return 2 * v > 5 ? v : sp(2 * v) / 2; }, "Softplus");
   nn::Hardtanh ht_m(-2.0, 1.0);
-  expect_map(ht_m, [](double v) { return std::min(std::max(v, -2.0), 1.0); }, "Hardtanh");
+  expect_map(
+      ht_m, [](double v) { return std::min(std::max(v, -2.0), 1.0); }, "Hardtanh");
   nn::CELU celu_m(2.0);
-  expect_map(celu_m, [](double v) { return v > 0 ? v : 2 * std::expm1(v / 2); }, "CELU");
+  expect_map(
+      celu_m, [](double v) { return v > 0 ? v : 2 * std::expm1(v / 2); }, "CELU");
   nn::Threshold th_m(0.1, 20.0);
-  expect_map(th_m, [](double v) { return v > 0.1 ? v : 20.0; }, "Threshold");
+  expect_map(
+      th_m, [](double v) { return v > 0.1 ? v : 20.0; }, "Threshold");
   nn::PReLU prelu_one;  // slope 0.25
-  expect_map(prelu_one, [](double v) { return v > 0 ? v : 0.25 * v; }, "PReLU");
+  expect_map(
+      prelu_one, [](double v) { return v > 0 ? v : 0.25 * v; }, "PReLU");
 
   // GLU halves the last dim; Softmin is softmax(-x).
   Tensor g = tensor({{1.0, 2.0, 0.5, -1.0}}, dtype(kFloat64));
@@ -516,14 +534,16 @@ TEST(NnLayers, MoreActivationsMatchTheirDefinitions) {
 TEST(NnLayers, Pooling1dAndAdaptiveMax) {
   Tensor x = tensor({1.0, 3.0, 2.0, 5.0, 4.0, 0.0, 7.0}, dtype(kFloat64)).view({1, 1, 7});
   auto line = [](const Tensor& t) { return values(t); };
-  EXPECT_EQ(line(nn::MaxPool1d(2)(x)), (std::vector<double>{3, 5, 4}));                 // [1 3] [2 5] [4 0]
+  EXPECT_EQ(line(nn::MaxPool1d(2)(x)), (std::vector<double>{3, 5, 4}));                          // [1 3] [2 5] [4 0]
   EXPECT_EQ(line(nn::MaxPool1d(2, {.ceil_mode = true})(x)), (std::vector<double>{3, 5, 4, 7}));  // + [7]
   // Padding 1 (with -inf), stride 2: [. 1 3] [3 2 5] [5 4 0] [0 7 .]
   EXPECT_EQ(line(nn::MaxPool1d(3, {.stride = 2, .padding = 1})(x)), (std::vector<double>{3, 5, 5, 7}));
-  EXPECT_EQ(line(nn::MaxPool1d(2, {.stride = 1, .dilation = 3})(x)), (std::vector<double>{5, 4, 2, 7}));  // x[i], x[i+3]
+  EXPECT_EQ(line(nn::MaxPool1d(2, {.stride = 1, .dilation = 3})(x)),
+            (std::vector<double>{5, 4, 2, 7}));  // x[i], x[i+3]
   EXPECT_TRUE(values_near(line(nn::AvgPool1d(2)(x)), {2, 3.5, 2}, 1e-15, 0));
   // Zero padding counted (/3) or not (/2 at the ends).
-  EXPECT_TRUE(values_near(line(nn::AvgPool1d(3, {.stride = 2, .padding = 1})(x)), {4.0 / 3, 10.0 / 3, 3, 7.0 / 3}, 1e-15, 0));
+  EXPECT_TRUE(
+      values_near(line(nn::AvgPool1d(3, {.stride = 2, .padding = 1})(x)), {4.0 / 3, 10.0 / 3, 3, 7.0 / 3}, 1e-15, 0));
   EXPECT_TRUE(values_near(line(nn::AvgPool1d(3, {.stride = 2, .padding = 1, .count_include_pad = false})(x)),
                           {2, 10.0 / 3, 3, 3.5}, 1e-15, 0));
   // Adaptive windows of a 7-line into 3: [0, 3), [2, 5), [4, 7).
@@ -590,7 +610,7 @@ TEST(NnLayers, PixelShuffleInstanceNormAffineGrid) {
   EXPECT_TRUE(y.equal(tensor({0.0, 2.0, 1.0, 3.0, 4.0, 6.0, 5.0, 7.0}, kFloat64).reshape({1, 1, 2, 4})));
   EXPECT_TRUE(F::pixel_unshuffle(y, 2).equal(x));
   EXPECT_EQ(nn::PixelUnshuffle(2)(ones({3, 4, 6})).sizes(), (Shape{12, 2, 3}));  // unbatched
-  EXPECT_THROW(F::pixel_shuffle(ones({1, 3, 2, 2}), 2), ShapeError);                 // 3 channels, r^2 = 4
+  EXPECT_THROW(F::pixel_shuffle(ones({1, 3, 2, 2}), 2), ShapeError);             // 3 channels, r^2 = 4
   EXPECT_THROW(F::pixel_unshuffle(ones({1, 1, 3, 4}), 2), ShapeError);
   // Instance norm: (x - mean) / sqrt(var + eps) per (sample, channel), biased variance.
   Tensor v = tensor({1.0, 2.0, 3.0, 10.0, 10.0, 16.0}, kFloat64).reshape({2, 1, 3});
@@ -598,12 +618,13 @@ TEST(NnLayers, PixelShuffleInstanceNormAffineGrid) {
   norm.to(kFloat64);  // float64 running statistics, for exact comparisons
   Tensor n = norm(v);
   const double s0 = std::sqrt(2.0 / 3 + 1e-5), s1 = std::sqrt(8.0 + 1e-5);
-  EXPECT_TRUE(allclose(n, tensor({-1 / s0, 0.0, 1 / s0, -2 / s1, -2 / s1, 4 / s1}, kFloat64).reshape({2, 1, 3}), 1e-12, 1e-12));
+  EXPECT_TRUE(
+      allclose(n, tensor({-1 / s0, 0.0, 1 / s0, -2 / s1, -2 / s1, 4 / s1}, kFloat64).reshape({2, 1, 3}), 1e-12, 1e-12));
   // Running statistics: 0.9 * 0 + 0.1 * mean over N of the means (2, 12); unbiased variances (1, 12).
   EXPECT_NEAR(norm.running_mean.item<double>(), 0.1 * 7.0, 1e-12);
   EXPECT_NEAR(norm.running_var.item<double>(), 0.9 + 0.1 * 6.5, 1e-12);
   EXPECT_EQ(norm.num_batches_tracked.item<int64_t>(), 0);  // PyTorch's InstanceNorm does not count batches
-  norm.eval();  // now normalizes with the running statistics
+  norm.eval();                                             // now normalizes with the running statistics
   EXPECT_TRUE(allclose(norm(v), (v - 0.7) / std::sqrt(1.55 + 1e-5), 1e-12, 1e-12));
   EXPECT_EQ(nn::InstanceNorm2d(3)(ones({3, 2, 2})).sizes(), (Shape{3, 2, 2}));  // unbatched
   EXPECT_THROW(nn::InstanceNorm2d(3)(ones({1, 4, 2, 2})), ShapeError);
@@ -612,8 +633,11 @@ TEST(NnLayers, PixelShuffleInstanceNormAffineGrid) {
   // One spatial element per instance (PyTorch 1.13: ValueError "Expected more than 1 spatial element
   // when training, got input size torch.Size([2, 3, 1, 1])"), also for a module in eval mode that
   // tracks no running statistics (it still uses the input's); with running statistics it is fine.
-  EXPECT_TRUE(throws_with<ValueError>([&] { F::instance_norm(ones({2, 3, 1, 1})); },
-                                      {"instance_norm", "more than 1 spatial element", "[2, 3, 1, 1]"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] {
+        F::instance_norm(ones({2, 3, 1, 1}));
+      },
+      {"instance_norm", "more than 1 spatial element", "[2, 3, 1, 1]"}));
   EXPECT_TRUE(throws_with<ValueError>([&] { nn::InstanceNorm1d(3)(ones({2, 3, 1})); }, {"[2, 3, 1]"}));
   nn::InstanceNorm2d frozen(3);
   frozen.eval();
@@ -625,8 +649,8 @@ TEST(NnLayers, PixelShuffleInstanceNormAffineGrid) {
   Tensor id = tensor({1.0, 0.0, 0.0, 0.0, 1.0, 0.0}, kFloat64).reshape({1, 2, 3});
   Tensor g = F::affine_grid(id, {1, 1, 2, 3}, /*align_corners=*/true);
   EXPECT_EQ(g.sizes(), (Shape{1, 2, 3, 2}));
-  EXPECT_TRUE(g.equal(tensor({-1.0, -1.0, 0.0, -1.0, 1.0, -1.0, -1.0, 1.0, 0.0, 1.0, 1.0, 1.0}, kFloat64)
-                          .reshape({1, 2, 3, 2})));
+  EXPECT_TRUE(g.equal(
+      tensor({-1.0, -1.0, 0.0, -1.0, 1.0, -1.0, -1.0, 1.0, 0.0, 1.0, 1.0, 1.0}, kFloat64).reshape({1, 2, 3, 2})));
   // Without align_corners the points are the pixel centres: (2 i + 1) / n - 1.
   Tensor g2 = F::affine_grid(id, {1, 1, 2, 3});
   EXPECT_TRUE(allclose(g2.select(3, 0)[0][0], tensor({-2.0 / 3, 0.0, 2.0 / 3}, kFloat64), 1e-15, 1e-15));

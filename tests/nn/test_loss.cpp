@@ -10,9 +10,9 @@
 
 using namespace nabla;
 namespace F = nn::functional;
-using nn::Reduction;
 using nabla::testing::tensor_is;
 using nabla::testing::throws_with;
+using nn::Reduction;
 
 namespace {
 
@@ -20,9 +20,7 @@ namespace {
 Tensor X() { return tensor({{0.2, -1.3, 0.7, 2.1}, {-0.5, 0.4, 1.5, -2.0}, {1.1, 0.3, -0.8, 0.0}}, kFloat64); }
 Tensor T() { return tensor({3, 0, 1}); }
 Tensor W() { return tensor({0.5, 2.0, 1.0, 0.25}, kFloat64); }
-Tensor P() {
-  return tensor({{0.1, 0.2, 0.3, 0.4}, {0.25, 0.25, 0.25, 0.25}, {0.7, 0.1, 0.1, 0.1}}, kFloat64);
-}
+Tensor P() { return tensor({{0.1, 0.2, 0.3, 0.4}, {0.25, 0.25, 0.25, 0.25}, {0.7, 0.1, 0.1, 0.1}}, kFloat64); }
 
 void expect_values(const Tensor& t, std::vector<double> expect, const std::string& what, double tol = 1e-12) {
   Tensor c = t.detach().to(kFloat64).contiguous().reshape({-1});
@@ -48,8 +46,8 @@ TEST(NnLoss, CrossEntropyClassIndices) {
                     4.220188278046976, {0.35735191193138194, 2.404400375052385, 1.4584359910632085}, "ce");
   // Class weights: each sample weighted by w[target]; mean divides by the summed weights (2.75).
   expect_reductions([&](Reduction r) { return F::cross_entropy(x, t, {.weight = w, .reduction = r}); },
-                    1.530330962776529, 4.208410147635455,
-                    {0.08933797798284548, 1.2022001875261925, 2.916871982126417}, "ce weight");
+                    1.530330962776529, 4.208410147635455, {0.08933797798284548, 1.2022001875261925, 2.916871982126417},
+                    "ce weight");
   // ignore_index: sample 1 (class 0) is skipped and not counted in the mean.
   expect_reductions([&](Reduction r) { return F::cross_entropy(x, t, {.ignore_index = 0, .reduction = r}); },
                     0.9078939514972952, 1.8157879029945905, {0.35735191193138194, 0.0, 1.4584359910632085},
@@ -71,8 +69,8 @@ TEST(NnLoss, CrossEntropyGradientWithEverything) {
   F::cross_entropy(x, T(), {.weight = W(), .ignore_index = 0, .label_smoothing = 0.2}).backward();
   // d/dx_nk = (-w_k q_nk + (sum_c w_c q_nc) softmax_nk) / sum of target weights; 0 for the ignored row.
   expect_values(x.grad(),
-                {0.006908014371858183, -0.040423834089694854, 0.007486293240963966, 0.026029526476872695, 0.0, 0.0,
-                 0.0, 0.0, 0.40014125983794263, -0.570767953726266, 0.039288227052662654, 0.13133846683566058},
+                {0.006908014371858183, -0.040423834089694854, 0.007486293240963966, 0.026029526476872695, 0.0, 0.0, 0.0,
+                 0.0, 0.40014125983794263, -0.570767953726266, 0.039288227052662654, 0.13133846683566058},
                 "ce grad");
 }
 
@@ -100,8 +98,7 @@ TEST(NnLoss, CrossEntropyShapesAndErrors) {
   EXPECT_EQ(F::cross_entropy(x, t, {.reduction = Reduction::none}).sizes(), (Shape{2, 4}));
   // Unbatched (C) input with a 0-dim target.
   Tensor one = tensor({0.5, 1.5, -1.0}, kFloat64);
-  EXPECT_NEAR(F::cross_entropy(one, tensor(int64_t(1))).item<double>(),
-              -log_softmax(one, 0)[1].item<double>(), 1e-15);
+  EXPECT_NEAR(F::cross_entropy(one, tensor(int64_t(1))).item<double>(), -log_softmax(one, 0)[1].item<double>(), 1e-15);
   try {
     F::cross_entropy(X(), tensor({3, 4, 1}));
     FAIL();
@@ -109,14 +106,22 @@ TEST(NnLoss, CrossEntropyShapesAndErrors) {
     EXPECT_NE(std::string(e.what()).find("target 4 is out of bounds for 4 classes"), std::string::npos) << e.what();
   }
   // With ignored targets among them, a bad target is still named (ignored ones count as in range).
-  EXPECT_TRUE(nabla::testing::throws_with<IndexError>([&] { F::cross_entropy(X(), tensor({-100, 5, 1})); },
-                                      {"cross_entropy", "target 5 is out of bounds", "ignore_index -100"}));
-  EXPECT_TRUE(nabla::testing::throws_with<IndexError>([&] { F::cross_entropy(X(), tensor({-100, -3, 1})); }, {"target -3"}));
+  EXPECT_TRUE(nabla::testing::throws_with<IndexError>(
+      [&] {
+        F::cross_entropy(X(), tensor({-100, 5, 1}));
+      },
+      {"cross_entropy", "target 5 is out of bounds", "ignore_index -100"}));
+  EXPECT_TRUE(nabla::testing::throws_with<IndexError>(
+      [&] {
+        F::cross_entropy(X(), tensor({-100, -3, 1}));
+      },
+      {"target -3"}));
   EXPECT_NO_THROW(F::cross_entropy(X(), tensor({-100, 2, 1})));
   EXPECT_THROW(F::cross_entropy(X(), tensor({1, 2})), ShapeError);
   EXPECT_THROW(F::cross_entropy(X(), T(), {.weight = ones({3}, kFloat64)}), ShapeError);
   EXPECT_THROW(F::cross_entropy(X(), T(), {.label_smoothing = 1.5}), ValueError);
-  EXPECT_THROW(F::cross_entropy(X(), T().to(kFloat32)), DTypeError);  // class indices must be int64 (float targets are probabilities of the input's shape)
+  EXPECT_THROW(F::cross_entropy(X(), T().to(kFloat32)),
+               DTypeError);  // class indices must be int64 (float targets are probabilities of the input's shape)
   // Every target ignored: the mean is 0/0, as in PyTorch.
   EXPECT_TRUE(std::isnan(F::cross_entropy(X(), tensor({-100, -100, -100})).item<double>()));
 }
@@ -124,9 +129,8 @@ TEST(NnLoss, CrossEntropyShapesAndErrors) {
 TEST(NnLoss, NllLoss) {
   Tensor lp = log_softmax(X(), 1), t = T(), w = W();
   // nll(log_softmax(x)) is cross_entropy(x).
-  expect_reductions([&](Reduction r) { return F::nll_loss(lp, t, {.weight = w, .reduction = r}); },
-                    1.530330962776529, 4.208410147635455,
-                    {0.08933797798284548, 1.2022001875261925, 2.916871982126417}, "nll weight");
+  expect_reductions([&](Reduction r) { return F::nll_loss(lp, t, {.weight = w, .reduction = r}); }, 1.530330962776529,
+                    4.208410147635455, {0.08933797798284548, 1.2022001875261925, 2.916871982126417}, "nll weight");
   // Plain values: -input[n, t_n].
   Tensor in = tensor({{-1.0, -2.0}, {-3.0, -4.0}}, kFloat64);
   EXPECT_DOUBLE_EQ(F::nll_loss(in, tensor({1, 0})).item<double>(), 2.5);
@@ -145,7 +149,8 @@ TEST(NnLoss, RegressionLosses) {
   expect_reductions([&](Reduction r) { return F::huber_loss(a, b, {.reduction = r, .delta = 0.7}); }, 0.47, 1.88,
                     {0.125, 0.805, 0.945, 0.005}, "huber");
   // beta = 0 is l1; huber with delta = 1 equals smooth_l1 with beta = 1.
-  EXPECT_TRUE(F::smooth_l1_loss(a, b, {.reduction = Reduction::none, .beta = 0.0}).equal(F::l1_loss(a, b, Reduction::none)));
+  EXPECT_TRUE(
+      F::smooth_l1_loss(a, b, {.reduction = Reduction::none, .beta = 0.0}).equal(F::l1_loss(a, b, Reduction::none)));
   EXPECT_TRUE(allclose(F::huber_loss(a, b), F::smooth_l1_loss(a, b)));
   try {
     F::mse_loss(zeros({64, 1}), zeros({64}));
@@ -193,8 +198,9 @@ TEST(NnLoss, BinaryCrossEntropyWithLogits) {
   Tensor zz = tensor({-30.0, -1.0, 0.5, 40.0}, kFloat64);
   Tensor yy = tensor({1.0, 0.0, 1.0, 0.0}, kFloat64);
   Tensor stable = F::binary_cross_entropy_with_logits(zz, yy, {.reduction = Reduction::none});
-  expect_values(stable, {30.0 + std::log1p(std::exp(-30.0)), std::log1p(std::exp(-1.0)), std::log1p(std::exp(-0.5)),
-                         40.0 + std::log1p(std::exp(-40.0))},
+  expect_values(stable,
+                {30.0 + std::log1p(std::exp(-30.0)), std::log1p(std::exp(-1.0)), std::log1p(std::exp(-0.5)),
+                 40.0 + std::log1p(std::exp(-40.0))},
                 "bce logits stable");
 }
 
@@ -231,8 +237,8 @@ TEST(NnLoss, LossModules) {
   EXPECT_TRUE(nn::MSELoss(Reduction::sum)(a, b).equal(F::mse_loss(a, b, Reduction::sum)));
   EXPECT_TRUE(nn::L1Loss()(a, b).equal(F::l1_loss(a, b)));
   EXPECT_TRUE(nn::SmoothL1Loss({.beta = 0.3})(a, b).equal(F::smooth_l1_loss(a, b, {.beta = 0.3})));
-  EXPECT_TRUE(nn::HuberLoss({.reduction = Reduction::none, .delta = 2.0})(a, b)
-                  .equal(F::huber_loss(a, b, {.reduction = Reduction::none, .delta = 2.0})));
+  EXPECT_TRUE(nn::HuberLoss({.reduction = Reduction::none, .delta = 2.0})(a, b).equal(
+      F::huber_loss(a, b, {.reduction = Reduction::none, .delta = 2.0})));
   Tensor pr = tensor({0.2, 0.7}, kFloat64), y = tensor({0.0, 1.0}, kFloat64);
   EXPECT_TRUE(nn::BCELoss()(pr, y).equal(F::binary_cross_entropy(pr, y)));
   nn::BCEWithLogitsLoss bl({.pos_weight = tensor({3.0, 1.0}, kFloat64)});
@@ -317,8 +323,8 @@ TEST(NnLoss, RankingEmbeddingAndMarginLossErrors) {
     autograd::NoGradGuard ng;  // without grad mode nothing is recorded: fine, as in PyTorch
     EXPECT_NEAR(F::soft_margin_loss(zeros({3}, kFloat64), target).item<double>(), std::log(2.0), 1e-12);
   }
-  EXPECT_THROW(F::cosine_embedding_loss(x, x, ones({3, 1})), ShapeError);   // multi-target
-  EXPECT_THROW(F::cosine_embedding_loss(x, x, ones({4})), ShapeError);      // N differs
+  EXPECT_THROW(F::cosine_embedding_loss(x, x, ones({3, 1})), ShapeError);  // multi-target
+  EXPECT_THROW(F::cosine_embedding_loss(x, x, ones({4})), ShapeError);     // N differs
   EXPECT_THROW(F::margin_ranking_loss(x, ones({4, 3}, kFloat64), x), ShapeError);
   EXPECT_THROW(F::triplet_margin_loss(x, x, ones({4}, kFloat64)), ShapeError);
   EXPECT_THROW(F::triplet_margin_with_distance_loss(x, x, x, {.margin = 0}), ValueError);
@@ -327,7 +333,7 @@ TEST(NnLoss, RankingEmbeddingAndMarginLossErrors) {
   EXPECT_THROW(F::multi_margin_loss(x, tensor({0, -100, 1})), IndexError);
   EXPECT_THROW(F::multi_margin_loss(x, tensor({0, 1, 2}), {.p = 3}), ValueError);
   EXPECT_THROW(F::gaussian_nll_loss(x, x, -ones({3, 4}, kFloat64)), ValueError);  // negative variance
-  EXPECT_THROW(F::gaussian_nll_loss(x, x, ones({4}, kFloat64)), ShapeError);     // fits no accepted shape
+  EXPECT_THROW(F::gaussian_nll_loss(x, x, ones({4}, kFloat64)), ShapeError);      // fits no accepted shape
   try {
     F::gaussian_nll_loss(x, x, ones({2, 4}, kFloat64));
     FAIL();
@@ -358,9 +364,15 @@ TEST(CTCLoss, MatchesTheAlignmentSumByHand) {
 TEST(CTCLoss, RejectsBadTargetsAndLengths) {
   Tensor lp = zeros({4, 1, 3});
   Tensor t = tensor(std::vector<int64_t>{1, 2}, dtype(kInt64)).view({1, 2});
-  EXPECT_TRUE(nabla::testing::throws_with<IndexError>([&] { nn::functional::ctc_loss(lp, t.clone().fill_(0), {4}, {2}); },
-                                      {"ctc_loss", "target 0", "blank 0"}));
-  EXPECT_TRUE(nabla::testing::throws_with<ValueError>([&] { nn::functional::ctc_loss(lp, t, {5}, {2}); }, {"input length 5", "[0, 4]"}));
-  EXPECT_TRUE(nabla::testing::throws_with<ValueError>([&] { nn::functional::ctc_loss(lp, t, {4}, {3}); }, {"target length 3", "width 2"}));
-  EXPECT_TRUE(nabla::testing::throws_with<ShapeError>([&] { nn::functional::ctc_loss(lp, t, {4, 4}, {2, 2}); }, {"one per batch element"}));
+  EXPECT_TRUE(nabla::testing::throws_with<IndexError>(
+      [&] { nn::functional::ctc_loss(lp, t.clone().fill_(0), {4}, {2}); }, {"ctc_loss", "target 0", "blank 0"}));
+  EXPECT_TRUE(nabla::testing::throws_with<ValueError>([&] { nn::functional::ctc_loss(lp, t, {5}, {2}); },
+                                                      {"input length 5", "[0, 4]"}));
+  EXPECT_TRUE(nabla::testing::throws_with<ValueError>([&] { nn::functional::ctc_loss(lp, t, {4}, {3}); },
+                                                      {"target length 3", "width 2"}));
+  EXPECT_TRUE(nabla::testing::throws_with<ShapeError>(
+      [&] {
+        nn::functional::ctc_loss(lp, t, {4, 4}, {2, 2});
+      },
+      {"one per batch element"}));
 }

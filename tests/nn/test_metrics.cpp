@@ -29,15 +29,19 @@ TEST(Metrics, ConfusionMatrixAndScoresByHand) {
   EXPECT_DOUBLE_EQ(metrics::f1_score(preds(), target(), 3).item<double>(), 0.6);
   // Per class: precision tp/(tp+fp) = [2/3, 1/2, 2/3]; recall tp/(tp+fn) = [1/2, 2/3, 2/3];
   // f1 = 2tp/(2tp+fp+fn) = [4/7, 4/7, 2/3].
-  EXPECT_TRUE(allclose(metrics::precision(preds(), target(), 3, Average::none), tensor({2. / 3, 0.5, 2. / 3}, kFloat64)));
+  EXPECT_TRUE(
+      allclose(metrics::precision(preds(), target(), 3, Average::none), tensor({2. / 3, 0.5, 2. / 3}, kFloat64)));
   EXPECT_TRUE(allclose(metrics::recall(preds(), target(), 3, Average::none), tensor({0.5, 2. / 3, 2. / 3}, kFloat64)));
-  EXPECT_TRUE(allclose(metrics::f1_score(preds(), target(), 3, Average::none), tensor({4. / 7, 4. / 7, 2. / 3}, kFloat64)));
-  EXPECT_NEAR(metrics::precision(preds(), target(), 3, Average::macro).item<double>(), (2. / 3 + 0.5 + 2. / 3) / 3, 1e-15);
+  EXPECT_TRUE(
+      allclose(metrics::f1_score(preds(), target(), 3, Average::none), tensor({4. / 7, 4. / 7, 2. / 3}, kFloat64)));
+  EXPECT_NEAR(metrics::precision(preds(), target(), 3, Average::macro).item<double>(), (2. / 3 + 0.5 + 2. / 3) / 3,
+              1e-15);
   EXPECT_NEAR(metrics::recall(preds(), target(), 3, Average::macro).item<double>(), (0.5 + 2. / 3 + 2. / 3) / 3, 1e-15);
   EXPECT_NEAR(metrics::f1_score(preds(), target(), 3, Average::macro).item<double>(), (4. / 7 + 4. / 7 + 2. / 3) / 3,
               1e-15);
   // Macro accuracy is the mean per-class recall (as torchmetrics).
-  EXPECT_NEAR(metrics::accuracy(preds(), target(), 3, Average::macro).item<double>(), (0.5 + 2. / 3 + 2. / 3) / 3, 1e-15);
+  EXPECT_NEAR(metrics::accuracy(preds(), target(), 3, Average::macro).item<double>(), (0.5 + 2. / 3 + 2. / 3) / 3,
+              1e-15);
 }
 
 TEST(Metrics, ScoresFromLogitsAndAbsentClasses) {

@@ -20,7 +20,7 @@ struct Net : nn::Module {
   }
   Tensor forward(Tensor x) override {
     Tensor h = (*features)(x).mean({2, 3});
-    return (*classifier)(h) * scale;
+    return (*classifier)(h)*scale;
   }
   std::shared_ptr<nn::Sequential> features;
   std::shared_ptr<nn::Linear> classifier;
@@ -285,8 +285,14 @@ TEST(NnModule, PrintsLikePyTorch) {
             ")");
   // What PyTorch 1.13 prints for nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1,
   // groups=2, bias=False) and nn.Conv3d(2, 4, (1, 3, 3), dilation=2).
-  EXPECT_EQ(nn::ConvTranspose2d({.in_channels = 4, .out_channels = 6, .kernel_size = 3, .stride = 2, .padding = 1,
-                                 .output_padding = 1, .groups = 2, .bias = false})
+  EXPECT_EQ(nn::ConvTranspose2d({.in_channels = 4,
+                                 .out_channels = 6,
+                                 .kernel_size = 3,
+                                 .stride = 2,
+                                 .padding = 1,
+                                 .output_padding = 1,
+                                 .groups = 2,
+                                 .bias = false})
                 .extra_repr(),
             "4, 6, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), output_padding=(1, 1), groups=2, bias=False");
   EXPECT_EQ(nn::Conv3d(2, 4, {1, 3, 3}, {.dilation = 2}).extra_repr(),
@@ -372,7 +378,7 @@ TEST(NnContainers, SequentialModuleListModuleDict) {
   EXPECT_EQ(seq.named_children().keys().back(), "3");
 
   nn::Sequential named(nn::OrderedDict<std::shared_ptr<nn::Module>>{{"conv", std::make_shared<nn::Conv2d>(1, 1, 1)},
-                                                                   {"act", std::make_shared<nn::ReLU>()}});
+                                                                    {"act", std::make_shared<nn::ReLU>()}});
   EXPECT_EQ(keys_of(named.state_dict()), (std::vector<std::string>{"conv.weight", "conv.bias"}));
 
   nn::ModuleList list(nn::Linear(2, 2), nn::Linear(2, 2));
@@ -501,7 +507,8 @@ TEST(NnContainers, HandleSpellingsOfLibtorch) {
   EXPECT_EQ(m(randn({1, 4})).sizes(), (Shape{1, 6}));
   // Pooling in PyTorch's positional order: (kernel, stride[, padding[, dilation]]).
   EXPECT_EQ(nn::MaxPool2d(2, 2).repr(), nn::MaxPool2d(2, {.stride = 2}).repr());
-  EXPECT_EQ(nn::MaxPool2d(3, 2, 1).repr(), "MaxPool2d(kernel_size=3, stride=2, padding=1, dilation=1, ceil_mode=False)");
+  EXPECT_EQ(nn::MaxPool2d(3, 2, 1).repr(),
+            "MaxPool2d(kernel_size=3, stride=2, padding=1, dilation=1, ceil_mode=False)");
   EXPECT_EQ(nn::MaxPool2d(3, 1).stride[0], 1);
   EXPECT_EQ(nn::AvgPool2d(3, 2, 1).repr(), "AvgPool2d(kernel_size=3, stride=2, padding=1)");
   EXPECT_EQ(nn::MaxPool1d(4, 2).stride, 2);

@@ -131,9 +131,15 @@ Tensor sine_fill(std::vector<int64_t> shape, const std::function<double(double)>
   return f64(v, shape);
 }
 // x[i] = cos(0.37 i), h0[i] = 0.5 sin(0.23 i + 0.5), c0[i] = 0.5 cos(0.19 i), row-major.
-Tensor X(std::vector<int64_t> s) { return sine_fill(s, [](double i) { return std::cos(0.37 * i); }); }
-Tensor H0(std::vector<int64_t> s) { return sine_fill(s, [](double i) { return 0.5 * std::sin(0.23 * i + 0.5); }); }
-Tensor C0(std::vector<int64_t> s) { return sine_fill(s, [](double i) { return 0.5 * std::cos(0.19 * i); }); }
+Tensor X(std::vector<int64_t> s) {
+  return sine_fill(s, [](double i) { return std::cos(0.37 * i); });
+}
+Tensor H0(std::vector<int64_t> s) {
+  return sine_fill(s, [](double i) { return 0.5 * std::sin(0.23 * i + 0.5); });
+}
+Tensor C0(std::vector<int64_t> s) {
+  return sine_fill(s, [](double i) { return 0.5 * std::cos(0.19 * i); });
+}
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> keys_and_shapes(const nn::Module& m) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> out;
@@ -155,19 +161,28 @@ TEST(NnRNN, SequenceModulesMatchLoopReference) {
   std::vector<Case> cases = {
       {"RNN tanh", [] { return std::make_shared<nn::RNN>(3, 4); }, true},
       {"RNN relu 2 layers bidirectional",
-       [] { return std::make_shared<nn::RNN>(3, 4, nn::RNNOptions{.num_layers = 2, .nonlinearity = "relu", .bidirectional = true}); },
+       [] {
+         return std::make_shared<nn::RNN>(
+             3, 4, nn::RNNOptions{.num_layers = 2, .nonlinearity = "relu", .bidirectional = true});
+       },
        true},
       {"RNN no bias batch_first",
        [] { return std::make_shared<nn::RNN>(2, 3, nn::RNNOptions{.bias = false, .batch_first = true}); }, false},
       {"LSTM", [] { return std::make_shared<nn::LSTM>(3, 5); }, false},
       {"LSTM 2 layers bidirectional proj_size",
-       [] { return std::make_shared<nn::LSTM>(3, 5, nn::LSTMOptions{.num_layers = 2, .bidirectional = true, .proj_size = 2}); },
+       [] {
+         return std::make_shared<nn::LSTM>(3, 5,
+                                           nn::LSTMOptions{.num_layers = 2, .bidirectional = true, .proj_size = 2});
+       },
        true},
-      {"LSTM batch_first no bias", [] { return std::make_shared<nn::LSTM>(4, 3, nn::LSTMOptions{.bias = false, .batch_first = true}); },
-       true},
+      {"LSTM batch_first no bias",
+       [] { return std::make_shared<nn::LSTM>(4, 3, nn::LSTMOptions{.bias = false, .batch_first = true}); }, true},
       {"GRU", [] { return std::make_shared<nn::GRU>(3, 4); }, true},
       {"GRU 2 layers bidirectional batch_first",
-       [] { return std::make_shared<nn::GRU>(3, 4, nn::GRUOptions{.num_layers = 2, .batch_first = true, .bidirectional = true}); },
+       [] {
+         return std::make_shared<nn::GRU>(3, 4,
+                                          nn::GRUOptions{.num_layers = 2, .batch_first = true, .bidirectional = true});
+       },
        false},
   };
   const int64_t L = 4, N = 3;
@@ -185,22 +200,26 @@ TEST(NnRNN, SequenceModulesMatchLoopReference) {
     Tensor h0t = cs.with_state ? f64(h0, {S, N, Ho}) : Tensor();
     Tensor c0t = cs.with_state ? f64(c0, {S, N, m->hidden_size}) : Tensor();
     Tensor out, h_n, c_n;
-    if (auto* lstm = dynamic_cast<nn::LSTM*>(m.get())) std::tie(out, h_n, c_n) = [&] {
+    if (auto* lstm = dynamic_cast<nn::LSTM*>(m.get()))
+      std::tie(out, h_n, c_n) = [&] {
         auto r = lstm->forward_with_state(xt, {h0t, c0t});
         return std::tuple{r.output, r.h_n, r.c_n};
       }();
-    else if (auto* gru = dynamic_cast<nn::GRU*>(m.get())) std::tie(out, h_n) = [&] {
+    else if (auto* gru = dynamic_cast<nn::GRU*>(m.get()))
+      std::tie(out, h_n) = [&] {
         auto r = gru->forward_with_state(xt, h0t);
         return std::tuple{r.output, r.h_n};
       }();
-    else std::tie(out, h_n) = [&] {
+    else
+      std::tie(out, h_n) = [&] {
         auto r = dynamic_cast<nn::RNN&>(*m).forward_with_state(xt, h0t);
         return std::tuple{r.output, r.h_n};
       }();
     Tensor want_out = m->batch_first ? transpose01(want.out, L, N, D * Ho) : f64(want.out, {L, N, D * Ho});
     EXPECT_TRUE(tensor_near(out, want_out, 1e-12, 1e-12)) << cs.what << " output";
     EXPECT_TRUE(tensor_is(h_n, {S, N, Ho}, want.h_n, 1e-12, 1e-12)) << cs.what << " h_n";
-    if (m->mode == Mode::lstm) EXPECT_TRUE(tensor_is(c_n, {S, N, m->hidden_size}, want.c_n, 1e-12, 1e-12)) << cs.what << " c_n";
+    if (m->mode == Mode::lstm)
+      EXPECT_TRUE(tensor_is(c_n, {S, N, m->hidden_size}, want.c_n, 1e-12, 1e-12)) << cs.what << " c_n";
     // forward(x) (and so (*m)(x)) is the output sequence.
     EXPECT_TRUE(tensor_near((*m)(xt), (cs.with_state ? m->forward(xt) : out), 0, 0)) << cs.what;
   }
@@ -260,9 +279,12 @@ TEST(NnRNN, CellsMatchLoopReference) {
     nn::GRUCell gru(In, Hd, {.bias = bias});
     nn::LSTMCell lstm(In, Hd, {.bias = bias});
     for (nn::Module* m : std::initializer_list<nn::Module*>{&tanh_cell, &relu_cell, &gru, &lstm}) m->to(kFloat64);
-    EXPECT_TRUE(tensor_is(tanh_cell(xt, ht), {N, Hd}, per_sample(Mode::rnn_tanh, ref_weights(tanh_cell), true, nullptr), 1e-12, 1e-12));
-    EXPECT_TRUE(tensor_is(relu_cell(xt, ht), {N, Hd}, per_sample(Mode::rnn_relu, ref_weights(relu_cell), true, nullptr), 1e-12, 1e-12));
-    EXPECT_TRUE(tensor_is(tanh_cell(xt), {N, Hd}, per_sample(Mode::rnn_tanh, ref_weights(tanh_cell), false, nullptr), 1e-12, 1e-12));
+    EXPECT_TRUE(tensor_is(tanh_cell(xt, ht), {N, Hd}, per_sample(Mode::rnn_tanh, ref_weights(tanh_cell), true, nullptr),
+                          1e-12, 1e-12));
+    EXPECT_TRUE(tensor_is(relu_cell(xt, ht), {N, Hd}, per_sample(Mode::rnn_relu, ref_weights(relu_cell), true, nullptr),
+                          1e-12, 1e-12));
+    EXPECT_TRUE(tensor_is(tanh_cell(xt), {N, Hd}, per_sample(Mode::rnn_tanh, ref_weights(tanh_cell), false, nullptr),
+                          1e-12, 1e-12));
     EXPECT_TRUE(tensor_is(gru(xt, ht), {N, Hd}, per_sample(Mode::gru, ref_weights(gru), true, nullptr), 1e-12, 1e-12));
     EXPECT_TRUE(tensor_is(gru(xt), {N, Hd}, per_sample(Mode::gru, ref_weights(gru), false, nullptr), 1e-12, 1e-12));
     Vec want_c;
@@ -438,22 +460,40 @@ TEST(NnRNN, StateDictKeysAndShapesArePyTorchs) {
   // As listed by libtorch 1.13's named_parameters() for the same modules.
   nn::LSTM lstm(3, 4, {.num_layers = 2, .bidirectional = true, .proj_size = 2});
   using KS = std::vector<std::pair<std::string, std::vector<int64_t>>>;
-  EXPECT_EQ(keys_and_shapes(lstm), (KS{
-      {"weight_ih_l0", {16, 3}}, {"weight_hh_l0", {16, 2}}, {"bias_ih_l0", {16}}, {"bias_hh_l0", {16}},
-      {"weight_hr_l0", {2, 4}}, {"weight_ih_l0_reverse", {16, 3}}, {"weight_hh_l0_reverse", {16, 2}},
-      {"bias_ih_l0_reverse", {16}}, {"bias_hh_l0_reverse", {16}}, {"weight_hr_l0_reverse", {2, 4}},
-      {"weight_ih_l1", {16, 4}}, {"weight_hh_l1", {16, 2}}, {"bias_ih_l1", {16}}, {"bias_hh_l1", {16}},
-      {"weight_hr_l1", {2, 4}}, {"weight_ih_l1_reverse", {16, 4}}, {"weight_hh_l1_reverse", {16, 2}},
-      {"bias_ih_l1_reverse", {16}}, {"bias_hh_l1_reverse", {16}}, {"weight_hr_l1_reverse", {2, 4}}
-  }));
+  EXPECT_EQ(keys_and_shapes(lstm), (KS{{"weight_ih_l0", {16, 3}},
+                                       {"weight_hh_l0", {16, 2}},
+                                       {"bias_ih_l0", {16}},
+                                       {"bias_hh_l0", {16}},
+                                       {"weight_hr_l0", {2, 4}},
+                                       {"weight_ih_l0_reverse", {16, 3}},
+                                       {"weight_hh_l0_reverse", {16, 2}},
+                                       {"bias_ih_l0_reverse", {16}},
+                                       {"bias_hh_l0_reverse", {16}},
+                                       {"weight_hr_l0_reverse", {2, 4}},
+                                       {"weight_ih_l1", {16, 4}},
+                                       {"weight_hh_l1", {16, 2}},
+                                       {"bias_ih_l1", {16}},
+                                       {"bias_hh_l1", {16}},
+                                       {"weight_hr_l1", {2, 4}},
+                                       {"weight_ih_l1_reverse", {16, 4}},
+                                       {"weight_hh_l1_reverse", {16, 2}},
+                                       {"bias_ih_l1_reverse", {16}},
+                                       {"bias_hh_l1_reverse", {16}},
+                                       {"weight_hr_l1_reverse", {2, 4}}}));
   nn::GRU gru(3, 5, {.num_layers = 2, .batch_first = true});
-  EXPECT_EQ(keys_and_shapes(gru), (KS{
-      {"weight_ih_l0", {15, 3}}, {"weight_hh_l0", {15, 5}}, {"bias_ih_l0", {15}}, {"bias_hh_l0", {15}},
-      {"weight_ih_l1", {15, 5}}, {"weight_hh_l1", {15, 5}}, {"bias_ih_l1", {15}}, {"bias_hh_l1", {15}}
-  }));
+  EXPECT_EQ(keys_and_shapes(gru), (KS{{"weight_ih_l0", {15, 3}},
+                                      {"weight_hh_l0", {15, 5}},
+                                      {"bias_ih_l0", {15}},
+                                      {"bias_hh_l0", {15}},
+                                      {"weight_ih_l1", {15, 5}},
+                                      {"weight_hh_l1", {15, 5}},
+                                      {"bias_ih_l1", {15}},
+                                      {"bias_hh_l1", {15}}}));
   nn::GRU nobias(3, 5, {.bias = false, .bidirectional = true});
-  EXPECT_EQ(keys_and_shapes(nobias), (KS{{"weight_ih_l0", {15, 3}}, {"weight_hh_l0", {15, 5}},
-                                         {"weight_ih_l0_reverse", {15, 3}}, {"weight_hh_l0_reverse", {15, 5}}}));
+  EXPECT_EQ(keys_and_shapes(nobias), (KS{{"weight_ih_l0", {15, 3}},
+                                         {"weight_hh_l0", {15, 5}},
+                                         {"weight_ih_l0_reverse", {15, 3}},
+                                         {"weight_hh_l0_reverse", {15, 5}}}));
   nn::LSTMCell cell(3, 4);
   EXPECT_EQ(keys_and_shapes(cell),
             (KS{{"weight_ih", {16, 3}}, {"weight_hh", {16, 4}}, {"bias_ih", {16}}, {"bias_hh", {16}}}));
@@ -498,13 +538,16 @@ TEST(NnRNN, InitializationAndReprArePyTorchs) {
   EXPECT_FALSE(equal(before, cell.weight_hh));
 
   // extra_repr as PyTorch's (RNNBase leaves out RNN's nonlinearity, as PyTorch does)
-  EXPECT_EQ(nn::LSTM(10, 20, {.num_layers = 2, .batch_first = true}).repr(), "LSTM(10, 20, num_layers=2, batch_first=True)");
+  EXPECT_EQ(nn::LSTM(10, 20, {.num_layers = 2, .batch_first = true}).repr(),
+            "LSTM(10, 20, num_layers=2, batch_first=True)");
   EXPECT_EQ(nn::GRUCell(4, 8).repr(), "GRUCell(4, 8)");
-  EXPECT_EQ(nn::LSTM(3, 8, {.num_layers = 3, .bias = false, .dropout = 0.25, .bidirectional = true, .proj_size = 4}).repr(),
-            "LSTM(3, 8, proj_size=4, num_layers=3, bias=False, dropout=0.25, bidirectional=True)");
+  EXPECT_EQ(
+      nn::LSTM(3, 8, {.num_layers = 3, .bias = false, .dropout = 0.25, .bidirectional = true, .proj_size = 4}).repr(),
+      "LSTM(3, 8, proj_size=4, num_layers=3, bias=False, dropout=0.25, bidirectional=True)");
   EXPECT_EQ(nn::RNN(2, 3, {.nonlinearity = "relu"}).repr(), "RNN(2, 3)");
   EXPECT_EQ(nn::GRU(2, 3, {.dropout = 0.5}).repr(), "GRU(2, 3, dropout=0.5)");
-  EXPECT_EQ(nn::RNNCell(2, 3, {.bias = false, .nonlinearity = "relu"}).repr(), "RNNCell(2, 3, bias=False, nonlinearity=relu)");
+  EXPECT_EQ(nn::RNNCell(2, 3, {.bias = false, .nonlinearity = "relu"}).repr(),
+            "RNNCell(2, 3, bias=False, nonlinearity=relu)");
   EXPECT_EQ(nn::LSTMCell(2, 3, {.bias = false}).repr(), "LSTMCell(2, 3, bias=False)");
 }
 
@@ -601,55 +644,120 @@ TEST(NnRNN, LSTMLearnsToSumASequence) {
 
 TEST(NnRNN, ErrorsNameTheModuleAndShapes) {
   nn::LSTM lstm(10, 20, {.num_layers = 2});
-  EXPECT_TRUE(throws_with<ShapeError>([&] { lstm(randn({5, 3, 7})); },
-                                      {"LSTM: expected input with last dim 10 (input_size), got [5, 3, 7]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { lstm(randn({2, 5, 3, 10})); },
-                                      {"LSTM: expected input of 3 dims (L, N, input_size)", "[2, 5, 3, 10]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { lstm.forward_with_state(randn({5, 3, 10}), {randn({1, 3, 20}), Tensor()}); },
-                                      {"LSTM: expected h0 of shape [2, 3, 20], got [1, 3, 20]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { lstm.forward_with_state(randn({5, 3, 10}), {Tensor(), randn({2, 4, 20})}); },
-                                      {"LSTM: expected c0 of shape [2, 3, 20], got [2, 4, 20]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { lstm.forward_with_state(randn({5, 3, 10}), {randn({2, 20}), Tensor()}); },
-                                      {"LSTM: a batched input [5, 3, 10] needs a 3-D h0, got shape [2, 20]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { lstm.forward_with_state(randn({5, 10}), {randn({2, 1, 20}), Tensor()}); },
-                                      {"LSTM: an unbatched input [5, 10] needs a 2-D h0, got shape [2, 1, 20]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { lstm.forward_with_state(randn({5, 10}), {randn({2, 20}), randn({2, 19})}); },
-                                      {"LSTM: expected c0 of shape [2, 20], got [2, 19]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { lstm(randn({0, 3, 10})); }, {"LSTM: expected a sequence of at least one step", "[0, 3, 10]"}));
-  EXPECT_TRUE(throws_with<DTypeError>([&] { lstm.forward_with_state(randn({5, 3, 10}), {randn({2, 3, 20}, dtype(kFloat64)), Tensor()}); },
-                                      {"LSTM: h0 has dtype"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        lstm(randn({5, 3, 7}));
+      },
+      {"LSTM: expected input with last dim 10 (input_size), got [5, 3, 7]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        lstm(randn({2, 5, 3, 10}));
+      },
+      {"LSTM: expected input of 3 dims (L, N, input_size)", "[2, 5, 3, 10]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        lstm.forward_with_state(randn({5, 3, 10}), {randn({1, 3, 20}), Tensor()});
+      },
+      {"LSTM: expected h0 of shape [2, 3, 20], got [1, 3, 20]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        lstm.forward_with_state(randn({5, 3, 10}), {Tensor(), randn({2, 4, 20})});
+      },
+      {"LSTM: expected c0 of shape [2, 3, 20], got [2, 4, 20]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        lstm.forward_with_state(randn({5, 3, 10}), {randn({2, 20}), Tensor()});
+      },
+      {"LSTM: a batched input [5, 3, 10] needs a 3-D h0, got shape [2, 20]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        lstm.forward_with_state(randn({5, 10}), {randn({2, 1, 20}), Tensor()});
+      },
+      {"LSTM: an unbatched input [5, 10] needs a 2-D h0, got shape [2, 1, 20]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        lstm.forward_with_state(randn({5, 10}), {randn({2, 20}), randn({2, 19})});
+      },
+      {"LSTM: expected c0 of shape [2, 20], got [2, 19]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        lstm(randn({0, 3, 10}));
+      },
+      {"LSTM: expected a sequence of at least one step", "[0, 3, 10]"}));
+  EXPECT_TRUE(throws_with<DTypeError>(
+      [&] {
+        lstm.forward_with_state(randn({5, 3, 10}), {randn({2, 3, 20}, dtype(kFloat64)), Tensor()});
+      },
+      {"LSTM: h0 has dtype"}));
   nn::GRU gru(4, 6, {.batch_first = true, .bidirectional = true});
-  EXPECT_TRUE(throws_with<ShapeError>([&] { gru.forward_with_state(randn({3, 5, 4}), randn({1, 3, 6})); },
-                                      {"GRU: expected h0 of shape [2, 3, 6], got [1, 3, 6]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { gru(randn({4})); }, {"GRU: expected input of 3 dims (N, L, input_size)", "[4]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        gru.forward_with_state(randn({3, 5, 4}), randn({1, 3, 6}));
+      },
+      {"GRU: expected h0 of shape [2, 3, 6], got [1, 3, 6]"}));
+  EXPECT_TRUE(
+      throws_with<ShapeError>([&] { gru(randn({4})); }, {"GRU: expected input of 3 dims (N, L, input_size)", "[4]"}));
   nn::LSTM proj(4, 6, {.proj_size = 3});
-  EXPECT_TRUE(throws_with<ShapeError>([&] { proj.forward_with_state(randn({2, 1, 4}), {randn({1, 1, 6}), Tensor()}); },
-                                      {"LSTM: expected h0 of shape [1, 1, 3], got [1, 1, 6]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        proj.forward_with_state(randn({2, 1, 4}), {randn({1, 1, 6}), Tensor()});
+      },
+      {"LSTM: expected h0 of shape [1, 1, 3], got [1, 1, 6]"}));
 
   // cells
   nn::GRUCell cell(4, 6);
-  EXPECT_TRUE(throws_with<ShapeError>([&] { cell(randn({3, 5})); }, {"GRUCell: expected input with last dim 4 (input_size), got [3, 5]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { cell(randn({2, 3, 4})); }, {"GRUCell: expected input of 2 dims", "[2, 3, 4]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { cell(randn({3, 4}), randn({2, 6})); }, {"GRUCell: expected h of shape [3, 6], got [2, 6]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { cell(randn({3, 4}), randn({6})); }, {"GRUCell: a batched input [3, 4] needs a 2-D h, got shape [6]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { cell(randn({4}), randn({1, 6})); }, {"GRUCell: an unbatched input [4] needs a 1-D h, got shape [1, 6]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        cell(randn({3, 5}));
+      },
+      {"GRUCell: expected input with last dim 4 (input_size), got [3, 5]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        cell(randn({2, 3, 4}));
+      },
+      {"GRUCell: expected input of 2 dims", "[2, 3, 4]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        cell(randn({3, 4}), randn({2, 6}));
+      },
+      {"GRUCell: expected h of shape [3, 6], got [2, 6]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        cell(randn({3, 4}), randn({6}));
+      },
+      {"GRUCell: a batched input [3, 4] needs a 2-D h, got shape [6]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        cell(randn({4}), randn({1, 6}));
+      },
+      {"GRUCell: an unbatched input [4] needs a 1-D h, got shape [1, 6]"}));
   nn::LSTMCell lcell(4, 6);
-  EXPECT_TRUE(throws_with<ShapeError>([&] { lcell.forward_with_state(randn({3, 4}), {randn({3, 6}), randn({3, 5})}); },
-                                      {"LSTMCell: expected c of shape [3, 6], got [3, 5]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        lcell.forward_with_state(randn({3, 4}), {randn({3, 6}), randn({3, 5})});
+      },
+      {"LSTMCell: expected c of shape [3, 6], got [3, 5]"}));
   EXPECT_TRUE(throws_with<NotImplemented>([&] { lcell(randn({3, 4}), randn({3, 6})); }, {"LSTMCell"}));
 
   // options
-  EXPECT_TRUE(throws_with<ValueError>([] { nn::LSTM(3, 4, {.num_layers = 0}); }, {"LSTM: num_layers must be at least 1, got 0"}));
-  EXPECT_TRUE(throws_with<ValueError>([] { nn::GRU(3, 4, {.dropout = 1.5}); }, {"GRU: dropout must be in [0, 1], got 1.5"}));
-  EXPECT_TRUE(throws_with<ValueError>([] { nn::RNN(3, 4, {.dropout = -0.1}); }, {"RNN: dropout must be in [0, 1], got -0.1"}));
-  EXPECT_TRUE(throws_with<ValueError>([] { nn::LSTM(3, 4, {.proj_size = 4}); },
-                                      {"LSTM: proj_size must be smaller than hidden_size, got proj_size=4 and hidden_size=4"}));
-  EXPECT_TRUE(throws_with<ValueError>([] { nn::LSTM(3, 4, {.proj_size = -1}); }, {"LSTM: proj_size must be non-negative, got -1"}));
+  EXPECT_TRUE(throws_with<ValueError>([] { nn::LSTM(3, 4, {.num_layers = 0}); },
+                                      {"LSTM: num_layers must be at least 1, got 0"}));
+  EXPECT_TRUE(
+      throws_with<ValueError>([] { nn::GRU(3, 4, {.dropout = 1.5}); }, {"GRU: dropout must be in [0, 1], got 1.5"}));
+  EXPECT_TRUE(
+      throws_with<ValueError>([] { nn::RNN(3, 4, {.dropout = -0.1}); }, {"RNN: dropout must be in [0, 1], got -0.1"}));
+  EXPECT_TRUE(
+      throws_with<ValueError>([] { nn::LSTM(3, 4, {.proj_size = 4}); },
+                              {"LSTM: proj_size must be smaller than hidden_size, got proj_size=4 and hidden_size=4"}));
+  EXPECT_TRUE(throws_with<ValueError>([] { nn::LSTM(3, 4, {.proj_size = -1}); },
+                                      {"LSTM: proj_size must be non-negative, got -1"}));
   EXPECT_TRUE(throws_with<ValueError>([] { nn::RNN(3, 4, {.nonlinearity = "sigmoid"}); },
                                       {"RNN: unknown nonlinearity 'sigmoid' (expected 'tanh' or 'relu')"}));
-  EXPECT_TRUE(throws_with<ValueError>([] { nn::RNNCell(3, 4, {.nonlinearity = "gelu"}); }, {"RNNCell: unknown nonlinearity 'gelu'"}));
+  EXPECT_TRUE(throws_with<ValueError>([] { nn::RNNCell(3, 4, {.nonlinearity = "gelu"}); },
+                                      {"RNNCell: unknown nonlinearity 'gelu'"}));
   EXPECT_TRUE(throws_with<ValueError>([] { nn::GRU(3, 0); }, {"GRU: hidden_size must be positive, got 0"}));
-  EXPECT_TRUE(throws_with<ValueError>([] { nn::LSTMCell(-1, 3); }, {"LSTMCell: input_size must be non-negative, got -1"}));
+  EXPECT_TRUE(
+      throws_with<ValueError>([] { nn::LSTMCell(-1, 3); }, {"LSTMCell: input_size must be non-negative, got -1"}));
 }
 
 // ---- (7) dropout between layers -----------------------------------------------------------------------

@@ -36,7 +36,7 @@ TEST(NnRNNPacked, PadSequence) {
   std::vector<Tensor> s = three_sequences();
   // (T, B, *): time step by time step
   EXPECT_TRUE(tensor_is(pad_sequence(s, false, p), {3, 3, 2},
-                        {1, 2, 3, 4, 9, 10,  //
+                        {1, 2, 3, 4, 9, 10,   //
                          p, p, 5, 6, 11, 12,  //
                          p, p, 7, 8, p, p},
                         0, 0));
@@ -143,7 +143,8 @@ TEST(NnRNNPacked, PackSequenceAndRoundTrips) {
   auto [y, y_len] = pad_packed_sequence(pack_padded_sequence(x, len, true, false), true, 0);
   for (int64_t b = 0; b < 4; ++b) {
     EXPECT_TRUE(tensor_near(y[b].narrow(0, 0, len[b]), x[b].narrow(0, 0, len[b]), 0, 0)) << b;
-    if (len[b] < 5) EXPECT_TRUE(tensor_near(y[b].narrow(0, len[b], 5 - len[b]), zeros({5 - len[b], 3}, kFloat64), 0, 0));
+    if (len[b] < 5)
+      EXPECT_TRUE(tensor_near(y[b].narrow(0, len[b], 5 - len[b]), zeros({5 - len[b], 3}, kFloat64), 0, 0));
   }
   EXPECT_EQ(int_values(y_len), len);
 
@@ -183,65 +184,125 @@ TEST(NnRNNPacked, GradientsFlowBackToThePaddedInput) {
 
 TEST(NnRNNPacked, ErrorsNameTheOpAndWhatWasPassed) {
   Tensor x = position_batch();
-  EXPECT_TRUE(throws_with<ValueError>([&] { pack_padded_sequence(x, Ints{3, 1, 2}); },
-                                      {"pack_padded_sequence: lengths must be sorted in decreasing order when "
-                                       "enforce_sorted is true, got [3, 1, 2]",
-                                       "pass enforce_sorted = false"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { pack_padded_sequence(x, Ints{3, 0, 1}, false, false); },
-                                      {"pack_padded_sequence: every length must be at least 1, got lengths [3, 0, 1]"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { pack_padded_sequence(x, Ints{4, 2, 1}); },
-                                      {"pack_padded_sequence: length 4 of sequence 0 exceeds the 3 time steps of input [3, 3]"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { pack_padded_sequence(randn({2, 3, 4}), Ints{1, 4}, true, false); },
-                                      {"pack_padded_sequence: length 4 of sequence 1 exceeds the 3 time steps of input [2, 3, 4] (batch_first)"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { pack_padded_sequence(x, Ints{3, 2}); },
-                                      {"pack_padded_sequence: expected one length per sequence, 3 for input [3, 3], got 2 lengths [3, 2]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { pack_padded_sequence(randn({4, 5, 2}), Ints{3, 2, 1}, true); },
-                                      {"pack_padded_sequence: expected one length per sequence, 4", "(batch_first)"}));
-  EXPECT_TRUE(throws_with<DTypeError>([&] { pack_padded_sequence(x, f64({3, 2, 1}, {3})); },
-                                      {"pack_padded_sequence: expected lengths of an integer dtype, got float64"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { pack_padded_sequence(x, tensor(Ints{3, 2, 1, 1}, IntArrayRef{2, 2})); },
-                                      {"pack_padded_sequence: expected lengths to be 1-D, got shape [2, 2]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { pack_padded_sequence(f64({1, 2}, {2}), Ints{2}); },
-                                      {"pack_padded_sequence: expected input of at least 2 dims (T, B, *), got shape [2]"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { pack_sequence({f64({1}, {1}), f64({1, 2}, {2})}); },
-                                      {"pack_sequence: lengths must be sorted in decreasing order", "[1, 2]", "enforce_sorted = false"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { pack_sequence({}); }, {"pack_sequence: expected at least one sequence, got an empty list"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { pack_sequence({f64({}, {0})}); }, {"pack_sequence: every length must be at least 1"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] {
+        pack_padded_sequence(x, Ints{3, 1, 2});
+      },
+      {"pack_padded_sequence: lengths must be sorted in decreasing order when "
+       "enforce_sorted is true, got [3, 1, 2]",
+       "pass enforce_sorted = false"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] {
+        pack_padded_sequence(x, Ints{3, 0, 1}, false, false);
+      },
+      {"pack_padded_sequence: every length must be at least 1, got lengths [3, 0, 1]"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] {
+        pack_padded_sequence(x, Ints{4, 2, 1});
+      },
+      {"pack_padded_sequence: length 4 of sequence 0 exceeds the 3 time steps of input [3, 3]"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] {
+        pack_padded_sequence(randn({2, 3, 4}), Ints{1, 4}, true, false);
+      },
+      {"pack_padded_sequence: length 4 of sequence 1 exceeds the 3 time steps of input [2, 3, 4] (batch_first)"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        pack_padded_sequence(x, Ints{3, 2});
+      },
+      {"pack_padded_sequence: expected one length per sequence, 3 for input [3, 3], got 2 lengths [3, 2]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        pack_padded_sequence(randn({4, 5, 2}), Ints{3, 2, 1}, true);
+      },
+      {"pack_padded_sequence: expected one length per sequence, 4", "(batch_first)"}));
+  EXPECT_TRUE(throws_with<DTypeError>(
+      [&] {
+        pack_padded_sequence(x, f64({3, 2, 1}, {3}));
+      },
+      {"pack_padded_sequence: expected lengths of an integer dtype, got float64"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        pack_padded_sequence(x, tensor(Ints{3, 2, 1, 1}, IntArrayRef{2, 2}));
+      },
+      {"pack_padded_sequence: expected lengths to be 1-D, got shape [2, 2]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        pack_padded_sequence(f64({1, 2}, {2}), Ints{2});
+      },
+      {"pack_padded_sequence: expected input of at least 2 dims (T, B, *), got shape [2]"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] {
+        pack_sequence({f64({1}, {1}), f64({1, 2}, {2})});
+      },
+      {"pack_sequence: lengths must be sorted in decreasing order", "[1, 2]", "enforce_sorted = false"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { pack_sequence({}); },
+                                      {"pack_sequence: expected at least one sequence, got an empty list"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { pack_sequence({f64({}, {0})}); },
+                                      {"pack_sequence: every length must be at least 1"}));
   // pad_sequence
-  EXPECT_TRUE(throws_with<ValueError>([&] { pad_sequence({}); }, {"pad_sequence: expected at least one sequence, got an empty list"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { pad_sequence({randn({2, 3}), randn({2, 4})}); },
-                                      {"pad_sequence: sequence 1 has shape [2, 4] but sequence 0 has [2, 3]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { pad_sequence({randn({2, 3}), randn({2})}); }, {"pad_sequence: sequence 1 has shape [2]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { pad_sequence({randn({2}), scalar_tensor(1.0)}); },
-                                      {"pad_sequence: sequence 1 must have at least 1 dim (L, *), got shape []"}));
-  EXPECT_TRUE(throws_with<DTypeError>([&] { pad_sequence({randn({2}), randn({2}, kFloat64)}); },
-                                      {"pad_sequence: sequence 1 has dtype float64 but sequence 0 has float32"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { pad_sequence({}); },
+                                      {"pad_sequence: expected at least one sequence, got an empty list"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        pad_sequence({randn({2, 3}), randn({2, 4})});
+      },
+      {"pad_sequence: sequence 1 has shape [2, 4] but sequence 0 has [2, 3]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        pad_sequence({randn({2, 3}), randn({2})});
+      },
+      {"pad_sequence: sequence 1 has shape [2]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        pad_sequence({randn({2}), scalar_tensor(1.0)});
+      },
+      {"pad_sequence: sequence 1 must have at least 1 dim (L, *), got shape []"}));
+  EXPECT_TRUE(throws_with<DTypeError>(
+      [&] {
+        pad_sequence({randn({2}), randn({2}, kFloat64)});
+      },
+      {"pad_sequence: sequence 1 has dtype float64 but sequence 0 has float32"}));
   EXPECT_TRUE(throws_with<ValueError>([&] { pad_sequence({randn({2})}, false, 0, "middle"); },
                                       {"pad_sequence: padding_side must be 'right' or 'left', got 'middle'"}));
   // pad_packed_sequence
   PackedSequence u = pack_padded_sequence(x, Ints{1, 3, 2}, false, false);
-  EXPECT_TRUE(throws_with<ValueError>([&] { pad_packed_sequence(u, false, 0, 2); },
-                                      {"pad_packed_sequence: total_length 2 is smaller than the longest sequence's length 3"}));
+  EXPECT_TRUE(
+      throws_with<ValueError>([&] { pad_packed_sequence(u, false, 0, 2); },
+                              {"pad_packed_sequence: total_length 2 is smaller than the longest sequence's length 3"}));
   PackedSequence bad = u;
   bad.batch_sizes = tensor(Ints{3, 2});
-  EXPECT_TRUE(throws_with<ShapeError>([&] { pad_packed_sequence(bad); },
-                                      {"pad_packed_sequence: batch_sizes [3, 2] sum to 5 but the packed data has 6 rows"}));
+  EXPECT_TRUE(
+      throws_with<ShapeError>([&] { pad_packed_sequence(bad); },
+                              {"pad_packed_sequence: batch_sizes [3, 2] sum to 5 but the packed data has 6 rows"}));
   bad.batch_sizes = tensor(Ints{2, 3, 1});
-  EXPECT_TRUE(throws_with<ValueError>([&] { pad_packed_sequence(bad); },
-                                      {"pad_packed_sequence: batch_sizes must be positive and non-increasing, got [2, 3, 1]"}));
+  EXPECT_TRUE(
+      throws_with<ValueError>([&] { pad_packed_sequence(bad); },
+                              {"pad_packed_sequence: batch_sizes must be positive and non-increasing, got [2, 3, 1]"}));
   bad.batch_sizes = f64({3, 2, 1}, {3});
-  EXPECT_TRUE(throws_with<DTypeError>([&] { pad_packed_sequence(bad); }, {"pad_packed_sequence: batch_sizes must be int64, got float64"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { pad_packed_sequence(PackedSequence{}); }, {"pad_packed_sequence: the packed sequence has no data"}));
+  EXPECT_TRUE(throws_with<DTypeError>([&] { pad_packed_sequence(bad); },
+                                      {"pad_packed_sequence: batch_sizes must be int64, got float64"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { pad_packed_sequence(PackedSequence{}); },
+                                      {"pad_packed_sequence: the packed sequence has no data"}));
 
   // the modules
   nn::LSTM lstm(3, 4, {.num_layers = 2});
   PackedSequence p3 = pack_padded_sequence(randn({5, 3, 3}), Ints{3, 5, 2}, false, false);
-  EXPECT_TRUE(throws_with<ShapeError>([&] { lstm.forward_with_state(pack_sequence({randn({2, 2})})); },
-                                      {"LSTM: expected packed data of shape (sum of lengths, 3), got [2, 2]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { lstm.forward_with_state(p3, {randn({2, 2, 4}), Tensor()}); },
-                                      {"LSTM: expected h0 of shape [2, 3, 4], got [2, 2, 4]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { lstm.forward_with_state(p3, {Tensor(), randn({2, 3, 5})}); },
-                                      {"LSTM: expected c0 of shape [2, 3, 4], got [2, 3, 5]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        lstm.forward_with_state(pack_sequence({randn({2, 2})}));
+      },
+      {"LSTM: expected packed data of shape (sum of lengths, 3), got [2, 2]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        lstm.forward_with_state(p3, {randn({2, 2, 4}), Tensor()});
+      },
+      {"LSTM: expected h0 of shape [2, 3, 4], got [2, 2, 4]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        lstm.forward_with_state(p3, {Tensor(), randn({2, 3, 5})});
+      },
+      {"LSTM: expected c0 of shape [2, 3, 4], got [2, 3, 5]"}));
   nn::GRU gru(3, 4);
   PackedSequence broken = p3;
   broken.batch_sizes = tensor(Ints{3, 3, 2, 1});
@@ -270,7 +331,8 @@ void expect_each_sequence_alone(M& m, const Tensor& x, bool batch_first, const S
     Tensor xb = (batch_first ? x[b] : x.select(1, b)).narrow(0, 0, len);  // (len, F): unbatched
     Tensor want_out, want_h, want_c;
     if constexpr (std::is_same_v<State, nn::LSTMState>) {
-      nn::LSTMState sb{state.h.defined() ? state.h.select(1, b) : Tensor(), state.c.defined() ? state.c.select(1, b) : Tensor()};
+      nn::LSTMState sb{state.h.defined() ? state.h.select(1, b) : Tensor(),
+                       state.c.defined() ? state.c.select(1, b) : Tensor()};
       auto r = m.forward_with_state(xb, sb);
       want_out = r.output, want_h = r.h_n, want_c = r.c_n;
     } else {
@@ -280,7 +342,8 @@ void expect_each_sequence_alone(M& m, const Tensor& x, bool batch_first, const S
     Tensor got_out = out_padded.select(1, b);  // (T, D * H_out)
     EXPECT_TRUE(tensor_near(got_out.narrow(0, 0, len), want_out, 1e-14, 1e-12)) << "sequence " << b;
     const int64_t T = got_out.size(0);
-    if (len < T) EXPECT_TRUE(tensor_near(got_out.narrow(0, len, T - len), zeros({T - len, got_out.size(1)}, kFloat64), 0, 0));
+    if (len < T)
+      EXPECT_TRUE(tensor_near(got_out.narrow(0, len, T - len), zeros({T - len, got_out.size(1)}, kFloat64), 0, 0));
     EXPECT_TRUE(tensor_near(h_n.select(1, b), want_h, 1e-14, 1e-12)) << "sequence " << b;
     if (c_n.defined()) EXPECT_TRUE(tensor_near(c_n.select(1, b), want_c, 1e-14, 1e-12)) << "sequence " << b;
   }
@@ -451,7 +514,8 @@ TEST(NnRNNPacked, GradcheckThroughPackModulePad) {
   fill_params(lstm);
   autograd::gradcheck(
       [&](const std::vector<Tensor>& in) {
-        auto [out, h_n, c_n] = lstm.forward_with_state(pack_padded_sequence(in[0], lengths, false, false), {in[1], in[2]});
+        auto [out, h_n, c_n] =
+            lstm.forward_with_state(pack_padded_sequence(in[0], lengths, false, false), {in[1], in[2]});
         return std::vector<Tensor>{pad_packed_sequence(out).padded, h_n, c_n};
       },
       {lcg_tensor({3, 3, 2}, 1).requires_grad_(true), lcg_tensor({2, 3, 2}, 2).requires_grad_(true),

@@ -82,10 +82,16 @@ TEST(NnSpatial, InterpolateAreaIsAdaptiveAveragePooling) {
   Tensor ramp = arange(0, 8, 1, dtype(kFloat64)).view({1, 1, 1, 8}).expand({1, 1, 4, 8});
   Tensor up = F::interpolate(ramp, {.size = {4, 15}, .mode = "bicubic", .align_corners = true});
   EXPECT_TRUE(tensor_near(up.select(3, 7), full({1, 1, 4}, 3.5, dtype(kFloat64)), 1e-12));
-  EXPECT_TRUE(throws_with<ValueError>([&] { F::interpolate(zeros({1, 1, 4}), {.size = {2}, .mode = "bicubic"}); },
-                                      {"bicubic", "4-D"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { F::interpolate(zeros({1, 1, 4}), {.size = {2}, .mode = "area", .align_corners = true}); },
-                                      {"align_corners", "'area'"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] {
+        F::interpolate(zeros({1, 1, 4}), {.size = {2}, .mode = "bicubic"});
+      },
+      {"bicubic", "4-D"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] {
+        F::interpolate(zeros({1, 1, 4}), {.size = {2}, .mode = "area", .align_corners = true});
+      },
+      {"align_corners", "'area'"}));
 }
 
 TEST(NnSpatial, GridSampleOfTheIdentityGridIsTheInput) {
@@ -96,8 +102,9 @@ TEST(NnSpatial, GridSampleOfTheIdentityGridIsTheInput) {
     EXPECT_TRUE(tensor_near(F::grid_sample(x, grid, {.align_corners = ac}), x, 1e-12)) << ac;
     EXPECT_TRUE(tensor_near(F::grid_sample(x, grid, {.mode = "nearest", .align_corners = ac}), x, 0)) << ac;
     for (const char* m : {"zeros", "border", "reflection"})  // bicubic weights are (0, 1, 0, 0) on a pixel
-      EXPECT_TRUE(tensor_near(F::grid_sample(x, grid, {.mode = "bicubic", .padding_mode = m, .align_corners = ac}), x,
-                              1e-12)) << ac << " " << m;
+      EXPECT_TRUE(
+          tensor_near(F::grid_sample(x, grid, {.mode = "bicubic", .padding_mode = m, .align_corners = ac}), x, 1e-12))
+          << ac << " " << m;
   }
   // Outside the input: zeros pads with 0, border with the edge value.
   Tensor one = f64({5}, {1, 1, 1, 1});
@@ -108,13 +115,21 @@ TEST(NnSpatial, GridSampleOfTheIdentityGridIsTheInput) {
   Tensor v = lcg_tensor({1, 2, 3, 4, 2}, 11);
   Tensor theta3 = f64({1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0}, {1, 3, 4});
   EXPECT_TRUE(tensor_near(F::grid_sample(v, F::affine_grid(theta3, {1, 2, 3, 4, 2})), v, 1e-12));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { F::grid_sample(zeros({1, 1, 2, 2, 2}), zeros({1, 1, 1, 1, 2})); },
-                                      {"grid_sample", "(N, D_out, H_out, W_out, 3)"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        F::grid_sample(zeros({1, 1, 2, 2, 2}), zeros({1, 1, 1, 1, 2}));
+      },
+      {"grid_sample", "(N, D_out, H_out, W_out, 3)"}));
   EXPECT_TRUE(throws_with<ValueError>(
-      [&] { F::grid_sample(zeros({1, 1, 2, 2, 2}), zeros({1, 1, 1, 1, 3}), {.mode = "bicubic"}); },
+      [&] {
+        F::grid_sample(zeros({1, 1, 2, 2, 2}), zeros({1, 1, 1, 1, 3}), {.mode = "bicubic"});
+      },
       {"grid_sample", "'bicubic'", "4-D", "[1, 1, 2, 2, 2]"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { F::grid_sample(x, zeros({2, 1, 1, 2}, kFloat64), {.mode = "cubic"}); },
-                                      {"grid_sample", "'bilinear', 'nearest' or 'bicubic'", "'cubic'"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] {
+        F::grid_sample(x, zeros({2, 1, 1, 2}, kFloat64), {.mode = "cubic"});
+      },
+      {"grid_sample", "'bilinear', 'nearest' or 'bicubic'", "'cubic'"}));
 }
 
 TEST(NnSpatial, MaxUnpoolPutsTheMaximaBack) {
@@ -133,9 +148,16 @@ TEST(NnSpatial, MaxUnpoolPutsTheMaximaBack) {
   EXPECT_TRUE(tensor_is(F::max_unpool2d(pooled, idx, 2, {}, 0, {1, 1, 4, 5}), {1, 1, 4, 5}, wide));
   // Outside it PyTorch raises 'invalid output_size "(2, 8)" (dim 0 must be between 2 and 6)'; nabla
   // used to place the values in a 2 x 8 plane.
-  EXPECT_TRUE(throws_with<ValueError>([&] { F::max_unpool2d(pooled, idx, 2, {}, 0, {2, 8}); },
-                                      {"max_unpool2d", "invalid output_size [2, 8]", "dim 0", "between 2 and 6"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { F::max_unpool2d(pooled, idx, 2, {}, 0, {4, 6}); }, {"dim 1", "between 2 and 6"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] {
+        F::max_unpool2d(pooled, idx, 2, {}, 0, {2, 8});
+      },
+      {"max_unpool2d", "invalid output_size [2, 8]", "dim 0", "between 2 and 6"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] {
+        F::max_unpool2d(pooled, idx, 2, {}, 0, {4, 6});
+      },
+      {"dim 1", "between 2 and 6"}));
   EXPECT_TRUE(throws_with<ValueError>([&] { F::max_unpool2d(pooled, idx, 2, {}, 0, {4}); }, {"2 or 4 elements"}));
   // 1-d: F.max_unpool1d(p, i, 2, output_size=(9,)) of [1, 3, 2, 0, 5, 4, 1, 1] (indices 1, 2, 4, 6).
   Tensor x1 = f64({1, 3, 2, 0, 5, 4, 1, 1}, {1, 1, 1, 8});
@@ -157,8 +179,8 @@ TEST(NnSpatial, EmbeddingBagReducesEachBag) {
   EXPECT_TRUE(tensor_is(F::embedding_bag(idx, w, off, {}, {.mode = "sum"}), {3, 2}, {4, 40, 0, 0, 10, 100}));
   EXPECT_TRUE(tensor_is(F::embedding_bag(idx, w, off), {3, 2}, {2, 20, 0, 0, 10.0 / 3, 100.0 / 3}));
   EXPECT_TRUE(tensor_is(F::embedding_bag(idx, w, off, {}, {.mode = "max"}), {3, 2}, {3, 30, 0, 0, 4, 40}));
-  EXPECT_TRUE(tensor_is(F::embedding_bag(idx, w, off, {}, {.mode = "mean", .padding_idx = 3}), {3, 2},
-                        {2, 20, 0, 0, 2, 20}));
+  EXPECT_TRUE(
+      tensor_is(F::embedding_bag(idx, w, off, {}, {.mode = "mean", .padding_idx = 3}), {3, 2}, {2, 20, 0, 0, 2, 20}));
   EXPECT_TRUE(throws_with<ValueError>([&] { F::embedding_bag(idx, w, off, ones({5}, dtype(kFloat64))); },
                                       {"per_sample_weights", "'sum'"}));
   Tensor bad_off = tensor(std::vector<int64_t>{1, 2}, dtype(kInt64));
@@ -204,5 +226,6 @@ TEST(NnSpatial, ConvPaddingModePadsTheInputFirst) {
   c1.to(kFloat64);
   Tensor s = f64({1, 2, 3}, {1, 1, 3});
   EXPECT_TRUE(tensor_near(c1(s), F::conv1d(F::pad(s, {1, 1}, "reflect"), c1.weight, c1.bias), 1e-12));
-  EXPECT_TRUE(throws_with<ValueError>([] { nn::Conv2d(1, 1, 3, {.padding_mode = "mirror"}); }, {"padding_mode", "'mirror'"}));
+  EXPECT_TRUE(
+      throws_with<ValueError>([] { nn::Conv2d(1, 1, 3, {.padding_mode = "mirror"}); }, {"padding_mode", "'mirror'"}));
 }

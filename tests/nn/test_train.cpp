@@ -71,12 +71,18 @@ TEST(NnTrain, MlpFitsASeparableProblemWithEveryOptimizer) {
   std::vector<Case> cases = {
       {"SGD", [](auto p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.5}); }},
       {"SGD+nesterov",
-       [](auto p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true}); }},
+       [](auto p) {
+         return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
+       }},
       {"Adam", [](auto p) { return std::make_unique<optim::Adam>(p, optim::AdamOptions{.lr = 0.05}); }},
-      {"AdamW", [](auto p) { return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{.lr = 0.05, .amsgrad = true}); }},
+      {"AdamW",
+       [](auto p) { return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{.lr = 0.05, .amsgrad = true}); }},
       {"RMSprop", [](auto p) { return std::make_unique<optim::RMSprop>(p, optim::RMSpropOptions{.lr = 0.01}); }},
       {"RMSprop centered",
-       [](auto p) { return std::make_unique<optim::RMSprop>(p, optim::RMSpropOptions{.lr = 0.01, .momentum = 0.5, .centered = true}); }},
+       [](auto p) {
+         return std::make_unique<optim::RMSprop>(p,
+                                                 optim::RMSpropOptions{.lr = 0.01, .momentum = 0.5, .centered = true});
+       }},
       {"Adagrad", [](auto p) { return std::make_unique<optim::Adagrad>(p, optim::AdagradOptions{.lr = 0.2}); }},
       {"Adadelta", [](auto p) { return std::make_unique<optim::Adadelta>(p, optim::AdadeltaOptions{.lr = 1.0}); }},
       {"Adamax", [](auto p) { return std::make_unique<optim::Adamax>(p, optim::AdamaxOptions{.lr = 0.05}); }},

@@ -17,7 +17,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-
 // A (rows, cols) float64 mask with -inf at the given positions.
 Tensor neg_inf_at(int64_t r, int64_t c, std::vector<std::pair<int64_t, int64_t>> at) {
   Tensor m = zeros({r, c}, dtype(kFloat64));

@@ -52,7 +52,8 @@ inline void write_raw(const Tensor& t, const std::string& path) {
 // One input of a run_ort.js job: x written to `file`, and its JSON entry {"name", "file", "dtype", "dims"}.
 inline std::string ort_input(const std::string& name, const Tensor& x, const std::string& file) {
   write_raw(x, file);
-  std::string json = "{\"name\":\"" + name + "\",\"file\":\"" + file + "\",\"dtype\":\"" + dtype_name(x.dtype()) + "\",\"dims\":[";
+  std::string json =
+      "{\"name\":\"" + name + "\",\"file\":\"" + file + "\",\"dtype\":\"" + dtype_name(x.dtype()) + "\",\"dims\":[";
   for (int64_t d = 0; d < x.dim(); ++d) json += (d ? "," : "") + std::to_string(x.sizes()[d]);
   return json + "]}";
 }
@@ -60,15 +61,15 @@ inline std::string ort_input(const std::string& name, const Tensor& x, const std
 }  // namespace nabla::testing
 
 // Skips the test (fails it under NABLA_REQUIRE_ORT=1) without ONNX Runtime or python3-onnx.
-#define NABLA_NEEDS_ORT()                                                                                     \
-  do {                                                                                                        \
-    if (!::nabla::testing::have_ort() || !::nabla::testing::have_onnx_checker()) {                            \
-      std::string why = !::nabla::testing::have_ort()                                                         \
-                            ? "node or onnxruntime-node (" + ::nabla::testing::ort_dir() +                    \
-                                  ") is missing; scripts/test.sh installs it with npm install "                \
-                                  "--ignore-scripts onnxruntime-node"                                          \
+#define NABLA_NEEDS_ORT()                                                                                        \
+  do {                                                                                                           \
+    if (!::nabla::testing::have_ort() || !::nabla::testing::have_onnx_checker()) {                               \
+      std::string why = !::nabla::testing::have_ort()                                                            \
+                            ? "node or onnxruntime-node (" + ::nabla::testing::ort_dir() +                       \
+                                  ") is missing; scripts/test.sh installs it with npm install "                  \
+                                  "--ignore-scripts onnxruntime-node"                                            \
                             : std::string("/usr/bin/python3 cannot import onnx (apt-get install python3-onnx)"); \
-      if (::nabla::testing::ort_required()) FAIL() << "NABLA_REQUIRE_ORT=1 but " << why;                      \
-      GTEST_SKIP() << why;                                                                                    \
-    }                                                                                                         \
+      if (::nabla::testing::ort_required()) FAIL() << "NABLA_REQUIRE_ORT=1 but " << why;                         \
+      GTEST_SKIP() << why;                                                                                       \
+    }                                                                                                            \
   } while (0)

@@ -84,7 +84,7 @@ TEST(OnnxRegistry, OpsExportAsTheirSchemaRowsSay) {
   } remove_dir{dir};
 
   std::vector<Exported> exported;
-  std::vector<std::string> why(kOpCount);   // per op: the refusals of its entries' samples
+  std::vector<std::string> why(kOpCount);  // per op: the refusals of its entries' samples
   std::vector<bool> exports(kOpCount, false);
   std::string not_refused;
   int refused = 0;
@@ -97,7 +97,12 @@ TEST(OnnxRegistry, OpsExportAsTheirSchemaRowsSay) {
       Inputs in = make_inputs(op.samples[s], kFloat32, kCPU, false, s + 1);
       if (in.empty() || !in[0].defined() || in[0].numel() == 0) continue;
       auto m = std::make_shared<OpModule>(op, in);
-      Exported e{op.name + "_" + std::to_string(s), (dir / (op.name + std::to_string(s) + ".onnx")).string(), "", "", in[0], {}};
+      Exported e{op.name + "_" + std::to_string(s),
+                 (dir / (op.name + std::to_string(s) + ".onnx")).string(),
+                 "",
+                 "",
+                 in[0],
+                 {}};
       try {
         onnx::export_model(*m, {in[0]}, e.file);
       } catch (const NotImplemented& ex) {
@@ -130,7 +135,8 @@ TEST(OnnxRegistry, OpsExportAsTheirSchemaRowsSay) {
     if (expectation(op) == Expect::exports)
       for (OpId id : op.ops) in_registry[static_cast<size_t>(id)] = true;
   for (size_t i = 0; i < kOpCount; ++i)
-    if (in_registry[i] && !exports[i]) never_exported += std::string("\n  ") + op_name(static_cast<OpId>(i)) + ":" + why[i];
+    if (in_registry[i] && !exports[i])
+      never_exported += std::string("\n  ") + op_name(static_cast<OpId>(i)) + ":" + why[i];
   EXPECT_TRUE(never_exported.empty()) << "ops whose schema row says they export, but no sample of theirs did:"
                                       << never_exported;
   EXPECT_TRUE(not_refused.empty()) << "entries whose ops' schema rows say no_onnx, but which exported:" << not_refused;
@@ -159,7 +165,8 @@ TEST(OnnxRegistry, OpsExportAsTheirSchemaRowsSay) {
     }
     Tensor got = read_output(e.output_file, e.expected);
     if (!got.defined()) {
-      mismatched += "\n  " + e.name + ": ONNX Runtime's output has another size than nabla's " + internal::str(e.expected.sizes());
+      mismatched += "\n  " + e.name + ": ONNX Runtime's output has another size than nabla's " +
+                    internal::str(e.expected.sizes());
       continue;
     }
     Tensor g = got.to(kFloat64), w = e.expected.to(kFloat64);
@@ -170,8 +177,8 @@ TEST(OnnxRegistry, OpsExportAsTheirSchemaRowsSay) {
     Tensor err = where(finite, (g - w).abs(), zeros_like(w));
     ok = ok && (err <= w.abs().nan_to_num(0.0, 0.0, 0.0) * 1e-4 + 1e-5).all().item<bool>();
     if (!ok)
-      mismatched += "\n  " + e.name + ": max |ort - nabla| = " + std::to_string(err.max().item<double>()) +
-                    " (ORT " + internal::str(got.flatten().slice(0, 0, 4)) + ", nabla " +
+      mismatched += "\n  " + e.name + ": max |ort - nabla| = " + std::to_string(err.max().item<double>()) + " (ORT " +
+                    internal::str(got.flatten().slice(0, 0, 4)) + ", nabla " +
                     internal::str(e.expected.flatten().slice(0, 0, 4)) + ")";
   }
   EXPECT_TRUE(mismatched.empty()) << "exported ops that ONNX Runtime computes otherwise:" << mismatched;

@@ -139,24 +139,12 @@ Inputs make_inputs(const Sample& s, DType dtype, Device device, bool requires_gr
     Shape shape = a.shape;
     if (a.transposed && shape.size() >= 2) std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
     switch (a.kind) {
-      case ArgSpec::Kind::uniform:
-        t = (rand(shape, kFloat64) * (a.hi - a.lo) + a.lo).to(dtype);
-        break;
-      case ArgSpec::Kind::integer_index:
-        t = randint(0, std::max<int64_t>(a.index_bound, 1), shape, kInt64);
-        break;
-      case ArgSpec::Kind::bool_mask:
-        t = rand(shape, kFloat64) > 0.5;
-        break;
-      case ArgSpec::Kind::fixed:
-        t = tensor(a.values, shape, kFloat64).to(dtype);
-        break;
-      case ArgSpec::Kind::fixed_index:
-        t = tensor(a.values, shape, kFloat64).to(kInt64);
-        break;
-      case ArgSpec::Kind::fixed_mask:
-        t = tensor(a.values, shape, kFloat64) != 0.0;
-        break;
+      case ArgSpec::Kind::uniform: t = (rand(shape, kFloat64) * (a.hi - a.lo) + a.lo).to(dtype); break;
+      case ArgSpec::Kind::integer_index: t = randint(0, std::max<int64_t>(a.index_bound, 1), shape, kInt64); break;
+      case ArgSpec::Kind::bool_mask: t = rand(shape, kFloat64) > 0.5; break;
+      case ArgSpec::Kind::fixed: t = tensor(a.values, shape, kFloat64).to(dtype); break;
+      case ArgSpec::Kind::fixed_index: t = tensor(a.values, shape, kFloat64).to(kInt64); break;
+      case ArgSpec::Kind::fixed_mask: t = tensor(a.values, shape, kFloat64) != 0.0; break;
     }
     if (a.transposed && t.dim() >= 2) t = t.mT();
     t = t.to(device);

@@ -39,10 +39,10 @@ struct ArgSpec {
   Shape shape;
   double lo = -1, hi = 1;
   enum class Kind { uniform, integer_index, bool_mask, fixed, fixed_index, fixed_mask } kind = Kind::uniform;
-  int64_t index_bound = 0;      // integer_index: values in [0, index_bound)
-  bool transposed = false;      // build as the transpose of a contiguous tensor (last two dims)
-  bool differentiable = true;   // whether gradcheck differentiates with respect to it
-  std::vector<double> values;   // fixed: exact values (row-major), shape as given
+  int64_t index_bound = 0;     // integer_index: values in [0, index_bound)
+  bool transposed = false;     // build as the transpose of a contiguous tensor (last two dims)
+  bool differentiable = true;  // whether gradcheck differentiates with respect to it
+  std::vector<double> values;  // fixed: exact values (row-major), shape as given
 };
 
 struct Sample {

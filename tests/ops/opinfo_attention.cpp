@@ -136,7 +136,8 @@ std::vector<ArgSpec> concat(std::vector<ArgSpec> a, const std::vector<ArgSpec>& 
 
 std::vector<OpInfo> attention_ops() {
   std::vector<OpInfo> ops;
-  ops.push_back({.name = "nn.scaled_dot_product_attention", .torch = "T.sdpa(x)",
+  ops.push_back({.name = "nn.scaled_dot_product_attention",
+                 .torch = "T.sdpa(x)",
                  .fn = sdpa,
                  .samples = {{{arg({2, 3, 4}), arg({2, 5, 4}), arg({2, 5, 3})}, "3d"},
                              {{arg({1, 2, 2}), arg({1, 3, 2}), arg({1, 3, 2})}, "small"},
@@ -151,7 +152,9 @@ std::vector<OpInfo> attention_ops() {
                                fixed_arg({2, 1, 4}, {0.5, -kInf, 0, 1, -1, 0, 0.25, -kInf}, false)},
                               "float_mask_broadcast"}}});
   // Dropout on the weights: a fixed seed per call, so every evaluation draws the same mask.
-  ops.push_back({.name = "nn.scaled_dot_product_attention_dropout", .ops = {OpId::scaled_dot_product_attention}, .no_torch = "random: nabla's generator draws other dropout masks than PyTorch's",
+  ops.push_back({.name = "nn.scaled_dot_product_attention_dropout",
+                 .ops = {OpId::scaled_dot_product_attention},
+                 .no_torch = "random: nabla's generator draws other dropout masks than PyTorch's",
                  .fn =
                      [](I x) {
                        manual_seed(1234);
@@ -160,7 +163,8 @@ std::vector<OpInfo> attention_ops() {
                  .samples = {{{arg({2, 3, 4}), arg({2, 4, 4}), arg({2, 4, 3})}, "3d"},
                              {{arg({1, 2, 2}), arg({1, 3, 2}), arg({1, 3, 2})}, "small"}}});
   ops.push_back(
-      {.name = "nn.MultiheadAttention", .torch = "T.mha(x)",
+      {.name = "nn.MultiheadAttention",
+       .torch = "T.mha(x)",
        .fn = mha,
        .samples = {
            {{arg({2, 1, 2}), arg({6, 2}), arg({6}), arg({2, 2}), arg({2})}, "small_self_attention"},
@@ -174,7 +178,8 @@ std::vector<OpInfo> attention_ops() {
             "unbatched_float_masks_per_head"},
            {{arg_t({2, 3, 4}), arg({3, 3, 4}), arg({3, 3, 4}), arg_t({12, 4}), arg({12}), arg_t({4, 4}), arg({4})},
             "noncontiguous"}}});
-  ops.push_back({.name = "nn.MultiheadAttention_kdim_vdim_bias_kv", .torch = "T.mha_kdim_vdim(x)",
+  ops.push_back({.name = "nn.MultiheadAttention_kdim_vdim_bias_kv",
+                 .torch = "T.mha_kdim_vdim(x)",
                  .fn = mha_kdim_vdim,
                  .samples = {{{arg({2, 3, 4}), arg({2, 2, 3}), arg({2, 2, 5}), arg({4, 4}), arg({4, 3}), arg({4, 5}),
                                arg({12}), arg({1, 1, 4}), arg({1, 1, 4}), arg({4, 4}), arg({4})},
@@ -186,7 +191,8 @@ std::vector<OpInfo> attention_ops() {
                                arg({9}), arg({1, 1, 3}), arg({1, 1, 3}), arg({3, 3}), arg({3})},
                               "one_head"}}});
   ops.push_back(
-      {.name = "nn.TransformerEncoderLayer", .torch = "T.encoder_layer(x)",
+      {.name = "nn.TransformerEncoderLayer",
+       .torch = "T.encoder_layer(x)",
        .fn = encoder_layer,
        .samples = {{{arg({2, 1, 4})}, "small"},
                    {{arg({3, 2, 4}), fixed_mask({2, 3}, {0, 0, 1, 0, 0, 0}),
@@ -196,7 +202,9 @@ std::vector<OpInfo> attention_ops() {
                    {concat(concat({arg({2, 3, 4})}, encoder_params(4, 5)), {fixed_mask({3, 2}, {0, 0, 0, 1, 1, 0})}),
                     "all_parameters_padding"}}});
   ops.push_back(
-      {.name = "nn.TransformerDecoderLayer", .no_torch = "its parameters come from nabla's generator; nn.TransformerEncoderLayer's all_parameters samples compare the shared attention and feed-forward blocks with PyTorch",
+      {.name = "nn.TransformerDecoderLayer",
+       .no_torch = "its parameters come from nabla's generator; nn.TransformerEncoderLayer's all_parameters samples "
+                   "compare the shared attention and feed-forward blocks with PyTorch",
        .fn = decoder_layer,
        .samples = {{{arg({2, 1, 4}), arg({3, 1, 4})}, "small"},
                    {{arg({3, 2, 4}), arg({4, 2, 4}), fixed_arg({3, 3}, {0, -kInf, -kInf, 0, 0, -kInf, 0, 0, 0}, false),

@@ -25,19 +25,18 @@ Tensor spd(const Tensor& x) { return matmul(x, x.mT()) + eye_as(x) * static_cast
 Tensor sym(const Tensor& x) { return x + x.mT(); }
 
 std::vector<Sample> square_samples() {
-  return {{{arg({3, 3})}, "3x3"},
-          {{arg({2, 3, 3})}, "batched"},
-          {{arg_t({3, 3})}, "noncontiguous"},
-          {{arg({2, 2})}, "2x2"},
-          {{arg({0, 3, 3})}, "empty_batch"},
-          {{arg({2, 1, 4, 4})}, "batched_4d"}};
+  return {{{arg({3, 3})}, "3x3"}, {{arg({2, 3, 3})}, "batched"},     {{arg_t({3, 3})}, "noncontiguous"},
+          {{arg({2, 2})}, "2x2"}, {{arg({0, 3, 3})}, "empty_batch"}, {{arg({2, 1, 4, 4})}, "batched_4d"}};
 }
 
 std::vector<OpInfo> linalg_ops() {
   std::vector<OpInfo> ops;
   ops.push_back({.name = "diag",
                  .torch = "[torch.diag(x[0], 0), torch.diag(x[0], 1), torch.diag(x[0], -1)]",
-                 .fn = [](I x) { return Outputs{diag(x[0], 0), diag(x[0], 1), diag(x[0], -1)}; },
+                 .fn =
+                     [](I x) {
+                       return Outputs{diag(x[0], 0), diag(x[0], 1), diag(x[0], -1)};
+                     },
                  .samples = {{{arg({4})}, "vector"},
                              {{arg({3, 4})}, "matrix"},
                              {{arg_t({4, 3})}, "noncontiguous"},
@@ -109,7 +108,10 @@ std::vector<OpInfo> linalg_ops() {
                  .samples = square_samples()});
   ops.push_back({.name = "linalg.cholesky",
                  .torch = "[torch.linalg.cholesky(T.spd(x[0])), torch.linalg.cholesky(T.spd(x[0]), upper=True)]",
-                 .fn = [](I x) { return Outputs{linalg::cholesky(spd(x[0])), linalg::cholesky(spd(x[0]), true)}; },
+                 .fn =
+                     [](I x) {
+                       return Outputs{linalg::cholesky(spd(x[0])), linalg::cholesky(spd(x[0]), true)};
+                     },
                  .samples = square_samples()});
   ops.push_back({.name = "linalg.qr",
                  .torch = "T.qr(x[0])",
@@ -166,7 +168,10 @@ std::vector<OpInfo> linalg_ops() {
                  .samples = square_samples()});
   ops.push_back({.name = "linalg.eigvalsh",
                  .torch = "[torch.linalg.eigvalsh(T.sym(x[0])), torch.linalg.eigvalsh(T.sym(x[0]), 'U')]",
-                 .fn = [](I x) { return Outputs{linalg::eigvalsh(sym(x[0])), linalg::eigvalsh(sym(x[0]), "U")}; },
+                 .fn =
+                     [](I x) {
+                       return Outputs{linalg::eigvalsh(sym(x[0])), linalg::eigvalsh(sym(x[0]), "U")};
+                     },
                  .samples = square_samples()});
   ops.push_back({.name = "linalg.lstsq",
                  .torch = "torch.linalg.lstsq(x[0], x[1], driver='gelsd').solution",
@@ -178,9 +183,10 @@ std::vector<OpInfo> linalg_ops() {
                              {{arg({3, 2}), arg({3, 2})}, "small"},
                              {{arg({0, 3, 2}), arg({0, 3, 1})}, "empty_batch"}}});
   ops.push_back({.name = "linalg.vector_norm",
-                 .torch = "[torch.linalg.vector_norm(x[0]), torch.linalg.vector_norm(x[0], 1, -1), "
-                          "torch.linalg.vector_norm(x[0], 3, -1, True), torch.linalg.vector_norm(x[0], float('inf'), -1), "
-                          "torch.linalg.vector_norm(x[0], float('-inf'), -1), torch.linalg.vector_norm(x[0], 0, -1)]",
+                 .torch =
+                     "[torch.linalg.vector_norm(x[0]), torch.linalg.vector_norm(x[0], 1, -1), "
+                     "torch.linalg.vector_norm(x[0], 3, -1, True), torch.linalg.vector_norm(x[0], float('inf'), -1), "
+                     "torch.linalg.vector_norm(x[0], float('-inf'), -1), torch.linalg.vector_norm(x[0], 0, -1)]",
                  .fn =
                      [](I x) {
                        return Outputs{linalg::vector_norm(x[0]),
@@ -211,14 +217,17 @@ std::vector<OpInfo> linalg_ops() {
                              {{arg({2, 3})}, "small"}}});
   // The norms a graph can hold (no singular values): what the exported forms of matrix_norm and
   // norm are checked on.
-  ops.push_back({.name = "linalg.matrix_norm_elementwise", .ops = {OpId::linalg_matrix_norm, OpId::linalg_norm},
+  ops.push_back({.name = "linalg.matrix_norm_elementwise",
+                 .ops = {OpId::linalg_matrix_norm, OpId::linalg_norm},
                  .torch = "[torch.linalg.matrix_norm(x[0]), torch.linalg.matrix_norm(x[0], 1), "
                           "torch.linalg.matrix_norm(x[0], float('-inf')), torch.linalg.norm(x[0], 'fro'), "
                           "torch.linalg.norm(x[0], float('inf'))]",
-                 .fn = [](I x) {
-                   return Outputs{linalg::matrix_norm(x[0]), linalg::matrix_norm(x[0], 1.0), linalg::matrix_norm(x[0], -kInf),
-                                  linalg::norm(x[0], "fro"), linalg::norm(x[0], kInf)};
-                 },
+                 .fn =
+                     [](I x) {
+                       return Outputs{linalg::matrix_norm(x[0]), linalg::matrix_norm(x[0], 1.0),
+                                      linalg::matrix_norm(x[0], -kInf), linalg::norm(x[0], "fro"),
+                                      linalg::norm(x[0], kInf)};
+                     },
                  .samples = {{{arg({3, 4})}, "3x4"}, {{arg_t({4, 3})}, "noncontiguous"}}});
   ops.push_back({.name = "linalg.norm",
                  .torch = "[torch.linalg.norm(x[0]), torch.linalg.norm(x[0], 'fro'), torch.linalg.norm(x[0], 1), "

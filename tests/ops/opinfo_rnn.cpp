@@ -39,8 +39,13 @@ int64_t encode(const RnnConfig& c) {
 RnnConfig decode(const Tensor& t) {
   int64_t v = t.item<int64_t>();
   auto digit = [&](int64_t k) { return (v / k) % 10; };
-  return {.num_layers = digit(1), .bidirectional = digit(10) != 0, .proj_size = digit(100), .bias = digit(1000) != 0,
-          .batch_first = digit(10000) != 0, .dropout = digit(100000) != 0, .state = digit(1000000) != 0};
+  return {.num_layers = digit(1),
+          .bidirectional = digit(10) != 0,
+          .proj_size = digit(100),
+          .bias = digit(1000) != 0,
+          .batch_first = digit(10000) != 0,
+          .dropout = digit(100000) != 0,
+          .state = digit(1000000) != 0};
 }
 
 constexpr int64_t kUnbatched = -1;
@@ -153,8 +158,8 @@ Outputs run_module(M& m, const Parts& p, const State& state, bool packed) {
     else return {r.output, r.h_n};
   }
   const int64_t L = p.x.size(p.c.batch_first ? 1 : 0), N = p.x.size(p.c.batch_first ? 0 : 1);
-  auto r = m.forward_with_state(
-      nn::utils::rnn::pack_padded_sequence(p.x, packed_lengths(L, N), p.c.batch_first, false), state);
+  auto r = m.forward_with_state(nn::utils::rnn::pack_padded_sequence(p.x, packed_lengths(L, N), p.c.batch_first, false),
+                                state);
   Tensor out = nn::utils::rnn::pad_packed_sequence(r.output, p.c.batch_first).padded;
   if constexpr (std::is_same_v<State, nn::LSTMState>) return {out, r.h_n, r.c_n};
   else return {out, r.h_n};
@@ -164,8 +169,12 @@ std::function<Outputs(I)> rnn_fn(const std::string& nonlinearity, bool packed = 
   return [nonlinearity, packed](I in) {
     Parts p = split(in, 1, false);
     nn::RNN m(p.x.size(-1), p.hidden_size,
-              {.num_layers = p.c.num_layers, .nonlinearity = nonlinearity, .bias = p.c.bias,
-               .batch_first = p.c.batch_first, .dropout = dropout_p(p.c), .bidirectional = p.c.bidirectional});
+              {.num_layers = p.c.num_layers,
+               .nonlinearity = nonlinearity,
+               .bias = p.c.bias,
+               .batch_first = p.c.batch_first,
+               .dropout = dropout_p(p.c),
+               .bidirectional = p.c.bidirectional});
     set_weights(m.weights, in, p.first_weight);
     return run_module(m, p, p.h, packed);
   };
@@ -175,8 +184,12 @@ std::function<Outputs(I)> lstm_fn(bool packed = false) {
   return [packed](I in) {
     Parts p = split(in, 4, true);
     nn::LSTM m(p.x.size(-1), p.hidden_size,
-               {.num_layers = p.c.num_layers, .bias = p.c.bias, .batch_first = p.c.batch_first,
-                .dropout = dropout_p(p.c), .bidirectional = p.c.bidirectional, .proj_size = p.c.proj_size});
+               {.num_layers = p.c.num_layers,
+                .bias = p.c.bias,
+                .batch_first = p.c.batch_first,
+                .dropout = dropout_p(p.c),
+                .bidirectional = p.c.bidirectional,
+                .proj_size = p.c.proj_size});
     set_weights(m.weights, in, p.first_weight);
     return run_module(m, p, nn::LSTMState{p.h, p.c0}, packed);
   };
@@ -186,8 +199,11 @@ std::function<Outputs(I)> gru_fn(bool packed = false) {
   return [packed](I in) {
     Parts p = split(in, 3, false);
     nn::GRU m(p.x.size(-1), p.hidden_size,
-              {.num_layers = p.c.num_layers, .bias = p.c.bias, .batch_first = p.c.batch_first,
-               .dropout = dropout_p(p.c), .bidirectional = p.c.bidirectional});
+              {.num_layers = p.c.num_layers,
+               .bias = p.c.bias,
+               .batch_first = p.c.batch_first,
+               .dropout = dropout_p(p.c),
+               .bidirectional = p.c.bidirectional});
     set_weights(m.weights, in, p.first_weight);
     return run_module(m, p, p.h, packed);
   };
@@ -203,34 +219,44 @@ std::vector<Sample> rnn_samples(bool relu) {
       seq_sample("batch_first_no_bias", 1, false, {.bias = false, .batch_first = true}, 3, 2, 2, 3),
       seq_sample("noncontiguous", 1, false, {}, 3, 2, 3, 2, true),
   };
-  if (relu)
-    s.push_back(seq_sample("2layer_dropout", 1, false, {.num_layers = 2, .dropout = true}, 3, 2, 2, 3));
+  if (relu) s.push_back(seq_sample("2layer_dropout", 1, false, {.num_layers = 2, .dropout = true}, 3, 2, 2, 3));
   return s;
 }
 
 std::vector<OpInfo> rnn_ops() {
   std::vector<OpInfo> ops;
-  ops.push_back({.name = "nn.RNN", .ops = {OpId::rnn}, .torch = "T.rnn(x, 'RNN')", .fn = rnn_fn("tanh"), .samples = rnn_samples(false)});
-  ops.push_back({.name = "nn.RNN_relu", .ops = {OpId::rnn}, .torch = "T.rnn(x, 'RNN', 'relu')", .fn = rnn_fn("relu"), .samples = rnn_samples(true)});
-  ops.push_back(
-      {.name = "nn.LSTM", .ops = {OpId::lstm}, .torch = "T.rnn(x, 'LSTM')",
-       .fn = lstm_fn(),
-       .samples = {
-           // gradgradcheck sizes: "small" 21, "bidirectional_small" 19, "proj_small" 24
-           seq_sample("small", 4, true, {}, 2, 1, 1, 1),
-           seq_sample("bidirectional_small", 4, true, {.bidirectional = true, .bias = false, .state = false}, 2, 1, 1,
-                      1),
-           seq_sample("proj_small", 4, true, {.proj_size = 1, .bias = false}, 2, 1, 1, 2),
-           seq_sample("batched", 4, true, {}, 3, 2, 3, 2),
-           seq_sample("bidirectional_2layer_proj", 4, true, {.num_layers = 2, .bidirectional = true, .proj_size = 1},
-                      3, 2, 2, 2),
-           seq_sample("unbatched_batch_first_no_state", 4, true, {.batch_first = true, .state = false}, 3,
-                      kUnbatched, 2, 2),
-           seq_sample("batch_first", 4, true, {.batch_first = true}, 3, 2, 2, 2),
-           seq_sample("2layer_dropout", 4, true, {.num_layers = 2, .dropout = true}, 3, 2, 2, 2),
-           seq_sample("noncontiguous", 4, true, {}, 3, 2, 3, 2, true),
-       }});
-  ops.push_back({.name = "nn.GRU", .ops = {OpId::gru}, .torch = "T.rnn(x, 'GRU')",
+  ops.push_back({.name = "nn.RNN",
+                 .ops = {OpId::rnn},
+                 .torch = "T.rnn(x, 'RNN')",
+                 .fn = rnn_fn("tanh"),
+                 .samples = rnn_samples(false)});
+  ops.push_back({.name = "nn.RNN_relu",
+                 .ops = {OpId::rnn},
+                 .torch = "T.rnn(x, 'RNN', 'relu')",
+                 .fn = rnn_fn("relu"),
+                 .samples = rnn_samples(true)});
+  ops.push_back({.name = "nn.LSTM",
+                 .ops = {OpId::lstm},
+                 .torch = "T.rnn(x, 'LSTM')",
+                 .fn = lstm_fn(),
+                 .samples = {
+                     // gradgradcheck sizes: "small" 21, "bidirectional_small" 19, "proj_small" 24
+                     seq_sample("small", 4, true, {}, 2, 1, 1, 1),
+                     seq_sample("bidirectional_small", 4, true, {.bidirectional = true, .bias = false, .state = false},
+                                2, 1, 1, 1),
+                     seq_sample("proj_small", 4, true, {.proj_size = 1, .bias = false}, 2, 1, 1, 2),
+                     seq_sample("batched", 4, true, {}, 3, 2, 3, 2),
+                     seq_sample("bidirectional_2layer_proj", 4, true,
+                                {.num_layers = 2, .bidirectional = true, .proj_size = 1}, 3, 2, 2, 2),
+                     seq_sample("unbatched_batch_first_no_state", 4, true, {.batch_first = true, .state = false}, 3,
+                                kUnbatched, 2, 2),
+                     seq_sample("batch_first", 4, true, {.batch_first = true}, 3, 2, 2, 2),
+                     seq_sample("2layer_dropout", 4, true, {.num_layers = 2, .dropout = true}, 3, 2, 2, 2),
+                     seq_sample("noncontiguous", 4, true, {}, 3, 2, 3, 2, true),
+                 }});
+  ops.push_back({.name = "nn.GRU",
+                 .ops = {OpId::gru},
+                 .torch = "T.rnn(x, 'GRU')",
                  .fn = gru_fn(),
                  .samples = {
                      // gradgradcheck sizes: "small" 19, "bidirectional_small" 27
@@ -245,16 +271,18 @@ std::vector<OpInfo> rnn_ops() {
                  }});
 
   // ---- packed input (every sample batched, N >= 2 so the lengths differ) ----
-  ops.push_back({.name = "nn.RNN_packed", .torch = "T.rnn(x, 'RNN', packed=True)",
+  ops.push_back({.name = "nn.RNN_packed",
+                 .torch = "T.rnn(x, 'RNN', packed=True)",
                  .fn = rnn_fn("tanh", true),
                  .samples = {
                      seq_sample("small", 1, false, {}, 2, 2, 1, 2),  // 19 elements
                      seq_sample("bidirectional_2layer", 1, false, {.num_layers = 2, .bidirectional = true}, 3, 3, 2, 2),
-                     seq_sample("batch_first_no_bias_no_h0", 1, false, {.bias = false, .batch_first = true, .state = false},
-                                3, 3, 2, 3),
+                     seq_sample("batch_first_no_bias_no_h0", 1, false,
+                                {.bias = false, .batch_first = true, .state = false}, 3, 3, 2, 3),
                      seq_sample("noncontiguous", 1, false, {}, 3, 3, 3, 2, true),
                  }});
-  ops.push_back({.name = "nn.LSTM_packed", .torch = "T.rnn(x, 'LSTM', packed=True)",
+  ops.push_back({.name = "nn.LSTM_packed",
+                 .torch = "T.rnn(x, 'LSTM', packed=True)",
                  .fn = lstm_fn(true),
                  .samples = {
                      seq_sample("small", 4, true, {}, 2, 2, 1, 1),  // 28 elements
@@ -263,20 +291,23 @@ std::vector<OpInfo> rnn_ops() {
                      seq_sample("batch_first_no_state", 4, true, {.batch_first = true, .state = false}, 3, 3, 2, 2),
                      seq_sample("2layer_dropout", 4, true, {.num_layers = 2, .dropout = true}, 3, 3, 2, 2),
                  }});
-  ops.push_back({.name = "nn.GRU_packed", .torch = "T.rnn(x, 'GRU', packed=True)",
-                 .fn = gru_fn(true),
-                 .samples = {
-                     seq_sample("bidirectional_small", 3, false, {.bidirectional = true}, 2, 2, 1, 1),  // 32 elements
-                     seq_sample("2layer", 3, false, {.num_layers = 2}, 3, 3, 2, 2),
-                     seq_sample("batch_first_bidirectional", 3, false, {.bidirectional = true, .batch_first = true}, 3,
-                                3, 2, 2),
-                 }});
+  ops.push_back(
+      {.name = "nn.GRU_packed",
+       .torch = "T.rnn(x, 'GRU', packed=True)",
+       .fn = gru_fn(true),
+       .samples = {
+           seq_sample("bidirectional_small", 3, false, {.bidirectional = true}, 2, 2, 1, 1),  // 32 elements
+           seq_sample("2layer", 3, false, {.num_layers = 2}, 3, 3, 2, 2),
+           seq_sample("batch_first_bidirectional", 3, false, {.bidirectional = true, .batch_first = true}, 3, 3, 2, 2),
+       }});
   // pad_sequence of three sequences (3, F), (1, F), (2, F); with F = 1 also batch_first and padding 0.5.
-  ops.push_back({.name = "nn.utils.pad_sequence", .torch = "T.pad_sequence(x)",
-                 .fn = [](I in) {
-                   const bool small = in[0].size(-1) == 1;
-                   return Outputs{nn::utils::rnn::pad_sequence({in[0], in[1], in[2]}, small, small ? 0.5 : 0.0)};
-                 },
+  ops.push_back({.name = "nn.utils.pad_sequence",
+                 .torch = "T.pad_sequence(x)",
+                 .fn =
+                     [](I in) {
+                       const bool small = in[0].size(-1) == 1;
+                       return Outputs{nn::utils::rnn::pad_sequence({in[0], in[1], in[2]}, small, small ? 0.5 : 0.0)};
+                     },
                  .samples = {
                      {{arg({3, 1}), arg({1, 1}), arg({2, 1})}, "batch_first"},
                      {{arg({3, 2}), arg({1, 2}), arg({2, 2})}, "features"},
@@ -284,17 +315,20 @@ std::vector<OpInfo> rnn_ops() {
                  }});
   // pack_padded_sequence of x (T, B, *) with lengths packed_lengths(T, B); outputs the packed data
   // and pad_packed_sequence's padding of it (padding 0.5, total_length T + 1).
-  ops.push_back({.name = "nn.utils.pack_padded_sequence", .torch = "T.pack_padded_sequence(x)",
-                 .fn = [](I in) {
-                   auto p = nn::utils::rnn::pack_padded_sequence(in[0], packed_lengths(in[0].size(0), in[0].size(1)),
-                                                                 false, false);
-                   return Outputs{p.data, nn::utils::rnn::pad_packed_sequence(p, false, 0.5, in[0].size(0) + 1).padded};
-                 },
-                 .samples = {
-                     {{arg({3, 3})}, "2d"},
-                     {{arg({3, 4, 2})}, "features"},
-                     {{arg_t({2, 3})}, "noncontiguous"},
-                 }});
+  ops.push_back(
+      {.name = "nn.utils.pack_padded_sequence",
+       .torch = "T.pack_padded_sequence(x)",
+       .fn =
+           [](I in) {
+             auto p = nn::utils::rnn::pack_padded_sequence(in[0], packed_lengths(in[0].size(0), in[0].size(1)), false,
+                                                           false);
+             return Outputs{p.data, nn::utils::rnn::pad_packed_sequence(p, false, 0.5, in[0].size(0) + 1).padded};
+           },
+       .samples = {
+           {{arg({3, 3})}, "2d"},
+           {{arg({3, 4, 2})}, "features"},
+           {{arg_t({2, 3})}, "noncontiguous"},
+       }});
 
   // ---- cells ----
   auto rnn_cell = [](const std::string& nonlinearity) {
@@ -311,29 +345,37 @@ std::vector<OpInfo> rnn_ops() {
       cell_sample("no_bias", 1, false, {.bias = false}, 3, 2, 3),
       cell_sample("noncontiguous", 1, false, {}, 3, 2, 3, true),
   };
-  ops.push_back({.name = "nn.RNNCell", .torch = "T.rnn_cell(x, 'RNN')", .fn = rnn_cell("tanh"), .samples = rnn_cell_samples});
-  ops.push_back({.name = "nn.RNNCell_relu", .torch = "T.rnn_cell(x, 'RNN', 'relu')", .fn = rnn_cell("relu"), .samples = rnn_cell_samples});
-  ops.push_back({.name = "nn.LSTMCell", .torch = "T.rnn_cell(x, 'LSTM')",
-                 .fn = [](I in) {
-                   Parts p = split(in, 4, true);
-                   nn::LSTMCell m(p.x.size(-1), p.hidden_size, {.bias = p.c.bias});
-                   set_weights(m, in, p.first_weight);
-                   nn::LSTMState s = m.forward_with_state(p.x, {p.h, p.c0});
-                   return Outputs{s.h, s.c};
-                 },
+  ops.push_back(
+      {.name = "nn.RNNCell", .torch = "T.rnn_cell(x, 'RNN')", .fn = rnn_cell("tanh"), .samples = rnn_cell_samples});
+  ops.push_back({.name = "nn.RNNCell_relu",
+                 .torch = "T.rnn_cell(x, 'RNN', 'relu')",
+                 .fn = rnn_cell("relu"),
+                 .samples = rnn_cell_samples});
+  ops.push_back({.name = "nn.LSTMCell",
+                 .torch = "T.rnn_cell(x, 'LSTM')",
+                 .fn =
+                     [](I in) {
+                       Parts p = split(in, 4, true);
+                       nn::LSTMCell m(p.x.size(-1), p.hidden_size, {.bias = p.c.bias});
+                       set_weights(m, in, p.first_weight);
+                       nn::LSTMState s = m.forward_with_state(p.x, {p.h, p.c0});
+                       return Outputs{s.h, s.c};
+                     },
                  .samples = {
                      cell_sample("small", 4, true, {}, 2, 2, 1),  // 29 elements
                      cell_sample("batched", 4, true, {}, 3, 3, 2),
                      cell_sample("unbatched_no_state", 4, true, {.state = false}, kUnbatched, 3, 2),
                      cell_sample("no_bias_noncontiguous", 4, true, {.bias = false}, 3, 2, 2, true),
                  }});
-  ops.push_back({.name = "nn.GRUCell", .torch = "T.rnn_cell(x, 'GRU')",
-                 .fn = [](I in) {
-                   Parts p = split(in, 3, false);
-                   nn::GRUCell m(p.x.size(-1), p.hidden_size, {.bias = p.c.bias});
-                   set_weights(m, in, p.first_weight);
-                   return Outputs{m(p.x, p.h)};
-                 },
+  ops.push_back({.name = "nn.GRUCell",
+                 .torch = "T.rnn_cell(x, 'GRU')",
+                 .fn =
+                     [](I in) {
+                       Parts p = split(in, 3, false);
+                       nn::GRUCell m(p.x.size(-1), p.hidden_size, {.bias = p.c.bias});
+                       set_weights(m, in, p.first_weight);
+                       return Outputs{m(p.x, p.h)};
+                     },
                  .samples = {
                      cell_sample("small", 3, false, {}, 2, 2, 1),  // 22 elements
                      cell_sample("batched", 3, false, {}, 3, 3, 2),

@@ -171,9 +171,7 @@ TEST(Conformance, SubtractionWithABoolOperandRaises) {
   EXPECT_THROW(-m, DTypeError);
   try {
     (void)(1 - m);
-  } catch (const DTypeError& e) {
-    EXPECT_NE(std::string(e.what()).find("logical_not"), std::string::npos) << e.what();
-  }
+  } catch (const DTypeError& e) { EXPECT_NE(std::string(e.what()).find("logical_not"), std::string::npos) << e.what(); }
   Tensor u = tensor(std::vector<double>{1, 3}).to(kUInt8);
   EXPECT_EQ(int_values(1 - u), (std::vector<int64_t>{0, 254}));  // uint8 wraps around, as in PyTorch
 }

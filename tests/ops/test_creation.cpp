@@ -334,7 +334,8 @@ TEST(Random, ElementsFollowThePhiloxStream) {
   for (int i = 0; i < 6; ++i) {
     auto w = words(i / 4);
     int pair = (i % 4) / 2;
-    float want = static_cast<float>(box_muller(Philox::to_float(w[2 * pair]), Philox::to_float(w[2 * pair + 1]), i % 2));
+    float want =
+        static_cast<float>(box_muller(Philox::to_float(w[2 * pair]), Philox::to_float(w[2 * pair + 1]), i % 2));
     EXPECT_EQ(static_cast<float>(u[i]), want) << i;
   }
   st.offset += 2;

@@ -17,6 +17,7 @@
 // where that is a failure. NABLA_DIFF_FILTER=regex limits the run to matching op names.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -25,7 +26,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
-#include <unistd.h>
 
 #include "io/safetensors.h"
 #include "nn/serialize.h"
@@ -80,9 +80,17 @@ Tolerance tolerance(const OpInfo& op, DType dt) {
 void add_case(Cases& c, const OpInfo& op, const std::string& sample, const Inputs& in, DType dt, const char* mode,
               uint64_t seed) {
   std::string id = std::to_string(c.next_id++);
-  json cs = {{"id", id}, {"op", op.name}, {"sample", sample}, {"dtype", std::string(dtype_name(dt))},
-             {"mode", mode}, {"twin", op.torch}, {"error", nullptr}, {"grad_error", nullptr},
-             {"outputs", json::array()}, {"cotangents", json::object()}, {"grads", json::object()}};
+  json cs = {{"id", id},
+             {"op", op.name},
+             {"sample", sample},
+             {"dtype", std::string(dtype_name(dt))},
+             {"mode", mode},
+             {"twin", op.torch},
+             {"error", nullptr},
+             {"grad_error", nullptr},
+             {"outputs", json::array()},
+             {"cotangents", json::object()},
+             {"grads", json::object()}};
   Tolerance tol = tolerance(op, dt);
   cs["rtol"] = tol.rtol;
   cs["atol"] = tol.atol;
@@ -102,9 +110,7 @@ void add_case(Cases& c, const OpInfo& op, const std::string& sample, const Input
   Outputs out;
   try {
     out = op.fn(in);
-  } catch (const std::exception& e) {
-    cs["error"] = error_text(e);
-  }
+  } catch (const std::exception& e) { cs["error"] = error_text(e); }
   if (!cs["error"].is_null()) {
     if (inplace) return;  // only cases whose forward works are checked in place
     c.op_of[id] = op.name;
@@ -121,9 +127,7 @@ void add_case(Cases& c, const OpInfo& op, const std::string& sample, const Input
       out[0].mul_(2);
       ys = {out[0]};
       vs = {v};
-    } catch (const std::exception& e) {
-      cs["grad_error"] = error_text(e);
-    }
+    } catch (const std::exception& e) { cs["grad_error"] = error_text(e); }
   } else {
     for (size_t k = 0; k < out.size(); ++k) {
       const Tensor& y = out[k];
@@ -144,9 +148,7 @@ void add_case(Cases& c, const OpInfo& op, const std::string& sample, const Input
         Tensor g = j < gs.size() && gs[j].defined() ? gs[j] : zeros_like(grad_inputs[j]);
         cs["grads"][std::to_string(grad_index[j])] = c.put(id + "/g" + std::to_string(grad_index[j]), g);
       }
-    } catch (const std::exception& e) {
-      cs["grad_error"] = error_text(e);
-    }
+    } catch (const std::exception& e) { cs["grad_error"] = error_text(e); }
   }
   if (inplace && grad_inputs.empty()) return;
   c.op_of[id] = op.name;
@@ -207,13 +209,13 @@ std::vector<OptimizerCase> optimizer_cases() {
   using namespace optim;
   return {
       {"SGD", "torch.optim.SGD(params, lr=0.1)", make_opt<SGD>(SGDOptions{.lr = 0.1})},
-      {"SGD_momentum_nesterov_wd",
-       "torch.optim.SGD(params, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.1)",
+      {"SGD_momentum_nesterov_wd", "torch.optim.SGD(params, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.1)",
        make_opt<SGD>(SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.1, .nesterov = true})},
       {"SGD_dampening_maximize", "torch.optim.SGD(params, lr=0.05, momentum=0.8, dampening=0.3, maximize=True)",
        make_opt<SGD>(SGDOptions{.lr = 0.05, .momentum = 0.8, .dampening = 0.3, .maximize = true})},
       {"Adam", "torch.optim.Adam(params, lr=0.01)", make_opt<Adam>(AdamOptions{.lr = 0.01})},
-      {"Adam_amsgrad_wd", "torch.optim.Adam(params, lr=0.02, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.1, amsgrad=True)",
+      {"Adam_amsgrad_wd",
+       "torch.optim.Adam(params, lr=0.02, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.1, amsgrad=True)",
        make_opt<Adam>(AdamOptions{.lr = 0.02, .betas = {0.8, 0.9}, .eps = 1e-6, .weight_decay = 0.1, .amsgrad = true})},
       {"AdamW", "torch.optim.AdamW(params, lr=0.01, weight_decay=0.3)",
        make_opt<AdamW>(AdamWOptions{.lr = 0.01, .weight_decay = 0.3})},
@@ -247,10 +249,20 @@ std::vector<OptimizerCase> optimizer_cases() {
 void add_optimizer_case(Cases& c, const OptimizerCase& oc, DType dt, uint64_t seed) {
   std::string id = std::to_string(c.next_id++);
   Tolerance tol = dt == kFloat32 ? Tolerance{1e-4, 1e-4} : Tolerance{1e-7, 1e-7};
-  json cs = {{"id", id}, {"op", "optim." + oc.name}, {"sample", "steps"}, {"dtype", std::string(dtype_name(dt))},
-             {"mode", "optimizer"}, {"twin", oc.torch}, {"error", nullptr}, {"grad_error", nullptr},
-             {"rtol", tol.rtol}, {"atol", tol.atol}, {"inputs", json::array()}, {"grads", json::array()},
-             {"outputs", json::array()}, {"cotangents", json::object()}};
+  json cs = {{"id", id},
+             {"op", "optim." + oc.name},
+             {"sample", "steps"},
+             {"dtype", std::string(dtype_name(dt))},
+             {"mode", "optimizer"},
+             {"twin", oc.torch},
+             {"error", nullptr},
+             {"grad_error", nullptr},
+             {"rtol", tol.rtol},
+             {"atol", tol.atol},
+             {"inputs", json::array()},
+             {"grads", json::array()},
+             {"outputs", json::array()},
+             {"cotangents", json::object()}};
   manual_seed(seed);
   std::vector<Tensor> params = {(rand({3, 4}, kFloat64) * 2 - 1).to(dt), (rand({4}, kFloat64) * 2 - 1).to(dt)};
   for (size_t i = 0; i < params.size(); ++i) {
@@ -272,9 +284,7 @@ void add_optimizer_case(Cases& c, const OptimizerCase& oc, DType dt, uint64_t se
       cs["grads"].push_back(grads);
       cs["outputs"].push_back(after);
     }
-  } catch (const std::exception& e) {
-    cs["error"] = error_text(e);
-  }
+  } catch (const std::exception& e) { cs["error"] = error_text(e); }
   c.op_of[id] = oc.name;
   c.list.push_back(cs);
 }
@@ -346,8 +356,8 @@ Summary run_suite(const std::string& filter) {
       ++s.passed;
     } else {
       ++s.failed;
-      s.failures.push_back(where + ": " + it->second["msg"].get<std::string>() + "\n    twin: " +
-                           cs["twin"].get<std::string>());
+      s.failures.push_back(where + ": " + it->second["msg"].get<std::string>() +
+                           "\n    twin: " + cs["twin"].get<std::string>());
     }
   }
   return s;
@@ -367,9 +377,10 @@ TEST(Differential, RegistryMatchesPytorch) {
   NABLA_NEEDS_PYTHON_MODULES("torch, numpy");
   const char* f = std::getenv("NABLA_DIFF_FILTER");
   Summary s = run_suite(f ? f : "");
-  std::printf("differential suite: %zu ops and optimizers with a PyTorch twin, %zu cases: %zu agree, %zu known differences, "
-              "%zu differ\n",
-              s.ops, s.cases, s.passed, s.known, s.failed);
+  std::printf(
+      "differential suite: %zu ops and optimizers with a PyTorch twin, %zu cases: %zu agree, %zu known differences, "
+      "%zu differ\n",
+      s.ops, s.cases, s.passed, s.known, s.failed);
   for (const std::string& k : s.known_lines) std::printf("  known: %s\n", k.c_str());
   std::string all;
   for (const std::string& line : s.failures) all += "\n  " + line;

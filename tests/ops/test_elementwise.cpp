@@ -52,8 +52,8 @@ std::vector<UnaryCase> unary_cases() {
       {"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, kGeneral},
       {"erf", [](const Tensor& x) { return erf(x); }, [](double x) { return std::erf(x); }, kGeneral},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref, kGeneral},
-      {"logsigmoid", [](const Tensor& x) { return logsigmoid(x); },
-       [](double x) { return -softplus_ref(-x); }, kGeneral},
+      {"logsigmoid", [](const Tensor& x) { return logsigmoid(x); }, [](double x) { return -softplus_ref(-x); },
+       kGeneral},
       {"gelu", [](const Tensor& x) { return gelu(x); },
        [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, kGeneral},
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); },
@@ -62,33 +62,43 @@ std::vector<UnaryCase> unary_cases() {
       {"mish", [](const Tensor& x) { return mish(x); }, [](double x) { return x * std::tanh(softplus_ref(x)); },
        kGeneral},
       {"reciprocal", [](const Tensor& x) { return reciprocal(x); }, [](double x) { return 1 / x; }, kPositive},
-      {"selu", [](const Tensor& x) { return selu(x); },
-       [=](double x) { return x > 0 ? s * x : s * a * std::expm1(x); }, kGeneral},
-      {"hardsigmoid", [](const Tensor& x) { return hardsigmoid(x); },
-       [](double x) { return std::clamp(x / 6 + 0.5, 0.0, 1.0); }, {-4, -3, -1, 0, 1, 3, 4}},
-      {"hardswish", [](const Tensor& x) { return hardswish(x); },
-       [](double x) { return x * std::clamp(x + 3, 0.0, 6.0) / 6; }, {-4, -3, -1, 0, 1, 3, 4}},
+      {"selu", [](const Tensor& x) { return selu(x); }, [=](double x) { return x > 0 ? s * x : s * a * std::expm1(x); },
+       kGeneral},
+      {"hardsigmoid",
+       [](const Tensor& x) { return hardsigmoid(x); },
+       [](double x) { return std::clamp(x / 6 + 0.5, 0.0, 1.0); },
+       {-4, -3, -1, 0, 1, 3, 4}},
+      {"hardswish",
+       [](const Tensor& x) { return hardswish(x); },
+       [](double x) { return x * std::clamp(x + 3, 0.0, 6.0) / 6; },
+       {-4, -3, -1, 0, 1, 3, 4}},
       {"frac", [](const Tensor& x) { return frac(x); }, [](double x) { return x - std::trunc(x); }, kGeneral},
       {"neg", [](const Tensor& x) { return neg(x); }, [](double x) { return -x; }, kGeneral},
       {"abs", [](const Tensor& x) { return abs(x); }, [](double x) { return std::fabs(x); }, kGeneral},
       {"sign", [](const Tensor& x) { return sign(x); }, [](double x) { return double((0 < x) - (x < 0)); }, kGeneral},
       {"square", [](const Tensor& x) { return square(x); }, [](double x) { return x * x; }, kGeneral},
       {"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? x : 0; }, kGeneral},
-      {"relu6", [](const Tensor& x) { return relu6(x); }, [](double x) { return std::clamp(x, 0.0, 6.0); },
+      {"relu6",
+       [](const Tensor& x) { return relu6(x); },
+       [](double x) { return std::clamp(x, 0.0, 6.0); },
        {-1, 0, 3, 6, 7.5}},
       {"floor", [](const Tensor& x) { return floor(x); }, [](double x) { return std::floor(x); }, kGeneral},
       {"ceil", [](const Tensor& x) { return ceil(x); }, [](double x) { return std::ceil(x); }, kGeneral},
-      {"round", [](const Tensor& x) { return round(x); }, [](double x) { return std::nearbyint(x); },
+      {"round",
+       [](const Tensor& x) { return round(x); },
+       [](double x) { return std::nearbyint(x); },
        {-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 2.6, -2.6}},
       {"trunc", [](const Tensor& x) { return trunc(x); }, [](double x) { return std::trunc(x); }, kGeneral},
       {"leaky_relu", [](const Tensor& x) { return leaky_relu(x, 0.2); }, [](double x) { return x > 0 ? x : 0.2 * x; },
        kGeneral},
       {"elu", [](const Tensor& x) { return elu(x, 1.5); }, [](double x) { return x > 0 ? x : 1.5 * std::expm1(x); },
        kGeneral},
-      {"softplus", [](const Tensor& x) { return softplus(x, 2, 3); },
-       [](double x) { return 2 * x > 3 ? x : softplus_ref(2 * x) / 2; }, {-3, -1, 0, 1, 1.4, 1.6, 4}},
-      {"hardtanh", [](const Tensor& x) { return hardtanh(x, -0.5, 2); }, [](double x) { return std::clamp(x, -0.5, 2.0); },
-       kGeneral},
+      {"softplus",
+       [](const Tensor& x) { return softplus(x, 2, 3); },
+       [](double x) { return 2 * x > 3 ? x : softplus_ref(2 * x) / 2; },
+       {-3, -1, 0, 1, 1.4, 1.6, 4}},
+      {"hardtanh", [](const Tensor& x) { return hardtanh(x, -0.5, 2); },
+       [](double x) { return std::clamp(x, -0.5, 2.0); }, kGeneral},
       {"clamp", [](const Tensor& x) { return clamp(x, -1, 1); }, [](double x) { return std::clamp(x, -1.0, 1.0); },
        kGeneral},
   };
@@ -281,8 +291,8 @@ TEST_P(BinaryOps, ZeroDimOperand) {
   check(lcg_tensor({2, 3}, 11, kFloat64, -3, 3), b_of({}, 12));
 }
 TEST_P(BinaryOps, NonContiguousOperands) {
-  Tensor a = lcg_tensor({4, 3}, 13, kFloat64, -3, 3).t();           // transposed
-  Tensor b = b_of({3, 8}, 14).slice(1, 0, std::nullopt, 2);        // strided
+  Tensor a = lcg_tensor({4, 3}, 13, kFloat64, -3, 3).t();    // transposed
+  Tensor b = b_of({3, 8}, 14).slice(1, 0, std::nullopt, 2);  // strided
   check(a, b);
   Tensor c = lcg_tensor({3}, 15, kFloat64, -3, 3).expand({3, 3, 3}).permute({2, 0, 1});  // stride 0 and permuted
   check(c, b_of({3, 1, 3}, 16));
@@ -299,7 +309,8 @@ TEST_P(BinaryOps, LargeInputsUseAllThreads) {
   check(lcg_tensor({300, 257}, 19, kFloat64, -3, 3), b_of({257}, 20));
   // Large and strided: threads split the range in the middle of rows.
   check(lcg_tensor({257, 300}, 21, kFloat64, -3, 3).t(), b_of({300, 1}, 22));
-  check(lcg_tensor({40, 50, 60}, 23, kFloat64, -3, 3).permute({2, 0, 1}), b_of({60, 40, 100}, 24).slice(2, 0, std::nullopt, 2));
+  check(lcg_tensor({40, 50, 60}, 23, kFloat64, -3, 3).permute({2, 0, 1}),
+        b_of({60, 40, 100}, 24).slice(2, 0, std::nullopt, 2));
 }
 
 INSTANTIATE_TEST_SUITE_P(Elementwise, BinaryOps, ::testing::ValuesIn(binary_cases()),
@@ -390,8 +401,11 @@ TEST(IntegerDivision, RemainderHasTheDivisorsSign) {
 
 TEST(IntegerDivision, IntegerDivisionByZeroIsAnError) {
   // Python and PyTorch raise ZeroDivisionError; floats give inf/nan instead.
-  EXPECT_TRUE(throws_with<ValueError>([] { floor_divide(tensor({7, 1}), tensor({2, 0})); },
-                                      {"floor_divide", "division by zero"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [] {
+        floor_divide(tensor({7, 1}), tensor({2, 0}));
+      },
+      {"floor_divide", "division by zero"}));
   EXPECT_TRUE(throws_with<ValueError>([] { remainder(tensor({7}), 0); }, {"remainder", "division by zero"}));
   EXPECT_TRUE(values_near(values(remainder(tensor({7.}), 0)), {kNaN}, 0, 0));
   EXPECT_TRUE(values_near(values(floor_divide(tensor({7., -7.}), tensor({0., 0.}))), {kInf, -kInf}, 0, 0));
@@ -431,7 +445,7 @@ TEST(Promotion, TensorAndCppNumbers) {
   Tensor k = i + 2;  // int tensor + int number stays int64
   EXPECT_EQ(k.dtype(), kInt64);
   EXPECT_EQ(int_values(k), (std::vector<int64_t>{3, 4, 5}));
-  EXPECT_EQ((ones({2}, kInt32) + 2).dtype(), kInt32);        // the tensor's int width wins
+  EXPECT_EQ((ones({2}, kInt32) + 2).dtype(), kInt32);  // the tensor's int width wins
   EXPECT_EQ((ones({2}, kUInt8) * 3).dtype(), kUInt8);
   EXPECT_EQ((ones({2}, kInt32) * 2.0).dtype(), kFloat32);    // default float dtype
   EXPECT_EQ((ones({2}, kFloat64) + 2.5).dtype(), kFloat64);  // float tensor keeps its width
@@ -474,9 +488,15 @@ TEST(Compare, AllComparisonsGiveBool) {
     Tensor r;
     std::vector<double> want;
   };
-  for (const C& c : std::vector<C>{{a == b, {0, 1, 0}}, {a != b, {1, 0, 1}}, {a < b, {1, 0, 0}},
-                                   {a <= b, {1, 1, 0}}, {a > b, {0, 0, 1}}, {a >= b, {0, 1, 1}},
-                                   {a > 1.5, {0, 1, 1}}, {a <= 2, {1, 1, 0}}, {a.ne(3), {1, 1, 0}}}) {
+  for (const C& c : std::vector<C>{{a == b, {0, 1, 0}},
+                                   {a != b, {1, 0, 1}},
+                                   {a < b, {1, 0, 0}},
+                                   {a <= b, {1, 1, 0}},
+                                   {a > b, {0, 0, 1}},
+                                   {a >= b, {0, 1, 1}},
+                                   {a > 1.5, {0, 1, 1}},
+                                   {a <= 2, {1, 1, 0}},
+                                   {a.ne(3), {1, 1, 0}}}) {
     EXPECT_EQ(c.r.dtype(), kBool);
     EXPECT_TRUE(tensor_is(c.r, {3}, c.want));
   }
@@ -621,7 +641,7 @@ TEST(InPlace, DtypeRules) {
   EXPECT_EQ(i32.dtype(), kInt32);
   EXPECT_EQ(int_values(i32), (std::vector<int64_t>{2, 3}));
   Tensor f = tensor({1.f, 2.f});
-  f.add_(tensor({1, 2}));  // int into float is fine
+  f.add_(tensor({1, 2}));                         // int into float is fine
   f.mul_(tensor(std::vector<double>{0.5, 0.5}));  // float64 other, float32 destination
   EXPECT_EQ(f.dtype(), kFloat32);
   EXPECT_TRUE(tensor_is(f, {2}, {1, 2}));

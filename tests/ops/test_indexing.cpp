@@ -253,9 +253,9 @@ TEST(AdvancedIndexing, PlacesTheBroadcastDimsAsPyTorch) {
   Tensor x = iota({3, 4, 5});
   Tensor i = tensor({0, 2}), j = tensor({1, 3});
   EXPECT_TRUE(tensor_is(x.index({i, j}), {2, 5}, {5, 6, 7, 8, 9, 55, 56, 57, 58, 59}));
-  EXPECT_EQ(shape_of(x.index({Slice(), i, j})), (std::vector<int64_t>{3, 2}));   // adjacent: in place
-  EXPECT_EQ(shape_of(x.index({i, Slice(), j})), (std::vector<int64_t>{2, 4}));   // apart: first
-  EXPECT_EQ(shape_of(x.index({0, Slice(), i})), (std::vector<int64_t>{4, 2}));   // an int is a plain select
+  EXPECT_EQ(shape_of(x.index({Slice(), i, j})), (std::vector<int64_t>{3, 2}));  // adjacent: in place
+  EXPECT_EQ(shape_of(x.index({i, Slice(), j})), (std::vector<int64_t>{2, 4}));  // apart: first
+  EXPECT_EQ(shape_of(x.index({0, Slice(), i})), (std::vector<int64_t>{4, 2}));  // an int is a plain select
   EXPECT_EQ(shape_of(x.index({i.view({2, 1}), Slice(), tensor({0, 1, 2})})), (std::vector<int64_t>{2, 3, 4}));
   EXPECT_TRUE(tensor_is(x.index({tensor({-1}), tensor({-1}), tensor({-1})}), {1}, {59}));
   EXPECT_TRUE(throws_with<IndexError>([&] { x.index({i, tensor({4, 0})}); }, {"index 4", "dim 1", "size 4"}));

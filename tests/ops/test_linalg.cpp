@@ -34,7 +34,8 @@ TEST(Linalg, SimpleOpsKnownValues) {
   // PyTorch 1.13: "linalg.cross: inputs must have the same number of dimensions." ((2, 3) with (3));
   // the sizes of dims both have broadcast.
   Tensor u = f64({1, 0, 0, 0, 1, 0}, {2, 3}), e3 = f64({0, 0, 1}, {3});
-  EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::cross(u, e3); }, {"linalg.cross", "same number of dimensions", "[2, 3]", "[3]"}));
+  EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::cross(u, e3); },
+                                      {"linalg.cross", "same number of dimensions", "[2, 3]", "[3]"}));
   EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::cross(e3, u); }, {"linalg.cross", "same number of dimensions"}));
   EXPECT_TRUE(tensor_is(linalg::cross(u, e3.unsqueeze(0)), {2, 3}, {0, -1, 0, 1, 0, 0}));
   EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::trace(a); }, {"trace", "matrix"}));
@@ -66,13 +67,20 @@ TEST(Linalg, InverseSolveAndDeterminants) {
   EXPECT_TRUE(tensor_is(s0, {}, {0}));
   EXPECT_TRUE(tensor_is(l0, {}, {-kInf}));
   EXPECT_TRUE(throws_with<ValueError>([&] { linalg::inv(S); }, {"linalg.inv", "singular", "float64[2, 2] on cpu"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { linalg::inv(stack({A.narrow(0, 0, 2).narrow(1, 0, 2), S})); },
-                                      {"linalg.inv", "(Batch element 1)", "singular"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] {
+        linalg::inv(stack({A.narrow(0, 0, 2).narrow(1, 0, 2), S}));
+      },
+      {"linalg.inv", "(Batch element 1)", "singular"}));
   EXPECT_TRUE(throws_with<ValueError>([&] { linalg::solve(S, f64({1, 1}, {2})); }, {"linalg.solve", "singular"}));
   EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::inv(B); }, {"linalg.inv", "square", "[3, 2]"}));
   EXPECT_TRUE(throws_with<DTypeError>([&] { linalg::inv(tensor({{1, 0}, {0, 1}})); }, {"linalg.inv", "int64"}));
   EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::solve(A, f64({1, 2}, {2})); }, {"linalg.solve", "incompatible"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::solve(A, f64({1, 2, 3}, {3}), false); }, {"linalg.solve", "left=False"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        linalg::solve(A, f64({1, 2, 3}, {3}), false);
+      },
+      {"linalg.solve", "left=False"}));
   EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::solve(A, B, false); }, {"linalg.solve", "XA = B"}));
 }
 
@@ -82,8 +90,8 @@ TEST(Linalg, CholeskyQrSvdEighReconstruct) {
   EXPECT_TRUE(tensor_near(matmul(L, L.mT()), A, 1e-12));
   EXPECT_TRUE(tensor_near(L.triu(1), zeros({3, 3}, kFloat64)));
   EXPECT_TRUE(tensor_near(linalg::cholesky(A, true), L.mT()));
-  EXPECT_TRUE(throws_with<ValueError>([&] { linalg::cholesky(-A); },
-                                      {"linalg.cholesky", "not positive-definite", "order 1"}));
+  EXPECT_TRUE(
+      throws_with<ValueError>([&] { linalg::cholesky(-A); }, {"linalg.cholesky", "not positive-definite", "order 1"}));
 
   Tensor M = f64({1, 2, 3, 4, 5, 6, 7, 8, 10, 1, 0, 1}, {4, 3});
   auto [Q, R] = linalg::qr(M);
@@ -155,7 +163,11 @@ TEST(Linalg, LstsqAndNorms) {
   EXPECT_TRUE(tensor_is(linalg::norm(m), {}, {std::sqrt(30.0)}));
   EXPECT_TRUE(tensor_is(linalg::norm(m, 1.0), {}, {6}));
   EXPECT_TRUE(throws_with<ValueError>([&] { linalg::matrix_norm(m, 3); }, {"linalg.matrix_norm", "Order 3"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::norm(ones({2, 2, 2}, kFloat64), 2.0); }, {"linalg.norm", "1D or 2D"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        linalg::norm(ones({2, 2, 2}, kFloat64), 2.0);
+      },
+      {"linalg.norm", "1D or 2D"}));
 }
 
 TEST(Linalg, GradientsOfInverseAndDeterminant) {
@@ -174,7 +186,8 @@ TEST(Linalg, GradientsOfInverseAndDeterminant) {
   EXPECT_THROW(Ci.sum().backward(), AutogradError);
   // QR with mode 'r' has no gradient.
   Tensor D = A3().requires_grad_();
-  EXPECT_TRUE(throws_with<ValueError>([&] { std::get<1>(linalg::qr(D, "r")).sum().backward(); }, {"linalg.qr", "mode='r'"}));
+  EXPECT_TRUE(
+      throws_with<ValueError>([&] { std::get<1>(linalg::qr(D, "r")).sum().backward(); }, {"linalg.qr", "mode='r'"}));
 }
 
 // B of one dim fewer than A is a batch of vectors, as PyTorch 1.13 reads it:
@@ -191,8 +204,11 @@ TEST(Linalg, LstsqReadsBOfOneDimFewerAsVectors) {
   EXPECT_TRUE(tensor_is(r.residuals, {2, 1}, {1.5, 1.0 / 3}, 1e-12));
   EXPECT_TRUE(tensor_near(r.solution, linalg::lstsq(A, B.unsqueeze(-1)).solution.squeeze(-1), 1e-12));
   Tensor diag3 = f64({2, 0, 0, 0, 3, 0, 0, 0, 4}, {3, 3});
-  EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::lstsq(diag3.expand({2, 3, 3}), ones({3, 3}, kFloat64)); },
-                                      {"linalg.lstsq"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        linalg::lstsq(diag3.expand({2, 3, 3}), ones({3, 3}, kFloat64));
+      },
+      {"linalg.lstsq"}));
   EXPECT_TRUE(tensor_is(linalg::lstsq(diag3.expand({3, 3, 3}), ones({3, 3}, kFloat64)).solution, {3, 3},
                         {0.5, 1.0 / 3, 0.25, 0.5, 1.0 / 3, 0.25, 0.5, 1.0 / 3, 0.25}, 1e-12));
   EXPECT_TRUE(throws_with<ShapeError>([&] { linalg::lstsq(A, f64({6, 5, 7}, {3})); }, {"linalg.lstsq", "one fewer"}));

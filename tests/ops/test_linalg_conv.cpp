@@ -62,18 +62,18 @@ TEST(Matmul, AllFormsMatchReference) {
     std::vector<int64_t> a, b, out;
   };
   std::vector<Case> cases = {
-      {{5}, {5}, {}},                       // dot
-      {{3, 5}, {5, 4}, {3, 4}},             // mm
-      {{5}, {5, 4}, {4}},                   // vector @ matrix
-      {{3, 5}, {5}, {3}},                   // matrix @ vector
-      {{2, 3, 5}, {2, 5, 4}, {2, 3, 4}},    // bmm
-      {{2, 3, 5}, {5, 4}, {2, 3, 4}},       // batch @ matrix (folded into one mm)
-      {{3, 5}, {2, 5, 4}, {2, 3, 4}},       // matrix @ batch
+      {{5}, {5}, {}},                           // dot
+      {{3, 5}, {5, 4}, {3, 4}},                 // mm
+      {{5}, {5, 4}, {4}},                       // vector @ matrix
+      {{3, 5}, {5}, {3}},                       // matrix @ vector
+      {{2, 3, 5}, {2, 5, 4}, {2, 3, 4}},        // bmm
+      {{2, 3, 5}, {5, 4}, {2, 3, 4}},           // batch @ matrix (folded into one mm)
+      {{3, 5}, {2, 5, 4}, {2, 3, 4}},           // matrix @ batch
       {{2, 1, 3, 5}, {4, 5, 2}, {2, 4, 3, 2}},  // broadcast batch dims
-      {{5}, {2, 5, 4}, {2, 4}},             // vector @ batch
-      {{2, 3, 5}, {5}, {2, 3}},             // batch @ vector
-      {{0, 5}, {5, 4}, {0, 4}},             // empty rows
-      {{3, 0}, {0, 4}, {3, 4}},             // empty inner dim: zeros
+      {{5}, {2, 5, 4}, {2, 4}},                 // vector @ batch
+      {{2, 3, 5}, {5}, {2, 3}},                 // batch @ vector
+      {{0, 5}, {5, 4}, {0, 4}},                 // empty rows
+      {{3, 0}, {0, 4}, {3, 4}},                 // empty inner dim: zeros
   };
   uint64_t seed = 1;
   for (const Case& c : cases) {
@@ -209,8 +209,11 @@ TEST(Einsum, ClearErrors) {
   EXPECT_TRUE(throws_with<ValueError>([&] { einsum("i..j", {a}); }, {"ellipsis"}));
   EXPECT_TRUE(throws_with<ShapeError>([&] { einsum("ii->i", {a}); }, {"'i' has size 4", "[3, 4]", "3 elsewhere"}));
   EXPECT_TRUE(throws_with<ShapeError>([&] { einsum("ii->i", {lcg_tensor({1, 3}, 55)}); }, {"repeated", "[1, 3]"}));
-  EXPECT_TRUE(throws_with<ShapeError>([&] { einsum("...i,...i->...", {lcg_tensor({2, 3}, 53), lcg_tensor({4, 3}, 54)}); },
-                                      {"ellipsis", "broadcast"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        einsum("...i,...i->...", {lcg_tensor({2, 3}, 53), lcg_tensor({4, 3}, 54)});
+      },
+      {"ellipsis", "broadcast"}));
   EXPECT_TRUE(throws_with<DTypeError>([&] { einsum("ij,jk", {a, a.t().to(kFloat32)}); }, {"einsum", "float32"}));
   EXPECT_THROW(einsum("ij", {}), ValueError);
 }
@@ -313,32 +316,32 @@ TEST_P(Conv2dCases, MatchesDirectConvolution) {
 
 INSTANTIATE_TEST_SUITE_P(
     Conv, Conv2dCases,
-    ::testing::Values(ConvArgs{.x = {1, 1, 5, 5}, .w = {1, 1, 3, 3}},
-                      ConvArgs{.x = {2, 3, 7, 6}, .w = {4, 3, 3, 3}},
-                      ConvArgs{.x = {2, 3, 7, 6}, .w = {4, 3, 3, 3}, .sh = 2, .sw = 2},
-                      ConvArgs{.x = {1, 2, 6, 6}, .w = {3, 2, 3, 3}, .ph = 1, .pw = 1, .bias = false},
-                      ConvArgs{.x = {2, 2, 8, 7}, .w = {2, 2, 3, 2}, .sh = 2, .sw = 1, .ph = 2, .pw = 1},
-                      ConvArgs{.x = {1, 2, 9, 9}, .w = {2, 2, 3, 3}, .dh = 2, .dw = 3},
-                      ConvArgs{.x = {2, 4, 5, 5}, .w = {6, 2, 3, 3}, .ph = 1, .pw = 1, .groups = 2},
-                      ConvArgs{.x = {1, 3, 6, 5}, .w = {3, 1, 3, 3}, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .groups = 3},
-                      ConvArgs{.x = {2, 5, 4, 4}, .w = {3, 5, 1, 1}},
-                      ConvArgs{.x = {1, 2, 10, 3}, .w = {2, 2, 5, 1}, .sh = 3, .ph = 2, .dh = 2},
-                      ConvArgs{.x = {3, 1, 4, 4}, .w = {1, 1, 4, 4}},
-                      // Larger than one packed panel (many 32-column slivers, several k blocks), so the
-                      // float32 GEMM path with its im2col packing is exercised, not the few-tap kernels.
-                      ConvArgs{.x = {2, 10, 12, 12}, .w = {20, 10, 5, 5}},
-                      ConvArgs{.x = {4, 16, 14, 13}, .w = {8, 16, 3, 3}, .ph = 1, .pw = 1},
-                      ConvArgs{.x = {1, 9, 21, 17}, .w = {7, 9, 3, 3}, .sh = 2, .sw = 2, .ph = 2, .pw = 1, .dh = 2, .dw = 2},
-                      ConvArgs{.x = {1, 12, 9, 40}, .w = {6, 4, 3, 3}, .sw = 3, .ph = 1, .pw = 1, .groups = 3},
-                      // stride 1 with padding that keeps the size: the padded-rows path, also for the
-                      // input gradient (run as a convolution with flipped weights), grouped and dilated.
-                      ConvArgs{.x = {2, 16, 12, 20}, .w = {8, 8, 3, 3}, .ph = 2, .pw = 2, .dh = 2, .dw = 2, .groups = 2},
-                      // One image with many output channels: fewer images than threads, so the
-                      // threads split the output rows (pointwise, padded rows, im2col; the input
-                      // gradients too).
-                      ConvArgs{.x = {1, 8, 9, 9}, .w = {40, 8, 1, 1}},
-                      ConvArgs{.x = {1, 16, 10, 12}, .w = {40, 16, 3, 3}, .ph = 1, .pw = 1},
-                      ConvArgs{.x = {1, 40, 11, 11}, .w = {36, 40, 3, 3}, .sh = 2, .sw = 2, .ph = 1, .pw = 1}),
+    ::testing::Values(
+        ConvArgs{.x = {1, 1, 5, 5}, .w = {1, 1, 3, 3}}, ConvArgs{.x = {2, 3, 7, 6}, .w = {4, 3, 3, 3}},
+        ConvArgs{.x = {2, 3, 7, 6}, .w = {4, 3, 3, 3}, .sh = 2, .sw = 2},
+        ConvArgs{.x = {1, 2, 6, 6}, .w = {3, 2, 3, 3}, .ph = 1, .pw = 1, .bias = false},
+        ConvArgs{.x = {2, 2, 8, 7}, .w = {2, 2, 3, 2}, .sh = 2, .sw = 1, .ph = 2, .pw = 1},
+        ConvArgs{.x = {1, 2, 9, 9}, .w = {2, 2, 3, 3}, .dh = 2, .dw = 3},
+        ConvArgs{.x = {2, 4, 5, 5}, .w = {6, 2, 3, 3}, .ph = 1, .pw = 1, .groups = 2},
+        ConvArgs{.x = {1, 3, 6, 5}, .w = {3, 1, 3, 3}, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .groups = 3},
+        ConvArgs{.x = {2, 5, 4, 4}, .w = {3, 5, 1, 1}},
+        ConvArgs{.x = {1, 2, 10, 3}, .w = {2, 2, 5, 1}, .sh = 3, .ph = 2, .dh = 2},
+        ConvArgs{.x = {3, 1, 4, 4}, .w = {1, 1, 4, 4}},
+        // Larger than one packed panel (many 32-column slivers, several k blocks), so the
+        // float32 GEMM path with its im2col packing is exercised, not the few-tap kernels.
+        ConvArgs{.x = {2, 10, 12, 12}, .w = {20, 10, 5, 5}},
+        ConvArgs{.x = {4, 16, 14, 13}, .w = {8, 16, 3, 3}, .ph = 1, .pw = 1},
+        ConvArgs{.x = {1, 9, 21, 17}, .w = {7, 9, 3, 3}, .sh = 2, .sw = 2, .ph = 2, .pw = 1, .dh = 2, .dw = 2},
+        ConvArgs{.x = {1, 12, 9, 40}, .w = {6, 4, 3, 3}, .sw = 3, .ph = 1, .pw = 1, .groups = 3},
+        // stride 1 with padding that keeps the size: the padded-rows path, also for the
+        // input gradient (run as a convolution with flipped weights), grouped and dilated.
+        ConvArgs{.x = {2, 16, 12, 20}, .w = {8, 8, 3, 3}, .ph = 2, .pw = 2, .dh = 2, .dw = 2, .groups = 2},
+        // One image with many output channels: fewer images than threads, so the
+        // threads split the output rows (pointwise, padded rows, im2col; the input
+        // gradients too).
+        ConvArgs{.x = {1, 8, 9, 9}, .w = {40, 8, 1, 1}},
+        ConvArgs{.x = {1, 16, 10, 12}, .w = {40, 16, 3, 3}, .ph = 1, .pw = 1},
+        ConvArgs{.x = {1, 40, 11, 11}, .w = {36, 40, 3, 3}, .sh = 2, .sw = 2, .ph = 1, .pw = 1}),
     [](const auto& i) { return "case" + std::to_string(i.index); });
 
 TEST(Conv, UnbatchedInputAndShapes) {
@@ -360,9 +363,13 @@ TEST(Conv, KnownValues) {
 
 TEST(Conv, Errors) {
   Tensor x = zeros({1, 4, 5, 5});
-  EXPECT_TRUE(throws_with<ShapeError>([&] { conv2d(x, zeros({2, 3, 3, 3})); }, {"conv2d", "4 channels", "[2, 3, 3, 3]"}));
+  EXPECT_TRUE(throws_with<ShapeError>(
+      [&] {
+        conv2d(x, zeros({2, 3, 3, 3}));
+      },
+      {"conv2d", "4 channels", "[2, 3, 3, 3]"}));
   EXPECT_THROW(conv2d(x, zeros({3, 2, 3, 3}), {}, 1, 0, 1, 2), ShapeError);  // 3 out channels, 2 groups
-  EXPECT_THROW(conv2d(x, zeros({2, 4, 7, 7})), ShapeError);                 // kernel larger than the input
+  EXPECT_THROW(conv2d(x, zeros({2, 4, 7, 7})), ShapeError);                  // kernel larger than the input
   EXPECT_THROW(conv2d(x, zeros({2, 4, 3, 3}), zeros({3})), ShapeError);
   EXPECT_THROW(conv2d(x, zeros({2, 4, 3, 3}), {}, 0), ValueError);
   EXPECT_THROW(conv2d(x, zeros({2, 4, 3, 3}), {}, 1, -1), ValueError);
@@ -446,14 +453,21 @@ TEST(Pool, MaxPoolShapesAsPyTorch) {
     bool ceil;
     int64_t want;  // from PyTorch's formula, written out
   };
-  for (const C& c : std::vector<C>{{5, 2, 2, 0, 1, false, 2}, {5, 2, 2, 0, 1, true, 3}, {6, 3, 2, 1, 1, false, 3},
-                                   {6, 3, 2, 1, 1, true, 4},  {5, 2, 2, 1, 1, true, 3},  {7, 3, 1, 0, 2, false, 3},
-                                   {7, 3, 2, 1, 2, true, 3},  {4, 4, 1, 0, 1, false, 1}, {10, 3, 3, 0, 1, true, 4},
-                                   {10, 3, 3, 1, 1, true, 4}, {1, 1, 1, 0, 1, false, 1}}) {
+  for (const C& c : std::vector<C>{{5, 2, 2, 0, 1, false, 2},
+                                   {5, 2, 2, 0, 1, true, 3},
+                                   {6, 3, 2, 1, 1, false, 3},
+                                   {6, 3, 2, 1, 1, true, 4},
+                                   {5, 2, 2, 1, 1, true, 3},
+                                   {7, 3, 1, 0, 2, false, 3},
+                                   {7, 3, 2, 1, 2, true, 3},
+                                   {4, 4, 1, 0, 1, false, 1},
+                                   {10, 3, 3, 0, 1, true, 4},
+                                   {10, 3, 3, 1, 1, true, 4},
+                                   {1, 1, 1, 0, 1, false, 1}}) {
     ASSERT_EQ(pt_pool_out(c.in, c.k, c.s, c.p, c.d, c.ceil), c.want);
     Tensor y = max_pool2d(zeros({1, 2, c.in, c.in}), c.k, c.s, c.p, c.d, c.ceil);
-    EXPECT_EQ(shape_of(y), (std::vector<int64_t>{1, 2, c.want, c.want})) << c.in << " k" << c.k << " s" << c.s << " p"
-                                                                          << c.p << " d" << c.d << " ceil" << c.ceil;
+    EXPECT_EQ(shape_of(y), (std::vector<int64_t>{1, 2, c.want, c.want}))
+        << c.in << " k" << c.k << " s" << c.s << " p" << c.p << " d" << c.d << " ceil" << c.ceil;
   }
   // A sweep against the formula.
   for (int64_t in = 1; in <= 9; ++in)

@@ -4,10 +4,10 @@
 // softmax against float64; gradients in the tensor's dtype.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iostream>
-#include <algorithm>
 #include <limits>
 #include <map>
 #include <string>
@@ -51,9 +51,9 @@ float bf16_to_float(uint16_t b) {
 // tensor-bound variants.
 std::vector<std::string> table_entries() {
   const std::map<std::string, std::string> grouped = {
-      {"isnan", "predicates"}, {"isinf", "predicates"}, {"isfinite", "predicates"}, {"logical_not", "predicates"},
-      {"eq", "compare"},       {"ne", "compare"},       {"lt", "compare"},        {"le", "compare"},
-      {"gt", "compare"},       {"ge", "compare"},       {"logical_and", "logical"}, {"logical_or", "logical"},
+      {"isnan", "predicates"},   {"isinf", "predicates"}, {"isfinite", "predicates"}, {"logical_not", "predicates"},
+      {"eq", "compare"},         {"ne", "compare"},       {"lt", "compare"},          {"le", "compare"},
+      {"gt", "compare"},         {"ge", "compare"},       {"logical_and", "logical"}, {"logical_or", "logical"},
       {"logical_xor", "logical"}};
   std::vector<std::string> names;
   auto add = [&](std::string n) {
@@ -68,7 +68,8 @@ std::vector<std::string> table_entries() {
   NABLA_BINARY_ARITH_OPS(NABLA_NAME)
   NABLA_BINARY_BOOL_OPS(NABLA_NAME)
 #undef NABLA_NAME
-  for (const char* n : {"clamp", "clamp_min", "clamp_max", "clamp_tensor", "compare_scalar", "where", "isclose"}) add(n);
+  for (const char* n : {"clamp", "clamp_min", "clamp_max", "clamp_tensor", "compare_scalar", "where", "isclose"})
+    add(n);
   return names;
 }
 
@@ -140,8 +141,7 @@ TEST(LowpDtypesConversions, BlockConversionsGiveTheScalarBits) {
   for (DType dt : kLowp) {
     SCOPED_TRACE(dtype_name(dt));
     std::vector<uint16_t> want(v.size());
-    for (size_t i = 0; i < v.size(); ++i)
-      want[i] = dt == kBFloat16 ? BFloat16(v[i]).bits : Half(v[i]).bits;
+    for (size_t i = 0; i < v.size(); ++i) want[i] = dt == kBFloat16 ? BFloat16(v[i]).bits : Half(v[i]).bits;
     Tensor h = x.to(dt);  // contiguous float32 -> 16 bits: the block conversion
     std::vector<uint16_t> got = bits_of(h);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << "element " << i << " = " << v[i];
@@ -382,8 +382,8 @@ TEST(LowpDtypesRegistry, OpsThatTakeBFloat16AgreeWithFloat32) {
   }
   std::string list;
   for (const std::string& n : refused) list += (list.empty() ? "" : " ") + n;
-  std::cout << checked << " registry entries take bfloat16 on the CPU; " << refused.size()
-            << " refuse it: " << list << "\n";
+  std::cout << checked << " registry entries take bfloat16 on the CPU; " << refused.size() << " refuse it: " << list
+            << "\n";
   EXPECT_GT(checked, 100);
 }
 

@@ -78,16 +78,16 @@ TEST_P(LowpMatmul, MatmulBroadcastingAndVectors) {
     Shape a, b;
   };
   const Case cases[] = {
-      {{17}, {17}},               // dot
-      {{9, 17}, {17}},            // mv
-      {{17}, {17, 5}},            // vector @ matrix
-      {{3, 9, 17}, {17, 5}},      // batch folded into rows
-      {{3, 9, 17}, {17}},         // batched mv
-      {{17}, {4, 17, 5}},         // vector @ batch
+      {{17}, {17}},                 // dot
+      {{9, 17}, {17}},              // mv
+      {{17}, {17, 5}},              // vector @ matrix
+      {{3, 9, 17}, {17, 5}},        // batch folded into rows
+      {{3, 9, 17}, {17}},           // batched mv
+      {{17}, {4, 17, 5}},           // vector @ batch
       {{2, 1, 9, 17}, {3, 17, 5}},  // batch broadcasting both ways
-      {{9, 17}, {2, 3, 17, 5}},   // matrix @ batch
-      {{4, 9, 17}, {4, 17, 5}},   // plain batch
-      {{0, 9, 17}, {17, 5}},      // empty batch
+      {{9, 17}, {2, 3, 17, 5}},     // matrix @ batch
+      {{4, 9, 17}, {4, 17, 5}},     // plain batch
+      {{0, 9, 17}, {17, 5}},        // empty batch
   };
   for (const Case& c : cases) {
     Pair a = operand(c.a, d), b = operand(c.b, d);
@@ -129,8 +129,8 @@ TEST_P(LowpMatmul, Addmm) {
   Pair a = operand({20, 50}, d), b = operand({50, 12}, d), cm = operand({20, 12}, d), row = operand({12}, d);
   expect_close(addmm(cm.low, a.low, b.low), addmm(cm.ref, a.ref, b.ref), d, 50, "addmm");
   expect_close(addmm(row.low, a.low, b.low), addmm(row.ref, a.ref, b.ref), d, 50, "addmm, broadcast bias");
-  expect_close(addmm(cm.low, a.low.t().contiguous().t(), b.low, 0.5, 2.0),
-               addmm(cm.ref, a.ref, b.ref, 0.5, 2.0), d, 50, "addmm(beta 0.5, alpha 2, a^T layout)");
+  expect_close(addmm(cm.low, a.low.t().contiguous().t(), b.low, 0.5, 2.0), addmm(cm.ref, a.ref, b.ref, 0.5, 2.0), d, 50,
+               "addmm(beta 0.5, alpha 2, a^T layout)");
   Tensor nan_bias = full(cm.low.sizes(), std::nan(""), dtype(d));
   expect_close(addmm(nan_bias, a.low, b.low, 0.0), mm(a.ref, b.ref), d, 50, "addmm(beta 0): bias unread");
   EXPECT_THROW(addmm(operand({7}, d).low, a.low, b.low), ShapeError);
@@ -140,8 +140,10 @@ TEST_P(LowpMatmul, Addmm) {
 TEST_P(LowpMatmul, AddmmBackward) {
   DType d = GetParam();
   Pair bias = operand({20, 12}, d), a = operand({20, 50}, d), b = operand({50, 12}, d), g = operand({20, 12}, d);
-  Tensor cl = bias.low.detach().requires_grad_(), al = a.low.detach().requires_grad_(), bl = b.low.detach().requires_grad_();
-  Tensor cr = bias.ref.detach().requires_grad_(), ar = a.ref.detach().requires_grad_(), br = b.ref.detach().requires_grad_();
+  Tensor cl = bias.low.detach().requires_grad_(), al = a.low.detach().requires_grad_(),
+         bl = b.low.detach().requires_grad_();
+  Tensor cr = bias.ref.detach().requires_grad_(), ar = a.ref.detach().requires_grad_(),
+         br = b.ref.detach().requires_grad_();
   addmm(cl, al, bl).backward(g.low);
   addmm(cr, ar, br).backward(g.ref);
   expect_close(cl.grad(), cr.grad(), d, 1, "addmm: grad bias");
@@ -151,15 +153,18 @@ TEST_P(LowpMatmul, AddmmBackward) {
 
 TEST_P(LowpMatmul, Baddbmm) {
   DType d = GetParam();
-  Pair a = operand({4, 10, 30}, d), b = operand({4, 30, 8}, d), full3 = operand({4, 10, 8}, d), row = operand({1, 8}, d);
+  Pair a = operand({4, 10, 30}, d), b = operand({4, 30, 8}, d), full3 = operand({4, 10, 8}, d),
+       row = operand({1, 8}, d);
   expect_close(baddbmm(full3.low, a.low, b.low), baddbmm(full3.ref, a.ref, b.ref), d, 30, "baddbmm");
   expect_close(baddbmm(row.low, a.low, b.low.mT().contiguous().mT(), 2.0, 0.5),
                baddbmm(row.ref, a.ref, b.ref, 2.0, 0.5), d, 30, "baddbmm(broadcast input, beta 2, alpha 0.5)");
   EXPECT_THROW(baddbmm(full3.low, a.low, b.low[0]), ShapeError);
 
   Pair g = operand({4, 10, 8}, d);
-  Tensor il = full3.low.detach().requires_grad_(), al = a.low.detach().requires_grad_(), bl = b.low.detach().requires_grad_();
-  Tensor ir = full3.ref.detach().requires_grad_(), ar = a.ref.detach().requires_grad_(), br = b.ref.detach().requires_grad_();
+  Tensor il = full3.low.detach().requires_grad_(), al = a.low.detach().requires_grad_(),
+         bl = b.low.detach().requires_grad_();
+  Tensor ir = full3.ref.detach().requires_grad_(), ar = a.ref.detach().requires_grad_(),
+         br = b.ref.detach().requires_grad_();
   baddbmm(il, al, bl).backward(g.low);
   baddbmm(ir, ar, br).backward(g.ref);
   expect_close(il.grad(), ir.grad(), d, 1, "baddbmm: grad input");

@@ -38,8 +38,8 @@ TEST(MathOps, GammaFamilyValues) {
 
 TEST(MathOps, NanToNumAndRoundingDiv) {
   Tensor x = tensor({kNaN, kInf, -kInf, 1.5}, TensorOptions().dtype(kFloat32));
-  EXPECT_TRUE(tensor_is(nan_to_num(x), {4},
-                        {0, std::numeric_limits<float>::max(), std::numeric_limits<float>::lowest(), 1.5}));
+  EXPECT_TRUE(
+      tensor_is(nan_to_num(x), {4}, {0, std::numeric_limits<float>::max(), std::numeric_limits<float>::lowest(), 1.5}));
   EXPECT_TRUE(tensor_is(nan_to_num(x, 7.0, 8.0, -9.0), {4}, {7, 8, -9, 1.5}));
   EXPECT_EQ(nan_to_num(tensor({1, 2})).dtype(), kInt64);
   // torch.div(..., rounding_mode=...) on integers keeps int64; floats round the true quotient.
@@ -176,14 +176,16 @@ TEST(MathOps, CountingAndSearching) {
   UniqueResult ue = unique(zeros({0, 3}), true, true, true, 0);
   EXPECT_EQ(ue.values.sizes(), (Shape{0, 3}));
   EXPECT_EQ(ue.counts.numel(), 0);
-  EXPECT_TRUE(throws_with<ValueError>([&] { unique(zeros({0, 3}), true, false, false, 1); },
-                                      {"unique", "dim 1", "[0, 3]", "only dim of size 0"}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] {
+        unique(zeros({0, 3}), true, false, false, 1);
+      },
+      {"unique", "dim 1", "[0, 3]", "only dim of size 0"}));
   EXPECT_TRUE(throws_with<IndexError>([&] { unique(zeros({2, 3}), true, false, false, 2); }, {"unique"}));
   UniqueResult e = unique(zeros({0}), true, true, true);
   EXPECT_EQ(e.values.numel(), 0);
   EXPECT_EQ(e.counts.numel(), 0);
 }
-
 
 // ONNX export: the new ops have trace hooks and no mapping, so exporting a model that uses one fails
 // naming the op, instead of freezing the example's indices into constants.

@@ -15,17 +15,17 @@ namespace {
 // Whether Tensor has a member of each row's name, overloaded or not: beside a base holding a data
 // member of that name, naming it through the derived class is ambiguous exactly when Tensor has
 // one too.
-#define NABLA_HAS_MEMBER(name, ...)                  \
-  namespace has_##name {                             \
-  struct Other {                                     \
-    int name;                                        \
-  };                                                 \
-  struct Probe : Tensor, Other {};                   \
-  template <class P>                                 \
-  constexpr bool check() {                           \
-    return !requires { &P::name; };                  \
-  }                                                  \
-  inline constexpr bool value = check<Probe>();      \
+#define NABLA_HAS_MEMBER(name, ...)               \
+  namespace has_##name {                          \
+    struct Other {                                \
+      int name;                                   \
+    };                                            \
+    struct Probe : Tensor, Other {};              \
+    template <class P>                            \
+    constexpr bool check() {                      \
+      return !requires { &P::name; };             \
+    }                                             \
+    inline constexpr bool value = check<Probe>(); \
   }
 NABLA_UNARY_FLOAT_OPS(NABLA_HAS_MEMBER)
 NABLA_UNARY_SAME_OPS(NABLA_HAS_MEMBER)
@@ -37,11 +37,11 @@ NABLA_OP_FAMILIES(NABLA_HAS_MEMBER)
 #undef NABLA_HAS_MEMBER
 
 #define NABLA_MEMBER_VALUE(name, ...) has_##name::value,
-constexpr bool kHasMember[] = {
-    NABLA_UNARY_FLOAT_OPS(NABLA_MEMBER_VALUE) NABLA_UNARY_SAME_OPS(NABLA_MEMBER_VALUE)
-        NABLA_UNARY_PARAM_OPS(NABLA_MEMBER_VALUE) NABLA_UNARY_BOOL_OPS(NABLA_MEMBER_VALUE)
-            NABLA_BINARY_ARITH_OPS(NABLA_MEMBER_VALUE) NABLA_BINARY_BOOL_OPS(NABLA_MEMBER_VALUE)
-                NABLA_OP_FAMILIES(NABLA_MEMBER_VALUE)};
+constexpr bool kHasMember[] = {NABLA_UNARY_FLOAT_OPS(NABLA_MEMBER_VALUE) NABLA_UNARY_SAME_OPS(NABLA_MEMBER_VALUE)
+                                   NABLA_UNARY_PARAM_OPS(NABLA_MEMBER_VALUE) NABLA_UNARY_BOOL_OPS(NABLA_MEMBER_VALUE)
+                                       NABLA_BINARY_ARITH_OPS(NABLA_MEMBER_VALUE)
+                                           NABLA_BINARY_BOOL_OPS(NABLA_MEMBER_VALUE)
+                                               NABLA_OP_FAMILIES(NABLA_MEMBER_VALUE)};
 #undef NABLA_MEMBER_VALUE
 static_assert(std::size(kHasMember) == kOpCount);
 // The detection itself: a member Tensor has, an overloaded one, one it lacks.

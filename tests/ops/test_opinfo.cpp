@@ -12,7 +12,6 @@
 
 namespace nabla::testing {
 
-
 namespace {
 
 std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
@@ -146,8 +145,8 @@ TEST_P(OpTest, Float32MatchesFloat64) {
     ASSERT_EQ(a.size(), b.size());
     for (size_t k = 0; k < a.size(); ++k) {
       if (is_floating(b[k].dtype())) EXPECT_EQ(b[k].dtype(), kFloat32) << o.name << " output " << k;
-      expect_close(b[k], a[k], o.f32_tol, o.name + " sample '" + o.samples[i].desc + "' float32 output " +
-                                              std::to_string(k));
+      expect_close(b[k], a[k], o.f32_tol,
+                   o.name + " sample '" + o.samples[i].desc + "' float32 output " + std::to_string(k));
     }
   }
 }
@@ -164,8 +163,9 @@ TEST_P(RefTest, MatchesReference) {
       Outputs a = o.fn(in), b = o.ref(in);
       ASSERT_EQ(a.size(), b.size()) << o.name;
       for (size_t k = 0; k < a.size(); ++k)
-        expect_close(a[k], b[k], 1e-12, o.name + " sample '" + o.samples[i].desc + "' output " + std::to_string(k) +
-                                            (grad ? " (autograd on)" : " (autograd off)") + " vs reference");
+        expect_close(a[k], b[k], 1e-12,
+                     o.name + " sample '" + o.samples[i].desc + "' output " + std::to_string(k) +
+                         (grad ? " (autograd on)" : " (autograd off)") + " vs reference");
     }
   }
 }
@@ -173,8 +173,7 @@ TEST_P(RefTest, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::ValuesIn(op_names([](const OpInfo&) { return true; })), param_name);
 INSTANTIATE_TEST_SUITE_P(Ops, GradTest, ::testing::ValuesIn(op_names([](const OpInfo& o) { return o.differentiable; })),
                          param_name);
-INSTANTIATE_TEST_SUITE_P(Ops, GradGradTest,
-                         ::testing::ValuesIn(op_names([](const OpInfo& o) {
+INSTANTIATE_TEST_SUITE_P(Ops, GradGradTest, ::testing::ValuesIn(op_names([](const OpInfo& o) {
                            return o.differentiable && o.twice_differentiable;
                          })),
                          param_name);
@@ -194,7 +193,8 @@ TEST(OpRegistry, EveryDifferentiableOpHasGradcheckSamples) {
       for (OpId id : op.ops) covered[static_cast<size_t>(id)] = true;
   std::string missing;
   for (size_t i = 0; i < kOpCount; ++i)
-    if (op_row(static_cast<OpId>(i)).differentiable() && !covered[i]) missing += std::string(" ") + op_name(static_cast<OpId>(i));
+    if (op_row(static_cast<OpId>(i)).differentiable() && !covered[i])
+      missing += std::string(" ") + op_name(static_cast<OpId>(i));
   EXPECT_TRUE(missing.empty()) << "differentiable ops without an entry with gradcheck samples in the registry "
                                   "(tests/opinfo_*.cpp; an entry names its ops with .ops or by its name):"
                                << missing;
@@ -242,7 +242,8 @@ TEST(OpRegistry, EveryOpHasASampleItsGradchecksRunOn) {
 // run_gradchecks itself: an op whose samples are all too big for gradgradcheck fails it (and
 // still passes gradcheck), and a wrong backward is caught at both orders.
 TEST(OpRegistry, RunGradchecksFailsWhenItChecksNothingOrAWrongGradient) {
-  OpInfo big{.name = "test.big_only", .fn = [](const Inputs& x) { return Outputs{x[0] * x[0]}; },
+  OpInfo big{.name = "test.big_only",
+             .fn = [](const Inputs& x) { return Outputs{x[0] * x[0]}; },
              .samples = {{{arg({7, 6})}, "42_elements"}}};
   EXPECT_NONFATAL_FAILURE(run_gradchecks(big, true), "test.big_only: no sample was checked by gradgradcheck");
   run_gradchecks(big, false);  // gradcheck has no size limit: passes
@@ -269,9 +270,7 @@ TEST(OpRegistry, RunGradchecksFailsWhenItChecksNothingOrAWrongGradient) {
       ctx.save_for_backward({x});
       return x * x;
     }
-    static autograd::GradList backward(autograd::Context& ctx, autograd::GradList g) {
-      return {g[0] * ctx.saved()[0]};
-    }
+    static autograd::GradList backward(autograd::Context& ctx, autograd::GradList g) { return {g[0] * ctx.saved()[0]}; }
   };
   struct DetachedGrad : autograd::Function<DetachedGrad> {
     static Tensor forward(autograd::Context& ctx, const Tensor& x) {
@@ -282,7 +281,8 @@ TEST(OpRegistry, RunGradchecksFailsWhenItChecksNothingOrAWrongGradient) {
       return {g[0] * ctx.saved()[0].detach() * 2};
     }
   };
-  OpInfo half{.name = "test.half_grad", .fn = [](const Inputs& x) { return Outputs{HalfGrad::apply(x[0])}; },
+  OpInfo half{.name = "test.half_grad",
+              .fn = [](const Inputs& x) { return Outputs{HalfGrad::apply(x[0])}; },
               .samples = {{{arg({2, 2})}, "2d"}}};
   EXPECT_NONFATAL_FAILURE(run_gradchecks(half, false), "test.half_grad sample '2d'");
   OpInfo detached{.name = "test.detached_grad",

@@ -43,7 +43,8 @@ Tensor ref_reduce(const Tensor& x, int64_t dim, const LineFn& fn, bool keepdim =
 }
 
 // The same for a scan (the output has x's shape): fn maps a line to a line.
-Tensor ref_scan(const Tensor& x, int64_t dim, const std::function<std::vector<double>(const std::vector<double>&)>& fn) {
+Tensor ref_scan(const Tensor& x, int64_t dim,
+                const std::function<std::vector<double>(const std::vector<double>&)>& fn) {
   std::vector<int64_t> s = shape_of(x);
   int64_t d = dim < 0 ? dim + static_cast<int64_t>(s.size()) : dim;
   std::vector<double> v = values(x), out(v.size());
@@ -281,9 +282,12 @@ TEST(Reduce, VarAndStd) {
   EXPECT_NEAR(x.std().item<double>(), std::sqrt(l_var(all, 1)), 1e-13);
   for (int64_t d : {0, 1, 2}) {
     EXPECT_TRUE(tensor_near(var(x, {d}), ref_reduce(x, d, [](auto& l) { return l_var(l, 1); }), 1e-13));
-    EXPECT_TRUE(tensor_near(var(x, {d}, 0, true), ref_reduce(x, d, [](auto& l) { return l_var(l, 0); }, true), 1e-13));
-    EXPECT_TRUE(tensor_near(nabla::std(x, {d}),
-                            ref_reduce(x, d, [](auto& l) { return std::sqrt(l_var(l, 1)); }), 1e-13));
+    EXPECT_TRUE(tensor_near(var(x, {d}, 0, true),
+                            ref_reduce(
+                                x, d, [](auto& l) { return l_var(l, 0); }, true),
+                            1e-13));
+    EXPECT_TRUE(
+        tensor_near(nabla::std(x, {d}), ref_reduce(x, d, [](auto& l) { return std::sqrt(l_var(l, 1)); }), 1e-13));
   }
   EXPECT_TRUE(tensor_near(var(cube_noncontig(), {1}), ref_reduce(x, 1, [](auto& l) { return l_var(l, 1); }), 1e-13));
   auto [v, m] = var_mean(x, {2});
@@ -496,8 +500,8 @@ TEST(Softmax, Float32ContiguousLinesMatchFloat64) {
     EXPECT_TRUE(tensor_near(xg.grad().to(kFloat64), x64.grad(), 1e-5, 1e-5)) << n;
   }
   Tensor special = tensor({{1.f, kNaNf, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f, 9.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f},
-                           {-kInff, 0.f, -kInff, 0.f, -kInff, -kInff, -kInff, -kInff, -kInff, -kInff, -kInff,
-                            -kInff, -kInff, -kInff, -kInff, -kInff, -kInff}});
+                           {-kInff, 0.f, -kInff, 0.f, -kInff, -kInff, -kInff, -kInff, -kInff, -kInff, -kInff, -kInff,
+                            -kInff, -kInff, -kInff, -kInff, -kInff}});
   std::vector<double> sm = values(special.softmax(1)), lsm = values(special.log_softmax(1));
   for (int j = 0; j < 17; ++j) {
     EXPECT_TRUE(std::isnan(sm[j]) && std::isnan(lsm[j])) << j;  // a NaN in the line: all NaN

@@ -54,7 +54,7 @@ TEST(View, ViewOfNonContiguousThrowsReshapeCopies) {
 
 TEST(View, ViewOfTransposedWhenStridesAllow) {
   Tensor base = iota({4, 6});
-  Tensor t = base.t();  // (6, 4), strides (1, 6)
+  Tensor t = base.t();           // (6, 4), strides (1, 6)
   Tensor v = t.view({6, 2, 2});  // splitting the strided dim is possible
   EXPECT_TRUE(shares_storage(v, base));
   EXPECT_EQ(v.strides(), (std::vector<int64_t>{1, 12, 6}));
@@ -184,7 +184,7 @@ TEST(View, NarrowSliceSelect) {
   EXPECT_TRUE(tensor_is(x.slice(1, 1, std::nullopt, 2), {4, 2}, {1, 3, 6, 8, 11, 13, 16, 18}));
   EXPECT_TRUE(tensor_is(x.slice(0, -2), {2, 5}, {10, 11, 12, 13, 14, 15, 16, 17, 18, 19}));
   EXPECT_TRUE(tensor_is(x.slice(1, -100, 100, 3), {4, 2}, {0, 3, 5, 8, 10, 13, 15, 18}));  // clamped
-  EXPECT_EQ(shape_of(x.slice(0, 3, 1)), (std::vector<int64_t>{0, 5}));                      // empty
+  EXPECT_EQ(shape_of(x.slice(0, 3, 1)), (std::vector<int64_t>{0, 5}));                     // empty
   EXPECT_EQ(x.slice(1, 0, std::nullopt, 2).strides(), (std::vector<int64_t>{5, 2}));
   EXPECT_EQ(x.slice(0, 1).storage_offset(), 5);
   EXPECT_THROW(x.slice(0, 0, 2, 0), ValueError);
@@ -365,7 +365,7 @@ TEST(Unfold, WindowsAreViewsWithPyTorchsStrides) {
   EXPECT_TRUE(tensor_is(x.unfold(0, 2, 1), {6, 2}, {0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6}));
   EXPECT_TRUE(tensor_is(x.unfold(-1, 3, 2), {3, 3}, {0, 1, 2, 2, 3, 4, 4, 5, 6}));
   EXPECT_TRUE(tensor_is(x.unfold(0, 7, 1), {1, 7}, {0, 1, 2, 3, 4, 5, 6}));  // size == the dim's length
-  EXPECT_EQ(shape_of(x.unfold(0, 0, 1)), (std::vector<int64_t>{8, 0}));       // windows of size 0
+  EXPECT_EQ(shape_of(x.unfold(0, 0, 1)), (std::vector<int64_t>{8, 0}));      // windows of size 0
   // A non-contiguous input: arange(24).view(2, 3, 4).transpose(0, 2).unfold(1, 2, 1) has shape
   // (4, 2, 2, 2) and strides (1, 4, 12, 4).
   Tensor y = iota({2, 3, 4}).transpose(0, 2);
@@ -388,7 +388,8 @@ TEST(Unfold, BadArgumentsNameTheShape) {
   Tensor x = iota({7});
   // PyTorch: "maximum size for tensor at dimension 0 is 7 but size is 8", "step is 0 but must be > 0",
   // "Dimension out of range (expected to be in range of [-1, 0], but got 1)".
-  EXPECT_TRUE(throws_with<ShapeError>([&] { x.unfold(0, 8, 1); }, {"unfold", "dimension 0", "[7]", "is 7", "size is 8"}));
+  EXPECT_TRUE(
+      throws_with<ShapeError>([&] { x.unfold(0, 8, 1); }, {"unfold", "dimension 0", "[7]", "is 7", "size is 8"}));
   EXPECT_TRUE(throws_with<ValueError>([&] { x.unfold(0, 2, 0); }, {"unfold", "step", "0"}));
   EXPECT_TRUE(throws_with<ValueError>([&] { x.unfold(0, -1, 1); }, {"unfold", "non-negative", "-1"}));
   EXPECT_THROW(x.unfold(1, 2, 1), IndexError);
@@ -421,7 +422,9 @@ TEST(Unfold, OverlappingWindowsSumTheirGradients) {
   (yu * f64({1, 2, 3, 4, 5, 6}, {3, 2})).sum().backward();
   EXPECT_TRUE(tensor_is(x4.grad(), {4}, {6, 30, 54, 36}));
   // Gradcheck through windows of windows (2-D patches), non-contiguous input.
-  auto patches = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].unfold(0, 2, 1).unfold(1, 3, 2)}; };
+  auto patches = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0].unfold(0, 2, 1).unfold(1, 3, 2)};
+  };
   EXPECT_TRUE(autograd::gradcheck(patches, {lcg_tensor({4, 5}, 3).t().requires_grad_()}));
 }
 

@@ -1,11 +1,11 @@
 // Training checkpoints: resuming equals not stopping (bitwise, on the CPU), saves are atomic
 // (a child process killed in the middle of saves, many times, never leaves a damaged checkpoint),
 // and damaged or foreign files give clear errors.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
-#include <sys/file.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -150,9 +150,9 @@ TEST(Checkpoint, TheLoaderResumesMidEpoch) {
   optim::save_checkpoint(none, {});
   EXPECT_THROW(optim::load_checkpoint(none, ck), IOError);
   nn::StateDict empty;
-  safetensors::save_file(empty, (dir / "bad.safetensors").string(),
-                         {{"format", "nabla.checkpoint"}, {"format_version", "1"}, {"contents", "loader"},
-                          {"loader", "5 -1 3"}});
+  safetensors::save_file(
+      empty, (dir / "bad.safetensors").string(),
+      {{"format", "nabla.checkpoint"}, {"format_version", "1"}, {"contents", "loader"}, {"loader", "5 -1 3"}});
   try {
     optim::load_checkpoint((dir / "bad.safetensors").string(), ck);
     ADD_FAILURE() << "no error";
@@ -243,7 +243,7 @@ TEST(Checkpoint, KillingASaveNeverDamagesTheCheckpoint) {
   nn::Linear model(1024, 1024);
   optim::SGD opt(model.parameters(), {.lr = 0.1, .momentum = 0.9});
   model(ones({1, 1024})).sum().backward();
-  opt.step();  // creates the momentum buffers
+  opt.step();                             // creates the momentum buffers
   nn::StateDict live = opt.state_dict();  // shares storage with the optimizer's state
   std::vector<Tensor> slots = {model.weight, model.bias, live["state.0.momentum_buffer"],
                                live["state.1.momentum_buffer"]};
@@ -286,9 +286,7 @@ TEST(Checkpoint, KillingASaveNeverDamagesTheCheckpoint) {
           }
           optim::save_checkpoint(path, {.model = &model, .optimizer = &opt, .step = k, .rng = false});
         }
-      } catch (...) {
-        ::_exit(3);
-      }
+      } catch (...) { ::_exit(3); }
     }
     ::close(ready[1]);
     // Wait until the child starts saving (however slow its start). Even trials then kill it at a
@@ -323,8 +321,8 @@ TEST(Checkpoint, KillingASaveNeverDamagesTheCheckpoint) {
     if (ck.step != last) ++complete_saves;
     last = ck.step;
     nn::StateDict sd = check_opt.state_dict();
-    for (const Tensor& t : {check_model.weight, check_model.bias, sd["state.0.momentum_buffer"],
-                            sd["state.1.momentum_buffer"]}) {
+    for (const Tensor& t :
+         {check_model.weight, check_model.bias, sd["state.0.momentum_buffer"], sd["state.1.momentum_buffer"]}) {
       ASSERT_EQ(t.min().item<double>(), static_cast<double>(ck.step)) << "trial " << trial;
       ASSERT_EQ(t.max().item<double>(), static_cast<double>(ck.step)) << "trial " << trial;
     }
@@ -372,11 +370,11 @@ TEST(Checkpoint, ASaveRemovesWhatKilledSavesLeftBehind) {
   const std::string d = std::to_string(dead), me = std::to_string(::getpid());
   const std::string stale = path + ".tmp." + d + ".123";
   touch(stale);
-  touch(path + ".tmp." + me + ".5");             // this process's (another thread may be saving)
-  touch(path + ".tmp.1.7");                       // a live process's
+  touch(path + ".tmp." + me + ".5");                                 // this process's (another thread may be saving)
+  touch(path + ".tmp.1.7");                                          // a live process's
   touch((dir / "other.safetensors").string() + ".tmp." + d + ".1");  // another target's
-  touch(path + ".tmp." + d + ".x");                // not a temporary name
-  const std::string locked = path + ".tmp." + d + ".9";  // written by a live process elsewhere
+  touch(path + ".tmp." + d + ".x");                                  // not a temporary name
+  const std::string locked = path + ".tmp." + d + ".9";              // written by a live process elsewhere
   touch(locked);
   int fd = ::open(locked.c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);

@@ -89,7 +89,8 @@ Tensor quadratic_loss(const Tensor& w) {
 }
 
 fs::path tmp_path(const std::string& name) {
-  return fs::path(::testing::TempDir()) / ("nabla_grad_scaler_" + name + "_" + std::to_string(::getpid()) + ".safetensors");
+  return fs::path(::testing::TempDir()) /
+         ("nabla_grad_scaler_" + name + "_" + std::to_string(::getpid()) + ".safetensors");
 }
 
 }  // namespace
@@ -268,7 +269,8 @@ TEST(GradScaler, GradientAccumulationScalesEachMicroBatchAndStepsOnce) {
     for (int step = 0; step < 4; ++step) {
       opt.zero_grad();
       for (int micro = 0; micro < 3; ++micro) {  // 3 micro-batches of 2
-        Tensor loss = nn::functional::mse_loss(model->forward(x.narrow(0, 2 * micro, 2)), y.narrow(0, 2 * micro, 2)) / 3.0;
+        Tensor loss =
+            nn::functional::mse_loss(model->forward(x.narrow(0, 2 * micro, 2)), y.narrow(0, 2 * micro, 2)) / 3.0;
         scaler.scale(loss).backward();
       }
       EXPECT_TRUE(scaler.step(opt));
@@ -379,7 +381,8 @@ TEST(GradScaler, StateDictRoundTripAndTrainingCheckpoint) {
   const fs::path no_scaler = tmp_path("no_scaler");
   optim::save_checkpoint(no_scaler.string(), {.model = model.get()});
   optim::Checkpoint ck2{.model = model2.get(), .scaler = &scaler2};
-  EXPECT_TRUE(throws_with<IOError>([&] { optim::load_checkpoint(no_scaler.string(), ck2); }, {"holds no scaler state"}));
+  EXPECT_TRUE(
+      throws_with<IOError>([&] { optim::load_checkpoint(no_scaler.string(), ck2); }, {"holds no scaler state"}));
   fs::remove(path);
   fs::remove(no_scaler);
 }
@@ -400,11 +403,16 @@ TEST(GradScaler, LoadStateDictChecksEveryValueFirst) {
   EXPECT_TRUE(throws_with<ValueError>([&] { s.load_state_dict(with("scale", f64(NAN))); }, {"'scale'", "finite"}));
   EXPECT_TRUE(throws_with<ValueError>([&] { s.load_state_dict(with("scale", f64(-1))); }, {"'scale'", "positive"}));
   EXPECT_TRUE(throws_with<ValueError>([&] { s.load_state_dict(with("scale", f64(1e300))); }, {"'scale'", "float32"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { s.load_state_dict(with("growth_factor", f64(0.5))); }, {"'growth_factor'"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { s.load_state_dict(with("backoff_factor", f64(1.5))); }, {"'backoff_factor'"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { s.load_state_dict(with("growth_interval", f64(2.5))); }, {"'growth_interval'", "whole"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { s.load_state_dict(with("_growth_tracker", f64(-1))); }, {"'_growth_tracker'"}));
-  EXPECT_TRUE(throws_with<ValueError>([&] { s.load_state_dict(with("scale", zeros({2}, dtype(kFloat64)))); }, {"one number"}));
+  EXPECT_TRUE(
+      throws_with<ValueError>([&] { s.load_state_dict(with("growth_factor", f64(0.5))); }, {"'growth_factor'"}));
+  EXPECT_TRUE(
+      throws_with<ValueError>([&] { s.load_state_dict(with("backoff_factor", f64(1.5))); }, {"'backoff_factor'"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { s.load_state_dict(with("growth_interval", f64(2.5))); },
+                                      {"'growth_interval'", "whole"}));
+  EXPECT_TRUE(
+      throws_with<ValueError>([&] { s.load_state_dict(with("_growth_tracker", f64(-1))); }, {"'_growth_tracker'"}));
+  EXPECT_TRUE(
+      throws_with<ValueError>([&] { s.load_state_dict(with("scale", zeros({2}, dtype(kFloat64)))); }, {"one number"}));
   EXPECT_EQ(s.get_scale(), 32.0);  // nothing changed
   EXPECT_EQ(s.get_growth_interval(), 2000);
   s.load_state_dict(good);
@@ -445,8 +453,10 @@ TEST(GradScaler, LowPrecisionOutputsScaleInFloat32) {
 TEST(GradScaler, ErrorsNameTheFix) {
   Tensor w = tensor(std::vector<float>{1.0f, 2.0f}).requires_grad_();
   optim::SGD opt({w}, {.lr = 0.1});
-  EXPECT_TRUE(throws_with<ValueError>([] { amp::GradScaler({.growth_factor = 1.0}); }, {"growth factor must be > 1.0"}));
-  EXPECT_TRUE(throws_with<ValueError>([] { amp::GradScaler({.backoff_factor = 1.0}); }, {"backoff factor must be < 1.0"}));
+  EXPECT_TRUE(
+      throws_with<ValueError>([] { amp::GradScaler({.growth_factor = 1.0}); }, {"growth factor must be > 1.0"}));
+  EXPECT_TRUE(
+      throws_with<ValueError>([] { amp::GradScaler({.backoff_factor = 1.0}); }, {"backoff factor must be < 1.0"}));
   {
     amp::GradScaler s;  // step, unscale_ and update before any scale()
     EXPECT_TRUE(throws_with<ValueError>([&] { s.step(opt); }, {"attempted step", "scaler.scale(loss"}));
@@ -457,7 +467,8 @@ TEST(GradScaler, ErrorsNameTheFix) {
     amp::GradScaler s;  // scaled, but no backward: no gradient to check
     opt.zero_grad();
     s.scale((w * w).sum());
-    EXPECT_TRUE(throws_with<ValueError>([&] { s.step(opt); }, {"no inf checks were recorded for this optimizer", "backward()"}));
+    EXPECT_TRUE(throws_with<ValueError>([&] { s.step(opt); },
+                                        {"no inf checks were recorded for this optimizer", "backward()"}));
   }
   {
     amp::GradScaler s;

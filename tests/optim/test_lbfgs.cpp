@@ -77,8 +77,8 @@ TEST(LBFGS, StrongWolfeMatchesLibtorch) {
 TEST(LBFGS, ConvergesOnAQuadraticAndRosenbrock) {
   // 0.5 x^T A x - b^T x: one step of up to 100 iterations ends at A^-1 b (libtorch: 9 evaluations,
   // stopping on tolerance_change with the same point).
-  Tensor A = tensor({{4.0, 1.0, 0.5, 0.0}, {1.0, 3.0, 0.2, 0.1}, {0.5, 0.2, 2.0, 0.3}, {0.0, 0.1, 0.3, 1.0}},
-                    dtype(kFloat64));
+  Tensor A =
+      tensor({{4.0, 1.0, 0.5, 0.0}, {1.0, 3.0, 0.2, 0.1}, {0.5, 0.2, 2.0, 0.3}, {0.0, 0.1, 0.3, 1.0}}, dtype(kFloat64));
   Tensor b = tensor({1.0, -2.0, 0.5, 3.0}, dtype(kFloat64));
   Tensor x = zeros({4}, dtype(kFloat64)).requires_grad_();
   optim::LBFGS opt({x}, {.lr = 1, .max_iter = 100, .strong_wolfe = true});
@@ -99,8 +99,8 @@ TEST(LBFGS, ConvergesOnAQuadraticAndRosenbrock) {
   // Rosenbrock's minimum (1, 1) from (-1.5, 2), in float32 too, with several parameters.
   for (DType dt : {kFloat64, kFloat32}) {
     Tensor a = tensor({-1.5}, dtype(dt)).requires_grad_(), c = tensor({2.0}, dtype(dt)).requires_grad_();
-    optim::LBFGS o2({a, c}, {.lr = 1, .max_iter = 200, .tolerance_grad = 1e-9, .tolerance_change = 1e-12,
-                            .strong_wolfe = true});
+    optim::LBFGS o2(
+        {a, c}, {.lr = 1, .max_iter = 200, .tolerance_grad = 1e-9, .tolerance_change = 1e-12, .strong_wolfe = true});
     auto closure = [&] {
       o2.zero_grad();
       Tensor f = ((1 - a).pow(2) + 100 * (c - a * a).pow(2)).sum();

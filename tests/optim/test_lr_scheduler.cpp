@@ -39,7 +39,11 @@ TEST(Scheduler, StepMultiStepExponential) {
   expect_seq(lrs([](auto& o) { return std::make_unique<optim::StepLR>(o, 3, 0.5); }, 12),
              {1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.125, 0.125, 0.125, 0.0625}, "StepLR");
   // Milestone 5 listed twice multiplies by gamma^2 there.
-  expect_seq(lrs([](auto& o) { return std::make_unique<optim::MultiStepLR>(o, std::vector<int64_t>{2, 5, 5}, 0.1); }, 12),
+  expect_seq(lrs(
+                 [](auto& o) {
+                   return std::make_unique<optim::MultiStepLR>(o, std::vector<int64_t>{2, 5, 5}, 0.1);
+                 },
+                 12),
              {1.0, 1.0, 0.1, 0.1, 0.1, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3}, "MultiStepLR");
   std::vector<double> exp;
   for (int e = 0; e <= 12; ++e) exp.push_back(std::pow(0.9, e));
@@ -50,17 +54,17 @@ TEST(Scheduler, CosineAnnealingIsPeriodic) {
   // eta_min + (1 - eta_min)(1 + cos(pi e / 5)) / 2, continuing with period 2 T_max past T_max.
   expect_seq(lrs([](auto& o) { return std::make_unique<optim::CosineAnnealingLR>(o, 5, 0.1); }, 15),
              {1.0, 0.9140576474687263, 0.6890576474687263, 0.41094235253127376, 0.18594235253127372, 0.1,
-              0.1859423525312736, 0.41094235253127365, 0.6890576474687262, 0.9140576474687263, 1.0,
-              0.9140576474687266, 0.6890576474687264, 0.41094235253127376, 0.18594235253127375, 0.1},
+              0.1859423525312736, 0.41094235253127365, 0.6890576474687262, 0.9140576474687263, 1.0, 0.9140576474687266,
+              0.6890576474687264, 0.41094235253127376, 0.18594235253127375, 0.1},
              "CosineAnnealingLR");
 }
 
 TEST(Scheduler, LinearAndLambda) {
   expect_seq(lrs([](auto& o) { return std::make_unique<optim::LinearLR>(o, 0.25, 1.0, 4); }, 6),
              {0.25, 0.4375, 0.625, 0.8125, 1.0, 1.0, 1.0}, "LinearLR");
-  expect_seq(lrs([](auto& o) { return std::make_unique<optim::LambdaLR>(o, [](int64_t e) { return std::pow(0.95, e); }); },
-                 5),
-             {1.0, 0.95, 0.9025, 0.8573749999999999, 0.8145062499999999, 0.7737809374999998}, "LambdaLR");
+  expect_seq(
+      lrs([](auto& o) { return std::make_unique<optim::LambdaLR>(o, [](int64_t e) { return std::pow(0.95, e); }); }, 5),
+      {1.0, 0.95, 0.9025, 0.8573749999999999, 0.8145062499999999, 0.7737809374999998}, "LambdaLR");
   EXPECT_THROW(lrs([](auto& o) { return std::make_unique<optim::LinearLR>(o, 0.0, 1.0, 4); }, 1), ValueError);
 }
 
@@ -92,8 +96,8 @@ TEST(Scheduler, OneCycleCosineWithMomentum) {
 TEST(Scheduler, OneCycleThreePhaseLinearWithBetas) {
   Tensor p = zeros({1}, requires_grad());
   optim::Adam opt(std::vector<Tensor>{p}, {.lr = 0.1});
-  optim::OneCycleLR s(opt, 0.5, {.total_steps = 12, .anneal_strategy = optim::OneCycleOptions::Anneal::linear,
-                                 .three_phase = true});
+  optim::OneCycleLR s(
+      opt, 0.5, {.total_steps = 12, .anneal_strategy = optim::OneCycleOptions::Anneal::linear, .three_phase = true});
   std::vector<double> lr{opt.lr()}, beta1{opt.get_option(0, "beta1")};
   for (int i = 0; i < 11; ++i) {
     s.step();
@@ -102,12 +106,12 @@ TEST(Scheduler, OneCycleThreePhaseLinearWithBetas) {
   }
   expect_seq(lr,
              {0.02, 0.20461538461538464, 0.3892307692307693, 0.4261538461538461, 0.24153846153846148,
-              0.0569230769230768, 0.01724165517241379, 0.013793724137931033, 0.010345793103448273,
-              0.006897862068965515, 0.0034499310344827568, 1.9999999999985307e-06},
+              0.0569230769230768, 0.01724165517241379, 0.013793724137931033, 0.010345793103448273, 0.006897862068965515,
+              0.0034499310344827568, 1.9999999999985307e-06},
              "OneCycle3 lr");
   expect_seq(beta1,
-             {0.95, 0.9115384615384615, 0.8730769230769231, 0.8653846153846154, 0.9038461538461539,
-              0.9423076923076923, 0.95, 0.95, 0.95, 0.95, 0.95, 0.95},
+             {0.95, 0.9115384615384615, 0.8730769230769231, 0.8653846153846154, 0.9038461538461539, 0.9423076923076923,
+              0.95, 0.95, 0.95, 0.95, 0.95, 0.95},
              "OneCycle3 beta1");
   // Stepping once past the end would extrapolate below zero: clamped.
   s.step();
@@ -139,12 +143,14 @@ TEST(Scheduler, ReduceLROnPlateau) {
   EXPECT_THROW(s.step(), ValueError);
   // mode max with an absolute threshold.
   optim::SGD opt2(std::vector<Tensor>{zeros({1}, requires_grad())}, {.lr = 1.0});
-  optim::ReduceLROnPlateau up(opt2, {.mode = optim::ReduceLROnPlateauOptions::Mode::max, .patience = 0,
-                                     .threshold = 0.1, .threshold_mode = optim::ReduceLROnPlateauOptions::ThresholdMode::abs});
+  optim::ReduceLROnPlateau up(opt2, {.mode = optim::ReduceLROnPlateauOptions::Mode::max,
+                                     .patience = 0,
+                                     .threshold = 0.1,
+                                     .threshold_mode = optim::ReduceLROnPlateauOptions::ThresholdMode::abs});
   up.step(0.5);   // better than -inf
   up.step(0.55);  // not better by 0.1: reduce (patience 0)
   EXPECT_DOUBLE_EQ(opt2.lr(), 0.1);
-  up.step(0.7);   // better
+  up.step(0.7);  // better
   EXPECT_DOUBLE_EQ(opt2.lr(), 0.1);
 }
 
@@ -158,8 +164,8 @@ TEST(Scheduler, SequentialWarmupThenCosine) {
                        o, std::vector<std::shared_ptr<optim::LRScheduler>>{warm, cos}, std::vector<int64_t>{3});
                  },
                  10),
-             {0.1, 0.4, 0.7, 1.0, 0.9045084971874737, 0.6545084971874737, 0.34549150281252633, 0.09549150281252633,
-              0.0, 0.09549150281252622, 0.3454915028125262},
+             {0.1, 0.4, 0.7, 1.0, 0.9045084971874737, 0.6545084971874737, 0.34549150281252633, 0.09549150281252633, 0.0,
+              0.09549150281252622, 0.3454915028125262},
              "SequentialLR");
   // The factors of chained schedulers multiply.
   expect_seq(lrs(
@@ -236,7 +242,7 @@ TEST(Scheduler, InitialLrIsRecordedOnce) {
   Tensor p = zeros({1}, requires_grad());
   optim::SGD opt(std::vector<Tensor>{p}, {.lr = 0.3});
   optim::StepLR a(opt, 1, 0.5);
-  a.step();  // lr 0.15
+  a.step();                          // lr 0.15
   optim::ExponentialLR b(opt, 1.0);  // base lr is still the initial 0.3 (setdefault)
   EXPECT_DOUBLE_EQ(b.base_lrs()[0], 0.3);
   EXPECT_DOUBLE_EQ(*opt.initial_lr(0), 0.3);
@@ -249,20 +255,25 @@ TEST(Scheduler, ConstantPolynomialMultiplicative) {
              {0.25, 0.25, 0.25, 1.0, 1.0, 1.0}, "ConstantLR");
   expect_seq(lrs([](auto& o) { return std::make_unique<optim::PolynomialLR>(o, 4, 2.0); }, 6),
              {1.0, 0.5625, 0.25, 0.0625, 0.0, 0.0, 0.0}, "PolynomialLR");
-  expect_seq(lrs([](auto& o) {
-               return std::make_unique<optim::MultiplicativeLR>(o, [](int64_t e) { return e % 2 ? 0.9 : 0.5; });
-             }, 6),
+  expect_seq(lrs(
+                 [](auto& o) {
+                   return std::make_unique<optim::MultiplicativeLR>(o, [](int64_t e) { return e % 2 ? 0.9 : 0.5; });
+                 },
+                 6),
              {1.0, 0.9, 0.45, 0.405, 0.2025, 0.18225000000000002, 0.09112500000000001}, "MultiplicativeLR");
   EXPECT_THROW(lrs([](auto& o) { return std::make_unique<optim::ConstantLR>(o, 1.5, 3); }, 1), ValueError);
   EXPECT_THROW(lrs([](auto& o) { return std::make_unique<optim::PolynomialLR>(o, 0); }, 1), ValueError);
   EXPECT_THROW(lrs([](auto& o) { return std::make_unique<optim::MultiplicativeLR>(o, nullptr); }, 1), ValueError);
   // PyTorch's documented warm-up: ConstantLR(0.1, 2) then ExponentialLR(0.9) from epoch 2.
-  expect_seq(lrs([](auto& o) {
-               return std::make_unique<optim::SequentialLR>(
-                   o, std::vector<std::shared_ptr<optim::LRScheduler>>{std::make_shared<optim::ConstantLR>(o, 0.1, 2),
+  expect_seq(lrs(
+                 [](auto& o) {
+                   return std::make_unique<optim::SequentialLR>(
+                       o,
+                       std::vector<std::shared_ptr<optim::LRScheduler>>{std::make_shared<optim::ConstantLR>(o, 0.1, 2),
                                                                         std::make_shared<optim::ExponentialLR>(o, 0.9)},
-                   std::vector<int64_t>{2});
-             }, 4),
+                       std::vector<int64_t>{2});
+                 },
+                 4),
              {0.1, 0.1, 1.0, 0.9, 0.81}, "SequentialLR(ConstantLR, ExponentialLR)");
 }
 
@@ -340,15 +351,27 @@ TEST(Scheduler, CyclicLRModesAndMomentum) {
               0.1, 0.5500000000000008, 0.9999999999999992, 0.7749999999999999, 0.5499999999999996, 0.3250000000000004,
               0.1, 0.5499999999999996},
              "CyclicLR triangular");
-  std::vector<double> want_mom{0.9, 0.85, 0.8, 0.8250000000000001, 0.85, 0.875, 0.9,
-                               0.85, 0.8, 0.8250000000000001, 0.8500000000000001, 0.875, 0.9, 0.8500000000000001};
+  std::vector<double> want_mom{0.9,
+                               0.85,
+                               0.8,
+                               0.8250000000000001,
+                               0.85,
+                               0.875,
+                               0.9,
+                               0.85,
+                               0.8,
+                               0.8250000000000001,
+                               0.8500000000000001,
+                               0.875,
+                               0.9,
+                               0.8500000000000001};
   expect_seq(tri_mom, want_mom, "CyclicLR momentum");
   auto [tri2, beta1] = run({.mode = M::triangular2}, "beta1", true);  // Adam: beta1 cycles
-  expect_seq(tri2,
-             {0.1, 0.5500000000000003, 0.9999999999999998, 0.7749999999999999, 0.5500000000000002, 0.3249999999999998,
-              0.1, 0.3250000000000004, 0.5499999999999996, 0.4375, 0.3249999999999998, 0.2125000000000002, 0.1,
-              0.2124999999999999},
-             "CyclicLR triangular2");
+  expect_seq(
+      tri2,
+      {0.1, 0.5500000000000003, 0.9999999999999998, 0.7749999999999999, 0.5500000000000002, 0.3249999999999998, 0.1,
+       0.3250000000000004, 0.5499999999999996, 0.4375, 0.3249999999999998, 0.2125000000000002, 0.1, 0.2124999999999999},
+      "CyclicLR triangular2");
   EXPECT_NEAR(beta1[2], 0.8, 1e-12);   // the peak of the first cycle
   EXPECT_NEAR(beta1[8], 0.85, 1e-12);  // the second cycle's amplitude is halved
   auto [expr, unused] = run({.mode = M::exp_range, .gamma = 0.9, .cycle_momentum = false}, nullptr, false);

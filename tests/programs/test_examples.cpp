@@ -87,7 +87,8 @@ TEST(Examples, CsvRegressionLearnsTheDemoAndResumes) {
                      " --save " + (dir / "reg.safetensors").string();
   Result r = run_program(NABLA_CSV_REGRESSION_BIN, args);
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("600 rows, 4 features -> price_k; 480 for training, 120 for validation"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("600 rows, 4 features -> price_k; 480 for training, 120 for validation"), std::string::npos)
+      << r.out;
   std::vector<double> r2 = numbers_after(r.out, R"(R\^2)");
   ASSERT_EQ(r2.size(), 31u) << r.out;  // one line per epoch and the summary
   EXPECT_GT(r2.back(), 0.9) << r.out;  // the price is a smooth function of the columns, plus noise
@@ -136,7 +137,8 @@ TEST(Examples, CsvRegressionRefusesWhatItCannotTrainOn) {
   Result lng = run_program(NABLA_CSV_REGRESSION_BIN, (dir / "long.csv").string() + " --save " + model);
   EXPECT_EQ(lng.code, 1) << lng.out.substr(0, 2000);
   EXPECT_NE(lng.out.find("is not a finite number: 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...' (300000 bytes)"),
-            std::string::npos) << lng.out.substr(0, 2000);
+            std::string::npos)
+      << lng.out.substr(0, 2000);
   EXPECT_LT(lng.out.size(), 1000u);
 
   {
@@ -147,7 +149,8 @@ TEST(Examples, CsvRegressionRefusesWhatItCannotTrainOn) {
   Result wide = run_program(NABLA_CSV_REGRESSION_BIN, (dir / "wide.csv").string() + " --save " + model);
   EXPECT_EQ(wide.code, 1) << wide.out;
   EXPECT_NE(wide.out.find("wide.csv:1: the header names 20001 columns, more than --max-columns 10000"),
-            std::string::npos) << wide.out;
+            std::string::npos)
+      << wide.out;
 
   // In float32's range, but a - mean overflows: -3.4e38 - 1.1e38 is beyond it, so the standardised
   // input is infinite and so is the loss.
@@ -174,7 +177,8 @@ TEST(Examples, CharLmLearnsATextAndSamplesFromIt) {
   std::string model = (dir / "lm.safetensors").string();
   Result r = run_program(NABLA_CHAR_LM_BIN, "--text " + (dir / "fox.txt").string() +
                                                 " --steps 200 --hidden 48 --layers 1 --seq-len 24 --batch-size 16 "
-                                                "--sample 60 --prompt 'the ' --save " + model);
+                                                "--sample 60 --prompt 'the ' --save " +
+                                                model);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("an alphabet of 28"), std::string::npos) << r.out;  // 26 letters, space, full stop
   std::vector<double> valid = numbers_after(r.out, "validation");
@@ -209,7 +213,8 @@ TEST(Examples, CharLmLearnsATextAndSamplesFromIt) {
 TEST(Examples, ClassifyGivesTorchvisionsTop5) {
   NABLA_NEEDS_PYTHON_MODULES("torch, torchvision");
   fs::path dir = fresh_dir("classify");
-  std::string cmd = "/usr/bin/python3 " + std::string(NABLA_TESTS_DIR) + "/programs/classify_reference.py --out " + dir.string();
+  std::string cmd =
+      "/usr/bin/python3 " + std::string(NABLA_TESTS_DIR) + "/programs/classify_reference.py --out " + dir.string();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   nlohmann::json expected = nlohmann::json::parse(std::ifstream(dir / "expected.json"));
   const std::vector<std::string> images = {"photo.jpg", "tall.png"};
@@ -246,7 +251,8 @@ TEST(Examples, ClassifyGivesTorchvisionsTop5) {
   ASSERT_EQ(text.code, 0) << text.out;
   std::printf("%s", text.out.c_str());
   int64_t first = expected["resnet18"]["antialias"]["photo.jpg"][0][0].get<int64_t>();
-  EXPECT_TRUE(std::regex_search(text.out, std::regex(R"(\n  1\.  +[0-9.]+%  [^\n]+ \()" + std::to_string(first) + R"(\)\n)")))
+  EXPECT_TRUE(
+      std::regex_search(text.out, std::regex(R"(\n  1\.  +[0-9.]+%  [^\n]+ \()" + std::to_string(first) + R"(\)\n)")))
       << text.out;
   EXPECT_EQ(std::count(text.out.begin(), text.out.end(), '\n'), 4) << text.out;
   fs::remove_all(dir);
@@ -262,7 +268,8 @@ TEST(Examples, ClassifyRunsAndExplainsMistakes) {
   nn::save_weights(*model, weights);
   std::string image = (dir / "noise.png").string();
   data::save_image(image, (rand({40, 60, 3}) * 255).to(kUInt8));
-  Result r = run_program(NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + weights + " --json " + image + " --topk 2");
+  Result r = run_program(NABLA_CLASSIFY_BIN,
+                         "--model mobilenet_v3_small --weights " + weights + " --json " + image + " --topk 2");
   ASSERT_EQ(r.code, 0) << r.out;
   nlohmann::json got = nlohmann::json::parse(r.out);
   model->eval();
@@ -293,23 +300,29 @@ TEST(Examples, ClassifyRunsAndExplainsMistakes) {
   EXPECT_EQ(unknown.code, 2) << unknown.out;
   EXPECT_NE(unknown.out.find("unknown model 'resnet5O'; the models are: "), std::string::npos) << unknown.out;
   EXPECT_NE(unknown.out.find("resnet50"), std::string::npos) << unknown.out;
-  Result no_image = run_program(NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + weights + " " + (dir / "missing.jpg").string());
+  Result no_image = run_program(
+      NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + weights + " " + (dir / "missing.jpg").string());
   EXPECT_EQ(no_image.code, 1) << no_image.out;
-  EXPECT_NE(no_image.out.find("cannot open the image '" + (dir / "missing.jpg").string() + "': no such file"), std::string::npos)
+  EXPECT_NE(no_image.out.find("cannot open the image '" + (dir / "missing.jpg").string() + "': no such file"),
+            std::string::npos)
       << no_image.out;
-  Result no_weights = run_program(NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + (dir / "w.pth").string() + " " + image);
+  Result no_weights =
+      run_program(NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + (dir / "w.pth").string() + " " + image);
   EXPECT_EQ(no_weights.code, 1) << no_weights.out;
   EXPECT_NE(no_weights.out.find("cannot open the weights file"), std::string::npos) << no_weights.out;
   Result wrong = run_program(NABLA_CLASSIFY_BIN, "--model resnet18 --weights " + weights + " " + image);
   EXPECT_EQ(wrong.code, 1) << wrong.out;
   EXPECT_NE(wrong.out.find("does not hold resnet18's weights"), std::string::npos) << wrong.out;
-  EXPECT_NE(wrong.out.find("is --model the architecture these weights were saved from?"), std::string::npos) << wrong.out;
+  EXPECT_NE(wrong.out.find("is --model the architecture these weights were saved from?"), std::string::npos)
+      << wrong.out;
   std::ofstream(dir / "three.txt") << "cat\ndog\nbird\n";
-  Result labels = run_program(NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + weights + " " + image + " --labels " +
-                                                      (dir / "three.txt").string());
+  Result labels = run_program(NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + weights + " " + image +
+                                                      " --labels " + (dir / "three.txt").string());
   EXPECT_EQ(labels.code, 1) << labels.out;
-  EXPECT_NE(labels.out.find("--labels names 3 classes; the file's classifier has 1000 outputs"), std::string::npos) << labels.out;
-  Result not_image = run_program(NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + weights + " " + (dir / "three.txt").string());
+  EXPECT_NE(labels.out.find("--labels names 3 classes; the file's classifier has 1000 outputs"), std::string::npos)
+      << labels.out;
+  Result not_image = run_program(
+      NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + weights + " " + (dir / "three.txt").string());
   EXPECT_EQ(not_image.code, 1) << not_image.out;
   EXPECT_NE(not_image.out.find("three.txt"), std::string::npos) << not_image.out;
   fs::remove_all(dir);
@@ -337,14 +350,15 @@ TEST(Examples, FinetuneTrainsANewHead) {
   std::string frozen = (dir / "frozen.pth").string();
   Result r = run_program(NABLA_FINETUNE_BIN, common + " --epochs 10 --lr 0.01 --freeze-backbone --save " + frozen);
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("3 classes: circles squares stripes; 72 training and 18 validation images"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 classes: circles squares stripes; 72 training and 18 validation images"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("new head: fc.weight [1000, 512] -> [3, 512]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("training 1539 of 11178051 parameters (the backbone is frozen)"), std::string::npos) << r.out;
   std::vector<double> val_loss = numbers_after(r.out, "val loss"), val_acc = numbers_after(r.out, "best val accuracy");
   ASSERT_EQ(val_loss.size(), 10u) << r.out;
   ASSERT_EQ(val_acc.size(), 1u) << r.out;
-  std::printf("[finetune] frozen backbone, 10 epochs: val loss %.3f -> %.3f, best val accuracy %.1f%%\n", val_loss.front(),
-              val_loss.back(), val_acc[0]);
+  std::printf("[finetune] frozen backbone, 10 epochs: val loss %.3f -> %.3f, best val accuracy %.1f%%\n",
+              val_loss.front(), val_loss.back(), val_acc[0]);
   EXPECT_LT(val_loss.back(), 0.6 * val_loss.front()) << r.out;
   EXPECT_GE(val_acc[0], 75.0) << r.out;  // chance is 33%; measured 94% with torchvision's random resnet18
   nn::StateDict after = torch_io::load(frozen).flatten_tensors();
@@ -354,8 +368,10 @@ TEST(Examples, FinetuneTrainsANewHead) {
   EXPECT_TRUE(equal(after["conv1.weight"], before["conv1.weight"]));  // frozen
   EXPECT_TRUE(equal(after["layer4.1.conv2.weight"], before["layer4.1.conv2.weight"]));
   if (nabla_test::python_has("torch, torchvision")) {
-    std::string cmd = "/usr/bin/python3 -c \"import torch, torchvision; torchvision.models.resnet18(num_classes=3).load_state_dict(torch.load('" +
-                      frozen + "'))\"";
+    std::string cmd =
+        "/usr/bin/python3 -c \"import torch, torchvision; "
+        "torchvision.models.resnet18(num_classes=3).load_state_dict(torch.load('" +
+        frozen + "'))\"";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
 
@@ -367,16 +383,21 @@ TEST(Examples, FinetuneTrainsANewHead) {
   EXPECT_FALSE(equal(torch_io::load(full).flatten_tensors()["conv1.weight"], before["conv1.weight"]));
 
   // Mistakes.
-  Result no_data = run_program(NABLA_FINETUNE_BIN, "--model resnet18 --weights " + weights + " --data " + (dir / "nothing").string());
+  Result no_data = run_program(NABLA_FINETUNE_BIN,
+                               "--model resnet18 --weights " + weights + " --data " + (dir / "nothing").string());
   EXPECT_EQ(no_data.code, 1) << no_data.out;
-  EXPECT_NE(no_data.out.find("is not a folder: --data needs train/<class>/ and val/<class>/"), std::string::npos) << no_data.out;
-  Result unknown = run_program(NABLA_FINETUNE_BIN, "--model resnet17 --weights " + weights + " --data " + (dir / "shapes").string());
+  EXPECT_NE(no_data.out.find("is not a folder: --data needs train/<class>/ and val/<class>/"), std::string::npos)
+      << no_data.out;
+  Result unknown =
+      run_program(NABLA_FINETUNE_BIN, "--model resnet17 --weights " + weights + " --data " + (dir / "shapes").string());
   EXPECT_EQ(unknown.code, 2) << unknown.out;
   EXPECT_NE(unknown.out.find("unknown model 'resnet17'"), std::string::npos) << unknown.out;
-  Result wrong = run_program(NABLA_FINETUNE_BIN, "--model resnet34 --weights " + weights + " --data " + (dir / "shapes").string());
+  Result wrong =
+      run_program(NABLA_FINETUNE_BIN, "--model resnet34 --weights " + weights + " --data " + (dir / "shapes").string());
   EXPECT_EQ(wrong.code, 1) << wrong.out;
-  EXPECT_NE(wrong.out.find("does not hold resnet34's ImageNet weights; is --model the architecture they were saved from?"),
-            std::string::npos)
+  EXPECT_NE(
+      wrong.out.find("does not hold resnet34's ImageNet weights; is --model the architecture they were saved from?"),
+      std::string::npos)
       << wrong.out;
   EXPECT_LT(wrong.out.size(), 600u) << wrong.out;
   fs::remove_all(dir);

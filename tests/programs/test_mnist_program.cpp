@@ -17,9 +17,9 @@
 
 #include "examples/mnist/models.h"
 #include "nabla.h"
-#include "tests/onnx/ort.h"
 #include "program_util.h"
 #include "tests/common/python_torch.h"
+#include "tests/onnx/ort.h"
 #include "tests/tensorboard/event_reader.h"
 
 #ifndef NABLA_MNIST_BIN
@@ -93,7 +93,7 @@ class MnistProgram : public ::testing::Test {
 
 TEST_F(MnistProgram, TrainsEvaluatesAndWritesSummaryAndCsv) {
   Result r = run("train --model mlp --epochs 2 --quiet " + data() + " --checkpoint " + ck("mlp.safetensors") +
-              " --summary-json " + ck("summary.json"));
+                 " --summary-json " + ck("summary.json"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("epoch 2/2"), std::string::npos) << r.out;
   std::ifstream js(ck("summary.json"));
@@ -125,12 +125,11 @@ TEST_F(MnistProgram, TensorboardLogsWhatTheReadmeSays) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("tensorboard --logdir " + logs), std::string::npos) << r.out;
   std::vector<std::string> files, subdirs;
-  for (const auto& e : fs::directory_iterator(logs))
-    (e.is_directory() ? subdirs : files).push_back(e.path().string());
+  for (const auto& e : fs::directory_iterator(logs)) (e.is_directory() ? subdirs : files).push_back(e.path().string());
   ASSERT_EQ(files.size(), 1u);
-  ASSERT_EQ(subdirs.size(), 1u);  // the hparams run
+  ASSERT_EQ(subdirs.size(), 1u);                      // the hparams run
   std::map<std::string, std::vector<int64_t>> steps;  // tag -> the steps it was logged at
-  std::map<std::string, int> kinds;                   // tag -> Summary.Value field: 2 scalar, 4 image, 5 histogram, 8 tensor
+  std::map<std::string, int> kinds;  // tag -> Summary.Value field: 2 scalar, 4 image, 5 histogram, 8 tensor
   for (const auto& e : tb_test::read_events(files[0]))
     for (const auto& v : e.values) {
       steps[v.str(1)].push_back(e.step);
@@ -166,8 +165,9 @@ TEST_F(MnistProgram, TensorboardLogsWhatTheReadmeSays) {
   std::vector<std::string> hp_tags;
   for (const auto& e : tb_test::read_events(hp_files[0]))
     for (const auto& v : e.values) hp_tags.push_back(v.str(1));
-  EXPECT_EQ(hp_tags, (std::vector<std::string>{"_hparams_/experiment", "_hparams_/session_start_info",
-                                               "_hparams_/session_end_info", "hparam/test_accuracy", "hparam/test_loss"}));
+  EXPECT_EQ(hp_tags,
+            (std::vector<std::string>{"_hparams_/experiment", "_hparams_/session_start_info",
+                                      "_hparams_/session_end_info", "hparam/test_accuracy", "hparam/test_loss"}));
 
   Result bad = run("train --tensorboard-every 5 " + data());
   EXPECT_EQ(bad.code, 2) << bad.out;
@@ -209,7 +209,8 @@ TEST_F(MnistProgram, FastRecipeDefaultsAndResume) {
   Result again = run("train --model fast --quiet --resume " + ck("fast.safetensors") + " " + data());
   EXPECT_EQ(again.code, 2) << again.out;
   EXPECT_NE(again.out.find("already finished 1 epochs"), std::string::npos) << again.out;
-  Result conflict = run("train --epochs 2 --label-smoothing 0.2 --quiet --resume " + ck("fast.safetensors") + " " + data());
+  Result conflict =
+      run("train --epochs 2 --label-smoothing 0.2 --quiet --resume " + ck("fast.safetensors") + " " + data());
   EXPECT_EQ(conflict.code, 2) << conflict.out;
   EXPECT_NE(conflict.out.find("--label-smoothing 0.2 conflicts with the run in '" + ck("fast.safetensors") +
                               "', started with --label-smoothing 0.1"),
@@ -313,8 +314,8 @@ TEST_F(MnistProgram, PredictsImagesAsTextAndJson) {
   ASSERT_EQ(t.code, 0) << t.out;
   EXPECT_NE(t.out.find("three.png: "), std::string::npos) << t.out;
   Tensor seen = data::load_image_gray(ck("seen") + "/three.png.28x28.png").to(kFloat64);
-  EXPECT_GT(seen.max().item<double>(), 200);            // bright stroke
-  EXPECT_LT(seen[0].max().item<double>(), 10);          // dark background
+  EXPECT_GT(seen.max().item<double>(), 200);    // bright stroke
+  EXPECT_LT(seen[0].max().item<double>(), 10);  // dark background
   Tensor rows = arange(28, kFloat64).unsqueeze(1), cols = arange(28, kFloat64).unsqueeze(0);
   double mass = seen.sum().item<double>();
   EXPECT_NEAR((seen * rows).sum().item<double>() / mass, 13.5, 0.75);  // centered by mass
@@ -323,7 +324,8 @@ TEST_F(MnistProgram, PredictsImagesAsTextAndJson) {
   double bright = (seen > 100).sum().item<double>();
   EXPECT_GT(bright, 50);
   EXPECT_LT(bright, 110);
-  Result j = run("predict --json --checkpoint " + ck("m.safetensors") + " " + ck("three.png") + " " + ck("missing.png"));
+  Result j =
+      run("predict --json --checkpoint " + ck("m.safetensors") + " " + ck("three.png") + " " + ck("missing.png"));
   EXPECT_EQ(j.code, 1) << j.out;  // one file failed
   EXPECT_NE(j.out.find("\"digit\": "), std::string::npos) << j.out;
   EXPECT_NE(j.out.find("\"probabilities\": ["), std::string::npos) << j.out;
@@ -398,8 +400,9 @@ TEST_F(MnistProgram, ExportsOnnxThatOnnxRuntimeRunsAsNablaDoes) {
   jobs << "[{\"model\":\"" << ck("cnn.onnx") << "\",\"runs\":[";
   for (size_t b = 0; b < inputs.size(); ++b) {
     inputs[b] = inputs[b].to(kFloat32) / 255;
-    jobs << (b ? "," : "") << "{\"inputs\":[" << nabla::testing::ort_input("image", inputs[b], ck("in" + std::to_string(b) + ".bin"))
-         << "],\"output\":\"" << ck("out" + std::to_string(b) + ".bin") << "\"}";
+    jobs << (b ? "," : "") << "{\"inputs\":["
+         << nabla::testing::ort_input("image", inputs[b], ck("in" + std::to_string(b) + ".bin")) << "],\"output\":\""
+         << ck("out" + std::to_string(b) + ".bin") << "\"}";
   }
   jobs << "]}]";
   std::ofstream(ck("jobs.json")) << jobs.str();
@@ -412,13 +415,14 @@ TEST_F(MnistProgram, ExportsOnnxThatOnnxRuntimeRunsAsNablaDoes) {
       want = m.module->forward((inputs[b] - mnist::kMean) / mnist::kStd).contiguous();
     }
     std::vector<uint8_t> bytes = file_bytes(ck("out" + std::to_string(b) + ".bin"));
-    ASSERT_EQ(bytes.size(), want.nbytes()) << "ONNX Runtime's scores for " << inputs[b].sizes() << " are not " << want.sizes();
+    ASSERT_EQ(bytes.size(), want.nbytes())
+        << "ONNX Runtime's scores for " << inputs[b].sizes() << " are not " << want.sizes();
     Tensor got = empty(want.sizes(), dtype(kFloat32));
     std::memcpy(got.data_ptr(), bytes.data(), bytes.size());
     Tensor err = (got.to(kFloat64) - want.to(kFloat64)).abs();
     EXPECT_TRUE((err <= want.to(kFloat64).abs() * 1e-4 + 1e-5).all().item<bool>())
-        << "batch " << inputs[b].size(0) << ": max |ort - nabla| = " << err.max().item<double>() << "\nONNX Runtime: " << got[0]
-        << "\nnabla: " << want[0];
+        << "batch " << inputs[b].size(0) << ": max |ort - nabla| = " << err.max().item<double>()
+        << "\nONNX Runtime: " << got[0] << "\nnabla: " << want[0];
     EXPECT_TRUE(equal(got.argmax(1), want.argmax(1)));
   }
 }
@@ -472,8 +476,8 @@ TEST_F(MnistProgram, HostileInputsGetClearErrors) {
       EXPECT_EQ(r.code, 2) << r.out;
     } else {
       const std::string ckpt = ck(file.filename().string() + ".safetensors");
-      std::ofstream(ckpt, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data() + 1),
-                                                   static_cast<std::streamsize>(bytes.size() - 1));
+      std::ofstream(ckpt, std::ios::binary)
+          .write(reinterpret_cast<const char*>(bytes.data() + 1), static_cast<std::streamsize>(bytes.size() - 1));
       r = run_argv({"train", "--resume", ckpt, "--data", (dir_ / "data").string()});
       EXPECT_EQ(type, "error Failure");
       EXPECT_EQ(r.code, 1) << r.out;
@@ -493,7 +497,8 @@ TEST_F(MnistProgram, DamagedProgressInACheckpointIsRefused) {
     safetensors::File f = safetensors::load_file(ck("m.safetensors"));
     f.metadata[key] = value;
     std::vector<char> bytes = safetensors::serialize(f.tensors, f.metadata);
-    std::ofstream(ck("d.safetensors"), std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(ck("d.safetensors"), std::ios::binary)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     return run("train --epochs 3 --quiet --resume " + ck("d.safetensors") + " " + data());
   };
   Result r = damaged("epoch", "-1");
@@ -501,7 +506,8 @@ TEST_F(MnistProgram, DamagedProgressInACheckpointIsRefused) {
   EXPECT_NE(r.out.find("epoch is not a whole number >= 0: '-1'"), std::string::npos) << r.out;
   r = damaged("user.mnist.partial_seen", "99999999999999999999");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("the metadata field 'mnist.partial_seen' must be a whole number from 0 to 1024"), std::string::npos)
+  EXPECT_NE(r.out.find("the metadata field 'mnist.partial_seen' must be a whole number from 0 to 1024"),
+            std::string::npos)
       << r.out;
   r = damaged("user.mnist.loader_index", "-3");
   EXPECT_EQ(r.code, 1);
@@ -539,13 +545,14 @@ TEST_F(MnistProgram, InitFromPyTorchStateDict) {
   write_dataset(dir_ / "data", 128, 64);
   manual_seed(5);
   auto w = [](IntArrayRef shape) { return randn(shape) * 0.05; };
-  nn::StateDict sd{{"conv1.weight", w({32, 1, 3, 3})}, {"conv1.bias", w({32})}, {"conv2.weight", w({64, 32, 3, 3})},
-                   {"conv2.bias", w({64})},           {"fc1.weight", w({128, 9216})}, {"fc1.bias", w({128})},
-                   {"fc2.weight", w({10, 128})},      {"fc2.bias", w({10})}};
+  nn::StateDict sd{{"conv1.weight", w({32, 1, 3, 3})},  {"conv1.bias", w({32})},
+                   {"conv2.weight", w({64, 32, 3, 3})}, {"conv2.bias", w({64})},
+                   {"fc1.weight", w({128, 9216})},      {"fc1.bias", w({128})},
+                   {"fc2.weight", w({10, 128})},        {"fc2.bias", w({10})}};
   torch_io::save(ck("mnist_cnn.pt"), sd);
   // A learning rate of 1e-12 leaves the weights where --init-from put them.
-  Result r = run("train --model pytorch --init-from " + ck("mnist_cnn.pt") + " --epochs 1 --lr 1e-12 --quiet " + data() +
-                 " --checkpoint " + ck("init.safetensors"));
+  Result r = run("train --model pytorch --init-from " + ck("mnist_cnn.pt") + " --epochs 1 --lr 1e-12 --quiet " +
+                 data() + " --checkpoint " + ck("init.safetensors"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("initialized pytorch from"), std::string::npos) << r.out;
   auto saved = safetensors::load_file(ck("init.safetensors"));
@@ -597,10 +604,14 @@ TEST_F(MnistProgram, TrainsDataParallelUnderNablaRun) {
   GTEST_SKIP() << "nabla-run is not built (no Gloo: install libgloo-dev), so mnist cannot train data-parallel";
 #else
   for (const char* d : {"rank0", "rank1"}) fs::create_directories(dir_ / d);
-  const std::string args = "train --model mlp --optimizer sgd --lr 0.05 --momentum 0.9 --scheduler none --epochs 2 "
-                           "--no-shuffle --quiet --device cpu " + data() + " --checkpoint ck.safetensors "
-                           "--summary-json summary.json";
-  std::ofstream(dir_ / "worker.sh") << "cd \"" << dir_.string() << "/rank$RANK\" && exec " << NABLA_MNIST_BIN << " \"$@\"\n";
+  const std::string args =
+      "train --model mlp --optimizer sgd --lr 0.05 --momentum 0.9 --scheduler none --epochs 2 "
+      "--no-shuffle --quiet --device cpu " +
+      data() +
+      " --checkpoint ck.safetensors "
+      "--summary-json summary.json";
+  std::ofstream(dir_ / "worker.sh") << "cd \"" << dir_.string() << "/rank$RANK\" && exec " << NABLA_MNIST_BIN
+                                    << " \"$@\"\n";
   // A port of its own per test process, so parallel ctest runs do not meet.
   const std::string port = std::to_string(20000 + ::getpid() % 20000);
   Result r = run_program(NABLA_RUN_BIN, "--nproc-per-node 2 --master-port " + port + " /bin/sh " +
@@ -714,7 +725,8 @@ TEST_F(MnistProgram, DataParallelInterruptSavesAndResumesMidEpoch) {
 #else
   write_dataset(dir_ / "data", 16384, 256);
   for (const char* d : {"rank0", "rank1"}) fs::create_directories(dir_ / d);
-  std::ofstream(dir_ / "worker.sh") << "cd \"" << dir_.string() << "/rank$RANK\" && exec " << NABLA_MNIST_BIN << " \"$@\"\n";
+  std::ofstream(dir_ / "worker.sh") << "cd \"" << dir_.string() << "/rank$RANK\" && exec " << NABLA_MNIST_BIN
+                                    << " \"$@\"\n";
   const std::string port = std::to_string(20000 + (::getpid() + 7) % 20000);
   const std::string launch = std::string(NABLA_RUN_BIN) + " --nproc-per-node 2 --master-port " + port + " /bin/sh " +
                              (dir_ / "worker.sh").string();

@@ -48,7 +48,8 @@ json inspect_json(const std::string& file) {
 // name -> (dtype, shape, crc32)
 std::map<std::string, std::string> summary(const json& j) {
   std::map<std::string, std::string> m;
-  for (const auto& t : j["tensors"]) m[t["name"]] = t["dtype"].get<std::string>() + " " + t["shape"].dump() + " " + t["crc32"].get<std::string>();
+  for (const auto& t : j["tensors"])
+    m[t["name"]] = t["dtype"].get<std::string>() + " " + t["shape"].dump() + " " + t["crc32"].get<std::string>();
   return m;
 }
 
@@ -194,14 +195,15 @@ TEST_F(Tools, TorchvisionResnet18) {
   ASSERT_EQ(convert(pt + " " + path("resnet18.safetensors")).code, 0);
   ASSERT_EQ(convert(path("resnet18.safetensors") + " " + path("back.pth")).code, 0);
   EXPECT_EQ(summary(got), summary(inspect_json(path("back.pth"))));
-  std::ofstream(path("check.py")) << "import sys, torch\n"
-                                     "a = torch.load(sys.argv[1], weights_only=True)\n"
-                                     "b = torch.load(sys.argv[2], weights_only=True)\n"
-                                     "assert sorted(a) == sorted(b), 'names differ'  # safetensors keeps no order\n"
-                                     "for k in a:\n"
-                                     "    assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k\n"
-                                     "    assert a[k].reshape(-1).view(torch.uint8).equal(b[k].reshape(-1).view(torch.uint8)), k\n"
-                                     "print('bitwise equal:', len(a), 'tensors')\n";
+  std::ofstream(path("check.py"))
+      << "import sys, torch\n"
+         "a = torch.load(sys.argv[1], weights_only=True)\n"
+         "b = torch.load(sys.argv[2], weights_only=True)\n"
+         "assert sorted(a) == sorted(b), 'names differ'  # safetensors keeps no order\n"
+         "for k in a:\n"
+         "    assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k\n"
+         "    assert a[k].reshape(-1).view(torch.uint8).equal(b[k].reshape(-1).view(torch.uint8)), k\n"
+         "print('bitwise equal:', len(a), 'tensors')\n";
   Result r = run("/usr/bin/python3 " + path("check.py") + " " + pt + " " + path("back.pth"));
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("bitwise equal: 122 tensors"), std::string::npos) << r.out;

@@ -69,9 +69,10 @@ class ToolsHostile : public ::testing::Test {
       for (const auto& a : args) f << a << "\n";
     }
     const std::string exe = fs::read_symlink("/proc/self/exe").string();
-    const std::string cmd = "env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX NABLA_MEASURE='" + list + "' NABLA_MEASURE_OUT='" +
-                            out + "' NABLA_MEASURE_ERR='" + err + "' NABLA_MEASURE_DEADLINE=" + std::to_string(deadline_s) +
-                            " " + exe + " --gtest_also_run_disabled_tests --gtest_filter=ToolsHostileHelper.DISABLED_Measure 2>&1";
+    const std::string cmd = "env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX NABLA_MEASURE='" + list +
+                            "' NABLA_MEASURE_OUT='" + out + "' NABLA_MEASURE_ERR='" + err +
+                            "' NABLA_MEASURE_DEADLINE=" + std::to_string(deadline_s) + " " + exe +
+                            " --gtest_also_run_disabled_tests --gtest_filter=ToolsHostileHelper.DISABLED_Measure 2>&1";
     std::string report;
     FILE* p = ::popen(cmd.c_str(), "r");
     char buf[4096];
@@ -80,7 +81,8 @@ class ToolsHostile : public ::testing::Test {
     ToolRun r;
     const size_t at = report.find("MEASURE ");
     long kb = 0;
-    if (at == std::string::npos || std::sscanf(report.c_str() + at, "MEASURE %d %ld %lf", &r.code, &kb, &r.seconds) != 3) {
+    if (at == std::string::npos ||
+        std::sscanf(report.c_str() + at, "MEASURE %d %ld %lf", &r.code, &kb, &r.seconds) != 3) {
       ADD_FAILURE() << "the measuring helper failed:\n" << report;
       return r;
     }
@@ -123,7 +125,8 @@ TEST(ToolsHostileHelper, DISABLED_Measure) {
   const auto t0 = std::chrono::steady_clock::now();
   pid_t pid = ::fork();
   if (pid == 0) {
-    int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600),
+        e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ::dup2(o, 1), ::dup2(e, 2);
     ::execv(argv[0], argv.data());
     ::_exit(127);
@@ -153,7 +156,8 @@ uint32_t crc_of_copies(float v, size_t n) {
   std::vector<float> buf(1 << 16, v);
   uLong crc = 0;
   for (size_t done = 0; done < n; done += buf.size())
-    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(buf.data()), static_cast<uInt>(std::min(buf.size(), n - done) * 4));
+    crc =
+        ::crc32(crc, reinterpret_cast<const Bytef*>(buf.data()), static_cast<uInt>(std::min(buf.size(), n - done) * 4));
   return static_cast<uint32_t>(crc);
 }
 
@@ -177,14 +181,15 @@ TEST_F(ToolsHostile, ReportedFilesEndInClearErrors) {
   cases.push_back({"deep_shared_key.pt", th::deep_shared_key(), "the value has 1 leaf"});
   cases.push_back({"empty_dicts.pt", th::empty_dicts(), "LoadOptions::max_value_bytes"});
   cases.push_back({"empty_dicts_deflated.pt", th::empty_dicts(9'900'000, true), "LoadOptions::max_value_bytes"});
-  cases.push_back({"nested_records.pt", th::nested_records(), "entries 'archive/data/000' and 'archive/data/001' overlap"});
+  cases.push_back(
+      {"nested_records.pt", th::nested_records(), "entries 'archive/data/000' and 'archive/data/001' overlap"});
   for (const Case& c : cases) {
     write(c.name, c.bytes);
     const std::string f = path(c.name);
     expect_bounded(inspect({f}), std::string("nabla-inspect ") + c.name, 1, c.text);
     expect_bounded(inspect({"--json", f}), std::string("nabla-inspect --json ") + c.name, 1, c.text);
-    expect_bounded(convert({f, path("out.safetensors")}), std::string("nabla-convert ") + c.name + " out.safetensors", 1,
-                   c.text);
+    expect_bounded(convert({f, path("out.safetensors")}), std::string("nabla-convert ") + c.name + " out.safetensors",
+                   1, c.text);
     expect_bounded(convert({f, path("out.pt")}), std::string("nabla-convert ") + c.name + " out.pt", 1, c.text);
     EXPECT_FALSE(fs::exists(path("out.safetensors")) || fs::exists(path("out.pt")));
   }
@@ -225,24 +230,27 @@ TEST_F(ToolsHostile, ExpandedViewsAreSummedAndConvertedWithoutCopies) {
   expect_bounded(r, "nabla-convert expanded.pt out.safetensors", 1,
                  "would hold 2000000000 bytes of values, more than the limit of " +
                      std::to_string((uint64_t(64) << 20) + 4 * fs::file_size(f)));
-  EXPECT_NE(r.err.find("'expanded' is a view of shape [500000000] and strides [0] over 1 stored element"), std::string::npos)
+  EXPECT_NE(r.err.find("'expanded' is a view of shape [500000000] and strides [0] over 1 stored element"),
+            std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(path("out.safetensors")));
   // Views of every kind sum as their contiguous copies do, and small ones convert.
   Tensor base = arange(24, dtype(kFloat32)).view({2, 3, 4});
   Tensor row = arange(4, dtype(kInt64)).view({1, 4});
-  Value views = Value::dict({{"expanded", row.expand({3, 4})},
-                             {"transposed", base.permute({2, 0, 1})},
-                             {"sliced", base.slice(2, 1, 3)},
-                             {"inner_expand", base.slice(2, 0, 1).expand({2, 3, 5})},
-                             {"int8", Value::tensor(arange(6, dtype(kInt32)).view({2, 3}).t(), torch_io::StorageType::int8)}});
+  Value views =
+      Value::dict({{"expanded", row.expand({3, 4})},
+                   {"transposed", base.permute({2, 0, 1})},
+                   {"sliced", base.slice(2, 1, 3)},
+                   {"inner_expand", base.slice(2, 0, 1).expand({2, 3, 5})},
+                   {"int8", Value::tensor(arange(6, dtype(kInt32)).view({2, 3}).t(), torch_io::StorageType::int8)}});
   Value copies = Value::dict();
   for (const auto& [k, v] : views.entries())
     copies.set(k, k.to_string() == "int8" ? Value::tensor(v.to_tensor().contiguous(), torch_io::StorageType::int8)
                                           : Value(v.to_tensor().contiguous()));
   torch_io::save(path("views.pt"), views);
   torch_io::save(path("copies.pt"), copies);
-  json a = json::parse(inspect({"--json", path("views.pt")}).out), b = json::parse(inspect({"--json", path("copies.pt")}).out);
+  json a = json::parse(inspect({"--json", path("views.pt")}).out),
+       b = json::parse(inspect({"--json", path("copies.pt")}).out);
   ASSERT_EQ(a["tensors"].size(), 5u);
   EXPECT_EQ(a["tensors"], b["tensors"]);
   ASSERT_EQ(convert({path("views.pt"), path("views.safetensors")}).code, 0);
@@ -282,20 +290,24 @@ TEST_F(ToolsHostile, ManyValuesTakeLinearTime) {
 // replaces what is not UTF-8 and says so; safetensors refuses it by name.
 TEST_F(ToolsHostile, NamesCannotDriveTheTerminal) {
   Value d = Value::dict({{"\x1b[31mred", Tensor(ones({1}))},
-                         {"bidi\xe2\x80\xae" "cba", Tensor(ones({2}))},
+                         {"bidi\xe2\x80\xae"
+                          "cba",
+                          Tensor(ones({2}))},
                          {"bad\xff\xfe", Tensor(ones({3}))},
                          {"back\\slash", Tensor(ones({4}))},
                          {"title", "\x1b]0;pwned\x07"},
                          {"latin1", "caf\xe9"},
-                         {"c1", "\xc2\x9b" "31m"}},
+                         {"c1",
+                          "\xc2\x9b"
+                          "31m"}},
                         true);
   torch_io::save(path("names.pt"), d);
   ToolRun r = inspect({path("names.pt")});
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* raw : {"\x1b", "\xff", "\xe2\x80\xae", "\x07", "\xc2\x9b", "\xe9"})
     EXPECT_EQ(r.out.find(raw), std::string::npos) << "raw bytes reach the terminal:\n" << r.out;
-  for (const char* shown : {"\\x1b[31mred ", "bidi\\u202ecba ", "bad\\xff\\xfe ", "back\\\\slash ", "title = '\\x1b]0;pwned\\x07'",
-                            "latin1 = 'caf\\xe9'", "c1 = '\\u009b31m'"})
+  for (const char* shown : {"\\x1b[31mred ", "bidi\\u202ecba ", "bad\\xff\\xfe ", "back\\\\slash ",
+                            "title = '\\x1b]0;pwned\\x07'", "latin1 = 'caf\\xe9'", "c1 = '\\u009b31m'"})
     EXPECT_NE(r.out.find(shown), std::string::npos) << "no " << shown << " in\n" << r.out;
   r = inspect({"--json", path("names.pt")});
   ASSERT_EQ(r.code, 0) << r.err;

@@ -33,8 +33,8 @@ inline std::string file_bytes(const std::string& path) {
 
 struct Records {
   std::vector<std::string> records;
-  size_t trailing = 0;     // bytes of an incomplete last record
-  std::string error;       // a CRC mismatch or an absurd length, with its offset
+  size_t trailing = 0;  // bytes of an incomplete last record
+  std::string error;    // a CRC mismatch or an absurd length, with its offset
 };
 
 inline Records read_records(const std::string& bytes) {
@@ -73,10 +73,19 @@ inline Records read_records(const std::string& bytes) {
 // A decoded message: every field occurrence in order.
 struct Field {
   uint32_t number = 0, wire = 0;
-  uint64_t v = 0;       // varint, fixed64 or fixed32 bits
-  std::string bytes;    // length-delimited
-  double f64() const { double d; std::memcpy(&d, &v, 8); return d; }
-  float f32() const { uint32_t u = static_cast<uint32_t>(v); float f; std::memcpy(&f, &u, 4); return f; }
+  uint64_t v = 0;     // varint, fixed64 or fixed32 bits
+  std::string bytes;  // length-delimited
+  double f64() const {
+    double d;
+    std::memcpy(&d, &v, 8);
+    return d;
+  }
+  float f32() const {
+    uint32_t u = static_cast<uint32_t>(v);
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
   int64_t i64() const { return static_cast<int64_t>(v); }
 };
 
@@ -84,18 +93,29 @@ struct Msg {
   std::vector<Field> fields;
   const Field* get(uint32_t n) const {  // the last occurrence, as protobuf merges
     const Field* f = nullptr;
-    for (const auto& x : fields) if (x.number == n) f = &x;
+    for (const auto& x : fields)
+      if (x.number == n) f = &x;
     return f;
   }
   std::vector<Field> all(uint32_t n) const {  // copies: safe on a temporary message
     std::vector<Field> v;
-    for (const auto& x : fields) if (x.number == n) v.push_back(x);
+    for (const auto& x : fields)
+      if (x.number == n) v.push_back(x);
     return v;
   }
   bool has(uint32_t n) const { return get(n) != nullptr; }
-  int64_t i64(uint32_t n) const { auto f = get(n); return f ? f->i64() : 0; }
-  double f64(uint32_t n) const { auto f = get(n); return f ? f->f64() : 0.0; }
-  std::string str(uint32_t n) const { auto f = get(n); return f ? f->bytes : std::string(); }
+  int64_t i64(uint32_t n) const {
+    auto f = get(n);
+    return f ? f->i64() : 0;
+  }
+  double f64(uint32_t n) const {
+    auto f = get(n);
+    return f ? f->f64() : 0.0;
+  }
+  std::string str(uint32_t n) const {
+    auto f = get(n);
+    return f ? f->bytes : std::string();
+  }
   inline Msg msg(uint32_t n) const;
 };
 

@@ -55,9 +55,8 @@ namespace {
 class Tensorboard : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("nabla_tb_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("nabla_tb_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -160,11 +159,11 @@ TEST(TensorboardProto, WireFormat) {
   w.int64(1, 150);  // the protobuf documentation's example: 08 96 01
   EXPECT_EQ(out, std::string("\x08\x96\x01", 3));
   out.clear();
-  w.int64(2, 0);          // a default value is not written
+  w.int64(2, 0);  // a default value is not written
   w.str(3, "");
   w.f64(4, 0.0);
   EXPECT_TRUE(out.empty());
-  w.int64(2, -1);         // negative: ten bytes
+  w.int64(2, -1);  // negative: ten bytes
   EXPECT_EQ(out.size(), 11u);
   out.clear();
   w.f32_always(2, 0.0f);  // a oneof member is written even at 0
@@ -219,9 +218,10 @@ TEST_F(Tensorboard, FileNameAndFirstEventAsPyTorch) {
 
 TEST_F(Tensorboard, DefaultLogDirAndFileSuffix) {
   std::string d = tb::default_log_dir("_lr0.1");
-  EXPECT_TRUE(std::regex_match(d, std::regex(R"(runs/(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\d\d_\d\d-\d\d-\d\d_)" +
-                                                 std::regex_replace(tb::hostname(), std::regex(R"([.^$|()\[\]{}*+?\\-])"), R"(\$&)") +
-                                                 R"(_lr0\.1)")))
+  EXPECT_TRUE(std::regex_match(
+      d,
+      std::regex(R"(runs/(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\d\d_\d\d-\d\d-\d\d_)" +
+                 std::regex_replace(tb::hostname(), std::regex(R"([.^$|()\[\]{}*+?\\-])"), R"(\$&)") + R"(_lr0\.1)")))
       << d;
   { tb::SummaryWriter w(path(), {.filename_suffix = ".v2"}); }
   auto files = event_files(dir_);
@@ -234,8 +234,8 @@ TEST_F(Tensorboard, ScalarsWithStepsAndWallTimes) {
     tb::SummaryWriter w(path());
     w.add_scalar("loss/train", 0.5, 1);
     w.add_scalar("loss/train", 0.25, 2, 1234.5);
-    w.add_scalar("acc", 0.0, 0);                  // zero value and step: still a value
-    w.add_scalar("acc", tensor({0.75}), 7);       // a one-element tensor
+    w.add_scalar("acc", 0.0, 0);             // zero value and step: still a value
+    w.add_scalar("acc", tensor({0.75}), 7);  // a one-element tensor
     w.add_scalar("nostep", -3.0);
     w.add_scalar("big", 1e30, int64_t(1) << 40);
     EXPECT_THROW(w.add_scalar("t", tensor({1.0, 2.0})), ShapeError);
@@ -459,7 +459,7 @@ TEST_F(Tensorboard, HistogramEventHoldsTheProto) {
   EXPECT_EQ(h.f64(4), 6.5);
   EXPECT_EQ(h.f64(5), 0.25 + 2.25 + 2.25 + 9);
   EXPECT_EQ(tb_test::packed_f64(h.str(6)), (std::vector<double>{0, 1, 2, 3, 4}));  // 0.5 in the first bin: an
-  EXPECT_EQ(tb_test::packed_f64(h.str(7)), (std::vector<double>{0, 1, 2, 0, 1}));   // empty one in front
+  EXPECT_EQ(tb_test::packed_f64(h.str(7)), (std::vector<double>{0, 1, 2, 0, 1}));  // empty one in front
   // Default bins: -2 and 3 in their bins, 0 in [0, 1e-12); everything between stays as empty buckets.
   Msg d = values[1].v.msg(5);
   auto limits = tb_test::packed_f64(d.str(6)), counts = tb_test::packed_f64(d.str(7));
@@ -535,18 +535,25 @@ TEST_F(Tensorboard, ImageMistakesNameTheCallAndTheShape) {
   auto message = [](auto&& f) {
     try {
       f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
+    } catch (const Error& e) { return std::string(e.what()); }
     return std::string("no error");
   };
-  EXPECT_EQ(message([&] { w.add_image("x", rand({3, 4, 5}), 0, std::nullopt, "CHX"); }),
-            "add_image: dataformats must name H, W and optionally C and N once each (e.g. CHW, HWC, HW, NCHW), got 'CHX'");
-  EXPECT_EQ(message([&] { w.add_image("x", rand({2, 4, 5})); }),
+  EXPECT_EQ(
+      message([&] {
+        w.add_image("x", rand({3, 4, 5}), 0, std::nullopt, "CHX");
+      }),
+      "add_image: dataformats must name H, W and optionally C and N once each (e.g. CHW, HWC, HW, NCHW), got 'CHX'");
+  EXPECT_EQ(message([&] {
+              w.add_image("x", rand({2, 4, 5}));
+            }),
             "add_image: an image has 1, 3 or 4 channels (C), got 2 in shape [2, 4, 5] (CHW)");
-  EXPECT_EQ(message([&] { w.add_image("x", rand({4, 5})); }),
+  EXPECT_EQ(message([&] {
+              w.add_image("x", rand({4, 5}));
+            }),
             "add_image: dataformats 'CHW' has 3 dimensions but the image has shape [4, 5]");
-  EXPECT_EQ(message([&] { w.add_images("x", rand({3, 4, 5})); }),
+  EXPECT_EQ(message([&] {
+              w.add_images("x", rand({3, 4, 5}));
+            }),
             "add_images: 'x': dataformats 'NCHW' does not fit the shape [3, 4, 5]");
   EXPECT_THROW(w.add_image("x", zeros({3, 0, 5})), ValueError);
 }
@@ -575,11 +582,11 @@ TEST_F(Tensorboard, TextAsTheTextPlugin) {
 TEST_F(Tensorboard, PrCurveByHand) {
   // thresholds 0, 0.5, 1 (num_thresholds 3): bucket = floor(p * 2): 0.9, 0.8 -> 1; 0.3, 0.1 -> 0.
   // tp per bucket [1, 1, 0], fp [1, 1, 0]; at or above each threshold: tp [2, 1, 0], fp [2, 1, 0].
-  std::vector<double> want = {2, 1, 0,  2, 1, 0,  0, 1, 2,  0, 1, 2,  0.5, 0.5, 0,  1, 0.5, 0};
+  std::vector<double> want = {2, 1, 0, 2, 1, 0, 0, 1, 2, 0, 1, 2, 0.5, 0.5, 0, 1, 0.5, 0};
   EXPECT_EQ(tb::pr_curve_data(tensor({1, 0, 1, 0}), tensor({0.9f, 0.8f, 0.3f, 0.1f}), 3), want);
   // Weights multiply each example; 2.5 (bucket floor(2.5 * 1) = 2 of 0..1) falls in no bucket.
-  std::vector<double> weighted = tb::pr_curve_data(tensor({1.0, 0.0, 1.0}), tensor({0.9, 0.2, 2.5}), 2,
-                                                   tensor({2.0, 3.0, 100.0}));
+  std::vector<double> weighted =
+      tb::pr_curve_data(tensor({1.0, 0.0, 1.0}), tensor({0.9, 0.2, 2.5}), 2, tensor({2.0, 3.0, 100.0}));
   EXPECT_EQ(weighted, (std::vector<double>{2, 0, 3, 0, 0, 3, 0, 2, 0.4, 0, 1, 0}));
   {
     tb::SummaryWriter w(path());
@@ -629,7 +636,8 @@ TEST_F(Tensorboard, HparamsAsThePluginReadsThem) {
   ASSERT_EQ(infos.size(), 4u);
   std::vector<std::pair<std::string, int64_t>> got;
   for (const auto& f : infos) got.emplace_back(tb_test::parse(f.bytes).str(1), tb_test::parse(f.bytes).i64(4));
-  EXPECT_EQ(got, (std::vector<std::pair<std::string, int64_t>>{{"lr", 3}, {"batch", 3}, {"optimizer", 1}, {"shuffle", 2}}));
+  EXPECT_EQ(got,
+            (std::vector<std::pair<std::string, int64_t>>{{"lr", 3}, {"batch", 3}, {"optimizer", 1}, {"shuffle", 2}}));
   auto domain = tb_test::parse(infos[2].bytes).msg(5).all(1);
   ASSERT_EQ(domain.size(), 2u);
   EXPECT_EQ(tb_test::parse(domain[0].bytes).str(3), "adam");
@@ -739,8 +747,7 @@ TEST_F(Tensorboard, KilledWriterLeavesOnlyCompleteRecordsAndOnePartialTail) {
           w.add_scalar("s", static_cast<double>(i), i);
           w.add_text("t", std::string(static_cast<size_t>((i * 7919) % 200000), static_cast<char>('a' + i % 26)), i);
         }
-      } catch (...) {
-      }
+      } catch (...) {}
       ::_exit(3);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(30 + rng() % 120));
@@ -793,7 +800,8 @@ std::string run_capture(const std::string& cmd, int* code) {
 TEST_F(Tensorboard, OfficialProtobufReadsEverythingAndPyTorchsAlgorithmsAgree) {
   NABLA_NEEDS_PYTHON_MODULES("google.protobuf, numpy");
   if (std::system("command -v protoc > /dev/null 2>&1") != 0) {
-    if (nabla_test::torch_required()) FAIL() << "NABLA_REQUIRE_TORCH=1 but protoc is missing (apt-get install protobuf-compiler)";
+    if (nabla_test::torch_required())
+      FAIL() << "NABLA_REQUIRE_TORCH=1 but protoc is missing (apt-get install protobuf-compiler)";
     GTEST_SKIP() << "protoc is missing (Debian: apt-get install protobuf-compiler python3-protobuf)";
   }
   manual_seed(5);
@@ -830,9 +838,8 @@ TEST_F(Tensorboard, OfficialProtobufReadsEverythingAndPyTorchsAlgorithmsAgree) {
     w.add_embedding(rand({4, 3}), {"w", "x", "y", "z"}, rand({4, 1, 5, 5}), 13, "emb");
   }
   int code = 0;
-  std::string out = run_capture("/usr/bin/python3 " + std::string(NABLA_TESTS_DIR) + "/tensorboard/read_events.py " +
-                                    path() + " 2>&1",
-                                &code);
+  std::string out = run_capture(
+      "/usr/bin/python3 " + std::string(NABLA_TESTS_DIR) + "/tensorboard/read_events.py " + path() + " 2>&1", &code);
   ASSERT_EQ(code, 0) << out;
   nlohmann::json j = nlohmann::json::parse(out);
   ASSERT_EQ(j["checks"].size(), 4u) << out.substr(0, 4000);
@@ -848,7 +855,11 @@ TEST_F(Tensorboard, OfficialProtobufReadsEverythingAndPyTorchsAlgorithmsAgree) {
   EXPECT_EQ(value(3)["tag"], "loss");
   EXPECT_EQ(value(3)["simple_value"], 0.125);
   EXPECT_EQ(main[3]["step"], 4);
-  EXPECT_EQ(value(7)["image"], nlohmann::json({{"height", 5}, {"width", 7}, {"colorspace", 3}, {"png_bytes", value(7)["image"]["png_bytes"]}, {"png_signature", true}}));
+  EXPECT_EQ(value(7)["image"], nlohmann::json({{"height", 5},
+                                               {"width", 7},
+                                               {"colorspace", 3},
+                                               {"png_bytes", value(7)["image"]["png_bytes"]},
+                                               {"png_signature", true}}));
   EXPECT_EQ(value(8)["tag"], "md/text_summary");
   EXPECT_EQ(value(8)["tensor"]["dtype"], "DT_STRING");
   EXPECT_EQ(value(8)["tensor"]["string_val"][0], "# title\n*x*");

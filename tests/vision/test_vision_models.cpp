@@ -39,7 +39,8 @@ void load_reference(nn::Module& model, const torch_io::Value& ref) {
 
 // The zoo's model for a reference: built for the reference input's size (vit_b_16 fixes its image
 // size at construction; the other architectures ignore the option).
-std::shared_ptr<nn::Module> model_for(const std::string& name, const torch_io::Value& ref, vision::ModelOptions options = {}) {
+std::shared_ptr<nn::Module> model_for(const std::string& name, const torch_io::Value& ref,
+                                      vision::ModelOptions options = {}) {
   options.image_size = ref["input"].to_tensor().size(2);
   // "swin_t_64" is swin_t on a 64x64 input: the reference names the architecture.
   auto model = vision::create_model(ref.find("arch") ? ref["arch"].to_string() : name, options);
@@ -69,16 +70,18 @@ TEST_P(VisionModels, EvalMatchesTorchvision) {
   ASSERT_EQ(y.sizes(), expected.sizes());
   double err = relative_error(y, expected);
   std::printf("[vision] %s eval: input %s, %lld parameters, max relative error %.3g, forward %.0f ms\n", name.c_str(),
-              shape_str(ref["input"].to_tensor()).c_str(), static_cast<long long>(vision::count_parameters(*model)), err, ms);
+              shape_str(ref["input"].to_tensor()).c_str(), static_cast<long long>(vision::count_parameters(*model)),
+              err, ms);
   EXPECT_LE(err, 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, VisionModels,
                          ::testing::Values("resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
-                                           "resnext50_32x4d", "wide_resnet50_2", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn",
-                                           "alexnet", "squeezenet1_1", "densenet121", "mobilenet_v2", "mobilenet_v3_small",
-                                           "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0", "regnet_y_400mf", "convnext_tiny",
-                                           "vit_b_16", "swin_t", "swin_t_64"),
+                                           "resnext50_32x4d", "wide_resnet50_2", "vgg11", "vgg11_bn", "vgg16",
+                                           "vgg16_bn", "alexnet", "squeezenet1_1", "densenet121", "mobilenet_v2",
+                                           "mobilenet_v3_small", "mobilenet_v3_large", "efficientnet_b0",
+                                           "shufflenet_v2_x1_0", "regnet_y_400mf", "convnext_tiny", "vit_b_16",
+                                           "swin_t", "swin_t_64"),
                          [](const auto& info) { return info.param; });
 
 class VisionTraining : public ::testing::TestWithParam<std::string> {};
@@ -100,7 +103,8 @@ TEST_P(VisionTraining, GradientsMatchTorchvision) {
   // training-mode BatchNorm (mobilenet_v2's projection layers) have a gradient that is zero in exact
   // arithmetic, and both frameworks give rounding noise there (1e-5 against gradients of 1e3).
   double global = 0;
-  for (const auto& [pname, g] : ref["grads"].entries()) global = std::max(global, g.to_tensor().abs().max().item<double>());
+  for (const auto& [pname, g] : ref["grads"].entries())
+    global = std::max(global, g.to_tensor().abs().max().item<double>());
   double worst = 0;
   std::string worst_name;
   for (const auto& [pname, p] : model->named_parameters()) {
@@ -202,12 +206,14 @@ TEST(VisionWeights, StrictLoadingNamesMissingUnexpectedAndMismatchedKeys) {
 // torchvision's published ViT files predate MLPBlock's change to an MLP ("mlp.linear_1.weight");
 // load_weights renames those keys as torchvision's _load_from_state_dict does.
 TEST(VisionWeights, LoadsLegacyVitMlpNames) {
-  vision::VisionTransformerOptions o{.image_size = 32, .patch_size = 16, .num_layers = 2, .num_heads = 2, .hidden_dim = 8, .mlp_dim = 16};
+  vision::VisionTransformerOptions o{
+      .image_size = 32, .patch_size = 16, .num_layers = 2, .num_heads = 2, .hidden_dim = 8, .mlp_dim = 16};
   auto model = std::make_shared<vision::VisionTransformer>(o);
   nn::StateDict legacy;
   for (const auto& [k, v] : model->state_dict()) {
     std::string key = k;
-    for (const auto& [from, to] : {std::pair<std::string, std::string>{".mlp.0.", ".mlp.linear_1."}, {".mlp.3.", ".mlp.linear_2."}})
+    for (const auto& [from, to] :
+         {std::pair<std::string, std::string>{".mlp.0.", ".mlp.linear_1."}, {".mlp.3.", ".mlp.linear_2."}})
       if (auto pos = key.find(from); pos != std::string::npos) key.replace(pos, from.size(), to);
     legacy.insert(key, v + 1.0);
   }
@@ -252,9 +258,7 @@ TEST(VisionModels, CreateModelNamesAndOptions) {
   EXPECT_THROW(vision::create_model("resnet19"), ValueError);
   try {
     vision::create_model("resnet19");
-  } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("resnet18"), std::string::npos);
-  }
+  } catch (const ValueError& e) { EXPECT_NE(std::string(e.what()).find("resnet18"), std::string::npos); }
   auto m = vision::resnet50({.num_classes = 7, .zero_init_residual = true});
   EXPECT_EQ(m->named_parameters()["fc.weight"].sizes(), (Shape{7, 2048}));
   EXPECT_EQ(m->named_parameters()["layer1.0.bn3.weight"].abs().sum().item<double>(), 0.0);

@@ -48,7 +48,8 @@ inline nabla::nn::StateDict state_from_reference(const nabla::torch_io::Value& r
   for (const auto& e : ref["spec"].items()) {
     std::vector<int64_t> shape;
     for (const auto& d : e[1].items()) shape.push_back(d.to_int());
-    sd.insert(e[0].to_string(), hash_tensor(shape, e[2].to_double(), e[3].to_double(), static_cast<uint64_t>(e[4].to_int())));
+    sd.insert(e[0].to_string(),
+              hash_tensor(shape, e[2].to_double(), e[3].to_double(), static_cast<uint64_t>(e[4].to_int())));
   }
   for (const auto& [k, v] : ints.entries()) sd.insert(k.to_string(), v.to_tensor());
   return sd;
@@ -67,7 +68,8 @@ inline std::string reference_file(const std::string& model) {
   }();
   std::string p = own + "/" + model + ".pt";
   if (!std::filesystem::exists(p)) {
-    std::string cmd = "/usr/bin/python3 " + std::string(NABLA_TESTS_DIR) + "/vision/make_reference.py --out " + own + " " + model;
+    std::string cmd =
+        "/usr/bin/python3 " + std::string(NABLA_TESTS_DIR) + "/vision/make_reference.py --out " + own + " " + model;
     int rc = std::system(cmd.c_str());
     if (rc != 0) throw std::runtime_error("make_reference.py failed for " + model + ": " + cmd);
   }

@@ -10,8 +10,8 @@ int main() {
   using namespace nabla;
   manual_seed(0);
   nn::Sequential net(std::make_shared<nn::Conv2d>(1, 4, 3, nn::Conv2dOptions{.padding = 1, .bias = false}),
-                     std::make_shared<nn::BatchNorm2d>(4), std::make_shared<nn::ReLU>(), std::make_shared<nn::Flatten>(),
-                     std::make_shared<nn::Linear>(4 * 8 * 8, 3));
+                     std::make_shared<nn::BatchNorm2d>(4), std::make_shared<nn::ReLU>(),
+                     std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(4 * 8 * 8, 3));
   optim::SGD opt(net.parameters(), {.lr = 0.1, .momentum = 0.9});
   optim::AdamW adamw(net.parameters(), {.lr = 1e-3});
   Tensor x = randn({5, 1, 8, 8}), y = tensor({0, 1, 2, 0, 1}, kInt64);

@@ -23,17 +23,18 @@ using data::Interpolation;
 void expect_near_values(const Tensor& got, std::vector<float> want, double tol) {
   Tensor g = got.to(kFloat32).contiguous().view({-1});
   ASSERT_EQ(g.numel(), static_cast<int64_t>(want.size()));
-  for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_NEAR(g.data_ptr<float>()[i], want[i], tol) << "element " << i;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(g.data_ptr<float>()[i], want[i], tol) << "element " << i;
 }
 
 // Reference values: torch.nn.functional.interpolate (PyTorch 1.13) on x = [0, 1, 4, 2, 8].
 TEST(VisionPreprocess, BicubicMatchesPyTorch) {
   Tensor x = tensor({{0.f, 1.f, 4.f, 2.f, 8.f}});  // (1, 5)
   expect_near_values(data::resize(x, 1, 8, Interpolation::bicubic, false),
-                     {-0.0928345f, 0.1875610f, 1.1957397f, 3.3948364f, 3.4454956f, 1.8604126f, 5.2596436f, 8.5570068f}, 1e-5);
+                     {-0.0928345f, 0.1875610f, 1.1957397f, 3.3948364f, 3.4454956f, 1.8604126f, 5.2596436f, 8.5570068f},
+                     1e-5);
   expect_near_values(data::resize(x, 1, 8, Interpolation::bicubic, true),
-                     {-0.0719557f, 0.2437493f, 1.1417236f, 3.3646240f, 3.4757080f, 1.9144287f, 5.5305400f, 8.4317341f}, 1e-5);
+                     {-0.0719557f, 0.2437493f, 1.1417236f, 3.3646240f, 3.4757080f, 1.9144287f, 5.5305400f, 8.4317341f},
+                     1e-5);
   expect_near_values(data::resize(x, 1, 3, Interpolation::bicubic, false), {0.1481490f, 4.0f, 5.9999981f}, 1e-5);
   expect_near_values(data::resize(x, 1, 3, Interpolation::bicubic, true), {0.3846154f, 2.7674422f, 5.5384607f}, 1e-5);
   expect_near_values(data::resize(x, 1, 3, Interpolation::nearest), {0.f, 1.f, 2.f}, 0);
@@ -45,15 +46,18 @@ TEST(VisionPreprocess, BicubicMatchesPyTorch) {
   EXPECT_TRUE(equal(data::resize(img, 5, 7, Interpolation::bicubic, false), img));
   EXPECT_TRUE(equal(data::resize(img, 5, 7, Interpolation::bicubic, true), img));
   // A constant image stays constant (the weights sum to 1).
-  EXPECT_TRUE(allclose(data::resize(full({2, 13, 17}, 0.25), 6, 40, Interpolation::bicubic), full({2, 6, 40}, 0.25), 1e-6, 1e-6));
+  EXPECT_TRUE(allclose(data::resize(full({2, 13, 17}, 0.25), 6, 40, Interpolation::bicubic), full({2, 6, 40}, 0.25),
+                       1e-6, 1e-6));
 }
 
 // torchvision's Resize on a u8 tensor: computed in float, clamped to [0, 255] (bicubic overshoots
 // at a step) and rounded. Values from torchvision 0.14.
 TEST(VisionPreprocess, BicubicU8IsClampedAndRounded) {
   Tensor u = tensor({{0, 0, 255, 255, 0, 0}}, kUInt8);
-  EXPECT_TRUE(equal(data::resize(u, 1, 9, Interpolation::bicubic, false), tensor({{0, 0, 37, 218, 255, 218, 37, 0, 0}}, kUInt8)));
-  EXPECT_TRUE(equal(data::resize(u, 1, 9, Interpolation::bicubic, true), tensor({{0, 0, 31, 224, 255, 224, 31, 0, 0}}, kUInt8)));
+  EXPECT_TRUE(equal(data::resize(u, 1, 9, Interpolation::bicubic, false),
+                    tensor({{0, 0, 37, 218, 255, 218, 37, 0, 0}}, kUInt8)));
+  EXPECT_TRUE(equal(data::resize(u, 1, 9, Interpolation::bicubic, true),
+                    tensor({{0, 0, 31, 224, 255, 224, 31, 0, 0}}, kUInt8)));
   // The float result overshoots where the u8 one is clamped.
   Tensor f = data::resize(u.to(kFloat32), 1, 9, Interpolation::bicubic, false);
   EXPECT_GT(f.max().item<float>(), 300.f);
@@ -67,9 +71,7 @@ TEST(VisionPreprocess, ResizeErrorsNameTheOp) {
   try {
     data::resize(zeros({4, 4}, kInt64), 2, 2, Interpolation::bicubic);
     FAIL() << "no error";
-  } catch (const DTypeError& e) {
-    EXPECT_NE(std::string(e.what()).find("resize"), std::string::npos) << e.what();
-  }
+  } catch (const DTypeError& e) { EXPECT_NE(std::string(e.what()).find("resize"), std::string::npos) << e.what(); }
   EXPECT_THROW(data::affine(zeros({4, 4}), 10, 0, 0, 1, 0, Interpolation::bicubic), ValueError);
   // The smaller side becomes the size, the other int(size * long / short), as torchvision.
   EXPECT_EQ(data::resized_size(375, 500, 232), (std::array<int64_t, 2>{232, 309}));
@@ -82,7 +84,8 @@ TEST(VisionPreprocess, RandomResizedCropWindows) {
   Generator gen(7);
   for (int i = 0; i < 200; ++i) {
     auto [top, left, h, w] = rrc.get_params(50, 80, gen);
-    ASSERT_TRUE(h > 0 && w > 0 && top >= 0 && left >= 0 && top + h <= 50 && left + w <= 80) << top << " " << left << " " << h << " " << w;
+    ASSERT_TRUE(h > 0 && w > 0 && top >= 0 && left >= 0 && top + h <= 50 && left + w <= 80)
+        << top << " " << left << " " << h << " " << w;
     double area = static_cast<double>(h * w) / (50.0 * 80.0), ratio = static_cast<double>(w) / static_cast<double>(h);
     // Rounding to whole pixels moves area and ratio a little past the drawn values.
     EXPECT_GE(area, 0.08 * 0.8);
@@ -109,9 +112,7 @@ TEST(VisionPreprocess, WeightsTransformsTableAndErrors) {
   try {
     vision::weights_transforms("resnet51");
     FAIL() << "no error";
-  } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("resnet50"), std::string::npos) << e.what();
-  }
+  } catch (const ValueError& e) { EXPECT_NE(std::string(e.what()).find("resnet50"), std::string::npos) << e.what(); }
   EXPECT_EQ(t(zeros({300, 400, 3}, kUInt8)).sizes(), (Shape{3, 224, 224}));
   EXPECT_EQ(t(zeros({2, 3, 100, 120})).sizes(), (Shape{2, 3, 224, 224}));
   EXPECT_THROW(t(zeros({300, 400, 4}, kUInt8)), ShapeError);
@@ -128,7 +129,8 @@ std::string reference_dir() {
     if (std::filesystem::exists(std::string(d) + "/preprocess.pt")) return d;
   static std::string own = [] {
     auto d = std::filesystem::temp_directory_path() / ("nabla-preprocess-" + std::to_string(::getpid()));
-    std::string cmd = "/usr/bin/python3 " + std::string(NABLA_TESTS_DIR) + "/vision/make_preprocess_reference.py --out " + d.string();
+    std::string cmd =
+        "/usr/bin/python3 " + std::string(NABLA_TESTS_DIR) + "/vision/make_preprocess_reference.py --out " + d.string();
     if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
     return d.string();
   }();
@@ -200,8 +202,9 @@ TEST_P(VisionPipeline, MatchesTorchvision) {
       double max_diff = d.max().item<float>();
       double frac = d.gt(0.5).to(kFloat64).mean().item<double>();
       double pil = (unnormalize(mine, t) - unnormalize(ref["pil"].to_tensor(), t)).abs().max().item<float>();
-      std::printf("[preprocess] %s %s antialias=%d: max |diff| %.4f/255 (%.4f%% of values differ by 1/255); vs PIL %.2f/255\n",
-                  model.c_str(), name.to_string().c_str(), aa ? 1 : 0, max_diff, 100 * frac, pil);
+      std::printf(
+          "[preprocess] %s %s antialias=%d: max |diff| %.4f/255 (%.4f%% of values differ by 1/255); vs PIL %.2f/255\n",
+          model.c_str(), name.to_string().c_str(), aa ? 1 : 0, max_diff, 100 * frac, pil);
       EXPECT_LE(max_diff, 1.0 + 1e-3) << model << " " << name.to_string() << " antialias " << aa;
       // Off by one level only where float rounding falls the other way: a handful of values, not a
       // systematic shift.
