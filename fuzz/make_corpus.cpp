@@ -11,9 +11,11 @@
 // Files in the fuzz targets' formats: checkpoint inputs start with a byte that picks the training
 // set-up of checkpoint_run.h, mnist inputs with a byte that picks a command line (even) or a
 // checkpoint (odd), see mnist_fuzzer.cpp.
+// <cstdio> first, in a block of its own: jpeglib.h needs FILE and size_t.
+#include <cstdio>
+
 #include <jpeglib.h>
 #include <zlib.h>
-#include <cstdio>  // before jpeglib.h, which needs FILE and size_t
 
 #include <cmath>
 #include <cstring>
