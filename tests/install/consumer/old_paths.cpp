@@ -15,7 +15,9 @@
 static_assert(std::is_same_v<nabla::nn::OrderedDict<int>, nabla::OrderedDict<int>>);
 static_assert(std::is_same_v<nabla::nn::StateDict, nabla::StateDict>);
 
-// Returns 0 when the moved functions are reachable through the old paths.
+// What is checked is that this file compiles (the old paths reach the moved declarations, and the
+// static_asserts above hold) and links (the functions are defined in the installed library): taking
+// the addresses makes the linker resolve them. The pointers themselves are never null.
 int check_old_include_paths() {
   auto* save = &nabla::nn::save_weights;
   auto* load_torch = &nabla::nn::load_torch_weights;
