@@ -1,13 +1,21 @@
 // Convolution over any number of spatial dims (1 to 3) on the CPU, the path of conv3d: per image
 // and group, the input patches are unfolded into a matrix (vol2col) and multiplied with the
 // weights by the GEMM; the input gradient folds the patch gradients back (col2vol), the weight
-// gradient multiplies the output gradient with the unfolded patches. 2-D convolutions have their
-// own faster kernels (core/cpu/conv.cpp).
+// gradient multiplies the output gradient with the unfolded patches. 2-D float32/float64
+// convolutions have their own faster kernels (core/cpu/conv_gemm.cpp).
+//
+// float16 and bfloat16 convolutions of every dimension run here too: the patches are unfolded in
+// the 16-bit dtype (a copy), the products run on the low-precision GEMM (gemm_lowp.h: AMX or
+// AVX512_BF16 for bfloat16, a float32 conversion in the packing otherwise) with float32 sums, the
+// bias is added to the float32 sums, and each output is rounded once. The input gradient's
+// fold-back and the weight gradient's sum over the images stay in float32 until the last store.
 #include <algorithm>
 #include <array>
 #include <cstring>
 
+#include "core/cpu/gemm_lowp.h"
 #include "core/cpu/kernels.h"
+#include "core/cpu/lowp.h"
 #include "core/parallel.h"
 
 namespace nabla::cpu::NABLA_CPU_ISA {
@@ -86,11 +94,98 @@ void into(const Tensor& out, F&& f) {
   copy(tmp, out);
 }
 
+// ---- float16 / bfloat16 ------------------------------------------------------------------------
+
+// Whether the unfolded matrix of an image is the image itself (1x1 kernel, stride 1, no padding).
+bool unfold_is_identity(const GeomNd& g) {
+  for (int i = 0; i < 3; ++i)
+    if (g.k[i] != 1 || g.stride[i] != 1 || g.pad[i] != 0) return false;
+  return true;
+}
+
+// The unfolded patches of image n, group gr: the image itself or the thread's scratch.
+template <class T>
+const T* patches(const GeomNd& g, const T* xp, int64_t n, int64_t gr) {
+  const T* x = xp + (n * g.C + gr * g.Cg) * g.in_size();
+  if (unfold_is_identity(g)) return x;
+  T* col = thread_scratch<T>(Scratch::conv_col, g.rows() * g.out_size());
+  unfold<false, T>(g, x, col);
+  return col;
+}
+
+template <class T>
+void conv_lowp(const GeomNd& g, const T* xp, const T* wp, const T* bp, T* yp) {
+  const int64_t osz = g.out_size(), rows = g.rows();
+  float* acc = thread_scratch<float>(Scratch::conv_image, g.Og * osz);
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t gr = 0; gr < g.G; ++gr) {
+      const T* col = patches(g, xp, n, gr);
+      // acc (Og, osz) = W_g (Og, rows) @ col (rows, osz), in float32
+      gemm_lowp<T, float>(g.Og, osz, rows, 1.0f, wp + gr * g.Og * rows, rows, 1, col, osz, 1, 0.0f, acc, osz);
+      T* yg = yp + (n * g.O + gr * g.Og) * osz;
+      parallel_for(0, g.Og, std::max<int64_t>(1, 16384 / std::max<int64_t>(osz, 1)), [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) {
+          float* a = acc + o * osz;
+          if (bp) {
+            const float v = static_cast<float>(bp[gr * g.Og + o]);
+            for (int64_t i = 0; i < osz; ++i) a[i] += v;
+          }
+          lowp::from_float(a, osz, yg + o * osz);
+        }
+      });
+    }
+}
+
+template <class T>
+void conv_input_grad_lowp(const GeomNd& g, const T* gyp, const T* wp, T* gxp) {
+  const int64_t osz = g.out_size(), rows = g.rows(), isz = g.Cg * g.in_size();
+  const bool identity = unfold_is_identity(g);
+  float* img = thread_scratch<float>(Scratch::conv_image, isz);
+  float* col = identity ? img : thread_scratch<float>(Scratch::conv_rows, rows * osz);
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t gr = 0; gr < g.G; ++gr) {
+      // col (rows, osz) = W_g^T (rows, Og) @ gy_g (Og, osz), in float32, folded back into the image.
+      gemm_lowp<T, float>(rows, osz, g.Og, 1.0f, wp + gr * g.Og * rows, 1, rows, gyp + (n * g.O + gr * g.Og) * osz, osz,
+                          1, 0.0f, col, osz);
+      if (!identity) {
+        std::fill(img, img + isz, 0.0f);
+        unfold<true, float>(g, img, col);
+      }
+      lowp::from_float(img, isz, gxp + (n * g.C + gr * g.Cg) * g.in_size());
+    }
+}
+
+template <class T>
+void conv_weight_grad_lowp(const GeomNd& g, const T* xp, const T* gyp, T* gwp) {
+  const int64_t osz = g.out_size(), rows = g.rows();
+  // The float32 sum over the images, rounded once at the end.
+  Tensor acc_t = internal::make_empty({g.O * rows}, DType::f32, kCPU);
+  float* acc = acc_t.data_ptr<float>();
+  std::fill(acc, acc + g.O * rows, 0.0f);
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t gr = 0; gr < g.G; ++gr) {
+      const T* col = patches(g, xp, n, gr);
+      // gw_g (Og, rows) += gy_g (Og, osz) @ col^T (osz, rows)
+      gemm_lowp<T, float>(g.Og, rows, osz, 1.0f, gyp + (n * g.O + gr * g.Og) * osz, osz, 1, col, 1, osz, 1.0f,
+                          acc + gr * g.Og * rows, rows);
+    }
+  lowp::from_float(acc, g.O * rows, gwp);
+}
+
 }  // namespace
 
 void conv_nd(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const ConvParams& p, const Tensor& out) {
   Tensor x = contig(x_in), w = contig(w_in), b = bias.defined() ? contig(bias) : bias;
   const GeomNd g = geom_nd(x, w, out, p);
+  if (lowp::is_lowp(x.dtype())) {
+    return lowp::visit(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      into<T>(out, [&](T* yp) {
+        conv_lowp<T>(g, static_cast<const T*>(x.data_ptr()), static_cast<const T*>(w.data_ptr()),
+                     b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr, yp);
+      });
+    });
+  }
   visit_float(x.dtype(), "conv", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = static_cast<const T*>(x.data_ptr());
@@ -118,6 +213,14 @@ void conv_nd(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const C
 void conv_nd_input_grad(const Tensor& gy_in, const Tensor& w_in, const ConvParams& p, const Tensor& gx) {
   Tensor gy = contig(gy_in), w = contig(w_in);
   const GeomNd g = geom_nd(gx, w, gy, p);
+  if (lowp::is_lowp(gy.dtype())) {
+    return lowp::visit(gy.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      into<T>(gx, [&](T* gxp) {
+        conv_input_grad_lowp<T>(g, static_cast<const T*>(gy.data_ptr()), static_cast<const T*>(w.data_ptr()), gxp);
+      });
+    });
+  }
   visit_float(gy.dtype(), "conv_input_grad", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* gyp = static_cast<const T*>(gy.data_ptr());
@@ -140,6 +243,14 @@ void conv_nd_input_grad(const Tensor& gy_in, const Tensor& w_in, const ConvParam
 void conv_nd_weight_grad(const Tensor& x_in, const Tensor& gy_in, const ConvParams& p, const Tensor& gw) {
   Tensor x = contig(x_in), gy = contig(gy_in);
   const GeomNd g = geom_nd(x, gw, gy, p);
+  if (lowp::is_lowp(x.dtype())) {
+    return lowp::visit(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      into<T>(gw, [&](T* gwp) {
+        conv_weight_grad_lowp<T>(g, static_cast<const T*>(x.data_ptr()), static_cast<const T*>(gy.data_ptr()), gwp);
+      });
+    });
+  }
   visit_float(x.dtype(), "conv_weight_grad", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = static_cast<const T*>(x.data_ptr());

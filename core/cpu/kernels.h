@@ -76,6 +76,20 @@ void gemm_t(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t rsa, i
   else dgemm(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
 }
 
+// float16 or bfloat16: the dtypes the kernels below take through float32 (the convolutions through
+// conv_nd's low-precision path, pooling and index_add through lowp_via_float32).
+inline bool lowp_dtype(DType dt) { return dt == DType::f16 || dt == DType::bf16; }
+
+// A float16/bfloat16 tensor converted to float32 (a new contiguous tensor), or t itself.
+inline Tensor float32_of(const Tensor& t) {
+  if (!t.defined() || !lowp_dtype(t.dtype())) return t;
+  Tensor c = internal::make_empty(t.sizes(), DType::f32, kCPU);
+  copy(t, c);
+  return c;
+}
+// An uninitialised float32 tensor of t's shape.
+inline Tensor float32_like(const Tensor& t) { return internal::make_empty(t.sizes(), DType::f32, kCPU); }
+
 // f(type_tag<float>) or f(type_tag<double>): the dtypes the convolution and pooling kernels take.
 template <class F>
 void visit_float(DType dt, const char* op, F&& f) {

@@ -275,6 +275,11 @@ void maxpool_general(const T* xp, const PoolGeom& g, const Pool2dParams& p, int6
 }  // namespace
 
 void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, const Tensor& indices) {
+  if (lowp_dtype(x_in.dtype())) {  // through float32: the maxima are the same values
+    Tensor y = float32_like(out);
+    max_pool2d(float32_of(x_in), p, y, indices);
+    return copy(y, out);
+  }
   Tensor x = contig(x_in);
   PoolGeom g = pool_geom(x, out);
   NABLA_CHECK(ValueError, out.is_contiguous() && (!indices.defined() || indices.is_contiguous()),
@@ -308,6 +313,11 @@ void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, co
 }
 
 void max_pool2d_backward(const Tensor& gy_in, const Tensor& indices_in, const Tensor& gx) {
+  if (lowp_dtype(gy_in.dtype())) {  // overlapping windows sum in float32, rounded once
+    Tensor g = float32_like(gx);
+    max_pool2d_backward(float32_of(gy_in), indices_in, g);
+    return copy(g, gx);
+  }
   Tensor gy = contig(gy_in), indices = contig(indices_in);
   NABLA_CHECK(ValueError, gx.is_contiguous(), "max_pool2d_backward: grad_input must be contiguous");
   PoolGeom g = pool_geom(gx, gy);
@@ -349,6 +359,11 @@ inline AvgWindow avg_window(const Pool2dParams& p, int64_t H, int64_t W, int64_t
 }  // namespace
 
 void avg_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out) {
+  if (lowp_dtype(x_in.dtype())) {  // float32 sums (the kernel's are double), rounded once
+    Tensor y = float32_like(out);
+    avg_pool2d(float32_of(x_in), p, y);
+    return copy(y, out);
+  }
   Tensor x = contig(x_in);
   PoolGeom g = pool_geom(x, out);
   NABLA_CHECK(ValueError, out.is_contiguous(), "avg_pool2d: output must be contiguous");
@@ -374,6 +389,11 @@ void avg_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out) {
 }
 
 void avg_pool2d_backward(const Tensor& gy_in, const Pool2dParams& p, const Tensor& gx) {
+  if (lowp_dtype(gy_in.dtype())) {
+    Tensor g = float32_like(gx);
+    avg_pool2d_backward(float32_of(gy_in), p, g);
+    return copy(g, gx);
+  }
   Tensor gy = contig(gy_in);
   NABLA_CHECK(ValueError, gx.is_contiguous(), "avg_pool2d_backward: grad_input must be contiguous");
   PoolGeom g = pool_geom(gx, gy);

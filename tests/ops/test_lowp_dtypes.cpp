@@ -387,16 +387,96 @@ TEST(LowpDtypesRegistry, OpsThatTakeBFloat16AgreeWithFloat32) {
   EXPECT_GT(checked, 100);
 }
 
-// conv2d and pooling still refuse them, by op and dtype (test_errors.cpp checks a NotImplemented one).
-TEST(LowpDtypesErrors, UnsupportedKernelsNameOpAndDtype) {
-  Tensor x = randn({1, 2, 5, 5}).to(kBFloat16), w = randn({3, 2, 3, 3}).to(kBFloat16);
-  EXPECT_TRUE(throws_with<Error>([&] { (void)max_pool2d(x, 2); }, {"max_pool2d", "bfloat16", "CPU"}));
-  try {
-    (void)conv2d(x, w);
-  } catch (const Error& e) {  // (or it accepts bfloat16 by now)
-    std::string m = e.what();
-    EXPECT_NE(m.find("conv2d"), std::string::npos) << m;
-    EXPECT_NE(m.find("bfloat16"), std::string::npos) << m;
+// ---- convolution, pooling, index_add -----------------------------------------------------------
+
+// A float16/bfloat16 convolution (forward, input and weight gradients) is the float32 convolution of
+// the same values with float32 sums, rounded once: within a few ulps of the dtype relative to the
+// output's scale, over 1-3 spatial dims, strides, padding, dilation, groups and 1x1 kernels.
+TEST(LowpDtypesConv, AgreesWithFloat32OnTheSameValues) {
+  struct C {
+    Shape x, w;
+    std::vector<int64_t> stride, padding, dilation;
+    int64_t groups;
+  };
+  const std::vector<C> cases = {
+      {{2, 3, 9, 11}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},                // 3x3, padded
+      {{2, 4, 10, 10}, {6, 2, 3, 2}, {2, 1}, {0, 1}, {1, 2}, 2},               // groups, stride, dilation
+      {{3, 8, 5, 7}, {5, 8, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},                 // 1x1: the patches are the image
+      {{2, 3, 17}, {4, 3, 5}, {2}, {2}, {1}, 1},                               // 1-D
+      {{1, 2, 4, 5, 6}, {3, 2, 2, 3, 3}, {1, 1, 2}, {1, 0, 1}, {1, 1, 1}, 1},  // 3-D
+  };
+  for (DType dt : kLowp) {
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+      const C& c = cases[ci];
+      SCOPED_TRACE("case " + std::to_string(ci) + " " + dtype_name(dt));
+      Tensor x0 = randn(c.x).to(dt), w0 = randn(c.w).to(dt), b0 = randn({c.w[0]}).to(dt);
+      auto run = [&](const Tensor& x, const Tensor& w, const Tensor& b) {
+        const size_t nd = c.x.size() - 2;
+        return nd == 1   ? conv1d(x, w, b, c.stride[0], c.padding[0], c.dilation[0], c.groups)
+               : nd == 2 ? conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups)
+                         : conv3d(x, w, b, c.stride, c.padding, c.dilation, c.groups);
+      };
+      Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+      Tensor y = run(x, w, b);
+      ASSERT_EQ(y.dtype(), dt);
+      Tensor x32 = x0.to(kFloat32).requires_grad_(), w32 = w0.to(kFloat32).requires_grad_(),
+             b32 = b0.to(kFloat32).requires_grad_();
+      Tensor y32 = run(x32, w32, b32);
+      Tensor g0 = randn(y32.sizes()).to(dt);
+      (y * g0).sum().backward();
+      (y32 * g0.to(kFloat32)).sum().backward();
+      const double ulp = dt == kBFloat16 ? 1.0 / 128 : 1.0 / 1024;
+      auto near = [&](const Tensor& got, const Tensor& want, const char* what) {
+        ASSERT_EQ(got.dtype(), dt) << what;
+        std::vector<double> wv = values(want);
+        double scale = 0;
+        for (double v : wv) scale = std::max(scale, std::fabs(v));
+        EXPECT_TRUE(values_near(values(got), wv, ulp * scale, ulp)) << what;
+      };
+      near(y, y32, "output");
+      near(x.grad(), x32.grad(), "input gradient");
+      near(w.grad(), w32.grad(), "weight gradient");
+      near(b.grad(), b32.grad(), "bias gradient");
+    }
+  }
+}
+
+// Rounded once: a bfloat16 convolution's output is the float32 convolution of the same values
+// rounded to bfloat16, bit for bit where the float32 sums are exact (small integers).
+TEST(LowpDtypesConv, IntegerValuedSumsAreExact) {
+  for (DType dt : kLowp) {
+    Tensor x = randint(-3, 4, {2, 3, 6, 6}).to(dt), w = randint(-2, 3, {4, 3, 3, 3}).to(dt);
+    Tensor want = conv2d(x.to(kFloat32), w.to(kFloat32), Tensor(), {1, 1}, {1, 1}).to(dt);
+    EXPECT_EQ(values(conv2d(x, w, Tensor(), {1, 1}, {1, 1})), values(want)) << dtype_name(dt);
+  }
+}
+
+// Pooling and index_add take float16/bfloat16 through float32: the maxima are the same values (and
+// the same indices), averages and sums are float32 sums rounded once, and the gradients too.
+TEST(LowpDtypesPool, MaxAvgAndIndexAddAsFloat32RoundedOnce) {
+  for (DType dt : kLowp) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x0 = randn({2, 3, 9, 8}).to(dt);
+    Tensor x = x0.clone().requires_grad_(), x32 = x0.to(kFloat32).requires_grad_();
+    auto [m, mi] = max_pool2d_with_indices(x, {3, 3}, {2, 2}, {1, 1});
+    auto [m32, mi32] = max_pool2d_with_indices(x32, {3, 3}, {2, 2}, {1, 1});
+    EXPECT_EQ(m.dtype(), dt);
+    EXPECT_EQ(values(m), values(m32.to(dt)));
+    EXPECT_EQ(values(mi), values(mi32));
+    Tensor a = avg_pool2d(x, {3, 3}, {2, 2}, {1, 1}), a32 = avg_pool2d(x32, {3, 3}, {2, 2}, {1, 1});
+    EXPECT_EQ(values(a), values(a32.to(dt)));
+    // Each gradient alone (their sum would round twice in the 16-bit graph and once in float32's).
+    for (const auto& [y, y32] : {std::pair{m, m32}, std::pair{a, a32}}) {
+      Tensor g = randn(y.sizes()).to(dt);
+      EXPECT_EQ(values(autograd::grad({y}, {x}, {g})[0]),
+                values(autograd::grad({y32}, {x32}, {g.to(kFloat32)})[0].to(dt)));
+    }
+    // index_add with repeated indices: one rounding per element, after the float32 sum.
+    Tensor dst = zeros({4, 5}, dtype(dt)), src = full({6, 5}, 1.0 / 3, dtype(dt));
+    Tensor idx = tensor(std::vector<int64_t>{0, 0, 0, 2, 2, 3});
+    Tensor got = dst.index_add(0, idx, src);
+    Tensor want = zeros({4, 5}).index_add(0, idx, src.to(kFloat32)).to(dt);
+    EXPECT_EQ(values(got), values(want));
   }
 }
 
