@@ -397,7 +397,7 @@ bool input_grad_as_conv(const ConvGeom& g) {
 }  // namespace
 
 void conv(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const ConvParams& p, const Tensor& out) {
-  if (p.ndim != 2 || lowp_dtype(x_in.dtype())) return conv_nd(x_in, w_in, bias, p, out);
+  if (p.ndim != 2 || lowp::is_lowp(x_in.dtype())) return conv_nd(x_in, w_in, bias, p, out);
   Tensor x = contig(x_in), w = contig(w_in);
   ConvGeom g = geom(x, w, out, p);
   Tensor y = out.is_contiguous() ? out : internal::make_empty(out.sizes(), out.dtype(), out.device());
@@ -411,7 +411,7 @@ void conv(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv
 }
 
 void conv_input_grad(const Tensor& gy_in, const Tensor& w_in, const ConvParams& p, const Tensor& gx) {
-  if (p.ndim != 2 || lowp_dtype(gy_in.dtype())) return conv_nd_input_grad(gy_in, w_in, p, gx);
+  if (p.ndim != 2 || lowp::is_lowp(gy_in.dtype())) return conv_nd_input_grad(gy_in, w_in, p, gx);
   Tensor gy = contig(gy_in), w = contig(w_in);
   ConvGeom g = geom(gx, w, gy, p);
   Tensor out = gx.is_contiguous() ? gx : internal::make_empty(gx.sizes(), gx.dtype(), gx.device());

@@ -270,7 +270,7 @@ void conv_weight_grad_unfold(const T* xp, const T* gyp, const ConvGeom& g, T* gw
 }  // namespace
 
 void conv_weight_grad(const Tensor& x_in, const Tensor& gy_in, const ConvParams& p, const Tensor& gw) {
-  if (p.ndim != 2 || lowp_dtype(x_in.dtype())) return conv_nd_weight_grad(x_in, gy_in, p, gw);
+  if (p.ndim != 2 || lowp::is_lowp(x_in.dtype())) return conv_nd_weight_grad(x_in, gy_in, p, gw);
   Tensor x = contig(x_in), gy = contig(gy_in);
   ConvGeom g = geom(x, gw, gy, p);
   Tensor out = gw.is_contiguous() ? gw : internal::make_empty(gw.sizes(), gw.dtype(), gw.device());

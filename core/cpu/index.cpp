@@ -55,11 +55,11 @@ void index_select(const Tensor& x_in, int64_t dim, const Tensor& index_in, const
 }
 
 void index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Tensor& src_in) {
-  if (lowp_dtype(out.dtype())) {  // duplicate indices sum in float32, each element rounded once
+  if (lowp::is_lowp(out.dtype())) {  // duplicate indices sum in float32, each element rounded once
     NABLA_CHECK(ValueError, out.is_contiguous(), "index_add: destination must be contiguous");
-    Tensor acc = float32_of(out);
-    cpu::NABLA_CPU_ISA::index_add(acc, dim, index_in, float32_of(src_in));
-    return copy(acc, out);
+    Tensor acc = as_f32(out);
+    cpu::NABLA_CPU_ISA::index_add(acc, dim, index_in, as_f32(src_in));
+    return store_out(acc, out);
   }
   Tensor index = contig(index_in), src = contig(src_in);
   NABLA_CHECK(ValueError, out.is_contiguous(), "index_add: destination must be contiguous");

@@ -6,6 +6,7 @@
 #include "../backend.h"
 #include "../impl.h"
 #include "../ops.h"
+#include "lowp.h"
 
 #ifndef NABLA_CPU_ISA
 #define NABLA_CPU_ISA base
@@ -76,19 +77,22 @@ void gemm_t(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t rsa, i
   else dgemm(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc);
 }
 
-// float16 or bfloat16: the dtypes the kernels below take through float32 (the convolutions through
-// conv_nd's low-precision path, pooling and index_add through lowp_via_float32).
-inline bool lowp_dtype(DType dt) { return dt == DType::f16 || dt == DType::bf16; }
-
-// A float16/bfloat16 tensor converted to float32 (a new contiguous tensor), or t itself.
-inline Tensor float32_of(const Tensor& t) {
-  if (!t.defined() || !lowp_dtype(t.dtype())) return t;
-  Tensor c = internal::make_empty(t.sizes(), DType::f32, kCPU);
+// The kernels that take float16/bfloat16 through their float32 form (reductions, sorts, softmax,
+// pooling, index_add): a float32 copy of each 16-bit input, the float32 kernel into a float32
+// result, rounded once into the 16-bit output.
+inline Tensor as_f32(const Tensor& t) {
+  if (!t.defined() || !lowp::is_lowp(t.dtype())) return t;
+  Tensor c = internal::make_empty(t.sizes(), DType::f32, t.device());
   copy(t, c);
   return c;
 }
-// An uninitialised float32 tensor of t's shape.
-inline Tensor float32_like(const Tensor& t) { return internal::make_empty(t.sizes(), DType::f32, kCPU); }
+// A float32 tensor to receive what `out` (16-bit) will hold; other outputs are used as they are.
+inline Tensor f32_out(const Tensor& out) {
+  return lowp::is_lowp(out.dtype()) ? internal::make_empty(out.sizes(), DType::f32, out.device()) : out;
+}
+inline void store_out(const Tensor& o32, const Tensor& out) {
+  if (!o32.is_same(out)) copy(o32, out);
+}
 
 // f(type_tag<float>) or f(type_tag<double>): the dtypes the convolution and pooling kernels take.
 template <class F>

@@ -275,10 +275,10 @@ void maxpool_general(const T* xp, const PoolGeom& g, const Pool2dParams& p, int6
 }  // namespace
 
 void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, const Tensor& indices) {
-  if (lowp_dtype(x_in.dtype())) {  // through float32: the maxima are the same values
-    Tensor y = float32_like(out);
-    max_pool2d(float32_of(x_in), p, y, indices);
-    return copy(y, out);
+  if (lowp::is_lowp(x_in.dtype())) {  // through float32: the maxima are the same values
+    Tensor y = f32_out(out);
+    max_pool2d(as_f32(x_in), p, y, indices);
+    return store_out(y, out);
   }
   Tensor x = contig(x_in);
   PoolGeom g = pool_geom(x, out);
@@ -313,10 +313,10 @@ void max_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out, co
 }
 
 void max_pool2d_backward(const Tensor& gy_in, const Tensor& indices_in, const Tensor& gx) {
-  if (lowp_dtype(gy_in.dtype())) {  // overlapping windows sum in float32, rounded once
-    Tensor g = float32_like(gx);
-    max_pool2d_backward(float32_of(gy_in), indices_in, g);
-    return copy(g, gx);
+  if (lowp::is_lowp(gy_in.dtype())) {  // overlapping windows sum in float32, rounded once
+    Tensor g = f32_out(gx);
+    max_pool2d_backward(as_f32(gy_in), indices_in, g);
+    return store_out(g, gx);
   }
   Tensor gy = contig(gy_in), indices = contig(indices_in);
   NABLA_CHECK(ValueError, gx.is_contiguous(), "max_pool2d_backward: grad_input must be contiguous");
@@ -359,10 +359,10 @@ inline AvgWindow avg_window(const Pool2dParams& p, int64_t H, int64_t W, int64_t
 }  // namespace
 
 void avg_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out) {
-  if (lowp_dtype(x_in.dtype())) {  // float32 sums (the kernel's are double), rounded once
-    Tensor y = float32_like(out);
-    avg_pool2d(float32_of(x_in), p, y);
-    return copy(y, out);
+  if (lowp::is_lowp(x_in.dtype())) {  // the float32 kernel's double sums, rounded once
+    Tensor y = f32_out(out);
+    avg_pool2d(as_f32(x_in), p, y);
+    return store_out(y, out);
   }
   Tensor x = contig(x_in);
   PoolGeom g = pool_geom(x, out);
@@ -389,10 +389,10 @@ void avg_pool2d(const Tensor& x_in, const Pool2dParams& p, const Tensor& out) {
 }
 
 void avg_pool2d_backward(const Tensor& gy_in, const Pool2dParams& p, const Tensor& gx) {
-  if (lowp_dtype(gy_in.dtype())) {
-    Tensor g = float32_like(gx);
-    avg_pool2d_backward(float32_of(gy_in), p, g);
-    return copy(g, gx);
+  if (lowp::is_lowp(gy_in.dtype())) {
+    Tensor g = f32_out(gx);
+    avg_pool2d_backward(as_f32(gy_in), p, g);
+    return store_out(g, gx);
   }
   Tensor gy = contig(gy_in);
   NABLA_CHECK(ValueError, gx.is_contiguous(), "avg_pool2d_backward: grad_input must be contiguous");

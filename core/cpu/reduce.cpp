@@ -25,23 +25,6 @@ namespace {
 
 using Dims = internal::ReduceDims;
 
-// The 16-bit floats reduce, sort and normalize in float32: a float32 copy of the input, the float32
-// kernel into a float32 result, rounded once into the 16-bit output (sums accumulate as float32's
-// do, in double).
-Tensor as_f32(const Tensor& t) {
-  if (!lowp::is_lowp(t.dtype())) return t;
-  Tensor c = internal::make_empty(t.sizes(), DType::f32, t.device());
-  copy(t, c);
-  return c;
-}
-// A float32 tensor to receive what `out` (16-bit) will hold; other outputs are used as they are.
-Tensor f32_out(const Tensor& out) {
-  return lowp::is_lowp(out.dtype()) ? internal::make_empty(out.sizes(), DType::f32, out.device()) : out;
-}
-void store_out(const Tensor& o32, const Tensor& out) {
-  if (!o32.is_same(out)) copy(o32, out);
-}
-
 // Reduction operators: identity, combine (an input into an accumulator), merge (ReduceAlgebra).
 template <ReduceOp OP, class T>
 struct Reducer {
