@@ -10,6 +10,7 @@
 // outer pass, which routes them like any node's: parameters used inside and outside the block get
 // one accumulation each, autograd::grad sees them, hooks run once.
 #include "autograd/checkpoint.h"
+#include "core/autocast.h"
 
 #include <algorithm>
 #include <optional>
@@ -121,6 +122,7 @@ class CheckpointNode final : public Node {
   std::vector<size_t> output_pos_;   // which of fn's outputs node output j is
   std::vector<Device> rng_devices_;  // empty: preserve_rng_state off
   std::vector<Generator::State> rng_states_;
+  autocast_internal::State autocast_;  // the forward's autocast state, for the recomputation
 
  private:
   bool released_ = false;
@@ -140,6 +142,7 @@ GradList CheckpointNode::apply(GradList&& grads) {
     std::optional<ReplayRng> rng;
     if (!rng_devices_.empty()) rng.emplace(rng_devices_, rng_states_);
     AutoGradMode record(true);
+    autocast_internal::Restore forward_autocast(autocast_);
     first = next_sequence_nr();
     outs = call(fn_, inputs);
     end = next_sequence_nr();
@@ -214,6 +217,7 @@ std::vector<Tensor> checkpoint(CheckpointFn fn, std::vector<Tensor> inputs, Chec
   node->num_fn_outputs_ = outs.size();
   node->rng_devices_ = std::move(devices);
   node->rng_states_ = std::move(states);
+  node->autocast_ = autocast_internal::capture();
   return outs;
 }
 

@@ -9,6 +9,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/engine_internal.h"
+#include "core/autocast.h"
 #include "core/impl.h"
 
 namespace nabla::autograd {
@@ -268,6 +269,8 @@ void run_backward(std::span<const Tensor> outputs, std::span<const Tensor> grad_
                   const Sinks* sinks = nullptr) {
   NABLA_CHECK(AutogradError, grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: got ",
               grad_outputs.size(), " gradients for ", outputs.size(), " outputs");
+  // Backward formulas run in the forward's dtypes: autocast is off in the engine (core/autocast.h).
+  autocast_internal::Suspend no_autocast;
   // The workspace of this nesting level (a backward may run inside a hook of another).
   if (tl_workspaces.size() <= tl_depth) tl_workspaces.push_back(std::make_unique<Workspace>());
   Workspace& ws = *tl_workspaces[tl_depth];

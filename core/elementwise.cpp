@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/autocast.h"
 #include "core/impl.h"
 #include "core/trace.h"
 
@@ -154,6 +155,8 @@ enum class OnInt { promote, reject, ints };
 Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryKind kind, double p0 = 0, double p1 = 0,
                     OnInt on_int = OnInt::promote) {
   const char* name = op_name(op);
+  if (autocast_internal::active()) [[unlikely]]
+    if (auto ac = autocast_internal::cast_inputs(op_id(op), {&x})) return unary_kernel(op, ac[0], kind, p0, p1, on_int);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced(t, op_id(op), {x}, UnaryAttrs{p0, p1},
                          [&] { return unary_kernel(op, x, kind, p0, p1, on_int); });
@@ -433,6 +436,8 @@ constexpr bool grads_read_a(BinaryOp op) {
 // Every binary op: checks, type promotion, broadcasting, the kernel, and the backward from the op
 // list (core/elementwise_ops.h).
 Tensor binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, Scalar alpha_s = 1) {
+  if (autocast_internal::active()) [[unlikely]]
+    if (auto ac = autocast_internal::cast_inputs(op_id(op), {&a_in, &b_in})) return binary(op, ac[0], ac[1], alpha_s);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced(t, op_id(op), {a_in, b_in}, BinaryAttrs{alpha_s.to_double()},
                          [&] { return binary(op, a_in, b_in, alpha_s); });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/autocast.h"
 #include "core/impl.h"
 #include "core/indexing_ops.h"
 #include "core/trace.h"
@@ -25,6 +26,8 @@ Tensor as_index(const Tensor& index, const char* op) {
 
 // ---- cat / stack --------------------------------------------------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (auto ac = autocast_internal::cast<OpId::cat>(tensors)) [[unlikely]]
+    return cat(ac.list(), dim);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::cat>(t, tensors, {.dim = dim}, [&] { return cat(tensors, dim); });
   NABLA_CHECK(ValueError, !tensors.empty(), "cat: expected a non-empty list of tensors");
@@ -98,6 +101,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (auto ac = autocast_internal::cast<OpId::stack>(tensors)) [[unlikely]]
+    return stack(ac.list(), dim);
   NABLA_CHECK(ValueError, !tensors.empty(), "stack: expected a non-empty list of tensors");
   int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> parts;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/autocast.h"
 #include "core/impl.h"
 #include "core/trace.h"
 
@@ -166,11 +167,15 @@ Tensor conv_any_batch(const Tensor& x, const Tensor& weight, const Tensor& bias,
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride, IntArrayRef padding,
               IntArrayRef dilation, int64_t groups) {
+  if (auto ac = autocast_internal::cast<OpId::conv2d>(x, weight, bias)) [[unlikely]]
+    return conv2d(ac[0], ac[1], ac[2], stride, padding, dilation, groups);
   return conv_any_batch(x, weight, bias, conv_params(stride, padding, dilation, groups, 2, "conv2d"));
 }
 
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride, IntArrayRef padding,
               IntArrayRef dilation, int64_t groups) {
+  if (auto ac = autocast_internal::cast<OpId::conv3d>(x, weight, bias)) [[unlikely]]
+    return conv3d(ac[0], ac[1], ac[2], stride, padding, dilation, groups);
   return conv_any_batch(x, weight, bias, conv_params(stride, padding, dilation, groups, 3, "conv3d"));
 }
 
@@ -208,6 +213,8 @@ Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, IntArrayRef k
 
 Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
                         IntArrayRef padding, IntArrayRef output_padding, int64_t groups, IntArrayRef dilation) {
+  if (auto ac = autocast_internal::cast<OpId::conv_transpose2d>(x_in, weight, bias)) [[unlikely]]
+    return conv_transpose2d(ac[0], ac[1], ac[2], stride, padding, output_padding, groups, dilation);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::conv_transpose2d>(
         t, {x_in, weight, bias},
@@ -240,6 +247,8 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight, const Tensor& 
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,
               int64_t dilation, int64_t groups) {
+  if (auto ac = autocast_internal::cast<OpId::conv1d>(x, weight, bias)) [[unlikely]]
+    return conv1d(ac[0], ac[1], ac[2], stride, padding, dilation, groups);
   NABLA_CHECK(ShapeError, x.dim() == 3 || x.dim() == 2, "conv1d: expected input (N, C, L) or (C, L), got shape ",
               x.sizes());
   NABLA_CHECK(ShapeError, weight.dim() == 3, "conv1d: expected weight (C_out, C_in/groups, k), got shape ",

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/autocast.h"
 #include "core/impl.h"
 #include "core/trace.h"
 
@@ -59,6 +60,8 @@ Tensor expand_grad(const Tensor& g, const Shape& keep_shape, const Shape& x_shap
 }  // namespace
 
 Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType> dtype_opt) {
+  if (auto ac = autocast_internal::cast<OpId::sum>(x)) [[unlikely]]
+    return sum(ac[0], dims, keepdim, dtype_opt);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::sum>(t, {x}, {.dims = trace::ints(dims), .keepdim = keepdim},
                                     [&] { return sum(x, dims, keepdim, dtype_opt); });
@@ -90,6 +93,8 @@ Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim) {
 Tensor mean(const Tensor& x) { return mean(x, IntArrayRef{}, false); }
 
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim) {
+  if (auto ac = autocast_internal::cast<OpId::prod>(x)) [[unlikely]]
+    return prod(ac[0], dim, keepdim);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::prod>(
         t, {x}, {.dims = x.dim() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{dim}, .keepdim = keepdim},
@@ -118,6 +123,8 @@ Tensor prod(const Tensor& x, int64_t dim, bool keepdim) {
   return out;
 }
 Tensor prod(const Tensor& x) {
+  if (auto ac = autocast_internal::cast<OpId::prod>(x)) [[unlikely]]
+    return prod(ac[0]);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::prod>(t, {x}, {}, [&] { return prod(x); });
   return prod(x.reshape({-1}), 0, false);
@@ -281,6 +288,8 @@ Tensor norm(const Tensor& x, double p, IntArrayRef dims, bool keepdim) {
 }
 
 Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim) {
+  if (auto ac = autocast_internal::cast<OpId::logsumexp>(x)) [[unlikely]]
+    return logsumexp(ac[0], dims, keepdim);
   NABLA_CHECK(DTypeError, is_floating(x.dtype()), "logsumexp: input dtype must be floating, got ", x.dtype());
   // float16/bfloat16: every step in float32, rounded once (as PyTorch's float32 accumulation).
   if (is_low_precision(x.dtype())) return logsumexp(x.to(DType::f32), dims, keepdim).to(x.dtype());
@@ -323,6 +332,8 @@ Tensor count_nonzero(const Tensor& x, IntArrayRef dims) {
 
 // ---- scans --------------------------------------------------------------------------------------
 Tensor cumsum(const Tensor& x, int64_t dim) {
+  if (auto ac = autocast_internal::cast<OpId::cumsum>(x)) [[unlikely]]
+    return cumsum(ac[0], dim);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::cumsum>(t, {x}, {.dim = dim}, [&] { return cumsum(x, dim); });
   int64_t d = wrap_dim(dim, x.dim(), "cumsum");
@@ -339,6 +350,8 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
 }
 
 Tensor cumprod(const Tensor& x, int64_t dim) {
+  if (auto ac = autocast_internal::cast<OpId::cumprod>(x)) [[unlikely]]
+    return cumprod(ac[0], dim);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::cumprod>(t, {x}, {.dim = dim}, [&] { return cumprod(x, dim); });
   int64_t d = wrap_dim(dim, x.dim(), "cumprod");

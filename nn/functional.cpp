@@ -1,6 +1,7 @@
 // nn::functional layers: bilinear, the normalizations, dropout, interpolate and the distances.
 // Losses are in losses.cpp.
 #include "nn/functional.h"
+#include "core/autocast.h"
 
 #include <algorithm>
 #include <cmath>
@@ -289,6 +290,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 }
 
 Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+  if (auto ac = autocast_internal::cast<OpId::layer_norm>(x, weight, bias)) [[unlikely]]
+    return layer_norm(ac[0], normalized_shape, ac[1], ac[2], eps);
   int64_t k = static_cast<int64_t>(normalized_shape.size());
   bool ok = k >= 1 && x.dim() >= k && std::equal(normalized_shape.begin(), normalized_shape.end(), x.sizes().end() - k);
   NABLA_CHECK(ShapeError, ok, "layer_norm: normalized_shape ", normalized_shape,
@@ -306,6 +309,8 @@ Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& w
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  if (auto ac = autocast_internal::cast<OpId::group_norm>(x, weight, bias)) [[unlikely]]
+    return group_norm(ac[0], num_groups, ac[1], ac[2], eps);
   NABLA_CHECK(ShapeError, x.dim() >= 2, "group_norm: expected input (N, C, *), got ", x.sizes());
   int64_t n = x.size(0), c = x.size(1);
   NABLA_CHECK(ValueError, num_groups > 0 && c % num_groups == 0, "group_norm: the number of channels (", c,
@@ -479,6 +484,8 @@ Tensor glu(const Tensor& x, int64_t dim) {
 }
 
 Tensor prelu(const Tensor& x, const Tensor& weight) {
+  if (auto ac = autocast_internal::cast<OpId::prelu>(x, weight)) [[unlikely]]
+    return prelu(ac[0], ac[1]);
   const int64_t c = weight.numel();
   Tensor w = weight;
   if (c == 1) {

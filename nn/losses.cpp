@@ -4,6 +4,7 @@
 #include <optional>
 #include <tuple>
 
+#include "core/autocast.h"
 #include "core/error.h"
 #include "core/graph.h"
 #include "nn/functional.h"
@@ -121,12 +122,22 @@ Tensor nll_loss_checked(const Tensor& input, const Tensor& target, const NLLLoss
 }  // namespace
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& o) {
+  if (auto ac = autocast_internal::cast<OpId::nll_loss>(input, target, o.weight)) [[unlikely]] {
+    NLLLossOptions cast_o = o;
+    cast_o.weight = ac[2];
+    return nll_loss(ac[0], ac[1], cast_o);
+  }
   NABLA_CHECK(DTypeError, input.is_floating_point(), "nll_loss: input must be floating, got ", input.dtype());
   check_class_target(input, target, o.weight, o.ignore_index, "nll_loss");
   return nll_loss_checked(input, target, o);
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& o) {
+  if (auto ac = autocast_internal::cast<OpId::cross_entropy>(input, target, o.weight)) [[unlikely]] {
+    CrossEntropyOptions cast_o = o;
+    cast_o.weight = ac[2];
+    return cross_entropy(ac[0], ac[1], cast_o);
+  }
   NABLA_CHECK(ValueError, input.defined() && target.defined(), "cross_entropy: input or target is undefined");
   NABLA_CHECK(DTypeError, input.is_floating_point(), "cross_entropy: input must be floating, got ", input.dtype());
   NABLA_CHECK(ShapeError, input.dim() >= 1, "cross_entropy: input must have a class dim, got a 0-dim tensor");
@@ -195,6 +206,8 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
 // ---- regression -----------------------------------------------------------------------------------
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r) {
+  if (auto ac = autocast_internal::cast<OpId::mse_loss>(input, target)) [[unlikely]]
+    return mse_loss(ac[0], ac[1], r);
   check_same_shape(input, target, "mse_loss");
   Tensor d = input - target;
   return reduce(d * d, r, "mse_loss");
@@ -217,6 +230,8 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1L
 }
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossOptions& o) {
+  if (auto ac = autocast_internal::cast<OpId::huber_loss>(input, target)) [[unlikely]]
+    return huber_loss(ac[0], ac[1], o);
   const Reduction r = o.reduction;
   const double delta = o.delta;
   check_same_shape(input, target, "huber_loss");
@@ -229,6 +244,8 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossOpti
 // ---- binary classification ------------------------------------------------------------------------
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCEOptions& o) {
+  if (auto ac = autocast_internal::cast<OpId::binary_cross_entropy>(input, target)) [[unlikely]]
+    return binary_cross_entropy(ac[0], ac[1], o);
   check_same_shape(input, target, "binary_cross_entropy");
   Tensor w = o.weight.defined() ? o.weight.to(input.dtype()) : Tensor();
   if (w.defined()) broadcast_shapes(w.sizes(), input.sizes(), "binary_cross_entropy (weight)");
@@ -265,6 +282,8 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCE
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const BCEWithLogitsOptions& o) {
+  if (auto ac = autocast_internal::cast<OpId::binary_cross_entropy_with_logits>(input, target)) [[unlikely]]
+    return binary_cross_entropy_with_logits(ac[0], ac[1], o);
   check_same_shape(input, target, "binary_cross_entropy_with_logits");
   // -log(sigmoid(x)) = log(1 + exp(-x)), exact and with the right gradient at x = 0.
   Tensor neg_log_sig = -logsigmoid(input);
@@ -286,6 +305,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 // ---- distributions --------------------------------------------------------------------------------
 
 Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions& o) {
+  if (auto ac = autocast_internal::cast<OpId::kl_div>(input, target)) [[unlikely]]
+    return kl_div(ac[0], ac[1], o);
   const Reduction r = o.reduction;
   const bool log_target = o.log_target;
   check_same_shape(input, target, "kl_div");

@@ -3,6 +3,7 @@
 // and linear are built on them. (baddbmm and tensordot, composites of these, are in
 // products_composite.cpp: this file holds the per-op hot path alone, which the compiler inlines
 // best in a unit of its own; measured, mm of 4 x 4 matrices took 6% longer with them here.)
+#include "core/autocast.h"
 #include "core/impl.h"
 #include "core/linalg/common.h"
 #include "core/trace.h"
@@ -32,6 +33,8 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  if (auto ac = autocast_internal::cast<OpId::mm>(a, b)) [[unlikely]]
+    return mm(ac[0], ac[1]);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::mm>(t, {a, b}, {}, [&] { return mm(a, b); });
   check_operands("mm", a, b);
@@ -52,6 +55,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (auto ac = autocast_internal::cast<OpId::bmm>(a, b)) [[unlikely]]
+    return bmm(ac[0], ac[1]);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::bmm>(t, {a, b}, {}, [&] { return bmm(a, b); });
   check_operands("bmm", a, b);
@@ -73,6 +78,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (auto ac = autocast_internal::cast<OpId::matmul>(a, b)) [[unlikely]]
+    return matmul(ac[0], ac[1]);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::matmul>(t, {a, b}, {}, [&] { return matmul(a, b); });
   NABLA_CHECK(ValueError, a.defined() && b.defined(), "matmul: input tensor is undefined");
@@ -127,6 +134,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mv(const Tensor& a, const Tensor& v) {
+  if (auto ac = autocast_internal::cast<OpId::mv>(a, v)) [[unlikely]]
+    return mv(ac[0], ac[1]);
   NABLA_CHECK(ShapeError, a.dim() == 2 && v.dim() == 1, "mv: expected a 2-D matrix and a 1-D vector, got shapes ",
               a.sizes(), " and ", v.sizes());
   NABLA_CHECK(ShapeError, a.sizes()[1] == v.sizes()[0], "mv: inner dimensions differ: lhs ", a.sizes(), " rhs ",
@@ -135,6 +144,8 @@ Tensor mv(const Tensor& a, const Tensor& v) {
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {
+  if (auto ac = autocast_internal::cast<OpId::dot>(a, b)) [[unlikely]]
+    return dot(ac[0], ac[1]);
   NABLA_CHECK(ShapeError, a.dim() == 1 && b.dim() == 1, "dot: expected 1-D tensors, got shapes ", a.sizes(), " and ",
               b.sizes());
   NABLA_CHECK(ShapeError, a.numel() == b.numel(), "dot: tensors have different lengths ", a.numel(), " and ",
@@ -206,6 +217,8 @@ Tensor add_product_lowp(const char* op, const Tensor& input, const Tensor& a, co
 }  // namespace linalg_internal
 
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
+  if (auto ac = autocast_internal::cast<OpId::addmm>(bias, a, b)) [[unlikely]]
+    return addmm(ac[0], ac[1], ac[2], beta, alpha);
   // float16 / bfloat16 on the CPU: one GEMM call (its 16-bit elementwise ops are not all there). CUDA
   // and a tracer keep the composite (a tracer records its parts).
   if (a.defined() && (a.dtype() == DType::f16 || a.dtype() == DType::bf16) && a.device().is_cpu() && !trace::active())
@@ -217,6 +230,8 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta, 
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (auto ac = autocast_internal::cast<OpId::linear>(x, weight, bias)) [[unlikely]]
+    return linear(ac[0], ac[1], ac[2]);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::linear>(t, {x, weight, bias}, {}, [&] { return linear(x, weight, bias); });
   NABLA_CHECK(ShapeError, weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features), got shape ",

@@ -1,5 +1,6 @@
 // Products composed of matmul (products.cpp): baddbmm and tensordot; and the small matrix ops
 // composed of views and elementwise ops: diag, linalg.trace, linalg.cross.
+#include "core/autocast.h"
 #include "core/impl.h"
 #include "core/linalg.h"
 #include "core/linalg/common.h"
@@ -25,6 +26,8 @@ Tensor diag(const Tensor& x, int64_t d) {
 }
 
 Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, Scalar beta, Scalar alpha) {
+  if (auto ac = autocast_internal::cast<OpId::baddbmm>(input, b1, b2)) [[unlikely]]
+    return baddbmm(ac[0], ac[1], ac[2], beta, alpha);
   NABLA_CHECK(ValueError, input.defined(), "baddbmm: input tensor is undefined");
   NABLA_CHECK(ShapeError, b1.defined() && b2.defined() && b1.dim() == 3 && b2.dim() == 3,
               "baddbmm: batch1 and batch2 must be 3-D tensors, got ", internal::describe(b1), " and ",
@@ -44,6 +47,8 @@ Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, Scalar b
 }
 
 Tensor tensordot(const Tensor& a, const Tensor& b, IntArrayRef dims_a, IntArrayRef dims_b) {
+  if (auto ac = autocast_internal::cast<OpId::tensordot>(a, b)) [[unlikely]]
+    return tensordot(ac[0], ac[1], dims_a, dims_b);
   NABLA_CHECK(ValueError, a.defined() && b.defined(), "tensordot: input tensor is undefined");
   NABLA_CHECK(ShapeError, dims_a.size() == dims_b.size(), "tensordot: both dim lists must have the same length, got ",
               dims_a.size(), " and ", dims_b.size());
