@@ -65,8 +65,6 @@ CastPolicy autocast_policy(OpId op, DeviceType device) {
     // float32 on the CPU
     case linalg_inv:
     case linalg_solve:
-    case linalg_det:
-    case linalg_slogdet:
     case linalg_cholesky:
     case linalg_qr:
     case linalg_svd:
@@ -77,6 +75,7 @@ CastPolicy autocast_policy(OpId op, DeviceType device) {
     case linalg_trace:
     case quantile:
     case nanquantile:
+    case max_unpool1d:  // PyTorch's max_unpool1d is its max_unpool2d
     case max_unpool2d: return cuda ? CastPolicy::none : CastPolicy::fp32;
     case grid_sample: return cuda ? CastPolicy::promote : CastPolicy::fp32;
     case prod: return CastPolicy::fp32;
@@ -156,6 +155,13 @@ uint8_t enabled_mask() {
 
 namespace autocast_internal {
 thread_local uint8_t tl_active = 0;
+namespace {
+thread_local DeviceType tl_cpu_lists = DeviceType::cpu;
+// The device whose lists an op on `device` follows.
+DeviceType lists_for(DeviceType device) { return device == DeviceType::cpu ? tl_cpu_lists : device; }
+}  // namespace
+ListsOf::ListsOf(DeviceType lists) : saved_(tl_cpu_lists) { tl_cpu_lists = lists; }
+ListsOf::~ListsOf() { tl_cpu_lists = saved_; }
 }  // namespace autocast_internal
 
 AutocastGuard::AutocastGuard(DeviceType device, bool enabled, DType dtype, bool cache) : device_(device), owns_(true) {
@@ -231,15 +237,16 @@ Tensor cast_to(const Tensor& t, DType to, bool lower) {
 }  // namespace
 
 // The casts of one call: the device from the first defined input.
-template <class Get>
-void cast_all(OpId op, size_t n, Get get, std::vector<Tensor>& out, bool& engaged, uint8_t& saved) {
+// policy: CastPolicy(DeviceType), the list the op is on for the inputs' device.
+template <class Policy, class Get>
+void cast_all(OpId op, Policy policy_of, size_t n, Get get, std::vector<Tensor>& out, bool& engaged, uint8_t& saved) {
   const Tensor* first = nullptr;
   for (size_t i = 0; i < n && !first; ++i)
     if (get(i).defined()) first = &get(i);
   if (!first) return;
   const DeviceType device = first->device().type;
   if (!(tl_active & (1u << static_cast<int>(device)))) return;
-  const CastPolicy policy = autocast_policy(op, device);
+  const CastPolicy policy = policy_of(device);
   if (policy == CastPolicy::none) return;
   NABLA_CHECK(ValueError, policy != CastPolicy::banned, op_name(op), ": unsafe to autocast on ", first->device(),
               " (its float16 gradients overflow); use binary_cross_entropy_with_logits (nn::BCEWithLogitsLoss), "
@@ -269,14 +276,25 @@ Cast cast_inputs(OpId op, std::initializer_list<const Tensor*> inputs) {
   Cast c;
   const Tensor* const* p = inputs.begin();
   cast_all(
-      op, inputs.size(), [&](size_t i) -> const Tensor& { return *p[i]; }, c.t_, c.engaged_, c.saved_);
+      op, [op](DeviceType d) { return autocast_policy(op, lists_for(d)); }, inputs.size(),
+      [&](size_t i) -> const Tensor& { return *p[i]; }, c.t_, c.engaged_, c.saved_);
+  return c;
+}
+
+Cast cast_inputs_as(OpId op, CastPolicy cpu, CastPolicy cuda, std::initializer_list<const Tensor*> inputs) {
+  Cast c;
+  const Tensor* const* p = inputs.begin();
+  cast_all(
+      op, [=](DeviceType d) { return lists_for(d) == DeviceType::cuda ? cuda : cpu; }, inputs.size(),
+      [&](size_t i) -> const Tensor& { return *p[i]; }, c.t_, c.engaged_, c.saved_);
   return c;
 }
 
 Cast cast_list(OpId op, const std::vector<Tensor>& inputs) {
   Cast c;
   cast_all(
-      op, inputs.size(), [&](size_t i) -> const Tensor& { return inputs[i]; }, c.t_, c.engaged_, c.saved_);
+      op, [op](DeviceType d) { return autocast_policy(op, lists_for(d)); }, inputs.size(),
+      [&](size_t i) -> const Tensor& { return inputs[i]; }, c.t_, c.engaged_, c.saved_);
   return c;
 }
 

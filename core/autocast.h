@@ -13,8 +13,9 @@
 //        float32: the losses (cross_entropy nll_loss mse_loss l1_loss smooth_l1_loss huber_loss kl_div
 //                 binary_cross_entropy(_with_logits) margin_ranking hinge_embedding cosine_embedding
 //                 triplet_margin soft_margin multi_margin poisson_nll ctc_loss), the linear algebra
-//                 (inv solve det slogdet cholesky qr svd svdvals eigh eigvalsh lstsq trace), grid_sample,
-//                 prod, quantile, nanquantile, max_unpool2d
+//                 (inv solve cholesky qr svd svdvals eigh eigvalsh lstsq trace), grid_sample, prod,
+//                 quantile, nanquantile, max_unpool1d/2d, pad in 'reflect' mode over 1-2 dims and in
+//                 'replicate' mode
 //        promote: cat stack
 //   CUDA lower:   as the CPU's, and mv einsum
 //        float32: exp expm1 log log10 log2 log1p reciprocal rsqrt sinh cosh tan acos asin erfinv pow
@@ -123,12 +124,16 @@ class Cast {
  private:
   friend Cast cast_inputs(OpId op, std::initializer_list<const Tensor*> inputs);
   friend Cast cast_list(OpId op, const std::vector<Tensor>& inputs);
+  friend Cast cast_inputs_as(OpId op, CastPolicy cpu, CastPolicy cuda, std::initializer_list<const Tensor*> inputs);
   std::vector<Tensor> t_;
   bool engaged_ = false;
   uint8_t saved_ = 0;
 };
 Cast cast_inputs(OpId op, std::initializer_list<const Tensor*> inputs);
 Cast cast_list(OpId op, const std::vector<Tensor>& inputs);
+// For an op whose list depends on its arguments (pad: its reflect and replicate modes are on the
+// CPU's float32 list, its other modes on none): the policy for each device given by the caller.
+Cast cast_inputs_as(OpId op, CastPolicy cpu, CastPolicy cuda, std::initializer_list<const Tensor*> inputs);
 
 // In a front-end:  if (auto ac = autocast_internal::cast<OpId::mm>(a, b)) [[unlikely]] return mm(ac[0], ac[1]);
 template <OpId Op, class... T>
@@ -143,6 +148,19 @@ Cast cast(const std::vector<Tensor>& inputs) {
     return {};
   return cast_list(Op, inputs);
 }
+
+// Tests only: while it lives, CPU tensors on this thread follow the lists of `lists` (kCUDA: a host
+// without a GPU checks that every op on CUDA's lists casts its inputs).
+class ListsOf {
+ public:
+  explicit ListsOf(DeviceType lists);
+  ListsOf(const ListsOf&) = delete;
+  ListsOf& operator=(const ListsOf&) = delete;
+  ~ListsOf();
+
+ private:
+  DeviceType saved_;
+};
 
 // The whole autocast state of this thread, for activation checkpointing's recomputation.
 struct State {

@@ -10,6 +10,7 @@
 #include <array>
 #include <numeric>
 
+#include "core/autocast.h"
 #include "core/impl.h"
 
 namespace nabla {
@@ -324,6 +325,8 @@ class Einsum {
 }  // namespace
 
 Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
+  if (auto ac = autocast_internal::cast<OpId::einsum>(operands)) [[unlikely]]
+    return einsum(equation, ac.list());
   return Einsum(equation, operands).run();
 }
 

@@ -523,6 +523,8 @@ static void check_integer_power(DType base, Scalar e) {
               ": integers to negative integer powers are not allowed (convert the base with .to(kFloat32))");
 }
 Tensor pow(const Tensor& a, Scalar e) {
+  if (auto ac = autocast_internal::cast<OpId::pow_scalar>(a)) [[unlikely]]
+    return pow(ac[0], e);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::pow_scalar>(t, {a}, {.value = e.to_double()}, [&] { return pow(a, e); });
   DType dt = internal::promote_with_scalar(a.dtype(), e);
@@ -653,8 +655,16 @@ Tensor where(const Tensor& cond, Scalar a, Scalar b) {
 }
 
 Tensor lerp(const Tensor& x, const Tensor& y, Scalar w) { return x + (y - x) * w; }
-Tensor addcmul(const Tensor& x, const Tensor& a, const Tensor& b, Scalar v) { return x + a * b * v; }
-Tensor addcdiv(const Tensor& x, const Tensor& a, const Tensor& b, Scalar v) { return x + a / b * v; }
+Tensor addcmul(const Tensor& x, const Tensor& a, const Tensor& b, Scalar v) {
+  if (auto ac = autocast_internal::cast<OpId::addcmul>(x, a, b)) [[unlikely]]
+    return addcmul(ac[0], ac[1], ac[2], v);
+  return x + a * b * v;
+}
+Tensor addcdiv(const Tensor& x, const Tensor& a, const Tensor& b, Scalar v) {
+  if (auto ac = autocast_internal::cast<OpId::addcdiv>(x, a, b)) [[unlikely]]
+    return addcdiv(ac[0], ac[1], ac[2], v);
+  return x + a / b * v;
+}
 
 // ---- in-place Tensor methods --------------------------------------------------------------------
 Tensor& Tensor::add_(const Tensor& o, Scalar alpha) { return binary_(BinaryOp::add, *this, o, alpha); }

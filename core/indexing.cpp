@@ -368,6 +368,8 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value) 
   return scatter_impl(x, dim, index, src, false);
 }
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  if (auto ac = autocast_internal::cast<OpId::scatter_add>(x, index, src)) [[unlikely]]
+    return scatter_add(ac[0], dim, ac[1], ac[2]);
   return scatter_impl(x, dim, index, src, true);
 }
 

@@ -260,6 +260,8 @@ std::tuple<Tensor, Tensor> var_mean(const Tensor& x, IntArrayRef dims, int64_t c
 }
 
 Tensor norm(const Tensor& x, double p, IntArrayRef dims, bool keepdim) {
+  if (auto ac = autocast_internal::cast<OpId::norm>(x)) [[unlikely]]
+    return norm(ac[0], p, dims, keepdim);
   NABLA_CHECK(DTypeError, is_floating(x.dtype()), "norm: input dtype must be floating, got ", x.dtype());
   // float16/bfloat16: every step in float32, rounded once (as PyTorch's float32 accumulation).
   if (is_low_precision(x.dtype())) return norm(x.to(DType::f32), p, dims, keepdim).to(x.dtype());
@@ -461,7 +463,15 @@ Tensor softmax_impl(const Tensor& x_in, int64_t dim, bool log) {
 }
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+Tensor softmax(const Tensor& x, int64_t dim) {
+  if (auto ac = autocast_internal::cast<OpId::softmax>(x)) [[unlikely]]
+    return softmax(ac[0], dim);
+  return softmax_impl(x, dim, false);
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (auto ac = autocast_internal::cast<OpId::log_softmax>(x)) [[unlikely]]
+    return log_softmax(ac[0], dim);
+  return softmax_impl(x, dim, true);
+}
 
 }  // namespace nabla

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/impl.h"
 #include "core/trace.h"
 
@@ -389,6 +390,8 @@ std::tuple<Tensor, Tensor> mode(const Tensor& x, int64_t dim, bool keepdim) {
 
 Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bool keepdim,
                 std::string_view interpolation) {
+  if (auto ac = autocast_internal::cast<OpId::quantile>(x, q)) [[unlikely]]
+    return quantile(ac[0], ac[1], dim, keepdim, interpolation);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::quantile>(t, {x, q}, {dim, keepdim, std::string(interpolation)},
                                          [&] { return quantile(x, q, dim, keepdim, interpolation); });
@@ -400,6 +403,8 @@ Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keep
 }
 Tensor nanquantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bool keepdim,
                    std::string_view interpolation) {
+  if (auto ac = autocast_internal::cast<OpId::nanquantile>(x, q)) [[unlikely]]
+    return nanquantile(ac[0], ac[1], dim, keepdim, interpolation);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::nanquantile>(t, {x, q}, {dim, keepdim, std::string(interpolation)},
                                             [&] { return nanquantile(x, q, dim, keepdim, interpolation); });

@@ -10,6 +10,7 @@
 #include <functional>
 #include <numeric>
 
+#include "core/autocast.h"
 #include "core/impl.h"
 #include "core/indexing_ops.h"
 #include "core/trace.h"
@@ -811,6 +812,8 @@ Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, Scalar va
 
 Tensor index_put(const Tensor& x, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
                  bool accumulate) {
+  if (auto ac = autocast_internal::cast<OpId::index_put>(x, values)) [[unlikely]]
+    return index_put(ac[0], indices, ac[1], accumulate);
   NABLA_CHECK(IndexError, static_cast<int64_t>(indices.size()) <= x.dim(), "index_put: ", indices.size(),
               " indices for a tensor of shape ", x.sizes());
   AdvancedIndex a;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/autocast.h"
 #include "nn/functional.h"
 #include "nn/init.h"
 
@@ -51,6 +52,11 @@ std::pair<Tensor, Tensor> attend(const Tensor& q_scaled, const Tensor& k, const 
 
 Tensor functional::scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                                 const ScaledDotProductAttentionOptions& o) {
+  if (auto ac = autocast_internal::cast<OpId::scaled_dot_product_attention>(q, k, v, o.attn_mask)) [[unlikely]] {
+    ScaledDotProductAttentionOptions cast_o = o;
+    cast_o.attn_mask = ac[3];
+    return scaled_dot_product_attention(ac[0], ac[1], ac[2], cast_o);
+  }
   const char* op = "scaled_dot_product_attention";
   NABLA_CHECK(ValueError, q.defined() && k.defined() && v.defined(), op, ": query, key and value must be defined");
   NABLA_CHECK(DTypeError, is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(), op,

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/error.h"
 #include "core/graph.h"
 #include "core/parallel.h"
@@ -95,6 +96,8 @@ std::vector<int64_t> lengths_of(const Tensor& t, const char* what) {
 
 Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, IntArrayRef input_lengths, IntArrayRef target_lengths,
                 const CTCLossOptions& o) {
+  if (auto ac = autocast_internal::cast<OpId::ctc_loss>(log_probs, targets)) [[unlikely]]
+    return ctc_loss(ac[0], ac[1], input_lengths, target_lengths, o);
   const char* op = "ctc_loss";
   NABLA_CHECK(ShapeError, log_probs.dim() == 3 || log_probs.dim() == 2, op,
               ": expected log_probs (T, N, C) or unbatched (T, C), got shape ", log_probs.sizes());

@@ -23,6 +23,8 @@ std::string shape_str(const Tensor& t) { return t.defined() ? internal::str(t.si
 // ---- bilinear -------------------------------------------------------------------------------------
 
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias) {
+  if (auto ac = autocast_internal::cast<OpId::bilinear>(x1, x2, weight, bias)) [[unlikely]]
+    return bilinear(ac[0], ac[1], ac[2], ac[3]);
   NABLA_CHECK(ShapeError, weight.dim() == 3,
               "bilinear: weight must be (out_features, in1_features, in2_features), got ", weight.sizes());
   int64_t out = weight.size(0), in1 = weight.size(1), in2 = weight.size(2);
@@ -138,6 +140,8 @@ Tensor resample_dim(const Tensor& x, int64_t d, int64_t n_out, double inv_scale,
 }  // namespace
 
 Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
+  if (auto ac = autocast_internal::cast<OpId::interpolate>(x)) [[unlikely]]
+    return interpolate(ac[0], o);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::interpolate>(t, {x},
                                             {.mode = o.mode,
@@ -208,6 +212,8 @@ Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
 }
 
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
+  if (auto ac = autocast_internal::cast<OpId::cosine_similarity>(x1, x2)) [[unlikely]]
+    return cosine_similarity(ac[0], ac[1], dim, eps);
   Shape shape = broadcast_shapes(x1.sizes(), x2.sizes(), "cosine_similarity");
   NABLA_CHECK(ShapeError, !shape.empty(), "cosine_similarity: expected tensors with at least one dim, got shapes ",
               x1.sizes(), " and ", x2.sizes());

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/error.h"
 #include "core/trace.h"
 #include "nn/functional.h"
@@ -41,6 +42,13 @@ Tensor pad(const Tensor& x, IntArrayRef padding, std::string_view mode, double v
                                     {.padding = trace::ints(padding), .value = value, .mode = std::string(mode)},
                                     [&] { return pad(x, padding, mode, value); });
   if (mode == "constant") return nabla::pad(x, padding, value);
+  // PyTorch's CPU float32 list holds reflection_pad1d/2d and replication_pad1d/2d/3d.
+  if (autocast_internal::active()) [[unlikely]] {
+    const bool fp32 = (mode == "reflect" && padding.size() <= 4) || mode == "replicate";
+    if (auto ac = autocast_internal::cast_inputs_as(OpId::pad, fp32 ? CastPolicy::fp32 : CastPolicy::none,
+                                                    CastPolicy::none, {&x}))
+      return pad(ac[0], padding, mode, value);
+  }
   const bool reflect = mode == "reflect", replicate = mode == "replicate", circular = mode == "circular";
   NABLA_CHECK(ValueError, reflect || replicate || circular, "pad: mode must be 'constant', 'reflect', 'replicate' or ",
               "'circular', got '", mode, "'");
@@ -138,6 +146,8 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArra
 
 Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,
                         int64_t output_padding, int64_t groups, int64_t dilation) {
+  if (auto ac = autocast_internal::cast<OpId::conv_transpose1d>(x, weight, bias)) [[unlikely]]
+    return conv_transpose1d(ac[0], ac[1], ac[2], stride, padding, output_padding, groups, dilation);
   NABLA_CHECK(ShapeError, x.dim() == 2 || x.dim() == 3,
               "conv_transpose1d: expected input (N, C_in, L) or (C_in, L), got shape ", x.sizes());
   NABLA_CHECK(ShapeError, weight.dim() == 3, "conv_transpose1d: expected weight (C_in, C_out/groups, k), got shape ",
@@ -150,6 +160,8 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bia
 
 Tensor conv_transpose3d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
                         IntArrayRef padding, IntArrayRef output_padding, int64_t groups, IntArrayRef dilation) {
+  if (auto ac = autocast_internal::cast<OpId::conv_transpose3d>(x_in, weight, bias)) [[unlikely]]
+    return conv_transpose3d(ac[0], ac[1], ac[2], stride, padding, output_padding, groups, dilation);
   const char* op = "conv_transpose3d";
   NABLA_CHECK(ShapeError, (x_in.dim() == 4 || x_in.dim() == 5) && weight.dim() == 5, op,
               ": expected input (N, C_in, D, H, W) or (C_in, D, H, W) and weight (C_in, C_out/groups, kD, kH, "
@@ -334,6 +346,8 @@ Tensor unpool_plane(const char* op, const Tensor& x_in, const Tensor& indices_in
 
 Tensor max_unpool2d(const Tensor& x_in, const Tensor& indices_in, IntArrayRef kernel_size, IntArrayRef stride,
                     IntArrayRef padding, IntArrayRef output_size) {
+  if (auto ac = autocast_internal::cast<OpId::max_unpool2d>(x_in, indices_in)) [[unlikely]]
+    return max_unpool2d(ac[0], ac[1], kernel_size, stride, padding, output_size);
   const char* op = "max_unpool2d";
   NABLA_CHECK(ShapeError, (x_in.dim() == 3 || x_in.dim() == 4) && indices_in.sizes() == x_in.sizes(), op,
               ": expected input (N, C, H, W) or (C, H, W) and indices of its shape, got ", x_in.sizes(), " and ",
@@ -346,6 +360,8 @@ Tensor max_unpool2d(const Tensor& x_in, const Tensor& indices_in, IntArrayRef ke
 
 Tensor max_unpool1d(const Tensor& x, const Tensor& indices, int64_t kernel_size, std::optional<int64_t> stride,
                     int64_t padding, std::optional<int64_t> output_size) {
+  if (auto ac = autocast_internal::cast<OpId::max_unpool1d>(x, indices)) [[unlikely]]
+    return max_unpool1d(ac[0], ac[1], kernel_size, stride, padding, output_size);
   const char* op = "max_unpool1d";
   NABLA_CHECK(ShapeError, (x.dim() == 2 || x.dim() == 3) && indices.sizes() == x.sizes(), op,
               ": expected input (N, C, L) or (C, L) and indices of its shape, got ", x.sizes(), " and ",
@@ -408,6 +424,8 @@ std::array<Tensor, 4> cubic_weights(const Tensor& t) {
 }  // namespace
 
 Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleOptions& o) {
+  if (auto ac = autocast_internal::cast<OpId::grid_sample>(input, grid)) [[unlikely]]
+    return grid_sample(ac[0], ac[1], o);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::grid_sample>(
         t, {input, grid}, {.mode = o.mode, .padding_mode = o.padding_mode, .align_corners = o.align_corners},

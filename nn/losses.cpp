@@ -214,11 +214,15 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r) {
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction r) {
+  if (auto ac = autocast_internal::cast<OpId::l1_loss>(input, target)) [[unlikely]]
+    return l1_loss(ac[0], ac[1], r);
   check_same_shape(input, target, "l1_loss");
   return reduce((input - target).abs(), r, "l1_loss");
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1LossOptions& o) {
+  if (auto ac = autocast_internal::cast<OpId::smooth_l1_loss>(input, target)) [[unlikely]]
+    return smooth_l1_loss(ac[0], ac[1], o);
   const Reduction r = o.reduction;
   const double beta = o.beta;
   check_same_shape(input, target, "smooth_l1_loss");
@@ -346,12 +350,16 @@ void check_triplet(const Tensor& a, const Tensor& p, const Tensor& n, const char
 }  // namespace
 
 Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin, Reduction r) {
+  if (auto ac = autocast_internal::cast<OpId::margin_ranking_loss>(x1, x2, y)) [[unlikely]]
+    return margin_ranking_loss(ac[0], ac[1], ac[2], margin, r);
   check_pair(x1, x2, "margin_ranking_loss");
   check_same_shape(x1, y.is_floating_point() ? y : y.to(x1.dtype()), "margin_ranking_loss");
   return reduce(clamp_min(-y.to(x1.dtype()) * (x1 - x2) + margin, 0), r, "margin_ranking_loss");
 }
 
 Tensor hinge_embedding_loss(const Tensor& x, const Tensor& y, double margin, Reduction r) {
+  if (auto ac = autocast_internal::cast<OpId::hinge_embedding_loss>(x, y)) [[unlikely]]
+    return hinge_embedding_loss(ac[0], ac[1], margin, r);
   check_same_shape(x, y.is_floating_point() ? y : y.to(x.dtype()), "hinge_embedding_loss");
   Tensor zero = zeros_like(x);
   Tensor t = y.to(x.dtype());
@@ -360,6 +368,8 @@ Tensor hinge_embedding_loss(const Tensor& x, const Tensor& y, double margin, Red
 }
 
 Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin, Reduction r) {
+  if (auto ac = autocast_internal::cast<OpId::cosine_embedding_loss>(x1, x2, y)) [[unlikely]]
+    return cosine_embedding_loss(ac[0], ac[1], ac[2], margin, r);
   check_pair(x1, x2, "cosine_embedding_loss");
   NABLA_CHECK(ShapeError, y.dim() <= 1,
               "cosine_embedding_loss: expected a () or (N) target (multi-target is not supported), "
@@ -380,6 +390,8 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y
 }
 
 Tensor triplet_margin_loss(const Tensor& a, const Tensor& p, const Tensor& n, const TripletMarginLossOptions& o) {
+  if (auto ac = autocast_internal::cast<OpId::triplet_margin_loss>(a, p, n)) [[unlikely]]
+    return triplet_margin_loss(ac[0], ac[1], ac[2], o);
   check_triplet(a, p, n, "triplet_margin_loss");
   Tensor d_pos = pairwise_distance(a, p, o.p, o.eps), d_neg = pairwise_distance(a, n, o.p, o.eps);
   if (o.swap) d_neg = minimum(d_neg, pairwise_distance(p, n, o.p, o.eps));
@@ -400,6 +412,8 @@ Tensor triplet_margin_with_distance_loss(const Tensor& a, const Tensor& p, const
 }
 
 Tensor soft_margin_loss(const Tensor& x, const Tensor& y, Reduction r) {
+  if (auto ac = autocast_internal::cast<OpId::soft_margin_loss>(x, y)) [[unlikely]]
+    return soft_margin_loss(ac[0], ac[1], r);
   Tensor t = y.defined() && !y.is_floating_point() ? y.to(x.dtype()) : y;
   check_same_shape(x, t, "soft_margin_loss");
   NABLA_CHECK(AutogradError, !autograd::needs_grad(t),
@@ -424,6 +438,11 @@ Tensor multilabel_soft_margin_loss(const Tensor& x, const Tensor& y, const Tenso
 }
 
 Tensor multi_margin_loss(const Tensor& x, const Tensor& y, const MultiMarginLossOptions& o) {
+  if (auto ac = autocast_internal::cast<OpId::multi_margin_loss>(x, y, o.weight)) [[unlikely]] {
+    MultiMarginLossOptions cast_o = o;
+    cast_o.weight = ac[2];
+    return multi_margin_loss(ac[0], ac[1], cast_o);
+  }
   const char* op = "multi_margin_loss";
   NABLA_CHECK(ValueError, x.defined() && y.defined(), op, ": input or target is undefined");
   NABLA_CHECK(DTypeError, x.is_floating_point(), op, ": input must be floating, got ", x.dtype());
@@ -442,6 +461,8 @@ Tensor multi_margin_loss(const Tensor& x, const Tensor& y, const MultiMarginLoss
 // ---- likelihood losses ---------------------------------------------------------------------------------
 
 Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, const PoissonNLLLossOptions& o) {
+  if (auto ac = autocast_internal::cast<OpId::poisson_nll_loss>(input, target)) [[unlikely]]
+    return poisson_nll_loss(ac[0], ac[1], o);
   check_same_shape(input, target, "poisson_nll_loss");
   Tensor loss = o.log_input ? exp(input) - target * input : input - target * log(input + o.eps);
   if (o.full) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/autocast.h"
 #include "core/trace.h"
 #include "nn/functional.h"
 #include "nn/init.h"
@@ -295,6 +296,25 @@ RNNBase::Result RNNBase::run(const utils::rnn::PackedSequence& x, const Tensor& 
 
 RNNBase::Result RNNBase::run_layers(Tensor rows, const std::vector<int64_t>& batch_sizes, const Tensor& h0,
                                     const Tensor& c0) {
+  if (autocast_internal::active()) [[unlikely]] {
+    std::vector<Tensor> ins{rows, h0, c0};
+    for (const RNNLayerWeights& w : weights)
+      ins.insert(ins.end(), {w.weight_ih, w.weight_hh, w.bias_ih, w.bias_hh, w.weight_hr});
+    const OpId id = mode == Mode::lstm ? OpId::lstm : mode == Mode::gru ? OpId::gru : OpId::rnn;
+    if (auto ac = autocast_internal::cast_list(id, ins)) {
+      std::vector<RNNLayerWeights> ws(weights.size());
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const size_t k = 3 + 5 * i;
+        ws[i] = {ac[k], ac[k + 1], ac[k + 2], ac[k + 3], ac[k + 4]};
+      }
+      return run_layers(ac[0], batch_sizes, ac[1], ac[2], ws);
+    }
+  }
+  return run_layers(std::move(rows), batch_sizes, h0, c0, weights);
+}
+
+RNNBase::Result RNNBase::run_layers(Tensor rows, const std::vector<int64_t>& batch_sizes, const Tensor& h0,
+                                    const Tensor& c0, const std::vector<RNNLayerWeights>& ws) {
   const int64_t D = num_directions(), L = static_cast<int64_t>(batch_sizes.size());
   const int64_t B = h0.size(1);
   const bool lstm = mode == Mode::lstm;
@@ -303,7 +323,7 @@ RNNBase::Result RNNBase::run_layers(Tensor rows, const std::vector<int64_t>& bat
     if (layer > 0 && dropout > 0 && training_) rows = functional::dropout(rows, dropout, true);
     std::vector<Tensor> dir_out;
     for (int64_t d = 0; d < D; ++d) {
-      const RNNLayerWeights& w = weights.at(static_cast<size_t>(layer * D + d));
+      const RNNLayerWeights& w = ws.at(static_cast<size_t>(layer * D + d));
       // All steps' input projections at once; RNN and LSTM fold b_hh in here, GRU keeps b_hn apart.
       Tensor b_hh_step = w.bias_hh;
       Tensor b_in = w.bias_ih;

@@ -204,7 +204,11 @@ class RNNBase : public Module {
   // The layer loop both run()s share: rows (S, input_size) are the steps' inputs one after another,
   // step t holding batch_sizes[t] rows (the first ones of the batch); h0, c0 (D * num_layers, B, *).
   // Returns the last layer's rows (S, D * H_out) and the final states (D * num_layers, B, *).
+  // Under autocast (rnn, lstm and gru are on the lower-precision lists) the inputs, states and
+  // weights are cast first, and every step runs in the region's dtype.
   Result run_layers(Tensor rows, const std::vector<int64_t>& batch_sizes, const Tensor& h0, const Tensor& c0);
+  Result run_layers(Tensor rows, const std::vector<int64_t>& batch_sizes, const Tensor& h0, const Tensor& c0,
+                    const std::vector<RNNLayerWeights>& ws);
 };
 
 struct RNNOptions {

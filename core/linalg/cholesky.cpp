@@ -63,6 +63,8 @@ namespace linalg {
 // ---- front-end and backward ---------------------------------------------------------------------
 
 Tensor cholesky(const Tensor& A, bool upper) {
+  if (auto ac = autocast_internal::cast<OpId::linalg_cholesky>(A)) [[unlikely]]
+    return cholesky(ac[0], upper);
   check_square("linalg.cholesky", A);
   Tensor L = cholesky_forward(A);
   if (autograd::needs_grad(A))

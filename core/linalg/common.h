@@ -23,6 +23,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "../autocast.h"
 #include "../impl.h"
 #include "../linalg.h"
 #include "solver.h"

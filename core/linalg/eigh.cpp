@@ -99,6 +99,8 @@ namespace linalg {
 // ---- front-ends ---------------------------------------------------------------------------------
 
 std::tuple<Tensor, Tensor> eigh(const Tensor& A, std::string_view UPLO) {
+  if (auto ac = autocast_internal::cast<OpId::linalg_eigh>(A)) [[unlikely]]
+    return eigh(ac[0], UPLO);
   check_square("linalg.eigh", A);
   auto [L, V] = eigh_forward(A, check_uplo("linalg.eigh", UPLO), true);
   if (autograd::needs_grad(A))
@@ -110,6 +112,8 @@ std::tuple<Tensor, Tensor> eigh(const Tensor& A, std::string_view UPLO) {
 }
 
 Tensor eigvalsh(const Tensor& A, std::string_view UPLO) {
+  if (auto ac = autocast_internal::cast<OpId::linalg_eigvalsh>(A)) [[unlikely]]
+    return eigvalsh(ac[0], UPLO);
   check_square("linalg.eigvalsh", A);
   char uplo = check_uplo("linalg.eigvalsh", UPLO);
   if (!autograd::needs_grad(A)) return std::get<0>(eigh_forward(A, uplo, false));

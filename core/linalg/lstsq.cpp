@@ -109,6 +109,8 @@ namespace linalg {
 // ---- front-end ------------------------------------------------------------------------------------
 
 LstsqResult lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond, std::string_view driver) {
+  if (auto ac = autocast_internal::cast<OpId::linalg_lstsq>(A, B)) [[unlikely]]
+    return lstsq(ac[0], ac[1], rcond, driver);
   check_matrix("linalg.lstsq", A);
   check_pair("linalg.lstsq", A, B);
   NABLA_CHECK(ValueError, driver == "gelsd" || driver == "gels",

@@ -170,6 +170,8 @@ namespace linalg {
 // ---- front-ends and backward --------------------------------------------------------------------
 
 Tensor inv(const Tensor& A) {
+  if (auto ac = autocast_internal::cast<OpId::linalg_inv>(A)) [[unlikely]]
+    return inv(ac[0]);
   check_square("linalg.inv", A);
   Tensor out = inv_forward(A);
   if (autograd::needs_grad(A))
@@ -202,6 +204,8 @@ Tensor solve_matrix(const Tensor& A, const Tensor& B) {
 }  // namespace
 
 Tensor solve(const Tensor& A, const Tensor& B, bool left) {
+  if (auto ac = autocast_internal::cast<OpId::linalg_solve>(A, B)) [[unlikely]]
+    return solve(ac[0], ac[1], left);
   check_square("linalg.solve", A);
   check_pair("linalg.solve", A, B);
   const int64_t n = cols(A);

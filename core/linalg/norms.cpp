@@ -41,6 +41,8 @@ std::pair<int64_t, int64_t> matrix_dims(const char* op, const Tensor& A, IntArra
 namespace linalg {
 
 Tensor vector_norm(const Tensor& x, double ord, IntArrayRef dims, bool keepdim) {
+  if (auto ac = autocast_internal::cast<OpId::linalg_vector_norm>(x)) [[unlikely]]
+    return vector_norm(ac[0], ord, dims, keepdim);
   NABLA_CHECK(ValueError, x.defined(), "linalg.vector_norm: input tensor is undefined");
   NABLA_CHECK(DTypeError, is_floating(x.dtype()), "linalg.vector_norm: expected a floating point input, got ",
               internal::describe(x));
@@ -48,6 +50,8 @@ Tensor vector_norm(const Tensor& x, double ord, IntArrayRef dims, bool keepdim) 
 }
 
 Tensor matrix_norm(const Tensor& A, std::string_view ord, IntArrayRef dims, bool keepdim) {
+  if (auto ac = autocast_internal::cast<OpId::linalg_matrix_norm>(A)) [[unlikely]]
+    return matrix_norm(ac[0], ord, dims, keepdim);
   check_float("linalg.matrix_norm", A);
   auto [d0, d1] = matrix_dims("linalg.matrix_norm", A, dims);
   if (ord == "fro") return nabla::norm(A, 2, {d0, d1}, keepdim);
@@ -56,6 +60,8 @@ Tensor matrix_norm(const Tensor& A, std::string_view ord, IntArrayRef dims, bool
 }
 
 Tensor matrix_norm(const Tensor& A, double ord, IntArrayRef dims, bool keepdim) {
+  if (auto ac = autocast_internal::cast<OpId::linalg_matrix_norm>(A)) [[unlikely]]
+    return matrix_norm(ac[0], ord, dims, keepdim);
   check_float("linalg.matrix_norm", A);
   auto [d0, d1] = matrix_dims("linalg.matrix_norm", A, dims);
   const double a = std::abs(ord);

@@ -98,12 +98,16 @@ Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims) {
 namespace linalg {
 
 Tensor trace(const Tensor& x) {
+  if (auto ac = autocast_internal::cast<OpId::linalg_trace>(x)) [[unlikely]]
+    return trace(ac[0]);
   NABLA_CHECK(ValueError, x.defined(), "trace: input tensor is undefined");
   NABLA_CHECK(ShapeError, x.dim() == 2, "trace: expected a matrix, got ", internal::describe(x));
   return x.diagonal(0, 0, 1).sum();
 }
 
 Tensor cross(const Tensor& a, const Tensor& b, int64_t dim) {
+  if (auto ac = autocast_internal::cast<OpId::linalg_cross>(a, b)) [[unlikely]]
+    return cross(ac[0], ac[1], dim);
   NABLA_CHECK(ValueError, a.defined() && b.defined(), "linalg.cross: input tensor is undefined");
   NABLA_CHECK(DTypeError, a.dtype() == b.dtype(), "linalg.cross: both inputs must have the same dtype, got ", a.dtype(),
               " and ", b.dtype());

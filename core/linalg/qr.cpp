@@ -112,6 +112,8 @@ namespace linalg {
 // ---- front-end ----------------------------------------------------------------------------------
 
 std::tuple<Tensor, Tensor> qr(const Tensor& A, std::string_view mode) {
+  if (auto ac = autocast_internal::cast<OpId::linalg_qr>(A)) [[unlikely]]
+    return qr(ac[0], mode);
   check_matrix("linalg.qr", A);
   NABLA_CHECK(ValueError, mode == "reduced" || mode == "complete" || mode == "r",
               "linalg.qr: qr received unrecognized mode '", mode,

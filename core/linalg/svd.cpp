@@ -128,6 +128,8 @@ namespace linalg {
 // ---- front-ends ---------------------------------------------------------------------------------
 
 std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool full_matrices) {
+  if (auto ac = autocast_internal::cast<OpId::linalg_svd>(A)) [[unlikely]]
+    return svd(ac[0], full_matrices);
   check_matrix("linalg.svd", A);
   auto [U, S, Vh] = svd_forward(A, full_matrices ? 'A' : 'S');
   if (autograd::needs_grad(A))
@@ -149,6 +151,8 @@ std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool full_matrices) {
 }
 
 Tensor svdvals(const Tensor& A) {
+  if (auto ac = autocast_internal::cast<OpId::linalg_svdvals>(A)) [[unlikely]]
+    return svdvals(ac[0]);
   check_matrix("linalg.svdvals", A);
   if (!autograd::needs_grad(A)) return std::get<1>(svd_forward(A, 'N'));
   // The gradient U diag(gS) Vh reads U and Vh from an svd whose own node carries the second order.

@@ -143,6 +143,62 @@ TEST(Autocast, CheckpointRecomputesUnderTheForwardsState) {
   }
 }
 
+// pad's list depends on its mode, as PyTorch's CPU list names reflection_pad1d/2d and
+// replication_pad1d/2d/3d: those run in float32, the other modes in the input's dtype.
+TEST(Autocast, PadModesFollowTheCpuList) {
+  Tensor x1 = randn({2, 3, 6}).to(kBFloat16), x3 = randn({1, 2, 4, 4, 4}).to(kBFloat16);
+  auto guard = autocast(kCPU);
+  EXPECT_EQ(F::pad(x1, {1, 2}, "reflect").dtype(), kFloat32);
+  EXPECT_EQ(F::pad(x1, {1, 2}, "replicate").dtype(), kFloat32);
+  EXPECT_EQ(F::pad(x3, {1, 1, 1, 1, 1, 1}, "replicate").dtype(), kFloat32);
+  EXPECT_EQ(F::pad(x3, {1, 1, 1, 1, 1, 1}, "reflect").dtype(), kBFloat16);  // reflection_pad3d: on no list
+  EXPECT_EQ(F::pad(x1, {1, 2}, "circular").dtype(), kBFloat16);
+  EXPECT_EQ(F::pad(x1, {1, 2}).dtype(), kBFloat16);
+  EXPECT_EQ(values(F::pad(x1, {1, 2}, "reflect")), values(F::pad(x1.to(kFloat32), {1, 2}, "reflect")));
+}
+
+// The recurrent layers run every step in the region's dtype (PyTorch's mkldnn_rnn_layer on the
+// CPU, _cudnn_rnn on CUDA), plain and packed; their float32 weights get float32 gradients.
+TEST(Autocast, RecurrentLayersRunInTheRegionsDtype) {
+  manual_seed(3);
+  nn::LSTM lstm(4, 6, nn::LSTMOptions{.num_layers = 2, .bidirectional = true});
+  nn::GRU gru(4, 6);
+  Tensor x = randn({5, 3, 4});
+  auto [ref_out, ref_h, ref_c] = lstm.forward_with_state(x);
+  Tensor out, h, c, g;
+  {
+    auto guard = autocast(kCPU);
+    nn::LSTMOutput r = lstm.forward_with_state(x);
+    out = r.output, h = r.h_n, c = r.c_n;
+    EXPECT_EQ(out.dtype(), kBFloat16);
+    EXPECT_EQ(h.dtype(), kBFloat16);
+    EXPECT_EQ(c.dtype(), kBFloat16);
+    g = gru.forward(x);
+    EXPECT_EQ(g.dtype(), kBFloat16);
+    using namespace nn::utils::rnn;
+    auto packed = lstm.forward_with_state(pack_padded_sequence(x, {5, 3, 2}, false, false));
+    EXPECT_EQ(packed.output.data.dtype(), kBFloat16);
+  }
+  EXPECT_TRUE(values_near(values(out), values(ref_out), 3e-2, 3e-2));
+  EXPECT_TRUE(values_near(values(c), values(ref_c), 3e-2, 3e-2));
+  (out.to(kFloat32).sum() + g.to(kFloat32).sum()).backward();
+  for (const Tensor& p : lstm.parameters()) {
+    ASSERT_TRUE(p.grad().defined());
+    EXPECT_EQ(p.grad().dtype(), kFloat32);
+  }
+}
+
+// scaled_dot_product_attention is on both lists: query, key, value and a float mask are lowered.
+TEST(Autocast, AttentionRunsInTheRegionsDtype) {
+  Tensor q = randn({2, 3, 5, 8}), k = randn({2, 3, 7, 8}), v = randn({2, 3, 7, 4}), m = randn({5, 7});
+  Tensor ref = F::scaled_dot_product_attention(q, k, v, {.attn_mask = m});
+  auto guard = autocast(kCPU);
+  Tensor y = F::scaled_dot_product_attention(q, k, v, {.attn_mask = m});
+  EXPECT_EQ(y.dtype(), kBFloat16);
+  EXPECT_TRUE(values_near(values(y), values(ref), 3e-2, 3e-2));
+  EXPECT_EQ(F::scaled_dot_product_attention(q, k, v, {.is_causal = true}).dtype(), kBFloat16);
+}
+
 TEST(Autocast, ErrorsNameTheFix) {
   EXPECT_TRUE(
       throws_with<ValueError>([] { (void)autocast(kCPU, kFloat32); }, {"autocast", "float32", "kBFloat16", "kHalf"}));
