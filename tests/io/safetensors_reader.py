@@ -55,7 +55,7 @@ def parse(path):
             fail(f"tensor {name} is not aligned to its element size")
         arr = np.frombuffer(buf, dtype=dt, count=count, offset=begin).reshape(info["shape"])
         if info["dtype"] == "BF16":
-            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+            arr = (arr.astype(np.uint32).reshape(-1) << np.uint32(16)).view(np.float32).reshape(info["shape"])
         tensors[name] = (info["dtype"], arr)
         pos = end
     if pos != len(buf):

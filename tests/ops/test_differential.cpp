@@ -8,7 +8,12 @@
 //   - entries marked `sweep_dtypes` also run on every dtype (every dtype pair for two inputs),
 //     with NaN, +-inf and +-0 among the float values;
 //   - every entry whose first output is differentiable runs "in place on the output":
-//     y = op(x); y.mul_(2); backward. Both sides must raise (the op saved y) or agree.
+//     y = op(x); y.mul_(2); backward. Both sides must raise (the op saved y) or agree;
+//   - every entry runs its first sample under autocast(kCPU, kBFloat16) against the twin under
+//     torch.autocast("cpu", dtype=torch.bfloat16), on float32 inputs and on bfloat16 ones: the
+//     outputs' dtypes and shapes must agree (values against float32: tests/ops/test_autocast_ops.cpp),
+//     or both raise. PyTorch 1.13's CPU lists are shorter than 2.x's, which nabla follows: the
+//     differences are KNOWN entries.
 // Tolerances: float64 1e-7 (relative and absolute), float32 the larger of 1e-4 and the entry's
 // f32_tol; integers and bools exactly. Deliberate differences are listed (with their reasons) in
 // torch_diff.py's KNOWN, and in the README's "Differences from PyTorch".
@@ -106,9 +111,12 @@ void add_case(Cases& c, const OpInfo& op, const std::string& sample, const Input
   }
   cs["inputs"] = inputs;
   const bool inplace = std::string(mode) == "inplace_output";
+  const bool under_autocast = std::string(mode) == "autocast";
 
   Outputs out;
   try {
+    std::optional<AutocastGuard> guard;
+    if (under_autocast) guard.emplace(autocast(kCPU, kBFloat16));
     out = op.fn(in);
   } catch (const std::exception& e) { cs["error"] = error_text(e); }
   if (!cs["error"].is_null()) {
@@ -140,7 +148,7 @@ void add_case(Cases& c, const OpInfo& op, const std::string& sample, const Input
       }
     }
   }
-  if (!grad_inputs.empty() && cs["grad_error"].is_null()) {
+  if (!grad_inputs.empty() && cs["grad_error"].is_null() && !under_autocast) {
     try {
       std::vector<Tensor> gs;
       if (!ys.empty()) gs = autograd::grad(ys, grad_inputs, vs, std::nullopt, false, /*allow_unused=*/true);
@@ -313,6 +321,12 @@ Summary run_suite(const std::string& filter) {
       Inputs in = make_inputs(op.samples[i], kFloat64, kCPU, true, i + 1);
       add_case(c, op, op.samples[i].desc, in, kFloat64, "inplace_output", ++seed);
     }
+    if (op.supports_float32 && !op.samples.empty())
+      for (DType dt : {kFloat32, kBFloat16}) {
+        manual_seed(seed);
+        Inputs in = make_inputs(op.samples[0], dt, kCPU, false, 1);
+        add_case(c, op, op.samples[0].desc, in, dt, "autocast", ++seed);
+      }
     if (op.sweep_dtypes) add_sweep_cases(c, op, op.samples.front().args.size(), seed);
   }
   for (const OptimizerCase& oc : optimizer_cases()) {
