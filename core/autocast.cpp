@@ -236,94 +236,95 @@ Tensor cast_to(const Tensor& t, DType to, bool lower) {
 
 }  // namespace
 
-// The casts of one call: the device from the first defined input.
-// policy: CastPolicy(DeviceType), the list the op is on for the inputs' device.
-template <class Policy, class Get>
-void cast_all(OpId op, Policy policy_of, size_t n, Get get, std::vector<Tensor>& out, bool& engaged, uint8_t& saved) {
-  const Tensor* first = nullptr;
-  for (size_t i = 0; i < n && !first; ++i)
-    if (get(i).defined()) first = &get(i);
-  if (!first) return;
-  const DeviceType device = first->device().type;
-  if (!(tl_active & (1u << static_cast<int>(device)))) return;
-  const CastPolicy policy = policy_of(device);
-  if (policy == CastPolicy::none) return;
-  NABLA_CHECK(ValueError, policy != CastPolicy::banned, op_name(op), ": unsafe to autocast on ", first->device(),
-              " (its float16 gradients overflow); use binary_cross_entropy_with_logits (nn::BCEWithLogitsLoss), "
-              "which is safe, or run it outside the autocast region");
-  DType to = tl_state.dev[static_cast<int>(device)].dtype;
-  if (policy == CastPolicy::fp32) {
-    to = DType::f32;
-  } else if (policy == CastPolicy::promote) {
-    std::optional<DType> widest;
-    for (size_t i = 0; i < n; ++i)
-      if (eligible(get(i), device)) widest = widest ? promote_types(*widest, get(i).dtype()) : get(i).dtype();
-    if (!widest) return;
-    to = *widest;
+// The casts of one call, the device from its first defined input. policy_of(DeviceType) gives the
+// list the op is on there; get(i) reads input i.
+struct CastMaker {
+  template <class Policy, class Get>
+  static Cast make(OpId op, Policy policy_of, size_t n, Get get) {
+    Cast c;
+    const Tensor* first = nullptr;
+    for (size_t i = 0; i < n && !first; ++i)
+      if (get(i).defined()) first = &get(i);
+    if (!first) return c;
+    const DeviceType device = first->device().type;
+    if (!(tl_active & (1u << static_cast<int>(device)))) return c;
+    const CastPolicy policy = policy_of(device);
+    if (policy == CastPolicy::none) return c;
+    NABLA_CHECK(ValueError, policy != CastPolicy::banned, op_name(op), ": unsafe to autocast on ", first->device(),
+                " (its float16 gradients overflow); use binary_cross_entropy_with_logits (nn::BCEWithLogitsLoss), "
+                "which is safe, or run it outside the autocast region");
+    DType to = tl_state.dev[static_cast<int>(device)].dtype;
+    if (policy == CastPolicy::fp32) {
+      to = DType::f32;
+    } else if (policy == CastPolicy::promote) {
+      std::optional<DType> widest;
+      for (size_t i = 0; i < n; ++i)
+        if (eligible(get(i), device)) widest = widest ? promote_types(*widest, get(i).dtype()) : get(i).dtype();
+      if (!widest) return c;
+      to = *widest;
+    }
+    // Autocast is suspended from here: the casts and the op itself run without it.
+    c.saved_ = tl_active;
+    tl_active = 0;
+    c.engaged_ = true;
+    c.t_.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      const Tensor& t = get(i);
+      c.t_.push_back(eligible(t, device) ? cast_to(t, to, policy == CastPolicy::lower) : t);
+    }
+    return c;
   }
-  // Autocast is suspended from here: the casts and the op itself run without it.
-  saved = tl_active;
-  tl_active = 0;
-  engaged = true;
-  out.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const Tensor& t = get(i);
-    out.push_back(eligible(t, device) ? cast_to(t, to, policy == CastPolicy::lower) : t);
-  }
+};
+
+namespace {
+// The lists `op` is on, for the device of its inputs.
+auto listed(OpId op) {
+  return [op](DeviceType d) { return autocast_policy(op, lists_for(d)); };
 }
+auto pointees(std::initializer_list<const Tensor*> inputs) {
+  return [p = inputs.begin()](size_t i) -> const Tensor& { return *p[i]; };
+}
+}  // namespace
 
 Cast cast_inputs(OpId op, std::initializer_list<const Tensor*> inputs) {
-  Cast c;
-  const Tensor* const* p = inputs.begin();
-  cast_all(
-      op, [op](DeviceType d) { return autocast_policy(op, lists_for(d)); }, inputs.size(),
-      [&](size_t i) -> const Tensor& { return *p[i]; }, c.t_, c.engaged_, c.saved_);
-  return c;
+  return CastMaker::make(op, listed(op), inputs.size(), pointees(inputs));
 }
 
 Cast cast_inputs_as(OpId op, CastPolicy cpu, CastPolicy cuda, std::initializer_list<const Tensor*> inputs) {
-  Cast c;
-  const Tensor* const* p = inputs.begin();
-  cast_all(
-      op, [=](DeviceType d) { return lists_for(d) == DeviceType::cuda ? cuda : cpu; }, inputs.size(),
-      [&](size_t i) -> const Tensor& { return *p[i]; }, c.t_, c.engaged_, c.saved_);
-  return c;
+  auto policy = [=](DeviceType d) { return lists_for(d) == DeviceType::cuda ? cuda : cpu; };
+  return CastMaker::make(op, policy, inputs.size(), pointees(inputs));
 }
 
 Cast cast_list(OpId op, const std::vector<Tensor>& inputs) {
-  Cast c;
-  cast_all(
-      op, [op](DeviceType d) { return autocast_policy(op, lists_for(d)); }, inputs.size(),
-      [&](size_t i) -> const Tensor& { return inputs[i]; }, c.t_, c.engaged_, c.saved_);
-  return c;
+  return CastMaker::make(op, listed(op), inputs.size(), [&](size_t i) -> const Tensor& { return inputs[i]; });
 }
 
-State capture() {
-  State s;
-  for (int d = 0; d < kNumDeviceTypes; ++d) {
-    if (tl_state.dev[d].enabled) s.enabled |= static_cast<uint8_t>(1u << d);
-    s.dtype[d] = tl_state.dev[d].dtype;
-  }
-  s.cache = tl_state.cache;
-  return s;
-}
-
-Restore::Restore(const State& s) : saved_(capture()), saved_active_(tl_active) {
+namespace {
+void apply(const State& s) {
   for (int d = 0; d < kNumDeviceTypes; ++d) {
     tl_state.dev[d].enabled = (s.enabled >> d) & 1u;
     tl_state.dev[d].dtype = s.dtype[d];
   }
   tl_state.cache = s.cache;
+}
+}  // namespace
+
+State capture() {
+  State s;
+  s.enabled = enabled_mask();
+  for (int d = 0; d < kNumDeviceTypes; ++d) s.dtype[d] = tl_state.dev[d].dtype;
+  s.cache = tl_state.cache;
+  return s;
+}
+
+Restore::Restore(const State& s) : saved_(capture()), saved_active_(tl_active) {
+  apply(s);
   ++tl_state.nesting;
   tl_active = enabled_mask();
 }
 
 Restore::~Restore() {
-  for (int d = 0; d < kNumDeviceTypes; ++d) {
-    tl_state.dev[d].enabled = (saved_.enabled >> d) & 1u;
-    tl_state.dev[d].dtype = saved_.dtype[d];
-  }
-  tl_state.cache = saved_.cache;
+  apply(saved_);
   if (--tl_state.nesting == 0) clear_autocast_cache();
   tl_active = saved_active_;
 }

@@ -122,9 +122,7 @@ class Cast {
   const std::vector<Tensor>& list() const { return t_; }
 
  private:
-  friend Cast cast_inputs(OpId op, std::initializer_list<const Tensor*> inputs);
-  friend Cast cast_list(OpId op, const std::vector<Tensor>& inputs);
-  friend Cast cast_inputs_as(OpId op, CastPolicy cpu, CastPolicy cuda, std::initializer_list<const Tensor*> inputs);
+  friend struct CastMaker;  // core/autocast.cpp
   std::vector<Tensor> t_;
   bool engaged_ = false;
   uint8_t saved_ = 0;

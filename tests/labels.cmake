@@ -13,7 +13,7 @@
 set(NABLA_TEST_LABEL_RULES
   # gpu: skips without a CUDA GPU (NABLA_REQUIRE_CUDA); scripts/gpu-verify.sh runs these under
   # compute-sanitizer's memcheck and initcheck.
-  "gpu=^(CudaAllocator|CudaCopy|CudaDeviceGpu|CudaHalf|CudaKernels|CudaStreams|DistributedNccl)\\."
+  "gpu=^(CudaAllocator|CudaAutocast|CudaCopy|CudaDeviceGpu|CudaHalf|CudaKernels|CudaStreams|DistributedNccl)\\."
   "gpu=^CudaSolver\\.Gpu"
   "gpu=^Ops/(CudaParity|CudaGradcheck)\\."
   "gpu=^Checkpointing\\.Cuda"
