@@ -74,6 +74,10 @@ bool partial_overlap(const Tensor& a, const Tensor& b);
 // Throws DeviceError unless all defined tensors are on one device (wrapped numbers excepted).
 void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
 
+// True when x is float16/bfloat16 and the defined tensors of params are all float32 (at least one):
+// the norms then compute in float32 and return x's dtype, as PyTorch's mixed-dtype norms.
+bool lowp_with_f32_params(const Tensor& x, std::initializer_list<const Tensor*> params);
+
 // Shape with dims listed as reduced set to 1 (keepdim) or removed.
 // Which dims an op reduces (inline storage: no allocation for up to 8 dims).
 using DimMask = SmallVector<bool, 8>;

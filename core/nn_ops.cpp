@@ -488,6 +488,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
     NABLA_CHECK(ValueError, count > 1,
                 "batch_norm: expected more than 1 value per channel when training, got input of shape ", x.sizes());
 
+  // A float16/bfloat16 input with float32 parameters and statistics (a float32 module under autocast,
+  // or a model whose norms stay in float32): computed in float32, the output in the input's dtype, as
+  // PyTorch's mixed-dtype batch norm.
+  if (internal::lowp_with_f32_params(x, {&weight, &bias, &running_mean, &running_var}))
+    return batch_norm(x.to(DType::f32), weight, bias, running_mean, running_var, training, momentum, eps).to(x.dtype());
   Backend& be = backend_for(x.device());
   bool same_dtype = true;
   for (const Tensor* p : {&weight, &bias, &running_mean, &running_var})

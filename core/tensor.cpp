@@ -142,6 +142,17 @@ bool partial_overlap(const Tensor& a, const Tensor& b) {
   return a.storage_offset() <= last(b) && b.storage_offset() <= last(a);
 }
 
+bool lowp_with_f32_params(const Tensor& x, std::initializer_list<const Tensor*> params) {
+  if (x.dtype() != DType::f16 && x.dtype() != DType::bf16) return false;
+  bool any = false;
+  for (const Tensor* p : params) {
+    if (!p->defined()) continue;
+    if (p->dtype() != DType::f32) return false;
+    any = true;
+  }
+  return any;
+}
+
 void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors) {
   const Tensor* first = nullptr;
   for (const Tensor* t : tensors) {

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/graph.h"
+#include "core/impl.h"
 #include "core/trace.h"
 
 namespace nabla::nn::functional {
@@ -306,6 +307,9 @@ Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& w
     if (t->defined())
       NABLA_CHECK(ShapeError, t->sizes() == normalized_shape.vec(), "layer_norm: weight and bias must have shape ",
                   normalized_shape, ", got ", t->sizes());
+  // float16/bfloat16 input, float32 weight and bias: float32 inside, the input's dtype out (as PyTorch 2.x).
+  if (internal::lowp_with_f32_params(x, {&weight, &bias}))
+    return layer_norm(x.to(DType::f32), normalized_shape, weight, bias, eps).to(x.dtype());
   Shape dims;
   for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
   Tensor y = normalize_impl(x, dims, eps, nullptr, nullptr);
@@ -325,6 +329,8 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
     if (t->defined())
       NABLA_CHECK(ShapeError, t->dim() == 1 && t->size(0) == c, "group_norm: weight and bias must have shape [", c,
                   "], got ", shape_str(*t));
+  if (internal::lowp_with_f32_params(x, {&weight, &bias}))
+    return group_norm(x.to(DType::f32), num_groups, weight, bias, eps).to(x.dtype());
   Tensor y = normalize_impl(x.reshape({n, num_groups, -1}), Shape{2}, eps, nullptr, nullptr).view(x.sizes());
   return affine(y, weight, bias, channel_shape(x.dim(), c));
 }

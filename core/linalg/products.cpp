@@ -136,6 +136,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor mv(const Tensor& a, const Tensor& v) {
   if (auto ac = autocast_internal::cast<OpId::mv>(a, v)) [[unlikely]]
     return mv(ac[0], ac[1]);
+  // mv is one op to autocast, as PyTorch's kernel: the mm it is built from is not lowered again
+  // (mm is on the CPU list, mv is not).
+  autocast_internal::Suspend opaque;
   NABLA_CHECK(ShapeError, a.dim() == 2 && v.dim() == 1, "mv: expected a 2-D matrix and a 1-D vector, got shapes ",
               a.sizes(), " and ", v.sizes());
   NABLA_CHECK(ShapeError, a.sizes()[1] == v.sizes()[0], "mv: inner dimensions differ: lhs ", a.sizes(), " rhs ",

@@ -205,6 +205,35 @@ TEST(Autocast, ErrorsNameTheFix) {
   EXPECT_TRUE(throws_with<ValueError>([] { (void)autocast(kCPU, kFloat64); }, {"autocast", "float64"}));
 }
 
+// A bfloat16/float16 input to the norms with float32 parameters: normalised in float32, the output
+// in the input's dtype (PyTorch 2.x's mixed-dtype norms), gradients in each tensor's dtype.
+TEST(Autocast, NormsKeepALowPrecisionInputsDtype) {
+  manual_seed(0);
+  for (DType lp : {kBFloat16, kFloat16}) {
+    Tensor x32 = randn({4, 6, 5}).to(lp).to(kFloat32);  // exactly representable in lp
+    Tensor x = x32.to(lp).requires_grad_(true);
+    Tensor w = randn({6}).requires_grad_(true), b = randn({6}).requires_grad_(true);
+    Tensor rm = zeros({6}), rv = ones({6});
+    Tensor bn = F::batch_norm(x, rm, rv, w, b, /*training=*/true);
+    Tensor bn_ref = F::batch_norm(x32, zeros({6}), ones({6}), w, b, true);
+    Tensor gn = F::group_norm(x, 3, w, b), gn_ref = F::group_norm(x32, 3, w, b);
+    Tensor lw = randn({5}), lb = randn({5});
+    Tensor ln = F::layer_norm(x, {5}, lw, lb), ln_ref = F::layer_norm(x32, {5}, lw, lb);
+    for (const Tensor* y : {&bn, &gn, &ln}) EXPECT_EQ(y->dtype(), lp);
+    // One rounding of the float32 result.
+    const double tol = lp == kBFloat16 ? 0.04 : 0.005;
+    EXPECT_TRUE(tensor_near(bn.to(kFloat32), bn_ref.detach(), tol, tol));
+    EXPECT_TRUE(tensor_near(gn.to(kFloat32), gn_ref.detach(), tol, tol));
+    EXPECT_TRUE(tensor_near(ln.to(kFloat32), ln_ref.detach(), tol, tol));
+    EXPECT_TRUE(tensor_near(rm, mean(x32, {0, 2}) * 0.1, 1e-5, 1e-5));  // the float32 statistics move
+    (bn.to(kFloat32).sum() + gn.to(kFloat32).sum()).backward();
+    EXPECT_EQ(x.grad().dtype(), lp);
+    EXPECT_EQ(w.grad().dtype(), kFloat32);
+  }
+  auto guard = autocast(kCPU);  // mv is on no CPU list, though it is built on mm
+  EXPECT_EQ(mv(randn({3, 4}), randn({4})).dtype(), kFloat32);
+}
+
 // A small convolutional classifier trains under autocast: bfloat16 forward, float32 loss and
 // gradients, and the loss falls.
 TEST(Autocast, ConvNetTrainsUnderBFloat16) {

@@ -84,12 +84,6 @@ KNOWN = [
     dict(op="nn.BatchNorm2d_eval", mode="autocast", msg="PyTorch raises*formula disagrees*",
          reason="the twin checks its formula against F.batch_norm at float32 tolerance, which bfloat16 misses"),
     # Gaps, to fix: see the README's Mixed precision section.
-    dict(op="mv", mode="autocast", msg="*BF16 in nabla, torch.float32*",
-         reason="to fix: nabla's mv is composed of mm, so CPU autocast lowers it; PyTorch's mv is a kernel on no "
-                "CPU list"),
-    dict(op="vision.Conv2dNormActivation", mode="autocast", msg="*F32 in nabla, torch.bfloat16*",
-         reason="to fix: nabla's batch_norm promotes a bfloat16 input with float32 parameters to float32; "
-                "PyTorch keeps the input's dtype"),
     *[dict(op=o, mode="autocast", dtype="bfloat16", msg="nabla raises*bfloat16*",
            reason="to fix: nabla has no bfloat16 form of this op yet (scatter_reduce, matrix norms, linspace)")
       for o in ("scatter_reduce", "linalg.matrix_norm*", "linalg.norm", "nn.affine_grid")],
