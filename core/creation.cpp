@@ -144,6 +144,9 @@ Tensor full_like(const Tensor& t, Scalar v, const TensorOptions& o) { return ful
 Tensor rand_like(const Tensor& t, const TensorOptions& o) { return rand(t.sizes(), like(t, o)); }
 Tensor randn_like(const Tensor& t, const TensorOptions& o) { return randn(t.sizes(), like(t, o)); }
 
+// float16/bfloat16 ranges are filled as float32 points and rounded once.
+static DType float32_fill(DType dt) { return dt == DType::f16 || dt == DType::bf16 ? DType::f32 : dt; }
+
 Tensor arange(Scalar end, const TensorOptions& o) { return arange(0, end, 1, o); }
 
 Tensor arange(Scalar start, Scalar end, Scalar step, const TensorOptions& o) {
@@ -161,8 +164,9 @@ Tensor arange(Scalar start, Scalar end, Scalar step, const TensorOptions& o) {
     n = static_cast<int64_t>(std::ceil((e - s) / st));
   }
   n = std::max<int64_t>(n, 0);
-  Tensor cpu = internal::make_empty({n}, dt, kCPU);
-  visit_compute_dtype(dt, "arange", [&](auto tag) {
+  const DType fill = float32_fill(dt);
+  Tensor cpu = internal::make_empty({n}, fill, kCPU);
+  visit_compute_dtype(fill, "arange", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(cpu.data_ptr());
     if constexpr (std::is_integral_v<T>) {
@@ -172,14 +176,16 @@ Tensor arange(Scalar start, Scalar end, Scalar step, const TensorOptions& o) {
       for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(s + st * static_cast<double>(i));
     }
   });
+  if (fill != dt) cpu = cpu.to(dt);
   return finish(o.device().is_cpu() ? cpu : cpu.to(o.device()), o);
 }
 
 Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o) {
   NABLA_CHECK(ValueError, steps >= 0, "linspace: number of steps must be non-negative, got ", steps);
-  DType dt = o.dtype_or(DType::f32);
-  Tensor cpu = internal::make_empty({steps}, dt, kCPU);
-  visit_compute_dtype(dt, "linspace", [&](auto tag) {
+  const DType dt = o.dtype_or(DType::f32);
+  const DType fill = float32_fill(dt);
+  Tensor cpu = internal::make_empty({steps}, fill, kCPU);
+  visit_compute_dtype(fill, "linspace", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(cpu.data_ptr());
     double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0;
@@ -189,6 +195,7 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o)
       p[i] = static_cast<T>(i < half ? start + step * static_cast<double>(i)
                                      : end - step * static_cast<double>(steps - 1 - i));
   });
+  if (fill != dt) cpu = cpu.to(dt);
   return finish(o.device().is_cpu() ? cpu : cpu.to(o.device()), o);
 }
 

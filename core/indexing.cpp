@@ -530,6 +530,8 @@ void combine_on_host(Tensor& out, int64_t d, const Tensor& index, const Tensor& 
 // The forward value of scatter_reduce for prod/amax/amin, without autograd.
 Tensor reduce_value(const Tensor& x, int64_t d, const Tensor& index, const Tensor& src, Reduce r, bool include_self) {
   autograd::NoGradGuard ng;
+  if (x.dtype() == kBFloat16 || x.dtype() == kFloat16)  // in float32, rounded once (amax/amin: exact)
+    return reduce_value(x.to(kFloat32), d, index, src.to(kFloat32), r, include_self).to(x.dtype());
   Tensor out = x.to(kCPU).contiguous().clone();
   if (!include_self) {  // scattered-to positions start from the reduction's identity
     Scalar init = 1;

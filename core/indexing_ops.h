@@ -45,7 +45,8 @@ Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> output_si
 // "mean" on integers rounds down, as PyTorch's. Gradients as PyTorch's (amax/amin share the gradient
 // evenly among the elements that equal the result; prod handles zeros exactly). "sum" and "mean" are
 // scatter_add compositions; "prod", "amax" and "amin" combine on the host (CUDA tensors copy over and
-// back).
+// back). Differs from PyTorch: float16/bfloat16 "prod" multiplies in float32 and rounds once (PyTorch's
+// CPU rounds after every multiply).
 Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
                       bool include_self = true);
 

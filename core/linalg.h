@@ -90,7 +90,9 @@ LstsqResult lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond 
 // The vector p-norm of x over `dims` (all dims when empty): ord any real, inf, -inf or 0 (the number
 // of nonzeros).
 Tensor vector_norm(const Tensor& x, double ord = 2, IntArrayRef dims = {}, bool keepdim = false);
-// The matrix norm over dims (2 of them, default the last two): ord "fro" or "nuc" ...
+// The matrix norm over dims (2 of them, default the last two). float16/bfloat16 inputs as PyTorch's:
+// "fro", 1 and inf in the input's dtype; "nuc", 2 and -2 through svdvals (an error outside CPU
+// autocast, float32 inside). ord "fro" or "nuc" ...
 Tensor matrix_norm(const Tensor& A, std::string_view ord = "fro", IntArrayRef dims = {-2, -1}, bool keepdim = false);
 // ... or 1, -1 (max/min column abs sum), inf, -inf (max/min row abs sum), 2, -2 (largest/smallest
 // singular value).

@@ -76,9 +76,45 @@ void fill_blocks(T* p, int64_t n, uint64_t key, uint64_t first, const G& g) {
 }
 }  // namespace
 
+// float16/bfloat16: float32 draws (the same stream as a float32 tensor of this size), rounded
+// once. A uniform draw that rounds up onto `to` becomes the largest value below it, so the range
+// stays [from, to) as it does for float32.
+namespace {
+template <class H>
+void round_draws(const Tensor& f, const Tensor& out, double to, bool keep_below_to) {
+  const float* src = f.data_ptr<float>();
+  H* dst = static_cast<H*>(out.data_ptr());
+  H below{};
+  if (keep_below_to) {  // the 16-bit value just below `to`: one step towards -inf when `to` rounds up
+    below = H(static_cast<float>(to));
+    if (static_cast<double>(static_cast<float>(below)) >= to) {
+      const uint16_t b = below.bits;
+      below.bits = (b & 0x7fff) == 0 ? uint16_t{0x8001} : static_cast<uint16_t>((b & 0x8000) ? b + 1 : b - 1);
+    }
+  }
+  parallel_for(0, f.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      H h(src[i]);
+      if (keep_below_to && static_cast<double>(static_cast<float>(h)) >= to) h = below;
+      dst[i] = h;
+    }
+  });
+}
+}  // namespace
+
 void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& gen) {
   int64_t n = out_in.numel();
   if (n == 0) return;
+  if (out_in.dtype() == DType::f16 || out_in.dtype() == DType::bf16) {
+    Tensor f = empty(out_in.sizes(), dtype(DType::f32));
+    random(op, f, p0, p1, gen);
+    Tensor out = out_in.is_contiguous() ? out_in : empty(out_in.sizes(), dtype(out_in.dtype()));
+    const bool keep_below_to = op == RandomOp::uniform && p1 > p0;
+    if (out.dtype() == DType::f16) round_draws<Half>(f, out, p1, keep_below_to);
+    else round_draws<BFloat16>(f, out, p1, keep_below_to);
+    if (!out.is_same(out_in)) copy(out, out_in);
+    return;
+  }
   Tensor out = out_in.is_contiguous() ? out_in : empty(out_in.sizes(), dtype(out_in.dtype()));
   DType dt = out.dtype();
   bool dbl = dt == DType::f64;
@@ -155,6 +191,12 @@ void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& 
 void random_int(const Tensor& out_in, int64_t low, int64_t high, Generator& gen) {
   int64_t n = out_in.numel();
   if (n == 0) return;
+  if (out_in.dtype() == DType::f16 || out_in.dtype() == DType::bf16) {  // integers drawn as float32, rounded
+    Tensor f = empty(out_in.sizes(), dtype(DType::f32));
+    random_int(f, low, high, gen);
+    copy(f, out_in);
+    return;
+  }
   Tensor out = out_in.is_contiguous() ? out_in : empty(out_in.sizes(), dtype(out_in.dtype()));
   const auto reserved = gen.reserve(static_cast<uint64_t>((n + 1) / 2));  // (not a structured binding: see random)
   const uint64_t key = reserved.first, first = reserved.second;

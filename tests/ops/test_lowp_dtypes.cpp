@@ -484,5 +484,77 @@ TEST(LowpDtypesPool, MaxAvgAndIndexAddAsFloat32RoundedOnce) {
   }
 }
 
+// scatter_reduce and linspace in float16/bfloat16: the float32 result rounded once; the matrix norms.
+TEST(LowpDtypesFloat32Inside, ScatterReduceNormsAndLinspace) {
+  manual_seed(0);
+  for (DType dt : {kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = randn({3, 4}).to(dt), src = randn({3, 4}).to(dt);
+    Tensor idx = tensor(std::vector<int64_t>{0, 2, 2, 1, 1, 1, 0, 3, 3, 3, 3, 2}).reshape({3, 4});
+    for (const char* r : {"amax", "amin", "prod"})
+      for (bool self : {true, false}) {
+        Tensor got = x.scatter_reduce(1, idx, src, r, self);
+        EXPECT_EQ(got.dtype(), dt);
+        EXPECT_EQ(values(got), values(x.to(kFloat32).scatter_reduce(1, idx, src.to(kFloat32), r, self).to(dt)));
+      }
+    // Matrix norms as PyTorch 2.x's: 'fro', 1 and inf in the dtype; the SVD orders refuse 16-bit
+    // inputs, and under CPU autocast (svdvals on its float32 list) give float32.
+    Tensor A = randn({2, 3, 3}).to(dt), A32 = A.to(kFloat32);
+    for (double ord : {1.0, -1.0, std::numeric_limits<double>::infinity()}) {
+      Tensor n = linalg::matrix_norm(A, ord);
+      EXPECT_EQ(n.dtype(), dt);
+      EXPECT_EQ(values(n), values(linalg::matrix_norm(A32, ord).to(dt)));
+    }
+    EXPECT_EQ(values(linalg::matrix_norm(A)), values(linalg::matrix_norm(A32).to(dt)));
+    EXPECT_EQ(values(linalg::norm(A[0], std::nullopt)), values(linalg::norm(A32[0], std::nullopt).to(dt)));
+    EXPECT_TRUE(throws_with<DTypeError>([&] { (void)linalg::matrix_norm(A, "nuc"); }, {"svdvals", dtype_name(dt)}));
+    {
+      auto guard = autocast(kCPU, dt);
+      Tensor n = linalg::matrix_norm(A, 2.0);
+      EXPECT_EQ(n.dtype(), kFloat32);
+      EXPECT_TRUE(tensor_near(n, linalg::matrix_norm(A32, 2.0), 1e-6, 1e-6));
+    }
+    Tensor l = linspace(-1, 1, 7, dtype(dt));
+    EXPECT_EQ(l.dtype(), dt);
+    EXPECT_EQ(values(l), values(linspace(-1, 1, 7).to(dt)));
+    EXPECT_EQ(values(l)[6], 1.0);
+  }
+}
+
+// Random draws and ranges in 16 bits: the float32 draws of the same seed, rounded once; a uniform
+// draw that would round up onto `to` takes the largest value below it.
+TEST(LowpDtypesFloat32Inside, RandomDrawsAndRanges) {
+  for (DType dt : {kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const double below_one = dt == kBFloat16 ? 1.0 - 1.0 / 256 : 1.0 - 1.0 / 2048;
+    manual_seed(7);
+    Tensor u = rand({20000}, dtype(dt));
+    manual_seed(7);
+    Tensor u32 = rand({20000});
+    EXPECT_EQ(u.dtype(), dt);
+    EXPECT_EQ(values(u), values(minimum(u32.to(dt), full({}, below_one, dtype(dt)))));
+    EXPECT_EQ(u.max().item<double>(), below_one);  // 20,000 draws: some land in the last step below 1
+    manual_seed(3);
+    Tensor g = randn({64}, dtype(dt));
+    manual_seed(3);
+    EXPECT_EQ(values(g), values(randn({64}).to(dt)));
+    manual_seed(5);
+    Tensor t = ones({8, 3}, dt).t();  // not contiguous: drawn into a buffer, then written through
+    t.uniform_(-2, 2);
+    manual_seed(5);
+    EXPECT_EQ(values(t), values(ones({8, 3}).t().uniform_(-2, 2).to(dt)));
+    manual_seed(9);
+    Tensor k = randint(-3, 4, {50}, dtype(dt));
+    manual_seed(9);
+    EXPECT_EQ(values(k), values(randint(-3, 4, {50}).to(dt)));
+    manual_seed(11);
+    Tensor b = empty({50}, dtype(dt)).bernoulli_(0.25);
+    manual_seed(11);
+    EXPECT_EQ(values(b), values(empty({50}).bernoulli_(0.25).to(dt)));
+    EXPECT_EQ(values(arange(-1, 2, 0.25, dtype(dt))), values(arange(-1, 2, 0.25).to(dt)));
+    EXPECT_EQ(values(arange(5, dtype(dt))), (std::vector<double>{0, 1, 2, 3, 4}));
+  }
+}
+
 }  // namespace
 }  // namespace nabla::testing
