@@ -109,7 +109,8 @@ std::map<std::string, std::string> to_metadata(const Settings& s) {
           {"mnist.batch_size", std::to_string(s.batch_size)},
           {"mnist.seed", std::to_string(s.seed)},
           {"mnist.shuffle", s.shuffle ? "1" : "0"},
-          {"mnist.augment", s.augment ? "1" : "0"}};
+          {"mnist.augment", s.augment ? "1" : "0"},
+          {"mnist.amp", s.amp}};
 }
 
 // The same ranges as the command line's (parse_train_args).
@@ -128,7 +129,8 @@ Settings settings_from_metadata(const std::map<std::string, std::string>& info, 
   s.batch_size = m.integer("mnist.batch_size", 1, kMaxBatchSize);
   s.seed = m.integer("mnist.seed", INT64_MIN, INT64_MAX);
   s.shuffle = m.flag("mnist.shuffle");
-  s.augment = m.flag("mnist.augment", false);  // (older checkpoints lack it)
+  s.augment = m.flag("mnist.augment", false);                                  // (older checkpoints lack it)
+  s.amp = info.count("mnist.amp") ? m.choice("mnist.amp", kAmpModes) : "off";  // (older checkpoints lack it)
   return s;
 }
 
@@ -152,6 +154,7 @@ void check_resume_settings(const TrainArgs& a, const Settings& saved) {
       given = number_text(s.label_smoothing, 6), was = number_text(saved.label_smoothing, 6);
     if (opt == "batch-size" && s.batch_size != saved.batch_size)
       given = std::to_string(s.batch_size), was = std::to_string(saved.batch_size);
+    if (opt == "amp" && s.amp != saved.amp) given = s.amp, was = saved.amp;
     if (opt == "seed" && s.seed != saved.seed) given = std::to_string(s.seed), was = std::to_string(saved.seed);
     if (opt == "no-shuffle" && saved.shuffle)
       throw UsageError("--no-shuffle conflicts with the run in '" + a.resume +
@@ -231,6 +234,10 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
       .option("seed", "N", "random seed (initial weights, data order, dropout)", "1")
       .flag("no-shuffle", "visit the training images in file order (as libtorch's example)")
       .flag("augment", "random small rotations and shifts of the training images")
+      .option("amp", "MODE",
+              "mixed precision: off, bf16 (the forward under autocast to bfloat16, as torch.autocast) or fp16 "
+              "(autocast to float16, with a GradScaler scaling the loss); the weights stay float32",
+              "off", kAmpModes)
       .option("device", "NAME", "auto, cpu or cuda", "auto", {"auto", "cpu", "cuda"})
       .option("threads", "N", "CPU threads for the math", "all cores")
       .option("workers", "N", "data loader threads preparing batches ahead", "0")
@@ -258,6 +265,7 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
       .example("mnist train --model fast                     # 99% in one epoch")
       .example("mnist train --model lenet --optimizer sgd --lr 0.01 --momentum 0.5 --batch-size 64 --no-shuffle")
       .example("mnist train --epochs 5 --resume checkpoints/mnist-cnn.safetensors")
+      .example("mnist train --amp bf16                       # mixed precision: bfloat16 autocast")
       .example("mnist train --tensorboard runs/cnn          # then: tensorboard --logdir runs")
       .example("nabla-run --nproc-per-node 2 mnist train --model fast   # 2 processes, global batch 2 x 64");
   if (!cli.parse(argc, argv, 2)) return std::nullopt;
@@ -283,6 +291,7 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
   s.seed = cli.integer("seed");
   s.shuffle = !cli.is_set("no-shuffle");
   s.augment = cli.is_set("augment");
+  s.amp = cli.str("amp");
   if (!(s.lr > 0)) throw UsageError("--lr must be positive");
   if (s.momentum < 0) throw UsageError("--momentum must be 0 or more");
   if (s.weight_decay < 0) throw UsageError("--weight-decay must be 0 or more");

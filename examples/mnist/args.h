@@ -21,6 +21,7 @@ struct Settings {
   double lr = 0, momentum = 0, weight_decay = 0, gamma = 0, label_smoothing = 0;
   int64_t batch_size = 0, seed = 0;
   bool shuffle = true, augment = false;
+  std::string amp = "off";  // mixed precision: off, bf16 or fp16 (kAmpModes)
 };
 std::map<std::string, std::string> to_metadata(const Settings& s);
 Settings settings_from_metadata(const std::map<std::string, std::string>& info, const std::string& checkpoint);
@@ -65,14 +66,15 @@ inline const std::vector<std::string> kModels = {"mlp", "lenet", "cnn", "pytorch
                                       kDatasets = {"mnist", "fashion-mnist"},
                                       kOptimizers = {"sgd",   "adam",    "adamw",   "nadam",
                                                      "radam", "rmsprop", "adagrad", "adadelta"},
-                                      kSchedulers = {"none", "step", "exponential", "cosine", "onecycle"};
+                                      kSchedulers = {"none", "step", "exponential", "cosine", "onecycle"},
+                                      kAmpModes = {"off", "bf16", "fp16"};
 
 // The train options that are part of a run's Settings: a resumed run keeps its own, so --resume
 // accepts them only with the values the run was started with (re-running the same command plus
 // --resume works); check_resume_settings refuses a real conflict, naming both values.
 inline constexpr const char* kRunSettingOptions[] = {
-    "model",      "lr",   "momentum", "weight-decay", "gamma",   "optimizer",      "scheduler",
-    "batch-size", "seed", "dataset",  "no-shuffle",   "augment", "label-smoothing"};
+    "model",      "lr",   "momentum", "weight-decay", "gamma",   "optimizer",       "scheduler",
+    "batch-size", "seed", "dataset",  "no-shuffle",   "augment", "label-smoothing", "amp"};
 struct TrainArgs {
   Settings settings;                        // from the command line; with --resume the checkpoint's replace them
   std::vector<std::string> settings_given;  // which of kRunSettingOptions the command line set

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "data/distributed_sampler.h"
@@ -105,8 +106,15 @@ struct Misclassified {
   int64_t count() const { return static_cast<int64_t>(predicted_true.size()); }
 };
 
-EvalSums evaluate(nn::Module& model, bool log_probs, const data::DatasetPtr& test_set, Device device,
-                  Misclassified* wrong = nullptr) {
+// --amp: the autocast region the forward runs in (none for off), as `with torch.autocast(...)`.
+std::optional<AutocastGuard> amp_region(const std::string& amp, Device device) {
+  std::optional<AutocastGuard> region;
+  if (amp != "off") region.emplace(autocast(device, amp == "bf16" ? kBFloat16 : kFloat16));
+  return region;
+}
+
+EvalSums evaluate(nn::Module& model, bool log_probs, const std::string& amp, const data::DatasetPtr& test_set,
+                  Device device, Misclassified* wrong = nullptr) {
   autograd::InferenceMode guard;
   model.eval();
   double loss = 0;
@@ -116,6 +124,7 @@ EvalSums evaluate(nn::Module& model, bool log_probs, const data::DatasetPtr& tes
   data::DataLoader loader(test_set, {.batch_size = 1000, .pin_memory = gpu});
   for (auto& batch : loader) {
     Tensor x = normalize(batch.data.to(device, gpu)), y = batch.target.to(device, gpu);
+    auto region = amp_region(amp, device);
     Tensor out = model(x);
     Tensor l = log_probs ? nn::functional::nll_loss(out, y, {.reduction = nn::Reduction::sum})
                          : nn::functional::cross_entropy(out, y, {.reduction = nn::Reduction::sum});
@@ -386,12 +395,17 @@ class TrainingRun {
     steps_per_epoch_ = loader_->size();
     opt_ = make_optimizer(s_, model().parameters());
     sched_ = make_scheduler(s_, *opt_, epochs_, steps_per_epoch_);
+    // float16 gradients underflow without loss scaling; bfloat16 has float32's range and needs none.
+    if (s_.amp == "fp16") scaler_.emplace();
   }
 
   // The checkpoint's weights, optimizer and scheduler state, the loader's position and the running
   // sums of a mid-epoch save, each checked.
   void restore() {
-    optim::Checkpoint ck{.model = &model(), .optimizer = opt_.get(), .scheduler = sched_.scheduler.get()};
+    optim::Checkpoint ck{.model = &model(),
+                         .optimizer = opt_.get(),
+                         .scheduler = sched_.scheduler.get(),
+                         .scaler = scaler_ ? &*scaler_ : nullptr};
     optim::load_checkpoint(args_.resume, ck);
     start_epoch_ = ck.epoch;
     step_ = ck.step;
@@ -437,6 +451,11 @@ class TrainingRun {
                 s_.label_smoothing > 0 ? (", label smoothing " + json_number(s_.label_smoothing)).c_str() : "",
                 batch_desc.c_str(), static_cast<long long>(epochs_), epochs_ == 1 ? "" : "s",
                 resuming() ? (" (from epoch " + std::to_string(start_epoch_ + 1) + ")").c_str() : "");
+    if (s_.amp != "off")
+      std::printf(
+          "mixed precision: forward under autocast to %s, float32 weights%s\n",
+          s_.amp == "bf16" ? "bfloat16" : "float16",
+          scaler_ ? (", loss scaled by a GradScaler (scale " + json_number(scaler_->get_scale()) + ")").c_str() : "");
     std::printf("checkpoint: %s\n", ckpt_path_.c_str());
     std::fflush(stdout);
   }
@@ -491,6 +510,7 @@ class TrainingRun {
     optim::save_checkpoint(ckpt_path_, {.model = &model(),
                                         .optimizer = opt_.get(),
                                         .scheduler = sched_.scheduler.get(),
+                                        .scaler = scaler_ ? &*scaler_ : nullptr,
                                         .epoch = epochs_done,
                                         .step = step_,
                                         .metadata = md});
@@ -500,15 +520,25 @@ class TrainingRun {
   std::pair<double, int64_t> step(const data::Batch& batch) {
     const bool gpu = device_.is_cuda();  // pinned batches (the loader's pin_memory): asynchronous copies
     Tensor x = normalize(batch.data.to(device_, gpu)), y = batch.target.to(device_, gpu);
-    Tensor out = dp_.forward(x);  // under DDP, backward averages the gradients over the ranks
-    // (Label smoothing on a model that outputs log-probabilities: cross_entropy's log_softmax of them
-    // is themselves.)
-    Tensor loss = m_.outputs_log_probs && s_.label_smoothing == 0
-                      ? nn::functional::nll_loss(out, y)
-                      : nn::functional::cross_entropy(out, y, {.label_smoothing = s_.label_smoothing});
+    Tensor out, loss;
+    {
+      auto region = amp_region(s_.amp, device_);  // the forward and the loss, not backward (as PyTorch's)
+      out = dp_.forward(x);                       // under DDP, backward averages the gradients over the ranks
+      // (Label smoothing on a model that outputs log-probabilities: cross_entropy's log_softmax of
+      // them is themselves.)
+      loss = m_.outputs_log_probs && s_.label_smoothing == 0
+                 ? nn::functional::nll_loss(out, y)
+                 : nn::functional::cross_entropy(out, y, {.label_smoothing = s_.label_smoothing});
+    }
     opt_->zero_grad();
-    loss.backward();
-    opt_->step();
+    if (scaler_) {  // a step whose scaled gradients overflowed is skipped, and the scale backs off
+      scaler_->scale(loss).backward();
+      scaler_->step(*opt_);
+      scaler_->update();
+    } else {
+      loss.backward();
+      opt_->step();
+    }
     if (sched_.per_batch) sched_.scheduler->step();
     ++step_;
     autograd::NoGradGuard ng;
@@ -596,6 +626,7 @@ class TrainingRun {
                         {"seed", s_.seed},
                         {"shuffle", s_.shuffle},
                         {"augment", s_.augment},
+                        {"amp", s_.amp},
                         {"label_smoothing", s_.label_smoothing}},
                        {{"hparam/test_accuracy", last_.accuracy}, {"hparam/test_loss", last_.loss}}, {}, "", step_);
       tb_->close();
@@ -615,9 +646,9 @@ class TrainingRun {
       std::string json =
           "{\"test_acc\": " + json_number(last_.accuracy) + ", \"test_loss\": " + json_number(last_.loss) +
           ", \"train_seconds\": " + json_number(train_seconds) + ", \"epochs\": " + std::to_string(epochs_) +
-          ", \"images_per_second\": " + json_number(ips) + ", \"model\": \"" + s_.model + "\", \"dataset\": \"" +
-          s_.dataset + "\", \"device\": \"" + device_.str() + "\", \"checkpoint\": \"" + json_escape(ckpt_path_) +
-          "\", \"data\": \"" + json_escape(data_dir_) + "\"}\n";
+          ", \"images_per_second\": " + json_number(ips) + ", \"model\": \"" + s_.model + "\", \"amp\": \"" + s_.amp +
+          "\", \"dataset\": \"" + s_.dataset + "\", \"device\": \"" + device_.str() + "\", \"checkpoint\": \"" +
+          json_escape(ckpt_path_) + "\", \"data\": \"" + json_escape(data_dir_) + "\"}\n";
       io::write_all(f, json.data(), json.size(), summary);
     });
   }
@@ -634,7 +665,7 @@ class TrainingRun {
   // digits shown are those of rank 0's slice.)
   EvalResult evaluate_job(Misclassified* wrong) {
     dp_.broadcast_buffers();
-    EvalSums e = evaluate(model(), m_.outputs_log_probs, test_shard_, device_, wrong);
+    EvalSums e = evaluate(model(), m_.outputs_log_probs, s_.amp, test_shard_, device_, wrong);
     std::vector<double> v{e.loss, static_cast<double>(e.correct), static_cast<double>(e.seen)};
     dp_.sum(v);
     return EvalSums{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])}.result();
@@ -654,8 +685,9 @@ class TrainingRun {
   std::optional<data::DataLoader> loader_;
   std::unique_ptr<optim::Optimizer> opt_;
   Schedule sched_;
-  RunProgress progress_;          // train seconds, and the seconds of a resumed partial epoch
-  Tally epoch_tally_, tb_tally_;  // this epoch so far; the steps since the last TensorBoard point
+  std::optional<amp::GradScaler> scaler_;  // --amp fp16
+  RunProgress progress_;                   // train seconds, and the seconds of a resumed partial epoch
+  Tally epoch_tally_, tb_tally_;           // this epoch so far; the steps since the last TensorBoard point
   std::optional<tensorboard::SummaryWriter> tb_;
   EvalResult last_{};
   DataParallel dp_;

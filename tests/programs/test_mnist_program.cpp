@@ -197,6 +197,49 @@ TEST_F(MnistProgram, ResumeEqualsUninterrupted) {
   EXPECT_NE(conflict.out.find("--lr 0.5 conflicts"), std::string::npos) << conflict.out;
 }
 
+// --amp: bf16 trains under autocast (float32 weights in the checkpoint) and says so in the header;
+// fp16 adds a GradScaler whose state the checkpoint carries, so a resumed fp16 run ends with the
+// weights of an uninterrupted one; --amp is a run setting, refused on resume when it conflicts.
+TEST_F(MnistProgram, AmpTrainsResumesAndKeepsItsSetting) {
+  Result b = run("train --model cnn --epochs 1 --amp bf16 --quiet " + data() + " --checkpoint " +
+                 ck("bf16.safetensors") + " --summary-json " + ck("bf16.json"));
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("mixed precision: forward under autocast to bfloat16, float32 weights"), std::string::npos)
+      << b.out;
+  std::ifstream js(ck("bf16.json"));
+  std::string json((std::istreambuf_iterator<char>(js)), {});
+  EXPECT_NE(json.find("\"amp\": \"bf16\""), std::string::npos) << json;
+  EXPECT_GT(std::stod(json.substr(json.find("\"test_acc\": ") + 12)), 0.9) << json;
+  auto saved = safetensors::load_file(ck("bf16.safetensors"));
+  int weights = 0;
+  for (const auto& [name, t] : saved.tensors)
+    if (name.rfind("model.", 0) == 0 && t.is_floating_point()) {
+      EXPECT_EQ(t.dtype(), kFloat32) << name;
+      ++weights;
+    }
+  EXPECT_GT(weights, 0);
+
+  std::string common = " --model cnn --amp fp16 --quiet " + data();
+  Result f = run("train --epochs 2" + common + " --checkpoint " + ck("fp16full.safetensors"));
+  ASSERT_EQ(f.code, 0) << f.out;
+  EXPECT_NE(f.out.find("float16, float32 weights, loss scaled by a GradScaler (scale 65536)"), std::string::npos)
+      << f.out;
+  ASSERT_EQ(run("train --epochs 1" + common + " --checkpoint " + ck("fp16part.safetensors")).code, 0);
+  Result r = run("train --epochs 2 --quiet " + data() + " --resume " + ck("fp16part.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("loss scaled by a GradScaler"), std::string::npos) << r.out;
+  EXPECT_TRUE(same_weights(ck("fp16full.safetensors"), ck("fp16part.safetensors")));
+  Result conflict = run("train --epochs 3 --amp bf16 --quiet " + data() + " --resume " + ck("fp16part.safetensors"));
+  EXPECT_EQ(conflict.code, 2) << conflict.out;
+  EXPECT_NE(conflict.out.find("--amp bf16 conflicts with the run in '" + ck("fp16part.safetensors") +
+                              "', started with --amp fp16"),
+            std::string::npos)
+      << conflict.out;
+  Result bad = run("train --amp fp8 " + data());
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("fp8"), std::string::npos) << bad.out;
+}
+
 // The fast recipe: its model's defaults (one epoch, one-cycle Adam, label smoothing 0.1) with
 // nothing else given; resuming keeps the model's epoch count and the saved label smoothing.
 TEST_F(MnistProgram, FastRecipeDefaultsAndResume) {
