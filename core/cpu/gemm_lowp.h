@@ -5,10 +5,12 @@
 // Kernels, chosen once from what the CPU reports (lowp_kernel()):
 // - amx_bf16 (bfloat16 on CPUs with AMX-BF16, Intel Sapphire Rapids on): 16x16 float32 tiles updated
 //   by TDPBF16PS, 2x2 tiles per micro-kernel (32x32 of C);
-// - avx512_bf16 (bfloat16 on CPUs with AVX512_BF16 but no AMX: AMD Zen 4/5, Intel Cooper Lake):
-//   VDPBF16PS, a 12x32 micro-kernel of float32 accumulators, two k values per float32 lane;
+// - avx512_bf16 (bfloat16 on non-Intel CPUs with AVX512_BF16 but no AMX: AMD Zen 4/5): VDPBF16PS, a
+//   12x32 micro-kernel of float32 accumulators, two k values per float32 lane. Not chosen on Intel
+//   cores, where VDPBF16PS runs at half the float32 FMA's rate (Cooper Lake; Sapphire Rapids guests
+//   that hide AMX), so the convert path is faster there;
 // - convert (float16 always, since CPUs without AVX512-FP16 have no float16 arithmetic; bfloat16
-//   elsewhere, AVX2-only and non-x86 CPUs included): the operands are converted to float32 while
+//   elsewhere, Intel without AMX, AVX2-only and non-x86 CPUs included): the operands are converted to float32 while
 //   they are packed (F16C, or shifts for bfloat16) and multiplied by the float32 GEMM's micro-kernel.
 // The bfloat16 kernels pack B (and A for VDPBF16PS) as pairs along k: the two bfloat16 of one float32
 // lane are B(p, j) and B(p + 1, j), the layout both instructions read.
@@ -21,8 +23,8 @@
 // The two bfloat16 kernels flush denormal inputs and sums to zero (the instructions do); the convert
 // path keeps them. Either way results stay within bfloat16 accuracy of the float64 product.
 //
-// Overrides: NABLA_GEMM_LOWP=convert forces the portable path; NABLA_GEMM_LOWP=avx512_bf16 stops short
-// of AMX. The bfloat16 kernels are AVX-512 paths of the AVX2 build, so NABLA_CPU_ISA=base and
+// Overrides: NABLA_GEMM_LOWP=convert forces the portable path; NABLA_GEMM_LOWP=avx512_bf16 takes
+// VDPBF16PS wherever the CPU has it (short of AMX, and on Intel too). The bfloat16 kernels are AVX-512 paths of the AVX2 build, so NABLA_CPU_ISA=base and
 // NABLA_GEMM_KERNEL=avx2/generic (isa.h) turn them off too.
 #pragma once
 
@@ -40,6 +42,8 @@ LowpKernel lowp_kernel();
 // Whether the processor (and for AMX the operating system) can run `kernel` in this build.
 bool lowp_kernel_available(LowpKernel kernel);
 const char* lowp_kernel_name(LowpKernel kernel);  // "convert", "avx512_bf16", "amx_bf16"
+// Whether CPUID names the vendor GenuineIntel (lowp_kernel() then prefers convert to VDPBF16PS).
+bool cpu_is_intel();
 
 // C (m x n, row stride ldc) = alpha * A @ B + beta * C, where A(i, p) = a[i*rsa + p*csa] and
 // B(p, j) = b[p*rsb + j*csb]: any strides, so transposed operands need no copy. With beta == 0, C is

@@ -325,7 +325,9 @@ TEST(CpuGemmLowp, KernelChoiceFollowsTheCpuAndEnvironment) {
   EXPECT_TRUE(cpu::lowp_kernel_available(LowpKernel::convert));
   LowpKernel want = LowpKernel::convert;
   if (lowp != "convert")
-    want = amx && lowp != "avx512_bf16" ? LowpKernel::amx_bf16 : dp ? LowpKernel::avx512_bf16 : LowpKernel::convert;
+    want = amx && lowp != "avx512_bf16"                       ? LowpKernel::amx_bf16
+           : dp && (lowp == "avx512_bf16" || !cpu::cpu_is_intel()) ? LowpKernel::avx512_bf16
+                                                                   : LowpKernel::convert;
   EXPECT_EQ(cpu::lowp_kernel(), want) << "chose " << cpu::lowp_kernel_name(cpu::lowp_kernel());
   // The bfloat16 kernels are AVX-512 paths: only where the GEMM runs its AVX-512 kernels.
   if (amx || dp) EXPECT_EQ(cpu::gemm_isa(), cpu::Isa::avx512);

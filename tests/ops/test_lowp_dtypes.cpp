@@ -404,6 +404,10 @@ TEST(LowpDtypesConv, AgreesWithFloat32OnTheSameValues) {
       {{3, 8, 5, 7}, {5, 8, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},                 // 1x1: the patches are the image
       {{2, 3, 17}, {4, 3, 5}, {2}, {2}, {1}, 1},                               // 1-D
       {{1, 2, 4, 5, 6}, {3, 2, 2, 3, 3}, {1, 1, 2}, {1, 0, 1}, {1, 1, 1}, 1},  // 3-D
+      // Images go through the GEMM in chunks of under 24 MB of patches and sums (conv_nd.cpp): at
+      // 64 channels of 64x64 the forward takes 4 images per chunk and the input gradient 2, so 6
+      // images end in a partial chunk.
+      {{6, 64, 64, 64}, {64, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
   };
   for (DType dt : kLowp) {
     for (size_t ci = 0; ci < cases.size(); ++ci) {
