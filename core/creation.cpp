@@ -145,7 +145,7 @@ Tensor rand_like(const Tensor& t, const TensorOptions& o) { return rand(t.sizes(
 Tensor randn_like(const Tensor& t, const TensorOptions& o) { return randn(t.sizes(), like(t, o)); }
 
 // float16/bfloat16 ranges are filled as float32 points and rounded once.
-static DType float32_fill(DType dt) { return dt == DType::f16 || dt == DType::bf16 ? DType::f32 : dt; }
+static DType float32_fill(DType dt) { return is_reduced_float(dt) ? DType::f32 : dt; }
 
 Tensor arange(Scalar end, const TensorOptions& o) { return arange(0, end, 1, o); }
 

@@ -208,6 +208,8 @@ constexpr size_t element_size(DType d) {
 constexpr bool is_floating(DType d) {
   return d == DType::f32 || d == DType::f64 || d == DType::f16 || d == DType::bf16;
 }
+// float16 or bfloat16 (PyTorch's isReducedFloatingType): the dtypes kernels compute in float32.
+constexpr bool is_reduced_float(DType d) { return d == DType::f16 || d == DType::bf16; }
 constexpr bool is_integral(DType d, bool include_bool = false) {
   return d == DType::i64 || d == DType::i32 || d == DType::u8 || (include_bool && d == DType::boolean);
 }

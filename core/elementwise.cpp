@@ -611,7 +611,7 @@ bool equal(const Tensor& a, const Tensor& b) {
   autograd::NoGradGuard ng;
   // The CPU has no 16-bit float comparisons: compare the exact float32 values instead (as
   // torch.equal, which accepts float16/bfloat16 on any device).
-  auto cpu_half = [](const Tensor& t) { return t.is_cpu() && (t.dtype() == DType::f16 || t.dtype() == DType::bf16); };
+  auto cpu_half = [](const Tensor& t) { return t.is_cpu() && is_reduced_float(t.dtype()); };
   if (cpu_half(a) || cpu_half(b)) {
     auto up = [&](const Tensor& t) { return cpu_half(t) ? t.to(DType::f32) : t; };
     return all(eq(up(a), up(b))).item<bool>();

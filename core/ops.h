@@ -65,7 +65,8 @@ Tensor ones_like(const Tensor& t, const TensorOptions& options = {});
 Tensor full_like(const Tensor& t, Scalar value, const TensorOptions& options = {});
 Tensor rand_like(const Tensor& t, const TensorOptions& options = {});
 Tensor randn_like(const Tensor& t, const TensorOptions& options = {});
-// [0, end) / [start, end) with step. Integer arguments give int64, floating ones float32.
+// [0, end) / [start, end) with step. Integer arguments give int64, floating ones float32. In
+// float16/bfloat16 the points are the float32 ones rounded once.
 Tensor arange(Scalar end, const TensorOptions& options = {});
 Tensor arange(Scalar start, Scalar end, Scalar step = 1, const TensorOptions& options = {});
 // `steps` points from start to end, filled from both ends as PyTorch's (the last is exactly end);
@@ -73,8 +74,7 @@ Tensor arange(Scalar start, Scalar end, Scalar step = 1, const TensorOptions& op
 Tensor linspace(double start, double end, int64_t steps, const TensorOptions& options = {});
 Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, const TensorOptions& options = {});
 // Random draws in float16/bfloat16 are the float32 draws of the same seed rounded once (a uniform
-// draw that would round up onto the upper bound takes the largest value below it); so are
-// arange's points.
+// draw that would round up onto the upper bound takes the largest value below it).
 Tensor rand(IntArrayRef shape, const TensorOptions& options = {});   // uniform [0, 1)
 Tensor randn(IntArrayRef shape, const TensorOptions& options = {});  // standard normal
 Tensor randint(int64_t low, int64_t high, IntArrayRef shape, const TensorOptions& options = {});

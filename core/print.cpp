@@ -163,7 +163,7 @@ std::string Tensor::str() const {
   if (!is_floating(t.dtype()) && t.dtype() != DType::boolean && t.dtype() != DType::i64 && t.dtype() != DType::i32 &&
       t.dtype() != DType::u8)
     t = t.to(DType::f32);
-  if (t.dtype() == DType::f16 || t.dtype() == DType::bf16) t = t.to(DType::f32);
+  if (is_reduced_float(t.dtype())) t = t.to(DType::f32);
   std::ostringstream os;
   os << "tensor(";
   bool empty = t.numel() == 0;

@@ -49,9 +49,6 @@ Tensor run_reduce(ReduceOp op, const Tensor& x, const Reduction& r, DType out_dt
   return internal::make_view(out, r.out_shape, contiguous_strides(r.out_shape), 0);
 }
 
-// float16 and bfloat16, which var, norm and logsumexp compute in float32.
-bool is_low_precision(DType d) { return d == DType::f16 || d == DType::bf16; }
-
 // Broadcasts a reduced gradient back over x's shape.
 Tensor expand_grad(const Tensor& g, const Shape& keep_shape, const Shape& x_shape) {
   return g.reshape(keep_shape).expand(x_shape);
@@ -85,7 +82,7 @@ Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim) {
               " (convert with .to(kFloat32) first)");
   // float16/bfloat16: summed and divided in float32, rounded once, as PyTorch 2.x (1.13 rounds the
   // sum and the count to the dtype first).
-  if (is_low_precision(x.dtype())) return mean(x.to(DType::f32), dims, keepdim).to(x.dtype());
+  if (is_reduced_float(x.dtype())) return mean(x.to(DType::f32), dims, keepdim).to(x.dtype());
   Reduction r = plan(x, dims, keepdim, "mean");
   Tensor s = sum(x, dims, keepdim);
   return r.count == 0 ? s / 0.0 : s / static_cast<double>(r.count);
@@ -231,7 +228,7 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 Tensor var(const Tensor& x, IntArrayRef dims, int64_t correction, bool keepdim) {
   NABLA_CHECK(DTypeError, is_floating(x.dtype()), "var: input dtype must be floating, got ", x.dtype());
   // float16/bfloat16: every step in float32, rounded once (as PyTorch's float32 accumulation).
-  if (is_low_precision(x.dtype())) return var(x.to(DType::f32), dims, correction, keepdim).to(x.dtype());
+  if (is_reduced_float(x.dtype())) return var(x.to(DType::f32), dims, correction, keepdim).to(x.dtype());
   Reduction r = plan(x, dims, keepdim, "var");
   Tensor m = mean(x, dims, true);
   Tensor d = x - m;
@@ -264,7 +261,7 @@ Tensor norm(const Tensor& x, double p, IntArrayRef dims, bool keepdim) {
     return norm(ac[0], p, dims, keepdim);
   NABLA_CHECK(DTypeError, is_floating(x.dtype()), "norm: input dtype must be floating, got ", x.dtype());
   // float16/bfloat16: every step in float32, rounded once (as PyTorch's float32 accumulation).
-  if (is_low_precision(x.dtype())) return norm(x.to(DType::f32), p, dims, keepdim).to(x.dtype());
+  if (is_reduced_float(x.dtype())) return norm(x.to(DType::f32), p, dims, keepdim).to(x.dtype());
   if (std::isinf(p)) return p > 0 ? amax(abs(x), dims, keepdim) : amin(abs(x), dims, keepdim);
   if (p == 1) return sum(abs(x), dims, keepdim);
   if (p == 0) return sum(ne(x, 0).to(x.dtype()), dims, keepdim);
@@ -294,7 +291,7 @@ Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim) {
     return logsumexp(ac[0], dims, keepdim);
   NABLA_CHECK(DTypeError, is_floating(x.dtype()), "logsumexp: input dtype must be floating, got ", x.dtype());
   // float16/bfloat16: every step in float32, rounded once (as PyTorch's float32 accumulation).
-  if (is_low_precision(x.dtype())) return logsumexp(x.to(DType::f32), dims, keepdim).to(x.dtype());
+  if (is_reduced_float(x.dtype())) return logsumexp(x.to(DType::f32), dims, keepdim).to(x.dtype());
   Reduction r = plan(x, dims, keepdim, "logsumexp");
   if (x.numel() == 0) return log(sum(exp(x), dims, keepdim));
   Tensor m;

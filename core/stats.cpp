@@ -21,8 +21,6 @@ namespace {
 
 using internal::make_empty;
 
-bool is_16bit(DType d) { return d == DType::f16 || d == DType::bf16; }
-
 // NaN-aware order: NaN is the largest value (PyTorch's sort, kthvalue, median).
 template <class T>
 bool less_nan(T a, T b) {
@@ -44,7 +42,7 @@ Tensor host_lines(const Tensor& x, int64_t d) {
   autograd::NoGradGuard ng;
   Tensor xl = x.dim() == 0 ? x.reshape({1}) : x.movedim(d, -1);
   Tensor h = xl.contiguous().cpu();
-  if (is_16bit(h.dtype())) h = h.to(DType::f32);
+  if (is_reduced_float(h.dtype())) h = h.to(DType::f32);
   return h.contiguous();
 }
 
@@ -500,7 +498,7 @@ Tensor histc(const Tensor& x, int64_t bins, double min_v, double max_v) {
   NABLA_CHECK(DTypeError, is_floating(x.dtype()), "histc: defined for floating tensors only, got ", x.dtype());
   NABLA_CHECK(ValueError, bins > 0, "histc: bins must be > 0, but got ", bins);
   Tensor h = to_host_contiguous(x);
-  if (is_16bit(h.dtype())) h = h.to(DType::f32);
+  if (is_reduced_float(h.dtype())) h = h.to(DType::f32);
   double lo = min_v, hi = max_v;
   if (lo == hi && h.numel() > 0) {
     autograd::NoGradGuard ng;
@@ -614,7 +612,7 @@ Tensor searchsorted(const Tensor& seq_in, const Tensor& values_in, bool out_int3
                 ": boundaries and sorter must have the same size, got ", seq_in.sizes(), " and ", sorter_in.sizes());
   }
   const DType common = internal::result_type(seq_in, values_in);
-  Tensor seq = to_host_contiguous(seq_in).to(is_16bit(common) ? DType::f32 : common).contiguous();
+  Tensor seq = to_host_contiguous(seq_in).to(is_reduced_float(common) ? DType::f32 : common).contiguous();
   Tensor vals = to_host_contiguous(values_in).to(seq.dtype()).contiguous();
   Tensor sorter = sorter_in.defined() ? to_host_contiguous(sorter_in) : Tensor();
   const int64_t n = seq.size(-1);
@@ -660,7 +658,7 @@ namespace {
 UniqueResult unique_impl(const Tensor& x, bool return_inverse, bool return_counts, bool consecutive, const char* op) {
   NABLA_CHECK(ValueError, x.defined(), op, ": input tensor is undefined");
   Tensor h = to_host_contiguous(x).reshape({-1});
-  const bool half = is_16bit(h.dtype());
+  const bool half = is_reduced_float(h.dtype());
   if (half) h = h.to(DType::f32).contiguous();
   const int64_t n = h.numel();
   std::vector<int64_t> order(static_cast<size_t>(n)), group(static_cast<size_t>(n));
@@ -725,7 +723,7 @@ UniqueResult unique_dim_impl(const Tensor& x, int64_t dim, bool return_inverse, 
   for (int64_t k = 0; k < x.dim(); ++k)
     if (k != d) perm.push_back(k);
   Tensor h = to_host_contiguous(x.detach().permute(perm)).reshape({n, -1});
-  if (is_16bit(h.dtype())) h = h.to(DType::f32).contiguous();
+  if (is_reduced_float(h.dtype())) h = h.to(DType::f32).contiguous();
   const int64_t len = h.size(1);
   std::vector<int64_t> order(static_cast<size_t>(n)), group(static_cast<size_t>(n)), first_of_group, counts;
   visit_compute_dtype(h.dtype(), op, [&](auto tag) {

@@ -94,7 +94,7 @@ Tensor GradScaler::scale(const Tensor& outputs) {
   // A float16/bfloat16 output times PyTorch's float32 scale tensor promotes to float32 (2^16 itself
   // overflows float16).
   const DType d = outputs.dtype();
-  const Tensor& x = (d == kFloat16 || d == kBFloat16) ? outputs.to(kFloat32) : outputs;
+  const Tensor& x = is_reduced_float(d) ? outputs.to(kFloat32) : outputs;
   return x * Scalar(static_cast<double>(scale_));
 }
 

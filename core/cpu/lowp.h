@@ -35,7 +35,7 @@ constexpr int64_t kBlock = 256;
 template <class T>
 constexpr bool is_lowp_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
-inline bool is_lowp(DType d) { return d == DType::f16 || d == DType::bf16; }
+inline bool is_lowp(DType d) { return is_reduced_float(d); }
 
 // ---- scalar conversions of n contiguous elements -------------------------------------------------
 inline void bf16_to_f32(const uint16_t* s, int64_t n, float* d) {

@@ -105,7 +105,7 @@ void round_draws(const Tensor& f, const Tensor& out, double to, bool keep_below_
 void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& gen) {
   int64_t n = out_in.numel();
   if (n == 0) return;
-  if (out_in.dtype() == DType::f16 || out_in.dtype() == DType::bf16) {
+  if (is_reduced_float(out_in.dtype())) {
     Tensor f = empty(out_in.sizes(), dtype(DType::f32));
     random(op, f, p0, p1, gen);
     Tensor out = out_in.is_contiguous() ? out_in : empty(out_in.sizes(), dtype(out_in.dtype()));
@@ -191,7 +191,7 @@ void random(RandomOp op, const Tensor& out_in, double p0, double p1, Generator& 
 void random_int(const Tensor& out_in, int64_t low, int64_t high, Generator& gen) {
   int64_t n = out_in.numel();
   if (n == 0) return;
-  if (out_in.dtype() == DType::f16 || out_in.dtype() == DType::bf16) {  // integers drawn as float32, rounded
+  if (is_reduced_float(out_in.dtype())) {  // integers drawn as float32, rounded
     Tensor f = empty(out_in.sizes(), dtype(DType::f32));
     random_int(f, low, high, gen);
     copy(f, out_in);

@@ -32,8 +32,13 @@ const Solver* solver_for(DeviceType type) {
 
 namespace linalg_internal {
 
-void check_float(const char* op, const Tensor& A, const char* name) {
+void check_float(const char* op, const Tensor& A, const char* name, bool allow_16bit) {
   NABLA_CHECK(ValueError, A.defined(), op, ": ", name, " is undefined");
+  if (allow_16bit) {
+    NABLA_CHECK(DTypeError, is_floating(A.dtype()), op, ": expected ", name, " to be a floating tensor, got ",
+                internal::describe(A));
+    return;
+  }
   NABLA_CHECK(DTypeError, A.dtype() == kFloat32 || A.dtype() == kFloat64, op, ": expected ", name,
               " to be a float32 or float64 tensor, got ", internal::describe(A));
 }

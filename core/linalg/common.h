@@ -48,9 +48,10 @@ inline Shape with(Shape s, std::initializer_list<int64_t> tail) {
 // A leading dimension for LAPACK (at least 1).
 inline int ld(int64_t n) { return static_cast<int>(std::max<int64_t>(n, 1)); }
 
-// Argument checks, with the op's name in the message: a float32/float64 tensor; batches of matrices
-// whose dims fit LAPACK's int; of square matrices; B of A's dtype and device.
-void check_float(const char* op, const Tensor& A, const char* name = "A");
+// Argument checks, with the op's name in the message: a float32/float64 tensor (any floating one with
+// allow_16bit); batches of matrices whose dims fit LAPACK's int; of square matrices; B of A's dtype
+// and device.
+void check_float(const char* op, const Tensor& A, const char* name = "A", bool allow_16bit = false);
 void check_matrix(const char* op, const Tensor& A, const char* name = "A");
 void check_square(const char* op, const Tensor& A);
 void check_pair(const char* op, const Tensor& A, const Tensor& B);

@@ -49,21 +49,14 @@ Tensor vector_norm(const Tensor& x, double ord, IntArrayRef dims, bool keepdim) 
   return nabla::norm(x, ord, dims, keepdim);
 }
 
-namespace {
 // The norms take float16/bfloat16 as PyTorch's: 'fro', 1 and inf reduce in float32 and round once;
 // 'nuc' and 2 go through svdvals, which is on CPU autocast's float32 list (a float32 result inside a
 // region) and refuses 16-bit inputs outside one, as PyTorch's CPU has no 16-bit SVD.
-void check_floating(const char* op, const Tensor& A, const char* name = "A") {
-  NABLA_CHECK(ValueError, A.defined(), op, ": ", name, " is undefined");
-  NABLA_CHECK(DTypeError, is_floating(A.dtype()), op, ": expected ", name, " to be a floating tensor, got ",
-              internal::describe(A));
-}
-}  // namespace
 
 Tensor matrix_norm(const Tensor& A, std::string_view ord, IntArrayRef dims, bool keepdim) {
   if (auto ac = autocast_internal::cast<OpId::linalg_matrix_norm>(A)) [[unlikely]]
     return matrix_norm(ac[0], ord, dims, keepdim);
-  check_floating("linalg.matrix_norm", A);
+  check_float("linalg.matrix_norm", A, "A", true);
   auto [d0, d1] = matrix_dims("linalg.matrix_norm", A, dims);
   if (ord == "fro") return nabla::norm(A, 2, {d0, d1}, keepdim);
   NABLA_CHECK(ValueError, ord == "nuc", "linalg.matrix_norm: Order ", ord, " not supported.");
@@ -73,7 +66,7 @@ Tensor matrix_norm(const Tensor& A, std::string_view ord, IntArrayRef dims, bool
 Tensor matrix_norm(const Tensor& A, double ord, IntArrayRef dims, bool keepdim) {
   if (auto ac = autocast_internal::cast<OpId::linalg_matrix_norm>(A)) [[unlikely]]
     return matrix_norm(ac[0], ord, dims, keepdim);
-  check_floating("linalg.matrix_norm", A);
+  check_float("linalg.matrix_norm", A, "A", true);
   auto [d0, d1] = matrix_dims("linalg.matrix_norm", A, dims);
   const double a = std::abs(ord);
   NABLA_CHECK(ValueError, a == 1 || a == 2 || std::isinf(a), "linalg.matrix_norm: Order ", ord, " not supported.");
@@ -90,7 +83,7 @@ Tensor matrix_norm(const Tensor& A, double ord, IntArrayRef dims, bool keepdim) 
 }
 
 Tensor norm(const Tensor& x, std::optional<double> ord, IntArrayRef dims, bool keepdim) {
-  check_floating("linalg.norm", x, "input");
+  check_float("linalg.norm", x, "input", true);
   if (!ord) {
     NABLA_CHECK(ShapeError, dims.size() <= 2, "linalg.norm: If dim is specified, it must be of length 1 or 2. Got ",
                 dims.size());
@@ -111,7 +104,7 @@ Tensor norm(const Tensor& x, std::optional<double> ord, IntArrayRef dims, bool k
 }
 
 Tensor norm(const Tensor& x, std::string_view ord, IntArrayRef dims, bool keepdim) {
-  check_floating("linalg.norm", x, "input");
+  check_float("linalg.norm", x, "input", true);
   if (dims.empty()) {
     NABLA_CHECK(ShapeError, x.dim() == 2,
                 "linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got ", x.dim(), "D.");

@@ -156,7 +156,7 @@ Tensor dot(const Tensor& a, const Tensor& b) {
   NABLA_CHECK(DTypeError, a.dtype() == b.dtype(), "dot: both operands must have the same dtype, got ", a.dtype(),
               " and ", b.dtype());
   // float16 / bfloat16: a (1, k) @ (k, 1) product, summed in float32 and rounded once.
-  if (a.dtype() == DType::f16 || a.dtype() == DType::bf16) return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+  if (is_reduced_float(a.dtype())) return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   return (a * b).sum();
 }
 
@@ -224,7 +224,7 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta, 
     return addmm(ac[0], ac[1], ac[2], beta, alpha);
   // float16 / bfloat16 on the CPU: one GEMM call (its 16-bit elementwise ops are not all there). CUDA
   // and a tracer keep the composite (a tracer records its parts).
-  if (a.defined() && (a.dtype() == DType::f16 || a.dtype() == DType::bf16) && a.device().is_cpu() && !trace::active())
+  if (a.defined() && is_reduced_float(a.dtype()) && a.device().is_cpu() && !trace::active())
     return linalg_internal::add_product_lowp("addmm", bias, a, b, beta.to_double(), alpha.to_double());
   Tensor p = mm(a, b);
   if (alpha.to_double() != 1) p = p * alpha;

@@ -35,7 +35,7 @@ Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, Scalar b
   NABLA_CHECK(DTypeError, input.dtype() == b1.dtype(), "baddbmm: input dtype ", input.dtype(),
               " differs from batch1 dtype ", b1.dtype());
   // float16 / bfloat16 on the CPU: one GEMM call (CUDA and a tracer keep the composite).
-  if ((b1.dtype() == DType::f16 || b1.dtype() == DType::bf16) && b1.device().is_cpu() && !trace::active())
+  if (is_reduced_float(b1.dtype()) && b1.device().is_cpu() && !trace::active())
     return linalg_internal::add_product_lowp("baddbmm", input, b1, b2, beta.to_double(), alpha.to_double());
   Tensor p = bmm(b1, b2);
   Shape bs = broadcast_shapes(input.sizes(), p.sizes(), "baddbmm");
