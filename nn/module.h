@@ -191,6 +191,16 @@ class Module : public std::enable_shared_from_this<Module> {
   // Converts floating parameters and buffers (integer buffers such as num_batches_tracked stay).
   void to(DType dtype);
   void to(Device device, DType dtype);
+  // PyTorch's module.half() and module.bfloat16(): to(kHalf) / to(kBFloat16), returning the module.
+  // (float() and double() are C++ keywords: use to(kFloat32) / to(kFloat64).)
+  Module& half() {
+    to(DType::f16);
+    return *this;
+  }
+  Module& bfloat16() {
+    to(DType::bf16);
+    return *this;
+  }
   void zero_grad(bool set_to_none = true);
   void requires_grad_(bool requires_grad = true);
 

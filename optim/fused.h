@@ -4,6 +4,9 @@
 // registers them) fill it. An optimizer asks fused_steps(device) for its update; an empty entry,
 // or a kernel that answers false (non-contiguous tensors, mixed dtypes), means the optimizer
 // composes the same update from Tensor ops. The per-element formulas are optim/fused_math.h.
+// The CPU's updates also take float16/bfloat16 parameters (state in the parameter's dtype): each
+// element is updated in float32 and rounded once. Differs from PyTorch's default (foreach) path,
+// which rounds after every op; it is what PyTorch's fused=True optimizers compute.
 #pragma once
 
 #include "../core/backend.h"

@@ -206,12 +206,13 @@ void visit_sgd_variant(const SgdStep& s, F&& f) {
   else with_momentum(std::false_type{});
 }
 
-// True when the tensors of a fused step qualify: one floating dtype (f32 or f64), contiguous, the
-// same number of elements. `state` lists the optimizer-state tensors the step reads and writes
-// (nullptr for those this variant of the step does not use).
-inline bool fused_step_fits(const Tensor& param, const Tensor& grad, std::initializer_list<const Tensor*> state) {
+// True when the tensors of a fused step qualify: one floating dtype (f32 or f64, and with `lowp`
+// f16 or bf16 too: the CPU's steps), contiguous, the same number of elements. `state` lists the
+// optimizer-state tensors the step reads and writes (nullptr for those this variant does not use).
+inline bool fused_step_fits(const Tensor& param, const Tensor& grad, std::initializer_list<const Tensor*> state,
+                            bool lowp = false) {
   const DType dt = param.dtype();
-  if (dt != DType::f32 && dt != DType::f64) return false;
+  if (dt != DType::f32 && dt != DType::f64 && !(lowp && is_reduced_float(dt))) return false;
   auto fits = [&](const Tensor& t) {
     return t.defined() && t.dtype() == dt && t.device() == param.device() && t.is_contiguous() &&
            t.numel() == param.numel();
@@ -231,17 +232,18 @@ bool run_fused_step(bool fits, const Tensor& param, F&& f) {
   else f(type_tag<double>{});
   return true;
 }
-inline bool sgd_step_fits(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
-  return fused_step_fits(param, grad, {s.momentum != 0 ? &momentum_buffer : nullptr});
+inline bool sgd_step_fits(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s,
+                          bool lowp = false) {
+  return fused_step_fits(param, grad, {s.momentum != 0 ? &momentum_buffer : nullptr}, lowp);
 }
 inline bool adam_step_fits(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                           const Tensor& max_exp_avg_sq, const AdamStep& a) {
-  return fused_step_fits(param, grad, {&exp_avg, &exp_avg_sq, a.amsgrad ? &max_exp_avg_sq : nullptr});
+                           const Tensor& max_exp_avg_sq, const AdamStep& a, bool lowp = false) {
+  return fused_step_fits(param, grad, {&exp_avg, &exp_avg_sq, a.amsgrad ? &max_exp_avg_sq : nullptr}, lowp);
 }
 inline bool rmsprop_step_fits(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
-                              const Tensor& momentum_buffer, const RmspropStep& r) {
-  return fused_step_fits(param, grad,
-                         {&square_avg, r.centered ? &grad_avg : nullptr, r.momentum > 0 ? &momentum_buffer : nullptr});
+                              const Tensor& momentum_buffer, const RmspropStep& r, bool lowp = false) {
+  return fused_step_fits(
+      param, grad, {&square_avg, r.centered ? &grad_avg : nullptr, r.momentum > 0 ? &momentum_buffer : nullptr}, lowp);
 }
 
 }  // namespace NABLA_OPTIM_MATH_BUILD

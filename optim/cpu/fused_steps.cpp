@@ -1,8 +1,13 @@
-// The CPU's fused optimizer updates (optim/fused.h): SGD, Adam/AdamW, RMSprop, Adagrad, Adadelta.
+// The CPU's fused optimizer updates (optim/fused.h): SGD, Adam/AdamW, RMSprop, Adagrad, Adadelta, on
+// float32/float64 parameters and on float16/bfloat16 ones (computed in float32, rounded once).
 // Compiled into each CPU kernel build (base, AVX2), as core/cpu/ is, and with -fno-math-errno
 // (CMakeLists.txt) so the loops, which take sqrt of non-negative values only, vectorize.
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <type_traits>
 
+#include "core/cpu/lowp.h"
 #include "core/impl.h"
 #include "core/parallel.h"
 #include "optim/fused_math.h"
@@ -16,6 +21,7 @@ namespace nabla::optim::cpu::NABLA_CPU_ISA {
 namespace {
 
 using namespace fused_math;
+namespace lowp = nabla::cpu::NABLA_CPU_ISA::lowp;
 
 // Elements [i0, i1) of each update; the variant is a template argument so the loops have no
 // branches; __restrict and coefficients taken by value (no aliasing with the arrays) let them vectorize.
@@ -28,17 +34,56 @@ void adam_range(T* __restrict p, const T* __restrict grad, T* __restrict m, T* _
 // The loops below split a parameter into chunks of this many elements over the threads.
 constexpr int64_t kStepGrain = 1 << 15;
 
+// The arithmetic type of a parameter dtype: float for float16/bfloat16 (as PyTorch's fused
+// optimizers compute, "opmath"), the dtype itself otherwise.
+template <class T>
+using Op = std::conditional_t<lowp::is_lowp_v<T>, float, T>;
+
+// Runs range(p, g, s, i0, i1) over the whole parameter, threaded, with s the state tensors' data
+// (nullptr for undefined ones). float32/float64 pass their own memory. float16/bfloat16 (state in the
+// parameter's dtype, as PyTorch keeps it) pass blocks of lowp::kBlock elements converted to float32 on
+// the stack; the parameter and the state are rounded once on store, the gradient is only read.
+template <class T, class Range>
+void for_blocks(const Tensor& param, const Tensor& grad, std::array<const Tensor*, 3> state, const Range& range) {
+  T* p = param.data_ptr<T>();
+  const T* g = grad.data_ptr<T>();
+  std::array<T*, 3> st{};
+  for (size_t k = 0; k < state.size(); ++k)
+    if (state[k] && state[k]->defined()) st[k] = state[k]->data_ptr<T>();
+  if constexpr (!lowp::is_lowp_v<T>) {
+    parallel_for(0, param.numel(), kStepGrain, [&](int64_t i0, int64_t i1) { range(p, g, st, i0, i1); });
+  } else {
+    parallel_for(0, param.numel(), kStepGrain, [&](int64_t i0, int64_t i1) {
+      constexpr int64_t B = lowp::kBlock;
+      alignas(64) float bp[B], bg[B], bs[3][B];
+      for (int64_t b = i0; b < i1; b += B) {
+        const int64_t n = std::min(B, i1 - b);
+        std::array<float*, 3> fs{};
+        lowp::to_float(p + b, n, bp);
+        lowp::to_float(g + b, n, bg);
+        for (size_t k = 0; k < st.size(); ++k)
+          if (st[k]) {
+            fs[k] = bs[k];
+            lowp::to_float(st[k] + b, n, bs[k]);
+          }
+        range(bp, static_cast<const float*>(bg), fs, int64_t(0), n);
+        lowp::from_float(bp, n, p + b);
+        for (size_t k = 0; k < st.size(); ++k)
+          if (st[k]) lowp::from_float(bs[k], n, st[k] + b);
+      }
+    });
+  }
+}
+
 template <class T>
 void adam_loop(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Tensor& max_exp_avg_sq, const AdamStep& a) {
-  T *p = param.data_ptr<T>(), *m = exp_avg.data_ptr<T>(), *v = exp_avg_sq.data_ptr<T>();
-  T* vmax = a.amsgrad ? max_exp_avg_sq.data_ptr<T>() : nullptr;
-  const T* g = grad.data_ptr<T>();
-  const AdamCoeffs<T> c(a);
+  const AdamCoeffs<Op<T>> c(a);
   visit_adam_variant(a, [&](auto wd, auto ams) {
-    parallel_for(0, param.numel(), kStepGrain, [&](int64_t i0, int64_t i1) {
-      adam_range<decltype(wd)::value, decltype(ams)::value>(p, g, m, v, vmax, i0, i1, c);
-    });
+    for_blocks<T>(param, grad, {&exp_avg, &exp_avg_sq, a.amsgrad ? &max_exp_avg_sq : nullptr},
+                  [&](auto* p, const auto* g, auto s, int64_t i0, int64_t i1) {
+                    adam_range<decltype(wd)::value, decltype(ams)::value>(p, g, s[0], s[1], s[2], i0, i1, c);
+                  });
   });
 }
 
@@ -52,17 +97,15 @@ void rmsprop_range(T* __restrict p, const T* __restrict grad, T* __restrict sq, 
 template <class T>
 void rmsprop_loop(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
                   const Tensor& momentum_buffer, const RmspropStep& r) {
-  T *p = param.data_ptr<T>(), *sq = square_avg.data_ptr<T>();
-  T* gavg = r.centered ? grad_avg.data_ptr<T>() : nullptr;
-  T* buf = r.momentum > 0 ? momentum_buffer.data_ptr<T>() : nullptr;
-  const T* g = grad.data_ptr<T>();
-  const RmspropCoeffs<T> c(r);
+  const RmspropCoeffs<Op<T>> c(r);
   with_flags(
       [&](auto wd, auto centered, auto mom) {
-        parallel_for(0, param.numel(), kStepGrain, [&](int64_t i0, int64_t i1) {
-          rmsprop_range<decltype(wd)::value, decltype(centered)::value, decltype(mom)::value>(p, g, sq, gavg, buf, i0,
-                                                                                              i1, c);
-        });
+        for_blocks<T>(param, grad,
+                      {&square_avg, r.centered ? &grad_avg : nullptr, r.momentum > 0 ? &momentum_buffer : nullptr},
+                      [&](auto* p, const auto* g, auto s, int64_t i0, int64_t i1) {
+                        rmsprop_range<decltype(wd)::value, decltype(centered)::value, decltype(mom)::value>(
+                            p, g, s[0], s[1], s[2], i0, i1, c);
+                      });
       },
       r.weight_decay != 0, r.centered, r.momentum > 0);
 }
@@ -75,13 +118,13 @@ void adagrad_range(T* __restrict p, const T* __restrict grad, T* __restrict sum,
 
 template <class T>
 void adagrad_loop(const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStep& a) {
-  T *p = param.data_ptr<T>(), *s = sum.data_ptr<T>();
-  const T* g = grad.data_ptr<T>();
-  const AdagradCoeffs<T> c(a);
+  const AdagradCoeffs<Op<T>> c(a);
   with_flags(
       [&](auto wd) {
-        parallel_for(0, param.numel(), kStepGrain,
-                     [&](int64_t i0, int64_t i1) { adagrad_range<decltype(wd)::value>(p, g, s, i0, i1, c); });
+        for_blocks<T>(param, grad, {&sum, nullptr, nullptr},
+                      [&](auto* p, const auto* g, auto s, int64_t i0, int64_t i1) {
+                        adagrad_range<decltype(wd)::value>(p, g, s[0], i0, i1, c);
+                      });
       },
       a.weight_decay != 0);
 }
@@ -95,13 +138,13 @@ void adadelta_range(T* __restrict p, const T* __restrict grad, T* __restrict sq,
 template <class T>
 void adadelta_loop(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& acc_delta,
                    const AdadeltaStep& a) {
-  T *p = param.data_ptr<T>(), *sq = square_avg.data_ptr<T>(), *acc = acc_delta.data_ptr<T>();
-  const T* g = grad.data_ptr<T>();
-  const AdadeltaCoeffs<T> c(a);
+  const AdadeltaCoeffs<Op<T>> c(a);
   with_flags(
       [&](auto wd) {
-        parallel_for(0, param.numel(), kStepGrain,
-                     [&](int64_t i0, int64_t i1) { adadelta_range<decltype(wd)::value>(p, g, sq, acc, i0, i1, c); });
+        for_blocks<T>(param, grad, {&square_avg, &acc_delta, nullptr},
+                      [&](auto* p, const auto* g, auto s, int64_t i0, int64_t i1) {
+                        adadelta_range<decltype(wd)::value>(p, g, s[0], s[1], i0, i1, c);
+                      });
       },
       a.weight_decay != 0);
 }
@@ -114,44 +157,59 @@ void sgd_range(T* __restrict p, const T* __restrict grad, T* __restrict buf, int
 
 template <class T>
 void sgd_loop(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
-  T* p = param.data_ptr<T>();
-  const T* g = grad.data_ptr<T>();
-  T* buf = s.momentum != 0 ? momentum_buffer.data_ptr<T>() : nullptr;
-  const SgdCoeffs<T> c(s);
+  const SgdCoeffs<Op<T>> c(s);
   visit_sgd_variant(s, [&](auto wd, auto mom, auto nesterov) {
-    parallel_for(0, param.numel(), kStepGrain, [&](int64_t i0, int64_t i1) {
-      sgd_range<decltype(wd)::value, decltype(mom)::value, decltype(nesterov)::value>(p, g, buf, i0, i1, c);
-    });
+    for_blocks<T>(param, grad, {s.momentum != 0 ? &momentum_buffer : nullptr, nullptr, nullptr},
+                  [&](auto* p, const auto* g, auto st, int64_t i0, int64_t i1) {
+                    sgd_range<decltype(wd)::value, decltype(mom)::value, decltype(nesterov)::value>(p, g, st[0], i0, i1,
+                                                                                                    c);
+                  });
   });
 }
 
+// run_fused_step (optim/fused_math.h) with float16 and bfloat16 too, the CPU's alone: `fits` is the
+// check of the step's tensors with the 16-bit dtypes allowed.
+template <class F>
+bool run_cpu_step(bool fits, const Tensor& param, F&& f) {
+  if (!fits) return false;
+  if (param.numel() == 0) return true;
+  switch (param.dtype()) {
+    case DType::f32: f(type_tag<float>{}); break;
+    case DType::f64: f(type_tag<double>{}); break;
+    case DType::bf16: f(type_tag<BFloat16>{}); break;
+    default: f(type_tag<Half>{}); break;
+  }
+  return true;
+}
+
 bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
-  return run_fused_step(sgd_step_fits(param, grad, momentum_buffer, s), param,
-                        [&](auto tag) { sgd_loop<typename decltype(tag)::type>(param, grad, momentum_buffer, s); });
+  return run_cpu_step(sgd_step_fits(param, grad, momentum_buffer, s, true), param,
+                      [&](auto tag) { sgd_loop<typename decltype(tag)::type>(param, grad, momentum_buffer, s); });
 }
 
 bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Tensor& max_exp_avg_sq, const AdamStep& a) {
-  return run_fused_step(adam_step_fits(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a), param, [&](auto tag) {
+  return run_cpu_step(adam_step_fits(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a, true), param, [&](auto tag) {
     adam_loop<typename decltype(tag)::type>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a);
   });
 }
 
 bool rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
                   const Tensor& momentum_buffer, const RmspropStep& r) {
-  return run_fused_step(rmsprop_step_fits(param, grad, square_avg, grad_avg, momentum_buffer, r), param, [&](auto tag) {
-    rmsprop_loop<typename decltype(tag)::type>(param, grad, square_avg, grad_avg, momentum_buffer, r);
-  });
+  return run_cpu_step(
+      rmsprop_step_fits(param, grad, square_avg, grad_avg, momentum_buffer, r, true), param, [&](auto tag) {
+        rmsprop_loop<typename decltype(tag)::type>(param, grad, square_avg, grad_avg, momentum_buffer, r);
+      });
 }
 
 bool adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStep& a) {
-  return run_fused_step(fused_step_fits(param, grad, {&sum}), param,
-                        [&](auto tag) { adagrad_loop<typename decltype(tag)::type>(param, grad, sum, a); });
+  return run_cpu_step(fused_step_fits(param, grad, {&sum}, true), param,
+                      [&](auto tag) { adagrad_loop<typename decltype(tag)::type>(param, grad, sum, a); });
 }
 
 bool adadelta_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& acc_delta,
                    const AdadeltaStep& a) {
-  return run_fused_step(fused_step_fits(param, grad, {&square_avg, &acc_delta}), param, [&](auto tag) {
+  return run_cpu_step(fused_step_fits(param, grad, {&square_avg, &acc_delta}, true), param, [&](auto tag) {
     adadelta_loop<typename decltype(tag)::type>(param, grad, square_avg, acc_delta, a);
   });
 }

@@ -166,6 +166,24 @@ TEST(NnModule, ToDtypeChangesTensorsInPlace) {
   EXPECT_EQ(net->scale.dtype(), kFloat64);
 }
 
+// module.half() / module.bfloat16() as PyTorch's: every floating parameter and buffer converted in
+// place (integer buffers kept), the module returned, and it trains in the new dtype.
+TEST(NnModule, HalfAndBfloat16ConvertInPlace) {
+  for (DType dt : {kFloat16, kBFloat16}) {
+    auto net = std::make_shared<Net>();
+    std::vector<Tensor> params = net->parameters();
+    nn::Module& same = dt == kFloat16 ? net->half() : net->bfloat16();
+    EXPECT_EQ(&same, net.get());
+    for (const Tensor& p : params) EXPECT_EQ(p.dtype(), dt) << dtype_name(dt);
+    EXPECT_EQ(net->features->at<nn::BatchNorm2d>(1)->num_batches_tracked.dtype(), kInt64);
+    EXPECT_EQ(net->features->at<nn::BatchNorm2d>(1)->running_var.dtype(), dt);
+    Tensor y = (*net)(randn({2, 1, 4, 4}).to(dt));
+    EXPECT_EQ(y.dtype(), dt);
+    y.to(kFloat32).sum().backward();
+    EXPECT_EQ(net->classifier->weight.grad().dtype(), dt);
+  }
+}
+
 TEST(NnModule, ZeroGradAndRequiresGrad) {
   Mlp m;
   m(randn({2, 4})).sum().backward();

@@ -1391,6 +1391,42 @@ TEST(Onnx, FoldsBatchNormAndNamesInitializers) {
   fs::remove(p);
 }
 
+// A float16 or bfloat16 model exports its weights bit for bit: a Linear whose weight holds every one
+// of the 65,536 patterns of the dtype (NaN payloads, -0, subnormals, infinities) becomes an
+// initializer of that ONNX element type with the same bytes, and onnx.checker accepts the graph.
+TEST(Onnx, SixteenBitWeightsExportBitForBit) {
+  if (!have_onnx_checker()) {
+    if (nabla::testing::ort_required()) FAIL() << "NABLA_REQUIRE_ORT=1 but /usr/bin/python3 cannot import onnx";
+    GTEST_SKIP() << "/usr/bin/python3 cannot import onnx (apt-get install python3-onnx)";
+  }
+  std::vector<uint16_t> bits(65536);
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<uint16_t>(i);
+  for (DType dt : {kFloat16, kBFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    nn::Linear lin(256, 256);
+    lin.to(dt);
+    {
+      NoGradGuard no_grad;
+      lin.weight.copy_(from_blob(bits.data(), {256, 256}, TensorOptions().dtype(dt)));
+    }
+    fs::path p = fs::temp_directory_path() /
+                 ("nabla_onnx_bits_" + std::string(dtype_name(dt)) + "_" + std::to_string(::getpid()) + ".onnx");
+    onnx::export_model(lin, {zeros({1, 256}, TensorOptions().dtype(dt))}, p.string());
+    // ONNX element types: FLOAT16 10, BFLOAT16 16.
+    std::string py = std::string(kPython) +
+                     " -c 'import onnx, sys, struct\nm = onnx.load(sys.argv[1])\n"
+                     "onnx.checker.check_model(m, full_check=True)\n"
+                     "w = [i for i in m.graph.initializer if i.name == \"weight\"][0]\n"
+                     "assert w.data_type == int(sys.argv[2]), w.data_type\n"
+                     "assert list(w.dims) == [256, 256], w.dims\n"
+                     "want = struct.pack(\"<65536H\", *range(65536))\n"
+                     "assert w.raw_data == want, \"the weight bytes changed\"' " +
+                     p.string() + (dt == kFloat16 ? " 10" : " 16");
+    EXPECT_EQ(std::system(py.c_str()), 0) << py;
+    fs::remove(p);
+  }
+}
+
 // ---- errors -------------------------------------------------------------------------------------
 namespace {
 // linalg::inv: no trace hook, an autograd node (LinalgInvBackward). x: (N, 4)

@@ -580,3 +580,59 @@ TEST(Optim, StateFollowsTheParameterDtype) {
   EXPECT_EQ(o32.state_dict()["state.0.exp_avg"].dtype(), kFloat32);
   EXPECT_EQ(o32.state_dict()["state.0.step"].dtype(), kInt64);
 }
+
+// On float16/bfloat16 parameters the CPU's fused updates keep the state in the parameter's dtype (as
+// PyTorch does) and compute in float32: each result is the float32 update of the same values rounded
+// once, bit for bit, over several threads' chunks and a block tail.
+TEST(Optim, FusedStepsOn16BitParametersAreTheFloat32UpdateRoundedOnce) {
+  const optim::FusedSteps& cpu = optim::fused_steps(Device::cpu());
+  const int64_t n = 70001;
+  for (DType dt : {kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    // The 16-bit tensors and their float32 twins (same values); the state tensors are positive.
+    auto make = [&](bool positive) {
+      Tensor t = randn({n});
+      return (positive ? t.abs() + 0.01 : t).to(dt);
+    };
+    std::vector<Tensor> lo = {make(false), make(false), make(false), make(true), make(true)};
+    std::vector<Tensor> hi;
+    for (const Tensor& t : lo) hi.push_back(t.to(kFloat32));
+    auto check = [&](const char* what, bool did16, bool did32, std::initializer_list<int> written) {
+      ASSERT_TRUE(did16 && did32) << what;
+      for (int i : written) EXPECT_TRUE(equal(lo[i], hi[i].to(dt))) << what << " tensor " << i;
+      for (size_t i = 0; i < lo.size(); ++i) hi[i] = lo[i].to(kFloat32);  // the next step starts level
+    };
+    // p, g, then state: momentum/exp_avg (any sign), exp_avg_sq / square_avg / sum (positive).
+    const optim::SgdStep sgd{0.1, 0.9, 0.1, 0.01, true, false, false};
+    check("sgd", cpu.sgd_step(lo[0], lo[1], lo[2], sgd), cpu.sgd_step(hi[0], hi[1], hi[2], sgd), {0, 2});
+    const optim::AdamStep adamw{0.01, 0.9, 0.999, 1e-8, 0.01, 0.01, 0.05, true, false, true};
+    check("adamw amsgrad", cpu.adam_step(lo[0], lo[1], lo[2], lo[3], lo[4], adamw),
+          cpu.adam_step(hi[0], hi[1], hi[2], hi[3], hi[4], adamw), {0, 2, 3, 4});
+    const optim::RmspropStep rms{0.01, 0.99, 1e-8, 0.001, 0.9, false, false};
+    check("rmsprop", cpu.rmsprop_step(lo[0], lo[1], lo[3], Tensor(), lo[2], rms),
+          cpu.rmsprop_step(hi[0], hi[1], hi[3], Tensor(), hi[2], rms), {0, 2, 3});
+    const optim::AdagradStep ada{0.1, 1e-10, 0, true};
+    check("adagrad", cpu.adagrad_step(lo[0], lo[1], lo[3], ada), cpu.adagrad_step(hi[0], hi[1], hi[3], ada), {0, 3});
+    const optim::AdadeltaStep delta{1, 0.9, 1e-6, 0.01, false};
+    check("adadelta", cpu.adadelta_step(lo[0], lo[1], lo[3], lo[4], delta),
+          cpu.adadelta_step(hi[0], hi[1], hi[3], hi[4], delta), {0, 3, 4});
+    // Mixed dtypes are still declined.
+    EXPECT_FALSE(cpu.adagrad_step(lo[0], hi[1], lo[3], ada));
+  }
+  // Through the optimizer: a bfloat16 model's Adam state is bfloat16 and the loss goes down.
+  manual_seed(3);
+  nn::Linear lin(8, 1);
+  lin.to(kBFloat16);
+  optim::Adam opt(lin.parameters(), {.lr = 0.05});
+  Tensor x = randn({64, 8}), y = x.matmul(randn({8, 1}));
+  double first = 0, last = 0;
+  for (int i = 0; i < 60; ++i) {
+    opt.zero_grad();
+    Tensor loss = (lin.forward(x.to(kBFloat16)).to(kFloat32) - y).pow(2).mean();
+    loss.backward();
+    opt.step();
+    (i == 0 ? first : last) = loss.item<double>();
+  }
+  EXPECT_LT(last, 0.1 * first);
+  EXPECT_EQ(opt.state_dict()["state.0.exp_avg"].dtype(), kBFloat16);
+}
