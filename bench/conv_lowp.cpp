@@ -40,10 +40,11 @@ int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
   std::printf("CPU: %s, %d threads; bfloat16 GEMM kernel: %s\n\n", cpu_model().c_str(), get_num_threads(),
               cpu::lowp_kernel_name(cpu::lowp_kernel()));
-  const ConvShape shapes[] = {{"mnist cnn conv1", 64, 1, 28, 32, 3, 1, 0},    {"mnist cnn conv2", 64, 32, 26, 64, 3, 1, 0},
-                          {"resnet18 stem 7x7/2", 32, 3, 224, 64, 7, 2, 3}, {"resnet18 layer1", 32, 64, 56, 64, 3, 1, 1},
-                          {"resnet18 layer2", 32, 128, 28, 128, 3, 1, 1},   {"resnet18 layer3", 32, 256, 14, 256, 3, 1, 1},
-                          {"resnet18 layer4", 32, 512, 7, 512, 3, 1, 1},    {"resnet18 3x3/2 down", 32, 128, 28, 256, 3, 2, 1}};
+  const ConvShape shapes[] = {
+      {"mnist cnn conv1", 64, 1, 28, 32, 3, 1, 0},      {"mnist cnn conv2", 64, 32, 26, 64, 3, 1, 0},
+      {"resnet18 stem 7x7/2", 32, 3, 224, 64, 7, 2, 3}, {"resnet18 layer1", 32, 64, 56, 64, 3, 1, 1},
+      {"resnet18 layer2", 32, 128, 28, 128, 3, 1, 1},   {"resnet18 layer3", 32, 256, 14, 256, 3, 1, 1},
+      {"resnet18 layer4", 32, 512, 7, 512, 3, 1, 1},    {"resnet18 3x3/2 down", 32, 128, 28, 256, 3, 2, 1}};
   std::printf("| layer | pass | f32 ms (GFLOP/s) | bf16 ms (GFLOP/s) | f16 ms (GFLOP/s) | f32/bf16 | f32/f16 |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   manual_seed(0);
@@ -60,7 +61,8 @@ int main(int argc, char** argv) {
         Tensor y = conv2d(x, w, {}, s.stride, s.pad);
         if (backward) y.backward(ones_like(y));
       };
-      const std::vector<double> t = bench::interleaved(3, [](int) {}, run, 0.1, reps);
+      const std::vector<double> t = bench::interleaved(
+          3, [](int) {}, run, 0.1, reps);
       const double fl = s.flops() * (backward ? 3 : 1);
       std::printf("| %s | %s | %.2f (%.0f) | %.2f (%.0f) | %.2f (%.0f) | %.2fx | %.2fx |\n", s.name,
                   backward ? "fwd+bwd" : "fwd", t[0] * 1e3, fl / t[0] / 1e9, t[1] * 1e3, fl / t[1] / 1e9, t[2] * 1e3,

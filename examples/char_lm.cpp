@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/amp.h"
 #include "examples/flags.h"
 using namespace nabla;
 
@@ -26,7 +27,7 @@ const char* kHelp = R"(char_lm: train a character-level LSTM language model on a
 
 usage: char_lm [--text FILE] [--steps N] [--batch-size N] [--seq-len N] [--hidden N] [--layers N]
                [--lr X] [--dropout X] [--seed N] [--sample N] [--prompt TEXT] [--temperature X]
-               [--save FILE] [--load FILE]
+               [--save FILE] [--load FILE] [--amp off|bf16|fp16]
 
   --text FILE       what to learn from (default /usr/share/common-licenses/GPL-3)
   --steps N         training steps (default 1000); 0 only samples (with --load)
@@ -42,6 +43,9 @@ usage: char_lm [--text FILE] [--steps N] [--batch-size N] [--seq-len N] [--hidde
   --temperature X   below 1: safer, more repetitive text; above 1: wilder (default 0.8)
   --save FILE       the trained model (default char_lm.safetensors)
   --load FILE       start from a saved model (trained on the same text: its alphabet must match)
+  --amp MODE        off, bf16 or fp16: the training forward and loss under autocast to bfloat16 or
+                    float16 (as torch.autocast; the LSTM runs in that dtype), float32 weights, a
+                    GradScaler for fp16 (default off)
 )";
 
 // Embedding -> LSTM -> Linear: logits for the next character at every position.
@@ -159,6 +163,7 @@ int main(int argc, char** argv) try {
   double temperature = flags.number("temperature", 0.8, 0.01, 100);
   std::string save = flags.str("save", "char_lm.safetensors");
   std::string load = flags.str("load", "");
+  const std::string amp = examples::amp_mode(flags);
   flags.finish();
 
   manual_seed(static_cast<uint64_t>(seed));
@@ -180,15 +185,20 @@ int main(int argc, char** argv) try {
     if (!same) throw ValueError("'" + load + "' was trained on a text with another alphabet than '" + text_path + "'");
   }
   optim::Adam optimizer(model->parameters(), {.lr = lr});
+  examples::AmpStep stepper(amp);
+  if (amp != "off" && steps > 0) std::printf("%s\n", examples::amp_description(amp).c_str());
   double first_loss = 0, recent = 0;
   for (int64_t step = 1; step <= steps; ++step) {
     data::Example b = Corpus::windows(corpus.train, batch, seq_len);
-    Tensor logits = model(b.data);
-    Tensor loss = nn::functional::cross_entropy(logits.flatten(0, 1), b.target.flatten());
+    Tensor loss;
+    {
+      auto region = examples::amp_region(amp, kCPU);  // the forward and the loss; backward after it
+      Tensor logits = model(b.data);
+      loss = nn::functional::cross_entropy(logits.flatten(0, 1), b.target.flatten());
+    }
     optimizer.zero_grad();
-    loss.backward();
-    nn::utils::clip_grad_norm_(model->parameters(), 1.0);
-    optimizer.step();
+    // Clipping sees the true gradients: under fp16 the scaler unscales them first.
+    stepper.step(loss, optimizer, [&] { nn::utils::clip_grad_norm_(model->parameters(), 1.0); });
     double l = loss.item<double>();
     if (step == 1) first_loss = l;
     recent = step == 1 ? l : 0.95 * recent + 0.05 * l;

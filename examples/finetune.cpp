@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/amp.h"
 #include "examples/flags.h"
 #include "nabla.h"
 
@@ -49,6 +50,8 @@ keeps what it learned on ImageNet and gets a new last layer with one output per 
   --image-size N      the training crop and evaluation size (default 224)
   --save FILE         where the best epoch's weights go, in PyTorch's format (default finetuned.pth)
   --device D          cpu or cuda (default cpu)
+  --amp MODE          off, bf16 or fp16: the forward and the loss under autocast to bfloat16 or
+                      float16 (as torch.autocast), float32 weights, a GradScaler for fp16 (default off)
   --workers N         threads decoding images (default 2)
   --seed N            random seed (default 0)
   --make-demo DIR     write a small ImageFolder of 3 classes (red circles, green squares, blue stripes)
@@ -107,7 +110,8 @@ struct EpochResult {
   double loss, accuracy;
 };
 
-EpochResult run_epoch(nn::Module& model, data::DataLoader& loader, Device device, optim::Optimizer* optimizer) {
+EpochResult run_epoch(nn::Module& model, data::DataLoader& loader, Device device, optim::Optimizer* optimizer,
+                      const std::string& amp, examples::AmpStep* stepper) {
   const bool train = optimizer != nullptr;
   model.train(train);
   double loss_sum = 0;
@@ -116,12 +120,15 @@ EpochResult run_epoch(nn::Module& model, data::DataLoader& loader, Device device
   if (!train) inference.emplace();
   for (auto& b : loader) {
     Tensor x = b.data.to(device), y = b.target.to(device);
-    Tensor logits = model(x);
-    Tensor loss = nn::functional::cross_entropy(logits, y);
+    Tensor logits, loss;
+    {
+      auto region = examples::amp_region(amp, device);  // the forward and the loss; backward after it
+      logits = model(x);
+      loss = nn::functional::cross_entropy(logits, y);
+    }
     if (train) {
       optimizer->zero_grad();
-      loss.backward();
-      optimizer->step();
+      stepper->step(loss, *optimizer);
     }
     loss_sum += loss.item<double>() * static_cast<double>(x.size(0));
     correct += logits.argmax(1).eq(y).sum().item<int64_t>();
@@ -154,6 +161,7 @@ int main(int argc, char** argv) try {
   int64_t workers = flags.integer("workers", 2, 0, 64);
   int64_t seed = flags.integer("seed", 0, 0, INT64_MAX);
   const bool freeze = flags.flag("freeze-backbone");
+  const std::string amp = examples::amp_mode(flags);
   flags.finish();
 
   const std::vector<std::string> names = vision::model_names();
@@ -246,11 +254,13 @@ int main(int argc, char** argv) try {
   model->to(device);
   optim::SGD optimizer(trained, {.lr = lr, .momentum = 0.9});
   optim::StepLR schedule(optimizer, 7, 0.1);
+  examples::AmpStep stepper(amp);
+  if (amp != "off") std::printf("%s\n", examples::amp_description(amp).c_str());
   double best = -1;
   for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
-    EpochResult tr = run_epoch(*model, train_loader, device, &optimizer);
+    EpochResult tr = run_epoch(*model, train_loader, device, &optimizer, amp, &stepper);
     schedule.step();
-    EpochResult va = run_epoch(*model, val_loader, device, nullptr);
+    EpochResult va = run_epoch(*model, val_loader, device, nullptr, amp, nullptr);
     std::printf("epoch %lld/%lld: train loss %.4f acc %.1f%% | val loss %.4f acc %.1f%%\n",
                 static_cast<long long>(epoch), static_cast<long long>(epochs), tr.loss, tr.accuracy, va.loss,
                 va.accuracy);

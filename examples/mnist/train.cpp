@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "data/distributed_sampler.h"
+#include "examples/amp.h"
 #include "examples/mnist/args.h"
 #include "examples/mnist/cli.h"
 #include "examples/mnist/common.h"
@@ -106,12 +107,7 @@ struct Misclassified {
   int64_t count() const { return static_cast<int64_t>(predicted_true.size()); }
 };
 
-// --amp: the autocast region the forward runs in (none for off), as `with torch.autocast(...)`.
-std::optional<AutocastGuard> amp_region(const std::string& amp, Device device) {
-  std::optional<AutocastGuard> region;
-  if (amp != "off") region.emplace(autocast(device, amp == "bf16" ? kBFloat16 : kFloat16));
-  return region;
-}
+using examples::amp_region;  // --amp: the autocast region the forward runs in (none for off)
 
 EvalSums evaluate(nn::Module& model, bool log_probs, const std::string& amp, const data::DatasetPtr& test_set,
                   Device device, Misclassified* wrong = nullptr) {

@@ -325,7 +325,7 @@ TEST(CpuGemmLowp, KernelChoiceFollowsTheCpuAndEnvironment) {
   EXPECT_TRUE(cpu::lowp_kernel_available(LowpKernel::convert));
   LowpKernel want = LowpKernel::convert;
   if (lowp != "convert")
-    want = amx && lowp != "avx512_bf16"                       ? LowpKernel::amx_bf16
+    want = amx && lowp != "avx512_bf16"                            ? LowpKernel::amx_bf16
            : dp && (lowp == "avx512_bf16" || !cpu::cpu_is_intel()) ? LowpKernel::avx512_bf16
                                                                    : LowpKernel::convert;
   EXPECT_EQ(cpu::lowp_kernel(), want) << "chose " << cpu::lowp_kernel_name(cpu::lowp_kernel());

@@ -206,6 +206,35 @@ TEST(Examples, CharLmLearnsATextAndSamplesFromIt) {
   fs::remove_all(dir);
 }
 
+// char_lm --amp: the LSTM trains under bfloat16 autocast, and under float16 with a GradScaler that
+// unscales the gradients before they are clipped; both learn the nearly periodic text.
+TEST(Examples, CharLmTrainsUnderAmp) {
+  fs::path dir = fresh_dir("char_lm_amp");
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  std::ofstream(dir / "fox.txt") << text;
+  for (std::string amp : {"bf16", "fp16"}) {
+    Result r = run_program(NABLA_CHAR_LM_BIN, "--text " + (dir / "fox.txt").string() +
+                                                  " --steps 200 --hidden 48 --layers 1 --seq-len 24 --batch-size 16 "
+                                                  "--sample 0 --amp " +
+                                                  amp + " --save " + (dir / (amp + ".safetensors")).string());
+    ASSERT_EQ(r.code, 0) << r.out;
+    const std::string header = amp == "bf16" ? "forward under autocast to bfloat16, float32 weights\n"
+                                             : "forward under autocast to float16, float32 weights, loss scaled by a "
+                                               "GradScaler\n";
+    EXPECT_NE(r.out.find("mixed precision: " + header), std::string::npos) << r.out;
+    std::vector<double> valid = numbers_after(r.out, "validation");
+    ASSERT_GE(valid.size(), 3u) << r.out;
+    EXPECT_GT(valid.front(), 4.0) << r.out;
+    EXPECT_LT(valid.back(), 1.5) << amp << "\n" << r.out;
+    std::printf("[char_lm --amp %s] validation %.3f -> %.3f bits/char\n", amp.c_str(), valid.front(), valid.back());
+  }
+  Result bad = run_program(NABLA_CHAR_LM_BIN, "--text " + (dir / "fox.txt").string() + " --amp fp32");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--amp is off, bf16 or fp16, got 'fp32'"), std::string::npos) << bad.out;
+  fs::remove_all(dir);
+}
+
 // classify on weights torchvision saved (a random resnet18 on ImageNet's 1000 classes and an
 // efficientnet_b0 with a 10-class head, BatchNorm statistics measured on the images), on a JPEG and
 // a PNG in one batch: the top 5 are torchvision's, in order, with its probabilities, both with the
@@ -285,6 +314,20 @@ TEST(Examples, ClassifyRunsAndExplainsMistakes) {
     EXPECT_NEAR(got[0]["top"][k]["probability"].get<double>(), p[k].item<double>(), 1e-6);
   }
   EXPECT_EQ(got[0]["top"][0]["label"], examples::kImageNetClasses[static_cast<size_t>(idx[0].item<int64_t>())]);
+  // --amp bf16: the forward under bfloat16 autocast gives the float32 answer within bfloat16's
+  // accuracy (the top class's probability within 10%), and the text output says the mode.
+  Result amp = run_program(NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + weights + " --json " + image +
+                                                   " --topk 1 --amp bf16");
+  ASSERT_EQ(amp.code, 0) << amp.out;
+  nlohmann::json amp_top = nlohmann::json::parse(amp.out)[0]["top"][0];
+  const double amp_p = amp_top["probability"].get<double>();
+  const double f32_p = probs[amp_top["index"].get<int64_t>()].item<double>();
+  EXPECT_NEAR(amp_p, f32_p, 0.1 * f32_p) << amp.out;
+  Result amp_text = run_program(
+      NABLA_CLASSIFY_BIN, "--model mobilenet_v3_small --weights " + weights + " " + image + " --topk 1 --amp fp16");
+  ASSERT_EQ(amp_text.code, 0) << amp_text.out;
+  EXPECT_EQ(amp_text.out.rfind("(mixed precision: forward under autocast to float16, float32 weights)\n", 0), 0u)
+      << amp_text.out;
   EXPECT_STREQ(examples::kImageNetClasses[0], "tench");  // torchvision's order
   EXPECT_STREQ(examples::kImageNetClasses[999], "toilet tissue");
 
@@ -375,11 +418,15 @@ TEST(Examples, FinetuneTrainsANewHead) {
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
 
-  // The whole network trains without --freeze-backbone.
+  // The whole network trains without --freeze-backbone, here under bfloat16 autocast (--amp bf16:
+  // the convolutions in bfloat16, the weights and the saved file float32).
   std::string full = (dir / "full.pth").string();
-  Result f = run_program(NABLA_FINETUNE_BIN, common + " --epochs 1 --save " + full);
+  Result f = run_program(NABLA_FINETUNE_BIN, common + " --epochs 1 --amp bf16 --save " + full);
   ASSERT_EQ(f.code, 0) << f.out;
   EXPECT_NE(f.out.find("training 11178051 of 11178051 parameters\n"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("mixed precision: forward under autocast to bfloat16, float32 weights\n"), std::string::npos)
+      << f.out;
+  EXPECT_EQ(torch_io::load(full).flatten_tensors()["conv1.weight"].dtype(), kFloat32);
   EXPECT_FALSE(equal(torch_io::load(full).flatten_tensors()["conv1.weight"], before["conv1.weight"]));
 
   // Mistakes.
