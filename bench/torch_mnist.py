@@ -4,6 +4,7 @@
     python3 bench/torch_mnist.py --model cnn --epochs 3 --device cuda --data data/mnist
     python3 bench/torch_mnist.py --model lenet --epochs 1 --device cuda --summary-json out.json
     python3 bench/torch_mnist.py --model cnn --nabla-csv checkpoints/mnist-cnn.csv  # side by side
+    python3 bench/torch_mnist.py --model cnn --device cuda --amp bf16   # as `mnist train --amp bf16`
 
 It mirrors examples/mnist (models.cpp, train.cpp) step for step, so that the per-epoch seconds of
 the two programs measure the same work:
@@ -18,7 +19,9 @@ the two programs measure the same work:
 Each step moves the batch from host memory to the device, normalizes it there, and reads the loss
 and the number of correct predictions back (as `mnist train` does for its progress line). The
 math modes are nabla's defaults: no TF32 in matmuls or convolutions, cuDNN heuristics (no benchmark
-mode). Data: the four IDX files, plain or .gz, read with numpy.
+mode). --amp bf16|fp16 runs each forward and its loss (and the test evaluation) under
+torch.autocast(device, dtype), with a torch.cuda.amp.GradScaler for fp16, as `mnist train --amp`.
+Data: the four IDX files, plain or .gz, read with numpy.
 """
 import argparse
 import csv
@@ -119,6 +122,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: PyTorch's default)")
     ap.add_argument("--summary-json", default="", help="write per-epoch seconds and accuracy here")
+    ap.add_argument("--amp", choices=["off", "bf16", "fp16"], default="off",
+                    help="the forward under torch.autocast to bfloat16 or float16 (fp16 with a GradScaler)")
     ap.add_argument("--nabla-csv", default="",
                     help="the metrics CSV of a `mnist train` run of the same recipe: print both per epoch")
     args = ap.parse_args()
@@ -156,11 +161,17 @@ def main():
         def loss_fn(out, y):
             return F.cross_entropy(out, y, label_smoothing=smoothing)
     gen = torch.Generator().manual_seed(args.seed)
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
+
+    def region():
+        return torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None)
+
+    scaler = torch.cuda.amp.GradScaler() if args.amp == "fp16" else None
 
     where = f"{device}" + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else
                            f" with {torch.get_num_threads()} thread{'s' if torch.get_num_threads() != 1 else ''}")
     print(f"PyTorch {torch.__version__}: {args.model} on MNIST, {where}, {opt_name} lr {lr}, batch {batch_size}, "
-          f"{args.epochs} epochs", flush=True)
+          f"{args.epochs} epochs" + (f", autocast {args.amp}" if amp_dtype is not None else ""), flush=True)
     epochs = []
     for epoch in range(1, args.epochs + 1):
         model.train()
@@ -176,11 +187,17 @@ def main():
                 xb, yb = train_x[idx], train_y[idx]
             x = (xb.to(device) - MEAN) / STD
             y = yb.to(device)
-            out = model(x)
-            loss = loss_fn(out, y)
+            with region():
+                out = model(x)
+                loss = loss_fn(out, y)
             opt.zero_grad()
-            loss.backward()
-            opt.step()
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
             if per_batch:
                 sched.step()
             total_loss += loss.item() * y.numel()
@@ -191,7 +208,7 @@ def main():
             sched.step()
         model.eval()
         test_correct = 0
-        with torch.inference_mode():
+        with torch.inference_mode(), region():
             for start in range(0, test_x.shape[0], 1000):
                 x = (test_x[start:start + 1000].to(device) - MEAN) / STD
                 test_correct += (model(x).argmax(1) == test_y[start:start + 1000].to(device)).sum().item()

@@ -394,17 +394,21 @@ if want mnist; then
     WORK="$ROOT/$BUILD_DIR/verify/mnist"
     mkdir -p "$WORK"
     # model, epochs, extra flags of `mnist train` (lenet: libtorch's example, images in file order)
-    IFS=';' read -ra MNIST_RUN_LIST <<< "${MNIST_RUNS:-cnn 3;lenet 4 --no-shuffle}"
+    # (--amp bf16|fp16 in the extra flags runs both sides under autocast: mixed-precision parity.)
+    IFS=';' read -ra MNIST_RUN_LIST <<< "${MNIST_RUNS:-cnn 3;cnn 3 --amp bf16;cnn 3 --amp fp16;lenet 4 --no-shuffle}"
     for run in "${MNIST_RUN_LIST[@]}"; do
       read -r model epochs extra <<< "$run"
-      say "mnist $model, $epochs epochs: nabla and PyTorch on the GPU"
+      amp=off
+      [[ "$extra" =~ --amp\ ([a-z0-9]+) ]] && amp="${BASH_REMATCH[1]}"
+      tag="$model"; [[ $amp != off ]] && tag="$model-$amp"
+      say "mnist $model, $epochs epochs${extra:+ ($extra)}: nabla and PyTorch on the GPU"
       if ! "$MNIST_BIN" train --model "$model" --epochs "$epochs" --device cuda --quiet \
-             --data "$MNIST_DIR" --checkpoint "$WORK/$model.safetensors" ${extra:+$extra} \
-             --summary-json "$WORK/$model-nabla.json" >> "$MNIST_LOG" 2>&1; then
-        fail "mnist train --model $model --device cuda failed (see mnist.log)"; continue
+             --data "$MNIST_DIR" --checkpoint "$WORK/$tag.safetensors" ${extra:+$extra} \
+             --summary-json "$WORK/$tag-nabla.json" >> "$MNIST_LOG" 2>&1; then
+        fail "mnist train --model $model${extra:+ $extra} --device cuda failed (see mnist.log)"; continue
       fi
-      if python3 "$ROOT/bench/torch_mnist.py" --model "$model" --epochs "$epochs" --device cuda \
-           --data "$MNIST_DIR" --nabla-csv "$WORK/$model.csv" > "$WORK/torch.log" 2>&1; then
+      if python3 "$ROOT/bench/torch_mnist.py" --model "$model" --epochs "$epochs" --device cuda --amp "$amp" \
+           --data "$MNIST_DIR" --nabla-csv "$WORK/$tag.csv" > "$WORK/torch.log" 2>&1; then
         cat "$WORK/torch.log" >> "$MNIST_LOG"
         sed -n '/^epoch   nabla/,$p' "$WORK/torch.log" | tee -a "$SUMMARY"
       else

@@ -321,9 +321,15 @@ std::optional<EvalArgs> parse_eval_args(int argc, char** argv) {
       .option("data", "DIR", "folder with the IDX files", "the checkpoint's dataset in data/")
       .option("device", "NAME", "auto, cpu or cuda", "auto", {"auto", "cpu", "cuda"})
       .option("batch-size", "N", "evaluation batch size", "1000")
-      .example("mnist eval --checkpoint checkpoints/mnist-cnn.safetensors");
+      .option("amp", "MODE",
+              "mixed precision of the forward: off, bf16 or fp16 (under autocast, as torch.autocast), or saved: "
+              "the mode the run trained with",
+              "saved", {"saved", "off", "bf16", "fp16"})
+      .example("mnist eval --checkpoint checkpoints/mnist-cnn.safetensors")
+      .example("mnist eval --amp off        # a bf16-trained model evaluated in float32");
   if (!cli.parse(argc, argv, 2)) return std::nullopt;
   EvalArgs a;
+  a.amp = cli.str("amp");
   a.checkpoint = cli.str("checkpoint");
   a.data = cli.is_set("data") ? cli.str("data") : "";
   a.device = cli.str("device");

@@ -92,6 +92,7 @@ struct TrainArgs {
 void check_resume_settings(const TrainArgs& a, const Settings& saved);
 struct EvalArgs {
   std::string checkpoint, data, device;  // data: "" for the checkpoint's dataset in data/
+  std::string amp = "saved";             // off, bf16, fp16, or "saved": the mode the run trained with
   int64_t batch_size = 0;
 };
 struct PredictArgs {

@@ -1,6 +1,7 @@
 // mnist eval: test accuracy of a checkpoint, per-class precision and recall, and the confusion matrix.
 #include <cstdio>
 
+#include "examples/amp.h"
 #include "examples/mnist/args.h"
 #include "examples/mnist/cli.h"
 #include "examples/mnist/common.h"
@@ -20,6 +21,9 @@ int cmd_eval(int argc, char** argv) {
   std::string dir = !args->data.empty() ? args->data : default_data_dir(dataset);
   auto test_set = load_split(dataset, dir, false);
   const int64_t bs = args->batch_size;
+  const std::string amp = args->amp != "saved"      ? args->amp
+                          : info.count("mnist.amp") ? info["mnist.amp"]
+                                                    : std::string("off");
 
   autograd::InferenceMode guard;
   const int64_t C = 10;
@@ -31,9 +35,13 @@ int cmd_eval(int argc, char** argv) {
   data::DataLoader loader(test_set, {.batch_size = bs, .pin_memory = gpu});
   for (auto& batch : loader) {
     Tensor x = normalize(batch.data.to(device, gpu)), y = batch.target.to(device, gpu);
-    Tensor out = (*m.module)(x);
-    Tensor l = m.outputs_log_probs ? nn::functional::nll_loss(out, y, {.reduction = nn::Reduction::sum})
-                                   : nn::functional::cross_entropy(out, y, {.reduction = nn::Reduction::sum});
+    Tensor out, l;
+    {
+      auto region = examples::amp_region(amp, device);  // the forward and the loss, as in training
+      out = (*m.module)(x);
+      l = m.outputs_log_probs ? nn::functional::nll_loss(out, y, {.reduction = nn::Reduction::sum})
+                              : nn::functional::cross_entropy(out, y, {.reduction = nn::Reduction::sum});
+    }
     loss += l.item<double>();
     Tensor pred = out.argmax(1).cpu(), yc = y.cpu();
     acc.update(pred, yc);
@@ -41,8 +49,11 @@ int cmd_eval(int argc, char** argv) {
     rec.update(pred, yc);
   }
   int64_t n = test_set->size();
-  std::printf("%s on %s test set (%s images)\n", info["mnist.model"].c_str(), dataset_title(dataset).c_str(),
-              format_count(static_cast<double>(n)).c_str());
+  std::printf("%s on %s test set (%s images)%s\n", info["mnist.model"].c_str(), dataset_title(dataset).c_str(),
+              format_count(static_cast<double>(n)).c_str(),
+              amp == "off"    ? ""
+              : amp == "bf16" ? ", under autocast to bfloat16"
+                              : ", under autocast to float16");
   std::printf("test accuracy %.2f%%  loss %.4f\n\n", acc.compute().item<double>() * 100, loss / n);
   Tensor p = prec.compute(), r = rec.compute();
   const auto& names = test_set->classes();

@@ -218,6 +218,18 @@ TEST_F(MnistProgram, AmpTrainsResumesAndKeepsItsSetting) {
       ++weights;
     }
   EXPECT_GT(weights, 0);
+  // mnist eval evaluates under the mode the run trained with unless told otherwise, and gives the
+  // accuracy the training run reported (its last test evaluation ran the same way).
+  Result e = run("eval --checkpoint " + ck("bf16.safetensors") + " " + data());
+  ASSERT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("test set (256 images), under autocast to bfloat16\n"), std::string::npos) << e.out;
+  const double trained_acc = std::stod(json.substr(json.find("\"test_acc\": ") + 12));
+  const size_t at = e.out.find("test accuracy ");
+  ASSERT_NE(at, std::string::npos) << e.out;
+  EXPECT_NEAR(std::stod(e.out.substr(at + 14)), 100 * trained_acc, 0.4) << e.out;  // one image of 256
+  Result e32 = run("eval --amp off --checkpoint " + ck("bf16.safetensors") + " " + data());
+  ASSERT_EQ(e32.code, 0) << e32.out;
+  EXPECT_NE(e32.out.find("test set (256 images)\n"), std::string::npos) << e32.out;
 
   std::string common = " --model cnn --amp fp16 --quiet " + data();
   Result f = run("train --epochs 2" + common + " --checkpoint " + ck("fp16full.safetensors"));
