@@ -296,6 +296,31 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return nabla::batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
 }
 
+Tensor rms_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& weight, std::optional<double> eps) {
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  NABLA_CHECK(DTypeError, x.defined() && is_floating(x.dtype()), "rms_norm: expected a floating input, got ",
+              x.defined() ? internal::describe(x) : std::string("an undefined tensor"));
+  const bool ok =
+      k >= 1 && x.dim() >= k && std::equal(normalized_shape.begin(), normalized_shape.end(), x.sizes().end() - k);
+  NABLA_CHECK(ShapeError, ok, "rms_norm: normalized_shape ", normalized_shape,
+              " must match the trailing dims of the input, got input of shape ", x.sizes());
+  if (weight.defined())
+    NABLA_CHECK(ShapeError, weight.sizes() == normalized_shape.vec(), "rms_norm: weight must have shape ",
+                normalized_shape, ", got ", weight.sizes());
+  // torch.finfo(dtype).eps
+  const double e = eps                        ? *eps
+                   : x.dtype() == DType::f64  ? 2.220446049250313e-16
+                   : x.dtype() == DType::f16  ? 0.0009765625
+                   : x.dtype() == DType::bf16 ? 0.0078125
+                                              : 1.1920928955078125e-07;
+  NABLA_CHECK(ValueError, e >= 0, "rms_norm: eps must not be negative, got ", e);
+  Shape dims;
+  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+  const Tensor xf = is_reduced_float(x.dtype()) ? x.to(DType::f32) : x;
+  Tensor y = (xf * (xf * xf).mean(dims, /*keepdim=*/true).add(e).rsqrt()).to(x.dtype());
+  return weight.defined() ? y * weight : y;
+}
+
 Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
   if (auto ac = autocast_internal::cast<OpId::layer_norm>(x, weight, bias)) [[unlikely]]
     return layer_norm(ac[0], normalized_shape, ac[1], ac[2], eps);

@@ -61,6 +61,13 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 // Normalizes over the trailing dims given by normalized_shape; weight/bias have that shape.
 Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
+// torch.nn.functional.rms_norm (PyTorch 2.4): x / sqrt(mean(x^2 over the trailing dims
+// normalized_shape) + eps), times weight (of shape normalized_shape) when given. eps defaults to the
+// machine epsilon of x's dtype (torch.finfo(x.dtype).eps), as PyTorch's. A float16/bfloat16 x is
+// normalized in float32 and rounded back to its dtype before the weight multiplies it (a float32
+// weight then promotes the result to float32, as in PyTorch).
+Tensor rms_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& weight = {},
+                std::optional<double> eps = std::nullopt);
 // x: (N, C, *), C divisible by num_groups; statistics per (sample, group). weight/bias: (C).
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);

@@ -128,6 +128,29 @@ std::string LayerNorm::extra_repr() const {
   return s + ", eps=" + repr_double(options.eps) + ", elementwise_affine=" + repr_bool(options.elementwise_affine);
 }
 
+// ---- RMSNorm --------------------------------------------------------------------------------------
+
+RMSNorm::RMSNorm(std::vector<int64_t> shape, RMSNormOptions o) : normalized_shape(std::move(shape)), options(o) {
+  NABLA_CHECK(ValueError, !normalized_shape.empty(), "RMSNorm: normalized_shape must not be empty");
+  NABLA_CHECK(ValueError, !o.eps || *o.eps >= 0, "RMSNorm: eps must not be negative, got ", o.eps.value_or(0));
+  if (o.elementwise_affine) weight = register_parameter("weight", nabla::empty(normalized_shape));
+  reset_parameters();
+}
+
+void RMSNorm::reset_parameters() {
+  if (weight.defined()) init::ones_(weight);
+}
+
+Tensor RMSNorm::forward(Tensor x) { return F::rms_norm(x, normalized_shape, weight, options.eps); }
+
+std::string RMSNorm::extra_repr() const {
+  std::string s = "(";
+  for (size_t i = 0; i < normalized_shape.size(); ++i) s += (i ? ", " : "") + std::to_string(normalized_shape[i]);
+  s += normalized_shape.size() == 1 ? ",)" : ")";
+  return s + ", eps=" + (options.eps ? repr_double(*options.eps) : std::string("None")) +
+         ", elementwise_affine=" + repr_bool(options.elementwise_affine);
+}
+
 // ---- GroupNorm ------------------------------------------------------------------------------------
 
 GroupNorm::GroupNorm(int64_t groups, int64_t channels, GroupNormOptions o)

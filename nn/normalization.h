@@ -92,6 +92,24 @@ class LayerNorm : public Module {
   Tensor weight, bias;
 };
 
+struct RMSNormOptions {
+  std::optional<double> eps{};     // default: the input dtype's machine epsilon (F::rms_norm)
+  bool elementwise_affine = true;  // a weight (ones) of normalized_shape
+};
+
+// Root-mean-square normalization over the trailing dims normalized_shape, per sample, as
+// torch.nn.RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight (F::rms_norm).
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(std::vector<int64_t> normalized_shape, RMSNormOptions options = {});
+  Tensor forward(Tensor x) override;
+  void reset_parameters() override;
+  std::string extra_repr() const override;
+  std::vector<int64_t> normalized_shape;
+  RMSNormOptions options;
+  Tensor weight;
+};
+
 struct GroupNormOptions {
   double eps = 1e-5;
   bool affine = true;  // per-channel weight (ones) and bias (zeros)

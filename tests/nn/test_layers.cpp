@@ -366,6 +366,42 @@ TEST(NnLayers, LayerNormAndGroupNorm) {
   EXPECT_THROW(gn(randn({2, 6, 3})), ShapeError);
 }
 
+// RMSNorm as torch.nn.RMSNorm: the definition in float64, the default eps (the dtype's machine
+// epsilon: it matters for small inputs), PyTorch's repr and state-dict key, 16-bit inputs
+// normalized in float32, and the errors.
+TEST(NnLayers, RmsNormAsTorchs) {
+  manual_seed(9);
+  Tensor x = randn({2, 3, 4}, kFloat64);
+  nn::RMSNorm rn({3, 4});
+  rn.to(kFloat64);
+  {
+    autograd::NoGradGuard ng;
+    rn.weight.normal_();
+  }
+  const double eps64 = 2.220446049250313e-16;
+  Tensor want = x / ((x * x).mean({1, 2}, true) + eps64).sqrt() * rn.weight;
+  EXPECT_TRUE(allclose(rn(x), want, 1e-12, 1e-14));
+  // eps: at 1e-4 the default float32 one (1.19e-7) and an explicit 1e-2 give different results.
+  Tensor tiny = full({1, 4}, 1e-4);
+  EXPECT_NEAR(F::rms_norm(tiny, {4}).max().item<double>(), 1e-4 / std::sqrt(1e-8 + 1.1920928955078125e-07), 1e-5);
+  EXPECT_NEAR(F::rms_norm(tiny, {4}, {}, 1e-2).max().item<double>(), 1e-4 / std::sqrt(1e-8 + 1e-2), 1e-7);
+  EXPECT_EQ(nn::RMSNorm({4}).extra_repr(), "(4,), eps=None, elementwise_affine=True");
+  EXPECT_EQ(nn::RMSNorm({3, 4}, {.eps = 1e-6, .elementwise_affine = false}).extra_repr(),
+            "(3, 4), eps=1e-06, elementwise_affine=False");
+  EXPECT_EQ(nn::RMSNorm({4}).state_dict().keys(), std::vector<std::string>{"weight"});
+  EXPECT_TRUE(nn::RMSNorm({4}, {.elementwise_affine = false}).state_dict().empty());
+  // bfloat16 in: float32 inside, the result rounded once to bfloat16; a float32 weight promotes.
+  Tensor xb = randn({5, 8}).to(kBFloat16);
+  Tensor xf = xb.to(kFloat32);
+  Tensor ref = (xf / ((xf * xf).mean({1}, true) + 0.0078125).sqrt()).to(kBFloat16);
+  EXPECT_TRUE(equal(F::rms_norm(xb, {8}), ref));
+  EXPECT_EQ(nn::RMSNorm({8})(xb).dtype(), kFloat32);
+  EXPECT_THROW(nn::RMSNorm({5})(x), ShapeError);
+  EXPECT_THROW(F::rms_norm(x, {4}, ones({3}, kFloat64)), ShapeError);
+  EXPECT_THROW(F::rms_norm(ones({2, 4}, kInt64), {4}), DTypeError);
+  EXPECT_THROW(nn::RMSNorm({}), ValueError);
+}
+
 TEST(NnLayers, DropoutIsSeededScaledAndOffInEval) {
   nn::Dropout drop(0.3);
   Tensor x = ones({100000});

@@ -170,6 +170,22 @@ std::vector<OpInfo> layer_ops() {
                  .torch = "F.layer_norm(x[0], (4,), eps=1e-2)",
                  .fn = [](I x) { return one(F::layer_norm(x[0], {4}, Tensor(), Tensor(), 1e-2)); },
                  .samples = {{{arg({3, 4})}, "2d"}}});
+  ops.push_back({.name = "nn.RMSNorm",
+                 .torch = "T.rms_norm(x[0], x[1].shape, x[1])",
+                 .fn =
+                     [](I x) {
+                       std::vector<int64_t> shape(x[1].sizes().begin(), x[1].sizes().end());
+                       nn::RMSNorm m(shape);
+                       m.weight = x[1];
+                       return one(m(x[0]));
+                     },
+                 .samples = {{{arg({3, 4}), arg({4})}, "last_dim"},
+                             {{arg({2, 3, 2}), arg({3, 2})}, "two_dims"},
+                             {{arg_t({4, 3}), arg({3})}, "noncontiguous"}}});
+  ops.push_back({.name = "nn.RMSNorm_no_affine",
+                 .torch = "T.rms_norm(x[0], (4,), None, 1e-2)",
+                 .fn = [](I x) { return one(F::rms_norm(x[0], {4}, Tensor(), 1e-2)); },
+                 .samples = {{{arg({3, 4})}, "2d"}}});
   ops.push_back(
       {.name = "nn.GroupNorm",
        .ops = {OpId::group_norm},

@@ -29,6 +29,35 @@ class Skip(Exception):
     the suite reports the case with this reason instead of comparing it."""
 
 
+def rms_norm(x, shape, weight=None, eps=None):
+    """F.rms_norm (PyTorch 2.4), written out where torch has none (1.13): x / sqrt(mean(x^2) + eps)
+    over the trailing dims `shape`, eps the dtype's machine epsilon by default, 16-bit inputs in
+    float32, then times weight."""
+    import torch.nn.functional as F
+    if hasattr(F, "rms_norm"):
+        return F.rms_norm(x, tuple(shape), weight, eps)
+    dims = tuple(range(-len(shape), 0))
+    e = torch.finfo(x.dtype).eps if eps is None else eps
+    xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    y = (xf * torch.rsqrt(xf.pow(2).mean(dims, keepdim=True) + e)).type_as(x)
+    return y * weight if weight is not None else y
+
+
+def rotary(x, interleaved=False, offset=0, positions=None, theta=10000.0):
+    """nn::functional::rotary_embedding: pair i of the row at position p rotated by p * theta^(-2i/D)."""
+    T, D = x.shape[-2], x.shape[-1]
+    wide = torch.float64 if x.dtype == torch.float64 else torch.float32
+    pos = (torch.arange(offset, offset + T) if positions is None else positions).to(wide)
+    inv_freq = theta ** (torch.arange(0, D, 2, dtype=wide) * (-1.0 / D))
+    ang = pos.unsqueeze(-1) * inv_freq
+    c, s = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    if interleaved:
+        a, b = x[..., 0::2], x[..., 1::2]
+        return torch.stack([a * c - b * s, a * s + b * c], -1).flatten(-2)
+    a, b = x[..., :D // 2], x[..., D // 2:]
+    return torch.cat([a * c - b * s, a * s + b * c], -1)
+
+
 def reductions(f):
     """The registry's reductions(): the loss with reduction mean, sum and none."""
     return [f("mean"), f("sum"), f("none")]
