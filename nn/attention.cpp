@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/autocast.h"
+#include "core/impl.h"
 #include "nn/functional.h"
 #include "nn/init.h"
 
@@ -97,6 +98,40 @@ Tensor functional::scaled_dot_product_attention(const Tensor& q, const Tensor& k
   }
   double scale = o.scale.value_or(E > 0 ? 1.0 / std::sqrt(static_cast<double>(E)) : 1.0);
   return attend(q * scale, k, v, bias, o.dropout_p).first;
+}
+
+// ---- rotary_embedding -------------------------------------------------------------------------------
+
+Tensor functional::rotary_embedding(const Tensor& x, const RotaryEmbeddingOptions& o) {
+  const char* op = "rotary_embedding";
+  NABLA_CHECK(DTypeError, x.defined() && is_floating(x.dtype()), op, ": expected a floating x (..., T, D), got ",
+              x.defined() ? nabla::internal::describe(x) : std::string("an undefined tensor"));
+  NABLA_CHECK(ShapeError, x.dim() >= 2 && x.size(-1) % 2 == 0, op,
+              ": expected x of shape (..., T, D) with D even, got ", x.sizes());
+  NABLA_CHECK(ValueError, o.theta > 0, op, ": theta must be positive, got ", o.theta);
+  const int64_t T = x.size(-2), D = x.size(-1), half = D / 2;
+  const DType wide = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Tensor pos;
+  if (o.positions.defined()) {
+    NABLA_CHECK(DTypeError, is_integral(o.positions.dtype()), op, ": positions must be an integer tensor, got ",
+                nabla::internal::describe(o.positions));
+    NABLA_CHECK(ShapeError, o.positions.dim() >= 1 && o.positions.size(-1) == T, op,
+                ": positions must be (..., T) with T = ", T, " (x ", x.sizes(), "), got ", o.positions.sizes());
+    pos = o.positions.to(x.device(), wide);
+  } else {
+    pos = arange(o.offset, o.offset + T, 1, dtype(wide).device(x.device()));
+  }
+  // inv_freq[i] = theta^(-2i/D); angles (..., T, D/2)
+  Tensor inv_freq = pow(o.theta, arange(0, D, 2, dtype(wide).device(x.device())) * (-1.0 / static_cast<double>(D)));
+  Tensor angles = pos.unsqueeze(-1) * inv_freq;
+  Tensor c = angles.cos().to(x.dtype()), s = angles.sin().to(x.dtype());
+  if (o.interleaved) {
+    Tensor pairs = x.unflatten(-1, {half, 2});
+    Tensor a = pairs.select(-1, 0), b = pairs.select(-1, 1);
+    return stack({a * c - b * s, a * s + b * c}, -1).flatten(-2);
+  }
+  Tensor a = x.narrow(-1, 0, half), b = x.narrow(-1, half, half);
+  return cat({a * c - b * s, a * s + b * c}, -1);
 }
 
 // ---- MultiheadAttention -----------------------------------------------------------------------------

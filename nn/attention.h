@@ -38,6 +38,25 @@ struct ScaledDotProductAttentionOptions {
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const ScaledDotProductAttentionOptions& options = {});
 
+struct RotaryEmbeddingOptions {
+  double theta = 10000.0;    // the base of the frequencies theta^(-2i/D)
+  bool interleaved = false;  // pairs (2i, 2i + 1) (GPT-J, Meta's LLaMA) instead of (i, i + D/2) (GPT-NeoX, HF LLaMA)
+  int64_t offset = 0;        // the position of x's first row (a KV cache's length when decoding)
+  // Positions of the rows, an integer tensor (..., T) broadcast against x's leading dims (for x
+  // (N, H, T, D) and prompts of different lengths: (N, 1, T)); undefined: offset, offset + 1, ...
+  Tensor positions{};
+};
+
+// Rotary position embeddings (RoPE, Su et al. 2021): x (..., T, D), D even, the T rows at positions
+// p; feature pair i of row p is rotated by the angle p * theta^(-2i/D):
+//   (a, b) -> (a cos - b sin, a sin + b cos)
+// so that the dot product of two rotated rows depends on their positions only through p - p'.
+// Applied to the queries and keys (per head) before attention. cos and sin are computed in
+// float32 (float64 for float64 x) and rounded to x's dtype, as Hugging Face's implementations do.
+// Differentiable in x. PyTorch has no such function; torchtune's RotaryPositionalEmbeddings is the
+// half-split layout with offset via input_pos.
+Tensor rotary_embedding(const Tensor& x, const RotaryEmbeddingOptions& options = {});
+
 }  // namespace nabla::nn::functional
 
 namespace nabla::nn {

@@ -242,6 +242,41 @@ TEST(Attention, SdpaErrorsShowShapes) {
 
 // ---- MultiheadAttention: loop references -------------------------------------------------------------
 
+// Rotary embeddings: the rotation by the definition for D = 2 (angle = position in radians), the
+// property they exist for (rotated dot products depend on the positions' difference only), offset
+// and positions agreeing, interleaved = half-split on interleaved features, dtype and errors.
+TEST(Attention, RotaryEmbeddingRotatesByRelativePosition) {
+  Tensor pair = tensor({1.0, 0.0}, kFloat64).expand({4, 2}).contiguous();  // rows at positions 0..3
+  Tensor r = F::rotary_embedding(pair);
+  for (int64_t p = 0; p < 4; ++p) {
+    EXPECT_NEAR(r[p][0].item<double>(), std::cos(double(p)), 1e-15);
+    EXPECT_NEAR(r[p][1].item<double>(), std::sin(double(p)), 1e-15);
+  }
+  manual_seed(4);
+  Tensor q = randn({1, 8}, kFloat64), k = randn({1, 8}, kFloat64);
+  auto at = [](const Tensor& x, int64_t p) { return F::rotary_embedding(x, {.offset = p}); };
+  const double d = (at(q, 5) * at(k, 2)).sum().item<double>();
+  EXPECT_NEAR((at(q, 13) * at(k, 10)).sum().item<double>(), d, 1e-12);  // both shifted by 8
+  EXPECT_GT(std::abs((at(q, 13) * at(k, 11)).sum().item<double>() - d), 1e-6);
+  // offset 3 is positions 3, 4, ...; per-sequence positions broadcast over the heads.
+  Tensor x = randn({2, 3, 5, 8}, kFloat64);
+  EXPECT_TRUE(allclose(F::rotary_embedding(x, {.offset = 3}),
+                       F::rotary_embedding(x, {.positions = arange(3, 8, 1, kInt64)}), 0, 0));
+  Tensor pos = tensor({0, 0, 0, 1, 2, 0, 1, 2, 3, 4}, kInt64).view({2, 1, 5});
+  Tensor y = F::rotary_embedding(x, {.positions = pos});
+  EXPECT_TRUE(allclose(y[1], F::rotary_embedding(x[1]), 0, 0));
+  EXPECT_TRUE(allclose(y[0].narrow(1, 2, 3), F::rotary_embedding(x[0].narrow(1, 2, 3)), 0, 0));
+  // interleaved pairs (2i, 2i + 1) = half-split pairs (i, i + 4) after moving the features there.
+  Tensor perm = tensor({0, 2, 4, 6, 1, 3, 5, 7}, kInt64), inv = tensor({0, 4, 1, 5, 2, 6, 3, 7}, kInt64);
+  EXPECT_TRUE(allclose(F::rotary_embedding(x, {.interleaved = true}),
+                       F::rotary_embedding(x.index_select(-1, perm)).index_select(-1, inv), 1e-15, 1e-15));
+  EXPECT_EQ(F::rotary_embedding(x.to(kBFloat16)).dtype(), kBFloat16);
+  EXPECT_THROW(F::rotary_embedding(randn({3, 5})), ShapeError);
+  EXPECT_THROW(F::rotary_embedding(x, {.positions = arange(4, kInt64)}), ShapeError);
+  EXPECT_THROW(F::rotary_embedding(x, {.positions = arange(5, kFloat32)}), DTypeError);
+  EXPECT_THROW(F::rotary_embedding(x, {.theta = 0}), ValueError);
+}
+
 TEST(Attention, MhaMatchesLoopReferenceCrossAttention) {
   manual_seed(4);
   nn::MultiheadAttention m(6, 3);

@@ -151,6 +151,20 @@ std::vector<OpInfo> attention_ops() {
                              {{arg({2, 3, 2}), arg({2, 4, 2}), arg({2, 4, 3}),
                                fixed_arg({2, 1, 4}, {0.5, -kInf, 0, 1, -1, 0, 0.25, -kInf}, false)},
                               "float_mask_broadcast"}}});
+  // Rotary embeddings: half-split and interleaved pairs, a decoding offset, per-sequence positions.
+  ops.push_back({.name = "nn.rotary_embedding",
+                 .torch = "T.rotary(x[0])",
+                 .fn = [](I x) { return Outputs{F::rotary_embedding(x[0])}; },
+                 .samples = {{{arg({2, 3, 5, 4})}, "4d"}, {{arg_t({6, 4})}, "noncontiguous"}}});
+  ops.push_back(
+      {.name = "nn.rotary_embedding_interleaved_offset",
+       .torch = "T.rotary(x[0], True, 7, theta=500.0)",
+       .fn = [](I x) { return Outputs{F::rotary_embedding(x[0], {.theta = 500.0, .interleaved = true, .offset = 7})}; },
+       .samples = {{{arg({2, 3, 6})}, "3d"}}});
+  ops.push_back({.name = "nn.rotary_embedding_positions",
+                 .torch = "T.rotary(x[0], positions=x[1])",
+                 .fn = [](I x) { return Outputs{F::rotary_embedding(x[0], {.positions = x[1]})}; },
+                 .samples = {{{arg({2, 1, 3, 4}), fixed_index({2, 1, 3}, {0, 1, 2, 5, 6, 7})}, "left_padded"}}});
   // Dropout on the weights: a fixed seed per call, so every evaluation draws the same mask.
   ops.push_back({.name = "nn.scaled_dot_product_attention_dropout",
                  .ops = {OpId::scaled_dot_product_attention},
