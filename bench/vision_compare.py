@@ -6,7 +6,11 @@
 
 Rows: ResNet-50 inference at batch 1 and 8, ResNet-18 and MobileNetV2 training steps (forward,
 cross entropy, backward, SGD with momentum) at batch 32, ViT-B/16 inference at batch 1; 224x224
-random images, random weights. Every run is its own process (so its peak memory is the row's):
+random images, random weights. The *_bf16 rows (not in the default set: --rows amp) run the forward
+and the loss under CPU autocast to bfloat16 on both sides (torch.autocast("cpu", dtype=torch.bfloat16)),
+next to the same step in float32: ResNet-18 training at batch 32, ResNet-50 training at batch 8 (whose
+peak memory is the point), and a GPT-shaped training step (4 pre-norm layers of d 768, 12 heads,
+context 256, vocabulary 8192, AdamW) at batch 4. Every run is its own process (so its peak memory is the row's):
 nabla (build/bench/vision_speed, its default thread count) and PyTorch (this file with --torch-child:
 torchvision's model, eager, oneDNN as Debian's PyTorch has it) with 1 and with 2 threads. In each
 round every row runs once per contender, the contenders interleaved; each run times --reps
@@ -26,19 +30,32 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-ROWS = {  # name: (model, mode, batch)
-    "resnet50_b1": ("resnet50", "infer", 1),
-    "resnet50_b8": ("resnet50", "infer", 8),
-    "resnet18_train_b32": ("resnet18", "train", 32),
-    "mobilenet_v2_train_b32": ("mobilenet_v2", "train", 32),
-    "vit_b_16_b1": ("vit_b_16", "infer", 1),
+ROWS = {  # name: (model, mode, batch, amp)
+    "resnet50_b1": ("resnet50", "infer", 1, "off"),
+    "resnet50_b8": ("resnet50", "infer", 8, "off"),
+    "resnet18_train_b32": ("resnet18", "train", 32, "off"),
+    "mobilenet_v2_train_b32": ("mobilenet_v2", "train", 32, "off"),
+    "vit_b_16_b1": ("vit_b_16", "infer", 1, "off"),
+    "resnet18_train_b32_bf16": ("resnet18", "train", 32, "bf16"),
+    "resnet50_train_b8": ("resnet50", "train", 8, "off"),
+    "resnet50_train_b8_bf16": ("resnet50", "train", 8, "bf16"),
+    "gpt_train_b4": ("gpt", "train", 4, "off"),
+    "gpt_train_b4_bf16": ("gpt", "train", 4, "bf16"),
 }
+DEFAULT_ROWS = ["resnet50_b1", "resnet50_b8", "resnet18_train_b32", "mobilenet_v2_train_b32", "vit_b_16_b1"]
+AMP_ROWS = ["resnet18_train_b32", "resnet18_train_b32_bf16", "resnet50_train_b8", "resnet50_train_b8_bf16",
+            "gpt_train_b4", "gpt_train_b4_bf16"]
 TITLES = {
     "resnet50_b1": "ResNet-50 inference, batch 1",
     "resnet50_b8": "ResNet-50 inference, batch 8",
     "resnet18_train_b32": "ResNet-18 training step, batch 32",
     "mobilenet_v2_train_b32": "MobileNetV2 training step, batch 32",
     "vit_b_16_b1": "ViT-B/16 inference, batch 1",
+    "resnet18_train_b32_bf16": "ResNet-18 training step, batch 32, autocast bf16",
+    "resnet50_train_b8": "ResNet-50 training step, batch 8",
+    "resnet50_train_b8_bf16": "ResNet-50 training step, batch 8, autocast bf16",
+    "gpt_train_b4": "GPT-shaped training step (d 768, 4 layers, context 256), batch 4",
+    "gpt_train_b4_bf16": "GPT-shaped training step, batch 4, autocast bf16",
 }
 
 
@@ -47,30 +64,69 @@ def rss_mb():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
-def torch_child(model_name, mode, batch, threads, reps):
+def gpt_shaped(torch, layers=4, context=256, dim=768, heads=12, vocab=8192):
+    """vision_speed's GptShaped in torch.nn."""
+    nn = torch.nn
+
+    class GptShaped(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Embedding(vocab, dim)
+            self.pos = nn.Embedding(context, dim)
+            self.blocks = nn.ModuleList(
+                nn.TransformerEncoderLayer(dim, heads, 4 * dim, 0.0, "gelu", batch_first=True, norm_first=True)
+                for _ in range(layers))
+            self.norm = nn.LayerNorm(dim)
+            self.head = nn.Linear(dim, vocab)
+            self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(context))
+
+        def forward(self, tokens):
+            h = self.tok(tokens) + self.pos(torch.arange(tokens.shape[1]))
+            for b in self.blocks:
+                h = b(h, src_mask=self.mask)
+            return self.head(self.norm(h))
+
+    return GptShaped()
+
+
+def torch_child(model_name, mode, batch, threads, reps, amp):
     """One row in PyTorch, in this process; prints the same JSON line as vision_speed."""
+    import contextlib
+
     import torch
     import torchvision
+
+    def region():
+        if amp == "bf16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     torch.set_num_threads(threads)
     rss_before = rss_mb()
     torch.manual_seed(0)
-    model = getattr(torchvision.models, model_name)()
-    x = torch.randn(batch, 3, 224, 224)
-    y = torch.randint(0, 1000, (batch,))
+    gpt = model_name == "gpt"
+    model = gpt_shaped(torch) if gpt else getattr(torchvision.models, model_name)()
+    x = torch.randint(0, 8192, (batch, 256)) if gpt else torch.randn(batch, 3, 224, 224)
+    y = torch.randint(0, 8192, (batch * 256,)) if gpt else torch.randint(0, 1000, (batch,))
     if mode == "train":
         model.train()
-        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        if gpt:
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        else:
+            opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
         def iteration():
             opt.zero_grad()
-            torch.nn.functional.cross_entropy(model(x), y).backward()
+            with region():
+                out = model(x)
+                loss = torch.nn.functional.cross_entropy(out.flatten(0, 1) if gpt else out, y)
+            loss.backward()
             opt.step()
     else:
         model.eval()
 
         def iteration():
-            with torch.inference_mode():
+            with torch.inference_mode(), region():
                 model(x)
 
     iteration()
@@ -81,7 +137,7 @@ def torch_child(model_name, mode, batch, threads, reps):
         times.append(time.perf_counter() - t0)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
     print(json.dumps({"framework": "pytorch " + torch.__version__, "model": model_name, "mode": mode, "batch": batch,
-                      "threads": threads, "best_s": min(times), "times_s": times, "peak_rss_mb": round(peak, 1),
+                      "amp": amp, "threads": threads, "best_s": min(times), "times_s": times, "peak_rss_mb": round(peak, 1),
                       "rss_before_model_mb": round(rss_before, 1)}))
 
 
@@ -96,18 +152,19 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3", help="the Python that has PyTorch and torchvision")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=3, help="timed iterations per run, after one warm-up")
-    ap.add_argument("--rows", default=",".join(ROWS), help="comma-separated, of: " + ", ".join(ROWS))
+    ap.add_argument("--rows", default=",".join(DEFAULT_ROWS),
+                    help="comma-separated, of: " + ", ".join(ROWS) + "; or 'amp' for " + ", ".join(AMP_ROWS))
     ap.add_argument("--markdown", default="", help="also write the table here")
-    ap.add_argument("--torch-child", nargs=5, metavar=("MODEL", "MODE", "BATCH", "THREADS", "REPS"),
+    ap.add_argument("--torch-child", nargs=6, metavar=("MODEL", "MODE", "BATCH", "THREADS", "REPS", "AMP"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_child:
-        m, mode, b, t, r = args.torch_child
-        torch_child(m, mode, int(b), int(t), int(r))
+        m, mode, b, t, r, amp = args.torch_child
+        torch_child(m, mode, int(b), int(t), int(r), amp)
         return
     if not os.path.exists(args.nabla):
         sys.exit(f"vision_compare.py: {args.nabla} not found (build it: cmake --build build --target vision_speed)")
-    rows = [r for r in args.rows.split(",") if r]
+    rows = AMP_ROWS if args.rows == "amp" else [r for r in args.rows.split(",") if r]
     for r in rows:
         if r not in ROWS:
             sys.exit(f"vision_compare.py: unknown row '{r}'; the rows are {', '.join(ROWS)}")
@@ -115,16 +172,17 @@ def main():
     results = {r: [] for r in rows}
     for rnd in range(args.rounds):
         for r in rows:
-            model, mode, batch = ROWS[r]
+            model, mode, batch, amp = ROWS[r]
             contenders = [("nabla", None), ("pytorch", 1), ("pytorch", 2)]
             if rnd % 2:  # alternate who goes first
                 contenders.reverse()
             for who, threads in contenders:
                 if who == "nabla":
-                    cmd = [args.nabla, "--model", model, "--mode", mode, "--batch", str(batch), "--reps", str(args.reps)]
+                    cmd = [args.nabla, "--model", model, "--mode", mode, "--batch", str(batch), "--reps", str(args.reps),
+                           "--amp", amp] + (["--size", "256"] if model == "gpt" else [])
                 else:
                     cmd = [args.python, os.path.abspath(__file__), "--torch-child", model, mode, str(batch),
-                           str(threads), str(args.reps)]
+                           str(threads), str(args.reps), amp]
                 res = run_child(cmd)
                 results[r].append(res)
                 print(f"round {rnd + 1} {r:24s} {res['framework']:18s} {res['threads']}t  best {res['best_s']:.4f} s"

@@ -9,7 +9,8 @@ cd "$NABLA_ROOT"
 install_packages "${NABLA_BUILD_PACKAGES[@]}" libtorch-dev libopenblas-dev libbenchmark-dev python3-torch python3-torchvision
 log "building (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "$(jobs)" --target overhead compare mnist_compare contention tensorboard_writer mnist vision_speed ddp_speed onnx_speed
+cmake --build build -j "$(jobs)" --target overhead compare mnist_compare contention tensorboard_writer mnist vision_speed ddp_speed onnx_speed \
+  gemm_lowp conv_lowp
 
 # libtorch's OpenMP threads must not spin while nabla runs (and the reverse).
 export OMP_WAIT_POLICY=passive
@@ -34,6 +35,10 @@ fi
 
 log "torchvision architectures next to PyTorch (bench/vision_compare.py)"
 /usr/bin/python3 bench/vision_compare.py --markdown "$table.vision"
+
+log "mixed precision: bfloat16 GEMM and convolutions, autocast training steps (bench/gemm_lowp, conv_lowp)"
+{ build/bench/gemm_lowp 5 && echo && build/bench/conv_lowp 5; } | tee "$table.lowp"
+/usr/bin/python3 bench/vision_compare.py --rows amp --rounds 2 --reps 2 --markdown "$table.amp"
 
 log "data-parallel training and all_reduce (bench/ddp_speed)"
 { build/bench/ddp_speed --rounds 7 --steps 60 --mb 100 && echo && /usr/bin/python3 bench/ddp_torch.py --rounds 5; } |
@@ -90,6 +95,15 @@ build/bench/tensorboard_writer --benchmark_repetitions=5 --benchmark_report_aggr
   echo "setting. Peak MB is the process's peak resident memory, [the part the row added to it]."
   echo
   cat "$table.vision"
+  echo
+  echo "## Mixed precision on the CPU (bench/gemm_lowp, bench/conv_lowp, bench/vision_compare.py --rows amp)"
+  echo
+  echo "The bfloat16 GEMM and the float16/bfloat16 convolutions next to float32, interleaved in one run; then"
+  echo "training steps in float32 and under CPU autocast to bfloat16, nabla next to PyTorch's torch.autocast."
+  echo
+  cat "$table.lowp"
+  echo
+  cat "$table.amp"
   echo
   echo "## The thread pool next to a busy process (bench/contention)"
   echo
