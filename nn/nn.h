@@ -13,6 +13,7 @@
 #include "dropout.h"
 #include "embedding.h"
 #include "functional.h"
+#include "generation.h"
 #include "init.h"
 #include "linear.h"
 #include "loss.h"
