@@ -19,14 +19,6 @@ using namespace nabla;
 
 namespace {
 
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
-
 struct ConvShape {
   const char* name;
   int64_t n, c, hw, o, k, stride, pad;
@@ -38,7 +30,7 @@ struct ConvShape {
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
-  std::printf("CPU: %s, %d threads; bfloat16 GEMM kernel: %s\n\n", cpu_model().c_str(), get_num_threads(),
+  std::printf("CPU: %s, %d threads; bfloat16 GEMM kernel: %s\n\n", bench::cpu_model().c_str(), get_num_threads(),
               cpu::lowp_kernel_name(cpu::lowp_kernel()));
   const ConvShape shapes[] = {
       {"mnist cnn conv1", 64, 1, 28, 32, 3, 1, 0},      {"mnist cnn conv2", 64, 32, 26, 64, 3, 1, 0},

@@ -25,14 +25,6 @@ using cpu::LowpKernel;
 
 namespace {
 
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
-
 #if defined(__x86_64__)
 // GFLOP/s of one core when it does nothing but the instruction, on 24 (8 for AMX) independent
 // accumulators.
@@ -134,8 +126,9 @@ std::vector<T> random_matrix(int64_t n, uint32_t seed) {
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
   const LowpKernel chosen = cpu::lowp_kernel();  // (asks the OS for AMX where the CPU has it)
-  std::printf("CPU: %s, %d threads available; float32 GEMM kernel: %s; bfloat16 kernel: %s\n", cpu_model().c_str(),
-              get_num_threads(), cpu::isa_name(cpu::gemm_isa()), cpu::lowp_kernel_name(chosen));
+  std::printf("CPU: %s, %d threads available; float32 GEMM kernel: %s; bfloat16 kernel: %s\n",
+              bench::cpu_model().c_str(), get_num_threads(), cpu::isa_name(cpu::gemm_isa()),
+              cpu::lowp_kernel_name(chosen));
   double pf = 0, pd = 0, pa = 0;
 #if defined(__x86_64__)
   if (cpu::gemm_isa() == cpu::Isa::avx512) pf = peak_fma(0.3);

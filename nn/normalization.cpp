@@ -121,11 +121,18 @@ void LayerNorm::reset_parameters() {
 
 Tensor LayerNorm::forward(Tensor x) { return F::layer_norm(x, normalized_shape, weight, bias, options.eps); }
 
-std::string LayerNorm::extra_repr() const {
+namespace {
+// A normalized_shape as Python prints the tuple: "(4,)", "(3, 4)".
+std::string shape_tuple(const std::vector<int64_t>& shape) {
   std::string s = "(";
-  for (size_t i = 0; i < normalized_shape.size(); ++i) s += (i ? ", " : "") + std::to_string(normalized_shape[i]);
-  s += normalized_shape.size() == 1 ? ",)" : ")";
-  return s + ", eps=" + repr_double(options.eps) + ", elementwise_affine=" + repr_bool(options.elementwise_affine);
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+}  // namespace
+
+std::string LayerNorm::extra_repr() const {
+  return shape_tuple(normalized_shape) + ", eps=" + repr_double(options.eps) +
+         ", elementwise_affine=" + repr_bool(options.elementwise_affine);
 }
 
 // ---- RMSNorm --------------------------------------------------------------------------------------
@@ -144,10 +151,7 @@ void RMSNorm::reset_parameters() {
 Tensor RMSNorm::forward(Tensor x) { return F::rms_norm(x, normalized_shape, weight, options.eps); }
 
 std::string RMSNorm::extra_repr() const {
-  std::string s = "(";
-  for (size_t i = 0; i < normalized_shape.size(); ++i) s += (i ? ", " : "") + std::to_string(normalized_shape[i]);
-  s += normalized_shape.size() == 1 ? ",)" : ")";
-  return s + ", eps=" + (options.eps ? repr_double(*options.eps) : std::string("None")) +
+  return shape_tuple(normalized_shape) + ", eps=" + (options.eps ? repr_double(*options.eps) : std::string("None")) +
          ", elementwise_affine=" + repr_bool(options.elementwise_affine);
 }
 
