@@ -36,7 +36,8 @@ Tensor process_logits(const Tensor& logits, const SamplingOptions& o, const Tens
   NoGradGuard no_grad;
   const int64_t V = logits.size(1);
   const DType wide = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  Tensor s = logits.detach().to(wide).clone();
+  // A copy in the wide dtype (to() already copies when it converts).
+  Tensor s = logits.dtype() == wide ? logits.detach().clone() : logits.detach().to(wide);
   if (previous.defined() && previous.numel() > 0 && o.repetition_penalty != 1.0) {
     NABLA_CHECK(DTypeError, previous.dtype() == DType::i64, op, ": previous tokens must be int64, got ",
                 nabla::internal::describe(previous));

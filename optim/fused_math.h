@@ -224,10 +224,16 @@ inline bool fused_step_fits(const Tensor& param, const Tensor& grad, std::initia
 }
 // The common frame of every backend's fused step: declines (false) when the tensors do not fit,
 // else calls f(type_tag<float>{}) or f(type_tag<double>{}) for a non-empty parameter and returns true.
-template <class F>
+// With Lowp (the CPU's steps, whose `fits` allowed them) also f(type_tag<BFloat16>{}) and
+// f(type_tag<Half>{}).
+template <bool Lowp = false, class F>
 bool run_fused_step(bool fits, const Tensor& param, F&& f) {
   if (!fits) return false;
   if (param.numel() == 0) return true;
+  if constexpr (Lowp) {
+    if (param.dtype() == DType::bf16) return f(type_tag<BFloat16>{}), true;
+    if (param.dtype() == DType::f16) return f(type_tag<Half>{}), true;
+  }
   if (param.dtype() == DType::f32) f(type_tag<float>{});
   else f(type_tag<double>{});
   return true;

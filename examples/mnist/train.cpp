@@ -449,8 +449,7 @@ class TrainingRun {
                 resuming() ? (" (from epoch " + std::to_string(start_epoch_ + 1) + ")").c_str() : "");
     if (s_.amp != "off")
       std::printf(
-          "mixed precision: forward under autocast to %s, float32 weights%s\n",
-          s_.amp == "bf16" ? "bfloat16" : "float16",
+          "%s%s\n", examples::amp_description(s_.amp, /*training=*/false).c_str(),
           scaler_ ? (", loss scaled by a GradScaler (scale " + json_number(scaler_->get_scale()) + ")").c_str() : "");
     std::printf("checkpoint: %s\n", ckpt_path_.c_str());
     std::fflush(stdout);

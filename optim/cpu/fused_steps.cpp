@@ -167,49 +167,35 @@ void sgd_loop(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
   });
 }
 
-// run_fused_step (optim/fused_math.h) with float16 and bfloat16 too, the CPU's alone: `fits` is the
-// check of the step's tensors with the 16-bit dtypes allowed.
-template <class F>
-bool run_cpu_step(bool fits, const Tensor& param, F&& f) {
-  if (!fits) return false;
-  if (param.numel() == 0) return true;
-  switch (param.dtype()) {
-    case DType::f32: f(type_tag<float>{}); break;
-    case DType::f64: f(type_tag<double>{}); break;
-    case DType::bf16: f(type_tag<BFloat16>{}); break;
-    default: f(type_tag<Half>{}); break;
-  }
-  return true;
-}
-
 bool sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
-  return run_cpu_step(sgd_step_fits(param, grad, momentum_buffer, s, true), param,
-                      [&](auto tag) { sgd_loop<typename decltype(tag)::type>(param, grad, momentum_buffer, s); });
+  return run_fused_step<true>(sgd_step_fits(param, grad, momentum_buffer, s, true), param, [&](auto tag) {
+    sgd_loop<typename decltype(tag)::type>(param, grad, momentum_buffer, s);
+  });
 }
 
 bool adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Tensor& max_exp_avg_sq, const AdamStep& a) {
-  return run_cpu_step(adam_step_fits(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a, true), param, [&](auto tag) {
-    adam_loop<typename decltype(tag)::type>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a);
-  });
+  return run_fused_step<true>(
+      adam_step_fits(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a, true), param,
+      [&](auto tag) { adam_loop<typename decltype(tag)::type>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a); });
 }
 
 bool rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
                   const Tensor& momentum_buffer, const RmspropStep& r) {
-  return run_cpu_step(
+  return run_fused_step<true>(
       rmsprop_step_fits(param, grad, square_avg, grad_avg, momentum_buffer, r, true), param, [&](auto tag) {
         rmsprop_loop<typename decltype(tag)::type>(param, grad, square_avg, grad_avg, momentum_buffer, r);
       });
 }
 
 bool adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStep& a) {
-  return run_cpu_step(fused_step_fits(param, grad, {&sum}, true), param,
-                      [&](auto tag) { adagrad_loop<typename decltype(tag)::type>(param, grad, sum, a); });
+  return run_fused_step<true>(fused_step_fits(param, grad, {&sum}, true), param,
+                              [&](auto tag) { adagrad_loop<typename decltype(tag)::type>(param, grad, sum, a); });
 }
 
 bool adadelta_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& acc_delta,
                    const AdadeltaStep& a) {
-  return run_cpu_step(fused_step_fits(param, grad, {&square_avg, &acc_delta}, true), param, [&](auto tag) {
+  return run_fused_step<true>(fused_step_fits(param, grad, {&square_avg, &acc_delta}, true), param, [&](auto tag) {
     adadelta_loop<typename decltype(tag)::type>(param, grad, square_avg, acc_delta, a);
   });
 }
