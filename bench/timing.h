@@ -2,6 +2,9 @@
 // enough wall time has passed, and report the median seconds per call.
 #pragma once
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +24,18 @@ inline std::string cpu_model() {
   return "unknown CPU";
 }
 
+// The process's resident memory now (/proc/self/statm) and its peak so far (getrusage), in MB.
+inline double rss_mb() {
+  std::ifstream f("/proc/self/statm");
+  long long size = 0, resident = 0;
+  f >> size >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1e6;
+}
+inline double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1e3;  // KiB on Linux
+}
 inline double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }

@@ -12,8 +12,6 @@
 // Prints one JSON line: the best and every timed iteration's seconds (after one warm-up iteration),
 // the peak resident memory of the process (getrusage) and the resident memory before the model was
 // built, in MB.
-#include <sys/resource.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,18 +27,8 @@ using namespace nabla;
 
 namespace {
 
-double rss_mb() {  // resident now, from /proc/self/statm (pages)
-  std::ifstream f("/proc/self/statm");
-  long long size = 0, resident = 0;
-  f >> size >> resident;
-  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1e6;
-}
-
-double peak_rss_mb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1e3;  // KiB on Linux
-}
+using bench::peak_rss_mb;
+using bench::rss_mb;
 
 // GPT-shaped: token and position embeddings, `layers` pre-norm Transformer layers (d 768, 12 heads,
 // feed-forward 3072, GELU, no dropout) under a causal mask, a final LayerNorm and a head over a

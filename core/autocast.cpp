@@ -39,6 +39,7 @@ CastPolicy autocast_policy(OpId op, DeviceType device) {
     case linear:
     case prelu:
     case scaled_dot_product_attention:
+    case flash_attention:
     case rnn:
     case lstm:
     case gru: return CastPolicy::lower;

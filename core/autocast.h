@@ -9,7 +9,7 @@
 //
 // The lists (autocast_policy below, one switch over core/op_schema.h's OpIds):
 //   CPU  lower:   conv1d conv2d conv3d conv_transpose1d/2d/3d mm bmm matmul addmm baddbmm linear prelu
-//                 scaled_dot_product_attention rnn lstm gru
+//                 scaled_dot_product_attention flash_attention rnn lstm gru
 //        float32: the losses (cross_entropy nll_loss mse_loss l1_loss smooth_l1_loss huber_loss kl_div
 //                 binary_cross_entropy(_with_logits) margin_ranking hinge_embedding cosine_embedding
 //                 triplet_margin soft_margin multi_margin poisson_nll ctc_loss), the linear algebra

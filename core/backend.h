@@ -34,6 +34,7 @@ namespace nabla {
 class Generator;
 struct ConvParams;
 struct Pool2dParams;
+struct AttentionParams;
 
 enum class ScanOp : uint8_t { cumsum, cumprod };
 enum class RandomOp : uint8_t { uniform, normal, bernoulli };
@@ -106,6 +107,19 @@ enum class RandomOp : uint8_t { uniform, normal, bernoulli };
   X(batch_norm_backward, void,                                                                                         \
     (const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& save_mean,                           \
      const Tensor& save_invstd, double eps, const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias), \
+    raise)                                                                                                             \
+  /* Fused attention (flash_attention in core/ops.h): q (B, Hq, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev), last */    \
+  /* dims contiguous, the others any strides; bias undefined or (B, Hq, L, S) any strides, in q's compute dtype; */    \
+  /* out (B, Hq, L, Ev) contiguous in q's dtype, lse (B, Hq, L) contiguous float32 (float64 for float64) */            \
+  X(has_flash_attention, bool, (const Tensor& q), no)                                                                  \
+  X(flash_attention, void,                                                                                             \
+    (const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, const AttentionParams& p,                  \
+     const Tensor& out, const Tensor& lse),                                                                            \
+    raise)                                                                                                             \
+  /* grad_q, grad_k, grad_v contiguous, shaped as q, k and v, in their dtype */                                        \
+  X(flash_attention_backward, void,                                                                                    \
+    (const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, const Tensor& out, \
+     const Tensor& lse, const AttentionParams& p, const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v),   \
     raise)
 
 // A device's kernels: one entry per NABLA_KERNELS line (backend.unary(op, x, out, p0, p1), ...),

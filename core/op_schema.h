@@ -251,6 +251,7 @@ constexpr OnnxRule no_onnx(const char* reason) { return {OnnxRule::none, nullptr
   X(dropout, NoAttrs, fn, parts())                      \
   X(dropout2d, NoAttrs, fn, parts())                    \
   X(scaled_dot_product_attention, NoAttrs, fn, parts()) \
+  X(flash_attention, NoAttrs, fn, parts())              \
   X(rnn, RnnAttrs, fn, to_onnx())                       \
   X(lstm, RnnAttrs, fn, to_onnx())                      \
   X(gru, RnnAttrs, fn, to_onnx())

@@ -391,6 +391,37 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
                   const Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
 Tensor adaptive_max_pool2d(const Tensor& x, IntArrayRef output_size);
 
+// ---- fused attention -----------------------------------------------------------------------------
+struct AttentionParams {
+  double scale = 1.0;      // the scores are q k^T * scale
+  bool causal = false;     // key j is visible to query i only when j <= i (top-left aligned)
+  double dropout_p = 0.0;  // dropout on the attention weights, in [0, 1)
+  // The dropout mask's Philox key and first counter, drawn by flash_attention from the default
+  // generator of q's device (callers leave them 0).
+  uint64_t seed = 0, offset = 0;
+};
+// softmax(q k^T * scale + bias) v by FlashAttention-2's algorithm (Dao, 2023): key/value tiles
+// stream past each tile of queries with an online softmax, so the (L, S) matrix is never stored;
+// what backward keeps is the output and one log-sum-exp per query row, and it recomputes the
+// scores tile by tile. Causal attention skips the tiles above the diagonal.
+//   q (B, Hq, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev), with Hq a multiple of Hkv: query head h
+//   reads key/value head h / (Hq / Hkv) (grouped-query attention); -> (B, Hq, L, Ev).
+//   bias: undefined, or an additive mask broadcast to (B, Hq, L, S) (-inf forbids), never
+//   differentiated.
+// Dropout keeps weight (b, h, i, j) when the Philox draw for element ((b * Hq + h) * L + i) * S + j
+// of a float32 tensor (B, Hq, L, S) is below 1 - dropout_p: the mask Tensor::bernoulli_ would
+// draw there from the same generator state, so that a seed gives the math path's mask. Backward
+// regenerates it from the counters. A query row with every key masked gives NaN, as softmax does.
+// Computed in float32 (float64 for float64) whatever the dtype; float16/bfloat16 outputs are
+// rounded once. Differentiable in q, k and v (to any order: under create_graph the backward is
+// written with differentiable ops). On autocast's lower-precision list (as scaled_dot_product_attention).
+// Where has_flash_attention is false, throws NotImplemented;
+// nn::functional::scaled_dot_product_attention falls back to its math path there.
+Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias = {},
+                       AttentionParams p = {});
+// Whether flash_attention runs on q's device for q's dtype (the CPU: float32, float64, bfloat16, float16).
+bool has_flash_attention(const Tensor& q);
+
 // ---- random state -------------------------------------------------------------------------------
 // Seeds the default generators (CPU and CUDA) so random results are reproducible.
 void manual_seed(uint64_t seed);

@@ -2,9 +2,12 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <tuple>
 
 #include "core/autocast.h"
 #include "core/impl.h"
+#include "core/trace.h"
 #include "nn/functional.h"
 #include "nn/init.h"
 
@@ -47,7 +50,45 @@ std::pair<Tensor, Tensor> attend(const Tensor& q_scaled, const Tensor& k, const 
   return {matmul(weights, v), weights};  // (..., L, Ev), (..., L, S)
 }
 
+thread_local F::SdpBackend tl_sdp_backend = F::SdpBackend::automatic;
+
+// Why the fused kernel cannot take this call (empty: it can).
+std::string flash_unavailable(const Tensor& q, std::initializer_list<const Tensor*> masks, double dropout_p) {
+  if (!has_flash_attention(q))
+    return internal::str("there is no fused attention kernel for ", q.dtype(), " on ", q.device());
+  if (trace::active()) return "an ONNX export is tracing the call (it records the math path)";
+  for (const Tensor* m : masks)
+    if (m->defined() && m->requires_grad()) return "a mask requires grad (the fused kernel does not differentiate it)";
+  if (dropout_p >= 1) return "dropout_p is 1 (every weight dropped)";
+  return {};
+}
+
+// Whether this call takes the fused kernel: the thread's SdpBackend, and whether it applies.
+bool use_flash(const Tensor& q, std::initializer_list<const Tensor*> masks, double dropout_p, const char* op) {
+  if (tl_sdp_backend == F::SdpBackend::math) return false;
+  std::string why = flash_unavailable(q, masks, dropout_p);
+  NABLA_CHECK(NotImplemented, why.empty() || tl_sdp_backend != F::SdpBackend::flash, op,
+              ": sdpa_kernel(SdpBackend::flash) is set but the fused kernel cannot take this call: ", why);
+  return why.empty();
+}
+
+// t (lead..., rows, cols) as (B, H, rows, cols) for flash_attention: lead is broadcast first, then
+// its last dim becomes H and the others are merged into B (a view where the strides allow).
+Tensor as_bhrc(const Tensor& t, const Shape& lead) {
+  Shape full = lead;
+  full.push_back(t.size(-2));
+  full.push_back(t.size(-1));
+  const int64_t H = lead.empty() ? 1 : lead.back();
+  int64_t B = 1;
+  for (size_t i = 0; i + 1 < lead.size(); ++i) B *= lead[i];
+  return t.expand(full).reshape({B, H, t.size(-2), t.size(-1)});
+}
+
 }  // namespace
+
+F::SdpaKernelGuard::SdpaKernelGuard(SdpBackend backend) : prev_(tl_sdp_backend) { tl_sdp_backend = backend; }
+F::SdpaKernelGuard::~SdpaKernelGuard() { tl_sdp_backend = prev_; }
+F::SdpBackend F::current_sdp_backend() { return tl_sdp_backend; }
 
 // ---- scaled_dot_product_attention -------------------------------------------------------------------
 
@@ -70,8 +111,20 @@ Tensor functional::scaled_dot_product_attention(const Tensor& q, const Tensor& k
               q.sizes(), " key ", k.sizes());
   NABLA_CHECK(ShapeError, k.size(-2) == v.size(-2), op,
               ": key and value must have the same length S (dim -2), got key ", k.sizes(), " value ", v.sizes());
-  auto qk = try_broadcast_shapes(leading_dims(q, 2), leading_dims(k, 2));
-  auto batch = qk ? try_broadcast_shapes(*qk, leading_dims(v, 2)) : std::nullopt;
+  // The batch dims (under GQA: those before the head dim, -3) broadcast.
+  const int64_t lead_n = o.enable_gqa ? 3 : 2;
+  if (o.enable_gqa) {
+    NABLA_CHECK(ShapeError, q.dim() >= 3 && k.dim() >= 3 && v.dim() >= 3, op,
+                ": enable_gqa expects query (..., Hq, L, E), key (..., Hkv, S, E) and value (..., Hkv, S, Ev), got "
+                "query ",
+                q.sizes(), " key ", k.sizes(), " value ", v.sizes());
+    NABLA_CHECK(ShapeError, k.size(-3) == v.size(-3) && k.size(-3) > 0 && q.size(-3) % k.size(-3) == 0, op,
+                ": enable_gqa needs key and value with the same number of heads Hkv (dim -3), dividing the query's Hq, "
+                "got query ",
+                q.sizes(), " key ", k.sizes(), " value ", v.sizes());
+  }
+  auto qk = try_broadcast_shapes(leading_dims(q, lead_n), leading_dims(k, lead_n));
+  auto batch = qk ? try_broadcast_shapes(*qk, leading_dims(v, lead_n)) : std::nullopt;
   NABLA_CHECK(ShapeError, batch.has_value(), op, ": the batch dims of query ", q.sizes(), ", key ", k.sizes(),
               " and value ", v.sizes(), " do not broadcast");
   NABLA_CHECK(ValueError, o.dropout_p >= 0 && o.dropout_p <= 1, op, ": dropout_p must be in [0, 1], got ", o.dropout_p);
@@ -80,15 +133,21 @@ Tensor functional::scaled_dot_product_attention(const Tensor& q, const Tensor& k
               o.attn_mask.defined() ? internal::str(o.attn_mask.sizes()) : "", ")");
 
   const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1);
+  // The query's lead dims (its batch dims, with the head dim last under GQA), and key/value's.
+  Shape lead_q = *batch, lead_kv = *batch;
+  if (o.enable_gqa) {
+    lead_q.push_back(q.size(-3));
+    lead_kv.push_back(k.size(-3));
+  }
+  Shape scores_shape = lead_q;
+  scores_shape.push_back(L);
+  scores_shape.push_back(S);
   Tensor bias;
-  if (o.is_causal) {
-    bias = causal_bias(L, S, q.dtype(), q.device());
-  } else if (o.attn_mask.defined()) {
+  bool mask_widens = false;  // a mask with more batch dims than the operands: the math path broadcasts them
+  if (o.attn_mask.defined()) {
     const Tensor& m = o.attn_mask;
-    Shape scores_shape = *batch;
-    scores_shape.push_back(L);
-    scores_shape.push_back(S);
     auto b = try_broadcast_shapes(m.sizes(), scores_shape);
+    mask_widens = b.has_value() && *b != scores_shape;
     NABLA_CHECK(ShapeError,
                 m.dim() >= 1 && b.has_value() && b->size() >= 2 && (*b)[b->size() - 2] == L && (*b)[b->size() - 1] == S,
                 op, ": attn_mask of shape ", m.sizes(),
@@ -96,8 +155,26 @@ Tensor functional::scaled_dot_product_attention(const Tensor& q, const Tensor& k
                 ", key ", k.sizes(), ")");
     bias = mask_to_bias(m, /*forbidden_value=*/false, q.dtype(), op, "attn_mask");
   }
-  double scale = o.scale.value_or(E > 0 ? 1.0 / std::sqrt(static_cast<double>(E)) : 1.0);
-  return attend(q * scale, k, v, bias, o.dropout_p).first;
+  const double scale = o.scale.value_or(E > 0 ? 1.0 / std::sqrt(static_cast<double>(E)) : 1.0);
+
+  if (!mask_widens && use_flash(q, {&o.attn_mask}, o.dropout_p, op)) {
+    Tensor bias4;
+    if (bias.defined()) bias4 = as_bhrc(bias.dim() >= 2 ? bias : bias.unsqueeze(0).expand({L, S}), lead_q);
+    Tensor out = flash_attention(as_bhrc(q, lead_q), as_bhrc(k, lead_kv), as_bhrc(v, lead_kv), bias4,
+                                 {.scale = scale, .causal = o.is_causal, .dropout_p = o.dropout_p});
+    Shape out_shape = lead_q;
+    out_shape.push_back(L);
+    out_shape.push_back(v.size(-1));
+    return out.reshape(out_shape);
+  }
+  if (o.is_causal) bias = causal_bias(L, S, q.dtype(), q.device());
+  Tensor kk = k, vv = v;
+  if (o.enable_gqa && q.size(-3) != k.size(-3)) {
+    const int64_t group = q.size(-3) / k.size(-3);
+    kk = k.repeat_interleave(group, -3);
+    vv = v.repeat_interleave(group, -3);
+  }
+  return attend(q * scale, kk, vv, bias, o.dropout_p).first;
 }
 
 // ---- rotary_embedding -------------------------------------------------------------------------------
@@ -226,9 +303,9 @@ AttentionOutput MultiheadAttention::forward_attention(const Tensor& query, const
                 ", key ", key.sizes(), ")");
     attn_bias = mask_to_bias(m, /*forbidden_value=*/true, dt, op, "attn_mask");
     attn_bias = ok2 ? attn_bias.reshape({1, 1, L, S}) : attn_bias.reshape({N, H, L, S});
-  } else if (o.is_causal) {
-    attn_bias = causal_bias(L, S, dt, query.device()).view({1, 1, L, S});
   }
+  // Causal without a mask: the fused kernel's causal flag, or a causal bias (built below).
+  const bool causal = o.is_causal && !o.attn_mask.defined();
   if (o.key_padding_mask.defined()) {
     const Tensor& m = o.key_padding_mask;
     bool ok = batched ? (m.dim() == 2 && m.size(0) == N && m.size(1) == S) : (m.dim() == 1 && m.size(0) == S);
@@ -270,7 +347,13 @@ AttentionOutput MultiheadAttention::forward_attention(const Tensor& query, const
   };
   q = heads(q), k = heads(k), v = heads(v);
 
-  // Extra key/value positions, allowed for every query: bias_k/bias_v, then a zero one.
+
+  // Extra key/value positions, allowed for every query: bias_k/bias_v, then a zero one. (Under
+  // causal masking they are not in the kernel's triangle: the causal bias is built for them.)
+  const bool extra_positions = bias_k.defined() || options.add_zero_attn;
+  double p = training_ ? options.dropout : 0.0;
+  const bool flash = !o.need_weights && use_flash(q, {&o.attn_mask, &o.key_padding_mask}, p, op);
+  if (causal && (!flash || extra_positions)) attn_bias = causal_bias(L, S, dt, query.device()).view({1, 1, L, S});
   auto append = [&](const Tensor& kv_extra_k, const Tensor& kv_extra_v) {
     k = cat({k, kv_extra_k}, 2);
     v = cat({v, kv_extra_v}, 2);
@@ -288,8 +371,13 @@ AttentionOutput MultiheadAttention::forward_attention(const Tensor& query, const
                                                           : pad_bias;
 
   // Attention per head, batched over (N, H): (N, H, L, hd), weights (N, H, L, S + extra positions).
-  double p = training_ ? options.dropout : 0.0;
-  auto [attn, weights] = attend(q * (1.0 / std::sqrt(static_cast<double>(hd))), k, v, bias, p);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  Tensor attn, weights;
+  if (flash) {
+    attn = flash_attention(q, k, v, bias, {.scale = scale, .causal = causal && !extra_positions, .dropout_p = p});
+  } else {
+    std::tie(attn, weights) = attend(q * scale, k, v, bias, p);
+  }
 
   // Merge heads into the input's layout and project: (N, H, L, hd) -> (L, N, E) or (N, L, E).
   Tensor merged = seq_first ? attn.permute({2, 0, 1, 3}).reshape({L, N, E}) : attn.transpose(1, 2).reshape({N, L, E});

@@ -30,13 +30,50 @@ struct ScaledDotProductAttentionOptions {
   double dropout_p = 0.0;         // dropout on the attention weights, applied whenever > 0 (as PyTorch)
   bool is_causal = false;         // query i attends to keys j <= i (top-left aligned); not with attn_mask
   std::optional<double> scale{};  // default 1 / sqrt(E)
+  // Grouped-query attention: query (..., Hq, L, E) with key/value (..., Hkv, S, E), Hq a multiple
+  // of Hkv; query head h attends with key/value head h / (Hq / Hkv).
+  bool enable_gqa = false;
 };
 
-// softmax(q k^T * scale + mask) v, as torch.nn.functional.scaled_dot_product_attention.
+// softmax(q k^T * scale + mask) v, as torch.nn.functional.scaled_dot_product_attention (PyTorch 2.x).
 // q: (..., L, E), k: (..., S, E), v: (..., S, Ev) -> (..., L, Ev); the batch dims broadcast.
-// Built from differentiable ops (matmul, softmax), so it differentiates to any order on any device.
+//
+// Two implementations, chosen per call as PyTorch chooses among its backends (sdpa_kernel below
+// overrides the choice):
+// - flash: nabla::flash_attention (core/ops.h), FlashAttention-2's tiled kernel with an online
+//   softmax. Memory beyond the inputs and output is one log-sum-exp per query row, never (L, S);
+//   causal attention skips the tiles above the diagonal. Used where the device has it (the CPU, for
+//   float32, float64, bfloat16 and float16), unless an ONNX export is tracing or attn_mask requires
+//   grad. float16/bfloat16 are computed in float32 throughout and rounded once (PyTorch's math path
+//   rounds the scores and the weights to the input's dtype on the way: a difference below the
+//   16-bit dtypes' precision, in nabla's favour).
+// - math: matmul, softmax and matmul (the (L, S) weights stored), on every device.
+// Both differentiate to any order; both draw the same dropout mask from the same generator state.
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const ScaledDotProductAttentionOptions& options = {});
+
+// The implementations scaled_dot_product_attention may use, as torch.nn.attention.SDPBackend.
+enum class SdpBackend : uint8_t {
+  automatic,  // flash where it applies, else math
+  math,       // always the math path
+  flash,      // always flash: a call it does not apply to throws NotImplemented saying why
+};
+// Sets the backend for this thread until the guard goes out of scope (as PyTorch's
+// `with torch.nn.attention.sdpa_kernel(SDPBackend.MATH):`); guards nest. MultiheadAttention and
+// the Transformer layers follow it too.
+//   { auto g = F::sdpa_kernel(F::SdpBackend::math); y = F::scaled_dot_product_attention(q, k, v); }
+class [[nodiscard]] SdpaKernelGuard {
+ public:
+  explicit SdpaKernelGuard(SdpBackend backend);
+  ~SdpaKernelGuard();
+  SdpaKernelGuard(const SdpaKernelGuard&) = delete;
+  SdpaKernelGuard& operator=(const SdpaKernelGuard&) = delete;
+
+ private:
+  SdpBackend prev_;
+};
+inline SdpaKernelGuard sdpa_kernel(SdpBackend backend) { return SdpaKernelGuard(backend); }
+SdpBackend current_sdp_backend();
 
 struct RotaryEmbeddingOptions {
   double theta = 10000.0;    // the base of the frequencies theta^(-2i/D)

@@ -40,6 +40,9 @@ log "mixed precision: bfloat16 GEMM and convolutions, autocast training steps (b
 { build/bench/gemm_lowp 5 && echo && build/bench/conv_lowp 5; } | tee "$table.lowp"
 /usr/bin/python3 bench/vision_compare.py --rows amp --rounds 2 --reps 2 --markdown "$table.amp"
 
+log "fused attention next to the math path and PyTorch (bench/attention_compare.py)"
+/usr/bin/python3 bench/attention_compare.py --markdown "$table.attention"
+
 log "data-parallel training and all_reduce (bench/ddp_speed)"
 { build/bench/ddp_speed --rounds 7 --steps 60 --mb 100 && echo && /usr/bin/python3 bench/ddp_torch.py --rounds 5; } |
   tee "$table.ddp"
@@ -104,6 +107,13 @@ build/bench/tensorboard_writer --benchmark_repetitions=5 --benchmark_report_aggr
   cat "$table.lowp"
   echo
   cat "$table.amp"
+  echo
+  echo "## Fused attention (bench/attention_compare.py)"
+  echo
+  echo "scaled_dot_product_attention forward and backward: nabla's fused kernel, its math path and PyTorch 1.13's"
+  echo "matmul-softmax-matmul, each run its own process, interleaved over 3 rounds, best of 3; peak MB above the inputs."
+  echo
+  cat "$table.attention"
   echo
   echo "## The thread pool next to a busy process (bench/contention)"
   echo

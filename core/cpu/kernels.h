@@ -40,7 +40,8 @@ enum class Scratch {
   lowp_a,
   lowp_b,
   lowp_c,
-  lowp_t,  // the low-precision GEMM (gemm_lowp.cpp)
+  lowp_t,     // the low-precision GEMM (gemm_lowp.cpp)
+  attention,  // fused attention's tiles (attention.cpp)
   count
 };
 void* thread_scratch_bytes(Scratch slot, size_t bytes);

@@ -25,6 +25,23 @@ Outputs sdpa(I x) {
           F::scaled_dot_product_attention(x[0], x[1], x[2], {.is_causal = true})};
 }
 
+// ---- flash_attention --------------------------------------------------------------------------------
+// x: q (B, Hq, L, E), k, v (B, Hkv, S, .)[, bias]: two scales, the second causal. `math` runs the
+// same calls through scaled_dot_product_attention's math path (the reference suite compares them).
+Outputs flash(I x, bool math) {
+  const Tensor bias = x.size() > 3 ? x[3] : Tensor();
+  if (math) {
+    auto g = F::sdpa_kernel(F::SdpBackend::math);
+    auto sdpa_math = [&](double scale, bool causal) {
+      return F::scaled_dot_product_attention(
+          x[0], x[1], x[2], {.attn_mask = bias, .is_causal = causal, .scale = scale, .enable_gqa = true});
+    };
+    return {sdpa_math(0.5, false), sdpa_math(0.8, !bias.defined())};
+  }
+  return {flash_attention(x[0], x[1], x[2], bias, {.scale = 0.5}),
+          flash_attention(x[0], x[1], x[2], bias, {.scale = 0.8, .causal = !bias.defined()})};
+}
+
 // ---- MultiheadAttention -----------------------------------------------------------------------------
 // Packed weights, 2 heads. x: q, in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias
 // (self-attention: the packed in-projection), or q, k, v, the four parameters[, key_padding_mask
@@ -151,6 +168,24 @@ std::vector<OpInfo> attention_ops() {
                              {{arg({2, 3, 2}), arg({2, 4, 2}), arg({2, 4, 3}),
                                fixed_arg({2, 1, 4}, {0.5, -kInf, 0, 1, -1, 0, 0.25, -kInf}, false)},
                               "float_mask_broadcast"}}});
+  // The fused kernel itself: grouped-query heads, L != S both ways, an additive bias with -inf.
+  ops.push_back({.name = "flash_attention",
+                 .torch = "T.flash(x)",
+                 .fn = [](I x) { return flash(x, false); },
+                 .samples = {{{arg({1, 2, 2, 2}), arg({1, 1, 3, 2}), arg({1, 1, 3, 2})}, "small_gqa"},
+                             {{arg({2, 4, 5, 3}), arg({2, 2, 3, 3}), arg({2, 2, 3, 4})}, "gqa_longer_queries"},
+                             {{arg({1, 2, 3, 4}), arg({1, 2, 6, 4}), arg({1, 2, 6, 2})}, "longer_keys"},
+                             {{arg({1, 2, 3, 2}), arg({1, 2, 4, 2}), arg({1, 2, 4, 3}),
+                               fixed_arg({1, 1, 3, 4}, {0, -kInf, 0.5, 1, -1, 0, 0, 0.25, 2, 0, -kInf, 0}, false)},
+                              "bias"}},
+                 .ref = [](I x) { return flash(x, true); }});
+  ops.push_back(
+      {.name = "nn.scaled_dot_product_attention_gqa",
+       .ops = {OpId::scaled_dot_product_attention},
+       .torch = "T.sdpa_gqa(x)",
+       .fn = [](I x) { return Outputs{F::scaled_dot_product_attention(x[0], x[1], x[2], {.enable_gqa = true})}; },
+       .samples = {{{arg({2, 4, 3, 2}), arg({2, 2, 4, 2}), arg({2, 2, 4, 3})}, "4_on_2_heads"},
+                   {{arg({1, 3, 2, 2}), arg({1, 1, 3, 2}), arg({1, 1, 3, 2})}, "small"}}});
   // Rotary embeddings: half-split and interleaved pairs, a decoding offset, per-sequence positions.
   ops.push_back({.name = "nn.rotary_embedding",
                  .torch = "T.rotary(x[0])",

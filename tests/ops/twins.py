@@ -237,6 +237,30 @@ def sdpa(x):
     return [f(x[0], x[1], x[2]), f(x[0], x[1], x[2], scale=0.7), f(x[0], x[1], x[2], is_causal=True)]
 
 
+def flash(x):
+    """opinfo_attention.cpp's flash: grouped-query heads, scales 0.5 and 0.8 (causal without a bias)."""
+    q, k, v = x[0], x[1], x[2]
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    bias = x[3] if len(x) > 3 else None
+
+    def attend(scale, causal):
+        s = q @ k.transpose(-2, -1) * scale
+        if bias is not None:
+            s = s + bias
+        if causal:
+            s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(), float("-inf"))
+        return torch.softmax(s, -1) @ v
+
+    return [attend(0.5, False), attend(0.8, bias is None)]
+
+
+def sdpa_gqa(x):
+    """scaled_dot_product_attention(..., enable_gqa=True): key/value heads repeated to the query's."""
+    g = x[0].shape[-3] // x[1].shape[-3]
+    return sdpa_reference(x[0], x[1].repeat_interleave(g, -3), x[2].repeat_interleave(g, -3))
+
+
 def set_tensors(m, named):
     """Replaces parameters of module m (dotted names) by the given tensors."""
     for name, t in named.items():
