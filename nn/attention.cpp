@@ -1,5 +1,6 @@
 #include "nn/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -260,6 +261,83 @@ void MultiheadAttention::reset_parameters() {
   if (bias_v.defined()) init::xavier_normal_(bias_v);
 }
 
+// ---- KVCache -----------------------------------------------------------------------------------------
+
+KVCache::KVCache(int64_t batch, int64_t heads, int64_t head_dim, int64_t capacity, DType dt, Device device)
+    : batch_(batch), heads_(heads), head_dim_(head_dim), pad_(static_cast<size_t>(std::max<int64_t>(batch, 0)), 0) {
+  NABLA_CHECK(ValueError, batch > 0 && heads > 0 && head_dim > 0 && capacity > 0, "KVCache",
+              ": batch, heads, head_dim and capacity must be positive, got ", batch, ", ", heads, ", ", head_dim,
+              " and ", capacity);
+  NABLA_CHECK(DTypeError, is_floating(dt), "KVCache: the cache must be floating, got ", dt);
+  k_ = empty({batch, heads, capacity, head_dim}, dtype(dt).device(device));
+  v_ = empty({batch, heads, capacity, head_dim}, dtype(dt).device(device));
+}
+
+std::pair<Tensor, Tensor> KVCache::append(const Tensor& k, const Tensor& v) {
+  const char* op = "KVCache::append";
+  NABLA_CHECK(ValueError, k_.defined(), op, ": the cache was default-constructed (give it batch, heads and head_dim)");
+  const Shape want{batch_, heads_, k.dim() == 4 ? k.size(2) : 0, head_dim_};
+  NABLA_CHECK(ShapeError, k.dim() == 4 && k.sizes() == IntArrayRef(want) && v.sizes() == k.sizes(), op,
+              ": expected key and value (B, H, T, head_dim) with (B, H, head_dim) = (", batch_, ", ", heads_, ", ",
+              head_dim_, "), got key ", k.sizes(), " value ", v.sizes());
+  NABLA_CHECK(DTypeError, k.dtype() == k_.dtype() && v.dtype() == k_.dtype() && k.device() == k_.device(), op,
+              ": the cache holds ", k_.dtype(), " on ", k_.device(), ", got key ", k.dtype(), " on ", k.device());
+  const int64_t T = k.size(2), need = length_ + T;
+  autograd::NoGradGuard ng;
+  if (need > capacity()) {  // double (at least to what is needed), keeping what is cached
+    const int64_t cap = std::max(need, 2 * capacity());
+    Tensor k2 = empty({batch_, heads_, cap, head_dim_}, dtype(k_.dtype()).device(k_.device()));
+    Tensor v2 = empty({batch_, heads_, cap, head_dim_}, dtype(k_.dtype()).device(k_.device()));
+    k2.narrow(2, 0, length_).copy_(k_.narrow(2, 0, length_));
+    v2.narrow(2, 0, length_).copy_(v_.narrow(2, 0, length_));
+    k_ = k2, v_ = v2;
+  }
+  k_.narrow(2, length_, T).copy_(k);
+  v_.narrow(2, length_, T).copy_(v);
+  length_ = need;
+  return {k_.narrow(2, 0, length_), v_.narrow(2, 0, length_)};
+}
+
+void KVCache::set_left_padding(std::vector<int64_t> pad) {
+  const char* op = "KVCache::set_left_padding";
+  NABLA_CHECK(ValueError, length_ == 0, op, ": set the padding before the first append (the cache holds ", length_,
+              " positions)");
+  NABLA_CHECK(ShapeError, static_cast<int64_t>(pad.size()) == batch_, op, ": expected one padding length per row (",
+              batch_, "), got ", pad.size());
+  for (int64_t p : pad) NABLA_CHECK(ValueError, p >= 0, op, ": padding lengths must be >= 0, got ", p);
+  pad_ = std::move(pad);
+}
+
+Tensor KVCache::attention_bias(int64_t queries, bool causal, DType dt) const {
+  const char* op = "KVCache::attention_bias";
+  NABLA_CHECK(ValueError, queries >= 0 && queries <= length_, op, ": ", queries, " queries, but the cache holds only ",
+              length_, " positions");
+  const bool padded = std::any_of(pad_.begin(), pad_.end(), [](int64_t p) { return p > 0; });
+  if (!padded && (!causal || queries <= 1)) return {};
+  // key j is masked for query i (at position first + i) of row b when j < pad[b] (unless j is the
+  // query itself) or, under causal, j > first + i.
+  const int64_t first = length_ - queries;
+  Tensor j = arange(0, length_, 1, dtype(DType::i64)).view({1, 1, 1, length_});
+  Tensor i = arange(first, length_, 1, dtype(DType::i64)).view({1, 1, queries, 1});
+  Tensor pad = tensor(pad_, dtype(DType::i64)).view({batch_, 1, 1, 1});
+  Tensor masked = logical_and(lt(j, pad), ne(j, i));
+  if (causal) masked = logical_or(masked, gt(j, i));
+  return zeros({batch_, 1, queries, length_}, dtype(dt)).masked_fill(masked, kNegInf).to(k_.device());
+}
+
+Tensor KVCache::positions(int64_t tokens) const {
+  NABLA_CHECK(ValueError, tokens >= 0, "KVCache::positions: tokens must be >= 0, got ", tokens);
+  Tensor t = arange(length_, length_ + tokens, 1, dtype(DType::i64)).view({1, tokens});
+  return (t - tensor(pad_, dtype(DType::i64)).view({batch_, 1})).clamp_min(0).to(k_.device());
+}
+
+void KVCache::reset() {
+  length_ = 0;
+  std::fill(pad_.begin(), pad_.end(), 0);
+}
+
+// ---- MultiheadAttention -------------------------------------------------------------------------------
+
 Tensor MultiheadAttention::forward(Tensor x) { return forward_attention(x, x, x, {.need_weights = false}).output; }
 
 AttentionOutput MultiheadAttention::forward_attention(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -304,8 +382,13 @@ AttentionOutput MultiheadAttention::forward_attention(const Tensor& query, const
     attn_bias = mask_to_bias(m, /*forbidden_value=*/true, dt, op, "attn_mask");
     attn_bias = ok2 ? attn_bias.reshape({1, 1, L, S}) : attn_bias.reshape({N, H, L, S});
   }
+  NABLA_CHECK(ValueError,
+              !o.kv_cache || (!o.attn_mask.defined() && !o.key_padding_mask.defined() && !bias_k.defined() &&
+                              !options.add_zero_attn),
+              op, ": kv_cache does not go with attn_mask, key_padding_mask, add_bias_kv or add_zero_attn (the cache ",
+              "masks its padding and, with is_causal, the keys after each query)");
   // Causal without a mask: the fused kernel's causal flag, or a causal bias (built below).
-  const bool causal = o.is_causal && !o.attn_mask.defined();
+  const bool causal = o.is_causal && !o.attn_mask.defined() && !o.kv_cache;
   if (o.key_padding_mask.defined()) {
     const Tensor& m = o.key_padding_mask;
     bool ok = batched ? (m.dim() == 2 && m.size(0) == N && m.size(1) == S) : (m.dim() == 1 && m.size(0) == S);
@@ -346,7 +429,10 @@ AttentionOutput MultiheadAttention::forward_attention(const Tensor& query, const
                      : t.reshape({N, t.size(1), H, hd}).transpose(1, 2);
   };
   q = heads(q), k = heads(k), v = heads(v);
-
+  if (o.kv_cache) {  // the keys and values of every position so far, and the cache's mask
+    std::tie(k, v) = o.kv_cache->append(k, v);
+    attn_bias = o.kv_cache->attention_bias(L, o.is_causal, dt);
+  }
 
   // Extra key/value positions, allowed for every query: bias_k/bias_v, then a zero one. (Under
   // causal masking they are not in the kernel's triangle: the causal bias is built for them.)

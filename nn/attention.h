@@ -17,6 +17,8 @@
 #pragma once
 
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "linear.h"
 #include "module.h"
@@ -98,6 +100,54 @@ Tensor rotary_embedding(const Tensor& x, const RotaryEmbeddingOptions& options =
 
 namespace nabla::nn {
 
+// The keys and values of the positions a decoder has already seen, for incremental decoding: each
+// step projects only its new tokens and attends over the cached positions and its own. One cache
+// per attention layer; the tensors are (B, H, capacity, head_dim), pre-allocated and doubled when an
+// append does not fit. What is cached carries no autograd graph (decoding runs under NoGrad).
+//
+//   std::vector<nn::KVCache> caches;  // one per layer
+//   for (int l = 0; l < layers; ++l) caches.emplace_back(B, H, head_dim, /*capacity=*/1024);
+//   out = mha->forward_attention(x, x, x, {.need_weights = false, .is_causal = true, .kv_cache = &caches[l]});
+//
+// Prompts of different lengths in one batch are left-padded to the same length and the cache told
+// how much padding each row has (set_left_padding): the padded keys are masked for every query, and
+// positions() gives each new token its position in its own sequence (for position embeddings and
+// rotary_embedding's `positions`). A padded query attends to itself alone, so that its (unused)
+// output stays finite.
+class KVCache {
+ public:
+  KVCache() = default;
+  KVCache(int64_t batch, int64_t heads, int64_t head_dim, int64_t capacity = 256, DType dtype = DType::f32,
+          Device device = kCPU);
+  // Move-only: a copy would share the tensors it writes into.
+  KVCache(KVCache&&) = default;
+  KVCache& operator=(KVCache&&) = default;
+  KVCache(const KVCache&) = delete;
+  KVCache& operator=(const KVCache&) = delete;
+
+  // Writes k and v (B, H, T, head_dim) at positions length() .. length() + T - 1 and returns the
+  // cached keys and values of every position so far, (B, H, length(), head_dim), views of the cache.
+  std::pair<Tensor, Tensor> append(const Tensor& k, const Tensor& v);
+  // Row b's first pad[b] positions are padding. Set before the first append (pad.size() == batch).
+  void set_left_padding(std::vector<int64_t> pad);
+  // The additive mask (B, 1, T, length()) of the T newest positions as queries (after their
+  // append): -inf on padding and, when causal, on the keys after each query; undefined when nothing
+  // is masked.
+  Tensor attention_bias(int64_t queries, bool causal, DType dtype) const;
+  // The positions of the next T tokens in their own sequences, (B, T) int64: length() + t - pad[b].
+  Tensor positions(int64_t tokens) const;
+  void reset();  // forgets every position and the padding; keeps the memory
+
+  int64_t length() const { return length_; }
+  int64_t capacity() const { return k_.defined() ? k_.size(2) : 0; }
+  int64_t batch() const { return batch_; }
+
+ private:
+  Tensor k_, v_;  // (B, H, capacity, head_dim)
+  int64_t batch_ = 0, heads_ = 0, head_dim_ = 0, length_ = 0;
+  std::vector<int64_t> pad_;
+};
+
 struct MultiheadAttentionOptions {
   double dropout = 0.0;                   // on the attention weights, in training only
   bool bias = true;                       // in_proj_bias and out_proj.bias
@@ -120,6 +170,11 @@ struct MultiheadAttentionForwardOptions {
   // then be the causal mask, and is what is used); without one, nabla builds the causal mask
   // (PyTorch requires the mask as well).
   bool is_causal = false;
+  // Incremental decoding (self-attention): the keys and values of the new tokens are appended to the
+  // cache and every query attends over all its positions; is_causal then masks the keys after each
+  // query (the new tokens are the last ones) and the cache's padding is masked. Not with attn_mask,
+  // key_padding_mask, add_bias_kv or add_zero_attn.
+  KVCache* kv_cache = nullptr;
 };
 
 // What forward_attention returns: `auto [out, weights] = mha->forward_attention(q, k, v);`
