@@ -6,8 +6,9 @@
 #define KERNELS_WITH_A_NEW_ROW(X) NABLA_KERNELS(X) X(extra_kernel, void, (const Tensor& x, const Tensor& out), raise)
 
 namespace nabla::cuda {
-#define LACKS_WITH_THE_NEW_ROW(X) NABLA_CUDA_LACKS(X) X(extra_kernel, "the CPU's kernel is fast enough for its sizes")
-LACKS_WITH_THE_NEW_ROW(NABLA_DECLARE_LACKING)
+// (cuda/kernels.h has declared the rows NABLA_CUDA_LACKS lists already; this adds the new one.)
+#define LACKS_THE_NEW_ROW(X) X(extra_kernel, "the CPU's kernel is fast enough for its sizes")
+LACKS_THE_NEW_ROW(NABLA_DECLARE_LACKING)
 
 struct TableWithANewRow {
   NABLA_DEVICE_ENTRIES(KERNELS_WITH_A_NEW_ROW)
