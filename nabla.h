@@ -25,4 +25,5 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "tensorboard/summary_writer.h"
+#include "text/bpe.h"
 #include "vision/vision.h"

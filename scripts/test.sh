@@ -38,6 +38,13 @@ if [ ! -f .deps/onnxruntime/node_modules/onnxruntime-node/package.json ]; then
   (cd .deps/onnxruntime && npm install --ignore-scripts --no-audit --no-fund onnxruntime-node@1.30)
 fi
 export NABLA_REQUIRE_ORT=1
+# The tokenizer tests' references (tests/text/test_bpe.cpp): gpt-3-encoder (GPT-2's vocabulary files),
+# js-tiktoken and tiktoken (OpenAI's tokenizer compiled to WASM), pinned, into .deps/tokenizers (ignored).
+if [ ! -f .deps/tokenizers/node_modules/tiktoken/package.json ]; then
+  log "npm tokenizers (gpt-3-encoder, js-tiktoken, tiktoken) into .deps/tokenizers"
+  sh tests/text/install_references.sh
+fi
+export NABLA_REQUIRE_TOKENIZERS=1
 
 log "release build (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release

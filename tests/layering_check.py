@@ -39,6 +39,7 @@ LAYERS = {
     "vision": ["core", "autograd", "io", "data", "nn"],
     "onnx": ["core", "autograd", "io", "nn"],
     "tensorboard": ["core", "io", "data"],
+    "text": ["core", "io"],
     "distributed": ["core", "autograd", "io", "nn"],
     # The CUDA backend implements core's device tables and optim's fused steps (optim/fused_math.h
     # holds the update formulas both devices share).
