@@ -14,6 +14,7 @@
 #include "embedding.h"
 #include "functional.h"
 #include "generation.h"
+#include "gpt2.h"
 #include "init.h"
 #include "linear.h"
 #include "loss.h"

@@ -43,6 +43,9 @@ log "mixed precision: bfloat16 GEMM and convolutions, autocast training steps (b
 log "fused attention next to the math path and PyTorch (bench/attention_compare.py)"
 /usr/bin/python3 bench/attention_compare.py --markdown "$table.attention"
 
+log "generation with and without the KV cache (bench/gpt_generate)"
+build/bench/gpt_generate --rounds 2 | tee "$table.generate"
+
 log "byte-level BPE encoding next to tiktoken (bench/bpe_speed, bench/bpe_compare.js)"
 tok_modules=.deps/tokenizers/node_modules
 if [[ -d "$tok_modules/tiktoken" ]]; then
@@ -128,6 +131,12 @@ build/bench/tensorboard_writer --benchmark_repetitions=5 --benchmark_report_aggr
   echo "matmul-softmax-matmul, each run its own process, interleaved over 3 rounds, best of 3; peak MB above the inputs."
   echo
   cat "$table.attention"
+  echo
+  echo "## Generation with the KV cache (bench/gpt_generate)"
+  echo
+  echo '```'
+  cat "$table.generate"
+  echo '```'
   echo
   echo "## Byte-level BPE encoding (bench/bpe_speed, bench/bpe_compare.js)"
   echo

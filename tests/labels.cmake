@@ -31,6 +31,8 @@ set(NABLA_TEST_LABEL_RULES
   "torch=^DistributedDataParallel\\.BroadcastsBuffersWhenPyTorchDoes$"
   "torch=^NablaRunLiveness\\.APyTorchRankLeftWaitingIsEnded$"
   "torch=^DistributedSampler\\.EqualsPyTorchIndexForIndex$"
+  "torch=^FlashAttention\\.SdpaLongSequencesMatchTorch$"
+  "torch=^Gpt2\\.(HuggingFaceCheckpointGivesItsLogits|ErrorsNameTheProblem)$"
   "torch=^(Zoo/)?(VisionModels|VisionTraining|VisionWeights)\\."
   "torch=^VisionPreprocess\\.(TableIsTorchvisions|DecodingIsTorchvisions)$"
   "torch=^(Models/)?VisionPipeline\\."
