@@ -749,17 +749,19 @@ BytePairTokenizer BytePairTokenizer::from_tiktoken_string(
     if (line.empty()) continue;
     const size_t sp = line.find(' ');
     NABLA_CHECK(IOError, sp != std::string_view::npos, "BytePairTokenizer: '", source, "': line ", ln + 1,
-                ": expected 'base64 rank', got '", line.substr(0, 80), "'");
+                ": expected 'base64 rank', got ", io::quote_name(std::string(line)));
     NABLA_CHECK(IOError, base64_decode(line.substr(0, sp), bytes), "BytePairTokenizer: '", source, "': line ", ln + 1,
-                ": invalid base64 '", line.substr(0, sp), "'");
+                ": invalid base64 ", io::quote_name(std::string(line.substr(0, sp))));
     std::string_view rank_text = line.substr(sp + 1);
     int64_t rank = 0;
-    bool ok = !rank_text.empty() && rank_text.size() <= 10;
-    for (char c : rank_text) {
-      if (c < '0' || c > '9') ok = false;
+    bool ok = !rank_text.empty() && rank_text.size() <= 10;  // at most 10 digits: no overflow
+    for (size_t i = 0; ok && i < rank_text.size(); ++i) {
+      const char c = rank_text[i];
+      ok = c >= '0' && c <= '9';
       rank = rank * 10 + (c - '0');
     }
-    NABLA_CHECK(IOError, ok, "BytePairTokenizer: '", source, "': line ", ln + 1, ": invalid rank '", rank_text, "'");
+    NABLA_CHECK(IOError, ok, "BytePairTokenizer: '", source, "': line ", ln + 1, ": invalid rank ",
+                io::quote_name(std::string(rank_text)));
     NABLA_CHECK(IOError, rank < rank_limit, "BytePairTokenizer: '", source, "': line ", ln + 1, ": rank ", rank,
                 " is outside [0, ", rank_limit, ") for a file of ", lines.size(), " lines");
     NABLA_CHECK(IOError, size_t(rank) >= impl->id_valid.size() || !impl->id_valid[size_t(rank)], "BytePairTokenizer: '",

@@ -16,7 +16,8 @@
 #include "tests/common/python_torch.h"
 
 #if !defined(NABLA_QUICKSTART_BIN) || !defined(NABLA_CSV_REGRESSION_BIN) || !defined(NABLA_CHAR_LM_BIN) || \
-    !defined(NABLA_CLASSIFY_BIN) || !defined(NABLA_FINETUNE_BIN) || !defined(NABLA_TESTS_DIR)
+    !defined(NABLA_CLASSIFY_BIN) || !defined(NABLA_FINETUNE_BIN) || !defined(NABLA_GPT_BIN) ||             \
+    !defined(NABLA_TESTS_DIR)
 #error "the example programs' paths must be defined"
 #endif
 
@@ -203,6 +204,52 @@ TEST(Examples, CharLmLearnsATextAndSamplesFromIt) {
   Result tiny = run_program(NABLA_CHAR_LM_BIN, "--text " + (dir / "nothing.txt").string());
   EXPECT_EQ(tiny.code, 1) << tiny.out;
   EXPECT_NE(tiny.out.find("cannot read"), std::string::npos) << tiny.out;
+  fs::remove_all(dir);
+}
+
+// gpt: a small GPT learns the nearly periodic text (a uniform guess over its 28 characters costs
+// ln 28 = 3.3 nats), the run resumes from its checkpoint, and sampling with the KV cache continues a
+// prompt in the text's alphabet, the same for the same seed.
+TEST(Examples, GptTrainsResumesAndSamples) {
+  fs::path dir = fresh_dir("gpt");
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  std::ofstream(dir / "fox.txt") << text;
+  const std::string run = (dir / "run").string(), data = (dir / "fox.txt").string();
+  Result r = run_program(NABLA_GPT_BIN, "train --data " + data + " --out " + run +
+                                            " --layers 2 --heads 2 --width 32 --context 32 --batch-size 8 --steps 150 "
+                                            "--warmup 20 --lr 0.005 --min-lr 0.0005 --eval-every 50");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("char, vocabulary 28"), std::string::npos) << r.out;
+  std::vector<double> valid = numbers_after(r.out, "validation loss");
+  ASSERT_EQ(valid.size(), 3u) << r.out;
+  EXPECT_LT(valid.back(), 0.5) << r.out;
+  EXPECT_LT(valid.back(), valid.front()) << r.out;
+  std::printf("[gpt] validation loss %.3f -> %.3f nats/char\n", valid.front(), valid.back());
+
+  Result more = run_program(NABLA_GPT_BIN, "train --resume --out " + run + " --steps 200");
+  ASSERT_EQ(more.code, 0) << more.out;
+  EXPECT_NE(more.out.find("resuming " + run + " at step 150"), std::string::npos) << more.out;
+  EXPECT_NE(more.out.find("step    200"), std::string::npos) << more.out;
+
+  Result s1 = run_program(NABLA_GPT_BIN, "sample --out " + run + " --prompt 'the ' --tokens 40 --seed 2");
+  Result s2 = run_program(NABLA_GPT_BIN, "sample --out " + run + " --prompt 'the ' --tokens 40 --seed 2");
+  ASSERT_EQ(s1.code, 0) << s1.out;
+  EXPECT_EQ(s1.out, s2.out);
+  ASSERT_GE(s1.out.size(), 44u) << s1.out;
+  EXPECT_EQ(s1.out.substr(0, 4), "the ");
+  for (char ch : s1.out.substr(0, 44))
+    EXPECT_NE(std::string("abcdefghijklmnopqrstuvwxyz .").find(ch), std::string::npos) << s1.out;
+
+  Result missing = run_program(NABLA_GPT_BIN, "train --data " + (dir / "none.txt").string() + " --out " + run);
+  EXPECT_EQ(missing.code, 1) << missing.out;
+  EXPECT_NE(missing.out.find("cannot read"), std::string::npos) << missing.out;
+  Result no_run = run_program(NABLA_GPT_BIN, "sample --out " + (dir / "nowhere").string());
+  EXPECT_EQ(no_run.code, 1) << no_run.out;
+  EXPECT_NE(no_run.out.find("run.json"), std::string::npos) << no_run.out;
+  Result bad = run_program(NABLA_GPT_BIN, "train --data " + data + " --tokenizer words");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--tokenizer is char or gpt2"), std::string::npos) << bad.out;
   fs::remove_all(dir);
 }
 
