@@ -19,9 +19,10 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
+
+from vision_compare import rss_mb, run_child  # one process per run, its peak memory the run's
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -33,11 +34,6 @@ ROWS = {  # name: (batch, heads, seq, dim, causal, dtype, contenders)
     "causal_16384": (1, 8, 16384, 64, True, "f32", ["flash"]),
 }
 DEFAULT_ROWS = list(ROWS)
-
-
-def rss_mb():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
 def torch_child(batch, heads, seq, dim, causal, reps):
@@ -70,11 +66,6 @@ def torch_child(batch, heads, seq, dim, causal, reps):
     print(json.dumps({"path": "torch", "best_s": best, "times": times, "gflops": flop / best / 1e9,
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
                       "rss_inputs_mb": rss_inputs, "cpu": "", "threads": 2}))
-
-
-def run_child(cmd):
-    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def cpu_model():

@@ -119,11 +119,11 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
     p.seed = range.first;
     p.offset = range.second;
   }
-  if (trace::active()) [[unlikely]]
-    return math_forward(q, k, v, bias, p);
+  // A tracer records the math formulation, and a device without the fused kernel (CUDA today)
+  // computes it: the same results, the (L, S) weights stored.
   Backend& be = backend_for(q.device());
-  NABLA_CHECK(NotImplemented, be.has_flash_attention(q), kOp, ": no fused attention kernel for ", q.dtype(), " on ",
-              q.device(), " (scaled_dot_product_attention takes its math path there)");
+  if (trace::active() || !be.has_flash_attention(q)) [[unlikely]]
+    return math_forward(q, k, v, bias, p);
 
   Tensor qc = rows_contiguous(q), kc = rows_contiguous(k), vc = rows_contiguous(v);
   Tensor out = internal::make_empty({B, Hq, L, v.size(3)}, q.dtype(), q.device());

@@ -415,8 +415,8 @@ struct AttentionParams {
 // Computed in float32 (float64 for float64) whatever the dtype; float16/bfloat16 outputs are
 // rounded once. Differentiable in q, k and v (to any order: under create_graph the backward is
 // written with differentiable ops). On autocast's lower-precision list (as scaled_dot_product_attention).
-// Where has_flash_attention is false, throws NotImplemented;
-// nn::functional::scaled_dot_product_attention falls back to its math path there.
+// Where has_flash_attention is false (CUDA today) the same formulation runs as matmul, softmax and
+// matmul: equal results, but the (L, S) weights are stored.
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias = {},
                        AttentionParams p = {});
 // Whether flash_attention runs on q's device for q's dtype (the CPU: float32, float64, bfloat16, float16).

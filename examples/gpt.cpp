@@ -106,8 +106,9 @@ struct Tokens {
     return ids;
   }
   std::string decode(const Tensor& ids) const {
-    std::vector<int32_t> v;
-    for (int64_t i = 0; i < ids.numel(); ++i) v.push_back(static_cast<int32_t>(ids[i].item<int64_t>()));
+    const Tensor c = ids.to(kInt64).contiguous();
+    const int64_t* p = c.data_ptr<int64_t>();
+    std::vector<int32_t> v(p, p + c.numel());
     if (bpe) return bpe->decode_text(v);
     std::string s;
     for (int32_t id : v) s.push_back(alphabet[static_cast<size_t>(id)]);

@@ -106,25 +106,66 @@ T row_sum(const T* x, int64_t n) {
   return acc[0];
 }
 
-// The dropout multipliers of elements [e0, e0 + n) of the float32 (B, Hq, L, S) weights:
-// 1 / keep where the draw (word e % 4 of Philox block first + e / 4, Tensor::bernoulli_'s mapping)
-// is below keep, 0 elsewhere.
+// Dropout on the float32 (B, Hq, L, S) weights: element e is kept, multiplied by 1 / keep, when
+// its draw (word e % 4 of Philox block first + e / 4, Tensor::bernoulli_'s mapping) is below keep.
 template <class T>
-void dropout_row(uint64_t key, uint64_t first, uint64_t e0, int64_t n, double keep, T inv_keep, T* mult) {
-  uint32_t words[4][kLanes];
-  uint64_t e = e0;
-  int64_t i = 0;
-  while (i < n) {
-    philox_lanes(key, first + e / 4, words);
-    for (int l = 0; l < kLanes && i < n; ++l)
-      for (int w = static_cast<int>(e % 4); w < 4 && i < n; ++w, ++i, ++e)
-        mult[i] = static_cast<double>(Philox::to_float(words[w][l])) < keep ? inv_keep : T(0);
+struct Dropout {
+  bool on;
+  uint64_t key, first;
+  double keep;
+  T inv_keep;
+  int64_t S;
+  Dropout(const AttentionParams& p, int64_t S_)
+      : on(p.dropout_p > 0),
+        key(p.seed),
+        first(p.offset),
+        keep(1.0 - p.dropout_p),
+        inv_keep(static_cast<T>(1.0 / (1.0 - p.dropout_p))),
+        S(S_) {}
+  // The multipliers of keys j0 .. j0 + n - 1 of weight row `row` ((b * Hq + h) * L + i) into mult.
+  void mask(int64_t row, int64_t j0, int64_t n, T* mult) const {
+    uint32_t words[4][kLanes];
+    uint64_t e = static_cast<uint64_t>(row * S + j0);
+    int64_t i = 0;
+    while (i < n) {
+      philox_lanes(key, first + e / 4, words);
+      for (int l = 0; l < kLanes && i < n; ++l)
+        for (int w = static_cast<int>(e % 4); w < 4 && i < n; ++w, ++i, ++e)
+          mult[i] = static_cast<double>(Philox::to_float(words[w][l])) < keep ? inv_keep : T(0);
+    }
   }
-}
+};
 
 // The keys j0 .. j0 + cols - 1 that query i sees: all, or under causal those with j <= i.
 inline int64_t visible_keys(bool causal, int64_t i, int64_t j0, int64_t cols) {
   return causal ? std::clamp<int64_t>(i - j0 + 1, 0, cols) : cols;
+}
+
+// The score tiles s = q_i k_j^T * scale + bias, which forward and backward both compute.
+template <class T>
+struct Scores {
+  Rows<T> Q, K;
+  Bias<T> bias;
+  int64_t E;
+  T scale;
+  bool causal;
+  // The (rows, cols) tile of query rows i0.. (head h) and keys j0.. (head hk) into s (row stride
+  // kBc), then row(r, i, n, s + r * kBc) for each row, n its visible keys (the rest is to be ignored).
+  template <class F>
+  void tile(int64_t b, int64_t h, int64_t hk, int64_t i0, int64_t rows, int64_t j0, int64_t cols, T* s, F&& row) const {
+    // (rows, E) x (E, cols), k_j read transposed in place
+    gemm_t<T>(rows, cols, E, scale, Q.row(b, h, i0), Q.s2, 1, K.row(b, hk, j0), 1, K.s2, T(0), s, kBc);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = i0 + r, n = visible_keys(causal, i, j0, cols);
+      T* sr = s + r * kBc;
+      if (bias.p) bias.add(b, h, i, j0, n, sr);
+      row(r, i, n, sr);
+    }
+  }
+};
+template <class T>
+Scores<T> scores_of(const Tensor& q, const Tensor& k, const Tensor& bias, const AttentionParams& p) {
+  return {rows_of<T>(q), rows_of<T>(k), bias_of<T>(bias), q.size(3), static_cast<T>(p.scale), p.causal};
 }
 
 // Runs tasks [0, n) on every thread, each task taken from a shared counter (the tasks differ in
@@ -143,12 +184,10 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bi
              T* lse) {
   const int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), E = q.size(3);
   const int64_t Hkv = k.size(1), S = k.size(2), Ev = v.size(3), group = Hq / Hkv;
-  const Rows<T> Q = rows_of<T>(q), K = rows_of<T>(k), V = rows_of<T>(v);
-  const Bias<T> bias = bias_of<T>(bias_t);
-  const T scale = static_cast<T>(p.scale), neg_inf = -std::numeric_limits<T>::infinity();
-  const bool dropout = p.dropout_p > 0;
-  const double keep = 1.0 - p.dropout_p;
-  const T inv_keep = static_cast<T>(1.0 / keep);
+  const Rows<T> V = rows_of<T>(v);
+  const Scores<T> scores = scores_of<T>(q, k, bias_t, p);
+  const Dropout<T> dropout(p, S);
+  const T neg_inf = -std::numeric_limits<T>::infinity();
   const int64_t nq = (L + kBr - 1) / kBr, heads = B * Hq;
   run_tasks(heads * nq, [&](int64_t t) {
     T* s = thread_scratch<T>(Scratch::attention, kBr * kBc + 2 * kBr + kBc);  // s, m, l, mult
@@ -163,16 +202,11 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bi
     std::fill(l, l + rows, T(0));
     for (int64_t j0 = 0; j0 < kend; j0 += kBc) {
       const int64_t cols = std::min(kBc, kend - j0);
-      // s = q_i k_j^T * scale: (rows, E) x (E, cols), k_j read transposed in place
-      gemm_t<T>(rows, cols, E, scale, Q.row(b, h, i0), Q.s2, 1, K.row(b, hk, j0), 1, K.s2, T(0), s, kBc);
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t i = i0 + r, n = visible_keys(p.causal, i, j0, cols);
-        T* sr = s + r * kBc;
-        if (bias.p) bias.add(b, h, i, j0, n, sr);
+      scores.tile(b, h, hk, i0, rows, j0, cols, s, [&](int64_t r, int64_t i, int64_t n, T* sr) {
         const T m_new = std::max(m[r], row_max(sr, n));
         if (m_new == neg_inf) {  // nothing visible yet in this row
           std::fill(sr, sr + cols, T(0));
-          continue;
+          return;
         }
         const T alpha = exp_t(m[r] - m_new);  // 0 when m was -inf
         exp_shifted(sr, n, m_new);
@@ -183,11 +217,11 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bi
           T* orow = o + r * Ev;
           for (int64_t d = 0; d < Ev; ++d) orow[d] *= alpha;
         }
-        if (dropout) {
-          dropout_row(p.seed, p.offset, static_cast<uint64_t>((bh * L + i) * S + j0), n, keep, inv_keep, mult);
+        if (dropout.on) {
+          dropout.mask(bh * L + i, j0, n, mult);
           for (int64_t c = 0; c < n; ++c) sr[c] *= mult[c];
         }
-      }
+      });
       // o += p v_j: (rows, cols) x (cols, Ev)
       gemm_t<T>(rows, Ev, cols, T(1), s, kBc, 1, V.row(b, hk, j0), V.s2, 1, T(1), o, Ev);
     }
@@ -212,11 +246,9 @@ void backward(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor
   const int64_t Hkv = k.size(1), S = k.size(2), Ev = v.size(3), group = Hq / Hkv;
   const Rows<T> Q = rows_of<T>(q), K = rows_of<T>(k), V = rows_of<T>(v), dO = rows_of<T>(gout);
   const Rows<T> O = rows_of<T>(out);
-  const Bias<T> bias = bias_of<T>(bias_t);
-  const T scale = static_cast<T>(p.scale);
-  const bool dropout = p.dropout_p > 0;
-  const double keep = 1.0 - p.dropout_p;
-  const T inv_keep = static_cast<T>(1.0 / keep);
+  const Scores<T> scores = scores_of<T>(q, k, bias_t, p);
+  const Dropout<T> dropout(p, S);
+  const T scale = scores.scale;
   const int64_t heads = B * Hq, nk = (S + kBc - 1) / kBc;
 
   // D_i = rowsum(do_i * o_i) (B * Hq * L)
@@ -248,7 +280,7 @@ void backward(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor
   run_tasks(pairs * G, [&](int64_t t) {
     T* ps = thread_scratch<T>(Scratch::attention, 4 * kBr * kBc);  // p, dropout(p), dp then ds, mult
     T *pd = ps + kBr * kBc, *dp = pd + kBr * kBc, *mult = dp + kBr * kBc;
-    if (!dropout) pd = ps;
+    if (!dropout.on) pd = ps;
     const int64_t g = t % G, pair = t / G, b = pair / Hkv, hk = pair % Hkv;
     T* dq = g == 0 ? gq : partial + (g - 1) * heads * L * E;
     for (int64_t jt = g; jt < nk; jt += G) {
@@ -259,21 +291,17 @@ void backward(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor
         const int64_t bh = b * Hq + h;
         for (int64_t i0 = p.causal ? j0 / kBr * kBr : 0; i0 < L; i0 += kBr) {
           const int64_t rows = std::min(kBr, L - i0);
-          gemm_t<T>(rows, cols, E, scale, Q.row(b, h, i0), Q.s2, 1, K.row(b, hk, j0), 1, K.s2, T(0), ps, kBc);
-          for (int64_t r = 0; r < rows; ++r) {
-            const int64_t i = i0 + r, n = visible_keys(p.causal, i, j0, cols);
-            T* sr = ps + r * kBc;
-            if (bias.p) bias.add(b, h, i, j0, n, sr);
+          scores.tile(b, h, hk, i0, rows, j0, cols, ps, [&](int64_t r, int64_t i, int64_t n, T* sr) {
             exp_shifted(sr, n, lse[bh * L + i]);  // the weights p (NaN in a row with every key masked)
             std::fill(sr + n, sr + kBc, T(0));
-            if (dropout) {
+            if (dropout.on) {
               T* mr = mult + r * kBc;
-              dropout_row(p.seed, p.offset, static_cast<uint64_t>((bh * L + i) * S + j0), n, keep, inv_keep, mr);
+              dropout.mask(bh * L + i, j0, n, mr);
               std::fill(mr + n, mr + kBc, T(0));
               T* pdr = pd + r * kBc;
               for (int64_t c = 0; c < kBc; ++c) pdr[c] = sr[c] * mr[c];
             }
-          }
+          });
           // dv_j += dropout(p)^T do_i: (cols, rows) x (rows, Ev)
           gemm_t<T>(cols, Ev, rows, T(1), pd, 1, kBc, dO.row(b, h, i0), dO.s2, 1, T(1), dv, Ev);
           // dp = do_i v_j^T: (rows, Ev) x (Ev, cols)
@@ -282,7 +310,7 @@ void backward(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor
             const T* pr = ps + r * kBc;
             T* dr = dp + r * kBc;
             const T Di = D[bh * L + i0 + r];
-            if (dropout) {
+            if (dropout.on) {
               const T* mr = mult + r * kBc;
               for (int64_t c = 0; c < cols; ++c) dr[c] = pr[c] * (dr[c] * mr[c] - Di);
             } else {

@@ -150,6 +150,24 @@ TEST(Hostile, IdxFiles) {
   check_reader("idx", [](const fs::path& f, std::string&) { data::read_idx(f.string()); });
 }
 
+TEST(Hostile, BpeVocabularyFiles) {
+  // The first byte picks the reader, as in fuzz/bpe_fuzzer.cpp: 0 GPT-2 / Hugging Face files (the
+  // vocabulary JSON, a NUL byte, the merges), 1 a tiktoken ranks file.
+  check_reader("bpe", [](const fs::path& f, std::string& named) {
+    const std::vector<uint8_t> bytes = read_bytes(f.string());
+    ASSERT_FALSE(bytes.empty());
+    const std::string_view in(reinterpret_cast<const char*>(bytes.data()) + 1, bytes.size() - 1);
+    named = f.filename().string();
+    if (bytes[0] % 3 == 0) {
+      const size_t nul = in.find('\0');
+      text::BytePairTokenizer::from_gpt2_strings(
+          in.substr(0, nul), nul == std::string_view::npos ? "" : in.substr(nul + 1), text::Pattern::kGpt2, named);
+    } else {
+      text::BytePairTokenizer::from_tiktoken_string(in, text::Pattern::kCl100k, {}, named);
+    }
+  });
+}
+
 TEST(Hostile, ImageFiles) {
   check_reader("image", [](const fs::path& f, std::string&) {
     data::load_image(f.string());

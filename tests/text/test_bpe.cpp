@@ -467,44 +467,8 @@ TEST(BpeFiles, MissingAndCorruptFilesNameThePathAndLine) {
   EXPECT_THROW(BytePairTokenizer::from_tiktoken_string("YWI= 0\n", Pattern::kGpt2, {}), nabla::IOError);
 }
 
-// tests/hostile/bpe/FILE, in fuzz/bpe_fuzzer.cpp's format (first byte: 0 vocabulary JSON, NUL,
-// merges; 1 tiktoken ranks), each with FILE.expect: "error IOError" then texts the message holds.
-TEST(BpeFiles, HostileFilesGiveClearErrors) {
-  const fs::path dir = tests_dir() / "hostile" / "bpe";
-  ASSERT_TRUE(fs::is_directory(dir)) << dir;
-  int n = 0;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const fs::path p = entry.path();
-    if (p.extension() == ".expect") continue;
-    ASSERT_TRUE(fs::exists(p.string() + ".expect")) << p << " has no .expect";
-    std::istringstream expect(slurp(p.string() + ".expect"));
-    std::string first, line;
-    std::getline(expect, first);
-    ASSERT_EQ(first, "error IOError") << p;
-    const std::string data = slurp(p);
-    ASSERT_FALSE(data.empty()) << p;
-    const std::string_view in = std::string_view(data).substr(1);
-    const std::string name = p.filename().string();
-    std::string msg;
-    try {
-      if (data[0] == 0) {
-        const size_t nul = in.find('\0');
-        BytePairTokenizer::from_gpt2_strings(in.substr(0, nul), nul == std::string_view::npos ? "" : in.substr(nul + 1),
-                                             Pattern::kGpt2, name);
-      } else {
-        BytePairTokenizer::from_tiktoken_string(in, Pattern::kGpt2, {}, name);
-      }
-      msg = "<loaded>";
-    } catch (const nabla::IOError& e) { msg = e.what(); }
-    EXPECT_NE(msg.find(name), std::string::npos) << p << ": " << msg;
-    while (std::getline(expect, line)) {
-      if (line.empty()) continue;
-      EXPECT_NE(msg.find(line), std::string::npos) << p << ": '" << line << "' not in: " << msg;
-    }
-    ++n;
-  }
-  EXPECT_GE(n, 10);
-}
+// (The hostile files of tests/hostile/bpe/ run with the other readers' in
+// tests/io/test_hostile_files.cpp, Hostile.BpeVocabularyFiles.)
 
 // ---------------------------------------------------------------------------------------------
 // Training.
