@@ -283,6 +283,32 @@ Bytes mnist_checkpoint(const std::string& model,
   return b;
 }
 
+// tokenizer.json files (a first byte 0: the rest is the file) and texts (1: the rest is encoded by
+// the target's own tokenizers).
+void hf_tokenizer_seeds() {
+  auto seed = [](const std::string& name, char mode, const std::string& s) {
+    Bytes b{static_cast<uint8_t>(mode)};
+    b.insert(b.end(), s.begin(), s.end());
+    write("hf_tokenizer", name, b);
+  };
+  seed("wordpiece.json", 0,
+       R"({"version":"1.0","added_tokens":[{"id":0,"content":"[UNK]","special":true,"normalized":false,)"
+       R"("single_word":false,"lstrip":false,"rstrip":false}],"normalizer":{"type":"BertNormalizer",)"
+       R"("clean_text":true,"handle_chinese_chars":true,"strip_accents":null,"lowercase":true},)"
+       R"("pre_tokenizer":{"type":"BertPreTokenizer"},"post_processor":null,"decoder":{"type":"WordPiece",)"
+       R"("prefix":"##","cleanup":true},"model":{"type":"WordPiece","unk_token":"[UNK]",)"
+       R"("continuing_subword_prefix":"##","max_input_chars_per_word":100,"vocab":{"[UNK]":0,"a":1,"##b":2}}})");
+  seed("bpe.json", 0,
+       R"({"version":"1.0","added_tokens":[],"normalizer":{"type":"Sequence","normalizers":[{"type":"NFD"},)"
+       R"({"type":"Lowercase"},{"type":"StripAccents"}]},"pre_tokenizer":{"type":"Sequence","pretokenizers":[)"
+       R"({"type":"Whitespace"},{"type":"Digits","individual_digits":true}]},"post_processor":null,)"
+       R"("decoder":{"type":"BPEDecoder","suffix":"</w>"},"model":{"type":"BPE","dropout":null,)"
+       R"("unk_token":"<unk>","continuing_subword_prefix":null,"end_of_word_suffix":"</w>","fuse_unk":true,)"
+       R"("byte_fallback":false,"vocab":{"<unk>":0,"a":1,"b":2,"a</w>":3,"b</w>":4,"ab</w>":5},)"
+       R"("merges":[["a","b</w>"]]}})");
+  seed("text.txt", 1, "Hello, World! [CLS] caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 123 the thin <|endoftext|> \xff\xfe");
+}
+
 void mnist_seeds() {
   write("mnist", "train_default", command_line({"train"}));
   write("mnist", "train_lenet",
@@ -530,6 +556,7 @@ int main(int argc, char** argv) {
     idx_seeds();
     image_seeds();
     mnist_seeds();
+    hf_tokenizer_seeds();
   } else {
     safetensors_hostile();
     npy_hostile();

@@ -2,7 +2,7 @@
 # Fuzzes nabla's file readers with libFuzzer, under AddressSanitizer and UndefinedBehaviorSanitizer.
 #
 #   scripts/fuzz.sh TARGET SECONDS     fuzz one target (npy, safetensors, checkpoint, idx, image,
-#                                      mnist, torch, bpe) for SECONDS of wall time
+#                                      mnist, torch, bpe, hf_tokenizer) for SECONDS of wall time
 #   scripts/fuzz.sh all SECONDS        every target, SECONDS each, JOBS (default: the cores) at a
 #                                      time (what CI runs, with 30)
 #   scripts/fuzz.sh TARGET FILE...     run the target once on each FILE (to reproduce a finding)
@@ -20,7 +20,7 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$NABLA_ROOT"
 
-targets=(npy safetensors checkpoint idx image mnist torch bpe)
+targets=(npy safetensors checkpoint idx image mnist torch bpe hf_tokenizer)
 if [ $# -lt 2 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
   sed -n '2,18p' "$0"
   [ $# -ge 1 ] && { [ "$1" = "-h" ] || [ "$1" = "--help" ]; } && exit 0

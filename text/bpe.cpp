@@ -12,11 +12,8 @@
 
 #include "core/error.h"
 #include "io/file.h"
+#include "text/bpe_merge.h"
 #include "text/unicode_tables.h"
-
-#ifndef NABLA_BPE_HEAP_THRESHOLD
-#define NABLA_BPE_HEAP_THRESHOLD 64
-#endif
 
 namespace nabla::text {
 
@@ -262,7 +259,7 @@ class PairMap {
  public:
   static constexpr int kBits = 21;  // ids and ranks below 2^21 (2,097,152)
   static constexpr int32_t kLimit = int32_t(1) << kBits;
-  static constexpr int32_t kNoRank = std::numeric_limits<int32_t>::max();
+  static constexpr int32_t kNoRank = detail::kNoRank;
 
   void reserve(size_t n) {
     size_t cap = 16;
@@ -452,8 +449,6 @@ std::vector<std::string_view> split_lines(std::string_view contents) {
   return lines;
 }
 
-constexpr size_t kHeapThreshold = NABLA_BPE_HEAP_THRESHOLD;  // pieces longer than this merge with a heap
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -508,10 +503,6 @@ struct BytePairTokenizer::Impl {
 
   int32_t lookup(std::string_view bytes) const { return bytes_to_id.find(id_to_bytes, bytes); }
 
-  static constexpr int32_t kNoRank = std::numeric_limits<int32_t>::max();
-
-  inline int32_t rank_of(int32_t a, int32_t b) const { return pairs.rank(a, b); }
-
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
     const size_t n = piece.size();
     if (n == 0) return;
@@ -527,82 +518,13 @@ struct BytePairTokenizer::Impl {
         return;
       }
     }
-    if (n <= kHeapThreshold) {
-      merge_small(p, n, out);
-    } else {
-      merge_heap(p, n, out);
-    }
-  }
-
-  // tiktoken's loop: rank[i] is the rank of (ids[i], ids[i+1]); merge the leftmost lowest, update its
-  // two neighbours. O(n * merges) with n <= kHeapThreshold, all in registers and one cache line.
-  void merge_small(const uint8_t* p, size_t n, std::vector<int32_t>& out) const {
-    int32_t ids[kHeapThreshold];
-    int32_t ranks[kHeapThreshold];
-    for (size_t i = 0; i < n; ++i) ids[i] = byte_id[p[i]];
-    for (size_t i = 0; i + 1 < n; ++i) ranks[i] = rank_of(ids[i], ids[i + 1]);
-    size_t m = n;
-    while (m > 1) {
-      int32_t best = kNoRank;
-      size_t at = 0;
-      for (size_t i = 0; i + 1 < m; ++i) {
-        if (ranks[i] < best) {
-          best = ranks[i];
-          at = i;
-        }
-      }
-      if (best == kNoRank) break;
-      ids[at] = pairs.merged(best);
-      for (size_t i = at + 1; i + 1 < m; ++i) ids[i] = ids[i + 1];
-      for (size_t i = at + 1; i + 2 < m; ++i) ranks[i] = ranks[i + 1];
-      --m;
-      if (at + 1 < m) ranks[at] = rank_of(ids[at], ids[at + 1]);
-      if (at > 0) ranks[at - 1] = rank_of(ids[at - 1], ids[at]);
-    }
-    out.insert(out.end(), ids, ids + m);
-  }
-
-  // The same order of merges for long pieces: a doubly linked list of parts and a min-heap of
-  // (rank, position) candidates; a candidate is stale when either part has changed since.
-  void merge_heap(const uint8_t* p, size_t n, std::vector<int32_t>& out) const {
-    std::vector<int32_t> ids(n), next(n), prev(n);
-    for (size_t i = 0; i < n; ++i) {
-      ids[i] = byte_id[p[i]];
-      next[i] = int32_t(i + 1);
-      prev[i] = int32_t(i) - 1;
-    }
-    struct Cand {
-      int32_t rank, pos, left, right;
-      bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
-    };
-    std::vector<Cand> heap;
-    heap.reserve(n);
-    auto push = [&](int32_t pos) {
-      int32_t nx = next[size_t(pos)];
-      if (nx >= int32_t(n)) return;
-      int32_t r = rank_of(ids[size_t(pos)], ids[size_t(nx)]);
-      if (r == kNoRank) return;
-      heap.push_back({r, pos, ids[size_t(pos)], ids[size_t(nx)]});
-      std::push_heap(heap.begin(), heap.end(), std::greater<>());
-    };
-    for (size_t i = 0; i + 1 < n; ++i) push(int32_t(i));
-    std::vector<uint8_t> alive(n, 1);
-    while (!heap.empty()) {
-      std::pop_heap(heap.begin(), heap.end(), std::greater<>());
-      Cand c = heap.back();
-      heap.pop_back();
-      const size_t pos = size_t(c.pos);
-      if (!alive[pos] || ids[pos] != c.left) continue;
-      const int32_t nx = next[pos];
-      if (nx >= int32_t(n) || ids[size_t(nx)] != c.right) continue;
-      ids[pos] = pairs.merged(c.rank);
-      alive[size_t(nx)] = 0;
-      next[pos] = next[size_t(nx)];
-      if (next[pos] < int32_t(n)) prev[size_t(next[pos])] = int32_t(pos);
-      push(int32_t(pos));
-      if (prev[pos] >= 0) push(prev[pos]);
-    }
-    for (int32_t i = 0; i < int32_t(n); i = next[size_t(i)]) out.push_back(ids[size_t(i)]);
+    // The piece's bytes as byte tokens, merged in place at the end of `out`.
+    const size_t at = out.size();
+    for (size_t i = 0; i < n; ++i) out.push_back(byte_id[p[i]]);
+    const size_t m = detail::merge_pairs(
+        out.data() + at, n, [this](int32_t a, int32_t b) { return pairs.rank(a, b); },
+        [this](int32_t rank, int32_t, int32_t) { return pairs.merged(rank); });
+    out.resize(at + m);
   }
 
   void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
@@ -884,9 +806,7 @@ std::string BytePairTokenizer::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
-// WHATWG's UTF-8 decoder (TextDecoder with fatal=false; also Python's errors="replace"): one U+FFFD
-// per maximal subpart of an invalid sequence.
-static std::string replace_invalid_utf8(std::string_view in) {
+std::string replace_invalid_utf8(std::string_view in) {
   std::string out;
   out.reserve(in.size());
   const auto* s = reinterpret_cast<const uint8_t*>(in.data());
@@ -957,14 +877,16 @@ int32_t BytePairTokenizer::token_to_id(std::string_view bytes) const {
 
 const std::unordered_map<std::string, int32_t>& BytePairTokenizer::special_tokens() const { return impl_->special; }
 
+// Token bytes in GPT-2's byte-to-unicode spelling.
+static std::string spell(const std::string& bytes) {
+  std::string s;
+  for (unsigned char c : bytes) append_utf8(s, byte_to_cp()[c]);
+  return s;
+}
+
 void BytePairTokenizer::save(const std::string& vocab_json_path, const std::string& merges_path) const {
   NABLA_CHECK(ValueError, !impl_->merges.empty() || impl_->pairs.size() == 0,
               "BytePairTokenizer::save: this tokenizer was loaded from tiktoken ranks, which have no merge list");
-  auto spell = [](const std::string& bytes) {
-    std::string s;
-    for (unsigned char c : bytes) append_utf8(s, byte_to_cp()[c]);
-    return s;
-  };
   // {"token": id, ...} in id order, as Hugging Face writes it
   std::string vocab = "{";
   for (size_t id = 0; id < impl_->id_to_bytes.size(); ++id) {

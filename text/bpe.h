@@ -149,6 +149,11 @@ class BytePairTokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+// `bytes` as valid UTF-8: each maximal invalid subsequence replaced by U+FFFD, as WHATWG's UTF-8
+// decoder (TextDecoder with fatal=false), Python's errors="replace" and Rust's from_utf8_lossy do.
+// Valid UTF-8 comes back unchanged.
+std::string replace_invalid_utf8(std::string_view bytes);
+
 // Learns a byte-level BPE vocabulary of `vocab_size` tokens (256 bytes + merges + special tokens)
 // from `text`: pre-tokenizes with options.pattern, counts each distinct piece once weighted by its
 // frequency, and repeatedly merges the most frequent adjacent pair (ties: the smaller pair of ids,

