@@ -3,9 +3,10 @@
 
 NABLA_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-# Debian 12 packages nabla needs to build and test (libgloo-dev: Gloo's collectives for distributed/).
+# Debian 12 packages nabla needs to build and test (libgloo-dev: Gloo's collectives for distributed/;
+# libsentencepiece-dev: SentencePiece models for text/sentencepiece).
 NABLA_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev zlib1g-dev nlohmann-json3-dev libstb-dev
-                      libjpeg62-turbo-dev libpng-dev libgloo-dev libopenblas-dev python3 python3-numpy)
+                      libjpeg62-turbo-dev libpng-dev libgloo-dev libopenblas-dev libsentencepiece-dev python3 python3-numpy)
 # What the test suite needs besides: PyTorch for the differential suite (tests/ops/test_differential.cpp) and
 # the PyTorch-file tests (tests/io/test_torch_file.cpp), torchvision for nabla-inspect on a resnet18, and
 # protobuf's Python runtime and compiler for reading TensorBoard event files (tests/tensorboard/test_summary_writer.cpp),
