@@ -3,13 +3,17 @@
 // step runs the model over the whole sequence so far; with it, over the one new token.
 //
 //   build/bench/gpt_generate [--layers 4] [--width 256] [--heads 4] [--vocab 8192] [--prompt 16]
-//                            [--new 512] [--rounds 2]
+//                            [--new 512] [--rounds 2] [--cached-only] [--gguf FILE]
 //
 // Prints tokens/s of each and the ratio (cached / uncached), best of the rounds, interleaved.
+// --gguf FILE also writes the model as llama.cpp's GGUF (nn::save_gpt2_gguf, with a vocabulary of
+// placeholder tokens) and FILE.json: the prompt, the tokens nabla generated with the cache and its
+// best seconds, for bench/llama_compare.py, which runs the same generation in llama.cpp.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include "bench/timing.h"
@@ -19,6 +23,8 @@ using namespace nabla;
 
 int main(int argc, char** argv) {
   int64_t layers = 4, width = 256, heads = 4, vocab = 8192, prompt_len = 16, new_tokens = 512, rounds = 2;
+  bool cached_only = false;
+  std::string gguf_path;
   for (int i = 1; i < argc; ++i) {
     auto value = [&]() -> int64_t {
       if (i + 1 >= argc) {
@@ -34,10 +40,12 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--prompt")) prompt_len = value();
     else if (!std::strcmp(argv[i], "--new")) new_tokens = value();
     else if (!std::strcmp(argv[i], "--rounds")) rounds = value();
+    else if (!std::strcmp(argv[i], "--cached-only")) cached_only = true;
+    else if (!std::strcmp(argv[i], "--gguf") && i + 1 < argc) gguf_path = argv[++i];
     else {
       std::fprintf(stderr,
                    "usage: gpt_generate [--layers N] [--width N] [--heads N] [--vocab N] [--prompt N] [--new N] "
-                   "[--rounds N]\n");
+                   "[--rounds N] [--cached-only] [--gguf FILE]\n");
       return 2;
     }
   }
@@ -59,9 +67,30 @@ int main(int argc, char** argv) {
         [&](const Tensor& t, int64_t past) { return m.forward_cached(t.narrow(1, past, t.size(1) - past), caches); },
         prompt, o);
     best_cached = std::min(best_cached, bench::now() - t0);
+    if (cached_only) continue;
     t0 = bench::now();
     a = nn::generate([&](const Tensor& t, int64_t) { return m.forward(t); }, prompt, o);
     best_full = std::min(best_full, bench::now() - t0);
+  }
+  if (!gguf_path.empty()) {
+    gguf::BpeVocab v;  // the 256 bytes (GPT-2's spelling), then placeholders: generation needs no text
+    for (int64_t id = 0; id < vocab; ++id) {
+      v.tokens.push_back(id < 256 ? text::BytePairTokenizer::byte_to_unicode(static_cast<uint8_t>(id))
+                                  : "[T" + std::to_string(id) + "]");
+      v.token_types.push_back(1);
+    }
+    nn::save_gpt2_gguf(m, v, gguf_path);
+    const Tensor out = b.squeeze(0).contiguous();
+    std::ofstream j(gguf_path + ".json");
+    j << "{\"prompt\": [";
+    for (int64_t i = 0; i < prompt_len; ++i) j << (i ? ", " : "") << out.data_ptr<int64_t>()[i];
+    j << "], \"nabla\": [";
+    for (int64_t i = prompt_len; i < out.numel(); ++i) j << (i > prompt_len ? ", " : "") << out.data_ptr<int64_t>()[i];
+    j << "], \"nabla_seconds\": " << best_cached << ", \"vocab\": " << vocab << "}\n";
+  }
+  if (cached_only) {
+    std::printf("with the KV cache: %.3f s, %.1f tokens/s\n", best_cached, new_tokens / best_cached);
+    return 0;
   }
   if (!equal(a, b)) {
     std::fprintf(stderr, "gpt_generate: the cached and uncached tokens differ\n");

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/impl.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
 #include "io/torch_file.h"
 #include "nn/functional.h"
@@ -204,6 +205,52 @@ void load_gpt2_weights(GPT2LMHeadModel& model, const std::string& path) {
     NABLA_CHECK(ValueError, false, op, ": '", path, "' does not fit this GPT-2 (n_layer ", model.config().n_layer,
                 ", n_embd ", model.config().n_embd, ", vocab_size ", model.config().vocab_size, "): ", e.what());
   }
+}
+
+// ---- GGUF for llama.cpp -------------------------------------------------------------------------
+
+void save_gpt2_gguf(const GPT2LMHeadModel& model, const gguf::BpeVocab& vocab, const std::string& path) {
+  const GPT2Config& c = model.config();
+  NABLA_CHECK(ValueError, static_cast<int64_t>(vocab.tokens.size()) == c.vocab_size,
+              "save_gpt2_gguf: the vocabulary has ", vocab.tokens.size(), " tokens but the model's vocab_size is ",
+              c.vocab_size);
+  gguf::Writer w;
+  w.add_string("general.architecture", "gpt2");
+  w.add_string("general.name", "nabla GPT-2");
+  w.add_u32("general.file_type", 0);  // all float32
+  w.add_u32("gpt2.context_length", static_cast<uint32_t>(c.n_positions));
+  w.add_u32("gpt2.embedding_length", static_cast<uint32_t>(c.n_embd));
+  w.add_u32("gpt2.feed_forward_length", static_cast<uint32_t>(4 * c.n_embd));
+  w.add_u32("gpt2.block_count", static_cast<uint32_t>(c.n_layer));
+  w.add_u32("gpt2.attention.head_count", static_cast<uint32_t>(c.n_head));
+  w.add_f32("gpt2.attention.layer_norm_epsilon", static_cast<float>(c.layer_norm_epsilon));
+  w.add_bpe_vocab(vocab);
+  const GPT2Model& t = *model.transformer;
+  auto f32 = [](const Tensor& x) { return x.detach().to(kFloat32); };
+  // Conv1D weights are (in, out); llama.cpp's matrices are PyTorch Linear's (out, in).
+  auto conv = [&](const std::string& name, const Conv1D& m) {
+    w.add_tensor(name + ".weight", f32(m.weight).t());
+    w.add_tensor(name + ".bias", f32(m.bias));
+  };
+  auto norm = [&](const std::string& name, const LayerNorm& m) {
+    w.add_tensor(name + ".weight", f32(m.weight));
+    w.add_tensor(name + ".bias", f32(m.bias));
+  };
+  w.add_tensor("token_embd.weight", f32(t.wte->weight));
+  w.add_tensor("position_embd.weight", f32(t.wpe->weight));
+  for (size_t i = 0; i < t.blocks.size(); ++i) {
+    const GPT2Block& b = *t.blocks[i];
+    const std::string p = "blk." + std::to_string(i) + ".";
+    norm(p + "attn_norm", *b.ln_1);
+    conv(p + "attn_qkv", *b.attn->c_attn);
+    conv(p + "attn_output", *b.attn->c_proj);
+    norm(p + "ffn_norm", *b.ln_2);
+    conv(p + "ffn_up", *b.mlp->c_fc);
+    conv(p + "ffn_down", *b.mlp->c_proj);
+  }
+  norm("output_norm", *t.ln_f);
+  w.add_tensor("output.weight", f32(t.wte->weight));  // the tied head, written out
+  w.save(path);
 }
 
 }  // namespace nabla::nn

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "../io/gguf.h"
 #include "attention.h"
 #include "container.h"
 #include "embedding.h"
@@ -120,5 +121,13 @@ class GPT2LMHeadModel : public Module {
 // buffers older versions saved (attn.bias, attn.masked_bias) are skipped; any other extra or missing
 // tensor is an error naming it, as is a shape that differs from the config's.
 void load_gpt2_weights(GPT2LMHeadModel& model, const std::string& path);
+
+// Writes the model as a GGUF file llama.cpp runs (architecture "gpt2", float32): llama.cpp's tensor
+// names (token_embd, position_embd, blk.N.attn_norm / attn_qkv / attn_output / ffn_norm / ffn_up /
+// ffn_down, output_norm, output), the projections transposed to (out, in), the tied head written
+// out as output.weight, and `vocab` as its tokenizer (text::BytePairTokenizer::gguf_vocab()).
+// Atomically. Throws ValueError when the vocabulary's size is not the model's.
+//   nn::save_gpt2_gguf(gpt, tok.gguf_vocab(), "model.gguf");   // then: llama-cli -m model.gguf
+void save_gpt2_gguf(const GPT2LMHeadModel& model, const gguf::BpeVocab& vocab, const std::string& path);
 
 }  // namespace nabla::nn

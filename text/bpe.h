@@ -50,6 +50,8 @@
 #include <utility>
 #include <vector>
 
+#include "../io/gguf.h"
+
 namespace nabla::text {
 
 // The pre-tokenizer's pattern.
@@ -133,6 +135,13 @@ class BytePairTokenizer {
   // Number of mergeable id pairs: the merge lines for GPT-2 files; for tiktoken ranks every split of
   // a token into two tokens (r50k_base: 108,299; cl100k_base: 233,378).
   size_t num_merges() const;
+
+  // The tokenizer as a GGUF file carries it for llama.cpp (io/gguf.h): every id from 0 to
+  // vocab_size() - 1 in GPT-2's byte-to-unicode spelling (special tokens as their text, type 3;
+  // an id no token has as "[UNUSED_<id>]"), the merges in rank order, and eos (and bos) the id of
+  // "<|endoftext|>" when there is one. Throws ValueError for tokenizers loaded from tiktoken ranks,
+  // which have no merge list.
+  gguf::BpeVocab gguf_vocab() const;
 
   // Writes Hugging Face / GPT-2 files: vocab.json (byte-to-unicode spelt token -> id, special tokens
   // included) and merges.txt ("#version: 0.2" then one merge per line, in rank order). Reading them
