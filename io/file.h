@@ -28,4 +28,33 @@ std::string quote_name(const std::string& s);
 // Writes all bytes or throws IOError.
 void write_all(std::FILE* f, const void* data, size_t n, const std::string& path);
 
+// A whole file mapped read-only into memory (mmap), for data sets larger than one wants to read:
+// pages are read from disk when first touched and shared with every process that maps the file.
+//
+//   io::MappedFile tokens("train.bin");
+//   auto* ids = reinterpret_cast<const uint16_t*>(tokens.data());   // tokens.size() bytes
+//
+// Throws IOError naming the path when the file cannot be opened or mapped. An empty file maps to
+// data() == nullptr, size() == 0. The mapping lives until the object is destroyed; the bytes must
+// not be written (the file changing underneath is the caller's business, as with any mmap).
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  const char* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void unmap() noexcept;
+  std::string path_;
+  const char* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
 }  // namespace nabla::io

@@ -253,6 +253,118 @@ TEST(Examples, GptTrainsResumesAndSamples) {
   fs::remove_all(dir);
 }
 
+// gpt prepare writes nanoGPT's uint16 token files, and training on them (memory-mapped) is training
+// on the text; two processes under nabla-run with batch 4 draw the windows of one with batch 8 and
+// give its losses (as does --accumulate 2); --tensorboard writes an event file.
+TEST(Examples, GptTrainsOnTokenFilesAndDataParallel) {
+  fs::path dir = fresh_dir("gpt_tokens");
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  std::ofstream(dir / "fox.txt") << text;
+  const std::string tok = (dir / "tok").string();
+  Result p = run_program(NABLA_GPT_BIN, "prepare --data " + (dir / "fox.txt").string() + " --out " + tok);
+  ASSERT_EQ(p.code, 0) << p.out;
+  EXPECT_NE(p.out.find("2430 training and 270 held-out tokens (char, vocabulary 28)"), std::string::npos) << p.out;
+  EXPECT_EQ(fs::file_size(dir / "tok" / "train.bin"), 2430u * 2);
+  EXPECT_EQ(fs::file_size(dir / "tok" / "val.bin"), 270u * 2);
+
+  const std::string model =
+      " --layers 2 --heads 2 --width 32 --context 32 --steps 40 --warmup 10 --lr 0.005 "
+      "--eval-every 20";
+  auto losses = [](const Result& r) {
+    std::vector<double> v = numbers_after(r.out, "train loss "), w = numbers_after(r.out, "validation loss ");
+    v.insert(v.end(), w.begin(), w.end());
+    return v;
+  };
+  Result text_run = run_program(NABLA_GPT_BIN, "train --data " + (dir / "fox.txt").string() + " --out " +
+                                                   (dir / "a").string() + " --batch-size 8" + model);
+  Result mapped = run_program(NABLA_GPT_BIN, "train --tokens " + tok + " --out " + (dir / "b").string() +
+                                                 " --batch-size 8 --tensorboard " + (dir / "tb").string() + model);
+  Result accumulated = run_program(NABLA_GPT_BIN, "train --tokens " + tok + " --out " + (dir / "c").string() +
+                                                      " --batch-size 4 --accumulate 2" + model);
+  for (const Result* r : {&text_run, &mapped, &accumulated}) ASSERT_EQ(r->code, 0) << r->out;
+  ASSERT_EQ(losses(text_run).size(), 4u) << text_run.out;
+  EXPECT_EQ(losses(mapped), losses(text_run)) << mapped.out << text_run.out;
+  const std::vector<double> want = losses(text_run), acc = losses(accumulated);
+  ASSERT_EQ(acc.size(), want.size()) << accumulated.out;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(acc[i], want[i], 2e-4) << accumulated.out;
+  ASSERT_TRUE(fs::exists(dir / "tb"));
+  EXPECT_FALSE(fs::is_empty(dir / "tb"));
+  // gpt export: the run as a GGUF file for llama.cpp (tests/nn/test_gguf.cpp runs one there).
+  Result ex =
+      run_program(NABLA_GPT_BIN, "export --out " + (dir / "b").string() + " --gguf " + (dir / "b.gguf").string());
+  ASSERT_EQ(ex.code, 0) << ex.out;
+  EXPECT_NE(ex.out.find("2 blocks, width 32, vocabulary 28"), std::string::npos) << ex.out;
+  std::ifstream gguf(dir / "b.gguf", std::ios::binary);
+  std::string magic(4, '\0');
+  gguf.read(magic.data(), 4);
+  EXPECT_EQ(magic, "GGUF");
+  Result no_file = run_program(NABLA_GPT_BIN, "export --out " + (dir / "b").string());
+  EXPECT_EQ(no_file.code, 2) << no_file.out;
+#ifdef NABLA_RUN_BIN
+  const std::string port = std::to_string(20000 + (::getpid() + 7) % 20000);
+  Result ddp =
+      run_program(NABLA_RUN_BIN, "--nproc-per-node 2 --master-port " + port + " " + NABLA_GPT_BIN + " train --tokens " +
+                                     tok + " --out " + (dir / "d").string() + " --batch-size 4" + model);
+  ASSERT_EQ(ddp.code, 0) << ddp.out;
+  EXPECT_NE(ddp.out.find("data-parallel: 2 processes (gloo, DistributedDataParallel), batch 4 per process, 8 in all"),
+            std::string::npos)
+      << ddp.out;
+  const std::vector<double> got = losses(ddp);
+  ASSERT_EQ(got.size(), want.size()) << ddp.out;  // rank 1 prints nothing
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-4) << ddp.out;
+#endif
+  // Damaged token files are refused by name.
+  std::ofstream(dir / "tok" / "val.bin", std::ios::binary) << std::string("\x05\x00\x30", 3);
+  Result odd = run_program(NABLA_GPT_BIN, "train --tokens " + tok + " --out " + (dir / "e").string() + model);
+  EXPECT_EQ(odd.code, 1) << odd.out;
+  EXPECT_NE(odd.out.find("val.bin' has an odd number of bytes"), std::string::npos) << odd.out;
+  std::ofstream(dir / "tok" / "val.bin", std::ios::binary) << std::string("\x05\x00\x30\x00", 4);
+  Result big = run_program(NABLA_GPT_BIN, "train --tokens " + tok + " --out " + (dir / "e").string() + model);
+  EXPECT_EQ(big.code, 1) << big.out;
+  EXPECT_NE(big.out.find("holds token 48, but"), std::string::npos) << big.out;
+  Result none = run_program(NABLA_GPT_BIN, "train --tokens " + (dir / "nowhere").string());
+  EXPECT_EQ(none.code, 1) << none.out;
+  EXPECT_NE(none.out.find("gpt prepare"), std::string::npos) << none.out;
+  fs::remove_all(dir);
+}
+
+// gpt sample --hf DIR: a Hugging Face GPT-2 folder (config.json, model.safetensors, vocab.json,
+// merges.txt) samples greedily what its model's logits say, token by token.
+TEST(Examples, GptSamplesFromHuggingFaceFolder) {
+  fs::path dir = fresh_dir("gpt_hf");
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps over the lazy dog " + std::to_string(i) + ". ";
+  auto tok = nabla::text::train_bpe(text, 300, {.special_tokens = {"<|endoftext|>"}});
+  tok.save((dir / "vocab.json").string(), (dir / "merges.txt").string());
+  nabla::nn::GPT2Config c{.vocab_size = tok.vocab_size(), .n_positions = 64, .n_embd = 32, .n_layer = 2, .n_head = 4};
+  nabla::manual_seed(3);
+  nabla::nn::GPT2LMHeadModel gpt(c);
+  nabla::nn::save_weights(gpt, (dir / "model.safetensors").string());
+  std::ofstream(dir / "config.json") << nlohmann::json{
+      {"vocab_size", c.vocab_size}, {"n_positions", 64}, {"n_embd", 32}, {"n_layer", 2}, {"n_head", 4},
+      {"model_type", "gpt2"}}.dump();
+  // The greedy continuation, one full forward per token.
+  std::vector<int32_t> ids = tok.encode("the quick");
+  std::vector<int32_t> all = ids;
+  {
+    nabla::NoGradGuard no_grad;
+    gpt.eval();
+    for (int i = 0; i < 12; ++i) {
+      std::vector<int64_t> x(all.begin(), all.end());
+      nabla::Tensor logits = gpt.forward(nabla::tensor(x, nabla::kInt64).unsqueeze(0));
+      all.push_back(static_cast<int32_t>(logits.select(1, logits.size(1) - 1).argmax(-1).item<int64_t>()));
+    }
+  }
+  Result r = run_program(NABLA_GPT_BIN, "sample --hf " + dir.string() + " --prompt 'the quick' --tokens 12 --greedy");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, tok.decode_text(all) + "\n");
+  Result missing = run_program(NABLA_GPT_BIN, "sample --hf " + (dir / "nowhere").string());
+  EXPECT_EQ(missing.code, 1) << missing.out;
+  EXPECT_NE(missing.out.find("config.json"), std::string::npos) << missing.out;
+  fs::remove_all(dir);
+}
+
 // char_lm --amp: the LSTM trains under bfloat16 autocast, and under float16 with a GradScaler that
 // unscales the gradients before they are clipped; both learn the nearly periodic text.
 TEST(Examples, CharLmTrainsUnderAmp) {
