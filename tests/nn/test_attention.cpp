@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 
+#include "autograd/gradcheck.h"
 #include "nabla.h"
 #include "tests/common/value_helpers.h"
 
@@ -275,6 +276,44 @@ TEST(Attention, RotaryEmbeddingRotatesByRelativePosition) {
   EXPECT_THROW(F::rotary_embedding(x, {.positions = arange(4, kInt64)}), ShapeError);
   EXPECT_THROW(F::rotary_embedding(x, {.positions = arange(5, kFloat32)}), DTypeError);
   EXPECT_THROW(F::rotary_embedding(x, {.theta = 0}), ValueError);
+}
+
+// The SwiGLU feed-forward of LLaMA-style models as the README composes it from Linear and silu:
+// w2(silu(w1 x) * w3 x), checked against the formula element by element in float64 and by gradcheck.
+struct SwiGLU : nn::Module {
+  SwiGLU(int64_t dim, int64_t hidden) : nn::Module("SwiGLU") {
+    w1 = register_module("w1", std::make_shared<nn::Linear>(dim, hidden, nn::LinearOptions{.bias = false}));
+    w2 = register_module("w2", std::make_shared<nn::Linear>(hidden, dim, nn::LinearOptions{.bias = false}));
+    w3 = register_module("w3", std::make_shared<nn::Linear>(dim, hidden, nn::LinearOptions{.bias = false}));
+  }
+  Tensor forward(Tensor x) override { return w2->forward(F::silu(w1->forward(x)) * w3->forward(x)); }
+  std::shared_ptr<nn::Linear> w1, w2, w3;
+};
+
+TEST(Attention, SwiGluCompositionMatchesItsFormula) {
+  manual_seed(5);
+  SwiGLU mlp(4, 6);
+  mlp.to(kFloat64);
+  Tensor x = randn({3, 4}, kFloat64);
+  Tensor y = mlp.forward(x);
+  ASSERT_EQ(y.sizes(), (std::vector<int64_t>{3, 4}));
+  const Tensor w1 = mlp.w1->weight, w2 = mlp.w2->weight, w3 = mlp.w3->weight;
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t o = 0; o < 4; ++o) {
+      double want = 0;
+      for (int64_t h = 0; h < 6; ++h) {
+        double a = 0, b = 0;
+        for (int64_t i = 0; i < 4; ++i) {
+          a += w1[h][i].item<double>() * x[r][i].item<double>();
+          b += w3[h][i].item<double>() * x[r][i].item<double>();
+        }
+        want += w2[o][h].item<double>() * (a / (1 + std::exp(-a))) * b;
+      }
+      EXPECT_NEAR(y[r][o].item<double>(), want, 1e-12);
+    }
+  autograd::gradcheck(autograd::single([&](const std::vector<Tensor>& in) { return mlp.forward(in[0]); }),
+                      {x.requires_grad_()});
+  EXPECT_EQ(mlp.parameters().size(), 3u);  // no biases, as LLaMA's
 }
 
 TEST(Attention, MhaMatchesLoopReferenceCrossAttention) {
