@@ -1,6 +1,8 @@
 // Encoding speed of the npm references on the corpus bench/bpe_speed.cpp reads, single thread,
 // in MB/s of UTF-8 input:
-//   node bench/bpe_compare.js <node_modules dir> CORPUS.jsonl [SECONDS]
+//   node bench/bpe_compare.js <node_modules dir> CORPUS.jsonl [SECONDS] [TOKENIZER.json ...]
+// Each TOKENIZER.json is measured through @huggingface/tokenizers (Tokenizers.js), encode with the
+// special tokens, as bench/bpe_speed.cpp measures nabla's HfTokenizer.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -52,3 +54,8 @@ if (jstk) {
   bench('js-tiktoken cl100k', (s) => cl100k.encode(s, [], []));
 }
 if (gpt3) bench('gpt-3-encoder', (s) => gpt3.encode(s));
+const hf = process.argv.length > 5 ? require(path.join(modules, '@huggingface/tokenizers/dist/tokenizers.cjs')) : null;
+for (const file of process.argv.slice(5)) {
+  const tok = new hf.Tokenizer(JSON.parse(fs.readFileSync(file, 'utf8')), {clean_up_tokenization_spaces: false});
+  bench('tokenizers.js ' + path.basename(file, '.json'), (s) => tok.encode(s).ids);
+}

@@ -3,15 +3,23 @@
 // the npm references on the same corpus.
 //
 //   bpe_speed CORPUS.jsonl GPT2_ENCODER_JSON GPT2_VOCAB_BPE R50K.tiktoken CL100K.tiktoken [SECONDS]
+//             [TOKENIZER.json ...]
+//
+// Each TOKENIZER.json (Hugging Face's format) is also measured through nabla::text::HfTokenizer
+// (encode with add_special_tokens; bench/bpe_compare.js --hf measures @huggingface/tokenizers on the
+// same files).
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "text/bpe.h"
+#include "text/hf_tokenizer.h"
 
 using nabla::text::BytePairTokenizer;
 using nabla::text::Pattern;
@@ -19,17 +27,21 @@ using Clock = std::chrono::steady_clock;
 
 static double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-static void bench(const char* name, const BytePairTokenizer& tok, const std::vector<std::string>& corpus,
-                  double min_seconds) {
+template <class Tokenizer>
+static void bench(const char* name, const Tokenizer& tok, const std::vector<std::string>& corpus, double min_seconds) {
   size_t bytes = 0, tokens = 0;
   for (const auto& s : corpus) bytes += s.size();
   // one warm-up pass, then whole passes until min_seconds
-  for (const auto& s : corpus) tokens += tok.encode(s).size();
+  auto count = [&](const std::string& s) {
+    if constexpr (std::is_same_v<Tokenizer, BytePairTokenizer>) return tok.encode(s).size();
+    else return tok.encode(s).ids.size();
+  };
+  for (const auto& s : corpus) tokens += count(s);
   int passes = 0;
   auto t0 = Clock::now();
   size_t sink = 0;
   do {
-    for (const auto& s : corpus) sink += tok.encode(s).size();
+    for (const auto& s : corpus) sink += count(s);
     ++passes;
   } while (seconds_since(t0) < min_seconds);
   const double dt = seconds_since(t0);
@@ -93,5 +105,10 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> long_word{word};
   bench("nabla r50k 100kB word", r50k, long_word, min_seconds);
+  for (int i = 7; i < argc; ++i) {
+    const nabla::text::HfTokenizer hf = nabla::text::HfTokenizer::from_file(argv[i]);
+    std::string name = std::filesystem::path(argv[i]).stem().string();
+    bench(("nabla hf " + name).c_str(), hf, corpus, min_seconds);
+  }
   return 0;
 }
