@@ -14,6 +14,7 @@
 #include "io/file.h"
 #include "text/bpe_merge.h"
 #include "text/unicode_tables.h"
+#include "text/utf8.h"
 
 namespace nabla::text {
 
@@ -202,19 +203,6 @@ std::array<uint32_t, 256> make_byte_to_cp() {
 const std::array<uint32_t, 256>& byte_to_cp() {
   static const std::array<uint32_t, 256> map = make_byte_to_cp();
   return map;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
 }
 
 // The inverse map: code point (< 324) -> byte, or -1.
@@ -545,7 +533,7 @@ std::vector<std::string_view> pre_tokenize(std::string_view text, Pattern patter
 
 std::string BytePairTokenizer::byte_to_unicode(uint8_t byte) {
   std::string s;
-  append_utf8(s, byte_to_cp()[byte]);
+  utf8::append(s, byte_to_cp()[byte]);
   return s;
 }
 
@@ -810,45 +798,14 @@ std::string replace_invalid_utf8(std::string_view in) {
   std::string out;
   out.reserve(in.size());
   const auto* s = reinterpret_cast<const uint8_t*>(in.data());
-  const size_t n = in.size();
-  static constexpr char kReplacement[] = "\xef\xbf\xbd";
-  size_t i = 0;
-  while (i < n) {
-    const uint8_t c = s[i];
-    size_t need;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (c < 0x80) {
-      out += char(c);
-      ++i;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      need = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      need = 2;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      need = 3;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
+  for (size_t i = 0; i < in.size();) {
+    const utf8::Step st = utf8::step(s, in.size(), i);
+    if (st.valid) {
+      out.append(in.substr(i, st.len));
     } else {
-      out += kReplacement;
-      ++i;
-      continue;
+      out += "\xef\xbf\xbd";  // one U+FFFD per maximal invalid subpart
     }
-    size_t j = i + 1, seen = 0;
-    while (seen < need && j < n && s[j] >= lo && s[j] <= hi) {
-      lo = 0x80;
-      hi = 0xBF;
-      ++j;
-      ++seen;
-    }
-    if (seen == need) {
-      out.append(in.substr(i, j - i));
-    } else {
-      out += kReplacement;  // the lead byte and the valid continuation bytes so far: one U+FFFD
-    }
-    i = j;
+    i += st.len;
   }
   return out;
 }
@@ -880,7 +837,7 @@ const std::unordered_map<std::string, int32_t>& BytePairTokenizer::special_token
 // Token bytes in GPT-2's byte-to-unicode spelling.
 static std::string spell(const std::string& bytes) {
   std::string s;
-  for (unsigned char c : bytes) append_utf8(s, byte_to_cp()[c]);
+  for (unsigned char c : bytes) utf8::append(s, byte_to_cp()[c]);
   return s;
 }
 

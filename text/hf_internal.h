@@ -19,6 +19,7 @@
 
 #include "../core/error.h"
 #include "unicode_norm_tables.h"
+#include "utf8.h"
 
 namespace nabla::text::hf {
 
@@ -30,47 +31,9 @@ constexpr int kMaxJsonDepth = 64;
 
 // ---- UTF-8 and character properties ---------------------------------------------------------
 
-// Decodes the code point at s[i] of valid UTF-8 and advances i.
-inline uint32_t next_cp(std::string_view s, size_t& i) {
-  const auto* p = reinterpret_cast<const uint8_t*>(s.data());
-  const uint8_t c = p[i];
-  if (c < 0x80) {
-    ++i;
-    return c;
-  }
-  if (c < 0xE0) {
-    const uint32_t cp = (uint32_t(c & 0x1F) << 6) | (p[i + 1] & 0x3F);
-    i += 2;
-    return cp;
-  }
-  if (c < 0xF0) {
-    const uint32_t cp = (uint32_t(c & 0x0F) << 12) | (uint32_t(p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F);
-    i += 3;
-    return cp;
-  }
-  const uint32_t cp = (uint32_t(c & 0x07) << 18) | (uint32_t(p[i + 1] & 0x3F) << 12) |
-                      (uint32_t(p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F);
-  i += 4;
-  return cp;
-}
-inline size_t cp_len(uint8_t lead) { return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; }
-inline void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
-}
+using utf8::cp_len;
+using utf8::next_cp;
+inline void append_utf8(std::string& out, uint32_t cp) { utf8::append(out, cp); }
 // Valid UTF-8 with each maximal invalid subpart replaced by U+FFFD; false (out untouched) when `in` is
 // already valid.
 bool make_valid_utf8(std::string_view in, std::string& out);

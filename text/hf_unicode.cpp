@@ -3,7 +3,7 @@
 
 #include <algorithm>
 #include <iterator>
-#include <map>
+#include <unordered_map>
 
 #include "text/bpe.h"
 #include "text/unicode_decomp_pool.h"
@@ -25,9 +25,9 @@ const FlagTable& flag_table() {
       const uint32_t begin = un::kFlagRuns[r] >> 8, end = r + 1 < n ? un::kFlagRuns[r + 1] >> 8 : 0x110000;
       std::fill(flat.begin() + begin, flat.begin() + end, uint8_t(un::kFlagRuns[r] & 0xFF));
     }
-    std::map<std::vector<uint8_t>, uint16_t> blocks;
+    std::unordered_map<std::string, uint16_t> blocks;  // a block's 256 flags -> its index in stage2
     for (size_t b = 0; b < 0x110000 / 256; ++b) {
-      std::vector<uint8_t> block(flat.begin() + b * 256, flat.begin() + b * 256 + 256);
+      std::string block(reinterpret_cast<const char*>(flat.data()) + b * 256, 256);
       auto [it, fresh] = blocks.try_emplace(block, uint16_t(blocks.size()));
       if (fresh) t.stage2.insert(t.stage2.end(), block.begin(), block.end());
       t.stage1.push_back(it->second);
@@ -40,9 +40,8 @@ const FlagTable& flag_table() {
 // Valid UTF-8 with each maximal invalid subpart replaced by U+FFFD (text::replace_invalid_utf8).
 // Returns false (and leaves `out` alone) when `in` is already valid.
 bool make_valid_utf8(std::string_view in, std::string& out) {
-  std::string fixed = replace_invalid_utf8(in);
-  if (fixed == in) return false;
-  out = std::move(fixed);
+  if (utf8::is_valid(in)) return false;  // the usual case: no copy
+  out = replace_invalid_utf8(in);
   return true;
 }
 

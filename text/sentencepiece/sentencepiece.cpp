@@ -76,9 +76,9 @@ std::vector<std::string> SentencePieceTokenizer::encode_pieces(std::string_view 
                                                                const SentencePieceEncodeOptions& o) const {
   std::vector<std::string> pieces;
   check(impl_->sp.Encode(text, &pieces), "SentencePieceTokenizer::encode_pieces");
-  const bool has_bos = bos_id() >= 0, has_eos = eos_id() >= 0;
-  apply<std::string>(pieces, o, has_bos ? id_to_piece(bos_id()) : "", has_eos ? id_to_piece(eos_id()) : "", has_bos,
-                     has_eos);
+  // The special pieces' strings only when they are asked for.
+  const bool bos = o.add_bos && bos_id() >= 0, eos = o.add_eos && eos_id() >= 0;
+  apply<std::string>(pieces, o, bos ? id_to_piece(bos_id()) : "", eos ? id_to_piece(eos_id()) : "", bos, eos);
   return pieces;
 }
 
