@@ -45,6 +45,8 @@ namespace nabla::optim {
 
 using nn::StateDict;
 
+class ZeroRedundancyOptimizer;  // distributed/zero_redundancy_optimizer.h: forwards to a wrapped optimizer
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -142,6 +144,7 @@ class Optimizer {
   virtual void clear_state() = 0;
 
  private:
+  friend class ZeroRedundancyOptimizer;
   struct Group {
     std::vector<Tensor> params;
     std::optional<double> initial_lr;
@@ -164,6 +167,7 @@ template <class Options, class State>
 class OptimizerImpl : public Optimizer {
  public:
   using ParamGroup = optim::ParamGroup<Options>;
+  using options_type = Options;
 
   void add_param_group(ParamGroup group) {
     Options o = group.options.value_or(defaults_);

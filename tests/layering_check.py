@@ -40,7 +40,7 @@ LAYERS = {
     "onnx": ["core", "autograd", "io", "nn"],
     "tensorboard": ["core", "io", "data"],
     "text": ["core", "io"],
-    "distributed": ["core", "autograd", "io", "nn"],
+    "distributed": ["core", "autograd", "io", "nn", "optim"],
     # The CUDA backend implements core's device tables and optim's fused steps (optim/fused_math.h
     # holds the update formulas both devices share).
     "cuda": ["core", "optim"],

@@ -57,13 +57,7 @@ namespace {
 
 // ---- the worker side ------------------------------------------------------------------------------
 
-struct Failure : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-template <class... A>
-void expect(bool ok, const A&... a) {
-  if (!ok) throw Failure(nabla::internal::str(a...));
-}
+using nabla_dist_test::expect;
 
 int env_int(const char* name) { return std::atoi(std::getenv(name)); }
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -847,6 +841,8 @@ int worker_main(const std::string& scenario) {
       return nabla_dist_test::sync_batch_norm_worker(scenario);
     } else if (scenario.rfind("live_", 0) == 0) {
       return nabla_dist_test::liveness_worker(scenario);
+    } else if (scenario.rfind("zero", 0) == 0) {
+      return nabla_dist_test::zero_worker(scenario);
     } else {
       std::cerr << "unknown scenario " << scenario << "\n";
       return 2;
@@ -1053,6 +1049,16 @@ TEST(DistributedFailures, UnreachableMasterAddressFailsWithinTheTimeout) {
 }  // namespace
 
 namespace nabla_dist_test {
+
+std::string nccl_unavailable(int gpus) {
+  if (!dist::nccl_built()) return "this build has no nccl backend (it comes with the CUDA backend and NCCL)";
+  if (!cuda::is_available()) return "no CUDA device: " + cuda::unavailable_reason();
+  if (cuda::device_count() < gpus)
+    return nabla::internal::str("needs ", gpus,
+                                " CUDA devices (one per rank: NCCL refuses two ranks on one GPU), found ",
+                                cuda::device_count());
+  return "";
+}
 
 // ---- nabla-run (the helpers workers.h declares) ------------------------------------------------------------------------------------
 
@@ -1351,15 +1357,7 @@ TEST(DistributedInit, BadOptionsAreValueErrors) {
 
 // Why the NCCL tests cannot run here ("" when they can): they need this build's nccl backend and
 // `gpus` CUDA devices.
-std::string nccl_unavailable(int gpus) {
-  if (!dist::nccl_built()) return "this build has no nccl backend (it comes with the CUDA backend and NCCL)";
-  if (!cuda::is_available()) return "no CUDA device: " + cuda::unavailable_reason();
-  if (cuda::device_count() < gpus)
-    return nabla::internal::str("needs ", gpus,
-                                " CUDA devices (one per rank: NCCL refuses two ranks on one GPU), found ",
-                                cuda::device_count());
-  return "";
-}
+using nabla_dist_test::nccl_unavailable;
 
 TEST(DistributedNccl, WithoutNcclOrAGpuInitSaysWhy) {
   if (dist::nccl_built() && cuda::is_available()) GTEST_SKIP() << "this machine can run the nccl backend";

@@ -37,13 +37,7 @@ namespace F = nabla::nn::functional;
 
 namespace {
 
-struct Failure : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-template <class... A>
-void expect(bool ok, const A&... a) {
-  if (!ok) throw Failure(nabla::internal::str(a...));
-}
+using nabla_dist_test::expect;
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   expect(a.sizes() == b.sizes(), "shapes differ: ", a.sizes(), " vs ", b.sizes());

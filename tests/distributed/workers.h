@@ -6,10 +6,22 @@
 #include <sys/types.h>
 
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace nabla_dist_test {
+
+// A worker's failed check: its message goes to stderr and the worker exits 1.
+struct Failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+template <class... A>
+void expect(bool ok, const A&... a) {
+  if (!ok) throw Failure(nabla::internal::str(a...));
+}
 
 struct Result {
   int status = -1;  // waitpid status
@@ -26,6 +38,8 @@ std::vector<Result> run_workers(const std::string& scenario, int world_size, std
 std::vector<int> all_ranks(int n);
 void expect_all_ok(const std::vector<Result>& results);
 int free_port();  // a port nobody listens on now
+// Why the nccl backend cannot run `gpus` ranks here ("" when it can).
+std::string nccl_unavailable(int gpus);
 
 std::string fresh_dir();  // a new folder under /tmp
 std::string read_file(const std::string& path);
@@ -49,5 +63,7 @@ int wait_launcher(const Launched& l, double limit_s, double* took = nullptr);
 int sync_batch_norm_worker(const std::string& scenario);
 // test_liveness.cpp: scenarios whose names start with "live_".
 int liveness_worker(const std::string& scenario);
+// test_zero.cpp: scenarios whose names start with "zero".
+int zero_worker(const std::string& scenario);
 
 }  // namespace nabla_dist_test
