@@ -37,6 +37,7 @@
 #ifdef NABLA_GPT_DISTRIBUTED
 #include "distributed/distributed.h"
 #include "distributed/distributed_data_parallel.h"
+#include "distributed/zero_redundancy_optimizer.h"
 #endif
 using namespace nabla;
 namespace F = nn::functional;
@@ -47,7 +48,7 @@ const char* kHelp = R"(gpt: train a GPT on a text file, and sample from it
 usage: gpt train [--data FILE | --tokens DIR] [--out DIR] [--tokenizer char|gpt2] [--bpe DIR] [--layers N]
                  [--heads N] [--width N] [--context N] [--batch-size N] [--accumulate N] [--steps N]
                  [--lr X] [--min-lr X] [--warmup N] [--weight-decay X] [--clip X] [--dropout X]
-                 [--eval-every N] [--seed N] [--tensorboard DIR] [--timeout S] [--resume]
+                 [--eval-every N] [--seed N] [--tensorboard DIR] [--timeout S] [--shard zero1] [--resume]
        gpt prepare --data FILE --out DIR [--tokenizer char|gpt2] [--bpe DIR]
        gpt sample [--out DIR | --hf DIR] [--prompt TEXT] [--tokens N] [--temperature X] [--top-k N]
                   [--top-p X] [--greedy] [--seed N]
@@ -79,6 +80,9 @@ train:
   --tensorboard DIR   write the losses, the learning rate and tokens/s for TensorBoard
                       (view: tensorboard --logdir DIR)
   --timeout S         data-parallel: how long to wait for the other processes (default 300)
+  --shard MODE        data-parallel: none (default), or zero1 to shard AdamW's state over the processes
+                      (ZeRO stage 1, as PyTorch's ZeroRedundancyOptimizer): each keeps and updates 1/N of
+                      it, then the updated weights are broadcast; the checkpoint holds the whole state
   --resume            continue the run saved in --out (the same settings are taken from it)
 
   Data-parallel: started by nabla-run (nabla-run --nproc-per-node 2 gpt train ...), every process
@@ -343,6 +347,39 @@ class DataParallel {
 #endif
     return (*model_)(x);
   }
+  // --shard zero1: each process keeps and steps its shard of the optimizer's state.
+  std::unique_ptr<optim::Optimizer> shard(std::unique_ptr<optim::Optimizer> opt, const std::string& mode) {
+    if (mode == "none") return opt;
+    if (mode != "zero1") throw ValueError("--shard: expected none or zero1, got '" + mode + "'");
+    if (world_ == 1)
+      throw ValueError(
+          "--shard zero1 shards the optimizer's state over the processes of a data-parallel run: "
+          "start it with nabla-run --nproc-per-node N (N >= 2)");
+#ifdef NABLA_GPT_DISTRIBUTED
+    auto zero = std::make_unique<optim::ZeroRedundancyOptimizer>(std::move(opt));
+    zero_ = zero.get();
+    return zero;
+#else
+    return opt;
+#endif
+  }
+  bool sharded() const { return zero_ != nullptr; }
+  // Clips the gradients' global norm (from each process's shard when sharded).
+  void clip(nn::Module& model, double max_norm) {
+#ifdef NABLA_GPT_DISTRIBUTED
+    if (zero_) {
+      zero_->clip_grad_norm_(max_norm);
+      return;
+    }
+#endif
+    nn::utils::clip_grad_norm_(model.parameters(), max_norm);
+  }
+  // Before process 0 saves (called on every process): the whole optimizer state gathered to it.
+  void gather_optimizer_state() {
+#ifdef NABLA_GPT_DISTRIBUTED
+    if (zero_) zero_->consolidate_state_dict(0);
+#endif
+  }
   // The mean of `v` over the processes.
   double mean(double v) {
 #ifdef NABLA_GPT_DISTRIBUTED
@@ -360,6 +397,9 @@ class DataParallel {
   int rank_ = 0, world_ = 1;
 #ifdef NABLA_GPT_DISTRIBUTED
   std::unique_ptr<nn::parallel::DistributedDataParallel> ddp_;
+  optim::ZeroRedundancyOptimizer* zero_ = nullptr;
+#else
+  optim::Optimizer* zero_ = nullptr;
 #endif
 };
 
@@ -418,6 +458,7 @@ int train(examples::Flags& flags) {
                    {"seed", flags.integer("seed", 1, 0, INT64_MAX)}};
   const std::string tb_dir = flags.str("tensorboard", "");
   const int64_t timeout_s = flags.integer("timeout", 300, 1, 86'400);
+  const std::string shard = flags.str("shard", "none");
   const bool resume = flags.flag("resume");
   flags.finish(1);
   if (!data.empty() && !token_dir.empty()) flags.usage("give --data FILE or --tokens DIR, not both");
@@ -462,8 +503,12 @@ int train(examples::Flags& flags) {
   std::vector<Tensor> decay, no_decay;
   for (const auto& [name, p] : model->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   const double peak_lr = t["lr"], decay_rate = t["weight_decay"];
-  optim::AdamW opt({{decay, optim::AdamWOptions{.lr = peak_lr, .betas = {0.9, 0.95}, .weight_decay = decay_rate}},
-                    {no_decay, optim::AdamWOptions{.lr = peak_lr, .betas = {0.9, 0.95}, .weight_decay = 0.0}}});
+  auto opt_owner =
+      dp.shard(std::make_unique<optim::AdamW>(std::vector<optim::AdamW::ParamGroup>{
+                   {decay, optim::AdamWOptions{.lr = peak_lr, .betas = {0.9, 0.95}, .weight_decay = decay_rate}},
+                   {no_decay, optim::AdamWOptions{.lr = peak_lr, .betas = {0.9, 0.95}, .weight_decay = 0.0}}}),
+               shard);
+  optim::Optimizer& opt = *opt_owner;
   const std::string ck_path = out + "/checkpoint.safetensors";
   int64_t step = 0;
   if (resume) {
@@ -484,8 +529,10 @@ int train(examples::Flags& flags) {
         static_cast<long long>(n_valid), static_cast<long long>(c.n_layer), static_cast<long long>(c.n_embd),
         static_cast<long long>(c.n_head), static_cast<long long>(context), static_cast<double>(params) / 1e6);
     if (dp.world() > 1)
-      std::printf("data-parallel: %d processes (gloo, DistributedDataParallel), batch %lld per process, %lld in all\n",
-                  dp.world(), static_cast<long long>(batch), static_cast<long long>(batch * dp.world()));
+      std::printf(
+          "data-parallel: %d processes (gloo, DistributedDataParallel%s), batch %lld per process, %lld in all\n",
+          dp.world(), dp.sharded() ? ", AdamW's state sharded: ZeroRedundancyOptimizer" : "",
+          static_cast<long long>(batch), static_cast<long long>(batch * dp.world()));
   }
   std::unique_ptr<tensorboard::SummaryWriter> tb;
   if (!tb_dir.empty() && dp.leader()) tb = std::make_unique<tensorboard::SummaryWriter>(tb_dir);
@@ -496,6 +543,7 @@ int train(examples::Flags& flags) {
     return min_lr + 0.5 * (lr - min_lr) * (1 + std::cos(std::numbers::pi * std::min(progress, 1.0)));
   };
   auto save = [&] {
+    dp.gather_optimizer_state();
     if (!dp.leader()) return;
     fs::create_directories(out);
     optim::save_checkpoint(ck_path, {.model = model.get(), .optimizer = &opt, .step = step});
@@ -525,7 +573,7 @@ int train(examples::Flags& flags) {
       });
       seen += global_batch * context;
     }
-    if (clip > 0) nn::utils::clip_grad_norm_(model->parameters(), clip);
+    if (clip > 0) dp.clip(*model, clip);
     opt.step();
     ++step;
     const double l = dp.mean(loss_sum / static_cast<double>(accumulate));

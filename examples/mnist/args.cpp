@@ -261,13 +261,19 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
               "data-parallel: how long joining the job and each collective wait for the other processes before "
               "failing with an error that names them (as PyTorch's init_process_group timeout)",
               "1800")
+      .option("shard", "MODE",
+              "data-parallel: none, or zero1 to shard the optimizer's state over the processes (ZeRO stage 1, "
+              "as PyTorch's ZeroRedundancyOptimizer: each process keeps and updates 1/N of it, then the updated "
+              "weights are broadcast); the checkpoint holds the whole state and resumes with or without it",
+              "none", {"none", "zero1"})
       .example("mnist train                                  # the default recipe")
       .example("mnist train --model fast                     # 99% in one epoch")
       .example("mnist train --model lenet --optimizer sgd --lr 0.01 --momentum 0.5 --batch-size 64 --no-shuffle")
       .example("mnist train --epochs 5 --resume checkpoints/mnist-cnn.safetensors")
       .example("mnist train --amp bf16                       # mixed precision: bfloat16 autocast")
       .example("mnist train --tensorboard runs/cnn          # then: tensorboard --logdir runs")
-      .example("nabla-run --nproc-per-node 2 mnist train --model fast   # 2 processes, global batch 2 x 64");
+      .example("nabla-run --nproc-per-node 2 mnist train --model fast   # 2 processes, global batch 2 x 64")
+      .example("nabla-run --nproc-per-node 2 mnist train --shard zero1  # each process holds half of Adam's state");
   if (!cli.parse(argc, argv, 2)) return std::nullopt;
 
   TrainArgs a;
@@ -308,6 +314,7 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
   a.tensorboard = cli.str("tensorboard");
   a.tensorboard_every = cli.integer("tensorboard-every", 1, kMaxLogEvery);
   a.timeout_s = cli.integer("timeout", 1, kMaxTimeout);
+  a.shard = cli.str("shard");
   if (cli.is_set("tensorboard-every") && a.tensorboard.empty())
     throw UsageError("--tensorboard-every needs --tensorboard DIR (where to write the logs)");
   return a;

@@ -88,6 +88,7 @@ struct TrainArgs {
   std::string tensorboard;                             // a TensorBoard log folder, or ""
   int64_t tensorboard_every = 0;                       // train scalars every this many steps
   int64_t timeout_s = 1800;                            // data-parallel: the rendezvous's and each collective's timeout
+  std::string shard = "none";                          // data-parallel: "none" or "zero1" (ZeroRedundancyOptimizer)
 };
 void check_resume_settings(const TrainArgs& a, const Settings& saved);
 struct EvalArgs {

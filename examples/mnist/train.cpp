@@ -32,6 +32,7 @@
 #include "distributed/distributed.h"
 #include "distributed/distributed_data_parallel.h"
 #include "distributed/process_group_nccl.h"
+#include "distributed/zero_redundancy_optimizer.h"
 #endif
 
 namespace mnist {
@@ -262,6 +263,29 @@ class DataParallel {
     return (*model_)(x);
   }
 
+  // --shard zero1: the optimizer wrapped so that each rank keeps and steps its shard of the state.
+  std::unique_ptr<optim::Optimizer> shard(std::unique_ptr<optim::Optimizer> opt, const std::string& mode) {
+    if (mode == "none") return opt;
+    if (!on())
+      throw UsageError("--shard " + mode +
+                       " shards the optimizer state over the processes of a data-parallel run: start it with "
+                       "nabla-run --nproc-per-node N (N >= 2)");
+#ifdef NABLA_MNIST_DISTRIBUTED
+    auto zero = std::make_unique<optim::ZeroRedundancyOptimizer>(std::move(opt));
+    zero_ = zero.get();
+    return zero;
+#else
+    return opt;
+#endif
+  }
+  bool sharded() const { return zero_ != nullptr; }
+  // Before a checkpoint (on every rank): the whole optimizer state gathered to rank 0, which saves.
+  void gather_optimizer_state() {
+#ifdef NABLA_MNIST_DISTRIBUTED
+    if (zero_) zero_->consolidate_state_dict(0);
+#endif
+  }
+
   // Sums `v` over the ranks, in place (float64, so counts up to 2^53 stay exact).
   void sum(std::vector<double>& v) {
 #ifdef NABLA_MNIST_DISTRIBUTED
@@ -295,6 +319,9 @@ class DataParallel {
   nn::Module* model_ = nullptr;
 #ifdef NABLA_MNIST_DISTRIBUTED
   std::unique_ptr<nn::parallel::DistributedDataParallel> ddp_;
+  optim::ZeroRedundancyOptimizer* zero_ = nullptr;
+#else
+  optim::Optimizer* zero_ = nullptr;
 #endif
 };
 
@@ -389,7 +416,7 @@ class TrainingRun {
     }
     loader_.emplace(train_data, lo);
     steps_per_epoch_ = loader_->size();
-    opt_ = make_optimizer(s_, model().parameters());
+    opt_ = dp_.shard(make_optimizer(s_, model().parameters()), args_.shard);
     sched_ = make_scheduler(s_, *opt_, epochs_, steps_per_epoch_);
     // float16 gradients underflow without loss scaling; bfloat16 has float32's range and needs none.
     if (s_.amp == "fp16") scaler_.emplace();
@@ -434,10 +461,10 @@ class TrainingRun {
                 device_.is_cpu() ? (" with " + std::to_string(get_num_threads()) + " threads").c_str() : "");
     if (dp_.on())
       std::printf(
-          "data-parallel: %d processes (gloo, DistributedDataParallel), %s images per process per epoch, "
+          "data-parallel: %d processes (gloo, DistributedDataParallel%s), %s images per process per epoch, "
           "%lld steps per epoch; rank 0 prints and saves\n",
-          dp_.world(), format_count(static_cast<double>(per_rank_images_)).c_str(),
-          static_cast<long long>(steps_per_epoch_));
+          dp_.world(), dp_.sharded() ? ", optimizer state sharded: ZeroRedundancyOptimizer" : "",
+          format_count(static_cast<double>(per_rank_images_)).c_str(), static_cast<long long>(steps_per_epoch_));
     const std::string batch_desc = dp_.on() ? "batch " + std::to_string(s_.batch_size) + " per process x " +
                                                   std::to_string(dp_.world()) + " processes = global batch " +
                                                   std::to_string(s_.batch_size * dp_.world())
@@ -491,6 +518,7 @@ class TrainingRun {
   // Called on every rank (the running sums are summed over the ranks); rank 0 writes.
   void save(int64_t epochs_done) {
     const Tally sums = job_tally(epoch_tally_);
+    dp_.gather_optimizer_state();
     if (!dp_.leader()) return;
     auto md = to_metadata(s_);
     md["mnist.world_size"] = std::to_string(dp_.world());

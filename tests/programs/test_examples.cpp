@@ -313,6 +313,24 @@ TEST(Examples, GptTrainsOnTokenFilesAndDataParallel) {
   const std::vector<double> got = losses(ddp);
   ASSERT_EQ(got.size(), want.size()) << ddp.out;  // rank 1 prints nothing
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-4) << ddp.out;
+  // --shard zero1: each process holds half of AdamW's state; the same losses, and the checkpoint's
+  // whole state matches the plain data-parallel run's.
+  Result zero =
+      run_program(NABLA_RUN_BIN, "--nproc-per-node 2 --master-port " + port + " " + NABLA_GPT_BIN + " train --tokens " +
+                                     tok + " --out " + (dir / "z").string() + " --batch-size 4 --shard zero1" + model);
+  ASSERT_EQ(zero.code, 0) << zero.out;
+  EXPECT_NE(zero.out.find("AdamW's state sharded: ZeroRedundancyOptimizer"), std::string::npos) << zero.out;
+  const std::vector<double> zl = losses(zero);
+  ASSERT_EQ(zl.size(), want.size()) << zero.out;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(zl[i], got[i], 2e-4) << zero.out;
+  auto dck = nabla::safetensors::load_file((dir / "d" / "checkpoint.safetensors").string());
+  auto zck = nabla::safetensors::load_file((dir / "z" / "checkpoint.safetensors").string());
+  EXPECT_EQ(dck.tensors.size(), zck.tensors.size());
+  for (const auto& [name, w] : dck.tensors) {
+    const nabla::Tensor* u = zck.tensors.find(name);
+    ASSERT_NE(u, nullptr) << name;
+    EXPECT_TRUE(nabla::allclose(w.to(nabla::kFloat64), u->to(nabla::kFloat64), 1e-3, 1e-5)) << name;
+  }
 #endif
   // Damaged token files are refused by name.
   std::ofstream(dir / "tok" / "val.bin", std::ios::binary) << std::string("\x05\x00\x30", 3);

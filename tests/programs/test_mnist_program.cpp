@@ -719,6 +719,47 @@ TEST_F(MnistProgram, TrainsDataParallelUnderNablaRun) {
 #endif
 }
 
+// --shard zero1: each of the 2 processes keeps and steps half of Adam's state and broadcasts its
+// updated weights; the run matches plain data-parallel training (weights and the whole optimizer
+// state in the checkpoint), also when the sharded run stops after epoch 1 and is resumed.
+TEST_F(MnistProgram, ShardedOptimizerStateTrainsAsDataParallelAndResumes) {
+#ifndef NABLA_RUN_BIN
+  GTEST_SKIP() << "nabla-run is not built (no Gloo: install libgloo-dev), so mnist cannot train data-parallel";
+#else
+  const std::string port = std::to_string(20000 + (::getpid() + 17) % 20000);
+  const std::string launch = std::string(NABLA_RUN_BIN) + " --nproc-per-node 2 --master-port " + port + " " +
+                             NABLA_MNIST_BIN +
+                             " train --model mlp --optimizer adam --lr 0.002 --scheduler none "
+                             "--no-shuffle --quiet --device cpu --batch-size 32 " +
+                             data();
+  Result ddp = run_program(launch, "--epochs 2 --checkpoint " + ck("ddp.safetensors"));
+  ASSERT_EQ(ddp.code, 0) << ddp.out;
+  Result first = run_program(launch, "--shard zero1 --epochs 1 --checkpoint " + ck("zero.safetensors"));
+  ASSERT_EQ(first.code, 0) << first.out;
+  EXPECT_NE(first.out.find("optimizer state sharded: ZeroRedundancyOptimizer"), std::string::npos) << first.out;
+  Result second = run_program(launch, "--shard zero1 --epochs 2 --resume " + ck("zero.safetensors") + " --checkpoint " +
+                                          ck("zero.safetensors"));
+  ASSERT_EQ(second.code, 0) << second.out;
+  auto a = safetensors::load_file(ck("ddp.safetensors")), b = safetensors::load_file(ck("zero.safetensors"));
+  int model = 0, state = 0;
+  for (const auto& [name, w] : a.tensors) {
+    const Tensor* u = b.tensors.find(name);
+    ASSERT_NE(u, nullptr) << name << " is missing from the sharded run's checkpoint";
+    EXPECT_TRUE(allclose(w.to(kFloat64), u->to(kFloat64), 1e-4, 1e-6))
+        << name << ": max difference " << (w.to(kFloat64) - u->to(kFloat64)).abs().max().item<double>();
+    model += name.rfind("model.", 0) == 0;
+    state += name.rfind("optimizer.state.", 0) == 0;
+  }
+  EXPECT_EQ(model, 4);      // two Linear layers' weight and bias
+  EXPECT_EQ(state, 4 * 3);  // step, exp_avg, exp_avg_sq of each
+  EXPECT_EQ(a.tensors.size(), b.tensors.size());
+  // One process: nothing to shard over.
+  Result alone = run("train --shard zero1 --epochs 1 --quiet " + data());
+  EXPECT_EQ(alone.code, 2) << alone.out;
+  EXPECT_NE(alone.out.find("start it with nabla-run --nproc-per-node N"), std::string::npos) << alone.out;
+#endif
+}
+
 // Ctrl-C under nabla-run: the launcher forwards SIGINT, the ranks agree to stop after the same step,
 // rank 0 saves, and resuming (every rank reading rank 0's checkpoint) ends with the weights of an
 // uninterrupted data-parallel run.
