@@ -117,13 +117,25 @@ size_t Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
   return id;
 }
 
+size_t Tensor::register_post_accumulate_grad_hook(std::function<void(Tensor& grad)> hook) const {
+  TensorImpl* s = checked();
+  NABLA_CHECK(AutogradError, requires_grad() && !grad_fn(),
+              "register_post_accumulate_grad_hook: only a leaf that requires grad accumulates a gradient");
+  size_t id = ++g_hook_id;
+  meta_of(s).post_accumulate_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
 void Tensor::remove_hook(size_t handle) const {
   TensorImpl* s = checked();
   if (s->grad_fn) {
     auto& hooks = s->grad_fn->pre_hooks;
     std::erase_if(hooks, [&](const auto& h) { return std::get<1>(h) == handle; });
   }
-  if (s->meta) std::erase_if(s->meta->hooks, [&](const auto& h) { return h.first == handle; });
+  if (s->meta) {
+    std::erase_if(s->meta->hooks, [&](const auto& h) { return h.first == handle; });
+    std::erase_if(s->meta->post_accumulate_hooks, [&](const auto& h) { return h.first == handle; });
+  }
 }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph) const {

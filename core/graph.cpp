@@ -188,9 +188,7 @@ class AccumulateGrad final : public Node {
     if (GradMode::is_enabled()) {
       // create_graph: keep the gradient's own history and accumulate out of place.
       grad = grad.defined() ? grad + g : g;
-      return {};
-    }
-    if (!grad.defined()) {
+    } else if (!grad.defined()) {
       // Steal the buffer when nothing else can see it; otherwise keep a private copy.
       bool private_buffer = g.use_count() == 1 && g.impl()->storage->use_count() == 1 && g.is_contiguous() &&
                             !g.impl()->grad_fn && g.dtype() == m.dtype;
@@ -198,6 +196,7 @@ class AccumulateGrad final : public Node {
     } else {
       grad.add_(g);
     }
+    for (auto& [id, hook] : meta_->post_accumulate_hooks) hook(grad);
     return {};
   }
 

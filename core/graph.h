@@ -165,6 +165,8 @@ struct AutogradMeta : RefCounted {
   bool retains_grad = false;
   size_t retain_hook_id = 0;
   std::vector<std::pair<size_t, TensorHook>> hooks;  // leaf hooks, run before accumulation
+  // Leaf hooks run after accumulation, given .grad (Tensor::register_post_accumulate_grad_hook).
+  std::vector<std::pair<size_t, std::function<void(Tensor& grad)>>> post_accumulate_hooks;
 };
 
 // ---- saving tensors for backward ----------------------------------------------------------------

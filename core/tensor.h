@@ -179,6 +179,11 @@ class Tensor {
   // Calls `hook(grad)` when this tensor's gradient is computed; a defined return value replaces
   // the gradient. Returns a handle for remove_hook.
   size_t register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  // Leaves only (as torch.Tensor.register_post_accumulate_grad_hook): calls `hook(grad)` after a
+  // backward accumulated into .grad(), with .grad() itself, which the hook may read, change or
+  // reset (grad = Tensor() frees it: FSDP moves each gradient into its flat buffer this way).
+  // Returns a handle for remove_hook.
+  size_t register_post_accumulate_grad_hook(std::function<void(Tensor& grad)> hook) const;
   void remove_hook(size_t handle) const;
   // Sets .grad() to undefined (set_to_none) or to zeros.
   void zero_grad(bool set_to_none = true);

@@ -301,6 +301,32 @@ TEST(Hooks, LeafHookModifiesGradientAndCanBeRemoved) {
   EXPECT_THROW(ones({1}).register_hook([](const Tensor& g) { return g; }), AutogradError);
 }
 
+// torch.Tensor.register_post_accumulate_grad_hook: after the accumulation, with .grad itself.
+TEST(Hooks, PostAccumulateGradHookSeesTheAccumulatedGradientAndMayTakeIt) {
+  Tensor x = leaf({1, 2}, {2});
+  std::vector<Tensor> seen;
+  size_t h = x.register_post_accumulate_grad_hook([&](Tensor& grad) { seen.push_back(grad.detach().clone()); });
+  (x * x).sum().backward();
+  (x * 3).sum().backward();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(tensor_is(seen[0], {2}, {2, 4}));
+  EXPECT_TRUE(tensor_is(seen[1], {2}, {5, 7}));  // accumulated: 2x + 3
+  x.remove_hook(h);
+  Tensor taken;
+  x.register_post_accumulate_grad_hook([&](Tensor& grad) {
+    taken = grad;
+    grad = Tensor();  // the hook takes the gradient away
+  });
+  x.zero_grad();
+  (x * 4).sum().backward();
+  EXPECT_TRUE(tensor_is(taken, {2}, {4, 4}));
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_EQ(seen.size(), 2u);  // the removed hook did not run
+  Tensor y = x * 2;
+  EXPECT_THROW(y.register_post_accumulate_grad_hook([](Tensor&) {}), AutogradError);
+  EXPECT_THROW(ones({1}).register_post_accumulate_grad_hook([](Tensor&) {}), AutogradError);
+}
+
 TEST(Hooks, NonLeafHookChangesWhatFlowsBack) {
   Tensor x = leaf({1, 2}, {2});
   Tensor y = x * x;
