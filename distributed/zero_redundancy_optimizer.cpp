@@ -12,6 +12,7 @@
 #include "core/graph.h"
 #include "core/ops.h"
 #include "distributed/distributed.h"
+#include "distributed/sharded_clip.h"
 #include "io/safetensors.h"
 
 namespace nabla::optim {
@@ -309,30 +310,10 @@ void ZeroRedundancyOptimizer::load_state_dict(const StateDict& sd) {
 // ---- gradient clipping ----------------------------------------------------------------------------
 
 double ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
-  NABLA_CHECK(ValueError, max_norm >= 0, kWho, ".clip_grad_norm_: max_norm must be non-negative, got ", max_norm);
-  NABLA_CHECK(ValueError, norm_type > 0, kWho, ".clip_grad_norm_: norm_type must be positive, got ", norm_type);
-  autograd::NoGradGuard no_grad;
-  const bool inf = std::isinf(norm_type);
-  // As nn::utils::clip_grad_norm_: each gradient's norm in its dtype, then the norm of the norms in
-  // float64; here each rank's part of it (sum of norm^p, or the max), added up over the ranks.
-  const Device comm = group().backend() == "nccl" && !params_.empty() ? params_.front().device() : Device(kCPU);
-  std::vector<Tensor> norms;
+  std::vector<Tensor> grads;
   for (size_t i = 0; i < params_.size(); ++i)
-    if (owner_[i] == rank_ && params_[i].grad().defined())
-      norms.push_back(norm(params_[i].grad(), norm_type).to(comm, kFloat64));
-  Tensor part = zeros({1}, TensorOptions(kFloat64).device(comm));
-  if (!norms.empty()) {
-    Tensor all = stack(norms);
-    part = (inf ? all.max() : all.pow(norm_type).sum()).reshape({1});
-  }
-  group().all_reduce(part, inf ? distributed::ReduceOp::max : distributed::ReduceOp::sum).wait();
-  double total = part.to(kCPU).item<double>();
-  if (!inf) total = std::pow(total, 1.0 / norm_type);
-  const double coef = max_norm / (total + 1e-6);
-  if (coef < 1.0 || std::isnan(coef))
-    for (size_t i = 0; i < params_.size(); ++i)
-      if (owner_[i] == rank_ && params_[i].grad().defined()) params_[i].mutable_grad().mul_(coef);
-  return total;
+    if (owner_[i] == rank_) grads.push_back(params_[i].grad());
+  return distributed::clip_sharded_grad_norm_(group(), grads, max_norm, norm_type, kWho);
 }
 
 }  // namespace nabla::optim

@@ -125,7 +125,8 @@ Tensor GPT2Model::forward_hidden(const Tensor& tokens, const Tensor& positions_i
                        : arange(T, dtype(DType::i64).device(tokens.device())).unsqueeze(0).expand({B, T});
   Tensor x = wte->forward(tokens) + wpe->forward(positions);
   if (is_training() && config.dropout > 0) x = F::dropout(x, config.dropout, true);
-  for (size_t i = 0; i < blocks.size(); ++i) x = blocks[i]->forward_block(x, caches ? &(*caches)[i] : nullptr);
+  // Without caches each block is called as a module (its forward hooks run: FSDP's units use them).
+  for (size_t i = 0; i < blocks.size(); ++i) x = caches ? blocks[i]->forward_block(x, &(*caches)[i]) : (*blocks[i])(x);
   return ln_f->forward(x);
 }
 

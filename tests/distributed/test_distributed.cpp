@@ -843,6 +843,8 @@ int worker_main(const std::string& scenario) {
       return nabla_dist_test::liveness_worker(scenario);
     } else if (scenario.rfind("zero", 0) == 0) {
       return nabla_dist_test::zero_worker(scenario);
+    } else if (scenario.rfind("fsdp", 0) == 0) {
+      return nabla_dist_test::fsdp_worker(scenario);
     } else {
       std::cerr << "unknown scenario " << scenario << "\n";
       return 2;

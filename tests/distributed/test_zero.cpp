@@ -288,20 +288,13 @@ void check_mistakes() {
 namespace nabla_dist_test {
 
 int zero_worker(const std::string& scenario) {
-  try {
-    auto timeout = std::chrono::milliseconds(std::atoi(std::getenv("NABLA_TEST_TIMEOUT_MS")));
-    if (scenario == "zero_nccl") {  // one GPU per rank
-      const int rank = std::atoi(std::getenv("RANK"));
-      cuda::set_device(rank);
-      g_device = Device::cuda(static_cast<int16_t>(rank));
-      dist::init_process_group({.backend = "nccl", .timeout = timeout});
+  const bool nccl = scenario == "zero_nccl";  // one GPU per rank
+  return worker_frame(scenario, nccl, [&] {
+    if (nccl) {
+      g_device = Device::cuda(static_cast<int16_t>(dist::get_rank()));
       check_training(Kind::adam_groups, kFloat64);
       check_training(Kind::adamw, kFloat32);
-      dist::destroy_process_group();
-      return 0;
-    }
-    dist::init_process_group({.timeout = timeout});
-    if (scenario == "zero") {
+    } else if (scenario == "zero") {
       check_training(Kind::sgd, kFloat64);
       check_training(Kind::adam_groups, kFloat64);
       check_training(Kind::adamw, kFloat64);
@@ -310,28 +303,17 @@ int zero_worker(const std::string& scenario) {
     } else if (scenario == "zero_clip_scaler") {
       check_clip_and_scaler();
     } else if (scenario == "zero_peer_dies") {
-      // The last rank leaves before the step's broadcasts: the others fail within the timeout,
-      // naming the collective.
+      // The last rank leaves before the step's broadcasts.
       auto model = make_net(5, kFloat64);
       auto opt = optim::ZeroRedundancyOptimizer::make<optim::Adam>(model->parameters());
-      if (dist::get_rank() == dist::get_world_size() - 1) std::_Exit(0);
-      F::cross_entropy((*model)(zeros({2}, kInt64)), zeros({2}, kInt64)).backward();
-      try {
+      expect_dead_last_rank_fails(dist::get_rank(), dist::get_world_size(), "broadcast", [&] {
+        F::cross_entropy((*model)(zeros({2}, kInt64)), zeros({2}, kInt64)).backward();
         opt.step();
-        expect(false, "a step with a dead peer should throw");
-      } catch (const dist::DistributedError& e) {
-        expect(std::string(e.what()).find("broadcast") != std::string::npos, "should name the broadcast: ", e.what());
-      }
-      std::_Exit(0);  // the group is broken; skip its orderly teardown
+      });
     } else {
       expect(false, "unknown scenario ", scenario);
     }
-    dist::destroy_process_group();
-  } catch (const std::exception& e) {
-    std::cerr << "rank " << std::getenv("RANK") << " (" << scenario << "): " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+  });
 }
 
 }  // namespace nabla_dist_test

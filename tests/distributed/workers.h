@@ -5,12 +5,17 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
 #include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/cuda_api.h"
 #include "core/error.h"
+#include "distributed/distributed.h"
 
 namespace nabla_dist_test {
 
@@ -21,6 +26,42 @@ struct Failure : std::runtime_error {
 template <class... A>
 void expect(bool ok, const A&... a) {
   if (!ok) throw Failure(nabla::internal::str(a...));
+}
+
+// A worker of `scenario`: joins the job (gloo; or nccl, on the GPU numbered by its rank), runs
+// body(), leaves it; returns 0, or 1 with the error, naming the rank, on stderr.
+template <class Fn>
+int worker_frame(const std::string& scenario, bool nccl, Fn&& body) {
+  try {
+    auto timeout = std::chrono::milliseconds(std::atoi(std::getenv("NABLA_TEST_TIMEOUT_MS")));
+    if (nccl) nabla::cuda::set_device(std::atoi(std::getenv("RANK")));
+    nabla::distributed::init_process_group({.backend = nccl ? "nccl" : "gloo", .timeout = timeout});
+    body();
+    nabla::distributed::destroy_process_group();
+  } catch (const std::exception& e) {
+    std::cerr << "rank " << std::getenv("RANK") << " (" << scenario << "): " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+// The last rank of the job leaves at once (after what came before, e.g. a wrapper's construction);
+// on the others fn() must fail with an error naming `collective` (within the group's timeout).
+// Every rank then exits: the group is broken, so its orderly teardown is skipped.
+template <class Fn>
+[[noreturn]] void expect_dead_last_rank_fails(int rank, int world, const char* collective, Fn&& fn) {
+  if (rank == world - 1) std::_Exit(0);
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    if (std::string(e.what()).find(collective) == std::string::npos) {
+      std::cerr << "rank " << rank << ": the error should name the " << collective << ": " << e.what() << "\n";
+      std::_Exit(1);
+    }
+    std::_Exit(0);
+  }
+  std::cerr << "rank " << rank << ": no error although rank " << world - 1 << " is gone\n";
+  std::_Exit(1);
 }
 
 struct Result {
@@ -65,5 +106,7 @@ int sync_batch_norm_worker(const std::string& scenario);
 int liveness_worker(const std::string& scenario);
 // test_zero.cpp: scenarios whose names start with "zero".
 int zero_worker(const std::string& scenario);
+// test_fsdp.cpp: scenarios whose names start with "fsdp".
+int fsdp_worker(const std::string& scenario);
 
 }  // namespace nabla_dist_test
