@@ -4,15 +4,21 @@
 //
 // A GPT of 4 blocks, width 256, 4 heads, vocabulary 8192, context 64 (5.3M parameters, 21 MB in
 // float32) trained with AdamW (2 state tensors per parameter: 42 MB), batch 4 per process, under
-// nabla-run with DistributedDataParallel, two ways:
-//   ddp    the plain AdamW: every process holds all of the state
-//   zero1  optim::ZeroRedundancyOptimizer around it: each holds its shard and broadcasts its updated
-//          parameters after its step
+// nabla-run, four ways:
+//   ddp             DistributedDataParallel and the plain AdamW: every process holds all of the state
+//   zero1           the same with optim::ZeroRedundancyOptimizer around AdamW: each process holds its
+//                   shard of the state and broadcasts its updated parameters after its step
+//   fsdp            nn::parallel::FullyShardedDataParallel, each block a unit: parameters, gradients
+//                   and state sharded; a unit gathered while it computes, the next one's all_gather
+//                   under way meanwhile (prefetch)
+//   fsdp-noprefetch the same without prefetch: each all_gather waited for when its unit starts
 // Per process: the optimizer state it holds (bytes of its state tensors), the CPU allocator's live
 // bytes after a step (parameters + gradients + state + DDP's and ZeRO's buckets; activations are
-// freed by then), the step time and the optimizer step's time (for zero1: its shard's update plus
-// the parameter broadcasts). Speed on --procs processes, interleaved --rounds times, best of each;
-// memory also on each of --memory-procs (one round: more processes than cores only slows them).
+// freed by then), the step time, the optimizer step's time (for zero1: its shard's update plus the
+// parameter broadcasts) and the share of the step spent waiting on collectives (DDP: the gradient
+// all-reduces backward did not hide; FSDP: all_gathers and reduce-scatters). Speed on --procs
+// processes, interleaved --rounds times, best of each; memory also on each of --memory-procs (one
+// round: more processes than cores only slows them).
 // Each contender is a fresh nabla-run job of this program re-executed as the worker.
 #include <unistd.h>
 
@@ -27,6 +33,7 @@
 
 #include "distributed/distributed.h"
 #include "distributed/distributed_data_parallel.h"
+#include "distributed/fully_sharded_data_parallel.h"
 #include "distributed/zero_redundancy_optimizer.h"
 #include "nabla.h"
 #include "timing.h"
@@ -53,15 +60,25 @@ size_t state_bytes(const StateDict& sd) {
   return n;
 }
 
-// One rank of a job: prints "RANK <rank> <state bytes> <allocated bytes> <s/step> <optimizer s/step>".
+// One rank of a job: prints "RANK <rank> <state bytes> <allocated bytes> <s/step> <optimizer s/step>
+// <waiting share>".
 int worker(const std::string& mode, int steps, int warmup) {
   dist::init_process_group({.backend = "gloo"});
   const int rank = dist::get_rank();
   manual_seed(1);
   nn::GPT2Config c{.vocab_size = 8192, .n_positions = 64, .n_embd = 256, .n_layer = 4, .n_head = 4};
   auto model = std::make_shared<nn::GPT2LMHeadModel>(c);
-  nn::parallel::DistributedDataParallel ddp(model);
-  std::unique_ptr<optim::Optimizer> opt = std::make_unique<optim::AdamW>(model->parameters(), optim::AdamWOptions{});
+  const bool sharded = mode.rfind("fsdp", 0) == 0;
+  std::unique_ptr<nn::parallel::DistributedDataParallel> ddp;
+  std::unique_ptr<nn::parallel::FullyShardedDataParallel> fsdp;
+  if (sharded)
+    fsdp = std::make_unique<nn::parallel::FullyShardedDataParallel>(
+        model, nn::parallel::FSDPOptions{.auto_wrap_policy = nn::parallel::wrap_modules_named({"GPT2Block"}),
+                                         .forward_prefetch = mode == "fsdp",
+                                         .backward_prefetch = mode == "fsdp"});
+  else ddp = std::make_unique<nn::parallel::DistributedDataParallel>(model);
+  std::unique_ptr<optim::Optimizer> opt =
+      std::make_unique<optim::AdamW>(sharded ? fsdp->parameters() : model->parameters(), optim::AdamWOptions{});
   optim::ZeroRedundancyOptimizer* zero = nullptr;
   if (mode == "zero1") {
     auto z = std::make_unique<optim::ZeroRedundancyOptimizer>(std::move(opt));
@@ -77,7 +94,8 @@ int worker(const std::string& mode, int steps, int warmup) {
   double opt_seconds = 0;
   auto step = [&](int i) {
     opt->zero_grad(false);
-    nn::functional::cross_entropy(ddp(xs[static_cast<size_t>(i) % 4]).flatten(0, 1), ys[static_cast<size_t>(i) % 4])
+    const Tensor& x = xs[static_cast<size_t>(i) % 4];
+    nn::functional::cross_entropy((fsdp ? (*fsdp)(x) : (*ddp)(x)).flatten(0, 1), ys[static_cast<size_t>(i) % 4])
         .backward();
     const double t = bench::now();
     opt->step();
@@ -86,23 +104,29 @@ int worker(const std::string& mode, int steps, int warmup) {
   for (int i = 0; i < warmup; ++i) step(i);
   dist::barrier();
   opt_seconds = 0;
+  if (ddp) ddp->reset_comm_wait();
+  if (fsdp) fsdp->reset_comm_stats();
   const double t0 = bench::now();
   for (int i = 0; i < steps; ++i) step(i);
   double seconds = bench::now() - t0;
+  const double waited = fsdp ? fsdp->comm_stats().wait_seconds : ddp->comm_wait_seconds();
   const size_t held = state_bytes(zero ? zero->local_state_dict() : opt->state_dict());
   const size_t live = cpu_memory_stats().allocated_bytes;
   Tensor t = tensor(std::vector<double>{seconds});
   dist::all_reduce(t, dist::ReduceOp::max);  // the slower rank's time is the job's
   seconds = t.item<double>();
-  std::printf("RANK %d %zu %zu %.6f %.6f\n", rank, held, live, seconds / steps, opt_seconds / steps);
+  std::printf("RANK %d %zu %zu %.6f %.6f %.4f\n", rank, held, live, seconds / steps, opt_seconds / steps,
+              waited / seconds);
   std::fflush(stdout);
   dist::destroy_process_group();
   return 0;
 }
 
+constexpr const char* kModes[] = {"ddp", "zero1", "fsdp", "fsdp-noprefetch"};
+
 struct Job {
   std::vector<double> state_mb, live_mb;
-  double step_ms = 0, opt_ms = 0;  // rank 0's optimizer time; the slowest rank's step
+  double step_ms = 0, opt_ms = 0, wait = 0;  // rank 0's optimizer time; the slowest rank's step
 };
 
 Job run_job(const char* self, const std::string& mode, int procs, int steps) {
@@ -121,13 +145,13 @@ Job run_job(const char* self, const std::string& mode, int procs, int steps) {
   while (std::fgets(line, sizeof line, p)) {
     int rank = 0;
     size_t held = 0, live = 0;
-    double s = 0, o = 0;
-    if (std::sscanf(line, "RANK %d %zu %zu %lf %lf", &rank, &held, &live, &s, &o) != 5) continue;
+    double s = 0, o = 0, w = 0;
+    if (std::sscanf(line, "RANK %d %zu %zu %lf %lf %lf", &rank, &held, &live, &s, &o, &w) != 6) continue;
     if (rank < 0 || rank >= procs) continue;
     job.state_mb[static_cast<size_t>(rank)] = static_cast<double>(held) / 1e6;
     job.live_mb[static_cast<size_t>(rank)] = static_cast<double>(live) / 1e6;
     job.step_ms = s * 1e3;
-    if (rank == 0) job.opt_ms = o * 1e3;
+    if (rank == 0) job.opt_ms = o * 1e3, job.wait = w;
     ++seen;
   }
   if (pclose(p) != 0 || seen != procs) throw std::runtime_error("the job failed: " + cmd);
@@ -156,27 +180,28 @@ int main(int argc, char** argv) {
     std::map<std::string, Job> best;
     for (int r = 0; r < rounds; ++r) {
       std::printf("  round %d:", r + 1);
-      for (const char* mode : {"ddp", "zero1"}) {
+      for (const char* mode : kModes) {
         Job j = run_job(argv[0], mode, procs, steps);
-        std::printf("  %s %.1f ms/step (optimizer %.2f ms)", mode, j.step_ms, j.opt_ms);
+        std::printf("  %s %.1f ms/step (optimizer %.2f ms, waiting %.0f%%)", mode, j.step_ms, j.opt_ms, j.wait * 100);
         auto it = best.find(mode);
         if (it == best.end() || j.step_ms < it->second.step_ms) best[mode] = j;
       }
       std::printf("\n");
       std::fflush(stdout);
     }
-    const Job &d = best["ddp"], &z = best["zero1"];
-    std::printf(
-        "best of %d, %d processes: ddp %.1f ms/step (optimizer %.2f ms), zero1 %.1f ms/step (optimizer %.2f ms): "
-        "zero1 / ddp step time %.3f\n",
-        rounds, procs, d.step_ms, d.opt_ms, z.step_ms, z.opt_ms, z.step_ms / d.step_ms);
-    for (int n : memory_procs) {
-      Job dm = run_job(argv[0], "ddp", n, 2), zm = run_job(argv[0], "zero1", n, 2);
-      std::printf(
-          "%d processes: optimizer state per process (MB): ddp %s, zero1 %s; allocator live bytes after a "
-          "step (MB): ddp %s, zero1 %s\n",
-          n, mbs(dm.state_mb).c_str(), mbs(zm.state_mb).c_str(), mbs(dm.live_mb).c_str(), mbs(zm.live_mb).c_str());
-    }
+    const Job& d = best["ddp"];
+    std::printf("best of %d, %d processes:", rounds, procs);
+    for (const char* mode : kModes)
+      std::printf(" %s %.1f ms/step (%.3fx ddp, waiting %.0f%%);", mode, best[mode].step_ms,
+                  best[mode].step_ms / d.step_ms, best[mode].wait * 100);
+    std::printf("\n");
+    for (int n : memory_procs)
+      for (const char* mode : {"ddp", "zero1", "fsdp"}) {
+        Job m = run_job(argv[0], mode, n, 2);
+        std::printf(
+            "%d processes, %s: optimizer state per process (MB) %s; allocator live bytes after a step (MB) %s\n", n,
+            mode, mbs(m.state_mb).c_str(), mbs(m.live_mb).c_str());
+      }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shard_speed: %s\n", e.what());
     return 1;

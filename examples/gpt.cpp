@@ -37,6 +37,7 @@
 #ifdef NABLA_GPT_DISTRIBUTED
 #include "distributed/distributed.h"
 #include "distributed/distributed_data_parallel.h"
+#include "distributed/fully_sharded_data_parallel.h"
 #include "distributed/zero_redundancy_optimizer.h"
 #endif
 using namespace nabla;
@@ -48,7 +49,7 @@ const char* kHelp = R"(gpt: train a GPT on a text file, and sample from it
 usage: gpt train [--data FILE | --tokens DIR] [--out DIR] [--tokenizer char|gpt2] [--bpe DIR] [--layers N]
                  [--heads N] [--width N] [--context N] [--batch-size N] [--accumulate N] [--steps N]
                  [--lr X] [--min-lr X] [--warmup N] [--weight-decay X] [--clip X] [--dropout X]
-                 [--eval-every N] [--seed N] [--tensorboard DIR] [--timeout S] [--shard zero1] [--resume]
+                 [--eval-every N] [--seed N] [--tensorboard DIR] [--timeout S] [--shard zero1|fsdp] [--resume]
        gpt prepare --data FILE --out DIR [--tokenizer char|gpt2] [--bpe DIR]
        gpt sample [--out DIR | --hf DIR] [--prompt TEXT] [--tokens N] [--temperature X] [--top-k N]
                   [--top-p X] [--greedy] [--seed N]
@@ -80,9 +81,13 @@ train:
   --tensorboard DIR   write the losses, the learning rate and tokens/s for TensorBoard
                       (view: tensorboard --logdir DIR)
   --timeout S         data-parallel: how long to wait for the other processes (default 300)
-  --shard MODE        data-parallel: none (default), or zero1 to shard AdamW's state over the processes
+  --shard MODE        data-parallel: none (default); zero1 to shard AdamW's state over the processes
                       (ZeRO stage 1, as PyTorch's ZeroRedundancyOptimizer): each keeps and updates 1/N of
-                      it, then the updated weights are broadcast; the checkpoint holds the whole state
+                      it, then the updated weights are broadcast; the checkpoint holds the whole state;
+                      or fsdp to shard the weights, gradients and state too (FullyShardedDataParallel,
+                      each block a unit, gathered only while it computes): the checkpoint holds the
+                      whole weights, and --out's shards/ folder each process's part for --resume
+                      (on the same number of processes)
   --resume            continue the run saved in --out (the same settings are taken from it)
 
   Data-parallel: started by nabla-run (nabla-run --nproc-per-node 2 gpt train ...), every process
@@ -302,14 +307,30 @@ double validation_loss(nn::GPT2LMHeadModel& model, std::span<const uint16_t> val
 // DistributedDataParallel around the model. Otherwise the model itself.
 class DataParallel {
  public:
-  DataParallel(const std::shared_ptr<nn::Module>& model, int64_t timeout_s) : model_(model) {
+  // shard: "none", "zero1" (the optimizer's state sharded) or "fsdp" (parameters, gradients and
+  // state sharded, each block a unit).
+  DataParallel(const std::shared_ptr<nn::Module>& model, int64_t timeout_s, const std::string& shard)
+      : model_(model), mode_(shard) {
+    if (mode_ != "none" && mode_ != "zero1" && mode_ != "fsdp")
+      throw ValueError("--shard: expected none, zero1 or fsdp, got '" + mode_ + "'");
     const char* w = std::getenv("WORLD_SIZE");
-    if (!w || !*w || std::string(w) == "1") return;
+    if (!w || !*w || std::string(w) == "1") {
+      if (mode_ != "none")
+        throw ValueError("--shard " + mode_ +
+                         " shards over the processes of a data-parallel run: start it with nabla-run "
+                         "--nproc-per-node N (N >= 2)");
+      return;
+    }
 #ifdef NABLA_GPT_DISTRIBUTED
     distributed::init_process_group({.backend = "gloo", .timeout = std::chrono::seconds(timeout_s)});
     rank_ = distributed::get_rank();
     world_ = distributed::get_world_size();
-    ddp_ = std::make_unique<nn::parallel::DistributedDataParallel>(model);
+    if (mode_ == "fsdp")
+      fsdp_ = std::make_unique<nn::parallel::FullyShardedDataParallel>(
+          model, nn::parallel::FSDPOptions{
+                     .auto_wrap_policy = nn::parallel::wrap_modules_named({"GPT2Block"}),
+                     .param_group = [](const std::string&, const Tensor& p) { return p.dim() >= 2 ? 0 : 1; }});
+    else ddp_ = std::make_unique<nn::parallel::DistributedDataParallel>(model);
 #else
     (void)timeout_s;
     throw ValueError(std::string("WORLD_SIZE=") + w +
@@ -320,6 +341,7 @@ class DataParallel {
   ~DataParallel() {
 #ifdef NABLA_GPT_DISTRIBUTED
     ddp_.reset();
+    fsdp_.reset();
     if (world_ > 1) distributed::destroy_process_group();
 #endif
   }
@@ -344,35 +366,76 @@ class DataParallel {
   Tensor forward(const Tensor& x) {
 #ifdef NABLA_GPT_DISTRIBUTED
     if (ddp_) return (*ddp_)(x);
+    if (fsdp_) return (*fsdp_)(x);
 #endif
     return (*model_)(x);
   }
-  // --shard zero1: each process keeps and steps its shard of the optimizer's state.
-  std::unique_ptr<optim::Optimizer> shard(std::unique_ptr<optim::Optimizer> opt, const std::string& mode) {
-    if (mode == "none") return opt;
-    if (mode != "zero1") throw ValueError("--shard: expected none or zero1, got '" + mode + "'");
-    if (world_ == 1)
-      throw ValueError(
-          "--shard zero1 shards the optimizer's state over the processes of a data-parallel run: "
-          "start it with nabla-run --nproc-per-node N (N >= 2)");
+  const std::string& mode() const { return mode_; }
+  bool fsdp() const { return mode_ == "fsdp"; }
+  // What the optimizer steps: the matrices (weight decay) or the rest; under FSDP their shards.
+  std::vector<Tensor> parameters(bool matrices) const {
 #ifdef NABLA_GPT_DISTRIBUTED
-    auto zero = std::make_unique<optim::ZeroRedundancyOptimizer>(std::move(opt));
-    zero_ = zero.get();
-    return zero;
-#else
-    return opt;
+    if (fsdp_) return fsdp_->parameters(matrices ? 0 : 1);
 #endif
+    std::vector<Tensor> out;
+    for (const Tensor& p : model_->parameters())
+      if ((p.dim() >= 2) == matrices) out.push_back(p);
+    return out;
   }
-  bool sharded() const { return zero_ != nullptr; }
+  // --shard zero1: each process keeps and steps its shard of the optimizer's state.
+  std::unique_ptr<optim::Optimizer> shard(std::unique_ptr<optim::Optimizer> opt) {
+#ifdef NABLA_GPT_DISTRIBUTED
+    if (mode_ == "zero1") {
+      auto zero = std::make_unique<optim::ZeroRedundancyOptimizer>(std::move(opt));
+      zero_ = zero.get();
+      return zero;
+    }
+#endif
+    return opt;
+  }
   // Clips the gradients' global norm (from each process's shard when sharded).
-  void clip(nn::Module& model, double max_norm) {
+  void clip(double max_norm) {
 #ifdef NABLA_GPT_DISTRIBUTED
     if (zero_) {
       zero_->clip_grad_norm_(max_norm);
       return;
     }
+    if (fsdp_) {
+      fsdp_->clip_grad_norm_(max_norm);
+      return;
+    }
 #endif
-    nn::utils::clip_grad_norm_(model.parameters(), max_norm);
+    nn::utils::clip_grad_norm_(model_->parameters(), max_norm);
+  }
+  // Runs fn (on every process) with the whole model readable: under FSDP its parameters gathered
+  // (a collective) for fn's duration.
+  template <class Fn>
+  void with_whole_model(Fn&& fn) {
+#ifdef NABLA_GPT_DISTRIBUTED
+    if (fsdp_) {
+      auto whole = fsdp_->full_parameters();
+      fn();
+      return;
+    }
+#endif
+    fn();
+  }
+  // --shard fsdp: each process's shards and optimizer state, next to the checkpoint.
+  void save_shards(const std::string& dir, const optim::Optimizer& opt) {
+#ifdef NABLA_GPT_DISTRIBUTED
+    if (fsdp_) fsdp_->save_sharded(dir, &opt);
+#endif
+    (void)dir, (void)opt;
+  }
+  void load_shards(const std::string& dir, optim::Optimizer& opt) {
+#ifdef NABLA_GPT_DISTRIBUTED
+    if (!fsdp_) return;
+    if (!fs::exists(dir + "/index.json"))
+      throw ValueError("--resume --shard fsdp: '" + dir +
+                       "' has no sharded checkpoint (resume a run with the --shard it was started with)");
+    fsdp_->load_sharded(dir, &opt);
+#endif
+    (void)dir, (void)opt;
   }
   // Before process 0 saves (called on every process): the whole optimizer state gathered to it.
   void gather_optimizer_state() {
@@ -395,8 +458,10 @@ class DataParallel {
  private:
   std::shared_ptr<nn::Module> model_;
   int rank_ = 0, world_ = 1;
+  std::string mode_;
 #ifdef NABLA_GPT_DISTRIBUTED
   std::unique_ptr<nn::parallel::DistributedDataParallel> ddp_;
+  std::unique_ptr<nn::parallel::FullyShardedDataParallel> fsdp_;
   optim::ZeroRedundancyOptimizer* zero_ = nullptr;
 #else
   optim::Optimizer* zero_ = nullptr;
@@ -498,30 +563,32 @@ int train(examples::Flags& flags) {
   const uint64_t seed = static_cast<uint64_t>(t["seed"].get<int64_t>());
   manual_seed(seed);
   auto model = std::make_shared<nn::GPT2LMHeadModel>(c);
-  DataParallel dp(model, timeout_s);  // rank 0's initial weights go to every process
+  DataParallel dp(model, timeout_s, shard);  // rank 0's initial weights go to every process
+  int64_t params = 0;                        // counted before FSDP's units hold them
+  for (const Tensor& p : model->parameters()) params += p.numel();
   // Weight decay on the matrices (embeddings, projections), none on biases and layer norms.
-  std::vector<Tensor> decay, no_decay;
-  for (const auto& [name, p] : model->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   const double peak_lr = t["lr"], decay_rate = t["weight_decay"];
-  auto opt_owner =
-      dp.shard(std::make_unique<optim::AdamW>(std::vector<optim::AdamW::ParamGroup>{
-                   {decay, optim::AdamWOptions{.lr = peak_lr, .betas = {0.9, 0.95}, .weight_decay = decay_rate}},
-                   {no_decay, optim::AdamWOptions{.lr = peak_lr, .betas = {0.9, 0.95}, .weight_decay = 0.0}}}),
-               shard);
+  auto opt_owner = dp.shard(std::make_unique<optim::AdamW>(std::vector<optim::AdamW::ParamGroup>{
+      {dp.parameters(true), optim::AdamWOptions{.lr = peak_lr, .betas = {0.9, 0.95}, .weight_decay = decay_rate}},
+      {dp.parameters(false), optim::AdamWOptions{.lr = peak_lr, .betas = {0.9, 0.95}, .weight_decay = 0.0}}}));
   optim::Optimizer& opt = *opt_owner;
-  const std::string ck_path = out + "/checkpoint.safetensors";
+  const std::string ck_path = out + "/checkpoint.safetensors", shard_dir = out + "/shards";
   int64_t step = 0;
   if (resume) {
-    optim::Checkpoint ck{.model = model.get(), .optimizer = &opt};
+    // Under FSDP the weights and the optimizer's state come from the shards, the step from the checkpoint.
+    if (!dp.fsdp() && fs::exists(shard_dir + "/index.json"))
+      throw ValueError("--resume: '" + out +
+                       "' was trained with --shard fsdp (its optimizer state is in shards/): resume it with "
+                       "--shard fsdp on the same number of processes");
+    optim::Checkpoint ck{.model = dp.fsdp() ? nullptr : model.get(), .optimizer = dp.fsdp() ? nullptr : &opt};
     optim::load_checkpoint(ck_path, ck);
+    dp.load_shards(shard_dir, opt);
     step = ck.step;
     if (dp.leader()) std::printf("resuming %s at step %lld\n", out.c_str(), static_cast<long long>(step));
   }
   const int64_t steps = t["steps"], warmup = t["warmup"], batch = t["batch_size"], accumulate = t["accumulate"];
   const double lr = t["lr"], min_lr = t["min_lr"], clip = t["clip"];
   if (dp.leader()) {
-    int64_t params = 0;
-    for (const Tensor& p : model->parameters()) params += p.numel();
     std::printf(
         "%s: %lld tokens (%s, vocabulary %lld), %lld held out; GPT of %lld blocks, width %lld, %lld heads, "
         "context %lld: %.2fM parameters\n",
@@ -529,10 +596,11 @@ int train(examples::Flags& flags) {
         static_cast<long long>(n_valid), static_cast<long long>(c.n_layer), static_cast<long long>(c.n_embd),
         static_cast<long long>(c.n_head), static_cast<long long>(context), static_cast<double>(params) / 1e6);
     if (dp.world() > 1)
-      std::printf(
-          "data-parallel: %d processes (gloo, DistributedDataParallel%s), batch %lld per process, %lld in all\n",
-          dp.world(), dp.sharded() ? ", AdamW's state sharded: ZeroRedundancyOptimizer" : "",
-          static_cast<long long>(batch), static_cast<long long>(batch * dp.world()));
+      std::printf("data-parallel: %d processes (gloo, %s), batch %lld per process, %lld in all\n", dp.world(),
+                  dp.mode() == "zero1"  ? "DistributedDataParallel, AdamW's state sharded: ZeroRedundancyOptimizer"
+                  : dp.mode() == "fsdp" ? "FullyShardedDataParallel: each block a unit"
+                                        : "DistributedDataParallel",
+                  static_cast<long long>(batch), static_cast<long long>(batch * dp.world()));
   }
   std::unique_ptr<tensorboard::SummaryWriter> tb;
   if (!tb_dir.empty() && dp.leader()) tb = std::make_unique<tensorboard::SummaryWriter>(tb_dir);
@@ -542,13 +610,18 @@ int train(examples::Flags& flags) {
     const double progress = steps > warmup ? static_cast<double>(s - warmup) / static_cast<double>(steps - warmup) : 1;
     return min_lr + 0.5 * (lr - min_lr) * (1 + std::cos(std::numbers::pi * std::min(progress, 1.0)));
   };
+  // On every process: the checkpoint (process 0's; under FSDP its weights gathered and the optimizer's
+  // state in the shards next to it, each process's own).
   auto save = [&] {
     dp.gather_optimizer_state();
-    if (!dp.leader()) return;
-    fs::create_directories(out);
-    optim::save_checkpoint(ck_path, {.model = model.get(), .optimizer = &opt, .step = step});
-    const std::string settings = run_settings(c, tokens, t).dump(2) + "\n";
-    write_file(out + "/run.json", settings.data(), settings.size());
+    dp.with_whole_model([&] {
+      if (!dp.leader()) return;
+      fs::create_directories(out);
+      optim::save_checkpoint(ck_path, {.model = model.get(), .optimizer = dp.fsdp() ? nullptr : &opt, .step = step});
+      const std::string settings = run_settings(c, tokens, t).dump(2) + "\n";
+      write_file(out + "/run.json", settings.data(), settings.size());
+    });
+    dp.save_shards(shard_dir, opt);
   };
   model->train();
   double smoothed = 0;
@@ -573,7 +646,7 @@ int train(examples::Flags& flags) {
       });
       seen += global_batch * context;
     }
-    if (clip > 0) dp.clip(*model, clip);
+    if (clip > 0) dp.clip(clip);
     opt.step();
     ++step;
     const double l = dp.mean(loss_sum / static_cast<double>(accumulate));
@@ -587,7 +660,8 @@ int train(examples::Flags& flags) {
     }
     if (step % t["eval_every"].get<int64_t>() == 0 || step == steps) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (dp.leader()) {
+      dp.with_whole_model([&] {
+        if (!dp.leader()) return;
         const double valid_loss = validation_loss(*model, d.valid, context), rate = static_cast<double>(seen) / secs;
         std::printf("step %6lld  lr %.2e  train loss %.4f  validation loss %.4f  %.0f tokens/s\n",
                     static_cast<long long>(step), lr_at(step - 1), smoothed, valid_loss, rate);
@@ -597,7 +671,7 @@ int train(examples::Flags& flags) {
           tb->add_scalar("train/tokens_per_second", rate, step);
           tb->flush();
         }
-      }
+      });
       save();
       seen = 0;
       t0 = std::chrono::steady_clock::now();

@@ -331,6 +331,31 @@ TEST(Examples, GptTrainsOnTokenFilesAndDataParallel) {
     ASSERT_NE(u, nullptr) << name;
     EXPECT_TRUE(nabla::allclose(w.to(nabla::kFloat64), u->to(nabla::kFloat64), 1e-3, 1e-5)) << name;
   }
+  // --shard fsdp: the weights, gradients and AdamW's state sharded (each block a unit): the same
+  // losses; resumed from its shards it goes on as the DDP run resumed from its checkpoint.
+  const std::string launch = std::string("--nproc-per-node 2 --master-port ") + port + " " + NABLA_GPT_BIN;
+  Result fsdp = run_program(NABLA_RUN_BIN, launch + " train --tokens " + tok + " --out " + (dir / "f").string() +
+                                               " --batch-size 4 --shard fsdp" + model);
+  ASSERT_EQ(fsdp.code, 0) << fsdp.out;
+  EXPECT_NE(fsdp.out.find("FullyShardedDataParallel: each block a unit"), std::string::npos) << fsdp.out;
+  const std::vector<double> fl = losses(fsdp);
+  ASSERT_EQ(fl.size(), want.size()) << fsdp.out;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(fl[i], got[i], 2e-4) << fsdp.out;
+  EXPECT_TRUE(fs::exists(dir / "f" / "shards" / "index.json"));
+  Result fsdp_more =
+      run_program(NABLA_RUN_BIN, launch + " train --resume --shard fsdp --out " + (dir / "f").string() + " --steps 60");
+  Result ddp_more =
+      run_program(NABLA_RUN_BIN, launch + " train --resume --out " + (dir / "d").string() + " --steps 60");
+  ASSERT_EQ(fsdp_more.code, 0) << fsdp_more.out;
+  ASSERT_EQ(ddp_more.code, 0) << ddp_more.out;
+  const std::vector<double> a = losses(fsdp_more), b = losses(ddp_more);
+  ASSERT_EQ(a.size(), b.size()) << fsdp_more.out << ddp_more.out;
+  ASSERT_FALSE(a.empty()) << fsdp_more.out;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 5e-4) << fsdp_more.out << ddp_more.out;
+  // Resuming a sharded run without its --shard is refused, naming what to do.
+  Result wrong = run_program(NABLA_RUN_BIN, launch + " train --resume --out " + (dir / "f").string() + " --steps 60");
+  EXPECT_NE(wrong.code, 0) << wrong.out;
+  EXPECT_NE(wrong.out.find("was trained with --shard fsdp"), std::string::npos) << wrong.out;
 #endif
   // Damaged token files are refused by name.
   std::ofstream(dir / "tok" / "val.bin", std::ios::binary) << std::string("\x05\x00\x30", 3);
