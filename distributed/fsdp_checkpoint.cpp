@@ -9,8 +9,12 @@
 // index.json: {"format": "nabla.fsdp", "version": 1, "world_size": N, "tag": "<16 hex digits>",
 //              "units": [{"name": "", "numel": n, "padded": p}, ...],
 //              "files": [{"rank": r, "file": "shard-...", "sha256": "<64 hex digits>"}, ...]}
-// Every save writes files under a fresh tag; rank 0 replaces index.json (atomically) only after
-// every rank wrote its file, then removes the files of older tags.
+// Every save writes files under a fresh tag; once every rank wrote its file, rank 0 writes the
+// index as index-<tag>.json and then replaces index.json with it (each atomically), and removes the
+// files of tags older than the previous save's: the last two saves stay loadable, so a checkpoint
+// written next to the shards (the mnist and gpt programs' model, scheduler and loader) that
+// records the tag it goes with still finds its shards if the program dies between the two saves.
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -107,7 +111,7 @@ void check_no_partial_backward(const Units& units, size_t done, size_t expecting
       ", so the gradients were not reduce-scattered; every parameter the output depends on must get a gradient"));
 }
 
-void FullyShardedDataParallel::save_sharded(const std::string& dir, const optim::Optimizer* optimizer) {
+std::string FullyShardedDataParallel::save_sharded(const std::string& dir, const optim::Optimizer* optimizer) {
   // A fresh tag for this save's files, rank 0's, everywhere.
   Tensor tag_t = zeros({1}, dtype(kInt64));
   if (rank_ == 0) {
@@ -146,31 +150,47 @@ void FullyShardedDataParallel::save_sharded(const std::string& dir, const optim:
                                         "'; the previous checkpoint there is unchanged")
                         : internal::str(kWho, ".save_sharded: ", why));
   if (rank_ == 0) {
+    std::string previous;  // the tag of the save before this one, whose files stay
+    try {
+      const std::vector<char> old = io::read_file(dir + "/index.json", 64 << 20);
+      previous = nlohmann::json::parse(old.begin(), old.end()).value("tag", "");
+    } catch (const std::exception&) {}
     nlohmann::json index{{"format", "nabla.fsdp"}, {"version", 1}, {"world_size", world_}, {"tag", tag}};
     for (const auto& u : units_)
       index["units"].push_back({{"name", u->name}, {"numel", u->numel}, {"padded", u->padded}});
     for (int r = 0; r < world_; ++r)
       index["files"].push_back({{"rank", r}, {"file", shard_file(r, world_, tag)}, {"sha256", digests[r]}});
     const std::string text = index.dump(1) + "\n";
-    io::atomic_write(dir + "/index.json",
-                     [&](std::FILE* f) { io::write_all(f, text.data(), text.size(), "index.json"); });
+    for (const std::string file : {"index-" + std::string(tag) + ".json", std::string("index.json")})
+      io::atomic_write(dir + "/" + file, [&](std::FILE* f) { io::write_all(f, text.data(), text.size(), file); });
     for (const auto& entry : fs::directory_iterator(dir, ec)) {  // the files of older saves
       const std::string f = entry.path().filename().string();
-      if (f.rfind("shard-", 0) == 0 && f.find(tag) == std::string::npos && f.size() > 12 &&
-          f.compare(f.size() - 12, 12, ".safetensors") == 0)
+      auto ends = [&](const char* e) {
+        return f.size() > std::strlen(e) && f.compare(f.size() - std::strlen(e), std::strlen(e), e) == 0;
+      };
+      const bool ours =
+          (f.rfind("shard-", 0) == 0 && ends(".safetensors")) || (f.rfind("index-", 0) == 0 && ends(".json"));
+      if (ours && f.find(tag) == std::string::npos && (previous.empty() || f.find(previous) == std::string::npos))
         fs::remove(entry.path(), ec);
     }
   }
   group_->barrier().wait();
+  return tag;
 }
 
-void FullyShardedDataParallel::load_sharded(const std::string& dir, optim::Optimizer* optimizer) {
+void FullyShardedDataParallel::load_sharded(const std::string& dir, optim::Optimizer* optimizer,
+                                            const std::string& tag) {
   // Everything is read and checked on every rank before anything changes; then every rank learns
   // whether all of them can go on.
   std::string problem;
   StateDict mine, opt_state, whole;
   try {
-    const std::vector<char> text = io::read_file(dir + "/index.json", 64 << 20);
+    NABLA_CHECK(ValueError, tag.find_first_not_of("0123456789abcdef") == std::string::npos,
+                "a shard tag is hex digits, got ", io::quote_name(tag));
+    const std::string index_name = tag.empty() ? "index.json" : "index-" + tag + ".json";
+    NABLA_CHECK(IOError, fs::exists(dir + "/" + index_name), "'", dir, "' has no ", index_name,
+                tag.empty() ? " (it is not a sharded checkpoint)" : " (the shards of that save are gone)");
+    const std::vector<char> text = io::read_file(dir + "/" + index_name, 64 << 20);
     nlohmann::json index = nlohmann::json::parse(text.begin(), text.end());
     NABLA_CHECK(IOError, index.value("format", "") == "nabla.fsdp" && index.value("version", 0) == 1, "'", dir,
                 "/index.json' is not a nabla FSDP checkpoint index");

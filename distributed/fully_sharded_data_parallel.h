@@ -105,14 +105,16 @@ class FullyShardedDataParallel {
   void load_state_dict(const StateDict& state);
 
   // A sharded checkpoint in `dir` (a collective): each rank writes its shards and, given an
-  // optimizer over parameters(), that optimizer's state, to its own file; then rank 0 writes
-  // index.json (world size, units, each file's SHA-256). Files are written atomically under a name
-  // of their own per save, and the index is replaced last, so a save that fails midway leaves the
-  // previous checkpoint whole; the older files go after the index names the new ones.
-  void save_sharded(const std::string& dir, const optim::Optimizer* optimizer = nullptr);
-  // Reads it back on the same world size and units: each rank checks its file against the index
-  // (a missing, altered or foreign file is refused by name) before anything changes.
-  void load_sharded(const std::string& dir, optim::Optimizer* optimizer = nullptr);
+  // optimizer over parameters(), that optimizer's state, to its own file; rank 0's file also holds
+  // the frozen parameters and buffers; then rank 0 writes the index (world size, units, each file's
+  // SHA-256). Files are written atomically under a tag of their own per save (returned), and
+  // index.json is replaced last, so a save that fails midway leaves the previous checkpoint whole;
+  // the files of the save before the previous one go (see fsdp_checkpoint.cpp).
+  std::string save_sharded(const std::string& dir, const optim::Optimizer* optimizer = nullptr);
+  // Reads it back (the latest save, or the one of `tag`) on the same world size and units: each
+  // rank checks its file against the index (a missing, altered or foreign file is refused by name)
+  // and every rank learns whether all can load before anything changes.
+  void load_sharded(const std::string& dir, optim::Optimizer* optimizer = nullptr, const std::string& tag = "");
 
   // The total norm of the shards' gradients over every rank (one all_reduce), as
   // nn::utils::clip_grad_norm_ over the whole model; scales them by min(1, max_norm / (norm + 1e-6)).

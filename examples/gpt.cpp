@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numbers>
@@ -421,21 +422,23 @@ class DataParallel {
     fn();
   }
   // --shard fsdp: each process's shards and optimizer state, next to the checkpoint.
-  void save_shards(const std::string& dir, const optim::Optimizer& opt) {
+  // Returns the save's tag (the checkpoint records it), "" when not under FSDP.
+  std::string save_shards(const std::string& dir, const optim::Optimizer& opt) {
 #ifdef NABLA_GPT_DISTRIBUTED
-    if (fsdp_) fsdp_->save_sharded(dir, &opt);
+    if (fsdp_) return fsdp_->save_sharded(dir, &opt);
 #endif
     (void)dir, (void)opt;
+    return "";
   }
-  void load_shards(const std::string& dir, optim::Optimizer& opt) {
+  void load_shards(const std::string& dir, optim::Optimizer& opt, const std::string& tag) {
 #ifdef NABLA_GPT_DISTRIBUTED
     if (!fsdp_) return;
     if (!fs::exists(dir + "/index.json"))
       throw ValueError("--resume --shard fsdp: '" + dir +
                        "' has no sharded checkpoint (resume a run with the --shard it was started with)");
-    fsdp_->load_sharded(dir, &opt);
+    fsdp_->load_sharded(dir, &opt, tag);
 #endif
-    (void)dir, (void)opt;
+    (void)dir, (void)opt, (void)tag;
   }
   // Before process 0 saves (called on every process): the whole optimizer state gathered to it.
   void gather_optimizer_state() {
@@ -582,7 +585,8 @@ int train(examples::Flags& flags) {
                        "--shard fsdp on the same number of processes");
     optim::Checkpoint ck{.model = dp.fsdp() ? nullptr : model.get(), .optimizer = dp.fsdp() ? nullptr : &opt};
     optim::load_checkpoint(ck_path, ck);
-    dp.load_shards(shard_dir, opt);
+    const auto tag = ck.metadata.find("shards_tag");
+    dp.load_shards(shard_dir, opt, tag == ck.metadata.end() ? "" : tag->second);
     step = ck.step;
     if (dp.leader()) std::printf("resuming %s at step %lld\n", out.c_str(), static_cast<long long>(step));
   }
@@ -614,14 +618,17 @@ int train(examples::Flags& flags) {
   // state in the shards next to it, each process's own).
   auto save = [&] {
     dp.gather_optimizer_state();
+    const std::string tag = dp.save_shards(shard_dir, opt);  // first: the checkpoint names the shards it goes with
     dp.with_whole_model([&] {
       if (!dp.leader()) return;
       fs::create_directories(out);
-      optim::save_checkpoint(ck_path, {.model = model.get(), .optimizer = dp.fsdp() ? nullptr : &opt, .step = step});
+      std::map<std::string, std::string> md;
+      if (!tag.empty()) md["shards_tag"] = tag;
+      optim::save_checkpoint(
+          ck_path, {.model = model.get(), .optimizer = dp.fsdp() ? nullptr : &opt, .step = step, .metadata = md});
       const std::string settings = run_settings(c, tokens, t).dump(2) + "\n";
       write_file(out + "/run.json", settings.data(), settings.size());
     });
-    dp.save_shards(shard_dir, opt);
   };
   model->train();
   double smoothed = 0;

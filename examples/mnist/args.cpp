@@ -262,10 +262,13 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
               "failing with an error that names them (as PyTorch's init_process_group timeout)",
               "1800")
       .option("shard", "MODE",
-              "data-parallel: none, or zero1 to shard the optimizer's state over the processes (ZeRO stage 1, "
-              "as PyTorch's ZeroRedundancyOptimizer: each process keeps and updates 1/N of it, then the updated "
-              "weights are broadcast); the checkpoint holds the whole state and resumes with or without it",
-              "none", {"none", "zero1"})
+              "data-parallel: none; zero1 to shard the optimizer's state over the processes (ZeRO stage 1, as "
+              "PyTorch's ZeroRedundancyOptimizer: each process keeps and updates 1/N of it, then the updated weights "
+              "are broadcast; the checkpoint holds the whole state and resumes with or without it); or fsdp to shard "
+              "the weights, gradients and state too (FullyShardedDataParallel, each layer a unit, gathered while it "
+              "computes; the checkpoint holds the whole weights, and PATH.shards/ each process's part, for --resume "
+              "with --shard fsdp on as many processes)",
+              "none", {"none", "zero1", "fsdp"})
       .example("mnist train                                  # the default recipe")
       .example("mnist train --model fast                     # 99% in one epoch")
       .example("mnist train --model lenet --optimizer sgd --lr 0.01 --momentum 0.5 --batch-size 64 --no-shuffle")
@@ -273,7 +276,8 @@ std::optional<TrainArgs> parse_train_args(int argc, char** argv) {
       .example("mnist train --amp bf16                       # mixed precision: bfloat16 autocast")
       .example("mnist train --tensorboard runs/cnn          # then: tensorboard --logdir runs")
       .example("nabla-run --nproc-per-node 2 mnist train --model fast   # 2 processes, global batch 2 x 64")
-      .example("nabla-run --nproc-per-node 2 mnist train --shard zero1  # each process holds half of Adam's state");
+      .example("nabla-run --nproc-per-node 2 mnist train --shard zero1  # each process holds half of Adam's state")
+      .example("nabla-run --nproc-per-node 2 mnist train --shard fsdp   # ... and half of the weights");
   if (!cli.parse(argc, argv, 2)) return std::nullopt;
 
   TrainArgs a;

@@ -31,6 +31,7 @@
 #ifdef NABLA_MNIST_DISTRIBUTED
 #include "distributed/distributed.h"
 #include "distributed/distributed_data_parallel.h"
+#include "distributed/fully_sharded_data_parallel.h"
 #include "distributed/process_group_nccl.h"
 #include "distributed/zero_redundancy_optimizer.h"
 #endif
@@ -240,6 +241,7 @@ class DataParallel {
   void leave() {
 #ifdef NABLA_MNIST_DISTRIBUTED
     ddp_.reset();
+    fsdp_.reset();
     if (on()) distributed::destroy_process_group();
 #endif
   }
@@ -249,27 +251,74 @@ class DataParallel {
   int world() const { return world_; }
   bool leader() const { return rank_ == 0; }  // prints and writes files
 
-  // Wraps the model (rank 0's parameters and buffers go to every rank).
-  void wrap(const std::shared_ptr<nn::Module>& model) {
+  // Wraps the model (rank 0's parameters and buffers go to every rank): in DDP, or with --shard
+  // fsdp in FSDP, each convolution and linear layer a unit.
+  void wrap(const std::shared_ptr<nn::Module>& model, const std::string& shard) {
+    if (shard != "none" && !on())
+      throw UsageError("--shard " + shard +
+                       " shards over the processes of a data-parallel run: start it with nabla-run "
+                       "--nproc-per-node N (N >= 2)");
 #ifdef NABLA_MNIST_DISTRIBUTED
-    if (on()) ddp_ = std::make_unique<nn::parallel::DistributedDataParallel>(model);
+    if (on() && shard == "fsdp")
+      fsdp_ = std::make_unique<nn::parallel::FullyShardedDataParallel>(
+          model, nn::parallel::FSDPOptions{.auto_wrap_policy = nn::parallel::wrap_modules_named({"Conv2d", "Linear"})});
+    else if (on()) ddp_ = std::make_unique<nn::parallel::DistributedDataParallel>(model);
 #endif
     model_ = model.get();
   }
   Tensor forward(const Tensor& x) {
 #ifdef NABLA_MNIST_DISTRIBUTED
     if (ddp_) return (*ddp_)(x);
+    if (fsdp_) return (*fsdp_)(x);
 #endif
     return (*model_)(x);
+  }
+  bool fsdp() const {
+#ifdef NABLA_MNIST_DISTRIBUTED
+    return fsdp_ != nullptr;
+#else
+    return false;
+#endif
+  }
+  // What the optimizer steps: the model's parameters, or under FSDP this rank's shards of them.
+  std::vector<Tensor> parameters() const {
+#ifdef NABLA_MNIST_DISTRIBUTED
+    if (fsdp_) return fsdp_->parameters();
+#endif
+    return model_->parameters();
+  }
+  // Runs fn on every rank with the whole model readable (under FSDP its parameters gathered, a
+  // collective, for fn's duration): evaluation, TensorBoard's histograms, the checkpoint's weights.
+  template <class Fn>
+  void with_whole_model(Fn&& fn) {
+#ifdef NABLA_MNIST_DISTRIBUTED
+    if (fsdp_) {
+      auto whole = fsdp_->full_parameters();
+      fn();
+      return;
+    }
+#endif
+    fn();
+  }
+  // --shard fsdp: each rank's shards and optimizer state in a folder next to the checkpoint.
+  // Returns the save's tag, which the checkpoint records ("" when not under FSDP).
+  std::string save_shards(const std::string& dir, const optim::Optimizer& opt) {
+#ifdef NABLA_MNIST_DISTRIBUTED
+    if (fsdp_) return fsdp_->save_sharded(dir, &opt);
+#endif
+    (void)dir, (void)opt;
+    return "";
+  }
+  void load_shards(const std::string& dir, optim::Optimizer& opt, const std::string& tag) {
+#ifdef NABLA_MNIST_DISTRIBUTED
+    if (fsdp_) fsdp_->load_sharded(dir, &opt, tag);
+#endif
+    (void)dir, (void)opt, (void)tag;
   }
 
   // --shard zero1: the optimizer wrapped so that each rank keeps and steps its shard of the state.
   std::unique_ptr<optim::Optimizer> shard(std::unique_ptr<optim::Optimizer> opt, const std::string& mode) {
-    if (mode == "none") return opt;
-    if (!on())
-      throw UsageError("--shard " + mode +
-                       " shards the optimizer state over the processes of a data-parallel run: start it with "
-                       "nabla-run --nproc-per-node N (N >= 2)");
+    if (mode != "zero1") return opt;
 #ifdef NABLA_MNIST_DISTRIBUTED
     auto zero = std::make_unique<optim::ZeroRedundancyOptimizer>(std::move(opt));
     zero_ = zero.get();
@@ -279,6 +328,11 @@ class DataParallel {
 #endif
   }
   bool sharded() const { return zero_ != nullptr; }
+  const char* wrapper() const {
+    return fsdp()  ? "FullyShardedDataParallel, each layer a unit: weights, gradients and optimizer state sharded"
+           : zero_ ? "DistributedDataParallel, optimizer state sharded: ZeroRedundancyOptimizer"
+                   : "DistributedDataParallel";
+  }
   // Before a checkpoint (on every rank): the whole optimizer state gathered to rank 0, which saves.
   void gather_optimizer_state() {
 #ifdef NABLA_MNIST_DISTRIBUTED
@@ -319,6 +373,7 @@ class DataParallel {
   nn::Module* model_ = nullptr;
 #ifdef NABLA_MNIST_DISTRIBUTED
   std::unique_ptr<nn::parallel::DistributedDataParallel> ddp_;
+  std::unique_ptr<nn::parallel::FullyShardedDataParallel> fsdp_;
   optim::ZeroRedundancyOptimizer* zero_ = nullptr;
 #else
   optim::Optimizer* zero_ = nullptr;
@@ -390,7 +445,7 @@ class TrainingRun {
       std::printf("initialized %s from %s\n", s_.model.c_str(), init.c_str());
     }
     model().to(device_);
-    dp_.wrap(m_.module);
+    dp_.wrap(m_.module, args_.shard);
     data::DatasetPtr train_data = train_set_;
     if (s_.augment)  // small random rotations and shifts, seeded per batch (so resumes reproduce them)
       train_data = std::make_shared<data::TransformDataset>(train_set_, data::RandomAffine(8, {0.08, 0.08}));
@@ -416,7 +471,7 @@ class TrainingRun {
     }
     loader_.emplace(train_data, lo);
     steps_per_epoch_ = loader_->size();
-    opt_ = dp_.shard(make_optimizer(s_, model().parameters()), args_.shard);
+    opt_ = dp_.shard(make_optimizer(s_, dp_.parameters()), args_.shard);
     sched_ = make_scheduler(s_, *opt_, epochs_, steps_per_epoch_);
     // float16 gradients underflow without loss scaling; bfloat16 has float32's range and needs none.
     if (s_.amp == "fp16") scaler_.emplace();
@@ -425,11 +480,19 @@ class TrainingRun {
   // The checkpoint's weights, optimizer and scheduler state, the loader's position and the running
   // sums of a mid-epoch save, each checked.
   void restore() {
-    optim::Checkpoint ck{.model = &model(),
-                         .optimizer = opt_.get(),
+    // Under --shard fsdp the weights and the optimizer's state come from the shards' folder.
+    const std::string shards = args_.resume + ".shards";
+    if (!dp_.fsdp() && fs::exists(shards + "/index.json"))
+      throw Failure("'" + args_.resume + "' was trained with --shard fsdp (its optimizer state is in " + shards +
+                        "): resume it with --shard fsdp on the same number of processes",
+                    kExitUsage);
+    optim::Checkpoint ck{.model = dp_.fsdp() ? nullptr : &model(),
+                         .optimizer = dp_.fsdp() ? nullptr : opt_.get(),
                          .scheduler = sched_.scheduler.get(),
                          .scaler = scaler_ ? &*scaler_ : nullptr};
     optim::load_checkpoint(args_.resume, ck);
+    const auto tag = ck.metadata.find("mnist.shards_tag");
+    dp_.load_shards(shards, *opt_, tag == ck.metadata.end() ? "" : tag->second);
     start_epoch_ = ck.epoch;
     step_ = ck.step;
     progress_ = progress_from_metadata(ck.metadata, args_.resume, train_set_->size());
@@ -461,10 +524,10 @@ class TrainingRun {
                 device_.is_cpu() ? (" with " + std::to_string(get_num_threads()) + " threads").c_str() : "");
     if (dp_.on())
       std::printf(
-          "data-parallel: %d processes (gloo, DistributedDataParallel%s), %s images per process per epoch, "
+          "data-parallel: %d processes (gloo, %s), %s images per process per epoch, "
           "%lld steps per epoch; rank 0 prints and saves\n",
-          dp_.world(), dp_.sharded() ? ", optimizer state sharded: ZeroRedundancyOptimizer" : "",
-          format_count(static_cast<double>(per_rank_images_)).c_str(), static_cast<long long>(steps_per_epoch_));
+          dp_.world(), dp_.wrapper(), format_count(static_cast<double>(per_rank_images_)).c_str(),
+          static_cast<long long>(steps_per_epoch_));
     const std::string batch_desc = dp_.on() ? "batch " + std::to_string(s_.batch_size) + " per process x " +
                                                   std::to_string(dp_.world()) + " processes = global batch " +
                                                   std::to_string(s_.batch_size * dp_.world())
@@ -519,24 +582,30 @@ class TrainingRun {
   void save(int64_t epochs_done) {
     const Tally sums = job_tally(epoch_tally_);
     dp_.gather_optimizer_state();
-    if (!dp_.leader()) return;
-    auto md = to_metadata(s_);
-    md["mnist.world_size"] = std::to_string(dp_.world());
-    data::LoaderState ls = loader_->state();
-    progress_.partial_loss = sums.loss_sum;
-    progress_.partial_correct = sums.correct;
-    progress_.partial_seen = sums.seen;
-    progress_.loader_seed = ls.seed;
-    progress_.loader_epoch = ls.epoch;
-    progress_.loader_index = ls.index;
-    md.merge(to_metadata(progress_));
-    optim::save_checkpoint(ckpt_path_, {.model = &model(),
-                                        .optimizer = opt_.get(),
-                                        .scheduler = sched_.scheduler.get(),
-                                        .scaler = scaler_ ? &*scaler_ : nullptr,
-                                        .epoch = epochs_done,
-                                        .step = step_,
-                                        .metadata = md});
+    // Under --shard fsdp: each rank's shards first, then rank 0's checkpoint naming them, with the
+    // whole weights gathered.
+    const std::string tag = dp_.save_shards(ckpt_path_ + ".shards", *opt_);
+    dp_.with_whole_model([&] {
+      if (!dp_.leader()) return;
+      auto md = to_metadata(s_);
+      md["mnist.world_size"] = std::to_string(dp_.world());
+      if (!tag.empty()) md["mnist.shards_tag"] = tag;
+      data::LoaderState ls = loader_->state();
+      progress_.partial_loss = sums.loss_sum;
+      progress_.partial_correct = sums.correct;
+      progress_.partial_seen = sums.seen;
+      progress_.loader_seed = ls.seed;
+      progress_.loader_epoch = ls.epoch;
+      progress_.loader_index = ls.index;
+      md.merge(to_metadata(progress_));
+      optim::save_checkpoint(ckpt_path_, {.model = &model(),
+                                          .optimizer = dp_.fsdp() ? nullptr : opt_.get(),
+                                          .scheduler = sched_.scheduler.get(),
+                                          .scaler = scaler_ ? &*scaler_ : nullptr,
+                                          .epoch = epochs_done,
+                                          .step = step_,
+                                          .metadata = md});
+    });
   }
 
   // One optimizer step on a batch; returns its mean loss and number of correct predictions.
@@ -617,8 +686,10 @@ class TrainingRun {
     epoch_tally_ = {};
     progress_.partial_seconds = 0;
     Misclassified wrong{.max = tb_ ? 64 : 0};
-    last_ = evaluate_job(tb_ ? &wrong : nullptr);
-    if (tb_) log_epoch(*tb_, model(), last_, wrong, step_);
+    dp_.with_whole_model([&] {  // under FSDP: the weights gathered on every rank for the evaluation
+      last_ = evaluate_job(tb_ ? &wrong : nullptr);
+      if (tb_) log_epoch(*tb_, model(), last_, wrong, step_);
+    });
     save(epoch + 1);
     if (!dp_.leader()) return true;
     std::printf("epoch %lld/%lld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %s  %s img/s\n",

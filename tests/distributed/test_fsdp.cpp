@@ -185,11 +185,16 @@ void check_training(const Config& c) {
 
   // A sharded checkpoint, into a fresh wrapper of a fresh model: training goes on in step.
   const std::string dir = internal::str(std::getenv("NABLA_TEST_DIR"), "/fsdp_", c.policy);
-  fsdp.save_sharded(dir, opt.get());
-  fsdp.save_sharded(dir, opt.get());  // a second save replaces the first one's files
+  const std::string first = fsdp.save_sharded(dir, opt.get());
+  for (int again = 0; again < 2; ++again) fsdp.save_sharded(dir, opt.get());  // the last two saves stay
   size_t files = 0;
   for (const auto& e : fs::directory_iterator(dir)) files += e.path().extension() == ".safetensors";
-  expect(files == static_cast<size_t>(n), what, ": ", files, " shard files after two saves");
+  expect(files == static_cast<size_t>(2 * n), what, ": ", files, " shard files after three saves");
+  std::string gone;
+  try {
+    fsdp.load_sharded(dir, opt.get(), first);
+  } catch (const IOError& e) { gone = e.what(); }
+  expect(gone.find("the shards of that save are gone") != std::string::npos, what, ": ", gone);
   auto model2 = make_net(99, c.dtype, c.checkpointed);
   FullyShardedDataParallel fsdp2(model2, {.auto_wrap_policy = policy_of(c.policy)});
   auto opt2 = make_optimizer(c.kind, fsdp2.parameters());

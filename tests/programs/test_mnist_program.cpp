@@ -753,6 +753,35 @@ TEST_F(MnistProgram, ShardedOptimizerStateTrainsAsDataParallelAndResumes) {
   EXPECT_EQ(model, 4);      // two Linear layers' weight and bias
   EXPECT_EQ(state, 4 * 3);  // step, exp_avg, exp_avg_sq of each
   EXPECT_EQ(a.tensors.size(), b.tensors.size());
+  // --shard fsdp: weights, gradients and Adam's state sharded, each layer a unit. The same weights
+  // as DDP (up to the reductions' rounding); stopped after epoch 1 and resumed from its shards, it
+  // ends as the uninterrupted run; its checkpoint evaluates as any other.
+  Result f2 = run_program(launch, "--shard fsdp --epochs 2 --checkpoint " + ck("f2.safetensors"));
+  ASSERT_EQ(f2.code, 0) << f2.out;
+  EXPECT_NE(f2.out.find("FullyShardedDataParallel, each layer a unit"), std::string::npos) << f2.out;
+  Result f1 = run_program(launch, "--shard fsdp --epochs 1 --checkpoint " + ck("f1.safetensors"));
+  ASSERT_EQ(f1.code, 0) << f1.out;
+  Result f1b = run_program(
+      launch, "--shard fsdp --epochs 2 --resume " + ck("f1.safetensors") + " --checkpoint " + ck("f1.safetensors"));
+  ASSERT_EQ(f1b.code, 0) << f1b.out;
+  auto whole = safetensors::load_file(ck("f2.safetensors")), resumed = safetensors::load_file(ck("f1.safetensors"));
+  int weights = 0;
+  for (const auto& [name, w] : a.tensors) {
+    if (name.rfind("model.", 0) != 0) continue;
+    const Tensor *f = whole.tensors.find(name), *g = resumed.tensors.find(name);
+    ASSERT_TRUE(f && g) << name;
+    EXPECT_TRUE(allclose(f->to(kFloat64), w.to(kFloat64), 1e-3, 1e-5)) << name << " (FSDP vs DDP)";
+    EXPECT_TRUE(allclose(g->to(kFloat64), f->to(kFloat64), 1e-6, 1e-8)) << name << " (resumed vs uninterrupted)";
+    ++weights;
+  }
+  EXPECT_EQ(weights, 4);
+  EXPECT_TRUE(fs::exists(dir_ / "f2.safetensors.shards" / "index.json"));
+  Result e = run("eval --checkpoint " + ck("f2.safetensors") + " " + data());
+  EXPECT_EQ(e.code, 0) << e.out;
+  Result plain =
+      run_program(launch, "--epochs 3 --resume " + ck("f2.safetensors") + " --checkpoint " + ck("f3.safetensors"));
+  EXPECT_EQ(plain.code, 2) << plain.out;
+  EXPECT_NE(plain.out.find("was trained with --shard fsdp"), std::string::npos) << plain.out;
   // One process: nothing to shard over.
   Result alone = run("train --shard zero1 --epochs 1 --quiet " + data());
   EXPECT_EQ(alone.code, 2) << alone.out;
