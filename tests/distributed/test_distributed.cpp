@@ -1282,11 +1282,15 @@ TEST(NablaRun, TwoNodesInNetworkNamespacesJoinedByVethMakeOneJob) {
     v.push_back(rank);
     return v;
   };
-  auto node0 = launch("collectives", 2, 20000, with("0"), dir, port, ns.a());
-  auto node1 = launch("collectives", 2, 20000, with("1"), dir, port, ns.b());
-  int c0 = wait_launcher(node0, 90), c1 = wait_launcher(node1, 90);
-  EXPECT_EQ(c0, 0) << read_file(dir + "/launcher0.log");
-  EXPECT_EQ(c1, 0) << read_file(dir + "/launcher1.log");
+  // The collectives, then a GPT under FSDP (its all_gathers and reduce-scatters across the "machines").
+  for (const char* scenario : {"collectives", "fsdp_gpt"}) {
+    auto node0 = launch(scenario, 2, 20000, with("0"), dir, port, ns.a());
+    auto node1 = launch(scenario, 2, 20000, with("1"), dir, port, ns.b());
+    int c0 = wait_launcher(node0, 90), c1 = wait_launcher(node1, 90);
+    EXPECT_EQ(c0, 0) << scenario << ": " << read_file(dir + "/launcher0.log");
+    EXPECT_EQ(c1, 0) << scenario << ": " << read_file(dir + "/launcher1.log");
+    port = free_port();
+  }
   std::filesystem::remove_all(dir);
 }
 
