@@ -58,15 +58,6 @@ bool all_ok(dist::ProcessGroup& group, bool ok) {
   return t.item<double>() > 0.5;
 }
 
-// What every rank holds whole: the frozen parameters and the buffers, by the module's names.
-StateDict whole_tensors(Module& m) {
-  StateDict out;
-  for (const auto& [name, p] : m.named_parameters())
-    if (!p.requires_grad()) out.insert(name, p.detach());
-  for (const auto& [name, b] : m.named_buffers()) out.insert(name, b);
-  return out;
-}
-
 }  // namespace
 
 void check_same_units(dist::ProcessGroup& group, const Units& units, const char* who) {
@@ -130,7 +121,7 @@ std::string FullyShardedDataParallel::save_sharded(const std::string& dir, const
   if (optimizer)
     for (const auto& [key, t] : optimizer->state_dict()) sd.insert("optimizer." + key, t);
   if (rank_ == 0)
-    for (const auto& [name, t] : whole_tensors(*module_)) sd.insert("module." + name, t);
+    for (const auto& [name, t] : whole_tensors()) sd.insert("module." + name, t);
   const std::vector<char> bytes = safetensors::serialize(sd, {{"format", "nabla.fsdp.shard"},
                                                               {"rank", std::to_string(rank_)},
                                                               {"world_size", std::to_string(world_)},
@@ -227,7 +218,7 @@ void FullyShardedDataParallel::load_sharded(const std::string& dir, optim::Optim
     for (const auto& [key, t] : f.tensors)
       if (key.rfind("optimizer.", 0) == 0) opt_state.insert(key.substr(10), t);
     if (rank_ == 0)
-      for (const auto& [name, t] : whole_tensors(*module_)) {
+      for (const auto& [name, t] : whole_tensors()) {
         const Tensor* saved = f.tensors.find("module." + name);
         NABLA_CHECK(IOError, saved && saved->sizes() == t.sizes(), "'", path, "' lacks '", name, "' of shape ",
                     t.sizes());
@@ -244,10 +235,11 @@ void FullyShardedDataParallel::load_sharded(const std::string& dir, optim::Optim
   autograd::NoGradGuard no_grad;
   for (size_t i = 0; i < units_.size(); ++i)
     if (const Tensor* t = mine.find("unit." + std::to_string(i))) units_[i]->shard.detach().copy_(*t);
-  for (const auto& [name, t] : whole_tensors(*module_)) {
+  for (const auto& [name, t] : whole_tensors()) {
     if (rank_ == 0) t.detach().copy_(*whole.find(name));
     if (world_ > 1) group_->broadcast(t, 0).wait();
   }
+  refresh_frozen();
 }
 
 }  // namespace nabla::nn::parallel

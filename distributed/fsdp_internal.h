@@ -20,12 +20,13 @@ struct FullyShardedDataParallel::Unit {
   std::vector<std::string> names;
   std::vector<int64_t> offsets;
   int64_t numel = 0, padded = 0, shard_numel = 0;
-  Tensor full;   // (padded,): the flat buffer the parameters view; its memory exists while gathered
+  Tensor full;   // (padded,): the flat buffer the parameters view (param_dtype); its memory exists while gathered
   Tensor shard;  // (shard_numel,): this rank's slice, a leaf: what the optimizer steps
   bool gathered = false, pending = false;  // pending: an all_gather into `full` is under way
   uint32_t version = 0;                    // the storage's version counter when it was freed
   bool in_backward = false;                // between the unit's pre-backward hook and its reduce-scatter
   distributed::Work gather_work, rs_work;
+  DType reduce_dtype = DType::f32;  // the flat gradient's and the reduce-scatter's dtype
   Tensor flat_grad, rs_out;         // the backward's flat gradient and this rank's averaged slice of it
   std::vector<char> expect, ready;  // per parameter: the backward reaches it; its gradient came
   size_t waiting = 0;               // expected gradients still to come

@@ -37,16 +37,34 @@ void acquire(const Tensor& full) {
   if (!st->data) st->data = st->allocator->allocate(st->nbytes);
 }
 
-// Makes `p` (a leaf; its handle stays the module's) a view of `flat` at `offset`.
+// Makes `p` (a leaf; its handle stays the module's) a view of `flat` at `offset`, in flat's dtype
+// (mixed precision's param_dtype).
 void rebind(const Tensor& p, const Tensor& flat, int64_t offset) {
   TensorImpl* t = p.impl();
   t->storage = flat.impl()->storage;
   t->offset = offset;
+  t->dtype = flat.dtype();
   t->strides = contiguous_strides(t->sizes);
   t->refresh();
 }
 
 }  // namespace
+
+StateDict FullyShardedDataParallel::whole_tensors() {
+  StateDict out;
+  for (const auto& [name, p] : module_->named_parameters())
+    if (!p.requires_grad()) {
+      auto f = std::find_if(frozen_.begin(), frozen_.end(), [&](const Frozen& x) { return x.name == name; });
+      out.insert(name, f != frozen_.end() ? f->master : p.detach());
+    }
+  for (const auto& [name, b] : module_->named_buffers()) out.insert(name, b);
+  return out;
+}
+
+void FullyShardedDataParallel::refresh_frozen() {
+  autograd::NoGradGuard no_grad;
+  for (Frozen& f : frozen_) f.param.detach().copy_(f.master);
+}
 
 WrapPolicy wrap_modules_named(std::vector<std::string> names) {
   return [names = std::move(names)](const std::string&, const Module& m) {
@@ -109,11 +127,24 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<Module> modul
     for (auto& u : flats) units_.push_back(std::move(u));
   }
   // Frozen parameters and buffers stay whole: rank 0's everywhere.
+  const auto& mp = options_.mixed_precision;
+  NABLA_CHECK(DTypeError,
+              (!mp.param_dtype || is_floating(*mp.param_dtype)) && (!mp.reduce_dtype || is_floating(*mp.reduce_dtype)),
+              kWho, ": mixed precision's param_dtype and reduce_dtype must be floating dtypes");
   if (options_.sync_module_states && world_ > 1) {
     for (const Tensor& p : module_->parameters())
       if (!p.requires_grad()) group_->broadcast(p.detach(), 0).wait();
     for (const Tensor& b : module_->buffers()) group_->broadcast(b, 0).wait();
   }
+  // Mixed precision: frozen floating parameters compute in param_dtype too; their values keep a
+  // master copy in their own dtype (for the state dict and checkpoints).
+  if (mp.param_dtype)
+    for (const auto& [name, p] : module_->named_parameters())
+      if (!p.requires_grad() && p.is_floating_point() && p.dtype() != *mp.param_dtype) {
+        Tensor master = p.detach().clone();
+        rebind(p, p.detach().to(*mp.param_dtype), 0);
+        frozen_.push_back({name, p, master});
+      }
   check_same_units(*group_, units_, kWho);
   for (auto& up : units_) {
     Unit& u = *up;
@@ -129,12 +160,17 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<Module> modul
     }
     u.shard_numel = std::max<int64_t>(1, (u.numel + world_ - 1) / world_);
     u.padded = u.shard_numel * world_;
-    u.full = zeros({u.padded}, TensorOptions(first.dtype()).device(first.device()));
+    Tensor flat = zeros({u.padded}, TensorOptions(first.dtype()).device(first.device()));
     for (size_t k = 0; k < u.params.size(); ++k)
-      u.full.narrow(0, u.offsets[k], u.params[k].numel()).copy_(u.params[k].reshape({-1}));
-    if (options_.sync_module_states && world_ > 1) group_->broadcast(u.full, 0).wait();
-    u.shard = u.full.narrow(0, rank_ * u.shard_numel, u.shard_numel).clone();
+      flat.narrow(0, u.offsets[k], u.params[k].numel()).copy_(u.params[k].reshape({-1}));
+    if (options_.sync_module_states && world_ > 1) group_->broadcast(flat, 0).wait();
+    u.shard = flat.narrow(0, rank_ * u.shard_numel, u.shard_numel).clone();
     u.shard.requires_grad_(true);
+    // The gathered buffer: in the parameters' dtype, or mixed precision's param_dtype.
+    const auto& mp = options_.mixed_precision;
+    const DType compute = mp.param_dtype && is_floating(first.dtype()) ? *mp.param_dtype : first.dtype();
+    u.full = compute == first.dtype() ? flat : flat.to(compute);
+    u.reduce_dtype = mp.reduce_dtype ? *mp.reduce_dtype : compute;
     for (size_t k = 0; k < u.params.size(); ++k) rebind(u.params[k], u.full, u.offsets[k]);
     u.gathered = true;
     u.expect.assign(u.params.size(), 0);
@@ -206,7 +242,9 @@ void FullyShardedDataParallel::gather(Unit& u) {
   acquire(u.full);
   std::vector<Tensor> outputs;
   for (int r = 0; r < world_; ++r) outputs.push_back(u.full.narrow(0, r * u.shard_numel, u.shard_numel));
-  u.gather_work = group_->all_gather(outputs, u.shard.detach());
+  // (Mixed precision: the shard in param_dtype, which the group holds until the all_gather is done.)
+  const Tensor shard = u.shard.detach();
+  u.gather_work = group_->all_gather(outputs, shard.dtype() == u.full.dtype() ? shard : shard.to(u.full.dtype()));
   u.pending = true;
   ++stats_.all_gathers;
 }
@@ -244,7 +282,9 @@ void FullyShardedDataParallel::write_back_all() {
   for (auto& up : units_) {
     Unit& u = *up;
     if (!u.shard.defined()) continue;
-    u.shard.detach().copy_(u.full.narrow(0, rank_ * u.shard_numel, u.shard_numel));
+    // (Mixed precision: the gathered values are rounded; the shards keep their own precision.)
+    if (u.full.dtype() == u.shard.dtype())
+      u.shard.detach().copy_(u.full.narrow(0, rank_ * u.shard_numel, u.shard_numel));
     reshard(u);
   }
 }
@@ -351,7 +391,7 @@ void FullyShardedDataParallel::pre_backward(Unit& u) {
 void FullyShardedDataParallel::on_grad(Unit& u, size_t k, Tensor& grad) {
   if (units_expecting_ == 0 || !u.expect[k] || u.ready[k]) return;  // not a backward FSDP's forward set up
   autograd::NoGradGuard no_grad;
-  if (!u.flat_grad.defined()) u.flat_grad = zeros({u.padded}, TensorOptions(u.full.dtype()).device(u.full.device()));
+  if (!u.flat_grad.defined()) u.flat_grad = zeros({u.padded}, TensorOptions(u.reduce_dtype).device(u.full.device()));
   u.flat_grad.narrow(0, u.offsets[k], u.params[k].numel()).copy_(grad.reshape({-1}));
   grad = Tensor();  // the unit's flat gradient holds it now
   u.ready[k] = 1;
@@ -359,7 +399,7 @@ void FullyShardedDataParallel::on_grad(Unit& u, size_t k, Tensor& grad) {
   // Every gradient of the unit is in: each rank's slice, averaged over the ranks.
   std::vector<Tensor> inputs;
   for (int r = 0; r < world_; ++r) inputs.push_back(u.flat_grad.narrow(0, r * u.shard_numel, u.shard_numel));
-  u.rs_out = empty({u.shard_numel}, TensorOptions(u.full.dtype()).device(u.full.device()));
+  u.rs_out = empty({u.shard_numel}, TensorOptions(u.reduce_dtype).device(u.full.device()));
   u.rs_work = group_->reduce_scatter(u.rs_out, inputs, dist::ReduceOp::avg);
   ++stats_.reduce_scatters;
   u.in_backward = false;
@@ -376,8 +416,9 @@ void FullyShardedDataParallel::finish_backward() {
     try {
       wait(u.rs_work);
       const Tensor& g = u.shard.grad();
-      if (g.defined()) u.shard.mutable_grad().add_(u.rs_out);
-      else u.shard.set_grad(u.rs_out);
+      const Tensor r = u.rs_out.dtype() == u.shard.dtype() ? u.rs_out : u.rs_out.to(u.shard.dtype());
+      if (g.defined()) u.shard.mutable_grad().add_(r);
+      else u.shard.set_grad(r);
     } catch (...) {
       if (!first) first = std::current_exception();
     }
@@ -392,28 +433,59 @@ void FullyShardedDataParallel::finish_backward() {
 
 // ---- whole-model state ----------------------------------------------------------------------------
 
+// Each unit's flat parameter whole in the shards' precision (one all_gather per unit).
+Tensor FullyShardedDataParallel::whole_flat(Unit& u) {
+  Tensor flat = empty({u.padded}, TensorOptions(u.shard.dtype()).device(u.shard.device()));
+  std::vector<Tensor> outputs;
+  for (int r = 0; r < world_; ++r) outputs.push_back(flat.narrow(0, r * u.shard_numel, u.shard_numel));
+  group_->all_gather(outputs, u.shard.detach()).wait();
+  ++stats_.all_gathers;
+  return flat;
+}
+
 StateDict FullyShardedDataParallel::state_dict() {
-  gather_all();
-  StateDict out;
-  try {
-    for (const auto& [name, t] : module_->state_dict()) out.insert(name, t.clone());
-  } catch (...) {
-    for (auto& u : units_) reshard(*u);
-    throw;
+  autograd::NoGradGuard no_grad;
+  std::unordered_map<std::string, Tensor> trained;  // name -> its values, from the shards
+  for (auto& up : units_) {
+    Unit& u = *up;
+    if (!u.shard.defined()) continue;
+    Tensor flat = whole_flat(u);
+    for (size_t k = 0; k < u.params.size(); ++k)
+      trained[u.names[k]] = flat.narrow(0, u.offsets[k], u.params[k].numel()).view(u.params[k].sizes()).clone();
   }
-  for (auto& u : units_) reshard(*u);
+  // The module's order and names; its trained parameters' data is not read (it may be freed).
+  StateDict out;
+  for (const Frozen& f : frozen_) trained[f.name] = f.master.clone();
+  for (const auto& [name, p] : module_->named_parameters()) {
+    auto it = trained.find(name);
+    out.insert(name, it != trained.end() ? it->second : p.detach().clone());
+  }
+  for (const auto& [name, t] : module_->state_dict())
+    if (!out.contains(name)) out.insert(name, t.clone());
   return out;
 }
 
 void FullyShardedDataParallel::load_state_dict(const StateDict& state) {
   gather_all();
   try {
-    module_->load_state_dict(state);
+    module_->load_state_dict(state);  // checks names and shapes; the frozen parameters and buffers
   } catch (...) {
     for (auto& u : units_) reshard(*u);
     throw;
   }
-  write_back_all();
+  // The trained parameters in the shards' own precision, from the state dict's values (and the
+  // frozen ones' masters).
+  autograd::NoGradGuard no_grad;
+  for (Frozen& f : frozen_) f.master.copy_(*state.find(f.name));
+  for (auto& up : units_) {
+    Unit& u = *up;
+    if (!u.shard.defined()) continue;
+    Tensor flat = zeros({u.padded}, TensorOptions(u.shard.dtype()).device(u.shard.device()));
+    for (size_t k = 0; k < u.params.size(); ++k)
+      flat.narrow(0, u.offsets[k], u.params[k].numel()).copy_(state.find(u.names[k])->reshape({-1}));
+    u.shard.detach().copy_(flat.narrow(0, rank_ * u.shard_numel, u.shard_numel));
+    reshard(u);
+  }
 }
 
 FullyShardedDataParallel::FullParameters::FullParameters(FullyShardedDataParallel& f) : f_(f) {

@@ -50,6 +50,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,17 @@ using WrapPolicy = std::function<bool(const std::string& name, const Module& mod
 // (as PyTorch's transformer_auto_wrap_policy / ModuleWrapPolicy).
 WrapPolicy wrap_modules_named(std::vector<std::string> names);
 
+// torch.distributed.fsdp.MixedPrecision: param_dtype is the dtype the units are gathered and
+// computed in (the shards, the optimizer's parameters, keep theirs: float32 master weights);
+// reduce_dtype the one the gradients are reduce-scattered in (default: param_dtype), before they
+// reach the shards in the shards' dtype. Frozen floating parameters compute in param_dtype too
+// (their own-dtype values kept for the state dict); buffers keep their dtype. The model's outputs
+// come in param_dtype; cast them (or the loss) as you need.
+struct MixedPrecision {
+  std::optional<DType> param_dtype;
+  std::optional<DType> reduce_dtype;
+};
+
 struct FSDPOptions {
   distributed::ProcessGroup* process_group = nullptr;  // null: the default group
   WrapPolicy auto_wrap_policy = nullptr;               // null: the root is the only unit
@@ -77,6 +89,7 @@ struct FSDPOptions {
   // parameters(group). E.g. weight decay on the matrices only:
   //   .param_group = [](const std::string&, const Tensor& p) { return p.dim() >= 2 ? 0 : 1; }
   std::function<int(const std::string& name, const Tensor& param)> param_group = nullptr;
+  MixedPrecision mixed_precision = {};
 };
 
 class FullyShardedDataParallel {
@@ -123,6 +136,7 @@ class FullyShardedDataParallel {
   // The module's parameters whole on every rank for the guard's lifetime (a collective when it is
   // made; none when it goes): call the module itself meanwhile (its units' hooks stand aside), e.g.
   // to evaluate or save on one rank; changes made through the parameters go back to the shards.
+  // Under mixed precision the parameters are in param_dtype and read-only (nothing is written back).
   class FullParameters {
    public:
     ~FullParameters();
@@ -169,6 +183,9 @@ class FullyShardedDataParallel {
   void start_iteration(const Tensor& output);
   void wait(distributed::Work& w);
   void gather_all();
+  Tensor whole_flat(Unit& u);
+  StateDict whole_tensors();  // what every rank holds whole: frozen parameters (their masters), buffers
+  void refresh_frozen();      // mixed precision: the frozen parameters from their masters
   void write_back_all();
 
   std::shared_ptr<Module> module_;
@@ -180,6 +197,11 @@ class FullyShardedDataParallel {
   bool recording_order_ = true;
   bool backward_active_ = false;  // from the first pre-backward hook to the end of the backward
   bool summoned_ = false;         // a FullParameters guard is alive
+  struct Frozen {
+    std::string name;
+    Tensor param, master;  // the module's (param_dtype) tensor and its own-dtype values
+  };
+  std::vector<Frozen> frozen_;  // mixed precision's frozen floating parameters
   size_t units_expecting_ = 0, units_done_ = 0;
   CommStats stats_;
 };
