@@ -54,7 +54,8 @@ StateDict FullyShardedDataParallel::whole_tensors() {
   StateDict out;
   for (const auto& [name, p] : module_->named_parameters())
     if (!p.requires_grad()) {
-      auto f = std::find_if(frozen_.begin(), frozen_.end(), [&](const Frozen& x) { return x.name == name; });
+      const std::string& key = name;  // (clang 14 cannot capture a structured binding)
+      auto f = std::find_if(frozen_.begin(), frozen_.end(), [&](const Frozen& x) { return x.name == key; });
       out.insert(name, f != frozen_.end() ? f->master : p.detach());
     }
   for (const auto& [name, b] : module_->named_buffers()) out.insert(name, b);
@@ -126,6 +127,16 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<Module> modul
     if (flats.empty()) unit_of(0);
     for (auto& u : flats) units_.push_back(std::move(u));
   }
+  // Everything is checked before anything changes (a refused wrapper leaves the module as it was).
+  for (const auto& up : units_) {
+    const Unit& u = *up;
+    for (size_t k = 0; k < u.params.size(); ++k) {
+      const Tensor &p = u.params[k], &first = u.params.front();
+      NABLA_CHECK(DTypeError, p.dtype() == first.dtype() && p.device() == first.device(), kWho, ": unit '", u.name,
+                  "' mixes ", first.dtype(), " on ", first.device(), " ('", u.names.front(), "') with ", p.dtype(),
+                  " on ", p.device(), " ('", u.names[k], "'); a unit's parameters share one dtype and device");
+    }
+  }
   // Frozen parameters and buffers stay whole: rank 0's everywhere.
   const auto& mp = options_.mixed_precision;
   NABLA_CHECK(DTypeError,
@@ -151,12 +162,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<Module> modul
     if (u.params.empty()) continue;
     const Tensor& first = u.params.front();
     for (size_t k = 0; k < u.params.size(); ++k) {
-      const Tensor& p = u.params[k];
-      NABLA_CHECK(DTypeError, p.dtype() == first.dtype() && p.device() == first.device(), kWho, ": unit '", u.name,
-                  "' mixes ", first.dtype(), " on ", first.device(), " ('", u.names.front(), "') with ", p.dtype(),
-                  " on ", p.device(), " ('", u.names[k], "'); a unit's parameters share one dtype and device");
       u.offsets.push_back(u.numel);
-      u.numel += p.numel();
+      u.numel += u.params[k].numel();
     }
     u.shard_numel = std::max<int64_t>(1, (u.numel + world_ - 1) / world_);
     u.padded = u.shard_numel * world_;
@@ -295,6 +302,7 @@ Tensor FullyShardedDataParallel::forward(Tensor x) {
   NABLA_CHECK(ValueError, !summoned_, kWho,
               ": forward under full_parameters(); call the module itself there (every parameter is gathered)");
   check_no_partial_backward(units_, units_done_, units_expecting_, kWho);
+  backward_active_ = false;  // (a backward that never reached every unit is over)
   for (auto& u : units_)
     if (u->root) ensure_gathered(*u);
   Tensor out;
