@@ -24,7 +24,6 @@ struct FullyShardedDataParallel::Unit {
   Tensor shard;  // (shard_numel,): this rank's slice, a leaf: what the optimizer steps
   bool gathered = false, pending = false;  // pending: an all_gather into `full` is under way
   uint32_t version = 0;                    // the storage's version counter when it was freed
-  bool in_backward = false;                // between the unit's pre-backward hook and its reduce-scatter
   distributed::Work gather_work, rs_work;
   DType reduce_dtype = DType::f32;  // the flat gradient's and the reduce-scatter's dtype
   Tensor flat_grad, rs_out;         // the backward's flat gradient and this rank's averaged slice of it

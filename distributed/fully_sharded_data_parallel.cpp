@@ -368,7 +368,6 @@ void FullyShardedDataParallel::start_iteration(const Tensor& output) {
       u.ready[k] = 0;
       u.waiting += u.expect[k];
     }
-    u.in_backward = false;
     if (u.waiting > 0) ++units_expecting_;
   }
   for (auto& u : units_)
@@ -385,7 +384,6 @@ void FullyShardedDataParallel::start_iteration(const Tensor& output) {
 void FullyShardedDataParallel::pre_backward(Unit& u) {
   backward_active_ = true;
   if (u.waiting == 0) return;  // nothing of this unit is left to differentiate
-  u.in_backward = true;
   ensure_gathered(u);
   if (!options_.backward_prefetch || order_.empty()) return;
   if (u.root) {
@@ -410,7 +408,6 @@ void FullyShardedDataParallel::on_grad(Unit& u, size_t k, Tensor& grad) {
   u.rs_out = empty({u.shard_numel}, TensorOptions(u.reduce_dtype).device(u.full.device()));
   u.rs_work = group_->reduce_scatter(u.rs_out, inputs, dist::ReduceOp::avg);
   ++stats_.reduce_scatters;
-  u.in_backward = false;
   reshard(u);
   if (++units_done_ == units_expecting_) finish_backward();
 }

@@ -70,6 +70,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::unique_ptr<Optimizer> loca
     if (auto lr = local_->initial_lr(g)) set_initial_lr(g, *lr);
   }
   params_ = all_params();
+  for (size_t i = 0; i < params_.size(); ++i) index_.emplace(params_[i].impl(), i);
 
   // The partition (torch.distributed.optim.ZeroRedundancyOptimizer._partition_parameters): group by
   // group, by size (largest first, stable), each to the rank holding the fewest elements so far.
@@ -129,8 +130,8 @@ std::vector<Tensor> ZeroRedundancyOptimizer::local_params() const {
 
 void ZeroRedundancyOptimizer::visit_state(const Tensor& param, bool create, const FieldFn& fn) const {
   if (create) {
-    auto it = std::find_if(params_.begin(), params_.end(), [&](const Tensor& p) { return p.impl() == param.impl(); });
-    if (it == params_.end() || owner_[static_cast<size_t>(it - params_.begin())] != rank_) return;
+    auto it = index_.find(param.impl());
+    if (it == index_.end() || owner_[it->second] != rank_) return;
   }
   local_->visit_state(param, create, fn);
 }

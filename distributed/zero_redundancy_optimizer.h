@@ -48,6 +48,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -134,8 +135,9 @@ class ZeroRedundancyOptimizer : public Optimizer {
   ZeroOptions options_;
   distributed::ProcessGroup* group_;
   int rank_, world_;
-  std::vector<Tensor> params_;  // global order
-  std::vector<int> owner_;      // by global index
+  std::vector<Tensor> params_;                           // global order
+  std::unordered_map<const TensorImpl*, size_t> index_;  // parameter -> its global index
+  std::vector<int> owner_;                               // by global index
   std::vector<Bucket> buckets_;
   std::optional<StateDict> consolidated_;  // on the rank consolidate_state_dict gathered to
 };
