@@ -38,9 +38,14 @@ LAYERS = {
     "optim": ["core", "autograd", "io", "data", "nn"],
     "vision": ["core", "autograd", "io", "data", "nn"],
     "onnx": ["core", "autograd", "io", "nn"],
+    # nabla::compile: the tracer's records (core), replayed through the ops' front-ends (nn's
+    # functional ones too); the module it captures (nn).
+    "compiler": ["core", "autograd", "io", "nn"],
     "tensorboard": ["core", "io", "data"],
     "text": ["core", "io"],
     "distributed": ["core", "autograd", "io", "nn", "optim"],
+    # libtorch's C++ API over nabla (namespace torch): above nn/optim/data/io, below the programs.
+    "torch": ["core", "autograd", "io", "data", "nn", "optim"],
     # The CUDA backend implements core's device tables and optim's fused steps (optim/fused_math.h
     # holds the update formulas both devices share).
     "cuda": ["core", "optim"],

@@ -1,0 +1,107 @@
+// libtorch's custom autograd functions (torch::autograd::Function<T> with an AutogradContext),
+// over nabla's (autograd/function.h).
+//
+//   struct MulConstant : torch::autograd::Function<MulConstant> {
+//     static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, double c) {
+//       ctx->saved_data["c"] = c;
+//       return x * c;
+//     }
+//     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+//                                                    torch::autograd::variable_list grads) {
+//       return {grads[0] * ctx->saved_data["c"].toDouble(), torch::Tensor()};  // none for c
+//     }
+//   };
+//   torch::Tensor y = MulConstant::apply(x, 5.5);
+//
+// backward returns one gradient per argument of forward (undefined ones for the non-Tensor
+// arguments), and may return trailing undefined gradients; its node is named "MulConstantBackward".
+// Differs from libtorch: an output gradient that backward receives for an output that did not
+// reach the loss is an undefined tensor, not zeros (libtorch's set_materialize_grads(true)).
+#pragma once
+
+#include <any>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "../autograd/function.h"
+#include "../core/graph.h"
+#include "ivalue.h"
+#include "types.h"
+
+namespace torch::autograd {
+
+using variable_list = std::vector<Tensor>;
+using tensor_list = std::vector<Tensor>;
+using Variable = Tensor;
+
+class AutogradContext {
+ public:
+  explicit AutogradContext(nabla::autograd::Context& ctx) : ctx_(&ctx) {}
+  // Tensors for backward (undefined ones too); changing one in place before backward is reported.
+  void save_for_backward(variable_list to_save) { ctx_->save_for_backward(std::move(to_save)); }
+  variable_list get_saved_variables() const { return ctx_->saved(); }
+  // Outputs that get no gradient (indices, masks).
+  void mark_non_differentiable(const variable_list& outputs) { ctx_->mark_non_differentiable(outputs); }
+  // Whether forward's input i (counting its Tensor arguments) needs a gradient.
+  bool needs_input_grad(size_t i) const { return ctx_->needs_input_grad(i); }
+  // Anything else backward needs: ctx->saved_data["k"] = 2.0; ... .toDouble()
+  std::unordered_map<std::string, IValue> saved_data;
+
+ private:
+  nabla::autograd::Context* ctx_;
+};
+
+namespace detail {
+inline constexpr const char* kContextKey = "torch.autograd_context";
+// The AutogradContext kept with nabla's Context (made by forward, read by backward).
+inline AutogradContext* context_of(nabla::autograd::Context& ctx) {
+  auto it = ctx.data.find(kContextKey);
+  if (it == ctx.data.end()) it = ctx.data.emplace(kContextKey, std::make_shared<AutogradContext>(ctx)).first;
+  return std::any_cast<std::shared_ptr<AutogradContext>&>(it->second).get();
+}
+
+// T's forward and backward in the form nabla's Function calls them.
+template <class T>
+struct Adapter {
+  template <class... Args>
+  static auto forward(nabla::autograd::Context& ctx, Args&&... args) {
+    return T::forward(context_of(ctx), std::forward<Args>(args)...);
+  }
+  static nabla::autograd::GradList backward(nabla::autograd::Context& ctx, nabla::autograd::GradList grads) {
+    variable_list in(grads.begin(), grads.end());
+    variable_list out = T::backward(context_of(ctx), std::move(in));
+    nabla::autograd::GradList r;
+    for (Tensor& g : out) r.push_back(std::move(g));
+    return r;
+  }
+};
+
+std::string backward_name(const std::type_info& type);  // "MulConstantBackward"
+}  // namespace detail
+
+template <class T>
+struct Function {
+  template <class... Args>
+  static auto apply(Args&&... args) {
+    auto result = nabla::autograd::Function<detail::Adapter<T>>::apply(std::forward<Args>(args)...);
+    if constexpr (std::is_same_v<decltype(result), Tensor>) rename(result);
+    else if constexpr (std::is_same_v<decltype(result), variable_list>)
+      for (const Tensor& t : result) rename(t);
+    return result;
+  }
+
+ private:
+  // The node is named for T (not for the adapter nabla's Function sees).
+  static void rename(const Tensor& t) {
+    if (!t.defined()) return;
+    if (auto* node = dynamic_cast<nabla::autograd::CustomNode<detail::Adapter<T>>*>(t.grad_fn()))
+      node->name_ = detail::backward_name(typeid(T));
+  }
+};
+
+}  // namespace torch::autograd

@@ -1,0 +1,21 @@
+// torch::nn: libtorch's module handles, options, containers, losses, functional, init and utils.
+#pragma once
+
+#include "../nn/clip_grad.h"
+#include "../nn/init.h"
+#include "nn_functional.h"
+#include "nn_holder.h"
+#include "nn_layers.h"
+#include "nn_rnn.h"
+
+namespace torch::nn {
+// torch::nn::init::xavier_uniform_(w), normal_(w, 0, 0.02), constant_(b, 0), ...: nabla's.
+namespace init {
+using namespace nabla::nn::init;  // NOLINT(google-build-using-namespace)
+}  // namespace init
+// torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0), clip_grad_value_.
+namespace utils {
+using nabla::nn::utils::clip_grad_norm_;
+using nabla::nn::utils::clip_grad_value_;
+}  // namespace utils
+}  // namespace torch::nn
