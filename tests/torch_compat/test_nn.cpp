@@ -1,0 +1,139 @@
+// torch::nn handles, builder options and their conversion to nabla's layers, by value.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include "tests/common/value_helpers.h"
+
+using nabla::testing::shape_of;
+using nabla::testing::tensor_is;
+using nabla::testing::throws_with;
+
+namespace {
+struct NetImpl : torch::nn::Module {
+  NetImpl() {
+    fc = register_module("fc", torch::nn::Linear(torch::nn::LinearOptions(3, 2).bias(false)));
+    scale = register_parameter("scale", torch::ones({1}));
+  }
+  // A forward of two arguments: the handle's call reaches it (libtorch's call, no hooks).
+  torch::Tensor forward(torch::Tensor x, double factor) { return fc(x) * scale * factor; }
+  torch::nn::Linear fc{nullptr};
+  torch::Tensor scale;
+};
+TORCH_MODULE(Net);
+}  // namespace
+
+TEST(TorchNn, ModuleHandlesRegisterAndCallForward) {
+  Net net;
+  EXPECT_FALSE(net.is_empty());
+  EXPECT_EQ(net->named_parameters().keys(), (std::vector<std::string>{"scale", "fc.weight"}));
+  EXPECT_FALSE(net->fc->bias.defined());
+  {
+    torch::NoGradGuard no_grad;
+    net->fc->weight.copy_(torch::tensor({{1.0, 0.0, 0.0}, {0.0, 1.0, 1.0}}));
+  }
+  EXPECT_TRUE(tensor_is(net(torch::tensor({{1.0, 2.0, 3.0}}), 2.0), {1, 2}, {2, 10}));
+  Net empty = nullptr;
+  EXPECT_TRUE(empty.is_empty());
+  EXPECT_TRUE(throws_with<nabla::ValueError>([&] { empty->parameters(); }, {"empty"}));
+  // A torch:: module is an nabla module: nabla's API takes it.
+  nabla::nn::Module& base = *net;
+  EXPECT_EQ(base.parameters().size(), 2u);
+}
+
+TEST(TorchNn, ConvOptionsReachNablasLayer) {
+  torch::nn::Conv2d conv(torch::nn::Conv2dOptions(1, 4, 3).stride(2).padding(1).bias(false));
+  EXPECT_EQ(conv->options.stride()[0], 2);
+  EXPECT_EQ(shape_of(conv->weight), (std::vector<int64_t>{4, 1, 3, 3}));
+  EXPECT_FALSE(conv->bias.defined());
+  EXPECT_EQ(shape_of(conv(torch::zeros({2, 1, 8, 8}))), (std::vector<int64_t>{2, 4, 4, 4}));
+  torch::nn::Conv2d reflect(torch::nn::Conv2dOptions(1, 1, 3).padding(1).padding_mode(torch::kReflect));
+  EXPECT_EQ(static_cast<nabla::nn::Conv2d&>(*reflect).options.padding_mode, "reflect");
+  torch::nn::ConvTranspose2d up(torch::nn::ConvTranspose2dOptions(4, 2, 4).stride(2).padding(1));
+  EXPECT_EQ(shape_of(up(torch::zeros({1, 4, 5, 5}))), (std::vector<int64_t>{1, 2, 10, 10}));
+  torch::nn::Conv1d c1(torch::nn::Conv1dOptions(2, 3, 5).dilation(2));
+  EXPECT_EQ(shape_of(c1(torch::zeros({1, 2, 20}))), (std::vector<int64_t>{1, 3, 12}));
+}
+
+TEST(TorchNn, NormalizationDropoutEmbeddingPoolingOptions) {
+  torch::nn::BatchNorm2d bn(torch::nn::BatchNorm2dOptions(3).momentum(0.5).affine(false));
+  EXPECT_FALSE(bn->weight.defined());
+  bn(torch::ones({2, 3, 2, 2}) * 4);
+  EXPECT_TRUE(tensor_is(bn->running_mean, {3}, {2, 2, 2}));  // 0.5 * 0 + 0.5 * 4
+  torch::nn::BatchNorm1d bn1(5);
+  EXPECT_EQ(bn1->num_features, 5);
+  torch::nn::LayerNorm ln(torch::nn::LayerNormOptions({4}).eps(1e-3).elementwise_affine(false));
+  EXPECT_DOUBLE_EQ(static_cast<nabla::nn::LayerNorm&>(*ln).options.eps, 1e-3);
+  EXPECT_FALSE(ln->weight.defined());
+  torch::nn::Dropout drop(0.25);
+  EXPECT_DOUBLE_EQ(drop->p, 0.25);
+  drop->eval();
+  torch::Tensor x = torch::ones({3});
+  EXPECT_TRUE(torch::equal(drop(x), x));
+  torch::nn::Embedding emb(torch::nn::EmbeddingOptions(10, 3).padding_idx(0));
+  EXPECT_TRUE(tensor_is(emb(torch::tensor({0})), {1, 3}, {0, 0, 0}));
+  torch::nn::MaxPool2d pool(torch::nn::MaxPool2dOptions(2).stride(1));
+  EXPECT_EQ(shape_of(pool(torch::zeros({1, 1, 4, 4}))), (std::vector<int64_t>{1, 1, 3, 3}));
+  torch::nn::AvgPool2d avg(2);
+  EXPECT_TRUE(
+      tensor_is(avg(torch::arange(16, torch::kFloat32).view({1, 1, 4, 4})), {1, 1, 2, 2}, {2.5, 4.5, 10.5, 12.5}));
+  torch::nn::LeakyReLU leaky(torch::nn::LeakyReLUOptions().negative_slope(0.2));
+  EXPECT_TRUE(tensor_is(leaky(torch::tensor({-1.0, 2.0})), {2}, {-0.2, 2.0}));
+  torch::nn::Flatten flat(torch::nn::FlattenOptions().start_dim(0));
+  EXPECT_EQ(shape_of(flat(torch::zeros({2, 3}))), (std::vector<int64_t>{6}));
+}
+
+TEST(TorchNn, RecurrentLayersReturnLibtorchsShapes) {
+  torch::nn::LSTM lstm(torch::nn::LSTMOptions(4, 6).num_layers(2).batch_first(true));
+  auto [out, state] = lstm(torch::zeros({3, 5, 4}));
+  EXPECT_EQ(shape_of(out), (std::vector<int64_t>{3, 5, 6}));
+  EXPECT_EQ(shape_of(std::get<0>(state)), (std::vector<int64_t>{2, 3, 6}));
+  EXPECT_EQ(shape_of(std::get<1>(state)), (std::vector<int64_t>{2, 3, 6}));
+  // The state given back continues the sequence: two halves equal the whole.
+  torch::manual_seed(0);
+  torch::Tensor seq = torch::randn({1, 4, 4});
+  auto whole = lstm(seq);
+  auto first = lstm(seq.narrow(1, 0, 2));
+  auto second = lstm(seq.narrow(1, 2, 2), std::get<1>(first));
+  EXPECT_TRUE(torch::allclose(std::get<0>(second), std::get<0>(whole).narrow(1, 2, 2), 1e-5, 1e-6));
+  torch::nn::GRU gru(torch::nn::GRUOptions(4, 3).bidirectional(true));
+  auto [gout, gh] = gru(torch::zeros({5, 2, 4}));
+  EXPECT_EQ(shape_of(gout), (std::vector<int64_t>{5, 2, 6}));
+  EXPECT_EQ(shape_of(gh), (std::vector<int64_t>{2, 2, 3}));
+  torch::nn::RNN rnn(torch::nn::RNNOptions(2, 2).nonlinearity(torch::kReLU));
+  EXPECT_EQ(rnn->nonlinearity, "relu");
+}
+
+TEST(TorchNn, ContainersAndFunctional) {
+  torch::nn::Sequential seq(torch::nn::Linear(2, 3), torch::nn::Functional(torch::relu), torch::nn::Linear(3, 1));
+  EXPECT_EQ(seq->size(), 3u);
+  EXPECT_EQ(shape_of(seq(torch::zeros({4, 2}))), (std::vector<int64_t>{4, 1}));
+  torch::nn::Functional leaky(torch::leaky_relu, 0.5);
+  EXPECT_TRUE(tensor_is(leaky(torch::tensor({-2.0})), {1}, {-1.0}));
+  torch::nn::ModuleList list(torch::nn::Linear(1, 1), torch::nn::ReLU());
+  list->push_back(torch::nn::Tanh());
+  EXPECT_EQ(list->size(), 3u);
+  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> named = {{"a", torch::nn::Linear(2, 2).ptr()},
+                                                                                   {"b", torch::nn::Sigmoid().ptr()}};
+  torch::nn::ModuleDict dict(named);
+  EXPECT_EQ(dict->keys(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(dict->parameters().size(), 2u);
+}
+
+TEST(TorchNn, LossModulesAndFunctionalOptions) {
+  namespace F = torch::nn::functional;
+  torch::Tensor logits = torch::tensor({{2.0, 0.0}, {0.0, 2.0}}), target = torch::tensor({0, 0});
+  torch::nn::CrossEntropyLoss sum_loss(torch::nn::CrossEntropyLossOptions().reduction(torch::kSum));
+  torch::nn::CrossEntropyLoss mean_loss;
+  EXPECT_NEAR(sum_loss(logits, target).item<double>(), 2 * mean_loss(logits, target).item<double>(), 1e-6);
+  EXPECT_NEAR(
+      F::nll_loss(F::log_softmax(logits, 1), target, F::NLLLossFuncOptions().reduction(torch::kSum)).item<double>(),
+      sum_loss(logits, target).item<double>(), 1e-6);
+  torch::nn::MSELoss mse(torch::nn::MSELossOptions(torch::kSum));
+  EXPECT_NEAR(mse(torch::tensor({1.0, 3.0}), torch::tensor({0.0, 0.0})).item<double>(), 10.0, 1e-6);
+  torch::Tensor x = torch::ones({100});
+  EXPECT_TRUE(torch::equal(F::dropout(x, F::DropoutFuncOptions().p(0.9).training(false)), x));
+  EXPECT_TRUE(tensor_is(
+      F::max_pool2d(torch::arange(16, torch::kFloat32).view({1, 1, 4, 4}), F::MaxPool2dFuncOptions(2).stride(2)),
+      {1, 1, 2, 2}, {5, 7, 13, 15}));
+}
