@@ -22,6 +22,26 @@ run(${CMAKE_COMMAND} -S "${CONSUMER_SRC}" -B "${WORK_DIR}/consumer" -DCMAKE_PREF
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/consumer")
 run("${WORK_DIR}/consumer/consumer")
 
+# A libtorch project (tests/install/torch_consumer: libtorch's own CMake lines) builds, unchanged,
+# against nabla's TorchConfig.cmake (the install component torch_config, which
+# -DNABLA_INSTALL_TORCH_CONFIG=ON puts in the default install), and runs.
+get_filename_component(tests_dir "${CONSUMER_SRC}" DIRECTORY)
+get_filename_component(tests_dir "${tests_dir}" DIRECTORY)
+set(torch_program "${tests_dir}/torch_compat/programs/polynomial_autograd.cpp")
+run(${CMAKE_COMMAND} --install "${NABLA_BUILD_DIR}" --prefix "${prefix}" --component torch_config)
+file(GLOB_RECURSE torch_config "${prefix}/*/TorchConfig.cmake")
+get_filename_component(torch_dir "${torch_config}" DIRECTORY)
+run(${CMAKE_COMMAND} -S "${tests_dir}/install/torch_consumer" -B "${WORK_DIR}/torch_consumer" -DTorch_DIR=${torch_dir}
+    -DPROGRAM=${torch_program} -DCMAKE_CXX_COMPILER=${CXX})
+run(${CMAKE_COMMAND} --build "${WORK_DIR}/torch_consumer")
+execute_process(COMMAND "${WORK_DIR}/torch_consumer/app" WORKING_DIRECTORY "${WORK_DIR}" RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out)
+# (The printed losses are compared with libtorch's by tests/torch_compat; here the exact gradients.)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "grad -1.031250 0.375000 6.000000")
+  message(FATAL_ERROR "the libtorch program built with find_package(Torch) failed or printed other gradients (${rc}):\n${out}")
+endif()
+message(STATUS "a libtorch project built unchanged with find_package(Torch) and ran")
+
 find_program(PKG_CONFIG pkg-config)
 if(NOT PKG_CONFIG)
   message(FATAL_ERROR "pkg-config is not installed")
