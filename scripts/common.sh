@@ -10,9 +10,12 @@ NABLA_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev zlib1g-dev n
 # What the test suite needs besides: PyTorch for the differential suite (tests/ops/test_differential.cpp) and
 # the PyTorch-file tests (tests/io/test_torch_file.cpp), torchvision for nabla-inspect on a resnet18, and
 # protobuf's Python runtime and compiler for reading TensorBoard event files (tests/tensorboard/test_summary_writer.cpp),
-# ONNX's Python package, whose checker validates every exported model (tests/onnx/), and clang-format,
-# which checks that the sources keep .clang-format's style (tests/format_check.py).
-NABLA_TEST_PACKAGES=(python3-torch python3-torchvision python3-protobuf protobuf-compiler python3-onnx clang-format)
+# ONNX's Python package, whose checker validates every exported model (tests/onnx/), clang-format,
+# which checks that the sources keep .clang-format's style (tests/format_check.py), and libtorch's C++
+# headers, against which tests/torch_compat builds its libtorch-style programs a second time (5 s to
+# install beside python3-torch's libtorch1.13).
+NABLA_TEST_PACKAGES=(python3-torch python3-torchvision python3-protobuf protobuf-compiler python3-onnx clang-format
+                     libtorch-dev)
 
 # What the sanitizer build and the fuzz targets add: clang and its runtimes (ASan, UBSan, libFuzzer).
 NABLA_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
