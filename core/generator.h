@@ -43,6 +43,12 @@ struct Philox {
   }
 };
 
+namespace trace {
+class Tracer;
+extern constinit thread_local Tracer* tl_current;
+void notify_random_draw();  // tells the tracer (core/trace.h, Tracer::on_random_draw)
+}  // namespace trace
+
 class Generator {
  public:
   static constexpr uint64_t kDefaultSeed = 67280421310721ull;
@@ -56,6 +62,8 @@ class Generator {
   uint64_t seed() const { return seed_; }
   // Reserves `blocks` Philox counters; returns (seed, first counter).
   std::pair<uint64_t, uint64_t> reserve(uint64_t blocks) {
+    if (trace::tl_current) [[unlikely]]
+      trace::notify_random_draw();
     std::lock_guard lock(mu_);
     uint64_t first = offset_;
     offset_ += blocks;

@@ -205,6 +205,8 @@ int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "s
 Scalar Tensor::item() const {
   NABLA_CHECK(ValueError, numel() == 1, "item: a tensor with ", numel(), " elements (shape ", sizes(),
               ") cannot be converted to a scalar; it needs exactly one element");
+  if (trace::Tracer* t = trace::tl_current) [[unlikely]]
+    t->on_host_read(*this, "item");
   Tensor c = is_cpu() ? *this : to(kCPU);
   return visit_dtype(dtype(), [&](auto tag) -> Scalar {
     using T = typename decltype(tag)::type;

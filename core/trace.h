@@ -46,6 +46,13 @@ class Tracer {
   // implemented with hooked parts can finish with one (a clone of its untraced result): what the
   // tracer recorded for t is then not t's value.
   virtual void on_history(const Tensor& t) {}
+  // `t`'s value was read on the host (`what`: "item"): the traced program's result then depends on
+  // a number the record holds as a constant. compile falls back to eager; the exporter ignores it
+  // (a constant, as torch.onnx's tracer makes it).
+  virtual void on_host_read(const Tensor& t, const char* what) {}
+  // A generator handed out random numbers while tracing (outside a traced op's own call): an op
+  // the tracer may not see drew them (randn_like, dropout in training). compile falls back.
+  virtual void on_random_draw() {}
 };
 
 // The tracer of this thread (null when not tracing).
