@@ -6,6 +6,7 @@
 #include "autograd/autograd.h"
 #include "autograd/checkpoint.h"
 #include "autograd/function.h"
+#include "compiler/compile.h"
 #include "core/autocast.h"
 #include "core/cuda_api.h"
 #include "core/determinism.h"

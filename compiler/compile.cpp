@@ -1,0 +1,242 @@
+// The compiled module (compiler/compile.h): the signature cache, the fallbacks, re-specialization.
+#include "compiler/compile.h"
+
+#include <algorithm>
+#include <iostream>
+#include <list>
+#include <set>
+
+#include "compiler/capture.h"
+#include "compiler/passes.h"
+#include "compiler/replay.h"
+#include "core/autocast.h"
+#include "core/graph.h"
+
+namespace nabla {
+
+using namespace compiler;
+
+namespace {
+
+struct InputSig {
+  Shape sizes;
+  DType dtype;
+  Device device;
+  bool requires_grad;
+  bool operator==(const InputSig&) const = default;
+};
+
+struct Signature {
+  std::vector<InputSig> inputs;
+  std::vector<bool> training;  // every module's flag, in modules() order
+  bool operator==(const Signature&) const = default;
+};
+
+struct Entry {
+  Signature sig;
+  Graph captured;  // as recorded
+  Graph compiled;  // after the passes
+  Schedule schedule;
+  std::string fallback;  // non-empty: this signature runs eagerly
+};
+
+// Tensors the graph holds that it did not compute and that are not the module's parameters or
+// buffers: a constant the forward made (arange, zeros), a tensor the module keeps unregistered, or
+// the result of an op the tracer does not see that ran where autograd did not record (inside
+// another op, on integers). Only the last depends on the inputs; a replay on other values tells.
+const Value* unexplained_tensor(const Graph& g) {
+  for (const Value& v : g.values) {
+    if (v.kind != Value::param || !v.name.empty()) continue;
+    int64_t n = 1;
+    for (int64_t d : v.sizes) n *= d;
+    if (n > 1) return &v;
+  }
+  return nullptr;
+}
+
+// The inputs with their elements in another order (the same values, so a valid input stays valid;
+// reversed and rotated by a third, without touching any random generator).
+std::vector<Tensor> shuffled(const std::vector<Tensor>& in) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : in) {
+    const int64_t n = t.numel();
+    if (n < 2) {
+      out.push_back(t);
+      continue;
+    }
+    std::vector<int64_t> idx(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) idx[i] = (n - 1 - i + n / 3) % n;
+    Tensor perm = tensor(idx, {n}).to(t.device());
+    out.push_back(t.detach().reshape({-1}).index_select(0, perm).reshape(t.sizes()));
+  }
+  return out;
+}
+
+}  // namespace
+
+struct CompiledModule::Impl {
+  std::shared_ptr<nn::Module> module;
+  std::vector<nn::Module*> modules;  // the tree at compile time, for the training flags
+  std::vector<Tensor> params;
+  CompileOptions options;
+  CompileStats stats;
+  std::list<Entry> cache;  // most recently used first
+  std::set<std::string> warned;
+
+  void warn(const std::string& why) {
+    stats.last_fallback = why;
+    if (options.warn && warned.insert(why).second)
+      std::cerr << "nabla::compile: warning: running " << module->name() << " eagerly: " << why << "\n";
+  }
+
+  void specialize(Entry& e) {
+    e.compiled = e.captured;
+    Graph& g = e.compiled;
+    if (options.eliminate_common_subexpressions) eliminate_common_subexpressions(g);
+    if (options.fold_constants) fold_constants(g);
+    if (options.fold_batch_norm) fold_batch_norm(g);
+    if (options.eliminate_dead_code) eliminate_dead_code(g);
+    if (options.fuse_elementwise) fuse_elementwise(g);
+    compact(g);
+    e.schedule = plan(g);
+    // The versions the folds saw: a later change re-specializes.
+    for (Value& v : e.captured.values)
+      if (v.kind == Value::param) v.version = v.tensor.version();
+    ++stats.specializations;
+    stats.nodes_captured = static_cast<int64_t>(e.captured.nodes.size());
+    stats.nodes_compiled = static_cast<int64_t>(g.nodes.size());
+    stats.planned_peak_bytes = e.schedule.peak_bytes;
+  }
+
+  // A graph holding tensors it cannot account for (unexplained_tensor) is replayed once on the
+  // inputs shuffled and compared with eager on them: a difference means an op the capture did
+  // not see computed one of them from the inputs.
+  void verify(Entry& e, const std::vector<Tensor>& in) {
+    const Value* v = unexplained_tensor(e.captured);
+    if (!v) return;
+    const std::string what = internal::str("a tensor of shape ", v->sizes, " ", v->dtype);
+    std::vector<Tensor> other = shuffled(in);
+    Tensor want, got;
+    try {
+      autograd::NoGradGuard ng;
+      want = other.size() == 1 ? (*module)(other[0]) : (*module)(other[0], other[1]);
+      got = run(e.captured, plan(e.captured), other)[0];
+    } catch (const Error& err) {
+      e.fallback = internal::str("the graph holds ", what,
+                                 " it did not compute, and checking it on other input values ", "failed: ", err.what());
+      return;
+    }
+    const bool same = want.sizes() == got.sizes() && want.dtype() == got.dtype() &&
+                      (!is_floating(want.dtype()) ? want.equal(got) : allclose(want, got, 1e-4, 1e-5, true));
+    if (!same)
+      e.fallback = internal::str("an op the trace does not see computed ", what,
+                                 " from the inputs (a replay on other input values differs from eager)");
+  }
+
+  bool changed(const Entry& e) const {
+    for (const Value& v : e.captured.values)
+      if (v.kind == Value::param && v.tensor.version() != v.version) return true;
+    return false;
+  }
+
+  Tensor eager(const std::vector<Tensor>& in) {
+    ++stats.eager_calls;
+    return in.size() == 1 ? (*module)(in[0]) : (*module)(in[0], in[1]);
+  }
+
+  Tensor call(const std::vector<Tensor>& in) {
+    for (size_t i = 0; i < in.size(); ++i)
+      NABLA_CHECK(ValueError, in[i].defined(), "compile: input ", i, " of ", module->name(), " is undefined");
+    if (autocast_internal::active()) {
+      warn("autocast is on (compiling under autocast is not implemented yet)");
+      return eager(in);
+    }
+    if (autograd::GradMode::is_enabled()) {
+      bool needs = std::any_of(in.begin(), in.end(), [](const Tensor& t) { return t.requires_grad(); });
+      for (size_t i = 0; i < params.size() && !needs; ++i) needs = params[i].requires_grad();
+      if (needs) {
+        warn(
+            "the call needs autograd (grad mode is on and a parameter or input requires grad; compiling the "
+            "backward is not implemented yet): call it under nabla::InferenceMode or NoGradGuard for inference");
+        return eager(in);
+      }
+    }
+    Signature sig;
+    for (const Tensor& t : in) sig.inputs.push_back({t.sizes(), t.dtype(), t.device(), t.requires_grad()});
+    for (nn::Module* m : modules) sig.training.push_back(m->is_training());
+    auto it = std::find_if(cache.begin(), cache.end(), [&](const Entry& e) { return e.sig == sig; });
+    if (it != cache.end()) {
+      cache.splice(cache.begin(), cache, it);  // most recently used first
+      Entry& e = cache.front();
+      if (!e.fallback.empty()) {
+        stats.last_fallback = e.fallback;
+        return eager(in);
+      }
+      if (changed(e)) specialize(e);
+      ++stats.replays;
+      return run(e.compiled, e.schedule, in)[0];
+    }
+    // A new signature: record it (this call's result is the eager one).
+    Capture c;
+    try {
+      c = capture_module(*module, in);
+    } catch (const Error& e) {
+      // The capture runs the forward with the inputs requiring grad (so that ops without a trace
+      // hook show in their history); a forward that refuses that (x.to(kInt64) of an input) runs
+      // eagerly, and an error eager raises too is the call's.
+      Tensor y = eager(in);
+      c.fallback = internal::str("the forward fails when traced: ", e.what());
+      c.eager_outputs = {y};
+      --stats.eager_calls;
+    }
+    ++stats.captures;
+    Entry e;
+    e.sig = std::move(sig);
+    e.fallback = c.fallback;
+    e.captured = std::move(c.graph);
+    if (e.fallback.empty()) verify(e, in);
+    if (e.fallback.empty()) specialize(e);
+    else warn(e.fallback);
+    cache.push_front(std::move(e));
+    if (cache.size() > std::max<size_t>(options.cache_size, 1)) cache.pop_back();
+    stats.cache_entries = cache.size();
+    return c.eager_outputs.empty() ? Tensor() : c.eager_outputs[0];
+  }
+};
+
+CompiledModule::CompiledModule(std::shared_ptr<nn::Module> module, CompileOptions options)
+    : impl_(std::make_shared<Impl>()) {
+  NABLA_CHECK(ValueError, module != nullptr, "compile: the module is null");
+  impl_->module = std::move(module);
+  for (const auto& m : impl_->module->modules()) impl_->modules.push_back(m.get());
+  impl_->params = impl_->module->parameters();
+  impl_->options = std::move(options);
+}
+
+Tensor CompiledModule::operator()(const Tensor& x) { return impl_->call({x}); }
+Tensor CompiledModule::operator()(const Tensor& a, const Tensor& b) { return impl_->call({a, b}); }
+const CompileStats& CompiledModule::stats() const { return impl_->stats; }
+nn::Module& CompiledModule::module() const { return *impl_->module; }
+const std::shared_ptr<nn::Module>& CompiledModule::module_ptr() const { return impl_->module; }
+
+std::string CompiledModule::dump() const {
+  for (const Entry& e : impl_->cache) {
+    if (!e.fallback.empty()) return "runs eagerly: " + e.fallback + "\n";
+    return internal::str("captured (", e.captured.nodes.size(), " nodes):\n", e.captured.dump(), "compiled (",
+                         e.compiled.nodes.size(), " nodes, planned peak ", e.schedule.peak_bytes,
+                         " bytes of intermediates):\n", e.compiled.dump());
+  }
+  return "";
+}
+
+CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions options) {
+  return CompiledModule(std::move(module), std::move(options));
+}
+
+CompiledModule compile(nn::Module& module, CompileOptions options) {
+  std::shared_ptr<nn::Module> owned = module.weak_from_this().lock();
+  if (!owned) owned = std::shared_ptr<nn::Module>(std::shared_ptr<void>(), &module);  // not owned: not freed
+  return CompiledModule(std::move(owned), std::move(options));
+}
+
+}  // namespace nabla
