@@ -1,6 +1,7 @@
 // libtorch's enum tags: torch::kMean, torch::kSum, torch::kNone (reductions), torch::kZeros,
 // torch::kReflect, torch::kReplicate, torch::kCircular (padding modes), torch::kTanh, torch::kReLU
-// (RNN nonlinearities). Each is an object of its own type in torch::enumtype, and an option takes a
+// (RNN nonlinearities), torch::kFanIn, kFanOut, kLinear, kSigmoid, kLeakyReLU, kConv2D (nn::init).
+// Each is an object of its own type in torch::enumtype, and an option takes a
 // std::variant of the tags it allows, as libtorch's do:
 //   torch::nn::CrossEntropyLoss(torch::nn::CrossEntropyLossOptions().reduction(torch::kSum))
 #pragma once
@@ -22,6 +23,12 @@ struct kReplicate {};
 struct kCircular {};
 struct kTanh {};
 struct kReLU {};
+struct kFanIn {};
+struct kFanOut {};
+struct kLinear {};
+struct kSigmoid {};
+struct kLeakyReLU {};
+struct kConv2D {};
 }  // namespace enumtype
 
 inline constexpr enumtype::kNone kNone{};
@@ -33,6 +40,12 @@ inline constexpr enumtype::kReplicate kReplicate{};
 inline constexpr enumtype::kCircular kCircular{};
 inline constexpr enumtype::kTanh kTanh{};
 inline constexpr enumtype::kReLU kReLU{};
+inline constexpr enumtype::kFanIn kFanIn{};
+inline constexpr enumtype::kFanOut kFanOut{};
+inline constexpr enumtype::kLinear kLinear{};
+inline constexpr enumtype::kSigmoid kSigmoid{};
+inline constexpr enumtype::kLeakyReLU kLeakyReLU{};
+inline constexpr enumtype::kConv2D kConv2D{};
 
 namespace enumtype {
 using reduction_t = std::variant<kNone, kMean, kSum>;

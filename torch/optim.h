@@ -20,7 +20,6 @@
 
 #include "../optim/adagrad.h"
 #include "../optim/adam.h"
-#include "../optim/lr_scheduler.h"
 #include "../optim/optimizer.h"
 #include "../optim/rmsprop.h"
 #include "../optim/sgd.h"
@@ -29,11 +28,52 @@
 namespace torch::optim {
 
 using Optimizer = nabla::optim::Optimizer;
-using nabla::optim::CosineAnnealingLR;
-using nabla::optim::ExponentialLR;
-using nabla::optim::LRScheduler;
-using nabla::optim::MultiStepLR;
-using nabla::optim::StepLR;
+
+// libtorch's LR scheduler: step() sets every group's learning rate to get_lrs() and counts the
+// step. (nabla's own schedulers, nabla::optim::StepLR and the rest, follow torch.optim's Python
+// semantics, where a StepLR decays one step() earlier than libtorch's C++ one.)
+class LRScheduler {
+ public:
+  explicit LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {}
+  virtual ~LRScheduler() = default;
+  void step() {
+    std::vector<double> lrs = get_lrs();
+    NABLA_CHECK(nabla::ValueError, lrs.size() == optimizer_.num_param_groups(),
+                "torch::optim::LRScheduler: ", lrs.size(), " learning rates for ", optimizer_.num_param_groups(),
+                " parameter groups");
+    for (size_t g = 0; g < lrs.size(); ++g) optimizer_.set_lr(g, lrs[g]);
+    ++step_count_;
+  }
+
+ protected:
+  virtual std::vector<double> get_lrs() = 0;
+  std::vector<double> get_current_lrs() const {
+    std::vector<double> lrs;
+    for (size_t g = 0; g < optimizer_.num_param_groups(); ++g) lrs.push_back(optimizer_.lr(g));
+    return lrs;
+  }
+  unsigned step_count_ = 0;
+  Optimizer& optimizer_;
+};
+
+// Multiplies the learning rates by gamma at every step_size-th step() after the first, as libtorch's.
+class StepLR : public LRScheduler {
+ public:
+  StepLR(Optimizer& optimizer, unsigned step_size, double gamma = 0.1)
+      : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+    NABLA_CHECK(nabla::ValueError, step_size > 0, "torch::optim::StepLR: step_size is 0");
+  }
+
+ private:
+  std::vector<double> get_lrs() override {
+    std::vector<double> lrs = get_current_lrs();
+    if (step_count_ != 0 && step_count_ % step_size_ == 0)
+      for (double& lr : lrs) lr *= gamma_;
+    return lrs;
+  }
+  unsigned step_size_;
+  double gamma_;
+};
 
 // The base of every optimizer's options, as libtorch's.
 class OptimizerOptions {

@@ -5,6 +5,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+
+#include <unistd.h>
 
 #include "tests/common/value_helpers.h"
 
@@ -88,7 +91,7 @@ TEST(TorchAutograd, IValueReadsBackWhatWasStoredAndNamesAMismatch) {
 
 TEST(TorchSerialize, TensorsModulesAndOptimizersRoundTrip) {
   namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / "nabla_torch_serialize";
+  fs::path dir = fs::temp_directory_path() / ("nabla_torch_serialize_" + std::to_string(getpid()));
   fs::create_directories(dir);
   const std::string tpath = (dir / "t.pt").string(), vpath = (dir / "v.pt").string();
   torch::Tensor t = torch::arange(6, torch::kFloat64).view({2, 3});

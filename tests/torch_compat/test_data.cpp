@@ -5,6 +5,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+
+#include <unistd.h>
 
 #include "tests/common/value_helpers.h"
 
@@ -94,7 +97,7 @@ TEST(TorchData, TensorDatasetAndLoaderErrors) {
 
 TEST(TorchData, MnistReadsIdxFilesWithLibtorchsModes) {
   namespace fs = std::filesystem;
-  fs::path root = fs::temp_directory_path() / "nabla_torch_mnist";
+  fs::path root = fs::temp_directory_path() / ("nabla_torch_mnist_" + std::to_string(getpid()));
   fs::create_directories(root);
   auto be32 = [](std::ofstream& f, uint32_t v) {
     unsigned char b[4] = {static_cast<unsigned char>(v >> 24), static_cast<unsigned char>(v >> 16),

@@ -137,3 +137,48 @@ TEST(TorchNn, LossModulesAndFunctionalOptions) {
       F::max_pool2d(torch::arange(16, torch::kFloat32).view({1, 1, 4, 4}), F::MaxPool2dFuncOptions(2).stride(2)),
       {1, 1, 2, 2}, {5, 7, 13, 15}));
 }
+
+TEST(TorchNn, CellsNormsActivationsAndInitTags) {
+  torch::nn::LSTMCell cell(torch::nn::LSTMCellOptions(3, 4));
+  torch::Tensor x = torch::ones({2, 3});
+  auto [h1, c1] = cell(x);
+  EXPECT_EQ(shape_of(h1), (std::vector<int64_t>{2, 4}));
+  // The state given back is the state nabla's cell computes from it.
+  auto [h2, c2] = cell(x, std::make_tuple(h1, c1));
+  nabla::nn::LSTMState s = cell->forward_with_state(x, {h1, c1});
+  EXPECT_TRUE(torch::allclose(h2, s.h));
+  EXPECT_TRUE(torch::allclose(c2, s.c));
+  torch::nn::GRUCell gru(3, 4);
+  EXPECT_TRUE(torch::allclose(gru(x, h1), static_cast<nabla::nn::GRUCell&>(*gru).forward(x, h1)));
+  torch::nn::RNNCell rnn(torch::nn::RNNCellOptions(3, 4).nonlinearity(torch::kReLU).bias(false));
+  EXPECT_EQ(rnn->nonlinearity, "relu");
+  EXPECT_FALSE(rnn->bias_ih.defined());
+  EXPECT_GE(rnn(x).min().item<double>(), 0.0);
+
+  torch::nn::GroupNorm gn(torch::nn::GroupNormOptions(2, 4).eps(1e-3).affine(false));
+  EXPECT_FALSE(gn->weight.defined());
+  EXPECT_DOUBLE_EQ(static_cast<nabla::nn::GroupNorm&>(*gn).options.eps, 1e-3);
+  torch::nn::InstanceNorm2d in(torch::nn::InstanceNorm2dOptions(3).affine(true));
+  EXPECT_TRUE(in->weight.defined());
+  torch::nn::ELU elu(torch::nn::ELUOptions().alpha(2.0));
+  EXPECT_TRUE(tensor_is(elu(torch::tensor({-1.0})), {1}, {2.0 * (std::exp(-1.0) - 1)}, 1e-6));
+  torch::nn::GELU gelu(torch::nn::GELUOptions().approximate("tanh"));
+  EXPECT_EQ(gelu->approximate, "tanh");
+  torch::nn::Softplus sp(torch::nn::SoftplusOptions().beta(2.0));
+  EXPECT_TRUE(tensor_is(sp(torch::tensor({0.0})), {1}, {std::log(2.0) / 2}, 1e-6));
+  torch::nn::PReLU prelu(torch::nn::PReLUOptions().num_parameters(3).init(0.1));
+  EXPECT_TRUE(tensor_is(prelu->weight, {3}, {0.1, 0.1, 0.1}));
+
+  // kaiming_normal_ with libtorch's tags: std = gain / sqrt(fan); kFanOut of a (64, 16) weight is 64.
+  torch::manual_seed(1);
+  torch::Tensor w = torch::empty({64, 16});
+  torch::nn::init::kaiming_normal_(w, 0.0, torch::kFanOut, torch::kReLU);
+  torch::manual_seed(1);
+  torch::Tensor ref = torch::empty({64, 16});
+  nabla::nn::init::kaiming_normal_(ref, 0.0, nabla::nn::init::FanMode::fan_out, nabla::nn::init::Nonlinearity::relu);
+  EXPECT_TRUE(torch::equal(w, ref));
+  EXPECT_DOUBLE_EQ(torch::nn::init::calculate_gain(torch::kTanh), 5.0 / 3);
+  torch::nn::init::kaiming_uniform_(w);  // nabla's defaults, by the same qualified name
+  torch::nn::init::xavier_uniform_(w);
+  EXPECT_LE(w.abs().max().item<double>(), std::sqrt(6.0 / 80) + 1e-6);
+}

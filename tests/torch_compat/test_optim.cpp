@@ -72,7 +72,12 @@ TEST(TorchOptim, EveryOptimizerTakesItsBuilder) {
   torch::optim::Adagrad ada({w3}, torch::optim::AdagradOptions(0.1).initial_accumulator_value(3.0));
   // sum = 3 + 1; w = 1 - 0.1 / sqrt(4).
   EXPECT_TRUE(tensor_is(step_once(ada, w3, g), {1}, {0.95}, 1e-5));
-  torch::optim::StepLR sched(ada, /*step_size=*/1, /*gamma=*/0.5);
-  sched.step();
-  EXPECT_DOUBLE_EQ(ada.param_groups()[0].options().get_lr(), 0.05);
+  // libtorch's StepLR: the first step() keeps the rate, then every step_size-th one decays it.
+  torch::optim::StepLR sched(ada, /*step_size=*/2, /*gamma=*/0.5);
+  std::vector<double> lrs;
+  for (int i = 0; i < 5; ++i) {
+    sched.step();
+    lrs.push_back(ada.param_groups()[0].options().get_lr());
+  }
+  EXPECT_EQ(lrs, (std::vector<double>{0.1, 0.1, 0.05, 0.05, 0.025}));
 }

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace {
 
 std::vector<std::string> program_names() {
@@ -27,7 +29,8 @@ std::vector<std::string> program_names() {
 // with the exit status in *status).
 std::string run_program(const std::string& binary, int* status) {
   namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("nabla_torch_programs_" + fs::path(binary).filename().string());
+  fs::path dir = fs::temp_directory_path() /
+                 ("nabla_torch_programs_" + std::to_string(getpid()) + "_" + fs::path(binary).filename().string());
   fs::create_directories(dir);
   std::string cmd = "cd '" + dir.string() + "' && '" + binary + "' 2>&1";
   std::string out;
@@ -88,27 +91,29 @@ TEST(TorchPrograms, CompareChecksNumbersWithinToleranceAndWordsExactly) {
   EXPECT_NE(compare_outputs("loss 1.0\n", "loss 1.0\nmore 2\n", 1e-3, 0), "");
 }
 
-TEST(TorchPrograms, EveryProgramGivesLibtorchsResults) {
-  const std::vector<std::string> names = program_names();
-  ASSERT_GE(names.size(), 3u) << "expected at least three programs in tests/torch_compat/programs";
-  for (const std::string& name : names) {
-    SCOPED_TRACE(name);
-    int status = -1;
-    const std::string ours = run_program(std::string(NABLA_TORCH_PROGRAM_DIR) + "/torch_program_" + name, &status);
-    ASSERT_EQ(status, 0) << ours;
-    const std::string expected_path = std::string(NABLA_TORCH_EXPECTED_DIR) + "/" + name + ".expected";
-    ASSERT_TRUE(std::filesystem::exists(expected_path))
-        << expected_path << " is missing: run tests/torch_compat/record_libtorch.sh";
-    const std::string expected = read_file(expected_path);
-    EXPECT_EQ(compare_outputs(ours, expected, 2e-3, 2e-5), "") << "nabla printed:\n" << ours;
-    if (NABLA_LIBTORCH_TWINS) {
-      const std::string theirs =
-          run_program(std::string(NABLA_TORCH_PROGRAM_DIR) + "/libtorch_program_" + name, &status);
-      ASSERT_EQ(status, 0) << theirs;
-      EXPECT_EQ(compare_outputs(ours, theirs, 2e-3, 2e-5), "") << "nabla:\n" << ours << "libtorch:\n" << theirs;
-      EXPECT_EQ(compare_outputs(theirs, expected, 1e-5, 1e-6), "")
-          << "libtorch's output differs from " << expected_path << " (run record_libtorch.sh):\n"
-          << theirs;
-    }
+TEST(TorchPrograms, ThereAreAtLeastThreePrograms) { EXPECT_GE(program_names().size(), 3u); }
+
+class TorchProgram : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TorchProgram, GivesLibtorchsResults) {
+  const std::string& name = GetParam();
+  int status = -1;
+  const std::string ours = run_program(std::string(NABLA_TORCH_PROGRAM_DIR) + "/torch_program_" + name, &status);
+  ASSERT_EQ(status, 0) << ours;
+  const std::string expected_path = std::string(NABLA_TORCH_EXPECTED_DIR) + "/" + name + ".expected";
+  ASSERT_TRUE(std::filesystem::exists(expected_path))
+      << expected_path << " is missing: run tests/torch_compat/record_libtorch.sh";
+  const std::string expected = read_file(expected_path);
+  EXPECT_EQ(compare_outputs(ours, expected, 2e-3, 2e-5), "") << "nabla printed:\n" << ours;
+  if (NABLA_LIBTORCH_TWINS) {
+    const std::string theirs = run_program(std::string(NABLA_TORCH_PROGRAM_DIR) + "/libtorch_program_" + name, &status);
+    ASSERT_EQ(status, 0) << theirs;
+    EXPECT_EQ(compare_outputs(ours, theirs, 2e-3, 2e-5), "") << "nabla:\n" << ours << "libtorch:\n" << theirs;
+    EXPECT_EQ(compare_outputs(theirs, expected, 1e-5, 1e-6), "")
+        << "libtorch's output differs from " << expected_path << " (run record_libtorch.sh):\n"
+        << theirs;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Programs, TorchProgram, ::testing::ValuesIn(program_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
