@@ -29,7 +29,8 @@ const char* refused(OpId op) {
     case OpId::nonzero:
     case OpId::unique:
     case OpId::unique_consecutive:
-    case OpId::masked_select: return "has an output shape that depends on the values";
+    case OpId::masked_select:
+    case OpId::bincount: return "has an output shape that depends on the values";
     default: return nullptr;
   }
 }
@@ -174,16 +175,20 @@ class Recorder final : public trace::Tracer {
 
 }  // namespace
 
-Capture capture_module(nn::Module& module, const std::vector<Tensor>& inputs) {
+Capture capture_module(nn::Module& module, const std::vector<Tensor>& inputs, bool autograd) {
   Recorder rec;
   for (const auto& [name, t] : module.named_parameters()) rec.add_named(t, name);
   for (const auto& [name, t] : module.named_buffers()) rec.add_named(t, name);
   std::vector<Tensor> xs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     // Floating inputs take part in autograd during the capture, so the output of an op the tracer
-    // does not see carries a grad_fn that names it (as onnx::export_model does).
-    Tensor x = inputs[i].detach();
-    if (is_floating(x.dtype())) x.requires_grad_(true);
+    // does not see carries a grad_fn that names it (as onnx::export_model does). An input that
+    // requires grad is used as it is, so the result's gradient reaches it.
+    Tensor x = inputs[i];
+    if (!x.requires_grad()) {
+      x = x.detach();
+      if (is_floating(x.dtype())) x.requires_grad_(true);
+    }
     rec.add_input(x, static_cast<int>(i));
     xs.push_back(x);
   }
@@ -194,7 +199,7 @@ Capture capture_module(nn::Module& module, const std::vector<Tensor>& inputs) {
     y = xs.size() == 1 ? module(xs[0]) : module(xs[0], xs[1]);
   }
   Capture c;
-  if (y.defined()) c.eager_outputs.push_back(y.detach());
+  if (y.defined()) c.eager_outputs.push_back(autograd ? y : y.detach());
   if (rec.fallback.empty()) {
     const int v = y.defined() ? rec.known(y) : -1;
     if (v < 0) {

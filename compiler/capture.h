@@ -18,7 +18,8 @@ struct Capture {
   std::string fallback;               // non-empty: why this signature runs eagerly
 };
 
-// Runs module(inputs...) once, recording it. Errors the forward raises propagate.
-Capture capture_module(nn::Module& module, const std::vector<Tensor>& inputs);
+// Runs module(inputs...) once, recording it. Errors the forward raises propagate. With `autograd`
+// the result keeps its history (the call's caller will run backward through it).
+Capture capture_module(nn::Module& module, const std::vector<Tensor>& inputs, bool autograd = false);
 
 }  // namespace nabla::compiler

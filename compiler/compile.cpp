@@ -29,6 +29,7 @@ struct InputSig {
 struct Signature {
   std::vector<InputSig> inputs;
   std::vector<bool> training;  // every module's flag, in modules() order
+  bool autograd = false;       // the call records autograd (grad mode on, something requires grad)
   bool operator==(const Signature&) const = default;
 };
 
@@ -92,11 +93,15 @@ struct CompiledModule::Impl {
   void specialize(Entry& e) {
     e.compiled = e.captured;
     Graph& g = e.compiled;
+    // A call that records autograd replays op by op through the front-ends, which record each op's
+    // backward as eager does: only the passes that keep every op's gradient apply.
+    const bool infer = !e.sig.autograd;
     if (options.eliminate_common_subexpressions) eliminate_common_subexpressions(g);
-    if (options.fold_constants) fold_constants(g);
-    if (options.fold_batch_norm) fold_batch_norm(g);
+    if (infer && options.fold_constants) fold_constants(g);
+    if (infer && options.fold_batch_norm) fold_batch_norm(g);
     if (options.eliminate_dead_code) eliminate_dead_code(g);
-    if (options.fuse_elementwise) fuse_elementwise(g);
+    if (infer && options.sink_activations_through_pools) sink_activations_through_pools(g);
+    if (infer && options.fuse_elementwise) fuse_elementwise(g);
     compact(g);
     e.schedule = plan(g);
     // The versions the folds saw: a later change re-specializes.
@@ -151,17 +156,11 @@ struct CompiledModule::Impl {
       warn("autocast is on (compiling under autocast is not implemented yet)");
       return eager(in);
     }
-    if (autograd::GradMode::is_enabled()) {
-      bool needs = std::any_of(in.begin(), in.end(), [](const Tensor& t) { return t.requires_grad(); });
-      for (size_t i = 0; i < params.size() && !needs; ++i) needs = params[i].requires_grad();
-      if (needs) {
-        warn(
-            "the call needs autograd (grad mode is on and a parameter or input requires grad; compiling the "
-            "backward is not implemented yet): call it under nabla::InferenceMode or NoGradGuard for inference");
-        return eager(in);
-      }
-    }
     Signature sig;
+    if (autograd::GradMode::is_enabled()) {
+      sig.autograd = std::any_of(in.begin(), in.end(), [](const Tensor& t) { return t.requires_grad(); });
+      for (size_t i = 0; i < params.size() && !sig.autograd; ++i) sig.autograd = params[i].requires_grad();
+    }
     for (const Tensor& t : in) sig.inputs.push_back({t.sizes(), t.dtype(), t.device(), t.requires_grad()});
     for (nn::Module* m : modules) sig.training.push_back(m->is_training());
     auto it = std::find_if(cache.begin(), cache.end(), [&](const Entry& e) { return e.sig == sig; });
@@ -179,7 +178,7 @@ struct CompiledModule::Impl {
     // A new signature: record it (this call's result is the eager one).
     Capture c;
     try {
-      c = capture_module(*module, in);
+      c = capture_module(*module, in, sig.autograd);
     } catch (const Error& e) {
       // The capture runs the forward with the inputs requiring grad (so that ops without a trace
       // hook show in their history); a forward that refuses that (x.to(kInt64) of an input) runs

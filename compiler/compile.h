@@ -5,21 +5,27 @@
 //   nabla::InferenceMode guard;
 //   Tensor y = fast(x);                      // first call: eager, recorded; later calls: replayed
 //
-// As torch.compile does, the first call with a given signature (the inputs' shapes, dtypes and
-// devices, every module's training flag, grad mode, autocast) runs the forward eagerly while the
-// op front-ends report each call (core/trace.h); the record becomes a graph (compiler/graph.h),
-// the passes rewrite it (constant folding, batch norm folded into convolutions, common
-// subexpressions, dead code, float32 elementwise chains fused into one pass over memory), and
-// later calls with that signature replay it without autograd bookkeeping, freeing each
-// intermediate after its last read. A new signature records again (up to `cache_size` of them).
+// As torch.compile does, the first call with a given signature (the inputs' shapes, dtypes,
+// devices and requires_grad, every module's training flag, whether the call records autograd)
+// runs the forward eagerly while the op front-ends report each call (core/trace.h); the record
+// becomes a graph (compiler/graph.h), the passes rewrite it, and later calls with that signature
+// replay it, freeing each intermediate after its last read. A new signature records again (up
+// to `cache_size` of them).
+//
+// An inference call (nothing requires grad, or grad mode off) gets every pass: constant folding,
+// batch norm folded into convolutions, common subexpressions, dead code, activations moved after
+// max pooling, float32 elementwise chains fused into one pass over memory; its replay records no
+// autograd. A call that records autograd (training, or a compiled forward inside a larger eager
+// graph) replays op by op through the front-ends, which record each op's backward exactly as
+// eager does, so `backward()` gives eager's gradients; only CSE and dead-code elimination apply
+// (compiling the backward itself and the optimizer step is the next stage).
 //
 // What runs eagerly instead, with one warning naming the reason (and `stats().last_fallback`):
-// a call that needs autograd (grad mode on and an input or parameter requiring grad: capturing
-// the backward and the optimizer step is not implemented yet), a call under autocast, and a
-// forward that uses something a replay could not repeat exactly: an op with no trace hook or no
-// replay rule yet, a read on the host (`.item()`), an in-place write, a random op, an op whose
-// output shape depends on the values (nonzero, unique), batch norm in training mode. Such a
-// signature is remembered, so later calls go straight to eager.
+// a call under autocast, and a forward that uses something a replay could not repeat exactly: an
+// op with no trace hook or no replay rule yet, a read on the host (`.item()`), an in-place write,
+// a random op (dropout in training mode), an op whose output shape depends on the values
+// (nonzero, unique), batch norm in training mode. Such a signature is remembered, so later calls
+// go straight to eager.
 //
 // The module's parameters and buffers stay the user's tensors: a replay reads them as they are,
 // and what a pass computed from them (folded batch norms, constants) is recomputed when any of
@@ -44,6 +50,7 @@ struct CompileOptions {
   bool eliminate_common_subexpressions = true;
   bool eliminate_dead_code = true;
   bool fuse_elementwise = true;
+  bool sink_activations_through_pools = true;
   size_t cache_size = 8;  // signatures kept; the least recently used one goes first
   bool warn = true;       // print each fallback's reason once to stderr
 };
@@ -51,7 +58,7 @@ struct CompileOptions {
 struct CompileStats {
   int64_t captures = 0;         // calls that recorded a new signature
   int64_t replays = 0;          // calls that ran a compiled graph
-  int64_t eager_calls = 0;      // calls that ran the module eagerly (fallbacks, autograd, autocast)
+  int64_t eager_calls = 0;      // calls that ran the module eagerly (fallbacks, autocast)
   int64_t specializations = 0;  // times the passes ran (captures, and tensors the folds read changing)
   size_t cache_entries = 0;
   int64_t nodes_captured = 0;  // in the last captured graph, before and after the passes

@@ -155,6 +155,34 @@ int eliminate_dead_code(Graph& g) {
   return removed;
 }
 
+int sink_activations_through_pools(Graph& g) {
+  const std::vector<int> uses = g.use_counts();
+  int moved = 0;
+  for (Node& pool : g.nodes) {
+    if (is_dead(pool) || pool.kind != Node::op || pool.id != OpId::max_pool2d || pool.outputs.size() != 1) continue;
+    const int a = pool.inputs[0];
+    if (a < 0 || g.values[a].kind != Value::computed || uses[a] != 1) continue;
+    Node& act = g.nodes[g.values[a].index];
+    if (act.kind != Node::op || act.inputs.size() != 1 || act.outputs.size() != 1) continue;
+    bool monotone = act.id == OpId::relu || act.id == OpId::hardtanh || act.id == OpId::clamp;
+    if (act.id == OpId::leaky_relu) monotone = std::get<UnaryAttrs>(act.attrs).p0 >= 0;
+    if (!monotone || !is_floating(g.values[a].dtype)) continue;
+    // pool(act(x)) -> act(pool(x)): the pool reads x and writes the activation's old value (now of
+    // the pool's shape); the activation reads that and writes the pool's output, and moves after it.
+    const int x = act.inputs[0], mid = a, y = pool.outputs[0];
+    g.values[mid].sizes = g.values[y].sizes;
+    pool.inputs[0] = x;
+    pool.outputs[0] = mid;
+    act.inputs[0] = mid;
+    act.outputs[0] = y;
+    std::swap(pool, act);  // act stood before pool: swapping their places keeps the order valid
+    g.values[mid].index = static_cast<int>(&act - g.nodes.data());
+    g.values[y].index = static_cast<int>(&pool - g.nodes.data());
+    ++moved;
+  }
+  return moved;
+}
+
 namespace {
 
 // The fused instruction of an elementwise op on float32, or nothing.

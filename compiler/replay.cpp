@@ -6,6 +6,7 @@
 #include <array>
 
 #include "core/linalg.h"
+#include "core/math_ops.h"
 #include "core/ops.h"
 #include "nn/functional.h"
 
@@ -74,6 +75,7 @@ void add_elementwise(Table& t) {
   NABLA_REPLAY_BINARY(fmod)
   NABLA_REPLAY_BINARY(xlogy)
   NABLA_REPLAY_BINARY(logaddexp)
+  NABLA_REPLAY_BINARY(threshold_backward)
   NABLA_BINARY_BOOL_OPS(NABLA_REPLAY_BINARY)
 #undef NABLA_REPLAY_BINARY
   set(OpId::pow_scalar, [](const Node& n, const Ins& in, const Value* out) {
@@ -83,6 +85,68 @@ void add_elementwise(Table& t) {
     return one(pow(in[0], integral ? Scalar(static_cast<int64_t>(e)) : Scalar(e)));
   });
   set(OpId::where, [](const Node&, const Ins& in, const Value*) { return one(where(in[0], in[1], in[2])); });
+}
+
+// Products, scans, sorts, order statistics and scatters.
+void add_orderings(Table& t) {
+  auto set = [&](OpId op, ReplayFn f) { t[static_cast<size_t>(op)] = f; };
+  set(OpId::prod, [](const Node& n, const Ins& in, const Value*) {
+    const auto& a = at<ReduceAttrs>(n);
+    return one(a.dims.empty() ? prod(in[0]) : prod(in[0], a.dims[0], a.keepdim));
+  });
+  set(OpId::cumprod,
+      [](const Node& n, const Ins& in, const Value*) { return one(cumprod(in[0], at<DimAttrs>(n).dim)); });
+  set(OpId::logcumsumexp,
+      [](const Node& n, const Ins& in, const Value*) { return one(logcumsumexp(in[0], at<DimAttrs>(n).dim)); });
+  set(OpId::cummax, [](const Node& n, const Ins& in, const Value*) { return two(cummax(in[0], at<DimAttrs>(n).dim)); });
+  set(OpId::cummin, [](const Node& n, const Ins& in, const Value*) { return two(cummin(in[0], at<DimAttrs>(n).dim)); });
+  set(OpId::sort, [](const Node& n, const Ins& in, const Value*) {
+    return two(sort(in[0], at<SortAttrs>(n).dim, at<SortAttrs>(n).descending));
+  });
+  set(OpId::topk, [](const Node& n, const Ins& in, const Value*) {
+    const auto& a = at<TopkAttrs>(n);
+    return two(topk(in[0], a.k, a.dim, a.largest, a.sorted));
+  });
+  set(OpId::kthvalue, [](const Node& n, const Ins& in, const Value*) {
+    const auto& a = at<KthvalueAttrs>(n);
+    return two(kthvalue(in[0], a.k, a.dim, a.keepdim));
+  });
+  set(OpId::mode, [](const Node& n, const Ins& in, const Value*) {
+    return two(mode(in[0], at<DimKeepAttrs>(n).dim, at<DimKeepAttrs>(n).keepdim));
+  });
+  set(OpId::median, [](const Node& n, const Ins& in, const Value*) {
+    const auto& a = at<OptionalDimAttrs>(n);
+    return a.dim ? two(median(in[0], *a.dim, a.keepdim)) : one(median(in[0]));
+  });
+  set(OpId::nanmedian, [](const Node& n, const Ins& in, const Value*) {
+    const auto& a = at<OptionalDimAttrs>(n);
+    return a.dim ? two(nanmedian(in[0], *a.dim, a.keepdim)) : one(nanmedian(in[0]));
+  });
+  set(OpId::quantile, [](const Node& n, const Ins& in, const Value*) {
+    const auto& a = at<QuantileAttrs>(n);
+    return one(quantile(in[0], in[1], a.dim, a.keepdim, a.interpolation));
+  });
+  set(OpId::nanquantile, [](const Node& n, const Ins& in, const Value*) {
+    const auto& a = at<QuantileAttrs>(n);
+    return one(nanquantile(in[0], in[1], a.dim, a.keepdim, a.interpolation));
+  });
+  set(OpId::histc, [](const Node& n, const Ins& in, const Value*) {
+    const auto& a = at<HistcAttrs>(n);
+    return one(histc(in[0], a.bins, a.min, a.max));
+  });
+  set(OpId::searchsorted, [](const Node& n, const Ins& in, const Value* out) {
+    return one(
+        searchsorted(in[0], in[1], out->dtype == DType::i32, at<SearchsortedAttrs>(n).right, std::nullopt, in[2]));
+  });
+  set(OpId::scatter, [](const Node& n, const Ins& in, const Value*) {
+    return one(scatter(in[0], at<DimAttrs>(n).dim, in[1], in[2]));
+  });
+  set(OpId::scatter_add, [](const Node& n, const Ins& in, const Value*) {
+    return one(scatter_add(in[0], at<DimAttrs>(n).dim, in[1], in[2]));
+  });
+  set(OpId::index_add, [](const Node& n, const Ins& in, const Value*) {
+    return one(index_add(in[0], at<DimAttrs>(n).dim, in[1], in[2]));
+  });
 }
 
 void add_shapes_and_reductions(Table& t) {
@@ -159,6 +223,7 @@ void add_shapes_and_reductions(Table& t) {
   set(OpId::log_softmax,
       [](const Node& n, const Ins& in, const Value*) { return one(log_softmax(in[0], at<DimAttrs>(n).dim)); });
   set(OpId::cumsum, [](const Node& n, const Ins& in, const Value*) { return one(cumsum(in[0], at<DimAttrs>(n).dim)); });
+  add_orderings(t);
 }
 
 void add_nn(Table& t) {
@@ -210,6 +275,10 @@ void add_nn(Table& t) {
     if (a.mode == "linear" || a.mode == "bilinear" || a.mode == "bicubic" || a.mode == "trilinear")
       o.align_corners = a.align_corners;
     return one(nn::functional::interpolate(in[0], o));
+  });
+  set(OpId::grid_sample, [](const Node& n, const Ins& in, const Value*) {
+    const auto& a = at<GridSampleAttrs>(n);
+    return one(nn::functional::grid_sample(in[0], in[1], {a.mode, a.padding_mode, a.align_corners}));
   });
 }
 

@@ -108,3 +108,50 @@ TEST(CompileRegistry, EveryOpReplaysAsEagerOrFallsBackWithAReason) {
 }
 
 }  // namespace nabla::testing
+
+namespace nabla::testing {
+
+// The same with autograd: the first input requires grad, and the gradient of the output's sum
+// (weighted, so every element counts differently) through the replay equals eager's.
+TEST(CompileRegistry, ReplayedForwardsGiveEagersGradients) {
+  int replayed = 0, samples = 0;
+  for (const OpInfo& op : registry()) {
+    if (!op.differentiable) continue;
+    for (size_t s = 0; s < op.samples.size(); ++s) {
+      if (op.samples[s].args.empty() || !op.samples[s].args[0].differentiable) continue;
+      Inputs first = make_inputs(op.samples[s], kFloat32, kCPU, false, 2 * s + 1);
+      Inputs second = make_inputs(op.samples[s], kFloat32, kCPU, false, 2 * s + 2);
+      if (!first[0].defined() || !first[0].is_floating_point() || first[0].numel() == 0) continue;
+      auto m = std::make_shared<OpModule>(op, first);
+      CompileOptions o;
+      o.warn = false;
+      CompiledModule fast = compile(m, o);
+      auto grad_of = [&](auto&& f, const Tensor& x0) -> Tensor {
+        Tensor x = x0.detach().requires_grad_(true);
+        manual_seed(9);
+        Tensor y = f(x);
+        if (!y.defined() || !y.requires_grad() || !is_floating(y.dtype())) return Tensor();
+        Tensor w = arange(y.numel(), TensorOptions().dtype(y.dtype())).reshape(y.sizes()) * 0.01 + 1;
+        (y * w).sum().backward();
+        return x.grad();
+      };
+      auto eager_f = [&](const Tensor& x) { return (*m)(x); };
+      auto fast_f = [&](const Tensor& x) { return fast(x); };
+      Tensor want;
+      try {
+        want = grad_of(eager_f, first[0]);
+        (void)grad_of(eager_f, second[0]);
+      } catch (const Error&) { continue; }
+      if (!want.defined()) continue;
+      ++samples;
+      (void)grad_of(fast_f, first[0]);  // the capture
+      Tensor got = grad_of(fast_f, second[0]), want2 = grad_of(eager_f, second[0]);
+      EXPECT_TRUE(agree(want2, got)) << op.name << " sample " << s << " (" << op.samples[s].desc << ")";
+      if (fast.stats().replays == 1) ++replayed;
+    }
+  }
+  std::cout << samples << " samples with gradients: " << replayed << " replayed\n";
+  EXPECT_GT(replayed, samples / 2);
+}
+
+}  // namespace nabla::testing
