@@ -6,8 +6,8 @@
 //   TORCH_CHECK(x.dim() == 2, "expected a matrix, got ", x.sizes());
 //
 // torch::Tensor is nabla::Tensor itself (not a wrapper), so a tensor passes between torch:: code
-// and nabla:: code unchanged. Differs from libtorch: torch::kCPU and torch::kCUDA are DeviceTypes
-// (as in libtorch) that convert to nabla's Device; nabla::kCUDA is a Device.
+// and nabla:: code unchanged. torch::kCPU and torch::kCUDA are Devices that convert to their
+// DeviceType (libtorch's are DeviceTypes that convert to a Device): both spellings compile.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +21,7 @@
 #include "../core/device.h"
 #include "../core/dtype.h"
 #include "../core/error.h"
+#include "../core/generator.h"
 #include "../core/graph.h"
 #include "../core/ops.h"
 #include "../core/tensor.h"
@@ -94,14 +95,31 @@ using nabla::kUInt8;
 // ---- devices ------------------------------------------------------------------------------------
 using nabla::Device;
 using DeviceType = nabla::DeviceType;
-inline constexpr DeviceType kCPU = DeviceType::cpu;
-inline constexpr DeviceType kCUDA = DeviceType::cuda;
+// torch::kCPU and torch::kCUDA: the Device (cpu, cuda:0) that also converts to its DeviceType, so
+// that both of libtorch's uses compile: `torch::DeviceType t = torch::kCUDA;` (and `case
+// torch::kCUDA:`, `t == torch::kCUDA`) and `x.to(torch::kCUDA)`, `model->to(torch::kCPU)`.
+struct DeviceTypeConstant : Device {
+  constexpr explicit DeviceTypeConstant(DeviceType t) : Device(t) {}
+  constexpr operator DeviceType() const { return type; }  // NOLINT(google-explicit-constructor)
+  friend constexpr bool operator==(DeviceTypeConstant a, DeviceType b) { return a.type == b; }
+};
+inline constexpr DeviceTypeConstant kCPU{DeviceType::cpu};
+inline constexpr DeviceTypeConstant kCUDA{DeviceType::cuda};
 inline TensorOptions device(Device d) { return TensorOptions(d); }
 
 namespace cuda {
 using nabla::cuda::device_count;
 using nabla::cuda::is_available;
+// The CUDA generator's seed (libtorch's torch::cuda::manual_seed and manual_seed_all: nabla has one
+// generator for all GPUs).
+inline void manual_seed(uint64_t seed) { nabla::default_generator(nabla::Device::cuda()).manual_seed(seed); }
+inline void manual_seed_all(uint64_t seed) { manual_seed(seed); }
 }  // namespace cuda
+
+// torch::indexing::Slice, None, Ellipsis for x.index({...}): nabla's.
+namespace indexing {
+using namespace nabla::indexing;  // NOLINT(google-build-using-namespace)
+}  // namespace indexing
 
 // ---- gradient mode and seeds --------------------------------------------------------------------
 using nabla::AutoGradMode;

@@ -17,6 +17,21 @@ TEST(TorchTypes, DeviceTypeConstantsConvertToDevices) {
   torch::Tensor x = torch::zeros({2}, torch::device(torch::kCPU).dtype(torch::kFloat64));
   EXPECT_EQ(x.dtype(), torch::kDouble);
   EXPECT_EQ(torch::cuda::is_available(), nabla::cuda::is_available());
+  EXPECT_TRUE(x.to(torch::kCPU).is_cpu());
+  EXPECT_TRUE(t == torch::kCUDA);
+  EXPECT_FALSE(torch::kCPU == t);
+  auto name = [](torch::DeviceType type) {
+    switch (type) {
+      case torch::kCPU: return "cpu";
+      case torch::kCUDA: return "cuda";
+    }
+    return "?";
+  };
+  EXPECT_STREQ(name(torch::kCUDA), "cuda");
+  EXPECT_EQ(torch::Device(torch::kCUDA), torch::Device("cuda:0"));
+  using namespace torch::indexing;
+  torch::Tensor m = torch::arange(6, torch::kFloat32).view({2, 3});
+  EXPECT_TRUE(tensor_is(m.index({1, Slice(None, 2)}), {2}, {3, 4}));
 }
 
 TEST(TorchTypes, TorchCheckThrowsWithLibtorchsMessages) {
