@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "../autograd/autograd.h"
 #include "../autograd/function.h"
 #include "../core/graph.h"
 #include "ivalue.h"
@@ -38,6 +39,11 @@ namespace torch::autograd {
 using variable_list = std::vector<Tensor>;
 using tensor_list = std::vector<Tensor>;
 using Variable = Tensor;
+// torch::autograd::grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused)
+// and backward(tensors, grad_tensors, retain_graph, create_graph): nabla's, with libtorch's
+// signatures (backward without libtorch's `inputs`).
+using nabla::autograd::backward;
+using nabla::autograd::grad;
 
 class AutogradContext {
  public:

@@ -151,8 +151,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& self, const Tensor& target
 
 }  // namespace torch
 
-// libtorch's at:: spellings of the same (at::Tensor, at::Reduction::Mean).
+// libtorch's at:: spellings of the same (at::Tensor, at::Reduction::Mean, at::zeros, at::kFloat).
 namespace at {
-using torch::Tensor;
-namespace Reduction = torch::Reduction;
+using namespace ::torch;  // NOLINT(google-build-using-namespace)
 }  // namespace at

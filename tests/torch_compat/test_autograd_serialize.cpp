@@ -69,6 +69,19 @@ TEST(TorchAutograd, CustomFunctionGradientsMatchTheBuiltInOps) {
   EXPECT_TRUE(tensor_is(w3.grad(), {2, 1}, {4, 1}));
 }
 
+TEST(TorchAutograd, GradAndBackwardTakeLibtorchsArguments) {
+  torch::Tensor x = torch::tensor({1.0, 2.0}, torch::dtype(torch::kFloat64).requires_grad(true));
+  torch::Tensor y = (x * x * x).sum();
+  // dy/dx = 3 x^2, with the graph kept for the second derivative 6 x.
+  variable_list g = torch::autograd::grad({y}, {x}, /*grad_outputs=*/{}, /*retain_graph=*/true, /*create_graph=*/true);
+  EXPECT_TRUE(tensor_is(g[0], {2}, {3, 12}));
+  torch::autograd::backward({g[0].sum()});
+  EXPECT_TRUE(tensor_is(x.grad(), {2}, {6, 12}));
+  at::Tensor z = at::zeros({2}, at::kFloat);
+  EXPECT_EQ(z.dtype(), torch::kFloat32);
+  EXPECT_EQ(at::Reduction::Sum, 2);
+}
+
 TEST(TorchAutograd, SavedDataAndNonDifferentiableOutputs) {
   torch::Tensor x = torch::tensor({1.0, 2.0, 3.0}, torch::requires_grad());
   variable_list out = ScaleWithIndex::apply(x, int64_t{3});
