@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -53,6 +54,10 @@ class Tracer {
   // A generator handed out random numbers while tracing (outside a traced op's own call): an op
   // the tracer may not see drew them (randn_like, dropout in training). compile falls back.
   virtual void on_random_draw() {}
+  // An op checks `t`'s values before using them (an index in range, probabilities in [0, 1]):
+  // check(t) throws when they are wrong. compile keeps it and runs it again in each replay; the
+  // exporter ignores it. (value_check below calls this and runs the check.)
+  virtual void on_value_check(const Tensor& t, const std::function<void(const Tensor&)>& check) {}
 };
 
 // The tracer of this thread (null when not tracing).
@@ -96,6 +101,15 @@ class Suspend : public TracerGuard {
  public:
   Suspend() : TracerGuard(nullptr) {}
 };
+
+// Runs check(t), a check of t's values that reads them on the host, while tracing (call it where
+// trace::tl_current is set, building the closure only then): the tracer is told of the check,
+// and the check's own reads and ops are not reported as the forward's.
+inline void value_check(const Tensor& t, const std::function<void(const Tensor&)>& check) {
+  if (Tracer* tr = tl_current) tr->on_value_check(t, check);
+  Suspend s;
+  check(t);
+}
 
 // A list argument as an attribute field.
 inline std::vector<int64_t> ints(IntArrayRef v) { return {v.begin(), v.end()}; }

@@ -64,35 +64,41 @@ void check_class_target(const Tensor& input, const Tensor& target, const Tensor&
     NABLA_CHECK(ShapeError, weight.dim() == 1 && weight.size(0) == c, op, ": weight must have one value per class (", c,
                 "), got shape ", weight.sizes());
   if (!value_checks::check_now(target)) return;
-  autograd::NoGradGuard ng;
-  auto in_bounds = [op, c, ignore_index](int64_t lo, int64_t hi) {
-    if (lo >= 0 && hi < c) return;
-    if (!ignore_index)  // a loss without ignore_index (multi_margin_loss)
+  // The value checks, as a function of the target (compile replays them: core/trace.h).
+  auto values = [op, c, ignore_index](const Tensor& target) {
+    autograd::NoGradGuard ng;
+    auto in_bounds = [op, c, ignore_index](int64_t lo, int64_t hi) {
+      if (lo >= 0 && hi < c) return;
+      if (!ignore_index)  // a loss without ignore_index (multi_margin_loss)
+        throw IndexError(internal::str(op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
+                                       " classes (expected values in [0, ", c, "))"));
       throw IndexError(internal::str(op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
-                                     " classes (expected values in [0, ", c, "))"));
-    throw IndexError(internal::str(op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", c,
-                                   " classes (expected values in [0, ", c, ") or ignore_index ", *ignore_index, ")"));
+                                     " classes (expected values in [0, ", c, ") or ignore_index ", *ignore_index, ")"));
+    };
+    // Ignored targets (e.g. padding marked -100) count as class 0.
+    if (target.is_cuda() && c > 0) {  // checked on the device without waiting (nn/value_checks.h)
+      value_checks::check_min_max<int64_t>(ignore_index ? target.masked_fill(target.eq(*ignore_index), 0) : target,
+                                           in_bounds);
+      return;
+    }
+    // The common case costs two reductions: every target in range.
+    auto [lo, hi] = value_checks::min_max<int64_t>(target);
+    if (lo >= 0 && hi < c) return;
+    if (!ignore_index) in_bounds(lo, hi);
+    if (c > 0) {
+      std::tie(lo, hi) = value_checks::min_max<int64_t>(target.masked_fill(target.eq(*ignore_index), 0));
+    } else {
+      Tensor valid = target.ne(*ignore_index);
+      if (!valid.any().item<bool>()) return;
+      Tensor t = target.masked_select(valid);
+      lo = t.min().item<int64_t>();
+      hi = t.max().item<int64_t>();
+    }
+    in_bounds(lo, hi);
   };
-  // Ignored targets (e.g. padding marked -100) count as class 0.
-  if (target.is_cuda() && c > 0) {  // checked on the device without waiting (nn/value_checks.h)
-    value_checks::check_min_max<int64_t>(ignore_index ? target.masked_fill(target.eq(*ignore_index), 0) : target,
-                                         in_bounds);
-    return;
-  }
-  // The common case costs two reductions: every target in range.
-  auto [lo, hi] = value_checks::min_max<int64_t>(target);
-  if (lo >= 0 && hi < c) return;
-  if (!ignore_index) in_bounds(lo, hi);
-  if (c > 0) {
-    std::tie(lo, hi) = value_checks::min_max<int64_t>(target.masked_fill(target.eq(*ignore_index), 0));
-  } else {
-    Tensor valid = target.ne(*ignore_index);
-    if (!valid.any().item<bool>()) return;
-    Tensor t = target.masked_select(valid);
-    lo = t.min().item<int64_t>();
-    hi = t.max().item<int64_t>();
-  }
-  in_bounds(lo, hi);
+  if (trace::tl_current) [[unlikely]]
+    return trace::value_check(target, values);
+  values(target);
 }
 
 }  // namespace
