@@ -123,6 +123,15 @@ class Recorder final : public trace::Tracer {
                        "): the graph would keep the number the first call saw"));
   }
 
+  void on_value_check(const Tensor& t, const std::function<void(const Tensor&)>& check) override {
+    if (!fallback.empty()) return;
+    Node n;
+    n.kind = Node::value_check;
+    n.inputs.push_back(value_of(t));
+    n.check = check;
+    if (fallback.empty()) g.nodes.push_back(std::move(n));
+  }
+
   void on_random_draw() override {
     fail(
         "the forward draws random numbers (randn_like, dropout in training, ...): a replay would not advance "

@@ -232,6 +232,36 @@ CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions option
   return CompiledModule(std::move(module), std::move(options));
 }
 
+namespace {
+// A function as a module (compile(fn)).
+class FunctionModule : public nn::Module {
+ public:
+  FunctionModule(std::function<Tensor(const Tensor&)> f1, std::function<Tensor(const Tensor&, const Tensor&)> f2)
+      : nn::Module("Function"), f1_(std::move(f1)), f2_(std::move(f2)) {}
+  Tensor forward(Tensor x) override {
+    NABLA_CHECK(ValueError, f1_ != nullptr, "compile: the function takes two tensors, called with one");
+    return f1_(x);
+  }
+  Tensor forward(Tensor a, Tensor b) override {
+    NABLA_CHECK(ValueError, f2_ != nullptr, "compile: the function takes one tensor, called with two");
+    return f2_(a, b);
+  }
+
+ private:
+  std::function<Tensor(const Tensor&)> f1_;
+  std::function<Tensor(const Tensor&, const Tensor&)> f2_;
+};
+}  // namespace
+
+CompiledModule compile(std::function<Tensor(const Tensor&)> fn, CompileOptions options) {
+  NABLA_CHECK(ValueError, fn != nullptr, "compile: the function is empty");
+  return CompiledModule(std::make_shared<FunctionModule>(std::move(fn), nullptr), std::move(options));
+}
+CompiledModule compile(std::function<Tensor(const Tensor&, const Tensor&)> fn, CompileOptions options) {
+  NABLA_CHECK(ValueError, fn != nullptr, "compile: the function is empty");
+  return CompiledModule(std::make_shared<FunctionModule>(nullptr, std::move(fn)), std::move(options));
+}
+
 CompiledModule compile(nn::Module& module, CompileOptions options) {
   std::shared_ptr<nn::Module> owned = module.weak_from_this().lock();
   if (!owned) owned = std::shared_ptr<nn::Module>(std::shared_ptr<void>(), &module);  // not owned: not freed

@@ -35,6 +35,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -92,6 +93,10 @@ CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions option
 // A module held by value (`auto net = nn::Sequential(...)`) or by reference: it must outlive the
 // compiled module (one owned by a shared_ptr is shared instead).
 CompiledModule compile(nn::Module& module, CompileOptions options = {});
+// A function of one or two tensors, compiled as a module whose forward calls it. Tensors it
+// captures (a lambda's weights) are read at each replay, as parameters are.
+CompiledModule compile(std::function<Tensor(const Tensor&)> fn, CompileOptions options = {});
+CompiledModule compile(std::function<Tensor(const Tensor&, const Tensor&)> fn, CompileOptions options = {});
 template <class M>
 requires std::derived_from<M, nn::Module> CompiledModule compile(std::shared_ptr<M> module,
                                                                  CompileOptions options = {}) {

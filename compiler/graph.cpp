@@ -89,6 +89,10 @@ std::string Graph::dump() const {
     os << name(static_cast<int>(i)) << ": " << kind_name(v.kind) << " " << v.sizes << " " << v.dtype << "\n";
   }
   for (const Node& n : nodes) {
+    if (n.kind == Node::value_check) {
+      os << "check(" << name(n.inputs[0]) << ")\n";
+      continue;
+    }
     for (size_t j = 0; j < n.outputs.size(); ++j) os << (j ? ", " : "") << name(n.outputs[j]);
     os << " = ";
     if (n.kind == Node::fused) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,12 +35,17 @@ struct Value {
 };
 
 struct Node {
-  enum Kind : uint8_t { op, fused } kind = op;
+  // op: a traced op call; fused: a fused elementwise program; value_check: a check of its input's values
+  // that the eager op made (an index in range), run again in each replay (core/trace.h).
+  enum Kind : uint8_t { op, fused, value_check } kind = op;
   OpId id{};
   OpAttrs attrs;
   std::vector<int> inputs;                      // value ids; -1: an absent optional input (a conv without bias)
   std::vector<int> outputs;                     // value ids
   std::shared_ptr<const FusedProgram> program;  // kind == fused
+  std::function<void(const Tensor&)> check;     // kind == value_check
+  // A node computes nothing any more (removed by compact()); checks stay.
+  bool dead() const { return kind != value_check && outputs.empty(); }
 };
 
 struct Graph {

@@ -14,7 +14,7 @@ namespace nabla::compiler {
 
 namespace {
 
-bool is_dead(const Node& n) { return n.outputs.empty(); }
+bool is_dead(const Node& n) { return n.dead(); }
 bool is_fixed(const Value& v) { return v.kind == Value::param || v.kind == Value::constant; }
 
 // Every read of value `from` (and the graph's outputs) reads `to` instead.
@@ -144,7 +144,7 @@ int eliminate_dead_code(Graph& g) {
   std::vector<int> uses = g.use_counts();
   for (size_t k = g.nodes.size(); k-- > 0;) {
     Node& n = g.nodes[k];
-    if (is_dead(n)) continue;
+    if (is_dead(n) || n.kind == Node::value_check) continue;  // checks stay: they may throw, as eager did
     const bool read = std::any_of(n.outputs.begin(), n.outputs.end(), [&](int v) { return uses[v] > 0; });
     if (read) continue;
     for (int v : n.inputs)

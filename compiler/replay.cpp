@@ -388,7 +388,9 @@ std::vector<Tensor> run(const Graph& g, const Schedule& s, const std::vector<Ten
     const Node& n = g.nodes[k];
     std::vector<Tensor> out;
     try {
-      if (n.kind == Node::fused) {
+      if (n.kind == Node::value_check) {
+        n.check(vals[n.inputs[0]]);
+      } else if (n.kind == Node::fused) {
         out = run_fused_node(g, n, vals, s, static_cast<int>(k));
       } else {
         in.clear();

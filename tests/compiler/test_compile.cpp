@@ -329,3 +329,23 @@ TEST(Compile, ReplayErrorsNameTheOp) {
     EXPECT_NE(std::string(e.what()).find("compile: replaying op 'embedding'"), std::string::npos) << e.what();
   }
 }
+
+TEST(Compile, FunctionsOfTensors) {
+  Tensor w = randn({4, 3});
+  auto f = compile([w](const Tensor& x) { return gelu(matmul(x, w)) * 0.5 + 1; }, quiet());
+  NoGradGuard ng;
+  Tensor x = randn({2, 4});
+  f(x);
+  Tensor x2 = randn({2, 4});
+  expect_same(f(x2), gelu(matmul(x2, w)) * 0.5 + 1);
+  EXPECT_EQ(f.stats().replays, 1);
+  // The captured tensor is read at each replay: a change shows.
+  w.mul_(2);
+  expect_same(f(x2), gelu(matmul(x2, w)) * 0.5 + 1);
+  auto g = compile([](const Tensor& a, const Tensor& b) { return (a - b).abs().sum(1); }, quiet());
+  Tensor a = randn({3, 5}), b = randn({3, 5});
+  g(a, b);
+  expect_same(g(b, a), (b - a).abs().sum(1));
+  EXPECT_EQ(g.stats().replays, 1);
+  EXPECT_THROW(g(a), ValueError);
+}
