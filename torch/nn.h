@@ -3,11 +3,14 @@
 
 #include "../nn/clip_grad.h"
 #include "../nn/init.h"
+#include "../nn/rnn_utils.h"
 #include "nn_functional.h"
 #include "nn_holder.h"
 #include "nn_layers.h"
+#include "nn_misc.h"
 #include "nn_more.h"
 #include "nn_rnn.h"
+#include "nn_transformer.h"
 
 namespace torch::nn {
 // torch::nn::init::xavier_uniform_(w), normal_(w, 0, 0.02), constant_(b, 0), ...: nabla's.
@@ -22,5 +25,9 @@ using nabla::nn::init::kaiming_uniform_;
 namespace utils {
 using nabla::nn::utils::clip_grad_norm_;
 using nabla::nn::utils::clip_grad_value_;
+// torch::nn::utils::rnn::pad_sequence, pack_padded_sequence, pad_packed_sequence, PackedSequence.
+namespace rnn {
+using namespace nabla::nn::utils::rnn;  // NOLINT(google-build-using-namespace)
+}  // namespace rnn
 }  // namespace utils
 }  // namespace torch::nn

@@ -197,5 +197,76 @@ inline Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor
       {.weight = o.weight(), .pos_weight = o.pos_weight(), .reduction = enumtype::to_nabla(o.reduction())});
 }
 
+// ---- convolution, padding, normalization, embedding, resampling ------------------------------------
+template <size_t D>
+struct ConvFuncOptions {
+  TORCH_ARG(Tensor, bias) = {};
+  TORCH_ARG(ExpandingArray<D>, stride) = 1;
+  TORCH_ARG(ExpandingArray<D>, padding) = 0;
+  TORCH_ARG(ExpandingArray<D>, dilation) = 1;
+  TORCH_ARG(int64_t, groups) = 1;
+};
+using Conv1dFuncOptions = ConvFuncOptions<1>;
+using Conv2dFuncOptions = ConvFuncOptions<2>;
+inline Tensor conv1d(const Tensor& input, const Tensor& weight, const Conv1dFuncOptions& o = {}) {
+  return nabla::conv1d(input, weight, o.bias(), o.stride()[0], o.padding()[0], o.dilation()[0], o.groups());
+}
+inline Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& o = {}) {
+  return nabla::conv2d(input, weight, o.bias(), o.stride(), o.padding(), o.dilation(), o.groups());
+}
+
+struct PadFuncOptions {
+  PadFuncOptions(std::vector<int64_t> pad) : pad_(std::move(pad)) {}  // NOLINT(google-explicit-constructor)
+  TORCH_ARG(std::vector<int64_t>, pad);
+  TORCH_ARG(enumtype::pad_mode_t, mode) = torch::kConstant;
+  TORCH_ARG(double, value) = 0;
+};
+inline Tensor pad(const Tensor& input, const PadFuncOptions& o) {
+  return nabla::nn::functional::pad(input, o.pad(), enumtype::to_nabla(o.mode()), o.value());
+}
+
+struct NormalizeFuncOptions {
+  TORCH_ARG(double, p) = 2.0;
+  TORCH_ARG(int64_t, dim) = 1;
+  TORCH_ARG(double, eps) = 1e-12;
+};
+inline Tensor normalize(const Tensor& input, const NormalizeFuncOptions& o = {}) {
+  return nabla::nn::functional::normalize(input, o.p(), o.dim(), o.eps());
+}
+
+struct LayerNormFuncOptions {
+  LayerNormFuncOptions(std::vector<int64_t> normalized_shape)  // NOLINT(google-explicit-constructor)
+      : normalized_shape_(std::move(normalized_shape)) {}
+  TORCH_ARG(std::vector<int64_t>, normalized_shape);
+  TORCH_ARG(Tensor, weight) = {};
+  TORCH_ARG(Tensor, bias) = {};
+  TORCH_ARG(double, eps) = 1e-5;
+};
+inline Tensor layer_norm(const Tensor& input, const LayerNormFuncOptions& o) {
+  return nabla::nn::functional::layer_norm(input, o.normalized_shape(), o.weight(), o.bias(), o.eps());
+}
+
+struct EmbeddingFuncOptions {
+  TORCH_ARG(std::optional<int64_t>, padding_idx) = std::nullopt;
+};
+// input: indices; weight (num_embeddings, embedding_dim) (libtorch's argument order).
+inline Tensor embedding(const Tensor& input, const Tensor& weight, const EmbeddingFuncOptions& o = {}) {
+  return nabla::embedding(weight, input, o.padding_idx());
+}
+using nabla::one_hot;
+
+struct InterpolateFuncOptions {
+  TORCH_ARG(std::optional<std::vector<int64_t>>, size) = std::nullopt;
+  TORCH_ARG(std::optional<std::vector<double>>, scale_factor) = std::nullopt;
+  TORCH_ARG(enumtype::interpolate_mode_t, mode) = torch::kNearest;
+  TORCH_ARG(std::optional<bool>, align_corners) = std::nullopt;
+};
+inline Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& o = {}) {
+  return nabla::nn::functional::interpolate(input, {.size = o.size().value_or(std::vector<int64_t>{}),
+                                                    .scale_factor = o.scale_factor().value_or(std::vector<double>{}),
+                                                    .mode = enumtype::to_nabla(o.mode()),
+                                                    .align_corners = o.align_corners()});
+}
+
 }  // namespace functional
 }  // namespace torch::nn

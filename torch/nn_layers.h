@@ -80,6 +80,22 @@ using Conv1dOptions = ConvOptions<1>;
 using Conv2dOptions = ConvOptions<2>;
 using Conv3dOptions = ConvOptions<3>;
 
+namespace detail {
+// nabla's options of a 2-d or 3-d convolution (N: nabla::nn::Conv2dOptions, Conv3dOptions).
+template <class N, size_t D>
+N conv_options(const ConvOptions<D>& o) {
+  return N{.in_channels = o.in_channels(),
+           .out_channels = o.out_channels(),
+           .kernel_size = o.kernel_size(),
+           .stride = o.stride(),
+           .padding = o.padding(),
+           .dilation = o.dilation(),
+           .groups = o.groups(),
+           .bias = o.bias(),
+           .padding_mode = enumtype::to_nabla(o.padding_mode())};
+}
+}  // namespace detail
+
 class Conv1dImpl : public nabla::nn::Conv1d {
  public:
   Conv1dImpl(int64_t in_channels, int64_t out_channels, ExpandingArray<1> kernel_size)
@@ -104,16 +120,7 @@ class Conv2dImpl : public nabla::nn::Conv2d {
   Conv2dImpl(int64_t in_channels, int64_t out_channels, ExpandingArray<2> kernel_size)
       : Conv2dImpl(Conv2dOptions(in_channels, out_channels, kernel_size)) {}
   explicit Conv2dImpl(const Conv2dOptions& o)
-      : nabla::nn::Conv2d(nabla::nn::Conv2dOptions{.in_channels = o.in_channels(),
-                                                   .out_channels = o.out_channels(),
-                                                   .kernel_size = o.kernel_size(),
-                                                   .stride = o.stride(),
-                                                   .padding = o.padding(),
-                                                   .dilation = o.dilation(),
-                                                   .groups = o.groups(),
-                                                   .bias = o.bias(),
-                                                   .padding_mode = enumtype::to_nabla(o.padding_mode())}),
-        options(o) {}
+      : nabla::nn::Conv2d(detail::conv_options<nabla::nn::Conv2dOptions>(o)), options(o) {}
   Conv2dOptions options;
 };
 TORCH_MODULE(Conv2d);
@@ -238,7 +245,27 @@ class EmbeddingImpl : public nabla::nn::Embedding {
       : nabla::nn::Embedding(o.num_embeddings(), o.embedding_dim(), {.padding_idx = o.padding_idx()}), options(o) {}
   EmbeddingOptions options;
 };
-TORCH_MODULE(Embedding);
+struct EmbeddingFromPretrainedOptions {
+  TORCH_ARG(bool, freeze) = true;  // the weight gets no gradient
+  TORCH_ARG(std::optional<int64_t>, padding_idx) = std::nullopt;
+};
+// The handle, as TORCH_MODULE would make it, with libtorch's Embedding::from_pretrained.
+class Embedding : public ModuleHolder<EmbeddingImpl> {
+ public:
+  using ModuleHolder<EmbeddingImpl>::ModuleHolder;
+  Embedding(const nabla::nn::ModuleHolder<EmbeddingImpl>& h) : ModuleHolder<EmbeddingImpl>(h) {}  // NOLINT
+  // An embedding whose weight is a copy of `embeddings` (num_embeddings, embedding_dim).
+  static Embedding from_pretrained(const Tensor& embeddings, const EmbeddingFromPretrainedOptions& o = {}) {
+    TORCH_CHECK(embeddings.dim() == 2, "Embedding::from_pretrained: embeddings must be 2-D, got ", embeddings.sizes());
+    Embedding e(EmbeddingOptions(embeddings.size(0), embeddings.size(1)).padding_idx(o.padding_idx()));
+    {
+      NoGradGuard no_grad;
+      e->weight.copy_(embeddings);
+    }
+    e->weight.requires_grad_(!o.freeze());
+    return e;
+  }
+};
 
 // ---- pooling ----------------------------------------------------------------------------------------
 struct MaxPool2dOptions {

@@ -133,6 +133,12 @@ TORCH_MODULE(Sequential);
 class ModuleListImpl : public nabla::nn::ModuleList {
  public:
   using nabla::nn::ModuleList::ModuleList;
+  // libtorch's list->ptr(i) and list->ptr<LinearImpl>(i).
+  std::shared_ptr<Module> ptr(int64_t i) const { return (*this)[i]; }
+  template <class T>
+  std::shared_ptr<T> ptr(int64_t i) const {
+    return at<T>(i);
+  }
 };
 TORCH_MODULE(ModuleList);
 

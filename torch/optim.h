@@ -14,12 +14,15 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "../optim/adagrad.h"
 #include "../optim/adam.h"
+#include "../optim/lbfgs.h"
 #include "../optim/optimizer.h"
 #include "../optim/rmsprop.h"
 #include "../optim/sgd.h"
@@ -150,6 +153,9 @@ class Adapter : public Opt {
   Adapter(const std::vector<OptimizerParamGroup>& groups, const Options& defaults)
       : Opt(nabla_groups(groups), defaults.to_nabla()) {}
 
+  // Every group's parameters, in order (libtorch's Optimizer::parameters()).
+  std::vector<Tensor> parameters() const { return this->all_params(); }
+
   std::vector<OptimizerParamGroup>& param_groups() {
     groups_.clear();
     for (size_t g = 0; g < this->num_param_groups(); ++g) {
@@ -191,7 +197,7 @@ class SGDOptions : public detail::BoundOptions<SGDOptions, nabla::optim::SGDOpti
   using Self = SGDOptions;
 
  public:
-  explicit SGDOptions(double lr = 1e-3) { this->n().lr = lr; }
+  SGDOptions(double lr = 1e-3) { this->n().lr = lr; }  // NOLINT: SGD(params, 0.1), as libtorch
   NABLA_TORCH_OPTION(double, lr, lr)
   NABLA_TORCH_OPTION(double, momentum, momentum)
   NABLA_TORCH_OPTION(double, dampening, dampening)
@@ -214,11 +220,11 @@ class AdamLikeOptions : public detail::BoundOptions<Self, N, Opt> {
 };
 class AdamOptions : public AdamLikeOptions<AdamOptions, nabla::optim::AdamOptions, nabla::optim::Adam> {
  public:
-  explicit AdamOptions(double lr = 1e-3) { this->n().lr = lr; }
+  AdamOptions(double lr = 1e-3) { this->n().lr = lr; }  // NOLINT: SGD(params, 0.1), as libtorch
 };
 class AdamWOptions : public AdamLikeOptions<AdamWOptions, nabla::optim::AdamWOptions, nabla::optim::AdamW> {
  public:
-  explicit AdamWOptions(double lr = 1e-3) { this->n().lr = lr; }
+  AdamWOptions(double lr = 1e-3) { this->n().lr = lr; }  // NOLINT: SGD(params, 0.1), as libtorch
 };
 
 class RMSpropOptions
@@ -226,7 +232,7 @@ class RMSpropOptions
   using Self = RMSpropOptions;
 
  public:
-  explicit RMSpropOptions(double lr = 1e-2) { this->n().lr = lr; }
+  RMSpropOptions(double lr = 1e-2) { this->n().lr = lr; }  // NOLINT: SGD(params, 0.1), as libtorch
   NABLA_TORCH_OPTION(double, lr, lr)
   NABLA_TORCH_OPTION(double, alpha, alpha)
   NABLA_TORCH_OPTION(double, eps, eps)
@@ -240,12 +246,38 @@ class AdagradOptions
   using Self = AdagradOptions;
 
  public:
-  explicit AdagradOptions(double lr = 1e-2) { this->n().lr = lr; }
+  AdagradOptions(double lr = 1e-2) { this->n().lr = lr; }  // NOLINT: SGD(params, 0.1), as libtorch
   NABLA_TORCH_OPTION(double, lr, lr)
   NABLA_TORCH_OPTION(double, lr_decay, lr_decay)
   NABLA_TORCH_OPTION(double, weight_decay, weight_decay)
   NABLA_TORCH_OPTION(double, initial_accumulator_value, initial_accumulator_value)
   NABLA_TORCH_OPTION(double, eps, eps)
+};
+
+class LBFGSOptions : public detail::BoundOptions<LBFGSOptions, nabla::optim::LBFGSOptions, nabla::optim::LBFGS> {
+  using Self = LBFGSOptions;
+
+ public:
+  LBFGSOptions(double lr = 1) { this->n().lr = lr; }  // NOLINT(google-explicit-constructor)
+  NABLA_TORCH_OPTION(double, lr, lr)
+  NABLA_TORCH_OPTION(int64_t, max_iter, max_iter)
+  NABLA_TORCH_OPTION(double, tolerance_grad, tolerance_grad)
+  NABLA_TORCH_OPTION(double, tolerance_change, tolerance_change)
+  NABLA_TORCH_OPTION(int64_t, history_size, history_size)
+  Self& max_eval(std::optional<int64_t> v) {
+    this->n().max_eval = v.value_or(-1);
+    return *this;
+  }
+  std::optional<int64_t> max_eval() const {
+    return this->n().max_eval < 0 ? std::nullopt : std::optional<int64_t>(this->n().max_eval);
+  }
+  // "strong_wolfe", or none.
+  Self& line_search_fn(std::optional<std::string> fn) {
+    NABLA_CHECK(nabla::ValueError, !fn || *fn == "strong_wolfe",
+                "torch::optim::LBFGSOptions: line_search_fn must be \"strong_wolfe\" or none, got \"", *fn, "\"");
+    this->n().strong_wolfe = fn.has_value();
+    return *this;
+  }
 };
 
 #undef NABLA_TORCH_OPTION
@@ -269,6 +301,12 @@ class RMSprop : public detail::Adapter<nabla::optim::RMSprop, RMSpropOptions> {
  public:
   using Adapter::Adapter;
   explicit RMSprop(std::vector<Tensor> params) : Adapter(std::move(params), RMSpropOptions()) {}
+};
+// optimizer.step(closure), the closure returning the loss after its own backward.
+class LBFGS : public detail::Adapter<nabla::optim::LBFGS, LBFGSOptions> {
+ public:
+  using Adapter::Adapter;
+  explicit LBFGS(std::vector<Tensor> params) : Adapter(std::move(params), LBFGSOptions()) {}
 };
 class Adagrad : public detail::Adapter<nabla::optim::Adagrad, AdagradOptions> {
  public:

@@ -27,6 +27,13 @@
 #include "../core/tensor.h"
 #include "../nn/module.h"
 
+// The libtorch API the layer follows (2.x; where 1.13 and 2.x differ, 2.x), for a program's
+// #if TORCH_VERSION_MAJOR >= 2 checks.
+#define TORCH_VERSION_MAJOR 2
+#define TORCH_VERSION_MINOR 0
+#define TORCH_VERSION_PATCH 0
+#define TORCH_VERSION "2.0.0"
+
 namespace torch {
 
 using nabla::IntArrayRef;

@@ -182,3 +182,86 @@ TEST(TorchNn, CellsNormsActivationsAndInitTags) {
   torch::nn::init::xavier_uniform_(w);
   EXPECT_LE(w.abs().max().item<double>(), std::sqrt(6.0 / 80) + 1e-6);
 }
+
+TEST(TorchNn, AttentionAndTransformerEncoder) {
+  torch::manual_seed(2);
+  torch::nn::MultiheadAttention mha(torch::nn::MultiheadAttentionOptions(8, 2).bias(false));
+  EXPECT_FALSE(mha->in_proj_bias.defined());
+  torch::Tensor q = torch::randn({5, 3, 8}), k = torch::randn({4, 3, 8});
+  auto [out, weights] = mha(q, k, k);
+  nabla::nn::AttentionOutput ref = mha->forward_attention(q, k, k);
+  EXPECT_TRUE(torch::allclose(out, ref.output));
+  EXPECT_EQ(shape_of(weights), (std::vector<int64_t>{3, 5, 4}));
+  auto no_weights = mha->forward(q, k, k, /*key_padding_mask=*/{}, /*need_weights=*/false);
+  EXPECT_FALSE(std::get<1>(no_weights).defined());
+
+  torch::nn::TransformerEncoderLayer layer(
+      torch::nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).dropout(0.0).activation(torch::kGELU));
+  EXPECT_EQ(static_cast<nabla::nn::TransformerEncoderLayer&>(*layer).options.activation.name(), "gelu");
+  EXPECT_EQ(layer->linear1->out_features, 16);
+  torch::Tensor src = torch::randn({6, 2, 8});
+  torch::Tensor mask = torch::triu(torch::ones({6, 6}), 1).to(torch::kBool);
+  torch::Tensor y = layer(src, mask);
+  EXPECT_TRUE(
+      torch::allclose(y, static_cast<nabla::nn::TransformerEncoderLayer&>(*layer).forward(src, {.src_mask = mask})));
+  torch::nn::TransformerEncoder encoder(torch::nn::TransformerEncoderOptions(layer, 3));
+  EXPECT_EQ(encoder->layers->size(), 3u);
+  EXPECT_EQ(encoder->parameters().size(), 3 * layer->parameters().size());
+  EXPECT_EQ(shape_of(encoder(src, mask)), (std::vector<int64_t>{6, 2, 8}));
+  // Each layer starts as a copy of the given one: one layer of the stack equals it.
+  torch::nn::TransformerEncoder one(layer, 1);
+  EXPECT_TRUE(torch::allclose(one(src, mask), y, 1e-5, 1e-6));
+}
+
+TEST(TorchNn, MoreLayersAndTheirOptions) {
+  torch::nn::Conv3d c3(torch::nn::Conv3dOptions(1, 2, 3).padding(1));
+  EXPECT_EQ(shape_of(c3(torch::zeros({1, 1, 4, 4, 4}))), (std::vector<int64_t>{1, 2, 4, 4, 4}));
+  torch::nn::MaxPool1d mp(torch::nn::MaxPool1dOptions(2));
+  EXPECT_TRUE(tensor_is(mp(torch::tensor({{{1.0, 3.0, 2.0, 5.0}}})), {1, 1, 2}, {3, 5}));
+  torch::nn::AvgPool1d ap(torch::nn::AvgPool1dOptions(2).stride(1));
+  EXPECT_TRUE(tensor_is(ap(torch::tensor({{{1.0, 3.0, 2.0}}})), {1, 1, 2}, {2, 2.5}));
+  torch::nn::AdaptiveMaxPool2d amp(1);
+  EXPECT_TRUE(tensor_is(amp(torch::arange(4, torch::kFloat32).view({1, 1, 2, 2})), {1, 1, 1, 1}, {3}));
+  torch::nn::Unflatten un(torch::nn::UnflattenOptions(1, {2, 3}));
+  EXPECT_EQ(shape_of(un(torch::zeros({4, 6}))), (std::vector<int64_t>{4, 2, 3}));
+  torch::nn::Upsample up(torch::nn::UpsampleOptions().scale_factor(std::vector<double>{2, 2}).mode(torch::kNearest));
+  EXPECT_TRUE(tensor_is(up(torch::tensor({{{{1.0, 2.0}}}})), {1, 1, 2, 4}, {1, 1, 2, 2, 1, 1, 2, 2}));
+  torch::nn::KLDivLoss kl(torch::nn::KLDivLossOptions(torch::kBatchMean));
+  torch::Tensor logq = torch::log(torch::tensor({{0.5, 0.5}, {0.25, 0.75}})),
+                p = torch::tensor({{0.5, 0.5}, {0.5, 0.5}});
+  double want = (0.5 * std::log(0.5 / 0.25) + 0.5 * std::log(0.5 / 0.75)) / 2;
+  EXPECT_NEAR(kl(logq, p).item<double>(), want, 1e-6);
+  torch::nn::HuberLoss huber(torch::nn::HuberLossOptions(torch::kSum).delta(0.5));
+  EXPECT_NEAR(huber(torch::tensor({2.0}), torch::tensor({0.0})).item<double>(), 0.5 * (2 - 0.25), 1e-6);
+  torch::Tensor vectors = torch::tensor({{1.0, 2.0}, {3.0, 4.0}});
+  auto emb = torch::nn::Embedding::from_pretrained(vectors);
+  EXPECT_FALSE(emb->weight.requires_grad());
+  EXPECT_TRUE(tensor_is(emb(torch::tensor({1})), {1, 2}, {3, 4}));
+  auto trainable =
+      torch::nn::Embedding::from_pretrained(vectors, torch::nn::EmbeddingFromPretrainedOptions().freeze(false));
+  EXPECT_TRUE(trainable->weight.requires_grad());
+  torch::nn::ModuleList list(torch::nn::Linear(1, 2));
+  EXPECT_EQ(list->ptr<torch::nn::LinearImpl>(0)->out_features, 2);
+}
+
+TEST(TorchNn, FunctionalConvPadNormalizeEmbeddingInterpolate) {
+  namespace F = torch::nn::functional;
+  torch::Tensor x = torch::arange(9, torch::kFloat32).view({1, 1, 3, 3}), w = torch::ones({1, 1, 2, 2});
+  EXPECT_TRUE(tensor_is(F::conv2d(x, w, F::Conv2dFuncOptions().stride(1).bias(torch::tensor({1.0f}))), {1, 1, 2, 2},
+                        {9, 13, 21, 25}));
+  EXPECT_TRUE(tensor_is(F::pad(torch::tensor({1.0, 2.0}), F::PadFuncOptions({1, 2}).value(9)), {5}, {9, 1, 2, 9, 9}));
+  EXPECT_TRUE(tensor_is(F::pad(torch::tensor({{{1.0, 2.0, 3.0}}}), F::PadFuncOptions({1, 1}).mode(torch::kReflect)),
+                        {1, 1, 5}, {2, 1, 2, 3, 2}));
+  EXPECT_TRUE(
+      tensor_is(F::normalize(torch::tensor({{3.0, 4.0}}), F::NormalizeFuncOptions().dim(1)), {1, 2}, {0.6, 0.8}));
+  EXPECT_TRUE(
+      tensor_is(F::embedding(torch::tensor({1, 0}), torch::tensor({{1.0, 2.0}, {3.0, 4.0}})), {2, 2}, {3, 4, 1, 2}));
+  torch::Tensor ln = F::layer_norm(torch::tensor({{1.0, 3.0}}), F::LayerNormFuncOptions({2}).eps(0.0));
+  EXPECT_TRUE(tensor_is(ln, {1, 2}, {-1, 1}, 1e-5));
+  EXPECT_EQ(
+      shape_of(F::interpolate(
+          torch::zeros({1, 1, 2, 2}),
+          F::InterpolateFuncOptions().size(std::vector<int64_t>{4, 6}).mode(torch::kBilinear).align_corners(false))),
+      (std::vector<int64_t>{1, 1, 4, 6}));
+  EXPECT_TRUE(tensor_is(F::one_hot(torch::tensor({1}), 3), {1, 3}, {0, 1, 0}));
+}

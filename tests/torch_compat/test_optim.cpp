@@ -81,3 +81,25 @@ TEST(TorchOptim, EveryOptimizerTakesItsBuilder) {
   }
   EXPECT_EQ(lrs, (std::vector<double>{0.1, 0.1, 0.05, 0.05, 0.025}));
 }
+
+TEST(TorchOptim, ImplicitOptionsParametersAndLbfgs) {
+  torch::Tensor w = torch::tensor({3.0}, torch::requires_grad());
+  torch::optim::SGD sgd({w}, 0.5);  // SGDOptions from the learning rate, as libtorch allows
+  EXPECT_DOUBLE_EQ(sgd.options(0).lr, 0.5);
+  ASSERT_EQ(sgd.parameters().size(), 1u);
+  EXPECT_TRUE(sgd.parameters()[0].is_same(w));
+  // L-BFGS minimizes (w - 1)^2 through a closure, as libtorch's.
+  torch::Tensor v = torch::tensor({3.0}, torch::dtype(torch::kFloat64).requires_grad(true));
+  torch::optim::LBFGS lbfgs({v}, torch::optim::LBFGSOptions(1).max_iter(50).line_search_fn("strong_wolfe"));
+  auto closure = [&] {
+    lbfgs.zero_grad();
+    torch::Tensor loss = (v - 1).pow(2).sum();
+    loss.backward();
+    return loss;
+  };
+  lbfgs.step(closure);
+  EXPECT_NEAR(v.item<double>(), 1.0, 1e-6);
+  EXPECT_TRUE(throws_with<nabla::ValueError>([] { torch::optim::LBFGSOptions().line_search_fn("backtracking"); },
+                                             {"strong_wolfe"}));
+  EXPECT_EQ(TORCH_VERSION_MAJOR, 2);
+}
