@@ -88,9 +88,10 @@ int main(int argc, char** argv) {
   set_num_threads(threads);
   setenv("NABLA_ORT_DIR", ort_dir.c_str(), 1);
   std::printf(
-      "nabla (the module, eval, InferenceMode) vs ONNX Runtime 1.30 (the exported graph) on the CPU, %d thread%s, "
-      "best of %d interleaved rounds\n\n| model | batch | nabla | ONNX Runtime | nabla / ORT |\n"
-      "| --- | --- | --- | --- | --- |\n",
+      "nabla (the module, eval, InferenceMode; eager and nabla::compile'd) vs ONNX Runtime 1.30 (the exported graph) "
+      "on the CPU, %d thread%s, best of %d interleaved rounds\n\n"
+      "| model | batch | nabla eager | nabla compiled | ONNX Runtime | eager / ORT | compiled / ORT |\n"
+      "| --- | --- | --- | --- | --- | --- | --- |\n",
       threads, threads == 1 ? "" : "s", rounds);
   std::fflush(stdout);
   struct Row {
@@ -128,18 +129,27 @@ int main(int argc, char** argv) {
       Tensor x = rand(s);
       autograd::InferenceMode im;
       auto run_nabla = [&] { (void)row.model->forward(x); };
+      CompiledModule fast = compile(row.model);
+      (void)fast(x);  // the capture (its time is not counted)
+      auto run_compiled = [&] { (void)fast(x); };
       int64_t n = bench::calibrate(run_nabla, 0.1);
       ort.ask(std::to_string(batch) + " " + std::to_string(n));  // warm-up
-      std::vector<double> a, b;
+      std::vector<double> a, c, b;
       for (int r = 0; r < rounds; ++r) {
         bench::settle();
         a.push_back(bench::time_batch(run_nabla, n));
         bench::settle();
+        c.push_back(bench::time_batch(run_compiled, n));
+        bench::settle();
         b.push_back(std::stod(ort.ask(std::to_string(batch) + " " + std::to_string(n))));
       }
       double ta = *std::min_element(a.begin(), a.end()), tb = *std::min_element(b.begin(), b.end());
-      std::printf("| %s | %lld | %s | %s | %.2f |\n", row.name.c_str(), static_cast<long long>(batch),
-                  bench::fmt_time(ta).c_str(), bench::fmt_time(tb).c_str(), ta / tb);
+      double tc = *std::min_element(c.begin(), c.end());
+      std::printf("| %s | %lld | %s | %s | %s | %.2f | %.2f |\n", row.name.c_str(), static_cast<long long>(batch),
+                  bench::fmt_time(ta).c_str(), bench::fmt_time(tc).c_str(), bench::fmt_time(tb).c_str(), ta / tb,
+                  tc / tb);
+      if (fast.stats().replays == 0)
+        std::printf("  (%s ran eagerly: %s)\n", row.name.c_str(), fast.stats().last_fallback.c_str());
       std::fflush(stdout);
     }
     std::filesystem::remove(file);

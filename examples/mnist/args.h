@@ -95,6 +95,7 @@ struct EvalArgs {
   std::string checkpoint, data, device;  // data: "" for the checkpoint's dataset in data/
   std::string amp = "saved";             // off, bf16, fp16, or "saved": the mode the run trained with
   int64_t batch_size = 0;
+  bool compile = false;  // through nabla::compile
 };
 struct PredictArgs {
   std::string checkpoint, device, save_input;

@@ -33,12 +33,14 @@ int cmd_eval(int argc, char** argv) {
   double loss = 0;
   const bool gpu = device.is_cuda();  // page-locked batches, copied to the GPU without waiting
   data::DataLoader loader(test_set, {.batch_size = bs, .pin_memory = gpu});
+  std::optional<CompiledModule> compiled;
+  if (args->compile) compiled.emplace(compile(m.module));
   for (auto& batch : loader) {
     Tensor x = normalize(batch.data.to(device, gpu)), y = batch.target.to(device, gpu);
     Tensor out, l;
     {
       auto region = examples::amp_region(amp, device);  // the forward and the loss, as in training
-      out = (*m.module)(x);
+      out = compiled ? (*compiled)(x) : (*m.module)(x);
       l = m.outputs_log_probs ? nn::functional::nll_loss(out, y, {.reduction = nn::Reduction::sum})
                               : nn::functional::cross_entropy(out, y, {.reduction = nn::Reduction::sum});
     }
@@ -54,7 +56,13 @@ int cmd_eval(int argc, char** argv) {
               amp == "off"    ? ""
               : amp == "bf16" ? ", under autocast to bfloat16"
                               : ", under autocast to float16");
-  std::printf("test accuracy %.2f%%  loss %.4f\n\n", acc.compute().item<double>() * 100, loss / n);
+  std::printf("test accuracy %.2f%%  loss %.4f\n", acc.compute().item<double>() * 100, loss / n);
+  if (compiled)
+    std::printf("compiled: %lld capture(s), %lld replay(s), %lld eager call(s)%s%s\n",
+                static_cast<long long>(compiled->stats().captures), static_cast<long long>(compiled->stats().replays),
+                static_cast<long long>(compiled->stats().eager_calls),
+                compiled->stats().last_fallback.empty() ? "" : ": ", compiled->stats().last_fallback.c_str());
+  std::printf("\n");
   Tensor p = prec.compute(), r = rec.compute();
   const auto& names = test_set->classes();
   std::printf("class          precision  recall\n");
