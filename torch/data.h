@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "archive.h"
 #include "arg.h"
 #include "types.h"
 
@@ -52,12 +53,21 @@ template <class Source, class AppliedTransform>
 class MapDataset;
 
 // A dataset whose get_batch takes a request (indices) and returns a Batch.
+namespace detail {
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+}  // namespace detail
+
 template <class Self, class Batch = std::vector<Example<>>, class BatchRequest = ArrayRef<size_t>>
 class BatchDataset {
  public:
   using SelfType = Self;
   using BatchType = Batch;
   using BatchRequestType = BatchRequest;
+  // A stateful dataset's get_batch returns an optional batch (none: the epoch is over).
+  static constexpr bool is_stateful = detail::is_optional<Batch>::value;
   virtual ~BatchDataset() = default;
   virtual Batch get_batch(BatchRequest request) = 0;
   virtual std::optional<size_t> size() const = 0;
@@ -87,21 +97,48 @@ class Dataset : public BatchDataset<Self, std::vector<SingleExample>> {
   }
 };
 
+// A dataset that keeps its own position: get_batch(batch_size) returns the next batch or none at
+// the epoch's end; reset() starts a new epoch (the loader calls it at each begin()); save / load
+// write and read its position in an archive.
+template <class Self, class Batch = std::vector<Example<>>, class BatchRequest = size_t>
+class StatefulDataset : public BatchDataset<Self, std::optional<Batch>, BatchRequest> {
+ public:
+  virtual void reset() = 0;
+  virtual void save(serialize::OutputArchive& archive) const = 0;
+  virtual void load(serialize::InputArchive& archive) = 0;
+};
+
+namespace detail {
+// What a MapDataset's get_batch returns: the transform's batch, optional when the source's is.
+template <class Source, class Transform>
+using map_batch_t = std::conditional_t<Source::is_stateful, std::optional<typename Transform::OutputBatchType>,
+                                       typename Transform::OutputBatchType>;
+}  // namespace detail
+
 template <class Source, class AppliedTransform>
-class MapDataset : public BatchDataset<MapDataset<Source, AppliedTransform>, typename AppliedTransform::OutputBatchType,
-                                       typename Source::BatchRequestType> {
+class MapDataset
+    : public BatchDataset<MapDataset<Source, AppliedTransform>, detail::map_batch_t<Source, AppliedTransform>,
+                          typename Source::BatchRequestType> {
  public:
   using DatasetType = Source;
   using TransformType = AppliedTransform;
-  using OutputBatchType = typename AppliedTransform::OutputBatchType;
+  using OutputBatchType = detail::map_batch_t<Source, AppliedTransform>;
   using BatchRequestType = typename Source::BatchRequestType;
 
   MapDataset(Source dataset, AppliedTransform transform)
       : dataset_(std::move(dataset)), transform_(std::move(transform)) {}
   OutputBatchType get_batch(BatchRequestType request) override {
-    return transform_.apply_batch(dataset_.get_batch(std::move(request)));
+    if constexpr (Source::is_stateful) {
+      auto batch = dataset_.get_batch(std::move(request));
+      if (!batch) return std::nullopt;
+      return transform_.apply_batch(std::move(*batch));
+    } else {
+      return transform_.apply_batch(dataset_.get_batch(std::move(request)));
+    }
   }
   std::optional<size_t> size() const override { return dataset_.size(); }
+  void reset() requires requires(Source& d) { d.reset(); }
+  { dataset_.reset(); }
   const Source& dataset() const { return dataset_; }
   const AppliedTransform& transform() const { return transform_; }
 
@@ -378,9 +415,65 @@ class StatelessDataLoader {
   bool exhausted_ = false;
 };
 
+// The loader of a stateful dataset: begin() resets the dataset, each batch is
+// get_batch(batch_size) until it returns none (batches are built on the calling thread).
+template <class Dataset>
+class StatefulDataLoader {
+ public:
+  using BatchType = typename Dataset::BatchType::value_type;
+
+  StatefulDataLoader(Dataset dataset, DataLoaderOptions options)
+      : dataset_(std::move(dataset)), options_(std::move(options)) {
+    NABLA_CHECK(nabla::ValueError, options_.batch_size() > 0, "torch::data::make_data_loader: batch_size is 0");
+  }
+  class Iterator {
+   public:
+    BatchType& operator*() const { return *loader_->current_; }
+    BatchType* operator->() const { return &*loader_->current_; }
+    Iterator& operator++() {
+      loader_->advance();
+      return *this;
+    }
+    bool operator==(const Iterator& other) const { return done() == other.done(); }
+
+   private:
+    friend class StatefulDataLoader;
+    explicit Iterator(StatefulDataLoader* loader) : loader_(loader) {}
+    bool done() const { return loader_ == nullptr || !loader_->current_; }
+    StatefulDataLoader* loader_;
+  };
+  Iterator begin() {
+    dataset_.reset();
+    advance();
+    return Iterator(this);
+  }
+  Iterator end() { return Iterator(nullptr); }
+  const DataLoaderOptions& options() const noexcept { return options_; }
+
+ private:
+  void advance() {
+    current_ = dataset_.get_batch(options_.batch_size());
+    if (current_ && options_.drop_last() && batch_size_of(*current_) < options_.batch_size()) current_.reset();
+  }
+  template <class B>
+  static size_t batch_size_of(const B& b) {
+    if constexpr (requires { b.size(); }) return b.size();
+    else return static_cast<size_t>(b.data.size(0));
+  }
+  Dataset dataset_;
+  DataLoaderOptions options_;
+  std::optional<BatchType> current_;
+};
+
+template <class Dataset>
+requires Dataset::is_stateful std::unique_ptr<StatefulDataLoader<Dataset>> make_data_loader(
+    Dataset dataset, DataLoaderOptions options = {}) {
+  return std::make_unique<StatefulDataLoader<Dataset>>(std::move(dataset), std::move(options));
+}
+
 template <class Sampler = samplers::RandomSampler, class Dataset>
-std::unique_ptr<StatelessDataLoader<Dataset, Sampler>> make_data_loader(Dataset dataset,
-                                                                        DataLoaderOptions options = {}) {
+requires(!Dataset::is_stateful) std::unique_ptr<StatelessDataLoader<Dataset, Sampler>> make_data_loader(
+    Dataset dataset, DataLoaderOptions options = {}) {
   std::optional<size_t> size = dataset.size();
   NABLA_CHECK(nabla::ValueError, size.has_value(),
               "torch::data::make_data_loader: the dataset has no size (its size() returned nullopt)");

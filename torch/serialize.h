@@ -9,7 +9,8 @@
 // metadata ("nabla.torch": "tensor", "tensors", "module" or "optimizer"): nabla's own format, not
 // libtorch's TorchScript archives, which these functions neither write nor read (a state dict that
 // Python's torch.save wrote is read by nabla::nn::load_torch_weights). Loading a file of another
-// kind, or one that is not such a file, throws an nabla::Error naming the path and both kinds.
+// kind, or one that is not such a file, throws an nabla::Error naming the path and both kinds; a
+// module or optimizer also loads from a file an OutputArchive (archive.h) saved.
 #pragma once
 
 #include <concepts>

@@ -9,6 +9,7 @@
 // torch::nn::Module is nabla::nn::Module: a torch:: handle reaches nabla's own API directly.
 #pragma once
 
+#include "archive.h"
 #include "autograd.h"
 #include "data.h"
 #include "functions.h"

@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -140,4 +141,42 @@ TEST(TorchSerialize, TensorsModulesAndOptimizersRoundTrip) {
   std::ofstream(junk) << "PK\x03\x04 not a safetensors file";
   EXPECT_TRUE(throws_with<nabla::IOError>([&] { torch::load(back, junk); }, {junk, "TorchScript"}));
   fs::remove_all(dir);
+}
+
+TEST(TorchSerialize, ArchivesHoldModulesTensorsValuesAndNestedArchives) {
+  namespace fs = std::filesystem;
+  const std::string path = (fs::temp_directory_path() / ("nabla_torch_archive_" + std::to_string(getpid()))).string();
+  torch::nn::Linear a(2, 3), b(2, 3);
+  torch::serialize::OutputArchive archive, nested;
+  archive << a;
+  archive.write("epoch", torch::IValue(7));
+  archive.write("lr", torch::IValue(0.25));
+  nested.write("ema", torch::ones({2}));
+  archive.write("extra", nested);
+  archive.save_to(path);
+  torch::serialize::InputArchive in;
+  in.load_from(path);
+  std::vector<std::string> keys = in.keys();  // (safetensors keeps no order of its own)
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{"bias", "epoch", "extra.ema", "lr", "weight"}));
+  torch::IValue epoch, lr;
+  in.read("epoch", epoch);
+  in.read("lr", lr);
+  EXPECT_EQ(epoch.toInt(), 7);
+  EXPECT_DOUBLE_EQ(lr.toDouble(), 0.25);
+  torch::serialize::InputArchive extra;
+  ASSERT_TRUE(in.try_read("extra", extra));
+  torch::Tensor ema;
+  extra.read("ema", ema);
+  EXPECT_TRUE(torch::equal(ema, torch::ones({2})));
+  torch::Tensor missing;
+  EXPECT_FALSE(in.try_read("nothing", missing));
+  EXPECT_TRUE(throws_with<nabla::IndexError>([&] { in.read("nothing", missing); }, {"no key 'nothing'", path}));
+  // A module's archive loads into a module of the same structure, by torch::load too.
+  torch::serialize::OutputArchive only_module;
+  only_module << a;
+  only_module.save_to(path);
+  torch::load(b, path);
+  EXPECT_TRUE(torch::equal(a->weight, b->weight));
+  fs::remove(path);
 }

@@ -129,3 +129,50 @@ TEST(TorchData, MnistReadsIdxFilesWithLibtorchsModes) {
   EXPECT_TRUE(throws_with<nabla::IndexError>([&] { test.get(2); }, {"MNIST", "out of range"}));
   fs::remove_all(root);
 }
+
+namespace {
+// Hands out 0, 1, ..., n - 1 in batches of the requested size, remembering where it is.
+struct Counter : torch::data::datasets::StatefulDataset<Counter> {
+  explicit Counter(int64_t n) : n(n) {}
+  torch::optional<std::vector<torch::data::Example<>>> get_batch(size_t batch_size) override {
+    if (next >= n) return torch::nullopt;
+    std::vector<torch::data::Example<>> batch;
+    for (size_t i = 0; i < batch_size && next < n; ++i, ++next)
+      batch.push_back({torch::full({1}, static_cast<double>(next)), torch::tensor(next)});
+    return batch;
+  }
+  torch::optional<size_t> size() const override { return static_cast<size_t>(n); }
+  void reset() override { next = 0; }
+  void save(torch::serialize::OutputArchive& archive) const override { archive.write("next", torch::IValue(next)); }
+  void load(torch::serialize::InputArchive& archive) override {
+    torch::IValue v;
+    archive.read("next", v);
+    next = v.toInt();
+  }
+  int64_t n, next = 0;
+};
+}  // namespace
+
+TEST(TorchData, StatefulDatasetsKeepTheirPositionAndAreReset) {
+  auto loader = torch::data::make_data_loader(Counter(7).map(torch::data::transforms::Stack<>()),
+                                              torch::data::DataLoaderOptions().batch_size(3));
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::vector<int64_t> seen;
+    for (auto& batch : *loader)
+      for (int64_t t : int_values(batch.target)) seen.push_back(t);
+    EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}));
+  }
+  Counter c(10);
+  c.get_batch(4);
+  torch::serialize::OutputArchive out;
+  c.save(out);
+  Counter d(10);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("nabla_torch_counter_" + std::to_string(getpid()))).string();
+  out.save_to(path);
+  torch::serialize::InputArchive in;
+  in.load_from(path);
+  d.load(in);
+  EXPECT_EQ(d.next, 4);
+  std::filesystem::remove(path);
+}
