@@ -327,6 +327,27 @@ struct DataLoaderOptions {
   TORCH_ARG(bool, drop_last) = false;
 };
 
+namespace detail {
+// What a loader's begin() returns: *it is the loader's current batch, ++it makes the next, and an
+// iterator equals end() once there is none.
+template <class Loader, class Batch>
+class LoaderIterator {
+ public:
+  explicit LoaderIterator(Loader* loader) : loader_(loader) {}
+  Batch& operator*() const { return *loader_->current_; }
+  Batch* operator->() const { return &*loader_->current_; }
+  LoaderIterator& operator++() {
+    loader_->advance();
+    return *this;
+  }
+  bool operator==(const LoaderIterator& other) const { return done() == other.done(); }
+
+ private:
+  bool done() const { return loader_ == nullptr || !loader_->current_; }
+  Loader* loader_;
+};
+}  // namespace detail
+
 // The loader make_data_loader returns: each begin() resets the sampler (a new epoch) and
 // iterates the batches of Dataset::get_batch.
 template <class Dataset, class Sampler>
@@ -342,22 +363,8 @@ class StatelessDataLoader {
   StatelessDataLoader& operator=(const StatelessDataLoader&) = delete;
   ~StatelessDataLoader() { drain(); }
 
-  class Iterator {
-   public:
-    BatchType& operator*() const { return *loader_->current_; }
-    BatchType* operator->() const { return &*loader_->current_; }
-    Iterator& operator++() {
-      loader_->advance();
-      return *this;
-    }
-    bool operator==(const Iterator& other) const { return done() == other.done(); }
-
-   private:
-    friend class StatelessDataLoader;
-    explicit Iterator(StatelessDataLoader* loader) : loader_(loader) {}
-    bool done() const { return loader_ == nullptr || !loader_->current_; }
-    StatelessDataLoader* loader_;
-  };
+  using Iterator = detail::LoaderIterator<StatelessDataLoader, BatchType>;
+  friend Iterator;
 
   Iterator begin() {
     drain();
@@ -426,22 +433,8 @@ class StatefulDataLoader {
       : dataset_(std::move(dataset)), options_(std::move(options)) {
     NABLA_CHECK(nabla::ValueError, options_.batch_size() > 0, "torch::data::make_data_loader: batch_size is 0");
   }
-  class Iterator {
-   public:
-    BatchType& operator*() const { return *loader_->current_; }
-    BatchType* operator->() const { return &*loader_->current_; }
-    Iterator& operator++() {
-      loader_->advance();
-      return *this;
-    }
-    bool operator==(const Iterator& other) const { return done() == other.done(); }
-
-   private:
-    friend class StatefulDataLoader;
-    explicit Iterator(StatefulDataLoader* loader) : loader_(loader) {}
-    bool done() const { return loader_ == nullptr || !loader_->current_; }
-    StatefulDataLoader* loader_;
-  };
+  using Iterator = detail::LoaderIterator<StatefulDataLoader, BatchType>;
+  friend Iterator;
   Iterator begin() {
     dataset_.reset();
     advance();
