@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iostream>
 #include <list>
+#include <mutex>
 #include <set>
 
 #include "compiler/capture.h"
@@ -33,12 +34,18 @@ struct Signature {
   bool operator==(const Signature&) const = default;
 };
 
+// A compiled graph with its schedule: shared with the replays running it, so re-specializing
+// (which makes a new one) never changes a graph a replay on another thread is reading.
+struct Compiled {
+  Graph graph;
+  Schedule schedule;
+};
+
 struct Entry {
   Signature sig;
-  Graph captured;  // as recorded
-  Graph compiled;  // after the passes
-  Schedule schedule;
-  std::string fallback;  // non-empty: this signature runs eagerly
+  Graph captured;                            // as recorded
+  std::shared_ptr<const Compiled> compiled;  // after the passes
+  std::string fallback;                      // non-empty: this signature runs eagerly
 };
 
 // Tensors the graph holds that it did not compute and that are not the module's parameters or
@@ -83,6 +90,9 @@ struct CompiledModule::Impl {
   CompileStats stats;
   std::list<Entry> cache;  // most recently used first
   std::set<std::string> warned;
+  // Guards the cache and the stats: a compiled module may be called from several threads (the
+  // replays run outside the lock; a capture holds it, so concurrent first calls wait).
+  mutable std::mutex mu;
 
   void warn(const std::string& why) {
     stats.last_fallback = why;
@@ -91,8 +101,9 @@ struct CompiledModule::Impl {
   }
 
   void specialize(Entry& e) {
-    e.compiled = e.captured;
-    Graph& g = e.compiled;
+    auto c = std::make_shared<Compiled>();
+    c->graph = e.captured;
+    Graph& g = c->graph;
     // A call that records autograd replays op by op through the front-ends, which record each op's
     // backward as eager does: only the passes that keep every op's gradient apply.
     const bool infer = !e.sig.autograd;
@@ -103,14 +114,15 @@ struct CompiledModule::Impl {
     if (infer && options.sink_activations_through_pools) sink_activations_through_pools(g);
     if (infer && options.fuse_elementwise) fuse_elementwise(g);
     compact(g);
-    e.schedule = plan(g);
+    c->schedule = plan(g);
     // The versions the folds saw: a later change re-specializes.
     for (Value& v : e.captured.values)
       if (v.kind == Value::param) v.version = v.tensor.version();
     ++stats.specializations;
     stats.nodes_captured = static_cast<int64_t>(e.captured.nodes.size());
     stats.nodes_compiled = static_cast<int64_t>(g.nodes.size());
-    stats.planned_peak_bytes = e.schedule.peak_bytes;
+    stats.planned_peak_bytes = c->schedule.peak_bytes;
+    e.compiled = std::move(c);
   }
 
   // A graph holding tensors it cannot account for (unexplained_tensor) is replayed once on the
@@ -125,7 +137,7 @@ struct CompiledModule::Impl {
     try {
       autograd::NoGradGuard ng;
       want = other.size() == 1 ? (*module)(other[0]) : (*module)(other[0], other[1]);
-      got = run(e.captured, plan(e.captured), other)[0];
+      got = compiler::run(e.captured, plan(e.captured), other)[0];
     } catch (const Error& err) {
       e.fallback = internal::str("the graph holds ", what,
                                  " it did not compute, and checking it on other input values ", "failed: ", err.what());
@@ -144,17 +156,18 @@ struct CompiledModule::Impl {
     return false;
   }
 
-  Tensor eager(const std::vector<Tensor>& in) {
-    ++stats.eager_calls;
-    return in.size() == 1 ? (*module)(in[0]) : (*module)(in[0], in[1]);
-  }
+  Tensor forward(const std::vector<Tensor>& in) { return in.size() == 1 ? (*module)(in[0]) : (*module)(in[0], in[1]); }
 
   Tensor call(const std::vector<Tensor>& in) {
     for (size_t i = 0; i < in.size(); ++i)
       NABLA_CHECK(ValueError, in[i].defined(), "compile: input ", i, " of ", module->name(), " is undefined");
     if (autocast_internal::active()) {
-      warn("autocast is on (compiling under autocast is not implemented yet)");
-      return eager(in);
+      {
+        std::lock_guard lock(mu);
+        ++stats.eager_calls;
+        warn("autocast is on (compiling under autocast is not implemented yet)");
+      }
+      return forward(in);
     }
     Signature sig;
     if (autograd::GradMode::is_enabled()) {
@@ -163,19 +176,28 @@ struct CompiledModule::Impl {
     }
     for (const Tensor& t : in) sig.inputs.push_back({t.sizes(), t.dtype(), t.device(), t.requires_grad()});
     for (nn::Module* m : modules) sig.training.push_back(m->is_training());
-    auto it = std::find_if(cache.begin(), cache.end(), [&](const Entry& e) { return e.sig == sig; });
-    if (it != cache.end()) {
+    std::shared_ptr<const Compiled> compiled;
+    {
+      std::unique_lock lock(mu);
+      auto it = std::find_if(cache.begin(), cache.end(), [&](const Entry& e) { return e.sig == sig; });
+      if (it == cache.end()) return capture(std::move(sig), in);
       cache.splice(cache.begin(), cache, it);  // most recently used first
       Entry& e = cache.front();
       if (!e.fallback.empty()) {
         stats.last_fallback = e.fallback;
-        return eager(in);
+        ++stats.eager_calls;
+        lock.unlock();
+        return forward(in);
       }
       if (changed(e)) specialize(e);
       ++stats.replays;
-      return run(e.compiled, e.schedule, in)[0];
+      compiled = e.compiled;
     }
-    // A new signature: record it (this call's result is the eager one).
+    return compiler::run(compiled->graph, compiled->schedule, in)[0];
+  }
+
+  // A new signature (under the lock): recorded, and this call's result is the eager one.
+  Tensor capture(Signature sig, const std::vector<Tensor>& in) {
     Capture c;
     try {
       c = capture_module(*module, in, sig.autograd);
@@ -183,10 +205,9 @@ struct CompiledModule::Impl {
       // The capture runs the forward with the inputs requiring grad (so that ops without a trace
       // hook show in their history); a forward that refuses that (x.to(kInt64) of an input) runs
       // eagerly, and an error eager raises too is the call's.
-      Tensor y = eager(in);
+      Tensor y = forward(in);
       c.fallback = internal::str("the forward fails when traced: ", e.what());
       c.eager_outputs = {y};
-      --stats.eager_calls;
     }
     ++stats.captures;
     Entry e;
@@ -214,16 +235,20 @@ CompiledModule::CompiledModule(std::shared_ptr<nn::Module> module, CompileOption
 
 Tensor CompiledModule::operator()(const Tensor& x) { return impl_->call({x}); }
 Tensor CompiledModule::operator()(const Tensor& a, const Tensor& b) { return impl_->call({a, b}); }
-const CompileStats& CompiledModule::stats() const { return impl_->stats; }
+CompileStats CompiledModule::stats() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->stats;
+}
 nn::Module& CompiledModule::module() const { return *impl_->module; }
 const std::shared_ptr<nn::Module>& CompiledModule::module_ptr() const { return impl_->module; }
 
 std::string CompiledModule::dump() const {
+  std::lock_guard lock(impl_->mu);
   for (const Entry& e : impl_->cache) {
     if (!e.fallback.empty()) return "runs eagerly: " + e.fallback + "\n";
     return internal::str("captured (", e.captured.nodes.size(), " nodes):\n", e.captured.dump(), "compiled (",
-                         e.compiled.nodes.size(), " nodes, planned peak ", e.schedule.peak_bytes,
-                         " bytes of intermediates):\n", e.compiled.dump());
+                         e.compiled->graph.nodes.size(), " nodes, planned peak ", e.compiled->schedule.peak_bytes,
+                         " bytes of intermediates):\n", e.compiled->graph.dump());
   }
   return "";
 }

@@ -77,7 +77,9 @@ class CompiledModule {
   Tensor forward(const Tensor& x) { return (*this)(x); }
   Tensor forward(const Tensor& a, const Tensor& b) { return (*this)(a, b); }
 
-  const CompileStats& stats() const;
+  // A snapshot (the module may be called from several threads: the cache is shared, the replays
+  // run in parallel).
+  CompileStats stats() const;
   // The most recently used compiled signature's graph as captured and as compiled, op by op with
   // shapes ("" before any capture).
   std::string dump() const;

@@ -4,7 +4,9 @@
 // and every fallback with its reason.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <functional>
+#include <thread>
 
 #include "nabla.h"
 #include "vision/vision.h"
@@ -348,4 +350,28 @@ TEST(Compile, FunctionsOfTensors) {
   expect_same(g(b, a), (b - a).abs().sum(1));
   EXPECT_EQ(g.stats().replays, 1);
   EXPECT_THROW(g(a), ValueError);
+}
+
+TEST(Compile, CallsFromSeveralThreads) {
+  auto m = cnn();
+  auto fast = compile(m, quiet());
+  Tensor x1 = randn({2, 1, 12, 12}), x2 = randn({3, 1, 12, 12});
+  Tensor want1, want2;
+  {
+    InferenceMode guard;
+    want1 = (*m)(x1);
+    want2 = (*m)(x2);
+  }
+  std::atomic<int> bad{0};
+  auto work = [&](const Tensor& x, const Tensor& want) {
+    InferenceMode guard;
+    for (int i = 0; i < 20; ++i)
+      if (max_diff(fast(x), want) > 1e-5) ++bad;
+  };
+  std::thread a(work, x1, want1), b(work, x2, want2);  // two signatures, captured concurrently
+  a.join();
+  b.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(fast.stats().captures, 2);
+  EXPECT_EQ(fast.stats().replays, 38);
 }
