@@ -1,7 +1,7 @@
 // libtorch's enum tags: torch::kMean, torch::kSum, torch::kNone (reductions), torch::kZeros,
 // torch::kReflect, torch::kReplicate, torch::kCircular (padding modes), torch::kTanh, torch::kReLU
 // (RNN nonlinearities), torch::kFanIn, kFanOut, kLinear, kSigmoid, kLeakyReLU, kConv2D (nn::init), kGELU (Transformer activations),
-// kBatchMean (kl_div), kConstant (padding), kNearest, kBilinear, kBicubic, kTrilinear, kArea (interpolation).
+// kBatchMean (kl_div), kConstant (padding), kNearest, kBilinear, kBicubic, kTrilinear, kArea (interpolation), kMax (EmbeddingBag).
 // Each is an object of its own type in torch::enumtype, and an option takes a
 // std::variant of the tags it allows, as libtorch's do:
 //   torch::nn::CrossEntropyLoss(torch::nn::CrossEntropyLossOptions().reduction(torch::kSum))
@@ -38,6 +38,7 @@ struct kBilinear {};
 struct kBicubic {};
 struct kTrilinear {};
 struct kArea {};
+struct kMax {};
 }  // namespace enumtype
 
 inline constexpr enumtype::kNone kNone{};
@@ -63,6 +64,7 @@ inline constexpr enumtype::kBilinear kBilinear{};
 inline constexpr enumtype::kBicubic kBicubic{};
 inline constexpr enumtype::kTrilinear kTrilinear{};
 inline constexpr enumtype::kArea kArea{};
+inline constexpr enumtype::kMax kMax{};
 
 namespace enumtype {
 using reduction_t = std::variant<kNone, kMean, kSum>;
@@ -88,6 +90,11 @@ inline nabla::nn::functional::Reduction to_nabla(const kldiv_reduction_t& r) {
 using pad_mode_t = std::variant<kConstant, kReflect, kReplicate, kCircular>;
 inline std::string to_nabla(const pad_mode_t& m) {
   static const char* const names[] = {"constant", "reflect", "replicate", "circular"};
+  return names[m.index()];
+}
+using embedding_bag_mode_t = std::variant<kSum, kMean, kMax>;
+inline std::string to_nabla(const embedding_bag_mode_t& m) {
+  static const char* const names[] = {"sum", "mean", "max"};
   return names[m.index()];
 }
 using interpolate_mode_t = std::variant<kNearest, kLinear, kBilinear, kBicubic, kTrilinear, kArea>;

@@ -1,5 +1,5 @@
-// More handles: Conv3d, 1-d and adaptive pooling, Unflatten, Upsample, KLDivLoss, HuberLoss, and
-// Embedding::from_pretrained.
+// More handles: Conv3d, 1-d and adaptive pooling, Unflatten, Upsample, EmbeddingBag, KLDivLoss and
+// HuberLoss.
 //
 //   torch::nn::Upsample up(torch::nn::UpsampleOptions().scale_factor(std::vector<double>{2, 2}).mode(torch::kBilinear));
 //   auto emb = torch::nn::Embedding::from_pretrained(vectors, torch::nn::EmbeddingFromPretrainedOptions().freeze(true));
@@ -119,6 +119,34 @@ class UpsampleImpl : public nabla::nn::Upsample {
   UpsampleOptions options;
 };
 TORCH_MODULE(Upsample);
+
+// ---- EmbeddingBag -----------------------------------------------------------------------------------
+struct EmbeddingBagOptions {
+  EmbeddingBagOptions(int64_t num_embeddings, int64_t embedding_dim)
+      : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
+  TORCH_ARG(int64_t, num_embeddings);
+  TORCH_ARG(int64_t, embedding_dim);
+  TORCH_ARG(enumtype::embedding_bag_mode_t, mode) = torch::kMean;
+  TORCH_ARG(bool, include_last_offset) = false;
+  TORCH_ARG(std::optional<int64_t>, padding_idx) = std::nullopt;
+};
+class EmbeddingBagImpl : public nabla::nn::EmbeddingBag {
+ public:
+  EmbeddingBagImpl(int64_t num_embeddings, int64_t embedding_dim)
+      : EmbeddingBagImpl(EmbeddingBagOptions(num_embeddings, embedding_dim)) {}
+  explicit EmbeddingBagImpl(const EmbeddingBagOptions& o)
+      : nabla::nn::EmbeddingBag(o.num_embeddings(), o.embedding_dim(),
+                                {.mode = enumtype::to_nabla(o.mode()),
+                                 .include_last_offset = o.include_last_offset(),
+                                 .padding_idx = o.padding_idx()}),
+        options(o) {}
+  // input: (B, N) bags, or 1-D indices with offsets (the bags' starts).
+  Tensor forward(const Tensor& input, const Tensor& offsets = {}, const Tensor& per_sample_weights = {}) {
+    return nabla::nn::EmbeddingBag::forward(input, offsets, per_sample_weights);
+  }
+  EmbeddingBagOptions options;
+};
+TORCH_MODULE(EmbeddingBag);
 
 // ---- losses -----------------------------------------------------------------------------------------
 struct KLDivLossOptions {

@@ -265,3 +265,18 @@ TEST(TorchNn, FunctionalConvPadNormalizeEmbeddingInterpolate) {
       (std::vector<int64_t>{1, 1, 4, 6}));
   EXPECT_TRUE(tensor_is(F::one_hot(torch::tensor({1}), 3), {1, 3}, {0, 1, 0}));
 }
+
+TEST(TorchNn, EmbeddingBagModes) {
+  torch::nn::EmbeddingBag bag(torch::nn::EmbeddingBagOptions(3, 2).mode(torch::kSum));
+  {
+    torch::NoGradGuard no_grad;
+    bag->weight.copy_(torch::tensor({{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}}));
+  }
+  EXPECT_TRUE(tensor_is(bag(torch::tensor({0, 1, 2}), torch::tensor({0, 2})), {2, 2}, {4, 6, 5, 6}));
+  torch::nn::EmbeddingBag maxbag(torch::nn::EmbeddingBagOptions(3, 2).mode(torch::kMax));
+  {
+    torch::NoGradGuard no_grad;
+    maxbag->weight.copy_(torch::tensor({{1.0, 8.0}, {3.0, 4.0}, {5.0, 6.0}}));
+  }
+  EXPECT_TRUE(tensor_is(maxbag(torch::tensor({{0, 1}, {1, 2}})), {2, 2}, {3, 8, 5, 6}));
+}
