@@ -45,11 +45,15 @@ class ModuleHolder : public nabla::nn::ModuleHolder<T> {
 }  // namespace torch::nn
 
 // TORCH_MODULE(Name): `Name` is a torch::nn::ModuleHolder of your class `NameImpl`, as in libtorch.
-#define TORCH_MODULE(Name)                                            \
-  class Name : public ::torch::nn::ModuleHolder<Name##Impl> {         \
-   public:                                                            \
-    using ::torch::nn::ModuleHolder<Name##Impl>::ModuleHolder;        \
-    Name() = default;                                                 \
-    Name(const ::nabla::nn::ModuleHolder<Name##Impl>& h) /* NOLINT */ \
-        : ::torch::nn::ModuleHolder<Name##Impl>(h) {}                 \
+// `Name net;` makes a NameImpl() when NameImpl has a default constructor (a constrained template,
+// so that a class without one gets no defaulted-but-deleted constructor and no warning).
+#define TORCH_MODULE(Name)                                                              \
+  class Name : public ::torch::nn::ModuleHolder<Name##Impl> {                           \
+   public:                                                                              \
+    using ::torch::nn::ModuleHolder<Name##Impl>::ModuleHolder;                          \
+    template <class TorchModuleImpl = Name##Impl>                                       \
+    requires std::default_initializable<TorchModuleImpl> Name()                         \
+        : ::torch::nn::ModuleHolder<Name##Impl>(std::make_shared<TorchModuleImpl>()) {} \
+    Name(const ::nabla::nn::ModuleHolder<Name##Impl>& h) /* NOLINT */                   \
+        : ::torch::nn::ModuleHolder<Name##Impl>(h) {}                                   \
   }

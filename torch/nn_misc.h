@@ -22,6 +22,11 @@
 #include "nn_layers.h"
 #include "types.h"
 
+// Some XImpl classes give forward libtorch's signature (LSTM's tuple, GRU's state argument), which
+// hides nabla's virtual forward(Tensor) on purpose: a Sequential still reaches that one.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverloaded-virtual"
+
 namespace torch::nn {
 
 class Conv3dImpl : public nabla::nn::Conv3d {
@@ -177,3 +182,5 @@ class HuberLossImpl : public nabla::nn::HuberLoss {
 TORCH_MODULE(HuberLoss);
 
 }  // namespace torch::nn
+
+#pragma GCC diagnostic pop

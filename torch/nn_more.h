@@ -23,6 +23,11 @@
 #include "nn_holder.h"
 #include "types.h"
 
+// Some XImpl classes give forward libtorch's signature (LSTM's tuple, GRU's state argument), which
+// hides nabla's virtual forward(Tensor) on purpose: a Sequential still reaches that one.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverloaded-virtual"
+
 namespace torch::nn {
 
 // ---- normalization ----------------------------------------------------------------------------------
@@ -204,3 +209,5 @@ inline double calculate_gain(NonlinearityType nonlinearity, double param = 0.01)
 }  // namespace init
 
 }  // namespace torch::nn
+
+#pragma GCC diagnostic pop

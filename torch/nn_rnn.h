@@ -24,6 +24,11 @@
 #include "nn_holder.h"
 #include "types.h"
 
+// Some XImpl classes give forward libtorch's signature (LSTM's tuple, GRU's state argument), which
+// hides nabla's virtual forward(Tensor) on purpose: a Sequential still reaches that one.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverloaded-virtual"
+
 namespace torch::nn {
 
 // ---- LSTM, GRU, RNN ---------------------------------------------------------------------------------
@@ -154,3 +159,5 @@ class ModuleDictImpl : public nabla::nn::ModuleDict {
 TORCH_MODULE(ModuleDict);
 
 }  // namespace torch::nn
+
+#pragma GCC diagnostic pop

@@ -24,6 +24,11 @@
 #include "nn_holder.h"
 #include "types.h"
 
+// Some XImpl classes give forward libtorch's signature (LSTM's tuple, GRU's state argument), which
+// hides nabla's virtual forward(Tensor) on purpose: a Sequential still reaches that one.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverloaded-virtual"
+
 namespace torch::nn {
 
 struct MultiheadAttentionOptions {
@@ -124,3 +129,5 @@ class TransformerEncoderImpl : public nabla::nn::TransformerEncoder {
 TORCH_MODULE(TransformerEncoder);
 
 }  // namespace torch::nn
+
+#pragma GCC diagnostic pop

@@ -9,6 +9,11 @@
 // torch::nn::Module is nabla::nn::Module: a torch:: handle reaches nabla's own API directly.
 #pragma once
 
+// nabla's modules declare forward overloads that hide the base's virtual ones on purpose; clang's
+// -Wall reports that (-Woverloaded-virtual) at their definitions, inside this header's includes.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverloaded-virtual"
+
 #include "archive.h"
 #include "autograd.h"
 #include "data.h"
@@ -18,3 +23,5 @@
 #include "optim.h"
 #include "serialize.h"
 #include "types.h"
+
+#pragma GCC diagnostic pop

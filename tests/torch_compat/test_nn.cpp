@@ -129,7 +129,7 @@ TEST(TorchNn, LossModulesAndFunctionalOptions) {
   EXPECT_NEAR(
       F::nll_loss(F::log_softmax(logits, 1), target, F::NLLLossFuncOptions().reduction(torch::kSum)).item<double>(),
       sum_loss(logits, target).item<double>(), 1e-6);
-  torch::nn::MSELoss mse(torch::nn::MSELossOptions(torch::kSum));
+  torch::nn::MSELoss mse{torch::nn::MSELossOptions(torch::kSum)};
   EXPECT_NEAR(mse(torch::tensor({1.0, 3.0}), torch::tensor({0.0, 0.0})).item<double>(), 10.0, 1e-6);
   torch::Tensor x = torch::ones({100});
   EXPECT_TRUE(torch::equal(F::dropout(x, F::DropoutFuncOptions().p(0.9).training(false)), x));
@@ -226,7 +226,7 @@ TEST(TorchNn, MoreLayersAndTheirOptions) {
   EXPECT_EQ(shape_of(un(torch::zeros({4, 6}))), (std::vector<int64_t>{4, 2, 3}));
   torch::nn::Upsample up(torch::nn::UpsampleOptions().scale_factor(std::vector<double>{2, 2}).mode(torch::kNearest));
   EXPECT_TRUE(tensor_is(up(torch::tensor({{{{1.0, 2.0}}}})), {1, 1, 2, 4}, {1, 1, 2, 2, 1, 1, 2, 2}));
-  torch::nn::KLDivLoss kl(torch::nn::KLDivLossOptions(torch::kBatchMean));
+  torch::nn::KLDivLoss kl{torch::nn::KLDivLossOptions(torch::kBatchMean)};
   torch::Tensor logq = torch::log(torch::tensor({{0.5, 0.5}, {0.25, 0.75}})),
                 p = torch::tensor({{0.5, 0.5}, {0.5, 0.5}});
   double want = (0.5 * std::log(0.5 / 0.25) + 0.5 * std::log(0.5 / 0.75)) / 2;
