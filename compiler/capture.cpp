@@ -132,6 +132,10 @@ class Recorder final : public trace::Tracer {
     if (fallback.empty()) g.nodes.push_back(std::move(n));
   }
 
+  // A hooked op without a replay rule is recorded as the ops it is made of (an LSTM as its
+  // matrix products and gates); one refused outright stays one call, and fails the capture.
+  bool records_parts(OpId op) const override { return !has_replay(op) && refused(op) == nullptr; }
+
   void on_random_draw() override {
     fail(
         "the forward draws random numbers (randn_like, dropout in training, ...): a replay would not advance "

@@ -58,6 +58,9 @@ class Tracer {
   // check(t) throws when they are wrong. compile keeps it and runs it again in each replay; the
   // exporter ignores it. (value_check below calls this and runs the check.)
   virtual void on_value_check(const Tensor& t, const std::function<void(const Tensor&)>& check) {}
+  // Whether the tracer takes the hooked op `op` as the ops it is made of (its hook steps aside, as
+  // under StepAside below) rather than as one call: compile does for ops it has no replay rule for.
+  virtual bool records_parts(OpId op) const { return false; }
 };
 
 // The tracer of this thread (null when not tracing).
@@ -139,6 +142,10 @@ void report(Tracer* t, OpId op, const std::vector<Tensor>& inputs, const R& resu
 }
 template <OpId op, class F>
 auto traced(Tracer* t, std::vector<Tensor> inputs, const op_attrs_t<op>& attrs, F&& f) {
+  if (t->records_parts(op)) {
+    StepAside aside;  // f() calls the op again: its hook steps aside, its parts are traced
+    return f();
+  }
   auto result = [&] {
     Suspend s;
     return f();
@@ -152,6 +159,10 @@ template <class F>
 auto traced(Tracer* t, OpId op, std::vector<Tensor> inputs, const OpAttrs& attrs, F&& f) {
   if (attrs.index() != attrs_index(op)) [[unlikely]]
     throw Error(internal::str("trace: internal: op '", op_name(op), "' traced with the wrong attribute struct"));
+  if (t->records_parts(op)) {
+    StepAside aside;
+    return f();
+  }
   auto result = [&] {
     Suspend s;
     return f();
