@@ -151,9 +151,19 @@ template <class... Args>
 
 }  // namespace torch
 
-// libtorch's c10::Error and at::Tensor, for code that names them.
+// libtorch's c10:: spellings of the same, for code that names them (c10::optional<size_t> in a
+// dataset's size(), c10::ArrayRef in get_batch, c10::Error in a catch).
 namespace c10 {
 using Error = nabla::Error;
+using torch::ArrayRef;
+using torch::Device;
+using torch::DeviceType;
+using torch::IntArrayRef;
+using torch::kCPU;
+using torch::kCUDA;
+using torch::nullopt;
+using torch::optional;
+using torch::ScalarType;
 }  // namespace c10
 
 // TORCH_CHECK(cond, msg...): throws an nabla::Error (c10::Error here) with the message when cond is

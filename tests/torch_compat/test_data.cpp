@@ -87,6 +87,26 @@ TEST(TorchData, LambdaTransformsAndTheRandomSampler) {
   EXPECT_FALSE(a.next(1).has_value());
 }
 
+namespace {
+// A dataset that builds whole batches itself, in c10::'s spellings.
+struct Squares : torch::data::datasets::BatchDataset<Squares, torch::data::Example<>> {
+  torch::data::Example<> get_batch(c10::ArrayRef<size_t> indices) override {
+    std::vector<int64_t> v(indices.begin(), indices.end());
+    torch::Tensor i = torch::tensor(v);
+    return {i * i, i};
+  }
+  c10::optional<size_t> size() const override { return 5; }
+};
+}  // namespace
+
+TEST(TorchData, BatchDatasetsBuildTheirOwnBatches) {
+  auto loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(Squares(), 2);
+  std::vector<int64_t> squares;
+  for (auto& batch : *loader)
+    for (int64_t s : int_values(batch.data)) squares.push_back(s);
+  EXPECT_EQ(squares, (std::vector<int64_t>{0, 1, 4, 9, 16}));
+}
+
 TEST(TorchData, TensorDatasetAndLoaderErrors) {
   torch::data::datasets::TensorDataset ds(torch::arange(6, torch::kFloat32).view({3, 2}), torch::tensor({7, 8, 9}));
   EXPECT_TRUE(tensor_is(ds.get(1).data, {2}, {2, 3}));
