@@ -15,8 +15,8 @@
 //
 // backward returns one gradient per argument of forward (undefined ones for the non-Tensor
 // arguments), and may return trailing undefined gradients; its node is named "MulConstantBackward".
-// Differs from libtorch: an output gradient that backward receives for an output that did not
-// reach the loss is an undefined tensor, not zeros (libtorch's set_materialize_grads(true)).
+// An output that did not reach what backward started from gets zeros in backward's list, as in
+// libtorch by default (nabla does so whatever set_materialize_grads says).
 #pragma once
 
 #include <any>
@@ -57,6 +57,10 @@ class AutogradContext {
   bool needs_input_grad(size_t i) const { return ctx_->needs_input_grad(i); }
   // Anything else backward needs: ctx->saved_data["k"] = 2.0; ... .toDouble()
   std::unordered_map<std::string, IValue> saved_data;
+  // Accepted for libtorch's code: nabla always hands backward zeros (never undefined tensors) for
+  // the outputs that did not reach what backward started from, libtorch's default; backward code
+  // written for false (checking .defined()) computes the same with them.
+  void set_materialize_grads(bool /*value*/) {}
 
  private:
   nabla::autograd::Context* ctx_;
@@ -69,6 +73,22 @@ inline AutogradContext* context_of(nabla::autograd::Context& ctx) {
   auto it = ctx.data.find(kContextKey);
   if (it == ctx.data.end()) it = ctx.data.emplace(kContextKey, std::make_shared<AutogradContext>(ctx)).first;
   return std::any_cast<std::shared_ptr<AutogradContext>&>(it->second).get();
+}
+
+std::string backward_name(const std::type_info& type);  // "MulConstantBackward"
+
+// Calls fn on each Tensor of what a forward returned (a Tensor, a std::vector or a std::tuple).
+template <class F>
+void for_each_tensor(const Tensor& t, F&& fn) {
+  fn(t);
+}
+template <class F>
+void for_each_tensor(const variable_list& v, F&& fn) {
+  for (const Tensor& t : v) fn(t);
+}
+template <class... Ts, class F>
+void for_each_tensor(const std::tuple<Ts...>& tuple, F&& fn) {
+  std::apply([&](const auto&... t) { (fn(t), ...); }, tuple);
 }
 
 // T's forward and backward in the form nabla's Function calls them.
@@ -87,7 +107,6 @@ struct Adapter {
   }
 };
 
-std::string backward_name(const std::type_info& type);  // "MulConstantBackward"
 }  // namespace detail
 
 template <class T>
@@ -95,9 +114,7 @@ struct Function {
   template <class... Args>
   static auto apply(Args&&... args) {
     auto result = nabla::autograd::Function<detail::Adapter<T>>::apply(std::forward<Args>(args)...);
-    if constexpr (std::is_same_v<decltype(result), Tensor>) rename(result);
-    else if constexpr (std::is_same_v<decltype(result), variable_list>)
-      for (const Tensor& t : result) rename(t);
+    detail::for_each_tensor(result, [](const Tensor& t) { rename(t); });
     return result;
   }
 

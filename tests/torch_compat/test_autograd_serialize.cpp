@@ -49,7 +49,37 @@ struct ScaleWithIndex : torch::autograd::Function<ScaleWithIndex> {
     return {grads[0] * static_cast<double>(ctx->saved_data["k"].toInt()), torch::Tensor()};
   }
 };
+// (x * 2, x * 3); backward records whether the second output's gradient arrived defined.
+struct TwoOutputs : torch::autograd::Function<TwoOutputs> {
+  static std::tuple<torch::Tensor, torch::Tensor> forward(AutogradContext* ctx, torch::Tensor x, bool materialize) {
+    ctx->set_materialize_grads(materialize);
+    return {x * 2, x * 3};
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    second_defined = grads[1].defined();
+    if (second_defined) second_sum = grads[1].abs().sum().item<double>();
+    return {grads[0] * 2 + (grads[1].defined() ? grads[1] * 3 : torch::zeros_like(grads[0])), torch::Tensor()};
+  }
+  static inline bool second_defined = false;
+  static inline double second_sum = -1;
+};
 }  // namespace
+
+TEST(TorchAutograd, UnusedOutputsGetZeroGradients) {
+  torch::Tensor x = torch::ones({3}, torch::requires_grad());
+  auto [a, b] = TwoOutputs::apply(x, true);
+  EXPECT_EQ(a.grad_fn()->name(), std::string("TwoOutputsBackward"));
+  a.sum().backward();
+  EXPECT_TRUE(TwoOutputs::second_defined);
+  EXPECT_EQ(TwoOutputs::second_sum, 0.0);
+  EXPECT_TRUE(tensor_is(x.grad(), {3}, {2, 2, 2}));
+  // set_materialize_grads(false) is accepted; the gradient is still zeros (computing the same).
+  torch::Tensor y = torch::ones({3}, torch::requires_grad());
+  auto [c, d] = TwoOutputs::apply(y, false);
+  c.sum().backward();
+  EXPECT_EQ(TwoOutputs::second_sum, 0.0);
+  EXPECT_TRUE(tensor_is(y.grad(), {3}, {2, 2, 2}));
+}
 
 TEST(TorchAutograd, CustomFunctionGradientsMatchTheBuiltInOps) {
   auto opts = torch::dtype(torch::kFloat64).requires_grad(true);
