@@ -24,6 +24,7 @@
 #include "../nn/module.h"
 #include "../optim/optimizer.h"
 #include "ivalue.h"
+#include "optim.h"
 #include "types.h"
 
 namespace torch::serialize {
@@ -81,6 +82,16 @@ requires std::derived_from<M, nabla::nn::Module> InputArchive& operator>>(InputA
 template <class M>
 InputArchive& operator>>(InputArchive& a, const nabla::nn::ModuleHolder<M>& m) {
   return a >> static_cast<nabla::nn::Module&>(*m);
+}
+
+// A torch:: optimizer, also through a torch::optim::Optimizer& (libtorch's base class).
+template <class O>
+requires std::derived_from<O, optim::Optimizer> OutputArchive& operator<<(OutputArchive& a, const O& optimizer) {
+  return a << optimizer.nabla_optimizer();
+}
+template <class O>
+requires std::derived_from<O, optim::Optimizer> InputArchive& operator>>(InputArchive& a, O& optimizer) {
+  return a >> optimizer.nabla_optimizer();
 }
 
 }  // namespace torch::serialize

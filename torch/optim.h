@@ -6,13 +6,15 @@
 //     static_cast<torch::optim::SGDOptions&>(group.options()).lr(0.001);   // or group.options().set_lr(0.001)
 //
 // torch::optim::SGD is an nabla::optim::SGD (so nabla's schedulers, checkpoints and GradScaler take
-// it), made from a torch::optim::SGDOptions. An options object is a builder holding nabla's
+// it), made from a torch::optim::SGDOptions, and a torch::optim::Optimizer (libtorch's base class,
+// for functions that take one). An options object is a builder holding nabla's
 // aggregate; the ones param_groups() returns are bound to their group, so a setter changes the
 // optimizer's option. The list param_groups() returns lives until the next call; its params() are
 // copies of the group's tensor handles (the tensors themselves are shared).
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,54 +31,6 @@
 #include "types.h"
 
 namespace torch::optim {
-
-using Optimizer = nabla::optim::Optimizer;
-
-// libtorch's LR scheduler: step() sets every group's learning rate to get_lrs() and counts the
-// step. (nabla's own schedulers, nabla::optim::StepLR and the rest, follow torch.optim's Python
-// semantics, where a StepLR decays one step() earlier than libtorch's C++ one.)
-class LRScheduler {
- public:
-  explicit LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {}
-  virtual ~LRScheduler() = default;
-  void step() {
-    std::vector<double> lrs = get_lrs();
-    NABLA_CHECK(nabla::ValueError, lrs.size() == optimizer_.num_param_groups(),
-                "torch::optim::LRScheduler: ", lrs.size(), " learning rates for ", optimizer_.num_param_groups(),
-                " parameter groups");
-    for (size_t g = 0; g < lrs.size(); ++g) optimizer_.set_lr(g, lrs[g]);
-    ++step_count_;
-  }
-
- protected:
-  virtual std::vector<double> get_lrs() = 0;
-  std::vector<double> get_current_lrs() const {
-    std::vector<double> lrs;
-    for (size_t g = 0; g < optimizer_.num_param_groups(); ++g) lrs.push_back(optimizer_.lr(g));
-    return lrs;
-  }
-  unsigned step_count_ = 0;
-  Optimizer& optimizer_;
-};
-
-// Multiplies the learning rates by gamma at every step_size-th step() after the first, as libtorch's.
-class StepLR : public LRScheduler {
- public:
-  StepLR(Optimizer& optimizer, unsigned step_size, double gamma = 0.1)
-      : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
-    NABLA_CHECK(nabla::ValueError, step_size > 0, "torch::optim::StepLR: step_size is 0");
-  }
-
- private:
-  std::vector<double> get_lrs() override {
-    std::vector<double> lrs = get_current_lrs();
-    if (step_count_ != 0 && step_count_ % step_size_ == 0)
-      for (double& lr : lrs) lr *= gamma_;
-    return lrs;
-  }
-  unsigned step_size_;
-  double gamma_;
-};
 
 // The base of every optimizer's options, as libtorch's.
 class OptimizerOptions {
@@ -110,6 +64,68 @@ class OptimizerParamGroup {
   }
   std::vector<Tensor> params_;
   std::unique_ptr<OptimizerOptions> options_;
+};
+
+// libtorch's Optimizer base class: what a function taking `torch::optim::Optimizer&` calls. Each
+// torch:: optimizer implements it beside its nabla base (torch::optim::SGD is an
+// nabla::optim::SGD); nabla_optimizer() reaches that one.
+class Optimizer {
+ public:
+  using LossClosure = std::function<Tensor()>;
+  virtual ~Optimizer() = default;
+  // One step; with a closure (L-BFGS), the loss it returned first. Without one, an undefined Tensor.
+  virtual Tensor step(LossClosure closure = nullptr) = 0;
+  virtual void zero_grad(bool set_to_none = true) = 0;
+  virtual std::vector<OptimizerParamGroup>& param_groups() = 0;
+  virtual std::vector<Tensor> parameters() const = 0;
+  virtual nabla::optim::Optimizer& nabla_optimizer() = 0;
+  virtual const nabla::optim::Optimizer& nabla_optimizer() const = 0;
+};
+
+// libtorch's LR scheduler: step() sets every group's learning rate to get_lrs() and counts the
+// step. (nabla's own schedulers, nabla::optim::StepLR and the rest, follow torch.optim's Python
+// semantics, where a StepLR decays one step() earlier than libtorch's C++ one.)
+class LRScheduler {
+ public:
+  explicit LRScheduler(Optimizer& optimizer) : optimizer_(optimizer.nabla_optimizer()) {}
+  virtual ~LRScheduler() = default;
+  void step() {
+    std::vector<double> lrs = get_lrs();
+    NABLA_CHECK(nabla::ValueError, lrs.size() == optimizer_.num_param_groups(),
+                "torch::optim::LRScheduler: ", lrs.size(), " learning rates for ", optimizer_.num_param_groups(),
+                " parameter groups");
+    for (size_t g = 0; g < lrs.size(); ++g) optimizer_.set_lr(g, lrs[g]);
+    ++step_count_;
+  }
+
+ protected:
+  virtual std::vector<double> get_lrs() = 0;
+  std::vector<double> get_current_lrs() const {
+    std::vector<double> lrs;
+    for (size_t g = 0; g < optimizer_.num_param_groups(); ++g) lrs.push_back(optimizer_.lr(g));
+    return lrs;
+  }
+  unsigned step_count_ = 0;
+  nabla::optim::Optimizer& optimizer_;
+};
+
+// Multiplies the learning rates by gamma at every step_size-th step() after the first, as libtorch's.
+class StepLR : public LRScheduler {
+ public:
+  StepLR(Optimizer& optimizer, unsigned step_size, double gamma = 0.1)
+      : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+    NABLA_CHECK(nabla::ValueError, step_size > 0, "torch::optim::StepLR: step_size is 0");
+  }
+
+ private:
+  std::vector<double> get_lrs() override {
+    std::vector<double> lrs = get_current_lrs();
+    if (step_count_ != 0 && step_count_ % step_size_ == 0)
+      for (double& lr : lrs) lr *= gamma_;
+    return lrs;
+  }
+  unsigned step_size_;
+  double gamma_;
 };
 
 namespace detail {
@@ -147,16 +163,24 @@ class BoundOptions : public OptimizerOptions {
 
 // An nabla optimizer Opt made from libtorch's arguments, with libtorch's param_groups().
 template <class Opt, class Options>
-class Adapter : public Opt {
+class Adapter : public Opt, public torch::optim::Optimizer {
  public:
   Adapter(std::vector<Tensor> params, const Options& defaults) : Opt(std::move(params), defaults.to_nabla()) {}
   Adapter(const std::vector<OptimizerParamGroup>& groups, const Options& defaults)
       : Opt(nabla_groups(groups), defaults.to_nabla()) {}
 
+  Tensor step(LossClosure closure = nullptr) override {
+    if (closure) return Opt::step(closure);
+    Opt::step();
+    return {};
+  }
+  void zero_grad(bool set_to_none = true) override { Opt::zero_grad(set_to_none); }
+  nabla::optim::Optimizer& nabla_optimizer() override { return *this; }
+  const nabla::optim::Optimizer& nabla_optimizer() const override { return *this; }
   // Every group's parameters, in order (libtorch's Optimizer::parameters()).
-  std::vector<Tensor> parameters() const { return this->all_params(); }
+  std::vector<Tensor> parameters() const override { return this->all_params(); }
 
-  std::vector<OptimizerParamGroup>& param_groups() {
+  std::vector<OptimizerParamGroup>& param_groups() override {
     groups_.clear();
     for (size_t g = 0; g < this->num_param_groups(); ++g) {
       auto options = std::make_unique<Options>();

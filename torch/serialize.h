@@ -20,6 +20,7 @@
 
 #include "../nn/module.h"
 #include "../optim/optimizer.h"
+#include "optim.h"
 #include "types.h"
 
 namespace torch {
@@ -38,6 +39,11 @@ void save(const nabla::nn::ModuleHolder<M>& module, const std::string& path) {
   save(static_cast<const nabla::nn::Module&>(*module), path);
 }
 
+// A torch:: optimizer, also through a torch::optim::Optimizer& (libtorch's base class).
+template <class O>
+requires std::derived_from<O, optim::Optimizer>
+void save(const O& optimizer, const std::string& path) { save(optimizer.nabla_optimizer(), path); }
+
 void load(Tensor& tensor, const std::string& path);
 void load(std::vector<Tensor>& tensors, const std::string& path);
 void load(nabla::nn::Module& module, const std::string& path);  // strict: every key, every shape
@@ -51,5 +57,9 @@ template <class M>
 void load(const nabla::nn::ModuleHolder<M>& module, const std::string& path) {
   load(static_cast<nabla::nn::Module&>(*module), path);
 }
+
+template <class O>
+requires std::derived_from<O, optim::Optimizer>
+void load(O& optimizer, const std::string& path) { load(optimizer.nabla_optimizer(), path); }
 
 }  // namespace torch

@@ -3,6 +3,11 @@
 
 #include <torch/torch.h>
 
+#include <filesystem>
+#include <string>
+
+#include <unistd.h>
+
 #include "tests/common/value_helpers.h"
 
 using nabla::testing::tensor_is;
@@ -102,4 +107,36 @@ TEST(TorchOptim, ImplicitOptionsParametersAndLbfgs) {
   EXPECT_TRUE(throws_with<nabla::ValueError>([] { torch::optim::LBFGSOptions().line_search_fn("backtracking"); },
                                              {"strong_wolfe"}));
   EXPECT_EQ(TORCH_VERSION_MAJOR, 2);
+}
+
+namespace {
+// libtorch's habit: a training step that takes the base class.
+void halve_lr_and_step(torch::optim::Optimizer& optimizer, torch::Tensor& w) {
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(group.options().get_lr() / 2);
+  optimizer.zero_grad();
+  (w * 2).sum().backward();
+  optimizer.step();
+}
+}  // namespace
+
+TEST(TorchOptim, TheBaseClassReachesGroupsStepsAndSaves) {
+  torch::Tensor w = torch::zeros({1}, torch::requires_grad());
+  torch::optim::SGD sgd({w}, torch::optim::SGDOptions(0.5));
+  halve_lr_and_step(sgd, w);  // lr 0.25, grad 2
+  EXPECT_TRUE(tensor_is(w.detach(), {1}, {-0.5}));
+  torch::optim::Optimizer& base = sgd;
+  EXPECT_EQ(base.parameters().size(), 1u);
+  EXPECT_DOUBLE_EQ(base.nabla_optimizer().lr(0), 0.25);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("nabla_torch_opt_" + std::to_string(getpid()))).string();
+  torch::save(base, path);
+  torch::optim::SGD other({torch::zeros({1}, torch::requires_grad())}, torch::optim::SGDOptions(0.9));
+  torch::optim::Optimizer& other_base = other;
+  torch::load(other_base, path);
+  EXPECT_DOUBLE_EQ(other.options(0).lr, 0.25);
+  std::filesystem::remove(path);
+  torch::optim::StepLR schedule(base, 1, 0.1);
+  schedule.step();
+  schedule.step();
+  EXPECT_DOUBLE_EQ(sgd.options(0).lr, 0.025);
 }
