@@ -9,29 +9,11 @@
 #include <map>
 
 #include "nabla.h"
+#include "tests/ops/op_module.h"
 #include "tests/ops/opinfo.h"
 
 namespace nabla::testing {
 namespace {
-
-struct OpModule : nn::Module {
-  OpModule(const OpInfo& op, const Inputs& in) : nn::Module("OpModule"), op_(op) {
-    for (size_t i = 1; i < in.size(); ++i) {
-      const std::string n = "in" + std::to_string(i);
-      if (!in[i].defined()) rest_.push_back(in[i]);
-      else if (in[i].is_floating_point()) rest_.push_back(register_parameter(n, in[i].detach(), false));
-      else rest_.push_back(register_buffer(n, in[i]));
-    }
-  }
-  Tensor forward(Tensor x) override {
-    Inputs in{x};
-    in.insert(in.end(), rest_.begin(), rest_.end());
-    Outputs out = op_.fn(in);
-    return out.empty() ? Tensor() : out[0];
-  }
-  const OpInfo& op_;
-  std::vector<Tensor> rest_;
-};
 
 // Eager's result and the compiled one agree: same shape and dtype, equal values (NaN where NaN).
 ::testing::AssertionResult agree(const Tensor& want, const Tensor& got) {
