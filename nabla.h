@@ -24,6 +24,7 @@
 #include "io/torch_file.h"
 #include "metrics/metrics.h"
 #include "nn/nn.h"
+#include "io/wav.h"
 #include "optim/optim.h"
 #include "tensorboard/summary_writer.h"
 #include "text/bpe.h"

@@ -219,6 +219,26 @@ Bytes png_file(uint32_t w, uint32_t h, uint8_t depth, uint8_t color, const Bytes
   return png;
 }
 
+// Every format the WAV reader accepts, mono to six channels (extensible beyond two, or beyond 16 bits).
+void wav_seeds() {
+  struct F {
+    wav::Encoding enc;
+    int64_t bits;
+    DType dtype;
+  };
+  const F formats[] = {{wav::Encoding::pcm_u, 8, kUInt8},    {wav::Encoding::pcm_s, 16, kInt32},
+                       {wav::Encoding::pcm_s, 24, kInt32},   {wav::Encoding::pcm_s, 32, kInt32},
+                       {wav::Encoding::pcm_f, 32, kFloat32}, {wav::Encoding::pcm_f, 64, kFloat64}};
+  for (const F& f : formats)
+    for (int64_t ch : {1, 2, 6}) {
+      Tensor x = arange(0, 8 * ch).view({8, ch});
+      x = f.enc == wav::Encoding::pcm_f ? x.to(f.dtype) / 16.0 : x.to(f.dtype);
+      write("wav",
+            std::string(wav::encoding_name(f.enc)) + std::to_string(f.bits) + "_" + std::to_string(ch) + "ch.wav",
+            via_file([&](const std::string& p) { wav::write(p, x, 8000, f.enc, f.bits); }));
+    }
+}
+
 void image_seeds() {
   auto img = [](int64_t h, int64_t w, int64_t c) {
     return remainder(arange(h * w * c, dtype(kInt64)).mul(37), 256).view({h, w, c}).to(kUInt8);
@@ -555,6 +575,7 @@ int main(int argc, char** argv) {
     checkpoint_seeds();
     idx_seeds();
     image_seeds();
+    wav_seeds();
     mnist_seeds();
     hf_tokenizer_seeds();
   } else {

@@ -90,6 +90,20 @@ TEST(Hostile, NpyFiles) {
   check_reader("npy", [](const fs::path& f, std::string&) { load_npy(f.string()); });
 }
 
+TEST(Hostile, WavFiles) {
+  // tests/io/make_wav_hostile.py writes them; info and samples must agree on what loads.
+  check_reader("wav", [](const fs::path& f, std::string&) {
+    std::string e_info;
+    try {
+      wav::read_info(f.string());
+    } catch (const IOError& e) { e_info = e.what(); }
+    wav::Samples s = wav::read(f.string());
+    EXPECT_EQ(e_info, "");
+    EXPECT_EQ(s.samples.size(0), s.info.num_frames);
+    EXPECT_EQ(s.samples.size(1), s.info.num_channels);
+  });
+}
+
 TEST(Hostile, SafetensorsFiles) {
   check_reader("safetensors", [](const fs::path& f, std::string&) {
     // The three ways in agree (the fuzz target checks the same).
