@@ -3,6 +3,7 @@
 //   namespace data = nabla::data;
 #pragma once
 
+#include "audio_folder.h"
 #include "dataloader.h"
 #include "dataset.h"
 #include "datasets.h"

@@ -205,38 +205,50 @@ std::string lowercase(std::string s) {
 }
 }  // namespace
 
-ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options) : options_(std::move(options)) {
-  NABLA_CHECK(ValueError, options_.channels == 1 || options_.channels == 3 || options_.channels == 4,
-              "ImageFolder: channels must be 1, 3 or 4, got ", options_.channels);
+namespace internal {
+
+ClassFolders list_class_folders(const char* who, const std::string& root, const std::vector<std::string>& extensions,
+                                bool allow_empty, const char* files) {
+  ClassFolders out;
   std::error_code ec;
-  NABLA_CHECK(IOError, fs::is_directory(root, ec), "ImageFolder: '", root, "' is not a directory");
-  std::vector<std::string> extensions;
-  for (const auto& e : options_.extensions) extensions.push_back(lowercase(e));
+  NABLA_CHECK(IOError, fs::is_directory(root, ec), who, ": '", root, "' is not a directory");
+  std::vector<std::string> exts;
+  for (const auto& e : extensions) exts.push_back(lowercase(e));
   for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
     std::string name = it->path().filename().string();
-    if (!name.empty() && name[0] != '.' && it->is_directory(ec)) classes_.push_back(name);
+    if (!name.empty() && name[0] != '.' && it->is_directory(ec)) out.classes.push_back(name);
   }
-  NABLA_CHECK(IOError, !ec, "ImageFolder: cannot list '", root, "': ", ec.message());
-  NABLA_CHECK(IOError, !classes_.empty(), "ImageFolder: '", root, "' has no class folders (expected ", root,
-              "/<class>/<image>)");
-  std::sort(classes_.begin(), classes_.end());
-  for (size_t label = 0; label < classes_.size(); ++label) {
-    const std::string dir = root + "/" + classes_[label];
-    std::vector<std::string> files;
+  NABLA_CHECK(IOError, !ec, who, ": cannot list '", root, "': ", ec.message());
+  NABLA_CHECK(IOError, !out.classes.empty(), who, ": '", root, "' has no class folders (expected ", root, "/<class>/<",
+              files, ">)");
+  std::sort(out.classes.begin(), out.classes.end());
+  for (size_t label = 0; label < out.classes.size(); ++label) {
+    const std::string dir = root + "/" + out.classes[label];
+    std::vector<std::string> found;
     for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
          !ec && it != end; it.increment(ec)) {
       if (!it->is_regular_file(ec)) continue;
       std::string ext = lowercase(it->path().extension().string());
-      if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end())
-        files.push_back(it->path().string());
+      if (std::find(exts.begin(), exts.end(), ext) != exts.end()) found.push_back(it->path().string());
     }
-    NABLA_CHECK(IOError, !ec, "ImageFolder: cannot list '", dir, "': ", ec.message());
-    NABLA_CHECK(IOError, !files.empty() || options_.allow_empty, "ImageFolder: class folder '", dir,
-                "' has no images with a supported extension (set allow_empty to accept it)");
-    std::sort(files.begin(), files.end());
-    for (auto& f : files) samples_.emplace_back(std::move(f), static_cast<int64_t>(label));
+    NABLA_CHECK(IOError, !ec, who, ": cannot list '", dir, "': ", ec.message());
+    NABLA_CHECK(IOError, !found.empty() || allow_empty, who, ": class folder '", dir, "' has no ", files,
+                " with a supported extension (set allow_empty to accept it)");
+    std::sort(found.begin(), found.end());
+    for (auto& f : found) out.samples.emplace_back(std::move(f), static_cast<int64_t>(label));
   }
-  NABLA_CHECK(IOError, !samples_.empty(), "ImageFolder: '", root, "' has no images");
+  NABLA_CHECK(IOError, !out.samples.empty(), who, ": '", root, "' has no ", files);
+  return out;
+}
+
+}  // namespace internal
+
+ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options) : options_(std::move(options)) {
+  NABLA_CHECK(ValueError, options_.channels == 1 || options_.channels == 3 || options_.channels == 4,
+              "ImageFolder: channels must be 1, 3 or 4, got ", options_.channels);
+  auto found = internal::list_class_folders("ImageFolder", root, options_.extensions, options_.allow_empty, "images");
+  classes_ = std::move(found.classes);
+  samples_ = std::move(found.samples);
 }
 
 Example ImageFolder::get(int64_t index) const {

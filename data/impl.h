@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../core/error.h"
@@ -18,6 +19,18 @@ inline void check_index(const char* what, int64_t index, int64_t size) {
   NABLA_CHECK(IndexError, index >= 0 && index < size, what, ": index ", index, " is out of range for ", size,
               " examples");
 }
+
+// The files of a folder-per-class data set (ImageFolder, AudioFolder): classes are root's
+// sub-folders (not hidden) in sorted order, label = position; files are those under each class
+// folder (recursively) whose extension is one of `extensions` (case-insensitive), sorted. IOErrors
+// (prefixed by `who`) for a missing root, no class folders, a class folder without such `files`
+// (unless allow_empty), or no files at all.
+struct ClassFolders {
+  std::vector<std::string> classes;
+  std::vector<std::pair<std::string, int64_t>> samples;  // (path, label)
+};
+ClassFolders list_class_folders(const char* who, const std::string& root, const std::vector<std::string>& extensions,
+                                bool allow_empty, const char* files);
 
 // An int64 tensor (n) that views `indices` without copying; valid while `indices` lives. Read only.
 Tensor index_tensor(std::span<const int64_t> indices);
