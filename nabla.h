@@ -3,6 +3,7 @@
 //   using namespace nabla;
 #pragma once
 
+#include "audio/audio.h"
 #include "autograd/autograd.h"
 #include "autograd/checkpoint.h"
 #include "autograd/function.h"

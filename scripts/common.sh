@@ -13,10 +13,10 @@ NABLA_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev zlib1g-dev n
 # ONNX's Python package, whose checker validates every exported model (tests/onnx/), clang-format,
 # which checks that the sources keep .clang-format's style (tests/format_check.py), and libtorch's C++
 # headers, against which tests/torch_compat builds its libtorch-style programs a second time (5 s to
-# install beside python3-torch's libtorch1.13); libsndfile's Python binding and sox, whose WAV
-# files tests/io/test_wav.cpp reads.
+# install beside python3-torch's libtorch1.13); torchaudio for tests/audio's references, and
+# libsndfile's Python binding and sox, whose WAV files tests/io/test_wav.cpp reads.
 NABLA_TEST_PACKAGES=(python3-torch python3-torchvision python3-protobuf protobuf-compiler python3-onnx clang-format
-                     libtorch-dev python3-soundfile sox)
+                     libtorch-dev python3-torchaudio python3-soundfile sox)
 
 # What the sanitizer build and the fuzz targets add: clang and its runtimes (ASan, UBSan, libFuzzer).
 NABLA_FUZZ_PACKAGES=(clang libclang-rt-14-dev)

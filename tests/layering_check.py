@@ -37,6 +37,7 @@ LAYERS = {
     "nn": ["core", "autograd", "io"],
     "optim": ["core", "autograd", "io", "data", "nn"],
     "vision": ["core", "autograd", "io", "data", "nn"],
+    "audio": ["core", "autograd", "io", "data", "nn"],
     "onnx": ["core", "autograd", "io", "nn"],
     # nabla::compile: the tracer's records (core), replayed through the ops' front-ends (nn's
     # functional ones too); the module it captures (nn).
