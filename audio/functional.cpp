@@ -47,8 +47,7 @@ Tensor pad_last(const Tensor& x, int64_t n, const std::string& mode, const char*
     left = x.narrow(-1, 0, 1).expand(edge);
     right = x.narrow(-1, t - 1, 1).expand(edge);
   } else if (mode == "reflect") {
-    NABLA_CHECK(ValueError, n < t, who, ": reflect padding of ", n, " needs more than ", n, " time steps, got ",
-                shape);
+    NABLA_CHECK(ValueError, n < t, who, ": reflect padding of ", n, " needs more than ", n, " time steps, got ", shape);
     left = x.narrow(-1, 1, n).flip({-1});
     right = x.narrow(-1, t - 1 - n, n).flip({-1});
   } else if (mode == "circular") {
