@@ -217,7 +217,8 @@ std::vector<uint8_t> header(int64_t channels, int64_t rate, Encoding enc, int64_
   put16(h, extensible ? kExtensible : tag);
   put16(h, static_cast<uint32_t>(channels));
   put32(h, static_cast<uint32_t>(rate));
-  put32(h, static_cast<uint32_t>(rate) * block);
+  // Bytes per second, informational (readers ignore it): saturated where the rate is absurd.
+  put32(h, static_cast<uint32_t>(std::min<uint64_t>(static_cast<uint64_t>(rate) * block, 0xFFFFFFFFu)));
   put16(h, block);
   put16(h, static_cast<uint32_t>(bits));
   if (extensible) {
@@ -366,8 +367,8 @@ void write(const std::string& path, const Tensor& samples, int64_t sample_rate, 
   const int64_t frames = samples.size(0), ch = samples.size(1), bits = bits_per_sample;
   NABLA_CHECK(ShapeError, ch >= 1 && ch <= 65535, "wav::write: a WAV file holds 1 to 65535 channels, got ",
               samples.sizes());
-  NABLA_CHECK(ValueError, sample_rate >= 1 && sample_rate <= std::numeric_limits<uint32_t>::max() / 8 / ch,
-              "wav::write: sample_rate ", sample_rate, " is out of range for ", ch, " channels");
+  NABLA_CHECK(ValueError, sample_rate >= 1 && sample_rate <= std::numeric_limits<uint32_t>::max(),
+              "wav::write: sample_rate ", sample_rate, " is out of range (1 to 4294967295)");
   const bool ok_bits = encoding == Encoding::pcm_u   ? bits == 8
                        : encoding == Encoding::pcm_s ? (bits == 16 || bits == 24 || bits == 32)
                                                      : (bits == 32 || bits == 64);

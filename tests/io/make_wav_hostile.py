@@ -76,6 +76,9 @@ hostile("not_wave.wav", b"RIFF\x04\x00\x00\x00AVI ", "IOError", "the RIFF form t
 # Valid, if unusual: an odd-sized chunk with its pad byte, the RIFF size wrong, fmt after data.
 ok = riff(chunk(b"junk", b"abc") + b"\x00" + chunk(b"data", bytes(4)) + chunk(b"fmt ", fmt()), 7)
 hostile("odd_chunk_fmt_after_data.wav", ok, "loads")
+# fuzz_wav: read, but refused by the writer (its bytes-per-second overflowed 32 bits).
+hostile("sample_rate_872423232.wav", riff(chunk(b"fmt ", fmt(rate=872423232)) + chunk(b"data", bytes(8), 0x7FFF0)),
+        "loads")
 hostile("extensible_float_6ch.wav",
         riff(chunk(b"fmt ", fmt(tag=0xFFFE, channels=6, bits=32) + struct.pack("<HHIH", 22, 32, 0x3F, 3) + GUID_TAIL)
              + chunk(b"data", struct.pack("<6f", 0.5, -0.5, 0.25, 0, 1, -1))), "loads")
