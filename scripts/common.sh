@@ -18,6 +18,8 @@ NABLA_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev zlib1g-dev n
 NABLA_TEST_PACKAGES=(python3-torch python3-torchvision python3-protobuf protobuf-compiler python3-onnx clang-format
                      libtorch-dev python3-torchaudio python3-soundfile sox)
 
+# scikit-learn, whose CountVectorizer/TfidfVectorizer tests/text/test_vectorizers.cpp compares with.
+NABLA_TEST_PACKAGES+=(python3-sklearn)
 # What the sanitizer build and the fuzz targets add: clang and its runtimes (ASan, UBSan, libFuzzer).
 NABLA_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 

@@ -36,6 +36,8 @@ set(NABLA_TEST_LABEL_RULES
   "torch=^(Zoo/)?(VisionModels|VisionTraining|VisionWeights)\\."
   "torch=^VisionPreprocess\\.(TableIsTorchvisions|DecodingIsTorchvisions)$"
   "torch=^(Models/)?VisionPipeline\\."
+  # (and scikit-learn: the TF-IDF and bag-of-words vectorizers against its own)
+  "torch=^TextVectorizers\\.MatchScikitLearn$"
   "torch=^AudioTorchaudio\\."
   # ort: runs the exported model in ONNX Runtime (skips without it, fails under NABLA_REQUIRE_ORT=1).
   "ort=^Onnx\\..*OnnxRuntime$"

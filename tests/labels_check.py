@@ -19,7 +19,7 @@ import tempfile
 
 NEEDS = {
     "gpu": re.compile(r"\bNABLA_REQUIRE_CUDA\(\)"),
-    "torch": re.compile(r"\bNABLA_NEEDS_PYTHON_MODULES(?:_IN)?\([^;]*\btorch\b"),
+    "torch": re.compile(r"\bNABLA_NEEDS_PYTHON_MODULES(?:_IN)?\([^;]*\b(?:torch|sklearn)\b"),
     "ort": re.compile(r"\bNABLA_NEEDS_ORT\(\)"),
 }
 TEST = re.compile(r"^(TEST|TEST_F|TEST_P)\((\w+),\s*(\w+)\)\s*\{", re.M)

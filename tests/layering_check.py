@@ -43,7 +43,9 @@ LAYERS = {
     # functional ones too); the module it captures (nn).
     "compiler": ["core", "autograd", "io", "nn"],
     "tensorboard": ["core", "io", "data"],
-    "text": ["core", "io"],
+    # text/ (torchtext): tokenizers on the standard library; Vocab, Vectors (an nn::Embedding for a
+    # vocabulary), the vectorizers and the collate helpers make tensors.
+    "text": ["core", "io", "nn"],
     "distributed": ["core", "autograd", "io", "nn", "optim"],
     # libtorch's C++ API over nabla (namespace torch): above nn/optim/data/io, below the programs.
     "torch": ["core", "autograd", "io", "data", "nn", "optim"],
