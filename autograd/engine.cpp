@@ -25,7 +25,7 @@ struct Capture {
 };
 
 bool has_nonfinite(const Tensor& t) {
-  if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return false;
+  if (!t.defined() || !(is_floating(t.dtype()) || is_complex(t.dtype())) || t.numel() == 0) return false;
   NoGradGuard ng;
   return !all(isfinite(t)).item<bool>();
 }

@@ -36,8 +36,8 @@ Tensor& Tensor::requires_grad_(bool r) {
                 s->grad_fn->name(), " (use detach() to get a tensor without history)");
     return *this;
   }
-  NABLA_CHECK(AutogradError, !r || is_floating(s->dtype),
-              "requires_grad_: only floating-point tensors can require "
+  NABLA_CHECK(AutogradError, !r || is_floating(s->dtype) || nabla::is_complex(s->dtype),
+              "requires_grad_: only floating-point and complex tensors can require "
               "gradients, this one is ",
               s->dtype);
   s->requires_grad = r;

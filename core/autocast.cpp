@@ -78,6 +78,13 @@ CastPolicy autocast_policy(OpId op, DeviceType device) {
     case nanquantile:
     case max_unpool1d:  // PyTorch's max_unpool1d is its max_unpool2d
     case max_unpool2d: return cuda ? CastPolicy::none : CastPolicy::fp32;
+    case view_as_complex:
+    case polar:
+    case stft:
+    case istft:
+    case fft_c2c:
+    case fft_r2c:
+    case fft_c2r: return cuda ? CastPolicy::none : CastPolicy::fp32;
     case grid_sample: return cuda ? CastPolicy::promote : CastPolicy::fp32;
     case prod: return CastPolicy::fp32;
     // float32 on CUDA

@@ -15,7 +15,7 @@
 //                 triplet_margin soft_margin multi_margin poisson_nll ctc_loss), the linear algebra
 //                 (inv solve cholesky qr svd svdvals eigh eigvalsh lstsq trace), grid_sample, prod,
 //                 quantile, nanquantile, max_unpool1d/2d, pad in 'reflect' mode over 1-2 dims and in
-//                 'replicate' mode
+//                 'replicate' mode, the FFTs (fft_c2c fft_r2c fft_c2r stft istft), view_as_complex, polar
 //        promote: cat stack
 //   CUDA lower:   as the CPU's, and mv einsum
 //        float32: exp expm1 log log10 log2 log1p reciprocal rsqrt sinh cosh tan acos asin erfinv pow

@@ -38,6 +38,9 @@ struct AttentionParams;
 
 enum class ScanOp : uint8_t { cumsum, cumprod };
 enum class RandomOp : uint8_t { uniform, normal, bernoulli };
+// The three discrete Fourier transforms of the fft kernel: complex to complex, real to the first
+// n / 2 + 1 complex coefficients (the rest are their conjugates), and back.
+enum class FftKind : uint8_t { c2c, r2c, c2r };
 
 // Every kernel: X(name, return type, (parameters), when missing). `when missing` is `raise`
 // (NotImplemented) or `no` (the entry answers false: the caller has a composed fallback).
@@ -73,6 +76,10 @@ enum class RandomOp : uint8_t { uniform, normal, bernoulli };
   /* indices (n, ndim) of the nonzero elements of x */                                                                 \
   X(nonzero, Tensor, (const Tensor& x), raise)                                                                         \
   X(random, void, (RandomOp op, const Tensor& out, double p0, double p1, Generator& gen), raise)                       \
+  /* unnormalized DFT along `dim` of contiguous x into contiguous out (complex64/128 or their float */                 \
+  /* parts): c2c (same shape; forward: exp(-2 pi i jk / n), else +), r2c (out's dim n / 2 + 1), c2r */                 \
+  /* (out's dim n: x's dim holds n / 2 + 1 coefficients, imaginary parts of the self-conjugate ones ignored) */        \
+  X(fft, void, (const Tensor& x, int64_t dim, FftKind kind, bool forward, const Tensor& out), raise)                   \
   /* integers uniformly in [low, high) */                                                                              \
   X(random_int, void, (const Tensor& out, int64_t low, int64_t high, Generator& gen), raise)                           \
   /* out = alpha * a @ b + beta * out for 3-D (batch, m, k) x (batch, k, n) -> (batch, m, n); any */                   \

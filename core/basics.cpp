@@ -20,6 +20,8 @@ const char* dtype_name(DType d) {
     case DType::boolean: return "bool";
     case DType::f16: return "float16";
     case DType::bf16: return "bfloat16";
+    case DType::c64: return "complex64";
+    case DType::c128: return "complex128";
   }
   return "unknown";
 }
@@ -36,6 +38,8 @@ int promotion_rank(DType d) {
     case DType::bf16: return 4;
     case DType::f32: return 5;
     case DType::f64: return 6;
+    case DType::c64:
+    case DType::c128: return 7;  // handled by promote_types before the ranks
   }
   return 0;
 }
@@ -43,6 +47,9 @@ int promotion_rank(DType d) {
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
+  // A complex operand makes the result complex, its parts promoted as real dtypes (PyTorch's rule:
+  // complex64 with float64 is complex128).
+  if (is_complex(a) || is_complex(b)) return to_complex_dtype(promote_types(to_real_dtype(a), to_real_dtype(b)));
   if ((a == DType::f16 && b == DType::bf16) || (a == DType::bf16 && b == DType::f16)) return DType::f32;
   return promotion_rank(a) >= promotion_rank(b) ? a : b;
 }

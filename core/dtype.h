@@ -1,5 +1,8 @@
-// Element types: f32 (default), f64, i64, i32, u8, bool, and the 16-bit floats f16/bf16 used by
-// the GPU path. `visit_dtype` turns a runtime DType into a compile-time C++ type for kernels.
+// Element types: f32 (default), f64, i64, i32, u8, bool, the 16-bit floats f16/bf16, and the complex
+// types c64/c128 (pairs of f32/f64, as std::complex). `visit_dtype` turns a runtime DType into a
+// compile-time C++ type for kernels; it covers the real dtypes only: complex tensors are computed
+// on their float pairs (core/complex.cpp, view_as_real) or by kernels that ask for them
+// (`visit_dtype_with_complex`).
 #pragma once
 
 #include <bit>
@@ -19,12 +22,13 @@
 
 namespace nabla {
 
-enum class DType : uint8_t { f32, f64, i64, i32, u8, boolean, f16, bf16 };
+enum class DType : uint8_t { f32, f64, i64, i32, u8, boolean, f16, bf16, c64, c128 };
 
 inline constexpr DType kFloat32 = DType::f32, kFloat = DType::f32, kFloat64 = DType::f64, kDouble = DType::f64,
                        kInt64 = DType::i64, kLong = DType::i64, kInt32 = DType::i32, kInt = DType::i32,
                        kUInt8 = DType::u8, kByte = DType::u8, kBool = DType::boolean, kFloat16 = DType::f16,
-                       kHalf = DType::f16, kBFloat16 = DType::bf16;
+                       kHalf = DType::f16, kBFloat16 = DType::bf16, kComplex64 = DType::c64, kComplexFloat = DType::c64,
+                       kComplex128 = DType::c128, kComplexDouble = DType::c128;
 
 // IEEE half precision, stored as bits; arithmetic happens in float.
 struct Half {
@@ -117,6 +121,13 @@ struct BFloat16 {
 };
 
 template <class T>
+struct is_std_complex : std::false_type {};
+template <class T>
+struct is_std_complex<std::complex<T>> : std::true_type {};
+template <class T>
+inline constexpr bool is_std_complex_v = is_std_complex<T>::value;
+
+template <class T>
 struct type_tag {
   using type = T;
 };
@@ -156,6 +167,14 @@ template <>
 struct dtype_traits<DType::bf16> {
   using type = BFloat16;
 };
+template <>
+struct dtype_traits<DType::c64> {
+  using type = std::complex<float>;
+};
+template <>
+struct dtype_traits<DType::c128> {
+  using type = std::complex<double>;
+};
 
 template <class T>
 constexpr DType dtype_of();
@@ -191,9 +210,19 @@ template <>
 constexpr DType dtype_of<BFloat16>() {
   return DType::bf16;
 }
+template <>
+constexpr DType dtype_of<std::complex<float>>() {
+  return DType::c64;
+}
+template <>
+constexpr DType dtype_of<std::complex<double>>() {
+  return DType::c128;
+}
 
 constexpr size_t element_size(DType d) {
   switch (d) {
+    case DType::c128: return 16;
+    case DType::c64:
     case DType::f64:
     case DType::i64: return 8;
     case DType::f32:
@@ -213,6 +242,13 @@ constexpr bool is_reduced_float(DType d) { return d == DType::f16 || d == DType:
 constexpr bool is_integral(DType d, bool include_bool = false) {
   return d == DType::i64 || d == DType::i32 || d == DType::u8 || (include_bool && d == DType::boolean);
 }
+// complex64 or complex128 (is_floating is false for them, as PyTorch's is_floating_point).
+constexpr bool is_complex(DType d) { return d == DType::c64 || d == DType::c128; }
+// The dtype of a complex dtype's parts (complex64 -> float32); other dtypes are their own.
+constexpr DType to_real_dtype(DType d) { return d == DType::c64 ? DType::f32 : d == DType::c128 ? DType::f64 : d; }
+// The complex dtype whose parts are `d`: float64 -> complex128; float32, float16, bfloat16 and the
+// integers -> complex64 (nabla has no complex32). Complex dtypes are their own.
+constexpr DType to_complex_dtype(DType d) { return d == DType::f64 || d == DType::c128 ? DType::c128 : DType::c64; }
 const char* dtype_name(DType d);  // "float32", "int64", ...
 inline std::ostream& operator<<(std::ostream& os, DType d) { return os << dtype_name(d); }
 
@@ -231,8 +267,20 @@ decltype(auto) visit_dtype(DType d, F&& f) {
     case DType::boolean: return f(type_tag<bool>{});
     case DType::f16: return f(type_tag<Half>{});
     case DType::bf16: return f(type_tag<BFloat16>{});
+    case DType::c64:
+    case DType::c128: break;
   }
-  throw DTypeError("unknown dtype");
+  throw NotImplemented(internal::str("this operation is not implemented for ", dtype_name(d),
+                                     " tensors (view_as_real(x) gives their float pairs)"));
+}
+
+// visit_dtype with the complex dtypes too (std::complex<float>, std::complex<double>): for kernels
+// that only move, fill or convert elements.
+template <class F>
+decltype(auto) visit_dtype_with_complex(DType d, F&& f) {
+  if (d == DType::c64) return f(type_tag<std::complex<float>>{});
+  if (d == DType::c128) return f(type_tag<std::complex<double>>{});
+  return visit_dtype(d, std::forward<F>(f));
 }
 
 // Like visit_dtype but only for the dtypes CPU arithmetic kernels are compiled for
@@ -248,8 +296,9 @@ decltype(auto) visit_compute_dtype(DType d, const char* op, F&& f) {
     case DType::boolean: return f(type_tag<bool>{});
     default: break;
   }
-  throw NotImplemented(internal::str(op, ": not implemented for dtype ", dtype_name(d),
-                                     " on the CPU (convert with .to(kFloat32) first)"));
+  throw NotImplemented(internal::str(
+      op, ": not implemented for dtype ", dtype_name(d), " on the CPU",
+      is_complex(d) ? " (view_as_real(x) gives the float pairs)" : " (convert with .to(kFloat32) first)"));
 }
 
 }  // namespace nabla

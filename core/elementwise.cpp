@@ -237,6 +237,7 @@ autograd::SavedTensor save_for(Saves what, const Tensor& x, const Tensor& y) {
 
 #define NABLA_DEFINE_FLOAT(name, fwd, saves, bwd, on_int, ...)                           \
   Tensor name(const Tensor& x) {                                                         \
+    if (x.defined() && x.is_complex()) return internal::complex_unary(UnaryOp::name, x); \
     Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::floating, 0, 0, OnInt::on_int); \
     NABLA_UNARY_BACKWARD(name, saves, bwd, )                                             \
     return y;                                                                            \
@@ -244,6 +245,7 @@ autograd::SavedTensor save_for(Saves what, const Tensor& x, const Tensor& y) {
 #define NABLA_DEFINE_SAME(name, fwd, saves, bwd, on_bool, ...)                                                     \
   Tensor name(const Tensor& x) {                                                                                   \
     if (x.defined() && x.dtype() == DType::boolean) return unary_on_bool(UnaryOp::name, x, OnBool::on_bool, name); \
+    if (x.defined() && x.is_complex()) return internal::complex_unary(UnaryOp::name, x);                           \
     Tensor y = unary_kernel(UnaryOp::name, x, UnaryKind::same);                                                    \
     NABLA_UNARY_BACKWARD(name, saves, bwd, )                                                                       \
     return y;                                                                                                      \
@@ -265,8 +267,11 @@ NABLA_UNARY_PARAM_OPS(NABLA_DEFINE_PARAM)
 }  // namespace internal
 #undef NABLA_UNARY_BACKWARD
 
-#define NABLA_DEFINE_PREDICATE(name, fwd, ...) \
-  Tensor name(const Tensor& x) { return unary_kernel(UnaryOp::name, x, UnaryKind::predicate); }
+#define NABLA_DEFINE_PREDICATE(name, fwd, ...)                                           \
+  Tensor name(const Tensor& x) {                                                         \
+    if (x.defined() && x.is_complex()) return internal::complex_unary(UnaryOp::name, x); \
+    return unary_kernel(UnaryOp::name, x, UnaryKind::predicate);                         \
+  }
 NABLA_UNARY_BOOL_OPS(NABLA_DEFINE_PREDICATE)
 #undef NABLA_DEFINE_PREDICATE
 
@@ -441,6 +446,8 @@ Tensor binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, Scalar alpha_
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced(t, op_id(op), {a_in, b_in}, BinaryAttrs{alpha_s.to_double()},
                          [&] { return binary(op, a_in, b_in, alpha_s); });
+  if ((a_in.defined() && a_in.is_complex()) || (b_in.defined() && b_in.is_complex())) [[unlikely]]
+    return internal::complex_binary(op, a_in, b_in, alpha_s);
   DType dt = check_binary(op, a_in, b_in, alpha_s);
   Tensor out = binary_kernel(op, a_in, b_in, alpha_s, dt);
   if (is_bool_result(op) || !autograd::needs_grad(a_in, b_in)) return out;
@@ -464,6 +471,13 @@ Tensor scalar_operand(const Tensor& t, Scalar s) {
 // representable in self's dtype (no float into an int tensor), as in PyTorch.
 Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, Scalar alpha = 1) {
   const char* name = op_name(op);
+  if ((self.defined() && self.is_complex()) || (other.defined() && other.is_complex())) [[unlikely]] {
+    NABLA_CHECK(DTypeError, self.is_complex(), name, "_: result type ", promote_types(self.dtype(), other.dtype()),
+                " cannot be stored in a tensor of dtype ", self.dtype());
+    internal::check_inplace(self, name);
+    self.copy_(internal::complex_binary(op, self, other, alpha));
+    return self;
+  }
   DType dt = check_binary(op, self, other, alpha);
   internal::check_inplace(self, name);
   NABLA_CHECK(DTypeError,
@@ -527,6 +541,8 @@ Tensor pow(const Tensor& a, Scalar e) {
     return pow(ac[0], e);
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::pow_scalar>(t, {a}, {.value = e.to_double()}, [&] { return pow(a, e); });
+  if (a.defined() && a.is_complex()) [[unlikely]]
+    return internal::complex_binary(BinaryOp::pow, a, internal::wrap_scalar(e, a.dtype()), 1);
   DType dt = internal::promote_with_scalar(a.dtype(), e);
   check_integer_power(dt, e);
   // Shortcuts only where they keep the result dtype (int ** 2.0 is float32, bool ** 2 int64).

@@ -23,6 +23,11 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha
 const char* backward_name(const char* op);
 // A C++ number as a 0-dim CPU tensor of `dtype`, flagged as a wrapped number for type promotion.
 Tensor wrap_scalar(Scalar value, DType dtype);
+
+// Elementwise ops on complex operands (core/complex.cpp): computed on the float pairs with the
+// real ops (so differentiable with them); an op without a complex form throws NotImplemented.
+Tensor complex_binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha);
+Tensor complex_unary(UnaryOp op, const Tensor& x);
 // The dtype a scalar takes when combined with a tensor of dtype `t` (PyTorch's rules for Python
 // numbers: same category keeps the tensor's dtype, a higher category picks the default for it).
 DType promote_with_scalar(DType t, const Scalar& s);

@@ -45,6 +45,17 @@ struct DimAttrs {  // cat, unsqueeze, unbind, index_select, gather, scatter, cum
   bool operator==(const DimAttrs&) const = default;
   int64_t dim = 0;
 };
+// The FFT primitives (fft_c2c, fft_r2c, fft_c2r): the dims transformed (wrapped, in order), the
+// normalization (0 none, 1 by 1/sqrt(n), 2 by 1/n), the direction of a complex transform, whether
+// r2c keeps only the first half (onesided) and c2r's output length along the last dim.
+struct FftAttrs {
+  bool operator==(const FftAttrs&) const = default;
+  std::vector<int64_t> dims;
+  int64_t norm = 0;
+  bool forward = true;
+  bool onesided = true;
+  int64_t last_dim_size = 0;
+};
 struct SqueezeAttrs {  // no dim: every dim of size 1
   bool operator==(const SqueezeAttrs&) const = default;
   std::optional<int64_t> dim;
@@ -188,11 +199,11 @@ struct RnnAttrs {
 };
 
 // Any op's attributes.
-using OpAttrs =
-    std::variant<NoAttrs, UnaryAttrs, BinaryAttrs, ScalarAttrs, ShapeAttrs, DimsAttrs, DimAttrs, SqueezeAttrs,
-                 FlattenAttrs, SliceAttrs, SelectAttrs, DiagonalAttrs, SplitAttrs, PadAttrs, ReduceAttrs, DimKeepAttrs,
-                 OptionalDimAttrs, KthvalueAttrs, QuantileAttrs, SortAttrs, TopkAttrs, HistcAttrs, BincountAttrs,
-                 SearchsortedAttrs, UniqueAttrs, ConvAttrs, ConvTransposeAttrs, MaxPoolAttrs, AvgPoolAttrs,
-                 AdaptivePoolAttrs, BatchNormAttrs, InstanceNormAttrs, InterpolateAttrs, GridSampleAttrs, RnnAttrs>;
+using OpAttrs = std::variant<NoAttrs, UnaryAttrs, BinaryAttrs, ScalarAttrs, ShapeAttrs, DimsAttrs, DimAttrs,
+                             SqueezeAttrs, FlattenAttrs, SliceAttrs, SelectAttrs, DiagonalAttrs, SplitAttrs, PadAttrs,
+                             ReduceAttrs, DimKeepAttrs, OptionalDimAttrs, KthvalueAttrs, QuantileAttrs, SortAttrs,
+                             TopkAttrs, HistcAttrs, BincountAttrs, SearchsortedAttrs, UniqueAttrs, ConvAttrs,
+                             ConvTransposeAttrs, MaxPoolAttrs, AvgPoolAttrs, AdaptivePoolAttrs, BatchNormAttrs,
+                             InstanceNormAttrs, InterpolateAttrs, GridSampleAttrs, RnnAttrs, FftAttrs>;
 
 }  // namespace nabla

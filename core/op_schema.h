@@ -308,6 +308,28 @@ constexpr OnnxRule no_onnx(const char* reason) { return {OnnxRule::none, nullptr
   X(copy, NoAttrs, inplace_only, no_onnx("in-place: a traced graph refuses in-place writes"))   \
   X(custom_function, NoAttrs, fn, parts())
 
+// Complex numbers and spectral transforms (core/spectral.h). ONNX has no complex element types in
+// its operators' signatures (its DFT takes and returns the float pairs).
+#define NABLA_SPECTRAL_OPS(X)                                                                             \
+  X(view_as_real, NoAttrs, fn, no_onnx("complex tensors: ONNX operators have no complex dtypes"))         \
+  X(view_as_complex, NoAttrs, fn, no_onnx("complex tensors: ONNX operators have no complex dtypes"))      \
+  X(real, NoAttrs, method, no_onnx("complex tensors: ONNX operators have no complex dtypes"))             \
+  X(imag, NoAttrs, method, no_onnx("complex tensors: ONNX operators have no complex dtypes"))             \
+  X(conj, NoAttrs, method, no_onnx("complex tensors: ONNX operators have no complex dtypes"))             \
+  X(angle, NoAttrs, method, no_onnx("complex tensors: ONNX operators have no complex dtypes"))            \
+  X(polar, NoAttrs, fn, no_onnx("complex tensors: ONNX operators have no complex dtypes"))                \
+  X(complex, NoAttrs, fn, no_onnx("complex tensors: ONNX operators have no complex dtypes"))              \
+  X(fft_c2c, FftAttrs, fn, no_onnx("not lowered yet: ONNX's DFT (opset 17) on the float pairs would do")) \
+  X(fft_r2c, FftAttrs, fn, no_onnx("not lowered yet: ONNX's DFT (opset 17) on the float pairs would do")) \
+  X(fft_c2r, FftAttrs, fn, no_onnx("not lowered yet: ONNX's DFT (opset 17) on the float pairs would do")) \
+  X(stft, NoAttrs, fn, no_onnx("complex tensors: ONNX operators have no complex dtypes"))                 \
+  X(istft, NoAttrs, fn, no_onnx("complex tensors: ONNX operators have no complex dtypes"))                \
+  X(hann_window, NoAttrs, fn | nograd, constant())                                                        \
+  X(hamming_window, NoAttrs, fn | nograd, constant())                                                     \
+  X(blackman_window, NoAttrs, fn | nograd, constant())                                                    \
+  X(bartlett_window, NoAttrs, fn | nograd, constant())                                                    \
+  X(kaiser_window, NoAttrs, fn | nograd, constant())
+
 // One family a line: clang-format 14 does not settle on one layout for this list packed.
 #define NABLA_OP_FAMILIES(X)     \
   NABLA_ELEMENTWISE_EXTRA_OPS(X) \
@@ -319,6 +341,7 @@ constexpr OnnxRule no_onnx(const char* reason) { return {OnnxRule::none, nullptr
   NABLA_CONV_POOL_OPS(X)         \
   NABLA_NN_OPS(X)                \
   NABLA_LOSS_OPS(X)              \
+  NABLA_SPECTRAL_OPS(X)          \
   NABLA_CREATION_OPS(X)
 
 // ---- the identity -----------------------------------------------------------------------------------

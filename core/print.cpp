@@ -15,6 +15,7 @@
 
 #include "core/graph.h"
 #include "core/impl.h"
+#include "core/spectral.h"
 
 namespace nabla {
 
@@ -104,10 +105,26 @@ Formatter make_formatter(const Tensor& t, const std::vector<double>& vals, int p
   return f;
 }
 
-void format_rec(std::ostream& os, const Tensor& t, const Formatter& f, size_t indent, bool summarize,
+// One element's text: a real value through its formatter, or a complex one as PyTorch writes it,
+// the real and imaginary parts each through their own formatter: "1.5000-2.0000j".
+struct ElementFormatter {
+  Formatter re, im;
+  bool complex = false;
+  size_t width = 1;
+  std::string operator()(const Tensor& t0) const {
+    if (!complex) return re(t0.item().to_double());
+    Tensor p = view_as_real(t0);
+    std::string r = re(p.select(0, 0).item().to_double());
+    std::string i = im(p.select(0, 1).item().to_double()) + "j";
+    i.erase(0, i.find_first_not_of(' '));
+    return i[0] == '-' || i[0] == '+' ? r + i : r + "+" + i;
+  }
+};
+
+void format_rec(std::ostream& os, const Tensor& t, const ElementFormatter& f, size_t indent, bool summarize,
                 const PrintOptions& o) {
   if (t.dim() == 0) {
-    os << f(t.item().to_double());
+    os << f(t);
     return;
   }
   int64_t n = t.sizes()[0];
@@ -130,7 +147,7 @@ void format_rec(std::ostream& os, const Tensor& t, const Formatter& f, size_t in
         emit(" ...", false);  // with a leading space, as PyTorch
         i = n - o.edgeitems;
       }
-      emit(f(t.select(0, i).item().to_double()), i == n - 1);
+      emit(f(t.select(0, i)), i == n - 1);
     }
   } else {
     // Built by appends: GCC 12 warns (-Wrestrict, a false positive) on "," + std::string(...).
@@ -160,8 +177,8 @@ std::string Tensor::str() const {
   PrintOptions o = options();
   autograd::NoGradGuard ng;
   Tensor t = is_cpu() ? detach() : detach().to(kCPU);
-  if (!is_floating(t.dtype()) && t.dtype() != DType::boolean && t.dtype() != DType::i64 && t.dtype() != DType::i32 &&
-      t.dtype() != DType::u8)
+  if (!is_floating(t.dtype()) && !t.is_complex() && t.dtype() != DType::boolean && t.dtype() != DType::i64 &&
+      t.dtype() != DType::i32 && t.dtype() != DType::u8)
     t = t.to(DType::f32);
   if (is_reduced_float(t.dtype())) t = t.to(DType::f32);
   std::ostringstream os;
@@ -171,16 +188,30 @@ std::string Tensor::str() const {
     os << "[]";
   } else {
     bool summarize = t.numel() > o.threshold;
-    std::vector<double> vals;
-    collect(t, summarize, o.edgeitems, vals);
-    Formatter f = make_formatter(t, vals, o.precision);
+    ElementFormatter f;
+    if (t.is_complex()) {
+      Tensor r = view_as_real(t);
+      std::vector<double> re_vals, im_vals;
+      collect(r.select(-1, 0), summarize, o.edgeitems, re_vals);
+      collect(r.select(-1, 1), summarize, o.edgeitems, im_vals);
+      f.re = make_formatter(r, re_vals, o.precision);
+      f.im = make_formatter(r, im_vals, o.precision);
+      f.complex = true;
+      f.width = f.re.width + f.im.width + 1;
+    } else {
+      std::vector<double> vals;
+      collect(t, summarize, o.edgeitems, vals);
+      f.re = make_formatter(t, vals, o.precision);
+      f.width = f.re.width;
+    }
     format_rec(os, t, f, 7, summarize, o);
   }
   // Suffixes as PyTorch's _add_suffixes: on the same line while it fits in linewidth, else on a
   // new line indented under the opening parenthesis.
   std::vector<std::string> suffixes;
   if (empty && !(dim() == 1)) suffixes.push_back(internal::str("size=", sizes()));
-  bool default_dtype = dtype() == DType::f32 || dtype() == DType::i64 || dtype() == DType::boolean;
+  bool default_dtype = dtype() == DType::f32 || dtype() == DType::i64 || dtype() == DType::boolean ||
+                       dtype() == DType::c64;  // PyTorch's default complex dtype
   if (!default_dtype || (empty && dtype() != DType::f32)) suffixes.push_back(internal::str("dtype=", dtype()));
   if (is_cuda()) suffixes.push_back(internal::str("device='", device(), "'"));
   if (grad_fn()) suffixes.push_back(internal::str("grad_fn=<", grad_fn()->torch_name(), ">"));

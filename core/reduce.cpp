@@ -4,6 +4,7 @@
 
 #include "core/autocast.h"
 #include "core/impl.h"
+#include "core/spectral.h"
 #include "core/trace.h"
 
 namespace nabla {
@@ -62,6 +63,17 @@ Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType>
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::sum>(t, {x}, {.dims = trace::ints(dims), .keepdim = keepdim},
                                     [&] { return sum(x, dims, keepdim, dtype_opt); });
+  if (x.defined() && x.is_complex()) [[unlikely]] {
+    // On the float pairs, over the same dims (wrapped against x's rank: the pairs add one).
+    NABLA_CHECK(DTypeError, !dtype_opt || is_complex(*dtype_opt), "sum: cannot sum a ", x.dtype(),
+                " tensor into dtype ", *dtype_opt);
+    Shape d;
+    if (dims.empty())
+      for (int64_t i = 0; i < x.dim(); ++i) d.push_back(i);
+    for (int64_t v : dims) d.push_back(wrap_dim(v, x.dim(), "sum"));
+    Tensor r = view_as_real(dtype_opt ? x.to(*dtype_opt) : x);
+    return view_as_complex(d.empty() ? r.clone() : sum(r, d, keepdim).contiguous());
+  }
   DType dt = dtype_opt.value_or(is_floating(x.dtype()) ? x.dtype() : DType::i64);
   Tensor xin = x.dtype() == dt ? x : x.to(dt);
   Reduction r = plan(xin, dims, keepdim, "sum");
@@ -78,8 +90,8 @@ Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim) {
   if (trace::Tracer* t = trace::active()) [[unlikely]]
     return trace::traced<OpId::mean>(t, {x}, {.dims = trace::ints(dims), .keepdim = keepdim},
                                      [&] { return mean(x, dims, keepdim); });
-  NABLA_CHECK(DTypeError, is_floating(x.dtype()), "mean: input dtype must be floating, got ", x.dtype(),
-              " (convert with .to(kFloat32) first)");
+  NABLA_CHECK(DTypeError, is_floating(x.dtype()) || is_complex(x.dtype()),
+              "mean: input dtype must be floating or complex, got ", x.dtype(), " (convert with .to(kFloat32) first)");
   // float16/bfloat16: summed and divided in float32, rounded once, as PyTorch 2.x (1.13 rounds the
   // sum and the count to the dtype first).
   if (is_reduced_float(x.dtype())) return mean(x.to(DType::f32), dims, keepdim).to(x.dtype());

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -391,10 +392,20 @@ NABLA_HOST_DEVICE inline T polygamma(int n, T x) {
 // through float.
 template <class T>
 inline constexpr bool is_16bit_float_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+// Complex to real keeps the real part (PyTorch also warns that the imaginary part is discarded);
+// real to complex has a zero imaginary part. Only the CPU kernels convert complex values.
 template <class To, class From>
 NABLA_HOST_DEVICE inline To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
+  } else if constexpr (is_std_complex_v<To> && is_std_complex_v<From>) {
+    using P = typename To::value_type;
+    return To(static_cast<P>(v.real()), static_cast<P>(v.imag()));
+  } else if constexpr (is_std_complex_v<From>) {
+    if constexpr (std::is_same_v<To, bool>) return v.real() != 0 || v.imag() != 0;
+    else return convert<To>(v.real());
+  } else if constexpr (is_std_complex_v<To>) {
+    return To(convert<typename To::value_type>(v), 0);
   } else if constexpr (std::is_same_v<To, bool>) {
     if constexpr (is_16bit_float_v<From>) return static_cast<float>(v) != 0.0f;
     else return v != From(0);

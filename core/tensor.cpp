@@ -69,9 +69,11 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset)
 
 Tensor wrap_scalar(Scalar value, DType dtype) {
   Tensor t = make_empty({}, dtype, kCPU);
-  visit_dtype(dtype, [&](auto tag) {
+  visit_dtype_with_complex(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    if constexpr (is_std_complex_v<T>) {
+      *static_cast<T*>(t.data_ptr()) = T(static_cast<typename T::value_type>(value.to_double()), 0);
+    } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       *static_cast<T*>(t.data_ptr()) = T(static_cast<float>(value.to_double()));
     } else {
       *static_cast<T*>(t.data_ptr()) = value.to<T>();
@@ -82,7 +84,7 @@ Tensor wrap_scalar(Scalar value, DType dtype) {
 }
 
 namespace {
-int category(DType d) { return d == DType::boolean ? 0 : is_integral(d) ? 1 : 2; }
+int category(DType d) { return d == DType::boolean ? 0 : is_integral(d) ? 1 : is_complex(d) ? 3 : 2; }
 }  // namespace
 
 DType promote_with_scalar(DType t, const Scalar& s) {
@@ -100,6 +102,9 @@ DType result_type(const Tensor& a, const Tensor& b) {
   const DType& hi = ta < tb ? da : db;  // the dominant operand's dtype
   const DType& lo = ta < tb ? db : da;
   if (category(lo) <= category(hi)) return hi;
+  // A complex 0-dim tensor or number with floating dimensioned tensors keeps their precision
+  // (PyTorch's combine_categories: float32 with a complex128 scalar is complex64).
+  if (is_complex(lo) && is_floating(hi)) return to_complex_dtype(hi);
   // The lower tier has a higher category: a wrapped number picks the default dtype of its
   // category; a 0-dim tensor keeps its own dtype.
   if ((ta < tb ? tb : ta) == 2) return category(lo) == 2 ? DType::f32 : DType::i64;
@@ -227,7 +232,8 @@ Tensor to_copy(const Tensor& self, DType dtype, Device device, bool non_blocking
       (self.is_cuda() || device.is_cuda()) ? backend_for(self.is_cuda() ? self.device() : device) : backend_for(device);
   be.copy(self, out, non_blocking);
   if (autograd::needs_grad(self)) {
-    NABLA_CHECK(AutogradError, is_floating(dtype), "to: cannot convert a tensor that requires grad to ", dtype,
+    NABLA_CHECK(AutogradError, is_floating(dtype) || is_complex(dtype),
+                "to: cannot convert a tensor that requires grad to ", dtype,
                 " (gradients need a floating dtype); detach() it first");
     autograd::record("ToCopyBackward", {&self}, {&out},
                      [dt = self.dtype(), dev = self.device()](autograd::Node&, autograd::GradList& grads) {

@@ -123,6 +123,7 @@ class Tensor {
   bool is_cuda() const { return device().is_cuda(); }
   bool is_cpu() const { return device().is_cpu(); }
   bool is_floating_point() const { return is_floating(dtype()); }
+  bool is_complex() const { return nabla::is_complex(dtype()); }
   size_t element_size() const { return nabla::element_size(dtype()); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
   int64_t storage_offset() const { return checked()->offset; }
@@ -307,6 +308,12 @@ class Tensor {
 
   Tensor neg() const;
   Tensor abs() const;
+  // Complex tensors (core/spectral.h): the real and imaginary parts as float views (a real tensor's
+  // real() is itself; its imag() throws, as PyTorch), the complex conjugate and the argument.
+  Tensor real() const;
+  Tensor imag() const;
+  Tensor conj() const;
+  Tensor angle() const;
   Tensor sign() const;
   Tensor exp() const;
   Tensor exp2() const;

@@ -842,6 +842,10 @@ namespace nabla::internal {
 // gradient (or to a mask of the base's shape). Needs a contiguous base, which nearly every base
 // is: views are never bases, and ops return contiguous tensors.
 ViewFn place_in_base(const Tensor& view, const Tensor& base, const char* op) {
+  NABLA_CHECK(NotImplemented, view.dtype() == base.dtype(), op,
+              ": in-place writes under autograd into a view of another dtype (view_as_real, view_as_complex, "
+              "real, imag) or into its base while the view is used afterwards are not supported; the view is ",
+              view.dtype(), ", the base ", base.dtype(), " (clone() the view first)");
   NABLA_CHECK(NotImplemented, base.is_contiguous(), op,
               ": in-place writes into a view, or into the base of a view "
               "used afterwards, need a contiguous base tensor under autograd; the base has shape ",

@@ -62,12 +62,13 @@ void avg_pool2d_backward(const Tensor& grad_out, const Pool2dParams& p, const Te
 // What the CUDA backend lacks on purpose: X(kernel, "reason"), one line per kernel of
 // NABLA_KERNELS that CUDA goes without, with the reason (the entry stays empty and raises
 // NotImplemented with it on CUDA tensors, or answers false).
-#define NABLA_CUDA_LACKS(X)                                                                               \
-  X(has_flash_attention,                                                                                  \
-    "no fused attention kernel on CUDA yet: scaled_dot_product_attention takes its "                      \
-    "math path (cuBLAS matmuls and the softmax kernel) there")                                            \
-  X(flash_attention, "no fused attention kernel on CUDA yet (flash_attention runs its math formulation)") \
-  X(flash_attention_backward, "no fused attention kernel on CUDA yet (flash_attention runs its math formulation)")
+#define NABLA_CUDA_LACKS(X)                                                                                        \
+  X(has_flash_attention,                                                                                           \
+    "no fused attention kernel on CUDA yet: scaled_dot_product_attention takes its "                               \
+    "math path (cuBLAS matmuls and the softmax kernel) there")                                                     \
+  X(flash_attention, "no fused attention kernel on CUDA yet (flash_attention runs its math formulation)")          \
+  X(flash_attention_backward, "no fused attention kernel on CUDA yet (flash_attention runs its math formulation)") \
+  X(fft, "cuFFT is not wired in yet: move the tensor to the CPU for nabla::fft")
 NABLA_CUDA_LACKS(NABLA_DECLARE_LACKING)
 
 // Points every entry of the CUDA Backend at the function above of its name, from NABLA_KERNELS

@@ -41,9 +41,11 @@ NcclType data_type(DType d, const char* collective) {
     case DType::boolean: return NcclType::uint8;  // one byte, 0 or 1
     case DType::f16: return NcclType::float16;
     case DType::bf16: return NcclType::bfloat16;
+    case DType::c64:
+    case DType::c128: break;
   }
-  throw DTypeError(
-      internal::str(collective, ": the nccl backend has no NCCL data type for dtype ", static_cast<int>(d)));
+  throw DTypeError(internal::str(collective, ": the nccl backend has no NCCL data type for dtype ", dtype_name(d),
+                                 " (view_as_real(x) communicates the float pairs)"));
 }
 
 Reduction reduction(ReduceOp op, DType d, const char* collective) {

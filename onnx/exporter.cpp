@@ -20,6 +20,8 @@ int onnx_dtype(DType d) {
     case DType::f16: return 10;
     case DType::f64: return 11;
     case DType::bf16: return 16;
+    case DType::c64: return 14;  // COMPLEX64: a graph input or initializer may hold it; no operator takes it
+    case DType::c128: return 15;
   }
   return 0;
 }

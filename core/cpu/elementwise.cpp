@@ -34,9 +34,9 @@ void copy(const Tensor& src, const Tensor& dst, bool /*non_blocking*/) {
   }
   if (lowp::copy_f32(src, dst)) return;
   Loop L = make_loop({&dst, &src});
-  visit_dtype(dst.dtype(), [&](auto dt) {
+  visit_dtype_with_complex(dst.dtype(), [&](auto dt) {
     using D = typename decltype(dt)::type;
-    visit_dtype(src.dtype(), [&](auto st) {
+    visit_dtype_with_complex(src.dtype(), [&](auto st) {
       using S = typename decltype(st)::type;
       unary_loop<D, S>(L, [](S v) { return convert<D>(v); });
     });
@@ -46,10 +46,12 @@ void copy(const Tensor& src, const Tensor& dst, bool /*non_blocking*/) {
 void fill(const Tensor& dst, Scalar value) {
   if (dst.numel() == 0) return;
   Loop L = make_loop({&dst});
-  visit_dtype(dst.dtype(), [&](auto tag) {
+  visit_dtype_with_complex(dst.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T v;
-    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    if constexpr (is_std_complex_v<T>) {
+      v = T(static_cast<typename T::value_type>(value.to_double()), 0);
+    } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       v = T(static_cast<float>(value.to_double()));
     } else if constexpr (std::is_floating_point_v<T>) {
       v = static_cast<T>(value.to_double());
