@@ -27,6 +27,8 @@ const char* descr_of(DType d) {
     case DType::u8: return "|u1";
     case DType::boolean: return "|b1";
     case DType::f16: return "<f2";
+    case DType::c64: return "<c8";
+    case DType::c128: return "<c16";
     case DType::bf16: break;
   }
   throw NotImplemented(internal::str("save_npy: NumPy has no ", d, " dtype (convert with .to(kFloat32) first)"));
@@ -164,7 +166,8 @@ Tensor load_npy(const std::string& path) {
     }
   }
   if (!have_descr || !have_order || !have_shape) bad(path, "header lacks descr, fortran_order or shape");
-  if (descr.size() != 3) bad(path, internal::str("unsupported dtype ", io::quote_name(descr)));
+  if (descr.size() != 3 && descr != "<c16" && descr != ">c16")
+    bad(path, internal::str("unsupported dtype ", io::quote_name(descr)));
   char order = descr[0];
   std::string code = descr.substr(1);
   DType dt;
@@ -175,7 +178,9 @@ Tensor load_npy(const std::string& path) {
   else if (code == "u1") dt = DType::u8;
   else if (code == "b1") dt = DType::boolean;
   else if (code == "f2") dt = DType::f16;
-  else bad(path, internal::str("unsupported dtype '", descr, "' (nabla reads f2, f4, f8, i4, i8, u1, b1)"));
+  else if (code == "c8") dt = DType::c64;
+  else if (code == "c16") dt = DType::c128;
+  else bad(path, internal::str("unsupported dtype '", descr, "' (nabla reads f2, f4, f8, c8, c16, i4, i8, u1, b1)"));
   if (order != '<' && order != '>' && order != '|' && order != '=')
     bad(path, internal::str("bad byte order in '", descr, "'"));
   // The dims other than 0 must multiply to a size that fits, even when a 0 makes the array empty:
@@ -184,7 +189,7 @@ Tensor load_npy(const std::string& path) {
   bool empty_array = false;
   for (int64_t s : shape) {
     if (s == 0) empty_array = true;
-    else if (nonzero > std::numeric_limits<int64_t>::max() / s / 8)
+    else if (nonzero > std::numeric_limits<int64_t>::max() / s / 16)
       bad(path, internal::str("shape ", shape, " overflows: its sizes multiply to more than 2^63 bytes"));
     else nonzero *= s;
   }
@@ -203,8 +208,11 @@ Tensor load_npy(const std::string& path) {
   bool swap = (order == '>' && std::endian::native == std::endian::little) ||
               (order == '<' && std::endian::native == std::endian::big);
   if (swap && es > 1) {
+    // A complex element is two numbers, each swapped on its own.
+    const size_t unit = is_complex(dt) ? es / 2 : es;
+    const int64_t units = numel * static_cast<int64_t>(es / unit);
     char* d = static_cast<char*>(t.data_ptr());
-    for (int64_t i = 0; i < numel; ++i) std::reverse(d + i * es, d + (i + 1) * es);
+    for (int64_t i = 0; i < units; ++i) std::reverse(d + i * unit, d + (i + 1) * unit);
   }
   if (dt == DType::boolean) {
     uint8_t* d = static_cast<uint8_t*>(t.data_ptr());

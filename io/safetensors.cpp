@@ -32,7 +32,7 @@ constexpr DTypeInfo kDTypes[] = {
     {"BOOL", 1, DType::boolean},  {"U8", 1, DType::u8},     {"I8", 1, std::nullopt},  {"F8_E5M2", 1, std::nullopt},
     {"F8_E4M3", 1, std::nullopt}, {"I16", 2, std::nullopt}, {"U16", 2, std::nullopt}, {"F16", 2, DType::f16},
     {"BF16", 2, DType::bf16},     {"I32", 4, DType::i32},   {"U32", 4, std::nullopt}, {"F32", 4, DType::f32},
-    {"F64", 8, DType::f64},       {"I64", 8, DType::i64},   {"U64", 8, std::nullopt},
+    {"F64", 8, DType::f64},       {"I64", 8, DType::i64},   {"U64", 8, std::nullopt}, {"C64", 8, DType::c64},
 };
 
 const DTypeInfo* find_dtype(const std::string& s) {

@@ -22,11 +22,11 @@ namespace {
 using internal::Refused;
 
 // torch.<name> storage classes, in StorageType order, and their element sizes in the file.
-constexpr const char* kStorageClass[] = {"FloatStorage", "DoubleStorage", "HalfStorage",  "BFloat16Storage",
-                                         "LongStorage",  "IntStorage",    "ShortStorage", "CharStorage",
-                                         "ByteStorage",  "BoolStorage"};
-constexpr size_t kFileElementSize[] = {4, 8, 2, 2, 8, 4, 2, 1, 1, 1};
-constexpr int kNumStorageTypes = 10;
+constexpr const char* kStorageClass[] = {
+    "FloatStorage", "DoubleStorage", "HalfStorage", "BFloat16Storage", "LongStorage",         "IntStorage",
+    "ShortStorage", "CharStorage",   "ByteStorage", "BoolStorage",     "ComplexFloatStorage", "ComplexDoubleStorage"};
+constexpr size_t kFileElementSize[] = {4, 8, 2, 2, 8, 4, 2, 1, 1, 1, 8, 16};
+constexpr int kNumStorageTypes = 12;
 constexpr size_t kMaxDims = 64;  // as PyTorch
 
 size_t file_element_size(StorageType t) { return kFileElementSize[static_cast<int>(t)]; }
@@ -106,8 +106,6 @@ const char* unsupported_reason(const std::string& q) {
       {"torch._utils._rebuild_device_tensor_from_cpu_tensor", "tensors of devices without storages"},
       {"torch._utils._rebuild_tensor_v3", "dtypes without a typed storage"},
       {"torch.UntypedStorage", "dtypes without a typed storage"},
-      {"torch.ComplexFloatStorage", "complex tensors"},
-      {"torch.ComplexDoubleStorage", "complex tensors"},
       {"torch.QInt8Storage", "quantized tensors"},
       {"torch.QUInt8Storage", "quantized tensors"},
       {"torch.QInt32Storage", "quantized tensors"},

@@ -52,7 +52,20 @@
 namespace nabla::torch_io {
 
 // The element types of PyTorch's storages (torch.FloatStorage, ...), in the order of their names.
-enum class StorageType : uint8_t { float32, float64, float16, bfloat16, int64, int32, int16, int8, uint8, boolean };
+enum class StorageType : uint8_t {
+  float32,
+  float64,
+  float16,
+  bfloat16,
+  int64,
+  int32,
+  int16,
+  int8,
+  uint8,
+  boolean,
+  complex64,
+  complex128
+};
 // "float32", ..., as torch prints dtypes without "torch.".
 const char* storage_type_name(StorageType t);
 // The dtype a storage loads as in nabla (int8 and int16: int32).

@@ -18,9 +18,9 @@ struct StorageInfo {
   DType dtype;
 };
 constexpr StorageInfo kStorage[] = {
-    {"float32", DType::f32}, {"float64", DType::f64},  {"float16", DType::f16}, {"bfloat16", DType::bf16},
-    {"int64", DType::i64},   {"int32", DType::i32},    {"int16", DType::i32},   {"int8", DType::i32},
-    {"uint8", DType::u8},    {"bool", DType::boolean},
+    {"float32", DType::f32}, {"float64", DType::f64},  {"float16", DType::f16},   {"bfloat16", DType::bf16},
+    {"int64", DType::i64},   {"int32", DType::i32},    {"int16", DType::i32},     {"int8", DType::i32},
+    {"uint8", DType::u8},    {"bool", DType::boolean}, {"complex64", DType::c64}, {"complex128", DType::c128},
 };
 
 std::shared_ptr<Value::Node> new_node(Kind k) { return std::make_shared<Value::Node>(k); }
@@ -152,6 +152,8 @@ StorageType storage_type_of(DType d) {
     case DType::i32: return StorageType::int32;
     case DType::u8: return StorageType::uint8;
     case DType::boolean: return StorageType::boolean;
+    case DType::c64: return StorageType::complex64;
+    case DType::c128: return StorageType::complex128;
   }
   throw DTypeError(internal::str("torch_io: no storage type for ", d));
 }
