@@ -32,6 +32,9 @@ std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
 
 class CudaParity : public ::testing::TestWithParam<std::string> {
  protected:
+  void SetUp() override {
+    if (!op().no_cuda.empty()) GTEST_SKIP() << op().name << " is not run on CUDA: " << op().no_cuda;
+  }
   const OpInfo& op() const { return *find_op(GetParam()); }
 };
 

@@ -82,6 +82,8 @@ struct OpInfo {
   // int32, int64, float32 and float64 inputs (every dtype pair for two inputs), with NaN, +-inf
   // and +-0 among the float values, and compares result dtypes and values (or that both raise).
   bool sweep_dtypes = false;
+  // Why the CUDA parity suite skips this entry (a CPU-only feature), or empty.
+  std::string no_cuda;
 };
 
 // gradgradcheck skips samples with more input elements than this (all inputs together).
