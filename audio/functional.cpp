@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/ops.h"
+#include "core/special.h"
 
 namespace nabla::audio::functional {
 
@@ -20,19 +21,6 @@ constexpr double kPi = std::numbers::pi;
 void check_mel_scale(const std::string& mel_scale, const char* who) {
   NABLA_CHECK(ValueError, mel_scale == "htk" || mel_scale == "slaney", who,
               ": mel_scale must be \"htk\" or \"slaney\", got \"", mel_scale, "\"");
-}
-
-// I0, the modified Bessel function of the first kind of order 0 (its power series; converges for
-// every argument a Kaiser window takes).
-double bessel_i0(double x) {
-  double sum = 1, term = 1;
-  const double q = x * x / 4;
-  for (int k = 1; k < 500; ++k) {
-    term *= q / (static_cast<double>(k) * k);
-    sum += term;
-    if (term < sum * 1e-17) break;
-  }
-  return sum;
 }
 
 // x (..., time) padded by n on both sides of the last dim (`shape`: the caller's, for messages).

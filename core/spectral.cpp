@@ -232,9 +232,10 @@ Tensor c2c_n(const char* op, const Tensor& x, const std::vector<int64_t>& s, con
 }
 Tensor r2c_n(const char* op, const Tensor& x, const std::vector<int64_t>& s, const std::vector<int64_t>& dim,
              bool dim_given, Norm norm) {
-  Plan p = canonical(op, promote_real(op, x), s, dim, dim_given);
+  Tensor xr = promote_real(op, x);
+  Plan p = canonical(op, xr, s, dim, dim_given);
   NABLA_CHECK(ValueError, !p.dims.empty(), op, ": needs at least one dim to transform");
-  return fft_r2c(resized(promote_real(op, x), p, p.dims.size()), p.dims, norm_mode(op, norm, true), true);
+  return fft_r2c(resized(xr, p, p.dims.size()), p.dims, norm_mode(op, norm, true), true);
 }
 Tensor c2r_n(const char* op, const Tensor& x, const std::vector<int64_t>& s, const std::vector<int64_t>& dim,
              bool dim_given, Norm norm) {

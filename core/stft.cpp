@@ -5,6 +5,7 @@
 
 #include "core/autocast.h"
 #include "core/impl.h"
+#include "core/special.h"
 #include "core/spectral.h"
 
 namespace nabla {
@@ -25,18 +26,6 @@ Tensor make_window(const char* op, int64_t n, bool periodic, const TensorOptions
     for (int64_t k = 0; k < n; ++k) w[k] = f(static_cast<double>(k), N);
   Tensor t = tensor(w, {n}, dtype(DType::f64)).to(dt);
   return options.device().is_cpu() ? t : t.to(options.device());
-}
-
-// The modified Bessel function of the first kind, order 0 (its power series; converges for any x).
-double bessel_i0(double x) {
-  double sum = 1, term = 1;
-  const double q = x * x / 4;
-  for (int k = 1; k < 500; ++k) {
-    term *= q / (static_cast<double>(k) * k);
-    sum += term;
-    if (term < sum * 1e-17) break;
-  }
-  return sum;
 }
 
 }  // namespace

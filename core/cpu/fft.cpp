@@ -67,7 +67,7 @@ struct Plan {
   int64_t n = 0;
   std::vector<int> radices;                 // the stages, first to last
   std::vector<std::vector<Cx<T>>> twiddle;  // per stage: w_n^(j k) at [j * p + k]
-  std::vector<std::vector<Cx<T>>> roots;    // per generic stage: w_p^t, t < p
+  std::vector<std::vector<Cx<T>>> roots;    // per stage of a prime above 5: w_p^t, t < p (else empty)
   // Bluestein: the chirp w_k = exp(-i pi k^2 / n), and the FFT (length m) of its conjugate
   // wrapped around, divided by m.
   std::shared_ptr<const Plan<T>> sub;
@@ -89,11 +89,9 @@ std::vector<int> factorize(int64_t n, bool& smooth) {
       if (p > kMaxDirectPrime) smooth = false;
       f.push_back(static_cast<int>(p)), n /= p;
     }
-  if (n > 1) {
-    if (n > kMaxDirectPrime) smooth = false;
-    f.push_back(static_cast<int>(std::min<int64_t>(n, 1 << 30)));
-  }
-  return f;
+  if (n > kMaxDirectPrime) smooth = false;
+  else if (n > 1) f.push_back(static_cast<int>(n));
+  return f;  // only used when smooth
 }
 
 // The smallest 2^a 3^b 5^c >= n.
@@ -143,8 +141,9 @@ std::shared_ptr<Plan<T>> make_plan(int64_t n, bool for_real) {
     for (int64_t j = 0; j < m; ++j)
       for (int k = 0; k < p; ++k) tw[j * p + k] = root<T>(j * k, len);
     P->twiddle.push_back(std::move(tw));
-    std::vector<Cx<T>> r(p);
-    for (int t = 0; t < p; ++t) r[t] = root<T>(t, p);
+    std::vector<Cx<T>> r;
+    if (p > 5)
+      for (int t = 0; t < p; ++t) r.push_back(root<T>(t, p));
     P->roots.push_back(std::move(r));
     len = m;
   }
@@ -274,7 +273,8 @@ size_t work_size(const Plan<T>& P) {
   return P.sub ? 2 * static_cast<size_t>(P.sub->n) : 0;
 }
 
-// One line: in[i * stride], i < len_in -> out[i * stride], i < len_out.
+// One line: in[i * stride], i < len_in -> out[i * stride], i < len_out. `forward` picks c2c's
+// direction; r2c is always the forward transform and c2r the inverse.
 template <class T>
 void fft_line(FftKind kind, bool forward, int64_t n, const Plan<T>& plan, const void* in_v, void* out_v,
               int64_t stride) {
@@ -363,14 +363,13 @@ void fft_typed(const Tensor& x, int64_t dim, FftKind kind, bool forward, const T
   const char* in = static_cast<const char*>(x.data_ptr());
   char* o = static_cast<char*>(out.data_ptr());
   const int64_t lines = outer * inner;
-  const bool c2r_inverse = kind == FftKind::c2r;
   const bool r2c_conj = kind == FftKind::r2c && !forward;
   parallel_for(0, lines, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
     for (int64_t l = b; l < e; ++l) {
       const int64_t ob = l / inner, ib = l % inner;
       const char* src = in + (ob * len_in * inner + ib) * static_cast<int64_t>(in_es);
       char* dst = o + (ob * len_out * inner + ib) * static_cast<int64_t>(out_es);
-      fft_line<T>(kind, forward || c2r_inverse, n, *plan, src, dst, inner);
+      fft_line<T>(kind, forward, n, *plan, src, dst, inner);
       if (r2c_conj) {
         auto* c = reinterpret_cast<Cx<T>*>(dst);
         for (int64_t k = 0; k < len_out; ++k) c[k * inner].im = -c[k * inner].im;

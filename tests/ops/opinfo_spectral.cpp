@@ -140,6 +140,25 @@ static Registrar reg(cpu_only({
            return Outputs{fft::fftshift(x[0]), fft::ifftshift(x[0], {1}), pairs(fft::fftshift(z(x[0])))};
          },
      .samples = {{{arg({3, 5, 2})}, "3d"}}},
+    // ---- windows and sample frequencies (made from nothing: the input only gives the dtype) ----
+    {.name = "windows",
+     .ops = {OpId::hann_window, OpId::hamming_window, OpId::blackman_window, OpId::bartlett_window,
+             OpId::kaiser_window},
+     .torch = "(torch.hann_window(5, dtype=x[0].dtype), torch.hamming_window(6, periodic=False, alpha=0.5, "
+              "beta=0.4, dtype=x[0].dtype), torch.blackman_window(7, dtype=x[0].dtype), torch.bartlett_window(5, "
+              "periodic=False, dtype=x[0].dtype), torch.kaiser_window(6, True, 5.0, dtype=x[0].dtype), "
+              "torch.hann_window(1, dtype=x[0].dtype), torch.fft.fftfreq(5, 0.5, dtype=x[0].dtype), "
+              "torch.fft.rfftfreq(6, dtype=x[0].dtype))",
+     .fn =
+         [](I x) {
+           const TensorOptions o = dtype(x[0].dtype());
+           return Outputs{hann_window(5, true, o),        hamming_window(6, false, 0.5, 0.4, o),
+                          blackman_window(7, true, o),    bartlett_window(5, false, o),
+                          kaiser_window(6, true, 5.0, o), hann_window(1, true, o),
+                          fft::fftfreq(5, 0.5, o),        fft::rfftfreq(6, 1.0, o)};
+         },
+     .samples = {{{arg({1})}, "dtype"}},
+     .differentiable = false},
     // ---- stft / istft ----
     {.name = "stft",
      .torch = "(" +
