@@ -220,6 +220,16 @@ Bytes png_file(uint32_t w, uint32_t h, uint8_t depth, uint8_t color, const Bytes
 }
 
 // Every format the WAV reader accepts, mono to six channels (extensible beyond two, or beyond 16 bits).
+// text/'s readers: a saved vocabulary (with escaped bytes), GloVe and word2vec vectors, AG_NEWS CSV.
+void text_seeds() {
+  text::Vocab v({"<unk>", "the", "a\tb", "line\nbreak", "\xff"});
+  write("text", "vocab.txt", via_file([&](const std::string& p) { v.save(p); }));
+  auto bytes = [](const std::string& s) { return Bytes(s.begin(), s.end()); };
+  write("text", "glove.txt", bytes("the 0.1 -0.2 3e-1\nof 1 2 3\n"));
+  write("text", "word2vec.txt", bytes("2 3\nthe 0.1 -0.2 0.3\nof 1 2 3\n"));
+  write("text", "ag_news.csv", bytes("\"3\",\"Title, quoted\",\"Text with \"\"quotes\"\"\nand a newline\"\n1,b,c\n"));
+}
+
 void wav_seeds() {
   struct F {
     wav::Encoding enc;
@@ -576,6 +586,7 @@ int main(int argc, char** argv) {
     idx_seeds();
     image_seeds();
     wav_seeds();
+    text_seeds();
     mnist_seeds();
     hf_tokenizer_seeds();
   } else {

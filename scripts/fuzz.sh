@@ -20,7 +20,7 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$NABLA_ROOT"
 
-targets=(npy safetensors checkpoint idx image mnist torch bpe hf_tokenizer wav)
+targets=(npy safetensors checkpoint idx image mnist torch bpe hf_tokenizer wav text)
 if [ $# -lt 2 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
   sed -n '2,18p' "$0"
   [ $# -ge 1 ] && { [ "$1" = "-h" ] || [ "$1" = "--help" ]; } && exit 0
