@@ -154,6 +154,19 @@ Tensor mel_to_hz(const Tensor& mels, const std::string& mel_scale) {
   return where(mels >= min_log_mel, min_log_hz * ((mels - min_log_mel) * logstep).exp(), mels * f_sp);
 }
 
+namespace {
+// Filter m of (n_freqs, n_filter) rises from f_pts[m] to f_pts[m + 1] and falls to f_pts[m + 2], as
+// torchaudio's _create_triangular_filterbank.
+Tensor triangular_filterbank(const Tensor& all_freqs, const Tensor& f_pts) {
+  const int64_t n_filter = f_pts.size(0) - 2;
+  Tensor f_diff = f_pts.narrow(0, 1, n_filter + 1) - f_pts.narrow(0, 0, n_filter + 1);  // (n_filter + 1)
+  Tensor slopes = f_pts.unsqueeze(0) - all_freqs.unsqueeze(1);                          // (n_freqs, n_filter + 2)
+  Tensor down = (slopes.narrow(1, 0, n_filter) * -1.0) / f_diff.narrow(0, 0, n_filter);
+  Tensor up = slopes.narrow(1, 2, n_filter) / f_diff.narrow(0, 1, n_filter);
+  return maximum(zeros({1}), minimum(down, up));
+}
+}  // namespace
+
 Tensor melscale_fbanks(int64_t n_freqs, double f_min, double f_max, int64_t n_mels, int64_t sample_rate,
                        const std::string& norm, const std::string& mel_scale) {
   NABLA_CHECK(ValueError, norm.empty() || norm == "slaney",
@@ -164,14 +177,16 @@ Tensor melscale_fbanks(int64_t n_freqs, double f_min, double f_max, int64_t n_me
   Tensor all_freqs = linspace(0, static_cast<double>(sample_rate / 2), n_freqs);  // (n_freqs)
   Tensor m_pts = linspace(hz_to_mel(f_min, mel_scale), hz_to_mel(f_max, mel_scale), n_mels + 2);
   Tensor f_pts = mel_to_hz(m_pts, mel_scale);  // (n_mels + 2)
-  // The triangles, as torchaudio's _create_triangular_filterbank.
-  Tensor f_diff = f_pts.narrow(0, 1, n_mels + 1) - f_pts.narrow(0, 0, n_mels + 1);  // (n_mels + 1)
-  Tensor slopes = f_pts.unsqueeze(0) - all_freqs.unsqueeze(1);                      // (n_freqs, n_mels + 2)
-  Tensor down = (slopes.narrow(1, 0, n_mels) * -1.0) / f_diff.narrow(0, 0, n_mels);
-  Tensor up = slopes.narrow(1, 2, n_mels) / f_diff.narrow(0, 1, n_mels);
-  Tensor fb = maximum(zeros({1}), minimum(down, up));
+  Tensor fb = triangular_filterbank(all_freqs, f_pts);
   if (norm == "slaney") fb = fb * (2.0 / (f_pts.narrow(0, 2, n_mels) - f_pts.narrow(0, 0, n_mels))).unsqueeze(0);
   return fb;
+}
+
+Tensor linear_fbanks(int64_t n_freqs, double f_min, double f_max, int64_t n_filter, int64_t sample_rate) {
+  NABLA_CHECK(ValueError, n_freqs >= 1 && n_filter >= 1 && sample_rate > 0, "linear_fbanks: n_freqs ", n_freqs,
+              ", n_filter ", n_filter, " and sample_rate ", sample_rate, " must be positive");
+  return triangular_filterbank(linspace(0, static_cast<double>(sample_rate / 2), n_freqs),
+                               linspace(f_min, f_max, n_filter + 2));
 }
 
 Tensor create_dct(int64_t n_mfcc, int64_t n_mels, const std::string& norm) {

@@ -6,8 +6,10 @@
 //   Tensor fb = audio::functional::melscale_fbanks(201, 0, 8000, 64, 16000);  // (201, 64)
 //   Tensor db = audio::functional::amplitude_to_DB(power, 10, 1e-10, 0, 80);
 //
-// Spectrograms are (..., freq, time), as torchaudio's. The FFT-based functions (spectrogram,
-// griffinlim, phase_vocoder) come with nabla::stft.
+//   Tensor power = audio::functional::spectrogram(x, 0, hann_window(400), 400, 200, 400, 2.0, false);
+//
+// Spectrograms are (..., freq, time), as torchaudio's; the FFT-based functions (spectrogram,
+// inverse_spectrogram, griffinlim, phase_vocoder) are made of nabla::stft / istft and complex ops.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,44 @@
 #include "../core/tensor.h"
 
 namespace nabla::audio::functional {
+
+// torchaudio's `normalized` argument of the spectrograms, which is a bool or a string: false (or "")
+// none; true or "window": divide by the window's L2 norm sqrt(sum(window^2)); "frame_length": by
+// sqrt(n_fft) (stft's normalized). Any other string is a ValueError.
+class SpecNorm {
+ public:
+  SpecNorm(bool normalized = false) : window(normalized) {}      // NOLINT: converts as Python's bool does
+  SpecNorm(const char* mode);                                    // NOLINT: converts as Python's str does
+  SpecNorm(const std::string& mode) : SpecNorm(mode.c_str()) {}  // NOLINT
+  bool window = false, frame_length = false;
+  std::string str() const;  // "False", "window" or "frame_length"
+};
+
+// torchaudio.functional.spectrogram: waveform (..., time), floating, zero-padded by `pad` on both
+// sides, -> stft with the window (win_length, zero-padded to n_fft) every hop_length samples ->
+// (..., n_fft / 2 + 1, frames) when onesided. power nullopt: the complex STFT; 1: its magnitude;
+// p: the magnitude to the p (2: power). Differentiable in waveform.
+Tensor spectrogram(const Tensor& waveform, int64_t pad, const Tensor& window, int64_t n_fft, int64_t hop_length,
+                   int64_t win_length, std::optional<double> power, SpecNorm normalized, bool center = true,
+                   const std::string& pad_mode = "reflect", bool onesided = true);
+// torchaudio.functional.inverse_spectrogram: a complex spectrogram (..., freq, time) back to
+// (..., time) by istft (length: the waveform's, before `pad` is removed from both ends). pad_mode
+// is accepted for symmetry and unused, as torchaudio's. Differentiable.
+Tensor inverse_spectrogram(const Tensor& spectrogram, std::optional<int64_t> length, int64_t pad, const Tensor& window,
+                           int64_t n_fft, int64_t hop_length, int64_t win_length, SpecNorm normalized,
+                           bool center = true, const std::string& pad_mode = "reflect", bool onesided = true);
+// torchaudio.functional.griffinlim: a waveform (..., time) whose spectrogram's magnitude^power is
+// specgram (..., n_fft / 2 + 1, frames), by n_iter rounds of the fast Griffin-Lim algorithm
+// (Perraudin et al. 2013; momentum in [0, 1)). rand_init: the phases start from uniform random
+// complex numbers drawn from nabla's default generator (so they differ from torchaudio's draws),
+// else from 1. Differentiable in specgram, as torchaudio's.
+Tensor griffinlim(const Tensor& specgram, const Tensor& window, int64_t n_fft, int64_t hop_length, int64_t win_length,
+                  double power, int64_t n_iter, double momentum, std::optional<int64_t> length, bool rand_init);
+// torchaudio.functional.phase_vocoder: speeds complex spectrograms (..., freq, time) up by `rate`
+// (slows down for rate < 1) without changing the pitch: frames at 0, rate, 2 rate, ... with
+// magnitudes interpolated linearly and phases advanced by phase_advance (freq, 1) (linspace(0,
+// pi * hop_length, freq)) plus the measured deviation. Differentiable in complex_specgrams.
+Tensor phase_vocoder(const Tensor& complex_specgrams, double rate, const Tensor& phase_advance);
 
 // torchaudio.functional.resample: band-limited interpolation by a windowed sinc kernel, applied as
 // a strided conv1d after dividing both rates by their gcd. waveform (..., time), floating; the
@@ -49,6 +89,9 @@ Tensor apply_resample_kernel(const Tensor& waveform, const ResampleKernel& k);
 // normalisation); mel_scale: "htk" or "slaney".
 Tensor melscale_fbanks(int64_t n_freqs, double f_min, double f_max, int64_t n_mels, int64_t sample_rate,
                        const std::string& norm = "", const std::string& mel_scale = "htk");
+// Triangular filters (n_freqs, n_filter), float32, with centres evenly spaced in Hz (not mel)
+// between f_min and f_max: LFCC's filter bank.
+Tensor linear_fbanks(int64_t n_freqs, double f_min, double f_max, int64_t n_filter, int64_t sample_rate);
 // The DCT-II matrix (n_mels, n_mfcc), float32; norm "" (scaled by 2) or "ortho".
 Tensor create_dct(int64_t n_mfcc, int64_t n_mels, const std::string& norm = "ortho");
 // Delta coefficients along the last dim: sum_k k (x[t + k] - x[t - k]) / (2 sum_k k^2), k = 1..n,

@@ -38,7 +38,7 @@ set(NABLA_TEST_LABEL_RULES
   "torch=^(Models/)?VisionPipeline\\."
   # (and scikit-learn: the TF-IDF and bag-of-words vectorizers against its own)
   "torch=^TextVectorizers\\.MatchScikitLearn$"
-  "torch=^AudioTorchaudio\\."
+  "torch=^AudioTorchaudio(Spectral)?\\."
   # ort: runs the exported model in ONNX Runtime (skips without it, fails under NABLA_REQUIRE_ORT=1).
   "ort=^Onnx\\..*OnnxRuntime$"
   "ort=^OnnxRegistry\\.OpsExportAsTheirSchemaRowsSay$"

@@ -3,49 +3,23 @@
 // Python process for every case; each case here computes the same from the same inputs.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "nabla.h"
+#include "tests/audio/torchaudio_refs.h"
 #include "tests/common/python_torch.h"
-#include "tests/data/data_util.h"
 
 using namespace nabla;
 namespace AF = nabla::audio::functional;
 namespace AT = nabla::audio::transforms;
 
-namespace {
-
-class Refs {
- public:
-  explicit Refs(const nabla_test::TempDir& dir) : dir_(dir) {}
-  Tensor operator[](const std::string& name) const { return load_npy(dir_ / (name + ".npy")); }
-  // Compares got with torchaudio's `name` (same shape, max |diff| <= tol) and prints the figure.
-  // relative: got is already nabla / torchaudio - 1, compared with 0.
-  void expect(const std::string& name, const Tensor& got, double tol, bool relative = false) const {
-    const Tensor want = relative ? zeros_like(got) : (*this)[name];
-    ASSERT_EQ(got.sizes(), want.sizes()) << name;
-    const double diff = (got.detach().to(kFloat64) - want.to(kFloat64)).abs().max().item<double>();
-    std::printf("  %-34s max %s = %.3g\n", name.c_str(), relative ? "|nabla / torchaudio - 1|" : "|nabla - torchaudio|",
-                diff);
-    EXPECT_LE(diff, tol) << name;
-  }
-
- private:
-  const nabla_test::TempDir& dir_;
-};
-
-}  // namespace
+using nabla_test::TorchaudioRefs;
 
 TEST(AudioTorchaudio, FunctionalAndTransformsMatchTorchaudio) {
   NABLA_NEEDS_PYTHON_MODULES("torch, torchaudio");
   nabla_test::TempDir dir;
-  const std::string cmd =
-      "/usr/bin/python3 " + std::string(NABLA_TESTS_DIR) + "/audio/torchaudio_reference.py " + dir.str() + " 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  Refs ref(dir);
+  TorchaudioRefs ref(dir);
+  if (!ref.run("audio/torchaudio_reference.py")) return;
   const Tensor w32 = ref["wave32"], w64 = ref["wave64"];
 
   ref.expect("resample_16000_8000", AF::resample(w32, 16000, 8000), 2e-6);
