@@ -4,6 +4,7 @@
 #pragma once
 
 #include "audio_folder.h"
+#include "collate.h"
 #include "dataloader.h"
 #include "dataset.h"
 #include "datasets.h"

@@ -23,9 +23,8 @@ namespace internal {
 class EpochRun {
  public:
   struct Plan {
-    DatasetPtr dataset;
-    Collate collate;
-    bool pin_memory = false;
+    BatchBuilder build;
+    bool pin_memory = false;  // and a CUDA backend is present
     std::shared_ptr<const std::vector<int64_t>> order;
     int64_t start = 0, batch_size = 1, num_batches = 0;
     uint64_t seed = 0;
@@ -51,9 +50,9 @@ class EpochRun {
   ~EpochRun() { shutdown(); }
 
   bool done() const { return next_ > plan_.num_batches; }
-  Example& current() {
+  void* current() const {
     NABLA_CHECK(IndexError, !done(), "DataLoader: the iterator is past the end of the epoch");
-    return current_;
+    return current_.get();
   }
 
   // Moves to the next batch: makes it current (waiting for a worker if needed) and records the
@@ -83,7 +82,7 @@ class EpochRun {
  private:
   struct Slot {
     bool ready = false;
-    Example batch;
+    AnyBatch batch;
     std::exception_ptr error;
   };
 
@@ -95,27 +94,14 @@ class EpochRun {
   }
 
   // Builds batch k; runs on a worker or, without workers, on the consumer's thread.
-  Example build(int64_t k) const {
+  AnyBatch build(int64_t k) const {
     auto [b, e] = range(k);
     std::span<const int64_t> idx(plan_.order->data() + b, static_cast<size_t>(e - b));
     autograd::NoGradGuard no_grad;
     // Random transforms draw from a generator that depends only on (seed, epoch, position).
     Generator gen(mix_seed(plan_.seed, static_cast<uint64_t>(plan_.epoch), static_cast<uint64_t>(b)));
     SampleGeneratorGuard guard(gen);
-    Example batch;
-    if (plan_.collate) {
-      std::vector<Example> examples;
-      examples.reserve(idx.size());
-      for (int64_t i : idx) examples.push_back(plan_.dataset->get(i));
-      batch = plan_.collate(examples);
-    } else {
-      batch = plan_.dataset->get_batch(idx);
-    }
-    if (plan_.pin_memory && has_backend(DeviceType::cuda)) {
-      if (batch.data.defined() && batch.data.is_cpu()) batch.data = batch.data.pin_memory();
-      if (batch.target.defined() && batch.target.is_cpu()) batch.target = batch.target.pin_memory();
-    }
-    return batch;
+    return plan_.build(idx, plan_.pin_memory);
   }
 
   void worker() {
@@ -144,7 +130,7 @@ class EpochRun {
   }
 
   // Waits for batch k from the workers; rethrows the exception that building it raised.
-  Example take(int64_t k) {
+  AnyBatch take(int64_t k) {
     const int64_t capacity = static_cast<int64_t>(slots_.size());
     Slot slot;
     {
@@ -175,7 +161,7 @@ class EpochRun {
   Plan plan_;
   std::shared_ptr<LoaderState> progress_;
   int64_t next_ = 0;  // the batch advance() delivers next; num_batches + 1 once past the end
-  Example current_;
+  AnyBatch current_;
 
   std::vector<std::thread> threads_;
   std::mutex mu_;
@@ -185,32 +171,53 @@ class EpochRun {
   bool stop_ = false;
 };
 
-}  // namespace internal
+// ---- Epoch -------------------------------------------------------------------------------------
+Epoch::Epoch(std::unique_ptr<EpochRun> run) : run_(std::move(run)) {}
+Epoch::Epoch(Epoch&&) noexcept = default;
+Epoch& Epoch::operator=(Epoch&&) noexcept = default;
+Epoch::~Epoch() = default;
 
-// ---- Iterator -----------------------------------------------------------------------------------
-DataLoader::Iterator::Iterator(std::unique_ptr<internal::EpochRun> run) : run_(std::move(run)) {}
-DataLoader::Iterator::Iterator(Iterator&&) noexcept = default;
-DataLoader::Iterator& DataLoader::Iterator::operator=(Iterator&&) noexcept = default;
-DataLoader::Iterator::~Iterator() = default;
-
-Example& DataLoader::Iterator::operator*() const {
+void* Epoch::current() const {
   NABLA_CHECK(IndexError, run_ != nullptr, "DataLoader: dereferencing an empty iterator");
   return run_->current();
 }
 
-DataLoader::Iterator& DataLoader::Iterator::operator++() {
+void Epoch::advance() {
   NABLA_CHECK(IndexError, run_ != nullptr, "DataLoader: incrementing an empty iterator");
   run_->advance();
-  return *this;
 }
 
-bool DataLoader::Iterator::operator==(Sentinel) const { return !run_ || run_->done(); }
+bool Epoch::done() const { return !run_ || run_->done(); }
+
+LoaderSource example_source(DatasetPtr dataset, Collate collate) {
+  NABLA_CHECK(ValueError, dataset != nullptr, "DataLoader: the dataset is null");
+  const int64_t n = dataset->size();
+  BatchBuilder build = [dataset, collate = std::move(collate)](std::span<const int64_t> idx, bool pin) {
+    Example batch;
+    if (collate) {
+      std::vector<Example> examples;
+      examples.reserve(idx.size());
+      for (int64_t i : idx) examples.push_back(dataset->get(i));
+      batch = collate(examples);
+    } else {
+      batch = dataset->get_batch(idx);
+    }
+    if (pin) pin_tensors(batch);
+    return erase_batch(std::move(batch));
+  };
+  return {n, std::move(build), std::move(dataset)};
+}
+
+}  // namespace internal
 
 // ---- DataLoader ---------------------------------------------------------------------------------
-DataLoader::DataLoader(DatasetPtr dataset, Options options, int)
-    : dataset_(std::move(dataset)), options_(std::move(options)), progress_(std::make_shared<LoaderState>()) {
-  NABLA_CHECK(ValueError, dataset_ != nullptr, "DataLoader: the dataset is null");
-  const int64_t n = dataset_->size();
+DataLoaderBase::DataLoaderBase(internal::LoaderSource source, Options options)
+    : dataset_size_(source.size),
+      build_(std::move(source.build)),
+      dataset_(std::move(source.dataset)),
+      options_(std::move(options)),
+      progress_(std::make_shared<LoaderState>()) {
+  const int64_t n = dataset_size_;
   NABLA_CHECK(ValueError, n > 0, "DataLoader: the dataset is empty");
   NABLA_CHECK(ValueError, options_.batch_size > 0, "DataLoader: batch_size must be positive, got ",
               options_.batch_size);
@@ -232,14 +239,14 @@ DataLoader::DataLoader(DatasetPtr dataset, Options options, int)
   *progress_ = {seed_, 0, 0};
 }
 
-DataLoader::DataLoader(DataLoader&&) noexcept = default;
-DataLoader& DataLoader::operator=(DataLoader&&) noexcept = default;
-DataLoader::~DataLoader() = default;
+DataLoaderBase::DataLoaderBase(DataLoaderBase&&) noexcept = default;
+DataLoaderBase& DataLoaderBase::operator=(DataLoaderBase&&) noexcept = default;
+DataLoaderBase::~DataLoaderBase() = default;
 
-std::shared_ptr<const std::vector<int64_t>> DataLoader::epoch_order(int64_t epoch) const {
+std::shared_ptr<const std::vector<int64_t>> DataLoaderBase::epoch_order(int64_t epoch) const {
   if (cached_order_ && cached_epoch_ == epoch) return cached_order_;
   auto order = std::make_shared<const std::vector<int64_t>>(sampler_->indices(seed_, epoch));
-  const int64_t n = dataset_->size();
+  const int64_t n = dataset_size_;
   for (size_t k = 0; k < order->size(); ++k) {
     int64_t i = (*order)[k];
     NABLA_CHECK(IndexError, i >= 0 && i < n, "DataLoader: the sampler gave index ", i, " at position ", k, " of epoch ",
@@ -255,16 +262,15 @@ static int64_t num_batches(int64_t samples, int64_t batch_size, bool drop_last) 
   return drop_last ? samples / batch_size : (samples + batch_size - 1) / batch_size;
 }
 
-int64_t DataLoader::size() const {
+int64_t DataLoaderBase::size() const {
   return num_batches(static_cast<int64_t>(epoch_order(next_epoch_)->size()), options_.batch_size, options_.drop_last);
 }
 
-DataLoader::Iterator DataLoader::begin() {
+internal::Epoch DataLoaderBase::begin_epoch() {
   const int64_t epoch = next_epoch_, start = next_index_;
   internal::EpochRun::Plan plan;
-  plan.dataset = dataset_;
-  plan.collate = options_.collate;
-  plan.pin_memory = options_.pin_memory;
+  plan.build = build_;
+  plan.pin_memory = options_.pin_memory && has_backend(DeviceType::cuda);
   plan.order = epoch_order(epoch);
   const int64_t n = static_cast<int64_t>(plan.order->size());
   NABLA_CHECK(IndexError, start >= 0 && start <= n, "DataLoader: cannot resume epoch ", epoch, " at index ", start,
@@ -277,13 +283,13 @@ DataLoader::Iterator DataLoader::begin() {
   next_epoch_ = epoch + 1;
   next_index_ = 0;
   *progress_ = {seed_, epoch, start};
-  return Iterator(
+  return internal::Epoch(
       std::make_unique<internal::EpochRun>(std::move(plan), options_.num_workers, options_.prefetch_factor, progress_));
 }
 
-LoaderState DataLoader::state() const { return *progress_; }
+LoaderState DataLoaderBase::state() const { return *progress_; }
 
-void DataLoader::load_state(const LoaderState& state) {
+void DataLoaderBase::load_state(const LoaderState& state) {
   NABLA_CHECK(ValueError, state.epoch >= 0 && state.index >= 0,
               "DataLoader: load_state: epoch and index must be non-negative, got epoch ", state.epoch, " index ",
               state.index);
@@ -294,7 +300,7 @@ void DataLoader::load_state(const LoaderState& state) {
   *progress_ = state;
 }
 
-void DataLoader::set_epoch(int64_t epoch) {
+void DataLoaderBase::set_epoch(int64_t epoch) {
   NABLA_CHECK(ValueError, epoch >= 0, "DataLoader: set_epoch: epoch must be non-negative, got ", epoch);
   next_epoch_ = epoch;
   next_index_ = 0;

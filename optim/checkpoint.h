@@ -51,7 +51,7 @@ struct Checkpoint {
   int64_t step = 0;
   std::map<std::string, std::string> metadata{};  // the caller's own values
   bool rng = true;                                // save / restore the default generators
-  data::DataLoader* loader = nullptr;             // save / restore its position (state())
+  data::DataLoaderBase* loader = nullptr;         // save / restore its position (state()); any batch type
 };
 
 // Saves the parts that are set (null pointers are left out).
