@@ -1,9 +1,11 @@
 // default_collate over samples of any structure (as torch.utils.data.default_collate), and the
 // DataLoader over datasets of such samples: custom collates, workers, resume, samplers, pinning.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -14,6 +16,7 @@
 #include "core/backend.h"
 #include "data/distributed_sampler.h"
 #include "nabla.h"
+#include "optim/checkpoint.h"
 #include "tests/common/value_helpers.h"
 
 using namespace nabla;
@@ -518,4 +521,29 @@ TEST(DataLoaderStructured, CourseCollateBatch) {
   EXPECT_EQ(offsets, (std::vector<std::vector<int64_t>>{{0, 6}, {0, 2}}));
   // "bears" is in two reviews: the vocab puts it first after <unk> (count 2), one id for both.
   EXPECT_EQ(texts[0][3], texts[1].back());
+}
+
+// A checkpoint takes any loader (a DataLoaderBase*): a structured loader saved mid-epoch resumes
+// there in another loader.
+TEST(DataLoaderStructured, CheckpointResumesAStructuredLoader) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("nabla_collate_ckpt_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "loader.safetensors").string();
+  data::BasicDataLoader a(Reviews{14}, {.batch_size = 3, .shuffle = true, .seed = 2}, collate_reviews);
+  std::vector<std::vector<int64_t>> rest;
+  int k = 0;
+  for (ReviewBatch& b : a) {
+    if (k == 1) optim::save_checkpoint(path, {.rng = false, .loader = &a});
+    if (k > 1) rest.push_back(ints(b.text_ids));
+    ++k;
+  }
+  data::BasicDataLoader b(Reviews{14}, {.batch_size = 3, .shuffle = true, .seed = 50}, collate_reviews);
+  optim::Checkpoint ck{.rng = false, .loader = &b};
+  optim::load_checkpoint(path, ck);
+  std::vector<std::vector<int64_t>> got;
+  for (ReviewBatch& batch : b) got.push_back(ints(batch.text_ids));
+  EXPECT_EQ(got, rest);
+  EXPECT_EQ(rest.size(), 3u);  // 5 batches, resumed after batch 1
+  fs::remove_all(dir);
 }
