@@ -7,6 +7,10 @@
 //   };
 //   data::DataLoader loader(Squares{}, {.batch_size = 10});
 //
+// A struct's get(i) may also return other samples (a struct, tuple, map, ... of tensors, numbers
+// and strings): data::BasicDataLoader stacks them with data::default_collate (data/collate.h) or a
+// collate of the caller's. The Dataset interface, Subset, ConcatDataset and transforms are Example's.
+//
 // get() (and get_batch()) may be called from several DataLoader worker threads at once, so they must
 // not modify the dataset; datasets that read files open them per call.
 #pragma once
