@@ -20,6 +20,8 @@ NABLA_TEST_PACKAGES=(python3-torch python3-torchvision python3-protobuf protobuf
 
 # scikit-learn, whose CountVectorizer/TfidfVectorizer tests/text/test_vectorizers.cpp compares with.
 NABLA_TEST_PACKAGES+=(python3-sklearn)
+# espeak-ng, which speaks the words of examples/audio_classify's data (made by its make_data.sh with sox).
+NABLA_TEST_PACKAGES+=(espeak-ng)
 # What the sanitizer build and the fuzz targets add: clang and its runtimes (ASan, UBSan, libFuzzer).
 NABLA_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
