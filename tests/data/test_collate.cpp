@@ -358,6 +358,17 @@ TEST(DataLoaderStructured, DefaultCollateOfAStruct) {
     EXPECT_EQ(ints(label), (std::vector<int64_t>{0, 1, 2}));
     EXPECT_EQ(text, (std::vector<std::string>{"", "a", "aa"}));
   }
+  // A dataset held by shared_ptr, whose samples are bare tensors: batches are stacked tensors.
+  struct Rows {
+    int64_t size() const { return 5; }
+    Tensor get(int64_t i) const { return full({3}, static_cast<double>(i)); }
+  };
+  auto rows = std::make_shared<const Rows>();
+  data::BasicDataLoader rl(rows, {.batch_size = 2, .num_workers = 2});
+  static_assert(std::is_same_v<decltype(rl)::batch_type, Tensor>);
+  std::vector<Shape> shapes;
+  for (Tensor& t : rl) shapes.push_back(t.sizes());
+  EXPECT_EQ(shapes, (std::vector<Shape>{{2, 3}, {2, 3}, {1, 3}}));
   // options.collate takes Examples: for other samples the collate is the third argument.
   EXPECT_TRUE(throws_with<ValueError>(
       [] { data::BasicDataLoader bad(Tuples{}, {.collate = [](std::span<const data::Example> e) { return e[0]; }}); },
