@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""FFT speed: nabla's fft::rfft / fft::fft / stft next to numpy's pocketfft and PyTorch, in one run.
+"""FFT speed: nabla's fft::rfft / fft::fft / stft next to numpy's pocketfft and PyTorch, in one run,
+and audio::transforms::MelSpectrogram of 1,000 one-second clips next to torchaudio's.
 
 Each round times every contender once per case (interleaved, so that a noisy neighbour hurts them
 alike); the table reports the best of the rounds and nabla's time as a ratio of PyTorch's and
@@ -17,11 +18,12 @@ import time
 
 import numpy as np
 import torch
+import torchaudio
 
 CASES = [("rfft", 1, n) for n in (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20)] + \
         [("rfft", 64, n) for n in (1000, 1024, 4097, 10007)] + \
         [("fft", 64, n) for n in (1000, 1024, 4097, 10007)] + \
-        [("fft", 1, 1 << 16), ("stft", 8, 16000)]
+        [("fft", 1, 1 << 16), ("stft", 8, 16000), ("melspec", 1000, 16000)]
 
 
 def best_time(f, min_seconds=0.05, batches=5):
@@ -49,6 +51,9 @@ def python_contenders(kind, batch, n):
     xc = x.astype(np.complex64)
     tx, txc = torch.from_numpy(x), torch.from_numpy(xc)
     win = torch.hann_window(400)
+    if kind == "melspec":
+        mel = torchaudio.transforms.MelSpectrogram(sample_rate=16000, n_fft=400, hop_length=160, n_mels=64)
+        return {"torch": lambda: mel(tx)}
     if kind == "rfft":
         return {"numpy": lambda: np.fft.rfft(x), "torch": lambda: torch.fft.rfft(tx)}
     if kind == "fft":
@@ -67,8 +72,10 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    torch.set_grad_enabled(False)  # as nabla's side, which times under NoGradGuard
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    print(f"CPU: {cpu}, {torch.get_num_threads()} torch threads; PyTorch {torch.__version__}, numpy {np.__version__}")
+    print(f"CPU: {cpu}, {torch.get_num_threads()} torch threads; PyTorch {torch.__version__}, "
+          f"torchaudio {torchaudio.__version__}, numpy {np.__version__}")
     best = {}
     for r in range(args.rounds):
         for case in CASES:

@@ -1,6 +1,8 @@
 // The FFT benchmark's nabla side (bench/fft_compare.py runs it next to numpy's pocketfft and
 // PyTorch in the same run): seconds per call of fft::rfft or fft::fft (float32 / complex64) over
-// the last dim of a (batch, n) tensor, best of several timed batches, one JSON line per length.
+// the last dim of a (batch, n) tensor, of stft (n_fft 400, hop 160, hann), or of
+// audio::transforms::MelSpectrogram (16 kHz, n_fft 400, hop 160, 64 mels) over (batch, n) clips;
+// best of several timed batches, one JSON line per length.
 //
 //   build/bench/fft_speed --kind rfft --batch 8 --n 1024,1000,4097
 #include <cstdio>
@@ -19,7 +21,7 @@ namespace {
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "fft_speed: %s\n"
-               "usage: fft_speed --kind rfft|fft|stft [--batch N] [--n N,N,...] [--batches N]\n",
+               "usage: fft_speed --kind rfft|fft|stft|melspec [--batch N] [--n N,N,...] [--batches N]\n",
                why);
   std::exit(2);
 }
@@ -39,7 +41,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--batches")) batches = std::stoll(value());
     else usage((std::string("unknown option ") + argv[i]).c_str());
   }
-  if (kind != "rfft" && kind != "fft" && kind != "stft") usage("--kind is rfft, fft or stft");
+  if (kind != "rfft" && kind != "fft" && kind != "stft" && kind != "melspec")
+    usage("--kind is rfft, fft, stft or melspec");
   if (batch < 1 || batches < 1) usage("--batch and --batches must be at least 1");
   std::stringstream ss(lengths);
   std::string item;
@@ -50,9 +53,12 @@ int main(int argc, char** argv) {
     Tensor x = randn({batch, n});
     Tensor xc = kind == "fft" ? x.to(kComplex64) : x;
     Tensor window = hann_window(400);
+    audio::transforms::MelSpectrogram melspec({.sample_rate = 16000, .n_fft = 400, .hop_length = 160, .n_mels = 64});
     auto call = [&] {
+      NoGradGuard no_grad;
       if (kind == "rfft") return (void)fft::rfft(xc);
       if (kind == "fft") return (void)fft::fft(xc);
+      if (kind == "melspec") return (void)melspec(xc);
       (void)stft(xc, 400, {.hop_length = 160, .window = window});
     };
     const int64_t reps = bench::calibrate(call, 0.05);
