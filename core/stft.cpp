@@ -151,8 +151,9 @@ Tensor stft(const Tensor& x_in, int64_t n_fft, const StftOptions& o) {
   Tensor spec =
       onesided ? fft_r2c(frames, {-1}, norm, true)
                : fft_c2c(frames.is_complex() ? frames : frames.to(to_complex_dtype(frames.dtype())), {-1}, norm, true);
-  // (B, n_frames, n_freq) -> (B, n_freq, n_frames)
-  Tensor out = view_as_complex(view_as_real(spec).transpose(1, 2).contiguous());
+  // (B, n_frames, n_freq) -> (B, n_freq, n_frames): a transposed view, strides (n_frames * n_freq,
+  // 1, n_freq) as PyTorch's.
+  Tensor out = view_as_complex(view_as_real(spec).transpose(1, 2));
   if (x_in.dim() == 1) out = out.squeeze(0);
   return o.return_complex ? out : view_as_real(out);
 }

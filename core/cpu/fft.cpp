@@ -26,28 +26,73 @@ template <class T>
 struct Cx {
   T re, im;
 };
-template <class T>
-inline Cx<T> operator+(Cx<T> a, Cx<T> b) {
+
+// W values of T, one per line of a block of W lines transformed together (their elements side by
+// side), so that every butterfly below runs W lines at once in SIMD registers: lane-wise arithmetic
+// in fixed-size loops, which the compiler vectorises. A scalar T is the one-line case.
+template <class T, int W>
+struct alignas(sizeof(T) * W) Pack {
+  T v[W];
+};
+#define NABLA_FFT_PACK_OP(OP)                                               \
+  template <class T, int W>                                                 \
+  inline Pack<T, W> operator OP(const Pack<T, W>& a, const Pack<T, W>& b) { \
+    Pack<T, W> r;                                                           \
+    for (int i = 0; i < W; ++i) r.v[i] = a.v[i] OP b.v[i];                  \
+    return r;                                                               \
+  }
+NABLA_FFT_PACK_OP(+)
+NABLA_FFT_PACK_OP(-)
+NABLA_FFT_PACK_OP(*)
+#undef NABLA_FFT_PACK_OP
+template <class T, int W>
+inline Pack<T, W> operator*(const Pack<T, W>& a, T c) {
+  Pack<T, W> r;
+  for (int i = 0; i < W; ++i) r.v[i] = a.v[i] * c;
+  return r;
+}
+template <class T, int W>
+inline Pack<T, W> operator-(const Pack<T, W>& a) {
+  Pack<T, W> r;
+  for (int i = 0; i < W; ++i) r.v[i] = -a.v[i];
+  return r;
+}
+
+// The lanes of an element type: 1 for a scalar, W for a Pack.
+template <class E>
+struct Lanes {
+  static constexpr int width = 1;
+  using scalar = E;
+};
+template <class T, int W>
+struct Lanes<Pack<T, W>> {
+  static constexpr int width = W;
+  using scalar = T;
+};
+
+template <class E>
+inline Cx<E> operator+(const Cx<E>& a, const Cx<E>& b) {
   return {a.re + b.re, a.im + b.im};
 }
-template <class T>
-inline Cx<T> operator-(Cx<T> a, Cx<T> b) {
+template <class E>
+inline Cx<E> operator-(const Cx<E>& a, const Cx<E>& b) {
   return {a.re - b.re, a.im - b.im};
 }
-template <class T>
-inline Cx<T> operator*(Cx<T> a, Cx<T> b) {
-  return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+// a * w for a twiddle (or chirp) w of the scalar type.
+template <class E, class T>
+inline Cx<E> mulw(const Cx<E>& a, const Cx<T>& w) {
+  return {a.re * w.re - a.im * w.im, a.re * w.im + a.im * w.re};
 }
-template <class T>
-inline Cx<T> scale(Cx<T> a, T c) {
+template <class E, class T>
+inline Cx<E> scale(const Cx<E>& a, T c) {
   return {a.re * c, a.im * c};
 }
-template <class T>
-inline Cx<T> conj(Cx<T> a) {
+template <class E>
+inline Cx<E> conj(const Cx<E>& a) {
   return {a.re, -a.im};
 }
-template <class T>
-inline Cx<T> mul_neg_i(Cx<T> a) {  // -i a
+template <class E>
+inline Cx<E> mul_neg_i(const Cx<E>& a) {  // -i a
   return {a.im, -a.re};
 }
 
@@ -107,8 +152,8 @@ int64_t good_size(int64_t n) {
   return best;
 }
 
-template <class T>
-void run(const Plan<T>& P, Cx<T>* x, Cx<T>* y, Cx<T>* work);
+template <class E, class T>
+void run(const Plan<T>& P, Cx<E>* x, Cx<E>* y, Cx<E>* work);
 
 template <class T>
 std::shared_ptr<Plan<T>> make_plan(int64_t n, bool for_real) {
@@ -169,54 +214,54 @@ std::shared_ptr<const Plan<T>> get_plan(int64_t n, bool for_real) {
 }
 
 // One Stockham stage of radix p: m sequences positions j, s interleaved sequences q.
-template <class T, int P>
-void stage(int64_t m, int64_t s, const Cx<T>* tw, const Cx<T>* roots, int p_dyn, const Cx<T>* x, Cx<T>* y) {
+template <class E, class T, int P>
+void stage(int64_t m, int64_t s, const Cx<T>* tw, const Cx<T>* roots, int p_dyn, const Cx<E>* x, Cx<E>* y) {
   const int p = P > 0 ? P : p_dyn;
   for (int64_t j = 0; j < m; ++j) {
     const Cx<T>* w = tw + j * p;
     for (int64_t q = 0; q < s; ++q) {
-      const Cx<T>* in = x + q + s * j;
-      Cx<T>* out = y + q + s * p * j;
+      const Cx<E>* in = x + q + s * j;
+      Cx<E>* out = y + q + s * p * j;
       if constexpr (P == 2) {
-        Cx<T> a0 = in[0], a1 = in[s * m];
+        Cx<E> a0 = in[0], a1 = in[s * m];
         out[0] = a0 + a1;
-        out[s] = (a0 - a1) * w[1];
+        out[s] = mulw(a0 - a1, w[1]);
       } else if constexpr (P == 4) {
-        Cx<T> a0 = in[0], a1 = in[s * m], a2 = in[2 * s * m], a3 = in[3 * s * m];
-        Cx<T> t0 = a0 + a2, t1 = a0 - a2, t2 = a1 + a3, t3 = mul_neg_i(a1 - a3);
+        Cx<E> a0 = in[0], a1 = in[s * m], a2 = in[2 * s * m], a3 = in[3 * s * m];
+        Cx<E> t0 = a0 + a2, t1 = a0 - a2, t2 = a1 + a3, t3 = mul_neg_i(a1 - a3);
         out[0] = t0 + t2;
-        out[s] = (t1 + t3) * w[1];
-        out[2 * s] = (t0 - t2) * w[2];
-        out[3 * s] = (t1 - t3) * w[3];
+        out[s] = mulw(t1 + t3, w[1]);
+        out[2 * s] = mulw(t0 - t2, w[2]);
+        out[3 * s] = mulw(t1 - t3, w[3]);
       } else if constexpr (P == 3) {
         constexpr T h = T(0.86602540378443864676);  // sin(2 pi / 3)
-        Cx<T> a0 = in[0], a1 = in[s * m], a2 = in[2 * s * m];
-        Cx<T> t1 = a1 + a2, t2 = a0 - scale(t1, T(0.5)), t3 = scale(mul_neg_i(a1 - a2), h);
+        Cx<E> a0 = in[0], a1 = in[s * m], a2 = in[2 * s * m];
+        Cx<E> t1 = a1 + a2, t2 = a0 - scale(t1, T(0.5)), t3 = scale(mul_neg_i(a1 - a2), h);
         out[0] = a0 + t1;
-        out[s] = (t2 + t3) * w[1];
-        out[2 * s] = (t2 - t3) * w[2];
+        out[s] = mulw(t2 + t3, w[1]);
+        out[2 * s] = mulw(t2 - t3, w[2]);
       } else if constexpr (P == 5) {
         constexpr T c1 = T(0.30901699437494742410), c2 = T(-0.80901699437494742410);  // cos(2 pi / 5), cos(4 pi / 5)
         constexpr T s1 = T(0.95105651629515357212), s2 = T(0.58778525229247312917);   // sin(2 pi / 5), sin(4 pi / 5)
-        Cx<T> a0 = in[0], a1 = in[s * m], a2 = in[2 * s * m], a3 = in[3 * s * m], a4 = in[4 * s * m];
-        Cx<T> t1 = a1 + a4, t2 = a2 + a3, t3 = a1 - a4, t4 = a2 - a3;
-        Cx<T> r1 = a0 + scale(t1, c1) + scale(t2, c2), r2 = a0 + scale(t1, c2) + scale(t2, c1);
-        Cx<T> i1 = mul_neg_i(scale(t3, s1) + scale(t4, s2)), i2 = mul_neg_i(scale(t3, s2) - scale(t4, s1));
+        Cx<E> a0 = in[0], a1 = in[s * m], a2 = in[2 * s * m], a3 = in[3 * s * m], a4 = in[4 * s * m];
+        Cx<E> t1 = a1 + a4, t2 = a2 + a3, t3 = a1 - a4, t4 = a2 - a3;
+        Cx<E> r1 = a0 + scale(t1, c1) + scale(t2, c2), r2 = a0 + scale(t1, c2) + scale(t2, c1);
+        Cx<E> i1 = mul_neg_i(scale(t3, s1) + scale(t4, s2)), i2 = mul_neg_i(scale(t3, s2) - scale(t4, s1));
         out[0] = a0 + t1 + t2;
-        out[s] = (r1 + i1) * w[1];
-        out[2 * s] = (r2 + i2) * w[2];
-        out[3 * s] = (r2 - i2) * w[3];
-        out[4 * s] = (r1 - i1) * w[4];
+        out[s] = mulw(r1 + i1, w[1]);
+        out[2 * s] = mulw(r2 + i2, w[2]);
+        out[3 * s] = mulw(r2 - i2, w[3]);
+        out[4 * s] = mulw(r1 - i1, w[4]);
       } else {
         for (int k = 0; k < p; ++k) {
-          Cx<T> acc = in[0];
+          Cx<E> acc = in[0];
           int t = 0;
           for (int r = 1; r < p; ++r) {
             t += k;
             if (t >= p) t -= p;
-            acc = acc + in[r * s * m] * roots[t];
+            acc = acc + mulw(in[r * s * m], roots[t]);
           }
-          out[k * s] = k == 0 ? acc : acc * w[k];
+          out[k * s] = k == 0 ? acc : mulw(acc, w[k]);
         }
       }
     }
@@ -224,33 +269,33 @@ void stage(int64_t m, int64_t s, const Cx<T>* tw, const Cx<T>* roots, int p_dyn,
 }
 
 // x (n) -> its DFT, in x; y and work are scratch of n and (Bluestein) 2 * m elements.
-template <class T>
-void run(const Plan<T>& P, Cx<T>* x, Cx<T>* y, Cx<T>* work) {
+template <class E, class T>
+void run(const Plan<T>& P, Cx<E>* x, Cx<E>* y, Cx<E>* work) {
   const int64_t n = P.n;
   if (P.sub) {
     const Plan<T>& S = *P.sub;
     const int64_t m = S.n;
-    Cx<T>*a = work, *tmp = work + m;
-    for (int64_t j = 0; j < n; ++j) a[j] = x[j] * P.chirp[j];
-    for (int64_t j = n; j < m; ++j) a[j] = {0, 0};
+    Cx<E>*a = work, *tmp = work + m;
+    for (int64_t j = 0; j < n; ++j) a[j] = mulw(x[j], P.chirp[j]);
+    for (int64_t j = n; j < m; ++j) a[j] = Cx<E>{};
     run(S, a, tmp, y);  // S is smooth: y is not used as Bluestein scratch there
-    for (int64_t i = 0; i < m; ++i) a[i] = conj(a[i] * P.chirp_fft[i]);
+    for (int64_t i = 0; i < m; ++i) a[i] = conj(mulw(a[i], P.chirp_fft[i]));
     run(S, a, tmp, y);  // the inverse as conj(fft(conj(.)))
-    for (int64_t k = 0; k < n; ++k) x[k] = conj(a[k]) * P.chirp[k];
+    for (int64_t k = 0; k < n; ++k) x[k] = mulw(conj(a[k]), P.chirp[k]);
     return;
   }
-  Cx<T>*src = x, *dst = y;
+  Cx<E>*src = x, *dst = y;
   int64_t len = n, s = 1;
   for (size_t st = 0; st < P.radices.size(); ++st) {
     const int p = P.radices[st];
     const int64_t m = len / p;
     const Cx<T>*tw = P.twiddle[st].data(), *rt = P.roots[st].data();
     switch (p) {
-      case 2: stage<T, 2>(m, s, tw, rt, p, src, dst); break;
-      case 3: stage<T, 3>(m, s, tw, rt, p, src, dst); break;
-      case 4: stage<T, 4>(m, s, tw, rt, p, src, dst); break;
-      case 5: stage<T, 5>(m, s, tw, rt, p, src, dst); break;
-      default: stage<T, 0>(m, s, tw, rt, p, src, dst); break;
+      case 2: stage<E, T, 2>(m, s, tw, rt, p, src, dst); break;
+      case 3: stage<E, T, 3>(m, s, tw, rt, p, src, dst); break;
+      case 4: stage<E, T, 4>(m, s, tw, rt, p, src, dst); break;
+      case 5: stage<E, T, 5>(m, s, tw, rt, p, src, dst); break;
+      default: stage<E, T, 0>(m, s, tw, rt, p, src, dst); break;
     }
     std::swap(src, dst);
     len = m;
@@ -260,10 +305,10 @@ void run(const Plan<T>& P, Cx<T>* x, Cx<T>* y, Cx<T>* work) {
     for (int64_t i = 0; i < n; ++i) x[i] = src[i];
 }
 
-// Scratch per thread, grown to the largest line it has seen.
-template <class T>
-Cx<T>* scratch(size_t n) {
-  thread_local std::vector<Cx<T>> buf;
+// Scratch per thread and element type, grown to the largest line it has seen.
+template <class E>
+Cx<E>* scratch(size_t n) {
+  thread_local std::vector<Cx<E>> buf;
   if (buf.size() < n) buf.resize(n);
   return buf.data();
 }
@@ -273,75 +318,119 @@ size_t work_size(const Plan<T>& P) {
   return P.sub ? 2 * static_cast<size_t>(P.sub->n) : 0;
 }
 
-// One line: in[i * stride], i < len_in -> out[i * stride], i < len_out. `forward` picks c2c's
-// direction; r2c is always the forward transform and c2r the inverse.
-template <class T>
-void fft_line(FftKind kind, bool forward, int64_t n, const Plan<T>& plan, const void* in_v, void* out_v,
-              int64_t stride) {
+// Element i of the Lanes<E>::width lines at p[0], p[1], ...: a real or a complex value per lane.
+template <class E>
+inline E load_re(const char* const* p, int64_t i) {
+  using T = typename Lanes<E>::scalar;
+  if constexpr (Lanes<E>::width == 1) {
+    return reinterpret_cast<const T*>(p[0])[i];
+  } else {
+    E r;
+    for (int l = 0; l < Lanes<E>::width; ++l) r.v[l] = reinterpret_cast<const T*>(p[l])[i];
+    return r;
+  }
+}
+template <class E>
+inline Cx<E> load_cx(const char* const* p, int64_t i) {
+  using T = typename Lanes<E>::scalar;
+  if constexpr (Lanes<E>::width == 1) {
+    return reinterpret_cast<const Cx<T>*>(p[0])[i];
+  } else {
+    Cx<E> r;
+    for (int l = 0; l < Lanes<E>::width; ++l) {
+      const Cx<T> v = reinterpret_cast<const Cx<T>*>(p[l])[i];
+      r.re.v[l] = v.re;
+      r.im.v[l] = v.im;
+    }
+    return r;
+  }
+}
+template <class E>
+inline void store_re(char* const* p, int64_t i, const E& v) {
+  using T = typename Lanes<E>::scalar;
+  if constexpr (Lanes<E>::width == 1) {
+    reinterpret_cast<T*>(p[0])[i] = v;
+  } else {
+    for (int l = 0; l < Lanes<E>::width; ++l) reinterpret_cast<T*>(p[l])[i] = v.v[l];
+  }
+}
+template <class E>
+inline void store_cx(char* const* p, int64_t i, const Cx<E>& v) {
+  using T = typename Lanes<E>::scalar;
+  if constexpr (Lanes<E>::width == 1) {
+    reinterpret_cast<Cx<T>*>(p[0])[i] = v;
+  } else {
+    for (int l = 0; l < Lanes<E>::width; ++l) reinterpret_cast<Cx<T>*>(p[l])[i] = {v.re.v[l], v.im.v[l]};
+  }
+}
+
+// Lines[l] (l < Lanes<E>::width; one line, or a block of them) transformed together: element i of
+// line l at in[l] + i * stride -> out[l] + i * stride. `forward` picks c2c's direction and r2c's
+// sign (the inverse of r2c is its conjugate); c2r is always the inverse.
+template <class E, class T>
+void fft_lines(FftKind kind, bool forward, int64_t n, const Plan<T>& plan, const char* const* in, char* const* out,
+               int64_t stride) {
   const size_t need = static_cast<size_t>(n) * 2 + work_size(plan) + 4;
-  Cx<T>* buf = scratch<T>(need);
-  Cx<T>*x = buf, *y = buf + (n + 1), *work = buf + 2 * (n + 1);
+  Cx<E>* buf = scratch<E>(need);
+  Cx<E>*x = buf, *y = buf + (n + 1), *work = buf + 2 * (n + 1);
   const T sign = forward ? T(1) : T(-1);
   if (kind == FftKind::c2c) {
-    const auto* in = static_cast<const Cx<T>*>(in_v);
-    auto* out = static_cast<Cx<T>*>(out_v);
-    for (int64_t i = 0; i < n; ++i) x[i] = {in[i * stride].re, sign * in[i * stride].im};
+    for (int64_t i = 0; i < n; ++i) {
+      Cx<E> v = load_cx<E>(in, i * stride);
+      x[i] = {v.re, v.im * sign};
+    }
     run(plan, x, y, work);
-    for (int64_t i = 0; i < n; ++i) out[i * stride] = {x[i].re, sign * x[i].im};
+    for (int64_t i = 0; i < n; ++i) store_cx<E>(out, i * stride, {x[i].re, x[i].im * sign});
     return;
   }
   if (kind == FftKind::r2c) {
-    // Always the forward sign (the caller conjugates for an inverse); `plan` is for n / 2 when n is
-    // even (x_2j + i x_2j+1 packed), else for n.
-    const auto* in = static_cast<const T*>(in_v);
-    auto* out = static_cast<Cx<T>*>(out_v);
+    // `plan` is for n / 2 when n is even (x_2j + i x_2j+1 packed), else for n.
     if (n % 2 == 1) {
-      for (int64_t i = 0; i < n; ++i) x[i] = {in[i * stride], 0};
+      for (int64_t i = 0; i < n; ++i) x[i] = {load_re<E>(in, i * stride), E{}};
       run(plan, x, y, work);
-      for (int64_t k = 0; k <= n / 2; ++k) out[k * stride] = x[k];
+      for (int64_t k = 0; k <= n / 2; ++k) store_cx<E>(out, k * stride, {x[k].re, x[k].im * sign});
       return;
     }
     const int64_t h = n / 2;
-    for (int64_t j = 0; j < h; ++j) x[j] = {in[2 * j * stride], in[(2 * j + 1) * stride]};
+    for (int64_t j = 0; j < h; ++j) x[j] = {load_re<E>(in, 2 * j * stride), load_re<E>(in, (2 * j + 1) * stride)};
     run(plan, x, y, work);
     x[h] = x[0];
     for (int64_t k = 0; k <= h; ++k) {
-      Cx<T> zk = x[k], zc = conj(x[h - k]);
-      Cx<T> e = scale(zk + zc, T(0.5)), o = mul_neg_i(scale(zk - zc, T(0.5)));  // (zk - zc) / 2i
-      out[k * stride] = e + plan.real_twiddle[k] * o;
+      Cx<E> zk = x[k], zc = conj(x[h - k]);
+      Cx<E> e = scale(zk + zc, T(0.5)), o = mul_neg_i(scale(zk - zc, T(0.5)));  // (zk - zc) / 2i
+      Cx<E> v = e + mulw(o, plan.real_twiddle[k]);
+      store_cx<E>(out, k * stride, {v.re, v.im * sign});
     }
     return;
   }
   // c2r: in holds n / 2 + 1 coefficients; the imaginary parts of X_0 (and X_n/2, n even) are ignored.
-  const auto* in = static_cast<const Cx<T>*>(in_v);
-  auto* out = static_cast<T*>(out_v);
   const int64_t h = n / 2;
   if (n % 2 == 1) {
     // The whole Hermitian spectrum, then an inverse complex FFT (conj trick).
-    x[0] = {in[0].re, 0};
+    x[0] = {load_cx<E>(in, 0).re, E{}};
     for (int64_t k = 1; k <= h; ++k) {
-      Cx<T> v = in[k * stride];
+      Cx<E> v = load_cx<E>(in, k * stride);
       x[k] = conj(v);
       x[n - k] = v;
     }
     run(plan, x, y, work);
-    for (int64_t i = 0; i < n; ++i) out[i * stride] = x[i].re;
+    for (int64_t i = 0; i < n; ++i) store_re<E>(out, i * stride, x[i].re);
     return;
   }
   // Z_k = (X_k + conj(X_h-k)) + i w^-k (X_k - conj(X_h-k)), whose inverse FFT of length h is
   // n x_2j + i n x_2j+1; computed as conj(fft(conj(Z))).
-  Cx<T> x0 = {in[0].re, 0}, xh = {in[h * stride].re, 0};
+  const Cx<E> x0 = {load_cx<E>(in, 0).re, E{}}, xh = {load_cx<E>(in, h * stride).re, E{}};
   for (int64_t k = 0; k < h; ++k) {
-    Cx<T> xk = k == 0 ? x0 : in[k * stride];
-    Cx<T> xc = conj(k == 0 ? xh : in[(h - k) * stride]);
-    Cx<T> d = (xk - xc) * conj(plan.real_twiddle[k]);
-    Cx<T> z = (xk + xc) + Cx<T>{-d.im, d.re};
+    Cx<E> xk = k == 0 ? x0 : load_cx<E>(in, k * stride);
+    Cx<E> xc = conj(k == 0 ? xh : load_cx<E>(in, (h - k) * stride));
+    Cx<E> d = mulw(xk - xc, conj(plan.real_twiddle[k]));
+    Cx<E> z = (xk + xc) + Cx<E>{-d.im, d.re};
     x[k] = conj(z);
   }
   run(plan, x, y, work);
   for (int64_t j = 0; j < h; ++j) {
-    out[2 * j * stride] = x[j].re;
-    out[(2 * j + 1) * stride] = -x[j].im;
+    store_re<E>(out, 2 * j * stride, x[j].re);
+    store_re<E>(out, (2 * j + 1) * stride, -x[j].im);
   }
 }
 
@@ -358,22 +447,33 @@ void fft_typed(const Tensor& x, int64_t dim, FftKind kind, bool forward, const T
   if (n == 0 || xs[dim] == 0) throw ValueError("fft: a transform needs at least one element along its dim");
   const bool halved = kind != FftKind::c2c && n % 2 == 0;
   std::shared_ptr<const Plan<T>> plan = get_plan<T>(halved ? n / 2 : n, halved);
-  const size_t in_es = kind == FftKind::r2c ? sizeof(T) : 2 * sizeof(T);
-  const size_t out_es = kind == FftKind::c2r ? sizeof(T) : 2 * sizeof(T);
+  const int64_t in_es = kind == FftKind::r2c ? sizeof(T) : 2 * sizeof(T);
+  const int64_t out_es = kind == FftKind::c2r ? sizeof(T) : 2 * sizeof(T);
   const char* in = static_cast<const char*>(x.data_ptr());
   char* o = static_cast<char*>(out.data_ptr());
   const int64_t lines = outer * inner;
-  const bool r2c_conj = kind == FftKind::r2c && !forward;
-  parallel_for(0, lines, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t l = b; l < e; ++l) {
-      const int64_t ob = l / inner, ib = l % inner;
-      const char* src = in + (ob * len_in * inner + ib) * static_cast<int64_t>(in_es);
-      char* dst = o + (ob * len_out * inner + ib) * static_cast<int64_t>(out_es);
-      fft_line<T>(kind, forward, n, *plan, src, dst, inner);
-      if (r2c_conj) {
-        auto* c = reinterpret_cast<Cx<T>*>(dst);
-        for (int64_t k = 0; k < len_out; ++k) c[k * inner].im = -c[k * inner].im;
+  auto src = [&](int64_t l) { return in + ((l / inner) * len_in * inner + l % inner) * in_es; };
+  auto dst = [&](int64_t l) { return o + ((l / inner) * len_out * inner + l % inner) * out_es; };
+  // Blocks of W lines share the butterflies' SIMD registers (32 bytes of lanes) while a block's
+  // scratch stays within a few MB; the lines left over, and blocks too large for the caches, go
+  // one at a time.
+  constexpr int W = static_cast<int>(32 / sizeof(T));
+  using Block = Pack<T, W>;
+  const size_t line_scratch = (2 * static_cast<size_t>(n) + work_size(*plan) + 4) * sizeof(Cx<T>);
+  const int64_t blocks = lines >= W && line_scratch * W <= (size_t{4} << 20) ? lines / W : 0;
+  const int64_t units = blocks + (lines - blocks * W);
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1) / (blocks ? W : 1));
+  parallel_for(0, units, grain, [&](int64_t b, int64_t e) {
+    for (int64_t u = b; u < e; ++u) {
+      const char* ins[W];
+      char* outs[W];
+      const int64_t first = u < blocks ? u * W : blocks * W + (u - blocks), count = u < blocks ? W : 1;
+      for (int64_t l = 0; l < count; ++l) {
+        ins[l] = src(first + l);
+        outs[l] = dst(first + l);
       }
+      if (u < blocks) fft_lines<Block, T>(kind, forward, n, *plan, ins, outs, inner);
+      else fft_lines<T, T>(kind, forward, n, *plan, ins, outs, inner);
     }
   });
 }

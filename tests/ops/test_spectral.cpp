@@ -113,6 +113,35 @@ TEST(Fft, TransformsAnyDimOfABatch) {
   EXPECT_EQ(fft::irfft2(fft::rfft2(r)).sizes(), (Shape{4, 6, 8}));  // odd lengths need s
 }
 
+// The kernel transforms blocks of 8 (float32) or 4 (float64) lines together in SIMD lanes and the
+// lines left over one at a time: every line of a batch, along the last dim or a strided one, must
+// be what the line alone gives.
+TEST(Fft, BlocksOfLinesMatchEachLineAlone) {
+  for (DType real : {kFloat32, kFloat64}) {
+    const double tol = real == kFloat32 ? 1e-6 : 1e-14;
+    for (int64_t n : {1, 2, 7, 16, 60, 97, 1000, 4097}) {
+      for (int64_t lines : {3, 4, 8, 19}) {
+        manual_seed(static_cast<uint64_t>(n * 100 + lines));
+        Tensor r = randn({lines, n}, dtype(real));
+        Tensor c = view_as_complex(randn({lines, n, 2}, dtype(real)));
+        Tensor batch_r = fft::rfft(r), batch_c = fft::fft(c), batch_i = fft::irfft(batch_r, n);
+        // The same along dim 0 of the transposed (strided) layout.
+        Tensor strided_c = fft::fft(c.t().contiguous(), std::nullopt, 0).t();
+        for (int64_t l = 0; l < lines; ++l) {
+          const std::string at = "n=" + std::to_string(n) + " lines=" + std::to_string(lines) + " line " +
+                                 std::to_string(l) + " " + std::string(dtype_name(real));
+          Tensor one_r = fft::rfft(r.select(0, l)), one_c = fft::fft(c.select(0, l));
+          EXPECT_LT(max_rel_err(to_vec(batch_r.select(0, l)), to_vec(one_r)), tol) << "rfft " << at;
+          EXPECT_LT(max_rel_err(to_vec(batch_c.select(0, l)), to_vec(one_c)), tol) << "fft " << at;
+          EXPECT_LT(max_rel_err(to_vec(strided_c.select(0, l)), to_vec(one_c)), tol) << "fft dim 0 " << at;
+          const double diff = (batch_i.select(0, l) - fft::irfft(one_r, n)).abs().max().item<double>();
+          EXPECT_LT(diff, 4 * tol * std::sqrt(static_cast<double>(n))) << "irfft " << at;
+        }
+      }
+    }
+  }
+}
+
 TEST(Fft, NormModesAndLengths) {
   Tensor x = random_complex(12, kComplex128, 5);
   std::vector<cd> f = to_vec(fft::fft(x));
