@@ -26,6 +26,12 @@ for a in "$@"; do
 done
 
 install_packages "${NABLA_BUILD_PACKAGES[@]}" "${NABLA_TEST_PACKAGES[@]}"
+# examples/text_classify's test builds its data from apt's package lists (apt-cache dumpavail);
+# a machine whose lists were cleared after its packages were installed gets them back here.
+if ! apt-cache dumpavail 2>/dev/null | grep -q '^Package:'; then
+  log "apt package lists (tests/programs/test_text_classify.cpp reads them)"
+  if [ "$(id -u)" -eq 0 ]; then apt-get update -qq; else sudo apt-get update -qq; fi
+fi
 # The differential suite against PyTorch must run here, not skip.
 export NABLA_REQUIRE_TORCH=1
 # ONNX Runtime for tests/onnx/test_export.cpp: the CPU runtime inside npm's onnxruntime-node, in .deps/
