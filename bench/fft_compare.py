@@ -12,6 +12,7 @@ threads (2 here), nabla with its pool (2 threads).
 """
 import argparse
 import json
+import os
 import platform
 import subprocess
 import time
@@ -61,9 +62,12 @@ def python_contenders(kind, batch, n):
     return {"torch": lambda: torch.stft(tx, 400, hop_length=160, window=win, return_complex=True)}
 
 
-def nabla_time(build, kind, batch, n):
+def nabla_time(build, kind, batch, n, threads=None):
+    env = dict(os.environ)
+    if threads:
+        env["NABLA_NUM_THREADS"] = str(threads)
     out = subprocess.run([f"{build}/bench/fft_speed", "--kind", kind, "--batch", str(batch), "--n", str(n),
-                          "--batches", "5"], check=True, capture_output=True, text=True).stdout
+                          "--batches", "5"], check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])["seconds"]
 
 
@@ -73,26 +77,29 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     torch.set_grad_enabled(False)  # as nabla's side, which times under NoGradGuard
+    torch.set_num_threads(os.cpu_count() or 1)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    print(f"CPU: {cpu}, {torch.get_num_threads()} torch threads; PyTorch {torch.__version__}, "
+    print(f"CPU: {cpu} ({os.cpu_count()} cores), {torch.get_num_threads()} torch threads; PyTorch {torch.__version__}, "
           f"torchaudio {torchaudio.__version__}, numpy {np.__version__}")
     best = {}
     for r in range(args.rounds):
         for case in CASES:
             kind, batch, n = case
-            times = {"nabla": nabla_time(args.build, *case)}
+            times = {"nabla": nabla_time(args.build, *case), "nabla1": nabla_time(args.build, *case, threads=1)}
             for name, f in python_contenders(*case).items():
                 times[name] = best_time(f)
             for name, t in times.items():
                 best[(case, name)] = min(best.get((case, name), 1e30), t)
-    print("| transform | batch | n | nabla (ms) | PyTorch (ms) | numpy (ms) | nabla / PyTorch | nabla / numpy |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| transform | batch | n | nabla (ms) | nabla 1 thread (ms) | PyTorch (ms) | numpy (ms) | nabla / PyTorch "
+          "| nabla 1 thread / PyTorch | nabla / numpy |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for case in CASES:
         kind, batch, n = case
-        tn, tt = best[(case, "nabla")], best[(case, "torch")]
+        tn, t1, tt = best[(case, "nabla")], best[(case, "nabla1")], best[(case, "torch")]
         tp = best.get((case, "numpy"))
-        row = f"| {kind} | {batch} | {n} | {tn * 1e3:.4g} | {tt * 1e3:.4g} | "
-        row += (f"{tp * 1e3:.4g} | {tn / tt:.2f} | {tn / tp:.2f} |" if tp else f"- | {tn / tt:.2f} | - |")
+        row = f"| {kind} | {batch} | {n} | {tn * 1e3:.4g} | {t1 * 1e3:.4g} | {tt * 1e3:.4g} | "
+        row += f"{tp * 1e3:.4g} | " if tp else "- | "
+        row += f"{tn / tt:.2f} | {t1 / tt:.2f} | " + (f"{tn / tp:.2f} |" if tp else "- |")
         print(row)
 
 

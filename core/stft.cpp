@@ -80,6 +80,25 @@ Tensor pad_signal(const Tensor& x, int64_t p, std::string_view mode) {
               " needs a signal longer than that, got length ", L, " (use pad_mode \"constant\" or center=false)");
   NABLA_CHECK(ValueError, mode != "circular" || p <= L, "stft: circular padding of ", p,
               " needs a signal at least that long, got length ", L);
+  if (!x.is_complex()) {
+    // Real signals: the two edges (p samples each, mirrored, repeated or wrapped) around x, joined
+    // by one cat (row copies), instead of gathering every sample through an index.
+    const int64_t d = x.dim() - 1;
+    Shape edge = x.sizes();
+    edge[d] = p;
+    Tensor left, right;
+    if (mode == "reflect") {
+      left = x.narrow(d, 1, p).flip({d});
+      right = x.narrow(d, L - 1 - p, p).flip({d});
+    } else if (mode == "replicate") {
+      left = x.narrow(d, 0, 1).expand(edge);
+      right = x.narrow(d, L - 1, 1).expand(edge);
+    } else {
+      left = x.narrow(d, L - p, p);
+      right = x.narrow(d, 0, p);
+    }
+    return cat({left, x, right}, d);
+  }
   std::vector<int64_t> idx(static_cast<size_t>(L + 2 * p));
   for (int64_t i = 0; i < L + 2 * p; ++i) {
     int64_t j = i - p;
@@ -89,7 +108,6 @@ Tensor pad_signal(const Tensor& x, int64_t p, std::string_view mode) {
     idx[i] = j;
   }
   Tensor index = tensor(idx, {L + 2 * p}, dtype(DType::i64));
-  if (!x.is_complex()) return x.index_select(-1, index);
   Tensor r = view_as_real(x);
   return view_as_complex(r.index_select(r.dim() - 2, index).contiguous());
 }

@@ -223,6 +223,19 @@ TEST(Stft, ShapesAndRoundTrip) {
   Tensor padded = cat({x0.narrow(0, 1, 200).flip({0}), x0, x0.narrow(0, 799, 200).flip({0})});
   Tensor frame = fft::rfft(padded.narrow(0, 160, 400) * w);
   EXPECT_LT(max_rel_err(to_vec(S.select(0, 0).select(1, 1)), to_vec(frame)), 1e-13);
+  // Every pad mode, real and complex, against the signal padded by nn::functional::pad first.
+  for (const char* mode : {"reflect", "replicate", "circular", "constant"}) {
+    for (Tensor sig : {x, x.to(kComplex128) * Scalar(0.5)}) {
+      Tensor by_hand = sig.is_complex()
+                           ? view_as_complex(nn::functional::pad(view_as_real(sig).transpose(1, 2), {200, 200}, mode)
+                                                 .transpose(1, 2)
+                                                 .contiguous())
+                           : nn::functional::pad(sig, {200, 200}, mode);
+      Tensor want = stft(by_hand, 400, {.hop_length = 160, .window = w, .center = false});
+      Tensor got = stft(sig, 400, {.hop_length = 160, .window = w, .pad_mode = mode});
+      EXPECT_LT(max_rel_err(to_vec(got), to_vec(want)), 1e-14) << mode << (sig.is_complex() ? " complex" : " real");
+    }
+  }
   EXPECT_EQ(stft(x.select(0, 0), 64).sizes(), (Shape{33, 63}));
   EXPECT_EQ(view_as_complex(stft(x, 64, {.return_complex = false})).sizes(), (Shape{3, 33, 63}));
   EXPECT_TRUE(throws_with([&] { stft(x, 64, {.window = hann_window(32)}); }, "size equal to win_length=64"));
