@@ -13,7 +13,8 @@
 // converted (complex to real keeps the real part), take part in add/sub/mul/div/pow and eq/ne
 // with real or complex operands (type promotion as PyTorch: complex64 with float64 is
 // complex128), neg/abs/square/reciprocal/exp/log/sqrt/sin/cos/rsqrt/sgn-like sign and the
-// isnan/isinf/isfinite predicates, sum/mean, the FFTs, printing and the tensor file formats.
+// isnan/isinf/isfinite predicates, sum/mean, matmul/mm/bmm/mv/dot (four real products of the
+// parts), the FFTs, printing and the tensor file formats.
 // Their gradients follow PyTorch's convention (the conjugate Wirtinger derivative: for a real
 // loss L of z = x + iy, z.grad = dL/dx + i dL/dy).
 //

@@ -6,6 +6,7 @@
 #include "core/autocast.h"
 #include "core/impl.h"
 #include "core/linalg/common.h"
+#include "core/spectral.h"
 #include "core/trace.h"
 
 namespace nabla {
@@ -30,6 +31,15 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b) {
   internal::check_same_device(op, {&a, &b});
 }
 
+// Complex operands of one dtype: (ar + i ai)(br + i bi) from four real products of the parts, so
+// autograd differentiates through them (the sums PyTorch's complex GEMM forms).
+template <class F>
+Tensor complex_product(const Tensor& a, const Tensor& b, F&& product) {
+  const Tensor ar = real(a).contiguous(), ai = imag(a).contiguous();
+  const Tensor br = real(b).contiguous(), bi = imag(b).contiguous();
+  return complex(product(ar, br) - product(ai, bi), product(ar, bi) + product(ai, br));
+}
+
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
@@ -42,6 +52,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
               b.sizes());
   NABLA_CHECK(ShapeError, a.sizes()[1] == b.sizes()[0], "mm: inner dimensions differ: lhs ", a.sizes(), " rhs ",
               b.sizes());
+  if (nabla::is_complex(a.dtype())) [[unlikely]]
+    return complex_product(a, b, [](const Tensor& x, const Tensor& y) { return mm(x, y); });
   Tensor out = internal::make_empty({a.sizes()[0], b.sizes()[1]}, a.dtype(), a.device());
   backend_for(a.device()).matmul(as3d(a), as3d(b), as3d(out), 1.0, 0.0);
   if (autograd::needs_grad(a, b))
@@ -65,6 +77,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   NABLA_CHECK(ShapeError, a.sizes()[0] == b.sizes()[0], "bmm: batch sizes differ: lhs ", a.sizes(), " rhs ", b.sizes());
   NABLA_CHECK(ShapeError, a.sizes()[2] == b.sizes()[1], "bmm: inner dimensions differ: lhs ", a.sizes(), " rhs ",
               b.sizes());
+  if (nabla::is_complex(a.dtype())) [[unlikely]]
+    return complex_product(a, b, [](const Tensor& x, const Tensor& y) { return bmm(x, y); });
   Tensor out = internal::make_empty({a.sizes()[0], a.sizes()[1], b.sizes()[2]}, a.dtype(), a.device());
   backend_for(a.device()).matmul(a, b, out, 1.0, 0.0);
   if (autograd::needs_grad(a, b))

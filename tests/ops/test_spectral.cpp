@@ -295,6 +295,48 @@ TEST(Complex, ArithmeticMatchesStdComplex) {
   EXPECT_TRUE(throws_with([&] { ones({2}).add_(a.narrow(0, 0, 2)); }, "cannot be stored in a tensor of dtype float32"));
 }
 
+// matmul / mm / bmm / mv / dot of complex operands against sums of std::complex products, and
+// the gradient PyTorch's complex autograd gives: for C = A @ B, A.grad = dL/dC @ B^H.
+TEST(Complex, MatrixProductsMatchStdComplex) {
+  manual_seed(11);
+  auto rand_c = [](Shape s, DType real) {
+    s.push_back(2);
+    return view_as_complex(randn(s, dtype(real)));
+  };
+  auto reference = [](const Tensor& a, const Tensor& b) {  // (m, k) @ (k, n) in std::complex<double>
+    const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+    std::vector<cd> av = to_vec(a), bv = to_vec(b), out(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t l = 0; l < k; ++l) out[i * n + j] += av[i * k + l] * bv[l * n + j];
+    return out;
+  };
+  for (DType real : {kFloat64, kFloat32}) {
+    const double tol = real == kFloat64 ? 1e-14 : 1e-5;
+    Tensor a = rand_c({5, 7}, real), b = rand_c({7, 3}, real);
+    EXPECT_LT(max_rel_err(to_vec(matmul(a, b)), reference(a, b)), tol);
+    EXPECT_LT(max_rel_err(to_vec(mm(a, b)), reference(a, b)), tol);
+    EXPECT_LT(max_rel_err(to_vec(mv(a, b.select(1, 0))), reference(a, b.narrow(1, 0, 1))), tol);
+    EXPECT_LT(
+        max_rel_err(to_vec(dot(a.select(0, 0), b.select(1, 2))), {reference(a.narrow(0, 0, 1), b.narrow(1, 2, 1))[0]}),
+        tol);
+    Tensor ba = rand_c({2, 5, 7}, real), bb = rand_c({2, 7, 3}, real);
+    Tensor batched = matmul(ba, bb), broadcast = matmul(ba, b),
+           strided = matmul(a.t().contiguous().t(), bb.transpose(1, 2).contiguous().transpose(1, 2));
+    for (int64_t i = 0; i < 2; ++i) {
+      EXPECT_LT(max_rel_err(to_vec(batched.select(0, i)), reference(ba.select(0, i), bb.select(0, i))), tol);
+      EXPECT_LT(max_rel_err(to_vec(broadcast.select(0, i)), reference(ba.select(0, i), b)), tol);
+      EXPECT_LT(max_rel_err(to_vec(strided.select(0, i)), reference(a, bb.select(0, i))), tol);
+    }
+  }
+  Tensor a = rand_c({4, 6}, kFloat64).requires_grad_(), b = rand_c({6, 2}, kFloat64).requires_grad_();
+  Tensor w = rand_c({4, 2}, kFloat64);
+  (view_as_real(matmul(a, b)) * view_as_real(w)).sum().backward();  // dL/dC = w (Wirtinger, as PyTorch)
+  EXPECT_LT(max_rel_err(to_vec(a.grad()), to_vec(matmul(w, conj(b.detach()).t()))), 1e-14);
+  EXPECT_LT(max_rel_err(to_vec(b.grad()), to_vec(matmul(conj(a.detach()).t(), w))), 1e-14);
+  EXPECT_TRUE(throws_with([&] { matmul(a.detach(), ones({6, 2}, kFloat64)); }, "same dtype"));
+}
+
 TEST(Complex, ViewsShareMemory) {
   Tensor z = zeros({2, 3}, kComplex64);
   Tensor r = view_as_real(z);
