@@ -38,7 +38,8 @@ double test_accuracy(const std::string& out) {
 
 }  // namespace
 
-// One data set, made once: 4 words x 80 clips (64 train, 16 test each), ~10 s; each training ~15 s.
+// One data set, made once: 4 words x 80 clips (64 train, 16 test each), ~10 s; then 15 epochs of
+// log-mel (~8 s) and 8 of MFCC (~2 s) training.
 TEST(AudioClassify, MakesDataLearnsWordsSavesAndClassifiesAClip) {
   int64_t clips = 0;
   for (const char* split : {"train", "test"})
@@ -55,10 +56,10 @@ TEST(AudioClassify, MakesDataLearnsWordsSavesAndClassifiesAClip) {
   const std::string model = (words() / "words.safetensors").string();
   Result r =
       run_program(NABLA_AUDIO_CLASSIFY_BIN,
-                  "--data " + words().string() + " --epochs 20 --batch-size 16 --lr 0.003 --seed 1 --save " + model);
+                  "--data " + words().string() + " --epochs 15 --batch-size 16 --lr 0.003 --seed 1 --save " + model);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("256 training and 64 test clips of 4 words: down,no,up,yes"), std::string::npos) << r.out;
-  EXPECT_GE(test_accuracy(r.out), 0.8) << r.out;  // chance is 0.25; 0.95 measured
+  EXPECT_GE(test_accuracy(r.out), 0.8) << r.out;  // chance is 0.25; 0.91 measured
   ASSERT_TRUE(fs::exists(model));
 
   Result c = run_program(NABLA_AUDIO_CLASSIFY_BIN,
@@ -69,7 +70,7 @@ TEST(AudioClassify, MakesDataLearnsWordsSavesAndClassifiesAClip) {
 
   r = run_program(NABLA_AUDIO_CLASSIFY_BIN,
                   "--data " + words().string() +
-                      " --features mfcc --epochs 12 --batch-size 16 --lr 0.003 --seed 2 --save " +
+                      " --features mfcc --epochs 8 --batch-size 16 --lr 0.003 --seed 2 --save " +
                       (words() / "mfcc.safetensors").string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_GE(test_accuracy(r.out), 0.8) << r.out;
