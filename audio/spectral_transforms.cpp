@@ -1,7 +1,7 @@
 // The STFT-based torchaudio.transforms (see transforms.h): Spectrogram, InverseSpectrogram,
 // GriffinLim, MelSpectrogram, MFCC, LFCC and TimeStretch, each the functional form with what
 // torchaudio precomputes (windows, filters, DCT matrices) held as buffers of its names.
-#include <cmath>
+#include <algorithm>
 #include <numbers>
 
 #include "audio/transforms.h"

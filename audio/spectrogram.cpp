@@ -6,7 +6,6 @@
 
 #include "audio/functional.h"
 #include "core/error.h"
-#include "core/graph.h"
 #include "core/ops.h"
 #include "core/spectral.h"
 

@@ -71,10 +71,10 @@ TEST(AudioTorchaudioSpectral, TransformsMatchTorchaudio) {
   AT::InverseSpectrogram inverse({.n_fft = 256, .hop_length = 64});
   ref.expect("InverseSpectrogram_256_len1601", inverse.forward(spec_c, 1601), 2e-6);
   ref.expect("InverseSpectrogram_256_nolen", inverse(spec_c), 2e-6);
-  ref.expect("InverseSpectrogram_256_len1601",
-             inverse.forward(AT::Spectrogram({.n_fft = 256, .hop_length = 64, .power = std::nullopt})(wave), 1601),
-             2e-6);  // and the round trip gives the waveform back (torchaudio's is within 1e-6 of it)
-  ref.expect("InverseSpectrogram_256_len1601", wave, 2e-6);
+  // nabla's own round trip: Spectrogram then InverseSpectrogram gives the waveform back.
+  Tensor round_trip =
+      inverse.forward(AT::Spectrogram({.n_fft = 256, .hop_length = 64, .power = std::nullopt})(wave), 1601);
+  EXPECT_LT((round_trip - wave).abs().max().item<double>(), 2e-6);
   ref.expect("inverse_spectrogram_f64_pad7_window",
              AF::inverse_spectrogram(as_complex(ref["spec_c64"]), 997, 7, hann64(120), 160, 40, 120, true), 1e-13);
 
